@@ -1,0 +1,84 @@
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "format.hpp"
+#include "preflight/planner/catalog.hpp"
+
+namespace preflight::cli {
+
+int run_models(const std::string& data_dir_flag, const std::string& format) {
+    const auto dir = data_dir_of(data_dir_flag);
+    nlohmann::json list = nlohmann::json::array();
+    Table t;
+    t.header = {"name", "family", "params", "active", "layers", "hidden", "heads/kv", "ffn", "vocab", "context"};
+    t.units = {"", "", "[count]", "[count]", "", "", "", "", "[tokens]", "[tokens]"};
+    for (const auto& name : catalog_models(dir)) {
+        const ModelConfig m = load_model(name, dir);
+        const ParamCounts c = count_params(m);
+        list.push_back({{"name", name},
+                        {"family", to_string(m.family)},
+                        {"params", c.total},
+                        {"params_active", c.active},
+                        {"layers", m.layers},
+                        {"hidden", m.hidden},
+                        {"heads", m.heads},
+                        {"kv_heads", m.kv_heads},
+                        {"ffn_hidden", m.ffn_hidden},
+                        {"vocab", m.vocab},
+                        {"max_positions", m.max_positions},
+                        {"experts", m.experts}});
+        t.rows.push_back({name, std::string(to_string(m.family)), group_digits(c.total), group_digits(c.active),
+                          std::to_string(m.layers), std::to_string(m.hidden),
+                          std::to_string(m.heads) + "/" + std::to_string(m.kv_heads), std::to_string(m.ffn_hidden),
+                          std::to_string(m.vocab), std::to_string(m.max_positions)});
+    }
+    if (format == "json")
+        std::cout << nlohmann::json{{"schema_version", 1}, {"models", list}}.dump(2) << "\n";
+    else
+        std::cout << "# models in " << (dir / "models").string() << "\n" << t.render();
+    return kExitOk;
+}
+
+int run_gpus(const std::string& data_dir_flag, const std::string& format) {
+    const auto dir = data_dir_of(data_dir_flag);
+    nlohmann::json list = nlohmann::json::array();
+    Table t;
+    t.header = {"name", "memory", "fp32", "tf32", "bf16", "fp16", "fp8", "HBM", "intra-node", "inter-node", "overhead"};
+    t.units = {"", "[binary]", "[TFLOP/s]", "[TFLOP/s]", "[TFLOP/s]", "[TFLOP/s]", "[TFLOP/s]", "[GB/s]", "[GB/s]",
+               "[GB/s]", "[binary]"};
+    auto tf = [](std::optional<double> v) { return v ? std::optional<double>(*v / 1e12) : std::nullopt; };
+    auto opt_json = [](std::optional<double> v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+    for (const auto& name : catalog_gpus(dir)) {
+        const GpuSpec g = load_gpu(name, dir);
+        list.push_back({{"name", name},
+                        {"display_name", g.display_name},
+                        {"memory_bytes", g.memory_bytes},
+                        {"peak_fp32_flops_per_s", opt_json(g.peak.fp32_flops_per_s)},
+                        {"peak_tf32_flops_per_s", opt_json(g.peak.tf32_flops_per_s)},
+                        {"peak_bf16_flops_per_s", opt_json(g.peak.bf16_flops_per_s)},
+                        {"peak_fp16_flops_per_s", opt_json(g.peak.fp16_flops_per_s)},
+                        {"peak_fp8_flops_per_s", opt_json(g.peak.fp8_flops_per_s)},
+                        {"hbm_bandwidth_bytes_per_s", g.hbm_bandwidth_bytes_per_s},
+                        {"intra_node_bandwidth_bytes_per_s", g.intra_node_bandwidth_bytes_per_s},
+                        {"inter_node_bandwidth_bytes_per_s", g.inter_node_bandwidth_bytes_per_s},
+                        {"gpus_per_node", g.gpus_per_node},
+                        {"overhead_bytes", g.overhead_bytes}});
+        t.rows.push_back({name, format_bytes(g.memory_bytes), format_rate(tf(g.peak.fp32_flops_per_s), ""),
+                          format_rate(tf(g.peak.tf32_flops_per_s), ""), format_rate(tf(g.peak.bf16_flops_per_s), ""),
+                          format_rate(tf(g.peak.fp16_flops_per_s), ""), format_rate(tf(g.peak.fp8_flops_per_s), ""),
+                          format_rate(g.hbm_bandwidth_bytes_per_s / 1e9, ""),
+                          format_rate(g.intra_node_bandwidth_bytes_per_s / 1e9, ""),
+                          format_rate(g.inter_node_bandwidth_bytes_per_s / 1e9, ""), format_bytes(g.overhead_bytes)});
+    }
+    if (format == "json")
+        std::cout << nlohmann::json{{"schema_version", 1}, {"gpus", list}}.dump(2) << "\n";
+    else
+        std::cout << "# GPUs in " << (dir / "gpus").string()
+                  << " (dense peaks; bandwidths per GPU per direction; N/A = not published)\n"
+                  << t.render();
+    return kExitOk;
+}
+
+}  // namespace preflight::cli

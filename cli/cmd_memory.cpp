@@ -1,0 +1,135 @@
+#include <cstdio>
+#include <iostream>
+
+#include "commands.hpp"
+#include "format.hpp"
+#include "preflight/planner/catalog.hpp"
+#include "preflight/planner/report.hpp"
+
+namespace preflight::cli {
+
+std::filesystem::path data_dir_of(const std::string& flag_value) {
+    return flag_value.empty() ? default_data_dir() : std::filesystem::path(flag_value);
+}
+
+namespace {
+
+struct Row {
+    const char* name;
+    std::int64_t bytes;
+    const char* what;
+};
+
+std::vector<Row> category_rows(const MemoryBreakdown& b) {
+    return {{"weights", b.weights, "compute copy of the parameters"},
+            {"master_weights", b.master_weights, "fp32 copy the optimizer updates"},
+            {"gradients", b.gradients, "gradient buffers"},
+            {"optimizer_states", b.optimizer_states, "AdamW moments / SGD momentum"},
+            {"activations", b.activations, "saved for backward, at the peak"},
+            {"logits_and_loss", b.logits_and_loss, "output logits + cross-entropy, at the peak"},
+            {"buffers", b.buffers, "communication buckets, gathers, tables"},
+            {"overhead", b.overhead, "CUDA context + library workspaces"}};
+}
+
+std::string plan_line(const Plan& p) {
+    char buf[512];
+    std::snprintf(buf, sizeof buf,
+                  "seq %lld, mbs %lld, grad_acc %lld, dp %lld, tp %lld, pp %lld%s, ZeRO-%d, recompute %s, %s, %s, "
+                  "%s attention, dropout %g",
+                  static_cast<long long>(p.seq), static_cast<long long>(p.mbs), static_cast<long long>(p.grad_acc),
+                  static_cast<long long>(p.dp), static_cast<long long>(p.tp), static_cast<long long>(p.pp),
+                  p.sp ? " +SP" : "", p.zero, std::string(to_string(p.recompute)).c_str(),
+                  std::string(to_string(p.precision)).c_str(), std::string(to_string(p.optimizer)).c_str(),
+                  std::string(to_string(p.attention)).c_str(), p.dropout);
+    return buf;
+}
+
+std::string percent(double f) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%.1f %%", 100.0 * f);
+    return buf;
+}
+
+void print_table(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan, const MemoryReport& r,
+                 bool show_timeline) {
+    const double cap = static_cast<double>(r.capacity_bytes);
+    std::cout << "# preflight memory: " << model.name << " on " << gpu.display_name << " ("
+              << format_bytes(gpu.memory_bytes) << " per GPU)\n"
+              << "# plan: " << plan_line(plan) << "\n"
+              << "# model: " << format_count(r.params.total) << " parameters (" << group_digits(r.params.total)
+              << ")";
+    if (r.params.active != r.params.total) std::cout << ", " << format_count(r.params.active) << " active per token";
+    std::cout << "; this GPU owns " << group_digits(r.params_on_gpu) << " before ZeRO sharding\n";
+    if (plan.pp > 1)
+        std::cout << "# most loaded pipeline stage: " << r.pipeline_stage << " (" << r.layers_on_stage
+                  << " layers, " << r.micro_batches_in_flight << " micro-batches in flight)\n";
+    std::cout << "# per GPU, steady state, at the peak phase\n\n";
+
+    Table t;
+    t.header = {"category", "bytes", "size", "of capacity", ""};
+    t.units = {"", "[B]", "[binary]", "[%]", ""};
+    for (const auto& row : category_rows(r.at_peak))
+        t.rows.push_back({row.name, group_digits(row.bytes), format_bytes(row.bytes),
+                          percent(static_cast<double>(row.bytes) / cap), bar(static_cast<double>(row.bytes) / cap, 30)});
+    t.rows.push_back({"peak", group_digits(r.peak_bytes), format_bytes(r.peak_bytes),
+                      percent(static_cast<double>(r.peak_bytes) / cap), bar(static_cast<double>(r.peak_bytes) / cap, 30)});
+    std::cout << t.render() << "\n";
+
+    std::cout << "peak phase:            " << describe(r.peak_phase) << "\n";
+    std::cout << "first step peak:       " << format_bytes(r.first_step_peak_bytes) << " at "
+              << describe(r.first_step_peak_phase) << " (optimizer moments not yet allocated)\n";
+    std::cout << "activations per layer: " << format_bytes(r.activations_per_layer_bytes) << " ("
+              << group_digits(r.activations_per_layer_bytes) << " B, one micro-batch, recompute "
+              << to_string(plan.recompute) << ")\n";
+    if (r.fits)
+        std::cout << "verdict:               FITS, " << format_bytes(r.capacity_bytes - r.peak_bytes)
+                  << " free of " << format_bytes(r.capacity_bytes) << "\n";
+    else
+        std::cout << "verdict:               DOES NOT FIT, over by " << format_bytes(r.peak_bytes - r.capacity_bytes)
+                  << " (" << format_bytes(r.peak_bytes) << " > " << format_bytes(r.capacity_bytes) << ")\n";
+
+    if (show_timeline) {
+        std::cout << "\n# timeline of one steady-state step (the micro-batch that reaches the peak)\n";
+        Table tl;
+        tl.header = {"phase", "total", "activations", "logits", "buffers", ""};
+        tl.units = {"", "[binary]", "[binary]", "[binary]", "[binary]", ""};
+        for (const auto& e : r.timeline_steady)
+            tl.rows.push_back({describe(e.phase), format_bytes(e.bytes.total()), format_bytes(e.bytes.activations),
+                               format_bytes(e.bytes.logits_and_loss), format_bytes(e.bytes.buffers),
+                               bar(static_cast<double>(e.bytes.total()) / cap, 30)});
+        std::cout << tl.render();
+    }
+}
+
+void print_csv(const MemoryReport& r) {
+    std::cout << "category,bytes,fraction_of_capacity\n";
+    const double cap = static_cast<double>(r.capacity_bytes);
+    for (const auto& row : category_rows(r.at_peak))
+        std::cout << row.name << "," << row.bytes << "," << static_cast<double>(row.bytes) / cap << "\n";
+    std::cout << "peak," << r.peak_bytes << "," << static_cast<double>(r.peak_bytes) / cap << "\n";
+    std::cout << "capacity," << r.capacity_bytes << ",1\n";
+    std::cout << "activations_per_layer," << r.activations_per_layer_bytes << ","
+              << static_cast<double>(r.activations_per_layer_bytes) / cap << "\n";
+}
+
+}  // namespace
+
+int run_memory(const PlanFlags& flags, bool show_timeline) {
+    const auto dir = data_dir_of(flags.data_dir);
+    const ModelConfig model = load_model(flags.model, dir);
+    const GpuSpec gpu = load_gpu(flags.gpu, dir);
+    const Plan plan = resolve_defaults(flags.to_plan(), model);
+    MemoryOptions opt;
+    opt.overhead_bytes = flags.overhead_bytes;
+    opt.timeline = true;
+    const MemoryReport r = evaluate_memory(model, gpu, plan, opt);
+    if (flags.format == "json")
+        std::cout << memory_document(model, gpu, plan, r).dump(2) << "\n";
+    else if (flags.format == "csv")
+        print_csv(r);
+    else
+        print_table(model, gpu, plan, r, show_timeline);
+    return r.fits ? kExitOk : kExitDoesNotFit;
+}
+
+}  // namespace preflight::cli

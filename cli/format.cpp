@@ -1,0 +1,93 @@
+#include "format.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace preflight::cli {
+
+std::string format_bytes(std::int64_t bytes) {
+    static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    double v = static_cast<double>(bytes);
+    int u = 0;
+    while (std::abs(v) >= 1024.0 && u < 5) {
+        v /= 1024.0;
+        ++u;
+    }
+    char buf[32];
+    if (u == 0)
+        std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));
+    else
+        std::snprintf(buf, sizeof buf, std::abs(v) >= 100 ? "%.1f %s" : "%.2f %s", v, units[u]);
+    return buf;
+}
+
+std::string group_digits(std::int64_t v) {
+    std::string s = std::to_string(v < 0 ? -v : v);
+    for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<std::size_t>(i), ",");
+    return v < 0 ? "-" + s : s;
+}
+
+std::string format_count(std::int64_t v) {
+    char buf[32];
+    const double d = static_cast<double>(v);
+    if (d >= 1e9)
+        std::snprintf(buf, sizeof buf, "%.2f B", d / 1e9);
+    else if (d >= 1e6)
+        std::snprintf(buf, sizeof buf, "%.1f M", d / 1e6);
+    else
+        std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+    return buf;
+}
+
+std::string format_rate(std::optional<double> v, const char* unit) {
+    if (!v) return "N/A";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f %s", *v, unit);
+    return buf;
+}
+
+std::string bar(double fraction, int width) {
+    fraction = std::clamp(fraction, 0.0, 1.0);
+    const int filled = static_cast<int>(std::lround(fraction * width));
+    std::string s;
+    for (int i = 0; i < width; ++i) s += i < filled ? "\u2588" : "\u00b7";
+    return s;
+}
+
+namespace {
+// Display width: UTF-8 code points (the bar glyphs are one column each).
+std::size_t columns(const std::string& s) {
+    std::size_t n = 0;
+    for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+    return n;
+}
+}  // namespace
+
+std::string Table::render() const {
+    std::vector<std::size_t> w(header.size(), 0);
+    auto widen = [&](const std::vector<std::string>& r) {
+        for (std::size_t i = 0; i < r.size() && i < w.size(); ++i) w[i] = std::max(w[i], columns(r[i]));
+    };
+    widen(header);
+    widen(units);
+    for (const auto& r : rows) widen(r);
+    auto line = [&](const std::vector<std::string>& r) {
+        std::string out;
+        for (std::size_t i = 0; i < w.size(); ++i) {
+            const std::string cell = i < r.size() ? r[i] : "";
+            const std::string pad(w[i] - std::min(w[i], columns(cell)), ' ');
+            // First column and a trailing untitled column (bars) align left, numbers right.
+            const bool left = i == 0 || (i + 1 == w.size() && header[i].empty());
+            out += left ? (i == 0 ? "" : "  ") + cell + pad : "  " + pad + cell;
+        }
+        while (!out.empty() && out.back() == ' ') out.pop_back();
+        return out + "\n";
+    };
+    std::string out = line(header);
+    if (!units.empty()) out += line(units);
+    for (const auto& r : rows) out += line(r);
+    return out;
+}
+
+}  // namespace preflight::cli

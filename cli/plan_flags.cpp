@@ -1,0 +1,70 @@
+#include "plan_flags.hpp"
+
+#include "preflight/planner/error.hpp"
+
+namespace preflight::cli {
+
+void add_plan_flags(CLI::App& app, PlanFlags& f) {
+    app.add_option("--model", f.model,
+                   "Catalog name (see `preflight models`) or path to a Hugging Face config.json")
+        ->capture_default_str();
+    app.add_option("--gpu", f.gpu, "Catalog name (see `preflight gpus`) or path to a GPU spec JSON")
+        ->capture_default_str();
+    auto* g = "Plan";
+    app.add_option("--seq", f.seq, "Sequence length in tokens (default: model context, capped at 4096)")->group(g);
+    app.add_option("--mbs", f.mbs, "Micro-batch size in sequences per GPU per forward (default 1)")->group(g);
+    app.add_option("--grad-acc", f.grad_acc, "Gradient accumulation steps per optimizer step (default 1)")->group(g);
+    app.add_option("--dp", f.dp, "Data-parallel degree (default 1)")->group(g);
+    app.add_option("--tp", f.tp, "Tensor-parallel degree; must divide heads, KV heads and MLP width (default 1)")
+        ->group(g);
+    app.add_option("--pp", f.pp, "Pipeline-parallel stages, 1F1B schedule (default 1)")->group(g);
+    app.add_flag("--sp", f.sp, "Sequence parallelism (with --tp > 1): shards norm/dropout activations by tp")
+        ->group(g);
+    app.add_option("--zero", f.zero,
+                   "ZeRO stage over dp: 0 none, 1 optimizer states, 2 + gradients, 3 + weights (default 0)")
+        ->check(CLI::Range(0, 3))
+        ->group(g);
+    app.add_option("--recompute", f.recompute,
+                   "Activation recomputation: none | selective (attention core) | full (keep layer inputs) "
+                   "(default none)")
+        ->check(CLI::IsMember({"none", "selective", "full"}))
+        ->group(g);
+    app.add_option("--precision", f.precision,
+                   "Precision recipe: fp32 | bf16-mixed | bf16-mixed-fp32-grads | bf16 | fp16-mixed | fp8-mixed "
+                   "(default bf16-mixed)")
+        ->check(CLI::IsMember({"fp32", "bf16-mixed", "bf16-mixed-fp32-grads", "bf16", "fp16-mixed", "fp8-mixed"}))
+        ->group(g);
+    app.add_option("--optimizer", f.optimizer, "adamw (2 fp32 moments) | sgd (1 fp32 momentum) (default adamw)")
+        ->check(CLI::IsMember({"adamw", "sgd"}))
+        ->group(g);
+    app.add_option("--attention", f.attention,
+                   "flash (keeps per-row softmax statistics) | eager (keeps s^2 scores) (default flash)")
+        ->check(CLI::IsMember({"flash", "eager"}))
+        ->group(g);
+    app.add_option("--dropout", f.dropout, "Dropout probability; > 0 keeps dropout masks (default 0)")->group(g);
+    app.add_option("--overhead-bytes", f.overhead_bytes,
+                   "Per-GPU overhead (CUDA context, library workspaces) in bytes; overrides the GPU spec")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--data-dir", f.data_dir, "Catalog folder (default: $PREFLIGHT_DATA_DIR or the built-in data/)");
+}
+
+Plan PlanFlags::to_plan() const {
+    Plan p;
+    p.seq = seq.value_or(0);
+    p.mbs = mbs.value_or(p.mbs);
+    p.grad_acc = grad_acc.value_or(p.grad_acc);
+    p.dp = dp.value_or(p.dp);
+    p.tp = tp.value_or(p.tp);
+    p.pp = pp.value_or(p.pp);
+    p.sp = sp;
+    p.zero = zero.value_or(p.zero);
+    if (recompute) p.recompute = *parse_recompute(*recompute);
+    if (precision) p.precision = *parse_precision(*precision);
+    if (optimizer) p.optimizer = *parse_optimizer(*optimizer);
+    if (attention) p.attention = *parse_attention(*attention);
+    p.dropout = dropout.value_or(p.dropout);
+    if (seq && *seq <= 0) throw InputError("--seq", "must be a positive integer, got " + std::to_string(*seq));
+    return p;
+}
+
+}  // namespace preflight::cli

@@ -1,0 +1,136 @@
+// Per-GPU memory model of one training step: model states under ZeRO/TP/PP,
+// activations from a per-tensor inventory, logits and loss, communication
+// buffers, overhead, and a phase-by-phase timeline whose maximum is the peak.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "preflight/planner/gpu.hpp"
+#include "preflight/planner/model.hpp"
+#include "preflight/planner/plan.hpp"
+
+namespace preflight {
+
+inline constexpr std::int64_t kMiB = std::int64_t{1} << 20;
+inline constexpr std::int64_t kGiB = std::int64_t{1} << 30;
+
+// What a training framework keeps beyond the analytic minimum. The default
+// describes Megatron-LM-style training (persistent contiguous gradient buffers,
+// fused vocab-parallel cross-entropy, lazily created optimizer moments).
+struct FrameworkProfile {
+    std::string name = "megatron";
+    // Gradient communication bucket (PyTorch DDP's default bucket_cap_mb = 25) and
+    // how many are in flight while backward overlaps the reduction.
+    std::int64_t grad_bucket_bytes = 25 * kMiB;
+    int grad_buckets_in_flight = 2;
+    // Optimizer moments are created at the first optimizer step (torch.optim),
+    // so the first step's forward/backward runs without them.
+    bool lazy_optimizer_state = true;
+    // Cross-entropy upcasts the logits to fp32 (fused kernels keep one fp32 copy).
+    bool logits_fp32_copy = true;
+    // Keep each norm's per-row statistics (mean/rstd, fp32); Korthikanti et al.
+    // omit these O(sb) terms, so the default leaves them out.
+    bool norm_row_stats = false;
+    // Vocabulary padded to a multiple of this (times tp) before sharding
+    // (Megatron: --make-vocab-size-divisible-by 128; plain PyTorch: 1).
+    std::int64_t vocab_pad_multiple = 1;
+};
+
+struct MemoryBreakdown {
+    std::int64_t weights = 0;
+    std::int64_t master_weights = 0;
+    std::int64_t gradients = 0;
+    std::int64_t optimizer_states = 0;
+    std::int64_t activations = 0;
+    std::int64_t logits_and_loss = 0;
+    std::int64_t buffers = 0;
+    std::int64_t overhead = 0;
+
+    std::int64_t total() const {
+        return weights + master_weights + gradients + optimizer_states + activations +
+               logits_and_loss + buffers + overhead;
+    }
+};
+
+enum class PhaseKind { step_start, forward, output_loss, backward, grad_reduce, optimizer_step };
+
+struct Phase {
+    PhaseKind kind = PhaseKind::step_start;
+    std::int64_t layer = 0;        // 1-based layer on the stage (forward/backward)
+    std::int64_t micro_batch = 0;  // 1-based micro-batch (forward/output/backward)
+};
+// Human-readable label, e.g. "backward layer 32 (micro-batch 1)".
+std::string describe(const Phase& phase);
+std::string_view to_string(PhaseKind k);
+
+struct TimelineEntry {
+    Phase phase;
+    MemoryBreakdown bytes;
+};
+
+// One tensor a transformer layer saves for backward, for one micro-batch on one
+// GPU, after TP/SP division.
+struct ActivationTensor {
+    std::string_view name;
+    std::int64_t bytes = 0;
+    bool attention_core = false;  // dropped by selective recompute
+};
+
+// Model states (steady state) for a flat parameter count. ZeRO-1/2 shard a flat,
+// padded buffer over dp ranks (Rajbhandari et al. 2020, sec. 5).
+struct ModelStateBytes {
+    std::int64_t weights = 0;
+    std::int64_t master_weights = 0;
+    std::int64_t gradients = 0;
+    std::int64_t optimizer_states = 0;
+    std::int64_t total() const { return weights + master_weights + gradients + optimizer_states; }
+};
+ModelStateBytes model_state_bytes(std::int64_t params, Precision precision, Optimizer optimizer,
+                                  int zero, std::int64_t dp);
+
+// Elements one of `ranks` ranks holds when `elements` are split evenly with padding.
+constexpr std::int64_t shard_elements(std::int64_t elements, std::int64_t ranks) {
+    return (elements + ranks - 1) / ranks;
+}
+
+// The saved-tensor inventory of one transformer layer (one micro-batch, one GPU)
+// under the plan's attention kind, dropout, precision, TP/SP and recompute mode.
+std::vector<ActivationTensor> layer_activation_inventory(const ModelConfig& model, const Plan& plan,
+                                                         const FrameworkProfile& profile = {});
+std::int64_t layer_activation_bytes(const ModelConfig& model, const Plan& plan,
+                                    const FrameworkProfile& profile = {});
+
+struct MemoryOptions {
+    FrameworkProfile profile;
+    std::optional<std::int64_t> overhead_bytes;  // overrides the GPU spec's figure
+    bool timeline = false;                       // fill MemoryReport::timeline_*
+};
+
+struct MemoryReport {
+    ParamCounts params;
+    std::int64_t capacity_bytes = 0;
+    std::int64_t pipeline_stage = 0;   // 0-based stage with the highest peak
+    std::int64_t layers_on_stage = 0;
+    std::int64_t micro_batches_in_flight = 1;
+    std::int64_t params_on_gpu = 0;    // parameters this GPU owns before ZeRO sharding
+    MemoryBreakdown at_peak;           // contract's per_gpu_bytes
+    std::int64_t activations_per_layer_bytes = 0;
+    std::vector<ActivationTensor> layer_inventory;
+    std::int64_t peak_bytes = 0;
+    Phase peak_phase;
+    bool fits = false;
+    std::int64_t first_step_peak_bytes = 0;
+    Phase first_step_peak_phase;
+    std::vector<TimelineEntry> timeline_steady;  // when MemoryOptions::timeline
+    std::vector<TimelineEntry> timeline_first;
+};
+
+// Evaluates a validated plan. Throws InputError for an invalid plan.
+MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
+                             const MemoryOptions& options = {});
+
+}  // namespace preflight

@@ -1,0 +1,94 @@
+// Model description (read from a Hugging Face config.json) and exact parameter counts.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace preflight {
+
+enum class ModelFamily { gpt2, llama, mistral, qwen2, mixtral };
+enum class NormKind { layernorm, rmsnorm };
+enum class MlpKind { gelu, swiglu };
+enum class PositionKind { learned, rope };
+
+std::string_view to_string(ModelFamily f);
+
+// Architecture of a decoder-only transformer, in the planner's own terms.
+struct ModelConfig {
+    std::string name;
+    ModelFamily family = ModelFamily::llama;
+    std::int64_t hidden = 0;           // h
+    std::int64_t layers = 0;           // L
+    std::int64_t heads = 0;            // a (query heads)
+    std::int64_t kv_heads = 0;         // GQA key/value heads (== heads for MHA)
+    std::int64_t head_dim = 0;         // d; q width = heads*d, kv width = kv_heads*d
+    std::int64_t ffn_hidden = 0;       // f (per expert for MoE)
+    std::int64_t vocab = 0;            // V
+    std::int64_t max_positions = 0;    // context length from the config
+    bool tied_embeddings = false;
+    NormKind norm = NormKind::rmsnorm;
+    MlpKind mlp = MlpKind::swiglu;
+    PositionKind position = PositionKind::rope;
+    bool qkv_bias = false;             // bias on q/k/v projections (GPT-2, Qwen2)
+    bool out_bias = false;             // bias on attention output projection (GPT-2)
+    bool mlp_bias = false;             // biases on MLP projections (GPT-2)
+    std::int64_t experts = 1;          // MoE experts per layer (1 = dense)
+    std::int64_t experts_per_token = 1;  // top-k routing
+
+    std::int64_t q_width() const { return heads * head_dim; }
+    std::int64_t kv_width() const { return kv_heads * head_dim; }
+    bool is_moe() const { return experts > 1; }
+};
+
+// How a parameter tensor is divided under Megatron-style tensor parallelism.
+enum class TpSplit {
+    replicated,  // norms, row-parallel biases, learned positions, MoE router
+    column,      // q/k/v, fc1/gate/up weights and their biases: split on the output dim
+    row,         // attention out and fc2/down weights: split on the input dim
+    vocab,       // word embedding / LM head: split on the vocabulary dim (padded to a multiple of t)
+};
+
+// Where a tensor lives in the stack (for the pipeline split).
+enum class TensorPlace { embedding, layer, final_norm, lm_head };
+
+struct ParamTensor {
+    std::string_view name;
+    std::int64_t rows = 0;     // numel = rows * cols; rows is the split dim for column/vocab
+    std::int64_t cols = 1;
+    TpSplit split = TpSplit::replicated;
+    TensorPlace place = TensorPlace::layer;
+    bool gemm_weight = false;  // a matrix fed to a GEMM (gets an fp8 copy under fp8-mixed)
+    std::int64_t copies = 1;   // identical tensors per layer (MoE experts)
+
+    std::int64_t numel() const { return rows * cols * copies; }
+};
+
+// The model's parameter tensors: embedding-level tensors, one layer's tensors
+// (every layer is identical), final norm and LM head (absent when tied).
+std::vector<ParamTensor> param_tensors(const ModelConfig& m);
+
+struct ParamCounts {
+    std::int64_t total = 0;      // every learnable parameter once (tied embeddings once)
+    std::int64_t active = 0;     // used per token (MoE: routed experts only)
+    std::int64_t embedding = 0;  // word (+ learned position) embeddings
+    std::int64_t per_layer = 0;  // one transformer layer
+    std::int64_t per_layer_active = 0;
+    std::int64_t final_norm = 0;
+    std::int64_t lm_head = 0;    // 0 when tied to the embedding
+};
+
+ParamCounts count_params(const ModelConfig& m);
+
+// Builds a ModelConfig from a Hugging Face config.json object (llama, mistral,
+// qwen2, gpt2, mixtral families, chosen by "model_type"). Throws InputError
+// naming the field for anything missing, negative or inconsistent.
+ModelConfig model_from_hf_config(const nlohmann::json& config, const std::string& name);
+
+// Checks the invariants model_from_hf_config enforces (for hand-built configs).
+void validate_model(const ModelConfig& m);
+
+}  // namespace preflight

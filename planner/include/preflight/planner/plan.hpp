@@ -1,0 +1,76 @@
+// A training plan: batch shape, parallelism, ZeRO stage, precision, recompute.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace preflight {
+
+struct ModelConfig;
+
+enum class Precision { fp32, bf16_mixed, bf16_mixed_fp32_grads, bf16, fp16_mixed, fp8_mixed };
+enum class Recompute { none, selective, full };
+enum class Optimizer { adamw, sgd };
+enum class AttentionKind { flash, eager };
+
+// Names exactly as on the command line (interface.md).
+std::string_view to_string(Precision p);
+std::string_view to_string(Recompute r);
+std::string_view to_string(Optimizer o);
+std::string_view to_string(AttentionKind a);
+std::optional<Precision> parse_precision(std::string_view s);
+std::optional<Recompute> parse_recompute(std::string_view s);
+std::optional<Optimizer> parse_optimizer(std::string_view s);
+std::optional<AttentionKind> parse_attention(std::string_view s);
+std::span<const Precision> all_precisions();
+std::span<const Recompute> all_recomputes();
+
+struct Plan {
+    std::int64_t seq = 0;  // 0 = the model's context length capped at 4096 (see resolve_defaults)
+    std::int64_t mbs = 1;
+    std::int64_t grad_acc = 1;
+    std::int64_t dp = 1;
+    std::int64_t tp = 1;
+    std::int64_t pp = 1;
+    bool sp = false;  // sequence parallelism (needs tp > 1)
+    int zero = 0;     // ZeRO stage 0..3 over dp
+    Recompute recompute = Recompute::none;
+    Precision precision = Precision::bf16_mixed;
+    Optimizer optimizer = Optimizer::adamw;
+    AttentionKind attention = AttentionKind::flash;
+    double dropout = 0.0;
+
+    std::int64_t gpus() const { return dp * tp * pp; }
+    // Global batch in tokens = seq * mbs * grad_acc * dp (interface.md).
+    std::int64_t global_batch_tokens() const { return seq * mbs * grad_acc * dp; }
+};
+
+// Default sequence length: the model's context length capped at 4096 (interface.md).
+inline constexpr std::int64_t kDefaultSeqCap = 4096;
+
+// Fills seq when 0. Pure: returns a copy.
+Plan resolve_defaults(Plan plan, const ModelConfig& model);
+
+// Throws InputError naming the flag for an inconsistent plan (mbs 0, tp not
+// dividing heads, pp > layers, sp without tp, dropout out of [0,1), ...).
+void validate_plan(const Plan& plan, const ModelConfig& model);
+
+// Bytes per element and per parameter for a precision recipe (interface.md table).
+struct PrecisionBytes {
+    int weight = 2;               // the compute copy of each parameter
+    int gradient = 2;             // 16-bit (or fp32) gradient buffer
+    int gradient_accum = 0;       // extra fp32 accumulation buffer (bf16-mixed-fp32-grads)
+    int master = 4;               // fp32 master copy
+    int activation = 2;           // activation / logits element
+    int gemm_input = 2;           // saved GEMM inputs (1 under fp8: fp8 copies kept for backward)
+    int fp8_weight_copies = 0;    // fp8 weight + its transpose per GEMM weight (Transformer Engine)
+};
+PrecisionBytes precision_bytes(Precision p);
+
+// Optimizer state bytes per parameter: AdamW two fp32 moments, SGD one fp32 momentum.
+int optimizer_bytes_per_param(Optimizer o);
+
+}  // namespace preflight

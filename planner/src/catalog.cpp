@@ -1,0 +1,90 @@
+#include "preflight/planner/catalog.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "preflight/planner/error.hpp"
+
+#ifndef PREFLIGHT_DATA_DIR
+#define PREFLIGHT_DATA_DIR "data"
+#endif
+
+namespace preflight {
+
+namespace fs = std::filesystem;
+
+fs::path default_data_dir() {
+    if (const char* env = std::getenv("PREFLIGHT_DATA_DIR"); env && *env) return env;
+    return PREFLIGHT_DATA_DIR;
+}
+
+nlohmann::json read_json_file(const fs::path& path, const std::string& subject) {
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec))
+        throw InputError(subject, "cannot read '" + path.string() + "': no such file");
+    std::ifstream in(path);
+    if (!in) throw InputError(subject, "cannot read '" + path.string() + "': permission denied or unreadable");
+    try {
+        return nlohmann::json::parse(in);
+    } catch (const nlohmann::json::parse_error& e) {
+        throw InputError(subject, "'" + path.string() + "' is not valid JSON (" + e.what() + ")");
+    }
+}
+
+namespace {
+
+std::vector<std::string> stems(const fs::path& dir) {
+    std::vector<std::string> v;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec))
+        if (e.path().extension() == ".json") v.push_back(e.path().stem().string());
+    std::sort(v.begin(), v.end());
+    return v;
+}
+
+// A name in the catalog folder, else a path; the error lists the catalog.
+fs::path resolve(const std::string& spec, const fs::path& folder, const std::string& flag) {
+    const fs::path in_catalog = folder / (spec + ".json");
+    std::error_code ec;
+    if (spec.find('/') == std::string::npos && fs::is_regular_file(in_catalog, ec)) return in_catalog;
+    if (fs::exists(spec, ec)) return spec;
+    std::string names;
+    for (const auto& n : stems(folder)) names += (names.empty() ? "" : ", ") + n;
+    throw InputError(flag, "'" + spec + "' is neither a catalog name nor a readable file" +
+                               (names.empty() ? " (catalog folder " + folder.string() + " is empty or missing)"
+                                              : " (catalog: " + names + ")"));
+}
+
+std::string display_stem(const fs::path& path) {
+    return path.filename() == "config.json" ? path.parent_path().filename().string() : path.stem().string();
+}
+
+}  // namespace
+
+ModelConfig load_model(const std::string& spec, const fs::path& data_dir) {
+    const fs::path path = resolve(spec, data_dir / "models", "--model");
+    const auto j = read_json_file(path, "--model");
+    try {
+        return model_from_hf_config(j, display_stem(path));
+    } catch (const InputError& e) {
+        throw InputError("--model " + path.string(), e.what());
+    }
+}
+
+GpuSpec load_gpu(const std::string& spec, const fs::path& data_dir) {
+    const fs::path path = resolve(spec, data_dir / "gpus", "--gpu");
+    const auto j = read_json_file(path, "--gpu");
+    try {
+        return gpu_from_json(j, display_stem(path));
+    } catch (const InputError& e) {
+        throw InputError("--gpu " + path.string(), e.what());
+    }
+}
+
+std::vector<std::string> catalog_models(const fs::path& data_dir) { return stems(data_dir / "models"); }
+std::vector<std::string> catalog_gpus(const fs::path& data_dir) { return stems(data_dir / "gpus"); }
+
+}  // namespace preflight

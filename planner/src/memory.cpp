@@ -1,0 +1,419 @@
+#include "preflight/planner/memory.hpp"
+
+#include <algorithm>
+
+#include "preflight/planner/error.hpp"
+
+namespace preflight {
+
+std::string_view to_string(PhaseKind k) {
+    switch (k) {
+        case PhaseKind::step_start: return "step start";
+        case PhaseKind::forward: return "forward";
+        case PhaseKind::output_loss: return "output+loss";
+        case PhaseKind::backward: return "backward";
+        case PhaseKind::grad_reduce: return "gradient reduction";
+        case PhaseKind::optimizer_step: return "optimizer step";
+    }
+    return "?";
+}
+
+std::string describe(const Phase& p) {
+    std::string s(to_string(p.kind));
+    if (p.kind == PhaseKind::forward || p.kind == PhaseKind::backward) s += " layer " + std::to_string(p.layer);
+    if (p.micro_batch > 0 && (p.kind == PhaseKind::forward || p.kind == PhaseKind::backward ||
+                              p.kind == PhaseKind::output_loss))
+        s += " (micro-batch " + std::to_string(p.micro_batch) + ")";
+    return s;
+}
+
+namespace {
+
+// Elements held per category, before multiplying by bytes per element.
+struct StateElements {
+    std::int64_t weights = 0, gradients = 0, optimizer = 0;
+};
+
+// ZeRO stages (Rajbhandari et al. 2020, sec. 5.1-5.3): stage 1 partitions optimizer
+// states (with the fp32 master copy), stage 2 adds gradients, stage 3 parameters.
+// `flat` is the unsharded element count; `per_tensor_shard` is what ZeRO-3 holds when
+// each tensor is split on its own (sum of ceil(numel_i / dp)).
+StateElements zero_elements(std::int64_t flat, std::int64_t per_tensor_shard, int zero, std::int64_t dp) {
+    const std::int64_t flat_shard = shard_elements(flat, dp);  // ZeRO-1/2: one padded flat buffer
+    const std::int64_t shard = zero == 3 ? per_tensor_shard : flat_shard;
+    return {zero == 3 ? shard : flat, zero >= 2 ? shard : flat, zero >= 1 ? shard : flat};
+}
+
+ModelStateBytes state_bytes(const StateElements& e, Precision precision, Optimizer optimizer) {
+    const PrecisionBytes pb = precision_bytes(precision);
+    ModelStateBytes b;
+    b.weights = e.weights * pb.weight;
+    b.gradients = e.gradients * (pb.gradient + pb.gradient_accum);
+    b.master_weights = e.optimizer * pb.master;
+    b.optimizer_states = e.optimizer * optimizer_bytes_per_param(optimizer);
+    return b;
+}
+
+std::int64_t padded_vocab(std::int64_t vocab, std::int64_t tp, std::int64_t pad_multiple) {
+    const std::int64_t unit = std::max<std::int64_t>(pad_multiple, 1) * tp;
+    return (vocab + unit - 1) / unit * unit;
+}
+
+// Elements of one parameter tensor held by one tensor-parallel rank (Shoeybi et al.
+// 2019, sec. 3: column/row-parallel linears; vocab-parallel embedding).
+std::int64_t tp_local_numel(const ParamTensor& p, std::int64_t tp, std::int64_t vocab_pad) {
+    switch (p.split) {
+        case TpSplit::replicated: return p.numel();
+        case TpSplit::column: return p.rows / tp * p.cols * p.copies;
+        case TpSplit::row: return p.rows * (p.cols / tp) * p.copies;
+        case TpSplit::vocab: return padded_vocab(p.rows, tp, vocab_pad) / tp * p.cols * p.copies;
+    }
+    return p.numel();
+}
+
+// Everything about one pipeline stage that the phase snapshots need.
+struct StageModel {
+    std::int64_t layers = 0;
+    bool first = false, last = false;
+    std::int64_t in_flight = 1;       // micro-batches whose activations are held at once
+    std::int64_t params_local = 0;    // after TP/PP, before ZeRO
+    ModelStateBytes states;           // steady state, after ZeRO
+    std::int64_t act_layer = 0;       // kept per layer per micro-batch
+    std::int64_t act_layer_full = 0;  // full saved set (re-created during backward under full recompute)
+    std::int64_t fwd_transient = 0;   // within-layer working memory in forward
+    std::int64_t bwd_transient = 0;   // within-layer working memory in backward
+    std::int64_t act_embed = 0;       // first stage: token ids, embedding dropout mask
+    std::int64_t act_head = 0;        // last stage: final-norm input/output, labels
+    std::int64_t logits_peak = 0;     // output+loss working set
+    std::int64_t static_buffers = 0;  // RoPE tables, fp8 scaling state
+    std::int64_t gather_layer = 0;    // ZeRO-3: one layer's gathered weights
+    std::int64_t gather_head = 0;     // ZeRO-3: gathered LM head / embedding
+    std::int64_t layer_grad_bytes = 0;  // ZeRO-3: a layer's full grads before reduce-scatter
+    std::int64_t grad_buckets = 0;    // data-parallel gradient buckets in flight
+    std::int64_t overhead = 0;
+    int zero = 0;
+};
+
+struct ActDims {
+    std::int64_t s, b, h, qw, kvw, f, a, t;
+    bool sp;
+    int ab, gb;  // activation / saved-GEMM-input bytes per element
+};
+
+ActDims act_dims(const ModelConfig& m, const Plan& p) {
+    const PrecisionBytes pb = precision_bytes(p.precision);
+    return {p.seq, p.mbs, m.hidden, m.q_width(), m.kv_width(), m.ffn_hidden, m.heads, p.tp, p.sp, pb.activation,
+            pb.gemm_input};
+}
+
+// Full per-layer saved set, before recompute filtering. Item sizes follow
+// Korthikanti et al. 2022, sec. 4.1 (eq. 1), generalised to GQA, SwiGLU, MoE and
+// flash attention; `tp_div` tensors are split by TP (eq. 2), the rest only by SP (eq. 3).
+std::vector<ActivationTensor> full_inventory(const ModelConfig& m, const Plan& p, const FrameworkProfile& prof) {
+    const ActDims d = act_dims(m, p);
+    const std::int64_t sb = d.s * d.b;
+    const std::int64_t sp_div = d.sp ? d.t : 1;
+    const bool drop = p.dropout > 0.0;
+    std::vector<ActivationTensor> v;
+    v.reserve(20);
+    auto tp_item = [&](std::string_view n, std::int64_t bytes, bool core = false) {
+        v.push_back({n, bytes / d.t, core});
+    };
+    auto sp_item = [&](std::string_view n, std::int64_t bytes) { v.push_back({n, bytes / sp_div, false}); };
+    const std::int64_t norm_stats = m.norm == NormKind::layernorm ? 8 : 4;  // fp32 mean+rstd / rstd per row
+
+    sp_item("attention norm input", sb * d.h * d.ab);
+    if (prof.norm_row_stats) sp_item("attention norm statistics", sb * norm_stats);
+    sp_item("QKV GEMM input (norm output)", sb * d.h * d.gb);
+    tp_item("Q (after RoPE)", sb * d.qw * d.ab);
+    tp_item("K (after RoPE)", sb * d.kvw * d.ab);
+    tp_item("V", sb * d.kvw * d.ab);
+    const std::int64_t scores = d.a * d.s * d.s * d.b;  // a*s^2*b elements
+    if (p.attention == AttentionKind::eager) {
+        tp_item("softmax output", scores * d.ab, true);
+        if (drop) {
+            tp_item("attention dropout mask", scores * 1, true);
+            tp_item("attention dropout output", scores * d.ab, true);
+        }
+    } else {
+        // FlashAttention (Dao et al. 2022, alg. 2) keeps only the fp32 log-sum-exp per row;
+        // dropout masks are regenerated from the RNG state.
+        tp_item("softmax log-sum-exp (fp32)", d.a * sb * 4, true);
+    }
+    tp_item("attention output (out-proj GEMM input)", sb * d.qw * d.gb);
+    if (drop) sp_item("attention residual dropout mask", sb * d.h * 1);
+    sp_item("MLP norm input", sb * d.h * d.ab);
+    if (prof.norm_row_stats) sp_item("MLP norm statistics", sb * norm_stats);
+    sp_item("MLP GEMM input (norm output)", sb * d.h * d.gb);
+    // Tokens through each expert: a dense MLP sees every token once; top-k routing k times.
+    const std::int64_t routed = sb * (m.is_moe() ? m.experts_per_token : 1);
+    if (m.is_moe()) {
+        sp_item("router probabilities (fp32)", sb * m.experts * 4);
+        sp_item("dispatched tokens (expert GEMM input)", routed * d.h * d.gb);
+    }
+    if (m.mlp == MlpKind::swiglu) {
+        // SwiGLU (Shazeer 2020): silu(gate) * up; backward needs gate and up, the
+        // product feeds the down projection.
+        tp_item("gate projection output", routed * d.f * d.ab);
+        tp_item("up projection output", routed * d.f * d.ab);
+        tp_item("down GEMM input (silu(gate)*up)", routed * d.f * d.gb);
+    } else {
+        tp_item("GeLU input (fc1 output)", routed * d.f * d.ab);
+        tp_item("fc2 GEMM input (GeLU output)", routed * d.f * d.gb);
+    }
+    if (m.is_moe()) sp_item("expert outputs (for weighted combine)", routed * d.h * d.ab);
+    if (drop) sp_item("MLP residual dropout mask", sb * d.h * 1);
+    return v;
+}
+
+std::int64_t sum_bytes(const std::vector<ActivationTensor>& v) {
+    std::int64_t s = 0;
+    for (const auto& t : v) s += t.bytes;
+    return s;
+}
+
+// Layer input kept under full recompute (Korthikanti et al. 2022, sec. 4.3, eq. 5).
+std::int64_t layer_input_bytes(const ActDims& d) { return d.s * d.b * d.h * d.ab / (d.sp ? d.t : 1); }
+
+// Within-layer working memory. Forward: eager attention holds the raw s^2 scores
+// while the softmax output is written. Backward: the residual-stream gradient in
+// and out, plus the largest op's input gradients (eager: dP and dS; MLP: the
+// gradients of its widest intermediates).
+std::int64_t forward_transient(const ModelConfig&, const Plan& p, const ActDims& d) {
+    return p.attention == AttentionKind::eager ? d.a * d.s * d.s * d.b * d.ab / d.t : 0;
+}
+std::int64_t backward_transient(const ModelConfig& m, const Plan& p, const ActDims& d) {
+    const std::int64_t residual = 2 * d.s * d.b * d.h * d.ab / (d.sp ? d.t : 1);
+    const std::int64_t routed = d.s * d.b * (m.is_moe() ? m.experts_per_token : 1);
+    const std::int64_t mlp = (m.mlp == MlpKind::swiglu ? 2 : 1) * routed * d.f * d.ab / d.t;
+    const std::int64_t attn = p.attention == AttentionKind::eager ? 2 * d.a * d.s * d.s * d.b * d.ab / d.t : 0;
+    return residual + std::max(mlp, attn);
+}
+
+StageModel build_stage(const ModelConfig& m, const GpuSpec& gpu, const Plan& p, const MemoryOptions& opt,
+                       std::int64_t stage, const std::vector<ParamTensor>& tensors,
+                       const std::vector<ActivationTensor>& inventory) {
+    const FrameworkProfile& prof = opt.profile;
+    const PrecisionBytes pb = precision_bytes(p.precision);
+    StageModel st;
+    st.zero = p.zero;
+    st.first = stage == 0;
+    st.last = stage == p.pp - 1;
+    st.layers = m.layers / p.pp + (stage < m.layers % p.pp ? 1 : 0);
+
+    // Parameters this stage owns. Megatron keeps a copy of a tied word embedding on
+    // the last stage for the output layer when pp > 1 (its gradient is all-reduced).
+    std::int64_t flat = 0, zero3 = 0, gemm = 0, gemm3 = 0, layer_local = 0, head_local = 0;
+    for (const auto& t : tensors) {
+        std::int64_t count = 0;
+        switch (t.place) {
+            case TensorPlace::embedding:
+                count = (st.first ? 1 : 0) +
+                        (st.last && !st.first && m.tied_embeddings && t.name == "word_embedding" ? 1 : 0);
+                break;
+            case TensorPlace::layer: count = st.layers; break;
+            case TensorPlace::final_norm:
+            case TensorPlace::lm_head: count = st.last ? 1 : 0; break;
+        }
+        if (count == 0) continue;
+        const std::int64_t local = tp_local_numel(t, p.tp, prof.vocab_pad_multiple);
+        flat += count * local;
+        zero3 += count * shard_elements(local, p.dp);
+        if (t.gemm_weight) {
+            gemm += count * local;
+            gemm3 += count * shard_elements(local, p.dp);
+        }
+        if (t.place == TensorPlace::layer) layer_local += local;
+        if (t.place == TensorPlace::lm_head || (t.name == "word_embedding" && st.last && m.tied_embeddings))
+            head_local += local;
+    }
+    st.params_local = flat;
+    st.states = state_bytes(zero_elements(flat, zero3, p.zero, p.dp), p.precision, p.optimizer);
+    // fp8 weight caches are held beside the 16-bit weights (and sharded like them under ZeRO-3).
+    st.states.weights += (p.zero == 3 ? gemm3 : gemm) * pb.fp8_weight_copies;
+
+    // Activations.
+    const ActDims d = act_dims(m, p);
+    const std::int64_t sb = d.s * d.b;
+    const std::int64_t sp_div = d.sp ? d.t : 1;
+    st.act_layer_full = sum_bytes(inventory);
+    switch (p.recompute) {
+        case Recompute::none: st.act_layer = st.act_layer_full; break;
+        case Recompute::selective:
+            st.act_layer = 0;
+            for (const auto& t : inventory)
+                if (!t.attention_core) st.act_layer += t.bytes;
+            break;
+        case Recompute::full: st.act_layer = layer_input_bytes(d); break;
+    }
+    st.fwd_transient = forward_transient(m, p, d);
+    st.bwd_transient = backward_transient(m, p, d);
+    if (p.recompute == Recompute::full) st.bwd_transient += st.act_layer_full;  // one layer re-materialised
+    if (p.recompute == Recompute::selective) st.bwd_transient += st.act_layer_full - st.act_layer;
+
+    if (st.first) {
+        st.act_embed = sb * 8;                                        // int64 token ids
+        if (p.dropout > 0.0) st.act_embed += sb * d.h * 1 / sp_div;  // embedding dropout mask
+    }
+    const std::int64_t vocab_local = padded_vocab(m.vocab, p.tp, prof.vocab_pad_multiple) / p.tp;
+    if (st.last) {
+        // Final norm input and its output (the LM-head GEMM input), int64 labels.
+        st.act_head = sb * d.h * d.ab / sp_div + sb * d.h * d.gb / sp_div + sb * 8;
+        // Logits at the activation dtype plus the fp32 copy cross-entropy works in
+        // (softmax kept for backward; its gradient overwrites it in place).
+        st.logits_peak = sb * vocab_local * (d.ab + (prof.logits_fp32_copy && d.ab < 4 ? 4 : 0));
+    }
+
+    // Buffers.
+    if (m.position == PositionKind::rope) st.static_buffers += 2 * d.s * m.head_dim * 4;  // fp32 cos/sin tables
+    if (p.precision == Precision::fp8_mixed) {
+        // Transformer Engine delayed scaling: amax history (1024 x fp32) and scale for
+        // input, weight and gradient of every GEMM.
+        std::int64_t gemms = 0;
+        for (const auto& t : tensors)
+            if (t.gemm_weight) gemms += t.place == TensorPlace::layer ? st.layers * t.copies : 1;
+        st.static_buffers += gemms * 3 * (1024 + 1) * 4;
+    }
+    if (p.zero == 3) {
+        // Gathered full (TP-local) weights of the current layer and the prefetched next one.
+        st.gather_layer = layer_local * pb.weight;
+        st.gather_head = head_local * pb.weight;
+        st.layer_grad_bytes = layer_local * pb.gradient;
+    }
+    if (p.dp > 1 && p.zero < 3) st.grad_buckets = prof.grad_bucket_bytes * prof.grad_buckets_in_flight;
+    st.overhead = opt.overhead_bytes.value_or(gpu.overhead_bytes);
+
+    // 1F1B (Narayanan et al. 2021, sec. 2.2): stage i holds up to p - i micro-batches.
+    st.in_flight = std::min<std::int64_t>(p.pp - stage, p.grad_acc);
+    return st;
+}
+
+// Memory held at one phase of the micro-batch that reaches the stage's peak (the
+// in_flight-th: the earlier ones' activations are still held).
+MemoryBreakdown snapshot(const StageModel& st, const Phase& ph, bool first_step) {
+    MemoryBreakdown b;
+    b.weights = st.states.weights;
+    b.master_weights = st.states.master_weights;
+    b.gradients = st.states.gradients;
+    b.optimizer_states = st.states.optimizer_states;
+    if (first_step && ph.kind != PhaseKind::optimizer_step) b.optimizer_states = 0;
+    b.overhead = st.overhead;
+    b.buffers = st.static_buffers;
+
+    const std::int64_t per_micro_batch = st.layers * st.act_layer + st.act_embed + st.act_head;
+    const std::int64_t earlier = (st.in_flight - 1) * per_micro_batch;
+    switch (ph.kind) {
+        case PhaseKind::step_start:
+        case PhaseKind::optimizer_step: break;
+        case PhaseKind::grad_reduce: b.buffers += st.grad_buckets; break;
+        case PhaseKind::forward:
+            b.activations = earlier + st.act_embed + ph.layer * st.act_layer + st.fwd_transient;
+            b.buffers += st.gather_layer * (ph.layer < st.layers ? 2 : 1);
+            break;
+        case PhaseKind::output_loss:
+            b.activations = earlier + per_micro_batch;
+            b.logits_and_loss = st.logits_peak;
+            b.buffers += st.gather_head;
+            break;
+        case PhaseKind::backward:
+            b.activations = earlier + st.act_embed + ph.layer * st.act_layer + st.bwd_transient;
+            b.buffers += st.gather_layer * (ph.layer > 1 ? 2 : 1) + st.layer_grad_bytes + st.grad_buckets;
+            break;
+    }
+    return b;
+}
+
+// The phases in step order for one stage; `all_layers` false keeps only the ones
+// that can hold the peak (activations grow through forward and shrink through backward).
+std::vector<Phase> phases(const StageModel& st, bool all_layers) {
+    std::vector<Phase> v;
+    const std::int64_t mb = st.in_flight;
+    v.push_back({PhaseKind::step_start, 0, 0});
+    for (std::int64_t l = all_layers ? 1 : st.layers; l <= st.layers; ++l) v.push_back({PhaseKind::forward, l, mb});
+    if (st.last) v.push_back({PhaseKind::output_loss, 0, mb});
+    for (std::int64_t l = st.layers; l >= (all_layers ? 1 : st.layers); --l) v.push_back({PhaseKind::backward, l, mb});
+    v.push_back({PhaseKind::grad_reduce, 0, 0});
+    v.push_back({PhaseKind::optimizer_step, 0, 0});
+    return v;
+}
+
+struct PeakAt {
+    std::int64_t bytes = -1;
+    Phase phase;
+    MemoryBreakdown breakdown;
+};
+
+PeakAt peak_of(const StageModel& st, bool first_step) {
+    PeakAt best;
+    for (const Phase& ph : phases(st, false)) {
+        const MemoryBreakdown b = snapshot(st, ph, first_step);
+        if (b.total() > best.bytes) best = {b.total(), ph, b};
+    }
+    return best;
+}
+
+}  // namespace
+
+ModelStateBytes model_state_bytes(std::int64_t params, Precision precision, Optimizer optimizer, int zero,
+                                  std::int64_t dp) {
+    return state_bytes(zero_elements(params, shard_elements(params, dp), zero, dp), precision, optimizer);
+}
+
+std::vector<ActivationTensor> layer_activation_inventory(const ModelConfig& model, const Plan& plan,
+                                                         const FrameworkProfile& profile) {
+    auto full = full_inventory(model, plan, profile);
+    switch (plan.recompute) {
+        case Recompute::none: return full;
+        case Recompute::selective:
+            std::erase_if(full, [](const ActivationTensor& t) { return t.attention_core; });
+            return full;
+        case Recompute::full: return {{"layer input", layer_input_bytes(act_dims(model, plan)), false}};
+    }
+    return full;
+}
+
+std::int64_t layer_activation_bytes(const ModelConfig& model, const Plan& plan, const FrameworkProfile& profile) {
+    return sum_bytes(layer_activation_inventory(model, plan, profile));
+}
+
+MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in,
+                             const MemoryOptions& options) {
+    const Plan plan = resolve_defaults(plan_in, model);
+    validate_plan(plan, model);
+    const auto tensors = param_tensors(model);
+    const auto inventory = full_inventory(model, plan, options.profile);
+
+    MemoryReport r;
+    r.params = count_params(model);
+    r.capacity_bytes = gpu.memory_bytes;
+    StageModel worst;
+    for (std::int64_t stage = 0; stage < plan.pp; ++stage) {
+        const StageModel st = build_stage(model, gpu, plan, options, stage, tensors, inventory);
+        const PeakAt pk = peak_of(st, false);
+        if (pk.bytes > r.peak_bytes) {
+            r.peak_bytes = pk.bytes;
+            r.peak_phase = pk.phase;
+            r.at_peak = pk.breakdown;
+            r.pipeline_stage = stage;
+            worst = st;
+        }
+    }
+    r.layers_on_stage = worst.layers;
+    r.micro_batches_in_flight = worst.in_flight;
+    r.params_on_gpu = worst.params_local;
+    r.activations_per_layer_bytes = worst.act_layer;
+    r.layer_inventory = layer_activation_inventory(model, plan, options.profile);
+    r.fits = r.peak_bytes <= gpu.memory_bytes;
+    const PeakAt first = peak_of(worst, true);
+    r.first_step_peak_bytes = first.bytes;
+    r.first_step_peak_phase = first.phase;
+    if (options.timeline) {
+        for (const Phase& ph : phases(worst, true)) {
+            r.timeline_steady.push_back({ph, snapshot(worst, ph, false)});
+            r.timeline_first.push_back({ph, snapshot(worst, ph, true)});
+        }
+    }
+    return r;
+}
+
+}  // namespace preflight

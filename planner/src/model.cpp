@@ -1,0 +1,214 @@
+#include "preflight/planner/model.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "preflight/planner/error.hpp"
+
+namespace preflight {
+
+using nlohmann::json;
+
+std::string_view to_string(ModelFamily f) {
+    switch (f) {
+        case ModelFamily::gpt2: return "gpt2";
+        case ModelFamily::llama: return "llama";
+        case ModelFamily::mistral: return "mistral";
+        case ModelFamily::qwen2: return "qwen2";
+        case ModelFamily::mixtral: return "mixtral";
+    }
+    return "?";
+}
+
+namespace {
+
+// Reads a positive integer field; `required` false returns `fallback` when the
+// key is absent or null.
+std::int64_t positive_int(const json& cfg, const char* key, bool required, std::int64_t fallback = 0) {
+    auto it = cfg.find(key);
+    if (it == cfg.end() || it->is_null()) {
+        if (required) throw InputError(key, "missing from config.json");
+        return fallback;
+    }
+    if (!it->is_number_integer()) throw InputError(key, "must be an integer, got " + it->dump());
+    const auto v = it->get<std::int64_t>();
+    if (v <= 0) throw InputError(key, "must be positive, got " + std::to_string(v));
+    return v;
+}
+
+bool boolean(const json& cfg, const char* key, bool fallback) {
+    auto it = cfg.find(key);
+    if (it == cfg.end() || it->is_null()) return fallback;
+    if (!it->is_boolean()) throw InputError(key, "must be true or false, got " + it->dump());
+    return it->get<bool>();
+}
+
+ModelFamily family_of(const json& cfg) {
+    auto it = cfg.find("model_type");
+    if (it == cfg.end() || !it->is_string())
+        throw InputError("model_type", "missing from config.json (supported: gpt2, llama, mistral, qwen2, mixtral)");
+    const auto t = it->get<std::string>();
+    if (t == "gpt2") return ModelFamily::gpt2;
+    if (t == "llama") return ModelFamily::llama;
+    if (t == "mistral") return ModelFamily::mistral;
+    if (t == "qwen2") return ModelFamily::qwen2;
+    if (t == "mixtral") return ModelFamily::mixtral;
+    throw InputError("model_type", "unsupported model family '" + t +
+                                       "' (supported: gpt2, llama, mistral, qwen2, mixtral)");
+}
+
+}  // namespace
+
+void validate_model(const ModelConfig& m) {
+    const std::pair<const char*, std::int64_t> dims[] = {
+        {"hidden_size", m.hidden},        {"num_hidden_layers", m.layers},
+        {"num_attention_heads", m.heads}, {"num_key_value_heads", m.kv_heads},
+        {"head_dim", m.head_dim},         {"intermediate_size", m.ffn_hidden},
+        {"vocab_size", m.vocab},          {"max_position_embeddings", m.max_positions},
+    };
+    for (const auto& [key, v] : dims)
+        if (v <= 0) throw InputError(key, "must be positive, got " + std::to_string(v));
+    if (m.heads % m.kv_heads != 0)
+        throw InputError("num_key_value_heads", std::to_string(m.kv_heads) + " does not divide num_attention_heads " +
+                                                    std::to_string(m.heads));
+    if (m.experts < 1) throw InputError("num_local_experts", "must be positive");
+    if (m.experts_per_token < 1 || m.experts_per_token > m.experts)
+        throw InputError("num_experts_per_tok", "must be between 1 and num_local_experts (" +
+                                                    std::to_string(m.experts) + ")");
+}
+
+ModelConfig model_from_hf_config(const json& cfg, const std::string& name) {
+    if (!cfg.is_object()) throw InputError(name, "config.json must hold a JSON object");
+    ModelConfig m;
+    m.name = name;
+    m.family = family_of(cfg);
+
+    if (m.family == ModelFamily::gpt2) {
+        // GPT-2 (Radford et al. 2019; HF GPT2Config): LayerNorm with bias, learned
+        // positions, GeLU MLP of n_inner (default 4h), biases everywhere, tied head.
+        m.hidden = positive_int(cfg, "n_embd", true);
+        m.layers = positive_int(cfg, "n_layer", true);
+        m.heads = positive_int(cfg, "n_head", true);
+        m.kv_heads = m.heads;
+        if (m.hidden % m.heads != 0)
+            throw InputError("n_head", std::to_string(m.heads) + " does not divide n_embd " + std::to_string(m.hidden));
+        m.head_dim = m.hidden / m.heads;
+        m.ffn_hidden = positive_int(cfg, "n_inner", false, 4 * m.hidden);
+        m.vocab = positive_int(cfg, "vocab_size", true);
+        m.max_positions = positive_int(cfg, "n_positions", true);
+        m.tied_embeddings = boolean(cfg, "tie_word_embeddings", true);
+        m.norm = NormKind::layernorm;
+        m.mlp = MlpKind::gelu;
+        m.position = PositionKind::learned;
+        m.qkv_bias = m.out_bias = m.mlp_bias = true;
+    } else {
+        // Llama family (Touvron et al. 2023; HF LlamaConfig): RMSNorm, RoPE, GQA, SwiGLU.
+        m.hidden = positive_int(cfg, "hidden_size", true);
+        m.layers = positive_int(cfg, "num_hidden_layers", true);
+        m.heads = positive_int(cfg, "num_attention_heads", true);
+        m.kv_heads = positive_int(cfg, "num_key_value_heads", false, m.heads);
+        if (cfg.contains("head_dim") && !cfg["head_dim"].is_null()) {
+            m.head_dim = positive_int(cfg, "head_dim", true);
+        } else {
+            if (m.hidden % m.heads != 0)
+                throw InputError("num_attention_heads", std::to_string(m.heads) + " does not divide hidden_size " +
+                                                            std::to_string(m.hidden));
+            m.head_dim = m.hidden / m.heads;
+        }
+        m.ffn_hidden = positive_int(cfg, "intermediate_size", true);
+        m.vocab = positive_int(cfg, "vocab_size", true);
+        m.max_positions = positive_int(cfg, "max_position_embeddings", true);
+        m.tied_embeddings = boolean(cfg, "tie_word_embeddings", false);
+        m.norm = NormKind::rmsnorm;
+        m.mlp = MlpKind::swiglu;
+        m.position = PositionKind::rope;
+        // Qwen2 puts biases on q/k/v only (HF Qwen2Attention); Llama's attention_bias
+        // switches on biases for q/k/v/o; mlp_bias on the MLP projections.
+        m.qkv_bias = m.family == ModelFamily::qwen2 || boolean(cfg, "attention_bias", false);
+        m.out_bias = m.family != ModelFamily::qwen2 && boolean(cfg, "attention_bias", false);
+        m.mlp_bias = boolean(cfg, "mlp_bias", false);
+        if (m.family == ModelFamily::mixtral) {
+            m.experts = positive_int(cfg, "num_local_experts", true);
+            m.experts_per_token = positive_int(cfg, "num_experts_per_tok", true);
+        }
+    }
+    if (m.kv_heads > 0 && m.heads % m.kv_heads != 0)
+        throw InputError("num_key_value_heads", std::to_string(m.kv_heads) + " does not divide num_attention_heads " +
+                                                    std::to_string(m.heads));
+    validate_model(m);
+    return m;
+}
+
+std::vector<ParamTensor> param_tensors(const ModelConfig& m) {
+    const std::int64_t h = m.hidden, f = m.ffn_hidden;
+    const bool ln = m.norm == NormKind::layernorm;
+    std::vector<ParamTensor> t;
+    t.reserve(24);
+    auto add = [&](std::string_view name, std::int64_t rows, std::int64_t cols, TpSplit split, TensorPlace place,
+                   bool gemm = false, std::int64_t copies = 1) {
+        t.push_back(ParamTensor{name, rows, cols, split, place, gemm, copies});
+    };
+    // Embedding level. The word embedding also serves as the LM head when tied.
+    add("word_embedding", m.vocab, h, TpSplit::vocab, TensorPlace::embedding, m.tied_embeddings);
+    if (m.position == PositionKind::learned)
+        add("position_embedding", m.max_positions, h, TpSplit::replicated, TensorPlace::embedding);
+
+    // One transformer layer (pre-norm).
+    add("attn_norm.weight", h, 1, TpSplit::replicated, TensorPlace::layer);
+    if (ln) add("attn_norm.bias", h, 1, TpSplit::replicated, TensorPlace::layer);
+    add("q_proj.weight", m.q_width(), h, TpSplit::column, TensorPlace::layer, true);
+    add("k_proj.weight", m.kv_width(), h, TpSplit::column, TensorPlace::layer, true);
+    add("v_proj.weight", m.kv_width(), h, TpSplit::column, TensorPlace::layer, true);
+    if (m.qkv_bias) {
+        add("q_proj.bias", m.q_width(), 1, TpSplit::column, TensorPlace::layer);
+        add("k_proj.bias", m.kv_width(), 1, TpSplit::column, TensorPlace::layer);
+        add("v_proj.bias", m.kv_width(), 1, TpSplit::column, TensorPlace::layer);
+    }
+    add("o_proj.weight", h, m.q_width(), TpSplit::row, TensorPlace::layer, true);
+    if (m.out_bias) add("o_proj.bias", h, 1, TpSplit::replicated, TensorPlace::layer);
+    add("mlp_norm.weight", h, 1, TpSplit::replicated, TensorPlace::layer);
+    if (ln) add("mlp_norm.bias", h, 1, TpSplit::replicated, TensorPlace::layer);
+    const std::int64_t e = m.experts;
+    if (m.is_moe()) add("router.weight", e, h, TpSplit::replicated, TensorPlace::layer);
+    if (m.mlp == MlpKind::swiglu) {
+        add("gate_proj.weight", f, h, TpSplit::column, TensorPlace::layer, true, e);
+        add("up_proj.weight", f, h, TpSplit::column, TensorPlace::layer, true, e);
+        if (m.mlp_bias) {
+            add("gate_proj.bias", f, 1, TpSplit::column, TensorPlace::layer, false, e);
+            add("up_proj.bias", f, 1, TpSplit::column, TensorPlace::layer, false, e);
+        }
+        add("down_proj.weight", h, f, TpSplit::row, TensorPlace::layer, true, e);
+        if (m.mlp_bias) add("down_proj.bias", h, 1, TpSplit::replicated, TensorPlace::layer, false, e);
+    } else {
+        add("fc1.weight", f, h, TpSplit::column, TensorPlace::layer, true, e);
+        if (m.mlp_bias) add("fc1.bias", f, 1, TpSplit::column, TensorPlace::layer, false, e);
+        add("fc2.weight", h, f, TpSplit::row, TensorPlace::layer, true, e);
+        if (m.mlp_bias) add("fc2.bias", h, 1, TpSplit::replicated, TensorPlace::layer, false, e);
+    }
+    // Head.
+    add("final_norm.weight", h, 1, TpSplit::replicated, TensorPlace::final_norm);
+    if (ln) add("final_norm.bias", h, 1, TpSplit::replicated, TensorPlace::final_norm);
+    if (!m.tied_embeddings) add("lm_head.weight", m.vocab, h, TpSplit::vocab, TensorPlace::lm_head, true);
+    return t;
+}
+
+ParamCounts count_params(const ModelConfig& m) {
+    ParamCounts c;
+    for (const auto& p : param_tensors(m)) {
+        switch (p.place) {
+            case TensorPlace::embedding: c.embedding += p.numel(); break;
+            case TensorPlace::layer:
+                c.per_layer += p.numel();
+                // MoE: a token passes through experts_per_token of the experts.
+                c.per_layer_active += p.copies > 1 ? p.rows * p.cols * m.experts_per_token : p.numel();
+                break;
+            case TensorPlace::final_norm: c.final_norm += p.numel(); break;
+            case TensorPlace::lm_head: c.lm_head += p.numel(); break;
+        }
+    }
+    const std::int64_t outside_layers = c.embedding + c.final_norm + c.lm_head;
+    c.total = outside_layers + m.layers * c.per_layer;
+    c.active = outside_layers + m.layers * c.per_layer_active;
+    return c;
+}
+
+}  // namespace preflight
