@@ -1,0 +1,59 @@
+// Plan search (issue 3): enumerate dp*tp*pp = N, mbs, grad_acc, ZeRO, recompute
+// (and precision when not pinned); keep what fits under the headroom; rank.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "preflight/planner/memory.hpp"
+#include "preflight/planner/throughput.hpp"
+
+namespace preflight {
+
+// Plan fields the user pinned; unset fields are searched.
+struct PlanPins {
+    std::optional<std::int64_t> mbs, grad_acc, dp, tp, pp;
+    std::optional<bool> sp;
+    std::optional<int> zero;
+    std::optional<Recompute> recompute;
+    std::optional<Precision> precision;
+    std::optional<Optimizer> optimizer;
+    std::optional<AttentionKind> attention;
+    std::optional<double> dropout;
+};
+
+struct SearchRequest {
+    std::int64_t gpus = 1;
+    std::int64_t gbs_tokens = 0;
+    std::int64_t seq = 0;        // 0: the model's default (context capped at 4096)
+    PlanPins pins;
+    double headroom = 0.05;      // keep plans whose peak <= (1 - headroom) * GPU memory
+    int top_k = 10;
+    MemoryOptions memory;
+    ThroughputOptions throughput;
+};
+
+struct Candidate {
+    Plan plan;
+    MemoryReport memory;
+    Throughput throughput;
+};
+
+struct Rejection {
+    Plan plan;           // a representative plan of the rejected family
+    std::string family;  // e.g. "ZeRO-0, recompute none"
+    std::string reason;  // e.g. "ZeRO-0: 128.5 GiB > 76.0 GiB"
+};
+
+struct SearchResult {
+    std::vector<Candidate> candidates;  // ranked; [0] is the recommendation
+    std::vector<Rejection> rejected;
+    std::vector<std::string> suggestions;  // when nothing fits: the smallest change that would
+    std::int64_t plans_evaluated = 0;
+};
+
+SearchResult search_plans(const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& request);
+
+}  // namespace preflight
