@@ -1,4 +1,5 @@
 #include <iostream>
+#include <memory>
 
 #include <nlohmann/json.hpp>
 
@@ -79,6 +80,35 @@ int run_gpus(const std::string& data_dir_flag, const std::string& format) {
                   << " (dense peaks; bandwidths per GPU per direction; N/A = not published)\n"
                   << t.render();
     return kExitOk;
+}
+
+}  // namespace preflight::cli
+
+namespace preflight::cli {
+
+namespace {
+struct CatalogState {
+    std::string data_dir;
+    std::string format = "table";
+};
+CLI::App* add_catalog_sub(CLI::App& app, const char* name, const char* help, CatalogState& st) {
+    auto* sub = app.add_subcommand(name, help);
+    sub->add_option("--data-dir", st.data_dir, "Catalog folder (default: $PREFLIGHT_DATA_DIR or built-in)");
+    sub->add_option("--format", st.format, "table (default) | json")->check(CLI::IsMember({"table", "json"}));
+    return sub;
+}
+}  // namespace
+
+Command add_models_command(CLI::App& app) {
+    auto st = std::make_shared<CatalogState>();
+    auto* sub = add_catalog_sub(app, "models", "List the model catalog (data/models) with exact parameter counts", *st);
+    return {sub, [st] { return run_models(st->data_dir, st->format); }};
+}
+
+Command add_gpus_command(CLI::App& app) {
+    auto st = std::make_shared<CatalogState>();
+    auto* sub = add_catalog_sub(app, "gpus", "List the GPU catalog (data/gpus): memory, dense peaks, bandwidths", *st);
+    return {sub, [st] { return run_gpus(st->data_dir, st->format); }};
 }
 
 }  // namespace preflight::cli

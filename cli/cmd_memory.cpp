@@ -1,5 +1,6 @@
 #include <cstdio>
 #include <iostream>
+#include <memory>
 
 #include "commands.hpp"
 #include "format.hpp"
@@ -130,6 +131,29 @@ int run_memory(const PlanFlags& flags, bool show_timeline) {
     else
         print_table(model, gpu, plan, r, show_timeline);
     return r.fits ? kExitOk : kExitDoesNotFit;
+}
+
+}  // namespace preflight::cli
+
+namespace preflight::cli {
+
+Command add_memory_command(CLI::App& app) {
+    struct State {
+        PlanFlags flags;
+        bool timeline = false;
+    };
+    auto state = std::make_shared<State>();
+    auto* sub = app.add_subcommand(
+        "memory", "Per-GPU memory of one training step for a plan: each category, the peak and its phase");
+    add_plan_flags(*sub, state->flags);
+    sub->add_option("--format", state->flags.format, "table (default) | json | csv")
+        ->check(CLI::IsMember({"table", "json", "csv"}));
+    sub->add_flag("--timeline", state->timeline, "Also print the phase-by-phase timeline of one step (table format)");
+    sub->footer(
+        "Example:\n  preflight memory --model llama-3-8b --gpu h100-sxm-80gb --zero 1 --dp 8 --seq 4096 "
+        "--recompute selective\n"
+        "Exits 1 when the peak exceeds the GPU's memory.");
+    return {sub, [state] { return run_memory(state->flags, state->timeline); }};
 }
 
 }  // namespace preflight::cli

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <string>
 
 #include "plan_flags.hpp"
@@ -15,6 +16,18 @@ inline constexpr int kExitBadInput = 2;
 inline constexpr int kExitNoDevice = 3;
 
 std::filesystem::path data_dir_of(const std::string& flag_value);
+
+// A registered subcommand: `run` is called when `sub` was parsed.
+struct Command {
+    CLI::App* sub = nullptr;
+    std::function<int()> run;
+};
+
+// Each add_*_command registers its subcommand, flags and help on `app`; state
+// the flags bind to lives in the returned closure.
+Command add_memory_command(CLI::App& app);
+Command add_models_command(CLI::App& app);
+Command add_gpus_command(CLI::App& app);
 
 int run_memory(const PlanFlags& flags, bool show_timeline);
 int run_models(const std::string& data_dir, const std::string& format);

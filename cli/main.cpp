@@ -1,8 +1,8 @@
 // preflight: will this LLM training job fit, how should it be set up, how fast will it run.
 #include <iostream>
+#include <vector>
 
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
 #include "commands.hpp"
 #include "preflight/planner/error.hpp"
@@ -14,39 +14,25 @@ Exit codes: 0 success (memory: the plan fits), 1 the plan does not fit,
 2 bad usage or bad input (the message names the flag, file or field),
 3 the GPU or a library it needs is unavailable.
 Every byte figure in JSON is an integer number of bytes; times are seconds;
-ratios are fractions.)";
+ratios are fractions. Run `preflight SUBCOMMAND --help` for each command's flags.)";
 
 }  // namespace
 
 int main(int argc, char** argv) {
     using namespace preflight::cli;
-    CLI::App app{"preflight: predicts whether an LLM training plan fits on a GPU, per memory category\n"
-                 "(weights, master weights, gradients, optimizer states, activations, logits, buffers,\n"
-                 "overhead), and at which phase of the step the peak occurs.",
+    CLI::App app{"preflight: before you burn a GPU-hour, will this LLM training job fit, how should\n"
+                 "micro-batch, accumulation, parallelism, ZeRO, precision and recompute be set,\n"
+                 "and how fast will it run?",
                  "preflight"};
     app.footer(kFooter);
     app.require_subcommand(1);
 
-    PlanFlags memory_flags;
-    bool timeline = false;
-    auto* memory = app.add_subcommand(
-        "memory", "Per-GPU memory of one training step for a plan: each category, the peak and its phase");
-    add_plan_flags(*memory, memory_flags);
-    memory->add_option("--format", memory_flags.format, "table (default) | json | csv")
-        ->check(CLI::IsMember({"table", "json", "csv"}));
-    memory->add_flag("--timeline", timeline, "Also print the phase-by-phase timeline of one step (table format)");
-    memory->footer(
-        "Example:\n  preflight memory --model llama-3-8b --gpu h100-sxm-80gb --zero 1 --dp 8 --seq 4096 "
-        "--recompute selective\n"
-        "Exits 1 when the peak exceeds the GPU's memory.");
-
-    std::string catalog_dir, catalog_format = "table";
-    auto* models = app.add_subcommand("models", "List the model catalog (data/models) with exact parameter counts");
-    auto* gpus = app.add_subcommand("gpus", "List the GPU catalog (data/gpus): memory, dense peaks, bandwidths");
-    for (auto* sub : {models, gpus}) {
-        sub->add_option("--data-dir", catalog_dir, "Catalog folder (default: $PREFLIGHT_DATA_DIR or built-in)");
-        sub->add_option("--format", catalog_format, "table (default) | json")->check(CLI::IsMember({"table", "json"}));
-    }
+    // One line per subcommand.
+    const std::vector<Command> commands = {
+        add_memory_command(app),
+        add_models_command(app),
+        add_gpus_command(app),
+    };
 
     try {
         app.parse(argc, argv);
@@ -56,13 +42,13 @@ int main(int argc, char** argv) {
         return app.exit(e);
     } catch (const CLI::ParseError& e) {
         std::cerr << "preflight: " << e.what() << "\n";
+        if (app.get_subcommands().empty()) std::cerr << "Run `preflight --help` for the commands.\n";
         return kExitBadInput;
     }
 
     try {
-        if (memory->parsed()) return run_memory(memory_flags, timeline);
-        if (models->parsed()) return run_models(catalog_dir, catalog_format);
-        if (gpus->parsed()) return run_gpus(catalog_dir, catalog_format);
+        for (const auto& c : commands)
+            if (c.sub->parsed()) return c.run();
     } catch (const preflight::InputError& e) {
         std::cerr << "preflight: error: " << e.what() << "\n";
         return kExitBadInput;
