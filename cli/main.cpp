@@ -34,6 +34,20 @@ int main(int argc, char** argv) {
         add_gpus_command(app),
     };
 
+    // Name an unknown command instead of CLI11's generic "A subcommand is required".
+    if (argc > 1 && argv[1][0] != '-') {
+        std::string names;
+        bool known = false;
+        for (const auto& c : commands) {
+            known = known || c.sub->get_name() == argv[1];
+            names += (names.empty() ? "" : ", ") + c.sub->get_name();
+        }
+        if (!known) {
+            std::cerr << "preflight: unknown command '" << argv[1] << "' (commands: " << names << ")\n";
+            return kExitBadInput;
+        }
+    }
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

@@ -1,1 +1,137 @@
+// `preflight memory`, `models`, `gpus` as scripts use them: the JSON keys of the
+// contract (interface.md), exit codes, and error messages that name the flag.
 #include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "run_cli.hpp"
+
+namespace preflight {
+namespace {
+
+using test::run_preflight;
+
+const char* kIssueCommand =
+    "memory --model llama-3-8b --gpu h100-sxm-80gb --zero 1 --dp 8 --seq 4096 --recompute selective";
+
+TEST(CliMemory, JsonCarriesEveryContractKey) {
+    const auto r = run_preflight(std::string(kIssueCommand) + " --format json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j.at("schema_version"), 1);
+    EXPECT_EQ(j.at("model").at("name"), "llama-3-8b");
+    EXPECT_EQ(j.at("model").at("params"), 8'030'261'248LL);
+    EXPECT_EQ(j.at("model").at("params_active"), 8'030'261'248LL);
+    EXPECT_EQ(j.at("gpu").at("name"), "h100-sxm-80gb");
+    EXPECT_TRUE(j.at("gpu").at("memory_bytes").is_number_integer());
+    const auto& plan = j.at("plan");
+    for (const char* k : {"seq", "mbs", "grad_acc", "dp", "tp", "pp", "sp", "zero", "recompute", "precision",
+                          "optimizer", "attention", "dropout"})
+        EXPECT_TRUE(plan.contains(k)) << k;
+    EXPECT_EQ(plan.at("seq"), 4096);
+    EXPECT_EQ(plan.at("dp"), 8);
+    EXPECT_EQ(plan.at("zero"), 1);
+    EXPECT_EQ(plan.at("recompute"), "selective");
+    EXPECT_EQ(plan.at("precision"), "bf16-mixed");
+    const auto& mem = j.at("memory");
+    const auto& cats = mem.at("per_gpu_bytes");
+    std::int64_t sum = 0;
+    for (const char* k : {"weights", "master_weights", "gradients", "optimizer_states", "activations",
+                          "logits_and_loss", "buffers", "overhead"}) {
+        ASSERT_TRUE(cats.at(k).is_number_integer()) << k;
+        sum += cats.at(k).get<std::int64_t>();
+    }
+    EXPECT_EQ(mem.at("peak_bytes").get<std::int64_t>(), sum);
+    EXPECT_TRUE(mem.at("activations_per_layer_bytes").is_number_integer());
+    EXPECT_TRUE(mem.at("peak_phase").is_string());
+    EXPECT_EQ(mem.at("fits"), true);
+    // ZeRO-1 over 8: weights and grads whole (2 B/param), master + moments sharded (12 B/param / 8).
+    EXPECT_EQ(cats.at("weights"), 2 * 8'030'261'248LL);
+    EXPECT_EQ(cats.at("gradients"), 2 * 8'030'261'248LL);
+    EXPECT_EQ(cats.at("master_weights"), 4 * (8'030'261'248LL / 8));
+    EXPECT_EQ(cats.at("optimizer_states"), 8 * (8'030'261'248LL / 8));
+}
+
+TEST(CliMemory, TableShowsEveryCategoryAndTheVerdict) {
+    const auto r = run_preflight(kIssueCommand);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    for (const char* k : {"weights", "master_weights", "gradients", "optimizer_states", "activations",
+                          "logits_and_loss", "buffers", "overhead", "peak", "GiB", "peak phase", "FITS"})
+        EXPECT_NE(r.out.find(k), std::string::npos) << k;
+}
+
+TEST(CliMemory, CsvHasHeaderAndCategories) {
+    const auto r = run_preflight("memory --model gpt2 --format csv");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out.rfind("category,bytes,fraction_of_capacity\n", 0), 0u);
+    EXPECT_NE(r.out.find("\npeak,"), std::string::npos);
+}
+
+TEST(CliMemory, DoesNotFitExitsOne) {
+    const auto r = run_preflight("memory --model llama-3-70b --gpu h100-sxm-80gb --format json");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_EQ(nlohmann::json::parse(r.out).at("memory").at("fits"), false);
+}
+
+TEST(CliMemory, ConfigPathWorksLikeACatalogName) {
+    const auto by_name = run_preflight("memory --model gpt2 --format json");
+    const auto by_path = run_preflight(std::string("memory --model ") + PREFLIGHT_TEST_DATA_DIR +
+                                       "/models/gpt2.json --format json");
+    ASSERT_EQ(by_path.exit_code, 0) << by_path.err;
+    EXPECT_EQ(nlohmann::json::parse(by_name.out).at("memory"), nlohmann::json::parse(by_path.out).at("memory"));
+}
+
+struct BadCase {
+    const char* args;
+    const char* must_mention;
+};
+class CliBadInput : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(CliBadInput, ExitsTwoNamingTheCulprit) {
+    const auto r = run_preflight(GetParam().args);
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    EXPECT_NE(r.err.find(GetParam().must_mention), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, CliBadInput,
+    ::testing::Values(BadCase{"memory --mbs 0", "--mbs"}, BadCase{"memory --mbs abc", "--mbs"},
+                      BadCase{"memory --precision fp7", "--precision"}, BadCase{"memory --zero 5", "--zero"},
+                      BadCase{"memory --recompute some", "--recompute"}, BadCase{"memory --tp 3", "--tp"},
+                      BadCase{"memory --model gpt2 --seq 4096", "--seq"},
+                      BadCase{"memory --model no-such-model", "--model"},
+                      BadCase{"memory --model /nonexistent/config.json", "--model"},
+                      BadCase{"memory --gpu tpu-v9", "--gpu"}, BadCase{"memory --no-such-flag", "--no-such-flag"},
+                      BadCase{"memory --dropout 2", "--dropout"}, BadCase{"memory --sp", "--sp"},
+                      BadCase{"frobnicate", "frobnicate"}));
+
+TEST(CliCatalog, ModelsJsonListsSeventeenWithExactCounts) {
+    const auto r = run_preflight("models --format json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j.at("models").size(), 17u);
+    for (const auto& m : j.at("models"))
+        if (m.at("name") == "gpt2") EXPECT_EQ(m.at("params"), 124'439'808);
+}
+
+TEST(CliCatalog, GpusShowUnknownFp8AsNA) {
+    const auto r = run_preflight("gpus");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto line_start = r.out.find("a100-sxm-80gb");
+    ASSERT_NE(line_start, std::string::npos);
+    const auto line = r.out.substr(line_start, r.out.find('\n', line_start) - line_start);
+    EXPECT_NE(line.find("N/A"), std::string::npos) << line;
+    const auto j = nlohmann::json::parse(run_preflight("gpus --format json").out);
+    EXPECT_EQ(j.at("gpus").size(), 8u);
+}
+
+TEST(CliHelp, TeachesTheFlags) {
+    const auto r = run_preflight("memory --help");
+    EXPECT_EQ(r.exit_code, 0);
+    for (const char* k : {"--recompute", "selective", "--zero", "--precision", "bf16-mixed-fp32-grads", "Example"})
+        EXPECT_NE(r.out.find(k), std::string::npos) << k;
+}
+
+}  // namespace
+}  // namespace preflight

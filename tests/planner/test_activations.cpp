@@ -1,1 +1,152 @@
+// Per-layer activation memory against Korthikanti et al. 2022, "Reducing Activation
+// Recomputation in Large Transformer Models", eqs. 1-6, for GPT-3 175B
+// (h = 12288, a = 96, L = 96, s = 2048, V = 51200), plus hand-derived inventories.
 #include <gtest/gtest.h>
+
+#include "catalog_fixture.hpp"
+#include "preflight/planner/memory.hpp"
+
+namespace preflight {
+namespace {
+
+constexpr std::int64_t s = 2048, b = 1, h = 12288, a = 96, L = 96, t = 8;
+
+ModelConfig gpt3() { return test::gpt_model(h, L, a, 51200, s); }
+
+// GPT layer with dropout, eager attention, 16-bit activations (the paper's setting).
+Plan paper_plan() {
+    Plan p;
+    p.seq = s;
+    p.mbs = b;
+    p.dropout = 0.1;
+    p.attention = AttentionKind::eager;
+    p.precision = Precision::bf16_mixed;
+    return p;
+}
+
+TEST(Korthikanti, Eq1NoParallelism) {
+    // sbh(34 + 5as/h) = 34 sbh + 5 a s^2 b
+    EXPECT_EQ(layer_activation_bytes(gpt3(), paper_plan()), 34 * s * b * h + 5 * a * s * s * b);
+}
+
+TEST(Korthikanti, Eq2TensorParallel) {
+    // sbh(10 + 24/t + 5as/(ht))
+    Plan p = paper_plan();
+    p.tp = t;
+    EXPECT_EQ(layer_activation_bytes(gpt3(), p), 10 * s * b * h + 24 * s * b * h / t + 5 * a * s * s * b / t);
+}
+
+TEST(Korthikanti, Eq3TensorAndSequenceParallel) {
+    // sbh/t (34 + 5as/h)
+    Plan p = paper_plan();
+    p.tp = t;
+    p.sp = true;
+    EXPECT_EQ(layer_activation_bytes(gpt3(), p), (34 * s * b * h + 5 * a * s * s * b) / t);
+}
+
+TEST(Korthikanti, Eq4FirstPipelineStageHoldsLLayersWorth) {
+    // With 1F1B the first stage keeps p micro-batches of L/p layers: sbhL/t (34 + 5as/h).
+    Plan p = paper_plan();
+    p.tp = t;
+    p.sp = true;
+    p.pp = 8;
+    p.grad_acc = 16;
+    p.dp = 1;
+    const MemoryReport r = evaluate_memory(gpt3(), test::catalog_gpu("h100-sxm-80gb"), p);
+    ASSERT_EQ(r.pipeline_stage, 0);
+    EXPECT_EQ(r.micro_batches_in_flight, 8);
+    EXPECT_EQ(r.layers_on_stage, L / 8);
+    EXPECT_EQ(r.micro_batches_in_flight * r.layers_on_stage * r.activations_per_layer_bytes,
+              L * (34 * s * b * h + 5 * a * s * s * b) / t);
+}
+
+TEST(Korthikanti, Eq5FullRecomputeKeepsLayerInputs) {
+    // Full recomputation stores only each layer's input: 2sbhL in total, 2sbhL/t with SP.
+    Plan p = paper_plan();
+    p.recompute = Recompute::full;
+    EXPECT_EQ(L * layer_activation_bytes(gpt3(), p), 2 * s * b * h * L);
+    p.tp = t;
+    p.sp = true;
+    EXPECT_EQ(L * layer_activation_bytes(gpt3(), p), 2 * s * b * h * L / t);
+}
+
+TEST(Korthikanti, Eq6SelectiveRecomputeWithSequenceParallel) {
+    // Selective recomputation drops the 5as/h term: 34 sbh / t per layer.
+    Plan p = paper_plan();
+    p.recompute = Recompute::selective;
+    p.tp = t;
+    p.sp = true;
+    EXPECT_EQ(layer_activation_bytes(gpt3(), p), 34 * s * b * h / t);
+    p.sp = false;
+    EXPECT_EQ(layer_activation_bytes(gpt3(), p), 10 * s * b * h + 24 * s * b * h / t);
+}
+
+TEST(Korthikanti, SelectiveRecomputeSavesSeventyPercentOnGpt3) {
+    // Sec. 5: for GPT-3 the s^2 terms are most of the activation memory; selective
+    // recompute cuts ~70 %. 5as/h = 80 vs 34: (80) / (114) = 70.2 %.
+    const double full = static_cast<double>(layer_activation_bytes(gpt3(), paper_plan()));
+    Plan p = paper_plan();
+    p.recompute = Recompute::selective;
+    const double sel = static_cast<double>(layer_activation_bytes(gpt3(), p));
+    EXPECT_NEAR(1.0 - sel / full, 80.0 / 114.0, 1e-12);
+}
+
+TEST(Activations, NoDropoutDropsMasksAndDropoutOutputs) {
+    // Without dropout: no 1-byte masks (2 sbh + a s^2 b) and no dropout output copy (2 a s^2 b).
+    Plan p = paper_plan();
+    p.dropout = 0.0;
+    EXPECT_EQ(layer_activation_bytes(gpt3(), p), 32 * s * b * h + 2 * a * s * s * b);
+}
+
+TEST(Activations, FlashKeepsRowStatisticsInsteadOfScores) {
+    // Flash attention: the s^2 tensors vanish; the fp32 log-sum-exp (4 a s b) is kept.
+    Plan p = paper_plan();
+    p.dropout = 0.0;
+    p.attention = AttentionKind::flash;
+    EXPECT_EQ(layer_activation_bytes(gpt3(), p), 32 * s * b * h + 4 * a * s * b);
+}
+
+TEST(Activations, Llama3GqaSwigluByHand) {
+    // llama-3-8b, s = 4096, b = 2, flash, no dropout, bf16: norm inputs and outputs 4 x 2h,
+    // Q 2h, K and V 2 x 2(8*128), attention output 2h, log-sum-exp 4a, SwiGLU gate/up/product 3 x 2f.
+    const ModelConfig m = test::catalog_model("llama-3-8b");
+    Plan p;
+    p.seq = 4096;
+    p.mbs = 2;
+    const std::int64_t sb = 4096 * 2, hh = 4096, kv = 8 * 128, f = 14336, heads = 32;
+    const std::int64_t expected = sb * (4 * 2 * hh + 2 * hh + 2 * 2 * kv + 2 * hh + 4 * heads + 3 * 2 * f);
+    EXPECT_EQ(layer_activation_bytes(m, p), expected);
+    // Selective recompute (attention core) removes only the log-sum-exp under flash.
+    p.recompute = Recompute::selective;
+    EXPECT_EQ(layer_activation_bytes(m, p), expected - sb * 4 * heads);
+}
+
+TEST(Activations, Fp32DoublesAndFp8HalvesGemmInputs) {
+    const ModelConfig m = test::catalog_model("gpt2");
+    Plan p;
+    p.seq = 1024;
+    const std::int64_t sb = 1024, hh = 768, f = 3072, heads = 12;
+    // bf16: norm in 2h x2, GEMM inputs (qkv, out-proj, fc1, fc2) 2h+2h+2h+2f, Q/K/V 3 x 2h,
+    // GeLU input 2f, lse 4a.
+    const std::int64_t bf16 = sb * (2 * 2 * hh + (2 * hh + 2 * hh + 2 * hh + 2 * f) + 3 * 2 * hh + 2 * f + 4 * heads);
+    EXPECT_EQ(layer_activation_bytes(m, p), bf16);
+    p.precision = Precision::fp32;
+    EXPECT_EQ(layer_activation_bytes(m, p), 2 * bf16 - sb * 4 * heads);  // lse is fp32 in both
+    p.precision = Precision::fp8_mixed;
+    EXPECT_EQ(layer_activation_bytes(m, p), bf16 - sb * (hh + hh + hh + f));  // four GEMM inputs at 1 byte
+}
+
+TEST(Activations, MixtralRoutesEachTokenThroughTwoExperts) {
+    // MoE MLP: router probabilities (fp32, 8 experts), dispatched tokens (k = 2 copies of 2h),
+    // SwiGLU intermediates for 2 tokens-per-token (3 x 2f x 2), expert outputs (2 x 2h).
+    const ModelConfig m = test::catalog_model("mixtral-8x7b");
+    Plan p;
+    p.seq = 4096;
+    const std::int64_t sb = 4096, hh = 4096, kv = 1024, f = 14336, heads = 32;
+    const std::int64_t attn = sb * (2 * hh + 2 * hh + 2 * hh + 2 * 2 * kv + 4 * heads + 2 * hh);
+    const std::int64_t mlp = sb * (2 * hh + 2 * hh + 8 * 4 + 2 * 2 * hh + 2 * 3 * 2 * f + 2 * 2 * hh);
+    EXPECT_EQ(layer_activation_bytes(m, p), attn + mlp);
+}
+
+}  // namespace
+}  // namespace preflight

@@ -1,1 +1,154 @@
+// Every malformed or inconsistent input raises InputError naming the field, flag or file.
 #include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "catalog_fixture.hpp"
+#include "preflight/planner/error.hpp"
+#include "preflight/planner/memory.hpp"
+
+namespace preflight {
+namespace {
+
+nlohmann::json llama_cfg() {
+    return {{"model_type", "llama"},       {"hidden_size", 256},       {"num_hidden_layers", 2},
+            {"num_attention_heads", 8},    {"num_key_value_heads", 4}, {"intermediate_size", 512},
+            {"vocab_size", 1000},          {"max_position_embeddings", 512}};
+}
+
+// Runs f and returns the subject of the InputError it throws ("" if none).
+template <typename F>
+std::string subject_of(F f) {
+    try {
+        f();
+    } catch (const InputError& e) {
+        return e.subject();
+    }
+    return "";
+}
+
+TEST(BadInput, ValidConfigLoads) { EXPECT_NO_THROW(model_from_hf_config(llama_cfg(), "ok")); }
+
+TEST(BadInput, MissingDimension) {
+    auto cfg = llama_cfg();
+    cfg.erase("hidden_size");
+    EXPECT_EQ(subject_of([&] { model_from_hf_config(cfg, "x"); }), "hidden_size");
+}
+
+TEST(BadInput, NegativeDimension) {
+    auto cfg = llama_cfg();
+    cfg["num_hidden_layers"] = -2;
+    EXPECT_EQ(subject_of([&] { model_from_hf_config(cfg, "x"); }), "num_hidden_layers");
+}
+
+TEST(BadInput, NonIntegerDimension) {
+    auto cfg = llama_cfg();
+    cfg["vocab_size"] = "many";
+    EXPECT_EQ(subject_of([&] { model_from_hf_config(cfg, "x"); }), "vocab_size");
+}
+
+TEST(BadInput, HeadsNotDividingHidden) {
+    auto cfg = llama_cfg();
+    cfg["num_attention_heads"] = 6;
+    cfg["num_key_value_heads"] = 6;
+    EXPECT_EQ(subject_of([&] { model_from_hf_config(cfg, "x"); }), "num_attention_heads");
+}
+
+TEST(BadInput, KvHeadsNotDividingHeads) {
+    auto cfg = llama_cfg();
+    cfg["num_key_value_heads"] = 3;
+    EXPECT_EQ(subject_of([&] { model_from_hf_config(cfg, "x"); }), "num_key_value_heads");
+}
+
+TEST(BadInput, UnknownModelType) {
+    auto cfg = llama_cfg();
+    cfg["model_type"] = "mamba";
+    EXPECT_EQ(subject_of([&] { model_from_hf_config(cfg, "x"); }), "model_type");
+}
+
+TEST(BadInput, MoeTopKAboveExperts) {
+    auto cfg = llama_cfg();
+    cfg["model_type"] = "mixtral";
+    cfg["num_local_experts"] = 2;
+    cfg["num_experts_per_tok"] = 3;
+    EXPECT_EQ(subject_of([&] { model_from_hf_config(cfg, "x"); }), "num_experts_per_tok");
+}
+
+struct PlanCase {
+    const char* flag;
+    Plan plan;
+};
+
+class BadPlan : public ::testing::TestWithParam<PlanCase> {};
+
+TEST_P(BadPlan, NamesTheFlag) {
+    const ModelConfig m = model_from_hf_config(llama_cfg(), "x");  // 8 heads, 4 kv heads, 2 layers
+    const GpuSpec gpu = test::catalog_gpu("h100-sxm-80gb");
+    EXPECT_EQ(subject_of([&] { evaluate_memory(m, gpu, GetParam().plan); }), GetParam().flag);
+}
+
+Plan with(void (*f)(Plan&)) {
+    Plan p;
+    p.seq = 256;
+    f(p);
+    return p;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Flags, BadPlan,
+    ::testing::Values(PlanCase{"--mbs", with([](Plan& p) { p.mbs = 0; })},
+                      PlanCase{"--seq", with([](Plan& p) { p.seq = -5; })},
+                      PlanCase{"--grad-acc", with([](Plan& p) { p.grad_acc = 0; })},
+                      PlanCase{"--dp", with([](Plan& p) { p.dp = -1; })},
+                      PlanCase{"--tp", with([](Plan& p) { p.tp = 3; })},   // 8 heads
+                      PlanCase{"--tp", with([](Plan& p) { p.tp = 8; })},   // 4 kv heads
+                      PlanCase{"--pp", with([](Plan& p) { p.pp = 3; })},   // 2 layers
+                      PlanCase{"--sp", with([](Plan& p) { p.sp = true; })},  // tp 1
+                      PlanCase{"--zero", with([](Plan& p) { p.zero = 4; })},
+                      PlanCase{"--dropout", with([](Plan& p) { p.dropout = 1.5; })},
+                      PlanCase{"--dropout", with([](Plan& p) { p.dropout = -0.1; })}));
+
+TEST(BadInput, SequenceBeyondLearnedPositions) {
+    Plan p;
+    p.seq = 2048;  // gpt2 has 1024 learned positions
+    EXPECT_EQ(subject_of([&] { evaluate_memory(test::catalog_model("gpt2"), test::catalog_gpu("h100-sxm-80gb"), p); }),
+              "--seq");
+}
+
+TEST(BadInput, UnknownCatalogNameListsTheCatalog) {
+    try {
+        load_model("llama-9", test::data_dir());
+        FAIL() << "no error";
+    } catch (const InputError& e) {
+        EXPECT_EQ(e.subject(), "--model");
+        EXPECT_NE(std::string(e.what()).find("llama-3-8b"), std::string::npos);
+    }
+}
+
+TEST(BadInput, UnreadableAndMalformedFiles) {
+    EXPECT_EQ(subject_of([] { load_model("/nonexistent/dir/config.json", test::data_dir()); }), "--model");
+    const auto path = std::filesystem::temp_directory_path() / "preflight_bad_config.json";
+    std::ofstream(path) << "{ \"model_type\": \"llama\", ";
+    EXPECT_EQ(subject_of([&] { load_model(path.string(), test::data_dir()); }), "--model");
+    std::filesystem::remove(path);
+}
+
+TEST(BadInput, GpuSpecMissingKeyAndExplicitUnknownPeak) {
+    nlohmann::json spec = nlohmann::json::parse(R"({"memory_bytes": 1000, "peak_fp32_flops_per_s": 1e12,
+        "peak_tf32_flops_per_s": null, "peak_bf16_flops_per_s": 2e12, "peak_fp16_flops_per_s": 2e12,
+        "peak_fp8_flops_per_s": null, "intra_node_bandwidth_bytes_per_s": 1e9,
+        "inter_node_bandwidth_bytes_per_s": 1e9, "gpus_per_node": 1, "overhead_bytes": 0})");
+    EXPECT_EQ(subject_of([&] { gpu_from_json(spec, "g"); }), "hbm_bandwidth_bytes_per_s");
+    spec["hbm_bandwidth_bytes_per_s"] = 1e12;
+    const GpuSpec g = gpu_from_json(spec, "g");
+    EXPECT_FALSE(g.peak.fp8_flops_per_s.has_value());  // unknown stays unknown
+    spec["memory_bytes"] = -1;
+    EXPECT_EQ(subject_of([&] { gpu_from_json(spec, "g"); }), "memory_bytes");
+}
+
+TEST(BadInput, A100HasNoFp8Peak) {
+    EXPECT_FALSE(test::catalog_gpu("a100-sxm-80gb").peak.fp8_flops_per_s.has_value());
+}
+
+}  // namespace
+}  // namespace preflight

@@ -1,1 +1,160 @@
+// Whole-step memory: the timeline, its peak, logits, buffers, first step vs steady state.
 #include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "catalog_fixture.hpp"
+#include "preflight/planner/memory.hpp"
+
+namespace preflight {
+namespace {
+
+const GpuSpec& h100() {
+    static const GpuSpec g = test::catalog_gpu("h100-sxm-80gb");
+    return g;
+}
+
+std::int64_t max_total(const std::vector<TimelineEntry>& t) {
+    std::int64_t m = 0;
+    for (const auto& e : t) m = std::max(m, e.bytes.total());
+    return m;
+}
+
+TEST(Memory, PeakIsTheMaximumOfTheFullTimeline) {
+    // The peak search visits only candidate phases; the full timeline must agree, for
+    // every recompute mode, attention kind, ZeRO stage and a pipeline.
+    const ModelConfig m = test::catalog_model("llama-3.2-1b");
+    for (auto rc : all_recomputes())
+        for (auto att : {AttentionKind::flash, AttentionKind::eager})
+            for (int zero : {0, 2, 3})
+                for (std::int64_t pp : {1, 4}) {
+                    Plan p;
+                    p.seq = 2048;
+                    p.mbs = 2;
+                    p.recompute = rc;
+                    p.attention = att;
+                    p.zero = zero;
+                    p.dp = 4;
+                    p.pp = pp;
+                    p.grad_acc = 8;
+                    MemoryOptions o;
+                    o.timeline = true;
+                    const MemoryReport r = evaluate_memory(m, h100(), p, o);
+                    EXPECT_EQ(max_total(r.timeline_steady), r.peak_bytes);
+                    EXPECT_EQ(max_total(r.timeline_first), r.first_step_peak_bytes);
+                }
+}
+
+TEST(Memory, LogitsAtBf16PlusFp32CrossEntropyCopy) {
+    // llama-3-8b, s = 4096: logits 4096 x 128256 in bf16 (2 B) and the fp32 copy the
+    // cross-entropy works in (4 B) = 6 * 4096 * 128256 bytes, at the output phase.
+    const ModelConfig m = test::catalog_model("llama-3-8b");
+    Plan p;
+    p.seq = 4096;
+    const MemoryReport r = evaluate_memory(m, h100(), p);
+    EXPECT_EQ(r.peak_phase.kind, PhaseKind::output_loss);
+    EXPECT_EQ(r.at_peak.logits_and_loss, 6LL * 4096 * 128256);
+}
+
+TEST(Memory, OutputPhasePeakSumsEveryTermByHand) {
+    // gpt2, seq 1024, mbs 4, bf16-mixed AdamW, flash, no dropout, one GPU. At output+loss:
+    // 16 B/param of model states + 12 layers of saved tensors + int64 token ids and labels
+    // + final-norm input/output + logits (2 + 4 B over the 50257 vocabulary) + 1 GiB overhead.
+    const ModelConfig m = test::catalog_model("gpt2");
+    Plan p;
+    p.seq = 1024;
+    p.mbs = 4;
+    const MemoryReport r = evaluate_memory(m, h100(), p);
+    const std::int64_t sb = 4096, hh = 768, f = 3072, heads = 12;
+    const std::int64_t layer = sb * (2 * 2 * hh + 2 * hh + 2 * hh + 2 * hh + 2 * f + 3 * 2 * hh + 2 * f + 4 * heads);
+    const std::int64_t expected = 16 * 124'439'808LL + 12 * layer + sb * 8 + sb * 8 + sb * (2 * hh + 2 * hh) +
+                                  sb * 50257 * 6 + h100().overhead_bytes;
+    EXPECT_EQ(r.activations_per_layer_bytes, layer);
+    EXPECT_EQ(r.peak_phase.kind, PhaseKind::output_loss);
+    EXPECT_EQ(r.peak_bytes, expected);
+}
+
+TEST(Memory, FirstStepRunsWithoutOptimizerMoments) {
+    // Playbook: the first step can fit and a later one OOM, once the optimizer states exist.
+    // Activation-heavy plan: the first step peaks at the same phase, minus the moments.
+    const ModelConfig m = test::catalog_model("llama-3.2-1b");
+    Plan p;
+    p.seq = 2048;
+    p.mbs = 8;
+    const MemoryReport r = evaluate_memory(m, h100(), p);
+    EXPECT_EQ(r.first_step_peak_phase.kind, r.peak_phase.kind);
+    EXPECT_EQ(r.first_step_peak_bytes, r.peak_bytes - r.at_peak.optimizer_states);
+}
+
+TEST(Memory, SmallBatchFirstStepPeaksWhenMomentsAreCreated) {
+    // Short sequence, one sequence: the first step's largest moment is its optimizer step,
+    // when the AdamW moments (8 B/param) appear beside weights, master and grads (8 B/param).
+    const ModelConfig m = test::catalog_model("llama-3.2-1b");
+    Plan p;
+    p.seq = 256;
+    const MemoryReport r = evaluate_memory(m, h100(), p);
+    EXPECT_EQ(r.first_step_peak_phase.kind, PhaseKind::optimizer_step);
+    EXPECT_EQ(r.first_step_peak_bytes, 16 * 1'235'814'400LL + 2 * 256 * 64 * 4 + h100().overhead_bytes);
+}
+
+TEST(Memory, ActivationsGrowLinearlyWithMicroBatch) {
+    const ModelConfig m = test::catalog_model("llama-3.2-1b");
+    Plan p;
+    p.seq = 2048;
+    const std::int64_t one = layer_activation_bytes(m, p);
+    p.mbs = 4;
+    EXPECT_EQ(layer_activation_bytes(m, p), 4 * one);
+}
+
+TEST(Memory, RecomputeOrdersMemory) {
+    const ModelConfig m = test::catalog_model("llama-3-8b");
+    Plan p;
+    p.seq = 4096;
+    p.attention = AttentionKind::eager;
+    std::int64_t prev = INT64_MAX;
+    for (auto rc : all_recomputes()) {
+        p.recompute = rc;
+        const std::int64_t peak = evaluate_memory(m, h100(), p).peak_bytes;
+        EXPECT_LT(peak, prev) << to_string(rc);
+        prev = peak;
+    }
+}
+
+TEST(Memory, ZeroThreeBuffersHoldGatheredLayers) {
+    // ZeRO-3: during forward the current and the prefetched layer's 16-bit weights are gathered.
+    const ModelConfig m = test::catalog_model("llama-3-8b");
+    Plan p;
+    p.seq = 4096;
+    p.dp = 8;
+    p.zero = 3;
+    MemoryOptions o;
+    o.timeline = true;
+    const MemoryReport r = evaluate_memory(m, h100(), p, o);
+    const auto fwd = std::find_if(r.timeline_steady.begin(), r.timeline_steady.end(),
+                                  [](const TimelineEntry& e) { return e.phase.kind == PhaseKind::forward; });
+    ASSERT_NE(fwd, r.timeline_steady.end());
+    const std::int64_t rope_tables = 2 * 4096 * 128 * 4;
+    EXPECT_EQ(fwd->bytes.buffers, 2 * 2 * 218'112'000LL + rope_tables);
+}
+
+TEST(Memory, FitsComparesPeakWithCapacity) {
+    Plan p;
+    p.seq = 4096;
+    EXPECT_FALSE(evaluate_memory(test::catalog_model("llama-3-70b"), h100(), p).fits);
+    EXPECT_TRUE(evaluate_memory(test::catalog_model("gpt2"), h100(), Plan{}).fits);
+}
+
+TEST(Memory, OverheadOverride) {
+    MemoryOptions o;
+    o.overhead_bytes = 3 * kGiB;
+    const MemoryReport r = evaluate_memory(test::catalog_model("gpt2"), h100(), Plan{}, o);
+    EXPECT_EQ(r.at_peak.overhead, 3 * kGiB);
+}
+
+TEST(Memory, DefaultSequenceIsContextCappedAt4096) {
+    EXPECT_EQ(resolve_defaults(Plan{}, test::catalog_model("gpt2")).seq, 1024);
+    EXPECT_EQ(resolve_defaults(Plan{}, test::catalog_model("llama-3-8b")).seq, 4096);
+}
+
+}  // namespace
+}  // namespace preflight

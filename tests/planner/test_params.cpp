@@ -1,1 +1,106 @@
+// Exact parameter counts of every catalog model, against published figures
+// (Hugging Face model cards / safetensors metadata; GPT-2 sizes as reported by
+// transformers' num_parameters()).
 #include <gtest/gtest.h>
+
+#include "catalog_fixture.hpp"
+#include "preflight/planner/error.hpp"
+
+namespace preflight {
+namespace {
+
+struct Published {
+    const char* name;
+    std::int64_t params;
+};
+
+class CatalogParams : public ::testing::TestWithParam<Published> {};
+
+TEST_P(CatalogParams, TotalMatchesPublishedCount) {
+    const auto& p = GetParam();
+    const ParamCounts c = count_params(test::catalog_model(p.name));
+    EXPECT_EQ(c.total, p.params) << p.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Catalog, CatalogParams,
+    ::testing::Values(Published{"gpt2", 124'439'808}, Published{"gpt2-medium", 354'823'168},
+                      Published{"gpt2-large", 774'030'080}, Published{"gpt2-xl", 1'557'611'200},
+                      Published{"llama-2-7b", 6'738'415'616}, Published{"llama-2-13b", 13'015'864'320},
+                      Published{"llama-2-70b", 68'976'648'192}, Published{"llama-3-8b", 8'030'261'248},
+                      Published{"llama-3-70b", 70'553'706'496}, Published{"llama-3.1-405b", 405'853'388'800},
+                      Published{"llama-3.2-1b", 1'235'814'400}, Published{"llama-3.2-3b", 3'212'749'824},
+                      Published{"smollm-360m", 361'821'120}, Published{"smollm-1.7b", 1'711'376'384},
+                      Published{"mistral-7b", 7'241'732'096}, Published{"qwen2.5-7b", 7'615'616'512},
+                      Published{"mixtral-8x7b", 46'702'792'704}),
+    [](const auto& info) {
+        std::string n = info.param.name;
+        for (char& ch : n)
+            if (ch == '-' || ch == '.') ch = '_';
+        return n;
+    });
+
+TEST(Params, CatalogHoldsExactlyTheSeventeenModels) {
+    EXPECT_EQ(catalog_models(test::data_dir()).size(), 17u);
+}
+
+TEST(Params, DenseModelsAreFullyActive) {
+    for (const char* name : {"gpt2", "llama-3-8b", "qwen2.5-7b"}) {
+        const ParamCounts c = count_params(test::catalog_model(name));
+        EXPECT_EQ(c.active, c.total) << name;
+    }
+}
+
+TEST(Params, MixtralActiveParamsByHand) {
+    // Per layer: q,o 4096x4096 each; k,v 1024x4096 each; two RMSNorms; router 8x4096;
+    // two of eight experts, each 3 x 4096x14336 (Jiang et al. 2024: "13B active").
+    const std::int64_t attn = 2 * 4096LL * 4096 + 2 * 1024LL * 4096;
+    const std::int64_t norms = 2 * 4096;
+    const std::int64_t router = 8 * 4096;
+    const std::int64_t expert = 3 * 4096LL * 14336;
+    const std::int64_t per_layer_active = attn + norms + router + 2 * expert;
+    const std::int64_t outside = 2 * 32000LL * 4096 + 4096;  // untied embedding + head, final norm
+    const ParamCounts c = count_params(test::catalog_model("mixtral-8x7b"));
+    EXPECT_EQ(c.active, outside + 32 * per_layer_active);
+    EXPECT_EQ(c.active, 12'879'925'248);
+}
+
+TEST(Params, Gpt2SmallByHand) {
+    // wte 50257x768 (tied head), wpe 1024x768; per layer: 2 LayerNorms (w+b), c_attn 768x2304+2304,
+    // attn c_proj 768x768+768, c_fc 768x3072+3072, mlp c_proj 3072x768+768; final LayerNorm.
+    const std::int64_t h = 768;
+    const std::int64_t layer = 2 * 2 * h + (h * 3 * h + 3 * h) + (h * h + h) + (h * 4 * h + 4 * h) + (4 * h * h + h);
+    const std::int64_t total = 50257 * h + 1024 * h + 12 * layer + 2 * h;
+    const ParamCounts c = count_params(test::catalog_model("gpt2"));
+    EXPECT_EQ(c.per_layer, layer);
+    EXPECT_EQ(c.total, total);
+    EXPECT_EQ(c.lm_head, 0);  // tied: counted once, as the embedding
+}
+
+TEST(Params, TiedLlamaCountsEmbeddingOnce) {
+    const ModelConfig m = test::catalog_model("llama-3.2-1b");
+    ASSERT_TRUE(m.tied_embeddings);
+    const ParamCounts c = count_params(m);
+    EXPECT_EQ(c.lm_head, 0);
+    EXPECT_EQ(c.embedding, 128256LL * 2048);
+}
+
+TEST(Params, Qwen2HasQkvBiasOnly) {
+    const ModelConfig m = test::catalog_model("qwen2.5-7b");
+    EXPECT_TRUE(m.qkv_bias);
+    EXPECT_FALSE(m.out_bias);
+    EXPECT_FALSE(m.mlp_bias);
+}
+
+TEST(Params, HeadDimFromConfigOverridesHiddenOverHeads) {
+    nlohmann::json cfg = {{"model_type", "llama"},      {"hidden_size", 64},     {"num_hidden_layers", 1},
+                          {"num_attention_heads", 4},   {"num_key_value_heads", 2}, {"head_dim", 32},
+                          {"intermediate_size", 128},   {"vocab_size", 100},     {"max_position_embeddings", 16}};
+    const ModelConfig m = model_from_hf_config(cfg, "t");
+    // q: 4*32 x 64, k,v: 2*32 x 64, o: 64 x 128, MLP 3 x 64x128, 2 norms.
+    const std::int64_t layer = 128 * 64 + 2 * 64 * 64 + 64 * 128 + 3 * 64 * 128 + 2 * 64;
+    EXPECT_EQ(count_params(m).per_layer, layer);
+}
+
+}  // namespace
+}  // namespace preflight

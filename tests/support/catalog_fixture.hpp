@@ -1,0 +1,25 @@
+// Test helpers: the repository's catalog and hand-built HF configs.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "preflight/planner/catalog.hpp"
+
+namespace preflight::test {
+
+inline std::filesystem::path data_dir() { return PREFLIGHT_TEST_DATA_DIR; }
+inline ModelConfig catalog_model(const std::string& name) { return load_model(name, data_dir()); }
+inline GpuSpec catalog_gpu(const std::string& name) { return load_gpu(name, data_dir()); }
+
+// A GPT-style config (LayerNorm, GeLU 4h MLP, learned positions, biases) of any shape,
+// e.g. GPT-3 175B for Korthikanti et al.'s equations.
+inline ModelConfig gpt_model(std::int64_t hidden, std::int64_t layers, std::int64_t heads, std::int64_t vocab,
+                             std::int64_t positions) {
+    nlohmann::json cfg = {{"model_type", "gpt2"}, {"n_embd", hidden},    {"n_layer", layers},
+                          {"n_head", heads},      {"vocab_size", vocab}, {"n_positions", positions}};
+    return model_from_hf_config(cfg, "gpt-test");
+}
+
+}  // namespace preflight::test

@@ -1,0 +1,38 @@
+// Runs the built `preflight` binary and captures its output and exit code.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+namespace preflight::test {
+
+struct CliResult {
+    int exit_code = -1;
+    std::string out;  // stdout
+    std::string err;  // stderr
+};
+
+inline CliResult run_preflight(const std::string& args) {
+    const std::string err_file = std::string(std::tmpnam(nullptr)) + ".stderr";
+    const std::string cmd = std::string("PREFLIGHT_DATA_DIR='") + PREFLIGHT_TEST_DATA_DIR + "' '" + PREFLIGHT_EXE +
+                            "' " + args + " 2>'" + err_file + "'";
+    CliResult r;
+    FILE* pipe = popen(cmd.c_str(), "r");
+    if (!pipe) return r;
+    std::array<char, 4096> buf{};
+    std::size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
+    const int status = pclose(pipe);
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    if (FILE* e = std::fopen(err_file.c_str(), "r")) {
+        while ((n = fread(buf.data(), 1, buf.size(), e)) > 0) r.err.append(buf.data(), n);
+        std::fclose(e);
+    }
+    std::remove(err_file.c_str());
+    return r;
+}
+
+}  // namespace preflight::test
