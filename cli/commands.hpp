@@ -28,6 +28,9 @@ struct Command {
 Command add_memory_command(CLI::App& app);
 Command add_models_command(CLI::App& app);
 Command add_gpus_command(CLI::App& app);
+// `preflight run` (cmd_run.cpp): execute a plan on the GPU, or walk it with --dry-run.
+Command add_run_command(CLI::App& app);
+Command add_plan_command(CLI::App& app);
 
 int run_memory(const PlanFlags& flags, bool show_timeline);
 int run_models(const std::string& data_dir, const std::string& format);

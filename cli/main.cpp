@@ -32,6 +32,8 @@ int main(int argc, char** argv) {
         add_memory_command(app),
         add_models_command(app),
         add_gpus_command(app),
+        add_run_command(app),
+        add_plan_command(app),
     };
 
     // Name an unknown command instead of CLI11's generic "A subcommand is required".

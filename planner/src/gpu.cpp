@@ -34,6 +34,41 @@ std::int64_t bytes(const json& j, const char* key, bool allow_zero) {
     return v;
 }
 
+// A number in (lo, hi] under efficiency.<key>; absent keeps `fallback`.
+double efficiency_value(const json& e, const char* key, double fallback, double lo, double hi) {
+    auto it = e.find(key);
+    if (it == e.end()) return fallback;
+    const std::string subject = std::string("efficiency.") + key;
+    if (!it->is_number()) throw InputError(subject, "must be a number");
+    const double v = it->get<double>();
+    if (!(v > lo && v <= hi)) throw InputError(subject, "must be in (" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return v;
+}
+
+Efficiency efficiency_from_json(const json& j) {
+    Efficiency e;
+    auto it = j.find("efficiency");
+    if (it == j.end() || it->is_null()) return e;
+    if (!it->is_object()) throw InputError("efficiency", "must be a JSON object");
+    e.gemm_max_fraction_of_peak = efficiency_value(*it, "gemm_max_fraction_of_peak", e.gemm_max_fraction_of_peak, 0, 1);
+    e.fp8_gemm_max_fraction_of_peak =
+        efficiency_value(*it, "fp8_gemm_max_fraction_of_peak", e.fp8_gemm_max_fraction_of_peak, 0, 1);
+    e.gemm_half_efficiency_dim = efficiency_value(*it, "gemm_half_efficiency_dim", e.gemm_half_efficiency_dim, -1, 1e9);
+    e.attention_fraction_of_peak =
+        efficiency_value(*it, "attention_fraction_of_peak", e.attention_fraction_of_peak, 0, 1);
+    e.memory_bound_fraction_of_hbm =
+        efficiency_value(*it, "memory_bound_fraction_of_hbm", e.memory_bound_fraction_of_hbm, 0, 1);
+    e.collective_bus_efficiency = efficiency_value(*it, "collective_bus_efficiency", e.collective_bus_efficiency, 0, 1);
+    e.step_overhead_s = efficiency_value(*it, "step_overhead_s", e.step_overhead_s, -1, 3600);
+    if (e.gemm_half_efficiency_dim < 0) throw InputError("efficiency.gemm_half_efficiency_dim", "must be >= 0");
+    if (e.step_overhead_s < 0) throw InputError("efficiency.step_overhead_s", "must be >= 0");
+    if (auto p = it->find("provenance"); p != it->end()) {
+        if (!p->is_string()) throw InputError("efficiency.provenance", "must be a string");
+        e.provenance = p->get<std::string>();
+    }
+    return e;
+}
+
 }  // namespace
 
 GpuSpec gpu_from_json(const json& j, const std::string& fallback_name) {
@@ -59,6 +94,7 @@ GpuSpec gpu_from_json(const json& j, const std::string& fallback_name) {
     if (auto s = j.find("sources"); s != j.end() && s->is_object())
         for (const auto& [k, v] : s->items())
             if (v.is_string()) g.sources[k] = v.get<std::string>();
+    g.efficiency = efficiency_from_json(j);
     return g;
 }
 

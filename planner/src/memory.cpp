@@ -248,7 +248,9 @@ StageModel build_stage(const ModelConfig& m, const GpuSpec& gpu, const Plan& p, 
     }
     st.fwd_transient = forward_transient(m, p, d);
     st.bwd_transient = backward_transient(m, p, d);
-    if (p.recompute == Recompute::full) st.bwd_transient += st.act_layer_full;  // one layer re-materialised
+    // One layer re-materialised (profile: its kept input is shared, not copied).
+    if (p.recompute == Recompute::full)
+        st.bwd_transient += st.act_layer_full - (prof.full_recompute_shares_input ? layer_input_bytes(d) : 0);
     if (p.recompute == Recompute::selective) st.bwd_transient += st.act_layer_full - st.act_layer;
 
     if (st.first) {
@@ -262,9 +264,13 @@ StageModel build_stage(const ModelConfig& m, const GpuSpec& gpu, const Plan& p, 
         // Logits at the activation dtype plus the fp32 copy cross-entropy works in
         // (softmax kept for backward; its gradient overwrites it in place).
         st.logits_peak = sb * vocab_local * (d.ab + (prof.logits_fp32_copy && d.ab < 4 ? 4 : 0));
+        // Profile addition (off by default): the LM-head input gradient written while the
+        // logits gradient is alive.
+        if (prof.head_input_grad_with_logits) st.logits_peak += sb * d.h * d.ab / sp_div;
     }
 
     // Buffers.
+    st.static_buffers += prof.workspace_bytes;  // profile: framework-owned workspaces (0 by default)
     if (m.position == PositionKind::rope) st.static_buffers += 2 * d.s * m.head_dim * 4;  // fp32 cos/sin tables
     if (p.precision == Precision::fp8_mixed) {
         // Transformer Engine delayed scaling: amax history (1024 x fp32) and scale for

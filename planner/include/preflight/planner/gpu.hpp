@@ -20,6 +20,27 @@ struct PeakFlops {
     std::optional<double> fp8_flops_per_s;
 };
 
+// Achievable fractions of the spec's peaks, used by the step-time model
+// (throughput.hpp). Uncalibrated defaults until fitted from measured runs; a spec
+// file without an "efficiency" object gets the defaults below.
+struct Efficiency {
+    // A GEMM whose smallest dimension is d runs at
+    // gemm_max_fraction_of_peak * d / (d + gemm_half_efficiency_dim) of the dense peak.
+    double gemm_max_fraction_of_peak = 0.70;
+    double gemm_half_efficiency_dim = 128;
+    // fp8 GEMMs (Transformer Engine) replace gemm_max_fraction_of_peak against the fp8 peak.
+    double fp8_gemm_max_fraction_of_peak = 0.55;
+    // Fused (flash) attention kernels, forward and backward, as a fraction of the dense peak.
+    double attention_fraction_of_peak = 0.40;
+    // Elementwise ops, norms, softmax, cross-entropy, optimizer: fraction of HBM bandwidth.
+    double memory_bound_fraction_of_hbm = 0.75;
+    // Collectives: achieved bus bandwidth as a fraction of the link bandwidth.
+    double collective_bus_efficiency = 0.75;
+    // Fixed cost per optimizer step (kernel launches, data loading, logging).
+    double step_overhead_s = 0.01;
+    std::string provenance = "uncalibrated built-in defaults (the GPU spec has no \"efficiency\" object)";
+};
+
 struct GpuSpec {
     std::string name;
     std::string display_name;
@@ -32,6 +53,7 @@ struct GpuSpec {
     double inter_node_bandwidth_bytes_per_s = 0;  // per GPU, per direction
     std::int64_t overhead_bytes = 0;  // CUDA context + library workspaces, per GPU
     std::map<std::string, std::string> sources;   // key -> citation
+    Efficiency efficiency;                        // "efficiency" object; defaults when absent
 };
 
 // Parses a GPU spec object; throws InputError naming the key on bad input.

@@ -38,6 +38,18 @@ struct FrameworkProfile {
     // Vocabulary padded to a multiple of this (times tp) before sharding
     // (Megatron: --make-vocab-size-divisible-by 128; plain PyTorch: 1).
     std::int64_t vocab_pad_multiple = 1;
+
+    // --- Added for the Preflight CUDA runtime's profile (profiles.hpp). Every default
+    // below leaves the model above unchanged, bit for bit.
+    // Device buffers the framework allocates itself and keeps for the whole run (GEMM
+    // workspace, device scalars), counted under `buffers`.
+    std::int64_t workspace_bytes = 0;
+    // The LM-head backward writes d(final-norm output) (s*b*h at the activation dtype)
+    // while the logits gradient is still alive.
+    bool head_input_grad_with_logits = false;
+    // Full recompute re-materialises a layer from its kept input, sharing that tensor
+    // instead of holding a second copy of it.
+    bool full_recompute_shares_input = false;
 };
 
 struct MemoryBreakdown {

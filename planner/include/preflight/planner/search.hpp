@@ -30,13 +30,18 @@ struct SearchRequest {
     std::int64_t seq = 0;        // 0: the model's default (context capped at 4096)
     PlanPins pins;
     double headroom = 0.05;      // keep plans whose peak <= (1 - headroom) * GPU memory
+    // A dp degree is searched when some mbs * grad_acc brings seq*mbs*grad_acc*dp within this
+    // fraction of gbs_tokens; for each dp only the (mbs, grad_acc) pairs closest to the target are kept.
+    double batch_tolerance = 0.05;
     int top_k = 10;
+    bool suggest = true;         // when nothing fits, search relaxed requests for the smallest change
     MemoryOptions memory;
     ThroughputOptions throughput;
 };
 
 struct Candidate {
     Plan plan;
+    double batch_error = 0;  // (seq*mbs*grad_acc*dp - gbs_tokens) / gbs_tokens
     MemoryReport memory;
     Throughput throughput;
 };
@@ -45,14 +50,23 @@ struct Rejection {
     Plan plan;           // a representative plan of the rejected family
     std::string family;  // e.g. "ZeRO-0, recompute none"
     std::string reason;  // e.g. "ZeRO-0: 128.5 GiB > 76.0 GiB"
+    std::int64_t plans = 0;          // plans of the family rejected
+    std::int64_t peak_bytes = 0;     // representative's peak (memory rejections), else 0
+    bool others_fit = false;         // some plan of the same family fits
 };
 
 struct SearchResult {
     std::vector<Candidate> candidates;  // ranked; [0] is the recommendation
     std::vector<Rejection> rejected;
     std::vector<std::string> suggestions;  // when nothing fits: the smallest change that would
-    std::int64_t plans_evaluated = 0;
+    std::int64_t plans_evaluated = 0;  // memory + step time evaluated
+    std::int64_t plans_fitting = 0;
+    std::int64_t seq = 0;              // the resolved sequence length
+    std::int64_t limit_bytes = 0;      // (1 - headroom) * GPU memory
 };
+
+// Checks the request (gpus, gbs_tokens, seq, headroom, pins) and throws InputError naming the flag.
+void validate_request(const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& request);
 
 SearchResult search_plans(const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& request);
 

@@ -3,10 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "preflight/planner/gpu.hpp"
+#include "preflight/planner/memory.hpp"
 #include "preflight/planner/model.hpp"
 #include "preflight/planner/plan.hpp"
 
@@ -14,18 +17,50 @@ namespace preflight {
 
 // How attention score/value FLOPs are counted: causal (half the s^2 work, what a
 // causal kernel executes) or full (PaLM / Megatron convention, the default).
+// Only the MFU/HFU numerators depend on it; the step-time model always charges the
+// attention kernels for the causal work they execute.
 enum class AttentionFlops { full, causal };
+std::string_view to_string(AttentionFlops a);
+std::optional<AttentionFlops> parse_attention_flops(std::string_view s);
+
+// Forward FLOPs per token, op by op (2 FLOPs per multiply-add; GEMMs and the two
+// attention matmuls only: norms, activations, softmax, biases and the embedding
+// lookup are memory-bound and not counted, as in PaLM App. B and Narayanan et al. 2021).
+struct ForwardFlopsPerToken {
+    double qkv = 0;               // 2*h*(q_width + 2*kv_width)            (GQA-aware)
+    double attention_scores = 0;  // Q K^T: 2*s*q_width (full) or s*q_width (causal)
+    double attention_values = 0;  // P V:   same as the scores
+    double attention_out = 0;     // 2*q_width*h
+    double mlp = 0;               // top_k * (SwiGLU 6*h*f | GeLU 4*h*f)
+    double router = 0;            // MoE router 2*h*experts
+    double lm_head = 0;           // 2*h*V (once per token, not per layer)
+
+    double layer() const { return qkv + attention_scores + attention_values + attention_out + mlp + router; }
+    double attention_core() const { return attention_scores + attention_values; }
+};
+ForwardFlopsPerToken forward_flops_per_token(const ModelConfig& model, std::int64_t seq,
+                                             AttentionFlops convention = AttentionFlops::full);
 
 struct FlopCounts {
     double model_flops_per_step = 0;     // forward + backward, no recompute (MFU numerator)
     double hardware_flops_per_step = 0;  // + what recompute re-executes (HFU numerator)
+    double model_flops_per_token = 0;
+    double hardware_flops_per_token = 0;
 };
 
 // Whole-step FLOPs over all GPUs for the plan's global batch.
+// model = 3 * forward (backward = 2 * forward: input and weight gradients);
+// hardware adds one more forward of every layer under full recompute and the
+// attention core's forward under selective recompute (Korthikanti et al. 2022, sec. 5).
 FlopCounts step_flops(const ModelConfig& model, const Plan& plan, AttentionFlops convention = AttentionFlops::full);
 
 struct ThroughputOptions {
     AttentionFlops attention_flops = AttentionFlops::full;
+    // Data-parallel gradient bucket (PyTorch DDP bucket_cap_mb = 25): the last
+    // bucket's reduction cannot overlap the backward pass.
+    std::int64_t grad_bucket_bytes = 25 * kMiB;
+    // Fill Throughput::breakdown (strings; the search turns it off for speed).
+    bool breakdown = true;
 };
 
 // One named slice of the step time (for display: compute, exposed communication, bubble, ...).
@@ -43,11 +78,34 @@ struct Throughput {
     double model_flops_per_step = 0;
     double hardware_flops_per_step = 0;
     double peak_flops_per_s = 0;      // dense peak of the compute precision used
+    std::int64_t gpus = 0;
+    std::int64_t tokens_per_step = 0;
+    // Components of the step time (they sum to step_time_s).
+    double compute_s = 0;             // forward + backward (+ recompute) of all micro-batches, steady state
+    double tp_communication_s = 0;    // tensor-parallel collectives (not overlapped)
+    double pp_communication_s = 0;    // pipeline point-to-point sends
+    double pipeline_bubble_s = 0;     // 1F1B bubble (p-1) stage-slots
+    double dp_communication_s = 0;    // exposed data-parallel / ZeRO communication
+    double optimizer_s = 0;           // optimizer step (memory-bound)
+    double overhead_s = 0;            // fixed per-step overhead
     std::vector<TimeSlice> breakdown;
 };
 
 // Throws InputError when the GPU has no published peak for the plan's compute precision.
 Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
                                const ThroughputOptions& options = {});
+
+// Dense peak used for MFU/HFU: fp32 -> fp32 (PyTorch leaves TF32 off for matmuls by
+// default), bf16 recipes -> bf16, fp16-mixed -> fp16, fp8-mixed -> fp8. nullopt when
+// the GPU spec publishes none.
+std::optional<double> compute_peak_flops_per_s(const GpuSpec& gpu, Precision precision);
+
+// Time and cost to train on `train_tokens` tokens at the estimated step time.
+struct TrainingTime {
+    std::int64_t steps = 0;  // ceil(train_tokens / tokens per step)
+    double wall_s = 0;
+    double gpu_hours = 0;
+};
+TrainingTime training_time(const Throughput& t, std::int64_t train_tokens);
 
 }  // namespace preflight

@@ -1,0 +1,393 @@
+// `preflight plan`: search the plans for N GPUs and a global batch, rank them by
+// predicted tokens/s, explain the rejected families, export the recommendation.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "format.hpp"
+#include "preflight/planner/catalog.hpp"
+#include "preflight/planner/emit.hpp"
+#include "preflight/planner/error.hpp"
+#include "preflight/planner/lr_advice.hpp"
+#include "preflight/planner/report.hpp"
+#include "preflight/planner/search.hpp"
+
+namespace preflight::cli {
+
+namespace {
+
+struct PlanCommandState {
+    PlanFlags flags;
+    std::int64_t gpus = 0;
+    std::int64_t gbs_tokens = 0;
+    double headroom = 0.05;
+    double batch_tolerance = 0.05;
+    int top_k = 10;
+    std::string emit;
+    std::optional<std::int64_t> train_tokens;
+    std::optional<double> base_lr;
+    std::optional<double> base_batch;
+    std::string attention_flops = "full";
+};
+
+std::string seconds(double s) {
+    char buf[32];
+    if (s >= 1.0)
+        std::snprintf(buf, sizeof buf, "%.3f s", s);
+    else
+        std::snprintf(buf, sizeof buf, "%.1f ms", s * 1e3);
+    return buf;
+}
+
+std::string fixed(double v, int digits) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+    return buf;
+}
+
+std::string pct(double f, int digits = 1) { return fixed(100.0 * f, digits) + " %"; }
+
+std::string duration(double s) {
+    char buf[64];
+    if (s >= 86400)
+        std::snprintf(buf, sizeof buf, "%.1f days", s / 86400);
+    else if (s >= 3600)
+        std::snprintf(buf, sizeof buf, "%.1f h", s / 3600);
+    else
+        std::snprintf(buf, sizeof buf, "%.0f s", s);
+    return buf;
+}
+
+std::string plan_summary(const Plan& p) {
+    char buf[320];
+    std::snprintf(buf, sizeof buf,
+                  "--seq %lld --mbs %lld --grad-acc %lld --dp %lld --tp %lld --pp %lld%s --zero %d --recompute %s "
+                  "--precision %s --optimizer %s --attention %s",
+                  static_cast<long long>(p.seq), static_cast<long long>(p.mbs), static_cast<long long>(p.grad_acc),
+                  static_cast<long long>(p.dp), static_cast<long long>(p.tp), static_cast<long long>(p.pp),
+                  p.sp ? " --sp" : "", p.zero, std::string(to_string(p.recompute)).c_str(),
+                  std::string(to_string(p.precision)).c_str(), std::string(to_string(p.optimizer)).c_str(),
+                  std::string(to_string(p.attention)).c_str());
+    return buf;
+}
+
+SearchRequest make_request(const PlanCommandState& st, const ModelConfig& model) {
+    const PlanFlags& f = st.flags;
+    SearchRequest r;
+    r.gpus = st.gpus;
+    r.gbs_tokens = st.gbs_tokens;
+    if (f.seq && *f.seq <= 0) throw InputError("--seq", "must be a positive integer, got " + std::to_string(*f.seq));
+    r.seq = f.seq.value_or(0);
+    r.headroom = st.headroom;
+    r.batch_tolerance = st.batch_tolerance;
+    r.top_k = st.top_k;
+    PlanPins& p = r.pins;
+    p.mbs = f.mbs;
+    p.grad_acc = f.grad_acc;
+    p.dp = f.dp;
+    p.tp = f.tp;
+    p.pp = f.pp;
+    if (f.sp) p.sp = true;
+    p.zero = f.zero;
+    if (f.recompute) p.recompute = parse_recompute(*f.recompute);
+    if (f.precision) p.precision = parse_precision(*f.precision);
+    if (f.optimizer) p.optimizer = parse_optimizer(*f.optimizer);
+    if (f.attention) p.attention = parse_attention(*f.attention);
+    p.dropout = f.dropout;
+    r.memory.overhead_bytes = f.overhead_bytes;
+    r.throughput.attention_flops = *parse_attention_flops(st.attention_flops);
+    (void)model;
+    return r;
+}
+
+nlohmann::json throughput_json(const Throughput& t) {
+    nlohmann::json b = nlohmann::json::array();
+    for (const auto& s : t.breakdown) b.push_back({{"name", s.name}, {"seconds", s.seconds}});
+    return {{"step_time_s", t.step_time_s},
+            {"tokens_per_s", t.tokens_per_s},
+            {"tokens_per_s_per_gpu", t.tokens_per_s_per_gpu},
+            {"mfu", t.mfu},
+            {"hfu", t.hfu},
+            {"model_flops_per_step", t.model_flops_per_step},
+            {"hardware_flops_per_step", t.hardware_flops_per_step},
+            {"peak_flops_per_s", t.peak_flops_per_s},
+            {"gpus", t.gpus},
+            {"tokens_per_step", t.tokens_per_step},
+            {"breakdown", b}};
+}
+
+nlohmann::json lr_json(const LrAdvice& a) {
+    return {{"base_lr", a.base_lr},
+            {"base_batch_tokens", a.base_batch_tokens},
+            {"batch_tokens", a.batch_tokens},
+            {"ratio", a.ratio},
+            {"linear", {{"lr", a.linear.lr}, {"source", a.linear.source}}},
+            {"square_root", {{"lr", a.square_root.lr}, {"source", a.square_root.source}}},
+            {"preferred_rule", a.preferred},
+            {"warmup_steps", a.warmup_steps},
+            {"warmup_tokens", a.warmup_tokens},
+            {"warmup_source", a.warmup_source},
+            {"caveat", a.caveat}};
+}
+
+void print_table(const PlanCommandState& st, const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& req,
+                 const SearchResult& res, double search_s, const std::optional<LrAdvice>& lr) {
+    const ParamCounts pc = count_params(model);
+    const std::int64_t node = gpu.gpus_per_node;
+    std::cout << "# preflight plan: " << model.name << " (" << format_count(pc.total) << " parameters";
+    if (pc.active != pc.total) std::cout << ", " << format_count(pc.active) << " active";
+    std::cout << ") on " << req.gpus << " x " << gpu.display_name << " ("
+              << (req.gpus + node - 1) / node << " node" << ((req.gpus + node - 1) / node == 1 ? "" : "s") << " of "
+              << node << ")\n";
+    std::cout << "# target: " << group_digits(req.gbs_tokens) << " tokens per step at seq " << res.seq << " ("
+              << fixed(static_cast<double>(req.gbs_tokens) / static_cast<double>(res.seq), 1)
+              << " sequences); memory limit " << format_bytes(res.limit_bytes) << " = " << pct(1 - req.headroom, 0)
+              << " of " << format_bytes(gpu.memory_bytes) << " (--headroom " << req.headroom << ")\n";
+    std::cout << "# searched " << group_digits(res.plans_evaluated) << " plans (" << group_digits(res.plans_fitting)
+              << " fit) in " << seconds(search_s) << "; ranked by predicted tokens/s, ties to less memory, then more dp"
+              << "\n# MFU/HFU against the dense peak of each plan's compute precision; attention FLOPs counted "
+              << st.attention_flops << "\n";
+    std::cout << "# step-time constants: " << gpu.efficiency.provenance.substr(0, gpu.efficiency.provenance.find(':'))
+              << " (see the GPU spec's \"efficiency\")\n\n";
+
+    if (res.candidates.empty()) {
+        std::cout << "NOTHING FITS: no plan of " << req.gpus << " GPUs reaches the batch under "
+                  << format_bytes(res.limit_bytes) << " per GPU.\n";
+    } else {
+        Table t;
+        t.header = {"rank", "dp", "tp", "pp", "sp", "zero", "recompute", "precision", "mbs", "grad_acc",
+                    "tokens/step", "batch", "step", "tokens/s", "tokens/s/GPU", "MFU", "HFU", "peak"};
+        t.units = {"", "", "", "", "", "", "", "", "[seq]", "", "[tokens]", "[vs target]", "[s]", "[tokens/s]",
+                   "[tokens/s]", "[%]", "[%]", "[binary]"};
+        int rank = 1;
+        for (const Candidate& c : res.candidates) {
+            const Plan& p = c.plan;
+            t.rows.push_back({std::to_string(rank++), std::to_string(p.dp), std::to_string(p.tp), std::to_string(p.pp),
+                              p.sp ? "on" : "off", std::to_string(p.zero), std::string(to_string(p.recompute)),
+                              std::string(to_string(p.precision)), std::to_string(p.mbs), std::to_string(p.grad_acc),
+                              group_digits(p.global_batch_tokens()),
+                              c.batch_error == 0 ? "exact" : (c.batch_error > 0 ? "+" : "") + pct(c.batch_error, 2),
+                              fixed(c.throughput.step_time_s, 3), group_digits(std::llround(c.throughput.tokens_per_s)),
+                              group_digits(std::llround(c.throughput.tokens_per_s_per_gpu)),
+                              fixed(100 * c.throughput.mfu, 1), fixed(100 * c.throughput.hfu, 1),
+                              format_bytes(c.memory.peak_bytes)});
+        }
+        std::cout << t.render() << "\n";
+
+        const Candidate& best = res.candidates.front();
+        const Throughput& th = best.throughput;
+        std::cout << "# recommendation (rank 1)\n";
+        std::cout << "plan:        " << plan_summary(best.plan) << "\n";
+        std::cout << "batch:       " << group_digits(best.plan.global_batch_tokens()) << " tokens per step = seq "
+                  << best.plan.seq << " x mbs " << best.plan.mbs << " x grad_acc " << best.plan.grad_acc << " x dp "
+                  << best.plan.dp;
+        if (best.batch_error == 0)
+            std::cout << " (exactly the target)\n";
+        else
+            std::cout << " (target " << group_digits(req.gbs_tokens) << ", rounded by " << (best.batch_error > 0 ? "+" : "")
+                      << pct(best.batch_error, 2) << ")\n";
+        std::cout << "step time:   " << seconds(th.step_time_s) << "; " << group_digits(std::llround(th.tokens_per_s))
+                  << " tokens/s total, " << group_digits(std::llround(th.tokens_per_s_per_gpu)) << " per GPU\n";
+        std::cout << "MFU / HFU:   " << pct(th.mfu) << " / " << pct(th.hfu) << " of "
+                  << format_rate(th.peak_flops_per_s / 1e12, "TFLOP/s") << " dense " << to_string(best.plan.precision)
+                  << " peak per GPU (model " << fixed(th.model_flops_per_step / 1e15, 1) << " PFLOP, hardware "
+                  << fixed(th.hardware_flops_per_step / 1e15, 1) << " PFLOP per step)\n";
+        std::cout << "memory:      peak " << format_bytes(best.memory.peak_bytes) << " per GPU at "
+                  << describe(best.memory.peak_phase) << " (limit " << format_bytes(res.limit_bytes) << ")\n";
+        if (st.train_tokens) {
+            const TrainingTime tt = training_time(th, *st.train_tokens);
+            std::cout << "training:    " << group_digits(*st.train_tokens) << " tokens = " << group_digits(tt.steps)
+                      << " steps, " << duration(tt.wall_s) << " wall, " << group_digits(std::llround(tt.gpu_hours))
+                      << " GPU-hours\n";
+        }
+        std::cout << "\n# step time of the recommendation\n";
+        Table b;
+        b.header = {"component", "time", "share", ""};
+        b.units = {"", "[s]", "[%]", ""};
+        for (const auto& s : th.breakdown)
+            b.rows.push_back({s.name, fixed(s.seconds, 4), pct(s.seconds / th.step_time_s), bar(s.seconds / th.step_time_s, 30)});
+        b.rows.push_back({"step", fixed(th.step_time_s, 4), "100.0 %", ""});
+        std::cout << b.render();
+    }
+
+    if (!res.rejected.empty()) {
+        std::cout << "\n# rejected families and why\n";
+        Table r;
+        r.header = {"family", "plans", "reason"};
+        r.units = {"", "[count]", ""};
+        std::int64_t partial = 0, partial_plans = 0;
+        for (const Rejection& j : res.rejected) {
+            if (j.others_fit) {  // only its larger micro-batches are over the limit
+                ++partial;
+                partial_plans += j.plans;
+                continue;
+            }
+            r.rows.push_back({j.family, j.plans ? group_digits(j.plans) : "-", j.reason});
+        }
+        if (!r.rows.empty()) std::cout << r.render();
+        if (partial > 0)
+            std::cout << "# and " << partial << " families whose smaller micro-batches fit (" << group_digits(partial_plans)
+                      << " larger plans over the limit; listed under --format json)\n";
+    }
+    if (!res.suggestions.empty()) {
+        std::cout << "\n# the smallest change that would fit (first is smallest)\n";
+        for (const auto& s : res.suggestions) std::cout << "  " << s << "\n";
+    }
+    if (lr) {
+        std::cout << "\n# learning rate for " << group_digits(static_cast<std::int64_t>(lr->batch_tokens))
+                  << " tokens per step from " << lr->base_lr << " at " << group_digits(static_cast<std::int64_t>(lr->base_batch_tokens))
+                  << " (rules of thumb, not guarantees)\n";
+        std::cout << "linear rule:       " << lr->linear.lr << "   [" << lr->linear.source << "]\n";
+        std::cout << "square-root rule:  " << lr->square_root.lr << "   [" << lr->square_root.source << "]\n";
+        std::cout << "suggested rule:    " << lr->preferred << " (for " << to_string(req.pins.optimizer.value_or(Optimizer::adamw))
+                  << ")\n";
+        std::cout << "warm-up:           " << group_digits(lr->warmup_steps) << " steps   [" << lr->warmup_source << "]\n";
+        std::cout << "# " << lr->caveat << "\n";
+    }
+}
+
+}  // namespace
+
+int run_plan(const PlanCommandState& st) {
+    const auto dir = data_dir_of(st.flags.data_dir);
+    const ModelConfig model = load_model(st.flags.model, dir);
+    const GpuSpec gpu = load_gpu(st.flags.gpu, dir);
+    const SearchRequest req = make_request(st, model);
+    std::optional<LrAdvice> lr;
+    if (st.base_lr || st.base_batch) {
+        if (!st.base_lr) throw InputError("--base-lr", "needed with --base-batch");
+        if (!st.base_batch) throw InputError("--base-batch", "needed with --base-lr");
+        lr = lr_advice(*st.base_lr, *st.base_batch, static_cast<double>(st.gbs_tokens),
+                       req.pins.optimizer.value_or(Optimizer::adamw));
+    }
+    if (st.train_tokens && *st.train_tokens <= 0) throw InputError("--train-tokens", "must be a positive integer");
+
+    const auto t0 = std::chrono::steady_clock::now();
+    const SearchResult res = search_plans(model, gpu, req);
+    const double search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const bool found = !res.candidates.empty();
+
+    if (!st.emit.empty()) {
+        if (!found) {
+            std::cerr << "preflight: nothing fits, nothing to emit\n";
+            for (const auto& s : res.suggestions) std::cerr << "# " << s << "\n";
+            return kExitDoesNotFit;
+        }
+        const Candidate& best = res.candidates.front();
+        const Emitted e = emit_plan(*parse_emit_format(st.emit), model, gpu, best.plan);
+        std::cout << e.text;
+        std::cerr << "# preflight plan: emitted the recommendation (" << plan_summary(best.plan) << ")\n";
+        for (const auto& w : e.warnings) std::cerr << "# warning: " << w << "\n";
+        return kExitOk;
+    }
+
+    if (st.flags.format == "json") {
+        const ParamCounts pc = count_params(model);
+        nlohmann::json cands = nlohmann::json::array();
+        int rank = 1;
+        for (const Candidate& c : res.candidates) {
+            nlohmann::json j{{"rank", rank++},
+                             {"plan", plan_to_json(c.plan)},
+                             {"memory", memory_to_json(c.memory)},
+                             {"throughput", throughput_json(c.throughput)},
+                             {"batch",
+                              {{"target_tokens", req.gbs_tokens},
+                               {"tokens", c.plan.global_batch_tokens()},
+                               {"rounding", c.batch_error}}}};
+            if (st.train_tokens) {
+                const TrainingTime tt = training_time(c.throughput, *st.train_tokens);
+                j["training"] = {{"train_tokens", *st.train_tokens},
+                                 {"steps", tt.steps},
+                                 {"wall_s", tt.wall_s},
+                                 {"gpu_hours", tt.gpu_hours}};
+            }
+            cands.push_back(std::move(j));
+        }
+        nlohmann::json rej = nlohmann::json::array();
+        for (const Rejection& r : res.rejected)
+            rej.push_back({{"plan", plan_to_json(r.plan)},
+                           {"family", r.family},
+                           {"reason", r.reason},
+                           {"plans", r.plans},
+                           {"peak_bytes", r.peak_bytes},
+                           {"others_fit", r.others_fit}});
+        nlohmann::json doc{
+            {"schema_version", kSchemaVersion},
+            {"model", {{"name", model.name}, {"params", pc.total}, {"params_active", pc.active}}},
+            {"gpu", {{"name", gpu.name}, {"memory_bytes", gpu.memory_bytes}}},
+            {"request",
+             {{"gpus", req.gpus},
+              {"gbs_tokens", req.gbs_tokens},
+              {"seq", res.seq},
+              {"headroom", req.headroom},
+              {"limit_bytes", res.limit_bytes},
+              {"batch_tolerance", req.batch_tolerance},
+              {"attention_flops", st.attention_flops}}},
+            {"search",
+             {{"plans_evaluated", res.plans_evaluated},
+              {"plans_fitting", res.plans_fitting},
+              {"seconds", search_s}}},
+            {"candidates", cands},
+            {"rejected", rej},
+            {"suggestions", res.suggestions}};
+        if (lr) doc["lr_advice"] = lr_json(*lr);
+        std::cout << doc.dump(2) << "\n";
+    } else {
+        print_table(st, model, gpu, req, res, search_s, lr);
+    }
+    return found ? kExitOk : kExitDoesNotFit;
+}
+
+Command add_plan_command(CLI::App& app) {
+    auto st = std::make_shared<PlanCommandState>();
+    auto* sub = app.add_subcommand(
+        "plan", "Search plans for N GPUs and a global batch: ranked by predicted tokens/s, with MFU/HFU, step time, "
+                "rejected families, exports");
+    add_plan_flags(*sub, st->flags);
+    auto* g = "Search";
+    sub->add_option("--gpus", st->gpus, "Number of GPUs (dp * tp * pp = N; tp stays inside a node)")
+        ->required()
+        ->group(g);
+    sub->add_option("--gbs-tokens", st->gbs_tokens, "Target global batch in tokens (seq * mbs * grad_acc * dp)")
+        ->required()
+        ->group(g);
+    sub->add_option("--headroom", st->headroom,
+                    "Keep plans whose peak <= (1 - headroom) * GPU memory (fraction, default 0.05)")
+        ->group(g);
+    sub->add_option("--batch-tolerance", st->batch_tolerance,
+                    "Largest relative batch rounding a dp degree may need (fraction, default 0.05)")
+        ->group(g);
+    sub->add_option("--top-k", st->top_k, "Number of ranked plans to print (default 10)")->group(g);
+    sub->add_option("--format", st->flags.format, "table (default) | json")
+        ->check(CLI::IsMember({"table", "json"}))
+        ->group(g);
+    sub->add_option("--emit", st->emit,
+                    "Print only the recommendation as deepspeed (ds_config JSON) | megatron (arguments) | "
+                    "torchtitan (TOML) | preflight (plan JSON for `preflight run`)")
+        ->check(CLI::IsMember({"deepspeed", "megatron", "torchtitan", "preflight"}))
+        ->group(g);
+    sub->add_option("--train-tokens", st->train_tokens, "Also estimate wall time and GPU-hours to train this many tokens")
+        ->group(g);
+    sub->add_option("--base-lr", st->base_lr, "Learning rate known to work at --base-batch (prints LR scaling advice)")
+        ->group(g);
+    sub->add_option("--base-batch", st->base_batch, "Global batch in tokens that --base-lr was tuned for")->group(g);
+    sub->add_option("--attention-flops", st->attention_flops,
+                    "Attention FLOPs in MFU/HFU: full (default; PaLM/Megatron convention, 4*s*q_width per token per "
+                    "layer forward) | causal (half: what a causal kernel executes)")
+        ->check(CLI::IsMember({"full", "causal"}))
+        ->group(g);
+    sub->footer(
+        "Searches dp*tp*pp = N (tp within a node), micro-batch and accumulation closest to --gbs-tokens, ZeRO 0-3,\n"
+        "recompute none/selective/full, sequence parallelism and precision; any plan flag pins its value.\n"
+        "Step time: per-op roofline with the GPU spec's \"efficiency\" constants (uncalibrated defaults).\n"
+        "Example:\n  preflight plan --model llama-3-8b --gpu h100-sxm-80gb --gpus 8 --gbs-tokens 4194304 --seq 4096\n"
+        "Exits 1 when no plan fits (and prints the smallest change that would), 2 on bad input.");
+    return {sub, [st] { return run_plan(*st); }};
+}
+
+}  // namespace preflight::cli

@@ -1,0 +1,120 @@
+// The what-if explorer's main window: controls on the left, a summary strip and
+// four views (memory breakdown, seq/mbs sweeps, step timeline, plan search) on
+// the right. Every control change re-evaluates synchronously through Explorer;
+// planner errors show in a banner while the last valid result stays on screen.
+#pragma once
+
+#include <QMainWindow>
+
+#include "preflight/planner/plan.hpp"
+
+class QCheckBox;
+class QComboBox;
+class QDoubleSpinBox;
+class QLabel;
+class QPushButton;
+class QSortFilterProxyModel;
+class QSpinBox;
+class QTabWidget;
+class QTableView;
+class QWidget;
+
+namespace preflight::gui {
+
+class Explorer;
+class BreakdownChart;
+class SweepChart;
+class TimelineChart;
+
+class MainWindow : public QMainWindow {
+    Q_OBJECT
+public:
+    enum Tab { BreakdownTab, SweepTab, TimelineTab, SearchTab };
+
+    explicit MainWindow(Explorer* explorer, QWidget* parent = nullptr);
+
+    // Select a model / GPU by catalog name or file path (adds paths to the combo).
+    bool selectModel(const QString& spec);
+    bool selectGpu(const QString& spec);
+    // Puts a plan into the controls and evaluates it once.
+    void loadPlan(const Plan& plan);
+    bool openRunReport(const QString& path);
+    void clearRunReport();
+
+    bool exportChartPng(const QString& path);
+    bool exportPlanJson(const QString& path);
+    bool exportMemoryJson(const QString& path);
+
+    QTabWidget* tabs() const { return tabs_; }
+    QString errorText() const;
+
+private:
+    QWidget* buildControls();
+    QWidget* buildSummary();
+    QWidget* buildBreakdownTab();
+    QWidget* buildSweepTab();
+    QWidget* buildTimelineTab();
+    QWidget* buildSearchTab();
+    void buildMenus();
+
+    Plan planFromControls() const;
+    void applyControls();
+    void onGpuCountChanged();
+    void onLayoutChanged();
+    void onModelChosen();
+    void onGpuChosen();
+    void onEvaluated();
+    void onError(const QString& msg);
+    void showNotice(const QString& msg);
+    void onSearchFinished(const QString& error);
+    void onCandidateActivated(const QModelIndex& index);
+
+    Explorer* explorer_;
+    bool syncing_ = false;
+    QString notice_;
+
+    QComboBox* model_ = nullptr;
+    QComboBox* gpu_ = nullptr;
+    QSpinBox* gpu_count_ = nullptr;
+    QSpinBox* seq_ = nullptr;
+    QSpinBox* mbs_ = nullptr;
+    QSpinBox* grad_acc_ = nullptr;
+    QSpinBox* dp_ = nullptr;
+    QSpinBox* tp_ = nullptr;
+    QSpinBox* pp_ = nullptr;
+    QCheckBox* sp_ = nullptr;
+    QComboBox* zero_ = nullptr;
+    QComboBox* recompute_ = nullptr;
+    QComboBox* precision_ = nullptr;
+    QComboBox* optimizer_ = nullptr;
+    QComboBox* attention_ = nullptr;
+    QDoubleSpinBox* dropout_ = nullptr;
+    QLabel* gbs_label_ = nullptr;
+
+    QLabel* error_banner_ = nullptr;
+    QLabel* peak_label_ = nullptr;
+    QLabel* verdict_label_ = nullptr;
+    QLabel* phase_label_ = nullptr;
+    QLabel* first_label_ = nullptr;
+    QLabel* model_label_ = nullptr;
+    QLabel* throughput_label_ = nullptr;
+    QLabel* overlay_label_ = nullptr;
+    QLabel* details_label_ = nullptr;
+    QLabel* timeline_note_ = nullptr;
+
+    QTabWidget* tabs_ = nullptr;
+    BreakdownChart* breakdown_chart_ = nullptr;
+    SweepChart* seq_chart_ = nullptr;
+    SweepChart* mbs_chart_ = nullptr;
+    TimelineChart* timeline_chart_ = nullptr;
+    QWidget* sweep_charts_ = nullptr;
+    QTableView* candidates_view_ = nullptr;
+    QSortFilterProxyModel* candidates_proxy_ = nullptr;
+    QWidget* search_page_ = nullptr;
+    QSpinBox* search_gbs_ = nullptr;
+    QPushButton* search_button_ = nullptr;
+    QLabel* search_status_ = nullptr;
+    QLabel* search_suggestions_ = nullptr;
+};
+
+}  // namespace preflight::gui

@@ -1,0 +1,319 @@
+#include "explorer.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+#include <QElapsedTimer>
+#include <QThread>
+
+#include "item_models.hpp"
+#include "preflight/planner/catalog.hpp"
+#include "preflight/planner/error.hpp"
+#include "preflight/planner/report.hpp"
+
+namespace preflight::gui {
+
+namespace {
+
+QStringList to_qt(const std::vector<std::string>& v) {
+    QStringList out;
+    for (const auto& s : v) out << QString::fromStdString(s);
+    return out;
+}
+
+// Peak bytes of `plan` under each recompute mode; nullopt where the planner rejects it.
+void sweep_point(const ModelConfig& model, const GpuSpec& gpu, Plan plan, Sweep& sweep) {
+    const MemoryOptions opt;  // no timeline: only the peak is needed
+    for (std::size_t r = 0; r < 3; ++r) {
+        plan.recompute = all_recomputes()[r];
+        std::optional<std::int64_t> peak;
+        try {
+            validate_plan(plan, model);
+            peak = evaluate_memory(model, gpu, plan, opt).peak_bytes;
+        } catch (const InputError&) {
+        }
+        sweep.peaks[r].push_back(peak);
+    }
+}
+
+// Sequence lengths from one step to the model's context (capped at 32k, at least
+// twice the current seq), on a grid divisible by tp under SP; the current seq included.
+Sweep seq_sweep(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan) {
+    Sweep s;
+    s.axis = QStringLiteral("seq");
+    s.current_x = plan.seq;
+    std::int64_t upper = std::max<std::int64_t>(plan.seq * 2, 16384);
+    upper = std::min<std::int64_t>(upper, std::max<std::int64_t>(std::min<std::int64_t>(model.max_positions, 32768), plan.seq));
+    std::int64_t grain = upper >= 4096 ? 256 : 64;
+    if (plan.sp && plan.tp > 1) grain = std::lcm(grain, plan.tp);
+    const std::int64_t step = std::max<std::int64_t>(grain, (upper / 20 + grain - 1) / grain * grain);
+    for (std::int64_t x = step; x <= upper; x += step) s.xs.push_back(x);
+    if (s.xs.empty() || s.xs.back() != upper) s.xs.push_back(upper);
+    s.xs.push_back(plan.seq);
+    std::sort(s.xs.begin(), s.xs.end());
+    s.xs.erase(std::unique(s.xs.begin(), s.xs.end()), s.xs.end());
+    for (const auto x : s.xs) {
+        Plan p = plan;
+        p.seq = x;
+        sweep_point(model, gpu, p, s);
+    }
+    return s;
+}
+
+// Micro-batch sizes 1..16 (and the current one).
+Sweep mbs_sweep(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan) {
+    Sweep s;
+    s.axis = QStringLiteral("mbs");
+    s.current_x = plan.mbs;
+    const std::int64_t upper = std::max<std::int64_t>(16, std::min<std::int64_t>(plan.mbs, 64));
+    for (std::int64_t x = 1; x <= upper; ++x) s.xs.push_back(x);
+    if (plan.mbs > upper) s.xs.push_back(plan.mbs);
+    for (const auto x : s.xs) {
+        Plan p = plan;
+        p.mbs = x;
+        sweep_point(model, gpu, p, s);
+    }
+    return s;
+}
+
+}  // namespace
+
+Explorer::Explorer(std::filesystem::path data_dir, QObject* parent)
+    : QObject(parent),
+      data_dir_(std::move(data_dir)),
+      breakdown_(new BreakdownModel(this)),
+      seq_sweep_(new SweepModel(this)),
+      mbs_sweep_(new SweepModel(this)),
+      timeline_(new TimelineModel(this)),
+      candidates_(new CandidatesModel(this)),
+      rejected_(new RejectedModel(this)) {}
+
+Explorer::~Explorer() {
+    if (search_thread_) search_thread_->wait();
+}
+
+QStringList Explorer::catalogModels() const {
+    try {
+        return to_qt(catalog_models(data_dir_));
+    } catch (const std::exception&) {
+        return {};
+    }
+}
+
+QStringList Explorer::catalogGpus() const {
+    try {
+        return to_qt(catalog_gpus(data_dir_));
+    } catch (const std::exception&) {
+        return {};
+    }
+}
+
+void Explorer::setError(const QString& msg) {
+    if (msg == error_) return;
+    error_ = msg;
+    emit errorChanged(error_);
+}
+
+bool Explorer::setModel(const QString& spec) {
+    try {
+        ModelConfig m = load_model(spec.toStdString(), data_dir_);
+        model_ = std::move(m);
+        model_spec_ = spec;
+    } catch (const std::exception& e) {
+        setError(QString::fromUtf8(e.what()));
+        return false;
+    }
+    return evaluate();
+}
+
+bool Explorer::setGpu(const QString& spec) {
+    try {
+        GpuSpec g = load_gpu(spec.toStdString(), data_dir_);
+        gpu_ = std::move(g);
+        gpu_spec_ = spec;
+    } catch (const std::exception& e) {
+        setError(QString::fromUtf8(e.what()));
+        return false;
+    }
+    return evaluate();
+}
+
+bool Explorer::setPlan(const Plan& plan) {
+    plan_ = plan;
+    return evaluate();
+}
+
+bool Explorer::setAll(const QString& model_spec, const QString& gpu_spec, const Plan& plan) {
+    plan_ = plan;
+    try {
+        ModelConfig m = load_model(model_spec.toStdString(), data_dir_);
+        GpuSpec g = load_gpu(gpu_spec.toStdString(), data_dir_);
+        model_ = std::move(m);
+        gpu_ = std::move(g);
+        model_spec_ = model_spec;
+        gpu_spec_ = gpu_spec;
+    } catch (const std::exception& e) {
+        setError(QString::fromUtf8(e.what()));
+        return false;
+    }
+    return evaluate();
+}
+
+bool Explorer::evaluate() {
+    if (!model_ || !gpu_) return false;
+    QElapsedTimer timer;
+    timer.start();
+    auto ev = std::make_unique<Evaluation>();
+    try {
+        ev->model = *model_;
+        ev->gpu = *gpu_;
+        ev->plan = resolve_defaults(plan_, *model_);
+        validate_plan(ev->plan, ev->model);
+        MemoryOptions opt;
+        opt.timeline = true;  // as `preflight memory` does
+        ev->memory = evaluate_memory(ev->model, ev->gpu, ev->plan, opt);
+    } catch (const std::exception& e) {
+        setError(QString::fromUtf8(e.what()));
+        return false;
+    }
+    ev->seq_sweep = seq_sweep(ev->model, ev->gpu, ev->plan);
+    ev->mbs_sweep = mbs_sweep(ev->model, ev->gpu, ev->plan);
+#if PREFLIGHT_GUI_HAVE_THROUGHPUT
+    try {
+        ev->throughput = estimate_throughput(ev->model, ev->gpu, ev->plan);
+        ev->has_throughput = true;
+    } catch (const std::exception& e) {
+        ev->throughput_note = QString::fromUtf8(e.what());
+    }
+#else
+    ev->throughput_note = QStringLiteral("throughput model not available in this build");
+#endif
+    ev->eval_ms = static_cast<double>(timer.nsecsElapsed()) / 1e6;
+    current_ = std::move(ev);
+    setError({});
+    pushToModels();
+    emit evaluated();
+    return true;
+}
+
+void Explorer::pushToModels() {
+    const MemoryReport* r = current_ ? &current_->memory : nullptr;
+    std::optional<ReportSide> measured;
+    if (report_ && report_->measured) measured = report_->measured;
+    breakdown_->setData(r, measured);
+    timeline_->setData(r, measured);
+    seq_sweep_->setSweep(current_ ? &current_->seq_sweep : nullptr, r ? r->capacity_bytes : 0);
+    mbs_sweep_->setSweep(current_ ? &current_->mbs_sweep : nullptr, r ? r->capacity_bytes : 0);
+}
+
+nlohmann::json Explorer::planJson() const {
+    return current_ ? plan_to_json(current_->plan) : nlohmann::json();
+}
+
+nlohmann::json Explorer::memoryDocument() const {
+    if (!current_) return {};
+    return memory_document(current_->model, current_->gpu, current_->plan, current_->memory);
+}
+
+bool Explorer::openRunReport(const QString& path) {
+    try {
+        setRunReport(load_run_report(path));
+    } catch (const std::exception& e) {
+        setError(QString::fromUtf8(e.what()));
+        return false;
+    }
+    return true;
+}
+
+void Explorer::setRunReport(std::optional<RunReport> report) {
+    report_ = std::move(report);
+    pushToModels();
+    emit runReportChanged();
+    if (current_) emit evaluated();
+}
+
+bool Explorer::searchAvailable() {
+#if PREFLIGHT_GUI_HAVE_SEARCH
+    return true;
+#else
+    return false;
+#endif
+}
+
+#if PREFLIGHT_GUI_HAVE_SEARCH
+std::optional<Plan> Explorer::candidatePlan(int row) const {
+    const auto& rows = candidates_->rows();
+    if (row < 0 || row >= static_cast<int>(rows.size())) return std::nullopt;
+    return rows[static_cast<std::size_t>(row)].plan;
+}
+#endif
+
+void Explorer::startSearch(std::int64_t gpus, std::int64_t gbs_tokens) {
+#if PREFLIGHT_GUI_HAVE_SEARCH
+    if (search_thread_ || !current_) return;
+    SearchRequest req;
+    req.gpus = gpus;
+    req.gbs_tokens = gbs_tokens;
+    req.seq = current_->plan.seq;
+    req.headroom = kHeadroom;
+    req.top_k = 25;
+    // The training recipe stays as chosen; the search picks the layout.
+    req.pins.precision = current_->plan.precision;
+    req.pins.optimizer = current_->plan.optimizer;
+    req.pins.attention = current_->plan.attention;
+    req.pins.dropout = current_->plan.dropout;
+    struct Outcome {
+        std::optional<SearchResult> result;
+        QString error;
+        double ms = 0;
+    };
+    auto outcome = std::make_shared<Outcome>();
+    const ModelConfig model = current_->model;
+    const GpuSpec gpu = current_->gpu;
+    search_thread_ = QThread::create([outcome, model, gpu, req] {
+        QElapsedTimer t;
+        t.start();
+        try {
+            outcome->result = search_plans(model, gpu, req);
+        } catch (const std::exception& e) {
+            outcome->error = QString::fromUtf8(e.what());
+        }
+        outcome->ms = static_cast<double>(t.nsecsElapsed()) / 1e6;
+    });
+    search_thread_->setParent(this);
+    connect(search_thread_, &QThread::finished, this, [this, outcome, gpus, gbs_tokens] {
+        search_thread_->deleteLater();
+        search_thread_ = nullptr;
+        search_suggestions_.clear();
+        if (outcome->result) {
+            std::vector<CandidateRow> rows;
+            for (const auto& c : outcome->result->candidates)
+                rows.push_back({c.plan, c.memory.peak_bytes, c.memory.capacity_bytes, c.throughput.step_time_s,
+                                c.throughput.tokens_per_s, c.throughput.mfu});
+            std::vector<RejectedRow> rejected;
+            for (const auto& r : outcome->result->rejected)
+                rejected.push_back({QString::fromStdString(r.family), QString::fromStdString(r.reason), r.plan});
+            candidates_->setRows(std::move(rows));
+            rejected_->setRows(std::move(rejected));
+            for (const auto& s : outcome->result->suggestions) search_suggestions_ << QString::fromStdString(s);
+            search_summary_ = QStringLiteral("%1 GPUs, %2 tokens per step: %3 plans evaluated in %4 ms, %5 kept")
+                                  .arg(gpus)
+                                  .arg(groupDigits(gbs_tokens))
+                                  .arg(outcome->result->plans_evaluated)
+                                  .arg(outcome->ms, 0, 'f', 0)
+                                  .arg(outcome->result->candidates.size());
+        } else {
+            search_summary_ = QStringLiteral("Search failed: ") + outcome->error;
+        }
+        emit searchFinished(outcome->error);
+    });
+    emit searchStarted();
+    search_thread_->start();
+#else
+    (void)gpus;
+    (void)gbs_tokens;
+    emit searchFinished(QStringLiteral("the plan search is not available in this build"));
+#endif
+}
+
+}  // namespace preflight::gui

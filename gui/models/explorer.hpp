@@ -1,0 +1,156 @@
+// The explorer's controller: holds the user's inputs (model, GPU, plan, GPU count),
+// evaluates them with the planner on every change, keeps the last valid result
+// and reports the planner's error message when a change is invalid. It owns the
+// item models the views read. No formula lives here: every number comes from
+// preflight::evaluate_memory / estimate_throughput / search_plans.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include <QObject>
+#include <QString>
+#include <QStringList>
+#include <nlohmann/json.hpp>
+
+#include "preflight/planner/gpu.hpp"
+#include "preflight/planner/memory.hpp"
+#include "preflight/planner/model.hpp"
+#include "preflight/planner/plan.hpp"
+#if PREFLIGHT_GUI_HAVE_THROUGHPUT
+#include "preflight/planner/throughput.hpp"
+#endif
+#if PREFLIGHT_GUI_HAVE_SEARCH
+#include "preflight/planner/search.hpp"
+#endif
+#include "run_report.hpp"
+
+class QThread;
+
+namespace preflight::gui {
+
+class BreakdownModel;
+class SweepModel;
+class TimelineModel;
+class CandidatesModel;
+class RejectedModel;
+
+// Peak memory against one plan field, for none / selective / full recompute.
+struct Sweep {
+    QString axis;                      // "seq" or "mbs"
+    std::vector<std::int64_t> xs;
+    // peaks[recompute][i]; nullopt where the planner rejects the plan.
+    std::array<std::vector<std::optional<std::int64_t>>, 3> peaks;
+    std::int64_t current_x = 0;
+};
+
+// Everything the views show for one valid input combination.
+struct Evaluation {
+    ModelConfig model;
+    GpuSpec gpu;
+    Plan plan;  // resolved (seq filled)
+    MemoryReport memory;
+    Sweep seq_sweep;
+    Sweep mbs_sweep;
+    bool has_throughput = false;
+#if PREFLIGHT_GUI_HAVE_THROUGHPUT
+    Throughput throughput;
+#endif
+    QString throughput_note;  // why there is no throughput figure
+    double eval_ms = 0;       // wall time of the whole evaluation
+};
+
+class Explorer : public QObject {
+    Q_OBJECT
+public:
+    explicit Explorer(std::filesystem::path data_dir, QObject* parent = nullptr);
+    ~Explorer() override;
+
+    QStringList catalogModels() const;
+    QStringList catalogGpus() const;
+    const std::filesystem::path& dataDir() const { return data_dir_; }
+
+    // Each setter re-evaluates. On invalid input it records the planner's message
+    // (errorMessage()), keeps the last valid evaluation and returns false.
+    bool setModel(const QString& spec);  // catalog name or path to a config.json
+    bool setGpu(const QString& spec);    // catalog name or path to a GPU spec JSON
+    bool setPlan(const Plan& plan);      // seq 0 = the model's default
+    bool setAll(const QString& model_spec, const QString& gpu_spec, const Plan& plan);
+
+    // The inputs as last set (may be invalid); the current model's default seq.
+    const Plan& inputPlan() const { return plan_; }
+    QString modelSpec() const { return model_spec_; }
+    QString gpuSpec() const { return gpu_spec_; }
+    std::optional<ModelConfig> inputModel() const { return model_; }
+
+    // Last valid evaluation (null before the first one succeeds).
+    const Evaluation* current() const { return current_.get(); }
+    QString errorMessage() const { return error_; }
+    bool hasError() const { return !error_.isEmpty(); }
+    static constexpr double kHeadroom = 0.05;  // the plan search's default headroom
+
+    // Exports of the last valid evaluation, byte-identical in content to the CLI.
+    nlohmann::json planJson() const;        // preflight plan --emit preflight (plan_to_json)
+    nlohmann::json memoryDocument() const;  // preflight memory --format json
+
+    // Measured overlay.
+    bool openRunReport(const QString& path);  // false + errorMessage() on failure
+    void setRunReport(std::optional<RunReport> report);
+    const std::optional<RunReport>& runReport() const { return report_; }
+
+    // Plan search (runs on a worker thread; searchFinished() when done).
+    static bool searchAvailable();
+    void startSearch(std::int64_t gpus, std::int64_t gbs_tokens);
+    bool searchRunning() const { return search_thread_ != nullptr; }
+    QStringList searchSuggestions() const { return search_suggestions_; }
+    QString searchSummary() const { return search_summary_; }
+#if PREFLIGHT_GUI_HAVE_SEARCH
+    // The plan of candidate `row` (model order), for loading into the controls.
+    std::optional<Plan> candidatePlan(int row) const;
+#endif
+
+    BreakdownModel* breakdownModel() const { return breakdown_; }
+    SweepModel* seqSweepModel() const { return seq_sweep_; }
+    SweepModel* mbsSweepModel() const { return mbs_sweep_; }
+    TimelineModel* timelineModel() const { return timeline_; }
+    CandidatesModel* candidatesModel() const { return candidates_; }
+    RejectedModel* rejectedModel() const { return rejected_; }
+
+signals:
+    void evaluated();                      // a new valid evaluation is current
+    void errorChanged(const QString& msg); // empty when the inputs are valid again
+    void runReportChanged();
+    void searchStarted();
+    void searchFinished(const QString& error);  // empty on success
+
+private:
+    bool evaluate();
+    void setError(const QString& msg);
+    void pushToModels();
+
+    std::filesystem::path data_dir_;
+    QString model_spec_, gpu_spec_;
+    std::optional<ModelConfig> model_;
+    std::optional<GpuSpec> gpu_;
+    Plan plan_;
+    std::unique_ptr<Evaluation> current_;
+    QString error_;
+    std::optional<RunReport> report_;
+
+    QThread* search_thread_ = nullptr;
+    QStringList search_suggestions_;
+    QString search_summary_;
+
+    BreakdownModel* breakdown_;
+    SweepModel* seq_sweep_;
+    SweepModel* mbs_sweep_;
+    TimelineModel* timeline_;
+    CandidatesModel* candidates_;
+    RejectedModel* rejected_;
+};
+
+}  // namespace preflight::gui

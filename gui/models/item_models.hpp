@@ -1,0 +1,173 @@
+// Item models the explorer's views and charts read. Each exposes formatted text
+// (Qt::DisplayRole, binary units) and the exact figure (BytesRole / ValueRole) so
+// charts and tests never parse display strings.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include <QAbstractTableModel>
+#include <QString>
+
+#include "preflight/planner/memory.hpp"
+#include "preflight/planner/plan.hpp"
+#include "run_report.hpp"
+
+namespace preflight::gui {
+
+struct Evaluation;
+struct Sweep;
+
+enum Roles {
+    BytesRole = Qt::UserRole + 1,  // qint64 bytes (invalid QVariant when none)
+    ValueRole,                     // numeric value for sorting / charts (double or qint64)
+    KeyRole,                       // contract key of a category row, phase kind of a timeline row
+    CurrentRole,                   // bool: row of the current plan (sweeps) / the recommendation
+};
+
+// "8,030,261,248" (the exact integer, digit-grouped).
+QString groupDigits(std::int64_t v);
+// "dp 8 · tp 1 · pp 1 · ZeRO-1 · recompute selective · ..." one-line plan summary.
+QString planSummary(const Plan& p);
+
+// Per-GPU memory by category at the peak phase (+ a peak row), predicted and measured.
+class BreakdownModel : public QAbstractTableModel {
+    Q_OBJECT
+public:
+    enum Column { Category, Predicted, PredictedBytes, OfCapacity, Measured, Delta, ColumnCount };
+    using QAbstractTableModel::QAbstractTableModel;
+
+    void setData(const MemoryReport* report, const std::optional<ReportSide>& measured);
+    int peakRow() const { return 8; }
+
+    int rowCount(const QModelIndex& parent = {}) const override;
+    int columnCount(const QModelIndex& parent = {}) const override;
+    QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+    QVariant headerData(int section, Qt::Orientation o, int role = Qt::DisplayRole) const override;
+
+    std::optional<std::int64_t> predictedBytes(int row) const;
+    std::optional<std::int64_t> measuredBytes(int row) const;
+    std::int64_t capacityBytes() const { return capacity_; }
+    bool hasMeasured() const { return measured_.has_value(); }
+
+private:
+    bool valid_ = false;
+    MemoryBreakdown predicted_;
+    std::int64_t peak_ = 0;
+    std::int64_t capacity_ = 0;
+    std::optional<ReportSide> measured_;
+};
+
+// Peak memory against seq or mbs for none / selective / full recompute.
+class SweepModel : public QAbstractTableModel {
+    Q_OBJECT
+public:
+    enum Column { X, None, Selective, Full, ColumnCount };
+    using QAbstractTableModel::QAbstractTableModel;
+
+    void setSweep(const Sweep* sweep, std::int64_t capacity);
+    QString axis() const { return axis_; }
+    std::int64_t capacityBytes() const { return capacity_; }
+    std::int64_t currentX() const { return current_x_; }
+
+    int rowCount(const QModelIndex& parent = {}) const override;
+    int columnCount(const QModelIndex& parent = {}) const override;
+    QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+    QVariant headerData(int section, Qt::Orientation o, int role = Qt::DisplayRole) const override;
+
+private:
+    QString axis_ = QStringLiteral("seq");
+    std::vector<std::int64_t> xs_;
+    std::vector<std::array<std::optional<std::int64_t>, 3>> rows_;
+    std::int64_t capacity_ = 0;
+    std::int64_t current_x_ = 0;
+};
+
+// The phases of one step: steady state, first step, measured (when loaded).
+class TimelineModel : public QAbstractTableModel {
+    Q_OBJECT
+public:
+    enum Column { Index, Phase, Steady, FirstStep, ModelStates, Activations, Logits, BuffersOverhead, Measured,
+                  ColumnCount };
+    using QAbstractTableModel::QAbstractTableModel;
+
+    void setData(const MemoryReport* report, const std::optional<ReportSide>& measured);
+    std::int64_t capacityBytes() const { return capacity_; }
+    // Measured phases that matched no predicted phase (drawn spread over the step).
+    const std::vector<MeasuredPhase>& unmatchedMeasured() const { return unmatched_; }
+    bool hasMeasured() const { return has_measured_; }
+
+    int rowCount(const QModelIndex& parent = {}) const override;
+    int columnCount(const QModelIndex& parent = {}) const override;
+    QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+    QVariant headerData(int section, Qt::Orientation o, int role = Qt::DisplayRole) const override;
+
+private:
+    struct Row {
+        QString phase;
+        PhaseKind kind = PhaseKind::step_start;
+        MemoryBreakdown steady;
+        std::optional<std::int64_t> first;
+        std::optional<std::int64_t> measured;
+    };
+    std::vector<Row> rows_;
+    std::vector<MeasuredPhase> unmatched_;
+    std::int64_t capacity_ = 0;
+    bool has_measured_ = false;
+};
+
+// One ranked plan from the search, flattened for display.
+struct CandidateRow {
+    Plan plan;
+    std::int64_t peak_bytes = 0;
+    std::int64_t capacity_bytes = 0;
+    double step_time_s = 0;
+    double tokens_per_s = 0;
+    double mfu = 0;
+};
+
+class CandidatesModel : public QAbstractTableModel {
+    Q_OBJECT
+public:
+    enum Column { Rank, Dp, Tp, Pp, Sp, Zero, Recompute, Precision, Mbs, GradAcc, Peak, Free, StepTime,
+                  TokensPerS, Mfu, ColumnCount };
+    using QAbstractTableModel::QAbstractTableModel;
+
+    void setRows(std::vector<CandidateRow> rows);
+    const std::vector<CandidateRow>& rows() const { return rows_; }
+
+    int rowCount(const QModelIndex& parent = {}) const override;
+    int columnCount(const QModelIndex& parent = {}) const override;
+    QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+    QVariant headerData(int section, Qt::Orientation o, int role = Qt::DisplayRole) const override;
+
+private:
+    std::vector<CandidateRow> rows_;
+};
+
+struct RejectedRow {
+    QString family;
+    QString reason;
+    Plan plan;
+};
+
+class RejectedModel : public QAbstractTableModel {
+    Q_OBJECT
+public:
+    enum Column { Family, Reason, Example, ColumnCount };
+    using QAbstractTableModel::QAbstractTableModel;
+
+    void setRows(std::vector<RejectedRow> rows);
+
+    int rowCount(const QModelIndex& parent = {}) const override;
+    int columnCount(const QModelIndex& parent = {}) const override;
+    QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+    QVariant headerData(int section, Qt::Orientation o, int role = Qt::DisplayRole) const override;
+
+private:
+    std::vector<RejectedRow> rows_;
+};
+
+}  // namespace preflight::gui

@@ -1,0 +1,39 @@
+// Export a plan as a framework configuration (issue 3, item 5).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "preflight/planner/gpu.hpp"
+#include "preflight/planner/model.hpp"
+#include "preflight/planner/plan.hpp"
+
+namespace preflight {
+
+enum class EmitFormat { deepspeed, megatron, torchtitan, preflight };
+std::string_view to_string(EmitFormat f);
+std::optional<EmitFormat> parse_emit_format(std::string_view s);
+
+struct Emitted {
+    std::string text;                   // the artifact (JSON, arguments, TOML), ends with a newline
+    std::vector<std::string> warnings;  // where the framework cannot express the plan exactly
+};
+
+// DeepSpeed ds_config: train_batch_size, train_micro_batch_size_per_gpu,
+// gradient_accumulation_steps, zero_optimization.stage, bf16/fp16, activation_checkpointing.
+nlohmann::json deepspeed_config(const Plan& plan, std::vector<std::string>* warnings = nullptr);
+// Megatron-LM pretrain_gpt.py arguments, one flag per line with '#' comments.
+std::string megatron_arguments(const ModelConfig& model, const Plan& plan, std::vector<std::string>* warnings = nullptr);
+// torchtitan job-config TOML fragment ([training], [parallelism], [activation_checkpoint], ...).
+std::string torchtitan_toml(const ModelConfig& model, const Plan& plan, std::vector<std::string>* warnings = nullptr);
+// The plan document `preflight run` reads: plan_to_json's object (readable by
+// plan_from_json) plus schema_version, model and gpu names.
+nlohmann::json preflight_plan_document(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan);
+
+Emitted emit_plan(EmitFormat format, const ModelConfig& model, const GpuSpec& gpu, const Plan& plan);
+
+}  // namespace preflight

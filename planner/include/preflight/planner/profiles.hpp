@@ -1,0 +1,37 @@
+// Framework profiles: what a given training framework really keeps beyond the
+// analytic minimum. The default FrameworkProfile{} describes Megatron-LM; this
+// file adds the profile of Preflight's own CUDA runtime (runtime/), whose buffers
+// are designed to follow the planner's per-layer inventory.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "preflight/planner/memory.hpp"
+
+namespace preflight {
+
+// Design constants of the Preflight runtime, shared by the runtime (which
+// allocates them) and its planner profile (which models them). Never measured.
+// cuBLASLt workspace: NVIDIA recommends 32 MiB on Hopper (cuBLAS docs, cublasSetWorkspace).
+inline constexpr std::int64_t kRuntimeGemmWorkspaceBytes = 32 * kMiB;
+// Device scalars: the step's summed loss and room for a few more counters.
+inline constexpr std::int64_t kRuntimeScalarsBytes = 256;
+// Vocabulary padded to a multiple of 128 rows so the LM-head GEMMs stay aligned (as llm.c / Megatron).
+inline constexpr std::int64_t kRuntimeVocabPadMultiple = 128;
+
+// Profile of the Preflight CUDA runtime ("preflight-runtime"):
+//  - optimizer moments allocated at set-up (not lazily),
+//  - logits at the activation dtype, cross-entropy writes its gradient in place (no fp32 copy;
+//    its fp32 loss per token is freed before the head's backward), and d(final-norm output)
+//    allocated while the logits gradient lives,
+//  - norm statistics recomputed in backward (not kept),
+//  - full recompute shares the kept layer input,
+//  - the GEMM workspace and device scalars as buffers, vocabulary padded to 128.
+FrameworkProfile runtime_profile();
+
+// Profile by name ("megatron" = the default, "preflight-runtime"); nullopt if unknown.
+std::optional<FrameworkProfile> profile_by_name(std::string_view name);
+
+}  // namespace preflight

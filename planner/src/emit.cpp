@@ -1,0 +1,257 @@
+// Framework configurations for a plan (issue 3, item 5).
+#include "preflight/planner/emit.hpp"
+
+#include <sstream>
+
+#include "preflight/planner/report.hpp"
+
+namespace preflight {
+
+using nlohmann::json;
+
+std::string_view to_string(EmitFormat f) {
+    switch (f) {
+        case EmitFormat::deepspeed: return "deepspeed";
+        case EmitFormat::megatron: return "megatron";
+        case EmitFormat::torchtitan: return "torchtitan";
+        case EmitFormat::preflight: return "preflight";
+    }
+    return "?";
+}
+
+std::optional<EmitFormat> parse_emit_format(std::string_view s) {
+    for (EmitFormat f : {EmitFormat::deepspeed, EmitFormat::megatron, EmitFormat::torchtitan, EmitFormat::preflight})
+        if (s == to_string(f)) return f;
+    return std::nullopt;
+}
+
+namespace {
+void warn(std::vector<std::string>* w, std::string msg) {
+    if (w) w->push_back(std::move(msg));
+}
+std::int64_t global_sequences(const Plan& p) { return p.mbs * p.grad_acc * p.dp; }
+}  // namespace
+
+json deepspeed_config(const Plan& p, std::vector<std::string>* w) {
+    // Keys as in the DeepSpeed configuration JSON reference (deepspeed.ai/docs/config-json).
+    json c;
+    c["train_batch_size"] = global_sequences(p);  // = micro batch * accumulation * data-parallel size
+    c["train_micro_batch_size_per_gpu"] = p.mbs;
+    c["gradient_accumulation_steps"] = p.grad_acc;
+    c["zero_optimization"] = {{"stage", p.zero}, {"overlap_comm", true}, {"contiguous_gradients", true}};
+    switch (p.precision) {
+        case Precision::bf16_mixed: c["bf16"] = {{"enabled", true}}; break;
+        case Precision::bf16_mixed_fp32_grads:
+            c["bf16"] = {{"enabled", true}};
+            c["data_types"] = {{"grad_accum_dtype", "fp32"}};
+            break;
+        case Precision::bf16:
+            c["bf16"] = {{"enabled", true}};
+            warn(w, "DeepSpeed keeps fp32 master weights with bf16; the plan's pure-bf16 recipe (no master copy) "
+                    "has no DeepSpeed switch");
+            break;
+        case Precision::fp16_mixed:
+            c["fp16"] = {{"enabled", true}, {"loss_scale", 0}, {"initial_scale_power", 16}};  // dynamic loss scaling
+            break;
+        case Precision::fp8_mixed:
+            c["bf16"] = {{"enabled", true}};
+            warn(w, "DeepSpeed's config has no fp8 recipe: bf16 is emitted; run the GEMMs through Transformer "
+                    "Engine (te.fp8_autocast) for fp8-mixed");
+            break;
+        case Precision::fp32:
+            c["bf16"] = {{"enabled", false}};
+            c["fp16"] = {{"enabled", false}};
+            break;
+    }
+    if (p.recompute != Recompute::none) {
+        c["activation_checkpointing"] = {{"partition_activations", p.tp > 1},
+                                         {"contiguous_memory_optimization", false},
+                                         {"cpu_checkpointing", false},
+                                         {"synchronize_checkpoint_boundary", false},
+                                         {"profile", false}};
+        warn(w, "activation_checkpointing configures deepspeed.checkpointing; the model must checkpoint each layer "
+                "(HF: model.gradient_checkpointing_enable())");
+        if (p.recompute == Recompute::selective)
+            warn(w, "DeepSpeed has no selective (attention-only) recompute; checkpoint the attention core in the "
+                    "model code, or use full recompute");
+    }
+    if (p.tp > 1) {
+        c["tensor_parallel"] = {{"autotp_size", p.tp}};
+        warn(w, "tensor parallelism: 'tensor_parallel.autotp_size' needs DeepSpeed AutoTP training (>= 0.16.4)");
+    }
+    if (p.pp > 1)
+        warn(w, "pipeline parallelism is set in code: deepspeed.pipe.PipelineModule(num_stages=" + std::to_string(p.pp) +
+                    ")");
+    if (p.sp) warn(w, "sequence parallelism has no DeepSpeed config key (Megatron-DeepSpeed: --sequence-parallel)");
+    return c;
+}
+
+std::string megatron_arguments(const ModelConfig& m, const Plan& p, std::vector<std::string>* w) {
+    std::vector<std::string> a;
+    auto arg = [&](std::string flag, std::string value = {}) {
+        a.push_back(value.empty() ? flag : flag + " " + value);
+    };
+    const auto s = [](auto v) { return std::to_string(v); };
+    // Model shape (Megatron-LM arguments.py names).
+    arg("--num-layers", s(m.layers));
+    arg("--hidden-size", s(m.hidden));
+    arg("--ffn-hidden-size", s(m.ffn_hidden));
+    arg("--num-attention-heads", s(m.heads));
+    if (m.head_dim * m.heads != m.hidden) arg("--kv-channels", s(m.head_dim));
+    if (m.kv_heads != m.heads) {
+        arg("--group-query-attention");
+        arg("--num-query-groups", s(m.kv_heads));
+    }
+    if (m.mlp == MlpKind::swiglu) arg("--swiglu");
+    if (m.norm == NormKind::rmsnorm) arg("--normalization", "RMSNorm");
+    arg("--position-embedding-type", m.position == PositionKind::rope ? "rope" : "learned_absolute");
+    arg("--max-position-embeddings", s(m.max_positions));
+    if (!m.tied_embeddings) arg("--untie-embeddings-and-output-weights");
+    if (m.is_moe()) {
+        arg("--num-experts", s(m.experts));
+        arg("--moe-router-topk", s(m.experts_per_token));
+    }
+    // Plan.
+    arg("--seq-length", s(p.seq));
+    arg("--micro-batch-size", s(p.mbs));
+    arg("--global-batch-size", s(global_sequences(p)));  // Megatron derives accumulation = global / (micro * dp)
+    arg("--tensor-model-parallel-size", s(p.tp));
+    arg("--pipeline-model-parallel-size", s(p.pp));
+    if (p.sp) arg("--sequence-parallel");
+    switch (p.zero) {
+        case 0: break;
+        case 1: arg("--use-distributed-optimizer"); break;
+        case 2:
+            arg("--use-distributed-optimizer");
+            warn(w, "ZeRO-2: Megatron's distributed optimizer shards optimizer states and reduce-scatters gradients "
+                    "but keeps a full gradient buffer (ZeRO-1 memory)");
+            break;
+        default:
+            arg("--use-torch-fsdp2");
+            warn(w, "ZeRO-3: emitted as --use-torch-fsdp2 (Megatron-core >= 0.10); older versions have no ZeRO-3");
+            break;
+    }
+    if (p.dp > 1) arg("--overlap-grad-reduce");
+    switch (p.recompute) {
+        case Recompute::none: break;
+        case Recompute::selective: arg("--recompute-activations"); break;
+        case Recompute::full:
+            arg("--recompute-granularity", "full");
+            arg("--recompute-method", "uniform");
+            arg("--recompute-num-layers", "1");
+            break;
+    }
+    switch (p.precision) {
+        case Precision::fp32: break;
+        case Precision::bf16_mixed: arg("--bf16"); break;
+        case Precision::bf16_mixed_fp32_grads:
+            arg("--bf16");
+            arg("--accumulate-allreduce-grads-in-fp32");
+            break;
+        case Precision::bf16:
+            arg("--bf16");
+            warn(w, "Megatron keeps fp32 master weights with --bf16; pure bf16 (no master copy) has no switch");
+            break;
+        case Precision::fp16_mixed: arg("--fp16"); break;
+        case Precision::fp8_mixed:
+            arg("--bf16");
+            arg("--fp8-format", "hybrid");  // Transformer Engine: e4m3 forward, e5m2 gradients
+            break;
+    }
+    if (p.attention == AttentionKind::flash)
+        arg("--use-flash-attn");
+    else
+        warn(w, "eager attention: leave out --use-flash-attn (and use --attention-backend unfused on Megatron-core)");
+    arg("--attention-dropout", s(p.dropout));
+    arg("--hidden-dropout", s(p.dropout));
+    arg("--optimizer", p.optimizer == Optimizer::adamw ? "adam" : "sgd");  // Megatron's adam is AdamW (decoupled decay)
+
+    std::ostringstream o;
+    o << "# Megatron-LM arguments (pretrain_gpt.py) from preflight plan: " << m.name << " on " << p.gpus()
+      << " GPUs, dp " << p.dp << " = world size / (tp " << p.tp << " * pp " << p.pp << "), grad_acc " << p.grad_acc
+      << ", " << p.global_batch_tokens() << " tokens per step\n";
+    for (std::size_t i = 0; i < a.size(); ++i) o << a[i] << (i + 1 < a.size() ? " \\\n" : "\n");
+    return o.str();
+}
+
+std::string torchtitan_toml(const ModelConfig& m, const Plan& p, std::vector<std::string>* w) {
+    std::ostringstream o;
+    o << "# torchtitan job config fragment from preflight plan: " << m.name << " on " << p.gpus() << " GPUs, "
+      << p.global_batch_tokens() << " tokens per step\n";
+    o << "[training]\n";
+    o << "seq_len = " << p.seq << "\n";
+    o << "local_batch_size = " << p.mbs << "\n";
+    o << "global_batch_size = " << global_sequences(p) << "  # gradient accumulation = global / (local * dp) = "
+      << p.grad_acc << "\n";
+    std::string param = "bfloat16", reduce = "float32";
+    switch (p.precision) {
+        case Precision::fp32: param = "float32"; break;
+        case Precision::bf16_mixed:
+        case Precision::bf16_mixed_fp32_grads:
+        case Precision::fp8_mixed: break;
+        case Precision::bf16:
+            warn(w, "torchtitan keeps fp32 sharded parameters under FSDP mixed precision; pure bf16 is not a switch");
+            break;
+        case Precision::fp16_mixed:
+            warn(w, "torchtitan's mixed_precision_param supports bfloat16 / float32; fp16 with loss scaling is not "
+                    "offered, bfloat16 emitted");
+            break;
+    }
+    o << "mixed_precision_param = \"" << param << "\"\n";
+    o << "mixed_precision_reduce = \"" << reduce << "\"\n\n";
+
+    // ZeRO over dp -> FSDP2 sharding (ZeRO-3 = reshard after forward; ZeRO-2-like = never
+    // reshard), ZeRO-0 -> pure replication (DDP).
+    const std::int64_t replicate = p.zero == 0 ? p.dp : 1;
+    const std::int64_t shard = p.zero == 0 ? 1 : p.dp;
+    o << "[parallelism]\n";
+    o << "data_parallel_replicate_degree = " << replicate << "\n";
+    o << "data_parallel_shard_degree = " << shard << "\n";
+    if (p.zero == 1 || p.zero == 2) {
+        o << "fsdp_reshard_after_forward = \"never\"\n";
+        if (p.zero == 1)
+            warn(w, "ZeRO-1: torchtitan's FSDP2 has no optimizer-only sharding; emitted as FSDP without resharding "
+                    "(ZeRO-2-like, less memory)");
+    } else if (p.zero == 3) {
+        o << "fsdp_reshard_after_forward = \"always\"\n";
+    }
+    o << "tensor_parallel_degree = " << p.tp << "\n";
+    o << "pipeline_parallel_degree = " << p.pp << "\n";
+    if (p.pp > 1) {
+        o << "pipeline_parallel_schedule = \"1F1B\"\n";
+        o << "pipeline_parallel_microbatch_size = " << p.mbs << "\n";
+    }
+    if (p.tp > 1 && !p.sp) warn(w, "torchtitan's tensor parallelism always shards norms by sequence (SP on)");
+    o << "\n[activation_checkpoint]\n";
+    o << "mode = \"" << to_string(p.recompute) << "\"\n";
+    if (p.recompute == Recompute::selective) o << "selective_ac_option = \"op\"\n";
+    if (p.precision == Precision::fp8_mixed) {
+        o << "\n[model]\nconverters = [\"float8\"]\n";
+        o << "\n[float8]\nrecipe_name = \"tensorwise\"\n";
+    }
+    if (p.attention == AttentionKind::eager) warn(w, "torchtitan uses SDPA (flash) attention; eager is not a switch");
+    if (p.dropout > 0) warn(w, "dropout is set in the model definition, not the job config");
+    if (p.optimizer == Optimizer::sgd) o << "\n[optimizer]\nname = \"SGD\"\n";
+    return o.str();
+}
+
+json preflight_plan_document(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan) {
+    json j = plan_to_json(plan);
+    j["schema_version"] = kSchemaVersion;
+    j["model"] = model.name;
+    j["gpu"] = gpu.name;
+    return j;
+}
+
+Emitted emit_plan(EmitFormat format, const ModelConfig& model, const GpuSpec& gpu, const Plan& plan) {
+    Emitted e;
+    switch (format) {
+        case EmitFormat::deepspeed: e.text = deepspeed_config(plan, &e.warnings).dump(2) + "\n"; break;
+        case EmitFormat::megatron: e.text = megatron_arguments(model, plan, &e.warnings); break;
+        case EmitFormat::torchtitan: e.text = torchtitan_toml(model, plan, &e.warnings); break;
+        case EmitFormat::preflight: e.text = preflight_plan_document(model, gpu, plan).dump(2) + "\n"; break;
+    }
+    return e;
+}
+
+}  // namespace preflight

@@ -1,0 +1,39 @@
+// Learning-rate rules of thumb for a changed global batch (issue 3, item 6; seed 004).
+#include "preflight/planner/lr_advice.hpp"
+
+#include <cmath>
+
+#include "preflight/planner/error.hpp"
+
+namespace preflight {
+
+LrAdvice lr_advice(double base_lr, double base_batch_tokens, double batch_tokens, Optimizer optimizer) {
+    if (!(base_lr > 0)) throw InputError("--base-lr", "must be a positive number");
+    if (!(base_batch_tokens > 0)) throw InputError("--base-batch", "must be a positive number of tokens");
+    if (!(batch_tokens > 0)) throw InputError("--gbs-tokens", "must be positive");
+    LrAdvice a;
+    a.base_lr = base_lr;
+    a.base_batch_tokens = base_batch_tokens;
+    a.batch_tokens = batch_tokens;
+    a.ratio = batch_tokens / base_batch_tokens;
+    // Linear scaling rule: lr grows with the batch (Goyal et al. 2017, sec. 2.1), stated for SGD.
+    a.linear = {"linear", base_lr * a.ratio,
+                "Goyal et al. 2017, 'Accurate, Large Minibatch SGD', sec. 2.1 (SGD)"};
+    // Square-root rule: lr grows with sqrt(batch) (Krizhevsky 2014; Granziol et al. 2022 and
+    // Malladi et al. 2022 for adaptive optimizers such as Adam).
+    a.square_root = {"square-root", base_lr * std::sqrt(a.ratio),
+                     "Krizhevsky 2014, 'One weird trick'; Granziol et al. 2022 (JMLR) and Malladi et al. 2022 "
+                     "(NeurIPS) for Adam-type optimizers"};
+    a.preferred = optimizer == Optimizer::adamw ? "square-root" : "linear";
+    // Warm-up: GPT-3 warmed the learning rate up linearly over the first 375M tokens
+    // (Brown et al. 2020, App. B); gradual warm-up itself is Goyal et al. 2017, sec. 2.2.
+    a.warmup_tokens = 375e6;
+    a.warmup_steps = static_cast<std::int64_t>(std::ceil(a.warmup_tokens / batch_tokens));
+    a.warmup_source = "linear warm-up over 375M tokens (Brown et al. 2020, GPT-3, App. B); Llama used 2,000 steps "
+                      "(Touvron et al. 2023)";
+    a.caveat = "rules of thumb, not guarantees: both rules break down beyond the critical batch size "
+               "(McCandlish et al. 2018); tune around these values";
+    return a;
+}
+
+}  // namespace preflight

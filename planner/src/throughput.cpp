@@ -1,0 +1,367 @@
+// Step-time model (issue 3, item 2): a per-op roofline for one micro-batch of one
+// pipeline stage on one GPU, tensor-parallel collectives, the 1F1B pipeline bubble,
+// exposed data-parallel / ZeRO communication, the optimizer step and a fixed overhead.
+#include <algorithm>
+#include <cmath>
+
+#include "preflight/planner/error.hpp"
+#include "preflight/planner/throughput.hpp"
+
+namespace preflight {
+
+std::optional<double> compute_peak_flops_per_s(const GpuSpec& gpu, Precision precision) {
+    switch (precision) {
+        case Precision::fp32: return gpu.peak.fp32_flops_per_s;
+        case Precision::bf16_mixed:
+        case Precision::bf16_mixed_fp32_grads:
+        case Precision::bf16: return gpu.peak.bf16_flops_per_s;
+        case Precision::fp16_mixed: return gpu.peak.fp16_flops_per_s;
+        case Precision::fp8_mixed: return gpu.peak.fp8_flops_per_s;
+    }
+    return std::nullopt;
+}
+
+TrainingTime training_time(const Throughput& t, std::int64_t train_tokens) {
+    TrainingTime r;
+    if (t.tokens_per_step <= 0 || train_tokens <= 0) return r;
+    r.steps = (train_tokens + t.tokens_per_step - 1) / t.tokens_per_step;
+    r.wall_s = static_cast<double>(r.steps) * t.step_time_s;
+    r.gpu_hours = r.wall_s * static_cast<double>(t.gpus) / 3600.0;
+    return r;
+}
+
+namespace {
+
+struct Rates {
+    double gemm_peak = 0;   // FLOP/s of the GEMM precision
+    double attn_peak = 0;   // FLOP/s of the attention kernels (16-bit, or fp32 for the fp32 recipe)
+    double hbm = 0;         // achievable bytes/s for memory-bound ops
+    const Efficiency* e = nullptr;
+    int gemm_in_bytes = 2;  // GEMM operand bytes (1 under fp8)
+    int act_bytes = 2;      // activation element bytes
+    double gemm_max = 0;    // max fraction of gemm_peak
+    bool fp8 = false;       // GEMM inputs are cast to fp8 first
+};
+
+// GEMM (M x K) by (K x N): a shape-dependent fraction of the dense peak,
+// e = e_max * d / (d + d_half) with d the smallest dimension (a saturating fit of
+// the kind Calculon and llm-analysis use for efficiency vs. size; uncalibrated),
+// and never faster than its HBM traffic (roofline, Williams et al. 2009).
+double gemm_s(double M, double N, double K, const Rates& r) {
+    const double flops = 2.0 * M * N * K;
+    const double d = std::min({M, N, K});
+    const double eff = r.gemm_max * d / (d + r.e->gemm_half_efficiency_dim);
+    const double compute = flops / (r.gemm_peak * eff);
+    const double bytes = (M * K + K * N) * r.gemm_in_bytes + M * N * r.act_bytes;
+    // fp8 (Transformer Engine): the activation operand is read in 16 bits and written as fp8 first.
+    const double cast = r.fp8 ? M * K * (r.act_bytes + 1.0) / r.hbm : 0.0;
+    return std::max(compute, bytes / r.hbm) + cast;
+}
+
+double memory_s(double bytes, const Rates& r) { return bytes / r.hbm; }
+
+// Ring all-reduce moves 2(n-1)/n of the buffer per GPU (Patarasuk & Yuan 2009);
+// reduce-scatter and all-gather each move (n-1)/n.
+double ring_allreduce_s(double bytes, std::int64_t n, double bus_bytes_per_s) {
+    if (n <= 1 || bytes <= 0) return 0;
+    return 2.0 * static_cast<double>(n - 1) / static_cast<double>(n) * bytes / bus_bytes_per_s;
+}
+double ring_half_s(double bytes, std::int64_t n, double bus_bytes_per_s) {
+    if (n <= 1 || bytes <= 0) return 0;
+    return static_cast<double>(n - 1) / static_cast<double>(n) * bytes / bus_bytes_per_s;
+}
+
+// Costs of one transformer layer for one micro-batch on one GPU.
+struct LayerCost {
+    double gemm_fwd = 0, attn_fwd = 0, attn_bwd = 0, mem_fwd = 0, tp_fwd = 0;
+    double gemm_bwd() const { return 2.0 * gemm_fwd; }  // dgrad + wgrad, same shapes
+    double mem_bwd() const { return 2.0 * mem_fwd; }    // reads input + output grad, writes input grad
+    double tp_bwd() const { return tp_fwd; }            // the conjugate collectives (Shoeybi et al. 2019, fig. 3)
+};
+
+LayerCost layer_cost(const ModelConfig& m, const Plan& p, const Rates& r, double tp_bus) {
+    const double t = static_cast<double>(p.tp);
+    const double b = static_cast<double>(p.mbs), s = static_cast<double>(p.seq);
+    const double M = b * s;  // tokens of the micro-batch (every TP rank sees all of them in its GEMMs)
+    const double h = static_cast<double>(m.hidden), qw = static_cast<double>(m.q_width());
+    const double kvw = static_cast<double>(m.kv_width()), f = static_cast<double>(m.ffn_hidden);
+    const double heads_local = static_cast<double>(m.heads) / t, d = static_cast<double>(m.head_dim);
+    const double ab = r.act_bytes;
+    const double sp_div = p.sp ? t : 1.0;
+    LayerCost c;
+
+    // GEMMs, Megatron column/row split (Shoeybi et al. 2019, sec. 3).
+    c.gemm_fwd += gemm_s(M, (qw + 2.0 * kvw) / t, h, r);  // fused QKV
+    c.gemm_fwd += gemm_s(M, h, qw / t, r);                // attention output projection
+    const double mats_in = m.mlp == MlpKind::swiglu ? 2.0 : 1.0;  // gate+up fused | fc1
+    if (m.is_moe()) {
+        // Each expert sees M*k/E tokens on average (balanced routing assumed).
+        const double E = static_cast<double>(m.experts);
+        const double Me = std::max(1.0, M * static_cast<double>(m.experts_per_token) / E);
+        c.gemm_fwd += E * (gemm_s(Me, mats_in * f / t, h, r) + gemm_s(Me, h, f / t, r));
+        c.gemm_fwd += gemm_s(M, E, h, r);  // router
+    } else {
+        c.gemm_fwd += gemm_s(M, mats_in * f / t, h, r) + gemm_s(M, h, f / t, r);
+    }
+
+    // Attention core.
+    if (p.attention == AttentionKind::flash) {
+        // A causal flash kernel executes half of the 4*b*s^2*q_width FLOPs (Dao et al. 2022);
+        // its backward runs 5 matmuls to the forward's 2 (it recomputes S = QK^T, alg. 4).
+        const double fwd = 0.5 * 4.0 * b * s * s * qw / t;
+        const double rate = r.attn_peak * r.e->attention_fraction_of_peak;
+        c.attn_fwd = fwd / rate;
+        c.attn_bwd = 2.5 * fwd / rate;
+    } else {
+        // Eager: two batched GEMMs over the full s x s scores (the mask does not skip work),
+        // softmax (and dropout) over the s^2 scores in HBM.
+        const double batches = b * heads_local;
+        Rates r16 = r;
+        r16.gemm_peak = r.attn_peak;
+        r16.gemm_in_bytes = r.act_bytes;
+        r16.gemm_max = r.e->gemm_max_fraction_of_peak;
+        r16.fp8 = false;
+        const double bmm = batches * (gemm_s(s, s, d, r16) + gemm_s(s, d, s, r16));
+        const double scores = batches * s * s;
+        double soft_bytes = scores * 2.0 * ab;                       // read scores, write probabilities
+        if (p.dropout > 0) soft_bytes += scores * (2.0 * ab + 1.0);  // read, write, 1-byte mask
+        c.attn_fwd = bmm + memory_s(soft_bytes, r);
+        c.attn_bwd = 2.0 * bmm + memory_s(scores * 3.0 * ab + (p.dropout > 0 ? scores * (2.0 * ab + 1.0) : 0), r);
+    }
+
+    // Memory-bound elementwise ops, forward bytes (backward ~2x).
+    const double Mk = M * (m.is_moe() ? static_cast<double>(m.experts_per_token) : 1.0);
+    double bytes = 0;
+    bytes += 2.0 * (2.0 * M * h * ab) / sp_div;  // two norms: read x, write normalized x
+    bytes += 2.0 * (3.0 * M * h * ab) / sp_div;  // two residual adds: read 2, write 1
+    if (m.position == PositionKind::rope) bytes += 2.0 * M * (qw + kvw) / t * ab;  // RoPE on q and k
+    bytes += (m.mlp == MlpKind::swiglu ? 3.0 : 2.0) * Mk * f / t * ab;  // silu(g)*u: read 2, write 1 | GeLU
+    if (m.is_moe()) bytes += 4.0 * Mk * h * ab;                          // token dispatch + combine permutes
+    if (p.dropout > 0) bytes += 2.0 * M * h * (2.0 * ab + 1.0) / sp_div;  // two residual dropouts
+    c.mem_fwd = memory_s(bytes, r);
+
+    // Tensor parallel: two all-reduces of the b*s*h output per layer in forward (after
+    // attention and after the MLP), two in backward; with sequence parallelism each
+    // becomes an all-gather + reduce-scatter of the same total volume (Korthikanti et al. 2022, sec. 4.2.2).
+    if (p.tp > 1) c.tp_fwd = 2.0 * ring_allreduce_s(M * h * ab, p.tp, tp_bus);
+    return c;
+}
+
+struct StageParams {
+    double first = 0, last = 0;  // TP-local parameters held by the first / last stage
+};
+
+StageParams stage_params(const ModelConfig& m, const Plan& p, std::int64_t layers_first, std::int64_t layers_last) {
+    StageParams sp;
+    const std::int64_t t = p.tp;
+    for (const ParamTensor& pt : param_tensors(m)) {
+        double local = 0;
+        switch (pt.split) {
+            case TpSplit::replicated: local = static_cast<double>(pt.numel()); break;
+            case TpSplit::column: local = static_cast<double>(pt.rows / t * pt.cols * pt.copies); break;
+            case TpSplit::row: local = static_cast<double>(pt.rows * (pt.cols / t) * pt.copies); break;
+            case TpSplit::vocab: local = static_cast<double>((pt.rows + t - 1) / t * pt.cols * pt.copies); break;
+        }
+        switch (pt.place) {
+            case TensorPlace::layer:
+                sp.first += local * static_cast<double>(layers_first);
+                if (p.pp > 1) sp.last += local * static_cast<double>(layers_last);
+                break;
+            case TensorPlace::embedding:
+                sp.first += local;
+                // Megatron keeps the tied word embedding on the last stage too for the output layer.
+                if (p.pp > 1 && m.tied_embeddings && pt.name == "word_embedding") sp.last += local;
+                break;
+            case TensorPlace::final_norm:
+            case TensorPlace::lm_head: (p.pp > 1 ? sp.last : sp.first) += local; break;
+        }
+    }
+    if (p.pp == 1) sp.last = sp.first;
+    return sp;
+}
+
+}  // namespace
+
+Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in,
+                               const ThroughputOptions& opt) {
+    const Plan p = resolve_defaults(plan_in, model);
+    validate_plan(p, model);
+    const std::optional<double> peak = compute_peak_flops_per_s(gpu, p.precision);
+    if (!peak)
+        throw InputError("--precision", gpu.name + " publishes no dense " +
+                                            std::string(p.precision == Precision::fp8_mixed ? "fp8" : "peak") +
+                                            " throughput for " + std::string(to_string(p.precision)) +
+                                            "; its speed and MFU are unknown");
+    const Efficiency& e = gpu.efficiency;
+    const PrecisionBytes pb = precision_bytes(p.precision);
+
+    Rates r;
+    r.e = &e;
+    r.gemm_peak = *peak;
+    // Attention kernels run in the activation dtype (fp8 recipes keep attention in bf16).
+    const std::optional<double> attn_peak = p.precision == Precision::fp32         ? gpu.peak.fp32_flops_per_s
+                                            : p.precision == Precision::fp16_mixed ? gpu.peak.fp16_flops_per_s
+                                                                                   : gpu.peak.bf16_flops_per_s;
+    r.attn_peak = attn_peak.value_or(*peak);
+    r.hbm = gpu.hbm_bandwidth_bytes_per_s * e.memory_bound_fraction_of_hbm;
+    r.gemm_in_bytes = pb.gemm_input;
+    r.fp8 = p.precision == Precision::fp8_mixed;
+    r.gemm_max = r.fp8 ? e.fp8_gemm_max_fraction_of_peak : e.gemm_max_fraction_of_peak;
+    r.act_bytes = pb.activation;
+
+    const double intra_bus = gpu.intra_node_bandwidth_bytes_per_s * e.collective_bus_efficiency;
+    const double inter_bus = gpu.inter_node_bandwidth_bytes_per_s * e.collective_bus_efficiency;
+    const std::int64_t node = std::max(1, gpu.gpus_per_node);
+    // Rank order tp (fastest), dp, pp (Megatron): TP stays inside a node when tp <= node;
+    // the dp group of a stage spans tp*dp consecutive ranks.
+    const double tp_bus = p.tp <= node ? intra_bus : inter_bus;
+    const double dp_bus = p.tp * p.dp <= node && node % (p.tp * p.dp) == 0 ? intra_bus : inter_bus;
+    const double pp_bus = p.tp * p.dp * p.pp <= node ? intra_bus : inter_bus;
+
+    const double M = static_cast<double>(p.mbs * p.seq);
+    const double h = static_cast<double>(model.hidden);
+    const double ab = pb.activation;
+    const double t = static_cast<double>(p.tp);
+    const double sp_div = p.sp ? t : 1.0;
+
+    const LayerCost lc = layer_cost(model, p, r, tp_bus);
+    double recompute_compute = 0, recompute_tp = 0;
+    if (p.recompute == Recompute::full) {
+        recompute_compute = lc.gemm_fwd + lc.attn_fwd + lc.mem_fwd;  // the layer's forward again
+        recompute_tp = lc.tp_fwd;
+    } else if (p.recompute == Recompute::selective) {
+        recompute_compute = lc.attn_fwd;  // attention core only
+    }
+    const double layer_fwd = lc.gemm_fwd + lc.attn_fwd + lc.mem_fwd;
+    const double layer_bwd = lc.gemm_bwd() + lc.attn_bwd + lc.mem_bwd() + recompute_compute;
+    const double layer_tp = lc.tp_fwd + lc.tp_bwd() + recompute_tp;
+
+    // Embedding (first stage): row gather + scatter-add gradient; with TP a vocab-parallel
+    // all-reduce (or reduce-scatter under SP) of its output, and the conjugate in backward.
+    const double embed_compute = memory_s(2.0 * M * h * ab / sp_div, r) + memory_s(2.0 * M * h * 4.0 / sp_div, r);
+    const double embed_tp = p.tp > 1 ? ring_allreduce_s(M * h * ab, p.tp, tp_bus) : 0.0;
+    // Output layer (last stage): final norm, LM-head GEMM (vocab split over TP), cross-entropy
+    // over the logits (read at activation width, fp32 working copy, gradient written back).
+    const double v_local = std::ceil(static_cast<double>(model.vocab) / t);
+    const double head_fwd = memory_s(2.0 * M * h * ab / sp_div, r) + gemm_s(M, v_local, h, r) +
+                            memory_s(M * v_local * (ab + 8.0), r);
+    const double head_bwd = memory_s(4.0 * M * h * ab / sp_div, r) + 2.0 * gemm_s(M, v_local, h, r) +
+                            memory_s(M * v_local * (4.0 + ab), r);
+    const double head_tp = p.tp > 1 ? 2.0 * ring_allreduce_s(M * 4.0, p.tp, tp_bus) : 0.0;  // max / sum-exp
+
+    // Stages: extra layers go to the first stages (as memory.cpp assigns them).
+    const std::int64_t layers_first = model.layers / p.pp + (model.layers % p.pp > 0 ? 1 : 0);
+    const std::int64_t layers_last = p.pp == 1 ? layers_first : model.layers / p.pp;
+    auto stage_compute = [&](std::int64_t n, bool first, bool last) {
+        return static_cast<double>(n) * (layer_fwd + layer_bwd) + (first ? embed_compute : 0.0) +
+               (last ? head_fwd + head_bwd : 0.0);
+    };
+    auto stage_tp = [&](std::int64_t n, bool first, bool last) {
+        return static_cast<double>(n) * layer_tp + (first ? embed_tp : 0.0) + (last ? head_tp : 0.0);
+    };
+    // Pipeline: each micro-batch's activation goes forward and its gradient back across a
+    // stage boundary (scattered by TP under SP).
+    const double p2p = p.pp > 1 ? 2.0 * (M * h * ab / sp_div) / pp_bus : 0.0;
+    const double c0 = stage_compute(layers_first, true, p.pp == 1);
+    const double t0 = stage_tp(layers_first, true, p.pp == 1);
+    const double cl = stage_compute(layers_last, p.pp == 1, true);
+    const double tl = stage_tp(layers_last, p.pp == 1, true);
+    const bool first_is_bottleneck = c0 + t0 >= cl + tl;
+    const double slot_compute = first_is_bottleneck ? c0 : cl;
+    const double slot_tp = first_is_bottleneck ? t0 : tl;
+    const double slot = slot_compute + slot_tp + p2p;
+    const std::int64_t slot_layers = first_is_bottleneck ? layers_first : layers_last;
+    const double mb_fwd = static_cast<double>(slot_layers) * layer_fwd;
+    const double mb_bwd = static_cast<double>(slot_layers) * layer_bwd;
+
+    Throughput out;
+    const double m_count = static_cast<double>(p.grad_acc);
+    // 1F1B: m micro-batch slots in steady state plus (p-1) fill/drain slots
+    // (Narayanan et al. 2021, sec. 2.2.1: bubble fraction (p-1)/m).
+    out.compute_s = m_count * slot_compute;
+    out.tp_communication_s = m_count * slot_tp;
+    out.pp_communication_s = m_count * p2p;
+    out.pipeline_bubble_s = static_cast<double>(p.pp - 1) * slot;
+
+    // Data parallel / ZeRO (Rajbhandari et al. 2020, sec. 7: ZeRO-0..2 move 2*Psi per
+    // step, ZeRO-3 3*Psi). Bucketed reductions overlap the backward pass; the last
+    // bucket cannot (Li et al. 2020, PyTorch DDP, sec. 3.2.3).
+    const StageParams sp = stage_params(model, p, layers_first, layers_last);
+    const double params = std::max(sp.first, sp.last);
+    const int grad_reduce_bytes = pb.gradient_accum > 0 ? 4 : pb.gradient;  // fp32 buffer is what gets reduced
+    const double G = params * grad_reduce_bytes;
+    const double W = params * pb.weight;
+    const double bucket_share = std::min(1.0, static_cast<double>(opt.grad_bucket_bytes) / std::max(G, 1.0));
+    double dp_s = 0;
+    if (p.dp > 1) {
+        auto overlapped = [&](double comm, double window, double tail) { return std::max(comm - window, tail); };
+        switch (p.zero) {
+            case 0: {  // one all-reduce per step, during the last micro-batch's backward
+                const double ar = ring_allreduce_s(G, p.dp, dp_bus);
+                dp_s = overlapped(ar, mb_bwd, ar * bucket_share);
+                break;
+            }
+            case 1: {  // one reduce-scatter per step (overlapped) + all-gather of updated weights (exposed)
+                const double rs = ring_half_s(G, p.dp, dp_bus);
+                dp_s = overlapped(rs, mb_bwd, rs * bucket_share) + ring_half_s(W, p.dp, dp_bus);
+                break;
+            }
+            case 2: {  // only a gradient shard is kept: reduce-scatter after every micro-batch
+                const double rs = ring_half_s(G, p.dp, dp_bus);
+                dp_s = m_count * overlapped(rs, mb_bwd, rs * bucket_share) + ring_half_s(W, p.dp, dp_bus);
+                break;
+            }
+            default: {  // ZeRO-3: gather weights for forward and again for backward, reduce-scatter
+                        // gradients, every micro-batch; prefetch overlaps all but one layer's share
+                const double ag = ring_half_s(W, p.dp, dp_bus);
+                const double rs = ring_half_s(G, p.dp, dp_bus);
+                const double per_layer = 1.0 / static_cast<double>(std::max<std::int64_t>(slot_layers, 1));
+                dp_s = m_count * (overlapped(ag, mb_fwd, ag * per_layer) + overlapped(ag + rs, mb_bwd, rs * per_layer));
+                break;
+            }
+        }
+    }
+    out.dp_communication_s = dp_s;
+
+    // Optimizer step: memory-bound pass over this GPU's shard of the states.
+    const double shard = p.zero >= 1 ? params / static_cast<double>(p.dp) : params;
+    const double opt_state = optimizer_bytes_per_param(p.optimizer);
+    const double grad_read = pb.gradient_accum > 0 ? 4.0 : pb.gradient;
+    double bytes_per_param = grad_read + 2.0 * opt_state;  // read gradient; read + write moments
+    if (pb.master > 0)
+        bytes_per_param += 2.0 * pb.master + pb.weight;  // read + write master, write the 16-bit copy
+    else
+        bytes_per_param += 2.0 * pb.weight;  // update the weights in place
+    out.optimizer_s = memory_s(shard * bytes_per_param, r);
+    out.overhead_s = e.step_overhead_s;
+
+    out.step_time_s = out.compute_s + out.tp_communication_s + out.pp_communication_s + out.pipeline_bubble_s +
+                      out.dp_communication_s + out.optimizer_s + out.overhead_s;
+    out.gpus = p.gpus();
+    out.tokens_per_step = p.global_batch_tokens();
+    out.tokens_per_s = static_cast<double>(out.tokens_per_step) / out.step_time_s;
+    out.tokens_per_s_per_gpu = out.tokens_per_s / static_cast<double>(out.gpus);
+    const FlopCounts fc = step_flops(model, p, opt.attention_flops);
+    out.model_flops_per_step = fc.model_flops_per_step;
+    out.hardware_flops_per_step = fc.hardware_flops_per_step;
+    out.peak_flops_per_s = *peak;
+    // MFU (Chowdhery et al. 2022, App. B) and HFU (Korthikanti et al. 2022, sec. 6.3).
+    const double denom = out.step_time_s * static_cast<double>(out.gpus) * out.peak_flops_per_s;
+    out.mfu = out.model_flops_per_step / denom;
+    out.hfu = out.hardware_flops_per_step / denom;
+
+    if (opt.breakdown) {
+        const double rc = static_cast<double>(slot_layers) * recompute_compute * m_count;
+        out.breakdown = {{"forward + backward compute", out.compute_s - rc},
+                         {"recompute", rc},
+                         {"tensor-parallel collectives", out.tp_communication_s},
+                         {"pipeline sends", out.pp_communication_s},
+                         {"pipeline bubble", out.pipeline_bubble_s},
+                         {"data-parallel communication (exposed)", out.dp_communication_s},
+                         {"optimizer step", out.optimizer_s},
+                         {"fixed overhead", out.overhead_s}};
+    }
+    return out;
+}
+
+}  // namespace preflight

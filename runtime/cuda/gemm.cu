@@ -1,0 +1,98 @@
+#include "gemm.cuh"
+
+#include <stdexcept>
+#include <string>
+
+namespace preflight::runtime::cuda {
+
+namespace {
+
+void check(cublasStatus_t s, const char* what) {
+    if (s != CUBLAS_STATUS_SUCCESS)
+        throw std::runtime_error(std::string("cuBLASLt: ") + what + " failed with status " + std::to_string(static_cast<int>(s)));
+}
+
+// RAII holders for the descriptors of one call.
+struct Layout {
+    cublasLtMatrixLayout_t h = nullptr;
+    Layout(cudaDataType_t t, std::int64_t rows, std::int64_t cols, std::int64_t ld, int batch, std::int64_t stride) {
+        check(cublasLtMatrixLayoutCreate(&h, t, static_cast<std::uint64_t>(rows), static_cast<std::uint64_t>(cols), ld),
+              "layout create");
+        if (batch > 1) {
+            check(cublasLtMatrixLayoutSetAttribute(h, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch), "batch");
+            check(cublasLtMatrixLayoutSetAttribute(h, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride),
+                  "stride");
+        }
+    }
+    ~Layout() { cublasLtMatrixLayoutDestroy(h); }
+};
+
+}  // namespace
+
+Gemm::Gemm(bool fp32) : fp32_(fp32) {
+    check(cublasLtCreate(&handle_), "create");
+}
+
+Gemm::~Gemm() {
+    if (handle_) cublasLtDestroy(handle_);
+}
+
+void Gemm::run(const GemmArgs& a, cudaStream_t stream) {
+    // Row-major D = op(A) op(B) is column-major D^T = op(B)^T op(A)^T: a row-major [r, c]
+    // matrix with leading dimension ld is the column-major [c, r] one. So cuBLASLt sees
+    // m = N, n = M, k = K with its A = our B and its B = our A.
+    const cudaDataType_t t = fp32_ ? CUDA_R_32F : CUDA_R_16BF;
+    cublasLtMatmulDesc_t desc = nullptr;
+    check(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc create");
+    struct DescGuard {
+        cublasLtMatmulDesc_t d;
+        ~DescGuard() { cublasLtMatmulDescDestroy(d); }
+    } guard{desc};
+    const cublasOperation_t opa = a.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLAS A = our B
+    const cublasOperation_t opb = a.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLAS B = our A
+    check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa), "transa");
+    check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb), "transb");
+    if (a.bias) {
+        const cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
+        check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep), "epilogue");
+        check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &a.bias, sizeof a.bias), "bias");
+        const cudaDataType_t bt = t;
+        check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt), "bias type");
+    }
+    // Column-major shapes of the stored operands.
+    const Layout la(t, a.trans_b ? a.K : a.N, a.trans_b ? a.N : a.K, a.ldb, a.batch, a.stride_b);
+    const Layout lb(t, a.trans_a ? a.M : a.K, a.trans_a ? a.K : a.M, a.lda, a.batch, a.stride_a);
+    const void* C = a.C ? a.C : a.D;
+    const float beta = a.C ? a.beta : 0.f;
+    const std::int64_t ldc = a.C ? a.ldc : a.ldd, stride_c = a.C ? a.stride_c : a.stride_d;
+    const Layout lc(t, a.N, a.M, ldc, a.batch, stride_c);
+    const Layout ld(t, a.N, a.M, a.ldd, a.batch, a.stride_d);
+
+    // Heuristic per shape (alignment of the pointers matters: key on their low bits).
+    const std::uintptr_t align = (reinterpret_cast<std::uintptr_t>(a.A) | reinterpret_cast<std::uintptr_t>(a.B) |
+                                  reinterpret_cast<std::uintptr_t>(C) | reinterpret_cast<std::uintptr_t>(a.D)) & 0xff;
+    const Key key{a.trans_a, a.trans_b, a.M, a.N, a.K, a.lda, a.ldb, ldc, a.ldd, a.batch, a.bias != nullptr,
+                  beta != 0.f, align};
+    auto it = algos_.find(key);
+    if (it == algos_.end()) {
+        cublasLtMatmulPreference_t pref = nullptr;
+        check(cublasLtMatmulPreferenceCreate(&pref), "preference");
+        const std::uint64_t ws = workspace_bytes_;
+        check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
+              "workspace pref");
+        cublasLtMatmulHeuristicResult_t res{};
+        int found = 0;
+        const cublasStatus_t st =
+            cublasLtMatmulAlgoGetHeuristic(handle_, desc, la.h, lb.h, lc.h, ld.h, pref, 1, &res, &found);
+        cublasLtMatmulPreferenceDestroy(pref);
+        if (st != CUBLAS_STATUS_SUCCESS || found == 0)
+            throw std::runtime_error("cuBLASLt: no algorithm for GEMM M=" + std::to_string(a.M) +
+                                     " N=" + std::to_string(a.N) + " K=" + std::to_string(a.K));
+        it = algos_.emplace(key, res).first;
+    }
+    check(cublasLtMatmul(handle_, desc, &a.alpha, a.B, la.h, a.A, lb.h, &beta, C, lc.h, a.D, ld.h, &it->second.algo,
+                         workspace_, workspace_bytes_, stream),
+          "matmul");
+}
+
+}  // namespace preflight::runtime::cuda

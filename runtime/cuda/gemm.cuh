@@ -1,0 +1,60 @@
+// Every matrix product of the runtime goes through cuBLASLt: bf16 inputs with fp32
+// accumulation, or fp32 throughout (CUBLAS_COMPUTE_32F). Row-major interface.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <map>
+#include <tuple>
+
+namespace preflight::runtime::cuda {
+
+// Row-major D[M,N] = alpha * op(A) op(B) + beta * C (+ bias[N] broadcast over rows).
+// op(A) is [M,K]: A stored [M,K] (lda) or, transposed, [K,M]. op(B) is [K,N]: B stored
+// [K,N] or, transposed, [N,K]. C may be null (beta ignored) or alias D. Strided batches
+// when batch > 1.
+struct GemmArgs {
+    bool trans_a = false, trans_b = false;
+    std::int64_t M = 0, N = 0, K = 0;
+    const void* A = nullptr;
+    std::int64_t lda = 0, stride_a = 0;
+    const void* B = nullptr;
+    std::int64_t ldb = 0, stride_b = 0;
+    const void* C = nullptr;
+    std::int64_t ldc = 0, stride_c = 0;
+    void* D = nullptr;
+    std::int64_t ldd = 0, stride_d = 0;
+    int batch = 1;
+    float alpha = 1.f, beta = 0.f;
+    const void* bias = nullptr;
+};
+
+class Gemm {
+public:
+    // fp32 = true: every operand fp32; else every operand bf16 (fp32 accumulate).
+    // Creates the cuBLASLt handle (library set-up); the workspace comes later from the
+    // tracking allocator (set_workspace) once the set-up op has allocated it.
+    explicit Gemm(bool fp32);
+    void set_workspace(void* workspace, std::size_t bytes) {
+        workspace_ = workspace;
+        workspace_bytes_ = bytes;
+        algos_.clear();
+    }
+    ~Gemm();
+    Gemm(const Gemm&) = delete;
+    Gemm& operator=(const Gemm&) = delete;
+    void run(const GemmArgs& a, cudaStream_t stream);
+
+private:
+    using Key = std::tuple<bool, bool, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+                           std::int64_t, std::int64_t, int, bool, bool, std::uintptr_t>;
+    cublasLtHandle_t handle_ = nullptr;
+    bool fp32_;
+    void* workspace_ = nullptr;
+    std::size_t workspace_bytes_ = 0;
+    std::map<Key, cublasLtMatmulHeuristicResult_t> algos_;
+};
+
+}  // namespace preflight::runtime::cuda

@@ -1,0 +1,144 @@
+// The step program: one training step of a plan on one GPU as an ordered list of
+// ops, each with the buffers it allocates before it runs and frees after. The
+// executor (CUDA) and the dry run (host) walk the same program through the same
+// tracking allocator, so the dry run is the runtime's exact memory behaviour.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "preflight/planner/memory.hpp"
+#include "preflight/planner/model.hpp"
+#include "preflight/planner/plan.hpp"
+
+namespace preflight::runtime {
+
+// Allocation categories (issue 4). `contract_category` maps each to the
+// interface.md per_gpu_bytes key it is reported under.
+enum class Category : std::uint8_t { weights, master, gradients, optimizer, activations, logits, workspace, temporary };
+inline constexpr int kCategoryCount = 8;
+std::string_view to_string(Category c);
+std::string_view contract_category(Category c);
+
+enum class DType : std::uint8_t { f32, bf16, i64, u8 };
+int dtype_bytes(DType t);
+std::string_view to_string(DType t);
+
+using BufferId = std::int32_t;
+inline constexpr BufferId kNoBuffer = -1;
+using ParamId = std::int32_t;
+inline constexpr ParamId kNoParam = -1;
+
+struct BufferSpec {
+    std::string name;
+    Category category = Category::temporary;
+    DType dtype = DType::f32;
+    std::int64_t elements = 0;
+    std::int64_t bytes() const { return elements * dtype_bytes(dtype); }
+};
+
+// One parameter tensor, [rows, cols] row-major, at `offset` elements inside the flat
+// parameter buffers (weights, master, gradients and moments share this layout).
+struct ParamSpec {
+    std::string name;
+    std::int64_t rows = 0, cols = 1;
+    std::int64_t offset = 0;
+    std::int64_t layer = 0;  // 1-based layer, 0 outside the layers
+    bool decay = false;      // AdamW weight decay (matrices only)
+    std::int64_t numel() const { return rows * cols; }
+};
+
+// A row-major [rows, cols] window of a buffer, starting at element `offset`, rows `ld` apart.
+struct View {
+    BufferId buffer = kNoBuffer;
+    std::int64_t rows = 0, cols = 0, ld = 0, offset = 0;
+};
+
+// Ops. Operand meaning per kind (v[i], p0/p1) is documented in program.cpp next to
+// the code that emits it; the executor reads them in the same order.
+enum class OpKind : std::uint8_t {
+    init_params, teardown, zero_grads, tokens, labels,
+    embedding_fwd, embedding_bwd, norm_fwd, norm_bwd,
+    linear_fwd, linear_bwd_data, linear_bwd_weight, rope_fwd, rope_bwd,
+    flash_fwd, flash_bwd, eager_scores, eager_softmax, eager_pv, eager_dp, eager_softmax_bwd, eager_dqkv,
+    swiglu_fwd, swiglu_bwd, gelu_fwd, gelu_bwd, cross_entropy, loss_accumulate, grad_accumulate, optimizer,
+};
+std::string_view to_string(OpKind k);
+
+struct Op {
+    OpKind kind = OpKind::init_params;
+    std::string name;  // e.g. "L3 qkv"
+    Phase phase;       // planner phase (kind, 1-based layer, 1-based micro-batch)
+    std::array<View, 6> v{};
+    ParamId p0 = kNoParam, p1 = kNoParam;
+    bool accumulate = false;  // add into the output (beta = 1) instead of overwriting
+    std::vector<BufferId> alloc;  // allocated before the op runs
+    std::vector<BufferId> free;   // freed after it ran
+};
+
+// Dimensions of the program (one micro-batch).
+struct Dims {
+    std::int64_t s = 0, b = 0, rows = 0;  // rows = s*b tokens per micro-batch
+    std::int64_t h = 0, heads = 0, kv_heads = 0, head_dim = 0, q_width = 0, kv_width = 0, qkv_width = 0;
+    std::int64_t ffn = 0, up_width = 0;   // up_width = 2f (SwiGLU: gate|up) or f (GeLU)
+    std::int64_t vocab = 0, vocab_padded = 0, layers = 0, max_positions = 0, grad_acc = 1;
+};
+
+struct LayerParams {
+    ParamId norm1_w = kNoParam, norm1_b = kNoParam, qkv_w = kNoParam, qkv_b = kNoParam, out_w = kNoParam,
+            out_b = kNoParam, norm2_w = kNoParam, norm2_b = kNoParam, up_w = kNoParam, up_b = kNoParam,
+            down_w = kNoParam, down_b = kNoParam;
+};
+
+// Training hyper-parameters and initialisation (not part of the plan).
+struct TrainHyper {
+    double lr = 1e-3;
+    double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;  // AdamW (Loshchilov & Hutter 2019)
+    double weight_decay = 0.0;
+    double momentum = 0.9;                          // SGD
+    double init_std = 0.02;                         // GPT-2 initialisation
+    double norm_eps = 1e-5;
+    double rope_base = 10000.0;                     // RoPE theta (Su et al. 2021)
+};
+
+struct Program {
+    TrainHyper hyper;
+    ModelConfig model;
+    Plan plan;
+    Dims dims;
+    DType act = DType::bf16;     // activations, logits, weights' compute copy
+    DType weight = DType::bf16;
+    DType grad = DType::bf16;
+    bool master = false;         // fp32 master copy (bf16-mixed recipes)
+    bool grad_accum_fp32 = false;  // bf16-mixed-fp32-grads: extra fp32 accumulation buffer
+
+    std::vector<ParamSpec> params;
+    std::int64_t param_elements = 0;  // flat length incl. alignment padding
+    ParamId wte = kNoParam, wpe = kNoParam, normf_w = kNoParam, normf_b = kNoParam, head = kNoParam;
+    std::vector<LayerParams> layer_params;  // index l-1
+
+    std::vector<BufferSpec> buffers;
+    // Persistent buffers (allocated by setup, freed by teardown).
+    BufferId weights = kNoBuffer, master_weights = kNoBuffer, grads = kNoBuffer, grads_fp32 = kNoBuffer,
+             moment1 = kNoBuffer, moment2 = kNoBuffer, gemm_workspace = kNoBuffer, scalars = kNoBuffer,
+             rope_cos = kNoBuffer, rope_sin = kNoBuffer;
+
+    std::vector<Op> setup;     // allocate and initialise persistent state
+    std::vector<Op> step;      // one optimizer step (grad_acc micro-batches)
+    std::vector<Op> teardown;  // free persistent state
+};
+
+// Throws InputError naming the flag for a plan this single-GPU runtime cannot run
+// (dp/tp/pp > 1, ZeRO, fp16/fp8, dropout, MoE).
+void check_supported(const ModelConfig& model, const Plan& plan);
+
+// Builds the program for a resolved, validated, supported plan.
+Program build_program(const ModelConfig& model, const Plan& plan);
+
+// Op label for reports: "backward layer 3 (micro-batch 1): L3 mlp down dgrad".
+std::string describe(const Program& program, const Op& op);
+
+}  // namespace preflight::runtime

@@ -1,0 +1,75 @@
+// CPU reference implementations of every runtime kernel, in double precision,
+// row-major. They define what the CUDA kernels compute; GPU tests compare against
+// them (documented error bounds per dtype) and CPU tests check them against
+// hand-computed values and finite differences.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace preflight::runtime::ref {
+
+using i64 = std::int64_t;
+
+// Round to the nearest bfloat16 (round-to-nearest-even), as __float2bfloat16 does.
+float round_bf16(float x);
+
+// Y[M,N] = X[M,K] W[N,K]^T (+ b[N]) (+ R[M,N]).
+void linear_fwd(const double* x, const double* w, const double* b, const double* r, double* y, i64 M, i64 N, i64 K);
+// dX[M,K] = dY W (overwrites), dW[N,K] += dY^T X, db[N] += colsum(dY) (db may be null).
+void linear_bwd(const double* dy, const double* x, const double* w, double* dx, double* dw, double* db, i64 M, i64 N,
+                i64 K);
+
+// LayerNorm (Ba et al. 2016) and RMSNorm (Zhang & Sennrich 2019) over rows of width h.
+void layernorm_fwd(const double* x, const double* w, const double* b, double* y, i64 rows, i64 h, double eps);
+// dX (+= when accumulate), dW += , dB += (dB may be null).
+void layernorm_bwd(const double* x, const double* w, const double* dy, double* dx, double* dw, double* db, i64 rows,
+                   i64 h, double eps, bool accumulate);
+void rmsnorm_fwd(const double* x, const double* w, double* y, i64 rows, i64 h, double eps);
+void rmsnorm_bwd(const double* x, const double* w, const double* dy, double* dx, double* dw, i64 rows, i64 h,
+                 double eps, bool accumulate);
+
+// Layout of the fused projection output per token: [Q (heads*d) | K (kv_heads*d) | V (kv_heads*d)].
+struct AttnShape {
+    i64 b = 1, s = 1, heads = 1, kv_heads = 1, d = 1;
+    i64 qkv_width() const { return (heads + 2 * kv_heads) * d; }
+};
+
+// RoPE (Su et al. 2021), rotate-half layout (HF Llama): pairs (i, i + d/2) of each Q
+// and K head rotated by t * base^(-2i/d). In place; bwd rotates by the opposite angle.
+void rope_tables(double* cos_t, double* sin_t, i64 s, i64 d, double base);  // [s, d]
+void rope_fwd(double* qkv, const AttnShape& a, double base);
+void rope_bwd(double* dqkv, const AttnShape& a, double base);
+
+// Causal attention, scale 1/sqrt(d), GQA (query head h uses KV head h / (heads/kv_heads)).
+// out [b*s, heads*d]; lse [b, heads, s] = log-sum-exp of the scaled scores per row (may be null).
+void attention_fwd(const double* qkv, double* out, double* lse, const AttnShape& a);
+// dqkv (overwritten) from dOut.
+void attention_bwd(const double* qkv, const double* dout, double* dqkv, const AttnShape& a);
+// Eager pieces: probabilities [b, heads, s, s] (masked entries 0) and softmax backward
+// dS = P * (dP - rowsum(P * dP)).
+void attention_probs(const double* qkv, double* probs, const AttnShape& a);
+void softmax_bwd(const double* p, const double* dp, double* ds, i64 rows, i64 cols);
+
+// GeLU, tanh approximation (Hendrycks & Gimpel 2016; GPT-2).
+void gelu_fwd(const double* x, double* y, i64 n);
+void gelu_bwd(const double* x, const double* dy, double* dx, i64 n);
+// SwiGLU (Shazeer 2020): gu [rows, 2f] = gate|up; act = silu(gate) * up.
+void swiglu_fwd(const double* gu, double* act, i64 rows, i64 f);
+void swiglu_bwd(const double* gu, const double* dact, double* dgu, i64 rows, i64 f);
+
+// Softmax cross-entropy over the first `vocab` of `vocab_padded` columns. Writes the
+// per-row loss and dlogits = scale * (softmax - onehot) (0 in the padding); returns the summed loss.
+double cross_entropy(const double* logits, const std::int64_t* labels, double* loss_rows, double* dlogits, i64 rows,
+                     i64 vocab, i64 vocab_padded, double scale);
+
+// x[b*s, h] = wte[token] (+ wpe[t]); bwd accumulates into dwte / dwpe (dwpe may be null).
+void embedding_fwd(const std::int64_t* tokens, const double* wte, const double* wpe, double* x, i64 b, i64 s, i64 h);
+void embedding_bwd(const std::int64_t* tokens, const double* dx, double* dwte, double* dwpe, i64 b, i64 s, i64 h);
+
+// AdamW (Loshchilov & Hutter 2019) with bias correction at 1-based `step`; SGD with momentum.
+void adamw(double* p, const double* g, double* m, double* v, i64 n, double lr, double beta1, double beta2, double eps,
+           double weight_decay, i64 step);
+void sgd(double* p, const double* g, double* mom, i64 n, double lr, double momentum, double weight_decay);
+
+}  // namespace preflight::runtime::ref

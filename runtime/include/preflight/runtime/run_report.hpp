@@ -1,0 +1,87 @@
+// The `preflight run` report: measured (device run or dry run) and predicted
+// (planner, runtime profile) side by side, the device, the plan and the timeline.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "preflight/planner/gpu.hpp"
+#include "preflight/planner/memory.hpp"
+#include "preflight/runtime/allocator.hpp"
+
+namespace preflight::runtime {
+
+struct DeviceInfo {
+    std::string name;
+    std::string driver;          // e.g. "13.0"
+    std::string runtime;         // CUDA runtime version
+    std::int64_t memory_bytes = 0;
+    int compute_capability = 0;  // 90 for sm_90
+};
+
+struct FailureInfo {
+    std::string where;   // op label / phase
+    std::string buffer;
+    std::string category;
+    std::int64_t requested_bytes = 0;
+    std::int64_t free_bytes = -1;
+    std::int64_t in_use_bytes = 0;
+    std::string message;
+};
+
+// What one run measured (device) or walked (dry run).
+struct Measured {
+    std::int64_t tracked_peak_bytes = 0;  // tracking allocator peak
+    CategoryBytes peak_breakdown{};
+    std::string peak_where;
+    std::optional<std::int64_t> overhead_bytes;     // cudaMemGetInfo delta over context + library set-up
+    std::optional<std::int64_t> pool_peak_bytes;    // stream-ordered pool's used-memory high-water mark
+    std::optional<std::int64_t> device_used_peak_bytes;  // total - free, lowest free seen
+    std::optional<double> step_time_s;              // median over measured steps
+    std::vector<double> step_times_s;
+    std::vector<double> losses;                     // loss per step (warm-up included, marked)
+    int warmup_steps = 0;
+    std::optional<double> tokens_per_s, mfu, hfu;
+};
+
+struct Predicted {
+    MemoryReport memory;  // planner, runtime profile
+    std::int64_t tracked_peak_bytes = 0;  // peak minus the modelled overhead
+    std::optional<double> step_time_s, tokens_per_s, mfu, hfu;
+    double model_flops_per_step = 0, hardware_flops_per_step = 0;
+};
+
+struct RunReport {
+    std::string mode = "dry-run";  // "dry-run" | "device"
+    std::string status = "ok";     // "ok" | "allocation-failed" | "error"
+    ModelConfig model;
+    GpuSpec gpu;
+    Plan plan;
+    std::optional<DeviceInfo> device;
+    int steps = 0;
+    std::uint64_t seed = 0;
+    Measured measured;
+    Predicted predicted;
+    std::vector<TimelineSample> timeline;
+    std::optional<FailureInfo> failure;
+};
+
+// Relative error of the measured tracked peak against the prediction's (|m - p| / p).
+double peak_relative_error(const RunReport& r);
+
+nlohmann::json category_bytes_to_json(const CategoryBytes& b);
+// interface.md per_gpu_bytes keys from runtime categories (activations include temporaries,
+// buffers include workspaces), with `overhead` given.
+nlohmann::json contract_bytes_to_json(const CategoryBytes& b, std::int64_t overhead);
+nlohmann::json run_report_to_json(const RunReport& r);
+
+// Writes `text` to `path` atomically: a temp file in the same folder, then rename.
+// Throws std::runtime_error naming the path on failure.
+void write_file_atomic(const std::filesystem::path& path, const std::string& text);
+
+}  // namespace preflight::runtime

@@ -1,0 +1,46 @@
+// Entry points of the runtime: dry run (host, always available) and device run
+// (CUDA library preflight::runtime only; guarded by PREFLIGHT_HAVE_RUNTIME in callers).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "preflight/planner/gpu.hpp"
+#include "preflight/runtime/program.hpp"
+#include "preflight/runtime/run_report.hpp"
+
+namespace preflight::runtime {
+
+struct RunOptions {
+    int steps = 10;          // measured steps (median step time over these)
+    int warmup = 2;          // excluded from timing
+    std::uint64_t seed = 1234;
+    std::optional<std::int64_t> overhead_bytes;  // for the prediction; default: the GPU spec's
+    TrainHyper hyper;
+    bool timeline = true;    // record the timeline of one step
+    // Progress lines (device runs: one per step); null = quiet.
+    std::function<void(const std::string&)> progress;
+};
+
+// The planner's prediction for the plan under the runtime profile (never reads
+// measured numbers): memory, and step time / MFU / HFU from the planner's FLOP counts.
+Predicted predict(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan, const RunOptions& options);
+
+// Walks set-up, one step and teardown with no device. The report's `measured`
+// section holds the tracking allocator's figures (no times).
+RunReport dry_run_report(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan, const RunOptions& options);
+
+// Fills measured throughput (tokens/s, MFU, HFU) from a measured step time and the
+// planner's FLOP counts for the plan on `gpu` (its dense peak for the compute precision).
+void fill_measured_throughput(RunReport& report);
+
+// ---- Defined by the CUDA library (preflight::runtime) only ----
+// Number of CUDA devices (0 when none or no driver).
+int device_count();
+// Runs the plan on device 0: set-up, warm-up + measured steps, teardown. Never throws
+// for a failed allocation: the report comes back with status "allocation-failed".
+RunReport run_on_device(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan, const RunOptions& options);
+
+}  // namespace preflight::runtime

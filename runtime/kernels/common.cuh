@@ -1,0 +1,69 @@
+// Shared device helpers for the runtime kernels: dtype conversion, error checks,
+// block reductions. Kernels are templated on the storage type T (float or bf16)
+// and accumulate in fp32.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace preflight::runtime::cuda {
+
+using bf16 = __nv_bfloat16;
+
+[[noreturn]] inline void cuda_fail(cudaError_t e, const char* what, const char* file, int line) {
+    throw std::runtime_error(std::string("CUDA error in ") + what + " (" + file + ":" + std::to_string(line) +
+                             "): " + cudaGetErrorString(e));
+}
+#define PF_CUDA_CHECK(expr)                                                                  \
+    do {                                                                                     \
+        const cudaError_t pf_err_ = (expr);                                                  \
+        if (pf_err_ != cudaSuccess) ::preflight::runtime::cuda::cuda_fail(pf_err_, #expr, __FILE__, __LINE__); \
+    } while (0)
+#define PF_LAUNCH_CHECK() PF_CUDA_CHECK(cudaGetLastError())
+
+__device__ __forceinline__ float to_f(float x) { return x; }
+__device__ __forceinline__ float to_f(bf16 x) { return __bfloat162float(x); }
+template <class T>
+__device__ __forceinline__ T from_f(float x);
+template <>
+__device__ __forceinline__ float from_f<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ bf16 from_f<bf16>(float x) { return __float2bfloat16(x); }
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+// Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
+__device__ __forceinline__ float block_sum(float v) {
+    __shared__ float part[32];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = (blockDim.x + 31) / 32;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0) part[warp] = v;
+    __syncthreads();
+    v = lane < warps ? part[lane] : 0.f;
+    return warp_sum(v);
+}
+__device__ __forceinline__ float block_max(float v) {
+    __shared__ float part[32];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = (blockDim.x + 31) / 32;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0) part[warp] = v;
+    __syncthreads();
+    v = lane < warps ? part[lane] : -INFINITY;
+    return warp_max(v);
+}
+
+inline unsigned grid_for(std::int64_t n, int block) { return static_cast<unsigned>((n + block - 1) / block); }
+
+}  // namespace preflight::runtime::cuda

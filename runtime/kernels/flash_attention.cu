@@ -1,0 +1,273 @@
+// Causal flash attention (Dao et al. 2022; FlashAttention-2 loop order, Dao 2023):
+// tiles of 32 queries x 32 keys, online softmax, only the per-row log-sum-exp kept.
+// Backward recomputes probabilities from the LSE in two kernels (dQ; dK and dV),
+// so nothing is accumulated with atomics. GQA: query head h reads KV head h / g.
+// CPU reference: ref::attention_fwd / ref::attention_bwd.
+//
+// Layout inside a warp: 8 rows (queries, or keys in the dK/dV kernel) of 4 lanes;
+// lane c of a row owns elements c, c+4, c+8, ... of the head dimension (d <= 128,
+// d % 4 == 0), so dot products need two shuffles and shared-memory reads are
+// conflict-free broadcasts.
+#include "kernels.cuh"
+
+namespace preflight::runtime::cuda {
+namespace {
+
+constexpr int kTile = 32;         // queries per block / keys per tile
+constexpr int kWarps = 4;         // 4 warps x 8 rows = 32 rows
+constexpr int kMaxPerLane = 32;   // d / 4 for d = 128
+
+struct Geo {
+    i64 s, heads, kv, d, C, qw;
+    float scale;
+    __device__ i64 q(i64 b, i64 t, i64 h) const { return (b * s + t) * C + h * d; }
+    __device__ i64 k(i64 b, i64 t, i64 kh) const { return (b * s + t) * C + heads * d + kh * d; }
+    __device__ i64 v(i64 b, i64 t, i64 kh) const { return (b * s + t) * C + (heads + kv) * d + kh * d; }
+    __device__ i64 o(i64 b, i64 t, i64 h) const { return (b * s + t) * qw + h * d; }
+};
+
+__device__ __forceinline__ float group4_sum(float v) {
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    v += __shfl_xor_sync(0xffffffffu, v, 2);
+    return v;
+}
+
+// Loads keys [k0, k0 + 32) of KV head kh into Ks, Vs (zeros past s).
+template <class T>
+__device__ void load_kv_tile(const T* qkv, const Geo& g, i64 b, i64 kh, i64 k0, float (*Ks)[128], float (*Vs)[128]) {
+    for (int idx = threadIdx.x; idx < kTile * g.d; idx += blockDim.x) {
+        const int j = idx / static_cast<int>(g.d), i = idx % static_cast<int>(g.d);
+        const i64 u = k0 + j;
+        Ks[j][i] = u < g.s ? to_f(qkv[g.k(b, u, kh) + i]) : 0.f;
+        Vs[j][i] = u < g.s ? to_f(qkv[g.v(b, u, kh) + i]) : 0.f;
+    }
+}
+
+template <class T>
+__global__ void __launch_bounds__(128) flash_fwd_kernel(const T* qkv, T* out, float* lse, Geo g) {
+    __shared__ float Ks[kTile][128], Vs[kTile][128];
+    const i64 bh = blockIdx.y, b = bh / g.heads, h = bh % g.heads, kh = h / (g.heads / g.kv);
+    const i64 q0 = static_cast<i64>(blockIdx.x) * kTile;
+    const int lane = threadIdx.x % 32, c = lane % 4;
+    const i64 t_raw = q0 + (threadIdx.x / 32) * 8 + lane / 4;
+    const i64 t = t_raw < g.s ? t_raw : g.s - 1;  // rows past s compute a copy, write nothing
+    const int per = static_cast<int>(g.d / 4);
+    float q[kMaxPerLane], acc[kMaxPerLane];
+#pragma unroll
+    for (int e = 0; e < kMaxPerLane; ++e) {
+        q[e] = e < per ? to_f(qkv[g.q(b, t, h) + c + 4 * e]) : 0.f;
+        acc[e] = 0.f;
+    }
+    float m = -INFINITY, l = 0.f;
+    const i64 last = q0 + kTile - 1 < g.s - 1 ? q0 + kTile - 1 : g.s - 1;
+    for (i64 k0 = 0; k0 <= last; k0 += kTile) {
+        __syncthreads();
+        load_kv_tile(qkv, g, b, kh, k0, Ks, Vs);
+        __syncthreads();
+        if (!__any_sync(0xffffffffu, t >= k0)) continue;
+        float sc[kTile];
+        float mt = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < kTile; ++j) {
+            float part = 0.f;
+#pragma unroll
+            for (int e = 0; e < kMaxPerLane; ++e)
+                if (e < per) part += q[e] * Ks[j][c + 4 * e];
+            const float full = group4_sum(part) * g.scale;
+            sc[j] = k0 + j <= t ? full : -INFINITY;
+            mt = fmaxf(mt, sc[j]);
+        }
+        const float mn = fmaxf(m, mt);
+        const float corr = __expf(m - mn);
+        l *= corr;
+#pragma unroll
+        for (int e = 0; e < kMaxPerLane; ++e) acc[e] *= corr;
+#pragma unroll
+        for (int j = 0; j < kTile; ++j) {
+            const float p = __expf(sc[j] - mn);
+            l += p;
+#pragma unroll
+            for (int e = 0; e < kMaxPerLane; ++e)
+                if (e < per) acc[e] += p * Vs[j][c + 4 * e];
+        }
+        m = mn;
+    }
+    if (t_raw < g.s) {
+        const float inv = 1.f / l;
+#pragma unroll
+        for (int e = 0; e < kMaxPerLane; ++e)
+            if (e < per) out[g.o(b, t, h) + c + 4 * e] = from_f<T>(acc[e] * inv);
+        if (c == 0) lse[bh * g.s + t] = m + __logf(l);
+    }
+}
+
+// D[b, h, t] = sum_i dO * O (one warp per row).
+template <class T>
+__global__ void flash_dsum_kernel(const T* out, const T* dout, float* dsum, Geo g, i64 rows) {
+    const i64 row = blockIdx.x * static_cast<i64>(blockDim.x / 32) + threadIdx.x / 32;  // (b, h, t)
+    if (row >= rows) return;
+    const i64 t = row % g.s, bh = row / g.s, b = bh / g.heads, h = bh % g.heads;
+    float acc = 0.f;
+    for (i64 i = threadIdx.x % 32; i < g.d; i += 32) acc += to_f(out[g.o(b, t, h) + i]) * to_f(dout[g.o(b, t, h) + i]);
+    acc = warp_sum(acc);
+    if (threadIdx.x % 32 == 0) dsum[row] = acc;
+}
+
+// dQ = scale * sum_u dS_tu K_u, dS = P (dP - D), P recomputed from the LSE.
+template <class T>
+__global__ void __launch_bounds__(128) flash_dq_kernel(const T* qkv, const float* lse, const T* dout,
+                                                       const float* dsum, T* dqkv, Geo g) {
+    __shared__ float Ks[kTile][128], Vs[kTile][128];
+    const i64 bh = blockIdx.y, b = bh / g.heads, h = bh % g.heads, kh = h / (g.heads / g.kv);
+    const i64 q0 = static_cast<i64>(blockIdx.x) * kTile;
+    const int lane = threadIdx.x % 32, c = lane % 4;
+    const i64 t_raw = q0 + (threadIdx.x / 32) * 8 + lane / 4;
+    const i64 t = t_raw < g.s ? t_raw : g.s - 1;
+    const int per = static_cast<int>(g.d / 4);
+    float q[kMaxPerLane], dO[kMaxPerLane], dq[kMaxPerLane];
+#pragma unroll
+    for (int e = 0; e < kMaxPerLane; ++e) {
+        q[e] = e < per ? to_f(qkv[g.q(b, t, h) + c + 4 * e]) : 0.f;
+        dO[e] = e < per ? to_f(dout[g.o(b, t, h) + c + 4 * e]) : 0.f;
+        dq[e] = 0.f;
+    }
+    const float L = lse[bh * g.s + t], D = dsum[bh * g.s + t];
+    const i64 last = q0 + kTile - 1 < g.s - 1 ? q0 + kTile - 1 : g.s - 1;
+    for (i64 k0 = 0; k0 <= last; k0 += kTile) {
+        __syncthreads();
+        load_kv_tile(qkv, g, b, kh, k0, Ks, Vs);
+        __syncthreads();
+        if (!__any_sync(0xffffffffu, t >= k0)) continue;
+#pragma unroll 4
+        for (int j = 0; j < kTile; ++j) {
+            float ps = 0.f, pd = 0.f;
+#pragma unroll
+            for (int e = 0; e < kMaxPerLane; ++e)
+                if (e < per) {
+                    ps += q[e] * Ks[j][c + 4 * e];
+                    pd += dO[e] * Vs[j][c + 4 * e];
+                }
+            const float sc = group4_sum(ps) * g.scale, dp = group4_sum(pd);
+            const float p = k0 + j <= t ? __expf(sc - L) : 0.f;
+            const float ds = p * (dp - D);
+#pragma unroll
+            for (int e = 0; e < kMaxPerLane; ++e)
+                if (e < per) dq[e] += ds * Ks[j][c + 4 * e];
+        }
+    }
+    if (t_raw < g.s)
+#pragma unroll
+        for (int e = 0; e < kMaxPerLane; ++e)
+            if (e < per) dqkv[g.q(b, t, h) + c + 4 * e] = from_f<T>(dq[e] * g.scale);
+}
+
+// dK_u = scale * sum_{h in group, t >= u} dS_tu Q_t; dV_u = sum P_tu dO_t. One block per
+// 32 keys of one KV head; each warp owns 8 keys (4 lanes each), queries stream through smem.
+template <class T>
+__global__ void __launch_bounds__(128) flash_dkv_kernel(const T* qkv, const float* lse, const T* dout,
+                                                        const float* dsum, T* dqkv, Geo g) {
+    __shared__ float Qs[kTile][128], dOs[kTile][128], Ls[kTile], Ds[kTile];
+    const i64 bk = blockIdx.y, b = bk / g.kv, kh = bk % g.kv, group = g.heads / g.kv;
+    const i64 k0 = static_cast<i64>(blockIdx.x) * kTile;
+    const int lane = threadIdx.x % 32, c = lane % 4;
+    const i64 u_raw = k0 + (threadIdx.x / 32) * 8 + lane / 4;
+    const i64 u = u_raw < g.s ? u_raw : g.s - 1;
+    const int per = static_cast<int>(g.d / 4);
+    float k[kMaxPerLane], v[kMaxPerLane], dk[kMaxPerLane], dv[kMaxPerLane];
+#pragma unroll
+    for (int e = 0; e < kMaxPerLane; ++e) {
+        k[e] = e < per ? to_f(qkv[g.k(b, u, kh) + c + 4 * e]) : 0.f;
+        v[e] = e < per ? to_f(qkv[g.v(b, u, kh) + c + 4 * e]) : 0.f;
+        dk[e] = dv[e] = 0.f;
+    }
+    for (i64 j = 0; j < group; ++j) {
+        const i64 h = kh * group + j, bh = b * g.heads + h;
+        for (i64 q0 = k0; q0 < g.s; q0 += kTile) {
+            __syncthreads();
+            for (int idx = threadIdx.x; idx < kTile * g.d; idx += blockDim.x) {
+                const int r = idx / static_cast<int>(g.d), i = idx % static_cast<int>(g.d);
+                const i64 t = q0 + r;
+                Qs[r][i] = t < g.s ? to_f(qkv[g.q(b, t, h) + i]) : 0.f;
+                dOs[r][i] = t < g.s ? to_f(dout[g.o(b, t, h) + i]) : 0.f;
+            }
+            if (threadIdx.x < kTile) {
+                const i64 t = q0 + threadIdx.x;
+                Ls[threadIdx.x] = t < g.s ? lse[bh * g.s + t] : 0.f;
+                Ds[threadIdx.x] = t < g.s ? dsum[bh * g.s + t] : 0.f;
+            }
+            __syncthreads();
+#pragma unroll 4
+            for (int r = 0; r < kTile; ++r) {
+                const i64 t = q0 + r;
+                float ps = 0.f, pd = 0.f;
+#pragma unroll
+                for (int e = 0; e < kMaxPerLane; ++e)
+                    if (e < per) {
+                        ps += Qs[r][c + 4 * e] * k[e];
+                        pd += dOs[r][c + 4 * e] * v[e];
+                    }
+                const float sc = group4_sum(ps) * g.scale, dp = group4_sum(pd);
+                const float p = (t < g.s && u_raw <= t && u_raw < g.s) ? __expf(sc - Ls[r]) : 0.f;
+                const float ds = p * (dp - Ds[r]);
+#pragma unroll
+                for (int e = 0; e < kMaxPerLane; ++e)
+                    if (e < per) {
+                        dv[e] += p * dOs[r][c + 4 * e];
+                        dk[e] += ds * Qs[r][c + 4 * e];
+                    }
+            }
+        }
+    }
+    if (u_raw < g.s)
+#pragma unroll
+        for (int e = 0; e < kMaxPerLane; ++e)
+            if (e < per) {
+                dqkv[g.k(b, u, kh) + c + 4 * e] = from_f<T>(dk[e] * g.scale);
+                dqkv[g.v(b, u, kh) + c + 4 * e] = from_f<T>(dv[e]);
+            }
+}
+
+Geo geometry(i64 s, i64 heads, i64 kv, i64 d) {
+    return {s, heads, kv, d, (heads + 2 * kv) * d, heads * d, static_cast<float>(1.0 / sqrt(static_cast<double>(d)))};
+}
+
+void check_head_dim(i64 d) {
+    if (d > 128 || d % 4 != 0) throw std::runtime_error("flash attention: head_dim must be a multiple of 4, at most 128");
+}
+
+}  // namespace
+
+template <class T>
+void launch_flash_fwd(const T* qkv, T* out, float* lse, i64 b, i64 s, i64 heads, i64 kv_heads, i64 d,
+                      cudaStream_t stream) {
+    check_head_dim(d);
+    const dim3 grid(static_cast<unsigned>((s + kTile - 1) / kTile), static_cast<unsigned>(b * heads));
+    flash_fwd_kernel<T><<<grid, 32 * kWarps, 0, stream>>>(qkv, out, lse, geometry(s, heads, kv_heads, d));
+    PF_LAUNCH_CHECK();
+}
+
+template <class T>
+void launch_flash_bwd(const T* qkv, const T* out, const float* lse, const T* dout, T* dqkv, float* dsum, i64 b, i64 s,
+                      i64 heads, i64 kv_heads, i64 d, cudaStream_t stream) {
+    check_head_dim(d);
+    const Geo g = geometry(s, heads, kv_heads, d);
+    const i64 rows = b * heads * s;
+    flash_dsum_kernel<T><<<grid_for(rows, 8), 256, 0, stream>>>(out, dout, dsum, g, rows);
+    PF_LAUNCH_CHECK();
+    const unsigned tiles = static_cast<unsigned>((s + kTile - 1) / kTile);
+    flash_dq_kernel<T><<<dim3(tiles, static_cast<unsigned>(b * heads)), 32 * kWarps, 0, stream>>>(qkv, lse, dout, dsum,
+                                                                                                   dqkv, g);
+    PF_LAUNCH_CHECK();
+    flash_dkv_kernel<T><<<dim3(tiles, static_cast<unsigned>(b * kv_heads)), 32 * kWarps, 0, stream>>>(qkv, lse, dout,
+                                                                                                      dsum, dqkv, g);
+    PF_LAUNCH_CHECK();
+}
+
+template void launch_flash_fwd<float>(const float*, float*, float*, i64, i64, i64, i64, i64, cudaStream_t);
+template void launch_flash_fwd<bf16>(const bf16*, bf16*, float*, i64, i64, i64, i64, i64, cudaStream_t);
+template void launch_flash_bwd<float>(const float*, const float*, const float*, const float*, float*, float*, i64, i64,
+                                      i64, i64, i64, cudaStream_t);
+template void launch_flash_bwd<bf16>(const bf16*, const bf16*, const float*, const bf16*, bf16*, float*, i64, i64, i64,
+                                     i64, i64, cudaStream_t);
+
+}  // namespace preflight::runtime::cuda

@@ -1,0 +1,104 @@
+// Launchers of the runtime kernels (one .cu file each under runtime/kernels/). The
+// CPU reference of each lives in host code: preflight/runtime/reference.hpp.
+// T is float or __nv_bfloat16; every launcher runs on `stream` and checks the launch.
+#pragma once
+
+#include <cstdint>
+
+#include "common.cuh"
+
+namespace preflight::runtime::cuda {
+
+using i64 = std::int64_t;
+
+// synthetic.cu: tokens [b, s] (positions 0..s-1) or labels (positions 1..s) from the seed.
+void launch_synthetic_tokens(std::int64_t* out, i64 b, i64 s, i64 vocab, std::uint64_t seed, i64 step, i64 micro_batch,
+                             bool labels, cudaStream_t stream);
+
+// init.cu: parameter initialisation, fills, RoPE tables, fp32 gradient accumulation.
+template <class T>
+void launch_init_normal(T* w, float* master, i64 n, float std_dev, std::uint64_t seed, cudaStream_t stream);
+template <class T>
+void launch_fill(T* w, float* master, i64 n, float value, cudaStream_t stream);
+void launch_rope_tables(float* cos_t, float* sin_t, i64 s, i64 d, double base, cudaStream_t stream);
+// acc += g; g = 0
+void launch_grad_accumulate(float* acc, bf16* g, i64 n, cudaStream_t stream);
+
+// embedding.cu
+template <class T>
+void launch_embedding_fwd(const std::int64_t* tokens, const T* wte, const T* wpe, T* x, i64 b, i64 s, i64 h,
+                          cudaStream_t stream);
+// Deterministic: one block per distinct token sums its rows in order (no atomics).
+template <class T>
+void launch_embedding_bwd(const std::int64_t* tokens, const T* dx, T* dwte, T* dwpe, i64 b, i64 s, i64 h,
+                          cudaStream_t stream);
+
+// norm.cu: LayerNorm (bias may be null) or RMSNorm (layernorm = false).
+template <class T>
+void launch_norm_fwd(const T* x, const T* w, const T* b, T* y, i64 rows, i64 h, float eps, bool layernorm,
+                     cudaStream_t stream);
+// dx (= or +=), stats scratch [rows, 2] fp32, dw += , db += (db may be null).
+template <class T>
+void launch_norm_bwd(const T* x, const T* w, const T* dy, T* dx, float* stats, T* dw, T* db, i64 rows, i64 h,
+                     float eps, bool layernorm, bool accumulate, cudaStream_t stream);
+
+// bias_grad.cu: db[n] += sum over rows of dy[rows, n] (row stride ld).
+template <class T>
+void launch_bias_grad(const T* dy, T* db, i64 rows, i64 n, i64 ld, cudaStream_t stream);
+
+// rope.cu: in place on the Q and K parts of qkv [rows, (heads + 2 kv_heads) d]; inverse = backward.
+template <class T>
+void launch_rope(T* qkv, const float* cos_t, const float* sin_t, i64 b, i64 s, i64 heads, i64 kv_heads, i64 d,
+                 bool inverse, cudaStream_t stream);
+
+// gelu.cu (tanh approximation) and swiglu.cu.
+template <class T>
+void launch_gelu_fwd(const T* x, T* y, i64 n, cudaStream_t stream);
+template <class T>  // dx overwrites dy in place allowed (dx == dy)
+void launch_gelu_bwd(const T* x, const T* dy, T* dx, i64 n, cudaStream_t stream);
+template <class T>
+void launch_swiglu_fwd(const T* gu, T* act, i64 rows, i64 f, cudaStream_t stream);
+// dgu [rows, 2f]: in: dact in columns [0, f); out: dgate | dup (in place).
+template <class T>
+void launch_swiglu_bwd(const T* gu, T* dgu, i64 rows, i64 f, cudaStream_t stream);
+
+// softmax.cu: causal row softmax for eager attention over [b*heads*s, s] (row r is query r % s).
+template <class T>
+void launch_causal_softmax_fwd(const T* scores, T* probs, i64 rows, i64 s, cudaStream_t stream);
+template <class T>
+void launch_causal_softmax_bwd(const T* probs, const T* dp, T* ds, i64 rows, i64 s, cudaStream_t stream);
+
+// flash_attention.cu: causal, scale 1/sqrt(d), GQA; qkv [b*s, (heads + 2 kv) d], out [b*s, heads d], lse [b, heads, s].
+template <class T>
+void launch_flash_fwd(const T* qkv, T* out, float* lse, i64 b, i64 s, i64 heads, i64 kv_heads, i64 d,
+                      cudaStream_t stream);
+// dsum [b, heads, s] fp32 scratch; dqkv overwritten.
+template <class T>
+void launch_flash_bwd(const T* qkv, const T* out, const float* lse, const T* dout, T* dqkv, float* dsum, i64 b, i64 s,
+                      i64 heads, i64 kv_heads, i64 d, cudaStream_t stream);
+
+// cross_entropy.cu: logits [rows, vocab_padded] -> dlogits in place (scaled), loss per row;
+// loss_sum: total += sum(loss rows) (one block, deterministic).
+template <class T>
+void launch_cross_entropy(T* logits, const std::int64_t* labels, float* loss_rows, i64 rows, i64 vocab,
+                          i64 vocab_padded, float scale, cudaStream_t stream);
+void launch_loss_sum(const float* loss_rows, i64 rows, float* total, cudaStream_t stream);
+
+// optimizer.cu: AdamW / SGD on one tensor. grad is fp32 when grad_f32 else bf16; master
+// (fp32) is updated and written to `weights` when non-null, else weights are updated in place.
+struct OptimizerArgs {
+    const void* grad = nullptr;
+    bool grad_f32 = false;
+    float* master = nullptr;
+    void* weights = nullptr;
+    bool weights_f32 = false;
+    float* m = nullptr;
+    float* v = nullptr;  // null for SGD
+    i64 n = 0;
+    float lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0, momentum = 0;
+    i64 step = 1;
+};
+void launch_adamw(const OptimizerArgs& a, cudaStream_t stream);
+void launch_sgd(const OptimizerArgs& a, cudaStream_t stream);
+
+}  // namespace preflight::runtime::cuda

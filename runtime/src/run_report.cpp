@@ -1,0 +1,155 @@
+#include "preflight/runtime/run_report.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+#include <system_error>
+
+#include <unistd.h>
+
+#include "preflight/planner/report.hpp"
+
+namespace preflight::runtime {
+
+using nlohmann::json;
+
+double peak_relative_error(const RunReport& r) {
+    const double p = static_cast<double>(r.predicted.tracked_peak_bytes);
+    if (p <= 0) return 0;
+    return std::abs(static_cast<double>(r.measured.tracked_peak_bytes) - p) / p;
+}
+
+json category_bytes_to_json(const CategoryBytes& b) {
+    json j = json::object();
+    for (int c = 0; c < kCategoryCount; ++c) j[std::string(to_string(static_cast<Category>(c)))] = b[static_cast<std::size_t>(c)];
+    return j;
+}
+
+json contract_bytes_to_json(const CategoryBytes& b, std::int64_t overhead) {
+    json j = {{"weights", 0},  {"master_weights", 0}, {"gradients", 0}, {"optimizer_states", 0},
+              {"activations", 0}, {"logits_and_loss", 0}, {"buffers", 0}, {"overhead", overhead}};
+    for (int c = 0; c < kCategoryCount; ++c) {
+        const std::string key(contract_category(static_cast<Category>(c)));
+        j[key] = j[key].get<std::int64_t>() + b[static_cast<std::size_t>(c)];
+    }
+    return j;
+}
+
+namespace {
+
+template <class T>
+json opt(const std::optional<T>& v) {
+    return v ? json(*v) : json(nullptr);
+}
+
+json timeline_json(const std::vector<TimelineSample>& t) {
+    json a = json::array();
+    for (const auto& e : t) {
+        json b = json::array();
+        for (auto v : e.bytes) b.push_back(v);
+        a.push_back({{"seq", e.seq}, {"time_s", e.time_s}, {"phase", std::string(to_string(e.phase))},
+                     {"op", e.label}, {"total_bytes", total(e.bytes)}, {"bytes", b}});
+    }
+    return a;
+}
+
+}  // namespace
+
+json run_report_to_json(const RunReport& r) {
+    json j;
+    j["schema_version"] = kSchemaVersion;
+    j["command"] = "run";
+    j["mode"] = r.mode;
+    j["status"] = r.status;
+    j["model"] = {{"name", r.model.name}, {"params", r.predicted.memory.params.total},
+                  {"params_active", r.predicted.memory.params.active}};
+    j["gpu"] = {{"name", r.gpu.name}, {"memory_bytes", r.gpu.memory_bytes}};
+    j["plan"] = plan_to_json(r.plan);
+    j["steps"] = r.steps;
+    j["seed"] = r.seed;
+    if (r.device)
+        j["device"] = {{"name", r.device->name},
+                       {"driver", r.device->driver},
+                       {"runtime", r.device->runtime},
+                       {"memory_bytes", r.device->memory_bytes},
+                       {"compute_capability", r.device->compute_capability}};
+    else
+        j["device"] = nullptr;
+
+    const Measured& m = r.measured;
+    const std::int64_t m_overhead = m.overhead_bytes.value_or(0);
+    json mj;
+    mj["source"] = r.mode == "device" ? "device" : "dry-run (tracking allocator, no device)";
+    mj["peak_bytes"] = m.tracked_peak_bytes + m_overhead;
+    mj["tracked_peak_bytes"] = m.tracked_peak_bytes;
+    mj["peak_op"] = m.peak_where;
+    mj["bytes_by_category"] = category_bytes_to_json(m.peak_breakdown);
+    mj["per_gpu_bytes"] = contract_bytes_to_json(m.peak_breakdown, m_overhead);
+    mj["overhead_bytes"] = opt(m.overhead_bytes);
+    mj["pool_peak_bytes"] = opt(m.pool_peak_bytes);
+    mj["device_used_peak_bytes"] = opt(m.device_used_peak_bytes);
+    mj["step_time_s"] = opt(m.step_time_s);
+    mj["step_times_s"] = m.step_times_s;
+    mj["warmup_steps"] = m.warmup_steps;
+    mj["loss"] = m.losses;
+    mj["tokens_per_s"] = opt(m.tokens_per_s);
+    mj["mfu"] = opt(m.mfu);
+    mj["hfu"] = opt(m.hfu);
+    j["measured"] = mj;
+
+    const Predicted& p = r.predicted;
+    json pj;
+    pj["profile"] = "preflight-runtime";
+    pj["peak_bytes"] = p.memory.peak_bytes;
+    pj["tracked_peak_bytes"] = p.tracked_peak_bytes;
+    pj["peak_phase"] = describe(p.memory.peak_phase);
+    pj["per_gpu_bytes"] = breakdown_to_json(p.memory.at_peak);
+    pj["activations_per_layer_bytes"] = p.memory.activations_per_layer_bytes;
+    pj["fits"] = p.memory.fits;
+    pj["step_time_s"] = opt(p.step_time_s);
+    pj["tokens_per_s"] = opt(p.tokens_per_s);
+    pj["mfu"] = opt(p.mfu);
+    pj["hfu"] = opt(p.hfu);
+    pj["model_flops_per_step"] = p.model_flops_per_step;
+    pj["hardware_flops_per_step"] = p.hardware_flops_per_step;
+    j["predicted"] = pj;
+    j["agreement"] = {{"tracked_peak_relative_error", peak_relative_error(r)}};
+
+    if (r.failure)
+        j["failure"] = {{"where", r.failure->where},
+                        {"buffer", r.failure->buffer},
+                        {"category", r.failure->category},
+                        {"requested_bytes", r.failure->requested_bytes},
+                        {"free_bytes", r.failure->free_bytes},
+                        {"in_use_bytes", r.failure->in_use_bytes},
+                        {"message", r.failure->message}};
+    json cats = json::array();
+    for (int c = 0; c < kCategoryCount; ++c) cats.push_back(std::string(to_string(static_cast<Category>(c))));
+    j["timeline"] = {{"categories", cats}, {"samples", timeline_json(r.timeline)}};
+    return j;
+}
+
+void write_file_atomic(const std::filesystem::path& path, const std::string& text) {
+    const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+    const std::filesystem::path tmp = dir / ("." + path.filename().string() + ".tmp." + std::to_string(::getpid()));
+    {
+        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+        if (!out) throw std::runtime_error(path.string() + ": cannot create " + tmp.string());
+        out << text;
+        out.flush();
+        if (!out) {
+            std::error_code ec;
+            std::filesystem::remove(tmp, ec);
+            throw std::runtime_error(path.string() + ": write failed");
+        }
+    }
+    std::error_code ec;
+    std::filesystem::rename(tmp, path, ec);
+    if (ec) {
+        std::filesystem::remove(tmp, ec);
+        throw std::runtime_error(path.string() + ": rename failed: " + ec.message());
+    }
+}
+
+}  // namespace preflight::runtime

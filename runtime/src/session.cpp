@@ -1,0 +1,72 @@
+#include <algorithm>
+
+#include "preflight/planner/profiles.hpp"
+#include "preflight/planner/throughput.hpp"
+#include "preflight/runtime/runtime.hpp"
+#include "preflight/runtime/walker.hpp"
+
+namespace preflight::runtime {
+
+Predicted predict(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in, const RunOptions& options) {
+    const Plan plan = resolve_defaults(plan_in, model);
+    Predicted p;
+    MemoryOptions mo;
+    mo.profile = runtime_profile();
+    mo.overhead_bytes = options.overhead_bytes;
+    mo.timeline = true;
+    p.memory = evaluate_memory(model, gpu, plan, mo);
+    p.tracked_peak_bytes = p.memory.peak_bytes - p.memory.at_peak.overhead;
+    const FlopCounts fc = step_flops(model, plan);
+    p.model_flops_per_step = fc.model_flops_per_step;
+    p.hardware_flops_per_step = fc.hardware_flops_per_step;
+    try {
+        const Throughput t = estimate_throughput(model, gpu, plan);
+        p.step_time_s = t.step_time_s;
+        p.tokens_per_s = t.tokens_per_s;
+        p.mfu = t.mfu;
+        p.hfu = t.hfu;
+    } catch (const std::exception&) {
+        // No published peak for this precision on this GPU: throughput left unknown.
+    }
+    return p;
+}
+
+RunReport dry_run_report(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in, const RunOptions& options) {
+    const Plan plan = resolve_defaults(plan_in, model);
+    Program program = build_program(model, plan);
+    program.hyper = options.hyper;
+    RunReport r;
+    r.mode = "dry-run";
+    r.model = model;
+    r.gpu = gpu;
+    r.plan = plan;
+    r.steps = options.steps;
+    r.seed = options.seed;
+    r.predicted = predict(model, gpu, plan, options);
+    const DryRunResult d = dry_run(program, 1, options.timeline);
+    r.measured.tracked_peak_bytes = d.peak_bytes;
+    r.measured.peak_breakdown = d.peak_breakdown;
+    r.measured.peak_where = d.peak_where;
+    r.timeline = d.timeline;
+    return r;
+}
+
+namespace {
+// Dense peak of the precision the GEMMs run in (fp32 recipe: fp32 CUDA cores).
+std::optional<double> compute_peak(const GpuSpec& gpu, Precision p) {
+    return p == Precision::fp32 ? gpu.peak.fp32_flops_per_s : gpu.peak.bf16_flops_per_s;
+}
+}  // namespace
+
+void fill_measured_throughput(RunReport& r) {
+    if (!r.measured.step_time_s || *r.measured.step_time_s <= 0) return;
+    const double t = *r.measured.step_time_s;
+    r.measured.tokens_per_s = static_cast<double>(r.plan.global_batch_tokens()) / t;
+    if (const auto peak = compute_peak(r.gpu, r.plan.precision)) {
+        // MFU / HFU (Chowdhery et al. 2022, app. B): FLOPs per step / (step time * peak).
+        r.measured.mfu = r.predicted.model_flops_per_step / (t * *peak);
+        r.measured.hfu = r.predicted.hardware_flops_per_step / (t * *peak);
+    }
+}
+
+}  // namespace preflight::runtime

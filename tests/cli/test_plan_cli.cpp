@@ -1,0 +1,166 @@
+// `preflight plan` end to end through the built binary (issue 3 done-when).
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "preflight/planner/report.hpp"
+
+namespace {
+
+struct CliRun {
+    int rc = -1;
+    std::string out;
+};
+
+// Runs the preflight binary with `args`; `merge_stderr` folds stderr into the output.
+CliRun run_preflight(const std::string& args, bool merge_stderr = false) {
+    const std::string cmd = std::string("\"") + PREFLIGHT_EXE + "\" " + args + " --data-dir \"" +
+                            PREFLIGHT_TEST_DATA_DIR + "\"" + (merge_stderr ? " 2>&1" : " 2>/dev/null");
+    CliRun r;
+    FILE* p = popen(cmd.c_str(), "r");
+    if (!p) return r;
+    std::array<char, 4096> buf{};
+    std::size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+    const int status = pclose(p);
+    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
+}
+
+const std::string kDoneWhen =
+    "plan --model llama-3-8b --gpu h100-sxm-80gb --gpus 8 --gbs-tokens 4194304 --seq 4096";
+
+bool has(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
+
+}  // namespace
+
+TEST(PlanCli, TableShowsRecommendationMfuHfuAndRejections) {
+    const CliRun r = run_preflight(kDoneWhen);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_TRUE(has(r.out, "MFU")) << r.out;
+    EXPECT_TRUE(has(r.out, "HFU"));
+    EXPECT_TRUE(has(r.out, "step time"));
+    EXPECT_TRUE(has(r.out, "# rejected families"));
+    EXPECT_TRUE(has(r.out, "ZeRO-0: "));
+    EXPECT_TRUE(has(r.out, "4,194,304 tokens per step"));
+    EXPECT_TRUE(has(r.out, "[binary]"));  // units row
+}
+
+TEST(PlanCli, JsonCarriesTheContractKeys) {
+    const CliRun r = run_preflight(kDoneWhen + " --format json");
+    ASSERT_EQ(r.rc, 0);
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j.at("schema_version"), 1);
+    ASSERT_FALSE(j.at("candidates").empty());
+    const auto& c = j.at("candidates").at(0);
+    const auto& plan = c.at("plan");
+    for (const char* k : {"seq", "mbs", "grad_acc", "dp", "tp", "pp", "sp", "zero", "recompute", "precision",
+                          "optimizer", "attention", "dropout"})
+        EXPECT_TRUE(plan.contains(k)) << k;
+    EXPECT_EQ(plan.at("dp").get<int>() * plan.at("tp").get<int>() * plan.at("pp").get<int>(), 8);
+    EXPECT_EQ(plan.at("seq").get<std::int64_t>() * plan.at("mbs").get<std::int64_t>() *
+                  plan.at("grad_acc").get<std::int64_t>() * plan.at("dp").get<std::int64_t>(),
+              4194304);
+    const auto& mem = c.at("memory");
+    for (const char* k : {"per_gpu_bytes", "activations_per_layer_bytes", "peak_bytes", "peak_phase", "fits"})
+        EXPECT_TRUE(mem.contains(k)) << k;
+    EXPECT_TRUE(mem.at("fits").get<bool>());
+    EXPECT_LE(mem.at("peak_bytes").get<std::int64_t>(), j.at("request").at("limit_bytes").get<std::int64_t>());
+    const auto& t = c.at("throughput");
+    for (const char* k : {"step_time_s", "tokens_per_s", "mfu", "hfu", "model_flops_per_step", "hardware_flops_per_step"})
+        EXPECT_TRUE(t.at(k).is_number()) << k;
+    // MFU = model FLOPs / (step time * GPUs * dense peak), as printed.
+    EXPECT_NEAR(t.at("mfu").get<double>(),
+                t.at("model_flops_per_step").get<double>() /
+                    (t.at("step_time_s").get<double>() * 8 * t.at("peak_flops_per_s").get<double>()),
+                1e-12);
+    ASSERT_FALSE(j.at("rejected").empty());
+    EXPECT_TRUE(j.at("rejected").at(0).contains("plan"));
+    EXPECT_TRUE(j.at("rejected").at(0).at("reason").is_string());
+}
+
+TEST(PlanCli, EmitDeepSpeedMatchesTheRecommendation) {
+    const nlohmann::json doc = nlohmann::json::parse(run_preflight(kDoneWhen + " --format json").out);
+    const auto& plan = doc.at("candidates").at(0).at("plan");
+    const CliRun r = run_preflight(kDoneWhen + " --emit deepspeed");
+    ASSERT_EQ(r.rc, 0);
+    const nlohmann::json ds = nlohmann::json::parse(r.out);
+    EXPECT_EQ(ds.at("train_micro_batch_size_per_gpu"), plan.at("mbs"));
+    EXPECT_EQ(ds.at("gradient_accumulation_steps"), plan.at("grad_acc"));
+    EXPECT_EQ(ds.at("zero_optimization").at("stage"), plan.at("zero"));
+    EXPECT_EQ(ds.at("train_batch_size").get<std::int64_t>(),
+              plan.at("mbs").get<std::int64_t>() * plan.at("grad_acc").get<std::int64_t>() *
+                  plan.at("dp").get<std::int64_t>());
+}
+
+TEST(PlanCli, EmitPreflightMegatronTorchtitan) {
+    const std::string pinned = kDoneWhen + " --precision bf16-mixed --zero 1";
+    const CliRun pf = run_preflight(pinned + " --emit preflight");
+    ASSERT_EQ(pf.rc, 0);
+    const preflight::Plan p = preflight::plan_from_json(nlohmann::json::parse(pf.out));
+    EXPECT_EQ(p.zero, 1);
+    EXPECT_EQ(p.precision, preflight::Precision::bf16_mixed);
+    EXPECT_EQ(p.gpus(), 8);
+    EXPECT_EQ(p.global_batch_tokens(), 4194304);
+
+    const CliRun mg = run_preflight(pinned + " --emit megatron");
+    ASSERT_EQ(mg.rc, 0);
+    EXPECT_TRUE(has(mg.out, "--micro-batch-size " + std::to_string(p.mbs)));
+    EXPECT_TRUE(has(mg.out, "--use-distributed-optimizer"));
+    EXPECT_TRUE(has(mg.out, "--bf16"));
+
+    const CliRun tt = run_preflight(pinned + " --emit torchtitan");
+    ASSERT_EQ(tt.rc, 0);
+    EXPECT_TRUE(has(tt.out, "local_batch_size = " + std::to_string(p.mbs) + "\n"));
+    EXPECT_TRUE(has(tt.out, "[parallelism]"));
+}
+
+TEST(PlanCli, TrainTokensAndLearningRate) {
+    const CliRun r = run_preflight(kDoneWhen + " --train-tokens 1000000000000 --base-lr 3e-4 --base-batch 1048576");
+    ASSERT_EQ(r.rc, 0);
+    EXPECT_TRUE(has(r.out, "GPU-hours"));
+    EXPECT_TRUE(has(r.out, "238,419 steps"));  // ceil(1e12 / 4194304)
+    EXPECT_TRUE(has(r.out, "linear rule:       0.0012"));
+    EXPECT_TRUE(has(r.out, "square-root rule:  0.0006"));
+    EXPECT_TRUE(has(r.out, "rules of thumb"));
+}
+
+TEST(PlanCli, NothingFitsExitsOneWithTheSmallestChange) {
+    const CliRun r = run_preflight(
+        "plan --model llama-3-70b --gpu h100-sxm-80gb --gpus 8 --gbs-tokens 4194304 --seq 8192 --zero 1 --tp 1 "
+        "--recompute none");
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_TRUE(has(r.out, "NOTHING FITS"));
+    EXPECT_TRUE(has(r.out, "smallest change"));
+}
+
+TEST(PlanCli, BadInputExitsTwoNamingTheFlag) {
+    CliRun r = run_preflight("plan --gpus 0 --gbs-tokens 1048576", true);
+    EXPECT_EQ(r.rc, 2);
+    EXPECT_TRUE(has(r.out, "--gpus")) << r.out;
+    r = run_preflight("plan --gpus 8 --gbs-tokens 1048576 --headroom 1.5", true);
+    EXPECT_EQ(r.rc, 2);
+    EXPECT_TRUE(has(r.out, "--headroom")) << r.out;
+    r = run_preflight("plan --gpus 8 --gbs-tokens 1048576 --gpu a100-sxm-80gb --precision fp8-mixed", true);
+    EXPECT_EQ(r.rc, 2);
+    EXPECT_TRUE(has(r.out, "--precision")) << r.out;
+    r = run_preflight("plan --gpus 8 --gbs-tokens 1048576 --attention-flops half", true);
+    EXPECT_EQ(r.rc, 2);
+    EXPECT_TRUE(has(r.out, "--attention-flops")) << r.out;
+    r = run_preflight("plan --gpus 8", true);
+    EXPECT_EQ(r.rc, 2);
+    EXPECT_TRUE(has(r.out, "--gbs-tokens")) << r.out;
+}
+
+TEST(PlanCli, HelpStatesTheAttentionConventionDefault) {
+    const CliRun r = run_preflight("plan --help", true);
+    EXPECT_EQ(r.rc, 0);
+    EXPECT_TRUE(has(r.out, "--attention-flops"));
+    EXPECT_TRUE(has(r.out, "full (default"));
+    EXPECT_TRUE(has(r.out, "causal"));
+    EXPECT_TRUE(has(r.out, "--headroom"));
+}

@@ -1,0 +1,213 @@
+// Every item model of the explorer under QAbstractItemModelTester while the
+// inputs change (valid, invalid, new model/GPU, overlay, search), plus the
+// models' figures against the planner's own report.
+#include <memory>
+
+#include <QAbstractItemModelTester>
+#include <QSignalSpy>
+#include <QSortFilterProxyModel>
+#include <QtTest>
+
+#include "explorer.hpp"
+#include "item_models.hpp"
+#include "preflight/planner/error.hpp"
+#include "run_report.hpp"
+#include "units.hpp"
+
+using namespace preflight;
+using namespace preflight::gui;
+
+class TestGuiModels : public QObject {
+    Q_OBJECT
+
+private:
+    std::unique_ptr<Explorer> explorer_;
+    std::vector<std::unique_ptr<QAbstractItemModelTester>> testers_;
+    std::unique_ptr<QSortFilterProxyModel> proxy_;
+
+    void checkAgainstReport() {
+        const Evaluation* ev = explorer_->current();
+        QVERIFY(ev);
+        const MemoryReport& r = ev->memory;
+        BreakdownModel* b = explorer_->breakdownModel();
+        QCOMPARE(b->rowCount(), 9);
+        for (int row = 0; row < 8; ++row) {
+            const auto& c = categories()[static_cast<std::size_t>(row)];
+            QCOMPARE(b->index(row, BreakdownModel::Predicted).data(BytesRole).toLongLong(), r.at_peak.*(c.member));
+            QCOMPARE(b->index(row, 0).data(KeyRole).toString(), QString::fromLatin1(c.key));
+        }
+        QCOMPARE(b->index(8, BreakdownModel::Predicted).data(BytesRole).toLongLong(), r.peak_bytes);
+
+        TimelineModel* t = explorer_->timelineModel();
+        QCOMPARE(t->rowCount(), static_cast<int>(r.timeline_steady.size()));
+        qint64 max_steady = 0;
+        for (int row = 0; row < t->rowCount(); ++row)
+            max_steady = std::max(max_steady, t->index(row, TimelineModel::Steady).data(BytesRole).toLongLong());
+        QCOMPARE(max_steady, r.peak_bytes);
+
+        // The sweep passes through the current plan: same peak as the main evaluation.
+        SweepModel* s = explorer_->seqSweepModel();
+        const int col = 1 + static_cast<int>(ev->plan.recompute);
+        bool found = false;
+        for (int row = 0; row < s->rowCount(); ++row) {
+            if (!s->index(row, 0).data(CurrentRole).toBool()) continue;
+            QCOMPARE(s->index(row, SweepModel::X).data(ValueRole).toLongLong(), ev->plan.seq);
+            QCOMPARE(s->index(row, col).data(BytesRole).toLongLong(), r.peak_bytes);
+            found = true;
+        }
+        QVERIFY(found);
+        QCOMPARE(explorer_->mbsSweepModel()->currentX(), ev->plan.mbs);
+    }
+
+private slots:
+    void init() {
+        explorer_ = std::make_unique<Explorer>(PREFLIGHT_TEST_DATA_DIR);
+        proxy_ = std::make_unique<QSortFilterProxyModel>();
+        proxy_->setSourceModel(explorer_->candidatesModel());
+        proxy_->setSortRole(ValueRole);
+        proxy_->sort(CandidatesModel::Peak, Qt::DescendingOrder);
+        // Testers attached before any data arrives: they check every reset and query.
+        for (QAbstractItemModel* m : std::initializer_list<QAbstractItemModel*>{
+                 explorer_->breakdownModel(), explorer_->seqSweepModel(), explorer_->mbsSweepModel(),
+                 explorer_->timelineModel(), explorer_->candidatesModel(), explorer_->rejectedModel(), proxy_.get()})
+            testers_.push_back(std::make_unique<QAbstractItemModelTester>(
+                m, QAbstractItemModelTester::FailureReportingMode::QtTest));
+    }
+
+    void cleanup() {
+        testers_.clear();
+        proxy_.reset();
+        explorer_.reset();
+    }
+
+    void modelsFollowPlanChanges() {
+        QVERIFY(explorer_->setAll("llama-3-8b", "h100-sxm-80gb", Plan{}));
+        checkAgainstReport();
+        Plan p;
+        p.dp = 8;
+        p.zero = 1;
+        p.recompute = Recompute::selective;
+        QVERIFY(explorer_->setPlan(p));
+        checkAgainstReport();
+        p.tp = 2;
+        p.sp = true;
+        p.dp = 4;
+        p.zero = 2;
+        p.recompute = Recompute::full;
+        p.mbs = 4;
+        QVERIFY(explorer_->setPlan(p));
+        checkAgainstReport();
+        p.pp = 4;
+        p.grad_acc = 8;
+        QVERIFY(explorer_->setPlan(p));
+        checkAgainstReport();
+        explorer_->setModel("gpt2");  // the plan may not suit the new model; either way a valid result stays
+        QVERIFY(explorer_->hasError() || explorer_->current()->model.name == "gpt2");
+        Plan g;
+        g.attention = AttentionKind::eager;
+        g.dropout = 0.1;
+        QVERIFY(explorer_->setPlan(g));
+        QCOMPARE(QString::fromStdString(explorer_->current()->model.name), QString("gpt2"));
+        checkAgainstReport();
+        QVERIFY(explorer_->setModel("mixtral-8x7b"));
+        QVERIFY(explorer_->setGpu("h200-sxm-141gb"));
+        checkAgainstReport();
+    }
+
+    void invalidInputKeepsLastResult() {
+        QVERIFY(explorer_->setAll("llama-3-8b", "h100-sxm-80gb", Plan{}));
+        const qint64 peak = explorer_->breakdownModel()->index(8, BreakdownModel::Predicted).data(BytesRole).toLongLong();
+        QSignalSpy errors(explorer_.get(), &Explorer::errorChanged);
+        Plan bad;
+        bad.tp = 3;
+        QVERIFY(!explorer_->setPlan(bad));
+        QVERIFY(explorer_->errorMessage().contains("--tp"));
+        QVERIFY(explorer_->errorMessage().contains("does not divide"));
+        QCOMPARE(errors.count(), 1);
+        QCOMPARE(explorer_->breakdownModel()->index(8, BreakdownModel::Predicted).data(BytesRole).toLongLong(), peak);
+        QCOMPARE(explorer_->current()->plan.tp, 1);
+        QVERIFY(!explorer_->setModel(QString(GUI_TEST_INPUTS) + "/malformed_config.json"));
+        QVERIFY(explorer_->errorMessage().contains("malformed_config.json"));
+        QCOMPARE(explorer_->modelSpec(), QString("llama-3-8b"));
+        QVERIFY(explorer_->setPlan(Plan{}));
+        QVERIFY(!explorer_->hasError());
+        QCOMPARE(errors.count(), 3);  // tp message, file message, cleared
+    }
+
+    void overlayModels() {
+        QVERIFY(explorer_->setAll("llama-3-8b", "h100-sxm-80gb", Plan{}));
+        QVERIFY(explorer_->openRunReport(QString(GUI_TEST_INPUTS) + "/run_report_full.json"));
+        BreakdownModel* b = explorer_->breakdownModel();
+        QVERIFY(b->hasMeasured());
+        QCOMPARE(b->index(4, BreakdownModel::Measured).data(BytesRole).toLongLong(), 19327352832LL);
+        QCOMPARE(b->index(8, BreakdownModel::Measured).data(BytesRole).toLongLong(), 68719476736LL);
+        QCOMPARE(b->index(4, BreakdownModel::Measured).data().toString(), formatBytes(19327352832LL));
+        QVERIFY(explorer_->timelineModel()->hasMeasured());
+        int matched = 0;
+        for (int row = 0; row < explorer_->timelineModel()->rowCount(); ++row)
+            if (explorer_->timelineModel()->index(row, TimelineModel::Measured).data(BytesRole).isValid()) ++matched;
+        QCOMPARE(matched, 6);
+
+        QVERIFY(explorer_->openRunReport(QString(GUI_TEST_INPUTS) + "/run_report_partial.json"));
+        QVERIFY(!b->index(0, BreakdownModel::Measured).data(BytesRole).isValid());  // weights not measured
+        QCOMPARE(b->index(0, BreakdownModel::Measured).data().toString(), QString("–"));
+        QCOMPARE(explorer_->timelineModel()->unmatchedMeasured().size(), std::size_t{2});
+        QVERIFY(explorer_->runReport()->notes.join(" ").contains("predicted: missing"));
+        QVERIFY(explorer_->runReport()->notes.join(" ").contains("plan: missing"));
+
+        QVERIFY(!explorer_->openRunReport(QString(GUI_TEST_INPUTS) + "/run_report_empty.json"));
+        QVERIFY(explorer_->errorMessage().contains("neither"));
+        QVERIFY(explorer_->runReport().has_value());  // the previous overlay stays
+        explorer_->setRunReport(std::nullopt);
+        QVERIFY(!b->hasMeasured());
+    }
+
+    void runReportParsing() {
+        const auto full = load_run_report(QString(GUI_TEST_INPUTS) + "/run_report_full.json");
+        QVERIFY(full.measured && full.predicted && full.plan);
+        QCOMPARE(full.model, QString("llama-3-8b"));
+        QCOMPARE(full.gpu, QString("h100-sxm-80gb"));
+        QCOMPARE(full.measured->per_gpu_bytes.size(), std::size_t{8});
+        QCOMPARE(full.measured->timeline.size(), std::size_t{6});
+        QVERIFY(full.predicted->per_gpu_bytes.empty());
+        const auto partial = load_run_report(QString(GUI_TEST_INPUTS) + "/run_report_partial.json");
+        QCOMPARE(partial.measured->per_gpu_bytes.size(), std::size_t{1});
+        QCOMPARE(partial.measured->timeline.size(), std::size_t{2});
+        QVERIFY(partial.notes.join(" ").contains("1 entries without total_bytes skipped"));
+        QVERIFY_THROWS_EXCEPTION(InputError, load_run_report(QString(GUI_TEST_INPUTS) + "/run_report_empty.json"));
+        QVERIFY_THROWS_EXCEPTION(InputError, load_run_report(QString(GUI_TEST_INPUTS) + "/malformed_config.json"));
+        QVERIFY_THROWS_EXCEPTION(InputError, parse_run_report(nlohmann::json::array()));
+    }
+
+    void searchModels() {
+        if (!Explorer::searchAvailable()) QSKIP("planner built without search_plans");
+        Plan p;
+        p.dp = 8;
+        QVERIFY(explorer_->setAll("llama-3-8b", "h100-sxm-80gb", p));
+        QSignalSpy done(explorer_.get(), &Explorer::searchFinished);
+        explorer_->startSearch(8, 1 << 20);
+        QVERIFY(done.wait(120000));
+        QCOMPARE(done.takeFirst().at(0).toString(), QString());
+        CandidatesModel* c = explorer_->candidatesModel();
+        QVERIFY(c->rowCount() > 0);
+        QVERIFY(c->index(0, 0).data(CurrentRole).toBool());
+        QVERIFY(c->index(0, 0).data(Qt::BackgroundRole).isValid());
+        for (int row = 0; row < c->rowCount(); ++row) {
+            const Plan& cp = c->rows()[static_cast<std::size_t>(row)].plan;
+            QCOMPARE(cp.gpus(), 8);
+            QCOMPARE(cp.global_batch_tokens(), 1 << 20);
+            QVERIFY(c->index(row, CandidatesModel::Peak).data(BytesRole).toLongLong() <=
+                    static_cast<qint64>(0.95 * static_cast<double>(c->rows()[0].capacity_bytes)) + 1);
+        }
+        QCOMPARE(proxy_->rowCount(), c->rowCount());
+        QVERIFY(explorer_->rejectedModel()->rowCount() >= 0);
+        // A second search replaces the rows (reset under the tester).
+        explorer_->startSearch(16, 1 << 21);
+        QVERIFY(done.wait(120000));
+        QVERIFY(c->rowCount() > 0);
+        QCOMPARE(c->rows()[0].plan.gpus(), 16);
+    }
+};
+
+QTEST_MAIN(TestGuiModels)
+#include "tst_gui_models.moc"

@@ -1,0 +1,259 @@
+// The main window: renders and saves a screenshot, keeps the last valid result
+// with the planner's message on invalid input (no modal dialogs), overlays a run
+// report, exports PNG/JSON, runs the plan search and loads a candidate on
+// double-click, and re-evaluates within a frame.
+#include <algorithm>
+
+#include <QApplication>
+#include <QComboBox>
+#include <QElapsedTimer>
+#include <QFileInfo>
+#include <QHeaderView>
+#include <QLabel>
+#include <QMessageBox>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QTabWidget>
+#include <QTableView>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "explorer.hpp"
+#include "item_models.hpp"
+#include "main_window.hpp"
+#include "preflight/planner/report.hpp"
+#include "units.hpp"
+
+using namespace preflight;
+using namespace preflight::gui;
+
+namespace {
+
+template <typename W>
+W* child(QWidget& w, const char* name) {
+    W* c = w.findChild<W*>(QString::fromLatin1(name));
+    if (!c) qFatal("no widget %s", name);
+    return c;
+}
+
+int distinct_colors(const QImage& img) {
+    QSet<QRgb> seen;
+    for (int y = 0; y < img.height(); y += 7)
+        for (int x = 0; x < img.width(); x += 7) seen.insert(img.pixel(x, y));
+    return static_cast<int>(seen.size());
+}
+
+bool no_dialogs() {
+    if (QApplication::activeModalWidget()) return false;
+    for (QWidget* w : QApplication::topLevelWidgets())
+        if (w->isVisible() && (qobject_cast<QMessageBox*>(w) || qobject_cast<QDialog*>(w))) return false;
+    return true;
+}
+
+qint64 shown_peak(Explorer& e) {
+    return e.breakdownModel()->index(8, BreakdownModel::Predicted).data(BytesRole).toLongLong();
+}
+
+}  // namespace
+
+class TestGuiWindow : public QObject {
+    Q_OBJECT
+
+private slots:
+    void rendersAndSavesScreenshot() {
+        Explorer explorer(PREFLIGHT_TEST_DATA_DIR);
+        MainWindow w(&explorer);
+        w.resize(1600, 980);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        QVERIFY(explorer.current());
+        QVERIFY(!child<QLabel>(w, "peakLabel")->text().isEmpty());
+        for (int tab = 0; tab < w.tabs()->count(); ++tab) {
+            w.tabs()->setCurrentIndex(tab);
+            QTest::qWait(50);
+            const QImage img = w.grab().toImage();
+            QCOMPARE(img.size(), w.size() * img.devicePixelRatio());
+            QVERIFY2(distinct_colors(img) > 20, "the window looks blank");
+            const QString path = QString(GUI_TEST_OUTPUT) + QString("/gui_window_tab%1.png").arg(tab);
+            QVERIFY(img.save(path));
+            QVERIFY(QFileInfo(path).size() > 10000);
+        }
+        QVERIFY(no_dialogs());
+    }
+
+    void invalidInputShowsMessageKeepsResult() {
+        Explorer explorer(PREFLIGHT_TEST_DATA_DIR);
+        MainWindow w(&explorer);
+        w.show();
+        const qint64 peak = shown_peak(explorer);
+        const QString peak_text = child<QLabel>(w, "peakLabel")->text();
+        auto* banner = child<QLabel>(w, "errorBanner");
+        QVERIFY(banner->isHidden());
+
+        child<QSpinBox>(w, "tp")->setValue(3);  // llama-3-8b has 32 heads
+        QVERIFY(!banner->isHidden());
+        QVERIFY2(banner->text().contains("--tp: 3 does not divide the model&#x27;s 32 attention heads") ||
+                     banner->text().contains("--tp: 3 does not divide the model's 32 attention heads"),
+                 qPrintable(banner->text()));
+        QCOMPARE(shown_peak(explorer), peak);
+        QCOMPARE(child<QLabel>(w, "peakLabel")->text(), peak_text);
+        QVERIFY(no_dialogs());
+
+        child<QSpinBox>(w, "tp")->setValue(2);
+        QVERIFY(banner->isHidden());
+        QVERIFY(shown_peak(explorer) != peak);
+        child<QSpinBox>(w, "tp")->setValue(1);
+        QCOMPARE(shown_peak(explorer), peak);
+
+        // A malformed config.json and a config with a bad field: message names the file / field.
+        const QString before = explorer.modelSpec();
+        QVERIFY(!w.selectModel(QString(GUI_TEST_INPUTS) + "/malformed_config.json"));
+        QVERIFY(!banner->isHidden());
+        QVERIFY2(banner->text().contains("malformed_config.json"), qPrintable(banner->text()));
+        QCOMPARE(child<QComboBox>(w, "model")->currentData().toString(), before);
+        QCOMPARE(shown_peak(explorer), peak);
+        QVERIFY(!w.selectModel(QString(GUI_TEST_INPUTS) + "/config_bad_field.json"));
+        QVERIFY2(banner->text().contains("hidden_size"), qPrintable(banner->text()));
+        QVERIFY(!w.selectGpu(QString(GUI_TEST_INPUTS) + "/run_report_full.json"));  // not a GPU spec
+        QCOMPARE(shown_peak(explorer), peak);
+        // Many invalid changes in a row: still no dialog, one banner.
+        for (int i = 0; i < 20; ++i) child<QSpinBox>(w, "tp")->setValue(3 + 2 * (i % 5));  // 3, 5, 7, 9, 11
+        QVERIFY(!banner->isHidden());
+        QVERIFY(no_dialogs());
+        QCOMPARE(shown_peak(explorer), peak);
+        child<QSpinBox>(w, "tp")->setValue(1);
+        QVERIFY(banner->isHidden());
+        QCOMPARE(shown_peak(explorer), peak);
+    }
+
+    void measuredOverlay() {
+        Explorer explorer(PREFLIGHT_TEST_DATA_DIR);
+        MainWindow w(&explorer);
+        w.show();
+        QVERIFY(w.openRunReport(QString(GUI_TEST_INPUTS) + "/run_report_full.json"));
+        // The report's plan is loaded into the controls.
+        QCOMPARE(child<QSpinBox>(w, "dp")->value(), 8);
+        QCOMPARE(child<QSpinBox>(w, "gradAcc")->value(), 8);
+        QCOMPARE(child<QComboBox>(w, "zero")->currentData().toInt(), 1);
+        QCOMPARE(child<QComboBox>(w, "recompute")->currentText(), QString("selective"));
+        auto* table = child<QTableView>(w, "breakdownTable")->model();
+        QCOMPARE(table->index(8, BreakdownModel::Measured).data().toString(), formatBytes(68719476736LL));
+        QCOMPARE(table->index(8, BreakdownModel::Delta).data(BytesRole).toLongLong(),
+                 68719476736LL - table->index(8, BreakdownModel::Predicted).data(BytesRole).toLongLong());
+        QVERIFY(child<QLabel>(w, "overlayLabel")->text().contains("measured peak"));
+        w.tabs()->setCurrentIndex(MainWindow::TimelineTab);
+        QVERIFY(w.grab().toImage().save(QString(GUI_TEST_OUTPUT) + "/gui_overlay_timeline.png"));
+        w.tabs()->setCurrentIndex(MainWindow::BreakdownTab);
+        QVERIFY(w.grab().toImage().save(QString(GUI_TEST_OUTPUT) + "/gui_overlay_breakdown.png"));
+
+        // Missing keys degrade: no plan, partial categories.
+        QVERIFY(w.openRunReport(QString(GUI_TEST_INPUTS) + "/run_report_partial.json"));
+        QCOMPARE(table->index(0, BreakdownModel::Measured).data().toString(), QString("–"));
+        QVERIFY(child<QLabel>(w, "overlayLabel")->text().contains("plan: missing"));
+        QCOMPARE(child<QSpinBox>(w, "dp")->value(), 8);  // controls untouched
+        QVERIFY(!w.openRunReport(QString(GUI_TEST_INPUTS) + "/run_report_empty.json"));
+        QVERIFY(!child<QLabel>(w, "errorBanner")->isHidden());
+        QVERIFY(no_dialogs());
+        w.clearRunReport();
+        QCOMPARE(table->index(8, BreakdownModel::Measured).data().toString(), QString("–"));
+    }
+
+    void exports() {
+        Explorer explorer(PREFLIGHT_TEST_DATA_DIR);
+        MainWindow w(&explorer);
+        w.resize(1400, 900);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        QTemporaryDir dir;
+        for (int tab = 0; tab < w.tabs()->count(); ++tab) {
+            w.tabs()->setCurrentIndex(tab);
+            const QString path = dir.filePath(QString("chart%1.png").arg(tab));
+            QVERIFY(w.exportChartPng(path));
+            QImage img(path);
+            QVERIFY(!img.isNull());
+            QVERIFY(distinct_colors(img) > 5);
+        }
+        QVERIFY(!w.exportPlanJson("/nonexistent-dir/plan.json"));
+        QVERIFY(no_dialogs());
+    }
+
+    void searchAndLoadCandidate() {
+        if (!Explorer::searchAvailable()) QSKIP("planner built without search_plans");
+        Explorer explorer(PREFLIGHT_TEST_DATA_DIR);
+        MainWindow w(&explorer);
+        w.resize(1600, 980);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        child<QSpinBox>(w, "gpuCount")->setValue(8);
+        QCOMPARE(child<QSpinBox>(w, "dp")->value(), 8);
+        w.tabs()->setCurrentIndex(MainWindow::SearchTab);
+        QSignalSpy done(&explorer, &Explorer::searchFinished);
+        QTest::mouseClick(child<QPushButton>(w, "searchButton"), Qt::LeftButton);
+        QVERIFY(done.wait(120000));
+        auto* view = child<QTableView>(w, "candidatesTable");
+        QVERIFY(view->model()->rowCount() > 1);
+        QVERIFY(child<QLabel>(w, "searchStatus")->text().contains("plans evaluated"));
+        QVERIFY(w.grab().toImage().save(QString(GUI_TEST_OUTPUT) + "/gui_search.png"));
+
+        // Sort by peak memory, descending; the recommendation keeps its highlight.
+        view->sortByColumn(CandidatesModel::Peak, Qt::DescendingOrder);
+        QAbstractItemModel* m = view->model();
+        for (int r = 1; r < m->rowCount(); ++r)
+            QVERIFY(m->index(r - 1, CandidatesModel::Peak).data(ValueRole).toLongLong() >=
+                    m->index(r, CandidatesModel::Peak).data(ValueRole).toLongLong());
+        int highlighted = 0;
+        for (int r = 0; r < m->rowCount(); ++r)
+            if (m->index(r, 0).data(CurrentRole).toBool()) {
+                ++highlighted;
+                QVERIFY(m->index(r, 0).data(Qt::BackgroundRole).isValid());
+            }
+        QCOMPARE(highlighted, 1);
+
+        // Double-click the top row (largest peak): its plan lands in the controls.
+        const QModelIndex top = m->index(0, CandidatesModel::Peak);
+        const qint64 expected_peak = top.data(ValueRole).toLongLong();
+        const int expected_dp = m->index(0, CandidatesModel::Dp).data(ValueRole).toInt();
+        const int expected_tp = m->index(0, CandidatesModel::Tp).data(ValueRole).toInt();
+        const int expected_mbs = m->index(0, CandidatesModel::Mbs).data(ValueRole).toInt();
+        view->scrollTo(top);
+        const QPoint at = view->visualRect(top).center();
+        QTest::mouseClick(view->viewport(), Qt::LeftButton, {}, at);  // item views want a press on the row first
+        QTest::mouseDClick(view->viewport(), Qt::LeftButton, {}, at);
+        QCOMPARE(w.tabs()->currentIndex(), int(MainWindow::BreakdownTab));
+        QCOMPARE(child<QSpinBox>(w, "dp")->value(), expected_dp);
+        QCOMPARE(child<QSpinBox>(w, "tp")->value(), expected_tp);
+        QCOMPARE(child<QSpinBox>(w, "mbs")->value(), expected_mbs);
+        QCOMPARE(shown_peak(explorer), expected_peak);
+        QVERIFY(no_dialogs());
+    }
+
+    void updatesWithinAFrame() {
+        Explorer explorer(PREFLIGHT_TEST_DATA_DIR);
+        MainWindow w(&explorer);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        auto* recompute = child<QComboBox>(w, "recompute");
+        auto* mbs = child<QSpinBox>(w, "mbs");
+        std::vector<double> update_ms, frame_ms;
+        for (int i = 0; i < 30; ++i) {
+            QElapsedTimer t;
+            t.start();
+            // One control change: evaluation, sweeps, model resets, chart series and labels updated.
+            if (i % 2) recompute->setCurrentIndex((recompute->currentIndex() + 1) % 3);
+            else mbs->setValue(1 + (i / 2) % 4);
+            update_ms.push_back(static_cast<double>(t.nsecsElapsed()) / 1e6);
+            w.repaint();  // and the window painted with the new numbers
+            frame_ms.push_back(static_cast<double>(t.nsecsElapsed()) / 1e6);
+        }
+        std::sort(update_ms.begin(), update_ms.end());
+        std::sort(frame_ms.begin(), frame_ms.end());
+        const double median = update_ms[update_ms.size() / 2];
+        qInfo("control change -> all views updated: median %.2f ms, max %.2f ms; with repaint: median %.2f ms, max %.2f ms",
+              median, update_ms.back(), frame_ms[frame_ms.size() / 2], frame_ms.back());
+        QVERIFY2(median < 16.7, qPrintable(QString("median %1 ms exceeds one 60 Hz frame").arg(median)));
+    }
+};
+
+QTEST_MAIN(TestGuiWindow)
+#include "tst_gui_window.moc"

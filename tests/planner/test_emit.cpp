@@ -1,0 +1,141 @@
+// Exports of a plan and learning-rate advice (issue 3, items 5-6).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "preflight/planner/catalog.hpp"
+#include "preflight/planner/emit.hpp"
+#include "preflight/planner/error.hpp"
+#include "preflight/planner/lr_advice.hpp"
+#include "preflight/planner/report.hpp"
+
+using namespace preflight;
+
+namespace {
+const std::filesystem::path kData = PREFLIGHT_TEST_DATA_DIR;
+
+Plan sample() {
+    Plan p;
+    p.seq = 4096;
+    p.mbs = 2;
+    p.grad_acc = 16;
+    p.dp = 4;
+    p.tp = 2;
+    p.pp = 1;
+    p.sp = true;
+    p.zero = 1;
+    p.recompute = Recompute::full;
+    p.precision = Precision::bf16_mixed;
+    return p;
+}
+bool has(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
+}  // namespace
+
+TEST(Emit, DeepSpeedJsonHoldsThePlansNumbers) {
+    const ModelConfig m = load_model("llama-3-8b", kData);
+    const GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    const Emitted e = emit_plan(EmitFormat::deepspeed, m, g, sample());
+    const nlohmann::json j = nlohmann::json::parse(e.text);
+    EXPECT_EQ(j.at("train_micro_batch_size_per_gpu"), 2);
+    EXPECT_EQ(j.at("gradient_accumulation_steps"), 16);
+    EXPECT_EQ(j.at("train_batch_size"), 2 * 16 * 4);
+    EXPECT_EQ(j.at("zero_optimization").at("stage"), 1);
+    EXPECT_EQ(j.at("bf16").at("enabled"), true);
+    EXPECT_FALSE(j.contains("fp16"));
+    EXPECT_TRUE(j.contains("activation_checkpointing"));
+    EXPECT_FALSE(e.warnings.empty());  // TP and checkpointing need code changes: said so
+
+    Plan p = sample();
+    p.precision = Precision::fp16_mixed;
+    p.zero = 3;
+    p.recompute = Recompute::none;
+    const nlohmann::json f = deepspeed_config(p);
+    EXPECT_EQ(f.at("fp16").at("enabled"), true);
+    EXPECT_EQ(f.at("zero_optimization").at("stage"), 3);
+    EXPECT_FALSE(f.contains("activation_checkpointing"));
+}
+
+TEST(Emit, MegatronArguments) {
+    const ModelConfig m = load_model("llama-3-8b", kData);
+    const GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    const std::string a = emit_plan(EmitFormat::megatron, m, g, sample()).text;
+    EXPECT_TRUE(has(a, "--micro-batch-size 2 "));
+    EXPECT_TRUE(has(a, "--global-batch-size 128 "));  // 2 * 16 * 4 sequences
+    EXPECT_TRUE(has(a, "--seq-length 4096 "));
+    EXPECT_TRUE(has(a, "--tensor-model-parallel-size 2 "));
+    EXPECT_TRUE(has(a, "--pipeline-model-parallel-size 1 "));
+    EXPECT_TRUE(has(a, "--sequence-parallel "));
+    EXPECT_TRUE(has(a, "--use-distributed-optimizer "));
+    EXPECT_TRUE(has(a, "--recompute-granularity full "));
+    EXPECT_TRUE(has(a, "--bf16 "));
+    EXPECT_TRUE(has(a, "--group-query-attention "));
+    EXPECT_TRUE(has(a, "--num-query-groups 8 "));
+    EXPECT_TRUE(has(a, "--swiglu "));
+}
+
+TEST(Emit, TorchtitanToml) {
+    const ModelConfig m = load_model("llama-3-8b", kData);
+    const GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    Plan p = sample();
+    p.zero = 3;
+    p.recompute = Recompute::selective;
+    const std::string t = emit_plan(EmitFormat::torchtitan, m, g, p).text;
+    EXPECT_TRUE(has(t, "[training]\n"));
+    EXPECT_TRUE(has(t, "seq_len = 4096\n"));
+    EXPECT_TRUE(has(t, "local_batch_size = 2\n"));
+    EXPECT_TRUE(has(t, "global_batch_size = 128"));
+    EXPECT_TRUE(has(t, "data_parallel_shard_degree = 4\n"));
+    EXPECT_TRUE(has(t, "data_parallel_replicate_degree = 1\n"));
+    EXPECT_TRUE(has(t, "tensor_parallel_degree = 2\n"));
+    EXPECT_TRUE(has(t, "mode = \"selective\"\n"));
+    p.zero = 0;
+    const std::string ddp = torchtitan_toml(m, p);
+    EXPECT_TRUE(has(ddp, "data_parallel_replicate_degree = 4\n"));
+    EXPECT_TRUE(has(ddp, "data_parallel_shard_degree = 1\n"));
+}
+
+TEST(Emit, PreflightPlanReadsBack) {
+    const ModelConfig m = load_model("llama-3-8b", kData);
+    const GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    Plan p = sample();
+    p.dropout = 0.1;
+    p.attention = AttentionKind::eager;
+    p.optimizer = Optimizer::sgd;
+    const nlohmann::json j = nlohmann::json::parse(emit_plan(EmitFormat::preflight, m, g, p).text);
+    EXPECT_EQ(j.at("model"), "llama-3-8b");
+    EXPECT_EQ(j.at("gpu"), "h100-sxm-80gb");
+    const Plan q = plan_from_json(j);
+    EXPECT_EQ(q.seq, p.seq);
+    EXPECT_EQ(q.mbs, p.mbs);
+    EXPECT_EQ(q.grad_acc, p.grad_acc);
+    EXPECT_EQ(q.dp, p.dp);
+    EXPECT_EQ(q.tp, p.tp);
+    EXPECT_EQ(q.pp, p.pp);
+    EXPECT_EQ(q.sp, p.sp);
+    EXPECT_EQ(q.zero, p.zero);
+    EXPECT_EQ(q.recompute, p.recompute);
+    EXPECT_EQ(q.precision, p.precision);
+    EXPECT_EQ(q.optimizer, p.optimizer);
+    EXPECT_EQ(q.attention, p.attention);
+    EXPECT_DOUBLE_EQ(q.dropout, p.dropout);
+}
+
+TEST(Emit, ParseFormat) {
+    EXPECT_EQ(parse_emit_format("deepspeed"), EmitFormat::deepspeed);
+    EXPECT_EQ(parse_emit_format("torchtitan"), EmitFormat::torchtitan);
+    EXPECT_FALSE(parse_emit_format("jax"));
+}
+
+TEST(LrAdvice, LinearAndSquareRootRules) {
+    // 4x the batch: linear rule 4x the LR (Goyal et al. 2017), square root 2x.
+    const LrAdvice a = lr_advice(3e-4, 1 << 20, 1 << 22, Optimizer::adamw);
+    EXPECT_DOUBLE_EQ(a.ratio, 4.0);
+    EXPECT_DOUBLE_EQ(a.linear.lr, 1.2e-3);
+    EXPECT_DOUBLE_EQ(a.square_root.lr, 6e-4);
+    EXPECT_EQ(a.preferred, "square-root");
+    EXPECT_EQ(a.warmup_steps, static_cast<std::int64_t>(std::ceil(375e6 / 4194304.0)));  // GPT-3's 375M tokens
+    EXPECT_EQ(lr_advice(0.1, 256, 8192, Optimizer::sgd).preferred, "linear");
+    EXPECT_THROW(lr_advice(0, 1, 1, Optimizer::adamw), InputError);
+    EXPECT_THROW(lr_advice(1e-3, -1, 1, Optimizer::adamw), InputError);
+}

@@ -1,0 +1,237 @@
+// Plan search: fits, batch, pins, and completeness against brute force (issue 3, item 4).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "preflight/planner/catalog.hpp"
+#include "preflight/planner/error.hpp"
+#include "preflight/planner/search.hpp"
+
+using namespace preflight;
+
+namespace {
+const std::filesystem::path kData = PREFLIGHT_TEST_DATA_DIR;
+
+std::int64_t limit_of(const GpuSpec& g, double headroom) {
+    return static_cast<std::int64_t>(std::floor((1.0 - headroom) * static_cast<double>(g.memory_bytes)));
+}
+}  // namespace
+
+TEST(Search, Llama3_8bOnEightH100) {
+    const ModelConfig m = load_model("llama-3-8b", kData);
+    const GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    SearchRequest r;
+    r.gpus = 8;
+    r.gbs_tokens = 4194304;
+    r.seq = 4096;
+    const SearchResult res = search_plans(m, g, r);
+    ASSERT_FALSE(res.candidates.empty());
+    const Candidate& best = res.candidates.front();
+    EXPECT_EQ(best.plan.gpus(), 8);
+    EXPECT_EQ(best.plan.global_batch_tokens(), 4194304);  // 1024 sequences of 4096: reachable exactly
+    EXPECT_EQ(best.batch_error, 0);
+    EXPECT_LE(best.memory.peak_bytes, limit_of(g, 0.05));
+    EXPECT_GT(best.throughput.mfu, 0);
+    EXPECT_GT(best.throughput.hfu, 0);
+    EXPECT_FALSE(res.rejected.empty());
+    // ZeRO-0 with dp 8 holds 8.03e9 * 16 bytes of model states: a rejected family with its reason.
+    bool zero0 = false;
+    for (const auto& j : res.rejected)
+        if (j.family == "ZeRO-0, dp 8 tp 1 pp 1") {
+            zero0 = true;
+            EXPECT_FALSE(j.others_fit);
+            EXPECT_GT(j.peak_bytes, limit_of(g, 0.05));
+            EXPECT_NE(j.reason.find("ZeRO-0: "), std::string::npos);
+        }
+    EXPECT_TRUE(zero0);
+    // Ranked by tokens/s.
+    for (std::size_t i = 1; i < res.candidates.size(); ++i)
+        EXPECT_GE(res.candidates[i - 1].throughput.tokens_per_s, res.candidates[i].throughput.tokens_per_s * (1 - 1e-9));
+}
+
+TEST(Search, NeverReturnsAPlanThatDoesNotFit) {
+    const char* models[] = {"llama-3-8b", "mixtral-8x7b", "gpt2-xl", "llama-2-13b"};
+    const char* gpus[] = {"rtx-4090", "a100-sxm-40gb", "h100-sxm-80gb"};
+    for (const char* mn : models)
+        for (const char* gn : gpus) {
+            const ModelConfig m = load_model(mn, kData);
+            const GpuSpec g = load_gpu(gn, kData);
+            SearchRequest r;
+            r.gpus = 8;
+            r.gbs_tokens = 1 << 20;
+            r.seq = 1024;
+            r.headroom = 0.1;
+            r.top_k = 1000;
+            r.suggest = false;
+            const SearchResult res = search_plans(m, g, r);
+            for (const Candidate& c : res.candidates) {
+                // Re-evaluate independently of the search's own bookkeeping.
+                const MemoryReport mem = evaluate_memory(m, g, c.plan);
+                EXPECT_LE(mem.peak_bytes, limit_of(g, 0.1)) << mn << " on " << gn;
+                EXPECT_EQ(c.plan.gpus(), 8);
+            }
+        }
+}
+
+// Brute force a small space with evaluate_memory: the search finds a plan exactly
+// when one exists.
+TEST(Search, FindsAFittingPlanWheneverOneExists) {
+    struct Case {
+        const char* model;
+        const char* gpu;
+        std::int64_t gpus, seq, sequences;
+    };
+    const Case cases[] = {{"llama-3-8b", "rtx-4090", 1, 2048, 8},  {"llama-3-8b", "rtx-4090", 2, 2048, 8},
+                          {"llama-3-8b", "rtx-4090", 4, 2048, 8},  {"llama-3-8b", "rtx-4090", 8, 4096, 16},
+                          {"llama-2-13b", "a100-sxm-40gb", 2, 4096, 8}, {"llama-2-13b", "a100-sxm-40gb", 4, 4096, 8},
+                          {"llama-3.2-1b", "rtx-4090", 1, 8192, 4}, {"mixtral-8x7b", "h100-sxm-80gb", 4, 4096, 8},
+                          {"mixtral-8x7b", "h100-sxm-80gb", 2, 4096, 8}};
+    int fit_cases = 0, nofit_cases = 0;
+    for (const Case& cs : cases) {
+        const ModelConfig m = load_model(cs.model, kData);
+        const GpuSpec g = load_gpu(cs.gpu, kData);
+        const double headroom = 0.05;
+        const std::int64_t limit = limit_of(g, headroom);
+        bool exists = false;
+        for (std::int64_t tp = 1; tp <= cs.gpus && !exists; ++tp) {
+            if (cs.gpus % tp || m.heads % tp || m.kv_heads % tp || m.ffn_hidden % tp) continue;
+            for (std::int64_t pp = 1; pp <= cs.gpus / tp && !exists; ++pp) {
+                if ((cs.gpus / tp) % pp || pp > m.layers) continue;
+                const std::int64_t dp = cs.gpus / (tp * pp);
+                if (cs.sequences % dp) continue;
+                for (std::int64_t mbs = 1; mbs <= cs.sequences / dp && !exists; ++mbs) {
+                    if ((cs.sequences / dp) % mbs) continue;
+                    for (int zero = 0; zero <= 3 && !exists; ++zero)
+                        for (Recompute rc : all_recomputes())
+                            for (bool sp : {false, true}) {
+                                if (sp && tp == 1) continue;
+                                Plan p;
+                                p.seq = cs.seq;
+                                p.mbs = mbs;
+                                p.grad_acc = cs.sequences / dp / mbs;
+                                p.dp = dp;
+                                p.tp = tp;
+                                p.pp = pp;
+                                p.sp = sp;
+                                p.zero = zero;
+                                p.recompute = rc;
+                                if (evaluate_memory(m, g, p).peak_bytes <= limit) exists = true;
+                            }
+                }
+            }
+        }
+        SearchRequest r;
+        r.gpus = cs.gpus;
+        r.gbs_tokens = cs.seq * cs.sequences;
+        r.seq = cs.seq;
+        r.headroom = headroom;
+        r.batch_tolerance = 0;  // only exact batches, as brute-forced
+        r.pins.precision = Precision::bf16_mixed;
+        r.suggest = false;
+        const SearchResult res = search_plans(m, g, r);
+        EXPECT_EQ(!res.candidates.empty(), exists) << cs.model << " on " << cs.gpus << " x " << cs.gpu;
+        (exists ? fit_cases : nofit_cases)++;
+    }
+    EXPECT_GT(fit_cases, 0);
+    EXPECT_GT(nofit_cases, 0);  // the cases exercise both answers
+}
+
+TEST(Search, PinsArePinned) {
+    const ModelConfig m = load_model("llama-3-8b", kData);
+    const GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    SearchRequest r;
+    r.gpus = 8;
+    r.gbs_tokens = 1 << 21;
+    r.seq = 2048;
+    r.top_k = 50;
+    r.pins.zero = 3;
+    r.pins.tp = 2;
+    r.pins.recompute = Recompute::selective;
+    r.pins.precision = Precision::bf16_mixed;
+    const SearchResult res = search_plans(m, g, r);
+    ASSERT_FALSE(res.candidates.empty());
+    for (const Candidate& c : res.candidates) {
+        EXPECT_EQ(c.plan.zero, 3);
+        EXPECT_EQ(c.plan.tp, 2);
+        EXPECT_EQ(c.plan.recompute, Recompute::selective);
+        EXPECT_EQ(c.plan.precision, Precision::bf16_mixed);
+    }
+}
+
+TEST(Search, ReportsBatchRoundingWhenTheTargetIsNotReachable) {
+    const ModelConfig m = load_model("llama-3.2-1b", kData);
+    const GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    SearchRequest r;
+    r.gpus = 6;
+    r.gbs_tokens = 1024 * 2048;  // 1024 sequences: 1024 / 6 is not an integer
+    r.seq = 2048;
+    r.pins.dp = 6;
+    const SearchResult res = search_plans(m, g, r);
+    ASSERT_FALSE(res.candidates.empty());
+    const Candidate& c = res.candidates.front();
+    // Closest multiple of 6 sequences to 1024 is 1026 (171 per replica).
+    EXPECT_EQ(c.plan.mbs * c.plan.grad_acc, 171);
+    EXPECT_NEAR(c.batch_error, 2.0 / 1024.0, 1e-12);
+}
+
+TEST(Search, SkipsFp8WithAReasonWhereThePeakIsUnknown) {
+    const ModelConfig m = load_model("llama-3.2-1b", kData);
+    const GpuSpec g = load_gpu("a100-sxm-80gb", kData);
+    SearchRequest r;
+    r.gpus = 8;
+    r.gbs_tokens = 1 << 20;
+    r.seq = 2048;
+    r.top_k = 1000;
+    const SearchResult res = search_plans(m, g, r);
+    for (const Candidate& c : res.candidates) EXPECT_NE(c.plan.precision, Precision::fp8_mixed);
+    bool reason = false;
+    for (const auto& j : res.rejected)
+        if (j.family == "precision fp8-mixed") reason = j.reason.find("no dense peak") != std::string::npos;
+    EXPECT_TRUE(reason);
+}
+
+TEST(Search, NothingFitsSuggestsTheSmallestChange) {
+    const ModelConfig m = load_model("llama-3-70b", kData);
+    const GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    SearchRequest r;
+    r.gpus = 8;
+    r.gbs_tokens = 1 << 22;
+    r.seq = 8192;
+    r.pins.zero = 1;
+    r.pins.tp = 1;
+    r.pins.recompute = Recompute::none;
+    const SearchResult res = search_plans(m, g, r);
+    EXPECT_TRUE(res.candidates.empty());
+    ASSERT_FALSE(res.suggestions.empty());
+}
+
+TEST(Search, BadRequestNamesTheFlag) {
+    const ModelConfig m = load_model("llama-3-8b", kData);
+    const GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    auto subject = [&](SearchRequest r) {
+        try {
+            search_plans(m, g, r);
+        } catch (const InputError& e) {
+            return e.subject();
+        }
+        return std::string("no error");
+    };
+    SearchRequest ok;
+    ok.gpus = 8;
+    ok.gbs_tokens = 1 << 20;
+    SearchRequest r = ok;
+    r.gpus = 0;
+    EXPECT_EQ(subject(r), "--gpus");
+    r = ok;
+    r.headroom = 1.0;
+    EXPECT_EQ(subject(r), "--headroom");
+    r = ok;
+    r.pins.tp = 3;
+    EXPECT_EQ(subject(r), "--tp");
+    r = ok;
+    r.pins.dp = 3;
+    EXPECT_EQ(subject(r), "--dp");
+    r = ok;
+    r.gbs_tokens = 0;
+    EXPECT_EQ(subject(r), "--gbs-tokens");
+}

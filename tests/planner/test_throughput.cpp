@@ -1,0 +1,171 @@
+// Step-time model: identities and structural properties (issue 3, items 2-3).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "preflight/planner/catalog.hpp"
+#include "preflight/planner/error.hpp"
+#include "preflight/planner/throughput.hpp"
+
+using namespace preflight;
+
+namespace {
+const std::filesystem::path kData = PREFLIGHT_TEST_DATA_DIR;
+
+Plan plan_8b() {
+    Plan p;
+    p.seq = 4096;
+    p.mbs = 1;
+    p.grad_acc = 16;
+    p.dp = 8;
+    p.zero = 1;
+    return p;
+}
+}  // namespace
+
+TEST(Throughput, MfuIsModelFlopsOverTimeGpusPeak) {
+    const ModelConfig m = load_model("llama-3-8b", kData);
+    const GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    const Plan p = plan_8b();
+    const Throughput t = estimate_throughput(m, g, p);
+    // Model FLOPs by PaLM's formula for Llama-3-8B (h 4096, 32 layers, 32 heads of 128, 8 KV heads,
+    // f 14336, V 128256): 6N + 12*L*H*Q*T per token, times the global batch.
+    const double N = 32.0 * (4096.0 * (4096 + 2 * 1024) + 4096.0 * 4096 + 3 * 4096.0 * 14336) + 4096.0 * 128256;
+    const double tokens = 4096.0 * 1 * 16 * 8;
+    const double model_flops = (6 * N + 12 * 32.0 * 32 * 128 * 4096) * tokens;
+    EXPECT_NEAR(t.model_flops_per_step / model_flops, 1.0, 1e-14);
+    EXPECT_DOUBLE_EQ(t.peak_flops_per_s, 989.4e12);  // bf16 dense peak of the H100 SXM spec
+    EXPECT_NEAR(t.mfu, model_flops / (t.step_time_s * 8 * 989.4e12), 1e-15);
+    EXPECT_NEAR(t.hfu, t.hardware_flops_per_step / (t.step_time_s * 8 * 989.4e12), 1e-15);
+    EXPECT_NEAR(t.tokens_per_s, tokens / t.step_time_s, 1e-9 * t.tokens_per_s);
+    EXPECT_NEAR(t.tokens_per_s_per_gpu * 8, t.tokens_per_s, 1e-9 * t.tokens_per_s);
+    EXPECT_GT(t.mfu, 0.05);
+    EXPECT_LT(t.mfu, 1.0);
+    // The components add up to the step time.
+    double sum = 0;
+    for (const auto& s : t.breakdown) sum += s.seconds;
+    EXPECT_NEAR(sum, t.step_time_s, 1e-12 * t.step_time_s);
+}
+
+TEST(Throughput, HfuExceedsMfuUnderRecompute) {
+    const ModelConfig m = load_model("llama-3-8b", kData);
+    const GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    Plan p = plan_8b();
+    const Throughput none = estimate_throughput(m, g, p);
+    p.recompute = Recompute::full;
+    const Throughput full = estimate_throughput(m, g, p);
+    EXPECT_GT(full.step_time_s, none.step_time_s);
+    EXPECT_GT(full.hfu, full.mfu);
+    EXPECT_DOUBLE_EQ(none.hfu, none.mfu);
+}
+
+TEST(Throughput, PipelineBubbleIsPMinusOneOverM) {
+    // Narayanan et al. 2021, sec. 2.2.1: 1F1B idles (p-1)/m of the steady-state time.
+    const ModelConfig m = load_model("llama-3-8b", kData);
+    const GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    Plan p = plan_8b();
+    p.dp = 2;
+    p.pp = 4;
+    p.grad_acc = 12;
+    const Throughput t = estimate_throughput(m, g, p);
+    EXPECT_NEAR(t.pipeline_bubble_s / (t.compute_s + t.tp_communication_s + t.pp_communication_s), 3.0 / 12.0, 1e-12);
+    EXPECT_GT(t.pp_communication_s, 0);
+}
+
+TEST(Throughput, TensorParallelismCostsCollectives) {
+    const ModelConfig m = load_model("llama-3-8b", kData);
+    const GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    Plan p = plan_8b();
+    EXPECT_EQ(estimate_throughput(m, g, p).tp_communication_s, 0);
+    p.dp = 4;
+    p.tp = 2;
+    EXPECT_GT(estimate_throughput(m, g, p).tp_communication_s, 0);
+}
+
+TEST(Throughput, GradientAccumulationReducesOncePerStepForZero0) {
+    const ModelConfig m = load_model("llama-3.2-1b", kData);
+    const GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    Plan p;
+    p.seq = 2048;
+    p.dp = 8;
+    p.grad_acc = 1;
+    const double one = estimate_throughput(m, g, p).dp_communication_s;
+    p.grad_acc = 8;
+    EXPECT_DOUBLE_EQ(estimate_throughput(m, g, p).dp_communication_s, one);  // not 8x
+    p.zero = 2;  // a gradient shard only: reduce-scatter after every micro-batch
+    EXPECT_GE(estimate_throughput(m, g, p).dp_communication_s, estimate_throughput(m, g, [&] {
+                  Plan q = p;
+                  q.grad_acc = 1;
+                  return q;
+              }()).dp_communication_s);
+}
+
+TEST(Throughput, MoreDataParallelGpusMoreTokensPerSecond) {
+    const ModelConfig m = load_model("llama-3.2-1b", kData);
+    const GpuSpec g = load_gpu("a100-sxm-80gb", kData);
+    Plan p;
+    p.seq = 2048;
+    p.grad_acc = 8;
+    p.dp = 1;
+    const double t1 = estimate_throughput(m, g, p).tokens_per_s;
+    p.dp = 8;
+    const double t8 = estimate_throughput(m, g, p).tokens_per_s;
+    EXPECT_GT(t8, 6 * t1);
+    EXPECT_LE(t8, 8 * t1 * (1 + 1e-12));
+}
+
+TEST(Throughput, UnknownFp8PeakIsAnError) {
+    const ModelConfig m = load_model("llama-3-8b", kData);
+    const GpuSpec g = load_gpu("a100-sxm-80gb", kData);  // Ampere: no fp8
+    Plan p = plan_8b();
+    p.precision = Precision::fp8_mixed;
+    try {
+        estimate_throughput(m, g, p);
+        FAIL() << "expected InputError";
+    } catch (const InputError& e) {
+        EXPECT_EQ(e.subject(), "--precision");
+    }
+    EXPECT_FALSE(compute_peak_flops_per_s(g, Precision::fp8_mixed));
+}
+
+TEST(Throughput, TrainingTime) {
+    Throughput t;
+    t.step_time_s = 2.0;
+    t.tokens_per_step = 1000;
+    t.gpus = 16;
+    const TrainingTime tt = training_time(t, 10'500);  // 10.5 steps -> 11
+    EXPECT_EQ(tt.steps, 11);
+    EXPECT_DOUBLE_EQ(tt.wall_s, 22.0);
+    EXPECT_DOUBLE_EQ(tt.gpu_hours, 22.0 * 16 / 3600);
+}
+
+TEST(GpuEfficiency, ParsedFromSpecWithDefaultsWhenAbsent) {
+    const GpuSpec h100 = load_gpu("h100-sxm-80gb", kData);
+    EXPECT_DOUBLE_EQ(h100.efficiency.gemm_max_fraction_of_peak, 0.70);
+    EXPECT_NE(h100.efficiency.provenance.find("uncalibrated"), std::string::npos);
+
+    nlohmann::json spec = read_json_file(kData / "gpus" / "h100-sxm-80gb.json", "--gpu");
+    spec.erase("efficiency");
+    const GpuSpec bare = gpu_from_json(spec, "bare");
+    const Efficiency defaults;
+    EXPECT_DOUBLE_EQ(bare.efficiency.gemm_max_fraction_of_peak, defaults.gemm_max_fraction_of_peak);
+    EXPECT_DOUBLE_EQ(bare.efficiency.step_overhead_s, defaults.step_overhead_s);
+
+    spec["efficiency"] = {{"gemm_max_fraction_of_peak", 1.5}};
+    try {
+        gpu_from_json(spec, "bad");
+        FAIL() << "expected InputError";
+    } catch (const InputError& e) {
+        EXPECT_EQ(e.subject(), "efficiency.gemm_max_fraction_of_peak");
+    }
+}
+
+TEST(Throughput, FasterGemmsShortenTheStep) {
+    const ModelConfig m = load_model("llama-3-8b", kData);
+    GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    const Plan p = plan_8b();
+    const double base = estimate_throughput(m, g, p).compute_s;
+    g.efficiency.gemm_max_fraction_of_peak = 0.9;
+    EXPECT_LT(estimate_throughput(m, g, p).compute_s, base);
+}

@@ -1,0 +1,131 @@
+// The dry run (the runtime's exact allocation behaviour) against the planner's
+// prediction under the runtime profile: peak within 1 % over a grid of plans.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "catalog_fixture.hpp"
+#include "preflight/planner/profiles.hpp"
+#include "preflight/runtime/runtime.hpp"
+#include "preflight/runtime/walker.hpp"
+
+namespace preflight::runtime {
+namespace {
+
+const GpuSpec& h100() {
+    static const GpuSpec g = test::catalog_gpu("h100-sxm-80gb");
+    return g;
+}
+
+struct GridResult {
+    double max_error = 0;
+    std::string worst;
+    int plans = 0;
+    std::map<PhaseKind, int> peak_phases;  // where the planner puts the peak
+};
+
+GridResult run_grid(const std::vector<std::string>& models, bool verbose) {
+    GridResult g;
+    for (const auto& name : models) {
+        const ModelConfig m = test::catalog_model(name);
+        for (std::int64_t seq : {512, 1024, 2048})
+            if (seq <= m.max_positions)
+            for (std::int64_t mbs : {1, 2, 4})
+                for (std::int64_t ga : {1, 4})
+                    for (auto rc : all_recomputes())
+                        for (auto pr : {Precision::fp32, Precision::bf16_mixed, Precision::bf16_mixed_fp32_grads,
+                                        Precision::bf16})
+                            for (auto at : {AttentionKind::flash, AttentionKind::eager}) {
+                                Plan p;
+                                p.seq = seq;
+                                p.mbs = mbs;
+                                p.grad_acc = ga;
+                                p.recompute = rc;
+                                p.precision = pr;
+                                p.attention = at;
+                                const Program prog = build_program(m, p);
+                                const DryRunResult d = dry_run(prog, 1, false);
+                                MemoryOptions mo;
+                                mo.profile = runtime_profile();
+                                mo.overhead_bytes = 0;
+                                const MemoryReport r = evaluate_memory(m, h100(), p, mo);
+                                const double err = std::abs(static_cast<double>(d.peak_bytes - r.peak_bytes)) /
+                                                   static_cast<double>(r.peak_bytes);
+                                ++g.plans;
+                                ++g.peak_phases[r.peak_phase.kind];
+                                EXPECT_EQ(d.peak_phase, r.peak_phase.kind) << name;
+                                const std::string label = name + " seq " + std::to_string(seq) + " mbs " +
+                                                          std::to_string(mbs) + " ga " + std::to_string(ga) + " " +
+                                                          std::string(to_string(rc)) + " " +
+                                                          std::string(to_string(pr)) + " " +
+                                                          std::string(to_string(at));
+                                if (verbose && err > 1e-9)
+                                    std::printf("%-70s dry %14lld planner %14lld err %.6f%% (dry peak at %s; planner %s)\n",
+                                                label.c_str(), static_cast<long long>(d.peak_bytes),
+                                                static_cast<long long>(r.peak_bytes), 100 * err, d.peak_where.c_str(),
+                                                describe(r.peak_phase).c_str());
+                                EXPECT_LT(err, 0.01) << label;
+                                if (err >= g.max_error) {
+                                    g.max_error = err;
+                                    g.worst = label;
+                                }
+                            }
+    }
+    return g;
+}
+
+TEST(DryRun, PeakMatchesThePlannerWithinOnePercentOverTheGrid) {
+    GridResult g = run_grid({"gpt2", "gpt2-medium", "llama-3.2-1b"}, std::getenv("PREFLIGHT_GRID_VERBOSE"));
+    std::printf("dry run vs planner (runtime profile): %d plans, max |error| %.6f %% (%s)\n", g.plans,
+                100 * g.max_error, g.worst.c_str());
+    for (auto [k, n] : g.peak_phases) std::printf("  peak at %s: %d plans\n", std::string(to_string(k)).c_str(), n);
+    EXPECT_GT(g.peak_phases[PhaseKind::output_loss], 0);
+    EXPECT_GT(g.peak_phases[PhaseKind::backward], 0);
+    EXPECT_EQ(g.plans, (2 + 2 + 3) * 3 * 2 * 3 * 4 * 2);  // gpt2 family: seq <= 1024 positions
+}
+
+TEST(DryRun, PersistentBytesAreTheModelStatesPlusWorkspace) {
+    const ModelConfig m = test::catalog_model("gpt2");
+    Plan p;
+    p.seq = 1024;
+    const Program prog = build_program(m, p);
+    const DryRunResult d = dry_run(prog);
+    // bf16-mixed AdamW: 2 + 2 + 4 + 8 bytes per (padded) parameter, plus workspace and scalars (no RoPE).
+    EXPECT_EQ(d.persistent_bytes, 16 * prog.param_elements + kRuntimeGemmWorkspaceBytes + kRuntimeScalarsBytes);
+    EXPECT_TRUE(d.leak_free);
+}
+
+TEST(DryRun, TimelineCoversOneStepAndItsMaximumIsThePeak) {
+    const ModelConfig m = test::catalog_model("llama-3.2-1b");
+    Plan p;
+    p.seq = 512;
+    p.grad_acc = 2;
+    const Program prog = build_program(m, p);
+    const DryRunResult d = dry_run(prog, 2, true);
+    ASSERT_EQ(d.timeline.size(), prog.step.size());
+    std::int64_t mx = 0;
+    for (const auto& s : d.timeline) mx = std::max(mx, total(s.bytes));
+    EXPECT_EQ(mx, d.peak_bytes);
+    EXPECT_EQ(d.timeline.front().phase, PhaseKind::step_start);
+    EXPECT_EQ(d.timeline.back().phase, PhaseKind::optimizer_step);
+    EXPECT_EQ(total(d.timeline.back().bytes), d.persistent_bytes);
+}
+
+TEST(DryRun, ReportCarriesPredictionAndAgreement) {
+    const ModelConfig m = test::catalog_model("gpt2");
+    Plan p;
+    p.seq = 1024;
+    p.mbs = 4;
+    RunOptions o;
+    const RunReport r = dry_run_report(m, h100(), p, o);
+    EXPECT_EQ(r.mode, "dry-run");
+    EXPECT_EQ(r.predicted.tracked_peak_bytes, r.predicted.memory.peak_bytes - h100().overhead_bytes);
+    EXPECT_LT(peak_relative_error(r), 0.01);
+    EXPECT_FALSE(r.timeline.empty());
+    EXPECT_GT(r.predicted.model_flops_per_step, 0);
+}
+
+}  // namespace
+}  // namespace preflight::runtime

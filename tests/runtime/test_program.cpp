@@ -1,0 +1,177 @@
+// The step program: buffers balanced, every operand live when its op runs and
+// inside its buffer, parameters as the planner counts them, unsupported plans refused.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "catalog_fixture.hpp"
+#include "preflight/planner/error.hpp"
+#include "preflight/planner/profiles.hpp"
+#include "preflight/runtime/program.hpp"
+#include "preflight/runtime/walker.hpp"
+
+namespace preflight::runtime {
+namespace {
+
+Plan plan_of(std::int64_t seq, std::int64_t mbs, std::int64_t ga, Recompute rc, Precision pr, AttentionKind at) {
+    Plan p;
+    p.seq = seq;
+    p.mbs = mbs;
+    p.grad_acc = ga;
+    p.recompute = rc;
+    p.precision = pr;
+    p.attention = at;
+    return p;
+}
+
+// Checks each operand of each op while the walk runs.
+class OperandChecker final : public OpRunner {
+public:
+    explicit OperandChecker(const Program& p) : p_(p) {}
+    void run(const Op& op, const BufferTable& t) override {
+        for (const View& v : op.v) {
+            if (v.buffer == kNoBuffer) continue;
+            ASSERT_LT(static_cast<std::size_t>(v.buffer), t.size());
+            EXPECT_NE(t[static_cast<std::size_t>(v.buffer)], nullptr)
+                << describe(p_, op) << " reads " << p_.buffers[static_cast<std::size_t>(v.buffer)].name
+                << " which is not allocated";
+            const std::int64_t last = v.offset + (v.rows - 1) * v.ld + v.cols;
+            EXPECT_LE(last, p_.buffers[static_cast<std::size_t>(v.buffer)].elements) << describe(p_, op);
+            EXPECT_GE(v.ld, v.cols) << describe(p_, op);
+        }
+        for (ParamId id : {op.p0, op.p1})
+            if (id != kNoParam) EXPECT_LT(static_cast<std::size_t>(id), p_.params.size());
+        ++ops;
+    }
+    const Program& p_;
+    int ops = 0;
+};
+
+TEST(Program, EveryOperandIsLiveAndInBoundsForEveryPlanKind) {
+    for (const char* name : {"gpt2", "llama-3.2-1b"}) {
+        const ModelConfig m = test::catalog_model(name);
+        for (auto rc : all_recomputes())
+            for (auto at : {AttentionKind::flash, AttentionKind::eager})
+                for (auto pr : {Precision::fp32, Precision::bf16_mixed, Precision::bf16_mixed_fp32_grads,
+                                Precision::bf16})
+                    for (auto opt : {Optimizer::adamw, Optimizer::sgd}) {
+                        Plan p = plan_of(128, 2, 2, rc, pr, at);
+                        p.optimizer = opt;
+                        const Program prog = build_program(m, p);
+                        DryBackend be;
+                        TrackingAllocator a(be);
+                        BufferTable t;
+                        OperandChecker check(prog);
+                        walk(prog, prog.setup, a, t, &check);
+                        const std::int64_t persistent = a.current_total();
+                        walk(prog, prog.step, a, t, &check);
+                        EXPECT_EQ(a.current_total(), persistent) << name << ": a step leaks";
+                        walk(prog, prog.step, a, t, &check);  // a second step reuses the same ids
+                        walk(prog, prog.teardown, a, t, &check);
+                        EXPECT_EQ(a.current_total(), 0);
+                        EXPECT_EQ(a.live_allocations(), 0);
+                    }
+    }
+}
+
+TEST(Program, EachStepBufferIsAllocatedOnceAndFreedOnce) {
+    const ModelConfig m = test::catalog_model("llama-3.2-1b");
+    for (auto rc : all_recomputes())
+        for (auto at : {AttentionKind::flash, AttentionKind::eager}) {
+            const Program prog = build_program(m, plan_of(256, 1, 3, rc, Precision::bf16_mixed, at));
+            std::vector<int> allocs(prog.buffers.size()), frees(prog.buffers.size());
+            for (const Op& o : prog.step) {
+                for (BufferId b : o.alloc) ++allocs[static_cast<std::size_t>(b)];
+                for (BufferId b : o.free) ++frees[static_cast<std::size_t>(b)];
+            }
+            for (std::size_t b = 0; b < prog.buffers.size(); ++b) {
+                EXPECT_EQ(allocs[b], frees[b]) << prog.buffers[b].name;
+                EXPECT_LE(allocs[b], 3) << prog.buffers[b].name;  // at most once per micro-batch
+            }
+        }
+}
+
+TEST(Program, ParametersMatchThePlannerCountWithPaddedVocabulary) {
+    for (const char* name : {"gpt2", "gpt2-medium", "llama-3.2-1b", "llama-3-8b", "smollm-360m"}) {
+        const ModelConfig m = test::catalog_model(name);
+        const Program prog = build_program(m, plan_of(512, 1, 1, Recompute::none, Precision::bf16_mixed,
+                                                       AttentionKind::flash));
+        const ParamCounts c = count_params(m);
+        const std::int64_t vp = prog.dims.vocab_padded;
+        const std::int64_t pad = (vp - m.vocab) * m.hidden * (m.tied_embeddings ? 1 : 2);
+        std::int64_t sum = 0;
+        for (const auto& p : prog.params) sum += p.numel();
+        EXPECT_EQ(sum, c.total + pad) << name;
+        EXPECT_EQ(prog.param_elements, c.total + pad) << name << ": alignment padding added";
+        EXPECT_EQ(vp % kRuntimeVocabPadMultiple, 0);
+    }
+}
+
+TEST(Program, PrecisionRecipesPickTheContractsBuffers) {
+    const ModelConfig m = test::catalog_model("gpt2");
+    auto bytes_of = [&](Precision pr, Category c) {
+        const Program prog = build_program(m, plan_of(256, 1, 1, Recompute::none, pr, AttentionKind::flash));
+        std::int64_t b = 0;
+        for (BufferId id : prog.setup.front().alloc)
+            if (prog.buffers[static_cast<std::size_t>(id)].category == c) b += prog.buffers[static_cast<std::size_t>(id)].bytes();
+        return std::pair{b, prog.param_elements};
+    };
+    // interface.md: weights / gradients / master bytes per parameter.
+    for (auto [pr, w, g, mst] : {std::tuple{Precision::fp32, 4, 4, 0}, std::tuple{Precision::bf16_mixed, 2, 2, 4},
+                                 std::tuple{Precision::bf16_mixed_fp32_grads, 2, 6, 4}, std::tuple{Precision::bf16, 2, 2, 0}}) {
+        auto [wb, n] = bytes_of(pr, Category::weights);
+        EXPECT_EQ(wb, w * n);
+        EXPECT_EQ(bytes_of(pr, Category::gradients).first, g * n);
+        EXPECT_EQ(bytes_of(pr, Category::master).first, mst * n);
+        EXPECT_EQ(bytes_of(pr, Category::optimizer).first, 8 * n);  // AdamW: two fp32 moments
+    }
+}
+
+TEST(Program, RefusesPlansTheRuntimeCannotRunNamingTheFlag) {
+    const ModelConfig m = test::catalog_model("gpt2");
+    auto refused = [&](auto edit, const std::string& flag) {
+        Plan p = plan_of(256, 1, 1, Recompute::none, Precision::bf16_mixed, AttentionKind::flash);
+        edit(p);
+        try {
+            build_program(m, p);
+            ADD_FAILURE() << "accepted a plan with " << flag;
+        } catch (const InputError& e) {
+            EXPECT_EQ(e.subject(), flag);
+        }
+    };
+    refused([](Plan& p) { p.dp = 2; }, "--dp");
+    refused([](Plan& p) { p.tp = 2; }, "--tp");
+    refused([](Plan& p) { p.pp = 2; }, "--pp");
+    refused([](Plan& p) { p.dropout = 0.1; }, "--dropout");
+    refused([](Plan& p) { p.precision = Precision::fp8_mixed; }, "--precision");
+    refused([](Plan& p) { p.precision = Precision::fp16_mixed; }, "--precision");
+    EXPECT_THROW(build_program(test::catalog_model("mixtral-8x7b"), plan_of(256, 1, 1, Recompute::none,
+                                                                             Precision::bf16_mixed, AttentionKind::flash)),
+                 InputError);
+}
+
+TEST(Program, OpsCarryTheirPhaseInStepOrder) {
+    const ModelConfig m = test::catalog_model("gpt2");
+    const Program prog = build_program(m, plan_of(128, 1, 2, Recompute::none, Precision::bf16_mixed, AttentionKind::eager));
+    EXPECT_EQ(prog.step.front().phase.kind, PhaseKind::step_start);
+    EXPECT_EQ(prog.step.back().phase.kind, PhaseKind::optimizer_step);
+    EXPECT_EQ(prog.step.back().kind, OpKind::optimizer);
+    std::int64_t last_mb = 0;
+    for (const Op& o : prog.step) {
+        if (o.phase.micro_batch > 0) {
+            EXPECT_GE(o.phase.micro_batch, last_mb);
+            last_mb = o.phase.micro_batch;
+        }
+    }
+    EXPECT_EQ(last_mb, 2);
+    std::set<OpKind> kinds;
+    for (const Op& o : prog.step) kinds.insert(o.kind);
+    for (OpKind k : {OpKind::eager_scores, OpKind::eager_softmax, OpKind::eager_pv, OpKind::eager_dp,
+                     OpKind::eager_softmax_bwd, OpKind::eager_dqkv, OpKind::gelu_fwd, OpKind::gelu_bwd,
+                     OpKind::cross_entropy, OpKind::embedding_bwd})
+        EXPECT_TRUE(kinds.count(k)) << to_string(k);
+    EXPECT_FALSE(kinds.count(OpKind::rope_fwd));  // GPT-2: learned positions
+}
+
+}  // namespace
+}  // namespace preflight::runtime

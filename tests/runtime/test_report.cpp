@@ -1,0 +1,89 @@
+// The run report: contract keys, categories mapped to interface.md, atomic write.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "catalog_fixture.hpp"
+#include "preflight/runtime/runtime.hpp"
+
+namespace preflight::runtime {
+namespace {
+
+TEST(RunReport, DryRunJsonHasMeasuredAndPredictedSideBySide) {
+    const ModelConfig m = test::catalog_model("gpt2");
+    const GpuSpec g = test::catalog_gpu("h100-sxm-80gb");
+    Plan p;
+    p.seq = 512;
+    p.mbs = 2;
+    const auto j = run_report_to_json(dry_run_report(m, g, p, RunOptions{}));
+    EXPECT_EQ(j["schema_version"], 1);
+    EXPECT_EQ(j["mode"], "dry-run");
+    EXPECT_EQ(j["plan"]["seq"], 512);
+    EXPECT_TRUE(j["device"].is_null());
+    for (const char* section : {"measured", "predicted"}) {
+        const auto& s = j[section];
+        for (const char* k : {"peak_bytes", "tracked_peak_bytes", "per_gpu_bytes", "step_time_s", "tokens_per_s", "mfu", "hfu"})
+            EXPECT_TRUE(s.contains(k)) << section << "." << k;
+        for (const char* k : {"weights", "master_weights", "gradients", "optimizer_states", "activations",
+                              "logits_and_loss", "buffers", "overhead"})
+            EXPECT_TRUE(s["per_gpu_bytes"].contains(k)) << section << ".per_gpu_bytes." << k;
+    }
+    EXPECT_EQ(j["measured"]["tracked_peak_bytes"], j["predicted"]["tracked_peak_bytes"]);
+    EXPECT_TRUE(j["measured"]["step_time_s"].is_null());
+    // Categories: the contract view sums the runtime's eight categories.
+    std::int64_t cats = 0, contract = 0;
+    for (auto& [k, v] : j["measured"]["bytes_by_category"].items()) cats += v.get<std::int64_t>();
+    for (auto& [k, v] : j["measured"]["per_gpu_bytes"].items()) contract += v.get<std::int64_t>();
+    EXPECT_EQ(cats, j["measured"]["tracked_peak_bytes"].get<std::int64_t>());
+    EXPECT_EQ(contract, cats);  // dry run: no overhead
+    const auto& tl = j["timeline"];
+    EXPECT_EQ(tl["categories"].size(), 8u);
+    ASSERT_FALSE(tl["samples"].empty());
+    EXPECT_EQ(tl["samples"][0]["bytes"].size(), 8u);
+    EXPECT_DOUBLE_EQ(j["agreement"]["tracked_peak_relative_error"].get<double>(), 0.0);
+}
+
+TEST(RunReport, MeasuredThroughputUsesThePlannersFlops) {
+    RunReport r;
+    r.gpu = test::catalog_gpu("h100-sxm-80gb");
+    r.plan.seq = 1024;
+    r.plan.mbs = 4;
+    r.predicted.model_flops_per_step = 1e15;
+    r.predicted.hardware_flops_per_step = 1.25e15;
+    r.measured.step_time_s = 2.0;
+    fill_measured_throughput(r);
+    EXPECT_DOUBLE_EQ(*r.measured.tokens_per_s, 4096 / 2.0);
+    EXPECT_DOUBLE_EQ(*r.measured.mfu, 1e15 / (2.0 * 989.4e12));
+    EXPECT_DOUBLE_EQ(*r.measured.hfu, 1.25e15 / (2.0 * 989.4e12));
+}
+
+TEST(RunReport, FailureSectionIsWritten) {
+    RunReport r;
+    r.status = "allocation-failed";
+    r.failure = FailureInfo{"backward layer 3 (micro-batch 1): L3 dP", "L3 dP", "temporary", 1 << 30, 1 << 20, 5, "x"};
+    const auto j = run_report_to_json(r);
+    EXPECT_EQ(j["status"], "allocation-failed");
+    EXPECT_EQ(j["failure"]["requested_bytes"], 1 << 30);
+    EXPECT_EQ(j["failure"]["free_bytes"], 1 << 20);
+}
+
+TEST(RunReport, AtomicWriteReplacesTheFileAndLeavesNoTemporary) {
+    const auto dir = std::filesystem::temp_directory_path() / ("preflight_rt_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()));
+    std::filesystem::create_directories(dir);
+    const auto path = dir / "report.json";
+    write_file_atomic(path, "first");
+    write_file_atomic(path, "{\"second\": true}");
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    EXPECT_EQ(ss.str(), "{\"second\": true}");
+    int files = 0;
+    for (auto& e : std::filesystem::directory_iterator(dir)) files += e.is_regular_file() ? 1 : 0;
+    EXPECT_EQ(files, 1);
+    EXPECT_THROW(write_file_atomic(dir / "missing" / "r.json", "x"), std::runtime_error);
+    std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace preflight::runtime
