@@ -354,6 +354,7 @@ Command add_plan_command(CLI::App& app) {
         ->required()
         ->group(g);
     sub->add_option("--gbs-tokens", st->gbs_tokens, "Target global batch in tokens (seq * mbs * grad_acc * dp)")
+        ->transform(count_in_any_notation())
         ->required()
         ->group(g);
     sub->add_option("--headroom", st->headroom,
@@ -372,6 +373,7 @@ Command add_plan_command(CLI::App& app) {
         ->check(CLI::IsMember({"deepspeed", "megatron", "torchtitan", "preflight"}))
         ->group(g);
     sub->add_option("--train-tokens", st->train_tokens, "Also estimate wall time and GPU-hours to train this many tokens")
+        ->transform(count_in_any_notation())
         ->group(g);
     sub->add_option("--base-lr", st->base_lr, "Learning rate known to work at --base-batch (prints LR scaling advice)")
         ->group(g);

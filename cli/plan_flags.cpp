@@ -4,6 +4,26 @@
 
 namespace preflight::cli {
 
+CLI::Validator count_in_any_notation() {
+    return CLI::Validator(
+        [](std::string& value) -> std::string {
+            std::size_t used = 0;
+            double v = 0;
+            try {
+                v = std::stod(value, &used);
+            } catch (const std::exception&) {
+                return "'" + value + "' is not a number";
+            }
+            if (used != value.size()) return "'" + value + "' is not a number";
+            // 2^63 bounds what an int64 holds; a count must be a whole positive number.
+            if (!(v >= 1.0 && v < 9.2e18) || v != static_cast<double>(static_cast<std::int64_t>(v)))
+                return "'" + value + "' is not a positive whole number";
+            value = std::to_string(static_cast<std::int64_t>(v));
+            return "";
+        },
+        "COUNT (e.g. 4194304 or 4.194304e6)");
+}
+
 void add_plan_flags(CLI::App& app, PlanFlags& f) {
     app.add_option("--model", f.model,
                    "Catalog name (see `preflight models`) or path to a Hugging Face config.json")

@@ -29,6 +29,10 @@ struct PlanFlags {
     Plan to_plan() const;
 };
 
+// Accepts counts written as integers or in scientific notation ("15e12", "4.194304e6")
+// and rewrites them as plain integers; rejects fractions and non-positive values.
+CLI::Validator count_in_any_notation();
+
 // Registers --model, --gpu, the plan flags, --overhead-bytes, --data-dir, --format.
 void add_plan_flags(CLI::App& app, PlanFlags& f);
 
