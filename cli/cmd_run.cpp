@@ -53,7 +53,9 @@ void print_table(const runtime::RunReport& r) {
     t.rows.push_back({"tracked peak", format_bytes(r.measured.tracked_peak_bytes),
                       format_bytes(r.predicted.tracked_peak_bytes)});
     t.rows.push_back({"peak incl. overhead",
-                      format_bytes(r.measured.tracked_peak_bytes + r.measured.overhead_bytes.value_or(0)),
+                      r.measured.overhead_bytes
+                          ? format_bytes(r.measured.tracked_peak_bytes + *r.measured.overhead_bytes)
+                          : std::string("n/a"),
                       format_bytes(r.predicted.memory.peak_bytes)});
     t.rows.push_back({"step time", opt_seconds(r.measured.step_time_s), opt_seconds(r.predicted.step_time_s)});
     t.rows.push_back({"MFU", opt_ratio(r.measured.mfu), opt_ratio(r.predicted.mfu)});
@@ -114,7 +116,9 @@ int run_command(const RunState& st) {
         print_table(report);
     if (report.failure) {
         std::cerr << "preflight run: " << report.failure->message << "\n";
-        return kExitDoesNotFit;
+        // A failed allocation is the plan not fitting (1); any other device or library
+        // failure is the GPU or a library being unusable (3).
+        return report.status == "allocation-failed" ? kExitDoesNotFit : kExitNoDevice;
     }
     if (runtime::peak_relative_error(report) > kPeakTolerance) {
         std::cerr << "preflight run: tracked peak differs from the prediction by more than 1 %\n";
@@ -143,7 +147,8 @@ Command add_run_command(CLI::App& app) {
         "Example:\n  preflight run --model gpt2 --seq 1024 --mbs 4 --steps 20 --format json\n"
         "  preflight run --model llama-3.2-1b --seq 2048 --recompute selective --dry-run\n"
         "Exit codes: 0 ok; 1 allocation failed (report still written) or tracked peak off the prediction by > 1 %;\n"
-        "2 bad input or a plan the runtime cannot run (multi-GPU, fp16/fp8, dropout, MoE); 3 no GPU / no CUDA build.");
+        "2 bad input or a plan the runtime cannot run (multi-GPU, fp16/fp8, dropout, MoE); 3 no GPU, no CUDA build,\n"
+        "or a CUDA/cuBLASLt failure during the run (report still written).");
     return {sub, [st] { return run_command(*st); }};
 }
 

@@ -1,4 +1,5 @@
 // Bias gradient: column sums of dY (CPU reference: the db term of ref::linear_bwd).
+#include "common.cuh"
 #include "kernels.cuh"
 
 namespace preflight::runtime::cuda {

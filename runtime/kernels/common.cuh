@@ -1,29 +1,11 @@
-// Shared device helpers for the runtime kernels: dtype conversion, error checks,
+// Shared device helpers for the runtime kernels (device code: .cu files only): dtype conversion,
 // block reductions. Kernels are templated on the storage type T (float or bf16)
 // and accumulate in fp32.
 #pragma once
 
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
-
-#include <cstdint>
-#include <stdexcept>
-#include <string>
+#include "check.hpp"
 
 namespace preflight::runtime::cuda {
-
-using bf16 = __nv_bfloat16;
-
-[[noreturn]] inline void cuda_fail(cudaError_t e, const char* what, const char* file, int line) {
-    throw std::runtime_error(std::string("CUDA error in ") + what + " (" + file + ":" + std::to_string(line) +
-                             "): " + cudaGetErrorString(e));
-}
-#define PF_CUDA_CHECK(expr)                                                                  \
-    do {                                                                                     \
-        const cudaError_t pf_err_ = (expr);                                                  \
-        if (pf_err_ != cudaSuccess) ::preflight::runtime::cuda::cuda_fail(pf_err_, #expr, __FILE__, __LINE__); \
-    } while (0)
-#define PF_LAUNCH_CHECK() PF_CUDA_CHECK(cudaGetLastError())
 
 __device__ __forceinline__ float to_f(float x) { return x; }
 __device__ __forceinline__ float to_f(bf16 x) { return __bfloat162float(x); }
@@ -64,6 +46,5 @@ __device__ __forceinline__ float block_max(float v) {
     return warp_max(v);
 }
 
-inline unsigned grid_for(std::int64_t n, int block) { return static_cast<unsigned>((n + block - 1) / block); }
 
 }  // namespace preflight::runtime::cuda

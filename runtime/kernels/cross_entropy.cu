@@ -1,5 +1,6 @@
 // Fused softmax cross-entropy: loss per row and dlogits written over the logits.
 // CPU reference: ref::cross_entropy.
+#include "common.cuh"
 #include "kernels.cuh"
 
 namespace preflight::runtime::cuda {

@@ -1,4 +1,5 @@
 // Token (+ learned position) embedding. CPU reference: ref::embedding_fwd / embedding_bwd.
+#include "common.cuh"
 #include "kernels.cuh"
 
 namespace preflight::runtime::cuda {

@@ -8,6 +8,7 @@
 // lane c of a row owns elements c, c+4, c+8, ... of the head dimension (d <= 128,
 // d % 4 == 0), so dot products need two shuffles and shared-memory reads are
 // conflict-free broadcasts.
+#include "common.cuh"
 #include "kernels.cuh"
 
 namespace preflight::runtime::cuda {

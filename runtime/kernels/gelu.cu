@@ -1,4 +1,5 @@
 // GeLU, tanh approximation (GPT-2). CPU reference: ref::gelu_fwd / gelu_bwd.
+#include "common.cuh"
 #include "kernels.cuh"
 
 namespace preflight::runtime::cuda {

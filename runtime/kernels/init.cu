@@ -1,5 +1,6 @@
 // Initialisation and small elementwise helpers: normal init (Box-Muller on a counter
 // hash), fills, RoPE tables (CPU reference: ref::rope_tables), fp32 gradient accumulation.
+#include "common.cuh"
 #include "kernels.cuh"
 #include "preflight/runtime/synthetic.hpp"
 

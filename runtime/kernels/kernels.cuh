@@ -1,11 +1,12 @@
 // Launchers of the runtime kernels (one .cu file each under runtime/kernels/). The
 // CPU reference of each lives in host code: preflight/runtime/reference.hpp.
 // T is float or __nv_bfloat16; every launcher runs on `stream` and checks the launch.
+// Host-includable (tests call the launchers from plain C++).
 #pragma once
 
 #include <cstdint>
 
-#include "common.cuh"
+#include "check.hpp"
 
 namespace preflight::runtime::cuda {
 

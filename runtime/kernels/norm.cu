@@ -1,6 +1,7 @@
 // LayerNorm / RMSNorm forward and backward. CPU reference: ref::layernorm_* / rmsnorm_*.
 // Statistics are recomputed in backward (the runtime keeps none), written to a
 // scratch buffer for the weight-gradient pass.
+#include "common.cuh"
 #include "kernels.cuh"
 
 namespace preflight::runtime::cuda {

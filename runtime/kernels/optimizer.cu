@@ -1,5 +1,6 @@
 // AdamW (fp32 moments, fp32 master when present, 16-bit copy written back) and SGD
 // with momentum. CPU reference: ref::adamw / ref::sgd.
+#include "common.cuh"
 #include "kernels.cuh"
 
 namespace preflight::runtime::cuda {

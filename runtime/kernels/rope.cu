@@ -1,4 +1,5 @@
 // RoPE, rotate-half layout, in place on Q and K. CPU reference: ref::rope_fwd / rope_bwd.
+#include "common.cuh"
 #include "kernels.cuh"
 
 namespace preflight::runtime::cuda {

@@ -1,5 +1,6 @@
 // Causal row softmax for eager attention (scores already scaled by the GEMM).
 // CPU reference: ref::attention_probs (whole eager forward) and ref::softmax_bwd.
+#include "common.cuh"
 #include "kernels.cuh"
 
 namespace preflight::runtime::cuda {

@@ -1,4 +1,5 @@
 // SwiGLU: act = silu(gate) * up over gu = [gate | up]. CPU reference: ref::swiglu_fwd / swiglu_bwd.
+#include "common.cuh"
 #include "kernels.cuh"
 
 namespace preflight::runtime::cuda {

@@ -1,4 +1,5 @@
 // Synthetic tokens on the device (CPU reference: preflight/runtime/synthetic.hpp, same function).
+#include "common.cuh"
 #include "kernels.cuh"
 #include "preflight/runtime/synthetic.hpp"
 

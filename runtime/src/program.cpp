@@ -149,7 +149,12 @@ public:
     const Dims& d_;
 };
 
-std::string L(std::int64_t l) { return "L" + std::to_string(l) + " "; }
+std::string L(std::int64_t l) {
+    std::string s = "L";  // appended piecewise: GCC 12 warns (-Wrestrict) on "L" + to_string(l)
+    s += std::to_string(l);
+    s += ' ';
+    return s;
+}
 
 // The buffers one layer's forward creates.
 struct LayerFwd {

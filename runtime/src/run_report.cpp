@@ -132,7 +132,11 @@ json run_report_to_json(const RunReport& r) {
 
 void write_file_atomic(const std::filesystem::path& path, const std::string& text) {
     const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-    const std::filesystem::path tmp = dir / ("." + path.filename().string() + ".tmp." + std::to_string(::getpid()));
+    std::string tmp_name = ".";  // hidden sibling, same filesystem, so rename() is atomic
+    tmp_name += path.filename().string();
+    tmp_name += ".tmp.";
+    tmp_name += std::to_string(::getpid());
+    const std::filesystem::path tmp = dir / tmp_name;
     {
         std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
         if (!out) throw std::runtime_error(path.string() + ": cannot create " + tmp.string());

@@ -11,6 +11,7 @@
 
 #include "gemm.cuh"
 #include "kernels.cuh"
+#include "preflight/planner/profiles.hpp"
 #include "preflight/runtime/runtime.hpp"
 #include "preflight/runtime/synthetic.hpp"
 #include "preflight/runtime/walker.hpp"

@@ -1,0 +1,97 @@
+// Whole runs on the device: tracked allocations equal the dry run exactly, loss falls
+// on the learnable synthetic task within 100 steps, an over-capacity plan fails
+// cleanly with a report. Label: gpu. Skips without a device.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "catalog_fixture.hpp"
+#include "gpu_util.hpp"
+#include "preflight/runtime/walker.hpp"
+
+namespace preflight::runtime {
+namespace {
+
+ModelConfig tiny_llama() {
+    nlohmann::json cfg = {{"model_type", "llama"},         {"hidden_size", 128},       {"num_hidden_layers", 2},
+                          {"num_attention_heads", 4},       {"num_key_value_heads", 2}, {"intermediate_size", 352},
+                          {"vocab_size", 512},              {"max_position_embeddings", 512},
+                          {"tie_word_embeddings", false}};
+    return model_from_hf_config(cfg, "tiny-llama");
+}
+
+ModelConfig tiny_gpt() { return preflight::test::gpt_model(128, 2, 4, 500, 256); }
+
+TEST(GpuRun, TrackedPeakEqualsTheDryRunForEveryPlanKind) {
+    PF_REQUIRE_GPU();
+    const GpuSpec gpu = preflight::test::catalog_gpu("h100-sxm-80gb");
+    for (const ModelConfig& m : {tiny_llama(), tiny_gpt()})
+        for (auto rc : all_recomputes())
+            for (auto at : {AttentionKind::flash, AttentionKind::eager})
+                for (auto pr : {Precision::fp32, Precision::bf16_mixed, Precision::bf16_mixed_fp32_grads, Precision::bf16}) {
+                    Plan p;
+                    p.seq = 128;
+                    p.mbs = 2;
+                    p.grad_acc = 2;
+                    p.recompute = rc;
+                    p.attention = at;
+                    p.precision = pr;
+                    RunOptions o;
+                    o.steps = 2;
+                    o.warmup = 1;
+                    const RunReport r = run_on_device(m, gpu, p, o);
+                    ASSERT_EQ(r.status, "ok") << (r.failure ? r.failure->message : "");
+                    const DryRunResult d = dry_run(build_program(m, p));
+                    EXPECT_EQ(r.measured.tracked_peak_bytes, d.peak_bytes);
+                    for (double l : r.measured.losses) EXPECT_TRUE(std::isfinite(l));
+                    ASSERT_TRUE(r.measured.step_time_s.has_value());
+                    EXPECT_GT(*r.measured.step_time_s, 0);
+                    ASSERT_TRUE(r.measured.pool_peak_bytes.has_value());
+                    EXPECT_GE(*r.measured.pool_peak_bytes, r.measured.tracked_peak_bytes - d.persistent_bytes);
+                }
+}
+
+TEST(GpuRun, LossFallsOnTheSyntheticTaskWithin100Steps) {
+    PF_REQUIRE_GPU();
+    const GpuSpec gpu = preflight::test::catalog_gpu("h100-sxm-80gb");
+    for (const ModelConfig& m : {tiny_llama(), tiny_gpt()}) {
+        Plan p;
+        p.seq = 128;
+        p.mbs = 4;
+        RunOptions o;
+        o.steps = 100;
+        o.warmup = 0;
+        o.hyper.lr = 3e-3;
+        const RunReport r = run_on_device(m, gpu, p, o);
+        ASSERT_EQ(r.status, "ok") << (r.failure ? r.failure->message : "");
+        ASSERT_EQ(r.measured.losses.size(), 100u);
+        const double first = r.measured.losses.front(), last = r.measured.losses.back();
+        EXPECT_NEAR(first, std::log(static_cast<double>(m.vocab)), 1.0) << m.name << ": initial loss ~ ln V";
+        EXPECT_LT(last, 0.5 * first) << m.name << ": loss " << first << " -> " << last;
+    }
+}
+
+TEST(GpuRun, OverCapacityPlanFailsWithPhaseRequestAndFreeMemory) {
+    PF_REQUIRE_GPU();
+    const ModelConfig m = preflight::test::catalog_model("llama-3-8b");
+    const GpuSpec gpu = preflight::test::catalog_gpu("h100-sxm-80gb");
+    Plan p;
+    p.seq = 4096;
+    p.mbs = 16;
+    p.precision = Precision::fp32;
+    p.attention = AttentionKind::eager;
+    RunOptions o;
+    o.steps = 1;
+    o.warmup = 0;
+    const RunReport r = run_on_device(m, gpu, p, o);
+    EXPECT_EQ(r.status, "allocation-failed");
+    ASSERT_TRUE(r.failure.has_value());
+    EXPECT_GT(r.failure->requested_bytes, 0);
+    EXPECT_GE(r.failure->free_bytes, 0);
+    EXPECT_FALSE(r.failure->where.empty());
+    const auto j = run_report_to_json(r);
+    EXPECT_EQ(j["failure"]["buffer"], r.failure->buffer);
+}
+
+}  // namespace
+}  // namespace preflight::runtime
