@@ -39,8 +39,7 @@ struct FrameworkProfile {
     // (Megatron: --make-vocab-size-divisible-by 128; plain PyTorch: 1).
     std::int64_t vocab_pad_multiple = 1;
 
-    // --- Added for the Preflight CUDA runtime's profile (profiles.hpp). Every default
-    // below leaves the model above unchanged, bit for bit.
+    // --- Fields the Preflight CUDA runtime's profile needs (profiles.hpp).
     // Device buffers the framework allocates itself and keeps for the whole run (GEMM
     // workspace, device scalars), counted under `buffers`.
     std::int64_t workspace_bytes = 0;
@@ -48,8 +47,9 @@ struct FrameworkProfile {
     // while the logits gradient is still alive.
     bool head_input_grad_with_logits = false;
     // Full recompute re-materialises a layer from its kept input, sharing that tensor
-    // instead of holding a second copy of it.
-    bool full_recompute_shares_input = false;
+    // instead of holding a second copy of it (true of every framework: the checkpointed
+    // input is the recomputed layer's input).
+    bool full_recompute_shares_input = true;
 };
 
 struct MemoryBreakdown {
