@@ -32,19 +32,6 @@ std::vector<Row> category_rows(const MemoryBreakdown& b) {
             {"overhead", b.overhead, "CUDA context + library workspaces"}};
 }
 
-std::string plan_line(const Plan& p) {
-    char buf[512];
-    std::snprintf(buf, sizeof buf,
-                  "seq %lld, mbs %lld, grad_acc %lld, dp %lld, tp %lld, pp %lld%s, ZeRO-%d, recompute %s, %s, %s, "
-                  "%s attention, dropout %g",
-                  static_cast<long long>(p.seq), static_cast<long long>(p.mbs), static_cast<long long>(p.grad_acc),
-                  static_cast<long long>(p.dp), static_cast<long long>(p.tp), static_cast<long long>(p.pp),
-                  p.sp ? " +SP" : "", p.zero, std::string(to_string(p.recompute)).c_str(),
-                  std::string(to_string(p.precision)).c_str(), std::string(to_string(p.optimizer)).c_str(),
-                  std::string(to_string(p.attention)).c_str(), p.dropout);
-    return buf;
-}
-
 std::string percent(double f) {
     char buf[16];
     std::snprintf(buf, sizeof buf, "%.1f %%", 100.0 * f);
@@ -56,7 +43,7 @@ void print_table(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
     const double cap = static_cast<double>(r.capacity_bytes);
     std::cout << "# preflight memory: " << model.name << " on " << gpu.display_name << " ("
               << format_bytes(gpu.memory_bytes) << " per GPU)\n"
-              << "# plan: " << plan_line(plan) << "\n"
+              << "# plan: " << to_flags(plan) << "\n"
               << "# model: " << format_count(r.params.total) << " parameters (" << group_digits(r.params.total)
               << ")";
     if (r.params.active != r.params.total) std::cout << ", " << format_count(r.params.active) << " active per token";

@@ -63,19 +63,6 @@ std::string duration(double s) {
     return buf;
 }
 
-std::string plan_summary(const Plan& p) {
-    char buf[320];
-    std::snprintf(buf, sizeof buf,
-                  "--seq %lld --mbs %lld --grad-acc %lld --dp %lld --tp %lld --pp %lld%s --zero %d --recompute %s "
-                  "--precision %s --optimizer %s --attention %s",
-                  static_cast<long long>(p.seq), static_cast<long long>(p.mbs), static_cast<long long>(p.grad_acc),
-                  static_cast<long long>(p.dp), static_cast<long long>(p.tp), static_cast<long long>(p.pp),
-                  p.sp ? " --sp" : "", p.zero, std::string(to_string(p.recompute)).c_str(),
-                  std::string(to_string(p.precision)).c_str(), std::string(to_string(p.optimizer)).c_str(),
-                  std::string(to_string(p.attention)).c_str());
-    return buf;
-}
-
 SearchRequest make_request(const PlanCommandState& st, const ModelConfig& model) {
     const PlanFlags& f = st.flags;
     SearchRequest r;
@@ -182,7 +169,7 @@ void print_table(const PlanCommandState& st, const ModelConfig& model, const Gpu
         const Candidate& best = res.candidates.front();
         const Throughput& th = best.throughput;
         std::cout << "# recommendation (rank 1)\n";
-        std::cout << "plan:        " << plan_summary(best.plan) << "\n";
+        std::cout << "plan:        " << to_flags(best.plan) << "\n";
         std::cout << "batch:       " << group_digits(best.plan.global_batch_tokens()) << " tokens per step = seq "
                   << best.plan.seq << " x mbs " << best.plan.mbs << " x grad_acc " << best.plan.grad_acc << " x dp "
                   << best.plan.dp;
@@ -281,7 +268,7 @@ int run_plan(const PlanCommandState& st) {
         const Candidate& best = res.candidates.front();
         const Emitted e = emit_plan(*parse_emit_format(st.emit), model, gpu, best.plan);
         std::cout << e.text;
-        std::cerr << "# preflight plan: emitted the recommendation (" << plan_summary(best.plan) << ")\n";
+        std::cerr << "# preflight plan: emitted the recommendation (" << to_flags(best.plan) << ")\n";
         for (const auto& w : e.warnings) std::cerr << "# warning: " << w << "\n";
         return kExitOk;
     }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdio>
 
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/model.hpp"
@@ -53,6 +54,20 @@ std::optional<Optimizer> parse_optimizer(std::string_view s) { return parse_enum
 std::optional<AttentionKind> parse_attention(std::string_view s) { return parse_enum(s, kAttentions); }
 std::span<const Precision> all_precisions() { return kPrecisions; }
 std::span<const Recompute> all_recomputes() { return kRecomputes; }
+
+std::string to_flags(const Plan& p) {
+    std::string s = "--seq " + str(p.seq) + " --mbs " + str(p.mbs) + " --grad-acc " + str(p.grad_acc) + " --dp " +
+                    str(p.dp) + " --tp " + str(p.tp) + " --pp " + str(p.pp) + (p.sp ? " --sp" : "") +
+                    " --zero " + std::to_string(p.zero) + " --recompute " + std::string(to_string(p.recompute)) +
+                    " --precision " + std::string(to_string(p.precision)) + " --optimizer " +
+                    std::string(to_string(p.optimizer)) + " --attention " + std::string(to_string(p.attention));
+    if (p.dropout > 0) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, " --dropout %g", p.dropout);
+        s += buf;
+    }
+    return s;
+}
 
 Plan resolve_defaults(Plan plan, const ModelConfig& model) {
     if (plan.seq == 0) plan.seq = std::min(model.max_positions, kDefaultSeqCap);

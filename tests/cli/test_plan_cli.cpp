@@ -8,28 +8,13 @@
 #include <nlohmann/json.hpp>
 
 #include "preflight/planner/report.hpp"
+#include "run_cli.hpp"
 
 namespace {
 
-struct CliRun {
-    int rc = -1;
-    std::string out;
-};
+using preflight::test::run_preflight;
+using CliRun = preflight::test::CliResult;
 
-// Runs the preflight binary with `args`; `merge_stderr` folds stderr into the output.
-CliRun run_preflight(const std::string& args, bool merge_stderr = false) {
-    const std::string cmd = std::string("\"") + PREFLIGHT_EXE + "\" " + args + " --data-dir \"" +
-                            PREFLIGHT_TEST_DATA_DIR + "\"" + (merge_stderr ? " 2>&1" : " 2>/dev/null");
-    CliRun r;
-    FILE* p = popen(cmd.c_str(), "r");
-    if (!p) return r;
-    std::array<char, 4096> buf{};
-    std::size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-    const int status = pclose(p);
-    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
-}
 
 const std::string kDoneWhen =
     "plan --model llama-3-8b --gpu h100-sxm-80gb --gpus 8 --gbs-tokens 4194304 --seq 4096";
@@ -40,7 +25,7 @@ bool has(const std::string& s, const std::string& needle) { return s.find(needle
 
 TEST(PlanCli, TableShowsRecommendationMfuHfuAndRejections) {
     const CliRun r = run_preflight(kDoneWhen);
-    ASSERT_EQ(r.rc, 0) << r.out;
+    ASSERT_EQ(r.exit_code, 0) << r.out;
     EXPECT_TRUE(has(r.out, "MFU")) << r.out;
     EXPECT_TRUE(has(r.out, "HFU"));
     EXPECT_TRUE(has(r.out, "step time"));
@@ -52,7 +37,7 @@ TEST(PlanCli, TableShowsRecommendationMfuHfuAndRejections) {
 
 TEST(PlanCli, JsonCarriesTheContractKeys) {
     const CliRun r = run_preflight(kDoneWhen + " --format json");
-    ASSERT_EQ(r.rc, 0);
+    ASSERT_EQ(r.exit_code, 0);
     const nlohmann::json j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j.at("schema_version"), 1);
     ASSERT_FALSE(j.at("candidates").empty());
@@ -87,7 +72,7 @@ TEST(PlanCli, EmitDeepSpeedMatchesTheRecommendation) {
     const nlohmann::json doc = nlohmann::json::parse(run_preflight(kDoneWhen + " --format json").out);
     const auto& plan = doc.at("candidates").at(0).at("plan");
     const CliRun r = run_preflight(kDoneWhen + " --emit deepspeed");
-    ASSERT_EQ(r.rc, 0);
+    ASSERT_EQ(r.exit_code, 0);
     const nlohmann::json ds = nlohmann::json::parse(r.out);
     EXPECT_EQ(ds.at("train_micro_batch_size_per_gpu"), plan.at("mbs"));
     EXPECT_EQ(ds.at("gradient_accumulation_steps"), plan.at("grad_acc"));
@@ -100,7 +85,7 @@ TEST(PlanCli, EmitDeepSpeedMatchesTheRecommendation) {
 TEST(PlanCli, EmitPreflightMegatronTorchtitan) {
     const std::string pinned = kDoneWhen + " --precision bf16-mixed --zero 1";
     const CliRun pf = run_preflight(pinned + " --emit preflight");
-    ASSERT_EQ(pf.rc, 0);
+    ASSERT_EQ(pf.exit_code, 0);
     const preflight::Plan p = preflight::plan_from_json(nlohmann::json::parse(pf.out));
     EXPECT_EQ(p.zero, 1);
     EXPECT_EQ(p.precision, preflight::Precision::bf16_mixed);
@@ -108,20 +93,20 @@ TEST(PlanCli, EmitPreflightMegatronTorchtitan) {
     EXPECT_EQ(p.global_batch_tokens(), 4194304);
 
     const CliRun mg = run_preflight(pinned + " --emit megatron");
-    ASSERT_EQ(mg.rc, 0);
+    ASSERT_EQ(mg.exit_code, 0);
     EXPECT_TRUE(has(mg.out, "--micro-batch-size " + std::to_string(p.mbs)));
     EXPECT_TRUE(has(mg.out, "--use-distributed-optimizer"));
     EXPECT_TRUE(has(mg.out, "--bf16"));
 
     const CliRun tt = run_preflight(pinned + " --emit torchtitan");
-    ASSERT_EQ(tt.rc, 0);
+    ASSERT_EQ(tt.exit_code, 0);
     EXPECT_TRUE(has(tt.out, "local_batch_size = " + std::to_string(p.mbs) + "\n"));
     EXPECT_TRUE(has(tt.out, "[parallelism]"));
 }
 
 TEST(PlanCli, TrainTokensAndLearningRate) {
     const CliRun r = run_preflight(kDoneWhen + " --train-tokens 1000000000000 --base-lr 3e-4 --base-batch 1048576");
-    ASSERT_EQ(r.rc, 0);
+    ASSERT_EQ(r.exit_code, 0);
     EXPECT_TRUE(has(r.out, "GPU-hours"));
     EXPECT_TRUE(has(r.out, "238,419 steps"));  // ceil(1e12 / 4194304)
     EXPECT_TRUE(has(r.out, "linear rule:       0.0012"));
@@ -133,32 +118,32 @@ TEST(PlanCli, NothingFitsExitsOneWithTheSmallestChange) {
     const CliRun r = run_preflight(
         "plan --model llama-3-70b --gpu h100-sxm-80gb --gpus 8 --gbs-tokens 4194304 --seq 8192 --zero 1 --tp 1 "
         "--recompute none");
-    EXPECT_EQ(r.rc, 1);
+    EXPECT_EQ(r.exit_code, 1);
     EXPECT_TRUE(has(r.out, "NOTHING FITS"));
     EXPECT_TRUE(has(r.out, "smallest change"));
 }
 
 TEST(PlanCli, BadInputExitsTwoNamingTheFlag) {
-    CliRun r = run_preflight("plan --gpus 0 --gbs-tokens 1048576", true);
-    EXPECT_EQ(r.rc, 2);
-    EXPECT_TRUE(has(r.out, "--gpus")) << r.out;
-    r = run_preflight("plan --gpus 8 --gbs-tokens 1048576 --headroom 1.5", true);
-    EXPECT_EQ(r.rc, 2);
-    EXPECT_TRUE(has(r.out, "--headroom")) << r.out;
-    r = run_preflight("plan --gpus 8 --gbs-tokens 1048576 --gpu a100-sxm-80gb --precision fp8-mixed", true);
-    EXPECT_EQ(r.rc, 2);
-    EXPECT_TRUE(has(r.out, "--precision")) << r.out;
-    r = run_preflight("plan --gpus 8 --gbs-tokens 1048576 --attention-flops half", true);
-    EXPECT_EQ(r.rc, 2);
-    EXPECT_TRUE(has(r.out, "--attention-flops")) << r.out;
-    r = run_preflight("plan --gpus 8", true);
-    EXPECT_EQ(r.rc, 2);
-    EXPECT_TRUE(has(r.out, "--gbs-tokens")) << r.out;
+    CliRun r = run_preflight("plan --gpus 0 --gbs-tokens 1048576");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_TRUE(has(r.err, "--gpus")) << r.err;
+    r = run_preflight("plan --gpus 8 --gbs-tokens 1048576 --headroom 1.5");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_TRUE(has(r.err, "--headroom")) << r.err;
+    r = run_preflight("plan --gpus 8 --gbs-tokens 1048576 --gpu a100-sxm-80gb --precision fp8-mixed");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_TRUE(has(r.err, "--precision")) << r.err;
+    r = run_preflight("plan --gpus 8 --gbs-tokens 1048576 --attention-flops half");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_TRUE(has(r.err, "--attention-flops")) << r.err;
+    r = run_preflight("plan --gpus 8");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_TRUE(has(r.err, "--gbs-tokens")) << r.err;
 }
 
 TEST(PlanCli, HelpStatesTheAttentionConventionDefault) {
-    const CliRun r = run_preflight("plan --help", true);
-    EXPECT_EQ(r.rc, 0);
+    const CliRun r = run_preflight("plan --help");
+    EXPECT_EQ(r.exit_code, 0);
     EXPECT_TRUE(has(r.out, "--attention-flops"));
     EXPECT_TRUE(has(r.out, "full (default"));
     EXPECT_TRUE(has(r.out, "causal"));

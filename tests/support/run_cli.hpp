@@ -15,9 +15,10 @@ struct CliResult {
     std::string err;  // stderr
 };
 
-inline CliResult run_preflight(const std::string& args) {
+// `env` is prepended to the command line, e.g. "CUDA_VISIBLE_DEVICES=" to hide GPUs.
+inline CliResult run_preflight(const std::string& args, const std::string& env = "") {
     const std::string err_file = std::string(std::tmpnam(nullptr)) + ".stderr";
-    const std::string cmd = std::string("PREFLIGHT_DATA_DIR='") + PREFLIGHT_TEST_DATA_DIR + "' '" + PREFLIGHT_EXE +
+    const std::string cmd = env + " PREFLIGHT_DATA_DIR='" + PREFLIGHT_TEST_DATA_DIR + "' '" + PREFLIGHT_EXE +
                             "' " + args + " 2>'" + err_file + "'";
     CliResult r;
     FILE* pipe = popen(cmd.c_str(), "r");

@@ -48,6 +48,10 @@ struct Plan {
     std::int64_t global_batch_tokens() const { return seq * mbs * grad_acc * dp; }
 };
 
+// The plan as the command-line flags that reproduce it ("--seq 4096 --mbs 1 ...");
+// --sp and --dropout appear only when set.
+std::string to_flags(const Plan& plan);
+
 // Default sequence length: the model's context length capped at 4096 (interface.md).
 inline constexpr std::int64_t kDefaultSeqCap = 4096;
 
