@@ -43,9 +43,7 @@ std::string opt_ratio(const std::optional<double>& v) {
 }
 
 void print_table(const runtime::RunReport& r) {
-    std::cout << "# preflight run (" << r.mode << "): " << r.model.name << ", plan seq " << r.plan.seq << " mbs "
-              << r.plan.mbs << " grad_acc " << r.plan.grad_acc << " " << to_string(r.plan.precision) << " recompute "
-              << to_string(r.plan.recompute) << " " << to_string(r.plan.attention) << " attention\n";
+    std::cout << "# preflight run (" << r.mode << "): " << r.model.name << "\n# plan: " << to_flags(r.plan) << "\n";
     if (r.device) std::cout << "# device: " << r.device->name << " (" << format_bytes(r.device->memory_bytes) << ")\n";
     Table t;
     t.header = {"", "measured", "predicted"};
