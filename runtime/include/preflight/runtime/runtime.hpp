@@ -6,6 +6,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "preflight/planner/gpu.hpp"
 #include "preflight/runtime/program.hpp"
@@ -42,5 +43,16 @@ int device_count();
 // Runs the plan on device 0: set-up, warm-up + measured steps, teardown. Never throws
 // for a failed allocation: the report comes back with status "allocation-failed".
 RunReport run_on_device(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan, const RunOptions& options);
+
+// Test hook: set-up and one optimizer step (step 1, `options.seed`) on device 0, with
+// the device's parameters and gradients read back in the program's flat layout.
+struct StepGradients {
+    std::vector<double> weights;    // the compute copy of the parameters before the step
+    std::vector<double> gradients;  // after the step's backward: the fp32 accumulation buffer when the
+                                    // recipe has one (bf16-mixed-fp32-grads), else the gradient buffer
+    double loss = 0;                // the step's mean loss, as the run report's losses
+};
+// Throws std::runtime_error on any CUDA failure (including a failed allocation).
+StepGradients capture_step_gradients(const ModelConfig& model, const Plan& plan, const RunOptions& options);
 
 }  // namespace preflight::runtime

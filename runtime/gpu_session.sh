@@ -1,0 +1,271 @@
+#!/usr/bin/env bash
+# The GPU session runbook: ONE script the device machine runs (via the `run` tool, from
+# the repository root, with carry [".deps"] staged by runtime/prepare_gpu_session.sh).
+#
+#   bash runtime/gpu_session.sh STAGE...
+#     build        configure + build (sm_90, Release, GUI off) with the carried header-only
+#                  deps; GoogleTest built from .deps/googletest when carried, else no tests
+#     test         ctest -L gpu (every kernel vs its CPU reference, gradients vs the
+#                  whole-model CPU reference, loss falls, tracked peak == dry run), memcheck excluded
+#     memcheck     ctest -R runtime_memcheck (compute-sanitizer --tool memcheck on 2-step runs)
+#     cputest      ctest -LE gpu (optional; the CPU suites also run without a GPU)
+#     measure[:G]  the measured set of runtime/gpu_session_configs.json (all, group G, or
+#                  measure:id1,id2): per plan `preflight run --report data/measurements/<gpu>/<id>.json`
+#                  with its evidence (<id>.log: command, nvidia-smi header and state, full output),
+#                  then the same model and plan in PyTorch (validation/pytorch/train.py, when present)
+#                  in the same call: <id>.pytorch.json / <id>.pytorch.log
+#     all          build test memcheck measure
+#
+# Everything recorded lands under data/measurements/<gpu>/ (session logs in
+# data/measurements/<gpu>/session-<stamp>/) and is packed after every step into
+# $OUT/preflight-gpu-<stamp>.tar.gz (unpack with `tar xzf ... -C <repo root>`) with a short
+# $OUT/summary.txt (the device tool returns few files, shallow).
+#
+# Env: PREFLIGHT_DEPS (.deps), PREFLIGHT_BUILD_DIR (build-gpu), PREFLIGHT_BUDGET_S (540: no new
+# work starts past it; running commands are cut off at it), PREFLIGHT_GPU (catalog name; default
+# from nvidia-smi), PREFLIGHT_STEPS (10), PREFLIGHT_WARMUP (2), PREFLIGHT_PYTORCH (1; 0 = skip),
+# PREFLIGHT_JOBS (nproc), PREFLIGHT_REMEASURE (0: plans already recorded on a device are skipped, so a
+# later call continues where the budget guard stopped an earlier one), OUT (the device tool's output
+# folder; default /tmp/preflight-gpu-out).
+set -uo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root" || exit 2
+start_s=$SECONDS
+budget_s=${PREFLIGHT_BUDGET_S:-540}
+deps=$(realpath -m "${PREFLIGHT_DEPS:-.deps}")
+build=$(realpath -m "${PREFLIGHT_BUILD_DIR:-build-gpu}")
+steps=${PREFLIGHT_STEPS:-10}
+warmup=${PREFLIGHT_WARMUP:-2}
+pytorch=${PREFLIGHT_PYTORCH:-1}
+jobs=${PREFLIGHT_JOBS:-$(nproc 2>/dev/null || echo 8)}
+out=${OUT:-/tmp/preflight-gpu-out}
+configs=runtime/gpu_session_configs.json
+stamp=$(date -u +%Y%m%dT%H%M%SZ)
+export PATH="$PATH:/usr/local/cuda/bin"
+mkdir -p "$out"
+
+elapsed() { echo $((SECONDS - start_s)); }
+left() { echo $((budget_s - (SECONDS - start_s))); }
+note() { echo "[gpu_session +$(elapsed)s] $*" | tee -a "$summary"; }
+
+# ---- the GPU and where its records go ---------------------------------------------------
+gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+if [[ -n ${PREFLIGHT_GPU:-} ]]; then
+    gpu=$PREFLIGHT_GPU
+else
+    case "$gpu_name" in
+        *H200*) gpu=h200-sxm-141gb ;;
+        *H100*PCIe*) gpu=h100-pcie-80gb ;;
+        *H100*) gpu=h100-sxm-80gb ;;
+        *A100*80GB*) gpu=a100-sxm-80gb ;;
+        *A100*) gpu=a100-sxm-40gb ;;
+        *) gpu=$(python3 -c "import json;print(json.load(open('$configs'))['gpu_default'])" 2>/dev/null || echo h100-sxm-80gb) ;;
+    esac
+fi
+mdir=data/measurements/$gpu
+sdir=$mdir/session-$stamp
+mkdir -p "$sdir"
+summary=$sdir/summary.txt
+tarball=$out/preflight-gpu-$stamp.tar.gz
+
+pack() {  # everything recorded so far -> one tarball + summary.txt in $OUT
+    python3 runtime/gpu_session_summary.py "$mdir" "$configs" >"$sdir/measurements.txt" 2>&1 || true
+    tar czf "$tarball.tmp" "$mdir" 2>/dev/null && mv -f "$tarball.tmp" "$tarball"
+    { cat "$summary"; echo; cat "$sdir/measurements.txt"; } >"$out/summary.txt" 2>/dev/null
+}
+trap pack EXIT
+
+{
+    echo "# preflight GPU session $stamp: stages: $*"
+    echo "# gpu: ${gpu_name:-none} -> catalog $gpu; budget ${budget_s}s; steps $steps + warm-up $warmup; jobs $jobs"
+} >"$summary"
+{
+    echo "## nvidia-smi"; nvidia-smi 2>&1
+    echo "## nvidia-smi -q"; nvidia-smi -q 2>&1
+    echo "## nvcc --version"; nvcc --version 2>&1
+    echo "## cmake --version"; cmake --version 2>&1
+    echo "## ninja --version"; ninja --version 2>&1
+    echo "## compute-sanitizer --version"; (compute-sanitizer --version || /usr/local/cuda/bin/compute-sanitizer --version) 2>&1
+    echo "## python / torch / transformers"
+    python3 -c "import sys,torch;print(sys.version);print('torch',torch.__version__,'cuda',torch.version.cuda)" 2>&1
+    python3 -c "import transformers;print('transformers',transformers.__version__)" 2>&1
+    echo "## uname -a"; uname -a; echo "## nproc"; nproc; echo "## free -g"; free -g 2>&1
+} >"$sdir/environment.txt" 2>&1
+# The evidence header of every measured run: nvidia-smi -q down to the first GPU's state.
+smi_header=$(nvidia-smi -q 2>/dev/null | sed -n '1,/^ *Performance State/p' | head -60)
+
+# ---- stages -----------------------------------------------------------------------------
+built=""  # "full" or "cli" once this invocation has built
+do_build() {
+    local gtest_dir="" tests=OFF
+    if [[ -f $deps/googletest/CMakeLists.txt ]]; then
+        if [[ ! -f $build/_gtest/install/lib/cmake/GTest/GTestConfig.cmake && ! -f $build/_gtest/install/lib64/cmake/GTest/GTestConfig.cmake ]]; then
+            note "building GoogleTest from $deps/googletest"
+            { cmake -S "$deps/googletest" -B "$build/_gtest/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+                  -DBUILD_GMOCK=OFF -DINSTALL_GTEST=ON -DCMAKE_INSTALL_PREFIX="$build/_gtest/install" &&
+              cmake --build "$build/_gtest/build" -j "$jobs" && cmake --install "$build/_gtest/build"; } \
+                >"$sdir/googletest-build.log" 2>&1 || note "GoogleTest build FAILED (see googletest-build.log)"
+        fi
+        for d in "$build/_gtest/install/lib/cmake/GTest" "$build/_gtest/install/lib64/cmake/GTest"; do
+            [[ -f $d/GTestConfig.cmake ]] && gtest_dir=$d && tests=ON
+        done
+    else
+        note "no GoogleTest sources carried ($deps/googletest): building without tests"
+    fi
+    local args=(-S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPREFLIGHT_GUI=OFF -DPREFLIGHT_CUDA=ON
+                -DCMAKE_CUDA_ARCHITECTURES=90 -DPREFLIGHT_BENCH=OFF -DPREFLIGHT_TESTS=$tests
+                -Dnlohmann_json_DIR="$deps/cmake/nlohmann_json" -DCLI11_DIR="$deps/cmake/CLI11")
+    [[ -n $gtest_dir ]] && args+=(-DGTest_DIR="$gtest_dir")
+    note "configure: cmake ${args[*]}"
+    if ! cmake "${args[@]}" >"$sdir/configure.log" 2>&1; then
+        note "configure FAILED (tail of configure.log):"; tail -25 "$sdir/configure.log" | tee -a "$summary"; return 1
+    fi
+    local target=()
+    [[ ${1:-} == cli-only ]] && target=(--target preflight)
+    local t0=$SECONDS
+    note "build: cmake --build $build -j $jobs ${target[*]}"
+    if ! timeout "$(left)" cmake --build "$build" -j "$jobs" "${target[@]}" >"$sdir/build.log" 2>&1; then
+        note "build FAILED (tail of build.log):"; grep -E "error|FAILED" "$sdir/build.log" | head -30 | tee -a "$summary"; return 1
+    fi
+    note "build ok in $((SECONDS - t0))s ($(grep -c 'warning' "$sdir/build.log") warning lines)"
+    built=${1:-full}
+    return 0
+}
+
+# Full build (incremental: a no-op when up to date) unless this invocation did it already;
+# `cli-only` is enough for the measurements and accepts an existing binary.
+ensure_built() {
+    if [[ ${1:-} == cli-only ]]; then
+        [[ -n $built || -x $build/cli/preflight ]] && return 0
+        do_build cli-only
+    else
+        [[ $built == full ]] && return 0
+        do_build
+    fi
+}
+
+do_ctest() {  # do_ctest NAME CTEST_ARGS...
+    local name=$1; shift
+    if [[ ! -f $build/CTestTestfile.cmake ]] || ! grep -q "PREFLIGHT_TESTS:BOOL=ON" "$build/CMakeCache.txt"; then
+        note "$name: skipped (this build has no tests: GoogleTest was not carried or failed to build)"; return 0
+    fi
+    if (( $(left) < 60 )); then note "$name: skipped (budget: $(left)s left)"; return 0; fi
+    note "$name: ctest $*"
+    (cd "$build" && timeout "$(left)" ctest --output-on-failure -V --timeout 900 --output-junit "$root/$sdir/$name.junit.xml" "$@") \
+        >"$sdir/$name.log" 2>&1
+    local rc=$?
+    note "$name: exit $rc; $(grep -E '^[0-9]+% tests passed|tests passed,' "$sdir/$name.log" | tail -1)"
+    grep -E 'Test +#[0-9]+: .*\*\*\*|[0-9]+: SKIPPED: ' "$sdir/$name.log" | head -30 | sed 's/^ */    /' | tee -a "$summary"
+    pack
+}
+
+# Runs one command with the evidence log: command line, nvidia-smi header and state, full output.
+evidence_run() {  # evidence_run LOG TIMEOUT_S CMD...
+    local log=$1 limit=$2; shift 2
+    {
+        echo "# command: $*"
+        echo "# cwd: $root"
+        echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  host: $(hostname)"
+        echo "# nvidia-smi -q (header):"; echo "$smi_header"
+        echo "# nvidia-smi (before the run):"; nvidia-smi 2>&1
+        echo "# ---- output (stdout + stderr) ----"
+    } >"$log"
+    local t0=$SECONDS
+    timeout "$limit" "$@" >>"$log" 2>&1
+    local rc=$?
+    {
+        echo "# ---- end of output ----"
+        echo "# exit code: $rc$([[ $rc -eq 124 ]] && echo ' (cut off by the session budget guard)')"
+        echo "# wall time: $((SECONDS - t0)) s"
+        echo "# nvidia-smi (after the run):"; nvidia-smi --query-gpu=name,memory.used,memory.total,temperature.gpu,power.draw,clocks.sm --format=csv 2>&1
+    } >>"$log"
+    return $rc
+}
+
+do_measure() {  # do_measure SELECTOR (all | group letter | id,id,...)
+    local sel=${1:-all}
+    ensure_built cli-only || { note "measure: no preflight binary"; return 1; }
+    local pre=$build/cli/preflight train=validation/pytorch/train.py
+    [[ -f $train ]] || note "measure: $train not present: PyTorch comparison skipped"
+    local lines
+    lines=$(python3 - "$configs" "$sel" <<'EOF'
+import json, sys
+cfg = json.load(open(sys.argv[1]))["configs"]
+sel = sys.argv[2]
+for c in cfg:
+    if sel == "all" or c["group"] == sel or c["id"] in sel.split(","):
+        print(c["id"], c["model"], c["seq"], c["mbs"], c["grad_acc"], c["recompute"], c["precision"], c["attention"])
+EOF
+)
+    [[ -n $lines ]] || { note "measure: no configuration matches '$sel'"; return 1; }
+    note "measure '$sel': $(echo "$lines" | wc -l) plans on $gpu"
+    while read -r id model seq mbs ga rc prec attn; do
+        # Resume: a plan already recorded on a device (report ok, and PyTorch's report there or not
+        # applicable) is not run again unless PREFLIGHT_REMEASURE=1.
+        if [[ ${PREFLIGHT_REMEASURE:-0} != 1 ]] && python3 - "$mdir/$id.json" "$mdir/$id.pytorch.json" "$rc" "$pytorch" "$train" <<'PY'
+import json, os, sys
+ours, theirs, rc, pytorch, train = sys.argv[1:]
+try:
+    r = json.load(open(ours))
+except (OSError, ValueError):
+    sys.exit(1)
+done = r.get("mode") == "device" and r.get("status") == "ok"
+needs_pt = pytorch == "1" and os.path.exists(train) and rc != "selective"
+sys.exit(0 if done and (not needs_pt or os.path.exists(theirs)) else 1)
+PY
+        then
+            note "$id: already recorded (set PREFLIGHT_REMEASURE=1 to measure again)"; continue
+        fi
+        local plan=(--model "$model" --gpu "$gpu" --seq "$seq" --mbs "$mbs" --grad-acc "$ga" --recompute "$rc"
+                    --precision "$prec" --attention "$attn")
+        # Time estimate from the prediction: set-up ~20 s + (warm-up + steps) x 3 x predicted step, same for PyTorch.
+        local pred est
+        pred=$("$pre" run "${plan[@]}" --dry-run --format json 2>/dev/null |
+               python3 -c "import json,sys; print(json.load(sys.stdin)['predicted'].get('step_time_s') or 0.5)" 2>/dev/null || echo 0.5)
+        est=$(python3 -c "print(int(20 + ($warmup + $steps) * 3 * $pred))")
+        local need=$est
+        [[ $pytorch == 1 && -f $train ]] && need=$((2 * est + 20))
+        if (( $(left) < need )); then
+            note "$id: SKIPPED (budget: needs ~${need}s, $(left)s left)"; continue
+        fi
+        local cmd=("$pre" run "${plan[@]}" --steps "$steps" --warmup "$warmup" --report "$mdir/$id.json")
+        evidence_run "$mdir/$id.log" "$(left)" "${cmd[@]}"
+        local code=$?
+        note "$id: preflight run exit $code ($(python3 runtime/gpu_session_summary.py --one "$mdir/$id.json" 2>/dev/null))"
+        if [[ $pytorch == 1 && -f $train ]]; then
+            if [[ $rc == selective ]]; then
+                note "$id: PyTorch SKIPPED (HF transformers has no selective recompute; train.py exits 2 on it)"
+            elif (( $(left) < est + 10 )); then
+                note "$id: PyTorch SKIPPED (budget: $(left)s left)"
+            else
+                # The same model (its catalog config.json) and plan in PyTorch eager (validation/pytorch/train.py).
+                local pcmd=(python3 "$train" --config "data/models/$model.json" --model-name "$model" --gpu "$gpu"
+                            --seq "$seq" --mbs "$mbs" --grad-acc "$ga" --recompute "$rc" --precision "$prec"
+                            --attention "$attn" --steps "$steps" --warmup "$warmup" --report "$mdir/$id.pytorch.json")
+                evidence_run "$mdir/$id.pytorch.log" "$(left)" "${pcmd[@]}"
+                note "$id: PyTorch exit $? ($(python3 runtime/gpu_session_summary.py --one "$mdir/$id.pytorch.json" 2>/dev/null))"
+            fi
+        fi
+        pack
+    done <<<"$lines"
+}
+
+[[ $# -gt 0 ]] || set -- all
+stages=()
+for s in "$@"; do
+    if [[ $s == all ]]; then stages+=(build test memcheck measure); else stages+=("$s"); fi
+done
+for s in "${stages[@]}"; do
+    case "$s" in
+        build) do_build ;;
+        test) ensure_built && do_ctest gpu-tests -L gpu -E runtime_memcheck ;;
+        memcheck) ensure_built && do_ctest memcheck -R runtime_memcheck ;;
+        cputest) ensure_built && do_ctest cpu-tests -LE gpu -j "$jobs" ;;
+        measure) do_measure all ;;
+        measure:*) do_measure "${s#measure:}" ;;
+        *) note "unknown stage '$s' (build test memcheck cputest measure[:GROUP|:id,...] all)"; exit 2 ;;
+    esac
+    pack
+done
+note "done in $(elapsed)s; packed into $tarball"
