@@ -31,6 +31,10 @@ Command add_gpus_command(CLI::App& app);
 // `preflight run` (cmd_run.cpp): execute a plan on the GPU, or walk it with --dry-run.
 Command add_run_command(CLI::App& app);
 Command add_plan_command(CLI::App& app);
+// `preflight validate` (cmd_validate.cpp): run a validation matrix, or --check recorded runs.
+Command add_validate_command(CLI::App& app);
+// `preflight calibrate` (cmd_calibrate.cpp): fit a GPU spec's efficiency constants to recorded runs.
+Command add_calibrate_command(CLI::App& app);
 
 int run_memory(const PlanFlags& flags, bool show_timeline);
 int run_models(const std::string& data_dir, const std::string& format);

@@ -34,6 +34,8 @@ int main(int argc, char** argv) {
         add_gpus_command(app),
         add_run_command(app),
         add_plan_command(app),
+        add_validate_command(app),
+        add_calibrate_command(app),
     };
 
     // Name an unknown command instead of CLI11's generic "A subcommand is required".

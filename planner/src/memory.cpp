@@ -90,6 +90,10 @@ struct StageModel {
     std::int64_t gather_head = 0;     // ZeRO-3: gathered LM head / embedding
     std::int64_t layer_grad_bytes = 0;  // ZeRO-3: a layer's full grads before reduce-scatter
     std::int64_t grad_buckets = 0;    // data-parallel gradient buckets in flight
+    std::int64_t autocast_layer = 0;  // profile: one layer's autocast 16-bit weight copies
+    std::int64_t autocast_head = 0;   // profile: the LM head's autocast copy
+    std::int64_t optimizer_temp = 0;  // profile: optimizer-step temporaries
+    bool full_recompute = false;
     std::int64_t overhead = 0;
     int zero = 0;
 };
@@ -98,19 +102,92 @@ struct ActDims {
     std::int64_t s, b, h, qw, kvw, f, a, t;
     bool sp;
     int ab, gb;  // activation / saved-GEMM-input bytes per element
+    int rb;      // residual-stream element bytes (ab, or 4 under autocast with fp32 parameters)
 };
 
-ActDims act_dims(const ModelConfig& m, const Plan& p) {
+// Profile addition: a mixed recipe run under torch.autocast with fp32 parameters.
+bool runs_amp(const FrameworkProfile& prof, const Plan& p) {
+    return prof.amp_fp32_parameters &&
+           (p.precision == Precision::bf16_mixed || p.precision == Precision::bf16_mixed_fp32_grads ||
+            p.precision == Precision::fp16_mixed);
+}
+
+ActDims act_dims(const ModelConfig& m, const Plan& p, const FrameworkProfile& prof) {
     const PrecisionBytes pb = precision_bytes(p.precision);
     return {p.seq, p.mbs, m.hidden, m.q_width(), m.kv_width(), m.ffn_hidden, m.heads, p.tp, p.sp, pb.activation,
-            pb.gemm_input};
+            pb.gemm_input, runs_amp(prof, p) ? 4 : pb.activation};
+}
+
+// Hugging Face eager modules under plain PyTorch (profile hf_module_inventory), read
+// from transformers' LlamaRMSNorm, LlamaMLP, NewGELUActivation (GPT-2's "gelu_new")
+// and eager attention, with the autocast op lists of the torch.amp docs (pow and
+// softmax produce fp32 under autocast). Dense models only.
+std::vector<ActivationTensor> hf_inventory(const ModelConfig& m, const Plan& p, const FrameworkProfile& prof,
+                                           const ActDims& d) {
+    const std::int64_t sb = d.s * d.b;
+    const std::int64_t sp_div = d.sp ? d.t : 1;
+    const bool amp = runs_amp(prof, p);
+    const std::int64_t wide = amp ? 4 : d.ab;  // output of an autocast-to-fp32 op
+    std::vector<ActivationTensor> v;
+    auto tp_item = [&](std::string_view n, std::int64_t bytes, bool core = false) {
+        v.push_back({n, bytes / d.t, core});
+    };
+    auto sp_item = [&](std::string_view n, std::int64_t bytes) { v.push_back({n, bytes / sp_div, false}); };
+    auto norm_then_gemm = [&](bool attention) {
+        if (m.norm == NormKind::rmsnorm) {
+            // x.to(float32) is saved by pow (it is the fp32 residual itself under AMP), and
+            // `weight * x.to(input_dtype)` saves the normalized tensor at the residual dtype.
+            sp_item(attention ? "attention norm input (fp32)" : "MLP norm input (fp32)", sb * d.h * 4);
+            sp_item(attention ? "attention norm normalized" : "MLP norm normalized", sb * d.h * d.rb);
+            if (prof.norm_row_stats) sp_item(attention ? "attention norm rsqrt" : "MLP norm rsqrt", sb * 4);
+        } else {
+            sp_item(attention ? "attention norm input" : "MLP norm input", sb * d.h * d.rb);
+            if (prof.norm_row_stats) sp_item(attention ? "attention norm mean/rstd" : "MLP norm mean/rstd", sb * 8);
+        }
+        sp_item(attention ? "QKV GEMM input (norm output)" : "MLP GEMM input (norm output)", sb * d.h * d.gb);
+    };
+    norm_then_gemm(true);
+    const bool eager = p.attention == AttentionKind::eager;
+    tp_item("Q (after RoPE)", sb * d.qw * d.ab);
+    // Eager attention repeats K/V to every query head (repeat_kv) before the matmuls that save them.
+    tp_item("K (after RoPE)", sb * (eager ? d.qw : d.kvw) * d.ab);
+    tp_item("V", sb * (eager ? d.qw : d.kvw) * d.ab);
+    const std::int64_t scores = d.a * d.s * d.s * d.b;
+    if (eager) {
+        // Llama: softmax(..., dtype=float32); GPT-2: softmax under autocast (fp32) or in
+        // the model dtype; then .to(dtype) feeds the P*V matmul, a second tensor when it casts.
+        const std::int64_t soft = m.norm == NormKind::rmsnorm ? 4 : wide;
+        tp_item("softmax output", scores * soft, true);
+        if (soft != d.ab) tp_item("softmax output cast (P*V matmul input)", scores * d.ab, true);
+    } else {
+        // SDPA flash saves q, k, v, its output and the fp32 log-sum-exp; its output is the
+        // o_proj input (the transpose back is a view), so only the log-sum-exp is extra.
+        tp_item("softmax log-sum-exp (fp32)", d.a * sb * 4, true);
+    }
+    tp_item("attention output (out-proj GEMM input)", sb * d.qw * d.gb);
+    norm_then_gemm(false);
+    if (m.mlp == MlpKind::swiglu) {
+        tp_item("gate projection output", sb * d.f * d.ab);
+        tp_item("up projection output", sb * d.f * d.ab);
+        tp_item("silu(gate) (saved by the product)", sb * d.f * d.ab);
+        tp_item("down GEMM input (silu(gate)*up)", sb * d.f * d.gb);
+    } else {
+        // 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3))) op by op: x, 0.5*x, tanh out, 1+tanh.
+        tp_item("GeLU input (fc1 output)", sb * d.f * d.ab);
+        tp_item("0.5*x", sb * d.f * d.ab);
+        tp_item("tanh output", sb * d.f * wide);
+        tp_item("1+tanh", sb * d.f * wide);
+        tp_item("fc2 GEMM input (GeLU output)", sb * d.f * d.gb);
+    }
+    return v;
 }
 
 // Full per-layer saved set, before recompute filtering. Item sizes follow
 // Korthikanti et al. 2022, sec. 4.1 (eq. 1), generalised to GQA, SwiGLU, MoE and
 // flash attention; `tp_div` tensors are split by TP (eq. 2), the rest only by SP (eq. 3).
 std::vector<ActivationTensor> full_inventory(const ModelConfig& m, const Plan& p, const FrameworkProfile& prof) {
-    const ActDims d = act_dims(m, p);
+    const ActDims d = act_dims(m, p, prof);
+    if (prof.hf_module_inventory && !m.is_moe()) return hf_inventory(m, p, prof, d);  // profile addition
     const std::int64_t sb = d.s * d.b;
     const std::int64_t sp_div = d.sp ? d.t : 1;
     const bool drop = p.dropout > 0.0;
@@ -173,7 +250,7 @@ std::int64_t sum_bytes(const std::vector<ActivationTensor>& v) {
 }
 
 // Layer input kept under full recompute (Korthikanti et al. 2022, sec. 4.3, eq. 5).
-std::int64_t layer_input_bytes(const ActDims& d) { return d.s * d.b * d.h * d.ab / (d.sp ? d.t : 1); }
+std::int64_t layer_input_bytes(const ActDims& d) { return d.s * d.b * d.h * d.rb / (d.sp ? d.t : 1); }
 
 // Within-layer working memory. Forward: eager attention holds the raw s^2 scores
 // while the softmax output is written. Backward: the residual-stream gradient in
@@ -183,7 +260,7 @@ std::int64_t forward_transient(const ModelConfig&, const Plan& p, const ActDims&
     return p.attention == AttentionKind::eager ? d.a * d.s * d.s * d.b * d.ab / d.t : 0;
 }
 std::int64_t backward_transient(const ModelConfig& m, const Plan& p, const ActDims& d) {
-    const std::int64_t residual = 2 * d.s * d.b * d.h * d.ab / (d.sp ? d.t : 1);
+    const std::int64_t residual = 2 * d.s * d.b * d.h * d.rb / (d.sp ? d.t : 1);
     const std::int64_t routed = d.s * d.b * (m.is_moe() ? m.experts_per_token : 1);
     const std::int64_t mlp = (m.mlp == MlpKind::swiglu ? 2 : 1) * routed * d.f * d.ab / d.t;
     const std::int64_t attn = p.attention == AttentionKind::eager ? 2 * d.a * d.s * d.s * d.b * d.ab / d.t : 0;
@@ -228,15 +305,44 @@ StageModel build_stage(const ModelConfig& m, const GpuSpec& gpu, const Plan& p, 
             head_local += local;
     }
     st.params_local = flat;
-    st.states = state_bytes(zero_elements(flat, zero3, p.zero, p.dp), p.precision, p.optimizer);
+    // Profile: under autocast with fp32 parameters the states are the fp32 recipe's.
+    const bool amp = runs_amp(prof, p);
+    st.states = state_bytes(zero_elements(flat, zero3, p.zero, p.dp), amp ? Precision::fp32 : p.precision,
+                            p.optimizer);
+    const int param_bytes = amp ? 4 : pb.weight;
+    const int moment_bytes = prof.optimizer_moments_param_dtype ? param_bytes : 4;
+    if (prof.optimizer_moments_param_dtype)  // profile: moments at the parameter dtype
+        st.states.optimizer_states = st.states.optimizer_states / 4 * moment_bytes;
+    if (prof.allocation_granularity_bytes > 0 && p.zero == 0) {
+        // Profile: every state tensor is its own allocation, rounded up to the granularity.
+        const std::int64_t g = prof.allocation_granularity_bytes;
+        auto pad = [g](std::int64_t bytes) { return (g - bytes % g) % g; };
+        const PrecisionBytes state_pb = precision_bytes(amp ? Precision::fp32 : p.precision);
+        const int moments = optimizer_bytes_per_param(p.optimizer) / 4;
+        for (const auto& t : tensors) {
+            const std::int64_t count = t.place == TensorPlace::layer ? st.layers
+                                       : t.place == TensorPlace::embedding ? (st.first ? 1 : 0)
+                                                                           : (st.last ? 1 : 0);
+            if (count == 0) continue;
+            const std::int64_t n = tp_local_numel(t, p.tp, prof.vocab_pad_multiple);
+            st.states.weights += count * pad(n * state_pb.weight);
+            st.states.gradients += count * pad(n * state_pb.gradient);
+            if (state_pb.gradient_accum > 0) st.states.gradients += count * pad(n * state_pb.gradient_accum);
+            if (state_pb.master > 0) st.states.master_weights += count * pad(n * state_pb.master);
+            st.states.optimizer_states += count * moments * pad(n * moment_bytes);
+        }
+    }
+    if (prof.optimizer_step_temp_moments > 0)
+        st.optimizer_temp = prof.optimizer_step_temp_moments * st.params_local * moment_bytes;
     // fp8 weight caches are held beside the 16-bit weights (and sharded like them under ZeRO-3).
     st.states.weights += (p.zero == 3 ? gemm3 : gemm) * pb.fp8_weight_copies;
 
     // Activations.
-    const ActDims d = act_dims(m, p);
+    const ActDims d = act_dims(m, p, prof);
     const std::int64_t sb = d.s * d.b;
     const std::int64_t sp_div = d.sp ? d.t : 1;
     st.act_layer_full = sum_bytes(inventory);
+    st.full_recompute = p.recompute == Recompute::full;
     switch (p.recompute) {
         case Recompute::none: st.act_layer = st.act_layer_full; break;
         case Recompute::selective:
@@ -261,9 +367,14 @@ StageModel build_stage(const ModelConfig& m, const GpuSpec& gpu, const Plan& p, 
     if (st.last) {
         // Final norm input and its output (the LM-head GEMM input), int64 labels.
         st.act_head = sb * d.h * d.ab / sp_div + sb * d.h * d.gb / sp_div + sb * 8;
+        if (prof.hf_module_inventory)  // profile: the final norm as in hf_inventory
+            st.act_head = sb * d.h * (m.norm == NormKind::rmsnorm ? 4 + d.rb : d.rb) / sp_div +
+                          sb * d.h * d.gb / sp_div + sb * 8;
         // Logits at the activation dtype plus the fp32 copy cross-entropy works in
         // (softmax kept for backward; its gradient overwrites it in place).
         st.logits_peak = sb * vocab_local * (d.ab + (prof.logits_fp32_copy && d.ab < 4 ? 4 : 0));
+        if (prof.loss_fp32_logit_buffers > 0)  // profile: fp32 buffers of an unfused loss
+            st.logits_peak = sb * vocab_local * (d.ab + 4 * prof.loss_fp32_logit_buffers);
         // Profile addition (off by default): the LM-head input gradient written while the
         // logits gradient is alive.
         if (prof.head_input_grad_with_logits) st.logits_peak += sb * d.h * d.ab / sp_div;
@@ -285,6 +396,14 @@ StageModel build_stage(const ModelConfig& m, const GpuSpec& gpu, const Plan& p, 
         st.gather_layer = layer_local * pb.weight;
         st.gather_head = head_local * pb.weight;
         st.layer_grad_bytes = layer_local * pb.gradient;
+    }
+    if (amp && prof.autocast_weight_copies) {
+        // Profile: 16-bit (2-byte) autocast copies of the GEMM weights; head_local holds the
+        // LM head (or the tied embedding) on the last stage.
+        for (const auto& t : tensors)
+            if (t.gemm_weight && t.place == TensorPlace::layer)
+                st.autocast_layer += tp_local_numel(t, p.tp, prof.vocab_pad_multiple) * 2;
+        st.autocast_head = head_local * 2;
     }
     if (p.dp > 1 && p.zero < 3) st.grad_buckets = prof.grad_bucket_bytes * prof.grad_buckets_in_flight;
     st.overhead = opt.overhead_bytes.value_or(gpu.overhead_bytes);
@@ -309,20 +428,25 @@ MemoryBreakdown snapshot(const StageModel& st, const Phase& ph, bool first_step)
     const std::int64_t per_micro_batch = st.layers * st.act_layer + st.act_embed + st.act_head;
     const std::int64_t earlier = (st.in_flight - 1) * per_micro_batch;
     switch (ph.kind) {
-        case PhaseKind::step_start:
-        case PhaseKind::optimizer_step: break;
+        case PhaseKind::step_start: break;
+        case PhaseKind::optimizer_step: b.buffers += st.optimizer_temp; break;
         case PhaseKind::grad_reduce: b.buffers += st.grad_buckets; break;
         case PhaseKind::forward:
             b.activations = earlier + st.act_embed + ph.layer * st.act_layer + st.fwd_transient;
+            b.weights += ph.layer * st.autocast_layer;  // profile: copies made so far
             b.buffers += st.gather_layer * (ph.layer < st.layers ? 2 : 1);
             break;
         case PhaseKind::output_loss:
             b.activations = earlier + per_micro_batch;
             b.logits_and_loss = st.logits_peak;
+            b.weights += st.layers * st.autocast_layer + st.autocast_head;
             b.buffers += st.gather_head;
             break;
         case PhaseKind::backward:
             b.activations = earlier + st.act_embed + ph.layer * st.act_layer + st.bwd_transient;
+            // Profile: copies still saved by layers 1..l; under full recompute the autocast
+            // cache was cleared after forward and only the recomputed layer's copy exists.
+            b.weights += (st.full_recompute ? 1 : ph.layer) * st.autocast_layer;
             b.buffers += st.gather_layer * (ph.layer > 1 ? 2 : 1) + st.layer_grad_bytes + st.grad_buckets;
             break;
     }
@@ -373,7 +497,7 @@ std::vector<ActivationTensor> layer_activation_inventory(const ModelConfig& mode
         case Recompute::selective:
             std::erase_if(full, [](const ActivationTensor& t) { return t.attention_core; });
             return full;
-        case Recompute::full: return {{"layer input", layer_input_bytes(act_dims(model, plan)), false}};
+        case Recompute::full: return {{"layer input", layer_input_bytes(act_dims(model, plan, profile)), false}};
     }
     return full;
 }

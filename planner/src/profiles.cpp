@@ -17,9 +17,35 @@ FrameworkProfile runtime_profile() {
     return p;
 }
 
+FrameworkProfile pytorch_profile() {
+    FrameworkProfile p;
+    p.name = "pytorch";
+    p.grad_bucket_bytes = 0;  // one GPU, no DistributedDataParallel
+    p.grad_buckets_in_flight = 0;
+    p.lazy_optimizer_state = true;  // torch.optim creates moments at the first step()
+    p.logits_fp32_copy = true;
+    // F.cross_entropy = log_softmax (saves its fp32 output) + nll_loss; at the loss's
+    // backward the saved output, nll_loss's fp32 input gradient and log_softmax's input
+    // gradient are alive together beside the model's logits.
+    p.loss_fp32_logit_buffers = 3;
+    p.norm_row_stats = true;  // LayerNorm saves mean/rstd; HF RMSNorm saves rsqrt(var+eps)
+    p.vocab_pad_multiple = 1;
+    p.workspace_bytes = 0;
+    p.head_input_grad_with_logits = false;
+    p.full_recompute_shares_input = true;  // torch.utils.checkpoint re-runs the layer on its saved input
+    p.amp_fp32_parameters = true;
+    p.autocast_weight_copies = true;
+    p.hf_module_inventory = true;
+    p.optimizer_moments_param_dtype = true;
+    p.optimizer_step_temp_moments = 1;  // foreach AdamW: _foreach_sqrt(exp_avg_sqs)
+    p.allocation_granularity_bytes = kTorchBlockBytes;
+    return p;
+}
+
 std::optional<FrameworkProfile> profile_by_name(std::string_view name) {
     if (name == "megatron") return FrameworkProfile{};
     if (name == "preflight-runtime") return runtime_profile();
+    if (name == "pytorch") return pytorch_profile();
     return std::nullopt;
 }
 

@@ -50,6 +50,37 @@ struct FrameworkProfile {
     // instead of holding a second copy of it (true of every framework: the checkpointed
     // input is the recomputed layer's input).
     bool full_recompute_shares_input = true;
+
+    // --- Fields the PyTorch profile needs (profiles.hpp, pytorch_profile()): plain
+    // PyTorch with Hugging Face transformers modules on one GPU. Every default below
+    // leaves the numbers above unchanged.
+    // Mixed recipes run under torch.autocast with fp32 parameters: the fp32 parameters
+    // are what the optimizer updates (no separate master copy), gradients are fp32, and
+    // the residual stream stays fp32 because the embedding lookup is not an autocast op
+    // (PyTorch docs, "Automatic Mixed Precision package - torch.amp", op lists).
+    bool amp_fp32_parameters = false;
+    // Autocast caches the 16-bit cast of every fp32 leaf weight for the rest of the
+    // autocast region, and linear saves that copy for backward (torch.amp docs,
+    // `cache_enabled`). Counted under `weights` from a layer's forward to its backward.
+    bool autocast_weight_copies = false;
+    // Per-layer saved tensors of Hugging Face's eager modules instead of fused kernels:
+    // LlamaRMSNorm upcasts to fp32 and saves the normalized tensor, LlamaMLP saves
+    // silu(gate) beside gate and up, GPT-2's gelu_new is unfused (tanh and its
+    // intermediates saved), eager attention saves an fp32 softmax and repeats K/V for GQA.
+    bool hf_module_inventory = false;
+    // fp32 logit-sized buffers alive at the loss's backward regardless of the activation
+    // dtype (0: the logits_fp32_copy rule above). PyTorch: log_softmax's saved output, the
+    // gradient nll_loss hands back and log_softmax's input gradient.
+    int loss_fp32_logit_buffers = 0;
+    // Optimizer moments in the parameter dtype (torch.optim.AdamW: zeros_like(param))
+    // rather than fp32.
+    bool optimizer_moments_param_dtype = false;
+    // Temporary moment-sized buffers the optimizer step allocates (torch.optim.AdamW's
+    // foreach path: the sqrt(exp_avg_sq) denominator), counted under `buffers`.
+    int optimizer_step_temp_moments = 0;
+    // Allocation granularity: each model-state tensor is rounded up to this many bytes
+    // (PyTorch CUDACachingAllocator: kMinBlockSize = 512). 0 = no rounding.
+    std::int64_t allocation_granularity_bytes = 0;
 };
 
 struct MemoryBreakdown {

@@ -31,7 +31,21 @@ inline constexpr std::int64_t kRuntimeVocabPadMultiple = 128;
 //  - the GEMM workspace and device scalars as buffers, vocabulary padded to 128.
 FrameworkProfile runtime_profile();
 
-// Profile by name ("megatron" = the default, "preflight-runtime"); nullopt if unknown.
+// Profile of plain PyTorch training a Hugging Face transformers model on one GPU
+// ("pytorch"; validation/pytorch/train.py): torch.autocast over fp32 parameters for the
+// mixed recipes (fp32 gradients, no master copy, fp32 residual stream, cached 16-bit
+// weight copies), HF's eager modules' saved tensors, SDPA flash or eager attention,
+// unfused fp32 cross-entropy over the logits, torch.optim.AdamW (lazy moments in the
+// parameter dtype, foreach step temporaries) and the caching allocator's 512-byte
+// rounding. No framework workspaces: PyTorch's cuBLAS workspace is left to the overhead.
+FrameworkProfile pytorch_profile();
+// PyTorch caching allocator: every block is a multiple of 512 bytes (kMinBlockSize in
+// c10/cuda/CUDACachingAllocator.cpp); allocations of 1 MiB or less come from 2 MiB
+// segments, larger ones are rounded to 2 MiB (kRoundLarge) when reserved.
+inline constexpr std::int64_t kTorchBlockBytes = 512;
+inline constexpr std::int64_t kTorchSegmentBytes = 2 * kMiB;
+
+// Profile by name ("megatron" = the default, "preflight-runtime", "pytorch"); nullopt if unknown.
 std::optional<FrameworkProfile> profile_by_name(std::string_view name);
 
 }  // namespace preflight

@@ -1,0 +1,146 @@
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "catalog_fixture.hpp"
+#include "preflight/planner/error.hpp"
+#include "preflight/planner/report.hpp"
+#include "preflight/planner/throughput.hpp"
+#include "preflight/validation/calibrate.hpp"
+#include "preflight/validation/matrix.hpp"
+
+using namespace preflight;
+using namespace preflight::validation;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The "true" constants the synthetic runs are generated with.
+Efficiency truth() {
+    Efficiency e;
+    e.gemm_max_fraction_of_peak = 0.62;
+    e.gemm_half_efficiency_dim = 220;
+    e.attention_fraction_of_peak = 0.33;
+    e.memory_bound_fraction_of_hbm = 0.66;
+    e.step_overhead_s = 0.025;
+    return e;
+}
+
+// Deterministic +-1 % noise (a fixed pattern, no RNG state shared with other tests).
+double noise(int i) { return 0.01 * std::sin(1.7 * i + 0.3); }
+
+std::vector<CalibrationRun> synthetic_runs(const GpuSpec& spec, std::int64_t true_overhead) {
+    GpuSpec t = spec;
+    t.efficiency = truth();
+    std::vector<CalibrationRun> runs;
+    const char* models[] = {"gpt2", "gpt2-medium", "gpt2-large", "smollm-360m", "llama-3.2-1b"};
+    const std::int64_t seqs[] = {512, 1024, 2048};
+    const std::int64_t mbss[] = {1, 2, 4, 8};
+    int i = 0;
+    for (const char* name : models) {
+        const ModelConfig m = test::catalog_model(name);
+        for (int k = 0; k < 8; ++k, ++i) {
+            Plan p;
+            p.seq = std::min<std::int64_t>(seqs[k % 3], m.max_positions);
+            p.mbs = mbss[(k + i) % 4];
+            p.grad_acc = k % 3 == 2 ? 4 : 1;
+            p.recompute = static_cast<Recompute>(k % 3);
+            p.attention = k % 4 == 3 ? AttentionKind::eager : AttentionKind::flash;
+            p.precision = k % 5 == 4 ? Precision::bf16 : Precision::bf16_mixed;
+            CalibrationRun r;
+            r.id = std::string(name) + "-" + std::to_string(k);
+            r.model = m;
+            r.plan = resolve_defaults(p, m);
+            r.step_time_s = estimate_throughput(m, t, r.plan).step_time_s * (1 + noise(i));
+            r.predicted_tracked_peak_bytes = 10 * kGiB;
+            r.tracked_peak_bytes = 10 * kGiB;
+            r.overhead_bytes = true_overhead + static_cast<std::int64_t>(noise(i) * 20 * kMiB);
+            runs.push_back(r);
+        }
+    }
+    return runs;
+}
+
+}  // namespace
+
+TEST(Calibrate, SplitIsDeterministicAndDisjoint) {
+    std::vector<CalibrationRun> runs(20);
+    for (int i = 0; i < 20; ++i) runs[i].id = "run-" + std::to_string(i);
+    std::vector<CalibrationRun> a, b, c, d;
+    split_runs(runs, a, b);
+    std::reverse(runs.begin(), runs.end());
+    split_runs(runs, c, d);
+    ASSERT_EQ(a.size() + b.size(), 20u);
+    ASSERT_EQ(b.size(), d.size());
+    for (std::size_t i = 0; i < b.size(); ++i) EXPECT_EQ(b[i].id, d[i].id);
+    EXPECT_GE(b.size(), 1u);
+    EXPECT_GE(a.size(), 10u);
+    for (const auto& r : b) EXPECT_TRUE(is_held_out(r.id) || b.size() == 1);
+}
+
+TEST(Calibrate, RecoversKnownConstantsFromSyntheticRuns) {
+    const GpuSpec spec = test::catalog_gpu("h100-sxm-80gb");
+    const std::int64_t true_overhead = 600 * kMiB;
+    const auto runs = synthetic_runs(spec, true_overhead);
+    const CalibrationResult r = calibrate(runs, spec);
+    const Efficiency t = truth();
+    std::printf("recovered vs true: gemm_max %.4f / %.4f, half_dim %.1f / %.1f, attention %.4f / %.4f, "
+                "memory %.4f / %.4f, step_overhead %.5f / %.5f, overhead %lld / %lld; held-out p50 %.4f -> %.4f\n",
+                r.after.gemm_max_fraction_of_peak, t.gemm_max_fraction_of_peak, r.after.gemm_half_efficiency_dim,
+                t.gemm_half_efficiency_dim, r.after.attention_fraction_of_peak, t.attention_fraction_of_peak,
+                r.after.memory_bound_fraction_of_hbm, t.memory_bound_fraction_of_hbm, r.after.step_overhead_s,
+                t.step_overhead_s, static_cast<long long>(r.overhead_after), static_cast<long long>(true_overhead),
+                r.step_held_before.p50, r.step_held_after.p50);
+    EXPECT_GT(r.held_out_runs, 0);
+    EXPECT_GT(r.train_runs, r.held_out_runs);
+    EXPECT_NEAR(r.after.gemm_max_fraction_of_peak, t.gemm_max_fraction_of_peak, 0.05 * t.gemm_max_fraction_of_peak);
+    EXPECT_NEAR(r.after.gemm_half_efficiency_dim, t.gemm_half_efficiency_dim, 0.25 * t.gemm_half_efficiency_dim);
+    EXPECT_NEAR(r.after.attention_fraction_of_peak, t.attention_fraction_of_peak, 0.10 * t.attention_fraction_of_peak);
+    EXPECT_NEAR(r.after.memory_bound_fraction_of_hbm, t.memory_bound_fraction_of_hbm, 0.15 * t.memory_bound_fraction_of_hbm);
+    EXPECT_NEAR(r.after.step_overhead_s, t.step_overhead_s, 0.10 * t.step_overhead_s);
+    EXPECT_NEAR(static_cast<double>(r.overhead_after), static_cast<double>(true_overhead), 20.0 * kMiB);
+    // Held-out errors drop from the uncalibrated defaults' to about the noise level.
+    EXPECT_LT(r.step_held_after.p50, r.step_held_before.p50);
+    EXPECT_LT(r.step_held_after.max, r.step_held_before.max);
+    EXPECT_LT(r.step_held_after.max, 0.03);
+    EXPECT_LT(r.device_peak_held_after.max, r.device_peak_held_before.max);
+}
+
+TEST(Calibrate, FromReportFilesToAFittedSpec) {
+    const GpuSpec spec = test::catalog_gpu("h100-sxm-80gb");
+    const auto runs = synthetic_runs(spec, 700 * kMiB);
+    const fs::path d = fs::temp_directory_path() / ("preflight-calibrate-" + std::to_string(::getpid()));
+    fs::remove_all(d);
+    fs::create_directories(d / "preflight-runtime");
+    for (const auto& r : runs) {
+        json j = {{"schema_version", 1}, {"command", "run"}, {"mode", "device"}, {"status", "ok"},
+                  {"model", {{"name", r.model.name}}}, {"gpu", {{"name", "h100-sxm-80gb"}}},
+                  {"plan", plan_to_json(r.plan)},
+                  {"measured", {{"step_time_s", r.step_time_s}, {"tracked_peak_bytes", 5 * kGiB}, {"overhead_bytes", *r.overhead_bytes}}}};
+        std::ofstream(d / "preflight-runtime" / (r.id + ".json")) << j.dump();
+    }
+    // A dry run (no step time) and a PyTorch run are not used for the runtime's constants.
+    std::ofstream(d / "dry.json") << json{{"command", "run"}, {"mode", "dry-run"}, {"plan", {{"seq", 512}}},
+                                          {"model", {{"name", "gpt2"}}}, {"gpu", {{"name", "h100-sxm-80gb"}}},
+                                          {"measured", {{"tracked_peak_bytes", 1}}}}.dump();
+    const auto loaded = load_calibration_runs(d, "h100-sxm-80gb", kSourceRuntime, test::data_dir());
+    ASSERT_EQ(loaded.size(), runs.size());
+    const CalibrationResult r = calibrate(loaded, spec);
+    const json raw = read_json_file(test::data_dir() / "gpus" / "h100-sxm-80gb.json", "spec");
+    const json fitted = calibrated_spec(raw, r, "fitted in a unit test");
+    const GpuSpec back = gpu_from_json(fitted, "x");
+    EXPECT_DOUBLE_EQ(back.efficiency.gemm_max_fraction_of_peak, r.after.gemm_max_fraction_of_peak);
+    EXPECT_DOUBLE_EQ(back.efficiency.step_overhead_s, r.after.step_overhead_s);
+    EXPECT_EQ(back.efficiency.provenance, "fitted in a unit test");
+    EXPECT_EQ(back.overhead_bytes, r.overhead_after);
+    EXPECT_NE(back.sources.at("overhead_bytes").find("fitted in a unit test"), std::string::npos);
+    EXPECT_EQ(back.memory_bytes, spec.memory_bytes);  // everything else kept
+    // Too few runs: bad input.
+    EXPECT_THROW(calibrate(std::vector<CalibrationRun>{loaded.front()}, spec), InputError);
+    fs::remove_all(d);
+}

@@ -1,0 +1,228 @@
+#include <filesystem>
+#include <fstream>
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "catalog_fixture.hpp"
+#include "preflight/planner/error.hpp"
+#include "preflight/planner/profiles.hpp"
+#include "preflight/runtime/runtime.hpp"
+#include "preflight/validation/check.hpp"
+#include "preflight/validation/stats.hpp"
+#include "run_cli.hpp"
+
+using namespace preflight;
+using namespace preflight::validation;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+Plan gpt2_plan(std::int64_t mbs) {
+    Plan p;
+    p.seq = 512;
+    p.mbs = mbs;
+    return p;
+}
+
+// A runtime report (as `preflight run` writes it) turned into a synthetic device run whose
+// tracked peak and step time are off the prediction by the given relative errors.
+json device_report(const Plan& plan, double peak_error, double step_error) {
+    const ModelConfig m = test::catalog_model("gpt2");
+    const GpuSpec g = test::catalog_gpu("h100-sxm-80gb");
+    runtime::RunOptions o;
+    o.timeline = false;
+    const runtime::RunReport r = runtime::dry_run_report(m, g, plan, o);
+    json j = runtime::run_report_to_json(r);
+    j["mode"] = "device";
+    const double pk = static_cast<double>(r.predicted.tracked_peak_bytes);
+    j["measured"]["tracked_peak_bytes"] = static_cast<std::int64_t>(std::llround(pk * (1 + peak_error)));
+    j["measured"]["step_time_s"] = *r.predicted.step_time_s * (1 + step_error);
+    j["measured"].erase("per_gpu_bytes");
+    return j;
+}
+
+fs::path fresh_dir(const std::string& name) {
+    const fs::path d = fs::temp_directory_path() / ("preflight-check-" + name + "-" + std::to_string(::getpid()));
+    fs::remove_all(d);
+    fs::create_directories(d);
+    return d;
+}
+
+void write(const fs::path& f, const json& j) { std::ofstream(f) << j.dump(1); }
+
+CheckOptions options() {
+    CheckOptions o;
+    o.data_dir = test::data_dir();
+    return o;
+}
+
+}  // namespace
+
+TEST(Stats, PercentileInterpolatesLinearly) {
+    // rank = q (n - 1): p50 of 5 values is the 3rd; p95 at rank 3.8 = 0.04 + 0.8 * (0.10 - 0.04).
+    const std::vector<double> v = {0.10, 0.02, 0.04, 0.01, 0.03};
+    EXPECT_DOUBLE_EQ(percentile(v, 0.5), 0.03);
+    EXPECT_NEAR(percentile(v, 0.95), 0.088, 1e-15);
+    EXPECT_DOUBLE_EQ(percentile(v, 1.0), 0.10);
+    EXPECT_DOUBLE_EQ(percentile(v, 0.0), 0.01);
+    EXPECT_DOUBLE_EQ(percentile({2.0, 4.0}, 0.5), 3.0);
+    EXPECT_DOUBLE_EQ(percentile({}, 0.5), 0.0);
+}
+
+TEST(Check, SummaryPercentilesOfSyntheticRuns) {
+    const fs::path d = fresh_dir("pct");
+    const double errors[] = {0.01, -0.02, 0.03, 0.04, -0.10};
+    for (int i = 0; i < 5; ++i) write(d / ("run" + std::to_string(i) + ".json"), device_report(gpt2_plan(i + 1), errors[i], errors[i] / 2));
+    CheckOptions o = options();
+    SourceTolerances loose;
+    loose[kSourceRuntime] = {{"peak_bytes", {0, 1.0}}, {"step_time_s", {0, 1.0}}, {"mfu", {0, 1.0}}};
+    o.tolerances = loose;
+    const CheckResult r = check_directory(d, o);
+    ASSERT_EQ(r.runs.size(), 5u);
+    EXPECT_TRUE(r.passed());
+    const SourceSummary& s = r.sources.at(kSourceRuntime);
+    EXPECT_EQ(s.runs, 5);
+    EXPECT_EQ(s.compared, 5);
+    EXPECT_NEAR(s.peak.p50, 0.03, 1e-6);
+    EXPECT_NEAR(s.peak.p95, 0.088, 1e-6);
+    EXPECT_NEAR(s.peak.max, 0.10, 1e-6);
+    EXPECT_NEAR(s.step_time.p50, 0.015, 1e-9);
+    EXPECT_NEAR(s.step_time.p95, 0.044, 1e-9);
+    // MFU error: measured MFU = predicted MFU / (1 + e), so |error| = |e| / (1 + e): p50 of
+    // {0.005/1.005, 0.01/0.99, 0.015/1.015, 0.02/1.02, 0.05/0.95} is 0.015/1.015.
+    EXPECT_NEAR(s.mfu.p50, 0.015 / 1.015, 1e-9);
+    const json sj = summary_to_json(r);
+    EXPECT_NEAR(sj.at("peak_error_p50").get<double>(), 0.03, 1e-6);
+    EXPECT_NEAR(sj.at("peak_error_p95").get<double>(), 0.088, 1e-6);
+    EXPECT_NEAR(sj.at("peak_error_max").get<double>(), 0.10, 1e-6);
+    EXPECT_NEAR(sj.at("step_time_error_p50").get<double>(), 0.015, 1e-9);
+    EXPECT_TRUE(sj.contains("step_time_error_p95"));
+    EXPECT_TRUE(sj.contains("mfu_error_p50"));
+    EXPECT_EQ(sj.at("runs").size(), 5u);
+    fs::remove_all(d);
+}
+
+TEST(Check, ToleranceFromTheMatrixNextToTheReports) {
+    const fs::path d = fresh_dir("tol");
+    write(d / "inside.json", device_report(gpt2_plan(1), 0.005, 0.10));   // 0.5 % < 1 % + 1 MiB; 10 % < 25 %
+    CheckResult r = check_directory(d, options());
+    EXPECT_TRUE(r.passed());
+    write(d / "outside.json", device_report(gpt2_plan(2), 0.05, 0.10));   // 5 % peak: out
+    r = check_directory(d, options());
+    EXPECT_FALSE(r.passed());
+    EXPECT_EQ(r.all.out_of_tolerance, 1);
+    // A matrix.json in the folder loosens the peak tolerance: back in.
+    write(d / "matrix.json", {{"name", "loose"},
+                              {"runs", {{{"id", "a"}, {"model", "gpt2"}, {"plan", {{"seq", 512}}}}}},
+                              {"tolerances", {{kSourceRuntime, {{"peak_bytes", {{"abs", 0}, {"rel", 0.06}}}}}}}});
+    r = check_directory(d, options());
+    EXPECT_TRUE(r.passed());
+    fs::remove_all(d);
+}
+
+TEST(Check, CliExitCodesAndJson) {
+    const fs::path d = fresh_dir("cli");
+    write(d / "inside.json", device_report(gpt2_plan(1), 0.002, 0.05));
+    auto res = test::run_preflight("validate --check '" + d.string() + "' --no-report-files");
+    EXPECT_EQ(res.exit_code, 0) << res.err;
+    EXPECT_NE(res.out.find("PASS"), std::string::npos);
+    write(d / "step.json", device_report(gpt2_plan(2), 0.0, 0.60));  // step time 60 % off: out
+    res = test::run_preflight("validate --check '" + d.string() + "' --format json");
+    EXPECT_EQ(res.exit_code, 1) << res.err;
+    const json j = json::parse(res.out);
+    for (const char* k : {"runs", "peak_error_p50", "peak_error_p95", "peak_error_max", "step_time_error_p50",
+                          "step_time_error_p95", "mfu_error_p50", "category_errors", "sources"})
+        EXPECT_TRUE(j.contains(k)) << k;
+    EXPECT_FALSE(j.at("passed").get<bool>());
+    EXPECT_EQ(j.at("out_of_tolerance").get<int>(), 1);
+    EXPECT_TRUE(fs::exists(d / "validation-report.md"));
+    EXPECT_TRUE(fs::exists(d / "validation-plot.svg"));
+    EXPECT_EQ(test::run_preflight("validate --check /nonexistent/folder").exit_code, 2);
+    const fs::path empty = fresh_dir("empty");
+    EXPECT_EQ(test::run_preflight("validate --check '" + empty.string() + "'").exit_code, 2);
+    EXPECT_EQ(test::run_preflight("validate").exit_code, 2);
+    fs::remove_all(d);
+    fs::remove_all(empty);
+}
+
+TEST(Check, MatrixRunNeedsAGpuBuildAndSpawnsNothingWithout) {
+    const fs::path d = fresh_dir("matrix");
+    // Hide every GPU from a CUDA build too (the child inherits the environment).
+    ::setenv("CUDA_VISIBLE_DEVICES", "", 1);
+    const auto res = test::run_preflight("validate --matrix smoke --out '" + (d / "out").string() + "'");
+    ::unsetenv("CUDA_VISIBLE_DEVICES");
+    EXPECT_EQ(res.exit_code, 3) << res.err;
+    EXPECT_FALSE(fs::exists(d / "out"));  // nothing written or spawned before the GPU check
+    EXPECT_EQ(test::run_preflight("validate --matrix no-such-matrix --out '" + d.string() + "'").exit_code, 2);
+    fs::remove_all(d);
+}
+
+TEST(Check, PytorchReportsArePredictedWithThePytorchProfileAndSummarizedApart) {
+    const fs::path d = fresh_dir("torch");
+    write(d / "own.json", device_report(gpt2_plan(1), 0.0, 0.0));
+    const ModelConfig m = test::catalog_model("gpt2");
+    const GpuSpec g = test::catalog_gpu("h100-sxm-80gb");
+    MemoryOptions mo;
+    mo.profile = pytorch_profile();
+    const MemoryReport pr = evaluate_memory(m, g, gpt2_plan(2), mo);
+    const std::int64_t allocated = pr.peak_bytes - pr.at_peak.overhead;
+    json t = {{"schema_version", 1},
+              {"command", "run"},
+              {"source", "pytorch"},
+              {"mode", "device"},
+              {"status", "ok"},
+              {"model", {{"name", "gpt2"}}},
+              {"gpu", {{"name", "h100-sxm-80gb"}}},
+              {"plan", {{"seq", 512}, {"mbs", 2}, {"grad_acc", 1}, {"precision", "bf16-mixed"}}},
+              {"measured", {{"tracked_peak_bytes", allocated + allocated / 50}, {"max_memory_reserved_bytes", allocated * 11 / 10}}},
+              {"predicted", {{"profile", "pytorch"}}}};
+    write(d / "torch.json", t);
+    const CheckResult r = check_directory(d, options());
+    ASSERT_EQ(r.sources.count("pytorch"), 1u);
+    ASSERT_EQ(r.sources.count(kSourceRuntime), 1u);
+    EXPECT_NEAR(r.sources.at("pytorch").peak.p50, 0.02, 1e-6);  // 2 % over, within the 10 % default
+    EXPECT_NEAR(r.sources.at(kSourceRuntime).peak.max, 0.0, 1e-9);
+    EXPECT_TRUE(r.passed());
+    // The PyTorch prediction differs from the runtime profile's (autocast copies, fp32 loss buffers).
+    const Comparison* c = nullptr;
+    for (const auto& run : r.runs)
+        if (run.source == "pytorch") c = run.find("peak_bytes");
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ(static_cast<std::int64_t>(c->predicted), allocated);
+    fs::remove_all(d);
+}
+
+TEST(Check, FailedRunsOomIsAMissOnlyWhenPredictedToFit) {
+    const fs::path d = fresh_dir("oom");
+    json fits = device_report(gpt2_plan(1), 0, 0);
+    fits["status"] = "allocation-failed";
+    write(d / "oom-but-fits.json", fits);
+    json crashed = {{"schema_version", 1}, {"command", "run"}, {"mode", "device"}, {"status", "crashed"},
+                    {"message", "killed by signal 9"}, {"model", {{"name", "gpt2"}}}, {"gpu", {{"name", "h100-sxm-80gb"}}},
+                    {"plan", {{"seq", 512}}}, {"measured", json::object()}};
+    write(d / "crashed.json", crashed);
+    CheckResult r = check_directory(d, options());
+    EXPECT_EQ(r.all.failed, 2);
+    EXPECT_EQ(r.all.out_of_tolerance, 1);  // the OOM predicted to fit; the crash is listed, not judged
+    fs::remove(d / "oom-but-fits.json");
+    Plan huge;
+    huge.seq = 1024;
+    huge.mbs = 512;
+    json big = device_report(huge, 0, 0);
+    big["status"] = "allocation-failed";
+    write(d / "oom-predicted.json", big);
+    r = check_directory(d, options());
+    EXPECT_TRUE(r.passed());
+    fs::remove_all(d);
+}
+
+TEST(Check, RecordedDryRunsInTheRepositoryPass) {
+    const CheckResult r = check_directory(test::data_dir() / "measurements", options());
+    EXPECT_GE(r.all.compared, 3);
+    EXPECT_EQ(r.all.dry_runs, r.all.compared);
+    EXPECT_TRUE(r.passed());
+}

@@ -1,0 +1,68 @@
+// `preflight calibrate DIR`: fit the step-time model's efficiency constants and the
+// per-GPU memory overhead to recorded device runs, on a training split only.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "preflight/planner/gpu.hpp"
+#include "preflight/planner/model.hpp"
+#include "preflight/planner/plan.hpp"
+
+namespace preflight::validation {
+
+struct CalibrationRun {
+    std::string id;
+    ModelConfig model;
+    Plan plan;
+    double step_time_s = 0;                     // measured
+    std::optional<std::int64_t> tracked_peak_bytes;   // measured tensor peak
+    std::optional<std::int64_t> overhead_bytes;       // measured non-tensor device memory
+    std::optional<std::int64_t> predicted_tracked_peak_bytes;  // planner, report's profile
+};
+
+// Deterministic split: a run is held out when FNV-1a(id) mod 4 == 0 (about a quarter);
+// when that leaves one side empty, the last run by id moves across.
+bool is_held_out(const std::string& id);
+void split_runs(const std::vector<CalibrationRun>& runs, std::vector<CalibrationRun>& train,
+                std::vector<CalibrationRun>& held_out);
+
+// Device runs of `source` on GPU `gpu_name` with a measured step time, from every
+// report under `dir`. Throws InputError when the folder is missing.
+std::vector<CalibrationRun> load_calibration_runs(const std::filesystem::path& dir, const std::string& gpu_name,
+                                                  const std::string& source, const std::filesystem::path& data_dir);
+
+struct ErrorSummary {
+    int n = 0;
+    double p50 = 0, p95 = 0, max = 0;  // |relative error|
+};
+
+struct CalibrationResult {
+    Efficiency before, after;
+    std::int64_t overhead_before = 0, overhead_after = 0;
+    int train_runs = 0, held_out_runs = 0, overhead_runs = 0;
+    ErrorSummary step_train_before, step_train_after, step_held_before, step_held_after;
+    ErrorSummary device_peak_held_before, device_peak_held_after;
+    int iterations = 0;
+};
+
+// The constants fitted: gemm_max_fraction_of_peak, gemm_half_efficiency_dim,
+// attention_fraction_of_peak, memory_bound_fraction_of_hbm, step_overhead_s.
+// Minimises the mean squared log ratio of predicted to measured step time over the
+// training runs with Nelder-Mead (Nelder & Mead 1965) from the spec's values; the
+// overhead is the median of the training runs' measured overheads.
+CalibrationResult calibrate(const std::vector<CalibrationRun>& runs, const GpuSpec& gpu);
+
+// The GPU spec JSON `spec` with "efficiency" and "overhead_bytes" replaced by the
+// fitted values and their provenance (sources.overhead_bytes, efficiency.provenance).
+nlohmann::json calibrated_spec(const nlohmann::json& spec, const CalibrationResult& r, const std::string& provenance);
+
+nlohmann::json calibration_to_json(const CalibrationResult& r);
+std::string calibration_table(const CalibrationResult& r);
+
+}  // namespace preflight::validation

@@ -1,0 +1,100 @@
+// `preflight validate --check DIR`: recompute every recorded run's prediction with
+// today's planner and compare it with what was measured.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "preflight/validation/matrix.hpp"
+
+namespace preflight::validation {
+
+// One compared quantity of one run.
+struct Comparison {
+    std::string quantity;  // peak_bytes, overhead_bytes, step_time_s, mfu
+    double measured = 0;
+    double predicted = 0;
+    double relative_error = 0;  // (measured - predicted) / predicted (signed)
+    std::optional<Tolerance> tolerance;  // none: reported, not judged
+    bool within = true;
+};
+
+// Per-category memory at the peak (own-runtime reports carry a measured breakdown).
+struct CategoryComparison {
+    std::string category;
+    std::int64_t measured_bytes = 0;
+    std::int64_t predicted_bytes = 0;
+};
+
+struct RunCheck {
+    std::string id;            // report file stem
+    std::filesystem::path path;
+    std::string source;        // preflight-runtime | pytorch
+    std::string mode;          // device | dry-run
+    std::string status;        // ok | allocation-failed | error | crashed
+    std::string model;
+    std::string gpu;
+    nlohmann::json plan;
+    std::vector<Comparison> comparisons;
+    std::vector<CategoryComparison> categories;
+    bool out_of_tolerance = false;
+    std::string note;          // why a run was not compared, or what failed
+    const Comparison* find(const std::string& quantity) const;
+};
+
+struct ErrorStats {
+    int n = 0;
+    double p50 = 0, p95 = 0, max = 0;  // of |relative error|
+};
+
+struct SourceSummary {
+    int runs = 0;              // reports of this source
+    int compared = 0;          // status ok and compared
+    int dry_runs = 0;          // of `compared`, walked without a device
+    int failed = 0;            // allocation-failed, error or crashed
+    int out_of_tolerance = 0;
+    ErrorStats peak, step_time, mfu, overhead;
+    std::map<std::string, ErrorStats> categories;  // per-category |relative error| (own runtime)
+};
+
+struct CheckResult {
+    std::filesystem::path dir;
+    std::vector<RunCheck> runs;
+    std::map<std::string, SourceSummary> sources;
+    SourceSummary all;
+    bool passed() const { return all.out_of_tolerance == 0; }
+};
+
+struct CheckOptions {
+    std::filesystem::path data_dir;                 // model and GPU catalog
+    std::optional<SourceTolerances> tolerances;     // overrides every matrix.json found
+    std::optional<std::string> gpu;                 // predict on this GPU spec instead of the report's
+};
+
+// True for a JSON document that is a run report (`preflight run` or train.py).
+bool is_run_report(const nlohmann::json& j);
+
+// Reads every run report under `dir` (recursively, sorted by path). Tolerances come
+// from options.tolerances, else the nearest matrix.json in the report's folder or
+// above it (up to `dir`), else default_tolerances(). Throws InputError for a missing
+// folder, an unreadable JSON file or a folder without reports.
+CheckResult check_directory(const std::filesystem::path& dir, const CheckOptions& options);
+
+// Compares one report (already parsed) with today's prediction.
+RunCheck check_report(const nlohmann::json& report, const std::string& id, const Tolerances& tolerances,
+                      const CheckOptions& options);
+
+// Fills sources/all from runs.
+void summarize(CheckResult& result);
+
+// The summary object printed by --format json.
+nlohmann::json summary_to_json(const CheckResult& result);
+std::string summary_table(const CheckResult& result);
+std::string markdown_report(const CheckResult& result, const std::string& plot_file);
+
+}  // namespace preflight::validation

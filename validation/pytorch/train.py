@@ -1,0 +1,250 @@
+#!/usr/bin/env python3
+"""PyTorch ground truth for `preflight validate --check`.
+
+Builds a Hugging Face transformers causal LM (LlamaForCausalLM, GPT2LMHeadModel, ...)
+from a config.json with random weights (nothing is downloaded), trains it on synthetic
+tokens with the given single-GPU plan, and writes a run report in the schema of
+`preflight run --report` with "source": "pytorch", so `preflight validate --check`
+predicts it with the planner's "pytorch" profile.
+
+Plan mapping:
+  fp32                   fp32 parameters, no autocast
+  bf16-mixed             fp32 parameters, torch.autocast(bfloat16)
+  bf16-mixed-fp32-grads  the same as bf16-mixed (autocast gradients are already fp32)
+  bf16                   model.to(bfloat16), no autocast, AdamW moments in bf16
+  --recompute full       model.gradient_checkpointing_enable() (non-reentrant)
+  --recompute selective  not available in HF transformers: exit 2
+  --attention flash      SDPA restricted to FlashAttention (the memory-efficient kernel for
+                         fp32, which FlashAttention does not take)
+  --attention eager      attn_implementation="eager"
+
+Exit codes: 0 ok; 1 out of memory (report written, status "allocation-failed");
+2 bad input; 3 no GPU, or torch/transformers missing or failing (report written when
+the model got as far as the GPU, status "error").
+"""
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+
+SCRIPT_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO_DIR = os.path.dirname(os.path.dirname(SCRIPT_DIR))
+PRECISIONS = ("fp32", "bf16-mixed", "bf16-mixed-fp32-grads", "bf16")
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", required=True, help="Hugging Face config.json")
+    p.add_argument("--model-name", help="name recorded in the report (default: the config's file stem)")
+    p.add_argument("--gpu", default="h100-sxm-80gb", help="Preflight GPU spec name the predictions use")
+    p.add_argument("--seq", type=int, required=True)
+    p.add_argument("--mbs", type=int, default=1)
+    p.add_argument("--grad-acc", type=int, default=1)
+    p.add_argument("--recompute", choices=("none", "selective", "full"), default="none")
+    p.add_argument("--precision", choices=PRECISIONS, default="bf16-mixed")
+    p.add_argument("--optimizer", choices=("adamw", "sgd"), default="adamw")
+    p.add_argument("--attention", choices=("flash", "eager"), default="flash")
+    p.add_argument("--steps", type=int, default=10, help="measured steps (median step time)")
+    p.add_argument("--warmup", type=int, default=2, help="warm-up steps excluded from timing")
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--report", required=True, help="where to write the JSON report")
+    a = p.parse_args(argv)
+    for name in ("seq", "mbs", "grad_acc", "steps"):
+        if getattr(a, name) < 1:
+            p.error("--%s must be at least 1" % name.replace("_", "-"))
+    if a.warmup < 0:
+        p.error("--warmup must be 0 or more")
+    return a
+
+
+def write_atomic(path, doc):
+    tmp = os.path.join(os.path.dirname(os.path.abspath(path)), "." + os.path.basename(path) + ".tmp.%d" % os.getpid())
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=2)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def plan_json(a):
+    return {"seq": a.seq, "mbs": a.mbs, "grad_acc": a.grad_acc, "dp": 1, "tp": 1, "pp": 1, "sp": False, "zero": 0,
+            "recompute": a.recompute, "precision": a.precision, "optimizer": a.optimizer,
+            "attention": a.attention, "dropout": 0.0}
+
+
+def gpu_spec(name):
+    path = name if name.endswith(".json") else os.path.join(REPO_DIR, "data", "gpus", name + ".json")
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def model_flops_per_step(cfg, a):
+    """Model FLOPs per step in the planner's convention (planner/src/flops.cpp): 2 FLOPs per
+    multiply-add, GEMMs and both attention matmuls counted over the full s x s scores,
+    backward = 2 x forward, recompute not counted."""
+    h = cfg["hidden"]
+    qw = cfg["heads"] * cfg["head_dim"]
+    kvw = cfg["kv_heads"] * cfg["head_dim"]
+    mlp = (6 if cfg["swiglu"] else 4) * h * cfg["ffn"]
+    layer = 2 * h * (qw + 2 * kvw) + 2 * qw * h + mlp + 2 * (2 * a.seq * qw)
+    forward = cfg["layers"] * layer + 2 * h * cfg["vocab"]
+    return 3.0 * forward * a.seq * a.mbs * a.grad_acc
+
+
+def shape_of(hf):
+    """Hidden sizes from the config in the planner's terms (GPT-2 or Llama-style keys)."""
+    if hf.get("model_type") == "gpt2":
+        h = hf["n_embd"]
+        heads = hf["n_head"]
+        return {"hidden": h, "layers": hf["n_layer"], "heads": heads, "kv_heads": heads, "head_dim": h // heads,
+                "ffn": hf.get("n_inner") or 4 * h, "vocab": hf["vocab_size"], "swiglu": False}
+    h = hf["hidden_size"]
+    heads = hf["num_attention_heads"]
+    return {"hidden": h, "layers": hf["num_hidden_layers"], "heads": heads,
+            "kv_heads": hf.get("num_key_value_heads") or heads, "head_dim": hf.get("head_dim") or h // heads,
+            "ffn": hf["intermediate_size"], "vocab": hf["vocab_size"], "swiglu": True}
+
+
+def main(argv):
+    a = parse_args(argv)
+    if a.recompute == "selective":
+        print("train.py: HF transformers has no selective (attention-core) recompute; use none or full",
+              file=sys.stderr)
+        return 2
+    try:
+        with open(a.config) as f:
+            hf = json.load(f)
+    except (OSError, ValueError) as e:
+        print("train.py: --config: %s" % e, file=sys.stderr)
+        return 2
+    name = a.model_name or os.path.splitext(os.path.basename(a.config))[0]
+    report = {"schema_version": 1, "command": "run", "source": "pytorch", "mode": "device", "status": "ok",
+              "model": {"name": name}, "gpu": {"name": a.gpu}, "plan": plan_json(a), "steps": a.steps,
+              "seed": a.seed, "device": None, "predicted": {"profile": "pytorch"},
+              "measured": {"source": "pytorch"}}
+    try:
+        import torch
+        import transformers
+    except ImportError as e:
+        print("train.py: %s (torch and transformers are needed)" % e, file=sys.stderr)
+        return 3
+    if not torch.cuda.is_available():
+        print("train.py: no CUDA device", file=sys.stderr)
+        return 3
+
+    torch.manual_seed(a.seed)
+    dev = torch.device("cuda", 0)
+    props = torch.cuda.get_device_properties(dev)
+    report["device"] = {"name": props.name, "memory_bytes": int(props.total_memory),
+                        "compute_capability": props.major * 10 + props.minor,
+                        "runtime": torch.version.cuda, "driver": None,
+                        "torch": torch.__version__, "transformers": transformers.__version__}
+
+    # The config as given, minus Preflight's own annotations; no dropout (the plan's dropout is 0).
+    cfg_dict = {k: v for k, v in hf.items() if not k.startswith("_preflight")}
+    for key in ("resid_pdrop", "embd_pdrop", "attn_pdrop", "attention_dropout", "hidden_dropout", "dropout"):
+        if key in cfg_dict:
+            cfg_dict[key] = 0.0
+    cfg_dict["use_cache"] = False
+    model_type = cfg_dict.pop("model_type")
+    config = transformers.AutoConfig.for_model(model_type, **cfg_dict)
+    pure_bf16 = a.precision == "bf16"
+    amp = a.precision in ("bf16-mixed", "bf16-mixed-fp32-grads")
+    impl = "sdpa" if a.attention == "flash" else "eager"
+    model = transformers.AutoModelForCausalLM.from_config(
+        config, attn_implementation=impl, torch_dtype=torch.bfloat16 if pure_bf16 else torch.float32)
+    shape = shape_of(hf)
+    report["model"]["params"] = sum(p.numel() for p in model.parameters())
+    model.to(dev)
+    model.train()
+    if a.recompute == "full":
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if a.optimizer == "adamw":
+        opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.1)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
+
+    # SDPA backend: FlashAttention for 16-bit inputs, the memory-efficient kernel for fp32.
+    from contextlib import nullcontext
+    sdpa = nullcontext()
+    backend = "eager"
+    if a.attention == "flash":
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        kind = SDPBackend.EFFICIENT_ATTENTION if a.precision == "fp32" else SDPBackend.FLASH_ATTENTION
+        sdpa = sdpa_kernel(kind)
+        backend = "efficient" if a.precision == "fp32" else "flash"
+    report["measured"]["sdpa_backend"] = backend
+
+    gen = torch.Generator(device="cpu").manual_seed(a.seed)
+    batches = [torch.randint(0, shape["vocab"], (a.mbs, a.seq), generator=gen).to(dev) for _ in range(a.grad_acc)]
+
+    times, losses = [], []
+    try:
+        with sdpa:
+            for step in range(a.warmup + a.steps):
+                torch.cuda.synchronize(dev)
+                t0 = time.perf_counter()
+                total = 0.0
+                for ids in batches:
+                    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+                        outputs = model(input_ids=ids, labels=ids)
+                    loss = outputs.loss / a.grad_acc
+                    # `outputs` (with its logits) stays referenced through backward, as in the
+                    # usual `outputs = model(**batch); outputs.loss.backward()` loop.
+                    loss.backward()
+                    total += float(loss.detach())
+                    del outputs, loss
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                torch.cuda.synchronize(dev)
+                times.append(time.perf_counter() - t0)
+                losses.append(total)
+                print("train.py: step %d/%d loss %.4f %.4f s%s" % (step + 1, a.warmup + a.steps, total, times[-1],
+                      " (warm-up)" if step < a.warmup else ""), file=sys.stderr)
+    except torch.cuda.OutOfMemoryError as e:
+        report["status"] = "allocation-failed"
+        report["failure"] = {"message": str(e).splitlines()[0] if str(e) else "CUDA out of memory"}
+    except Exception as e:  # a device or library failure: recorded, not hidden
+        report["status"] = "error"
+        report["failure"] = {"message": "%s: %s" % (type(e).__name__, e)}
+
+    m = report["measured"]
+    m["max_memory_allocated_bytes"] = int(torch.cuda.max_memory_allocated(dev))
+    m["max_memory_reserved_bytes"] = int(torch.cuda.max_memory_reserved(dev))
+    # The tensor peak compared with the planner (same key as the runtime's tracking allocator).
+    m["tracked_peak_bytes"] = m["max_memory_allocated_bytes"]
+    m["peak_bytes"] = m["max_memory_allocated_bytes"]
+    free, total_mem = torch.cuda.mem_get_info(dev)
+    # Device memory outside PyTorch's allocator: CUDA context, library workspaces not in the pool.
+    m["overhead_bytes"] = int(total_mem - free - torch.cuda.memory_reserved(dev))
+    m["warmup_steps"] = a.warmup
+    m["step_times_s"] = times
+    m["loss"] = losses
+    measured = times[a.warmup:]
+    m["step_time_s"] = statistics.median(measured) if report["status"] == "ok" and measured else None
+    tokens = a.seq * a.mbs * a.grad_acc
+    m["tokens_per_s"] = tokens / m["step_time_s"] if m["step_time_s"] else None
+    m["mfu"] = None
+    spec = gpu_spec(a.gpu)
+    if spec and m["step_time_s"]:
+        peak = spec.get("peak_fp32_flops_per_s") if a.precision == "fp32" else spec.get("peak_bf16_flops_per_s")
+        if peak:
+            m["mfu"] = model_flops_per_step(shape, a) / (m["step_time_s"] * peak)
+    if losses and not all(math.isfinite(x) for x in losses):
+        report["status"] = "error"
+        report.setdefault("failure", {"message": "non-finite loss"})
+    write_atomic(a.report, report)
+    if report["status"] == "allocation-failed":
+        return 1
+    return 0 if report["status"] == "ok" else 3
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,332 @@
+#include "preflight/validation/calibrate.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <sstream>
+
+#include "preflight/planner/catalog.hpp"
+#include "preflight/planner/error.hpp"
+#include "preflight/planner/report.hpp"
+#include "preflight/planner/throughput.hpp"
+#include "preflight/validation/check.hpp"
+#include "preflight/validation/stats.hpp"
+
+namespace preflight::validation {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+// FNV-1a, 64-bit (Fowler, Noll, Vo): a stable hash of the run id, so the split does not
+// move when runs are added or reordered.
+std::uint64_t fnv1a(const std::string& s) {
+    std::uint64_t h = 14695981039346656037ull;
+    for (unsigned char c : s) {
+        h ^= c;
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+}  // namespace
+
+bool is_held_out(const std::string& id) { return fnv1a(id) % 4 == 0; }
+
+void split_runs(const std::vector<CalibrationRun>& runs, std::vector<CalibrationRun>& train,
+                std::vector<CalibrationRun>& held_out) {
+    train.clear();
+    held_out.clear();
+    std::vector<CalibrationRun> sorted = runs;
+    std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+    for (const auto& r : sorted) (is_held_out(r.id) ? held_out : train).push_back(r);
+    if (sorted.size() >= 2 && held_out.empty()) {
+        held_out.push_back(train.back());
+        train.pop_back();
+    } else if (sorted.size() >= 2 && train.empty()) {
+        train.push_back(held_out.back());
+        held_out.pop_back();
+    }
+}
+
+std::vector<CalibrationRun> load_calibration_runs(const fs::path& dir, const std::string& gpu_name,
+                                                  const std::string& source, const fs::path& data_dir) {
+    if (!fs::is_directory(dir)) throw InputError("DIR", dir.string() + " is not a folder");
+    std::vector<fs::path> files;
+    for (const auto& e : fs::recursive_directory_iterator(dir))
+        if (e.is_regular_file() && e.path().extension() == ".json") files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    std::vector<CalibrationRun> runs;
+    CheckOptions co;
+    co.data_dir = data_dir;
+    for (const auto& f : files) {
+        const json j = read_json_file(f, "DIR");
+        if (!is_run_report(j) || j.value("mode", "") != "device" || j.value("status", "ok") != "ok") continue;
+        const std::string src = j.contains("source") ? j.at("source").get<std::string>() : std::string(kSourceRuntime);
+        if (src != source) continue;
+        if (!j.contains("gpu") || j.at("gpu").value("name", "") != gpu_name) continue;
+        const json& m = j.at("measured");
+        if (!m.contains("step_time_s") || !m.at("step_time_s").is_number() || m.at("step_time_s").get<double>() <= 0)
+            continue;
+        CalibrationRun r;
+        r.id = f.stem().string();
+        r.model = load_model(j.at("model").at("name").get<std::string>(), data_dir);
+        r.plan = resolve_defaults(plan_from_json(j.at("plan")), r.model);
+        r.step_time_s = m.at("step_time_s").get<double>();
+        if (m.contains("tracked_peak_bytes") && m.at("tracked_peak_bytes").is_number_integer())
+            r.tracked_peak_bytes = m.at("tracked_peak_bytes").get<std::int64_t>();
+        if (m.contains("overhead_bytes") && m.at("overhead_bytes").is_number_integer())
+            r.overhead_bytes = m.at("overhead_bytes").get<std::int64_t>();
+        const RunCheck rc = check_report(j, r.id, {}, co);
+        if (const Comparison* pk = rc.find("peak_bytes"))
+            r.predicted_tracked_peak_bytes = static_cast<std::int64_t>(pk->predicted);
+        runs.push_back(std::move(r));
+    }
+    return runs;
+}
+
+namespace {
+
+constexpr int kParams = 5;
+using Vec = std::array<double, kParams>;
+
+double logit(double p) { return std::log(p / (1 - p)); }
+double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
+
+// Unconstrained coordinates: logits for fractions of peak (kept in (0, 1)), logs for the
+// half-efficiency dimension and the per-step overhead (kept positive).
+Vec to_vec(const Efficiency& e) {
+    return {logit(std::clamp(e.gemm_max_fraction_of_peak, 1e-4, 1 - 1e-4)),
+            std::log(std::max(e.gemm_half_efficiency_dim, 1e-3)),
+            logit(std::clamp(e.attention_fraction_of_peak, 1e-4, 1 - 1e-4)),
+            logit(std::clamp(e.memory_bound_fraction_of_hbm, 1e-4, 1 - 1e-4)),
+            std::log(std::max(e.step_overhead_s, 1e-7))};
+}
+Efficiency from_vec(const Vec& v, Efficiency e) {
+    e.gemm_max_fraction_of_peak = sigmoid(v[0]);
+    e.gemm_half_efficiency_dim = std::exp(v[1]);
+    e.attention_fraction_of_peak = sigmoid(v[2]);
+    e.memory_bound_fraction_of_hbm = sigmoid(v[3]);
+    e.step_overhead_s = std::exp(v[4]);
+    return e;
+}
+
+double predicted_step(const CalibrationRun& r, const GpuSpec& gpu) {
+    ThroughputOptions o;
+    o.breakdown = false;
+    return estimate_throughput(r.model, gpu, r.plan, o).step_time_s;
+}
+
+ErrorSummary step_errors(const std::vector<CalibrationRun>& runs, const GpuSpec& gpu) {
+    std::vector<double> e;
+    for (const auto& r : runs) e.push_back(std::abs(r.step_time_s - predicted_step(r, gpu)) / predicted_step(r, gpu));
+    ErrorSummary s;
+    s.n = static_cast<int>(e.size());
+    if (e.empty()) return s;
+    s.p50 = percentile(e, 0.5);
+    s.p95 = percentile(e, 0.95);
+    s.max = *std::max_element(e.begin(), e.end());
+    return s;
+}
+
+ErrorSummary device_peak_errors(const std::vector<CalibrationRun>& runs, std::int64_t overhead) {
+    std::vector<double> e;
+    for (const auto& r : runs) {
+        if (!r.tracked_peak_bytes || !r.overhead_bytes || !r.predicted_tracked_peak_bytes) continue;
+        const double m = static_cast<double>(*r.tracked_peak_bytes + *r.overhead_bytes);
+        const double p = static_cast<double>(*r.predicted_tracked_peak_bytes + overhead);
+        e.push_back(std::abs(m - p) / p);
+    }
+    ErrorSummary s;
+    s.n = static_cast<int>(e.size());
+    if (e.empty()) return s;
+    s.p50 = percentile(e, 0.5);
+    s.p95 = percentile(e, 0.95);
+    s.max = *std::max_element(e.begin(), e.end());
+    return s;
+}
+
+// Nelder-Mead simplex minimisation (Nelder & Mead 1965; standard coefficients:
+// reflection 1, expansion 2, contraction 0.5, shrink 0.5).
+Vec nelder_mead(const std::function<double(const Vec&)>& f, Vec start, double step, int max_evals, int& evals) {
+    std::array<Vec, kParams + 1> s;
+    std::array<double, kParams + 1> fs{};
+    s[0] = start;
+    for (int i = 0; i < kParams; ++i) {
+        s[i + 1] = start;
+        s[i + 1][i] += step;
+    }
+    for (int i = 0; i <= kParams; ++i) fs[i] = f(s[i]), ++evals;
+    while (evals < max_evals) {
+        std::array<int, kParams + 1> idx{};
+        for (int i = 0; i <= kParams; ++i) idx[i] = i;
+        std::sort(idx.begin(), idx.end(), [&](int a, int b) { return fs[a] < fs[b]; });
+        const int best = idx[0], worst = idx[kParams], second = idx[kParams - 1];
+        if (std::abs(fs[worst] - fs[best]) <= 1e-14 * (1 + std::abs(fs[best]))) break;
+        Vec c{};
+        for (int i = 0; i <= kParams; ++i)
+            if (i != worst)
+                for (int k = 0; k < kParams; ++k) c[k] += s[i][k] / kParams;
+        auto along = [&](double t) {
+            Vec v;
+            for (int k = 0; k < kParams; ++k) v[k] = c[k] + t * (s[worst][k] - c[k]);
+            return v;
+        };
+        const Vec xr = along(-1.0);
+        const double fr = f(xr);
+        ++evals;
+        if (fr < fs[best]) {
+            const Vec xe = along(-2.0);
+            const double fe = f(xe);
+            ++evals;
+            if (fe < fr) s[worst] = xe, fs[worst] = fe;
+            else s[worst] = xr, fs[worst] = fr;
+        } else if (fr < fs[second]) {
+            s[worst] = xr, fs[worst] = fr;
+        } else {
+            const bool outside = fr < fs[worst];
+            const Vec xc = along(outside ? -0.5 : 0.5);
+            const double fc = f(xc);
+            ++evals;
+            if (fc < (outside ? fr : fs[worst])) {
+                s[worst] = xc, fs[worst] = fc;
+            } else {
+                for (int i = 0; i <= kParams; ++i) {
+                    if (i == best) continue;
+                    for (int k = 0; k < kParams; ++k) s[i][k] = s[best][k] + 0.5 * (s[i][k] - s[best][k]);
+                    fs[i] = f(s[i]);
+                    ++evals;
+                }
+            }
+        }
+    }
+    int best = 0;
+    for (int i = 1; i <= kParams; ++i)
+        if (fs[i] < fs[best]) best = i;
+    return s[best];
+}
+
+}  // namespace
+
+CalibrationResult calibrate(const std::vector<CalibrationRun>& runs, const GpuSpec& gpu) {
+    if (runs.size() < 2) throw InputError("DIR", "calibration needs at least 2 device runs with a measured step time (found " +
+                                                     std::to_string(runs.size()) + ")");
+    std::vector<CalibrationRun> train, held;
+    split_runs(runs, train, held);
+    CalibrationResult r;
+    r.before = gpu.efficiency;
+    r.overhead_before = gpu.overhead_bytes;
+    r.train_runs = static_cast<int>(train.size());
+    r.held_out_runs = static_cast<int>(held.size());
+
+    GpuSpec g = gpu;
+    auto objective = [&](const Vec& v) {
+        g.efficiency = from_vec(v, gpu.efficiency);
+        double sum = 0;
+        for (const auto& t : train) {
+            const double lr = std::log(predicted_step(t, g) / t.step_time_s);
+            sum += lr * lr;
+        }
+        return sum / static_cast<double>(train.size());
+    };
+    int evals = 0;
+    Vec x = to_vec(gpu.efficiency);
+    // Two restarts from the best point so far: Nelder-Mead can stall on a flattened simplex.
+    for (int round = 0; round < 3; ++round) x = nelder_mead(objective, x, round == 0 ? 0.5 : 0.1, 4000 * (round + 1), evals);
+    r.iterations = evals;
+    r.after = from_vec(x, gpu.efficiency);
+
+    // Overhead: the median measured non-tensor memory of the training runs.
+    std::vector<double> overheads;
+    for (const auto& t : train)
+        if (t.overhead_bytes) overheads.push_back(static_cast<double>(*t.overhead_bytes));
+    r.overhead_runs = static_cast<int>(overheads.size());
+    r.overhead_after = overheads.empty() ? gpu.overhead_bytes : static_cast<std::int64_t>(std::llround(percentile(overheads, 0.5)));
+
+    GpuSpec fitted = gpu;
+    fitted.efficiency = r.after;
+    r.step_train_before = step_errors(train, gpu);
+    r.step_train_after = step_errors(train, fitted);
+    r.step_held_before = step_errors(held, gpu);
+    r.step_held_after = step_errors(held, fitted);
+    r.device_peak_held_before = device_peak_errors(held, r.overhead_before);
+    r.device_peak_held_after = device_peak_errors(held, r.overhead_after);
+    return r;
+}
+
+namespace {
+json errors_json(const ErrorSummary& e) { return {{"n", e.n}, {"p50", e.p50}, {"p95", e.p95}, {"max", e.max}}; }
+json efficiency_json(const Efficiency& e) {
+    return {{"gemm_max_fraction_of_peak", e.gemm_max_fraction_of_peak},
+            {"fp8_gemm_max_fraction_of_peak", e.fp8_gemm_max_fraction_of_peak},
+            {"gemm_half_efficiency_dim", e.gemm_half_efficiency_dim},
+            {"attention_fraction_of_peak", e.attention_fraction_of_peak},
+            {"memory_bound_fraction_of_hbm", e.memory_bound_fraction_of_hbm},
+            {"collective_bus_efficiency", e.collective_bus_efficiency},
+            {"step_overhead_s", e.step_overhead_s}};
+}
+}  // namespace
+
+json calibrated_spec(const json& spec, const CalibrationResult& r, const std::string& provenance) {
+    json out = spec;
+    json e = efficiency_json(r.after);
+    e["provenance"] = provenance;
+    out["efficiency"] = e;
+    if (r.overhead_runs > 0) {
+        out["overhead_bytes"] = r.overhead_after;
+        out["sources"]["overhead_bytes"] = "Fitted: median non-tensor device memory (cudaMemGetInfo used minus tracked "
+                                           "allocations) of " + std::to_string(r.overhead_runs) +
+                                           " training runs. " + provenance;
+    }
+    return out;
+}
+
+json calibration_to_json(const CalibrationResult& r) {
+    return {{"before", efficiency_json(r.before)},
+            {"after", efficiency_json(r.after)},
+            {"overhead_bytes_before", r.overhead_before},
+            {"overhead_bytes_after", r.overhead_after},
+            {"train_runs", r.train_runs},
+            {"held_out_runs", r.held_out_runs},
+            {"overhead_runs", r.overhead_runs},
+            {"evaluations", r.iterations},
+            {"step_time_error_train_before", errors_json(r.step_train_before)},
+            {"step_time_error_train_after", errors_json(r.step_train_after)},
+            {"step_time_error_held_out_before", errors_json(r.step_held_before)},
+            {"step_time_error_held_out_after", errors_json(r.step_held_after)},
+            {"device_peak_error_held_out_before", errors_json(r.device_peak_held_before)},
+            {"device_peak_error_held_out_after", errors_json(r.device_peak_held_after)}};
+}
+
+std::string calibration_table(const CalibrationResult& r) {
+    std::ostringstream o;
+    char b[256];
+    o << "# preflight calibrate: " << r.train_runs << " training runs, " << r.held_out_runs
+      << " held out (FNV-1a(id) mod 4 == 0); " << r.iterations << " model evaluations\n";
+    std::snprintf(b, sizeof b, "%-32s %14s %14s\n", "constant", "before", "after");
+    o << b;
+    auto row = [&](const char* n, double x, double y) {
+        std::snprintf(b, sizeof b, "%-32s %14.6g %14.6g\n", n, x, y);
+        o << b;
+    };
+    row("gemm_max_fraction_of_peak", r.before.gemm_max_fraction_of_peak, r.after.gemm_max_fraction_of_peak);
+    row("gemm_half_efficiency_dim", r.before.gemm_half_efficiency_dim, r.after.gemm_half_efficiency_dim);
+    row("attention_fraction_of_peak", r.before.attention_fraction_of_peak, r.after.attention_fraction_of_peak);
+    row("memory_bound_fraction_of_hbm", r.before.memory_bound_fraction_of_hbm, r.after.memory_bound_fraction_of_hbm);
+    row("step_overhead_s", r.before.step_overhead_s, r.after.step_overhead_s);
+    row("overhead_bytes", static_cast<double>(r.overhead_before), static_cast<double>(r.overhead_after));
+    auto err = [&](const char* n, const ErrorSummary& x, const ErrorSummary& y) {
+        std::snprintf(b, sizeof b, "%-32s %6.2f%%/%6.2f%% %6.2f%%/%6.2f%%  (p50/max, n=%d)\n", n, 100 * x.p50, 100 * x.max,
+                      100 * y.p50, 100 * y.max, y.n);
+        o << b;
+    };
+    err("step time error, training", r.step_train_before, r.step_train_after);
+    err("step time error, held out", r.step_held_before, r.step_held_after);
+    if (r.device_peak_held_after.n > 0) err("device peak error, held out", r.device_peak_held_before, r.device_peak_held_after);
+    return o.str();
+}
+
+}  // namespace preflight::validation

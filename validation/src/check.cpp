@@ -1,0 +1,271 @@
+#include "preflight/validation/check.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+#include "preflight/planner/catalog.hpp"
+#include "preflight/planner/error.hpp"
+#include "preflight/planner/profiles.hpp"
+#include "preflight/planner/report.hpp"
+#include "preflight/planner/throughput.hpp"
+#include "preflight/runtime/runtime.hpp"
+#include "preflight/validation/stats.hpp"
+
+namespace preflight::validation {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+const Comparison* RunCheck::find(const std::string& quantity) const {
+    for (const auto& c : comparisons)
+        if (c.quantity == quantity) return &c;
+    return nullptr;
+}
+
+bool is_run_report(const json& j) {
+    return j.is_object() && j.value("command", "") == "run" && j.contains("measured") && j.contains("plan");
+}
+
+namespace {
+
+std::optional<double> number(const json& j, const char* key) {
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_number()) return std::nullopt;
+    return it->get<double>();
+}
+
+std::string source_of(const json& r) {
+    if (r.contains("source") && r.at("source").is_string()) return r.at("source").get<std::string>();
+    if (r.contains("predicted") && r.at("predicted").is_object() && r.at("predicted").contains("profile"))
+        return r.at("predicted").at("profile").get<std::string>();
+    return kSourceRuntime;
+}
+
+// Today's prediction for a report: the planner under the source's profile.
+struct Prediction {
+    MemoryReport memory;
+    std::int64_t tracked_peak_bytes = 0;  // peak minus the modelled overhead
+    std::optional<double> step_time_s, mfu;
+    double model_flops_per_step = 0;
+    std::optional<double> peak_flops_per_s;
+};
+
+Prediction predict(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan, const std::string& source) {
+    Prediction p;
+    if (source == kSourceRuntime) {
+        // The runtime's own prediction function, so --check and `preflight run` agree.
+        runtime::RunOptions o;
+        o.timeline = false;
+        const runtime::Predicted r = runtime::predict(model, gpu, plan, o);
+        p.memory = r.memory;
+        p.tracked_peak_bytes = r.tracked_peak_bytes;
+        p.step_time_s = r.step_time_s;
+        p.mfu = r.mfu;
+        p.model_flops_per_step = r.model_flops_per_step;
+    } else {
+        const auto profile = profile_by_name(source);
+        if (!profile) throw InputError("source", "no planner profile named '" + source + "'");
+        MemoryOptions mo;
+        mo.profile = *profile;
+        p.memory = evaluate_memory(model, gpu, plan, mo);
+        p.tracked_peak_bytes = p.memory.peak_bytes - p.memory.at_peak.overhead;
+        p.model_flops_per_step = step_flops(model, resolve_defaults(plan, model)).model_flops_per_step;
+        try {
+            const Throughput t = estimate_throughput(model, gpu, plan);
+            p.step_time_s = t.step_time_s;
+            p.mfu = t.mfu;
+        } catch (const InputError&) {
+        }
+    }
+    p.peak_flops_per_s = compute_peak_flops_per_s(gpu, resolve_defaults(plan, model).precision);
+    return p;
+}
+
+void compare(RunCheck& rc, const std::string& quantity, double measured, double predicted, const Tolerances& tol) {
+    Comparison c;
+    c.quantity = quantity;
+    c.measured = measured;
+    c.predicted = predicted;
+    c.relative_error = predicted != 0 ? (measured - predicted) / std::abs(predicted) : 0.0;
+    if (auto it = tol.find(quantity); it != tol.end()) {
+        c.tolerance = it->second;
+        c.within = it->second.within(measured, predicted);
+    }
+    if (!c.within) rc.out_of_tolerance = true;
+    rc.comparisons.push_back(c);
+}
+
+}  // namespace
+
+RunCheck check_report(const json& r, const std::string& id, const Tolerances& tol, const CheckOptions& options) {
+    RunCheck rc;
+    rc.id = id;
+    rc.source = source_of(r);
+    rc.mode = r.value("mode", "device");
+    rc.status = r.value("status", "ok");
+    rc.plan = r.value("plan", json::object());
+    rc.model = r.contains("model") && r.at("model").is_object() ? r.at("model").value("name", "") : "";
+    rc.gpu = r.contains("gpu") && r.at("gpu").is_object() ? r.at("gpu").value("name", "") : "";
+    if (options.gpu) rc.gpu = *options.gpu;
+    if (rc.status == "error" || rc.status == "crashed") {
+        rc.note = rc.status == "crashed" ? "the run crashed: " + r.value("message", std::string("no report"))
+                                         : "the run failed: " + (r.contains("failure") ? r.at("failure").value("message", "") : "");
+        return rc;  // not a prediction: listed, not judged
+    }
+    const std::string subject = "report " + id;
+    if (rc.model.empty()) throw InputError(subject, "has no model.name");
+    if (rc.gpu.empty()) throw InputError(subject, "has no gpu.name");
+    const ModelConfig model = load_model(rc.model, options.data_dir);
+    const GpuSpec gpu = load_gpu(rc.gpu, options.data_dir);
+    const Plan plan = resolve_defaults(plan_from_json(rc.plan), model);
+    const Prediction p = predict(model, gpu, plan, rc.source);
+    const json& m = r.at("measured");
+
+    if (rc.status == "allocation-failed") {
+        // An out-of-memory run is a miss only when the planner says the plan fits.
+        const double capacity = r.contains("device") && r.at("device").is_object()
+                                    ? r.at("device").value("memory_bytes", 0.0)
+                                    : static_cast<double>(gpu.memory_bytes);
+        const double limit = capacity > 0 ? capacity : static_cast<double>(gpu.memory_bytes);
+        if (static_cast<double>(p.memory.peak_bytes) <= limit) {
+            rc.out_of_tolerance = true;
+            rc.note = "ran out of memory, but the planner predicts it fits";
+        } else {
+            rc.note = "ran out of memory, as predicted";
+        }
+        return rc;
+    }
+
+    // Tensor memory the framework allocated (tracking allocator; torch.cuda.max_memory_allocated).
+    if (auto v = number(m, "tracked_peak_bytes"))
+        compare(rc, "peak_bytes", *v, static_cast<double>(p.tracked_peak_bytes), tol);
+    // Non-tensor device memory (CUDA context, library workspaces), when measured.
+    if (auto v = number(m, "overhead_bytes"))
+        compare(rc, "overhead_bytes", *v, static_cast<double>(p.memory.at_peak.overhead), tol);
+    if (auto t = number(m, "step_time_s"); t && *t > 0) {
+        if (p.step_time_s) compare(rc, "step_time_s", *t, *p.step_time_s, tol);
+        // Measured MFU with the planner's FLOP count (one definition for every source).
+        if (p.mfu && p.peak_flops_per_s)
+            compare(rc, "mfu", p.model_flops_per_step / (*t * *p.peak_flops_per_s), *p.mfu, tol);
+    }
+    // Per-category memory at the peak, where the report breaks it down (overhead apart).
+    if (m.contains("per_gpu_bytes") && m.at("per_gpu_bytes").is_object()) {
+        const json pred = breakdown_to_json(p.memory.at_peak);
+        for (const auto& [k, v] : m.at("per_gpu_bytes").items()) {
+            if (k == "overhead" || !v.is_number_integer() || !pred.contains(k)) continue;
+            rc.categories.push_back({k, v.get<std::int64_t>(), pred.at(k).get<std::int64_t>()});
+        }
+    }
+    if (rc.mode == "dry-run") rc.note = "dry run: the tracking allocator's walk of the step, no device";
+    return rc;
+}
+
+namespace {
+
+ErrorStats stats_of(const std::vector<double>& abs_errors) {
+    ErrorStats s;
+    s.n = static_cast<int>(abs_errors.size());
+    if (s.n == 0) return s;
+    s.p50 = percentile(abs_errors, 0.50);
+    s.p95 = percentile(abs_errors, 0.95);
+    s.max = *std::max_element(abs_errors.begin(), abs_errors.end());
+    return s;
+}
+
+SourceSummary summarize_runs(const std::vector<const RunCheck*>& runs) {
+    SourceSummary s;
+    std::vector<double> peak, step, mfu, overhead;
+    std::map<std::string, std::vector<double>> cats;
+    for (const RunCheck* r : runs) {
+        ++s.runs;
+        if (r->out_of_tolerance) ++s.out_of_tolerance;
+        if (r->status != "ok") {
+            ++s.failed;
+            continue;
+        }
+        ++s.compared;
+        if (r->mode == "dry-run") ++s.dry_runs;
+        for (const auto& c : r->comparisons) {
+            const double e = std::abs(c.relative_error);
+            if (c.quantity == "peak_bytes") peak.push_back(e);
+            if (c.quantity == "step_time_s") step.push_back(e);
+            if (c.quantity == "mfu") mfu.push_back(e);
+            if (c.quantity == "overhead_bytes") overhead.push_back(e);
+        }
+        for (const auto& c : r->categories) {
+            // Relative to the prediction; a category predicted empty counts its measured
+            // bytes against the run's predicted peak instead.
+            const double denom = c.predicted_bytes != 0 ? static_cast<double>(c.predicted_bytes) : 0.0;
+            const double diff = static_cast<double>(c.measured_bytes - c.predicted_bytes);
+            if (denom != 0) cats[c.category].push_back(std::abs(diff) / denom);
+            else if (const Comparison* pk = r->find("peak_bytes"); pk && pk->predicted > 0)
+                cats[c.category].push_back(std::abs(diff) / pk->predicted);
+        }
+    }
+    s.peak = stats_of(peak);
+    s.step_time = stats_of(step);
+    s.mfu = stats_of(mfu);
+    s.overhead = stats_of(overhead);
+    for (const auto& [k, v] : cats) s.categories[k] = stats_of(v);
+    return s;
+}
+
+}  // namespace
+
+void summarize(CheckResult& result) {
+    std::map<std::string, std::vector<const RunCheck*>> by_source;
+    std::vector<const RunCheck*> all;
+    for (const auto& r : result.runs) {
+        by_source[r.source].push_back(&r);
+        all.push_back(&r);
+    }
+    result.sources.clear();
+    for (const auto& [k, v] : by_source) result.sources[k] = summarize_runs(v);
+    result.all = summarize_runs(all);
+}
+
+namespace {
+
+// The nearest matrix.json from the report's folder up to `root`.
+std::optional<SourceTolerances> matrix_tolerances_for(const fs::path& report, const fs::path& root) {
+    fs::path dir = report.parent_path();
+    const fs::path stop = fs::weakly_canonical(root);
+    for (;;) {
+        const fs::path candidate = dir / "matrix.json";
+        if (fs::exists(candidate)) return matrix_from_json(read_json_file(candidate, "matrix.json"), candidate.string()).tolerances;
+        if (fs::weakly_canonical(dir) == stop || !dir.has_parent_path() || dir.parent_path() == dir) break;
+        dir = dir.parent_path();
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+CheckResult check_directory(const fs::path& dir, const CheckOptions& options) {
+    if (!fs::is_directory(dir)) throw InputError("--check", dir.string() + " is not a folder");
+    std::vector<fs::path> files;
+    for (const auto& e : fs::recursive_directory_iterator(dir))
+        if (e.is_regular_file() && e.path().extension() == ".json" && e.path().filename() != "matrix.json")
+            files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    CheckResult result;
+    result.dir = dir;
+    for (const auto& f : files) {
+        const json j = read_json_file(f, "--check");
+        if (!is_run_report(j)) continue;  // evidence, summaries, other documents
+        const SourceTolerances all =
+            options.tolerances ? *options.tolerances : matrix_tolerances_for(f, dir).value_or(default_tolerances());
+        const std::string source = source_of(j);
+        const auto it = all.find(source);
+        const Tolerances tol = it != all.end() ? it->second : default_tolerances()[kSourceRuntime];
+        RunCheck rc = check_report(j, f.stem().string(), tol, options);
+        rc.path = f;
+        result.runs.push_back(std::move(rc));
+    }
+    if (result.runs.empty()) throw InputError("--check", dir.string() + " holds no run reports (*.json from `preflight run` or train.py)");
+    summarize(result);
+    return result;
+}
+
+}  // namespace preflight::validation
