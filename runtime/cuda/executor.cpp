@@ -400,17 +400,10 @@ double median(std::vector<double> v) {
 
 RunReport run_on_device(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in, const RunOptions& opt) {
     using namespace cuda;
-    const Plan plan = resolve_defaults(plan_in, model);
+    RunReport r = report_for("device", model, gpu, plan_in, opt);
+    const Plan plan = r.plan;
     Program prog = build_program(model, plan);
     prog.hyper = opt.hyper;
-    RunReport r;
-    r.mode = "device";
-    r.model = model;
-    r.gpu = gpu;
-    r.plan = plan;
-    r.steps = opt.steps;
-    r.seed = opt.seed;
-    r.predicted = predict(model, gpu, plan, opt);
     r.measured.warmup_steps = opt.warmup;
 
     // Context and library set-up, measured with cudaMemGetInfo (issue 4: the overhead).

@@ -31,18 +31,24 @@ Predicted predict(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan
     return p;
 }
 
-RunReport dry_run_report(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in, const RunOptions& options) {
-    const Plan plan = resolve_defaults(plan_in, model);
-    Program program = build_program(model, plan);
-    program.hyper = options.hyper;
+RunReport report_for(const std::string& mode, const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in,
+                     const RunOptions& options) {
     RunReport r;
-    r.mode = "dry-run";
+    r.mode = mode;
     r.model = model;
     r.gpu = gpu;
-    r.plan = plan;
+    r.plan = resolve_defaults(plan_in, model);
     r.steps = options.steps;
     r.seed = options.seed;
-    r.predicted = predict(model, gpu, plan, options);
+    r.predicted = predict(model, gpu, r.plan, options);
+    return r;
+}
+
+RunReport dry_run_report(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in, const RunOptions& options) {
+    RunReport r = report_for("dry-run", model, gpu, plan_in, options);
+    const Plan& plan = r.plan;
+    Program program = build_program(model, plan);
+    program.hyper = options.hyper;
     const DryRunResult d = dry_run(program, 1, options.timeline);
     r.measured.tracked_peak_bytes = d.peak_bytes;
     r.measured.peak_breakdown = d.peak_breakdown;

@@ -29,6 +29,11 @@ struct RunOptions {
 // measured numbers): memory, and step time / MFU / HFU from the planner's FLOP counts.
 Predicted predict(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan, const RunOptions& options);
 
+// A report with everything known before running: mode ("dry-run" | "device"), model,
+// GPU, resolved plan, steps, seed and the prediction. Shared by both run paths.
+RunReport report_for(const std::string& mode, const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
+                     const RunOptions& options);
+
 // Walks set-up, one step and teardown with no device. The report's `measured`
 // section holds the tracking allocator's figures (no times).
 RunReport dry_run_report(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan, const RunOptions& options);
