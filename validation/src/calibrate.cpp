@@ -120,19 +120,16 @@ double predicted_step(const CalibrationRun& r, const GpuSpec& gpu) {
     return estimate_throughput(r.model, gpu, r.plan, o).step_time_s;
 }
 
-ErrorSummary step_errors(const std::vector<CalibrationRun>& runs, const GpuSpec& gpu) {
+ErrorStats step_errors(const std::vector<CalibrationRun>& runs, const GpuSpec& gpu) {
     std::vector<double> e;
-    for (const auto& r : runs) e.push_back(std::abs(r.step_time_s - predicted_step(r, gpu)) / predicted_step(r, gpu));
-    ErrorSummary s;
-    s.n = static_cast<int>(e.size());
-    if (e.empty()) return s;
-    s.p50 = percentile(e, 0.5);
-    s.p95 = percentile(e, 0.95);
-    s.max = *std::max_element(e.begin(), e.end());
-    return s;
+    for (const auto& r : runs) {
+        const double predicted = predicted_step(r, gpu);
+        e.push_back(std::abs(r.step_time_s - predicted) / predicted);
+    }
+    return error_stats(e);
 }
 
-ErrorSummary device_peak_errors(const std::vector<CalibrationRun>& runs, std::int64_t overhead) {
+ErrorStats device_peak_errors(const std::vector<CalibrationRun>& runs, std::int64_t overhead) {
     std::vector<double> e;
     for (const auto& r : runs) {
         if (!r.tracked_peak_bytes || !r.overhead_bytes || !r.predicted_tracked_peak_bytes) continue;
@@ -140,13 +137,7 @@ ErrorSummary device_peak_errors(const std::vector<CalibrationRun>& runs, std::in
         const double p = static_cast<double>(*r.predicted_tracked_peak_bytes + overhead);
         e.push_back(std::abs(m - p) / p);
     }
-    ErrorSummary s;
-    s.n = static_cast<int>(e.size());
-    if (e.empty()) return s;
-    s.p50 = percentile(e, 0.5);
-    s.p95 = percentile(e, 0.95);
-    s.max = *std::max_element(e.begin(), e.end());
-    return s;
+    return error_stats(e);
 }
 
 // Nelder-Mead simplex minimisation (Nelder & Mead 1965; standard coefficients:
@@ -258,7 +249,7 @@ CalibrationResult calibrate(const std::vector<CalibrationRun>& runs, const GpuSp
 }
 
 namespace {
-json errors_json(const ErrorSummary& e) { return {{"n", e.n}, {"p50", e.p50}, {"p95", e.p95}, {"max", e.max}}; }
+json errors_json(const ErrorStats& e) { return {{"n", e.n}, {"p50", e.p50}, {"p95", e.p95}, {"max", e.max}}; }
 json efficiency_json(const Efficiency& e) {
     return {{"gemm_max_fraction_of_peak", e.gemm_max_fraction_of_peak},
             {"fp8_gemm_max_fraction_of_peak", e.fp8_gemm_max_fraction_of_peak},
@@ -318,7 +309,7 @@ std::string calibration_table(const CalibrationResult& r) {
     row("memory_bound_fraction_of_hbm", r.before.memory_bound_fraction_of_hbm, r.after.memory_bound_fraction_of_hbm);
     row("step_overhead_s", r.before.step_overhead_s, r.after.step_overhead_s);
     row("overhead_bytes", static_cast<double>(r.overhead_before), static_cast<double>(r.overhead_after));
-    auto err = [&](const char* n, const ErrorSummary& x, const ErrorSummary& y) {
+    auto err = [&](const char* n, const ErrorStats& x, const ErrorStats& y) {
         std::snprintf(b, sizeof b, "%-32s %6.2f%%/%6.2f%% %6.2f%%/%6.2f%%  (p50/max, n=%d)\n", n, 100 * x.p50, 100 * x.max,
                       100 * y.p50, 100 * y.max, y.n);
         o << b;

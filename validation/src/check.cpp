@@ -163,16 +163,6 @@ RunCheck check_report(const json& r, const std::string& id, const Tolerances& to
 
 namespace {
 
-ErrorStats stats_of(const std::vector<double>& abs_errors) {
-    ErrorStats s;
-    s.n = static_cast<int>(abs_errors.size());
-    if (s.n == 0) return s;
-    s.p50 = percentile(abs_errors, 0.50);
-    s.p95 = percentile(abs_errors, 0.95);
-    s.max = *std::max_element(abs_errors.begin(), abs_errors.end());
-    return s;
-}
-
 SourceSummary summarize_runs(const std::vector<const RunCheck*>& runs) {
     SourceSummary s;
     std::vector<double> peak, step, mfu, overhead;
@@ -203,11 +193,11 @@ SourceSummary summarize_runs(const std::vector<const RunCheck*>& runs) {
                 cats[c.category].push_back(std::abs(diff) / pk->predicted);
         }
     }
-    s.peak = stats_of(peak);
-    s.step_time = stats_of(step);
-    s.mfu = stats_of(mfu);
-    s.overhead = stats_of(overhead);
-    for (const auto& [k, v] : cats) s.categories[k] = stats_of(v);
+    s.peak = error_stats(peak);
+    s.step_time = error_stats(step);
+    s.mfu = error_stats(mfu);
+    s.overhead = error_stats(overhead);
+    for (const auto& [k, v] : cats) s.categories[k] = error_stats(v);
     return s;
 }
 

@@ -16,4 +16,14 @@ double percentile(std::vector<double> v, double q) {
     return v[lo] + frac * (v[hi] - v[lo]);
 }
 
+ErrorStats error_stats(const std::vector<double>& abs_errors) {
+    ErrorStats s;
+    s.n = static_cast<int>(abs_errors.size());
+    if (s.n == 0) return s;
+    s.p50 = percentile(abs_errors, 0.50);
+    s.p95 = percentile(abs_errors, 0.95);
+    s.max = *std::max_element(abs_errors.begin(), abs_errors.end());
+    return s;
+}
+
 }  // namespace preflight::validation

@@ -13,6 +13,7 @@
 #include "preflight/planner/gpu.hpp"
 #include "preflight/planner/model.hpp"
 #include "preflight/planner/plan.hpp"
+#include "preflight/validation/stats.hpp"
 
 namespace preflight::validation {
 
@@ -37,17 +38,12 @@ void split_runs(const std::vector<CalibrationRun>& runs, std::vector<Calibration
 std::vector<CalibrationRun> load_calibration_runs(const std::filesystem::path& dir, const std::string& gpu_name,
                                                   const std::string& source, const std::filesystem::path& data_dir);
 
-struct ErrorSummary {
-    int n = 0;
-    double p50 = 0, p95 = 0, max = 0;  // |relative error|
-};
-
 struct CalibrationResult {
     Efficiency before, after;
     std::int64_t overhead_before = 0, overhead_after = 0;
     int train_runs = 0, held_out_runs = 0, overhead_runs = 0;
-    ErrorSummary step_train_before, step_train_after, step_held_before, step_held_after;
-    ErrorSummary device_peak_held_before, device_peak_held_after;
+    ErrorStats step_train_before, step_train_after, step_held_before, step_held_after;
+    ErrorStats device_peak_held_before, device_peak_held_after;
     int iterations = 0;
 };
 

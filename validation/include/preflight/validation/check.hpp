@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "preflight/validation/matrix.hpp"
+#include "preflight/validation/stats.hpp"
 
 namespace preflight::validation {
 
@@ -45,11 +46,6 @@ struct RunCheck {
     bool out_of_tolerance = false;
     std::string note;          // why a run was not compared, or what failed
     const Comparison* find(const std::string& quantity) const;
-};
-
-struct ErrorStats {
-    int n = 0;
-    double p50 = 0, p95 = 0, max = 0;  // of |relative error|
 };
 
 struct SourceSummary {

@@ -10,4 +10,11 @@ namespace preflight::validation {
 // Returns 0 for an empty sample.
 double percentile(std::vector<double> values, double q);
 
+// Summary of a sample of |relative errors|.
+struct ErrorStats {
+    int n = 0;
+    double p50 = 0, p95 = 0, max = 0;
+};
+ErrorStats error_stats(const std::vector<double>& abs_errors);
+
 }  // namespace preflight::validation
