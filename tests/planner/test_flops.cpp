@@ -3,49 +3,18 @@
 
 #include <cmath>
 
+#include "catalog_fixture.hpp"
 #include "preflight/planner/throughput.hpp"
 
 using namespace preflight;
 
 namespace {
 
-// A Llama-3-8B-shaped config built by hand (GQA, SwiGLU, RMSNorm, untied head).
-ModelConfig llama_like() {
-    ModelConfig m;
-    m.name = "llama-like";
-    m.family = ModelFamily::llama;
-    m.hidden = 4096;
-    m.layers = 32;
-    m.heads = 32;
-    m.kv_heads = 8;
-    m.head_dim = 128;
-    m.ffn_hidden = 14336;
-    m.vocab = 128256;
-    m.max_positions = 8192;
-    m.tied_embeddings = false;
-    return m;
-}
+// A Llama-3-8B-shaped config (GQA, SwiGLU, RMSNorm, untied head).
+ModelConfig llama_like() { return test::llama_model(4096, 32, 32, 8, 14336, 128256, 8192); }
 
 // GPT-3 175B as in Narayanan et al. 2021, sec. 5.1: h=12288, l=96, a=96, V=51200, s=2048, f=4h, MHA.
-ModelConfig gpt3_175b() {
-    ModelConfig m;
-    m.name = "gpt3-175b";
-    m.family = ModelFamily::gpt2;
-    m.hidden = 12288;
-    m.layers = 96;
-    m.heads = 96;
-    m.kv_heads = 96;
-    m.head_dim = 128;
-    m.ffn_hidden = 4 * 12288;
-    m.vocab = 51200;
-    m.max_positions = 2048;
-    m.tied_embeddings = true;
-    m.norm = NormKind::layernorm;
-    m.mlp = MlpKind::gelu;
-    m.position = PositionKind::learned;
-    m.qkv_bias = m.out_bias = m.mlp_bias = true;
-    return m;
-}
+ModelConfig gpt3_175b() { return test::gpt_model(12288, 96, 96, 51200, 2048); }
 
 Plan one_sequence(std::int64_t seq) {
     Plan p;

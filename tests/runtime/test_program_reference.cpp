@@ -271,13 +271,7 @@ private:
     }
 };
 
-ModelConfig micro_llama() {
-    nlohmann::json cfg = {{"model_type", "llama"},         {"hidden_size", 16},        {"num_hidden_layers", 2},
-                          {"num_attention_heads", 4},       {"num_key_value_heads", 2}, {"intermediate_size", 24},
-                          {"vocab_size", 13},               {"max_position_embeddings", 16},
-                          {"tie_word_embeddings", false}};
-    return model_from_hf_config(cfg, "micro-llama");
-}
+ModelConfig micro_llama() { return preflight::test::llama_model(16, 2, 4, 2, 24, 13, 16); }
 ModelConfig micro_gpt() { return preflight::test::gpt_model(16, 2, 2, 13, 16); }
 
 TEST(ProgramReference, HostExecutionOfTheProgramGivesTheReferenceGradients) {

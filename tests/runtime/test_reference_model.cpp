@@ -16,13 +16,7 @@ namespace {
 
 // Hand-checkable sizes: h 8, 2 layers, 2 query heads sharing 1 KV head (GQA) of width 4,
 // SwiGLU width 12, vocabulary 11 (padded to 128 rows), untied head.
-ModelConfig micro_llama() {
-    nlohmann::json cfg = {{"model_type", "llama"},         {"hidden_size", 8},         {"num_hidden_layers", 2},
-                          {"num_attention_heads", 2},       {"num_key_value_heads", 1}, {"intermediate_size", 12},
-                          {"vocab_size", 11},               {"max_position_embeddings", 16},
-                          {"tie_word_embeddings", false}};
-    return model_from_hf_config(cfg, "micro-llama");
-}
+ModelConfig micro_llama() { return preflight::test::llama_model(8, 2, 2, 1, 12, 11, 16); }
 
 // GPT-2 style: h 8, 2 layers, 2 heads of width 4, GeLU 4h = 32, biases, learned
 // positions (16), vocabulary 11, tied embeddings.

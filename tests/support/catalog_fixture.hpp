@@ -22,4 +22,14 @@ inline ModelConfig gpt_model(std::int64_t hidden, std::int64_t layers, std::int6
     return model_from_hf_config(cfg, "gpt-test");
 }
 
+// A Llama-style config (RMSNorm, RoPE, GQA, SwiGLU, untied head) of any shape.
+inline ModelConfig llama_model(std::int64_t hidden, std::int64_t layers, std::int64_t heads, std::int64_t kv_heads,
+                               std::int64_t ffn, std::int64_t vocab, std::int64_t positions) {
+    nlohmann::json cfg = {{"model_type", "llama"},         {"hidden_size", hidden},      {"num_hidden_layers", layers},
+                          {"num_attention_heads", heads},   {"num_key_value_heads", kv_heads},
+                          {"intermediate_size", ffn},       {"vocab_size", vocab},
+                          {"max_position_embeddings", positions}, {"tie_word_embeddings", false}};
+    return model_from_hf_config(cfg, "llama-test");
+}
+
 }  // namespace preflight::test
