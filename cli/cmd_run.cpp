@@ -26,7 +26,7 @@ struct RunState {
     std::string report_file;
 };
 
-// Tolerance on the tracked peak, measured vs predicted (issue 4: within 1 %).
+// Tolerance on the tracked peak, measured vs predicted (within 1 %).
 constexpr double kPeakTolerance = 0.01;
 
 std::string opt_seconds(const std::optional<double>& v) {

@@ -1,5 +1,5 @@
 // One function per `preflight` subcommand. Each returns the process exit code
-// (interface.md: 0 ok, 1 does not fit / out of tolerance, 2 bad input, 3 no GPU).
+// (docs/interface.md: 0 ok, 1 does not fit / out of tolerance, 2 bad input, 3 no GPU).
 #pragma once
 
 #include <filesystem>

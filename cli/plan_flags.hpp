@@ -1,4 +1,4 @@
-// The plan flags shared by `memory`, `plan` and `run` (interface.md).
+// The plan flags shared by `memory`, `plan` and `run` (docs/interface.md).
 #pragma once
 
 #include <cstdint>
@@ -25,7 +25,7 @@ struct PlanFlags {
     std::string data_dir;
     std::string format = "table";
 
-    // Plan with defaults for every unset flag (interface.md defaults).
+    // Plan with defaults for every unset flag (docs/interface.md defaults).
     Plan to_plan() const;
 };
 

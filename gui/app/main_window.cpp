@@ -223,7 +223,7 @@ QWidget* MainWindow::buildControls() {
     dropout_->setSingleStep(0.05);
     dropout_->setDecimals(2);
     dropout_->setKeyboardTracking(false);
-    {  // the CLI's defaults (interface.md)
+    {  // the CLI's defaults (docs/interface.md)
         const Plan defaults;
         recompute_->setCurrentIndex(recompute_->findData(static_cast<int>(defaults.recompute)));
         precision_->setCurrentIndex(precision_->findData(static_cast<int>(defaults.precision)));

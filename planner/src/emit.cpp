@@ -1,4 +1,4 @@
-// Framework configurations for a plan (issue 3, item 5).
+// Framework configurations for a plan.
 #include "preflight/planner/emit.hpp"
 
 #include <sstream>

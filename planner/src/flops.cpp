@@ -1,4 +1,4 @@
-// FLOP counts per op and per step (issue 3, item 1).
+// FLOP counts per op and per step.
 #include <cmath>
 
 #include "preflight/planner/throughput.hpp"

@@ -1,4 +1,4 @@
-// Learning-rate rules of thumb for a changed global batch (issue 3, item 6; seed 004).
+// Learning-rate rules of thumb for a changed global batch.
 #include "preflight/planner/lr_advice.hpp"
 
 #include <cmath>

@@ -100,7 +100,7 @@ void validate_plan(const Plan& p, const ModelConfig& m) {
 }
 
 PrecisionBytes precision_bytes(Precision p) {
-    // interface.md, "Precision recipes"; Micikevicius et al. 2018 for mixed precision.
+    // docs/interface.md, "Precision recipes"; Micikevicius et al. 2018 for mixed precision.
     switch (p) {
         case Precision::fp32: return {4, 4, 0, 0, 4, 4, 0};
         case Precision::bf16_mixed: return {2, 2, 0, 4, 2, 2, 0};

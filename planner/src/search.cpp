@@ -1,4 +1,4 @@
-// Plan search (issue 3, item 4): enumerate dp*tp*pp = N, mbs/grad_acc closest to the
+// Plan search: enumerate dp*tp*pp = N, mbs/grad_acc closest to the
 // target batch, ZeRO 0-3, recompute, SP and precision; keep what fits under the
 // headroom; rank by predicted tokens/s.
 #include <algorithm>

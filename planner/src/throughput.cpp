@@ -1,4 +1,4 @@
-// Step-time model (issue 3, item 2): a per-op roofline for one micro-batch of one
+// Step-time model: a per-op roofline for one micro-batch of one
 // pipeline stage on one GPU, tensor-parallel collectives, the 1F1B pipeline bubble,
 // exposed data-parallel / ZeRO communication, the optimizer step and a fixed overhead.
 #include <algorithm>

@@ -406,7 +406,7 @@ RunReport run_on_device(const ModelConfig& model, const GpuSpec& gpu, const Plan
     prog.hyper = opt.hyper;
     r.measured.warmup_steps = opt.warmup;
 
-    // Context and library set-up, measured with cudaMemGetInfo (issue 4: the overhead).
+    // Context and library set-up, measured with cudaMemGetInfo (the overhead).
     PF_CUDA_CHECK(cudaSetDevice(0));
     PF_CUDA_CHECK(cudaFree(nullptr));  // creates the primary context
     cudaDeviceProp prop{};

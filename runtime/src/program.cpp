@@ -494,7 +494,7 @@ Program build_program(const ModelConfig& model, const Plan& plan_in) {
     d.max_positions = model.max_positions;
     d.grad_acc = plan.grad_acc;
 
-    // Precision recipes (interface.md table): compute copy, gradients, master.
+    // Precision recipes (docs/interface.md table): compute copy, gradients, master.
     const PrecisionBytes pb = precision_bytes(plan.precision);
     P.act = pb.activation == 4 ? DType::f32 : DType::bf16;
     P.weight = pb.weight == 4 ? DType::f32 : DType::bf16;

@@ -1,4 +1,4 @@
-// Plan-search speed (issue 3, item 7): candidate plans evaluated per second on one core.
+// Plan-search speed: candidate plans evaluated per second on one core.
 // BENCHMARK_MAIN() lives in bench_planner.cpp.
 #include <benchmark/benchmark.h>
 

@@ -1,5 +1,5 @@
 // `preflight memory`, `models`, `gpus` as scripts use them: the JSON keys of the
-// contract (interface.md), exit codes, and error messages that name the flag.
+// contract (docs/interface.md), exit codes, and error messages that name the flag.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>

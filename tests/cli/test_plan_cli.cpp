@@ -1,4 +1,4 @@
-// `preflight plan` end to end through the built binary (issue 3 done-when).
+// `preflight plan` end to end through the built binary.
 #include <gtest/gtest.h>
 
 #include <array>

@@ -10,7 +10,7 @@
 
 namespace preflight::gui::test {
 
-// CLI flags (interface.md) that spell `plan` out in full.
+// CLI flags (docs/interface.md) that spell `plan` out in full.
 inline QStringList plan_flags(const Plan& p) {
     auto s = [](std::string_view v) { return QString::fromUtf8(v.data(), static_cast<qsizetype>(v.size())); };
     QStringList a{"--seq", QString::number(p.seq), "--mbs", QString::number(p.mbs), "--grad-acc", QString::number(p.grad_acc),

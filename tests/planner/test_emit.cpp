@@ -1,4 +1,4 @@
-// Exports of a plan and learning-rate advice (issue 3, items 5-6).
+// Exports of a plan and learning-rate advice.
 #include <gtest/gtest.h>
 
 #include <cmath>

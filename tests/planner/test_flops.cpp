@@ -1,4 +1,4 @@
-// FLOP counts against published formulas (issue 3, item 1).
+// FLOP counts against published formulas.
 #include <gtest/gtest.h>
 
 #include <cmath>

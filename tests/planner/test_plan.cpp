@@ -34,7 +34,7 @@ TEST(Plan, JsonRoundTrip) {
 }
 
 TEST(Plan, PrecisionTableOfTheContract) {
-    // interface.md: weights / gradients / master bytes per parameter.
+    // docs/interface.md: weights / gradients / master bytes per parameter.
     struct Row {
         Precision p;
         int weights, grads, master;

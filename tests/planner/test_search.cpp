@@ -1,4 +1,4 @@
-// Plan search: fits, batch, pins, and completeness against brute force (issue 3, item 4).
+// Plan search: fits, batch, pins, and completeness against brute force.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// Step-time model: identities and structural properties (issue 3, items 2-3).
+// Step-time model: identities and structural properties.
 #include <gtest/gtest.h>
 
 #include <cmath>

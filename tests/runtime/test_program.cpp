@@ -116,7 +116,7 @@ TEST(Program, PrecisionRecipesPickTheContractsBuffers) {
             if (prog.buffers[static_cast<std::size_t>(id)].category == c) b += prog.buffers[static_cast<std::size_t>(id)].bytes();
         return std::pair{b, prog.param_elements};
     };
-    // interface.md: weights / gradients / master bytes per parameter.
+    // docs/interface.md: weights / gradients / master bytes per parameter.
     for (auto [pr, w, g, mst] : {std::tuple{Precision::fp32, 4, 4, 0}, std::tuple{Precision::bf16_mixed, 2, 2, 4},
                                  std::tuple{Precision::bf16_mixed_fp32_grads, 2, 6, 4}, std::tuple{Precision::bf16, 2, 2, 0}}) {
         auto [wb, n] = bytes_of(pr, Category::weights);

@@ -1,4 +1,4 @@
-// The run report: contract keys, categories mapped to interface.md, atomic write.
+// The run report: contract keys, categories mapped to docs/interface.md, atomic write.
 #include <gtest/gtest.h>
 
 #include <fstream>

@@ -18,7 +18,7 @@ bool Tolerance::within(double measured, double predicted) const {
 }
 
 SourceTolerances default_tolerances() {
-    // Own runtime: the tracked peak within 1 % (issue 4's contract) plus 1 MiB for
+    // Own runtime: the tracked peak within 1 % (the runtime's contract) plus 1 MiB for
     // rounding; the non-tensor overhead within 512 MiB of the spec's figure until it is
     // calibrated; step time and MFU within 25 % while the constants are uncalibrated.
     // PyTorch: its allocator and modules are modelled, not designed: 10 %.

@@ -1,4 +1,4 @@
-// Export a plan as a framework configuration (issue 3, item 5).
+// Export a plan as a framework configuration.
 #pragma once
 
 #include <optional>

@@ -1,4 +1,4 @@
-// Learning-rate rules of thumb when the global batch changes (issue 3, item 6).
+// Learning-rate rules of thumb when the global batch changes.
 #pragma once
 
 #include <cstdint>

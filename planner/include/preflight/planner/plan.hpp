@@ -16,7 +16,7 @@ enum class Recompute { none, selective, full };
 enum class Optimizer { adamw, sgd };
 enum class AttentionKind { flash, eager };
 
-// Names exactly as on the command line (interface.md).
+// Names exactly as on the command line (docs/interface.md).
 std::string_view to_string(Precision p);
 std::string_view to_string(Recompute r);
 std::string_view to_string(Optimizer o);
@@ -44,7 +44,7 @@ struct Plan {
     double dropout = 0.0;
 
     std::int64_t gpus() const { return dp * tp * pp; }
-    // Global batch in tokens = seq * mbs * grad_acc * dp (interface.md).
+    // Global batch in tokens = seq * mbs * grad_acc * dp (docs/interface.md).
     std::int64_t global_batch_tokens() const { return seq * mbs * grad_acc * dp; }
 };
 
@@ -52,7 +52,7 @@ struct Plan {
 // --sp and --dropout appear only when set.
 std::string to_flags(const Plan& plan);
 
-// Default sequence length: the model's context length capped at 4096 (interface.md).
+// Default sequence length: the model's context length capped at 4096 (docs/interface.md).
 inline constexpr std::int64_t kDefaultSeqCap = 4096;
 
 // Fills seq when 0. Pure: returns a copy.
@@ -62,7 +62,7 @@ Plan resolve_defaults(Plan plan, const ModelConfig& model);
 // dividing heads, pp > layers, sp without tp, dropout out of [0,1), ...).
 void validate_plan(const Plan& plan, const ModelConfig& model);
 
-// Bytes per element and per parameter for a precision recipe (interface.md table).
+// Bytes per element and per parameter for a precision recipe (docs/interface.md table).
 struct PrecisionBytes {
     int weight = 2;               // the compute copy of each parameter
     int gradient = 2;             // 16-bit (or fp32) gradient buffer

@@ -1,4 +1,4 @@
-// JSON forms of plans and memory reports (interface.md, schema_version 1).
+// JSON forms of plans and memory reports (docs/interface.md, schema_version 1).
 #pragma once
 
 #include <nlohmann/json.hpp>

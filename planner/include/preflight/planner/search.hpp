@@ -1,4 +1,4 @@
-// Plan search (issue 3): enumerate dp*tp*pp = N, mbs, grad_acc, ZeRO, recompute
+// Plan search: enumerate dp*tp*pp = N, mbs, grad_acc, ZeRO, recompute
 // (and precision when not pinned); keep what fits under the headroom; rank.
 #pragma once
 

@@ -1,4 +1,4 @@
-// FLOP counts and step-time / MFU / HFU model (issue 3). Declarations agreed
+// FLOP counts and step-time / MFU / HFU model. Declarations agreed
 // between the planner, the CLI's `plan` command and the Qt explorer.
 #pragma once
 

@@ -16,8 +16,8 @@
 
 namespace preflight::runtime {
 
-// Allocation categories (issue 4). `contract_category` maps each to the
-// interface.md per_gpu_bytes key it is reported under.
+// Allocation categories. `contract_category` maps each to the
+// docs/interface.md per_gpu_bytes key it is reported under.
 enum class Category : std::uint8_t { weights, master, gradients, optimizer, activations, logits, workspace, temporary };
 inline constexpr int kCategoryCount = 8;
 std::string_view to_string(Category c);

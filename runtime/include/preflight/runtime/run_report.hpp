@@ -75,7 +75,7 @@ struct RunReport {
 double peak_relative_error(const RunReport& r);
 
 nlohmann::json category_bytes_to_json(const CategoryBytes& b);
-// interface.md per_gpu_bytes keys from runtime categories (activations include temporaries,
+// docs/interface.md per_gpu_bytes keys from runtime categories (activations include temporaries,
 // buffers include workspaces), with `overhead` given.
 nlohmann::json contract_bytes_to_json(const CategoryBytes& b, std::int64_t overhead);
 nlohmann::json run_report_to_json(const RunReport& r);
