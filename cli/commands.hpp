@@ -1,5 +1,5 @@
 // One function per `preflight` subcommand. Each returns the process exit code
-// (docs/interface.md: 0 ok, 1 does not fit / out of tolerance, 2 bad input, 3 no GPU).
+// (docs/interface.md: 0 ok, 1 does not fit / check failed, 2 bad input, 3 no GPU, 4 internal error).
 #pragma once
 
 #include <filesystem>
@@ -14,6 +14,8 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitDoesNotFit = 1;
 inline constexpr int kExitBadInput = 2;
 inline constexpr int kExitNoDevice = 3;
+// A bug in Preflight itself (an exception that is not bad input): not the user's fault.
+inline constexpr int kExitInternal = 4;
 
 std::filesystem::path data_dir_of(const std::string& flag_value);
 

@@ -6,14 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "preflight/planner/format.hpp"
+
 namespace preflight::cli {
 
-// "14.96 GiB", "512.0 MiB", "0 B": binary units, 3 significant-ish digits.
-std::string format_bytes(std::int64_t bytes);
-// "8,030,261,248"
-std::string group_digits(std::int64_t v);
-// "8.03 B", "124.4 M"
-std::string format_count(std::int64_t v);
+// Byte and count formatting is the planner's, shared with the explorer.
+using preflight::format_bytes;
+using preflight::format_count;
+using preflight::group_digits;
 // "989.4 TFLOP/s", or "N/A" when unknown.
 std::string format_rate(std::optional<double> v, const char* unit);
 // A bar of `width` cells filled to fraction (clamped to [0, 1]).

@@ -10,9 +10,10 @@
 namespace {
 
 constexpr const char* kFooter = R"(
-Exit codes: 0 success (memory: the plan fits), 1 the plan does not fit,
+Exit codes: 0 success (memory: the plan fits), 1 the plan does not fit or a check
+failed (run: measured and predicted disagree; validate: out of tolerance),
 2 bad usage or bad input (the message names the flag, file or field),
-3 the GPU or a library it needs is unavailable.
+3 the GPU or a library it needs is unavailable, 4 internal error (a bug).
 Every byte figure in JSON is an integer number of bytes; times are seconds;
 ratios are fractions. Run `preflight SUBCOMMAND --help` for each command's flags.)";
 
@@ -71,8 +72,8 @@ int main(int argc, char** argv) {
         std::cerr << "preflight: error: " << e.what() << "\n";
         return kExitBadInput;
     } catch (const std::exception& e) {
-        std::cerr << "preflight: internal error: " << e.what() << "\n";
-        return kExitBadInput;
+        std::cerr << "preflight: internal error (please report it with the command line): " << e.what() << "\n";
+        return kExitInternal;
     }
     return kExitBadInput;
 }

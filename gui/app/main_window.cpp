@@ -424,10 +424,6 @@ QWidget* MainWindow::buildSearchTab() {
     split->setStretchFactor(1, 2);
     v->addWidget(split, 1);
 
-    if (!Explorer::searchAvailable()) {
-        search_button_->setEnabled(false);
-        search_status_->setText(QStringLiteral("The plan search is not available in this build of the planner."));
-    }
     connect(search_button_, &QPushButton::clicked, this, [this] {
         search_button_->setEnabled(false);
         search_status_->setText(QStringLiteral("Searching…"));
@@ -675,7 +671,6 @@ void MainWindow::onEvaluated() {
                  QStringLiteral("at %1, before the optimizer moments exist").arg(QString::fromStdString(describe(r.first_step_peak_phase))),
                  formatBytes(static_cast<std::int64_t>((1.0 - Explorer::kHeadroom) * static_cast<double>(r.capacity_bytes))),
                  QString::number(100.0 * (1.0 - Explorer::kHeadroom), 'f', 0), groupDigits(ev->plan.global_batch_tokens())));
-#if PREFLIGHT_GUI_HAVE_THROUGHPUT
     if (ev->has_throughput) {
         const Throughput& t = ev->throughput;
         throughput_label_->setText(QStringLiteral("Step %1 · %2 tokens/s · MFU %3 % · HFU %4 %")
@@ -690,7 +685,6 @@ void MainWindow::onEvaluated() {
                                     .arg(formatSeconds(t.step_time_s), slices.join(QStringLiteral(", ")),
                                          formatBytes(r.activations_per_layer_bytes)));
     } else
-#endif
     {
         throughput_label_->setText(QStringLiteral("Throughput: n/a (%1)").arg(ev->throughput_note));
         timeline_note_->setText(QStringLiteral("Activations per layer: %1 (one micro-batch, recompute %2).")
@@ -739,7 +733,7 @@ void MainWindow::showNotice(const QString& msg) {
 QString MainWindow::errorText() const { return error_banner_->isVisible() || !error_banner_->isHidden() ? error_banner_->text() : QString(); }
 
 void MainWindow::onSearchFinished(const QString& error) {
-    search_button_->setEnabled(Explorer::searchAvailable());
+    search_button_->setEnabled(true);
     search_status_->setText(explorer_->searchSummary());
     if (!error.isEmpty()) search_status_->setText(QStringLiteral("Search failed: ") + error);
     const QStringList s = explorer_->searchSuggestions();

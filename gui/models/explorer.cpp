@@ -178,16 +178,12 @@ bool Explorer::evaluate() {
     }
     ev->seq_sweep = seq_sweep(ev->model, ev->gpu, ev->plan);
     ev->mbs_sweep = mbs_sweep(ev->model, ev->gpu, ev->plan);
-#if PREFLIGHT_GUI_HAVE_THROUGHPUT
     try {
         ev->throughput = estimate_throughput(ev->model, ev->gpu, ev->plan);
         ev->has_throughput = true;
     } catch (const std::exception& e) {
         ev->throughput_note = QString::fromUtf8(e.what());
     }
-#else
-    ev->throughput_note = QStringLiteral("throughput model not available in this build");
-#endif
     ev->eval_ms = static_cast<double>(timer.nsecsElapsed()) / 1e6;
     current_ = std::move(ev);
     setError({});
@@ -232,24 +228,13 @@ void Explorer::setRunReport(std::optional<RunReport> report) {
     if (current_) emit evaluated();
 }
 
-bool Explorer::searchAvailable() {
-#if PREFLIGHT_GUI_HAVE_SEARCH
-    return true;
-#else
-    return false;
-#endif
-}
-
-#if PREFLIGHT_GUI_HAVE_SEARCH
 std::optional<Plan> Explorer::candidatePlan(int row) const {
     const auto& rows = candidates_->rows();
     if (row < 0 || row >= static_cast<int>(rows.size())) return std::nullopt;
     return rows[static_cast<std::size_t>(row)].plan;
 }
-#endif
 
 void Explorer::startSearch(std::int64_t gpus, std::int64_t gbs_tokens) {
-#if PREFLIGHT_GUI_HAVE_SEARCH
     if (search_thread_ || !current_) return;
     SearchRequest req;
     req.gpus = gpus;
@@ -309,11 +294,6 @@ void Explorer::startSearch(std::int64_t gpus, std::int64_t gbs_tokens) {
     });
     emit searchStarted();
     search_thread_->start();
-#else
-    (void)gpus;
-    (void)gbs_tokens;
-    emit searchFinished(QStringLiteral("the plan search is not available in this build"));
-#endif
 }
 
 }  // namespace preflight::gui

@@ -21,12 +21,8 @@
 #include "preflight/planner/memory.hpp"
 #include "preflight/planner/model.hpp"
 #include "preflight/planner/plan.hpp"
-#if PREFLIGHT_GUI_HAVE_THROUGHPUT
 #include "preflight/planner/throughput.hpp"
-#endif
-#if PREFLIGHT_GUI_HAVE_SEARCH
 #include "preflight/planner/search.hpp"
-#endif
 #include "run_report.hpp"
 
 class QThread;
@@ -57,9 +53,7 @@ struct Evaluation {
     Sweep seq_sweep;
     Sweep mbs_sweep;
     bool has_throughput = false;
-#if PREFLIGHT_GUI_HAVE_THROUGHPUT
     Throughput throughput;
-#endif
     QString throughput_note;  // why there is no throughput figure
     double eval_ms = 0;       // wall time of the whole evaluation
 };
@@ -103,15 +97,12 @@ public:
     const std::optional<RunReport>& runReport() const { return report_; }
 
     // Plan search (runs on a worker thread; searchFinished() when done).
-    static bool searchAvailable();
     void startSearch(std::int64_t gpus, std::int64_t gbs_tokens);
     bool searchRunning() const { return search_thread_ != nullptr; }
     QStringList searchSuggestions() const { return search_suggestions_; }
     QString searchSummary() const { return search_summary_; }
-#if PREFLIGHT_GUI_HAVE_SEARCH
     // The plan of candidate `row` (model order), for loading into the controls.
     std::optional<Plan> candidatePlan(int row) const;
-#endif
 
     BreakdownModel* breakdownModel() const { return breakdown_; }
     SweepModel* seqSweepModel() const { return seq_sweep_; }

@@ -5,16 +5,12 @@
 #include <QFont>
 
 #include "explorer.hpp"
+#include "preflight/planner/format.hpp"
 #include "units.hpp"
 
 namespace preflight::gui {
 
-QString groupDigits(std::int64_t v) {
-    const bool neg = v < 0;
-    QString digits = QString::number(neg ? -v : v);
-    for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(i, QLatin1Char(','));
-    return neg ? QStringLiteral("-") + digits : digits;
-}
+QString groupDigits(std::int64_t v) { return QString::fromStdString(group_digits(v)); }
 
 QString planSummary(const Plan& p) {
     QStringList parts;

@@ -1,29 +1,16 @@
 #include "units.hpp"
 
-#include <cmath>
+#include "preflight/planner/format.hpp"
 
 namespace preflight::gui {
 
-QString formatBytes(std::int64_t bytes) {
-    const double b = static_cast<double>(bytes);
-    const double a = std::fabs(b);
-    if (a >= static_cast<double>(kGiB)) return QString::number(b / static_cast<double>(kGiB), 'f', 2) + " GiB";
-    if (a >= static_cast<double>(kMiB)) return QString::number(b / static_cast<double>(kMiB), 'f', 1) + " MiB";
-    if (a >= 1024.0) return QString::number(b / 1024.0, 'f', 1) + " KiB";
-    return QString::number(bytes) + " B";
-}
+QString formatBytes(std::int64_t bytes) { return QString::fromStdString(format_bytes(bytes)); }
 
 QString formatBytesDelta(std::int64_t bytes) {
     return (bytes > 0 ? QStringLiteral("+") : QString()) + formatBytes(bytes);
 }
 
-QString formatCount(std::int64_t n) {
-    const double v = static_cast<double>(n);
-    if (v >= 1e9) return QString::number(v / 1e9, 'f', 2) + " B";
-    if (v >= 1e6) return QString::number(v / 1e6, 'f', 1) + " M";
-    if (v >= 1e3) return QString::number(v / 1e3, 'f', 1) + " k";
-    return QString::number(n);
-}
+QString formatCount(std::int64_t n) { return QString::fromStdString(format_count(n)); }
 
 QString formatSeconds(double s) {
     if (s >= 1.0) return QString::number(s, 'f', 3) + " s";

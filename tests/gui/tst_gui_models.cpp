@@ -180,7 +180,6 @@ private slots:
     }
 
     void searchModels() {
-        if (!Explorer::searchAvailable()) QSKIP("planner built without search_plans");
         Plan p;
         p.dp = 8;
         QVERIFY(explorer_->setAll("llama-3-8b", "h100-sxm-80gb", p));

@@ -179,7 +179,6 @@ private slots:
     }
 
     void searchAndLoadCandidate() {
-        if (!Explorer::searchAvailable()) QSKIP("planner built without search_plans");
         Explorer explorer(PREFLIGHT_TEST_DATA_DIR);
         MainWindow w(&explorer);
         w.resize(1600, 980);

@@ -1,0 +1,17 @@
+// Number formatting shared by every front end (CLI tables, explorer labels, reports):
+// one definition of how a byte count or a count of things is written for people.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace preflight {
+
+// "14.96 GiB", "512.0 MiB", "0 B": binary units, two decimals below 100, one above.
+std::string format_bytes(std::int64_t bytes);
+// "8,030,261,248"
+std::string group_digits(std::int64_t v);
+// "8.03 B", "124.4 M": decimal magnitudes for parameter and token counts.
+std::string format_count(std::int64_t v);
+
+}  // namespace preflight

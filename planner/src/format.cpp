@@ -1,0 +1,44 @@
+#include "preflight/planner/format.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+namespace preflight {
+
+std::string format_bytes(std::int64_t bytes) {
+    static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    double v = static_cast<double>(bytes);
+    int u = 0;
+    while (std::abs(v) >= 1024.0 && u < 5) {
+        v /= 1024.0;
+        ++u;
+    }
+    char buf[32];
+    if (u == 0)
+        std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));
+    else
+        std::snprintf(buf, sizeof buf, std::abs(v) >= 100 ? "%.1f %s" : "%.2f %s", v, units[u]);
+    return buf;
+}
+
+std::string group_digits(std::int64_t v) {
+    // Magnitude as unsigned so INT64_MIN does not overflow on negation.
+    const std::uint64_t magnitude = v < 0 ? std::uint64_t{0} - static_cast<std::uint64_t>(v) : static_cast<std::uint64_t>(v);
+    std::string s = std::to_string(magnitude);
+    for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<std::size_t>(i), ",");
+    return v < 0 ? "-" + s : s;
+}
+
+std::string format_count(std::int64_t v) {
+    char buf[32];
+    const double d = static_cast<double>(v);
+    if (d >= 1e9)
+        std::snprintf(buf, sizeof buf, "%.2f B", d / 1e9);
+    else if (d >= 1e6)
+        std::snprintf(buf, sizeof buf, "%.1f M", d / 1e6);
+    else
+        std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+    return buf;
+}
+
+}  // namespace preflight
