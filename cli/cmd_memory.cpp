@@ -5,6 +5,7 @@
 #include "commands.hpp"
 #include "format.hpp"
 #include "preflight/planner/catalog.hpp"
+#include "preflight/planner/memory_categories.hpp"
 #include "preflight/planner/report.hpp"
 
 namespace preflight::cli {
@@ -14,23 +15,6 @@ std::filesystem::path data_dir_of(const std::string& flag_value) {
 }
 
 namespace {
-
-struct Row {
-    const char* name;
-    std::int64_t bytes;
-    const char* what;
-};
-
-std::vector<Row> category_rows(const MemoryBreakdown& b) {
-    return {{"weights", b.weights, "compute copy of the parameters"},
-            {"master_weights", b.master_weights, "fp32 copy the optimizer updates"},
-            {"gradients", b.gradients, "gradient buffers"},
-            {"optimizer_states", b.optimizer_states, "AdamW moments / SGD momentum"},
-            {"activations", b.activations, "saved for backward, at the peak"},
-            {"logits_and_loss", b.logits_and_loss, "output logits + cross-entropy, at the peak"},
-            {"buffers", b.buffers, "communication buckets, gathers, tables"},
-            {"overhead", b.overhead, "CUDA context + library workspaces"}};
-}
 
 std::string percent(double f) {
     char buf[16];
@@ -56,9 +40,11 @@ void print_table(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
     Table t;
     t.header = {"category", "bytes", "size", "of capacity", ""};
     t.units = {"", "[B]", "[binary]", "[%]", ""};
-    for (const auto& row : category_rows(r.at_peak))
-        t.rows.push_back({row.name, group_digits(row.bytes), format_bytes(row.bytes),
-                          percent(static_cast<double>(row.bytes) / cap), bar(static_cast<double>(row.bytes) / cap, 30)});
+    for (const auto& c : memory_categories()) {
+        const std::int64_t bytes = r.at_peak.*c.member;
+        t.rows.push_back({std::string(c.key), group_digits(bytes), format_bytes(bytes),
+                          percent(static_cast<double>(bytes) / cap), bar(static_cast<double>(bytes) / cap, 30)});
+    }
     t.rows.push_back({"peak", group_digits(r.peak_bytes), format_bytes(r.peak_bytes),
                       percent(static_cast<double>(r.peak_bytes) / cap), bar(static_cast<double>(r.peak_bytes) / cap, 30)});
     std::cout << t.render() << "\n";
@@ -92,8 +78,8 @@ void print_table(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
 void print_csv(const MemoryReport& r) {
     std::cout << "category,bytes,fraction_of_capacity\n";
     const double cap = static_cast<double>(r.capacity_bytes);
-    for (const auto& row : category_rows(r.at_peak))
-        std::cout << row.name << "," << row.bytes << "," << static_cast<double>(row.bytes) / cap << "\n";
+    for (const auto& c : memory_categories())
+        std::cout << c.key << "," << r.at_peak.*c.member << "," << static_cast<double>(r.at_peak.*c.member) / cap << "\n";
     std::cout << "peak," << r.peak_bytes << "," << static_cast<double>(r.peak_bytes) / cap << "\n";
     std::cout << "capacity," << r.capacity_bytes << ",1\n";
     std::cout << "activations_per_layer," << r.activations_per_layer_bytes << ","

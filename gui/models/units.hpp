@@ -9,6 +9,7 @@
 #include <QString>
 
 #include "preflight/planner/memory.hpp"
+#include "preflight/planner/memory_categories.hpp"
 
 namespace preflight::gui {
 
@@ -23,14 +24,14 @@ QString formatCount(std::int64_t n);
 // "1.234 s", "85.2 ms".
 QString formatSeconds(double s);
 
-// One memory category of the contract's per_gpu_bytes.
+// One memory category of the contract's per_gpu_bytes (memory_categories()) with its colour.
 struct Category {
-    const char* key;    // contract key, e.g. "optimizer_states"
-    const char* label;  // "Optimizer states"
-    const char* what;   // tooltip
-    std::int64_t MemoryBreakdown::*member;
+    const char* key = nullptr;    // contract key, e.g. "optimizer_states"
+    const char* label = nullptr;  // "Optimizer states"
+    const char* what = nullptr;   // tooltip
+    std::int64_t MemoryBreakdown::*member = nullptr;
     QColor color;
 };
-const std::array<Category, 8>& categories();
+const std::array<Category, kMemoryCategoryCount>& categories();
 
 }  // namespace preflight::gui

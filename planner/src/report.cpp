@@ -1,6 +1,7 @@
 #include "preflight/planner/report.hpp"
 
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/memory_categories.hpp"
 
 namespace preflight {
 
@@ -68,14 +69,9 @@ Plan plan_from_json(const json& j, Plan p) {
 }
 
 json breakdown_to_json(const MemoryBreakdown& b) {
-    return json{{"weights", b.weights},
-                {"master_weights", b.master_weights},
-                {"gradients", b.gradients},
-                {"optimizer_states", b.optimizer_states},
-                {"activations", b.activations},
-                {"logits_and_loss", b.logits_and_loss},
-                {"buffers", b.buffers},
-                {"overhead", b.overhead}};
+    json j = json::object();
+    for (const auto& c : memory_categories()) j[std::string(c.key)] = b.*c.member;
+    return j;
 }
 
 namespace {

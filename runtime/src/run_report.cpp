@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include "preflight/planner/memory_categories.hpp"
 #include "preflight/planner/report.hpp"
 
 namespace preflight::runtime {
@@ -27,8 +28,9 @@ json category_bytes_to_json(const CategoryBytes& b) {
 }
 
 json contract_bytes_to_json(const CategoryBytes& b, std::int64_t overhead) {
-    json j = {{"weights", 0},  {"master_weights", 0}, {"gradients", 0}, {"optimizer_states", 0},
-              {"activations", 0}, {"logits_and_loss", 0}, {"buffers", 0}, {"overhead", overhead}};
+    json j = json::object();
+    for (const auto& c : memory_categories()) j[std::string(c.key)] = std::int64_t{0};
+    j["overhead"] = overhead;
     for (int c = 0; c < kCategoryCount; ++c) {
         const std::string key(contract_category(static_cast<Category>(c)));
         j[key] = j[key].get<std::int64_t>() + b[static_cast<std::size_t>(c)];
