@@ -1,15 +1,34 @@
 #include "gemm.cuh"
 
+#include "preflight/runtime/errors.hpp"
+
 #include <stdexcept>
 #include <string>
 
 namespace preflight::runtime::cuda {
 
+const char* cublasLt_status_name(cublasStatus_t s) {
+    switch (s) {
+        case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+        case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+        case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+        case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+        case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+        case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
+        case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+        case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+        case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+        case CUBLAS_STATUS_LICENSE_ERROR: return "CUBLAS_STATUS_LICENSE_ERROR";
+        default: return "unknown cuBLAS status";
+    }
+}
+
 namespace {
 
 void check(cublasStatus_t s, const char* what) {
     if (s != CUBLAS_STATUS_SUCCESS)
-        throw std::runtime_error(std::string("cuBLASLt: ") + what + " failed with status " + std::to_string(static_cast<int>(s)));
+        throw DeviceError(FailureKind::library, static_cast<int>(s), std::string("cuBLASLt ") + what,
+                          cublasLt_status_name(s));
 }
 
 // RAII holders for the descriptors of one call.

@@ -1,0 +1,51 @@
+// cuDNN fused flash attention (forward and backward; bf16 in and out, fp32 softmax
+// stats; causal; GQA) for one fixed shape, built with the cuDNN graph (backend) API of
+// cuDNN 9 (cudnn_graph.h). libcudnn is loaded with dlopen at the first use.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "check.hpp"
+
+namespace preflight::runtime::cuda {
+
+// The cuDNN library as loaded: version and where from, or why not (never throws).
+struct CudnnLibrary {
+    bool loaded = false;
+    std::size_t version = 0;  // cudnnGetVersion(): 91900 for 9.19.0
+    std::string path_or_error;
+};
+const CudnnLibrary& cudnn_library();
+
+class CudnnSdpa {
+public:
+    // Builds and finalises both graphs for b sequences of s tokens, `heads` query heads,
+    // `kv_heads` KV heads of size d, with qkv packed per token as [Q | K | V]. Null, with
+    // `why` set, when cuDNN is missing, has no engine for the shape, or its backward needs
+    // more than `workspace_bytes` (the program's flash backward workspace); on success `why`
+    // describes the engines.
+    static std::unique_ptr<CudnnSdpa> create(std::int64_t b, std::int64_t s, std::int64_t heads,
+                                             std::int64_t kv_heads, std::int64_t d, std::int64_t workspace_bytes,
+                                             std::string& why);
+    ~CudnnSdpa();
+    CudnnSdpa(const CudnnSdpa&) = delete;
+    CudnnSdpa& operator=(const CudnnSdpa&) = delete;
+
+    // out [b*s, heads*d]; lse [b, heads, s] fp32 = max + log(sum exp) of the scaled scores.
+    void forward(const bf16* qkv, bf16* out, float* lse, cudaStream_t stream);
+    // dqkv [b*s, (heads + 2 kv_heads) d] overwritten.
+    void backward(const bf16* qkv, const bf16* out, const float* lse, const bf16* dout, bf16* dqkv, void* workspace,
+                  std::int64_t workspace_bytes, cudaStream_t stream);
+
+    struct Impl;
+
+private:
+    explicit CudnnSdpa(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace preflight::runtime::cuda
