@@ -19,7 +19,8 @@ AttentionEngine::AttentionEngine(const Program& program, bool want_cudnn) : prog
     }
     std::string why;
     sdpa_ = CudnnSdpa::create(d.b, d.s, d.heads, d.kv_heads, d.head_dim,
-                              runtime_flash_bwd_workspace_bytes(d.b, d.heads, d.s, d.head_dim, 2), why);
+                              runtime_flash_bwd_workspace_bytes(d.b, d.heads, d.s, d.head_dim, 2),
+                              kRuntimeGemmWorkspaceBytes, why);
     note_ = sdpa_ ? "attention: cuDNN fused flash attention (" + why + ")"
                   : "attention: the runtime's flash kernel (cuDNN fused attention unavailable: " + why + ")";
 }
@@ -34,7 +35,7 @@ const char* AttentionEngine::backend() const {
 void AttentionEngine::forward(const bf16* qkv, bf16* out, float* lse, cudaStream_t stream) {
     const Dims& d = prog_.dims;
     if (sdpa_) {
-        sdpa_->forward(qkv, out, lse, stream);
+        sdpa_->forward(qkv, out, lse, shared_, stream);
         return;
     }
     launch_flash_fwd<bf16>(qkv, out, lse, d.b, d.s, d.heads, d.kv_heads, d.head_dim, stream);
@@ -44,7 +45,7 @@ void AttentionEngine::backward(const bf16* qkv, const bf16* out, const float* ls
                                void* workspace, std::int64_t workspace_bytes, cudaStream_t stream) {
     const Dims& d = prog_.dims;
     if (sdpa_) {
-        sdpa_->backward(qkv, out, lse, dout, dqkv, workspace, workspace_bytes, stream);
+        sdpa_->backward(qkv, out, lse, dout, dqkv, workspace, workspace_bytes, shared_, stream);
         return;
     }
     launch_flash_bwd<bf16>(qkv, out, lse, dout, dqkv, static_cast<float*>(workspace), d.b, d.s, d.heads, d.kv_heads,

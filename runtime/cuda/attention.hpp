@@ -27,6 +27,8 @@ public:
     AttentionEngine& operator=(const AttentionEngine&) = delete;
 
     bool cudnn() const { return sdpa_ != nullptr; }
+    // The workspace cuDNN's engines share with cuBLASLt (the program's GEMM workspace).
+    void set_shared_workspace(void* p) { shared_ = p; }
     const char* backend() const;  // "cudnn" | "kernel" | "eager"
     const std::string& note() const { return note_; }
 
@@ -39,6 +41,7 @@ public:
 private:
     const Program& prog_;
     std::unique_ptr<CudnnSdpa> sdpa_;
+    void* shared_ = nullptr;
     std::string note_;
 };
 

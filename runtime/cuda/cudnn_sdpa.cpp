@@ -478,7 +478,7 @@ CudnnSdpa::~CudnnSdpa() = default;
 
 std::unique_ptr<CudnnSdpa> CudnnSdpa::create(std::int64_t b, std::int64_t s, std::int64_t heads,
                                              std::int64_t kv_heads, std::int64_t d, std::int64_t workspace_bytes,
-                                             std::string& why) {
+                                             std::int64_t shared_workspace_bytes, std::string& why) {
     const CudnnLibrary& lib = cudnn_library();
     if (!lib.loaded) {
         why = lib.path_or_error;
@@ -508,18 +508,25 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::create(std::int64_t b, std::int64_t s, std
             why = "backward: " + bwhy;
             return nullptr;
         }
-        // Workspace: the fp32 dQ accumulator and softmax sum come first in the program's flash
-        // backward workspace, the engines' own workspace after them.
+        // Workspace: the fp32 dQ accumulator and softmax sum fill the program's flash backward
+        // workspace; the engines' own workspace comes from the one cuBLASLt uses (ops on one
+        // stream never overlap), so cuDNN adds no memory the program does not plan.
         const std::int64_t fixed = b * heads * s * (d + 1) * 4;
-        const std::int64_t need = fixed + std::max(impl->fwd.workspace_bytes, impl->bwd.workspace_bytes);
-        if (need > workspace_bytes) {
-            why = "its engines need " + std::to_string(need) + " bytes of workspace, the program plans " +
-                  std::to_string(workspace_bytes) + " (forward engine " + std::to_string(impl->fwd.workspace_bytes) +
-                  ", backward engine " + std::to_string(impl->bwd.workspace_bytes) + ")";
+        if (fixed > workspace_bytes) {
+            why = "the backward needs " + std::to_string(fixed) + " bytes for its dQ accumulator and softmax sum, the "
+                  "program plans " + std::to_string(workspace_bytes);
+            return nullptr;
+        }
+        const std::int64_t engine = std::max(impl->fwd.workspace_bytes, impl->bwd.workspace_bytes);
+        if (engine > shared_workspace_bytes) {
+            why = "its engines need " + std::to_string(engine) + " bytes of workspace (forward " +
+                  std::to_string(impl->fwd.workspace_bytes) + ", backward " + std::to_string(impl->bwd.workspace_bytes) +
+                  "), more than the shared " + std::to_string(shared_workspace_bytes);
             return nullptr;
         }
         why = "cuDNN " + std::to_string(lib.version) + " from " + lib.path_or_error + "; forward " + impl->fwd.engine +
-              ", backward " + impl->bwd.engine;
+              ", backward " + impl->bwd.engine + "; engine workspace " + std::to_string(impl->fwd.workspace_bytes) +
+              " / " + std::to_string(impl->bwd.workspace_bytes) + " bytes";
     } catch (const std::exception& e) {
         why = e.what();
         return nullptr;
@@ -527,7 +534,7 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::create(std::int64_t b, std::int64_t s, std
     return std::unique_ptr<CudnnSdpa>(new CudnnSdpa(std::move(impl)));
 }
 
-void CudnnSdpa::forward(const bf16* qkv, bf16* out, float* lse, cudaStream_t stream) {
+void CudnnSdpa::forward(const bf16* qkv, bf16* out, float* lse, void* shared, cudaStream_t stream) {
     Impl& m = *impl_;
     check(fns().set_stream(m.handle, stream), "cudnnSetStream");
     const bf16* q = qkv;
@@ -535,20 +542,20 @@ void CudnnSdpa::forward(const bf16* qkv, bf16* out, float* lse, cudaStream_t str
     const bf16* v = qkv + (m.h + m.hk) * m.d;
     execute(m.handle, m.fwd, {kQ, kK, kV, kO, kStats, kScale, kNegInf},
             {const_cast<bf16*>(q), const_cast<bf16*>(k), const_cast<bf16*>(v), out, lse, &m.scale, &m.neg_inf},
-            nullptr, "SDPA forward");
+            m.fwd.workspace_bytes > 0 ? shared : nullptr, "SDPA forward");
 }
 
 void CudnnSdpa::backward(const bf16* qkv, const bf16* out, const float* lse, const bf16* dout, bf16* dqkv,
-                         void* workspace, std::int64_t workspace_bytes, cudaStream_t stream) {
+                         void* workspace, std::int64_t workspace_bytes, void* shared, cudaStream_t stream) {
     Impl& m = *impl_;
     check(fns().set_stream(m.handle, stream), "cudnnSetStream");
     const std::int64_t accum_bytes = m.b * m.h * m.s * m.d * 4, sum_bytes = m.b * m.h * m.s * 4;
-    if (accum_bytes + sum_bytes + m.bwd.workspace_bytes > workspace_bytes)
+    if (accum_bytes + sum_bytes > workspace_bytes)
         throw DeviceError(FailureKind::other, 0, "cuDNN SDPA backward", "workspace smaller than planned");
     auto* ws = static_cast<char*>(workspace);
     float* dq_accum = reinterpret_cast<float*>(ws);
     float* softmax_sum = reinterpret_cast<float*>(ws + accum_bytes);
-    void* engine_ws = m.bwd.workspace_bytes > 0 ? ws + accum_bytes + sum_bytes : nullptr;
+    void* engine_ws = m.bwd.workspace_bytes > 0 ? shared : nullptr;
     PF_CUDA_CHECK(cudaMemsetAsync(dq_accum, 0, static_cast<std::size_t>(accum_bytes), stream));
     const bf16* q = qkv;
     const bf16* k = qkv + m.h * m.d;
@@ -569,14 +576,14 @@ struct CudnnSdpa::Impl {};
 CudnnSdpa::CudnnSdpa(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CudnnSdpa::~CudnnSdpa() = default;
 std::unique_ptr<CudnnSdpa> CudnnSdpa::create(std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
-                                             std::int64_t, std::string& why) {
+                                             std::int64_t, std::int64_t, std::string& why) {
     why = cudnn_library().path_or_error;
     return nullptr;
 }
-void CudnnSdpa::forward(const bf16*, bf16*, float*, cudaStream_t) {
+void CudnnSdpa::forward(const bf16*, bf16*, float*, void*, cudaStream_t) {
     throw DeviceError(FailureKind::library, 0, "cuDNN SDPA forward", "no cuDNN in this build");
 }
-void CudnnSdpa::backward(const bf16*, const bf16*, const float*, const bf16*, bf16*, void*, std::int64_t,
+void CudnnSdpa::backward(const bf16*, const bf16*, const float*, const bf16*, bf16*, void*, std::int64_t, void*,
                          cudaStream_t) {
     throw DeviceError(FailureKind::library, 0, "cuDNN SDPA backward", "no cuDNN in this build");
 }

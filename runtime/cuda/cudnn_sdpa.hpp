@@ -25,21 +25,24 @@ class CudnnSdpa {
 public:
     // Builds and finalises both graphs for b sequences of s tokens, `heads` query heads,
     // `kv_heads` KV heads of size d, with qkv packed per token as [Q | K | V]. Null, with
-    // `why` set, when cuDNN is missing, has no engine for the shape, or its backward needs
-    // more than `workspace_bytes` (the program's flash backward workspace); on success `why`
+    // `why` set, when cuDNN is missing, has no engine for the shape, the backward's fp32
+    // dQ accumulator and softmax sum do not fit `workspace_bytes` (the program's flash
+    // backward workspace), or an engine's own workspace exceeds `shared_workspace_bytes`
+    // (the cuBLASLt workspace, which the stream-ordered ops share); on success `why`
     // describes the engines.
     static std::unique_ptr<CudnnSdpa> create(std::int64_t b, std::int64_t s, std::int64_t heads,
                                              std::int64_t kv_heads, std::int64_t d, std::int64_t workspace_bytes,
-                                             std::string& why);
+                                             std::int64_t shared_workspace_bytes, std::string& why);
     ~CudnnSdpa();
     CudnnSdpa(const CudnnSdpa&) = delete;
     CudnnSdpa& operator=(const CudnnSdpa&) = delete;
 
     // out [b*s, heads*d]; lse [b, heads, s] fp32 = max + log(sum exp) of the scaled scores.
-    void forward(const bf16* qkv, bf16* out, float* lse, cudaStream_t stream);
+    // `shared` is the workspace shared with cuBLASLt (at least shared_workspace_bytes).
+    void forward(const bf16* qkv, bf16* out, float* lse, void* shared, cudaStream_t stream);
     // dqkv [b*s, (heads + 2 kv_heads) d] overwritten.
     void backward(const bf16* qkv, const bf16* out, const float* lse, const bf16* dout, bf16* dqkv, void* workspace,
-                  std::int64_t workspace_bytes, cudaStream_t stream);
+                  std::int64_t workspace_bytes, void* shared, cudaStream_t stream);
 
     struct Impl;
 

@@ -132,6 +132,7 @@ private:
     template <class T>
     void init(const BufferTable& t) {
         gemm_.set_workspace(t[static_cast<std::size_t>(P.gemm_workspace)], static_cast<std::size_t>(kRuntimeGemmWorkspaceBytes));
+        if (attention_) attention_->set_shared_workspace(t[static_cast<std::size_t>(P.gemm_workspace)]);
         const std::int64_t np = P.param_elements;
         float* master = base<float>(t, P.master_weights);
         PF_CUDA_CHECK(cudaMemsetAsync(t[static_cast<std::size_t>(P.weights)], 0, np * sizeof(T), stream));

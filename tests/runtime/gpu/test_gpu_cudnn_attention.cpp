@@ -22,7 +22,7 @@ TEST(CudnnAttention, MatchesTheCpuReference) {
                              ref::AttnShape{1, 100, 4, 1, 128}}) {
         const std::int64_t ws_bytes = runtime_flash_bwd_workspace_bytes(a.b, a.heads, a.s, a.d, 2);
         std::string why;
-        auto sdpa = cuda::CudnnSdpa::create(a.b, a.s, a.heads, a.kv_heads, a.d, ws_bytes, why);
+        auto sdpa = cuda::CudnnSdpa::create(a.b, a.s, a.heads, a.kv_heads, a.d, ws_bytes, kRuntimeGemmWorkspaceBytes, why);
         ASSERT_TRUE(sdpa) << "cuDNN refused b=" << a.b << " s=" << a.s << " heads=" << a.heads
                           << " kv=" << a.kv_heads << " d=" << a.d << ": " << why;
         std::printf("cuDNN SDPA b=%lld s=%lld h=%lld kv=%lld d=%lld: %s\n", (long long)a.b, (long long)a.s,
@@ -31,14 +31,14 @@ TEST(CudnnAttention, MatchesTheCpuReference) {
         const auto qkv = rounded<bf16>(randn(n, 21)), dout = rounded<bf16>(randn(no, 22));
         DeviceBuffer<bf16> dq(qkv), dout_(dout), out(no), dqkv(n);
         DeviceBuffer<float> lse(a.b * a.heads * a.s);
-        DeviceBuffer<std::uint8_t> ws(static_cast<std::size_t>(ws_bytes));
-        sdpa->forward(dq.get(), out.get(), lse.get(), nullptr);
+        DeviceBuffer<std::uint8_t> ws(static_cast<std::size_t>(ws_bytes)), shared(kRuntimeGemmWorkspaceBytes);
+        sdpa->forward(dq.get(), out.get(), lse.get(), shared.get(), nullptr);
         std::vector<double> o(no), l(a.b * a.heads * a.s), g(n);
         ref::attention_fwd(qkv.data(), o.data(), l.data(), a);
         expect_close(out.download(), o, rtol<bf16>(), "cudnn fwd out");
         // The saved stats are max + log(sum exp) of the scaled scores: the reference's log-sum-exp.
         expect_close(lse.download(), l, 1e-3, "cudnn fwd stats", 1e-3);
-        sdpa->backward(dq.get(), out.get(), lse.get(), dout_.get(), dqkv.get(), ws.get(), ws_bytes, nullptr);
+        sdpa->backward(dq.get(), out.get(), lse.get(), dout_.get(), dqkv.get(), ws.get(), ws_bytes, shared.get(), nullptr);
         ref::attention_bwd(qkv.data(), dout.data(), g.data(), a);
         expect_close(dqkv.download(), g, 2 * rtol<bf16>(), "cudnn bwd dqkv");
     }

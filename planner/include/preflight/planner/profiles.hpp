@@ -25,14 +25,14 @@ inline constexpr std::int64_t kRuntimeVocabPadMultiple = 128;
 // cuDNN's fused flash attention backward: an fp32 dQ accumulator [b, heads, s, d] and the
 // fp32 softmax sum rowsum(dO * O) [b, heads, s] (cudnn-frontend,
 // scaled_dot_product_flash_attention.h, CompositeSDPABackwardNode: dQ_accum and
-// softmax_sum), plus kRuntimeCudnnPlanWorkspaceBytes for the engine's own workspace. The
-// runtime's own kernel (fp32 path, or when cuDNN is absent) uses its first b*heads*s
-// floats, so the memory is the same whichever runs.
-inline constexpr std::int64_t kRuntimeCudnnPlanWorkspaceBytes = 0;  // engines needing more fall back to the kernel
+// softmax_sum). cuDNN's engines take their own workspace from the cuBLASLt workspace (one
+// stream: never in use at once; an engine needing more than it is not used). The runtime's
+// own kernel (fp32 path, or when cuDNN is absent) uses the first b*heads*s floats, so the
+// memory is the same whichever runs.
 inline std::int64_t runtime_flash_bwd_workspace_bytes(std::int64_t b, std::int64_t heads, std::int64_t s,
                                                       std::int64_t head_dim, int activation_bytes) {
     if (activation_bytes == 4) return b * heads * s * 4;  // the kernel's D = rowsum(dO * O)
-    return b * heads * s * (head_dim + 1) * 4 + kRuntimeCudnnPlanWorkspaceBytes;
+    return b * heads * s * (head_dim + 1) * 4;
 }
 
 // Profile of the Preflight CUDA runtime ("preflight-runtime"):
