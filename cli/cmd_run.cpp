@@ -27,6 +27,7 @@ struct RunState {
     bool dry_run = false;
     bool debug_sync = false;
     bool no_cudnn = false;
+    bool no_fused = false;
     std::string save_init;
     std::string report_file;
 };
@@ -105,6 +106,7 @@ int run_command(const RunState& st) {
     opt.hyper.rope_base = model.rope_theta;
     opt.hyper.rope_scaling = model.rope_scaling;
     opt.save_init_path = st.save_init;
+    opt.fuse_epilogues = !st.no_fused && !runtime::debug_sync_requested(false, std::getenv("PREFLIGHT_NO_FUSED_EPILOGUES"));
     opt.debug_sync = runtime::debug_sync_requested(st.debug_sync, std::getenv("PREFLIGHT_DEBUG_SYNC"));
     opt.cudnn_attention = !st.no_cudnn && !runtime::debug_sync_requested(false, std::getenv("PREFLIGHT_NO_CUDNN"));
     opt.progress = [](const std::string& line) { std::cerr << "preflight run: " << line << "\n"; };
@@ -164,6 +166,9 @@ Command add_run_command(CLI::App& app) {
                   "PREFLIGHT_DEBUG_SYNC=1. Step times are then not representative");
     sub->add_flag("--no-cudnn", st->no_cudnn,
                   "bf16 flash attention with the runtime's own kernel instead of cuDNN's (also PREFLIGHT_NO_CUDNN=1)");
+    sub->add_flag("--no-fused-epilogues", st->no_fused,
+                  "bf16 GeLU models: run the activation and its gradient as kernels instead of cuBLASLt GEMM "
+                  "epilogues (also PREFLIGHT_NO_FUSED_EPILOGUES=1)");
     sub->add_option("--save-init", st->save_init,
                     "Write the initial parameters (fp32, flat) to FILE and their index to FILE.json, for "
                     "validation/pytorch/train.py --init-from (device runs)");

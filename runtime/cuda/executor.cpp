@@ -82,6 +82,10 @@ public:
     }
     bool checks_each_op() const override { return debug_sync_; }
     void set_attention(AttentionEngine* a) { attention_ = a; }
+    // GeLU fused into the fc1 GEMM (cuBLASLt GELU_AUX_BIAS) and its gradient into the fc2
+    // dgrad GEMM (DGELU), bf16 programs only; the program (and so the memory) is unchanged:
+    // the fc1 GEMM runs at the activation op, once the activation's buffer exists.
+    void set_fuse_gelu(bool on) { fuse_gelu_ = on && P.act == DType::bf16 && P.model.mlp == MlpKind::gelu; }
     void run(const Op& op, const BufferTable& t) override {
         if (&op == sample_op_ && sample_hook_) {
             PF_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -107,6 +111,9 @@ private:
     bool debug_sync_ = false;
     std::int64_t step_ = 1;
     AttentionEngine* attention_ = nullptr;
+    bool fuse_gelu_ = false;
+    const Op* deferred_fc1_ = nullptr;    // the fc1 GEMM waiting for its activation op
+    const Op* skip_gelu_bwd_ = nullptr;   // done by the fc2 dgrad's epilogue
     const Op* sample_op_ = nullptr;
     std::function<void()> sample_hook_;
 
@@ -173,8 +180,18 @@ private:
         }
     }
 
+    // The op `k` places after `op` in its section (step, set-up, teardown), or null.
+    const Op* after(const Op& op, std::size_t k) const {
+        for (const std::vector<Op>* sec : {&P.step, &P.setup, &P.teardown}) {
+            if (sec->empty() || &op < sec->data() || &op >= sec->data() + sec->size()) continue;
+            const std::size_t i = static_cast<std::size_t>(&op - sec->data()) + k;
+            return i < sec->size() ? &(*sec)[i] : nullptr;
+        }
+        return nullptr;
+    }
+
     template <class T>
-    void gemm_linear_fwd(const Op& op, const BufferTable& t) {
+    void gemm_linear_fwd(const Op& op, const BufferTable& t, const Op* gelu = nullptr) {
         GemmArgs g;
         g.trans_b = true;  // W is [N, K]
         g.M = op.v[1].rows;
@@ -192,11 +209,18 @@ private:
             g.beta = 1.f;
         }
         g.bias = param<T>(t, op.p1);
+        if (gelu) {  // D = gelu(x W^T + b) into the activation, aux = the pre-activation (fc1 out)
+            g.epilogue = GemmArgs::Epilogue::gelu_aux;
+            g.aux = g.D;
+            g.ldaux = g.ldd;
+            g.D = at<T>(t, gelu->v[1]);
+            g.ldd = gelu->v[1].ld;
+        }
         gemm_.run(g, stream);
     }
 
     template <class T>
-    void gemm_linear_bwd_data(const Op& op, const BufferTable& t) {
+    void gemm_linear_bwd_data(const Op& op, const BufferTable& t, const Op* gelu_bwd = nullptr) {
         GemmArgs g;  // dX[M, K] = dY[M, N] W[N, K]
         g.M = op.v[0].rows;
         g.N = op.v[1].cols;
@@ -211,6 +235,11 @@ private:
             g.C = g.D;
             g.ldc = g.ldd;
             g.beta = 1.f;
+        }
+        if (gelu_bwd) {  // dA * gelu'(fc1 out) straight into d(fc1 out)
+            g.epilogue = GemmArgs::Epilogue::dgelu;
+            g.aux = at<T>(t, gelu_bwd->v[1]);
+            g.ldaux = gelu_bwd->v[1].ld;
         }
         gemm_.run(g, stream);
     }
@@ -354,8 +383,28 @@ private:
                                    at<float>(t, op.v[3]), grad<T>(t, op.p0), grad<T>(t, op.p1), d.rows, d.h, norm_eps(),
                                    layernorm(), op.accumulate, stream);
                 break;
-            case OpKind::linear_fwd: gemm_linear_fwd<T>(op, t); break;
-            case OpKind::linear_bwd_data: gemm_linear_bwd_data<T>(op, t); break;
+            case OpKind::linear_fwd: {
+                const Op* next = fuse_gelu_ ? after(op, 1) : nullptr;
+                if (next && next->kind == OpKind::gelu_fwd && next->v[0].buffer == op.v[1].buffer && op.v[2].buffer == kNoBuffer &&
+                    op.v[1].ld % 8 == 0 && next->v[1].ld % 8 == 0) {
+                    deferred_fc1_ = &op;  // runs with the activation op
+                    break;
+                }
+                gemm_linear_fwd<T>(op, t);
+                break;
+            }
+            case OpKind::linear_bwd_data: {
+                // fc2 dgrad, fc2 wgrad, activation backward on the dgrad's output: fuse the last.
+                const Op* gb = fuse_gelu_ ? after(op, 2) : nullptr;
+                if (gb && gb->kind == OpKind::gelu_bwd && gb->v[0].buffer == op.v[1].buffer && !op.accumulate &&
+                    op.v[1].ld % 8 == 0 && gb->v[1].ld % 8 == 0) {
+                    gemm_linear_bwd_data<T>(op, t, gb);
+                    skip_gelu_bwd_ = gb;
+                    break;
+                }
+                gemm_linear_bwd_data<T>(op, t);
+                break;
+            }
             case OpKind::linear_bwd_weight: gemm_linear_bwd_weight<T>(op, t); break;
             case OpKind::rope_fwd:
             case OpKind::rope_bwd:
@@ -398,8 +447,20 @@ private:
                 break;
             case OpKind::swiglu_fwd: launch_swiglu_fwd<T>(at<T>(t, op.v[0]), at<T>(t, op.v[1]), d.rows, d.ffn, stream); break;
             case OpKind::swiglu_bwd: launch_swiglu_bwd<T>(at<T>(t, op.v[1]), at<T>(t, op.v[0]), d.rows, d.ffn, stream); break;
-            case OpKind::gelu_fwd: launch_gelu_fwd<T>(at<T>(t, op.v[0]), at<T>(t, op.v[1]), d.rows * d.ffn, stream); break;
+            case OpKind::gelu_fwd:
+                if (deferred_fc1_) {
+                    const Op* fc1 = deferred_fc1_;
+                    deferred_fc1_ = nullptr;
+                    gemm_linear_fwd<T>(*fc1, t, &op);
+                    break;
+                }
+                launch_gelu_fwd<T>(at<T>(t, op.v[0]), at<T>(t, op.v[1]), d.rows * d.ffn, stream);
+                break;
             case OpKind::gelu_bwd:
+                if (skip_gelu_bwd_ == &op) {
+                    skip_gelu_bwd_ = nullptr;
+                    break;
+                }
                 launch_gelu_bwd<T>(at<T>(t, op.v[1]), at<T>(t, op.v[0]), at<T>(t, op.v[0]), d.rows * d.ffn, stream);
                 break;
             case OpKind::cross_entropy:
@@ -617,6 +678,7 @@ RunReport run_on_device(const ModelConfig& model, const GpuSpec& gpu, const Plan
     BufferTable table;
     DeviceRunner runner(prog, stream, opt.seed, gemm, opt.debug_sync);
     runner.set_attention(&attention);
+    runner.set_fuse_gelu(opt.fuse_epilogues);
     const std::int64_t peak_op = peak_step_op(prog);
     float* host_loss = nullptr;
     PF_CUDA_CHECK(cudaMallocHost(&host_loss, sizeof(float)));
@@ -791,6 +853,7 @@ StepGradients capture_step_gradients(const ModelConfig& model, const Plan& plan_
         DeviceRunner runner(prog, stream, opt.seed, gemm, opt.debug_sync);
         AttentionEngine attention(prog, opt.cudnn_attention);
         runner.set_attention(&attention);
+        runner.set_fuse_gelu(opt.fuse_epilogues);
         try {
             walk(prog, prog.setup, alloc, table, &runner, "set-up");
             out.weights = download_buffer(prog, table, prog.weights, stream);

@@ -100,5 +100,30 @@ TEST(GpuDriverMemory, CudnnAttentionTrainsLikeTheKernel) {
         EXPECT_NEAR(with.measured.losses[i], without.measured.losses[i], 0.02 * without.measured.losses[i]) << i;
 }
 
+TEST(GpuDriverMemory, GeluEpilogueFusionTrainsLikeTheKernels) {
+    PF_REQUIRE_GPU();
+    const GpuSpec gpu = preflight::test::catalog_gpu("h100-sxm-80gb");
+    const ModelConfig gpt = preflight::test::gpt_model(256, 2, 4, 1000, 512);
+    for (auto rc : {Recompute::none, Recompute::full}) {
+        Plan p;
+        p.seq = 256;
+        p.mbs = 2;
+        p.recompute = rc;
+        p.precision = Precision::bf16_mixed;
+        RunOptions o;
+        o.steps = 4;
+        o.warmup = 0;
+        const RunReport fused = run_on_device(gpt, gpu, p, o);
+        ASSERT_EQ(fused.status, "ok") << (fused.failure ? fused.failure->message : "");
+        o.fuse_epilogues = false;
+        const RunReport plain = run_on_device(gpt, gpu, p, o);
+        ASSERT_EQ(plain.status, "ok");
+        EXPECT_EQ(fused.measured.tracked_peak_bytes, plain.measured.tracked_peak_bytes);
+        ASSERT_EQ(fused.measured.losses.size(), plain.measured.losses.size());
+        for (std::size_t i = 0; i < plain.measured.losses.size(); ++i)  // bf16 tolerance over 4 steps
+            EXPECT_NEAR(fused.measured.losses[i], plain.measured.losses[i], 0.02 * plain.measured.losses[i]) << i;
+    }
+}
+
 }  // namespace
 }  // namespace preflight::runtime

@@ -28,6 +28,9 @@ struct RunOptions {
     // Attention for bf16 flash plans: cuDNN's fused flash attention when the library loads
     // and supports the shape (else the runtime's own kernel, reported); false forces the kernel.
     bool cudnn_attention = true;
+    // bf16 GeLU models: the activation fused into the fc1 GEMM and its gradient into the fc2
+    // dgrad GEMM as cuBLASLt epilogues (`--no-fused-epilogues` / PREFLIGHT_NO_FUSED_EPILOGUES=1: off).
+    bool fuse_epilogues = true;
     // When set: after set-up, the initial parameters (fp32 master copy, else the weights) are
     // written to PATH (raw little-endian fp32 in the program's flat layout) and PATH.json (name,
     // offset, rows, cols per tensor), so the PyTorch reference can start from the same weights.
