@@ -325,10 +325,10 @@ struct CudnnSdpa::Impl {
     float scale = 1.f, neg_inf = -std::numeric_limits<float>::infinity(), one = 1.f;
     std::int64_t C() const { return (h + 2 * hk) * d; }  // qkv row width
     ~Impl() {
+        fwd.keep.clear();  // plans before the graphs and tensors they were built from
+        bwd.keep.clear();
         gf.keep.clear();
         gb.keep.clear();
-        fwd.keep.clear();
-        bwd.keep.clear();
         if (handle) fns().destroy(handle);
     }
 
@@ -498,13 +498,13 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::create(std::int64_t b, std::int64_t s, std
     try {
         check(fns().create(&impl->handle), "cudnnCreate");
         impl->build_forward();
+        impl->build_backward();
         std::string fwhy, bwhy;
         if (!make_plan(impl->handle, impl->gf, impl->fwd, fwhy)) {
             why = "forward: " + fwhy;
             return nullptr;
         }
-        if (!make_plan(impl->handle, impl->gb.ops.empty() ? (impl->build_backward(), impl->gb) : impl->gb, impl->bwd,
-                       bwhy)) {
+        if (!make_plan(impl->handle, impl->gb, impl->bwd, bwhy)) {
             why = "backward: " + bwhy;
             return nullptr;
         }
