@@ -534,6 +534,24 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::create(std::int64_t b, std::int64_t s, std
     return std::unique_ptr<CudnnSdpa>(new CudnnSdpa(std::move(impl)));
 }
 
+std::string CudnnSdpa::check_graphs(std::int64_t b, std::int64_t s, std::int64_t heads, std::int64_t kv_heads,
+                                    std::int64_t d, int (&ops)[2]) {
+    const CudnnLibrary& lib = cudnn_library();
+    if (!lib.loaded) return lib.path_or_error;
+    if (!fns().ok) return "libcudnn lacks a backend API entry point";
+    Impl m;
+    m.b = b, m.s = s, m.h = heads, m.hk = kv_heads, m.d = d;
+    try {
+        m.build_forward();
+        m.build_backward();
+    } catch (const std::exception& e) {
+        return e.what();
+    }
+    ops[0] = static_cast<int>(m.gf.ops.size());
+    ops[1] = static_cast<int>(m.gb.ops.size());
+    return "";
+}
+
 void CudnnSdpa::forward(const bf16* qkv, bf16* out, float* lse, void* shared, cudaStream_t stream) {
     Impl& m = *impl_;
     check(fns().set_stream(m.handle, stream), "cudnnSetStream");
@@ -579,6 +597,9 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::create(std::int64_t, std::int64_t, std::in
                                              std::int64_t, std::int64_t, std::string& why) {
     why = cudnn_library().path_or_error;
     return nullptr;
+}
+std::string CudnnSdpa::check_graphs(std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, int (&)[2]) {
+    return cudnn_library().path_or_error;
 }
 void CudnnSdpa::forward(const bf16*, bf16*, float*, void*, cudaStream_t) {
     throw DeviceError(FailureKind::library, 0, "cuDNN SDPA forward", "no cuDNN in this build");

@@ -33,6 +33,11 @@ public:
     static std::unique_ptr<CudnnSdpa> create(std::int64_t b, std::int64_t s, std::int64_t heads,
                                              std::int64_t kv_heads, std::int64_t d, std::int64_t workspace_bytes,
                                              std::int64_t shared_workspace_bytes, std::string& why);
+    // Builds and finalises every tensor and operation descriptor of both graphs without a
+    // device (no handle, no engine selection): "" when all finalise, else cuDNN's message.
+    // `ops` receives the forward and backward operation counts.
+    static std::string check_graphs(std::int64_t b, std::int64_t s, std::int64_t heads, std::int64_t kv_heads,
+                                    std::int64_t d, int (&ops)[2]);
     ~CudnnSdpa();
     CudnnSdpa(const CudnnSdpa&) = delete;
     CudnnSdpa& operator=(const CudnnSdpa&) = delete;

@@ -44,5 +44,23 @@ TEST(CudnnAttention, MatchesTheCpuReference) {
     }
 }
 
+// No device needed: every tensor and operation descriptor of both graphs finalises in the
+// cuDNN library present (its shape, type and attribute checks); engines need a GPU.
+TEST(CudnnGraphHost, EveryDescriptorFinalises) {
+    if (!cuda::cudnn_library().loaded)
+        GTEST_SKIP() << "cuDNN not loadable here: " << cuda::cudnn_library().path_or_error;
+    for (ref::AttnShape a : {ref::AttnShape{4, 2048, 32, 8, 64}, ref::AttnShape{2, 128, 4, 4, 64}}) {
+        int ops[2] = {0, 0};
+        const std::string err = cuda::CudnnSdpa::check_graphs(a.b, a.s, a.heads, a.kv_heads, a.d, ops);
+        EXPECT_EQ(err, "") << "heads " << a.heads << " kv " << a.kv_heads;
+        // Forward: QK^T, scale, 2 gen_index, cmp, select, max, sub, exp, sum, log, add, div, PV = 14.
+        EXPECT_EQ(ops[0], 14);
+        // Backward: dO*O, row sum, *1 (softmax sum); QK^T, scale, -stats, 4 mask ops, exp; reshape P^T,
+        // dV matmul; dO V^T, -softmax sum, *P, scale; reshape dS^T, dK matmul; reshape K, dQ matmul,
+        // identity to bf16 = 22, plus the dV and dK head-group reductions with GQA = 24.
+        EXPECT_EQ(ops[1], a.heads != a.kv_heads ? 24 : 22);
+    }
+}
+
 }  // namespace
 }  // namespace preflight::runtime::test
