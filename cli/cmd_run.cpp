@@ -120,7 +120,13 @@ int run_command(const RunState& st) {
             std::cerr << "preflight run: no CUDA device is available (use --dry-run to walk the plan without a GPU)\n";
             return kExitNoDevice;
         }
-        report = runtime::run_on_device(model, gpu, plan, opt);
+        try {
+            report = runtime::run_on_device(model, gpu, plan, opt);
+        } catch (const runtime::DeviceError& e) {
+            // Before the first op (context, stream, library handles): no report to write.
+            std::cerr << "preflight run: the device could not be set up: " << e.what() << "\n";
+            return runtime::exit_code_for(e.kind) == 1 ? kExitDoesNotFit : kExitNoDevice;
+        }
 #else
         std::cerr << "preflight run: this build has no CUDA runtime (configure with PREFLIGHT_CUDA=ON on a machine "
                      "with nvcc); use --dry-run to walk the plan without a GPU\n";
