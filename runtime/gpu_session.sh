@@ -120,16 +120,24 @@ do_check() {
         echo "## NVML"; ls -l /usr/lib/x86_64-linux-gnu/libnvidia-ml.so* /usr/local/nvidia/lib64/libnvidia-ml.so* 2>&1 | head -4
         echo "## compute-sanitizer"; command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>&1
     } >"$f" 2>&1
-    local cudnn_dir
-    cudnn_dir=$(python3 -c "import nvidia.cudnn as m; print(list(m.__path__)[0])" 2>/dev/null)
-    if [[ -n $cudnn_dir && -d $cudnn_dir/lib ]]; then
-        export LD_LIBRARY_PATH="$cudnn_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-        if [[ -f $cudnn_dir/include/cudnn_graph.h ]]; then
-            export CUDNN_INCLUDE_DIR=$cudnn_dir/include
+    # libcudnn.so.9: the nvidia.cudnn wheel (nvidia/cudnn/lib, or a CUDA-13 layout elsewhere
+    # under site-packages/nvidia), else torch's own lib folder.
+    local cudnn_lib="" site
+    cudnn_lib=$(python3 -c "import nvidia.cudnn as m, os; print(os.path.join(list(m.__path__)[0], 'lib'))" 2>/dev/null)
+    if [[ ! -e $cudnn_lib/libcudnn.so.9 ]]; then
+        site=$(python3 -c "import torch, os; print(os.path.dirname(os.path.dirname(torch.__file__)))" 2>/dev/null)
+        cudnn_lib=$(find "$site/nvidia" "$site/torch/lib" -name 'libcudnn.so.9' 2>/dev/null | head -1 | xargs -r dirname)
+    fi
+    if [[ -n $cudnn_lib && -e $cudnn_lib/libcudnn.so.9 ]]; then
+        export LD_LIBRARY_PATH="$cudnn_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+        local inc
+        inc=$(find "$cudnn_lib/.." -maxdepth 2 -name cudnn_graph.h 2>/dev/null | head -1 | xargs -r dirname)
+        if [[ -n $inc ]]; then
+            export CUDNN_INCLUDE_DIR=$inc
         elif [[ -f $deps/cudnn/include/cudnn_graph.h ]]; then
             export CUDNN_INCLUDE_DIR=$deps/cudnn/include  # carried headers (the wheel has none)
         fi
-        note "cuDNN: $cudnn_dir/lib ($(ls "$cudnn_dir"/lib/libcudnn.so.* 2>/dev/null | head -1)); headers ${CUDNN_INCLUDE_DIR:-none}"
+        note "cuDNN: $cudnn_lib/libcudnn.so.9; headers ${CUDNN_INCLUDE_DIR:-none}"
     elif [[ -f /usr/local/cuda/include/cudnn_graph.h ]]; then
         note "cuDNN: from the CUDA toolkit folder"
     else
