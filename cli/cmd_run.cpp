@@ -1,6 +1,7 @@
 // `preflight run`: execute a plan on one GPU (CUDA runtime) and report measured next
 // to predicted; --dry-run walks the same step program with no device.
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 
@@ -9,6 +10,7 @@
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/report.hpp"
+#include "preflight/runtime/errors.hpp"
 #include "preflight/runtime/runtime.hpp"
 
 namespace preflight::cli {
@@ -23,6 +25,10 @@ struct RunState {
     std::uint64_t seed = 1234;
     double lr = 1e-3;
     bool dry_run = false;
+    bool debug_sync = false;
+    bool no_cudnn = false;
+    bool no_fused = false;
+    std::string save_init;
     std::string report_file;
 };
 
@@ -62,7 +68,17 @@ void print_table(const runtime::RunReport& r) {
     std::printf("peak: %s; planner's peak phase: %s; agreement %.4f %%\n", r.measured.peak_where.c_str(),
                 describe(r.predicted.memory.peak_phase).c_str(), 100 * runtime::peak_relative_error(r));
     if (!r.measured.losses.empty()) std::printf("loss: first %.4f, last %.4f\n", r.measured.losses.front(), r.measured.losses.back());
-    if (r.failure) std::cout << "FAILED: " << r.failure->message << "\n";
+    if (!r.measured.attention_backend.empty()) std::cout << "attention: " << r.measured.attention_backend << "\n";
+    if (r.measured.driver.used_peak_bytes)
+        std::printf("driver: device-used peak %s over the baseline (%s), pool reserved peak %s, NVML %s\n",
+                    format_bytes(*r.measured.driver.used_peak_bytes).c_str(), r.measured.driver.baseline_source.c_str(),
+                    r.measured.driver.pool_reserved_peak_bytes
+                        ? format_bytes(*r.measured.driver.pool_reserved_peak_bytes).c_str()
+                        : "n/a",
+                    r.measured.driver.nvml_used_peak_bytes ? format_bytes(*r.measured.driver.nvml_used_peak_bytes).c_str()
+                                                           : r.measured.driver.nvml.c_str());
+    if (r.measured.debug_sync) std::cout << "debug-sync: synchronised after every op (step times not representative)\n";
+    if (r.failure) std::cout << "FAILED (" << r.failure->kind << "): " << r.failure->message << "\n";
 }
 
 int run_command(const RunState& st) {
@@ -87,6 +103,12 @@ int run_command(const RunState& st) {
     opt.seed = st.seed;
     opt.overhead_bytes = st.flags.overhead_bytes;
     opt.hyper.lr = st.lr;
+    opt.hyper.rope_base = model.rope_theta;
+    opt.hyper.rope_scaling = model.rope_scaling;
+    opt.save_init_path = st.save_init;
+    opt.fuse_epilogues = !st.no_fused && !runtime::debug_sync_requested(false, std::getenv("PREFLIGHT_NO_FUSED_EPILOGUES"));
+    opt.debug_sync = runtime::debug_sync_requested(st.debug_sync, std::getenv("PREFLIGHT_DEBUG_SYNC"));
+    opt.cudnn_attention = !st.no_cudnn && !runtime::debug_sync_requested(false, std::getenv("PREFLIGHT_NO_CUDNN"));
     opt.progress = [](const std::string& line) { std::cerr << "preflight run: " << line << "\n"; };
 
     runtime::RunReport report;
@@ -98,7 +120,13 @@ int run_command(const RunState& st) {
             std::cerr << "preflight run: no CUDA device is available (use --dry-run to walk the plan without a GPU)\n";
             return kExitNoDevice;
         }
-        report = runtime::run_on_device(model, gpu, plan, opt);
+        try {
+            report = runtime::run_on_device(model, gpu, plan, opt);
+        } catch (const runtime::DeviceError& e) {
+            // Before the first op (context, stream, library handles): no report to write.
+            std::cerr << "preflight run: the device could not be set up: " << e.what() << "\n";
+            return runtime::exit_code_for(e.kind) == 1 ? kExitDoesNotFit : kExitNoDevice;
+        }
 #else
         std::cerr << "preflight run: this build has no CUDA runtime (configure with PREFLIGHT_CUDA=ON on a machine "
                      "with nvcc); use --dry-run to walk the plan without a GPU\n";
@@ -139,6 +167,17 @@ Command add_run_command(CLI::App& app) {
     sub->add_option("--seed", st->seed, "Seed for initialisation and synthetic tokens (default 1234)");
     sub->add_option("--lr", st->lr, "Learning rate (default 1e-3)");
     sub->add_flag("--dry-run", st->dry_run, "Walk the step program's allocations with no device");
+    sub->add_flag("--debug-sync", st->debug_sync,
+                  "Synchronise and check after every op so a failure names the op (index, kind, layer); also "
+                  "PREFLIGHT_DEBUG_SYNC=1. Step times are then not representative");
+    sub->add_flag("--no-cudnn", st->no_cudnn,
+                  "bf16 flash attention with the runtime's own kernel instead of cuDNN's (also PREFLIGHT_NO_CUDNN=1)");
+    sub->add_flag("--no-fused-epilogues", st->no_fused,
+                  "bf16 GeLU models: run the activation and its gradient as kernels instead of cuBLASLt GEMM "
+                  "epilogues (also PREFLIGHT_NO_FUSED_EPILOGUES=1)");
+    sub->add_option("--save-init", st->save_init,
+                    "Write the initial parameters (fp32, flat) to FILE and their index to FILE.json, for "
+                    "validation/pytorch/train.py --init-from (device runs)");
     sub->add_option("--report", st->report_file, "Also write the JSON report to this file (atomically)");
     sub->add_option("--format", st->flags.format, "table (default) | json")->check(CLI::IsMember({"table", "json"}));
     sub->footer(

@@ -3,6 +3,10 @@
 # the repository root, with carry [".deps"] staged by runtime/prepare_gpu_session.sh).
 #
 #   bash runtime/gpu_session.sh STAGE...
+#     check        libraries first: cuBLAS/cuBLASLt (toolkit), cuDNN 9 (PyTorch's nvidia-cudnn wheel:
+#                  its include/ and lib/ are exported as CUDNN_INCLUDE_DIR / LD_LIBRARY_PATH for the
+#                  build and every run), NCCL (reported; the single-GPU runtime does not use it),
+#                  compute-sanitizer, NVML; writes libraries.txt. Always runs first.
 #     build        configure + build (sm_90, Release, GUI off) with the carried header-only
 #                  deps; GoogleTest built from .deps/googletest when carried, else no tests
 #     test         ctest -L gpu (every kernel vs its CPU reference, gradients vs the
@@ -14,7 +18,13 @@
 #                  with its evidence (<id>.log: command, nvidia-smi header and state, full output),
 #                  then the same model and plan in PyTorch (validation/pytorch/train.py, when present)
 #                  in the same call: <id>.pytorch.json / <id>.pytorch.log
-#     all          build test memcheck measure
+#     headline     the headline plan (configs' "headline": llama-3.2-1b, bf16-mixed, seq 2048, flash):
+#                  ours, PyTorch eager and PyTorch torch.compile, same GPU, same call; MFU of each
+#     losscurve    same model, data, seed and initial weights: `preflight run --save-init` 50 steps, then
+#                  train.py --init-from --data preflight 50 steps, compared by compare_loss.py
+#                  (PREFLIGHT_LOSS_MODEL / _SEQ / _MBS / _PRECISION, default llama-3.2-1b 512 4 bf16-mixed)
+#     debug        one small plan with --debug-sync (names the failing op if a kernel faults)
+#     all          check build test headline losscurve memcheck measure
 #
 # Everything recorded lands under data/measurements/<gpu>/ (session logs in
 # data/measurements/<gpu>/session-<stamp>/) and is packed after every step into
@@ -95,6 +105,50 @@ trap pack EXIT
 # The evidence header of every measured run: nvidia-smi -q down to the first GPU's state.
 smi_header=$(nvidia-smi -q 2>/dev/null | sed -n '1,/^ *Performance State/p' | head -60)
 
+# ---- libraries: found before anything is built or run ------------------------------------
+do_check() {
+    local f=$sdir/libraries.txt
+    {
+        echo "## cuBLAS / cuBLASLt (CUDA toolkit)"
+        ls -l /usr/local/cuda/lib64/libcublasLt.so* /usr/local/cuda/lib64/libcublas.so* 2>&1 | head -6
+        echo "## cuDNN (PyTorch's nvidia-cudnn wheel)"
+        python3 -c "import nvidia.cudnn as m, os; p = list(m.__path__)[0]; print(p); print(sorted(os.listdir(os.path.join(p, 'lib'))))" 2>&1
+        python3 -c "import torch; print('torch cudnn', torch.backends.cudnn.version())" 2>&1
+        echo "## NCCL"
+        python3 -c "import nvidia.nccl as m, os; p = list(m.__path__)[0]; print(p, sorted(os.listdir(os.path.join(p, 'lib'))))" 2>&1
+        python3 -c "import torch; print('torch nccl', torch.cuda.nccl.version())" 2>&1
+        echo "## NVML"; ls -l /usr/lib/x86_64-linux-gnu/libnvidia-ml.so* /usr/local/nvidia/lib64/libnvidia-ml.so* 2>&1 | head -4
+        echo "## compute-sanitizer"; command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>&1
+    } >"$f" 2>&1
+    # libcudnn.so.9: the nvidia.cudnn wheel (nvidia/cudnn/lib, or a CUDA-13 layout elsewhere
+    # under site-packages/nvidia), else torch's own lib folder.
+    local cudnn_lib="" site
+    cudnn_lib=$(python3 -c "import nvidia.cudnn as m, os; print(os.path.join(list(m.__path__)[0], 'lib'))" 2>/dev/null)
+    if [[ ! -e $cudnn_lib/libcudnn.so.9 ]]; then
+        site=$(python3 -c "import torch, os; print(os.path.dirname(os.path.dirname(torch.__file__)))" 2>/dev/null)
+        cudnn_lib=$(find "$site/nvidia" "$site/torch/lib" -name 'libcudnn.so.9' 2>/dev/null | head -1 | xargs -r dirname)
+    fi
+    if [[ -n $cudnn_lib && -e $cudnn_lib/libcudnn.so.9 ]]; then
+        export LD_LIBRARY_PATH="$cudnn_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+        local inc
+        inc=$(find "$cudnn_lib/.." -maxdepth 2 -name cudnn_graph.h 2>/dev/null | head -1 | xargs -r dirname)
+        if [[ -n $inc ]]; then
+            export CUDNN_INCLUDE_DIR=$inc
+        elif [[ -f $deps/cudnn/include/cudnn_graph.h ]]; then
+            export CUDNN_INCLUDE_DIR=$deps/cudnn/include  # carried headers (the wheel has none)
+        fi
+        note "cuDNN: $cudnn_lib/libcudnn.so.9; headers ${CUDNN_INCLUDE_DIR:-none}"
+    elif [[ -f /usr/local/cuda/include/cudnn_graph.h ]]; then
+        note "cuDNN: from the CUDA toolkit folder"
+    else
+        note "cuDNN: NOT FOUND (bf16 flash attention will use the runtime's own kernel; the report says so)"
+    fi
+    [[ -e /usr/local/cuda/lib64/libcublasLt.so ]] || ls /usr/local/cuda/lib64/libcublasLt.so.* >/dev/null 2>&1 ||
+        note "cuBLASLt: NOT FOUND under /usr/local/cuda/lib64 (the build will fail)"
+    note "libraries: $(grep -c . "$f") lines in libraries.txt"
+}
+do_check
+
 # ---- stages -----------------------------------------------------------------------------
 built=""  # "full" or "cli" once this invocation has built
 do_build() {
@@ -117,6 +171,7 @@ do_build() {
                 -DCMAKE_CUDA_ARCHITECTURES=90 -DPREFLIGHT_BENCH=OFF -DPREFLIGHT_TESTS=$tests
                 -Dnlohmann_json_DIR="$deps/cmake/nlohmann_json" -DCLI11_DIR="$deps/cmake/CLI11")
     [[ -n $gtest_dir ]] && args+=(-DGTest_DIR="$gtest_dir")
+    [[ -n ${CUDNN_INCLUDE_DIR:-} ]] && args+=(-DCUDNN_INCLUDE_DIR="$CUDNN_INCLUDE_DIR")
     note "configure: cmake ${args[*]}"
     if ! cmake "${args[@]}" >"$sdir/configure.log" 2>&1; then
         note "configure FAILED (tail of configure.log):"; tail -25 "$sdir/configure.log" | tee -a "$summary"; return 1
@@ -251,20 +306,72 @@ PY
     done <<<"$lines"
 }
 
+do_headline() {
+    local id
+    id=$(python3 -c "import json;print(next(c['id'] for c in json.load(open('$configs'))['configs'] if c.get('headline')))")
+    do_measure "$id"
+    ensure_built cli-only || return 1
+    local row
+    row=$(python3 -c "import json;c=next(c for c in json.load(open('$configs'))['configs'] if c.get('headline'));print(c['model'],c['seq'],c['mbs'],c['grad_acc'],c['recompute'],c['precision'],c['attention'])")
+    read -r model seq mbs ga rc prec attn <<<"$row"
+    if [[ -f $mdir/$id.pytorch-compile.json && ${PREFLIGHT_REMEASURE:-0} != 1 ]]; then
+        note "$id: torch.compile already recorded"; return 0
+    fi
+    if (( $(left) < 150 )); then note "$id: torch.compile SKIPPED (budget: $(left)s left)"; return 0; fi
+    evidence_run "$mdir/$id.pytorch-compile.log" "$(left)" python3 validation/pytorch/train.py --config "data/models/$model.json" \
+        --model-name "$model" --gpu "$gpu" --seq "$seq" --mbs "$mbs" --grad-acc "$ga" --recompute "$rc" --precision "$prec" \
+        --attention "$attn" --steps "$steps" --warmup 3 --compile --report "$mdir/$id.pytorch-compile.json"
+    note "$id: PyTorch torch.compile exit $? ($(python3 runtime/gpu_session_summary.py --one "$mdir/$id.pytorch-compile.json" 2>/dev/null))"
+    pack
+}
+
+do_losscurve() {
+    ensure_built cli-only || return 1
+    local model=${PREFLIGHT_LOSS_MODEL:-llama-3.2-1b} seq=${PREFLIGHT_LOSS_SEQ:-512} mbs=${PREFLIGHT_LOSS_MBS:-4}
+    local prec=${PREFLIGHT_LOSS_PRECISION:-bf16-mixed} n=50 dir=$mdir/losscurve
+    mkdir -p "$dir"
+    local tag=${model}_s${seq}_b${mbs}_${prec}
+    if (( $(left) < 120 )); then note "losscurve: SKIPPED (budget: $(left)s left)"; return 0; fi
+    evidence_run "$dir/$tag.preflight.log" "$(left)" "$build/cli/preflight" run --model "$model" --gpu "$gpu" --seq "$seq" \
+        --mbs "$mbs" --precision "$prec" --attention flash --steps "$n" --warmup 0 --seed 1234 --lr 1e-3 \
+        --save-init "$dir/$tag.init.f32" --report "$dir/$tag.preflight.json"
+    note "losscurve: preflight run exit $?"
+    evidence_run "$dir/$tag.pytorch.log" "$(left)" python3 validation/pytorch/train.py --config "data/models/$model.json" \
+        --model-name "$model" --gpu "$gpu" --seq "$seq" --mbs "$mbs" --precision "$prec" --attention flash --steps "$n" \
+        --warmup 0 --seed 1234 --lr 1e-3 --init-from "$dir/$tag.init.f32" --data preflight --report "$dir/$tag.pytorch.json"
+    note "losscurve: train.py exit $?"
+    python3 validation/pytorch/compare_loss.py "$dir/$tag.preflight.json" "$dir/$tag.pytorch.json" --steps "$n" \
+        >"$dir/$tag.compare.txt" 2>&1
+    note "losscurve: compare exit $? ($(tail -1 "$dir/$tag.compare.txt"))"
+    rm -f "$dir/$tag.init.f32"  # 2x the model in fp32: not kept (the index .json stays)
+    pack
+}
+
+do_debug() {
+    ensure_built cli-only || return 1
+    evidence_run "$sdir/debug-sync.log" "$(left)" "$build/cli/preflight" run --model llama-3.2-1b --gpu "$gpu" --seq 512 \
+        --mbs 1 --precision bf16-mixed --attention flash --steps 2 --warmup 1 --debug-sync --report "$sdir/debug-sync.json"
+    note "debug-sync run exit $?"
+}
+
 [[ $# -gt 0 ]] || set -- all
 stages=()
 for s in "$@"; do
-    if [[ $s == all ]]; then stages+=(build test memcheck measure); else stages+=("$s"); fi
+    if [[ $s == all ]]; then stages+=(build test headline losscurve memcheck measure); else stages+=("$s"); fi
 done
 for s in "${stages[@]}"; do
     case "$s" in
+        check) ;;  # done above, before any stage
         build) do_build ;;
+        headline) do_headline ;;
+        losscurve) do_losscurve ;;
+        debug) do_debug ;;
         test) ensure_built && do_ctest gpu-tests -L gpu -E runtime_memcheck ;;
         memcheck) ensure_built && do_ctest memcheck -R runtime_memcheck ;;
         cputest) ensure_built && do_ctest cpu-tests -LE gpu -j "$jobs" ;;
         measure) do_measure all ;;
         measure:*) do_measure "${s#measure:}" ;;
-        *) note "unknown stage '$s' (build test memcheck cputest measure[:GROUP|:id,...] all)"; exit 2 ;;
+        *) note "unknown stage '$s' (check build test headline losscurve debug memcheck cputest measure[:GROUP|:id,...] all)"; exit 2 ;;
     esac
     pack
 done

@@ -80,6 +80,7 @@ def ours_row(r):
         "pred_mfu": p.get("mfu"),
         "loss_first": (m.get("loss") or [None])[0],
         "loss_last": (m.get("loss") or [None])[-1],
+        "attention": m.get("attention_backend"),
     }
 
 
@@ -103,7 +104,8 @@ def one(path):
         return (f"{o['status']}; peak {gib(o['meas_peak'])} GiB vs predicted {gib(o['pred_peak'])} GiB "
                 f"({pct(rel(o['meas_peak'], o['pred_peak']), 2)}); step {num(o['meas_step'])} s vs predicted "
                 f"{num(o['pred_step'])} s ({pct(rel(o['meas_step'], o['pred_step']))}); "
-                f"{num(o['tok_s'], '{:,.0f}')} tokens/s; MFU {pct(o['mfu']).lstrip('+')}")
+                f"{num(o['tok_s'], '{:,.0f}')} tokens/s; MFU {pct(o['mfu']).lstrip('+')}; driver peak "
+                f"{gib(o['device_peak'])} GiB ({pct(rel(o['device_peak'], o['pred_peak']), 2)}); attention {o['attention']}")
     t = pytorch_row(r)
     return (f"{t['pt_status']}; {num(t['pt_tok_s'], '{:,.0f}')} tokens/s; MFU {pct(t['pt_mfu']).lstrip('+')}; "
             f"peak allocated {gib(t['pt_peak'])} GiB")
@@ -122,6 +124,9 @@ def table(mdir, configs_path):
         t = load(os.path.join(mdir, c["id"] + ".pytorch.json"))
         if t is not None:
             row.update(pytorch_row(t))
+        tc = load(os.path.join(mdir, c["id"] + ".pytorch-compile.json"))
+        if tc is not None:
+            row["ptc_mfu"] = pytorch_row(tc)["pt_mfu"]
         row["peak_err"] = rel(row.get("meas_peak"), row.get("pred_peak"))
         row["device_peak_err"] = rel(row.get("device_peak"), row.get("pred_peak"))
         row["step_err"] = rel(row.get("meas_step"), row.get("pred_step"))
@@ -146,6 +151,11 @@ def table(mdir, configs_path):
     serrs = [abs(r["step_err"]) for r in recorded if r["step_err"] is not None]
     if errs:
         out.append(f"peak error: max |err| {100 * max(errs):.2f}%, mean |err| {100 * sum(errs) / len(errs):.2f}%")
+    derrs = [abs(r["device_peak_err"]) for r in recorded if r["device_peak_err"] is not None]
+    if derrs:
+        d = sorted(derrs)
+        out.append(f"driver-measured peak error (the gate): P50 {100 * d[len(d) // 2]:.2f}%, "
+                   f"P95 {100 * d[min(len(d) - 1, int(0.95 * len(d)))]:.2f}%, max {100 * d[-1]:.2f}% over {len(d)} runs")
     if serrs:
         out.append(f"step-time error: max |err| {100 * max(serrs):.1f}%, mean |err| {100 * sum(serrs) / len(serrs):.1f}%")
     for r in rows:
@@ -154,7 +164,8 @@ def table(mdir, configs_path):
             beats = r.get("mfu") is not None and r.get("pt_mfu") is not None and r["mfu"] >= r["pt_mfu"]
             out.append(f"headline {r['id']}: MFU {pct(r.get('mfu')).lstrip('+')} (goal >= 45%: {'met' if ok else 'NOT met'}); "
                        f"PyTorch eager {pct(r.get('pt_mfu')).lstrip('+')} "
-                       f"({'at least PyTorch' if beats else 'below PyTorch or PyTorch missing'})")
+                       f"({'at least PyTorch' if beats else 'below PyTorch or PyTorch missing'}); "
+                       f"PyTorch torch.compile {pct(r.get('ptc_mfu')).lstrip('+')}; attention {r.get('attention')}")
     with open(os.path.join(mdir, "summary.csv"), "w", newline="") as f:
         w = csv.writer(f)
         keys = ["id", "status", "pred_peak", "meas_peak", "peak_err", "device_peak", "device_peak_err", "tracked_err",

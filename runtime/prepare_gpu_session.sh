@@ -59,6 +59,17 @@ EOF
 package_config nlohmann_json nlohmann_json::nlohmann_json "$json_ver"
 package_config CLI11 CLI11::CLI11 "$cli_ver"
 
+# cuDNN 9 headers (the device's PyTorch wheel ships the library; its include/ may be absent):
+# the build needs only the headers, libcudnn is loaded at run time.
+cudnn_inc=${CUDNN_INCLUDE:-/usr/local/cuda/include}
+if [[ -f $cudnn_inc/cudnn_graph.h ]]; then
+    mkdir -p "$deps/cudnn/include"
+    cp -L "$cudnn_inc"/cudnn*.h "$deps/cudnn/include/"
+    cudnn_note="cuDNN headers $(awk '$2=="CUDNN_MAJOR"{a=$3}$2=="CUDNN_MINOR"{b=$3}$2=="CUDNN_PATCHLEVEL"{c=$3}END{print a"."b"."c}' "$cudnn_inc/cudnn_version.h")"
+else
+    cudnn_note="no cuDNN headers at $cudnn_inc (set CUDNN_INCLUDE): the device build uses the wheel's, if any"
+fi
+
 if [[ -f $gtest/CMakeLists.txt ]]; then
     cp -rL "$gtest" "$deps/googletest"
     gtest_note="GoogleTest sources from $gtest (built on the device)"
@@ -70,25 +81,25 @@ fi
 grep -qxF '.deps/' "$root/.gitignore" 2>/dev/null || echo '.deps/' >>"$root/.gitignore"
 
 size_kib=$(du -sk "$deps" | cut -f1)
-echo "staged $deps: nlohmann-json $json_ver, CLI11 $cli_ver; $gtest_note; $((size_kib / 1024)) MiB (carry limit 64 MiB)"
+echo "staged $deps: nlohmann-json $json_ver, CLI11 $cli_ver; $cudnn_note; $gtest_note; $((size_kib / 1024)) MiB (carry limit 64 MiB)"
 [[ $size_kib -lt $((60 * 1024)) ]] || { echo "error: .deps is over 60 MiB" >&2; exit 1; }
 
 cat <<'EOF'
 
-Device calls (the `run` tool, from the repository root; each <= 10 min of which the script uses
+Device calls (the `run` tool, from the repository root; each <= 10 min, of which the script uses
 at most PREFLIGHT_BUDGET_S = 540 s: it starts no new work past it and packs everything into
-$OUT/preflight-gpu-<stamp>.tar.gz + $OUT/summary.txt):
+$OUT/preflight-gpu-<stamp>.tar.gz + $OUT/summary.txt). See README.md, "GPU session runbook".
 
-  1) build (sm_90, Release, GUI off), gpu-labelled tests, compute-sanitizer memcheck, then the
-     measured set from group A (the llama-3.2-1b MFU headline run first), ours + PyTorch per plan:
-       run(command="bash runtime/gpu_session.sh build test memcheck measure:A", carry=[".deps"], timeout_s=600)
-  2) and 3) the rest of the measured set (plans already recorded are skipped: resume):
+  1) libraries, build, every gpu-labelled test, the headline plan (ours vs PyTorch eager and
+     torch.compile):
+       run(command="bash runtime/gpu_session.sh check build test headline", carry=[".deps"], timeout_s=600)
+  2) the 50-step loss curve against PyTorch, memcheck, measured group A:
+       run(command="bash runtime/gpu_session.sh losscurve memcheck measure:A", carry=[".deps"], timeout_s=600)
+  3) and 4) the rest of the measured set (plans already recorded are skipped: resume):
        run(command="bash runtime/gpu_session.sh measure", carry=[".deps"], timeout_s=600)
 
 After EVERY call, unpack its records here before the next call (so the next copy of the working
 tree carries them and the resume skips them), then read the summary:
-  tar xzf <files_at>/preflight-gpu-*.tar.gz -C /work/main      # -> data/measurements/<gpu>/...
-  cat <files_at>/summary.txt     # stages, test results, per-plan peak / step-time errors, MFU vs PyTorch
-The build folder (build-gpu/, git-ignored) stays on the machine while it is warm; a fresh machine
-rebuilds the `preflight` target only (about a minute) before measuring.
+  tar xzf <files_at>/preflight-gpu-*.tar.gz -C <repo root>      # -> data/measurements/<gpu>/...
+  cat <files_at>/summary.txt
 EOF

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/profiles.hpp"
 
 namespace preflight {
 
@@ -354,6 +355,15 @@ StageModel build_stage(const ModelConfig& m, const GpuSpec& gpu, const Plan& p, 
     }
     st.fwd_transient = forward_transient(m, p, d);
     st.bwd_transient = backward_transient(m, p, d);
+    if (prof.flash_bwd_workspace && p.attention == AttentionKind::flash) {
+        // Profile: flash backward holds dres, d(attn out), dqkv and its workspace
+        // (profiles.hpp) at once; the residual term already counts dres and one [s,b,h].
+        const std::int64_t sb = d.s * d.b;
+        const std::int64_t attn_bwd = sb * (d.qw + d.qw + 2 * d.kvw) * d.ab / d.t +
+                                      runtime_flash_bwd_workspace_bytes(d.b, m.heads / p.tp, d.s, m.head_dim, d.ab) -
+                                      sb * d.h * d.rb;
+        st.bwd_transient = std::max(st.bwd_transient, 2 * sb * d.h * d.rb + attn_bwd);
+    }
     // One layer re-materialised (profile: its kept input is shared, not copied).
     if (p.recompute == Recompute::full)
         st.bwd_transient += st.act_layer_full - (prof.full_recompute_shares_input ? layer_input_bytes(d) : 0);

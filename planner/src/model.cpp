@@ -126,6 +126,29 @@ ModelConfig model_from_hf_config(const json& cfg, const std::string& name) {
         m.qkv_bias = m.family == ModelFamily::qwen2 || boolean(cfg, "attention_bias", false);
         m.out_bias = m.family != ModelFamily::qwen2 && boolean(cfg, "attention_bias", false);
         m.mlp_bias = boolean(cfg, "mlp_bias", false);
+        if (auto it = cfg.find("rope_theta"); it != cfg.end() && !it->is_null()) {
+            if (!it->is_number() || it->get<double>() <= 1.0)
+                throw InputError("rope_theta", "must be a number above 1, got " + it->dump());
+            m.rope_theta = it->get<double>();
+        }
+        if (auto it = cfg.find("rope_scaling"); it != cfg.end() && !it->is_null()) {
+            if (!it->is_object()) throw InputError("rope_scaling", "must be an object or null, got " + it->dump());
+            m.rope_scaling.type = it->value("rope_type", it->value("type", std::string("unknown")));
+            auto num = [&](const char* key, double fallback) {
+                const auto f = it->find(key);
+                if (f == it->end()) return fallback;
+                if (!f->is_number() || f->get<double>() <= 0)
+                    throw InputError(std::string("rope_scaling.") + key, "must be a positive number, got " + f->dump());
+                return f->get<double>();
+            };
+            m.rope_scaling.factor = num("factor", 0);
+            m.rope_scaling.low_freq_factor = num("low_freq_factor", 1);
+            m.rope_scaling.high_freq_factor = num("high_freq_factor", 4);
+            m.rope_scaling.original_max_positions =
+                static_cast<std::int64_t>(num("original_max_position_embeddings", 8192));
+            if (m.rope_scaling.type == "llama3" && m.rope_scaling.high_freq_factor <= m.rope_scaling.low_freq_factor)
+                throw InputError("rope_scaling.high_freq_factor", "must exceed low_freq_factor");
+        }
         if (m.family == ModelFamily::mixtral) {
             m.experts = positive_int(cfg, "num_local_experts", true);
             m.experts_per_token = positive_int(cfg, "num_experts_per_tok", true);

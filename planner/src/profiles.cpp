@@ -14,6 +14,7 @@ FrameworkProfile runtime_profile() {
     p.workspace_bytes = kRuntimeGemmWorkspaceBytes + kRuntimeScalarsBytes;
     p.head_input_grad_with_logits = true;
     p.full_recompute_shares_input = true;
+    p.flash_bwd_workspace = true;
     return p;
 }
 

@@ -1,15 +1,34 @@
 #include "gemm.cuh"
 
+#include "preflight/runtime/errors.hpp"
+
 #include <stdexcept>
 #include <string>
 
 namespace preflight::runtime::cuda {
 
+const char* cublasLt_status_name(cublasStatus_t s) {
+    switch (s) {
+        case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+        case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+        case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+        case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+        case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+        case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
+        case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+        case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+        case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+        case CUBLAS_STATUS_LICENSE_ERROR: return "CUBLAS_STATUS_LICENSE_ERROR";
+        default: return "unknown cuBLAS status";
+    }
+}
+
 namespace {
 
 void check(cublasStatus_t s, const char* what) {
     if (s != CUBLAS_STATUS_SUCCESS)
-        throw std::runtime_error(std::string("cuBLASLt: ") + what + " failed with status " + std::to_string(static_cast<int>(s)));
+        throw DeviceError(FailureKind::library, static_cast<int>(s), std::string("cuBLASLt ") + what,
+                          cublasLt_status_name(s));
 }
 
 // RAII holders for the descriptors of one call.
@@ -52,12 +71,23 @@ void Gemm::run(const GemmArgs& a, cudaStream_t stream) {
     const cublasOperation_t opb = a.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLAS B = our A
     check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa), "transa");
     check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb), "transb");
-    if (a.bias) {
-        const cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
+    const cudaDataType_t bt = t;
+    if (a.bias) check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt), "bias type");
+    cublasLtEpilogue_t ep = a.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    if (a.epilogue == GemmArgs::Epilogue::gelu_aux) ep = a.bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+    if (a.epilogue == GemmArgs::Epilogue::dgelu) {
+        if (a.bias) throw DeviceError(FailureKind::other, 0, "Gemm::run", "dgelu epilogue with a bias");
+        ep = CUBLASLT_EPILOGUE_DGELU;
+    }
+    if (ep != CUBLASLT_EPILOGUE_DEFAULT)
         check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep), "epilogue");
-        check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &a.bias, sizeof a.bias), "bias");
-        const cudaDataType_t bt = t;
-        check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt), "bias type");
+    if (a.bias) check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &a.bias, sizeof a.bias), "bias");
+    if (a.epilogue != GemmArgs::Epilogue::none) {
+        // The aux matrix has D's (column-major) shape: cuBLASLt's m = our N, ld = ours.
+        check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &a.aux, sizeof a.aux),
+              "aux pointer");
+        check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &a.ldaux, sizeof a.ldaux),
+              "aux ld");
     }
     // Column-major shapes of the stored operands.
     const Layout la(t, a.trans_b ? a.K : a.N, a.trans_b ? a.N : a.K, a.ldb, a.batch, a.stride_b);
@@ -72,7 +102,7 @@ void Gemm::run(const GemmArgs& a, cudaStream_t stream) {
     const std::uintptr_t align = (reinterpret_cast<std::uintptr_t>(a.A) | reinterpret_cast<std::uintptr_t>(a.B) |
                                   reinterpret_cast<std::uintptr_t>(C) | reinterpret_cast<std::uintptr_t>(a.D)) & 0xff;
     const Key key{a.trans_a, a.trans_b, a.M, a.N, a.K, a.lda, a.ldb, ldc, a.ldd, a.batch, a.bias != nullptr,
-                  beta != 0.f, align};
+                  beta != 0.f, align | (reinterpret_cast<std::uintptr_t>(a.aux) & 0xff), static_cast<int>(a.epilogue), a.ldaux};
     auto it = algos_.find(key);
     if (it == algos_.end()) {
         cublasLtMatmulPreference_t pref = nullptr;

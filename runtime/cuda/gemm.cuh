@@ -29,6 +29,13 @@ struct GemmArgs {
     int batch = 1;
     float alpha = 1.f, beta = 0.f;
     const void* bias = nullptr;
+    // Fused epilogues (cuBLASLt, tanh-approximated GeLU): gelu_aux: D = gelu(op(A) op(B) + bias)
+    // and aux = the pre-activation; dgelu: D = (op(A) op(B)) * gelu'(aux). aux is row-major
+    // [M, N] with leading dimension ldaux, the operands' dtype.
+    enum class Epilogue : std::uint8_t { none, gelu_aux, dgelu };
+    Epilogue epilogue = Epilogue::none;
+    void* aux = nullptr;
+    std::int64_t ldaux = 0;
 };
 
 class Gemm {
@@ -49,7 +56,7 @@ public:
 
 private:
     using Key = std::tuple<bool, bool, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
-                           std::int64_t, std::int64_t, int, bool, bool, std::uintptr_t>;
+                           std::int64_t, std::int64_t, int, bool, bool, std::uintptr_t, int, std::int64_t>;
     cublasLtHandle_t handle_ = nullptr;
     bool fp32_;
     void* workspace_ = nullptr;

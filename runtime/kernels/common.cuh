@@ -46,5 +46,26 @@ __device__ __forceinline__ float block_max(float v) {
     return warp_max(v);
 }
 
+// 16 bytes of T (4 fp32 or 8 bf16) moved with one vector load / store.
+template <class T>
+struct alignas(16) Pack16 {
+    static constexpr int N = 16 / static_cast<int>(sizeof(T));
+    T v[N];
+};
+template <class T>
+__device__ __forceinline__ Pack16<T> load16(const T* p) {
+    Pack16<T> r;
+    *reinterpret_cast<int4*>(&r) = *reinterpret_cast<const int4*>(p);
+    return r;
+}
+template <class T>
+__device__ __forceinline__ void store16(T* p, const Pack16<T>& r) {
+    *reinterpret_cast<int4*>(p) = *reinterpret_cast<const int4*>(&r);
+}
+// True when every pointer is 16-byte aligned (the vector kernels' precondition).
+__host__ __device__ __forceinline__ bool aligned16(const void* a, const void* b = nullptr, const void* c = nullptr) {
+    return ((reinterpret_cast<unsigned long long>(a) | reinterpret_cast<unsigned long long>(b) |
+             reinterpret_cast<unsigned long long>(c)) & 15ull) == 0;
+}
 
 }  // namespace preflight::runtime::cuda

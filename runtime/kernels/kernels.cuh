@@ -100,6 +100,12 @@ struct OptimizerArgs {
     i64 step = 1;
 };
 void launch_adamw(const OptimizerArgs& a, cudaStream_t stream);
+// Multi-tensor AdamW over elements [begin[0], end) of the flat buffers `a` points at (a.grad,
+// a.weights, a.master, a.m, a.v at element 0; a.n unused): `count` <= kAdamwMaxTensors tensors
+// starting at begin[k] (multiples of 4, sorted), weight decay a.weight_decay where decay[k].
+inline constexpr int kAdamwMaxTensors = 256;
+void launch_adamw_multi(const OptimizerArgs& a, const i64* begin, const bool* decay, int count, i64 end,
+                        cudaStream_t stream);
 void launch_sgd(const OptimizerArgs& a, cudaStream_t stream);
 
 }  // namespace preflight::runtime::cuda

@@ -401,8 +401,12 @@ void emit_layer_backward(Builder& B, std::vector<Op>& out, std::int64_t l, std::
                     B.full(dattn, d.q_width), lp.out_w, lp.out_b, {dattn});
     const BufferId dqkv = B.act(n + "d qkv", d.qkv_width, Category::temporary);
     if (P.plan.attention == AttentionKind::flash) {
-        // flash_bwd: v0 = qkv, v1 = out, v2 = lse, v3 = dOut, v4 = dqkv, v5 = D = rowsum(dO*O) scratch fp32
-        const BufferId dsum = B.buffer(n + "flash D", Category::temporary, DType::f32, d.b * d.heads * d.s);
+        // flash_bwd: v0 = qkv, v1 = out, v2 = lse, v3 = dOut, v4 = dqkv, v5 = workspace (u8): cuDNN's
+        // fp32 dQ accumulator and softmax sum for 16-bit activations; the kernel's D = rowsum(dO*O)
+        // fp32 in its first b*heads*s floats (profiles.hpp runtime_flash_bwd_workspace_bytes).
+        const BufferId dsum = B.buffer(n + "flash bwd workspace", Category::temporary, DType::u8,
+                                       runtime_flash_bwd_workspace_bytes(d.b, d.heads, d.s, d.head_dim,
+                                                                         dtype_bytes(P.act)));
         Op& o = B.emit(out, OpKind::flash_bwd, n + "flash attention bwd", ph);
         o.alloc = {dqkv, dsum};
         o.v[0] = B.full(f.qkv, d.qkv_width);
@@ -410,7 +414,8 @@ void emit_layer_backward(Builder& B, std::vector<Op>& out, std::int64_t l, std::
         o.v[2] = {f.core, d.b * d.heads, d.s, d.s, 0};
         o.v[3] = B.full(dattn, d.q_width);
         o.v[4] = B.full(dqkv, d.qkv_width);
-        o.v[5] = {dsum, d.b * d.heads, d.s, d.s, 0};
+        const std::int64_t ws_bytes = P.buffers[static_cast<std::size_t>(dsum)].elements;
+        o.v[5] = {dsum, 1, ws_bytes, ws_bytes, 0};
         o.free = {dsum, dattn};
     } else {
         const std::int64_t se = d.b * d.heads * d.s * d.s;
@@ -474,6 +479,7 @@ Program build_program(const ModelConfig& model, const Plan& plan_in) {
     Program P;
     P.model = model;
     P.plan = plan;
+    use_model_rope(P);
     Dims& d = P.dims;
     d.s = plan.seq;
     d.b = plan.mbs;
@@ -652,6 +658,11 @@ Program build_program(const ModelConfig& model, const Plan& plan_in) {
     B.emit(P.step, OpKind::optimizer, plan.optimizer == Optimizer::adamw ? "adamw" : "sgd",
            {PhaseKind::optimizer_step, 0, 0});
     return P;
+}
+
+void use_model_rope(Program& P) {
+    P.hyper.rope_base = P.model.rope_theta;
+    P.hyper.rope_scaling = P.model.rope_scaling;
 }
 
 std::string describe(const Program&, const Op& op) { return preflight::describe(op.phase) + ": " + op.name; }

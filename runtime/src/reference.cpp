@@ -1,5 +1,7 @@
 #include "preflight/runtime/reference.hpp"
 
+#include "preflight/planner/error.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -125,25 +127,50 @@ void rmsnorm_bwd(const double* x, const double* w, const double* dy, double* dx,
     }
 }
 
-void rope_tables(double* cos_t, double* sin_t, i64 s, i64 d, double base) {
+std::vector<double> rope_inv_freq(i64 d, double base, const RopeScaling& sc) {
+    std::vector<double> f(static_cast<std::size_t>(d / 2));
+    for (i64 i = 0; i < d / 2; ++i)
+        f[static_cast<std::size_t>(i)] = std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+    if (sc.type.empty() || sc.factor == 0) return f;
+    if (sc.type != "llama3")
+        throw InputError("rope_scaling.rope_type", "'" + sc.type + "' is not implemented by the runtime (llama3 is)");
+    const double old_len = static_cast<double>(sc.original_max_positions);
+    const double low_wavelen = old_len / sc.low_freq_factor, high_wavelen = old_len / sc.high_freq_factor;
+    constexpr double kPi = 3.14159265358979323846;
+    for (double& x : f) {
+        const double wavelen = 2 * kPi / x;
+        if (wavelen > low_wavelen) {
+            x /= sc.factor;  // low frequencies: scaled
+        } else if (wavelen >= high_wavelen) {  // medium: interpolated
+            const double smooth = (old_len / wavelen - sc.low_freq_factor) / (sc.high_freq_factor - sc.low_freq_factor);
+            x = (1 - smooth) * x / sc.factor + smooth * x;
+        }
+    }
+    return f;
+}
+
+void rope_tables(double* cos_t, double* sin_t, i64 s, i64 d, const std::vector<double>& inv_freq) {
     for (i64 t = 0; t < s; ++t)
         for (i64 i = 0; i < d; ++i) {
-            const i64 k = i % (d / 2);
-            const double ang = static_cast<double>(t) * std::pow(base, -2.0 * static_cast<double>(k) / static_cast<double>(d));
+            const double ang = static_cast<double>(t) * inv_freq[static_cast<std::size_t>(i % (d / 2))];
             cos_t[t * d + i] = std::cos(ang);
             sin_t[t * d + i] = std::sin(ang);
         }
 }
 
+void rope_tables(double* cos_t, double* sin_t, i64 s, i64 d, double base) {
+    rope_tables(cos_t, sin_t, s, d, rope_inv_freq(d, base, {}));
+}
+
 namespace {
-void rope_apply(double* qkv, const AttnShape& a, double base, double sign) {
+void rope_apply(double* qkv, const AttnShape& a, const std::vector<double>& inv_freq, double sign) {
     const i64 C = a.qkv_width(), d = a.d, half = d / 2;
     for (i64 bb = 0; bb < a.b; ++bb)
         for (i64 t = 0; t < a.s; ++t)
             for (i64 hh = 0; hh < a.heads + a.kv_heads; ++hh) {  // Q heads then K heads
                 double* v = qkv + (bb * a.s + t) * C + hh * d;
                 for (i64 i = 0; i < half; ++i) {
-                    const double ang = static_cast<double>(t) * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+                    const double ang = static_cast<double>(t) * inv_freq[static_cast<std::size_t>(i)];
                     const double c = std::cos(ang), sn = sign * std::sin(ang);
                     const double x0 = v[i], x1 = v[i + half];
                     v[i] = x0 * c - x1 * sn;
@@ -153,8 +180,10 @@ void rope_apply(double* qkv, const AttnShape& a, double base, double sign) {
 }
 }  // namespace
 
-void rope_fwd(double* qkv, const AttnShape& a, double base) { rope_apply(qkv, a, base, 1.0); }
-void rope_bwd(double* dqkv, const AttnShape& a, double base) { rope_apply(dqkv, a, base, -1.0); }
+void rope_fwd(double* qkv, const AttnShape& a, const std::vector<double>& f) { rope_apply(qkv, a, f, 1.0); }
+void rope_bwd(double* dqkv, const AttnShape& a, const std::vector<double>& f) { rope_apply(dqkv, a, f, -1.0); }
+void rope_fwd(double* qkv, const AttnShape& a, double base) { rope_apply(qkv, a, rope_inv_freq(a.d, base, {}), 1.0); }
+void rope_bwd(double* dqkv, const AttnShape& a, double base) { rope_apply(dqkv, a, rope_inv_freq(a.d, base, {}), -1.0); }
 
 namespace {
 struct AttnIdx {

@@ -39,7 +39,8 @@ public:
         : P(p), d(p.dims), w_(params), g_(grads),
           a_{d.b, d.s, d.heads, d.kv_heads, d.head_dim},
           ln_(p.model.norm == NormKind::layernorm), swiglu_(p.model.mlp == MlpKind::swiglu),
-          rope_(p.model.position == PositionKind::rope) {}
+          rope_(p.model.position == PositionKind::rope),
+          inv_freq_(rope_ ? rope_inv_freq(d.head_dim, p.hyper.rope_base, p.hyper.rope_scaling) : std::vector<double>{}) {}
 
     // Summed per-token loss of one micro-batch; gradients (scaled by `scale`) added to g_.
     double micro_batch(const TokenBatch& tb, double scale) {
@@ -72,6 +73,7 @@ private:
     Vec* g_;
     AttnShape a_;
     bool ln_, swiglu_, rope_;
+    std::vector<double> inv_freq_;  // RoPE inverse frequencies (scaled per the model's rope_scaling)
 
     const double* w(ParamId id) const {
         return id == kNoParam ? nullptr : w_.data() + P.params[static_cast<std::size_t>(id)].offset;
@@ -102,7 +104,7 @@ private:
         norm_fwd(x, lp.norm1_w, lp.norm1_b, s.xn1);
         s.qkv = zeros(R * d.qkv_width);
         linear_fwd(s.xn1.data(), w(lp.qkv_w), w(lp.qkv_b), nullptr, s.qkv.data(), R, d.qkv_width, h);
-        if (rope_) rope_fwd(s.qkv.data(), a_, P.hyper.rope_base);
+        if (rope_) rope_fwd(s.qkv.data(), a_, inv_freq_);
         s.attn = zeros(R * d.q_width);
         attention_fwd(s.qkv.data(), s.attn.data(), nullptr, a_);
         s.x1 = zeros(R * h);
@@ -139,7 +141,7 @@ private:
         Vec dattn = zeros(R * d.q_width), dqkv = zeros(R * d.qkv_width), dxn1 = zeros(R * h);
         linear_bwd(dres.data(), s.attn.data(), w(lp.out_w), dattn.data(), g(lp.out_w), g(lp.out_b), R, h, d.q_width);
         attention_bwd(s.qkv.data(), dattn.data(), dqkv.data(), a_);
-        if (rope_) rope_bwd(dqkv.data(), a_, P.hyper.rope_base);
+        if (rope_) rope_bwd(dqkv.data(), a_, inv_freq_);
         linear_bwd(dqkv.data(), s.xn1.data(), w(lp.qkv_w), dxn1.data(), g(lp.qkv_w), g(lp.qkv_b), R, d.qkv_width, h);
         norm_bwd(s.x, lp.norm1_w, lp.norm1_b, dxn1, dres, true);  // now dLoss/dx
     }

@@ -91,6 +91,25 @@ json run_report_to_json(const RunReport& r) {
     mj["overhead_bytes"] = opt(m.overhead_bytes);
     mj["pool_peak_bytes"] = opt(m.pool_peak_bytes);
     mj["device_used_peak_bytes"] = opt(m.device_used_peak_bytes);
+    {
+        const DriverMemory& d = m.driver;
+        mj["driver"] = {{"baseline_bytes", opt(d.baseline_bytes)},
+                        {"baseline_source", d.baseline_source},
+                        {"context_bytes", opt(d.context_bytes)},
+                        {"libraries_bytes", opt(d.libraries_bytes)},
+                        {"after_setup_bytes", opt(d.after_setup_bytes)},
+                        {"at_peak_op_bytes", opt(d.at_peak_op_bytes)},
+                        {"peak_op", d.peak_op},
+                        {"after_warmup_bytes", opt(d.after_warmup_bytes)},
+                        {"used_peak_bytes", opt(d.used_peak_bytes)},
+                        {"pool_reserved_peak_bytes", opt(d.pool_reserved_peak_bytes)},
+                        {"pool_used_peak_bytes", opt(d.pool_used_peak_bytes)},
+                        {"nvml_used_peak_bytes", opt(d.nvml_used_peak_bytes)},
+                        {"nvml", d.nvml},
+                        {"samples", d.samples}};
+    }
+    mj["debug_sync"] = m.debug_sync;
+    mj["attention_backend"] = m.attention_backend.empty() ? json(nullptr) : json(m.attention_backend);
     mj["step_time_s"] = opt(m.step_time_s);
     mj["step_times_s"] = m.step_times_s;
     mj["warmup_steps"] = m.warmup_steps;
@@ -118,14 +137,24 @@ json run_report_to_json(const RunReport& r) {
     j["predicted"] = pj;
     j["agreement"] = {{"tracked_peak_relative_error", peak_relative_error(r)}};
 
-    if (r.failure)
-        j["failure"] = {{"where", r.failure->where},
+    if (r.failure) {
+        json op = nullptr;
+        if (r.failure->op)
+            op = {{"section", r.failure->op->section}, {"index", r.failure->op->index},
+                  {"kind", r.failure->op->kind},        {"layer", r.failure->op->layer},
+                  {"micro_batch", r.failure->op->micro_batch}, {"step", r.failure->op->step},
+                  {"label", r.failure->op->label},      {"synchronised", r.failure->op->synchronised}};
+        j["failure"] = {{"kind", r.failure->kind},
+                        {"op", op},
+                        {"code", r.failure->code},
+                        {"where", r.failure->where},
                         {"buffer", r.failure->buffer},
                         {"category", r.failure->category},
                         {"requested_bytes", r.failure->requested_bytes},
                         {"free_bytes", r.failure->free_bytes},
                         {"in_use_bytes", r.failure->in_use_bytes},
                         {"message", r.failure->message}};
+    }
     json cats = json::array();
     for (int c = 0; c < kCategoryCount; ++c) cats.push_back(std::string(to_string(static_cast<Category>(c))));
     j["timeline"] = {{"categories", cats}, {"samples", timeline_json(r.timeline)}};

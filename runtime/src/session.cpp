@@ -49,6 +49,7 @@ RunReport dry_run_report(const ModelConfig& model, const GpuSpec& gpu, const Pla
     const Plan& plan = r.plan;
     Program program = build_program(model, plan);
     program.hyper = options.hyper;
+    use_model_rope(program);
     const DryRunResult d = dry_run(program, 1, options.timeline);
     r.measured.tracked_peak_bytes = d.peak_bytes;
     r.measured.peak_breakdown = d.peak_breakdown;

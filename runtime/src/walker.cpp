@@ -2,22 +2,79 @@
 
 namespace preflight::runtime {
 
+OpLocation locate(const Program& program, const std::vector<Op>& ops, std::size_t index, const char* section,
+                  std::int64_t step, bool synchronised) {
+    OpLocation at;
+    at.section = section;
+    at.step = step;
+    at.synchronised = synchronised;
+    if (index >= ops.size()) return at;
+    const Op& op = ops[index];
+    at.index = static_cast<std::int64_t>(index);
+    at.kind = std::string(to_string(op.kind));
+    at.layer = op.phase.layer;
+    at.micro_batch = op.phase.micro_batch;
+    at.label = describe(program, op);
+    return at;
+}
+
 void walk(const Program& program, const std::vector<Op>& ops, TrackingAllocator& allocator, BufferTable& buffers,
-          OpRunner* runner) {
+          OpRunner* runner, const char* section, std::int64_t step) {
     buffers.resize(program.buffers.size(), nullptr);
-    for (const Op& op : ops) {
-        allocator.set_phase(op.phase.kind);
-        if (!op.alloc.empty()) {
-            const std::string where = describe(program, op);
-            for (BufferId b : op.alloc) buffers[static_cast<std::size_t>(b)] = allocator.allocate(program.buffers[static_cast<std::size_t>(b)], where);
-        }
-        if (allocator.recording()) allocator.sample(describe(program, op), op.phase.kind);
-        if (runner != nullptr) runner->run(op, buffers);
-        for (BufferId b : op.free) {
-            allocator.release(buffers[static_cast<std::size_t>(b)]);
-            buffers[static_cast<std::size_t>(b)] = nullptr;
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+        const Op& op = ops[i];
+        try {
+            allocator.set_phase(op.phase.kind);
+            if (!op.alloc.empty()) {
+                const std::string where = describe(program, op);
+                for (BufferId b : op.alloc)
+                    buffers[static_cast<std::size_t>(b)] =
+                        allocator.allocate(program.buffers[static_cast<std::size_t>(b)], where);
+            }
+            if (allocator.recording()) allocator.sample(describe(program, op), op.phase.kind);
+            if (runner != nullptr) runner->run(op, buffers);
+            for (BufferId b : op.free) {
+                allocator.release(buffers[static_cast<std::size_t>(b)]);
+                buffers[static_cast<std::size_t>(b)] = nullptr;
+            }
+        } catch (const AllocationError&) {
+            throw;  // out of memory: the plan does not fit
+        } catch (const OpError&) {
+            throw;
+        } catch (const DeviceError& e) {
+            const bool sync = runner != nullptr && runner->checks_each_op();
+            throw OpError(locate(program, ops, i, section, step, sync), e.kind, e.code, e.what());
+        } catch (const std::exception& e) {
+            const bool sync = runner != nullptr && runner->checks_each_op();
+            throw OpError(locate(program, ops, i, section, step, sync), FailureKind::other, -1, e.what());
         }
     }
+}
+
+std::int64_t peak_step_op(const Program& program) {
+    // A runner that records the tracked total each op sees (after its allocations).
+    struct Probe final : OpRunner {
+        TrackingAllocator* alloc = nullptr;
+        const Program* prog = nullptr;
+        std::int64_t index = -1, best = -1, best_bytes = -1;
+        void run(const Op& op, const BufferTable&) override {
+            index = &op - prog->step.data();
+            if (alloc->current_total() > best_bytes) {
+                best_bytes = alloc->current_total();
+                best = index;
+            }
+        }
+    };
+    DryBackend backend;
+    TrackingAllocator alloc(backend);
+    BufferTable table;
+    walk(program, program.setup, alloc, table, nullptr, "set-up");
+    Probe probe;
+    probe.alloc = &alloc;
+    probe.prog = &program;
+    walk(program, program.step, alloc, table, &probe, "step", 1);
+    walk(program, program.teardown, alloc, table, nullptr, "teardown");
+    return probe.best;
 }
 
 DryRunResult dry_run(const Program& program, int steps, bool timeline) {
@@ -25,12 +82,12 @@ DryRunResult dry_run(const Program& program, int steps, bool timeline) {
     TrackingAllocator alloc(backend);
     BufferTable table;
     DryRunResult r;
-    walk(program, program.setup, alloc, table, nullptr);
+    walk(program, program.setup, alloc, table, nullptr, "set-up");
     r.persistent_bytes = alloc.current_total();
     for (int i = 0; i < steps; ++i) {
         const std::int64_t before = alloc.allocations();
         alloc.set_recording(timeline && i == steps - 1);
-        walk(program, program.step, alloc, table, nullptr);
+        walk(program, program.step, alloc, table, nullptr, "step", i + 1);
         alloc.set_recording(false);
         r.allocations_per_step = alloc.allocations() - before;
     }
@@ -40,7 +97,7 @@ DryRunResult dry_run(const Program& program, int steps, bool timeline) {
     r.peak_phase = alloc.peak_phase();
     r.timeline = alloc.timeline();
     r.leak_free = alloc.current_total() == r.persistent_bytes;
-    walk(program, program.teardown, alloc, table, nullptr);
+    walk(program, program.teardown, alloc, table, nullptr, "teardown");
     r.leak_free = r.leak_free && alloc.current_total() == 0 && alloc.live_allocations() == 0;
     return r;
 }

@@ -54,4 +54,17 @@ TEST(CliRun, ReportFileAndPlanFile) {
     std::filesystem::remove(report);
 }
 
+TEST(CliRun, DiagnosticFlagsAreAcceptedAndTheReportHasTheDriverSection) {
+    const auto r = run("run --model gpt2 --seq 128 --debug-sync --no-cudnn --dry-run --format json");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const auto j = nlohmann::json::parse(r.out);
+    // A dry run has no driver figures: the section is there, every figure null (unknown, not 0).
+    ASSERT_TRUE(j["measured"].contains("driver"));
+    EXPECT_TRUE(j["measured"]["driver"]["used_peak_bytes"].is_null());
+    EXPECT_TRUE(j["measured"]["device_used_peak_bytes"].is_null());
+    const auto help = run("run --help");
+    for (const char* flag : {"--debug-sync", "PREFLIGHT_DEBUG_SYNC", "--no-cudnn", "--save-init"})
+        EXPECT_NE(help.out.find(flag), std::string::npos) << flag;
+}
+
 }  // namespace

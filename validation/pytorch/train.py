@@ -53,6 +53,14 @@ def parse_args(argv):
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--report", required=True, help="where to write the JSON report")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the model (default mode); compilation happens in the warm-up steps")
+    p.add_argument("--init-from", help="start from the parameters `preflight run --save-init FILE` wrote (FILE and "
+                   "FILE.json): the same initial weights as the Preflight runtime")
+    p.add_argument("--data", choices=("random", "preflight"), default="random",
+                   help="random: uniform token ids (default); preflight: the Preflight runtime's synthetic "
+                        "sequences for --seed (runtime/include/preflight/runtime/synthetic.hpp), tokens at "
+                        "positions 0..s-1 and labels 1..s, loss over all s positions as the runtime's")
     a = p.parse_args(argv)
     for name in ("seq", "mbs", "grad_acc", "steps"):
         if getattr(a, name) < 1:
@@ -112,6 +120,91 @@ def shape_of(hf):
             "ffn": hf["intermediate_size"], "vocab": hf["vocab_size"], "swiglu": True}
 
 
+MASK64 = (1 << 64) - 1
+
+
+def mix64(x):
+    """SplitMix64, as runtime/include/preflight/runtime/synthetic.hpp."""
+    x = (x + 0x9E3779B97F4A7C15) & MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MASK64
+    return x ^ (x >> 31)
+
+
+def preflight_tokens(seed, step, micro_batch, rows, positions, vocab):
+    """The runtime's synthetic_token() for rows x positions (positions 0..n-1), 1-based step and micro-batch."""
+    v = min(vocab, 256)
+    stride = 1 + mix64(seed & MASK64) % 7
+    out = []
+    for row in range(rows):
+        key = mix64((seed ^ mix64((step * 1000003 + micro_batch * 7919 + row) & MASK64)) & MASK64)
+        start = key % v
+        out.append([(start + t * stride) % v for t in range(positions)])
+    return out
+
+
+def load_preflight_init(model, path, model_type, shape):
+    """Copies the runtime's initial parameters (fp32 flat file + index) into the HF model."""
+    import numpy as np
+    import torch
+    with open(path + ".json") as f:
+        idx = json.load(f)
+    flat = np.fromfile(path, dtype="<f4")
+    params = dict(model.named_parameters())
+    h, qw, kvw = shape["hidden"], shape["heads"] * shape["head_dim"], shape["kv_heads"] * shape["head_dim"]
+    vocab = shape["vocab"]
+
+    def tensor(t):
+        a = flat[t["offset"]:t["offset"] + t["rows"] * t["cols"]].reshape(t["rows"], t["cols"])
+        return torch.from_numpy(a.copy())
+
+    def put(name, value):
+        p = params[name]
+        if tuple(p.shape) != tuple(value.shape):
+            raise ValueError("init %s: shape %s, file has %s" % (name, tuple(p.shape), tuple(value.shape)))
+        with torch.no_grad():
+            p.copy_(value.to(p.dtype))
+
+    gpt2 = model_type == "gpt2"
+    for t in idx["tensors"]:
+        n, v = t["name"], tensor(t)
+        if n == "word_embedding":
+            put("transformer.wte.weight" if gpt2 else "model.embed_tokens.weight", v[:vocab])
+        elif n == "position_embedding":
+            put("transformer.wpe.weight", v)
+        elif n == "lm_head.weight":
+            put("lm_head.weight", v[:vocab])
+        elif n.startswith("final_norm."):
+            put(("transformer.ln_f." if gpt2 else "model.norm.") + n.split(".")[-1], v.reshape(-1))
+        elif n.startswith("layers."):
+            _, l, mod, kind = n.split(".")
+            i = int(l) - 1
+            if gpt2:
+                base = "transformer.h.%d." % i
+                m = {"attn_norm": "ln_1", "mlp_norm": "ln_2", "qkv_proj": "attn.c_attn", "o_proj": "attn.c_proj",
+                     "fc1": "mlp.c_fc", "fc2": "mlp.c_proj"}[mod]
+                if kind == "weight" and t["cols"] > 1:
+                    put(base + m + ".weight", v.t().contiguous())  # Conv1D: [in, out]
+                else:
+                    put(base + m + "." + kind, v.reshape(-1))
+            else:
+                base = "model.layers.%d." % i
+                if mod == "qkv_proj":
+                    parts = (("q_proj", 0, qw), ("k_proj", qw, qw + kvw), ("v_proj", qw + kvw, qw + 2 * kvw))
+                    for hf, a0, a1 in parts:
+                        put(base + "self_attn.%s.%s" % (hf, kind), v[a0:a1] if kind == "weight" else v[a0:a1].reshape(-1))
+                elif mod == "gate_up_proj":
+                    f = t["rows"] // 2
+                    for hf, a0, a1 in (("gate_proj", 0, f), ("up_proj", f, 2 * f)):
+                        put(base + "mlp.%s.%s" % (hf, kind), v[a0:a1] if kind == "weight" else v[a0:a1].reshape(-1))
+                else:
+                    m = {"attn_norm": "input_layernorm", "mlp_norm": "post_attention_layernorm",
+                         "o_proj": "self_attn.o_proj", "down_proj": "mlp.down_proj"}[mod]
+                    put(base + m + "." + kind, v if t["cols"] > 1 else v.reshape(-1))
+        else:
+            raise ValueError("init: unknown tensor %s" % n)
+
+
 def main(argv):
     a = parse_args(argv)
     if a.recompute == "selective":
@@ -129,6 +222,15 @@ def main(argv):
               "model": {"name": name}, "gpu": {"name": a.gpu}, "plan": plan_json(a), "steps": a.steps,
               "seed": a.seed, "device": None, "predicted": {"profile": "pytorch"},
               "measured": {"source": "pytorch"}}
+    # The driver's baseline: device memory in use before this process creates a CUDA context (NVML).
+    nvml_handle, nvml_before = None, None
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        nvml_handle = pynvml.nvmlDeviceGetHandleByIndex(int(os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or 0))
+        nvml_before = int(pynvml.nvmlDeviceGetMemoryInfo(nvml_handle).used)
+    except Exception as e:  # no pynvml / driver: the baseline is taken after the context instead
+        report["measured"]["nvml"] = "unavailable: %s" % e
     try:
         import torch
         import transformers
@@ -162,12 +264,23 @@ def main(argv):
         config, attn_implementation=impl, torch_dtype=torch.bfloat16 if pure_bf16 else torch.float32)
     shape = shape_of(hf)
     report["model"]["params"] = sum(p.numel() for p in model.parameters())
+    if a.init_from:
+        load_preflight_init(model, a.init_from, model_type, shape)
+        report["measured"]["init_from"] = a.init_from
     model.to(dev)
     model.train()
     if a.recompute == "full":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    report["measured"]["compiled"] = bool(a.compile)
+    if a.compile:
+        model = torch.compile(model)
     if a.optimizer == "adamw":
-        opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.1)
+        # Weight decay on the matrices (embeddings, projections, head) only, not on norm weights
+        # and biases: the Preflight runtime's decay flags (runtime/src/program.cpp).
+        decay = [p for p in model.parameters() if p.dim() >= 2]
+        no_decay = [p for p in model.parameters() if p.dim() < 2]
+        opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                                lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
     else:
         opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
 
@@ -185,6 +298,23 @@ def main(argv):
     gen = torch.Generator(device="cpu").manual_seed(a.seed)
     batches = [torch.randint(0, shape["vocab"], (a.mbs, a.seq), generator=gen).to(dev) for _ in range(a.grad_acc)]
 
+    def step_batches(step):
+        """(input ids, labels or None) per micro-batch of 1-based optimizer step `step`."""
+        if a.data == "random":
+            return [(ids, None) for ids in batches]
+        out = []
+        for mb in range(1, a.grad_acc + 1):
+            seqs = preflight_tokens(a.seed, step, mb, a.mbs, a.seq + 1, shape["vocab"])
+            t = torch.tensor(seqs, dtype=torch.long, device=dev)
+            out.append((t[:, :-1].contiguous(), t[:, 1:].contiguous()))
+        return out
+
+    driver_used = []  # device used (total - free) after each step
+
+    def device_used():
+        free_b, total_b = torch.cuda.mem_get_info(dev)
+        return int(total_b - free_b)
+
     times, losses = [], []
     try:
         with sdpa:
@@ -192,10 +322,15 @@ def main(argv):
                 torch.cuda.synchronize(dev)
                 t0 = time.perf_counter()
                 total = 0.0
-                for ids in batches:
+                for ids, labels in step_batches(step + 1):
                     with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
-                        outputs = model(input_ids=ids, labels=ids)
-                    loss = outputs.loss / a.grad_acc
+                        if labels is None:
+                            outputs = model(input_ids=ids, labels=ids)
+                            loss = outputs.loss / a.grad_acc
+                        else:  # the runtime's loss: mean cross-entropy over all s positions
+                            outputs = model(input_ids=ids)
+                            loss = torch.nn.functional.cross_entropy(
+                                outputs.logits.float().view(-1, outputs.logits.shape[-1]), labels.view(-1)) / a.grad_acc
                     # `outputs` (with its logits) stays referenced through backward, as in the
                     # usual `outputs = model(**batch); outputs.loss.backward()` loop.
                     loss.backward()
@@ -205,6 +340,7 @@ def main(argv):
                 opt.zero_grad(set_to_none=True)
                 torch.cuda.synchronize(dev)
                 times.append(time.perf_counter() - t0)
+                driver_used.append(device_used())
                 losses.append(total)
                 print("train.py: step %d/%d loss %.4f %.4f s%s" % (step + 1, a.warmup + a.steps, total, times[-1],
                       " (warm-up)" if step < a.warmup else ""), file=sys.stderr)
@@ -224,6 +360,21 @@ def main(argv):
     free, total_mem = torch.cuda.mem_get_info(dev)
     # Device memory outside PyTorch's allocator: CUDA context, library workspaces not in the pool.
     m["overhead_bytes"] = int(total_mem - free - torch.cuda.memory_reserved(dev))
+    # The driver's figure, as the runtime reports it: device used (total - free) after each
+    # step, largest, minus the memory in use before this process's context (NVML).
+    if driver_used:
+        base = nvml_before if nvml_before is not None else None
+        m["driver"] = {"baseline_bytes": base,
+                       "baseline_source": "nvml-before-context" if base is not None else None,
+                       "used_peak_bytes": max(driver_used) - base if base is not None else None,
+                       "after_warmup_bytes": driver_used[0] - base if base is not None else None,
+                       "pool_reserved_peak_bytes": m["max_memory_reserved_bytes"]}
+        m["device_used_peak_bytes"] = m["driver"]["used_peak_bytes"]
+        if nvml_handle is not None:
+            try:
+                m["driver"]["nvml_used_bytes_at_end"] = int(pynvml.nvmlDeviceGetMemoryInfo(nvml_handle).used) - base
+            except Exception:
+                pass
     m["warmup_steps"] = a.warmup
     m["step_times_s"] = times
     m["loss"] = losses

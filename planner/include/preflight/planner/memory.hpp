@@ -50,6 +50,9 @@ struct FrameworkProfile {
     // instead of holding a second copy of it (true of every framework: the checkpointed
     // input is the recomputed layer's input).
     bool full_recompute_shares_input = true;
+    // Flash attention's backward allocates runtime_flash_bwd_workspace_bytes (profiles.hpp)
+    // beside the attention gradients.
+    bool flash_bwd_workspace = false;
 
     // --- Fields the PyTorch profile needs (profiles.hpp, pytorch_profile()): plain
     // PyTorch with Hugging Face transformers modules on one GPU. Every default below

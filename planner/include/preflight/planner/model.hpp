@@ -17,6 +17,14 @@ enum class PositionKind { learned, rope };
 
 std::string_view to_string(ModelFamily f);
 
+// Llama-3 RoPE frequency scaling (HF transformers, modeling_rope_utils.py,
+// _compute_llama3_parameters): rope_type "llama3". factor 0 = no scaling.
+struct RopeScaling {
+    std::string type;  // "" (none) | "llama3" | another HF rope_type (the runtime refuses it)
+    double factor = 0, low_freq_factor = 1, high_freq_factor = 4;
+    std::int64_t original_max_positions = 8192;
+};
+
 // Architecture of a decoder-only transformer, in the planner's own terms.
 struct ModelConfig {
     std::string name;
@@ -38,6 +46,8 @@ struct ModelConfig {
     bool mlp_bias = false;             // biases on MLP projections (GPT-2)
     std::int64_t experts = 1;          // MoE experts per layer (1 = dense)
     std::int64_t experts_per_token = 1;  // top-k routing
+    double rope_theta = 10000.0;       // RoPE base (config rope_theta; Su et al. 2021)
+    RopeScaling rope_scaling;          // config rope_scaling
 
     std::int64_t q_width() const { return heads * head_dim; }
     std::int64_t kv_width() const { return kv_heads * head_dim; }

@@ -21,6 +21,20 @@ inline constexpr std::int64_t kRuntimeScalarsBytes = 256;
 // Vocabulary padded to a multiple of 128 rows so the LM-head GEMMs stay aligned (as llm.c / Megatron).
 inline constexpr std::int64_t kRuntimeVocabPadMultiple = 128;
 
+// Flash-attention backward workspace of the runtime for 16-bit activations, sized for
+// cuDNN's fused flash attention backward: an fp32 dQ accumulator [b, heads, s, d] and the
+// fp32 softmax sum rowsum(dO * O) [b, heads, s] (cudnn-frontend,
+// scaled_dot_product_flash_attention.h, CompositeSDPABackwardNode: dQ_accum and
+// softmax_sum). cuDNN's engines take their own workspace from the cuBLASLt workspace (one
+// stream: never in use at once; an engine needing more than it is not used). The runtime's
+// own kernel (fp32 path, or when cuDNN is absent) uses the first b*heads*s floats, so the
+// memory is the same whichever runs.
+inline std::int64_t runtime_flash_bwd_workspace_bytes(std::int64_t b, std::int64_t heads, std::int64_t s,
+                                                      std::int64_t head_dim, int activation_bytes) {
+    if (activation_bytes == 4) return b * heads * s * 4;  // the kernel's D = rowsum(dO * O)
+    return b * heads * s * (head_dim + 1) * 4;
+}
+
 // Profile of the Preflight CUDA runtime ("preflight-runtime"):
 //  - optimizer moments allocated at set-up (not lazily),
 //  - logits at the activation dtype, cross-entropy writes its gradient in place (no fp32 copy;
@@ -28,7 +42,8 @@ inline constexpr std::int64_t kRuntimeVocabPadMultiple = 128;
 //    allocated while the logits gradient lives,
 //  - norm statistics recomputed in backward (not kept),
 //  - full recompute shares the kept layer input,
-//  - the GEMM workspace and device scalars as buffers, vocabulary padded to 128.
+//  - the GEMM workspace and device scalars as buffers, vocabulary padded to 128,
+//  - the flash-attention backward workspace (runtime_flash_bwd_workspace_bytes).
 FrameworkProfile runtime_profile();
 
 // Profile of plain PyTorch training a Hugging Face transformers model on one GPU

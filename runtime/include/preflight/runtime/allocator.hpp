@@ -18,7 +18,9 @@ namespace preflight::runtime {
 using CategoryBytes = std::array<std::int64_t, kCategoryCount>;
 std::int64_t total(const CategoryBytes& b);
 
-// Raw allocation. allocate() returns nullptr on failure (never throws, never falls back).
+// Raw allocation. allocate() returns nullptr when the device is out of memory (and only
+// then: never falls back); any other failure (a sticky fault left by an earlier kernel,
+// a lost device) throws DeviceError, so it is never reported as "does not fit".
 class AllocBackend {
 public:
     virtual ~AllocBackend() = default;
@@ -26,6 +28,8 @@ public:
     virtual void release(void* ptr) = 0;
     // Free device memory now, or -1 when the backend has no device.
     virtual std::int64_t free_device_bytes() { return -1; }
+    // Bytes the backend has reserved from the device (a pool's reserved memory), or -1.
+    virtual std::int64_t reserved_bytes() { return -1; }
     virtual const char* name() const = 0;
 };
 

@@ -97,11 +97,12 @@ struct LayerParams {
 struct TrainHyper {
     double lr = 1e-3;
     double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;  // AdamW (Loshchilov & Hutter 2019)
-    double weight_decay = 0.0;
+    double weight_decay = 0.1;                      // on matrices only (validation/pytorch/train.py's groups)
     double momentum = 0.9;                          // SGD
     double init_std = 0.02;                         // GPT-2 initialisation
     double norm_eps = 1e-5;
-    double rope_base = 10000.0;                     // RoPE theta (Su et al. 2021)
+    double rope_base = 10000.0;                     // RoPE theta (Su et al. 2021): the model's rope_theta
+    RopeScaling rope_scaling;                       // the model's rope_scaling (Llama 3)
 };
 
 struct Program {
@@ -137,6 +138,10 @@ void check_supported(const ModelConfig& model, const Plan& plan);
 
 // Builds the program for a resolved, validated, supported plan.
 Program build_program(const ModelConfig& model, const Plan& plan);
+
+// Sets the RoPE base and scaling of `program.hyper` from its model (build_program does;
+// call again after replacing `hyper`).
+void use_model_rope(Program& program);
 
 // Op label for reports: "backward layer 3 (micro-batch 1): L3 mlp down dgrad".
 std::string describe(const Program& program, const Op& op);

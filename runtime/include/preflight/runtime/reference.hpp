@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "preflight/planner/model.hpp"
+
 namespace preflight::runtime::ref {
 
 using i64 = std::int64_t;
@@ -38,6 +40,15 @@ struct AttnShape {
 // RoPE (Su et al. 2021), rotate-half layout (HF Llama): pairs (i, i + d/2) of each Q
 // and K head rotated by t * base^(-2i/d). In place; bwd rotates by the opposite angle.
 void rope_tables(double* cos_t, double* sin_t, i64 s, i64 d, double base);  // [s, d]
+// Inverse frequencies base^(-2i/d), i < d/2, with Llama-3 scaling when `scaling.type` is
+// "llama3" (HF transformers modeling_rope_utils.py, _compute_llama3_parameters: wavelengths
+// above original/low_freq_factor divided by `factor`, below original/high_freq_factor kept,
+// smoothly interpolated between). Throws InputError for another rope_type.
+std::vector<double> rope_inv_freq(i64 d, double base, const RopeScaling& scaling);
+// Tables and rotation from explicit inverse frequencies (d/2 of them).
+void rope_tables(double* cos_t, double* sin_t, i64 s, i64 d, const std::vector<double>& inv_freq);
+void rope_fwd(double* qkv, const AttnShape& a, const std::vector<double>& inv_freq);
+void rope_bwd(double* dqkv, const AttnShape& a, const std::vector<double>& inv_freq);
 void rope_fwd(double* qkv, const AttnShape& a, double base);
 void rope_bwd(double* dqkv, const AttnShape& a, double base);
 

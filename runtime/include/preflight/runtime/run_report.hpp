@@ -13,6 +13,7 @@
 #include "preflight/planner/gpu.hpp"
 #include "preflight/planner/memory.hpp"
 #include "preflight/runtime/allocator.hpp"
+#include "preflight/runtime/errors.hpp"
 
 namespace preflight::runtime {
 
@@ -32,10 +33,37 @@ struct FailureInfo {
     std::int64_t free_bytes = -1;
     std::int64_t in_use_bytes = 0;
     std::string message;
+    std::string kind = "out-of-memory";  // FailureKind name (errors.hpp)
+    std::optional<OpLocation> op;        // the op it happened in (errors other than out of memory)
+    int code = 0;                        // CUDA / cuBLASLt / cuDNN status, 0 when none
+};
+
+// Device memory as the driver sees it (device runs only). Every figure is "used" memory
+// (total - free) with the baseline (memory in use before this run's CUDA context)
+// subtracted, so the CUDA context, library handles and workspaces, and the pool's
+// reserved memory are all in it.
+struct DriverMemory {
+    std::optional<std::int64_t> baseline_bytes;  // device used before the context (see baseline_source)
+    std::string baseline_source;                 // "nvml-before-context" | "cudaMemGetInfo-after-context"
+    std::optional<std::int64_t> context_bytes;   // the CUDA context (NVML before vs cudaMemGetInfo after)
+    std::optional<std::int64_t> libraries_bytes;  // cuBLASLt / cuDNN handles and the stream, after the context
+    std::optional<std::int64_t> after_setup_bytes;     // persistent buffers allocated and initialised
+    std::optional<std::int64_t> at_peak_op_bytes;      // synchronised at the predicted peak op (a warm-up step)
+    std::optional<std::int64_t> after_warmup_bytes;    // after the first step
+    std::optional<std::int64_t> used_peak_bytes;       // largest of every sample
+    std::optional<std::int64_t> pool_reserved_peak_bytes;  // cudaMemPoolAttrReservedMemHigh
+    std::optional<std::int64_t> pool_used_peak_bytes;      // cudaMemPoolAttrUsedMemHigh
+    std::optional<std::int64_t> nvml_used_peak_bytes;      // NVML used (all processes) - NVML baseline
+    std::string nvml;                                      // "ok" or why NVML was not read
+    std::string peak_op;                                   // label of the sampled op
+    int samples = 0;
 };
 
 // What one run measured (device) or walked (dry run).
 struct Measured {
+    DriverMemory driver;
+    bool debug_sync = false;          // synchronised after every op (timings not representative)
+    std::string attention_backend;    // "cudnn" | "kernel" | "eager" (device runs)
     std::int64_t tracked_peak_bytes = 0;  // tracking allocator peak
     CategoryBytes peak_breakdown{};
     std::string peak_where;

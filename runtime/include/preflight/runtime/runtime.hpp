@@ -21,6 +21,20 @@ struct RunOptions {
     std::optional<std::int64_t> overhead_bytes;  // for the prediction; default: the GPU spec's
     TrainHyper hyper;
     bool timeline = true;    // record the timeline of one step
+    // Synchronise and check after every op, so a failure names the op that failed
+    // (`preflight run --debug-sync` or PREFLIGHT_DEBUG_SYNC=1). Step times are then not
+    // representative (the report says so).
+    bool debug_sync = false;
+    // Attention for bf16 flash plans: cuDNN's fused flash attention when the library loads
+    // and supports the shape (else the runtime's own kernel, reported); false forces the kernel.
+    bool cudnn_attention = true;
+    // bf16 GeLU models: the activation fused into the fc1 GEMM and its gradient into the fc2
+    // dgrad GEMM as cuBLASLt epilogues (`--no-fused-epilogues` / PREFLIGHT_NO_FUSED_EPILOGUES=1: off).
+    bool fuse_epilogues = true;
+    // When set: after set-up, the initial parameters (fp32 master copy, else the weights) are
+    // written to PATH (raw little-endian fp32 in the program's flat layout) and PATH.json (name,
+    // offset, rows, cols per tensor), so the PyTorch reference can start from the same weights.
+    std::string save_init_path;
     // Progress lines (device runs: one per step); null = quiet.
     std::function<void(const std::string&)> progress;
 };

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "preflight/runtime/allocator.hpp"
+#include "preflight/runtime/errors.hpp"
 #include "preflight/runtime/program.hpp"
 
 namespace preflight::runtime {
@@ -17,12 +18,23 @@ class OpRunner {
 public:
     virtual ~OpRunner() = default;
     virtual void run(const Op& op, const BufferTable& buffers) = 0;
+    // True when run() synchronises and checks the device after every op (debug-sync
+    // mode), so a failure it reports belongs to that op.
+    virtual bool checks_each_op() const { return false; }
 };
 
 // Runs `ops` in order. `runner` may be null (dry run). Samples the timeline after
-// each op's allocations when the allocator is recording.
+// each op's allocations when the allocator is recording. An out-of-memory allocation
+// propagates as AllocationError; any other failure inside an op (its allocations, its
+// run, its frees) is rethrown as OpError naming the op: `section` ("set-up", "step",
+// "teardown"), its index, kind, layer, micro-batch and the 1-based `step`.
 void walk(const Program& program, const std::vector<Op>& ops, TrackingAllocator& allocator, BufferTable& buffers,
-          OpRunner* runner);
+          OpRunner* runner, const char* section = "step", std::int64_t step = 0);
+
+// The location record of op `index` of `ops` (for errors raised outside walk(), e.g. at
+// the end-of-step synchronisation: the step's last op, not synchronised).
+OpLocation locate(const Program& program, const std::vector<Op>& ops, std::size_t index, const char* section,
+                  std::int64_t step, bool synchronised);
 
 struct DryRunResult {
     std::int64_t peak_bytes = 0;  // tracked allocations at the peak (no context overhead)
@@ -34,6 +46,11 @@ struct DryRunResult {
     std::vector<TimelineSample> timeline;  // one step
     bool leak_free = true;                 // everything freed after teardown
 };
+
+// Index in program.step of the op at whose allocations the tracked total peaks (the
+// first such op), found by a dry walk: where the device run samples the driver's
+// used memory. -1 for an empty step.
+std::int64_t peak_step_op(const Program& program);
 
 // Setup, `steps` steps (timeline of the last one), teardown, with no device.
 DryRunResult dry_run(const Program& program, int steps = 1, bool timeline = true);

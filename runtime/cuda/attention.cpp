@@ -1,0 +1,55 @@
+#include "attention.hpp"
+
+#include "cudnn_sdpa.hpp"
+#include "kernels.cuh"
+#include "preflight/planner/profiles.hpp"
+
+namespace preflight::runtime::cuda {
+
+AttentionEngine::AttentionEngine(const Program& program, bool want_cudnn) : prog_(program) {
+    const Dims& d = program.dims;
+    if (program.plan.attention != AttentionKind::flash) return;
+    if (program.act != DType::bf16) {
+        note_ = "attention: the runtime's flash kernel (fp32 activations; cuDNN's fused attention is bf16 only)";
+        return;
+    }
+    if (!want_cudnn) {
+        note_ = "attention: the runtime's flash kernel (cuDNN attention switched off)";
+        return;
+    }
+    std::string why;
+    sdpa_ = CudnnSdpa::create(d.b, d.s, d.heads, d.kv_heads, d.head_dim,
+                              runtime_flash_bwd_workspace_bytes(d.b, d.heads, d.s, d.head_dim, 2),
+                              kRuntimeGemmWorkspaceBytes, why);
+    note_ = sdpa_ ? "attention: cuDNN fused flash attention (" + why + ")"
+                  : "attention: the runtime's flash kernel (cuDNN fused attention unavailable: " + why + ")";
+}
+
+AttentionEngine::~AttentionEngine() = default;
+
+const char* AttentionEngine::backend() const {
+    if (prog_.plan.attention != AttentionKind::flash) return "eager";
+    return sdpa_ ? "cudnn" : "kernel";
+}
+
+void AttentionEngine::forward(const bf16* qkv, bf16* out, float* lse, cudaStream_t stream) {
+    const Dims& d = prog_.dims;
+    if (sdpa_) {
+        sdpa_->forward(qkv, out, lse, shared_, stream);
+        return;
+    }
+    launch_flash_fwd<bf16>(qkv, out, lse, d.b, d.s, d.heads, d.kv_heads, d.head_dim, stream);
+}
+
+void AttentionEngine::backward(const bf16* qkv, const bf16* out, const float* lse, const bf16* dout, bf16* dqkv,
+                               void* workspace, std::int64_t workspace_bytes, cudaStream_t stream) {
+    const Dims& d = prog_.dims;
+    if (sdpa_) {
+        sdpa_->backward(qkv, out, lse, dout, dqkv, workspace, workspace_bytes, shared_, stream);
+        return;
+    }
+    launch_flash_bwd<bf16>(qkv, out, lse, dout, dqkv, static_cast<float*>(workspace), d.b, d.s, d.heads, d.kv_heads,
+                           d.head_dim, stream);
+}
+
+}  // namespace preflight::runtime::cuda

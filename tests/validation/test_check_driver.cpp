@@ -1,0 +1,83 @@
+// `validate --check` on GPU runs gates "peak_bytes" on the driver's figure (device used over
+// the pre-context baseline) against the whole predicted peak, and reports the tracked tensor
+// peak beside it as "tracked_peak_bytes".
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "catalog_fixture.hpp"
+#include "preflight/runtime/runtime.hpp"
+#include "preflight/validation/check.hpp"
+#include "preflight/validation/matrix.hpp"
+
+using namespace preflight;
+using namespace preflight::validation;
+using nlohmann::json;
+
+namespace {
+
+struct Device {
+    json report;
+    std::int64_t predicted_peak = 0, predicted_tracked = 0;
+};
+
+// A dry-run report of gpt2 (seq 512, mbs 2) made into a device run whose driver figure is
+// off the whole predicted peak by `driver_error` and whose tracked peak is exact.
+Device device_run(double driver_error) {
+    const ModelConfig m = test::catalog_model("gpt2");
+    const GpuSpec g = test::catalog_gpu("h100-sxm-80gb");
+    Plan p;
+    p.seq = 512;
+    p.mbs = 2;
+    runtime::RunOptions o;
+    o.timeline = false;
+    const runtime::RunReport r = runtime::dry_run_report(m, g, p, o);
+    Device d;
+    d.report = runtime::run_report_to_json(r);
+    d.report["mode"] = "device";
+    d.predicted_peak = r.predicted.memory.peak_bytes;
+    d.predicted_tracked = r.predicted.tracked_peak_bytes;
+    d.report["measured"]["device_used_peak_bytes"] =
+        static_cast<std::int64_t>(std::llround(static_cast<double>(d.predicted_peak) * (1 + driver_error)));
+    d.report["measured"]["tracked_peak_bytes"] = d.predicted_tracked;
+    return d;
+}
+
+CheckOptions options() {
+    CheckOptions o;
+    o.data_dir = test::data_dir();
+    return o;
+}
+
+TEST(CheckDriver, GpuRunsGateOnTheDriversFigure) {
+    const Device d = device_run(0.03);
+    const RunCheck rc =
+        check_report(d.report, "r", default_tolerances().at(kSourceRuntime), options());
+    const Comparison* pk = rc.find("peak_bytes");
+    ASSERT_NE(pk, nullptr);
+    EXPECT_DOUBLE_EQ(pk->predicted, static_cast<double>(d.predicted_peak));  // incl. the modelled overhead
+    EXPECT_NEAR(pk->relative_error, 0.03, 1e-9);
+    EXPECT_FALSE(pk->within);  // runtime tolerance: 1 % + 1 MiB
+    EXPECT_TRUE(rc.out_of_tolerance);
+    const Comparison* tr = rc.find("tracked_peak_bytes");
+    ASSERT_NE(tr, nullptr);
+    EXPECT_DOUBLE_EQ(tr->measured, static_cast<double>(d.predicted_tracked));
+}
+
+TEST(CheckDriver, WithinToleranceWhenTheDriverAgrees) {
+    const Device d = device_run(0.004);
+    const RunCheck rc = check_report(d.report, "r", default_tolerances().at(kSourceRuntime), options());
+    ASSERT_NE(rc.find("peak_bytes"), nullptr);
+    EXPECT_TRUE(rc.find("peak_bytes")->within);
+}
+
+TEST(CheckDriver, DryRunsKeepTheTrackedPeak) {
+    Device d = device_run(0.5);
+    d.report["mode"] = "dry-run";
+    const RunCheck rc = check_report(d.report, "r", default_tolerances().at(kSourceRuntime), options());
+    ASSERT_NE(rc.find("peak_bytes"), nullptr);
+    EXPECT_DOUBLE_EQ(rc.find("peak_bytes")->predicted, static_cast<double>(d.predicted_tracked));
+    EXPECT_EQ(rc.find("tracked_peak_bytes"), nullptr);
+}
+
+}  // namespace
