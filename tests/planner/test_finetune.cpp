@@ -7,6 +7,7 @@
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/extensions.hpp"
 #include "preflight/planner/report.hpp"
+#include "preflight/planner/search.hpp"
 
 namespace preflight {
 namespace {
@@ -418,6 +419,71 @@ TEST(Extensions, LoraStepIsCheaperThanFullFineTune) {
     const Throughput t = estimate_throughput(m, g, p);
     p.finetune = Finetune::full;
     EXPECT_LT(t.model_flops_per_step, estimate_throughput(m, g, p).model_flops_per_step * 0.75);
+}
+
+TEST(ContextParallel, StepTimeKeepsTheWholeSequencesFlops) {
+    // cp splits each sequence, not the batch: the step's model FLOPs (MFU numerator, full
+    // sequence length) equal those of the same global batch without cp; the ring's attention
+    // work per rank is (s/cp) x s, so the step is not cp times cheaper in attention.
+    const ModelConfig m = catalog_model("llama-3-8b");
+    const GpuSpec g = catalog_gpu("h100-sxm-80gb");
+    Plan a;
+    a.seq = 32768;
+    a.recompute = Recompute::full;
+    Plan b = a;
+    b.cp = 2;
+    const Throughput ta = estimate_throughput(m, g, a), tb = estimate_throughput(m, g, b);
+    EXPECT_DOUBLE_EQ(tb.model_flops_per_step, ta.model_flops_per_step);
+    EXPECT_EQ(tb.gpus, 2);
+    EXPECT_EQ(tb.tokens_per_step, 32768);
+    // Two GPUs on one sequence: faster than one, slower than twice as fast (K/V ring, same work).
+    EXPECT_LT(tb.step_time_s, ta.step_time_s);
+    EXPECT_GT(tb.step_time_s, 0.5 * ta.step_time_s - 1e-9);
+}
+
+TEST(ExpertParallel, AllToAllInTheStepTime) {
+    const ModelConfig m = catalog_model("mixtral-8x7b");
+    const GpuSpec g = catalog_gpu("h100-sxm-80gb");
+    Plan p;
+    p.seq = 4096;
+    p.dp = 8;
+    p.zero = 1;
+    p.recompute = Recompute::full;
+    const double plain = estimate_throughput(m, g, p).step_time_s;
+    p.ep = 8;
+    const Throughput t = estimate_throughput(m, g, p);
+    EXPECT_GT(t.cp_ep_communication_s, 0.0);
+    EXPECT_GT(t.step_time_s, plain);
+}
+
+TEST(Search, FineTuningSearchesPeftRecipeAndOffloadNeedsHostMemory) {
+    const ModelConfig m = catalog_model("llama-3-8b");
+    const GpuSpec g = catalog_gpu("rtx-4090");
+    SearchRequest r;
+    r.gpus = 1;
+    r.gbs_tokens = 65536;
+    r.seq = 2048;
+    r.pins.finetune = Finetune::qlora;
+    const SearchResult q = search_plans(m, g, r);
+    ASSERT_FALSE(q.candidates.empty());
+    for (const Candidate& c : q.candidates) {
+        EXPECT_EQ(c.plan.finetune, Finetune::qlora);
+        EXPECT_EQ(c.plan.precision, Precision::bf16_mixed);
+        EXPECT_NE(c.plan.recompute, Recompute::selective);
+        EXPECT_LE(c.memory.peak_bytes, q.limit_bytes);
+    }
+    // A full fine-tune does not fit on one 24 GB card without offload ...
+    r.pins.finetune = Finetune::full;
+    EXPECT_TRUE(search_plans(m, g, r).candidates.empty());
+    // ... and with 256 GB of host memory ZeRO-Infinity parameter offload does.
+    r.host_memory_bytes = 256'000'000'000;
+    const SearchResult o = search_plans(m, g, r);
+    ASSERT_FALSE(o.candidates.empty());
+    EXPECT_EQ(o.candidates.front().plan.offload, Offload::optimizer_and_params);
+    EXPECT_LE(o.candidates.front().memory.host_bytes_per_node, 256'000'000'000);
+    // Not enough host memory: rejected.
+    r.host_memory_bytes = 64'000'000'000;
+    EXPECT_TRUE(search_plans(m, g, r).candidates.empty());
 }
 
 }  // namespace
