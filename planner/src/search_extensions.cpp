@@ -72,6 +72,17 @@ std::optional<SearchResult> search_extension_variants(const ModelConfig& model, 
     if (pins.ep && *pins.ep > 1 && !model.is_moe())
         throw InputError("--ep", "expert parallelism needs a mixture-of-experts model");
     if (req.host_memory_bytes && *req.host_memory_bytes < 1) throw InputError("--host-memory", "must be positive");
+    // Pinned extension values that no layout can satisfy: say so instead of finding nothing.
+    if (pins.ep && *pins.ep > 1 && model.experts % *pins.ep != 0)
+        throw InputError("--ep", str(*pins.ep) + " does not divide the model's " + str(model.experts) + " experts");
+    if (pins.cp && *pins.cp > 1 && seq % (2 * *pins.cp) != 0)
+        throw InputError("--cp", "sequence length " + str(seq) + " is not divisible by 2 * cp = " + str(2 * *pins.cp));
+    if (pins.offload == Offload::optimizer_and_params && pins.zero && *pins.zero != 3)
+        throw InputError("--offload", "'params' (ZeRO-Infinity parameter offload) needs --zero 3");
+    if (pins.pp_schedule == PpSchedule::interleaved && pins.pp && *pins.pp < 2)
+        throw InputError("--pp-schedule", "interleaved needs --pp > 1");
+    if (pins.vpp && *pins.vpp != 1 && pins.pp_schedule != PpSchedule::interleaved)
+        throw InputError("--vpp", "needs --pp-schedule interleaved");
 
     std::vector<Offload> offloads;
     if (pins.offload)
