@@ -55,6 +55,7 @@ void print_table(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
     std::cout << "activations per layer: " << format_bytes(r.activations_per_layer_bytes) << " ("
               << group_digits(r.activations_per_layer_bytes) << " B, one micro-batch, recompute "
               << to_string(plan.recompute) << ")\n";
+    print_extension_memory_lines(std::cout, model, plan, r);  // fine-tuning, offload, schedules, cp, ep
     if (r.fits)
         std::cout << "verdict:               FITS, " << format_bytes(r.capacity_bytes - r.peak_bytes)
                   << " free of " << format_bytes(r.capacity_bytes) << "\n";

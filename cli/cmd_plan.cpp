@@ -33,6 +33,7 @@ struct PlanCommandState {
     std::optional<double> base_lr;
     std::optional<double> base_batch;
     std::string attention_flops = "full";
+    std::optional<std::int64_t> host_memory;
 };
 
 std::string seconds(double s) {
@@ -86,6 +87,8 @@ SearchRequest make_request(const PlanCommandState& st, const ModelConfig& model)
     if (f.optimizer) p.optimizer = parse_optimizer(*f.optimizer);
     if (f.attention) p.attention = parse_attention(*f.attention);
     p.dropout = f.dropout;
+    pin_extension_flags(f, p);
+    r.host_memory_bytes = st.host_memory;
     r.memory.overhead_bytes = f.overhead_bytes;
     r.throughput.attention_flops = *parse_attention_flops(st.attention_flops);
     (void)model;
@@ -95,7 +98,7 @@ SearchRequest make_request(const PlanCommandState& st, const ModelConfig& model)
 nlohmann::json throughput_json(const Throughput& t) {
     nlohmann::json b = nlohmann::json::array();
     for (const auto& s : t.breakdown) b.push_back({{"name", s.name}, {"seconds", s.seconds}});
-    return {{"step_time_s", t.step_time_s},
+    nlohmann::json j = {{"step_time_s", t.step_time_s},
             {"tokens_per_s", t.tokens_per_s},
             {"tokens_per_s_per_gpu", t.tokens_per_s_per_gpu},
             {"mfu", t.mfu},
@@ -106,6 +109,12 @@ nlohmann::json throughput_json(const Throughput& t) {
             {"gpus", t.gpus},
             {"tokens_per_step", t.tokens_per_step},
             {"breakdown", b}};
+    if (t.offload_s > 0 || t.pcie_bytes_per_step > 0) {  // offload only
+        j["offload_s"] = t.offload_s;
+        j["pcie_bytes_per_step"] = t.pcie_bytes_per_step;
+    }
+    if (t.cp_ep_communication_s > 0) j["cp_ep_communication_s"] = t.cp_ep_communication_s;
+    return j;
 }
 
 nlohmann::json lr_json(const LrAdvice& a) {
@@ -186,6 +195,7 @@ void print_table(const PlanCommandState& st, const ModelConfig& model, const Gpu
                   << fixed(th.hardware_flops_per_step / 1e15, 1) << " PFLOP per step)\n";
         std::cout << "memory:      peak " << format_bytes(best.memory.peak_bytes) << " per GPU at "
                   << describe(best.memory.peak_phase) << " (limit " << format_bytes(res.limit_bytes) << ")\n";
+        print_extension_lines(std::cout, model, gpu, best.plan, best.memory, th);
         if (st.train_tokens) {
             const TrainingTime tt = training_time(th, *st.train_tokens);
             std::cout << "training:    " << group_digits(*st.train_tokens) << " tokens = " << group_digits(tt.steps)
@@ -356,8 +366,9 @@ Command add_plan_command(CLI::App& app) {
         ->group(g);
     sub->add_option("--emit", st->emit,
                     "Print only the recommendation as deepspeed (ds_config JSON) | megatron (arguments) | "
-                    "torchtitan (TOML) | preflight (plan JSON for `preflight run`)")
-        ->check(CLI::IsMember({"deepspeed", "megatron", "torchtitan", "preflight"}))
+                    "torchtitan (TOML) | preflight (plan JSON for `preflight run`) | peft (LoraConfig JSON + "
+                    "Trainer settings, with --finetune lora/qlora)")
+        ->check(CLI::IsMember({"deepspeed", "megatron", "torchtitan", "preflight", "peft"}))
         ->group(g);
     sub->add_option("--train-tokens", st->train_tokens, "Also estimate wall time and GPU-hours to train this many tokens")
         ->transform(count_in_any_notation())
@@ -365,6 +376,11 @@ Command add_plan_command(CLI::App& app) {
     sub->add_option("--base-lr", st->base_lr, "Learning rate known to work at --base-batch (prints LR scaling advice)")
         ->group(g);
     sub->add_option("--base-batch", st->base_batch, "Global batch in tokens that --base-lr was tuned for")->group(g);
+    sub->add_option("--host-memory", st->host_memory,
+                    "Host (CPU) memory per node available for offloaded states, in bytes; with it the search also "
+                    "weighs --offload optimizer/params and rejects plans needing more")
+        ->transform(count_in_any_notation())
+        ->group(g);
     sub->add_option("--attention-flops", st->attention_flops,
                     "Attention FLOPs in MFU/HFU: full (default; PaLM/Megatron convention, 4*s*q_width per token per "
                     "layer forward) | causal (half: what a causal kernel executes)")

@@ -9,6 +9,7 @@
 #include "format.hpp"
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/extensions.hpp"
 #include "preflight/planner/report.hpp"
 #include "preflight/runtime/errors.hpp"
 #include "preflight/runtime/runtime.hpp"
@@ -93,6 +94,9 @@ int run_command(const RunState& st) {
     }
     plan = resolve_defaults(plan, model);
     validate_plan(plan, model);
+    if (uses_extended_throughput(plan))  // the runtime executes pre-training plans only
+        throw InputError("--finetune", "preflight run executes full pre-training plans only (no LoRA/QLoRA, offload, "
+                                       "GPipe/interleaved schedules, cp or ep): " + to_flags(plan));
     runtime::check_supported(model, plan);
     if (st.steps < 1) throw InputError("--steps", "must be at least 1");
     if (st.warmup < 0) throw InputError("--warmup", "must be 0 or more");

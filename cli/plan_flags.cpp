@@ -62,6 +62,7 @@ void add_plan_flags(CLI::App& app, PlanFlags& f) {
         ->check(CLI::IsMember({"flash", "eager"}))
         ->group(g);
     app.add_option("--dropout", f.dropout, "Dropout probability; > 0 keeps dropout masks (default 0)")->group(g);
+    add_extension_flags(app, f);
     app.add_option("--overhead-bytes", f.overhead_bytes,
                    "Per-GPU overhead (CUDA context, library workspaces) in bytes; overrides the GPU spec")
         ->check(CLI::NonNegativeNumber);
@@ -83,6 +84,7 @@ Plan PlanFlags::to_plan() const {
     if (optimizer) p.optimizer = *parse_optimizer(*optimizer);
     if (attention) p.attention = *parse_attention(*attention);
     p.dropout = dropout.value_or(p.dropout);
+    apply_extension_flags(*this, p);
     if (seq && *seq <= 0) throw InputError("--seq", "must be a positive integer, got " + std::to_string(*seq));
     return p;
 }

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "preflight/planner/plan.hpp"
+#include "preflight/planner/search.hpp"
 
 namespace preflight::cli {
 
@@ -21,6 +22,10 @@ struct PlanFlags {
     std::optional<int> zero;
     std::optional<std::string> recompute, precision, optimizer, attention;
     std::optional<double> dropout;
+    // Fine-tuning, offload, pipeline schedule, context / expert parallelism.
+    std::optional<std::string> finetune, lora_targets, offload, pp_schedule;
+    std::optional<std::int64_t> lora_rank, vpp, cp, ep;
+    std::optional<double> lora_alpha, lora_dropout, moe_capacity_factor;
     std::optional<std::int64_t> overhead_bytes;
     std::string data_dir;
     std::string format = "table";
@@ -35,5 +40,18 @@ CLI::Validator count_in_any_notation();
 
 // Registers --model, --gpu, the plan flags, --overhead-bytes, --data-dir, --format.
 void add_plan_flags(CLI::App& app, PlanFlags& f);
+// Registers the fine-tuning, offload, schedule, cp and ep flags (add_plan_flags calls it).
+void add_extension_flags(CLI::App& app, PlanFlags& f);
+// Copies the extension flags into a plan (defaults for unset ones).
+void apply_extension_flags(const PlanFlags& f, Plan& plan);
+// Copies the extension flags into the search's pins (unset axes stay searched).
+void pin_extension_flags(const PlanFlags& f, PlanPins& pins);
+// Extra lines of a plan or memory report for the extensions in use (nothing for a
+// pre-training plan): adapters and frozen base, host memory and PCIe traffic, pipeline
+// schedule, context/expert parallelism.
+void print_extension_lines(std::ostream& os, const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
+                           const MemoryReport& memory, const Throughput& throughput);
+void print_extension_memory_lines(std::ostream& os, const ModelConfig& model, const Plan& plan,
+                                  const MemoryReport& memory);
 
 }  // namespace preflight::cli

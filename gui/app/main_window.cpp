@@ -30,6 +30,7 @@
 #include "charts.hpp"
 #include "explorer.hpp"
 #include "item_models.hpp"
+#include "preflight/planner/extensions.hpp"
 #include "preflight/planner/report.hpp"
 #include "units.hpp"
 
@@ -48,6 +49,38 @@ QSpinBox* spin(const char* name, int lo, int hi, int value, int step = 1) {
     s->setGroupSeparatorShown(true);
     s->setKeyboardTracking(false);  // typing "4096" evaluates once, not for 4, 40, 409
     return s;
+}
+
+// Rows of the details table for the extensions in use: adapters and frozen base under
+// LoRA/QLoRA, host memory when offloading, the pipeline bubble, cp/ep layouts.
+QString extensionRows(const Evaluation& ev) {
+    const Plan& p = ev.plan;
+    const MemoryReport& r = ev.memory;
+    QString rows;
+    auto row = [&](const QString& name, const QString& value, const QString& note) {
+        rows += QStringLiteral("<tr><td>%1</td><td align='right'><b>%2</b></td><td>%3</td></tr>")
+                    .arg(name, value, note.toHtmlEscaped());
+    };
+    if (p.finetune != Finetune::full) {
+        const FrozenBase base = frozen_base(ev.model, p);
+        row(QStringLiteral("Trainable adapters"), groupDigits(lora_params(ev.model, p.lora)),
+            QStringLiteral("rank %1 on %2 (fp32 weights, gradients, optimizer states)")
+                .arg(p.lora.rank)
+                .arg(QString::fromStdString(lora_targets_to_string(p.lora.targets))));
+        row(QStringLiteral("Frozen base (whole model)"), formatBytes(base.total_bytes()),
+            p.finetune == Finetune::qlora ? QStringLiteral("NF4 %1 + other parameters %2")
+                                                .arg(formatBytes(base.quantized_bytes), formatBytes(base.other_bytes))
+                                          : QStringLiteral("16-bit"));
+    }
+    if (p.offload != Offload::none)
+        row(QStringLiteral("Host memory (offload)"), formatBytes(r.host_bytes_per_gpu),
+            QStringLiteral("per GPU; %1 per node").arg(formatBytes(r.host_bytes_per_node)));
+    if (p.pp > 1)
+        row(QStringLiteral("Pipeline bubble"), QStringLiteral("%1 %").arg(100.0 * pipeline_bubble_fraction(p), 0, 'f', 1),
+            QStringLiteral("%1 schedule").arg(sv(to_string(p.pp_schedule))));
+    if (p.cp > 1) row(QStringLiteral("Context parallel"), QString::number(p.cp), QStringLiteral("ranks per sequence"));
+    if (p.ep > 1) row(QStringLiteral("Expert parallel"), QString::number(p.ep), QStringLiteral("expert shards"));
+    return rows;
 }
 
 QTableView* table(const char* name, QAbstractItemModel* model) {
@@ -238,10 +271,53 @@ QWidget* MainWindow::buildControls() {
     f4->addRow(QStringLiteral("Attention"), attention_);
     f4->addRow(QStringLiteral("Dropout"), dropout_);
     v->addWidget(recipe);
+
+    // Fine-tuning, offload, pipeline schedule, context / expert parallelism (plan_extensions.hpp).
+    auto* ext = new QGroupBox(QStringLiteral("Fine-tuning, offload, schedules"));
+    auto* f5 = new QFormLayout(ext);
+    finetune_ = new QComboBox;
+    finetune_->setObjectName(QStringLiteral("finetune"));
+    for (auto f : {Finetune::full, Finetune::lora, Finetune::qlora}) finetune_->addItem(sv(to_string(f)), static_cast<int>(f));
+    finetune_->setToolTip(QStringLiteral("full: every weight trained · lora: frozen 16-bit base + adapters · qlora: "
+                                         "frozen NF4 base (double-quantised constants) + adapters"));
+    lora_rank_ = spin("loraRank", 1, 4096, static_cast<int>(LoraSettings{}.rank));
+    lora_targets_ = new QComboBox;
+    lora_targets_->setObjectName(QStringLiteral("loraTargets"));
+    lora_targets_->addItem(QStringLiteral("q,v (PEFT default)"), kLoraPeftDefault);
+    lora_targets_->addItem(QStringLiteral("attention (q,k,v,o)"), kLoraAttention);
+    lora_targets_->addItem(QStringLiteral("all-linear"), kLoraAllLinear);
+    offload_ = new QComboBox;
+    offload_->setObjectName(QStringLiteral("offload"));
+    for (auto o : {Offload::none, Offload::optimizer, Offload::optimizer_and_params})
+        offload_->addItem(sv(to_string(o)), static_cast<int>(o));
+    offload_->setToolTip(QStringLiteral("optimizer: ZeRO-Offload (master weights, moments, fp32 gradients on the host) · "
+                                        "params: ZeRO-Infinity, parameters too (ZeRO-3)"));
+    pp_schedule_ = new QComboBox;
+    pp_schedule_->setObjectName(QStringLiteral("ppSchedule"));
+    for (auto sc : {PpSchedule::one_f_one_b, PpSchedule::gpipe, PpSchedule::interleaved})
+        pp_schedule_->addItem(sv(to_string(sc)), static_cast<int>(sc));
+    vpp_ = spin("vpp", 1, 64, 1);
+    vpp_->setToolTip(QStringLiteral("Model chunks per pipeline stage (interleaved schedule)"));
+    cp_ = spin("cp", 1, 1024, 1);
+    cp_->setToolTip(QStringLiteral("Context parallel: each sequence split over cp GPUs (ring attention); GPUs = dp × tp × pp × cp"));
+    ep_ = spin("ep", 1, 1024, 1);
+    ep_->setToolTip(QStringLiteral("Expert parallel (MoE): experts split over ep of the dp ranks"));
+    f5->addRow(QStringLiteral("Fine-tuning"), finetune_);
+    f5->addRow(QStringLiteral("LoRA rank"), lora_rank_);
+    f5->addRow(QStringLiteral("LoRA targets"), lora_targets_);
+    f5->addRow(QStringLiteral("Offload"), offload_);
+    f5->addRow(QStringLiteral("Pipeline schedule"), pp_schedule_);
+    f5->addRow(QStringLiteral("Chunks per stage (vpp)"), vpp_);
+    f5->addRow(QStringLiteral("Context parallel (cp)"), cp_);
+    f5->addRow(QStringLiteral("Expert parallel (ep)"), ep_);
+    v->addWidget(ext);
     v->addStretch(1);
 
-    for (QSpinBox* s : {seq_, mbs_, grad_acc_})
+    for (QSpinBox* s : {seq_, mbs_, grad_acc_, lora_rank_, vpp_, ep_})
         connect(s, &QSpinBox::valueChanged, this, [this] { applyControls(); });
+    connect(cp_, &QSpinBox::valueChanged, this, [this] { onLayoutChanged(); });
+    for (QComboBox* c : {finetune_, lora_targets_, offload_, pp_schedule_})
+        connect(c, &QComboBox::currentIndexChanged, this, [this] { applyControls(); });
     for (QSpinBox* s : {dp_, tp_, pp_}) connect(s, &QSpinBox::valueChanged, this, [this] { onLayoutChanged(); });
     connect(gpu_count_, &QSpinBox::valueChanged, this, [this] { onGpuCountChanged(); });
     connect(sp_, &QCheckBox::toggled, this, [this] { applyControls(); });
@@ -493,6 +569,14 @@ Plan MainWindow::planFromControls() const {
     p.optimizer = static_cast<Optimizer>(optimizer_->currentData().toInt());
     p.attention = static_cast<AttentionKind>(attention_->currentData().toInt());
     p.dropout = dropout_->value();
+    p.finetune = static_cast<Finetune>(finetune_->currentData().toInt());
+    p.lora.rank = lora_rank_->value();
+    p.lora.targets = lora_targets_->currentData().toUInt();
+    p.offload = static_cast<Offload>(offload_->currentData().toInt());
+    p.pp_schedule = static_cast<PpSchedule>(pp_schedule_->currentData().toInt());
+    p.vpp = vpp_->value();
+    p.cp = cp_->value();
+    p.ep = ep_->value();
     return p;
 }
 
@@ -508,7 +592,7 @@ void MainWindow::applyControls() {
 void MainWindow::onLayoutChanged() {
     if (syncing_) return;
     syncing_ = true;
-    gpu_count_->setValue(dp_->value() * tp_->value() * pp_->value());
+    gpu_count_->setValue(dp_->value() * tp_->value() * pp_->value() * cp_->value());
     syncing_ = false;
     applyControls();
 }
@@ -516,9 +600,9 @@ void MainWindow::onLayoutChanged() {
 void MainWindow::onGpuCountChanged() {
     if (syncing_) return;
     const int n = gpu_count_->value();
-    const int tp_pp = tp_->value() * pp_->value();
+    const int tp_pp = tp_->value() * pp_->value() * cp_->value();
     if (n % tp_pp != 0) {
-        showNotice(QStringLiteral("GPU count: %1 is not a multiple of tp × pp = %2; dp unchanged").arg(n).arg(tp_pp));
+        showNotice(QStringLiteral("GPU count: %1 is not a multiple of tp × pp × cp = %2; dp unchanged").arg(n).arg(tp_pp));
         return;
     }
     syncing_ = true;
@@ -604,6 +688,14 @@ void MainWindow::loadPlan(const Plan& p0) {
     optimizer_->setCurrentIndex(optimizer_->findData(static_cast<int>(p.optimizer)));
     attention_->setCurrentIndex(attention_->findData(static_cast<int>(p.attention)));
     dropout_->setValue(p.dropout);
+    finetune_->setCurrentIndex(finetune_->findData(static_cast<int>(p.finetune)));
+    lora_rank_->setValue(static_cast<int>(p.lora.rank));
+    if (const int i = lora_targets_->findData(p.lora.targets); i >= 0) lora_targets_->setCurrentIndex(i);
+    offload_->setCurrentIndex(offload_->findData(static_cast<int>(p.offload)));
+    pp_schedule_->setCurrentIndex(pp_schedule_->findData(static_cast<int>(p.pp_schedule)));
+    vpp_->setValue(static_cast<int>(p.vpp));
+    cp_->setValue(static_cast<int>(p.cp));
+    ep_->setValue(static_cast<int>(p.ep));
     syncing_ = false;
     applyControls();
 }
@@ -664,13 +756,14 @@ void MainWindow::onEvaluated() {
         QStringLiteral("<tr><td>Micro-batches in flight</td><td align='right'><b>%1</b></td><td>%2</td></tr>"
                        "<tr><td>First-step peak</td><td align='right'><b>%3</b></td><td>%4</td></tr>"
                        "<tr><td>Headroom line</td><td align='right'><b>%5</b></td><td>%6 % of capacity, what the plan search keeps under</td></tr>"
-                       "<tr><td>Global batch</td><td align='right'><b>%7</b></td><td>tokens = seq × mbs × grad_acc × dp</td></tr></table>")
+                       "<tr><td>Global batch</td><td align='right'><b>%7</b></td><td>tokens = seq × mbs × grad_acc × dp</td></tr>%8</table>")
             .arg(QString::number(r.micro_batches_in_flight),
                  ev->plan.pp > 1 ? QStringLiteral("pipeline schedule") : QStringLiteral("no pipeline"),
                  formatBytes(r.first_step_peak_bytes),
                  QStringLiteral("at %1, before the optimizer moments exist").arg(QString::fromStdString(describe(r.first_step_peak_phase))),
                  formatBytes(static_cast<std::int64_t>((1.0 - Explorer::kHeadroom) * static_cast<double>(r.capacity_bytes))),
-                 QString::number(100.0 * (1.0 - Explorer::kHeadroom), 'f', 0), groupDigits(ev->plan.global_batch_tokens())));
+                 QString::number(100.0 * (1.0 - Explorer::kHeadroom), 'f', 0), groupDigits(ev->plan.global_batch_tokens()),
+                 extensionRows(*ev)));
     if (ev->has_throughput) {
         const Throughput& t = ev->throughput;
         throughput_label_->setText(QStringLiteral("Step %1 · %2 tokens/s · MFU %3 % · HFU %4 %")

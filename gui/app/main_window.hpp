@@ -88,6 +88,15 @@ private:
     QComboBox* precision_ = nullptr;
     QComboBox* optimizer_ = nullptr;
     QComboBox* attention_ = nullptr;
+    // Fine-tuning, offload, pipeline schedule, context / expert parallelism.
+    QComboBox* finetune_ = nullptr;
+    QSpinBox* lora_rank_ = nullptr;
+    QComboBox* lora_targets_ = nullptr;
+    QComboBox* offload_ = nullptr;
+    QComboBox* pp_schedule_ = nullptr;
+    QSpinBox* vpp_ = nullptr;
+    QSpinBox* cp_ = nullptr;
+    QSpinBox* ep_ = nullptr;
     QDoubleSpinBox* dropout_ = nullptr;
     QLabel* gbs_label_ = nullptr;
 

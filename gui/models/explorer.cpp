@@ -247,6 +247,10 @@ void Explorer::startSearch(std::int64_t gpus, std::int64_t gbs_tokens) {
     req.pins.optimizer = current_->plan.optimizer;
     req.pins.attention = current_->plan.attention;
     req.pins.dropout = current_->plan.dropout;
+    // Fine-tuning is the job, not a search axis; an offload mode chosen here is kept.
+    req.pins.finetune = current_->plan.finetune;
+    req.pins.lora = current_->plan.lora;
+    if (current_->plan.offload != Offload::none) req.pins.offload = current_->plan.offload;
     struct Outcome {
         std::optional<SearchResult> result;
         QString error;

@@ -1,8 +1,10 @@
 // Framework configurations for a plan.
 #include "preflight/planner/emit.hpp"
 
+#include <cstdio>
 #include <sstream>
 
+#include "preflight/planner/extensions.hpp"
 #include "preflight/planner/report.hpp"
 
 namespace preflight {
@@ -15,12 +17,14 @@ std::string_view to_string(EmitFormat f) {
         case EmitFormat::megatron: return "megatron";
         case EmitFormat::torchtitan: return "torchtitan";
         case EmitFormat::preflight: return "preflight";
+        case EmitFormat::peft: return "peft";
     }
     return "?";
 }
 
 std::optional<EmitFormat> parse_emit_format(std::string_view s) {
-    for (EmitFormat f : {EmitFormat::deepspeed, EmitFormat::megatron, EmitFormat::torchtitan, EmitFormat::preflight})
+    for (EmitFormat f :
+         {EmitFormat::deepspeed, EmitFormat::megatron, EmitFormat::torchtitan, EmitFormat::preflight, EmitFormat::peft})
         if (s == to_string(f)) return f;
     return std::nullopt;
 }
@@ -30,6 +34,9 @@ void warn(std::vector<std::string>* w, std::string msg) {
     if (w) w->push_back(std::move(msg));
 }
 std::int64_t global_sequences(const Plan& p) { return p.mbs * p.grad_acc * p.dp; }
+void deepspeed_extensions(const Plan& p, json& c, std::vector<std::string>* w);
+std::vector<std::string> megatron_extension_arguments(const ModelConfig& m, const Plan& p, std::vector<std::string>* w);
+std::string torchtitan_extensions(const ModelConfig& m, const Plan& p, std::vector<std::string>* w);
 }  // namespace
 
 json deepspeed_config(const Plan& p, std::vector<std::string>* w) {
@@ -83,6 +90,7 @@ json deepspeed_config(const Plan& p, std::vector<std::string>* w) {
         warn(w, "pipeline parallelism is set in code: deepspeed.pipe.PipelineModule(num_stages=" + std::to_string(p.pp) +
                     ")");
     if (p.sp) warn(w, "sequence parallelism has no DeepSpeed config key (Megatron-DeepSpeed: --sequence-parallel)");
+    deepspeed_extensions(p, c, w);
     return c;
 }
 
@@ -165,6 +173,7 @@ std::string megatron_arguments(const ModelConfig& m, const Plan& p, std::vector<
     arg("--attention-dropout", s(p.dropout));
     arg("--hidden-dropout", s(p.dropout));
     arg("--optimizer", p.optimizer == Optimizer::adamw ? "adam" : "sgd");  // Megatron's adam is AdamW (decoupled decay)
+    for (std::string& x : megatron_extension_arguments(m, p, w)) a.push_back(std::move(x));
 
     std::ostringstream o;
     o << "# Megatron-LM arguments (pretrain_gpt.py) from preflight plan: " << m.name << " on " << p.gpus()
@@ -218,7 +227,9 @@ std::string torchtitan_toml(const ModelConfig& m, const Plan& p, std::vector<std
     o << "tensor_parallel_degree = " << p.tp << "\n";
     o << "pipeline_parallel_degree = " << p.pp << "\n";
     if (p.pp > 1) {
-        o << "pipeline_parallel_schedule = \"1F1B\"\n";
+        o << "pipeline_parallel_schedule = \""
+          << (p.pp_schedule == PpSchedule::gpipe ? "GPipe" : p.pp_schedule == PpSchedule::interleaved ? "Interleaved1F1B" : "1F1B")
+          << "\"\n";
         o << "pipeline_parallel_microbatch_size = " << p.mbs << "\n";
     }
     if (p.tp > 1 && !p.sp) warn(w, "torchtitan's tensor parallelism always shards norms by sequence (SP on)");
@@ -232,6 +243,7 @@ std::string torchtitan_toml(const ModelConfig& m, const Plan& p, std::vector<std
     if (p.attention == AttentionKind::eager) warn(w, "torchtitan uses SDPA (flash) attention; eager is not a switch");
     if (p.dropout > 0) warn(w, "dropout is set in the model definition, not the job config");
     if (p.optimizer == Optimizer::sgd) o << "\n[optimizer]\nname = \"SGD\"\n";
+    o << torchtitan_extensions(m, p, w);
     return o.str();
 }
 
@@ -250,8 +262,139 @@ Emitted emit_plan(EmitFormat format, const ModelConfig& model, const GpuSpec& gp
         case EmitFormat::megatron: e.text = megatron_arguments(model, plan, &e.warnings); break;
         case EmitFormat::torchtitan: e.text = torchtitan_toml(model, plan, &e.warnings); break;
         case EmitFormat::preflight: e.text = preflight_plan_document(model, gpu, plan).dump(2) + "\n"; break;
+        case EmitFormat::peft: e.text = peft_config(model, plan, &e.warnings).dump(2) + "\n"; break;
     }
     return e;
+}
+
+}  // namespace preflight
+
+namespace preflight {
+
+namespace {
+
+void deepspeed_extensions(const Plan& p, json& c, std::vector<std::string>* w) {
+    // zero_optimization.offload_optimizer / offload_param (DeepSpeed config-json reference, "ZeRO
+    // optimizations for FP16 training": device cpu, pin_memory).
+    if (p.offload != Offload::none) {
+        if (p.zero == 0) {
+            c["zero_optimization"]["stage"] = 2;
+            warn(w, "DeepSpeed offloads the optimizer only under ZeRO 1-3: stage 2 emitted (same memory at dp 1; "
+                    "ZeRO-Offload's own setting)");
+        }
+        c["zero_optimization"]["offload_optimizer"] = {{"device", "cpu"}, {"pin_memory", true}};
+        if (p.offload == Offload::optimizer_and_params)
+            c["zero_optimization"]["offload_param"] = {{"device", "cpu"}, {"pin_memory", true}};
+    }
+    if (p.pp > 1) {
+        // deepspeed/runtime/config.py get_pipeline_config keys; DeepSpeed's PipelineEngine runs
+        // its own 1F1B-style TrainSchedule.
+        c["pipeline"] = {{"stages", p.pp},
+                         {"partition", "parameters"},
+                         {"activation_checkpoint_interval", p.recompute == Recompute::full ? 1 : 0}};
+        if (p.pp_schedule != PpSchedule::one_f_one_b)
+            warn(w, "DeepSpeed's pipeline engine runs 1F1B (TrainSchedule); the " + std::string(to_string(p.pp_schedule)) +
+                        " schedule has no switch");
+    }
+    if (p.finetune != Finetune::full)
+        warn(w, "LoRA/QLoRA: wrap the model with PEFT (preflight plan --emit peft prints its LoraConfig); DeepSpeed "
+                "then trains only the adapters");
+    if (p.cp > 1)
+        warn(w, "context parallelism (ring attention) has no DeepSpeed config key; DeepSpeed-Ulysses splits "
+                "sequences differently (sequence_parallel_size in Megatron-DeepSpeed)");
+    if (p.ep > 1)
+        warn(w, "expert parallelism is set in code: deepspeed.moe.layer.MoE(..., ep_size=" + std::to_string(p.ep) + ")");
+}
+
+std::vector<std::string> megatron_extension_arguments(const ModelConfig& m, const Plan& p, std::vector<std::string>* w) {
+    std::vector<std::string> a;
+    // Megatron-LM arguments.py names.
+    if (p.pp_schedule == PpSchedule::interleaved)
+        a.push_back("--num-layers-per-virtual-pipeline-stage " + std::to_string(m.layers / (p.pp * p.vpp)));
+    if (p.pp_schedule == PpSchedule::gpipe)
+        warn(w, "Megatron-LM has no GPipe schedule: it runs 1F1B (less activation memory, same bubble)");
+    if (p.cp > 1) a.push_back("--context-parallel-size " + std::to_string(p.cp));
+    if (p.ep > 1) a.push_back("--expert-model-parallel-size " + std::to_string(p.ep));
+    if (p.moe_capacity_factor != 1.0 && m.is_moe()) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "--moe-expert-capacity-factor %g", p.moe_capacity_factor);
+        a.push_back(buf);
+    }
+    if (p.offload != Offload::none) {
+        a.push_back("--optimizer-cpu-offload");
+        a.push_back("--optimizer-offload-fraction 1.0");
+        a.push_back("--use-precision-aware-optimizer");
+        warn(w, "optimizer offload: --optimizer-cpu-offload needs Megatron-core >= 0.10 with the distributed "
+                "optimizer; parameter offload (ZeRO-Infinity) has no Megatron switch");
+    }
+    if (p.finetune != Finetune::full)
+        warn(w, "Megatron-LM has no LoRA/QLoRA: use NeMo's PEFT or Hugging Face PEFT (--emit peft)");
+    return a;
+}
+
+std::string torchtitan_extensions(const ModelConfig& m, const Plan& p, std::vector<std::string>* w) {
+    std::string o;
+    if (p.cp > 1 || p.ep > 1 || p.pp_schedule == PpSchedule::interleaved) {
+        o += "\n[parallelism]  # extensions (merge with the table above)\n";
+        if (p.cp > 1) o += "context_parallel_degree = " + std::to_string(p.cp) + "\n";
+        if (p.ep > 1) o += "expert_parallel_degree = " + std::to_string(p.ep) + "\n";
+        if (p.pp_schedule == PpSchedule::interleaved)
+            o += "pipeline_parallel_layers_per_stage = " + std::to_string(m.layers / (p.pp * p.vpp)) + "\n";
+    }
+    if (p.offload != Offload::none) {
+        o += "\n[training]  # extensions\nenable_cpu_offload = true\n";
+        warn(w, "torchtitan's enable_cpu_offload (FSDP2 CPUOffloadPolicy) moves parameters, gradients and optimizer "
+                "states to the host: more than --offload optimizer");
+    }
+    if (p.finetune != Finetune::full) warn(w, "torchtitan has no LoRA/QLoRA: use Hugging Face PEFT (--emit peft)");
+    return o;
+}
+
+}  // namespace
+
+json peft_config(const ModelConfig& m, const Plan& p, std::vector<std::string>* w) {
+    json j;
+    if (p.finetune == Finetune::full) {
+        warn(w, "a full fine-tune has no PEFT config: only the Trainer settings are emitted");
+    } else {
+        // peft.LoraConfig fields.
+        json targets = json::parse(lora_target_modules_json(p.lora.targets, m.family == ModelFamily::gpt2));
+        j["lora_config"] = {{"r", p.lora.rank},
+                            {"lora_alpha", p.lora.alpha},
+                            {"lora_dropout", p.lora.dropout},
+                            {"target_modules", targets},
+                            {"bias", "none"},
+                            {"task_type", "CAUSAL_LM"}};
+        if (m.family == ModelFamily::gpt2 && (p.lora.targets & (lora_q | lora_k | lora_v)) != 0 &&
+            (p.lora.targets & (lora_q | lora_k | lora_v)) != (lora_q | lora_k | lora_v))
+            warn(w, "GPT-2 fuses q, k and v in c_attn: PEFT adapts all three together");
+    }
+    if (p.finetune == Finetune::qlora) {
+        // transformers.BitsAndBytesConfig (QLoRA's recipe: NF4, double quantisation, bf16 compute).
+        j["bnb_config"] = {{"load_in_4bit", true},
+                           {"bnb_4bit_quant_type", "nf4"},
+                           {"bnb_4bit_use_double_quant", p.lora.double_quant},
+                           {"bnb_4bit_compute_dtype", p.precision == Precision::fp16_mixed ? "float16" : "bfloat16"}};
+        j["prepare_model_for_kbit_training"] = {{"use_gradient_checkpointing", p.recompute == Recompute::full}};
+    }
+    // transformers.TrainingArguments.
+    json t{{"per_device_train_batch_size", p.mbs},
+           {"gradient_accumulation_steps", p.grad_acc},
+           {"gradient_checkpointing", p.recompute == Recompute::full},
+           {"bf16", p.precision == Precision::bf16_mixed || p.precision == Precision::bf16 ||
+                        p.precision == Precision::bf16_mixed_fp32_grads},
+           {"fp16", p.precision == Precision::fp16_mixed},
+           {"optim", p.optimizer == Optimizer::adamw ? "adamw_torch" : "sgd"}};
+    if (p.recompute == Recompute::selective)
+        warn(w, "Hugging Face checkpoints whole decoder layers only: selective recompute has no Trainer switch");
+    if (p.dp > 1 || p.tp > 1 || p.pp > 1 || p.cp > 1)
+        warn(w, "launch on " + std::to_string(p.gpus()) + " GPUs with torchrun / accelerate (data parallel " +
+                    std::to_string(p.dp) + "); tensor, pipeline and context parallelism are not Trainer settings");
+    if (p.offload != Offload::none || p.zero > 0)
+        warn(w, "ZeRO / offload: pass the DeepSpeed config (--emit deepspeed) as TrainingArguments.deepspeed");
+    j["training_arguments"] = t;
+    j["max_seq_length"] = p.seq;
+    return j;
 }
 
 }  // namespace preflight

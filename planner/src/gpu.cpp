@@ -91,6 +91,8 @@ GpuSpec gpu_from_json(const json& j, const std::string& fallback_name) {
         throw InputError("gpus_per_node", "must be a positive integer");
     g.gpus_per_node = it->get<int>();
     g.overhead_bytes = bytes(j, "overhead_bytes", true);
+    // Optional key (older spec files lack it): absent or null = unknown.
+    if (j.contains("pcie_bandwidth_bytes_per_s")) g.pcie_bandwidth_bytes_per_s = optional_rate(j, "pcie_bandwidth_bytes_per_s");
     if (auto s = j.find("sources"); s != j.end() && s->is_object())
         for (const auto& [k, v] : s->items())
             if (v.is_string()) g.sources[k] = v.get<std::string>();

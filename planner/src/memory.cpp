@@ -4,6 +4,7 @@
 
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/profiles.hpp"
+#include "preflight/planner/extensions.hpp"
 
 namespace preflight {
 
@@ -97,6 +98,8 @@ struct StageModel {
     bool full_recompute = false;
     std::int64_t overhead = 0;
     int zero = 0;
+    std::int64_t host_bytes = 0;            // offloaded states (extensions.hpp)
+    std::int64_t earlier_layer_units = -1;  // interleaved schedule: layer activations held from earlier chunks
 };
 
 struct ActDims {
@@ -241,6 +244,7 @@ std::vector<ActivationTensor> full_inventory(const ModelConfig& m, const Plan& p
     }
     if (m.is_moe()) sp_item("expert outputs (for weighted combine)", routed * d.h * d.ab);
     if (drop) sp_item("MLP residual dropout mask", sb * d.h * 1);
+    adjust_layer_inventory(m, p, v);  // LoRA / QLoRA, MoE capacity (extensions.hpp)
     return v;
 }
 
@@ -333,6 +337,11 @@ StageModel build_stage(const ModelConfig& m, const GpuSpec& gpu, const Plan& p, 
             st.states.optimizer_states += count * moments * pad(n * moment_bytes);
         }
     }
+    if (uses_extended_states(p)) {  // fine-tuning, offload, expert parallelism (extensions.hpp)
+        const StageStates x = extended_stage_states(m, p, prof, st.layers, st.first, st.last);
+        st.states = x.gpu;
+        st.host_bytes = x.host_bytes;
+    }
     if (prof.optimizer_step_temp_moments > 0)
         st.optimizer_temp = prof.optimizer_step_temp_moments * st.params_local * moment_bytes;
     // fp8 weight caches are held beside the 16-bit weights (and sharded like them under ZeRO-3).
@@ -364,6 +373,8 @@ StageModel build_stage(const ModelConfig& m, const GpuSpec& gpu, const Plan& p, 
                                       sb * d.h * d.rb;
         st.bwd_transient = std::max(st.bwd_transient, 2 * sb * d.h * d.rb + attn_bwd);
     }
+    st.fwd_transient += extension_transient_bytes(m, p);
+    st.bwd_transient += extension_transient_bytes(m, p);
     // One layer re-materialised (profile: its kept input is shared, not copied).
     if (p.recompute == Recompute::full)
         st.bwd_transient += st.act_layer_full - (prof.full_recompute_shares_input ? layer_input_bytes(d) : 0);
@@ -418,8 +429,14 @@ StageModel build_stage(const ModelConfig& m, const GpuSpec& gpu, const Plan& p, 
     if (p.dp > 1 && p.zero < 3) st.grad_buckets = prof.grad_bucket_bytes * prof.grad_buckets_in_flight;
     st.overhead = opt.overhead_bytes.value_or(gpu.overhead_bytes);
 
-    // 1F1B (Narayanan et al. 2021, sec. 2.2): stage i holds up to p - i micro-batches.
+    // 1F1B (Narayanan et al. 2021, sec. 2.2): stage i holds up to p - i micro-batches;
+    // GPipe and interleaved 1F1B in extensions.hpp.
     st.in_flight = std::min<std::int64_t>(p.pp - stage, p.grad_acc);
+    if (p.pp_schedule != PpSchedule::one_f_one_b) {
+        st.in_flight = std::min(pipeline_in_flight(p, stage), p.grad_acc);
+        if (p.pp_schedule == PpSchedule::interleaved)
+            st.earlier_layer_units = pipeline_held_layer_units(p, m.layers, stage) - st.layers;
+    }
     return st;
 }
 
@@ -436,7 +453,9 @@ MemoryBreakdown snapshot(const StageModel& st, const Phase& ph, bool first_step)
     b.buffers = st.static_buffers;
 
     const std::int64_t per_micro_batch = st.layers * st.act_layer + st.act_embed + st.act_head;
-    const std::int64_t earlier = (st.in_flight - 1) * per_micro_batch;
+    const std::int64_t earlier = st.earlier_layer_units >= 0
+                                     ? st.earlier_layer_units * st.act_layer + (st.in_flight - 1) * (st.act_embed + st.act_head)
+                                     : (st.in_flight - 1) * per_micro_batch;
     switch (ph.kind) {
         case PhaseKind::step_start: break;
         case PhaseKind::optimizer_step: b.buffers += st.optimizer_temp; break;
@@ -518,8 +537,9 @@ std::int64_t layer_activation_bytes(const ModelConfig& model, const Plan& plan, 
 
 MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in,
                              const MemoryOptions& options) {
-    const Plan plan = resolve_defaults(plan_in, model);
-    validate_plan(plan, model);
+    const Plan user_plan = resolve_defaults(plan_in, model);
+    validate_plan(user_plan, model);
+    const Plan plan = context_parallel_rank_plan(user_plan);  // identity at cp = 1
     const auto tensors = param_tensors(model);
     const auto inventory = full_inventory(model, plan, options.profile);
 
@@ -544,6 +564,8 @@ MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const
     r.activations_per_layer_bytes = worst.act_layer;
     r.layer_inventory = layer_activation_inventory(model, plan, options.profile);
     r.fits = r.peak_bytes <= gpu.memory_bytes;
+    r.host_bytes_per_gpu = worst.host_bytes;
+    r.host_bytes_per_node = worst.host_bytes * std::min<std::int64_t>(user_plan.gpus(), std::max(1, gpu.gpus_per_node));
     const PeakAt first = peak_of(worst, true);
     r.first_step_peak_bytes = first.bytes;
     r.first_step_peak_phase = first.phase;

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/extensions.hpp"
 #include "preflight/planner/model.hpp"
 
 namespace preflight {
@@ -66,6 +67,7 @@ std::string to_flags(const Plan& p) {
         std::snprintf(buf, sizeof buf, " --dropout %g", p.dropout);
         s += buf;
     }
+    s += extension_flags(p);  // empty for pre-training's defaults
     return s;
 }
 
@@ -97,6 +99,7 @@ void validate_plan(const Plan& p, const ModelConfig& m) {
     if (m.position == PositionKind::learned && p.seq > m.max_positions)
         throw InputError("--seq", str(p.seq) + " exceeds the model's " + str(m.max_positions) +
                                       " learned positions");
+    validate_plan_extensions(p, m);  // fine-tuning, offload, schedules, cp, ep
 }
 
 PrecisionBytes precision_bytes(Precision p) {

@@ -2,13 +2,14 @@
 
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/memory_categories.hpp"
+#include "preflight/planner/extensions.hpp"
 
 namespace preflight {
 
 using nlohmann::json;
 
 json plan_to_json(const Plan& p) {
-    return json{{"seq", p.seq},
+    json j{{"seq", p.seq},
                 {"mbs", p.mbs},
                 {"grad_acc", p.grad_acc},
                 {"dp", p.dp},
@@ -23,6 +24,8 @@ json plan_to_json(const Plan& p) {
                 {"dropout", p.dropout},
                 {"global_batch_tokens", p.global_batch_tokens()},
                 {"gpus", p.gpus()}};
+    extensions_to_json(p, j);  // only the extension fields that differ from their defaults
+    return j;
 }
 
 namespace {
@@ -65,6 +68,7 @@ Plan plan_from_json(const json& j, Plan p) {
     read_enum(j, "precision", p.precision, parse_precision);
     read_enum(j, "optimizer", p.optimizer, parse_optimizer);
     read_enum(j, "attention", p.attention, parse_attention);
+    extensions_from_json(j, p);
     return p;
 }
 
@@ -105,6 +109,10 @@ json memory_to_json(const MemoryReport& r) {
            {"first_step_peak_bytes", r.first_step_peak_bytes},
            {"first_step_peak_phase", describe(r.first_step_peak_phase)},
            {"layer_activation_inventory", inventory}};
+    if (r.host_bytes_per_gpu > 0) {  // offload only
+        m["host_bytes_per_gpu"] = r.host_bytes_per_gpu;
+        m["host_bytes_per_node"] = r.host_bytes_per_node;
+    }
     if (!r.timeline_steady.empty()) {
         m["timeline"] = {{"steady_state", timeline_to_json(r.timeline_steady)},
                          {"first_step", timeline_to_json(r.timeline_first)}};

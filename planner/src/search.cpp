@@ -135,6 +135,8 @@ void validate_request(const ModelConfig& model, const GpuSpec& gpu, const Search
 
 SearchResult search_plans(const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& req) {
     validate_request(model, gpu, req);
+    if (req.expand_variants)  // offload, cp, ep, LoRA recompute axes (search_extensions.cpp)
+        if (auto merged = search_extension_variants(model, gpu, req)) return *merged;
     SearchResult out;
     const PlanPins& pins = req.pins;
     const std::int64_t N = req.gpus;
@@ -149,6 +151,7 @@ SearchResult search_plans(const ModelConfig& model, const GpuSpec& gpu, const Se
     if (pins.optimizer) base.optimizer = *pins.optimizer;
     if (pins.attention) base.attention = *pins.attention;
     if (pins.dropout) base.dropout = *pins.dropout;
+    apply_extension_pins(pins, base);
 
     // Precision: pinned, or every recipe whose compute peak the GPU publishes.
     std::vector<Precision> precisions;
@@ -257,6 +260,7 @@ SearchResult search_plans(const ModelConfig& model, const GpuSpec& gpu, const Se
                                 plan.zero = zero;
                                 plan.recompute = rc;
                                 plan.precision = pr;
+                                if (!extension_plan_valid(plan, model)) continue;
                                 Rejection& fam = families[{zero, dp, tp, pp}];
                                 // Memory grows with mbs and with the micro-batches in flight,
                                 // min(pp, grad_acc): a plan at least as large on both as one
@@ -387,6 +391,7 @@ SearchResult search_plans(const ModelConfig& model, const GpuSpec& gpu, const Se
             out.suggestions.push_back("no single change tried fits (ZeRO-3, full recompute, TP/PP, sequence down to 128, "
                                       "up to " + str(64 * N) + " GPUs): choose a larger GPU or a smaller model");
     }
+    if (req.expand_variants) refine_with_extensions(model, gpu, req, out);  // interleaving, LoRA/offload suggestions
     return out;
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/extensions.hpp"
 #include "preflight/planner/throughput.hpp"
 
 namespace preflight {
@@ -184,6 +185,8 @@ StageParams stage_params(const ModelConfig& m, const Plan& p, std::int64_t layer
 
 Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in,
                                const ThroughputOptions& opt) {
+    if (uses_extended_throughput(plan_in))  // fine-tuning, offload, schedules, cp, ep (extensions.hpp)
+        return estimate_extended_throughput(model, gpu, plan_in, opt);
     const Plan p = resolve_defaults(plan_in, model);
     validate_plan(p, model);
     const std::optional<double> peak = compute_peak_flops_per_s(gpu, p.precision);

@@ -14,7 +14,7 @@
 
 namespace preflight {
 
-enum class EmitFormat { deepspeed, megatron, torchtitan, preflight };
+enum class EmitFormat { deepspeed, megatron, torchtitan, preflight, peft };
 std::string_view to_string(EmitFormat f);
 std::optional<EmitFormat> parse_emit_format(std::string_view s);
 
@@ -33,6 +33,10 @@ std::string torchtitan_toml(const ModelConfig& model, const Plan& plan, std::vec
 // The plan document `preflight run` reads: plan_to_json's object (readable by
 // plan_from_json) plus schema_version, model and gpu names.
 nlohmann::json preflight_plan_document(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan);
+
+// Hugging Face PEFT LoraConfig (+ BitsAndBytesConfig for QLoRA) and the Trainer's batch,
+// precision and gradient-checkpointing settings, as one JSON object. Fine-tuning plans only.
+nlohmann::json peft_config(const ModelConfig& model, const Plan& plan, std::vector<std::string>* warnings = nullptr);
 
 Emitted emit_plan(EmitFormat format, const ModelConfig& model, const GpuSpec& gpu, const Plan& plan);
 

@@ -52,6 +52,8 @@ struct GpuSpec {
     int gpus_per_node = 1;
     double inter_node_bandwidth_bytes_per_s = 0;  // per GPU, per direction
     std::int64_t overhead_bytes = 0;  // CUDA context + library workspaces, per GPU
+    // Host <-> device link (PCIe), per GPU per direction; nullopt when the spec has none.
+    std::optional<double> pcie_bandwidth_bytes_per_s;
     std::map<std::string, std::string> sources;   // key -> citation
     Efficiency efficiency;                        // "efficiency" object; defaults when absent
 };

@@ -173,6 +173,10 @@ struct MemoryReport {
     Phase first_step_peak_phase;
     std::vector<TimelineEntry> timeline_steady;  // when MemoryOptions::timeline
     std::vector<TimelineEntry> timeline_first;
+    // Offload (extensions.hpp): model states in host memory, per GPU of the most loaded
+    // stage and for one node (that figure times the GPUs of a node in use).
+    std::int64_t host_bytes_per_gpu = 0;
+    std::int64_t host_bytes_per_node = 0;
 };
 
 // Evaluates a validated plan. Throws InputError for an invalid plan.

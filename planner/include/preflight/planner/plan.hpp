@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "preflight/planner/plan_extensions.hpp"
+
 namespace preflight {
 
 struct ModelConfig;
@@ -42,8 +44,21 @@ struct Plan {
     Optimizer optimizer = Optimizer::adamw;
     AttentionKind attention = AttentionKind::flash;
     double dropout = 0.0;
+    // Fine-tuning, offload, pipeline schedule, context / expert parallelism
+    // (plan_extensions.hpp); the defaults are pre-training's plan.
+    Finetune finetune = Finetune::full;
+    LoraSettings lora;
+    Offload offload = Offload::none;
+    PpSchedule pp_schedule = PpSchedule::one_f_one_b;
+    std::int64_t vpp = 1;  // model chunks per pipeline stage (interleaved schedule)
+    std::int64_t cp = 1;   // context-parallel degree (sequence split over cp ranks, ring attention)
+    std::int64_t ep = 1;   // expert-parallel degree (MoE experts split over ep of the dp ranks)
+    double moe_capacity_factor = 1.0;  // assumed busiest expert's load / the balanced load
+    // Set only inside the planner on a context-parallel rank's view of a plan (seq already
+    // divided by cp): the sequence before the split. 0 everywhere else.
+    std::int64_t cp_full_seq = 0;
 
-    std::int64_t gpus() const { return dp * tp * pp; }
+    std::int64_t gpus() const { return dp * tp * pp * cp; }
     // Global batch in tokens = seq * mbs * grad_acc * dp (docs/interface.md).
     std::int64_t global_batch_tokens() const { return seq * mbs * grad_acc * dp; }
 };

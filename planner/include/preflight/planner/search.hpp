@@ -22,6 +22,14 @@ struct PlanPins {
     std::optional<Optimizer> optimizer;
     std::optional<AttentionKind> attention;
     std::optional<double> dropout;
+    // Extensions (plan_extensions.hpp). Fine-tuning is never searched: what the user asks
+    // for (default full). Unset axes are weighed by search_extension_variants.
+    Finetune finetune = Finetune::full;
+    LoraSettings lora;
+    std::optional<Offload> offload;
+    std::optional<PpSchedule> pp_schedule;
+    std::optional<std::int64_t> vpp, cp, ep;
+    double moe_capacity_factor = 1.0;
 };
 
 struct SearchRequest {
@@ -37,6 +45,10 @@ struct SearchRequest {
     bool suggest = true;         // when nothing fits, search relaxed requests for the smallest change
     MemoryOptions memory;
     ThroughputOptions throughput;
+    // Host memory per node available for offloaded states; offload is searched only when
+    // it is known (or --offload is pinned), and plans needing more are rejected.
+    std::optional<std::int64_t> host_memory_bytes;
+    bool expand_variants = true;  // internal: false inside search_extension_variants' own searches
 };
 
 struct Candidate {
@@ -69,5 +81,20 @@ struct SearchResult {
 void validate_request(const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& request);
 
 SearchResult search_plans(const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& request);
+
+// Extension axes of the search (search_extensions.cpp): when an unpinned axis applies
+// (offload with known host memory, context parallelism for long sequences, expert
+// parallelism for MoE, whole-layer recompute only under LoRA), runs one pinned search per
+// variant and merges the ranked candidates; nullopt when the plain search is the whole answer.
+std::optional<SearchResult> search_extension_variants(const ModelConfig& model, const GpuSpec& gpu,
+                                                      const SearchRequest& request);
+// Copies the extension pins into a plan.
+void apply_extension_pins(const PlanPins& pins, Plan& plan);
+// False for a plan whose extension fields do not fit its layout (skipped by the search).
+bool extension_plan_valid(const Plan& plan, const ModelConfig& model);
+// Interleaved-schedule refinements of the ranked pipeline candidates, and, when nothing fits,
+// suggestions the extensions offer (LoRA / QLoRA, offload with its host memory).
+void refine_with_extensions(const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& request,
+                            SearchResult& result);
 
 }  // namespace preflight

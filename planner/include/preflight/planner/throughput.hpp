@@ -88,6 +88,10 @@ struct Throughput {
     double dp_communication_s = 0;    // exposed data-parallel / ZeRO communication
     double optimizer_s = 0;           // optimizer step (memory-bound)
     double overhead_s = 0;            // fixed per-step overhead
+    // Extensions (extensions.hpp); 0 for plans without them.
+    double cp_ep_communication_s = 0;  // exposed ring-attention K/V exchange + expert all-to-all
+    double offload_s = 0;              // CPU optimizer step + exposed PCIe transfers
+    double pcie_bytes_per_step = 0;    // host<->device bytes per GPU per step (offload)
     std::vector<TimeSlice> breakdown;
 };
 

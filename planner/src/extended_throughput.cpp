@@ -1,0 +1,263 @@
+// Step time of plans with extensions: the base step-time model evaluated on the
+// context-parallel rank's view of a full-fine-tune, non-offloaded 1F1B plan, then what
+// each extension adds or removes: ring-attention work and K/V exchange, expert
+// all-to-all, LoRA (no weight-gradient GEMMs for frozen weights, adapter GEMMs, QLoRA
+// dequantisation, the adapters' optimizer step), the pipeline schedule's bubble, and
+// offload (CPU optimizer step, PCIe transfers).
+#include <algorithm>
+#include <cmath>
+
+#include "preflight/planner/error.hpp"
+#include "preflight/planner/extensions.hpp"
+
+namespace preflight {
+
+bool uses_extended_throughput(const Plan& p) {
+    return p.finetune != Finetune::full || p.offload != Offload::none || p.pp_schedule != PpSchedule::one_f_one_b ||
+           p.vpp != 1 || p.cp > 1 || p.ep > 1 || p.moe_capacity_factor != 1.0;
+}
+
+namespace {
+
+struct Rates {
+    double gemm_peak = 0, gemm_max = 0, half_dim = 128, hbm = 0, attn = 0;
+    int in_bytes = 2, act_bytes = 2;
+};
+
+// Same GEMM form as the base model: a shape-dependent fraction of the peak, bounded by HBM traffic.
+double gemm_s(double M, double N, double K, const Rates& r) {
+    const double d = std::min({M, N, K});
+    const double eff = r.gemm_max * d / (d + r.half_dim);
+    const double bytes = (M * K + K * N) * r.in_bytes + M * N * r.act_bytes;
+    return std::max(2.0 * M * N * K / (r.gemm_peak * eff), bytes / r.hbm);
+}
+
+double bus_for(std::int64_t span, const GpuSpec& gpu) {
+    const double bw = span <= std::max(1, gpu.gpus_per_node) ? gpu.intra_node_bandwidth_bytes_per_s
+                                                             : gpu.inter_node_bandwidth_bytes_per_s;
+    return bw * gpu.efficiency.collective_bus_efficiency;
+}
+
+void set_slice(Throughput& t, const std::string& name, double seconds) {
+    for (auto& s : t.breakdown)
+        if (s.name == name) {
+            s.seconds = seconds;
+            return;
+        }
+    t.breakdown.push_back({name, seconds});
+}
+
+}  // namespace
+
+Throughput estimate_extended_throughput(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in,
+                                        const ThroughputOptions& opt, const OffloadAssumptions& oa) {
+    const Plan p = resolve_defaults(plan_in, model);
+    validate_plan(p, model);
+    Plan base = context_parallel_rank_plan(p);
+    base.cp_full_seq = 0;
+    base.finetune = Finetune::full;
+    base.lora = {};
+    base.offload = Offload::none;
+    base.pp_schedule = PpSchedule::one_f_one_b;
+    base.vpp = 1;
+    base.ep = 1;
+    base.moe_capacity_factor = 1.0;
+    ThroughputOptions bopt = opt;
+    bopt.breakdown = true;
+    Throughput t = estimate_throughput(model, gpu, base, bopt);
+
+    const PrecisionBytes pb = precision_bytes(p.precision);
+    const Efficiency& e = gpu.efficiency;
+    Rates r;
+    r.gemm_peak = t.peak_flops_per_s;
+    r.gemm_max = e.gemm_max_fraction_of_peak;
+    r.half_dim = e.gemm_half_efficiency_dim;
+    r.hbm = gpu.hbm_bandwidth_bytes_per_s * e.memory_bound_fraction_of_hbm;
+    r.in_bytes = pb.gemm_input;
+    r.act_bytes = pb.activation;
+    const std::optional<double> attn_peak =
+        p.precision == Precision::fp32 ? gpu.peak.fp32_flops_per_s
+        : p.precision == Precision::fp16_mixed ? gpu.peak.fp16_flops_per_s : gpu.peak.bf16_flops_per_s;
+    r.attn = attn_peak.value_or(t.peak_flops_per_s) * e.attention_fraction_of_peak;
+
+    const double m = static_cast<double>(p.grad_acc);
+    const double L = static_cast<double>((model.layers + p.pp - 1) / p.pp);  // layers on the busiest stage
+    const double tp = static_cast<double>(p.tp);
+    const double s_local = static_cast<double>(base.seq), b = static_cast<double>(p.mbs);
+    const double M = b * s_local;  // tokens per micro-batch on one rank
+    const double h = static_cast<double>(model.hidden);
+    const double ab = pb.activation;
+    const bool full_rc = p.recompute == Recompute::full;
+    const double old_per_mb = (t.compute_s + t.tp_communication_s + t.pp_communication_s) / m;
+
+    double d_compute = 0;  // change of the GPU compute time per step
+    double extra_comm = 0;  // exposed cp / ep communication per step
+
+    // Context parallelism: the base model charged a causal flash kernel for (s/cp)^2 per
+    // rank; with load-balanced ring attention each rank computes (s/cp) x s, cp times more.
+    if (p.cp > 1) {
+        const double cp = static_cast<double>(p.cp);
+        const double attn_fwd = 0.5 * 4.0 * b * s_local * s_local * static_cast<double>(model.q_width()) / tp / r.attn;
+        const double rc = p.recompute == Recompute::none ? 0.0 : 1.0;
+        d_compute += m * L * (cp - 1.0) * (1.0 + 2.5 + rc) * attn_fwd;
+        // K/V chunks travel cp - 1 hops per layer forward; K/V and dK/dV backward, hidden
+        // behind the attention of the chunk in hand where the link keeps up.
+        const double kv_bytes = (cp - 1.0) * 2.0 * M * static_cast<double>(model.kv_width()) / tp * ab;
+        const double bus = bus_for(p.tp * p.cp, gpu);
+        const double fwd = std::max(0.0, kv_bytes / bus - cp * attn_fwd);
+        const double bwd = std::max(0.0, 2.0 * kv_bytes / bus - cp * 2.5 * attn_fwd);
+        extra_comm += m * L * (fwd * (1.0 + (full_rc ? 1.0 : 0.0)) + bwd);
+    }
+    // Expert parallelism: dispatch and combine all-to-all per MoE layer forward, the same
+    // backward (and again under full recompute); (ep-1)/ep of the routed tokens leave the rank.
+    if (p.ep > 1 && model.is_moe()) {
+        const double ep = static_cast<double>(p.ep);
+        const double bytes = M * static_cast<double>(model.experts_per_token) * h * ab * p.moe_capacity_factor *
+                             (ep - 1.0) / ep;
+        const double per = 2.0 * bytes / bus_for(p.tp * p.cp * p.ep, gpu);
+        extra_comm += m * L * per * (2.0 + (full_rc ? 1.0 : 0.0));
+    }
+
+    double adapters_s = 0, dequant_s = 0;
+    if (p.finetune != Finetune::full) {
+        // Frozen weights: the backward runs only the input-gradient GEMMs, so each linear's
+        // weight-gradient GEMM (same shape as its forward) disappears.
+        double wgrad = 0, adapter_bytes = 0, dequant_bytes = 0;
+        for (const ParamTensor& pt : param_tensors(model)) {
+            if (!pt.gemm_weight) continue;
+            const double out = static_cast<double>(pt.split == TpSplit::column ? pt.rows / p.tp : pt.rows);
+            const double in = static_cast<double>(pt.split == TpSplit::row ? pt.cols / p.tp : pt.cols);
+            if (pt.place == TensorPlace::layer) {
+                const double E = static_cast<double>(pt.copies);
+                const double tokens = pt.copies > 1 ? std::max(1.0, M * static_cast<double>(model.experts_per_token) / E) : M;
+                wgrad += E * gemm_s(tokens, out, in, r);
+                const bool targeted = (lora_target_bit(pt.name) & p.lora.targets) != 0;
+                if (targeted) {
+                    // Rank-r GEMMs are bandwidth-bound: read x, write and read the r-wide
+                    // intermediate, read-add-write the output; backward about twice that.
+                    const double tok = tokens * E;
+                    double fwd = tok * (in + 3.0 * out + 2.0 * static_cast<double>(p.lora.rank)) * ab;
+                    if (p.lora.dropout > 0) fwd += tok * in * (2.0 * ab + 1.0);
+                    adapter_bytes += fwd * (3.0 + (full_rc ? 1.0 : 0.0));
+                }
+                if (p.finetune == Finetune::qlora) {
+                    // dequantize_4bit: read 0.5 B + constants, write 2 B per weight, for the
+                    // forward, the input-gradient GEMM and a recomputed forward.
+                    dequant_bytes += E * out * in * (0.5 + 2.0 + 1.0 / 64.0) * (2.0 + (full_rc ? 1.0 : 0.0));
+                }
+            } else if (p.pp == 1) {
+                wgrad += gemm_s(M, static_cast<double>(pt.rows) / tp, static_cast<double>(pt.cols), r) / L;  // LM head
+            }
+        }
+        adapters_s = m * L * adapter_bytes / r.hbm;
+        dequant_s = m * L * dequant_bytes / r.hbm;
+        d_compute += -m * L * wgrad + adapters_s + dequant_s;
+    }
+
+    // Trainable parameters on this GPU (before ZeRO) for the optimizer, the gradient
+    // reduction and offload.
+    const ParamCounts pc = count_params(model);
+    const double stage_params = static_cast<double>(pc.total) / static_cast<double>(p.pp) / tp;
+    const double trainable = p.finetune == Finetune::full
+                                 ? stage_params
+                                 : static_cast<double>(lora_params(model, p.lora)) / static_cast<double>(p.pp) / tp;
+    const double zero_ranks = static_cast<double>(p.dp * p.cp);
+    const double shard = p.zero >= 1 ? trainable / zero_ranks : trainable;
+    if (p.finetune != Finetune::full) {
+        // fp32 adapters: read gradient (4), read + write both moments (16), read + write weight (8).
+        t.optimizer_s = shard * (4.0 + 2.0 * optimizer_bytes_per_param(p.optimizer) + 8.0) / r.hbm;
+        // Only the fp32 adapter gradients are reduced.
+        const int grad_bytes = pb.gradient_accum > 0 ? 4 : pb.gradient;
+        t.dp_communication_s *= trainable * 4.0 / (stage_params * grad_bytes);
+    }
+
+    // Pipeline schedule: the bubble is (p-1) slots of the busiest stage's per-micro-batch
+    // time (GPipe as 1F1B), divided by v when interleaved, whose chunks also cross v times
+    // as many stage boundaries.
+    const double v = p.pp_schedule == PpSchedule::interleaved ? static_cast<double>(p.vpp) : 1.0;
+    const double new_per_mb = old_per_mb + (d_compute + extra_comm) / m;
+    t.compute_s += d_compute - adapters_s - dequant_s;
+    t.pp_communication_s *= v;
+    t.pipeline_bubble_s = p.pp > 1 ? pipeline_bubble_fraction(p) * m * new_per_mb : 0.0;
+    t.cp_ep_communication_s = extra_comm;
+
+    // Offload: the optimizer runs on the CPU; gradients go to the host (overlapping the last
+    // micro-batch's backward), updated parameters come back (exposed), and ZeRO-Infinity
+    // streams parameters in for every forward and backward (prefetched behind compute).
+    if (p.offload != Offload::none) {
+        if (!gpu.pcie_bandwidth_bytes_per_s)
+            throw InputError("--offload", gpu.name + " has no pcie_bandwidth_bytes_per_s in its spec: the offload "
+                                                     "step time is unknown");
+        const double pcie = *gpu.pcie_bandwidth_bytes_per_s * oa.pcie_efficiency;
+        const PcieTraffic tr = offload_pcie_traffic(model, p);
+        const double cpu_step = shard * 30.0 / oa.host_bandwidth_bytes_per_s_per_gpu;
+        const double last_bwd = 2.0 * t.compute_s / (3.0 * m);
+        double exposed = std::max(0.0, tr.gradients_to_host / pcie - last_bwd) + tr.params_to_device / pcie;
+        exposed += std::max(0.0, tr.param_fetches / pcie - (t.compute_s + d_compute));
+        t.offload_s = cpu_step + exposed;
+        t.optimizer_s = 0;
+        t.pcie_bytes_per_step = tr.total();
+    }
+
+    t.step_time_s = t.compute_s + adapters_s + dequant_s + t.tp_communication_s + t.pp_communication_s +
+                    t.pipeline_bubble_s + t.dp_communication_s + t.optimizer_s + t.overhead_s +
+                    t.cp_ep_communication_s + t.offload_s;
+    t.gpus = p.gpus();
+    t.tokens_per_step = p.global_batch_tokens();
+    t.tokens_per_s = static_cast<double>(t.tokens_per_step) / t.step_time_s;
+    t.tokens_per_s_per_gpu = t.tokens_per_s / static_cast<double>(t.gpus);
+
+    // FLOPs of the whole step at the full sequence length.
+    FlopCounts fc = step_flops(model, p, opt.attention_flops);
+    if (p.finetune != Finetune::full) {
+        // Frozen weights: forward + input gradient (2 x forward) for every linear; attention
+        // core forward + backward (3 x); adapters 3 x their forward (2 r (in + out) per token).
+        const ForwardFlopsPerToken f = forward_flops_per_token(model, p.seq, opt.attention_flops);
+        const double lin = f.qkv + f.attention_out + f.mlp + f.router;
+        const double core = f.attention_core();
+        double adapter = 0;
+        for (const ParamTensor& pt : param_tensors(model))
+            if (pt.place == TensorPlace::layer && pt.gemm_weight) {
+                const double share = pt.copies > 1 ? static_cast<double>(model.experts_per_token) : 1.0;
+                const unsigned bit = lora_target_bit(pt.name);
+                if (bit & p.lora.targets)
+                    adapter += share * 2.0 * static_cast<double>(p.lora.rank) * static_cast<double>(pt.rows + pt.cols);
+            }
+        const double Ld = static_cast<double>(model.layers);
+        const double per_token = Ld * (2.0 * lin + 3.0 * core + 3.0 * adapter) + 2.0 * f.lm_head;
+        double hw = per_token;
+        if (p.recompute == Recompute::full) hw += Ld * (lin + core + adapter);
+        if (p.recompute == Recompute::selective) hw += Ld * core;
+        const double tokens = static_cast<double>(p.global_batch_tokens());
+        fc.model_flops_per_token = per_token;
+        fc.hardware_flops_per_token = hw;
+        fc.model_flops_per_step = per_token * tokens;
+        fc.hardware_flops_per_step = hw * tokens;
+    }
+    t.model_flops_per_step = fc.model_flops_per_step;
+    t.hardware_flops_per_step = fc.hardware_flops_per_step;
+    const double denom = t.step_time_s * static_cast<double>(t.gpus) * t.peak_flops_per_s;
+    t.mfu = t.model_flops_per_step / denom;
+    t.hfu = t.hardware_flops_per_step / denom;
+
+    if (opt.breakdown) {
+        double rc = 0;
+        for (const auto& s : t.breakdown)
+            if (s.name == "recompute") rc = s.seconds;
+        set_slice(t, "forward + backward compute", t.compute_s - rc);
+        set_slice(t, "pipeline sends", t.pp_communication_s);
+        set_slice(t, "pipeline bubble", t.pipeline_bubble_s);
+        set_slice(t, "data-parallel communication (exposed)", t.dp_communication_s);
+        set_slice(t, "optimizer step", t.optimizer_s);
+        if (adapters_s > 0) set_slice(t, "LoRA adapter GEMMs", adapters_s);
+        if (dequant_s > 0) set_slice(t, "QLoRA dequantisation (4-bit -> bf16 per GEMM)", dequant_s);
+        if (p.cp > 1) set_slice(t, "context-parallel K/V exchange (exposed)", p.ep > 1 ? 0.0 : extra_comm);
+        if (p.ep > 1) set_slice(t, "cp K/V exchange + expert all-to-all (exposed)", extra_comm);
+        if (p.offload != Offload::none) set_slice(t, "offload: CPU optimizer step + exposed PCIe", t.offload_s);
+    } else {
+        t.breakdown.clear();
+    }
+    return t;
+}
+
+}  // namespace preflight

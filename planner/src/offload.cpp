@@ -1,0 +1,59 @@
+// ZeRO-Offload (Ren et al. 2021) and ZeRO-Infinity's parameter offload (Rajbhandari et
+// al. 2021): which model states live in host memory and what crosses PCIe each step.
+#include "preflight/planner/extensions.hpp"
+
+namespace preflight {
+
+OffloadSplit offload_state_bytes(std::int64_t params, Precision precision, Optimizer optimizer, int zero,
+                                 std::int64_t dp, Offload offload) {
+    OffloadSplit s;
+    s.gpu = model_state_bytes(params, precision, optimizer, zero, dp);
+    if (offload == Offload::none) return s;
+    // Ren et al. 2021, sec. 4.1 (offload strategy): the GPU keeps the 16-bit parameters and
+    // gradients (4 B per parameter under mixed precision); the CPU holds the fp32 parameters,
+    // momentum and variance (12 B) and receives the gradients, kept as an fp32 partition for
+    // the CPU-Adam step (DeepSpeed stage_1_and_2.py: single_partition_of_fp32_groups and
+    // their fp32 .grad on the offload device), 4 B more.
+    const std::int64_t shard = zero >= 1 ? shard_elements(params, dp) : params;
+    const int master = 4;  // DeepSpeed creates the fp32 partition even when the recipe has no master copy
+    s.host_bytes = shard * (master + optimizer_bytes_per_param(optimizer) + 4);
+    s.gpu.master_weights = 0;
+    s.gpu.optimizer_states = 0;
+    if (offload == Offload::optimizer_and_params) {
+        // ZeRO-Infinity (ZeRO-3 only): the 16-bit parameter partition moves to the host too;
+        // the GPU holds only the layers it gathers (the memory model's ZeRO-3 gather buffers).
+        s.host_bytes += s.gpu.weights;
+        s.gpu.weights = 0;
+    }
+    return s;
+}
+
+PcieTraffic offload_pcie_traffic(const ModelConfig& model, const Plan& plan) {
+    PcieTraffic t;
+    if (plan.offload == Offload::none) return t;
+    const ParamCounts pc = count_params(model);
+    const PrecisionBytes pb = precision_bytes(plan.precision);
+    const double dp = static_cast<double>(plan.dp * plan.cp);
+    const double per_stage_tp = 1.0 / static_cast<double>(plan.pp * plan.tp);
+    double trainable = 0, grad_bytes = pb.gradient, param_bytes = pb.weight;
+    if (plan.finetune == Finetune::full) {
+        trainable = static_cast<double>(pc.total) * per_stage_tp;
+    } else {
+        trainable = static_cast<double>(lora_params(model, plan.lora)) * per_stage_tp;
+        grad_bytes = 4;  // PEFT adapters are fp32
+        param_bytes = 4;
+    }
+    const double shard = plan.zero >= 1 ? trainable / dp : trainable;
+    t.gradients_to_host = shard * grad_bytes;
+    t.params_to_device = shard * param_bytes;
+    if (plan.offload == Offload::optimizer_and_params) {
+        // Every micro-batch streams this rank's parameter partition in for the forward and
+        // again for the backward (then all-gathered over dp).
+        const double all = static_cast<double>(pc.total) * per_stage_tp;
+        const double base_bytes = plan.finetune == Finetune::full ? pb.weight : 2.0;
+        t.param_fetches = 2.0 * static_cast<double>(plan.grad_acc) * all / dp * base_bytes;
+    }
+    return t;
+}
+
+}  // namespace preflight

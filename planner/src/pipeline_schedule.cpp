@@ -1,0 +1,43 @@
+// Pipeline schedules: GPipe (Huang et al. 2019), 1F1B / PipeDream-Flush and interleaved
+// 1F1B (Narayanan et al. 2021, sec. 2.2).
+#include <algorithm>
+
+#include "preflight/planner/extensions.hpp"
+
+namespace preflight {
+
+std::int64_t pipeline_in_flight(const Plan& p, std::int64_t stage) {
+    const std::int64_t m = p.grad_acc;
+    switch (p.pp_schedule) {
+        // GPipe runs every micro-batch's forward before the first backward: all m are held.
+        case PpSchedule::gpipe: return m;
+        case PpSchedule::one_f_one_b: return std::min(p.pp - stage, m);
+        case PpSchedule::interleaved: {
+            // Megatron-LM (core/pipeline_parallel/schedules.py, interleaved): warm-up
+            // forwards (p - rank - 1) * 2 + (v - 1) * p, then one more forward before the first
+            // backward frees a chunk; at most all m * v chunk micro-batches.
+            const std::int64_t warmup = (p.pp - stage - 1) * 2 + (p.vpp - 1) * p.pp;
+            return std::min(warmup + 1, m * p.vpp);
+        }
+    }
+    return 1;
+}
+
+std::int64_t pipeline_held_layer_units(const Plan& p, std::int64_t model_layers, std::int64_t stage) {
+    if (p.pp_schedule == PpSchedule::interleaved) {
+        // Each chunk micro-batch holds one chunk of layers / (p v) layers (validated to divide).
+        return pipeline_in_flight(p, stage) * (model_layers / (p.pp * p.vpp));
+    }
+    const std::int64_t layers = model_layers / p.pp + (stage < model_layers % p.pp ? 1 : 0);
+    return pipeline_in_flight(p, stage) * layers;
+}
+
+double pipeline_bubble_fraction(const Plan& p) {
+    if (p.pp <= 1) return 0.0;
+    // Narayanan et al. 2021, sec. 2.2.1: t_pb / t_id = (p - 1) / m for GPipe and 1F1B;
+    // sec. 2.2.2: (p - 1) / (v m) with v chunks per device.
+    const double v = p.pp_schedule == PpSchedule::interleaved ? static_cast<double>(p.vpp) : 1.0;
+    return static_cast<double>(p.pp - 1) / (v * static_cast<double>(p.grad_acc));
+}
+
+}  // namespace preflight

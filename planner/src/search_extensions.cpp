@@ -1,0 +1,264 @@
+// The plan search's extension axes: offload (when host memory is known or the mode is
+// pinned), context parallelism for long sequences, expert parallelism for MoE models,
+// whole-layer recompute under LoRA (what HF/PEFT's gradient checkpointing offers), the
+// interleaved pipeline schedule as a refinement of pipeline candidates, and what the
+// extensions would change when nothing fits.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "preflight/planner/error.hpp"
+#include "preflight/planner/extensions.hpp"
+#include "preflight/planner/search.hpp"
+
+namespace preflight {
+
+namespace {
+
+std::string str(std::int64_t v) { return std::to_string(v); }
+
+std::string gib(double bytes) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / static_cast<double>(kGiB));
+    return buf;
+}
+
+// The search's ranking: predicted tokens/s, ties to less memory.
+bool ranks_before(const Candidate& a, const Candidate& b) {
+    const double scale = std::max(a.throughput.tokens_per_s, b.throughput.tokens_per_s);
+    if (std::abs(a.throughput.tokens_per_s - b.throughput.tokens_per_s) > 1e-9 * scale)
+        return a.throughput.tokens_per_s > b.throughput.tokens_per_s;
+    return a.memory.peak_bytes < b.memory.peak_bytes;
+}
+
+std::string variant_label(const PlanPins& p) {
+    std::string s;
+    if (p.offload && *p.offload != Offload::none) s += " offload " + std::string(to_string(*p.offload));
+    if (p.cp && *p.cp > 1) s += " cp " + str(*p.cp);
+    if (p.ep && *p.ep > 1) s += " ep " + str(*p.ep);
+    return s;
+}
+
+}  // namespace
+
+void apply_extension_pins(const PlanPins& pins, Plan& plan) {
+    plan.finetune = pins.finetune;
+    plan.lora = pins.lora;
+    if (pins.offload) plan.offload = *pins.offload;
+    if (pins.pp_schedule) plan.pp_schedule = *pins.pp_schedule;
+    plan.vpp = pins.vpp.value_or(plan.pp_schedule == PpSchedule::interleaved ? 2 : 1);
+    if (pins.cp) plan.cp = *pins.cp;
+    if (pins.ep) plan.ep = *pins.ep;
+    plan.moe_capacity_factor = pins.moe_capacity_factor;
+}
+
+bool extension_plan_valid(const Plan& plan, const ModelConfig& model) {
+    if (!uses_extended_throughput(plan)) return true;
+    try {
+        validate_plan_extensions(plan, model);
+        return true;
+    } catch (const InputError&) {
+        return false;
+    }
+}
+
+std::optional<SearchResult> search_extension_variants(const ModelConfig& model, const GpuSpec& gpu,
+                                                      const SearchRequest& req) {
+    const PlanPins& pins = req.pins;
+    const std::int64_t N = req.gpus;
+    const std::int64_t seq = req.seq > 0 ? req.seq : std::min(model.max_positions, kDefaultSeqCap);
+    if (pins.cp && (*pins.cp < 1 || N % *pins.cp != 0))
+        throw InputError("--cp", str(pins.cp.value_or(0)) + " does not divide --gpus " + str(N));
+    if (pins.ep && *pins.ep > 1 && !model.is_moe())
+        throw InputError("--ep", "expert parallelism needs a mixture-of-experts model");
+    if (req.host_memory_bytes && *req.host_memory_bytes < 1) throw InputError("--host-memory", "must be positive");
+    // Pinned extension values that no layout can satisfy: say so instead of finding nothing.
+    if (pins.ep && *pins.ep > 1 && model.experts % *pins.ep != 0)
+        throw InputError("--ep", str(*pins.ep) + " does not divide the model's " + str(model.experts) + " experts");
+    if (pins.cp && *pins.cp > 1 && seq % (2 * *pins.cp) != 0)
+        throw InputError("--cp", "sequence length " + str(seq) + " is not divisible by 2 * cp = " + str(2 * *pins.cp));
+    if (pins.offload == Offload::optimizer_and_params && pins.zero && *pins.zero != 3)
+        throw InputError("--offload", "'params' (ZeRO-Infinity parameter offload) needs --zero 3");
+    if (pins.pp_schedule == PpSchedule::interleaved && pins.pp && *pins.pp < 2)
+        throw InputError("--pp-schedule", "interleaved needs --pp > 1");
+    if (pins.vpp && *pins.vpp != 1 && pins.pp_schedule != PpSchedule::interleaved)
+        throw InputError("--vpp", "needs --pp-schedule interleaved");
+
+    std::vector<Offload> offloads;
+    if (pins.offload)
+        offloads = {*pins.offload};
+    else if (req.host_memory_bytes)
+        offloads = {Offload::none, Offload::optimizer, Offload::optimizer_and_params};
+    else
+        offloads = {Offload::none};
+    std::vector<std::int64_t> cps{pins.cp.value_or(1)};
+    // Context parallelism pays off only when one sequence's activations dominate: searched
+    // from 32k tokens (flash attention only).
+    if (!pins.cp && seq >= 32768 && pins.attention.value_or(AttentionKind::flash) == AttentionKind::flash)
+        for (std::int64_t cp : {2, 4, 8, 16})
+            if (N % cp == 0 && seq % (2 * cp) == 0) cps.push_back(cp);
+    std::vector<std::int64_t> eps{pins.ep.value_or(1)};
+    if (!pins.ep && model.is_moe())
+        for (std::int64_t ep : {2, 4, 8, 16})
+            if (model.experts % ep == 0 && N % ep == 0) eps.push_back(ep);
+    std::vector<std::optional<Recompute>> recomputes{pins.recompute};
+    // HF/PEFT checkpoint whole decoder layers (gradient_checkpointing_enable) or nothing.
+    if (pins.finetune != Finetune::full && !pins.recompute) recomputes = {Recompute::none, Recompute::full};
+    // PEFT trains fp32 adapters under bf16 (or fp16) autocast: the recipes that differ only in
+    // how full-model states are kept are the same plan, so one is searched.
+    std::optional<Precision> precision = pins.precision;
+    if (pins.finetune != Finetune::full && !precision)
+        precision = compute_peak_flops_per_s(gpu, Precision::bf16_mixed) ? Precision::bf16_mixed : Precision::fp16_mixed;
+    const bool params_need_zero3 = std::find(offloads.begin(), offloads.end(), Offload::optimizer_and_params) !=
+                                       offloads.end() && !pins.zero;
+    const bool needs = offloads.size() > 1 || cps.size() > 1 || cps.front() > 1 || eps.size() > 1 ||
+                       recomputes.size() > 1 || params_need_zero3 || precision != pins.precision;
+    if (!needs) return std::nullopt;
+
+    SearchResult out;
+    std::vector<Candidate> all;
+    bool first = true;
+    for (Offload off : offloads)
+        for (std::int64_t cp : cps)
+            for (std::int64_t ep : eps)
+                for (const auto& rc : recomputes) {
+                    SearchRequest r = req;
+                    r.expand_variants = false;
+                    r.suggest = false;
+                    r.pins.offload = off;
+                    r.pins.cp = cp;
+                    r.pins.ep = ep;
+                    r.pins.recompute = rc;
+                    r.pins.precision = precision;
+                    if (off == Offload::optimizer_and_params && !pins.zero) r.pins.zero = 3;
+                    r.gpus = N / cp;
+                    SearchResult res;
+                    try {
+                        res = search_plans(model, gpu, r);
+                    } catch (const InputError&) {
+                        if (first && !needs) throw;
+                        continue;
+                    }
+                    out.seq = res.seq;
+                    out.limit_bytes = res.limit_bytes;
+                    out.plans_evaluated += res.plans_evaluated;
+                    out.plans_fitting += res.plans_fitting;
+                    const std::string label = variant_label(r.pins);
+                    for (Candidate& c : res.candidates) {
+                        if (req.host_memory_bytes && c.memory.host_bytes_per_node > *req.host_memory_bytes) {
+                            Rejection j;
+                            j.plan = c.plan;
+                            j.family = "host memory," + label;
+                            j.reason = "needs " + gib(static_cast<double>(c.memory.host_bytes_per_node)) +
+                                       " of host memory per node > --host-memory " +
+                                       gib(static_cast<double>(*req.host_memory_bytes));
+                            j.plans = 1;
+                            out.rejected.push_back(j);
+                            --out.plans_fitting;
+                            continue;
+                        }
+                        all.push_back(std::move(c));
+                    }
+                    for (Rejection& j : res.rejected) {
+                        if (!label.empty()) j.family += "," + label;
+                        out.rejected.push_back(std::move(j));
+                    }
+                    first = false;
+                }
+    std::stable_sort(all.begin(), all.end(), ranks_before);
+    if (all.size() > static_cast<std::size_t>(req.top_k)) all.resize(static_cast<std::size_t>(req.top_k));
+    out.candidates = std::move(all);
+    if (out.candidates.empty() && req.suggest) {
+        // The plain search's smallest changes for the first variant, then the extensions'.
+        SearchRequest r = req;
+        r.expand_variants = false;
+        r.pins.offload = offloads.front();
+        r.pins.cp = cps.front();
+        r.pins.ep = eps.front();
+        r.pins.recompute = recomputes.front();
+        r.pins.precision = precision;
+        if (offloads.front() == Offload::optimizer_and_params && !pins.zero) r.pins.zero = 3;
+        r.gpus = N / cps.front();
+        try {
+            out.suggestions = search_plans(model, gpu, r).suggestions;
+        } catch (const InputError&) {
+        }
+    }
+    refine_with_extensions(model, gpu, req, out);
+    return out;
+}
+
+void refine_with_extensions(const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& req,
+                            SearchResult& out) {
+    MemoryOptions mopt = req.memory;
+    mopt.timeline = false;
+    ThroughputOptions topt = req.throughput;
+    topt.grad_bucket_bytes = req.memory.profile.grad_bucket_bytes;
+    // Interleaved 1F1B (Narayanan et al. 2021, sec. 2.2.2) for pipeline candidates: the
+    // bubble shrinks by v at v times the pipeline sends and (p-1)/(p v) more activations.
+    if (!req.pins.pp_schedule) {
+        bool changed = false;
+        for (Candidate& c : out.candidates) {
+            if (c.plan.pp < 2 || c.plan.pp_schedule != PpSchedule::one_f_one_b) continue;
+            for (std::int64_t v : {2, 4}) {
+                Plan p = c.plan;
+                p.pp_schedule = PpSchedule::interleaved;
+                p.vpp = v;
+                if (!extension_plan_valid(p, model)) continue;
+                const MemoryReport mem = evaluate_memory(model, gpu, p, mopt);
+                ++out.plans_evaluated;
+                if (mem.peak_bytes > out.limit_bytes) continue;
+                const Throughput th = estimate_throughput(model, gpu, p, topt);
+                if (th.tokens_per_s > c.throughput.tokens_per_s) {
+                    c.plan = p;
+                    c.memory = mem;
+                    c.throughput = th;
+                    changed = true;
+                }
+            }
+        }
+        if (changed) std::stable_sort(out.candidates.begin(), out.candidates.end(), ranks_before);
+    }
+    if (!out.candidates.empty() || !req.suggest) return;
+    // Nothing fits: what the extensions would change.
+    auto attempt = [&](SearchRequest r, const std::string& change) {
+        r.suggest = false;
+        r.top_k = 1;
+        try {
+            const SearchResult s = search_plans(model, gpu, r);
+            if (s.candidates.empty()) return false;
+            const Candidate& c = s.candidates.front();
+            std::string line = change + ": then " + to_flags(c.plan) + " fits at " +
+                               gib(static_cast<double>(c.memory.peak_bytes)) + " per GPU";
+            if (c.memory.host_bytes_per_node > 0)
+                line += " with " + gib(static_cast<double>(c.memory.host_bytes_per_node)) + " of host memory per node";
+            char buf[64];
+            std::snprintf(buf, sizeof buf, ", %.3f s per step", c.throughput.step_time_s);
+            out.suggestions.push_back(line + buf);
+            return true;
+        } catch (const InputError&) {
+            return false;
+        }
+    };
+    if (!req.pins.offload && !req.host_memory_bytes) {
+        SearchRequest r = req;
+        r.pins.offload = Offload::optimizer;
+        if (!attempt(r, "--offload optimizer (ZeRO-Offload: fp32 master weights and moments in host memory)")) {
+            r.pins.offload = Offload::optimizer_and_params;
+            if (!req.pins.zero) r.pins.zero = 3;
+            attempt(r, "--offload params --zero 3 (ZeRO-Infinity: parameters in host memory too)");
+        }
+    }
+    if (req.pins.finetune == Finetune::full) {
+        SearchRequest r = req;
+        r.pins.finetune = Finetune::lora;
+        r.pins.offload.reset();
+        if (!attempt(r, "--finetune lora (a different job: frozen bf16 base, rank-" + str(r.pins.lora.rank) +
+                            " adapters)")) {
+            r.pins.finetune = Finetune::qlora;
+            attempt(r, "--finetune qlora (a different job: frozen NF4 base, rank-" + str(r.pins.lora.rank) + " adapters)");
+        }
+    }
+}
+
+}  // namespace preflight

@@ -1,0 +1,490 @@
+// LoRA / QLoRA, offload, pipeline schedules, context and expert parallelism against
+// published or hand-derived numbers (derivations in the comments).
+#include <gtest/gtest.h>
+
+#include "catalog_fixture.hpp"
+#include "preflight/planner/emit.hpp"
+#include "preflight/planner/error.hpp"
+#include "preflight/planner/extensions.hpp"
+#include "preflight/planner/report.hpp"
+#include "preflight/planner/search.hpp"
+
+namespace preflight {
+namespace {
+
+using test::catalog_gpu;
+using test::catalog_model;
+
+LoraSettings lora(std::int64_t rank, unsigned targets) {
+    LoraSettings l;
+    l.rank = rank;
+    l.targets = targets;
+    return l;
+}
+
+// ---- LoRA adapter counts ------------------------------------------------------------------
+// Llama-3-8B: h = 4096, 32 layers, GQA with 8 KV heads of 128 (k/v out = 1024), f = 14336.
+// An adapter on W (out x in) has r * (in + out) parameters.
+// Attention (q,k,v,o) per layer: q r(4096+4096) + k r(4096+1024) + v r(4096+1024) + o r(4096+4096)
+//   = 26,624 r; x 32 layers = 851,968 r.
+// All linear adds gate r(4096+14336) + up r(4096+14336) + down r(14336+4096) = 55,296 r,
+//   so 81,920 r per layer, 2,621,440 r in all.
+// (PEFT's print_trainable_parameters shows 13,631,488 for r=16 attention-only and 41,943,040
+// for r=16 all-linear on Llama-3-8B.)
+struct AdapterCase {
+    std::int64_t rank;
+    unsigned targets;
+    std::int64_t params;
+};
+class LoraCounts : public ::testing::TestWithParam<AdapterCase> {};
+TEST_P(LoraCounts, Llama3_8b) {
+    const auto& c = GetParam();
+    EXPECT_EQ(lora_params(catalog_model("llama-3-8b"), lora(c.rank, c.targets)), c.params);
+}
+INSTANTIATE_TEST_SUITE_P(AttentionAndAllLinear, LoraCounts,
+                         ::testing::Values(AdapterCase{8, kLoraAttention, 851'968LL * 8},      // 6,815,744
+                                           AdapterCase{16, kLoraAttention, 851'968LL * 16},    // 13,631,488
+                                           AdapterCase{64, kLoraAttention, 851'968LL * 64},    // 54,525,952
+                                           AdapterCase{8, kLoraAllLinear, 2'621'440LL * 8},    // 20,971,520
+                                           AdapterCase{16, kLoraAllLinear, 2'621'440LL * 16},  // 41,943,040
+                                           AdapterCase{64, kLoraAllLinear, 2'621'440LL * 64}   // 167,772,160
+                                           ));
+
+TEST(Lora, PublishedPeftCounts) {
+    EXPECT_EQ(lora_params(catalog_model("llama-3-8b"), lora(16, kLoraAttention)), 13'631'488);
+    EXPECT_EQ(lora_params(catalog_model("llama-3-8b"), lora(16, kLoraAllLinear)), 41'943'040);
+    // PEFT's default q,v at r = 8: q 8*8192 + v 8*5120 = 106,496 per layer, x 32 = 3,407,872.
+    EXPECT_EQ(lora_params(catalog_model("llama-3-8b"), LoraSettings{}), 3'407'872);
+}
+
+TEST(Lora, TargetListsParse) {
+    EXPECT_EQ(parse_lora_targets("q,k,v,o"), kLoraAttention);
+    EXPECT_EQ(parse_lora_targets("q_proj,v_proj"), kLoraPeftDefault);
+    EXPECT_EQ(parse_lora_targets("all-linear"), kLoraAllLinear);
+    EXPECT_FALSE(parse_lora_targets("q,x"));
+    EXPECT_FALSE(parse_lora_targets(""));
+    EXPECT_EQ(lora_targets_to_string(kLoraAllLinear), "q,k,v,o,gate,up,down");
+}
+
+// ---- QLoRA 4-bit base ---------------------------------------------------------------------
+// Dettmers et al. 2023, sec. 3: NF4 is 4 bits per weight; block size 64 with fp32 absmax costs
+// 32/64 = 0.5 bit per weight, double quantisation 8/64 + 32/(64*256) = 0.127 bit. Bytes of n
+// quantised weights = n/2 + n/64 + 4 n/(64*256) when every tensor is a multiple of 64*256.
+struct QloraCase {
+    const char* model;
+    std::int64_t quantized_params;
+    std::int64_t quantized_bytes;
+};
+class QloraBase : public ::testing::TestWithParam<QloraCase> {};
+TEST_P(QloraBase, Nf4WithDoubleQuantisedConstants) {
+    Plan p;
+    p.finetune = Finetune::qlora;
+    const FrozenBase b = frozen_base(catalog_model(GetParam().model), p);
+    EXPECT_EQ(b.quantized_params, GetParam().quantized_params);
+    EXPECT_EQ(b.quantized_bytes, GetParam().quantized_bytes);
+    const std::int64_t n = b.quantized_params;
+    EXPECT_EQ(b.quantized_bytes, n / 2 + n / 64 + n / 16384 * 4);  // 4.127 bits per weight
+}
+INSTANTIATE_TEST_SUITE_P(
+    Llama2, QloraBase,
+    ::testing::Values(
+        // 7B: per layer 4*4096^2 + 3*4096*11008 = 202,375,168; x 32 = 6,476,005,376 weights;
+        // 3,238,002,688 + 101,187,584 + 1,581,056 = 3,340,771,328 B.
+        QloraCase{"llama-2-7b", 6'476'005'376, 3'340'771'328},
+        // 13B: 4*5120^2 + 3*5120*13824 = 317,194,240; x 40 = 12,687,769,600;
+        // 6,343,884,800 + 198,246,400 + 3,097,600 = 6,545,228,800 B.
+        QloraCase{"llama-2-13b", 12'687'769'600, 6'545'228'800},
+        // 70B (GQA, 8 KV heads): 2*8192^2 + 2*1024*8192 + 3*8192*28672 = 855,638,016; x 80 =
+        // 68,451,041,280; 34,225,520,640 + 1,069,547,520 + 16,711,680 = 35,311,779,840 B.
+        QloraCase{"llama-2-70b", 68'451'041'280, 35'311'779'840}));
+
+TEST(Qlora, SingleQuantisationCostsHalfABitPerWeight) {
+    LoraSettings l;
+    l.double_quant = false;
+    const Nf4Bytes b = nf4_bytes(64 * 1024, l);
+    EXPECT_EQ(b.weights, 32 * 1024);
+    EXPECT_EQ(b.constants, 1024 * 4);  // one fp32 absmax per 64 weights
+}
+
+TEST(Qlora, DequantisedWorkingCopyIsTheLargestWeightInBf16) {
+    Plan p;
+    p.finetune = Finetune::qlora;
+    // Llama-3-8B's MLP weights are 14336 x 4096; one bf16 copy = 117,440,512 B.
+    EXPECT_EQ(qlora_dequant_bytes(catalog_model("llama-3-8b"), p), 14336LL * 4096 * 2);
+}
+
+TEST(Lora, ModelStatesFrozenBf16BaseAndFp32Adapters) {
+    // Llama-3-8B has 8,030,261,248 parameters: frozen bf16 = 16,060,522,496 B. PEFT default
+    // adapters (3,407,872) in fp32: weights 4 B, gradients 4 B, AdamW moments 8 B.
+    const ModelConfig m = catalog_model("llama-3-8b");
+    Plan p;
+    p.seq = 2048;
+    p.finetune = Finetune::lora;
+    const MemoryReport r = evaluate_memory(m, catalog_gpu("h100-sxm-80gb"), p);
+    EXPECT_EQ(r.at_peak.weights, 16'060'522'496 + 3'407'872LL * 4);
+    EXPECT_EQ(r.at_peak.gradients, 3'407'872LL * 4);
+    EXPECT_EQ(r.at_peak.master_weights, 0);
+    EXPECT_EQ(r.at_peak.optimizer_states, 3'407'872LL * 8);
+}
+
+TEST(Lora, ActivationsOfFrozenLayersAndAdapters) {
+    // Llama-3-8B, s = 2048, b = 1, bf16, flash, no dropout; bytes per token of one layer:
+    // pre-training: attention norm input 8192 + QKV input 8192 + Q 8192 + K 2048 + V 2048 +
+    //   log-sum-exp 32*4 + attention output 8192 + MLP norm input 8192 + MLP input 8192 +
+    //   gate, up, down input 3 * 28672 = 139,392.
+    // LoRA on q,v: the frozen MLP keeps neither its input (8192) nor the down input (28672);
+    //   q and v adapters keep their rank-8 intermediates (2 * 8 * 2 = 32): 102,560.
+    const ModelConfig m = catalog_model("llama-3-8b");
+    Plan p;
+    p.seq = 2048;
+    EXPECT_EQ(layer_activation_bytes(m, p), 2048LL * 139'392);
+    p.finetune = Finetune::lora;
+    EXPECT_EQ(layer_activation_bytes(m, p), 2048LL * 102'560);
+    // With lora_dropout each adapter keeps its dropped-out input (2 B) and mask (1 B) of width 4096.
+    p.lora.dropout = 0.05;
+    EXPECT_EQ(layer_activation_bytes(m, p), 2048LL * (102'560 + 2 * 4096 * 3));
+}
+
+TEST(Lora, GradientCheckpointingKeepsLayerInputsAsHfDoes) {
+    // HF gradient_checkpointing_enable(): each decoder layer keeps its input, s*b*h*2 B.
+    const ModelConfig m = catalog_model("llama-3-8b");
+    Plan p;
+    p.seq = 2048;
+    p.finetune = Finetune::qlora;
+    p.recompute = Recompute::full;
+    EXPECT_EQ(layer_activation_bytes(m, p), 2048LL * 4096 * 2);
+}
+
+// ---- Offload -------------------------------------------------------------------------------
+TEST(Offload, ZeroOffloadPaperSplit) {
+    // Ren et al. 2021, sec. 4.1: fp16 parameters and gradients on the GPU (2 + 2 = 4 B per
+    // parameter); fp32 parameters, momentum and variance (12 B) plus the fp32 gradients (4 B)
+    // on the CPU.
+    const std::int64_t n = 1'000'000'000;
+    const OffloadSplit s = offload_state_bytes(n, Precision::bf16_mixed, Optimizer::adamw, 2, 1, Offload::optimizer);
+    EXPECT_EQ(s.gpu.weights + s.gpu.gradients, 4 * n);
+    EXPECT_EQ(s.gpu.master_weights + s.gpu.optimizer_states, 0);
+    EXPECT_EQ(s.host_bytes, 16 * n);
+    // Over 4 data-parallel ranks (ZeRO-2): each GPU's host partition is a quarter, and its
+    // gradient partition too.
+    const OffloadSplit d = offload_state_bytes(n, Precision::bf16_mixed, Optimizer::adamw, 2, 4, Offload::optimizer);
+    EXPECT_EQ(d.host_bytes, 4 * n);
+    EXPECT_EQ(d.gpu.gradients, n / 2);
+    // ZeRO-Infinity parameter offload (ZeRO-3): the 16-bit parameter partition moves too.
+    const OffloadSplit z = offload_state_bytes(n, Precision::bf16_mixed, Optimizer::adamw, 3, 4,
+                                               Offload::optimizer_and_params);
+    EXPECT_EQ(z.gpu.weights, 0);
+    EXPECT_EQ(z.host_bytes, 4 * n + n / 2);
+}
+
+TEST(Offload, MemoryReportHostBytesAndPcieTraffic) {
+    const ModelConfig m = catalog_model("llama-3-8b");
+    const GpuSpec g = catalog_gpu("h100-sxm-80gb");
+    Plan p;
+    p.seq = 2048;
+    p.zero = 2;
+    p.recompute = Recompute::full;
+    p.offload = Offload::optimizer;
+    const MemoryReport r = evaluate_memory(m, g, p);
+    // 8,030,261,248 parameters x 16 B on the host; GPU: bf16 weights + bf16 gradients.
+    EXPECT_EQ(r.host_bytes_per_gpu, 8'030'261'248LL * 16);
+    EXPECT_EQ(r.host_bytes_per_node, r.host_bytes_per_gpu);  // one GPU in use
+    EXPECT_EQ(r.at_peak.weights + r.at_peak.gradients, 8'030'261'248LL * 4);
+    EXPECT_EQ(r.at_peak.optimizer_states + r.at_peak.master_weights, 0);
+    // Per step: bf16 gradients down (2 B) and bf16 parameters up (2 B) per parameter.
+    EXPECT_DOUBLE_EQ(offload_pcie_traffic(m, p).total(), 8'030'261'248.0 * 4);
+    const Throughput t = estimate_throughput(m, g, p);
+    EXPECT_GT(t.offload_s, 0.0);
+    EXPECT_DOUBLE_EQ(t.pcie_bytes_per_step, 8'030'261'248.0 * 4);
+    EXPECT_EQ(t.optimizer_s, 0.0);
+}
+
+TEST(Offload, NeedsPcieBandwidthInTheSpec) {
+    GpuSpec g = catalog_gpu("h100-sxm-80gb");
+    ASSERT_TRUE(g.pcie_bandwidth_bytes_per_s.has_value());
+    EXPECT_DOUBLE_EQ(*g.pcie_bandwidth_bytes_per_s, 63.0e9);  // PCIe Gen5 x16 per direction
+    g.pcie_bandwidth_bytes_per_s.reset();
+    Plan p;
+    p.offload = Offload::optimizer;
+    p.zero = 1;
+    EXPECT_THROW(estimate_throughput(catalog_model("llama-3-8b"), g, p), InputError);
+}
+
+// ---- Pipeline schedules ----------------------------------------------------------------------
+TEST(PipelineSchedule, InFlightMicroBatches) {
+    // p = 4 stages, m = 8 micro-batches. GPipe (Huang et al. 2019) holds all 8 on every stage;
+    // 1F1B (Narayanan et al. 2021, sec. 2.2.1) holds p - i on stage i: 4, 3, 2, 1.
+    Plan p;
+    p.pp = 4;
+    p.grad_acc = 8;
+    p.pp_schedule = PpSchedule::gpipe;
+    for (std::int64_t s = 0; s < 4; ++s) EXPECT_EQ(pipeline_in_flight(p, s), 8);
+    p.pp_schedule = PpSchedule::one_f_one_b;
+    EXPECT_EQ(pipeline_in_flight(p, 0), 4);
+    EXPECT_EQ(pipeline_in_flight(p, 3), 1);
+    p.grad_acc = 2;  // fewer micro-batches than stages: only m in flight
+    EXPECT_EQ(pipeline_in_flight(p, 0), 2);
+}
+
+TEST(PipelineSchedule, BubbleFractions) {
+    // Narayanan et al. 2021, sec. 2.2: (p - 1) / m for GPipe and 1F1B, (p - 1) / (v m) interleaved.
+    Plan p;
+    p.pp = 8;
+    p.grad_acc = 32;
+    EXPECT_DOUBLE_EQ(pipeline_bubble_fraction(p), 7.0 / 32.0);
+    p.pp_schedule = PpSchedule::gpipe;
+    EXPECT_DOUBLE_EQ(pipeline_bubble_fraction(p), 7.0 / 32.0);
+    p.pp_schedule = PpSchedule::interleaved;
+    p.vpp = 2;
+    EXPECT_DOUBLE_EQ(pipeline_bubble_fraction(p), 7.0 / 64.0);
+    p.vpp = 4;
+    EXPECT_DOUBLE_EQ(pipeline_bubble_fraction(p), 7.0 / 128.0);
+}
+
+TEST(PipelineSchedule, InterleavedHoldsOnePlusPMinusOneOverPvMore) {
+    // Stage 0 of interleaved 1F1B with p = 8, v = 2 runs (p-1)*2 + (v-1)*p + 1 = 23 chunk
+    // forwards before its first backward; a chunk is 32 / 16 = 2 layers of Llama-3-8B: 46
+    // layer activations, against 8 micro-batches x 4 layers = 32 under 1F1B. Ratio
+    // 46 / 32 = 1 + (p-1)/(p v) (Korthikanti et al. 2022, sec. 4.2.3).
+    Plan p;
+    p.pp = 8;
+    p.grad_acc = 32;
+    EXPECT_EQ(pipeline_held_layer_units(p, 32, 0), 32);
+    p.pp_schedule = PpSchedule::interleaved;
+    p.vpp = 2;
+    EXPECT_EQ(pipeline_in_flight(p, 0), 23);
+    EXPECT_EQ(pipeline_held_layer_units(p, 32, 0), 46);
+    // In the memory model: the most loaded stage's activations grow by that ratio.
+    const ModelConfig m = catalog_model("llama-3-8b");
+    const GpuSpec g = catalog_gpu("h100-sxm-80gb");
+    Plan a;
+    a.seq = 4096;
+    a.pp = 8;
+    a.grad_acc = 32;
+    a.recompute = Recompute::full;
+    Plan b = a;
+    b.pp_schedule = PpSchedule::interleaved;
+    b.vpp = 2;
+    const MemoryReport ra = evaluate_memory(m, g, a), rb = evaluate_memory(m, g, b);
+    EXPECT_GT(rb.peak_bytes, ra.peak_bytes);
+    Plan c = a;
+    c.pp_schedule = PpSchedule::gpipe;
+    EXPECT_GT(evaluate_memory(m, g, c).peak_bytes, ra.peak_bytes);
+    // The bubble shrinks in the step time.
+    EXPECT_LT(estimate_throughput(m, g, b).pipeline_bubble_s, estimate_throughput(m, g, a).pipeline_bubble_s);
+}
+
+TEST(PipelineSchedule, InterleavedNeedsWholeChunks) {
+    const ModelConfig m = catalog_model("llama-3-8b");
+    Plan p;
+    p.pp = 8;
+    p.grad_acc = 8;
+    p.pp_schedule = PpSchedule::interleaved;
+    p.vpp = 3;  // 8 * 3 does not divide 32 layers
+    EXPECT_THROW(validate_plan(p, m), InputError);
+    p.vpp = 1;
+    p.pp_schedule = PpSchedule::one_f_one_b;
+    p.vpp = 2;  // vpp without interleaving
+    EXPECT_THROW(validate_plan(p, m), InputError);
+}
+
+// ---- Context and expert parallelism ------------------------------------------------------------
+TEST(ContextParallel, ActivationsDivideByCpPlusRingBuffers) {
+    const ModelConfig m = catalog_model("llama-3-8b");
+    const GpuSpec g = catalog_gpu("h100-sxm-80gb");
+    Plan whole;
+    whole.seq = 8192;
+    whole.dp = 2;
+    Plan cp = whole;
+    cp.dp = 1;
+    cp.cp = 2;
+    Plan half = whole;
+    half.seq = 4096;
+    // A cp = 2 rank keeps what a 4096-token sequence keeps.
+    EXPECT_EQ(evaluate_memory(m, g, cp).activations_per_layer_bytes,
+              evaluate_memory(m, g, half).activations_per_layer_bytes);
+    // Ring K/V buffers: K and V chunks, double-buffered, forward and backward (dK, dV):
+    // 8 * 4096 tokens * 1024 * 2 B = 67,108,864 B.
+    EXPECT_EQ(cp_ring_buffer_bytes(m, context_parallel_rank_plan(cp)), 8LL * 4096 * 1024 * 2);
+    EXPECT_EQ(cp.gpus(), 2);
+    EXPECT_EQ(cp.global_batch_tokens(), 8192);
+    cp.seq = 8190;  // not divisible by 2 * cp
+    EXPECT_THROW(validate_plan(cp, m), InputError);
+}
+
+TEST(ExpertParallel, ExpertsShardedOverEp) {
+    // Mixtral-8x7B: 46,702,792,704 parameters, of which experts 8 * 3 * 4096 * 14336 * 32 =
+    // 45,097,156,608; the rest (attention, norms, routers, embeddings) 1,605,636,096.
+    // ep = 8: one expert per GPU: 1,605,636,096 + 45,097,156,608 / 8 = 7,242,780,672 bf16 weights.
+    const ModelConfig m = catalog_model("mixtral-8x7b");
+    ASSERT_EQ(count_params(m).total, 46'702'792'704);
+    Plan p;
+    p.seq = 4096;
+    p.dp = 8;
+    p.ep = 8;
+    const MemoryReport r = evaluate_memory(m, catalog_gpu("h100-sxm-80gb"), p);
+    EXPECT_EQ(r.at_peak.weights, 7'242'780'672LL * 2);
+    // All-to-all buffers: send + receive of 4096 tokens x top-2 x 4096 x 2 B.
+    EXPECT_EQ(ep_all_to_all_buffer_bytes(m, p), 2LL * 4096 * 2 * 4096 * 2);
+    p.ep = 3;
+    EXPECT_THROW(validate_plan(p, m), InputError);  // 3 does not divide 8 experts
+    p.ep = 2;
+    EXPECT_THROW(validate_plan(p, catalog_model("llama-3-8b")), InputError);  // dense model
+}
+
+// ---- Defaults, JSON, emit ------------------------------------------------------------------------
+TEST(Extensions, DefaultsChangeNothing) {
+    Plan p;
+    EXPECT_FALSE(uses_extended_states(p));
+    EXPECT_FALSE(uses_extended_throughput(p));
+    EXPECT_EQ(extension_flags(p), "");
+    const auto j = plan_to_json(p);
+    EXPECT_FALSE(j.contains("finetune"));
+    EXPECT_FALSE(j.contains("cp"));
+}
+
+TEST(Extensions, JsonRoundTrip) {
+    Plan p;
+    p.finetune = Finetune::qlora;
+    p.lora = lora(64, kLoraAllLinear);
+    p.offload = Offload::optimizer;
+    p.cp = 2;
+    const Plan q = plan_from_json(plan_to_json(p));
+    EXPECT_EQ(q.finetune, Finetune::qlora);
+    EXPECT_EQ(q.lora.rank, 64);
+    EXPECT_EQ(q.lora.targets, kLoraAllLinear);
+    EXPECT_EQ(q.offload, Offload::optimizer);
+    EXPECT_EQ(q.cp, 2);
+    EXPECT_THROW(plan_from_json(nlohmann::json{{"finetune", "half"}}), InputError);
+}
+
+TEST(Extensions, EmitMatchingFrameworkSettings) {
+    const ModelConfig m = catalog_model("mixtral-8x7b");
+    Plan p;
+    p.seq = 8192;
+    p.dp = 4;
+    p.pp = 4;
+    p.cp = 2;
+    p.ep = 4;
+    p.grad_acc = 8;
+    p.pp_schedule = PpSchedule::interleaved;
+    p.vpp = 2;
+    const std::string meg = megatron_arguments(m, p);
+    EXPECT_NE(meg.find("--context-parallel-size 2"), std::string::npos);
+    EXPECT_NE(meg.find("--expert-model-parallel-size 4"), std::string::npos);
+    EXPECT_NE(meg.find("--num-layers-per-virtual-pipeline-stage 4"), std::string::npos);  // 32 / (4 * 2)
+    const std::string titan = torchtitan_toml(m, p);
+    EXPECT_NE(titan.find("context_parallel_degree = 2"), std::string::npos);
+    EXPECT_NE(titan.find("expert_parallel_degree = 4"), std::string::npos);
+    EXPECT_NE(titan.find("Interleaved1F1B"), std::string::npos);
+
+    Plan o;
+    o.zero = 3;
+    o.offload = Offload::optimizer_and_params;
+    const auto ds = deepspeed_config(o);
+    EXPECT_EQ(ds["zero_optimization"]["offload_optimizer"]["device"], "cpu");
+    EXPECT_EQ(ds["zero_optimization"]["offload_param"]["device"], "cpu");
+
+    Plan f;
+    f.finetune = Finetune::qlora;
+    f.lora = lora(16, kLoraAllLinear);
+    f.lora.alpha = 32;
+    f.recompute = Recompute::full;
+    const auto peft = peft_config(catalog_model("llama-3-8b"), f);
+    EXPECT_EQ(peft["lora_config"]["r"], 16);
+    EXPECT_EQ(peft["lora_config"]["lora_alpha"], 32.0);
+    EXPECT_EQ(peft["lora_config"]["target_modules"],
+              nlohmann::json({"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}));
+    EXPECT_EQ(peft["bnb_config"]["bnb_4bit_quant_type"], "nf4");
+    EXPECT_EQ(peft["training_arguments"]["gradient_checkpointing"], true);
+}
+
+TEST(Extensions, LoraStepIsCheaperThanFullFineTune) {
+    // No weight-gradient GEMMs for frozen weights: the LoRA step must be faster than the full
+    // fine-tune's at the same shape, and QLoRA pays for dequantisation on top of LoRA.
+    const ModelConfig m = catalog_model("llama-3-8b");
+    const GpuSpec g = catalog_gpu("h100-sxm-80gb");
+    Plan p;
+    p.seq = 2048;
+    p.grad_acc = 4;
+    const double full = estimate_throughput(m, g, p).step_time_s;
+    p.finetune = Finetune::lora;
+    const double lora_s = estimate_throughput(m, g, p).step_time_s;
+    p.finetune = Finetune::qlora;
+    const double qlora_s = estimate_throughput(m, g, p).step_time_s;
+    EXPECT_LT(lora_s, full);
+    EXPECT_GT(qlora_s, lora_s);
+    // Model FLOPs: forward + input gradient = 4 N per token instead of 6 N (plus attention).
+    p.finetune = Finetune::lora;
+    const Throughput t = estimate_throughput(m, g, p);
+    p.finetune = Finetune::full;
+    EXPECT_LT(t.model_flops_per_step, estimate_throughput(m, g, p).model_flops_per_step * 0.75);
+}
+
+TEST(ContextParallel, StepTimeKeepsTheWholeSequencesFlops) {
+    // cp splits each sequence, not the batch: the step's model FLOPs (MFU numerator, full
+    // sequence length) equal those of the same global batch without cp; the ring's attention
+    // work per rank is (s/cp) x s, so the step is not cp times cheaper in attention.
+    const ModelConfig m = catalog_model("llama-3-8b");
+    const GpuSpec g = catalog_gpu("h100-sxm-80gb");
+    Plan a;
+    a.seq = 32768;
+    a.recompute = Recompute::full;
+    Plan b = a;
+    b.cp = 2;
+    const Throughput ta = estimate_throughput(m, g, a), tb = estimate_throughput(m, g, b);
+    EXPECT_DOUBLE_EQ(tb.model_flops_per_step, ta.model_flops_per_step);
+    EXPECT_EQ(tb.gpus, 2);
+    EXPECT_EQ(tb.tokens_per_step, 32768);
+    // Two GPUs on one sequence: faster than one, slower than twice as fast (K/V ring, same work).
+    EXPECT_LT(tb.step_time_s, ta.step_time_s);
+    EXPECT_GT(tb.step_time_s, 0.5 * ta.step_time_s - 1e-9);
+}
+
+TEST(ExpertParallel, AllToAllInTheStepTime) {
+    const ModelConfig m = catalog_model("mixtral-8x7b");
+    const GpuSpec g = catalog_gpu("h100-sxm-80gb");
+    Plan p;
+    p.seq = 4096;
+    p.dp = 8;
+    p.zero = 1;
+    p.recompute = Recompute::full;
+    const double plain = estimate_throughput(m, g, p).step_time_s;
+    p.ep = 8;
+    const Throughput t = estimate_throughput(m, g, p);
+    EXPECT_GT(t.cp_ep_communication_s, 0.0);
+    EXPECT_GT(t.step_time_s, plain);
+}
+
+TEST(Search, FineTuningSearchesPeftRecipeAndOffloadNeedsHostMemory) {
+    const ModelConfig m = catalog_model("llama-3-8b");
+    const GpuSpec g = catalog_gpu("rtx-4090");
+    SearchRequest r;
+    r.gpus = 1;
+    r.gbs_tokens = 65536;
+    r.seq = 2048;
+    r.pins.finetune = Finetune::qlora;
+    const SearchResult q = search_plans(m, g, r);
+    ASSERT_FALSE(q.candidates.empty());
+    for (const Candidate& c : q.candidates) {
+        EXPECT_EQ(c.plan.finetune, Finetune::qlora);
+        EXPECT_EQ(c.plan.precision, Precision::bf16_mixed);
+        EXPECT_NE(c.plan.recompute, Recompute::selective);
+        EXPECT_LE(c.memory.peak_bytes, q.limit_bytes);
+    }
+    // A full fine-tune does not fit on one 24 GB card without offload ...
+    r.pins.finetune = Finetune::full;
+    EXPECT_TRUE(search_plans(m, g, r).candidates.empty());
+    // ... and with 256 GB of host memory ZeRO-Infinity parameter offload does.
+    r.host_memory_bytes = 256'000'000'000;
+    const SearchResult o = search_plans(m, g, r);
+    ASSERT_FALSE(o.candidates.empty());
+    EXPECT_EQ(o.candidates.front().plan.offload, Offload::optimizer_and_params);
+    EXPECT_LE(o.candidates.front().memory.host_bytes_per_node, 256'000'000'000);
+    // Not enough host memory: rejected.
+    r.host_memory_bytes = 64'000'000'000;
+    EXPECT_TRUE(search_plans(m, g, r).candidates.empty());
+}
+
+}  // namespace
+}  // namespace preflight
