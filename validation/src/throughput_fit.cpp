@@ -5,7 +5,9 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <cstdio>
 #include <set>
+#include <sstream>
 
 #include "preflight/planner/error.hpp"
 
@@ -295,10 +297,14 @@ ThroughputCv cross_validate_throughput(const std::vector<ThroughputSample>& samp
     folds = std::max(2, folds);
     ThroughputCv cv;
     cv.folds = folds;
+    cv.committed = error_stats(tokens_errors(samples, {}, gpu));
+    GpuSpec base = gpu;
+    base.efficiency = Efficiency{};
+    const GpuSpec& start = base;
     std::set<std::string> fams;
     for (const auto& s : samples) fams.insert(s.family);
     cv.families = static_cast<int>(fams.size());
-    cv.before = error_stats(tokens_errors(samples, {}, gpu));
+    cv.before = error_stats(tokens_errors(samples, {}, start));
     std::vector<double> held;
     for (int k = 0; k < folds; ++k) {
         std::vector<std::size_t> train, test;
@@ -306,11 +312,11 @@ ThroughputCv cross_validate_throughput(const std::vector<ThroughputSample>& samp
             (family_fold(samples[i].family, folds) == k ? test : train).push_back(i);
         if (train.empty() || test.empty()) {
             cv.fold_held_out.push_back({});
-            cv.fold_fits.push_back(gpu.efficiency);
+            cv.fold_fits.push_back(start.efficiency);
             continue;
         }
         GpuSpec fitted = gpu;
-        fitted.efficiency = fit_step_constants(samples, train, gpu, &cv.evaluations);
+        fitted.efficiency = fit_step_constants(samples, train, start, &cv.evaluations);
         const std::vector<double> e = tokens_errors(samples, test, fitted);
         held.insert(held.end(), e.begin(), e.end());
         cv.fold_held_out.push_back(error_stats(e));
@@ -320,7 +326,7 @@ ThroughputCv cross_validate_throughput(const std::vector<ThroughputSample>& samp
     std::vector<std::size_t> all(samples.size());
     for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
     GpuSpec fitted = gpu;
-    fitted.efficiency = fit_step_constants(samples, all, gpu, &cv.evaluations);
+    fitted.efficiency = fit_step_constants(samples, all, start, &cv.evaluations);
     cv.full_fit = fitted.efficiency;
     cv.full_fit_in_sample = error_stats(tokens_errors(samples, all, fitted));
     return cv;
@@ -357,11 +363,55 @@ json throughput_cv_to_json(const ThroughputCv& cv) {
     return {{"folds", cv.folds},
             {"families", cv.families},
             {"tokens_per_s_per_gpu_error_before", stats_json(cv.before)},
+            {"tokens_per_s_per_gpu_error_committed_constants", stats_json(cv.committed)},
             {"tokens_per_s_per_gpu_error_held_out", stats_json(cv.held_out)},
             {"tokens_per_s_per_gpu_error_in_sample", stats_json(cv.full_fit_in_sample)},
             {"per_fold", folds},
             {"fitted", efficiency_to_json(cv.full_fit)},
             {"evaluations", cv.evaluations}};
+}
+
+std::string throughput_cv_markdown(const ThroughputCv& cv) {
+    std::ostringstream o;
+    char b[256];
+    o << "| tokens/s per GPU: abs(predicted - measured) / measured | jobs | P50 | P95 | max |\n|---|---|---|---|---|\n";
+    auto row = [&](const char* name, const ErrorStats& e) {
+        std::snprintf(b, sizeof b, "| %s | %d | %.1f %% | %.1f %% | %.0f %% |\n", name, e.n, 100 * e.p50, 100 * e.p95,
+                      100 * e.max);
+        o << b;
+    };
+    row("uncalibrated defaults (before)", cv.before);
+    char name[128];
+    std::snprintf(name, sizeof name, "held out (%d-fold CV by model/tp/pp family, %d families)", cv.folds, cv.families);
+    row(name, cv.held_out);
+    row("the GPU spec's committed constants (in sample)", cv.committed);
+    return o.str();
+}
+
+ThroughputGate throughput_gate(const ExternalDataset& d, const GpuSpec& gpu) {
+    ThroughputGate g;
+    int folds = 5;
+    if (d.targets.contains("folds") && d.targets.at("folds").is_number_integer()) folds = d.targets.at("folds").get<int>();
+    const std::vector<ThroughputSample> samples = throughput_samples(d.runs, d.framework, &g.refused);
+    g.cv = cross_validate_throughput(samples, gpu, folds);
+    g.markdown = throughput_cv_markdown(g.cv);
+    auto gate = [&](const char* key, double value) {
+        if (!d.targets.contains(key)) return;
+        const json& t = d.targets.at(key);
+        if (!t.is_number()) throw InputError(d.name + " dataset.json", std::string("targets.") + key + " must be a number");
+        if (value > t.get<double>()) {
+            char b[256];
+            std::snprintf(b, sizeof b, "held-out tokens/s per GPU error %s %.1f %% > target %.1f %%", key, 100 * value,
+                          100 * t.get<double>());
+            g.failures.emplace_back(b);
+        }
+    };
+    gate("tokens_per_s_per_gpu_error_p50_max", g.cv.held_out.p50);
+    gate("tokens_per_s_per_gpu_error_p95_max", g.cv.held_out.p95);
+    g.summary = throughput_cv_to_json(g.cv);
+    g.summary["refused_runs"] = g.refused;
+    g.summary["failures"] = g.failures;
+    return g;
 }
 
 }  // namespace preflight::validation

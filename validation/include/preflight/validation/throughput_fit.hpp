@@ -71,7 +71,8 @@ int family_fold(const std::string& family, int k);
 struct ThroughputCv {
     int folds = 0;
     int families = 0;
-    ErrorStats before;               // every sample, the spec's constants (no fit)
+    ErrorStats before;               // every sample, the built-in uncalibrated defaults (no fit)
+    ErrorStats committed;            // every sample, the spec's own constants (in sample if fitted on them)
     ErrorStats held_out;             // every sample scored by the fit that did not see its family
     std::vector<ErrorStats> fold_held_out;
     std::vector<Efficiency> fold_fits;
@@ -79,7 +80,22 @@ struct ThroughputCv {
     ErrorStats full_fit_in_sample;
     int evaluations = 0;
 };
+// Every fit starts from the built-in defaults (Efficiency{}), never from constants already
+// fitted on these runs; `before` scores those defaults.
 ThroughputCv cross_validate_throughput(const std::vector<ThroughputSample>& samples, const GpuSpec& gpu, int folds);
+
+// The tokens/s side of `validate --check` on one external data set: the cross-validation,
+// a markdown table, and the targets it misses (dataset.json "targets":
+// tokens_per_s_per_gpu_error_p50_max, tokens_per_s_per_gpu_error_p95_max, folds).
+struct ThroughputGate {
+    ThroughputCv cv;
+    std::vector<std::string> refused;  // runs the planner refuses as plans ("id: reason")
+    nlohmann::json summary;
+    std::string markdown;
+    std::vector<std::string> failures;
+};
+ThroughputGate throughput_gate(const ExternalDataset& dataset, const GpuSpec& gpu);
+std::string throughput_cv_markdown(const ThroughputCv& cv);
 
 nlohmann::json efficiency_to_json(const Efficiency& e);
 nlohmann::json throughput_cv_to_json(const ThroughputCv& cv);
