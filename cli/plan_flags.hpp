@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "preflight/planner/memory.hpp"
 #include "preflight/planner/plan.hpp"
 
 namespace preflight::cli {
@@ -24,6 +25,7 @@ struct PlanFlags {
     std::optional<std::int64_t> overhead_bytes;
     std::string data_dir;
     std::string format = "table";
+    std::string framework = "megatron";  // --framework (memory, plan)
 
     // Plan with defaults for every unset flag (interface.md defaults).
     Plan to_plan() const;
@@ -35,5 +37,10 @@ CLI::Validator count_in_any_notation();
 
 // Registers --model, --gpu, the plan flags, --overhead-bytes, --data-dir, --format.
 void add_plan_flags(CLI::App& app, PlanFlags& f);
+
+// Registers --framework (memory, plan): the framework profile the memory model follows.
+void add_framework_flag(CLI::App& app, PlanFlags& f);
+// The profile --framework names (InputError naming the flag when unknown).
+FrameworkProfile framework_profile(const PlanFlags& f);
 
 }  // namespace preflight::cli

@@ -508,6 +508,7 @@ std::int64_t layer_activation_bytes(const ModelConfig& model, const Plan& plan, 
 
 MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in,
                              const MemoryOptions& options) {
+    if (options.profile.evaluate) return options.profile.evaluate(model, gpu, plan_in, options);  // profile's own model
     const Plan plan = resolve_defaults(plan_in, model);
     validate_plan(plan, model);
     const auto tensors = param_tensors(model);
@@ -534,6 +535,7 @@ MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const
     r.activations_per_layer_bytes = worst.act_layer;
     r.layer_inventory = layer_activation_inventory(model, plan, options.profile);
     r.fits = r.peak_bytes <= gpu.memory_bytes;
+    apply_allocator_model(r, options.profile.allocator, options.profile.verdict_on_reserved);
     const PeakAt first = peak_of(worst, true);
     r.first_step_peak_bytes = first.bytes;
     r.first_step_peak_phase = first.phase;

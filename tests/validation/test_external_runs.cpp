@@ -10,7 +10,9 @@
 
 #include "catalog_fixture.hpp"
 #include "preflight/planner/error.hpp"
+#include "preflight/validation/external_memory.hpp"
 #include "preflight/validation/external_runs.hpp"
+#include "run_cli.hpp"
 
 using namespace preflight;
 using namespace preflight::validation;
@@ -115,4 +117,48 @@ TEST(ExternalRuns, FoldsGroupByConfiguration) {
     const auto runs = read_external_csv(write_csv("twin.csv", std::string(kHeader) + "\n" + kRow1 + "\n" + kRow1 + "\n"));
     for (int k : {2, 5, 10}) EXPECT_EQ(fold_of(runs[0], k), fold_of(runs[1], k));
     EXPECT_EQ(fold_of(runs[0], 1), 0);
+}
+
+// ---- memory figures and the gate ----
+
+TEST(ExternalMemory, FiguresCountVerdictsAndErrors) {
+    const auto one = read_external_csv(write_csv("fig.csv", std::string(kHeader) + "\n" + kRow1 + "\n"));
+    std::vector<ExternalRun> runs = {one[0], one[0], one[0], one[0]};
+    runs[1].outcome = RunOutcome::oom;
+    runs[1].peak_reserved_bytes.reset();
+    runs[2].outcome = RunOutcome::failed_other;
+    runs[3].outcome = RunOutcome::oom;
+    runs[3].peak_reserved_bytes.reset();
+    std::vector<MemoryPrediction> p(4);
+    for (auto& x : p) x.modelled = true;
+    // ok job: predicted 10 % above its measured reserved peak, predicted to fit (right).
+    p[0].measured_rank_reserved_bytes = static_cast<std::int64_t>(*runs[0].peak_reserved_bytes * 1.1);
+    p[0].fits = true;
+    p[1].fits = true;   // oom job predicted to fit: wrong, and a fit-but-OOM
+    p[2].fits = true;   // failed_other: no verdict
+    p[3].fits = false;  // oom job predicted not to fit: right
+    const MemoryFigures f = memory_figures(runs, p);
+    EXPECT_EQ(f.verdict_jobs, 3);
+    EXPECT_EQ(f.verdict_right, 2);
+    EXPECT_EQ(f.predicted_fit, 2);
+    EXPECT_EQ(f.predicted_fit_but_oom, 1);
+    EXPECT_NEAR(f.fit_but_oom_fraction, 0.5, 1e-12);
+    EXPECT_EQ(f.reserved_ok.n, 1);
+    EXPECT_NEAR(f.reserved_ok.p50, 0.1, 1e-9);
+    nlohmann::json targets = {{"memory_verdict_accuracy_min", 0.97}, {"reserved_peak_abs_error_p50_max", 0.2}};
+    const auto fails = memory_gate_failures(f, targets);
+    ASSERT_EQ(fails.size(), 1u);  // 66.7 % < 97 %; the P50 of 10 % is within 20 %
+    EXPECT_NE(fails[0].find("verdict"), std::string::npos);
+}
+
+TEST(ExternalMemory, CheckCommandGatesTheCheckedInDataSet) {
+    const auto r = test::run_preflight("validate --check " + (test::data_dir() / "measurements" / "external").string() +
+                                       " --no-report-files --format json");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+    ASSERT_TRUE(j.contains("external"));
+    const auto& held = j["external"][0]["memory"]["held_out_nanotron_profile"];
+    // The verdict targets, on configurations the fit did not see.
+    EXPECT_GE(held["verdict_accuracy"].get<double>(), 0.97);
+    EXPECT_LE(held["fit_but_oom_fraction"].get<double>(), 0.01);
 }
