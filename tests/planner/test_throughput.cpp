@@ -141,9 +141,13 @@ TEST(Throughput, TrainingTime) {
 }
 
 TEST(GpuEfficiency, ParsedFromSpecWithDefaultsWhenAbsent) {
+    // The H100 spec carries constants fitted on measured runs, with their provenance.
     const GpuSpec h100 = load_gpu("h100-sxm-80gb", kData);
-    EXPECT_DOUBLE_EQ(h100.efficiency.gemm_max_fraction_of_peak, 0.70);
-    EXPECT_NE(h100.efficiency.provenance.find("uncalibrated"), std::string::npos);
+    const nlohmann::json raw = read_json_file(kData / "gpus" / "h100-sxm-80gb.json", "--gpu");
+    EXPECT_DOUBLE_EQ(h100.efficiency.gemm_max_fraction_of_peak, raw["efficiency"]["gemm_max_fraction_of_peak"].get<double>());
+    EXPECT_DOUBLE_EQ(h100.efficiency.layer_launch_overhead_s, raw["efficiency"]["layer_launch_overhead_s"].get<double>());
+    EXPECT_NE(h100.efficiency.provenance.find("fitted by `preflight calibrate`"), std::string::npos);
+    EXPECT_NE(h100.efficiency.provenance.find("cross-validation"), std::string::npos);
 
     nlohmann::json spec = read_json_file(kData / "gpus" / "h100-sxm-80gb.json", "--gpu");
     spec.erase("efficiency");
