@@ -22,6 +22,7 @@
 #include "preflight/validation/check.hpp"
 #include "preflight/validation/external_memory.hpp"
 #include "preflight/validation/external_runs.hpp"
+#include "preflight/validation/throughput_fit.hpp"
 #include "preflight/validation/matrix.hpp"
 #include "preflight/validation/plot.hpp"
 #if defined(PREFLIGHT_HAVE_RUNTIME)
@@ -277,7 +278,11 @@ ExternalOutcome check_external(const std::vector<fs::path>& datasets, const Vali
         std::cerr << "preflight validate: " << d.name << ": " << d.runs.size() << " jobs, memory " << folds
                   << "-fold cross-validation by configuration...\n";
         const auto cv = validation::memory_cross_validation(d.runs, gpu, folds);
-        const auto failures = validation::memory_gate_failures(cv.held_out_figures, d.targets);
+        auto failures = validation::memory_gate_failures(cv.held_out_figures, d.targets);
+        std::cerr << "preflight validate: " << d.name << ": tokens/s " << folds
+                  << "-fold cross-validation by model/tp/pp family...\n";
+        const validation::ThroughputGate tg = validation::throughput_gate(d, gpu);
+        failures.insert(failures.end(), tg.failures.begin(), tg.failures.end());
         if (!failures.empty()) out.passed = false;
         nlohmann::json j = {{"name", d.name},
                             {"folder", folder.string()},
@@ -285,6 +290,7 @@ ExternalOutcome check_external(const std::vector<fs::path>& datasets, const Vali
                             {"framework", d.framework},
                             {"gpu", d.gpu},
                             {"memory", validation::memory_cv_to_json(cv)},
+                            {"throughput", tg.summary},
                             {"targets", d.targets},
                             {"failures", failures},
                             {"passed", failures.empty()}};
@@ -292,9 +298,11 @@ ExternalOutcome check_external(const std::vector<fs::path>& datasets, const Vali
         std::ostringstream t;
         t << "\n# external data set " << d.name << " (" << d.runs.size() << " jobs, " << d.framework << " on " << d.gpu
           << "), memory, " << folds << "-fold cross-validation grouped by configuration\n\n"
-          << validation::memory_cv_markdown(d.runs, cv) << "\n";
+          << validation::memory_cv_markdown(d.runs, cv) << "\n"
+          << "## tokens/s per GPU, " << tg.cv.folds << "-fold cross-validation grouped by model/tp/pp family\n\n"
+          << tg.markdown << "\n";
         if (failures.empty())
-            t << "memory: within the data set's targets\n";
+            t << "memory and tokens/s: within the data set's targets\n";
         for (const auto& f : failures) t << "OUT OF TARGET: " << f << "\n";
         out.table += t.str();
         if (!st.no_report_files) {

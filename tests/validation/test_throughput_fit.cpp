@@ -87,3 +87,34 @@ TEST(ThroughputFit, RecoversTheConstantsThatMadeTheData) {
     EXPECT_LT(cv.held_out.p95, 0.10);
     EXPECT_NEAR(cv.full_fit.gemm_max_fraction_of_peak, 0.55, 0.05);
 }
+
+TEST(ThroughputFit, GateFailsWhenHeldOutErrorsExceedTheTargets) {
+    // Six jobs of six families whose "measured" tokens/s no step-time model reaches
+    // (1 token/s per GPU): the held-out error is near 100 % and beyond a 10 % target.
+    ExternalDataset d;
+    d.name = "synthetic";
+    d.framework = "nanotron";
+    for (int i = 0; i < 6; ++i) {
+        ExternalRun r;
+        r.id = "synthetic.csv:" + std::to_string(i + 2);
+        r.model_label = std::string(1, static_cast<char>('A' + i));
+        r.model = llama_1b_shape();
+        r.plan.seq = 4096;
+        r.plan.mbs = 1 + i;
+        r.plan.dp = 8;
+        r.plan.tp = i % 2 ? 2 : 1;
+        r.plan.sp = r.plan.tp > 1;
+        r.plan.precision = Precision::bf16_mixed_fp32_grads;
+        r.outcome = RunOutcome::ok;
+        r.tokens_per_s_per_gpu = 1.0;
+        d.runs.push_back(r);
+    }
+    const GpuSpec gpu = load_gpu("h100-sxm-80gb", PREFLIGHT_TEST_DATA_DIR);
+    d.targets = {{"folds", 2}, {"tokens_per_s_per_gpu_error_p50_max", 0.10}};
+    ThroughputGate g = throughput_gate(d, gpu);
+    EXPECT_EQ(g.cv.held_out.n, 6);
+    ASSERT_EQ(g.failures.size(), 1u);
+    EXPECT_NE(g.failures[0].find("p50"), std::string::npos);
+    d.targets = {{"folds", 2}, {"tokens_per_s_per_gpu_error_p50_max", 1e9}, {"tokens_per_s_per_gpu_error_p95_max", 1e9}};
+    EXPECT_TRUE(throughput_gate(d, gpu).failures.empty());
+}
