@@ -13,7 +13,7 @@ AllocatorConstants nanotron_allocator_constants() {
     c.logits_fragmentation = 0.8470;            // extra per byte of the loss's 8 B/logit working set
     c.reserved_constant_bytes = 312'609'382;    // ~0.29 GiB
     c.non_pytorch_bytes = -1;                   // the GPU spec's overhead_bytes (CUDA context, NCCL, workspaces)
-    c.verdict_margin_bytes = 12'952'010'752;    // ~12.06 GiB
+    c.verdict_margin_bytes = 16'710'107'136;    // ~15.56 GiB
     c.provenance =
         "fitted on the nanotron H100 sweep (1,622 jobs; 833 ok jobs for the reserved peak, 1,424 ok/oom jobs for "
         "the verdict margin), 2026-11-23";

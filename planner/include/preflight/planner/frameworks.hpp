@@ -52,7 +52,7 @@ struct NanotronStageMemory {
 
 // Every stage of a nanotron run (pp entries; stages without blocks hold nothing but buffers).
 // Plans nanotron can run but the generic model refuses are accepted: pp above the layer count
-// (trailing stages stay empty). Throws InputError for a plan nanotron cannot build (tp not
+// and above nanotron's L + 5 pipeline blocks (trailing stages stay empty). Throws InputError for a plan nanotron cannot build (tp not
 // dividing the heads, key/value heads or MLP width; sp without tp).
 std::vector<NanotronStageMemory> nanotron_stage_memory(const ModelConfig& model, const Plan& plan,
                                                        const AllocatorConstants& allocator,
