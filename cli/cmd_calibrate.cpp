@@ -4,11 +4,13 @@
 #include <iostream>
 #include <memory>
 
+#include "calibrate_external.hpp"
 #include "commands.hpp"
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/runtime/run_report.hpp"
 #include "preflight/validation/calibrate.hpp"
+#include "preflight/validation/external_runs.hpp"
 #include "preflight/validation/matrix.hpp"
 
 namespace preflight::cli {
@@ -18,10 +20,14 @@ namespace {
 struct CalibrateState {
     std::string dir, gpu = "h100-sxm-80gb", source = validation::kSourceRuntime, write_spec, data_dir;
     std::string format = "table";
+    bool gpu_given = false, no_memory = false;
 };
 
 int run_calibrate(const CalibrateState& st) {
     const auto data = data_dir_of(st.data_dir);
+    // A folder of external measured data sets (dataset.json): cross-validated fit.
+    if (const auto sets = validation::find_external_datasets(st.dir); !sets.empty())
+        return run_calibrate_external(sets, {st.gpu_given ? st.gpu : "", st.write_spec, st.format, data, !st.no_memory});
     const GpuSpec gpu = load_gpu(st.gpu, data);
     const auto runs = validation::load_calibration_runs(st.dir, gpu.name, st.source, data);
     const validation::CalibrationResult r = validation::calibrate(runs, gpu);
@@ -53,7 +59,9 @@ Command add_calibrate_command(CLI::App& app) {
     auto* sub = app.add_subcommand(
         "calibrate", "Fit the step-time efficiency constants and the memory overhead of a GPU spec to recorded runs");
     sub->add_option("DIR", st->dir, "Folder of recorded run reports (searched recursively)")->required();
-    sub->add_option("--gpu", st->gpu, "GPU spec the runs were recorded on (catalog name or path; default h100-sxm-80gb)");
+    sub->add_option("--gpu", st->gpu, "GPU spec the runs were recorded on (catalog name or path; default h100-sxm-80gb)")
+        ->each([st](const std::string&) { st->gpu_given = true; });
+    sub->add_flag("--no-memory", st->no_memory, "External data sets: fit and print the tokens/s side only");
     sub->add_option("--source", st->source, "Reports to fit: preflight-runtime (default) | pytorch")
         ->check(CLI::IsMember({validation::kSourceRuntime, validation::kSourcePytorch}));
     sub->add_option("--write-spec", st->write_spec,
@@ -61,7 +69,11 @@ Command add_calibrate_command(CLI::App& app) {
     sub->add_option("--data-dir", st->data_dir, "Catalog folder (default: $PREFLIGHT_DATA_DIR or the built-in data/)");
     sub->add_option("--format", st->format, "table (default) | json")->check(CLI::IsMember({"table", "json"}));
     sub->footer(
-        "Only device runs with a measured step time are used (dry runs have none). The split is deterministic: a run\n"
+        "DIR holding external data sets (folders with a dataset.json, e.g. data/measurements/external): every\n"
+        "figure is held out by k-fold cross-validation grouped by model/tp/pp family (tokens/s) and by\n"
+        "configuration (memory), printed before (uncalibrated defaults) and after; --write-spec writes the GPU spec\n"
+        "with the constants fitted on all jobs and their provenance (data set, date, fold errors).\n"
+        "Otherwise only device runs with a measured step time are used (dry runs have none). The split is deterministic: a run\n"
         "is held out when FNV-1a(its id) mod 4 == 0; the fit sees the training runs only.\n"
         "Exit codes: 0 ok; 2 bad input or fewer than 2 usable runs.");
     return {sub, [st] { return run_calibrate(*st); }};

@@ -23,7 +23,7 @@ std::string percent(double f) {
 }
 
 void print_table(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan, const MemoryReport& r,
-                 bool show_timeline) {
+                 bool show_timeline, bool reserved_verdict) {
     const double cap = static_cast<double>(r.capacity_bytes);
     std::cout << "# preflight memory: " << model.name << " on " << gpu.display_name << " ("
               << format_bytes(gpu.memory_bytes) << " per GPU)\n"
@@ -56,7 +56,23 @@ void print_table(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
               << group_digits(r.activations_per_layer_bytes) << " B, one micro-batch, recompute "
               << to_string(plan.recompute) << ")\n";
     print_extension_memory_lines(std::cout, model, plan, r);  // fine-tuning, offload, schedules, cp, ep
-    if (r.fits)
+    if (reserved_verdict) {
+        std::cout << "allocated peak:        " << format_bytes(r.peak_allocated_bytes) << " (tensors)\n"
+                  << "reserved peak:         " << format_bytes(r.peak_reserved_bytes)
+                  << " (PyTorch caching-allocator pool, stage " << r.pipeline_stage << ")\n"
+                  << "outside PyTorch:       " << format_bytes(r.non_pytorch_bytes) << " (CUDA context + NCCL)\n"
+                  << "verdict margin:        " << format_bytes(r.verdict_margin_bytes)
+                  << " (fitted on measured fit/OOM outcomes)\n"
+                  << "device need:           " << format_bytes(r.device_peak_bytes)
+                  << " (reserved + outside PyTorch + margin)\n";
+        if (r.fits)
+            std::cout << "verdict:               FITS, " << format_bytes(r.capacity_bytes - r.device_peak_bytes)
+                      << " free of " << format_bytes(r.capacity_bytes) << " (device need)\n";
+        else
+            std::cout << "verdict:               DOES NOT FIT, device need over by "
+                      << format_bytes(r.device_peak_bytes - r.capacity_bytes) << " ("
+                      << format_bytes(r.device_peak_bytes) << " > " << format_bytes(r.capacity_bytes) << ")\n";
+    } else if (r.fits)
         std::cout << "verdict:               FITS, " << format_bytes(r.capacity_bytes - r.peak_bytes)
                   << " free of " << format_bytes(r.capacity_bytes) << "\n";
     else
@@ -95,6 +111,7 @@ int run_memory(const PlanFlags& flags, bool show_timeline) {
     const GpuSpec gpu = load_gpu(flags.gpu, dir);
     const Plan plan = resolve_defaults(flags.to_plan(), model);
     MemoryOptions opt;
+    opt.profile = framework_profile(flags);
     opt.overhead_bytes = flags.overhead_bytes;
     opt.timeline = true;
     const MemoryReport r = evaluate_memory(model, gpu, plan, opt);
@@ -103,7 +120,7 @@ int run_memory(const PlanFlags& flags, bool show_timeline) {
     else if (flags.format == "csv")
         print_csv(r);
     else
-        print_table(model, gpu, plan, r, show_timeline);
+        print_table(model, gpu, plan, r, show_timeline, opt.profile.verdict_on_reserved);
     return r.fits ? kExitOk : kExitDoesNotFit;
 }
 
@@ -120,6 +137,7 @@ Command add_memory_command(CLI::App& app) {
     auto* sub = app.add_subcommand(
         "memory", "Per-GPU memory of one training step for a plan: each category, the peak and its phase");
     add_plan_flags(*sub, state->flags);
+    add_framework_flag(*sub, state->flags);
     sub->add_option("--format", state->flags.format, "table (default) | json | csv")
         ->check(CLI::IsMember({"table", "json", "csv"}));
     sub->add_flag("--timeline", state->timeline, "Also print the phase-by-phase timeline of one step (table format)");

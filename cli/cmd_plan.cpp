@@ -90,6 +90,7 @@ SearchRequest make_request(const PlanCommandState& st, const ModelConfig& model)
     pin_extension_flags(f, p);
     r.host_memory_bytes = st.host_memory;
     r.memory.overhead_bytes = f.overhead_bytes;
+    r.memory.profile = framework_profile(f);
     r.throughput.attention_flops = *parse_attention_flops(st.attention_flops);
     (void)model;
     return r;
@@ -346,8 +347,9 @@ Command add_plan_command(CLI::App& app) {
         "plan", "Search plans for N GPUs and a global batch: ranked by predicted tokens/s, with MFU/HFU, step time, "
                 "rejected families, exports");
     add_plan_flags(*sub, st->flags);
+    add_framework_flag(*sub, st->flags);
     auto* g = "Search";
-    sub->add_option("--gpus", st->gpus, "Number of GPUs (dp * tp * pp = N; tp stays inside a node)")
+    sub->add_option("--gpus", st->gpus, "Number of GPUs (dp * tp * pp = N; searched tp stays inside a node, a pinned --tp may span nodes)")
         ->required()
         ->group(g);
     sub->add_option("--gbs-tokens", st->gbs_tokens, "Target global batch in tokens (seq * mbs * grad_acc * dp)")
@@ -387,7 +389,7 @@ Command add_plan_command(CLI::App& app) {
         ->check(CLI::IsMember({"full", "causal"}))
         ->group(g);
     sub->footer(
-        "Searches dp*tp*pp = N (tp within a node), micro-batch and accumulation closest to --gbs-tokens, ZeRO 0-3,\n"
+        "Searches dp*tp*pp = N (tp within a node unless pinned), micro-batch and accumulation closest to --gbs-tokens, ZeRO 0-3,\n"
         "recompute none/selective/full, sequence parallelism and precision; any plan flag pins its value.\n"
         "Step time: per-op roofline with the GPU spec's \"efficiency\" constants (uncalibrated defaults).\n"
         "Example:\n  preflight plan --model llama-3-8b --gpu h100-sxm-80gb --gpus 8 --gbs-tokens 4194304 --seq 4096\n"

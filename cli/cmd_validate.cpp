@@ -11,6 +11,8 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <sstream>
 
 #include "commands.hpp"
 #include "preflight/planner/catalog.hpp"
@@ -18,6 +20,9 @@
 #include "preflight/planner/report.hpp"
 #include "preflight/runtime/run_report.hpp"
 #include "preflight/validation/check.hpp"
+#include "preflight/validation/external_memory.hpp"
+#include "preflight/validation/external_runs.hpp"
+#include "preflight/validation/throughput_fit.hpp"
 #include "preflight/validation/matrix.hpp"
 #include "preflight/validation/plot.hpp"
 #if defined(PREFLIGHT_HAVE_RUNTIME)
@@ -247,24 +252,100 @@ int run_matrix(const ValidateState& st) {
     return kExitOk;
 }
 
+struct ExternalOutcome {
+    bool passed = true;
+    nlohmann::json json = nlohmann::json::array();
+    std::string table;
+};
+
+// Each external data set: the memory model's k-fold cross-validation (before: the default
+// profile; after: the data set's framework profile with constants fitted on the other folds),
+// gated on the figures in its dataset.json "targets".
+ExternalOutcome check_external(const std::vector<fs::path>& datasets, const ValidateState& st, const fs::path& report_dir) {
+    ExternalOutcome out;
+    for (const fs::path& folder : datasets) {
+        const validation::ExternalDataset d = validation::read_external_dataset(folder);
+        if (d.framework != "nanotron")
+            throw InputError((folder / "dataset.json").string(),
+                             "framework '" + d.framework + "': only nanotron data sets have a fitted memory model");
+        const GpuSpec gpu = load_gpu(d.gpu, data_dir_of(st.data_dir));
+        int folds = 5;
+        if (d.targets.contains("folds")) {
+            if (!d.targets.at("folds").is_number_integer())
+                throw InputError((folder / "dataset.json").string(), "targets.folds must be an integer");
+            folds = d.targets.at("folds").get<int>();
+        }
+        std::cerr << "preflight validate: " << d.name << ": " << d.runs.size() << " jobs, memory " << folds
+                  << "-fold cross-validation by configuration...\n";
+        const auto cv = validation::memory_cross_validation(d.runs, gpu, folds);
+        auto failures = validation::memory_gate_failures(cv.held_out_figures, d.targets);
+        std::cerr << "preflight validate: " << d.name << ": tokens/s " << folds
+                  << "-fold cross-validation by model/tp/pp family...\n";
+        const validation::ThroughputGate tg = validation::throughput_gate(d, gpu);
+        failures.insert(failures.end(), tg.failures.begin(), tg.failures.end());
+        if (!failures.empty()) out.passed = false;
+        nlohmann::json j = {{"name", d.name},
+                            {"folder", folder.string()},
+                            {"jobs", d.runs.size()},
+                            {"framework", d.framework},
+                            {"gpu", d.gpu},
+                            {"memory", validation::memory_cv_to_json(cv)},
+                            {"throughput", tg.summary},
+                            {"targets", d.targets},
+                            {"failures", failures},
+                            {"passed", failures.empty()}};
+        out.json.push_back(j);
+        std::ostringstream t;
+        t << "\n# external data set " << d.name << " (" << d.runs.size() << " jobs, " << d.framework << " on " << d.gpu
+          << "), memory, " << folds << "-fold cross-validation grouped by configuration\n\n"
+          << validation::memory_cv_markdown(d.runs, cv) << "\n"
+          << "## tokens/s per GPU, " << tg.cv.folds << "-fold cross-validation grouped by model/tp/pp family\n\n"
+          << tg.markdown << "\n";
+        if (failures.empty())
+            t << "memory and tokens/s: within the data set's targets\n";
+        for (const auto& f : failures) t << "OUT OF TARGET: " << f << "\n";
+        out.table += t.str();
+        if (!st.no_report_files) {
+            fs::create_directories(report_dir);
+            runtime::write_file_atomic(report_dir / ("external-" + d.name + "-memory.svg"),
+                                       validation::memory_cv_svg(d.runs, cv));
+            runtime::write_file_atomic(report_dir / ("external-" + d.name + "-memory.md"), t.str());
+        }
+    }
+    return out;
+}
+
 int run_check(const ValidateState& st) {
     validation::CheckOptions o;
     o.data_dir = data_dir_of(st.data_dir);
     if (!st.gpu.empty()) o.gpu = st.gpu;
     if (!st.tolerances_matrix.empty())
         o.tolerances = validation::load_matrix(st.tolerances_matrix, validation::default_matrices_dir()).tolerances;
-    const validation::CheckResult r = validation::check_directory(st.check, o);
-    if (!st.no_report_files) {
-        const fs::path dir = st.report_dir.empty() ? fs::path(st.check) : fs::path(st.report_dir);
-        fs::create_directories(dir);
-        runtime::write_file_atomic(dir / "validation-plot.svg", validation::residual_plot_svg(r));
-        runtime::write_file_atomic(dir / "validation-report.md", validation::markdown_report(r, "validation-plot.svg"));
+    // External measured data sets (folders with a dataset.json) are checked beside the run reports.
+    const auto datasets = validation::find_external_datasets(st.check);
+    std::optional<validation::CheckResult> r;
+    try {
+        r = validation::check_directory(st.check, o);
+    } catch (const InputError& e) {
+        if (datasets.empty() || std::string(e.what()).find("holds no run reports") == std::string::npos) throw;
     }
-    if (st.format == "json")
-        std::cout << validation::summary_to_json(r).dump(2) << "\n";
-    else
-        std::cout << validation::summary_table(r);
-    return r.passed() ? kExitOk : kExitDoesNotFit;
+    const fs::path report_dir = st.report_dir.empty() ? fs::path(st.check) : fs::path(st.report_dir);
+    if (r && !st.no_report_files) {
+        fs::create_directories(report_dir);
+        runtime::write_file_atomic(report_dir / "validation-plot.svg", validation::residual_plot_svg(*r));
+        runtime::write_file_atomic(report_dir / "validation-report.md",
+                                   validation::markdown_report(*r, "validation-plot.svg"));
+    }
+    const ExternalOutcome ext = check_external(datasets, st, report_dir);
+    if (st.format == "json") {
+        nlohmann::json j = r ? validation::summary_to_json(*r) : nlohmann::json::object();
+        if (!datasets.empty()) j["external"] = ext.json;
+        std::cout << j.dump(2) << "\n";
+    } else {
+        if (r) std::cout << validation::summary_table(*r);
+        std::cout << ext.table;
+    }
+    return (!r || r->passed()) && ext.passed ? kExitOk : kExitDoesNotFit;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "plan_flags.hpp"
 
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/profiles.hpp"
 
 namespace preflight::cli {
 
@@ -67,6 +68,21 @@ void add_plan_flags(CLI::App& app, PlanFlags& f) {
                    "Per-GPU overhead (CUDA context, library workspaces) in bytes; overrides the GPU spec")
         ->check(CLI::NonNegativeNumber);
     app.add_option("--data-dir", f.data_dir, "Catalog folder (default: $PREFLIGHT_DATA_DIR or the built-in data/)");
+}
+
+void add_framework_flag(CLI::App& app, PlanFlags& f) {
+    app.add_option("--framework", f.framework,
+                   "Framework whose memory behaviour to model: megatron (default) | nanotron | torchtitan | "
+                   "deepspeed | preflight-runtime | pytorch. nanotron has its own model (fp32 gradient "
+                   "accumulator, cost-balanced pipeline split, caching-allocator reserve fitted on measured runs; "
+                   "its verdict uses the reserved pool + CUDA context/NCCL)")
+        ->check(CLI::IsMember({"megatron", "nanotron", "torchtitan", "deepspeed", "preflight-runtime", "pytorch"}));
+}
+
+FrameworkProfile framework_profile(const PlanFlags& f) {
+    const auto p = profile_by_name(f.framework);
+    if (!p) throw InputError("--framework", "unknown framework '" + f.framework + "'");
+    return *p;
 }
 
 Plan PlanFlags::to_plan() const {

@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "preflight/planner/memory.hpp"
 #include "preflight/planner/plan.hpp"
 #include "preflight/planner/search.hpp"
 
@@ -29,6 +30,7 @@ struct PlanFlags {
     std::optional<std::int64_t> overhead_bytes;
     std::string data_dir;
     std::string format = "table";
+    std::string framework = "megatron";  // --framework (memory, plan)
 
     // Plan with defaults for every unset flag (docs/interface.md defaults).
     Plan to_plan() const;
@@ -53,5 +55,10 @@ void print_extension_lines(std::ostream& os, const ModelConfig& model, const Gpu
                            const MemoryReport& memory, const Throughput& throughput);
 void print_extension_memory_lines(std::ostream& os, const ModelConfig& model, const Plan& plan,
                                   const MemoryReport& memory);
+
+// Registers --framework (memory, plan): the framework profile the memory model follows.
+void add_framework_flag(CLI::App& app, PlanFlags& f);
+// The profile --framework names (InputError naming the flag when unknown).
+FrameworkProfile framework_profile(const PlanFlags& f);
 
 }  // namespace preflight::cli

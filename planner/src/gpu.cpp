@@ -1,5 +1,8 @@
 #include "preflight/planner/gpu.hpp"
 
+#include <string>
+#include <utility>
+
 #include <nlohmann/json.hpp>
 
 #include "preflight/planner/error.hpp"
@@ -60,6 +63,26 @@ Efficiency efficiency_from_json(const json& j) {
         efficiency_value(*it, "memory_bound_fraction_of_hbm", e.memory_bound_fraction_of_hbm, 0, 1);
     e.collective_bus_efficiency = efficiency_value(*it, "collective_bus_efficiency", e.collective_bus_efficiency, 0, 1);
     e.step_overhead_s = efficiency_value(*it, "step_overhead_s", e.step_overhead_s, -1, 3600);
+    e.inter_node_bus_efficiency = efficiency_value(*it, "inter_node_bus_efficiency", e.inter_node_bus_efficiency, 0, 1);
+    e.intra_node_latency_s = efficiency_value(*it, "intra_node_latency_s", e.intra_node_latency_s, -1, 1);
+    e.inter_node_latency_s = efficiency_value(*it, "inter_node_latency_s", e.inter_node_latency_s, -1, 1);
+    e.layer_launch_overhead_s = efficiency_value(*it, "layer_launch_overhead_s", e.layer_launch_overhead_s, -1, 1);
+    e.tp_layer_launch_overhead_s =
+        efficiency_value(*it, "tp_layer_launch_overhead_s", e.tp_layer_launch_overhead_s, -1, 1);
+    e.microbatch_sync_s = efficiency_value(*it, "microbatch_sync_s", e.microbatch_sync_s, -1, 60);
+    e.microbatch_sync_half_nodes =
+        efficiency_value(*it, "microbatch_sync_half_nodes", e.microbatch_sync_half_nodes, 0, 1e6);
+    e.microbatch_sync_node_exponent =
+        efficiency_value(*it, "microbatch_sync_node_exponent", e.microbatch_sync_node_exponent, 0, 4);
+    e.microbatch_sync_no_pipeline_fraction = efficiency_value(*it, "microbatch_sync_no_pipeline_fraction",
+                                                              e.microbatch_sync_no_pipeline_fraction, -1, 1);
+    for (const auto& [key, v] : {std::pair<const char*, double>{"intra_node_latency_s", e.intra_node_latency_s},
+                                 {"inter_node_latency_s", e.inter_node_latency_s},
+                                 {"layer_launch_overhead_s", e.layer_launch_overhead_s},
+                                 {"tp_layer_launch_overhead_s", e.tp_layer_launch_overhead_s},
+                                 {"microbatch_sync_s", e.microbatch_sync_s},
+                                 {"microbatch_sync_no_pipeline_fraction", e.microbatch_sync_no_pipeline_fraction}})
+        if (v < 0) throw InputError(std::string("efficiency.") + key, "must be >= 0");
     if (e.gemm_half_efficiency_dim < 0) throw InputError("efficiency.gemm_half_efficiency_dim", "must be >= 0");
     if (e.step_overhead_s < 0) throw InputError("efficiency.step_overhead_s", "must be >= 0");
     if (auto p = it->find("provenance"); p != it->end()) {

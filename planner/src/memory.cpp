@@ -537,6 +537,7 @@ std::int64_t layer_activation_bytes(const ModelConfig& model, const Plan& plan, 
 
 MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in,
                              const MemoryOptions& options) {
+    if (options.profile.evaluate) return options.profile.evaluate(model, gpu, plan_in, options);  // profile's own model
     const Plan user_plan = resolve_defaults(plan_in, model);
     validate_plan(user_plan, model);
     const Plan plan = context_parallel_rank_plan(user_plan);  // identity at cp = 1
@@ -566,6 +567,7 @@ MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const
     r.fits = r.peak_bytes <= gpu.memory_bytes;
     r.host_bytes_per_gpu = worst.host_bytes;
     r.host_bytes_per_node = worst.host_bytes * std::min<std::int64_t>(user_plan.gpus(), std::max(1, gpu.gpus_per_node));
+    apply_allocator_model(r, options.profile.allocator, options.profile.verdict_on_reserved);
     const PeakAt first = peak_of(worst, true);
     r.first_step_peak_bytes = first.bytes;
     r.first_step_peak_phase = first.phase;

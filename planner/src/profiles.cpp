@@ -1,5 +1,7 @@
 #include "preflight/planner/profiles.hpp"
 
+#include "preflight/planner/frameworks.hpp"
+
 namespace preflight {
 
 FrameworkProfile runtime_profile() {
@@ -47,6 +49,9 @@ std::optional<FrameworkProfile> profile_by_name(std::string_view name) {
     if (name == "megatron") return FrameworkProfile{};
     if (name == "preflight-runtime") return runtime_profile();
     if (name == "pytorch") return pytorch_profile();
+    if (name == "nanotron") return nanotron_profile();
+    if (name == "torchtitan") return torchtitan_profile();
+    if (name == "deepspeed") return deepspeed_profile();
     return std::nullopt;
 }
 

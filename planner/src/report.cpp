@@ -108,10 +108,21 @@ json memory_to_json(const MemoryReport& r) {
            {"params_on_gpu", r.params_on_gpu},
            {"first_step_peak_bytes", r.first_step_peak_bytes},
            {"first_step_peak_phase", describe(r.first_step_peak_phase)},
-           {"layer_activation_inventory", inventory}};
+           {"layer_activation_inventory", inventory},
+           // Caching-allocator view (allocator_model.hpp): tensors alone, the reserved pool,
+           // the memory outside PyTorch, and reserved + that (what the device must hold).
+           {"peak_allocated_bytes", r.peak_allocated_bytes},
+           {"peak_reserved_bytes", r.peak_reserved_bytes},
+           {"non_pytorch_bytes", r.non_pytorch_bytes},
+           {"verdict_margin_bytes", r.verdict_margin_bytes},
+           {"device_peak_bytes", r.device_peak_bytes}};
     if (r.host_bytes_per_gpu > 0) {  // offload only
         m["host_bytes_per_gpu"] = r.host_bytes_per_gpu;
         m["host_bytes_per_node"] = r.host_bytes_per_node;
+    }
+    if (!r.stage_reserved_bytes.empty()) {
+        m["stage_allocated_bytes"] = r.stage_allocated_bytes;
+        m["stage_reserved_bytes"] = r.stage_reserved_bytes;
     }
     if (!r.timeline_steady.empty()) {
         m["timeline"] = {{"steady_state", timeline_to_json(r.timeline_steady)},

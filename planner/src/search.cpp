@@ -117,9 +117,8 @@ void validate_request(const ModelConfig& model, const GpuSpec& gpu, const Search
         throw InputError("--gpus", "dp*tp*pp = " + str(pinned) + " but --gpus is " + str(req.gpus));
     if (p.tp) {
         if (auto why = tp_problem(model, *p.tp); !why.empty()) throw InputError("--tp", str(*p.tp) + " " + why);
-        if (*p.tp > gpu.gpus_per_node)
-            throw InputError("--tp", str(*p.tp) + " exceeds the " + str(gpu.gpus_per_node) +
-                                         " GPUs of a node (tensor parallelism stays inside a node)");
+        // A pinned tp above the GPUs of a node is a runnable layout (its collectives cross the
+        // network) and is modelled; only the search's own candidates keep tp inside a node.
     }
     if (p.pp && *p.pp > model.layers)
         throw InputError("--pp", str(*p.pp) + " pipeline stages exceed the model's " + str(model.layers) + " layers");
@@ -270,12 +269,22 @@ SearchResult search_plans(const ModelConfig& model, const GpuSpec& gpu, const Se
                                     ++fam.plans;
                                     continue;
                                 }
-                                const MemoryReport mem = evaluate_memory(model, gpu, plan, mopt);
+                                MemoryReport mem;
+                                try {
+                                    mem = evaluate_memory(model, gpu, plan, mopt);
+                                } catch (const InputError&) {
+                                    ++fam.plans;  // a framework profile that cannot build this plan (e.g. ZeRO-3)
+                                    continue;
+                                }
                                 ++out.plans_evaluated;
-                                if (mem.peak_bytes > limit) {
-                                    if (fam.plans == 0 || mem.peak_bytes < fam.peak_bytes) {
+                                // Profiles with an allocator model judge the device need (reserved pool +
+                                // memory outside PyTorch), the others the allocated peak + overhead.
+                                const std::int64_t judged =
+                                    mopt.profile.verdict_on_reserved ? mem.device_peak_bytes : mem.peak_bytes;
+                                if (judged > limit) {
+                                    if (fam.plans == 0 || judged < fam.peak_bytes) {
                                         fam.plan = plan;
-                                        fam.peak_bytes = mem.peak_bytes;
+                                        fam.peak_bytes = judged;
                                     }
                                     ++fam.plans;
                                     if (failed_mbs == 0 || sh.mbs < failed_mbs) {
@@ -286,7 +295,7 @@ SearchResult search_plans(const ModelConfig& model, const GpuSpec& gpu, const Se
                                 }
                                 fam.others_fit = true;
                                 const Throughput th = estimate_throughput(model, gpu, plan, topt);
-                                fits.push_back({plan, mem.peak_bytes, th.tokens_per_s, sh.error});
+                                fits.push_back({plan, judged, th.tokens_per_s, sh.error});
                             }
                         }
                 }

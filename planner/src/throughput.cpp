@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "preflight/planner/collectives.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/extensions.hpp"
 #include "preflight/planner/throughput.hpp"
@@ -61,15 +62,14 @@ double gemm_s(double M, double N, double K, const Rates& r) {
 
 double memory_s(double bytes, const Rates& r) { return bytes / r.hbm; }
 
-// Ring all-reduce moves 2(n-1)/n of the buffer per GPU (Patarasuk & Yuan 2009);
-// reduce-scatter and all-gather each move (n-1)/n.
-double ring_allreduce_s(double bytes, std::int64_t n, double bus_bytes_per_s) {
-    if (n <= 1 || bytes <= 0) return 0;
-    return 2.0 * static_cast<double>(n - 1) / static_cast<double>(n) * bytes / bus_bytes_per_s;
+double allreduce_s(double bytes, std::int64_t n, const LinkTier& link) {
+    return collective_s(CollectiveKind::all_reduce, bytes, n, link);
 }
-double ring_half_s(double bytes, std::int64_t n, double bus_bytes_per_s) {
-    if (n <= 1 || bytes <= 0) return 0;
-    return static_cast<double>(n - 1) / static_cast<double>(n) * bytes / bus_bytes_per_s;
+double gather_s(double bytes, std::int64_t n, const LinkTier& link) {
+    return collective_s(CollectiveKind::all_gather, bytes, n, link);
+}
+double scatter_s(double bytes, std::int64_t n, const LinkTier& link) {
+    return collective_s(CollectiveKind::reduce_scatter, bytes, n, link);
 }
 
 // Costs of one transformer layer for one micro-batch on one GPU.
@@ -80,7 +80,7 @@ struct LayerCost {
     double tp_bwd() const { return tp_fwd; }            // the conjugate collectives (Shoeybi et al. 2019, fig. 3)
 };
 
-LayerCost layer_cost(const ModelConfig& m, const Plan& p, const Rates& r, double tp_bus) {
+LayerCost layer_cost(const ModelConfig& m, const Plan& p, const Rates& r, const LinkTier& tp_link) {
     const double t = static_cast<double>(p.tp);
     const double b = static_cast<double>(p.mbs), s = static_cast<double>(p.seq);
     const double M = b * s;  // tokens of the micro-batch (every TP rank sees all of them in its GEMMs)
@@ -143,8 +143,14 @@ LayerCost layer_cost(const ModelConfig& m, const Plan& p, const Rates& r, double
 
     // Tensor parallel: two all-reduces of the b*s*h output per layer in forward (after
     // attention and after the MLP), two in backward; with sequence parallelism each
-    // becomes an all-gather + reduce-scatter of the same total volume (Korthikanti et al. 2022, sec. 4.2.2).
-    if (p.tp > 1) c.tp_fwd = 2.0 * ring_allreduce_s(M * h * ab, p.tp, tp_bus);
+    // becomes an all-gather before the column-parallel GEMM and a reduce-scatter after the
+    // row-parallel one, the same volume with half the latency steps each (Korthikanti et al.
+    // 2022, sec. 4.2.2). Not overlapped with compute (Megatron's and nanotron's defaults).
+    if (p.tp > 1) {
+        const double bytes = M * h * ab;
+        c.tp_fwd = p.sp ? 2.0 * (gather_s(bytes, p.tp, tp_link) + scatter_s(bytes, p.tp, tp_link))
+                        : 2.0 * allreduce_s(bytes, p.tp, tp_link);
+    }
     return c;
 }
 
@@ -212,14 +218,17 @@ Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, con
     r.gemm_max = r.fp8 ? e.fp8_gemm_max_fraction_of_peak : e.gemm_max_fraction_of_peak;
     r.act_bytes = pb.activation;
 
-    const double intra_bus = gpu.intra_node_bandwidth_bytes_per_s * e.collective_bus_efficiency;
-    const double inter_bus = gpu.inter_node_bandwidth_bytes_per_s * e.collective_bus_efficiency;
-    const std::int64_t node = std::max(1, gpu.gpus_per_node);
-    // Rank order tp (fastest), dp, pp (Megatron): TP stays inside a node when tp <= node;
-    // the dp group of a stage spans tp*dp consecutive ranks.
-    const double tp_bus = p.tp <= node ? intra_bus : inter_bus;
-    const double dp_bus = p.tp * p.dp <= node && node % (p.tp * p.dp) == 0 ? intra_bus : inter_bus;
-    const double pp_bus = p.tp * p.dp * p.pp <= node ? intra_bus : inter_bus;
+    Network net;
+    net.intra_node = {gpu.intra_node_bandwidth_bytes_per_s * e.collective_bus_efficiency, e.intra_node_latency_s};
+    net.inter_node = {gpu.inter_node_bandwidth_bytes_per_s * e.inter_node_bus_efficiency, e.inter_node_latency_s};
+    net.gpus_per_node = std::max(1, gpu.gpus_per_node);
+    // Rank order tp (fastest), dp, pp (Megatron-LM's and nanotron's process grids): the tp
+    // group is tp consecutive ranks, the dp group strides by tp, the pp group by tp*dp.
+    // A group wider than a node runs at the network tier (tp across nodes included).
+    const LinkTier tp_link = group_link(net, place_group(p.tp, 1, net.gpus_per_node));
+    const LinkTier dp_link = group_link(net, place_group(p.dp, p.tp, net.gpus_per_node));
+    const LinkTier pp_link = group_link(net, place_group(2, p.tp * p.dp, net.gpus_per_node));
+    const std::int64_t nodes = (p.gpus() + net.gpus_per_node - 1) / net.gpus_per_node;
 
     const double M = static_cast<double>(p.mbs * p.seq);
     const double h = static_cast<double>(model.hidden);
@@ -227,7 +236,7 @@ Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, con
     const double t = static_cast<double>(p.tp);
     const double sp_div = p.sp ? t : 1.0;
 
-    const LayerCost lc = layer_cost(model, p, r, tp_bus);
+    const LayerCost lc = layer_cost(model, p, r, tp_link);
     double recompute_compute = 0, recompute_tp = 0;
     if (p.recompute == Recompute::full) {
         recompute_compute = lc.gemm_fwd + lc.attn_fwd + lc.mem_fwd;  // the layer's forward again
@@ -238,11 +247,19 @@ Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, con
     const double layer_fwd = lc.gemm_fwd + lc.attn_fwd + lc.mem_fwd;
     const double layer_bwd = lc.gemm_bwd() + lc.attn_bwd + lc.mem_bwd() + recompute_compute;
     const double layer_tp = lc.tp_fwd + lc.tp_bwd() + recompute_tp;
+    // Host-side dispatch of one layer's forward and backward (fitted; 0 by default): the GPU
+    // idles for the part its own work for the layer does not cover.
+    const double host = e.layer_launch_overhead_s + (p.tp > 1 ? e.tp_layer_launch_overhead_s : 0.0);
+    const double layer_host = std::max(0.0, host - (layer_fwd + layer_bwd + layer_tp));
 
     // Embedding (first stage): row gather + scatter-add gradient; with TP a vocab-parallel
     // all-reduce (or reduce-scatter under SP) of its output, and the conjugate in backward.
     const double embed_compute = memory_s(2.0 * M * h * ab / sp_div, r) + memory_s(2.0 * M * h * 4.0 / sp_div, r);
-    const double embed_tp = p.tp > 1 ? ring_allreduce_s(M * h * ab, p.tp, tp_bus) : 0.0;
+    // (vocab-parallel: all-reduce in forward, nothing in backward; under SP a reduce-scatter
+    // in forward and an all-gather of the output gradient in backward).
+    const double embed_tp = p.tp > 1 ? (p.sp ? scatter_s(M * h * ab, p.tp, tp_link) + gather_s(M * h * ab, p.tp, tp_link)
+                                             : allreduce_s(M * h * ab, p.tp, tp_link))
+                                     : 0.0;
     // Output layer (last stage): final norm, LM-head GEMM (vocab split over TP), cross-entropy
     // over the logits (read at activation width, fp32 working copy, gradient written back).
     const double v_local = std::ceil(static_cast<double>(model.vocab) / t);
@@ -250,13 +267,29 @@ Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, con
                             memory_s(M * v_local * (ab + 8.0), r);
     const double head_bwd = memory_s(4.0 * M * h * ab / sp_div, r) + 2.0 * gemm_s(M, v_local, h, r) +
                             memory_s(M * v_local * (4.0 + ab), r);
-    const double head_tp = p.tp > 1 ? 2.0 * ring_allreduce_s(M * 4.0, p.tp, tp_bus) : 0.0;  // max / sum-exp
+    // Vocab-parallel cross-entropy: two small all-reduces (max, sum-exp); the column-parallel
+    // head gathers its input under SP (reduce-scatter of its gradient) or all-reduces the
+    // input gradient without SP (Megatron-LM tensor_parallel/cross_entropy.py, layers.py).
+    const double head_tp = p.tp > 1 ? 2.0 * allreduce_s(M * 4.0, p.tp, tp_link) +
+                                          (p.sp ? gather_s(M * h * ab, p.tp, tp_link) + scatter_s(M * h * ab, p.tp, tp_link)
+                                                : allreduce_s(M * h * ab, p.tp, tp_link))
+                                    : 0.0;
 
-    // Stages: extra layers go to the first stages (as memory.cpp assigns them).
-    const std::int64_t layers_first = model.layers / p.pp + (model.layers % p.pp > 0 ? 1 : 0);
-    const std::int64_t layers_last = p.pp == 1 ? layers_first : model.layers / p.pp;
+    // Stages: extra layers go to the first stages (as memory.cpp assigns them), unless the
+    // caller passes a framework's own split (first stage holds the embedding, last the head).
+    std::int64_t layers_first = model.layers / p.pp + (model.layers % p.pp > 0 ? 1 : 0);
+    std::int64_t layers_last = p.pp == 1 ? layers_first : model.layers / p.pp;
+    std::int64_t layers_middle_max = layers_first;
+    const bool custom_split = static_cast<std::int64_t>(opt.stage_layers.size()) == p.pp && p.pp > 1;
+    if (custom_split) {
+        layers_first = opt.stage_layers.front();
+        layers_last = opt.stage_layers.back();
+        layers_middle_max = 0;
+        for (std::size_t i = 1; i + 1 < opt.stage_layers.size(); ++i)
+            layers_middle_max = std::max(layers_middle_max, opt.stage_layers[i]);
+    }
     auto stage_compute = [&](std::int64_t n, bool first, bool last) {
-        return static_cast<double>(n) * (layer_fwd + layer_bwd) + (first ? embed_compute : 0.0) +
+        return static_cast<double>(n) * (layer_fwd + layer_bwd + layer_host) + (first ? embed_compute : 0.0) +
                (last ? head_fwd + head_bwd : 0.0);
     };
     auto stage_tp = [&](std::int64_t n, bool first, bool last) {
@@ -264,16 +297,21 @@ Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, con
     };
     // Pipeline: each micro-batch's activation goes forward and its gradient back across a
     // stage boundary (scattered by TP under SP).
-    const double p2p = p.pp > 1 ? 2.0 * (M * h * ab / sp_div) / pp_bus : 0.0;
+    const double p2p = p.pp > 1 ? 2.0 * p2p_s(M * h * ab / sp_div, pp_link) : 0.0;
     const double c0 = stage_compute(layers_first, true, p.pp == 1);
     const double t0 = stage_tp(layers_first, true, p.pp == 1);
     const double cl = stage_compute(layers_last, p.pp == 1, true);
     const double tl = stage_tp(layers_last, p.pp == 1, true);
-    const bool first_is_bottleneck = c0 + t0 >= cl + tl;
-    const double slot_compute = first_is_bottleneck ? c0 : cl;
-    const double slot_tp = first_is_bottleneck ? t0 : tl;
+    const double cm = custom_split && p.pp > 2 ? stage_compute(layers_middle_max, false, false) : 0.0;
+    const double tm = custom_split && p.pp > 2 ? stage_tp(layers_middle_max, false, false) : 0.0;
+    const bool first_is_bottleneck = c0 + t0 >= cl + tl && c0 + t0 >= cm + tm;
+    const bool middle_is_bottleneck = !first_is_bottleneck && cm + tm > cl + tl;
+    const double slot_compute = first_is_bottleneck ? c0 : middle_is_bottleneck ? cm : cl;
+    const double slot_tp = first_is_bottleneck ? t0 : middle_is_bottleneck ? tm : tl;
     const double slot = slot_compute + slot_tp + p2p;
-    const std::int64_t slot_layers = first_is_bottleneck ? layers_first : layers_last;
+    const std::int64_t slot_layers = first_is_bottleneck    ? layers_first
+                                     : middle_is_bottleneck ? layers_middle_max
+                                                            : layers_last;
     const double mb_fwd = static_cast<double>(slot_layers) * layer_fwd;
     const double mb_bwd = static_cast<double>(slot_layers) * layer_bwd;
 
@@ -284,7 +322,13 @@ Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, con
     out.compute_s = m_count * slot_compute;
     out.tp_communication_s = m_count * slot_tp;
     out.pp_communication_s = m_count * p2p;
-    out.pipeline_bubble_s = static_cast<double>(p.pp - 1) * slot;
+    out.pipeline_bubble_s = pipeline_bubble_fraction(p.pp, p.grad_acc) * m_count * slot;
+    out.launch_overhead_s = m_count * static_cast<double>(slot_layers) * layer_host;
+    out.compute_s -= out.launch_overhead_s;
+    // Fitted per-micro-batch synchronisation stall that grows with the job's node count.
+    const double x = std::pow(static_cast<double>(nodes) / e.microbatch_sync_half_nodes, e.microbatch_sync_node_exponent);
+    out.microbatch_sync_s =
+        m_count * e.microbatch_sync_s * x / (1.0 + x) * (p.pp > 1 ? 1.0 : e.microbatch_sync_no_pipeline_fraction);
 
     // Data parallel / ZeRO (Rajbhandari et al. 2020, sec. 7: ZeRO-0..2 move 2*Psi per
     // step, ZeRO-3 3*Psi). Bucketed reductions overlap the backward pass; the last
@@ -300,24 +344,24 @@ Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, con
         auto overlapped = [&](double comm, double window, double tail) { return std::max(comm - window, tail); };
         switch (p.zero) {
             case 0: {  // one all-reduce per step, during the last micro-batch's backward
-                const double ar = ring_allreduce_s(G, p.dp, dp_bus);
+                const double ar = allreduce_s(G, p.dp, dp_link);
                 dp_s = overlapped(ar, mb_bwd, ar * bucket_share);
                 break;
             }
             case 1: {  // one reduce-scatter per step (overlapped) + all-gather of updated weights (exposed)
-                const double rs = ring_half_s(G, p.dp, dp_bus);
-                dp_s = overlapped(rs, mb_bwd, rs * bucket_share) + ring_half_s(W, p.dp, dp_bus);
+                const double rs = scatter_s(G, p.dp, dp_link);
+                dp_s = overlapped(rs, mb_bwd, rs * bucket_share) + gather_s(W, p.dp, dp_link);
                 break;
             }
             case 2: {  // only a gradient shard is kept: reduce-scatter after every micro-batch
-                const double rs = ring_half_s(G, p.dp, dp_bus);
-                dp_s = m_count * overlapped(rs, mb_bwd, rs * bucket_share) + ring_half_s(W, p.dp, dp_bus);
+                const double rs = scatter_s(G, p.dp, dp_link);
+                dp_s = m_count * overlapped(rs, mb_bwd, rs * bucket_share) + gather_s(W, p.dp, dp_link);
                 break;
             }
             default: {  // ZeRO-3: gather weights for forward and again for backward, reduce-scatter
                         // gradients, every micro-batch; prefetch overlaps all but one layer's share
-                const double ag = ring_half_s(W, p.dp, dp_bus);
-                const double rs = ring_half_s(G, p.dp, dp_bus);
+                const double ag = gather_s(W, p.dp, dp_link);
+                const double rs = scatter_s(G, p.dp, dp_link);
                 const double per_layer = 1.0 / static_cast<double>(std::max<std::int64_t>(slot_layers, 1));
                 dp_s = m_count * (overlapped(ag, mb_fwd, ag * per_layer) + overlapped(ag + rs, mb_bwd, rs * per_layer));
                 break;
@@ -338,13 +382,20 @@ Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, con
     out.optimizer_s = memory_s(shard * bytes_per_param, r);
     out.overhead_s = e.step_overhead_s;
 
-    out.step_time_s = out.compute_s + out.tp_communication_s + out.pp_communication_s + out.pipeline_bubble_s +
-                      out.dp_communication_s + out.optimizer_s + out.overhead_s;
     out.gpus = p.gpus();
+    const FlopCounts fc = step_flops(model, p, opt.attention_flops);
+    // No GPU executes the FLOPs the MFU/HFU numerators count faster than its dense peak:
+    // the compute time is at least the counted hardware FLOPs per GPU at peak, so
+    // MFU <= HFU <= 1 under either attention convention (the time model charges a causal
+    // kernel for the causal work; the `full` numerator counts twice that).
+    const double floor_s = fc.hardware_flops_per_step / (static_cast<double>(out.gpus) * *peak);
+    if (out.compute_s + out.launch_overhead_s < floor_s) out.compute_s = floor_s - out.launch_overhead_s;
+    out.step_time_s = out.compute_s + out.launch_overhead_s + out.tp_communication_s + out.pp_communication_s +
+                      out.pipeline_bubble_s + out.microbatch_sync_s + out.dp_communication_s + out.optimizer_s +
+                      out.overhead_s;
     out.tokens_per_step = p.global_batch_tokens();
     out.tokens_per_s = static_cast<double>(out.tokens_per_step) / out.step_time_s;
     out.tokens_per_s_per_gpu = out.tokens_per_s / static_cast<double>(out.gpus);
-    const FlopCounts fc = step_flops(model, p, opt.attention_flops);
     out.model_flops_per_step = fc.model_flops_per_step;
     out.hardware_flops_per_step = fc.hardware_flops_per_step;
     out.peak_flops_per_s = *peak;
@@ -357,9 +408,11 @@ Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, con
         const double rc = static_cast<double>(slot_layers) * recompute_compute * m_count;
         out.breakdown = {{"forward + backward compute", out.compute_s - rc},
                          {"recompute", rc},
+                         {"host dispatch (per layer and micro-batch)", out.launch_overhead_s},
                          {"tensor-parallel collectives", out.tp_communication_s},
                          {"pipeline sends", out.pp_communication_s},
                          {"pipeline bubble", out.pipeline_bubble_s},
+                         {"micro-batch synchronisation", out.microbatch_sync_s},
                          {"data-parallel communication (exposed)", out.dp_communication_s},
                          {"optimizer step", out.optimizer_s},
                          {"fixed overhead", out.overhead_s}};

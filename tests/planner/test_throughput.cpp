@@ -141,9 +141,13 @@ TEST(Throughput, TrainingTime) {
 }
 
 TEST(GpuEfficiency, ParsedFromSpecWithDefaultsWhenAbsent) {
+    // The H100 spec carries constants fitted on measured runs, with their provenance.
     const GpuSpec h100 = load_gpu("h100-sxm-80gb", kData);
-    EXPECT_DOUBLE_EQ(h100.efficiency.gemm_max_fraction_of_peak, 0.70);
-    EXPECT_NE(h100.efficiency.provenance.find("uncalibrated"), std::string::npos);
+    const nlohmann::json raw = read_json_file(kData / "gpus" / "h100-sxm-80gb.json", "--gpu");
+    EXPECT_DOUBLE_EQ(h100.efficiency.gemm_max_fraction_of_peak, raw["efficiency"]["gemm_max_fraction_of_peak"].get<double>());
+    EXPECT_DOUBLE_EQ(h100.efficiency.layer_launch_overhead_s, raw["efficiency"]["layer_launch_overhead_s"].get<double>());
+    EXPECT_NE(h100.efficiency.provenance.find("fitted by `preflight calibrate`"), std::string::npos);
+    EXPECT_NE(h100.efficiency.provenance.find("cross-validation"), std::string::npos);
 
     nlohmann::json spec = read_json_file(kData / "gpus" / "h100-sxm-80gb.json", "--gpu");
     spec.erase("efficiency");
@@ -168,4 +172,73 @@ TEST(Throughput, FasterGemmsShortenTheStep) {
     const double base = estimate_throughput(m, g, p).compute_s;
     g.efficiency.gemm_max_fraction_of_peak = 0.9;
     EXPECT_LT(estimate_throughput(m, g, p).compute_s, base);
+}
+
+TEST(Throughput, MfuAtMostOneForExtremeInputs) {
+    // Every efficiency at its maximum, a huge sequence (attention dominates, where the
+    // `full` numerator counts twice the causal work the kernel executes), all conventions
+    // and recompute modes: the counted FLOPs can never run faster than the dense peak.
+    const ModelConfig m = load_model("llama-3.2-1b", kData);
+    GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    g.efficiency.gemm_max_fraction_of_peak = 1.0;
+    g.efficiency.gemm_half_efficiency_dim = 0.0;
+    g.efficiency.attention_fraction_of_peak = 1.0;
+    g.efficiency.memory_bound_fraction_of_hbm = 1.0;
+    g.efficiency.collective_bus_efficiency = 1.0;
+    g.efficiency.step_overhead_s = 0.0;
+    g.efficiency.layer_launch_overhead_s = 0.0;
+    g.efficiency.microbatch_sync_s = 0.0;
+    for (std::int64_t seq : {128, 4096, 131072, 1048576}) {
+        for (AttentionFlops conv : {AttentionFlops::full, AttentionFlops::causal}) {
+            for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full}) {
+                Plan p;
+                p.seq = seq;
+                p.recompute = rc;
+                ThroughputOptions o;
+                o.attention_flops = conv;
+                const Throughput t = estimate_throughput(m, g, p, o);
+                EXPECT_LE(t.mfu, 1.0 + 1e-12) << seq;
+                EXPECT_LE(t.hfu, 1.0 + 1e-12) << seq;
+                EXPECT_GT(t.mfu, 0.0);
+            }
+        }
+    }
+}
+
+TEST(Throughput, TensorParallelismAcrossNodesIsModelledAndSlower) {
+    // tp 16 spans two 8-GPU nodes: its collectives run over the network, not NVLink
+    // (Llama-2-7B: 32 query and 32 key/value heads, divisible by 16).
+    const ModelConfig m = load_model("llama-2-7b", kData);
+    const GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    Plan p = plan_8b();
+    p.dp = 1;
+    p.tp = 8;
+    p.sp = true;
+    p.mbs = 4;
+    const Throughput in_node = estimate_throughput(m, g, p);
+    p.tp = 16;
+    const Throughput across = estimate_throughput(m, g, p);
+    EXPECT_GT(across.tp_communication_s, in_node.tp_communication_s);
+    EXPECT_GT(across.step_time_s, 0);
+}
+
+TEST(Throughput, HostDispatchFloorBindsOnlyWhenLayersAreShort) {
+    // A layer costs at least the host's dispatch time: with a 50 ms floor per layer a tiny
+    // micro-batch is host bound (16 layers * 50 ms per micro-batch), a 0 floor changes nothing.
+    const ModelConfig m = load_model("llama-3.2-1b", kData);
+    GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    g.efficiency.layer_launch_overhead_s = 0.0;
+    g.efficiency.microbatch_sync_s = 0.0;
+    Plan p;
+    p.seq = 128;
+    p.grad_acc = 4;
+    const Throughput free = estimate_throughput(m, g, p);
+    EXPECT_DOUBLE_EQ(free.launch_overhead_s, 0.0);
+    g.efficiency.layer_launch_overhead_s = 0.05;
+    const Throughput bound = estimate_throughput(m, g, p);
+    // Exposed host time + the GPU's layer work = 4 micro-batches * 16 layers * 50 ms = 3.2 s,
+    // plus the embedding and output layer (part of the unbound compute).
+    EXPECT_GT(bound.launch_overhead_s, 0.0);
+    EXPECT_GE(bound.launch_overhead_s + bound.compute_s, 3.2 - 1e-9);
+    EXPECT_LE(bound.launch_overhead_s + bound.compute_s, 3.2 + free.compute_s + 1e-9);
 }

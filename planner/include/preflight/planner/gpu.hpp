@@ -34,8 +34,29 @@ struct Efficiency {
     double attention_fraction_of_peak = 0.40;
     // Elementwise ops, norms, softmax, cross-entropy, optimizer: fraction of HBM bandwidth.
     double memory_bound_fraction_of_hbm = 0.75;
-    // Collectives: achieved bus bandwidth as a fraction of the link bandwidth.
+    // Collectives: achieved bus bandwidth as a fraction of the link bandwidth (NVLink tier).
     double collective_bus_efficiency = 0.75;
+    // The same for the network between nodes (per-GPU NIC bandwidth).
+    double inter_node_bus_efficiency = 0.75;
+    // Per-hop latency of a collective step or a p2p send: NVLink/NVSwitch, and the network
+    // between nodes (NCCL's small-message latency; nccl-tests all-reduce at 8 B).
+    double intra_node_latency_s = 5e-6;
+    double inter_node_latency_s = 20e-6;
+    // Host-side time per transformer layer per micro-batch (forward + backward): Python
+    // dispatch and kernel launches. The GPU waits for it when its own work for the layer is
+    // shorter (the host runs ahead asynchronously otherwise). Tensor-parallel layers issue
+    // more ops and collectives: tp_layer_launch_overhead_s more when tp > 1.
+    double layer_launch_overhead_s = 0.0;
+    double tp_layer_launch_overhead_s = 0.0;
+    // Per-micro-batch synchronisation stall that sets in as jobs grow (stragglers and
+    // cross-node hand-offs): microbatch_sync_s * x / (1 + x) per micro-batch with
+    // x = (nodes / microbatch_sync_half_nodes)^microbatch_sync_node_exponent (a logistic
+    // in log nodes: half the full stall at microbatch_sync_half_nodes), times
+    // microbatch_sync_no_pipeline_fraction when there is no pipeline (pp = 1). 0 = none.
+    double microbatch_sync_s = 0.0;
+    double microbatch_sync_half_nodes = 32.0;
+    double microbatch_sync_node_exponent = 2.0;
+    double microbatch_sync_no_pipeline_fraction = 1.0;
     // Fixed cost per optimizer step (kernel launches, data loading, logging).
     double step_overhead_s = 0.01;
     std::string provenance = "uncalibrated built-in defaults (the GPU spec has no \"efficiency\" object)";

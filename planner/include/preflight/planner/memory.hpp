@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "preflight/planner/allocator_model.hpp"
 #include "preflight/planner/gpu.hpp"
 #include "preflight/planner/model.hpp"
 #include "preflight/planner/plan.hpp"
@@ -17,6 +18,9 @@ namespace preflight {
 
 inline constexpr std::int64_t kMiB = std::int64_t{1} << 20;
 inline constexpr std::int64_t kGiB = std::int64_t{1} << 30;
+
+struct MemoryReport;
+struct MemoryOptions;
 
 // What a training framework keeps beyond the analytic minimum. The default
 // describes Megatron-LM-style training (persistent contiguous gradient buffers,
@@ -84,6 +88,16 @@ struct FrameworkProfile {
     // Allocation granularity: each model-state tensor is rounded up to this many bytes
     // (PyTorch CUDACachingAllocator: kMinBlockSize = 512). 0 = no rounding.
     std::int64_t allocation_granularity_bytes = 0;
+
+    // --- Framework profiles with a memory model of their own (planner/src/profiles/).
+    // Evaluates the plan instead of the generic model below; nullptr = the generic model.
+    MemoryReport (*evaluate)(const ModelConfig&, const GpuSpec&, const Plan&, const MemoryOptions&) = nullptr;
+    // Caching-allocator constants turning the allocated peak into the reserved peak
+    // (allocator_model.hpp); all zero = reserved equals allocated.
+    AllocatorConstants allocator;
+    // Judge the fit on the reserved pool plus the memory outside PyTorch (CUDA context, NCCL)
+    // rather than on peak_bytes (allocated + the GPU spec's overhead).
+    bool verdict_on_reserved = false;
 };
 
 struct MemoryBreakdown {
@@ -171,6 +185,17 @@ struct MemoryReport {
     bool fits = false;
     std::int64_t first_step_peak_bytes = 0;
     Phase first_step_peak_phase;
+    // Caching-allocator view of the same peak: tensors alone (peak_bytes less `overhead`), the
+    // pool PyTorch reserves for them (allocator_model.hpp), and what the device must hold:
+    // reserved + the memory outside PyTorch (CUDA context, NCCL buffers).
+    std::int64_t peak_allocated_bytes = 0;
+    std::int64_t peak_reserved_bytes = 0;
+    std::int64_t device_peak_bytes = 0;
+    std::int64_t non_pytorch_bytes = 0;
+    std::int64_t verdict_margin_bytes = 0;  // fitted margin (allocator_model.hpp), in device_peak_bytes
+    // Per pipeline stage (profiles with their own model): allocated and reserved peaks.
+    std::vector<std::int64_t> stage_allocated_bytes;
+    std::vector<std::int64_t> stage_reserved_bytes;
     std::vector<TimelineEntry> timeline_steady;  // when MemoryOptions::timeline
     std::vector<TimelineEntry> timeline_first;
     // Offload (extensions.hpp): model states in host memory, per GPU of the most loaded
@@ -178,6 +203,11 @@ struct MemoryReport {
     std::int64_t host_bytes_per_gpu = 0;
     std::int64_t host_bytes_per_node = 0;
 };
+
+// Fills peak_allocated_bytes, peak_reserved_bytes, non_pytorch_bytes and device_peak_bytes
+// of a report whose peak_bytes and at_peak are set (allocator_model.cpp); with
+// verdict_on_reserved, fits becomes device_peak_bytes <= capacity_bytes.
+void apply_allocator_model(MemoryReport& r, const AllocatorConstants& c, bool verdict_on_reserved);
 
 // Evaluates a validated plan. Throws InputError for an invalid plan.
 MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,

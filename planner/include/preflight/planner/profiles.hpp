@@ -60,7 +60,8 @@ FrameworkProfile pytorch_profile();
 inline constexpr std::int64_t kTorchBlockBytes = 512;
 inline constexpr std::int64_t kTorchSegmentBytes = 2 * kMiB;
 
-// Profile by name ("megatron" = the default, "preflight-runtime", "pytorch"); nullopt if unknown.
+// Profile by name ("megatron" = the default, "preflight-runtime", "pytorch", "nanotron",
+// "torchtitan", "deepspeed"; frameworks.hpp); nullopt if unknown.
 std::optional<FrameworkProfile> profile_by_name(std::string_view name);
 
 }  // namespace preflight

@@ -61,6 +61,10 @@ struct ThroughputOptions {
     std::int64_t grad_bucket_bytes = 25 * kMiB;
     // Fill Throughput::breakdown (strings; the search turns it off for speed).
     bool breakdown = true;
+    // Layers per pipeline stage when a framework splits them its own way (size pp; the
+    // first stage holds the embedding, the last the output layer). Empty: the planner's
+    // split (extra layers to the first stages).
+    std::vector<std::int64_t> stage_layers;
 };
 
 // One named slice of the step time (for display: compute, exposed communication, bubble, ...).
@@ -85,6 +89,8 @@ struct Throughput {
     double tp_communication_s = 0;    // tensor-parallel collectives (not overlapped)
     double pp_communication_s = 0;    // pipeline point-to-point sends
     double pipeline_bubble_s = 0;     // 1F1B bubble (p-1) stage-slots
+    double launch_overhead_s = 0;     // host dispatch per layer and micro-batch (fitted)
+    double microbatch_sync_s = 0;     // per-micro-batch synchronisation growing with nodes (fitted)
     double dp_communication_s = 0;    // exposed data-parallel / ZeRO communication
     double optimizer_s = 0;           // optimizer step (memory-bound)
     double overhead_s = 0;            // fixed per-step overhead

@@ -1,0 +1,92 @@
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <iostream>
+
+#include "calibrate_external.hpp"
+#include "commands.hpp"
+#include "preflight/planner/catalog.hpp"
+#include "preflight/planner/error.hpp"
+#include "preflight/runtime/run_report.hpp"
+#include "preflight/validation/external_memory.hpp"
+#include "preflight/validation/external_runs.hpp"
+#include "preflight/validation/throughput_fit.hpp"
+
+namespace preflight::cli {
+
+namespace {
+
+std::string today_utc() {
+    const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char b[16];
+    std::strftime(b, sizeof b, "%Y-%m-%d", &tm);
+    return b;
+}
+
+std::string pct(double x) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.1f %%", 100 * x);
+    return b;
+}
+
+}  // namespace
+
+int run_calibrate_external(const std::vector<std::filesystem::path>& datasets, const CalibrateExternalOptions& o) {
+    nlohmann::json all = nlohmann::json::array();
+    for (const auto& folder : datasets) {
+        const validation::ExternalDataset d = validation::read_external_dataset(folder);
+        const GpuSpec gpu = load_gpu(o.gpu.empty() ? d.gpu : o.gpu, o.data_dir);
+        std::cerr << "preflight calibrate: " << d.name << ": " << d.runs.size()
+                  << " jobs; tokens/s cross-validation (fits every fold)...\n";
+        const validation::ThroughputGate g = validation::throughput_gate(d, gpu);
+        nlohmann::json j = {{"name", d.name}, {"gpu", gpu.name}, {"throughput", g.summary}};
+        std::string memory_md;
+        if (o.memory) {
+            std::cerr << "preflight calibrate: " << d.name << ": memory cross-validation...\n";
+            const int folds = g.cv.folds;
+            const auto mcv = validation::memory_cross_validation(d.runs, gpu, folds);
+            j["memory"] = validation::memory_cv_to_json(mcv);
+            memory_md = validation::memory_cv_markdown(d.runs, mcv);
+        }
+        if (o.format == "table") {
+            std::cout << "# " << d.name << " (" << d.runs.size() << " jobs, " << d.framework << " on " << gpu.name
+                      << ")\n\n## tokens/s per GPU\n\n"
+                      << g.markdown << "\n";
+            if (!g.refused.empty())
+                std::cout << g.refused.size() << " job(s) the planner refuses as plans are not scored (first: "
+                          << g.refused.front() << ")\n\n";
+            std::cout << "fitted step-time constants (all jobs):\n";
+            const nlohmann::json f = validation::efficiency_to_json(g.cv.full_fit);
+            for (const auto& c : validation::fitted_step_constants())
+                std::cout << "  " << c.name << " = " << f.at(c.name).get<double>() << "\n";
+            if (o.memory) std::cout << "\n## memory\n\n" << memory_md << "\n";
+        }
+        all.push_back(j);
+        if (!o.write_spec.empty()) {
+            std::filesystem::path spec_path = o.gpu.empty() ? d.gpu : o.gpu;
+            if (spec_path.extension() != ".json") spec_path = o.data_dir / "gpus" / (spec_path.string() + ".json");
+            nlohmann::json spec = read_json_file(spec_path, "--gpu");
+            nlohmann::json e = validation::efficiency_to_json(g.cv.full_fit);
+            std::string folds;
+            for (std::size_t k = 0; k < g.cv.fold_held_out.size(); ++k)
+                folds += (k ? ", " : "") + pct(g.cv.fold_held_out[k].p50) + "/" + pct(g.cv.fold_held_out[k].p95);
+            e["provenance"] = "fitted by `preflight calibrate` on " + today_utc() + " from data set " + d.name + " (" +
+                              std::to_string(g.cv.held_out.n) + " ok jobs with measured tokens/s; " + d.source +
+                              "). Tokens/s per GPU |error|, " + std::to_string(g.cv.folds) +
+                              "-fold cross-validation grouped by model/tp/pp family (" +
+                              std::to_string(g.cv.families) + " families): held out P50 " + pct(g.cv.held_out.p50) +
+                              ", P95 " + pct(g.cv.held_out.p95) + " (uncalibrated defaults: P50 " +
+                              pct(g.cv.before.p50) + ", P95 " + pct(g.cv.before.p95) + "); per fold P50/P95: " + folds +
+                              ". Constants not in the fit keep the built-in defaults.";
+            spec["efficiency"] = e;
+            runtime::write_file_atomic(o.write_spec, spec.dump(2) + "\n");
+            std::cerr << "preflight calibrate: wrote " << o.write_spec << "\n";
+        }
+    }
+    if (o.format == "json") std::cout << all.dump(2) << "\n";
+    return kExitOk;
+}
+
+}  // namespace preflight::cli

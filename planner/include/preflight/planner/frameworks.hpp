@@ -1,0 +1,70 @@
+// Framework profiles beyond the default Megatron-like one (profiles.hpp): nanotron,
+// torchtitan, DeepSpeed. Each lives in planner/src/profiles/<name>.cpp, term by term with
+// the framework file and function it comes from.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "preflight/planner/memory.hpp"
+#include "preflight/planner/pipeline_split.hpp"
+
+namespace preflight {
+
+// nanotron (huggingface/nanotron) training a Llama-shaped model with bf16 parameters,
+// accumulate_grad_in_fp32, AdamW, ZeRO-0/1, flash attention, TP in reduce-scatter (sequence
+// parallel) or all-reduce mode, 1F1B pipeline. Its own memory model (evaluate_memory_nanotron)
+// with the caching-allocator constants fitted on the Ultra-Scale Playbook sweep.
+FrameworkProfile nanotron_profile();
+
+// torchtitan (pytorch/torchtitan): FSDP2/DTensor training of Llama with torch.compile off;
+// terms as in profiles/torchtitan.cpp.
+FrameworkProfile torchtitan_profile();
+
+// DeepSpeed (microsoft/DeepSpeed) ZeRO-1/2/3 with its default bucket sizes; profiles/deepspeed.cpp.
+FrameworkProfile deepspeed_profile();
+
+// One nanotron pipeline stage, term by term (bytes per GPU of that stage).
+struct NanotronStageMemory {
+    StageBlocks blocks;
+    std::int64_t in_flight = 0;             // micro-batches whose activations the stage holds (1F1B)
+    std::int64_t params_local = 0;          // parameters on this GPU (after TP and the pipeline split)
+    std::int64_t bf16_weights = 0;          // 2 B/param
+    std::int64_t fp32_grad_buffer = 0;      // 4 B/param, every parameter even under ZeRO-1
+    std::int64_t fp32_master = 0;           // 4 B/param over the ZeRO-1 shard
+    std::int64_t adam_moments = 0;          // 8 B/param over the ZeRO-1 shard
+    std::int64_t ddp_buckets = 0;           // 2 B/param when dp > 1 (DDP reducer's bucket copies)
+    std::int64_t bf16_grads = 0;            // 2 B/param, alive until a micro-batch's backward ends
+    std::int64_t zero1_gather = 0;          // 2 B/param, optimizer step under ZeRO-1 with dp > 1
+    std::int64_t tp_gather_buffer = 0;      // nanotron's MemoryBuffer "allgather" (s*b*h bf16), tp > 1 with SP
+    std::int64_t p2p_buffer = 0;            // one received activation or gradient, pp > 1
+    std::int64_t rope_tables = 0;           // fp32 cos/sin
+    std::int64_t activations_per_layer = 0; // one layer, one micro-batch
+    std::int64_t activations = 0;           // every in-flight micro-batch at the end of a forward
+    std::int64_t forward_transient = 0;     // a row-parallel linear's output before its reduce-scatter
+    std::int64_t backward_transient = 0;    // gradients of one layer's activations
+    std::int64_t logits_working_set = 0;    // bf16 logits + fp32 cast, or the fp32 cast + its shifted copy
+    std::int64_t allocated_peak = 0;
+    std::int64_t reserved_peak = 0;
+    PhaseKind peak_phase = PhaseKind::forward;
+    MemoryBreakdown at_peak;                // overhead = the memory outside PyTorch
+};
+
+// Every stage of a nanotron run (pp entries; stages without blocks hold nothing but buffers).
+// Plans nanotron can run but the generic model refuses are accepted: pp above the layer count
+// and above nanotron's L + 5 pipeline blocks (trailing stages stay empty). Throws InputError for a plan nanotron cannot build (tp not
+// dividing the heads, key/value heads or MLP width; sp without tp).
+std::vector<NanotronStageMemory> nanotron_stage_memory(const ModelConfig& model, const Plan& plan,
+                                                       const AllocatorConstants& allocator,
+                                                       std::int64_t non_pytorch_bytes);
+
+// The caching-allocator constants the nanotron profile uses: fitted on the nanotron H100 sweep
+// (data/measurements/external/nanotron-h100) by `preflight validate --check`'s memory fit;
+// provenance in the returned struct.
+AllocatorConstants nanotron_allocator_constants();
+
+// FrameworkProfile::evaluate of the nanotron profile.
+MemoryReport evaluate_memory_nanotron(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
+                                      const MemoryOptions& options);
+
+}  // namespace preflight

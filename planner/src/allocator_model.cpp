@@ -1,0 +1,49 @@
+#include "preflight/planner/allocator_model.hpp"
+
+#include "preflight/planner/memory.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace preflight {
+
+namespace {
+std::int64_t round_up(std::int64_t v, std::int64_t unit) { return (v + unit - 1) / unit * unit; }
+}  // namespace
+
+std::int64_t torch_block_bytes(std::int64_t request) {
+    if (request < kTorchMinBlockBytes) return kTorchMinBlockBytes;
+    return round_up(request, kTorchMinBlockBytes);
+}
+
+std::int64_t torch_segment_bytes(std::int64_t request) {
+    const std::int64_t block = torch_block_bytes(request);
+    if (block <= kTorchSmallSizeBytes) return kTorchSmallBufferBytes;
+    if (block < kTorchMinLargeAllocBytes) return kTorchLargeBufferBytes;
+    return round_up(block, kTorchRoundLargeBytes);
+}
+
+std::int64_t reserved_bytes(std::int64_t other, std::int64_t activations, std::int64_t logits,
+                            const AllocatorConstants& c) {
+    // Fragmentation only adds (a fitted negative would predict a pool smaller than its tensors).
+    const double extra = std::max(0.0, c.activation_fragmentation) * static_cast<double>(activations) +
+                         std::max(0.0, c.logits_fragmentation) * static_cast<double>(logits);
+    const std::int64_t allocated = other + activations + logits;
+    // The pool is made of 2 MiB-rounded segments.
+    return round_up(allocated + static_cast<std::int64_t>(std::llround(extra)) +
+                        std::max<std::int64_t>(0, c.reserved_constant_bytes),
+                    kTorchRoundLargeBytes);
+}
+
+void apply_allocator_model(MemoryReport& r, const AllocatorConstants& c, bool verdict_on_reserved) {
+    const MemoryBreakdown& b = r.at_peak;
+    r.peak_allocated_bytes = r.peak_bytes - b.overhead;
+    const std::int64_t other = r.peak_allocated_bytes - b.activations - b.logits_and_loss;
+    r.peak_reserved_bytes = reserved_bytes(other, b.activations, b.logits_and_loss, c);
+    r.non_pytorch_bytes = c.non_pytorch_bytes >= 0 ? c.non_pytorch_bytes : b.overhead;
+    r.verdict_margin_bytes = std::max<std::int64_t>(0, c.verdict_margin_bytes);
+    r.device_peak_bytes = r.peak_reserved_bytes + r.non_pytorch_bytes + r.verdict_margin_bytes;
+    if (verdict_on_reserved) r.fits = r.device_peak_bytes <= r.capacity_bytes;
+}
+
+}  // namespace preflight

@@ -1,0 +1,258 @@
+// nanotron's memory, term by term, read from huggingface/nanotron (src/nanotron/...):
+//   models/llama.py       LlamaModel / LlamaForTraining / CausalSelfAttention / MLP / Loss
+//   models/base.py        build_model (pipeline split by compute cost)
+//   optim/gradient_accumulator.py  FP32GradientAccumulator (fp32 grad buffer + fp32 master)
+//   optim/zero.py         ZeroDistributedOptimizer (ZeRO-1 sharding, _all_gather_params)
+//   helpers.py            init_optimizer_and_grad_accumulator (fused torch.optim.AdamW)
+//   trainer.py            DistributedDataParallel wrapping when dp > 1 (bucket_cap_mb)
+//   parallel/tensor_parallel/functional.py  column/row linears, MemoryBuffer, sharded cross-entropy
+//   parallel/pipeline_parallel/engine.py    OneForwardOneBackwardPipelineEngine
+// plus PyTorch's caching allocator (allocator_model.hpp) with constants fitted on measured runs.
+#include <algorithm>
+
+#include "preflight/planner/error.hpp"
+#include "preflight/planner/frameworks.hpp"
+
+namespace preflight {
+
+namespace {
+
+std::string str(std::int64_t v) { return std::to_string(v); }
+
+// Plans nanotron can build. Its own asserts: CausalSelfAttention (heads and key/value heads
+// divisible by tp), TensorParallelColumnLinear (out_features divisible by tp); ZeRO stages 0/1
+// only (config: zero_stage in [0, 1]); flash attention only in LlamaModel; recompute_layer is
+// full-layer checkpointing.
+void validate_nanotron_plan(const Plan& p, const ModelConfig& m) {
+    const std::pair<const char*, std::int64_t> counts[] = {
+        {"--seq", p.seq}, {"--mbs", p.mbs}, {"--grad-acc", p.grad_acc}, {"--dp", p.dp}, {"--tp", p.tp}, {"--pp", p.pp}};
+    for (const auto& [flag, v] : counts)
+        if (v <= 0) throw InputError(flag, "must be a positive integer, got " + str(v));
+    if (p.zero < 0 || p.zero > 1)
+        throw InputError("--zero", "nanotron implements ZeRO stages 0 and 1 only, got " + str(p.zero));
+    if (m.heads % p.tp != 0 || m.kv_heads % p.tp != 0)
+        throw InputError("--tp", str(p.tp) + " does not divide the model's " + str(m.heads) + " heads and " +
+                                     str(m.kv_heads) + " key/value heads (nanotron CausalSelfAttention)");
+    if (m.ffn_hidden % p.tp != 0) throw InputError("--tp", str(p.tp) + " does not divide the MLP width " + str(m.ffn_hidden));
+    if (p.sp && p.tp == 1) throw InputError("--sp", "sequence parallelism needs --tp > 1");
+    if (p.sp && p.seq % p.tp != 0)
+        throw InputError("--sp", "sequence length " + str(p.seq) + " is not divisible by --tp " + str(p.tp));
+    if (p.precision != Precision::bf16_mixed_fp32_grads && p.precision != Precision::bf16)
+        throw InputError("--precision", "the nanotron profile models bf16-mixed-fp32-grads (accumulate_grad_in_fp32) "
+                                        "and bf16, got " + std::string(to_string(p.precision)));
+    if (p.recompute == Recompute::selective)
+        throw InputError("--recompute", "nanotron checkpoints whole layers (recompute_layer): use none or full");
+    if (p.attention != AttentionKind::flash) throw InputError("--attention", "nanotron's Llama uses flash attention");
+    if (p.dropout > 0) throw InputError("--dropout", "nanotron's Llama has no dropout");
+    if (m.is_moe() || m.family == ModelFamily::gpt2)
+        throw InputError("--model", "the nanotron profile models Llama-shaped dense models");
+    // pp above the number of pipeline blocks is accepted: build_model leaves the trailing ranks
+    // without blocks (they still hold the CUDA context and communicators).
+}
+
+}  // namespace
+
+std::vector<NanotronStageMemory> nanotron_stage_memory(const ModelConfig& m, const Plan& plan_in,
+                                                       const AllocatorConstants& alloc,
+                                                       std::int64_t non_pytorch_bytes) {
+    const Plan p = resolve_defaults(plan_in, m);
+    validate_nanotron_plan(p, m);
+    const auto split = pipeline_stages(m, p.pp, PipelineSplit::nanotron_compute_cost);
+    const bool fp32_accum = p.precision == Precision::bf16_mixed_fp32_grads;
+    const std::int64_t t = p.tp, h = m.hidden, sb = p.seq * p.mbs;
+    const std::int64_t sp_div = p.sp ? t : 1;
+    const std::int64_t ql = m.q_width() / t, kvl = m.kv_width() / t, fl = m.ffn_hidden / t;
+    const std::int64_t vocab_local = (m.vocab + t - 1) / t;  // vocab padded to a multiple of tp
+    // Parameters of one decoder layer on one TP rank: q, k, v (qkv_proj, column), o_proj (row),
+    // gate_up_proj (column, 2*ffn), down_proj (row), two RMSNorm weights (replicated).
+    const std::int64_t layer_params = h * (ql + 2 * kvl) + ql * h + h * 2 * fl + fl * h + 2 * h;
+
+    // Activations one decoder layer saves for backward, one micro-batch (bf16 = 2 B):
+    //  input_layernorm (TritonRMSNorm) saves its input and fp32 rstd        h/sp + rstd
+    //  qkv_proj (column linear, tp_recompute_allgather) saves the sharded input    h/sp
+    //  the permuted q|k|v tensor (q is a view of it, kept by flash attention)      ql + 2 kvl
+    //  _forward_training's contiguous key/value copy (kept by flash attention)     2 kvl
+    //  flash attention's output (o_proj input) and fp32 log-sum-exp               ql, heads/tp
+    //  post_attention_layernorm input + rstd, gate_up_proj sharded input          2 h/sp
+    //  gate_up output (gate and up views of it are saved), silu(gate), the product 4 fl
+    const std::int64_t norm_rstd = sb * 4 / sp_div;
+    const std::int64_t act_layer_none = sb * (2 * h / sp_div * 2 + 2 * h / sp_div * 2) + 2 * norm_rstd +
+                                        sb * 2 * (ql + 2 * kvl) + sb * 2 * 2 * kvl + sb * 2 * ql +
+                                        sb * (m.heads / t) * 4 + sb * 2 * 4 * fl;
+    // Full recompute (LlamaDecoderLayer._checkpointed_forward): the layer input only.
+    const std::int64_t layer_input = sb * h * 2 / sp_div;
+    const std::int64_t act_layer = p.recompute == Recompute::full ? layer_input : act_layer_none;
+
+    std::vector<NanotronStageMemory> out;
+    for (std::size_t i = 0; i < split.size(); ++i) {
+        NanotronStageMemory s;
+        s.blocks = split[i];
+        const std::int64_t stage = static_cast<std::int64_t>(i);
+        std::int64_t n = s.blocks.layers * layer_params;
+        // Token embedding (vocab-parallel); the LM head is a column linear over the vocabulary.
+        // A tied embedding is one tensor on a stage holding both, a copy on each otherwise
+        // (nanotron ties the copies and all-reduces their gradients).
+        if (s.blocks.embedding) n += vocab_local * h;
+        if (s.blocks.head && !(m.tied_embeddings && s.blocks.embedding)) n += vocab_local * h;
+        if (s.blocks.head) n += h;  // final norm
+        s.params_local = n;
+        const std::int64_t shard = p.zero >= 1 ? p.dp : 1;
+        s.bf16_weights = 2 * n;  // build_model: init_on_device_and_dtype(dtype=bf16)
+        if (fp32_accum) {
+            // FP32GradientAccumulator.build_grad_buffers: one fp32 buffer for every parameter
+            // "independently of ZeRO sharding"; its __init__ makes the fp32 master copy of the
+            // parameters it is given, which under ZeRO-1 are this dp rank's slices.
+            s.fp32_grad_buffer = 4 * n;
+            s.fp32_master = 4 * ((n + shard - 1) / shard);
+        }
+        // torch.optim.AdamW (fused) over the fp32 master (or the bf16 parameters without the
+        // accumulator): exp_avg and exp_avg_sq in the parameter dtype.
+        s.adam_moments = (fp32_accum ? 8 : 4) * ((n + shard - 1) / shard);
+        // trainer.py wraps the model in DistributedDataParallel when dp > 1; the reducer
+        // (torch/csrc/distributed/c10d/reducer.cpp, initialize_buckets) keeps bucket tensors for
+        // every gradient in the parameter dtype.
+        if (p.dp > 1) s.ddp_buckets = 2 * n;
+        // bf16 .grad of each parameter, written by backward and dropped by
+        // FP32GradientAccumulator.backward only after loss.backward() returns.
+        s.bf16_grads = 2 * n;
+        // ZeroDistributedOptimizer._all_gather_params: all_gather_coalesced into per-rank slices;
+        // NCCL's list all-gather stages the gathered parameters in a flat bf16 tensor.
+        if (p.zero >= 1 && p.dp > 1) s.zero1_gather = 2 * n;
+        // functional.py: MemoryBuffer().get("allgather", ...) holds the gathered s*b*h input of the
+        // column linears in reduce-scatter mode for the whole run.
+        if (p.sp && t > 1) s.tp_gather_buffer = sb * h * 2;
+        if (p.pp > 1) s.p2p_buffer = sb * h * 2 / sp_div;  // p2p.py: a received tensor in flight
+        s.rope_tables = 2 * p.seq * m.head_dim * 4;          // fp32 cos/sin
+
+        // engine.py OneForwardOneBackwardPipelineEngine: pp - rank - 1 warm-up forwards, then one
+        // forward before each backward: pp - rank micro-batches in flight (at most grad_acc).
+        s.in_flight = std::min<std::int64_t>(p.pp - stage, p.grad_acc);
+        s.activations_per_layer = act_layer;
+        std::int64_t per_mb = s.blocks.layers * act_layer;
+        if (s.blocks.embedding) per_mb += sb * 8;                                 // int64 input ids
+        if (s.blocks.head) per_mb += sb * h * 2 / sp_div * 2 + sb * 4 / sp_div;  // final norm in + LM-head input
+        if (s.blocks.loss) per_mb += sb * 8 * 2;                                  // labels, masked targets
+        s.activations = s.in_flight * per_mb;
+        // Row-parallel linear in reduce-scatter mode: the full s*b*h product exists before
+        // its reduce-scatter (o_proj and down_proj each); all-reduce mode likewise.
+        s.forward_transient = (t > 1 && s.blocks.layers > 0) ? sb * h * 2 : 0;
+        if (p.recompute == Recompute::full) s.forward_transient += act_layer_none;  // layer re-materialised in backward
+        // Backward through one layer: the residual-stream gradient in and out, and the widest op's
+        // input gradients (gate_up's 2*ffn output gradient).
+        s.backward_transient = s.blocks.layers > 0 ? 2 * layer_input + sb * 2 * fl * 2 : 0;
+        // Logits (nanotron LlamaModel.forward_with_hidden_states, Loss, _ShardedCrossEntropy):
+        // the bf16 sharded logits and their fp32 cast coexist (6 B), then the fp32 logits and
+        // `sharded_logits - logits_max` (8 B); the fp32 softmax (4 B) is saved for backward.
+        if (s.blocks.loss) s.logits_working_set = sb * vocab_local * 8;
+
+        auto breakdown = [&](std::int64_t acts, std::int64_t logits, std::int64_t extra_grads, std::int64_t extra_buffers) {
+            MemoryBreakdown b;
+            b.weights = s.bf16_weights;
+            b.master_weights = s.fp32_master;
+            b.gradients = s.fp32_grad_buffer + extra_grads;
+            b.optimizer_states = s.adam_moments;
+            b.activations = acts;
+            b.logits_and_loss = logits;
+            b.buffers = s.ddp_buckets + s.tp_gather_buffer + s.p2p_buffer + s.rope_tables + extra_buffers;
+            b.overhead = non_pytorch_bytes;
+            return b;
+        };
+        // Forward of the last in-flight micro-batch, through its loss.
+        const MemoryBreakdown fwd = breakdown(s.activations + s.forward_transient, s.logits_working_set, 0, 0);
+        // Backward: starts with every in-flight activation (and the softmax + its bf16 gradient,
+        // 6 B per logit), ends with one micro-batch fewer and every bf16 gradient written.
+        const std::int64_t logits_bwd = s.blocks.loss ? sb * vocab_local * 6 : 0;
+        const MemoryBreakdown bwd_start = breakdown(s.activations + s.backward_transient, logits_bwd, 0, 0);
+        const MemoryBreakdown bwd_end =
+            breakdown((s.in_flight - 1) * per_mb + s.backward_transient, 0, s.bf16_grads, 0);
+        const MemoryBreakdown opt = breakdown(0, 0, 0, s.zero1_gather);
+        struct Candidate {
+            PhaseKind kind;
+            const MemoryBreakdown* b;
+        };
+        const Candidate phases[] = {{PhaseKind::output_loss, &fwd},
+                                    {PhaseKind::backward, &bwd_start},
+                                    {PhaseKind::backward, &bwd_end},
+                                    {PhaseKind::optimizer_step, &opt}};
+        s.allocated_peak = -1;
+        s.reserved_peak = -1;
+        for (const auto& c : phases) {
+            const std::int64_t allocated = c.b->total() - c.b->overhead;
+            const std::int64_t other = allocated - c.b->activations - c.b->logits_and_loss;
+            const std::int64_t reserved = reserved_bytes(other, c.b->activations, c.b->logits_and_loss, alloc);
+            s.allocated_peak = std::max(s.allocated_peak, allocated);
+            if (reserved > s.reserved_peak) {
+                s.reserved_peak = reserved;
+                s.peak_phase = c.kind;
+                s.at_peak = *c.b;
+            }
+        }
+        out.push_back(s);
+    }
+    return out;
+}
+
+MemoryReport evaluate_memory_nanotron(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in,
+                                      const MemoryOptions& options) {
+    const Plan plan = resolve_defaults(plan_in, model);
+    const AllocatorConstants& c = options.profile.allocator;
+    const std::int64_t non_pytorch =
+        options.overhead_bytes.value_or(c.non_pytorch_bytes >= 0 ? c.non_pytorch_bytes : gpu.overhead_bytes);
+    const auto stages = nanotron_stage_memory(model, plan, c, non_pytorch);
+    MemoryReport r;
+    r.params = count_params(model);
+    r.capacity_bytes = gpu.memory_bytes;
+    r.non_pytorch_bytes = non_pytorch;
+    std::size_t worst = 0;
+    for (std::size_t i = 0; i < stages.size(); ++i) {
+        r.stage_allocated_bytes.push_back(stages[i].allocated_peak);
+        r.stage_reserved_bytes.push_back(stages[i].reserved_peak);
+        if (stages[i].reserved_peak > stages[worst].reserved_peak) worst = i;
+    }
+    const NanotronStageMemory& s = stages[worst];
+    r.pipeline_stage = static_cast<std::int64_t>(worst);
+    r.layers_on_stage = s.blocks.layers;
+    r.micro_batches_in_flight = s.in_flight;
+    r.params_on_gpu = s.params_local;
+    r.at_peak = s.at_peak;
+    r.activations_per_layer_bytes = s.activations_per_layer;
+    r.layer_inventory = {{"layer activations (nanotron inventory)", s.activations_per_layer, false}};
+    r.peak_phase = {s.peak_phase, s.peak_phase == PhaseKind::optimizer_step ? 0 : s.blocks.layers,
+                    s.peak_phase == PhaseKind::optimizer_step ? 0 : s.in_flight};
+    // peak_bytes keeps its contract meaning: allocated tensors at the peak + overhead.
+    r.peak_bytes = s.at_peak.total();
+    r.peak_allocated_bytes = r.peak_bytes - s.at_peak.overhead;
+    r.peak_reserved_bytes = s.reserved_peak;
+    r.verdict_margin_bytes = std::max<std::int64_t>(0, c.verdict_margin_bytes);
+    r.device_peak_bytes = s.reserved_peak + non_pytorch + r.verdict_margin_bytes;
+    r.fits = options.profile.verdict_on_reserved ? r.device_peak_bytes <= r.capacity_bytes
+                                                 : r.peak_bytes <= r.capacity_bytes;
+    // Optimizer moments exist from the first step on (torch.optim creates them lazily, inside
+    // the first step); the first step's forward/backward runs without them.
+    r.first_step_peak_bytes = r.peak_bytes - (s.peak_phase == PhaseKind::optimizer_step ? 0 : s.at_peak.optimizer_states);
+    r.first_step_peak_phase = r.peak_phase;
+    if (options.timeline) {
+        r.timeline_steady.push_back({r.peak_phase, s.at_peak});
+        MemoryBreakdown first = s.at_peak;
+        if (s.peak_phase != PhaseKind::optimizer_step) first.optimizer_states = 0;
+        r.timeline_first.push_back({r.peak_phase, first});
+    }
+    return r;
+}
+
+FrameworkProfile nanotron_profile() {
+    FrameworkProfile p;
+    p.name = "nanotron";
+    p.grad_bucket_bytes = 25 * kMiB;  // config.model.ddp_bucket_cap_mb default 25
+    p.grad_buckets_in_flight = 2;
+    p.lazy_optimizer_state = true;
+    p.logits_fp32_copy = true;
+    p.norm_row_stats = true;  // TritonRMSNorm saves rstd
+    p.vocab_pad_multiple = 1;
+    p.evaluate = &evaluate_memory_nanotron;
+    p.verdict_on_reserved = true;
+    p.allocator = nanotron_allocator_constants();
+    return p;
+}
+
+}  // namespace preflight

@@ -1,0 +1,204 @@
+// Framework profiles and the caching-allocator model. Expected numbers are derived by hand
+// from the frameworks' code (file and function named at each assertion), not read back.
+#include <gtest/gtest.h>
+
+#include "catalog_fixture.hpp"
+#include "preflight/planner/allocator_model.hpp"
+#include "preflight/planner/error.hpp"
+#include "preflight/planner/frameworks.hpp"
+#include "preflight/planner/pipeline_split.hpp"
+#include "preflight/planner/profiles.hpp"
+#include "preflight/planner/search.hpp"
+
+using namespace preflight;
+
+namespace {
+
+// The sweep's "1B": Llama shape 16 x 2048, 32 heads (MHA), ffn 8192, vocab 131072, tied.
+ModelConfig nanotron_1b() {
+    ModelConfig m = test::llama_model(2048, 16, 32, 32, 8192, 131072, 4096);
+    m.tied_embeddings = true;
+    return m;
+}
+
+Plan nanotron_plan(std::int64_t dp, std::int64_t tp, std::int64_t pp, int zero) {
+    Plan p;
+    p.seq = 4096;
+    p.mbs = 1;
+    p.grad_acc = 8;
+    p.dp = dp;
+    p.tp = tp;
+    p.pp = pp;
+    p.sp = tp > 1;
+    p.zero = zero;
+    p.precision = Precision::bf16_mixed_fp32_grads;
+    return p;
+}
+
+AllocatorConstants none() { return {}; }
+
+}  // namespace
+
+// nanotron models/base.py build_model with LlamaForTraining.get_block_compute_costs:
+// layer cost C = 4*32*64*2048 + 3*8192*2048 = 67,108,864; LM head 131072*2048 = 4C; total 20C.
+TEST(PipelineSplit, NanotronBalancesComputeCountingTheLmHead) {
+    const ModelConfig m = nanotron_1b();
+    // pp 2: threshold 10C; layer 10 reaches exactly 10C (not above), layer 11 passes it and
+    // still lands on stage 0 -> 11 + 5 layers, the head on stage 1.
+    auto s2 = pipeline_stages(m, 2, PipelineSplit::nanotron_compute_cost);
+    ASSERT_EQ(s2.size(), 2u);
+    EXPECT_EQ(s2[0].layers, 11);
+    EXPECT_EQ(s2[1].layers, 5);
+    EXPECT_TRUE(s2[0].embedding);
+    EXPECT_TRUE(s2[1].head);
+    EXPECT_TRUE(s2[1].loss);
+    EXPECT_EQ(s2[1].first_layer, 11);
+    // pp 4: thresholds 5C, 10C, 15C -> 6, 5, 5 layers, the last stage only the head (4C).
+    auto s4 = pipeline_stages(m, 4, PipelineSplit::nanotron_compute_cost);
+    EXPECT_EQ(s4[0].layers, 6);
+    EXPECT_EQ(s4[1].layers, 5);
+    EXPECT_EQ(s4[2].layers, 5);
+    EXPECT_EQ(s4[3].layers, 0);
+    EXPECT_TRUE(s4[3].head);
+    // Megatron: 16 / 4 layers each.
+    for (const auto& st : pipeline_stages(m, 4, PipelineSplit::even_layers)) EXPECT_EQ(st.layers, 4);
+}
+
+// FP32GradientAccumulator (optim/gradient_accumulator.py): N = 131072*2048 (tied embedding)
+// + 16 * (4*2048^2 + 3*2048*8192 + 2*2048) + 2048 (final norm) = 1,342,244,864 parameters.
+TEST(NanotronProfile, ModelStatesOfThe1bModel) {
+    const ModelConfig m = nanotron_1b();
+    const std::int64_t n = 1'342'244'864;
+    {
+        const auto st = nanotron_stage_memory(m, nanotron_plan(1, 1, 1, 0), none(), 0);
+        ASSERT_EQ(st.size(), 1u);
+        EXPECT_EQ(st[0].params_local, n);
+        EXPECT_EQ(st[0].bf16_weights, 2 * n);
+        EXPECT_EQ(st[0].fp32_grad_buffer, 4 * n);  // build_grad_buffers: fp32, every parameter
+        EXPECT_EQ(st[0].fp32_master, 4 * n);       // big_flat_buffer of fp32 weights
+        EXPECT_EQ(st[0].adam_moments, 8 * n);      // exp_avg + exp_avg_sq of the fp32 master
+        EXPECT_EQ(st[0].ddp_buckets, 0);           // no DistributedDataParallel at dp 1
+        EXPECT_EQ(st[0].zero1_gather, 0);
+    }
+    {
+        // ZeRO-1 over dp 4: the optimizer's master + moments shard (ceil(N/4) = 335,561,216), the
+        // fp32 gradient buffer stays whole ("independently of ZeRO sharding").
+        const auto st = nanotron_stage_memory(m, nanotron_plan(4, 1, 1, 1), none(), 0);
+        EXPECT_EQ(st[0].fp32_grad_buffer, 4 * n);
+        EXPECT_EQ(st[0].fp32_master, 4 * 335'561'216LL);
+        EXPECT_EQ(st[0].adam_moments, 8 * 335'561'216LL);
+        EXPECT_EQ(st[0].ddp_buckets, 2 * n);   // DDP reducer buckets, bf16
+        EXPECT_EQ(st[0].zero1_gather, 2 * n);  // _all_gather_params staging
+    }
+    {
+        // pp 2 with a tied embedding: stage 0 = embedding + 11 layers, stage 1 = 5 layers, final
+        // norm and its own copy of the tied LM head.
+        const std::int64_t layer = 4 * 2048LL * 2048 + 3 * 2048LL * 8192 + 2 * 2048;
+        const auto st = nanotron_stage_memory(m, nanotron_plan(1, 1, 2, 0), none(), 0);
+        EXPECT_EQ(st[0].params_local, 131072LL * 2048 + 11 * layer);
+        EXPECT_EQ(st[1].params_local, 5 * layer + 2048 + 131072LL * 2048);
+    }
+}
+
+// Per-layer activations read from LlamaDecoderLayer, CausalSelfAttention._forward_training,
+// MLP/GLUActivation and the column/row linears (tp_recompute_allgather), tp 1, mbs 1, seq 4096:
+// norm inputs 2*(4096*2048*2) + rstd 2*(4096*4) + linear inputs 2*(4096*2048*2)
+// + q|k|v 4096*6144*2 + k|v copy 4096*4096*2 + attention output 4096*2048*2 + lse 4096*32*4
+// + gate_up, silu, product 4096*4*8192*2 = 436,764,672 bytes.
+TEST(NanotronProfile, LayerActivationsAndLogits) {
+    const ModelConfig m = nanotron_1b();
+    const auto st = nanotron_stage_memory(m, nanotron_plan(1, 1, 1, 0), none(), 0);
+    EXPECT_EQ(st[0].activations_per_layer, 436'764'672);
+    // _ShardedCrossEntropy: the fp32 logits and their max-shifted fp32 copy, 8 B per logit.
+    EXPECT_EQ(st[0].logits_working_set, 4096LL * 131072 * 8);
+    // tp 2 with sequence parallelism: 131072 / 2 vocabulary rows per rank.
+    const auto st2 = nanotron_stage_memory(m, nanotron_plan(1, 2, 1, 0), none(), 0);
+    EXPECT_EQ(st2[0].logits_working_set, 4096LL * 65536 * 8);
+    EXPECT_EQ(st2[0].tp_gather_buffer, 4096LL * 2048 * 2);  // MemoryBuffer "allgather"
+    // 1F1B (engine.py): stage 0 of pp 4 holds 4 micro-batches, the last stage 1.
+    const auto st4 = nanotron_stage_memory(m, nanotron_plan(1, 1, 4, 0), none(), 0);
+    EXPECT_EQ(st4[0].in_flight, 4);
+    EXPECT_EQ(st4[3].in_flight, 1);
+}
+
+TEST(NanotronProfile, RefusesWhatNanotronCannotBuildNamingTheFlag) {
+    const ModelConfig m = nanotron_1b();
+    Plan p = nanotron_plan(1, 1, 1, 2);
+    try {
+        nanotron_stage_memory(m, p, none(), 0);
+        FAIL() << "ZeRO-2 accepted";
+    } catch (const InputError& e) {
+        EXPECT_EQ(e.subject(), "--zero");
+    }
+    // More stages than layers, even than nanotron's L + 5 = 21 pipeline blocks, is a layout
+    // build_model accepts: the trailing ranks hold no block.
+    const auto st = nanotron_stage_memory(m, nanotron_plan(1, 1, 32, 0), none(), 0);
+    ASSERT_EQ(st.size(), 32u);
+    EXPECT_EQ(st.back().params_local, 0);
+    EXPECT_EQ(st.back().blocks.layers, 0);
+}
+
+TEST(NanotronProfile, VerdictUsesReservedPlusOutsidePytorch) {
+    const ModelConfig m = nanotron_1b();
+    const GpuSpec gpu = test::catalog_gpu("h100-sxm-80gb");
+    MemoryOptions o;
+    o.profile = *profile_by_name("nanotron");
+    const MemoryReport r = evaluate_memory(m, gpu, nanotron_plan(1, 1, 2, 0), o);
+    EXPECT_EQ(r.stage_reserved_bytes.size(), 2u);
+    EXPECT_GE(r.peak_reserved_bytes, r.peak_allocated_bytes);
+    EXPECT_EQ(r.non_pytorch_bytes, gpu.overhead_bytes);  // the spec's documented CUDA context + NCCL figure
+    EXPECT_EQ(r.device_peak_bytes, r.peak_reserved_bytes + r.non_pytorch_bytes + r.verdict_margin_bytes);
+    EXPECT_EQ(r.fits, r.device_peak_bytes <= gpu.memory_bytes);
+}
+
+// c10/cuda/CUDACachingAllocator.cpp: round_size and get_allocation_size.
+TEST(AllocatorModel, BlocksAndSegments) {
+    EXPECT_EQ(torch_block_bytes(1), 512);
+    EXPECT_EQ(torch_block_bytes(512), 512);
+    EXPECT_EQ(torch_block_bytes(513), 1024);
+    EXPECT_EQ(torch_segment_bytes(1 << 20), 2 << 20);           // small pool: 2 MiB segment
+    EXPECT_EQ(torch_segment_bytes((1 << 20) + 1), 20 << 20);    // 1-10 MiB: 20 MiB segment
+    EXPECT_EQ(torch_segment_bytes(10 << 20), 10 << 20);         // >= 10 MiB: rounded to 2 MiB
+    EXPECT_EQ(torch_segment_bytes((10 << 20) + 1), 12 << 20);
+    AllocatorConstants c;
+    c.activation_fragmentation = 0.5;
+    c.logits_fragmentation = 1.0;
+    c.reserved_constant_bytes = 2 << 20;
+    // 100 MiB other + 1.5 * 40 MiB + 2 * 10 MiB + 2 MiB = 182 MiB.
+    EXPECT_EQ(reserved_bytes(100 << 20, 40 << 20, 10 << 20, c), 182LL << 20);
+    // No constants: allocated rounded up to 2 MiB.
+    EXPECT_EQ(reserved_bytes((3 << 20) + 1, 0, 0, AllocatorConstants{}), 4 << 20);
+}
+
+TEST(AllocatorModel, DefaultProfileKeepsItsVerdictAndReportsReserved) {
+    const ModelConfig m = test::catalog_model("llama-3-8b");
+    const GpuSpec gpu = test::catalog_gpu("h100-sxm-80gb");
+    Plan p;
+    p.seq = 4096;
+    p.dp = 8;
+    p.zero = 1;
+    const MemoryReport r = evaluate_memory(m, gpu, p);
+    EXPECT_EQ(r.peak_allocated_bytes, r.peak_bytes - r.at_peak.overhead);
+    EXPECT_EQ(r.peak_reserved_bytes, (r.peak_allocated_bytes + (2 << 20) - 1) / (2 << 20) * (2 << 20));
+    EXPECT_EQ(r.fits, r.peak_bytes <= gpu.memory_bytes);
+}
+
+TEST(Profiles, EveryFrameworkHasAProfile) {
+    for (const char* name : {"megatron", "nanotron", "torchtitan", "deepspeed", "preflight-runtime", "pytorch"})
+        EXPECT_TRUE(profile_by_name(name).has_value()) << name;
+    // deepspeed/runtime/zero/config.py reduce_bucket_size 5e8 elements; stage_1_and_2.py's ipg
+    // buffer holds them in the 16-bit parameter dtype.
+    EXPECT_EQ(profile_by_name("deepspeed")->grad_bucket_bytes, 1'000'000'000);
+    EXPECT_EQ(profile_by_name("torchtitan")->grad_bucket_bytes, 0);
+}
+
+TEST(Search, PinnedTensorParallelismMaySpanNodes) {
+    const ModelConfig m = test::llama_model(4096, 4, 32, 32, 14336, 32000, 4096);  // tp 16 divides 32 heads
+    const GpuSpec gpu = test::catalog_gpu("h100-sxm-80gb");  // 8 GPUs per node
+    SearchRequest req;
+    req.gpus = 16;
+    req.gbs_tokens = 16 * 4096;
+    req.seq = 4096;
+    req.pins.tp = 16;
+    EXPECT_NO_THROW(validate_request(m, gpu, req));
+}

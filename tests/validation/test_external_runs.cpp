@@ -1,0 +1,164 @@
+// The external measured-run loader: rows become planner models and plans; bad rows are
+// refused naming the file, the line and the column.
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "catalog_fixture.hpp"
+#include "preflight/planner/error.hpp"
+#include "preflight/validation/external_memory.hpp"
+#include "preflight/validation/external_runs.hpp"
+#include "run_cli.hpp"
+
+using namespace preflight;
+using namespace preflight::validation;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kHeader =
+    "model,params_b,hidden_size,num_layers,num_heads,num_kv_heads,ffn_hidden_size,vocab_size,tied_embeddings,nodes,"
+    "gpus,dp,tp,pp,micro_batch_size,grad_accum,seq_len,global_batch_tokens,zero_stage,recompute,dtype,"
+    "grad_accum_dtype,optimizer,sequence_parallel,pp_schedule,peak_mem_reserved_gib,peak_mem_alloc_gib,mfu_pct,"
+    "tokens_per_s_per_gpu,tokens_per_s,outcome,oom_in_log";
+// First row of the sweep's CSV (1B, 1 node, dp 4, pp 2, mbs 4, ga 16, ZeRO-1).
+const char* kRow1 =
+    "1B,1.34,2048,16,32,32,8192,131072,1,1,8,4,1,2,4,16,4096,1048576,1,none,bf16,fp32,adamw,0,1f1b,41.8,11.88,44.3,"
+    "38895,311156,ok,0";
+
+fs::path write_csv(const std::string& name, const std::string& body) {
+    const fs::path d = fs::temp_directory_path() / ("preflight-ext-" + std::to_string(::getpid()));
+    fs::create_directories(d);
+    const fs::path f = d / name;
+    std::ofstream(f) << body;
+    return f;
+}
+
+std::string error_of(const fs::path& f) {
+    try {
+        read_external_csv(f);
+    } catch (const InputError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+}  // namespace
+
+TEST(ExternalRuns, RowBecomesModelAndPlan) {
+    const auto runs = read_external_csv(write_csv("one.csv", std::string(kHeader) + "\n" + kRow1 + "\n"));
+    ASSERT_EQ(runs.size(), 1u);
+    const ExternalRun& r = runs[0];
+    EXPECT_EQ(r.id, "one.csv:2");
+    EXPECT_EQ(r.model_label, "1B");
+    EXPECT_EQ(r.model.hidden, 2048);
+    EXPECT_EQ(r.model.layers, 16);
+    EXPECT_EQ(r.model.head_dim, 64);  // 2048 / 32
+    EXPECT_TRUE(r.model.tied_embeddings);
+    EXPECT_EQ(r.plan.dp, 4);
+    EXPECT_EQ(r.plan.pp, 2);
+    EXPECT_EQ(r.plan.mbs, 4);
+    EXPECT_EQ(r.plan.grad_acc, 16);
+    EXPECT_EQ(r.plan.zero, 1);
+    EXPECT_FALSE(r.plan.sp);
+    EXPECT_EQ(r.plan.precision, Precision::bf16_mixed_fp32_grads);
+    EXPECT_EQ(r.gpus_per_node, 8);
+    EXPECT_EQ(r.outcome, RunOutcome::ok);
+    // 41.8 GiB = 41.8 * 2^30 bytes, rounded.
+    ASSERT_TRUE(r.peak_reserved_bytes);
+    EXPECT_EQ(*r.peak_reserved_bytes, 44882408243);
+    EXPECT_DOUBLE_EQ(*r.tokens_per_s_per_gpu, 38895.0);
+    EXPECT_DOUBLE_EQ(*r.mfu, 0.443);
+}
+
+TEST(ExternalRuns, BadInputNamesFileLineAndColumn) {
+    std::string bad = kRow1;
+    bad.replace(bad.find(",8,4,1,2,"), 9, ",8,4,1,3,");  // pp 3: gpus != dp*tp*pp
+    EXPECT_NE(error_of(write_csv("bad.csv", std::string(kHeader) + "\n" + kRow1 + "\n" + bad + "\n"))
+                  .find("bad.csv:3 column 'gpus'"),
+              std::string::npos);
+    std::string word = kRow1;
+    word.replace(word.find(",ok,"), 4, ",maybe,");
+    EXPECT_NE(error_of(write_csv("word.csv", std::string(kHeader) + "\n" + word + "\n")).find("word.csv:2 column 'outcome'"),
+              std::string::npos);
+    std::string num = kRow1;
+    num.replace(num.find("2048"), 4, "2x48");
+    EXPECT_NE(error_of(write_csv("num.csv", std::string(kHeader) + "\n" + num + "\n")).find("column 'hidden_size'"),
+              std::string::npos);
+    EXPECT_NE(error_of(write_csv("short.csv", std::string(kHeader) + "\n1B,1.34\n")).find("short.csv:2"),
+              std::string::npos);
+    EXPECT_NE(error_of(write_csv("hdr.csv", "model,params_b\n")).find("missing column"), std::string::npos);
+    EXPECT_NE(error_of(fs::path("/nonexistent/x.csv")).find("cannot open"), std::string::npos);
+}
+
+TEST(ExternalRuns, CheckedInDataSetMatchesItsReadme) {
+    const fs::path folder = test::data_dir() / "measurements" / "external" / "nanotron-h100";
+    const ExternalDataset d = read_external_dataset(folder);
+    EXPECT_EQ(d.framework, "nanotron");
+    EXPECT_EQ(d.gpu, "h100-sxm-80gb");
+    ASSERT_EQ(d.runs.size(), 1622u);
+    std::map<RunOutcome, int> counts;
+    for (const auto& r : d.runs) ++counts[r.outcome];
+    // README: ok 833, oom 591, failed_other 185, ok_metrics_but_oom_in_log 13.
+    EXPECT_EQ(counts[RunOutcome::ok], 833);
+    EXPECT_EQ(counts[RunOutcome::oom], 591);
+    EXPECT_EQ(counts[RunOutcome::failed_other], 185);
+    EXPECT_EQ(counts[RunOutcome::ok_metrics_but_oom_in_log], 13);
+    const auto found = find_external_datasets(test::data_dir() / "measurements");
+    ASSERT_EQ(found.size(), 1u);
+    EXPECT_EQ(found[0].filename(), "nanotron-h100");
+}
+
+TEST(ExternalRuns, FoldsGroupByConfiguration) {
+    const auto runs = read_external_csv(write_csv("twin.csv", std::string(kHeader) + "\n" + kRow1 + "\n" + kRow1 + "\n"));
+    for (int k : {2, 5, 10}) EXPECT_EQ(fold_of(runs[0], k), fold_of(runs[1], k));
+    EXPECT_EQ(fold_of(runs[0], 1), 0);
+}
+
+// ---- memory figures and the gate ----
+
+TEST(ExternalMemory, FiguresCountVerdictsAndErrors) {
+    const auto one = read_external_csv(write_csv("fig.csv", std::string(kHeader) + "\n" + kRow1 + "\n"));
+    std::vector<ExternalRun> runs = {one[0], one[0], one[0], one[0]};
+    runs[1].outcome = RunOutcome::oom;
+    runs[1].peak_reserved_bytes.reset();
+    runs[2].outcome = RunOutcome::failed_other;
+    runs[3].outcome = RunOutcome::oom;
+    runs[3].peak_reserved_bytes.reset();
+    std::vector<MemoryPrediction> p(4);
+    for (auto& x : p) x.modelled = true;
+    // ok job: predicted 10 % above its measured reserved peak, predicted to fit (right).
+    p[0].measured_rank_reserved_bytes = static_cast<std::int64_t>(*runs[0].peak_reserved_bytes * 1.1);
+    p[0].fits = true;
+    p[1].fits = true;   // oom job predicted to fit: wrong, and a fit-but-OOM
+    p[2].fits = true;   // failed_other: no verdict
+    p[3].fits = false;  // oom job predicted not to fit: right
+    const MemoryFigures f = memory_figures(runs, p);
+    EXPECT_EQ(f.verdict_jobs, 3);
+    EXPECT_EQ(f.verdict_right, 2);
+    EXPECT_EQ(f.predicted_fit, 2);
+    EXPECT_EQ(f.predicted_fit_but_oom, 1);
+    EXPECT_NEAR(f.fit_but_oom_fraction, 0.5, 1e-12);
+    EXPECT_EQ(f.reserved_ok.n, 1);
+    EXPECT_NEAR(f.reserved_ok.p50, 0.1, 1e-9);
+    nlohmann::json targets = {{"memory_verdict_accuracy_min", 0.97}, {"reserved_peak_abs_error_p50_max", 0.2}};
+    const auto fails = memory_gate_failures(f, targets);
+    ASSERT_EQ(fails.size(), 1u);  // 66.7 % < 97 %; the P50 of 10 % is within 20 %
+    EXPECT_NE(fails[0].find("verdict"), std::string::npos);
+}
+
+TEST(ExternalMemory, CheckCommandGatesTheCheckedInDataSet) {
+    const auto r = test::run_preflight("validate --check " + (test::data_dir() / "measurements" / "external").string() +
+                                       " --no-report-files --format json");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+    ASSERT_TRUE(j.contains("external"));
+    const auto& held = j["external"][0]["memory"]["held_out_nanotron_profile"];
+    // The verdict targets, on configurations the fit did not see.
+    EXPECT_GE(held["verdict_accuracy"].get<double>(), 0.97);
+    EXPECT_LE(held["fit_but_oom_fraction"].get<double>(), 0.01);
+}

@@ -1,0 +1,120 @@
+// Step-time calibration on external runs: nanotron's stage split, folds, and that the fit
+// recovers constants it generated its own data from.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "preflight/planner/catalog.hpp"
+#include "preflight/validation/throughput_fit.hpp"
+
+using namespace preflight;
+using namespace preflight::validation;
+
+namespace {
+ModelConfig llama_1b_shape() {
+    // The sweep's 1B: hidden 2048, 16 layers, 32 heads (MHA), ffn 8192, vocab 131072, tied.
+    ModelConfig m;
+    m.name = "1B";
+    m.hidden = 2048;
+    m.layers = 16;
+    m.heads = 32;
+    m.kv_heads = 32;
+    m.head_dim = 64;
+    m.ffn_hidden = 8192;
+    m.vocab = 131072;
+    m.max_positions = 4096;
+    m.tied_embeddings = true;
+    return m;
+}
+}  // namespace
+
+TEST(ThroughputFit, NanotronStageSplitCountsTheOutputLayer) {
+    // Layer cost 4*2048*2048 + 3*8192*2048 = 67,108,864; the head 131072*2048 = 268,435,456 =
+    // exactly 4 layers, so the total is 20 layer-units. pp 2: the first stage closes once the
+    // cumulative cost passes 10 units, i.e. after its 11th layer -> 11 + (5 + head).
+    const ModelConfig m = llama_1b_shape();
+    EXPECT_EQ(nanotron_stage_layers(m, 2), (std::vector<std::int64_t>{11, 5}));
+    // pp 4: thresholds 5, 10, 15 units -> stages close after layers 6, 11, 16.
+    EXPECT_EQ(nanotron_stage_layers(m, 4), (std::vector<std::int64_t>{6, 5, 5, 0}));
+    EXPECT_EQ(nanotron_stage_layers(m, 1), (std::vector<std::int64_t>{16}));
+}
+
+TEST(ThroughputFit, FoldsAreStableAndGroupWholeFamilies) {
+    for (int k : {2, 5, 7}) {
+        const int f = family_fold("8B/tp4/pp2", k);
+        EXPECT_GE(f, 0);
+        EXPECT_LT(f, k);
+        EXPECT_EQ(f, family_fold("8B/tp4/pp2", k));
+    }
+    EXPECT_EQ(family_fold("anything", 1), 0);
+}
+
+TEST(ThroughputFit, RecoversTheConstantsThatMadeTheData) {
+    // Synthetic "measurements" from known constants; the fit starts from the defaults and
+    // must bring the held-out error close to zero.
+    const GpuSpec base = load_gpu("h100-sxm-80gb", PREFLIGHT_TEST_DATA_DIR);
+    GpuSpec truth = base;
+    truth.efficiency = Efficiency{};
+    truth.efficiency.gemm_max_fraction_of_peak = 0.55;
+    truth.efficiency.layer_launch_overhead_s = 3e-3;
+    truth.efficiency.inter_node_bus_efficiency = 0.4;
+    std::vector<ThroughputSample> samples;
+    const ModelConfig m = llama_1b_shape();
+    for (std::int64_t tp : {1, 2, 4, 8, 16})
+        for (std::int64_t pp : {1, 2, 4})
+            for (std::int64_t mbs : {1, 4})
+                for (std::int64_t dp : {2, 8}) {
+                    ThroughputSample s;
+                    s.family = "1B/tp" + std::to_string(tp) + "/pp" + std::to_string(pp);
+                    s.model = m;
+                    s.plan.seq = 4096;
+                    s.plan.mbs = mbs;
+                    s.plan.grad_acc = 8;
+                    s.plan.dp = dp;
+                    s.plan.tp = tp;
+                    s.plan.pp = pp;
+                    s.plan.sp = tp > 1;
+                    s.plan.zero = 1;
+                    s.plan.precision = Precision::bf16_mixed_fp32_grads;
+                    s.options.breakdown = false;
+                    s.measured_tokens_per_s_per_gpu = predicted_tokens_per_s_per_gpu(s, truth);
+                    samples.push_back(s);
+                }
+    const ThroughputCv cv = cross_validate_throughput(samples, base, 3);
+    EXPECT_EQ(cv.held_out.n, static_cast<int>(samples.size()));
+    EXPECT_GT(cv.before.p50, 0.10);     // the defaults are off
+    EXPECT_LT(cv.held_out.p50, 0.03);   // the fit is not
+    EXPECT_LT(cv.held_out.p95, 0.10);
+    EXPECT_NEAR(cv.full_fit.gemm_max_fraction_of_peak, 0.55, 0.05);
+}
+
+TEST(ThroughputFit, GateFailsWhenHeldOutErrorsExceedTheTargets) {
+    // Six jobs of six families whose "measured" tokens/s no step-time model reaches
+    // (1 token/s per GPU): the held-out error is near 100 % and beyond a 10 % target.
+    ExternalDataset d;
+    d.name = "synthetic";
+    d.framework = "nanotron";
+    for (int i = 0; i < 6; ++i) {
+        ExternalRun r;
+        r.id = "synthetic.csv:" + std::to_string(i + 2);
+        r.model_label = std::string(1, static_cast<char>('A' + i));
+        r.model = llama_1b_shape();
+        r.plan.seq = 4096;
+        r.plan.mbs = 1 + i;
+        r.plan.dp = 8;
+        r.plan.tp = i % 2 ? 2 : 1;
+        r.plan.sp = r.plan.tp > 1;
+        r.plan.precision = Precision::bf16_mixed_fp32_grads;
+        r.outcome = RunOutcome::ok;
+        r.tokens_per_s_per_gpu = 1.0;
+        d.runs.push_back(r);
+    }
+    const GpuSpec gpu = load_gpu("h100-sxm-80gb", PREFLIGHT_TEST_DATA_DIR);
+    d.targets = {{"folds", 2}, {"tokens_per_s_per_gpu_error_p50_max", 0.10}};
+    ThroughputGate g = throughput_gate(d, gpu);
+    EXPECT_EQ(g.cv.held_out.n, 6);
+    ASSERT_EQ(g.failures.size(), 1u);
+    EXPECT_NE(g.failures[0].find("p50"), std::string::npos);
+    d.targets = {{"folds", 2}, {"tokens_per_s_per_gpu_error_p50_max", 1e9}, {"tokens_per_s_per_gpu_error_p95_max", 1e9}};
+    EXPECT_TRUE(throughput_gate(d, gpu).failures.empty());
+}

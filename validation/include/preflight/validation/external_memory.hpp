@@ -1,0 +1,89 @@
+// Memory predictions for external measured runs (external_runs.hpp): the reserved peak of the
+// measured rank and the fit/OOM verdict, the fit of the caching-allocator constants on a
+// training subset, and k-fold cross-validation grouped by configuration.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "preflight/planner/allocator_model.hpp"
+#include "preflight/planner/gpu.hpp"
+#include "preflight/validation/external_runs.hpp"
+#include "preflight/validation/stats.hpp"
+
+namespace preflight::validation {
+
+struct MemoryPrediction {
+    bool modelled = false;                  // false: the profile cannot build this plan (see why)
+    std::string why;
+    std::int64_t measured_rank_reserved_bytes = 0;   // pipeline stage 0 (global rank 0), reserved pool
+    std::int64_t measured_rank_allocated_bytes = 0;
+    std::int64_t reserved_peak_bytes = 0;   // the most loaded stage
+    std::int64_t device_need_bytes = 0;     // reserved_peak_bytes + memory outside PyTorch
+    bool fits = false;
+};
+
+// The nanotron profile's prediction for a run with the given allocator constants.
+MemoryPrediction predict_memory(const ExternalRun& run, const GpuSpec& gpu, const AllocatorConstants& constants);
+
+// The default (Megatron-like) profile's prediction, as `preflight memory` gives it today:
+// peak_bytes (allocated + the GPU spec's overhead) for both the measured rank and the verdict.
+MemoryPrediction predict_memory_default(const ExternalRun& run, const GpuSpec& gpu);
+
+// Fits the allocator constants on runs[train_idx]:
+//  - activation_fragmentation, logits_fragmentation, reserved_constant_bytes by least squares on
+//    the relative error of the measured rank's reserved peak (jobs with outcome ok), each job's
+//    peak phase re-chosen under the current constants until it settles;
+//  - non_pytorch_bytes (CUDA context + NCCL + what the rest of the model misses) as the value
+//    that gets the most fit/OOM verdicts right (outcome ok or oom) while keeping the share of
+//    predicted-fit jobs that died OOM at or below max_fit_but_oom.
+AllocatorConstants fit_memory_constants(const std::vector<ExternalRun>& runs, const std::vector<std::size_t>& train_idx,
+                                        const GpuSpec& gpu, double max_fit_but_oom = 0.005);
+
+// Figures over a set of predictions.
+struct MemoryFigures {
+    int modelled = 0, not_modelled = 0;
+    int verdict_jobs = 0;          // ok or oom, modelled
+    int verdict_right = 0;
+    int predicted_fit = 0;         // of verdict_jobs
+    int predicted_fit_but_oom = 0;
+    double verdict_accuracy = 0;   // verdict_right / verdict_jobs
+    double fit_but_oom_fraction = 0;  // predicted_fit_but_oom / predicted_fit
+    ErrorStats reserved_ok;        // |relative error| of the measured rank's reserved peak, outcome ok
+    double reserved_ok_median_signed = 0;  // (predicted - measured) / measured, median
+    ErrorStats reserved_oom_in_log;  // same, outcome ok_metrics_but_oom_in_log (reported, not gated)
+};
+MemoryFigures memory_figures(const std::vector<ExternalRun>& runs, const std::vector<MemoryPrediction>& predictions);
+
+struct MemoryCrossValidation {
+    int folds = 0;
+    std::vector<MemoryPrediction> before;     // default profile
+    std::vector<MemoryPrediction> held_out;   // nanotron profile, constants fitted without the job's fold
+    std::vector<MemoryPrediction> committed;  // nanotron profile with the committed constants (in-sample)
+    MemoryFigures before_figures, held_out_figures, committed_figures;
+    AllocatorConstants fitted_on_all;         // the fit on every job (what the profile should commit)
+    std::vector<AllocatorConstants> fold_constants;
+};
+
+// k-fold cross-validation grouped by configuration (fold_of). Throws InputError for k < 2.
+MemoryCrossValidation memory_cross_validation(const std::vector<ExternalRun>& runs, const GpuSpec& gpu, int folds);
+
+nlohmann::json figures_to_json(const MemoryFigures& f);
+nlohmann::json constants_to_json(const AllocatorConstants& c);
+nlohmann::json memory_cv_to_json(const MemoryCrossValidation& cv);
+// Markdown: before/after table, the fitted constants, the residual table by model and layout.
+std::string memory_cv_markdown(const std::vector<ExternalRun>& runs, const MemoryCrossValidation& cv);
+// SVG: held-out predicted vs measured reserved peak (ok jobs), via the validation plot writer.
+std::string memory_cv_svg(const std::vector<ExternalRun>& runs, const MemoryCrossValidation& cv);
+
+// The gate: every figure in `targets` (dataset.json) that the held-out figures exceed, as
+// sentences; empty when all hold. Keys: memory_verdict_accuracy_min, fit_but_oom_fraction_max,
+// reserved_peak_abs_error_p50_max, reserved_peak_abs_error_p95_max.
+std::vector<std::string> memory_gate_failures(const MemoryFigures& held_out, const nlohmann::json& targets);
+
+}  // namespace preflight::validation

@@ -1,0 +1,88 @@
+// Measured training jobs that no one here ran (data/measurements/external/): each CSV
+// row becomes a planner model + plan with its outcome and measured figures, so the
+// memory and step-time models can be checked and calibrated against real runs.
+//
+// A data set is a folder with a `dataset.json` manifest:
+//   { "name": str, "csv": "file.csv", "framework": "nanotron", "gpu": "h100-sxm-80gb",
+//     "source": str, "targets": { ... error figures the check gates on ... } }
+// and the CSV it names, one job per row with a header line (columns in the folder's README).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "preflight/planner/model.hpp"
+#include "preflight/planner/plan.hpp"
+
+namespace preflight::validation {
+
+// How the job ended. `failed_other` (hang, NCCL or scheduler failure) says nothing
+// about memory; `ok_metrics_but_oom_in_log` logged its metrics (so the step ran) but
+// an out-of-memory message appeared in its log afterwards.
+enum class RunOutcome { ok, oom, failed_other, ok_metrics_but_oom_in_log };
+std::string_view to_string(RunOutcome o);
+std::optional<RunOutcome> parse_outcome(std::string_view s);
+
+struct ExternalRun {
+    std::string file;             // CSV file name (no folder), for messages
+    std::int64_t line = 0;        // 1-based line in the CSV (the header is line 1)
+    std::string id;               // "<file>:<line>"
+    std::string model_label;      // the data set's model name ("1B", "8B", ...)
+    double reported_params_b = 0; // the data set's own rounded parameter count, in billions
+    ModelConfig model;            // llama-shaped config built from the row's shape columns
+    Plan plan;                    // seq, mbs, grad_acc, dp, tp, pp, sp, zero, recompute, precision
+    std::int64_t nodes = 0;
+    std::int64_t gpus = 0;
+    std::int64_t gpus_per_node = 0;  // gpus / nodes
+    RunOutcome outcome = RunOutcome::ok;
+    bool oom_in_log = false;
+    // torch.cuda.max_memory_reserved() at the measured step (GiB in the CSV -> bytes).
+    std::optional<std::int64_t> peak_reserved_bytes;
+    // torch.cuda.max_memory_allocated() after a reset that followed forward/backward: covers
+    // only gradient sync, clipping and the optimizer step (NOT the step's allocated peak).
+    std::optional<std::int64_t> peak_allocated_after_backward_bytes;
+    std::optional<double> tokens_per_s_per_gpu;
+    std::optional<double> tokens_per_s;
+    std::optional<double> mfu;    // the data set's own MFU, as a fraction
+
+    // Grouping key for cross-validation: model shape + layout + batch + ZeRO stage. Rows
+    // repeating one configuration share the key, so a fold never sees a twin of a held-out job.
+    std::string configuration_key() const;
+    // Jobs whose outcome is a memory verdict: ok (fits) or oom (does not).
+    bool has_memory_verdict() const { return outcome == RunOutcome::ok || outcome == RunOutcome::oom; }
+};
+
+struct ExternalDataset {
+    std::filesystem::path folder;
+    std::string name;
+    std::string framework;        // planner framework profile name (profiles.hpp)
+    std::string gpu;              // GPU catalog name
+    std::string source;           // provenance sentence
+    nlohmann::json targets;       // the figures the check gates on (see external_check.hpp)
+    std::vector<ExternalRun> runs;
+};
+
+// Parses one CSV (the nanotron sweep's columns). Throws InputError naming the file, the
+// line and the column for a missing column, a malformed number, an unknown outcome or an
+// inconsistent row (gpus != dp*tp*pp, gpus not a multiple of nodes, global batch tokens
+// != seq*mbs*grad_acc*dp, a model shape the planner rejects).
+std::vector<ExternalRun> read_external_csv(const std::filesystem::path& csv);
+
+// Reads `folder`/dataset.json and the CSV it names. Throws InputError naming the file.
+ExternalDataset read_external_dataset(const std::filesystem::path& folder);
+
+// Every data set folder (one holding dataset.json) under `dir`, recursively, sorted by
+// path. Empty when there is none.
+std::vector<std::filesystem::path> find_external_datasets(const std::filesystem::path& dir);
+
+// Deterministic fold of a run for k-fold cross-validation grouped by configuration:
+// FNV-1a(configuration_key()) mod k.
+int fold_of(const ExternalRun& run, int k);
+
+}  // namespace preflight::validation

@@ -1,0 +1,372 @@
+#include "preflight/validation/external_memory.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "preflight/planner/error.hpp"
+#include "preflight/planner/frameworks.hpp"
+#include "preflight/planner/memory.hpp"
+#include "preflight/validation/check.hpp"
+#include "preflight/validation/plot.hpp"
+
+namespace preflight::validation {
+
+namespace {
+
+constexpr double kGiBd = 1073741824.0;
+
+double rel(double predicted, double measured) { return (predicted - measured) / measured; }
+
+// Stage 0's breakdown at its reserved peak under `c`, split as the allocator model sees it.
+struct Parts {
+    double other = 0, activations = 0, logits = 0;
+};
+
+Parts stage0_parts(const ExternalRun& run, const AllocatorConstants& c) {
+    const auto stages = nanotron_stage_memory(run.model, run.plan, c, 0);
+    const MemoryBreakdown& b = stages.front().at_peak;
+    Parts p;
+    p.activations = static_cast<double>(b.activations);
+    p.logits = static_cast<double>(b.logits_and_loss);
+    p.other = static_cast<double>(b.total() - b.overhead) - p.activations - p.logits;
+    return p;
+}
+
+// Solves the 3x3 system a x = y (Gaussian elimination with partial pivoting); false if singular.
+bool solve3(double a[3][3], double y[3], double x[3]) {
+    for (int i = 0; i < 3; ++i) {
+        int piv = i;
+        for (int r = i + 1; r < 3; ++r)
+            if (std::fabs(a[r][i]) > std::fabs(a[piv][i])) piv = r;
+        if (std::fabs(a[piv][i]) < 1e-300) return false;
+        std::swap(a[i], a[piv]);
+        std::swap(y[i], y[piv]);
+        for (int r = 0; r < 3; ++r) {
+            if (r == i) continue;
+            const double f = a[r][i] / a[i][i];
+            for (int k = i; k < 3; ++k) a[r][k] -= f * a[i][k];
+            y[r] -= f * y[i];
+        }
+    }
+    for (int i = 0; i < 3; ++i) x[i] = y[i] / a[i][i];
+    return true;
+}
+
+}  // namespace
+
+MemoryPrediction predict_memory(const ExternalRun& run, const GpuSpec& gpu, const AllocatorConstants& c) {
+    MemoryPrediction p;
+    try {
+        const std::int64_t npb = c.non_pytorch_bytes >= 0 ? c.non_pytorch_bytes : gpu.overhead_bytes;
+        const auto stages = nanotron_stage_memory(run.model, run.plan, c, npb);
+        p.measured_rank_reserved_bytes = stages.front().reserved_peak;
+        p.measured_rank_allocated_bytes = stages.front().allocated_peak;
+        for (const auto& s : stages) p.reserved_peak_bytes = std::max(p.reserved_peak_bytes, s.reserved_peak);
+        p.device_need_bytes = p.reserved_peak_bytes + npb + std::max<std::int64_t>(0, c.verdict_margin_bytes);
+        p.fits = p.device_need_bytes <= gpu.memory_bytes;
+        p.modelled = true;
+    } catch (const InputError& e) {
+        p.why = e.what();
+    }
+    return p;
+}
+
+MemoryPrediction predict_memory_default(const ExternalRun& run, const GpuSpec& gpu) {
+    MemoryPrediction p;
+    try {
+        const MemoryReport r = evaluate_memory(run.model, gpu, run.plan);
+        p.measured_rank_reserved_bytes = r.peak_bytes;
+        p.measured_rank_allocated_bytes = r.peak_bytes - r.at_peak.overhead;
+        p.reserved_peak_bytes = r.peak_bytes;
+        p.device_need_bytes = r.peak_bytes;
+        p.fits = r.fits;
+        p.modelled = true;
+    } catch (const InputError& e) {
+        p.why = e.what();
+    }
+    return p;
+}
+
+AllocatorConstants fit_memory_constants(const std::vector<ExternalRun>& runs, const std::vector<std::size_t>& train,
+                                        const GpuSpec& gpu, double max_fit_but_oom) {
+    AllocatorConstants c;
+    // 1. Reserved peak of the measured rank: y = other + (1 + fa) act + (1 + fl) logits + c0,
+    //    least squares on the relative error; the peak phase depends on the constants, so
+    //    re-choose it and re-solve until the constants settle.
+    std::vector<std::size_t> ok;
+    for (std::size_t i : train)
+        if (runs[i].outcome == RunOutcome::ok && runs[i].peak_reserved_bytes) {
+            try {
+                (void)nanotron_stage_memory(runs[i].model, runs[i].plan, c, 0);
+                ok.push_back(i);
+            } catch (const InputError&) {
+            }
+        }
+    for (int iter = 0; iter < 12 && ok.size() >= 3; ++iter) {
+        double ata[3][3] = {}, aty[3] = {};
+        for (std::size_t i : ok) {
+            const Parts p = stage0_parts(runs[i], c);
+            const double y = static_cast<double>(*runs[i].peak_reserved_bytes);
+            const double w = 1.0 / (y * y);  // relative error
+            const double row[3] = {p.activations, p.logits, 1.0};
+            const double target = y - p.other - p.activations - p.logits;
+            for (int a = 0; a < 3; ++a) {
+                for (int b = 0; b < 3; ++b) ata[a][b] += w * row[a] * row[b];
+                aty[a] += w * row[a] * target;
+            }
+        }
+        double x[3];
+        if (!solve3(ata, aty, x)) break;
+        AllocatorConstants next = c;
+        next.activation_fragmentation = std::max(0.0, x[0]);
+        next.logits_fragmentation = std::max(0.0, x[1]);
+        next.reserved_constant_bytes = std::max<std::int64_t>(0, static_cast<std::int64_t>(std::llround(x[2])));
+        const bool settled = std::fabs(next.activation_fragmentation - c.activation_fragmentation) < 1e-4 &&
+                             std::fabs(next.logits_fragmentation - c.logits_fragmentation) < 1e-4 &&
+                             std::llabs(next.reserved_constant_bytes - c.reserved_constant_bytes) < kMiB;
+        c = next;
+        if (settled) break;
+    }
+    // 2. The memory outside PyTorch's pool: the device need is the most loaded stage's reserved
+    //    peak + this; pick the value (MiB steps, 0..16 GiB) that gets the most verdicts right with
+    //    at most max_fit_but_oom of the predicted-fit jobs dying OOM.
+    struct Job {
+        std::int64_t reserved;
+        bool oom;
+    };
+    std::vector<Job> jobs;
+    AllocatorConstants zero_margin = c;
+    zero_margin.verdict_margin_bytes = 0;
+    for (std::size_t i : train) {
+        if (!runs[i].has_memory_verdict()) continue;
+        const MemoryPrediction p = predict_memory(runs[i], gpu, zero_margin);
+        if (p.modelled) jobs.push_back({p.device_need_bytes, runs[i].outcome == RunOutcome::oom});
+    }
+    std::int64_t best_margin = 0;
+    double best_score = -1e300;
+    for (std::int64_t margin = 0; margin <= 24 * kGiB; margin += 64 * kMiB) {
+        int right = 0, fit = 0, fit_oom = 0;
+        for (const Job& j : jobs) {
+            const bool fits = j.reserved + margin <= gpu.memory_bytes;
+            right += fits != j.oom;
+            fit += fits;
+            fit_oom += fits && j.oom;
+        }
+        const double fbo = fit > 0 ? static_cast<double>(fit_oom) / fit : 0.0;
+        const double acc = jobs.empty() ? 0.0 : static_cast<double>(right) / static_cast<double>(jobs.size());
+        // Feasible values first (fit-but-OOM within bound), then accuracy; ties: the smaller value.
+        const double score = (fbo <= max_fit_but_oom ? 10.0 : -fbo) + acc;
+        if (score > best_score + 1e-12) {
+            best_score = score;
+            best_margin = margin;
+        }
+    }
+    c.verdict_margin_bytes = best_margin;
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "fitted on %zu jobs (%zu with a measured reserved peak, outcome ok)", train.size(),
+                  ok.size());
+    c.provenance = buf;
+    return c;
+}
+
+MemoryFigures memory_figures(const std::vector<ExternalRun>& runs, const std::vector<MemoryPrediction>& preds) {
+    MemoryFigures f;
+    std::vector<double> ok_err, ok_signed, log_err;
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+        const ExternalRun& r = runs[i];
+        const MemoryPrediction& p = preds[i];
+        if (!p.modelled) {
+            ++f.not_modelled;
+            continue;
+        }
+        ++f.modelled;
+        if (r.has_memory_verdict()) {
+            ++f.verdict_jobs;
+            const bool oom = r.outcome == RunOutcome::oom;
+            f.verdict_right += p.fits != oom;
+            f.predicted_fit += p.fits;
+            f.predicted_fit_but_oom += p.fits && oom;
+        }
+        if (r.peak_reserved_bytes && *r.peak_reserved_bytes > 0) {
+            const double e = rel(static_cast<double>(p.measured_rank_reserved_bytes),
+                                 static_cast<double>(*r.peak_reserved_bytes));
+            if (r.outcome == RunOutcome::ok) {
+                ok_err.push_back(std::fabs(e));
+                ok_signed.push_back(e);
+            } else if (r.outcome == RunOutcome::ok_metrics_but_oom_in_log) {
+                log_err.push_back(std::fabs(e));
+            }
+        }
+    }
+    f.verdict_accuracy = f.verdict_jobs ? static_cast<double>(f.verdict_right) / f.verdict_jobs : 0;
+    f.fit_but_oom_fraction = f.predicted_fit ? static_cast<double>(f.predicted_fit_but_oom) / f.predicted_fit : 0;
+    f.reserved_ok = error_stats(ok_err);
+    f.reserved_ok_median_signed = percentile(ok_signed, 0.5);
+    f.reserved_oom_in_log = error_stats(log_err);
+    return f;
+}
+
+MemoryCrossValidation memory_cross_validation(const std::vector<ExternalRun>& runs, const GpuSpec& gpu, int folds) {
+    if (folds < 2) throw InputError("folds", "cross-validation needs at least 2 folds, got " + std::to_string(folds));
+    MemoryCrossValidation cv;
+    cv.folds = folds;
+    cv.before.resize(runs.size());
+    cv.held_out.resize(runs.size());
+    cv.committed.resize(runs.size());
+    const AllocatorConstants committed = nanotron_allocator_constants();
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+        cv.before[i] = predict_memory_default(runs[i], gpu);
+        cv.committed[i] = predict_memory(runs[i], gpu, committed);
+    }
+    for (int k = 0; k < folds; ++k) {
+        std::vector<std::size_t> train;
+        for (std::size_t i = 0; i < runs.size(); ++i)
+            if (fold_of(runs[i], folds) != k) train.push_back(i);
+        const AllocatorConstants c = fit_memory_constants(runs, train, gpu);
+        cv.fold_constants.push_back(c);
+        for (std::size_t i = 0; i < runs.size(); ++i)
+            if (fold_of(runs[i], folds) == k) cv.held_out[i] = predict_memory(runs[i], gpu, c);
+    }
+    std::vector<std::size_t> all(runs.size());
+    for (std::size_t i = 0; i < runs.size(); ++i) all[i] = i;
+    cv.fitted_on_all = fit_memory_constants(runs, all, gpu);
+    cv.before_figures = memory_figures(runs, cv.before);
+    cv.held_out_figures = memory_figures(runs, cv.held_out);
+    cv.committed_figures = memory_figures(runs, cv.committed);
+    return cv;
+}
+
+nlohmann::json figures_to_json(const MemoryFigures& f) {
+    auto stats = [](const ErrorStats& s) { return nlohmann::json{{"n", s.n}, {"p50", s.p50}, {"p95", s.p95}, {"max", s.max}}; };
+    return {{"modelled", f.modelled},
+            {"not_modelled", f.not_modelled},
+            {"verdict_jobs", f.verdict_jobs},
+            {"verdict_accuracy", f.verdict_accuracy},
+            {"predicted_fit", f.predicted_fit},
+            {"predicted_fit_but_oom", f.predicted_fit_but_oom},
+            {"fit_but_oom_fraction", f.fit_but_oom_fraction},
+            {"reserved_peak_abs_error_ok", stats(f.reserved_ok)},
+            {"reserved_peak_median_signed_error_ok", f.reserved_ok_median_signed},
+            {"reserved_peak_abs_error_ok_metrics_but_oom_in_log", stats(f.reserved_oom_in_log)}};
+}
+
+nlohmann::json constants_to_json(const AllocatorConstants& c) {
+    return {{"activation_fragmentation", c.activation_fragmentation},
+            {"logits_fragmentation", c.logits_fragmentation},
+            {"reserved_constant_bytes", c.reserved_constant_bytes},
+            {"non_pytorch_bytes", c.non_pytorch_bytes},
+            {"verdict_margin_bytes", c.verdict_margin_bytes},
+            {"provenance", c.provenance}};
+}
+
+nlohmann::json memory_cv_to_json(const MemoryCrossValidation& cv) {
+    nlohmann::json folds = nlohmann::json::array();
+    for (const auto& c : cv.fold_constants) folds.push_back(constants_to_json(c));
+    return {{"folds", cv.folds},
+            {"before_default_profile", figures_to_json(cv.before_figures)},
+            {"held_out_nanotron_profile", figures_to_json(cv.held_out_figures)},
+            {"committed_constants_in_sample", figures_to_json(cv.committed_figures)},
+            {"fitted_on_all", constants_to_json(cv.fitted_on_all)},
+            {"fold_constants", folds}};
+}
+
+namespace {
+std::string pct(double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.1f %%", 100.0 * v);
+    return b;
+}
+std::string gib(double bytes) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.2f GiB", bytes / kGiBd);
+    return b;
+}
+}  // namespace
+
+std::string memory_cv_markdown(const std::vector<ExternalRun>& runs, const MemoryCrossValidation& cv) {
+    std::ostringstream o;
+    auto row = [&](const char* name, const MemoryFigures& f) {
+        o << "| " << name << " | " << f.modelled << " / " << (f.modelled + f.not_modelled) << " | "
+          << pct(f.verdict_accuracy) << " (" << f.verdict_right << "/" << f.verdict_jobs << ") | "
+          << pct(f.fit_but_oom_fraction) << " (" << f.predicted_fit_but_oom << "/" << f.predicted_fit << ") | "
+          << pct(f.reserved_ok.p50) << " | " << pct(f.reserved_ok.p95) << " | " << pct(f.reserved_ok_median_signed)
+          << " |\n";
+    };
+    o << "| prediction | jobs modelled | fit/OOM verdict right (ok+oom) | predicted fit but died OOM | "
+         "reserved-peak abs. error P50 (ok) | P95 | median signed error |\n|---|---|---|---|---|---|---|\n";
+    row("before: default (Megatron-like) profile, `peak_bytes`", cv.before_figures);
+    row("after: nanotron profile, held-out folds", cv.held_out_figures);
+    row("nanotron profile, committed constants (in-sample)", cv.committed_figures);
+    o << "\nConstants fitted on every job (" << cv.folds << "-fold CV refits them on each training split): "
+      << "activation fragmentation " << cv.fitted_on_all.activation_fragmentation << ", logits fragmentation "
+      << cv.fitted_on_all.logits_fragmentation << ", reserved constant " << gib(cv.fitted_on_all.reserved_constant_bytes)
+      << ", verdict margin " << gib(cv.fitted_on_all.verdict_margin_bytes)
+      << " (on top of the GPU spec's overhead_bytes for the CUDA context and NCCL).\n\n";
+    // Residuals of the held-out reserved peak (ok jobs) by model and layout family.
+    struct Acc {
+        std::vector<double> e;
+    };
+    std::map<std::string, Acc> groups;
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+        const auto& r = runs[i];
+        const auto& p = cv.held_out[i];
+        if (r.outcome != RunOutcome::ok || !p.modelled || !r.peak_reserved_bytes) continue;
+        const std::string key = r.model_label + " | " + (r.plan.tp == 1 ? "tp 1" : r.plan.tp <= 8 ? "tp 2-8" : "tp 16-32") +
+                                " | " + (r.plan.pp == 1 ? "pp 1" : "pp > 1");
+        groups[key].e.push_back(rel(static_cast<double>(p.measured_rank_reserved_bytes),
+                                    static_cast<double>(*r.peak_reserved_bytes)));
+    }
+    o << "| model | tp | pp | ok jobs | median signed error | P50 abs. | P95 abs. |\n|---|---|---|---|---|---|---|\n";
+    for (auto& [key, acc] : groups) {
+        std::vector<double> a;
+        for (double v : acc.e) a.push_back(std::fabs(v));
+        const ErrorStats s = error_stats(a);
+        o << "| " << key << " | " << s.n << " | " << pct(percentile(acc.e, 0.5)) << " | " << pct(s.p50) << " | "
+          << pct(s.p95) << " |\n";
+    }
+    return o.str();
+}
+
+std::string memory_cv_svg(const std::vector<ExternalRun>& runs, const MemoryCrossValidation& cv) {
+    CheckResult result;
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+        const auto& r = runs[i];
+        const auto& p = cv.held_out[i];
+        if (r.outcome != RunOutcome::ok || !p.modelled || !r.peak_reserved_bytes) continue;
+        RunCheck rc;
+        rc.id = r.id;
+        rc.source = "nanotron";
+        rc.status = "ok";
+        Comparison c;
+        c.quantity = "peak_bytes";
+        c.measured = static_cast<double>(*r.peak_reserved_bytes);
+        c.predicted = static_cast<double>(p.measured_rank_reserved_bytes);
+        c.relative_error = (c.measured - c.predicted) / c.predicted;
+        rc.comparisons.push_back(c);
+        result.runs.push_back(rc);
+    }
+    return residual_plot_svg(result);
+}
+
+std::vector<std::string> memory_gate_failures(const MemoryFigures& f, const nlohmann::json& t) {
+    std::vector<std::string> out;
+    auto num = [&](const char* key) -> std::optional<double> {
+        if (!t.is_object() || !t.contains(key)) return std::nullopt;
+        if (!t.at(key).is_number()) throw InputError(std::string("targets.") + key, "must be a number");
+        return t.at(key).get<double>();
+    };
+    if (auto v = num("memory_verdict_accuracy_min"); v && f.verdict_accuracy < *v)
+        out.push_back("fit/OOM verdict right on " + pct(f.verdict_accuracy) + " < " + pct(*v));
+    if (auto v = num("fit_but_oom_fraction_max"); v && f.fit_but_oom_fraction > *v)
+        out.push_back("predicted-fit jobs that died OOM " + pct(f.fit_but_oom_fraction) + " > " + pct(*v));
+    if (auto v = num("reserved_peak_abs_error_p50_max"); v && f.reserved_ok.p50 > *v)
+        out.push_back("reserved-peak error P50 " + pct(f.reserved_ok.p50) + " > " + pct(*v));
+    if (auto v = num("reserved_peak_abs_error_p95_max"); v && f.reserved_ok.p95 > *v)
+        out.push_back("reserved-peak error P95 " + pct(f.reserved_ok.p95) + " > " + pct(*v));
+    return out;
+}
+
+}  // namespace preflight::validation

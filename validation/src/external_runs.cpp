@@ -1,0 +1,292 @@
+#include "preflight/validation/external_runs.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "preflight/planner/error.hpp"
+
+namespace preflight::validation {
+
+namespace fs = std::filesystem;
+
+std::string_view to_string(RunOutcome o) {
+    switch (o) {
+        case RunOutcome::ok: return "ok";
+        case RunOutcome::oom: return "oom";
+        case RunOutcome::failed_other: return "failed_other";
+        case RunOutcome::ok_metrics_but_oom_in_log: return "ok_metrics_but_oom_in_log";
+    }
+    return "?";
+}
+
+std::optional<RunOutcome> parse_outcome(std::string_view s) {
+    for (RunOutcome o : {RunOutcome::ok, RunOutcome::oom, RunOutcome::failed_other,
+                         RunOutcome::ok_metrics_but_oom_in_log})
+        if (to_string(o) == s) return o;
+    return std::nullopt;
+}
+
+std::string ExternalRun::configuration_key() const {
+    std::ostringstream k;
+    k << model_label << "/h" << model.hidden << "/L" << model.layers << "/a" << model.heads << "/kv" << model.kv_heads
+      << "/f" << model.ffn_hidden << "/V" << model.vocab << "/n" << nodes << "/dp" << plan.dp << "/tp" << plan.tp
+      << "/pp" << plan.pp << "/mbs" << plan.mbs << "/ga" << plan.grad_acc << "/z" << plan.zero << "/s" << plan.seq;
+    return k.str();
+}
+
+namespace {
+
+// Splits one CSV line on commas. The data sets have no quoted fields; a quote is refused
+// rather than mis-parsed.
+std::vector<std::string> split_csv(const std::string& line, const std::string& where) {
+    if (line.find('"') != std::string::npos)
+        throw InputError(where, "quoted CSV fields are not supported");
+    std::vector<std::string> out;
+    std::string cell;
+    for (char c : line) {
+        if (c == ',') {
+            out.push_back(cell);
+            cell.clear();
+        } else if (c != '\r') {
+            cell.push_back(c);
+        }
+    }
+    out.push_back(cell);
+    return out;
+}
+
+struct Row {
+    const std::map<std::string, std::size_t>* columns;
+    const std::vector<std::string>* cells;
+    std::string where;  // "file:line"
+
+    const std::string& raw(const std::string& col) const {
+        return (*cells)[columns->at(col)];
+    }
+    InputError error(const std::string& col, const std::string& msg) const {
+        return InputError(where + " column '" + col + "'", msg);
+    }
+    std::int64_t integer(const std::string& col, std::int64_t min_value = 1) const {
+        const std::string& s = raw(col);
+        std::int64_t v = 0;
+        const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (ec != std::errc() || p != s.data() + s.size())
+            throw error(col, "'" + s + "' is not an integer");
+        if (v < min_value) throw error(col, "must be >= " + std::to_string(min_value) + ", got " + s);
+        return v;
+    }
+    // Empty cell -> nullopt (not measured).
+    std::optional<double> number(const std::string& col) const {
+        const std::string& s = raw(col);
+        if (s.empty()) return std::nullopt;
+        double v = 0;
+        const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (ec != std::errc() || p != s.data() + s.size() || !std::isfinite(v))
+            throw error(col, "'" + s + "' is not a number");
+        if (v < 0) throw error(col, "must not be negative, got " + s);
+        return v;
+    }
+    bool flag(const std::string& col) const {
+        const std::string& s = raw(col);
+        if (s == "0") return false;
+        if (s == "1") return true;
+        throw error(col, "must be 0 or 1, got '" + s + "'");
+    }
+};
+
+constexpr const char* kColumns[] = {
+    "model", "params_b", "hidden_size", "num_layers", "num_heads", "num_kv_heads", "ffn_hidden_size",
+    "vocab_size", "tied_embeddings", "nodes", "gpus", "dp", "tp", "pp", "micro_batch_size", "grad_accum",
+    "seq_len", "global_batch_tokens", "zero_stage", "recompute", "dtype", "grad_accum_dtype", "optimizer",
+    "sequence_parallel", "peak_mem_reserved_gib", "peak_mem_alloc_gib", "mfu_pct", "tokens_per_s_per_gpu",
+    "tokens_per_s", "outcome", "oom_in_log"};
+
+std::optional<std::int64_t> gib_to_bytes(std::optional<double> gib) {
+    if (!gib) return std::nullopt;
+    if (*gib > 1e6) return std::nullopt;  // guarded by the caller's range check
+    return static_cast<std::int64_t>(std::llround(*gib * static_cast<double>(std::int64_t{1} << 30)));
+}
+
+ExternalRun parse_row(const Row& r, const std::string& file, std::int64_t line) {
+    ExternalRun run;
+    run.file = file;
+    run.line = line;
+    run.id = file + ":" + std::to_string(line);
+    run.model_label = r.raw("model");
+    if (run.model_label.empty()) throw r.error("model", "is empty");
+    run.reported_params_b = r.number("params_b").value_or(0);
+
+    ModelConfig& m = run.model;
+    m.name = "external-" + run.model_label;
+    m.family = ModelFamily::llama;
+    m.norm = NormKind::rmsnorm;
+    m.mlp = MlpKind::swiglu;
+    m.position = PositionKind::rope;
+    m.hidden = r.integer("hidden_size");
+    m.layers = r.integer("num_layers");
+    m.heads = r.integer("num_heads");
+    m.kv_heads = r.integer("num_kv_heads");
+    m.ffn_hidden = r.integer("ffn_hidden_size");
+    m.vocab = r.integer("vocab_size");
+    m.tied_embeddings = r.flag("tied_embeddings");
+    if (m.hidden % m.heads != 0)
+        throw r.error("num_heads", std::to_string(m.heads) + " does not divide hidden_size " + std::to_string(m.hidden));
+    m.head_dim = m.hidden / m.heads;
+    const std::int64_t limit = std::int64_t{1} << 24;  // far above any real shape; keeps products in range
+    for (auto [col, v] : {std::pair{"hidden_size", m.hidden}, {"num_layers", m.layers}, {"ffn_hidden_size", m.ffn_hidden},
+                          {"vocab_size", m.vocab}, {"num_heads", m.heads}})
+        if (v > limit) throw r.error(col, "is implausibly large (" + std::to_string(v) + ")");
+
+    run.nodes = r.integer("nodes");
+    run.gpus = r.integer("gpus");
+    Plan& p = run.plan;
+    p.dp = r.integer("dp");
+    p.tp = r.integer("tp");
+    p.pp = r.integer("pp");
+    p.mbs = r.integer("micro_batch_size");
+    p.grad_acc = r.integer("grad_accum");
+    p.seq = r.integer("seq_len");
+    m.max_positions = p.seq;
+    p.zero = static_cast<int>(r.integer("zero_stage", 0));
+    if (p.zero > 3) throw r.error("zero_stage", "must be 0..3, got " + r.raw("zero_stage"));
+    for (auto [col, v] : {std::pair{"nodes", run.nodes}, {"gpus", run.gpus}, {"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp},
+                          {"micro_batch_size", p.mbs}, {"grad_accum", p.grad_acc}, {"seq_len", p.seq}})
+        if (v > limit) throw r.error(col, "is implausibly large (" + std::to_string(v) + ")");
+    if (p.dp * p.tp * p.pp != run.gpus)
+        throw r.error("gpus", r.raw("gpus") + " != dp*tp*pp = " + std::to_string(p.dp * p.tp * p.pp));
+    if (run.gpus % run.nodes != 0)
+        throw r.error("gpus", r.raw("gpus") + " GPUs do not split evenly over " + r.raw("nodes") + " nodes");
+    run.gpus_per_node = run.gpus / run.nodes;
+    const std::int64_t gbt = r.integer("global_batch_tokens");
+    if (gbt != p.global_batch_tokens())
+        throw r.error("global_batch_tokens", r.raw("global_batch_tokens") + " != seq*mbs*grad_acc*dp = " +
+                                                 std::to_string(p.global_batch_tokens()));
+    p.sp = r.flag("sequence_parallel");
+    if (p.sp && p.tp == 1) throw r.error("sequence_parallel", "is 1 with tp 1");
+
+    const std::string rc = r.raw("recompute");
+    const auto recompute = parse_recompute(rc);
+    if (!recompute) throw r.error("recompute", "unknown mode '" + rc + "' (none | selective | full)");
+    p.recompute = *recompute;
+    const std::string dtype = r.raw("dtype"), acc = r.raw("grad_accum_dtype");
+    if (dtype == "bf16" && acc == "fp32")
+        p.precision = Precision::bf16_mixed_fp32_grads;  // bf16 compute, fp32 master + fp32 grad accumulation
+    else if (dtype == "bf16" && (acc == "bf16" || acc.empty()))
+        p.precision = Precision::bf16_mixed;
+    else
+        throw r.error("dtype", "unsupported dtype/grad_accum_dtype pair '" + dtype + "'/'" + acc + "'");
+    const std::string opt = r.raw("optimizer");
+    const auto optimizer = parse_optimizer(opt);
+    if (!optimizer) throw r.error("optimizer", "unknown optimizer '" + opt + "'");
+    p.optimizer = *optimizer;
+    p.attention = AttentionKind::flash;
+
+    const std::string oc = r.raw("outcome");
+    const auto outcome = parse_outcome(oc);
+    if (!outcome)
+        throw r.error("outcome", "unknown outcome '" + oc + "' (ok | oom | failed_other | ok_metrics_but_oom_in_log)");
+    run.outcome = *outcome;
+    run.oom_in_log = r.flag("oom_in_log");
+    for (const char* col : {"peak_mem_reserved_gib", "peak_mem_alloc_gib"})
+        if (auto v = r.number(col); v && *v > 1e5) throw r.error(col, "is implausibly large (" + r.raw(col) + " GiB)");
+    run.peak_reserved_bytes = gib_to_bytes(r.number("peak_mem_reserved_gib"));
+    run.peak_allocated_after_backward_bytes = gib_to_bytes(r.number("peak_mem_alloc_gib"));
+    run.tokens_per_s_per_gpu = r.number("tokens_per_s_per_gpu");
+    run.tokens_per_s = r.number("tokens_per_s");
+    if (auto mfu = r.number("mfu_pct")) run.mfu = *mfu / 100.0;
+    if (run.outcome == RunOutcome::ok && !run.peak_reserved_bytes)
+        throw r.error("peak_mem_reserved_gib", "is empty for a job with outcome ok");
+    try {
+        validate_model(m);
+    } catch (const InputError& e) {
+        throw InputError(r.where, std::string("model shape: ") + e.what());
+    }
+    return run;
+}
+
+}  // namespace
+
+std::vector<ExternalRun> read_external_csv(const fs::path& csv) {
+    std::ifstream in(csv);
+    if (!in) throw InputError(csv.string(), "cannot open the CSV file");
+    const std::string file = csv.filename().string();
+    std::string line;
+    if (!std::getline(in, line)) throw InputError(csv.string(), "is empty (no header line)");
+    const auto header = split_csv(line, file + ":1");
+    std::map<std::string, std::size_t> columns;
+    for (std::size_t i = 0; i < header.size(); ++i) columns[header[i]] = i;
+    for (const char* c : kColumns)
+        if (!columns.count(c)) throw InputError(file + ":1", std::string("missing column '") + c + "'");
+    std::vector<ExternalRun> runs;
+    std::int64_t n = 1;
+    while (std::getline(in, line)) {
+        ++n;
+        if (line.empty() || line == "\r") continue;
+        const std::string where = file + ":" + std::to_string(n);
+        const auto cells = split_csv(line, where);
+        if (cells.size() != header.size())
+            throw InputError(where, std::to_string(cells.size()) + " fields, the header has " +
+                                        std::to_string(header.size()));
+        runs.push_back(parse_row(Row{&columns, &cells, where}, file, n));
+    }
+    if (runs.empty()) throw InputError(csv.string(), "has a header but no rows");
+    return runs;
+}
+
+ExternalDataset read_external_dataset(const fs::path& folder) {
+    const fs::path manifest = folder / "dataset.json";
+    std::ifstream in(manifest);
+    if (!in) throw InputError(manifest.string(), "cannot open the data set manifest");
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+        throw InputError(manifest.string(), std::string("not valid JSON: ") + e.what());
+    }
+    ExternalDataset d;
+    d.folder = folder;
+    auto str = [&](const char* key) -> std::string {
+        if (!j.contains(key) || !j[key].is_string() || j[key].get<std::string>().empty())
+            throw InputError(manifest.string(), std::string("needs a non-empty string \"") + key + "\"");
+        return j[key].get<std::string>();
+    };
+    d.name = str("name");
+    d.framework = str("framework");
+    d.gpu = str("gpu");
+    d.source = str("source");
+    const std::string csv = str("csv");
+    if (fs::path(csv).has_parent_path())
+        throw InputError(manifest.string(), "\"csv\" must name a file in the same folder, got '" + csv + "'");
+    if (j.contains("targets")) {
+        if (!j["targets"].is_object()) throw InputError(manifest.string(), "\"targets\" must be an object");
+        d.targets = j["targets"];
+    }
+    d.runs = read_external_csv(folder / csv);
+    return d;
+}
+
+std::vector<fs::path> find_external_datasets(const fs::path& dir) {
+    std::vector<fs::path> out;
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) return out;
+    for (fs::recursive_directory_iterator it(dir, ec), end; it != end && !ec; it.increment(ec))
+        if (it->is_regular_file(ec) && it->path().filename() == "dataset.json") out.push_back(it->path().parent_path());
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+int fold_of(const ExternalRun& run, int k) {
+    if (k <= 1) return 0;
+    std::uint64_t h = 1469598103934665603ULL;  // FNV-1a 64 (Fowler, Noll, Vo)
+    for (unsigned char c : run.configuration_key()) {
+        h ^= c;
+        h *= 1099511628211ULL;
+    }
+    return static_cast<int>(h % static_cast<std::uint64_t>(k));
+}
+
+}  // namespace preflight::validation

@@ -1,0 +1,425 @@
+#include "preflight/validation/throughput_fit.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <cstdio>
+#include <set>
+#include <sstream>
+
+#include "preflight/planner/error.hpp"
+
+namespace preflight::validation {
+
+using nlohmann::json;
+
+std::vector<std::int64_t> nanotron_stage_layers(const ModelConfig& m, std::int64_t pp) {
+    std::vector<std::int64_t> out(static_cast<std::size_t>(std::max<std::int64_t>(pp, 1)), 0);
+    if (pp <= 1) {
+        out[0] = m.layers;
+        return out;
+    }
+    const double h = static_cast<double>(m.hidden);
+    const double layer = 4.0 * static_cast<double>(m.q_width()) * h + 3.0 * static_cast<double>(m.ffn_hidden) * h;
+    const double head = static_cast<double>(m.vocab) * h;
+    const double total = static_cast<double>(m.layers) * layer + head;
+    double cumulative = 0;
+    std::int64_t rank = 0;
+    // A block goes to the current stage; the stage closes once the cumulative cost passes
+    // its threshold total*(rank+1)/pp (the output layer is the last block with a cost).
+    for (std::int64_t i = 0; i < m.layers; ++i) {
+        cumulative += layer;
+        ++out[static_cast<std::size_t>(rank)];
+        if (cumulative > total * static_cast<double>(rank + 1) / static_cast<double>(pp) && rank + 1 < pp) ++rank;
+    }
+    return out;
+}
+
+std::vector<ThroughputSample> throughput_samples(const std::vector<ExternalRun>& runs, const std::string& framework,
+                                                std::vector<std::string>* refused) {
+    std::vector<ThroughputSample> out;
+    for (const ExternalRun& r : runs) {
+        if (r.outcome != RunOutcome::ok || !r.tokens_per_s_per_gpu || *r.tokens_per_s_per_gpu <= 0) continue;
+        ThroughputSample s;
+        s.id = r.id;
+        s.family = r.model_label + "/tp" + std::to_string(r.plan.tp) + "/pp" + std::to_string(r.plan.pp);
+        s.model = r.model;
+        s.plan = r.plan;
+        s.options.breakdown = false;
+        if (framework == "nanotron" && r.plan.pp > 1) s.options.stage_layers = nanotron_stage_layers(r.model, r.plan.pp);
+        s.measured_tokens_per_s_per_gpu = *r.tokens_per_s_per_gpu;
+        try {
+            validate_plan(s.plan, s.model);
+        } catch (const InputError& e) {
+            if (refused) refused->push_back(r.id + ": " + e.what());
+            continue;
+        }
+        out.push_back(std::move(s));
+    }
+    return out;
+}
+
+double predicted_tokens_per_s_per_gpu(const ThroughputSample& s, const GpuSpec& gpu) {
+    return estimate_throughput(s.model, gpu, s.plan, s.options).tokens_per_s_per_gpu;
+}
+
+std::vector<double> tokens_errors(const std::vector<ThroughputSample>& samples, const std::vector<std::size_t>& idx,
+                                  const GpuSpec& gpu) {
+    std::vector<double> e;
+    auto one = [&](const ThroughputSample& s) {
+        const double p = predicted_tokens_per_s_per_gpu(s, gpu);
+        e.push_back(std::abs(p - s.measured_tokens_per_s_per_gpu) / s.measured_tokens_per_s_per_gpu);
+    };
+    if (idx.empty())
+        for (const auto& s : samples) one(s);
+    else
+        for (std::size_t i : idx) one(samples[i]);
+    return e;
+}
+
+namespace {
+// Bounds: physical ranges, wide enough not to decide the answer.
+constexpr std::array<StepConstant, 12> kConstants{{
+    // Stage 1: what one or two nodes show (GEMMs, host dispatch, NVLink, per-step cost).
+    {"gemm_max_fraction_of_peak", &Efficiency::gemm_max_fraction_of_peak, 0.3, 0.95, 1},
+    {"gemm_half_efficiency_dim", &Efficiency::gemm_half_efficiency_dim, 4, 4096, 1},
+    {"collective_bus_efficiency", &Efficiency::collective_bus_efficiency, 0.1, 1.0, 1},
+    {"layer_launch_overhead_s", &Efficiency::layer_launch_overhead_s, 1e-6, 2e-2, 1},
+    {"tp_layer_launch_overhead_s", &Efficiency::tp_layer_launch_overhead_s, 1e-6, 2e-2, 1},
+    {"step_overhead_s", &Efficiency::step_overhead_s, 1e-3, 10.0, 1},
+    // Stage 2: what only many nodes show (the network, the stall that grows with nodes).
+    {"inter_node_bus_efficiency", &Efficiency::inter_node_bus_efficiency, 0.01, 1.0, 2},
+    {"inter_node_latency_s", &Efficiency::inter_node_latency_s, 2e-6, 1e-4, 2},
+    {"microbatch_sync_s", &Efficiency::microbatch_sync_s, 1e-4, 5.0, 2},
+    {"microbatch_sync_half_nodes", &Efficiency::microbatch_sync_half_nodes, 1.0, 512.0, 2},
+    {"microbatch_sync_node_exponent", &Efficiency::microbatch_sync_node_exponent, 0.5, 8.0, 2},
+    {"microbatch_sync_no_pipeline_fraction", &Efficiency::microbatch_sync_no_pipeline_fraction, 1e-3, 1.0, 2},
+}};
+constexpr int kN = static_cast<int>(kConstants.size());
+using Vec = std::array<double, kN>;
+
+// Coordinates: u in R maps to exp(log lo + (log hi - log lo) * sigmoid(u)), so every
+// value stays inside its bounds and the fit works on relative changes.
+double to_u(double v, const StepConstant& c) {
+    const double a = std::log(c.lo), b = std::log(c.hi);
+    // Starts a little inside the bounds, where the sigmoid is not flat.
+    const double t = std::clamp((std::log(std::clamp(v, c.lo, c.hi)) - a) / (b - a), 0.02, 0.98);
+    return std::log(t / (1 - t));
+}
+double from_u(double u, const StepConstant& c) {
+    const double a = std::log(c.lo), b = std::log(c.hi);
+    return std::exp(a + (b - a) / (1 + std::exp(-u)));
+}
+Vec to_vec(const Efficiency& e) {
+    Vec v{};
+    for (int i = 0; i < kN; ++i) v[i] = to_u(e.*(kConstants[i].field), kConstants[i]);
+    return v;
+}
+Efficiency from_vec(const Vec& v, Efficiency e) {
+    for (int i = 0; i < kN; ++i) e.*(kConstants[i].field) = from_u(v[i], kConstants[i]);
+    return e;
+}
+
+// Huber loss (Huber 1964) of the log ratio, delta 0.1: quadratic near the answer, linear
+// for the jobs no smooth model explains, so they cannot drag every constant.
+double huber(double x) {
+    constexpr double d = 0.1;
+    const double a = std::abs(x);
+    return a <= d ? 0.5 * x * x : d * (a - 0.5 * d);
+}
+
+using Point = std::vector<double>;
+
+// Nelder-Mead (Nelder & Mead 1965), standard coefficients 1, 2, 0.5, 0.5.
+Point nelder_mead(const std::function<double(const Point&)>& f, Point start, double step, int max_evals, int& evals) {
+    const std::size_t n = start.size();
+    std::vector<Point> s(n + 1, start);
+    std::vector<double> fs(n + 1);
+    for (std::size_t i = 0; i < n; ++i) s[i + 1][i] += step;
+    for (std::size_t i = 0; i <= n; ++i) fs[i] = f(s[i]), ++evals;
+    std::vector<std::size_t> idx(n + 1);
+    while (evals < max_evals) {
+        for (std::size_t i = 0; i <= n; ++i) idx[i] = i;
+        std::sort(idx.begin(), idx.end(), [&](std::size_t x, std::size_t y) { return fs[x] < fs[y]; });
+        const std::size_t best = idx[0], worst = idx[n], second = idx[n - 1];
+        if (std::abs(fs[worst] - fs[best]) <= 1e-10 * (1 + std::abs(fs[best]))) break;
+        Point c(n, 0.0);
+        for (std::size_t i = 0; i <= n; ++i)
+            if (i != worst)
+                for (std::size_t k = 0; k < n; ++k) c[k] += s[i][k] / static_cast<double>(n);
+        auto along = [&](double t) {
+            Point v(n);
+            for (std::size_t k = 0; k < n; ++k) v[k] = c[k] + t * (s[worst][k] - c[k]);
+            return v;
+        };
+        const Point xr = along(-1.0);
+        const double fr = f(xr);
+        ++evals;
+        if (fr < fs[best]) {
+            const Point xe = along(-2.0);
+            const double fe = f(xe);
+            ++evals;
+            if (fe < fr) s[worst] = xe, fs[worst] = fe;
+            else s[worst] = xr, fs[worst] = fr;
+        } else if (fr < fs[second]) {
+            s[worst] = xr, fs[worst] = fr;
+        } else {
+            const bool outside = fr < fs[worst];
+            const Point xc = along(outside ? -0.5 : 0.5);
+            const double fc = f(xc);
+            ++evals;
+            if (fc < (outside ? fr : fs[worst])) {
+                s[worst] = xc, fs[worst] = fc;
+            } else {
+                for (std::size_t i = 0; i <= n; ++i) {
+                    if (i == best) continue;
+                    for (std::size_t k = 0; k < n; ++k) s[i][k] = s[best][k] + 0.5 * (s[i][k] - s[best][k]);
+                    fs[i] = f(s[i]);
+                    ++evals;
+                }
+            }
+        }
+    }
+    std::size_t best = 0;
+    for (std::size_t i = 1; i <= n; ++i)
+        if (fs[i] < fs[best]) best = i;
+    return s[best];
+}
+
+// Cyclic coordinate descent over the bounded coordinates: per constant, a coarse grid
+// over its whole range then a golden-section refinement around the best grid point
+// (Kiefer 1953). Robust to the flat regions a simplex stalls in.
+Point coordinate_descent(const std::function<double(const Point&)>& f, Point x, int sweeps, int& evals) {
+    constexpr double kSpan = 7.0;  // u in [-7, 7]: sigmoid covers 0.1 % .. 99.9 % of the log range
+    constexpr int kGrid = 11;
+    double fx = f(x);
+    ++evals;
+    for (int sweep = 0; sweep < sweeps; ++sweep) {
+        const double before = fx;
+        for (std::size_t i = 0; i < x.size(); ++i) {
+            auto at = [&](double u) {
+                Point y = x;
+                y[i] = u;
+                ++evals;
+                return f(y);
+            };
+            double best_u = x[i], best_f = fx;
+            const double step = 2.0 * kSpan / (kGrid - 1);
+            for (int g = 0; g < kGrid; ++g) {
+                const double u = -kSpan + step * g;
+                const double v = at(u);
+                if (v < best_f) best_f = v, best_u = u;
+            }
+            double a = best_u - step, b = best_u + step;
+            const double r = (std::sqrt(5.0) - 1) / 2;
+            double c = b - r * (b - a), d = a + r * (b - a);
+            double fc = at(c), fd = at(d);
+            for (int it = 0; it < 14; ++it) {
+                if (fc < fd) b = d, d = c, fd = fc, c = b - r * (b - a), fc = at(c);
+                else a = c, c = d, fc = fd, d = a + r * (b - a), fd = at(d);
+            }
+            if (fc < best_f) best_f = fc, best_u = c;
+            if (fd < best_f) best_f = fd, best_u = d;
+            x[i] = best_u;
+            fx = best_f;
+        }
+        if (before - fx <= 1e-7 * (1 + std::abs(fx))) break;
+    }
+    return x;
+}
+
+std::uint64_t fnv1a(const std::string& s) {
+    std::uint64_t h = 14695981039346656037ull;  // FNV-1a 64 (Fowler, Noll, Vo)
+    for (unsigned char c : s) {
+        h ^= c;
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+}  // namespace
+
+std::span<const StepConstant> fitted_step_constants() { return kConstants; }
+
+int family_fold(const std::string& family, int k) {
+    if (k <= 1) return 0;
+    // FNV-1a's low bits follow the last characters (names differing in one digit share
+    // their parity), so its bits are mixed first (splitmix64's finaliser, Steele et al. 2014).
+    std::uint64_t z = fnv1a(family);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return static_cast<int>(z % static_cast<std::uint64_t>(k));
+}
+
+Efficiency fit_step_constants(const std::vector<ThroughputSample>& samples, const std::vector<std::size_t>& train,
+                              const GpuSpec& gpu, int* evaluations) {
+    if (train.empty()) throw InputError("calibrate", "no measured runs to fit the step-time constants to");
+    // Stage 1 fits what jobs of one or two nodes show on those jobs; stage 2 fits the
+    // network and the stall on every training job with stage 1's constants held. Each
+    // stage has few, physically separate constants, so the fit stays well conditioned.
+    const std::int64_t per_node = std::max(1, gpu.gpus_per_node);
+    std::vector<std::size_t> small;
+    for (std::size_t i : train)
+        if (samples[i].plan.gpus() <= 2 * per_node) small.push_back(i);
+    if (small.size() < 8) small = train;
+    int evals = 0;
+    Vec full = to_vec(gpu.efficiency);
+    for (int stage = 1; stage <= 2; ++stage) {
+        const std::vector<std::size_t>& rows = stage == 1 ? small : train;
+        std::vector<int> active;
+        for (int i = 0; i < kN; ++i)
+            if (kConstants[i].stage == stage) active.push_back(i);
+        GpuSpec g = gpu;
+        auto expand = [&](const Point& x) {
+            Vec v = full;
+            for (std::size_t k = 0; k < active.size(); ++k) v[active[k]] = x[k];
+            return v;
+        };
+        auto objective = [&](const Point& x) {
+            g.efficiency = from_vec(expand(x), gpu.efficiency);
+            double sum = 0;
+            for (std::size_t i : rows) {
+                const ThroughputSample& s = samples[i];
+                sum += huber(std::log(predicted_tokens_per_s_per_gpu(s, g) / s.measured_tokens_per_s_per_gpu));
+            }
+            return sum / static_cast<double>(rows.size());
+        };
+        Point x;
+        for (int i : active) x.push_back(full[i]);
+        // Coordinate descent finds the basin; Nelder-Mead polishes the coupled directions.
+        x = coordinate_descent(objective, x, 8, evals);
+        x = nelder_mead(objective, x, 0.3, evals + 1500, evals);
+        full = expand(x);
+    }
+    if (evaluations) *evaluations += evals;
+    return from_vec(full, gpu.efficiency);
+}
+
+ThroughputCv cross_validate_throughput(const std::vector<ThroughputSample>& samples, const GpuSpec& gpu, int folds) {
+    if (samples.size() < 2) throw InputError("calibrate", "cross-validation needs at least 2 measured runs");
+    folds = std::max(2, folds);
+    ThroughputCv cv;
+    cv.folds = folds;
+    cv.committed = error_stats(tokens_errors(samples, {}, gpu));
+    GpuSpec base = gpu;
+    base.efficiency = Efficiency{};
+    const GpuSpec& start = base;
+    std::set<std::string> fams;
+    for (const auto& s : samples) fams.insert(s.family);
+    cv.families = static_cast<int>(fams.size());
+    cv.before = error_stats(tokens_errors(samples, {}, start));
+    std::vector<double> held;
+    for (int k = 0; k < folds; ++k) {
+        std::vector<std::size_t> train, test;
+        for (std::size_t i = 0; i < samples.size(); ++i)
+            (family_fold(samples[i].family, folds) == k ? test : train).push_back(i);
+        if (train.empty() || test.empty()) {
+            cv.fold_held_out.push_back({});
+            cv.fold_fits.push_back(start.efficiency);
+            continue;
+        }
+        GpuSpec fitted = gpu;
+        fitted.efficiency = fit_step_constants(samples, train, start, &cv.evaluations);
+        const std::vector<double> e = tokens_errors(samples, test, fitted);
+        held.insert(held.end(), e.begin(), e.end());
+        cv.fold_held_out.push_back(error_stats(e));
+        cv.fold_fits.push_back(fitted.efficiency);
+    }
+    cv.held_out = error_stats(held);
+    std::vector<std::size_t> all(samples.size());
+    for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+    GpuSpec fitted = gpu;
+    fitted.efficiency = fit_step_constants(samples, all, start, &cv.evaluations);
+    cv.full_fit = fitted.efficiency;
+    cv.full_fit_in_sample = error_stats(tokens_errors(samples, all, fitted));
+    return cv;
+}
+
+json efficiency_to_json(const Efficiency& e) {
+    return {{"gemm_max_fraction_of_peak", e.gemm_max_fraction_of_peak},
+            {"fp8_gemm_max_fraction_of_peak", e.fp8_gemm_max_fraction_of_peak},
+            {"gemm_half_efficiency_dim", e.gemm_half_efficiency_dim},
+            {"attention_fraction_of_peak", e.attention_fraction_of_peak},
+            {"memory_bound_fraction_of_hbm", e.memory_bound_fraction_of_hbm},
+            {"collective_bus_efficiency", e.collective_bus_efficiency},
+            {"inter_node_bus_efficiency", e.inter_node_bus_efficiency},
+            {"intra_node_latency_s", e.intra_node_latency_s},
+            {"inter_node_latency_s", e.inter_node_latency_s},
+            {"layer_launch_overhead_s", e.layer_launch_overhead_s},
+            {"tp_layer_launch_overhead_s", e.tp_layer_launch_overhead_s},
+            {"microbatch_sync_s", e.microbatch_sync_s},
+            {"microbatch_sync_half_nodes", e.microbatch_sync_half_nodes},
+            {"microbatch_sync_node_exponent", e.microbatch_sync_node_exponent},
+            {"microbatch_sync_no_pipeline_fraction", e.microbatch_sync_no_pipeline_fraction},
+            {"step_overhead_s", e.step_overhead_s}};
+}
+
+namespace {
+json stats_json(const ErrorStats& e) { return {{"n", e.n}, {"p50", e.p50}, {"p95", e.p95}, {"max", e.max}}; }
+}  // namespace
+
+json throughput_cv_to_json(const ThroughputCv& cv) {
+    json folds = json::array();
+    for (std::size_t k = 0; k < cv.fold_held_out.size(); ++k)
+        folds.push_back({{"fold", k}, {"held_out", stats_json(cv.fold_held_out[k])},
+                         {"constants", efficiency_to_json(cv.fold_fits[k])}});
+    return {{"folds", cv.folds},
+            {"families", cv.families},
+            {"tokens_per_s_per_gpu_error_before", stats_json(cv.before)},
+            {"tokens_per_s_per_gpu_error_committed_constants", stats_json(cv.committed)},
+            {"tokens_per_s_per_gpu_error_held_out", stats_json(cv.held_out)},
+            {"tokens_per_s_per_gpu_error_in_sample", stats_json(cv.full_fit_in_sample)},
+            {"per_fold", folds},
+            {"fitted", efficiency_to_json(cv.full_fit)},
+            {"evaluations", cv.evaluations}};
+}
+
+std::string throughput_cv_markdown(const ThroughputCv& cv) {
+    std::ostringstream o;
+    char b[256];
+    o << "| tokens/s per GPU: abs(predicted - measured) / measured | jobs | P50 | P95 | max |\n|---|---|---|---|---|\n";
+    auto row = [&](const char* name, const ErrorStats& e) {
+        std::snprintf(b, sizeof b, "| %s | %d | %.1f %% | %.1f %% | %.0f %% |\n", name, e.n, 100 * e.p50, 100 * e.p95,
+                      100 * e.max);
+        o << b;
+    };
+    row("uncalibrated defaults (before)", cv.before);
+    char name[128];
+    std::snprintf(name, sizeof name, "held out (%d-fold CV by model/tp/pp family, %d families)", cv.folds, cv.families);
+    row(name, cv.held_out);
+    row("the GPU spec's committed constants (in sample)", cv.committed);
+    return o.str();
+}
+
+ThroughputGate throughput_gate(const ExternalDataset& d, const GpuSpec& gpu) {
+    ThroughputGate g;
+    int folds = 5;
+    if (d.targets.contains("folds") && d.targets.at("folds").is_number_integer()) folds = d.targets.at("folds").get<int>();
+    const std::vector<ThroughputSample> samples = throughput_samples(d.runs, d.framework, &g.refused);
+    g.cv = cross_validate_throughput(samples, gpu, folds);
+    g.markdown = throughput_cv_markdown(g.cv);
+    auto gate = [&](const char* key, double value) {
+        if (!d.targets.contains(key)) return;
+        const json& t = d.targets.at(key);
+        if (!t.is_number()) throw InputError(d.name + " dataset.json", std::string("targets.") + key + " must be a number");
+        if (value > t.get<double>()) {
+            char b[256];
+            std::snprintf(b, sizeof b, "held-out tokens/s per GPU error %s %.1f %% > target %.1f %%", key, 100 * value,
+                          100 * t.get<double>());
+            g.failures.emplace_back(b);
+        }
+    };
+    if (g.cv.held_out.n == 0)
+        g.failures.emplace_back("no job could be held out (every family fell in one fold): the tokens/s figures are unknown");
+    gate("tokens_per_s_per_gpu_error_p50_max", g.cv.held_out.p50);
+    gate("tokens_per_s_per_gpu_error_p95_max", g.cv.held_out.p95);
+    g.summary = throughput_cv_to_json(g.cv);
+    g.summary["refused_runs"] = g.refused;
+    g.summary["failures"] = g.failures;
+    return g;
+}
+
+}  // namespace preflight::validation
