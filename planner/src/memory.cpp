@@ -1,4 +1,5 @@
 #include "preflight/planner/memory.hpp"
+#include "preflight/planner/limits.hpp"
 
 #include <algorithm>
 
@@ -510,6 +511,7 @@ MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const
                              const MemoryOptions& options) {
     const Plan plan = resolve_defaults(plan_in, model);
     validate_plan(plan, model);
+    limits::check_overhead_bytes(options.overhead_bytes);
     const auto tensors = param_tensors(model);
     const auto inventory = full_inventory(model, plan, options.profile);
 
