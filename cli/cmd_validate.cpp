@@ -264,6 +264,10 @@ int run_check(const ValidateState& st) {
         std::cout << validation::summary_to_json(r).dump(2) << "\n";
     else
         std::cout << validation::summary_table(r);
+    for (const auto& run : r.runs)
+        if (run.not_compared)
+            std::cerr << "preflight validate: " << run.path.string() << ": could not be compared (" << run.note
+                      << "); the check fails\n";
     return r.passed() ? kExitOk : kExitDoesNotFit;
 }
 
