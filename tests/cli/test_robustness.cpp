@@ -210,6 +210,12 @@ TEST(Robustness, DeepSpeedEmitNeverCombinesPipelineAndZeroStage2Or3) {
     const auto r = run_preflight("plan --model llama-3-70b --gpus 16 --gbs-tokens 4194304 --pp 2 --emit deepspeed");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(json::parse(r.out).at("zero_optimization").at("stage").get<int>() < 2, true) << r.out;
+    // Unpinned: the old search emitted pp 4 with ZeRO-3 here.
+    const auto open = run_preflight("plan --model llama-3-70b --gpus 32 --gbs-tokens 4194304 --emit deepspeed");
+    ASSERT_EQ(open.exit_code, 0) << open.err;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(open.err, m, std::regex("--pp (\\d+) .*--zero (\\d)"))) << open.err;
+    EXPECT_TRUE(std::stoi(m[1]) == 1 || std::stoi(m[2]) < 2) << open.err;
 }
 
 TEST(Robustness, SeqBeyondContextIsRefusedForEveryFamily) {
