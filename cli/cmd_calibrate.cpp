@@ -11,6 +11,7 @@
 #include "preflight/runtime/run_report.hpp"
 #include "preflight/validation/calibrate.hpp"
 #include "preflight/validation/external_runs.hpp"
+#include "preflight/validation/spec_bounds.hpp"
 #include "preflight/validation/matrix.hpp"
 
 namespace preflight::cli {
@@ -46,6 +47,7 @@ int run_calibrate(const CalibrateState& st) {
                       100 * r.step_held_before.p50, 100 * r.step_held_after.p50, 100 * r.step_held_before.max,
                       100 * r.step_held_after.max);
         const auto spec = validation::calibrated_spec(read_json_file(spec_path, "--gpu"), r, b);
+        validation::check_fitted_spec(spec, "--write-spec " + st.write_spec);  // bounded, and it loads
         runtime::write_file_atomic(st.write_spec, spec.dump(2) + "\n");
         std::cerr << "preflight calibrate: wrote " << st.write_spec << "\n";
     }

@@ -6,6 +6,7 @@
 #include "commands.hpp"
 #include "format.hpp"
 #include "preflight/planner/catalog.hpp"
+#include "preflight/planner/error.hpp"
 
 namespace preflight::cli {
 
@@ -15,7 +16,11 @@ int run_models(const std::string& data_dir_flag, const std::string& format) {
     Table t;
     t.header = {"name", "family", "params", "active", "layers", "hidden", "heads/kv", "ffn", "vocab", "context"};
     t.units = {"", "", "[count]", "[count]", "", "", "", "", "[tokens]", "[tokens]"};
-    for (const auto& name : catalog_models(dir)) {
+    const auto names = catalog_models(dir);
+    if (names.empty())
+        throw InputError(data_dir_flag.empty() ? "PREFLIGHT_DATA_DIR" : "--data-dir",
+                         "no model configs in '" + (dir / "models").string() + "' (no *.json files there)");
+    for (const auto& name : names) {
         const ModelConfig m = load_model(name, dir);
         const ParamCounts c = count_params(m);
         list.push_back({{"name", name},
@@ -51,7 +56,11 @@ int run_gpus(const std::string& data_dir_flag, const std::string& format) {
                "[GB/s]", "[binary]"};
     auto tf = [](std::optional<double> v) { return v ? std::optional<double>(*v / 1e12) : std::nullopt; };
     auto opt_json = [](std::optional<double> v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
-    for (const auto& name : catalog_gpus(dir)) {
+    const auto names = catalog_gpus(dir);
+    if (names.empty())
+        throw InputError(data_dir_flag.empty() ? "PREFLIGHT_DATA_DIR" : "--data-dir",
+                         "no GPU specs in '" + (dir / "gpus").string() + "' (no *.json files there)");
+    for (const auto& name : names) {
         const GpuSpec g = load_gpu(name, dir);
         list.push_back({{"name", name},
                         {"display_name", g.display_name},

@@ -6,12 +6,17 @@
 #include "format.hpp"
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/memory_categories.hpp"
+#include "preflight/planner/error.hpp"
 #include "preflight/planner/report.hpp"
 
 namespace preflight::cli {
 
 std::filesystem::path data_dir_of(const std::string& flag_value) {
-    return flag_value.empty() ? default_data_dir() : std::filesystem::path(flag_value);
+    const std::filesystem::path dir = flag_value.empty() ? default_data_dir() : std::filesystem::path(flag_value);
+    std::error_code ec;
+    if (!flag_value.empty() && !std::filesystem::is_directory(dir, ec))
+        throw InputError("--data-dir", "'" + dir.string() + "' is not a folder (it should hold models/ and gpus/)");
+    return dir;
 }
 
 namespace {

@@ -13,6 +13,7 @@
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/emit.hpp"
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/limits.hpp"
 #include "preflight/planner/lr_advice.hpp"
 #include "preflight/planner/report.hpp"
 #include "preflight/planner/search.hpp"
@@ -92,6 +93,9 @@ SearchRequest make_request(const PlanCommandState& st, const ModelConfig& model)
     r.memory.overhead_bytes = f.overhead_bytes;
     r.memory.profile = framework_profile(f);
     r.throughput.attention_flops = *parse_attention_flops(st.attention_flops);
+    // DeepSpeed's PipelineEngine asserts ZeRO stage < 2 (deepspeed/runtime/pipe/engine.py):
+    // a recommendation emitted for it must not combine pp > 1 with ZeRO-2/3.
+    if (st.emit == "deepspeed") r.max_zero_with_pp = 1;
     (void)model;
     return r;
 }
@@ -150,7 +154,11 @@ void print_table(const PlanCommandState& st, const ModelConfig& model, const Gpu
               << "\n# MFU/HFU against the dense peak of each plan's compute precision; attention FLOPs counted "
               << st.attention_flops << "\n";
     std::cout << "# step-time constants: " << gpu.efficiency.provenance.substr(0, gpu.efficiency.provenance.find(':'))
-              << " (see the GPU spec's \"efficiency\")\n\n";
+              << " (see the GPU spec's \"efficiency\")\n";
+    if (res.mbs_capped)
+        std::cout << "# micro-batches above " << limits::kMaxSearchMbs
+                  << " sequences were not searched (limit kMaxSearchMbs); pin --mbs to evaluate one\n";
+    std::cout << "\n";
 
     if (res.candidates.empty()) {
         std::cout << "NOTHING FITS: no plan of " << req.gpus << " GPUs reaches the batch under "
@@ -255,7 +263,18 @@ int run_plan(const PlanCommandState& st) {
     const auto dir = data_dir_of(st.flags.data_dir);
     const ModelConfig model = load_model(st.flags.model, dir);
     const GpuSpec gpu = load_gpu(st.flags.gpu, dir);
-    const SearchRequest req = make_request(st, model);
+    SearchRequest req = make_request(st, model);
+    // Progress on stderr once a search has run for more than a second, then every second.
+    const auto started = std::chrono::steady_clock::now();
+    auto last = started;
+    req.progress = [started, last](std::int64_t done, std::int64_t total, std::int64_t plans) mutable {
+        const auto now = std::chrono::steady_clock::now();
+        if (now - started < std::chrono::seconds(1) || now - last < std::chrono::seconds(1)) return;
+        last = now;
+        std::cerr << "preflight plan: searched " << done << " of " << total << " parallel layouts, "
+                  << plans << " plans evaluated, "
+                  << std::chrono::duration_cast<std::chrono::seconds>(now - started).count() << " s\n";
+    };
     std::optional<LrAdvice> lr;
     if (st.base_lr || st.base_batch) {
         if (!st.base_lr) throw InputError("--base-lr", "needed with --base-batch");
@@ -329,6 +348,7 @@ int run_plan(const PlanCommandState& st) {
             {"search",
              {{"plans_evaluated", res.plans_evaluated},
               {"plans_fitting", res.plans_fitting},
+              {"mbs_capped", res.mbs_capped},
               {"seconds", search_s}}},
             {"candidates", cands},
             {"rejected", rej},
@@ -349,11 +369,13 @@ Command add_plan_command(CLI::App& app) {
     add_plan_flags(*sub, st->flags);
     add_framework_flag(*sub, st->flags);
     auto* g = "Search";
-    sub->add_option("--gpus", st->gpus, "Number of GPUs (dp * tp * pp = N; searched tp stays inside a node, a pinned --tp may span nodes)")
+    sub->add_option("--gpus", st->gpus, "Number of GPUs (dp * tp * pp = N; searched tp stays inside a node, a pinned --tp may span nodes; at most 2^20)")
+        ->transform(count_at_most(limits::kMaxGpus, "kMaxGpus"))
         ->required()
         ->group(g);
-    sub->add_option("--gbs-tokens", st->gbs_tokens, "Target global batch in tokens (seq * mbs * grad_acc * dp)")
-        ->transform(count_in_any_notation())
+    sub->add_option("--gbs-tokens", st->gbs_tokens,
+                    "Target global batch in tokens (seq * mbs * grad_acc * dp; at most 2^40)")
+        ->transform(count_at_most(limits::kMaxGlobalBatchTokens, "kMaxGlobalBatchTokens"))
         ->required()
         ->group(g);
     sub->add_option("--headroom", st->headroom,

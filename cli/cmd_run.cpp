@@ -1,15 +1,21 @@
 // `preflight run`: execute a plan on one GPU (CUDA runtime) and report measured next
 // to predicted; --dry-run walks the same step program with no device.
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <memory>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
 
 #include "commands.hpp"
 #include "format.hpp"
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/extensions.hpp"
+#include "preflight/planner/limits.hpp"
 #include "preflight/planner/report.hpp"
 #include "preflight/runtime/errors.hpp"
 #include "preflight/runtime/runtime.hpp"
@@ -31,7 +37,22 @@ struct RunState {
     bool no_fused = false;
     std::string save_init;
     std::string report_file;
+    CLI::App* sub = nullptr;  // to tell --model/--gpu given from their defaults
 };
+
+// The model or GPU name a plan document records: "model": "name" (plan --emit preflight)
+// or "model": {"name": ...} (memory and run reports); empty when absent.
+std::string recorded_name(const nlohmann::json& doc, const char* key, const std::string& file) {
+    auto it = doc.find(key);
+    if (it == doc.end() || it->is_null()) return {};
+    if (it->is_string()) return it->get<std::string>();
+    if (it->is_object() && it->contains("name")) {
+        if (!it->at("name").is_string())
+            throw InputError("--plan " + file, std::string(key) + ".name must be a string, got " + it->at("name").dump());
+        return it->at("name").get<std::string>();
+    }
+    throw InputError("--plan " + file, std::string(key) + " must be a name or an object with \"name\"");
+}
 
 // Tolerance on the tracked peak, measured vs predicted (within 1 %).
 constexpr double kPeakTolerance = 0.01;
@@ -83,15 +104,40 @@ void print_table(const runtime::RunReport& r) {
 }
 
 int run_command(const RunState& st) {
+    if (!(std::isfinite(st.lr) && st.lr > 0))
+        throw InputError("--lr", "must be a positive finite number, got " + std::to_string(st.lr));
+    if (!st.report_file.empty()) {
+        std::error_code ec;
+        if (std::filesystem::is_directory(st.report_file, ec))
+            throw InputError("--report", "'" + st.report_file + "' is a directory; give the report's file path");
+    }
     const auto dir = data_dir_of(st.flags.data_dir);
-    const ModelConfig model = load_model(st.flags.model, dir);
-    const GpuSpec gpu = load_gpu(st.flags.gpu, dir);
+    std::string model_name = st.flags.model, gpu_name = st.flags.gpu;
     Plan plan = st.flags.to_plan();
     if (!st.plan_file.empty()) {
         // A plan object, or any document holding one under "plan" (memory / run reports).
+        // Its model and GPU are used unless --model / --gpu are given; given and
+        // different, the file and the flags disagree.
         const auto j = read_json_file(st.plan_file, "--plan");
-        plan = plan_from_json(j.contains("plan") ? j["plan"] : j, plan);
+        if (!j.is_object()) throw InputError("--plan " + st.plan_file, "must hold a JSON object");
+        for (auto [key, flag, name] : {std::tuple{"model", "--model", &model_name}, std::tuple{"gpu", "--gpu", &gpu_name}}) {
+            const std::string recorded = recorded_name(j, key, st.plan_file);
+            if (recorded.empty()) continue;
+            const bool given = st.sub && st.sub->count(flag) > 0;
+            if (!given)
+                *name = recorded;
+            else if (*name != recorded)
+                throw InputError(flag, "'" + *name + "' differs from the " + key + " '" + recorded + "' recorded in --plan " +
+                                           st.plan_file + " (leave " + flag + " out to use the file's)");
+        }
+        try {
+            plan = plan_from_json(j.contains("plan") ? j["plan"] : j, plan);
+        } catch (const InputError& e) {
+            throw InputError("--plan " + st.plan_file, e.what());
+        }
     }
+    const ModelConfig model = load_model(model_name, dir);
+    const GpuSpec gpu = load_gpu(gpu_name, dir);
     plan = resolve_defaults(plan, model);
     validate_plan(plan, model);
     if (uses_extended_throughput(plan))  // the runtime executes pre-training plans only
@@ -100,6 +146,14 @@ int run_command(const RunState& st) {
     runtime::check_supported(model, plan);
     if (st.steps < 1) throw InputError("--steps", "must be at least 1");
     if (st.warmup < 0) throw InputError("--warmup", "must be 0 or more");
+    // Bounded work: the runtime and the dry run walk every micro-batch and layer of a step.
+    if (plan.grad_acc > limits::kMaxRuntimeGradAcc)
+        throw InputError("--grad-acc", std::to_string(plan.grad_acc) + " exceeds the limit kMaxRuntimeGradAcc = " +
+                                           std::to_string(limits::kMaxRuntimeGradAcc) + " of `preflight run`");
+    if (plan.grad_acc * model.layers > limits::kMaxRuntimeLayerSteps)
+        throw InputError("--grad-acc", std::to_string(plan.grad_acc) + " micro-batches x " +
+                                           std::to_string(model.layers) + " layers exceed the limit kMaxRuntimeLayerSteps = " +
+                                           std::to_string(limits::kMaxRuntimeLayerSteps) + " of `preflight run`");
 
     runtime::RunOptions opt;
     opt.steps = st.steps;
@@ -163,9 +217,11 @@ Command add_run_command(CLI::App& app) {
     auto st = std::make_shared<RunState>();
     auto* sub = app.add_subcommand(
         "run", "Execute a plan on one GPU: peak memory, timeline, step time, MFU/HFU next to the prediction");
+    st->sub = sub;
     add_plan_flags(*sub, st->flags);
     sub->add_option("--plan", st->plan_file,
-                    "Plan JSON (a plan object, or a document with one under \"plan\"); overrides the plan flags");
+                    "Plan JSON (a plan object, or a document with one under \"plan\"); overrides the plan flags, and "
+                    "its recorded model and GPU are used unless --model/--gpu are given");
     sub->add_option("--steps", st->steps, "Measured steps (median step time over these) (default 10)");
     sub->add_option("--warmup", st->warmup, "Warm-up steps excluded from timing (default 2)");
     sub->add_option("--seed", st->seed, "Seed for initialisation and synthetic tokens (default 1234)");

@@ -345,6 +345,11 @@ int run_check(const ValidateState& st) {
         if (r) std::cout << validation::summary_table(*r);
         std::cout << ext.table;
     }
+    if (r)
+        for (const auto& run : r->runs)
+            if (run.not_compared)
+                std::cerr << "preflight validate: " << run.path.string() << ": could not be compared (" << run.note
+                          << "); the check fails\n";
     return (!r || r->passed()) && ext.passed ? kExitOk : kExitDoesNotFit;
 }
 

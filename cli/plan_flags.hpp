@@ -39,6 +39,8 @@ struct PlanFlags {
 // Accepts counts written as integers or in scientific notation ("15e12", "4.194304e6")
 // and rewrites them as plain integers; rejects fractions and non-positive values.
 CLI::Validator count_in_any_notation();
+// The same, also refusing values above `bound`, named `bound_name` in the message.
+CLI::Validator count_at_most(std::int64_t bound, const std::string& bound_name);
 
 // Registers --model, --gpu, the plan flags, --overhead-bytes, --data-dir, --format.
 void add_plan_flags(CLI::App& app, PlanFlags& f);

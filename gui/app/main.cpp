@@ -9,6 +9,7 @@
 
 #include "explorer.hpp"
 #include "main_window.hpp"
+#include "startup.hpp"
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/report.hpp"
 
@@ -55,7 +56,11 @@ int main(int argc, char** argv) {
     if (cli.isSet(search)) {
         QMetaObject::invokeMethod(&window, [&] {
             window.tabs()->setCurrentIndex(preflight::gui::MainWindow::SearchTab);
-            explorer.startSearch(window.findChild<QSpinBox*>("gpuCount")->value(), cli.value(search).toLongLong());
+            const QString error = preflight::gui::startSearchFromCommandLine(window, explorer, cli.value(search));
+            if (!error.isEmpty()) {
+                std::fprintf(stderr, "preflight-gui: %s\n", qPrintable(error));
+                QApplication::exit(2);
+            }
         }, Qt::QueuedConnection);
     }
 

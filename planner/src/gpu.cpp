@@ -2,10 +2,12 @@
 
 #include <string>
 #include <utility>
+#include <cmath>
 
 #include <nlohmann/json.hpp>
 
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/limits.hpp"
 
 namespace preflight {
 
@@ -13,12 +15,21 @@ using nlohmann::json;
 
 namespace {
 
+// A string field, or `fallback` when absent or null; anything else names the key.
+std::string optional_string(const json& j, const char* key, const std::string& fallback) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return fallback;
+    if (!it->is_string()) throw InputError(key, "must be a string, got " + it->dump());
+    return it->get<std::string>();
+}
+
 // A positive number, or nullopt when the key holds null (vendor publishes none).
 std::optional<double> optional_rate(const json& j, const char* key) {
     auto it = j.find(key);
     if (it == j.end()) throw InputError(key, "missing from GPU spec (use null when the vendor publishes no figure)");
     if (it->is_null()) return std::nullopt;
-    if (!it->is_number() || it->get<double>() <= 0) throw InputError(key, "must be a positive number or null");
+    if (!it->is_number() || !(it->get<double>() > 0) || !std::isfinite(it->get<double>()))
+        throw InputError(key, "must be a positive number or null");
     return it->get<double>();
 }
 
@@ -32,8 +43,14 @@ std::int64_t bytes(const json& j, const char* key, bool allow_zero) {
     auto it = j.find(key);
     if (it == j.end()) throw InputError(key, "missing from GPU spec");
     if (!it->is_number_integer()) throw InputError(key, "must be an integer number of bytes");
+    if (it->is_number_unsigned() && it->get<std::uint64_t>() > static_cast<std::uint64_t>(limits::kMaxDeviceBytes))
+        throw InputError(key, it->dump() + " exceeds the limit kMaxDeviceBytes = " +
+                                  std::to_string(limits::kMaxDeviceBytes) + " (1 PiB)");
     const auto v = it->get<std::int64_t>();
     if (v < 0 || (!allow_zero && v == 0)) throw InputError(key, "must be positive");
+    if (v > limits::kMaxDeviceBytes)
+        throw InputError(key, std::to_string(v) + " exceeds the limit kMaxDeviceBytes = " +
+                                  std::to_string(limits::kMaxDeviceBytes) + " (1 PiB)");
     return v;
 }
 
@@ -97,9 +114,9 @@ Efficiency efficiency_from_json(const json& j) {
 GpuSpec gpu_from_json(const json& j, const std::string& fallback_name) {
     if (!j.is_object()) throw InputError(fallback_name, "GPU spec must hold a JSON object");
     GpuSpec g;
-    g.name = j.value("name", fallback_name);
-    g.display_name = j.value("display_name", g.name);
-    g.architecture = j.value("architecture", "");
+    g.name = optional_string(j, "name", fallback_name);
+    g.display_name = optional_string(j, "display_name", g.name);
+    g.architecture = optional_string(j, "architecture", "");
     g.memory_bytes = bytes(j, "memory_bytes", false);
     g.peak.fp32_flops_per_s = optional_rate(j, "peak_fp32_flops_per_s");
     g.peak.tf32_flops_per_s = optional_rate(j, "peak_tf32_flops_per_s");
@@ -110,9 +127,15 @@ GpuSpec gpu_from_json(const json& j, const std::string& fallback_name) {
     g.intra_node_bandwidth_bytes_per_s = rate(j, "intra_node_bandwidth_bytes_per_s");
     g.inter_node_bandwidth_bytes_per_s = rate(j, "inter_node_bandwidth_bytes_per_s");
     auto it = j.find("gpus_per_node");
-    if (it == j.end() || !it->is_number_integer() || it->get<int>() <= 0)
+    // Read as a 64-bit value and range-checked: 4294967304 must not truncate to 8.
+    if (it == j.end() || !it->is_number_integer() ||
+        (it->is_number_unsigned() ? it->get<std::uint64_t>() == 0 : it->get<std::int64_t>() <= 0))
         throw InputError("gpus_per_node", "must be a positive integer");
-    g.gpus_per_node = it->get<int>();
+    if (it->is_number_unsigned() ? it->get<std::uint64_t>() > static_cast<std::uint64_t>(limits::kMaxGpusPerNode)
+                                 : it->get<std::int64_t>() > limits::kMaxGpusPerNode)
+        throw InputError("gpus_per_node", it->dump() + " exceeds the limit kMaxGpusPerNode = " +
+                                              std::to_string(limits::kMaxGpusPerNode));
+    g.gpus_per_node = static_cast<int>(it->get<std::int64_t>());
     g.overhead_bytes = bytes(j, "overhead_bytes", true);
     // Optional key (older spec files lack it): absent or null = unknown.
     if (j.contains("pcie_bandwidth_bytes_per_s")) g.pcie_bandwidth_bytes_per_s = optional_rate(j, "pcie_bandwidth_bytes_per_s");

@@ -8,8 +8,8 @@
 namespace preflight {
 
 LrAdvice lr_advice(double base_lr, double base_batch_tokens, double batch_tokens, Optimizer optimizer) {
-    if (!(base_lr > 0)) throw InputError("--base-lr", "must be a positive number");
-    if (!(base_batch_tokens > 0)) throw InputError("--base-batch", "must be a positive number of tokens");
+    if (!(base_lr > 0 && std::isfinite(base_lr))) throw InputError("--base-lr", "must be a positive number");
+    if (!(base_batch_tokens > 0 && std::isfinite(base_batch_tokens))) throw InputError("--base-batch", "must be a positive number of tokens");
     if (!(batch_tokens > 0)) throw InputError("--gbs-tokens", "must be positive");
     LrAdvice a;
     a.base_lr = base_lr;

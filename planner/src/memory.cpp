@@ -1,4 +1,5 @@
 #include "preflight/planner/memory.hpp"
+#include "preflight/planner/limits.hpp"
 
 #include <algorithm>
 
@@ -537,6 +538,7 @@ std::int64_t layer_activation_bytes(const ModelConfig& model, const Plan& plan, 
 
 MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in,
                              const MemoryOptions& options) {
+    limits::check_overhead_bytes(options.overhead_bytes);
     if (options.profile.evaluate) return options.profile.evaluate(model, gpu, plan_in, options);  // profile's own model
     const Plan user_plan = resolve_defaults(plan_in, model);
     validate_plan(user_plan, model);

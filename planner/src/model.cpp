@@ -2,7 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "preflight/planner/checked.hpp"
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/limits.hpp"
 
 namespace preflight {
 
@@ -30,6 +32,8 @@ std::int64_t positive_int(const json& cfg, const char* key, bool required, std::
         return fallback;
     }
     if (!it->is_number_integer()) throw InputError(key, "must be an integer, got " + it->dump());
+    if (it->is_number_unsigned() && it->get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+        throw InputError(key, it->dump() + " is beyond the 64-bit integer range");
     const auto v = it->get<std::int64_t>();
     if (v <= 0) throw InputError(key, "must be positive, got " + std::to_string(v));
     return v;
@@ -74,6 +78,7 @@ void validate_model(const ModelConfig& m) {
     if (m.experts_per_token < 1 || m.experts_per_token > m.experts)
         throw InputError("num_experts_per_tok", "must be between 1 and num_local_experts (" +
                                                     std::to_string(m.experts) + ")");
+    limits::check_model(m);
 }
 
 ModelConfig model_from_hf_config(const json& cfg, const std::string& name) {
@@ -92,7 +97,7 @@ ModelConfig model_from_hf_config(const json& cfg, const std::string& name) {
         if (m.hidden % m.heads != 0)
             throw InputError("n_head", std::to_string(m.heads) + " does not divide n_embd " + std::to_string(m.hidden));
         m.head_dim = m.hidden / m.heads;
-        m.ffn_hidden = positive_int(cfg, "n_inner", false, 4 * m.hidden);
+        m.ffn_hidden = positive_int(cfg, "n_inner", false, checked_mul(4, m.hidden, "n_embd"));
         m.vocab = positive_int(cfg, "vocab_size", true);
         m.max_positions = positive_int(cfg, "n_positions", true);
         m.tied_embeddings = boolean(cfg, "tie_word_embeddings", true);
@@ -215,22 +220,31 @@ std::vector<ParamTensor> param_tensors(const ModelConfig& m) {
 }
 
 ParamCounts count_params(const ModelConfig& m) {
+    // Checked: a config beyond the documented bounds throws naming the field instead
+    // of wrapping into a negative count.
+    const std::string layers_field = m.family == ModelFamily::gpt2 ? "n_layer" : "num_hidden_layers";
     ParamCounts c;
     for (const auto& p : param_tensors(m)) {
+        const std::string subject = std::string(p.name) + " (" + std::to_string(p.rows) + " x " +
+                                    std::to_string(p.cols) + " x " + std::to_string(p.copies) + ")";
+        const std::int64_t one = checked_mul(p.rows, p.cols, subject);
+        const std::int64_t numel = checked_mul(one, p.copies, subject);
         switch (p.place) {
-            case TensorPlace::embedding: c.embedding += p.numel(); break;
+            case TensorPlace::embedding: c.embedding = checked_add(c.embedding, numel, subject); break;
             case TensorPlace::layer:
-                c.per_layer += p.numel();
+                c.per_layer = checked_add(c.per_layer, numel, subject);
                 // MoE: a token passes through experts_per_token of the experts.
-                c.per_layer_active += p.copies > 1 ? p.rows * p.cols * m.experts_per_token : p.numel();
+                c.per_layer_active = checked_add(
+                    c.per_layer_active, p.copies > 1 ? checked_mul(one, m.experts_per_token, subject) : numel, subject);
                 break;
-            case TensorPlace::final_norm: c.final_norm += p.numel(); break;
-            case TensorPlace::lm_head: c.lm_head += p.numel(); break;
+            case TensorPlace::final_norm: c.final_norm = checked_add(c.final_norm, numel, subject); break;
+            case TensorPlace::lm_head: c.lm_head = checked_add(c.lm_head, numel, subject); break;
         }
     }
-    const std::int64_t outside_layers = c.embedding + c.final_norm + c.lm_head;
-    c.total = outside_layers + m.layers * c.per_layer;
-    c.active = outside_layers + m.layers * c.per_layer_active;
+    const std::int64_t outside_layers =
+        checked_add(checked_add(c.embedding, c.final_norm, "parameters"), c.lm_head, "parameters");
+    c.total = checked_add(outside_layers, checked_mul(m.layers, c.per_layer, layers_field), layers_field);
+    c.active = checked_add(outside_layers, checked_mul(m.layers, c.per_layer_active, layers_field), layers_field);
     return c;
 }
 

@@ -7,6 +7,7 @@
 
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/extensions.hpp"
+#include "preflight/planner/limits.hpp"
 #include "preflight/planner/model.hpp"
 
 namespace preflight {
@@ -96,9 +97,14 @@ void validate_plan(const Plan& p, const ModelConfig& m) {
         throw InputError("--sp", "sequence length " + str(p.seq) + " is not divisible by --tp " + str(p.tp));
     if (p.pp > m.layers)
         throw InputError("--pp", str(p.pp) + " pipeline stages exceed the model's " + str(m.layers) + " layers");
-    if (m.position == PositionKind::learned && p.seq > m.max_positions)
+    // Learned positions have no row past the table; RoPE models are refused alike (one
+    // rule for every family), since training beyond the context the config declares needs
+    // a config that declares it (a longer max_position_embeddings, rope scaling).
+    if (p.seq > m.max_positions)
         throw InputError("--seq", str(p.seq) + " exceeds the model's " + str(m.max_positions) +
-                                      " learned positions");
+                                      (m.position == PositionKind::learned ? " learned positions"
+                                                                           : " positions (max_position_embeddings)"));
+    limits::check_plan(p, m);  // documented bounds; no int64 overflow past this point
     validate_plan_extensions(p, m);  // fine-tuning, offload, schedules, cp, ep
 }
 

@@ -1,5 +1,7 @@
 #include "preflight/planner/report.hpp"
 
+#include <cstdint>
+
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/memory_categories.hpp"
 #include "preflight/planner/extensions.hpp"
@@ -40,7 +42,9 @@ void read_enum(const json& j, const char* key, T& out, Parse parse) {
 }
 void read_int(const json& j, const char* key, std::int64_t& out) {
     if (!j.contains(key)) return;
-    if (!j.at(key).is_number_integer()) throw InputError(key, "must be an integer");
+    if (!j.at(key).is_number_integer()) throw InputError(key, "must be an integer, got " + j.at(key).dump());
+    if (j.at(key).is_number_unsigned() && j.at(key).get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+        throw InputError(key, j.at(key).dump() + " is beyond the 64-bit integer range");
     out = j.at(key).get<std::int64_t>();
 }
 }  // namespace
@@ -55,6 +59,8 @@ Plan plan_from_json(const json& j, Plan p) {
     read_int(j, "pp", p.pp);
     std::int64_t zero = p.zero;
     read_int(j, "zero", zero);
+    // Range-checked before the narrowing: 4294967297 must not become stage 1.
+    if (zero < 0 || zero > 3) throw InputError("zero", "must be 0, 1, 2 or 3, got " + std::to_string(zero));
     p.zero = static_cast<int>(zero);
     if (j.contains("sp")) {
         if (!j.at("sp").is_boolean()) throw InputError("sp", "must be true or false");

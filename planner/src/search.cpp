@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/limits.hpp"
 #include "preflight/planner/search.hpp"
 
 namespace preflight {
@@ -23,10 +24,15 @@ std::string gib(std::int64_t bytes) {
 }
 
 std::vector<std::int64_t> divisors(std::int64_t n) {
-    std::vector<std::int64_t> v;
-    for (std::int64_t d = 1; d <= n; ++d)
-        if (n % d == 0) v.push_back(d);
-    return v;
+    // Pairs (d, n/d) up to sqrt(n): O(sqrt n) work, ascending order.
+    std::vector<std::int64_t> low, high;
+    for (std::int64_t d = 1; d <= n / d; ++d)
+        if (n % d == 0) {
+            low.push_back(d);
+            if (d != n / d) high.push_back(n / d);
+        }
+    low.insert(low.end(), high.rbegin(), high.rend());
+    return low;
 }
 
 // Why tensor parallelism of degree t cannot split the model (empty when it can).
@@ -48,7 +54,8 @@ std::vector<Shape> batch_shapes(const SearchRequest& req, std::int64_t seq, std:
     const double target = static_cast<double>(req.gbs_tokens);
     const double per_replica = target / static_cast<double>(seq * dp);  // sequences per replica
     auto make = [&](std::int64_t mbs, std::int64_t ga) {
-        const double achieved = static_cast<double>(seq * mbs * ga * dp);
+        const double achieved = static_cast<double>(seq) * static_cast<double>(mbs) * static_cast<double>(ga) *
+                                static_cast<double>(dp);  // in double: pinned shapes may exceed int64
         return Shape{mbs, ga, (achieved - target) / target};
     };
     auto nearest_ga = [&](std::int64_t mbs) {
@@ -61,7 +68,9 @@ std::vector<Shape> batch_shapes(const SearchRequest& req, std::int64_t seq, std:
             std::max<std::int64_t>(1, std::llround(per_replica / static_cast<double>(*req.pins.grad_acc)));
         return {make(mbs, *req.pins.grad_acc)};
     }
-    const std::int64_t max_mbs = std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(per_replica)));
+    // Bounded work: micro-batches above limits::kMaxSearchMbs sequences are not enumerated.
+    const std::int64_t max_mbs = std::clamp<std::int64_t>(
+        static_cast<std::int64_t>(std::min(std::ceil(per_replica), 1e18)), 1, limits::kMaxSearchMbs);
     std::vector<Shape> all;
     double best = 1e300;
     for (std::int64_t mbs = 1; mbs <= max_mbs; ++mbs) {
@@ -98,6 +107,14 @@ void validate_request(const ModelConfig& model, const GpuSpec& gpu, const Search
     if (req.gpus < 1) throw InputError("--gpus", "must be a positive integer, got " + str(req.gpus));
     if (req.gbs_tokens < 1) throw InputError("--gbs-tokens", "must be a positive integer, got " + str(req.gbs_tokens));
     if (req.seq < 0) throw InputError("--seq", "must be a positive integer, got " + str(req.seq));
+    // Documented bounds (limits.hpp), so the search's work and arithmetic stay bounded.
+    if (req.gpus > limits::kMaxGpus)
+        throw InputError("--gpus", str(req.gpus) + " exceeds the limit kMaxGpus = " + str(limits::kMaxGpus));
+    if (req.gbs_tokens > limits::kMaxGlobalBatchTokens)
+        throw InputError("--gbs-tokens", str(req.gbs_tokens) + " exceeds the limit kMaxGlobalBatchTokens = " +
+                                             str(limits::kMaxGlobalBatchTokens));
+    if (req.seq > limits::kMaxSeq)
+        throw InputError("--seq", str(req.seq) + " exceeds the limit kMaxSeq = " + str(limits::kMaxSeq));
     if (!(req.headroom >= 0.0 && req.headroom < 1.0))
         throw InputError("--headroom", "must be a fraction in [0, 1), got " + std::to_string(req.headroom));
     if (!(req.batch_tolerance >= 0.0)) throw InputError("--batch-tolerance", "must be >= 0");
@@ -105,11 +122,21 @@ void validate_request(const ModelConfig& model, const GpuSpec& gpu, const Search
     const PlanPins& p = req.pins;
     const std::pair<const char*, const std::optional<std::int64_t>*> counts[] = {
         {"--mbs", &p.mbs}, {"--grad-acc", &p.grad_acc}, {"--dp", &p.dp}, {"--tp", &p.tp}, {"--pp", &p.pp}};
-    for (const auto& [flag, v] : counts)
+    for (const auto& [flag, v] : counts) {
         if (*v && **v < 1) throw InputError(flag, "must be a positive integer, got " + str(**v));
+        if (*v && **v > limits::kMaxGlobalBatchTokens)
+            throw InputError(flag, str(**v) + " exceeds the limit kMaxGlobalBatchTokens = " +
+                                       str(limits::kMaxGlobalBatchTokens));
+    }
     if (p.zero && (*p.zero < 0 || *p.zero > 3)) throw InputError("--zero", "must be 0, 1, 2 or 3");
+    if (p.zero && p.pp && *p.pp > 1 && *p.zero > req.max_zero_with_pp)
+        throw InputError("--zero", "ZeRO-" + std::to_string(*p.zero) + " with pipeline parallelism (--pp " + str(*p.pp) +
+                                       ") is refused by the target framework (at most ZeRO-" +
+                                       std::to_string(req.max_zero_with_pp) + " with pp > 1)");
     if (p.dropout && !(*p.dropout >= 0.0 && *p.dropout < 1.0)) throw InputError("--dropout", "must be in [0, 1)");
-    const std::int64_t pinned = p.dp.value_or(1) * p.tp.value_or(1) * p.pp.value_or(1);
+    for (const auto& [flag, v] : {std::pair{"--dp", p.dp}, std::pair{"--tp", p.tp}, std::pair{"--pp", p.pp}})
+        if (v && *v > req.gpus) throw InputError(flag, str(*v) + " exceeds --gpus " + str(req.gpus));
+    const std::int64_t pinned = p.dp.value_or(1) * p.tp.value_or(1) * p.pp.value_or(1);  // each <= 2^20
     if (req.gpus % pinned != 0)
         throw InputError(p.dp ? "--dp" : p.tp ? "--tp" : "--pp",
                          "pinned dp*tp*pp = " + str(pinned) + " does not divide --gpus " + str(req.gpus));
@@ -128,8 +155,14 @@ void validate_request(const ModelConfig& model, const GpuSpec& gpu, const Search
                                             std::string(to_string(*p.precision)) +
                                             ": its speed and MFU would be a guess");
     const std::int64_t seq = req.seq > 0 ? req.seq : std::min(model.max_positions, kDefaultSeqCap);
-    if (model.position == PositionKind::learned && seq > model.max_positions)
-        throw InputError("--seq", str(seq) + " exceeds the model's " + str(model.max_positions) + " learned positions");
+    // A batch below one sequence is a request error, not a memory problem.
+    if (req.gbs_tokens < seq)
+        throw InputError("--gbs-tokens", str(req.gbs_tokens) + " tokens is less than one sequence of " + str(seq) +
+                                             " tokens (--seq): the global batch holds at least one sequence");
+    if (seq > model.max_positions)
+        throw InputError("--seq", str(seq) + " exceeds the model's " + str(model.max_positions) +
+                                      (model.position == PositionKind::learned ? " learned positions"
+                                                                               : " positions (max_position_embeddings)"));
 }
 
 SearchResult search_plans(const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& req) {
@@ -187,7 +220,12 @@ SearchResult search_plans(const ModelConfig& model, const GpuSpec& gpu, const Se
     std::map<std::tuple<int, std::int64_t, std::int64_t, std::int64_t>, Rejection> families;
     std::vector<Light> fits;
 
+    out.mbs_capped = !pins.mbs && req.gbs_tokens / seq > limits::kMaxSearchMbs;
+    std::int64_t layouts_total = 0, layouts_done = 0;
+    for (std::int64_t tp : divisors(N)) layouts_total += static_cast<std::int64_t>(divisors(N / tp).size());
     for (std::int64_t tp : divisors(N)) {
+        if (req.progress) req.progress(layouts_done, layouts_total, out.plans_evaluated);
+        layouts_done += static_cast<std::int64_t>(divisors(N / tp).size());
         if (pins.tp && tp != *pins.tp) continue;
         if (!pins.tp) {
             std::string why = tp_problem(model, tp);
@@ -247,6 +285,7 @@ SearchResult search_plans(const ModelConfig& model, const GpuSpec& gpu, const Se
                     if (sp && (tp == 1 || seq % tp != 0)) continue;
                     for (int zero : zeros)
                         for (Recompute rc : recomputes) {
+                            if (pp > 1 && zero > req.max_zero_with_pp) continue;
                             std::int64_t failed_mbs = 0, failed_cap = 0;
                             for (const Shape& sh : shapes) {
                                 Plan plan = base;

@@ -26,7 +26,7 @@ std::optional<double> compute_peak_flops_per_s(const GpuSpec& gpu, Precision pre
 TrainingTime training_time(const Throughput& t, std::int64_t train_tokens) {
     TrainingTime r;
     if (t.tokens_per_step <= 0 || train_tokens <= 0) return r;
-    r.steps = (train_tokens + t.tokens_per_step - 1) / t.tokens_per_step;
+    r.steps = (train_tokens - 1) / t.tokens_per_step + 1;  // ceil, without overflow near 2^63
     r.wall_s = static_cast<double>(r.steps) * t.step_time_s;
     r.gpu_hours = r.wall_s * static_cast<double>(t.gpus) / 3600.0;
     return r;
@@ -403,6 +403,12 @@ Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, con
     const double denom = out.step_time_s * static_cast<double>(out.gpus) * out.peak_flops_per_s;
     out.mfu = out.model_flops_per_step / denom;
     out.hfu = out.hardware_flops_per_step / denom;
+    // Never print a NaN or infinity: a non-finite figure means an input out of range.
+    for (const auto& [what, v] : {std::pair{"step_time_s", out.step_time_s}, std::pair{"tokens_per_s", out.tokens_per_s},
+                                  std::pair{"mfu", out.mfu}, std::pair{"hfu", out.hfu}})
+        if (!(std::isfinite(v) && v > 0))
+            throw InputError(what, "the step-time model gives " + std::to_string(v) + " for plan " + to_flags(p) +
+                                       ": an input (GPU spec rates, efficiency constants, plan) is out of range");
 
     if (opt.breakdown) {
         const double rc = static_cast<double>(slot_layers) * recompute_compute * m_count;

@@ -182,8 +182,9 @@ void write_file_atomic(const std::filesystem::path& path, const std::string& tex
     std::error_code ec;
     std::filesystem::rename(tmp, path, ec);
     if (ec) {
+        const std::string why = ec.message();  // before remove() reuses ec
         std::filesystem::remove(tmp, ec);
-        throw std::runtime_error(path.string() + ": rename failed: " + ec.message());
+        throw std::runtime_error(path.string() + ": cannot write the report there: " + why);
     }
 }
 

@@ -12,6 +12,7 @@
 #include "preflight/planner/report.hpp"
 #include "preflight/planner/throughput.hpp"
 #include "preflight/validation/check.hpp"
+#include "preflight/validation/spec_bounds.hpp"
 #include "preflight/validation/stats.hpp"
 
 namespace preflight::validation {
@@ -64,6 +65,7 @@ std::vector<CalibrationRun> load_calibration_runs(const fs::path& dir, const std
     co.data_dir = data_dir;
     for (const auto& f : files) {
         const json j = read_json_file(f, "DIR");
+        if (is_run_report(j)) check_run_report_fields(j, f.string());  // errors name the file and field
         if (!is_run_report(j) || j.value("mode", "") != "device" || j.value("status", "ok") != "ok") continue;
         const std::string src = j.contains("source") ? j.at("source").get<std::string>() : std::string(kSourceRuntime);
         if (src != source) continue;

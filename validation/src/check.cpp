@@ -10,6 +10,7 @@
 #include "preflight/planner/report.hpp"
 #include "preflight/planner/throughput.hpp"
 #include "preflight/runtime/runtime.hpp"
+#include "preflight/validation/spec_bounds.hpp"
 #include "preflight/validation/stats.hpp"
 
 namespace preflight::validation {
@@ -111,7 +112,8 @@ RunCheck check_report(const json& r, const std::string& id, const Tolerances& to
     if (rc.status == "error" || rc.status == "crashed") {
         rc.note = rc.status == "crashed" ? "the run crashed: " + r.value("message", std::string("no report"))
                                          : "the run failed: " + (r.contains("failure") ? r.at("failure").value("message", "") : "");
-        return rc;  // not a prediction: listed, not judged
+        rc.not_compared = true;  // nothing to compare: the check cannot pass on it
+        return rc;
     }
     const std::string subject = "report " + id;
     if (rc.model.empty()) throw InputError(subject, "has no model.name");
@@ -167,6 +169,10 @@ RunCheck check_report(const json& r, const std::string& id, const Tolerances& to
         }
     }
     if (rc.mode == "dry-run") rc.note = "dry run: the tracking allocator's walk of the step, no device";
+    if (rc.comparisons.empty() && rc.categories.empty()) {
+        rc.not_compared = true;
+        rc.note = "nothing to compare: \"measured\" holds no peak, overhead, step time or category";
+    }
     return rc;
 }
 
@@ -179,6 +185,7 @@ SourceSummary summarize_runs(const std::vector<const RunCheck*>& runs) {
     for (const RunCheck* r : runs) {
         ++s.runs;
         if (r->out_of_tolerance) ++s.out_of_tolerance;
+        if (r->not_compared) ++s.not_compared;
         if (r->status != "ok") {
             ++s.failed;
             continue;
@@ -253,12 +260,20 @@ CheckResult check_directory(const fs::path& dir, const CheckOptions& options) {
     for (const auto& f : files) {
         const json j = read_json_file(f, "--check");
         if (!is_run_report(j)) continue;  // evidence, summaries, other documents
+        check_run_report_fields(j, "--check " + f.string());  // errors name the file and field
         const SourceTolerances all =
             options.tolerances ? *options.tolerances : matrix_tolerances_for(f, dir).value_or(default_tolerances());
-        const std::string source = source_of(j);
-        const auto it = all.find(source);
-        const Tolerances tol = it != all.end() ? it->second : default_tolerances()[kSourceRuntime];
-        RunCheck rc = check_report(j, f.stem().string(), tol, options);
+        RunCheck rc;
+        try {
+            const std::string source = source_of(j);
+            const auto it = all.find(source);
+            const Tolerances tol = it != all.end() ? it->second : default_tolerances()[kSourceRuntime];
+            rc = check_report(j, f.stem().string(), tol, options);
+        } catch (const InputError& e) {
+            throw InputError("--check " + f.string(), e.what());
+        } catch (const nlohmann::json::exception& e) {
+            throw InputError("--check " + f.string(), std::string("malformed run report: ") + e.what());
+        }
         rc.path = f;
         result.runs.push_back(std::move(rc));
     }

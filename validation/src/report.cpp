@@ -19,6 +19,7 @@ json source_json(const SourceSummary& s) {
               {"dry_runs", s.dry_runs},
               {"failed", s.failed},
               {"out_of_tolerance", s.out_of_tolerance},
+              {"not_compared", s.not_compared},
               {"peak_error_p50", s.peak.p50},
               {"peak_error_p95", s.peak.p95},
               {"peak_error_max", s.peak.max},
@@ -84,6 +85,7 @@ json summary_to_json(const CheckResult& r) {
         }
         runs.push_back({{"id", run.id}, {"source", run.source}, {"mode", run.mode}, {"status", run.status},
                         {"model", run.model}, {"gpu", run.gpu}, {"out_of_tolerance", run.out_of_tolerance},
+                        {"not_compared", run.not_compared}, {"file", run.path.string()},
                         {"note", run.note}, {"comparisons", cs}});
     }
     j["runs"] = runs;
@@ -94,7 +96,7 @@ std::string summary_table(const CheckResult& r) {
     std::ostringstream o;
     o << "# preflight validate --check " << r.dir.string() << ": " << r.all.runs << " runs, " << r.all.compared
       << " compared (" << r.all.dry_runs << " dry runs), " << r.all.failed << " failed, " << r.all.out_of_tolerance
-      << " out of tolerance\n";
+      << " out of tolerance, " << r.all.not_compared << " not compared\n";
     char line[256];
     std::snprintf(line, sizeof line, "%-18s %5s %9s %9s %9s %9s %9s %9s %9s\n", "source", "runs", "peak p50",
                   "peak p95", "peak max", "step p50", "step p95", "mfu p50", "out");
@@ -107,6 +109,9 @@ std::string summary_table(const CheckResult& r) {
                       s.out_of_tolerance);
         o << line;
     }
+    for (const auto& run : r.runs)
+        if (run.not_compared)
+            o << "NOT COMPARED " << (run.path.empty() ? run.id : run.path.string()) << ": " << run.note << "\n";
     for (const auto& run : r.runs) {
         if (!run.out_of_tolerance) continue;
         o << "OUT OF TOLERANCE " << run.id << " (" << run.source << ")";
@@ -127,7 +132,8 @@ std::string markdown_report(const CheckResult& r, const std::string& plot_file) 
          "`peak` is the tensor memory the framework allocated (own runtime: its tracking allocator; PyTorch: "
          "`torch.cuda.max_memory_allocated`), `overhead` the non-tensor device memory, where measured.\n\n";
     o << (r.passed() ? "**Result: PASS** - every run within its tolerance.\n\n"
-                     : "**Result: FAIL** - " + std::to_string(r.all.out_of_tolerance) + " run(s) out of tolerance.\n\n");
+                     : "**Result: FAIL** - " + std::to_string(r.all.out_of_tolerance) + " run(s) out of tolerance, " +
+                           std::to_string(r.all.not_compared) + " not compared (crashed, failed or nothing measured).\n\n");
     if (!plot_file.empty()) o << "![predicted vs measured](" << plot_file << ")\n\n";
     o << "## Summary by source\n\n| source | runs | compared | dry runs | failed | out of tolerance | peak p50 | peak p95 | "
          "peak max | step time p50 | step time p95 | MFU p50 |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";

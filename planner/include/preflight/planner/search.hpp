@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,12 +44,18 @@ struct SearchRequest {
     double batch_tolerance = 0.05;
     int top_k = 10;
     bool suggest = true;         // when nothing fits, search relaxed requests for the smallest change
+    // Highest ZeRO stage searched together with pipeline parallelism (pp > 1); 1 for
+    // DeepSpeed, whose pipeline engine refuses ZeRO-2/3 (deepspeed/runtime/pipe/engine.py).
+    int max_zero_with_pp = 3;
     MemoryOptions memory;
     ThroughputOptions throughput;
     // Host memory per node available for offloaded states; offload is searched only when
     // it is known (or --offload is pinned), and plans needing more are rejected.
     std::optional<std::int64_t> host_memory_bytes;
     bool expand_variants = true;  // internal: false inside search_extension_variants' own searches
+    // Called after each parallel layout (tp, pp) with layouts done, layouts in all and
+    // plans evaluated so far: callers show progress on long searches.
+    std::function<void(std::int64_t, std::int64_t, std::int64_t)> progress;
 };
 
 struct Candidate {
@@ -75,6 +82,7 @@ struct SearchResult {
     std::int64_t plans_fitting = 0;
     std::int64_t seq = 0;              // the resolved sequence length
     std::int64_t limit_bytes = 0;      // (1 - headroom) * GPU memory
+    bool mbs_capped = false;           // micro-batches above limits::kMaxSearchMbs were not searched
 };
 
 // Checks the request (gpus, gbs_tokens, seq, headroom, pins) and throws InputError naming the flag.

@@ -44,6 +44,7 @@ struct RunCheck {
     std::vector<Comparison> comparisons;
     std::vector<CategoryComparison> categories;
     bool out_of_tolerance = false;
+    bool not_compared = false;  // crashed, failed or nothing measured: the check fails on it
     std::string note;          // why a run was not compared, or what failed
     const Comparison* find(const std::string& quantity) const;
 };
@@ -54,6 +55,7 @@ struct SourceSummary {
     int dry_runs = 0;          // of `compared`, walked without a device
     int failed = 0;            // allocation-failed, error or crashed
     int out_of_tolerance = 0;
+    int not_compared = 0;      // runs that could not be compared (fail the check)
     ErrorStats peak, step_time, mfu, overhead;
     std::map<std::string, ErrorStats> categories;  // per-category |relative error| (own runtime)
 };
@@ -63,7 +65,8 @@ struct CheckResult {
     std::vector<RunCheck> runs;
     std::map<std::string, SourceSummary> sources;
     SourceSummary all;
-    bool passed() const { return all.out_of_tolerance == 0; }
+    // Every run compared and within tolerance; a run that could not be compared fails.
+    bool passed() const { return all.out_of_tolerance == 0 && all.not_compared == 0; }
 };
 
 struct CheckOptions {

@@ -1,0 +1,84 @@
+// The whole `preflight` command line in one call (main() and the fuzz target use it).
+#include <iostream>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "command_line.hpp"
+
+#include "commands.hpp"
+#include "preflight/planner/error.hpp"
+
+namespace preflight::cli {
+
+namespace {
+
+constexpr const char* kFooter = R"(
+Exit codes: 0 success (memory: the plan fits), 1 the plan does not fit or a check
+failed (run: measured and predicted disagree; validate: out of tolerance),
+2 bad usage or bad input (the message names the flag, file or field),
+3 the GPU or a library it needs is unavailable, 4 internal error (a bug).
+Every byte figure in JSON is an integer number of bytes; times are seconds;
+ratios are fractions. Run `preflight SUBCOMMAND --help` for each command's flags.)";
+
+}  // namespace
+
+int run_command_line(int argc, const char* const* argv) {
+    CLI::App app{"preflight: before you burn a GPU-hour, will this LLM training job fit, how should\n"
+                 "micro-batch, accumulation, parallelism, ZeRO, precision and recompute be set,\n"
+                 "and how fast will it run?",
+                 "preflight"};
+    app.footer(kFooter);
+    app.require_subcommand(1);
+
+    // One line per subcommand.
+    const std::vector<Command> commands = {
+        add_memory_command(app),
+        add_models_command(app),
+        add_gpus_command(app),
+        add_run_command(app),
+        add_plan_command(app),
+        add_validate_command(app),
+        add_calibrate_command(app),
+    };
+
+    // Name an unknown command instead of CLI11's generic "A subcommand is required".
+    if (argc > 1 && argv[1][0] != '-') {
+        std::string names;
+        bool known = false;
+        for (const auto& c : commands) {
+            known = known || c.sub->get_name() == argv[1];
+            names += (names.empty() ? "" : ", ") + c.sub->get_name();
+        }
+        if (!known) {
+            std::cerr << "preflight: unknown command '" << argv[1] << "' (commands: " << names << ")\n";
+            return kExitBadInput;
+        }
+    }
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        std::cerr << "preflight: " << e.what() << "\n";
+        if (app.get_subcommands().empty()) std::cerr << "Run `preflight --help` for the commands.\n";
+        return kExitBadInput;
+    }
+
+    try {
+        for (const auto& c : commands)
+            if (c.sub->parsed()) return c.run();
+    } catch (const preflight::InputError& e) {
+        std::cerr << "preflight: error: " << e.what() << "\n";
+        return kExitBadInput;
+    } catch (const std::exception& e) {
+        std::cerr << "preflight: internal error (please report it with the command line): " << e.what() << "\n";
+        return kExitInternal;
+    }
+    return kExitBadInput;
+}
+
+}  // namespace preflight::cli

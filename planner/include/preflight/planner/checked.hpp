@@ -1,0 +1,40 @@
+// Checked 64-bit integer arithmetic for byte, FLOP and element counts: an overflow
+// is an InputError naming the input that caused it (exit 2), never a wrapped number.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "preflight/planner/error.hpp"
+
+namespace preflight {
+
+namespace detail {
+[[noreturn]] inline void overflow(const std::string& subject, const char* op, std::int64_t a, std::int64_t b) {
+    throw InputError(subject, std::string("too large: ") + std::to_string(a) + " " + op + " " + std::to_string(b) +
+                                  " overflows a 64-bit count (limit 9,223,372,036,854,775,807)");
+}
+}  // namespace detail
+
+// a * b; throws InputError(subject, ...) when the product does not fit in int64.
+inline std::int64_t checked_mul(std::int64_t a, std::int64_t b, const std::string& subject) {
+    std::int64_t r = 0;
+    if (__builtin_mul_overflow(a, b, &r)) detail::overflow(subject, "x", a, b);
+    return r;
+}
+
+// a + b; throws InputError(subject, ...) when the sum does not fit in int64.
+inline std::int64_t checked_add(std::int64_t a, std::int64_t b, const std::string& subject) {
+    std::int64_t r = 0;
+    if (__builtin_add_overflow(a, b, &r)) detail::overflow(subject, "+", a, b);
+    return r;
+}
+
+// v, when finite; else an InputError naming the figure (a NaN or infinity is never printed).
+inline double require_finite(double v, const std::string& what) {
+    if (!std::isfinite(v)) throw InputError(what, "is not a finite number (" + std::to_string(v) + "): an input is out of range");
+    return v;
+}
+
+}  // namespace preflight

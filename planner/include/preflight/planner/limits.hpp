@@ -1,0 +1,55 @@
+// Documented bounds on every input the planner takes. Inside them the planner's int64
+// byte and element arithmetic cannot overflow (every per-GPU byte figure stays below
+// kMaxBytes = 2^60, eight times under the int64 limit) and its work stays bounded.
+// Each bound is named in the error that enforces it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+namespace preflight {
+
+struct ModelConfig;
+struct Plan;
+struct GpuSpec;
+
+namespace limits {
+
+// Model config fields (config.json).
+inline constexpr std::int64_t kMaxWidth = std::int64_t{1} << 20;        // hidden_size, intermediate_size, heads x head_dim: 1,048,576
+inline constexpr std::int64_t kMaxHeads = std::int64_t{1} << 14;        // attention / key-value heads: 16,384
+inline constexpr std::int64_t kMaxLayers = std::int64_t{1} << 14;       // num_hidden_layers: 16,384
+inline constexpr std::int64_t kMaxVocab = std::int64_t{1} << 24;        // vocab_size: 16,777,216
+inline constexpr std::int64_t kMaxPositions = std::int64_t{1} << 27;    // max_position_embeddings: 134,217,728
+inline constexpr std::int64_t kMaxExperts = std::int64_t{1} << 12;      // num_local_experts: 4,096
+inline constexpr std::int64_t kMaxParams = std::int64_t{1} << 50;       // parameters of the whole model: ~1.13e15
+
+// Plan flags.
+inline constexpr std::int64_t kMaxSeq = std::int64_t{1} << 24;          // --seq: 16,777,216 tokens
+inline constexpr std::int64_t kMaxMbs = std::int64_t{1} << 20;          // --mbs: 1,048,576 sequences
+inline constexpr std::int64_t kMaxGpus = std::int64_t{1} << 20;         // --gpus, --dp, --tp, --pp, dp*tp*pp: 1,048,576
+inline constexpr std::int64_t kMaxGlobalBatchTokens = std::int64_t{1} << 40;  // --gbs-tokens, seq*mbs*grad_acc*dp: ~1.1e12
+inline constexpr std::int64_t kMaxBytes = std::int64_t{1} << 60;        // any per-GPU byte figure: 1 EiB
+inline constexpr std::int64_t kMaxDeviceBytes = std::int64_t{1} << 50;  // GPU memory, --overhead-bytes: 1 PiB
+inline constexpr std::int64_t kMaxGpusPerNode = 1024;                   // gpus_per_node
+
+// Work: the plan search enumerates micro-batch sizes up to this many sequences
+// (larger micro-batches are not searched, and the output says so).
+inline constexpr std::int64_t kMaxSearchMbs = 4096;
+// The dry run and the runtime walk one step op by op: at most this many micro-batches
+// (--grad-acc) and this many layer-ops (layers x grad_acc) per step.
+inline constexpr std::int64_t kMaxRuntimeGradAcc = 1024;
+inline constexpr std::int64_t kMaxRuntimeLayerSteps = std::int64_t{1} << 16;
+
+// Model fields against the bounds above (InputError names the config.json field).
+void check_model(const ModelConfig& model);
+
+// Plan flags against the bounds above, then the plan's largest byte figures against
+// kMaxBytes (InputError names the flag that drives the figure).
+void check_plan(const Plan& plan, const ModelConfig& model);
+
+// --overhead-bytes (or a spec's overhead_bytes) within [0, kMaxDeviceBytes].
+void check_overhead_bytes(std::optional<std::int64_t> overhead_bytes);
+
+}  // namespace limits
+}  // namespace preflight

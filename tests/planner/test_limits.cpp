@@ -1,0 +1,126 @@
+// Checked arithmetic and the documented input bounds (limits.hpp): overflow is an
+// InputError naming its input, never a wrapped number.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <limits>
+
+#include "catalog_fixture.hpp"
+#include "preflight/planner/checked.hpp"
+#include "preflight/planner/limits.hpp"
+#include "preflight/planner/memory.hpp"
+#include "preflight/planner/search.hpp"
+
+namespace preflight {
+namespace {
+
+constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+
+std::string error_of(auto&& f) {
+    try {
+        f();
+    } catch (const InputError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+TEST(Checked, MulAndAddThrowNamingTheSubject) {
+    EXPECT_EQ(checked_mul(3'037'000'499LL, 3'037'000'499LL, "x"), 9'223'372'030'926'249'001LL);
+    EXPECT_EQ(checked_add(kMax - 1, 1, "x"), kMax);
+    EXPECT_NE(error_of([] { checked_mul(3'037'000'500LL, 3'037'000'500LL, "hidden_size"); }).find("hidden_size"), std::string::npos);
+    EXPECT_NE(error_of([] { checked_add(kMax, 1, "--overhead-bytes"); }).find("--overhead-bytes"), std::string::npos);
+    EXPECT_THROW(checked_mul(-kMax, 2, "x"), InputError);
+    EXPECT_THROW(require_finite(std::numeric_limits<double>::quiet_NaN(), "step_time_s"), InputError);
+    EXPECT_EQ(require_finite(1.5, "x"), 1.5);
+}
+
+TEST(Limits, ModelFieldsBeyondTheirBoundsAreNamed) {
+    // 4,096,000,000 wide: was a negative parameter count.
+    EXPECT_NE(error_of([] { test::llama_model(4'096'000'000LL, 32, 32, 8, 14336, 128256, 8192); }).find("hidden_size"),
+              std::string::npos);
+    EXPECT_NE(error_of([] { test::llama_model(4096, 10'000'000, 32, 8, 14336, 128256, 8192); }).find("kMaxLayers"),
+              std::string::npos);
+    EXPECT_NE(error_of([] { test::llama_model(4096, 32, 32, 8, 14336, 1LL << 40, 8192); }).find("vocab_size"),
+              std::string::npos);
+    EXPECT_NE(error_of([] { test::gpt_model(1LL << 21, 12, 16, 50257, 1024); }).find("n_embd"), std::string::npos);
+    // Each field within its bound, the whole beyond kMaxParams = 2^50.
+    const std::string whole = error_of([] { test::llama_model(1 << 20, 16384, 8192, 8192, 1 << 20, 1 << 20, 8192); });
+    EXPECT_NE(whole.find("kMaxParams"), std::string::npos) << whole;
+}
+
+TEST(Limits, ParameterCountsAtTheBoundsAreExact) {
+    // Llama-3-8B (published 8,030,261,248) still counts exactly through the checked path.
+    EXPECT_EQ(count_params(test::catalog_model("llama-3-8b")).total, 8'030'261'248LL);
+}
+
+TEST(Limits, PlanFlagsBeyondTheirBoundsAreNamed) {
+    const ModelConfig m = test::catalog_model("llama-3-8b");
+    auto plan_error = [&](auto set) {
+        Plan p;
+        p.seq = 4096;
+        set(p);
+        return error_of([&] { validate_plan(p, m); });
+    };
+    EXPECT_NE(plan_error([](Plan& p) { p.mbs = 1'000'000'000'000LL; }).find("kMaxMbs"), std::string::npos);
+    EXPECT_NE(plan_error([](Plan& p) { p.dp = 1LL << 21; }).find("--dp"), std::string::npos);
+    EXPECT_NE(plan_error([](Plan& p) { p.grad_acc = 1LL << 39; p.mbs = 4; }).find("global batch"), std::string::npos);
+    // Eager attention at seq 8192 x mbs 2^20: each flag in bounds, the score matrices are not.
+    EXPECT_NE(plan_error([](Plan& p) { p.seq = 8192; p.mbs = 1 << 20; p.attention = AttentionKind::eager; }).find("2^60"),
+              std::string::npos);
+    EXPECT_EQ(plan_error([](Plan& p) { p.mbs = 8; }), "");
+}
+
+TEST(Limits, OverheadBytesBeyondOnePebibyteIsNamed) {
+    const ModelConfig m = test::catalog_model("gpt2");
+    const GpuSpec g = test::catalog_gpu("h100-sxm-80gb");
+    MemoryOptions o;
+    o.overhead_bytes = kMax;
+    Plan p;
+    EXPECT_NE(error_of([&] { evaluate_memory(m, g, p, o); }).find("--overhead-bytes"), std::string::npos);
+    o.overhead_bytes = limits::kMaxDeviceBytes;
+    const MemoryReport r = evaluate_memory(m, g, p, o);
+    EXPECT_EQ(r.at_peak.overhead, 1LL << 50);
+    EXPECT_FALSE(r.fits);
+}
+
+TEST(Limits, SearchRequestsBeyondTheirBoundsAreNamed) {
+    const ModelConfig m = test::catalog_model("llama-3-8b");
+    const GpuSpec g = test::catalog_gpu("h100-sxm-80gb");
+    SearchRequest r;
+    r.gpus = 8;
+    r.gbs_tokens = 4'194'304;
+    r.gpus = 1LL << 31;
+    EXPECT_NE(error_of([&] { validate_request(m, g, r); }).find("kMaxGpus"), std::string::npos);
+    r.gpus = 8;
+    r.gbs_tokens = 1'000'000'000'000'000'000LL;
+    EXPECT_NE(error_of([&] { validate_request(m, g, r); }).find("kMaxGlobalBatchTokens"), std::string::npos);
+    r.gbs_tokens = 1;
+    EXPECT_NE(error_of([&] { validate_request(m, g, r); }).find("less than one sequence"), std::string::npos);
+}
+
+TEST(Limits, SearchOverAMillionGpusEnumeratesDivisorsNotTheRange) {
+    // 2^20 GPUs: 21 divisors; the search answers (the old O(N) loop ran 2^20 times per layout).
+    const ModelConfig m = test::catalog_model("llama-3-8b");
+    const GpuSpec g = test::catalog_gpu("h100-sxm-80gb");
+    SearchRequest r;
+    r.gpus = 1 << 20;
+    r.gbs_tokens = 1LL << 32;  // 4096 tokens per GPU
+    r.seq = 4096;
+    r.pins.precision = Precision::bf16_mixed;
+    r.pins.recompute = Recompute::none;
+    r.suggest = false;
+    std::int64_t calls = 0, total = 0;
+    r.progress = [&](std::int64_t, std::int64_t t, std::int64_t) {
+        ++calls;
+        total = t;
+    };
+    const SearchResult s = search_plans(m, g, r);
+    EXPECT_FALSE(s.candidates.empty());
+    EXPECT_EQ(s.candidates.front().plan.global_batch_tokens(), 1LL << 32);
+    EXPECT_EQ(calls, 21);  // once per tensor-parallel degree
+    EXPECT_EQ(total, 231);  // sum over the 21 divisors d of 2^20 of the divisors of 2^20/d = 21*22/2
+}
+
+}  // namespace
+}  // namespace preflight
