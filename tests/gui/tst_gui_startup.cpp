@@ -16,7 +16,6 @@ class TestGuiStartup : public QObject {
     Q_OBJECT
 private slots:
     void searchOptionFillsTheGlobalBatchBox() {
-        if (!Explorer::searchAvailable()) QSKIP("planner built without search_plans");
         Explorer explorer(PREFLIGHT_TEST_DATA_DIR);
         MainWindow w(&explorer);
         auto* gbs = w.findChild<QSpinBox*>(QStringLiteral("gbsTokens"));
