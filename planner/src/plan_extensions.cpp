@@ -6,6 +6,7 @@
 
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/extensions.hpp"
+#include "preflight/planner/limits.hpp"
 
 namespace preflight {
 
@@ -132,6 +133,9 @@ void validate_plan_extensions(const Plan& p, const ModelConfig& m) {
     if (p.offload == Offload::optimizer_and_params && p.zero != 3)
         throw InputError("--offload", "'params' (ZeRO-Infinity parameter offload) needs --zero 3");
     if (p.vpp < 1) throw InputError("--vpp", "must be a positive integer, got " + str(p.vpp));
+    // Bounds before any product below (limits.hpp: no int64 overflow past validation).
+    if (p.vpp > m.layers)
+        throw InputError("--vpp", str(p.vpp) + " model chunks per stage exceed the model's " + str(m.layers) + " layers");
     if (p.pp_schedule == PpSchedule::interleaved) {
         if (p.pp < 2) throw InputError("--pp-schedule", "interleaved needs --pp > 1");
         if (p.vpp < 2) throw InputError("--vpp", "the interleaved schedule needs --vpp >= 2 model chunks per stage");
@@ -145,6 +149,12 @@ void validate_plan_extensions(const Plan& p, const ModelConfig& m) {
         throw InputError("--vpp", "needs --pp-schedule interleaved");
     }
     if (p.cp < 1) throw InputError("--cp", "must be a positive integer, got " + str(p.cp));
+    // dp * tp * pp is within kMaxGpus (limits::check_plan), so this product cannot overflow.
+    if (p.cp > limits::kMaxGpus)
+        throw InputError("--cp", str(p.cp) + " exceeds the limit kMaxGpus = " + str(limits::kMaxGpus));
+    if (p.gpus() > limits::kMaxGpus)
+        throw InputError("--cp", "dp * tp * pp * cp = " + str(p.gpus()) + " GPUs exceeds the limit kMaxGpus = " +
+                                     str(limits::kMaxGpus));
     if (p.cp > 1) {
         // Load-balanced ring attention splits each sequence into 2 * cp chunks (Megatron-LM
         // context parallelism, Transformer Engine's attention with cp).
@@ -156,6 +166,8 @@ void validate_plan_extensions(const Plan& p, const ModelConfig& m) {
             throw InputError("--sp", "seq / cp = " + str(p.seq / p.cp) + " is not divisible by --tp " + str(p.tp));
     }
     if (p.ep < 1) throw InputError("--ep", "must be a positive integer, got " + str(p.ep));
+    if (p.ep > limits::kMaxGpus)
+        throw InputError("--ep", str(p.ep) + " exceeds the limit kMaxGpus = " + str(limits::kMaxGpus));
     if (p.ep > 1) {
         if (!m.is_moe()) throw InputError("--ep", "expert parallelism needs a mixture-of-experts model");
         if (m.experts % p.ep != 0)

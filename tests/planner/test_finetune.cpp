@@ -425,7 +425,9 @@ TEST(ContextParallel, StepTimeKeepsTheWholeSequencesFlops) {
     // cp splits each sequence, not the batch: the step's model FLOPs (MFU numerator, full
     // sequence length) equal those of the same global batch without cp; the ring's attention
     // work per rank is (s/cp) x s, so the step is not cp times cheaper in attention.
-    const ModelConfig m = catalog_model("llama-3-8b");
+    // A long-context variant of the config: --seq may not exceed max_position_embeddings.
+    ModelConfig m = catalog_model("llama-3-8b");
+    m.max_positions = 32768;
     const GpuSpec g = catalog_gpu("h100-sxm-80gb");
     Plan a;
     a.seq = 32768;
@@ -487,4 +489,34 @@ TEST(Search, FineTuningSearchesPeftRecipeAndOffloadNeedsHostMemory) {
 }
 
 }  // namespace
+TEST(ExtensionBounds, HugeDegreesAreRefusedNamingTheFlagAndLimit) {
+    // Regression: --cp 2^62 once printed "2 * cp = -9223372036854775808" (signed overflow).
+    const ModelConfig m = catalog_model("llama-3-8b");
+    auto error_of = [&](auto edit) {
+        Plan p;
+        p.seq = 4096;
+        edit(p);
+        try {
+            validate_plan(p, m);
+        } catch (const InputError& e) {
+            return std::string(e.what());
+        }
+        return std::string();
+    };
+    const std::string cp = error_of([](Plan& p) { p.cp = std::int64_t{1} << 62; });
+    EXPECT_NE(cp.find("--cp"), std::string::npos) << cp;
+    EXPECT_NE(cp.find("kMaxGpus"), std::string::npos) << cp;
+    EXPECT_EQ(cp.find('-', cp.find("--cp") + 2), std::string::npos) << "no negative figure: " << cp;
+    const std::string total = error_of([](Plan& p) { p.dp = 1024; p.cp = 2048; });  // 2^21 GPUs > 2^20
+    EXPECT_NE(total.find("2097152"), std::string::npos) << total;
+    const std::string vpp = error_of([](Plan& p) {
+        p.pp = 2;
+        p.pp_schedule = PpSchedule::interleaved;
+        p.vpp = std::int64_t{1} << 62;
+    });
+    EXPECT_NE(vpp.find("exceed the model's 32 layers"), std::string::npos) << vpp;
+    const std::string ep = error_of([](Plan& p) { p.ep = std::int64_t{1} << 40; });
+    EXPECT_NE(ep.find("kMaxGpus"), std::string::npos) << ep;
+}
+
 }  // namespace preflight

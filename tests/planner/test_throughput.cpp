@@ -178,7 +178,9 @@ TEST(Throughput, MfuAtMostOneForExtremeInputs) {
     // Every efficiency at its maximum, a huge sequence (attention dominates, where the
     // `full` numerator counts twice the causal work the kernel executes), all conventions
     // and recompute modes: the counted FLOPs can never run faster than the dense peak.
-    const ModelConfig m = load_model("llama-3.2-1b", kData);
+    // A long-context variant of the config: --seq may not exceed max_position_embeddings.
+    ModelConfig m = load_model("llama-3.2-1b", kData);
+    m.max_positions = 1048576;
     GpuSpec g = load_gpu("h100-sxm-80gb", kData);
     g.efficiency.gemm_max_fraction_of_peak = 1.0;
     g.efficiency.gemm_half_efficiency_dim = 0.0;

@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/limits.hpp"
 #include "preflight/planner/frameworks.hpp"
 
 namespace preflight {
@@ -46,6 +47,11 @@ void validate_nanotron_plan(const Plan& p, const ModelConfig& m) {
     if (p.dropout > 0) throw InputError("--dropout", "nanotron's Llama has no dropout");
     if (m.is_moe() || m.family == ModelFamily::gpt2)
         throw InputError("--model", "the nanotron profile models Llama-shaped dense models");
+    if (p.finetune != Finetune::full || p.offload != Offload::none || p.pp_schedule != PpSchedule::one_f_one_b ||
+        p.cp != 1 || p.ep != 1)
+        throw InputError("--framework", "the nanotron profile models full pre-training with the 1F1B schedule "
+                                        "(no LoRA/QLoRA, offload, GPipe/interleaved schedules, --cp or --ep)");
+    limits::check_plan(p, m);  // documented bounds: no int64 overflow in the terms below
     // pp above the number of pipeline blocks is accepted: build_model leaves the trailing ranks
     // without blocks (they still hold the CUDA context and communicators).
 }
