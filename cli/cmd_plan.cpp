@@ -1,5 +1,6 @@
 // `preflight plan`: search the plans for N GPUs and a global batch, rank them by
 // predicted tokens/s, explain the rejected families, export the recommendation.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -153,7 +154,9 @@ void print_table(const PlanCommandState& st, const ModelConfig& model, const Gpu
               << " fit) in " << seconds(search_s) << "; ranked by predicted tokens/s, ties to less memory, then more dp"
               << "\n# MFU/HFU against the dense peak of each plan's compute precision; attention FLOPs counted "
               << st.attention_flops << "\n";
-    std::cout << "# step-time constants: " << gpu.efficiency.provenance.substr(0, gpu.efficiency.provenance.find(':'))
+    // The provenance's first clause ("fitted by ... from data set X", "uncalibrated defaults").
+    const std::string& prov = gpu.efficiency.provenance;
+    std::cout << "# step-time constants: " << prov.substr(0, std::min(prov.find(':'), prov.find(" (")))
               << " (see the GPU spec's \"efficiency\")\n";
     if (res.mbs_capped)
         std::cout << "# micro-batches above " << limits::kMaxSearchMbs
