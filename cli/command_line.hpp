@@ -1,5 +1,5 @@
 // The `preflight` command line as a function: parses argv, runs the command, returns the
-// exit code (interface.md); output goes to std::cout / std::cerr.
+// exit code (docs/interface.md); output goes to std::cout / std::cerr.
 #pragma once
 
 namespace preflight::cli {
