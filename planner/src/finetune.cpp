@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdio>
 
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/extensions.hpp"
+#include "preflight/planner/limits.hpp"
 
 namespace preflight {
 
@@ -71,6 +73,26 @@ std::int64_t lora_params_per_layer(const ModelConfig& model, const LoraSettings&
 
 std::int64_t lora_params(const ModelConfig& model, const LoraSettings& lora) {
     return model.layers * lora_params_per_layer(model, lora, 1);
+}
+
+void check_lora_size(const ModelConfig& model, const LoraSettings& lora) {
+    // Same count as lora_params (copies x r x (in + out) per targeted weight, per layer), in
+    // long double: with experts' weights targeted it can pass 2^63 for ranks <= hidden.
+    long double per_layer = 0;
+    for (const ParamTensor& t : param_tensors(model))
+        if (is_targeted(t, lora.targets))
+            per_layer += static_cast<long double>(t.copies) * static_cast<long double>(lora.rank) *
+                         (static_cast<long double>(t.rows) + static_cast<long double>(t.cols));
+    const long double total = per_layer * static_cast<long double>(model.layers);
+    if (total > static_cast<long double>(limits::kMaxParams)) {
+        char count[32];
+        std::snprintf(count, sizeof count, "%.3g", static_cast<double>(total));
+        throw InputError("--lora-rank", "rank " + std::to_string(lora.rank) + " on " +
+                                            lora_targets_to_string(lora.targets) + " of " + model.name + " gives " +
+                                            count +
+                                            " adapter parameters, beyond the limit kMaxParams = " +
+                                            std::to_string(limits::kMaxParams) + ": use a smaller --lora-rank");
+    }
 }
 
 Nf4Bytes nf4_bytes(std::int64_t numel, const LoraSettings& lora) {

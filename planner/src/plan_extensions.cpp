@@ -119,10 +119,11 @@ void validate_plan_extensions(const Plan& p, const ModelConfig& m) {
         if (p.lora.rank < 1) throw InputError("--lora-rank", "must be a positive integer, got " + str(p.lora.rank));
         if (p.lora.rank > m.hidden)
             throw InputError("--lora-rank", str(p.lora.rank) + " exceeds the hidden size " + str(m.hidden));
+        if ((p.lora.targets & kLoraAllLinear) == 0) throw InputError("--lora-targets", "names no projection");
+        check_lora_size(m, p.lora);
         if (!(p.lora.alpha > 0 && std::isfinite(p.lora.alpha)))
             throw InputError("--lora-alpha", "must be a positive number");
         if (!(p.lora.dropout >= 0.0 && p.lora.dropout < 1.0)) throw InputError("--lora-dropout", "must be in [0, 1)");
-        if ((p.lora.targets & kLoraAllLinear) == 0) throw InputError("--lora-targets", "names no projection");
         if (p.lora.quant_block < 1 || p.lora.quant_const_block < 1)
             throw InputError("--finetune", "quantisation block sizes must be positive");
         if (p.precision == Precision::fp8_mixed)

@@ -7,6 +7,8 @@
 //
 // Input: byte 0 picks the mode (see LLVMFuzzerTestOneInput), the rest is the document
 // (or the flag vector, one argument per line).
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -173,6 +175,22 @@ void run_cli_vector(const std::string& command, const std::vector<std::string>& 
     if (!accepted || out.str().empty() || command == "models" || command == "gpus") return;
     if (code == 0 && out.str().rfind("{", 0) != 0 && out.str().find("Usage:") != std::string::npos)
         return;  // -h / --help (also bundled, as in "-hx"): the help text, exit 0
+    if (std::find(args.begin(), args.end(), "--emit") != args.end() && out.str().rfind("{", 0) != 0) {
+        // --emit megatron / torchtitan print arguments or TOML, not JSON: no token is a
+        // negative or non-finite number.
+        std::string token;
+        std::istringstream words(out.str());
+        while (words >> token) {
+            token.erase(0, token.find_first_not_of("=\"[(,"));
+            token.erase(token.find_last_not_of("\"]),") + 1);
+            std::string lower = token;
+            for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+            const bool negative = lower.size() > 1 && lower[0] == '-' && std::isdigit(static_cast<unsigned char>(lower[1]));
+            if (negative || lower == "nan" || lower == "inf" || lower == "-nan" || lower == "-inf")
+                wrong("--emit output holds the number '" + token + "': " + line);
+        }
+        return;
+    }
     const json doc = json::parse(out.str(), nullptr, false);
     if (doc.is_discarded()) wrong("exit " + std::to_string(code) + " without a JSON document: " + line);
     check_json(doc, "", "");
@@ -197,7 +215,8 @@ std::vector<std::string> split_args(const std::string& s) {
         const std::string& a = v[i];
         if (a.find('/') != std::string::npos || a.find('\0') != std::string::npos) continue;
         if (a.rfind("--report", 0) == 0 || a.rfind("--write-spec", 0) == 0 || a.rfind("--out", 0) == 0 ||
-            a.rfind("--format", 0) == 0 || a.rfind("--plan", 0) == 0 || a.rfind("--data-dir", 0) == 0) {
+            a.rfind("--format", 0) == 0 || a.rfind("--plan", 0) == 0 || a.rfind("--data-dir", 0) == 0 ||
+            a.rfind("--save-init", 0) == 0 || a.rfind("--init-from", 0) == 0) {
             ++i;  // drop the flag and its value
             continue;
         }

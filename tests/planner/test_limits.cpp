@@ -9,6 +9,7 @@
 #include "preflight/planner/checked.hpp"
 #include "preflight/planner/limits.hpp"
 #include "preflight/planner/memory.hpp"
+#include "preflight/planner/plan_extensions.hpp"
 #include "preflight/planner/search.hpp"
 
 namespace preflight {
@@ -120,6 +121,34 @@ TEST(Limits, SearchOverAMillionGpusEnumeratesDivisorsNotTheRange) {
     EXPECT_EQ(s.candidates.front().plan.global_batch_tokens(), 1LL << 32);
     EXPECT_EQ(calls, 21);  // once per tensor-parallel degree
     EXPECT_EQ(total, 231);  // sum over the 21 divisors d of 2^20 of the divisors of 2^20/d = 21*22/2
+}
+
+TEST(Limits, LoraAdaptersBeyondTheParameterBoundAreNamed) {
+    // A Mixtral-shaped model, 16,384 layers of 4,096 thin experts (ffn 1) at width 16,384:
+    // the model itself has ~2.1e13 parameters (within kMaxParams), but rank 16,384 on every
+    // linear gives per layer 4,096 x 3 x 16,384 x (16,384 + 1) expert adapters alone, times
+    // 16,384 layers = 5.4e19 > 2^63. The count used to wrap to a plausible 7.2e16.
+    ModelConfig m = test::catalog_model("mixtral-8x7b");
+    m.hidden = 16384;
+    m.heads = 128;
+    m.kv_heads = 8;
+    m.head_dim = 128;
+    m.ffn_hidden = 1;
+    m.layers = 16384;
+    m.experts = 4096;
+    Plan p;
+    p.seq = 16;
+    p.finetune = Finetune::lora;
+    p.lora.rank = 16384;
+    p.lora.targets = kLoraAllLinear;
+    const std::string e = error_of([&] { validate_plan(p, m); });
+    EXPECT_NE(e.find("--lora-rank"), std::string::npos) << e;
+    EXPECT_NE(e.find("kMaxParams"), std::string::npos) << e;
+    // Rank 8 on q,v of the real Mixtral stays accepted.
+    const ModelConfig mixtral = test::catalog_model("mixtral-8x7b");
+    p.lora.rank = 8;
+    p.lora.targets = lora_q | lora_v;
+    EXPECT_EQ(error_of([&] { validate_plan(p, mixtral); }), "");
 }
 
 }  // namespace

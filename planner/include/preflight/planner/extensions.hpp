@@ -27,6 +27,9 @@ namespace preflight {
 // and B of a row-parallel one are replicated, the other factor is split).
 std::int64_t lora_params_per_layer(const ModelConfig& model, const LoraSettings& lora, std::int64_t tp = 1);
 std::int64_t lora_params(const ModelConfig& model, const LoraSettings& lora);
+// Refuses (InputError naming --lora-rank) adapters with more than limits::kMaxParams
+// parameters in all, counted in long double before any int64 product.
+void check_lora_size(const ModelConfig& model, const LoraSettings& lora);
 // The LoRA target bits a decoder-layer weight answers to (0: none), by its tensor name.
 unsigned lora_target_bit(std::string_view tensor_name);
 
