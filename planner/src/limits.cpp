@@ -80,14 +80,18 @@ void check_plan(const Plan& p, const ModelConfig& m) {
     const LD layer = sb * per_token_layer;
     const LD in_flight = static_cast<LD>(std::min(p.pp, p.grad_acc));
     const LD vocab_padded = static_cast<LD>(m.vocab) + 1024.0L * static_cast<LD>(p.tp);
-    const LD activations = static_cast<LD>(m.layers) * layer * in_flight + sb * (16.0L * vocab_padded + 64.0L * static_cast<LD>(m.hidden));
+    // Expert-parallel all-to-all buffers: routed tokens (top-k, capacity factor <= 64) of
+    // width hidden, sent and received, <= 8 bytes each.
+    const LD all_to_all = sb * ept * 64.0L * static_cast<LD>(m.hidden) * 16.0L;
+    const LD activations = static_cast<LD>(m.layers) * layer * in_flight +
+                           sb * (16.0L * vocab_padded + 64.0L * static_cast<LD>(m.hidden)) + all_to_all;
     if (activations > static_cast<LD>(kMaxBytes)) {
         // Name the flag that drives the figure: a sequence whose score matrix dominates,
         // else the micro-batch (tokens per micro-batch = seq x mbs).
         const bool scores = 32.0L * static_cast<LD>(m.heads) * s > per_token_layer / 2;
         throw InputError(scores ? "--seq" : "--mbs",
                          "seq " + str(p.seq) + " x mbs " + str(p.mbs) + " of " + m.name +
-                             " needs more than kMaxBytes = 2^60 B (1 EiB) of activations per GPU: reduce " +
+                             " needs more than kMaxBytes = 2^60 B (1 EiB) of activations and buffers per GPU: reduce " +
                              (scores ? "--seq" : "--mbs"));
     }
 }

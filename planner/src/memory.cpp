@@ -1,3 +1,4 @@
+#include "preflight/planner/checked.hpp"
 #include "preflight/planner/memory.hpp"
 #include "preflight/planner/limits.hpp"
 
@@ -568,7 +569,8 @@ MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const
     r.layer_inventory = layer_activation_inventory(model, plan, options.profile);
     r.fits = r.peak_bytes <= gpu.memory_bytes;
     r.host_bytes_per_gpu = worst.host_bytes;
-    r.host_bytes_per_node = worst.host_bytes * std::min<std::int64_t>(user_plan.gpus(), std::max(1, gpu.gpus_per_node));
+    r.host_bytes_per_node = checked_mul(worst.host_bytes, std::min<std::int64_t>(user_plan.gpus(), std::max(1, gpu.gpus_per_node)),
+                                        "--offload (host bytes per GPU x GPUs per node)");
     apply_allocator_model(r, options.profile.allocator, options.profile.verdict_on_reserved);
     const PeakAt first = peak_of(worst, true);
     r.first_step_peak_bytes = first.bytes;

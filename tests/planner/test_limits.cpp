@@ -7,6 +7,7 @@
 
 #include "catalog_fixture.hpp"
 #include "preflight/planner/checked.hpp"
+#include "preflight/planner/extensions.hpp"
 #include "preflight/planner/limits.hpp"
 #include "preflight/planner/memory.hpp"
 #include "preflight/planner/plan_extensions.hpp"
@@ -149,6 +150,54 @@ TEST(Limits, LoraAdaptersBeyondTheParameterBoundAreNamed) {
     p.lora.rank = 8;
     p.lora.targets = lora_q | lora_v;
     EXPECT_EQ(error_of([&] { validate_plan(p, mixtral); }), "");
+}
+
+TEST(Limits, ExpertAllToAllBuffersBeyondTheByteBoundAreNamed) {
+    // One layer of 4,096 experts, top-4,096 routing, width 2^20, at seq 2^24: the routed tokens
+    // 2^24 x 4,096 x capacity 64 = 2^42, times 2^20 x 2 bytes x 2 (sent + received) = 2^64 B,
+    // which wrapped to "all-to-all buffers 0 B".
+    ModelConfig m = test::catalog_model("mixtral-8x7b");
+    m.hidden = 1 << 20;
+    m.heads = 1;
+    m.kv_heads = 1;
+    m.head_dim = 1;
+    m.ffn_hidden = 1;
+    m.layers = 1;
+    m.vocab = 16;
+    m.experts = 4096;
+    m.experts_per_token = 4096;
+    m.max_positions = 1 << 24;
+    Plan p;
+    p.seq = 1 << 24;
+    p.dp = 8;
+    p.ep = 8;
+    p.moe_capacity_factor = 64;
+    const std::string e = error_of([&] { validate_plan(p, m); });
+    EXPECT_NE(e.find("2^60"), std::string::npos) << e;
+    // At seq 4,096 the buffers are 2^12 x 2^12 x 64 x 2^20 x 4 B = 4 PiB: reported, not wrapped.
+    p.seq = 4096;
+    EXPECT_EQ(ep_all_to_all_buffer_bytes(m, p), std::int64_t{1} << 52);
+}
+
+TEST(Limits, HostBytesPerNodeOverflowIsNamed) {
+    // 400 layers at width 2^19 (MLP 2^20): ~1.1e15 parameters, within kMaxParams. ZeRO-0 with
+    // the optimizer offloaded keeps 16 B per parameter in host memory on every rank
+    // (1.76e16 B); 1,024 GPUs per node made the per-node figure wrap to a negative number.
+    ModelConfig m = test::catalog_model("llama-3-8b");
+    m.hidden = 1 << 19;
+    m.ffn_hidden = 1 << 20;
+    m.layers = 400;
+    m.heads = 4096;
+    m.kv_heads = 4096;
+    m.head_dim = 128;
+    GpuSpec g = test::catalog_gpu("h100-sxm-80gb");
+    g.gpus_per_node = 1024;
+    Plan p;
+    p.seq = 16;
+    p.dp = 1024;
+    p.offload = Offload::optimizer;
+    const std::string e = error_of([&] { evaluate_memory(m, g, p, MemoryOptions{}); });
+    EXPECT_NE(e.find("--offload"), std::string::npos) << e;
 }
 
 }  // namespace
