@@ -76,6 +76,7 @@ void check_memory(const MemoryReport& r) {
     if (r.first_step_peak_bytes <= 0 || r.first_step_peak_bytes > r.peak_bytes) wrong("first-step peak out of range");
     if (r.activations_per_layer_bytes <= 0) wrong("activations per layer <= 0");
     if (r.params.total <= 0 || r.params.active <= 0 || r.params.active > r.params.total) wrong("parameter counts");
+    if (r.host_bytes_per_gpu < 0 || r.host_bytes_per_node < r.host_bytes_per_gpu) wrong("host bytes per GPU / per node");
 }
 
 void check_throughput(const Throughput& t) {
@@ -252,9 +253,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 } catch (const InputError&) {
                     return 0;
                 }
+                // Optional extras in the same document pair the fuzzed model with a fuzzed
+                // plan (extension keys included) and node size, which catalog models and
+                // flag vectors cannot reach: "preflight_plan": {...}, "preflight_gpus_per_node": N.
                 Plan p;
                 p.seq = std::min<std::int64_t>(m.max_positions, 512);
-                evaluate(m, h100(), p);
+                GpuSpec g = h100();
+                try {
+                    if (j.contains("preflight_plan")) p = plan_from_json(j.at("preflight_plan"));
+                    if (j.contains("preflight_gpus_per_node") && j.at("preflight_gpus_per_node").is_number_integer())
+                        g.gpus_per_node = static_cast<int>(
+                            std::clamp<std::int64_t>(j.at("preflight_gpus_per_node").get<std::int64_t>(), 1, 1024));
+                } catch (const InputError&) {
+                    return 0;
+                }
+                evaluate(m, g, p);
                 break;
             }
             case 1: {  // GPU spec
