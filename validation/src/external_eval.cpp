@@ -180,16 +180,35 @@ ExternalEvaluation evaluate_external_dataset(const ExternalDataset& d, const fs:
             o << " (first: " << e.run->id << ": " << e.skipped << ")";
             break;
         }
-    o << ".\n\n| GPU | model | precision | compiled | tokens/s rows | P50 abs. | median signed | memory rows | memory P50 abs. | not compared |\n"
-         "|---|---|---|---|---|---|---|---|---|---|\n";
+    o << ".\n\n";
+    // Per GPU, then per GPU / model / precision / compile.
+    std::map<std::string, std::vector<double>> by_gpu_abs, by_gpu_signed;
+    for (const EvaluatedRun& e : ev.rows)
+        if (auto t = e.tokens_error()) by_gpu_abs[e.gpu].push_back(std::abs(*t)), by_gpu_signed[e.gpu].push_back(*t);
+    o << "| GPU | tokens/s rows | P50 abs. | P95 abs. | median signed |\n|---|---|---|---|---|\n";
+    for (const auto& [gpu, v] : by_gpu_abs) {
+        const ErrorStats t = error_stats(v);
+        std::snprintf(b, sizeof b, "| %s | %d | %s | %s | %s |\n", gpu.c_str(), t.n, pct(t.p50).c_str(),
+                      pct(t.p95).c_str(), pct(median(by_gpu_signed[gpu])).c_str());
+        o << b;
+    }
+    const bool memory = ev.memory.n > 0;
+    o << "\n| GPU | model | precision | compiled | tokens/s rows | P50 abs. | median signed |"
+      << (memory ? " memory rows | memory P50 abs. |" : "") << " not compared |\n|---|---|---|---|---|---|---|"
+      << (memory ? "---|---|" : "") << "---|\n";
     for (const auto& [key, g] : groups) {
         std::string cells = "| " + key;
         if (key.find("| compiled") == std::string::npos) cells += " | no";
         for (std::size_t p = 0; (p = cells.find(" | compiled", p)) != std::string::npos;) cells.replace(p, 11, " | yes");
         const ErrorStats t = error_stats(g.tok), m = error_stats(g.mem);
-        std::snprintf(b, sizeof b, " | %d | %s | %s | %d | %s | %d |\n", t.n, t.n ? pct(t.p50).c_str() : "N/A",
-                      t.n ? pct(median(g.tok_signed)).c_str() : "N/A", m.n, m.n ? pct(m.p50).c_str() : "N/A", g.skipped);
+        std::snprintf(b, sizeof b, " | %d | %s | %s |", t.n, t.n ? pct(t.p50).c_str() : "N/A",
+                      t.n ? pct(median(g.tok_signed)).c_str() : "N/A");
         o << cells << b;
+        if (memory) {
+            std::snprintf(b, sizeof b, " %d | %s |", m.n, m.n ? pct(m.p50).c_str() : "N/A");
+            o << b;
+        }
+        o << " " << g.skipped << " |\n";
     }
     ev.markdown = o.str();
     return ev;
