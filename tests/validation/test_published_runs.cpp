@@ -159,15 +159,16 @@ TEST(PublishedRuns, LlmFoundryHoldsItsReadmeTables) {
 TEST(PublishedRuns, TorchtitanHoldsItsBenchmarkTables) {
     const ExternalDataset d = read_external_dataset(kExternal / "torchtitan", test::data_dir());
     EXPECT_EQ(d.framework, "torchtitan");
-    // 18 H100 rows (tables 1-6) + 8 A100 rows (docs/performance.md).
-    ASSERT_EQ(d.runs.size(), 26u);
+    // 18 H100 rows (tables 1-6) + 8 A100 rows (docs/performance.md) + 12 async-TP rows
+    // (3 precisions x vanilla/async x 2 models) + 2 H200 rows.
+    ASSERT_EQ(d.runs.size(), 40u);
     int not_modelled = 0, with_memory = 0;
     for (const auto& r : d.runs) {
         not_modelled += !r.not_modelled.empty();
         with_memory += r.peak_reserved_bytes.has_value();
     }
     EXPECT_EQ(not_modelled, 3);  // two "selective layer" rows, one interleaved 1F1B of unstated depth
-    EXPECT_EQ(with_memory, 18);
+    EXPECT_EQ(with_memory, 20);
     // Table 1, FSDP: 8B on 8 GPUs, local batch 2, 5,762 tokens/s/GPU, 82.4 GiB reserved.
     const ExternalRun& t1 = by_ref(d, "benchmarks/llama3_h100_202412_torchtitan.md:27");
     EXPECT_EQ(t1.plan.dp, 8);
@@ -197,6 +198,21 @@ TEST(PublishedRuns, TorchtitanHoldsItsBenchmarkTables) {
     EXPECT_EQ(a100.plan.recompute, Recompute::none);
     EXPECT_DOUBLE_EQ(*a100.mfu, 0.611);
     EXPECT_EQ(a100.nodes, 0);  // unstated
+    // asyncTP file line 33: 8B on 64 H100 (FSDP 8 x TP 8), local batch 12, float8 tensorwise,
+    // vanilla TP 5078.1 tokens/s (the first of the line's two rows).
+    const ExternalRun& tp = by_ref(d, "benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md:33");
+    EXPECT_EQ(tp.plan.tp, 8);
+    EXPECT_EQ(tp.plan.dp, 8);
+    EXPECT_EQ(tp.plan.mbs, 12);
+    EXPECT_EQ(tp.precision_source, "float8 tensorwise");
+    EXPECT_DOUBLE_EQ(*tp.tokens_per_s_per_gpu, 5078.1);
+    // H200 (Trainy / WhiteFiber) line 46: 4 nodes, 10938 tokens/s/GPU, 47.96 GiB reserved on rank 0.
+    const ExternalRun& h200 = by_ref(d, "benchmarks/llama3-8b_h200_202506_trainy-whitefiber.md:46");
+    EXPECT_EQ(h200.gpu, "h200-sxm-141gb");
+    EXPECT_EQ(h200.gpus, 32);
+    EXPECT_EQ(h200.nodes, 4);
+    EXPECT_DOUBLE_EQ(*h200.tokens_per_s_per_gpu, 10938.0);
+    EXPECT_EQ(*h200.peak_reserved_bytes, 51496657879);  // round(47.96 * 2^30)
 }
 
 TEST(PublishedRuns, EveryDataSetIsFound) {
