@@ -13,6 +13,7 @@
 #include "preflight/planner/error.hpp"
 #include "preflight/validation/external_eval.hpp"
 #include "preflight/validation/external_runs.hpp"
+#include "run_cli.hpp"
 
 using namespace preflight;
 using namespace preflight::validation;
@@ -251,4 +252,30 @@ TEST(PublishedRuns, EvaluationGatesOnTargets) {
     manifest(R"({"tokens_per_s_per_gpu_error_p50_max": "low"})");
     d = read_external_dataset(folder, test::data_dir());
     EXPECT_THROW(evaluate_external_dataset(d, test::data_dir()), InputError);
+}
+
+TEST(PublishedRuns, ValidateCheckGatesAndCalibrateListsEvaluationOnlySets) {
+    const fs::path folder = temp_dir() / "cli" / "set";
+    fs::create_directories(folder);
+    std::ofstream(folder / "runs.csv") << kHeader << "\n" << kRow << "\n";
+    auto manifest = [&](double p50_max) {
+        std::ofstream(folder / "dataset.json")
+            << R"({"name": "cli-set", "csv": "runs.csv", "schema": "published-runs", "evaluation_only": true,
+                  "framework": "pytorch", "gpu": "h100-sxm-80gb", "source": "test",
+                  "targets": {"tokens_per_s_per_gpu_error_p50_max": )"
+            << p50_max << "}}";
+    };
+    const std::string dir = (temp_dir() / "cli").string();
+    manifest(100.0);
+    auto r = test::run_preflight("validate --check '" + dir + "' --no-report-files");
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("# external data set cli-set (1 rows, pytorch)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("| tokens/s per GPU | 1 |"), std::string::npos) << r.out;
+    manifest(0.0);
+    r = test::run_preflight("validate --check '" + dir + "' --no-report-files");
+    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    EXPECT_NE(r.out.find("OUT OF TARGET: tokens/s per GPU |error| P50"), std::string::npos) << r.out;
+    r = test::run_preflight("calibrate '" + dir + "'");
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("evaluation only, not used by the fit"), std::string::npos) << r.out;
 }
