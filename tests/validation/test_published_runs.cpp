@@ -216,12 +216,39 @@ TEST(PublishedRuns, TorchtitanHoldsItsBenchmarkTables) {
     EXPECT_EQ(*h200.peak_reserved_bytes, 51496657879);  // round(47.96 * 2^30)
 }
 
+TEST(PublishedRuns, MegatronBridgeHoldsItsLlamaRows) {
+    const ExternalDataset d = read_external_dataset(kExternal / "megatron-bridge", test::data_dir());
+    EXPECT_EQ(d.framework, "megatron");
+    ASSERT_EQ(d.runs.size(), 5u);
+    // Line 590: DGX-H100, LLAMA3_70B, 64 GPUs, FP8-CS, GBS 128, MBS 1, TP 4, PP 8, CP 1, VP 5,
+    // GA 64, 1602 tokens/s/GPU.
+    const ExternalRun& r = by_ref(d, "docs/performance-summary-archive.md:590");
+    EXPECT_EQ(r.plan.tp, 4);
+    EXPECT_EQ(r.plan.pp, 8);
+    EXPECT_EQ(r.plan.vpp, 5);
+    EXPECT_EQ(r.plan.pp_schedule, PpSchedule::interleaved);
+    EXPECT_EQ(r.plan.dp, 2);  // 64 / (4 * 8)
+    EXPECT_EQ(r.plan.grad_acc, 64);
+    EXPECT_EQ(r.plan.global_batch_tokens(), 128 * 8192);
+    EXPECT_EQ(r.plan.zero, 1);  // distributed optimizer
+    EXPECT_TRUE(r.plan.sp);
+    EXPECT_DOUBLE_EQ(*r.tokens_per_s_per_gpu, 1602.0);
+    // Line 589: 8B on H100 recomputes 5 of 32 layers: kept, not modelled.
+    EXPECT_FALSE(by_ref(d, "docs/performance-summary-archive.md:589").not_modelled.empty());
+    // The evaluation compares 2 rows: the planner refuses both 405B layouts (pp 8 x vpp 8 does
+    // not divide 126 layers), a gap the data set keeps visible.
+    const ExternalEvaluation ev = evaluate_external_dataset(d, test::data_dir());
+    EXPECT_EQ(ev.tokens.n, 2);
+    EXPECT_EQ(ev.skipped, 3);
+}
+
 TEST(PublishedRuns, EveryDataSetIsFound) {
     const auto found = find_external_datasets(test::data_dir() / "measurements");
-    ASSERT_EQ(found.size(), 3u);
+    ASSERT_EQ(found.size(), 4u);
     EXPECT_EQ(found[0].filename(), "llm-foundry");
-    EXPECT_EQ(found[1].filename(), "nanotron-h100");
-    EXPECT_EQ(found[2].filename(), "torchtitan");
+    EXPECT_EQ(found[1].filename(), "megatron-bridge");
+    EXPECT_EQ(found[2].filename(), "nanotron-h100");
+    EXPECT_EQ(found[3].filename(), "torchtitan");
 }
 
 TEST(PublishedRuns, EvaluationGatesOnTargets) {
