@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 #include <sstream>
+#include <tuple>
 
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/error.hpp"
@@ -82,6 +83,110 @@ EvaluatedRun evaluate_row(const ExternalRun& r, const ExternalDataset& d, const 
 
 double median(std::vector<double> v) { return percentile(std::move(v), 0.5); }
 
+// The data set's "targets" (external_eval.hpp) against today's figures.
+void apply_targets(ExternalEvaluation& ev, const ExternalDataset& d) {
+    const std::string manifest = (d.folder / "dataset.json").string();
+    auto gate = [&](const char* key, const ErrorStats& e, double value, const char* what) {
+        if (!d.targets.contains(key)) return;
+        const json& t = d.targets.at(key);
+        if (!t.is_number()) throw InputError(manifest, std::string("targets.") + key + " must be a number");
+        if (e.n == 0)
+            ev.failures.push_back(std::string(what) + ": no row compared, the figure is unknown");
+        else if (value > t.get<double>())
+            ev.failures.push_back(std::string(what) + " " + pct(value) + " > target " + pct(t.get<double>()) + " (" +
+                                  key + ")");
+    };
+    gate("tokens_per_s_per_gpu_error_p50_max", ev.tokens, ev.tokens.p50, "tokens/s per GPU |error| P50");
+    gate("tokens_per_s_per_gpu_error_p95_max", ev.tokens, ev.tokens.p95, "tokens/s per GPU |error| P95");
+    gate("peak_memory_error_p50_max", ev.memory, ev.memory.p50, "reserved-peak |error| P50");
+    gate("peak_memory_error_p95_max", ev.memory, ev.memory.p95, "reserved-peak |error| P95");
+    if (d.targets.contains("compared_rows_min")) {
+        const json& t = d.targets.at("compared_rows_min");
+        if (!t.is_number_integer()) throw InputError(manifest, "targets.compared_rows_min must be an integer");
+        if (ev.tokens.n < t.get<int>())
+            ev.failures.push_back("only " + std::to_string(ev.tokens.n) + " rows compared on tokens/s, target " +
+                                  std::to_string(t.get<int>()) + " (compared_rows_min)");
+    }
+}
+
+json per_row_json(const std::vector<EvaluatedRun>& rows) {
+    json out = json::array();
+    for (const EvaluatedRun& e : rows) {
+        const ExternalRun& r = *e.run;
+        json j = {{"id", r.id}, {"source_ref", r.source_ref}, {"gpu", e.gpu}, {"model", r.model_label},
+                  {"plan", to_flags(r.plan)}};
+        if (!e.skipped.empty()) j["skipped"] = e.skipped;
+        if (e.measured_tokens_per_s_per_gpu) j["measured_tokens_per_s_per_gpu"] = *e.measured_tokens_per_s_per_gpu;
+        if (e.predicted_tokens_per_s_per_gpu) j["predicted_tokens_per_s_per_gpu"] = *e.predicted_tokens_per_s_per_gpu;
+        if (e.measured_peak_bytes) j["measured_peak_reserved_bytes"] = *e.measured_peak_bytes;
+        if (e.predicted_peak_bytes) j["predicted_peak_reserved_bytes"] = *e.predicted_peak_bytes;
+        out.push_back(j);
+    }
+    return out;
+}
+
+// Summary, per GPU, then per GPU / model / precision / compile: the features the planner
+// does not see (compile, the FP8 recipe) show up as groups.
+std::string evaluation_markdown(const ExternalEvaluation& ev, std::size_t rows) {
+    std::ostringstream o;
+    char b[512];
+    o << "Evaluation only: predictions with the GPU specs' committed constants (nothing fitted on this data set). "
+         "Errors are (predicted - measured) / measured.\n\n"
+         "| quantity | rows compared | P50 abs. | P95 abs. | max abs. | median signed |\n|---|---|---|---|---|---|\n";
+    std::snprintf(b, sizeof b, "| tokens/s per GPU | %d | %s | %s | %s | %s |\n", ev.tokens.n, pct(ev.tokens.p50).c_str(),
+                  pct(ev.tokens.p95).c_str(), pct(ev.tokens.max).c_str(), pct(ev.tokens_median_signed).c_str());
+    o << b;
+    const bool memory = ev.memory.n > 0;
+    if (memory) {
+        std::snprintf(b, sizeof b, "| peak reserved memory | %d | %s | %s | %s | %s |\n", ev.memory.n,
+                      pct(ev.memory.p50).c_str(), pct(ev.memory.p95).c_str(), pct(ev.memory.max).c_str(),
+                      pct(ev.memory_median_signed).c_str());
+        o << b;
+    }
+    o << "\n" << ev.skipped << " of " << rows << " rows not compared";
+    for (const EvaluatedRun& e : ev.rows)
+        if (!e.skipped.empty()) {
+            o << " (first: " << e.run->id << ": " << e.skipped << ")";
+            break;
+        }
+    o << ".\n\n";
+
+    std::map<std::string, std::vector<double>> gpu_abs, gpu_signed;
+    struct Group { std::vector<double> tok, tok_signed, mem; int skipped = 0; };
+    std::map<std::tuple<std::string, std::string, std::string, bool>, Group> groups;
+    for (const EvaluatedRun& e : ev.rows) {
+        const ExternalRun& r = *e.run;
+        Group& g = groups[{e.gpu, r.model_label, std::string(to_string(r.plan.precision)), r.compiled}];
+        if (!e.skipped.empty()) ++g.skipped;
+        if (auto t = e.tokens_error()) {
+            g.tok.push_back(std::abs(*t));
+            g.tok_signed.push_back(*t);
+            gpu_abs[e.gpu].push_back(std::abs(*t));
+            gpu_signed[e.gpu].push_back(*t);
+        }
+        if (auto m = e.memory_error()) g.mem.push_back(std::abs(*m));
+    }
+    o << "| GPU | tokens/s rows | P50 abs. | P95 abs. | median signed |\n|---|---|---|---|---|\n";
+    for (const auto& [gpu, v] : gpu_abs) {
+        const ErrorStats t = error_stats(v);
+        std::snprintf(b, sizeof b, "| %s | %d | %s | %s | %s |\n", gpu.c_str(), t.n, pct(t.p50).c_str(),
+                      pct(t.p95).c_str(), pct(median(gpu_signed[gpu])).c_str());
+        o << b;
+    }
+    o << "\n| GPU | model | precision | compiled | tokens/s rows | P50 abs. | median signed |"
+      << (memory ? " memory rows | memory P50 abs. |" : "") << " not compared |\n|---|---|---|---|---|---|---|"
+      << (memory ? "---|---|" : "") << "---|\n";
+    for (const auto& [key, g] : groups) {
+        const auto& [gpu, model, precision, compiled] = key;
+        const ErrorStats t = error_stats(g.tok), m = error_stats(g.mem);
+        o << "| " << gpu << " | " << model << " | " << precision << " | " << (compiled ? "yes" : "no") << " | " << t.n
+          << " | " << (t.n ? pct(t.p50) : "N/A") << " | " << (t.n ? pct(median(g.tok_signed)) : "N/A") << " |";
+        if (memory) o << " " << m.n << " | " << (m.n ? pct(m.p50) : "N/A") << " |";
+        o << " " << g.skipped << " |\n";
+    }
+    return o.str();
+}
+
 }  // namespace
 
 ExternalEvaluation evaluate_external_dataset(const ExternalDataset& d, const fs::path& data_dir) {
@@ -102,54 +207,7 @@ ExternalEvaluation evaluate_external_dataset(const ExternalDataset& d, const fs:
     ev.memory = error_stats(mem_abs);
     ev.tokens_median_signed = median(tok_signed);
     ev.memory_median_signed = median(mem_signed);
-
-    auto gate = [&](const char* key, double value, int n, const char* what) {
-        if (!d.targets.contains(key)) return;
-        const json& t = d.targets.at(key);
-        if (!t.is_number())
-            throw InputError((d.folder / "dataset.json").string(), std::string("targets.") + key + " must be a number");
-        if (n == 0) {
-            ev.failures.push_back(std::string(what) + ": no row compared, the figure is unknown");
-        } else if (value > t.get<double>()) {
-            ev.failures.push_back(std::string(what) + " " + pct(value) + " > target " + pct(t.get<double>()) + " (" +
-                                  key + ")");
-        }
-    };
-    gate("tokens_per_s_per_gpu_error_p50_max", ev.tokens.p50, ev.tokens.n, "tokens/s per GPU |error| P50");
-    gate("tokens_per_s_per_gpu_error_p95_max", ev.tokens.p95, ev.tokens.n, "tokens/s per GPU |error| P95");
-    gate("peak_memory_error_p50_max", ev.memory.p50, ev.memory.n, "reserved-peak |error| P50");
-    gate("peak_memory_error_p95_max", ev.memory.p95, ev.memory.n, "reserved-peak |error| P95");
-    if (d.targets.contains("compared_rows_min")) {
-        const json& t = d.targets.at("compared_rows_min");
-        if (!t.is_number_integer())
-            throw InputError((d.folder / "dataset.json").string(), "targets.compared_rows_min must be an integer");
-        if (ev.tokens.n < t.get<int>())
-            ev.failures.push_back("only " + std::to_string(ev.tokens.n) + " rows compared on tokens/s, target " +
-                                  std::to_string(t.get<int>()) + " (compared_rows_min)");
-    }
-
-    // Per-group figures: GPU, model, precision, compile (the features the planner does not see
-    // are visible as groups).
-    struct Group { std::vector<double> tok, tok_signed, mem; int skipped = 0; };
-    std::map<std::string, Group> groups;
-    json rows = json::array();
-    for (const EvaluatedRun& e : ev.rows) {
-        const ExternalRun& r = *e.run;
-        const std::string key = e.gpu + " | " + r.model_label + " | " + std::string(to_string(r.plan.precision)) +
-                                (r.compiled ? " | compiled" : "");
-        Group& g = groups[key];
-        if (!e.skipped.empty()) ++g.skipped;
-        if (auto t = e.tokens_error()) g.tok.push_back(std::abs(*t)), g.tok_signed.push_back(*t);
-        if (auto m = e.memory_error()) g.mem.push_back(std::abs(*m));
-        json j = {{"id", r.id}, {"source_ref", r.source_ref}, {"gpu", e.gpu}, {"model", r.model_label},
-                  {"plan", to_flags(r.plan)}};
-        if (!e.skipped.empty()) j["skipped"] = e.skipped;
-        if (e.measured_tokens_per_s_per_gpu) j["measured_tokens_per_s_per_gpu"] = *e.measured_tokens_per_s_per_gpu;
-        if (e.predicted_tokens_per_s_per_gpu) j["predicted_tokens_per_s_per_gpu"] = *e.predicted_tokens_per_s_per_gpu;
-        if (e.measured_peak_bytes) j["measured_peak_reserved_bytes"] = *e.measured_peak_bytes;
-        if (e.predicted_peak_bytes) j["predicted_peak_reserved_bytes"] = *e.predicted_peak_bytes;
-        rows.push_back(j);
-    }
+    apply_targets(ev, d);
     ev.summary = {{"evaluation_only", true},
                   {"rows", d.runs.size()},
                   {"skipped", ev.skipped},
@@ -158,59 +216,8 @@ ExternalEvaluation evaluate_external_dataset(const ExternalDataset& d, const fs:
                   {"peak_reserved_error", stats_json(ev.memory)},
                   {"peak_reserved_median_signed_error", ev.memory_median_signed},
                   {"failures", ev.failures},
-                  {"per_row", rows}};
-
-    std::ostringstream o;
-    char b[512];
-    o << "Evaluation only: predictions with the GPU specs' committed constants (nothing fitted on this data set). "
-         "Errors are (predicted - measured) / measured.\n\n"
-         "| quantity | rows compared | P50 abs. | P95 abs. | max abs. | median signed |\n|---|---|---|---|---|---|\n";
-    std::snprintf(b, sizeof b, "| tokens/s per GPU | %d | %s | %s | %s | %s |\n", ev.tokens.n, pct(ev.tokens.p50).c_str(),
-                  pct(ev.tokens.p95).c_str(), pct(ev.tokens.max).c_str(), pct(ev.tokens_median_signed).c_str());
-    o << b;
-    if (ev.memory.n > 0) {
-        std::snprintf(b, sizeof b, "| peak reserved memory | %d | %s | %s | %s | %s |\n", ev.memory.n,
-                      pct(ev.memory.p50).c_str(), pct(ev.memory.p95).c_str(), pct(ev.memory.max).c_str(),
-                      pct(ev.memory_median_signed).c_str());
-        o << b;
-    }
-    o << "\n" << ev.skipped << " of " << d.runs.size() << " rows not compared";
-    for (const EvaluatedRun& e : ev.rows)
-        if (!e.skipped.empty()) {
-            o << " (first: " << e.run->id << ": " << e.skipped << ")";
-            break;
-        }
-    o << ".\n\n";
-    // Per GPU, then per GPU / model / precision / compile.
-    std::map<std::string, std::vector<double>> by_gpu_abs, by_gpu_signed;
-    for (const EvaluatedRun& e : ev.rows)
-        if (auto t = e.tokens_error()) by_gpu_abs[e.gpu].push_back(std::abs(*t)), by_gpu_signed[e.gpu].push_back(*t);
-    o << "| GPU | tokens/s rows | P50 abs. | P95 abs. | median signed |\n|---|---|---|---|---|\n";
-    for (const auto& [gpu, v] : by_gpu_abs) {
-        const ErrorStats t = error_stats(v);
-        std::snprintf(b, sizeof b, "| %s | %d | %s | %s | %s |\n", gpu.c_str(), t.n, pct(t.p50).c_str(),
-                      pct(t.p95).c_str(), pct(median(by_gpu_signed[gpu])).c_str());
-        o << b;
-    }
-    const bool memory = ev.memory.n > 0;
-    o << "\n| GPU | model | precision | compiled | tokens/s rows | P50 abs. | median signed |"
-      << (memory ? " memory rows | memory P50 abs. |" : "") << " not compared |\n|---|---|---|---|---|---|---|"
-      << (memory ? "---|---|" : "") << "---|\n";
-    for (const auto& [key, g] : groups) {
-        std::string cells = "| " + key;
-        if (key.find("| compiled") == std::string::npos) cells += " | no";
-        for (std::size_t p = 0; (p = cells.find(" | compiled", p)) != std::string::npos;) cells.replace(p, 11, " | yes");
-        const ErrorStats t = error_stats(g.tok), m = error_stats(g.mem);
-        std::snprintf(b, sizeof b, " | %d | %s | %s |", t.n, t.n ? pct(t.p50).c_str() : "N/A",
-                      t.n ? pct(median(g.tok_signed)).c_str() : "N/A");
-        o << cells << b;
-        if (memory) {
-            std::snprintf(b, sizeof b, " %d | %s |", m.n, m.n ? pct(m.p50).c_str() : "N/A");
-            o << b;
-        }
-        o << " " << g.skipped << " |\n";
-    }
-    ev.markdown = o.str();
+                  {"per_row", per_row_json(ev.rows)}};
+    ev.markdown = evaluation_markdown(ev, d.runs.size());
     return ev;
 }
 

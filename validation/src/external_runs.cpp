@@ -217,30 +217,8 @@ constexpr const char* kPublishedColumns[] = {
     "recompute", "recompute_source", "precision", "precision_source", "compile", "tokens_per_s_per_gpu",
     "mfu_pct", "hfu_pct", "peak_mem_gib", "peak_mem_kind", "num_params", "outcome"};
 
-// One row of a published benchmark table (schema in external_runs.hpp; columns in each
-// data set's README). Unstated fields are empty cells and stay unknown.
-ExternalRun parse_published_row(const Row& r, const std::string& file, std::int64_t line, const fs::path& data_dir) {
-    ExternalRun run;
-    run.file = file;
-    run.line = line;
-    run.id = file + ":" + std::to_string(line);
-    run.source_ref = r.raw("source_ref");
-    if (run.source_ref.empty()) throw r.error("source_ref", "is empty: every row names where the source states it");
-    run.model_label = r.raw("model");
-    if (run.model_label.empty()) throw r.error("model", "is empty");
-    const std::string config = r.raw("model_config");
-    try {
-        run.model = load_model(config, data_dir);
-    } catch (const InputError& e) {
-        throw r.error("model_config", std::string("'") + config + "': " + e.what());
-    }
-    run.gpu = r.raw("gpu");
-    try {
-        (void)load_gpu(run.gpu, data_dir);
-    } catch (const InputError& e) {
-        throw r.error("gpu", std::string("'") + run.gpu + "': " + e.what());
-    }
-
+// Layout and batch: parallel degrees, nodes (empty: unknown), global batch, ZeRO, SP.
+void parse_published_layout(const Row& r, ExternalRun& run) {
     Plan& p = run.plan;
     run.gpus = r.integer("gpus");
     p.dp = r.integer("dp");
@@ -276,7 +254,12 @@ ExternalRun parse_published_row(const Row& r, const std::string& file, std::int6
     if (p.sp && p.tp == 1) throw r.error("sequence_parallel", "is 1 with tp 1");
     p.attention = AttentionKind::flash;
     p.optimizer = Optimizer::adamw;
+}
 
+// Recipe: recompute, interleaving, precision, compile; what the planner cannot express is
+// recorded in run.not_modelled.
+void parse_published_recipe(const Row& r, ExternalRun& run) {
+    Plan& p = run.plan;
     run.recompute_source = r.raw("recompute_source");
     const std::string rc = r.raw("recompute");
     if (rc == "n/a") {
@@ -298,7 +281,11 @@ ExternalRun parse_published_row(const Row& r, const std::string& file, std::int6
     if (!precision) throw r.error("precision", "unknown precision '" + prec + "'");
     p.precision = *precision;
     run.compiled = r.flag("compile");
+}
 
+// Outcome and measured figures; the stated parameter count is checked against the config.
+void parse_published_measured(const Row& r, ExternalRun& run, const std::string& config) {
+    const Plan& p = run.plan;
     const std::string oc = r.raw("outcome");
     const auto outcome = parse_outcome(oc);
     if (!outcome)
@@ -331,6 +318,35 @@ ExternalRun parse_published_row(const Row& r, const std::string& file, std::int6
                                             std::to_string(ours));
     }
     run.reported_params_b = static_cast<double>(run.reported_params.value_or(count_params(run.model).total)) / 1e9;
+}
+
+// One row of a published benchmark table (schema in external_runs.hpp; columns in each
+// data set's README). Unstated fields are empty cells and stay unknown.
+ExternalRun parse_published_row(const Row& r, const std::string& file, std::int64_t line, const fs::path& data_dir) {
+    ExternalRun run;
+    run.file = file;
+    run.line = line;
+    run.id = file + ":" + std::to_string(line);
+    run.source_ref = r.raw("source_ref");
+    if (run.source_ref.empty()) throw r.error("source_ref", "is empty: every row names where the source states it");
+    run.model_label = r.raw("model");
+    if (run.model_label.empty()) throw r.error("model", "is empty");
+    const std::string config = r.raw("model_config");
+    try {
+        run.model = load_model(config, data_dir);
+    } catch (const InputError& e) {
+        throw r.error("model_config", std::string("'") + config + "': " + e.what());
+    }
+    run.gpu = r.raw("gpu");
+    try {
+        (void)load_gpu(run.gpu, data_dir);
+    } catch (const InputError& e) {
+        throw r.error("gpu", std::string("'") + run.gpu + "': " + e.what());
+    }
+
+    parse_published_layout(r, run);
+    parse_published_recipe(r, run);
+    parse_published_measured(r, run, config);
     return run;
 }
 
