@@ -219,7 +219,8 @@ TEST(PublishedRuns, TorchtitanHoldsItsBenchmarkTables) {
 TEST(PublishedRuns, MegatronBridgeHoldsItsLlamaRows) {
     const ExternalDataset d = read_external_dataset(kExternal / "megatron-bridge", test::data_dir());
     EXPECT_EQ(d.framework, "megatron");
-    ASSERT_EQ(d.runs.size(), 5u);
+    // 25.11 tables: 2 B200 + 3 H100 rows; 26.x: four H100 70B rows.
+    ASSERT_EQ(d.runs.size(), 9u);
     // Line 590: DGX-H100, LLAMA3_70B, 64 GPUs, FP8-CS, GBS 128, MBS 1, TP 4, PP 8, CP 1, VP 5,
     // GA 64, 1602 tokens/s/GPU.
     const ExternalRun& r = by_ref(d, "docs/performance-summary-archive.md:590");
@@ -235,10 +236,14 @@ TEST(PublishedRuns, MegatronBridgeHoldsItsLlamaRows) {
     EXPECT_DOUBLE_EQ(*r.tokens_per_s_per_gpu, 1602.0);
     // Line 589: 8B on H100 recomputes 5 of 32 layers: kept, not modelled.
     EXPECT_FALSE(by_ref(d, "docs/performance-summary-archive.md:589").not_modelled.empty());
-    // The evaluation compares 2 rows: the planner refuses both 405B layouts (pp 8 x vpp 8 does
+    // Line 207 (26.04.01): the same 70B layout at GBS 256 = 1 x 128 x dp 2, 1664 tokens/s/GPU.
+    const ExternalRun& gbs256 = by_ref(d, "docs/performance-summary-archive.md:207");
+    EXPECT_EQ(gbs256.plan.grad_acc, 128);
+    EXPECT_DOUBLE_EQ(*gbs256.tokens_per_s_per_gpu, 1664.0);
+    // The evaluation compares 6 rows: the planner refuses both 405B layouts (pp 8 x vpp 8 does
     // not divide 126 layers), a gap the data set keeps visible.
     const ExternalEvaluation ev = evaluate_external_dataset(d, test::data_dir());
-    EXPECT_EQ(ev.tokens.n, 2);
+    EXPECT_EQ(ev.tokens.n, 6);
     EXPECT_EQ(ev.skipped, 3);
 }
 
