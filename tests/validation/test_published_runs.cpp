@@ -311,3 +311,39 @@ TEST(PublishedRuns, ValidateCheckGatesAndCalibrateListsEvaluationOnlySets) {
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
     EXPECT_NE(r.out.find("evaluation only, not used by the fit"), std::string::npos) << r.out;
 }
+
+TEST(PublishedRuns, BadManifestNamesTheField) {
+    const fs::path folder = temp_dir() / "manifest";
+    fs::create_directories(folder);
+    std::ofstream(folder / "runs.csv") << kHeader << "\n" << kRow << "\n";
+    auto error_with = [&](const std::string& extra) -> std::string {
+        std::ofstream(folder / "dataset.json")
+            << R"({"name": "m", "csv": "runs.csv", "framework": "pytorch", "gpu": "h100-sxm-80gb", "source": "test")"
+            << extra << "}";
+        try {
+            read_external_dataset(folder, test::data_dir());
+        } catch (const InputError& e) {
+            return e.what();
+        }
+        return "";
+    };
+    EXPECT_NE(error_with(R"(, "schema": "tables")").find("\"schema\" must be nanotron-sweep or published-runs"),
+              std::string::npos);
+    EXPECT_NE(error_with(R"(, "schema": "published-runs", "evaluation_only": "yes")").find("\"evaluation_only\""),
+              std::string::npos);
+    // Without a schema the CSV is read as the nanotron sweep's: its columns are missing.
+    EXPECT_NE(error_with("").find("missing column 'params_b'"), std::string::npos);
+    EXPECT_EQ(error_with(R"(, "schema": "published-runs")"), "");
+    // An interleaved row with the chunk count left empty is kept, not modelled.
+    const auto runs = read_published_runs_csv(write_csv("vpp.csv", with_field(10, "")), test::data_dir());
+    EXPECT_NE(runs[0].not_modelled.find("unstated number of model chunks"), std::string::npos);
+    // A memory figure with its kind is read; a kind without a figure is refused.
+    std::string mem = with_field(25, "40.5");
+    std::size_t begin = 0;
+    for (int i = 0; i < 26; ++i) begin = mem.find(',', begin) + 1;
+    mem.insert(begin, "reserved_rank0");
+    const auto with_mem = read_published_runs_csv(write_csv("mem.csv", mem), test::data_dir());
+    EXPECT_EQ(*with_mem[0].peak_reserved_bytes, 43486543872);  // 40.5 * 2^30
+    EXPECT_NE(error_of("kindonly.csv", with_field(26, "reserved_rank0")).find("column 'peak_mem_kind'"),
+              std::string::npos);
+}
