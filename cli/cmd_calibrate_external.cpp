@@ -8,6 +8,7 @@
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/runtime/run_report.hpp"
+#include "preflight/validation/external_eval.hpp"
 #include "preflight/validation/external_memory.hpp"
 #include "preflight/validation/external_runs.hpp"
 #include "preflight/validation/throughput_fit.hpp"
@@ -36,7 +37,15 @@ std::string pct(double x) {
 int run_calibrate_external(const std::vector<std::filesystem::path>& datasets, const CalibrateExternalOptions& o) {
     nlohmann::json all = nlohmann::json::array();
     for (const auto& folder : datasets) {
-        const validation::ExternalDataset d = validation::read_external_dataset(folder);
+        const validation::ExternalDataset d = validation::read_external_dataset(folder, o.data_dir);
+        if (d.evaluation_only) {  // listed, never fitted on: its errors are held out by data set
+            const auto ev = validation::evaluate_external_dataset(d, o.data_dir);
+            if (o.format == "table")
+                std::cout << "# " << d.name << " (" << d.runs.size() << " rows, " << d.framework
+                          << "): evaluation only, not used by the fit\n\n" << ev.markdown << "\n";
+            all.push_back({{"name", d.name}, {"evaluation_only", true}, {"evaluation", ev.summary}});
+            continue;
+        }
         const GpuSpec gpu = load_gpu(o.gpu.empty() ? d.gpu : o.gpu, o.data_dir);
         std::cerr << "preflight calibrate: " << d.name << ": " << d.runs.size()
                   << " jobs; tokens/s cross-validation (fits every fold)...\n";

@@ -20,6 +20,7 @@
 #include "preflight/planner/report.hpp"
 #include "preflight/runtime/run_report.hpp"
 #include "preflight/validation/check.hpp"
+#include "preflight/validation/external_eval.hpp"
 #include "preflight/validation/external_memory.hpp"
 #include "preflight/validation/external_runs.hpp"
 #include "preflight/validation/throughput_fit.hpp"
@@ -264,7 +265,25 @@ struct ExternalOutcome {
 ExternalOutcome check_external(const std::vector<fs::path>& datasets, const ValidateState& st, const fs::path& report_dir) {
     ExternalOutcome out;
     for (const fs::path& folder : datasets) {
-        const validation::ExternalDataset d = validation::read_external_dataset(folder);
+        const validation::ExternalDataset d = validation::read_external_dataset(folder, data_dir_of(st.data_dir));
+        if (d.evaluation_only) {  // committed constants only: nothing is fitted on it
+            std::cerr << "preflight validate: " << d.name << ": " << d.runs.size() << " rows, evaluation only...\n";
+            const auto ev = validation::evaluate_external_dataset(d, data_dir_of(st.data_dir));
+            if (!ev.failures.empty()) out.passed = false;
+            out.json.push_back({{"name", d.name}, {"folder", folder.string()}, {"jobs", d.runs.size()},
+                                {"framework", d.framework}, {"gpu", d.gpu}, {"evaluation", ev.summary},
+                                {"targets", d.targets}, {"failures", ev.failures}, {"passed", ev.failures.empty()}});
+            std::string t = "\n# external data set " + d.name + " (" + std::to_string(d.runs.size()) + " rows, " +
+                            d.framework + ")\n\n" + ev.markdown + "\n";
+            t += ev.failures.empty() ? "within the data set's targets\n" : "";
+            for (const auto& f : ev.failures) t += "OUT OF TARGET: " + f + "\n";
+            out.table += t;
+            if (!st.no_report_files) {
+                fs::create_directories(report_dir);
+                runtime::write_file_atomic(report_dir / ("external-" + d.name + ".md"), t);
+            }
+            continue;
+        }
         if (d.framework != "nanotron")
             throw InputError((folder / "dataset.json").string(),
                              "framework '" + d.framework + "': only nanotron data sets have a fitted memory model");

@@ -22,6 +22,7 @@ const std::filesystem::path kExternal = std::filesystem::path(PREFLIGHT_TEST_DAT
 void BM_HeldOutAccuracy(benchmark::State& state) {
     for (const auto& folder : validation::find_external_datasets(kExternal)) {
         const validation::ExternalDataset d = validation::read_external_dataset(folder);
+        if (d.evaluation_only) continue;  // never fitted on (validate --check reports its errors)
         const GpuSpec gpu = load_gpu(d.gpu, PREFLIGHT_TEST_DATA_DIR);
         validation::ThroughputGate g;
         validation::MemoryCrossValidation m;

@@ -5,9 +5,12 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <span>
 #include <sstream>
 
+#include "preflight/planner/catalog.hpp"
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/plan_extensions.hpp"
 
 namespace preflight::validation {
 
@@ -208,9 +211,153 @@ ExternalRun parse_row(const Row& r, const std::string& file, std::int64_t line) 
     return run;
 }
 
+constexpr const char* kPublishedColumns[] = {
+    "source_ref", "model", "model_config", "gpu", "nodes", "gpus", "dp", "tp", "pp", "cp", "vpp",
+    "micro_batch_size", "grad_accum", "seq_len", "global_batch_tokens", "zero_stage", "sequence_parallel",
+    "recompute", "recompute_source", "precision", "precision_source", "compile", "tokens_per_s_per_gpu",
+    "mfu_pct", "hfu_pct", "peak_mem_gib", "peak_mem_kind", "num_params", "outcome"};
+
+// Layout and batch: parallel degrees, nodes (empty: unknown), global batch, ZeRO, SP.
+void parse_published_layout(const Row& r, ExternalRun& run) {
+    Plan& p = run.plan;
+    run.gpus = r.integer("gpus");
+    p.dp = r.integer("dp");
+    p.tp = r.integer("tp");
+    p.pp = r.integer("pp");
+    p.cp = r.integer("cp");
+    p.mbs = r.integer("micro_batch_size");
+    p.grad_acc = r.integer("grad_accum");
+    p.seq = r.integer("seq_len");
+    const std::int64_t limit = std::int64_t{1} << 24;  // far above any real layout; keeps products in range
+    for (auto [col, v] : {std::pair{"gpus", run.gpus}, {"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"cp", p.cp},
+                          {"micro_batch_size", p.mbs}, {"grad_accum", p.grad_acc}, {"seq_len", p.seq}})
+        if (v > limit) throw r.error(col, "is implausibly large (" + std::to_string(v) + ")");
+    if (p.gpus() != run.gpus)
+        throw r.error("gpus", r.raw("gpus") + " != dp*tp*pp*cp = " + std::to_string(p.gpus()));
+    if (!r.raw("nodes").empty()) {
+        run.nodes = r.integer("nodes");
+        if (run.nodes > limit) throw r.error("nodes", "is implausibly large (" + r.raw("nodes") + ")");
+        if (run.gpus % run.nodes != 0)
+            throw r.error("gpus", r.raw("gpus") + " GPUs do not split evenly over " + r.raw("nodes") + " nodes");
+        run.gpus_per_node = run.gpus / run.nodes;
+    }  // else: the source does not say; 0 = unknown (the GPU spec's node size is used)
+    // The sequence the run trained at is the model's context here (benchmarks stretch it).
+    run.model.max_positions = std::max(run.model.max_positions, p.seq);
+    if (run.model.position == PositionKind::learned) run.model.max_positions = p.seq;
+    const std::int64_t gbt = r.integer("global_batch_tokens");
+    if (gbt != p.global_batch_tokens())
+        throw r.error("global_batch_tokens", r.raw("global_batch_tokens") + " != seq*mbs*grad_acc*dp = " +
+                                                 std::to_string(p.global_batch_tokens()));
+    p.zero = static_cast<int>(r.integer("zero_stage", 0));
+    if (p.zero > 3) throw r.error("zero_stage", "must be 0..3, got " + r.raw("zero_stage"));
+    p.sp = r.flag("sequence_parallel");
+    if (p.sp && p.tp == 1) throw r.error("sequence_parallel", "is 1 with tp 1");
+    p.attention = AttentionKind::flash;
+    p.optimizer = Optimizer::adamw;
+}
+
+// Recipe: recompute, interleaving, precision, compile; what the planner cannot express is
+// recorded in run.not_modelled.
+void parse_published_recipe(const Row& r, ExternalRun& run) {
+    Plan& p = run.plan;
+    run.recompute_source = r.raw("recompute_source");
+    const std::string rc = r.raw("recompute");
+    if (rc == "n/a") {
+        run.not_modelled = "recompute policy '" + run.recompute_source + "' has no planner mode";
+    } else {
+        const auto recompute = parse_recompute(rc);
+        if (!recompute) throw r.error("recompute", "unknown mode '" + rc + "' (none | selective | full | n/a)");
+        p.recompute = *recompute;
+    }
+    if (r.raw("vpp").empty()) {
+        if (run.not_modelled.empty()) run.not_modelled = "interleaved pipeline with an unstated number of model chunks";
+    } else {
+        p.vpp = r.integer("vpp");
+        if (p.vpp > 1) p.pp_schedule = PpSchedule::interleaved;
+    }
+    run.precision_source = r.raw("precision_source");
+    const std::string prec = r.raw("precision");
+    const auto precision = parse_precision(prec);
+    if (!precision) throw r.error("precision", "unknown precision '" + prec + "'");
+    p.precision = *precision;
+    run.compiled = r.flag("compile");
+}
+
+// Outcome and measured figures; the stated parameter count is checked against the config.
+void parse_published_measured(const Row& r, ExternalRun& run, const std::string& config) {
+    const Plan& p = run.plan;
+    const std::string oc = r.raw("outcome");
+    const auto outcome = parse_outcome(oc);
+    if (!outcome)
+        throw r.error("outcome", "unknown outcome '" + oc + "' (ok | oom | failed_other | ok_metrics_but_oom_in_log)");
+    run.outcome = *outcome;
+    run.tokens_per_s_per_gpu = r.number("tokens_per_s_per_gpu");
+    if (run.tokens_per_s_per_gpu && *run.tokens_per_s_per_gpu > 1e9)
+        throw r.error("tokens_per_s_per_gpu", "is implausibly large (" + r.raw("tokens_per_s_per_gpu") + ")");
+    if (run.tokens_per_s_per_gpu) run.tokens_per_s = *run.tokens_per_s_per_gpu * static_cast<double>(run.gpus);
+    for (const char* col : {"mfu_pct", "hfu_pct"})
+        if (auto v = r.number(col); v && *v > 100) throw r.error(col, "is above 100 % (" + r.raw(col) + ")");
+    if (auto v = r.number("mfu_pct")) run.mfu = *v / 100.0;
+    if (auto v = r.number("hfu_pct")) run.hfu = *v / 100.0;
+    const auto mem = r.number("peak_mem_gib");
+    if (mem && *mem > 1e5) throw r.error("peak_mem_gib", "is implausibly large (" + r.raw("peak_mem_gib") + " GiB)");
+    const std::string kind = r.raw("peak_mem_kind");
+    if (mem && kind != "reserved_max_over_ranks" && kind != "reserved_rank0")
+        throw r.error("peak_mem_kind", "must say what was measured (reserved_max_over_ranks | reserved_rank0), got '" +
+                                           kind + "'");
+    if (!mem && !kind.empty()) throw r.error("peak_mem_kind", "is set but peak_mem_gib is empty");
+    run.peak_reserved_bytes = gib_to_bytes(mem);
+    if (run.outcome == RunOutcome::ok && !run.tokens_per_s_per_gpu && !mem)
+        throw r.error("tokens_per_s_per_gpu", "a job with outcome ok needs a measured tokens/s or peak memory");
+    if (!r.raw("num_params").empty()) {
+        run.reported_params = r.integer("num_params");
+        const std::int64_t ours = count_params(run.model).total;
+        if (ours != *run.reported_params)
+            throw r.error("num_params", "the source counts " + r.raw("num_params") + " parameters, model config '" +
+                                            config + "' at seq " + std::to_string(p.seq) + " has " +
+                                            std::to_string(ours));
+    }
+    run.reported_params_b = static_cast<double>(run.reported_params.value_or(count_params(run.model).total)) / 1e9;
+}
+
+// One row of a published benchmark table (schema in external_runs.hpp; columns in each
+// data set's README). Unstated fields are empty cells and stay unknown.
+ExternalRun parse_published_row(const Row& r, const std::string& file, std::int64_t line, const fs::path& data_dir) {
+    ExternalRun run;
+    run.file = file;
+    run.line = line;
+    run.id = file + ":" + std::to_string(line);
+    run.source_ref = r.raw("source_ref");
+    if (run.source_ref.empty()) throw r.error("source_ref", "is empty: every row names where the source states it");
+    run.model_label = r.raw("model");
+    if (run.model_label.empty()) throw r.error("model", "is empty");
+    const std::string config = r.raw("model_config");
+    try {
+        run.model = load_model(config, data_dir);
+    } catch (const InputError& e) {
+        throw r.error("model_config", std::string("'") + config + "': " + e.what());
+    }
+    run.gpu = r.raw("gpu");
+    try {
+        (void)load_gpu(run.gpu, data_dir);
+    } catch (const InputError& e) {
+        throw r.error("gpu", std::string("'") + run.gpu + "': " + e.what());
+    }
+
+    parse_published_layout(r, run);
+    parse_published_recipe(r, run);
+    parse_published_measured(r, run, config);
+    return run;
+}
+
 }  // namespace
 
-std::vector<ExternalRun> read_external_csv(const fs::path& csv) {
+namespace {
+
+// Reads a CSV with a header line: every column of `required` must be present; each data
+// row goes through `parse` (empty lines skipped). Errors name the file and the line.
+template <class Parse>
+std::vector<ExternalRun> read_rows(const fs::path& csv, std::span<const char* const> required, Parse parse) {
     std::ifstream in(csv);
     if (!in) throw InputError(csv.string(), "cannot open the CSV file");
     const std::string file = csv.filename().string();
@@ -219,7 +366,7 @@ std::vector<ExternalRun> read_external_csv(const fs::path& csv) {
     const auto header = split_csv(line, file + ":1");
     std::map<std::string, std::size_t> columns;
     for (std::size_t i = 0; i < header.size(); ++i) columns[header[i]] = i;
-    for (const char* c : kColumns)
+    for (const char* c : required)
         if (!columns.count(c)) throw InputError(file + ":1", std::string("missing column '") + c + "'");
     std::vector<ExternalRun> runs;
     std::int64_t n = 1;
@@ -231,13 +378,27 @@ std::vector<ExternalRun> read_external_csv(const fs::path& csv) {
         if (cells.size() != header.size())
             throw InputError(where, std::to_string(cells.size()) + " fields, the header has " +
                                         std::to_string(header.size()));
-        runs.push_back(parse_row(Row{&columns, &cells, where}, file, n));
+        runs.push_back(parse(Row{&columns, &cells, where}, file, n));
     }
     if (runs.empty()) throw InputError(csv.string(), "has a header but no rows");
     return runs;
 }
 
+}  // namespace
+
+std::vector<ExternalRun> read_external_csv(const fs::path& csv) { return read_rows(csv, kColumns, parse_row); }
+
+std::vector<ExternalRun> read_published_runs_csv(const fs::path& csv, const fs::path& data_dir) {
+    return read_rows(csv, kPublishedColumns, [&](const Row& r, const std::string& file, std::int64_t line) {
+        return parse_published_row(r, file, line, data_dir);
+    });
+}
+
 ExternalDataset read_external_dataset(const fs::path& folder) {
+    return read_external_dataset(folder, default_data_dir());
+}
+
+ExternalDataset read_external_dataset(const fs::path& folder, const fs::path& data_dir) {
     const fs::path manifest = folder / "dataset.json";
     std::ifstream in(manifest);
     if (!in) throw InputError(manifest.string(), "cannot open the data set manifest");
@@ -265,7 +426,14 @@ ExternalDataset read_external_dataset(const fs::path& folder) {
         if (!j["targets"].is_object()) throw InputError(manifest.string(), "\"targets\" must be an object");
         d.targets = j["targets"];
     }
-    d.runs = read_external_csv(folder / csv);
+    if (j.contains("schema")) d.schema = str("schema");
+    if (d.schema != "nanotron-sweep" && d.schema != "published-runs")
+        throw InputError(manifest.string(), "\"schema\" must be nanotron-sweep or published-runs, got '" + d.schema + "'");
+    if (j.contains("evaluation_only")) {
+        if (!j["evaluation_only"].is_boolean()) throw InputError(manifest.string(), "\"evaluation_only\" must be true or false");
+        d.evaluation_only = j["evaluation_only"].get<bool>();
+    }
+    d.runs = d.schema == "published-runs" ? read_published_runs_csv(folder / csv, data_dir) : read_external_csv(folder / csv);
     return d;
 }
 

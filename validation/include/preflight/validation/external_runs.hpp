@@ -4,8 +4,18 @@
 //
 // A data set is a folder with a `dataset.json` manifest:
 //   { "name": str, "csv": "file.csv", "framework": "nanotron", "gpu": "h100-sxm-80gb",
-//     "source": str, "targets": { ... error figures the check gates on ... } }
+//     "source": str, "schema": "nanotron-sweep" | "published-runs" (default nanotron-sweep),
+//     "evaluation_only": bool (default false),
+//     "targets": { ... error figures the check gates on ... } }
 // and the CSV it names, one job per row with a header line (columns in the folder's README).
+//
+// Two CSV schemas:
+//  - nanotron-sweep: the model shape in columns (llama family), one GPU for the whole set;
+//  - published-runs: rows transcribed from a framework's published benchmark tables; the
+//    model is a catalog config (column model_config, data/models/), the GPU a catalog name per
+//    row (column gpu), and any field the source leaves unstated is an empty cell (unknown).
+//    Rows the planner cannot express (a recompute policy it has no mode for, an unstated
+//    interleaving depth) are kept with the reason in `not_modelled`.
 #pragma once
 
 #include <cstdint>
@@ -51,6 +61,16 @@ struct ExternalRun {
     std::optional<double> tokens_per_s;
     std::optional<double> mfu;    // the data set's own MFU, as a fraction
 
+    // published-runs schema only.
+    std::string source_ref;       // where in the source the row stands ("file.md:27")
+    std::string gpu;              // GPU catalog name of this row (empty: the data set's)
+    std::string recompute_source; // the source's own words for the recompute policy
+    std::string precision_source; // the source's own precision name
+    bool compiled = false;        // torch.compile on (not modelled by the planner)
+    std::optional<double> hfu;    // the source's own HFU, as a fraction
+    std::optional<std::int64_t> reported_params;  // the source's exact parameter count
+    std::string not_modelled;     // why the planner cannot express the row (empty: it can)
+
     // Grouping key for cross-validation: model shape + layout + batch + ZeRO stage. Rows
     // repeating one configuration share the key, so a fold never sees a twin of a held-out job.
     std::string configuration_key() const;
@@ -64,6 +84,10 @@ struct ExternalDataset {
     std::string framework;        // planner framework profile name (profiles.hpp)
     std::string gpu;              // GPU catalog name
     std::string source;           // provenance sentence
+    std::string schema = "nanotron-sweep";  // CSV schema (see the top of this file)
+    // Checked with the GPU specs' committed constants only: no constant is fitted on it
+    // (a data set held out as a whole, or too small to fit).
+    bool evaluation_only = false;
     nlohmann::json targets;       // the figures the check gates on (see external_check.hpp)
     std::vector<ExternalRun> runs;
 };
@@ -74,8 +98,18 @@ struct ExternalDataset {
 // != seq*mbs*grad_acc*dp, a model shape the planner rejects).
 std::vector<ExternalRun> read_external_csv(const std::filesystem::path& csv);
 
-// Reads `folder`/dataset.json and the CSV it names. Throws InputError naming the file.
+// Parses a published-runs CSV; model configs come from `data_dir`/models. Throws InputError
+// naming the file, the line and the column for a missing column, a malformed number, an
+// unknown model config, GPU, precision or recompute mode, an inconsistent row (gpus !=
+// dp*tp*pp*cp, global batch tokens != seq*mbs*grad_acc*dp), or a stated parameter count
+// the model config does not reproduce.
+std::vector<ExternalRun> read_published_runs_csv(const std::filesystem::path& csv,
+                                                 const std::filesystem::path& data_dir);
+
+// Reads `folder`/dataset.json and the CSV it names (model configs and GPU names of the
+// published-runs schema resolved in `data_dir`). Throws InputError naming the file.
 ExternalDataset read_external_dataset(const std::filesystem::path& folder);
+ExternalDataset read_external_dataset(const std::filesystem::path& folder, const std::filesystem::path& data_dir);
 
 // Every data set folder (one holding dataset.json) under `dir`, recursively, sorted by
 // path. Empty when there is none.

@@ -1,0 +1,224 @@
+#include "preflight/validation/external_eval.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <sstream>
+#include <tuple>
+
+#include "preflight/planner/catalog.hpp"
+#include "preflight/planner/error.hpp"
+#include "preflight/planner/memory.hpp"
+#include "preflight/planner/profiles.hpp"
+#include "preflight/planner/throughput.hpp"
+
+namespace preflight::validation {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+std::optional<double> EvaluatedRun::tokens_error() const {
+    if (!measured_tokens_per_s_per_gpu || !predicted_tokens_per_s_per_gpu || *measured_tokens_per_s_per_gpu <= 0)
+        return std::nullopt;
+    return (*predicted_tokens_per_s_per_gpu - *measured_tokens_per_s_per_gpu) / *measured_tokens_per_s_per_gpu;
+}
+
+std::optional<double> EvaluatedRun::memory_error() const {
+    if (!measured_peak_bytes || !predicted_peak_bytes || *measured_peak_bytes <= 0) return std::nullopt;
+    return (*predicted_peak_bytes - *measured_peak_bytes) / *measured_peak_bytes;
+}
+
+namespace {
+
+std::string pct(double x) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.1f %%", 100 * x);
+    return b;
+}
+
+json stats_json(const ErrorStats& e) { return {{"n", e.n}, {"p50", e.p50}, {"p95", e.p95}, {"max", e.max}}; }
+
+// One row: the planner's prediction under the data set's framework profile and the row's
+// GPU spec (its committed, already fitted constants).
+EvaluatedRun evaluate_row(const ExternalRun& r, const ExternalDataset& d, const FrameworkProfile& profile,
+                          std::map<std::string, GpuSpec>& gpus, const fs::path& data_dir) {
+    EvaluatedRun e;
+    e.run = &r;
+    e.gpu = r.gpu.empty() ? d.gpu : r.gpu;
+    if (r.outcome != RunOutcome::ok) {
+        e.skipped = "outcome " + std::string(to_string(r.outcome));
+        return e;
+    }
+    if (!r.not_modelled.empty()) {
+        e.skipped = r.not_modelled;
+        return e;
+    }
+    auto it = gpus.find(e.gpu);
+    if (it == gpus.end()) it = gpus.emplace(e.gpu, load_gpu(e.gpu, data_dir)).first;
+    const GpuSpec& gpu = it->second;
+    try {
+        validate_plan(r.plan, r.model);
+    } catch (const InputError& x) {
+        e.skipped = std::string("the planner refuses the plan: ") + x.what();
+        return e;
+    }
+    if (r.tokens_per_s_per_gpu) {
+        e.measured_tokens_per_s_per_gpu = r.tokens_per_s_per_gpu;
+        ThroughputOptions o;
+        o.breakdown = false;
+        e.predicted_tokens_per_s_per_gpu = estimate_throughput(r.model, gpu, r.plan, o).tokens_per_s_per_gpu;
+    }
+    if (r.peak_reserved_bytes) {
+        e.measured_peak_bytes = static_cast<double>(*r.peak_reserved_bytes);
+        MemoryOptions mo;
+        mo.profile = profile;
+        const MemoryReport m = evaluate_memory(r.model, gpu, r.plan, mo);
+        // The pool PyTorch reserves (CUDA context and NCCL outside it, as in the measurement).
+        e.predicted_peak_bytes = static_cast<double>(m.peak_reserved_bytes > 0 ? m.peak_reserved_bytes
+                                                                                : m.peak_bytes - m.at_peak.overhead);
+    }
+    return e;
+}
+
+double median(std::vector<double> v) { return percentile(std::move(v), 0.5); }
+
+// The data set's "targets" (external_eval.hpp) against today's figures.
+void apply_targets(ExternalEvaluation& ev, const ExternalDataset& d) {
+    const std::string manifest = (d.folder / "dataset.json").string();
+    auto gate = [&](const char* key, const ErrorStats& e, double value, const char* what) {
+        if (!d.targets.contains(key)) return;
+        const json& t = d.targets.at(key);
+        if (!t.is_number()) throw InputError(manifest, std::string("targets.") + key + " must be a number");
+        if (e.n == 0)
+            ev.failures.push_back(std::string(what) + ": no row compared, the figure is unknown");
+        else if (value > t.get<double>())
+            ev.failures.push_back(std::string(what) + " " + pct(value) + " > target " + pct(t.get<double>()) + " (" +
+                                  key + ")");
+    };
+    gate("tokens_per_s_per_gpu_error_p50_max", ev.tokens, ev.tokens.p50, "tokens/s per GPU |error| P50");
+    gate("tokens_per_s_per_gpu_error_p95_max", ev.tokens, ev.tokens.p95, "tokens/s per GPU |error| P95");
+    gate("peak_memory_error_p50_max", ev.memory, ev.memory.p50, "reserved-peak |error| P50");
+    gate("peak_memory_error_p95_max", ev.memory, ev.memory.p95, "reserved-peak |error| P95");
+    if (d.targets.contains("compared_rows_min")) {
+        const json& t = d.targets.at("compared_rows_min");
+        if (!t.is_number_integer()) throw InputError(manifest, "targets.compared_rows_min must be an integer");
+        if (ev.tokens.n < t.get<int>())
+            ev.failures.push_back("only " + std::to_string(ev.tokens.n) + " rows compared on tokens/s, target " +
+                                  std::to_string(t.get<int>()) + " (compared_rows_min)");
+    }
+}
+
+json per_row_json(const std::vector<EvaluatedRun>& rows) {
+    json out = json::array();
+    for (const EvaluatedRun& e : rows) {
+        const ExternalRun& r = *e.run;
+        json j = {{"id", r.id}, {"source_ref", r.source_ref}, {"gpu", e.gpu}, {"model", r.model_label},
+                  {"plan", to_flags(r.plan)}};
+        if (!e.skipped.empty()) j["skipped"] = e.skipped;
+        if (e.measured_tokens_per_s_per_gpu) j["measured_tokens_per_s_per_gpu"] = *e.measured_tokens_per_s_per_gpu;
+        if (e.predicted_tokens_per_s_per_gpu) j["predicted_tokens_per_s_per_gpu"] = *e.predicted_tokens_per_s_per_gpu;
+        if (e.measured_peak_bytes) j["measured_peak_reserved_bytes"] = *e.measured_peak_bytes;
+        if (e.predicted_peak_bytes) j["predicted_peak_reserved_bytes"] = *e.predicted_peak_bytes;
+        out.push_back(j);
+    }
+    return out;
+}
+
+// Summary, per GPU, then per GPU / model / precision / compile: the features the planner
+// does not see (compile, the FP8 recipe) show up as groups.
+std::string evaluation_markdown(const ExternalEvaluation& ev, std::size_t rows) {
+    std::ostringstream o;
+    char b[512];
+    o << "Evaluation only: predictions with the GPU specs' committed constants (nothing fitted on this data set). "
+         "Errors are (predicted - measured) / measured.\n\n"
+         "| quantity | rows compared | P50 abs. | P95 abs. | max abs. | median signed |\n|---|---|---|---|---|---|\n";
+    std::snprintf(b, sizeof b, "| tokens/s per GPU | %d | %s | %s | %s | %s |\n", ev.tokens.n, pct(ev.tokens.p50).c_str(),
+                  pct(ev.tokens.p95).c_str(), pct(ev.tokens.max).c_str(), pct(ev.tokens_median_signed).c_str());
+    o << b;
+    const bool memory = ev.memory.n > 0;
+    if (memory) {
+        std::snprintf(b, sizeof b, "| peak reserved memory | %d | %s | %s | %s | %s |\n", ev.memory.n,
+                      pct(ev.memory.p50).c_str(), pct(ev.memory.p95).c_str(), pct(ev.memory.max).c_str(),
+                      pct(ev.memory_median_signed).c_str());
+        o << b;
+    }
+    o << "\n" << ev.skipped << " of " << rows << " rows not compared";
+    for (const EvaluatedRun& e : ev.rows)
+        if (!e.skipped.empty()) {
+            o << " (first: " << e.run->id << ": " << e.skipped << ")";
+            break;
+        }
+    o << ".\n\n";
+
+    std::map<std::string, std::vector<double>> gpu_abs, gpu_signed;
+    struct Group { std::vector<double> tok, tok_signed, mem; int skipped = 0; };
+    std::map<std::tuple<std::string, std::string, std::string, bool>, Group> groups;
+    for (const EvaluatedRun& e : ev.rows) {
+        const ExternalRun& r = *e.run;
+        Group& g = groups[{e.gpu, r.model_label, std::string(to_string(r.plan.precision)), r.compiled}];
+        if (!e.skipped.empty()) ++g.skipped;
+        if (auto t = e.tokens_error()) {
+            g.tok.push_back(std::abs(*t));
+            g.tok_signed.push_back(*t);
+            gpu_abs[e.gpu].push_back(std::abs(*t));
+            gpu_signed[e.gpu].push_back(*t);
+        }
+        if (auto m = e.memory_error()) g.mem.push_back(std::abs(*m));
+    }
+    o << "| GPU | tokens/s rows | P50 abs. | P95 abs. | median signed |\n|---|---|---|---|---|\n";
+    for (const auto& [gpu, v] : gpu_abs) {
+        const ErrorStats t = error_stats(v);
+        std::snprintf(b, sizeof b, "| %s | %d | %s | %s | %s |\n", gpu.c_str(), t.n, pct(t.p50).c_str(),
+                      pct(t.p95).c_str(), pct(median(gpu_signed[gpu])).c_str());
+        o << b;
+    }
+    o << "\n| GPU | model | precision | compiled | tokens/s rows | P50 abs. | median signed |"
+      << (memory ? " memory rows | memory P50 abs. |" : "") << " not compared |\n|---|---|---|---|---|---|---|"
+      << (memory ? "---|---|" : "") << "---|\n";
+    for (const auto& [key, g] : groups) {
+        const auto& [gpu, model, precision, compiled] = key;
+        const ErrorStats t = error_stats(g.tok), m = error_stats(g.mem);
+        o << "| " << gpu << " | " << model << " | " << precision << " | " << (compiled ? "yes" : "no") << " | " << t.n
+          << " | " << (t.n ? pct(t.p50) : "N/A") << " | " << (t.n ? pct(median(g.tok_signed)) : "N/A") << " |";
+        if (memory) o << " " << m.n << " | " << (m.n ? pct(m.p50) : "N/A") << " |";
+        o << " " << g.skipped << " |\n";
+    }
+    return o.str();
+}
+
+}  // namespace
+
+ExternalEvaluation evaluate_external_dataset(const ExternalDataset& d, const fs::path& data_dir) {
+    ExternalEvaluation ev;
+    const auto profile = profile_by_name(d.framework);
+    if (!profile)
+        throw InputError((d.folder / "dataset.json").string(), "\"framework\" '" + d.framework + "' is no planner profile");
+    std::map<std::string, GpuSpec> gpus;
+    std::vector<double> tok_abs, tok_signed, mem_abs, mem_signed;
+    for (const ExternalRun& r : d.runs) {
+        ev.rows.push_back(evaluate_row(r, d, *profile, gpus, data_dir));
+        const EvaluatedRun& e = ev.rows.back();
+        if (!e.skipped.empty()) ++ev.skipped;
+        if (auto t = e.tokens_error()) tok_abs.push_back(std::abs(*t)), tok_signed.push_back(*t);
+        if (auto m = e.memory_error()) mem_abs.push_back(std::abs(*m)), mem_signed.push_back(*m);
+    }
+    ev.tokens = error_stats(tok_abs);
+    ev.memory = error_stats(mem_abs);
+    ev.tokens_median_signed = median(tok_signed);
+    ev.memory_median_signed = median(mem_signed);
+    apply_targets(ev, d);
+    ev.summary = {{"evaluation_only", true},
+                  {"rows", d.runs.size()},
+                  {"skipped", ev.skipped},
+                  {"tokens_per_s_per_gpu_error", stats_json(ev.tokens)},
+                  {"tokens_per_s_per_gpu_median_signed_error", ev.tokens_median_signed},
+                  {"peak_reserved_error", stats_json(ev.memory)},
+                  {"peak_reserved_median_signed_error", ev.memory_median_signed},
+                  {"failures", ev.failures},
+                  {"per_row", per_row_json(ev.rows)}};
+    ev.markdown = evaluation_markdown(ev, d.runs.size());
+    return ev;
+}
+
+}  // namespace preflight::validation
