@@ -75,10 +75,31 @@ double scatter_s(double bytes, std::int64_t n, const LinkTier& link) {
 // Costs of one transformer layer for one micro-batch on one GPU.
 struct LayerCost {
     double gemm_fwd = 0, attn_fwd = 0, attn_bwd = 0, mem_fwd = 0, tp_fwd = 0;
+    double tp_bwd_s = 0;  // the conjugate collectives (Shoeybi et al. 2019, fig. 3), exposed part
     double gemm_bwd() const { return 2.0 * gemm_fwd; }  // dgrad + wgrad, same shapes
     double mem_bwd() const { return 2.0 * mem_fwd; }    // reads input + output grad, writes input grad
-    double tp_bwd() const { return tp_fwd; }            // the conjugate collectives (Shoeybi et al. 2019, fig. 3)
+    double tp_bwd() const { return tp_bwd_s; }
 };
+
+// Exposed sequence-parallel collectives of one layer when each linear issues them
+// asynchronously (nanotron parallel/tensor_parallel/functional.py, reduce-scatter mode with
+// tp_linear_async_communication). col[i] / row[i]: forward GEMM time of the two column
+// (qkv, gate_up) and two row (o_proj, down_proj) linears; ag / rs: one all-gather /
+// reduce-scatter of the s*b*h activation.
+//  forward  _ColumnLinearAsyncCommunication.forward: all-gather beside the local-shard GEMM
+//           (1/t of its rows); _RowLinearAsyncCommunication.forward: reduce-scatter after the GEMM.
+//  backward _ColumnLinearAsyncCommunication.backward: the input all-gather beside the
+//           input-gradient GEMM, the reduce-scatter beside the weight-gradient GEMM;
+//           _RowLinearAsyncCommunication.backward: the output-gradient all-gather beside the
+//           local-shard input-gradient GEMM.
+void async_tp_exposed(LayerCost& c, const double col[2], const double row[2], double ag, double rs, double t) {
+    c.tp_fwd = 0;
+    c.tp_bwd_s = 0;
+    for (int i = 0; i < 2; ++i) {
+        c.tp_fwd += std::max(0.0, ag - col[i] / t) + rs;
+        c.tp_bwd_s += std::max(0.0, ag - col[i]) + std::max(0.0, rs - col[i]) + std::max(0.0, ag - row[i] / t);
+    }
+}
 
 // Attention core of one layer, forward and backward (flash or eager), one micro-batch.
 void attention_core(LayerCost& c, const ModelConfig& m, const Plan& p, const Rates& r) {
@@ -113,7 +134,7 @@ void attention_core(LayerCost& c, const ModelConfig& m, const Plan& p, const Rat
 
 }
 
-LayerCost layer_cost(const ModelConfig& m, const Plan& p, const Rates& r, const LinkTier& tp_link) {
+LayerCost layer_cost(const ModelConfig& m, const Plan& p, const Rates& r, const LinkTier& tp_link, bool tp_async) {
     const double t = static_cast<double>(p.tp);
     const double b = static_cast<double>(p.mbs), s = static_cast<double>(p.seq);
     const double M = b * s;  // tokens of the micro-batch (every TP rank sees all of them in its GEMMs)
@@ -124,9 +145,11 @@ LayerCost layer_cost(const ModelConfig& m, const Plan& p, const Rates& r, const 
     LayerCost c;
 
     // GEMMs, Megatron column/row split (Shoeybi et al. 2019, sec. 3).
-    c.gemm_fwd += gemm_s(M, (qw + 2.0 * kvw) / t, h, r);  // fused QKV
-    c.gemm_fwd += gemm_s(M, h, qw / t, r);                // attention output projection
     const double mats_in = m.mlp == MlpKind::swiglu ? 2.0 : 1.0;  // gate+up fused | fc1
+    const double col[2] = {gemm_s(M, (qw + 2.0 * kvw) / t, h, r), gemm_s(M, mats_in * f / t, h, r)};  // QKV, up
+    const double row[2] = {gemm_s(M, h, qw / t, r), gemm_s(M, h, f / t, r)};  // attention output, down
+    c.gemm_fwd += col[0];
+    c.gemm_fwd += row[0];
     if (m.is_moe()) {
         // Each expert sees M*k/E tokens on average (balanced routing assumed).
         const double E = static_cast<double>(m.experts);
@@ -134,7 +157,7 @@ LayerCost layer_cost(const ModelConfig& m, const Plan& p, const Rates& r, const 
         c.gemm_fwd += E * (gemm_s(Me, mats_in * f / t, h, r) + gemm_s(Me, h, f / t, r));
         c.gemm_fwd += gemm_s(M, E, h, r);  // router
     } else {
-        c.gemm_fwd += gemm_s(M, mats_in * f / t, h, r) + gemm_s(M, h, f / t, r);
+        c.gemm_fwd += col[1] + row[1];
     }
 
     attention_core(c, m, p, r);
@@ -154,11 +177,15 @@ LayerCost layer_cost(const ModelConfig& m, const Plan& p, const Rates& r, const 
     // attention and after the MLP), two in backward; with sequence parallelism each
     // becomes an all-gather before the column-parallel GEMM and a reduce-scatter after the
     // row-parallel one, the same volume with half the latency steps each (Korthikanti et al.
-    // 2022, sec. 4.2.2). Not overlapped with compute (Megatron's and nanotron's defaults).
+    // 2022, sec. 4.2.2). Not overlapped with compute (Megatron's default) unless the linears
+    // issue them asynchronously (tp_async).
     if (p.tp > 1) {
         const double bytes = M * h * ab;
         c.tp_fwd = p.sp ? 2.0 * (gather_s(bytes, p.tp, tp_link) + scatter_s(bytes, p.tp, tp_link))
                         : 2.0 * allreduce_s(bytes, p.tp, tp_link);
+        c.tp_bwd_s = c.tp_fwd;
+        if (tp_async && p.sp && !m.is_moe())
+            async_tp_exposed(c, col, row, gather_s(bytes, p.tp, tp_link), scatter_s(bytes, p.tp, tp_link), t);
     }
     return c;
 }
@@ -348,6 +375,8 @@ Slot bottleneck_slot(const StageLayers& s, const LayerTimes& lt, const EdgeTimes
 
 // Fitted per-micro-batch synchronisation stall that grows with the job's node count
 // (a saturating x/(1+x) in nodes; a fraction of it without pipeline parallelism).
+// Fitted per-micro-batch synchronisation stall that grows with the job's node count
+// (a saturating x/(1+x) in nodes; a fraction of it without pipeline parallelism).
 double microbatch_sync_s(const Efficiency& e, const Plan& p, std::int64_t nodes) {
     const double x = std::pow(static_cast<double>(nodes) / e.microbatch_sync_half_nodes, e.microbatch_sync_node_exponent);
     return static_cast<double>(p.grad_acc) * e.microbatch_sync_s * x / (1.0 + x) *
@@ -468,7 +497,7 @@ Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, con
     const PrecisionBytes pb = precision_bytes(p.precision);
     const Rates r = step_rates(gpu, p, peak);
     const Links links = plan_links(gpu, p);
-    const LayerTimes lt = layer_times(layer_cost(model, p, r, links.tp), p, e);
+    const LayerTimes lt = layer_times(layer_cost(model, p, r, links.tp, opt.tp_async_overlap), p, e);
     const EdgeTimes edges = edge_times(model, p, r, links.tp);
     const StageLayers layers = stage_layers(model, p, opt);
     const Slot slot = bottleneck_slot(layers, lt, edges, p.pp);

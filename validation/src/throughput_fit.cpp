@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/frameworks.hpp"
 #include "preflight/planner/pipeline_split.hpp"
 #include "preflight/validation/nelder_mead.hpp"
 
@@ -35,7 +36,14 @@ std::vector<ThroughputSample> throughput_samples(const std::vector<ExternalRun>&
         s.model = r.model;
         s.plan = r.plan;
         s.options.breakdown = false;
-        if (framework == "nanotron" && r.plan.pp > 1) s.options.stage_layers = nanotron_stage_layers(r.model, r.plan.pp);
+        if (framework == "nanotron") {
+            try {
+                s.options = nanotron_throughput_options(r.model, r.plan);
+            } catch (const InputError& e) {
+                if (refused) refused->push_back(r.id + ": " + e.what());
+                continue;
+            }
+        }
         s.measured_tokens_per_s_per_gpu = *r.tokens_per_s_per_gpu;
         try {
             validate_plan(s.plan, s.model);

@@ -125,8 +125,10 @@ std::vector<NanotronStageMemory> nanotron_stage_memory(const ModelConfig& m, con
         // NCCL's list all-gather stages the gathered parameters in a flat bf16 tensor.
         if (p.zero >= 1 && p.dp > 1) s.zero1_gather = 2 * n;
         // functional.py: MemoryBuffer().get("allgather", ...) holds the gathered s*b*h input of the
-        // column linears in reduce-scatter mode for the whole run.
-        if (p.sp && t > 1) s.tp_gather_buffer = sb * h * 2;
+        // column linears in reduce-scatter mode for the whole run; with async communication
+        // _RowLinearAsyncCommunication.backward keeps a second one, "allgather2", for the
+        // gathered output gradient (s*b*h bf16).
+        if (p.sp && t > 1) s.tp_gather_buffer = 2 * sb * h * 2;
         if (p.pp > 1) s.p2p_buffer = sb * h * 2 / sp_div;  // p2p.py: a received tensor in flight
         s.rope_tables = 2 * p.seq * m.head_dim * 4;          // fp32 cos/sin
 
