@@ -75,37 +75,39 @@ double scatter_s(double bytes, std::int64_t n, const LinkTier& link) {
 // Costs of one transformer layer for one micro-batch on one GPU.
 struct LayerCost {
     double gemm_fwd = 0, attn_fwd = 0, attn_bwd = 0, mem_fwd = 0, tp_fwd = 0;
+    double tp_bwd_s = 0;  // the conjugate collectives (Shoeybi et al. 2019, fig. 3), exposed part
     double gemm_bwd() const { return 2.0 * gemm_fwd; }  // dgrad + wgrad, same shapes
     double mem_bwd() const { return 2.0 * mem_fwd; }    // reads input + output grad, writes input grad
-    double tp_bwd() const { return tp_fwd; }            // the conjugate collectives (Shoeybi et al. 2019, fig. 3)
+    double tp_bwd() const { return tp_bwd_s; }
 };
 
-LayerCost layer_cost(const ModelConfig& m, const Plan& p, const Rates& r, const LinkTier& tp_link) {
+// Exposed sequence-parallel collectives of one layer when each linear issues them
+// asynchronously (nanotron parallel/tensor_parallel/functional.py, reduce-scatter mode with
+// tp_linear_async_communication). col[i] / row[i]: forward GEMM time of the two column
+// (qkv, gate_up) and two row (o_proj, down_proj) linears; ag / rs: one all-gather /
+// reduce-scatter of the s*b*h activation.
+//  forward  _ColumnLinearAsyncCommunication.forward: all-gather beside the local-shard GEMM
+//           (1/t of its rows); _RowLinearAsyncCommunication.forward: reduce-scatter after the GEMM.
+//  backward _ColumnLinearAsyncCommunication.backward: the input all-gather beside the
+//           input-gradient GEMM, the reduce-scatter beside the weight-gradient GEMM;
+//           _RowLinearAsyncCommunication.backward: the output-gradient all-gather beside the
+//           local-shard input-gradient GEMM.
+void async_tp_exposed(LayerCost& c, const double col[2], const double row[2], double ag, double rs, double t) {
+    c.tp_fwd = 0;
+    c.tp_bwd_s = 0;
+    for (int i = 0; i < 2; ++i) {
+        c.tp_fwd += std::max(0.0, ag - col[i] / t) + rs;
+        c.tp_bwd_s += std::max(0.0, ag - col[i]) + std::max(0.0, rs - col[i]) + std::max(0.0, ag - row[i] / t);
+    }
+}
+
+// Attention core of one layer, forward and backward (flash or eager), one micro-batch.
+void attention_core(LayerCost& c, const ModelConfig& m, const Plan& p, const Rates& r) {
     const double t = static_cast<double>(p.tp);
     const double b = static_cast<double>(p.mbs), s = static_cast<double>(p.seq);
-    const double M = b * s;  // tokens of the micro-batch (every TP rank sees all of them in its GEMMs)
-    const double h = static_cast<double>(m.hidden), qw = static_cast<double>(m.q_width());
-    const double kvw = static_cast<double>(m.kv_width()), f = static_cast<double>(m.ffn_hidden);
+    const double qw = static_cast<double>(m.q_width());
     const double heads_local = static_cast<double>(m.heads) / t, d = static_cast<double>(m.head_dim);
     const double ab = r.act_bytes;
-    const double sp_div = p.sp ? t : 1.0;
-    LayerCost c;
-
-    // GEMMs, Megatron column/row split (Shoeybi et al. 2019, sec. 3).
-    c.gemm_fwd += gemm_s(M, (qw + 2.0 * kvw) / t, h, r);  // fused QKV
-    c.gemm_fwd += gemm_s(M, h, qw / t, r);                // attention output projection
-    const double mats_in = m.mlp == MlpKind::swiglu ? 2.0 : 1.0;  // gate+up fused | fc1
-    if (m.is_moe()) {
-        // Each expert sees M*k/E tokens on average (balanced routing assumed).
-        const double E = static_cast<double>(m.experts);
-        const double Me = std::max(1.0, M * static_cast<double>(m.experts_per_token) / E);
-        c.gemm_fwd += E * (gemm_s(Me, mats_in * f / t, h, r) + gemm_s(Me, h, f / t, r));
-        c.gemm_fwd += gemm_s(M, E, h, r);  // router
-    } else {
-        c.gemm_fwd += gemm_s(M, mats_in * f / t, h, r) + gemm_s(M, h, f / t, r);
-    }
-
-    // Attention core.
     if (p.attention == AttentionKind::flash) {
         // A causal flash kernel executes half of the 4*b*s^2*q_width FLOPs (Dao et al. 2022);
         // its backward runs 5 matmuls to the forward's 2 (it recomputes S = QK^T, alg. 4).
@@ -130,6 +132,36 @@ LayerCost layer_cost(const ModelConfig& m, const Plan& p, const Rates& r, const 
         c.attn_bwd = 2.0 * bmm + memory_s(scores * 3.0 * ab + (p.dropout > 0 ? scores * (2.0 * ab + 1.0) : 0), r);
     }
 
+}
+
+LayerCost layer_cost(const ModelConfig& m, const Plan& p, const Rates& r, const LinkTier& tp_link, bool tp_async) {
+    const double t = static_cast<double>(p.tp);
+    const double b = static_cast<double>(p.mbs), s = static_cast<double>(p.seq);
+    const double M = b * s;  // tokens of the micro-batch (every TP rank sees all of them in its GEMMs)
+    const double h = static_cast<double>(m.hidden), qw = static_cast<double>(m.q_width());
+    const double kvw = static_cast<double>(m.kv_width()), f = static_cast<double>(m.ffn_hidden);
+    const double ab = r.act_bytes;
+    const double sp_div = p.sp ? t : 1.0;
+    LayerCost c;
+
+    // GEMMs, Megatron column/row split (Shoeybi et al. 2019, sec. 3).
+    const double mats_in = m.mlp == MlpKind::swiglu ? 2.0 : 1.0;  // gate+up fused | fc1
+    const double col[2] = {gemm_s(M, (qw + 2.0 * kvw) / t, h, r), gemm_s(M, mats_in * f / t, h, r)};  // QKV, up
+    const double row[2] = {gemm_s(M, h, qw / t, r), gemm_s(M, h, f / t, r)};  // attention output, down
+    c.gemm_fwd += col[0];
+    c.gemm_fwd += row[0];
+    if (m.is_moe()) {
+        // Each expert sees M*k/E tokens on average (balanced routing assumed).
+        const double E = static_cast<double>(m.experts);
+        const double Me = std::max(1.0, M * static_cast<double>(m.experts_per_token) / E);
+        c.gemm_fwd += E * (gemm_s(Me, mats_in * f / t, h, r) + gemm_s(Me, h, f / t, r));
+        c.gemm_fwd += gemm_s(M, E, h, r);  // router
+    } else {
+        c.gemm_fwd += col[1] + row[1];
+    }
+
+    attention_core(c, m, p, r);
+
     // Memory-bound elementwise ops, forward bytes (backward ~2x).
     const double Mk = M * (m.is_moe() ? static_cast<double>(m.experts_per_token) : 1.0);
     double bytes = 0;
@@ -145,11 +177,15 @@ LayerCost layer_cost(const ModelConfig& m, const Plan& p, const Rates& r, const 
     // attention and after the MLP), two in backward; with sequence parallelism each
     // becomes an all-gather before the column-parallel GEMM and a reduce-scatter after the
     // row-parallel one, the same volume with half the latency steps each (Korthikanti et al.
-    // 2022, sec. 4.2.2). Not overlapped with compute (Megatron's and nanotron's defaults).
+    // 2022, sec. 4.2.2). Not overlapped with compute (Megatron's default) unless the linears
+    // issue them asynchronously (tp_async).
     if (p.tp > 1) {
         const double bytes = M * h * ab;
         c.tp_fwd = p.sp ? 2.0 * (gather_s(bytes, p.tp, tp_link) + scatter_s(bytes, p.tp, tp_link))
                         : 2.0 * allreduce_s(bytes, p.tp, tp_link);
+        c.tp_bwd_s = c.tp_fwd;
+        if (tp_async && p.sp && !m.is_moe())
+            async_tp_exposed(c, col, row, gather_s(bytes, p.tp, tp_link), scatter_s(bytes, p.tp, tp_link), t);
     }
     return c;
 }
@@ -189,188 +225,201 @@ StageParams stage_params(const ModelConfig& m, const Plan& p, std::int64_t layer
 
 }  // namespace
 
-Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in,
-                               const ThroughputOptions& opt) {
-    if (uses_extended_throughput(plan_in))  // fine-tuning, offload, schedules, cp, ep (extensions.hpp)
-        return estimate_extended_throughput(model, gpu, plan_in, opt);
-    const Plan p = resolve_defaults(plan_in, model);
-    validate_plan(p, model);
-    const std::optional<double> peak = compute_peak_flops_per_s(gpu, p.precision);
-    if (!peak)
-        throw InputError("--precision", gpu.name + " publishes no dense " +
-                                            std::string(p.precision == Precision::fp8_mixed ? "fp8" : "peak") +
-                                            " throughput for " + std::string(to_string(p.precision)) +
-                                            "; its speed and MFU are unknown");
+namespace {
+
+// Peak rates of the plan's precision on this GPU, scaled by the fitted efficiencies.
+Rates step_rates(const GpuSpec& gpu, const Plan& p, double peak) {
     const Efficiency& e = gpu.efficiency;
     const PrecisionBytes pb = precision_bytes(p.precision);
-
     Rates r;
-    r.e = &e;
-    r.gemm_peak = *peak;
+    r.e = &gpu.efficiency;
+    r.gemm_peak = peak;
     // Attention kernels run in the activation dtype (fp8 recipes keep attention in bf16).
     const std::optional<double> attn_peak = p.precision == Precision::fp32         ? gpu.peak.fp32_flops_per_s
                                             : p.precision == Precision::fp16_mixed ? gpu.peak.fp16_flops_per_s
                                                                                    : gpu.peak.bf16_flops_per_s;
-    r.attn_peak = attn_peak.value_or(*peak);
+    r.attn_peak = attn_peak.value_or(peak);
     r.hbm = gpu.hbm_bandwidth_bytes_per_s * e.memory_bound_fraction_of_hbm;
     r.gemm_in_bytes = pb.gemm_input;
     r.fp8 = p.precision == Precision::fp8_mixed;
     r.gemm_max = r.fp8 ? e.fp8_gemm_max_fraction_of_peak : e.gemm_max_fraction_of_peak;
     r.act_bytes = pb.activation;
+    return r;
+}
 
+struct Links {
+    LinkTier tp, dp, pp;
+    std::int64_t nodes = 1;
+};
+
+// Rank order tp (fastest), dp, pp (Megatron-LM's and nanotron's process grids): the tp
+// group is tp consecutive ranks, the dp group strides by tp, the pp group by tp*dp.
+// A group wider than a node runs at the network tier (tp across nodes included).
+Links plan_links(const GpuSpec& gpu, const Plan& p) {
+    const Efficiency& e = gpu.efficiency;
     Network net;
     net.intra_node = {gpu.intra_node_bandwidth_bytes_per_s * e.collective_bus_efficiency, e.intra_node_latency_s};
     net.inter_node = {gpu.inter_node_bandwidth_bytes_per_s * e.inter_node_bus_efficiency, e.inter_node_latency_s};
     net.gpus_per_node = std::max(1, gpu.gpus_per_node);
-    // Rank order tp (fastest), dp, pp (Megatron-LM's and nanotron's process grids): the tp
-    // group is tp consecutive ranks, the dp group strides by tp, the pp group by tp*dp.
-    // A group wider than a node runs at the network tier (tp across nodes included).
-    const LinkTier tp_link = group_link(net, place_group(p.tp, 1, net.gpus_per_node));
-    const LinkTier dp_link = group_link(net, place_group(p.dp, p.tp, net.gpus_per_node));
-    const LinkTier pp_link = group_link(net, place_group(2, p.tp * p.dp, net.gpus_per_node));
-    const std::int64_t nodes = (p.gpus() + net.gpus_per_node - 1) / net.gpus_per_node;
+    Links l;
+    l.tp = group_link(net, place_group(p.tp, 1, net.gpus_per_node));
+    l.dp = group_link(net, place_group(p.dp, p.tp, net.gpus_per_node));
+    l.pp = group_link(net, place_group(2, p.tp * p.dp, net.gpus_per_node));
+    l.nodes = (p.gpus() + net.gpus_per_node - 1) / net.gpus_per_node;
+    return l;
+}
 
-    const double M = static_cast<double>(p.mbs * p.seq);
-    const double h = static_cast<double>(model.hidden);
-    const double ab = pb.activation;
-    const double t = static_cast<double>(p.tp);
-    const double sp_div = p.sp ? t : 1.0;
+// One layer's forward, backward (with what recomputation re-executes), TP collectives and
+// the host-dispatch gap, for one micro-batch.
+struct LayerTimes {
+    double fwd = 0, bwd = 0, tp = 0, host = 0, recompute = 0;
+};
 
-    const LayerCost lc = layer_cost(model, p, r, tp_link);
-    double recompute_compute = 0, recompute_tp = 0;
+LayerTimes layer_times(const LayerCost& lc, const Plan& p, const Efficiency& e) {
+    LayerTimes t;
+    double recompute_tp = 0;
     if (p.recompute == Recompute::full) {
-        recompute_compute = lc.gemm_fwd + lc.attn_fwd + lc.mem_fwd;  // the layer's forward again
+        t.recompute = lc.gemm_fwd + lc.attn_fwd + lc.mem_fwd;  // the layer's forward again
         recompute_tp = lc.tp_fwd;
     } else if (p.recompute == Recompute::selective) {
-        recompute_compute = lc.attn_fwd;  // attention core only
+        t.recompute = lc.attn_fwd;  // attention core only (Korthikanti et al. 2022, sec. 5)
     }
-    const double layer_fwd = lc.gemm_fwd + lc.attn_fwd + lc.mem_fwd;
-    const double layer_bwd = lc.gemm_bwd() + lc.attn_bwd + lc.mem_bwd() + recompute_compute;
-    const double layer_tp = lc.tp_fwd + lc.tp_bwd() + recompute_tp;
+    t.fwd = lc.gemm_fwd + lc.attn_fwd + lc.mem_fwd;
+    t.bwd = lc.gemm_bwd() + lc.attn_bwd + lc.mem_bwd() + t.recompute;
+    t.tp = lc.tp_fwd + lc.tp_bwd() + recompute_tp;
     // Host-side dispatch of one layer's forward and backward (fitted; 0 by default): the GPU
     // idles for the part its own work for the layer does not cover.
     const double host = e.layer_launch_overhead_s + (p.tp > 1 ? e.tp_layer_launch_overhead_s : 0.0);
-    const double layer_host = std::max(0.0, host - (layer_fwd + layer_bwd + layer_tp));
+    t.host = std::max(0.0, host - (t.fwd + t.bwd + t.tp));
+    return t;
+}
 
-    // Embedding (first stage): row gather + scatter-add gradient; with TP a vocab-parallel
-    // all-reduce (or reduce-scatter under SP) of its output, and the conjugate in backward.
-    const double embed_compute = memory_s(2.0 * M * h * ab / sp_div, r) + memory_s(2.0 * M * h * 4.0 / sp_div, r);
-    // (vocab-parallel: all-reduce in forward, nothing in backward; under SP a reduce-scatter
-    // in forward and an all-gather of the output gradient in backward).
-    const double embed_tp = p.tp > 1 ? (p.sp ? scatter_s(M * h * ab, p.tp, tp_link) + gather_s(M * h * ab, p.tp, tp_link)
-                                             : allreduce_s(M * h * ab, p.tp, tp_link))
-                                     : 0.0;
-    // Output layer (last stage): final norm, LM-head GEMM (vocab split over TP), cross-entropy
-    // over the logits (read at activation width, fp32 working copy, gradient written back).
+// The embedding (first stage) and the output layer + loss (last stage), one micro-batch.
+struct EdgeTimes {
+    double embed_compute = 0, embed_tp = 0, head_fwd = 0, head_bwd = 0, head_tp = 0;
+};
+
+EdgeTimes edge_times(const ModelConfig& model, const Plan& p, const Rates& r, const LinkTier& tp_link) {
+    const double M = static_cast<double>(p.mbs * p.seq), h = static_cast<double>(model.hidden);
+    const double ab = r.act_bytes, t = static_cast<double>(p.tp), sp_div = p.sp ? t : 1.0;
+    EdgeTimes x;
+    // Embedding: row gather + scatter-add gradient (fp32).
+    x.embed_compute = memory_s(2.0 * M * h * ab / sp_div, r) + memory_s(2.0 * M * h * 4.0 / sp_div, r);
+    // Vocab-parallel embedding: all-reduce in forward, nothing in backward; under SP a
+    // reduce-scatter in forward and an all-gather of the output gradient in backward.
+    if (p.tp > 1)
+        x.embed_tp = p.sp ? scatter_s(M * h * ab, p.tp, tp_link) + gather_s(M * h * ab, p.tp, tp_link)
+                          : allreduce_s(M * h * ab, p.tp, tp_link);
+    // Output layer: final norm, LM-head GEMM (vocab split over TP), cross-entropy over the
+    // logits (read at activation width, fp32 working copy, gradient written back).
     const double v_local = std::ceil(static_cast<double>(model.vocab) / t);
-    const double head_fwd = memory_s(2.0 * M * h * ab / sp_div, r) + gemm_s(M, v_local, h, r) +
-                            memory_s(M * v_local * (ab + 8.0), r);
-    const double head_bwd = memory_s(4.0 * M * h * ab / sp_div, r) + 2.0 * gemm_s(M, v_local, h, r) +
-                            memory_s(M * v_local * (4.0 + ab), r);
+    x.head_fwd = memory_s(2.0 * M * h * ab / sp_div, r) + gemm_s(M, v_local, h, r) + memory_s(M * v_local * (ab + 8.0), r);
+    x.head_bwd = memory_s(4.0 * M * h * ab / sp_div, r) + 2.0 * gemm_s(M, v_local, h, r) +
+                 memory_s(M * v_local * (4.0 + ab), r);
     // Vocab-parallel cross-entropy: two small all-reduces (max, sum-exp); the column-parallel
     // head gathers its input under SP (reduce-scatter of its gradient) or all-reduces the
     // input gradient without SP (Megatron-LM tensor_parallel/cross_entropy.py, layers.py).
-    const double head_tp = p.tp > 1 ? 2.0 * allreduce_s(M * 4.0, p.tp, tp_link) +
-                                          (p.sp ? gather_s(M * h * ab, p.tp, tp_link) + scatter_s(M * h * ab, p.tp, tp_link)
-                                                : allreduce_s(M * h * ab, p.tp, tp_link))
-                                    : 0.0;
+    if (p.tp > 1)
+        x.head_tp = 2.0 * allreduce_s(M * 4.0, p.tp, tp_link) +
+                    (p.sp ? gather_s(M * h * ab, p.tp, tp_link) + scatter_s(M * h * ab, p.tp, tp_link)
+                          : allreduce_s(M * h * ab, p.tp, tp_link));
+    return x;
+}
 
-    // Stages: extra layers go to the first stages (as memory.cpp assigns them), unless the
-    // caller passes a framework's own split (first stage holds the embedding, last the head).
-    std::int64_t layers_first = model.layers / p.pp + (model.layers % p.pp > 0 ? 1 : 0);
-    std::int64_t layers_last = p.pp == 1 ? layers_first : model.layers / p.pp;
-    std::int64_t layers_middle_max = layers_first;
-    const bool custom_split = static_cast<std::int64_t>(opt.stage_layers.size()) == p.pp && p.pp > 1;
-    if (custom_split) {
-        layers_first = opt.stage_layers.front();
-        layers_last = opt.stage_layers.back();
-        layers_middle_max = 0;
+// Layers on the first, last and most loaded middle stage.
+struct StageLayers {
+    std::int64_t first = 0, last = 0, middle_max = 0;
+    bool custom = false;
+};
+
+// Extra layers go to the first stages (as memory.cpp assigns them), unless the caller
+// passes a framework's own split (first stage holds the embedding, last the head).
+StageLayers stage_layers(const ModelConfig& model, const Plan& p, const ThroughputOptions& opt) {
+    StageLayers s;
+    s.first = model.layers / p.pp + (model.layers % p.pp > 0 ? 1 : 0);
+    s.last = p.pp == 1 ? s.first : model.layers / p.pp;
+    s.middle_max = s.first;
+    s.custom = static_cast<std::int64_t>(opt.stage_layers.size()) == p.pp && p.pp > 1;
+    if (s.custom) {
+        s.first = opt.stage_layers.front();
+        s.last = opt.stage_layers.back();
+        s.middle_max = 0;
         for (std::size_t i = 1; i + 1 < opt.stage_layers.size(); ++i)
-            layers_middle_max = std::max(layers_middle_max, opt.stage_layers[i]);
+            s.middle_max = std::max(s.middle_max, opt.stage_layers[i]);
     }
-    auto stage_compute = [&](std::int64_t n, bool first, bool last) {
-        return static_cast<double>(n) * (layer_fwd + layer_bwd + layer_host) + (first ? embed_compute : 0.0) +
-               (last ? head_fwd + head_bwd : 0.0);
-    };
-    auto stage_tp = [&](std::int64_t n, bool first, bool last) {
-        return static_cast<double>(n) * layer_tp + (first ? embed_tp : 0.0) + (last ? head_tp : 0.0);
-    };
-    // Pipeline: each micro-batch's activation goes forward and its gradient back across a
-    // stage boundary (scattered by TP under SP).
-    const double p2p = p.pp > 1 ? 2.0 * p2p_s(M * h * ab / sp_div, pp_link) : 0.0;
-    const double c0 = stage_compute(layers_first, true, p.pp == 1);
-    const double t0 = stage_tp(layers_first, true, p.pp == 1);
-    const double cl = stage_compute(layers_last, p.pp == 1, true);
-    const double tl = stage_tp(layers_last, p.pp == 1, true);
-    const double cm = custom_split && p.pp > 2 ? stage_compute(layers_middle_max, false, false) : 0.0;
-    const double tm = custom_split && p.pp > 2 ? stage_tp(layers_middle_max, false, false) : 0.0;
-    const bool first_is_bottleneck = c0 + t0 >= cl + tl && c0 + t0 >= cm + tm;
-    const bool middle_is_bottleneck = !first_is_bottleneck && cm + tm > cl + tl;
-    const double slot_compute = first_is_bottleneck ? c0 : middle_is_bottleneck ? cm : cl;
-    const double slot_tp = first_is_bottleneck ? t0 : middle_is_bottleneck ? tm : tl;
-    const double slot = slot_compute + slot_tp + p2p;
-    const std::int64_t slot_layers = first_is_bottleneck    ? layers_first
-                                     : middle_is_bottleneck ? layers_middle_max
-                                                            : layers_last;
-    const double mb_fwd = static_cast<double>(slot_layers) * layer_fwd;
-    const double mb_bwd = static_cast<double>(slot_layers) * layer_bwd;
+    return s;
+}
 
-    Throughput out;
-    const double m_count = static_cast<double>(p.grad_acc);
-    // 1F1B: m micro-batch slots in steady state plus (p-1) fill/drain slots
-    // (Narayanan et al. 2021, sec. 2.2.1: bubble fraction (p-1)/m).
-    out.compute_s = m_count * slot_compute;
-    out.tp_communication_s = m_count * slot_tp;
-    out.pp_communication_s = m_count * p2p;
-    out.pipeline_bubble_s = pipeline_bubble_fraction(p.pp, p.grad_acc) * m_count * slot;
-    out.launch_overhead_s = m_count * static_cast<double>(slot_layers) * layer_host;
-    out.compute_s -= out.launch_overhead_s;
-    // Fitted per-micro-batch synchronisation stall that grows with the job's node count.
+// The slowest stage sets the 1F1B slot: its compute and TP time per micro-batch.
+struct Slot {
+    double compute = 0, tp = 0;
+    std::int64_t layers = 0;
+};
+
+Slot bottleneck_slot(const StageLayers& s, const LayerTimes& lt, const EdgeTimes& x, std::int64_t pp) {
+    auto stage = [&](std::int64_t n, bool first, bool last) {
+        Slot sl;
+        sl.compute = static_cast<double>(n) * (lt.fwd + lt.bwd + lt.host) + (first ? x.embed_compute : 0.0) +
+                     (last ? x.head_fwd + x.head_bwd : 0.0);
+        sl.tp = static_cast<double>(n) * lt.tp + (first ? x.embed_tp : 0.0) + (last ? x.head_tp : 0.0);
+        sl.layers = n;
+        return sl;
+    };
+    const Slot first = stage(s.first, true, pp == 1);
+    const Slot last = stage(s.last, pp == 1, true);
+    const Slot middle = s.custom && pp > 2 ? stage(s.middle_max, false, false) : Slot{};
+    auto total = [](const Slot& sl) { return sl.compute + sl.tp; };
+    if (total(first) >= total(last) && total(first) >= total(middle)) return first;
+    return total(middle) > total(last) ? middle : last;
+}
+
+// Fitted per-micro-batch synchronisation stall that grows with the job's node count
+// (a saturating x/(1+x) in nodes; a fraction of it without pipeline parallelism).
+// Fitted per-micro-batch synchronisation stall that grows with the job's node count
+// (a saturating x/(1+x) in nodes; a fraction of it without pipeline parallelism).
+double microbatch_sync_s(const Efficiency& e, const Plan& p, std::int64_t nodes) {
     const double x = std::pow(static_cast<double>(nodes) / e.microbatch_sync_half_nodes, e.microbatch_sync_node_exponent);
-    out.microbatch_sync_s =
-        m_count * e.microbatch_sync_s * x / (1.0 + x) * (p.pp > 1 ? 1.0 : e.microbatch_sync_no_pipeline_fraction);
+    return static_cast<double>(p.grad_acc) * e.microbatch_sync_s * x / (1.0 + x) *
+           (p.pp > 1 ? 1.0 : e.microbatch_sync_no_pipeline_fraction);
+}
 
-    // Data parallel / ZeRO (Rajbhandari et al. 2020, sec. 7: ZeRO-0..2 move 2*Psi per
-    // step, ZeRO-3 3*Psi). Bucketed reductions overlap the backward pass; the last
-    // bucket cannot (Li et al. 2020, PyTorch DDP, sec. 3.2.3).
-    const StageParams sp = stage_params(model, p, layers_first, layers_last);
-    const double params = std::max(sp.first, sp.last);
+// Exposed data-parallel / ZeRO communication per step (Rajbhandari et al. 2020, sec. 7:
+// ZeRO-0..2 move 2*Psi per step, ZeRO-3 3*Psi). Bucketed reductions overlap the backward
+// pass; the last bucket cannot (Li et al. 2020, PyTorch DDP, sec. 3.2.3).
+double dp_exposed_s(const Plan& p, double params, const PrecisionBytes& pb, std::int64_t bucket_bytes,
+                    const LinkTier& dp_link, std::int64_t slot_layers, double mb_fwd, double mb_bwd) {
+    if (p.dp <= 1) return 0.0;
     const int grad_reduce_bytes = pb.gradient_accum > 0 ? 4 : pb.gradient;  // fp32 buffer is what gets reduced
     const double G = params * grad_reduce_bytes;
     const double W = params * pb.weight;
-    const double bucket_share = std::min(1.0, static_cast<double>(opt.grad_bucket_bytes) / std::max(G, 1.0));
-    double dp_s = 0;
-    if (p.dp > 1) {
-        auto overlapped = [&](double comm, double window, double tail) { return std::max(comm - window, tail); };
-        switch (p.zero) {
-            case 0: {  // one all-reduce per step, during the last micro-batch's backward
-                const double ar = allreduce_s(G, p.dp, dp_link);
-                dp_s = overlapped(ar, mb_bwd, ar * bucket_share);
-                break;
-            }
-            case 1: {  // one reduce-scatter per step (overlapped) + all-gather of updated weights (exposed)
-                const double rs = scatter_s(G, p.dp, dp_link);
-                dp_s = overlapped(rs, mb_bwd, rs * bucket_share) + gather_s(W, p.dp, dp_link);
-                break;
-            }
-            case 2: {  // only a gradient shard is kept: reduce-scatter after every micro-batch
-                const double rs = scatter_s(G, p.dp, dp_link);
-                dp_s = m_count * overlapped(rs, mb_bwd, rs * bucket_share) + gather_s(W, p.dp, dp_link);
-                break;
-            }
-            default: {  // ZeRO-3: gather weights for forward and again for backward, reduce-scatter
-                        // gradients, every micro-batch; prefetch overlaps all but one layer's share
-                const double ag = gather_s(W, p.dp, dp_link);
-                const double rs = scatter_s(G, p.dp, dp_link);
-                const double per_layer = 1.0 / static_cast<double>(std::max<std::int64_t>(slot_layers, 1));
-                dp_s = m_count * (overlapped(ag, mb_fwd, ag * per_layer) + overlapped(ag + rs, mb_bwd, rs * per_layer));
-                break;
-            }
+    const double bucket_share = std::min(1.0, static_cast<double>(bucket_bytes) / std::max(G, 1.0));
+    const double m_count = static_cast<double>(p.grad_acc);
+    auto overlapped = [&](double comm, double window, double tail) { return std::max(comm - window, tail); };
+    switch (p.zero) {
+        case 0: {  // one all-reduce per step, during the last micro-batch's backward
+            const double ar = allreduce_s(G, p.dp, dp_link);
+            return overlapped(ar, mb_bwd, ar * bucket_share);
+        }
+        case 1: {  // one reduce-scatter per step (overlapped) + all-gather of updated weights (exposed)
+            const double rs = scatter_s(G, p.dp, dp_link);
+            return overlapped(rs, mb_bwd, rs * bucket_share) + gather_s(W, p.dp, dp_link);
+        }
+        case 2: {  // only a gradient shard is kept: reduce-scatter after every micro-batch
+            const double rs = scatter_s(G, p.dp, dp_link);
+            return m_count * overlapped(rs, mb_bwd, rs * bucket_share) + gather_s(W, p.dp, dp_link);
+        }
+        default: {  // ZeRO-3: gather weights for forward and again for backward, reduce-scatter
+                    // gradients, every micro-batch; prefetch overlaps all but one layer's share
+            const double ag = gather_s(W, p.dp, dp_link);
+            const double rs = scatter_s(G, p.dp, dp_link);
+            const double per_layer = 1.0 / static_cast<double>(std::max<std::int64_t>(slot_layers, 1));
+            return m_count * (overlapped(ag, mb_fwd, ag * per_layer) + overlapped(ag + rs, mb_bwd, rs * per_layer));
         }
     }
-    out.dp_communication_s = dp_s;
+}
 
-    // Optimizer step: memory-bound pass over this GPU's shard of the states.
+// Optimizer step: a memory-bound pass over this GPU's shard of the states.
+double optimizer_step_s(const Plan& p, double params, const PrecisionBytes& pb, const Rates& r) {
     const double shard = p.zero >= 1 ? params / static_cast<double>(p.dp) : params;
     const double opt_state = optimizer_bytes_per_param(p.optimizer);
     const double grad_read = pb.gradient_accum > 0 ? 4.0 : pb.gradient;
@@ -379,16 +428,20 @@ Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, con
         bytes_per_param += 2.0 * pb.master + pb.weight;  // read + write master, write the 16-bit copy
     else
         bytes_per_param += 2.0 * pb.weight;  // update the weights in place
-    out.optimizer_s = memory_s(shard * bytes_per_param, r);
-    out.overhead_s = e.step_overhead_s;
+    return memory_s(shard * bytes_per_param, r);
+}
 
+// Totals, MFU/HFU (Chowdhery et al. 2022, App. B; Korthikanti et al. 2022, sec. 6.3), the
+// finiteness check and the named breakdown.
+void finish_throughput(Throughput& out, const ModelConfig& model, const Plan& p, const ThroughputOptions& opt,
+                       double peak, double recompute_s) {
     out.gpus = p.gpus();
     const FlopCounts fc = step_flops(model, p, opt.attention_flops);
     // No GPU executes the FLOPs the MFU/HFU numerators count faster than its dense peak:
     // the compute time is at least the counted hardware FLOPs per GPU at peak, so
     // MFU <= HFU <= 1 under either attention convention (the time model charges a causal
     // kernel for the causal work; the `full` numerator counts twice that).
-    const double floor_s = fc.hardware_flops_per_step / (static_cast<double>(out.gpus) * *peak);
+    const double floor_s = fc.hardware_flops_per_step / (static_cast<double>(out.gpus) * peak);
     if (out.compute_s + out.launch_overhead_s < floor_s) out.compute_s = floor_s - out.launch_overhead_s;
     out.step_time_s = out.compute_s + out.launch_overhead_s + out.tp_communication_s + out.pp_communication_s +
                       out.pipeline_bubble_s + out.microbatch_sync_s + out.dp_communication_s + out.optimizer_s +
@@ -398,8 +451,7 @@ Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, con
     out.tokens_per_s_per_gpu = out.tokens_per_s / static_cast<double>(out.gpus);
     out.model_flops_per_step = fc.model_flops_per_step;
     out.hardware_flops_per_step = fc.hardware_flops_per_step;
-    out.peak_flops_per_s = *peak;
-    // MFU (Chowdhery et al. 2022, App. B) and HFU (Korthikanti et al. 2022, sec. 6.3).
+    out.peak_flops_per_s = peak;
     const double denom = out.step_time_s * static_cast<double>(out.gpus) * out.peak_flops_per_s;
     out.mfu = out.model_flops_per_step / denom;
     out.hfu = out.hardware_flops_per_step / denom;
@@ -409,11 +461,9 @@ Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, con
         if (!(std::isfinite(v) && v > 0))
             throw InputError(what, "the step-time model gives " + std::to_string(v) + " for plan " + to_flags(p) +
                                        ": an input (GPU spec rates, efficiency constants, plan) is out of range");
-
-    if (opt.breakdown) {
-        const double rc = static_cast<double>(slot_layers) * recompute_compute * m_count;
-        out.breakdown = {{"forward + backward compute", out.compute_s - rc},
-                         {"recompute", rc},
+    if (opt.breakdown)
+        out.breakdown = {{"forward + backward compute", out.compute_s - recompute_s},
+                         {"recompute", recompute_s},
                          {"host dispatch (per layer and micro-batch)", out.launch_overhead_s},
                          {"tensor-parallel collectives", out.tp_communication_s},
                          {"pipeline sends", out.pp_communication_s},
@@ -422,7 +472,60 @@ Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, con
                          {"data-parallel communication (exposed)", out.dp_communication_s},
                          {"optimizer step", out.optimizer_s},
                          {"fixed overhead", out.overhead_s}};
-    }
+}
+
+double checked_peak_flops_per_s(const GpuSpec& gpu, const Plan& p) {
+    const std::optional<double> peak = compute_peak_flops_per_s(gpu, p.precision);
+    if (!peak)
+        throw InputError("--precision", gpu.name + " publishes no dense " +
+                                            std::string(p.precision == Precision::fp8_mixed ? "fp8" : "peak") +
+                                            " throughput for " + std::string(to_string(p.precision)) +
+                                            "; its speed and MFU are unknown");
+    return *peak;
+}
+
+}  // namespace
+
+Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in,
+                               const ThroughputOptions& opt) {
+    if (uses_extended_throughput(plan_in))  // fine-tuning, offload, schedules, cp, ep (extensions.hpp)
+        return estimate_extended_throughput(model, gpu, plan_in, opt);
+    const Plan p = resolve_defaults(plan_in, model);
+    validate_plan(p, model);
+    const double peak = checked_peak_flops_per_s(gpu, p);
+    const Efficiency& e = gpu.efficiency;
+    const PrecisionBytes pb = precision_bytes(p.precision);
+    const Rates r = step_rates(gpu, p, peak);
+    const Links links = plan_links(gpu, p);
+    const LayerTimes lt = layer_times(layer_cost(model, p, r, links.tp, opt.tp_async_overlap), p, e);
+    const EdgeTimes edges = edge_times(model, p, r, links.tp);
+    const StageLayers layers = stage_layers(model, p, opt);
+    const Slot slot = bottleneck_slot(layers, lt, edges, p.pp);
+    // Pipeline: each micro-batch's activation goes forward and its gradient back across a
+    // stage boundary (scattered by TP under SP).
+    const double sp_div = p.sp ? static_cast<double>(p.tp) : 1.0;
+    const double act_bytes = static_cast<double>(p.mbs * p.seq) * static_cast<double>(model.hidden) * pb.activation;
+    const double p2p = p.pp > 1 ? 2.0 * p2p_s(act_bytes / sp_div, links.pp) : 0.0;
+
+    Throughput out;
+    const double m_count = static_cast<double>(p.grad_acc);
+    // 1F1B: m micro-batch slots in steady state plus (p-1) fill/drain slots
+    // (Narayanan et al. 2021, sec. 2.2.1: bubble fraction (p-1)/m).
+    out.compute_s = m_count * slot.compute;
+    out.tp_communication_s = m_count * slot.tp;
+    out.pp_communication_s = m_count * p2p;
+    out.pipeline_bubble_s = pipeline_bubble_fraction(p.pp, p.grad_acc) * m_count * (slot.compute + slot.tp + p2p);
+    out.launch_overhead_s = m_count * static_cast<double>(slot.layers) * lt.host;
+    out.compute_s -= out.launch_overhead_s;
+    out.microbatch_sync_s = microbatch_sync_s(e, p, links.nodes);
+    const StageParams sp = stage_params(model, p, layers.first, layers.last);
+    const double params = std::max(sp.first, sp.last);
+    const double n_slot = static_cast<double>(slot.layers);
+    out.dp_communication_s =
+        dp_exposed_s(p, params, pb, opt.grad_bucket_bytes, links.dp, slot.layers, n_slot * lt.fwd, n_slot * lt.bwd);
+    out.optimizer_s = optimizer_step_s(p, params, pb, r);
+    out.overhead_s = e.step_overhead_s;
+    finish_throughput(out, model, p, opt, peak, n_slot * lt.recompute * m_count);
     return out;
 }
 

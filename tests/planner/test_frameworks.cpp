@@ -114,7 +114,13 @@ TEST(NanotronProfile, LayerActivationsAndLogits) {
     // tp 2 with sequence parallelism: 131072 / 2 vocabulary rows per rank.
     const auto st2 = nanotron_stage_memory(m, nanotron_plan(1, 2, 1, 0), none(), 0);
     EXPECT_EQ(st2[0].logits_working_set, 4096LL * 65536 * 8);
-    EXPECT_EQ(st2[0].tp_gather_buffer, 4096LL * 2048 * 2);  // MemoryBuffer "allgather"
+    // parallel/utils.py MemoryBuffer: "allgather" (column linears' gathered input,
+    // _ColumnLinearAsyncCommunication) and "allgather2" (the row linears' gathered output
+    // gradient, _RowLinearAsyncCommunication.backward), each s*b*h bf16 = 4096*2048*2 bytes.
+    EXPECT_EQ(st2[0].tp_gather_buffer, 2 * 4096LL * 2048 * 2);
+    EXPECT_EQ(st2[0].tp_gather_buffer, 33'554'432);
+    // tp 1: no sequence parallelism, no gather buffers.
+    EXPECT_EQ(st[0].tp_gather_buffer, 0);
     // 1F1B (engine.py): stage 0 of pp 4 holds 4 micro-batches, the last stage 1.
     const auto st4 = nanotron_stage_memory(m, nanotron_plan(1, 1, 4, 0), none(), 0);
     EXPECT_EQ(st4[0].in_flight, 4);
@@ -201,4 +207,19 @@ TEST(Search, PinnedTensorParallelismMaySpanNodes) {
     req.seq = 4096;
     req.pins.tp = 16;
     EXPECT_NO_THROW(validate_request(m, gpu, req));
+}
+
+// nanotron_throughput_options: models/base.py build_model's compute-cost split (layer cost C,
+// LM head 4C, total 20C: stage 0 closes after 11 layers > 10C, as PipelineSplit asserts above),
+// and async TP collectives only where there is a sequence-parallel TP group
+// (scaling_benchmarks.py: tp_linear_async_communication with REDUCE_SCATTER).
+TEST(NanotronProfile, ThroughputOptions) {
+    const ModelConfig m = nanotron_1b();
+    const ThroughputOptions o = nanotron_throughput_options(m, nanotron_plan(1, 2, 2, 0));
+    EXPECT_EQ(o.stage_layers, (std::vector<std::int64_t>{11, 5}));
+    EXPECT_TRUE(o.tp_async_overlap);
+    EXPECT_EQ(o.grad_bucket_bytes, 25LL * 1024 * 1024);  // ddp_bucket_cap_mb 25
+    const ThroughputOptions o1 = nanotron_throughput_options(m, nanotron_plan(8, 1, 1, 0));
+    EXPECT_TRUE(o1.stage_layers.empty());
+    EXPECT_FALSE(o1.tp_async_overlap);
 }

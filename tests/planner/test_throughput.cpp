@@ -244,3 +244,62 @@ TEST(Throughput, HostDispatchFloorBindsOnlyWhenLayersAreShort) {
     EXPECT_GE(bound.launch_overhead_s + bound.compute_s, 3.2 - 1e-9);
     EXPECT_LE(bound.launch_overhead_s + bound.compute_s, 3.2 + free.compute_s + 1e-9);
 }
+
+namespace {
+
+// A spec whose only cost that matters is the TP link: 100 GB/s, no latency, no host or
+// per-micro-batch overheads.
+GpuSpec tp_link_only_gpu(double gemm_peak_flops_per_s, double hbm_bytes_per_s) {
+    GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    g.peak.bf16_flops_per_s = gemm_peak_flops_per_s, g.hbm_bandwidth_bytes_per_s = hbm_bytes_per_s;
+    g.intra_node_bandwidth_bytes_per_s = 100e9, g.efficiency.collective_bus_efficiency = 1.0;
+    Efficiency& e = g.efficiency;
+    e.intra_node_latency_s = e.layer_launch_overhead_s = e.tp_layer_launch_overhead_s = e.microbatch_sync_s = 0.0;
+    return g;
+}
+
+// seq 4096, mbs 1, one micro-batch, tp 2 with sequence parallelism.
+Plan tp2_sp_plan() {
+    Plan p = plan_8b();
+    p.dp = 1, p.zero = 0, p.grad_acc = 1;
+    p.tp = 2, p.sp = true;
+    return p;
+}
+
+// Exposed TP time of llama-3.2-1b (16 layers, h 2048) under tp2_sp_plan: Megatron-style
+// (every collective exposed) minus nanotron's async linears.
+double sync_minus_async_tp_s(const GpuSpec& g) {
+    const ModelConfig m = load_model("llama-3.2-1b", kData);
+    EXPECT_EQ(m.layers, 16);
+    EXPECT_EQ(m.hidden, 2048);
+    ThroughputOptions sync, async;
+    async.tp_async_overlap = true;
+    const Throughput a = estimate_throughput(m, g, tp2_sp_plan(), async);
+    const Throughput s = estimate_throughput(m, g, tp2_sp_plan(), sync);
+    EXPECT_DOUBLE_EQ(a.compute_s, s.compute_s);  // only the exposed communication moves
+    return s.tp_communication_s - a.tp_communication_s;
+}
+
+}  // namespace
+
+// One all-gather or reduce-scatter of the s*b*h bf16 activation over tp = 2 on a 100 GB/s ring:
+// c = (2-1)/2 * 4096*2048*2 B / 1e11 B/s = 8.388608e-5 s. Per layer, Megatron-style exposed
+// collectives cost 2c + 2c forward and the same backward: 8c.
+// nanotron's async linears (parallel/tensor_parallel/functional.py) with GEMMs too short to
+// hide anything: forward 2 all-gathers + 2 reduce-scatters (4c); backward each column linear
+// re-gathers its input (tp_recompute_allgather) and reduce-scatters its input gradient, each
+// row linear all-gathers its output gradient: 2*(c + c) + 2*c = 6c. 10c - 8c = 2c per layer,
+// 16 layers, 1 micro-batch: 32c.
+TEST(Throughput, AsyncTensorParallelWithoutComputeToHideBehind) {
+    const double c = 0.5 * 4096.0 * 2048.0 * 2.0 / 100e9;
+    EXPECT_NEAR(sync_minus_async_tp_s(tp_link_only_gpu(1e30, 1e30)), -32.0 * c, 1e-12);
+}
+
+// With GEMMs far slower than the link (a 1 TFLOP/s GPU: the smallest local-shard GEMM,
+// o_proj's 1/2 of 2*4096*2048*1024 FLOPs, takes ~10 ms against c ~ 84 us) every async
+// collective hides except the row linears' forward reduce-scatters: 2c per layer instead
+// of 8c, so 16 layers save 16 * 6c.
+TEST(Throughput, AsyncTensorParallelHidesBehindLongGemms) {
+    const double c = 0.5 * 4096.0 * 2048.0 * 2.0 / 100e9;
+    EXPECT_NEAR(sync_minus_async_tp_s(tp_link_only_gpu(1e12, 3.35e12)), 16.0 * 6.0 * c, 1e-12);
+}

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "preflight/planner/catalog.hpp"
+#include "preflight/validation/nelder_mead.hpp"
 #include "preflight/validation/throughput_fit.hpp"
 
 using namespace preflight;
@@ -117,4 +118,19 @@ TEST(ThroughputFit, GateFailsWhenHeldOutErrorsExceedTheTargets) {
     EXPECT_NE(g.failures[0].find("p50"), std::string::npos);
     d.targets = {{"folds", 2}, {"tokens_per_s_per_gpu_error_p50_max", 1e9}, {"tokens_per_s_per_gpu_error_p95_max", 1e9}};
     EXPECT_TRUE(throughput_gate(d, gpu).failures.empty());
+}
+
+// The shared simplex minimiser finds the minimum of a coupled quadratic,
+// f = (x - 1)^2 + 10 (y + 2)^2 + (x - 1)(y + 2): its only stationary point is (1, -2), f = 0.
+TEST(NelderMead, FindsTheMinimumOfAQuadratic) {
+    int evals = 0;
+    const Point x = nelder_mead(
+        [](const Point& v) {
+            const double a = v[0] - 1.0, b = v[1] + 2.0;
+            return a * a + 10.0 * b * b + a * b;
+        },
+        {0.0, 0.0}, 0.5, 2000, evals, 1e-14);
+    EXPECT_NEAR(x[0], 1.0, 1e-4);
+    EXPECT_NEAR(x[1], -2.0, 1e-4);
+    EXPECT_LE(evals, 2000 + 4);  // the budget, plus one last iteration (reflection, contraction, 2-point shrink)
 }

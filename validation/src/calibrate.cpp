@@ -12,6 +12,7 @@
 #include "preflight/planner/report.hpp"
 #include "preflight/planner/throughput.hpp"
 #include "preflight/validation/check.hpp"
+#include "preflight/validation/nelder_mead.hpp"
 #include "preflight/validation/spec_bounds.hpp"
 #include "preflight/validation/stats.hpp"
 
@@ -142,66 +143,6 @@ ErrorStats device_peak_errors(const std::vector<CalibrationRun>& runs, std::int6
     return error_stats(e);
 }
 
-// Nelder-Mead simplex minimisation (Nelder & Mead 1965; standard coefficients:
-// reflection 1, expansion 2, contraction 0.5, shrink 0.5).
-Vec nelder_mead(const std::function<double(const Vec&)>& f, Vec start, double step, int max_evals, int& evals) {
-    std::array<Vec, kParams + 1> s;
-    std::array<double, kParams + 1> fs{};
-    s[0] = start;
-    for (int i = 0; i < kParams; ++i) {
-        s[i + 1] = start;
-        s[i + 1][i] += step;
-    }
-    for (int i = 0; i <= kParams; ++i) fs[i] = f(s[i]), ++evals;
-    while (evals < max_evals) {
-        std::array<int, kParams + 1> idx{};
-        for (int i = 0; i <= kParams; ++i) idx[i] = i;
-        std::sort(idx.begin(), idx.end(), [&](int a, int b) { return fs[a] < fs[b]; });
-        const int best = idx[0], worst = idx[kParams], second = idx[kParams - 1];
-        if (std::abs(fs[worst] - fs[best]) <= 1e-14 * (1 + std::abs(fs[best]))) break;
-        Vec c{};
-        for (int i = 0; i <= kParams; ++i)
-            if (i != worst)
-                for (int k = 0; k < kParams; ++k) c[k] += s[i][k] / kParams;
-        auto along = [&](double t) {
-            Vec v;
-            for (int k = 0; k < kParams; ++k) v[k] = c[k] + t * (s[worst][k] - c[k]);
-            return v;
-        };
-        const Vec xr = along(-1.0);
-        const double fr = f(xr);
-        ++evals;
-        if (fr < fs[best]) {
-            const Vec xe = along(-2.0);
-            const double fe = f(xe);
-            ++evals;
-            if (fe < fr) s[worst] = xe, fs[worst] = fe;
-            else s[worst] = xr, fs[worst] = fr;
-        } else if (fr < fs[second]) {
-            s[worst] = xr, fs[worst] = fr;
-        } else {
-            const bool outside = fr < fs[worst];
-            const Vec xc = along(outside ? -0.5 : 0.5);
-            const double fc = f(xc);
-            ++evals;
-            if (fc < (outside ? fr : fs[worst])) {
-                s[worst] = xc, fs[worst] = fc;
-            } else {
-                for (int i = 0; i <= kParams; ++i) {
-                    if (i == best) continue;
-                    for (int k = 0; k < kParams; ++k) s[i][k] = s[best][k] + 0.5 * (s[i][k] - s[best][k]);
-                    fs[i] = f(s[i]);
-                    ++evals;
-                }
-            }
-        }
-    }
-    int best = 0;
-    for (int i = 1; i <= kParams; ++i)
-        if (fs[i] < fs[best]) best = i;
-    return s[best];
-}
-
 }  // namespace
 
 CalibrationResult calibrate(const std::vector<CalibrationRun>& runs, const GpuSpec& gpu) {
@@ -216,8 +157,10 @@ CalibrationResult calibrate(const std::vector<CalibrationRun>& runs, const GpuSp
     r.held_out_runs = static_cast<int>(held.size());
 
     GpuSpec g = gpu;
-    auto objective = [&](const Vec& v) {
-        g.efficiency = from_vec(v, gpu.efficiency);
+    auto objective = [&](const Point& v) {
+        Vec x{};
+        std::copy(v.begin(), v.end(), x.begin());
+        g.efficiency = from_vec(x, gpu.efficiency);
         double sum = 0;
         for (const auto& t : train) {
             const double lr = std::log(predicted_step(t, g) / t.step_time_s);
@@ -226,11 +169,15 @@ CalibrationResult calibrate(const std::vector<CalibrationRun>& runs, const GpuSp
         return sum / static_cast<double>(train.size());
     };
     int evals = 0;
-    Vec x = to_vec(gpu.efficiency);
+    const Vec start = to_vec(gpu.efficiency);
+    Point x(start.begin(), start.end());
     // Two restarts from the best point so far: Nelder-Mead can stall on a flattened simplex.
-    for (int round = 0; round < 3; ++round) x = nelder_mead(objective, x, round == 0 ? 0.5 : 0.1, 4000 * (round + 1), evals);
+    for (int round = 0; round < 3; ++round)
+        x = nelder_mead(objective, x, round == 0 ? 0.5 : 0.1, 4000 * (round + 1), evals, 1e-14);
     r.iterations = evals;
-    r.after = from_vec(x, gpu.efficiency);
+    Vec best{};
+    std::copy(x.begin(), x.end(), best.begin());
+    r.after = from_vec(best, gpu.efficiency);
 
     // Overhead: the median measured non-tensor memory of the training runs.
     std::vector<double> overheads;

@@ -10,30 +10,18 @@
 #include <sstream>
 
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/frameworks.hpp"
+#include "preflight/planner/pipeline_split.hpp"
+#include "preflight/validation/nelder_mead.hpp"
 
 namespace preflight::validation {
 
 using nlohmann::json;
 
 std::vector<std::int64_t> nanotron_stage_layers(const ModelConfig& m, std::int64_t pp) {
-    std::vector<std::int64_t> out(static_cast<std::size_t>(std::max<std::int64_t>(pp, 1)), 0);
-    if (pp <= 1) {
-        out[0] = m.layers;
-        return out;
-    }
-    const double h = static_cast<double>(m.hidden);
-    const double layer = 4.0 * static_cast<double>(m.q_width()) * h + 3.0 * static_cast<double>(m.ffn_hidden) * h;
-    const double head = static_cast<double>(m.vocab) * h;
-    const double total = static_cast<double>(m.layers) * layer + head;
-    double cumulative = 0;
-    std::int64_t rank = 0;
-    // A block goes to the current stage; the stage closes once the cumulative cost passes
-    // its threshold total*(rank+1)/pp (the output layer is the last block with a cost).
-    for (std::int64_t i = 0; i < m.layers; ++i) {
-        cumulative += layer;
-        ++out[static_cast<std::size_t>(rank)];
-        if (cumulative > total * static_cast<double>(rank + 1) / static_cast<double>(pp) && rank + 1 < pp) ++rank;
-    }
+    std::vector<std::int64_t> out;
+    for (const StageBlocks& b : pipeline_stages(m, std::max<std::int64_t>(pp, 1), PipelineSplit::nanotron_compute_cost))
+        out.push_back(b.layers);
     return out;
 }
 
@@ -48,7 +36,14 @@ std::vector<ThroughputSample> throughput_samples(const std::vector<ExternalRun>&
         s.model = r.model;
         s.plan = r.plan;
         s.options.breakdown = false;
-        if (framework == "nanotron" && r.plan.pp > 1) s.options.stage_layers = nanotron_stage_layers(r.model, r.plan.pp);
+        if (framework == "nanotron") {
+            try {
+                s.options = nanotron_throughput_options(r.model, r.plan);
+            } catch (const InputError& e) {
+                if (refused) refused->push_back(r.id + ": " + e.what());
+                continue;
+            }
+        }
         s.measured_tokens_per_s_per_gpu = *r.tokens_per_s_per_gpu;
         try {
             validate_plan(s.plan, s.model);
@@ -128,64 +123,6 @@ double huber(double x) {
     constexpr double d = 0.1;
     const double a = std::abs(x);
     return a <= d ? 0.5 * x * x : d * (a - 0.5 * d);
-}
-
-using Point = std::vector<double>;
-
-// Nelder-Mead (Nelder & Mead 1965), standard coefficients 1, 2, 0.5, 0.5.
-Point nelder_mead(const std::function<double(const Point&)>& f, Point start, double step, int max_evals, int& evals) {
-    const std::size_t n = start.size();
-    std::vector<Point> s(n + 1, start);
-    std::vector<double> fs(n + 1);
-    for (std::size_t i = 0; i < n; ++i) s[i + 1][i] += step;
-    for (std::size_t i = 0; i <= n; ++i) fs[i] = f(s[i]), ++evals;
-    std::vector<std::size_t> idx(n + 1);
-    while (evals < max_evals) {
-        for (std::size_t i = 0; i <= n; ++i) idx[i] = i;
-        std::sort(idx.begin(), idx.end(), [&](std::size_t x, std::size_t y) { return fs[x] < fs[y]; });
-        const std::size_t best = idx[0], worst = idx[n], second = idx[n - 1];
-        if (std::abs(fs[worst] - fs[best]) <= 1e-10 * (1 + std::abs(fs[best]))) break;
-        Point c(n, 0.0);
-        for (std::size_t i = 0; i <= n; ++i)
-            if (i != worst)
-                for (std::size_t k = 0; k < n; ++k) c[k] += s[i][k] / static_cast<double>(n);
-        auto along = [&](double t) {
-            Point v(n);
-            for (std::size_t k = 0; k < n; ++k) v[k] = c[k] + t * (s[worst][k] - c[k]);
-            return v;
-        };
-        const Point xr = along(-1.0);
-        const double fr = f(xr);
-        ++evals;
-        if (fr < fs[best]) {
-            const Point xe = along(-2.0);
-            const double fe = f(xe);
-            ++evals;
-            if (fe < fr) s[worst] = xe, fs[worst] = fe;
-            else s[worst] = xr, fs[worst] = fr;
-        } else if (fr < fs[second]) {
-            s[worst] = xr, fs[worst] = fr;
-        } else {
-            const bool outside = fr < fs[worst];
-            const Point xc = along(outside ? -0.5 : 0.5);
-            const double fc = f(xc);
-            ++evals;
-            if (fc < (outside ? fr : fs[worst])) {
-                s[worst] = xc, fs[worst] = fc;
-            } else {
-                for (std::size_t i = 0; i <= n; ++i) {
-                    if (i == best) continue;
-                    for (std::size_t k = 0; k < n; ++k) s[i][k] = s[best][k] + 0.5 * (s[i][k] - s[best][k]);
-                    fs[i] = f(s[i]);
-                    ++evals;
-                }
-            }
-        }
-    }
-    std::size_t best = 0;
-    for (std::size_t i = 1; i <= n; ++i)
-        if (fs[i] < fs[best]) best = i;
-    return s[best];
 }
 
 // Cyclic coordinate descent over the bounded coordinates: per constant, a coarse grid

@@ -58,20 +58,28 @@ void validate_nanotron_plan(const Plan& p, const ModelConfig& m) {
 
 }  // namespace
 
-std::vector<NanotronStageMemory> nanotron_stage_memory(const ModelConfig& m, const Plan& plan_in,
-                                                       const AllocatorConstants& alloc,
-                                                       std::int64_t non_pytorch_bytes) {
-    const Plan p = resolve_defaults(plan_in, m);
-    validate_nanotron_plan(p, m);
-    const auto split = pipeline_stages(m, p.pp, PipelineSplit::nanotron_compute_cost);
-    const bool fp32_accum = p.precision == Precision::bf16_mixed_fp32_grads;
-    const std::int64_t t = p.tp, h = m.hidden, sb = p.seq * p.mbs;
-    const std::int64_t sp_div = p.sp ? t : 1;
+namespace {
+
+// Per-rank sizes of one decoder layer under the plan (elements or bytes as named).
+struct LayerSizes {
+    std::int64_t t = 1, h = 0, sb = 0, sp_div = 1, fl = 0, vocab_local = 0;
+    std::int64_t layer_params = 0;    // parameters of one decoder layer on one TP rank
+    std::int64_t act_layer_none = 0;  // bytes one layer saves for backward without recompute
+    std::int64_t layer_input = 0;     // bytes of the layer input (all full recompute keeps)
+    std::int64_t act_layer = 0;       // bytes one layer saves under the plan's recompute
+};
+
+LayerSizes layer_sizes(const ModelConfig& m, const Plan& p) {
+    LayerSizes z;
+    z.t = p.tp, z.h = m.hidden, z.sb = p.seq * p.mbs;
+    z.sp_div = p.sp ? z.t : 1;
+    const std::int64_t t = z.t, h = z.h, sb = z.sb, sp_div = z.sp_div;
     const std::int64_t ql = m.q_width() / t, kvl = m.kv_width() / t, fl = m.ffn_hidden / t;
-    const std::int64_t vocab_local = (m.vocab + t - 1) / t;  // vocab padded to a multiple of tp
+    z.fl = fl;
+    z.vocab_local = (m.vocab + t - 1) / t;  // vocab padded to a multiple of tp
     // Parameters of one decoder layer on one TP rank: q, k, v (qkv_proj, column), o_proj (row),
     // gate_up_proj (column, 2*ffn), down_proj (row), two RMSNorm weights (replicated).
-    const std::int64_t layer_params = h * (ql + 2 * kvl) + ql * h + h * 2 * fl + fl * h + 2 * h;
+    z.layer_params = h * (ql + 2 * kvl) + ql * h + h * 2 * fl + fl * h + 2 * h;
 
     // Activations one decoder layer saves for backward, one micro-batch (bf16 = 2 B):
     //  input_layernorm (TritonRMSNorm) saves its input and fp32 rstd        h/sp + rstd
@@ -82,117 +90,143 @@ std::vector<NanotronStageMemory> nanotron_stage_memory(const ModelConfig& m, con
     //  post_attention_layernorm input + rstd, gate_up_proj sharded input          2 h/sp
     //  gate_up output (gate and up views of it are saved), silu(gate), the product 4 fl
     const std::int64_t norm_rstd = sb * 4 / sp_div;
-    const std::int64_t act_layer_none = sb * (2 * h / sp_div * 2 + 2 * h / sp_div * 2) + 2 * norm_rstd +
-                                        sb * 2 * (ql + 2 * kvl) + sb * 2 * 2 * kvl + sb * 2 * ql +
-                                        sb * (m.heads / t) * 4 + sb * 2 * 4 * fl;
+    z.act_layer_none = sb * (2 * h / sp_div * 2 + 2 * h / sp_div * 2) + 2 * norm_rstd + sb * 2 * (ql + 2 * kvl) +
+                       sb * 2 * 2 * kvl + sb * 2 * ql + sb * (m.heads / t) * 4 + sb * 2 * 4 * fl;
     // Full recompute (LlamaDecoderLayer._checkpointed_forward): the layer input only.
-    const std::int64_t layer_input = sb * h * 2 / sp_div;
-    const std::int64_t act_layer = p.recompute == Recompute::full ? layer_input : act_layer_none;
+    z.layer_input = sb * h * 2 / sp_div;
+    z.act_layer = p.recompute == Recompute::full ? z.layer_input : z.act_layer_none;
+    return z;
+}
 
+// Model states and persistent buffers of one stage.
+void stage_states(NanotronStageMemory& s, const ModelConfig& m, const Plan& p, const LayerSizes& z) {
+    const bool fp32_accum = p.precision == Precision::bf16_mixed_fp32_grads;
+    const std::int64_t h = z.h, sb = z.sb;
+    std::int64_t n = s.blocks.layers * z.layer_params;
+    // Token embedding (vocab-parallel); the LM head is a column linear over the vocabulary.
+    // A tied embedding is one tensor on a stage holding both, a copy on each otherwise
+    // (nanotron ties the copies and all-reduces their gradients).
+    if (s.blocks.embedding) n += z.vocab_local * h;
+    if (s.blocks.head && !(m.tied_embeddings && s.blocks.embedding)) n += z.vocab_local * h;
+    if (s.blocks.head) n += h;  // final norm
+    s.params_local = n;
+    const std::int64_t shard = p.zero >= 1 ? p.dp : 1;
+    s.bf16_weights = 2 * n;  // build_model: init_on_device_and_dtype(dtype=bf16)
+    if (fp32_accum) {
+        // FP32GradientAccumulator.build_grad_buffers: one fp32 buffer for every parameter
+        // "independently of ZeRO sharding"; its __init__ makes the fp32 master copy of the
+        // parameters it is given, which under ZeRO-1 are this dp rank's slices.
+        s.fp32_grad_buffer = 4 * n;
+        s.fp32_master = 4 * ((n + shard - 1) / shard);
+    }
+    // torch.optim.AdamW (fused) over the fp32 master (or the bf16 parameters without the
+    // accumulator): exp_avg and exp_avg_sq in the parameter dtype.
+    s.adam_moments = (fp32_accum ? 8 : 4) * ((n + shard - 1) / shard);
+    // trainer.py wraps the model in DistributedDataParallel when dp > 1; the reducer
+    // (torch/csrc/distributed/c10d/reducer.cpp, initialize_buckets) keeps bucket tensors for
+    // every gradient in the parameter dtype.
+    if (p.dp > 1) s.ddp_buckets = 2 * n;
+    // bf16 .grad of each parameter, written by backward and dropped by
+    // FP32GradientAccumulator.backward only after loss.backward() returns.
+    s.bf16_grads = 2 * n;
+    // ZeroDistributedOptimizer._all_gather_params: all_gather_coalesced into per-rank slices;
+    // NCCL's list all-gather stages the gathered parameters in a flat bf16 tensor.
+    if (p.zero >= 1 && p.dp > 1) s.zero1_gather = 2 * n;
+    // functional.py: MemoryBuffer().get("allgather", ...) holds the gathered s*b*h input of the
+    // column linears in reduce-scatter mode for the whole run; with async communication
+    // _RowLinearAsyncCommunication.backward keeps a second one, "allgather2", for the
+    // gathered output gradient (s*b*h bf16).
+    if (p.sp && z.t > 1) s.tp_gather_buffer = 2 * sb * h * 2;
+    if (p.pp > 1) s.p2p_buffer = sb * h * 2 / z.sp_div;  // p2p.py: a received tensor in flight
+    s.rope_tables = 2 * p.seq * m.head_dim * 4;          // fp32 cos/sin
+}
+
+// Saved activations, transients and the loss working set of one stage; returns the bytes
+// one in-flight micro-batch keeps.
+std::int64_t stage_activations(NanotronStageMemory& s, const Plan& p, const LayerSizes& z, std::int64_t stage) {
+    const std::int64_t h = z.h, sb = z.sb, sp_div = z.sp_div;
+    // engine.py OneForwardOneBackwardPipelineEngine: pp - rank - 1 warm-up forwards, then one
+    // forward before each backward: pp - rank micro-batches in flight (at most grad_acc).
+    s.in_flight = std::min<std::int64_t>(p.pp - stage, p.grad_acc);
+    s.activations_per_layer = z.act_layer;
+    std::int64_t per_mb = s.blocks.layers * z.act_layer;
+    if (s.blocks.embedding) per_mb += sb * 8;                                 // int64 input ids
+    if (s.blocks.head) per_mb += sb * h * 2 / sp_div * 2 + sb * 4 / sp_div;  // final norm in + LM-head input
+    if (s.blocks.loss) per_mb += sb * 8 * 2;                                  // labels, masked targets
+    s.activations = s.in_flight * per_mb;
+    // Row-parallel linear in reduce-scatter mode: the full s*b*h product exists before
+    // its reduce-scatter (o_proj and down_proj each); all-reduce mode likewise.
+    s.forward_transient = (z.t > 1 && s.blocks.layers > 0) ? sb * h * 2 : 0;
+    if (p.recompute == Recompute::full) s.forward_transient += z.act_layer_none;  // layer re-materialised in backward
+    // Backward through one layer: the residual-stream gradient in and out, and the widest op's
+    // input gradients (gate_up's 2*ffn output gradient).
+    s.backward_transient = s.blocks.layers > 0 ? 2 * z.layer_input + sb * 2 * z.fl * 2 : 0;
+    // Logits (nanotron LlamaModel.forward_with_hidden_states, Loss, _ShardedCrossEntropy):
+    // the bf16 sharded logits and their fp32 cast coexist (6 B), then the fp32 logits and
+    // `sharded_logits - logits_max` (8 B); the fp32 softmax (4 B) is saved for backward.
+    if (s.blocks.loss) s.logits_working_set = sb * z.vocab_local * 8;
+    return per_mb;
+}
+
+// The stage's allocated and reserved peaks over its phases (forward through the loss, start
+// and end of a backward, optimizer step), reserved bytes from the caching-allocator model.
+void stage_peaks(NanotronStageMemory& s, std::int64_t per_mb, std::int64_t logits_bwd, const AllocatorConstants& alloc,
+                 std::int64_t non_pytorch_bytes) {
+    auto breakdown = [&](std::int64_t acts, std::int64_t logits, std::int64_t extra_grads, std::int64_t extra_buffers) {
+        MemoryBreakdown b;
+        b.weights = s.bf16_weights;
+        b.master_weights = s.fp32_master;
+        b.gradients = s.fp32_grad_buffer + extra_grads;
+        b.optimizer_states = s.adam_moments;
+        b.activations = acts;
+        b.logits_and_loss = logits;
+        b.buffers = s.ddp_buckets + s.tp_gather_buffer + s.p2p_buffer + s.rope_tables + extra_buffers;
+        b.overhead = non_pytorch_bytes;
+        return b;
+    };
+    // Forward of the last in-flight micro-batch, through its loss.
+    const MemoryBreakdown fwd = breakdown(s.activations + s.forward_transient, s.logits_working_set, 0, 0);
+    // Backward: starts with every in-flight activation (and the softmax + its bf16 gradient,
+    // 6 B per logit), ends with one micro-batch fewer and every bf16 gradient written.
+    const MemoryBreakdown bwd_start = breakdown(s.activations + s.backward_transient, logits_bwd, 0, 0);
+    const MemoryBreakdown bwd_end = breakdown((s.in_flight - 1) * per_mb + s.backward_transient, 0, s.bf16_grads, 0);
+    const MemoryBreakdown opt = breakdown(0, 0, 0, s.zero1_gather);
+    const std::pair<PhaseKind, const MemoryBreakdown*> phases[] = {{PhaseKind::output_loss, &fwd},
+                                                                   {PhaseKind::backward, &bwd_start},
+                                                                   {PhaseKind::backward, &bwd_end},
+                                                                   {PhaseKind::optimizer_step, &opt}};
+    s.allocated_peak = -1;
+    s.reserved_peak = -1;
+    for (const auto& [kind, b] : phases) {
+        const std::int64_t allocated = b->total() - b->overhead;
+        const std::int64_t other = allocated - b->activations - b->logits_and_loss;
+        const std::int64_t reserved = reserved_bytes(other, b->activations, b->logits_and_loss, alloc);
+        s.allocated_peak = std::max(s.allocated_peak, allocated);
+        if (reserved > s.reserved_peak) {
+            s.reserved_peak = reserved;
+            s.peak_phase = kind;
+            s.at_peak = *b;
+        }
+    }
+}
+
+}  // namespace
+
+std::vector<NanotronStageMemory> nanotron_stage_memory(const ModelConfig& m, const Plan& plan_in,
+                                                       const AllocatorConstants& alloc,
+                                                       std::int64_t non_pytorch_bytes) {
+    const Plan p = resolve_defaults(plan_in, m);
+    validate_nanotron_plan(p, m);
+    const auto split = pipeline_stages(m, p.pp, PipelineSplit::nanotron_compute_cost);
+    const LayerSizes z = layer_sizes(m, p);
     std::vector<NanotronStageMemory> out;
     for (std::size_t i = 0; i < split.size(); ++i) {
         NanotronStageMemory s;
         s.blocks = split[i];
-        const std::int64_t stage = static_cast<std::int64_t>(i);
-        std::int64_t n = s.blocks.layers * layer_params;
-        // Token embedding (vocab-parallel); the LM head is a column linear over the vocabulary.
-        // A tied embedding is one tensor on a stage holding both, a copy on each otherwise
-        // (nanotron ties the copies and all-reduces their gradients).
-        if (s.blocks.embedding) n += vocab_local * h;
-        if (s.blocks.head && !(m.tied_embeddings && s.blocks.embedding)) n += vocab_local * h;
-        if (s.blocks.head) n += h;  // final norm
-        s.params_local = n;
-        const std::int64_t shard = p.zero >= 1 ? p.dp : 1;
-        s.bf16_weights = 2 * n;  // build_model: init_on_device_and_dtype(dtype=bf16)
-        if (fp32_accum) {
-            // FP32GradientAccumulator.build_grad_buffers: one fp32 buffer for every parameter
-            // "independently of ZeRO sharding"; its __init__ makes the fp32 master copy of the
-            // parameters it is given, which under ZeRO-1 are this dp rank's slices.
-            s.fp32_grad_buffer = 4 * n;
-            s.fp32_master = 4 * ((n + shard - 1) / shard);
-        }
-        // torch.optim.AdamW (fused) over the fp32 master (or the bf16 parameters without the
-        // accumulator): exp_avg and exp_avg_sq in the parameter dtype.
-        s.adam_moments = (fp32_accum ? 8 : 4) * ((n + shard - 1) / shard);
-        // trainer.py wraps the model in DistributedDataParallel when dp > 1; the reducer
-        // (torch/csrc/distributed/c10d/reducer.cpp, initialize_buckets) keeps bucket tensors for
-        // every gradient in the parameter dtype.
-        if (p.dp > 1) s.ddp_buckets = 2 * n;
-        // bf16 .grad of each parameter, written by backward and dropped by
-        // FP32GradientAccumulator.backward only after loss.backward() returns.
-        s.bf16_grads = 2 * n;
-        // ZeroDistributedOptimizer._all_gather_params: all_gather_coalesced into per-rank slices;
-        // NCCL's list all-gather stages the gathered parameters in a flat bf16 tensor.
-        if (p.zero >= 1 && p.dp > 1) s.zero1_gather = 2 * n;
-        // functional.py: MemoryBuffer().get("allgather", ...) holds the gathered s*b*h input of the
-        // column linears in reduce-scatter mode for the whole run.
-        if (p.sp && t > 1) s.tp_gather_buffer = sb * h * 2;
-        if (p.pp > 1) s.p2p_buffer = sb * h * 2 / sp_div;  // p2p.py: a received tensor in flight
-        s.rope_tables = 2 * p.seq * m.head_dim * 4;          // fp32 cos/sin
-
-        // engine.py OneForwardOneBackwardPipelineEngine: pp - rank - 1 warm-up forwards, then one
-        // forward before each backward: pp - rank micro-batches in flight (at most grad_acc).
-        s.in_flight = std::min<std::int64_t>(p.pp - stage, p.grad_acc);
-        s.activations_per_layer = act_layer;
-        std::int64_t per_mb = s.blocks.layers * act_layer;
-        if (s.blocks.embedding) per_mb += sb * 8;                                 // int64 input ids
-        if (s.blocks.head) per_mb += sb * h * 2 / sp_div * 2 + sb * 4 / sp_div;  // final norm in + LM-head input
-        if (s.blocks.loss) per_mb += sb * 8 * 2;                                  // labels, masked targets
-        s.activations = s.in_flight * per_mb;
-        // Row-parallel linear in reduce-scatter mode: the full s*b*h product exists before
-        // its reduce-scatter (o_proj and down_proj each); all-reduce mode likewise.
-        s.forward_transient = (t > 1 && s.blocks.layers > 0) ? sb * h * 2 : 0;
-        if (p.recompute == Recompute::full) s.forward_transient += act_layer_none;  // layer re-materialised in backward
-        // Backward through one layer: the residual-stream gradient in and out, and the widest op's
-        // input gradients (gate_up's 2*ffn output gradient).
-        s.backward_transient = s.blocks.layers > 0 ? 2 * layer_input + sb * 2 * fl * 2 : 0;
-        // Logits (nanotron LlamaModel.forward_with_hidden_states, Loss, _ShardedCrossEntropy):
-        // the bf16 sharded logits and their fp32 cast coexist (6 B), then the fp32 logits and
-        // `sharded_logits - logits_max` (8 B); the fp32 softmax (4 B) is saved for backward.
-        if (s.blocks.loss) s.logits_working_set = sb * vocab_local * 8;
-
-        auto breakdown = [&](std::int64_t acts, std::int64_t logits, std::int64_t extra_grads, std::int64_t extra_buffers) {
-            MemoryBreakdown b;
-            b.weights = s.bf16_weights;
-            b.master_weights = s.fp32_master;
-            b.gradients = s.fp32_grad_buffer + extra_grads;
-            b.optimizer_states = s.adam_moments;
-            b.activations = acts;
-            b.logits_and_loss = logits;
-            b.buffers = s.ddp_buckets + s.tp_gather_buffer + s.p2p_buffer + s.rope_tables + extra_buffers;
-            b.overhead = non_pytorch_bytes;
-            return b;
-        };
-        // Forward of the last in-flight micro-batch, through its loss.
-        const MemoryBreakdown fwd = breakdown(s.activations + s.forward_transient, s.logits_working_set, 0, 0);
-        // Backward: starts with every in-flight activation (and the softmax + its bf16 gradient,
-        // 6 B per logit), ends with one micro-batch fewer and every bf16 gradient written.
-        const std::int64_t logits_bwd = s.blocks.loss ? sb * vocab_local * 6 : 0;
-        const MemoryBreakdown bwd_start = breakdown(s.activations + s.backward_transient, logits_bwd, 0, 0);
-        const MemoryBreakdown bwd_end =
-            breakdown((s.in_flight - 1) * per_mb + s.backward_transient, 0, s.bf16_grads, 0);
-        const MemoryBreakdown opt = breakdown(0, 0, 0, s.zero1_gather);
-        struct Candidate {
-            PhaseKind kind;
-            const MemoryBreakdown* b;
-        };
-        const Candidate phases[] = {{PhaseKind::output_loss, &fwd},
-                                    {PhaseKind::backward, &bwd_start},
-                                    {PhaseKind::backward, &bwd_end},
-                                    {PhaseKind::optimizer_step, &opt}};
-        s.allocated_peak = -1;
-        s.reserved_peak = -1;
-        for (const auto& c : phases) {
-            const std::int64_t allocated = c.b->total() - c.b->overhead;
-            const std::int64_t other = allocated - c.b->activations - c.b->logits_and_loss;
-            const std::int64_t reserved = reserved_bytes(other, c.b->activations, c.b->logits_and_loss, alloc);
-            s.allocated_peak = std::max(s.allocated_peak, allocated);
-            if (reserved > s.reserved_peak) {
-                s.reserved_peak = reserved;
-                s.peak_phase = c.kind;
-                s.at_peak = *c.b;
-            }
-        }
+        stage_states(s, m, p, z);
+        const std::int64_t per_mb = stage_activations(s, p, z, static_cast<std::int64_t>(i));
+        const std::int64_t logits_bwd = s.blocks.loss ? z.sb * z.vocab_local * 6 : 0;
+        stage_peaks(s, per_mb, logits_bwd, alloc, non_pytorch_bytes);
         out.push_back(s);
     }
     return out;

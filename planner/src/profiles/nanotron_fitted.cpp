@@ -9,11 +9,11 @@ namespace preflight {
 
 AllocatorConstants nanotron_allocator_constants() {
     AllocatorConstants c;
-    c.activation_fragmentation = 0.1130;        // reserved bytes per allocated activation byte, extra
-    c.logits_fragmentation = 0.8470;            // extra per byte of the loss's 8 B/logit working set
-    c.reserved_constant_bytes = 312'609'382;    // ~0.29 GiB
+    c.activation_fragmentation = 0.1020;        // reserved bytes per allocated activation byte, extra
+    c.logits_fragmentation = 0.8407;            // extra per byte of the loss's 8 B/logit working set
+    c.reserved_constant_bytes = 294'415'237;    // ~0.27 GiB
     c.non_pytorch_bytes = -1;                   // the GPU spec's overhead_bytes (CUDA context, NCCL, workspaces)
-    c.verdict_margin_bytes = 16'710'107'136;    // ~15.56 GiB
+    c.verdict_margin_bytes = 13'891'534'848;    // ~12.94 GiB
     c.provenance =
         "fitted on the nanotron H100 sweep (1,622 jobs; 833 ok jobs for the reserved peak, 1,424 ok/oom jobs for "
         "the verdict margin), 2026-11-23";

@@ -8,6 +8,7 @@
 
 #include "preflight/planner/memory.hpp"
 #include "preflight/planner/pipeline_split.hpp"
+#include "preflight/planner/throughput.hpp"
 
 namespace preflight {
 
@@ -36,7 +37,7 @@ struct NanotronStageMemory {
     std::int64_t ddp_buckets = 0;           // 2 B/param when dp > 1 (DDP reducer's bucket copies)
     std::int64_t bf16_grads = 0;            // 2 B/param, alive until a micro-batch's backward ends
     std::int64_t zero1_gather = 0;          // 2 B/param, optimizer step under ZeRO-1 with dp > 1
-    std::int64_t tp_gather_buffer = 0;      // nanotron's MemoryBuffer "allgather" (s*b*h bf16), tp > 1 with SP
+    std::int64_t tp_gather_buffer = 0;      // MemoryBuffer "allgather" + "allgather2" (2 x s*b*h bf16), tp > 1 with SP
     std::int64_t p2p_buffer = 0;            // one received activation or gradient, pp > 1
     std::int64_t rope_tables = 0;           // fp32 cos/sin
     std::int64_t activations_per_layer = 0; // one layer, one micro-batch
@@ -62,6 +63,10 @@ std::vector<NanotronStageMemory> nanotron_stage_memory(const ModelConfig& model,
 // (data/measurements/external/nanotron-h100) by `preflight validate --check`'s memory fit;
 // provenance in the returned struct.
 AllocatorConstants nanotron_allocator_constants();
+
+// Step-time options of a nanotron run (throughput.hpp): its compute-cost pipeline split
+// (stage_layers), async sequence-parallel TP collectives, 25 MB DDP buckets.
+ThroughputOptions nanotron_throughput_options(const ModelConfig& model, const Plan& plan);
 
 // FrameworkProfile::evaluate of the nanotron profile.
 MemoryReport evaluate_memory_nanotron(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,

@@ -65,6 +65,10 @@ struct ThroughputOptions {
     // first stage holds the embedding, the last the output layer). Empty: the planner's
     // split (extra layers to the first stages).
     std::vector<std::int64_t> stage_layers;
+    // Sequence-parallel TP collectives issued asynchronously beside the GEMMs of the same
+    // linear (nanotron tp_linear_async_communication in reduce-scatter mode): only the part of
+    // each collective its GEMM does not cover is exposed. Off: every TP collective is exposed.
+    bool tp_async_overlap = false;
 };
 
 // One named slice of the step time (for display: compute, exposed communication, bubble, ...).

@@ -1,0 +1,22 @@
+// nanotron's step-time specifics, read from huggingface/nanotron (src/nanotron/...), as the
+// Ultra-Scale Playbook sweep ran it (scaling_benchmarks.py: tp_mode REDUCE_SCATTER with
+// tp_linear_async_communication on, pp_engine 1f1b).
+#include "preflight/planner/frameworks.hpp"
+
+namespace preflight {
+
+ThroughputOptions nanotron_throughput_options(const ModelConfig& model, const Plan& plan) {
+    ThroughputOptions o;
+    o.breakdown = false;
+    // models/base.py build_model: blocks assigned to stages by compute cost.
+    if (plan.pp > 1)
+        for (const StageBlocks& b : pipeline_stages(model, plan.pp, PipelineSplit::nanotron_compute_cost))
+            o.stage_layers.push_back(b.layers);
+    // parallel/tensor_parallel/functional.py _ColumnLinearAsyncCommunication and
+    // _RowLinearAsyncCommunication: the all-gathers and reduce-scatters run beside GEMMs.
+    o.tp_async_overlap = plan.sp && plan.tp > 1;
+    o.grad_bucket_bytes = 25 * kMiB;  // config ddp_bucket_cap_mb 25
+    return o;
+}
+
+}  // namespace preflight
