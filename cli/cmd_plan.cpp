@@ -334,7 +334,8 @@ int run_plan(const PlanCommandState& st) {
                            {"family", r.family},
                            {"reason", r.reason},
                            {"plans", r.plans},
-                           {"peak_bytes", r.peak_bytes},
+                           // N/A unless the family was rejected for memory (its representative's peak).
+                           {"peak_bytes", r.peak_bytes > 0 ? nlohmann::json(r.peak_bytes) : nlohmann::json(nullptr)},
                            {"others_fit", r.others_fit}});
         nlohmann::json doc{
             {"schema_version", kSchemaVersion},

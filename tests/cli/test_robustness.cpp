@@ -249,5 +249,23 @@ TEST(Robustness, NonFiniteLearningRateIsRefused) {
         expect_refused(std::string("run --dry-run --model gpt2 --seq 128 --lr ") + lr, {"--lr"});
 }
 
+TEST(Robustness, RejectedLayoutHasNoZeroPeak) {
+    // Found by the fuzzer: on 6 GPUs the tp 3 family (3 does not divide Llama-3-8B's 32
+    // heads) is refused before any memory evaluation and was printed with "peak_bytes": 0.
+    const auto r = test::run_preflight("plan --model llama-3-8b --gpus 6 --gbs-tokens 1e6 --format json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    bool layout_refusal = false;
+    for (const auto& rej : j.at("rejected")) {
+        const auto& peak = rej.at("peak_bytes");
+        EXPECT_TRUE(peak.is_null() || peak.get<std::int64_t>() > 0) << rej.dump();
+        if (rej.at("reason").get<std::string>().find("does not divide") != std::string::npos) {
+            layout_refusal = true;
+            EXPECT_TRUE(peak.is_null()) << rej.dump();
+        }
+    }
+    EXPECT_TRUE(layout_refusal);
+}
+
 }  // namespace
 }  // namespace preflight
