@@ -71,25 +71,11 @@ SearchRequest make_request(const PlanCommandState& st, const ModelConfig& model)
     SearchRequest r;
     r.gpus = st.gpus;
     r.gbs_tokens = st.gbs_tokens;
-    if (f.seq && *f.seq <= 0) throw InputError("--seq", "must be a positive integer, got " + std::to_string(*f.seq));
-    r.seq = f.seq.value_or(0);
+    r.seq = f.to_plan().seq;  // 0: the model's default
     r.headroom = st.headroom;
     r.batch_tolerance = st.batch_tolerance;
     r.top_k = st.top_k;
-    PlanPins& p = r.pins;
-    p.mbs = f.mbs;
-    p.grad_acc = f.grad_acc;
-    p.dp = f.dp;
-    p.tp = f.tp;
-    p.pp = f.pp;
-    if (f.sp) p.sp = true;
-    p.zero = f.zero;
-    if (f.recompute) p.recompute = parse_recompute(*f.recompute);
-    if (f.precision) p.precision = parse_precision(*f.precision);
-    if (f.optimizer) p.optimizer = parse_optimizer(*f.optimizer);
-    if (f.attention) p.attention = parse_attention(*f.attention);
-    p.dropout = f.dropout;
-    pin_extension_flags(f, p);
+    f.pin(r.pins);
     r.host_memory_bytes = st.host_memory;
     r.memory.overhead_bytes = f.overhead_bytes;
     r.memory.profile = framework_profile(f);

@@ -31,6 +31,7 @@
 #include "explorer.hpp"
 #include "item_models.hpp"
 #include "preflight/planner/extensions.hpp"
+#include "preflight/planner/plan_schema.hpp"
 #include "preflight/planner/report.hpp"
 #include "units.hpp"
 
@@ -39,6 +40,20 @@ namespace preflight::gui {
 namespace {
 
 QString sv(std::string_view s) { return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size())); }
+
+// A combo box of a plan field's names (plan_schema.hpp); each item's data is its position,
+// which is the enum's value (the table lists every enum's names in declaration order).
+void fillChoices(QComboBox* box, std::string_view key) {
+    const auto& choices = plan_field(key)->choices;
+    for (std::size_t i = 0; i < choices.size(); ++i)
+        box->addItem(QString::fromStdString(choices[i]), static_cast<int>(i));
+}
+
+// A combo box of the ZeRO stages the plan field allows ("ZeRO-0" ... "ZeRO-3"), data = the stage.
+void fillStages(QComboBox* box, std::string_view key) {
+    const PlanField* f = plan_field(key);
+    for (auto z = f->min; z <= f->max; ++z) box->addItem(QStringLiteral("ZeRO-%1").arg(z), static_cast<int>(z));
+}
 
 QSpinBox* spin(const char* name, int lo, int hi, int value, int step = 1) {
     auto* s = new QSpinBox;
@@ -228,7 +243,7 @@ QWidget* MainWindow::buildControls() {
     sp_->setObjectName(QStringLiteral("sp"));
     zero_ = new QComboBox;
     zero_->setObjectName(QStringLiteral("zero"));
-    for (int z = 0; z <= 3; ++z) zero_->addItem(QStringLiteral("ZeRO-%1").arg(z), z);
+    fillStages(zero_, "zero");
     f3->addRow(QStringLiteral("Data parallel (dp)"), dp_);
     f3->addRow(QStringLiteral("Tensor parallel (tp)"), tp_);
     f3->addRow(QStringLiteral("Pipeline parallel (pp)"), pp_);
@@ -240,16 +255,16 @@ QWidget* MainWindow::buildControls() {
     auto* f4 = new QFormLayout(recipe);
     recompute_ = new QComboBox;
     recompute_->setObjectName(QStringLiteral("recompute"));
-    for (auto r : all_recomputes()) recompute_->addItem(sv(to_string(r)), static_cast<int>(r));
+    fillChoices(recompute_, "recompute");
     precision_ = new QComboBox;
     precision_->setObjectName(QStringLiteral("precision"));
-    for (auto p : all_precisions()) precision_->addItem(sv(to_string(p)), static_cast<int>(p));
+    fillChoices(precision_, "precision");
     optimizer_ = new QComboBox;
     optimizer_->setObjectName(QStringLiteral("optimizer"));
-    for (auto o : {Optimizer::adamw, Optimizer::sgd}) optimizer_->addItem(sv(to_string(o)), static_cast<int>(o));
+    fillChoices(optimizer_, "optimizer");
     attention_ = new QComboBox;
     attention_->setObjectName(QStringLiteral("attention"));
-    for (auto a : {AttentionKind::flash, AttentionKind::eager}) attention_->addItem(sv(to_string(a)), static_cast<int>(a));
+    fillChoices(attention_, "attention");
     dropout_ = new QDoubleSpinBox;
     dropout_->setObjectName(QStringLiteral("dropout"));
     dropout_->setRange(0.0, 0.99);
@@ -277,7 +292,7 @@ QWidget* MainWindow::buildControls() {
     auto* f5 = new QFormLayout(ext);
     finetune_ = new QComboBox;
     finetune_->setObjectName(QStringLiteral("finetune"));
-    for (auto f : {Finetune::full, Finetune::lora, Finetune::qlora}) finetune_->addItem(sv(to_string(f)), static_cast<int>(f));
+    fillChoices(finetune_, "finetune");
     finetune_->setToolTip(QStringLiteral("full: every weight trained · lora: frozen 16-bit base + adapters · qlora: "
                                          "frozen NF4 base (double-quantised constants) + adapters"));
     lora_rank_ = spin("loraRank", 1, 4096, static_cast<int>(LoraSettings{}.rank));
@@ -288,14 +303,12 @@ QWidget* MainWindow::buildControls() {
     lora_targets_->addItem(QStringLiteral("all-linear"), kLoraAllLinear);
     offload_ = new QComboBox;
     offload_->setObjectName(QStringLiteral("offload"));
-    for (auto o : {Offload::none, Offload::optimizer, Offload::optimizer_and_params})
-        offload_->addItem(sv(to_string(o)), static_cast<int>(o));
+    fillChoices(offload_, "offload");
     offload_->setToolTip(QStringLiteral("optimizer: ZeRO-Offload (master weights, moments, fp32 gradients on the host) · "
                                         "params: ZeRO-Infinity, parameters too (ZeRO-3)"));
     pp_schedule_ = new QComboBox;
     pp_schedule_->setObjectName(QStringLiteral("ppSchedule"));
-    for (auto sc : {PpSchedule::one_f_one_b, PpSchedule::gpipe, PpSchedule::interleaved})
-        pp_schedule_->addItem(sv(to_string(sc)), static_cast<int>(sc));
+    fillChoices(pp_schedule_, "pp_schedule");
     vpp_ = spin("vpp", 1, 64, 1);
     vpp_->setToolTip(QStringLiteral("Model chunks per pipeline stage (interleaved schedule)"));
     cp_ = spin("cp", 1, 1024, 1);
@@ -563,7 +576,7 @@ Plan MainWindow::planFromControls() const {
     p.tp = tp_->value();
     p.pp = pp_->value();
     p.sp = sp_->isChecked();
-    p.zero = zero_->currentData().toInt();
+    p.zero = static_cast<ZeroStage>(zero_->currentData().toInt());
     p.recompute = static_cast<Recompute>(recompute_->currentData().toInt());
     p.precision = static_cast<Precision>(precision_->currentData().toInt());
     p.optimizer = static_cast<Optimizer>(optimizer_->currentData().toInt());

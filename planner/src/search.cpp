@@ -272,18 +272,18 @@ SearchResult search_plans(const ModelConfig& model, const GpuSpec& gpu, const Se
                 sps.push_back(false);
                 if (tp > 1) sps.push_back(true);
             }
-            std::vector<int> zeros;
+            std::vector<ZeroStage> zeros;
             if (pins.zero)
                 zeros.push_back(*pins.zero);
             else if (dp == 1)
-                zeros.push_back(0);  // ZeRO over one rank shards nothing
+                zeros.push_back(zero_none);  // ZeRO over one rank shards nothing
             else
-                zeros = {0, 1, 2, 3};
+                zeros = {zero_none, zero_optimizer_states, zero_gradients, zero_weights};
 
             for (Precision pr : precisions)
                 for (bool sp : sps) {
                     if (sp && (tp == 1 || seq % tp != 0)) continue;
-                    for (int zero : zeros)
+                    for (ZeroStage zero : zeros)
                         for (Recompute rc : recomputes) {
                             if (pp > 1 && zero > req.max_zero_with_pp) continue;
                             std::int64_t failed_mbs = 0, failed_cap = 0;
@@ -398,7 +398,7 @@ SearchResult search_plans(const ModelConfig& model, const GpuSpec& gpu, const Se
         };
         if (pins.zero && *pins.zero != 3) {
             SearchRequest r = req;
-            r.pins.zero = 3;
+            r.pins.zero = zero_weights;
             attempt(r, "--zero 3 (shard weights, gradients and optimizer states over dp)");
         }
         if (pins.recompute && *pins.recompute != Recompute::full) {

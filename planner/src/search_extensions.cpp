@@ -130,7 +130,7 @@ std::optional<SearchResult> search_extension_variants(const ModelConfig& model, 
                     r.pins.ep = ep;
                     r.pins.recompute = rc;
                     r.pins.precision = precision;
-                    if (off == Offload::optimizer_and_params && !pins.zero) r.pins.zero = 3;
+                    if (off == Offload::optimizer_and_params && !pins.zero) r.pins.zero = zero_weights;
                     r.gpus = N / cp;
                     SearchResult res;
                     try {
@@ -177,7 +177,7 @@ std::optional<SearchResult> search_extension_variants(const ModelConfig& model, 
         r.pins.ep = eps.front();
         r.pins.recompute = recomputes.front();
         r.pins.precision = precision;
-        if (offloads.front() == Offload::optimizer_and_params && !pins.zero) r.pins.zero = 3;
+        if (offloads.front() == Offload::optimizer_and_params && !pins.zero) r.pins.zero = zero_weights;
         r.gpus = N / cps.front();
         try {
             out.suggestions = search_plans(model, gpu, r).suggestions;
@@ -245,7 +245,7 @@ void refine_with_extensions(const ModelConfig& model, const GpuSpec& gpu, const 
         r.pins.offload = Offload::optimizer;
         if (!attempt(r, "--offload optimizer (ZeRO-Offload: fp32 master weights and moments in host memory)")) {
             r.pins.offload = Offload::optimizer_and_params;
-            if (!req.pins.zero) r.pins.zero = 3;
+            if (!req.pins.zero) r.pins.zero = zero_weights;
             attempt(r, "--offload params --zero 3 (ZeRO-Infinity: parameters in host memory too)");
         }
     }

@@ -17,7 +17,7 @@ namespace preflight {
 struct PlanPins {
     std::optional<std::int64_t> mbs, grad_acc, dp, tp, pp;
     std::optional<bool> sp;
-    std::optional<int> zero;
+    std::optional<ZeroStage> zero;
     std::optional<Recompute> recompute;
     std::optional<Precision> precision;
     std::optional<Optimizer> optimizer;
