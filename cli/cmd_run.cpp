@@ -18,6 +18,7 @@
 #include "preflight/planner/limits.hpp"
 #include "preflight/planner/report.hpp"
 #include "preflight/runtime/errors.hpp"
+#include "preflight/runtime/device.hpp"
 #include "preflight/runtime/runtime.hpp"
 
 namespace preflight::cli {
@@ -138,8 +139,7 @@ int run_command(const RunState& st) {
     }
     const ModelConfig model = load_model(model_name, dir);
     const GpuSpec gpu = load_gpu(gpu_name, dir);
-    plan = resolve_defaults(plan, model);
-    validate_plan(plan, model);
+    plan = ResolvedPlan(plan, model).plan();  // defaults filled and validated once
     if (uses_extended_throughput(plan))  // the runtime executes pre-training plans only
         throw InputError("--finetune", "preflight run executes full pre-training plans only (no LoRA/QLoRA, offload, "
                                        "GPipe/interleaved schedules, cp or ep): " + to_flags(plan));
@@ -173,7 +173,11 @@ int run_command(const RunState& st) {
     if (st.dry_run) {
         report = runtime::dry_run_report(model, gpu, plan, opt);
     } else {
-#if defined(PREFLIGHT_HAVE_RUNTIME)
+        // The device backend is the CUDA executor or, in a build without CUDA, the no-device one.
+        if (const auto why = runtime::device_backend_unavailable_reason(); !why.empty()) {
+            std::cerr << "preflight run: " << why << "; use --dry-run to walk the plan without a GPU\n";
+            return kExitNoDevice;
+        }
         if (runtime::device_count() == 0) {
             std::cerr << "preflight run: no CUDA device is available (use --dry-run to walk the plan without a GPU)\n";
             return kExitNoDevice;
@@ -185,11 +189,6 @@ int run_command(const RunState& st) {
             std::cerr << "preflight run: the device could not be set up: " << e.what() << "\n";
             return runtime::exit_code_for(e.kind) == 1 ? kExitDoesNotFit : kExitNoDevice;
         }
-#else
-        std::cerr << "preflight run: this build has no CUDA runtime (configure with PREFLIGHT_CUDA=ON on a machine "
-                     "with nvcc); use --dry-run to walk the plan without a GPU\n";
-        return kExitNoDevice;
-#endif
     }
 
     const std::string text = runtime::run_report_to_json(report).dump(2) + "\n";
