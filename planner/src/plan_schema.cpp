@@ -71,6 +71,7 @@ PlanField field(std::string_view key, std::string_view flag, std::string_view he
     return f;
 }
 
+// The batch shape and the parallel degrees.
 std::vector<PlanField> core_fields() {
     using namespace limits;
     std::vector<PlanField> t;
@@ -105,6 +106,11 @@ std::vector<PlanField> core_fields() {
     t.back().get = [](const Plan& p) -> FieldValue { return p.pp; };
     t.back().set = [](Plan& p, const FieldValue& v) { return p.pp = integer(v), true; };
     t.back().pin = [](PlanPins& s, const Plan& p) { s.pp = p.pp; };
+    return t;
+}
+
+// Sequence parallelism, ZeRO, the recipe (recompute, precision, optimizer, attention, dropout).
+void add_recipe_fields(std::vector<PlanField>& t) {
     t.push_back(field("sp", "--sp", "Sequence parallelism (with --tp > 1): shards norm/dropout activations by tp",
                       kPlanGroup, FieldType::toggle));
     t.back().in_flags = Shown::non_default;
@@ -163,7 +169,6 @@ std::vector<PlanField> core_fields() {
     t.back().get = [](const Plan& p) -> FieldValue { return p.dropout; };
     t.back().set = [](Plan& p, const FieldValue& v) { return p.dropout = real(v), true; };
     t.back().pin = [](PlanPins& s, const Plan& p) { s.dropout = p.dropout; };
-    return t;
 }
 
 void add_lora_fields(std::vector<PlanField>& t) {
@@ -267,6 +272,7 @@ void add_extension_fields(std::vector<PlanField>& t) {
 
 std::vector<PlanField> make_fields() {
     std::vector<PlanField> t = core_fields();
+    add_recipe_fields(t);
     add_extension_fields(t);
     return t;
 }
