@@ -31,7 +31,6 @@
 #include "explorer.hpp"
 #include "item_models.hpp"
 #include "preflight/planner/extensions.hpp"
-#include "preflight/planner/plan_schema.hpp"
 #include "preflight/planner/report.hpp"
 #include "units.hpp"
 #include "widgets.hpp"

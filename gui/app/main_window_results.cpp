@@ -7,6 +7,7 @@
 
 #include "charts.hpp"
 #include "explorer.hpp"
+#include "item_models.hpp"
 #include "main_window.hpp"
 #include "preflight/planner/extensions.hpp"
 #include "units.hpp"

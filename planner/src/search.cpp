@@ -173,6 +173,8 @@ using FamilyKey = std::tuple<int, std::int64_t, std::int64_t, std::int64_t>;
 
 // What one search carries from layout to layout.
 struct SearchState {
+    SearchState(const ModelConfig& m, const GpuSpec& g, const SearchRequest& r, SearchResult& o)
+        : model(m), gpu(g), req(r), out(o) {}
     const ModelConfig& model;
     const GpuSpec& gpu;
     const SearchRequest& req;
@@ -466,7 +468,7 @@ SearchResult search_plans(const ModelConfig& model, const GpuSpec& gpu, const Se
         if (auto merged = search_extension_variants(model, gpu, req)) return *merged;
     SearchResult out;
     const PlanPins& pins = req.pins;
-    SearchState st{model, gpu, req, out};
+    SearchState st(model, gpu, req, out);
     st.seq = req.seq > 0 ? req.seq : std::min(model.max_positions, kDefaultSeqCap);
     out.seq = st.seq;
     st.limit = static_cast<std::int64_t>(std::floor((1.0 - req.headroom) * static_cast<double>(gpu.memory_bytes)));
