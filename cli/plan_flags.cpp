@@ -148,8 +148,13 @@ Plan PlanFlags::to_plan() const {
 void PlanFlags::pin(PlanPins& pins) const {
     const Plan p = to_plan();  // parses and checks the values
     const auto fields = plan_fields();
-    for (std::size_t i = 0; i < fields.size(); ++i)
-        if (slots[i].given() && fields[i].pin) fields[i].pin(pins, p);
+    for (std::size_t i = 0; i < fields.size(); ++i) {
+        if (!slots[i].given()) continue;
+        if (fields[i].pin)
+            fields[i].pin(pins, p);
+        else  // not a search axis: every searched plan carries the given value
+            set_field(fields[i], pins.fixed, slot_value(fields[i], slots[i]), std::string(fields[i].flag));
+    }
 }
 
 }  // namespace preflight::cli

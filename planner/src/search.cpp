@@ -474,6 +474,7 @@ SearchResult search_plans(const ModelConfig& model, const GpuSpec& gpu, const Se
     st.limit = static_cast<std::int64_t>(std::floor((1.0 - req.headroom) * static_cast<double>(gpu.memory_bytes)));
     out.limit_bytes = st.limit;
 
+    st.base = pins.fixed;  // given fields the search does not vary
     st.base.seq = st.seq;
     if (pins.optimizer) st.base.optimizer = *pins.optimizer;
     if (pins.attention) st.base.attention = *pins.attention;

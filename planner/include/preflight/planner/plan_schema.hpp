@@ -54,7 +54,8 @@ struct PlanField {
     FieldValue (*get)(const Plan&) = nullptr;
     // Writes a value of the field's type; false when it is outside the field's domain.
     bool (*set)(Plan&, const FieldValue&) = nullptr;
-    // Pins the search to the plan's value of this field (nullptr: not a search axis).
+    // Pins the search to the plan's value of this field (nullptr: not a search axis; a given
+    // value then goes to PlanPins::fixed, which every searched plan starts from).
     void (*pin)(PlanPins&, const Plan&) = nullptr;
 };
 
