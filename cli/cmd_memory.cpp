@@ -114,7 +114,7 @@ int run_memory(const PlanFlags& flags, bool show_timeline) {
     const auto dir = data_dir_of(flags.data_dir);
     const ModelConfig model = load_model(flags.model, dir);
     const GpuSpec gpu = load_gpu(flags.gpu, dir);
-    const Plan plan = resolve_defaults(flags.to_plan(), model);
+    const ResolvedPlan plan(flags.to_plan(), model);  // defaults filled and validated once
     MemoryOptions opt;
     opt.profile = framework_profile(flags);
     opt.overhead_bytes = flags.overhead_bytes;

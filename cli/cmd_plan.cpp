@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <memory>
 
@@ -71,25 +72,11 @@ SearchRequest make_request(const PlanCommandState& st, const ModelConfig& model)
     SearchRequest r;
     r.gpus = st.gpus;
     r.gbs_tokens = st.gbs_tokens;
-    if (f.seq && *f.seq <= 0) throw InputError("--seq", "must be a positive integer, got " + std::to_string(*f.seq));
-    r.seq = f.seq.value_or(0);
+    r.seq = f.to_plan().seq;  // 0: the model's default
     r.headroom = st.headroom;
     r.batch_tolerance = st.batch_tolerance;
     r.top_k = st.top_k;
-    PlanPins& p = r.pins;
-    p.mbs = f.mbs;
-    p.grad_acc = f.grad_acc;
-    p.dp = f.dp;
-    p.tp = f.tp;
-    p.pp = f.pp;
-    if (f.sp) p.sp = true;
-    p.zero = f.zero;
-    if (f.recompute) p.recompute = parse_recompute(*f.recompute);
-    if (f.precision) p.precision = parse_precision(*f.precision);
-    if (f.optimizer) p.optimizer = parse_optimizer(*f.optimizer);
-    if (f.attention) p.attention = parse_attention(*f.attention);
-    p.dropout = f.dropout;
-    pin_extension_flags(f, p);
+    f.pin(r.pins);
     r.host_memory_bytes = st.host_memory;
     r.memory.overhead_bytes = f.overhead_bytes;
     r.memory.profile = framework_profile(f);
@@ -137,8 +124,9 @@ nlohmann::json lr_json(const LrAdvice& a) {
             {"caveat", a.caveat}};
 }
 
-void print_table(const PlanCommandState& st, const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& req,
-                 const SearchResult& res, double search_s, const std::optional<LrAdvice>& lr) {
+// The header lines: model, GPUs, target batch, memory limit, search size, constants' source.
+void print_header(const PlanCommandState& st, const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& req,
+                  const SearchResult& res, double search_s) {
     const ParamCounts pc = count_params(model);
     const std::int64_t node = gpu.gpus_per_node;
     std::cout << "# preflight plan: " << model.name << " (" << format_count(pc.total) << " parameters";
@@ -162,68 +150,73 @@ void print_table(const PlanCommandState& st, const ModelConfig& model, const Gpu
         std::cout << "# micro-batches above " << limits::kMaxSearchMbs
                   << " sequences were not searched (limit kMaxSearchMbs); pin --mbs to evaluate one\n";
     std::cout << "\n";
+}
 
-    if (res.candidates.empty()) {
-        std::cout << "NOTHING FITS: no plan of " << req.gpus << " GPUs reaches the batch under "
-                  << format_bytes(res.limit_bytes) << " per GPU.\n";
-    } else {
-        Table t;
-        t.header = {"rank", "dp", "tp", "pp", "sp", "zero", "recompute", "precision", "mbs", "grad_acc",
-                    "tokens/step", "batch", "step", "tokens/s", "tokens/s/GPU", "MFU", "HFU", "peak"};
-        t.units = {"", "", "", "", "", "", "", "", "[seq]", "", "[tokens]", "[vs target]", "[s]", "[tokens/s]",
-                   "[tokens/s]", "[%]", "[%]", "[binary]"};
-        int rank = 1;
-        for (const Candidate& c : res.candidates) {
-            const Plan& p = c.plan;
-            t.rows.push_back({std::to_string(rank++), std::to_string(p.dp), std::to_string(p.tp), std::to_string(p.pp),
-                              p.sp ? "on" : "off", std::to_string(p.zero), std::string(to_string(p.recompute)),
-                              std::string(to_string(p.precision)), std::to_string(p.mbs), std::to_string(p.grad_acc),
-                              group_digits(p.global_batch_tokens()),
-                              c.batch_error == 0 ? "exact" : (c.batch_error > 0 ? "+" : "") + pct(c.batch_error, 2),
-                              fixed(c.throughput.step_time_s, 3), group_digits(std::llround(c.throughput.tokens_per_s)),
-                              group_digits(std::llround(c.throughput.tokens_per_s_per_gpu)),
-                              fixed(100 * c.throughput.mfu, 1), fixed(100 * c.throughput.hfu, 1),
-                              format_bytes(c.memory.peak_bytes)});
-        }
-        std::cout << t.render() << "\n";
-
-        const Candidate& best = res.candidates.front();
-        const Throughput& th = best.throughput;
-        std::cout << "# recommendation (rank 1)\n";
-        std::cout << "plan:        " << to_flags(best.plan) << "\n";
-        std::cout << "batch:       " << group_digits(best.plan.global_batch_tokens()) << " tokens per step = seq "
-                  << best.plan.seq << " x mbs " << best.plan.mbs << " x grad_acc " << best.plan.grad_acc << " x dp "
-                  << best.plan.dp;
-        if (best.batch_error == 0)
-            std::cout << " (exactly the target)\n";
-        else
-            std::cout << " (target " << group_digits(req.gbs_tokens) << ", rounded by " << (best.batch_error > 0 ? "+" : "")
-                      << pct(best.batch_error, 2) << ")\n";
-        std::cout << "step time:   " << seconds(th.step_time_s) << "; " << group_digits(std::llround(th.tokens_per_s))
-                  << " tokens/s total, " << group_digits(std::llround(th.tokens_per_s_per_gpu)) << " per GPU\n";
-        std::cout << "MFU / HFU:   " << pct(th.mfu) << " / " << pct(th.hfu) << " of "
-                  << format_rate(th.peak_flops_per_s / 1e12, "TFLOP/s") << " dense " << to_string(best.plan.precision)
-                  << " peak per GPU (model " << fixed(th.model_flops_per_step / 1e15, 1) << " PFLOP, hardware "
-                  << fixed(th.hardware_flops_per_step / 1e15, 1) << " PFLOP per step)\n";
-        std::cout << "memory:      peak " << format_bytes(best.memory.peak_bytes) << " per GPU at "
-                  << describe(best.memory.peak_phase) << " (limit " << format_bytes(res.limit_bytes) << ")\n";
-        print_extension_lines(std::cout, model, gpu, best.plan, best.memory, th);
-        if (st.train_tokens) {
-            const TrainingTime tt = training_time(th, *st.train_tokens);
-            std::cout << "training:    " << group_digits(*st.train_tokens) << " tokens = " << group_digits(tt.steps)
-                      << " steps, " << duration(tt.wall_s) << " wall, " << group_digits(std::llround(tt.gpu_hours))
-                      << " GPU-hours\n";
-        }
-        std::cout << "\n# step time of the recommendation\n";
-        Table b;
-        b.header = {"component", "time", "share", ""};
-        b.units = {"", "[s]", "[%]", ""};
-        for (const auto& s : th.breakdown)
-            b.rows.push_back({s.name, fixed(s.seconds, 4), pct(s.seconds / th.step_time_s), bar(s.seconds / th.step_time_s, 30)});
-        b.rows.push_back({"step", fixed(th.step_time_s, 4), "100.0 %", ""});
-        std::cout << b.render();
+// The ranked candidates, one row each.
+void print_candidates(const SearchResult& res) {
+    Table t;
+    t.header = {"rank", "dp", "tp", "pp", "sp", "zero", "recompute", "precision", "mbs", "grad_acc",
+                "tokens/step", "batch", "step", "tokens/s", "tokens/s/GPU", "MFU", "HFU", "peak"};
+    t.units = {"", "", "", "", "", "", "", "", "[seq]", "", "[tokens]", "[vs target]", "[s]", "[tokens/s]",
+               "[tokens/s]", "[%]", "[%]", "[binary]"};
+    int rank = 1;
+    for (const Candidate& c : res.candidates) {
+        const Plan& p = c.plan;
+        t.rows.push_back({std::to_string(rank++), std::to_string(p.dp), std::to_string(p.tp), std::to_string(p.pp),
+                          p.sp ? "on" : "off", std::to_string(p.zero), std::string(to_string(p.recompute)),
+                          std::string(to_string(p.precision)), std::to_string(p.mbs), std::to_string(p.grad_acc),
+                          group_digits(p.global_batch_tokens()),
+                          c.batch_error == 0 ? "exact" : (c.batch_error > 0 ? "+" : "") + pct(c.batch_error, 2),
+                          fixed(c.throughput.step_time_s, 3), group_digits(std::llround(c.throughput.tokens_per_s)),
+                          group_digits(std::llround(c.throughput.tokens_per_s_per_gpu)),
+                          fixed(100 * c.throughput.mfu, 1), fixed(100 * c.throughput.hfu, 1),
+                          format_bytes(c.memory.peak_bytes)});
     }
+    std::cout << t.render() << "\n";
+}
 
+// The recommendation (rank 1) with its step-time breakdown.
+void print_recommendation(const PlanCommandState& st, const ModelConfig& model, const GpuSpec& gpu,
+                          const SearchRequest& req, const SearchResult& res) {
+    const Candidate& best = res.candidates.front();
+    const Throughput& th = best.throughput;
+    std::cout << "# recommendation (rank 1)\n";
+    std::cout << "plan:        " << to_flags(best.plan) << "\n";
+    std::cout << "batch:       " << group_digits(best.plan.global_batch_tokens()) << " tokens per step = seq "
+              << best.plan.seq << " x mbs " << best.plan.mbs << " x grad_acc " << best.plan.grad_acc << " x dp "
+              << best.plan.dp;
+    if (best.batch_error == 0)
+        std::cout << " (exactly the target)\n";
+    else
+        std::cout << " (target " << group_digits(req.gbs_tokens) << ", rounded by " << (best.batch_error > 0 ? "+" : "")
+                  << pct(best.batch_error, 2) << ")\n";
+    std::cout << "step time:   " << seconds(th.step_time_s) << "; " << group_digits(std::llround(th.tokens_per_s))
+              << " tokens/s total, " << group_digits(std::llround(th.tokens_per_s_per_gpu)) << " per GPU\n";
+    std::cout << "MFU / HFU:   " << pct(th.mfu) << " / " << pct(th.hfu) << " of "
+              << format_rate(th.peak_flops_per_s / 1e12, "TFLOP/s") << " dense " << to_string(best.plan.precision)
+              << " peak per GPU (model " << fixed(th.model_flops_per_step / 1e15, 1) << " PFLOP, hardware "
+              << fixed(th.hardware_flops_per_step / 1e15, 1) << " PFLOP per step)\n";
+    std::cout << "memory:      peak " << format_bytes(best.memory.peak_bytes) << " per GPU at "
+              << describe(best.memory.peak_phase) << " (limit " << format_bytes(res.limit_bytes) << ")\n";
+    print_extension_lines(std::cout, model, gpu, best.plan, best.memory, th);
+    if (st.train_tokens) {
+        const TrainingTime tt = training_time(th, *st.train_tokens);
+        std::cout << "training:    " << group_digits(*st.train_tokens) << " tokens = " << group_digits(tt.steps)
+                  << " steps, " << duration(tt.wall_s) << " wall, " << group_digits(std::llround(tt.gpu_hours))
+                  << " GPU-hours\n";
+    }
+    std::cout << "\n# step time of the recommendation\n";
+    Table b;
+    b.header = {"component", "time", "share", ""};
+    b.units = {"", "[s]", "[%]", ""};
+    for (const auto& s : th.breakdown)
+        b.rows.push_back({s.name, fixed(s.seconds, 4), pct(s.seconds / th.step_time_s), bar(s.seconds / th.step_time_s, 30)});
+    b.rows.push_back({"step", fixed(th.step_time_s, 4), "100.0 %", ""});
+    std::cout << b.render();
+}
+
+// The rejected families and why; the smallest changes that would fit.
+void print_rejections(const SearchResult& res) {
     if (!res.rejected.empty()) {
         std::cout << "\n# rejected families and why\n";
         Table r;
@@ -247,17 +240,121 @@ void print_table(const PlanCommandState& st, const ModelConfig& model, const Gpu
         std::cout << "\n# the smallest change that would fit (first is smallest)\n";
         for (const auto& s : res.suggestions) std::cout << "  " << s << "\n";
     }
-    if (lr) {
-        std::cout << "\n# learning rate for " << group_digits(static_cast<std::int64_t>(lr->batch_tokens))
-                  << " tokens per step from " << lr->base_lr << " at " << group_digits(static_cast<std::int64_t>(lr->base_batch_tokens))
-                  << " (rules of thumb, not guarantees)\n";
-        std::cout << "linear rule:       " << lr->linear.lr << "   [" << lr->linear.source << "]\n";
-        std::cout << "square-root rule:  " << lr->square_root.lr << "   [" << lr->square_root.source << "]\n";
-        std::cout << "suggested rule:    " << lr->preferred << " (for " << to_string(req.pins.optimizer.value_or(Optimizer::adamw))
-                  << ")\n";
-        std::cout << "warm-up:           " << group_digits(lr->warmup_steps) << " steps   [" << lr->warmup_source << "]\n";
-        std::cout << "# " << lr->caveat << "\n";
+}
+
+void print_lr_advice(const SearchRequest& req, const std::optional<LrAdvice>& lr) {
+    if (!lr) return;
+    std::cout << "\n# learning rate for " << group_digits(static_cast<std::int64_t>(lr->batch_tokens))
+              << " tokens per step from " << lr->base_lr << " at " << group_digits(static_cast<std::int64_t>(lr->base_batch_tokens))
+              << " (rules of thumb, not guarantees)\n";
+    std::cout << "linear rule:       " << lr->linear.lr << "   [" << lr->linear.source << "]\n";
+    std::cout << "square-root rule:  " << lr->square_root.lr << "   [" << lr->square_root.source << "]\n";
+    std::cout << "suggested rule:    " << lr->preferred << " (for " << to_string(req.pins.optimizer.value_or(Optimizer::adamw))
+              << ")\n";
+    std::cout << "warm-up:           " << group_digits(lr->warmup_steps) << " steps   [" << lr->warmup_source << "]\n";
+    std::cout << "# " << lr->caveat << "\n";
+}
+
+void print_table(const PlanCommandState& st, const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& req,
+                 const SearchResult& res, double search_s, const std::optional<LrAdvice>& lr) {
+    print_header(st, model, gpu, req, res, search_s);
+    if (res.candidates.empty()) {
+        std::cout << "NOTHING FITS: no plan of " << req.gpus << " GPUs reaches the batch under "
+                  << format_bytes(res.limit_bytes) << " per GPU.\n";
+    } else {
+        print_candidates(res);
+        print_recommendation(st, model, gpu, req, res);
     }
+    print_rejections(res);
+    print_lr_advice(req, lr);
+}
+
+// Progress on stderr once a search has run for more than a second, then every second.
+std::function<void(std::int64_t, std::int64_t, std::int64_t)> search_progress() {
+    const auto started = std::chrono::steady_clock::now();
+    auto last = started;
+    return [started, last](std::int64_t done, std::int64_t total, std::int64_t plans) mutable {
+        const auto now = std::chrono::steady_clock::now();
+        if (now - started < std::chrono::seconds(1) || now - last < std::chrono::seconds(1)) return;
+        last = now;
+        std::cerr << "preflight plan: searched " << done << " of " << total << " parallel layouts, "
+                  << plans << " plans evaluated, "
+                  << std::chrono::duration_cast<std::chrono::seconds>(now - started).count() << " s\n";
+    };
+}
+
+// --emit: the recommendation in a framework's form (exit 1 when nothing fits).
+int emit_recommendation(const PlanCommandState& st, const ModelConfig& model, const GpuSpec& gpu,
+                        const SearchResult& res) {
+    if (res.candidates.empty()) {
+        std::cerr << "preflight: nothing fits, nothing to emit\n";
+        for (const auto& s : res.suggestions) std::cerr << "# " << s << "\n";
+        return kExitDoesNotFit;
+    }
+    const Candidate& best = res.candidates.front();
+    const Emitted e = emit_plan(*parse_emit_format(st.emit), model, gpu, best.plan);
+    std::cout << e.text;
+    std::cerr << "# preflight plan: emitted the recommendation (" << to_flags(best.plan) << ")\n";
+    for (const auto& w : e.warnings) std::cerr << "# warning: " << w << "\n";
+    return kExitOk;
+}
+
+// The JSON document of `plan --format json` (docs/interface.md).
+nlohmann::json plan_document(const PlanCommandState& st, const ModelConfig& model, const GpuSpec& gpu,
+                             const SearchRequest& req, const SearchResult& res, double search_s,
+                             const std::optional<LrAdvice>& lr) {
+    const ParamCounts pc = count_params(model);
+    nlohmann::json cands = nlohmann::json::array();
+    int rank = 1;
+    for (const Candidate& c : res.candidates) {
+        nlohmann::json j{{"rank", rank++},
+                         {"plan", plan_to_json(c.plan)},
+                         {"memory", memory_to_json(c.memory)},
+                         {"throughput", throughput_json(c.throughput)},
+                         {"batch",
+                          {{"target_tokens", req.gbs_tokens},
+                           {"tokens", c.plan.global_batch_tokens()},
+                           {"rounding", c.batch_error}}}};
+        if (st.train_tokens) {
+            const TrainingTime tt = training_time(c.throughput, *st.train_tokens);
+            j["training"] = {{"train_tokens", *st.train_tokens},
+                             {"steps", tt.steps},
+                             {"wall_s", tt.wall_s},
+                             {"gpu_hours", tt.gpu_hours}};
+        }
+        cands.push_back(std::move(j));
+    }
+    nlohmann::json rej = nlohmann::json::array();
+    for (const Rejection& r : res.rejected)
+        rej.push_back({{"plan", plan_to_json(r.plan)},
+                       {"family", r.family},
+                       {"reason", r.reason},
+                       {"plans", r.plans},
+                       // N/A unless the family was rejected for memory (its representative's peak).
+                       {"peak_bytes", r.peak_bytes > 0 ? nlohmann::json(r.peak_bytes) : nlohmann::json(nullptr)},
+                       {"others_fit", r.others_fit}});
+    nlohmann::json doc{
+        {"schema_version", kSchemaVersion},
+        {"model", {{"name", model.name}, {"params", pc.total}, {"params_active", pc.active}}},
+        {"gpu", {{"name", gpu.name}, {"memory_bytes", gpu.memory_bytes}}},
+        {"request",
+         {{"gpus", req.gpus},
+          {"gbs_tokens", req.gbs_tokens},
+          {"seq", res.seq},
+          {"headroom", req.headroom},
+          {"limit_bytes", res.limit_bytes},
+          {"batch_tolerance", req.batch_tolerance},
+          {"attention_flops", st.attention_flops}}},
+        {"search",
+         {{"plans_evaluated", res.plans_evaluated},
+          {"plans_fitting", res.plans_fitting},
+          {"mbs_capped", res.mbs_capped},
+          {"seconds", search_s}}},
+        {"candidates", cands},
+        {"rejected", rej},
+        {"suggestions", res.suggestions}};
+    if (lr) doc["lr_advice"] = lr_json(*lr);
+    return doc;
 }
 
 }  // namespace
@@ -267,17 +364,7 @@ int run_plan(const PlanCommandState& st) {
     const ModelConfig model = load_model(st.flags.model, dir);
     const GpuSpec gpu = load_gpu(st.flags.gpu, dir);
     SearchRequest req = make_request(st, model);
-    // Progress on stderr once a search has run for more than a second, then every second.
-    const auto started = std::chrono::steady_clock::now();
-    auto last = started;
-    req.progress = [started, last](std::int64_t done, std::int64_t total, std::int64_t plans) mutable {
-        const auto now = std::chrono::steady_clock::now();
-        if (now - started < std::chrono::seconds(1) || now - last < std::chrono::seconds(1)) return;
-        last = now;
-        std::cerr << "preflight plan: searched " << done << " of " << total << " parallel layouts, "
-                  << plans << " plans evaluated, "
-                  << std::chrono::duration_cast<std::chrono::seconds>(now - started).count() << " s\n";
-    };
+    req.progress = search_progress();
     std::optional<LrAdvice> lr;
     if (st.base_lr || st.base_batch) {
         if (!st.base_lr) throw InputError("--base-lr", "needed with --base-batch");
@@ -292,76 +379,11 @@ int run_plan(const PlanCommandState& st) {
     const double search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const bool found = !res.candidates.empty();
 
-    if (!st.emit.empty()) {
-        if (!found) {
-            std::cerr << "preflight: nothing fits, nothing to emit\n";
-            for (const auto& s : res.suggestions) std::cerr << "# " << s << "\n";
-            return kExitDoesNotFit;
-        }
-        const Candidate& best = res.candidates.front();
-        const Emitted e = emit_plan(*parse_emit_format(st.emit), model, gpu, best.plan);
-        std::cout << e.text;
-        std::cerr << "# preflight plan: emitted the recommendation (" << to_flags(best.plan) << ")\n";
-        for (const auto& w : e.warnings) std::cerr << "# warning: " << w << "\n";
-        return kExitOk;
-    }
-
-    if (st.flags.format == "json") {
-        const ParamCounts pc = count_params(model);
-        nlohmann::json cands = nlohmann::json::array();
-        int rank = 1;
-        for (const Candidate& c : res.candidates) {
-            nlohmann::json j{{"rank", rank++},
-                             {"plan", plan_to_json(c.plan)},
-                             {"memory", memory_to_json(c.memory)},
-                             {"throughput", throughput_json(c.throughput)},
-                             {"batch",
-                              {{"target_tokens", req.gbs_tokens},
-                               {"tokens", c.plan.global_batch_tokens()},
-                               {"rounding", c.batch_error}}}};
-            if (st.train_tokens) {
-                const TrainingTime tt = training_time(c.throughput, *st.train_tokens);
-                j["training"] = {{"train_tokens", *st.train_tokens},
-                                 {"steps", tt.steps},
-                                 {"wall_s", tt.wall_s},
-                                 {"gpu_hours", tt.gpu_hours}};
-            }
-            cands.push_back(std::move(j));
-        }
-        nlohmann::json rej = nlohmann::json::array();
-        for (const Rejection& r : res.rejected)
-            rej.push_back({{"plan", plan_to_json(r.plan)},
-                           {"family", r.family},
-                           {"reason", r.reason},
-                           {"plans", r.plans},
-                           // N/A unless the family was rejected for memory (its representative's peak).
-                           {"peak_bytes", r.peak_bytes > 0 ? nlohmann::json(r.peak_bytes) : nlohmann::json(nullptr)},
-                           {"others_fit", r.others_fit}});
-        nlohmann::json doc{
-            {"schema_version", kSchemaVersion},
-            {"model", {{"name", model.name}, {"params", pc.total}, {"params_active", pc.active}}},
-            {"gpu", {{"name", gpu.name}, {"memory_bytes", gpu.memory_bytes}}},
-            {"request",
-             {{"gpus", req.gpus},
-              {"gbs_tokens", req.gbs_tokens},
-              {"seq", res.seq},
-              {"headroom", req.headroom},
-              {"limit_bytes", res.limit_bytes},
-              {"batch_tolerance", req.batch_tolerance},
-              {"attention_flops", st.attention_flops}}},
-            {"search",
-             {{"plans_evaluated", res.plans_evaluated},
-              {"plans_fitting", res.plans_fitting},
-              {"mbs_capped", res.mbs_capped},
-              {"seconds", search_s}}},
-            {"candidates", cands},
-            {"rejected", rej},
-            {"suggestions", res.suggestions}};
-        if (lr) doc["lr_advice"] = lr_json(*lr);
-        std::cout << doc.dump(2) << "\n";
-    } else {
+    if (!st.emit.empty()) return emit_recommendation(st, model, gpu, res);
+    if (st.flags.format == "json")
+        std::cout << plan_document(st, model, gpu, req, res, search_s, lr).dump(2) << "\n";
+    else
         print_table(st, model, gpu, req, res, search_s, lr);
-    }
     return found ? kExitOk : kExitDoesNotFit;
 }
 

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <memory>
 #include <tuple>
+#include <variant>
 
 #include <nlohmann/json.hpp>
 
@@ -18,6 +19,7 @@
 #include "preflight/planner/limits.hpp"
 #include "preflight/planner/report.hpp"
 #include "preflight/runtime/errors.hpp"
+#include "preflight/runtime/device.hpp"
 #include "preflight/runtime/runtime.hpp"
 
 namespace preflight::cli {
@@ -103,43 +105,31 @@ void print_table(const runtime::RunReport& r) {
     if (r.failure) std::cout << "FAILED (" << r.failure->kind << "): " << r.failure->message << "\n";
 }
 
-int run_command(const RunState& st) {
-    if (!(std::isfinite(st.lr) && st.lr > 0))
-        throw InputError("--lr", "must be a positive finite number, got " + std::to_string(st.lr));
-    if (!st.report_file.empty()) {
-        std::error_code ec;
-        if (std::filesystem::is_directory(st.report_file, ec))
-            throw InputError("--report", "'" + st.report_file + "' is a directory; give the report's file path");
+// --plan FILE: a plan object, or any document holding one under "plan" (memory / run
+// reports). Its model and GPU are used unless --model / --gpu are given; given and
+// different, the file and the flags disagree.
+Plan plan_from_file(const RunState& st, const Plan& plan, std::string& model_name, std::string& gpu_name) {
+    const auto j = read_json_file(st.plan_file, "--plan");
+    if (!j.is_object()) throw InputError("--plan " + st.plan_file, "must hold a JSON object");
+    for (auto [key, flag, name] : {std::tuple{"model", "--model", &model_name}, std::tuple{"gpu", "--gpu", &gpu_name}}) {
+        const std::string recorded = recorded_name(j, key, st.plan_file);
+        if (recorded.empty()) continue;
+        const bool given = st.sub && st.sub->count(flag) > 0;
+        if (!given)
+            *name = recorded;
+        else if (*name != recorded)
+            throw InputError(flag, "'" + *name + "' differs from the " + key + " '" + recorded + "' recorded in --plan " +
+                                       st.plan_file + " (leave " + flag + " out to use the file's)");
     }
-    const auto dir = data_dir_of(st.flags.data_dir);
-    std::string model_name = st.flags.model, gpu_name = st.flags.gpu;
-    Plan plan = st.flags.to_plan();
-    if (!st.plan_file.empty()) {
-        // A plan object, or any document holding one under "plan" (memory / run reports).
-        // Its model and GPU are used unless --model / --gpu are given; given and
-        // different, the file and the flags disagree.
-        const auto j = read_json_file(st.plan_file, "--plan");
-        if (!j.is_object()) throw InputError("--plan " + st.plan_file, "must hold a JSON object");
-        for (auto [key, flag, name] : {std::tuple{"model", "--model", &model_name}, std::tuple{"gpu", "--gpu", &gpu_name}}) {
-            const std::string recorded = recorded_name(j, key, st.plan_file);
-            if (recorded.empty()) continue;
-            const bool given = st.sub && st.sub->count(flag) > 0;
-            if (!given)
-                *name = recorded;
-            else if (*name != recorded)
-                throw InputError(flag, "'" + *name + "' differs from the " + key + " '" + recorded + "' recorded in --plan " +
-                                           st.plan_file + " (leave " + flag + " out to use the file's)");
-        }
-        try {
-            plan = plan_from_json(j.contains("plan") ? j["plan"] : j, plan);
-        } catch (const InputError& e) {
-            throw InputError("--plan " + st.plan_file, e.what());
-        }
+    try {
+        return plan_from_json(j.contains("plan") ? j["plan"] : j, plan);
+    } catch (const InputError& e) {
+        throw InputError("--plan " + st.plan_file, e.what());
     }
-    const ModelConfig model = load_model(model_name, dir);
-    const GpuSpec gpu = load_gpu(gpu_name, dir);
-    plan = resolve_defaults(plan, model);
-    validate_plan(plan, model);
+}
+
+// What `preflight run` cannot execute, and its bounds on the work of one step.
+void check_runnable(const RunState& st, const ModelConfig& model, const Plan& plan) {
     if (uses_extended_throughput(plan))  // the runtime executes pre-training plans only
         throw InputError("--finetune", "preflight run executes full pre-training plans only (no LoRA/QLoRA, offload, "
                                        "GPipe/interleaved schedules, cp or ep): " + to_flags(plan));
@@ -154,7 +144,9 @@ int run_command(const RunState& st) {
         throw InputError("--grad-acc", std::to_string(plan.grad_acc) + " micro-batches x " +
                                            std::to_string(model.layers) + " layers exceed the limit kMaxRuntimeLayerSteps = " +
                                            std::to_string(limits::kMaxRuntimeLayerSteps) + " of `preflight run`");
+}
 
+runtime::RunOptions run_options(const RunState& st, const ModelConfig& model) {
     runtime::RunOptions opt;
     opt.steps = st.steps;
     opt.warmup = st.warmup;
@@ -168,30 +160,32 @@ int run_command(const RunState& st) {
     opt.debug_sync = runtime::debug_sync_requested(st.debug_sync, std::getenv("PREFLIGHT_DEBUG_SYNC"));
     opt.cudnn_attention = !st.no_cudnn && !runtime::debug_sync_requested(false, std::getenv("PREFLIGHT_NO_CUDNN"));
     opt.progress = [](const std::string& line) { std::cerr << "preflight run: " << line << "\n"; };
+    return opt;
+}
 
-    runtime::RunReport report;
-    if (st.dry_run) {
-        report = runtime::dry_run_report(model, gpu, plan, opt);
-    } else {
-#if defined(PREFLIGHT_HAVE_RUNTIME)
-        if (runtime::device_count() == 0) {
-            std::cerr << "preflight run: no CUDA device is available (use --dry-run to walk the plan without a GPU)\n";
-            return kExitNoDevice;
-        }
-        try {
-            report = runtime::run_on_device(model, gpu, plan, opt);
-        } catch (const runtime::DeviceError& e) {
-            // Before the first op (context, stream, library handles): no report to write.
-            std::cerr << "preflight run: the device could not be set up: " << e.what() << "\n";
-            return runtime::exit_code_for(e.kind) == 1 ? kExitDoesNotFit : kExitNoDevice;
-        }
-#else
-        std::cerr << "preflight run: this build has no CUDA runtime (configure with PREFLIGHT_CUDA=ON on a machine "
-                     "with nvcc); use --dry-run to walk the plan without a GPU\n";
+// On the device backend (the CUDA executor, or in a build without CUDA the no-device one):
+// the report, or the exit code when no report can be made.
+std::variant<runtime::RunReport, int> device_report(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
+                                                    const runtime::RunOptions& opt) {
+    if (const auto why = runtime::device_backend_unavailable_reason(); !why.empty()) {
+        std::cerr << "preflight run: " << why << "; use --dry-run to walk the plan without a GPU\n";
         return kExitNoDevice;
-#endif
     }
+    if (runtime::device_count() == 0) {
+        std::cerr << "preflight run: no CUDA device is available (use --dry-run to walk the plan without a GPU)\n";
+        return kExitNoDevice;
+    }
+    try {
+        return runtime::run_on_device(model, gpu, plan, opt);
+    } catch (const runtime::DeviceError& e) {
+        // Before the first op (context, stream, library handles): no report to write.
+        std::cerr << "preflight run: the device could not be set up: " << e.what() << "\n";
+        return runtime::exit_code_for(e.kind) == 1 ? kExitDoesNotFit : kExitNoDevice;
+    }
+}
 
+// Writes and prints the report; the exit code of the comparison.
+int finish_run(const RunState& st, const runtime::RunReport& report) {
     const std::string text = runtime::run_report_to_json(report).dump(2) + "\n";
     if (!st.report_file.empty()) runtime::write_file_atomic(st.report_file, text);
     if (st.flags.format == "json")
@@ -209,6 +203,29 @@ int run_command(const RunState& st) {
         return kExitDoesNotFit;
     }
     return kExitOk;
+}
+
+int run_command(const RunState& st) {
+    if (!(std::isfinite(st.lr) && st.lr > 0))
+        throw InputError("--lr", "must be a positive finite number, got " + std::to_string(st.lr));
+    if (!st.report_file.empty()) {
+        std::error_code ec;
+        if (std::filesystem::is_directory(st.report_file, ec))
+            throw InputError("--report", "'" + st.report_file + "' is a directory; give the report's file path");
+    }
+    const auto dir = data_dir_of(st.flags.data_dir);
+    std::string model_name = st.flags.model, gpu_name = st.flags.gpu;
+    Plan plan = st.flags.to_plan();
+    if (!st.plan_file.empty()) plan = plan_from_file(st, plan, model_name, gpu_name);
+    const ModelConfig model = load_model(model_name, dir);
+    const GpuSpec gpu = load_gpu(gpu_name, dir);
+    plan = ResolvedPlan(plan, model).plan();  // defaults filled and validated once
+    check_runnable(st, model, plan);
+    const runtime::RunOptions opt = run_options(st, model);
+    if (st.dry_run) return finish_run(st, runtime::dry_run_report(model, gpu, plan, opt));
+    auto outcome = device_report(model, gpu, plan, opt);
+    if (const int* code = std::get_if<int>(&outcome)) return *code;
+    return finish_run(st, std::get<runtime::RunReport>(outcome));
 }
 
 }  // namespace

@@ -55,62 +55,55 @@ CLI::Validator count_at_most(std::int64_t bound, const std::string& bound_name) 
         "COUNT <= " + std::to_string(bound));
 }
 
+namespace {
+
+// The option of one plan field: its type, its check (bound, range or names), its group.
+CLI::Option* add_field_option(CLI::App& app, const PlanField& field, PlanFlags::Slot& slot) {
+    const std::string flag(field.flag), help(field.help);
+    CLI::Option* o = nullptr;
+    switch (field.type) {
+        case FieldType::integer:
+            o = app.add_option(flag, slot.integer, help);
+            // Counts are bounded (limits.hpp) so no byte figure can overflow; the bound is named when exceeded.
+            if (!field.bound_name.empty())
+                o->transform(count_at_most(field.max, std::string(field.bound_name)));
+            else if (field.max > 0)
+                o->check(CLI::Range(field.min, field.max));
+            break;
+        case FieldType::real: o = app.add_option(flag, slot.real, help); break;
+        case FieldType::toggle: o = app.add_flag(flag, slot.toggle, help); break;
+        case FieldType::name:
+            o = app.add_option(flag, slot.name, help);
+            if (!field.choices.empty()) o->check(CLI::IsMember(field.choices));
+            break;
+    }
+    return o->group(std::string(field.group));
+}
+
+FieldValue slot_value(const PlanField& field, const PlanFlags::Slot& slot) {
+    switch (field.type) {
+        case FieldType::integer: return *slot.integer;
+        case FieldType::real: return *slot.real;
+        case FieldType::toggle: return slot.toggle;
+        case FieldType::name: return *slot.name;
+    }
+    return {};
+}
+
+}  // namespace
+
 void add_plan_flags(CLI::App& app, PlanFlags& f) {
     app.add_option("--model", f.model,
                    "Catalog name (see `preflight models`) or path to a Hugging Face config.json")
         ->capture_default_str();
     app.add_option("--gpu", f.gpu, "Catalog name (see `preflight gpus`) or path to a GPU spec JSON")
         ->capture_default_str();
-    auto* g = "Plan";
-    // Counts are bounded (limits.hpp) so no byte figure can overflow; the bound is named when exceeded.
-    using namespace limits;
-    app.add_option("--seq", f.seq, "Sequence length in tokens (default: model context, capped at 4096; at most 2^24)")
-        ->transform(count_at_most(kMaxSeq, "kMaxSeq"))
-        ->group(g);
-    app.add_option("--mbs", f.mbs, "Micro-batch size in sequences per GPU per forward (default 1; at most 2^20)")
-        ->transform(count_at_most(kMaxMbs, "kMaxMbs"))
-        ->group(g);
-    app.add_option("--grad-acc", f.grad_acc, "Gradient accumulation steps per optimizer step (default 1)")
-        ->transform(count_at_most(kMaxGlobalBatchTokens, "kMaxGlobalBatchTokens"))
-        ->group(g);
-    app.add_option("--dp", f.dp, "Data-parallel degree (default 1; at most 2^20)")
-        ->transform(count_at_most(kMaxGpus, "kMaxGpus"))
-        ->group(g);
-    app.add_option("--tp", f.tp, "Tensor-parallel degree; must divide heads, KV heads and MLP width (default 1)")
-        ->transform(count_at_most(kMaxGpus, "kMaxGpus"))
-        ->group(g);
-    app.add_option("--pp", f.pp, "Pipeline-parallel stages, 1F1B schedule (default 1)")
-        ->transform(count_at_most(kMaxGpus, "kMaxGpus"))
-        ->group(g);
-    app.add_flag("--sp", f.sp, "Sequence parallelism (with --tp > 1): shards norm/dropout activations by tp")
-        ->group(g);
-    app.add_option("--zero", f.zero,
-                   "ZeRO stage over dp: 0 none, 1 optimizer states, 2 + gradients, 3 + weights (default 0)")
-        ->check(CLI::Range(0, 3))
-        ->group(g);
-    app.add_option("--recompute", f.recompute,
-                   "Activation recomputation: none | selective (attention core) | full (keep layer inputs) "
-                   "(default none)")
-        ->check(CLI::IsMember({"none", "selective", "full"}))
-        ->group(g);
-    app.add_option("--precision", f.precision,
-                   "Precision recipe: fp32 | bf16-mixed | bf16-mixed-fp32-grads | bf16 | fp16-mixed | fp8-mixed "
-                   "(default bf16-mixed)")
-        ->check(CLI::IsMember({"fp32", "bf16-mixed", "bf16-mixed-fp32-grads", "bf16", "fp16-mixed", "fp8-mixed"}))
-        ->group(g);
-    app.add_option("--optimizer", f.optimizer, "adamw (2 fp32 moments) | sgd (1 fp32 momentum) (default adamw)")
-        ->check(CLI::IsMember({"adamw", "sgd"}))
-        ->group(g);
-    app.add_option("--attention", f.attention,
-                   "flash (keeps per-row softmax statistics) | eager (keeps s^2 scores) (default flash)")
-        ->check(CLI::IsMember({"flash", "eager"}))
-        ->group(g);
-    app.add_option("--dropout", f.dropout, "Dropout probability; > 0 keeps dropout masks (default 0)")->group(g);
-    add_extension_flags(app, f);
+    const auto fields = plan_fields();
+    for (std::size_t i = 0; i < fields.size(); ++i) add_field_option(app, fields[i], f.slots[i]);
     app.add_option("--overhead-bytes", f.overhead_bytes,
                    "Per-GPU overhead (CUDA context, library workspaces) in bytes; overrides the GPU spec "
                    "(at most 2^50 = 1 PiB)")
-        ->check(CLI::Range(std::int64_t{0}, kMaxDeviceBytes));
+        ->check(CLI::Range(std::int64_t{0}, limits::kMaxDeviceBytes));
     app.add_option("--data-dir", f.data_dir, "Catalog folder (default: $PREFLIGHT_DATA_DIR or the built-in data/)");
 }
 
@@ -129,24 +122,39 @@ FrameworkProfile framework_profile(const PlanFlags& f) {
     return *p;
 }
 
+bool PlanFlags::given(std::string_view key) const {
+    const auto fields = plan_fields();
+    for (std::size_t i = 0; i < fields.size(); ++i)
+        if (fields[i].key == key) return slots[i].given();
+    return false;
+}
+
 Plan PlanFlags::to_plan() const {
     Plan p;
-    p.seq = seq.value_or(0);
-    p.mbs = mbs.value_or(p.mbs);
-    p.grad_acc = grad_acc.value_or(p.grad_acc);
-    p.dp = dp.value_or(p.dp);
-    p.tp = tp.value_or(p.tp);
-    p.pp = pp.value_or(p.pp);
-    p.sp = sp;
-    p.zero = zero.value_or(p.zero);
-    if (recompute) p.recompute = *parse_recompute(*recompute);
-    if (precision) p.precision = *parse_precision(*precision);
-    if (optimizer) p.optimizer = *parse_optimizer(*optimizer);
-    if (attention) p.attention = *parse_attention(*attention);
-    p.dropout = dropout.value_or(p.dropout);
-    apply_extension_flags(*this, p);
-    if (seq && *seq <= 0) throw InputError("--seq", "must be a positive integer, got " + std::to_string(*seq));
+    const auto fields = plan_fields();
+    bool lora_flag = false;
+    for (std::size_t i = 0; i < fields.size(); ++i) {
+        if (!slots[i].given()) continue;
+        set_field(fields[i], p, slot_value(fields[i], slots[i]), std::string(fields[i].flag));
+        lora_flag = lora_flag || fields[i].in_json == Shown::finetuning;
+    }
+    if (lora_flag && p.finetune == Finetune::full)
+        throw InputError("--lora-rank", "LoRA flags need --finetune lora or qlora");
+    // The interleaved schedule's default: two model chunks per stage.
+    if (!given("vpp") && p.pp_schedule == PpSchedule::interleaved) p.vpp = 2;
     return p;
+}
+
+void PlanFlags::pin(PlanPins& pins) const {
+    const Plan p = to_plan();  // parses and checks the values
+    const auto fields = plan_fields();
+    for (std::size_t i = 0; i < fields.size(); ++i) {
+        if (!slots[i].given()) continue;
+        if (fields[i].pin)
+            fields[i].pin(pins, p);
+        else  // not a search axis: every searched plan carries the given value
+            set_field(fields[i], pins.fixed, slot_value(fields[i], slots[i]), std::string(fields[i].flag));
+    }
 }
 
 }  // namespace preflight::cli

@@ -4,29 +4,32 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "preflight/planner/memory.hpp"
 #include "preflight/planner/plan.hpp"
+#include "preflight/planner/plan_schema.hpp"
 #include "preflight/planner/search.hpp"
 
 namespace preflight::cli {
 
-// Raw flag values; a flag left unset stays nullopt so `plan` can tell pinned
-// values from defaults.
+// Raw flag values. The plan flags are one slot per field of the plan field table
+// (plan_schema.hpp), in its order; a flag left unset stays empty so `plan` can tell
+// pinned values from defaults.
 struct PlanFlags {
+    struct Slot {
+        std::optional<std::int64_t> integer;
+        std::optional<double> real;
+        bool toggle = false;
+        std::optional<std::string> name;
+        bool given() const { return integer || real || toggle || name; }
+    };
     std::string model = "llama-3-8b";
     std::string gpu = "h100-sxm-80gb";
-    std::optional<std::int64_t> seq, mbs, grad_acc, dp, tp, pp;
-    bool sp = false;
-    std::optional<int> zero;
-    std::optional<std::string> recompute, precision, optimizer, attention;
-    std::optional<double> dropout;
-    // Fine-tuning, offload, pipeline schedule, context / expert parallelism.
-    std::optional<std::string> finetune, lora_targets, offload, pp_schedule;
-    std::optional<std::int64_t> lora_rank, vpp, cp, ep;
-    std::optional<double> lora_alpha, lora_dropout, moe_capacity_factor;
+    std::vector<Slot> slots = std::vector<Slot>(plan_fields().size());  // CLI11 binds to these: never resized
     std::optional<std::int64_t> overhead_bytes;
     std::string data_dir;
     std::string format = "table";
@@ -34,6 +37,10 @@ struct PlanFlags {
 
     // Plan with defaults for every unset flag (docs/interface.md defaults).
     Plan to_plan() const;
+    // Pins the search to every given plan flag (unset axes stay searched).
+    void pin(PlanPins& pins) const;
+    // Whether the flag of the field with this JSON key was given.
+    bool given(std::string_view key) const;
 };
 
 // Accepts counts written as integers or in scientific notation ("15e12", "4.194304e6")
@@ -42,14 +49,8 @@ CLI::Validator count_in_any_notation();
 // The same, also refusing values above `bound`, named `bound_name` in the message.
 CLI::Validator count_at_most(std::int64_t bound, const std::string& bound_name);
 
-// Registers --model, --gpu, the plan flags, --overhead-bytes, --data-dir, --format.
+// Registers --model, --gpu, a flag per plan field (plan_schema.hpp), --overhead-bytes, --data-dir.
 void add_plan_flags(CLI::App& app, PlanFlags& f);
-// Registers the fine-tuning, offload, schedule, cp and ep flags (add_plan_flags calls it).
-void add_extension_flags(CLI::App& app, PlanFlags& f);
-// Copies the extension flags into a plan (defaults for unset ones).
-void apply_extension_flags(const PlanFlags& f, Plan& plan);
-// Copies the extension flags into the search's pins (unset axes stay searched).
-void pin_extension_flags(const PlanFlags& f, PlanPins& pins);
 // Extra lines of a plan or memory report for the extensions in use (nothing for a
 // pre-training plan): adapters and frozen base, host memory and PCIe traffic, pipeline
 // schedule, context/expert parallelism.

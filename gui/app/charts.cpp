@@ -187,7 +187,7 @@ SweepChart::SweepChart(SweepModel* model, double headroom, QWidget* parent)
     : QChartView(new_chart(), parent), model_(model), headroom_(headroom) {
     setRenderHint(QPainter::Antialiasing);
     const QColor colors[3] = {QColor(0x1f, 0x77, 0xb4), QColor(0x2c, 0xa0, 0x2c), QColor(0x94, 0x67, 0xbd)};
-    const char* names[3] = {"none", "selective", "full"};
+    const auto names = all_recomputes();  // the series follow the recompute modes in order
     const qreal widths[3] = {6.0, 2.5, 2.5};  // none underneath: it often coincides with selective
     QChart* c = chart();
     x_ = new QValueAxis;
@@ -199,7 +199,7 @@ SweepChart::SweepChart(SweepModel* model, double headroom, QWidget* parent)
     c->addAxis(y_, Qt::AlignLeft);
     for (int i = 0; i < 3; ++i) {
         auto* s = new QLineSeries;
-        s->setName(QString::fromLatin1(names[i]));
+        s->setName(QString::fromUtf8(to_string(names[i]).data(), static_cast<qsizetype>(to_string(names[i]).size())));
         QPen pen(colors[i]);
         pen.setWidthF(widths[i]);
         s->setPen(pen);

@@ -33,86 +33,16 @@
 #include "preflight/planner/extensions.hpp"
 #include "preflight/planner/report.hpp"
 #include "units.hpp"
+#include "widgets.hpp"
 
 namespace preflight::gui {
 
 namespace {
 
-QString sv(std::string_view s) { return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size())); }
-
-QSpinBox* spin(const char* name, int lo, int hi, int value, int step = 1) {
-    auto* s = new QSpinBox;
-    s->setObjectName(QString::fromLatin1(name));
-    s->setRange(lo, hi);
-    s->setSingleStep(step);
-    s->setValue(value);
-    s->setGroupSeparatorShown(true);
-    s->setKeyboardTracking(false);  // typing "4096" evaluates once, not for 4, 40, 409
-    return s;
-}
-
-// Rows of the details table for the extensions in use: adapters and frozen base under
-// LoRA/QLoRA, host memory when offloading, the pipeline bubble, cp/ep layouts.
-QString extensionRows(const Evaluation& ev) {
-    const Plan& p = ev.plan;
-    const MemoryReport& r = ev.memory;
-    QString rows;
-    auto row = [&](const QString& name, const QString& value, const QString& note) {
-        rows += QStringLiteral("<tr><td>%1</td><td align='right'><b>%2</b></td><td>%3</td></tr>")
-                    .arg(name, value, note.toHtmlEscaped());
-    };
-    if (p.finetune != Finetune::full) {
-        const FrozenBase base = frozen_base(ev.model, p);
-        row(QStringLiteral("Trainable adapters"), groupDigits(lora_params(ev.model, p.lora)),
-            QStringLiteral("rank %1 on %2 (fp32 weights, gradients, optimizer states)")
-                .arg(p.lora.rank)
-                .arg(QString::fromStdString(lora_targets_to_string(p.lora.targets))));
-        row(QStringLiteral("Frozen base (whole model)"), formatBytes(base.total_bytes()),
-            p.finetune == Finetune::qlora ? QStringLiteral("NF4 %1 + other parameters %2")
-                                                .arg(formatBytes(base.quantized_bytes), formatBytes(base.other_bytes))
-                                          : QStringLiteral("16-bit"));
-    }
-    if (p.offload != Offload::none)
-        row(QStringLiteral("Host memory (offload)"), formatBytes(r.host_bytes_per_gpu),
-            QStringLiteral("per GPU; %1 per node").arg(formatBytes(r.host_bytes_per_node)));
-    if (p.pp > 1)
-        row(QStringLiteral("Pipeline bubble"), QStringLiteral("%1 %").arg(100.0 * pipeline_bubble_fraction(p), 0, 'f', 1),
-            QStringLiteral("%1 schedule").arg(sv(to_string(p.pp_schedule))));
-    if (p.cp > 1) row(QStringLiteral("Context parallel"), QString::number(p.cp), QStringLiteral("ranks per sequence"));
-    if (p.ep > 1) row(QStringLiteral("Expert parallel"), QString::number(p.ep), QStringLiteral("expert shards"));
-    return rows;
-}
-
-QTableView* table(const char* name, QAbstractItemModel* model) {
-    auto* v = new QTableView;
-    v->setObjectName(QString::fromLatin1(name));
-    v->setModel(model);
-    v->setAlternatingRowColors(true);
-    v->setSelectionBehavior(QAbstractItemView::SelectRows);
-    v->setEditTriggers(QAbstractItemView::NoEditTriggers);
-    v->verticalHeader()->setVisible(false);
-    v->verticalHeader()->setDefaultSectionSize(22);
-    v->horizontalHeader()->setHighlightSections(false);
-    return v;
-}
-
 bool write_text(const QString& path, const std::string& text) {
     std::ofstream out(path.toStdString());
     out << text;
     return static_cast<bool>(out);
-}
-
-QLabel* value_label(const char* name, bool big = false) {
-    auto* l = new QLabel;
-    l->setObjectName(QString::fromLatin1(name));
-    l->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    if (big) {
-        QFont f = l->font();
-        f.setPointSizeF(f.pointSizeF() * 1.45);
-        f.setBold(true);
-        l->setFont(f);
-    }
-    return l;
 }
 
 }  // namespace
@@ -175,176 +105,6 @@ MainWindow::MainWindow(Explorer* explorer, QWidget* parent) : QMainWindow(parent
 }
 
 // ------------------------------------------------------------------ building
-
-QWidget* MainWindow::buildControls() {
-    auto* panel = new QWidget;
-    auto* v = new QVBoxLayout(panel);
-    v->setContentsMargins(6, 6, 6, 6);
-
-    auto* what = new QGroupBox(QStringLiteral("Model and hardware"));
-    auto* f1 = new QFormLayout(what);
-    model_ = new QComboBox;
-    model_->setObjectName(QStringLiteral("model"));
-    for (const auto& m : explorer_->catalogModels()) model_->addItem(m, m);
-    auto* open_model = new QPushButton(QStringLiteral("Open…"));
-    open_model->setToolTip(QStringLiteral("Open a Hugging Face config.json"));
-    auto* mrow = new QHBoxLayout;
-    mrow->addWidget(model_, 1);
-    mrow->addWidget(open_model);
-    f1->addRow(QStringLiteral("Model"), mrow);
-    gpu_ = new QComboBox;
-    gpu_->setObjectName(QStringLiteral("gpu"));
-    for (const auto& g : explorer_->catalogGpus()) gpu_->addItem(g, g);
-    auto* open_gpu = new QPushButton(QStringLiteral("Open…"));
-    open_gpu->setToolTip(QStringLiteral("Open a GPU spec JSON (data/gpus format)"));
-    auto* grow = new QHBoxLayout;
-    grow->addWidget(gpu_, 1);
-    grow->addWidget(open_gpu);
-    f1->addRow(QStringLiteral("GPU"), grow);
-    gpu_count_ = spin("gpuCount", 1, 1 << 20, 1);
-    gpu_count_->setToolTip(QStringLiteral("GPUs in the job = dp × tp × pp (changing it rescales dp)"));
-    f1->addRow(QStringLiteral("GPU count"), gpu_count_);
-    v->addWidget(what);
-
-    auto* batch = new QGroupBox(QStringLiteral("Batch"));
-    auto* f2 = new QFormLayout(batch);
-    seq_ = spin("seq", 1, 1 << 22, 4096, 256);
-    seq_->setSuffix(QStringLiteral(" tokens"));
-    mbs_ = spin("mbs", 1, 4096, 1);
-    grad_acc_ = spin("gradAcc", 1, 1 << 16, 1);
-    f2->addRow(QStringLiteral("Sequence length"), seq_);
-    f2->addRow(QStringLiteral("Micro-batch size"), mbs_);
-    f2->addRow(QStringLiteral("Grad. accumulation"), grad_acc_);
-    gbs_label_ = value_label("globalBatch");
-    f2->addRow(QStringLiteral("Global batch"), gbs_label_);
-    v->addWidget(batch);
-
-    auto* par = new QGroupBox(QStringLiteral("Parallelism"));
-    auto* f3 = new QFormLayout(par);
-    dp_ = spin("dp", 1, 1 << 20, 1);
-    tp_ = spin("tp", 1, 1024, 1);
-    pp_ = spin("pp", 1, 1024, 1);
-    sp_ = new QCheckBox(QStringLiteral("sequence parallel"));
-    sp_->setObjectName(QStringLiteral("sp"));
-    zero_ = new QComboBox;
-    zero_->setObjectName(QStringLiteral("zero"));
-    for (int z = 0; z <= 3; ++z) zero_->addItem(QStringLiteral("ZeRO-%1").arg(z), z);
-    f3->addRow(QStringLiteral("Data parallel (dp)"), dp_);
-    f3->addRow(QStringLiteral("Tensor parallel (tp)"), tp_);
-    f3->addRow(QStringLiteral("Pipeline parallel (pp)"), pp_);
-    f3->addRow(QString(), sp_);
-    f3->addRow(QStringLiteral("ZeRO stage"), zero_);
-    v->addWidget(par);
-
-    auto* recipe = new QGroupBox(QStringLiteral("Recipe"));
-    auto* f4 = new QFormLayout(recipe);
-    recompute_ = new QComboBox;
-    recompute_->setObjectName(QStringLiteral("recompute"));
-    for (auto r : all_recomputes()) recompute_->addItem(sv(to_string(r)), static_cast<int>(r));
-    precision_ = new QComboBox;
-    precision_->setObjectName(QStringLiteral("precision"));
-    for (auto p : all_precisions()) precision_->addItem(sv(to_string(p)), static_cast<int>(p));
-    optimizer_ = new QComboBox;
-    optimizer_->setObjectName(QStringLiteral("optimizer"));
-    for (auto o : {Optimizer::adamw, Optimizer::sgd}) optimizer_->addItem(sv(to_string(o)), static_cast<int>(o));
-    attention_ = new QComboBox;
-    attention_->setObjectName(QStringLiteral("attention"));
-    for (auto a : {AttentionKind::flash, AttentionKind::eager}) attention_->addItem(sv(to_string(a)), static_cast<int>(a));
-    dropout_ = new QDoubleSpinBox;
-    dropout_->setObjectName(QStringLiteral("dropout"));
-    dropout_->setRange(0.0, 0.99);
-    dropout_->setSingleStep(0.05);
-    dropout_->setDecimals(2);
-    dropout_->setKeyboardTracking(false);
-    {  // the CLI's defaults (docs/interface.md)
-        const Plan defaults;
-        recompute_->setCurrentIndex(recompute_->findData(static_cast<int>(defaults.recompute)));
-        precision_->setCurrentIndex(precision_->findData(static_cast<int>(defaults.precision)));
-        optimizer_->setCurrentIndex(optimizer_->findData(static_cast<int>(defaults.optimizer)));
-        attention_->setCurrentIndex(attention_->findData(static_cast<int>(defaults.attention)));
-        zero_->setCurrentIndex(zero_->findData(defaults.zero));
-        dropout_->setValue(defaults.dropout);
-    }
-    f4->addRow(QStringLiteral("Recompute"), recompute_);
-    f4->addRow(QStringLiteral("Precision"), precision_);
-    f4->addRow(QStringLiteral("Optimizer"), optimizer_);
-    f4->addRow(QStringLiteral("Attention"), attention_);
-    f4->addRow(QStringLiteral("Dropout"), dropout_);
-    v->addWidget(recipe);
-
-    // Fine-tuning, offload, pipeline schedule, context / expert parallelism (plan_extensions.hpp).
-    auto* ext = new QGroupBox(QStringLiteral("Fine-tuning, offload, schedules"));
-    auto* f5 = new QFormLayout(ext);
-    finetune_ = new QComboBox;
-    finetune_->setObjectName(QStringLiteral("finetune"));
-    for (auto f : {Finetune::full, Finetune::lora, Finetune::qlora}) finetune_->addItem(sv(to_string(f)), static_cast<int>(f));
-    finetune_->setToolTip(QStringLiteral("full: every weight trained · lora: frozen 16-bit base + adapters · qlora: "
-                                         "frozen NF4 base (double-quantised constants) + adapters"));
-    lora_rank_ = spin("loraRank", 1, 4096, static_cast<int>(LoraSettings{}.rank));
-    lora_targets_ = new QComboBox;
-    lora_targets_->setObjectName(QStringLiteral("loraTargets"));
-    lora_targets_->addItem(QStringLiteral("q,v (PEFT default)"), kLoraPeftDefault);
-    lora_targets_->addItem(QStringLiteral("attention (q,k,v,o)"), kLoraAttention);
-    lora_targets_->addItem(QStringLiteral("all-linear"), kLoraAllLinear);
-    offload_ = new QComboBox;
-    offload_->setObjectName(QStringLiteral("offload"));
-    for (auto o : {Offload::none, Offload::optimizer, Offload::optimizer_and_params})
-        offload_->addItem(sv(to_string(o)), static_cast<int>(o));
-    offload_->setToolTip(QStringLiteral("optimizer: ZeRO-Offload (master weights, moments, fp32 gradients on the host) · "
-                                        "params: ZeRO-Infinity, parameters too (ZeRO-3)"));
-    pp_schedule_ = new QComboBox;
-    pp_schedule_->setObjectName(QStringLiteral("ppSchedule"));
-    for (auto sc : {PpSchedule::one_f_one_b, PpSchedule::gpipe, PpSchedule::interleaved})
-        pp_schedule_->addItem(sv(to_string(sc)), static_cast<int>(sc));
-    vpp_ = spin("vpp", 1, 64, 1);
-    vpp_->setToolTip(QStringLiteral("Model chunks per pipeline stage (interleaved schedule)"));
-    cp_ = spin("cp", 1, 1024, 1);
-    cp_->setToolTip(QStringLiteral("Context parallel: each sequence split over cp GPUs (ring attention); GPUs = dp × tp × pp × cp"));
-    ep_ = spin("ep", 1, 1024, 1);
-    ep_->setToolTip(QStringLiteral("Expert parallel (MoE): experts split over ep of the dp ranks"));
-    f5->addRow(QStringLiteral("Fine-tuning"), finetune_);
-    f5->addRow(QStringLiteral("LoRA rank"), lora_rank_);
-    f5->addRow(QStringLiteral("LoRA targets"), lora_targets_);
-    f5->addRow(QStringLiteral("Offload"), offload_);
-    f5->addRow(QStringLiteral("Pipeline schedule"), pp_schedule_);
-    f5->addRow(QStringLiteral("Chunks per stage (vpp)"), vpp_);
-    f5->addRow(QStringLiteral("Context parallel (cp)"), cp_);
-    f5->addRow(QStringLiteral("Expert parallel (ep)"), ep_);
-    v->addWidget(ext);
-    v->addStretch(1);
-
-    for (QSpinBox* s : {seq_, mbs_, grad_acc_, lora_rank_, vpp_, ep_})
-        connect(s, &QSpinBox::valueChanged, this, [this] { applyControls(); });
-    connect(cp_, &QSpinBox::valueChanged, this, [this] { onLayoutChanged(); });
-    for (QComboBox* c : {finetune_, lora_targets_, offload_, pp_schedule_})
-        connect(c, &QComboBox::currentIndexChanged, this, [this] { applyControls(); });
-    for (QSpinBox* s : {dp_, tp_, pp_}) connect(s, &QSpinBox::valueChanged, this, [this] { onLayoutChanged(); });
-    connect(gpu_count_, &QSpinBox::valueChanged, this, [this] { onGpuCountChanged(); });
-    connect(sp_, &QCheckBox::toggled, this, [this] { applyControls(); });
-    for (QComboBox* c : {zero_, recompute_, precision_, optimizer_, attention_})
-        connect(c, &QComboBox::currentIndexChanged, this, [this] { applyControls(); });
-    connect(dropout_, &QDoubleSpinBox::valueChanged, this, [this] { applyControls(); });
-    connect(model_, &QComboBox::currentIndexChanged, this, [this] { onModelChosen(); });
-    connect(gpu_, &QComboBox::currentIndexChanged, this, [this] { onGpuChosen(); });
-    connect(open_model, &QPushButton::clicked, this, [this] {
-        const QString p = QFileDialog::getOpenFileName(this, QStringLiteral("Open model config.json"), {},
-                                                       QStringLiteral("JSON (*.json);;All files (*)"));
-        if (!p.isEmpty()) selectModel(p);
-    });
-    connect(open_gpu, &QPushButton::clicked, this, [this] {
-        const QString p = QFileDialog::getOpenFileName(this, QStringLiteral("Open GPU spec"), {},
-                                                       QStringLiteral("JSON (*.json);;All files (*)"));
-        if (!p.isEmpty()) selectGpu(p);
-    });
-
-    auto* scroll = new QScrollArea;
-    scroll->setWidget(panel);
-    scroll->setWidgetResizable(true);
-    scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
-    scroll->setMinimumWidth(330);
-    scroll->setFrameShape(QFrame::NoFrame);
-    return scroll;
-}
 
 QWidget* MainWindow::buildSummary() {
     auto* box = new QFrame;
@@ -563,7 +323,7 @@ Plan MainWindow::planFromControls() const {
     p.tp = tp_->value();
     p.pp = pp_->value();
     p.sp = sp_->isChecked();
-    p.zero = zero_->currentData().toInt();
+    p.zero = static_cast<ZeroStage>(zero_->currentData().toInt());
     p.recompute = static_cast<Recompute>(recompute_->currentData().toInt());
     p.precision = static_cast<Precision>(precision_->currentData().toInt());
     p.optimizer = static_cast<Optimizer>(optimizer_->currentData().toInt());
@@ -701,111 +461,6 @@ void MainWindow::loadPlan(const Plan& p0) {
 }
 
 // ------------------------------------------------------------------ results
-
-void MainWindow::onEvaluated() {
-    const Evaluation* ev = explorer_->current();
-    if (!ev) return;
-    const MemoryReport& r = ev->memory;
-    const double frac = r.capacity_bytes > 0 ? static_cast<double>(r.peak_bytes) / static_cast<double>(r.capacity_bytes) : 0;
-    peak_label_->setText(QStringLiteral("Peak %1 of %2 (%3 %)")
-                             .arg(formatBytes(r.peak_bytes), formatBytes(r.capacity_bytes))
-                             .arg(100.0 * frac, 0, 'f', 1));
-    const double headroom_line = (1.0 - Explorer::kHeadroom) * static_cast<double>(r.capacity_bytes);
-    if (!r.fits) {
-        verdict_label_->setText(QStringLiteral("OOM — over by %1").arg(formatBytes(r.peak_bytes - r.capacity_bytes)));
-        verdict_label_->setStyleSheet(QStringLiteral("color: #c01c28;"));
-    } else if (static_cast<double>(r.peak_bytes) > headroom_line) {
-        verdict_label_->setText(QStringLiteral("Fits, inside the %1 % headroom — %2 free")
-                                    .arg(100.0 * Explorer::kHeadroom, 0, 'f', 0)
-                                    .arg(formatBytes(r.capacity_bytes - r.peak_bytes)));
-        verdict_label_->setStyleSheet(QStringLiteral("color: #b36b00;"));
-    } else {
-        verdict_label_->setText(QStringLiteral("Fits — %1 free").arg(formatBytes(r.capacity_bytes - r.peak_bytes)));
-        verdict_label_->setStyleSheet(QStringLiteral("color: #1a7f37;"));
-    }
-    const QString phase = QString::fromStdString(describe(r.peak_phase));
-    phase_label_->setText(QStringLiteral("Peak phase: <b>%1</b>").arg(phase.toHtmlEscaped()) +
-                          (ev->plan.pp > 1 ? QStringLiteral(" (stage %1, %2 layers, %3 micro-batches in flight)")
-                                                 .arg(r.pipeline_stage)
-                                                 .arg(r.layers_on_stage)
-                                                 .arg(r.micro_batches_in_flight)
-                                           : QString()));
-    first_label_->setText(QStringLiteral("First step: %1 (optimizer moments not yet allocated)")
-                              .arg(formatBytes(r.first_step_peak_bytes)));
-    first_label_->setToolTip(QStringLiteral("First-step peak at %1")
-                                 .arg(QString::fromStdString(describe(r.first_step_peak_phase))));
-    model_label_->setText(QStringLiteral("%1 · %2 params%3 · %4, %5 per GPU · %6")
-                              .arg(QString::fromStdString(ev->model.name), formatCount(r.params.total),
-                                   r.params.active != r.params.total
-                                       ? QStringLiteral(" (%1 active)").arg(formatCount(r.params.active))
-                                       : QString(),
-                                   QString::fromStdString(ev->gpu.display_name.empty() ? ev->gpu.name : ev->gpu.display_name),
-                                   formatBytes(ev->gpu.memory_bytes),
-                                   ev->plan.gpus() == 1 ? QStringLiteral("1 GPU")
-                                                        : QStringLiteral("%1 GPUs").arg(ev->plan.gpus())));
-    details_label_->setText(
-        QStringLiteral("<table cellspacing='0' cellpadding='2'>"
-                       "<tr><td>Parameters</td><td align='right'><b>%1</b></td><td>(%2 exactly%3)</td></tr>"
-                       "<tr><td>Owned by this GPU before ZeRO</td><td align='right'><b>%4</b></td><td></td></tr>"
-                       "<tr><td>Activations per layer</td><td align='right'><b>%5</b></td><td>one micro-batch, recompute %6</td></tr>"
-                       "<tr><td>Layers on the peak stage</td><td align='right'><b>%7</b></td><td>stage %8 of %9</td></tr>")
-            .arg(formatCount(r.params.total), groupDigits(r.params.total),
-                 r.params.active != r.params.total ? QStringLiteral(", %1 active").arg(formatCount(r.params.active)) : QString(),
-                 formatCount(r.params_on_gpu), formatBytes(r.activations_per_layer_bytes), sv(to_string(ev->plan.recompute)),
-                 QString::number(r.layers_on_stage), QString::number(r.pipeline_stage), QString::number(ev->plan.pp)) +
-        QStringLiteral("<tr><td>Micro-batches in flight</td><td align='right'><b>%1</b></td><td>%2</td></tr>"
-                       "<tr><td>First-step peak</td><td align='right'><b>%3</b></td><td>%4</td></tr>"
-                       "<tr><td>Headroom line</td><td align='right'><b>%5</b></td><td>%6 % of capacity, what the plan search keeps under</td></tr>"
-                       "<tr><td>Global batch</td><td align='right'><b>%7</b></td><td>tokens = seq × mbs × grad_acc × dp</td></tr>%8</table>")
-            .arg(QString::number(r.micro_batches_in_flight),
-                 ev->plan.pp > 1 ? QStringLiteral("pipeline schedule") : QStringLiteral("no pipeline"),
-                 formatBytes(r.first_step_peak_bytes),
-                 QStringLiteral("at %1, before the optimizer moments exist").arg(QString::fromStdString(describe(r.first_step_peak_phase))),
-                 formatBytes(static_cast<std::int64_t>((1.0 - Explorer::kHeadroom) * static_cast<double>(r.capacity_bytes))),
-                 QString::number(100.0 * (1.0 - Explorer::kHeadroom), 'f', 0), groupDigits(ev->plan.global_batch_tokens()),
-                 extensionRows(*ev)));
-    if (ev->has_throughput) {
-        const Throughput& t = ev->throughput;
-        throughput_label_->setText(QStringLiteral("Step %1 · %2 tokens/s · MFU %3 % · HFU %4 %")
-                                       .arg(formatSeconds(t.step_time_s))
-                                       .arg(groupDigits(static_cast<std::int64_t>(t.tokens_per_s)))
-                                       .arg(100.0 * t.mfu, 0, 'f', 1)
-                                       .arg(100.0 * t.hfu, 0, 'f', 1));
-        QStringList slices;
-        for (const auto& s : t.breakdown)
-            slices << QStringLiteral("%1 %2").arg(QString::fromStdString(s.name), formatSeconds(s.seconds));
-        timeline_note_->setText(QStringLiteral("Predicted step time %1 (%2). Activations per layer: %3.")
-                                    .arg(formatSeconds(t.step_time_s), slices.join(QStringLiteral(", ")),
-                                         formatBytes(r.activations_per_layer_bytes)));
-    } else
-    {
-        throughput_label_->setText(QStringLiteral("Throughput: n/a (%1)").arg(ev->throughput_note));
-        timeline_note_->setText(QStringLiteral("Activations per layer: %1 (one micro-batch, recompute %2).")
-                                    .arg(formatBytes(r.activations_per_layer_bytes), sv(to_string(ev->plan.recompute))));
-    }
-    breakdown_chart_->setSubtitle(phase);
-
-    const auto& report = explorer_->runReport();
-    if (report) {
-        QString text = QStringLiteral("<b>Run report</b> %1").arg(QFileInfo(report->path).fileName().toHtmlEscaped());
-        if (report->measured && report->measured->peak_bytes)
-            text += QStringLiteral(": measured peak %1 vs predicted %2 (%3)")
-                        .arg(formatBytes(*report->measured->peak_bytes), formatBytes(r.peak_bytes),
-                             formatBytesDelta(*report->measured->peak_bytes - r.peak_bytes));
-        if (report->predicted && report->predicted->peak_bytes && *report->predicted->peak_bytes != r.peak_bytes)
-            text += QStringLiteral("; the report's own prediction was %1").arg(formatBytes(*report->predicted->peak_bytes));
-        if (!report->notes.isEmpty())
-            text += QStringLiteral("<br><span style='color:#666'>Missing or skipped: %1</span>")
-                        .arg(report->notes.join(QStringLiteral("; ")).toHtmlEscaped());
-        overlay_label_->setText(text);
-    } else {
-        overlay_label_->setText(QStringLiteral(
-            "<span style='color:#666'>File → Open run report… overlays measured memory on the bar and timeline.</span>"));
-    }
-    statusBar()->showMessage(QStringLiteral("Evaluated in %1 ms (memory model + %2 sweep points × 3 recompute modes)")
-                                 .arg(ev->eval_ms, 0, 'f', 2)
-                                 .arg(ev->seq_sweep.xs.size() + ev->mbs_sweep.xs.size()));
-}
 
 void MainWindow::onError(const QString& msg) {
     const QString shown = msg.isEmpty() ? notice_ : msg;

@@ -11,6 +11,7 @@
 class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
+class QGroupBox;
 class QLabel;
 class QPushButton;
 class QSortFilterProxyModel;
@@ -19,9 +20,14 @@ class QTabWidget;
 class QTableView;
 class QWidget;
 
+namespace preflight {
+struct MemoryReport;
+}
+
 namespace preflight::gui {
 
 class Explorer;
+struct Evaluation;
 class BreakdownChart;
 class SweepChart;
 class TimelineChart;
@@ -49,7 +55,13 @@ public:
     QString errorText() const;
 
 private:
-    QWidget* buildControls();
+    QWidget* buildControls();  // main_window_controls.cpp
+    QGroupBox* buildModelGroup();
+    QGroupBox* buildBatchGroup();
+    QGroupBox* buildParallelGroup();
+    QGroupBox* buildRecipeGroup();
+    QGroupBox* buildExtensionGroup();
+    void connectControls();
     QWidget* buildSummary();
     QWidget* buildBreakdownTab();
     QWidget* buildSweepTab();
@@ -63,7 +75,12 @@ private:
     void onLayoutChanged();
     void onModelChosen();
     void onGpuChosen();
-    void onEvaluated();
+    void onEvaluated();  // main_window_results.cpp
+    void showVerdict(const MemoryReport& r);
+    void showSummaryLines(const Evaluation& ev);
+    void showDetails(const Evaluation& ev);
+    void showThroughput(const Evaluation& ev);
+    void showRunReportOverlay(const MemoryReport& r);
     void onError(const QString& msg);
     void showNotice(const QString& msg);
     void onSearchFinished(const QString& error);

@@ -94,13 +94,14 @@ json deepspeed_config(const Plan& p, std::vector<std::string>* w) {
     return c;
 }
 
-std::string megatron_arguments(const ModelConfig& m, const Plan& p, std::vector<std::string>* w) {
-    std::vector<std::string> a;
+namespace {
+
+// Model shape (Megatron-LM arguments.py names).
+void add_megatron_model_arguments(const ModelConfig& m, std::vector<std::string>& a) {
     auto arg = [&](std::string flag, std::string value = {}) {
         a.push_back(value.empty() ? flag : flag + " " + value);
     };
     const auto s = [](auto v) { return std::to_string(v); };
-    // Model shape (Megatron-LM arguments.py names).
     arg("--num-layers", s(m.layers));
     arg("--hidden-size", s(m.hidden));
     arg("--ffn-hidden-size", s(m.ffn_hidden));
@@ -119,6 +120,17 @@ std::string megatron_arguments(const ModelConfig& m, const Plan& p, std::vector<
         arg("--num-experts", s(m.experts));
         arg("--moe-router-topk", s(m.experts_per_token));
     }
+}
+
+}  // namespace
+
+std::string megatron_arguments(const ModelConfig& m, const Plan& p, std::vector<std::string>* w) {
+    std::vector<std::string> a;
+    auto arg = [&](std::string flag, std::string value = {}) {
+        a.push_back(value.empty() ? flag : flag + " " + value);
+    };
+    const auto s = [](auto v) { return std::to_string(v); };
+    add_megatron_model_arguments(m, a);
     // Plan.
     arg("--seq-length", s(p.seq));
     arg("--micro-batch-size", s(p.mbs));

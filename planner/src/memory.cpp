@@ -7,8 +7,11 @@
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/profiles.hpp"
 #include "preflight/planner/extensions.hpp"
+#include "activations.hpp"
 
 namespace preflight {
+
+using namespace activations;
 
 std::string_view to_string(PhaseKind k) {
     switch (k) {
@@ -42,7 +45,7 @@ struct StateElements {
 // states (with the fp32 master copy), stage 2 adds gradients, stage 3 parameters.
 // `flat` is the unsharded element count; `per_tensor_shard` is what ZeRO-3 holds when
 // each tensor is split on its own (sum of ceil(numel_i / dp)).
-StateElements zero_elements(std::int64_t flat, std::int64_t per_tensor_shard, int zero, std::int64_t dp) {
+StateElements zero_elements(std::int64_t flat, std::int64_t per_tensor_shard, ZeroStage zero, std::int64_t dp) {
     const std::int64_t flat_shard = shard_elements(flat, dp);  // ZeRO-1/2: one padded flat buffer
     const std::int64_t shard = zero == 3 ? per_tensor_shard : flat_shard;
     return {zero == 3 ? shard : flat, zero >= 2 ? shard : flat, zero >= 1 ? shard : flat};
@@ -99,195 +102,26 @@ struct StageModel {
     std::int64_t optimizer_temp = 0;  // profile: optimizer-step temporaries
     bool full_recompute = false;
     std::int64_t overhead = 0;
-    int zero = 0;
+    ZeroStage zero = zero_none;
     std::int64_t host_bytes = 0;            // offloaded states (extensions.hpp)
     std::int64_t earlier_layer_units = -1;  // interleaved schedule: layer activations held from earlier chunks
 };
 
-struct ActDims {
-    std::int64_t s, b, h, qw, kvw, f, a, t;
-    bool sp;
-    int ab, gb;  // activation / saved-GEMM-input bytes per element
-    int rb;      // residual-stream element bytes (ab, or 4 under autocast with fp32 parameters)
+// Parameter element counts of one stage (TP-local), summed over the tensors it owns.
+struct StageParams {
+    std::int64_t flat = 0;         // every element
+    std::int64_t zero3 = 0;        // ZeRO-3's per-tensor shards
+    std::int64_t gemm = 0;         // GEMM weights (fp8 copies)
+    std::int64_t gemm_zero3 = 0;   // their ZeRO-3 shards
+    std::int64_t layer_local = 0;  // one decoder layer
+    std::int64_t head_local = 0;   // the LM head (or the tied embedding) on the last stage
 };
 
-// Profile addition: a mixed recipe run under torch.autocast with fp32 parameters.
-bool runs_amp(const FrameworkProfile& prof, const Plan& p) {
-    return prof.amp_fp32_parameters &&
-           (p.precision == Precision::bf16_mixed || p.precision == Precision::bf16_mixed_fp32_grads ||
-            p.precision == Precision::fp16_mixed);
-}
-
-ActDims act_dims(const ModelConfig& m, const Plan& p, const FrameworkProfile& prof) {
-    const PrecisionBytes pb = precision_bytes(p.precision);
-    return {p.seq, p.mbs, m.hidden, m.q_width(), m.kv_width(), m.ffn_hidden, m.heads, p.tp, p.sp, pb.activation,
-            pb.gemm_input, runs_amp(prof, p) ? 4 : pb.activation};
-}
-
-// Hugging Face eager modules under plain PyTorch (profile hf_module_inventory), read
-// from transformers' LlamaRMSNorm, LlamaMLP, NewGELUActivation (GPT-2's "gelu_new")
-// and eager attention, with the autocast op lists of the torch.amp docs (pow and
-// softmax produce fp32 under autocast). Dense models only.
-std::vector<ActivationTensor> hf_inventory(const ModelConfig& m, const Plan& p, const FrameworkProfile& prof,
-                                           const ActDims& d) {
-    const std::int64_t sb = d.s * d.b;
-    const std::int64_t sp_div = d.sp ? d.t : 1;
-    const bool amp = runs_amp(prof, p);
-    const std::int64_t wide = amp ? 4 : d.ab;  // output of an autocast-to-fp32 op
-    std::vector<ActivationTensor> v;
-    auto tp_item = [&](std::string_view n, std::int64_t bytes, bool core = false) {
-        v.push_back({n, bytes / d.t, core});
-    };
-    auto sp_item = [&](std::string_view n, std::int64_t bytes) { v.push_back({n, bytes / sp_div, false}); };
-    auto norm_then_gemm = [&](bool attention) {
-        if (m.norm == NormKind::rmsnorm) {
-            // x.to(float32) is saved by pow (it is the fp32 residual itself under AMP), and
-            // `weight * x.to(input_dtype)` saves the normalized tensor at the residual dtype.
-            sp_item(attention ? "attention norm input (fp32)" : "MLP norm input (fp32)", sb * d.h * 4);
-            sp_item(attention ? "attention norm normalized" : "MLP norm normalized", sb * d.h * d.rb);
-            if (prof.norm_row_stats) sp_item(attention ? "attention norm rsqrt" : "MLP norm rsqrt", sb * 4);
-        } else {
-            sp_item(attention ? "attention norm input" : "MLP norm input", sb * d.h * d.rb);
-            if (prof.norm_row_stats) sp_item(attention ? "attention norm mean/rstd" : "MLP norm mean/rstd", sb * 8);
-        }
-        sp_item(attention ? "QKV GEMM input (norm output)" : "MLP GEMM input (norm output)", sb * d.h * d.gb);
-    };
-    norm_then_gemm(true);
-    const bool eager = p.attention == AttentionKind::eager;
-    tp_item("Q (after RoPE)", sb * d.qw * d.ab);
-    // Eager attention repeats K/V to every query head (repeat_kv) before the matmuls that save them.
-    tp_item("K (after RoPE)", sb * (eager ? d.qw : d.kvw) * d.ab);
-    tp_item("V", sb * (eager ? d.qw : d.kvw) * d.ab);
-    const std::int64_t scores = d.a * d.s * d.s * d.b;
-    if (eager) {
-        // Llama: softmax(..., dtype=float32); GPT-2: softmax under autocast (fp32) or in
-        // the model dtype; then .to(dtype) feeds the P*V matmul, a second tensor when it casts.
-        const std::int64_t soft = m.norm == NormKind::rmsnorm ? 4 : wide;
-        tp_item("softmax output", scores * soft, true);
-        if (soft != d.ab) tp_item("softmax output cast (P*V matmul input)", scores * d.ab, true);
-    } else {
-        // SDPA flash saves q, k, v, its output and the fp32 log-sum-exp; its output is the
-        // o_proj input (the transpose back is a view), so only the log-sum-exp is extra.
-        tp_item("softmax log-sum-exp (fp32)", d.a * sb * 4, true);
-    }
-    tp_item("attention output (out-proj GEMM input)", sb * d.qw * d.gb);
-    norm_then_gemm(false);
-    if (m.mlp == MlpKind::swiglu) {
-        tp_item("gate projection output", sb * d.f * d.ab);
-        tp_item("up projection output", sb * d.f * d.ab);
-        tp_item("silu(gate) (saved by the product)", sb * d.f * d.ab);
-        tp_item("down GEMM input (silu(gate)*up)", sb * d.f * d.gb);
-    } else {
-        // 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3))) op by op: x, 0.5*x, tanh out, 1+tanh.
-        tp_item("GeLU input (fc1 output)", sb * d.f * d.ab);
-        tp_item("0.5*x", sb * d.f * d.ab);
-        tp_item("tanh output", sb * d.f * wide);
-        tp_item("1+tanh", sb * d.f * wide);
-        tp_item("fc2 GEMM input (GeLU output)", sb * d.f * d.gb);
-    }
-    return v;
-}
-
-// Full per-layer saved set, before recompute filtering. Item sizes follow
-// Korthikanti et al. 2022, sec. 4.1 (eq. 1), generalised to GQA, SwiGLU, MoE and
-// flash attention; `tp_div` tensors are split by TP (eq. 2), the rest only by SP (eq. 3).
-std::vector<ActivationTensor> full_inventory(const ModelConfig& m, const Plan& p, const FrameworkProfile& prof) {
-    const ActDims d = act_dims(m, p, prof);
-    if (prof.hf_module_inventory && !m.is_moe()) return hf_inventory(m, p, prof, d);  // profile addition
-    const std::int64_t sb = d.s * d.b;
-    const std::int64_t sp_div = d.sp ? d.t : 1;
-    const bool drop = p.dropout > 0.0;
-    std::vector<ActivationTensor> v;
-    v.reserve(20);
-    auto tp_item = [&](std::string_view n, std::int64_t bytes, bool core = false) {
-        v.push_back({n, bytes / d.t, core});
-    };
-    auto sp_item = [&](std::string_view n, std::int64_t bytes) { v.push_back({n, bytes / sp_div, false}); };
-    const std::int64_t norm_stats = m.norm == NormKind::layernorm ? 8 : 4;  // fp32 mean+rstd / rstd per row
-
-    sp_item("attention norm input", sb * d.h * d.ab);
-    if (prof.norm_row_stats) sp_item("attention norm statistics", sb * norm_stats);
-    sp_item("QKV GEMM input (norm output)", sb * d.h * d.gb);
-    tp_item("Q (after RoPE)", sb * d.qw * d.ab);
-    tp_item("K (after RoPE)", sb * d.kvw * d.ab);
-    tp_item("V", sb * d.kvw * d.ab);
-    const std::int64_t scores = d.a * d.s * d.s * d.b;  // a*s^2*b elements
-    if (p.attention == AttentionKind::eager) {
-        tp_item("softmax output", scores * d.ab, true);
-        if (drop) {
-            tp_item("attention dropout mask", scores * 1, true);
-            tp_item("attention dropout output", scores * d.ab, true);
-        }
-    } else {
-        // FlashAttention (Dao et al. 2022, alg. 2) keeps only the fp32 log-sum-exp per row;
-        // dropout masks are regenerated from the RNG state.
-        tp_item("softmax log-sum-exp (fp32)", d.a * sb * 4, true);
-    }
-    tp_item("attention output (out-proj GEMM input)", sb * d.qw * d.gb);
-    if (drop) sp_item("attention residual dropout mask", sb * d.h * 1);
-    sp_item("MLP norm input", sb * d.h * d.ab);
-    if (prof.norm_row_stats) sp_item("MLP norm statistics", sb * norm_stats);
-    sp_item("MLP GEMM input (norm output)", sb * d.h * d.gb);
-    // Tokens through each expert: a dense MLP sees every token once; top-k routing k times.
-    const std::int64_t routed = sb * (m.is_moe() ? m.experts_per_token : 1);
-    if (m.is_moe()) {
-        sp_item("router probabilities (fp32)", sb * m.experts * 4);
-        sp_item("dispatched tokens (expert GEMM input)", routed * d.h * d.gb);
-    }
-    if (m.mlp == MlpKind::swiglu) {
-        // SwiGLU (Shazeer 2020): silu(gate) * up; backward needs gate and up, the
-        // product feeds the down projection.
-        tp_item("gate projection output", routed * d.f * d.ab);
-        tp_item("up projection output", routed * d.f * d.ab);
-        tp_item("down GEMM input (silu(gate)*up)", routed * d.f * d.gb);
-    } else {
-        tp_item("GeLU input (fc1 output)", routed * d.f * d.ab);
-        tp_item("fc2 GEMM input (GeLU output)", routed * d.f * d.gb);
-    }
-    if (m.is_moe()) sp_item("expert outputs (for weighted combine)", routed * d.h * d.ab);
-    if (drop) sp_item("MLP residual dropout mask", sb * d.h * 1);
-    adjust_layer_inventory(m, p, v);  // LoRA / QLoRA, MoE capacity (extensions.hpp)
-    return v;
-}
-
-std::int64_t sum_bytes(const std::vector<ActivationTensor>& v) {
-    std::int64_t s = 0;
-    for (const auto& t : v) s += t.bytes;
-    return s;
-}
-
-// Layer input kept under full recompute (Korthikanti et al. 2022, sec. 4.3, eq. 5).
-std::int64_t layer_input_bytes(const ActDims& d) { return d.s * d.b * d.h * d.rb / (d.sp ? d.t : 1); }
-
-// Within-layer working memory. Forward: eager attention holds the raw s^2 scores
-// while the softmax output is written. Backward: the residual-stream gradient in
-// and out, plus the largest op's input gradients (eager: dP and dS; MLP: the
-// gradients of its widest intermediates).
-std::int64_t forward_transient(const ModelConfig&, const Plan& p, const ActDims& d) {
-    return p.attention == AttentionKind::eager ? d.a * d.s * d.s * d.b * d.ab / d.t : 0;
-}
-std::int64_t backward_transient(const ModelConfig& m, const Plan& p, const ActDims& d) {
-    const std::int64_t residual = 2 * d.s * d.b * d.h * d.rb / (d.sp ? d.t : 1);
-    const std::int64_t routed = d.s * d.b * (m.is_moe() ? m.experts_per_token : 1);
-    const std::int64_t mlp = (m.mlp == MlpKind::swiglu ? 2 : 1) * routed * d.f * d.ab / d.t;
-    const std::int64_t attn = p.attention == AttentionKind::eager ? 2 * d.a * d.s * d.s * d.b * d.ab / d.t : 0;
-    return residual + std::max(mlp, attn);
-}
-
-StageModel build_stage(const ModelConfig& m, const GpuSpec& gpu, const Plan& p, const MemoryOptions& opt,
-                       std::int64_t stage, const std::vector<ParamTensor>& tensors,
-                       const std::vector<ActivationTensor>& inventory) {
-    const FrameworkProfile& prof = opt.profile;
-    const PrecisionBytes pb = precision_bytes(p.precision);
-    StageModel st;
-    st.zero = p.zero;
-    st.first = stage == 0;
-    st.last = stage == p.pp - 1;
-    st.layers = m.layers / p.pp + (stage < m.layers % p.pp ? 1 : 0);
-
-    // Parameters this stage owns. Megatron keeps a copy of a tied word embedding on
-    // the last stage for the output layer when pp > 1 (its gradient is all-reduced).
-    std::int64_t flat = 0, zero3 = 0, gemm = 0, gemm3 = 0, layer_local = 0, head_local = 0;
+// Parameters this stage owns. Megatron keeps a copy of a tied word embedding on the last
+// stage for the output layer when pp > 1 (its gradient is all-reduced).
+StageParams stage_params(const ModelConfig& m, const Plan& p, const FrameworkProfile& prof, const StageModel& st,
+                         const std::vector<ParamTensor>& tensors) {
+    StageParams sp;
     for (const auto& t : tensors) {
         std::int64_t count = 0;
         switch (t.place) {
@@ -301,44 +135,55 @@ StageModel build_stage(const ModelConfig& m, const GpuSpec& gpu, const Plan& p, 
         }
         if (count == 0) continue;
         const std::int64_t local = tp_local_numel(t, p.tp, prof.vocab_pad_multiple);
-        flat += count * local;
-        zero3 += count * shard_elements(local, p.dp);
+        sp.flat += count * local;
+        sp.zero3 += count * shard_elements(local, p.dp);
         if (t.gemm_weight) {
-            gemm += count * local;
-            gemm3 += count * shard_elements(local, p.dp);
+            sp.gemm += count * local;
+            sp.gemm_zero3 += count * shard_elements(local, p.dp);
         }
-        if (t.place == TensorPlace::layer) layer_local += local;
+        if (t.place == TensorPlace::layer) sp.layer_local += local;
         if (t.place == TensorPlace::lm_head || (t.name == "word_embedding" && st.last && m.tied_embeddings))
-            head_local += local;
+            sp.head_local += local;
     }
-    st.params_local = flat;
+    return sp;
+}
+
+// Profile: every state tensor is its own allocation, rounded up to the granularity.
+void pad_state_allocations(StageModel& st, const Plan& p, const FrameworkProfile& prof,
+                           const std::vector<ParamTensor>& tensors, Precision state_precision, int moment_bytes) {
+    const std::int64_t granularity = prof.allocation_granularity_bytes;
+    auto pad = [granularity](std::int64_t bytes) { return (granularity - bytes % granularity) % granularity; };
+    const PrecisionBytes state_pb = precision_bytes(state_precision);
+    const int moments = optimizer_bytes_per_param(p.optimizer) / 4;
+    for (const auto& t : tensors) {
+        const std::int64_t count = t.place == TensorPlace::layer       ? st.layers
+                                   : t.place == TensorPlace::embedding ? (st.first ? 1 : 0)
+                                                                       : (st.last ? 1 : 0);
+        if (count == 0) continue;
+        const std::int64_t numel = tp_local_numel(t, p.tp, prof.vocab_pad_multiple);
+        st.states.weights += count * pad(numel * state_pb.weight);
+        st.states.gradients += count * pad(numel * state_pb.gradient);
+        if (state_pb.gradient_accum > 0) st.states.gradients += count * pad(numel * state_pb.gradient_accum);
+        if (state_pb.master > 0) st.states.master_weights += count * pad(numel * state_pb.master);
+        st.states.optimizer_states += count * moments * pad(numel * moment_bytes);
+    }
+}
+
+// Model states of the stage after ZeRO for the precision recipe (and the profile's additions).
+void add_model_states(StageModel& st, const ModelConfig& m, const Plan& p, const FrameworkProfile& prof,
+                      const std::vector<ParamTensor>& tensors, const StageParams& params) {
+    const PrecisionBytes pb = precision_bytes(p.precision);
+    st.params_local = params.flat;
     // Profile: under autocast with fp32 parameters the states are the fp32 recipe's.
     const bool amp = runs_amp(prof, p);
-    st.states = state_bytes(zero_elements(flat, zero3, p.zero, p.dp), amp ? Precision::fp32 : p.precision,
-                            p.optimizer);
+    const Precision state_precision = amp ? Precision::fp32 : p.precision;
+    st.states = state_bytes(zero_elements(params.flat, params.zero3, p.zero, p.dp), state_precision, p.optimizer);
     const int param_bytes = amp ? 4 : pb.weight;
     const int moment_bytes = prof.optimizer_moments_param_dtype ? param_bytes : 4;
     if (prof.optimizer_moments_param_dtype)  // profile: moments at the parameter dtype
         st.states.optimizer_states = st.states.optimizer_states / 4 * moment_bytes;
-    if (prof.allocation_granularity_bytes > 0 && p.zero == 0) {
-        // Profile: every state tensor is its own allocation, rounded up to the granularity.
-        const std::int64_t g = prof.allocation_granularity_bytes;
-        auto pad = [g](std::int64_t bytes) { return (g - bytes % g) % g; };
-        const PrecisionBytes state_pb = precision_bytes(amp ? Precision::fp32 : p.precision);
-        const int moments = optimizer_bytes_per_param(p.optimizer) / 4;
-        for (const auto& t : tensors) {
-            const std::int64_t count = t.place == TensorPlace::layer ? st.layers
-                                       : t.place == TensorPlace::embedding ? (st.first ? 1 : 0)
-                                                                           : (st.last ? 1 : 0);
-            if (count == 0) continue;
-            const std::int64_t n = tp_local_numel(t, p.tp, prof.vocab_pad_multiple);
-            st.states.weights += count * pad(n * state_pb.weight);
-            st.states.gradients += count * pad(n * state_pb.gradient);
-            if (state_pb.gradient_accum > 0) st.states.gradients += count * pad(n * state_pb.gradient_accum);
-            if (state_pb.master > 0) st.states.master_weights += count * pad(n * state_pb.master);
-            st.states.optimizer_states += count * moments * pad(n * moment_bytes);
-        }
-    }
+    if (prof.allocation_granularity_bytes > 0 && p.zero == 0)
+        pad_state_allocations(st, p, prof, tensors, state_precision, moment_bytes);
     if (uses_extended_states(p)) {  // fine-tuning, offload, expert parallelism (extensions.hpp)
         const StageStates x = extended_stage_states(m, p, prof, st.layers, st.first, st.last);
         st.states = x.gpu;
@@ -347,12 +192,13 @@ StageModel build_stage(const ModelConfig& m, const GpuSpec& gpu, const Plan& p, 
     if (prof.optimizer_step_temp_moments > 0)
         st.optimizer_temp = prof.optimizer_step_temp_moments * st.params_local * moment_bytes;
     // fp8 weight caches are held beside the 16-bit weights (and sharded like them under ZeRO-3).
-    st.states.weights += (p.zero == 3 ? gemm3 : gemm) * pb.fp8_weight_copies;
+    st.states.weights += (p.zero == 3 ? params.gemm_zero3 : params.gemm) * pb.fp8_weight_copies;
+}
 
-    // Activations.
-    const ActDims d = act_dims(m, p, prof);
-    const std::int64_t sb = d.s * d.b;
-    const std::int64_t sp_div = d.sp ? d.t : 1;
+// One layer's kept activations under the recompute mode (one filter over the inventory)
+// and the within-layer working memory of forward and backward.
+void add_layer_activations(StageModel& st, const ModelConfig& m, const Plan& p, const FrameworkProfile& prof,
+                           const ActivationDims& d, const std::vector<ActivationTensor>& inventory) {
     st.act_layer_full = sum_bytes(inventory);
     st.full_recompute = p.recompute == Recompute::full;
     switch (p.recompute) {
@@ -369,11 +215,12 @@ StageModel build_stage(const ModelConfig& m, const GpuSpec& gpu, const Plan& p, 
     if (prof.flash_bwd_workspace && p.attention == AttentionKind::flash) {
         // Profile: flash backward holds dres, d(attn out), dqkv and its workspace
         // (profiles.hpp) at once; the residual term already counts dres and one [s,b,h].
-        const std::int64_t sb = d.s * d.b;
-        const std::int64_t attn_bwd = sb * (d.qw + d.qw + 2 * d.kvw) * d.ab / d.t +
-                                      runtime_flash_bwd_workspace_bytes(d.b, m.heads / p.tp, d.s, m.head_dim, d.ab) -
-                                      sb * d.h * d.rb;
-        st.bwd_transient = std::max(st.bwd_transient, 2 * sb * d.h * d.rb + attn_bwd);
+        const std::int64_t tokens = d.seq * d.micro_batch;
+        const std::int64_t attn_bwd =
+            tokens * (d.q_width + d.q_width + 2 * d.kv_width) * d.activation_bytes / d.tp +
+            runtime_flash_bwd_workspace_bytes(d.micro_batch, m.heads / p.tp, d.seq, m.head_dim, d.activation_bytes) -
+            tokens * d.hidden * d.residual_bytes;
+        st.bwd_transient = std::max(st.bwd_transient, 2 * tokens * d.hidden * d.residual_bytes + attn_bwd);
     }
     st.fwd_transient += extension_transient_bytes(m, p);
     st.bwd_transient += extension_transient_bytes(m, p);
@@ -381,31 +228,46 @@ StageModel build_stage(const ModelConfig& m, const GpuSpec& gpu, const Plan& p, 
     if (p.recompute == Recompute::full)
         st.bwd_transient += st.act_layer_full - (prof.full_recompute_shares_input ? layer_input_bytes(d) : 0);
     if (p.recompute == Recompute::selective) st.bwd_transient += st.act_layer_full - st.act_layer;
+}
 
+// Embedding-level tensors on the first stage; final norm, logits and loss on the last.
+void add_embedding_and_head(StageModel& st, const ModelConfig& m, const Plan& p, const FrameworkProfile& prof,
+                            const ActivationDims& d) {
+    const std::int64_t tokens = d.seq * d.micro_batch;
+    const std::int64_t sp_div = d.sp ? d.tp : 1;
     if (st.first) {
-        st.act_embed = sb * 8;                                        // int64 token ids
-        if (p.dropout > 0.0) st.act_embed += sb * d.h * 1 / sp_div;  // embedding dropout mask
+        st.act_embed = tokens * 8;                                             // int64 token ids
+        if (p.dropout > 0.0) st.act_embed += tokens * d.hidden * 1 / sp_div;  // embedding dropout mask
     }
+    if (!st.last) return;
     const std::int64_t vocab_local = padded_vocab(m.vocab, p.tp, prof.vocab_pad_multiple) / p.tp;
-    if (st.last) {
-        // Final norm input and its output (the LM-head GEMM input), int64 labels.
-        st.act_head = sb * d.h * d.ab / sp_div + sb * d.h * d.gb / sp_div + sb * 8;
-        if (prof.hf_module_inventory)  // profile: the final norm as in hf_inventory
-            st.act_head = sb * d.h * (m.norm == NormKind::rmsnorm ? 4 + d.rb : d.rb) / sp_div +
-                          sb * d.h * d.gb / sp_div + sb * 8;
-        // Logits at the activation dtype plus the fp32 copy cross-entropy works in
-        // (softmax kept for backward; its gradient overwrites it in place).
-        st.logits_peak = sb * vocab_local * (d.ab + (prof.logits_fp32_copy && d.ab < 4 ? 4 : 0));
-        if (prof.loss_fp32_logit_buffers > 0)  // profile: fp32 buffers of an unfused loss
-            st.logits_peak = sb * vocab_local * (d.ab + 4 * prof.loss_fp32_logit_buffers);
-        // Profile addition (off by default): the LM-head input gradient written while the
-        // logits gradient is alive.
-        if (prof.head_input_grad_with_logits) st.logits_peak += sb * d.h * d.ab / sp_div;
-    }
+    const std::int64_t hidden_tokens = tokens * d.hidden;
+    // Final norm input and its output (the LM-head GEMM input), int64 labels.
+    st.act_head =
+        hidden_tokens * d.activation_bytes / sp_div + hidden_tokens * d.gemm_input_bytes / sp_div + tokens * 8;
+    if (prof.hf_module_inventory)  // profile: the final norm as in hf_inventory
+        st.act_head =
+            hidden_tokens * (m.norm == NormKind::rmsnorm ? 4 + d.residual_bytes : d.residual_bytes) / sp_div +
+            hidden_tokens * d.gemm_input_bytes / sp_div + tokens * 8;
+    // Logits at the activation dtype plus the fp32 copy cross-entropy works in
+    // (softmax kept for backward; its gradient overwrites it in place).
+    st.logits_peak =
+        tokens * vocab_local * (d.activation_bytes + (prof.logits_fp32_copy && d.activation_bytes < 4 ? 4 : 0));
+    if (prof.loss_fp32_logit_buffers > 0)  // profile: fp32 buffers of an unfused loss
+        st.logits_peak = tokens * vocab_local * (d.activation_bytes + 4 * prof.loss_fp32_logit_buffers);
+    // Profile addition (off by default): the LM-head input gradient written while the
+    // logits gradient is alive.
+    if (prof.head_input_grad_with_logits) st.logits_peak += hidden_tokens * d.activation_bytes / sp_div;
+}
 
-    // Buffers.
+// Buffers: workspaces, RoPE tables, fp8 scaling state, ZeRO-3 gathers, autocast weight
+// copies, gradient buckets, and the overhead outside the framework.
+void add_buffers(StageModel& st, const ModelConfig& m, const GpuSpec& gpu, const Plan& p, const MemoryOptions& opt,
+                 const std::vector<ParamTensor>& tensors, const StageParams& params) {
+    const FrameworkProfile& prof = opt.profile;
+    const PrecisionBytes pb = precision_bytes(p.precision);
     st.static_buffers += prof.workspace_bytes;  // profile: framework-owned workspaces (0 by default)
-    if (m.position == PositionKind::rope) st.static_buffers += 2 * d.s * m.head_dim * 4;  // fp32 cos/sin tables
+    if (m.position == PositionKind::rope) st.static_buffers += 2 * p.seq * m.head_dim * 4;  // fp32 cos/sin tables
     if (p.precision == Precision::fp8_mixed) {
         // Transformer Engine delayed scaling: amax history (1024 x fp32) and scale for
         // input, weight and gradient of every GEMM.
@@ -416,29 +278,48 @@ StageModel build_stage(const ModelConfig& m, const GpuSpec& gpu, const Plan& p, 
     }
     if (p.zero == 3) {
         // Gathered full (TP-local) weights of the current layer and the prefetched next one.
-        st.gather_layer = layer_local * pb.weight;
-        st.gather_head = head_local * pb.weight;
-        st.layer_grad_bytes = layer_local * pb.gradient;
+        st.gather_layer = params.layer_local * pb.weight;
+        st.gather_head = params.head_local * pb.weight;
+        st.layer_grad_bytes = params.layer_local * pb.gradient;
     }
-    if (amp && prof.autocast_weight_copies) {
+    if (runs_amp(prof, p) && prof.autocast_weight_copies) {
         // Profile: 16-bit (2-byte) autocast copies of the GEMM weights; head_local holds the
         // LM head (or the tied embedding) on the last stage.
         for (const auto& t : tensors)
             if (t.gemm_weight && t.place == TensorPlace::layer)
                 st.autocast_layer += tp_local_numel(t, p.tp, prof.vocab_pad_multiple) * 2;
-        st.autocast_head = head_local * 2;
+        st.autocast_head = params.head_local * 2;
     }
     if (p.dp > 1 && p.zero < 3) st.grad_buckets = prof.grad_bucket_bytes * prof.grad_buckets_in_flight;
     st.overhead = opt.overhead_bytes.value_or(gpu.overhead_bytes);
+}
 
-    // 1F1B (Narayanan et al. 2021, sec. 2.2): stage i holds up to p - i micro-batches;
-    // GPipe and interleaved 1F1B in extensions.hpp.
+// 1F1B (Narayanan et al. 2021, sec. 2.2): stage i holds up to p - i micro-batches;
+// GPipe and interleaved 1F1B in extensions.hpp.
+void set_micro_batches_in_flight(StageModel& st, const ModelConfig& m, const Plan& p, std::int64_t stage) {
     st.in_flight = std::min<std::int64_t>(p.pp - stage, p.grad_acc);
     if (p.pp_schedule != PpSchedule::one_f_one_b) {
         st.in_flight = std::min(pipeline_in_flight(p, stage), p.grad_acc);
         if (p.pp_schedule == PpSchedule::interleaved)
             st.earlier_layer_units = pipeline_held_layer_units(p, m.layers, stage) - st.layers;
     }
+}
+
+StageModel build_stage(const ModelConfig& m, const GpuSpec& gpu, const Plan& p, const MemoryOptions& opt,
+                       std::int64_t stage, const std::vector<ParamTensor>& tensors,
+                       const std::vector<ActivationTensor>& inventory) {
+    StageModel st;
+    st.zero = p.zero;
+    st.first = stage == 0;
+    st.last = stage == p.pp - 1;
+    st.layers = m.layers / p.pp + (stage < m.layers % p.pp ? 1 : 0);
+    const StageParams params = stage_params(m, p, opt.profile, st, tensors);
+    add_model_states(st, m, p, opt.profile, tensors, params);
+    const ActivationDims d = activation_dims(m, p, opt.profile);
+    add_layer_activations(st, m, p, opt.profile, d, inventory);
+    add_embedding_and_head(st, m, p, opt.profile, d);
+    add_buffers(st, m, gpu, p, opt, tensors, params);
+    set_micro_batches_in_flight(st, m, p, stage);
     return st;
 }
 
@@ -488,11 +369,13 @@ MemoryBreakdown snapshot(const StageModel& st, const Phase& ph, bool first_step)
 // that can hold the peak (activations grow through forward and shrink through backward).
 std::vector<Phase> phases(const StageModel& st, bool all_layers) {
     std::vector<Phase> v;
-    const std::int64_t mb = st.in_flight;
+    const std::int64_t micro_batches = st.in_flight;
     v.push_back({PhaseKind::step_start, 0, 0});
-    for (std::int64_t l = all_layers ? 1 : st.layers; l <= st.layers; ++l) v.push_back({PhaseKind::forward, l, mb});
-    if (st.last) v.push_back({PhaseKind::output_loss, 0, mb});
-    for (std::int64_t l = st.layers; l >= (all_layers ? 1 : st.layers); --l) v.push_back({PhaseKind::backward, l, mb});
+    for (std::int64_t layer = all_layers ? 1 : st.layers; layer <= st.layers; ++layer)
+        v.push_back({PhaseKind::forward, layer, micro_batches});
+    if (st.last) v.push_back({PhaseKind::output_loss, 0, micro_batches});
+    for (std::int64_t layer = st.layers; layer >= (all_layers ? 1 : st.layers); --layer)
+        v.push_back({PhaseKind::backward, layer, micro_batches});
     v.push_back({PhaseKind::grad_reduce, 0, 0});
     v.push_back({PhaseKind::optimizer_step, 0, 0});
     return v;
@@ -517,7 +400,8 @@ PeakAt peak_of(const StageModel& st, bool first_step) {
 
 ModelStateBytes model_state_bytes(std::int64_t params, Precision precision, Optimizer optimizer, int zero,
                                   std::int64_t dp) {
-    return state_bytes(zero_elements(params, shard_elements(params, dp), zero, dp), precision, optimizer);
+    const auto stage = static_cast<ZeroStage>(zero);
+    return state_bytes(zero_elements(params, shard_elements(params, dp), stage, dp), precision, optimizer);
 }
 
 std::vector<ActivationTensor> layer_activation_inventory(const ModelConfig& model, const Plan& plan,
@@ -528,7 +412,7 @@ std::vector<ActivationTensor> layer_activation_inventory(const ModelConfig& mode
         case Recompute::selective:
             std::erase_if(full, [](const ActivationTensor& t) { return t.attention_core; });
             return full;
-        case Recompute::full: return {{"layer input", layer_input_bytes(act_dims(model, plan, profile)), false}};
+        case Recompute::full: return {{"layer input", layer_input_bytes(activation_dims(model, plan, profile)), false}};
     }
     return full;
 }

@@ -57,19 +57,9 @@ std::optional<AttentionKind> parse_attention(std::string_view s) { return parse_
 std::span<const Precision> all_precisions() { return kPrecisions; }
 std::span<const Recompute> all_recomputes() { return kRecomputes; }
 
-std::string to_flags(const Plan& p) {
-    std::string s = "--seq " + str(p.seq) + " --mbs " + str(p.mbs) + " --grad-acc " + str(p.grad_acc) + " --dp " +
-                    str(p.dp) + " --tp " + str(p.tp) + " --pp " + str(p.pp) + (p.sp ? " --sp" : "") +
-                    " --zero " + std::to_string(p.zero) + " --recompute " + std::string(to_string(p.recompute)) +
-                    " --precision " + std::string(to_string(p.precision)) + " --optimizer " +
-                    std::string(to_string(p.optimizer)) + " --attention " + std::string(to_string(p.attention));
-    if (p.dropout > 0) {
-        char buf[32];
-        std::snprintf(buf, sizeof buf, " --dropout %g", p.dropout);
-        s += buf;
-    }
-    s += extension_flags(p);  // empty for pre-training's defaults
-    return s;
+std::optional<ZeroStage> zero_stage(std::int64_t stage) {
+    if (stage < 0 || stage > 3) return std::nullopt;
+    return static_cast<ZeroStage>(stage);
 }
 
 Plan resolve_defaults(Plan plan, const ModelConfig& model) {
@@ -106,6 +96,10 @@ void validate_plan(const Plan& p, const ModelConfig& m) {
                                                                            : " positions (max_position_embeddings)"));
     limits::check_plan(p, m);  // documented bounds; no int64 overflow past this point
     validate_plan_extensions(p, m);  // fine-tuning, offload, schedules, cp, ep
+}
+
+ResolvedPlan::ResolvedPlan(const Plan& plan, const ModelConfig& model) : plan_(resolve_defaults(plan, model)) {
+    validate_plan(plan_, model);
 }
 
 PrecisionBytes precision_bytes(Precision p) {

@@ -9,7 +9,6 @@ FrameworkProfile runtime_profile() {
     p.name = "preflight-runtime";
     p.grad_bucket_bytes = 0;  // one GPU: no data-parallel buckets
     p.grad_buckets_in_flight = 0;
-    p.lazy_optimizer_state = false;
     p.logits_fp32_copy = false;
     p.norm_row_stats = false;
     p.vocab_pad_multiple = kRuntimeVocabPadMultiple;
@@ -25,7 +24,6 @@ FrameworkProfile pytorch_profile() {
     p.name = "pytorch";
     p.grad_bucket_bytes = 0;  // one GPU, no DistributedDataParallel
     p.grad_buckets_in_flight = 0;
-    p.lazy_optimizer_state = true;  // torch.optim creates moments at the first step()
     p.logits_fp32_copy = true;
     // F.cross_entropy = log_softmax (saves its fp32 output) + nll_loss; at the loss's
     // backward the saved output, nll_loss's fp32 input gradient and log_softmax's input

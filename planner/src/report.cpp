@@ -5,76 +5,23 @@
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/memory_categories.hpp"
 #include "preflight/planner/extensions.hpp"
+#include "preflight/planner/plan_schema.hpp"
 
 namespace preflight {
 
 using nlohmann::json;
 
 json plan_to_json(const Plan& p) {
-    json j{{"seq", p.seq},
-                {"mbs", p.mbs},
-                {"grad_acc", p.grad_acc},
-                {"dp", p.dp},
-                {"tp", p.tp},
-                {"pp", p.pp},
-                {"sp", p.sp},
-                {"zero", p.zero},
-                {"recompute", to_string(p.recompute)},
-                {"precision", to_string(p.precision)},
-                {"optimizer", to_string(p.optimizer)},
-                {"attention", to_string(p.attention)},
-                {"dropout", p.dropout},
-                {"global_batch_tokens", p.global_batch_tokens()},
-                {"gpus", p.gpus()}};
-    extensions_to_json(p, j);  // only the extension fields that differ from their defaults
+    json j = json::object();
+    plan_fields_to_json(p, j);  // the field table's keys (plan_schema.hpp)
+    j["global_batch_tokens"] = p.global_batch_tokens();
+    j["gpus"] = p.gpus();
     return j;
 }
 
-namespace {
-template <typename T, typename Parse>
-void read_enum(const json& j, const char* key, T& out, Parse parse) {
-    if (!j.contains(key)) return;
-    const auto& v = j.at(key);
-    if (!v.is_string()) throw InputError(key, "must be a string");
-    auto parsed = parse(v.get<std::string>());
-    if (!parsed) throw InputError(key, "unknown value '" + v.get<std::string>() + "'");
-    out = *parsed;
-}
-void read_int(const json& j, const char* key, std::int64_t& out) {
-    if (!j.contains(key)) return;
-    if (!j.at(key).is_number_integer()) throw InputError(key, "must be an integer, got " + j.at(key).dump());
-    if (j.at(key).is_number_unsigned() && j.at(key).get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
-        throw InputError(key, j.at(key).dump() + " is beyond the 64-bit integer range");
-    out = j.at(key).get<std::int64_t>();
-}
-}  // namespace
-
 Plan plan_from_json(const json& j, Plan p) {
     if (!j.is_object()) throw InputError("plan", "must be a JSON object");
-    read_int(j, "seq", p.seq);
-    read_int(j, "mbs", p.mbs);
-    read_int(j, "grad_acc", p.grad_acc);
-    read_int(j, "dp", p.dp);
-    read_int(j, "tp", p.tp);
-    read_int(j, "pp", p.pp);
-    std::int64_t zero = p.zero;
-    read_int(j, "zero", zero);
-    // Range-checked before the narrowing: 4294967297 must not become stage 1.
-    if (zero < 0 || zero > 3) throw InputError("zero", "must be 0, 1, 2 or 3, got " + std::to_string(zero));
-    p.zero = static_cast<int>(zero);
-    if (j.contains("sp")) {
-        if (!j.at("sp").is_boolean()) throw InputError("sp", "must be true or false");
-        p.sp = j.at("sp").get<bool>();
-    }
-    if (j.contains("dropout")) {
-        if (!j.at("dropout").is_number()) throw InputError("dropout", "must be a number");
-        p.dropout = j.at("dropout").get<double>();
-    }
-    read_enum(j, "recompute", p.recompute, parse_recompute);
-    read_enum(j, "precision", p.precision, parse_precision);
-    read_enum(j, "optimizer", p.optimizer, parse_optimizer);
-    read_enum(j, "attention", p.attention, parse_attention);
-    extensions_from_json(j, p);
+    plan_fields_from_json(j, p);
     return p;
 }
 

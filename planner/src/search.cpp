@@ -84,7 +84,8 @@ std::vector<Shape> batch_shapes(const SearchRequest& req, std::int64_t seq, std:
     return keep;
 }
 
-struct Light {
+// A plan that fits, with what the ranking needs.
+struct FittingPlan {
     Plan plan;
     std::int64_t peak_bytes;
     double tokens_per_s;
@@ -93,7 +94,7 @@ struct Light {
 
 // Ranking: predicted tokens/s, ties to less memory, then parallel data parallelism
 // over sequential accumulation (larger dp, fewer accumulation steps).
-bool better(const Light& a, const Light& b) {
+bool better(const FittingPlan& a, const FittingPlan& b) {
     const double scale = std::max(a.tokens_per_s, b.tokens_per_s);
     if (std::abs(a.tokens_per_s - b.tokens_per_s) > 1e-9 * scale) return a.tokens_per_s > b.tokens_per_s;
     if (a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
@@ -165,191 +166,199 @@ void validate_request(const ModelConfig& model, const GpuSpec& gpu, const Search
                                                                                : " positions (max_position_embeddings)"));
 }
 
-SearchResult search_plans(const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& req) {
-    validate_request(model, gpu, req);
-    if (req.expand_variants)  // offload, cp, ep, LoRA recompute axes (search_extensions.cpp)
-        if (auto merged = search_extension_variants(model, gpu, req)) return *merged;
-    SearchResult out;
-    const PlanPins& pins = req.pins;
-    const std::int64_t N = req.gpus;
-    const std::int64_t seq = req.seq > 0 ? req.seq : std::min(model.max_positions, kDefaultSeqCap);
-    out.seq = seq;
-    const std::int64_t limit =
-        static_cast<std::int64_t>(std::floor((1.0 - req.headroom) * static_cast<double>(gpu.memory_bytes)));
-    out.limit_bytes = limit;
+namespace {
 
-    Plan base;
-    base.seq = seq;
-    if (pins.optimizer) base.optimizer = *pins.optimizer;
-    if (pins.attention) base.attention = *pins.attention;
-    if (pins.dropout) base.dropout = *pins.dropout;
-    apply_extension_pins(pins, base);
+// Memory rejections are grouped by ZeRO stage and parallel layout (dp, tp, pp).
+using FamilyKey = std::tuple<int, std::int64_t, std::int64_t, std::int64_t>;
 
-    // Precision: pinned, or every recipe whose compute peak the GPU publishes.
+// What one search carries from layout to layout.
+struct SearchState {
+    SearchState(const ModelConfig& m, const GpuSpec& g, const SearchRequest& r, SearchResult& o)
+        : model(m), gpu(g), req(r), out(o) {}
+    const ModelConfig& model;
+    const GpuSpec& gpu;
+    const SearchRequest& req;
+    SearchResult& out;
+    Plan base;                     // the pinned fields every plan shares
+    std::int64_t seq = 0;
+    std::int64_t limit = 0;        // bytes a plan may use: (1 - headroom) * GPU memory
     std::vector<Precision> precisions;
-    if (pins.precision) {
-        precisions.push_back(*pins.precision);
-    } else {
-        for (Precision pr : all_precisions()) {
-            if (compute_peak_flops_per_s(gpu, pr)) {
-                precisions.push_back(pr);
-            } else {
-                Rejection r;
-                r.plan = base;
-                r.plan.precision = pr;
-                r.family = "precision " + std::string(to_string(pr));
-                r.reason = gpu.name + " publishes no dense peak for " + std::string(to_string(pr)) +
-                           ": not searched (its speed and MFU would be a guess)";
-                out.rejected.push_back(r);
-            }
-        }
-    }
     std::vector<Recompute> recomputes;
-    if (pins.recompute)
-        recomputes.push_back(*pins.recompute);
-    else
-        recomputes.assign(all_recomputes().begin(), all_recomputes().end());
+    MemoryOptions memory;          // no timeline
+    ThroughputOptions throughput;  // no breakdown
+    std::map<FamilyKey, Rejection> families;
+    std::vector<FittingPlan> fits;
+};
 
-    ThroughputOptions topt = req.throughput;
-    topt.breakdown = false;
-    topt.grad_bucket_bytes = req.memory.profile.grad_bucket_bytes;
-    MemoryOptions mopt = req.memory;
-    mopt.timeline = false;
-
-    // Memory rejections per family: ZeRO stage and parallel layout (dp, tp, pp).
-    std::map<std::tuple<int, std::int64_t, std::int64_t, std::int64_t>, Rejection> families;
-    std::vector<Light> fits;
-
-    out.mbs_capped = !pins.mbs && req.gbs_tokens / seq > limits::kMaxSearchMbs;
-    std::int64_t layouts_total = 0, layouts_done = 0;
-    for (std::int64_t tp : divisors(N)) layouts_total += static_cast<std::int64_t>(divisors(N / tp).size());
-    for (std::int64_t tp : divisors(N)) {
-        if (req.progress) req.progress(layouts_done, layouts_total, out.plans_evaluated);
-        layouts_done += static_cast<std::int64_t>(divisors(N / tp).size());
-        if (pins.tp && tp != *pins.tp) continue;
-        if (!pins.tp) {
-            std::string why = tp_problem(model, tp);
-            if (why.empty() && tp > gpu.gpus_per_node)
-                why = "exceeds the " + str(gpu.gpus_per_node) + " GPUs of a node";
-            if (!why.empty()) {
-                Rejection r;
-                r.plan = base;
-                r.plan.tp = tp;
-                r.family = "tp " + str(tp);
-                r.reason = "tp " + str(tp) + " " + why;
-                out.rejected.push_back(r);
-                continue;
-            }
+// Precision: pinned, or every recipe whose compute peak the GPU publishes (the others rejected).
+std::vector<Precision> searched_precisions(const GpuSpec& gpu, const PlanPins& pins, const Plan& base,
+                                           SearchResult& out) {
+    if (pins.precision) return {*pins.precision};
+    std::vector<Precision> precisions;
+    for (Precision pr : all_precisions()) {
+        if (compute_peak_flops_per_s(gpu, pr)) {
+            precisions.push_back(pr);
+            continue;
         }
-        for (std::int64_t pp : divisors(N / tp)) {
-            if (pins.pp && pp != *pins.pp) continue;
-            if (pp > model.layers) continue;
-            const std::int64_t dp = N / (tp * pp);
-            if (pins.dp && dp != *pins.dp) continue;
-            const std::vector<Shape> shapes = batch_shapes(req, seq, dp);
-            const bool shape_pinned = pins.mbs || pins.grad_acc;
-            if (!shape_pinned && std::abs(shapes.front().error) > req.batch_tolerance) {
-                Rejection r;
-                r.plan = base;
-                r.plan.dp = dp;
-                r.plan.tp = tp;
-                r.plan.pp = pp;
-                r.plan.mbs = shapes.front().mbs;
-                r.plan.grad_acc = shapes.front().grad_acc;
-                r.family = "batch dp " + str(dp);
-                char buf[160];
-                std::snprintf(buf, sizeof buf, "dp %lld reaches at best %lld tokens per step (%+.1f %% of %lld)",
-                              static_cast<long long>(dp), static_cast<long long>(r.plan.global_batch_tokens()),
-                              100.0 * shapes.front().error, static_cast<long long>(req.gbs_tokens));
-                r.reason = buf;
-                out.rejected.push_back(r);
-                continue;
-            }
-            std::vector<bool> sps;
-            if (pins.sp)
-                sps.push_back(*pins.sp);
-            else {
-                sps.push_back(false);
-                if (tp > 1) sps.push_back(true);
-            }
-            std::vector<int> zeros;
-            if (pins.zero)
-                zeros.push_back(*pins.zero);
-            else if (dp == 1)
-                zeros.push_back(0);  // ZeRO over one rank shards nothing
-            else
-                zeros = {0, 1, 2, 3};
+        Rejection r;
+        r.plan = base;
+        r.plan.precision = pr;
+        r.family = "precision " + std::string(to_string(pr));
+        r.reason = gpu.name + " publishes no dense peak for " + std::string(to_string(pr)) +
+                   ": not searched (its speed and MFU would be a guess)";
+        out.rejected.push_back(r);
+    }
+    return precisions;
+}
 
-            for (Precision pr : precisions)
-                for (bool sp : sps) {
-                    if (sp && (tp == 1 || seq % tp != 0)) continue;
-                    for (int zero : zeros)
-                        for (Recompute rc : recomputes) {
-                            if (pp > 1 && zero > req.max_zero_with_pp) continue;
-                            std::int64_t failed_mbs = 0, failed_cap = 0;
-                            for (const Shape& sh : shapes) {
-                                Plan plan = base;
-                                plan.mbs = sh.mbs;
-                                plan.grad_acc = sh.grad_acc;
-                                plan.dp = dp;
-                                plan.tp = tp;
-                                plan.pp = pp;
-                                plan.sp = sp;
-                                plan.zero = zero;
-                                plan.recompute = rc;
-                                plan.precision = pr;
-                                if (!extension_plan_valid(plan, model)) continue;
-                                Rejection& fam = families[{zero, dp, tp, pp}];
-                                // Memory grows with mbs and with the micro-batches in flight,
-                                // min(pp, grad_acc): a plan at least as large on both as one
-                                // that did not fit cannot fit either.
-                                const std::int64_t cap = std::min(pp, sh.grad_acc);
-                                if (failed_mbs > 0 && sh.mbs >= failed_mbs && cap >= failed_cap) {
-                                    ++fam.plans;
-                                    continue;
-                                }
-                                MemoryReport mem;
-                                try {
-                                    mem = evaluate_memory(model, gpu, plan, mopt);
-                                } catch (const InputError&) {
-                                    ++fam.plans;  // a framework profile that cannot build this plan (e.g. ZeRO-3)
-                                    continue;
-                                }
-                                ++out.plans_evaluated;
-                                // Profiles with an allocator model judge the device need (reserved pool +
-                                // memory outside PyTorch), the others the allocated peak + overhead.
-                                const std::int64_t judged =
-                                    mopt.profile.verdict_on_reserved ? mem.device_peak_bytes : mem.peak_bytes;
-                                if (judged > limit) {
-                                    if (fam.plans == 0 || judged < fam.peak_bytes) {
-                                        fam.plan = plan;
-                                        fam.peak_bytes = judged;
-                                    }
-                                    ++fam.plans;
-                                    if (failed_mbs == 0 || sh.mbs < failed_mbs) {
-                                        failed_mbs = sh.mbs;
-                                        failed_cap = cap;
-                                    }
-                                    continue;
-                                }
-                                fam.others_fit = true;
-                                const Throughput th = estimate_throughput(model, gpu, plan, topt);
-                                fits.push_back({plan, judged, th.tokens_per_s, sh.error});
-                            }
-                        }
+// The search's own tp candidates stay inside a node and must split the model; false (and a
+// rejection) when tp cannot be used.
+bool tp_usable(SearchState& st, std::int64_t tp) {
+    if (st.req.pins.tp) return true;
+    std::string why = tp_problem(st.model, tp);
+    if (why.empty() && tp > st.gpu.gpus_per_node) why = "exceeds the " + str(st.gpu.gpus_per_node) + " GPUs of a node";
+    if (why.empty()) return true;
+    Rejection r;
+    r.plan = st.base;
+    r.plan.tp = tp;
+    r.family = "tp " + str(tp);
+    r.reason = "tp " + str(tp) + " " + why;
+    st.out.rejected.push_back(r);
+    return false;
+}
+
+// False (and a rejection) when no (mbs, grad_acc) brings dp replicas within the batch tolerance.
+bool batch_reachable(SearchState& st, const Plan& layout, const std::vector<Shape>& shapes) {
+    const PlanPins& pins = st.req.pins;
+    if (pins.mbs || pins.grad_acc || std::abs(shapes.front().error) <= st.req.batch_tolerance) return true;
+    Rejection r;
+    r.plan = layout;
+    r.plan.mbs = shapes.front().mbs;
+    r.plan.grad_acc = shapes.front().grad_acc;
+    r.family = "batch dp " + str(layout.dp);
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "dp %lld reaches at best %lld tokens per step (%+.1f %% of %lld)",
+                  static_cast<long long>(layout.dp), static_cast<long long>(r.plan.global_batch_tokens()),
+                  100.0 * shapes.front().error, static_cast<long long>(st.req.gbs_tokens));
+    r.reason = buf;
+    st.out.rejected.push_back(r);
+    return false;
+}
+
+std::vector<bool> searched_sps(const PlanPins& pins, std::int64_t tp) {
+    if (pins.sp) return {*pins.sp};
+    if (tp > 1) return {false, true};
+    return {false};
+}
+
+std::vector<ZeroStage> searched_zeros(const PlanPins& pins, std::int64_t dp) {
+    if (pins.zero) return {*pins.zero};
+    if (dp == 1) return {zero_none};  // ZeRO over one rank shards nothing
+    return {zero_none, zero_optimizer_states, zero_gradients, zero_weights};
+}
+
+// Evaluates one family (layout, sp, ZeRO, recompute, precision) over the batch shapes:
+// the fitting plans go to st.fits, the others count against the family.
+void evaluate_family(SearchState& st, const Plan& family, const std::vector<Shape>& shapes) {
+    std::int64_t failed_mbs = 0, failed_cap = 0;
+    for (const Shape& sh : shapes) {
+        Plan plan = family;
+        plan.mbs = sh.mbs;
+        plan.grad_acc = sh.grad_acc;
+        if (!extension_plan_valid(plan, st.model)) continue;
+        Rejection& fam = st.families[{plan.zero, plan.dp, plan.tp, plan.pp}];
+        // Memory grows with mbs and with the micro-batches in flight, min(pp, grad_acc): a
+        // plan at least as large on both as one that did not fit cannot fit either.
+        const std::int64_t cap = std::min(plan.pp, sh.grad_acc);
+        if (failed_mbs > 0 && sh.mbs >= failed_mbs && cap >= failed_cap) {
+            ++fam.plans;
+            continue;
+        }
+        MemoryReport mem;
+        try {
+            mem = evaluate_memory(st.model, st.gpu, plan, st.memory);
+        } catch (const InputError&) {
+            ++fam.plans;  // a framework profile that cannot build this plan (e.g. ZeRO-3)
+            continue;
+        }
+        ++st.out.plans_evaluated;
+        // Profiles with an allocator model judge the device need (reserved pool + memory
+        // outside PyTorch), the others the allocated peak + overhead.
+        const std::int64_t judged = st.memory.profile.verdict_on_reserved ? mem.device_peak_bytes : mem.peak_bytes;
+        if (judged > st.limit) {
+            if (fam.plans == 0 || judged < fam.peak_bytes) {
+                fam.plan = plan;
+                fam.peak_bytes = judged;
+            }
+            ++fam.plans;
+            if (failed_mbs == 0 || sh.mbs < failed_mbs) {
+                failed_mbs = sh.mbs;
+                failed_cap = cap;
+            }
+            continue;
+        }
+        fam.others_fit = true;
+        const Throughput th = estimate_throughput(st.model, st.gpu, plan, st.throughput);
+        st.fits.push_back({plan, judged, th.tokens_per_s, sh.error});
+    }
+}
+
+// Every family of one parallel layout (tp, pp; dp follows from the GPUs).
+void search_layout(SearchState& st, std::int64_t tp, std::int64_t pp) {
+    const PlanPins& pins = st.req.pins;
+    Plan layout = st.base;
+    layout.tp = tp;
+    layout.pp = pp;
+    layout.dp = st.req.gpus / (tp * pp);
+    if (pins.dp && layout.dp != *pins.dp) return;
+    const std::vector<Shape> shapes = batch_shapes(st.req, st.seq, layout.dp);
+    if (!batch_reachable(st, layout, shapes)) return;
+    const std::vector<bool> sps = searched_sps(pins, tp);
+    const std::vector<ZeroStage> zeros = searched_zeros(pins, layout.dp);
+    for (Precision pr : st.precisions)
+        for (bool sp : sps) {
+            if (sp && (tp == 1 || st.seq % tp != 0)) continue;
+            for (ZeroStage zero : zeros)
+                for (Recompute rc : st.recomputes) {
+                    if (pp > 1 && zero > st.req.max_zero_with_pp) continue;
+                    Plan family = layout;
+                    family.sp = sp;
+                    family.zero = zero;
+                    family.recompute = rc;
+                    family.precision = pr;
+                    evaluate_family(st, family, shapes);
                 }
         }
-    }
-    out.plans_fitting = static_cast<std::int64_t>(fits.size());
+}
 
-    // Memory rejections per family, families with no fitting plan first; the
-    // representative is the family's smallest rejected plan.
+// Every parallel layout dp * tp * pp = N, with progress reports.
+void search_layouts(SearchState& st) {
+    const PlanPins& pins = st.req.pins;
+    const std::int64_t gpus = st.req.gpus;
+    std::int64_t layouts_total = 0, layouts_done = 0;
+    for (std::int64_t tp : divisors(gpus)) layouts_total += static_cast<std::int64_t>(divisors(gpus / tp).size());
+    for (std::int64_t tp : divisors(gpus)) {
+        if (st.req.progress) st.req.progress(layouts_done, layouts_total, st.out.plans_evaluated);
+        layouts_done += static_cast<std::int64_t>(divisors(gpus / tp).size());
+        if (pins.tp && tp != *pins.tp) continue;
+        if (!tp_usable(st, tp)) continue;
+        for (std::int64_t pp : divisors(gpus / tp)) {
+            if (pins.pp && pp != *pins.pp) continue;
+            if (pp > st.model.layers) continue;
+            search_layout(st, tp, pp);
+        }
+    }
+}
+
+// Memory rejections per family, families with no fitting plan first; the representative
+// is the family's smallest rejected plan.
+void add_memory_rejections(SearchState& st) {
     std::vector<Rejection> mem_rejections;
-    for (auto& [key, r] : families) {
+    for (auto& [key, r] : st.families) {
         if (r.plans == 0) continue;
         const auto& [zero, dp, tp, pp] = key;
         r.family = "ZeRO-" + std::to_string(zero) + ", dp " + str(dp) + " tp " + str(tp) + " pp " + str(pp);
-        r.reason = "ZeRO-" + std::to_string(zero) + ": " + gib(r.peak_bytes) + " > " + gib(limit) +
+        r.reason = "ZeRO-" + std::to_string(zero) + ": " + gib(r.peak_bytes) + " > " + gib(st.limit) +
                    (r.others_fit ? " from mbs " + str(r.plan.mbs) + " up (smaller micro-batches fit)"
                                  : " even at its smallest (mbs " + str(r.plan.mbs) + ", recompute " +
                                        std::string(to_string(r.plan.recompute)) + ", " +
@@ -358,87 +367,136 @@ SearchResult search_plans(const ModelConfig& model, const GpuSpec& gpu, const Se
     }
     std::stable_sort(mem_rejections.begin(), mem_rejections.end(),
                      [](const Rejection& a, const Rejection& b) { return !a.others_fit && b.others_fit; });
-    out.rejected.insert(out.rejected.begin(), mem_rejections.begin(), mem_rejections.end());
+    st.out.rejected.insert(st.out.rejected.begin(), mem_rejections.begin(), mem_rejections.end());
+}
 
-    // Rank, then evaluate the top k in full.
-    const std::size_t k = std::min<std::size_t>(static_cast<std::size_t>(req.top_k), fits.size());
+// Ranks the fitting plans and evaluates the top k in full.
+void rank_candidates(SearchState& st) {
+    auto& fits = st.fits;
+    const std::size_t k = std::min<std::size_t>(static_cast<std::size_t>(st.req.top_k), fits.size());
     std::partial_sort(fits.begin(), fits.begin() + static_cast<std::ptrdiff_t>(k), fits.end(), better);
-    ThroughputOptions full = req.throughput;
+    ThroughputOptions full = st.req.throughput;
     full.breakdown = true;
-    full.grad_bucket_bytes = req.memory.profile.grad_bucket_bytes;
+    full.grad_bucket_bytes = st.req.memory.profile.grad_bucket_bytes;
     for (std::size_t i = 0; i < k; ++i) {
         Candidate c;
         c.plan = fits[i].plan;
         c.batch_error = fits[i].error;
-        c.memory = evaluate_memory(model, gpu, c.plan, mopt);
-        c.throughput = estimate_throughput(model, gpu, c.plan, full);
-        out.candidates.push_back(std::move(c));
+        c.memory = evaluate_memory(st.model, st.gpu, c.plan, st.memory);
+        c.throughput = estimate_throughput(st.model, st.gpu, c.plan, full);
+        st.out.candidates.push_back(std::move(c));
     }
+}
 
-    if (out.candidates.empty() && req.suggest) {
-        // The smallest change that makes something fit, least disruptive first.
-        auto attempt = [&](SearchRequest r, const std::string& change) {
-            r.suggest = false;
-            r.top_k = 1;
-            try {
-                const SearchResult s = search_plans(model, gpu, r);
-                if (s.candidates.empty()) return false;
-                const Candidate& c = s.candidates.front();
-                char buf[256];
-                std::snprintf(buf, sizeof buf, "%s: then dp %lld, tp %lld, pp %lld, ZeRO-%d, recompute %s, mbs %lld fits at %s",
-                              change.c_str(), static_cast<long long>(c.plan.dp), static_cast<long long>(c.plan.tp),
-                              static_cast<long long>(c.plan.pp), c.plan.zero,
-                              std::string(to_string(c.plan.recompute)).c_str(), static_cast<long long>(c.plan.mbs),
-                              gib(c.memory.peak_bytes).c_str());
-                out.suggestions.push_back(buf);
-                return true;
-            } catch (const InputError&) {
-                return false;
-            }
-        };
-        if (pins.zero && *pins.zero != 3) {
-            SearchRequest r = req;
-            r.pins.zero = 3;
-            attempt(r, "--zero 3 (shard weights, gradients and optimizer states over dp)");
-        }
-        if (pins.recompute && *pins.recompute != Recompute::full) {
-            SearchRequest r = req;
-            r.pins.recompute = Recompute::full;
-            attempt(r, "--recompute full (keep only each layer's input)");
-        }
-        if (pins.precision && (*pins.precision == Precision::fp32 || *pins.precision == Precision::bf16_mixed_fp32_grads)) {
-            SearchRequest r = req;
-            r.pins.precision = Precision::bf16_mixed;
-            attempt(r, "--precision bf16-mixed");
-        }
-        if (pins.tp || pins.pp || pins.dp) {
-            SearchRequest r = req;
-            r.pins.tp.reset();
-            r.pins.pp.reset();
-            r.pins.dp.reset();
-            attempt(r, "unpin --dp/--tp/--pp (let the search use tensor and pipeline parallelism)");
-        }
-        if (pins.mbs || pins.grad_acc) {
-            SearchRequest r = req;
-            r.pins.mbs.reset();
-            r.pins.grad_acc.reset();
-            attempt(r, "unpin --mbs/--grad-acc");
-        }
-        for (std::int64_t s = seq / 2; s >= 128; s /= 2) {
-            SearchRequest r = req;
-            r.seq = s;
-            if (attempt(r, "--seq " + str(s) + " (shorter sequence, same tokens per step)")) break;
-        }
-        for (std::int64_t n = 2 * N; n <= 64 * N; n *= 2) {
-            SearchRequest r = req;
-            r.gpus = n;
-            r.pins.dp.reset();
-            if (attempt(r, "--gpus " + str(n) + " (more GPUs)")) break;
-        }
-        if (out.suggestions.empty())
-            out.suggestions.push_back("no single change tried fits (ZeRO-3, full recompute, TP/PP, sequence down to 128, "
-                                      "up to " + str(64 * N) + " GPUs): choose a larger GPU or a smaller model");
+// Searches the changed request; when something fits, records the change as a suggestion.
+bool try_change(const ModelConfig& model, const GpuSpec& gpu, SearchRequest r, const std::string& change,
+                SearchResult& out) {
+    r.suggest = false;
+    r.top_k = 1;
+    try {
+        const SearchResult s = search_plans(model, gpu, r);
+        if (s.candidates.empty()) return false;
+        const Candidate& c = s.candidates.front();
+        char buf[256];
+        std::snprintf(buf, sizeof buf, "%s: then dp %lld, tp %lld, pp %lld, ZeRO-%d, recompute %s, mbs %lld fits at %s",
+                      change.c_str(), static_cast<long long>(c.plan.dp), static_cast<long long>(c.plan.tp),
+                      static_cast<long long>(c.plan.pp), static_cast<int>(c.plan.zero),
+                      std::string(to_string(c.plan.recompute)).c_str(), static_cast<long long>(c.plan.mbs),
+                      gib(c.memory.peak_bytes).c_str());
+        out.suggestions.push_back(buf);
+        return true;
+    } catch (const InputError&) {
+        return false;
     }
+}
+
+// When nothing fits: the smallest change that makes something fit, least disruptive first.
+void suggest_changes(const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& req, std::int64_t seq,
+                     SearchResult& out) {
+    const PlanPins& pins = req.pins;
+    auto attempt = [&](const SearchRequest& r, const std::string& change) { return try_change(model, gpu, r, change, out); };
+    SearchRequest r = req;
+    if (pins.zero && *pins.zero != 3) {
+        r.pins.zero = zero_weights;
+        attempt(r, "--zero 3 (shard weights, gradients and optimizer states over dp)");
+    }
+    if (pins.recompute && *pins.recompute != Recompute::full) {
+        r = req;
+        r.pins.recompute = Recompute::full;
+        attempt(r, "--recompute full (keep only each layer's input)");
+    }
+    if (pins.precision && (*pins.precision == Precision::fp32 || *pins.precision == Precision::bf16_mixed_fp32_grads)) {
+        r = req;
+        r.pins.precision = Precision::bf16_mixed;
+        attempt(r, "--precision bf16-mixed");
+    }
+    if (pins.tp || pins.pp || pins.dp) {
+        r = req;
+        r.pins.tp.reset();
+        r.pins.pp.reset();
+        r.pins.dp.reset();
+        attempt(r, "unpin --dp/--tp/--pp (let the search use tensor and pipeline parallelism)");
+    }
+    if (pins.mbs || pins.grad_acc) {
+        r = req;
+        r.pins.mbs.reset();
+        r.pins.grad_acc.reset();
+        attempt(r, "unpin --mbs/--grad-acc");
+    }
+    for (std::int64_t s = seq / 2; s >= 128; s /= 2) {
+        r = req;
+        r.seq = s;
+        if (attempt(r, "--seq " + str(s) + " (shorter sequence, same tokens per step)")) break;
+    }
+    const std::int64_t gpus = req.gpus;
+    for (std::int64_t n = 2 * gpus; n <= 64 * gpus; n *= 2) {
+        r = req;
+        r.gpus = n;
+        r.pins.dp.reset();
+        if (attempt(r, "--gpus " + str(n) + " (more GPUs)")) break;
+    }
+    if (out.suggestions.empty())
+        out.suggestions.push_back("no single change tried fits (ZeRO-3, full recompute, TP/PP, sequence down to 128, "
+                                  "up to " + str(64 * gpus) + " GPUs): choose a larger GPU or a smaller model");
+}
+
+}  // namespace
+
+SearchResult search_plans(const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& req) {
+    validate_request(model, gpu, req);
+    if (req.expand_variants)  // offload, cp, ep, LoRA recompute axes (search_extensions.cpp)
+        if (auto merged = search_extension_variants(model, gpu, req)) return *merged;
+    SearchResult out;
+    const PlanPins& pins = req.pins;
+    SearchState st(model, gpu, req, out);
+    st.seq = req.seq > 0 ? req.seq : std::min(model.max_positions, kDefaultSeqCap);
+    out.seq = st.seq;
+    st.limit = static_cast<std::int64_t>(std::floor((1.0 - req.headroom) * static_cast<double>(gpu.memory_bytes)));
+    out.limit_bytes = st.limit;
+
+    st.base = pins.fixed;  // given fields the search does not vary
+    st.base.seq = st.seq;
+    if (pins.optimizer) st.base.optimizer = *pins.optimizer;
+    if (pins.attention) st.base.attention = *pins.attention;
+    if (pins.dropout) st.base.dropout = *pins.dropout;
+    apply_extension_pins(pins, st.base);
+    st.precisions = searched_precisions(gpu, pins, st.base, out);
+    if (pins.recompute)
+        st.recomputes.push_back(*pins.recompute);
+    else
+        st.recomputes.assign(all_recomputes().begin(), all_recomputes().end());
+    st.throughput = req.throughput;
+    st.throughput.breakdown = false;
+    st.throughput.grad_bucket_bytes = req.memory.profile.grad_bucket_bytes;
+    st.memory = req.memory;
+    st.memory.timeline = false;
+
+    out.mbs_capped = !pins.mbs && req.gbs_tokens / st.seq > limits::kMaxSearchMbs;
+    search_layouts(st);
+    out.plans_fitting = static_cast<std::int64_t>(st.fits.size());
+    add_memory_rejections(st);
+    rank_candidates(st);
+    if (out.candidates.empty() && req.suggest) suggest_changes(model, gpu, req, st.seq, out);
     if (req.expand_variants) refine_with_extensions(model, gpu, req, out);  // interleaving, LoRA/offload suggestions
     return out;
 }

@@ -62,17 +62,17 @@ bool extension_plan_valid(const Plan& plan, const ModelConfig& model) {
     }
 }
 
-std::optional<SearchResult> search_extension_variants(const ModelConfig& model, const GpuSpec& gpu,
-                                                      const SearchRequest& req) {
+namespace {
+
+// Pinned extension values that no layout can satisfy: said so instead of finding nothing.
+void check_extension_pins(const ModelConfig& model, const SearchRequest& req, std::int64_t seq) {
     const PlanPins& pins = req.pins;
     const std::int64_t N = req.gpus;
-    const std::int64_t seq = req.seq > 0 ? req.seq : std::min(model.max_positions, kDefaultSeqCap);
     if (pins.cp && (*pins.cp < 1 || N % *pins.cp != 0))
         throw InputError("--cp", str(pins.cp.value_or(0)) + " does not divide --gpus " + str(N));
     if (pins.ep && *pins.ep > 1 && !model.is_moe())
         throw InputError("--ep", "expert parallelism needs a mixture-of-experts model");
     if (req.host_memory_bytes && *req.host_memory_bytes < 1) throw InputError("--host-memory", "must be positive");
-    // Pinned extension values that no layout can satisfy: say so instead of finding nothing.
     if (pins.ep && *pins.ep > 1 && model.experts % *pins.ep != 0)
         throw InputError("--ep", str(*pins.ep) + " does not divide the model's " + str(model.experts) + " experts");
     if (pins.cp && *pins.cp > 1 && seq % (2 * *pins.cp) != 0)
@@ -83,102 +83,130 @@ std::optional<SearchResult> search_extension_variants(const ModelConfig& model, 
         throw InputError("--pp-schedule", "interleaved needs --pp > 1");
     if (pins.vpp && *pins.vpp != 1 && pins.pp_schedule != PpSchedule::interleaved)
         throw InputError("--vpp", "needs --pp-schedule interleaved");
+}
 
+// The extension axes a request varies: offload, cp, ep, the recompute modes a fine-tune
+// offers, and the one precision a fine-tune searches.
+struct VariantAxes {
     std::vector<Offload> offloads;
+    std::vector<std::int64_t> cps;
+    std::vector<std::int64_t> eps;
+    std::vector<std::optional<Recompute>> recomputes;
+    std::optional<Precision> precision;
+    bool needed = false;  // false: the plain search covers the request
+};
+
+VariantAxes variant_axes(const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& req, std::int64_t seq) {
+    const PlanPins& pins = req.pins;
+    const std::int64_t N = req.gpus;
+    VariantAxes v;
     if (pins.offload)
-        offloads = {*pins.offload};
+        v.offloads = {*pins.offload};
     else if (req.host_memory_bytes)
-        offloads = {Offload::none, Offload::optimizer, Offload::optimizer_and_params};
+        v.offloads = {Offload::none, Offload::optimizer, Offload::optimizer_and_params};
     else
-        offloads = {Offload::none};
-    std::vector<std::int64_t> cps{pins.cp.value_or(1)};
+        v.offloads = {Offload::none};
+    v.cps = {pins.cp.value_or(1)};
     // Context parallelism pays off only when one sequence's activations dominate: searched
     // from 32k tokens (flash attention only).
     if (!pins.cp && seq >= 32768 && pins.attention.value_or(AttentionKind::flash) == AttentionKind::flash)
         for (std::int64_t cp : {2, 4, 8, 16})
-            if (N % cp == 0 && seq % (2 * cp) == 0) cps.push_back(cp);
-    std::vector<std::int64_t> eps{pins.ep.value_or(1)};
+            if (N % cp == 0 && seq % (2 * cp) == 0) v.cps.push_back(cp);
+    v.eps = {pins.ep.value_or(1)};
     if (!pins.ep && model.is_moe())
         for (std::int64_t ep : {2, 4, 8, 16})
-            if (model.experts % ep == 0 && N % ep == 0) eps.push_back(ep);
-    std::vector<std::optional<Recompute>> recomputes{pins.recompute};
+            if (model.experts % ep == 0 && N % ep == 0) v.eps.push_back(ep);
+    v.recomputes = {pins.recompute};
     // HF/PEFT checkpoint whole decoder layers (gradient_checkpointing_enable) or nothing.
-    if (pins.finetune != Finetune::full && !pins.recompute) recomputes = {Recompute::none, Recompute::full};
+    if (pins.finetune != Finetune::full && !pins.recompute) v.recomputes = {Recompute::none, Recompute::full};
     // PEFT trains fp32 adapters under bf16 (or fp16) autocast: the recipes that differ only in
     // how full-model states are kept are the same plan, so one is searched.
-    std::optional<Precision> precision = pins.precision;
-    if (pins.finetune != Finetune::full && !precision)
-        precision = compute_peak_flops_per_s(gpu, Precision::bf16_mixed) ? Precision::bf16_mixed : Precision::fp16_mixed;
-    const bool params_need_zero3 = std::find(offloads.begin(), offloads.end(), Offload::optimizer_and_params) !=
-                                       offloads.end() && !pins.zero;
-    const bool needs = offloads.size() > 1 || cps.size() > 1 || cps.front() > 1 || eps.size() > 1 ||
-                       recomputes.size() > 1 || params_need_zero3 || precision != pins.precision;
-    if (!needs) return std::nullopt;
+    v.precision = pins.precision;
+    if (pins.finetune != Finetune::full && !v.precision)
+        v.precision = compute_peak_flops_per_s(gpu, Precision::bf16_mixed) ? Precision::bf16_mixed : Precision::fp16_mixed;
+    const bool params_need_zero3 =
+        std::find(v.offloads.begin(), v.offloads.end(), Offload::optimizer_and_params) != v.offloads.end() && !pins.zero;
+    v.needed = v.offloads.size() > 1 || v.cps.size() > 1 || v.cps.front() > 1 || v.eps.size() > 1 ||
+               v.recomputes.size() > 1 || params_need_zero3 || v.precision != pins.precision;
+    return v;
+}
+
+// The plain search of one variant (offload, cp, ep, recompute, precision pinned).
+SearchRequest variant_request(const SearchRequest& req, Offload off, std::int64_t cp, std::int64_t ep,
+                              const std::optional<Recompute>& rc, const std::optional<Precision>& precision) {
+    SearchRequest r = req;
+    r.expand_variants = false;
+    r.pins.offload = off;
+    r.pins.cp = cp;
+    r.pins.ep = ep;
+    r.pins.recompute = rc;
+    r.pins.precision = precision;
+    if (off == Offload::optimizer_and_params && !req.pins.zero) r.pins.zero = zero_weights;
+    r.gpus = req.gpus / cp;
+    return r;
+}
+
+// Adds one variant's result: its candidates (those needing more host memory than given
+// are rejected) and its rejections, labelled with the variant.
+void merge_variant(const SearchRequest& req, const SearchRequest& r, SearchResult& res, SearchResult& out,
+                   std::vector<Candidate>& all) {
+    out.seq = res.seq;
+    out.limit_bytes = res.limit_bytes;
+    out.plans_evaluated += res.plans_evaluated;
+    out.plans_fitting += res.plans_fitting;
+    const std::string label = variant_label(r.pins);
+    for (Candidate& c : res.candidates) {
+        if (req.host_memory_bytes && c.memory.host_bytes_per_node > *req.host_memory_bytes) {
+            Rejection j;
+            j.plan = c.plan;
+            j.family = "host memory," + label;
+            j.reason = "needs " + gib(static_cast<double>(c.memory.host_bytes_per_node)) +
+                       " of host memory per node > --host-memory " + gib(static_cast<double>(*req.host_memory_bytes));
+            j.plans = 1;
+            out.rejected.push_back(j);
+            --out.plans_fitting;
+            continue;
+        }
+        all.push_back(std::move(c));
+    }
+    for (Rejection& j : res.rejected) {
+        if (!label.empty()) j.family += "," + label;
+        out.rejected.push_back(std::move(j));
+    }
+}
+
+}  // namespace
+
+std::optional<SearchResult> search_extension_variants(const ModelConfig& model, const GpuSpec& gpu,
+                                                      const SearchRequest& req) {
+    const std::int64_t seq = req.seq > 0 ? req.seq : std::min(model.max_positions, kDefaultSeqCap);
+    check_extension_pins(model, req, seq);
+    const VariantAxes v = variant_axes(model, gpu, req, seq);
+    if (!v.needed) return std::nullopt;
 
     SearchResult out;
     std::vector<Candidate> all;
-    bool first = true;
-    for (Offload off : offloads)
-        for (std::int64_t cp : cps)
-            for (std::int64_t ep : eps)
-                for (const auto& rc : recomputes) {
-                    SearchRequest r = req;
-                    r.expand_variants = false;
+    for (Offload off : v.offloads)
+        for (std::int64_t cp : v.cps)
+            for (std::int64_t ep : v.eps)
+                for (const auto& rc : v.recomputes) {
+                    SearchRequest r = variant_request(req, off, cp, ep, rc, v.precision);
                     r.suggest = false;
-                    r.pins.offload = off;
-                    r.pins.cp = cp;
-                    r.pins.ep = ep;
-                    r.pins.recompute = rc;
-                    r.pins.precision = precision;
-                    if (off == Offload::optimizer_and_params && !pins.zero) r.pins.zero = 3;
-                    r.gpus = N / cp;
                     SearchResult res;
                     try {
                         res = search_plans(model, gpu, r);
                     } catch (const InputError&) {
-                        if (first && !needs) throw;
-                        continue;
+                        continue;  // a variant no layout can run
                     }
-                    out.seq = res.seq;
-                    out.limit_bytes = res.limit_bytes;
-                    out.plans_evaluated += res.plans_evaluated;
-                    out.plans_fitting += res.plans_fitting;
-                    const std::string label = variant_label(r.pins);
-                    for (Candidate& c : res.candidates) {
-                        if (req.host_memory_bytes && c.memory.host_bytes_per_node > *req.host_memory_bytes) {
-                            Rejection j;
-                            j.plan = c.plan;
-                            j.family = "host memory," + label;
-                            j.reason = "needs " + gib(static_cast<double>(c.memory.host_bytes_per_node)) +
-                                       " of host memory per node > --host-memory " +
-                                       gib(static_cast<double>(*req.host_memory_bytes));
-                            j.plans = 1;
-                            out.rejected.push_back(j);
-                            --out.plans_fitting;
-                            continue;
-                        }
-                        all.push_back(std::move(c));
-                    }
-                    for (Rejection& j : res.rejected) {
-                        if (!label.empty()) j.family += "," + label;
-                        out.rejected.push_back(std::move(j));
-                    }
-                    first = false;
+                    merge_variant(req, r, res, out, all);
                 }
     std::stable_sort(all.begin(), all.end(), ranks_before);
     if (all.size() > static_cast<std::size_t>(req.top_k)) all.resize(static_cast<std::size_t>(req.top_k));
     out.candidates = std::move(all);
     if (out.candidates.empty() && req.suggest) {
         // The plain search's smallest changes for the first variant, then the extensions'.
-        SearchRequest r = req;
-        r.expand_variants = false;
-        r.pins.offload = offloads.front();
-        r.pins.cp = cps.front();
-        r.pins.ep = eps.front();
-        r.pins.recompute = recomputes.front();
-        r.pins.precision = precision;
-        if (offloads.front() == Offload::optimizer_and_params && !pins.zero) r.pins.zero = 3;
-        r.gpus = N / cps.front();
+        const SearchRequest r =
+            variant_request(req, v.offloads.front(), v.cps.front(), v.eps.front(), v.recomputes.front(), v.precision);
         try {
             out.suggestions = search_plans(model, gpu, r).suggestions;
         } catch (const InputError&) {
@@ -245,7 +273,7 @@ void refine_with_extensions(const ModelConfig& model, const GpuSpec& gpu, const 
         r.pins.offload = Offload::optimizer;
         if (!attempt(r, "--offload optimizer (ZeRO-Offload: fp32 master weights and moments in host memory)")) {
             r.pins.offload = Offload::optimizer_and_params;
-            if (!req.pins.zero) r.pins.zero = 3;
+            if (!req.pins.zero) r.pins.zero = zero_weights;
             attempt(r, "--offload params --zero 3 (ZeRO-Infinity: parameters in host memory too)");
         }
     }

@@ -20,7 +20,7 @@ Fixture issue_plan(const char* model) {
     Fixture f{load_model(model, PREFLIGHT_TEST_DATA_DIR), load_gpu("h100-sxm-80gb", PREFLIGHT_TEST_DATA_DIR), {}};
     f.plan.seq = 4096;
     f.plan.dp = 8;
-    f.plan.zero = 1;
+    f.plan.zero = ZeroStage{1};
     f.plan.recompute = Recompute::selective;
     return f;
 }

@@ -85,14 +85,14 @@ private slots:
         checkAgainstReport();
         Plan p;
         p.dp = 8;
-        p.zero = 1;
+        p.zero = ZeroStage{1};
         p.recompute = Recompute::selective;
         QVERIFY(explorer_->setPlan(p));
         checkAgainstReport();
         p.tp = 2;
         p.sp = true;
         p.dp = 4;
-        p.zero = 2;
+        p.zero = ZeroStage{2};
         p.recompute = Recompute::full;
         p.mbs = 4;
         QVERIFY(explorer_->setPlan(p));

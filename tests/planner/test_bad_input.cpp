@@ -104,7 +104,7 @@ INSTANTIATE_TEST_SUITE_P(
                       PlanCase{"--tp", with([](Plan& p) { p.tp = 8; })},   // 4 kv heads
                       PlanCase{"--pp", with([](Plan& p) { p.pp = 3; })},   // 2 layers
                       PlanCase{"--sp", with([](Plan& p) { p.sp = true; })},  // tp 1
-                      PlanCase{"--zero", with([](Plan& p) { p.zero = 4; })},
+                      PlanCase{"--zero", with([](Plan& p) { p.zero = ZeroStage{4}; })},
                       PlanCase{"--dropout", with([](Plan& p) { p.dropout = 1.5; })},
                       PlanCase{"--dropout", with([](Plan& p) { p.dropout = -0.1; })}));
 

@@ -24,7 +24,7 @@ Plan sample() {
     p.tp = 2;
     p.pp = 1;
     p.sp = true;
-    p.zero = 1;
+    p.zero = ZeroStage{1};
     p.recompute = Recompute::full;
     p.precision = Precision::bf16_mixed;
     return p;
@@ -48,7 +48,7 @@ TEST(Emit, DeepSpeedJsonHoldsThePlansNumbers) {
 
     Plan p = sample();
     p.precision = Precision::fp16_mixed;
-    p.zero = 3;
+    p.zero = ZeroStage{3};
     p.recompute = Recompute::none;
     const nlohmann::json f = deepspeed_config(p);
     EXPECT_EQ(f.at("fp16").at("enabled"), true);
@@ -78,7 +78,7 @@ TEST(Emit, TorchtitanToml) {
     const ModelConfig m = load_model("llama-3-8b", kData);
     const GpuSpec g = load_gpu("h100-sxm-80gb", kData);
     Plan p = sample();
-    p.zero = 3;
+    p.zero = ZeroStage{3};
     p.recompute = Recompute::selective;
     const std::string t = emit_plan(EmitFormat::torchtitan, m, g, p).text;
     EXPECT_TRUE(has(t, "[training]\n"));
@@ -89,7 +89,7 @@ TEST(Emit, TorchtitanToml) {
     EXPECT_TRUE(has(t, "data_parallel_replicate_degree = 1\n"));
     EXPECT_TRUE(has(t, "tensor_parallel_degree = 2\n"));
     EXPECT_TRUE(has(t, "mode = \"selective\"\n"));
-    p.zero = 0;
+    p.zero = ZeroStage{0};
     const std::string ddp = torchtitan_toml(m, p);
     EXPECT_TRUE(has(ddp, "data_parallel_replicate_degree = 4\n"));
     EXPECT_TRUE(has(ddp, "data_parallel_shard_degree = 1\n"));

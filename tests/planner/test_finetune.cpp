@@ -182,7 +182,7 @@ TEST(Offload, MemoryReportHostBytesAndPcieTraffic) {
     const GpuSpec g = catalog_gpu("h100-sxm-80gb");
     Plan p;
     p.seq = 2048;
-    p.zero = 2;
+    p.zero = ZeroStage{2};
     p.recompute = Recompute::full;
     p.offload = Offload::optimizer;
     const MemoryReport r = evaluate_memory(m, g, p);
@@ -206,7 +206,7 @@ TEST(Offload, NeedsPcieBandwidthInTheSpec) {
     g.pcie_bandwidth_bytes_per_s.reset();
     Plan p;
     p.offload = Offload::optimizer;
-    p.zero = 1;
+    p.zero = ZeroStage{1};
     EXPECT_THROW(estimate_throughput(catalog_model("llama-3-8b"), g, p), InputError);
 }
 
@@ -379,7 +379,7 @@ TEST(Extensions, EmitMatchingFrameworkSettings) {
     EXPECT_NE(titan.find("Interleaved1F1B"), std::string::npos);
 
     Plan o;
-    o.zero = 3;
+    o.zero = ZeroStage{3};
     o.offload = Offload::optimizer_and_params;
     const auto ds = deepspeed_config(o);
     EXPECT_EQ(ds["zero_optimization"]["offload_optimizer"]["device"], "cpu");
@@ -449,7 +449,7 @@ TEST(ExpertParallel, AllToAllInTheStepTime) {
     Plan p;
     p.seq = 4096;
     p.dp = 8;
-    p.zero = 1;
+    p.zero = ZeroStage{1};
     p.recompute = Recompute::full;
     const double plain = estimate_throughput(m, g, p).step_time_s;
     p.ep = 8;

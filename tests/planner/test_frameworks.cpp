@@ -30,7 +30,7 @@ Plan nanotron_plan(std::int64_t dp, std::int64_t tp, std::int64_t pp, int zero) 
     p.tp = tp;
     p.pp = pp;
     p.sp = tp > 1;
-    p.zero = zero;
+    p.zero = ZeroStage{zero};
     p.precision = Precision::bf16_mixed_fp32_grads;
     return p;
 }
@@ -182,7 +182,7 @@ TEST(AllocatorModel, DefaultProfileKeepsItsVerdictAndReportsReserved) {
     Plan p;
     p.seq = 4096;
     p.dp = 8;
-    p.zero = 1;
+    p.zero = ZeroStage{1};
     const MemoryReport r = evaluate_memory(m, gpu, p);
     EXPECT_EQ(r.peak_allocated_bytes, r.peak_bytes - r.at_peak.overhead);
     EXPECT_EQ(r.peak_reserved_bytes, (r.peak_allocated_bytes + (2 << 20) - 1) / (2 << 20) * (2 << 20));

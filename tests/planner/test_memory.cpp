@@ -33,7 +33,7 @@ TEST(Memory, PeakIsTheMaximumOfTheFullTimeline) {
                     p.mbs = 2;
                     p.recompute = rc;
                     p.attention = att;
-                    p.zero = zero;
+                    p.zero = ZeroStage{zero};
                     p.dp = 4;
                     p.pp = pp;
                     p.grad_acc = 8;
@@ -126,7 +126,7 @@ TEST(Memory, ZeroThreeBuffersHoldGatheredLayers) {
     Plan p;
     p.seq = 4096;
     p.dp = 8;
-    p.zero = 3;
+    p.zero = ZeroStage{3};
     MemoryOptions o;
     o.timeline = true;
     const MemoryReport r = evaluate_memory(m, h100(), p, o);

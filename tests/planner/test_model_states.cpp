@@ -81,7 +81,7 @@ TEST(ModelStates, Zero3ShardsEachTensorWithItsOwnPadding) {
     Plan p;
     p.seq = 1024;
     p.dp = 7;
-    p.zero = 3;
+    p.zero = ZeroStage{3};
     const MemoryReport r = evaluate_memory(m, gpu, p);
     std::int64_t per_tensor = 0;
     for (const auto& t : param_tensors(m)) {

@@ -12,7 +12,7 @@ TEST(Plan, FlagsReproduceThePlan) {
     p.mbs = 4;
     p.tp = 2;
     p.sp = true;
-    p.zero = 3;
+    p.zero = ZeroStage{3};
     p.recompute = Recompute::selective;
     p.precision = Precision::bf16_mixed_fp32_grads;
     p.dropout = 0.1;

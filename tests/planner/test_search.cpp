@@ -113,7 +113,7 @@ TEST(Search, FindsAFittingPlanWheneverOneExists) {
                                 p.tp = tp;
                                 p.pp = pp;
                                 p.sp = sp;
-                                p.zero = zero;
+                                p.zero = ZeroStage{zero};
                                 p.recompute = rc;
                                 if (evaluate_memory(m, g, p).peak_bytes <= limit) exists = true;
                             }
@@ -144,7 +144,7 @@ TEST(Search, PinsArePinned) {
     r.gbs_tokens = 1 << 21;
     r.seq = 2048;
     r.top_k = 50;
-    r.pins.zero = 3;
+    r.pins.zero = ZeroStage{3};
     r.pins.tp = 2;
     r.pins.recompute = Recompute::selective;
     r.pins.precision = Precision::bf16_mixed;
@@ -197,7 +197,7 @@ TEST(Search, NothingFitsSuggestsTheSmallestChange) {
     r.gpus = 8;
     r.gbs_tokens = 1 << 22;
     r.seq = 8192;
-    r.pins.zero = 1;
+    r.pins.zero = ZeroStage{1};
     r.pins.tp = 1;
     r.pins.recompute = Recompute::none;
     const SearchResult res = search_plans(m, g, r);

@@ -19,7 +19,7 @@ Plan plan_8b() {
     p.mbs = 1;
     p.grad_acc = 16;
     p.dp = 8;
-    p.zero = 1;
+    p.zero = ZeroStage{1};
     return p;
 }
 }  // namespace
@@ -93,7 +93,7 @@ TEST(Throughput, GradientAccumulationReducesOncePerStepForZero0) {
     const double one = estimate_throughput(m, g, p).dp_communication_s;
     p.grad_acc = 8;
     EXPECT_DOUBLE_EQ(estimate_throughput(m, g, p).dp_communication_s, one);  // not 8x
-    p.zero = 2;  // a gradient shard only: reduce-scatter after every micro-batch
+    p.zero = ZeroStage{2};  // a gradient shard only: reduce-scatter after every micro-batch
     EXPECT_GE(estimate_throughput(m, g, p).dp_communication_s, estimate_throughput(m, g, [&] {
                   Plan q = p;
                   q.grad_acc = 1;

@@ -1,4 +1,4 @@
-// runtime/gpu_session_configs.json, the plans the GPU session records: every plan is one
+// validation/gpu_session/gpu_session_configs.json, the plans the GPU session records: every plan is one
 // the runtime can run, is predicted to fit an 80 GB H100 (runtime profile, 1 GiB overhead),
 // and the set covers what the issue asks for (>= 12 plans; gpt2 .. gpt2-xl and
 // llama-3.2-1b; seq 512-4096; several micro-batch sizes; every recompute mode; >= 3
@@ -18,8 +18,8 @@ namespace preflight::runtime {
 namespace {
 
 TEST(GpuSessionConfigs, EveryPlanRunsFitsAndTheSetCoversTheIssue) {
-    std::ifstream in(preflight::test::data_dir() / ".." / "runtime" / "gpu_session_configs.json");
-    ASSERT_TRUE(in) << "runtime/gpu_session_configs.json";
+    std::ifstream in(preflight::test::data_dir() / ".." / "validation" / "gpu_session" / "gpu_session_configs.json");
+    ASSERT_TRUE(in) << "validation/gpu_session/gpu_session_configs.json";
     const auto j = nlohmann::json::parse(in);
     const GpuSpec gpu = preflight::test::catalog_gpu(j.at("gpu_default").get<std::string>());
     std::set<std::string> ids, models, precisions, recomputes;

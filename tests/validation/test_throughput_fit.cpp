@@ -75,7 +75,7 @@ TEST(ThroughputFit, RecoversTheConstantsThatMadeTheData) {
                     s.plan.tp = tp;
                     s.plan.pp = pp;
                     s.plan.sp = tp > 1;
-                    s.plan.zero = 1;
+                    s.plan.zero = ZeroStage{1};
                     s.plan.precision = Precision::bf16_mixed_fp32_grads;
                     s.options.breakdown = false;
                     s.measured_tokens_per_s_per_gpu = predicted_tokens_per_s_per_gpu(s, truth);

@@ -154,7 +154,7 @@ ExternalRun parse_row(const Row& r, const std::string& file, std::int64_t line) 
     p.grad_acc = r.integer("grad_accum");
     p.seq = r.integer("seq_len");
     m.max_positions = p.seq;
-    p.zero = static_cast<int>(r.integer("zero_stage", 0));
+    p.zero = static_cast<ZeroStage>(r.integer("zero_stage", 0));
     if (p.zero > 3) throw r.error("zero_stage", "must be 0..3, got " + r.raw("zero_stage"));
     for (auto [col, v] : {std::pair{"nodes", run.nodes}, {"gpus", run.gpus}, {"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp},
                           {"micro_batch_size", p.mbs}, {"grad_accum", p.grad_acc}, {"seq_len", p.seq}})

@@ -7,6 +7,7 @@
 
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/plan_schema.hpp"
 #include "preflight/planner/report.hpp"
 
 namespace preflight::validation {
@@ -127,18 +128,17 @@ Matrix load_matrix(const std::string& spec, const std::filesystem::path& matrice
 }
 
 std::vector<std::string> run_arguments(const MatrixRun& run, const std::string& gpu) {
-    const Plan& p = run.plan;
-    return {"--model",     run.model,
-            "--gpu",       gpu,
-            "--seq",       std::to_string(p.seq),
-            "--mbs",       std::to_string(p.mbs),
-            "--grad-acc",  std::to_string(p.grad_acc),
-            "--recompute", std::string(to_string(p.recompute)),
-            "--precision", std::string(to_string(p.precision)),
-            "--optimizer", std::string(to_string(p.optimizer)),
-            "--attention", std::string(to_string(p.attention)),
-            "--steps",     std::to_string(run.steps),
-            "--warmup",    std::to_string(run.warmup)};
+    std::vector<std::string> args = {"--model", run.model, "--gpu", gpu};
+    // The plan fields the runtime executes (plan_schema.hpp), as `preflight run` reads them.
+    for (const PlanField& f : plan_fields()) {
+        if (!f.runtime) continue;
+        args.emplace_back(f.flag);
+        args.push_back(field_text(f, run.plan));
+    }
+    for (const std::string& a : {std::string("--steps"), std::to_string(run.steps), std::string("--warmup"),
+                                 std::to_string(run.warmup)})
+        args.push_back(a);
+    return args;
 }
 
 }  // namespace preflight::validation

@@ -16,7 +16,6 @@ FrameworkProfile deepspeed_profile() {
     p.grad_buckets_in_flight = 1;
     // The optimizer's fp32 state partitions are created at initialisation
     // (DeepSpeedZeroOptimizer.initialize_optimizer_states zero-fills them before training).
-    p.lazy_optimizer_state = false;
     p.logits_fp32_copy = true;
     p.norm_row_stats = false;
     p.vocab_pad_multiple = 1;

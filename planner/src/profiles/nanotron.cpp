@@ -285,7 +285,6 @@ FrameworkProfile nanotron_profile() {
     p.name = "nanotron";
     p.grad_bucket_bytes = 25 * kMiB;  // config.model.ddp_bucket_cap_mb default 25
     p.grad_buckets_in_flight = 2;
-    p.lazy_optimizer_state = true;
     p.logits_fp32_copy = true;
     p.norm_row_stats = true;  // TritonRMSNorm saves rstd
     p.vocab_pad_multiple = 1;

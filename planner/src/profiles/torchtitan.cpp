@@ -13,8 +13,6 @@ FrameworkProfile torchtitan_profile() {
     // per-layer gathered weights and gradients are the planner's ZeRO-3 gather terms.
     p.grad_bucket_bytes = 0;
     p.grad_buckets_in_flight = 0;
-    // torch.optim.AdamW creates its moments inside the first step() (lazy).
-    p.lazy_optimizer_state = true;
     // torchtitan/components/loss.py cross_entropy_loss: pred.float() then
     // torch.nn.functional.cross_entropy: the fp32 cast, log_softmax's saved fp32 output and
     // the fp32 input gradient live beside the bf16 logits at the loss's backward.

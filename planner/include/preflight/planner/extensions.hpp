@@ -116,12 +116,8 @@ std::int64_t ep_all_to_all_buffer_bytes(const ModelConfig& model, const Plan& pl
 // ---- Flags and JSON ------------------------------------------------------------------------
 
 // " --finetune qlora --lora-rank 16 ..." for every extension field that differs from its
-// default (empty for a pre-training plan), as the CLI reads them.
+// default (empty for a pre-training plan), as the CLI reads them (from plan_schema.hpp's table).
 std::string extension_flags(const Plan& plan);
-// Adds the non-default extension fields to a plan_to_json object (keys as the flags, with
-// underscores); reads them back. Throws InputError naming the key on a bad value.
-void extensions_to_json(const Plan& plan, nlohmann::json& j);
-void extensions_from_json(const nlohmann::json& j, Plan& plan);
 
 // ---- Hooks for the memory and step-time models -----------------------------------------
 

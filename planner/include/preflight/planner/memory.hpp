@@ -24,16 +24,13 @@ struct MemoryOptions;
 
 // What a training framework keeps beyond the analytic minimum. The default
 // describes Megatron-LM-style training (persistent contiguous gradient buffers,
-// fused vocab-parallel cross-entropy, lazily created optimizer moments).
+// fused vocab-parallel cross-entropy).
 struct FrameworkProfile {
     std::string name = "megatron";
     // Gradient communication bucket (PyTorch DDP's default bucket_cap_mb = 25) and
     // how many are in flight while backward overlaps the reduction.
     std::int64_t grad_bucket_bytes = 25 * kMiB;
     int grad_buckets_in_flight = 2;
-    // Optimizer moments are created at the first optimizer step (torch.optim),
-    // so the first step's forward/backward runs without them.
-    bool lazy_optimizer_state = true;
     // Cross-entropy upcasts the logits to fp32 (fused kernels keep one fp32 copy).
     bool logits_fp32_copy = true;
     // Keep each norm's per-row statistics (mean/rstd, fp32); Korthikanti et al.

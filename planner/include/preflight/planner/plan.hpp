@@ -17,6 +17,13 @@ enum class Precision { fp32, bf16_mixed, bf16_mixed_fp32_grads, bf16, fp16_mixed
 enum class Recompute { none, selective, full };
 enum class Optimizer { adamw, sgd };
 enum class AttentionKind { flash, eager };
+// ZeRO stage over the data-parallel ranks (Rajbhandari et al. 2020, sec. 5): stage 1
+// shards the optimizer states (and master weights), 2 also the gradients, 3 also the
+// weights. Unscoped with an int base so that the stage order reads as in the paper
+// (`zero >= 2`: gradients sharded) and prints as its number.
+enum ZeroStage : int { zero_none = 0, zero_optimizer_states = 1, zero_gradients = 2, zero_weights = 3 };
+// The stage of a number (nullopt outside 0..3).
+std::optional<ZeroStage> zero_stage(std::int64_t stage);
 
 // Names exactly as on the command line (docs/interface.md).
 std::string_view to_string(Precision p);
@@ -38,7 +45,7 @@ struct Plan {
     std::int64_t tp = 1;
     std::int64_t pp = 1;
     bool sp = false;  // sequence parallelism (needs tp > 1)
-    int zero = 0;     // ZeRO stage 0..3 over dp
+    ZeroStage zero = zero_none;  // ZeRO stage over dp
     Recompute recompute = Recompute::none;
     Precision precision = Precision::bf16_mixed;
     Optimizer optimizer = Optimizer::adamw;
@@ -63,8 +70,8 @@ struct Plan {
     std::int64_t global_batch_tokens() const { return seq * mbs * grad_acc * dp; }
 };
 
-// The plan as the command-line flags that reproduce it ("--seq 4096 --mbs 1 ...");
-// --sp and --dropout appear only when set.
+// The plan as the command-line flags that reproduce it ("--seq 4096 --mbs 1 ..."), derived
+// from the field table (plan_schema.hpp); --sp, --dropout and the extensions appear only when set.
 std::string to_flags(const Plan& plan);
 
 // Default sequence length: the model's context length capped at 4096 (docs/interface.md).
@@ -76,6 +83,18 @@ Plan resolve_defaults(Plan plan, const ModelConfig& model);
 // Throws InputError naming the flag for an inconsistent plan (mbs 0, tp not
 // dividing heads, pp > layers, sp without tp, dropout out of [0,1), ...).
 void validate_plan(const Plan& plan, const ModelConfig& model);
+
+// A plan with its defaults filled from the model (resolve_defaults) that passed
+// validate_plan: what a command builds once and hands to every model.
+class ResolvedPlan {
+public:
+    ResolvedPlan(const Plan& plan, const ModelConfig& model);
+    const Plan& plan() const { return plan_; }
+    operator const Plan&() const { return plan_; }
+
+private:
+    Plan plan_;
+};
 
 // Bytes per element and per parameter for a precision recipe (docs/interface.md table).
 struct PrecisionBytes {

@@ -17,7 +17,7 @@ namespace preflight {
 struct PlanPins {
     std::optional<std::int64_t> mbs, grad_acc, dp, tp, pp;
     std::optional<bool> sp;
-    std::optional<int> zero;
+    std::optional<ZeroStage> zero;
     std::optional<Recompute> recompute;
     std::optional<Precision> precision;
     std::optional<Optimizer> optimizer;
@@ -31,6 +31,9 @@ struct PlanPins {
     std::optional<PpSchedule> pp_schedule;
     std::optional<std::int64_t> vpp, cp, ep;
     double moe_capacity_factor = 1.0;
+    // The given values of plan fields the search does not vary (fields without a pin in
+    // plan_schema.hpp): every searched plan starts from this plan.
+    Plan fixed;
 };
 
 struct SearchRequest {

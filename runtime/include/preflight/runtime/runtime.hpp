@@ -1,5 +1,5 @@
-// Entry points of the runtime: dry run (host, always available) and device run
-// (CUDA library preflight::runtime only; guarded by PREFLIGHT_HAVE_RUNTIME in callers).
+// Entry points of the runtime: the dry run (host, always available) and, through the
+// device backend (device.hpp), the device run.
 #pragma once
 
 #include <cstdint>
@@ -56,22 +56,6 @@ RunReport dry_run_report(const ModelConfig& model, const GpuSpec& gpu, const Pla
 // planner's FLOP counts for the plan on `gpu` (its dense peak for the compute precision).
 void fill_measured_throughput(RunReport& report);
 
-// ---- Defined by the CUDA library (preflight::runtime) only ----
-// Number of CUDA devices (0 when none or no driver).
-int device_count();
-// Runs the plan on device 0: set-up, warm-up + measured steps, teardown. Never throws
-// for a failed allocation: the report comes back with status "allocation-failed".
-RunReport run_on_device(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan, const RunOptions& options);
-
-// Test hook: set-up and one optimizer step (step 1, `options.seed`) on device 0, with
-// the device's parameters and gradients read back in the program's flat layout.
-struct StepGradients {
-    std::vector<double> weights;    // the compute copy of the parameters before the step
-    std::vector<double> gradients;  // after the step's backward: the fp32 accumulation buffer when the
-                                    // recipe has one (bf16-mixed-fp32-grads), else the gradient buffer
-    double loss = 0;                // the step's mean loss, as the run report's losses
-};
-// Throws std::runtime_error on any CUDA failure (including a failed allocation).
-StepGradients capture_step_gradients(const ModelConfig& model, const Plan& plan, const RunOptions& options);
-
 }  // namespace preflight::runtime
+
+#include "preflight/runtime/device.hpp"  // the device backend: device_count, run_on_device

@@ -5,11 +5,11 @@
 #   .deps/include/{nlohmann,CLI}          header-only nlohmann-json and CLI11
 #   .deps/cmake/{nlohmann_json,CLI11}/    minimal CMake package configs pointing at them
 #   .deps/googletest/                     GoogleTest sources (built on the device), when present here
-# Usage: bash runtime/prepare_gpu_session.sh
+# Usage: bash validation/gpu_session/prepare_gpu_session.sh
 # Env: NLOHMANN_INCLUDE (default /usr/include/nlohmann), CLI11_INCLUDE (/usr/include/CLI),
 #      GOOGLETEST_SRC (/usr/src/googletest).
 set -euo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 deps=$root/.deps
 nlohmann=${NLOHMANN_INCLUDE:-/usr/include/nlohmann}
 cli11=${CLI11_INCLUDE:-/usr/include/CLI}
@@ -36,7 +36,7 @@ cli_ver=$(ver "$deps/include/CLI/Version.hpp" CLI11_VERSION_)
 package_config() {
     local name=$1 target=$2 version=$3 dir=$deps/cmake/$1
     cat >"$dir/${name}Config.cmake" <<EOF
-# Staged by runtime/prepare_gpu_session.sh: header-only $name $version under .deps/include.
+# Staged by validation/gpu_session/prepare_gpu_session.sh: header-only $name $version under .deps/include.
 get_filename_component(_pf_inc "\${CMAKE_CURRENT_LIST_DIR}/../../include" ABSOLUTE)
 if(NOT TARGET $target)
   add_library($target INTERFACE IMPORTED)
@@ -92,11 +92,11 @@ $OUT/preflight-gpu-<stamp>.tar.gz + $OUT/summary.txt). See README.md, "GPU sessi
 
   1) libraries, build, every gpu-labelled test, the headline plan (ours vs PyTorch eager and
      torch.compile):
-       run(command="bash runtime/gpu_session.sh check build test headline", carry=[".deps"], timeout_s=600)
+       run(command="bash validation/gpu_session/gpu_session.sh check build test headline", carry=[".deps"], timeout_s=600)
   2) the 50-step loss curve against PyTorch, memcheck, measured group A:
-       run(command="bash runtime/gpu_session.sh losscurve memcheck measure:A", carry=[".deps"], timeout_s=600)
+       run(command="bash validation/gpu_session/gpu_session.sh losscurve memcheck measure:A", carry=[".deps"], timeout_s=600)
   3) and 4) the rest of the measured set (plans already recorded are skipped: resume):
-       run(command="bash runtime/gpu_session.sh measure", carry=[".deps"], timeout_s=600)
+       run(command="bash validation/gpu_session/gpu_session.sh measure", carry=[".deps"], timeout_s=600)
 
 After EVERY call, unpack its records here before the next call (so the next copy of the working
 tree carries them and the resume skips them), then read the summary:

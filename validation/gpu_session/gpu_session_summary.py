@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Summarises the measured set recorded by runtime/gpu_session.sh.
+"""Summarises the measured set recorded by validation/gpu_session/gpu_session.sh.
 
   gpu_session_summary.py MEASUREMENTS_DIR CONFIGS_JSON   table + CSV (MEASUREMENTS_DIR/summary.csv)
   gpu_session_summary.py --one REPORT.json               one line for one report (ours or PyTorch's)

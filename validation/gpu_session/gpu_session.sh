@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU session runbook: ONE script the device machine runs (via the `run` tool, from
-# the repository root, with carry [".deps"] staged by runtime/prepare_gpu_session.sh).
+# the repository root, with carry [".deps"] staged by validation/gpu_session/prepare_gpu_session.sh).
 #
-#   bash runtime/gpu_session.sh STAGE...
+#   bash validation/gpu_session/gpu_session.sh STAGE...
 #     check        libraries first: cuBLAS/cuBLASLt (toolkit), cuDNN 9 (PyTorch's nvidia-cudnn wheel:
 #                  its include/ and lib/ are exported as CUDNN_INCLUDE_DIR / LD_LIBRARY_PATH for the
 #                  build and every run), NCCL (reported; the single-GPU runtime does not use it),
@@ -13,7 +13,7 @@
 #                  whole-model CPU reference, loss falls, tracked peak == dry run), memcheck excluded
 #     memcheck     ctest -R runtime_memcheck (compute-sanitizer --tool memcheck on 2-step runs)
 #     cputest      ctest -LE gpu (optional; the CPU suites also run without a GPU)
-#     measure[:G]  the measured set of runtime/gpu_session_configs.json (all, group G, or
+#     measure[:G]  the measured set of validation/gpu_session/gpu_session_configs.json (all, group G, or
 #                  measure:id1,id2): per plan `preflight run --report data/measurements/<gpu>/<id>.json`
 #                  with its evidence (<id>.log: command, nvidia-smi header and state, full output),
 #                  then the same model and plan in PyTorch (validation/pytorch/train.py, when present)
@@ -39,7 +39,7 @@
 # folder; default /tmp/preflight-gpu-out).
 set -uo pipefail
 
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root" || exit 2
 start_s=$SECONDS
 budget_s=${PREFLIGHT_BUDGET_S:-540}
@@ -50,7 +50,7 @@ warmup=${PREFLIGHT_WARMUP:-2}
 pytorch=${PREFLIGHT_PYTORCH:-1}
 jobs=${PREFLIGHT_JOBS:-$(nproc 2>/dev/null || echo 8)}
 out=${OUT:-/tmp/preflight-gpu-out}
-configs=runtime/gpu_session_configs.json
+configs=validation/gpu_session/gpu_session_configs.json
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 export PATH="$PATH:/usr/local/cuda/bin"
 mkdir -p "$out"
@@ -80,7 +80,7 @@ summary=$sdir/summary.txt
 tarball=$out/preflight-gpu-$stamp.tar.gz
 
 pack() {  # everything recorded so far -> one tarball + summary.txt in $OUT
-    python3 runtime/gpu_session_summary.py "$mdir" "$configs" >"$sdir/measurements.txt" 2>&1 || true
+    python3 validation/gpu_session/gpu_session_summary.py "$mdir" "$configs" >"$sdir/measurements.txt" 2>&1 || true
     tar czf "$tarball.tmp" "$mdir" 2>/dev/null && mv -f "$tarball.tmp" "$tarball"
     { cat "$summary"; echo; cat "$sdir/measurements.txt"; } >"$out/summary.txt" 2>/dev/null
 }
@@ -287,7 +287,7 @@ PY
         local cmd=("$pre" run "${plan[@]}" --steps "$steps" --warmup "$warmup" --report "$mdir/$id.json")
         evidence_run "$mdir/$id.log" "$(left)" "${cmd[@]}"
         local code=$?
-        note "$id: preflight run exit $code ($(python3 runtime/gpu_session_summary.py --one "$mdir/$id.json" 2>/dev/null))"
+        note "$id: preflight run exit $code ($(python3 validation/gpu_session/gpu_session_summary.py --one "$mdir/$id.json" 2>/dev/null))"
         if [[ $pytorch == 1 && -f $train ]]; then
             if [[ $rc == selective ]]; then
                 note "$id: PyTorch SKIPPED (HF transformers has no selective recompute; train.py exits 2 on it)"
@@ -299,7 +299,7 @@ PY
                             --seq "$seq" --mbs "$mbs" --grad-acc "$ga" --recompute "$rc" --precision "$prec"
                             --attention "$attn" --steps "$steps" --warmup "$warmup" --report "$mdir/$id.pytorch.json")
                 evidence_run "$mdir/$id.pytorch.log" "$(left)" "${pcmd[@]}"
-                note "$id: PyTorch exit $? ($(python3 runtime/gpu_session_summary.py --one "$mdir/$id.pytorch.json" 2>/dev/null))"
+                note "$id: PyTorch exit $? ($(python3 validation/gpu_session/gpu_session_summary.py --one "$mdir/$id.pytorch.json" 2>/dev/null))"
             fi
         fi
         pack
@@ -321,7 +321,7 @@ do_headline() {
     evidence_run "$mdir/$id.pytorch-compile.log" "$(left)" python3 validation/pytorch/train.py --config "data/models/$model.json" \
         --model-name "$model" --gpu "$gpu" --seq "$seq" --mbs "$mbs" --grad-acc "$ga" --recompute "$rc" --precision "$prec" \
         --attention "$attn" --steps "$steps" --warmup 3 --compile --report "$mdir/$id.pytorch-compile.json"
-    note "$id: PyTorch torch.compile exit $? ($(python3 runtime/gpu_session_summary.py --one "$mdir/$id.pytorch-compile.json" 2>/dev/null))"
+    note "$id: PyTorch torch.compile exit $? ($(python3 validation/gpu_session/gpu_session_summary.py --one "$mdir/$id.pytorch-compile.json" 2>/dev/null))"
     pack
 }
 

@@ -1,0 +1,181 @@
+// What the explorer shows for an evaluated plan: the verdict, the summary lines, the
+// details table, the step time and the run-report overlay.
+#include <QFileInfo>
+#include <QLabel>
+#include <QStatusBar>
+#include <QStringList>
+
+#include "charts.hpp"
+#include "explorer.hpp"
+#include "item_models.hpp"
+#include "main_window.hpp"
+#include "preflight/planner/extensions.hpp"
+#include "units.hpp"
+#include "widgets.hpp"
+
+namespace preflight::gui {
+
+namespace {
+
+// Rows of the details table for the extensions in use: adapters and frozen base under
+// LoRA/QLoRA, host memory when offloading, the pipeline bubble, cp/ep layouts.
+QString extensionRows(const Evaluation& ev) {
+    const Plan& p = ev.plan;
+    const MemoryReport& r = ev.memory;
+    QString rows;
+    auto row = [&](const QString& name, const QString& value, const QString& note) {
+        rows += QStringLiteral("<tr><td>%1</td><td align='right'><b>%2</b></td><td>%3</td></tr>")
+                    .arg(name, value, note.toHtmlEscaped());
+    };
+    if (p.finetune != Finetune::full) {
+        const FrozenBase base = frozen_base(ev.model, p);
+        row(QStringLiteral("Trainable adapters"), groupDigits(lora_params(ev.model, p.lora)),
+            QStringLiteral("rank %1 on %2 (fp32 weights, gradients, optimizer states)")
+                .arg(p.lora.rank)
+                .arg(QString::fromStdString(lora_targets_to_string(p.lora.targets))));
+        row(QStringLiteral("Frozen base (whole model)"), formatBytes(base.total_bytes()),
+            p.finetune == Finetune::qlora ? QStringLiteral("NF4 %1 + other parameters %2")
+                                                .arg(formatBytes(base.quantized_bytes), formatBytes(base.other_bytes))
+                                          : QStringLiteral("16-bit"));
+    }
+    if (p.offload != Offload::none)
+        row(QStringLiteral("Host memory (offload)"), formatBytes(r.host_bytes_per_gpu),
+            QStringLiteral("per GPU; %1 per node").arg(formatBytes(r.host_bytes_per_node)));
+    if (p.pp > 1)
+        row(QStringLiteral("Pipeline bubble"), QStringLiteral("%1 %").arg(100.0 * pipeline_bubble_fraction(p), 0, 'f', 1),
+            QStringLiteral("%1 schedule").arg(sv(to_string(p.pp_schedule))));
+    if (p.cp > 1) row(QStringLiteral("Context parallel"), QString::number(p.cp), QStringLiteral("ranks per sequence"));
+    if (p.ep > 1) row(QStringLiteral("Expert parallel"), QString::number(p.ep), QStringLiteral("expert shards"));
+    return rows;
+}
+
+}  // namespace
+
+void MainWindow::onEvaluated() {
+    const Evaluation* ev = explorer_->current();
+    if (!ev) return;
+    const MemoryReport& r = ev->memory;
+    showVerdict(r);
+    showSummaryLines(*ev);
+    showDetails(*ev);
+    showThroughput(*ev);
+    breakdown_chart_->setSubtitle(QString::fromStdString(describe(r.peak_phase)));
+    showRunReportOverlay(r);
+    statusBar()->showMessage(QStringLiteral("Evaluated in %1 ms (memory model + %2 sweep points × 3 recompute modes)")
+                                 .arg(ev->eval_ms, 0, 'f', 2)
+                                 .arg(ev->seq_sweep.xs.size() + ev->mbs_sweep.xs.size()));
+}
+
+void MainWindow::showVerdict(const MemoryReport& r) {
+    const double frac = r.capacity_bytes > 0 ? static_cast<double>(r.peak_bytes) / static_cast<double>(r.capacity_bytes) : 0;
+    peak_label_->setText(QStringLiteral("Peak %1 of %2 (%3 %)")
+                             .arg(formatBytes(r.peak_bytes), formatBytes(r.capacity_bytes))
+                             .arg(100.0 * frac, 0, 'f', 1));
+    const double headroom_line = (1.0 - Explorer::kHeadroom) * static_cast<double>(r.capacity_bytes);
+    if (!r.fits) {
+        verdict_label_->setText(QStringLiteral("OOM — over by %1").arg(formatBytes(r.peak_bytes - r.capacity_bytes)));
+        verdict_label_->setStyleSheet(QStringLiteral("color: #c01c28;"));
+    } else if (static_cast<double>(r.peak_bytes) > headroom_line) {
+        verdict_label_->setText(QStringLiteral("Fits, inside the %1 % headroom — %2 free")
+                                    .arg(100.0 * Explorer::kHeadroom, 0, 'f', 0)
+                                    .arg(formatBytes(r.capacity_bytes - r.peak_bytes)));
+        verdict_label_->setStyleSheet(QStringLiteral("color: #b36b00;"));
+    } else {
+        verdict_label_->setText(QStringLiteral("Fits — %1 free").arg(formatBytes(r.capacity_bytes - r.peak_bytes)));
+        verdict_label_->setStyleSheet(QStringLiteral("color: #1a7f37;"));
+    }
+}
+
+void MainWindow::showSummaryLines(const Evaluation& ev) {
+    const MemoryReport& r = ev.memory;
+    const QString phase = QString::fromStdString(describe(r.peak_phase));
+    phase_label_->setText(QStringLiteral("Peak phase: <b>%1</b>").arg(phase.toHtmlEscaped()) +
+                          (ev.plan.pp > 1 ? QStringLiteral(" (stage %1, %2 layers, %3 micro-batches in flight)")
+                                                 .arg(r.pipeline_stage)
+                                                 .arg(r.layers_on_stage)
+                                                 .arg(r.micro_batches_in_flight)
+                                           : QString()));
+    first_label_->setText(QStringLiteral("First step: %1 (optimizer moments not yet allocated)")
+                              .arg(formatBytes(r.first_step_peak_bytes)));
+    first_label_->setToolTip(QStringLiteral("First-step peak at %1")
+                                 .arg(QString::fromStdString(describe(r.first_step_peak_phase))));
+    model_label_->setText(QStringLiteral("%1 · %2 params%3 · %4, %5 per GPU · %6")
+                              .arg(QString::fromStdString(ev.model.name), formatCount(r.params.total),
+                                   r.params.active != r.params.total
+                                       ? QStringLiteral(" (%1 active)").arg(formatCount(r.params.active))
+                                       : QString(),
+                                   QString::fromStdString(ev.gpu.display_name.empty() ? ev.gpu.name : ev.gpu.display_name),
+                                   formatBytes(ev.gpu.memory_bytes),
+                                   ev.plan.gpus() == 1 ? QStringLiteral("1 GPU")
+                                                        : QStringLiteral("%1 GPUs").arg(ev.plan.gpus())));
+}
+
+void MainWindow::showDetails(const Evaluation& ev) {
+    const MemoryReport& r = ev.memory;
+    details_label_->setText(
+        QStringLiteral("<table cellspacing='0' cellpadding='2'>"
+                       "<tr><td>Parameters</td><td align='right'><b>%1</b></td><td>(%2 exactly%3)</td></tr>"
+                       "<tr><td>Owned by this GPU before ZeRO</td><td align='right'><b>%4</b></td><td></td></tr>"
+                       "<tr><td>Activations per layer</td><td align='right'><b>%5</b></td><td>one micro-batch, recompute %6</td></tr>"
+                       "<tr><td>Layers on the peak stage</td><td align='right'><b>%7</b></td><td>stage %8 of %9</td></tr>")
+            .arg(formatCount(r.params.total), groupDigits(r.params.total),
+                 r.params.active != r.params.total ? QStringLiteral(", %1 active").arg(formatCount(r.params.active)) : QString(),
+                 formatCount(r.params_on_gpu), formatBytes(r.activations_per_layer_bytes), sv(to_string(ev.plan.recompute)),
+                 QString::number(r.layers_on_stage), QString::number(r.pipeline_stage), QString::number(ev.plan.pp)) +
+        QStringLiteral("<tr><td>Micro-batches in flight</td><td align='right'><b>%1</b></td><td>%2</td></tr>"
+                       "<tr><td>First-step peak</td><td align='right'><b>%3</b></td><td>%4</td></tr>"
+                       "<tr><td>Headroom line</td><td align='right'><b>%5</b></td><td>%6 % of capacity, what the plan search keeps under</td></tr>"
+                       "<tr><td>Global batch</td><td align='right'><b>%7</b></td><td>tokens = seq × mbs × grad_acc × dp</td></tr>%8</table>")
+            .arg(QString::number(r.micro_batches_in_flight),
+                 ev.plan.pp > 1 ? QStringLiteral("pipeline schedule") : QStringLiteral("no pipeline"),
+                 formatBytes(r.first_step_peak_bytes),
+                 QStringLiteral("at %1, before the optimizer moments exist").arg(QString::fromStdString(describe(r.first_step_peak_phase))),
+                 formatBytes(static_cast<std::int64_t>((1.0 - Explorer::kHeadroom) * static_cast<double>(r.capacity_bytes))),
+                 QString::number(100.0 * (1.0 - Explorer::kHeadroom), 'f', 0), groupDigits(ev.plan.global_batch_tokens()),
+                 extensionRows(ev)));
+}
+
+void MainWindow::showThroughput(const Evaluation& ev) {
+    const MemoryReport& r = ev.memory;
+    if (ev.has_throughput) {
+        const Throughput& t = ev.throughput;
+        throughput_label_->setText(QStringLiteral("Step %1 · %2 tokens/s · MFU %3 % · HFU %4 %")
+                                       .arg(formatSeconds(t.step_time_s))
+                                       .arg(groupDigits(static_cast<std::int64_t>(t.tokens_per_s)))
+                                       .arg(100.0 * t.mfu, 0, 'f', 1)
+                                       .arg(100.0 * t.hfu, 0, 'f', 1));
+        QStringList slices;
+        for (const auto& s : t.breakdown)
+            slices << QStringLiteral("%1 %2").arg(QString::fromStdString(s.name), formatSeconds(s.seconds));
+        timeline_note_->setText(QStringLiteral("Predicted step time %1 (%2). Activations per layer: %3.")
+                                    .arg(formatSeconds(t.step_time_s), slices.join(QStringLiteral(", ")),
+                                         formatBytes(r.activations_per_layer_bytes)));
+    } else
+    {
+        throughput_label_->setText(QStringLiteral("Throughput: n/a (%1)").arg(ev.throughput_note));
+        timeline_note_->setText(QStringLiteral("Activations per layer: %1 (one micro-batch, recompute %2).")
+                                    .arg(formatBytes(r.activations_per_layer_bytes), sv(to_string(ev.plan.recompute))));
+    }
+}
+
+void MainWindow::showRunReportOverlay(const MemoryReport& r) {
+    const auto& report = explorer_->runReport();
+    if (report) {
+        QString text = QStringLiteral("<b>Run report</b> %1").arg(QFileInfo(report->path).fileName().toHtmlEscaped());
+        if (report->measured && report->measured->peak_bytes)
+            text += QStringLiteral(": measured peak %1 vs predicted %2 (%3)")
+                        .arg(formatBytes(*report->measured->peak_bytes), formatBytes(r.peak_bytes),
+                             formatBytesDelta(*report->measured->peak_bytes - r.peak_bytes));
+        if (report->predicted && report->predicted->peak_bytes && *report->predicted->peak_bytes != r.peak_bytes)
+            text += QStringLiteral("; the report's own prediction was %1").arg(formatBytes(*report->predicted->peak_bytes));
+        if (!report->notes.isEmpty())
+            text += QStringLiteral("<br><span style='color:#666'>Missing or skipped: %1</span>")
+                        .arg(report->notes.join(QStringLiteral("; ")).toHtmlEscaped());
+        overlay_label_->setText(text);
+    } else {
+        overlay_label_->setText(QStringLiteral(
+            "<span style='color:#666'>File → Open run report… overlays measured memory on the bar and timeline.</span>"));
+    }
+}
+
+}  // namespace preflight::gui

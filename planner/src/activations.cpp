@@ -1,0 +1,186 @@
+// The activation inventory of one decoder layer (activations.hpp).
+#include "activations.hpp"
+
+#include <algorithm>
+
+#include "preflight/planner/extensions.hpp"
+#include "preflight/planner/profiles.hpp"
+
+namespace preflight::activations {
+
+namespace {
+
+// Hugging Face eager modules under plain PyTorch (profile hf_module_inventory), read
+// from transformers' LlamaRMSNorm, LlamaMLP, NewGELUActivation (GPT-2's "gelu_new")
+// and eager attention, with the autocast op lists of the torch.amp docs (pow and
+// softmax produce fp32 under autocast). Dense models only.
+std::vector<ActivationTensor> hf_inventory(const ModelConfig& m, const Plan& p, const FrameworkProfile& prof,
+                                           const ActivationDims& d) {
+    const std::int64_t tokens = d.seq * d.micro_batch;
+    const std::int64_t sp_div = d.sp ? d.tp : 1;
+    const bool amp = runs_amp(prof, p);
+    const std::int64_t wide = amp ? 4 : d.activation_bytes;  // output of an autocast-to-fp32 op
+    std::vector<ActivationTensor> v;
+    auto tp_item = [&](std::string_view n, std::int64_t bytes, bool core = false) {
+        v.push_back({n, bytes / d.tp, core});
+    };
+    auto sp_item = [&](std::string_view n, std::int64_t bytes) { v.push_back({n, bytes / sp_div, false}); };
+    auto norm_then_gemm = [&](bool attention) {
+        if (m.norm == NormKind::rmsnorm) {
+            // x.to(float32) is saved by pow (it is the fp32 residual itself under AMP), and
+            // `weight * x.to(input_dtype)` saves the normalized tensor at the residual dtype.
+            sp_item(attention ? "attention norm input (fp32)" : "MLP norm input (fp32)", tokens * d.hidden * 4);
+            sp_item(attention ? "attention norm normalized" : "MLP norm normalized",
+                    tokens * d.hidden * d.residual_bytes);
+            if (prof.norm_row_stats) sp_item(attention ? "attention norm rsqrt" : "MLP norm rsqrt", tokens * 4);
+        } else {
+            sp_item(attention ? "attention norm input" : "MLP norm input", tokens * d.hidden * d.residual_bytes);
+            if (prof.norm_row_stats) sp_item(attention ? "attention norm mean/rstd" : "MLP norm mean/rstd", tokens * 8);
+        }
+        sp_item(attention ? "QKV GEMM input (norm output)" : "MLP GEMM input (norm output)",
+                tokens * d.hidden * d.gemm_input_bytes);
+    };
+    norm_then_gemm(true);
+    const bool eager = p.attention == AttentionKind::eager;
+    tp_item("Q (after RoPE)", tokens * d.q_width * d.activation_bytes);
+    // Eager attention repeats K/V to every query head (repeat_kv) before the matmuls that save them.
+    tp_item("K (after RoPE)", tokens * (eager ? d.q_width : d.kv_width) * d.activation_bytes);
+    tp_item("V", tokens * (eager ? d.q_width : d.kv_width) * d.activation_bytes);
+    const std::int64_t scores = d.heads * d.seq * d.seq * d.micro_batch;
+    if (eager) {
+        // Llama: softmax(..., dtype=float32); GPT-2: softmax under autocast (fp32) or in
+        // the model dtype; then .to(dtype) feeds the P*V matmul, a second tensor when it casts.
+        const std::int64_t soft = m.norm == NormKind::rmsnorm ? 4 : wide;
+        tp_item("softmax output", scores * soft, true);
+        if (soft != d.activation_bytes)
+            tp_item("softmax output cast (P*V matmul input)", scores * d.activation_bytes, true);
+    } else {
+        // SDPA flash saves q, k, v, its output and the fp32 log-sum-exp; its output is the
+        // o_proj input (the transpose back is a view), so only the log-sum-exp is extra.
+        tp_item("softmax log-sum-exp (fp32)", d.heads * tokens * 4, true);
+    }
+    tp_item("attention output (out-proj GEMM input)", tokens * d.q_width * d.gemm_input_bytes);
+    norm_then_gemm(false);
+    if (m.mlp == MlpKind::swiglu) {
+        tp_item("gate projection output", tokens * d.ffn_hidden * d.activation_bytes);
+        tp_item("up projection output", tokens * d.ffn_hidden * d.activation_bytes);
+        tp_item("silu(gate) (saved by the product)", tokens * d.ffn_hidden * d.activation_bytes);
+        tp_item("down GEMM input (silu(gate)*up)", tokens * d.ffn_hidden * d.gemm_input_bytes);
+    } else {
+        // 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3))) op by op: x, 0.5*x, tanh out, 1+tanh.
+        tp_item("GeLU input (fc1 output)", tokens * d.ffn_hidden * d.activation_bytes);
+        tp_item("0.5*x", tokens * d.ffn_hidden * d.activation_bytes);
+        tp_item("tanh output", tokens * d.ffn_hidden * wide);
+        tp_item("1+tanh", tokens * d.ffn_hidden * wide);
+        tp_item("fc2 GEMM input (GeLU output)", tokens * d.ffn_hidden * d.gemm_input_bytes);
+    }
+    return v;
+}
+
+}  // namespace
+
+// Profile addition: a mixed recipe run under torch.autocast with fp32 parameters.
+bool runs_amp(const FrameworkProfile& prof, const Plan& p) {
+    return prof.amp_fp32_parameters &&
+           (p.precision == Precision::bf16_mixed || p.precision == Precision::bf16_mixed_fp32_grads ||
+            p.precision == Precision::fp16_mixed);
+}
+
+ActivationDims activation_dims(const ModelConfig& m, const Plan& p, const FrameworkProfile& prof) {
+    const PrecisionBytes pb = precision_bytes(p.precision);
+    return {p.seq, p.mbs, m.hidden, m.q_width(), m.kv_width(), m.ffn_hidden, m.heads, p.tp, p.sp, pb.activation,
+            pb.gemm_input, runs_amp(prof, p) ? 4 : pb.activation};
+}
+
+// Full per-layer saved set, before recompute filtering. Item sizes follow
+// Korthikanti et al. 2022, sec. 4.1 (eq. 1), generalised to GQA, SwiGLU, MoE and
+// flash attention; `tp_div` tensors are split by TP (eq. 2), the rest only by SP (eq. 3).
+std::vector<ActivationTensor> full_inventory(const ModelConfig& m, const Plan& p, const FrameworkProfile& prof) {
+    const ActivationDims d = activation_dims(m, p, prof);
+    if (prof.hf_module_inventory && !m.is_moe()) return hf_inventory(m, p, prof, d);  // profile addition
+    const std::int64_t tokens = d.seq * d.micro_batch;
+    const std::int64_t sp_div = d.sp ? d.tp : 1;
+    const bool drop = p.dropout > 0.0;
+    std::vector<ActivationTensor> v;
+    v.reserve(20);
+    auto tp_item = [&](std::string_view n, std::int64_t bytes, bool core = false) {
+        v.push_back({n, bytes / d.tp, core});
+    };
+    auto sp_item = [&](std::string_view n, std::int64_t bytes) { v.push_back({n, bytes / sp_div, false}); };
+    const std::int64_t norm_stats = m.norm == NormKind::layernorm ? 8 : 4;  // fp32 mean+rstd / rstd per row
+
+    sp_item("attention norm input", tokens * d.hidden * d.activation_bytes);
+    if (prof.norm_row_stats) sp_item("attention norm statistics", tokens * norm_stats);
+    sp_item("QKV GEMM input (norm output)", tokens * d.hidden * d.gemm_input_bytes);
+    tp_item("Q (after RoPE)", tokens * d.q_width * d.activation_bytes);
+    tp_item("K (after RoPE)", tokens * d.kv_width * d.activation_bytes);
+    tp_item("V", tokens * d.kv_width * d.activation_bytes);
+    const std::int64_t scores = d.heads * d.seq * d.seq * d.micro_batch;  // a*s^2*b elements
+    if (p.attention == AttentionKind::eager) {
+        tp_item("softmax output", scores * d.activation_bytes, true);
+        if (drop) {
+            tp_item("attention dropout mask", scores * 1, true);
+            tp_item("attention dropout output", scores * d.activation_bytes, true);
+        }
+    } else {
+        // FlashAttention (Dao et al. 2022, alg. 2) keeps only the fp32 log-sum-exp per row;
+        // dropout masks are regenerated from the RNG state.
+        tp_item("softmax log-sum-exp (fp32)", d.heads * tokens * 4, true);
+    }
+    tp_item("attention output (out-proj GEMM input)", tokens * d.q_width * d.gemm_input_bytes);
+    if (drop) sp_item("attention residual dropout mask", tokens * d.hidden * 1);
+    sp_item("MLP norm input", tokens * d.hidden * d.activation_bytes);
+    if (prof.norm_row_stats) sp_item("MLP norm statistics", tokens * norm_stats);
+    sp_item("MLP GEMM input (norm output)", tokens * d.hidden * d.gemm_input_bytes);
+    // Tokens through each expert: a dense MLP sees every token once; top-k routing k times.
+    const std::int64_t routed = tokens * (m.is_moe() ? m.experts_per_token : 1);
+    if (m.is_moe()) {
+        sp_item("router probabilities (fp32)", tokens * m.experts * 4);
+        sp_item("dispatched tokens (expert GEMM input)", routed * d.hidden * d.gemm_input_bytes);
+    }
+    if (m.mlp == MlpKind::swiglu) {
+        // SwiGLU (Shazeer 2020): silu(gate) * up; backward needs gate and up, the
+        // product feeds the down projection.
+        tp_item("gate projection output", routed * d.ffn_hidden * d.activation_bytes);
+        tp_item("up projection output", routed * d.ffn_hidden * d.activation_bytes);
+        tp_item("down GEMM input (silu(gate)*up)", routed * d.ffn_hidden * d.gemm_input_bytes);
+    } else {
+        tp_item("GeLU input (fc1 output)", routed * d.ffn_hidden * d.activation_bytes);
+        tp_item("fc2 GEMM input (GeLU output)", routed * d.ffn_hidden * d.gemm_input_bytes);
+    }
+    if (m.is_moe()) sp_item("expert outputs (for weighted combine)", routed * d.hidden * d.activation_bytes);
+    if (drop) sp_item("MLP residual dropout mask", tokens * d.hidden * 1);
+    adjust_layer_inventory(m, p, v);  // LoRA / QLoRA, MoE capacity (extensions.hpp)
+    return v;
+}
+
+std::int64_t sum_bytes(const std::vector<ActivationTensor>& v) {
+    std::int64_t total = 0;
+    for (const auto& t : v) total += t.bytes;
+    return total;
+}
+
+// Layer input kept under full recompute (Korthikanti et al. 2022, sec. 4.3, eq. 5).
+std::int64_t layer_input_bytes(const ActivationDims& d) {
+    return d.seq * d.micro_batch * d.hidden * d.residual_bytes / (d.sp ? d.tp : 1);
+}
+
+// Within-layer working memory. Forward: eager attention holds the raw s^2 scores
+// while the softmax output is written. Backward: the residual-stream gradient in
+// and out, plus the largest op's input gradients (eager: dP and dS; MLP: the
+// gradients of its widest intermediates).
+std::int64_t forward_transient(const ModelConfig&, const Plan& p, const ActivationDims& d) {
+    if (p.attention != AttentionKind::eager) return 0;
+    return d.heads * d.seq * d.seq * d.micro_batch * d.activation_bytes / d.tp;
+}
+std::int64_t backward_transient(const ModelConfig& m, const Plan& p, const ActivationDims& d) {
+    const std::int64_t residual = 2 * d.seq * d.micro_batch * d.hidden * d.residual_bytes / (d.sp ? d.tp : 1);
+    const std::int64_t routed = d.seq * d.micro_batch * (m.is_moe() ? m.experts_per_token : 1);
+    const std::int64_t mlp = (m.mlp == MlpKind::swiglu ? 2 : 1) * routed * d.ffn_hidden * d.activation_bytes / d.tp;
+    const std::int64_t attn = p.attention == AttentionKind::eager
+                                  ? 2 * d.heads * d.seq * d.seq * d.micro_batch * d.activation_bytes / d.tp
+                                  : 0;
+    return residual + std::max(mlp, attn);
+}
+
+}  // namespace preflight::activations

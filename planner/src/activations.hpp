@@ -1,0 +1,34 @@
+// The activation inventory of one decoder layer (Korthikanti et al. 2022, sec. 4.1,
+// generalised to GQA, SwiGLU, MoE and flash attention; Hugging Face eager modules under a
+// profile), what full recompute keeps, and the within-layer working memory. Internal to
+// the planner: memory.cpp builds the pipeline stages from these.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "preflight/planner/memory.hpp"
+
+namespace preflight::activations {
+
+// The dimensions one layer's activations are sized by.
+struct ActivationDims {
+    std::int64_t seq, micro_batch, hidden, q_width, kv_width, ffn_hidden, heads, tp;
+    bool sp;
+    int activation_bytes, gemm_input_bytes;  // activation / saved-GEMM-input bytes per element
+    int residual_bytes;  // residual-stream element bytes (activation_bytes, or 4 under autocast with fp32 parameters)
+};
+
+// Profile addition: a mixed recipe run under torch.autocast with fp32 parameters.
+bool runs_amp(const FrameworkProfile& prof, const Plan& p);
+ActivationDims activation_dims(const ModelConfig& m, const Plan& p, const FrameworkProfile& prof);
+// Full per-layer saved set, before recompute filtering.
+std::vector<ActivationTensor> full_inventory(const ModelConfig& m, const Plan& p, const FrameworkProfile& prof);
+std::int64_t sum_bytes(const std::vector<ActivationTensor>& v);
+// Layer input kept under full recompute (Korthikanti et al. 2022, sec. 4.3, eq. 5).
+std::int64_t layer_input_bytes(const ActivationDims& d);
+// Within-layer working memory of the forward and of the backward.
+std::int64_t forward_transient(const ModelConfig& m, const Plan& p, const ActivationDims& d);
+std::int64_t backward_transient(const ModelConfig& m, const Plan& p, const ActivationDims& d);
+
+}  // namespace preflight::activations
