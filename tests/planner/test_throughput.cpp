@@ -261,7 +261,7 @@ GpuSpec tp_link_only_gpu(double gemm_peak_flops_per_s, double hbm_bytes_per_s) {
 // seq 4096, mbs 1, one micro-batch, tp 2 with sequence parallelism.
 Plan tp2_sp_plan() {
     Plan p = plan_8b();
-    p.dp = 1, p.zero = 0, p.grad_acc = 1;
+    p.dp = 1, p.zero = zero_none, p.grad_acc = 1;
     p.tp = 2, p.sp = true;
     return p;
 }

@@ -248,8 +248,9 @@ void parse_published_layout(const Row& r, ExternalRun& run) {
     if (gbt != p.global_batch_tokens())
         throw r.error("global_batch_tokens", r.raw("global_batch_tokens") + " != seq*mbs*grad_acc*dp = " +
                                                  std::to_string(p.global_batch_tokens()));
-    p.zero = static_cast<int>(r.integer("zero_stage", 0));
-    if (p.zero > 3) throw r.error("zero_stage", "must be 0..3, got " + r.raw("zero_stage"));
+    const std::optional<ZeroStage> zero = zero_stage(r.integer("zero_stage", 0));
+    if (!zero) throw r.error("zero_stage", "must be 0..3, got " + r.raw("zero_stage"));
+    p.zero = *zero;
     p.sp = r.flag("sequence_parallel");
     if (p.sp && p.tp == 1) throw r.error("sequence_parallel", "is 1 with tp 1");
     p.attention = AttentionKind::flash;
