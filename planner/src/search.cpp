@@ -298,7 +298,8 @@ void evaluate_family(SearchState& st, const Plan& family, const std::vector<Shap
             continue;
         }
         fam.others_fit = true;
-        const Throughput th = estimate_throughput(st.model, st.gpu, plan, st.throughput);
+        const Throughput th = estimate_throughput(
+            st.model, st.gpu, plan, throughput_options_for(st.req.memory.profile, st.model, plan, st.throughput));
         st.fits.push_back({plan, judged, th.tokens_per_s, sh.error});
     }
 }
@@ -383,7 +384,8 @@ void rank_candidates(SearchState& st) {
         c.plan = fits[i].plan;
         c.batch_error = fits[i].error;
         c.memory = evaluate_memory(st.model, st.gpu, c.plan, st.memory);
-        c.throughput = estimate_throughput(st.model, st.gpu, c.plan, full);
+        c.throughput = estimate_throughput(st.model, st.gpu, c.plan,
+                                           throughput_options_for(st.req.memory.profile, st.model, c.plan, full));
         st.out.candidates.push_back(std::move(c));
     }
 }

@@ -233,10 +233,16 @@ void refine_with_extensions(const ModelConfig& model, const GpuSpec& gpu, const 
                 p.pp_schedule = PpSchedule::interleaved;
                 p.vpp = v;
                 if (!extension_plan_valid(p, model)) continue;
-                const MemoryReport mem = evaluate_memory(model, gpu, p, mopt);
+                MemoryReport mem;
+                try {
+                    mem = evaluate_memory(model, gpu, p, mopt);
+                } catch (const InputError&) {
+                    continue;  // the framework cannot build it (nanotron has no interleaved schedule)
+                }
                 ++out.plans_evaluated;
                 if (mem.peak_bytes > out.limit_bytes) continue;
-                const Throughput th = estimate_throughput(model, gpu, p, topt);
+                const Throughput th =
+                    estimate_throughput(model, gpu, p, throughput_options_for(req.memory.profile, model, p, topt));
                 if (th.tokens_per_s > c.throughput.tokens_per_s) {
                     c.plan = p;
                     c.memory = mem;

@@ -486,6 +486,12 @@ double checked_peak_flops_per_s(const GpuSpec& gpu, const Plan& p) {
 
 }  // namespace
 
+ThroughputOptions throughput_options_for(const FrameworkProfile& profile, const ModelConfig& model, const Plan& plan,
+                                         ThroughputOptions base) {
+    if (profile.adjust_throughput) profile.adjust_throughput(model, plan, base);
+    return base;
+}
+
 Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in,
                                const ThroughputOptions& opt) {
     if (uses_extended_throughput(plan_in))  // fine-tuning, offload, schedules, cp, ep (extensions.hpp)

@@ -149,3 +149,17 @@ TEST(PlanCli, HelpStatesTheAttentionConventionDefault) {
     EXPECT_TRUE(has(r.out, "causal"));
     EXPECT_TRUE(has(r.out, "--headroom"));
 }
+
+TEST(PlanCli, NanotronPipelineSearchIsNotRefused) {
+    // The search's interleaved refinement used to hand the nanotron profile a schedule it
+    // refuses, turning a valid `--pp 2` search into "bad input" (exit 2).
+    const CliRun r = run_preflight(
+        "plan --model llama-3.2-1b --gpus 16 --gbs-tokens 262144 --seq 4096 --pp 2 --framework nanotron --format json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    const auto& plan = j.at("candidates").at(0).at("plan");
+    EXPECT_EQ(plan.at("pp"), 2);
+    EXPECT_FALSE(plan.contains("pp_schedule"));  // 1F1B, the only schedule nanotron's profile models
+}
+
+

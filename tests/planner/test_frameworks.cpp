@@ -222,4 +222,39 @@ TEST(NanotronProfile, ThroughputOptions) {
     const ThroughputOptions o1 = nanotron_throughput_options(m, nanotron_plan(8, 1, 1, 0));
     EXPECT_TRUE(o1.stage_layers.empty());
     EXPECT_FALSE(o1.tp_async_overlap);
+}// `plan --framework nanotron` ranks with nanotron's step-time settings: the profile's
+// adjust_throughput sets the same split, async TP and buckets as nanotron_throughput_options,
+// keeping the caller's attention-FLOPs convention and breakdown; the default profile keeps
+// the caller's options untouched.
+TEST(NanotronProfile, SearchAndCliUseItsThroughputOptions) {
+    const ModelConfig m = nanotron_1b();
+    const Plan p = nanotron_plan(1, 2, 2, 0);
+    ThroughputOptions base;
+    base.attention_flops = AttentionFlops::causal;
+    base.breakdown = true;
+    const ThroughputOptions o = throughput_options_for(*profile_by_name("nanotron"), m, p, base);
+    EXPECT_EQ(o.stage_layers, (std::vector<std::int64_t>{11, 5}));
+    EXPECT_TRUE(o.tp_async_overlap);
+    EXPECT_EQ(o.attention_flops, AttentionFlops::causal);
+    EXPECT_TRUE(o.breakdown);
+    const ThroughputOptions d = throughput_options_for(*profile_by_name("megatron"), m, p, base);
+    EXPECT_TRUE(d.stage_layers.empty());
+    EXPECT_FALSE(d.tp_async_overlap);
+
+    // The search's top candidate under the nanotron profile carries the step time of those options.
+    SearchRequest req;
+    req.gpus = 16;
+    req.gbs_tokens = 64 * 4096;
+    req.seq = 4096;
+    req.pins.pp = 2;
+    req.memory.profile = *profile_by_name("nanotron");
+    const GpuSpec gpu = test::catalog_gpu("h100-sxm-80gb");
+    const SearchResult r = search_plans(m, gpu, req);
+    ASSERT_FALSE(r.candidates.empty());
+    const Candidate& c = r.candidates.front();
+    ThroughputOptions expect = nanotron_throughput_options(m, c.plan);
+    expect.breakdown = true;
+    EXPECT_DOUBLE_EQ(c.throughput.step_time_s, estimate_throughput(m, gpu, c.plan, expect).step_time_s);
 }
+
+

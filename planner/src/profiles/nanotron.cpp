@@ -289,6 +289,7 @@ FrameworkProfile nanotron_profile() {
     p.norm_row_stats = true;  // TritonRMSNorm saves rstd
     p.vocab_pad_multiple = 1;
     p.evaluate = &evaluate_memory_nanotron;
+    p.adjust_throughput = &adjust_throughput_nanotron;
     p.verdict_on_reserved = true;
     p.allocator = nanotron_allocator_constants();
     return p;

@@ -5,10 +5,9 @@
 
 namespace preflight {
 
-ThroughputOptions nanotron_throughput_options(const ModelConfig& model, const Plan& plan) {
-    ThroughputOptions o;
-    o.breakdown = false;
+void adjust_throughput_nanotron(const ModelConfig& model, const Plan& plan, ThroughputOptions& o) {
     // models/base.py build_model: blocks assigned to stages by compute cost.
+    o.stage_layers.clear();
     if (plan.pp > 1)
         for (const StageBlocks& b : pipeline_stages(model, plan.pp, PipelineSplit::nanotron_compute_cost))
             o.stage_layers.push_back(b.layers);
@@ -16,6 +15,12 @@ ThroughputOptions nanotron_throughput_options(const ModelConfig& model, const Pl
     // _RowLinearAsyncCommunication: the all-gathers and reduce-scatters run beside GEMMs.
     o.tp_async_overlap = plan.sp && plan.tp > 1;
     o.grad_bucket_bytes = 25 * kMiB;  // config ddp_bucket_cap_mb 25
+}
+
+ThroughputOptions nanotron_throughput_options(const ModelConfig& model, const Plan& plan) {
+    ThroughputOptions o;
+    o.breakdown = false;
+    adjust_throughput_nanotron(model, plan, o);
     return o;
 }
 

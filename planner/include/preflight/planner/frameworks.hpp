@@ -67,6 +67,8 @@ AllocatorConstants nanotron_allocator_constants();
 // Step-time options of a nanotron run (throughput.hpp): its compute-cost pipeline split
 // (stage_layers), async sequence-parallel TP collectives, 25 MB DDP buckets.
 ThroughputOptions nanotron_throughput_options(const ModelConfig& model, const Plan& plan);
+// FrameworkProfile::adjust_throughput of the nanotron profile: the same settings over `options`.
+void adjust_throughput_nanotron(const ModelConfig& model, const Plan& plan, ThroughputOptions& options);
 
 // FrameworkProfile::evaluate of the nanotron profile.
 MemoryReport evaluate_memory_nanotron(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,

@@ -21,6 +21,7 @@ inline constexpr std::int64_t kGiB = std::int64_t{1} << 30;
 
 struct MemoryReport;
 struct MemoryOptions;
+struct ThroughputOptions;
 
 // What a training framework keeps beyond the analytic minimum. The default
 // describes Megatron-LM-style training (persistent contiguous gradient buffers,
@@ -89,6 +90,10 @@ struct FrameworkProfile {
     // --- Framework profiles with a memory model of their own (planner/src/profiles/).
     // Evaluates the plan instead of the generic model below; nullptr = the generic model.
     MemoryReport (*evaluate)(const ModelConfig&, const GpuSpec&, const Plan&, const MemoryOptions&) = nullptr;
+    // Sets the framework's own step-time options for a plan (its pipeline split, async TP
+    // collectives, buckets) over the caller's (attention FLOPs convention, breakdown);
+    // nullptr = the planner's defaults. Applied by throughput_options_for (throughput.hpp).
+    void (*adjust_throughput)(const ModelConfig&, const Plan&, ThroughputOptions&) = nullptr;
     // Caching-allocator constants turning the allocated peak into the reserved peak
     // (allocator_model.hpp); all zero = reserved equals allocated.
     AllocatorConstants allocator;

@@ -106,6 +106,10 @@ struct Throughput {
 };
 
 // Throws InputError when the GPU has no published peak for the plan's compute precision.
+// `base` adjusted by the framework profile for this plan (FrameworkProfile::adjust_throughput).
+ThroughputOptions throughput_options_for(const FrameworkProfile& profile, const ModelConfig& model, const Plan& plan,
+                                         ThroughputOptions base);
+
 Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
                                const ThroughputOptions& options = {});
 
