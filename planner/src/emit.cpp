@@ -321,8 +321,13 @@ void deepspeed_extensions(const Plan& p, json& c, std::vector<std::string>* w) {
 std::vector<std::string> megatron_extension_arguments(const ModelConfig& m, const Plan& p, std::vector<std::string>* w) {
     std::vector<std::string> a;
     // Megatron-LM arguments.py names.
-    if (p.pp_schedule == PpSchedule::interleaved)
+    if (interleaved_counts_embedding_and_loss(p, m.layers)) {
+        a.push_back("--num-virtual-stages-per-pipeline-rank " + std::to_string(p.vpp));
+        a.push_back("--account-for-embedding-in-pipeline-split");
+        a.push_back("--account-for-loss-in-pipeline-split");
+    } else if (p.pp_schedule == PpSchedule::interleaved) {
         a.push_back("--num-layers-per-virtual-pipeline-stage " + std::to_string(m.layers / (p.pp * p.vpp)));
+    }
     if (p.pp_schedule == PpSchedule::gpipe)
         warn(w, "Megatron-LM has no GPipe schedule: it runs 1F1B (less activation memory, same bubble)");
     if (p.cp > 1) a.push_back("--context-parallel-size " + std::to_string(p.cp));
@@ -351,7 +356,11 @@ std::string torchtitan_extensions(const ModelConfig& m, const Plan& p, std::vect
         if (p.cp > 1) o += "context_parallel_degree = " + std::to_string(p.cp) + "\n";
         if (p.ep > 1) o += "expert_parallel_degree = " + std::to_string(p.ep) + "\n";
         if (p.pp_schedule == PpSchedule::interleaved)
-            o += "pipeline_parallel_layers_per_stage = " + std::to_string(m.layers / (p.pp * p.vpp)) + "\n";
+            o += "pipeline_parallel_layers_per_stage = " + std::to_string(interleaved_chunk_layers(p, m.layers)) + "\n";
+        if (interleaved_counts_embedding_and_loss(p, m.layers))
+            warn(w, "the model's " + std::to_string(m.layers) + " layers fill " + std::to_string(p.pp * p.vpp) +
+                        " chunks only with the embedding and the loss counted as a layer each (torchtitan: check "
+                        "that its pipeline split places them so)");
     }
     if (p.offload != Offload::none) {
         o += "\n[training]  # extensions\nenable_cpu_offload = true\n";

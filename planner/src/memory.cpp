@@ -312,7 +312,7 @@ StageModel build_stage(const ModelConfig& m, const GpuSpec& gpu, const Plan& p, 
     st.zero = p.zero;
     st.first = stage == 0;
     st.last = stage == p.pp - 1;
-    st.layers = m.layers / p.pp + (stage < m.layers % p.pp ? 1 : 0);
+    st.layers = pipeline_stage_layers(p, m.layers, stage);
     const StageParams params = stage_params(m, p, opt.profile, st, tensors);
     add_model_states(st, m, p, opt.profile, tensors, params);
     const ActivationDims d = activation_dims(m, p, opt.profile);

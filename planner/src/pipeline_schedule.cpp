@@ -23,13 +23,29 @@ std::int64_t pipeline_in_flight(const Plan& p, std::int64_t stage) {
     return 1;
 }
 
+bool interleaved_counts_embedding_and_loss(const Plan& p, std::int64_t model_layers) {
+    const std::int64_t chunks = p.pp * p.vpp;
+    return p.pp_schedule == PpSchedule::interleaved && model_layers % chunks != 0 && (model_layers + 2) % chunks == 0;
+}
+
+std::int64_t interleaved_chunk_layers(const Plan& p, std::int64_t model_layers) {
+    const std::int64_t slots = model_layers + (interleaved_counts_embedding_and_loss(p, model_layers) ? 2 : 0);
+    return slots / (p.pp * p.vpp);
+}
+
+std::int64_t pipeline_stage_layers(const Plan& p, std::int64_t model_layers, std::int64_t stage) {
+    if (interleaved_counts_embedding_and_loss(p, model_layers))
+        return interleaved_chunk_layers(p, model_layers) * p.vpp - (stage == 0 ? 1 : 0) - (stage == p.pp - 1 ? 1 : 0);
+    return model_layers / p.pp + (stage < model_layers % p.pp ? 1 : 0);
+}
+
 std::int64_t pipeline_held_layer_units(const Plan& p, std::int64_t model_layers, std::int64_t stage) {
     if (p.pp_schedule == PpSchedule::interleaved) {
-        // Each chunk micro-batch holds one chunk of layers / (p v) layers (validated to divide).
-        return pipeline_in_flight(p, stage) * (model_layers / (p.pp * p.vpp));
+        // Each chunk micro-batch holds one chunk of layers (a full chunk: an upper bound for
+        // the one chunk that is a layer short when the embedding and loss take a slot).
+        return pipeline_in_flight(p, stage) * interleaved_chunk_layers(p, model_layers);
     }
-    const std::int64_t layers = model_layers / p.pp + (stage < model_layers % p.pp ? 1 : 0);
-    return pipeline_in_flight(p, stage) * layers;
+    return pipeline_in_flight(p, stage) * pipeline_stage_layers(p, model_layers, stage);
 }
 
 double pipeline_bubble_fraction(const Plan& p) {

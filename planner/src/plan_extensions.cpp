@@ -140,9 +140,10 @@ void validate_plan_extensions(const Plan& p, const ModelConfig& m) {
     if (p.pp_schedule == PpSchedule::interleaved) {
         if (p.pp < 2) throw InputError("--pp-schedule", "interleaved needs --pp > 1");
         if (p.vpp < 2) throw InputError("--vpp", "the interleaved schedule needs --vpp >= 2 model chunks per stage");
-        if (m.layers % (p.pp * p.vpp) != 0)
-            throw InputError("--vpp", "pp * vpp = " + str(p.pp * p.vpp) + " does not divide the model's " +
-                                          str(m.layers) + " layers (Megatron-LM needs whole chunks)");
+        if (m.layers % (p.pp * p.vpp) != 0 && !interleaved_counts_embedding_and_loss(p, m.layers))
+            throw InputError("--vpp", "pp * vpp = " + str(p.pp * p.vpp) + " divides neither the model's " +
+                                          str(m.layers) + " layers nor layers + 2 (Megatron-LM needs whole chunks; "
+                                          "its embedding and loss can take one layer slot each)");
         if (p.grad_acc % p.pp != 0)
             throw InputError("--grad-acc", str(p.grad_acc) + " micro-batches is not a multiple of --pp " + str(p.pp) +
                                                " (Megatron-LM's interleaved schedule requires it)");

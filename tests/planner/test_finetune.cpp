@@ -288,6 +288,45 @@ TEST(PipelineSchedule, InterleavedNeedsWholeChunks) {
     EXPECT_THROW(validate_plan(p, m), InputError);
 }
 
+// Llama 3.1 405B (126 layers) as Megatron-Bridge runs it: pp 8 x vpp 8 = 64 chunks divide
+// 126 + 2 = 128 with the embedding and the loss taking a layer slot each
+// (--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split): 2 layers
+// per chunk, 16 per stage, 15 on the first (embedding slot) and the last (loss slot).
+TEST(PipelineSchedule, InterleavedCountsEmbeddingAndLossLikeMegatron) {
+    const ModelConfig m = catalog_model("llama-3.1-405b");
+    ASSERT_EQ(m.layers, 126);
+    Plan p;
+    p.seq = 8192;
+    p.pp = 8;
+    p.tp = 8;
+    p.grad_acc = 64;
+    p.pp_schedule = PpSchedule::interleaved;
+    p.vpp = 8;
+    EXPECT_NO_THROW(validate_plan(p, m));
+    EXPECT_TRUE(interleaved_counts_embedding_and_loss(p, m.layers));
+    EXPECT_EQ(interleaved_chunk_layers(p, m.layers), 2);
+    std::int64_t total = 0;
+    for (std::int64_t stage = 0; stage < p.pp; ++stage) {
+        const std::int64_t expected = stage == 0 || stage == 7 ? 15 : 16;
+        EXPECT_EQ(pipeline_stage_layers(p, m.layers, stage), expected) << stage;
+        total += pipeline_stage_layers(p, m.layers, stage);
+    }
+    EXPECT_EQ(total, 126);
+    const auto args = emit_plan(EmitFormat::megatron, m, catalog_gpu("h100-sxm-80gb"), p).text;
+    EXPECT_NE(args.find("--num-virtual-stages-per-pipeline-rank 8"), std::string::npos) << args;
+    EXPECT_NE(args.find("--account-for-embedding-in-pipeline-split"), std::string::npos);
+    EXPECT_NE(args.find("--account-for-loss-in-pipeline-split"), std::string::npos);
+    // 8 x 3 = 24 chunks divide neither 126 nor 128: refused.
+    p.vpp = 3;
+    EXPECT_THROW(validate_plan(p, m), InputError);
+    // An even split is unchanged: 32 layers, pp 4 x vpp 2 = 8 chunks of 4.
+    const ModelConfig small = catalog_model("llama-3-8b");
+    p.vpp = 2;
+    p.pp = 4;
+    EXPECT_FALSE(interleaved_counts_embedding_and_loss(p, small.layers));
+    EXPECT_EQ(pipeline_stage_layers(p, small.layers, 0), 8);
+}
+
 // ---- Context and expert parallelism ------------------------------------------------------------
 TEST(ContextParallel, ActivationsDivideByCpPlusRingBuffers) {
     const ModelConfig m = catalog_model("llama-3-8b");

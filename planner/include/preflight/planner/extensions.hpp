@@ -97,6 +97,18 @@ std::int64_t pipeline_in_flight(const Plan& plan, std::int64_t stage);
 // Layer x micro-batch activation units held at the peak on `stage` (layers_on_stage per
 // micro-batch for GPipe / 1F1B; layers / (p v) per chunk micro-batch when interleaved).
 std::int64_t pipeline_held_layer_units(const Plan& plan, std::int64_t model_layers, std::int64_t stage);
+// Interleaved schedule whose p * v chunks do not divide the layers but divide layers + 2:
+// Megatron-LM's --account-for-embedding-in-pipeline-split and
+// --account-for-loss-in-pipeline-split give the embedding and the loss one layer slot each
+// (megatron/core/transformer/transformer_block.py, get_num_layers_to_build).
+bool interleaved_counts_embedding_and_loss(const Plan& plan, std::int64_t model_layers);
+// Layers per model chunk of the interleaved schedule: layers / (p v), or (layers + 2) / (p v)
+// when the embedding and the loss take a slot each.
+std::int64_t interleaved_chunk_layers(const Plan& plan, std::int64_t model_layers);
+// Decoder layers on pipeline stage `stage`: the extra layers to the first stages; with the
+// embedding and loss slots, v chunks of (layers + 2) / (p v) with the first stage's first
+// chunk and the last stage's last chunk one layer short.
+std::int64_t pipeline_stage_layers(const Plan& plan, std::int64_t model_layers, std::int64_t stage);
 // Idle fraction: (p - 1) / m for GPipe and 1F1B, (p - 1) / (v m) interleaved
 // (Narayanan et al. 2021, sec. 2.2).
 double pipeline_bubble_fraction(const Plan& plan);
