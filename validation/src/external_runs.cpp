@@ -114,6 +114,15 @@ std::optional<std::int64_t> gib_to_bytes(std::optional<double> gib) {
     return static_cast<std::int64_t>(std::llround(*gib * static_cast<double>(std::int64_t{1} << 30)));
 }
 
+// A run named by where its row stands ("file:line").
+ExternalRun run_at(const std::string& file, std::int64_t line) {
+    ExternalRun run;
+    run.file = file;
+    run.line = line;
+    run.id = file + ":" + std::to_string(line);
+    return run;
+}
+
 // Far above any real shape; keeps products in range.
 constexpr std::int64_t kImplausible = std::int64_t{1} << 24;
 
@@ -213,10 +222,7 @@ void parse_measured_columns(const Row& r, ExternalRun& run) {
 }
 
 ExternalRun parse_row(const Row& r, const std::string& file, std::int64_t line) {
-    ExternalRun run;
-    run.file = file;
-    run.line = line;
-    run.id = file + ":" + std::to_string(line);
+    ExternalRun run = run_at(file, line);
     run.model_label = r.raw("model");
     if (run.model_label.empty()) throw r.error("model", "is empty");
     run.reported_params_b = r.number("params_b").value_or(0);
@@ -345,10 +351,7 @@ void parse_published_measured(const Row& r, ExternalRun& run, const std::string&
 // One row of a published benchmark table (schema in external_runs.hpp; columns in each
 // data set's README). Unstated fields are empty cells and stay unknown.
 ExternalRun parse_published_row(const Row& r, const std::string& file, std::int64_t line, const fs::path& data_dir) {
-    ExternalRun run;
-    run.file = file;
-    run.line = line;
-    run.id = file + ":" + std::to_string(line);
+    ExternalRun run = run_at(file, line);
     run.source_ref = r.raw("source_ref");
     if (run.source_ref.empty()) throw r.error("source_ref", "is empty: every row names where the source states it");
     run.model_label = r.raw("model");
