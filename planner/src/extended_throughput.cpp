@@ -47,12 +47,21 @@ void set_slice(Throughput& t, const std::string& name, double seconds) {
     t.breakdown.push_back({name, seconds});
 }
 
-}  // namespace
+// The per-rank dimensions every extension term reads.
+struct Shape {
+    double m = 0, L = 0, tp = 0, s_local = 0, b = 0, M = 0, h = 0, ab = 0;
+    bool full_rc = false;
+};
 
-Throughput estimate_extended_throughput(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in,
-                                        const ThroughputOptions& opt, const OffloadAssumptions& oa) {
-    const Plan p = resolve_defaults(plan_in, model);
-    validate_plan(p, model);
+// What the extensions change, accumulated term by term in a fixed order.
+struct Deltas {
+    double d_compute = 0;   // change of the GPU compute time per step
+    double extra_comm = 0;  // exposed cp / ep communication per step
+    double adapters_s = 0, dequant_s = 0;
+};
+
+// The base plan: the context-parallel rank's view as a full-fine-tune, non-offloaded 1F1B plan.
+Plan base_plan_of(const Plan& p) {
     Plan base = context_parallel_rank_plan(p);
     base.cp_full_seq = 0;
     base.finetune = Finetune::full;
@@ -62,11 +71,11 @@ Throughput estimate_extended_throughput(const ModelConfig& model, const GpuSpec&
     base.vpp = 1;
     base.ep = 1;
     base.moe_capacity_factor = 1.0;
-    ThroughputOptions bopt = opt;
-    bopt.breakdown = true;
-    Throughput t = estimate_throughput(model, gpu, base, bopt);
+    return base;
+}
 
-    const PrecisionBytes pb = precision_bytes(p.precision);
+// GEMM, HBM and attention rates of this GPU and precision.
+Rates rates_for(const GpuSpec& gpu, const Plan& p, const Throughput& t, const PrecisionBytes& pb) {
     const Efficiency& e = gpu.efficiency;
     Rates r;
     r.gemm_peak = t.peak_flops_per_s;
@@ -79,81 +88,96 @@ Throughput estimate_extended_throughput(const ModelConfig& model, const GpuSpec&
         p.precision == Precision::fp32 ? gpu.peak.fp32_flops_per_s
         : p.precision == Precision::fp16_mixed ? gpu.peak.fp16_flops_per_s : gpu.peak.bf16_flops_per_s;
     r.attn = attn_peak.value_or(t.peak_flops_per_s) * e.attention_fraction_of_peak;
+    return r;
+}
 
-    const double m = static_cast<double>(p.grad_acc);
-    const double L = static_cast<double>((model.layers + p.pp - 1) / p.pp);  // layers on the busiest stage
-    const double tp = static_cast<double>(p.tp);
-    const double s_local = static_cast<double>(base.seq), b = static_cast<double>(p.mbs);
-    const double M = b * s_local;  // tokens per micro-batch on one rank
-    const double h = static_cast<double>(model.hidden);
-    const double ab = pb.activation;
-    const bool full_rc = p.recompute == Recompute::full;
-    const double old_per_mb = (t.compute_s + t.tp_communication_s + t.pp_communication_s) / m;
+// The per-rank dimensions of the plan.
+Shape shape_of(const ModelConfig& model, const Plan& p, const Plan& base, const PrecisionBytes& pb) {
+    Shape sh;
+    sh.m = static_cast<double>(p.grad_acc);
+    sh.L = static_cast<double>((model.layers + p.pp - 1) / p.pp);  // layers on the busiest stage
+    sh.tp = static_cast<double>(p.tp);
+    sh.s_local = static_cast<double>(base.seq);
+    sh.b = static_cast<double>(p.mbs);
+    sh.M = sh.b * sh.s_local;  // tokens per micro-batch on one rank
+    sh.h = static_cast<double>(model.hidden);
+    sh.ab = pb.activation;
+    sh.full_rc = p.recompute == Recompute::full;
+    return sh;
+}
 
-    double d_compute = 0;  // change of the GPU compute time per step
-    double extra_comm = 0;  // exposed cp / ep communication per step
-
+// Context parallelism: ring-attention work and the exposed K/V exchange.
+void add_context_parallel(const ModelConfig& model, const GpuSpec& gpu, const Plan& p, const Rates& r,
+                          const Shape& sh, Deltas& d) {
+    const double m = sh.m, L = sh.L, tp = sh.tp, s_local = sh.s_local, b = sh.b, M = sh.M, ab = sh.ab;
     // Context parallelism: the base model charged a causal flash kernel for (s/cp)^2 per
     // rank; with load-balanced ring attention each rank computes (s/cp) x s, cp times more.
-    if (p.cp > 1) {
-        const double cp = static_cast<double>(p.cp);
-        const double attn_fwd = 0.5 * 4.0 * b * s_local * s_local * static_cast<double>(model.q_width()) / tp / r.attn;
-        const double rc = p.recompute == Recompute::none ? 0.0 : 1.0;
-        d_compute += m * L * (cp - 1.0) * (1.0 + 2.5 + rc) * attn_fwd;
-        // K/V chunks travel cp - 1 hops per layer forward; K/V and dK/dV backward, hidden
-        // behind the attention of the chunk in hand where the link keeps up.
-        const double kv_bytes = (cp - 1.0) * 2.0 * M * static_cast<double>(model.kv_width()) / tp * ab;
-        const double bus = bus_for(p.tp * p.cp, gpu);
-        const double fwd = std::max(0.0, kv_bytes / bus - cp * attn_fwd);
-        const double bwd = std::max(0.0, 2.0 * kv_bytes / bus - cp * 2.5 * attn_fwd);
-        extra_comm += m * L * (fwd * (1.0 + (full_rc ? 1.0 : 0.0)) + bwd);
-    }
+    const double cp = static_cast<double>(p.cp);
+    const double attn_fwd = 0.5 * 4.0 * b * s_local * s_local * static_cast<double>(model.q_width()) / tp / r.attn;
+    const double rc = p.recompute == Recompute::none ? 0.0 : 1.0;
+    d.d_compute += m * L * (cp - 1.0) * (1.0 + 2.5 + rc) * attn_fwd;
+    // K/V chunks travel cp - 1 hops per layer forward; K/V and dK/dV backward, hidden
+    // behind the attention of the chunk in hand where the link keeps up.
+    const double kv_bytes = (cp - 1.0) * 2.0 * M * static_cast<double>(model.kv_width()) / tp * ab;
+    const double bus = bus_for(p.tp * p.cp, gpu);
+    const double fwd = std::max(0.0, kv_bytes / bus - cp * attn_fwd);
+    const double bwd = std::max(0.0, 2.0 * kv_bytes / bus - cp * 2.5 * attn_fwd);
+    d.extra_comm += m * L * (fwd * (1.0 + (sh.full_rc ? 1.0 : 0.0)) + bwd);
+}
+
+// Expert parallelism: the exposed dispatch and combine all-to-all.
+void add_expert_parallel(const ModelConfig& model, const GpuSpec& gpu, const Plan& p, const Shape& sh, Deltas& d) {
     // Expert parallelism: dispatch and combine all-to-all per MoE layer forward, the same
     // backward (and again under full recompute); (ep-1)/ep of the routed tokens leave the rank.
-    if (p.ep > 1 && model.is_moe()) {
-        const double ep = static_cast<double>(p.ep);
-        const double bytes = M * static_cast<double>(model.experts_per_token) * h * ab * p.moe_capacity_factor *
-                             (ep - 1.0) / ep;
-        const double per = 2.0 * bytes / bus_for(p.tp * p.cp * p.ep, gpu);
-        extra_comm += m * L * per * (2.0 + (full_rc ? 1.0 : 0.0));
-    }
+    const double ep = static_cast<double>(p.ep);
+    const double bytes = sh.M * static_cast<double>(model.experts_per_token) * sh.h * sh.ab * p.moe_capacity_factor *
+                         (ep - 1.0) / ep;
+    const double per = 2.0 * bytes / bus_for(p.tp * p.cp * p.ep, gpu);
+    d.extra_comm += sh.m * sh.L * per * (2.0 + (sh.full_rc ? 1.0 : 0.0));
+}
 
-    double adapters_s = 0, dequant_s = 0;
-    if (p.finetune != Finetune::full) {
-        // Frozen weights: the backward runs only the input-gradient GEMMs, so each linear's
-        // weight-gradient GEMM (same shape as its forward) disappears.
-        double wgrad = 0, adapter_bytes = 0, dequant_bytes = 0;
-        for (const ParamTensor& pt : param_tensors(model)) {
-            if (!pt.gemm_weight) continue;
-            const double out = static_cast<double>(pt.split == TpSplit::column ? pt.rows / p.tp : pt.rows);
-            const double in = static_cast<double>(pt.split == TpSplit::row ? pt.cols / p.tp : pt.cols);
-            if (pt.place == TensorPlace::layer) {
-                const double E = static_cast<double>(pt.copies);
-                const double tokens = pt.copies > 1 ? std::max(1.0, M * static_cast<double>(model.experts_per_token) / E) : M;
-                wgrad += E * gemm_s(tokens, out, in, r);
-                const bool targeted = (lora_target_bit(pt.name) & p.lora.targets) != 0;
-                if (targeted) {
-                    // Rank-r GEMMs are bandwidth-bound: read x, write and read the r-wide
-                    // intermediate, read-add-write the output; backward about twice that.
-                    const double tok = tokens * E;
-                    double fwd = tok * (in + 3.0 * out + 2.0 * static_cast<double>(p.lora.rank)) * ab;
-                    if (p.lora.dropout > 0) fwd += tok * in * (2.0 * ab + 1.0);
-                    adapter_bytes += fwd * (3.0 + (full_rc ? 1.0 : 0.0));
-                }
-                if (p.finetune == Finetune::qlora) {
-                    // dequantize_4bit: read 0.5 B + constants, write 2 B per weight, for the
-                    // forward, the input-gradient GEMM and a recomputed forward.
-                    dequant_bytes += E * out * in * (0.5 + 2.0 + 1.0 / 64.0) * (2.0 + (full_rc ? 1.0 : 0.0));
-                }
-            } else if (p.pp == 1) {
-                wgrad += gemm_s(M, static_cast<double>(pt.rows) / tp, static_cast<double>(pt.cols), r) / L;  // LM head
+// LoRA / QLoRA: no weight-gradient GEMMs for frozen weights, adapter GEMMs, dequantisation.
+void add_lora_compute(const ModelConfig& model, const Plan& p, const Rates& r, const Shape& sh, Deltas& d) {
+    const double m = sh.m, L = sh.L, tp = sh.tp, M = sh.M, ab = sh.ab;
+    const bool full_rc = sh.full_rc;
+    // Frozen weights: the backward runs only the input-gradient GEMMs, so each linear's
+    // weight-gradient GEMM (same shape as its forward) disappears.
+    double wgrad = 0, adapter_bytes = 0, dequant_bytes = 0;
+    for (const ParamTensor& pt : param_tensors(model)) {
+        if (!pt.gemm_weight) continue;
+        const double out = static_cast<double>(pt.split == TpSplit::column ? pt.rows / p.tp : pt.rows);
+        const double in = static_cast<double>(pt.split == TpSplit::row ? pt.cols / p.tp : pt.cols);
+        if (pt.place == TensorPlace::layer) {
+            const double E = static_cast<double>(pt.copies);
+            const double tokens = pt.copies > 1 ? std::max(1.0, M * static_cast<double>(model.experts_per_token) / E) : M;
+            wgrad += E * gemm_s(tokens, out, in, r);
+            const bool targeted = (lora_target_bit(pt.name) & p.lora.targets) != 0;
+            if (targeted) {
+                // Rank-r GEMMs are bandwidth-bound: read x, write and read the r-wide
+                // intermediate, read-add-write the output; backward about twice that.
+                const double tok = tokens * E;
+                double fwd = tok * (in + 3.0 * out + 2.0 * static_cast<double>(p.lora.rank)) * ab;
+                if (p.lora.dropout > 0) fwd += tok * in * (2.0 * ab + 1.0);
+                adapter_bytes += fwd * (3.0 + (full_rc ? 1.0 : 0.0));
             }
+            if (p.finetune == Finetune::qlora) {
+                // dequantize_4bit: read 0.5 B + constants, write 2 B per weight, for the
+                // forward, the input-gradient GEMM and a recomputed forward.
+                dequant_bytes += E * out * in * (0.5 + 2.0 + 1.0 / 64.0) * (2.0 + (full_rc ? 1.0 : 0.0));
+            }
+        } else if (p.pp == 1) {
+            wgrad += gemm_s(M, static_cast<double>(pt.rows) / tp, static_cast<double>(pt.cols), r) / L;  // LM head
         }
-        adapters_s = m * L * adapter_bytes / r.hbm;
-        dequant_s = m * L * dequant_bytes / r.hbm;
-        d_compute += -m * L * wgrad + adapters_s + dequant_s;
     }
+    d.adapters_s = m * L * adapter_bytes / r.hbm;
+    d.dequant_s = m * L * dequant_bytes / r.hbm;
+    d.d_compute += -m * L * wgrad + d.adapters_s + d.dequant_s;
+}
 
+// Trainable parameters on this GPU after ZeRO sharding; for LoRA also the adapters'
+// optimizer step and the reduced gradient volume.
+double trainable_shard(const ModelConfig& model, const Plan& p, const PrecisionBytes& pb, const Rates& r,
+                       double tp, Throughput& t) {
     // Trainable parameters on this GPU (before ZeRO) for the optimizer, the gradient
     // reduction and offload.
     const ParamCounts pc = count_params(model);
@@ -170,93 +194,137 @@ Throughput estimate_extended_throughput(const ModelConfig& model, const GpuSpec&
         const int grad_bytes = pb.gradient_accum > 0 ? 4 : pb.gradient;
         t.dp_communication_s *= trainable * 4.0 / (stage_params * grad_bytes);
     }
+    return shard;
+}
 
-    // Pipeline schedule: the bubble is (p-1) slots of the busiest stage's per-micro-batch
-    // time (GPipe as 1F1B), divided by v when interleaved, whose chunks also cross v times
-    // as many stage boundaries.
-    const double v = p.pp_schedule == PpSchedule::interleaved ? static_cast<double>(p.vpp) : 1.0;
-    const double new_per_mb = old_per_mb + (d_compute + extra_comm) / m;
-    t.compute_s += d_compute - adapters_s - dequant_s;
-    t.pp_communication_s *= v;
-    t.pipeline_bubble_s = p.pp > 1 ? pipeline_bubble_fraction(p) * m * new_per_mb : 0.0;
-    t.cp_ep_communication_s = extra_comm;
-
+// Offload: CPU optimizer step plus the PCIe transfers compute does not hide.
+void apply_offload(const ModelConfig& model, const GpuSpec& gpu, const Plan& p, const OffloadAssumptions& oa,
+                   double shard, double m, double d_compute, Throughput& t) {
     // Offload: the optimizer runs on the CPU; gradients go to the host (overlapping the last
     // micro-batch's backward), updated parameters come back (exposed), and ZeRO-Infinity
     // streams parameters in for every forward and backward (prefetched behind compute).
-    if (p.offload != Offload::none) {
-        if (!gpu.pcie_bandwidth_bytes_per_s)
-            throw InputError("--offload", gpu.name + " has no pcie_bandwidth_bytes_per_s in its spec: the offload "
-                                                     "step time is unknown");
-        const double pcie = *gpu.pcie_bandwidth_bytes_per_s * oa.pcie_efficiency;
-        const PcieTraffic tr = offload_pcie_traffic(model, p);
-        const double cpu_step = shard * 30.0 / oa.host_bandwidth_bytes_per_s_per_gpu;
-        const double last_bwd = 2.0 * t.compute_s / (3.0 * m);
-        double exposed = std::max(0.0, tr.gradients_to_host / pcie - last_bwd) + tr.params_to_device / pcie;
-        exposed += std::max(0.0, tr.param_fetches / pcie - (t.compute_s + d_compute));
-        t.offload_s = cpu_step + exposed;
-        t.optimizer_s = 0;
-        t.pcie_bytes_per_step = tr.total();
-    }
+    if (!gpu.pcie_bandwidth_bytes_per_s)
+        throw InputError("--offload", gpu.name + " has no pcie_bandwidth_bytes_per_s in its spec: the offload "
+                                                 "step time is unknown");
+    const double pcie = *gpu.pcie_bandwidth_bytes_per_s * oa.pcie_efficiency;
+    const PcieTraffic tr = offload_pcie_traffic(model, p);
+    const double cpu_step = shard * 30.0 / oa.host_bandwidth_bytes_per_s_per_gpu;
+    const double last_bwd = 2.0 * t.compute_s / (3.0 * m);
+    double exposed = std::max(0.0, tr.gradients_to_host / pcie - last_bwd) + tr.params_to_device / pcie;
+    exposed += std::max(0.0, tr.param_fetches / pcie - (t.compute_s + d_compute));
+    t.offload_s = cpu_step + exposed;
+    t.optimizer_s = 0;
+    t.pcie_bytes_per_step = tr.total();
+}
 
-    t.step_time_s = t.compute_s + adapters_s + dequant_s + t.tp_communication_s + t.pp_communication_s +
+// Step time as the sum of its parts, then tokens per second.
+void finish_step_time(const Plan& p, const Deltas& d, Throughput& t) {
+    t.step_time_s = t.compute_s + d.adapters_s + d.dequant_s + t.tp_communication_s + t.pp_communication_s +
                     t.pipeline_bubble_s + t.dp_communication_s + t.optimizer_s + t.overhead_s +
                     t.cp_ep_communication_s + t.offload_s;
     t.gpus = p.gpus();
     t.tokens_per_step = p.global_batch_tokens();
     t.tokens_per_s = static_cast<double>(t.tokens_per_step) / t.step_time_s;
     t.tokens_per_s_per_gpu = t.tokens_per_s / static_cast<double>(t.gpus);
+}
 
+// Model and hardware FLOPs of a LoRA step: frozen weights skip their weight gradients.
+void lora_step_flops(const ModelConfig& model, const Plan& p, const ThroughputOptions& opt, FlopCounts& fc) {
+    // Frozen weights: forward + input gradient (2 x forward) for every linear; attention
+    // core forward + backward (3 x); adapters 3 x their forward (2 r (in + out) per token).
+    const ForwardFlopsPerToken f = forward_flops_per_token(model, p.seq, opt.attention_flops);
+    const double lin = f.qkv + f.attention_out + f.mlp + f.router;
+    const double core = f.attention_core();
+    double adapter = 0;
+    for (const ParamTensor& pt : param_tensors(model))
+        if (pt.place == TensorPlace::layer && pt.gemm_weight) {
+            const double share = pt.copies > 1 ? static_cast<double>(model.experts_per_token) : 1.0;
+            const unsigned bit = lora_target_bit(pt.name);
+            if (bit & p.lora.targets)
+                adapter += share * 2.0 * static_cast<double>(p.lora.rank) * static_cast<double>(pt.rows + pt.cols);
+        }
+    const double Ld = static_cast<double>(model.layers);
+    const double per_token = Ld * (2.0 * lin + 3.0 * core + 3.0 * adapter) + 2.0 * f.lm_head;
+    double hw = per_token;
+    if (p.recompute == Recompute::full) hw += Ld * (lin + core + adapter);
+    if (p.recompute == Recompute::selective) hw += Ld * core;
+    const double tokens = static_cast<double>(p.global_batch_tokens());
+    fc.model_flops_per_token = per_token;
+    fc.hardware_flops_per_token = hw;
+    fc.model_flops_per_step = per_token * tokens;
+    fc.hardware_flops_per_step = hw * tokens;
+}
+
+// MFU and HFU from the step's FLOPs at the full sequence length.
+void set_utilisation(const ModelConfig& model, const Plan& p, const ThroughputOptions& opt, Throughput& t) {
     // FLOPs of the whole step at the full sequence length.
     FlopCounts fc = step_flops(model, p, opt.attention_flops);
-    if (p.finetune != Finetune::full) {
-        // Frozen weights: forward + input gradient (2 x forward) for every linear; attention
-        // core forward + backward (3 x); adapters 3 x their forward (2 r (in + out) per token).
-        const ForwardFlopsPerToken f = forward_flops_per_token(model, p.seq, opt.attention_flops);
-        const double lin = f.qkv + f.attention_out + f.mlp + f.router;
-        const double core = f.attention_core();
-        double adapter = 0;
-        for (const ParamTensor& pt : param_tensors(model))
-            if (pt.place == TensorPlace::layer && pt.gemm_weight) {
-                const double share = pt.copies > 1 ? static_cast<double>(model.experts_per_token) : 1.0;
-                const unsigned bit = lora_target_bit(pt.name);
-                if (bit & p.lora.targets)
-                    adapter += share * 2.0 * static_cast<double>(p.lora.rank) * static_cast<double>(pt.rows + pt.cols);
-            }
-        const double Ld = static_cast<double>(model.layers);
-        const double per_token = Ld * (2.0 * lin + 3.0 * core + 3.0 * adapter) + 2.0 * f.lm_head;
-        double hw = per_token;
-        if (p.recompute == Recompute::full) hw += Ld * (lin + core + adapter);
-        if (p.recompute == Recompute::selective) hw += Ld * core;
-        const double tokens = static_cast<double>(p.global_batch_tokens());
-        fc.model_flops_per_token = per_token;
-        fc.hardware_flops_per_token = hw;
-        fc.model_flops_per_step = per_token * tokens;
-        fc.hardware_flops_per_step = hw * tokens;
-    }
+    if (p.finetune != Finetune::full) lora_step_flops(model, p, opt, fc);
     t.model_flops_per_step = fc.model_flops_per_step;
     t.hardware_flops_per_step = fc.hardware_flops_per_step;
     const double denom = t.step_time_s * static_cast<double>(t.gpus) * t.peak_flops_per_s;
     t.mfu = t.model_flops_per_step / denom;
     t.hfu = t.hardware_flops_per_step / denom;
+}
 
-    if (opt.breakdown) {
-        double rc = 0;
-        for (const auto& s : t.breakdown)
-            if (s.name == "recompute") rc = s.seconds;
-        set_slice(t, "forward + backward compute", t.compute_s - rc);
-        set_slice(t, "pipeline sends", t.pp_communication_s);
-        set_slice(t, "pipeline bubble", t.pipeline_bubble_s);
-        set_slice(t, "data-parallel communication (exposed)", t.dp_communication_s);
-        set_slice(t, "optimizer step", t.optimizer_s);
-        if (adapters_s > 0) set_slice(t, "LoRA adapter GEMMs", adapters_s);
-        if (dequant_s > 0) set_slice(t, "QLoRA dequantisation (4-bit -> bf16 per GEMM)", dequant_s);
-        if (p.cp > 1) set_slice(t, "context-parallel K/V exchange (exposed)", p.ep > 1 ? 0.0 : extra_comm);
-        if (p.ep > 1) set_slice(t, "cp K/V exchange + expert all-to-all (exposed)", extra_comm);
-        if (p.offload != Offload::none) set_slice(t, "offload: CPU optimizer step + exposed PCIe", t.offload_s);
-    } else {
+// The breakdown rows the extensions change or add.
+void update_breakdown(const Plan& p, const Deltas& d, Throughput& t) {
+    double rc = 0;
+    for (const auto& s : t.breakdown)
+        if (s.name == "recompute") rc = s.seconds;
+    set_slice(t, "forward + backward compute", t.compute_s - rc);
+    set_slice(t, "pipeline sends", t.pp_communication_s);
+    set_slice(t, "pipeline bubble", t.pipeline_bubble_s);
+    set_slice(t, "data-parallel communication (exposed)", t.dp_communication_s);
+    set_slice(t, "optimizer step", t.optimizer_s);
+    if (d.adapters_s > 0) set_slice(t, "LoRA adapter GEMMs", d.adapters_s);
+    if (d.dequant_s > 0) set_slice(t, "QLoRA dequantisation (4-bit -> bf16 per GEMM)", d.dequant_s);
+    if (p.cp > 1) set_slice(t, "context-parallel K/V exchange (exposed)", p.ep > 1 ? 0.0 : d.extra_comm);
+    if (p.ep > 1) set_slice(t, "cp K/V exchange + expert all-to-all (exposed)", d.extra_comm);
+    if (p.offload != Offload::none) set_slice(t, "offload: CPU optimizer step + exposed PCIe", t.offload_s);
+}
+
+}  // namespace
+
+Throughput estimate_extended_throughput(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in,
+                                        const ThroughputOptions& opt, const OffloadAssumptions& oa) {
+    const Plan p = resolve_defaults(plan_in, model);
+    validate_plan(p, model);
+    const Plan base = base_plan_of(p);
+    ThroughputOptions bopt = opt;
+    bopt.breakdown = true;
+    Throughput t = estimate_throughput(model, gpu, base, bopt);
+
+    const PrecisionBytes pb = precision_bytes(p.precision);
+    const Rates r = rates_for(gpu, p, t, pb);
+    const Shape sh = shape_of(model, p, base, pb);
+    const double m = sh.m;
+    const double old_per_mb = (t.compute_s + t.tp_communication_s + t.pp_communication_s) / m;
+
+    Deltas d;
+    if (p.cp > 1) add_context_parallel(model, gpu, p, r, sh, d);
+    if (p.ep > 1 && model.is_moe()) add_expert_parallel(model, gpu, p, sh, d);
+    if (p.finetune != Finetune::full) add_lora_compute(model, p, r, sh, d);
+    const double shard = trainable_shard(model, p, pb, r, sh.tp, t);
+
+    // Pipeline schedule: the bubble is (p-1) slots of the busiest stage's per-micro-batch
+    // time (GPipe as 1F1B), divided by v when interleaved, whose chunks also cross v times
+    // as many stage boundaries.
+    const double v = p.pp_schedule == PpSchedule::interleaved ? static_cast<double>(p.vpp) : 1.0;
+    const double new_per_mb = old_per_mb + (d.d_compute + d.extra_comm) / m;
+    t.compute_s += d.d_compute - d.adapters_s - d.dequant_s;
+    t.pp_communication_s *= v;
+    t.pipeline_bubble_s = p.pp > 1 ? pipeline_bubble_fraction(p) * m * new_per_mb : 0.0;
+    t.cp_ep_communication_s = d.extra_comm;
+
+    if (p.offload != Offload::none) apply_offload(model, gpu, p, oa, shard, m, d.d_compute, t);
+    finish_step_time(p, d, t);
+    set_utilisation(model, p, opt, t);
+
+    if (opt.breakdown)
+        update_breakdown(p, d, t);
+    else
         t.breakdown.clear();
-    }
     return t;
 }
 

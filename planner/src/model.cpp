@@ -81,84 +81,102 @@ void validate_model(const ModelConfig& m) {
     limits::check_model(m);
 }
 
+namespace {
+
+// GPT-2 shape and layout from its config.json keys.
+void read_gpt2(const json& cfg, ModelConfig& m) {
+    // GPT-2 (Radford et al. 2019; HF GPT2Config): LayerNorm with bias, learned
+    // positions, GeLU MLP of n_inner (default 4h), biases everywhere, tied head.
+    m.hidden = positive_int(cfg, "n_embd", true);
+    m.layers = positive_int(cfg, "n_layer", true);
+    m.heads = positive_int(cfg, "n_head", true);
+    m.kv_heads = m.heads;
+    if (m.hidden % m.heads != 0)
+        throw InputError("n_head", std::to_string(m.heads) + " does not divide n_embd " + std::to_string(m.hidden));
+    m.head_dim = m.hidden / m.heads;
+    m.ffn_hidden = positive_int(cfg, "n_inner", false, checked_mul(4, m.hidden, "n_embd"));
+    m.vocab = positive_int(cfg, "vocab_size", true);
+    m.max_positions = positive_int(cfg, "n_positions", true);
+    m.tied_embeddings = boolean(cfg, "tie_word_embeddings", true);
+    m.norm = NormKind::layernorm;
+    m.mlp = MlpKind::gelu;
+    m.position = PositionKind::learned;
+    m.qkv_bias = m.out_bias = m.mlp_bias = true;
+}
+
+// RoPE base and scaling (rope_theta, rope_scaling) of a Llama-family config.
+void read_rope(const json& cfg, ModelConfig& m) {
+    if (auto it = cfg.find("rope_theta"); it != cfg.end() && !it->is_null()) {
+        if (!it->is_number() || it->get<double>() <= 1.0)
+            throw InputError("rope_theta", "must be a number above 1, got " + it->dump());
+        m.rope_theta = it->get<double>();
+    }
+    if (auto it = cfg.find("rope_scaling"); it != cfg.end() && !it->is_null()) {
+        if (!it->is_object()) throw InputError("rope_scaling", "must be an object or null, got " + it->dump());
+        m.rope_scaling.type = it->value("rope_type", it->value("type", std::string("unknown")));
+        auto num = [&](const char* key, double fallback) {
+            const auto f = it->find(key);
+            if (f == it->end()) return fallback;
+            if (!f->is_number() || f->get<double>() <= 0)
+                throw InputError(std::string("rope_scaling.") + key, "must be a positive number, got " + f->dump());
+            return f->get<double>();
+        };
+        m.rope_scaling.factor = num("factor", 0);
+        m.rope_scaling.low_freq_factor = num("low_freq_factor", 1);
+        m.rope_scaling.high_freq_factor = num("high_freq_factor", 4);
+        m.rope_scaling.original_max_positions =
+            static_cast<std::int64_t>(num("original_max_position_embeddings", 8192));
+        if (m.rope_scaling.type == "llama3" && m.rope_scaling.high_freq_factor <= m.rope_scaling.low_freq_factor)
+            throw InputError("rope_scaling.high_freq_factor", "must exceed low_freq_factor");
+    }
+}
+
+// Llama-family (llama, mistral, qwen2, mixtral) shape and layout from its config.json keys.
+void read_llama_family(const json& cfg, ModelConfig& m) {
+    // Llama family (Touvron et al. 2023; HF LlamaConfig): RMSNorm, RoPE, GQA, SwiGLU.
+    m.hidden = positive_int(cfg, "hidden_size", true);
+    m.layers = positive_int(cfg, "num_hidden_layers", true);
+    m.heads = positive_int(cfg, "num_attention_heads", true);
+    m.kv_heads = positive_int(cfg, "num_key_value_heads", false, m.heads);
+    if (cfg.contains("head_dim") && !cfg["head_dim"].is_null()) {
+        m.head_dim = positive_int(cfg, "head_dim", true);
+    } else {
+        if (m.hidden % m.heads != 0)
+            throw InputError("num_attention_heads", std::to_string(m.heads) + " does not divide hidden_size " +
+                                                        std::to_string(m.hidden));
+        m.head_dim = m.hidden / m.heads;
+    }
+    m.ffn_hidden = positive_int(cfg, "intermediate_size", true);
+    m.vocab = positive_int(cfg, "vocab_size", true);
+    m.max_positions = positive_int(cfg, "max_position_embeddings", true);
+    m.tied_embeddings = boolean(cfg, "tie_word_embeddings", false);
+    m.norm = NormKind::rmsnorm;
+    m.mlp = MlpKind::swiglu;
+    m.position = PositionKind::rope;
+    // Qwen2 puts biases on q/k/v only (HF Qwen2Attention); Llama's attention_bias
+    // switches on biases for q/k/v/o; mlp_bias on the MLP projections.
+    m.qkv_bias = m.family == ModelFamily::qwen2 || boolean(cfg, "attention_bias", false);
+    m.out_bias = m.family != ModelFamily::qwen2 && boolean(cfg, "attention_bias", false);
+    m.mlp_bias = boolean(cfg, "mlp_bias", false);
+    read_rope(cfg, m);
+    if (m.family == ModelFamily::mixtral) {
+        m.experts = positive_int(cfg, "num_local_experts", true);
+        m.experts_per_token = positive_int(cfg, "num_experts_per_tok", true);
+    }
+}
+
+}  // namespace
+
 ModelConfig model_from_hf_config(const json& cfg, const std::string& name) {
     if (!cfg.is_object()) throw InputError(name, "config.json must hold a JSON object");
     ModelConfig m;
     m.name = name;
     m.family = family_of(cfg);
 
-    if (m.family == ModelFamily::gpt2) {
-        // GPT-2 (Radford et al. 2019; HF GPT2Config): LayerNorm with bias, learned
-        // positions, GeLU MLP of n_inner (default 4h), biases everywhere, tied head.
-        m.hidden = positive_int(cfg, "n_embd", true);
-        m.layers = positive_int(cfg, "n_layer", true);
-        m.heads = positive_int(cfg, "n_head", true);
-        m.kv_heads = m.heads;
-        if (m.hidden % m.heads != 0)
-            throw InputError("n_head", std::to_string(m.heads) + " does not divide n_embd " + std::to_string(m.hidden));
-        m.head_dim = m.hidden / m.heads;
-        m.ffn_hidden = positive_int(cfg, "n_inner", false, checked_mul(4, m.hidden, "n_embd"));
-        m.vocab = positive_int(cfg, "vocab_size", true);
-        m.max_positions = positive_int(cfg, "n_positions", true);
-        m.tied_embeddings = boolean(cfg, "tie_word_embeddings", true);
-        m.norm = NormKind::layernorm;
-        m.mlp = MlpKind::gelu;
-        m.position = PositionKind::learned;
-        m.qkv_bias = m.out_bias = m.mlp_bias = true;
-    } else {
-        // Llama family (Touvron et al. 2023; HF LlamaConfig): RMSNorm, RoPE, GQA, SwiGLU.
-        m.hidden = positive_int(cfg, "hidden_size", true);
-        m.layers = positive_int(cfg, "num_hidden_layers", true);
-        m.heads = positive_int(cfg, "num_attention_heads", true);
-        m.kv_heads = positive_int(cfg, "num_key_value_heads", false, m.heads);
-        if (cfg.contains("head_dim") && !cfg["head_dim"].is_null()) {
-            m.head_dim = positive_int(cfg, "head_dim", true);
-        } else {
-            if (m.hidden % m.heads != 0)
-                throw InputError("num_attention_heads", std::to_string(m.heads) + " does not divide hidden_size " +
-                                                            std::to_string(m.hidden));
-            m.head_dim = m.hidden / m.heads;
-        }
-        m.ffn_hidden = positive_int(cfg, "intermediate_size", true);
-        m.vocab = positive_int(cfg, "vocab_size", true);
-        m.max_positions = positive_int(cfg, "max_position_embeddings", true);
-        m.tied_embeddings = boolean(cfg, "tie_word_embeddings", false);
-        m.norm = NormKind::rmsnorm;
-        m.mlp = MlpKind::swiglu;
-        m.position = PositionKind::rope;
-        // Qwen2 puts biases on q/k/v only (HF Qwen2Attention); Llama's attention_bias
-        // switches on biases for q/k/v/o; mlp_bias on the MLP projections.
-        m.qkv_bias = m.family == ModelFamily::qwen2 || boolean(cfg, "attention_bias", false);
-        m.out_bias = m.family != ModelFamily::qwen2 && boolean(cfg, "attention_bias", false);
-        m.mlp_bias = boolean(cfg, "mlp_bias", false);
-        if (auto it = cfg.find("rope_theta"); it != cfg.end() && !it->is_null()) {
-            if (!it->is_number() || it->get<double>() <= 1.0)
-                throw InputError("rope_theta", "must be a number above 1, got " + it->dump());
-            m.rope_theta = it->get<double>();
-        }
-        if (auto it = cfg.find("rope_scaling"); it != cfg.end() && !it->is_null()) {
-            if (!it->is_object()) throw InputError("rope_scaling", "must be an object or null, got " + it->dump());
-            m.rope_scaling.type = it->value("rope_type", it->value("type", std::string("unknown")));
-            auto num = [&](const char* key, double fallback) {
-                const auto f = it->find(key);
-                if (f == it->end()) return fallback;
-                if (!f->is_number() || f->get<double>() <= 0)
-                    throw InputError(std::string("rope_scaling.") + key, "must be a positive number, got " + f->dump());
-                return f->get<double>();
-            };
-            m.rope_scaling.factor = num("factor", 0);
-            m.rope_scaling.low_freq_factor = num("low_freq_factor", 1);
-            m.rope_scaling.high_freq_factor = num("high_freq_factor", 4);
-            m.rope_scaling.original_max_positions =
-                static_cast<std::int64_t>(num("original_max_position_embeddings", 8192));
-            if (m.rope_scaling.type == "llama3" && m.rope_scaling.high_freq_factor <= m.rope_scaling.low_freq_factor)
-                throw InputError("rope_scaling.high_freq_factor", "must exceed low_freq_factor");
-        }
-        if (m.family == ModelFamily::mixtral) {
-            m.experts = positive_int(cfg, "num_local_experts", true);
-            m.experts_per_token = positive_int(cfg, "num_experts_per_tok", true);
-        }
-    }
+    if (m.family == ModelFamily::gpt2)
+        read_gpt2(cfg, m);
+    else
+        read_llama_family(cfg, m);
     if (m.kv_heads > 0 && m.heads % m.kv_heads != 0)
         throw InputError("num_key_value_heads", std::to_string(m.kv_heads) + " does not divide num_attention_heads " +
                                                     std::to_string(m.heads));

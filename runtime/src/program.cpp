@@ -1,3 +1,4 @@
+// Builds the step program of a plan: its parameters, buffers and the ops of set-up, step and teardown.
 #include "preflight/runtime/program.hpp"
 
 #include <algorithm>
@@ -6,109 +7,6 @@
 #include "preflight/planner/profiles.hpp"
 
 namespace preflight::runtime {
-
-std::string_view to_string(Category c) {
-    switch (c) {
-        case Category::weights: return "weights";
-        case Category::master: return "master";
-        case Category::gradients: return "gradients";
-        case Category::optimizer: return "optimizer";
-        case Category::activations: return "activations";
-        case Category::logits: return "logits";
-        case Category::workspace: return "workspace";
-        case Category::temporary: return "temporary";
-    }
-    return "?";
-}
-
-std::string_view contract_category(Category c) {
-    switch (c) {
-        case Category::weights: return "weights";
-        case Category::master: return "master_weights";
-        case Category::gradients: return "gradients";
-        case Category::optimizer: return "optimizer_states";
-        case Category::activations:
-        case Category::temporary: return "activations";
-        case Category::logits: return "logits_and_loss";
-        case Category::workspace: return "buffers";
-    }
-    return "?";
-}
-
-int dtype_bytes(DType t) {
-    switch (t) {
-        case DType::f32: return 4;
-        case DType::bf16: return 2;
-        case DType::i64: return 8;
-        case DType::u8: return 1;
-    }
-    return 1;
-}
-
-std::string_view to_string(DType t) {
-    switch (t) {
-        case DType::f32: return "f32";
-        case DType::bf16: return "bf16";
-        case DType::i64: return "i64";
-        case DType::u8: return "u8";
-    }
-    return "?";
-}
-
-std::string_view to_string(OpKind k) {
-    switch (k) {
-        case OpKind::init_params: return "init_params";
-        case OpKind::teardown: return "teardown";
-        case OpKind::zero_grads: return "zero_grads";
-        case OpKind::tokens: return "tokens";
-        case OpKind::labels: return "labels";
-        case OpKind::embedding_fwd: return "embedding_fwd";
-        case OpKind::embedding_bwd: return "embedding_bwd";
-        case OpKind::norm_fwd: return "norm_fwd";
-        case OpKind::norm_bwd: return "norm_bwd";
-        case OpKind::linear_fwd: return "linear_fwd";
-        case OpKind::linear_bwd_data: return "linear_bwd_data";
-        case OpKind::linear_bwd_weight: return "linear_bwd_weight";
-        case OpKind::rope_fwd: return "rope_fwd";
-        case OpKind::rope_bwd: return "rope_bwd";
-        case OpKind::flash_fwd: return "flash_fwd";
-        case OpKind::flash_bwd: return "flash_bwd";
-        case OpKind::eager_scores: return "eager_scores";
-        case OpKind::eager_softmax: return "eager_softmax";
-        case OpKind::eager_pv: return "eager_pv";
-        case OpKind::eager_dp: return "eager_dp";
-        case OpKind::eager_softmax_bwd: return "eager_softmax_bwd";
-        case OpKind::eager_dqkv: return "eager_dqkv";
-        case OpKind::swiglu_fwd: return "swiglu_fwd";
-        case OpKind::swiglu_bwd: return "swiglu_bwd";
-        case OpKind::gelu_fwd: return "gelu_fwd";
-        case OpKind::gelu_bwd: return "gelu_bwd";
-        case OpKind::cross_entropy: return "cross_entropy";
-        case OpKind::loss_accumulate: return "loss_accumulate";
-        case OpKind::grad_accumulate: return "grad_accumulate";
-        case OpKind::optimizer: return "optimizer";
-    }
-    return "?";
-}
-
-void check_supported(const ModelConfig& m, const Plan& p) {
-    auto no = [](const char* flag, const std::string& why) {
-        throw InputError(flag, why + " (the Preflight runtime executes single-GPU plans; use `preflight memory` "
-                                     "to model this plan)");
-    };
-    if (p.dp != 1) no("--dp", "must be 1 for `run`");
-    if (p.tp != 1) no("--tp", "must be 1 for `run`");
-    if (p.pp != 1) no("--pp", "must be 1 for `run`");
-    if (p.sp) no("--sp", "sequence parallelism needs tensor parallelism");
-    if (p.zero != 0) no("--zero", "must be 0 for `run` (one GPU: nothing to shard)");
-    if (p.precision == Precision::fp16_mixed || p.precision == Precision::fp8_mixed)
-        no("--precision", "fp16-mixed and fp8-mixed are not implemented by the runtime; use fp32, bf16-mixed, "
-                          "bf16-mixed-fp32-grads or bf16");
-    if (p.dropout != 0.0) no("--dropout", "must be 0 for `run` (dropout is not implemented by the runtime)");
-    if (m.is_moe()) no("--model", "mixture-of-experts models are not implemented by the runtime");
-    if (m.head_dim % 2 != 0 && m.position == PositionKind::rope) no("--model", "RoPE needs an even head_dim");
-    if (m.head_dim > 128) no("--model", "head_dim above 128 is not supported by the attention kernels");
-}
 
 namespace {
 

@@ -114,15 +114,20 @@ std::optional<std::int64_t> gib_to_bytes(std::optional<double> gib) {
     return static_cast<std::int64_t>(std::llround(*gib * static_cast<double>(std::int64_t{1} << 30)));
 }
 
-ExternalRun parse_row(const Row& r, const std::string& file, std::int64_t line) {
+// A run named by where its row stands ("file:line").
+ExternalRun run_at(const std::string& file, std::int64_t line) {
     ExternalRun run;
     run.file = file;
     run.line = line;
     run.id = file + ":" + std::to_string(line);
-    run.model_label = r.raw("model");
-    if (run.model_label.empty()) throw r.error("model", "is empty");
-    run.reported_params_b = r.number("params_b").value_or(0);
+    return run;
+}
 
+// Far above any real shape; keeps products in range.
+constexpr std::int64_t kImplausible = std::int64_t{1} << 24;
+
+// The model columns: a Llama-shaped model (RMSNorm, SwiGLU, RoPE) of the row's sizes.
+void parse_model_columns(const Row& r, ExternalRun& run) {
     ModelConfig& m = run.model;
     m.name = "external-" + run.model_label;
     m.family = ModelFamily::llama;
@@ -139,11 +144,16 @@ ExternalRun parse_row(const Row& r, const std::string& file, std::int64_t line) 
     if (m.hidden % m.heads != 0)
         throw r.error("num_heads", std::to_string(m.heads) + " does not divide hidden_size " + std::to_string(m.hidden));
     m.head_dim = m.hidden / m.heads;
-    const std::int64_t limit = std::int64_t{1} << 24;  // far above any real shape; keeps products in range
+    const std::int64_t limit = kImplausible;
     for (auto [col, v] : {std::pair{"hidden_size", m.hidden}, {"num_layers", m.layers}, {"ffn_hidden_size", m.ffn_hidden},
                           {"vocab_size", m.vocab}, {"num_heads", m.heads}})
         if (v > limit) throw r.error(col, "is implausibly large (" + std::to_string(v) + ")");
+}
 
+// The parallel layout and batch columns, checked against each other.
+void parse_layout_columns(const Row& r, ExternalRun& run) {
+    ModelConfig& m = run.model;
+    const std::int64_t limit = kImplausible;
     run.nodes = r.integer("nodes");
     run.gpus = r.integer("gpus");
     Plan& p = run.plan;
@@ -170,7 +180,10 @@ ExternalRun parse_row(const Row& r, const std::string& file, std::int64_t line) 
                                                  std::to_string(p.global_batch_tokens()));
     p.sp = r.flag("sequence_parallel");
     if (p.sp && p.tp == 1) throw r.error("sequence_parallel", "is 1 with tp 1");
+}
 
+// The recompute, precision and optimizer columns.
+void parse_recipe_columns(const Row& r, Plan& p) {
     const std::string rc = r.raw("recompute");
     const auto recompute = parse_recompute(rc);
     if (!recompute) throw r.error("recompute", "unknown mode '" + rc + "' (none | selective | full)");
@@ -187,7 +200,10 @@ ExternalRun parse_row(const Row& r, const std::string& file, std::int64_t line) 
     if (!optimizer) throw r.error("optimizer", "unknown optimizer '" + opt + "'");
     p.optimizer = *optimizer;
     p.attention = AttentionKind::flash;
+}
 
+// The outcome and measured columns (memory in GiB, throughput, MFU in percent).
+void parse_measured_columns(const Row& r, ExternalRun& run) {
     const std::string oc = r.raw("outcome");
     const auto outcome = parse_outcome(oc);
     if (!outcome)
@@ -203,8 +219,19 @@ ExternalRun parse_row(const Row& r, const std::string& file, std::int64_t line) 
     if (auto mfu = r.number("mfu_pct")) run.mfu = *mfu / 100.0;
     if (run.outcome == RunOutcome::ok && !run.peak_reserved_bytes)
         throw r.error("peak_mem_reserved_gib", "is empty for a job with outcome ok");
+}
+
+ExternalRun parse_row(const Row& r, const std::string& file, std::int64_t line) {
+    ExternalRun run = run_at(file, line);
+    run.model_label = r.raw("model");
+    if (run.model_label.empty()) throw r.error("model", "is empty");
+    run.reported_params_b = r.number("params_b").value_or(0);
+    parse_model_columns(r, run);
+    parse_layout_columns(r, run);
+    parse_recipe_columns(r, run.plan);
+    parse_measured_columns(r, run);
     try {
-        validate_model(m);
+        validate_model(run.model);
     } catch (const InputError& e) {
         throw InputError(r.where, std::string("model shape: ") + e.what());
     }
@@ -324,10 +351,7 @@ void parse_published_measured(const Row& r, ExternalRun& run, const std::string&
 // One row of a published benchmark table (schema in external_runs.hpp; columns in each
 // data set's README). Unstated fields are empty cells and stay unknown.
 ExternalRun parse_published_row(const Row& r, const std::string& file, std::int64_t line, const fs::path& data_dir) {
-    ExternalRun run;
-    run.file = file;
-    run.line = line;
-    run.id = file + ":" + std::to_string(line);
+    ExternalRun run = run_at(file, line);
     run.source_ref = r.raw("source_ref");
     if (run.source_ref.empty()) throw r.error("source_ref", "is empty: every row names where the source states it");
     run.model_label = r.raw("model");

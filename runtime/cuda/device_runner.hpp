@@ -1,0 +1,553 @@
+// The device side of the executor: the stream-ordered allocation backend and the op
+// runner that launches each op of a step program on the GPU (shared by the measured
+// run and the gradient capture).
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <functional>
+#include <memory>
+#include <type_traits>
+
+#include "attention.hpp"
+#include "gemm.cuh"
+#include "kernels.cuh"
+#include "preflight/planner/profiles.hpp"
+#include "preflight/runtime/nvml_probe.hpp"
+#include "preflight/runtime/reference.hpp"
+#include "preflight/runtime/runtime.hpp"
+#include "preflight/runtime/synthetic.hpp"
+#include "preflight/runtime/walker.hpp"
+
+namespace preflight::runtime {
+
+namespace cuda {
+
+// Stream-ordered allocations from the device's default pool, which keeps freed memory
+// (release threshold = max) so steady-state steps make no driver calls.
+class CudaBackend final : public AllocBackend {
+public:
+    explicit CudaBackend(cudaStream_t s) : stream_(s) {}
+    void* allocate(std::int64_t bytes) override {
+        void* p = nullptr;
+        const cudaError_t e = cudaMallocAsync(&p, static_cast<std::size_t>(std::max<std::int64_t>(bytes, 1)), stream_);
+        if (e == cudaSuccess) return p;
+        // Only an out-of-memory failure is "does not fit"; anything else (a sticky fault
+        // an earlier kernel left, a lost device) is a device error naming the op.
+        if (classify_cuda_error(static_cast<int>(e)) == FailureKind::out_of_memory) {
+            (void)cudaGetLastError();  // clear it; the caller reports the failed allocation
+            return nullptr;
+        }
+        cuda_fail(e, "cudaMallocAsync", __FILE__, __LINE__);
+    }
+    void release(void* p) override {
+        if (poisoned_) return;  // after a sticky fault every call fails: leave it to context teardown
+        PF_CUDA_CHECK(cudaFreeAsync(p, stream_));
+    }
+    std::int64_t free_device_bytes() override {
+        std::size_t f = 0, t = 0;
+        return cudaMemGetInfo(&f, &t) == cudaSuccess ? static_cast<std::int64_t>(f) : -1;
+    }
+    const char* name() const override { return "cudaMallocAsync"; }
+    void poison() { poisoned_ = true; }
+
+private:
+    cudaStream_t stream_;
+    bool poisoned_ = false;
+};
+
+class DeviceRunner final : public OpRunner {
+public:
+    DeviceRunner(const Program& p, cudaStream_t s, std::uint64_t seed, Gemm& gemm, bool debug_sync = false)
+        : P(p), d(p.dims), stream(s), seed_(seed), gemm_(gemm), debug_sync_(debug_sync) {}
+    void set_step(std::int64_t step) { step_ = step; }
+    // Calls `hook` (after synchronising the stream) when op `op` is about to run, its
+    // allocations made: where the driver's used memory is sampled.
+    void sample_before(const Op* op, std::function<void()> hook) {
+        sample_op_ = op;
+        sample_hook_ = std::move(hook);
+    }
+    bool checks_each_op() const override { return debug_sync_; }
+    void set_attention(AttentionEngine* a) { attention_ = a; }
+    // GeLU fused into the fc1 GEMM (cuBLASLt GELU_AUX_BIAS) and its gradient into the fc2
+    // dgrad GEMM (DGELU), bf16 programs only; the program (and so the memory) is unchanged:
+    // the fc1 GEMM runs at the activation op, once the activation's buffer exists.
+    void set_fuse_gelu(bool on) { fuse_gelu_ = on && P.act == DType::bf16 && P.model.mlp == MlpKind::gelu; }
+    void run(const Op& op, const BufferTable& t) override {
+        if (&op == sample_op_ && sample_hook_) {
+            PF_CUDA_CHECK(cudaStreamSynchronize(stream));
+            sample_hook_();
+        }
+        if (P.act == DType::f32)
+            run_t<float>(op, t);
+        else
+            run_t<bf16>(op, t);
+        if (debug_sync_) {  // name the failing op: everything it launched has finished and been checked
+            PF_CUDA_CHECK(cudaGetLastError());
+            PF_CUDA_CHECK(cudaStreamSynchronize(stream));
+        }
+    }
+    const float* loss_sum(const BufferTable& t) const { return static_cast<const float*>(t[static_cast<std::size_t>(P.scalars)]); }
+
+private:
+    const Program& P;
+    const Dims& d;
+    cudaStream_t stream;
+    std::uint64_t seed_;
+    Gemm& gemm_;
+    bool debug_sync_ = false;
+    std::int64_t step_ = 1;
+    AttentionEngine* attention_ = nullptr;
+    bool fuse_gelu_ = false;
+    const Op* deferred_fc1_ = nullptr;    // the fc1 GEMM waiting for its activation op
+    const Op* skip_gelu_bwd_ = nullptr;   // done by the fc2 dgrad's epilogue
+    const Op* sample_op_ = nullptr;
+    std::function<void()> sample_hook_;
+
+    template <class T>
+    static T* at(const BufferTable& t, const View& v) {
+        return static_cast<T*>(t[static_cast<std::size_t>(v.buffer)]) + v.offset;
+    }
+    template <class T>
+    static T* base(const BufferTable& t, BufferId b) {
+        return b == kNoBuffer ? nullptr : static_cast<T*>(t[static_cast<std::size_t>(b)]);
+    }
+    template <class T>
+    T* param(const BufferTable& t, ParamId id) const {
+        return id == kNoParam ? nullptr : base<T>(t, P.weights) + P.params[static_cast<std::size_t>(id)].offset;
+    }
+    template <class T>
+    T* grad(const BufferTable& t, ParamId id) const {
+        return id == kNoParam ? nullptr : base<T>(t, P.grads) + P.params[static_cast<std::size_t>(id)].offset;
+    }
+    float norm_eps() const { return static_cast<float>(P.hyper.norm_eps); }
+    bool layernorm() const { return P.model.norm == NormKind::layernorm; }
+
+    template <class T>
+    void init(const BufferTable& t) {
+        gemm_.set_workspace(t[static_cast<std::size_t>(P.gemm_workspace)], static_cast<std::size_t>(kRuntimeGemmWorkspaceBytes));
+        if (attention_) attention_->set_shared_workspace(t[static_cast<std::size_t>(P.gemm_workspace)]);
+        const std::int64_t np = P.param_elements;
+        float* master = base<float>(t, P.master_weights);
+        PF_CUDA_CHECK(cudaMemsetAsync(t[static_cast<std::size_t>(P.weights)], 0, np * sizeof(T), stream));
+        if (master) PF_CUDA_CHECK(cudaMemsetAsync(master, 0, np * 4, stream));
+        const double resid_std = P.hyper.init_std / std::sqrt(2.0 * static_cast<double>(d.layers));  // GPT-2 paper, sec. 2.3
+        for (std::size_t i = 0; i < P.params.size(); ++i) {
+            const ParamSpec& ps = P.params[i];
+            T* w = base<T>(t, P.weights) + ps.offset;
+            float* m = master ? master + ps.offset : nullptr;
+            const bool is_norm = ps.cols == 1 && ps.name.find("norm") != std::string::npos && ps.name.find(".weight") != std::string::npos;
+            if (ps.cols == 1) {
+                launch_fill<T>(w, m, ps.numel(), is_norm ? 1.f : 0.f, stream);
+                continue;
+            }
+            const bool resid = ps.name.find("o_proj") != std::string::npos || ps.name.find("down_proj") != std::string::npos ||
+                               ps.name.find("fc2") != std::string::npos;
+            std::int64_t n = ps.numel();
+            if (static_cast<ParamId>(i) == P.wte || static_cast<ParamId>(i) == P.head) n = d.vocab * d.h;  // padding rows stay 0
+            launch_init_normal<T>(w, m, n, static_cast<float>(resid ? resid_std : P.hyper.init_std),
+                                  mix64(seed_ ^ mix64(i + 1)), stream);
+        }
+        PF_CUDA_CHECK(cudaMemsetAsync(t[static_cast<std::size_t>(P.grads)], 0, np * dtype_bytes(P.grad), stream));
+        if (P.grads_fp32 != kNoBuffer) PF_CUDA_CHECK(cudaMemsetAsync(t[static_cast<std::size_t>(P.grads_fp32)], 0, np * 4, stream));
+        PF_CUDA_CHECK(cudaMemsetAsync(t[static_cast<std::size_t>(P.moment1)], 0, np * 4, stream));
+        if (P.moment2 != kNoBuffer) PF_CUDA_CHECK(cudaMemsetAsync(t[static_cast<std::size_t>(P.moment2)], 0, np * 4, stream));
+        PF_CUDA_CHECK(cudaMemsetAsync(t[static_cast<std::size_t>(P.scalars)], 0, kRuntimeScalarsBytes, stream));
+        if (P.rope_cos != kNoBuffer) {
+            // Tables computed on the host in double by the CPU reference's own function (the
+            // model's rope_theta and rope_scaling), so both use the same frequencies.
+            const std::size_t n = static_cast<std::size_t>(d.s * d.head_dim);
+            std::vector<double> c(n), sn(n);
+            ref::rope_tables(c.data(), sn.data(), d.s, d.head_dim,
+                             ref::rope_inv_freq(d.head_dim, P.hyper.rope_base, P.hyper.rope_scaling));
+            std::vector<float> cf(c.begin(), c.end()), sf(sn.begin(), sn.end());
+            PF_CUDA_CHECK(cudaMemcpyAsync(base<float>(t, P.rope_cos), cf.data(), n * 4, cudaMemcpyHostToDevice, stream));
+            PF_CUDA_CHECK(cudaMemcpyAsync(base<float>(t, P.rope_sin), sf.data(), n * 4, cudaMemcpyHostToDevice, stream));
+            PF_CUDA_CHECK(cudaStreamSynchronize(stream));  // the host vectors go out of scope
+        }
+    }
+
+    // The op `k` places after `op` in its section (step, set-up, teardown), or null.
+    const Op* after(const Op& op, std::size_t k) const {
+        for (const std::vector<Op>* sec : {&P.step, &P.setup, &P.teardown}) {
+            if (sec->empty() || &op < sec->data() || &op >= sec->data() + sec->size()) continue;
+            const std::size_t i = static_cast<std::size_t>(&op - sec->data()) + k;
+            return i < sec->size() ? &(*sec)[i] : nullptr;
+        }
+        return nullptr;
+    }
+
+    template <class T>
+    void gemm_linear_fwd(const Op& op, const BufferTable& t, const Op* gelu = nullptr) {
+        GemmArgs g;
+        g.trans_b = true;  // W is [N, K]
+        g.M = op.v[1].rows;
+        g.N = op.v[1].cols;
+        g.K = op.v[0].cols;
+        g.A = at<T>(t, op.v[0]);
+        g.lda = op.v[0].ld;
+        g.B = param<T>(t, op.p0);
+        g.ldb = g.K;
+        g.D = at<T>(t, op.v[1]);
+        g.ldd = op.v[1].ld;
+        if (op.v[2].buffer != kNoBuffer) {  // residual stream added (beta = 1)
+            g.C = at<T>(t, op.v[2]);
+            g.ldc = op.v[2].ld;
+            g.beta = 1.f;
+        }
+        g.bias = param<T>(t, op.p1);
+        if (gelu) {  // D = gelu(x W^T + b) into the activation, aux = the pre-activation (fc1 out)
+            g.epilogue = GemmArgs::Epilogue::gelu_aux;
+            g.aux = g.D;
+            g.ldaux = g.ldd;
+            g.D = at<T>(t, gelu->v[1]);
+            g.ldd = gelu->v[1].ld;
+        }
+        gemm_.run(g, stream);
+    }
+
+    template <class T>
+    void gemm_linear_bwd_data(const Op& op, const BufferTable& t, const Op* gelu_bwd = nullptr) {
+        GemmArgs g;  // dX[M, K] = dY[M, N] W[N, K]
+        g.M = op.v[0].rows;
+        g.N = op.v[1].cols;
+        g.K = op.v[0].cols;
+        g.A = at<T>(t, op.v[0]);
+        g.lda = op.v[0].ld;
+        g.B = param<T>(t, op.p0);
+        g.ldb = g.N;
+        g.D = at<T>(t, op.v[1]);
+        g.ldd = op.v[1].ld;
+        if (op.accumulate) {
+            g.C = g.D;
+            g.ldc = g.ldd;
+            g.beta = 1.f;
+        }
+        if (gelu_bwd) {  // dA * gelu'(fc1 out) straight into d(fc1 out)
+            g.epilogue = GemmArgs::Epilogue::dgelu;
+            g.aux = at<T>(t, gelu_bwd->v[1]);
+            g.ldaux = gelu_bwd->v[1].ld;
+        }
+        gemm_.run(g, stream);
+    }
+
+    template <class T>
+    void gemm_linear_bwd_weight(const Op& op, const BufferTable& t) {
+        GemmArgs g;  // dW[N, K] += dY^T X
+        g.trans_a = true;
+        g.M = op.v[0].cols;
+        g.N = op.v[1].cols;
+        g.K = op.v[0].rows;
+        g.A = at<T>(t, op.v[0]);
+        g.lda = op.v[0].ld;
+        g.B = at<T>(t, op.v[1]);
+        g.ldb = op.v[1].ld;
+        g.D = grad<T>(t, op.p0);
+        g.ldd = g.N;
+        g.C = g.D;
+        g.ldc = g.N;
+        g.beta = 1.f;
+        gemm_.run(g, stream);
+        if (op.p1 != kNoParam) launch_bias_grad<T>(at<T>(t, op.v[0]), grad<T>(t, op.p1), op.v[0].rows, op.v[0].cols, op.v[0].ld, stream);
+    }
+
+    // Eager attention GEMMs, batched over KV heads for each (sequence, head-in-group).
+    struct EagerGeo {
+        std::int64_t s, H, KV, g, dh, C, qw, kvw, s2;
+    };
+    EagerGeo eg() const {
+        return {d.s, d.heads, d.kv_heads, d.heads / d.kv_heads, d.head_dim, d.qkv_width, d.q_width, d.kv_width, d.s * d.s};
+    }
+
+    template <class T>
+    void eager(const Op& op, const BufferTable& t) {
+        const EagerGeo e = eg();
+        const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(e.dh)));
+        for (std::int64_t bb = 0; bb < d.b; ++bb)
+            for (std::int64_t j = 0; j < e.g; ++j) {
+                GemmArgs g;
+                g.batch = static_cast<int>(e.KV);
+                const std::int64_t sc_off = (bb * e.H + j) * e.s2, sc_stride = e.g * e.s2;
+                switch (op.kind) {
+                    case OpKind::eager_scores: {  // S = scale Q K^T
+                        const T* qkv = at<T>(t, op.v[0]) + bb * e.s * e.C;
+                        g.trans_b = true;
+                        g.M = e.s, g.N = e.s, g.K = e.dh;
+                        g.A = qkv + j * e.dh, g.lda = e.C, g.stride_a = e.g * e.dh;
+                        g.B = qkv + e.qw, g.ldb = e.C, g.stride_b = e.dh;
+                        g.D = at<T>(t, op.v[1]) + sc_off, g.ldd = e.s, g.stride_d = sc_stride;
+                        g.alpha = scale;
+                        gemm_.run(g, stream);
+                        break;
+                    }
+                    case OpKind::eager_pv: {  // O = P V
+                        const T* qkv = at<T>(t, op.v[1]) + bb * e.s * e.C;
+                        g.M = e.s, g.N = e.dh, g.K = e.s;
+                        g.A = at<T>(t, op.v[0]) + sc_off, g.lda = e.s, g.stride_a = sc_stride;
+                        g.B = qkv + e.qw + e.kvw, g.ldb = e.C, g.stride_b = e.dh;
+                        g.D = at<T>(t, op.v[2]) + bb * e.s * e.qw + j * e.dh, g.ldd = e.qw, g.stride_d = e.g * e.dh;
+                        gemm_.run(g, stream);
+                        break;
+                    }
+                    case OpKind::eager_dp: {  // dP = dO V^T
+                        const T* qkv = at<T>(t, op.v[1]) + bb * e.s * e.C;
+                        g.trans_b = true;
+                        g.M = e.s, g.N = e.s, g.K = e.dh;
+                        g.A = at<T>(t, op.v[0]) + bb * e.s * e.qw + j * e.dh, g.lda = e.qw, g.stride_a = e.g * e.dh;
+                        g.B = qkv + e.qw + e.kvw, g.ldb = e.C, g.stride_b = e.dh;
+                        g.D = at<T>(t, op.v[2]) + sc_off, g.ldd = e.s, g.stride_d = sc_stride;
+                        gemm_.run(g, stream);
+                        break;
+                    }
+                    case OpKind::eager_dqkv: {
+                        const T* ds = at<T>(t, op.v[0]) + sc_off;
+                        const T* p = at<T>(t, op.v[1]) + sc_off;
+                        const T* dout = at<T>(t, op.v[2]) + bb * e.s * e.qw + j * e.dh;
+                        const T* qkv = at<T>(t, op.v[3]) + bb * e.s * e.C;
+                        T* dqkv = at<T>(t, op.v[4]) + bb * e.s * e.C;
+                        // dQ_h = scale dS K
+                        GemmArgs q = g;
+                        q.M = e.s, q.N = e.dh, q.K = e.s;
+                        q.A = ds, q.lda = e.s, q.stride_a = sc_stride;
+                        q.B = qkv + e.qw, q.ldb = e.C, q.stride_b = e.dh;
+                        q.D = dqkv + j * e.dh, q.ldd = e.C, q.stride_d = e.g * e.dh;
+                        q.alpha = scale;
+                        gemm_.run(q, stream);
+                        // dK_kv += scale dS^T Q_h ; dV_kv += P^T dO_h (summed over the group's heads)
+                        GemmArgs k = g;
+                        k.trans_a = true;
+                        k.M = e.s, k.N = e.dh, k.K = e.s;
+                        k.A = ds, k.lda = e.s, k.stride_a = sc_stride;
+                        k.B = qkv + j * e.dh, k.ldb = e.C, k.stride_b = e.g * e.dh;
+                        k.D = dqkv + e.qw, k.ldd = e.C, k.stride_d = e.dh;
+                        k.alpha = scale;
+                        if (j > 0) k.C = k.D, k.ldc = k.ldd, k.stride_c = k.stride_d, k.beta = 1.f;
+                        gemm_.run(k, stream);
+                        GemmArgs v = k;
+                        v.alpha = 1.f;
+                        v.A = p;
+                        v.B = dout, v.ldb = e.qw, v.stride_b = e.g * e.dh;
+                        v.D = dqkv + e.qw + e.kvw;
+                        v.C = j > 0 ? v.D : nullptr;
+                        gemm_.run(v, stream);
+                        break;
+                    }
+                    default: break;
+                }
+            }
+    }
+
+    template <class T>
+    void run_t(const Op& op, const BufferTable& t) {
+        switch (op.kind) {
+            case OpKind::init_params: init<T>(t); break;
+            case OpKind::teardown: break;
+            case OpKind::zero_grads:
+                PF_CUDA_CHECK(cudaMemsetAsync(t[static_cast<std::size_t>(P.grads)], 0, P.param_elements * dtype_bytes(P.grad), stream));
+                if (P.grads_fp32 != kNoBuffer)
+                    PF_CUDA_CHECK(cudaMemsetAsync(t[static_cast<std::size_t>(P.grads_fp32)], 0, P.param_elements * 4, stream));
+                PF_CUDA_CHECK(cudaMemsetAsync(t[static_cast<std::size_t>(P.scalars)], 0, kRuntimeScalarsBytes, stream));
+                break;
+            case OpKind::tokens:
+            case OpKind::labels:
+                launch_synthetic_tokens(at<std::int64_t>(t, op.v[0]), d.b, d.s, d.vocab, seed_, step_, op.phase.micro_batch,
+                                        op.kind == OpKind::labels, stream);
+                break;
+            case OpKind::embedding_fwd:
+                launch_embedding_fwd<T>(at<std::int64_t>(t, op.v[0]), param<T>(t, op.p0), param<T>(t, op.p1),
+                                        at<T>(t, op.v[1]), d.b, d.s, d.h, stream);
+                break;
+            case OpKind::embedding_bwd:
+                launch_embedding_bwd<T>(at<std::int64_t>(t, op.v[0]), at<T>(t, op.v[1]), grad<T>(t, op.p0),
+                                        grad<T>(t, op.p1), d.b, d.s, d.h, stream);
+                break;
+            case OpKind::norm_fwd:
+                launch_norm_fwd<T>(at<T>(t, op.v[0]), param<T>(t, op.p0), param<T>(t, op.p1), at<T>(t, op.v[1]), d.rows,
+                                   d.h, norm_eps(), layernorm(), stream);
+                break;
+            case OpKind::norm_bwd:
+                launch_norm_bwd<T>(at<T>(t, op.v[0]), param<T>(t, op.p0), at<T>(t, op.v[1]), at<T>(t, op.v[2]),
+                                   at<float>(t, op.v[3]), grad<T>(t, op.p0), grad<T>(t, op.p1), d.rows, d.h, norm_eps(),
+                                   layernorm(), op.accumulate, stream);
+                break;
+            case OpKind::linear_fwd: {
+                const Op* next = fuse_gelu_ ? after(op, 1) : nullptr;
+                if (next && next->kind == OpKind::gelu_fwd && next->v[0].buffer == op.v[1].buffer && op.v[2].buffer == kNoBuffer &&
+                    op.v[1].ld % 8 == 0 && next->v[1].ld % 8 == 0) {
+                    deferred_fc1_ = &op;  // runs with the activation op
+                    break;
+                }
+                gemm_linear_fwd<T>(op, t);
+                break;
+            }
+            case OpKind::linear_bwd_data: {
+                // fc2 dgrad, fc2 wgrad, activation backward on the dgrad's output: fuse the last.
+                const Op* gb = fuse_gelu_ ? after(op, 2) : nullptr;
+                if (gb && gb->kind == OpKind::gelu_bwd && gb->v[0].buffer == op.v[1].buffer && !op.accumulate &&
+                    op.v[1].ld % 8 == 0 && gb->v[1].ld % 8 == 0) {
+                    gemm_linear_bwd_data<T>(op, t, gb);
+                    skip_gelu_bwd_ = gb;
+                    break;
+                }
+                gemm_linear_bwd_data<T>(op, t);
+                break;
+            }
+            case OpKind::linear_bwd_weight: gemm_linear_bwd_weight<T>(op, t); break;
+            case OpKind::rope_fwd:
+            case OpKind::rope_bwd:
+                launch_rope<T>(at<T>(t, op.v[0]), base<float>(t, P.rope_cos), base<float>(t, P.rope_sin), d.b, d.s, d.heads,
+                               d.kv_heads, d.head_dim, op.kind == OpKind::rope_bwd, stream);
+                break;
+            case OpKind::flash_fwd:
+                if constexpr (std::is_same_v<T, bf16>) {
+                    if (attention_) {
+                        attention_->forward(at<T>(t, op.v[0]), at<T>(t, op.v[1]), at<float>(t, op.v[2]), stream);
+                        break;
+                    }
+                }
+                launch_flash_fwd<T>(at<T>(t, op.v[0]), at<T>(t, op.v[1]), at<float>(t, op.v[2]), d.b, d.s, d.heads,
+                                    d.kv_heads, d.head_dim, stream);
+                break;
+            case OpKind::flash_bwd:
+                if constexpr (std::is_same_v<T, bf16>) {
+                    if (attention_) {
+                        attention_->backward(at<T>(t, op.v[0]), at<T>(t, op.v[1]), at<float>(t, op.v[2]),
+                                             at<T>(t, op.v[3]), at<T>(t, op.v[4]), at<std::uint8_t>(t, op.v[5]),
+                                             op.v[5].cols, stream);
+                        break;
+                    }
+                }
+                launch_flash_bwd<T>(at<T>(t, op.v[0]), at<T>(t, op.v[1]), at<float>(t, op.v[2]), at<T>(t, op.v[3]),
+                                    at<T>(t, op.v[4]), reinterpret_cast<float*>(at<std::uint8_t>(t, op.v[5])), d.b, d.s,
+                                    d.heads, d.kv_heads, d.head_dim, stream);
+                break;
+            case OpKind::eager_scores:
+            case OpKind::eager_pv:
+            case OpKind::eager_dp:
+            case OpKind::eager_dqkv: eager<T>(op, t); break;
+            case OpKind::eager_softmax:
+                launch_causal_softmax_fwd<T>(at<T>(t, op.v[0]), at<T>(t, op.v[1]), op.v[0].rows, d.s, stream);
+                break;
+            case OpKind::eager_softmax_bwd:
+                launch_causal_softmax_bwd<T>(at<T>(t, op.v[0]), at<T>(t, op.v[1]), at<T>(t, op.v[2]), op.v[0].rows, d.s,
+                                             stream);
+                break;
+            case OpKind::swiglu_fwd: launch_swiglu_fwd<T>(at<T>(t, op.v[0]), at<T>(t, op.v[1]), d.rows, d.ffn, stream); break;
+            case OpKind::swiglu_bwd: launch_swiglu_bwd<T>(at<T>(t, op.v[1]), at<T>(t, op.v[0]), d.rows, d.ffn, stream); break;
+            case OpKind::gelu_fwd:
+                if (deferred_fc1_) {
+                    const Op* fc1 = deferred_fc1_;
+                    deferred_fc1_ = nullptr;
+                    gemm_linear_fwd<T>(*fc1, t, &op);
+                    break;
+                }
+                launch_gelu_fwd<T>(at<T>(t, op.v[0]), at<T>(t, op.v[1]), d.rows * d.ffn, stream);
+                break;
+            case OpKind::gelu_bwd:
+                if (skip_gelu_bwd_ == &op) {
+                    skip_gelu_bwd_ = nullptr;
+                    break;
+                }
+                launch_gelu_bwd<T>(at<T>(t, op.v[1]), at<T>(t, op.v[0]), at<T>(t, op.v[0]), d.rows * d.ffn, stream);
+                break;
+            case OpKind::cross_entropy:
+                launch_cross_entropy<T>(at<T>(t, op.v[0]), at<std::int64_t>(t, op.v[1]), at<float>(t, op.v[2]), d.rows,
+                                        d.vocab, d.vocab_padded,
+                                        static_cast<float>(1.0 / static_cast<double>(d.rows * d.grad_acc)), stream);
+                break;
+            case OpKind::loss_accumulate:
+                launch_loss_sum(at<float>(t, op.v[0]), d.rows, base<float>(t, P.scalars), stream);
+                break;
+            case OpKind::grad_accumulate:
+                launch_grad_accumulate(base<float>(t, P.grads_fp32), base<bf16>(t, P.grads), P.param_elements, stream);
+                break;
+            case OpKind::optimizer: optimizer(t); break;
+        }
+    }
+
+    void optimizer(const BufferTable& t) {
+        if (P.plan.optimizer == Optimizer::adamw) {
+            adamw_multi(t);
+            return;
+        }
+        const TrainHyper& hp = P.hyper;
+        for (const ParamSpec& ps : P.params) {
+            OptimizerArgs a;
+            a.grad_f32 = P.grads_fp32 != kNoBuffer || P.grad == DType::f32;
+            a.grad = P.grads_fp32 != kNoBuffer
+                         ? static_cast<const void*>(base<float>(t, P.grads_fp32) + ps.offset)
+                         : static_cast<const void*>(static_cast<const char*>(t[static_cast<std::size_t>(P.grads)]) +
+                                                    ps.offset * dtype_bytes(P.grad));
+            a.master = P.master ? base<float>(t, P.master_weights) + ps.offset : nullptr;
+            a.weights_f32 = P.weight == DType::f32;
+            a.weights = static_cast<char*>(t[static_cast<std::size_t>(P.weights)]) + ps.offset * dtype_bytes(P.weight);
+            a.m = base<float>(t, P.moment1) + ps.offset;
+            a.v = P.moment2 != kNoBuffer ? base<float>(t, P.moment2) + ps.offset : nullptr;
+            a.n = ps.numel();
+            a.lr = static_cast<float>(hp.lr);
+            a.beta1 = static_cast<float>(hp.beta1);
+            a.beta2 = static_cast<float>(hp.beta2);
+            a.eps = static_cast<float>(hp.eps);
+            a.weight_decay = ps.decay ? static_cast<float>(hp.weight_decay) : 0.f;
+            a.momentum = static_cast<float>(hp.momentum);
+            a.step = step_;
+            if (P.plan.optimizer == Optimizer::adamw)
+                launch_adamw(a, stream);
+            else
+                launch_sgd(a, stream);
+        }
+    }
+    // AdamW in as few launches as possible: the whole flat parameter layout, up to
+    // kAdamwMaxTensors tensors per launch (a tensor's padding to 64 elements included).
+    void adamw_multi(const BufferTable& t) {
+        const TrainHyper& hp = P.hyper;
+        OptimizerArgs a;
+        a.grad_f32 = P.grads_fp32 != kNoBuffer || P.grad == DType::f32;
+        a.grad = P.grads_fp32 != kNoBuffer ? static_cast<const void*>(base<float>(t, P.grads_fp32))
+                                           : static_cast<const void*>(t[static_cast<std::size_t>(P.grads)]);
+        a.master = P.master ? base<float>(t, P.master_weights) : nullptr;
+        a.weights_f32 = P.weight == DType::f32;
+        a.weights = t[static_cast<std::size_t>(P.weights)];
+        a.m = base<float>(t, P.moment1);
+        a.v = base<float>(t, P.moment2);
+        a.lr = static_cast<float>(hp.lr);
+        a.beta1 = static_cast<float>(hp.beta1);
+        a.beta2 = static_cast<float>(hp.beta2);
+        a.eps = static_cast<float>(hp.eps);
+        a.weight_decay = static_cast<float>(hp.weight_decay);
+        a.step = step_;
+        // Tensors in layout order (a tied head shares the embedding's slot and is skipped).
+        std::vector<std::int64_t> begin;
+        std::vector<char> decay;
+        for (const ParamSpec& ps : P.params) {
+            if (!begin.empty() && ps.offset <= begin.back()) continue;
+            begin.push_back(ps.offset);
+            decay.push_back(ps.decay ? 1 : 0);
+        }
+        for (std::size_t k = 0; k < begin.size(); k += kAdamwMaxTensors) {
+            const std::size_t n = std::min<std::size_t>(kAdamwMaxTensors, begin.size() - k);
+            const std::int64_t end = k + n < begin.size() ? begin[k + n] : P.param_elements;
+            bool flags[kAdamwMaxTensors];
+            for (std::size_t j = 0; j < n; ++j) flags[j] = decay[k + j] != 0;
+            launch_adamw_multi(a, begin.data() + k, flags, static_cast<int>(n), end, stream);
+        }
+    }
+};
+
+inline double median(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace cuda
+
+// Reads a persistent f32 / bf16 buffer back as doubles (synchronous).
+std::vector<double> download_buffer(const Program& prog, const BufferTable& table, BufferId id, cudaStream_t stream);
+
+}  // namespace preflight::runtime
