@@ -391,25 +391,19 @@ void rank_candidates(SearchState& st) {
 }
 
 // Searches the changed request; when something fits, records the change as a suggestion.
-bool try_change(const ModelConfig& model, const GpuSpec& gpu, SearchRequest r, const std::string& change,
+bool try_change(const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& r, const std::string& change,
                 SearchResult& out) {
-    r.suggest = false;
-    r.top_k = 1;
-    try {
-        const SearchResult s = search_plans(model, gpu, r);
-        if (s.candidates.empty()) return false;
-        const Candidate& c = s.candidates.front();
-        char buf[256];
-        std::snprintf(buf, sizeof buf, "%s: then dp %lld, tp %lld, pp %lld, ZeRO-%d, recompute %s, mbs %lld fits at %s",
-                      change.c_str(), static_cast<long long>(c.plan.dp), static_cast<long long>(c.plan.tp),
-                      static_cast<long long>(c.plan.pp), static_cast<int>(c.plan.zero),
-                      std::string(to_string(c.plan.recompute)).c_str(), static_cast<long long>(c.plan.mbs),
-                      gib(c.memory.peak_bytes).c_str());
-        out.suggestions.push_back(buf);
-        return true;
-    } catch (const InputError&) {
-        return false;
-    }
+    const std::optional<Candidate> best = best_plan_after_change(model, gpu, r);
+    if (!best) return false;
+    const Candidate& c = *best;
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%s: then dp %lld, tp %lld, pp %lld, ZeRO-%d, recompute %s, mbs %lld fits at %s",
+                  change.c_str(), static_cast<long long>(c.plan.dp), static_cast<long long>(c.plan.tp),
+                  static_cast<long long>(c.plan.pp), static_cast<int>(c.plan.zero),
+                  std::string(to_string(c.plan.recompute)).c_str(), static_cast<long long>(c.plan.mbs),
+                  gib(c.memory.peak_bytes).c_str());
+    out.suggestions.push_back(buf);
+    return true;
 }
 
 // When nothing fits: the smallest change that makes something fit, least disruptive first.
@@ -501,6 +495,18 @@ SearchResult search_plans(const ModelConfig& model, const GpuSpec& gpu, const Se
     if (out.candidates.empty() && req.suggest) suggest_changes(model, gpu, req, st.seq, out);
     if (req.expand_variants) refine_with_extensions(model, gpu, req, out);  // interleaving, LoRA/offload suggestions
     return out;
+}
+
+std::optional<Candidate> best_plan_after_change(const ModelConfig& model, const GpuSpec& gpu, SearchRequest r) {
+    r.suggest = false;
+    r.top_k = 1;
+    try {
+        SearchResult s = search_plans(model, gpu, r);
+        if (s.candidates.empty()) return std::nullopt;
+        return std::move(s.candidates.front());
+    } catch (const InputError&) {
+        return std::nullopt;
+    }
 }
 
 }  // namespace preflight

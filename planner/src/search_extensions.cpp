@@ -255,24 +255,18 @@ void refine_with_extensions(const ModelConfig& model, const GpuSpec& gpu, const 
     }
     if (!out.candidates.empty() || !req.suggest) return;
     // Nothing fits: what the extensions would change.
-    auto attempt = [&](SearchRequest r, const std::string& change) {
-        r.suggest = false;
-        r.top_k = 1;
-        try {
-            const SearchResult s = search_plans(model, gpu, r);
-            if (s.candidates.empty()) return false;
-            const Candidate& c = s.candidates.front();
-            std::string line = change + ": then " + to_flags(c.plan) + " fits at " +
-                               gib(static_cast<double>(c.memory.peak_bytes)) + " per GPU";
-            if (c.memory.host_bytes_per_node > 0)
-                line += " with " + gib(static_cast<double>(c.memory.host_bytes_per_node)) + " of host memory per node";
-            char buf[64];
-            std::snprintf(buf, sizeof buf, ", %.3f s per step", c.throughput.step_time_s);
-            out.suggestions.push_back(line + buf);
-            return true;
-        } catch (const InputError&) {
-            return false;
-        }
+    auto attempt = [&](const SearchRequest& r, const std::string& change) {
+        const std::optional<Candidate> best = best_plan_after_change(model, gpu, r);
+        if (!best) return false;
+        const Candidate& c = *best;
+        std::string line = change + ": then " + to_flags(c.plan) + " fits at " +
+                           gib(static_cast<double>(c.memory.peak_bytes)) + " per GPU";
+        if (c.memory.host_bytes_per_node > 0)
+            line += " with " + gib(static_cast<double>(c.memory.host_bytes_per_node)) + " of host memory per node";
+        char buf[64];
+        std::snprintf(buf, sizeof buf, ", %.3f s per step", c.throughput.step_time_s);
+        out.suggestions.push_back(line + buf);
+        return true;
     };
     if (!req.pins.offload && !req.host_memory_bytes) {
         SearchRequest r = req;

@@ -93,6 +93,10 @@ void validate_request(const ModelConfig& model, const GpuSpec& gpu, const Search
 
 SearchResult search_plans(const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& request);
 
+// The top candidate of `request` searched without suggestions; nothing when no plan fits or
+// the request is refused (InputError). What the "nothing fits" suggestions try.
+std::optional<Candidate> best_plan_after_change(const ModelConfig& model, const GpuSpec& gpu, SearchRequest request);
+
 // Extension axes of the search (search_extensions.cpp): when an unpinned axis applies
 // (offload with known host memory, context parallelism for long sequences, expert
 // parallelism for MoE, whole-layer recompute only under LoRA), runs one pinned search per
