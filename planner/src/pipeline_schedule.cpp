@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "preflight/planner/extensions.hpp"
+#include "preflight/planner/pipeline_split.hpp"
 
 namespace preflight {
 
@@ -36,7 +37,7 @@ std::int64_t interleaved_chunk_layers(const Plan& p, std::int64_t model_layers) 
 std::int64_t pipeline_stage_layers(const Plan& p, std::int64_t model_layers, std::int64_t stage) {
     if (interleaved_counts_embedding_and_loss(p, model_layers))
         return interleaved_chunk_layers(p, model_layers) * p.vpp - (stage == 0 ? 1 : 0) - (stage == p.pp - 1 ? 1 : 0);
-    return model_layers / p.pp + (stage < model_layers % p.pp ? 1 : 0);
+    return even_stage_layers(model_layers, p.pp, stage);
 }
 
 std::int64_t pipeline_held_layer_units(const Plan& p, std::int64_t model_layers, std::int64_t stage) {

@@ -16,7 +16,7 @@ std::vector<StageBlocks> pipeline_stages(const ModelConfig& m, std::int64_t pp, 
         for (std::int64_t i = 0; i < pp; ++i) {
             auto& st = stages[static_cast<std::size_t>(i)];
             st.first_layer = next;
-            st.layers = m.layers / pp + (i < m.layers % pp ? 1 : 0);
+            st.layers = even_stage_layers(m.layers, pp, i);
             next += st.layers;
         }
         stages.front().embedding = true;

@@ -150,34 +150,38 @@ void parse_model_columns(const Row& r, ExternalRun& run) {
         if (v > limit) throw r.error(col, "is implausibly large (" + std::to_string(v) + ")");
 }
 
-// The parallel layout and batch columns, checked against each other.
-void parse_layout_columns(const Row& r, ExternalRun& run) {
-    ModelConfig& m = run.model;
-    const std::int64_t limit = kImplausible;
-    run.nodes = r.integer("nodes");
-    run.gpus = r.integer("gpus");
+// The parallel degrees, batch shape, global batch, ZeRO stage and SP columns that both CSV
+// forms share, checked against each other. The nanotron form has no cp column (cp = 1) and
+// always names the node count; in the published form an empty nodes cell means unknown.
+void parse_layout_and_batch(const Row& r, ExternalRun& run, bool has_cp, bool nodes_required) {
     Plan& p = run.plan;
+    run.gpus = r.integer("gpus");
     p.dp = r.integer("dp");
     p.tp = r.integer("tp");
     p.pp = r.integer("pp");
+    if (has_cp) p.cp = r.integer("cp");
     p.mbs = r.integer("micro_batch_size");
     p.grad_acc = r.integer("grad_accum");
     p.seq = r.integer("seq_len");
-    m.max_positions = p.seq;
-    p.zero = static_cast<ZeroStage>(r.integer("zero_stage", 0));
-    if (p.zero > 3) throw r.error("zero_stage", "must be 0..3, got " + r.raw("zero_stage"));
-    for (auto [col, v] : {std::pair{"nodes", run.nodes}, {"gpus", run.gpus}, {"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp},
+    for (auto [col, v] : {std::pair{"gpus", run.gpus}, {"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"cp", p.cp},
                           {"micro_batch_size", p.mbs}, {"grad_accum", p.grad_acc}, {"seq_len", p.seq}})
-        if (v > limit) throw r.error(col, "is implausibly large (" + std::to_string(v) + ")");
-    if (p.dp * p.tp * p.pp != run.gpus)
-        throw r.error("gpus", r.raw("gpus") + " != dp*tp*pp = " + std::to_string(p.dp * p.tp * p.pp));
-    if (run.gpus % run.nodes != 0)
-        throw r.error("gpus", r.raw("gpus") + " GPUs do not split evenly over " + r.raw("nodes") + " nodes");
-    run.gpus_per_node = run.gpus / run.nodes;
+        if (v > kImplausible) throw r.error(col, "is implausibly large (" + std::to_string(v) + ")");
+    if (p.gpus() != run.gpus)
+        throw r.error("gpus", r.raw("gpus") + " != dp*tp*pp*cp = " + std::to_string(p.gpus()));
+    if (nodes_required || !r.raw("nodes").empty()) {
+        run.nodes = r.integer("nodes");
+        if (run.nodes > kImplausible) throw r.error("nodes", "is implausibly large (" + r.raw("nodes") + ")");
+        if (run.gpus % run.nodes != 0)
+            throw r.error("gpus", r.raw("gpus") + " GPUs do not split evenly over " + r.raw("nodes") + " nodes");
+        run.gpus_per_node = run.gpus / run.nodes;
+    }  // else: the source does not say; 0 = unknown (the GPU spec's node size is used)
     const std::int64_t gbt = r.integer("global_batch_tokens");
     if (gbt != p.global_batch_tokens())
         throw r.error("global_batch_tokens", r.raw("global_batch_tokens") + " != seq*mbs*grad_acc*dp = " +
                                                  std::to_string(p.global_batch_tokens()));
+    const std::optional<ZeroStage> zero = zero_stage(r.integer("zero_stage", 0));
+    if (!zero) throw r.error("zero_stage", "must be 0..3, got " + r.raw("zero_stage"));
+    p.zero = *zero;
     p.sp = r.flag("sequence_parallel");
     if (p.sp && p.tp == 1) throw r.error("sequence_parallel", "is 1 with tp 1");
 }
@@ -227,7 +231,8 @@ ExternalRun parse_row(const Row& r, const std::string& file, std::int64_t line) 
     if (run.model_label.empty()) throw r.error("model", "is empty");
     run.reported_params_b = r.number("params_b").value_or(0);
     parse_model_columns(r, run);
-    parse_layout_columns(r, run);
+    parse_layout_and_batch(r, run, /*has_cp=*/false, /*nodes_required=*/true);
+    run.model.max_positions = run.plan.seq;
     parse_recipe_columns(r, run.plan);
     parse_measured_columns(r, run);
     try {
@@ -244,42 +249,13 @@ constexpr const char* kPublishedColumns[] = {
     "recompute", "recompute_source", "precision", "precision_source", "compile", "tokens_per_s_per_gpu",
     "mfu_pct", "hfu_pct", "peak_mem_gib", "peak_mem_kind", "num_params", "outcome"};
 
-// Layout and batch: parallel degrees, nodes (empty: unknown), global batch, ZeRO, SP.
+// Layout and batch (shared columns) plus what the published form fixes: flash attention, AdamW.
 void parse_published_layout(const Row& r, ExternalRun& run) {
     Plan& p = run.plan;
-    run.gpus = r.integer("gpus");
-    p.dp = r.integer("dp");
-    p.tp = r.integer("tp");
-    p.pp = r.integer("pp");
-    p.cp = r.integer("cp");
-    p.mbs = r.integer("micro_batch_size");
-    p.grad_acc = r.integer("grad_accum");
-    p.seq = r.integer("seq_len");
-    const std::int64_t limit = std::int64_t{1} << 24;  // far above any real layout; keeps products in range
-    for (auto [col, v] : {std::pair{"gpus", run.gpus}, {"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"cp", p.cp},
-                          {"micro_batch_size", p.mbs}, {"grad_accum", p.grad_acc}, {"seq_len", p.seq}})
-        if (v > limit) throw r.error(col, "is implausibly large (" + std::to_string(v) + ")");
-    if (p.gpus() != run.gpus)
-        throw r.error("gpus", r.raw("gpus") + " != dp*tp*pp*cp = " + std::to_string(p.gpus()));
-    if (!r.raw("nodes").empty()) {
-        run.nodes = r.integer("nodes");
-        if (run.nodes > limit) throw r.error("nodes", "is implausibly large (" + r.raw("nodes") + ")");
-        if (run.gpus % run.nodes != 0)
-            throw r.error("gpus", r.raw("gpus") + " GPUs do not split evenly over " + r.raw("nodes") + " nodes");
-        run.gpus_per_node = run.gpus / run.nodes;
-    }  // else: the source does not say; 0 = unknown (the GPU spec's node size is used)
+    parse_layout_and_batch(r, run, /*has_cp=*/true, /*nodes_required=*/false);
     // The sequence the run trained at is the model's context here (benchmarks stretch it).
     run.model.max_positions = std::max(run.model.max_positions, p.seq);
     if (run.model.position == PositionKind::learned) run.model.max_positions = p.seq;
-    const std::int64_t gbt = r.integer("global_batch_tokens");
-    if (gbt != p.global_batch_tokens())
-        throw r.error("global_batch_tokens", r.raw("global_batch_tokens") + " != seq*mbs*grad_acc*dp = " +
-                                                 std::to_string(p.global_batch_tokens()));
-    const std::optional<ZeroStage> zero = zero_stage(r.integer("zero_stage", 0));
-    if (!zero) throw r.error("zero_stage", "must be 0..3, got " + r.raw("zero_stage"));
-    p.zero = *zero;
-    p.sp = r.flag("sequence_parallel");
-    if (p.sp && p.tp == 1) throw r.error("sequence_parallel", "is 1 with tp 1");
     p.attention = AttentionKind::flash;
     p.optimizer = Optimizer::adamw;
 }

@@ -32,6 +32,12 @@ struct StageBlocks {
     bool loss = false;             // fp32 cast of the logits and the loss (nanotron: can follow the head's stage)
 };
 
+// Decoder layers on `stage` (0-based) when `layers` split evenly over `pp` stages, the
+// remainder one each on the first stages (Megatron-LM's even split; pp >= 1).
+constexpr std::int64_t even_stage_layers(std::int64_t layers, std::int64_t pp, std::int64_t stage) {
+    return layers / pp + (stage < layers % pp ? 1 : 0);
+}
+
 // One entry per stage (pp entries). Under nanotron_compute_cost trailing stages can be empty
 // when pp exceeds the number of blocks. pp must be >= 1 (throws InputError otherwise).
 std::vector<StageBlocks> pipeline_stages(const ModelConfig& model, std::int64_t pp, PipelineSplit split);
