@@ -187,6 +187,15 @@ struct SearchState {
     MemoryOptions memory;          // no timeline
     ThroughputOptions throughput;  // no breakdown
     std::map<FamilyKey, Rejection> families;
+    // Plans of a family the memory model refused as input (a framework profile that cannot
+    // build them): counted apart, so a family nothing was judged in is never reported as a
+    // memory rejection.
+    struct Refusal {
+        std::int64_t plans = 0;
+        Plan plan;        // the first refused plan
+        std::string why;  // its InputError message
+    };
+    std::map<FamilyKey, Refusal> refused;
     std::vector<FittingPlan> fits;
 };
 
@@ -277,8 +286,12 @@ void evaluate_family(SearchState& st, const Plan& family, const std::vector<Shap
         MemoryReport mem;
         try {
             mem = evaluate_memory(st.model, st.gpu, plan, st.memory);
-        } catch (const InputError&) {
-            ++fam.plans;  // a framework profile that cannot build this plan (e.g. ZeRO-3)
+        } catch (const InputError& e) {  // a framework profile that cannot build this plan (e.g. ZeRO-3)
+            auto& refusal = st.refused[{plan.zero, plan.dp, plan.tp, plan.pp}];
+            if (refusal.plans++ == 0) {
+                refusal.plan = plan;
+                refusal.why = e.what();
+            }
             continue;
         }
         ++st.out.plans_evaluated;
@@ -369,6 +382,18 @@ void add_memory_rejections(SearchState& st) {
     std::stable_sort(mem_rejections.begin(), mem_rejections.end(),
                      [](const Rejection& a, const Rejection& b) { return !a.others_fit && b.others_fit; });
     st.out.rejected.insert(st.out.rejected.begin(), mem_rejections.begin(), mem_rejections.end());
+    // Families whose every plan the memory model refused: the reason is the refusal's.
+    for (const auto& [key, refusal] : st.refused) {
+        const auto it = st.families.find(key);
+        if (it != st.families.end() && (it->second.plans > 0 || it->second.others_fit)) continue;
+        const auto& [zero, dp, tp, pp] = key;
+        Rejection r;
+        r.plan = refusal.plan;
+        r.plans = refusal.plans;
+        r.family = "ZeRO-" + std::to_string(zero) + ", dp " + str(dp) + " tp " + str(tp) + " pp " + str(pp);
+        r.reason = "the memory model cannot build it: " + refusal.why;
+        st.out.rejected.push_back(r);
+    }
 }
 
 // Ranks the fitting plans and evaluates the top k in full.

@@ -60,6 +60,19 @@ private:
     bool poisoned_ = false;
 };
 
+// After a failure that left the device usable: waits for the stream, then releases every
+// buffer the run still holds (a device error while releasing propagates).
+inline void release_all_buffers(BufferTable& table, TrackingAllocator& alloc, cudaStream_t stream) {
+    cudaStreamSynchronize(stream);
+    for (void*& p : table)
+        if (p) {
+            alloc.release(p);
+            p = nullptr;
+        }
+    cudaStreamSynchronize(stream);
+}
+
+
 class DeviceRunner final : public OpRunner {
 public:
     DeviceRunner(const Program& p, cudaStream_t s, std::uint64_t seed, Gemm& gemm, bool debug_sync = false)
@@ -152,11 +165,9 @@ private:
             launch_init_normal<T>(w, m, n, static_cast<float>(resid ? resid_std : P.hyper.init_std),
                                   mix64(seed_ ^ mix64(i + 1)), stream);
         }
-        PF_CUDA_CHECK(cudaMemsetAsync(t[static_cast<std::size_t>(P.grads)], 0, np * dtype_bytes(P.grad), stream));
-        if (P.grads_fp32 != kNoBuffer) PF_CUDA_CHECK(cudaMemsetAsync(t[static_cast<std::size_t>(P.grads_fp32)], 0, np * 4, stream));
+        zero_gradients(t);
         PF_CUDA_CHECK(cudaMemsetAsync(t[static_cast<std::size_t>(P.moment1)], 0, np * 4, stream));
         if (P.moment2 != kNoBuffer) PF_CUDA_CHECK(cudaMemsetAsync(t[static_cast<std::size_t>(P.moment2)], 0, np * 4, stream));
-        PF_CUDA_CHECK(cudaMemsetAsync(t[static_cast<std::size_t>(P.scalars)], 0, kRuntimeScalarsBytes, stream));
         if (P.rope_cos != kNoBuffer) {
             // Tables computed on the host in double by the CPU reference's own function (the
             // model's rope_theta and rope_scaling), so both use the same frequencies.
@@ -256,82 +267,87 @@ private:
     }
 
     // Eager attention GEMMs, batched over KV heads for each (sequence, head-in-group).
-    struct EagerGeo {
-        std::int64_t s, H, KV, g, dh, C, qw, kvw, s2;
+    struct EagerGeometry {
+        std::int64_t seq, heads, kv_heads;
+        std::int64_t group;       // query heads per key/value head
+        std::int64_t head_dim;
+        std::int64_t qkv_width;   // row stride of the fused q|k|v tensor
+        std::int64_t q_width, kv_width;
+        std::int64_t seq_squared; // elements of one head's score matrix
     };
-    EagerGeo eg() const {
+    EagerGeometry eager_geometry() const {
         return {d.s, d.heads, d.kv_heads, d.heads / d.kv_heads, d.head_dim, d.qkv_width, d.q_width, d.kv_width, d.s * d.s};
     }
 
     template <class T>
     void eager(const Op& op, const BufferTable& t) {
-        const EagerGeo e = eg();
-        const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(e.dh)));
+        const EagerGeometry e = eager_geometry();
+        const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(e.head_dim)));
         for (std::int64_t bb = 0; bb < d.b; ++bb)
-            for (std::int64_t j = 0; j < e.g; ++j) {
+            for (std::int64_t j = 0; j < e.group; ++j) {
                 GemmArgs g;
-                g.batch = static_cast<int>(e.KV);
-                const std::int64_t sc_off = (bb * e.H + j) * e.s2, sc_stride = e.g * e.s2;
+                g.batch = static_cast<int>(e.kv_heads);
+                const std::int64_t sc_off = (bb * e.heads + j) * e.seq_squared, sc_stride = e.group * e.seq_squared;
                 switch (op.kind) {
                     case OpKind::eager_scores: {  // S = scale Q K^T
-                        const T* qkv = at<T>(t, op.v[0]) + bb * e.s * e.C;
+                        const T* qkv = at<T>(t, op.v[0]) + bb * e.seq * e.qkv_width;
                         g.trans_b = true;
-                        g.M = e.s, g.N = e.s, g.K = e.dh;
-                        g.A = qkv + j * e.dh, g.lda = e.C, g.stride_a = e.g * e.dh;
-                        g.B = qkv + e.qw, g.ldb = e.C, g.stride_b = e.dh;
-                        g.D = at<T>(t, op.v[1]) + sc_off, g.ldd = e.s, g.stride_d = sc_stride;
+                        g.M = e.seq, g.N = e.seq, g.K = e.head_dim;
+                        g.A = qkv + j * e.head_dim, g.lda = e.qkv_width, g.stride_a = e.group * e.head_dim;
+                        g.B = qkv + e.q_width, g.ldb = e.qkv_width, g.stride_b = e.head_dim;
+                        g.D = at<T>(t, op.v[1]) + sc_off, g.ldd = e.seq, g.stride_d = sc_stride;
                         g.alpha = scale;
                         gemm_.run(g, stream);
                         break;
                     }
                     case OpKind::eager_pv: {  // O = P V
-                        const T* qkv = at<T>(t, op.v[1]) + bb * e.s * e.C;
-                        g.M = e.s, g.N = e.dh, g.K = e.s;
-                        g.A = at<T>(t, op.v[0]) + sc_off, g.lda = e.s, g.stride_a = sc_stride;
-                        g.B = qkv + e.qw + e.kvw, g.ldb = e.C, g.stride_b = e.dh;
-                        g.D = at<T>(t, op.v[2]) + bb * e.s * e.qw + j * e.dh, g.ldd = e.qw, g.stride_d = e.g * e.dh;
+                        const T* qkv = at<T>(t, op.v[1]) + bb * e.seq * e.qkv_width;
+                        g.M = e.seq, g.N = e.head_dim, g.K = e.seq;
+                        g.A = at<T>(t, op.v[0]) + sc_off, g.lda = e.seq, g.stride_a = sc_stride;
+                        g.B = qkv + e.q_width + e.kv_width, g.ldb = e.qkv_width, g.stride_b = e.head_dim;
+                        g.D = at<T>(t, op.v[2]) + bb * e.seq * e.q_width + j * e.head_dim, g.ldd = e.q_width, g.stride_d = e.group * e.head_dim;
                         gemm_.run(g, stream);
                         break;
                     }
                     case OpKind::eager_dp: {  // dP = dO V^T
-                        const T* qkv = at<T>(t, op.v[1]) + bb * e.s * e.C;
+                        const T* qkv = at<T>(t, op.v[1]) + bb * e.seq * e.qkv_width;
                         g.trans_b = true;
-                        g.M = e.s, g.N = e.s, g.K = e.dh;
-                        g.A = at<T>(t, op.v[0]) + bb * e.s * e.qw + j * e.dh, g.lda = e.qw, g.stride_a = e.g * e.dh;
-                        g.B = qkv + e.qw + e.kvw, g.ldb = e.C, g.stride_b = e.dh;
-                        g.D = at<T>(t, op.v[2]) + sc_off, g.ldd = e.s, g.stride_d = sc_stride;
+                        g.M = e.seq, g.N = e.seq, g.K = e.head_dim;
+                        g.A = at<T>(t, op.v[0]) + bb * e.seq * e.q_width + j * e.head_dim, g.lda = e.q_width, g.stride_a = e.group * e.head_dim;
+                        g.B = qkv + e.q_width + e.kv_width, g.ldb = e.qkv_width, g.stride_b = e.head_dim;
+                        g.D = at<T>(t, op.v[2]) + sc_off, g.ldd = e.seq, g.stride_d = sc_stride;
                         gemm_.run(g, stream);
                         break;
                     }
                     case OpKind::eager_dqkv: {
                         const T* ds = at<T>(t, op.v[0]) + sc_off;
                         const T* p = at<T>(t, op.v[1]) + sc_off;
-                        const T* dout = at<T>(t, op.v[2]) + bb * e.s * e.qw + j * e.dh;
-                        const T* qkv = at<T>(t, op.v[3]) + bb * e.s * e.C;
-                        T* dqkv = at<T>(t, op.v[4]) + bb * e.s * e.C;
+                        const T* dout = at<T>(t, op.v[2]) + bb * e.seq * e.q_width + j * e.head_dim;
+                        const T* qkv = at<T>(t, op.v[3]) + bb * e.seq * e.qkv_width;
+                        T* dqkv = at<T>(t, op.v[4]) + bb * e.seq * e.qkv_width;
                         // dQ_h = scale dS K
                         GemmArgs q = g;
-                        q.M = e.s, q.N = e.dh, q.K = e.s;
-                        q.A = ds, q.lda = e.s, q.stride_a = sc_stride;
-                        q.B = qkv + e.qw, q.ldb = e.C, q.stride_b = e.dh;
-                        q.D = dqkv + j * e.dh, q.ldd = e.C, q.stride_d = e.g * e.dh;
+                        q.M = e.seq, q.N = e.head_dim, q.K = e.seq;
+                        q.A = ds, q.lda = e.seq, q.stride_a = sc_stride;
+                        q.B = qkv + e.q_width, q.ldb = e.qkv_width, q.stride_b = e.head_dim;
+                        q.D = dqkv + j * e.head_dim, q.ldd = e.qkv_width, q.stride_d = e.group * e.head_dim;
                         q.alpha = scale;
                         gemm_.run(q, stream);
                         // dK_kv += scale dS^T Q_h ; dV_kv += P^T dO_h (summed over the group's heads)
                         GemmArgs k = g;
                         k.trans_a = true;
-                        k.M = e.s, k.N = e.dh, k.K = e.s;
-                        k.A = ds, k.lda = e.s, k.stride_a = sc_stride;
-                        k.B = qkv + j * e.dh, k.ldb = e.C, k.stride_b = e.g * e.dh;
-                        k.D = dqkv + e.qw, k.ldd = e.C, k.stride_d = e.dh;
+                        k.M = e.seq, k.N = e.head_dim, k.K = e.seq;
+                        k.A = ds, k.lda = e.seq, k.stride_a = sc_stride;
+                        k.B = qkv + j * e.head_dim, k.ldb = e.qkv_width, k.stride_b = e.group * e.head_dim;
+                        k.D = dqkv + e.q_width, k.ldd = e.qkv_width, k.stride_d = e.head_dim;
                         k.alpha = scale;
                         if (j > 0) k.C = k.D, k.ldc = k.ldd, k.stride_c = k.stride_d, k.beta = 1.f;
                         gemm_.run(k, stream);
                         GemmArgs v = k;
                         v.alpha = 1.f;
                         v.A = p;
-                        v.B = dout, v.ldb = e.qw, v.stride_b = e.g * e.dh;
-                        v.D = dqkv + e.qw + e.kvw;
+                        v.B = dout, v.ldb = e.q_width, v.stride_b = e.group * e.head_dim;
+                        v.D = dqkv + e.q_width + e.kv_width;
                         v.C = j > 0 ? v.D : nullptr;
                         gemm_.run(v, stream);
                         break;
@@ -341,17 +357,94 @@ private:
             }
     }
 
+    // The 16-bit (and fp32 accumulation) gradients and the device scalars (loss sum) at 0.
+    void zero_gradients(const BufferTable& t) {
+        PF_CUDA_CHECK(cudaMemsetAsync(t[static_cast<std::size_t>(P.grads)], 0, P.param_elements * dtype_bytes(P.grad), stream));
+        if (P.grads_fp32 != kNoBuffer)
+            PF_CUDA_CHECK(cudaMemsetAsync(t[static_cast<std::size_t>(P.grads_fp32)], 0, P.param_elements * 4, stream));
+        PF_CUDA_CHECK(cudaMemsetAsync(t[static_cast<std::size_t>(P.scalars)], 0, kRuntimeScalarsBytes, stream));
+    }
+
+    // A linear's forward, or (fc1 followed by its GeLU, epilogues on) deferred to run fused
+    // with the activation op.
+    template <class T>
+    void linear_fwd(const Op& op, const BufferTable& t) {
+        const Op* next = fuse_gelu_ ? after(op, 1) : nullptr;
+        if (next && next->kind == OpKind::gelu_fwd && next->v[0].buffer == op.v[1].buffer && op.v[2].buffer == kNoBuffer &&
+            op.v[1].ld % 8 == 0 && next->v[1].ld % 8 == 0) {
+            deferred_fc1_ = &op;  // runs with the activation op
+            return;
+        }
+        gemm_linear_fwd<T>(op, t);
+    }
+
+    // A linear's data gradient; fc2's (dgrad, wgrad, then the GeLU backward on the dgrad's
+    // output) takes the GeLU backward into its epilogue.
+    template <class T>
+    void linear_bwd_data(const Op& op, const BufferTable& t) {
+        const Op* gb = fuse_gelu_ ? after(op, 2) : nullptr;
+        if (gb && gb->kind == OpKind::gelu_bwd && gb->v[0].buffer == op.v[1].buffer && !op.accumulate &&
+            op.v[1].ld % 8 == 0 && gb->v[1].ld % 8 == 0) {
+            gemm_linear_bwd_data<T>(op, t, gb);
+            skip_gelu_bwd_ = gb;
+            return;
+        }
+        gemm_linear_bwd_data<T>(op, t);
+    }
+
+    template <class T>
+    void gelu_fwd(const Op& op, const BufferTable& t) {
+        if (deferred_fc1_) {
+            const Op* fc1 = deferred_fc1_;
+            deferred_fc1_ = nullptr;
+            gemm_linear_fwd<T>(*fc1, t, &op);
+            return;
+        }
+        launch_gelu_fwd<T>(at<T>(t, op.v[0]), at<T>(t, op.v[1]), d.rows * d.ffn, stream);
+    }
+
+    template <class T>
+    void gelu_bwd(const Op& op, const BufferTable& t) {
+        if (skip_gelu_bwd_ == &op) {  // already done in fc2's dgrad epilogue
+            skip_gelu_bwd_ = nullptr;
+            return;
+        }
+        launch_gelu_bwd<T>(at<T>(t, op.v[1]), at<T>(t, op.v[0]), at<T>(t, op.v[0]), d.rows * d.ffn, stream);
+    }
+
+    // Flash attention: cuDNN's fused kernels for bf16 when the engine is set, else our kernel.
+    template <class T>
+    void flash_fwd(const Op& op, const BufferTable& t) {
+        if constexpr (std::is_same_v<T, bf16>) {
+            if (attention_) {
+                attention_->forward(at<T>(t, op.v[0]), at<T>(t, op.v[1]), at<float>(t, op.v[2]), stream);
+                return;
+            }
+        }
+        launch_flash_fwd<T>(at<T>(t, op.v[0]), at<T>(t, op.v[1]), at<float>(t, op.v[2]), d.b, d.s, d.heads,
+                            d.kv_heads, d.head_dim, stream);
+    }
+
+    template <class T>
+    void flash_bwd(const Op& op, const BufferTable& t) {
+        if constexpr (std::is_same_v<T, bf16>) {
+            if (attention_) {
+                attention_->backward(at<T>(t, op.v[0]), at<T>(t, op.v[1]), at<float>(t, op.v[2]), at<T>(t, op.v[3]),
+                                     at<T>(t, op.v[4]), at<std::uint8_t>(t, op.v[5]), op.v[5].cols, stream);
+                return;
+            }
+        }
+        launch_flash_bwd<T>(at<T>(t, op.v[0]), at<T>(t, op.v[1]), at<float>(t, op.v[2]), at<T>(t, op.v[3]),
+                            at<T>(t, op.v[4]), reinterpret_cast<float*>(at<std::uint8_t>(t, op.v[5])), d.b, d.s,
+                            d.heads, d.kv_heads, d.head_dim, stream);
+    }
+
     template <class T>
     void run_t(const Op& op, const BufferTable& t) {
         switch (op.kind) {
             case OpKind::init_params: init<T>(t); break;
             case OpKind::teardown: break;
-            case OpKind::zero_grads:
-                PF_CUDA_CHECK(cudaMemsetAsync(t[static_cast<std::size_t>(P.grads)], 0, P.param_elements * dtype_bytes(P.grad), stream));
-                if (P.grads_fp32 != kNoBuffer)
-                    PF_CUDA_CHECK(cudaMemsetAsync(t[static_cast<std::size_t>(P.grads_fp32)], 0, P.param_elements * 4, stream));
-                PF_CUDA_CHECK(cudaMemsetAsync(t[static_cast<std::size_t>(P.scalars)], 0, kRuntimeScalarsBytes, stream));
-                break;
+            case OpKind::zero_grads: zero_gradients(t); break;
             case OpKind::tokens:
             case OpKind::labels:
                 launch_synthetic_tokens(at<std::int64_t>(t, op.v[0]), d.b, d.s, d.vocab, seed_, step_, op.phase.micro_batch,
@@ -374,57 +467,16 @@ private:
                                    at<float>(t, op.v[3]), grad<T>(t, op.p0), grad<T>(t, op.p1), d.rows, d.h, norm_eps(),
                                    layernorm(), op.accumulate, stream);
                 break;
-            case OpKind::linear_fwd: {
-                const Op* next = fuse_gelu_ ? after(op, 1) : nullptr;
-                if (next && next->kind == OpKind::gelu_fwd && next->v[0].buffer == op.v[1].buffer && op.v[2].buffer == kNoBuffer &&
-                    op.v[1].ld % 8 == 0 && next->v[1].ld % 8 == 0) {
-                    deferred_fc1_ = &op;  // runs with the activation op
-                    break;
-                }
-                gemm_linear_fwd<T>(op, t);
-                break;
-            }
-            case OpKind::linear_bwd_data: {
-                // fc2 dgrad, fc2 wgrad, activation backward on the dgrad's output: fuse the last.
-                const Op* gb = fuse_gelu_ ? after(op, 2) : nullptr;
-                if (gb && gb->kind == OpKind::gelu_bwd && gb->v[0].buffer == op.v[1].buffer && !op.accumulate &&
-                    op.v[1].ld % 8 == 0 && gb->v[1].ld % 8 == 0) {
-                    gemm_linear_bwd_data<T>(op, t, gb);
-                    skip_gelu_bwd_ = gb;
-                    break;
-                }
-                gemm_linear_bwd_data<T>(op, t);
-                break;
-            }
+            case OpKind::linear_fwd: linear_fwd<T>(op, t); break;
+            case OpKind::linear_bwd_data: linear_bwd_data<T>(op, t); break;
             case OpKind::linear_bwd_weight: gemm_linear_bwd_weight<T>(op, t); break;
             case OpKind::rope_fwd:
             case OpKind::rope_bwd:
                 launch_rope<T>(at<T>(t, op.v[0]), base<float>(t, P.rope_cos), base<float>(t, P.rope_sin), d.b, d.s, d.heads,
                                d.kv_heads, d.head_dim, op.kind == OpKind::rope_bwd, stream);
                 break;
-            case OpKind::flash_fwd:
-                if constexpr (std::is_same_v<T, bf16>) {
-                    if (attention_) {
-                        attention_->forward(at<T>(t, op.v[0]), at<T>(t, op.v[1]), at<float>(t, op.v[2]), stream);
-                        break;
-                    }
-                }
-                launch_flash_fwd<T>(at<T>(t, op.v[0]), at<T>(t, op.v[1]), at<float>(t, op.v[2]), d.b, d.s, d.heads,
-                                    d.kv_heads, d.head_dim, stream);
-                break;
-            case OpKind::flash_bwd:
-                if constexpr (std::is_same_v<T, bf16>) {
-                    if (attention_) {
-                        attention_->backward(at<T>(t, op.v[0]), at<T>(t, op.v[1]), at<float>(t, op.v[2]),
-                                             at<T>(t, op.v[3]), at<T>(t, op.v[4]), at<std::uint8_t>(t, op.v[5]),
-                                             op.v[5].cols, stream);
-                        break;
-                    }
-                }
-                launch_flash_bwd<T>(at<T>(t, op.v[0]), at<T>(t, op.v[1]), at<float>(t, op.v[2]), at<T>(t, op.v[3]),
-                                    at<T>(t, op.v[4]), reinterpret_cast<float*>(at<std::uint8_t>(t, op.v[5])), d.b, d.s,
-                                    d.heads, d.kv_heads, d.head_dim, stream);
-                break;
+            case OpKind::flash_fwd: flash_fwd<T>(op, t); break;
+            case OpKind::flash_bwd: flash_bwd<T>(op, t); break;
             case OpKind::eager_scores:
             case OpKind::eager_pv:
             case OpKind::eager_dp:
@@ -438,22 +490,8 @@ private:
                 break;
             case OpKind::swiglu_fwd: launch_swiglu_fwd<T>(at<T>(t, op.v[0]), at<T>(t, op.v[1]), d.rows, d.ffn, stream); break;
             case OpKind::swiglu_bwd: launch_swiglu_bwd<T>(at<T>(t, op.v[1]), at<T>(t, op.v[0]), d.rows, d.ffn, stream); break;
-            case OpKind::gelu_fwd:
-                if (deferred_fc1_) {
-                    const Op* fc1 = deferred_fc1_;
-                    deferred_fc1_ = nullptr;
-                    gemm_linear_fwd<T>(*fc1, t, &op);
-                    break;
-                }
-                launch_gelu_fwd<T>(at<T>(t, op.v[0]), at<T>(t, op.v[1]), d.rows * d.ffn, stream);
-                break;
-            case OpKind::gelu_bwd:
-                if (skip_gelu_bwd_ == &op) {
-                    skip_gelu_bwd_ = nullptr;
-                    break;
-                }
-                launch_gelu_bwd<T>(at<T>(t, op.v[1]), at<T>(t, op.v[0]), at<T>(t, op.v[0]), d.rows * d.ffn, stream);
-                break;
+            case OpKind::gelu_fwd: gelu_fwd<T>(op, t); break;
+            case OpKind::gelu_bwd: gelu_bwd<T>(op, t); break;
             case OpKind::cross_entropy:
                 launch_cross_entropy<T>(at<T>(t, op.v[0]), at<std::int64_t>(t, op.v[1]), at<float>(t, op.v[2]), d.rows,
                                         d.vocab, d.vocab_padded,

@@ -4,6 +4,9 @@
 // the run with phase, request and free memory).
 #include <algorithm>
 #include <cstring>
+#include <optional>
+#include <stdexcept>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -72,32 +75,22 @@ struct DriverSampler {
     }
 };
 
-}  // namespace
-
-RunReport run_on_device(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in, const RunOptions& opt) {
-    using namespace cuda;
-    RunReport r = report_for("device", model, gpu, plan_in, opt);
-    const Plan plan = r.plan;
-    Program prog = build_program(model, plan);
-    prog.hyper = opt.hyper;
-    use_model_rope(prog);
-    r.measured.warmup_steps = opt.warmup;
-    r.measured.debug_sync = opt.debug_sync;
-    DriverMemory& dm = r.measured.driver;
-
-    // NVML first (its used memory before this process creates a context is the baseline),
-    // then the context, then the libraries: each step's cost measured by the driver.
+// PCI bus id of device 0, "" when the runtime cannot say (needs no context).
+std::string pci_bus_id() {
     char pci[32] = {};
-    const bool have_pci = cudaDeviceGetPCIBusId(pci, sizeof pci, 0) == cudaSuccess;  // no context needed
-    if (!have_pci) (void)cudaGetLastError();
-    NvmlProbe nvml(have_pci ? std::string(pci) : std::string());
-    dm.nvml = nvml.available() ? "ok" : nvml.why();
-    const std::optional<std::int64_t> nvml_before = nvml.used_bytes();
+    if (cudaDeviceGetPCIBusId(pci, sizeof pci, 0) == cudaSuccess) return pci;
+    (void)cudaGetLastError();
+    return {};
+}
 
+// Creates the primary context and fixes the baseline every driver sample subtracts: NVML's
+// used memory before the context when NVML answers (the context is then counted), else
+// cudaMemGetInfo right after it. Returns the device-used memory after the context.
+std::int64_t create_context(DriverSampler& sampler, const std::optional<std::int64_t>& nvml_before) {
+    DriverMemory& dm = sampler.out;
     PF_CUDA_CHECK(cudaSetDevice(0));
     PF_CUDA_CHECK(cudaFree(nullptr));  // creates the primary context
     const std::int64_t used_after_context = device_used_now();
-    DriverSampler sampler{dm, nvml};
     if (nvml_before) {
         sampler.baseline = *nvml_before;
         sampler.nvml_baseline = *nvml_before;
@@ -108,15 +101,202 @@ RunReport run_on_device(const ModelConfig& model, const GpuSpec& gpu, const Plan
         dm.baseline_source = "cudaMemGetInfo-after-context";
     }
     dm.baseline_bytes = sampler.baseline;
+    return used_after_context;
+}
 
+DeviceInfo query_device() {
     cudaDeviceProp prop{};
     PF_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     int driver = 0, rt = 0;
     PF_CUDA_CHECK(cudaDriverGetVersion(&driver));
     PF_CUDA_CHECK(cudaRuntimeGetVersion(&rt));
     auto ver = [](int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); };
-    r.device = DeviceInfo{prop.name, ver(driver), ver(rt), static_cast<std::int64_t>(prop.totalGlobalMem),
-                          prop.major * 10 + prop.minor};
+    return DeviceInfo{prop.name, ver(driver), ver(rt), static_cast<std::int64_t>(prop.totalGlobalMem),
+                      prop.major * 10 + prop.minor};
+}
+
+// The pinned host word the loss sum is copied into and the events that time a step.
+struct StepTiming {
+    float* host_loss = nullptr;
+    cudaEvent_t start = nullptr, stop = nullptr;
+    StepTiming() {
+        PF_CUDA_CHECK(cudaMallocHost(&host_loss, sizeof(float)));
+        PF_CUDA_CHECK(cudaEventCreate(&start));
+        PF_CUDA_CHECK(cudaEventCreate(&stop));
+    }
+    ~StepTiming() {
+        cudaEventDestroy(start);
+        cudaEventDestroy(stop);
+        cudaFreeHost(host_loss);
+    }
+    StepTiming(const StepTiming&) = delete;
+    StepTiming& operator=(const StepTiming&) = delete;
+};
+
+// What a measured run's walk over set-up, steps and teardown works with.
+struct DeviceRun {
+    const Program& prog;
+    const RunOptions& opt;
+    RunReport& r;
+    TrackingAllocator& alloc;
+    BufferTable& table;
+    cuda::DeviceRunner& runner;
+    DriverSampler& sampler;
+    cudaStream_t stream;
+    cudaMemPool_t pool;
+    StepTiming& timing;
+    int step_now = 0;  // 1-based step in flight (0: set-up / teardown)
+};
+
+// Step i (0-based, warm-up steps first): walks the step, times it, reads its loss and samples
+// the driver's used memory; step 1 also samples it just before the predicted peak op.
+void run_step(DeviceRun& run, int i, int record_at, std::int64_t peak_op) {
+    const Program& prog = run.prog;
+    DriverMemory* dm = &run.r.measured.driver;
+    DriverSampler* sampler = &run.sampler;
+    run.step_now = i + 1;
+    run.runner.set_step(i + 1);
+    run.alloc.set_recording(i == record_at);
+    if (i == 0 && peak_op >= 0) {
+        const Op* at = &prog.step[static_cast<std::size_t>(peak_op)];
+        dm->peak_op = describe(prog, *at);
+        run.runner.sample_before(at, [dm, sampler] { dm->at_peak_op_bytes = sampler->sample(); });
+    } else {
+        run.runner.sample_before(nullptr, {});
+    }
+    PF_CUDA_CHECK(cudaEventRecord(run.timing.start, run.stream));
+    walk(prog, prog.step, run.alloc, run.table, &run.runner, "step", i + 1);
+    try {
+        PF_CUDA_CHECK(cudaEventRecord(run.timing.stop, run.stream));
+        PF_CUDA_CHECK(cudaMemcpyAsync(run.timing.host_loss, run.runner.loss_sum(run.table), sizeof(float),
+                                      cudaMemcpyDeviceToHost, run.stream));
+        PF_CUDA_CHECK(cudaEventSynchronize(run.timing.stop));
+        PF_CUDA_CHECK(cudaStreamSynchronize(run.stream));
+    } catch (const DeviceError& e) {
+        // An asynchronous failure surfaced at the end of the step: name the step's last op.
+        throw OpError(locate(prog, prog.step, prog.step.size() - 1, "step", i + 1, false), e.kind, e.code, e.what());
+    }
+    run.alloc.set_recording(false);
+    float ms = 0;
+    PF_CUDA_CHECK(cudaEventElapsedTime(&ms, run.timing.start, run.timing.stop));
+    const double loss =
+        static_cast<double>(*run.timing.host_loss) / static_cast<double>(prog.dims.rows * prog.dims.grad_acc);
+    Measured& m = run.r.measured;
+    m.losses.push_back(loss);
+    if (i >= run.opt.warmup) m.step_times_s.push_back(ms / 1e3);
+    const std::int64_t used = sampler->sample();
+    if (i == 0) dm->after_warmup_bytes = used;
+    if (run.opt.progress) {
+        char line[200];
+        std::snprintf(line, sizeof line, "step %d/%d%s: loss %.4f, %.1f ms, %.0f tokens/s", i + 1,
+                      run.opt.warmup + run.opt.steps, i < run.opt.warmup ? " (warm-up)" : "", loss, ms,
+                      static_cast<double>(run.r.plan.global_batch_tokens()) / (ms / 1e3));
+        run.opt.progress(line);
+    }
+    if (!std::isfinite(loss)) throw std::runtime_error("loss is not finite at step " + std::to_string(i + 1));
+}
+
+// Set-up, the warm-up and measured steps, teardown. The pool's high-water marks are reset
+// after set-up, so they cover the steps.
+void run_program(DeviceRun& run) {
+    const Program& prog = run.prog;
+    walk(prog, prog.setup, run.alloc, run.table, &run.runner, "set-up");
+    PF_CUDA_CHECK(cudaStreamSynchronize(run.stream));
+    run.r.measured.driver.after_setup_bytes = run.sampler.sample();
+    if (!run.opt.save_init_path.empty()) save_initial_parameters(prog, run.table, run.opt.save_init_path, run.stream);
+    std::uint64_t zero = 0;
+    PF_CUDA_CHECK(cudaMemPoolSetAttribute(run.pool, cudaMemPoolAttrUsedMemHigh, &zero));
+    PF_CUDA_CHECK(cudaMemPoolSetAttribute(run.pool, cudaMemPoolAttrReservedMemHigh, &zero));
+    // The timeline is recorded on a warm-up step when there is one (its host-side labelling
+    // would otherwise perturb a timed step); so is the synchronised sample of the driver's
+    // used memory at the predicted peak op (step 1 always).
+    const int record_at = run.opt.timeline ? std::max(0, run.opt.warmup - 1) : -1;
+    const std::int64_t peak_op = peak_step_op(prog);
+    for (int i = 0; i < run.opt.warmup + run.opt.steps; ++i) run_step(run, i, record_at, peak_op);
+    run.step_now = 0;
+    walk(prog, prog.teardown, run.alloc, run.table, &run.runner, "teardown");
+    PF_CUDA_CHECK(cudaStreamSynchronize(run.stream));
+}
+
+// Status and failure of a run stopped by the exception being handled (call inside a catch);
+// a device fault poisons the backend (every later call on the device would fail).
+void record_failure(RunReport& r, int step_now, cuda::CudaBackend& backend) {
+    FailureInfo f;
+    r.status = "error";
+    try {
+        throw;
+    } catch (const AllocationError& e) {
+        r.status = "allocation-failed";
+        f.kind = std::string(to_string(FailureKind::out_of_memory));
+        f.where = e.where;
+        f.buffer = e.buffer;
+        f.category = std::string(to_string(e.category));
+        f.requested_bytes = e.requested_bytes;
+        f.free_bytes = e.free_bytes;
+        f.in_use_bytes = e.in_use_bytes;
+        f.message = e.what();
+    } catch (const OpError& e) {
+        f.kind = std::string(to_string(e.kind));
+        f.op = e.at;
+        f.code = e.code;
+        f.where = e.at.label;
+        f.message = e.what();
+        if (e.kind == FailureKind::device_fault) backend.poison();
+    } catch (const DeviceError& e) {
+        f.kind = std::string(to_string(e.kind));
+        f.code = e.code;
+        f.where = step_now > 0 ? "step " + std::to_string(step_now) : "set-up / teardown";
+        f.message = e.what();
+        if (e.kind == FailureKind::device_fault) backend.poison();
+    } catch (const std::exception& e) {
+        f.kind = std::string(to_string(FailureKind::other));
+        f.message = e.what();
+    }
+    r.failure = std::move(f);
+}
+
+// The tracked and pool peaks, the driver's figure and the step-time figures of a finished
+// (or stopped) run.
+void collect_measurements(RunReport& r, const TrackingAllocator& alloc, cudaMemPool_t pool) {
+    Measured& m = r.measured;
+    DriverMemory& dm = m.driver;
+    m.tracked_peak_bytes = alloc.peak_bytes();
+    m.peak_breakdown = alloc.peak_breakdown();
+    m.peak_where = alloc.peak_where();
+    r.timeline = alloc.timeline();
+    std::uint64_t used_high = 0, reserved_high = 0;
+    if (cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &used_high) == cudaSuccess) {
+        m.pool_peak_bytes = static_cast<std::int64_t>(used_high);
+        dm.pool_used_peak_bytes = static_cast<std::int64_t>(used_high);
+    }
+    if (cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &reserved_high) == cudaSuccess)
+        dm.pool_reserved_peak_bytes = static_cast<std::int64_t>(reserved_high);
+    (void)cudaGetLastError();
+    // The driver's figure: largest sampled device-used memory over the baseline.
+    m.device_used_peak_bytes = dm.used_peak_bytes;
+    if (!m.step_times_s.empty()) m.step_time_s = cuda::median(m.step_times_s);
+    fill_measured_throughput(r);
+}
+
+}  // namespace
+
+RunReport run_on_device(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in, const RunOptions& opt) {
+    using namespace cuda;
+    RunReport r = report_for("device", model, gpu, plan_in, opt);
+    Program prog = build_program(model, r.plan);
+    prog.hyper = opt.hyper;
+    use_model_rope(prog);
+    r.measured.warmup_steps = opt.warmup;
+    r.measured.debug_sync = opt.debug_sync;
+    DriverMemory& dm = r.measured.driver;
+
+    // NVML first (its used memory before this process creates a context is the baseline),
+    // then the context, then the libraries: each step's cost measured by the driver.
+    NvmlProbe nvml(pci_bus_id());
+    dm.nvml = nvml.available() ? "ok" : nvml.why();
+    DriverSampler sampler{dm, nvml};
+    const std::int64_t used_after_context = create_context(sampler, nvml.used_bytes());
+    r.device = query_device();
     cudaStream_t stream = nullptr;
     PF_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     cudaMemPool_t pool = nullptr;
@@ -129,10 +309,10 @@ RunReport run_on_device(const ModelConfig& model, const GpuSpec& gpu, const Plan
     if (!attention.note().empty() && opt.progress) opt.progress(attention.note());
     std::size_t free_b = 0, total_b = 0;
     PF_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-    r.measured.overhead_bytes = static_cast<std::int64_t>(total_b - free_b) - sampler.baseline;  // context + libraries
-    dm.libraries_bytes = static_cast<std::int64_t>(total_b - free_b) - used_after_context;
+    const std::int64_t used_with_libraries = static_cast<std::int64_t>(total_b - free_b);
+    r.measured.overhead_bytes = used_with_libraries - sampler.baseline;  // context + libraries
+    dm.libraries_bytes = used_with_libraries - used_after_context;
     sampler.sample();
-    std::int64_t min_free = static_cast<std::int64_t>(free_b);
 
     const auto t0 = std::chrono::steady_clock::now();
     CudaBackend backend(stream);
@@ -143,137 +323,23 @@ RunReport run_on_device(const ModelConfig& model, const GpuSpec& gpu, const Plan
     DeviceRunner runner(prog, stream, opt.seed, gemm, opt.debug_sync);
     runner.set_attention(&attention);
     runner.set_fuse_gelu(opt.fuse_epilogues);
-    const std::int64_t peak_op = peak_step_op(prog);
-    float* host_loss = nullptr;
-    PF_CUDA_CHECK(cudaMallocHost(&host_loss, sizeof(float)));
-    cudaEvent_t start = nullptr, stop = nullptr;
-    PF_CUDA_CHECK(cudaEventCreate(&start));
-    PF_CUDA_CHECK(cudaEventCreate(&stop));
-    const double tokens_per_step = static_cast<double>(plan.global_batch_tokens());
-    int step_now = 0;  // 1-based step in flight (0: set-up / teardown)
-    try {
-        walk(prog, prog.setup, alloc, table, &runner, "set-up");
-        PF_CUDA_CHECK(cudaStreamSynchronize(stream));
-        dm.after_setup_bytes = sampler.sample();
-        if (!opt.save_init_path.empty()) save_initial_parameters(prog, table, opt.save_init_path, stream);
-        std::uint64_t zero = 0;
-        PF_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero));
-        PF_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &zero));
-        const int total_steps = opt.warmup + opt.steps;
-        // The timeline is recorded on a warm-up step when there is one (its host-side
-        // labelling would otherwise perturb a timed step); so is the synchronised sample
-        // of the driver's used memory at the predicted peak op (step 1 always).
-        const int record_at = opt.timeline ? std::max(0, opt.warmup - 1) : -1;
-        for (int i = 0; i < total_steps; ++i) {
-            step_now = i + 1;
-            runner.set_step(i + 1);
-            alloc.set_recording(i == record_at);
-            if (i == 0 && peak_op >= 0) {
-                const Op* at = &prog.step[static_cast<std::size_t>(peak_op)];
-                dm.peak_op = describe(prog, *at);
-                runner.sample_before(at, [&] { dm.at_peak_op_bytes = sampler.sample(); });
-            } else {
-                runner.sample_before(nullptr, {});
-            }
-            PF_CUDA_CHECK(cudaEventRecord(start, stream));
-            walk(prog, prog.step, alloc, table, &runner, "step", i + 1);
-            try {
-                PF_CUDA_CHECK(cudaEventRecord(stop, stream));
-                PF_CUDA_CHECK(cudaMemcpyAsync(host_loss, runner.loss_sum(table), sizeof(float), cudaMemcpyDeviceToHost, stream));
-                PF_CUDA_CHECK(cudaEventSynchronize(stop));
-                PF_CUDA_CHECK(cudaStreamSynchronize(stream));
-            } catch (const DeviceError& e) {
-                // An asynchronous failure surfaced at the end of the step: name the step's last op.
-                throw OpError(locate(prog, prog.step, prog.step.size() - 1, "step", i + 1, false), e.kind, e.code, e.what());
-            }
-            alloc.set_recording(false);
-            float ms = 0;
-            PF_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-            const double loss = static_cast<double>(*host_loss) / static_cast<double>(prog.dims.rows * prog.dims.grad_acc);
-            r.measured.losses.push_back(loss);
-            if (i >= opt.warmup) r.measured.step_times_s.push_back(ms / 1e3);
-            const std::int64_t used = sampler.sample();
-            if (i == 0) dm.after_warmup_bytes = used;
-            std::size_t f = 0, tt = 0;
-            if (cudaMemGetInfo(&f, &tt) == cudaSuccess) min_free = std::min(min_free, static_cast<std::int64_t>(f));
-            if (opt.progress) {
-                char line[200];
-                std::snprintf(line, sizeof line, "step %d/%d%s: loss %.4f, %.1f ms, %.0f tokens/s", i + 1, total_steps,
-                              i < opt.warmup ? " (warm-up)" : "", loss, ms, tokens_per_step / (ms / 1e3));
-                opt.progress(line);
-            }
-            if (!std::isfinite(loss)) throw std::runtime_error("loss is not finite at step " + std::to_string(i + 1));
-        }
-        step_now = 0;
-        walk(prog, prog.teardown, alloc, table, &runner, "teardown");
-        PF_CUDA_CHECK(cudaStreamSynchronize(stream));
-    } catch (const AllocationError& e) {
-        r.status = "allocation-failed";
-        r.failure = FailureInfo{};
-        r.failure->kind = std::string(to_string(FailureKind::out_of_memory));
-        r.failure->where = e.where;
-        r.failure->buffer = e.buffer;
-        r.failure->category = std::string(to_string(e.category));
-        r.failure->requested_bytes = e.requested_bytes;
-        r.failure->free_bytes = e.free_bytes;
-        r.failure->in_use_bytes = e.in_use_bytes;
-        r.failure->message = e.what();
-    } catch (const OpError& e) {
-        r.status = "error";
-        r.failure = FailureInfo{};
-        r.failure->kind = std::string(to_string(e.kind));
-        r.failure->op = e.at;
-        r.failure->code = e.code;
-        r.failure->where = e.at.label;
-        r.failure->message = e.what();
-        if (e.kind == FailureKind::device_fault) backend.poison();
-    } catch (const DeviceError& e) {
-        r.status = "error";
-        r.failure = FailureInfo{};
-        r.failure->kind = std::string(to_string(e.kind));
-        r.failure->code = e.code;
-        r.failure->where = step_now > 0 ? "step " + std::to_string(step_now) : "set-up / teardown";
-        r.failure->message = e.what();
-        if (e.kind == FailureKind::device_fault) backend.poison();
-    } catch (const std::exception& e) {
-        r.status = "error";
-        r.failure = FailureInfo{};
-        r.failure->kind = std::string(to_string(FailureKind::other));
-        r.failure->message = e.what();
-    }
-    if (r.failure && r.failure->kind != to_string(FailureKind::device_fault)) {  // release what the failed run holds
+    {
+        StepTiming timing;
+        DeviceRun run{prog, opt, r, alloc, table, runner, sampler, stream, pool, timing};
         try {
-            cudaStreamSynchronize(stream);
-            for (void*& p : table)
-                if (p) {
-                    alloc.release(p);
-                    p = nullptr;
-                }
-            cudaStreamSynchronize(stream);
+            run_program(run);
         } catch (const std::exception&) {
-            // A second failure while cleaning up: the first one is what the report names.
+            record_failure(r, run.step_now, backend);
         }
+        if (r.failure && r.failure->kind != to_string(FailureKind::device_fault)) {  // release what the failed run holds
+            try {
+                release_all_buffers(table, alloc, stream);
+            } catch (const std::exception&) {
+                // A second failure while cleaning up: the first one is what the report names.
+            }
+        }
+        collect_measurements(r, alloc, pool);
     }
-    r.measured.tracked_peak_bytes = alloc.peak_bytes();
-    r.measured.peak_breakdown = alloc.peak_breakdown();
-    r.measured.peak_where = alloc.peak_where();
-    r.timeline = alloc.timeline();
-    std::uint64_t used_high = 0, reserved_high = 0;
-    if (cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &used_high) == cudaSuccess) {
-        r.measured.pool_peak_bytes = static_cast<std::int64_t>(used_high);
-        dm.pool_used_peak_bytes = static_cast<std::int64_t>(used_high);
-    }
-    if (cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &reserved_high) == cudaSuccess)
-        dm.pool_reserved_peak_bytes = static_cast<std::int64_t>(reserved_high);
-    (void)cudaGetLastError();
-    // The driver's figure: largest sampled device-used memory over the baseline.
-    r.measured.device_used_peak_bytes = dm.used_peak_bytes;
-    (void)min_free;
-    if (!r.measured.step_times_s.empty()) r.measured.step_time_s = median(r.measured.step_times_s);
-    fill_measured_throughput(r);
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-    cudaFreeHost(host_loss);
     cudaMemPoolTrimTo(pool, 0);
     cudaStreamDestroy(stream);
     (void)cudaGetLastError();

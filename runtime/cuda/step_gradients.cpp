@@ -59,13 +59,7 @@ StepGradients capture_step_gradients(const ModelConfig& model, const Plan& plan_
             walk(prog, prog.teardown, alloc, table, &runner, "teardown");
             PF_CUDA_CHECK(cudaStreamSynchronize(stream));
         } catch (...) {
-            cudaStreamSynchronize(stream);
-            for (void*& p : table)
-                if (p) {
-                    alloc.release(p);
-                    p = nullptr;
-                }
-            cudaStreamSynchronize(stream);
+            release_all_buffers(table, alloc, stream);
             cudaStreamDestroy(stream);
             throw;
         }

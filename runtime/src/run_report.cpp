@@ -58,27 +58,35 @@ json timeline_json(const std::vector<TimelineSample>& t) {
 
 }  // namespace
 
-json run_report_to_json(const RunReport& r) {
-    json j;
-    j["schema_version"] = kSchemaVersion;
-    j["command"] = "run";
-    j["mode"] = r.mode;
-    j["status"] = r.status;
-    j["model"] = {{"name", r.model.name}, {"params", r.predicted.memory.params.total},
-                  {"params_active", r.predicted.memory.params.active}};
-    j["gpu"] = {{"name", r.gpu.name}, {"memory_bytes", r.gpu.memory_bytes}};
-    j["plan"] = plan_to_json(r.plan);
-    j["steps"] = r.steps;
-    j["seed"] = r.seed;
-    if (r.device)
-        j["device"] = {{"name", r.device->name},
-                       {"driver", r.device->driver},
-                       {"runtime", r.device->runtime},
-                       {"memory_bytes", r.device->memory_bytes},
-                       {"compute_capability", r.device->compute_capability}};
-    else
-        j["device"] = nullptr;
+namespace {
 
+json device_json(const std::optional<DeviceInfo>& device) {
+    if (!device) return nullptr;
+    return {{"name", device->name},
+            {"driver", device->driver},
+            {"runtime", device->runtime},
+            {"memory_bytes", device->memory_bytes},
+            {"compute_capability", device->compute_capability}};
+}
+
+json driver_memory_json(const DriverMemory& d) {
+    return {{"baseline_bytes", opt(d.baseline_bytes)},
+            {"baseline_source", d.baseline_source},
+            {"context_bytes", opt(d.context_bytes)},
+            {"libraries_bytes", opt(d.libraries_bytes)},
+            {"after_setup_bytes", opt(d.after_setup_bytes)},
+            {"at_peak_op_bytes", opt(d.at_peak_op_bytes)},
+            {"peak_op", d.peak_op},
+            {"after_warmup_bytes", opt(d.after_warmup_bytes)},
+            {"used_peak_bytes", opt(d.used_peak_bytes)},
+            {"pool_reserved_peak_bytes", opt(d.pool_reserved_peak_bytes)},
+            {"pool_used_peak_bytes", opt(d.pool_used_peak_bytes)},
+            {"nvml_used_peak_bytes", opt(d.nvml_used_peak_bytes)},
+            {"nvml", d.nvml},
+            {"samples", d.samples}};
+}
+
+json measured_json(const RunReport& r) {
     const Measured& m = r.measured;
     const std::int64_t m_overhead = m.overhead_bytes.value_or(0);
     json mj;
@@ -91,23 +99,7 @@ json run_report_to_json(const RunReport& r) {
     mj["overhead_bytes"] = opt(m.overhead_bytes);
     mj["pool_peak_bytes"] = opt(m.pool_peak_bytes);
     mj["device_used_peak_bytes"] = opt(m.device_used_peak_bytes);
-    {
-        const DriverMemory& d = m.driver;
-        mj["driver"] = {{"baseline_bytes", opt(d.baseline_bytes)},
-                        {"baseline_source", d.baseline_source},
-                        {"context_bytes", opt(d.context_bytes)},
-                        {"libraries_bytes", opt(d.libraries_bytes)},
-                        {"after_setup_bytes", opt(d.after_setup_bytes)},
-                        {"at_peak_op_bytes", opt(d.at_peak_op_bytes)},
-                        {"peak_op", d.peak_op},
-                        {"after_warmup_bytes", opt(d.after_warmup_bytes)},
-                        {"used_peak_bytes", opt(d.used_peak_bytes)},
-                        {"pool_reserved_peak_bytes", opt(d.pool_reserved_peak_bytes)},
-                        {"pool_used_peak_bytes", opt(d.pool_used_peak_bytes)},
-                        {"nvml_used_peak_bytes", opt(d.nvml_used_peak_bytes)},
-                        {"nvml", d.nvml},
-                        {"samples", d.samples}};
-    }
+    mj["driver"] = driver_memory_json(m.driver);
     mj["debug_sync"] = m.debug_sync;
     mj["attention_backend"] = m.attention_backend.empty() ? json(nullptr) : json(m.attention_backend);
     mj["step_time_s"] = opt(m.step_time_s);
@@ -117,9 +109,10 @@ json run_report_to_json(const RunReport& r) {
     mj["tokens_per_s"] = opt(m.tokens_per_s);
     mj["mfu"] = opt(m.mfu);
     mj["hfu"] = opt(m.hfu);
-    j["measured"] = mj;
+    return mj;
+}
 
-    const Predicted& p = r.predicted;
+json predicted_json(const Predicted& p) {
     json pj;
     pj["profile"] = "preflight-runtime";
     pj["peak_bytes"] = p.memory.peak_bytes;
@@ -134,27 +127,47 @@ json run_report_to_json(const RunReport& r) {
     pj["hfu"] = opt(p.hfu);
     pj["model_flops_per_step"] = p.model_flops_per_step;
     pj["hardware_flops_per_step"] = p.hardware_flops_per_step;
-    j["predicted"] = pj;
-    j["agreement"] = {{"tracked_peak_relative_error", peak_relative_error(r)}};
+    return pj;
+}
 
-    if (r.failure) {
-        json op = nullptr;
-        if (r.failure->op)
-            op = {{"section", r.failure->op->section}, {"index", r.failure->op->index},
-                  {"kind", r.failure->op->kind},        {"layer", r.failure->op->layer},
-                  {"micro_batch", r.failure->op->micro_batch}, {"step", r.failure->op->step},
-                  {"label", r.failure->op->label},      {"synchronised", r.failure->op->synchronised}};
-        j["failure"] = {{"kind", r.failure->kind},
-                        {"op", op},
-                        {"code", r.failure->code},
-                        {"where", r.failure->where},
-                        {"buffer", r.failure->buffer},
-                        {"category", r.failure->category},
-                        {"requested_bytes", r.failure->requested_bytes},
-                        {"free_bytes", r.failure->free_bytes},
-                        {"in_use_bytes", r.failure->in_use_bytes},
-                        {"message", r.failure->message}};
-    }
+json failure_json(const FailureInfo& f) {
+    json op = nullptr;
+    if (f.op)
+        op = {{"section", f.op->section}, {"index", f.op->index},
+              {"kind", f.op->kind},        {"layer", f.op->layer},
+              {"micro_batch", f.op->micro_batch}, {"step", f.op->step},
+              {"label", f.op->label},      {"synchronised", f.op->synchronised}};
+    return {{"kind", f.kind},
+            {"op", op},
+            {"code", f.code},
+            {"where", f.where},
+            {"buffer", f.buffer},
+            {"category", f.category},
+            {"requested_bytes", f.requested_bytes},
+            {"free_bytes", f.free_bytes},
+            {"in_use_bytes", f.in_use_bytes},
+            {"message", f.message}};
+}
+
+}  // namespace
+
+json run_report_to_json(const RunReport& r) {
+    json j;
+    j["schema_version"] = kSchemaVersion;
+    j["command"] = "run";
+    j["mode"] = r.mode;
+    j["status"] = r.status;
+    j["model"] = {{"name", r.model.name}, {"params", r.predicted.memory.params.total},
+                  {"params_active", r.predicted.memory.params.active}};
+    j["gpu"] = {{"name", r.gpu.name}, {"memory_bytes", r.gpu.memory_bytes}};
+    j["plan"] = plan_to_json(r.plan);
+    j["steps"] = r.steps;
+    j["seed"] = r.seed;
+    j["device"] = device_json(r.device);
+    j["measured"] = measured_json(r);
+    j["predicted"] = predicted_json(r.predicted);
+    j["agreement"] = {{"tracked_peak_relative_error", peak_relative_error(r)}};
+    if (r.failure) j["failure"] = failure_json(*r.failure);
     json cats = json::array();
     for (int c = 0; c < kCategoryCount; ++c) cats.push_back(std::string(to_string(static_cast<Category>(c))));
     j["timeline"] = {{"categories", cats}, {"samples", timeline_json(r.timeline)}};

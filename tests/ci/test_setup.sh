@@ -2,7 +2,7 @@
 # .ci/setup on a machine that lacks a package: a stand-in dpkg-query reports the
 # packages named in $ABSENT as not installed (everything else installed), and the
 # dry run must list exactly those for installation. Also checks that the package
-# list carries what Qt6 Charts' CMake config and the fuzz target need.
+# list carries what Qt6 Charts' CMake config, the fuzz target and the length test need.
 set -euo pipefail
 root="$1"
 fake=$(mktemp -d)
@@ -27,6 +27,10 @@ grep -q "apt-get install -y --no-install-recommends libqt6opengl6-dev$" <<<"$out
 out=$(ABSENT="qt6-charts-dev clang libclang-rt-14-dev" PATH="$fake:$PATH" PREFLIGHT_SETUP_DRY_RUN=1 bash "$root/.ci/setup")
 echo "$out"
 grep -q "^# setup: installing qt6-charts-dev clang libclang-rt-14-dev$" <<<"$out" || fail "Qt Charts / clang not listed"
+
+out=$(ABSENT="python3" PATH="$fake:$PATH" PREFLIGHT_SETUP_DRY_RUN=1 bash "$root/.ci/setup")
+echo "$out"
+grep -q "^# setup: installing python3$" <<<"$out" || fail "python3 (fuzz seeds, code-length test) not listed"
 
 out=$(ABSENT="" PATH="$fake:$PATH" PREFLIGHT_SETUP_DRY_RUN=1 bash "$root/.ci/setup")
 echo "$out"

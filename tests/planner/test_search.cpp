@@ -235,3 +235,31 @@ TEST(Search, BadRequestNamesTheFlag) {
     r.gbs_tokens = 0;
     EXPECT_EQ(subject(r), "--gbs-tokens");
 }
+
+// Fuzz finding (session 17): with --grad-acc 4 pinned and seq 3, every plan of a family
+// needs more than kMaxMbs sequences per micro-batch, so the memory model refuses it as
+// input. Such a family was listed as a memory rejection with an empty plan (global batch
+// 0 tokens) and "0.00 GiB > 75.67 GiB"; it must carry the refused plan and the refusal.
+TEST(Search, FamilyTheMemoryModelRefusesIsNotAMemoryRejection) {
+    const ModelConfig m = load_model("llama-3-8b", kData);
+    const GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    SearchRequest r;
+    r.gpus = 9;
+    r.gbs_tokens = 2'000'000'000;
+    r.seq = 3;
+    r.pins.grad_acc = 4;
+    const SearchResult res = search_plans(m, g, r);
+    EXPECT_TRUE(res.candidates.empty());
+    int refused = 0;
+    for (const Rejection& j : res.rejected) {
+        EXPECT_EQ(j.reason.find("0.00 GiB"), std::string::npos) << j.family << ": " << j.reason;
+        if (j.reason.rfind("the memory model cannot build it: --mbs:", 0) != 0) continue;
+        ++refused;
+        EXPECT_EQ(j.plan.seq, 3);
+        EXPECT_EQ(j.plan.grad_acc, 4);
+        EXPECT_GT(j.plan.global_batch_tokens(), 0);
+        EXPECT_EQ(j.peak_bytes, 0);
+    }
+    // dp 9 / dp 3 / dp 1 layouts (tp 1; 32 heads rule out tp 3 and 9) under ZeRO 0-3 where dp > 1.
+    EXPECT_EQ(refused, 9);
+}

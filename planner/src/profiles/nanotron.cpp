@@ -62,7 +62,7 @@ namespace {
 
 // Per-rank sizes of one decoder layer under the plan (elements or bytes as named).
 struct LayerSizes {
-    std::int64_t t = 1, h = 0, sb = 0, sp_div = 1, fl = 0, vocab_local = 0;
+    std::int64_t tp = 1, hidden = 0, tokens = 0, seq_shards = 1, ffn_local = 0, vocab_local = 0;
     std::int64_t layer_params = 0;    // parameters of one decoder layer on one TP rank
     std::int64_t act_layer_none = 0;  // bytes one layer saves for backward without recompute
     std::int64_t layer_input = 0;     // bytes of the layer input (all full recompute keeps)
@@ -71,29 +71,34 @@ struct LayerSizes {
 
 LayerSizes layer_sizes(const ModelConfig& m, const Plan& p) {
     LayerSizes z;
-    z.t = p.tp, z.h = m.hidden, z.sb = p.seq * p.mbs;
-    z.sp_div = p.sp ? z.t : 1;
-    const std::int64_t t = z.t, h = z.h, sb = z.sb, sp_div = z.sp_div;
-    const std::int64_t ql = m.q_width() / t, kvl = m.kv_width() / t, fl = m.ffn_hidden / t;
-    z.fl = fl;
-    z.vocab_local = (m.vocab + t - 1) / t;  // vocab padded to a multiple of tp
+    z.tp = p.tp, z.hidden = m.hidden, z.tokens = p.seq * p.mbs;
+    z.seq_shards = p.sp ? z.tp : 1;
+    const std::int64_t tp = z.tp, hidden = z.hidden, tokens = z.tokens, seq_shards = z.seq_shards;
+    const std::int64_t q_local = m.q_width() / tp, kv_local = m.kv_width() / tp, ffn_local = m.ffn_hidden / tp;
+    z.ffn_local = ffn_local;
+    z.vocab_local = (m.vocab + tp - 1) / tp;  // vocab padded to a multiple of tp
     // Parameters of one decoder layer on one TP rank: q, k, v (qkv_proj, column), o_proj (row),
     // gate_up_proj (column, 2*ffn), down_proj (row), two RMSNorm weights (replicated).
-    z.layer_params = h * (ql + 2 * kvl) + ql * h + h * 2 * fl + fl * h + 2 * h;
+    z.layer_params = hidden * (q_local + 2 * kv_local) + q_local * hidden + hidden * 2 * ffn_local +
+                     ffn_local * hidden + 2 * hidden;
 
     // Activations one decoder layer saves for backward, one micro-batch (bf16 = 2 B):
-    //  input_layernorm (TritonRMSNorm) saves its input and fp32 rstd        h/sp + rstd
-    //  qkv_proj (column linear, tp_recompute_allgather) saves the sharded input    h/sp
-    //  the permuted q|k|v tensor (q is a view of it, kept by flash attention)      ql + 2 kvl
-    //  _forward_training's contiguous key/value copy (kept by flash attention)     2 kvl
-    //  flash attention's output (o_proj input) and fp32 log-sum-exp               ql, heads/tp
-    //  post_attention_layernorm input + rstd, gate_up_proj sharded input          2 h/sp
-    //  gate_up output (gate and up views of it are saved), silu(gate), the product 4 fl
-    const std::int64_t norm_rstd = sb * 4 / sp_div;
-    z.act_layer_none = sb * (2 * h / sp_div * 2 + 2 * h / sp_div * 2) + 2 * norm_rstd + sb * 2 * (ql + 2 * kvl) +
-                       sb * 2 * 2 * kvl + sb * 2 * ql + sb * (m.heads / t) * 4 + sb * 2 * 4 * fl;
+    // (per token; /sp = divided by seq_shards under sequence parallelism)
+    //  input_layernorm (TritonRMSNorm) saves its input and fp32 rstd     hidden/sp + rstd
+    //  qkv_proj (column linear, tp_recompute_allgather) saves the sharded input  hidden/sp
+    //  the permuted q|k|v tensor (q is a view of it, kept by flash attention)
+    //                                                               q_local + 2 kv_local
+    //  _forward_training's contiguous key/value copy (kept by flash attention) 2 kv_local
+    //  flash attention's output (o_proj input) and fp32 log-sum-exp   q_local, heads/tp
+    //  post_attention_layernorm input + rstd, gate_up_proj sharded input  2 hidden/sp
+    //  gate_up output (gate and up views of it are saved), silu(gate), the product
+    //                                                                     4 ffn_local
+    const std::int64_t norm_rstd = tokens * 4 / seq_shards;
+    z.act_layer_none = tokens * (2 * hidden / seq_shards * 2 + 2 * hidden / seq_shards * 2) + 2 * norm_rstd +
+                       tokens * 2 * (q_local + 2 * kv_local) + tokens * 2 * 2 * kv_local + tokens * 2 * q_local +
+                       tokens * (m.heads / tp) * 4 + tokens * 2 * 4 * ffn_local;
     // Full recompute (LlamaDecoderLayer._checkpointed_forward): the layer input only.
-    z.layer_input = sb * h * 2 / sp_div;
+    z.layer_input = tokens * hidden * 2 / seq_shards;
     z.act_layer = p.recompute == Recompute::full ? z.layer_input : z.act_layer_none;
     return z;
 }
@@ -101,14 +106,14 @@ LayerSizes layer_sizes(const ModelConfig& m, const Plan& p) {
 // Model states and persistent buffers of one stage.
 void stage_states(NanotronStageMemory& s, const ModelConfig& m, const Plan& p, const LayerSizes& z) {
     const bool fp32_accum = p.precision == Precision::bf16_mixed_fp32_grads;
-    const std::int64_t h = z.h, sb = z.sb;
+    const std::int64_t hidden = z.hidden, tokens = z.tokens;
     std::int64_t n = s.blocks.layers * z.layer_params;
     // Token embedding (vocab-parallel); the LM head is a column linear over the vocabulary.
     // A tied embedding is one tensor on a stage holding both, a copy on each otherwise
     // (nanotron ties the copies and all-reduces their gradients).
-    if (s.blocks.embedding) n += z.vocab_local * h;
-    if (s.blocks.head && !(m.tied_embeddings && s.blocks.embedding)) n += z.vocab_local * h;
-    if (s.blocks.head) n += h;  // final norm
+    if (s.blocks.embedding) n += z.vocab_local * hidden;
+    if (s.blocks.head && !(m.tied_embeddings && s.blocks.embedding)) n += z.vocab_local * hidden;
+    if (s.blocks.head) n += hidden;  // final norm
     s.params_local = n;
     const std::int64_t shard = p.zero >= 1 ? p.dp : 1;
     s.bf16_weights = 2 * n;  // build_model: init_on_device_and_dtype(dtype=bf16)
@@ -136,35 +141,36 @@ void stage_states(NanotronStageMemory& s, const ModelConfig& m, const Plan& p, c
     // column linears in reduce-scatter mode for the whole run; with async communication
     // _RowLinearAsyncCommunication.backward keeps a second one, "allgather2", for the
     // gathered output gradient (s*b*h bf16).
-    if (p.sp && z.t > 1) s.tp_gather_buffer = 2 * sb * h * 2;
-    if (p.pp > 1) s.p2p_buffer = sb * h * 2 / z.sp_div;  // p2p.py: a received tensor in flight
-    s.rope_tables = 2 * p.seq * m.head_dim * 4;          // fp32 cos/sin
+    if (p.sp && z.tp > 1) s.tp_gather_buffer = 2 * tokens * hidden * 2;
+    if (p.pp > 1) s.p2p_buffer = tokens * hidden * 2 / z.seq_shards;  // p2p.py: a received tensor in flight
+    s.rope_tables = 2 * p.seq * m.head_dim * 4;  // fp32 cos/sin
 }
 
 // Saved activations, transients and the loss working set of one stage; returns the bytes
 // one in-flight micro-batch keeps.
 std::int64_t stage_activations(NanotronStageMemory& s, const Plan& p, const LayerSizes& z, std::int64_t stage) {
-    const std::int64_t h = z.h, sb = z.sb, sp_div = z.sp_div;
+    const std::int64_t hidden = z.hidden, tokens = z.tokens, seq_shards = z.seq_shards;
     // engine.py OneForwardOneBackwardPipelineEngine: pp - rank - 1 warm-up forwards, then one
     // forward before each backward: pp - rank micro-batches in flight (at most grad_acc).
     s.in_flight = std::min<std::int64_t>(p.pp - stage, p.grad_acc);
     s.activations_per_layer = z.act_layer;
     std::int64_t per_mb = s.blocks.layers * z.act_layer;
-    if (s.blocks.embedding) per_mb += sb * 8;                                 // int64 input ids
-    if (s.blocks.head) per_mb += sb * h * 2 / sp_div * 2 + sb * 4 / sp_div;  // final norm in + LM-head input
-    if (s.blocks.loss) per_mb += sb * 8 * 2;                                  // labels, masked targets
+    if (s.blocks.embedding) per_mb += tokens * 8;  // int64 input ids
+    // Final norm input + LM-head input (bf16) and the norm's fp32 rstd.
+    if (s.blocks.head) per_mb += tokens * hidden * 2 / seq_shards * 2 + tokens * 4 / seq_shards;
+    if (s.blocks.loss) per_mb += tokens * 8 * 2;   // labels, masked targets
     s.activations = s.in_flight * per_mb;
     // Row-parallel linear in reduce-scatter mode: the full s*b*h product exists before
     // its reduce-scatter (o_proj and down_proj each); all-reduce mode likewise.
-    s.forward_transient = (z.t > 1 && s.blocks.layers > 0) ? sb * h * 2 : 0;
+    s.forward_transient = (z.tp > 1 && s.blocks.layers > 0) ? tokens * hidden * 2 : 0;
     if (p.recompute == Recompute::full) s.forward_transient += z.act_layer_none;  // layer re-materialised in backward
     // Backward through one layer: the residual-stream gradient in and out, and the widest op's
     // input gradients (gate_up's 2*ffn output gradient).
-    s.backward_transient = s.blocks.layers > 0 ? 2 * z.layer_input + sb * 2 * z.fl * 2 : 0;
+    s.backward_transient = s.blocks.layers > 0 ? 2 * z.layer_input + tokens * 2 * z.ffn_local * 2 : 0;
     // Logits (nanotron LlamaModel.forward_with_hidden_states, Loss, _ShardedCrossEntropy):
     // the bf16 sharded logits and their fp32 cast coexist (6 B), then the fp32 logits and
     // `sharded_logits - logits_max` (8 B); the fp32 softmax (4 B) is saved for backward.
-    if (s.blocks.loss) s.logits_working_set = sb * z.vocab_local * 8;
+    if (s.blocks.loss) s.logits_working_set = tokens * z.vocab_local * 8;
     return per_mb;
 }
 
@@ -225,7 +231,7 @@ std::vector<NanotronStageMemory> nanotron_stage_memory(const ModelConfig& m, con
         s.blocks = split[i];
         stage_states(s, m, p, z);
         const std::int64_t per_mb = stage_activations(s, p, z, static_cast<std::int64_t>(i));
-        const std::int64_t logits_bwd = s.blocks.loss ? z.sb * z.vocab_local * 6 : 0;
+        const std::int64_t logits_bwd = s.blocks.loss ? z.tokens * z.vocab_local * 6 : 0;
         stage_peaks(s, per_mb, logits_bwd, alloc, non_pytorch_bytes);
         out.push_back(s);
     }

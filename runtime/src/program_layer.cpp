@@ -1,0 +1,365 @@
+// One decoder layer's ops for the step program: forward (attention core, MLP), the
+// recomputation a plan asks for, and backward, with the buffers each op allocates and frees.
+#include <utility>
+
+#include "preflight/planner/profiles.hpp"
+#include "program_builder.hpp"
+
+namespace preflight::runtime::program_detail {
+
+namespace {
+
+// Attention probabilities, eager: scores = Q K^T / sqrt(d) (transient, freed by the
+// softmax), P = causal softmax (kept for backward). Names start with `prefix`.
+BufferId emit_eager_probabilities(Builder& B, std::vector<Op>& out, const std::string& prefix, const Phase& ph,
+                                  BufferId qkv) {
+    Program& P = B.p_;
+    const Dims& d = P.dims;
+    const std::int64_t score_elems = d.b * d.heads * d.s * d.s;
+    const BufferId scores = B.buffer(prefix + "scores", Category::temporary, P.act, score_elems);
+    const BufferId probabilities = B.buffer(prefix + "softmax out", Category::activations, P.act, score_elems);
+    {  // eager_scores: v0 = qkv, v1 = scores
+        Op& o = B.emit(out, OpKind::eager_scores, prefix + "QK^T", ph);
+        o.alloc = {scores};
+        o.v[0] = B.full(qkv, d.qkv_width);
+        o.v[1] = B.scores(scores);
+    }
+    {  // eager_softmax: v0 = scores, v1 = probabilities
+        Op& o = B.emit(out, OpKind::eager_softmax, prefix + "softmax", ph);
+        o.alloc = {probabilities};
+        o.v[0] = B.scores(scores);
+        o.v[1] = B.scores(probabilities);
+        o.free = {scores};
+    }
+    return probabilities;
+}
+
+// Fused flash attention forward: writes f.attn and a new log-sum-exp buffer (returned);
+// `alloc_output` false re-runs it into an existing output (selective recompute).
+BufferId emit_flash_forward(Builder& B, std::vector<Op>& out, const std::string& prefix, const Phase& ph,
+                            const LayerFwd& f, bool alloc_output) {
+    const Dims& d = B.d_;
+    // flash_fwd: v0 = qkv, v1 = out, v2 = log-sum-exp [b, heads, s] fp32
+    const BufferId lse = B.buffer(prefix + "softmax lse", Category::activations, DType::f32, d.b * d.heads * d.s);
+    Op& o = B.emit(out, OpKind::flash_fwd, prefix + "flash attention", ph);
+    o.alloc = {lse};
+    if (alloc_output) o.alloc.push_back(f.attn);
+    o.v[0] = B.full(f.qkv, d.qkv_width);
+    o.v[1] = B.full(f.attn, d.q_width);
+    o.v[2] = B.lse(lse);
+    return lse;
+}
+
+// Attention core of one layer's forward: flash (output + log-sum-exp) or eager (kept
+// softmax, then P V). Sets f.attn and f.core; `keep_core` false frees the core after use.
+void emit_attention_core_forward(Builder& B, std::vector<Op>& out, const std::string& n, const Phase& ph, LayerFwd& f,
+                                 bool keep_core) {
+    Program& P = B.p_;
+    const Dims& d = P.dims;
+    f.attn = B.act(n + "attn out", d.q_width);
+    if (P.plan.attention == AttentionKind::flash) {
+        f.core = emit_flash_forward(B, out, n, ph, f, true);
+        if (!keep_core) out.back().free = {f.core};
+        return;
+    }
+    f.core = emit_eager_probabilities(B, out, n, ph, f.qkv);
+    // eager_pv: v0 = probabilities, v1 = qkv, v2 = out
+    Op& o = B.emit(out, OpKind::eager_pv, n + "PV", ph);
+    o.alloc = {f.attn};
+    o.v[0] = B.scores(f.core);
+    o.v[1] = B.full(f.qkv, d.qkv_width);
+    o.v[2] = B.full(f.attn, d.q_width);
+    if (!keep_core) o.free = {f.core};
+}
+
+// MLP half of one layer's forward after the attention residual: norm, up projection,
+// activation and (when `produce_output`) the down projection with the residual added.
+void emit_mlp_forward(Builder& B, std::vector<Op>& out, std::int64_t l, const std::string& n, const Phase& ph,
+                      LayerFwd& f, bool produce_output) {
+    Program& P = B.p_;
+    const Dims& d = P.dims;
+    const LayerParams& lp = P.layer_params[static_cast<std::size_t>(l - 1)];
+    f.xn2 = B.act(n + "mlp norm out", d.h);
+    {
+        Op& o = B.emit(out, OpKind::norm_fwd, n + "mlp norm", ph);
+        o.alloc = {f.xn2};
+        o.v[0] = B.full(f.x1, d.h);
+        o.v[1] = B.full(f.xn2, d.h);
+        o.p0 = lp.norm2_w;
+        o.p1 = lp.norm2_b;
+    }
+    f.up = B.act(n + (P.model.mlp == MlpKind::swiglu ? "gate|up" : "fc1 out"), d.up_width);
+    {
+        Op& o = B.emit(out, OpKind::linear_fwd, n + "up proj", ph);
+        o.alloc = {f.up};
+        o.v[0] = B.full(f.xn2, d.h);
+        o.v[1] = B.full(f.up, d.up_width);
+        o.p0 = lp.up_w;
+        o.p1 = lp.up_b;
+    }
+    f.act = B.act(n + "down in", d.ffn);
+    {  // swiglu_fwd: v0 = gate|up, v1 = silu(gate)*up. gelu_fwd: v0 = fc1 out, v1 = gelu(.)
+        Op& o = B.emit(out, P.model.mlp == MlpKind::swiglu ? OpKind::swiglu_fwd : OpKind::gelu_fwd, n + "activation",
+                       ph);
+        o.alloc = {f.act};
+        o.v[0] = B.full(f.up, d.up_width);
+        o.v[1] = B.full(f.act, d.ffn);
+    }
+    if (produce_output) {
+        f.out = B.act(layer_label(l + 1) + "attn norm in", d.h);
+        Op& o = B.emit(out, OpKind::linear_fwd, n + "down proj", ph);
+        o.alloc = {f.out};
+        o.v[0] = B.full(f.act, d.ffn);
+        o.v[1] = B.full(f.out, d.h);
+        o.v[2] = B.full(f.x1, d.h);
+        o.p0 = lp.down_w;
+        o.p1 = lp.down_b;
+    }
+}
+
+}  // namespace
+
+// Saved tensors follow the planner's inventory (see program_builder.hpp).
+LayerFwd emit_layer_forward(Builder& B, std::vector<Op>& out, std::int64_t l, std::int64_t mb, BufferId x,
+                            bool produce_output, bool keep_core, const std::string& tag) {
+    Program& P = B.p_;
+    const Dims& d = P.dims;
+    const LayerParams& lp = P.layer_params[static_cast<std::size_t>(l - 1)];
+    const Phase ph{PhaseKind::forward, l, mb};
+    const std::string n = layer_label(l) + tag;
+    LayerFwd f;
+    f.x = x;
+
+    f.xn1 = B.act(n + "attn norm out", d.h);
+    {  // norm_fwd: v0 = x, v1 = y; p0 = weight, p1 = bias
+        Op& o = B.emit(out, OpKind::norm_fwd, n + "attn norm", ph);
+        o.alloc = {f.xn1};
+        o.v[0] = B.full(x, d.h);
+        o.v[1] = B.full(f.xn1, d.h);
+        o.p0 = lp.norm1_w;
+        o.p1 = lp.norm1_b;
+    }
+    f.qkv = B.act(n + "qkv", d.qkv_width);
+    {  // linear_fwd: v0 = in [M,K], v1 = out [M,N], v2 = residual added (optional); p0 = W [N,K], p1 = bias
+        Op& o = B.emit(out, OpKind::linear_fwd, n + "qkv proj", ph);
+        o.alloc = {f.qkv};
+        o.v[0] = B.full(f.xn1, d.h);
+        o.v[1] = B.full(f.qkv, d.qkv_width);
+        o.p0 = lp.qkv_w;
+        o.p1 = lp.qkv_b;
+    }
+    if (P.model.position == PositionKind::rope) {  // rope_fwd: v0 = qkv (in place on Q and K)
+        Op& o = B.emit(out, OpKind::rope_fwd, n + "rope", ph);
+        o.v[0] = B.full(f.qkv, d.qkv_width);
+    }
+    emit_attention_core_forward(B, out, n, ph, f, keep_core);
+    f.x1 = B.act(n + "mlp norm in", d.h);
+    {
+        Op& o = B.emit(out, OpKind::linear_fwd, n + "out proj", ph);
+        o.alloc = {f.x1};
+        o.v[0] = B.full(f.attn, d.q_width);
+        o.v[1] = B.full(f.x1, d.h);
+        o.v[2] = B.full(x, d.h);
+        o.p0 = lp.out_w;
+        o.p1 = lp.out_b;
+    }
+    emit_mlp_forward(B, out, l, n, ph, f, produce_output);
+    return f;
+}
+
+// Backward of a linear: dX (= or +=) dY W, then dW += dY^T X and db += colsum(dY).
+// linear_bwd_data: v0 = dY [M,N], v1 = dX [M,K]; p0 = W. linear_bwd_weight: v0 = dY, v1 = X; p0 = W, p1 = bias.
+void emit_linear_bwd(Builder& B, std::vector<Op>& out, const std::string& name, const Phase& ph, const View& dy,
+                     const View& x, const View& dx, ParamId w, ParamId b, std::vector<BufferId> alloc_dx) {
+    {
+        Op& o = B.emit(out, OpKind::linear_bwd_data, name + " dgrad", ph);
+        o.alloc = std::move(alloc_dx);
+        o.v[0] = dy;
+        o.v[1] = dx;
+        o.p0 = w;
+    }
+    {
+        Op& o = B.emit(out, OpKind::linear_bwd_weight, name + " wgrad", ph);
+        o.v[0] = dy;
+        o.v[1] = x;
+        o.p0 = w;
+        o.p1 = b;
+    }
+}
+
+// norm_bwd: v0 = x, v1 = dY (gradient of the norm output), v2 = dX (+= when accumulate),
+// v3 = row statistics scratch [rows, 2] fp32 (recomputed, not kept); p0/p1 weight/bias grads.
+void emit_norm_bwd(Builder& B, std::vector<Op>& out, const std::string& name, const Phase& ph, BufferId x,
+                   BufferId dy, BufferId dx, bool accumulate, ParamId w, ParamId b, std::vector<BufferId> alloc,
+                   std::vector<BufferId> free) {
+    const Dims& d = B.d_;
+    const BufferId stats = B.buffer(name + " stats", Category::temporary, DType::f32, d.rows * 2);
+    Op& o = B.emit(out, OpKind::norm_bwd, name, ph);
+    o.alloc = std::move(alloc);
+    o.alloc.push_back(stats);
+    o.v[0] = B.full(x, d.h);
+    o.v[1] = B.full(dy, d.h);
+    o.v[2] = B.full(dx, d.h);
+    o.v[3] = {stats, d.rows, 2, 2, 0};
+    o.accumulate = accumulate;
+    o.p0 = w;
+    o.p1 = b;
+    o.free = std::move(free);
+    o.free.push_back(stats);
+}
+
+namespace {
+
+// Recomputation at the start of layer l's backward (Korthikanti et al. 2022, sec. 4): full
+// recompute re-runs the layer's forward, selective only its attention core. Updates `f` to
+// the recomputed buffers and returns them (they go with the layer's last op).
+std::vector<BufferId> emit_recompute(Builder& B, std::vector<Op>& out, std::int64_t l, std::int64_t mb, const Phase& ph,
+                                     LayerFwd& f) {
+    Program& P = B.p_;
+    if (P.plan.recompute == Recompute::full) {
+        std::vector<Op> re;
+        f = emit_layer_forward(B, re, l, mb, f.x, false, true, "recompute ");
+        for (auto& o : re) {
+            o.phase = ph;
+            out.push_back(std::move(o));
+        }
+        return {f.xn1, f.qkv, f.core, f.attn, f.x1, f.xn2, f.up, f.act};
+    }
+    if (P.plan.recompute == Recompute::selective) {
+        const std::string prefix = layer_label(l) + "recompute ";
+        // Flash re-runs the fused kernel: it rewrites the (identical) output and the log-sum-exp.
+        f.core = P.plan.attention == AttentionKind::flash ? emit_flash_forward(B, out, prefix, ph, f, false)
+                                                          : emit_eager_probabilities(B, out, prefix, ph, f.qkv);
+        return {f.core};
+    }
+    return {};
+}
+
+// MLP backward of layer l: dres (dLoss/d layer output) through the down projection, the
+// activation, the up projection and the MLP norm, whose input gradient is added to dres.
+void emit_mlp_backward(Builder& B, std::vector<Op>& out, const std::string& n, const Phase& ph, const LayerParams& lp,
+                       const LayerFwd& f, BufferId dres) {
+    Program& P = B.p_;
+    const Dims& d = P.dims;
+    // dGU [rows, up_width]: the down dgrad writes dA into its first f columns, the
+    // activation backward turns it into d(gate)|d(up) (GeLU: d(fc1 out)) in place.
+    const BufferId dgu = B.act(n + "d gate|up", d.up_width, Category::temporary);
+    emit_linear_bwd(B, out, n + "down proj", ph, B.full(dres, d.h), B.full(f.act, d.ffn),
+                    View{dgu, d.rows, d.ffn, d.up_width, 0}, lp.down_w, lp.down_b, {dgu});
+    {  // swiglu_bwd / gelu_bwd: v0 = dGU (in: dA in the first f columns; out: input gradient), v1 = forward input
+        Op& o = B.emit(out, P.model.mlp == MlpKind::swiglu ? OpKind::swiglu_bwd : OpKind::gelu_bwd,
+                       n + "activation bwd", ph);
+        o.v[0] = B.full(dgu, d.up_width);
+        o.v[1] = B.full(f.up, d.up_width);
+    }
+    const BufferId dxn2 = B.act(n + "d mlp norm out", d.h, Category::temporary);
+    emit_linear_bwd(B, out, n + "up proj", ph, B.full(dgu, d.up_width), B.full(f.xn2, d.h), B.full(dxn2, d.h),
+                    lp.up_w, lp.up_b, {dxn2});
+    out.back().free = {dgu};
+    emit_norm_bwd(B, out, n + "mlp norm bwd", ph, f.x1, dxn2, dres, true, lp.norm2_w, lp.norm2_b, {}, {dxn2});
+}
+
+// Flash attention backward into dqkv (allocated here); frees its workspace and dattn.
+void emit_flash_backward(Builder& B, std::vector<Op>& out, const std::string& n, const Phase& ph, const LayerFwd& f,
+                         BufferId dattn, BufferId dqkv) {
+    Program& P = B.p_;
+    const Dims& d = P.dims;
+    // flash_bwd: v0 = qkv, v1 = out, v2 = lse, v3 = dOut, v4 = dqkv, v5 = workspace (u8): cuDNN's
+    // fp32 dQ accumulator and softmax sum for 16-bit activations; the kernel's D = rowsum(dO*O)
+    // fp32 in its first b*heads*s floats (profiles.hpp runtime_flash_bwd_workspace_bytes).
+    const BufferId dsum =
+        B.buffer(n + "flash bwd workspace", Category::temporary, DType::u8,
+                 runtime_flash_bwd_workspace_bytes(d.b, d.heads, d.s, d.head_dim, dtype_bytes(P.act)));
+    Op& o = B.emit(out, OpKind::flash_bwd, n + "flash attention bwd", ph);
+    o.alloc = {dqkv, dsum};
+    o.v[0] = B.full(f.qkv, d.qkv_width);
+    o.v[1] = B.full(f.attn, d.q_width);
+    o.v[2] = B.lse(f.core);
+    o.v[3] = B.full(dattn, d.q_width);
+    o.v[4] = B.full(dqkv, d.qkv_width);
+    const std::int64_t ws_bytes = P.buffers[static_cast<std::size_t>(dsum)].elements;
+    o.v[5] = {dsum, 1, ws_bytes, ws_bytes, 0};
+    o.free = {dsum, dattn};
+}
+
+// Eager attention backward into dqkv (allocated here): dP, the softmax backward, dQKV; frees dattn.
+void emit_eager_backward(Builder& B, std::vector<Op>& out, const std::string& n, const Phase& ph, const LayerFwd& f,
+                         BufferId dattn, BufferId dqkv) {
+    Program& P = B.p_;
+    const Dims& d = P.dims;
+    const std::int64_t score_elems = d.b * d.heads * d.s * d.s;
+    const BufferId dp = B.buffer(n + "dP", Category::temporary, P.act, score_elems);
+    const BufferId ds = B.buffer(n + "dS", Category::temporary, P.act, score_elems);
+    {  // eager_dp: v0 = dOut, v1 = qkv, v2 = dP = dO V^T
+        Op& o = B.emit(out, OpKind::eager_dp, n + "dP", ph);
+        o.alloc = {dp};
+        o.v[0] = B.full(dattn, d.q_width);
+        o.v[1] = B.full(f.qkv, d.qkv_width);
+        o.v[2] = B.scores(dp);
+    }
+    {  // eager_softmax_bwd: v0 = P, v1 = dP, v2 = dS = P * (dP - rowsum(P dP))
+        Op& o = B.emit(out, OpKind::eager_softmax_bwd, n + "softmax bwd", ph);
+        o.alloc = {ds};
+        o.v[0] = B.scores(f.core);
+        o.v[1] = B.scores(dp);
+        o.v[2] = B.scores(ds);
+        o.free = {dp};
+    }
+    {  // eager_dqkv: v0 = dS, v1 = P, v2 = dOut, v3 = qkv, v4 = dqkv (dQ = dS K/sqrt(d), dK = dS^T Q/sqrt(d), dV = P^T dO)
+        Op& o = B.emit(out, OpKind::eager_dqkv, n + "dQKV", ph);
+        o.alloc = {dqkv};
+        o.v[0] = B.scores(ds);
+        o.v[1] = B.scores(f.core);
+        o.v[2] = B.full(dattn, d.q_width);
+        o.v[3] = B.full(f.qkv, d.qkv_width);
+        o.v[4] = B.full(dqkv, d.qkv_width);
+        o.free = {ds, dattn};
+    }
+}
+
+}  // namespace
+
+// Working buffers follow the planner's backward transient (memory.cpp backward_transient):
+// dres + one more [rows, h] gradient + the widest op's gradients (MLP: dgate|dup; eager
+// attention: dP and dS).
+void emit_layer_backward(Builder& B, std::vector<Op>& out, std::int64_t l, std::int64_t mb, const LayerFwd& saved,
+                         BufferId dres) {
+    Program& P = B.p_;
+    const Dims& d = P.dims;
+    const LayerParams& lp = P.layer_params[static_cast<std::size_t>(l - 1)];
+    const Phase ph{PhaseKind::backward, l, mb};
+    const std::string n = layer_label(l);
+    LayerFwd f = saved;
+    const std::vector<BufferId> recomputed = emit_recompute(B, out, l, mb, ph, f);
+    emit_mlp_backward(B, out, n, ph, lp, f, dres);
+
+    // Attention.
+    const BufferId dattn = B.act(n + "d attn out", d.q_width, Category::temporary);
+    emit_linear_bwd(B, out, n + "out proj", ph, B.full(dres, d.h), B.full(f.attn, d.q_width),
+                    B.full(dattn, d.q_width), lp.out_w, lp.out_b, {dattn});
+    const BufferId dqkv = B.act(n + "d qkv", d.qkv_width, Category::temporary);
+    if (P.plan.attention == AttentionKind::flash)
+        emit_flash_backward(B, out, n, ph, f, dattn, dqkv);
+    else
+        emit_eager_backward(B, out, n, ph, f, dattn, dqkv);
+    if (P.model.position == PositionKind::rope) {  // rope_bwd: v0 = dqkv (in place)
+        Op& o = B.emit(out, OpKind::rope_bwd, n + "rope bwd", ph);
+        o.v[0] = B.full(dqkv, d.qkv_width);
+    }
+    const BufferId dxn1 = B.act(n + "d attn norm out", d.h, Category::temporary);
+    emit_linear_bwd(B, out, n + "qkv proj", ph, B.full(dqkv, d.qkv_width), B.full(f.xn1, d.h), B.full(dxn1, d.h),
+                    lp.qkv_w, lp.qkv_b, {dxn1});
+    out.back().free = {dqkv};
+    // The layer's saved tensors (and any recomputed ones) go with its last op.
+    std::vector<BufferId> release = {dxn1, saved.x};
+    if (P.plan.recompute == Recompute::full) {
+        release.insert(release.end(), recomputed.begin(), recomputed.end());
+    } else {
+        for (BufferId b : {saved.xn1, saved.qkv, saved.attn, saved.x1, saved.xn2, saved.up, saved.act})
+            release.push_back(b);
+        release.push_back(P.plan.recompute == Recompute::selective ? f.core : saved.core);
+    }
+    emit_norm_bwd(B, out, n + "attn norm bwd", ph, f.x, dxn1, dres, true, lp.norm1_w, lp.norm1_b, {}, release);
+}
+
+}  // namespace preflight::runtime::program_detail
