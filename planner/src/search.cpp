@@ -364,15 +364,20 @@ void search_layouts(SearchState& st) {
     }
 }
 
+// "ZeRO-z, dp D tp T pp P": how the rejection list names a family.
+std::string family_name(const FamilyKey& key) {
+    const auto& [zero, dp, tp, pp] = key;
+    return "ZeRO-" + std::to_string(zero) + ", dp " + str(dp) + " tp " + str(tp) + " pp " + str(pp);
+}
+
 // Memory rejections per family, families with no fitting plan first; the representative
 // is the family's smallest rejected plan.
 void add_memory_rejections(SearchState& st) {
     std::vector<Rejection> mem_rejections;
     for (auto& [key, r] : st.families) {
         if (r.plans == 0) continue;
-        const auto& [zero, dp, tp, pp] = key;
-        r.family = "ZeRO-" + std::to_string(zero) + ", dp " + str(dp) + " tp " + str(tp) + " pp " + str(pp);
-        r.reason = "ZeRO-" + std::to_string(zero) + ": " + gib(r.peak_bytes) + " > " + gib(st.limit) +
+        r.family = family_name(key);
+        r.reason = "ZeRO-" + std::to_string(std::get<0>(key)) + ": " + gib(r.peak_bytes) + " > " + gib(st.limit) +
                    (r.others_fit ? " from mbs " + str(r.plan.mbs) + " up (smaller micro-batches fit)"
                                  : " even at its smallest (mbs " + str(r.plan.mbs) + ", recompute " +
                                        std::string(to_string(r.plan.recompute)) + ", " +
@@ -386,11 +391,10 @@ void add_memory_rejections(SearchState& st) {
     for (const auto& [key, refusal] : st.refused) {
         const auto it = st.families.find(key);
         if (it != st.families.end() && (it->second.plans > 0 || it->second.others_fit)) continue;
-        const auto& [zero, dp, tp, pp] = key;
         Rejection r;
         r.plan = refusal.plan;
         r.plans = refusal.plans;
-        r.family = "ZeRO-" + std::to_string(zero) + ", dp " + str(dp) + " tp " + str(tp) + " pp " + str(pp);
+        r.family = family_name(key);
         r.reason = "the memory model cannot build it: " + refusal.why;
         st.out.rejected.push_back(r);
     }

@@ -133,14 +133,7 @@ BufferId emit_output_and_loss(Builder& B, std::int64_t mb, BufferId x) {
     const Dims& d = P.dims;
     const Phase out{PhaseKind::output_loss, 0, mb};
     const BufferId xnf = B.act("final norm out", d.h);
-    {
-        Op& o = B.emit(P.step, OpKind::norm_fwd, "final norm", out);
-        o.alloc = {xnf};
-        o.v[0] = B.full(x, d.h);
-        o.v[1] = B.full(xnf, d.h);
-        o.p0 = P.normf_w;
-        o.p1 = P.normf_b;
-    }
+    emit_norm_fwd(B, P.step, "final norm", out, x, xnf, P.normf_w, P.normf_b);
     const BufferId labels = B.buffer("labels", Category::activations, DType::i64, d.rows);
     {  // labels: v0 = next-token ids [b, s]
         Op& o = B.emit(P.step, OpKind::labels, "synthetic labels", out);
@@ -149,13 +142,7 @@ BufferId emit_output_and_loss(Builder& B, std::int64_t mb, BufferId x) {
     }
     const BufferId logits = B.buffer("logits", Category::logits, P.act, d.rows * d.vocab_padded);
     const View lv{logits, d.rows, d.vocab_padded, d.vocab_padded, 0};
-    {
-        Op& o = B.emit(P.step, OpKind::linear_fwd, "lm head", out);
-        o.alloc = {logits};
-        o.v[0] = B.full(xnf, d.h);
-        o.v[1] = lv;
-        o.p0 = P.head;
-    }
+    emit_linear_fwd(B, P.step, "lm head", out, B.full(xnf, d.h), lv, P.head, kNoParam);
     const BufferId loss = B.buffer("loss per token", Category::logits, DType::f32, d.rows);
     {  // cross_entropy: v0 = logits (overwritten by dlogits, scaled 1/(rows*grad_acc)), v1 = labels, v2 = loss rows
         Op& o = B.emit(P.step, OpKind::cross_entropy, "softmax cross-entropy", out);

@@ -81,6 +81,14 @@ LayerFwd emit_layer_forward(Builder& B, std::vector<Op>& out, std::int64_t l, st
 void emit_layer_backward(Builder& B, std::vector<Op>& out, std::int64_t l, std::int64_t mb, const LayerFwd& saved,
                          BufferId dres);
 
+// Forward of a linear: y = in W^T + b (+ residual), y's buffer allocated by the op.
+void emit_linear_fwd(Builder& B, std::vector<Op>& out, const std::string& name, const Phase& ph, const View& in,
+                     const View& y, ParamId w, ParamId b, const View& residual = {});
+
+// Forward of a norm over rows of width h: y = norm(x), y allocated by the op.
+void emit_norm_fwd(Builder& B, std::vector<Op>& out, const std::string& name, const Phase& ph, BufferId x, BufferId y,
+                   ParamId w, ParamId b);
+
 // Backward of a linear: dX (= or +=) dY W, then dW += dY^T X and db += colsum(dY).
 void emit_linear_bwd(Builder& B, std::vector<Op>& out, const std::string& name, const Phase& ph, const View& dy,
                      const View& x, const View& dx, ParamId w, ParamId b, std::vector<BufferId> alloc_dx);

@@ -80,23 +80,9 @@ void emit_mlp_forward(Builder& B, std::vector<Op>& out, std::int64_t l, const st
     const Dims& d = P.dims;
     const LayerParams& lp = P.layer_params[static_cast<std::size_t>(l - 1)];
     f.xn2 = B.act(n + "mlp norm out", d.h);
-    {
-        Op& o = B.emit(out, OpKind::norm_fwd, n + "mlp norm", ph);
-        o.alloc = {f.xn2};
-        o.v[0] = B.full(f.x1, d.h);
-        o.v[1] = B.full(f.xn2, d.h);
-        o.p0 = lp.norm2_w;
-        o.p1 = lp.norm2_b;
-    }
+    emit_norm_fwd(B, out, n + "mlp norm", ph, f.x1, f.xn2, lp.norm2_w, lp.norm2_b);
     f.up = B.act(n + (P.model.mlp == MlpKind::swiglu ? "gate|up" : "fc1 out"), d.up_width);
-    {
-        Op& o = B.emit(out, OpKind::linear_fwd, n + "up proj", ph);
-        o.alloc = {f.up};
-        o.v[0] = B.full(f.xn2, d.h);
-        o.v[1] = B.full(f.up, d.up_width);
-        o.p0 = lp.up_w;
-        o.p1 = lp.up_b;
-    }
+    emit_linear_fwd(B, out, n + "up proj", ph, B.full(f.xn2, d.h), B.full(f.up, d.up_width), lp.up_w, lp.up_b);
     f.act = B.act(n + "down in", d.ffn);
     {  // swiglu_fwd: v0 = gate|up, v1 = silu(gate)*up. gelu_fwd: v0 = fc1 out, v1 = gelu(.)
         Op& o = B.emit(out, P.model.mlp == MlpKind::swiglu ? OpKind::swiglu_fwd : OpKind::gelu_fwd, n + "activation",
@@ -107,13 +93,8 @@ void emit_mlp_forward(Builder& B, std::vector<Op>& out, std::int64_t l, const st
     }
     if (produce_output) {
         f.out = B.act(layer_label(l + 1) + "attn norm in", d.h);
-        Op& o = B.emit(out, OpKind::linear_fwd, n + "down proj", ph);
-        o.alloc = {f.out};
-        o.v[0] = B.full(f.act, d.ffn);
-        o.v[1] = B.full(f.out, d.h);
-        o.v[2] = B.full(f.x1, d.h);
-        o.p0 = lp.down_w;
-        o.p1 = lp.down_b;
+        emit_linear_fwd(B, out, n + "down proj", ph, B.full(f.act, d.ffn), B.full(f.out, d.h), lp.down_w, lp.down_b,
+                        B.full(f.x1, d.h));
     }
 }
 
@@ -131,40 +112,44 @@ LayerFwd emit_layer_forward(Builder& B, std::vector<Op>& out, std::int64_t l, st
     f.x = x;
 
     f.xn1 = B.act(n + "attn norm out", d.h);
-    {  // norm_fwd: v0 = x, v1 = y; p0 = weight, p1 = bias
-        Op& o = B.emit(out, OpKind::norm_fwd, n + "attn norm", ph);
-        o.alloc = {f.xn1};
-        o.v[0] = B.full(x, d.h);
-        o.v[1] = B.full(f.xn1, d.h);
-        o.p0 = lp.norm1_w;
-        o.p1 = lp.norm1_b;
-    }
+    emit_norm_fwd(B, out, n + "attn norm", ph, x, f.xn1, lp.norm1_w, lp.norm1_b);
     f.qkv = B.act(n + "qkv", d.qkv_width);
-    {  // linear_fwd: v0 = in [M,K], v1 = out [M,N], v2 = residual added (optional); p0 = W [N,K], p1 = bias
-        Op& o = B.emit(out, OpKind::linear_fwd, n + "qkv proj", ph);
-        o.alloc = {f.qkv};
-        o.v[0] = B.full(f.xn1, d.h);
-        o.v[1] = B.full(f.qkv, d.qkv_width);
-        o.p0 = lp.qkv_w;
-        o.p1 = lp.qkv_b;
-    }
+    emit_linear_fwd(B, out, n + "qkv proj", ph, B.full(f.xn1, d.h), B.full(f.qkv, d.qkv_width), lp.qkv_w, lp.qkv_b);
     if (P.model.position == PositionKind::rope) {  // rope_fwd: v0 = qkv (in place on Q and K)
         Op& o = B.emit(out, OpKind::rope_fwd, n + "rope", ph);
         o.v[0] = B.full(f.qkv, d.qkv_width);
     }
     emit_attention_core_forward(B, out, n, ph, f, keep_core);
     f.x1 = B.act(n + "mlp norm in", d.h);
-    {
-        Op& o = B.emit(out, OpKind::linear_fwd, n + "out proj", ph);
-        o.alloc = {f.x1};
-        o.v[0] = B.full(f.attn, d.q_width);
-        o.v[1] = B.full(f.x1, d.h);
-        o.v[2] = B.full(x, d.h);
-        o.p0 = lp.out_w;
-        o.p1 = lp.out_b;
-    }
+    emit_linear_fwd(B, out, n + "out proj", ph, B.full(f.attn, d.q_width), B.full(f.x1, d.h), lp.out_w, lp.out_b,
+                    B.full(x, d.h));
     emit_mlp_forward(B, out, l, n, ph, f, produce_output);
     return f;
+}
+
+// linear_fwd: v0 = in [M,K], v1 = out [M,N] (allocated here), v2 = residual added (optional);
+// p0 = W [N,K], p1 = bias.
+void emit_linear_fwd(Builder& B, std::vector<Op>& out, const std::string& name, const Phase& ph, const View& in,
+                     const View& y, ParamId w, ParamId b, const View& residual) {
+    Op& o = B.emit(out, OpKind::linear_fwd, name, ph);
+    o.alloc = {y.buffer};
+    o.v[0] = in;
+    o.v[1] = y;
+    o.v[2] = residual;
+    o.p0 = w;
+    o.p1 = b;
+}
+
+// norm_fwd: v0 = x, v1 = y (allocated here); p0 = weight, p1 = bias.
+void emit_norm_fwd(Builder& B, std::vector<Op>& out, const std::string& name, const Phase& ph, BufferId x, BufferId y,
+                   ParamId w, ParamId b) {
+    const Dims& d = B.d_;
+    Op& o = B.emit(out, OpKind::norm_fwd, name, ph);
+    o.alloc = {y};
+    o.v[0] = B.full(x, d.h);
+    o.v[1] = B.full(y, d.h);
+    o.p0 = w;
+    o.p1 = b;
 }
 
 // Backward of a linear: dX (= or +=) dY W, then dW += dY^T X and db += colsum(dY).
