@@ -258,7 +258,10 @@ void print_lr_advice(const SearchRequest& req, const std::optional<LrAdvice>& lr
 void print_table(const PlanCommandState& st, const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& req,
                  const SearchResult& res, double search_s, const std::optional<LrAdvice>& lr) {
     print_header(st, model, gpu, req, res, search_s);
-    if (res.candidates.empty()) {
+    if (res.candidates.empty() && res.plans_evaluated == 0 && !res.rejected.empty()) {
+        std::cout << "NO PLAN RUNS: the search refused every plan of " << req.gpus
+                  << " GPUs before judging its memory (the reasons are under the rejected families).\n";
+    } else if (res.candidates.empty()) {
         std::cout << "NOTHING FITS: no plan of " << req.gpus << " GPUs reaches the batch under "
                   << format_bytes(res.limit_bytes) << " per GPU.\n";
     } else {

@@ -112,34 +112,80 @@ std::int64_t padded_vocab_local(std::int64_t vocab, std::int64_t tp, std::int64_
     const std::int64_t unit = std::max<std::int64_t>(pad_multiple, 1) * tp;
     return (vocab + unit - 1) / unit * unit / tp;
 }
+
+// The LoRA/QLoRA settings themselves (no layout enters).
+void check_lora_settings(const Plan& p, const ModelConfig& m) {
+    if (p.lora.rank < 1) throw InputError("--lora-rank", "must be a positive integer, got " + str(p.lora.rank));
+    if (p.lora.rank > m.hidden)
+        throw InputError("--lora-rank", str(p.lora.rank) + " exceeds the hidden size " + str(m.hidden));
+    if ((p.lora.targets & kLoraAllLinear) == 0) throw InputError("--lora-targets", "names no projection");
+    check_lora_size(m, p.lora);
+    if (!(p.lora.alpha > 0 && std::isfinite(p.lora.alpha))) throw InputError("--lora-alpha", "must be a positive number");
+    if (!(p.lora.dropout >= 0.0 && p.lora.dropout < 1.0)) throw InputError("--lora-dropout", "must be in [0, 1)");
+    if (p.lora.quant_block < 1 || p.lora.quant_const_block < 1)
+        throw InputError("--finetune", "quantisation block sizes must be positive");
+    if (p.precision == Precision::fp8_mixed)
+        throw InputError("--precision", "fp8-mixed has no LoRA/QLoRA recipe (PEFT trains in bf16/fp16/fp32)");
+}
+
+void check_vpp_bounds(const Plan& p, const ModelConfig& m) {
+    if (p.vpp < 1) throw InputError("--vpp", "must be a positive integer, got " + str(p.vpp));
+    // Bounds before any product below (limits.hpp: no int64 overflow past validation).
+    if (p.vpp > m.layers)
+        throw InputError("--vpp", str(p.vpp) + " model chunks per stage exceed the model's " + str(m.layers) + " layers");
+}
+
+void check_interleaved_chunks(const Plan& p) {
+    if (p.pp_schedule == PpSchedule::interleaved && p.vpp < 2)
+        throw InputError("--vpp", "the interleaved schedule needs --vpp >= 2 model chunks per stage");
+}
+
+void check_cp_bounds(const Plan& p) {
+    if (p.cp < 1) throw InputError("--cp", "must be a positive integer, got " + str(p.cp));
+    if (p.cp > limits::kMaxGpus)
+        throw InputError("--cp", str(p.cp) + " exceeds the limit kMaxGpus = " + str(limits::kMaxGpus));
+}
+
+// ep's bounds and the model's experts (not the data-parallel ranks it shards over).
+void check_ep_against_model(const Plan& p, const ModelConfig& m) {
+    if (p.ep < 1) throw InputError("--ep", "must be a positive integer, got " + str(p.ep));
+    if (p.ep > limits::kMaxGpus)
+        throw InputError("--ep", str(p.ep) + " exceeds the limit kMaxGpus = " + str(limits::kMaxGpus));
+    if (p.ep > 1) {
+        if (!m.is_moe()) throw InputError("--ep", "expert parallelism needs a mixture-of-experts model");
+        if (m.experts % p.ep != 0)
+            throw InputError("--ep", str(p.ep) + " does not divide the model's " + str(m.experts) + " experts");
+    }
+}
+
+void check_capacity_factor(const Plan& p) {
+    if (!(p.moe_capacity_factor >= 1.0 && p.moe_capacity_factor <= 64.0))
+        throw InputError("--moe-capacity-factor", "must be in [1, 64]");
+}
+
 }  // namespace
+
+void validate_extension_settings(const Plan& p, const ModelConfig& m) {
+    if (p.finetune != Finetune::full) check_lora_settings(p, m);
+    check_vpp_bounds(p, m);
+    check_interleaved_chunks(p);
+    check_cp_bounds(p);
+    check_ep_against_model(p, m);
+    check_capacity_factor(p);
+}
 
 void validate_plan_extensions(const Plan& p, const ModelConfig& m) {
     if (p.finetune != Finetune::full) {
-        if (p.lora.rank < 1) throw InputError("--lora-rank", "must be a positive integer, got " + str(p.lora.rank));
-        if (p.lora.rank > m.hidden)
-            throw InputError("--lora-rank", str(p.lora.rank) + " exceeds the hidden size " + str(m.hidden));
-        if ((p.lora.targets & kLoraAllLinear) == 0) throw InputError("--lora-targets", "names no projection");
-        check_lora_size(m, p.lora);
-        if (!(p.lora.alpha > 0 && std::isfinite(p.lora.alpha)))
-            throw InputError("--lora-alpha", "must be a positive number");
-        if (!(p.lora.dropout >= 0.0 && p.lora.dropout < 1.0)) throw InputError("--lora-dropout", "must be in [0, 1)");
-        if (p.lora.quant_block < 1 || p.lora.quant_const_block < 1)
-            throw InputError("--finetune", "quantisation block sizes must be positive");
-        if (p.precision == Precision::fp8_mixed)
-            throw InputError("--precision", "fp8-mixed has no LoRA/QLoRA recipe (PEFT trains in bf16/fp16/fp32)");
+        check_lora_settings(p, m);
         if (p.finetune == Finetune::qlora && p.tp > 1)
             throw InputError("--tp", "QLoRA's bitsandbytes 4-bit layers have no tensor parallelism; use --tp 1");
     }
     if (p.offload == Offload::optimizer_and_params && p.zero != 3)
         throw InputError("--offload", "'params' (ZeRO-Infinity parameter offload) needs --zero 3");
-    if (p.vpp < 1) throw InputError("--vpp", "must be a positive integer, got " + str(p.vpp));
-    // Bounds before any product below (limits.hpp: no int64 overflow past validation).
-    if (p.vpp > m.layers)
-        throw InputError("--vpp", str(p.vpp) + " model chunks per stage exceed the model's " + str(m.layers) + " layers");
+    check_vpp_bounds(p, m);
     if (p.pp_schedule == PpSchedule::interleaved) {
         if (p.pp < 2) throw InputError("--pp-schedule", "interleaved needs --pp > 1");
-        if (p.vpp < 2) throw InputError("--vpp", "the interleaved schedule needs --vpp >= 2 model chunks per stage");
+        check_interleaved_chunks(p);
         if (m.layers % (p.pp * p.vpp) != 0 && !interleaved_counts_embedding_and_loss(p, m.layers))
             throw InputError("--vpp", "pp * vpp = " + str(p.pp * p.vpp) + " divides neither the model's " +
                                           str(m.layers) + " layers nor layers + 2 (Megatron-LM needs whole chunks; "
@@ -150,10 +196,8 @@ void validate_plan_extensions(const Plan& p, const ModelConfig& m) {
     } else if (p.vpp != 1) {
         throw InputError("--vpp", "needs --pp-schedule interleaved");
     }
-    if (p.cp < 1) throw InputError("--cp", "must be a positive integer, got " + str(p.cp));
+    check_cp_bounds(p);
     // dp * tp * pp is within kMaxGpus (limits::check_plan), so this product cannot overflow.
-    if (p.cp > limits::kMaxGpus)
-        throw InputError("--cp", str(p.cp) + " exceeds the limit kMaxGpus = " + str(limits::kMaxGpus));
     if (p.gpus() > limits::kMaxGpus)
         throw InputError("--cp", "dp * tp * pp * cp = " + str(p.gpus()) + " GPUs exceeds the limit kMaxGpus = " +
                                      str(limits::kMaxGpus));
@@ -167,19 +211,11 @@ void validate_plan_extensions(const Plan& p, const ModelConfig& m) {
         if (p.sp && (p.seq / p.cp) % p.tp != 0)
             throw InputError("--sp", "seq / cp = " + str(p.seq / p.cp) + " is not divisible by --tp " + str(p.tp));
     }
-    if (p.ep < 1) throw InputError("--ep", "must be a positive integer, got " + str(p.ep));
-    if (p.ep > limits::kMaxGpus)
-        throw InputError("--ep", str(p.ep) + " exceeds the limit kMaxGpus = " + str(limits::kMaxGpus));
-    if (p.ep > 1) {
-        if (!m.is_moe()) throw InputError("--ep", "expert parallelism needs a mixture-of-experts model");
-        if (m.experts % p.ep != 0)
-            throw InputError("--ep", str(p.ep) + " does not divide the model's " + str(m.experts) + " experts");
-        if ((p.dp * p.cp) % p.ep != 0)
-            throw InputError("--ep", str(p.ep) + " does not divide the data-parallel ranks dp * cp = " + str(p.dp * p.cp) +
-                                         " (experts are sharded over data-parallel ranks)");
-    }
-    if (!(p.moe_capacity_factor >= 1.0 && p.moe_capacity_factor <= 64.0))
-        throw InputError("--moe-capacity-factor", "must be in [1, 64]");
+    check_ep_against_model(p, m);
+    if (p.ep > 1 && (p.dp * p.cp) % p.ep != 0)
+        throw InputError("--ep", str(p.ep) + " does not divide the data-parallel ranks dp * cp = " + str(p.dp * p.cp) +
+                                     " (experts are sharded over data-parallel ranks)");
+    check_capacity_factor(p);
 }
 
 bool uses_extended_states(const Plan& p) {

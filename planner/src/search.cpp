@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/extensions.hpp"
 #include "preflight/planner/limits.hpp"
 #include "preflight/planner/search.hpp"
 
@@ -164,6 +165,12 @@ void validate_request(const ModelConfig& model, const GpuSpec& gpu, const Search
         throw InputError("--seq", str(seq) + " exceeds the model's " + str(model.max_positions) +
                                       (model.position == PositionKind::learned ? " learned positions"
                                                                                : " positions (max_position_embeddings)"));
+    // Pinned extension settings that no layout repairs (LoRA rank, capacity factor, ...) are
+    // bad input: refused here, not searched and reported as "nothing fits".
+    Plan pinned_settings;
+    if (p.precision) pinned_settings.precision = *p.precision;
+    apply_extension_pins(p, pinned_settings);
+    validate_extension_settings(pinned_settings, model);
 }
 
 namespace {
@@ -193,7 +200,7 @@ struct SearchState {
     struct Refusal {
         std::int64_t plans = 0;
         Plan plan;        // the first refused plan
-        std::string why;  // its InputError message
+        std::string why;  // the rejection's reason: who refused it, and its InputError message
     };
     std::map<FamilyKey, Refusal> refused;
     std::vector<FittingPlan> fits;
@@ -266,6 +273,15 @@ std::vector<ZeroStage> searched_zeros(const PlanPins& pins, std::int64_t dp) {
     return {zero_none, zero_optimizer_states, zero_gradients, zero_weights};
 }
 
+// A plan refused before its memory was judged, counted against its family.
+void note_refusal(SearchState& st, const Plan& plan, const std::string& why) {
+    auto& refusal = st.refused[{plan.zero, plan.dp, plan.tp, plan.pp}];
+    if (refusal.plans++ == 0) {
+        refusal.plan = plan;
+        refusal.why = why;
+    }
+}
+
 // Evaluates one family (layout, sp, ZeRO, recompute, precision) over the batch shapes:
 // the fitting plans go to st.fits, the others count against the family.
 void evaluate_family(SearchState& st, const Plan& family, const std::vector<Shape>& shapes) {
@@ -274,7 +290,10 @@ void evaluate_family(SearchState& st, const Plan& family, const std::vector<Shap
         Plan plan = family;
         plan.mbs = sh.mbs;
         plan.grad_acc = sh.grad_acc;
-        if (!extension_plan_valid(plan, st.model)) continue;
+        if (const std::string why = extension_plan_problem(plan, st.model); !why.empty()) {
+            note_refusal(st, plan, "the plan cannot run: " + why);
+            continue;
+        }
         Rejection& fam = st.families[{plan.zero, plan.dp, plan.tp, plan.pp}];
         // Memory grows with mbs and with the micro-batches in flight, min(pp, grad_acc): a
         // plan at least as large on both as one that did not fit cannot fit either.
@@ -287,11 +306,7 @@ void evaluate_family(SearchState& st, const Plan& family, const std::vector<Shap
         try {
             mem = evaluate_memory(st.model, st.gpu, plan, st.memory);
         } catch (const InputError& e) {  // a framework profile that cannot build this plan (e.g. ZeRO-3)
-            auto& refusal = st.refused[{plan.zero, plan.dp, plan.tp, plan.pp}];
-            if (refusal.plans++ == 0) {
-                refusal.plan = plan;
-                refusal.why = e.what();
-            }
+            note_refusal(st, plan, std::string("the memory model cannot build it: ") + e.what());
             continue;
         }
         ++st.out.plans_evaluated;
@@ -387,7 +402,7 @@ void add_memory_rejections(SearchState& st) {
     std::stable_sort(mem_rejections.begin(), mem_rejections.end(),
                      [](const Rejection& a, const Rejection& b) { return !a.others_fit && b.others_fit; });
     st.out.rejected.insert(st.out.rejected.begin(), mem_rejections.begin(), mem_rejections.end());
-    // Families whose every plan the memory model refused: the reason is the refusal's.
+    // Families whose every plan was refused before its memory was judged: the refusal's reason.
     for (const auto& [key, refusal] : st.refused) {
         const auto it = st.families.find(key);
         if (it != st.families.end() && (it->second.plans > 0 || it->second.others_fit)) continue;
@@ -395,7 +410,7 @@ void add_memory_rejections(SearchState& st) {
         r.plan = refusal.plan;
         r.plans = refusal.plans;
         r.family = family_name(key);
-        r.reason = "the memory model cannot build it: " + refusal.why;
+        r.reason = refusal.why;
         st.out.rejected.push_back(r);
     }
 }
@@ -480,6 +495,9 @@ void suggest_changes(const ModelConfig& model, const GpuSpec& gpu, const SearchR
         r.pins.dp.reset();
         if (attempt(r, "--gpus " + str(n) + " (more GPUs)")) break;
     }
+    if (out.suggestions.empty() && out.plans_evaluated == 0 && !out.rejected.empty())
+        out.suggestions.push_back("no plan was judged on memory: the search refused every plan it built (each rejected "
+                                  "family says why); change the flag the refusal names");
     if (out.suggestions.empty())
         out.suggestions.push_back("no single change tried fits (ZeRO-3, full recompute, TP/PP, sequence down to 128, "
                                   "up to " + str(64 * gpus) + " GPUs): choose a larger GPU or a smaller model");

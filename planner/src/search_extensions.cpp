@@ -52,29 +52,26 @@ void apply_extension_pins(const PlanPins& pins, Plan& plan) {
     plan.moe_capacity_factor = pins.moe_capacity_factor;
 }
 
-bool extension_plan_valid(const Plan& plan, const ModelConfig& model) {
-    if (!uses_extended_throughput(plan)) return true;
+std::string extension_plan_problem(const Plan& plan, const ModelConfig& model) {
+    if (!uses_extended_throughput(plan)) return {};
     try {
         validate_plan_extensions(plan, model);
-        return true;
-    } catch (const InputError&) {
-        return false;
+        return {};
+    } catch (const InputError& e) {
+        return e.what();
     }
 }
 
 namespace {
 
-// Pinned extension values that no layout can satisfy: said so instead of finding nothing.
-void check_extension_pins(const ModelConfig& model, const SearchRequest& req, std::int64_t seq) {
+// Pinned extension values that no layout of N GPUs can satisfy: said so instead of finding
+// nothing (the settings no layout changes are checked by validate_request).
+void check_extension_pins(const SearchRequest& req, std::int64_t seq) {
     const PlanPins& pins = req.pins;
     const std::int64_t N = req.gpus;
     if (pins.cp && (*pins.cp < 1 || N % *pins.cp != 0))
         throw InputError("--cp", str(pins.cp.value_or(0)) + " does not divide --gpus " + str(N));
-    if (pins.ep && *pins.ep > 1 && !model.is_moe())
-        throw InputError("--ep", "expert parallelism needs a mixture-of-experts model");
     if (req.host_memory_bytes && *req.host_memory_bytes < 1) throw InputError("--host-memory", "must be positive");
-    if (pins.ep && *pins.ep > 1 && model.experts % *pins.ep != 0)
-        throw InputError("--ep", str(*pins.ep) + " does not divide the model's " + str(model.experts) + " experts");
     if (pins.cp && *pins.cp > 1 && seq % (2 * *pins.cp) != 0)
         throw InputError("--cp", "sequence length " + str(seq) + " is not divisible by 2 * cp = " + str(2 * *pins.cp));
     if (pins.offload == Offload::optimizer_and_params && pins.zero && *pins.zero != 3)
@@ -180,7 +177,7 @@ void merge_variant(const SearchRequest& req, const SearchRequest& r, SearchResul
 std::optional<SearchResult> search_extension_variants(const ModelConfig& model, const GpuSpec& gpu,
                                                       const SearchRequest& req) {
     const std::int64_t seq = req.seq > 0 ? req.seq : std::min(model.max_positions, kDefaultSeqCap);
-    check_extension_pins(model, req, seq);
+    check_extension_pins(req, seq);
     const VariantAxes v = variant_axes(model, gpu, req, seq);
     if (!v.needed) return std::nullopt;
 
@@ -232,7 +229,7 @@ void refine_with_extensions(const ModelConfig& model, const GpuSpec& gpu, const 
                 Plan p = c.plan;
                 p.pp_schedule = PpSchedule::interleaved;
                 p.vpp = v;
-                if (!extension_plan_valid(p, model)) continue;
+                if (!extension_plan_problem(p, model).empty()) continue;
                 MemoryReport mem;
                 try {
                     mem = evaluate_memory(model, gpu, p, mopt);

@@ -375,8 +375,6 @@ Slot bottleneck_slot(const StageLayers& s, const LayerTimes& lt, const EdgeTimes
 
 // Fitted per-micro-batch synchronisation stall that grows with the job's node count
 // (a saturating x/(1+x) in nodes; a fraction of it without pipeline parallelism).
-// Fitted per-micro-batch synchronisation stall that grows with the job's node count
-// (a saturating x/(1+x) in nodes; a fraction of it without pipeline parallelism).
 double microbatch_sync_s(const Efficiency& e, const Plan& p, std::int64_t nodes) {
     const double x = std::pow(static_cast<double>(nodes) / e.microbatch_sync_half_nodes, e.microbatch_sync_node_exponent);
     return static_cast<double>(p.grad_acc) * e.microbatch_sync_s * x / (1.0 + x) *

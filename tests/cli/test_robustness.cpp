@@ -267,5 +267,34 @@ TEST(Robustness, RejectedLayoutHasNoZeroPeak) {
     EXPECT_TRUE(layout_refusal);
 }
 
+TEST(Robustness, PinnedExtensionSettingNoLayoutRepairsIsBadInput) {
+    // Found by the fuzzer (a hang past 10 s under ASan): every plan of the search threw, and
+    // the command answered "choose a larger GPU or a smaller model" (exit 1).
+    const std::string plan = "plan --model llama-3-8b --gpus 8 --gbs-tokens 4194304 ";
+    expect_refused("plan --gpus 8 --gbs-tokens 5e9 --moe-capacity-factor 2961", {"--moe-capacity-factor", "[1, 64]"});
+    expect_refused(plan + "--moe-capacity-factor 0.5", {"--moe-capacity-factor"});
+    expect_refused(plan + "--finetune lora --lora-rank 0", {"--lora-rank", "positive"});
+    expect_refused(plan + "--finetune lora --lora-rank 100000", {"--lora-rank", "hidden size 4096"});
+    expect_refused(plan + "--finetune lora --lora-alpha -1", {"--lora-alpha"});
+    expect_refused(plan + "--finetune lora --lora-dropout 2", {"--lora-dropout", "[0, 1)"});
+    expect_refused(plan + "--finetune lora --precision fp8-mixed", {"--precision", "fp8-mixed"});
+    expect_refused(plan + "--pp-schedule interleaved --vpp 0", {"--vpp", "positive"});
+    expect_refused(plan + "--pp-schedule interleaved --vpp 1", {"--vpp", ">= 2"});
+    expect_refused(plan + "--pp-schedule interleaved --vpp 1000", {"--vpp", "32 layers"});
+    expect_refused(plan + "--ep 0", {"--ep", "positive"});
+    expect_refused(plan + "--ep 2", {"--ep", "mixture-of-experts"});
+}
+
+TEST(Robustness, SearchWhosePlansAllCannotRunSaysWhy) {
+    // pp 2 x vpp 3 = 6 divides neither Llama-3-8B's 32 layers nor 34. Was: "NOTHING FITS ...
+    // choose a larger GPU or a smaller model", with no rejected family.
+    const auto r = test::run_preflight(
+        "plan --model llama-3-8b --gpus 8 --gbs-tokens 4194304 --pp 2 --pp-schedule interleaved --vpp 3");
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.out.find("NO PLAN RUNS"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("the plan cannot run: --vpp: pp * vpp = 6"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("larger GPU"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace preflight

@@ -15,6 +15,14 @@ const std::filesystem::path kData = PREFLIGHT_TEST_DATA_DIR;
 std::int64_t limit_of(const GpuSpec& g, double headroom) {
     return static_cast<std::int64_t>(std::floor((1.0 - headroom) * static_cast<double>(g.memory_bytes)));
 }
+
+// Llama-3-8B on 8 H100s, 4M tokens per step (the pins are each test's).
+SearchRequest llama3_8b_on_eight_gpus() {
+    SearchRequest r;
+    r.gpus = 8;
+    r.gbs_tokens = 4'194'304;
+    return r;
+}
 }  // namespace
 
 TEST(Search, Llama3_8bOnEightH100) {
@@ -262,4 +270,42 @@ TEST(Search, FamilyTheMemoryModelRefusesIsNotAMemoryRejection) {
     }
     // dp 9 / dp 3 / dp 1 layouts (tp 1; 32 heads rule out tp 3 and 9) under ZeRO 0-3 where dp > 1.
     EXPECT_EQ(refused, 9);
+}
+
+TEST(Search, PinnedScheduleNoLayoutCanRunIsListedWithItsReason) {
+    // Llama-3-8B has 32 layers; pp 2 x vpp 3 = 6 divides neither 32 nor 32 + 2, so Megatron's
+    // interleaved schedule has no whole chunks for any of the 8-GPU layouts. Was: the plans were
+    // skipped silently and the answer was "choose a larger GPU or a smaller model".
+    const ModelConfig m = load_model("llama-3-8b", kData);
+    const GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    SearchRequest r = llama3_8b_on_eight_gpus();
+    r.pins.pp = 2;
+    r.pins.pp_schedule = PpSchedule::interleaved;
+    r.pins.vpp = 3;
+    const SearchResult res = search_plans(m, g, r);
+    EXPECT_TRUE(res.candidates.empty());
+    EXPECT_EQ(res.plans_evaluated, 0);
+    ASSERT_FALSE(res.rejected.empty());
+    for (const Rejection& j : res.rejected) {
+        EXPECT_EQ(j.reason.rfind("the plan cannot run: --vpp: pp * vpp = 6 divides neither the model's 32 layers", 0), 0u)
+            << j.family << ": " << j.reason;
+        EXPECT_EQ(j.plan.pp, 2);
+        EXPECT_EQ(j.plan.vpp, 3);
+    }
+    for (const std::string& s : res.suggestions) EXPECT_EQ(s.find("larger GPU"), std::string::npos) << s;
+    ASSERT_FALSE(res.suggestions.empty());
+    EXPECT_EQ(res.suggestions.back().rfind("no plan was judged on memory", 0), 0u) << res.suggestions.back();
+}
+
+TEST(Search, PinnedSettingNoLayoutChangesIsRefusedUpFront) {
+    const ModelConfig m = load_model("llama-3-8b", kData);
+    const GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    SearchRequest r = llama3_8b_on_eight_gpus();
+    r.pins.moe_capacity_factor = 2961;  // the fuzzer's input: the bound is [1, 64]
+    try {
+        (void)search_plans(m, g, r);
+        ADD_FAILURE() << "no InputError";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("--moe-capacity-factor"), std::string::npos) << e.what();
+    }
 }

@@ -136,6 +136,10 @@ std::string extension_flags(const Plan& plan);
 // Throws InputError naming the flag for an inconsistent extension (LoRA rank < 1, vpp
 // without interleaving, cp not dividing the sequence, ep not dividing experts / dp, ...).
 void validate_plan_extensions(const Plan& plan, const ModelConfig& model);
+// The part of validate_plan_extensions no layout can change: the LoRA settings (with the
+// precision), vpp/cp/ep bounds, ep against the model's experts, the MoE capacity factor. A
+// search refuses pinned values that fail it up front instead of finding no plan.
+void validate_extension_settings(const Plan& plan, const ModelConfig& model);
 
 bool uses_extended_states(const Plan& plan);
 struct StageStates {

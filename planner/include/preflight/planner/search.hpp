@@ -105,8 +105,9 @@ std::optional<SearchResult> search_extension_variants(const ModelConfig& model, 
                                                       const SearchRequest& request);
 // Copies the extension pins into a plan.
 void apply_extension_pins(const PlanPins& pins, Plan& plan);
-// False for a plan whose extension fields do not fit its layout (skipped by the search).
-bool extension_plan_valid(const Plan& plan, const ModelConfig& model);
+// Why a plan's extension fields do not fit its layout ("--vpp: ..."), "" when they do: the
+// search lists such plans as refused, with this reason.
+std::string extension_plan_problem(const Plan& plan, const ModelConfig& model);
 // Interleaved-schedule refinements of the ranked pipeline candidates, and, when nothing fits,
 // suggestions the extensions offer (LoRA / QLoRA, offload with its host memory).
 void refine_with_extensions(const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& request,
