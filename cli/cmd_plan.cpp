@@ -413,7 +413,7 @@ Command add_plan_command(CLI::App& app) {
     sub->add_option("--batch-tolerance", st->batch_tolerance,
                     "Largest relative batch rounding a dp degree may need (fraction, default 0.05)")
         ->group(g);
-    sub->add_option("--top-k", st->top_k, "Number of ranked plans to print (default 10)")->group(g);
+    sub->add_option("--top-k", st->top_k, "Number of ranked plans to print (1 to 100, kMaxTopK; default 10)")->group(g);
     sub->add_option("--format", st->flags.format, "table (default) | json")
         ->check(CLI::IsMember({"table", "json"}))
         ->group(g);

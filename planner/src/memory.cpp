@@ -305,21 +305,29 @@ void set_micro_batches_in_flight(StageModel& st, const ModelConfig& m, const Pla
     }
 }
 
+// What a stage's states and per-micro-batch activations depend on besides the plan:
+// stages of the same placement differ only in the micro-batches they hold in flight.
+struct StagePlace {
+    bool first = false, last = false;
+    std::int64_t layers = 0;
+    bool operator==(const StagePlace&) const = default;
+};
+
+// One stage before its micro-batches in flight are set (set_micro_batches_in_flight).
 StageModel build_stage(const ModelConfig& m, const GpuSpec& gpu, const Plan& p, const MemoryOptions& opt,
-                       std::int64_t stage, const std::vector<ParamTensor>& tensors,
+                       const StagePlace& place, const std::vector<ParamTensor>& tensors,
                        const std::vector<ActivationTensor>& inventory) {
     StageModel st;
     st.zero = p.zero;
-    st.first = stage == 0;
-    st.last = stage == p.pp - 1;
-    st.layers = pipeline_stage_layers(p, m.layers, stage);
+    st.first = place.first;
+    st.last = place.last;
+    st.layers = place.layers;
     const StageParams params = stage_params(m, p, opt.profile, st, tensors);
     add_model_states(st, m, p, opt.profile, tensors, params);
     const ActivationDims d = activation_dims(m, p, opt.profile);
     add_layer_activations(st, m, p, opt.profile, d, inventory);
     add_embedding_and_head(st, m, p, opt.profile, d);
     add_buffers(st, m, gpu, p, opt, tensors, params);
-    set_micro_batches_in_flight(st, m, p, stage);
     return st;
 }
 
@@ -365,20 +373,20 @@ MemoryBreakdown snapshot(const StageModel& st, const Phase& ph, bool first_step)
     return b;
 }
 
-// The phases in step order for one stage; `all_layers` false keeps only the ones
-// that can hold the peak (activations grow through forward and shrink through backward).
-std::vector<Phase> phases(const StageModel& st, bool all_layers) {
-    std::vector<Phase> v;
+// Calls f(phase) for the phases in step order of one stage; `all_layers` false keeps only
+// the ones that can hold the peak (activations grow through forward and shrink through
+// backward). A visitor, not a vector: the search judges every plan through it.
+template <class F>
+void for_each_phase(const StageModel& st, bool all_layers, F&& f) {
     const std::int64_t micro_batches = st.in_flight;
-    v.push_back({PhaseKind::step_start, 0, 0});
+    f(Phase{PhaseKind::step_start, 0, 0});
     for (std::int64_t layer = all_layers ? 1 : st.layers; layer <= st.layers; ++layer)
-        v.push_back({PhaseKind::forward, layer, micro_batches});
-    if (st.last) v.push_back({PhaseKind::output_loss, 0, micro_batches});
+        f(Phase{PhaseKind::forward, layer, micro_batches});
+    if (st.last) f(Phase{PhaseKind::output_loss, 0, micro_batches});
     for (std::int64_t layer = st.layers; layer >= (all_layers ? 1 : st.layers); --layer)
-        v.push_back({PhaseKind::backward, layer, micro_batches});
-    v.push_back({PhaseKind::grad_reduce, 0, 0});
-    v.push_back({PhaseKind::optimizer_step, 0, 0});
-    return v;
+        f(Phase{PhaseKind::backward, layer, micro_batches});
+    f(Phase{PhaseKind::grad_reduce, 0, 0});
+    f(Phase{PhaseKind::optimizer_step, 0, 0});
 }
 
 struct PeakAt {
@@ -389,11 +397,24 @@ struct PeakAt {
 
 PeakAt peak_of(const StageModel& st, bool first_step) {
     PeakAt best;
-    for (const Phase& ph : phases(st, false)) {
+    for_each_phase(st, false, [&](const Phase& ph) {
         const MemoryBreakdown b = snapshot(st, ph, first_step);
         if (b.total() > best.bytes) best = {b.total(), ph, b};
-    }
+    });
     return best;
+}
+
+// What a layer keeps for backward out of its full saved set under the plan's recompute.
+std::vector<ActivationTensor> kept_for_backward(std::vector<ActivationTensor> full, const ModelConfig& model,
+                                                const Plan& plan, const FrameworkProfile& profile) {
+    switch (plan.recompute) {
+        case Recompute::none: return full;
+        case Recompute::selective:
+            std::erase_if(full, [](const ActivationTensor& t) { return t.attention_core; });
+            return full;
+        case Recompute::full: return {{"layer input", layer_input_bytes(activation_dims(model, plan, profile)), false}};
+    }
+    return full;
 }
 
 }  // namespace
@@ -406,15 +427,7 @@ ModelStateBytes model_state_bytes(std::int64_t params, Precision precision, Opti
 
 std::vector<ActivationTensor> layer_activation_inventory(const ModelConfig& model, const Plan& plan,
                                                          const FrameworkProfile& profile) {
-    auto full = full_inventory(model, plan, profile);
-    switch (plan.recompute) {
-        case Recompute::none: return full;
-        case Recompute::selective:
-            std::erase_if(full, [](const ActivationTensor& t) { return t.attention_core; });
-            return full;
-        case Recompute::full: return {{"layer input", layer_input_bytes(activation_dims(model, plan, profile)), false}};
-    }
-    return full;
+    return kept_for_backward(full_inventory(model, plan, profile), model, plan, profile);
 }
 
 std::int64_t layer_activation_bytes(const ModelConfig& model, const Plan& plan, const FrameworkProfile& profile) {
@@ -432,11 +445,18 @@ MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const
     const auto inventory = full_inventory(model, plan, options.profile);
 
     MemoryReport r;
-    r.params = count_params(model);
+    r.params = count_params(model, tensors);
     r.capacity_bytes = gpu.memory_bytes;
     StageModel worst;
+    std::vector<std::pair<StagePlace, StageModel>> built;  // at most first, last and two middle layer counts
+    built.reserve(4);
     for (std::int64_t stage = 0; stage < plan.pp; ++stage) {
-        const StageModel st = build_stage(model, gpu, plan, options, stage, tensors, inventory);
+        const StagePlace place{stage == 0, stage == plan.pp - 1, pipeline_stage_layers(plan, model.layers, stage)};
+        auto it = std::find_if(built.begin(), built.end(), [&](const auto& b) { return b.first == place; });
+        if (it == built.end())
+            it = built.insert(built.end(), {place, build_stage(model, gpu, plan, options, place, tensors, inventory)});
+        StageModel st = it->second;
+        set_micro_batches_in_flight(st, model, plan, stage);
         const PeakAt pk = peak_of(st, false);
         if (pk.bytes > r.peak_bytes) {
             r.peak_bytes = pk.bytes;
@@ -450,7 +470,7 @@ MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const
     r.micro_batches_in_flight = worst.in_flight;
     r.params_on_gpu = worst.params_local;
     r.activations_per_layer_bytes = worst.act_layer;
-    r.layer_inventory = layer_activation_inventory(model, plan, options.profile);
+    r.layer_inventory = kept_for_backward(inventory, model, plan, options.profile);
     r.fits = r.peak_bytes <= gpu.memory_bytes;
     r.host_bytes_per_gpu = worst.host_bytes;
     r.host_bytes_per_node = checked_mul(worst.host_bytes, std::min<std::int64_t>(user_plan.gpus(), std::max(1, gpu.gpus_per_node)),
@@ -460,10 +480,10 @@ MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const
     r.first_step_peak_bytes = first.bytes;
     r.first_step_peak_phase = first.phase;
     if (options.timeline) {
-        for (const Phase& ph : phases(worst, true)) {
+        for_each_phase(worst, true, [&](const Phase& ph) {
             r.timeline_steady.push_back({ph, snapshot(worst, ph, false)});
             r.timeline_first.push_back({ph, snapshot(worst, ph, true)});
-        }
+        });
     }
     return r;
 }

@@ -237,14 +237,19 @@ std::vector<ParamTensor> param_tensors(const ModelConfig& m) {
     return t;
 }
 
-ParamCounts count_params(const ModelConfig& m) {
+ParamCounts count_params(const ModelConfig& m) { return count_params(m, param_tensors(m)); }
+
+ParamCounts count_params(const ModelConfig& m, const std::vector<ParamTensor>& tensors) {
     // Checked: a config beyond the documented bounds throws naming the field instead
     // of wrapping into a negative count.
-    const std::string layers_field = m.family == ModelFamily::gpt2 ? "n_layer" : "num_hidden_layers";
+    const std::string_view layers_field = m.family == ModelFamily::gpt2 ? "n_layer" : "num_hidden_layers";
     ParamCounts c;
-    for (const auto& p : param_tensors(m)) {
-        const std::string subject = std::string(p.name) + " (" + std::to_string(p.rows) + " x " +
-                                    std::to_string(p.cols) + " x " + std::to_string(p.copies) + ")";
+    for (const auto& p : tensors) {
+        // Built only when a count overflows (this runs for every plan a search judges).
+        const auto subject = [&p] {
+            return std::string(p.name) + " (" + std::to_string(p.rows) + " x " + std::to_string(p.cols) + " x " +
+                   std::to_string(p.copies) + ")";
+        };
         const std::int64_t one = checked_mul(p.rows, p.cols, subject);
         const std::int64_t numel = checked_mul(one, p.copies, subject);
         switch (p.place) {

@@ -11,6 +11,7 @@
 #include "preflight/planner/extensions.hpp"
 #include "preflight/planner/limits.hpp"
 #include "preflight/planner/search.hpp"
+#include "search_internal.hpp"
 
 namespace preflight {
 
@@ -34,14 +35,6 @@ std::vector<std::int64_t> divisors(std::int64_t n) {
         }
     low.insert(low.end(), high.rbegin(), high.rend());
     return low;
-}
-
-// Why tensor parallelism of degree t cannot split the model (empty when it can).
-std::string tp_problem(const ModelConfig& m, std::int64_t t) {
-    if (m.heads % t != 0) return "does not divide the " + str(m.heads) + " attention heads";
-    if (m.kv_heads % t != 0) return "does not divide the " + str(m.kv_heads) + " key/value heads";
-    if (m.ffn_hidden % t != 0) return "does not divide the MLP width " + str(m.ffn_hidden);
-    return {};
 }
 
 struct Shape {
@@ -91,6 +84,7 @@ struct FittingPlan {
     std::int64_t peak_bytes;
     double tokens_per_s;
     double error;
+    std::int64_t order = 0;  // the n-th plan found to fit: the last tie-break, so the ranking is a total order
 };
 
 // Ranking: predicted tokens/s, ties to less memory, then parallel data parallelism
@@ -100,78 +94,21 @@ bool better(const FittingPlan& a, const FittingPlan& b) {
     if (std::abs(a.tokens_per_s - b.tokens_per_s) > 1e-9 * scale) return a.tokens_per_s > b.tokens_per_s;
     if (a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
     if (a.plan.dp != b.plan.dp) return a.plan.dp > b.plan.dp;
-    return a.plan.grad_acc < b.plan.grad_acc;
+    if (a.plan.grad_acc != b.plan.grad_acc) return a.plan.grad_acc < b.plan.grad_acc;
+    return a.order < b.order;
 }
 
 }  // namespace
 
-void validate_request(const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& req) {
-    if (req.gpus < 1) throw InputError("--gpus", "must be a positive integer, got " + str(req.gpus));
-    if (req.gbs_tokens < 1) throw InputError("--gbs-tokens", "must be a positive integer, got " + str(req.gbs_tokens));
-    if (req.seq < 0) throw InputError("--seq", "must be a positive integer, got " + str(req.seq));
-    // Documented bounds (limits.hpp), so the search's work and arithmetic stay bounded.
-    if (req.gpus > limits::kMaxGpus)
-        throw InputError("--gpus", str(req.gpus) + " exceeds the limit kMaxGpus = " + str(limits::kMaxGpus));
-    if (req.gbs_tokens > limits::kMaxGlobalBatchTokens)
-        throw InputError("--gbs-tokens", str(req.gbs_tokens) + " exceeds the limit kMaxGlobalBatchTokens = " +
-                                             str(limits::kMaxGlobalBatchTokens));
-    if (req.seq > limits::kMaxSeq)
-        throw InputError("--seq", str(req.seq) + " exceeds the limit kMaxSeq = " + str(limits::kMaxSeq));
-    if (!(req.headroom >= 0.0 && req.headroom < 1.0))
-        throw InputError("--headroom", "must be a fraction in [0, 1), got " + std::to_string(req.headroom));
-    if (!(req.batch_tolerance >= 0.0)) throw InputError("--batch-tolerance", "must be >= 0");
-    if (req.top_k < 1) throw InputError("--top-k", "must be at least 1");
-    const PlanPins& p = req.pins;
-    const std::pair<const char*, const std::optional<std::int64_t>*> counts[] = {
-        {"--mbs", &p.mbs}, {"--grad-acc", &p.grad_acc}, {"--dp", &p.dp}, {"--tp", &p.tp}, {"--pp", &p.pp}};
-    for (const auto& [flag, v] : counts) {
-        if (*v && **v < 1) throw InputError(flag, "must be a positive integer, got " + str(**v));
-        if (*v && **v > limits::kMaxGlobalBatchTokens)
-            throw InputError(flag, str(**v) + " exceeds the limit kMaxGlobalBatchTokens = " +
-                                       str(limits::kMaxGlobalBatchTokens));
-    }
-    if (p.zero && (*p.zero < 0 || *p.zero > 3)) throw InputError("--zero", "must be 0, 1, 2 or 3");
-    if (p.zero && p.pp && *p.pp > 1 && *p.zero > req.max_zero_with_pp)
-        throw InputError("--zero", "ZeRO-" + std::to_string(*p.zero) + " with pipeline parallelism (--pp " + str(*p.pp) +
-                                       ") is refused by the target framework (at most ZeRO-" +
-                                       std::to_string(req.max_zero_with_pp) + " with pp > 1)");
-    if (p.dropout && !(*p.dropout >= 0.0 && *p.dropout < 1.0)) throw InputError("--dropout", "must be in [0, 1)");
-    for (const auto& [flag, v] : {std::pair{"--dp", p.dp}, std::pair{"--tp", p.tp}, std::pair{"--pp", p.pp}})
-        if (v && *v > req.gpus) throw InputError(flag, str(*v) + " exceeds --gpus " + str(req.gpus));
-    const std::int64_t pinned = p.dp.value_or(1) * p.tp.value_or(1) * p.pp.value_or(1);  // each <= 2^20
-    if (req.gpus % pinned != 0)
-        throw InputError(p.dp ? "--dp" : p.tp ? "--tp" : "--pp",
-                         "pinned dp*tp*pp = " + str(pinned) + " does not divide --gpus " + str(req.gpus));
-    if (p.dp && p.tp && p.pp && pinned != req.gpus)
-        throw InputError("--gpus", "dp*tp*pp = " + str(pinned) + " but --gpus is " + str(req.gpus));
-    if (p.tp) {
-        if (auto why = tp_problem(model, *p.tp); !why.empty()) throw InputError("--tp", str(*p.tp) + " " + why);
-        // A pinned tp above the GPUs of a node is a runnable layout (its collectives cross the
-        // network) and is modelled; only the search's own candidates keep tp inside a node.
-    }
-    if (p.pp && *p.pp > model.layers)
-        throw InputError("--pp", str(*p.pp) + " pipeline stages exceed the model's " + str(model.layers) + " layers");
-    if (p.sp && *p.sp && p.tp && *p.tp == 1) throw InputError("--sp", "sequence parallelism needs --tp > 1");
-    if (p.precision && !compute_peak_flops_per_s(gpu, *p.precision))
-        throw InputError("--precision", gpu.name + " publishes no dense peak for " +
-                                            std::string(to_string(*p.precision)) +
-                                            ": its speed and MFU would be a guess");
-    const std::int64_t seq = req.seq > 0 ? req.seq : std::min(model.max_positions, kDefaultSeqCap);
-    // A batch below one sequence is a request error, not a memory problem.
-    if (req.gbs_tokens < seq)
-        throw InputError("--gbs-tokens", str(req.gbs_tokens) + " tokens is less than one sequence of " + str(seq) +
-                                             " tokens (--seq): the global batch holds at least one sequence");
-    if (seq > model.max_positions)
-        throw InputError("--seq", str(seq) + " exceeds the model's " + str(model.max_positions) +
-                                      (model.position == PositionKind::learned ? " learned positions"
-                                                                               : " positions (max_position_embeddings)"));
-    // Pinned extension settings that no layout repairs (LoRA rank, capacity factor, ...) are
-    // bad input: refused here, not searched and reported as "nothing fits".
-    Plan pinned_settings;
-    if (p.precision) pinned_settings.precision = *p.precision;
-    apply_extension_pins(p, pinned_settings);
-    validate_extension_settings(pinned_settings, model);
+namespace detail {
+// Why tensor parallelism of degree t cannot split the model (empty when it can).
+std::string tp_problem(const ModelConfig& m, std::int64_t t) {
+    if (m.heads % t != 0) return "does not divide the " + str(m.heads) + " attention heads";
+    if (m.kv_heads % t != 0) return "does not divide the " + str(m.kv_heads) + " key/value heads";
+    if (m.ffn_hidden % t != 0) return "does not divide the MLP width " + str(m.ffn_hidden);
+    return {};
 }
+}  // namespace detail
 
 namespace {
 
@@ -203,7 +140,8 @@ struct SearchState {
         std::string why;  // the rejection's reason: who refused it, and its InputError message
     };
     std::map<FamilyKey, Refusal> refused;
-    std::vector<FittingPlan> fits;
+    std::int64_t plans_fitting = 0;
+    std::vector<FittingPlan> top;  // the best top_k fitting plans, a heap whose front is the worst kept
 };
 
 // Precision: pinned, or every recipe whose compute peak the GPU publishes (the others rejected).
@@ -231,7 +169,7 @@ std::vector<Precision> searched_precisions(const GpuSpec& gpu, const PlanPins& p
 // rejection) when tp cannot be used.
 bool tp_usable(SearchState& st, std::int64_t tp) {
     if (st.req.pins.tp) return true;
-    std::string why = tp_problem(st.model, tp);
+    std::string why = detail::tp_problem(st.model, tp);
     if (why.empty() && tp > st.gpu.gpus_per_node) why = "exceeds the " + str(st.gpu.gpus_per_node) + " GPUs of a node";
     if (why.empty()) return true;
     Rejection r;
@@ -282,6 +220,30 @@ void note_refusal(SearchState& st, const Plan& plan, const std::string& why) {
     }
 }
 
+// One plan judged on memory, out of the request's budget (bounded work).
+void spend_budget(SearchState& st) {
+    if (st.req.budget->plans_left-- > 0) return;
+    throw SearchTooLarge("--gpus", str(st.req.gpus) + " GPUs with this batch and these pins need more than kMaxSearchPlans = " +
+                                       str(limits::kMaxSearchPlans) +
+                                       " plans judged on memory (the search's limit); pin --tp, --pp, --zero, --recompute "
+                                       "or --precision to narrow it");
+}
+
+// Keeps a fitting plan if it ranks among the best top_k so far: memory stays O(top_k)
+// however many plans fit (a 400,000-GPU search finds tens of thousands).
+void keep_if_top(SearchState& st, FittingPlan fit) {
+    fit.order = st.plans_fitting++;
+    auto& top = st.top;
+    if (top.size() == static_cast<std::size_t>(st.req.top_k)) {
+        if (!better(fit, top.front())) return;
+        std::pop_heap(top.begin(), top.end(), better);
+        top.back() = std::move(fit);
+    } else {
+        top.push_back(std::move(fit));
+    }
+    std::push_heap(top.begin(), top.end(), better);
+}
+
 // Evaluates one family (layout, sp, ZeRO, recompute, precision) over the batch shapes:
 // the fitting plans go to st.fits, the others count against the family.
 void evaluate_family(SearchState& st, const Plan& family, const std::vector<Shape>& shapes) {
@@ -302,6 +264,7 @@ void evaluate_family(SearchState& st, const Plan& family, const std::vector<Shap
             ++fam.plans;
             continue;
         }
+        spend_budget(st);
         MemoryReport mem;
         try {
             mem = evaluate_memory(st.model, st.gpu, plan, st.memory);
@@ -328,7 +291,7 @@ void evaluate_family(SearchState& st, const Plan& family, const std::vector<Shap
         fam.others_fit = true;
         const Throughput th = estimate_throughput(
             st.model, st.gpu, plan, throughput_options_for(st.req.memory.profile, st.model, plan, st.throughput));
-        st.fits.push_back({plan, judged, th.tokens_per_s, sh.error});
+        keep_if_top(st, {plan, judged, th.tokens_per_s, sh.error});
     }
 }
 
@@ -415,11 +378,11 @@ void add_memory_rejections(SearchState& st) {
     }
 }
 
-// Ranks the fitting plans and evaluates the top k in full.
+// Ranks the kept fitting plans and evaluates them in full.
 void rank_candidates(SearchState& st) {
-    auto& fits = st.fits;
-    const std::size_t k = std::min<std::size_t>(static_cast<std::size_t>(st.req.top_k), fits.size());
-    std::partial_sort(fits.begin(), fits.begin() + static_cast<std::ptrdiff_t>(k), fits.end(), better);
+    auto& fits = st.top;
+    std::sort_heap(fits.begin(), fits.end(), better);  // best first
+    const std::size_t k = fits.size();
     ThroughputOptions full = st.req.throughput;
     full.breakdown = true;
     full.grad_bucket_bytes = st.req.memory.profile.grad_bucket_bytes;
@@ -505,8 +468,15 @@ void suggest_changes(const ModelConfig& model, const GpuSpec& gpu, const SearchR
 
 }  // namespace
 
-SearchResult search_plans(const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& req) {
-    validate_request(model, gpu, req);
+std::string search_budget_spent_note() {
+    return "(no further change tried: this request's searches have judged kMaxSearchPlans = " +
+           str(limits::kMaxSearchPlans) + " plans, the limit)";
+}
+
+SearchResult search_plans(const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& request) {
+    validate_request(model, gpu, request);
+    SearchRequest req = request;
+    if (!req.budget) req.budget = std::make_shared<SearchBudget>();
     if (req.expand_variants)  // offload, cp, ep, LoRA recompute axes (search_extensions.cpp)
         if (auto merged = search_extension_variants(model, gpu, req)) return *merged;
     SearchResult out;
@@ -536,10 +506,16 @@ SearchResult search_plans(const ModelConfig& model, const GpuSpec& gpu, const Se
 
     out.mbs_capped = !pins.mbs && req.gbs_tokens / st.seq > limits::kMaxSearchMbs;
     search_layouts(st);
-    out.plans_fitting = static_cast<std::int64_t>(st.fits.size());
+    out.plans_fitting = st.plans_fitting;
     add_memory_rejections(st);
     rank_candidates(st);
-    if (out.candidates.empty() && req.suggest) suggest_changes(model, gpu, req, st.seq, out);
+    if (out.candidates.empty() && req.suggest) {
+        try {
+            suggest_changes(model, gpu, req, st.seq, out);
+        } catch (const SearchTooLarge&) {
+            out.suggestions.push_back(search_budget_spent_note());
+        }
+    }
     if (req.expand_variants) refine_with_extensions(model, gpu, req, out);  // interleaving, LoRA/offload suggestions
     return out;
 }
@@ -551,6 +527,8 @@ std::optional<Candidate> best_plan_after_change(const ModelConfig& model, const 
         SearchResult s = search_plans(model, gpu, r);
         if (s.candidates.empty()) return std::nullopt;
         return std::move(s.candidates.front());
+    } catch (const SearchTooLarge&) {
+        throw;
     } catch (const InputError&) {
         return std::nullopt;
     }

@@ -192,6 +192,8 @@ std::optional<SearchResult> search_extension_variants(const ModelConfig& model, 
                     SearchResult res;
                     try {
                         res = search_plans(model, gpu, r);
+                    } catch (const SearchTooLarge&) {
+                        throw;  // the request, not the variant: refused whole
                     } catch (const InputError&) {
                         continue;  // a variant no layout can run
                     }
@@ -206,6 +208,8 @@ std::optional<SearchResult> search_extension_variants(const ModelConfig& model, 
             variant_request(req, v.offloads.front(), v.cps.front(), v.eps.front(), v.recomputes.front(), v.precision);
         try {
             out.suggestions = search_plans(model, gpu, r).suggestions;
+        } catch (const SearchTooLarge&) {
+            out.suggestions.push_back(search_budget_spent_note());
         } catch (const InputError&) {
         }
     }
@@ -253,7 +257,15 @@ void refine_with_extensions(const ModelConfig& model, const GpuSpec& gpu, const 
     if (!out.candidates.empty() || !req.suggest) return;
     // Nothing fits: what the extensions would change.
     auto attempt = [&](const SearchRequest& r, const std::string& change) {
-        const std::optional<Candidate> best = best_plan_after_change(model, gpu, r);
+        std::optional<Candidate> best;
+        try {
+            best = best_plan_after_change(model, gpu, r);
+        } catch (const SearchTooLarge&) {  // the budget is spent: say so once
+            if (std::find(out.suggestions.begin(), out.suggestions.end(), search_budget_spent_note()) ==
+                out.suggestions.end())
+                out.suggestions.push_back(search_budget_spent_note());
+            return false;
+        }
         if (!best) return false;
         const Candidate& c = *best;
         std::string line = change + ": then " + to_flags(c.plan) + " fits at " +

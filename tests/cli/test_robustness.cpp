@@ -296,5 +296,25 @@ TEST(Robustness, SearchWhosePlansAllCannotRunSaysWhy) {
     EXPECT_EQ(r.out.find("larger GPU"), std::string::npos) << r.out;
 }
 
+TEST(Robustness, HugeSearchSpaceIsRefusedNamingTheLimit) {
+    // Fuzz finding: 400,000 GPUs took ~10 s under ASan. 720,720 GPUs (240 divisors) on
+    // Mixtral-8x7B give 96 tp x pp layouts x 96 families x ~14 batch shapes, ~132,000 plans:
+    // refused once the search has judged kMaxSearchPlans = 50,000, naming the pins that narrow it.
+    expect_refused("plan --model mixtral-8x7b --gpus 720720 --gbs-tokens 1e12", {"--gpus", "kMaxSearchPlans", "--tp"});
+    // Pinning tp and pp narrows it to one layout: answered.
+    const auto pinned = run_preflight("plan --model mixtral-8x7b --gpus 720720 --gbs-tokens 1e12 --tp 8 --pp 2");
+    EXPECT_EQ(pinned.exit_code, 0) << pinned.err;
+    // The fuzz unit itself (31,226 plans judged) stays within the limit.
+    const auto unit = run_preflight("plan --model llama-3-8b --gpus 4e5 --gbs-tokens 9e9 --format json");
+    ASSERT_EQ(unit.exit_code, 0) << unit.err;
+    EXPECT_LE(json::parse(unit.out)["search"]["plans_evaluated"].get<std::int64_t>(), 50000);
+}
+
+TEST(Robustness, TopKIsBounded) {
+    // Was: --top-k 100000 on Mixtral-8x7B over 1,024 GPUs printed 122 MB of JSON in 7 s (1.1 GB RSS).
+    expect_refused("plan --model mixtral-8x7b --gpus 1024 --gbs-tokens 8e6 --top-k 100000", {"--top-k", "kMaxTopK = 100"});
+    expect_refused("plan --model gpt2 --gpus 8 --gbs-tokens 524288 --top-k 101", {"--top-k", "kMaxTopK"});
+}
+
 }  // namespace
 }  // namespace preflight

@@ -2,9 +2,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/limits.hpp"
 #include "preflight/planner/search.hpp"
 
 using namespace preflight;
@@ -21,6 +23,17 @@ SearchRequest llama3_8b_on_eight_gpus() {
     SearchRequest r;
     r.gpus = 8;
     r.gbs_tokens = 4'194'304;
+    return r;
+}
+// Llama-3-70B at 8,192 tokens on 8 GPUs pinned to ZeRO-1, no TP, no recompute: nothing fits.
+SearchRequest llama3_70b_pinned_past_eight_gpus() {
+    SearchRequest r;
+    r.gpus = 8;
+    r.gbs_tokens = 1 << 22;
+    r.seq = 8192;
+    r.pins.zero = ZeroStage{1};
+    r.pins.tp = 1;
+    r.pins.recompute = Recompute::none;
     return r;
 }
 }  // namespace
@@ -69,7 +82,7 @@ TEST(Search, NeverReturnsAPlanThatDoesNotFit) {
             r.gbs_tokens = 1 << 20;
             r.seq = 1024;
             r.headroom = 0.1;
-            r.top_k = 1000;
+            r.top_k = static_cast<int>(limits::kMaxTopK);
             r.suggest = false;
             const SearchResult res = search_plans(m, g, r);
             for (const Candidate& c : res.candidates) {
@@ -189,7 +202,7 @@ TEST(Search, SkipsFp8WithAReasonWhereThePeakIsUnknown) {
     r.gpus = 8;
     r.gbs_tokens = 1 << 20;
     r.seq = 2048;
-    r.top_k = 1000;
+    r.top_k = static_cast<int>(limits::kMaxTopK);
     const SearchResult res = search_plans(m, g, r);
     for (const Candidate& c : res.candidates) EXPECT_NE(c.plan.precision, Precision::fp8_mixed);
     bool reason = false;
@@ -198,20 +211,6 @@ TEST(Search, SkipsFp8WithAReasonWhereThePeakIsUnknown) {
     EXPECT_TRUE(reason);
 }
 
-TEST(Search, NothingFitsSuggestsTheSmallestChange) {
-    const ModelConfig m = load_model("llama-3-70b", kData);
-    const GpuSpec g = load_gpu("h100-sxm-80gb", kData);
-    SearchRequest r;
-    r.gpus = 8;
-    r.gbs_tokens = 1 << 22;
-    r.seq = 8192;
-    r.pins.zero = ZeroStage{1};
-    r.pins.tp = 1;
-    r.pins.recompute = Recompute::none;
-    const SearchResult res = search_plans(m, g, r);
-    EXPECT_TRUE(res.candidates.empty());
-    ASSERT_FALSE(res.suggestions.empty());
-}
 
 TEST(Search, BadRequestNamesTheFlag) {
     const ModelConfig m = load_model("llama-3-8b", kData);
@@ -308,4 +307,61 @@ TEST(Search, PinnedSettingNoLayoutChangesIsRefusedUpFront) {
     } catch (const InputError& e) {
         EXPECT_NE(std::string(e.what()).find("--moe-capacity-factor"), std::string::npos) << e.what();
     }
+}
+
+// When nothing fits, the suggestions search changed requests. The searches one request
+// makes (extension variants, suggestions) share one budget of limits::kMaxSearchPlans
+// plans judged; once it is spent the suggestions say so.
+TEST(Search, NothingFitsSuggestsTheSmallestChangeUntilTheBudgetIsSpent) {
+    const ModelConfig m = load_model("llama-3-70b", kData);
+    const GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    SearchRequest r = llama3_70b_pinned_past_eight_gpus();
+    const SearchResult fresh = search_plans(m, g, r);
+    ASSERT_TRUE(fresh.candidates.empty());
+    ASSERT_FALSE(fresh.suggestions.empty());
+    EXPECT_NE(fresh.suggestions[0], search_budget_spent_note());
+    ASSERT_GT(fresh.plans_evaluated, 0);
+    // Exactly the main search's plans: it completes, the first suggestion search cannot start.
+    r.budget = std::make_shared<SearchBudget>(SearchBudget{fresh.plans_evaluated});
+    const SearchResult spent = search_plans(m, g, r);
+    EXPECT_EQ(spent.plans_evaluated, fresh.plans_evaluated);
+    ASSERT_EQ(spent.suggestions.size(), 1u);
+    EXPECT_EQ(spent.suggestions[0], search_budget_spent_note());
+    EXPECT_NE(spent.suggestions[0].find("kMaxSearchPlans = 50000"), std::string::npos) << spent.suggestions[0];
+}
+
+TEST(Search, RequestBeyondTheBudgetIsRefusedNamingGpus) {
+    const ModelConfig m = load_model("llama-3-8b", kData);
+    const GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    SearchRequest r = llama3_8b_on_eight_gpus();
+    r.budget = std::make_shared<SearchBudget>(SearchBudget{10});
+    try {
+        (void)search_plans(m, g, r);
+        ADD_FAILURE() << "no SearchTooLarge";
+    } catch (const SearchTooLarge& e) {
+        EXPECT_EQ(e.subject(), "--gpus");
+        EXPECT_NE(std::string(e.what()).find("kMaxSearchPlans"), std::string::npos) << e.what();
+    }
+}
+
+// The ranking keeps only the best top_k plans as it goes: the first five of a top-100
+// search are a top-5 search's five, in the same order.
+TEST(Search, KeepingTheTopKAsItGoesRanksLikeAFullSort) {
+    const ModelConfig m = load_model("llama-3-8b", kData);
+    const GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    SearchRequest r = llama3_8b_on_eight_gpus();
+    r.top_k = static_cast<int>(limits::kMaxTopK);
+    const SearchResult wide = search_plans(m, g, r);
+    r.top_k = 5;
+    const SearchResult narrow = search_plans(m, g, r);
+    ASSERT_EQ(narrow.candidates.size(), 5u);
+    ASSERT_GE(wide.candidates.size(), 5u);
+    EXPECT_EQ(wide.plans_fitting, narrow.plans_fitting);
+    for (std::size_t i = 0; i < 5; ++i) {
+        EXPECT_EQ(to_flags(wide.candidates[i].plan), to_flags(narrow.candidates[i].plan)) << i;
+        EXPECT_EQ(wide.candidates[i].memory.peak_bytes, narrow.candidates[i].memory.peak_bytes) << i;
+    }
+    for (std::size_t i = 1; i < wide.candidates.size(); ++i)
+        EXPECT_GE(wide.candidates[i - 1].throughput.tokens_per_s, wide.candidates[i].throughput.tokens_per_s * (1 - 1e-9))
+            << i;
 }

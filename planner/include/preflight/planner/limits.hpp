@@ -36,6 +36,13 @@ inline constexpr std::int64_t kMaxGpusPerNode = 1024;                   // gpus_
 // Work: the plan search enumerates micro-batch sizes up to this many sequences
 // (larger micro-batches are not searched, and the output says so).
 inline constexpr std::int64_t kMaxSearchMbs = 4096;
+// One plan request judges at most this many plans on memory, over all the searches it makes
+// (extension variants, "nothing fits" suggestions): ~0.2 s in a release build, so a search
+// stays interactive and a sanitizer build stays under 10 s. Realistic requests judge fewer
+// (Llama-3-70B on 4,096 GPUs: ~11,000; Mixtral-8x7B on 4,096: ~44,000).
+inline constexpr std::int64_t kMaxSearchPlans = 50'000;
+// --top-k: ranked plans printed, each evaluated in full (memory timeline and step time).
+inline constexpr std::int64_t kMaxTopK = 100;
 // The dry run and the runtime walk one step op by op: at most this many micro-batches
 // (--grad-acc) and this many layer-ops (layers x grad_acc) per step.
 inline constexpr std::int64_t kMaxRuntimeGradAcc = 1024;

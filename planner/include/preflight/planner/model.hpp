@@ -92,6 +92,8 @@ struct ParamCounts {
 };
 
 ParamCounts count_params(const ModelConfig& m);
+// The same over the model's param_tensors(m), when the caller already holds them.
+ParamCounts count_params(const ModelConfig& m, const std::vector<ParamTensor>& tensors);
 
 // Builds a ModelConfig from a Hugging Face config.json object (llama, mistral,
 // qwen2, gpt2, mixtral families, chosen by "model_type"). Throws InputError

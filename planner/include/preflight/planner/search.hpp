@@ -4,10 +4,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "preflight/planner/error.hpp"
+#include "preflight/planner/limits.hpp"
 #include "preflight/planner/memory.hpp"
 #include "preflight/planner/throughput.hpp"
 
@@ -36,6 +39,20 @@ struct PlanPins {
     Plan fixed;
 };
 
+// Work one plan request may spend, shared by every search it makes (extension variants,
+// "nothing fits" suggestions): plans judged on memory.
+struct SearchBudget {
+    std::int64_t plans_left = limits::kMaxSearchPlans;
+};
+// The request needs more than limits::kMaxSearchPlans plans judged (an InputError on --gpus).
+class SearchTooLarge : public InputError {
+public:
+    using InputError::InputError;
+};
+
+// The suggestion line that says the budget ran out before every change was tried.
+std::string search_budget_spent_note();
+
 struct SearchRequest {
     std::int64_t gpus = 1;
     std::int64_t gbs_tokens = 0;
@@ -59,6 +76,8 @@ struct SearchRequest {
     // Called after each parallel layout (tp, pp) with layouts done, layouts in all and
     // plans evaluated so far: callers show progress on long searches.
     std::function<void(std::int64_t, std::int64_t, std::int64_t)> progress;
+    // Internal: the budget this request's searches share; null starts a fresh one.
+    std::shared_ptr<SearchBudget> budget;
 };
 
 struct Candidate {
@@ -94,7 +113,8 @@ void validate_request(const ModelConfig& model, const GpuSpec& gpu, const Search
 SearchResult search_plans(const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& request);
 
 // The top candidate of `request` searched without suggestions; nothing when no plan fits or
-// the request is refused (InputError). What the "nothing fits" suggestions try.
+// the request is refused (InputError; SearchTooLarge is passed on). What the "nothing fits"
+// suggestions try.
 std::optional<Candidate> best_plan_after_change(const ModelConfig& model, const GpuSpec& gpu, SearchRequest request);
 
 // Extension axes of the search (search_extensions.cpp): when an unpinned axis applies
