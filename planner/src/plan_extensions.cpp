@@ -85,7 +85,10 @@ std::optional<unsigned> parse_lora_targets(std::string_view s) {
 std::string lora_targets_to_string(unsigned targets) {
     std::string s;
     for (const auto& [name, bit] : kTargetNames)
-        if (targets & bit) s += (s.empty() ? "" : ",") + std::string(name);
+        if (targets & bit) {  // appended piecewise: GCC 12 warns (-Wrestrict) on "," + string
+            if (!s.empty()) s += ',';
+            s += name;
+        }
     return s;
 }
 

@@ -340,8 +340,9 @@ std::string to_flags(const Plan& plan) {
     std::string s;
     for (const PlanField& f : plan_fields()) {
         if (!field_shown(f, f.in_flags, plan)) continue;
-        s += (s.empty() ? "" : " ") + std::string(f.flag);
-        if (f.type != FieldType::toggle) s += " " + field_text(f, plan);
+        if (!s.empty()) s += ' ';  // appended piecewise: GCC 12 warns (-Wrestrict) on " " + string
+        s += f.flag;
+        if (f.type != FieldType::toggle) (s += ' ') += field_text(f, plan);
     }
     return s;
 }
@@ -350,8 +351,8 @@ std::string extension_flags(const Plan& plan) {
     std::string s;
     for (const PlanField& f : plan_fields()) {
         if (f.group != kExtensionGroup || !field_shown(f, f.in_flags, plan)) continue;
-        s += " " + std::string(f.flag);
-        if (f.type != FieldType::toggle) s += " " + field_text(f, plan);
+        (s += ' ') += f.flag;
+        if (f.type != FieldType::toggle) (s += ' ') += field_text(f, plan);
     }
     return s;
 }

@@ -48,22 +48,16 @@ AllocationError::AllocationError(std::string where_, std::string buffer_, Catego
 TrackingAllocator::TrackingAllocator(AllocBackend& backend, std::function<double()> clock)
     : backend_(backend), clock_(std::move(clock)) {}
 
-void* TrackingAllocator::allocate(const BufferSpec& spec, const std::string& where) {
-    const std::int64_t bytes = spec.bytes();
-    void* p = backend_.allocate(bytes);
-    if (p == nullptr)
-        throw AllocationError(where, spec.name, spec.category, bytes, backend_.free_device_bytes(), current_total());
-    live_[p] = {spec.category, bytes};
-    current_[static_cast<std::size_t>(spec.category)] += bytes;
+bool TrackingAllocator::record(void* p, Category category, std::int64_t bytes) {
+    live_[p] = {category, bytes};
+    current_[static_cast<std::size_t>(category)] += bytes;
     ++allocations_;
     const std::int64_t t = current_total();
-    if (t > peak_) {
-        peak_ = t;
-        peak_breakdown_ = current_;
-        peak_where_ = where;
-        peak_phase_ = phase_;
-    }
-    return p;
+    if (t <= peak_) return false;
+    peak_ = t;
+    peak_breakdown_ = current_;
+    peak_phase_ = phase_;
+    return true;
 }
 
 void TrackingAllocator::release(void* ptr) {

@@ -222,7 +222,18 @@ Program build_program(const ModelConfig& model, const Plan& plan_in) {
     add_parameters(B);
     add_persistent_buffers(B);
     B.emit(P.step, OpKind::zero_grads, "zero gradients and loss", {PhaseKind::step_start, 0, 0});
-    for (std::int64_t mb = 1; mb <= P.dims.grad_acc; ++mb) emit_micro_batch(B, mb);
+    // Every micro-batch runs the same ops on the same buffers (each is freed within its
+    // micro-batch): micro-batches 2.. are copies of the first with their index, so the
+    // program's buffer table does not grow with gradient accumulation.
+    const std::size_t first = P.step.size();
+    emit_micro_batch(B, 1);
+    const std::size_t per_micro_batch = P.step.size() - first;
+    P.step.reserve(P.step.size() + static_cast<std::size_t>(P.dims.grad_acc - 1) * per_micro_batch + 1);
+    for (std::int64_t mb = 2; mb <= P.dims.grad_acc; ++mb)
+        for (std::size_t i = first; i < first + per_micro_batch; ++i) {
+            P.step.push_back(P.step[i]);  // no reallocation: reserved above
+            P.step.back().phase.micro_batch = mb;
+        }
     B.emit(P.step, OpKind::optimizer, plan.optimizer == Optimizer::adamw ? "adamw" : "sgd",
            {PhaseKind::optimizer_step, 0, 0});
     return P;

@@ -1,5 +1,6 @@
 #include "preflight/runtime/run_report.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -170,7 +171,10 @@ json run_report_to_json(const RunReport& r) {
     if (r.failure) j["failure"] = failure_json(*r.failure);
     json cats = json::array();
     for (int c = 0; c < kCategoryCount; ++c) cats.push_back(std::string(to_string(static_cast<Category>(c))));
-    j["timeline"] = {{"categories", cats}, {"samples", timeline_json(r.timeline)}};
+    // The samples cover the step's own ops and its first and last micro-batch (walker.hpp,
+    // timeline_keeps); the micro-batches between repeat the first and are counted here.
+    const std::int64_t omitted = r.timeline.empty() ? 0 : std::max<std::int64_t>(0, r.plan.grad_acc - 2);
+    j["timeline"] = {{"categories", cats}, {"omitted_micro_batches", omitted}, {"samples", timeline_json(r.timeline)}};
     return j;
 }
 

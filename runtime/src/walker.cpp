@@ -1,5 +1,7 @@
 #include "preflight/runtime/walker.hpp"
 
+#include <stdexcept>
+
 namespace preflight::runtime {
 
 OpLocation locate(const Program& program, const std::vector<Op>& ops, std::size_t index, const char* section,
@@ -18,6 +20,11 @@ OpLocation locate(const Program& program, const std::vector<Op>& ops, std::size_
     return at;
 }
 
+bool timeline_keeps(const Program& program, const Op& op) {
+    const std::int64_t mb = op.phase.micro_batch;
+    return mb <= 1 || mb == program.dims.grad_acc;
+}
+
 void walk(const Program& program, const std::vector<Op>& ops, TrackingAllocator& allocator, BufferTable& buffers,
           OpRunner* runner, const char* section, std::int64_t step) {
     buffers.resize(program.buffers.size(), nullptr);
@@ -25,13 +32,14 @@ void walk(const Program& program, const std::vector<Op>& ops, TrackingAllocator&
         const Op& op = ops[i];
         try {
             allocator.set_phase(op.phase.kind);
-            if (!op.alloc.empty()) {
-                const std::string where = describe(program, op);
-                for (BufferId b : op.alloc)
-                    buffers[static_cast<std::size_t>(b)] =
-                        allocator.allocate(program.buffers[static_cast<std::size_t>(b)], where);
+            for (BufferId b : op.alloc) {
+                void*& slot = buffers[static_cast<std::size_t>(b)];
+                const BufferSpec& spec = program.buffers[static_cast<std::size_t>(b)];
+                if (slot != nullptr) throw std::logic_error("buffer " + spec.name + " is allocated while still live");
+                slot = allocator.allocate_at(spec, [&] { return describe(program, op); });
             }
-            if (allocator.recording()) allocator.sample(describe(program, op), op.phase.kind);
+            if (allocator.recording() && timeline_keeps(program, op))
+                allocator.sample(describe(program, op), op.phase.kind);
             if (runner != nullptr) runner->run(op, buffers);
             for (BufferId b : op.free) {
                 allocator.release(buffers[static_cast<std::size_t>(b)]);

@@ -113,6 +113,32 @@ TEST(DryRun, TimelineCoversOneStepAndItsMaximumIsThePeak) {
     EXPECT_EQ(total(d.timeline.back().bytes), d.persistent_bytes);
 }
 
+TEST(DryRun, TimelineKeepsTheFirstAndLastMicroBatchSoItsSizeDoesNotGrow) {
+    // Was: one sample per op of every micro-batch (Llama-3-8B, 635 micro-batches, full
+    // recompute: 616,587 samples, a 242 MB report).
+    const ModelConfig m = test::catalog_model("llama-3.2-1b");
+    Plan p;
+    p.seq = 256;
+    p.grad_acc = 2;
+    const Program two = build_program(m, p);
+    p.grad_acc = 64;
+    const Program many = build_program(m, p);
+    const DryRunResult d2 = dry_run(two, 1, true);
+    const DryRunResult d64 = dry_run(many, 1, true);
+    ASSERT_EQ(d2.timeline.size(), two.step.size());  // two micro-batches: every op
+    ASSERT_EQ(d64.timeline.size(), d2.timeline.size());
+    // The kept samples are micro-batches 1 and 64 with the same bytes as 1 and 2.
+    for (std::size_t i = 0; i < d2.timeline.size(); ++i)
+        ASSERT_EQ(d64.timeline[i].bytes, d2.timeline[i].bytes) << d64.timeline[i].label;
+    EXPECT_NE(d64.timeline[d64.timeline.size() - 2].label.find("(micro-batch 64)"), std::string::npos)
+        << d64.timeline[d64.timeline.size() - 2].label;
+    EXPECT_EQ(d64.peak_bytes, d2.peak_bytes);
+    EXPECT_EQ(d64.allocations_per_step, 32 * d2.allocations_per_step);  // the walk still visits every op
+    RunOptions o;
+    const RunReport r = dry_run_report(m, h100(), p, o);
+    EXPECT_EQ(run_report_to_json(r)["timeline"]["omitted_micro_batches"], 62);
+}
+
 TEST(DryRun, ReportCarriesPredictionAndAgreement) {
     const ModelConfig m = test::catalog_model("gpt2");
     Plan p;

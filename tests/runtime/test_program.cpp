@@ -150,6 +150,29 @@ TEST(Program, RefusesPlansTheRuntimeCannotRunNamingTheFlag) {
                  InputError);
 }
 
+TEST(Program, MicroBatchesShareTheFirstOnesBuffersSoTheTableDoesNotGrow) {
+    // Was: every micro-batch added its own ~500 buffers and ~1,000 ops with fresh strings
+    // (Llama-3-8B, 635 micro-batches: 1.1 GB and 12.5 s for a dry run).
+    const ModelConfig m = test::catalog_model("gpt2");
+    const Program one = build_program(m, plan_of(128, 1, 1, Recompute::full, Precision::bf16_mixed, AttentionKind::eager));
+    const Program eight = build_program(m, plan_of(128, 1, 8, Recompute::full, Precision::bf16_mixed, AttentionKind::eager));
+    EXPECT_EQ(eight.buffers.size(), one.buffers.size());
+    // zero_grads, the micro-batches, the optimizer step: 2 + 8 x (ops of one micro-batch).
+    const std::size_t per_mb = one.step.size() - 2;
+    ASSERT_EQ(eight.step.size(), 2 + 8 * per_mb);
+    for (std::size_t k = 0; k < 8; ++k)
+        for (std::size_t i = 0; i < per_mb; ++i) {
+            const Op& a = one.step[1 + i];
+            const Op& b = eight.step[1 + k * per_mb + i];
+            ASSERT_EQ(b.kind, a.kind);
+            ASSERT_EQ(b.name, a.name);
+            ASSERT_EQ(b.alloc, a.alloc);
+            ASSERT_EQ(b.free, a.free);
+            ASSERT_EQ(b.phase.layer, a.phase.layer);
+            ASSERT_EQ(b.phase.micro_batch, static_cast<std::int64_t>(k + 1));
+        }
+}
+
 TEST(Program, OpsCarryTheirPhaseInStepOrder) {
     const ModelConfig m = test::catalog_model("gpt2");
     const Program prog = build_program(m, plan_of(128, 1, 2, Recompute::none, Precision::bf16_mixed, AttentionKind::eager));

@@ -2,9 +2,11 @@
 #pragma once
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 namespace preflight::test {
@@ -17,7 +19,11 @@ struct CliResult {
 
 // `env` is prepended to the command line, e.g. "CUDA_VISIBLE_DEVICES=" to hide GPUs.
 inline CliResult run_preflight(const std::string& args, const std::string& env = "") {
-    const std::string err_file = std::string(std::tmpnam(nullptr)) + ".stderr";
+    // A unique stderr file made by mkstemp (tmpnam can race between parallel tests).
+    std::string err_file = "/tmp/preflight-test-XXXXXX";
+    const int fd = mkstemp(err_file.data());
+    if (fd < 0) return CliResult{};
+    close(fd);
     const std::string cmd = env + " PREFLIGHT_DATA_DIR='" + PREFLIGHT_TEST_DATA_DIR + "' '" + PREFLIGHT_EXE +
                             "' " + args + " 2>'" + err_file + "'";
     CliResult r;

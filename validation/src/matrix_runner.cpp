@@ -195,7 +195,10 @@ void run_matrix(const Matrix& matrix, const MatrixRunnerOptions& o) {
         }
         const std::vector<std::string> argv = run_command_line(run, o, pytorch, report);
         std::string line;
-        for (const auto& a : argv) line += (line.empty() ? "" : " ") + quote(a);
+        for (const auto& a : argv) {  // appended piecewise: GCC 12 warns (-Wrestrict) on "" + string
+            if (!line.empty()) line += ' ';
+            line += quote(a);
+        }
         lines.push_back(line);
         save_evidence();
 

@@ -44,9 +44,12 @@ inline constexpr std::int64_t kMaxSearchPlans = 50'000;
 // --top-k: ranked plans printed, each evaluated in full (memory timeline and step time).
 inline constexpr std::int64_t kMaxTopK = 100;
 // The dry run and the runtime walk one step op by op: at most this many micro-batches
-// (--grad-acc) and this many layer-ops (layers x grad_acc) per step.
+// (--grad-acc) and this many layer-steps (layers x grad_acc) per step: Llama-3.2-1B up to
+// --grad-acc 256, GPT-2 up to 341. A layer-step is ~30 ops (full recompute, eager
+// attention). The costliest case is one micro-batch of a 4,096-layer model (every op
+// distinct and in the timeline): 2.4 s in a release dry run, ~7 s under ASan.
 inline constexpr std::int64_t kMaxRuntimeGradAcc = 1024;
-inline constexpr std::int64_t kMaxRuntimeLayerSteps = std::int64_t{1} << 16;
+inline constexpr std::int64_t kMaxRuntimeLayerSteps = 4096;
 
 // Model fields against the bounds above (InputError names the config.json field).
 void check_model(const ModelConfig& model);

@@ -75,7 +75,20 @@ public:
     explicit TrackingAllocator(AllocBackend& backend, std::function<double()> clock = {});
 
     // Throws AllocationError when the backend fails. `where` labels the op.
-    void* allocate(const BufferSpec& spec, const std::string& where);
+    void* allocate(const BufferSpec& spec, const std::string& where) {
+        return allocate_at(spec, [&where] { return where; });
+    }
+    // The same, with the op's label made by `where()` only when it is needed (a failure or
+    // a new peak), not on every allocation of a long step.
+    template <class Where>
+    void* allocate_at(const BufferSpec& spec, const Where& where) {
+        const std::int64_t bytes = spec.bytes();
+        void* p = backend_.allocate(bytes);
+        if (p == nullptr)
+            throw AllocationError(where(), spec.name, spec.category, bytes, backend_.free_device_bytes(), current_total());
+        if (record(p, spec.category, bytes)) peak_where_ = where();
+        return p;
+    }
     void release(void* ptr);
 
     // Appends a timeline sample (current bytes) when recording is on.
@@ -97,6 +110,8 @@ public:
     void set_phase(PhaseKind k) { phase_ = k; }
 
 private:
+    // Books a successful allocation; true when it set a new peak.
+    bool record(void* p, Category category, std::int64_t bytes);
     struct Live {
         Category category;
         std::int64_t bytes;

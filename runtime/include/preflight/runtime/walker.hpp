@@ -23,9 +23,14 @@ public:
     virtual bool checks_each_op() const { return false; }
 };
 
+// Whether the timeline samples `op`: the step's own ops and those of its first and last
+// micro-batch. The micro-batches between run the same ops on the same sizes as the first,
+// so a long gradient accumulation keeps a bounded timeline (and a bounded report).
+bool timeline_keeps(const Program& program, const Op& op);
+
 // Runs `ops` in order. `runner` may be null (dry run). Samples the timeline after
-// each op's allocations when the allocator is recording. An out-of-memory allocation
-// propagates as AllocationError; any other failure inside an op (its allocations, its
+// each op's allocations when the allocator is recording (the ops timeline_keeps). An
+// out-of-memory allocation propagates as AllocationError; any other failure inside an op (its allocations, its
 // run, its frees) is rethrown as OpError naming the op: `section` ("set-up", "step",
 // "teardown"), its index, kind, layer, micro-batch and the 1-based `step`.
 void walk(const Program& program, const std::vector<Op>& ops, TrackingAllocator& allocator, BufferTable& buffers,
