@@ -32,6 +32,37 @@ TEST(CliRun, WithoutAGpuExitsThree) {
     EXPECT_EQ(run("run --model gpt2 --seq 128 --steps 1").exit_code, 3);
 }
 
+TEST(CliRun, TheCudaBackendIsLoadedOnlyWhenADeviceIsAsked) {
+#ifndef PREFLIGHT_TEST_CUDA_MODULE
+    GTEST_SKIP() << "this build has no CUDA backend module (PREFLIGHT_CUDA=OFF)";
+#else
+    // Was: the executable linked cudart and cuBLASLt, whose start-up took ~90 % of a
+    // `preflight models` run (~0.3 s) and which every planner command needed installed.
+    std::string needed;
+    if (FILE* p = popen(("readelf -d '" + std::string(PREFLIGHT_EXE) + "'").c_str(), "r")) {
+        std::array<char, 4096> buf{};
+        std::size_t n;
+        while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) needed.append(buf.data(), n);
+        pclose(p);
+    }
+    ASSERT_NE(needed.find("NEEDED"), std::string::npos) << "readelf printed no dynamic section: " << needed;
+    for (const char* lib : {"libcudart", "libcublas", "libcudnn", "libnccl"})
+        EXPECT_EQ(needed.find(lib), std::string::npos) << lib << " is linked into preflight:\n" << needed;
+    // A module that cannot be loaded stops only what needs a device, naming the path.
+    const std::string env = "PREFLIGHT_CUDA_MODULE=/nonexistent/libpreflight_cuda.so CUDA_VISIBLE_DEVICES=";
+    EXPECT_EQ(preflight::test::run_preflight("memory --model gpt2", env).exit_code, 0);
+    EXPECT_EQ(preflight::test::run_preflight("run --model gpt2 --seq 128 --dry-run", env).exit_code, 0);
+    const auto r = preflight::test::run_preflight("run --model gpt2 --seq 128 --steps 1", env);
+    EXPECT_EQ(r.exit_code, 3);
+    EXPECT_NE(r.err.find("could not be loaded: /nonexistent/libpreflight_cuda.so"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--dry-run"), std::string::npos) << r.err;
+    // The module built beside it loads and finds no device.
+    const auto none = run("run --model gpt2 --seq 128 --steps 1");
+    EXPECT_EQ(none.exit_code, 3);
+    EXPECT_NE(none.err.find("no CUDA device"), std::string::npos) << none.err;
+#endif
+}
+
 TEST(CliRun, UnsupportedPlanIsBadInput) {
     EXPECT_EQ(run("run --model gpt2 --seq 128 --tp 2 --dry-run").exit_code, 2);
     EXPECT_EQ(run("run --model gpt2 --seq 128 --precision fp8-mixed --dry-run").exit_code, 2);

@@ -1,8 +1,9 @@
 // The device backend of `preflight run` and of the validation matrix: counting devices and
 // running a plan on one. Which implementation a program has is chosen at link time:
-// preflight::runtime_backend is the CUDA executor (preflight::runtime, built when CMake finds
-// nvcc) or the no-device backend (runtime/no_device/, no CUDA at all), so callers need no
-// preprocessor switch. This header includes no CUDA header.
+// preflight::runtime_backend is the loader of the CUDA executor module (runtime/loader/,
+// device_module.hpp; built when CMake finds nvcc), or the no-device backend
+// (runtime/no_device/, no CUDA at all), so callers need no preprocessor switch. The GPU
+// tests link the executor itself (preflight::runtime). This header includes no CUDA header.
 #pragma once
 
 #include <string_view>
@@ -12,7 +13,8 @@
 
 namespace preflight::runtime {
 
-// Why this build cannot run on a device ("" when the backend can: the CUDA executor).
+// Why this build cannot run on a device ("" when the backend can: the CUDA executor
+// is built and its module loads).
 std::string_view device_backend_unavailable_reason();
 
 // Number of CUDA devices (0 when none, no driver, or the no-device backend).
