@@ -1,6 +1,5 @@
 #include "preflight/runtime/run_report.hpp"
 
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -11,6 +10,7 @@
 
 #include "preflight/planner/memory_categories.hpp"
 #include "preflight/planner/report.hpp"
+#include "preflight/runtime/walker.hpp"
 
 namespace preflight::runtime {
 
@@ -173,7 +173,7 @@ json run_report_to_json(const RunReport& r) {
     for (int c = 0; c < kCategoryCount; ++c) cats.push_back(std::string(to_string(static_cast<Category>(c))));
     // The samples cover the step's own ops and its first and last micro-batch (walker.hpp,
     // timeline_keeps); the micro-batches between repeat the first and are counted here.
-    const std::int64_t omitted = r.timeline.empty() ? 0 : std::max<std::int64_t>(0, r.plan.grad_acc - 2);
+    const std::int64_t omitted = r.timeline.empty() ? 0 : timeline_omitted_micro_batches(r.plan.grad_acc);
     j["timeline"] = {{"categories", cats}, {"omitted_micro_batches", omitted}, {"samples", timeline_json(r.timeline)}};
     return j;
 }

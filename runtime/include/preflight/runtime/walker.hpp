@@ -27,6 +27,8 @@ public:
 // micro-batch. The micro-batches between run the same ops on the same sizes as the first,
 // so a long gradient accumulation keeps a bounded timeline (and a bounded report).
 bool timeline_keeps(const Program& program, const Op& op);
+// How many micro-batches of a step with `grad_acc` that rule leaves out of the timeline.
+inline std::int64_t timeline_omitted_micro_batches(std::int64_t grad_acc) { return grad_acc > 2 ? grad_acc - 2 : 0; }
 
 // Runs `ops` in order. `runner` may be null (dry run). Samples the timeline after
 // each op's allocations when the allocator is recording (the ops timeline_keeps). An
