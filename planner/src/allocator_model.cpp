@@ -23,23 +23,24 @@ std::int64_t torch_segment_bytes(std::int64_t request) {
     return round_up(block, kTorchRoundLargeBytes);
 }
 
-std::int64_t reserved_bytes(std::int64_t other, std::int64_t activations, std::int64_t logits,
+std::int64_t reserved_bytes(std::int64_t other, std::int64_t activations, std::int64_t loss_hidden,
                             const AllocatorConstants& c) {
     // Fragmentation only adds (a fitted negative would predict a pool smaller than its tensors).
     const double extra = std::max(0.0, c.activation_fragmentation) * static_cast<double>(activations) +
-                         std::max(0.0, c.logits_fragmentation) * static_cast<double>(logits);
-    const std::int64_t allocated = other + activations + logits;
+                         std::max(0.0, c.loss_stage_fragmentation) * static_cast<double>(loss_hidden);
+    const std::int64_t allocated = other + activations;
     // The pool is made of 2 MiB-rounded segments.
     return round_up(allocated + static_cast<std::int64_t>(std::llround(extra)) +
                         std::max<std::int64_t>(0, c.reserved_constant_bytes),
                     kTorchRoundLargeBytes);
 }
 
-void apply_allocator_model(MemoryReport& r, const AllocatorConstants& c, bool verdict_on_reserved) {
+void apply_allocator_model(MemoryReport& r, const AllocatorConstants& c, bool verdict_on_reserved,
+                           std::int64_t loss_hidden_bytes) {
     const MemoryBreakdown& b = r.at_peak;
     r.peak_allocated_bytes = r.peak_bytes - b.overhead;
-    const std::int64_t other = r.peak_allocated_bytes - b.activations - b.logits_and_loss;
-    r.peak_reserved_bytes = reserved_bytes(other, b.activations, b.logits_and_loss, c);
+    const std::int64_t other = r.peak_allocated_bytes - b.activations;
+    r.peak_reserved_bytes = reserved_bytes(other, b.activations, b.logits_and_loss > 0 ? loss_hidden_bytes : 0, c);
     r.non_pytorch_bytes = c.non_pytorch_bytes >= 0 ? c.non_pytorch_bytes : b.overhead;
     r.verdict_margin_bytes = std::max<std::int64_t>(0, c.verdict_margin_bytes);
     r.device_peak_bytes = r.peak_reserved_bytes + r.non_pytorch_bytes + r.verdict_margin_bytes;

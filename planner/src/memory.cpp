@@ -475,7 +475,10 @@ MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const
     r.host_bytes_per_gpu = worst.host_bytes;
     r.host_bytes_per_node = checked_mul(worst.host_bytes, std::min<std::int64_t>(user_plan.gpus(), std::max(1, gpu.gpus_per_node)),
                                         "--offload (host bytes per GPU x GPUs per node)");
-    apply_allocator_model(r, options.profile.allocator, options.profile.verdict_on_reserved);
+    // One micro-batch's bf16 hidden state on this rank (plan is the context-parallel rank's plan).
+    const std::int64_t loss_hidden_bytes =
+        checked_mul(checked_mul(plan.seq, plan.mbs, "--seq x --mbs"), 2 * model.hidden, "tokens x hidden x 2 B");
+    apply_allocator_model(r, options.profile.allocator, options.profile.verdict_on_reserved, loss_hidden_bytes);
     const PeakAt first = peak_of(worst, true);
     r.first_step_peak_bytes = first.bytes;
     r.first_step_peak_phase = first.phase;

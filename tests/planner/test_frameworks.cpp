@@ -157,6 +157,33 @@ TEST(NanotronProfile, VerdictUsesReservedPlusOutsidePytorch) {
     EXPECT_EQ(r.fits, r.device_peak_bytes <= gpu.memory_bytes);
 }
 
+// The loss-stage term: extra reserved bytes per byte of the micro-batch's hidden state
+// (4096 tokens x 2048 x 2 B = 16 MiB for the 1B at mbs 1), charged on the stage that runs the
+// loss while its tensors are live, and nowhere else.
+TEST(NanotronProfile, LossStageTermFollowsTheHiddenStateOnTheLossStageOnly) {
+    const ModelConfig m = nanotron_1b();
+    AllocatorConstants c;
+    c.loss_stage_fragmentation = 100;  // 100 x 16 MiB = 1600 MiB: the loss phases become the peak
+    const auto plain = nanotron_stage_memory(m, nanotron_plan(1, 1, 2, 0), none(), 0);
+    const auto with = nanotron_stage_memory(m, nanotron_plan(1, 1, 2, 0), c, 0);
+    ASSERT_EQ(with.size(), 2u);
+    ASSERT_FALSE(with[0].blocks.loss);
+    ASSERT_TRUE(with[1].blocks.loss);
+    EXPECT_EQ(with[0].reserved_peak, plain[0].reserved_peak);  // stage 0: no loss, no term
+    const MemoryBreakdown& b = with[1].at_peak;
+    EXPECT_GT(b.logits_and_loss, 0);  // the peak is a phase with the loss live
+    const std::int64_t allocated = b.total() - b.overhead;
+    const std::int64_t expected = (allocated + 1600LL * kMiB + 2 * kMiB - 1) / (2 * kMiB) * (2 * kMiB);
+    EXPECT_EQ(with[1].reserved_peak, expected);
+    // Twice the micro-batch, twice the hidden state: mbs 2 adds 3200 MiB on the same phase.
+    Plan p2 = nanotron_plan(1, 1, 2, 0);
+    p2.mbs = 2;
+    const auto with2 = nanotron_stage_memory(m, p2, c, 0);
+    const MemoryBreakdown& b2 = with2[1].at_peak;
+    const std::int64_t expected2 = (b2.total() - b2.overhead + 3200LL * kMiB + 2 * kMiB - 1) / (2 * kMiB) * (2 * kMiB);
+    EXPECT_EQ(with2[1].reserved_peak, expected2);
+}
+
 // c10/cuda/CUDACachingAllocator.cpp: round_size and get_allocation_size.
 TEST(AllocatorModel, BlocksAndSegments) {
     EXPECT_EQ(torch_block_bytes(1), 512);
@@ -168,10 +195,13 @@ TEST(AllocatorModel, BlocksAndSegments) {
     EXPECT_EQ(torch_segment_bytes((10 << 20) + 1), 12 << 20);
     AllocatorConstants c;
     c.activation_fragmentation = 0.5;
-    c.logits_fragmentation = 1.0;
+    c.loss_stage_fragmentation = 3.0;
     c.reserved_constant_bytes = 2 << 20;
-    // 100 MiB other + 1.5 * 40 MiB + 2 * 10 MiB + 2 MiB = 182 MiB.
-    EXPECT_EQ(reserved_bytes(100 << 20, 40 << 20, 10 << 20, c), 182LL << 20);
+    // 100 MiB other + 1.5 * 40 MiB activations + 3 * 10 MiB of loss-stage hidden state (not
+    // itself allocated) + 2 MiB = 192 MiB.
+    EXPECT_EQ(reserved_bytes(100 << 20, 40 << 20, 10 << 20, c), 192LL << 20);
+    // Off the loss stage the same tensors reserve 162 MiB.
+    EXPECT_EQ(reserved_bytes(100 << 20, 40 << 20, 0, c), 162LL << 20);
     // No constants: allocated rounded up to 2 MiB.
     EXPECT_EQ(reserved_bytes((3 << 20) + 1, 0, 0, AllocatorConstants{}), 4 << 20);
 }

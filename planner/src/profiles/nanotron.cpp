@@ -175,9 +175,10 @@ std::int64_t stage_activations(NanotronStageMemory& s, const Plan& p, const Laye
 }
 
 // The stage's allocated and reserved peaks over its phases (forward through the loss, start
-// and end of a backward, optimizer step), reserved bytes from the caching-allocator model.
-void stage_peaks(NanotronStageMemory& s, std::int64_t per_mb, std::int64_t logits_bwd, const AllocatorConstants& alloc,
-                 std::int64_t non_pytorch_bytes) {
+// and end of a backward, optimizer step), reserved bytes from the caching-allocator model;
+// loss_hidden_bytes: one micro-batch's s*b*h*2 on a stage holding the loss, else 0.
+void stage_peaks(NanotronStageMemory& s, std::int64_t per_mb, std::int64_t logits_bwd, std::int64_t loss_hidden_bytes,
+                 const AllocatorConstants& alloc, std::int64_t non_pytorch_bytes) {
     auto breakdown = [&](std::int64_t acts, std::int64_t logits, std::int64_t extra_grads, std::int64_t extra_buffers) {
         MemoryBreakdown b;
         b.weights = s.bf16_weights;
@@ -205,8 +206,8 @@ void stage_peaks(NanotronStageMemory& s, std::int64_t per_mb, std::int64_t logit
     s.reserved_peak = -1;
     for (const auto& [kind, b] : phases) {
         const std::int64_t allocated = b->total() - b->overhead;
-        const std::int64_t other = allocated - b->activations - b->logits_and_loss;
-        const std::int64_t reserved = reserved_bytes(other, b->activations, b->logits_and_loss, alloc);
+        const std::int64_t loss_hidden = b->logits_and_loss > 0 ? loss_hidden_bytes : 0;
+        const std::int64_t reserved = reserved_bytes(allocated - b->activations, b->activations, loss_hidden, alloc);
         s.allocated_peak = std::max(s.allocated_peak, allocated);
         if (reserved > s.reserved_peak) {
             s.reserved_peak = reserved;
@@ -232,7 +233,8 @@ std::vector<NanotronStageMemory> nanotron_stage_memory(const ModelConfig& m, con
         stage_states(s, m, p, z);
         const std::int64_t per_mb = stage_activations(s, p, z, static_cast<std::int64_t>(i));
         const std::int64_t logits_bwd = s.blocks.loss ? z.tokens * z.vocab_local * 6 : 0;
-        stage_peaks(s, per_mb, logits_bwd, alloc, non_pytorch_bytes);
+        const std::int64_t loss_hidden = s.blocks.loss ? z.tokens * z.hidden * 2 : 0;
+        stage_peaks(s, per_mb, logits_bwd, loss_hidden, alloc, non_pytorch_bytes);
         out.push_back(s);
     }
     return out;

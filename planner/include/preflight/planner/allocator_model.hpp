@@ -28,9 +28,11 @@ struct AllocatorConstants {
     // Extra reserved bytes per allocated activation byte: saved tensors of different sizes
     // split cached blocks that later, larger requests cannot reuse.
     double activation_fragmentation = 0;
-    // Extra reserved bytes per byte of the loss's logit-sized working set (fp32 copies freed and
-    // re-requested in other sizes around the loss).
-    double logits_fragmentation = 0;
+    // Extra reserved bytes per byte of one micro-batch's hidden state (seq x mbs x hidden in
+    // bf16, unsharded) on the stage that runs the LM head and the loss, while the loss's tensors
+    // are live. Fitted: on the nanotron sweep the pool growth around the loss follows s*b*h, not
+    // the logits (an L1 fit offered both puts ~0 on the logits; see the data set's README).
+    double loss_stage_fragmentation = 0;
     // Reserved bytes independent of the plan (small-pool segments, cuBLAS workspaces, RNG state).
     std::int64_t reserved_constant_bytes = 0;
     // Device memory outside PyTorch's pool: CUDA context and NCCL communicator buffers.
@@ -43,8 +45,10 @@ struct AllocatorConstants {
     std::string provenance = "no caching-allocator model: reserved = allocated";
 };
 
-// Reserved pool for an allocated peak split into its activation, logits and other tensor bytes.
+// Reserved pool for an allocated peak split into its activation bytes and the rest, on a phase
+// where the loss's tensors are live with `loss_hidden_bytes` = s*b*h*2 of the micro-batch
+// (0 on phases and stages without the loss).
 std::int64_t reserved_bytes(std::int64_t other_allocated_bytes, std::int64_t activation_bytes,
-                            std::int64_t logits_bytes, const AllocatorConstants& c);
+                            std::int64_t loss_hidden_bytes, const AllocatorConstants& c);
 
 }  // namespace preflight

@@ -208,8 +208,10 @@ struct MemoryReport {
 
 // Fills peak_allocated_bytes, peak_reserved_bytes, non_pytorch_bytes and device_peak_bytes
 // of a report whose peak_bytes and at_peak are set (allocator_model.cpp); with
-// verdict_on_reserved, fits becomes device_peak_bytes <= capacity_bytes.
-void apply_allocator_model(MemoryReport& r, const AllocatorConstants& c, bool verdict_on_reserved);
+// verdict_on_reserved, fits becomes device_peak_bytes <= capacity_bytes. loss_hidden_bytes:
+// one micro-batch's hidden state (s*b*h*2), charged when the peak phase holds the loss.
+void apply_allocator_model(MemoryReport& r, const AllocatorConstants& c, bool verdict_on_reserved,
+                           std::int64_t loss_hidden_bytes);
 
 // Evaluates a validated plan. Throws InputError for an invalid plan.
 MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,

@@ -36,9 +36,9 @@ MemoryPrediction predict_memory(const ExternalRun& run, const GpuSpec& gpu, cons
 MemoryPrediction predict_memory_default(const ExternalRun& run, const GpuSpec& gpu);
 
 // Fits the allocator constants on runs[train_idx]:
-//  - activation_fragmentation, logits_fragmentation, reserved_constant_bytes by least squares on
-//    the relative error of the measured rank's reserved peak (jobs with outcome ok), each job's
-//    peak phase re-chosen under the current constants until it settles;
+//  - activation_fragmentation, loss_stage_fragmentation, reserved_constant_bytes by least
+//    absolute relative error of the measured rank's reserved peak (jobs with outcome ok), each
+//    job's peak phase re-chosen under the current constants until it settles;
 //  - non_pytorch_bytes (CUDA context + NCCL + what the rest of the model misses) as the value
 //    that gets the most fit/OOM verdicts right (outcome ok or oom) while keeping the share of
 //    predicted-fit jobs that died OOM at or below max_fit_but_oom.
