@@ -31,7 +31,7 @@ struct AllocatorConstants {
     // Extra reserved bytes per byte of one micro-batch's hidden state (seq x mbs x hidden in
     // bf16, unsharded) on the stage that runs the LM head and the loss, while the loss's tensors
     // are live. Fitted: on the nanotron sweep the pool growth around the loss follows s*b*h, not
-    // the logits (an L1 fit offered both puts ~0 on the logits; see the data set's README).
+    // the logits (fitted per logit byte instead, every held-out figure is worse; data set README).
     double loss_stage_fragmentation = 0;
     // Reserved bytes independent of the plan (small-pool segments, cuBLAS workspaces, RNG state).
     std::int64_t reserved_constant_bytes = 0;
