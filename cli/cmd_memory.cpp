@@ -64,8 +64,13 @@ void print_table(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
     if (reserved_verdict) {
         std::cout << "allocated peak:        " << format_bytes(r.peak_allocated_bytes) << " (tensors)\n"
                   << "reserved peak:         " << format_bytes(r.peak_reserved_bytes)
-                  << " (PyTorch caching-allocator pool, stage " << r.pipeline_stage << ")\n"
-                  << "outside PyTorch:       " << format_bytes(r.non_pytorch_bytes) << " (CUDA context + NCCL)\n"
+                  << " (PyTorch caching-allocator pool, stage " << r.pipeline_stage << ")\n";
+        if (r.reserved_extra.total() > 0)
+            std::cout << "  beyond the tensors:  " << format_bytes(r.reserved_extra.activation_fragmentation_bytes)
+                      << " activation fragmentation + " << format_bytes(r.reserved_extra.loss_stage_bytes)
+                      << " around the loss + " << format_bytes(r.reserved_extra.constant_bytes)
+                      << " constant (fitted), rounded up to 2 MiB segments\n";
+        std::cout << "outside PyTorch:       " << format_bytes(r.non_pytorch_bytes) << " (CUDA context + NCCL)\n"
                   << "verdict margin:        " << format_bytes(r.verdict_margin_bytes)
                   << " (fitted on measured fit/OOM outcomes)\n"
                   << "device need:           " << format_bytes(r.device_peak_bytes)

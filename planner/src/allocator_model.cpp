@@ -1,5 +1,7 @@
 #include "preflight/planner/allocator_model.hpp"
 
+#include "preflight/planner/error.hpp"
+#include "preflight/planner/limits.hpp"
 #include "preflight/planner/memory.hpp"
 
 #include <algorithm>
@@ -23,24 +25,34 @@ std::int64_t torch_segment_bytes(std::int64_t request) {
     return round_up(block, kTorchRoundLargeBytes);
 }
 
+ReservedExtra reserved_extra(std::int64_t activations, std::int64_t loss_hidden, const AllocatorConstants& c) {
+    // Fragmentation only adds (a fitted negative would predict a pool smaller than its tensors).
+    const double activation_part = std::max(0.0, c.activation_fragmentation) * static_cast<double>(activations);
+    const double loss_part = std::max(0.0, c.loss_stage_fragmentation) * static_cast<double>(loss_hidden);
+    // limits::check_plan keeps the tensors under kMaxBytes; a constant large enough to take a
+    // part past it would overflow the rounding below, so it is refused, never wrapped.
+    if (!(activation_part <= static_cast<double>(limits::kMaxBytes) && loss_part <= static_cast<double>(limits::kMaxBytes)))
+        throw InputError("--mbs", "the caching-allocator model's reserved pool exceeds kMaxBytes = 2^60 B per GPU");
+    ReservedExtra x;
+    x.activation_fragmentation_bytes = std::llround(activation_part);
+    x.loss_stage_bytes = std::llround(loss_part);
+    x.constant_bytes = std::max<std::int64_t>(0, c.reserved_constant_bytes);
+    return x;
+}
+
 std::int64_t reserved_bytes(std::int64_t other, std::int64_t activations, std::int64_t loss_hidden,
                             const AllocatorConstants& c) {
-    // Fragmentation only adds (a fitted negative would predict a pool smaller than its tensors).
-    const double extra = std::max(0.0, c.activation_fragmentation) * static_cast<double>(activations) +
-                         std::max(0.0, c.loss_stage_fragmentation) * static_cast<double>(loss_hidden);
-    const std::int64_t allocated = other + activations;
     // The pool is made of 2 MiB-rounded segments.
-    return round_up(allocated + static_cast<std::int64_t>(std::llround(extra)) +
-                        std::max<std::int64_t>(0, c.reserved_constant_bytes),
-                    kTorchRoundLargeBytes);
+    return round_up(other + activations + reserved_extra(activations, loss_hidden, c).total(), kTorchRoundLargeBytes);
 }
 
 void apply_allocator_model(MemoryReport& r, const AllocatorConstants& c, bool verdict_on_reserved,
                            std::int64_t loss_hidden_bytes) {
     const MemoryBreakdown& b = r.at_peak;
     r.peak_allocated_bytes = r.peak_bytes - b.overhead;
-    const std::int64_t other = r.peak_allocated_bytes - b.activations;
-    r.peak_reserved_bytes = reserved_bytes(other, b.activations, b.logits_and_loss > 0 ? loss_hidden_bytes : 0, c);
+    const std::int64_t loss_hidden = b.logits_and_loss > 0 ? loss_hidden_bytes : 0;
+    r.peak_reserved_bytes = reserved_bytes(r.peak_allocated_bytes - b.activations, b.activations, loss_hidden, c);
+    r.reserved_extra = reserved_extra(b.activations, loss_hidden, c);
     r.non_pytorch_bytes = c.non_pytorch_bytes >= 0 ? c.non_pytorch_bytes : b.overhead;
     r.verdict_margin_bytes = std::max<std::int64_t>(0, c.verdict_margin_bytes);
     r.device_peak_bytes = r.peak_reserved_bytes + r.non_pytorch_bytes + r.verdict_margin_bytes;

@@ -68,7 +68,13 @@ json memory_to_json(const MemoryReport& r) {
            {"peak_reserved_bytes", r.peak_reserved_bytes},
            {"non_pytorch_bytes", r.non_pytorch_bytes},
            {"verdict_margin_bytes", r.verdict_margin_bytes},
-           {"device_peak_bytes", r.device_peak_bytes}};
+           {"device_peak_bytes", r.device_peak_bytes},
+           // The reserved pool beyond the allocated peak, by cause (fitted constants; all zero
+           // for profiles without a caching-allocator model), before 2 MiB segment rounding.
+           {"reserved_extra",
+            {{"activation_fragmentation_bytes", r.reserved_extra.activation_fragmentation_bytes},
+             {"loss_stage_bytes", r.reserved_extra.loss_stage_bytes},
+             {"constant_bytes", r.reserved_extra.constant_bytes}}}};
     if (r.host_bytes_per_gpu > 0) {  // offload only
         m["host_bytes_per_gpu"] = r.host_bytes_per_gpu;
         m["host_bytes_per_node"] = r.host_bytes_per_node;

@@ -67,6 +67,38 @@ TEST(CliMemory, CsvHasHeaderAndCategories) {
     EXPECT_NE(r.out.find("\npeak,"), std::string::npos);
 }
 
+// The reserved pool beyond the tensors, by cause: the parts and the allocated peak make the
+// reserved peak up to 2 MiB segment rounding; the loss-stage part follows s*b*h, so doubling
+// the micro-batch doubles it; profiles without an allocator model report zeros and no line.
+TEST(CliMemory, ReservedExtraExplainsTheReservedPeak) {
+    const std::string nanotron =
+        "memory --framework nanotron --model llama-3-8b --tp 8 --sp --seq 4096 --precision bf16-mixed-fp32-grads";
+    const auto table = run_preflight(nanotron + " --mbs 4");
+    ASSERT_EQ(table.exit_code, 0) << table.err;
+    EXPECT_NE(table.out.find("beyond the tensors:"), std::string::npos);
+    EXPECT_NE(table.out.find("around the loss"), std::string::npos);
+    auto extra_of = [&](int mbs) {
+        const auto r = run_preflight(nanotron + " --mbs " + std::to_string(mbs) + " --format json");
+        EXPECT_EQ(r.exit_code, 0) << r.err;
+        return nlohmann::json::parse(r.out).at("memory");
+    };
+    const auto m4 = extra_of(4), m8 = extra_of(8);
+    const auto& x = m4.at("reserved_extra");
+    const std::int64_t parts = x.at("activation_fragmentation_bytes").get<std::int64_t>() +
+                               x.at("loss_stage_bytes").get<std::int64_t>() + x.at("constant_bytes").get<std::int64_t>();
+    const std::int64_t seg = 2 << 20;
+    const std::int64_t expected = (m4.at("peak_allocated_bytes").get<std::int64_t>() + parts + seg - 1) / seg * seg;
+    EXPECT_EQ(m4.at("peak_reserved_bytes").get<std::int64_t>(), expected);
+    EXPECT_GT(x.at("loss_stage_bytes").get<std::int64_t>(), 0);  // pp 1: the only stage runs the loss
+    EXPECT_NEAR(m8.at("reserved_extra").at("loss_stage_bytes").get<double>(),
+                2.0 * x.at("loss_stage_bytes").get<double>(), 1.0);
+    const auto plain = run_preflight(std::string(kIssueCommand) + " --format json");
+    ASSERT_EQ(plain.exit_code, 0) << plain.err;
+    for (const char* k : {"activation_fragmentation_bytes", "loss_stage_bytes", "constant_bytes"})
+        EXPECT_EQ(nlohmann::json::parse(plain.out).at("memory").at("reserved_extra").at(k), 0) << k;
+    EXPECT_EQ(run_preflight(kIssueCommand).out.find("beyond the tensors:"), std::string::npos);
+}
+
 TEST(CliMemory, DoesNotFitExitsOne) {
     const auto r = run_preflight("memory --model llama-3-70b --gpu h100-sxm-80gb --format json");
     EXPECT_EQ(r.exit_code, 1);

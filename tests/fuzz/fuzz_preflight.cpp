@@ -77,6 +77,13 @@ void check_memory(const MemoryReport& r) {
     if (r.activations_per_layer_bytes <= 0) wrong("activations per layer <= 0");
     if (r.params.total <= 0 || r.params.active <= 0 || r.params.active > r.params.total) wrong("parameter counts");
     if (r.host_bytes_per_gpu < 0 || r.host_bytes_per_node < r.host_bytes_per_gpu) wrong("host bytes per GPU / per node");
+    // The reserved pool is the allocated peak plus its parts by cause, in whole 2 MiB segments.
+    const ReservedExtra& x = r.reserved_extra;
+    if (x.activation_fragmentation_bytes < 0 || x.loss_stage_bytes < 0 || x.constant_bytes < 0)
+        wrong("negative reserved_extra part");
+    const std::int64_t seg = kTorchRoundLargeBytes;
+    if (r.peak_reserved_bytes != (r.peak_allocated_bytes + x.total() + seg - 1) / seg * seg)
+        wrong("peak_reserved_bytes != allocated peak + reserved_extra in 2 MiB segments");
 }
 
 void check_throughput(const Throughput& t) {

@@ -213,6 +213,7 @@ void stage_peaks(NanotronStageMemory& s, std::int64_t per_mb, std::int64_t logit
             s.reserved_peak = reserved;
             s.peak_phase = kind;
             s.at_peak = *b;
+            s.reserved_extra = reserved_extra(b->activations, loss_hidden, alloc);
         }
     }
 }
@@ -271,6 +272,7 @@ MemoryReport evaluate_memory_nanotron(const ModelConfig& model, const GpuSpec& g
     r.peak_bytes = s.at_peak.total();
     r.peak_allocated_bytes = r.peak_bytes - s.at_peak.overhead;
     r.peak_reserved_bytes = s.reserved_peak;
+    r.reserved_extra = s.reserved_extra;
     r.verdict_margin_bytes = std::max<std::int64_t>(0, c.verdict_margin_bytes);
     r.device_peak_bytes = s.reserved_peak + non_pytorch + r.verdict_margin_bytes;
     r.fits = options.profile.verdict_on_reserved ? r.device_peak_bytes <= r.capacity_bytes

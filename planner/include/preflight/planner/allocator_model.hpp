@@ -45,6 +45,16 @@ struct AllocatorConstants {
     std::string provenance = "no caching-allocator model: reserved = allocated";
 };
 
+// What the reserved pool holds beyond the allocated tensors, by cause (the fitted constants
+// times what each applies to), before the pool is rounded up to whole 2 MiB segments.
+struct ReservedExtra {
+    std::int64_t activation_fragmentation_bytes = 0;  // activation_fragmentation x activation bytes
+    std::int64_t loss_stage_bytes = 0;                // loss_stage_fragmentation x s*b*h*2 on the loss stage
+    std::int64_t constant_bytes = 0;                  // reserved_constant_bytes
+    std::int64_t total() const { return activation_fragmentation_bytes + loss_stage_bytes + constant_bytes; }
+};
+ReservedExtra reserved_extra(std::int64_t activation_bytes, std::int64_t loss_hidden_bytes, const AllocatorConstants& c);
+
 // Reserved pool for an allocated peak split into its activation bytes and the rest, on a phase
 // where the loss's tensors are live with `loss_hidden_bytes` = s*b*h*2 of the micro-batch
 // (0 on phases and stages without the loss).

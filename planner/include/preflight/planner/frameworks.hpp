@@ -49,6 +49,7 @@ struct NanotronStageMemory {
     std::int64_t reserved_peak = 0;
     PhaseKind peak_phase = PhaseKind::forward;
     MemoryBreakdown at_peak;                // overhead = the memory outside PyTorch
+    ReservedExtra reserved_extra;           // reserved_peak beyond at_peak's tensors, by cause
 };
 
 // Every stage of a nanotron run (pp entries; stages without blocks hold nothing but buffers).

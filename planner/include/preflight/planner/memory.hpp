@@ -195,6 +195,7 @@ struct MemoryReport {
     std::int64_t device_peak_bytes = 0;
     std::int64_t non_pytorch_bytes = 0;
     std::int64_t verdict_margin_bytes = 0;  // fitted margin (allocator_model.hpp), in device_peak_bytes
+    ReservedExtra reserved_extra;           // the reserved pool beyond the allocated peak, by cause
     // Per pipeline stage (profiles with their own model): allocated and reserved peaks.
     std::vector<std::int64_t> stage_allocated_bytes;
     std::vector<std::int64_t> stage_reserved_bytes;
