@@ -38,13 +38,7 @@ TEST(CliRun, TheCudaBackendIsLoadedOnlyWhenADeviceIsAsked) {
 #else
     // Was: the executable linked cudart and cuBLASLt, whose start-up took ~90 % of a
     // `preflight models` run (~0.3 s) and which every planner command needed installed.
-    std::string needed;
-    if (FILE* p = popen(("readelf -d '" + std::string(PREFLIGHT_EXE) + "'").c_str(), "r")) {
-        std::array<char, 4096> buf{};
-        std::size_t n;
-        while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) needed.append(buf.data(), n);
-        pclose(p);
-    }
+    const std::string needed = preflight::test::run_shell("readelf -d '" + std::string(PREFLIGHT_EXE) + "'").out;
     ASSERT_NE(needed.find("NEEDED"), std::string::npos) << "readelf printed no dynamic section: " << needed;
     for (const char* lib : {"libcudart", "libcublas", "libcudnn", "libnccl"})
         EXPECT_EQ(needed.find(lib), std::string::npos) << lib << " is linked into preflight:\n" << needed;
