@@ -40,10 +40,9 @@ ReservedExtra reserved_extra(std::int64_t activations, std::int64_t loss_hidden,
     return x;
 }
 
-std::int64_t reserved_bytes(std::int64_t other, std::int64_t activations, std::int64_t loss_hidden,
-                            const AllocatorConstants& c) {
+std::int64_t reserved_pool_bytes(std::int64_t allocated, const ReservedExtra& extra) {
     // The pool is made of 2 MiB-rounded segments.
-    return round_up(other + activations + reserved_extra(activations, loss_hidden, c).total(), kTorchRoundLargeBytes);
+    return round_up(allocated + extra.total(), kTorchRoundLargeBytes);
 }
 
 void apply_allocator_model(MemoryReport& r, const AllocatorConstants& c, bool verdict_on_reserved,
@@ -51,8 +50,8 @@ void apply_allocator_model(MemoryReport& r, const AllocatorConstants& c, bool ve
     const MemoryBreakdown& b = r.at_peak;
     r.peak_allocated_bytes = r.peak_bytes - b.overhead;
     const std::int64_t loss_hidden = b.logits_and_loss > 0 ? loss_hidden_bytes : 0;
-    r.peak_reserved_bytes = reserved_bytes(r.peak_allocated_bytes - b.activations, b.activations, loss_hidden, c);
     r.reserved_extra = reserved_extra(b.activations, loss_hidden, c);
+    r.peak_reserved_bytes = reserved_pool_bytes(r.peak_allocated_bytes, r.reserved_extra);
     r.non_pytorch_bytes = c.non_pytorch_bytes >= 0 ? c.non_pytorch_bytes : b.overhead;
     r.verdict_margin_bytes = std::max<std::int64_t>(0, c.verdict_margin_bytes);
     r.device_peak_bytes = r.peak_reserved_bytes + r.non_pytorch_bytes + r.verdict_margin_bytes;

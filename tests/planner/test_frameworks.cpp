@@ -199,11 +199,11 @@ TEST(AllocatorModel, BlocksAndSegments) {
     c.reserved_constant_bytes = 2 << 20;
     // 100 MiB other + 1.5 * 40 MiB activations + 3 * 10 MiB of loss-stage hidden state (not
     // itself allocated) + 2 MiB = 192 MiB.
-    EXPECT_EQ(reserved_bytes(100 << 20, 40 << 20, 10 << 20, c), 192LL << 20);
+    EXPECT_EQ(reserved_pool_bytes(140 << 20, reserved_extra(40 << 20, 10 << 20, c)), 192LL << 20);
     // Off the loss stage the same tensors reserve 162 MiB.
-    EXPECT_EQ(reserved_bytes(100 << 20, 40 << 20, 0, c), 162LL << 20);
+    EXPECT_EQ(reserved_pool_bytes(140 << 20, reserved_extra(40 << 20, 0, c)), 162LL << 20);
     // No constants: allocated rounded up to 2 MiB.
-    EXPECT_EQ(reserved_bytes((3 << 20) + 1, 0, 0, AllocatorConstants{}), 4 << 20);
+    EXPECT_EQ(reserved_pool_bytes((3 << 20) + 1, reserved_extra(0, 0, AllocatorConstants{})), 4 << 20);
 }
 
 TEST(AllocatorModel, DefaultProfileKeepsItsVerdictAndReportsReserved) {

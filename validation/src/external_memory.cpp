@@ -32,10 +32,7 @@ Parts stage0_parts(const ExternalRun& run, const AllocatorConstants& c) {
     Parts p;
     p.activations = static_cast<double>(b.activations);
     p.other = static_cast<double>(b.total() - b.overhead) - p.activations;
-    // The loss-stage term applies on the phases where the loss's tensors are live (stage_peaks).
-    if (s.blocks.loss && b.logits_and_loss > 0)
-        p.loss_hidden = static_cast<double>(run.plan.seq) * static_cast<double>(run.plan.mbs) *
-                        static_cast<double>(run.model.hidden) * 2.0;
+    p.loss_hidden = static_cast<double>(s.loss_hidden_at_peak);
     return p;
 }
 

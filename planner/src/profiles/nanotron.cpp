@@ -207,13 +207,15 @@ void stage_peaks(NanotronStageMemory& s, std::int64_t per_mb, std::int64_t logit
     for (const auto& [kind, b] : phases) {
         const std::int64_t allocated = b->total() - b->overhead;
         const std::int64_t loss_hidden = b->logits_and_loss > 0 ? loss_hidden_bytes : 0;
-        const std::int64_t reserved = reserved_bytes(allocated - b->activations, b->activations, loss_hidden, alloc);
+        const ReservedExtra extra = reserved_extra(b->activations, loss_hidden, alloc);
+        const std::int64_t reserved = reserved_pool_bytes(allocated, extra);
         s.allocated_peak = std::max(s.allocated_peak, allocated);
         if (reserved > s.reserved_peak) {
             s.reserved_peak = reserved;
             s.peak_phase = kind;
             s.at_peak = *b;
-            s.reserved_extra = reserved_extra(b->activations, loss_hidden, alloc);
+            s.reserved_extra = extra;
+            s.loss_hidden_at_peak = loss_hidden;
         }
     }
 }

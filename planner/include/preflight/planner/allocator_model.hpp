@@ -47,6 +47,8 @@ struct AllocatorConstants {
 
 // What the reserved pool holds beyond the allocated tensors, by cause (the fitted constants
 // times what each applies to), before the pool is rounded up to whole 2 MiB segments.
+// loss_hidden_bytes: s*b*h*2 of the micro-batch on a phase where the loss's tensors are live
+// (0 on phases and stages without the loss).
 struct ReservedExtra {
     std::int64_t activation_fragmentation_bytes = 0;  // activation_fragmentation x activation bytes
     std::int64_t loss_stage_bytes = 0;                // loss_stage_fragmentation x s*b*h*2 on the loss stage
@@ -54,11 +56,7 @@ struct ReservedExtra {
     std::int64_t total() const { return activation_fragmentation_bytes + loss_stage_bytes + constant_bytes; }
 };
 ReservedExtra reserved_extra(std::int64_t activation_bytes, std::int64_t loss_hidden_bytes, const AllocatorConstants& c);
-
-// Reserved pool for an allocated peak split into its activation bytes and the rest, on a phase
-// where the loss's tensors are live with `loss_hidden_bytes` = s*b*h*2 of the micro-batch
-// (0 on phases and stages without the loss).
-std::int64_t reserved_bytes(std::int64_t other_allocated_bytes, std::int64_t activation_bytes,
-                            std::int64_t loss_hidden_bytes, const AllocatorConstants& c);
+// The pool for `allocated_bytes` of tensors and `extra` beyond them: whole 2 MiB segments.
+std::int64_t reserved_pool_bytes(std::int64_t allocated_bytes, const ReservedExtra& extra);
 
 }  // namespace preflight

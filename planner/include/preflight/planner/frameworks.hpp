@@ -50,6 +50,7 @@ struct NanotronStageMemory {
     PhaseKind peak_phase = PhaseKind::forward;
     MemoryBreakdown at_peak;                // overhead = the memory outside PyTorch
     ReservedExtra reserved_extra;           // reserved_peak beyond at_peak's tensors, by cause
+    std::int64_t loss_hidden_at_peak = 0;   // s*b*h*2 the loss-stage term charged at the peak (0: loss not live)
 };
 
 // Every stage of a nanotron run (pp entries; stages without blocks hold nothing but buffers).
