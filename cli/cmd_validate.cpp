@@ -13,6 +13,7 @@
 #include "preflight/runtime/run_report.hpp"
 #include "preflight/validation/check.hpp"
 #include "preflight/validation/external_eval.hpp"
+#include "preflight/validation/external_jobs.hpp"
 #include "preflight/validation/external_memory.hpp"
 #include "preflight/validation/external_runs.hpp"
 #include "preflight/validation/throughput_fit.hpp"
@@ -147,6 +148,8 @@ ExternalOutcome check_external(const std::vector<fs::path>& datasets, const Vali
             runtime::write_file_atomic(report_dir / ("external-" + d.name + "-memory.svg"),
                                        validation::memory_cv_svg(d.runs, cv));
             runtime::write_file_atomic(report_dir / ("external-" + d.name + "-memory.md"), t.str());
+            runtime::write_file_atomic(report_dir / ("external-" + d.name + "-jobs.csv"),
+                                       validation::external_jobs_csv(d.runs, cv, tg.cv));
         }
     }
     return out;
@@ -210,7 +213,8 @@ Command add_validate_command(CLI::App& app) {
                     "Take tolerances from this matrix instead of the matrix.json files found (with --check)");
     sub->add_option("--report-dir", st->report_dir,
                     "Where --check writes validation-report.md, validation-plot.svg and the external data sets' "
-                    "reports (default: validation-report/ in the build folder; never the checked folder)");
+                    "reports, with external-<name>-jobs.csv: each job's held-out predictions beside its "
+                    "measurements (default: validation-report/ in the build folder; never the checked folder)");
     sub->add_flag("--no-report-files", st->no_report_files, "--check writes no markdown or SVG");
     sub->add_option("--python", st->python, "Python interpreter for --framework pytorch (default python3)");
     sub->add_option("--script", st->script, "PyTorch script (default: validation/pytorch/train.py)");

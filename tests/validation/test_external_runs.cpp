@@ -10,6 +10,7 @@
 
 #include "catalog_fixture.hpp"
 #include "preflight/planner/error.hpp"
+#include "preflight/validation/external_jobs.hpp"
 #include "preflight/validation/external_memory.hpp"
 #include "preflight/validation/external_runs.hpp"
 #include "run_cli.hpp"
@@ -162,4 +163,59 @@ TEST(ExternalMemory, CheckCommandGatesTheCheckedInDataSet) {
     // The verdict targets, on configurations the fit did not see.
     EXPECT_GE(held["verdict_accuracy"].get<double>(), 0.97);
     EXPECT_LE(held["fit_but_oom_fraction"].get<double>(), 0.01);
+}
+
+// ---- the per-job CSV beside the reports ----
+
+TEST(ExternalJobs, OneRowPerJobWithItsHeldOutPredictions) {
+    const auto one = read_external_csv(write_csv("jobs.csv", std::string(kHeader) + "\n" + kRow1 + "\n"));
+    std::vector<ExternalRun> runs = {one[0], one[0]};
+    runs[1].id = "jobs.csv:3";
+    runs[1].model_label = "1B, \"tied\"";  // a label that needs quoting (RFC 4180)
+    runs[1].outcome = RunOutcome::oom;
+    runs[1].peak_reserved_bytes.reset();
+    MemoryCrossValidation memory;
+    memory.folds = 5;
+    memory.held_out.resize(2);
+    memory.held_out[0].modelled = true;
+    memory.held_out[0].measured_rank_reserved_bytes = 50'000'000'000;
+    memory.held_out[0].device_need_bytes = 51'073'741'824;
+    memory.held_out[0].fits = true;  // held_out[1]: not modelled, its fields stay empty
+    ThroughputCv tokens;
+    tokens.per_sample.push_back({"jobs.csv:2", 3, 38895, 40000.5});  // the oom job has no tokens/s
+    const std::string csv = external_jobs_csv(runs, memory, tokens);
+    const std::string fold = std::to_string(fold_of(runs[0], 5));
+    // 41.8 GiB = 41.8 * 2^30 B = 44,882,408,243 B (rounded down).
+    EXPECT_EQ(csv.substr(0, csv.find('\n')),
+              "id,model,hidden_size,num_layers,nodes,gpus,dp,tp,pp,mbs,grad_acc,zero_stage,outcome,memory_fold,"
+              "measured_reserved_bytes,predicted_reserved_bytes,predicted_device_need_bytes,predicted_fits,tokens_fold,"
+              "measured_tokens_per_s_per_gpu,predicted_tokens_per_s_per_gpu");
+    EXPECT_NE(csv.find("\njobs.csv:2,1B,2048,16,1,8,4,1,2,4,16,1,ok," + fold +
+                       ",44882408243,50000000000,51073741824,yes,3,38895,40000.5\n"),
+              std::string::npos)
+        << csv;
+    EXPECT_NE(csv.find("\njobs.csv:3,\"1B, \"\"tied\"\"\",2048,16,1,8,4,1,2,4,16,1,oom," + fold + ",,,,,,,\n"),
+              std::string::npos)
+        << csv;
+    memory.held_out.pop_back();
+    EXPECT_THROW(external_jobs_csv(runs, memory, tokens), InputError);
+}
+
+TEST(ExternalJobs, CheckWritesTheJobsCsvBesideTheReports) {
+    const fs::path out = fs::temp_directory_path() / ("preflight-jobs-" + std::to_string(::getpid()));
+    const auto r = test::run_preflight("validate --check " + (test::data_dir() / "measurements" / "external").string() +
+                                       " --report-dir " + out.string());
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    std::ifstream f(out / "external-nanotron-h100-jobs.csv");
+    ASSERT_TRUE(f.good());
+    std::string line;
+    int rows = -1, with_tokens = 0;
+    while (std::getline(f, line)) {
+        ++rows;
+        if (rows > 0 && line.back() != ',') ++with_tokens;  // a held-out tokens/s prediction closes the row
+    }
+    // The data set's README: 1,622 jobs, 832 of them ok with a measured tokens/s.
+    EXPECT_EQ(rows, 1622);
+    EXPECT_EQ(with_tokens, 832);
+    fs::remove_all(out);
 }

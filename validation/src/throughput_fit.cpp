@@ -262,6 +262,9 @@ ThroughputCv cross_validate_throughput(const std::vector<ThroughputSample>& samp
         fitted.efficiency = fit_step_constants(samples, train, start, &cv.evaluations);
         const std::vector<double> e = tokens_errors(samples, test, fitted);
         held.insert(held.end(), e.begin(), e.end());
+        for (std::size_t i : test)
+            cv.per_sample.push_back({samples[i].id, k, samples[i].measured_tokens_per_s_per_gpu,
+                                     predicted_tokens_per_s_per_gpu(samples[i], fitted)});
         cv.fold_held_out.push_back(error_stats(e));
         cv.fold_fits.push_back(fitted.efficiency);
     }

@@ -68,6 +68,14 @@ Efficiency fit_step_constants(const std::vector<ThroughputSample>& samples, cons
 // FNV-1a(family), bit-mixed, mod k.
 int family_fold(const std::string& family, int k);
 
+// One sample's held-out prediction: the constants were fitted on the other folds.
+struct HeldOutTokens {
+    std::string id;
+    int fold = 0;  // family_fold(family, folds)
+    double measured_tokens_per_s_per_gpu = 0;
+    double predicted_tokens_per_s_per_gpu = 0;
+};
+
 struct ThroughputCv {
     int folds = 0;
     int families = 0;
@@ -76,6 +84,7 @@ struct ThroughputCv {
     ErrorStats held_out;             // every sample scored by the fit that did not see its family
     std::vector<ErrorStats> fold_held_out;
     std::vector<Efficiency> fold_fits;
+    std::vector<HeldOutTokens> per_sample;  // every sample whose fold had training jobs, fold by fold
     Efficiency full_fit;             // fitted on every sample (the constants to commit)
     ErrorStats full_fit_in_sample;
     int evaluations = 0;

@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""How much of Preflight's held-out error could any layout-based correction remove?
+
+Reads the per-job CSV that `preflight validate --check DIR --report-dir OUT` writes
+(OUT/external-<name>-jobs.csv): each job's layout, its measurements and the prediction
+Preflight made while the job's fold was held out. It then trains flexible learners
+(gradient boosting, random forest) to correct that prediction from the layout columns,
+with the same folds Preflight's own cross-validation used (a job is corrected only by a
+learner that saw none of its fold), and prints the held-out errors beside Preflight's.
+
+If the best learner cannot reach a target either, the target asks for information the
+layout does not carry (run-to-run or cluster-state effects), not for a better formula.
+
+Needs scikit-learn and numpy (Debian: apt-get install python3-sklearn). Not run by CI:
+it is an analysis, its figures are recorded in the data set's README.
+
+Usage: tools/predictability_ceiling.py OUT/external-nanotron-h100-jobs.csv
+Exit codes: 0 printed; 2 bad input or a missing Python package.
+"""
+import argparse
+import csv
+import math
+import sys
+
+LAYOUT = ["hidden_size", "num_layers", "nodes", "dp", "tp", "pp", "mbs", "grad_acc"]
+
+
+def load(path):
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except OSError as e:
+        sys.exit(f"predictability_ceiling: cannot read {path}: {e.strerror}")
+    need = set(LAYOUT) | {"zero_stage", "outcome", "memory_fold", "tokens_fold", "measured_reserved_bytes",
+                          "predicted_reserved_bytes", "measured_tokens_per_s_per_gpu",
+                          "predicted_tokens_per_s_per_gpu"}
+    missing = need - set(rows[0].keys() if rows else [])
+    if missing:
+        print(f"predictability_ceiling: {path}: not a jobs CSV from `preflight validate --check` "
+              f"(missing columns: {', '.join(sorted(missing))})", file=sys.stderr)
+        sys.exit(2)
+    return rows
+
+
+def features(row, predicted):
+    # log2 of every count (their effects are multiplicative), the ZeRO stage, log of the prediction.
+    return [math.log2(float(row[k])) for k in LAYOUT] + [float(row["zero_stage"]), math.log(predicted)]
+
+
+def quantity(rows, measured_key, predicted_key, fold_key, keep):
+    X, y, folds, pred, meas = [], [], [], [], []
+    for r in rows:
+        if not keep(r) or not r[measured_key] or not r[predicted_key]:
+            continue
+        p, m = float(r[predicted_key]), float(r[measured_key])
+        if p <= 0 or m <= 0:
+            continue
+        X.append(features(r, p))
+        y.append(math.log(m / p))  # the learner predicts the log correction to Preflight's prediction
+        folds.append(int(r[fold_key]))
+        pred.append(p)
+        meas.append(m)
+    return X, y, folds, pred, meas
+
+
+def held_out_errors(np, make, X, y, folds, pred, meas):
+    X, y, folds = np.array(X), np.array(y), np.array(folds)
+    corrected = np.zeros_like(y)
+    for k in sorted(set(folds.tolist())):
+        test = folds == k
+        if test.all():
+            return None  # one fold: nothing to train on
+        corrected[test] = make().fit(X[~test], y[~test]).predict(X[test])
+    q = np.array(pred) * np.exp(corrected)
+    m = np.array(meas)
+    return np.abs(q - m) / m
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("jobs_csv", help="external-<name>-jobs.csv written by `preflight validate --check`")
+    ap.add_argument("--seed", type=int, default=0, help="random seed of the learners (default 0)")
+    a = ap.parse_args()
+    try:
+        import numpy as np
+        from sklearn.ensemble import GradientBoostingRegressor, RandomForestRegressor
+    except ImportError as e:
+        print(f"predictability_ceiling: needs numpy and scikit-learn ({e}); on Debian: apt-get install "
+              "python3-sklearn, then run it with /usr/bin/python3", file=sys.stderr)
+        sys.exit(2)
+    rows = load(a.jobs_csv)
+    learners = {
+        "gradient boosting, absolute loss": lambda: GradientBoostingRegressor(
+            loss="absolute_error", n_estimators=300, max_depth=3, learning_rate=0.05, subsample=0.8,
+            random_state=a.seed),
+        "gradient boosting, Huber loss": lambda: GradientBoostingRegressor(
+            loss="huber", n_estimators=300, max_depth=4, learning_rate=0.05, subsample=0.8, random_state=a.seed),
+        "random forest": lambda: RandomForestRegressor(n_estimators=300, min_samples_leaf=3, random_state=a.seed),
+    }
+    quantities = [
+        ("reserved peak, jobs that ran (outcome ok)", "measured_reserved_bytes", "predicted_reserved_bytes",
+         "memory_fold", lambda r: r["outcome"] == "ok"),
+        ("tokens/s per GPU", "measured_tokens_per_s_per_gpu", "predicted_tokens_per_s_per_gpu", "tokens_fold",
+         lambda r: r["outcome"] == "ok"),
+    ]
+    print(f"# {a.jobs_csv}")
+    print("# error = |predicted - measured| / measured, every job predicted by a fit that did not see its fold")
+    print("| quantity | predictor | jobs | P50 | P95 |")
+    print("|---|---|---|---|---|")
+    for name, mk, pk, fk, keep in quantities:
+        X, y, folds, pred, meas = quantity(rows, mk, pk, fk, keep)
+        if len(y) < 20:
+            print(f"| {name} | (fewer than 20 jobs with both figures: skipped) | {len(y)} | N/A | N/A |")
+            continue
+        base = np.abs(np.array(pred) - np.array(meas)) / np.array(meas)
+        print(f"| {name} | Preflight (held out) | {len(y)} | {100 * np.percentile(base, 50):.1f} % | "
+              f"{100 * np.percentile(base, 95):.1f} % |")
+        for label, make in learners.items():
+            e = held_out_errors(np, make, X, y, folds, pred, meas)
+            if e is None:
+                print(f"| {name} | Preflight + {label} | {len(y)} | N/A (one fold) | N/A |")
+                continue
+            print(f"| {name} | Preflight + {label} | {len(y)} | {100 * np.percentile(e, 50):.1f} % | "
+                  f"{100 * np.percentile(e, 95):.1f} % |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
