@@ -11,6 +11,7 @@
 #include "preflight/validation/external_eval.hpp"
 #include "preflight/validation/external_memory.hpp"
 #include "preflight/validation/external_runs.hpp"
+#include "preflight/validation/spec_bounds.hpp"
 #include "preflight/validation/throughput_fit.hpp"
 
 namespace preflight::cli {
@@ -35,9 +36,18 @@ std::string pct(double x) {
 }  // namespace
 
 int run_calibrate_external(const std::vector<std::filesystem::path>& datasets, const CalibrateExternalOptions& o) {
-    nlohmann::json all = nlohmann::json::array();
+    std::vector<validation::ExternalDataset> sets;
+    std::string fitted;
+    int fitted_count = 0;
     for (const auto& folder : datasets) {
-        const validation::ExternalDataset d = validation::read_external_dataset(folder, o.data_dir);
+        sets.push_back(validation::read_external_dataset(folder, o.data_dir));
+        if (!sets.back().evaluation_only) fitted += (fitted_count++ ? ", " : "") + sets.back().name;
+    }
+    if (!o.write_spec.empty() && fitted_count > 1)
+        throw InputError("--write-spec", std::to_string(fitted_count) + " data sets are fitted here (" + fitted +
+                                             "), each for its own GPU: give the folder of the one to write");
+    nlohmann::json all = nlohmann::json::array();
+    for (const validation::ExternalDataset& d : sets) {
         if (d.evaluation_only) {  // listed, never fitted on: its errors are held out by data set
             const auto ev = validation::evaluate_external_dataset(d, o.data_dir);
             if (o.format == "table")
@@ -52,7 +62,8 @@ int run_calibrate_external(const std::vector<std::filesystem::path>& datasets, c
         const validation::ThroughputGate g = validation::throughput_gate(d, gpu);
         nlohmann::json j = {{"name", d.name}, {"gpu", gpu.name}, {"throughput", g.summary}};
         std::string memory_md;
-        if (o.memory) {
+        const bool fit_memory = o.memory && d.framework == "nanotron";  // the profile with an allocator model
+        if (fit_memory) {
             std::cerr << "preflight calibrate: " << d.name << ": memory cross-validation...\n";
             const int folds = g.cv.folds;
             const auto mcv = validation::memory_cross_validation(d.runs, gpu, folds);
@@ -70,7 +81,7 @@ int run_calibrate_external(const std::vector<std::filesystem::path>& datasets, c
             const nlohmann::json f = validation::efficiency_to_json(g.cv.full_fit);
             for (const auto& c : validation::fitted_step_constants())
                 std::cout << "  " << c.name << " = " << f.at(c.name).get<double>() << "\n";
-            if (o.memory) std::cout << "\n## memory\n\n" << memory_md << "\n";
+            if (fit_memory) std::cout << "\n## memory\n\n" << memory_md << "\n";
         }
         all.push_back(j);
         if (!o.write_spec.empty()) {
@@ -80,7 +91,9 @@ int run_calibrate_external(const std::vector<std::filesystem::path>& datasets, c
             nlohmann::json e = validation::efficiency_to_json(g.cv.full_fit);
             std::string folds;
             for (std::size_t k = 0; k < g.cv.fold_held_out.size(); ++k)
-                folds += (k ? ", " : "") + pct(g.cv.fold_held_out[k].p50) + "/" + pct(g.cv.fold_held_out[k].p95);
+                folds += (k ? ", " : "") + (g.cv.fold_held_out[k].n == 0 ? std::string("no job (no family fell in it)")
+                                                                            : pct(g.cv.fold_held_out[k].p50) + "/" +
+                                                                                  pct(g.cv.fold_held_out[k].p95));
             e["provenance"] = "fitted by `preflight calibrate` on " + today_utc() + " from data set " + d.name + " (" +
                               std::to_string(g.cv.held_out.n) + " ok jobs with measured tokens/s; " + d.source +
                               "). Tokens/s per GPU |error|, " + std::to_string(g.cv.folds) +
@@ -88,8 +101,10 @@ int run_calibrate_external(const std::vector<std::filesystem::path>& datasets, c
                               std::to_string(g.cv.families) + " families): held out P50 " + pct(g.cv.held_out.p50) +
                               ", P95 " + pct(g.cv.held_out.p95) + " (uncalibrated defaults: P50 " +
                               pct(g.cv.before.p50) + ", P95 " + pct(g.cv.before.p95) + "); per fold P50/P95: " + folds +
-                              ". Constants not in the fit keep the built-in defaults.";
+                              ". Constants not in the fit keep the built-in defaults; the fitted ones carry a weak "
+                              "prior toward them, so a constant these runs cannot show stays at its default.";
             spec["efficiency"] = e;
+            validation::check_fitted_spec(spec, "--write-spec " + o.write_spec);  // bounded, and it loads
             runtime::write_file_atomic(o.write_spec, spec.dump(2) + "\n");
             std::cerr << "preflight calibrate: wrote " << o.write_spec << "\n";
         }

@@ -78,79 +78,95 @@ struct ExternalOutcome {
     std::string table;
 };
 
-// Each external data set: the memory model's k-fold cross-validation (before: the default
-// profile; after: the data set's framework profile with constants fitted on the other folds),
-// gated on the figures in its dataset.json "targets".
+// An evaluation-only data set: predicted with the committed constants, gated on its targets.
+void check_evaluation_only(const validation::ExternalDataset& d, const fs::path& folder, const ValidateState& st,
+                           const fs::path& report_dir, ExternalOutcome& out) {
+    std::cerr << "preflight validate: " << d.name << ": " << d.runs.size() << " rows, evaluation only...\n";
+    const auto ev = validation::evaluate_external_dataset(d, data_dir_of(st.data_dir));
+    if (!ev.failures.empty()) out.passed = false;
+    out.json.push_back({{"name", d.name}, {"folder", folder.string()}, {"jobs", d.runs.size()},
+                        {"framework", d.framework}, {"gpu", d.gpu}, {"evaluation", ev.summary},
+                        {"targets", d.targets}, {"failures", ev.failures}, {"passed", ev.failures.empty()}});
+    std::string t = "\n# external data set " + d.name + " (" + std::to_string(d.runs.size()) + " rows, " +
+                    d.framework + ")\n\n" + ev.markdown + "\n";
+    t += ev.failures.empty() ? "within the data set's targets\n" : "";
+    for (const auto& f : ev.failures) t += "OUT OF TARGET: " + f + "\n";
+    out.table += t;
+    if (!st.no_report_files) {
+        fs::create_directories(report_dir);
+        runtime::write_file_atomic(report_dir / ("external-" + d.name + ".md"), t);
+    }
+}
+
+// The markdown of a fitted data set: memory (where modelled) and tokens/s, then the verdict.
+std::string fitted_markdown(const validation::ExternalDataset& d, const validation::MemoryCrossValidation* cv,
+                            int folds, const validation::ThroughputGate& tg, const std::vector<std::string>& failures) {
+    std::ostringstream t;
+    t << "\n# external data set " << d.name << " (" << d.runs.size() << " jobs, " << d.framework << " on " << d.gpu
+      << ")";
+    if (cv)
+        t << ", memory, " << folds << "-fold cross-validation grouped by configuration\n\n"
+          << validation::memory_cv_markdown(d.runs, *cv);
+    else
+        t << "\n\nNo memory measured or no allocator model for this framework: the step time only.\n";
+    t << "\n## tokens/s per GPU, " << tg.cv.folds << "-fold cross-validation grouped by model/tp/pp family\n\n"
+      << tg.markdown << "\n";
+    if (!tg.refused.empty()) t << tg.refused.size() << " job(s) not scored (first: " << tg.refused.front() << ")\n\n";
+    if (failures.empty()) t << (cv ? "memory and tokens/s" : "tokens/s") << ": within the data set's targets\n";
+    for (const auto& f : failures) t << "OUT OF TARGET: " << f << "\n";
+    return t.str();
+}
+
+// A fitted data set: k-fold cross-validation of the memory model (before: the default profile;
+// after: the nanotron profile with constants fitted on the other folds; nanotron data sets
+// only, the profile with an allocator model) and of the step-time constants, gated on the
+// figures in its dataset.json "targets".
+void check_fitted(const validation::ExternalDataset& d, const fs::path& folder, const ValidateState& st,
+                  const fs::path& report_dir, ExternalOutcome& out) {
+    const GpuSpec gpu = load_gpu(d.gpu, data_dir_of(st.data_dir));
+    int folds = 5;
+    if (d.targets.contains("folds")) {
+        if (!d.targets.at("folds").is_number_integer())
+            throw InputError((folder / "dataset.json").string(), "targets.folds must be an integer");
+        folds = d.targets.at("folds").get<int>();
+    }
+    std::optional<validation::MemoryCrossValidation> cv;
+    std::vector<std::string> failures;
+    if (d.framework == "nanotron") {
+        std::cerr << "preflight validate: " << d.name << ": " << d.runs.size() << " jobs, memory " << folds
+                  << "-fold cross-validation by configuration...\n";
+        cv = validation::memory_cross_validation(d.runs, gpu, folds);
+        failures = validation::memory_gate_failures(cv->held_out_figures, d.targets);
+    }
+    std::cerr << "preflight validate: " << d.name << ": tokens/s " << folds
+              << "-fold cross-validation by model/tp/pp family...\n";
+    const validation::ThroughputGate tg = validation::throughput_gate(d, gpu);
+    failures.insert(failures.end(), tg.failures.begin(), tg.failures.end());
+    if (!failures.empty()) out.passed = false;
+    nlohmann::json j = {{"name", d.name},           {"folder", folder.string()}, {"jobs", d.runs.size()},
+                        {"framework", d.framework}, {"gpu", d.gpu},              {"throughput", tg.summary},
+                        {"targets", d.targets},     {"failures", failures},      {"passed", failures.empty()}};
+    if (cv) j["memory"] = validation::memory_cv_to_json(*cv);
+    out.json.push_back(j);
+    const std::string t = fitted_markdown(d, cv ? &*cv : nullptr, folds, tg, failures);
+    out.table += t;
+    if (st.no_report_files) return;
+    fs::create_directories(report_dir);
+    if (cv)
+        runtime::write_file_atomic(report_dir / ("external-" + d.name + "-memory.svg"), validation::memory_cv_svg(d.runs, *cv));
+    runtime::write_file_atomic(report_dir / ("external-" + d.name + (cv ? "-memory.md" : ".md")), t);
+    runtime::write_file_atomic(report_dir / ("external-" + d.name + "-jobs.csv"),
+                               validation::external_jobs_csv(d.runs, cv ? &*cv : nullptr, tg.cv));
+}
+
 ExternalOutcome check_external(const std::vector<fs::path>& datasets, const ValidateState& st, const fs::path& report_dir) {
     ExternalOutcome out;
     for (const fs::path& folder : datasets) {
         const validation::ExternalDataset d = validation::read_external_dataset(folder, data_dir_of(st.data_dir));
-        if (d.evaluation_only) {  // committed constants only: nothing is fitted on it
-            std::cerr << "preflight validate: " << d.name << ": " << d.runs.size() << " rows, evaluation only...\n";
-            const auto ev = validation::evaluate_external_dataset(d, data_dir_of(st.data_dir));
-            if (!ev.failures.empty()) out.passed = false;
-            out.json.push_back({{"name", d.name}, {"folder", folder.string()}, {"jobs", d.runs.size()},
-                                {"framework", d.framework}, {"gpu", d.gpu}, {"evaluation", ev.summary},
-                                {"targets", d.targets}, {"failures", ev.failures}, {"passed", ev.failures.empty()}});
-            std::string t = "\n# external data set " + d.name + " (" + std::to_string(d.runs.size()) + " rows, " +
-                            d.framework + ")\n\n" + ev.markdown + "\n";
-            t += ev.failures.empty() ? "within the data set's targets\n" : "";
-            for (const auto& f : ev.failures) t += "OUT OF TARGET: " + f + "\n";
-            out.table += t;
-            if (!st.no_report_files) {
-                fs::create_directories(report_dir);
-                runtime::write_file_atomic(report_dir / ("external-" + d.name + ".md"), t);
-            }
-            continue;
-        }
-        if (d.framework != "nanotron")
-            throw InputError((folder / "dataset.json").string(),
-                             "framework '" + d.framework + "': only nanotron data sets have a fitted memory model");
-        const GpuSpec gpu = load_gpu(d.gpu, data_dir_of(st.data_dir));
-        int folds = 5;
-        if (d.targets.contains("folds")) {
-            if (!d.targets.at("folds").is_number_integer())
-                throw InputError((folder / "dataset.json").string(), "targets.folds must be an integer");
-            folds = d.targets.at("folds").get<int>();
-        }
-        std::cerr << "preflight validate: " << d.name << ": " << d.runs.size() << " jobs, memory " << folds
-                  << "-fold cross-validation by configuration...\n";
-        const auto cv = validation::memory_cross_validation(d.runs, gpu, folds);
-        auto failures = validation::memory_gate_failures(cv.held_out_figures, d.targets);
-        std::cerr << "preflight validate: " << d.name << ": tokens/s " << folds
-                  << "-fold cross-validation by model/tp/pp family...\n";
-        const validation::ThroughputGate tg = validation::throughput_gate(d, gpu);
-        failures.insert(failures.end(), tg.failures.begin(), tg.failures.end());
-        if (!failures.empty()) out.passed = false;
-        nlohmann::json j = {{"name", d.name},
-                            {"folder", folder.string()},
-                            {"jobs", d.runs.size()},
-                            {"framework", d.framework},
-                            {"gpu", d.gpu},
-                            {"memory", validation::memory_cv_to_json(cv)},
-                            {"throughput", tg.summary},
-                            {"targets", d.targets},
-                            {"failures", failures},
-                            {"passed", failures.empty()}};
-        out.json.push_back(j);
-        std::ostringstream t;
-        t << "\n# external data set " << d.name << " (" << d.runs.size() << " jobs, " << d.framework << " on " << d.gpu
-          << "), memory, " << folds << "-fold cross-validation grouped by configuration\n\n"
-          << validation::memory_cv_markdown(d.runs, cv) << "\n"
-          << "## tokens/s per GPU, " << tg.cv.folds << "-fold cross-validation grouped by model/tp/pp family\n\n"
-          << tg.markdown << "\n";
-        if (failures.empty())
-            t << "memory and tokens/s: within the data set's targets\n";
-        for (const auto& f : failures) t << "OUT OF TARGET: " << f << "\n";
-        out.table += t.str();
-        if (!st.no_report_files) {
-            fs::create_directories(report_dir);
-            runtime::write_file_atomic(report_dir / ("external-" + d.name + "-memory.svg"),
-                                       validation::memory_cv_svg(d.runs, cv));
-            runtime::write_file_atomic(report_dir / ("external-" + d.name + "-memory.md"), t.str());
-            runtime::write_file_atomic(report_dir / ("external-" + d.name + "-jobs.csv"),
-                                       validation::external_jobs_csv(d.runs, cv, tg.cv));
-        }
+        if (d.evaluation_only)
+            check_evaluation_only(d, folder, st, report_dir, out);
+        else
+            check_fitted(d, folder, st, report_dir, out);
     }
     return out;
 }

@@ -22,7 +22,7 @@ import csv
 import math
 import sys
 
-LAYOUT = ["hidden_size", "num_layers", "nodes", "dp", "tp", "pp", "mbs", "grad_acc"]
+LAYOUT = ["hidden_size", "num_layers", "gpus", "dp", "tp", "pp", "mbs", "grad_acc"]  # gpus: nodes can be unstated
 
 
 def load(path):

@@ -174,6 +174,7 @@ TEST(ExternalJobs, OneRowPerJobWithItsHeldOutPredictions) {
     runs[1].model_label = "1B, \"tied\"";  // a label that needs quoting (RFC 4180)
     runs[1].outcome = RunOutcome::oom;
     runs[1].peak_reserved_bytes.reset();
+    runs[1].nodes = 0;  // a source that does not state its node count: an empty field
     MemoryCrossValidation memory;
     memory.folds = 5;
     memory.held_out.resize(2);
@@ -183,7 +184,7 @@ TEST(ExternalJobs, OneRowPerJobWithItsHeldOutPredictions) {
     memory.held_out[0].fits = true;  // held_out[1]: not modelled, its fields stay empty
     ThroughputCv tokens;
     tokens.per_sample.push_back({"jobs.csv:2", 3, 38895, 40000.5});  // the oom job has no tokens/s
-    const std::string csv = external_jobs_csv(runs, memory, tokens);
+    const std::string csv = external_jobs_csv(runs, &memory, tokens);
     const std::string fold = std::to_string(fold_of(runs[0], 5));
     // 41.8 GiB = 41.8 * 2^30 B = 44,882,408,243 B (rounded down).
     EXPECT_EQ(csv.substr(0, csv.find('\n')),
@@ -194,11 +195,12 @@ TEST(ExternalJobs, OneRowPerJobWithItsHeldOutPredictions) {
                        ",44882408243,50000000000,51073741824,yes,3,38895,40000.5\n"),
               std::string::npos)
         << csv;
-    EXPECT_NE(csv.find("\njobs.csv:3,\"1B, \"\"tied\"\"\",2048,16,1,8,4,1,2,4,16,1,oom," + fold + ",,,,,,,\n"),
+    EXPECT_NE(csv.find("\njobs.csv:3,\"1B, \"\"tied\"\"\",2048,16,,8,4,1,2,4,16,1,oom," +
+                       std::to_string(fold_of(runs[1], 5)) + ",,,,,,,\n"),
               std::string::npos)
         << csv;
     memory.held_out.pop_back();
-    EXPECT_THROW(external_jobs_csv(runs, memory, tokens), InputError);
+    EXPECT_THROW(external_jobs_csv(runs, &memory, tokens), InputError);
 }
 
 TEST(ExternalJobs, CheckWritesTheJobsCsvBesideTheReports) {

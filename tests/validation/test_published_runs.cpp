@@ -10,9 +10,11 @@
 #include <gtest/gtest.h>
 
 #include "catalog_fixture.hpp"
+#include "preflight/planner/catalog.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/validation/external_eval.hpp"
 #include "preflight/validation/external_runs.hpp"
+#include "preflight/validation/throughput_fit.hpp"
 #include "run_cli.hpp"
 
 using namespace preflight;
@@ -124,8 +126,9 @@ TEST(PublishedRuns, LlmFoundryHoldsItsReadmeTables) {
     EXPECT_EQ(d.schema, "published-runs");
     EXPECT_TRUE(d.evaluation_only);
     EXPECT_EQ(d.framework, "pytorch");
-    // Tables: H100 large scale 18, H100 BF16 52, H100 FP8 7, A100-80GB 61, A100-40GB 78 rows.
-    ASSERT_EQ(d.runs.size(), 216u);
+    // Tables: H100 large scale 18, H100 BF16 52, H100 FP8 7, A100-80GB 61, A100-40GB 78 rows; the
+    // A100-40GB rows are excluded here ("exclude_rows"): data set llm-foundry-a100-40gb fits on them.
+    ASSERT_EQ(d.runs.size(), 216u - 78u);
     std::map<std::string, int> per_gpu;
     int fp8 = 0;
     for (const auto& r : d.runs) {
@@ -135,8 +138,13 @@ TEST(PublishedRuns, LlmFoundryHoldsItsReadmeTables) {
     }
     EXPECT_EQ(per_gpu["h100-sxm-80gb"], 77);
     EXPECT_EQ(per_gpu["a100-sxm-80gb"], 61);
-    EXPECT_EQ(per_gpu["a100-sxm-40gb"], 78);
+    EXPECT_EQ(per_gpu.count("a100-sxm-40gb"), 0u);
     EXPECT_EQ(fp8, 7);
+    const ExternalDataset fitted = read_external_dataset(kExternal / "llm-foundry-a100-40gb", test::data_dir());
+    EXPECT_FALSE(fitted.evaluation_only);
+    EXPECT_EQ(fitted.gpu, "a100-sxm-40gb");
+    ASSERT_EQ(fitted.runs.size(), 78u);  // the same CSV's other rows, each in one data set only
+    for (const auto& r : fitted.runs) EXPECT_EQ(r.gpu, "a100-sxm-40gb") << r.id;
     // README.md:75: 70b, seq 2048, 512 GPUs, MFU 41.25, HFU 55.0, mbs 8, ga 1, 1007 tokens/s/GPU.
     const ExternalRun& big = by_ref(d, "README.md:75");
     EXPECT_EQ(big.plan.dp, 512);
@@ -250,11 +258,12 @@ TEST(PublishedRuns, MegatronBridgeHoldsItsLlamaRows) {
 
 TEST(PublishedRuns, EveryDataSetIsFound) {
     const auto found = find_external_datasets(test::data_dir() / "measurements");
-    ASSERT_EQ(found.size(), 4u);
+    ASSERT_EQ(found.size(), 5u);
     EXPECT_EQ(found[0].filename(), "llm-foundry");
-    EXPECT_EQ(found[1].filename(), "megatron-bridge");
-    EXPECT_EQ(found[2].filename(), "nanotron-h100");
-    EXPECT_EQ(found[3].filename(), "torchtitan");
+    EXPECT_EQ(found[1].filename(), "llm-foundry-a100-40gb");
+    EXPECT_EQ(found[2].filename(), "megatron-bridge");
+    EXPECT_EQ(found[3].filename(), "nanotron-h100");
+    EXPECT_EQ(found[4].filename(), "torchtitan");
 }
 
 TEST(PublishedRuns, EvaluationGatesOnTargets) {
@@ -347,4 +356,47 @@ TEST(PublishedRuns, BadManifestNamesTheField) {
     EXPECT_EQ(*with_mem[0].peak_reserved_bytes, 43486543872);  // 40.5 * 2^30
     EXPECT_NE(error_of("kindonly.csv", with_field(26, "reserved_rank0")).find("column 'peak_mem_kind'"),
               std::string::npos);
+}
+
+TEST(PublishedRuns, RowSelectionSplitsOneTableBetweenDataSets) {
+    const fs::path root = temp_dir() / "split";
+    for (const char* sub : {"table", "fitted", "eval"}) fs::create_directories(root / sub);
+    std::ofstream(root / "table" / "runs.csv") << kHeader << "\n" << kRow << "\n"
+                                               << with_field(0, "README.md:139") << "\n"
+                                               << with_field(3, "a100-sxm-40gb") << "\n";
+    auto manifest = [&](const char* sub, const std::string& fields) {
+        std::ofstream(root / sub / "dataset.json")
+            << R"({"name": "s", "schema": "published-runs", "framework": "pytorch", "gpu": "a100-sxm-40gb",
+                  "source": "test", )"
+            << fields << "}";
+    };
+    auto error_of_set = [&](const char* sub) -> std::string {
+        try {
+            read_external_dataset(root / sub, test::data_dir());
+        } catch (const InputError& e) {
+            return e.what();
+        }
+        return "";
+    };
+    manifest("fitted", R"("csv": "../table/runs.csv", "rows": {"gpu": ["a100-sxm-40gb"]})");
+    manifest("eval", R"("csv": "../table/runs.csv", "exclude_rows": {"gpu": ["a100-sxm-40gb"]}, "evaluation_only": true)");
+    const ExternalDataset fitted = read_external_dataset(root / "fitted", test::data_dir());
+    ASSERT_EQ(fitted.runs.size(), 1u);
+    EXPECT_EQ(fitted.runs[0].gpu, "a100-sxm-40gb");
+    const ExternalDataset eval = read_external_dataset(root / "eval", test::data_dir());
+    ASSERT_EQ(eval.runs.size(), 2u);
+    for (const auto& r : eval.runs) EXPECT_EQ(r.gpu, "h100-sxm-80gb");
+    // Only a file beside the manifest or in a sibling folder; only the "gpu" selector.
+    for (const char* csv : {"../../runs.csv", "/tmp/runs.csv", "table/runs.csv", "../table/../table/runs.csv"}) {
+        manifest("fitted", std::string(R"("csv": ")") + csv + "\"");
+        EXPECT_NE(error_of_set("fitted").find("sibling data set"), std::string::npos) << csv;
+    }
+    manifest("fitted", R"("csv": "../table/runs.csv", "rows": {"model": ["1b"]})");
+    EXPECT_NE(error_of_set("fitted").find(R"("rows" must be {"gpu": [GPU names]})"), std::string::npos);
+    manifest("fitted", R"("csv": "../table/runs.csv", "rows": {"gpu": ["b200"]})");
+    EXPECT_NE(error_of_set("fitted").find("no row is left"), std::string::npos);
+    // A fitted data set calibrates one GPU's constants: a row on another GPU is refused.
+    manifest("fitted", R"("csv": "../table/runs.csv")");
+    const ExternalDataset mixed = read_external_dataset(root / "fitted", test::data_dir());
+    EXPECT_THROW(throughput_gate(mixed, load_gpu("a100-sxm-40gb", test::data_dir())), InputError);
 }

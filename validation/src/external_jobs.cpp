@@ -23,9 +23,9 @@ std::string field(const std::string& s) {
 }
 }  // namespace
 
-std::string external_jobs_csv(const std::vector<ExternalRun>& runs, const MemoryCrossValidation& memory,
+std::string external_jobs_csv(const std::vector<ExternalRun>& runs, const MemoryCrossValidation* memory,
                               const ThroughputCv& tokens) {
-    if (memory.held_out.size() != runs.size())
+    if (memory && memory->held_out.size() != runs.size())
         throw InputError("external jobs", "the memory cross-validation does not cover these runs");
     std::map<std::string, const HeldOutTokens*> by_id;
     for (const HeldOutTokens& t : tokens.per_sample) by_id[t.id] = &t;
@@ -35,17 +35,22 @@ std::string external_jobs_csv(const std::vector<ExternalRun>& runs, const Memory
          "measured_tokens_per_s_per_gpu,predicted_tokens_per_s_per_gpu\n";
     for (std::size_t i = 0; i < runs.size(); ++i) {
         const ExternalRun& r = runs[i];
-        const MemoryPrediction& m = memory.held_out[i];
         const Plan& p = r.plan;
-        o << field(r.id) << ',' << field(r.model_label) << ',' << r.model.hidden << ',' << r.model.layers << ',' << r.nodes << ',' << r.gpus << ',' << p.dp << ',' << p.tp << ','
+        o << field(r.id) << ',' << field(r.model_label) << ',' << r.model.hidden << ',' << r.model.layers << ',';
+        if (r.nodes > 0) o << r.nodes;  // 0: the source does not state it
+        o << ',' << r.gpus << ',' << p.dp << ',' << p.tp << ','
           << p.pp << ',' << p.mbs << ',' << p.grad_acc << ',' << static_cast<int>(p.zero) << ',' << to_string(r.outcome)
-          << ',' << fold_of(r, memory.folds) << ',';
+          << ',';
+        if (memory) o << fold_of(r, memory->folds);
+        o << ',';
         if (r.peak_reserved_bytes) o << *r.peak_reserved_bytes;
         o << ',';
-        if (m.modelled)
+        if (memory && memory->held_out[i].modelled) {
+            const MemoryPrediction& m = memory->held_out[i];
             o << m.measured_rank_reserved_bytes << ',' << m.device_need_bytes << ',' << (m.fits ? "yes" : "no");
-        else
+        } else {
             o << ",,";
+        }
         o << ',';
         const auto t = by_id.find(r.id);
         if (t != by_id.end())

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <set>
 #include <span>
 #include <sstream>
 
@@ -395,6 +396,39 @@ std::vector<ExternalRun> read_published_runs_csv(const fs::path& csv, const fs::
     });
 }
 
+namespace {
+
+// "file.csv" or "../folder/file.csv": a data set may read a sibling data set's CSV (one
+// table split between a fitted and an evaluation-only data set by "rows"/"exclude_rows").
+bool csv_path_allowed(const fs::path& p) {
+    std::vector<std::string> parts;
+    for (const auto& c : p) parts.push_back(c.string());
+    if (parts.size() == 1) return parts[0] != ".." && parts[0] != ".";
+    return parts.size() == 3 && parts[0] == ".." && parts[1] != ".." && parts[1] != "." && parts[2] != ".." &&
+           parts[2] != "." && !p.is_absolute();
+}
+
+// dataset.json "rows": {"gpu": [...]} keeps only the rows on those GPUs; "exclude_rows":
+// {"gpu": [...]} drops them. A row without a GPU column is on the data set's GPU.
+void select_rows(ExternalDataset& d, const nlohmann::json& j, const std::string& manifest) {
+    for (const char* key : {"rows", "exclude_rows"}) {
+        if (!j.contains(key)) continue;
+        const nlohmann::json& f = j.at(key);
+        if (!f.is_object() || f.size() != 1 || !f.contains("gpu") || !f.at("gpu").is_array() || f.at("gpu").empty())
+            throw InputError(manifest, std::string("\"") + key + "\" must be {\"gpu\": [GPU names]}");
+        std::set<std::string> gpus;
+        for (const auto& g : f.at("gpu")) {
+            if (!g.is_string()) throw InputError(manifest, std::string("\"") + key + "\".gpu must list GPU names");
+            gpus.insert(g.get<std::string>());
+        }
+        const bool keep = std::string(key) == "rows";
+        std::erase_if(d.runs, [&](const ExternalRun& r) { return gpus.count(r.gpu.empty() ? d.gpu : r.gpu) != keep; });
+    }
+    if (d.runs.empty()) throw InputError(manifest, "no row is left after \"rows\" / \"exclude_rows\"");
+}
+
+}  // namespace
+
 ExternalDataset read_external_dataset(const fs::path& folder) {
     return read_external_dataset(folder, default_data_dir());
 }
@@ -421,8 +455,9 @@ ExternalDataset read_external_dataset(const fs::path& folder, const fs::path& da
     d.gpu = str("gpu");
     d.source = str("source");
     const std::string csv = str("csv");
-    if (fs::path(csv).has_parent_path())
-        throw InputError(manifest.string(), "\"csv\" must name a file in the same folder, got '" + csv + "'");
+    if (!csv_path_allowed(fs::path(csv)))
+        throw InputError(manifest.string(), "\"csv\" must name a file in the same folder or in a sibling data set's "
+                                            "folder (../<folder>/<file>), got '" + csv + "'");
     if (j.contains("targets")) {
         if (!j["targets"].is_object()) throw InputError(manifest.string(), "\"targets\" must be an object");
         d.targets = j["targets"];
@@ -435,6 +470,7 @@ ExternalDataset read_external_dataset(const fs::path& folder, const fs::path& da
         d.evaluation_only = j["evaluation_only"].get<bool>();
     }
     d.runs = d.schema == "published-runs" ? read_published_runs_csv(folder / csv, data_dir) : read_external_csv(folder / csv);
+    select_rows(d, j, manifest.string());
     return d;
 }
 

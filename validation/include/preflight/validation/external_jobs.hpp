@@ -18,8 +18,9 @@ namespace preflight::validation {
 // measured rank), predicted_device_need_bytes (the most loaded stage + memory outside
 // PyTorch), predicted_fits; tokens_fold, measured_tokens_per_s_per_gpu,
 // predicted_tokens_per_s_per_gpu. A field is empty where nothing was measured or the job
-// was not modelled. `memory` must hold one prediction per run (memory_cross_validation).
-std::string external_jobs_csv(const std::vector<ExternalRun>& runs, const MemoryCrossValidation& memory,
+// was not modelled. `memory` (null for a data set fitted on tokens/s only) must hold one
+// prediction per run (memory_cross_validation).
+std::string external_jobs_csv(const std::vector<ExternalRun>& runs, const MemoryCrossValidation* memory,
                               const ThroughputCv& tokens);
 
 }  // namespace preflight::validation

@@ -107,7 +107,10 @@ std::vector<ExternalRun> read_published_runs_csv(const std::filesystem::path& cs
                                                  const std::filesystem::path& data_dir);
 
 // Reads `folder`/dataset.json and the CSV it names (model configs and GPU names of the
-// published-runs schema resolved in `data_dir`). Throws InputError naming the file.
+// published-runs schema resolved in `data_dir`). "csv" is a file in the folder or in a sibling
+// data set's folder ("../<folder>/<file>"); "rows": {"gpu": [...]} keeps only the rows on those
+// GPUs and "exclude_rows": {"gpu": [...]} drops them, so one table can feed a fitted data set
+// and an evaluation-only one without a row in both. Throws InputError naming the file.
 ExternalDataset read_external_dataset(const std::filesystem::path& folder);
 ExternalDataset read_external_dataset(const std::filesystem::path& folder, const std::filesystem::path& data_dir);
 

@@ -56,11 +56,15 @@ struct StepConstant {
     double Efficiency::*field;
     double lo, hi;
     int stage;  // 1: fitted on jobs of one or two nodes; 2: then on every job
+    // Fitted only when the training jobs run more than one sequence length: at one length
+    // the attention time is a fixed share of the GEMM time and the two cannot be told apart.
+    bool needs_several_seq = false;
 };
 std::span<const StepConstant> fitted_step_constants();
 
-// Minimises the mean Huber loss of log(predicted / measured) tokens/s over `train`
-// from the spec's constants, in two stages (see StepConstant::stage), each by coordinate
+// Minimises the mean Huber loss of log(predicted / measured) tokens/s over `train`, plus a
+// weak prior that holds each constant near the spec's (where the fit starts), from the
+// spec's constants, in two stages (see StepConstant::stage), each by coordinate
 // descent then Nelder-Mead (Nelder & Mead 1965).
 Efficiency fit_step_constants(const std::vector<ThroughputSample>& samples, const std::vector<std::size_t>& train,
                               const GpuSpec& gpu, int* evaluations = nullptr);
