@@ -62,7 +62,7 @@ int run_calibrate_external(const std::vector<std::filesystem::path>& datasets, c
         const validation::ThroughputGate g = validation::throughput_gate(d, gpu);
         nlohmann::json j = {{"name", d.name}, {"gpu", gpu.name}, {"throughput", g.summary}};
         std::string memory_md;
-        const bool fit_memory = o.memory && d.framework == "nanotron";  // the profile with an allocator model
+        const bool fit_memory = o.memory && validation::has_memory_model(d);
         if (fit_memory) {
             std::cerr << "preflight calibrate: " << d.name << ": memory cross-validation...\n";
             const int folds = g.cv.folds;

@@ -132,7 +132,7 @@ void check_fitted(const validation::ExternalDataset& d, const fs::path& folder, 
     }
     std::optional<validation::MemoryCrossValidation> cv;
     std::vector<std::string> failures;
-    if (d.framework == "nanotron") {
+    if (validation::has_memory_model(d)) {
         std::cerr << "preflight validate: " << d.name << ": " << d.runs.size() << " jobs, memory " << folds
                   << "-fold cross-validation by configuration...\n";
         cv = validation::memory_cross_validation(d.runs, gpu, folds);

@@ -66,7 +66,7 @@ void BM_HeldOutAccuracy(benchmark::State& state) {
             if (h.set.evaluation_only) continue;  // never fitted on (validate --check reports its errors)
             const GpuSpec gpu = load_gpu(h.set.gpu, PREFLIGHT_TEST_DATA_DIR);
             h.tokens = validation::throughput_gate(h.set, gpu);
-            if (h.set.framework == "nanotron")
+            if (validation::has_memory_model(h.set))
                 h.memory = validation::memory_cross_validation(h.set.runs, gpu, h.tokens.cv.folds);
             results.push_back(std::move(h));
         }

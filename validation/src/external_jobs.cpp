@@ -11,7 +11,7 @@ namespace preflight::validation {
 namespace {
 std::string number(double v) {
     char b[32];
-    std::snprintf(b, sizeof b, "%.6g", v);
+    std::snprintf(b, sizeof b, "%.10g", v);
     return b;
 }
 // RFC 4180: a field holding a comma, quote or line break is quoted, its quotes doubled.

@@ -81,7 +81,7 @@ std::vector<double> tokens_errors(const std::vector<ThroughputSample>& samples, 
 namespace {
 // Bounds: physical ranges, wide enough not to decide the answer.
 constexpr std::array<StepConstant, 13> kConstants{{
-    // Stage 1: what one or two nodes show (GEMMs, host dispatch, NVLink, per-step cost).
+    // Stage 1: what one or two nodes show (GEMMs, attention, host dispatch, NVLink, per-step cost).
     {"gemm_max_fraction_of_peak", &Efficiency::gemm_max_fraction_of_peak, 0.3, 0.95, 1},
     {"gemm_half_efficiency_dim", &Efficiency::gemm_half_efficiency_dim, 4, 4096, 1},
     {"attention_fraction_of_peak", &Efficiency::attention_fraction_of_peak, 0.1, 0.9, 1, true},
@@ -290,11 +290,14 @@ ThroughputCv cross_validate_throughput(const std::vector<ThroughputSample>& samp
         }
         GpuSpec fitted = gpu;
         fitted.efficiency = fit_step_constants(samples, train, start, &cv.evaluations);
-        const std::vector<double> e = tokens_errors(samples, test, fitted);
+        std::vector<double> e;
+        for (std::size_t i : test) {
+            const double measured = samples[i].measured_tokens_per_s_per_gpu;
+            const double predicted = predicted_tokens_per_s_per_gpu(samples[i], fitted);
+            cv.per_sample.push_back({samples[i].id, k, measured, predicted});
+            e.push_back(std::abs(predicted - measured) / measured);
+        }
         held.insert(held.end(), e.begin(), e.end());
-        for (std::size_t i : test)
-            cv.per_sample.push_back({samples[i].id, k, samples[i].measured_tokens_per_s_per_gpu,
-                                     predicted_tokens_per_s_per_gpu(samples[i], fitted)});
         cv.fold_held_out.push_back(error_stats(e));
         cv.fold_fits.push_back(fitted.efficiency);
     }

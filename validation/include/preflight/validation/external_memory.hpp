@@ -70,6 +70,10 @@ struct MemoryCrossValidation {
     std::vector<AllocatorConstants> fold_constants;
 };
 
+// Whether a fitted data set's memory is cross-validated: only nanotron's profile has a fitted
+// allocator model (the other fitted data sets calibrate the step time only).
+inline bool has_memory_model(const ExternalDataset& d) { return d.framework == "nanotron"; }
+
 // k-fold cross-validation grouped by configuration (fold_of). Throws InputError for k < 2.
 MemoryCrossValidation memory_cross_validation(const std::vector<ExternalRun>& runs, const GpuSpec& gpu, int folds);
 
