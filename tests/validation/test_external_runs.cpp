@@ -203,6 +203,27 @@ TEST(ExternalJobs, OneRowPerJobWithItsHeldOutPredictions) {
     EXPECT_THROW(external_jobs_csv(runs, &memory, tokens), InputError);
 }
 
+TEST(ExternalJobs, TheCeilingScriptReadsTheColumnsTheWriterWrites) {
+    // tools/predictability_ceiling.py reads this CSV by column name; its --columns-only mode
+    // needs no numpy or scikit-learn, so the contract is checked wherever python3 runs.
+    if (test::run_shell("command -v python3 >/dev/null 2>&1").exit_code != 0)
+        GTEST_SKIP() << "python3 not found: the script's column check needs it";
+    const auto one = read_external_csv(write_csv("contract.csv", std::string(kHeader) + "\n" + kRow1 + "\n"));
+    MemoryCrossValidation memory;
+    memory.folds = 5;
+    memory.held_out.resize(1);
+    const fs::path jobs = write_csv("contract-jobs.csv", external_jobs_csv(one, &memory, ThroughputCv{}));
+    const fs::path script = test::data_dir().parent_path() / "tools" / "predictability_ceiling.py";
+    const auto r = test::run_shell("python3 '" + script.string() + "' '" + jobs.string() + "' --columns-only 2>&1");
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("1 jobs, every column present"), std::string::npos) << r.out;
+    // A CSV without the writer's columns is refused with exit 2, naming what is missing.
+    const auto bad = test::run_shell("python3 '" + script.string() + "' '" +
+                                     write_csv("not-jobs.csv", "id,model\nx,y\n").string() + "' --columns-only 2>&1");
+    EXPECT_EQ(bad.exit_code, 2) << bad.out;
+    EXPECT_NE(bad.out.find("missing columns"), std::string::npos) << bad.out;
+}
+
 TEST(ExternalJobs, CheckWritesTheJobsCsvBesideTheReports) {
     const fs::path out = fs::temp_directory_path() / ("preflight-jobs-" + std::to_string(::getpid()));
     const auto r = test::run_preflight("validate --check " + (test::data_dir() / "measurements" / "external").string() +
