@@ -521,7 +521,7 @@ Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, con
     out.pipeline_bubble_s = pipeline_bubble_fraction(p.pp, p.grad_acc) * m_count * (slot.compute + slot.tp + p2p);
     out.launch_overhead_s = m_count * static_cast<double>(slot.layers) * lt.host;
     out.compute_s -= out.launch_overhead_s;
-    out.microbatch_sync_s = microbatch_sync_s(e, p, links.nodes);
+    out.microbatch_sync_s = opt.cluster_stall ? microbatch_sync_s(e, p, links.nodes) : 0.0;
     const StageParams sp = stage_params(model, p, layers.first, layers.last);
     const double params = std::max(sp.first, sp.last);
     const double n_slot = static_cast<double>(slot.layers);

@@ -6,6 +6,7 @@
 
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/frameworks.hpp"
 #include "preflight/planner/throughput.hpp"
 
 using namespace preflight;
@@ -302,4 +303,32 @@ TEST(Throughput, AsyncTensorParallelWithoutComputeToHideBehind) {
 TEST(Throughput, AsyncTensorParallelHidesBehindLongGemms) {
     const double c = 0.5 * 4096.0 * 2048.0 * 2.0 / 100e9;
     EXPECT_NEAR(sync_minus_async_tp_s(tp_link_only_gpu(1e12, 3.35e12)), 16.0 * 6.0 * c, 1e-12);
+}
+
+TEST(Throughput, TheFittedClusterStallIsChargedOnlyUnderTheNanotronProfile) {
+    // A spec whose stall constants give, at 32 nodes, x = (32 / 32)^2 = 1 and so half the full
+    // stall: 2.0 s * 1 / (1 + 1) = 1.0 s per micro-batch with a pipeline. With 4 micro-batches
+    // that is 4.0 s, charged when the options ask for the cluster stall (nanotron's profile),
+    // and not otherwise.
+    const ModelConfig m = load_model("llama-3-8b", kData);
+    GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    g.efficiency.microbatch_sync_s = 2.0;
+    g.efficiency.microbatch_sync_half_nodes = 32.0;
+    g.efficiency.microbatch_sync_node_exponent = 2.0;
+    g.efficiency.microbatch_sync_no_pipeline_fraction = 0.25;
+    Plan p = plan_8b();
+    p.dp = 64;
+    p.tp = 2;
+    p.pp = 2;
+    p.sp = true;
+    p.mbs = 1;
+    p.grad_acc = 4;  // 64 * 2 * 2 = 256 GPUs = 32 nodes of 8
+    ThroughputOptions plain;
+    plain.breakdown = false;
+    EXPECT_EQ(estimate_throughput(m, g, p, plain).microbatch_sync_s, 0.0);
+    const ThroughputOptions nanotron = nanotron_throughput_options(m, p);
+    EXPECT_NEAR(estimate_throughput(m, g, p, nanotron).microbatch_sync_s, 4.0, 1e-9);
+    p.pp = 1;  // 128 * 2 = 256 GPUs; without a pipeline a quarter of it: 4 * 1.0 * 0.25 = 1.0 s
+    p.dp = 128;
+    EXPECT_NEAR(estimate_throughput(m, g, p, nanotron_throughput_options(m, p)).microbatch_sync_s, 1.0, 1e-9);
 }

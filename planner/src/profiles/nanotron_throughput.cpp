@@ -15,6 +15,10 @@ void adjust_throughput_nanotron(const ModelConfig& model, const Plan& plan, Thro
     // _RowLinearAsyncCommunication: the all-gathers and reduce-scatters run beside GEMMs.
     o.tp_async_overlap = plan.sp && plan.tp > 1;
     o.grad_bucket_bytes = 25 * kMiB;  // config ddp_bucket_cap_mb 25
+    // parallel/pipeline_parallel/p2p.py P2P._send_meta / _recv_meta (branch nouamane/bench2 since
+    // 67c5ebb6) poll each message's metadata with time.sleep(0.1): the stall the GPU spec's
+    // microbatch_sync_* constants were fitted to on the sweep's runs.
+    o.cluster_stall = true;
 }
 
 ThroughputOptions nanotron_throughput_options(const ModelConfig& model, const Plan& plan) {

@@ -69,6 +69,11 @@ struct ThroughputOptions {
     // linear (nanotron tp_linear_async_communication in reduce-scatter mode): only the part of
     // each collective its GEMM does not cover is exposed. Off: every TP collective is exposed.
     bool tp_async_overlap = false;
+    // Charge the GPU spec's fitted per-micro-batch stall (Efficiency::microbatch_sync_*). It was
+    // measured on nanotron's runs on one cluster (its pipeline p2p polls metadata with
+    // time.sleep(0.1); the sweep's 64-node jobs stall without a pipeline too), so only the
+    // nanotron profile turns it on: other frameworks are not charged that cluster's stall.
+    bool cluster_stall = false;
 };
 
 // One named slice of the step time (for display: compute, exposed communication, bubble, ...).
