@@ -53,6 +53,7 @@ struct Efficiency {
     // x = (nodes / microbatch_sync_half_nodes)^microbatch_sync_node_exponent (a logistic
     // in log nodes: half the full stall at microbatch_sync_half_nodes), times
     // microbatch_sync_no_pipeline_fraction when there is no pipeline (pp = 1). 0 = none.
+    // Charged only when ThroughputOptions::cluster_stall is set (the nanotron profile).
     double microbatch_sync_s = 0.0;
     double microbatch_sync_half_nodes = 32.0;
     double microbatch_sync_node_exponent = 2.0;
