@@ -400,3 +400,14 @@ TEST(PublishedRuns, RowSelectionSplitsOneTableBetweenDataSets) {
     const ExternalDataset mixed = read_external_dataset(root / "fitted", test::data_dir());
     EXPECT_THROW(throughput_gate(mixed, load_gpu("a100-sxm-40gb", test::data_dir())), InputError);
 }
+
+TEST(PublishedRuns, WriteSpecNeedsOneFittedDataSet) {
+    // Each fitted data set calibrates its own GPU's spec: over a folder holding two of them
+    // (nanotron-h100, llm-foundry-a100-40gb) --write-spec is refused before any fit, and
+    // nothing is written.
+    const fs::path out = temp_dir() / "never-written.json";
+    const auto r = test::run_preflight("calibrate " + kExternal.string() + " --write-spec " + out.string());
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    EXPECT_NE((r.out + r.err).find("2 data sets are fitted here"), std::string::npos) << r.out << r.err;
+    EXPECT_FALSE(fs::exists(out));
+}
