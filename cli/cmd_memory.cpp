@@ -68,8 +68,10 @@ void print_table(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
         if (r.reserved_extra.total() > 0)
             std::cout << "  beyond the tensors:  " << format_bytes(r.reserved_extra.activation_fragmentation_bytes)
                       << " activation fragmentation + " << format_bytes(r.reserved_extra.loss_stage_bytes)
-                      << " around the loss + " << format_bytes(r.reserved_extra.constant_bytes)
-                      << " constant (fitted), rounded up to 2 MiB segments\n";
+                      << " around the loss + " << format_bytes(r.reserved_extra.pipeline_runahead_bytes)
+                      << " pipeline run-ahead + " << format_bytes(r.reserved_extra.constant_bytes)
+                      << " constant (fitted; host pace " << to_string(r.host_pace)
+                      << "), rounded up to 2 MiB segments\n";
         std::cout << "outside PyTorch:       " << format_bytes(r.non_pytorch_bytes) << " (CUDA context + NCCL)\n"
                   << "verdict margin:        " << format_bytes(r.verdict_margin_bytes)
                   << " (fitted on measured fit/OOM outcomes)\n"
@@ -123,6 +125,7 @@ int run_memory(const PlanFlags& flags, bool show_timeline) {
     MemoryOptions opt;
     opt.profile = framework_profile(flags);
     opt.overhead_bytes = flags.overhead_bytes;
+    opt.host_pace = host_pace(flags);
     opt.timeline = true;
     const MemoryReport r = evaluate_memory(model, gpu, plan, opt);
     if (flags.format == "json")

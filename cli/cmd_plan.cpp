@@ -80,6 +80,7 @@ SearchRequest make_request(const PlanCommandState& st, const ModelConfig& model)
     r.host_memory_bytes = st.host_memory;
     r.memory.overhead_bytes = f.overhead_bytes;
     r.memory.profile = framework_profile(f);
+    r.memory.host_pace = host_pace(f);
     r.throughput.attention_flops = *parse_attention_flops(st.attention_flops);
     // DeepSpeed's PipelineEngine asserts ZeRO stage < 2 (deepspeed/runtime/pipe/engine.py):
     // a recommendation emitted for it must not combine pp > 1 with ZeRO-2/3.

@@ -114,6 +114,19 @@ void add_framework_flag(CLI::App& app, PlanFlags& f) {
                    "accumulator, cost-balanced pipeline split, caching-allocator reserve fitted on measured runs; "
                    "its verdict uses the reserved pool + CUDA context/NCCL)")
         ->check(CLI::IsMember({"megatron", "nanotron", "torchtitan", "deepspeed", "preflight-runtime", "pytorch"}));
+    app.add_option("--host-pace", f.host_pace,
+                   "runs-ahead (default: PyTorch's asynchronous execution, the host queues work and goes on) | "
+                   "waits (the training loop blocks on the GPU every micro-batch, e.g. nanotron's polled pipeline "
+                   "p2p on branch nouamane/bench2 since 67c5ebb6, or a .item() per micro-batch). Only profiles "
+                   "with a fitted caching-allocator model (nanotron) use it: waiting lets the pool keep up, so "
+                   "the loss-stage and pipeline run-ahead reserves are not charged")
+        ->check(CLI::IsMember({"runs-ahead", "waits"}));
+}
+
+HostPace host_pace(const PlanFlags& f) {
+    const auto p = parse_host_pace(f.host_pace);
+    if (!p) throw InputError("--host-pace", "expected runs-ahead or waits, got '" + f.host_pace + "'");
+    return *p;
 }
 
 FrameworkProfile framework_profile(const PlanFlags& f) {

@@ -34,6 +34,7 @@ struct PlanFlags {
     std::string data_dir;
     std::string format = "table";
     std::string framework = "megatron";  // --framework (memory, plan)
+    std::string host_pace = "runs-ahead";  // --host-pace (memory, plan)
 
     // Plan with defaults for every unset flag (docs/interface.md defaults).
     Plan to_plan() const;
@@ -59,9 +60,12 @@ void print_extension_lines(std::ostream& os, const ModelConfig& model, const Gpu
 void print_extension_memory_lines(std::ostream& os, const ModelConfig& model, const Plan& plan,
                                   const MemoryReport& memory);
 
-// Registers --framework (memory, plan): the framework profile the memory model follows.
+// Registers --framework and --host-pace (memory, plan): the framework profile the memory model
+// follows and whether its loop waits for the GPU every micro-batch.
 void add_framework_flag(CLI::App& app, PlanFlags& f);
 // The profile --framework names (InputError naming the flag when unknown).
 FrameworkProfile framework_profile(const PlanFlags& f);
+// The pace --host-pace names (InputError naming the flag when unknown).
+HostPace host_pace(const PlanFlags& f);
 
 }  // namespace preflight::cli

@@ -25,17 +25,31 @@ std::int64_t torch_segment_bytes(std::int64_t request) {
     return round_up(block, kTorchRoundLargeBytes);
 }
 
-ReservedExtra reserved_extra(std::int64_t activations, std::int64_t loss_hidden, const AllocatorConstants& c) {
+std::string_view to_string(HostPace p) {
+    return p == HostPace::runs_ahead ? "runs-ahead" : "waits";
+}
+
+std::optional<HostPace> parse_host_pace(std::string_view s) {
+    if (s == "runs-ahead") return HostPace::runs_ahead;
+    if (s == "waits") return HostPace::waits_each_micro_batch;
+    return std::nullopt;
+}
+
+ReservedExtra reserved_extra(std::int64_t activations, std::int64_t loss_hidden, std::int64_t runahead_hidden,
+                             const AllocatorConstants& c) {
     // Fragmentation only adds (a fitted negative would predict a pool smaller than its tensors).
-    const double activation_part = std::max(0.0, c.activation_fragmentation) * static_cast<double>(activations);
-    const double loss_part = std::max(0.0, c.loss_stage_fragmentation) * static_cast<double>(loss_hidden);
+    const double parts[] = {std::max(0.0, c.activation_fragmentation) * static_cast<double>(activations),
+                            std::max(0.0, c.loss_stage_fragmentation) * static_cast<double>(loss_hidden),
+                            std::max(0.0, c.pipeline_runahead_fragmentation) * static_cast<double>(runahead_hidden)};
     // limits::check_plan keeps the tensors under kMaxBytes; a constant large enough to take a
     // part past it would overflow the rounding below, so it is refused, never wrapped.
-    if (!(activation_part <= static_cast<double>(limits::kMaxBytes) && loss_part <= static_cast<double>(limits::kMaxBytes)))
-        throw InputError("--mbs", "the caching-allocator model's reserved pool exceeds kMaxBytes = 2^60 B per GPU");
+    for (double part : parts)
+        if (!(part <= static_cast<double>(limits::kMaxBytes)))
+            throw InputError("--mbs", "the caching-allocator model's reserved pool exceeds kMaxBytes = 2^60 B per GPU");
     ReservedExtra x;
-    x.activation_fragmentation_bytes = std::llround(activation_part);
-    x.loss_stage_bytes = std::llround(loss_part);
+    x.activation_fragmentation_bytes = std::llround(parts[0]);
+    x.loss_stage_bytes = std::llround(parts[1]);
+    x.pipeline_runahead_bytes = std::llround(parts[2]);
     x.constant_bytes = std::max<std::int64_t>(0, c.reserved_constant_bytes);
     return x;
 }
@@ -46,11 +60,13 @@ std::int64_t reserved_pool_bytes(std::int64_t allocated, const ReservedExtra& ex
 }
 
 void apply_allocator_model(MemoryReport& r, const AllocatorConstants& c, bool verdict_on_reserved,
-                           std::int64_t loss_hidden_bytes) {
+                           std::int64_t loss_hidden_bytes, HostPace pace) {
     const MemoryBreakdown& b = r.at_peak;
     r.peak_allocated_bytes = r.peak_bytes - b.overhead;
-    const std::int64_t loss_hidden = b.logits_and_loss > 0 ? loss_hidden_bytes : 0;
-    r.reserved_extra = reserved_extra(b.activations, loss_hidden, c);
+    const bool runs_ahead = pace == HostPace::runs_ahead;
+    const std::int64_t loss_hidden = runs_ahead && b.logits_and_loss > 0 ? loss_hidden_bytes : 0;
+    // No pipeline run-ahead term here: only the nanotron profile's stage model has one fitted.
+    r.reserved_extra = reserved_extra(b.activations, loss_hidden, 0, c);
     r.peak_reserved_bytes = reserved_pool_bytes(r.peak_allocated_bytes, r.reserved_extra);
     r.non_pytorch_bytes = c.non_pytorch_bytes >= 0 ? c.non_pytorch_bytes : b.overhead;
     r.verdict_margin_bytes = std::max<std::int64_t>(0, c.verdict_margin_bytes);

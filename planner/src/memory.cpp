@@ -437,7 +437,11 @@ std::int64_t layer_activation_bytes(const ModelConfig& model, const Plan& plan, 
 MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in,
                              const MemoryOptions& options) {
     limits::check_overhead_bytes(options.overhead_bytes);
-    if (options.profile.evaluate) return options.profile.evaluate(model, gpu, plan_in, options);  // profile's own model
+    if (options.profile.evaluate) {  // the profile's own model
+        MemoryReport r = options.profile.evaluate(model, gpu, plan_in, options);
+        r.host_pace = options.host_pace;
+        return r;
+    }
     const Plan user_plan = resolve_defaults(plan_in, model);
     validate_plan(user_plan, model);
     const Plan plan = context_parallel_rank_plan(user_plan);  // identity at cp = 1
@@ -478,7 +482,9 @@ MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const
     // One micro-batch's bf16 hidden state on this rank (plan is the context-parallel rank's plan).
     const std::int64_t loss_hidden_bytes =
         checked_mul(checked_mul(plan.seq, plan.mbs, "--seq x --mbs"), 2 * model.hidden, "tokens x hidden x 2 B");
-    apply_allocator_model(r, options.profile.allocator, options.profile.verdict_on_reserved, loss_hidden_bytes);
+    apply_allocator_model(r, options.profile.allocator, options.profile.verdict_on_reserved, loss_hidden_bytes,
+                          options.host_pace);
+    r.host_pace = options.host_pace;
     const PeakAt first = peak_of(worst, true);
     r.first_step_peak_bytes = first.bytes;
     r.first_step_peak_phase = first.phase;

@@ -74,7 +74,10 @@ json memory_to_json(const MemoryReport& r) {
            {"reserved_extra",
             {{"activation_fragmentation_bytes", r.reserved_extra.activation_fragmentation_bytes},
              {"loss_stage_bytes", r.reserved_extra.loss_stage_bytes},
-             {"constant_bytes", r.reserved_extra.constant_bytes}}}};
+             {"pipeline_runahead_bytes", r.reserved_extra.pipeline_runahead_bytes},
+             {"constant_bytes", r.reserved_extra.constant_bytes}}},
+           // Whether the loop was taken to wait for the GPU every micro-batch (--host-pace).
+           {"host_pace", to_string(r.host_pace)}};
     if (r.host_bytes_per_gpu > 0) {  // offload only
         m["host_bytes_per_gpu"] = r.host_bytes_per_gpu;
         m["host_bytes_per_node"] = r.host_bytes_per_node;

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "preflight/planner/frameworks.hpp"
 #include "run_cli.hpp"
 
 namespace preflight {
@@ -97,6 +98,38 @@ TEST(CliMemory, ReservedExtraExplainsTheReservedPeak) {
     for (const char* k : {"activation_fragmentation_bytes", "loss_stage_bytes", "constant_bytes"})
         EXPECT_EQ(nlohmann::json::parse(plain.out).at("memory").at("reserved_extra").at(k), 0) << k;
     EXPECT_EQ(run_preflight(kIssueCommand).out.find("beyond the tensors:"), std::string::npos);
+}
+
+// --host-pace: a pipeline whose host runs ahead is charged the run-ahead reserve, per byte of
+// s*b*h (4096 x 4096 x 2 B = 32 MiB for llama-3-8b at mbs 1) x the stage's layers x its in-flight
+// micro-batches beyond two. nanotron's split of llama-3-8b at pp 4 (models/base.py build_model):
+// layer cost 4*32*128*4096 + 3*14336*4096 = 243,269,632, LM head 128256*4096 = 525,336,576, total
+// 8,309,964,800; stage 0 passes a quarter (2,077,491,200) with its 9th layer -> 9 layers and,
+// at grad-acc 8, 4 micro-batches in flight (engine.py 1F1B): 32 MiB x 9 x 2 = 603,979,776 B.
+// A loop that waits for the GPU every micro-batch is charged neither that nor the loss term.
+TEST(CliMemory, HostPaceChargesTheRunaheadReserveOnlyWhenTheHostRunsAhead) {
+    const std::string cmd = "memory --framework nanotron --model llama-3-8b --tp 8 --sp --pp 4 --grad-acc 8 --seq 4096 "
+                            "--precision bf16-mixed-fp32-grads --format json";
+    const auto ahead = run_preflight(cmd);
+    ASSERT_EQ(ahead.exit_code, 0) << ahead.err;
+    const auto a = nlohmann::json::parse(ahead.out).at("memory");
+    EXPECT_EQ(a.at("host_pace"), "runs-ahead");
+    ASSERT_EQ(a.at("pipeline_stage"), 0);
+    EXPECT_EQ(a.at("layers_on_stage"), 9);
+    EXPECT_EQ(a.at("micro_batches_in_flight"), 4);
+    const double fr = preflight::nanotron_allocator_constants().pipeline_runahead_fragmentation;
+    EXPECT_GT(fr, 0);
+    EXPECT_NEAR(a.at("reserved_extra").at("pipeline_runahead_bytes").get<double>(), fr * 603'979'776.0, 0.5);
+    const auto waits = run_preflight(cmd + " --host-pace waits");
+    ASSERT_EQ(waits.exit_code, 0) << waits.err;
+    const auto w = nlohmann::json::parse(waits.out).at("memory");
+    EXPECT_EQ(w.at("host_pace"), "waits");
+    EXPECT_EQ(w.at("reserved_extra").at("pipeline_runahead_bytes"), 0);
+    EXPECT_EQ(w.at("reserved_extra").at("loss_stage_bytes"), 0);
+    EXPECT_LT(w.at("peak_reserved_bytes").get<std::int64_t>(), a.at("peak_reserved_bytes").get<std::int64_t>());
+    const auto bad = run_preflight(cmd + " --host-pace sometimes");
+    EXPECT_EQ(bad.exit_code, 2);
+    EXPECT_NE((bad.out + bad.err).find("--host-pace"), std::string::npos) << bad.err;
 }
 
 TEST(CliMemory, DoesNotFitExitsOne) {

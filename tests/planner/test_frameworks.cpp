@@ -182,6 +182,42 @@ TEST(NanotronProfile, LossStageTermFollowsTheHiddenStateOnTheLossStageOnly) {
     const MemoryBreakdown& b2 = with2[1].at_peak;
     const std::int64_t expected2 = (b2.total() - b2.overhead + 3200LL * kMiB + 2 * kMiB - 1) / (2 * kMiB) * (2 * kMiB);
     EXPECT_EQ(with2[1].reserved_peak, expected2);
+    // A loop that waits for the GPU every micro-batch is not charged the term at all.
+    const auto waits = nanotron_stage_memory(m, nanotron_plan(1, 1, 2, 0), c, 0, HostPace::waits_each_micro_batch);
+    EXPECT_EQ(waits[1].reserved_peak, plain[1].reserved_peak);
+    EXPECT_EQ(waits[1].loss_hidden_at_peak, 0);
+}
+
+// The pipeline run-ahead term: per byte of s*b*h (16 MiB for the 1B at mbs 1) x the stage's
+// layers x its in-flight micro-batches beyond two. 1F1B at pp 4, grad_acc 8 (engine.py): stage 0
+// (6 layers, split above) holds 4 micro-batches -> 16 MiB x 6 x 2 = 192 MiB; stage 1 (5 layers,
+// 3 in flight) -> 16 MiB x 5 x 1 = 80 MiB; stage 2 (2 in flight) and stage 3 (no layer) -> 0.
+TEST(NanotronProfile, PipelineRunaheadTermFollowsLayersAndMicroBatchesBeyondTwo) {
+    const ModelConfig m = nanotron_1b();
+    AllocatorConstants c;
+    c.pipeline_runahead_fragmentation = 1.0;
+    const Plan p = nanotron_plan(1, 1, 4, 0);
+    const auto plain = nanotron_stage_memory(m, p, none(), 0);
+    const auto with = nanotron_stage_memory(m, p, c, 0);
+    ASSERT_EQ(with.size(), 4u);
+    const std::int64_t expected[] = {192 * kMiB, 80 * kMiB, 0, 0};
+    for (std::size_t i = 0; i < 4; ++i) {
+        SCOPED_TRACE(i);
+        EXPECT_EQ(with[i].reserved_extra.pipeline_runahead_bytes, expected[i]);
+        // The activation phases stay the peak (no optimizer-phase peak on stages 0-2).
+        if (i < 3) {
+            EXPECT_EQ(with[i].runahead_hidden_at_peak, expected[i]);
+            EXPECT_EQ(with[i].reserved_peak,
+                      (plain[i].allocated_peak + expected[i] + 2 * kMiB - 1) / (2 * kMiB) * (2 * kMiB));
+        }
+    }
+    // pp 2: at most two micro-batches in flight, nothing charged.
+    const auto pp2 = nanotron_stage_memory(m, nanotron_plan(1, 1, 2, 0), c, 0);
+    EXPECT_EQ(pp2[0].reserved_extra.pipeline_runahead_bytes, 0);
+    // A loop that waits for the GPU every micro-batch: nothing charged either.
+    const auto waits = nanotron_stage_memory(m, p, c, 0, HostPace::waits_each_micro_batch);
+    EXPECT_EQ(waits[0].reserved_extra.pipeline_runahead_bytes, 0);
+    EXPECT_EQ(waits[0].reserved_peak, plain[0].reserved_peak);
 }
 
 // c10/cuda/CUDACachingAllocator.cpp: round_size and get_allocation_size.
@@ -199,11 +235,21 @@ TEST(AllocatorModel, BlocksAndSegments) {
     c.reserved_constant_bytes = 2 << 20;
     // 100 MiB other + 1.5 * 40 MiB activations + 3 * 10 MiB of loss-stage hidden state (not
     // itself allocated) + 2 MiB = 192 MiB.
-    EXPECT_EQ(reserved_pool_bytes(140 << 20, reserved_extra(40 << 20, 10 << 20, c)), 192LL << 20);
+    EXPECT_EQ(reserved_pool_bytes(140 << 20, reserved_extra(40 << 20, 10 << 20, 0, c)), 192LL << 20);
     // Off the loss stage the same tensors reserve 162 MiB.
-    EXPECT_EQ(reserved_pool_bytes(140 << 20, reserved_extra(40 << 20, 0, c)), 162LL << 20);
+    EXPECT_EQ(reserved_pool_bytes(140 << 20, reserved_extra(40 << 20, 0, 0, c)), 162LL << 20);
+    // Pipeline run-ahead 0.25 x 32 MiB = 8 MiB more: 170 MiB.
+    c.pipeline_runahead_fragmentation = 0.25;
+    const ReservedExtra x = reserved_extra(40 << 20, 0, 32 << 20, c);
+    EXPECT_EQ(x.pipeline_runahead_bytes, 8 << 20);
+    EXPECT_EQ(reserved_pool_bytes(140 << 20, x), 170LL << 20);
     // No constants: allocated rounded up to 2 MiB.
-    EXPECT_EQ(reserved_pool_bytes((3 << 20) + 1, reserved_extra(0, 0, AllocatorConstants{})), 4 << 20);
+    EXPECT_EQ(reserved_pool_bytes((3 << 20) + 1, reserved_extra(0, 0, 0, AllocatorConstants{})), 4 << 20);
+    // The flag's spellings.
+    EXPECT_EQ(parse_host_pace("runs-ahead"), HostPace::runs_ahead);
+    EXPECT_EQ(parse_host_pace("waits"), HostPace::waits_each_micro_batch);
+    EXPECT_EQ(parse_host_pace("wait"), std::nullopt);
+    EXPECT_EQ(to_string(HostPace::waits_each_micro_batch), "waits");
 }
 
 TEST(AllocatorModel, DefaultProfileKeepsItsVerdictAndReportsReserved) {

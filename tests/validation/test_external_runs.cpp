@@ -10,6 +10,8 @@
 
 #include "catalog_fixture.hpp"
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/frameworks.hpp"
+#include "preflight/planner/throughput.hpp"
 #include "preflight/validation/external_jobs.hpp"
 #include "preflight/validation/external_memory.hpp"
 #include "preflight/validation/external_runs.hpp"
@@ -165,6 +167,34 @@ TEST(ExternalMemory, CheckCommandGatesTheCheckedInDataSet) {
     EXPECT_LE(held["fit_but_oom_fraction"].get<double>(), 0.01);
 }
 
+// annotate_host_pace: the measured step beyond the modelled step without any stall, per
+// micro-batch. The first sweep row (dp 4, pp 2, mbs 4, grad_acc 16, 8 GPUs, 1,048,576 tokens per
+// step) made to take 0.5 s and 0.1 s more per micro-batch than the planner's step.
+TEST(ExternalMemory, HostPaceIsReadOffTheStepTime) {
+    const auto one = read_external_csv(write_csv("pace.csv", std::string(kHeader) + "\n" + kRow1 + "\n"));
+    const GpuSpec gpu = test::catalog_gpu("h100-sxm-80gb");
+    ThroughputOptions o = nanotron_throughput_options(one[0].model, one[0].plan);
+    o.cluster_stall = false;
+    const double modelled_s = estimate_throughput(one[0].model, gpu, one[0].plan, o).step_time_s;
+    auto with_stall = [&](double stall_s) {
+        ExternalRun r = one[0];
+        r.tokens_per_s_per_gpu = 1'048'576.0 / ((modelled_s + 16 * stall_s) * 8);
+        return r;
+    };
+    std::vector<ExternalRun> runs = {with_stall(0.5), with_stall(0.1), with_stall(0.5)};
+    runs[2].outcome = RunOutcome::oom;  // no step time to read: the default, the larger pool
+    annotate_host_pace(runs, gpu);
+    EXPECT_EQ(runs[0].host_pace, HostPace::waits_each_micro_batch);
+    ASSERT_TRUE(runs[0].stall_per_micro_batch_s);
+    EXPECT_NEAR(*runs[0].stall_per_micro_batch_s, 0.5, 1e-9);
+    EXPECT_EQ(runs[1].host_pace, HostPace::runs_ahead);
+    EXPECT_NEAR(*runs[1].stall_per_micro_batch_s, 0.1, 1e-9);
+    EXPECT_EQ(runs[2].host_pace, HostPace::runs_ahead);
+    EXPECT_FALSE(runs[2].stall_per_micro_batch_s);
+    // The threshold: three of nanotron's 0.1 s polls.
+    EXPECT_DOUBLE_EQ(kHostWaitStallPerMicroBatchS, 0.3);
+}
+
 // ---- the per-job CSV beside the reports ----
 
 TEST(ExternalJobs, OneRowPerJobWithItsHeldOutPredictions) {
@@ -182,6 +212,10 @@ TEST(ExternalJobs, OneRowPerJobWithItsHeldOutPredictions) {
     memory.held_out[0].measured_rank_reserved_bytes = 50'000'000'000;
     memory.held_out[0].device_need_bytes = 51'073'741'824;
     memory.held_out[0].fits = true;  // held_out[1]: not modelled, its fields stay empty
+    // Job 1 waited 0.4 s per micro-batch beyond its modelled step (annotate_host_pace); job 2
+    // has no tokens/s to read a pace from and keeps the default.
+    memory.host_pace = {HostPace::waits_each_micro_batch, HostPace::runs_ahead};
+    memory.stall_per_micro_batch_s = {0.4, std::nullopt};
     ThroughputCv tokens;
     tokens.per_sample.push_back({"jobs.csv:2", 3, 38895, 40000.5});  // the oom job has no tokens/s
     const std::string csv = external_jobs_csv(runs, &memory, tokens);
@@ -190,13 +224,13 @@ TEST(ExternalJobs, OneRowPerJobWithItsHeldOutPredictions) {
     EXPECT_EQ(csv.substr(0, csv.find('\n')),
               "id,model,hidden_size,num_layers,nodes,gpus,dp,tp,pp,mbs,grad_acc,zero_stage,outcome,memory_fold,"
               "measured_reserved_bytes,predicted_reserved_bytes,predicted_device_need_bytes,predicted_fits,tokens_fold,"
-              "measured_tokens_per_s_per_gpu,predicted_tokens_per_s_per_gpu");
+              "measured_tokens_per_s_per_gpu,predicted_tokens_per_s_per_gpu,host_pace,stall_per_micro_batch_s");
     EXPECT_NE(csv.find("\njobs.csv:2,1B,2048,16,1,8,4,1,2,4,16,1,ok," + fold +
-                       ",44882408243,50000000000,51073741824,yes,3,38895,40000.5\n"),
+                       ",44882408243,50000000000,51073741824,yes,3,38895,40000.5,waits,0.4\n"),
               std::string::npos)
         << csv;
     EXPECT_NE(csv.find("\njobs.csv:3,\"1B, \"\"tied\"\"\",2048,16,,8,4,1,2,4,16,1,oom," +
-                       std::to_string(fold_of(runs[1], 5)) + ",,,,,,,\n"),
+                       std::to_string(fold_of(runs[1], 5)) + ",,,,,,,,runs-ahead,\n"),
               std::string::npos)
         << csv;
     memory.held_out.pop_back();
@@ -212,6 +246,8 @@ TEST(ExternalJobs, TheCeilingScriptReadsTheColumnsTheWriterWrites) {
     MemoryCrossValidation memory;
     memory.folds = 5;
     memory.held_out.resize(1);
+    memory.host_pace.resize(1);
+    memory.stall_per_micro_batch_s.resize(1);
     const fs::path jobs = write_csv("contract-jobs.csv", external_jobs_csv(one, &memory, ThroughputCv{}));
     const fs::path script = test::data_dir().parent_path() / "tools" / "predictability_ceiling.py";
     const auto r = test::run_shell("python3 '" + script.string() + "' '" + jobs.string() + "' --columns-only 2>&1");

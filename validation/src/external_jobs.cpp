@@ -25,14 +25,15 @@ std::string field(const std::string& s) {
 
 std::string external_jobs_csv(const std::vector<ExternalRun>& runs, const MemoryCrossValidation* memory,
                               const ThroughputCv& tokens) {
-    if (memory && memory->held_out.size() != runs.size())
+    if (memory && (memory->held_out.size() != runs.size() || memory->host_pace.size() != runs.size() ||
+                   memory->stall_per_micro_batch_s.size() != runs.size()))
         throw InputError("external jobs", "the memory cross-validation does not cover these runs");
     std::map<std::string, const HeldOutTokens*> by_id;
     for (const HeldOutTokens& t : tokens.per_sample) by_id[t.id] = &t;
     std::ostringstream o;
     o << "id,model,hidden_size,num_layers,nodes,gpus,dp,tp,pp,mbs,grad_acc,zero_stage,outcome,memory_fold,measured_reserved_bytes,"
          "predicted_reserved_bytes,predicted_device_need_bytes,predicted_fits,tokens_fold,"
-         "measured_tokens_per_s_per_gpu,predicted_tokens_per_s_per_gpu\n";
+         "measured_tokens_per_s_per_gpu,predicted_tokens_per_s_per_gpu,host_pace,stall_per_micro_batch_s\n";
     for (std::size_t i = 0; i < runs.size(); ++i) {
         const ExternalRun& r = runs[i];
         const Plan& p = r.plan;
@@ -58,6 +59,13 @@ std::string external_jobs_csv(const std::vector<ExternalRun>& runs, const Memory
               << number(t->second->predicted_tokens_per_s_per_gpu);
         else
             o << ",,";
+        o << ',';
+        if (memory) {
+            o << to_string(memory->host_pace[i]) << ',';
+            if (memory->stall_per_micro_batch_s[i]) o << number(*memory->stall_per_micro_batch_s[i]);
+        } else {
+            o << ',';
+        }
         o << '\n';
     }
     return o.str();

@@ -9,6 +9,7 @@
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/frameworks.hpp"
 #include "preflight/planner/memory.hpp"
+#include "preflight/planner/throughput.hpp"
 #include "preflight/validation/check.hpp"
 #include "preflight/validation/plot.hpp"
 
@@ -20,39 +21,47 @@ constexpr double kGiBd = 1073741824.0;
 
 double rel(double predicted, double measured) { return (predicted - measured) / measured; }
 
-// Stage 0's breakdown at its reserved peak under `c`, split as the allocator model sees it.
+// The reserved-peak unknowns: activation fragmentation, loss-stage and pipeline run-ahead
+// fragmentation, the constant.
+constexpr int kUnknowns = 4;
+
+// Stage 0's breakdown at its reserved peak under `c`, split as the allocator model sees it:
+// the tensors besides activations, the activations, and what each fitted term multiplies.
 struct Parts {
-    double other = 0, activations = 0, loss_hidden = 0;
+    double other = 0;
+    double columns[kUnknowns] = {};  // activations, loss s*b*h*2, run-ahead s*b*h*2, 1
 };
 
 Parts stage0_parts(const ExternalRun& run, const AllocatorConstants& c) {
-    const auto stages = nanotron_stage_memory(run.model, run.plan, c, 0);
+    const auto stages = nanotron_stage_memory(run.model, run.plan, c, 0, run.host_pace);
     const NanotronStageMemory& s = stages.front();
     const MemoryBreakdown& b = s.at_peak;
     Parts p;
-    p.activations = static_cast<double>(b.activations);
-    p.other = static_cast<double>(b.total() - b.overhead) - p.activations;
-    p.loss_hidden = static_cast<double>(s.loss_hidden_at_peak);
+    p.columns[0] = static_cast<double>(b.activations);
+    p.columns[1] = static_cast<double>(s.loss_hidden_at_peak);
+    p.columns[2] = static_cast<double>(s.runahead_hidden_at_peak);
+    p.columns[3] = 1.0;
+    p.other = static_cast<double>(b.total() - b.overhead) - p.columns[0];
     return p;
 }
 
-// Solves the 3x3 system a x = y (Gaussian elimination with partial pivoting); false if singular.
-bool solve3(double a[3][3], double y[3], double x[3]) {
-    for (int i = 0; i < 3; ++i) {
+// Solves a x = y for kUnknowns unknowns (Gaussian elimination with partial pivoting); false if singular.
+bool solve_linear(double a[kUnknowns][kUnknowns], double y[kUnknowns], double x[kUnknowns]) {
+    for (int i = 0; i < kUnknowns; ++i) {
         int piv = i;
-        for (int r = i + 1; r < 3; ++r)
+        for (int r = i + 1; r < kUnknowns; ++r)
             if (std::fabs(a[r][i]) > std::fabs(a[piv][i])) piv = r;
         if (std::fabs(a[piv][i]) < 1e-300) return false;
         std::swap(a[i], a[piv]);
         std::swap(y[i], y[piv]);
-        for (int r = 0; r < 3; ++r) {
+        for (int r = 0; r < kUnknowns; ++r) {
             if (r == i) continue;
             const double f = a[r][i] / a[i][i];
-            for (int k = i; k < 3; ++k) a[r][k] -= f * a[i][k];
+            for (int k = i; k < kUnknowns; ++k) a[r][k] -= f * a[i][k];
             y[r] -= f * y[i];
         }
     }
-    for (int i = 0; i < 3; ++i) x[i] = y[i] / a[i][i];
+    for (int i = 0; i < kUnknowns; ++i) x[i] = y[i] / a[i][i];
     return true;
 }
 
@@ -62,7 +71,7 @@ MemoryPrediction predict_memory(const ExternalRun& run, const GpuSpec& gpu, cons
     MemoryPrediction p;
     try {
         const std::int64_t npb = c.non_pytorch_bytes >= 0 ? c.non_pytorch_bytes : gpu.overhead_bytes;
-        const auto stages = nanotron_stage_memory(run.model, run.plan, c, npb);
+        const auto stages = nanotron_stage_memory(run.model, run.plan, c, npb, run.host_pace);
         p.measured_rank_reserved_bytes = stages.front().reserved_peak;
         p.measured_rank_allocated_bytes = stages.front().allocated_peak;
         for (const auto& s : stages) p.reserved_peak_bytes = std::max(p.reserved_peak_bytes, s.reserved_peak);
@@ -73,6 +82,27 @@ MemoryPrediction predict_memory(const ExternalRun& run, const GpuSpec& gpu, cons
         p.why = e.what();
     }
     return p;
+}
+
+void annotate_host_pace(std::vector<ExternalRun>& runs, const GpuSpec& gpu) {
+    for (ExternalRun& r : runs) {
+        r.host_pace = HostPace::runs_ahead;
+        r.stall_per_micro_batch_s.reset();
+        if (r.outcome != RunOutcome::ok || !r.tokens_per_s_per_gpu || *r.tokens_per_s_per_gpu <= 0) continue;
+        try {
+            ThroughputOptions o = nanotron_throughput_options(r.model, r.plan);
+            o.cluster_stall = false;
+            const double predicted_s = estimate_throughput(r.model, gpu, r.plan, o).step_time_s;
+            // tokens per step = seq x mbs x grad_acc x dp, shared by the step's dp*tp*pp GPUs.
+            const double tokens_per_step = static_cast<double>(r.plan.seq) * static_cast<double>(r.plan.mbs) *
+                                           static_cast<double>(r.plan.grad_acc) * static_cast<double>(r.plan.dp);
+            const double measured_s = tokens_per_step / (*r.tokens_per_s_per_gpu * static_cast<double>(r.plan.gpus()));
+            const double stall = (measured_s - predicted_s) / static_cast<double>(r.plan.grad_acc);
+            r.stall_per_micro_batch_s = stall;
+            if (stall >= kHostWaitStallPerMicroBatchS) r.host_pace = HostPace::waits_each_micro_batch;
+        } catch (const InputError&) {
+        }
+    }
 }
 
 MemoryPrediction predict_memory_default(const ExternalRun& run, const GpuSpec& gpu) {
@@ -93,28 +123,30 @@ MemoryPrediction predict_memory_default(const ExternalRun& run, const GpuSpec& g
 
 namespace {
 
-// y = other + (1 + fa) act + fl * loss_hidden + c0 for the jobs' current parts, by least absolute
-// relative error: iteratively reweighted least squares (Schlossmacher 1973) started from least
-// squares, weights 1/|e| floored at 0.5 %. Writes {fa, fl, c0}; false if the system is singular.
-bool fit_reserved_l1(const std::vector<Parts>& parts, const std::vector<double>& measured, double x[3]) {
+// y = other + (1 + fa) act + fl * loss_hidden + fr * runahead_hidden + c0 for the jobs' current
+// parts, by least absolute relative error: iteratively reweighted least squares (Schlossmacher
+// 1973) started from least squares, weights 1/|e| floored at 0.5 %. Writes {fa, fl, fr, c0}; false
+// if the system is singular.
+bool fit_reserved_l1(const std::vector<Parts>& parts, const std::vector<double>& measured, double x[kUnknowns]) {
     bool solved = false;
     for (int round = 0; round < 40; ++round) {
-        double ata[3][3] = {}, aty[3] = {};
+        double ata[kUnknowns][kUnknowns] = {}, aty[kUnknowns] = {};
         for (std::size_t j = 0; j < parts.size(); ++j) {
             const Parts& p = parts[j];
             const double y = measured[j];
-            const double row[3] = {p.activations, p.loss_hidden, 1.0};
-            const double target = y - p.other - p.activations;
-            const double residual = std::fabs(row[0] * x[0] + row[1] * x[1] + row[2] * x[2] - target) / y;
+            const double target = y - p.other - p.columns[0];
+            double fitted = 0;
+            for (int a = 0; a < kUnknowns; ++a) fitted += p.columns[a] * x[a];
+            const double residual = std::fabs(fitted - target) / y;
             const double w = (round == 0 ? 1.0 : 1.0 / std::max(residual, 0.005)) / (y * y);
-            for (int a = 0; a < 3; ++a) {
-                for (int b = 0; b < 3; ++b) ata[a][b] += w * row[a] * row[b];
-                aty[a] += w * row[a] * target;
+            for (int a = 0; a < kUnknowns; ++a) {
+                for (int b = 0; b < kUnknowns; ++b) ata[a][b] += w * p.columns[a] * p.columns[b];
+                aty[a] += w * p.columns[a] * target;
             }
         }
-        double next[3];
-        if (!solve3(ata, aty, next)) return solved;
-        std::copy(next, next + 3, x);
+        double next[kUnknowns];
+        if (!solve_linear(ata, aty, next)) return solved;
+        std::copy(next, next + kUnknowns, x);
         solved = true;
     }
     return solved;
@@ -129,15 +161,18 @@ AllocatorConstants fit_reserved_constants(const std::vector<ExternalRun>& runs, 
     for (int iter = 0; iter < 12 && ok.size() >= 3; ++iter) {
         std::vector<Parts> parts;
         for (std::size_t i : ok) parts.push_back(stage0_parts(runs[i], c));
-        double x[3] = {0, 0, 0};
+        double x[kUnknowns] = {};
         if (!fit_reserved_l1(parts, measured, x)) break;
         AllocatorConstants next = c;
         next.activation_fragmentation = std::max(0.0, x[0]);
         next.loss_stage_fragmentation = std::max(0.0, x[1]);
-        next.reserved_constant_bytes = std::max<std::int64_t>(0, static_cast<std::int64_t>(std::llround(x[2])));
-        const bool settled = std::fabs(next.activation_fragmentation - c.activation_fragmentation) < 1e-4 &&
-                             std::fabs(next.loss_stage_fragmentation - c.loss_stage_fragmentation) < 1e-3 &&
-                             std::llabs(next.reserved_constant_bytes - c.reserved_constant_bytes) < kMiB;
+        next.pipeline_runahead_fragmentation = std::max(0.0, x[2]);
+        next.reserved_constant_bytes = std::max<std::int64_t>(0, static_cast<std::int64_t>(std::llround(x[3])));
+        const bool settled =
+            std::fabs(next.activation_fragmentation - c.activation_fragmentation) < 1e-4 &&
+            std::fabs(next.loss_stage_fragmentation - c.loss_stage_fragmentation) < 1e-3 &&
+            std::fabs(next.pipeline_runahead_fragmentation - c.pipeline_runahead_fragmentation) < 1e-3 &&
+            std::llabs(next.reserved_constant_bytes - c.reserved_constant_bytes) < kMiB;
         c = next;
         if (settled) break;
     }
@@ -245,9 +280,16 @@ MemoryFigures memory_figures(const std::vector<ExternalRun>& runs, const std::ve
     return f;
 }
 
-MemoryCrossValidation memory_cross_validation(const std::vector<ExternalRun>& runs, const GpuSpec& gpu, int folds) {
+MemoryCrossValidation memory_cross_validation(const std::vector<ExternalRun>& measured_runs, const GpuSpec& gpu,
+                                              int folds) {
     if (folds < 2) throw InputError("folds", "cross-validation needs at least 2 folds, got " + std::to_string(folds));
+    std::vector<ExternalRun> runs = measured_runs;
+    annotate_host_pace(runs, gpu);
     MemoryCrossValidation cv;
+    for (const ExternalRun& r : runs) {
+        cv.host_pace.push_back(r.host_pace);
+        cv.stall_per_micro_batch_s.push_back(r.stall_per_micro_batch_s);
+    }
     cv.folds = folds;
     cv.before.resize(runs.size());
     cv.held_out.resize(runs.size());
@@ -292,6 +334,7 @@ nlohmann::json figures_to_json(const MemoryFigures& f) {
 nlohmann::json constants_to_json(const AllocatorConstants& c) {
     return {{"activation_fragmentation", c.activation_fragmentation},
             {"loss_stage_fragmentation", c.loss_stage_fragmentation},
+            {"pipeline_runahead_fragmentation", c.pipeline_runahead_fragmentation},
             {"reserved_constant_bytes", c.reserved_constant_bytes},
             {"non_pytorch_bytes", c.non_pytorch_bytes},
             {"verdict_margin_bytes", c.verdict_margin_bytes},
@@ -339,7 +382,11 @@ std::string memory_cv_markdown(const std::vector<ExternalRun>& runs, const Memor
     o << "\nConstants fitted on every job (" << cv.folds << "-fold CV refits them on each training split): "
       << "activation fragmentation " << cv.fitted_on_all.activation_fragmentation
       << ", loss-stage fragmentation " << cv.fitted_on_all.loss_stage_fragmentation
-      << " (per byte of the micro-batch's s*b*h), reserved constant " << gib(cv.fitted_on_all.reserved_constant_bytes)
+      << " (per byte of the micro-batch's s*b*h), pipeline run-ahead fragmentation "
+      << cv.fitted_on_all.pipeline_runahead_fragmentation
+      << " (per byte of s*b*h x layers x in-flight micro-batches beyond two; both only while the host runs ahead), "
+         "reserved constant "
+      << gib(cv.fitted_on_all.reserved_constant_bytes)
       << ", verdict margin " << gib(cv.fitted_on_all.verdict_margin_bytes)
       << " (on top of the GPU spec's overhead_bytes for the CUDA context and NCCL).\n\n";
     // Residuals of the held-out reserved peak (ok jobs) by model and layout family.
@@ -356,7 +403,21 @@ std::string memory_cv_markdown(const std::vector<ExternalRun>& runs, const Memor
         groups[key].e.push_back(rel(static_cast<double>(p.measured_rank_reserved_bytes),
                                     static_cast<double>(*r.peak_reserved_bytes)));
     }
-    o << "| model | tp | pp | ok jobs | median signed error | P50 abs. | P95 abs. |\n|---|---|---|---|---|---|---|\n";
+    // The same errors by host pace (annotate_host_pace), and how many jobs each pace holds.
+    std::map<std::string, Acc> paces;
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+        const auto& r = runs[i];
+        const auto& p = cv.held_out[i];
+        if (r.outcome != RunOutcome::ok || !p.modelled || !r.peak_reserved_bytes || i >= cv.host_pace.size()) continue;
+        paces[std::string(to_string(cv.host_pace[i]))].e.push_back(std::fabs(
+            rel(static_cast<double>(p.measured_rank_reserved_bytes), static_cast<double>(*r.peak_reserved_bytes))));
+    }
+    o << "| host pace (read off the step time) | ok jobs | P50 abs. | P95 abs. |\n|---|---|---|---|\n";
+    for (auto& [pace, acc] : paces) {
+        const ErrorStats s = error_stats(acc.e);
+        o << "| " << pace << " | " << s.n << " | " << pct(s.p50) << " | " << pct(s.p95) << " |\n";
+    }
+    o << "\n| model | tp | pp | ok jobs | median signed error | P50 abs. | P95 abs. |\n|---|---|---|---|---|---|---|\n";
     for (auto& [key, acc] : groups) {
         std::vector<double> a;
         for (double v : acc.e) a.push_back(std::fabs(v));

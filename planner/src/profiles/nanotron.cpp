@@ -10,6 +10,7 @@
 // plus PyTorch's caching allocator (allocator_model.hpp) with constants fitted on measured runs.
 #include <algorithm>
 
+#include "preflight/planner/checked.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/limits.hpp"
 #include "preflight/planner/frameworks.hpp"
@@ -174,11 +175,18 @@ std::int64_t stage_activations(NanotronStageMemory& s, const Plan& p, const Laye
     return per_mb;
 }
 
+// What the caching-allocator model charges a stage beyond its tensors, before the phases:
+// loss_hidden (one micro-batch's s*b*h*2 on a stage holding the loss, else 0) and runahead_hidden
+// (s*b*h*2 x layers x in-flight micro-batches beyond two), both 0 when the host waits.
+struct PoolInputs {
+    std::int64_t loss_hidden = 0, runahead_hidden = 0;
+    const AllocatorConstants* alloc = nullptr;
+    std::int64_t non_pytorch_bytes = 0;
+};
+
 // The stage's allocated and reserved peaks over its phases (forward through the loss, start
-// and end of a backward, optimizer step), reserved bytes from the caching-allocator model;
-// loss_hidden_bytes: one micro-batch's s*b*h*2 on a stage holding the loss, else 0.
-void stage_peaks(NanotronStageMemory& s, std::int64_t per_mb, std::int64_t logits_bwd, std::int64_t loss_hidden_bytes,
-                 const AllocatorConstants& alloc, std::int64_t non_pytorch_bytes) {
+// and end of a backward, optimizer step), reserved bytes from the caching-allocator model.
+void stage_peaks(NanotronStageMemory& s, std::int64_t per_mb, std::int64_t logits_bwd, const PoolInputs& pool) {
     auto breakdown = [&](std::int64_t acts, std::int64_t logits, std::int64_t extra_grads, std::int64_t extra_buffers) {
         MemoryBreakdown b;
         b.weights = s.bf16_weights;
@@ -188,7 +196,7 @@ void stage_peaks(NanotronStageMemory& s, std::int64_t per_mb, std::int64_t logit
         b.activations = acts;
         b.logits_and_loss = logits;
         b.buffers = s.ddp_buckets + s.tp_gather_buffer + s.p2p_buffer + s.rope_tables + extra_buffers;
-        b.overhead = non_pytorch_bytes;
+        b.overhead = pool.non_pytorch_bytes;
         return b;
     };
     // Forward of the last in-flight micro-batch, through its loss.
@@ -206,8 +214,9 @@ void stage_peaks(NanotronStageMemory& s, std::int64_t per_mb, std::int64_t logit
     s.reserved_peak = -1;
     for (const auto& [kind, b] : phases) {
         const std::int64_t allocated = b->total() - b->overhead;
-        const std::int64_t loss_hidden = b->logits_and_loss > 0 ? loss_hidden_bytes : 0;
-        const ReservedExtra extra = reserved_extra(b->activations, loss_hidden, alloc);
+        const std::int64_t loss_hidden = b->logits_and_loss > 0 ? pool.loss_hidden : 0;
+        const std::int64_t runahead = b->activations > 0 ? pool.runahead_hidden : 0;
+        const ReservedExtra extra = reserved_extra(b->activations, loss_hidden, runahead, *pool.alloc);
         const std::int64_t reserved = reserved_pool_bytes(allocated, extra);
         s.allocated_peak = std::max(s.allocated_peak, allocated);
         if (reserved > s.reserved_peak) {
@@ -216,6 +225,7 @@ void stage_peaks(NanotronStageMemory& s, std::int64_t per_mb, std::int64_t logit
             s.at_peak = *b;
             s.reserved_extra = extra;
             s.loss_hidden_at_peak = loss_hidden;
+            s.runahead_hidden_at_peak = runahead;
         }
     }
 }
@@ -223,8 +233,8 @@ void stage_peaks(NanotronStageMemory& s, std::int64_t per_mb, std::int64_t logit
 }  // namespace
 
 std::vector<NanotronStageMemory> nanotron_stage_memory(const ModelConfig& m, const Plan& plan_in,
-                                                       const AllocatorConstants& alloc,
-                                                       std::int64_t non_pytorch_bytes) {
+                                                       const AllocatorConstants& alloc, std::int64_t non_pytorch_bytes,
+                                                       HostPace pace) {
     const Plan p = resolve_defaults(plan_in, m);
     validate_nanotron_plan(p, m);
     const auto split = pipeline_stages(m, p.pp, PipelineSplit::nanotron_compute_cost);
@@ -236,8 +246,15 @@ std::vector<NanotronStageMemory> nanotron_stage_memory(const ModelConfig& m, con
         stage_states(s, m, p, z);
         const std::int64_t per_mb = stage_activations(s, p, z, static_cast<std::int64_t>(i));
         const std::int64_t logits_bwd = s.blocks.loss ? z.tokens * z.vocab_local * 6 : 0;
-        const std::int64_t loss_hidden = s.blocks.loss ? z.tokens * z.hidden * 2 : 0;
-        stage_peaks(s, per_mb, logits_bwd, loss_hidden, alloc, non_pytorch_bytes);
+        PoolInputs pool{0, 0, &alloc, non_pytorch_bytes};
+        if (pace == HostPace::runs_ahead) {
+            const std::int64_t hidden_bytes = z.tokens * z.hidden * 2;  // one micro-batch's s*b*h, bf16
+            if (s.blocks.loss) pool.loss_hidden = hidden_bytes;
+            // limits::check_plan bounds tokens x hidden and the layer count; in-flight <= pp.
+            pool.runahead_hidden = checked_mul(checked_mul(hidden_bytes, s.blocks.layers, "--mbs (s*b*h x layers)"),
+                                               std::max<std::int64_t>(0, s.in_flight - 2), "--pp (x in-flight micro-batches)");
+        }
+        stage_peaks(s, per_mb, logits_bwd, pool);
         out.push_back(s);
     }
     return out;
@@ -249,7 +266,7 @@ MemoryReport evaluate_memory_nanotron(const ModelConfig& model, const GpuSpec& g
     const AllocatorConstants& c = options.profile.allocator;
     const std::int64_t non_pytorch =
         options.overhead_bytes.value_or(c.non_pytorch_bytes >= 0 ? c.non_pytorch_bytes : gpu.overhead_bytes);
-    const auto stages = nanotron_stage_memory(model, plan, c, non_pytorch);
+    const auto stages = nanotron_stage_memory(model, plan, c, non_pytorch, options.host_pace);
     MemoryReport r;
     r.params = count_params(model);
     r.capacity_bytes = gpu.memory_bytes;

@@ -9,14 +9,15 @@ namespace preflight {
 
 AllocatorConstants nanotron_allocator_constants() {
     AllocatorConstants c;
-    c.activation_fragmentation = 0.0853;        // reserved bytes per allocated activation byte, extra
-    c.loss_stage_fragmentation = 35.74;         // extra per byte of the micro-batch's s*b*h on the loss stage
-    c.reserved_constant_bytes = 226'553'223;    // ~0.21 GiB
+    c.activation_fragmentation = 0.05595;       // reserved bytes per allocated activation byte, extra
+    c.loss_stage_fragmentation = 47.71;         // extra per byte of the micro-batch's s*b*h on the loss stage
+    c.pipeline_runahead_fragmentation = 1.747;  // extra per byte of s*b*h x layers x in-flight micro-batches beyond 2
+    c.reserved_constant_bytes = 204'032'545;    // ~0.19 GiB
     c.non_pytorch_bytes = -1;                   // the GPU spec's overhead_bytes (CUDA context, NCCL, workspaces)
-    c.verdict_margin_bytes = 11'072'962'560;    // ~10.31 GiB
+    c.verdict_margin_bytes = 10'133'438'464;    // ~9.44 GiB
     c.provenance =
         "fitted on the nanotron H100 sweep (1,622 jobs; 833 ok jobs for the reserved peak, 1,424 ok/oom jobs for "
-        "the verdict margin), 2026-11-24";
+        "the verdict margin; each job's host pace read off its step time), 2026-11-24";
     return c;
 }
 

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace preflight {
 
@@ -22,6 +24,19 @@ std::int64_t torch_block_bytes(std::int64_t request_bytes);
 // small-pool segment up to 1 MiB, a 20 MiB segment below 10 MiB, else the block rounded up to 2 MiB.
 std::int64_t torch_segment_bytes(std::int64_t request_bytes);
 
+// Whether the training loop's host thread runs ahead of the GPU (PyTorch's asynchronous
+// execution: kernels and NCCL calls are queued, the host goes on) or waits for the GPU at least
+// once per micro-batch (a blocking poll such as nanotron's pipeline p2p on branch
+// nouamane/bench2 since 67c5ebb6, which sleeps 0.1 s until each message is delivered; a .item()).
+// A block freed while its last use on another stream is still queued is not reused until that
+// use completes (c10/cuda/CUDACachingAllocator.cpp: record_stream events, process_events), so a
+// host that runs ahead leaves the pool larger than its tensors. On the nanotron sweep the jobs
+// whose step shows the waits hold the modelled tensors plus activation fragmentation only (data
+// set README, "host pace").
+enum class HostPace { runs_ahead, waits_each_micro_batch };
+std::string_view to_string(HostPace p);
+std::optional<HostPace> parse_host_pace(std::string_view s);
+
 // Constants of the reserved-memory model, fitted on measured runs (a profile carries them;
 // all zero = reserved equals allocated, the figure the analytic model gives).
 struct AllocatorConstants {
@@ -30,9 +45,16 @@ struct AllocatorConstants {
     double activation_fragmentation = 0;
     // Extra reserved bytes per byte of one micro-batch's hidden state (seq x mbs x hidden in
     // bf16, unsharded) on the stage that runs the LM head and the loss, while the loss's tensors
-    // are live. Fitted: on the nanotron sweep the pool growth around the loss follows s*b*h, not
-    // the logits (fitted per logit byte instead, every held-out figure is worse; data set README).
+    // are live and the host runs ahead. Fitted: on the nanotron sweep the pool growth around the
+    // loss follows s*b*h, not the logits (fitted per logit byte instead, every held-out figure is
+    // worse; data set README).
     double loss_stage_fragmentation = 0;
+    // Extra reserved bytes per byte of one micro-batch's hidden state (s*b*h in bf16, unsharded),
+    // per decoder layer on the stage and per in-flight micro-batch beyond two (1F1B), while the
+    // host runs ahead. Fitted (about 1.7): on the nanotron sweep the host-runs-ahead jobs with
+    // pp >= 4 hold that much more than their tensors whatever tp is, the host-waits jobs none
+    // (data set README); scaled by the activations or by the in-flight count alone it fits worse.
+    double pipeline_runahead_fragmentation = 0;
     // Reserved bytes independent of the plan (small-pool segments, cuBLAS workspaces, RNG state).
     std::int64_t reserved_constant_bytes = 0;
     // Device memory outside PyTorch's pool: CUDA context and NCCL communicator buffers.
@@ -48,14 +70,20 @@ struct AllocatorConstants {
 // What the reserved pool holds beyond the allocated tensors, by cause (the fitted constants
 // times what each applies to), before the pool is rounded up to whole 2 MiB segments.
 // loss_hidden_bytes: s*b*h*2 of the micro-batch on a phase where the loss's tensors are live
-// (0 on phases and stages without the loss).
+// (0 on phases and stages without the loss); runahead_hidden_bytes: s*b*h*2 x the stage's layers
+// x its in-flight micro-batches beyond two on a phase holding activations (else 0). Under
+// HostPace::waits_each_micro_batch both caller-side figures are 0 (the pool keeps up).
 struct ReservedExtra {
     std::int64_t activation_fragmentation_bytes = 0;  // activation_fragmentation x activation bytes
     std::int64_t loss_stage_bytes = 0;                // loss_stage_fragmentation x s*b*h*2 on the loss stage
+    std::int64_t pipeline_runahead_bytes = 0;         // pipeline_runahead_fragmentation x runahead_hidden_bytes
     std::int64_t constant_bytes = 0;                  // reserved_constant_bytes
-    std::int64_t total() const { return activation_fragmentation_bytes + loss_stage_bytes + constant_bytes; }
+    std::int64_t total() const {
+        return activation_fragmentation_bytes + loss_stage_bytes + pipeline_runahead_bytes + constant_bytes;
+    }
 };
-ReservedExtra reserved_extra(std::int64_t activation_bytes, std::int64_t loss_hidden_bytes, const AllocatorConstants& c);
+ReservedExtra reserved_extra(std::int64_t activation_bytes, std::int64_t loss_hidden_bytes,
+                             std::int64_t runahead_hidden_bytes, const AllocatorConstants& c);
 // The pool for `allocated_bytes` of tensors and `extra` beyond them: whole 2 MiB segments.
 std::int64_t reserved_pool_bytes(std::int64_t allocated_bytes, const ReservedExtra& extra);
 

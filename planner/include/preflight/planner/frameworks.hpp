@@ -51,15 +51,18 @@ struct NanotronStageMemory {
     MemoryBreakdown at_peak;                // overhead = the memory outside PyTorch
     ReservedExtra reserved_extra;           // reserved_peak beyond at_peak's tensors, by cause
     std::int64_t loss_hidden_at_peak = 0;   // s*b*h*2 the loss-stage term charged at the peak (0: loss not live)
+    std::int64_t runahead_hidden_at_peak = 0;  // s*b*h*2 x layers x (in-flight - 2) the run-ahead term charged
 };
 
 // Every stage of a nanotron run (pp entries; stages without blocks hold nothing but buffers).
 // Plans nanotron can run but the generic model refuses are accepted: pp above the layer count
 // and above nanotron's L + 5 pipeline blocks (trailing stages stay empty). Throws InputError for a plan nanotron cannot build (tp not
 // dividing the heads, key/value heads or MLP width; sp without tp).
+// `pace`: whether the host runs ahead of the GPU (allocator_model.hpp; the run-ahead terms apply).
 std::vector<NanotronStageMemory> nanotron_stage_memory(const ModelConfig& model, const Plan& plan,
                                                        const AllocatorConstants& allocator,
-                                                       std::int64_t non_pytorch_bytes);
+                                                       std::int64_t non_pytorch_bytes,
+                                                       HostPace pace = HostPace::runs_ahead);
 
 // The caching-allocator constants the nanotron profile uses: fitted on the nanotron H100 sweep
 // (data/measurements/external/nanotron-h100) by `preflight validate --check`'s memory fit;

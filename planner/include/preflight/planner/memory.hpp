@@ -169,6 +169,9 @@ std::int64_t layer_activation_bytes(const ModelConfig& model, const Plan& plan,
 struct MemoryOptions {
     FrameworkProfile profile;
     std::optional<std::int64_t> overhead_bytes;  // overrides the GPU spec's figure
+    // Whether the loop waits for the GPU every micro-batch (allocator_model.hpp): the run-ahead
+    // terms of a fitted caching-allocator model are charged only when it runs ahead.
+    HostPace host_pace = HostPace::runs_ahead;
     bool timeline = false;                       // fill MemoryReport::timeline_*
 };
 
@@ -196,6 +199,7 @@ struct MemoryReport {
     std::int64_t non_pytorch_bytes = 0;
     std::int64_t verdict_margin_bytes = 0;  // fitted margin (allocator_model.hpp), in device_peak_bytes
     ReservedExtra reserved_extra;           // the reserved pool beyond the allocated peak, by cause
+    HostPace host_pace = HostPace::runs_ahead;  // MemoryOptions::host_pace the report was made under
     // Per pipeline stage (profiles with their own model): allocated and reserved peaks.
     std::vector<std::int64_t> stage_allocated_bytes;
     std::vector<std::int64_t> stage_reserved_bytes;
@@ -210,9 +214,10 @@ struct MemoryReport {
 // Fills peak_allocated_bytes, peak_reserved_bytes, non_pytorch_bytes and device_peak_bytes
 // of a report whose peak_bytes and at_peak are set (allocator_model.cpp); with
 // verdict_on_reserved, fits becomes device_peak_bytes <= capacity_bytes. loss_hidden_bytes:
-// one micro-batch's hidden state (s*b*h*2), charged when the peak phase holds the loss.
+// one micro-batch's hidden state (s*b*h*2), charged when the peak phase holds the loss and the
+// host runs ahead (HostPace).
 void apply_allocator_model(MemoryReport& r, const AllocatorConstants& c, bool verdict_on_reserved,
-                           std::int64_t loss_hidden_bytes);
+                           std::int64_t loss_hidden_bytes, HostPace pace);
 
 // Evaluates a validated plan. Throws InputError for an invalid plan.
 MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,

@@ -45,6 +45,20 @@ MemoryPrediction predict_memory_default(const ExternalRun& run, const GpuSpec& g
 AllocatorConstants fit_memory_constants(const std::vector<ExternalRun>& runs, const std::vector<std::size_t>& train_idx,
                                         const GpuSpec& gpu, double max_fit_but_oom = 0.005);
 
+// The stall per micro-batch from which a job counts as one whose loop waited for the GPU: three
+// of the 0.1 s sleeps nanotron's polled pipeline p2p makes per message (nouamane/bench2
+// since 67c5ebb6, parallel/pipeline_parallel/p2p.py _send_meta/_recv_meta). On the nanotron sweep
+// the stalls split into jobs near 0 and jobs at 0.6-1.5 s; the held-out figures move by under a
+// point for thresholds from 0.2 to 0.7 s (data set README).
+inline constexpr double kHostWaitStallPerMicroBatchS = 0.3;
+
+// Sets every ok nanotron job's stall_per_micro_batch_s (measured step time minus the planner's
+// nanotron step time without any stall, per micro-batch) and host_pace (waits when the stall is
+// at least kHostWaitStallPerMicroBatchS). Jobs without a measured tokens/s, or whose plan the
+// step-time model refuses, keep runs_ahead: the larger pool, the safe side for a verdict.
+// The step time is a measurement independent of memory, so the label leaks no memory figure.
+void annotate_host_pace(std::vector<ExternalRun>& runs, const GpuSpec& gpu);
+
 // Figures over a set of predictions.
 struct MemoryFigures {
     int modelled = 0, not_modelled = 0;
@@ -67,6 +81,9 @@ struct MemoryCrossValidation {
     std::vector<MemoryPrediction> committed;  // nanotron profile with the committed constants (in-sample)
     MemoryFigures before_figures, held_out_figures, committed_figures;
     AllocatorConstants fitted_on_all;         // the fit on every job (what the profile should commit)
+    // Per run (annotate_host_pace): the host pace every prediction above used, and the stall it was read from.
+    std::vector<HostPace> host_pace;
+    std::vector<std::optional<double>> stall_per_micro_batch_s;
     std::vector<AllocatorConstants> fold_constants;
 };
 
@@ -74,7 +91,8 @@ struct MemoryCrossValidation {
 // allocator model (the other fitted data sets calibrate the step time only).
 inline bool has_memory_model(const ExternalDataset& d) { return d.framework == "nanotron"; }
 
-// k-fold cross-validation grouped by configuration (fold_of). Throws InputError for k < 2.
+// k-fold cross-validation grouped by configuration (fold_of), on the runs annotated by
+// annotate_host_pace (a copy: `runs` is not changed). Throws InputError for k < 2.
 MemoryCrossValidation memory_cross_validation(const std::vector<ExternalRun>& runs, const GpuSpec& gpu, int folds);
 
 nlohmann::json figures_to_json(const MemoryFigures& f);

@@ -27,6 +27,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "preflight/planner/allocator_model.hpp"
 #include "preflight/planner/model.hpp"
 #include "preflight/planner/plan.hpp"
 
@@ -60,6 +61,12 @@ struct ExternalRun {
     std::optional<double> tokens_per_s_per_gpu;
     std::optional<double> tokens_per_s;
     std::optional<double> mfu;    // the data set's own MFU, as a fraction
+    // Whether the job's loop waited for the GPU every micro-batch (allocator_model.hpp), read off
+    // its step time by annotate_host_pace (external_memory.hpp); runs_ahead until then.
+    HostPace host_pace = HostPace::runs_ahead;
+    // The measured step time beyond the planner's prediction without any stall, per micro-batch
+    // (seconds; set by annotate_host_pace for ok jobs with a measured tokens/s).
+    std::optional<double> stall_per_micro_batch_s;
 
     // published-runs schema only.
     std::string source_ref;       // where in the source the row stands ("file.md:27")
