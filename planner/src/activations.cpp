@@ -160,6 +160,29 @@ std::int64_t sum_bytes(const std::vector<ActivationTensor>& v) {
     return total;
 }
 
+// torchtitan's op policy counts aten.mm calls per layer forward and saves the odd-numbered ones.
+// Its Llama block (torchtitan/models/llama/model.py) runs wq, wk, wv, wo, then w1, w3, w2: saved
+// are wq (1st), wv (3rd), w1 (5th) and w2 (7th); the flash SDPA outputs (attention output and
+// fp32 log-sum-exp) and, with sequence parallelism, the two reduce-scatter outputs (after wo and
+// w2, s*b*h/tp each) are in its save list; the checkpoint keeps the layer input. A row-parallel
+// w2 under tp > 1 returns the full-width partial sum (s*b*h on every rank) before its
+// reduce-scatter. Float8 linears dispatch aten.mm on their float8 tensors and are counted alike.
+std::vector<ActivationTensor> op_sac_inventory(const ModelConfig& m, const Plan& p, const ActivationDims& d) {
+    if (m.mlp != MlpKind::swiglu || m.is_moe()) return {};
+    const std::int64_t tokens = d.seq * d.micro_batch;
+    const int a = d.activation_bytes;
+    std::vector<ActivationTensor> v;
+    v.push_back({"layer input (checkpoint)", layer_input_bytes(d), false});
+    v.push_back({"wq output (1st mm)", tokens * d.q_width * a / d.tp, false});
+    v.push_back({"wv output (3rd mm)", tokens * d.kv_width * a / d.tp, false});
+    v.push_back({"SDPA output", tokens * d.q_width * a / d.tp, false});
+    if (p.attention == AttentionKind::flash) v.push_back({"SDPA log-sum-exp (fp32)", d.heads * tokens * 4 / d.tp, false});
+    v.push_back({"w1 output (5th mm)", tokens * d.ffn_hidden * a / d.tp, false});
+    v.push_back({"w2 output (7th mm)", tokens * d.hidden * a, false});  // full width on every TP rank
+    if (d.sp && d.tp > 1) v.push_back({"reduce-scatter outputs (wo, w2)", 2 * tokens * d.hidden * a / d.tp, false});
+    return v;
+}
+
 // Layer input kept under full recompute (Korthikanti et al. 2022, sec. 4.3, eq. 5).
 std::int64_t layer_input_bytes(const ActivationDims& d) {
     return d.seq * d.micro_batch * d.hidden * d.residual_bytes / (d.sp ? d.tp : 1);

@@ -25,6 +25,9 @@ ActivationDims activation_dims(const ModelConfig& m, const Plan& p, const Framew
 // Full per-layer saved set, before recompute filtering.
 std::vector<ActivationTensor> full_inventory(const ModelConfig& m, const Plan& p, const FrameworkProfile& prof);
 std::int64_t sum_bytes(const std::vector<ActivationTensor>& v);
+// What a layer keeps under torchtitan's op-level selective recompute (FrameworkProfile::
+// selective_op_sac); empty when the model is not a SwiGLU dense model (the policy's mm order).
+std::vector<ActivationTensor> op_sac_inventory(const ModelConfig& m, const Plan& p, const ActivationDims& d);
 // Layer input kept under full recompute (Korthikanti et al. 2022, sec. 4.3, eq. 5).
 std::int64_t layer_input_bytes(const ActivationDims& d);
 // Within-layer working memory of the forward and of the backward.

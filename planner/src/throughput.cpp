@@ -75,6 +75,9 @@ double scatter_s(double bytes, std::int64_t n, const LinkTier& link) {
 // Costs of one transformer layer for one micro-batch on one GPU.
 struct LayerCost {
     double gemm_fwd = 0, attn_fwd = 0, attn_bwd = 0, mem_fwd = 0, tp_fwd = 0;
+    // What torchtitan's op-level selective recompute re-runs (ThroughputOptions::selective_op_sac):
+    // the wk, wo and w3 GEMMs, and the two sequence-parallel all-gathers; 0 where it does not apply.
+    double op_sac_gemm = 0, op_sac_tp = 0;
     double tp_bwd_s = 0;  // the conjugate collectives (Shoeybi et al. 2019, fig. 3), exposed part
     double gemm_bwd() const { return 2.0 * gemm_fwd; }  // dgrad + wgrad, same shapes
     double mem_bwd() const { return 2.0 * mem_fwd; }    // reads input + output grad, writes input grad
@@ -158,6 +161,9 @@ LayerCost layer_cost(const ModelConfig& m, const Plan& p, const Rates& r, const 
         c.gemm_fwd += gemm_s(M, E, h, r);  // router
     } else {
         c.gemm_fwd += col[1] + row[1];
+        // torchtitan's op policy saves the 1st, 3rd, 5th and 7th mm (wq, wv, w1, w2) of a SwiGLU
+        // block: recompute re-runs wk, wo and w3 (_apply_ac_to_transformer_block).
+        if (m.mlp == MlpKind::swiglu) c.op_sac_gemm = gemm_s(M, kvw / t, h, r) + row[0] + gemm_s(M, f / t, h, r);
     }
 
     attention_core(c, m, p, r);
@@ -186,6 +192,8 @@ LayerCost layer_cost(const ModelConfig& m, const Plan& p, const Rates& r, const 
         c.tp_bwd_s = c.tp_fwd;
         if (tp_async && p.sp && !m.is_moe())
             async_tp_exposed(c, col, row, gather_s(bytes, p.tp, tp_link), scatter_s(bytes, p.tp, tp_link), t);
+        // Recomputing wk and w3 gathers their normalized inputs again (the reduce-scatter outputs are saved).
+        if (p.sp) c.op_sac_tp = 2.0 * gather_s(bytes, p.tp, tp_link);
     }
     return c;
 }
@@ -275,12 +283,15 @@ struct LayerTimes {
     double fwd = 0, bwd = 0, tp = 0, host = 0, recompute = 0;
 };
 
-LayerTimes layer_times(const LayerCost& lc, const Plan& p, const Efficiency& e) {
+LayerTimes layer_times(const LayerCost& lc, const Plan& p, const Efficiency& e, bool op_sac) {
     LayerTimes t;
     double recompute_tp = 0;
     if (p.recompute == Recompute::full) {
         t.recompute = lc.gemm_fwd + lc.attn_fwd + lc.mem_fwd;  // the layer's forward again
         recompute_tp = lc.tp_fwd;
+    } else if (p.recompute == Recompute::selective && op_sac && lc.op_sac_gemm > 0) {
+        t.recompute = lc.op_sac_gemm + lc.mem_fwd;  // torchtitan's op policy: unsaved GEMMs + elementwise
+        recompute_tp = lc.op_sac_tp;
     } else if (p.recompute == Recompute::selective) {
         t.recompute = lc.attn_fwd;  // attention core only (Korthikanti et al. 2022, sec. 5)
     }
@@ -434,7 +445,17 @@ double optimizer_step_s(const Plan& p, double params, const PrecisionBytes& pb, 
 void finish_throughput(Throughput& out, const ModelConfig& model, const Plan& p, const ThroughputOptions& opt,
                        double peak, double recompute_s) {
     out.gpus = p.gpus();
-    const FlopCounts fc = step_flops(model, p, opt.attention_flops);
+    FlopCounts fc = step_flops(model, p, opt.attention_flops);
+    if (opt.selective_op_sac && p.recompute == Recompute::selective && model.mlp == MlpKind::swiglu && !model.is_moe()) {
+        // torchtitan's op policy re-runs wk, wo and w3 rather than the attention core.
+        const ForwardFlopsPerToken f = forward_flops_per_token(model, p.seq, opt.attention_flops);
+        const double h = static_cast<double>(model.hidden);
+        const double rerun = 2.0 * h * static_cast<double>(model.kv_width()) + f.attention_out +
+                             2.0 * h * static_cast<double>(model.ffn_hidden);
+        const double per_token = static_cast<double>(model.layers) * (rerun - f.attention_core());
+        fc.hardware_flops_per_token += per_token;
+        fc.hardware_flops_per_step += per_token * static_cast<double>(p.global_batch_tokens());
+    }
     // No GPU executes the FLOPs the MFU/HFU numerators count faster than its dense peak:
     // the compute time is at least the counted hardware FLOPs per GPU at peak, so
     // MFU <= HFU <= 1 under either attention convention (the time model charges a causal
@@ -501,7 +522,7 @@ Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, con
     const PrecisionBytes pb = precision_bytes(p.precision);
     const Rates r = step_rates(gpu, p, peak);
     const Links links = plan_links(gpu, p);
-    const LayerTimes lt = layer_times(layer_cost(model, p, r, links.tp, opt.tp_async_overlap), p, e);
+    const LayerTimes lt = layer_times(layer_cost(model, p, r, links.tp, opt.tp_async_overlap), p, e, opt.selective_op_sac);
     const EdgeTimes edges = edge_times(model, p, r, links.tp);
     const StageLayers layers = stage_layers(model, p, opt);
     const Slot slot = bottleneck_slot(layers, lt, edges, p.pp);

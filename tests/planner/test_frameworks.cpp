@@ -6,9 +6,11 @@
 #include "preflight/planner/allocator_model.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/frameworks.hpp"
+#include "preflight/planner/memory.hpp"
 #include "preflight/planner/pipeline_split.hpp"
 #include "preflight/planner/profiles.hpp"
 #include "preflight/planner/search.hpp"
+#include "preflight/planner/throughput.hpp"
 
 using namespace preflight;
 
@@ -272,6 +274,66 @@ TEST(Profiles, EveryFrameworkHasAProfile) {
     // buffer holds them in the 16-bit parameter dtype.
     EXPECT_EQ(profile_by_name("deepspeed")->grad_bucket_bytes, 1'000'000'000);
     EXPECT_EQ(profile_by_name("torchtitan")->grad_bucket_bytes, 0);
+}
+
+namespace {
+// torchtitan's benchmark layout for Llama 3.1 8B: seq 8192, local batch 2, FSDP over dp, selective AC.
+Plan torchtitan_8b_selective(std::int64_t dp) {
+    Plan p;
+    p.seq = 8192;
+    p.mbs = 2;
+    p.dp = dp;
+    p.zero = ZeroStage{dp > 1 ? 3 : 0};
+    p.recompute = Recompute::selective;
+    return p;
+}
+}  // namespace
+
+// torchtitan's op-level selective recompute (parallelize_llama.py _apply_ac_to_transformer_block,
+// selective_ac_option "op"): per token of llama-3-8b (h 4096, kv 1024, ffn 14336, 32 heads), bf16:
+// layer input 8192 + wq output 8192 + wv output 2048 + SDPA output 8192 + log-sum-exp 32*4 = 128
+// + w1 output 28672 + w2 output 8192 = 63,616 B; x 8192 x 2 tokens = 1,042,284,544 B per layer.
+// tp 8 with SP: 1024 + 1024 + 256 + 1024 + 16 + 3584 + 8192 (w2's full-width partial sum) + 2 x 1024
+// (the reduce-scatter outputs) = 17,168 B per token.
+TEST(TorchtitanProfile, OpSelectiveRecomputeKeepsWhatItsPolicySaves) {
+    const ModelConfig m = test::catalog_model("llama-3-8b");
+    const Plan p = torchtitan_8b_selective(1);
+    const FrameworkProfile tt = *profile_by_name("torchtitan");
+    const auto kept = layer_activation_inventory(m, p, tt);
+    std::int64_t total = 0;
+    for (const auto& t : kept) total += t.bytes;
+    EXPECT_EQ(total, 1'042'284'544);
+    EXPECT_EQ(kept.size(), 7u);
+    Plan p8 = p;
+    p8.tp = 8;
+    p8.sp = true;
+    total = 0;
+    for (const auto& t : layer_activation_inventory(m, p8, tt)) total += t.bytes;
+    EXPECT_EQ(total, 17'168LL * 16384);
+    // The report's per-layer figure is the same sum; Megatron's selective keeps far more.
+    const GpuSpec gpu = test::catalog_gpu("h100-sxm-80gb");
+    MemoryOptions o;
+    o.profile = tt;
+    EXPECT_EQ(evaluate_memory(m, gpu, p, o).activations_per_layer_bytes, 1'042'284'544);
+    EXPECT_GT(evaluate_memory(m, gpu, p).activations_per_layer_bytes, 2 * 1'042'284'544LL);
+}
+
+// Its recompute re-runs the unsaved mm calls (wk, wo, w3), not the attention core: per token
+// and layer 2*4096*1024 + 2*4096*4096 + 2*4096*14336 = 159,383,552 FLOPs instead of the core's
+// 2 x 2*8192*4096 = 134,217,728 (full-attention convention): 25,165,824 more, x 32 layers x
+// 131,072 tokens (seq 8192, mbs 2, dp 8) = 105,553,116,266,496 more hardware FLOPs per step.
+TEST(TorchtitanProfile, OpSelectiveRecomputeReRunsTheUnsavedGemms) {
+    const ModelConfig m = test::catalog_model("llama-3-8b");
+    const GpuSpec gpu = test::catalog_gpu("h100-sxm-80gb");
+    const Plan p = torchtitan_8b_selective(8);
+    ThroughputOptions base;
+    base.attention_flops = AttentionFlops::full;
+    const ThroughputOptions tt = throughput_options_for(*profile_by_name("torchtitan"), m, p, base);
+    EXPECT_TRUE(tt.selective_op_sac);
+    const Throughput a = estimate_throughput(m, gpu, p, base), b = estimate_throughput(m, gpu, p, tt);
+    EXPECT_DOUBLE_EQ(b.hardware_flops_per_step - a.hardware_flops_per_step, 105'553'116'266'496.0);
+    EXPECT_DOUBLE_EQ(b.model_flops_per_step, a.model_flops_per_step);
+    EXPECT_GT(b.step_time_s, a.step_time_s);  // three GEMMs re-run cost more than the attention core
 }
 
 TEST(Search, PinnedTensorParallelismMaySpanNodes) {

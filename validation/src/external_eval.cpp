@@ -67,6 +67,7 @@ EvaluatedRun evaluate_row(const ExternalRun& r, const ExternalDataset& d, const 
         e.measured_tokens_per_s_per_gpu = r.tokens_per_s_per_gpu;
         ThroughputOptions o;
         o.breakdown = false;
+        o = throughput_options_for(profile, r.model, r.plan, o);  // the framework's own step-time settings
         e.predicted_tokens_per_s_per_gpu = estimate_throughput(r.model, gpu, r.plan, o).tokens_per_s_per_gpu;
     }
     if (r.peak_reserved_bytes) {

@@ -2,8 +2,15 @@
 // ZeRO-0/1 semantics when the user pins them), DTensor tensor/sequence parallelism, bf16 params
 // with fp32 gradient reduction, fused AdamW, unfused cross-entropy in fp32.
 #include "preflight/planner/frameworks.hpp"
+#include "preflight/planner/throughput.hpp"
 
 namespace preflight {
+
+namespace {
+// torchtitan's step-time specifics: --recompute selective re-runs what its op policy does not
+// save (ThroughputOptions::selective_op_sac).
+void adjust_throughput_torchtitan(const ModelConfig&, const Plan&, ThroughputOptions& o) { o.selective_op_sac = true; }
+}  // namespace
 
 FrameworkProfile torchtitan_profile() {
     FrameworkProfile p;
@@ -24,6 +31,11 @@ FrameworkProfile torchtitan_profile() {
     // torchtitan/components/optimizer/optimizer.py: implementation "fused" by default (no
     // foreach temporaries).
     p.optimizer_step_temp_moments = 0;
+    // --recompute selective is torchtitan's op-level policy, selective_ac_option = 'op' as its
+    // Llama 3 train configs set it (train_configs/llama3_8b.toml; config_manager.py's own
+    // default, "2", checkpoints every other layer whole and is not this mode).
+    p.selective_op_sac = true;
+    p.adjust_throughput = &adjust_throughput_torchtitan;
     // Every tensor through PyTorch's caching allocator (512-byte blocks).
     p.allocation_granularity_bytes = kTorchMinBlockBytes;
     return p;

@@ -83,6 +83,12 @@ struct FrameworkProfile {
     // Temporary moment-sized buffers the optimizer step allocates (torch.optim.AdamW's
     // foreach path: the sqrt(exp_avg_sq) denominator), counted under `buffers`.
     int optimizer_step_temp_moments = 0;
+    // Selective recompute as torchtitan's op-level policy (selective_ac_option "op",
+    // _apply_ac_to_transformer_block in torchtitan/parallelisms/parallelize_llama.py): a layer
+    // keeps its input and the outputs of the odd-numbered aten.mm calls (the 1st, 3rd, ...), of
+    // SDPA and of the sequence-parallel reduce-scatters, and recomputes the rest in backward.
+    // SwiGLU dense models only (its layer order); others keep Korthikanti et al.'s selective.
+    bool selective_op_sac = false;
     // Allocation granularity: each model-state tensor is rounded up to this many bytes
     // (PyTorch CUDACachingAllocator: kMinBlockSize = 512). 0 = no rounding.
     std::int64_t allocation_granularity_bytes = 0;

@@ -74,6 +74,11 @@ struct ThroughputOptions {
     // time.sleep(0.1); the sweep's 64-node jobs stall without a pipeline too), so only the
     // nanotron profile turns it on: other frameworks are not charged that cluster's stall.
     bool cluster_stall = false;
+    // Selective recompute as torchtitan's op-level policy (FrameworkProfile::selective_op_sac):
+    // backward re-runs the unsaved GEMMs (wk, wo, w3: the even-numbered mm calls), the norms,
+    // RoPE, SiLU and, with sequence parallelism, the two all-gathers, instead of the attention
+    // core (Korthikanti et al.). SwiGLU dense models only; others keep the attention core.
+    bool selective_op_sac = false;
 };
 
 // One named slice of the step time (for display: compute, exposed communication, bubble, ...).
