@@ -95,6 +95,8 @@ struct StageModel {
     std::int64_t static_buffers = 0;  // RoPE tables, fp8 scaling state
     std::int64_t gather_layer = 0;    // ZeRO-3: one layer's gathered weights
     std::int64_t gather_head = 0;     // ZeRO-3: gathered LM head / embedding
+    std::int64_t gather_stage = 0;    // profile, ZeRO-3 with pp > 1: every parameter of the stage kept gathered
+    std::int64_t grad_accum_stage = 0;  // profile, ZeRO-3 with pp > 1: unsharded gradients accumulated over micro-batches
     std::int64_t layer_grad_bytes = 0;  // ZeRO-3: a layer's full grads before reduce-scatter
     std::int64_t grad_buckets = 0;    // data-parallel gradient buckets in flight
     std::int64_t autocast_layer = 0;  // profile: one layer's autocast 16-bit weight copies
@@ -286,6 +288,14 @@ void add_buffers(StageModel& st, const ModelConfig& m, const GpuSpec& gpu, const
         st.gather_layer = params.layer_local * pb.weight;
         st.gather_head = params.head_local * pb.weight;
         st.layer_grad_bytes = params.layer_local * pb.gradient;
+        // Profile: with a pipeline, FSDP keeps each block (and the root's embedding, norm and
+        // output) unsharded from its forward to its backward; 1F1B interleaves them, so the whole
+        // stage stays gathered.
+        if (prof.fsdp_pp_keeps_params_gathered && p.pp > 1) st.gather_stage = params.flat * pb.weight;
+        // Profile: the pipeline turns gradient sync off until the last micro-batch, and FSDP
+        // accumulates each unsharded gradient in its fp32 reduce dtype meanwhile.
+        if (prof.fsdp_pp_accumulates_unsharded_grads && p.pp > 1)
+            st.grad_accum_stage = params.flat * 4;
     }
     if (runs_amp(prof, p) && prof.autocast_weight_copies) {
         // Profile: 16-bit (2-byte) autocast copies of the GEMM weights; head_local holds the
@@ -357,22 +367,26 @@ MemoryBreakdown snapshot(const StageModel& st, const Phase& ph, bool first_step)
         case PhaseKind::optimizer_step: b.buffers += st.optimizer_temp; break;
         case PhaseKind::grad_reduce: b.buffers += st.grad_buckets; break;
         case PhaseKind::forward:
+            b.gradients += st.grad_accum_stage;  // 1F1B steady state: earlier micro-batches' backwards
             b.activations = earlier + st.act_embed + ph.layer * st.act_layer + st.fwd_transient;
             b.weights += ph.layer * st.autocast_layer;  // profile: copies made so far
-            b.buffers += st.gather_layer * (ph.layer < st.layers ? 2 : 1);
+            b.buffers += std::max(st.gather_stage, st.gather_layer * (ph.layer < st.layers ? 2 : 1));
             break;
         case PhaseKind::output_loss:
+            b.gradients += st.grad_accum_stage;
             b.activations = earlier + per_micro_batch;
             b.logits_and_loss = st.logits_peak;
             b.weights += st.layers * st.autocast_layer + st.autocast_head;
-            b.buffers += st.gather_head;
+            b.buffers += std::max(st.gather_stage, st.gather_head);
             break;
         case PhaseKind::backward:
+            b.gradients += st.grad_accum_stage;
             b.activations = earlier + st.act_embed + ph.layer * st.act_layer + st.bwd_transient;
             // Profile: copies still saved by layers 1..l; under full recompute the autocast
             // cache was cleared after forward and only the recomputed layer's copy exists.
             b.weights += (st.full_recompute ? 1 : ph.layer) * st.autocast_layer;
-            b.buffers += st.gather_layer * (ph.layer > 1 ? 2 : 1) + st.layer_grad_bytes + st.grad_buckets;
+            b.buffers += std::max(st.gather_stage, st.gather_layer * (ph.layer > 1 ? 2 : 1)) + st.layer_grad_bytes +
+                         st.grad_buckets;
             break;
     }
     return b;

@@ -277,16 +277,21 @@ TEST(Profiles, EveryFrameworkHasAProfile) {
 }
 
 namespace {
-// torchtitan's benchmark layout for Llama 3.1 8B: seq 8192, local batch 2, FSDP over dp, selective AC.
-Plan torchtitan_8b_selective(std::int64_t dp) {
+// A torchtitan layout: FSDP (ZeRO-3) over dp when dp > 1.
+Plan torchtitan_plan(std::int64_t seq, std::int64_t mbs, std::int64_t grad_acc, std::int64_t dp, std::int64_t pp,
+                     Recompute recompute) {
     Plan p;
-    p.seq = 8192;
-    p.mbs = 2;
+    p.seq = seq;
+    p.mbs = mbs;
+    p.grad_acc = grad_acc;
     p.dp = dp;
+    p.pp = pp;
     p.zero = ZeroStage{dp > 1 ? 3 : 0};
-    p.recompute = Recompute::selective;
+    p.recompute = recompute;
     return p;
 }
+// Its benchmark layout for Llama 3.1 8B: seq 8192, local batch 2, selective AC.
+Plan torchtitan_8b_selective(std::int64_t dp) { return torchtitan_plan(8192, 2, 1, dp, 1, Recompute::selective); }
 }  // namespace
 
 // torchtitan's op-level selective recompute (parallelize_llama.py _apply_ac_to_transformer_block,
@@ -334,6 +339,37 @@ TEST(TorchtitanProfile, OpSelectiveRecomputeReRunsTheUnsavedGemms) {
     EXPECT_DOUBLE_EQ(b.hardware_flops_per_step - a.hardware_flops_per_step, 105'553'116'266'496.0);
     EXPECT_DOUBLE_EQ(b.model_flops_per_step, a.model_flops_per_step);
     EXPECT_GT(b.step_time_s, a.step_time_s);  // three GEMMs re-run cost more than the attention core
+}
+
+// torchtitan with a pipeline (apply_fsdp: reshard_after_forward = False when pp is enabled;
+// PyTorch's schedules turn FSDP's gradient sync off until the last micro-batch, which accumulates
+// unsharded gradients in fp32). llama-3-8b at pp 2 (16 layers a stage): stage 0 holds the
+// embedding 128256*4096 = 525,336,576 + 16 x 218,112,000 (4096*6144 + 4096^2 + 3*4096*14336 +
+// 2*4096 per layer) = 4,015,128,576 parameters; stage 1 the 16 layers + final norm 4096 + output
+// 525,336,576 = 4,015,132,672. Gathered in bf16: 2 B each; accumulated gradients: 4 B each.
+// (Stage 0's count is the same but for the final norm; the test reads the last stage.)
+TEST(TorchtitanProfile, PipelineKeepsTheStageGatheredAndAccumulatesUnshardedGradients) {
+    const ModelConfig m = test::catalog_model("llama-3-8b");
+    const GpuSpec gpu = test::catalog_gpu("h200-sxm-141gb");
+    Plan p = torchtitan_plan(4096, 1, 4, 2, 2, Recompute::full);
+    MemoryOptions with, without;
+    with.profile = *profile_by_name("torchtitan");
+    without.profile = with.profile;
+    without.profile.fsdp_pp_keeps_params_gathered = false;
+    without.profile.fsdp_pp_accumulates_unsharded_grads = false;
+    const MemoryReport a = evaluate_memory(m, gpu, p, with), b = evaluate_memory(m, gpu, p, without);
+    // Both peak on the last stage at its loss (the fp32 logits of 4096 x 128256), where the
+    // resharding wrapper holds only the gathered output layer (525,336,576 x 2 B).
+    ASSERT_EQ(a.pipeline_stage, 1);
+    ASSERT_EQ(b.pipeline_stage, 1);
+    ASSERT_EQ(a.peak_phase.kind, PhaseKind::output_loss);
+    ASSERT_EQ(b.peak_phase.kind, PhaseKind::output_loss);
+    EXPECT_EQ(a.params_on_gpu, 4'015'132'672);
+    EXPECT_EQ(a.at_peak.gradients - b.at_peak.gradients, 4 * 4'015'132'672LL);
+    EXPECT_EQ(a.at_peak.buffers - b.at_peak.buffers, 2 * 4'015'132'672LL - 2 * 525'336'576LL);
+    // No pipeline: FSDP reshards after forward and syncs every backward, nothing changes.
+    p.pp = 1;
+    EXPECT_EQ(evaluate_memory(m, gpu, p, with).peak_bytes, evaluate_memory(m, gpu, p, without).peak_bytes);
 }
 
 TEST(Search, PinnedTensorParallelismMaySpanNodes) {

@@ -36,6 +36,12 @@ FrameworkProfile torchtitan_profile() {
     // default, "2", checkpoints every other layer whole and is not this mode).
     p.selective_op_sac = true;
     p.adjust_throughput = &adjust_throughput_torchtitan;
+    // parallelisms/parallelize_llama.py apply_fsdp at 9dec370: "For PP, do not reshard after
+    // forward to avoid per-microbatch all-gathers" (every block, and the root module).
+    p.fsdp_pp_keeps_params_gathered = true;
+    // ... and with PyTorch's pipeline schedules, unsharded fp32 gradients accumulate over the
+    // micro-batches (training.mixed_precision_reduce "float32"; memory.hpp for the sources).
+    p.fsdp_pp_accumulates_unsharded_grads = true;
     // Every tensor through PyTorch's caching allocator (512-byte blocks).
     p.allocation_granularity_bytes = kTorchMinBlockBytes;
     return p;

@@ -89,6 +89,16 @@ struct FrameworkProfile {
     // SDPA and of the sequence-parallel reduce-scatters, and recomputes the rest in backward.
     // SwiGLU dense models only (its layer order); others keep Korthikanti et al.'s selective.
     bool selective_op_sac = false;
+    // ZeRO-3 with a pipeline: the data-parallel wrapper keeps each block's parameters gathered
+    // from its forward to its backward instead of resharding after forward (torchtitan apply_fsdp:
+    // reshard_after_forward = False when pp is enabled), so a 1F1B stage holds all of them.
+    bool fsdp_pp_keeps_params_gathered = false;
+    // ZeRO-3 with a pipeline: gradient sync stays off until the last micro-batch
+    // (torch/distributed/pipelining/stage.py backward_maybe_with_nosync: FSDP modules get
+    // set_requires_gradient_sync(False)), and FSDP2 accumulates each unsharded gradient in its
+    // fp32 reduce dtype meanwhile (_fsdp_param.py to_accumulated_grad_if_needed): 4 B per
+    // parameter of the stage through the step's forwards and backwards.
+    bool fsdp_pp_accumulates_unsharded_grads = false;
     // Allocation granularity: each model-state tensor is rounded up to this many bytes
     // (PyTorch CUDACachingAllocator: kMinBlockSize = 512). 0 = no rounding.
     std::int64_t allocation_granularity_bytes = 0;
