@@ -167,8 +167,10 @@ std::int64_t sum_bytes(const std::vector<ActivationTensor>& v) {
 // w2, s*b*h/tp each) are in its save list; the checkpoint keeps the layer input. A row-parallel
 // w2 under tp > 1 returns the full-width partial sum (s*b*h on every rank) before its
 // reduce-scatter. Float8 linears dispatch aten.mm on their float8 tensors and are counted alike.
+bool op_sac_applies(const ModelConfig& m) { return m.mlp == MlpKind::swiglu && !m.is_moe(); }
+
 std::vector<ActivationTensor> op_sac_inventory(const ModelConfig& m, const Plan& p, const ActivationDims& d) {
-    if (m.mlp != MlpKind::swiglu || m.is_moe()) return {};
+    if (!op_sac_applies(m)) return {};
     const std::int64_t tokens = d.seq * d.micro_batch;
     const int a = d.activation_bytes;
     std::vector<ActivationTensor> v;

@@ -25,8 +25,11 @@ ActivationDims activation_dims(const ModelConfig& m, const Plan& p, const Framew
 // Full per-layer saved set, before recompute filtering.
 std::vector<ActivationTensor> full_inventory(const ModelConfig& m, const Plan& p, const FrameworkProfile& prof);
 std::int64_t sum_bytes(const std::vector<ActivationTensor>& v);
-// What a layer keeps under torchtitan's op-level selective recompute (FrameworkProfile::
-// selective_op_sac); empty when the model is not a SwiGLU dense model (the policy's mm order).
+// Whether torchtitan's op-level selective recompute is modelled for the model: SwiGLU dense
+// models (the mm order the policy counts); others keep Korthikanti et al.'s selective recompute.
+bool op_sac_applies(const ModelConfig& m);
+// What a layer keeps under that policy (FrameworkProfile::selective_op_sac); empty where
+// op_sac_applies is false.
 std::vector<ActivationTensor> op_sac_inventory(const ModelConfig& m, const Plan& p, const ActivationDims& d);
 // Layer input kept under full recompute (Korthikanti et al. 2022, sec. 4.3, eq. 5).
 std::int64_t layer_input_bytes(const ActivationDims& d);

@@ -207,9 +207,8 @@ void add_layer_activations(StageModel& st, const ModelConfig& m, const Plan& p, 
         case Recompute::none: st.act_layer = st.act_layer_full; break;
         case Recompute::selective:
             st.act_layer = 0;
-            if (const auto sac = prof.selective_op_sac ? op_sac_inventory(m, p, d) : std::vector<ActivationTensor>{};
-                !sac.empty()) {
-                st.act_layer = sum_bytes(sac);  // profile: torchtitan's op-level policy
+            if (prof.selective_op_sac && op_sac_applies(m)) {
+                st.act_layer = sum_bytes(op_sac_inventory(m, p, d));  // profile: torchtitan's op-level policy
                 break;
             }
             for (const auto& t : inventory)
@@ -429,10 +428,8 @@ std::vector<ActivationTensor> kept_for_backward(std::vector<ActivationTensor> fu
     switch (plan.recompute) {
         case Recompute::none: return full;
         case Recompute::selective:
-            if (profile.selective_op_sac) {
-                auto sac = op_sac_inventory(model, plan, activation_dims(model, plan, profile));
-                if (!sac.empty()) return sac;
-            }
+            if (profile.selective_op_sac && op_sac_applies(model))
+                return op_sac_inventory(model, plan, activation_dims(model, plan, profile));
             std::erase_if(full, [](const ActivationTensor& t) { return t.attention_core; });
             return full;
         case Recompute::full: return {{"layer input", layer_input_bytes(activation_dims(model, plan, profile)), false}};

@@ -8,6 +8,7 @@
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/extensions.hpp"
 #include "preflight/planner/throughput.hpp"
+#include "activations.hpp"
 
 namespace preflight {
 
@@ -163,7 +164,8 @@ LayerCost layer_cost(const ModelConfig& m, const Plan& p, const Rates& r, const 
         c.gemm_fwd += col[1] + row[1];
         // torchtitan's op policy saves the 1st, 3rd, 5th and 7th mm (wq, wv, w1, w2) of a SwiGLU
         // block: recompute re-runs wk, wo and w3 (_apply_ac_to_transformer_block).
-        if (m.mlp == MlpKind::swiglu) c.op_sac_gemm = gemm_s(M, kvw / t, h, r) + row[0] + gemm_s(M, f / t, h, r);
+        if (activations::op_sac_applies(m))
+            c.op_sac_gemm = gemm_s(M, kvw / t, h, r) + row[0] + gemm_s(M, f / t, h, r);
     }
 
     attention_core(c, m, p, r);
@@ -283,13 +285,14 @@ struct LayerTimes {
     double fwd = 0, bwd = 0, tp = 0, host = 0, recompute = 0;
 };
 
+// op_sac: torchtitan's op-level selective recompute applies (the option and activations::op_sac_applies).
 LayerTimes layer_times(const LayerCost& lc, const Plan& p, const Efficiency& e, bool op_sac) {
     LayerTimes t;
     double recompute_tp = 0;
     if (p.recompute == Recompute::full) {
         t.recompute = lc.gemm_fwd + lc.attn_fwd + lc.mem_fwd;  // the layer's forward again
         recompute_tp = lc.tp_fwd;
-    } else if (p.recompute == Recompute::selective && op_sac && lc.op_sac_gemm > 0) {
+    } else if (p.recompute == Recompute::selective && op_sac) {
         t.recompute = lc.op_sac_gemm + lc.mem_fwd;  // torchtitan's op policy: unsaved GEMMs + elementwise
         recompute_tp = lc.op_sac_tp;
     } else if (p.recompute == Recompute::selective) {
@@ -446,7 +449,7 @@ void finish_throughput(Throughput& out, const ModelConfig& model, const Plan& p,
                        double peak, double recompute_s) {
     out.gpus = p.gpus();
     FlopCounts fc = step_flops(model, p, opt.attention_flops);
-    if (opt.selective_op_sac && p.recompute == Recompute::selective && model.mlp == MlpKind::swiglu && !model.is_moe()) {
+    if (opt.selective_op_sac && p.recompute == Recompute::selective && activations::op_sac_applies(model)) {
         // torchtitan's op policy re-runs wk, wo and w3 rather than the attention core.
         const ForwardFlopsPerToken f = forward_flops_per_token(model, p.seq, opt.attention_flops);
         const double h = static_cast<double>(model.hidden);
@@ -522,7 +525,8 @@ Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, con
     const PrecisionBytes pb = precision_bytes(p.precision);
     const Rates r = step_rates(gpu, p, peak);
     const Links links = plan_links(gpu, p);
-    const LayerTimes lt = layer_times(layer_cost(model, p, r, links.tp, opt.tp_async_overlap), p, e, opt.selective_op_sac);
+    const LayerTimes lt = layer_times(layer_cost(model, p, r, links.tp, opt.tp_async_overlap), p, e,
+                                      opt.selective_op_sac && activations::op_sac_applies(model));
     const EdgeTimes edges = edge_times(model, p, r, links.tp);
     const StageLayers layers = stage_layers(model, p, opt);
     const Slot slot = bottleneck_slot(layers, lt, edges, p.pp);

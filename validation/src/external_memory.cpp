@@ -93,10 +93,9 @@ void annotate_host_pace(std::vector<ExternalRun>& runs, const GpuSpec& gpu) {
             ThroughputOptions o = nanotron_throughput_options(r.model, r.plan);
             o.cluster_stall = false;
             const double predicted_s = estimate_throughput(r.model, gpu, r.plan, o).step_time_s;
-            // tokens per step = seq x mbs x grad_acc x dp, shared by the step's dp*tp*pp GPUs.
-            const double tokens_per_step = static_cast<double>(r.plan.seq) * static_cast<double>(r.plan.mbs) *
-                                           static_cast<double>(r.plan.grad_acc) * static_cast<double>(r.plan.dp);
-            const double measured_s = tokens_per_step / (*r.tokens_per_s_per_gpu * static_cast<double>(r.plan.gpus()));
+            // The step's tokens, shared by its dp*tp*pp GPUs.
+            const double measured_s = static_cast<double>(r.plan.global_batch_tokens()) /
+                                      (*r.tokens_per_s_per_gpu * static_cast<double>(r.plan.gpus()));
             const double stall = (measured_s - predicted_s) / static_cast<double>(r.plan.grad_acc);
             r.stall_per_micro_batch_s = stall;
             if (stall >= kHostWaitStallPerMicroBatchS) r.host_pace = HostPace::waits_each_micro_batch;
@@ -393,24 +392,18 @@ std::string memory_cv_markdown(const std::vector<ExternalRun>& runs, const Memor
     struct Acc {
         std::vector<double> e;
     };
-    std::map<std::string, Acc> groups;
+    // The same absolute errors by host pace (annotate_host_pace), and how many jobs each pace holds.
+    std::map<std::string, Acc> groups, paces;
     for (std::size_t i = 0; i < runs.size(); ++i) {
         const auto& r = runs[i];
         const auto& p = cv.held_out[i];
         if (r.outcome != RunOutcome::ok || !p.modelled || !r.peak_reserved_bytes) continue;
         const std::string key = r.model_label + " | " + (r.plan.tp == 1 ? "tp 1" : r.plan.tp <= 8 ? "tp 2-8" : "tp 16-32") +
                                 " | " + (r.plan.pp == 1 ? "pp 1" : "pp > 1");
-        groups[key].e.push_back(rel(static_cast<double>(p.measured_rank_reserved_bytes),
-                                    static_cast<double>(*r.peak_reserved_bytes)));
-    }
-    // The same errors by host pace (annotate_host_pace), and how many jobs each pace holds.
-    std::map<std::string, Acc> paces;
-    for (std::size_t i = 0; i < runs.size(); ++i) {
-        const auto& r = runs[i];
-        const auto& p = cv.held_out[i];
-        if (r.outcome != RunOutcome::ok || !p.modelled || !r.peak_reserved_bytes || i >= cv.host_pace.size()) continue;
-        paces[std::string(to_string(cv.host_pace[i]))].e.push_back(std::fabs(
-            rel(static_cast<double>(p.measured_rank_reserved_bytes), static_cast<double>(*r.peak_reserved_bytes))));
+        const double e =
+            rel(static_cast<double>(p.measured_rank_reserved_bytes), static_cast<double>(*r.peak_reserved_bytes));
+        groups[key].e.push_back(e);
+        if (i < cv.host_pace.size()) paces[std::string(to_string(cv.host_pace[i]))].e.push_back(std::fabs(e));
     }
     o << "| host pace (read off the step time) | ok jobs | P50 abs. | P95 abs. |\n|---|---|---|---|\n";
     for (auto& [pace, acc] : paces) {
