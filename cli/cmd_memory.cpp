@@ -32,7 +32,7 @@ void print_table(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
     const double cap = static_cast<double>(r.capacity_bytes);
     std::cout << "# preflight memory: " << model.name << " on " << gpu.display_name << " ("
               << format_bytes(gpu.memory_bytes) << " per GPU)\n"
-              << "# plan: " << to_flags(plan) << "\n"
+              << "# plan: " << to_flags(plan) << (r.compiled_loss ? " --compiled-loss" : "") << "\n"
               << "# model: " << format_count(r.params.total) << " parameters (" << group_digits(r.params.total)
               << ")";
     if (r.params.active != r.params.total) std::cout << ", " << format_count(r.params.active) << " active per token";
@@ -126,6 +126,7 @@ int run_memory(const PlanFlags& flags, bool show_timeline) {
     opt.profile = framework_profile(flags);
     opt.overhead_bytes = flags.overhead_bytes;
     opt.host_pace = host_pace(flags);
+    opt.compiled_loss = flags.compiled_loss;
     opt.timeline = true;
     const MemoryReport r = evaluate_memory(model, gpu, plan, opt);
     if (flags.format == "json")

@@ -81,6 +81,7 @@ SearchRequest make_request(const PlanCommandState& st, const ModelConfig& model)
     r.memory.overhead_bytes = f.overhead_bytes;
     r.memory.profile = framework_profile(f);
     r.memory.host_pace = host_pace(f);
+    r.memory.compiled_loss = f.compiled_loss;
     r.throughput.attention_flops = *parse_attention_flops(st.attention_flops);
     // DeepSpeed's PipelineEngine asserts ZeRO stage < 2 (deepspeed/runtime/pipe/engine.py):
     // a recommendation emitted for it must not combine pp > 1 with ZeRO-2/3.

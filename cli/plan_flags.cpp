@@ -121,6 +121,11 @@ void add_framework_flag(CLI::App& app, PlanFlags& f) {
                    "with a fitted caching-allocator model (nanotron) use it: waiting lets the pool keep up, so "
                    "the loss-stage and pipeline run-ahead reserves are not charged")
         ->check(CLI::IsMember({"runs-ahead", "waits"}));
+    app.add_flag("--compiled-loss", f.compiled_loss,
+                 "The cross-entropy runs under torch.compile (torchtitan since April 2025 with --training.compile, "
+                 "build_cross_entropy_loss in torchtitan/components/loss.py; or your own torch.compile'd loss): "
+                 "the fused loss holds only the logits and their gradient instead of PyTorch's fp32 buffers (10 B "
+                 "less per logit, 14 B under torchtitan's loss_parallel with TP). --framework torchtitan or pytorch only");
 }
 
 HostPace host_pace(const PlanFlags& f) {

@@ -35,6 +35,7 @@ struct PlanFlags {
     std::string format = "table";
     std::string framework = "megatron";  // --framework (memory, plan)
     std::string host_pace = "runs-ahead";  // --host-pace (memory, plan)
+    bool compiled_loss = false;            // --compiled-loss (memory, plan)
 
     // Plan with defaults for every unset flag (docs/interface.md defaults).
     Plan to_plan() const;
@@ -60,8 +61,9 @@ void print_extension_lines(std::ostream& os, const ModelConfig& model, const Gpu
 void print_extension_memory_lines(std::ostream& os, const ModelConfig& model, const Plan& plan,
                                   const MemoryReport& memory);
 
-// Registers --framework and --host-pace (memory, plan): the framework profile the memory model
-// follows and whether its loop waits for the GPU every micro-batch.
+// Registers --framework, --host-pace and --compiled-loss (memory, plan): the framework profile the
+// memory model follows, whether its loop waits for the GPU every micro-batch, whether its loss is
+// compiled.
 void add_framework_flag(CLI::App& app, PlanFlags& f);
 // The profile --framework names (InputError naming the flag when unknown).
 FrameworkProfile framework_profile(const PlanFlags& f);

@@ -237,8 +237,9 @@ void add_layer_activations(StageModel& st, const ModelConfig& m, const Plan& p, 
 }
 
 // Embedding-level tensors on the first stage; final norm, logits and loss on the last.
-void add_embedding_and_head(StageModel& st, const ModelConfig& m, const Plan& p, const FrameworkProfile& prof,
+void add_embedding_and_head(StageModel& st, const ModelConfig& m, const Plan& p, const MemoryOptions& opt,
                             const ActivationDims& d) {
+    const FrameworkProfile& prof = opt.profile;
     const std::int64_t tokens = d.seq * d.micro_batch;
     const std::int64_t sp_div = d.sp ? d.tp : 1;
     if (st.first) {
@@ -248,19 +249,24 @@ void add_embedding_and_head(StageModel& st, const ModelConfig& m, const Plan& p,
     if (!st.last) return;
     const std::int64_t vocab_local = padded_vocab(m.vocab, p.tp, prof.vocab_pad_multiple) / p.tp;
     const std::int64_t hidden_tokens = tokens * d.hidden;
-    // Final norm input and its output (the LM-head GEMM input), int64 labels.
-    st.act_head =
-        hidden_tokens * d.activation_bytes / sp_div + hidden_tokens * d.gemm_input_bytes / sp_div + tokens * 8;
+    // Final norm input and its output (the LM-head GEMM input), int64 labels. Profile: the GEMM
+    // saves its all-gathered input (the whole sequence) under sequence parallelism.
+    const std::int64_t head_gemm_input = hidden_tokens * d.gemm_input_bytes / (prof.head_saves_gathered_input ? 1 : sp_div);
+    st.act_head = hidden_tokens * d.activation_bytes / sp_div + head_gemm_input + tokens * 8;
     if (prof.hf_module_inventory)  // profile: the final norm as in hf_inventory
         st.act_head =
             hidden_tokens * (m.norm == NormKind::rmsnorm ? 4 + d.residual_bytes : d.residual_bytes) / sp_div +
-            hidden_tokens * d.gemm_input_bytes / sp_div + tokens * 8;
+            head_gemm_input + tokens * 8;
     // Logits at the activation dtype plus the fp32 copy cross-entropy works in
     // (softmax kept for backward; its gradient overwrites it in place).
     st.logits_peak =
         tokens * vocab_local * (d.activation_bytes + (prof.logits_fp32_copy && d.activation_bytes < 4 ? 4 : 0));
-    if (prof.loss_fp32_logit_buffers > 0)  // profile: fp32 buffers of an unfused loss
-        st.logits_peak = tokens * vocab_local * (d.activation_bytes + 4 * prof.loss_fp32_logit_buffers);
+    // Profile: fp32 buffers of an unfused loss, vocabulary-parallel ones under tp > 1.
+    const int fp32_buffers = p.tp > 1 && prof.loss_parallel_fp32_logit_buffers > 0 ? prof.loss_parallel_fp32_logit_buffers
+                                                                                   : prof.loss_fp32_logit_buffers;
+    if (fp32_buffers > 0) st.logits_peak = tokens * vocab_local * (d.activation_bytes + 4 * fp32_buffers);
+    // torch.compile fuses the loss: the logits and their gradient only, both at the activation dtype.
+    if (opt.compiled_loss) st.logits_peak = tokens * vocab_local * 2 * d.activation_bytes;
     // Profile addition (off by default): the LM-head input gradient written while the
     // logits gradient is alive.
     if (prof.head_input_grad_with_logits) st.logits_peak += hidden_tokens * d.activation_bytes / sp_div;
@@ -340,7 +346,7 @@ StageModel build_stage(const ModelConfig& m, const GpuSpec& gpu, const Plan& p, 
     add_model_states(st, m, p, opt.profile, tensors, params);
     const ActivationDims d = activation_dims(m, p, opt.profile);
     add_layer_activations(st, m, p, opt.profile, d, inventory);
-    add_embedding_and_head(st, m, p, opt.profile, d);
+    add_embedding_and_head(st, m, p, opt, d);
     add_buffers(st, m, gpu, p, opt, tensors, params);
     return st;
 }
@@ -454,9 +460,17 @@ std::int64_t layer_activation_bytes(const ModelConfig& model, const Plan& plan, 
     return sum_bytes(layer_activation_inventory(model, plan, profile));
 }
 
+void validate_memory_options(const MemoryOptions& options) {
+    limits::check_overhead_bytes(options.overhead_bytes);
+    if (options.compiled_loss && (options.profile.evaluate || options.profile.loss_fp32_logit_buffers == 0))
+        throw InputError("--compiled-loss", "the " + options.profile.name +
+                                                " profile's loss is not PyTorch's eager cross-entropy (torch.compile "
+                                                "of the loss is modelled for --framework torchtitan and pytorch)");
+}
+
 MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in,
                              const MemoryOptions& options) {
-    limits::check_overhead_bytes(options.overhead_bytes);
+    validate_memory_options(options);
     if (options.profile.evaluate) {  // the profile's own model
         MemoryReport r = options.profile.evaluate(model, gpu, plan_in, options);
         r.host_pace = options.host_pace;
@@ -505,6 +519,7 @@ MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const
     apply_allocator_model(r, options.profile.allocator, options.profile.verdict_on_reserved, loss_hidden_bytes,
                           options.host_pace);
     r.host_pace = options.host_pace;
+    r.compiled_loss = options.compiled_loss;
     const PeakAt first = peak_of(worst, true);
     r.first_step_peak_bytes = first.bytes;
     r.first_step_peak_phase = first.phase;

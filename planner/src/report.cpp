@@ -77,7 +77,9 @@ json memory_to_json(const MemoryReport& r) {
              {"pipeline_runahead_bytes", r.reserved_extra.pipeline_runahead_bytes},
              {"constant_bytes", r.reserved_extra.constant_bytes}}},
            // Whether the loop was taken to wait for the GPU every micro-batch (--host-pace).
-           {"host_pace", to_string(r.host_pace)}};
+           {"host_pace", to_string(r.host_pace)},
+           // Whether the cross-entropy was taken to run under torch.compile (--compiled-loss).
+           {"compiled_loss", r.compiled_loss}};
     if (r.host_bytes_per_gpu > 0) {  // offload only
         m["host_bytes_per_gpu"] = r.host_bytes_per_gpu;
         m["host_bytes_per_node"] = r.host_bytes_per_node;

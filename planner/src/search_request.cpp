@@ -30,6 +30,7 @@ void validate_request(const ModelConfig& model, const GpuSpec& gpu, const Search
         throw InputError("--headroom", "must be a fraction in [0, 1), got " + std::to_string(req.headroom));
     if (!(req.batch_tolerance >= 0.0)) throw InputError("--batch-tolerance", "must be >= 0");
     if (req.top_k < 1) throw InputError("--top-k", "must be at least 1");
+    validate_memory_options(req.memory);
     if (req.top_k > limits::kMaxTopK)
         throw InputError("--top-k", str(req.top_k) + " exceeds the limit kMaxTopK = " + str(limits::kMaxTopK));
     const PlanPins& p = req.pins;

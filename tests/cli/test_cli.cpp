@@ -132,6 +132,31 @@ TEST(CliMemory, HostPaceChargesTheRunaheadReserveOnlyWhenTheHostRunsAhead) {
     EXPECT_NE((bad.out + bad.err).find("--host-pace"), std::string::npos) << bad.err;
 }
 
+// --compiled-loss: torchtitan's Table 1 layout for llama-3-8b (FSDP 8, local batch 2, seq 8192) peaks
+// at its loss, whose eager working set (bf16 logits + 3 fp32 buffers, 14 B a logit) becomes the logits
+// and their bf16 gradient (4 B): 16,384 x 128,256 x 10 B = 21,013,463,040 B less. Profiles whose loss
+// is not PyTorch's eager cross-entropy refuse the flag (exit 2, naming it).
+TEST(CliMemory, CompiledLossKeepsTheLogitsAndTheirGradientOnly) {
+    const std::string cmd = "memory --framework torchtitan --model llama-3-8b --dp 8 --zero 3 --mbs 2 --seq 8192 "
+                            "--recompute selective --format json";
+    const auto eager = run_preflight(cmd);
+    const auto compiled = run_preflight(cmd + " --compiled-loss");
+    ASSERT_EQ(eager.exit_code, 0) << eager.err;
+    ASSERT_EQ(compiled.exit_code, 0) << compiled.err;
+    const auto e = nlohmann::json::parse(eager.out).at("memory"), c = nlohmann::json::parse(compiled.out).at("memory");
+    EXPECT_EQ(e.at("compiled_loss"), false);
+    EXPECT_EQ(c.at("compiled_loss"), true);
+    ASSERT_EQ(e.at("peak_phase"), "output+loss (micro-batch 1)");
+    EXPECT_EQ(e.at("per_gpu_bytes").at("logits_and_loss").get<std::int64_t>(), 16'384LL * 128'256 * 14);
+    EXPECT_LE(c.at("peak_bytes").get<std::int64_t>(), e.at("peak_bytes").get<std::int64_t>() - 21'013'463'040LL);
+    for (const char* refused : {"memory --model llama-3-8b --compiled-loss",
+                                "plan --model llama-3-8b --gpus 8 --gbs-tokens 1048576 --compiled-loss"}) {
+        const auto bad = run_preflight(refused);
+        EXPECT_EQ(bad.exit_code, 2) << refused;
+        EXPECT_NE(bad.err.find("--compiled-loss"), std::string::npos) << bad.err;
+    }
+}
+
 TEST(CliMemory, DoesNotFitExitsOne) {
     const auto r = run_preflight("memory --model llama-3-70b --gpu h100-sxm-80gb --format json");
     EXPECT_EQ(r.exit_code, 1);

@@ -372,6 +372,83 @@ TEST(TorchtitanProfile, PipelineKeepsTheStageGatheredAndAccumulatesUnshardedGrad
     EXPECT_EQ(evaluate_memory(m, gpu, p, with).peak_bytes, evaluate_memory(m, gpu, p, without).peak_bytes);
 }
 
+namespace {
+// The steady-state timeline entry at the loss (output+loss phase of the last micro-batch shown).
+MemoryBreakdown at_loss(const MemoryReport& r) {
+    for (const auto& e : r.timeline_steady)
+        if (e.phase.kind == PhaseKind::output_loss) return e.bytes;
+    ADD_FAILURE() << "no output+loss phase in the timeline";
+    return {};
+}
+// torchtitan's Table 4 layout for Llama 3.1 70B: FSDP 32 x TP 8 (sequence parallel), local batch 16,
+// seq 8192, full AC: 131,072 tokens a rank, 128,256 / 8 = 16,032 vocabulary entries a TP shard.
+Plan torchtitan_70b_2d() {
+    Plan p = torchtitan_plan(8192, 16, 1, 32, 1, Recompute::full);
+    p.tp = 8;
+    p.sp = true;
+    return p;
+}
+constexpr std::int64_t kLogits70b = 131'072LL * 16'032;  // 2,101,346,304 logits a rank
+}  // namespace
+
+// With TP, torchtitan's loss runs under DTensor's loss_parallel (torch/distributed/tensor/parallel/
+// loss.py, _nll_loss_and_log_softmax_backward: the saved log-probabilities, zeros_like, exp's sum
+// with it and the product, four fp32 buffers) beside the bf16 logits' segment: 2 + 4 x 4 = 18 B a
+// logit, where the unparallel loss holds 2 + 3 x 4 = 14. The LM head (ColwiseParallel with
+// input_layouts=Shard(1)) saves its all-gathered input: 131,072 x 8192 x 2 B, not an eighth of it,
+// 1,879,048,192 B more.
+TEST(TorchtitanProfile, TensorParallelLossHoldsFourFp32BuffersAndTheHeadTheGatheredInput) {
+    const ModelConfig m = test::catalog_model("llama-3-70b");
+    const GpuSpec gpu = test::catalog_gpu("h100-sxm-80gb");
+    MemoryOptions tt, plain_loss, sharded_head;
+    tt.profile = *profile_by_name("torchtitan");
+    tt.timeline = true;
+    plain_loss = tt;
+    plain_loss.profile.loss_parallel_fp32_logit_buffers = 0;
+    sharded_head = tt;
+    sharded_head.profile.head_saves_gathered_input = false;
+    const Plan p = torchtitan_70b_2d();
+    const MemoryBreakdown a = at_loss(evaluate_memory(m, gpu, p, tt));
+    EXPECT_EQ(a.logits_and_loss, 18 * kLogits70b);
+    EXPECT_EQ(at_loss(evaluate_memory(m, gpu, p, plain_loss)).logits_and_loss, 14 * kLogits70b);
+    EXPECT_EQ(a.activations - at_loss(evaluate_memory(m, gpu, p, sharded_head)).activations, 1'879'048'192);
+    // Without TP there is no loss_parallel: 14 B a logit (llama-3-8b, seq 8192, local batch 2:
+    // 16,384 x 128,256 = the same 2,101,346,304 logits).
+    EXPECT_EQ(at_loss(evaluate_memory(test::catalog_model("llama-3-8b"), gpu, torchtitan_8b_selective(8), tt))
+                  .logits_and_loss,
+              14 * kLogits70b);
+}
+
+// A compiled loss (torchtitan components/loss.py build_cross_entropy_loss with training.compile,
+// since April 2025): the fused cross-entropy saves only its input, and its backward writes the
+// input gradient (bf16): 2 + 2 = 4 B a logit, 10 B less than eager on the 8B (21,013,463,040 B).
+// Profiles whose loss is not PyTorch's eager cross-entropy refuse the option.
+TEST(TorchtitanProfile, CompiledLossHoldsTheLogitsAndTheirGradientOnly) {
+    const ModelConfig m = test::catalog_model("llama-3-8b");
+    const GpuSpec gpu = test::catalog_gpu("h200-sxm-141gb");
+    MemoryOptions eager, compiled;
+    eager.profile = *profile_by_name("torchtitan");
+    eager.timeline = true;
+    compiled = eager;
+    compiled.compiled_loss = true;
+    const Plan p = torchtitan_8b_selective(32);
+    const MemoryReport c = evaluate_memory(m, gpu, p, compiled);
+    EXPECT_EQ(at_loss(c).logits_and_loss, 4 * kLogits70b);
+    EXPECT_EQ(at_loss(evaluate_memory(m, gpu, p, eager)).logits_and_loss - at_loss(c).logits_and_loss,
+              21'013'463'040);
+    EXPECT_TRUE(c.compiled_loss);
+    // Under TP too (inductor fuses the loss_parallel ops alike).
+    EXPECT_EQ(at_loss(evaluate_memory(test::catalog_model("llama-3-70b"), gpu, torchtitan_70b_2d(), compiled))
+                  .logits_and_loss,
+              4 * kLogits70b);
+    for (const char* other : {"megatron", "nanotron"}) {
+        MemoryOptions o;
+        o.profile = *profile_by_name(other);
+        o.compiled_loss = true;
+        EXPECT_THROW(evaluate_memory(m, gpu, p, o), InputError) << other;
+    }
+}
+
 TEST(Search, PinnedTensorParallelismMaySpanNodes) {
     const ModelConfig m = test::llama_model(4096, 4, 32, 32, 14336, 32000, 4096);  // tp 16 divides 32 heads
     const GpuSpec gpu = test::catalog_gpu("h100-sxm-80gb");  // 8 GPUs per node

@@ -222,6 +222,36 @@ TEST(PublishedRuns, TorchtitanHoldsItsBenchmarkTables) {
     EXPECT_EQ(h200.nodes, 4);
     EXPECT_DOUBLE_EQ(*h200.tokens_per_s_per_gpu, 10938.0);
     EXPECT_EQ(*h200.peak_reserved_bytes, 51496657879);  // round(47.96 * 2^30)
+    // torchtitan e7c0cae (June 2025) compiles the loss with --training.compile; 9dec370 (December
+    // 2024) had that line commented out.
+    EXPECT_TRUE(h200.compiled);
+    EXPECT_TRUE(h200.loss_compiled);
+    EXPECT_TRUE(cp.compiled);
+    EXPECT_FALSE(cp.loss_compiled);
+    int loss_compiled = 0;
+    for (const auto& r : d.runs) loss_compiled += r.loss_compiled;
+    EXPECT_EQ(loss_compiled, 14);  // the 12 async-TP rows (torchtitan 820504e) and the 2 H200 rows
+}
+
+// The optional loss_compiled column: absent or empty is 0; 1 needs compile 1.
+TEST(PublishedRuns, LossCompiledIsAnOptionalColumn) {
+    EXPECT_FALSE(read_published_runs_csv(write_csv("nolc.csv", kRow), test::data_dir())[0].loss_compiled);
+    const fs::path f = temp_dir() / "lc.csv";
+    auto with_lc = [&](const std::string& compile, const std::string& lc) {
+        std::string row = with_field(21, compile);
+        std::ofstream(f) << kHeader << ",loss_compiled\n" << row << "," << lc << "\n";
+        return read_published_runs_csv(f, test::data_dir())[0];
+    };
+    EXPECT_TRUE(with_lc("1", "1").loss_compiled);
+    EXPECT_FALSE(with_lc("1", "").loss_compiled);
+    EXPECT_FALSE(with_lc("1", "0").loss_compiled);
+    try {
+        with_lc("0", "1");
+        ADD_FAILURE() << "loss_compiled 1 with compile 0 was accepted";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("lc.csv:2 column 'loss_compiled'"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(with_lc("1", "yes"), InputError);
 }
 
 TEST(PublishedRuns, MegatronBridgeHoldsItsLlamaRows) {

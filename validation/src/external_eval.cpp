@@ -74,6 +74,7 @@ EvaluatedRun evaluate_row(const ExternalRun& r, const ExternalDataset& d, const 
         e.measured_peak_bytes = static_cast<double>(*r.peak_reserved_bytes);
         MemoryOptions mo;
         mo.profile = profile;
+        mo.compiled_loss = r.loss_compiled;
         const MemoryReport m = evaluate_memory(r.model, gpu, r.plan, mo);
         // The pool PyTorch reserves (CUDA context and NCCL outside it, as in the measurement).
         e.predicted_peak_bytes = static_cast<double>(m.peak_reserved_bytes > 0 ? m.peak_reserved_bytes

@@ -71,6 +71,7 @@ struct Row {
     const std::string& raw(const std::string& col) const {
         return (*cells)[columns->at(col)];
     }
+    bool has(const std::string& col) const { return columns->count(col) > 0; }
     InputError error(const std::string& col, const std::string& msg) const {
         return InputError(where + " column '" + col + "'", msg);
     }
@@ -286,6 +287,9 @@ void parse_published_recipe(const Row& r, ExternalRun& run) {
     if (!precision) throw r.error("precision", "unknown precision '" + prec + "'");
     p.precision = *precision;
     run.compiled = r.flag("compile");
+    // Optional column: the loss ran under torch.compile as well (empty or absent: it did not).
+    run.loss_compiled = r.has("loss_compiled") && !r.raw("loss_compiled").empty() && r.flag("loss_compiled");
+    if (run.loss_compiled && !run.compiled) throw r.error("loss_compiled", "is 1 but compile is 0");
 }
 
 // Outcome and measured figures; the stated parameter count is checked against the config.

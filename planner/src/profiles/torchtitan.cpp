@@ -20,11 +20,21 @@ FrameworkProfile torchtitan_profile() {
     // per-layer gathered weights and gradients are the planner's ZeRO-3 gather terms.
     p.grad_bucket_bytes = 0;
     p.grad_buckets_in_flight = 0;
-    // torchtitan/components/loss.py cross_entropy_loss: pred.float() then
-    // torch.nn.functional.cross_entropy: the fp32 cast, log_softmax's saved fp32 output and
-    // the fp32 input gradient live beside the bf16 logits at the loss's backward.
+    // The loss (train.py loss_fn at 9dec370, components/loss.py cross_entropy_loss later):
+    // F.cross_entropy(pred.flatten(0, 1).float(), ...). At its backward three fp32 logit-sized
+    // tensors are alive (log_softmax's saved output, nll_loss's input gradient, log_softmax's input
+    // gradient). train.py deletes the bf16 logits before backward ("del pred"), but their segment
+    // stays in the caching allocator's pool, too small for an fp32 buffer: 3 fp32 + 1 bf16 reserved.
     p.logits_fp32_copy = true;
     p.loss_fp32_logit_buffers = 3;
+    // With tp > 1 the loss runs under DTensor's loss_parallel (parallel_dims: enabled with TP unless
+    // training.disable_loss_parallel), torch/distributed/tensor/parallel/loss.py: the backward
+    // (_nll_loss_and_log_softmax_backward) holds zeros_like(x), exp(x)'s sum with it and the product
+    // beside the saved log-probabilities, four fp32 buffers of the local vocabulary shard at once.
+    p.loss_parallel_fp32_logit_buffers = 4;
+    // parallelize_llama.py apply_tp: "output": ColwiseParallel(input_layouts=Shard(1)) all-gathers the
+    // normed hidden states over the sequence before the GEMM, which saves the gathered tensor.
+    p.head_saves_gathered_input = true;
     // Llama's RMSNorm in torchtitan/models/llama3/model.py is PyTorch's (saves rstd).
     p.norm_row_stats = true;
     p.vocab_pad_multiple = 1;

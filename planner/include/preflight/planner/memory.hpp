@@ -77,6 +77,13 @@ struct FrameworkProfile {
     // dtype (0: the logits_fp32_copy rule above). PyTorch: log_softmax's saved output, the
     // gradient nll_loss hands back and log_softmax's input gradient.
     int loss_fp32_logit_buffers = 0;
+    // With tp > 1, the loss runs vocabulary-parallel on the sharded logits and holds this many
+    // fp32 logit-sized buffers instead (0: loss_fp32_logit_buffers applies at every tp).
+    int loss_parallel_fp32_logit_buffers = 0;
+    // Under sequence parallelism the LM head all-gathers its input over the sequence and its GEMM
+    // saves the gathered tensor, instead of the sequence shard Megatron saves and gathers again
+    // in backward.
+    bool head_saves_gathered_input = false;
     // Optimizer moments in the parameter dtype (torch.optim.AdamW: zeros_like(param))
     // rather than fp32.
     bool optimizer_moments_param_dtype = false;
@@ -188,6 +195,10 @@ struct MemoryOptions {
     // Whether the loop waits for the GPU every micro-batch (allocator_model.hpp): the run-ahead
     // terms of a fitted caching-allocator model are charged only when it runs ahead.
     HostPace host_pace = HostPace::runs_ahead;
+    // The cross-entropy runs under torch.compile: the fused loss keeps no logit-sized buffer of its
+    // own, so only the logits and their gradient (activation dtype) are charged. Profiles whose
+    // loss is PyTorch's eager F.cross_entropy only (loss_fp32_logit_buffers > 0); InputError otherwise.
+    bool compiled_loss = false;
     bool timeline = false;                       // fill MemoryReport::timeline_*
 };
 
@@ -216,6 +227,7 @@ struct MemoryReport {
     std::int64_t verdict_margin_bytes = 0;  // fitted margin (allocator_model.hpp), in device_peak_bytes
     ReservedExtra reserved_extra;           // the reserved pool beyond the allocated peak, by cause
     HostPace host_pace = HostPace::runs_ahead;  // MemoryOptions::host_pace the report was made under
+    bool compiled_loss = false;                 // MemoryOptions::compiled_loss the report was made under
     // Per pipeline stage (profiles with their own model): allocated and reserved peaks.
     std::vector<std::int64_t> stage_allocated_bytes;
     std::vector<std::int64_t> stage_reserved_bytes;
@@ -235,7 +247,11 @@ struct MemoryReport {
 void apply_allocator_model(MemoryReport& r, const AllocatorConstants& c, bool verdict_on_reserved,
                            std::int64_t loss_hidden_bytes, HostPace pace);
 
-// Evaluates a validated plan. Throws InputError for an invalid plan.
+// Throws InputError naming the flag for options no plan can use (an overhead beyond the documented
+// bound, --compiled-loss under a profile whose loss is not PyTorch's eager cross-entropy).
+void validate_memory_options(const MemoryOptions& options);
+
+// Evaluates a validated plan. Throws InputError for an invalid plan or options.
 MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
                              const MemoryOptions& options = {});
 

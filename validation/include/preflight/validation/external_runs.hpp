@@ -15,7 +15,8 @@
 //    model is a catalog config (column model_config, data/models/), the GPU a catalog name per
 //    row (column gpu), and any field the source leaves unstated is an empty cell (unknown).
 //    Rows the planner cannot express (a recompute policy it has no mode for, an unstated
-//    interleaving depth) are kept with the reason in `not_modelled`.
+//    interleaving depth) are kept with the reason in `not_modelled`. Optional column
+//    loss_compiled (0/1; absent or empty = 0): the loss ran under torch.compile as well.
 #pragma once
 
 #include <cstdint>
@@ -73,7 +74,9 @@ struct ExternalRun {
     std::string gpu;              // GPU catalog name of this row (empty: the data set's)
     std::string recompute_source; // the source's own words for the recompute policy
     std::string precision_source; // the source's own precision name
-    bool compiled = false;        // torch.compile on (not modelled by the planner)
+    bool compiled = false;        // torch.compile on (not modelled by the planner, but for the loss)
+    // The run's cross-entropy was compiled too (optional column loss_compiled; MemoryOptions::compiled_loss).
+    bool loss_compiled = false;
     std::optional<double> hfu;    // the source's own HFU, as a fraction
     std::optional<std::int64_t> reported_params;  // the source's exact parameter count
     std::string not_modelled;     // why the planner cannot express the row (empty: it can)
