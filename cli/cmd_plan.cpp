@@ -297,7 +297,9 @@ int emit_recommendation(const PlanCommandState& st, const ModelConfig& model, co
         return kExitDoesNotFit;
     }
     const Candidate& best = res.candidates.front();
-    const Emitted e = emit_plan(*parse_emit_format(st.emit), model, gpu, best.plan);
+    EmitOptions options;
+    options.compiled_loss = st.flags.compiled_loss;
+    const Emitted e = emit_plan(*parse_emit_format(st.emit), model, gpu, best.plan, options);
     std::cout << e.text;
     std::cerr << "# preflight plan: emitted the recommendation (" << to_flags(best.plan) << ")\n";
     for (const auto& w : e.warnings) std::cerr << "# warning: " << w << "\n";

@@ -195,7 +195,7 @@ std::string megatron_arguments(const ModelConfig& m, const Plan& p, std::vector<
     return o.str();
 }
 
-std::string torchtitan_toml(const ModelConfig& m, const Plan& p, std::vector<std::string>* w) {
+std::string torchtitan_toml(const ModelConfig& m, const Plan& p, std::vector<std::string>* w, const EmitOptions& opt) {
     std::ostringstream o;
     o << "# torchtitan job config fragment from preflight plan: " << m.name << " on " << p.gpus() << " GPUs, "
       << p.global_batch_tokens() << " tokens per step\n";
@@ -219,7 +219,10 @@ std::string torchtitan_toml(const ModelConfig& m, const Plan& p, std::vector<std
             break;
     }
     o << "mixed_precision_param = \"" << param << "\"\n";
-    o << "mixed_precision_reduce = \"" << reduce << "\"\n\n";
+    o << "mixed_precision_reduce = \"" << reduce << "\"\n";
+    // torchtitan/components/loss.py build_cross_entropy_loss: training.compile compiles the loss too.
+    if (opt.compiled_loss) o << "compile = true  # the plan's memory assumes a compiled loss (--compiled-loss)\n";
+    o << "\n";
 
     // ZeRO over dp -> FSDP2 sharding (ZeRO-3 = reshard after forward; ZeRO-2-like = never
     // reshard), ZeRO-0 -> pure replication (DDP).
@@ -267,12 +270,16 @@ json preflight_plan_document(const ModelConfig& model, const GpuSpec& gpu, const
     return j;
 }
 
-Emitted emit_plan(EmitFormat format, const ModelConfig& model, const GpuSpec& gpu, const Plan& plan) {
+Emitted emit_plan(EmitFormat format, const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
+                  const EmitOptions& options) {
     Emitted e;
+    if (options.compiled_loss && format != EmitFormat::torchtitan)
+        warn(&e.warnings, "the plan's memory assumes a torch.compile'd loss (--compiled-loss); compile your loss "
+                          "function, or an eager cross-entropy holds up to 14 B more per logit than planned");
     switch (format) {
         case EmitFormat::deepspeed: e.text = deepspeed_config(plan, &e.warnings).dump(2) + "\n"; break;
         case EmitFormat::megatron: e.text = megatron_arguments(model, plan, &e.warnings); break;
-        case EmitFormat::torchtitan: e.text = torchtitan_toml(model, plan, &e.warnings); break;
+        case EmitFormat::torchtitan: e.text = torchtitan_toml(model, plan, &e.warnings, options); break;
         case EmitFormat::preflight: e.text = preflight_plan_document(model, gpu, plan).dump(2) + "\n"; break;
         case EmitFormat::peft: e.text = peft_config(model, plan, &e.warnings).dump(2) + "\n"; break;
     }

@@ -89,6 +89,17 @@ TEST(Emit, TorchtitanToml) {
     EXPECT_TRUE(has(t, "data_parallel_replicate_degree = 1\n"));
     EXPECT_TRUE(has(t, "tensor_parallel_degree = 2\n"));
     EXPECT_TRUE(has(t, "mode = \"selective\"\n"));
+    EXPECT_FALSE(has(t, "compile = true"));
+    // A plan judged with a compiled loss turns training.compile on (build_cross_entropy_loss compiles
+    // the loss with it); formats without that switch warn instead.
+    EmitOptions compiled;
+    compiled.compiled_loss = true;
+    const Emitted c = emit_plan(EmitFormat::torchtitan, m, g, p, compiled);
+    EXPECT_TRUE(has(c.text, "mixed_precision_reduce = \"float32\"\ncompile = true"));
+    EXPECT_TRUE(c.warnings.empty());
+    const Emitted ds = emit_plan(EmitFormat::deepspeed, m, g, p, compiled);
+    ASSERT_EQ(ds.warnings.size(), emit_plan(EmitFormat::deepspeed, m, g, p).warnings.size() + 1);
+    EXPECT_TRUE(has(ds.warnings.front(), "--compiled-loss"));
     p.zero = ZeroStage{0};
     const std::string ddp = torchtitan_toml(m, p);
     EXPECT_TRUE(has(ddp, "data_parallel_replicate_degree = 4\n"));

@@ -18,6 +18,11 @@ enum class EmitFormat { deepspeed, megatron, torchtitan, preflight, peft };
 std::string_view to_string(EmitFormat f);
 std::optional<EmitFormat> parse_emit_format(std::string_view s);
 
+// What the plan was judged under beyond the Plan itself, which the artifact must reproduce.
+struct EmitOptions {
+    bool compiled_loss = false;  // memory judged with a torch.compile'd loss (MemoryOptions::compiled_loss)
+};
+
 struct Emitted {
     std::string text;                   // the artifact (JSON, arguments, TOML), ends with a newline
     std::vector<std::string> warnings;  // where the framework cannot express the plan exactly
@@ -29,7 +34,8 @@ nlohmann::json deepspeed_config(const Plan& plan, std::vector<std::string>* warn
 // Megatron-LM pretrain_gpt.py arguments, one flag per line with '#' comments.
 std::string megatron_arguments(const ModelConfig& model, const Plan& plan, std::vector<std::string>* warnings = nullptr);
 // torchtitan job-config TOML fragment ([training], [parallelism], [activation_checkpoint], ...).
-std::string torchtitan_toml(const ModelConfig& model, const Plan& plan, std::vector<std::string>* warnings = nullptr);
+std::string torchtitan_toml(const ModelConfig& model, const Plan& plan, std::vector<std::string>* warnings = nullptr,
+                           const EmitOptions& options = {});
 // The plan document `preflight run` reads: plan_to_json's object (readable by
 // plan_from_json) plus schema_version, model and gpu names.
 nlohmann::json preflight_plan_document(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan);
@@ -38,6 +44,9 @@ nlohmann::json preflight_plan_document(const ModelConfig& model, const GpuSpec& 
 // precision and gradient-checkpointing settings, as one JSON object. Fine-tuning plans only.
 nlohmann::json peft_config(const ModelConfig& model, const Plan& plan, std::vector<std::string>* warnings = nullptr);
 
-Emitted emit_plan(EmitFormat format, const ModelConfig& model, const GpuSpec& gpu, const Plan& plan);
+// With options.compiled_loss, torchtitan's TOML turns training.compile on (it compiles the loss
+// with the model); the other formats warn that their loss keeps more than was planned.
+Emitted emit_plan(EmitFormat format, const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
+                  const EmitOptions& options = {});
 
 }  // namespace preflight
