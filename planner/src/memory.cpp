@@ -464,8 +464,9 @@ void validate_memory_options(const MemoryOptions& options) {
     limits::check_overhead_bytes(options.overhead_bytes);
     if (options.compiled_loss && (options.profile.evaluate || options.profile.loss_fp32_logit_buffers == 0))
         throw InputError("--compiled-loss", "the " + options.profile.name +
-                                                " profile's loss is not PyTorch's eager cross-entropy (torch.compile "
-                                                "of the loss is modelled for --framework torchtitan and pytorch)");
+                                                " profile does not model PyTorch's eager cross-entropy, whose fp32 "
+                                                "buffers a compiled loss removes; --compiled-loss applies to "
+                                                "--framework torchtitan and pytorch");
 }
 
 MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in,
