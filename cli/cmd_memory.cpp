@@ -72,11 +72,12 @@ void print_table(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
                       << " pipeline run-ahead + " << format_bytes(r.reserved_extra.constant_bytes)
                       << " constant (fitted; host pace " << to_string(r.host_pace)
                       << "), rounded up to 2 MiB segments\n";
-        std::cout << "outside PyTorch:       " << format_bytes(r.non_pytorch_bytes) << " (CUDA context + NCCL)\n"
-                  << "verdict margin:        " << format_bytes(r.verdict_margin_bytes)
-                  << " (fitted on measured fit/OOM outcomes)\n"
-                  << "device need:           " << format_bytes(r.device_peak_bytes)
-                  << " (reserved + outside PyTorch + margin)\n";
+        std::cout << "outside PyTorch:       " << format_bytes(r.non_pytorch_bytes) << " (CUDA context + NCCL)\n";
+        if (r.verdict_margin_bytes > 0)
+            std::cout << "verdict margin:        " << format_bytes(r.verdict_margin_bytes)
+                      << " (fitted on measured fit/OOM outcomes)\n";
+        std::cout << "device need:           " << format_bytes(r.device_peak_bytes) << " (reserved + outside PyTorch"
+                  << (r.verdict_margin_bytes > 0 ? " + margin)\n" : ")\n");
         if (r.fits)
             std::cout << "verdict:               FITS, " << format_bytes(r.capacity_bytes - r.device_peak_bytes)
                       << " free of " << format_bytes(r.capacity_bytes) << " (device need)\n";

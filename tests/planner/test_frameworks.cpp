@@ -449,6 +449,30 @@ TEST(TorchtitanProfile, CompiledLossHoldsTheLogitsAndTheirGradientOnly) {
     }
 }
 
+// torchtitan's reserved pool: PyTorch's caching allocator as fitted on the nanotron sweep (activation
+// fragmentation and constant reserve only; no host run-ahead terms, no verdict margin), and the fit
+// judged on reserved + the 1 GiB outside PyTorch. Table 1's 8B layout: the pool is the allocated peak
+// + 0.05595 x its activations + 204,032,545 B, rounded up to 2 MiB segments.
+TEST(TorchtitanProfile, ReservesWhatTheCachingAllocatorFragmentsAsFittedOnNanotron) {
+    const ModelConfig m = test::catalog_model("llama-3-8b");
+    const GpuSpec gpu = test::catalog_gpu("h100-sxm-80gb");
+    MemoryOptions o;
+    o.profile = *profile_by_name("torchtitan");
+    const MemoryReport r = evaluate_memory(m, gpu, torchtitan_8b_selective(8), o);
+    const AllocatorConstants n = nanotron_allocator_constants();
+    ASSERT_DOUBLE_EQ(o.profile.allocator.activation_fragmentation, n.activation_fragmentation);
+    EXPECT_EQ(o.profile.allocator.loss_stage_fragmentation, 0.0);
+    EXPECT_EQ(o.profile.allocator.pipeline_runahead_fragmentation, 0.0);
+    const std::int64_t extra = std::llround(n.activation_fragmentation * static_cast<double>(r.at_peak.activations)) +
+                               n.reserved_constant_bytes;
+    const std::int64_t segment = 2 * 1024 * 1024;
+    EXPECT_EQ(r.peak_reserved_bytes, (r.peak_allocated_bytes + extra + segment - 1) / segment * segment);
+    EXPECT_EQ(r.reserved_extra.loss_stage_bytes, 0);
+    EXPECT_EQ(r.verdict_margin_bytes, 0);
+    EXPECT_EQ(r.device_peak_bytes, r.peak_reserved_bytes + 1'073'741'824);  // the spec's overhead_bytes
+    EXPECT_EQ(r.fits, r.device_peak_bytes <= r.capacity_bytes);
+}
+
 TEST(Search, PinnedTensorParallelismMaySpanNodes) {
     const ModelConfig m = test::llama_model(4096, 4, 32, 32, 14336, 32000, 4096);  // tp 16 divides 32 heads
     const GpuSpec gpu = test::catalog_gpu("h100-sxm-80gb");  // 8 GPUs per node

@@ -54,6 +54,18 @@ FrameworkProfile torchtitan_profile() {
     p.fsdp_pp_accumulates_unsharded_grads = true;
     // Every tensor through PyTorch's caching allocator (512-byte blocks).
     p.allocation_granularity_bytes = kTorchMinBlockBytes;
+    // PyTorch's caching allocator is the same under every framework: its fragmentation of the
+    // activations and its constant reserve, as fitted on the nanotron sweep, are transferred here
+    // and judged on torchtitan's published runs, which the fit never saw (data set README). The
+    // nanotron terms for a host running ahead (around the loss, along a deep pipeline) and its
+    // verdict margin describe nanotron's loop and its sweep, and are not transferred.
+    const AllocatorConstants fitted = nanotron_allocator_constants();
+    p.allocator.activation_fragmentation = fitted.activation_fragmentation;
+    p.allocator.reserved_constant_bytes = fitted.reserved_constant_bytes;
+    p.allocator.provenance = "activation fragmentation and constant reserve transferred from the nanotron fit (" +
+                             fitted.provenance + "); judged on torchtitan's published runs";
+    // The fit is judged on the reserved pool plus the memory outside PyTorch, as a job dies.
+    p.verdict_on_reserved = true;
     return p;
 }
 
