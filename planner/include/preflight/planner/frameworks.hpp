@@ -18,8 +18,9 @@ namespace preflight {
 // with the caching-allocator constants fitted on the Ultra-Scale Playbook sweep.
 FrameworkProfile nanotron_profile();
 
-// torchtitan (pytorch/torchtitan): FSDP2/DTensor training of Llama with torch.compile off;
-// terms as in profiles/torchtitan.cpp.
+// torchtitan (pytorch/torchtitan): FSDP2/DTensor training of Llama, its blocks run eagerly (a
+// compiled loss is MemoryOptions::compiled_loss), PyTorch's caching-allocator reserve as fitted on
+// the nanotron sweep; terms as in profiles/torchtitan.cpp.
 FrameworkProfile torchtitan_profile();
 
 // DeepSpeed (microsoft/DeepSpeed) ZeRO-1/2/3 with its default bucket sizes; profiles/deepspeed.cpp.
