@@ -373,13 +373,8 @@ TEST(TorchtitanProfile, PipelineKeepsTheStageGatheredAndAccumulatesUnshardedGrad
 }
 
 namespace {
-// The steady-state timeline entry at the loss (output+loss phase of the last micro-batch shown).
-MemoryBreakdown at_loss(const MemoryReport& r) {
-    for (const auto& e : r.timeline_steady)
-        if (e.phase.kind == PhaseKind::output_loss) return e.bytes;
-    ADD_FAILURE() << "no output+loss phase in the timeline";
-    return {};
-}
+// The steady-state timeline entry at the loss (its output+loss phase).
+MemoryBreakdown at_loss(const MemoryReport& r) { return test::timeline_at(r, PhaseKind::output_loss).bytes; }
 // torchtitan's Table 4 layout for Llama 3.1 70B: FSDP 32 x TP 8 (sequence parallel), local batch 16,
 // seq 8192, full AC: 131,072 tokens a rank, 128,256 / 8 = 16,032 vocabulary entries a TP shard.
 Plan torchtitan_70b_2d() {

@@ -1,11 +1,14 @@
 // Test helpers: the repository's catalog and hand-built HF configs.
 #pragma once
 
+#include <cstdint>
+#include <stdexcept>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "preflight/planner/catalog.hpp"
+#include "preflight/planner/memory.hpp"
 
 namespace preflight::test {
 
@@ -30,6 +33,14 @@ inline ModelConfig llama_model(std::int64_t hidden, std::int64_t layers, std::in
                           {"intermediate_size", ffn},       {"vocab_size", vocab},
                           {"max_position_embeddings", positions}, {"tie_word_embeddings", false}};
     return model_from_hf_config(cfg, "llama-test");
+}
+
+// The first steady-state timeline entry of a phase kind (and layer, when not 0) of a report made
+// with MemoryOptions::timeline; throws when the timeline has none.
+inline const TimelineEntry& timeline_at(const MemoryReport& r, PhaseKind kind, std::int64_t layer = 0) {
+    for (const auto& e : r.timeline_steady)
+        if (e.phase.kind == kind && (layer == 0 || e.phase.layer == layer)) return e;
+    throw std::runtime_error("phase not found in the steady-state timeline");
 }
 
 }  // namespace preflight::test

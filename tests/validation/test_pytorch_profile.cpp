@@ -15,11 +15,7 @@ MemoryReport eval(const std::string& model, const Plan& plan, const FrameworkPro
     return evaluate_memory(test::catalog_model(model), test::catalog_gpu("h100-sxm-80gb"), plan, o);
 }
 
-const TimelineEntry& at(const MemoryReport& r, PhaseKind k, std::int64_t layer = 0) {
-    for (const auto& e : r.timeline_steady)
-        if (e.phase.kind == k && (layer == 0 || e.phase.layer == layer)) return e;
-    throw std::runtime_error("phase not found");
-}
+using test::timeline_at;
 
 Plan plan(std::int64_t seq, std::int64_t mbs, Precision p, AttentionKind a = AttentionKind::flash,
           Recompute r = Recompute::none) {
@@ -55,7 +51,7 @@ TEST(PytorchProfile, AutocastKeepsFp32ParametersAndGradientsWithoutMaster) {
     // every GPT-2 tensor is a multiple of 512 B (h = 768), so no rounding.
     const MemoryReport r = eval("gpt2", plan(512, 1, Precision::bf16_mixed), pytorch_profile());
     EXPECT_EQ(count_params(test::catalog_model("gpt2")).total, kGpt2Params);
-    const auto& start = at(r, PhaseKind::step_start).bytes;
+    const auto& start = timeline_at(r, PhaseKind::step_start).bytes;
     EXPECT_EQ(start.weights, 4 * kGpt2Params);
     EXPECT_EQ(start.gradients, 4 * kGpt2Params);
     EXPECT_EQ(start.master_weights, 0);
@@ -68,39 +64,41 @@ TEST(PytorchProfile, AutocastWeightCopiesLiveFromForwardToBackward) {
     const std::int64_t layer = 12 * 768 * 768, head = 50257 * 768;
     const MemoryReport r = eval("gpt2", plan(512, 1, Precision::bf16_mixed), pytorch_profile());
     const std::int64_t base = 4 * kGpt2Params;
-    EXPECT_EQ(at(r, PhaseKind::forward, 3).bytes.weights - base, 3 * layer * 2);
-    EXPECT_EQ(at(r, PhaseKind::output_loss).bytes.weights - base, (12 * layer + head) * 2);  // 247,064,064 B
+    EXPECT_EQ(timeline_at(r, PhaseKind::forward, 3).bytes.weights - base, 3 * layer * 2);
+    EXPECT_EQ(timeline_at(r, PhaseKind::output_loss).bytes.weights - base, (12 * layer + head) * 2);  // 247,064,064 B
     EXPECT_EQ((12 * layer + head) * 2, 247'064'064);
-    EXPECT_EQ(at(r, PhaseKind::backward, 5).bytes.weights - base, 5 * layer * 2);
-    EXPECT_EQ(at(r, PhaseKind::optimizer_step).bytes.weights - base, 0);
+    EXPECT_EQ(timeline_at(r, PhaseKind::backward, 5).bytes.weights - base, 5 * layer * 2);
+    EXPECT_EQ(timeline_at(r, PhaseKind::optimizer_step).bytes.weights - base, 0);
     // Full recompute: the autocast cache is cleared after forward; backward holds only the
     // recomputed layer's copies.
     const MemoryReport f = eval("gpt2", plan(512, 1, Precision::bf16_mixed, AttentionKind::flash, Recompute::full),
                                 pytorch_profile());
-    EXPECT_EQ(at(f, PhaseKind::backward, 5).bytes.weights - base, layer * 2);
+    EXPECT_EQ(timeline_at(f, PhaseKind::backward, 5).bytes.weights - base, layer * 2);
     // No autocast, no copies.
     const MemoryReport p = eval("gpt2", plan(512, 1, Precision::bf16), pytorch_profile());
-    EXPECT_EQ(at(p, PhaseKind::output_loss).bytes.weights, 2 * kGpt2Params);
+    EXPECT_EQ(timeline_at(p, PhaseKind::output_loss).bytes.weights, 2 * kGpt2Params);
 }
 
 TEST(PytorchProfile, LossHoldsThreeFp32LogitBuffers) {
     // s*b*V*(2 + 3*4): bf16 logits + log_softmax output + two fp32 gradients = 14 B per logit.
     const MemoryReport r = eval("gpt2", plan(1024, 1, Precision::bf16_mixed), pytorch_profile());
-    EXPECT_EQ(at(r, PhaseKind::output_loss).bytes.logits_and_loss, 1024LL * 50257 * 14);  // 720,484,352
+    EXPECT_EQ(timeline_at(r, PhaseKind::output_loss).bytes.logits_and_loss, 1024LL * 50257 * 14);  // 720,484,352
     const MemoryReport f = eval("gpt2", plan(1024, 1, Precision::fp32), pytorch_profile());
-    EXPECT_EQ(at(f, PhaseKind::output_loss).bytes.logits_and_loss, 1024LL * 50257 * 16);
+    EXPECT_EQ(timeline_at(f, PhaseKind::output_loss).bytes.logits_and_loss, 1024LL * 50257 * 16);
 }
 
 TEST(PytorchProfile, PureBf16MomentsInParameterDtypeAndForeachTemporary) {
     // torch.optim.AdamW: exp_avg, exp_avg_sq = zeros_like(param) -> 2 + 2 B per bf16 parameter;
     // the foreach step allocates sqrt(exp_avg_sq): one more moment (2 B) at the optimizer step.
     const MemoryReport r = eval("gpt2", plan(512, 1, Precision::bf16), pytorch_profile());
-    EXPECT_EQ(at(r, PhaseKind::step_start).bytes.optimizer_states, 4 * kGpt2Params);
-    EXPECT_EQ(at(r, PhaseKind::optimizer_step).bytes.buffers - at(r, PhaseKind::step_start).bytes.buffers,
+    EXPECT_EQ(timeline_at(r, PhaseKind::step_start).bytes.optimizer_states, 4 * kGpt2Params);
+    EXPECT_EQ(timeline_at(r, PhaseKind::optimizer_step).bytes.buffers -
+                  timeline_at(r, PhaseKind::step_start).bytes.buffers,
               2 * kGpt2Params);
     // Under autocast the moments are fp32 and so is the temporary.
     const MemoryReport a = eval("gpt2", plan(512, 1, Precision::bf16_mixed), pytorch_profile());
-    EXPECT_EQ(at(a, PhaseKind::optimizer_step).bytes.buffers - at(a, PhaseKind::step_start).bytes.buffers,
+    EXPECT_EQ(timeline_at(a, PhaseKind::optimizer_step).bytes.buffers -
+                  timeline_at(a, PhaseKind::step_start).bytes.buffers,
               4 * kGpt2Params);
 }
 
@@ -113,7 +111,7 @@ TEST(PytorchProfile, CachingAllocatorRoundsEachStateTensorTo512Bytes) {
     ASSERT_EQ(m.layers, 32);
     const std::int64_t P = count_params(m).total;
     const MemoryReport r = eval("smollm-360m", plan(512, 1, Precision::fp32), pytorch_profile());
-    const auto& start = at(r, PhaseKind::step_start).bytes;
+    const auto& start = timeline_at(r, PhaseKind::step_start).bytes;
     EXPECT_EQ(start.weights, 4 * P + 65 * 256);
     EXPECT_EQ(start.gradients, 4 * P + 65 * 256);
     EXPECT_EQ(start.optimizer_states, 8 * P + 2 * 65 * 256);  // two moments, each rounded
