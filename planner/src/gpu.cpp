@@ -86,17 +86,20 @@ Efficiency efficiency_from_json(const json& j) {
     e.layer_launch_overhead_s = efficiency_value(*it, "layer_launch_overhead_s", e.layer_launch_overhead_s, -1, 1);
     e.tp_layer_launch_overhead_s =
         efficiency_value(*it, "tp_layer_launch_overhead_s", e.tp_layer_launch_overhead_s, -1, 1);
+    e.pipeline_span_layer_host_per_tp_s = efficiency_value(*it, "pipeline_span_layer_host_per_tp_s",
+                                                           e.pipeline_span_layer_host_per_tp_s, -1, 1);
     e.microbatch_sync_s = efficiency_value(*it, "microbatch_sync_s", e.microbatch_sync_s, -1, 60);
     e.microbatch_sync_half_nodes =
         efficiency_value(*it, "microbatch_sync_half_nodes", e.microbatch_sync_half_nodes, 0, 1e6);
     e.microbatch_sync_node_exponent =
-        efficiency_value(*it, "microbatch_sync_node_exponent", e.microbatch_sync_node_exponent, 0, 4);
+        efficiency_value(*it, "microbatch_sync_node_exponent", e.microbatch_sync_node_exponent, 0, 8);
     e.microbatch_sync_no_pipeline_fraction = efficiency_value(*it, "microbatch_sync_no_pipeline_fraction",
                                                               e.microbatch_sync_no_pipeline_fraction, -1, 1);
     for (const auto& [key, v] : {std::pair<const char*, double>{"intra_node_latency_s", e.intra_node_latency_s},
                                  {"inter_node_latency_s", e.inter_node_latency_s},
                                  {"layer_launch_overhead_s", e.layer_launch_overhead_s},
                                  {"tp_layer_launch_overhead_s", e.tp_layer_launch_overhead_s},
+                                 {"pipeline_span_layer_host_per_tp_s", e.pipeline_span_layer_host_per_tp_s},
                                  {"microbatch_sync_s", e.microbatch_sync_s},
                                  {"microbatch_sync_no_pipeline_fraction", e.microbatch_sync_no_pipeline_fraction}})
         if (v < 0) throw InputError(std::string("efficiency.") + key, "must be >= 0");

@@ -286,7 +286,8 @@ struct LayerTimes {
 };
 
 // op_sac: torchtitan's op-level selective recompute applies (the option and activations::op_sac_applies).
-LayerTimes layer_times(const LayerCost& lc, const Plan& p, const Efficiency& e, bool op_sac) {
+// span_host_s: the extra host time per layer when the pipeline spans nodes (0 otherwise).
+LayerTimes layer_times(const LayerCost& lc, const Plan& p, const Efficiency& e, bool op_sac, double span_host_s) {
     LayerTimes t;
     double recompute_tp = 0;
     if (p.recompute == Recompute::full) {
@@ -303,7 +304,7 @@ LayerTimes layer_times(const LayerCost& lc, const Plan& p, const Efficiency& e, 
     t.tp = lc.tp_fwd + lc.tp_bwd() + recompute_tp;
     // Host-side dispatch of one layer's forward and backward (fitted; 0 by default): the GPU
     // idles for the part its own work for the layer does not cover.
-    const double host = e.layer_launch_overhead_s + (p.tp > 1 ? e.tp_layer_launch_overhead_s : 0.0);
+    const double host = e.layer_launch_overhead_s + (p.tp > 1 ? e.tp_layer_launch_overhead_s : 0.0) + span_host_s;
     t.host = std::max(0.0, host - (t.fwd + t.bwd + t.tp));
     return t;
 }
@@ -525,8 +526,12 @@ Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, con
     const PrecisionBytes pb = precision_bytes(p.precision);
     const Rates r = step_rates(gpu, p, peak);
     const Links links = plan_links(gpu, p);
+    // Efficiency::pipeline_span_layer_host_per_tp_s: stages on more than one node.
+    const double span_host_s = opt.spanning_pipeline_host && p.pp > 1 && links.nodes > 1
+                                   ? e.pipeline_span_layer_host_per_tp_s * static_cast<double>(p.tp)
+                                   : 0.0;
     const LayerTimes lt = layer_times(layer_cost(model, p, r, links.tp, opt.tp_async_overlap), p, e,
-                                      opt.selective_op_sac && activations::op_sac_applies(model));
+                                      opt.selective_op_sac && activations::op_sac_applies(model), span_host_s);
     const EdgeTimes edges = edge_times(model, p, r, links.tp);
     const StageLayers layers = stage_layers(model, p, opt);
     const Slot slot = bottleneck_slot(layers, lt, edges, p.pp);

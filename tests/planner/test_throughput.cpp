@@ -147,6 +147,8 @@ TEST(GpuEfficiency, ParsedFromSpecWithDefaultsWhenAbsent) {
     const nlohmann::json raw = read_json_file(kData / "gpus" / "h100-sxm-80gb.json", "--gpu");
     EXPECT_DOUBLE_EQ(h100.efficiency.gemm_max_fraction_of_peak, raw["efficiency"]["gemm_max_fraction_of_peak"].get<double>());
     EXPECT_DOUBLE_EQ(h100.efficiency.layer_launch_overhead_s, raw["efficiency"]["layer_launch_overhead_s"].get<double>());
+    EXPECT_DOUBLE_EQ(h100.efficiency.pipeline_span_layer_host_per_tp_s,
+                     raw["efficiency"]["pipeline_span_layer_host_per_tp_s"].get<double>());
     EXPECT_NE(h100.efficiency.provenance.find("fitted by `preflight calibrate`"), std::string::npos);
     EXPECT_NE(h100.efficiency.provenance.find("cross-validation"), std::string::npos);
 
@@ -331,4 +333,38 @@ TEST(Throughput, TheFittedClusterStallIsChargedOnlyUnderTheNanotronProfile) {
     p.pp = 1;  // 128 * 2 = 256 GPUs; without a pipeline a quarter of it: 4 * 1.0 * 0.25 = 1.0 s
     p.dp = 128;
     EXPECT_NEAR(estimate_throughput(m, g, p, nanotron_throughput_options(m, p)).microbatch_sync_s, 1.0, 1e-9);
+}
+
+// Efficiency::pipeline_span_layer_host_per_tp_s, hand-derived. Llama-3-8B (32 layers, h 4096,
+// ffn 14336, vocab 128256) split by nanotron's compute costs (models/llama.py
+// get_block_compute_costs, models/base.py build_model): a layer costs 4h^2 + 3*ffn*h =
+// 243,269,632, the output layer V*h = 525,336,576; half the total (32 layers + head) is
+// 4,154,982,400, which layer 18 passes (17 layers: 4,135,583,744), so stage 0 holds 18
+// layers and is the busiest. With a 50 ms host floor per layer and 0.1 s more per TP rank,
+// tp 4 adds 0.4 s to every layer's host time, far above its GPU work: over 4 micro-batches
+// 4 * 18 * 0.4 = 28.8 s more exposed host time, when the pipeline spans two nodes under the
+// nanotron profile, and nothing inside one node, without a pipeline, or under other profiles.
+TEST(Throughput, HostTimePerLayerGrowsWithTpWhenThePipelineSpansNodes) {
+    const ModelConfig m = load_model("llama-3-8b", kData);
+    GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    g.efficiency.microbatch_sync_s = 0.0;
+    g.efficiency.layer_launch_overhead_s = 0.05;
+    g.efficiency.tp_layer_launch_overhead_s = 0.0;
+    Plan p = plan_8b();
+    p.tp = 4, p.sp = true, p.pp = 2, p.dp = 2, p.zero = zero_none, p.grad_acc = 4;  // 16 GPUs, 2 nodes
+    EXPECT_EQ(nanotron_throughput_options(m, p).stage_layers, (std::vector<std::int64_t>{18, 14}));
+    auto exposed_host_s = [&](const Plan& plan, double per_tp_s, bool nanotron) {
+        GpuSpec spec = g;
+        spec.efficiency.pipeline_span_layer_host_per_tp_s = per_tp_s;
+        ThroughputOptions o = nanotron ? nanotron_throughput_options(m, plan) : ThroughputOptions{};
+        return estimate_throughput(m, spec, plan, o).launch_overhead_s;
+    };
+    EXPECT_NEAR(exposed_host_s(p, 0.1, true) - exposed_host_s(p, 0.0, true), 4 * 18 * 0.4, 1e-9);
+    EXPECT_DOUBLE_EQ(exposed_host_s(p, 0.1, false), exposed_host_s(p, 0.0, false));  // Megatron-like
+    Plan one_node = p;
+    one_node.dp = 1;  // 8 GPUs
+    EXPECT_DOUBLE_EQ(exposed_host_s(one_node, 0.1, true), exposed_host_s(one_node, 0.0, true));
+    Plan no_pipeline = p;
+    no_pipeline.pp = 1, no_pipeline.dp = 4;  // 16 GPUs, 2 nodes, one stage
+    EXPECT_DOUBLE_EQ(exposed_host_s(no_pipeline, 0.1, true), exposed_host_s(no_pipeline, 0.0, true));
 }

@@ -80,7 +80,7 @@ std::vector<double> tokens_errors(const std::vector<ThroughputSample>& samples, 
 
 namespace {
 // Bounds: physical ranges, wide enough not to decide the answer.
-constexpr std::array<StepConstant, 13> kConstants{{
+constexpr std::array<StepConstant, 14> kConstants{{
     // Stage 1: what one or two nodes show (GEMMs, attention, host dispatch, NVLink, per-step cost).
     {"gemm_max_fraction_of_peak", &Efficiency::gemm_max_fraction_of_peak, 0.3, 0.95, 1},
     {"gemm_half_efficiency_dim", &Efficiency::gemm_half_efficiency_dim, 4, 4096, 1},
@@ -92,6 +92,7 @@ constexpr std::array<StepConstant, 13> kConstants{{
     // Stage 2: what only many nodes show (the network, the stall that grows with nodes).
     {"inter_node_bus_efficiency", &Efficiency::inter_node_bus_efficiency, 0.01, 1.0, 2},
     {"inter_node_latency_s", &Efficiency::inter_node_latency_s, 2e-6, 1e-4, 2},
+    {"pipeline_span_layer_host_per_tp_s", &Efficiency::pipeline_span_layer_host_per_tp_s, 1e-6, 2e-2, 2},
     {"microbatch_sync_s", &Efficiency::microbatch_sync_s, 1e-4, 5.0, 2},
     {"microbatch_sync_half_nodes", &Efficiency::microbatch_sync_half_nodes, 1.0, 512.0, 2},
     {"microbatch_sync_node_exponent", &Efficiency::microbatch_sync_node_exponent, 0.5, 8.0, 2},
@@ -323,6 +324,7 @@ json efficiency_to_json(const Efficiency& e) {
             {"inter_node_latency_s", e.inter_node_latency_s},
             {"layer_launch_overhead_s", e.layer_launch_overhead_s},
             {"tp_layer_launch_overhead_s", e.tp_layer_launch_overhead_s},
+            {"pipeline_span_layer_host_per_tp_s", e.pipeline_span_layer_host_per_tp_s},
             {"microbatch_sync_s", e.microbatch_sync_s},
             {"microbatch_sync_half_nodes", e.microbatch_sync_half_nodes},
             {"microbatch_sync_node_exponent", e.microbatch_sync_node_exponent},

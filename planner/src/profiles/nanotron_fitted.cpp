@@ -9,10 +9,10 @@ namespace preflight {
 
 AllocatorConstants nanotron_allocator_constants() {
     AllocatorConstants c;
-    c.activation_fragmentation = 0.05595;       // reserved bytes per allocated activation byte, extra
-    c.loss_stage_fragmentation = 47.71;         // extra per byte of the micro-batch's s*b*h on the loss stage
-    c.pipeline_runahead_fragmentation = 1.747;  // extra per byte of s*b*h x layers x in-flight micro-batches beyond 2
-    c.reserved_constant_bytes = 204'032'545;    // ~0.19 GiB
+    c.activation_fragmentation = 0.05670;       // reserved bytes per allocated activation byte, extra
+    c.loss_stage_fragmentation = 48.24;         // extra per byte of the micro-batch's s*b*h on the loss stage
+    c.pipeline_runahead_fragmentation = 1.743;  // extra per byte of s*b*h x layers x in-flight micro-batches beyond 2
+    c.reserved_constant_bytes = 198'264'866;    // ~0.18 GiB
     c.non_pytorch_bytes = -1;                   // the GPU spec's overhead_bytes (CUDA context, NCCL, workspaces)
     c.verdict_margin_bytes = 10'133'438'464;    // ~9.44 GiB
     c.provenance =

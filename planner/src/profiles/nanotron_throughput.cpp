@@ -19,6 +19,9 @@ void adjust_throughput_nanotron(const ModelConfig& model, const Plan& plan, Thro
     // 67c5ebb6) poll each message's metadata with time.sleep(0.1): the stall the GPU spec's
     // microbatch_sync_* constants were fitted to on the sweep's runs.
     o.cluster_stall = true;
+    // The sweep's pipelines across nodes pace each layer at a host time that grows with tp
+    // (Efficiency::pipeline_span_layer_host_per_tp_s, fitted on those runs).
+    o.spanning_pipeline_host = true;
 }
 
 ThroughputOptions nanotron_throughput_options(const ModelConfig& model, const Plan& plan) {

@@ -48,6 +48,14 @@ struct Efficiency {
     // more ops and collectives: tp_layer_launch_overhead_s more when tp > 1.
     double layer_launch_overhead_s = 0.0;
     double tp_layer_launch_overhead_s = 0.0;
+    // More host time per layer and micro-batch, per TP rank, when the pipeline's stages span
+    // nodes (pp > 1 on more than one node): tp * pipeline_span_layer_host_per_tp_s on top of the
+    // two above. On nanotron's sweep such jobs run no faster than about 4.6 + 2.4 * tp ms per
+    // layer of their busiest stage per micro-batch, whatever the micro-batch or the model, while
+    // pipelines inside one node and single-stage jobs across nodes show no such floor. Fitted;
+    // its cause is not established from nanotron's code. 0 = none. Charged only when
+    // ThroughputOptions::spanning_pipeline_host is set (the nanotron profile).
+    double pipeline_span_layer_host_per_tp_s = 0.0;
     // Per-micro-batch synchronisation stall that sets in as jobs grow (stragglers and
     // cross-node hand-offs): microbatch_sync_s * x / (1 + x) per micro-batch with
     // x = (nodes / microbatch_sync_half_nodes)^microbatch_sync_node_exponent (a logistic

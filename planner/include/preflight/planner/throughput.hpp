@@ -74,6 +74,10 @@ struct ThroughputOptions {
     // time.sleep(0.1); the sweep's 64-node jobs stall without a pipeline too), so only the
     // nanotron profile turns it on: other frameworks are not charged that cluster's stall.
     bool cluster_stall = false;
+    // Charge the GPU spec's fitted host time per layer and TP rank when the pipeline's stages
+    // span nodes (Efficiency::pipeline_span_layer_host_per_tp_s). Read off nanotron's runs on
+    // the same cluster, so only the nanotron profile turns it on.
+    bool spanning_pipeline_host = false;
     // Selective recompute as torchtitan's op-level policy (FrameworkProfile::selective_op_sac):
     // backward re-runs the unsaved GEMMs (wk, wo, w3: the even-numbered mm calls), the norms,
     // RoPE, SiLU and, with sequence parallelism, the two all-gathers, instead of the attention
