@@ -37,6 +37,8 @@ struct PlanCommandState {
     std::optional<double> base_batch;
     std::string attention_flops = "full";
     std::optional<std::int64_t> host_memory;
+    bool tp_comm_overlap = false;   // --tp-comm-overlap
+    bool overlap_p2p_comm = false;  // --overlap-p2p-comm
 };
 
 std::string seconds(double s) {
@@ -83,6 +85,11 @@ SearchRequest make_request(const PlanCommandState& st, const ModelConfig& model)
     r.memory.host_pace = host_pace(f);
     r.memory.compiled_loss = f.compiled_loss;
     r.throughput.attention_flops = *parse_attention_flops(st.attention_flops);
+    if ((st.tp_comm_overlap || st.overlap_p2p_comm) && f.framework != "megatron")
+        throw InputError(st.tp_comm_overlap ? "--tp-comm-overlap" : "--overlap-p2p-comm",
+                         "Megatron-Core's communication overlap: --framework megatron only, got '" + f.framework + "'");
+    r.throughput.tp_comm_overlap = st.tp_comm_overlap;
+    r.throughput.p2p_overlap = st.overlap_p2p_comm;
     // DeepSpeed's PipelineEngine asserts ZeRO stage < 2 (deepspeed/runtime/pipe/engine.py):
     // a recommendation emitted for it must not combine pp > 1 with ZeRO-2/3.
     if (st.emit == "deepspeed") r.max_zero_with_pp = 1;
@@ -299,6 +306,8 @@ int emit_recommendation(const PlanCommandState& st, const ModelConfig& model, co
     const Candidate& best = res.candidates.front();
     EmitOptions options;
     options.compiled_loss = st.flags.compiled_loss;
+    options.tp_comm_overlap = st.tp_comm_overlap;
+    options.overlap_p2p_comm = st.overlap_p2p_comm;
     const Emitted e = emit_plan(*parse_emit_format(st.emit), model, gpu, best.plan, options);
     std::cout << e.text;
     std::cerr << "# preflight plan: emitted the recommendation (" << to_flags(best.plan) << ")\n";
@@ -351,7 +360,9 @@ nlohmann::json plan_document(const PlanCommandState& st, const ModelConfig& mode
           {"headroom", req.headroom},
           {"limit_bytes", res.limit_bytes},
           {"batch_tolerance", req.batch_tolerance},
-          {"attention_flops", st.attention_flops}}},
+          {"attention_flops", st.attention_flops},
+          {"tp_comm_overlap", st.tp_comm_overlap},
+          {"overlap_p2p_comm", st.overlap_p2p_comm}}},
         {"search",
          {{"plans_evaluated", res.plans_evaluated},
           {"plans_fitting", res.plans_fitting},
@@ -437,6 +448,16 @@ Command add_plan_command(CLI::App& app) {
                     "Host (CPU) memory per node available for offloaded states, in bytes; with it the search also "
                     "weighs --offload optimizer/params and rejects plans needing more")
         ->transform(count_in_any_notation())
+        ->group(g);
+    sub->add_flag("--tp-comm-overlap", st->tp_comm_overlap,
+                  "Megatron-Core with TransformerEngine userbuffers (Megatron --tp-comm-overlap; Megatron-Bridge turns "
+                  "it on for its Llama 70B/405B recipes): with --sp each TP all-gather and reduce-scatter runs pipelined "
+                  "with the GEMM beside it, so only what that GEMM does not cover costs time. --framework megatron only")
+        ->group(g);
+    sub->add_flag("--overlap-p2p-comm", st->overlap_p2p_comm,
+                  "Megatron's --overlap-p2p-communication (on in Megatron-Bridge whenever vpp > 1): with "
+                  "--pp-schedule interleaved a chunk's pipeline sends run beside the next chunk's compute. "
+                  "--framework megatron only")
         ->group(g);
     sub->add_option("--attention-flops", st->attention_flops,
                     "Attention FLOPs in MFU/HFU: full (default; PaLM/Megatron convention, 4*s*q_width per token per "

@@ -124,7 +124,8 @@ void add_megatron_model_arguments(const ModelConfig& m, std::vector<std::string>
 
 }  // namespace
 
-std::string megatron_arguments(const ModelConfig& m, const Plan& p, std::vector<std::string>* w) {
+std::string megatron_arguments(const ModelConfig& m, const Plan& p, std::vector<std::string>* w,
+                               const EmitOptions& opt) {
     std::vector<std::string> a;
     auto arg = [&](std::string flag, std::string value = {}) {
         a.push_back(value.empty() ? flag : flag + " " + value);
@@ -152,6 +153,10 @@ std::string megatron_arguments(const ModelConfig& m, const Plan& p, std::vector<
             break;
     }
     if (p.dp > 1) arg("--overlap-grad-reduce");
+    // The overlaps the step time was judged with (TransformerEngine userbuffers need sequence
+    // parallelism; the p2p overlap applies to the interleaved schedule).
+    if (opt.tp_comm_overlap && p.tp > 1 && p.sp) arg("--tp-comm-overlap");
+    if (opt.overlap_p2p_comm && p.pp_schedule == PpSchedule::interleaved) arg("--overlap-p2p-communication");
     switch (p.recompute) {
         case Recompute::none: break;
         case Recompute::selective: arg("--recompute-activations"); break;
@@ -276,9 +281,12 @@ Emitted emit_plan(EmitFormat format, const ModelConfig& model, const GpuSpec& gp
     if (options.compiled_loss && format != EmitFormat::torchtitan)
         warn(&e.warnings, "the plan's memory assumes a torch.compile'd loss (--compiled-loss); compile your loss "
                           "function, or an eager cross-entropy holds up to 14 B more per logit than planned");
+    if ((options.tp_comm_overlap || options.overlap_p2p_comm) && format != EmitFormat::megatron)
+        warn(&e.warnings, "the plan's step time assumes Megatron's communication overlap (--tp-comm-overlap / "
+                          "--overlap-p2p-comm), which this format does not carry");
     switch (format) {
         case EmitFormat::deepspeed: e.text = deepspeed_config(plan, &e.warnings).dump(2) + "\n"; break;
-        case EmitFormat::megatron: e.text = megatron_arguments(model, plan, &e.warnings); break;
+        case EmitFormat::megatron: e.text = megatron_arguments(model, plan, &e.warnings, options); break;
         case EmitFormat::torchtitan: e.text = torchtitan_toml(model, plan, &e.warnings, options); break;
         case EmitFormat::preflight: e.text = preflight_plan_document(model, gpu, plan).dump(2) + "\n"; break;
         case EmitFormat::peft: e.text = peft_config(model, plan, &e.warnings).dump(2) + "\n"; break;

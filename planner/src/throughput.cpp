@@ -105,6 +105,24 @@ void async_tp_exposed(LayerCost& c, const double col[2], const double row[2], do
     }
 }
 
+// Exposed sequence-parallel collectives of one layer under TransformerEngine's userbuffers
+// overlap (Megatron-Core --tp-comm-overlap: megatron/core/extensions/transformer_engine.py passes
+// ub_overlap_ag / ub_overlap_rs and, for the layernorm column linears, ub_bulk_dgrad /
+// ub_bulk_wgrad to TE). Each collective is split into chunks pipelined with the GEMM beside it,
+// which hides it up to its own time:
+//  forward  column linear: all-gather + GEMM; row linear: GEMM + reduce-scatter;
+//  backward column linear: the input all-gather (for wgrad) beside the dgrad GEMM and the dgrad
+//           reduce-scatter beside the wgrad GEMM; row linear: the output-gradient all-gather
+//           beside the dgrad GEMM.
+void userbuffers_tp_exposed(LayerCost& c, const double col[2], const double row[2], double ag, double rs) {
+    c.tp_fwd = 0;
+    c.tp_bwd_s = 0;
+    for (int i = 0; i < 2; ++i) {
+        c.tp_fwd += std::max(0.0, ag - col[i]) + std::max(0.0, rs - row[i]);
+        c.tp_bwd_s += std::max(0.0, ag - col[i]) + std::max(0.0, rs - col[i]) + std::max(0.0, ag - row[i]);
+    }
+}
+
 // Attention core of one layer, forward and backward (flash or eager), one micro-batch.
 void attention_core(LayerCost& c, const ModelConfig& m, const Plan& p, const Rates& r) {
     const double t = static_cast<double>(p.tp);
@@ -138,7 +156,8 @@ void attention_core(LayerCost& c, const ModelConfig& m, const Plan& p, const Rat
 
 }
 
-LayerCost layer_cost(const ModelConfig& m, const Plan& p, const Rates& r, const LinkTier& tp_link, bool tp_async) {
+LayerCost layer_cost(const ModelConfig& m, const Plan& p, const Rates& r, const LinkTier& tp_link,
+                     const ThroughputOptions& opt) {
     const double t = static_cast<double>(p.tp);
     const double b = static_cast<double>(p.mbs), s = static_cast<double>(p.seq);
     const double M = b * s;  // tokens of the micro-batch (every TP rank sees all of them in its GEMMs)
@@ -186,14 +205,18 @@ LayerCost layer_cost(const ModelConfig& m, const Plan& p, const Rates& r, const 
     // becomes an all-gather before the column-parallel GEMM and a reduce-scatter after the
     // row-parallel one, the same volume with half the latency steps each (Korthikanti et al.
     // 2022, sec. 4.2.2). Not overlapped with compute (Megatron's default) unless the linears
-    // issue them asynchronously (tp_async).
+    // issue them asynchronously (opt.tp_async_overlap) or TransformerEngine pipelines them with
+    // the GEMMs (opt.tp_comm_overlap).
     if (p.tp > 1) {
         const double bytes = M * h * ab;
         c.tp_fwd = p.sp ? 2.0 * (gather_s(bytes, p.tp, tp_link) + scatter_s(bytes, p.tp, tp_link))
                         : 2.0 * allreduce_s(bytes, p.tp, tp_link);
         c.tp_bwd_s = c.tp_fwd;
-        if (tp_async && p.sp && !m.is_moe())
-            async_tp_exposed(c, col, row, gather_s(bytes, p.tp, tp_link), scatter_s(bytes, p.tp, tp_link), t);
+        const double ag = gather_s(bytes, p.tp, tp_link), rs = scatter_s(bytes, p.tp, tp_link);
+        if (opt.tp_comm_overlap && p.sp && !m.is_moe())
+            userbuffers_tp_exposed(c, col, row, ag, rs);
+        else if (opt.tp_async_overlap && p.sp && !m.is_moe())
+            async_tp_exposed(c, col, row, ag, rs, t);
         // Recomputing wk and w3 gathers their normalized inputs again (the reduce-scatter outputs are saved).
         if (p.sp) c.op_sac_tp = 2.0 * gather_s(bytes, p.tp, tp_link);
     }
@@ -530,7 +553,7 @@ Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, con
     const double span_host_s = opt.spanning_pipeline_host && p.pp > 1 && links.nodes > 1
                                    ? e.pipeline_span_layer_host_per_tp_s * static_cast<double>(p.tp)
                                    : 0.0;
-    const LayerTimes lt = layer_times(layer_cost(model, p, r, links.tp, opt.tp_async_overlap), p, e,
+    const LayerTimes lt = layer_times(layer_cost(model, p, r, links.tp, opt), p, e,
                                       opt.selective_op_sac && activations::op_sac_applies(model), span_host_s);
     const EdgeTimes edges = edge_times(model, p, r, links.tp);
     const StageLayers layers = stage_layers(model, p, opt);

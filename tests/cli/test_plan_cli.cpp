@@ -163,3 +163,34 @@ TEST(PlanCli, NanotronPipelineSearchIsNotRefused) {
 }
 
 
+
+// --tp-comm-overlap / --overlap-p2p-comm: Megatron-Bridge's Llama 3 70B H100 layout (tp 4 with
+// sequence parallelism, pp 8 x vpp 5, 64 GPUs) is predicted faster with the overlaps, the JSON
+// request records them, the emitted Megatron arguments carry them, and another framework is
+// refused (exit 2, naming the flag).
+TEST(PlanCli, MegatronCommunicationOverlaps) {
+    const std::string layout =
+        "plan --model llama-3-70b --gpu h100-sxm-80gb --gpus 64 --gbs-tokens 1048576 --seq 8192 --mbs 1 --grad-acc 64 "
+        "--dp 2 --tp 4 --pp 8 --sp --zero 1 --recompute none --precision fp8-mixed --attention flash "
+        "--pp-schedule interleaved --vpp 5";
+    const CliRun plain = run_preflight(layout + " --format json");
+    const CliRun overlapped = run_preflight(layout + " --tp-comm-overlap --overlap-p2p-comm --format json");
+    ASSERT_EQ(plain.exit_code, 0) << plain.err;
+    ASSERT_EQ(overlapped.exit_code, 0) << overlapped.err;
+    const auto a = nlohmann::json::parse(plain.out), b = nlohmann::json::parse(overlapped.out);
+    EXPECT_EQ(a.at("request").at("tp_comm_overlap"), false);
+    EXPECT_EQ(b.at("request").at("tp_comm_overlap"), true);
+    EXPECT_EQ(b.at("request").at("overlap_p2p_comm"), true);
+    const auto& ta = a.at("candidates").at(0).at("throughput");
+    const auto& tb = b.at("candidates").at(0).at("throughput");
+    EXPECT_LT(tb.at("step_time_s").get<double>(), ta.at("step_time_s").get<double>());
+    EXPECT_EQ(b.at("candidates").at(0).at("memory"), a.at("candidates").at(0).at("memory"));  // time only
+    const CliRun emitted = run_preflight(layout + " --tp-comm-overlap --overlap-p2p-comm --emit megatron");
+    ASSERT_EQ(emitted.exit_code, 0) << emitted.err;
+    EXPECT_TRUE(has(emitted.out, "--tp-comm-overlap")) << emitted.out;
+    EXPECT_TRUE(has(emitted.out, "--overlap-p2p-communication")) << emitted.out;
+    EXPECT_FALSE(has(run_preflight(layout + " --emit megatron").out, "--tp-comm-overlap"));
+    const CliRun refused = run_preflight(layout + " --tp-comm-overlap --framework nanotron");
+    EXPECT_EQ(refused.exit_code, 2);
+    EXPECT_TRUE(has(refused.err, "--tp-comm-overlap")) << refused.err;
+}

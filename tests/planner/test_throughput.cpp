@@ -270,13 +270,14 @@ Plan tp2_sp_plan() {
 }
 
 // Exposed TP time of llama-3.2-1b (16 layers, h 2048) under tp2_sp_plan: Megatron-style
-// (every collective exposed) minus nanotron's async linears.
-double sync_minus_async_tp_s(const GpuSpec& g) {
+// (every collective exposed) minus nanotron's async linears, or with `userbuffers` minus
+// TransformerEngine's pipelined collectives (ThroughputOptions::tp_comm_overlap).
+double sync_minus_async_tp_s(const GpuSpec& g, bool userbuffers = false) {
     const ModelConfig m = load_model("llama-3.2-1b", kData);
     EXPECT_EQ(m.layers, 16);
     EXPECT_EQ(m.hidden, 2048);
     ThroughputOptions sync, async;
-    async.tp_async_overlap = true;
+    (userbuffers ? async.tp_comm_overlap : async.tp_async_overlap) = true;
     const Throughput a = estimate_throughput(m, g, tp2_sp_plan(), async);
     const Throughput s = estimate_throughput(m, g, tp2_sp_plan(), sync);
     EXPECT_DOUBLE_EQ(a.compute_s, s.compute_s);  // only the exposed communication moves
@@ -305,6 +306,41 @@ TEST(Throughput, AsyncTensorParallelWithoutComputeToHideBehind) {
 TEST(Throughput, AsyncTensorParallelHidesBehindLongGemms) {
     const double c = 0.5 * 4096.0 * 2048.0 * 2.0 / 100e9;
     EXPECT_NEAR(sync_minus_async_tp_s(tp_link_only_gpu(1e12, 3.35e12)), 16.0 * 6.0 * c, 1e-12);
+}
+
+// TransformerEngine userbuffers (Megatron --tp-comm-overlap), c as above. With GEMMs too short
+// to hide anything every collective is exposed: forward 2 all-gathers + 2 reduce-scatters (4c);
+// backward, per linear pair, the input all-gather for wgrad, the input-gradient reduce-scatter and
+// the output-gradient all-gather (6c): 10c a layer against the Megatron-style 8c, 16 layers 32c
+// more. With GEMMs far slower than the link (1 TFLOP/s) each collective hides behind its GEMM
+// (the smallest, o_proj's 2*4096*2048*1024 FLOPs, takes > 17 ms against c ~ 84 us): 8c x 16 less.
+TEST(Throughput, UserbuffersHideEachTensorParallelCollectiveBehindItsGemm) {
+    const double c = 0.5 * 4096.0 * 2048.0 * 2.0 / 100e9;
+    EXPECT_NEAR(sync_minus_async_tp_s(tp_link_only_gpu(1e30, 1e30), true), -32.0 * c, 1e-12);
+    EXPECT_NEAR(sync_minus_async_tp_s(tp_link_only_gpu(1e12, 3.35e12), true), 16.0 * 8.0 * c, 1e-12);
+}
+
+// Megatron's overlap_p2p_comm with the interleaved schedule (ThroughputOptions::p2p_overlap): a
+// model chunk's hand-offs are exposed only beyond one chunk's compute. Llama-3-8B, tp 1, pp 2 x
+// vpp 2, 8 micro-batches: on a 1 TFLOP/s GPU a chunk (8 layers, > 1 s) hides its sends entirely;
+// with GEMMs, attention and memory all but free the sends stay exposed as without the overlap.
+TEST(Throughput, OverlappedPipelineSendsHideBehindTheNextChunk) {
+    const ModelConfig m = load_model("llama-3-8b", kData);
+    Plan p = plan_8b();
+    p.dp = 1, p.zero = zero_none, p.pp = 2, p.grad_acc = 8;
+    p.pp_schedule = PpSchedule::interleaved, p.vpp = 2;
+    ThroughputOptions plain, overlap;
+    overlap.p2p_overlap = true;
+    const GpuSpec slow = tp_link_only_gpu(1e12, 3.35e12);
+    EXPECT_GT(estimate_throughput(m, slow, p, plain).pp_communication_s, 0.0);
+    EXPECT_DOUBLE_EQ(estimate_throughput(m, slow, p, overlap).pp_communication_s, 0.0);
+    const GpuSpec fast = tp_link_only_gpu(1e30, 1e30);
+    const double exposed = estimate_throughput(m, fast, p, overlap).pp_communication_s;
+    EXPECT_NEAR(exposed, estimate_throughput(m, fast, p, plain).pp_communication_s, 1e-9 * exposed);
+    Plan one_f_one_b = p;  // the overlap applies to the interleaved schedule only
+    one_f_one_b.pp_schedule = PpSchedule::one_f_one_b, one_f_one_b.vpp = 1;
+    EXPECT_DOUBLE_EQ(estimate_throughput(m, slow, one_f_one_b, overlap).pp_communication_s,
+                     estimate_throughput(m, slow, one_f_one_b, plain).pp_communication_s);
 }
 
 TEST(Throughput, TheFittedClusterStallIsChargedOnlyUnderTheNanotronProfile) {

@@ -254,6 +254,45 @@ TEST(PublishedRuns, LossCompiledIsAnOptionalColumn) {
     EXPECT_THROW(with_lc("1", "yes"), InputError);
 }
 
+// Optional columns tp_comm_overlap and p2p_overlap (Megatron's communication overlaps): absent = 0,
+// and each refused (naming file:line and column) on a row where it cannot run. kRow re-laid out as
+// dp 4 x tp 2 with sequence parallelism (114,688 tokens a step), and as dp 4 x pp 2 x vpp 2.
+TEST(PublishedRuns, CommunicationOverlapsAreOptionalColumns) {
+    const auto plain = read_published_runs_csv(write_csv("noov.csv", kRow), test::data_dir())[0];
+    EXPECT_FALSE(plain.tp_comm_overlap);
+    EXPECT_FALSE(plain.p2p_overlap);
+    const fs::path f = temp_dir() / "ov.csv";
+    auto read = [&](const std::vector<std::pair<std::size_t, std::string>>& fields, const std::string& tp_ov,
+                    const std::string& p2p_ov) {
+        std::string row = kRow;
+        for (const auto& [index, value] : fields) {
+            std::size_t begin = 0;
+            for (std::size_t i = 0; i < index; ++i) begin = row.find(',', begin) + 1;
+            row.replace(begin, row.find(',', begin) - begin, value);
+        }
+        std::ofstream(f) << kHeader << ",tp_comm_overlap,p2p_overlap\n" << row << "," << tp_ov << "," << p2p_ov << "\n";
+        return read_published_runs_csv(f, test::data_dir())[0];
+    };
+    const std::vector<std::pair<std::size_t, std::string>> tp2_sp = {{6, "4"}, {7, "2"}, {14, "114688"}, {16, "1"}};
+    const std::vector<std::pair<std::size_t, std::string>> pp2_vpp2 = {{6, "4"}, {8, "2"}, {10, "2"}, {14, "114688"}};
+    EXPECT_TRUE(read(tp2_sp, "1", "").tp_comm_overlap);
+    EXPECT_FALSE(read(tp2_sp, "0", "0").tp_comm_overlap);
+    EXPECT_TRUE(read(pp2_vpp2, "", "1").p2p_overlap);
+    auto refused = [&](const std::vector<std::pair<std::size_t, std::string>>& fields, const std::string& tp_ov,
+                       const std::string& p2p_ov, const std::string& column) {
+        try {
+            read(fields, tp_ov, p2p_ov);
+            ADD_FAILURE() << column << " accepted where it cannot run";
+        } catch (const InputError& e) {
+            EXPECT_NE(std::string(e.what()).find("ov.csv:2 column '" + column + "'"), std::string::npos) << e.what();
+        }
+    };
+    refused({}, "1", "", "tp_comm_overlap");         // tp 1
+    refused(pp2_vpp2, "1", "", "tp_comm_overlap");   // tp 1 again, with a pipeline
+    refused(tp2_sp, "", "1", "p2p_overlap");         // no pipeline
+    refused({{6, "4"}, {8, "2"}, {14, "114688"}}, "", "1", "p2p_overlap");  // pp 2 without interleaving
+}
+
 TEST(PublishedRuns, MegatronBridgeHoldsItsLlamaRows) {
     const ExternalDataset d = read_external_dataset(kExternal / "megatron-bridge", test::data_dir());
     EXPECT_EQ(d.framework, "megatron");
@@ -272,6 +311,13 @@ TEST(PublishedRuns, MegatronBridgeHoldsItsLlamaRows) {
     EXPECT_EQ(r.plan.zero, 1);  // distributed optimizer
     EXPECT_TRUE(r.plan.sp);
     EXPECT_DOUBLE_EQ(*r.tokens_per_s_per_gpu, 1602.0);
+    // Its recipe turns on TransformerEngine's TP overlap (recipes/llama/llama3.py
+    // llama3_70b_pretrain_config: CommOverlapConfig(tp_comm_overlap=True)) and, with vpp > 1, the
+    // p2p overlap (training/comm_overlap.py); the 8B rows (tp 1) have neither.
+    EXPECT_TRUE(r.tp_comm_overlap);
+    EXPECT_TRUE(r.p2p_overlap);
+    EXPECT_FALSE(by_ref(d, "docs/performance-summary-archive.md:578").tp_comm_overlap);
+    EXPECT_FALSE(by_ref(d, "docs/performance-summary-archive.md:578").p2p_overlap);
     // Line 589: 8B on H100 recomputes 5 of 32 layers: kept, not modelled.
     EXPECT_FALSE(by_ref(d, "docs/performance-summary-archive.md:589").not_modelled.empty());
     // Line 207 (26.04.01): the same 70B layout at GBS 256 = 1 x 128 x dp 2, 1664 tokens/s/GPU.

@@ -67,6 +67,8 @@ EvaluatedRun evaluate_row(const ExternalRun& r, const ExternalDataset& d, const 
         e.measured_tokens_per_s_per_gpu = r.tokens_per_s_per_gpu;
         ThroughputOptions o;
         o.breakdown = false;
+        o.tp_comm_overlap = r.tp_comm_overlap;
+        o.p2p_overlap = r.p2p_overlap;
         o = throughput_options_for(profile, r.model, r.plan, o);  // the framework's own step-time settings
         e.predicted_tokens_per_s_per_gpu = estimate_throughput(r.model, gpu, r.plan, o).tokens_per_s_per_gpu;
     }

@@ -290,6 +290,15 @@ void parse_published_recipe(const Row& r, ExternalRun& run) {
     // Optional column: the loss ran under torch.compile as well (empty or absent: it did not).
     run.loss_compiled = r.has("loss_compiled") && !r.raw("loss_compiled").empty() && r.flag("loss_compiled");
     if (run.loss_compiled && !run.compiled) throw r.error("loss_compiled", "is 1 but compile is 0");
+    // Optional columns: Megatron's communication overlaps (ThroughputOptions::tp_comm_overlap and
+    // p2p_overlap), each on only where it can run.
+    auto optional_flag = [&](const char* column) { return r.has(column) && !r.raw(column).empty() && r.flag(column); };
+    run.tp_comm_overlap = optional_flag("tp_comm_overlap");
+    if (run.tp_comm_overlap && !(p.tp > 1 && p.sp))
+        throw r.error("tp_comm_overlap", "is 1 but the row has no tensor parallelism with sequence parallelism");
+    run.p2p_overlap = optional_flag("p2p_overlap");
+    if (run.p2p_overlap && p.pp_schedule != PpSchedule::interleaved)
+        throw r.error("p2p_overlap", "is 1 but the row's pipeline is not interleaved (vpp > 1)");
 }
 
 // Outcome and measured figures; the stated parameter count is checked against the config.

@@ -21,6 +21,10 @@ std::optional<EmitFormat> parse_emit_format(std::string_view s);
 // What the plan was judged under beyond the Plan itself, which the artifact must reproduce.
 struct EmitOptions {
     bool compiled_loss = false;  // memory judged with a torch.compile'd loss (MemoryOptions::compiled_loss)
+    // Step time judged with Megatron's communication overlaps (ThroughputOptions::tp_comm_overlap,
+    // p2p_overlap): the Megatron arguments carry them, other formats warn.
+    bool tp_comm_overlap = false;
+    bool overlap_p2p_comm = false;
 };
 
 struct Emitted {
@@ -32,7 +36,8 @@ struct Emitted {
 // gradient_accumulation_steps, zero_optimization.stage, bf16/fp16, activation_checkpointing.
 nlohmann::json deepspeed_config(const Plan& plan, std::vector<std::string>* warnings = nullptr);
 // Megatron-LM pretrain_gpt.py arguments, one flag per line with '#' comments.
-std::string megatron_arguments(const ModelConfig& model, const Plan& plan, std::vector<std::string>* warnings = nullptr);
+std::string megatron_arguments(const ModelConfig& model, const Plan& plan, std::vector<std::string>* warnings = nullptr,
+                               const EmitOptions& options = {});
 // torchtitan job-config TOML fragment ([training], [parallelism], [activation_checkpoint], ...).
 std::string torchtitan_toml(const ModelConfig& model, const Plan& plan, std::vector<std::string>* warnings = nullptr,
                            const EmitOptions& options = {});

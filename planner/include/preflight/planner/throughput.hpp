@@ -69,6 +69,17 @@ struct ThroughputOptions {
     // linear (nanotron tp_linear_async_communication in reduce-scatter mode): only the part of
     // each collective its GEMM does not cover is exposed. Off: every TP collective is exposed.
     bool tp_async_overlap = false;
+    // Megatron-Core with TransformerEngine's userbuffers (--tp-comm-overlap; Megatron-Bridge
+    // CommOverlapConfig.tp_comm_overlap): with sequence parallelism each all-gather and
+    // reduce-scatter runs in chunks pipelined with the GEMM it feeds or follows, forward and
+    // backward, so only what that GEMM does not cover is exposed. Takes precedence over
+    // tp_async_overlap. Off: Megatron's default, every TP collective exposed.
+    bool tp_comm_overlap = false;
+    // Interleaved 1F1B with Megatron's overlap_p2p_comm (--overlap-p2p-communication; set by
+    // Megatron-Bridge whenever vpp > 1, training/comm_overlap.py _get_model_comm_overlap_cfgs): a
+    // model chunk's sends and receives run beside the next chunk's compute, so only what that
+    // compute does not cover is exposed. Applies to the interleaved schedule only.
+    bool p2p_overlap = false;
     // Charge the GPU spec's fitted per-micro-batch stall (Efficiency::microbatch_sync_*). It was
     // measured on nanotron's runs on one cluster (its pipeline p2p polls metadata with
     // time.sleep(0.1); the sweep's 64-node jobs stall without a pipeline too), so only the

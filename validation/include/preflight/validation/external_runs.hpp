@@ -15,8 +15,10 @@
 //    model is a catalog config (column model_config, data/models/), the GPU a catalog name per
 //    row (column gpu), and any field the source leaves unstated is an empty cell (unknown).
 //    Rows the planner cannot express (a recompute policy it has no mode for, an unstated
-//    interleaving depth) are kept with the reason in `not_modelled`. Optional column
-//    loss_compiled (0/1; absent or empty = 0): the loss ran under torch.compile as well.
+//    interleaving depth) are kept with the reason in `not_modelled`. Optional columns (0/1;
+//    absent or empty = 0): loss_compiled, the loss ran under torch.compile as well;
+//    tp_comm_overlap, Megatron's TP collectives ran pipelined with their GEMMs (TransformerEngine
+//    userbuffers); p2p_overlap, the interleaved pipeline's sends ran beside compute.
 #pragma once
 
 #include <cstdint>
@@ -77,6 +79,9 @@ struct ExternalRun {
     bool compiled = false;        // torch.compile on (not modelled by the planner, but for the loss)
     // The run's cross-entropy was compiled too (optional column loss_compiled; MemoryOptions::compiled_loss).
     bool loss_compiled = false;
+    // Megatron's communication overlaps (optional columns; ThroughputOptions::tp_comm_overlap, p2p_overlap).
+    bool tp_comm_overlap = false;
+    bool p2p_overlap = false;
     std::optional<double> hfu;    // the source's own HFU, as a fraction
     std::optional<std::int64_t> reported_params;  // the source's exact parameter count
     std::string not_modelled;     // why the planner cannot express the row (empty: it can)
