@@ -287,12 +287,12 @@ void parse_published_recipe(const Row& r, ExternalRun& run) {
     if (!precision) throw r.error("precision", "unknown precision '" + prec + "'");
     p.precision = *precision;
     run.compiled = r.flag("compile");
-    // Optional column: the loss ran under torch.compile as well (empty or absent: it did not).
-    run.loss_compiled = r.has("loss_compiled") && !r.raw("loss_compiled").empty() && r.flag("loss_compiled");
-    if (run.loss_compiled && !run.compiled) throw r.error("loss_compiled", "is 1 but compile is 0");
-    // Optional columns: Megatron's communication overlaps (ThroughputOptions::tp_comm_overlap and
-    // p2p_overlap), each on only where it can run.
+    // Optional 0/1 columns (empty or absent: 0). The loss ran under torch.compile as well:
     auto optional_flag = [&](const char* column) { return r.has(column) && !r.raw(column).empty() && r.flag(column); };
+    run.loss_compiled = optional_flag("loss_compiled");
+    if (run.loss_compiled && !run.compiled) throw r.error("loss_compiled", "is 1 but compile is 0");
+    // Megatron's communication overlaps (ThroughputOptions::tp_comm_overlap and p2p_overlap), each
+    // on only where it can run.
     run.tp_comm_overlap = optional_flag("tp_comm_overlap");
     if (run.tp_comm_overlap && !(p.tp > 1 && p.sp))
         throw r.error("tp_comm_overlap", "is 1 but the row has no tensor parallelism with sequence parallelism");
