@@ -209,16 +209,15 @@ LayerCost layer_cost(const ModelConfig& m, const Plan& p, const Rates& r, const 
     // the GEMMs (opt.tp_comm_overlap).
     if (p.tp > 1) {
         const double bytes = M * h * ab;
-        c.tp_fwd = p.sp ? 2.0 * (gather_s(bytes, p.tp, tp_link) + scatter_s(bytes, p.tp, tp_link))
-                        : 2.0 * allreduce_s(bytes, p.tp, tp_link);
-        c.tp_bwd_s = c.tp_fwd;
         const double ag = gather_s(bytes, p.tp, tp_link), rs = scatter_s(bytes, p.tp, tp_link);
+        c.tp_fwd = p.sp ? 2.0 * (ag + rs) : 2.0 * allreduce_s(bytes, p.tp, tp_link);
+        c.tp_bwd_s = c.tp_fwd;
         if (opt.tp_comm_overlap && p.sp && !m.is_moe())
             userbuffers_tp_exposed(c, col, row, ag, rs);
         else if (opt.tp_async_overlap && p.sp && !m.is_moe())
             async_tp_exposed(c, col, row, ag, rs, t);
         // Recomputing wk and w3 gathers their normalized inputs again (the reduce-scatter outputs are saved).
-        if (p.sp) c.op_sac_tp = 2.0 * gather_s(bytes, p.tp, tp_link);
+        if (p.sp) c.op_sac_tp = 2.0 * ag;
     }
     return c;
 }
