@@ -312,15 +312,15 @@ Throughput estimate_extended_throughput(const ModelConfig& model, const GpuSpec&
     // as many stage boundaries.
     const double v = p.pp_schedule == PpSchedule::interleaved ? static_cast<double>(p.vpp) : 1.0;
     const double new_per_mb = old_per_mb + (d.d_compute + d.extra_comm) / m;
-    t.compute_s += d.d_compute - d.adapters_s - d.dequant_s;
     // Each of a micro-batch's v chunk hand-offs: exposed whole, or with overlap_p2p_comm only
-    // what one chunk's compute does not cover.
+    // what one chunk's compute (the base plan's plus the extensions' delta) does not cover.
     if (opt.p2p_overlap && v > 1) {
         const double chunk_s = (t.compute_s + d.d_compute) / (m * v);
         t.pp_communication_s = v * m * std::max(0.0, t.pp_communication_s / m - chunk_s);
     } else {
         t.pp_communication_s *= v;
     }
+    t.compute_s += d.d_compute - d.adapters_s - d.dequant_s;
     t.pipeline_bubble_s = p.pp > 1 ? pipeline_bubble_fraction(p) * m * new_per_mb : 0.0;
     t.cp_ep_communication_s = d.extra_comm;
 
