@@ -31,7 +31,11 @@ int run_calibrate(const CalibrateState& st) {
         return run_calibrate_external(sets, {st.gpu_given ? st.gpu : "", st.write_spec, st.format, data, !st.no_memory});
     const GpuSpec gpu = load_gpu(st.gpu, data);
     const auto runs = validation::load_calibration_runs(st.dir, gpu.name, st.source, data);
-    const validation::CalibrationResult r = validation::calibrate(runs, gpu);
+    // The runtime's reports fit the spec's "runtime" block (its own constants), not the GPU's
+    // generic ones that the framework profiles share.
+    const validation::CalibrationResult r = validation::calibrate(
+        runs, gpu, st.source == validation::kSourceRuntime ? validation::CalibrationTarget::runtime
+                                                           : validation::CalibrationTarget::generic);
     if (st.format == "json")
         std::cout << validation::calibration_to_json(r).dump(2) << "\n";
     else
@@ -46,7 +50,18 @@ int run_calibrate(const CalibrateState& st) {
                       st.dir.c_str(), st.gpu.c_str(), st.source.c_str(), r.train_runs, r.held_out_runs,
                       100 * r.step_held_before.p50, 100 * r.step_held_after.p50, 100 * r.step_held_before.max,
                       100 * r.step_held_after.max);
-        const auto spec = validation::calibrated_spec(read_json_file(spec_path, "--gpu"), r, b);
+        std::string provenance = b;
+        if (r.target == validation::CalibrationTarget::runtime) {
+            std::snprintf(b, sizeof b,
+                          "; held-out driver-measured device peak error p50 %.2f %% -> %.2f %%, max %.2f %% -> %.2f %%; "
+                          "overhead_bytes: median non-tensor device memory of %d training runs; pool slack: median of %d "
+                          "training runs with full recompute",
+                          100 * r.device_peak_held_before.p50, 100 * r.device_peak_held_after.p50,
+                          100 * r.device_peak_held_before.max, 100 * r.device_peak_held_after.max, r.overhead_runs,
+                          r.pool_slack_runs);
+            provenance += b;
+        }
+        const auto spec = validation::calibrated_spec(read_json_file(spec_path, "--gpu"), r, provenance);
         validation::check_fitted_spec(spec, "--write-spec " + st.write_spec);  // bounded, and it loads
         runtime::write_file_atomic(st.write_spec, spec.dump(2) + "\n");
         std::cerr << "preflight calibrate: wrote " << st.write_spec << "\n";
@@ -67,7 +82,8 @@ Command add_calibrate_command(CLI::App& app) {
     sub->add_option("--source", st->source, "Reports to fit: preflight-runtime (default) | pytorch")
         ->check(CLI::IsMember({validation::kSourceRuntime, validation::kSourcePytorch}));
     sub->add_option("--write-spec", st->write_spec,
-                    "Write a copy of the GPU spec with the fitted \"efficiency\" and \"overhead_bytes\" and their provenance");
+                    "Write a copy of the GPU spec with the fitted constants and their provenance (preflight-runtime: its \"runtime\" "
+                    "block; pytorch: \"efficiency\" and \"overhead_bytes\")");
     sub->add_option("--data-dir", st->data_dir, "Catalog folder (default: $PREFLIGHT_DATA_DIR or the built-in data/)");
     sub->add_option("--format", st->format, "table (default) | json")->check(CLI::IsMember({"table", "json"}));
     sub->footer(

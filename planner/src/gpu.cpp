@@ -146,6 +146,26 @@ GpuSpec gpu_from_json(const json& j, const std::string& fallback_name) {
         for (const auto& [k, v] : s->items())
             if (v.is_string()) g.sources[k] = v.get<std::string>();
     g.efficiency = efficiency_from_json(j);
+    if (auto r = j.find("runtime"); r != j.end() && !r->is_null()) {
+        if (!r->is_object()) throw InputError("runtime", "must be a JSON object");
+        RuntimeCalibration rc;
+        try {
+            rc.efficiency = efficiency_from_json(*r);
+            rc.overhead_bytes = bytes(*r, "overhead_bytes", true);
+        } catch (const InputError& e) {
+            throw InputError("runtime", e.what());  // "runtime: efficiency.<key>: ..."
+        }
+        if (auto f = r->find("full_recompute_pool_slack_fraction"); f != r->end()) {
+            if (!f->is_number() || !(f->get<double>() >= 0 && f->get<double>() <= 4))
+                throw InputError("runtime.full_recompute_pool_slack_fraction", "must be a number in [0, 4]");
+            rc.full_recompute_pool_slack_fraction = f->get<double>();
+        }
+        if (auto p = r->find("provenance"); p != r->end()) {
+            if (!p->is_string()) throw InputError("runtime.provenance", "must be a string");
+            rc.provenance = p->get<std::string>();
+        }
+        g.runtime = rc;
+    }
     return g;
 }
 

@@ -104,6 +104,7 @@ struct StageModel {
     std::int64_t optimizer_temp = 0;  // profile: optimizer-step temporaries
     bool full_recompute = false;
     std::int64_t overhead = 0;
+    std::int64_t pool_slack = 0;  // profile: the device pool's slack under full recompute
     ZeroStage zero = zero_none;
     std::int64_t host_bytes = 0;            // offloaded states (extensions.hpp)
     std::int64_t earlier_layer_units = -1;  // interleaved schedule: layer activations held from earlier chunks
@@ -224,7 +225,8 @@ void add_layer_activations(StageModel& st, const ModelConfig& m, const Plan& p, 
         const std::int64_t tokens = d.seq * d.micro_batch;
         const std::int64_t attn_bwd =
             tokens * (d.q_width + d.q_width + 2 * d.kv_width) * d.activation_bytes / d.tp +
-            runtime_flash_bwd_workspace_bytes(d.micro_batch, m.heads / p.tp, d.seq, m.head_dim, d.activation_bytes) -
+            runtime_flash_bwd_workspace_bytes(d.micro_batch, m.heads / p.tp, std::max<std::int64_t>(1, m.kv_heads / p.tp), d.seq, m.head_dim,
+                                              d.activation_bytes) -
             tokens * d.hidden * d.residual_bytes;
         st.bwd_transient = std::max(st.bwd_transient, 2 * tokens * d.hidden * d.residual_bytes + attn_bwd);
     }
@@ -234,6 +236,8 @@ void add_layer_activations(StageModel& st, const ModelConfig& m, const Plan& p, 
     if (p.recompute == Recompute::full)
         st.bwd_transient += st.act_layer_full - (prof.full_recompute_shares_input ? layer_input_bytes(d) : 0);
     if (p.recompute == Recompute::selective) st.bwd_transient += st.act_layer_full - st.act_layer;
+    if (p.recompute == Recompute::full)
+        st.pool_slack = std::llround(prof.full_recompute_pool_slack_fraction * static_cast<double>(st.act_layer_full));
 }
 
 // Embedding-level tensors on the first stage; final norm, logits and loss on the last.
@@ -311,7 +315,7 @@ void add_buffers(StageModel& st, const ModelConfig& m, const GpuSpec& gpu, const
         st.autocast_head = params.head_local * 2;
     }
     if (p.dp > 1 && p.zero < 3) st.grad_buckets = prof.grad_bucket_bytes * prof.grad_buckets_in_flight;
-    st.overhead = opt.overhead_bytes.value_or(gpu.overhead_bytes);
+    st.overhead = opt.overhead_bytes.value_or(gpu.overhead_bytes) + st.pool_slack;
 }
 
 // 1F1B (Narayanan et al. 2021, sec. 2.2): stage i holds up to p - i micro-batches;

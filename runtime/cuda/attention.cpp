@@ -19,7 +19,7 @@ AttentionEngine::AttentionEngine(const Program& program, bool want_cudnn) : prog
     }
     std::string why;
     sdpa_ = CudnnSdpa::create(d.b, d.s, d.heads, d.kv_heads, d.head_dim,
-                              runtime_flash_bwd_workspace_bytes(d.b, d.heads, d.s, d.head_dim, 2),
+                              runtime_flash_bwd_workspace_bytes(d.b, d.heads, d.kv_heads, d.s, d.head_dim, 2),
                               kRuntimeGemmWorkspaceBytes, why);
     note_ = sdpa_ ? "attention: cuDNN fused flash attention (" + why + ")"
                   : "attention: the runtime's flash kernel (cuDNN fused attention unavailable: " + why + ")";

@@ -1,5 +1,6 @@
 #include "cudnn_sdpa.hpp"
 #include "cudnn_fns.hpp"
+#include "preflight/planner/profiles.hpp"
 
 #include <dlfcn.h>
 
@@ -231,6 +232,9 @@ struct CudnnSdpa::Impl {
     cudnnHandle_t handle = nullptr;
     std::int64_t b = 0, s = 0, h = 0, hk = 0, d = 0;
     Plan fwd, bwd;
+    // Where the backward engine's own workspace lives: 0 = the shared cuBLASLt workspace, else
+    // this offset into the flash backward workspace (after the accumulator; GQA engines).
+    std::int64_t bwd_engine_offset = 0;
     GraphBuilder gf, gb;
     float scale = 1.f, neg_inf = -std::numeric_limits<float>::infinity(), one = 1.f;
     std::int64_t C() const { return (h + 2 * hk) * d; }  // qkv row width
@@ -418,25 +422,35 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::create(std::int64_t b, std::int64_t s, std
             why = "backward: " + bwhy;
             return nullptr;
         }
-        // Workspace: the fp32 dQ accumulator and softmax sum fill the program's flash backward
-        // workspace; the engines' own workspace comes from the one cuBLASLt uses (ops on one
-        // stream never overlap), so cuDNN adds no memory the program does not plan.
+        // Workspace: the fp32 dQ accumulator and softmax sum start the program's flash backward
+        // workspace. An engine's own workspace comes from the one cuBLASLt uses (ops on one
+        // stream never overlap) when it fits there; a larger backward one (cuDNN's GQA engines)
+        // from the rest of the flash backward workspace, which the program sizes for it
+        // (profiles.hpp runtime_cudnn_gqa_engine_workspace_bytes). So cuDNN adds no memory the
+        // program does not plan.
         const std::int64_t fixed = b * heads * s * (d + 1) * 4;
         if (fixed > workspace_bytes) {
             why = "the backward needs " + std::to_string(fixed) + " bytes for its dQ accumulator and softmax sum, the "
                   "program plans " + std::to_string(workspace_bytes);
             return nullptr;
         }
-        const std::int64_t engine = std::max(impl->fwd.workspace_bytes, impl->bwd.workspace_bytes);
-        if (engine > shared_workspace_bytes) {
-            why = "its engines need " + std::to_string(engine) + " bytes of workspace (forward " +
-                  std::to_string(impl->fwd.workspace_bytes) + ", backward " + std::to_string(impl->bwd.workspace_bytes) +
-                  "), more than the shared " + std::to_string(shared_workspace_bytes);
+        const std::int64_t accum = runtime_flash_bwd_accumulator_bytes(b, heads, s, d);
+        const std::int64_t rest = std::max<std::int64_t>(0, workspace_bytes - accum);
+        if (impl->bwd.workspace_bytes > shared_workspace_bytes && impl->bwd.workspace_bytes <= rest)
+            impl->bwd_engine_offset = accum;
+        if (impl->fwd.workspace_bytes > shared_workspace_bytes ||
+            (impl->bwd.workspace_bytes > shared_workspace_bytes && impl->bwd_engine_offset == 0)) {
+            why = "its engines need " + std::to_string(std::max(impl->fwd.workspace_bytes, impl->bwd.workspace_bytes)) +
+                  " bytes of workspace (forward " + std::to_string(impl->fwd.workspace_bytes) + ", backward " +
+                  std::to_string(impl->bwd.workspace_bytes) + "), more than the shared " +
+                  std::to_string(shared_workspace_bytes) + " and the flash backward workspace's " +
+                  std::to_string(rest) + " after its accumulator";
             return nullptr;
         }
         why = "cuDNN " + std::to_string(lib.version) + " from " + lib.path_or_error + "; forward " + impl->fwd.engine +
               ", backward " + impl->bwd.engine + "; engine workspace " + std::to_string(impl->fwd.workspace_bytes) +
-              " / " + std::to_string(impl->bwd.workspace_bytes) + " bytes";
+              " / " + std::to_string(impl->bwd.workspace_bytes) + " bytes" +
+              (impl->bwd_engine_offset ? " (backward's in the flash backward workspace)" : "");
     } catch (const std::exception& e) {
         why = e.what();
         return nullptr;
@@ -483,7 +497,9 @@ void CudnnSdpa::backward(const bf16* qkv, const bf16* out, const float* lse, con
     auto* ws = static_cast<char*>(workspace);
     float* dq_accum = reinterpret_cast<float*>(ws);
     float* softmax_sum = reinterpret_cast<float*>(ws + accum_bytes);
-    void* engine_ws = m.bwd.workspace_bytes > 0 ? shared : nullptr;
+    void* engine_ws = m.bwd.workspace_bytes == 0 ? nullptr : m.bwd_engine_offset ? ws + m.bwd_engine_offset : shared;
+    if (m.bwd_engine_offset && m.bwd_engine_offset + m.bwd.workspace_bytes > workspace_bytes)
+        throw DeviceError(FailureKind::other, 0, "cuDNN SDPA backward", "engine workspace outside the planned one");
     PF_CUDA_CHECK(cudaMemsetAsync(dq_accum, 0, static_cast<std::size_t>(accum_bytes), stream));
     const bf16* q = qkv;
     const bf16* k = qkv + m.h * m.d;

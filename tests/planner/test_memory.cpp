@@ -5,6 +5,7 @@
 
 #include "catalog_fixture.hpp"
 #include "preflight/planner/memory.hpp"
+#include "preflight/planner/profiles.hpp"
 
 namespace preflight {
 namespace {
@@ -43,6 +44,29 @@ TEST(Memory, PeakIsTheMaximumOfTheFullTimeline) {
                     EXPECT_EQ(max_total(r.timeline_steady), r.peak_bytes);
                     EXPECT_EQ(max_total(r.timeline_first), r.first_step_peak_bytes);
                 }
+}
+
+// A profile's pool slack under full recompute is non-tensor memory: the overhead grows by the
+// fraction times one layer's full activations (gpt2, b 4, s 1024, bf16-mixed: the layer's
+// kept tensors with nothing recomputed), the tensors do not move, and other modes get none.
+TEST(Memory, FullRecomputePoolSlackIsOverhead) {
+    const ModelConfig m = test::catalog_model("gpt2");
+    Plan p;
+    p.seq = 1024;
+    p.mbs = 4;
+    MemoryOptions o;
+    o.profile = runtime_profile();
+    o.overhead_bytes = 0;
+    const std::int64_t layer_full = evaluate_memory(m, h100(), p, o).activations_per_layer_bytes;
+    p.recompute = Recompute::full;
+    const MemoryReport before = evaluate_memory(m, h100(), p, o);
+    o.profile.full_recompute_pool_slack_fraction = 0.5;
+    const MemoryReport after = evaluate_memory(m, h100(), p, o);
+    EXPECT_EQ(before.at_peak.overhead, 0);
+    EXPECT_EQ(after.at_peak.overhead, layer_full / 2);
+    EXPECT_EQ(after.peak_bytes - before.peak_bytes, layer_full / 2);
+    p.recompute = Recompute::selective;
+    EXPECT_EQ(evaluate_memory(m, h100(), p, o).at_peak.overhead, 0);
 }
 
 TEST(Memory, LogitsAtBf16PlusFp32CrossEntropyCopy) {

@@ -147,7 +147,10 @@ TEST(DryRun, ReportCarriesPredictionAndAgreement) {
     RunOptions o;
     const RunReport r = dry_run_report(m, h100(), p, o);
     EXPECT_EQ(r.mode, "dry-run");
-    EXPECT_EQ(r.predicted.tracked_peak_bytes, r.predicted.memory.peak_bytes - h100().overhead_bytes);
+    // The runtime's own measured non-tensor memory (the spec's "runtime" block), not the generic 1 GiB.
+    ASSERT_TRUE(h100().runtime.has_value());
+    EXPECT_EQ(r.predicted.memory.at_peak.overhead, h100().runtime->overhead_bytes);
+    EXPECT_EQ(r.predicted.tracked_peak_bytes, r.predicted.memory.peak_bytes - h100().runtime->overhead_bytes);
     EXPECT_LT(peak_relative_error(r), 0.01);
     EXPECT_FALSE(r.timeline.empty());
     EXPECT_GT(r.predicted.model_flops_per_step, 0);

@@ -156,3 +156,23 @@ TEST(Calibrate, FromReportFilesToAFittedSpec) {
     EXPECT_THROW(calibrate(std::vector<CalibrationRun>{loaded.front()}, spec), InputError);
     fs::remove_all(d);
 }
+
+// The runtime target writes the spec's "runtime" block and leaves the generic constants
+// (which the framework profiles share) alone; the block loads back.
+TEST(Calibrate, RuntimeTargetWritesTheRuntimeBlockOnly) {
+    const GpuSpec spec = test::catalog_gpu("h100-sxm-80gb");
+    const auto runs = synthetic_runs(spec, 60 * kMiB);
+    const CalibrationResult r = calibrate(runs, spec, CalibrationTarget::runtime);
+    EXPECT_EQ(r.target, CalibrationTarget::runtime);
+    const json raw = read_json_file(test::data_dir() / "gpus" / "h100-sxm-80gb.json", "spec");
+    const json fitted = calibrated_spec(raw, r, "runtime fit in a unit test");
+    EXPECT_EQ(fitted.at("efficiency"), raw.at("efficiency"));
+    EXPECT_EQ(fitted.at("overhead_bytes"), raw.at("overhead_bytes"));
+    const GpuSpec back = gpu_from_json(fitted, "x");
+    ASSERT_TRUE(back.runtime.has_value());
+    EXPECT_DOUBLE_EQ(back.runtime->efficiency.gemm_max_fraction_of_peak, r.after.gemm_max_fraction_of_peak);
+    EXPECT_DOUBLE_EQ(back.runtime->efficiency.layer_launch_overhead_s, r.after.layer_launch_overhead_s);
+    EXPECT_EQ(back.runtime->overhead_bytes, r.overhead_after);
+    EXPECT_EQ(back.runtime->provenance, "runtime fit in a unit test");
+    EXPECT_EQ(back.efficiency.gemm_max_fraction_of_peak, spec.efficiency.gemm_max_fraction_of_peak);
+}

@@ -22,7 +22,7 @@
 #                  ours, PyTorch eager and PyTorch torch.compile, same GPU, same call; MFU of each
 #     losscurve    same model, data, seed and initial weights: `preflight run --save-init` 50 steps, then
 #                  train.py --init-from --data preflight 50 steps, compared by compare_loss.py
-#                  (PREFLIGHT_LOSS_MODEL / _SEQ / _MBS / _PRECISION, default llama-3.2-1b 512 4 bf16-mixed)
+#                  (PREFLIGHT_LOSS_MODEL / _SEQ / _MBS / _PRECISION / _LR, default llama-3.2-1b 512 4 bf16-mixed 1e-3)
 #     debug        one small plan with --debug-sync (names the failing op if a kernel faults)
 #     all          check build test headline losscurve memcheck measure
 #
@@ -255,6 +255,8 @@ EOF
 )
     [[ -n $lines ]] || { note "measure: no configuration matches '$sel'"; return 1; }
     note "measure '$sel': $(echo "$lines" | wc -l) plans on $gpu"
+    # Local: the caller's variables (do_headline's id) must survive the loop's reads.
+    local id model seq mbs ga rc prec attn
     while read -r id model seq mbs ga rc prec attn; do
         # Resume: a plan already recorded on a device (report ok, and PyTorch's report there or not
         # applicable) is not run again unless PREFLIGHT_REMEASURE=1.
@@ -289,7 +291,9 @@ PY
         local code=$?
         note "$id: preflight run exit $code ($(python3 validation/gpu_session/gpu_session_summary.py --one "$mdir/$id.json" 2>/dev/null))"
         if [[ $pytorch == 1 && -f $train ]]; then
-            if [[ $rc == selective ]]; then
+            if [[ ${PREFLIGHT_REMEASURE:-0} != 1 ]] && python3 -c "import json,sys; sys.exit(0 if json.load(open(sys.argv[1])).get('status') in ('ok', 'allocation-failed') else 1)" "$mdir/$id.pytorch.json" 2>/dev/null; then
+                note "$id: PyTorch already recorded (set PREFLIGHT_REMEASURE=1 to measure again)"
+            elif [[ $rc == selective ]]; then
                 note "$id: PyTorch SKIPPED (HF transformers has no selective recompute; train.py exits 2 on it)"
             elif (( $(left) < est + 10 )); then
                 note "$id: PyTorch SKIPPED (budget: $(left)s left)"
@@ -328,17 +332,18 @@ do_headline() {
 do_losscurve() {
     ensure_built cli-only || return 1
     local model=${PREFLIGHT_LOSS_MODEL:-llama-3.2-1b} seq=${PREFLIGHT_LOSS_SEQ:-512} mbs=${PREFLIGHT_LOSS_MBS:-4}
-    local prec=${PREFLIGHT_LOSS_PRECISION:-bf16-mixed} n=50 dir=$mdir/losscurve
+    local prec=${PREFLIGHT_LOSS_PRECISION:-bf16-mixed} lr=${PREFLIGHT_LOSS_LR:-1e-3} n=50 dir=$mdir/losscurve
     mkdir -p "$dir"
     local tag=${model}_s${seq}_b${mbs}_${prec}
+    [[ $lr == 1e-3 ]] || tag=${tag}_lr${lr}
     if (( $(left) < 120 )); then note "losscurve: SKIPPED (budget: $(left)s left)"; return 0; fi
     evidence_run "$dir/$tag.preflight.log" "$(left)" "$build/cli/preflight" run --model "$model" --gpu "$gpu" --seq "$seq" \
-        --mbs "$mbs" --precision "$prec" --attention flash --steps "$n" --warmup 0 --seed 1234 --lr 1e-3 \
+        --mbs "$mbs" --precision "$prec" --attention flash --steps "$n" --warmup 0 --seed 1234 --lr "$lr" \
         --save-init "$dir/$tag.init.f32" --report "$dir/$tag.preflight.json"
     note "losscurve: preflight run exit $?"
     evidence_run "$dir/$tag.pytorch.log" "$(left)" python3 validation/pytorch/train.py --config "data/models/$model.json" \
         --model-name "$model" --gpu "$gpu" --seq "$seq" --mbs "$mbs" --precision "$prec" --attention flash --steps "$n" \
-        --warmup 0 --seed 1234 --lr 1e-3 --init-from "$dir/$tag.init.f32" --data preflight --report "$dir/$tag.pytorch.json"
+        --warmup 0 --seed 1234 --lr "$lr" --init-from "$dir/$tag.init.f32" --data preflight --report "$dir/$tag.pytorch.json"
     note "losscurve: train.py exit $?"
     python3 validation/pytorch/compare_loss.py "$dir/$tag.preflight.json" "$dir/$tag.pytorch.json" --steps "$n" \
         >"$dir/$tag.compare.txt" 2>&1

@@ -205,6 +205,22 @@ def load_preflight_init(model, path, model_type, shape):
             raise ValueError("init: unknown tensor %s" % n)
 
 
+def register_causal_sdpa(transformers, torch, expand_kv):
+    """Registers SDPA with is_causal=True and no mask (KV heads repeated to the query heads
+    first when expand_kv, else SDPA's enable_gqa); returns the implementation's name."""
+    def causal_sdpa(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
+        groups = query.shape[1] // key.shape[1]
+        if expand_kv and groups > 1:
+            key, value = key.repeat_interleave(groups, dim=1), value.repeat_interleave(groups, dim=1)
+        out = torch.nn.functional.scaled_dot_product_attention(
+            query, key, value, dropout_p=dropout, scale=scaling, is_causal=True,
+            enable_gqa=query.shape[1] != key.shape[1])
+        return out.transpose(1, 2).contiguous(), None
+    name = "preflight_causal_sdpa_expanded" if expand_kv else "preflight_causal_sdpa"
+    transformers.AttentionInterface.register(name, causal_sdpa)
+    return name
+
+
 def main(argv):
     a = parse_args(argv)
     if a.recompute == "selective":
@@ -260,6 +276,14 @@ def main(argv):
     pure_bf16 = a.precision == "bf16"
     amp = a.precision in ("bf16-mixed", "bf16-mixed-fp32-grads")
     impl = "sdpa" if a.attention == "flash" else "eager"
+    if a.attention == "flash" and (a.compile or a.precision == "fp32"):
+        # Under torch.compile, transformers' "sdpa" path materialises a boolean causal mask (its
+        # skip-the-mask shortcut is off while tracing), which FlashAttention refuses; in fp32 it
+        # asks SDPA for grouped-query attention (enable_gqa), which the memory-efficient kernel
+        # refuses. A registered attention function gets no mask (transformers creates none for
+        # implementations it has no mask function for) and asks SDPA for causal attention, as
+        # eager "sdpa" does; for fp32 it repeats the KV heads first (transformers' repeat_kv).
+        impl = register_causal_sdpa(transformers, torch, expand_kv=a.precision == "fp32")
     model = transformers.AutoModelForCausalLM.from_config(
         config, attn_implementation=impl, torch_dtype=torch.bfloat16 if pure_bf16 else torch.float32)
     shape = shape_of(hf)
@@ -272,6 +296,7 @@ def main(argv):
     if a.recompute == "full":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     report["measured"]["compiled"] = bool(a.compile)
+    report["measured"]["attn_implementation"] = impl
     if a.compile:
         model = torch.compile(model)
     if a.optimizer == "adamw":

@@ -9,6 +9,8 @@
 
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/memory.hpp"
+#include "preflight/planner/profiles.hpp"
 #include "preflight/planner/report.hpp"
 #include "preflight/planner/throughput.hpp"
 #include "preflight/validation/check.hpp"
@@ -83,9 +85,22 @@ std::vector<CalibrationRun> load_calibration_runs(const fs::path& dir, const std
             r.tracked_peak_bytes = m.at("tracked_peak_bytes").get<std::int64_t>();
         if (m.contains("overhead_bytes") && m.at("overhead_bytes").is_number_integer())
             r.overhead_bytes = m.at("overhead_bytes").get<std::int64_t>();
+        if (m.contains("device_used_peak_bytes") && m.at("device_used_peak_bytes").is_number_integer())
+            r.device_used_peak_bytes = m.at("device_used_peak_bytes").get<std::int64_t>();
         const RunCheck rc = check_report(j, r.id, {}, co);
-        if (const Comparison* pk = rc.find("peak_bytes"))
+        if (const Comparison* tk = rc.find("tracked_peak_bytes"))
+            r.predicted_tracked_peak_bytes = static_cast<std::int64_t>(tk->predicted);
+        else if (const Comparison* pk = rc.find("peak_bytes"))
             r.predicted_tracked_peak_bytes = static_cast<std::int64_t>(pk->predicted);
+        if (src == kSourceRuntime) {
+            // One layer's activations with nothing recomputed: what full recompute re-materialises.
+            Plan none = r.plan;
+            none.recompute = Recompute::none;
+            MemoryOptions mo;
+            mo.profile = runtime_profile();
+            r.full_layer_activation_bytes =
+                evaluate_memory(r.model, load_gpu(gpu_name, data_dir), none, mo).activations_per_layer_bytes;
+        }
         runs.push_back(std::move(r));
     }
     return runs;
@@ -93,27 +108,30 @@ std::vector<CalibrationRun> load_calibration_runs(const fs::path& dir, const std
 
 namespace {
 
-constexpr int kParams = 5;
-using Vec = std::array<double, kParams>;
+constexpr int kGenericParams = 5;
+constexpr int kRuntimeParams = 6;  // + layer_launch_overhead_s
 
 double logit(double p) { return std::log(p / (1 - p)); }
 double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
 
 // Unconstrained coordinates: logits for fractions of peak (kept in (0, 1)), logs for the
-// half-efficiency dimension and the per-step overhead (kept positive).
-Vec to_vec(const Efficiency& e) {
-    return {logit(std::clamp(e.gemm_max_fraction_of_peak, 1e-4, 1 - 1e-4)),
-            std::log(std::max(e.gemm_half_efficiency_dim, 1e-3)),
-            logit(std::clamp(e.attention_fraction_of_peak, 1e-4, 1 - 1e-4)),
-            logit(std::clamp(e.memory_bound_fraction_of_hbm, 1e-4, 1 - 1e-4)),
-            std::log(std::max(e.step_overhead_s, 1e-7))};
+// half-efficiency dimension and the per-step and per-layer overheads (kept positive).
+Point to_point(const Efficiency& e, int n) {
+    Point v = {logit(std::clamp(e.gemm_max_fraction_of_peak, 1e-4, 1 - 1e-4)),
+               std::log(std::max(e.gemm_half_efficiency_dim, 1e-3)),
+               logit(std::clamp(e.attention_fraction_of_peak, 1e-4, 1 - 1e-4)),
+               logit(std::clamp(e.memory_bound_fraction_of_hbm, 1e-4, 1 - 1e-4)),
+               std::log(std::max(e.step_overhead_s, 1e-7))};
+    if (n == kRuntimeParams) v.push_back(std::log(std::max(e.layer_launch_overhead_s, 1e-7)));
+    return v;
 }
-Efficiency from_vec(const Vec& v, Efficiency e) {
+Efficiency from_point(const Point& v, Efficiency e) {
     e.gemm_max_fraction_of_peak = sigmoid(v[0]);
     e.gemm_half_efficiency_dim = std::exp(v[1]);
     e.attention_fraction_of_peak = sigmoid(v[2]);
     e.memory_bound_fraction_of_hbm = sigmoid(v[3]);
     e.step_overhead_s = std::exp(v[4]);
+    if (v.size() > 5) e.layer_launch_overhead_s = std::exp(v[5]);
     return e;
 }
 
@@ -132,12 +150,19 @@ ErrorStats step_errors(const std::vector<CalibrationRun>& runs, const GpuSpec& g
     return error_stats(e);
 }
 
-ErrorStats device_peak_errors(const std::vector<CalibrationRun>& runs, std::int64_t overhead) {
+// The pool's slack under full recompute, in bytes, for a slack fraction.
+double pool_slack_bytes(const CalibrationRun& r, double fraction) {
+    return r.plan.recompute == Recompute::full ? fraction * static_cast<double>(r.full_layer_activation_bytes) : 0.0;
+}
+
+// Device peak: the driver's figure where the report has it, else tensors + measured overhead.
+ErrorStats device_peak_errors(const std::vector<CalibrationRun>& runs, std::int64_t overhead, double slack_fraction) {
     std::vector<double> e;
     for (const auto& r : runs) {
         if (!r.tracked_peak_bytes || !r.overhead_bytes || !r.predicted_tracked_peak_bytes) continue;
-        const double m = static_cast<double>(*r.tracked_peak_bytes + *r.overhead_bytes);
-        const double p = static_cast<double>(*r.predicted_tracked_peak_bytes + overhead);
+        const double m = r.device_used_peak_bytes ? static_cast<double>(*r.device_used_peak_bytes)
+                                                  : static_cast<double>(*r.tracked_peak_bytes + *r.overhead_bytes);
+        const double p = static_cast<double>(*r.predicted_tracked_peak_bytes + overhead) + pool_slack_bytes(r, slack_fraction);
         e.push_back(std::abs(m - p) / p);
     }
     return error_stats(e);
@@ -145,22 +170,30 @@ ErrorStats device_peak_errors(const std::vector<CalibrationRun>& runs, std::int6
 
 }  // namespace
 
-CalibrationResult calibrate(const std::vector<CalibrationRun>& runs, const GpuSpec& gpu) {
+CalibrationResult calibrate(const std::vector<CalibrationRun>& runs, const GpuSpec& gpu_in, CalibrationTarget target) {
+    // The runtime target fits the spec's "runtime" block: start from it where there is one.
+    GpuSpec gpu = gpu_in;
+    const bool runtime = target == CalibrationTarget::runtime;
+    if (runtime && gpu_in.runtime) {
+        gpu.efficiency = gpu_in.runtime->efficiency;
+        gpu.overhead_bytes = gpu_in.runtime->overhead_bytes;
+    }
+    const int n_params = runtime ? kRuntimeParams : kGenericParams;
     if (runs.size() < 2) throw InputError("DIR", "calibration needs at least 2 device runs with a measured step time (found " +
                                                      std::to_string(runs.size()) + ")");
     std::vector<CalibrationRun> train, held;
     split_runs(runs, train, held);
     CalibrationResult r;
+    r.target = target;
     r.before = gpu.efficiency;
     r.overhead_before = gpu.overhead_bytes;
+    r.pool_slack_fraction_before = runtime && gpu_in.runtime ? gpu_in.runtime->full_recompute_pool_slack_fraction : 0.0;
     r.train_runs = static_cast<int>(train.size());
     r.held_out_runs = static_cast<int>(held.size());
 
     GpuSpec g = gpu;
     auto objective = [&](const Point& v) {
-        Vec x{};
-        std::copy(v.begin(), v.end(), x.begin());
-        g.efficiency = from_vec(x, gpu.efficiency);
+        g.efficiency = from_point(v, gpu.efficiency);
         double sum = 0;
         for (const auto& t : train) {
             const double lr = std::log(predicted_step(t, g) / t.step_time_s);
@@ -169,15 +202,12 @@ CalibrationResult calibrate(const std::vector<CalibrationRun>& runs, const GpuSp
         return sum / static_cast<double>(train.size());
     };
     int evals = 0;
-    const Vec start = to_vec(gpu.efficiency);
-    Point x(start.begin(), start.end());
+    Point x = to_point(gpu.efficiency, n_params);
     // Two restarts from the best point so far: Nelder-Mead can stall on a flattened simplex.
     for (int round = 0; round < 3; ++round)
         x = nelder_mead(objective, x, round == 0 ? 0.5 : 0.1, 4000 * (round + 1), evals, 1e-14);
     r.iterations = evals;
-    Vec best{};
-    std::copy(x.begin(), x.end(), best.begin());
-    r.after = from_vec(best, gpu.efficiency);
+    r.after = from_point(x, gpu.efficiency);
 
     // Overhead: the median measured non-tensor memory of the training runs.
     std::vector<double> overheads;
@@ -185,6 +215,20 @@ CalibrationResult calibrate(const std::vector<CalibrationRun>& runs, const GpuSp
         if (t.overhead_bytes) overheads.push_back(static_cast<double>(*t.overhead_bytes));
     r.overhead_runs = static_cast<int>(overheads.size());
     r.overhead_after = overheads.empty() ? gpu.overhead_bytes : static_cast<std::int64_t>(std::llround(percentile(overheads, 0.5)));
+    // Pool slack under full recompute (runtime): what the driver saw beyond tensors and overhead,
+    // per byte of one layer's full activations, median over the training runs that recompute.
+    r.pool_slack_fraction_after = r.pool_slack_fraction_before;
+    if (runtime) {
+        std::vector<double> fractions;
+        for (const auto& t : train)
+            if (t.plan.recompute == Recompute::full && t.device_used_peak_bytes && t.tracked_peak_bytes &&
+                t.full_layer_activation_bytes > 0)
+                fractions.push_back(std::max(0.0, static_cast<double>(*t.device_used_peak_bytes - *t.tracked_peak_bytes -
+                                                                      r.overhead_after)) /
+                                    static_cast<double>(t.full_layer_activation_bytes));
+        r.pool_slack_runs = static_cast<int>(fractions.size());
+        if (!fractions.empty()) r.pool_slack_fraction_after = percentile(fractions, 0.5);
+    }
 
     GpuSpec fitted = gpu;
     fitted.efficiency = r.after;
@@ -192,8 +236,8 @@ CalibrationResult calibrate(const std::vector<CalibrationRun>& runs, const GpuSp
     r.step_train_after = step_errors(train, fitted);
     r.step_held_before = step_errors(held, gpu);
     r.step_held_after = step_errors(held, fitted);
-    r.device_peak_held_before = device_peak_errors(held, r.overhead_before);
-    r.device_peak_held_after = device_peak_errors(held, r.overhead_after);
+    r.device_peak_held_before = device_peak_errors(held, r.overhead_before, r.pool_slack_fraction_before);
+    r.device_peak_held_after = device_peak_errors(held, r.overhead_after, r.pool_slack_fraction_after);
     return r;
 }
 
@@ -206,12 +250,20 @@ json efficiency_json(const Efficiency& e) {
             {"attention_fraction_of_peak", e.attention_fraction_of_peak},
             {"memory_bound_fraction_of_hbm", e.memory_bound_fraction_of_hbm},
             {"collective_bus_efficiency", e.collective_bus_efficiency},
-            {"step_overhead_s", e.step_overhead_s}};
+            {"step_overhead_s", e.step_overhead_s},
+            {"layer_launch_overhead_s", e.layer_launch_overhead_s}};
 }
 }  // namespace
 
 json calibrated_spec(const json& spec, const CalibrationResult& r, const std::string& provenance) {
     json out = spec;
+    if (r.target == CalibrationTarget::runtime) {
+        out["runtime"] = {{"efficiency", efficiency_json(r.after)},
+                          {"overhead_bytes", r.overhead_after},
+                          {"full_recompute_pool_slack_fraction", r.pool_slack_fraction_after},
+                          {"provenance", provenance}};
+        return out;
+    }
     json e = efficiency_json(r.after);
     e["provenance"] = provenance;
     out["efficiency"] = e;
@@ -229,6 +281,9 @@ json calibration_to_json(const CalibrationResult& r) {
             {"after", efficiency_json(r.after)},
             {"overhead_bytes_before", r.overhead_before},
             {"overhead_bytes_after", r.overhead_after},
+            {"full_recompute_pool_slack_fraction_before", r.pool_slack_fraction_before},
+            {"full_recompute_pool_slack_fraction_after", r.pool_slack_fraction_after},
+            {"pool_slack_runs", r.pool_slack_runs},
             {"train_runs", r.train_runs},
             {"held_out_runs", r.held_out_runs},
             {"overhead_runs", r.overhead_runs},
@@ -257,7 +312,10 @@ std::string calibration_table(const CalibrationResult& r) {
     row("attention_fraction_of_peak", r.before.attention_fraction_of_peak, r.after.attention_fraction_of_peak);
     row("memory_bound_fraction_of_hbm", r.before.memory_bound_fraction_of_hbm, r.after.memory_bound_fraction_of_hbm);
     row("step_overhead_s", r.before.step_overhead_s, r.after.step_overhead_s);
+    if (r.target == CalibrationTarget::runtime) row("layer_launch_overhead_s", r.before.layer_launch_overhead_s, r.after.layer_launch_overhead_s);
     row("overhead_bytes", static_cast<double>(r.overhead_before), static_cast<double>(r.overhead_after));
+    if (r.target == CalibrationTarget::runtime)
+        row("full_recompute_pool_slack", r.pool_slack_fraction_before, r.pool_slack_fraction_after);
     auto err = [&](const char* n, const ErrorStats& x, const ErrorStats& y) {
         std::snprintf(b, sizeof b, "%-32s %6.2f%%/%6.2f%% %6.2f%%/%6.2f%%  (p50/max, n=%d)\n", n, 100 * x.p50, 100 * x.max,
                       100 * y.p50, 100 * y.max, y.n);

@@ -1,12 +1,14 @@
 #include "preflight/validation/check.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <fstream>
 
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/profiles.hpp"
+#include "preflight/planner/search.hpp"
 #include "preflight/planner/report.hpp"
 #include "preflight/planner/throughput.hpp"
 #include "preflight/runtime/runtime.hpp"
@@ -97,6 +99,27 @@ void compare(RunCheck& rc, const std::string& quantity, double measured, double 
     rc.comparisons.push_back(c);
 }
 
+// An out-of-memory run is a miss only when the planner says the plan fits with the headroom
+// `preflight plan` keeps (SearchRequest::headroom, 5 %): a plan predicted inside that band is
+// one the planner never recommends.
+void judge_out_of_memory(RunCheck& rc, const json& r, const GpuSpec& gpu, double predicted) {
+    const double capacity = r.contains("device") && r.at("device").is_object() ? r.at("device").value("memory_bytes", 0.0)
+                                                                               : static_cast<double>(gpu.memory_bytes);
+    const double limit = capacity > 0 ? capacity : static_cast<double>(gpu.memory_bytes);
+    const double headroom = SearchRequest{}.headroom;
+    if (predicted <= (1.0 - headroom) * limit) {
+        rc.out_of_tolerance = true;
+        rc.note = "ran out of memory, but the planner predicts it fits";
+    } else if (predicted <= limit) {
+        char b[160];
+        std::snprintf(b, sizeof b, "ran out of memory; predicted at %.1f %% of the device, inside the %.0f %% headroom "
+                      "`preflight plan` keeps free", 100.0 * predicted / limit, 100.0 * headroom);
+        rc.note = b;
+    } else {
+        rc.note = "ran out of memory, as predicted";
+    }
+}
+
 }  // namespace
 
 RunCheck check_report(const json& r, const std::string& id, const Tolerances& tol, const CheckOptions& options) {
@@ -125,17 +148,7 @@ RunCheck check_report(const json& r, const std::string& id, const Tolerances& to
     const json& m = r.at("measured");
 
     if (rc.status == "allocation-failed") {
-        // An out-of-memory run is a miss only when the planner says the plan fits.
-        const double capacity = r.contains("device") && r.at("device").is_object()
-                                    ? r.at("device").value("memory_bytes", 0.0)
-                                    : static_cast<double>(gpu.memory_bytes);
-        const double limit = capacity > 0 ? capacity : static_cast<double>(gpu.memory_bytes);
-        if (static_cast<double>(p.memory.peak_bytes) <= limit) {
-            rc.out_of_tolerance = true;
-            rc.note = "ran out of memory, but the planner predicts it fits";
-        } else {
-            rc.note = "ran out of memory, as predicted";
-        }
+        judge_out_of_memory(rc, r, gpu, static_cast<double>(p.memory.peak_bytes));
         return rc;
     }
 
@@ -151,8 +164,13 @@ RunCheck check_report(const json& r, const std::string& id, const Tolerances& to
         // Tensor memory the framework allocated (tracking allocator; torch.cuda.max_memory_allocated).
         compare(rc, "peak_bytes", *v, static_cast<double>(p.tracked_peak_bytes), tol);
     }
-    // Non-tensor device memory (CUDA context, library workspaces), when measured.
-    if (auto v = number(m, "overhead_bytes"))
+    // Non-tensor device memory (CUDA context, library workspaces), when measured. For the
+    // runtime with the driver's figures: everything the driver saw beyond the tensor peak,
+    // the pool's slack included (the planner counts that slack as overhead).
+    const auto tracked = number(m, "tracked_peak_bytes");
+    if (driver_peak && tracked && rc.source == kSourceRuntime)
+        compare(rc, "overhead_bytes", *driver_peak - *tracked, static_cast<double>(p.memory.at_peak.overhead), tol);
+    else if (auto v = number(m, "overhead_bytes"))
         compare(rc, "overhead_bytes", *v, static_cast<double>(p.memory.at_peak.overhead), tol);
     if (auto t = number(m, "step_time_s"); t && *t > 0) {
         if (p.step_time_s) compare(rc, "step_time_s", *t, *p.step_time_s, tol);

@@ -20,7 +20,7 @@ TEST(CudnnAttention, MatchesTheCpuReference) {
     // MHA and GQA (llama-3.2-1b: 32 query heads on 8 KV heads, d = 64), a d = 128 shape, odd s.
     for (ref::AttnShape a : {ref::AttnShape{2, 128, 4, 4, 64}, ref::AttnShape{1, 256, 8, 2, 64},
                              ref::AttnShape{1, 100, 4, 1, 128}}) {
-        const std::int64_t ws_bytes = runtime_flash_bwd_workspace_bytes(a.b, a.heads, a.s, a.d, 2);
+        const std::int64_t ws_bytes = runtime_flash_bwd_workspace_bytes(a.b, a.heads, a.kv_heads, a.s, a.d, 2);
         std::string why;
         auto sdpa = cuda::CudnnSdpa::create(a.b, a.s, a.heads, a.kv_heads, a.d, ws_bytes, kRuntimeGemmWorkspaceBytes, why);
         ASSERT_TRUE(sdpa) << "cuDNN refused b=" << a.b << " s=" << a.s << " heads=" << a.heads

@@ -71,6 +71,19 @@ struct Efficiency {
     std::string provenance = "uncalibrated built-in defaults (the GPU spec has no \"efficiency\" object)";
 };
 
+// The Preflight runtime's own constants on this GPU (spec key "runtime"), fitted by
+// `preflight calibrate` on the runtime's device runs (data/measurements/<gpu>/): its
+// step-time efficiency (a C++ program launching kernels has none of a Python framework's
+// host time), its non-tensor device memory (CUDA context + cuBLAS/cuDNN handles, measured by
+// the driver) and its memory pool's slack under full recompute. Absent: the GPU's generic
+// constants.
+struct RuntimeCalibration {
+    Efficiency efficiency;
+    std::int64_t overhead_bytes = 0;
+    double full_recompute_pool_slack_fraction = 0;  // of one layer's full activations
+    std::string provenance;
+};
+
 struct GpuSpec {
     std::string name;
     std::string display_name;
@@ -86,6 +99,7 @@ struct GpuSpec {
     std::optional<double> pcie_bandwidth_bytes_per_s;
     std::map<std::string, std::string> sources;   // key -> citation
     Efficiency efficiency;                        // "efficiency" object; defaults when absent
+    std::optional<RuntimeCalibration> runtime;    // "runtime" object (see RuntimeCalibration)
 };
 
 // Parses a GPU spec object; throws InputError naming the key on bad input.

@@ -55,6 +55,11 @@ struct FrameworkProfile {
     // Flash attention's backward allocates runtime_flash_bwd_workspace_bytes (profiles.hpp)
     // beside the attention gradients.
     bool flash_bwd_workspace = false;
+    // Memory the device pool keeps beyond the tensors under full recompute, as a fraction of
+    // one layer's full activations: the runtime's cudaMallocAsync pool re-maps about one
+    // re-materialised layer while backward frees and re-allocates it in another order
+    // (fitted: GpuSpec::runtime). Counted in `overhead` (non-tensor memory).
+    double full_recompute_pool_slack_fraction = 0;
 
     // --- Fields the PyTorch profile needs (profiles.hpp, pytorch_profile()): plain
     // PyTorch with Hugging Face transformers modules on one GPU. Every default below

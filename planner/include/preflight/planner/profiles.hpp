@@ -25,14 +25,36 @@ inline constexpr std::int64_t kRuntimeVocabPadMultiple = 128;
 // cuDNN's fused flash attention backward: an fp32 dQ accumulator [b, heads, s, d] and the
 // fp32 softmax sum rowsum(dO * O) [b, heads, s] (cudnn-frontend,
 // scaled_dot_product_flash_attention.h, CompositeSDPABackwardNode: dQ_accum and
-// softmax_sum). cuDNN's engines take their own workspace from the cuBLASLt workspace (one
-// stream: never in use at once; an engine needing more than it is not used). The runtime's
-// own kernel (fp32 path, or when cuDNN is absent) uses the first b*heads*s floats, so the
-// memory is the same whichever runs.
-inline std::int64_t runtime_flash_bwd_workspace_bytes(std::int64_t b, std::int64_t heads, std::int64_t s,
-                                                      std::int64_t head_dim, int activation_bytes) {
+// softmax_sum). With grouped-query attention (heads > kv_heads) the backward engine also asks
+// for its own workspace, which the runtime keeps here after the accumulator (256-byte
+// aligned): runtime_cudnn_gqa_engine_workspace_bytes. Other engine workspace comes from the
+// cuBLASLt workspace (one stream: never in use at once). The runtime's own kernel (fp32 path,
+// or when cuDNN is absent) uses the first b*heads*s floats, so the memory is the same
+// whichever runs.
+inline constexpr std::int64_t kRuntimeCudnnAlignBytes = 256;
+
+// cuDNN 9's GQA backward engine workspace: b*heads*s*d*4 + 256 bytes (measured on an H100 with
+// cuDNN 9.19: 67,109,120 B for b 4, 32 query heads on 8 KV heads, s 2048, d 64: an fp32
+// [b, heads, s, d] buffer, the K/V gradients per query head before the group reduction, plus
+// 256); 0 for MHA, whose engines need 256 B.
+inline std::int64_t runtime_cudnn_gqa_engine_workspace_bytes(std::int64_t b, std::int64_t heads,
+                                                             std::int64_t kv_heads, std::int64_t s,
+                                                             std::int64_t head_dim) {
+    return heads > kv_heads ? b * heads * s * head_dim * 4 + kRuntimeCudnnAlignBytes : 0;
+}
+
+// Bytes of the dQ accumulator and softmax sum, rounded up so an engine region can follow.
+inline std::int64_t runtime_flash_bwd_accumulator_bytes(std::int64_t b, std::int64_t heads, std::int64_t s,
+                                                        std::int64_t head_dim) {
+    const std::int64_t raw = b * heads * s * (head_dim + 1) * 4;
+    return (raw + kRuntimeCudnnAlignBytes - 1) / kRuntimeCudnnAlignBytes * kRuntimeCudnnAlignBytes;
+}
+
+inline std::int64_t runtime_flash_bwd_workspace_bytes(std::int64_t b, std::int64_t heads, std::int64_t kv_heads,
+                                                      std::int64_t s, std::int64_t head_dim, int activation_bytes) {
     if (activation_bytes == 4) return b * heads * s * 4;  // the kernel's D = rowsum(dO * O)
-    return b * heads * s * (head_dim + 1) * 4;
+    return runtime_flash_bwd_accumulator_bytes(b, heads, s, head_dim) +
+           runtime_cudnn_gqa_engine_workspace_bytes(b, heads, kv_heads, s, head_dim);
 }
 
 // Profile of the Preflight CUDA runtime ("preflight-runtime"):

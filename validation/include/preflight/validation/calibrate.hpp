@@ -25,7 +25,14 @@ struct CalibrationRun {
     std::optional<std::int64_t> tracked_peak_bytes;   // measured tensor peak
     std::optional<std::int64_t> overhead_bytes;       // measured non-tensor device memory
     std::optional<std::int64_t> predicted_tracked_peak_bytes;  // planner, report's profile
+    std::optional<std::int64_t> device_used_peak_bytes;  // driver: device used over the pre-context baseline
+    std::int64_t full_layer_activation_bytes = 0;        // planner: one layer's activations, nothing recomputed
 };
+
+// What a fit is for: the GPU's generic constants ("efficiency", "overhead_bytes"), or the
+// Preflight runtime's own (the spec's "runtime" block, GpuSpec::runtime), which also fits
+// layer_launch_overhead_s and the pool's slack under full recompute.
+enum class CalibrationTarget { generic, runtime };
 
 // Deterministic split: a run is held out when FNV-1a(id) mod 4 == 0 (about a quarter);
 // when that leaves one side empty, the last run by id moves across.
@@ -41,6 +48,9 @@ std::vector<CalibrationRun> load_calibration_runs(const std::filesystem::path& d
 struct CalibrationResult {
     Efficiency before, after;
     std::int64_t overhead_before = 0, overhead_after = 0;
+    double pool_slack_fraction_before = 0, pool_slack_fraction_after = 0;  // runtime target
+    int pool_slack_runs = 0;
+    CalibrationTarget target = CalibrationTarget::generic;
     int train_runs = 0, held_out_runs = 0, overhead_runs = 0;
     ErrorStats step_train_before, step_train_after, step_held_before, step_held_after;
     ErrorStats device_peak_held_before, device_peak_held_after;
@@ -52,10 +62,16 @@ struct CalibrationResult {
 // Minimises the mean squared log ratio of predicted to measured step time over the
 // training runs with Nelder-Mead (Nelder & Mead 1965) from the spec's values; the
 // overhead is the median of the training runs' measured overheads.
-CalibrationResult calibrate(const std::vector<CalibrationRun>& runs, const GpuSpec& gpu);
+// The runtime target starts from the spec's "runtime" block (else its generic constants),
+// fits layer_launch_overhead_s too, and the pool slack fraction as the median over the
+// training runs with full recompute of (device used peak - tracked peak - overhead) / one
+// layer's full activations.
+CalibrationResult calibrate(const std::vector<CalibrationRun>& runs, const GpuSpec& gpu,
+                            CalibrationTarget target = CalibrationTarget::generic);
 
 // The GPU spec JSON `spec` with "efficiency" and "overhead_bytes" replaced by the
-// fitted values and their provenance (sources.overhead_bytes, efficiency.provenance).
+// fitted values and their provenance (sources.overhead_bytes, efficiency.provenance); for
+// the runtime target, its "runtime" block instead (everything else kept).
 nlohmann::json calibrated_spec(const nlohmann::json& spec, const CalibrationResult& r, const std::string& provenance);
 
 nlohmann::json calibration_to_json(const CalibrationResult& r);
