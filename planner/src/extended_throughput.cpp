@@ -79,15 +79,16 @@ Rates rates_for(const GpuSpec& gpu, const Plan& p, const Throughput& t, const Pr
     const Efficiency& e = gpu.efficiency;
     Rates r;
     r.gemm_peak = t.peak_flops_per_s;
-    r.gemm_max = e.gemm_max_fraction_of_peak;
-    r.half_dim = e.gemm_half_efficiency_dim;
+    const KernelEfficiency k = kernel_efficiency(e, p.precision);
+    r.gemm_max = k.gemm_max_fraction_of_peak;
+    r.half_dim = k.gemm_half_efficiency_dim;
     r.hbm = gpu.hbm_bandwidth_bytes_per_s * e.memory_bound_fraction_of_hbm;
     r.in_bytes = pb.gemm_input;
     r.act_bytes = pb.activation;
     const std::optional<double> attn_peak =
         p.precision == Precision::fp32 ? gpu.peak.fp32_flops_per_s
         : p.precision == Precision::fp16_mixed ? gpu.peak.fp16_flops_per_s : gpu.peak.bf16_flops_per_s;
-    r.attn = attn_peak.value_or(t.peak_flops_per_s) * e.attention_fraction_of_peak;
+    r.attn = attn_peak.value_or(t.peak_flops_per_s) * k.attention_fraction_of_peak;
     return r;
 }
 

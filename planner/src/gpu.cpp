@@ -8,6 +8,7 @@
 
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/limits.hpp"
+#include "preflight/planner/throughput.hpp"
 
 namespace preflight {
 
@@ -76,6 +77,13 @@ Efficiency efficiency_from_json(const json& j) {
     e.gemm_half_efficiency_dim = efficiency_value(*it, "gemm_half_efficiency_dim", e.gemm_half_efficiency_dim, -1, 1e9);
     e.attention_fraction_of_peak =
         efficiency_value(*it, "attention_fraction_of_peak", e.attention_fraction_of_peak, 0, 1);
+    // 0 (the default) = the 16-bit figure.
+    e.fp32_gemm_max_fraction_of_peak =
+        efficiency_value(*it, "fp32_gemm_max_fraction_of_peak", e.fp32_gemm_max_fraction_of_peak, -1e-12, 1);
+    e.fp32_gemm_half_efficiency_dim =
+        efficiency_value(*it, "fp32_gemm_half_efficiency_dim", e.fp32_gemm_half_efficiency_dim, -1e-12, 1e9);
+    e.fp32_attention_fraction_of_peak =
+        efficiency_value(*it, "fp32_attention_fraction_of_peak", e.fp32_attention_fraction_of_peak, -1e-12, 1);
     e.memory_bound_fraction_of_hbm =
         efficiency_value(*it, "memory_bound_fraction_of_hbm", e.memory_bound_fraction_of_hbm, 0, 1);
     e.collective_bus_efficiency = efficiency_value(*it, "collective_bus_efficiency", e.collective_bus_efficiency, 0, 1);
@@ -167,6 +175,16 @@ GpuSpec gpu_from_json(const json& j, const std::string& fallback_name) {
         g.runtime = rc;
     }
     return g;
+}
+
+KernelEfficiency kernel_efficiency(const Efficiency& e, Precision precision) {
+    KernelEfficiency k{e.gemm_max_fraction_of_peak, e.gemm_half_efficiency_dim, e.attention_fraction_of_peak};
+    if (precision == Precision::fp32) {
+        if (e.fp32_gemm_max_fraction_of_peak > 0) k.gemm_max_fraction_of_peak = e.fp32_gemm_max_fraction_of_peak;
+        if (e.fp32_gemm_half_efficiency_dim > 0) k.gemm_half_efficiency_dim = e.fp32_gemm_half_efficiency_dim;
+        if (e.fp32_attention_fraction_of_peak > 0) k.attention_fraction_of_peak = e.fp32_attention_fraction_of_peak;
+    }
+    return k;
 }
 
 }  // namespace preflight

@@ -43,6 +43,8 @@ struct Rates {
     int gemm_in_bytes = 2;  // GEMM operand bytes (1 under fp8)
     int act_bytes = 2;      // activation element bytes
     double gemm_max = 0;    // max fraction of gemm_peak
+    double half_dim = 0;    // GEMM dimension at half of gemm_max
+    double attn_fraction = 0;  // flash attention kernels' fraction of attn_peak
     bool fp8 = false;       // GEMM inputs are cast to fp8 first
 };
 
@@ -53,7 +55,7 @@ struct Rates {
 double gemm_s(double M, double N, double K, const Rates& r) {
     const double flops = 2.0 * M * N * K;
     const double d = std::min({M, N, K});
-    const double eff = r.gemm_max * d / (d + r.e->gemm_half_efficiency_dim);
+    const double eff = r.gemm_max * d / (d + r.half_dim);
     const double compute = flops / (r.gemm_peak * eff);
     const double bytes = (M * K + K * N) * r.gemm_in_bytes + M * N * r.act_bytes;
     // fp8 (Transformer Engine): the activation operand is read in 16 bits and written as fp8 first.
@@ -134,7 +136,7 @@ void attention_core(LayerCost& c, const ModelConfig& m, const Plan& p, const Rat
         // A causal flash kernel executes half of the 4*b*s^2*q_width FLOPs (Dao et al. 2022);
         // its backward runs 5 matmuls to the forward's 2 (it recomputes S = QK^T, alg. 4).
         const double fwd = 0.5 * 4.0 * b * s * s * qw / t;
-        const double rate = r.attn_peak * r.e->attention_fraction_of_peak;
+        const double rate = r.attn_peak * r.attn_fraction;
         c.attn_fwd = fwd / rate;
         c.attn_bwd = 2.5 * fwd / rate;
     } else {
@@ -144,7 +146,7 @@ void attention_core(LayerCost& c, const ModelConfig& m, const Plan& p, const Rat
         Rates r16 = r;
         r16.gemm_peak = r.attn_peak;
         r16.gemm_in_bytes = r.act_bytes;
-        r16.gemm_max = r.e->gemm_max_fraction_of_peak;
+        r16.gemm_max = kernel_efficiency(*r.e, p.precision).gemm_max_fraction_of_peak;
         r16.fp8 = false;
         const double bmm = batches * (gemm_s(s, s, d, r16) + gemm_s(s, d, s, r16));
         const double scores = batches * s * s;
@@ -274,7 +276,10 @@ Rates step_rates(const GpuSpec& gpu, const Plan& p, double peak) {
     r.hbm = gpu.hbm_bandwidth_bytes_per_s * e.memory_bound_fraction_of_hbm;
     r.gemm_in_bytes = pb.gemm_input;
     r.fp8 = p.precision == Precision::fp8_mixed;
-    r.gemm_max = r.fp8 ? e.fp8_gemm_max_fraction_of_peak : e.gemm_max_fraction_of_peak;
+    const KernelEfficiency k = kernel_efficiency(e, p.precision);
+    r.gemm_max = r.fp8 ? e.fp8_gemm_max_fraction_of_peak : k.gemm_max_fraction_of_peak;
+    r.half_dim = k.gemm_half_efficiency_dim;
+    r.attn_fraction = k.attention_fraction_of_peak;
     r.act_bytes = pb.activation;
     return r;
 }

@@ -404,3 +404,44 @@ TEST(Throughput, HostTimePerLayerGrowsWithTpWhenThePipelineSpansNodes) {
     no_pipeline.pp = 1, no_pipeline.dp = 4;  // 16 GPUs, 2 nodes, one stage
     EXPECT_DOUBLE_EQ(exposed_host_s(no_pipeline, 0.1, true), exposed_host_s(no_pipeline, 0.0, true));
 }
+
+// The fp32 recipe's kernel efficiencies (Efficiency::fp32_*) replace the 16-bit ones for fp32
+// plans only, and 0 means "the same": a 16-bit plan never sees them.
+TEST(Throughput, Fp32KernelEfficienciesApplyToTheFp32RecipeOnly) {
+    Efficiency e;
+    e.gemm_max_fraction_of_peak = 0.7;
+    e.gemm_half_efficiency_dim = 200;
+    e.attention_fraction_of_peak = 0.4;
+    KernelEfficiency k = kernel_efficiency(e, Precision::fp32);
+    EXPECT_EQ(k.gemm_max_fraction_of_peak, 0.7);
+    EXPECT_EQ(k.gemm_half_efficiency_dim, 200);
+    EXPECT_EQ(k.attention_fraction_of_peak, 0.4);
+    e.fp32_gemm_max_fraction_of_peak = 0.8;
+    e.fp32_gemm_half_efficiency_dim = 50;
+    e.fp32_attention_fraction_of_peak = 0.05;
+    k = kernel_efficiency(e, Precision::fp32);
+    EXPECT_EQ(k.gemm_max_fraction_of_peak, 0.8);
+    EXPECT_EQ(k.gemm_half_efficiency_dim, 50);
+    EXPECT_EQ(k.attention_fraction_of_peak, 0.05);
+    k = kernel_efficiency(e, Precision::bf16_mixed);
+    EXPECT_EQ(k.gemm_max_fraction_of_peak, 0.7);
+    EXPECT_EQ(k.attention_fraction_of_peak, 0.4);
+    // A slower fp32 attention kernel slows an fp32 flash plan and leaves a bf16 one alone.
+    const ModelConfig m = load_model("gpt2", kData);
+    GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    g.efficiency = Efficiency{};
+    Plan p;
+    p.seq = 1024;
+    p.mbs = 4;
+    for (Precision pr : {Precision::fp32, Precision::bf16_mixed}) {
+        p.precision = pr;
+        const double before = estimate_throughput(m, g, p).step_time_s;
+        GpuSpec slow = g;
+        slow.efficiency.fp32_attention_fraction_of_peak = 0.01;
+        const double after = estimate_throughput(m, slow, p).step_time_s;
+        if (pr == Precision::fp32)
+            EXPECT_GT(after, before);
+        else
+            EXPECT_EQ(after, before);
+    }
+}

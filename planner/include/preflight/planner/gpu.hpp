@@ -30,6 +30,11 @@ struct Efficiency {
     double gemm_half_efficiency_dim = 128;
     // fp8 GEMMs (Transformer Engine) replace gemm_max_fraction_of_peak against the fp8 peak.
     double fp8_gemm_max_fraction_of_peak = 0.55;
+    // The fp32 recipe's GEMMs (SGEMM on the FP32 units, which saturate at smaller sizes than
+    // tensor-core GEMMs) and attention kernels against the fp32 peak; 0 = the figures above.
+    double fp32_gemm_max_fraction_of_peak = 0;
+    double fp32_gemm_half_efficiency_dim = 0;
+    double fp32_attention_fraction_of_peak = 0;
     // Fused (flash) attention kernels, forward and backward, as a fraction of the dense peak.
     double attention_fraction_of_peak = 0.40;
     // Elementwise ops, norms, softmax, cross-entropy, optimizer: fraction of HBM bandwidth.

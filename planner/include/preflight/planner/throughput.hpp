@@ -130,6 +130,15 @@ struct Throughput {
     std::vector<TimeSlice> breakdown;
 };
 
+// GEMM and attention efficiencies of a precision's kernels: the fp32 recipe's where the spec
+// gives them (Efficiency::fp32_*), else the 16-bit figures (fp8 GEMMs: see Efficiency).
+struct KernelEfficiency {
+    double gemm_max_fraction_of_peak = 0;
+    double gemm_half_efficiency_dim = 0;
+    double attention_fraction_of_peak = 0;
+};
+KernelEfficiency kernel_efficiency(const Efficiency& e, Precision precision);
+
 // Throws InputError when the GPU has no published peak for the plan's compute precision.
 // `base` adjusted by the framework profile for this plan (FrameworkProfile::adjust_throughput).
 ThroughputOptions throughput_options_for(const FrameworkProfile& profile, const ModelConfig& model, const Plan& plan,
