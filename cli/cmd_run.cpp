@@ -75,15 +75,22 @@ std::string opt_ratio(const std::optional<double>& v) {
 void print_table(const runtime::RunReport& r) {
     std::cout << "# preflight run (" << r.mode << "): " << r.model.name << "\n# plan: " << to_flags(r.plan) << "\n";
     if (r.device) std::cout << "# device: " << r.device->name << " (" << format_bytes(r.device->memory_bytes) << ")\n";
+    std::cout << "# predicted with " << (r.gpu.runtime ? "the runtime's own constants (the GPU spec's \"runtime\": step time, "
+                                                         "non-tensor memory, pool slack)"
+                                                       : "the GPU's generic constants (its spec has no \"runtime\" block)")
+              << "\n";
     Table t;
     t.header = {"", "measured", "predicted"};
     t.units = {"", "", ""};
     t.rows.push_back({"tracked peak", format_bytes(r.measured.tracked_peak_bytes),
                       format_bytes(r.predicted.tracked_peak_bytes)});
-    t.rows.push_back({"peak incl. overhead",
-                      r.measured.overhead_bytes
-                          ? format_bytes(r.measured.tracked_peak_bytes + *r.measured.overhead_bytes)
-                          : std::string("n/a"),
+    // Measured: the driver's device-used peak where there is one (what validate --check gates
+    // on), else tensors plus the measured non-tensor memory.
+    const std::optional<std::int64_t> device_peak =
+        r.measured.driver.used_peak_bytes ? r.measured.driver.used_peak_bytes
+        : r.measured.overhead_bytes       ? std::optional<std::int64_t>(r.measured.tracked_peak_bytes + *r.measured.overhead_bytes)
+                                          : std::nullopt;
+    t.rows.push_back({"peak incl. overhead", device_peak ? format_bytes(*device_peak) : std::string("n/a"),
                       format_bytes(r.predicted.memory.peak_bytes)});
     t.rows.push_back({"step time", opt_seconds(r.measured.step_time_s), opt_seconds(r.predicted.step_time_s)});
     t.rows.push_back({"MFU", opt_ratio(r.measured.mfu), opt_ratio(r.predicted.mfu)});
