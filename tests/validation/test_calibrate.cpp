@@ -164,6 +164,8 @@ TEST(Calibrate, RuntimeTargetWritesTheRuntimeBlockOnly) {
     const auto runs = synthetic_runs(spec, 60 * kMiB);
     const CalibrationResult r = calibrate(runs, spec, CalibrationTarget::runtime);
     EXPECT_EQ(r.target, CalibrationTarget::runtime);
+    EXPECT_EQ(r.after.layer_launch_overhead_s, 0.0);  // no per-layer host floor for the runtime
+    EXPECT_EQ(r.step_loo_after.n, static_cast<int>(runs.size()));  // every run left out once
     const json raw = read_json_file(test::data_dir() / "gpus" / "h100-sxm-80gb.json", "spec");
     const json fitted = calibrated_spec(raw, r, "runtime fit in a unit test");
     EXPECT_EQ(fitted.at("efficiency"), raw.at("efficiency"));

@@ -31,7 +31,7 @@ struct CalibrationRun {
 
 // What a fit is for: the GPU's generic constants ("efficiency", "overhead_bytes"), or the
 // Preflight runtime's own (the spec's "runtime" block, GpuSpec::runtime), which also fits
-// layer_launch_overhead_s and the pool's slack under full recompute.
+// the fp32 recipe's kernel efficiencies and the pool's slack under full recompute.
 enum class CalibrationTarget { generic, runtime };
 
 // Deterministic split: a run is held out when FNV-1a(id) mod 4 == 0 (about a quarter);
@@ -54,6 +54,7 @@ struct CalibrationResult {
     int train_runs = 0, held_out_runs = 0, overhead_runs = 0;
     ErrorStats step_train_before, step_train_after, step_held_before, step_held_after;
     ErrorStats device_peak_held_before, device_peak_held_after;
+    ErrorStats step_loo_after;  // leave-one-out over every run (folders of at most 64 runs)
     int iterations = 0;
 };
 
@@ -63,7 +64,7 @@ struct CalibrationResult {
 // training runs with Nelder-Mead (Nelder & Mead 1965) from the spec's values; the
 // overhead is the median of the training runs' measured overheads.
 // The runtime target starts from the spec's "runtime" block (else its generic constants),
-// fits layer_launch_overhead_s too, and the pool slack fraction as the median over the
+// fits the fp32 recipe's kernel efficiencies too (no per-layer host floor: 0), and the pool slack fraction as the median over the
 // training runs with full recompute of (device used peak - tracked peak - overhead) / one
 // layer's full activations.
 CalibrationResult calibrate(const std::vector<CalibrationRun>& runs, const GpuSpec& gpu,
