@@ -4,6 +4,7 @@
 
 #include "commands.hpp"
 #include "format.hpp"
+#include "preflight/planner/profiles.hpp"
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/memory_categories.hpp"
 #include "preflight/planner/error.hpp"
@@ -121,10 +122,10 @@ void print_csv(const MemoryReport& r) {
 int run_memory(const PlanFlags& flags, bool show_timeline) {
     const auto dir = data_dir_of(flags.data_dir);
     const ModelConfig model = load_model(flags.model, dir);
-    const GpuSpec gpu = load_gpu(flags.gpu, dir);
     const ResolvedPlan plan(flags.to_plan(), model);  // defaults filled and validated once
     MemoryOptions opt;
     opt.profile = framework_profile(flags);
+    const GpuSpec gpu = gpu_for_profile(load_gpu(flags.gpu, dir), opt.profile);
     opt.overhead_bytes = flags.overhead_bytes;
     opt.host_pace = host_pace(flags);
     opt.compiled_loss = flags.compiled_loss;

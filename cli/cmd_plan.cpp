@@ -12,6 +12,7 @@
 
 #include "commands.hpp"
 #include "format.hpp"
+#include "preflight/planner/profiles.hpp"
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/emit.hpp"
 #include "preflight/planner/error.hpp"
@@ -153,8 +154,9 @@ void print_header(const PlanCommandState& st, const ModelConfig& model, const Gp
               << st.attention_flops << "\n";
     // The provenance's first clause ("fitted by ... from data set X", "uncalibrated defaults").
     const std::string& prov = gpu.efficiency.provenance;
+    const bool own = req.memory.profile.name == "preflight-runtime" && gpu.runtime;
     std::cout << "# step-time constants: " << prov.substr(0, std::min(prov.find(':'), prov.find(" (")))
-              << " (see the GPU spec's \"efficiency\")\n";
+              << (own ? " (see the GPU spec's \"runtime\")\n" : " (see the GPU spec's \"efficiency\")\n");
     if (res.mbs_capped)
         std::cout << "# micro-batches above " << limits::kMaxSearchMbs
                   << " sequences were not searched (limit kMaxSearchMbs); pin --mbs to evaluate one\n";
@@ -380,8 +382,8 @@ nlohmann::json plan_document(const PlanCommandState& st, const ModelConfig& mode
 int run_plan(const PlanCommandState& st) {
     const auto dir = data_dir_of(st.flags.data_dir);
     const ModelConfig model = load_model(st.flags.model, dir);
-    const GpuSpec gpu = load_gpu(st.flags.gpu, dir);
     SearchRequest req = make_request(st, model);
+    const GpuSpec gpu = gpu_for_profile(load_gpu(st.flags.gpu, dir), req.memory.profile);
     req.progress = search_progress();
     std::optional<LrAdvice> lr;
     if (st.base_lr || st.base_batch) {

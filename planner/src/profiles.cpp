@@ -16,7 +16,19 @@ FrameworkProfile runtime_profile() {
     p.head_input_grad_with_logits = true;
     p.full_recompute_shares_input = true;
     p.flash_bwd_workspace = true;
+    // runtime/src/program_types.cpp check_supported: no fp16-mixed, no fp8-mixed.
+    p.precisions = {Precision::fp32, Precision::bf16_mixed, Precision::bf16_mixed_fp32_grads, Precision::bf16};
     return p;
+}
+
+GpuSpec gpu_for_profile(const GpuSpec& gpu, FrameworkProfile& profile) {
+    if (profile.name != "preflight-runtime" || !gpu.runtime) return gpu;
+    GpuSpec g = gpu;
+    g.efficiency = gpu.runtime->efficiency;
+    g.efficiency.provenance = "the Preflight runtime's own, fitted on its device runs: " + gpu.runtime->provenance;
+    g.overhead_bytes = gpu.runtime->overhead_bytes;
+    profile.full_recompute_pool_slack_fraction = gpu.runtime->full_recompute_pool_slack_fraction;
+    return g;
 }
 
 FrameworkProfile pytorch_profile() {

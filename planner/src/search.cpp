@@ -146,10 +146,13 @@ struct SearchState {
 
 // Precision: pinned, or every recipe whose compute peak the GPU publishes (the others rejected).
 std::vector<Precision> searched_precisions(const GpuSpec& gpu, const PlanPins& pins, const Plan& base,
-                                           SearchResult& out) {
+                                           const FrameworkProfile& profile, SearchResult& out) {
     if (pins.precision) return {*pins.precision};
     std::vector<Precision> precisions;
     for (Precision pr : all_precisions()) {
+        if (!profile.precisions.empty() &&
+            std::find(profile.precisions.begin(), profile.precisions.end(), pr) == profile.precisions.end())
+            continue;  // the framework cannot run it: not a candidate
         if (compute_peak_flops_per_s(gpu, pr)) {
             precisions.push_back(pr);
             continue;
@@ -493,7 +496,7 @@ SearchResult search_plans(const ModelConfig& model, const GpuSpec& gpu, const Se
     if (pins.attention) st.base.attention = *pins.attention;
     if (pins.dropout) st.base.dropout = *pins.dropout;
     apply_extension_pins(pins, st.base);
-    st.precisions = searched_precisions(gpu, pins, st.base, out);
+    st.precisions = searched_precisions(gpu, pins, st.base, req.memory.profile, out);
     if (pins.recompute)
         st.recomputes.push_back(*pins.recompute);
     else

@@ -14,20 +14,15 @@ Predicted predict(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan
     mo.profile = runtime_profile();
     mo.overhead_bytes = options.overhead_bytes;
     // The runtime's own measured constants on this GPU, where the spec has them (GpuSpec::runtime).
-    GpuSpec timing_gpu = gpu;
-    if (gpu.runtime) {
-        if (!mo.overhead_bytes) mo.overhead_bytes = gpu.runtime->overhead_bytes;
-        mo.profile.full_recompute_pool_slack_fraction = gpu.runtime->full_recompute_pool_slack_fraction;
-        timing_gpu.efficiency = gpu.runtime->efficiency;
-    }
+    const GpuSpec own = gpu_for_profile(gpu, mo.profile);
     mo.timeline = true;
-    p.memory = evaluate_memory(model, gpu, plan, mo);
+    p.memory = evaluate_memory(model, own, plan, mo);
     p.tracked_peak_bytes = p.memory.peak_bytes - p.memory.at_peak.overhead;
     const FlopCounts fc = step_flops(model, plan);
     p.model_flops_per_step = fc.model_flops_per_step;
     p.hardware_flops_per_step = fc.hardware_flops_per_step;
     try {
-        const Throughput t = estimate_throughput(model, timing_gpu, plan);
+        const Throughput t = estimate_throughput(model, own, plan);
         p.step_time_s = t.step_time_s;
         p.tokens_per_s = t.tokens_per_s;
         p.mfu = t.mfu;

@@ -528,3 +528,46 @@ TEST(NanotronProfile, SearchAndCliUseItsThroughputOptions) {
 }
 
 
+
+// --framework preflight-runtime sees the GPU with the runtime's own constants (the spec's
+// "runtime" block: 55.6 MiB non-tensor memory measured on an H100, its fitted efficiency and
+// pool slack), the same as `preflight run` predicts with; other profiles see the generic spec.
+TEST(Frameworks, RuntimeProfileUsesTheSpecsRuntimeBlock) {
+    const GpuSpec h100 = test::catalog_gpu("h100-sxm-80gb");
+    ASSERT_TRUE(h100.runtime.has_value());
+    FrameworkProfile runtime = runtime_profile();
+    const GpuSpec seen = gpu_for_profile(h100, runtime);
+    EXPECT_EQ(seen.overhead_bytes, h100.runtime->overhead_bytes);
+    EXPECT_LT(seen.overhead_bytes, 64 * kMiB);  // context + cuBLAS + cuDNN, not the generic 1 GiB
+    EXPECT_EQ(seen.efficiency.gemm_max_fraction_of_peak, h100.runtime->efficiency.gemm_max_fraction_of_peak);
+    EXPECT_EQ(runtime.full_recompute_pool_slack_fraction, h100.runtime->full_recompute_pool_slack_fraction);
+    FrameworkProfile torch = pytorch_profile();
+    const GpuSpec generic = gpu_for_profile(h100, torch);
+    EXPECT_EQ(generic.overhead_bytes, h100.overhead_bytes);
+    EXPECT_EQ(generic.efficiency.gemm_max_fraction_of_peak, h100.efficiency.gemm_max_fraction_of_peak);
+    EXPECT_EQ(torch.full_recompute_pool_slack_fraction, 0.0);
+    // A spec without the block: unchanged.
+    GpuSpec bare = h100;
+    bare.runtime.reset();
+    FrameworkProfile again = runtime_profile();
+    EXPECT_EQ(gpu_for_profile(bare, again).overhead_bytes, h100.overhead_bytes);
+}
+
+// The runtime runs fp32, bf16-mixed, bf16-mixed-fp32-grads and bf16 only: a search under its
+// profile never proposes fp16-mixed or fp8-mixed, which the H100 spec publishes peaks for.
+TEST(Frameworks, RuntimeProfileSearchesOnlyThePrecisionsTheRuntimeRuns) {
+    const ModelConfig m = test::catalog_model("llama-3.2-1b");
+    SearchRequest r;
+    r.gpus = 1;
+    r.gbs_tokens = 8192;
+    r.seq = 2048;
+    r.top_k = 100;
+    r.memory.profile = runtime_profile();
+    const GpuSpec gpu = gpu_for_profile(test::catalog_gpu("h100-sxm-80gb"), r.memory.profile);
+    const SearchResult res = search_plans(m, gpu, r);
+    ASSERT_FALSE(res.candidates.empty());
+    for (const auto& c : res.candidates) {
+        EXPECT_NE(c.plan.precision, Precision::fp8_mixed);
+        EXPECT_NE(c.plan.precision, Precision::fp16_mixed);
+    }
+}

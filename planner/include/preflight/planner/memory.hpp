@@ -60,6 +60,8 @@ struct FrameworkProfile {
     // re-materialised layer while backward frees and re-allocates it in another order
     // (fitted: GpuSpec::runtime). Counted in `overhead` (non-tensor memory).
     double full_recompute_pool_slack_fraction = 0;
+    // Precision recipes the framework can run (empty: every one); the plan search tries no other.
+    std::vector<Precision> precisions;
 
     // --- Fields the PyTorch profile needs (profiles.hpp, pytorch_profile()): plain
     // PyTorch with Hugging Face transformers modules on one GPU. Every default below

@@ -68,6 +68,12 @@ inline std::int64_t runtime_flash_bwd_workspace_bytes(std::int64_t b, std::int64
 //  - the flash-attention backward workspace (runtime_flash_bwd_workspace_bytes).
 FrameworkProfile runtime_profile();
 
+// The GPU as a profile sees it: for preflight-runtime, the spec's own constants for that runtime
+// (GpuSpec::runtime: step-time efficiency, non-tensor memory) replace the generic ones and
+// `profile` takes its pool slack; any other profile, or a spec without the block, unchanged.
+// `preflight run`, `memory` and `plan` all predict the runtime through this one function.
+GpuSpec gpu_for_profile(const GpuSpec& gpu, FrameworkProfile& profile);
+
 // Profile of plain PyTorch training a Hugging Face transformers model on one GPU
 // ("pytorch"; validation/pytorch/train.py): torch.autocast over fp32 parameters for the
 // mixed recipes (fp32 gradients, no master copy, fp32 residual stream, cached 16-bit
