@@ -79,11 +79,11 @@ Efficiency efficiency_from_json(const json& j) {
         efficiency_value(*it, "attention_fraction_of_peak", e.attention_fraction_of_peak, 0, 1);
     // 0 (the default) = the 16-bit figure.
     e.fp32_gemm_max_fraction_of_peak =
-        efficiency_value(*it, "fp32_gemm_max_fraction_of_peak", e.fp32_gemm_max_fraction_of_peak, -1e-12, 1);
+        efficiency_value(*it, "fp32_gemm_max_fraction_of_peak", e.fp32_gemm_max_fraction_of_peak, -1, 1);
     e.fp32_gemm_half_efficiency_dim =
-        efficiency_value(*it, "fp32_gemm_half_efficiency_dim", e.fp32_gemm_half_efficiency_dim, -1e-12, 1e9);
+        efficiency_value(*it, "fp32_gemm_half_efficiency_dim", e.fp32_gemm_half_efficiency_dim, -1, 1e9);
     e.fp32_attention_fraction_of_peak =
-        efficiency_value(*it, "fp32_attention_fraction_of_peak", e.fp32_attention_fraction_of_peak, -1e-12, 1);
+        efficiency_value(*it, "fp32_attention_fraction_of_peak", e.fp32_attention_fraction_of_peak, -1, 1);
     e.memory_bound_fraction_of_hbm =
         efficiency_value(*it, "memory_bound_fraction_of_hbm", e.memory_bound_fraction_of_hbm, 0, 1);
     e.collective_bus_efficiency = efficiency_value(*it, "collective_bus_efficiency", e.collective_bus_efficiency, 0, 1);
@@ -106,6 +106,9 @@ Efficiency efficiency_from_json(const json& j) {
     for (const auto& [key, v] : {std::pair<const char*, double>{"intra_node_latency_s", e.intra_node_latency_s},
                                  {"inter_node_latency_s", e.inter_node_latency_s},
                                  {"layer_launch_overhead_s", e.layer_launch_overhead_s},
+                                 {"fp32_gemm_max_fraction_of_peak", e.fp32_gemm_max_fraction_of_peak},
+                                 {"fp32_gemm_half_efficiency_dim", e.fp32_gemm_half_efficiency_dim},
+                                 {"fp32_attention_fraction_of_peak", e.fp32_attention_fraction_of_peak},
                                  {"tp_layer_launch_overhead_s", e.tp_layer_launch_overhead_s},
                                  {"pipeline_span_layer_host_per_tp_s", e.pipeline_span_layer_host_per_tp_s},
                                  {"microbatch_sync_s", e.microbatch_sync_s},

@@ -66,6 +66,7 @@ std::vector<CalibrationRun> load_calibration_runs(const fs::path& dir, const std
     std::vector<CalibrationRun> runs;
     CheckOptions co;
     co.data_dir = data_dir;
+    std::optional<GpuSpec> gpu;  // loaded once, for the first runtime report
     for (const auto& f : files) {
         const json j = read_json_file(f, "DIR");
         if (is_run_report(j)) check_run_report_fields(j, f.string());  // errors name the file and field
@@ -98,8 +99,8 @@ std::vector<CalibrationRun> load_calibration_runs(const fs::path& dir, const std
             none.recompute = Recompute::none;
             MemoryOptions mo;
             mo.profile = runtime_profile();
-            r.full_layer_activation_bytes =
-                evaluate_memory(r.model, load_gpu(gpu_name, data_dir), none, mo).activations_per_layer_bytes;
+            if (!gpu) gpu = load_gpu(gpu_name, data_dir);
+            r.full_layer_activation_bytes = evaluate_memory(r.model, *gpu, none, mo).activations_per_layer_bytes;
         }
         runs.push_back(std::move(r));
     }
@@ -254,12 +255,9 @@ CalibrationResult calibrate(const std::vector<CalibrationRun>& runs, const GpuSp
     // The runtime is a C++ program whose host runs ahead of the GPU: no per-layer host floor
     // (fitting one made every leave-one-out figure worse on the H100 runs: P50 14.4 % vs 13.7 %,
     // P95 45.5 % vs 39.2 %).
-    GpuSpec gpu = gpu_in;
     const bool runtime = target == CalibrationTarget::runtime;
-    if (runtime && gpu_in.runtime) {
-        gpu.efficiency = gpu_in.runtime->efficiency;
-        gpu.overhead_bytes = gpu_in.runtime->overhead_bytes;
-    }
+    FrameworkProfile profile = runtime ? runtime_profile() : FrameworkProfile{};
+    const GpuSpec gpu = gpu_for_profile(gpu_in, profile);  // the runtime's own block, where the spec has one
     if (runs.size() < 2) throw InputError("DIR", "calibration needs at least 2 device runs with a measured step time (found " +
                                                      std::to_string(runs.size()) + ")");
     std::vector<CalibrationRun> train, held;
@@ -268,7 +266,7 @@ CalibrationResult calibrate(const std::vector<CalibrationRun>& runs, const GpuSp
     r.target = target;
     r.before = gpu.efficiency;
     r.overhead_before = gpu.overhead_bytes;
-    r.pool_slack_fraction_before = runtime && gpu_in.runtime ? gpu_in.runtime->full_recompute_pool_slack_fraction : 0.0;
+    r.pool_slack_fraction_before = profile.full_recompute_pool_slack_fraction;
     r.train_runs = static_cast<int>(train.size());
     r.held_out_runs = static_cast<int>(held.size());
     r.after = fit_efficiency(train, gpu, runtime, r.iterations);
