@@ -104,6 +104,7 @@ int run_calibrate_external(const std::vector<std::filesystem::path>& datasets, c
                               ". Constants not in the fit keep the built-in defaults; the fitted ones carry a weak "
                               "prior toward them, so a constant these runs cannot show stays at its default.";
             spec["efficiency"] = e;
+            drop_superseded_transfer(spec);  // this fit replaces a transferred block
             validation::check_fitted_spec(spec, "--write-spec " + o.write_spec);  // bounded, and it loads
             runtime::write_file_atomic(o.write_spec, spec.dump(2) + "\n");
             std::cerr << "preflight calibrate: wrote " << o.write_spec << "\n";

@@ -51,9 +51,10 @@ int run_gpus(const std::string& data_dir_flag, const std::string& format) {
     const auto dir = data_dir_of(data_dir_flag);
     nlohmann::json list = nlohmann::json::array();
     Table t;
-    t.header = {"name", "memory", "fp32", "tf32", "bf16", "fp16", "fp8", "HBM", "intra-node", "inter-node", "overhead"};
+    t.header = {"name", "memory", "fp32", "tf32", "bf16", "fp16", "fp8", "HBM", "intra-node", "inter-node",
+                "overhead", "step-time constants"};
     t.units = {"", "[binary]", "[TFLOP/s]", "[TFLOP/s]", "[TFLOP/s]", "[TFLOP/s]", "[TFLOP/s]", "[GB/s]", "[GB/s]",
-               "[GB/s]", "[binary]"};
+               "[GB/s]", "[binary]", ""};
     auto tf = [](std::optional<double> v) { return v ? std::optional<double>(*v / 1e12) : std::nullopt; };
     auto opt_json = [](std::optional<double> v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
     const auto names = catalog_gpus(dir);
@@ -74,19 +75,24 @@ int run_gpus(const std::string& data_dir_flag, const std::string& format) {
                         {"intra_node_bandwidth_bytes_per_s", g.intra_node_bandwidth_bytes_per_s},
                         {"inter_node_bandwidth_bytes_per_s", g.inter_node_bandwidth_bytes_per_s},
                         {"gpus_per_node", g.gpus_per_node},
-                        {"overhead_bytes", g.overhead_bytes}});
+                        {"overhead_bytes", g.overhead_bytes},
+                        {"step_time_constants", efficiency_origin(g)},
+                        {"step_time_constants_provenance", g.efficiency.provenance}});
         t.rows.push_back({name, format_bytes(g.memory_bytes), format_rate(tf(g.peak.fp32_flops_per_s), ""),
                           format_rate(tf(g.peak.tf32_flops_per_s), ""), format_rate(tf(g.peak.bf16_flops_per_s), ""),
                           format_rate(tf(g.peak.fp16_flops_per_s), ""), format_rate(tf(g.peak.fp8_flops_per_s), ""),
                           format_rate(g.hbm_bandwidth_bytes_per_s / 1e9, ""),
                           format_rate(g.intra_node_bandwidth_bytes_per_s / 1e9, ""),
-                          format_rate(g.inter_node_bandwidth_bytes_per_s / 1e9, ""), format_bytes(g.overhead_bytes)});
+                          format_rate(g.inter_node_bandwidth_bytes_per_s / 1e9, ""), format_bytes(g.overhead_bytes),
+                          efficiency_origin(g)});
     }
     if (format == "json")
         std::cout << nlohmann::json{{"schema_version", 1}, {"gpus", list}}.dump(2) << "\n";
     else
         std::cout << "# GPUs in " << (dir / "gpus").string()
                   << " (dense peaks; bandwidths per GPU per direction; N/A = not published)\n"
+                  << "# step-time constants: fitted on measured runs | from <gpu> (its fit, calibration_from) | "
+                     "defaults (uncalibrated); provenance: --format json\n"
                   << t.render();
     return kExitOk;
 }

@@ -74,15 +74,33 @@ ModelConfig load_model(const std::string& spec, const fs::path& data_dir) {
     }
 }
 
-GpuSpec load_gpu(const std::string& spec, const fs::path& data_dir) {
+namespace {
+
+// A calibration transfer names a catalog GPU that may itself be transferred (A100 80GB from
+// A100 40GB); chains longer than this are refused, which also ends any cycle.
+constexpr int kMaxTransferChain = 4;
+
+GpuSpec load_gpu_chain(const std::string& spec, const fs::path& data_dir, int depth) {
     const fs::path path = resolve(spec, data_dir / "gpus", "--gpu");
     const auto j = read_json_file(path, "--gpu");
     try {
-        return gpu_from_json(j, display_stem(path));
+        GpuSpec g = gpu_from_json(j, display_stem(path));
+        if (!g.calibration_from) return g;
+        if (depth >= kMaxTransferChain)
+            throw InputError("calibration_from.gpu", "chain of transfers longer than " +
+                                                         std::to_string(kMaxTransferChain) + " (a cycle?)");
+        const std::string source = g.calibration_from->gpu;
+        if (source.find('/') != std::string::npos || source.find('\\') != std::string::npos || source.ends_with(".json"))
+            throw InputError("calibration_from.gpu", "must be a catalog name, got '" + source + "'");
+        return apply_calibration_transfer(std::move(g), load_gpu_chain(source, data_dir, depth + 1));
     } catch (const InputError& e) {
         throw InputError("--gpu " + path.string(), e.what());
     }
 }
+
+}  // namespace
+
+GpuSpec load_gpu(const std::string& spec, const fs::path& data_dir) { return load_gpu_chain(spec, data_dir, 0); }
 
 std::vector<std::string> catalog_models(const fs::path& data_dir) { return stems(data_dir / "models"); }
 std::vector<std::string> catalog_gpus(const fs::path& data_dir) { return stems(data_dir / "gpus"); }

@@ -123,7 +123,91 @@ Efficiency efficiency_from_json(const json& j) {
     return e;
 }
 
+// The efficiency fractions a transfer may scale (CalibrationTransfer::efficiency_scale); each
+// must stay in (0, 1] after scaling. Times and dimensions are not scalable: no part differs by
+// a known factor in those.
+constexpr std::pair<const char*, double Efficiency::*> kScalableFractions[] = {
+    {"gemm_max_fraction_of_peak", &Efficiency::gemm_max_fraction_of_peak},
+    {"fp8_gemm_max_fraction_of_peak", &Efficiency::fp8_gemm_max_fraction_of_peak},
+    {"fp32_gemm_max_fraction_of_peak", &Efficiency::fp32_gemm_max_fraction_of_peak},
+    {"attention_fraction_of_peak", &Efficiency::attention_fraction_of_peak},
+    {"fp32_attention_fraction_of_peak", &Efficiency::fp32_attention_fraction_of_peak},
+    {"memory_bound_fraction_of_hbm", &Efficiency::memory_bound_fraction_of_hbm},
+    {"collective_bus_efficiency", &Efficiency::collective_bus_efficiency},
+    {"inter_node_bus_efficiency", &Efficiency::inter_node_bus_efficiency},
+};
+
+CalibrationTransfer transfer_from_json(const json& t) {
+    if (!t.is_object()) throw InputError("calibration_from", "must be a JSON object {\"gpu\", \"why\"[, \"efficiency_scale\"]}");
+    CalibrationTransfer c;
+    for (const auto& [key, v] : t.items())
+        if (key != "gpu" && key != "why" && key != "efficiency_scale")
+            throw InputError("calibration_from." + key, "unknown key (gpu, why, efficiency_scale)");
+    c.gpu = optional_string(t, "gpu", "");
+    c.why = optional_string(t, "why", "");
+    if (c.gpu.empty()) throw InputError("calibration_from.gpu", "must name the calibrated GPU (a catalog name)");
+    if (c.why.empty()) throw InputError("calibration_from.why", "must say what the two GPUs share");
+    if (auto sc = t.find("efficiency_scale"); sc != t.end()) {
+        if (!sc->is_object()) throw InputError("calibration_from.efficiency_scale", "must be a JSON object");
+        for (const auto& [key, v] : sc->items()) {
+            const std::string subject = "calibration_from.efficiency_scale." + key;
+            bool known = false;
+            for (const auto& f : kScalableFractions) known = known || key == f.first;
+            if (!known) throw InputError(subject, "not a scalable efficiency fraction");
+            if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
+                throw InputError(subject, "must be a positive number");
+            c.efficiency_scale[key] = v.get<double>();
+        }
+    }
+    return c;
+}
+
+Efficiency scaled(Efficiency e, const std::map<std::string, double>& scale, const std::string& block) {
+    for (const auto& [key, member] : kScalableFractions) {
+        auto it = scale.find(key);
+        if (it == scale.end() || e.*member == 0) continue;  // 0 = "the 16-bit figure" (fp32_*): nothing to scale
+        e.*member *= it->second;
+        if (!(e.*member > 0 && e.*member <= 1))
+            throw InputError("calibration_from.efficiency_scale." + std::string(key),
+                             "takes " + block + " " + key + " to " + std::to_string(e.*member) + ", outside (0, 1]");
+    }
+    return e;
+}
+
 }  // namespace
+
+GpuSpec apply_calibration_transfer(GpuSpec g, const GpuSpec& source) {
+    if (!g.calibration_from) return g;
+    const CalibrationTransfer t = *g.calibration_from;
+    g.calibration_from.reset();
+    if (source.calibration_from) throw InputError("calibration_from.gpu", source.name + " has a transfer pending itself");
+    const std::string from = "transferred from " + source.name + " (" + t.why + ")";
+    if (!g.own_efficiency) {
+        g.efficiency = scaled(source.efficiency, t.efficiency_scale, "efficiency");
+        g.efficiency.provenance = from + "; there: " + source.efficiency.provenance;
+        g.efficiency_transferred_from = source.name;
+    }
+    if (!g.runtime && source.runtime) {
+        RuntimeCalibration r = *source.runtime;
+        r.efficiency = scaled(r.efficiency, t.efficiency_scale, "runtime");
+        r.provenance = from + "; there: " + source.runtime->provenance;
+        g.runtime = r;
+    }
+    return g;
+}
+
+std::string efficiency_origin(const GpuSpec& g) {
+    if (!g.efficiency_transferred_from.empty()) return "from " + g.efficiency_transferred_from;
+    return g.efficiency.provenance.rfind("fitted", 0) == 0 ? "fitted" : "defaults";
+}
+
+void drop_superseded_transfer(json& spec) {
+    auto t = spec.find("calibration_from");
+    if (t == spec.end() || !t->is_object()) return;
+    const auto own = [&](const char* key) { return spec.contains(key) && !spec[key].is_null(); };
+    if (own("efficiency")) t->erase("efficiency_scale");
+    if (own("efficiency") && own("runtime")) spec.erase("calibration_from");
+}
 
 GpuSpec gpu_from_json(const json& j, const std::string& fallback_name) {
     if (!j.is_object()) throw InputError(fallback_name, "GPU spec must hold a JSON object");
@@ -157,6 +241,13 @@ GpuSpec gpu_from_json(const json& j, const std::string& fallback_name) {
         for (const auto& [k, v] : s->items())
             if (v.is_string()) g.sources[k] = v.get<std::string>();
     g.efficiency = efficiency_from_json(j);
+    g.own_efficiency = j.contains("efficiency") && !j["efficiency"].is_null();
+    if (auto t = j.find("calibration_from"); t != j.end() && !t->is_null()) {
+        g.calibration_from = transfer_from_json(*t);
+        if (g.own_efficiency && !g.calibration_from->efficiency_scale.empty())
+            throw InputError("calibration_from.efficiency_scale",
+                             "scales a transferred \"efficiency\" block, and this spec has its own");
+    }
     if (auto r = j.find("runtime"); r != j.end() && !r->is_null()) {
         if (!r->is_object()) throw InputError("runtime", "must be a JSON object");
         RuntimeCalibration rc;

@@ -216,6 +216,26 @@ TEST(CliCatalog, GpusShowUnknownFp8AsNA) {
     EXPECT_EQ(j.at("gpus").size(), 8u);
 }
 
+// The catalog says where each GPU's step-time constants come from: its own fit, another GPU's
+// (calibration_from in the spec), or the uncalibrated defaults.
+TEST(CliCatalog, GpusSayWhereTheStepTimeConstantsComeFrom) {
+    const auto r = run_preflight("gpus");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto row = [&](const std::string& name) {
+        const auto at = r.out.find("\n" + name + " ");
+        return at == std::string::npos ? std::string() : r.out.substr(at + 1, r.out.find('\n', at + 1) - at - 1);
+    };
+    EXPECT_TRUE(row("h100-sxm-80gb").ends_with(" fitted")) << row("h100-sxm-80gb");
+    EXPECT_TRUE(row("h200-sxm-141gb").ends_with(" from h100-sxm-80gb")) << row("h200-sxm-141gb");
+    EXPECT_TRUE(row("b200").ends_with(" defaults")) << row("b200");
+    const auto j = nlohmann::json::parse(run_preflight("gpus --format json").out);
+    for (const auto& g : j.at("gpus"))
+        if (g.at("name") == "a100-sxm-80gb") {
+            EXPECT_EQ(g.at("step_time_constants"), "from a100-sxm-40gb");
+            EXPECT_EQ(g.at("step_time_constants_provenance").get<std::string>().rfind("transferred from a100-sxm-40gb", 0), 0u);
+        }
+}
+
 TEST(CliHelp, TeachesTheFlags) {
     const auto r = run_preflight("memory --help");
     EXPECT_EQ(r.exit_code, 0);

@@ -316,11 +316,13 @@ json calibrated_spec(const json& spec, const CalibrationResult& r, const std::st
                           {"overhead_bytes", r.overhead_after},
                           {"full_recompute_pool_slack_fraction", r.pool_slack_fraction_after},
                           {"provenance", provenance}};
+        drop_superseded_transfer(out);  // this fit replaces a transferred block
         return out;
     }
     json e = efficiency_json(r.after);
     e["provenance"] = provenance;
     out["efficiency"] = e;
+    drop_superseded_transfer(out);
     if (r.overhead_runs > 0) {
         out["overhead_bytes"] = r.overhead_after;
         out["sources"]["overhead_bytes"] = "Fitted: median non-tensor device memory (cudaMemGetInfo used minus tracked "

@@ -89,6 +89,19 @@ struct RuntimeCalibration {
     std::string provenance;
 };
 
+// Spec key "calibration_from": a GPU without measured runs of its own takes the fitted
+// constants of one that has them, when the two share what those constants describe (the same
+// compute die, clocks and tensor-core peaks: H200 from H100 SXM, A100 80GB from A100 40GB).
+// Each of "efficiency" and "runtime" is taken from `gpu` unless this spec has its own; the
+// peaks, HBM bandwidth and links stay this spec's own, so the model still applies them.
+// efficiency_scale multiplies named fractions of the transferred efficiency (both blocks): a
+// documented judgement of how this part differs (the H100 PCIe's 350 W limit), never a fit.
+struct CalibrationTransfer {
+    std::string gpu;                              // catalog name of the calibrated GPU
+    std::string why;                              // what the two share (printed in the provenance)
+    std::map<std::string, double> efficiency_scale;  // key of Efficiency -> factor > 0
+};
+
 struct GpuSpec {
     std::string name;
     std::string display_name;
@@ -105,9 +118,28 @@ struct GpuSpec {
     std::map<std::string, std::string> sources;   // key -> citation
     Efficiency efficiency;                        // "efficiency" object; defaults when absent
     std::optional<RuntimeCalibration> runtime;    // "runtime" object (see RuntimeCalibration)
+    std::optional<CalibrationTransfer> calibration_from;  // set until load_gpu applies it
+    bool own_efficiency = false;                  // the spec has an "efficiency" object
+    std::string efficiency_transferred_from;      // the GPU `efficiency` came from ("" = this spec's own)
 };
+
+// Where a spec's step-time constants come from, in a few words for tables: "fitted" (a fit on
+// measured runs), "from <gpu>" (a calibration transfer) or "defaults" (uncalibrated).
+std::string efficiency_origin(const GpuSpec& g);
 
 // Parses a GPU spec object; throws InputError naming the key on bad input.
 GpuSpec gpu_from_json(const nlohmann::json& spec, const std::string& fallback_name);
+
+// `target` with the calibration of `source` applied as target.calibration_from says (see
+// CalibrationTransfer): the blocks target lacks, scaled, with provenance "transferred from
+// <source> (<why>); there: <source's provenance>". Throws InputError when a scaled fraction
+// leaves (0, 1]. load_gpu calls it; source must have no transfer pending itself.
+GpuSpec apply_calibration_transfer(GpuSpec target, const GpuSpec& source);
+
+// After a fit wrote its own "efficiency" and/or "runtime" block into `spec`: the parts of its
+// "calibration_from" those blocks supersede are removed (efficiency_scale once "efficiency" is
+// the spec's own; the whole transfer once both are), so the written spec loads and says
+// where each block comes from.
+void drop_superseded_transfer(nlohmann::json& spec);
 
 }  // namespace preflight
