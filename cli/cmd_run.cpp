@@ -77,8 +77,13 @@ void print_table(const runtime::RunReport& r) {
     if (r.device) std::cout << "# device: " << r.device->name << " (" << format_bytes(r.device->memory_bytes) << ")\n";
     std::cout << "# predicted with " << (r.gpu.runtime ? "the runtime's own constants (the GPU spec's \"runtime\": step time, "
                                                          "non-tensor memory, pool slack)"
-                                                       : "the GPU's generic constants (its spec has no \"runtime\" block)")
-              << "\n";
+                                                       : "the GPU's generic constants (its spec has no \"runtime\" block)");
+    // A spec without runs of its own says which GPU they were measured on (calibration_from).
+    if (r.gpu.runtime && r.gpu.runtime->provenance.rfind("transferred from ", 0) == 0) {
+        const std::string& p = r.gpu.runtime->provenance;
+        std::cout << ", " << p.substr(0, p.find(" ("));
+    }
+    std::cout << "\n";
     Table t;
     t.header = {"", "measured", "predicted"};
     t.units = {"", "", ""};
