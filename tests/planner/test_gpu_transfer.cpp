@@ -85,6 +85,11 @@ TEST(CalibrationTransfer, H100PcieScalesTheNamedFractionsOnly) {
     ASSERT_TRUE(pcie.runtime.has_value());
     EXPECT_NEAR(pcie.runtime->efficiency.gemm_max_fraction_of_peak,
                 sxm.runtime->efficiency.gemm_max_fraction_of_peak * 0.9286, 1e-12);
+    // fp32 fractions scale like the 16-bit ones where a block has them (the runtime's); 0 in the
+    // generic block means "the 16-bit figure" and stays 0.
+    EXPECT_NEAR(pcie.runtime->efficiency.fp32_gemm_max_fraction_of_peak,
+                sxm.runtime->efficiency.fp32_gemm_max_fraction_of_peak * 0.9286, 1e-12);
+    EXPECT_DOUBLE_EQ(pcie.efficiency.fp32_gemm_max_fraction_of_peak, 0.0);
 }
 
 TEST(CalibrationTransfer, A100_80GbIsTheA100_40GbFit) {
