@@ -41,16 +41,6 @@ std::string load_error(const std::string& name, const std::filesystem::path& dir
     return "";
 }
 
-Plan llama8b_plan() {
-    Plan p;
-    p.seq = 4096;
-    p.mbs = 1;
-    p.grad_acc = 16;
-    p.dp = 8;
-    p.zero = ZeroStage{1};
-    return p;
-}
-
 }  // namespace
 
 TEST(CalibrationTransfer, H200TakesTheH100SxmConstantsAndKeepsItsOwnMemory) {
@@ -110,7 +100,7 @@ TEST(CalibrationTransfer, A100_80GbIsTheA100_40GbFit) {
 // least 1/0.765 = 1.31x as long, less what the shared host time pulls toward 1: above 1.2x.
 TEST(CalibrationTransfer, SameComputeGivesTheSameSpeedUpToBandwidth) {
     const ModelConfig m = test::catalog_model("llama-3-8b");
-    const Plan p = llama8b_plan();
+    const Plan p = test::llama3_8b_one_node_plan();
     const double sxm = estimate_throughput(m, test::catalog_gpu("h100-sxm-80gb"), p).step_time_s;
     const double h200 = estimate_throughput(m, test::catalog_gpu("h200-sxm-141gb"), p).step_time_s;
     const double pcie = estimate_throughput(m, test::catalog_gpu("h100-pcie-80gb"), p).step_time_s;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "catalog_fixture.hpp"
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/frameworks.hpp"
@@ -14,15 +15,7 @@ using namespace preflight;
 namespace {
 const std::filesystem::path kData = PREFLIGHT_TEST_DATA_DIR;
 
-Plan plan_8b() {
-    Plan p;
-    p.seq = 4096;
-    p.mbs = 1;
-    p.grad_acc = 16;
-    p.dp = 8;
-    p.zero = ZeroStage{1};
-    return p;
-}
+Plan plan_8b() { return test::llama3_8b_one_node_plan(); }
 }  // namespace
 
 TEST(Throughput, MfuIsModelFlopsOverTimeGpusPeak) {

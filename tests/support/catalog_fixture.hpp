@@ -35,6 +35,18 @@ inline ModelConfig llama_model(std::int64_t hidden, std::int64_t layers, std::in
     return model_from_hf_config(cfg, "llama-test");
 }
 
+// Llama-3-8B's pre-training plan on one node: seq 4096, micro-batch 1 x 16 accumulation steps,
+// 8-way data parallel, ZeRO-1 (524,288 tokens a step).
+inline Plan llama3_8b_one_node_plan() {
+    Plan p;
+    p.seq = 4096;
+    p.mbs = 1;
+    p.grad_acc = 16;
+    p.dp = 8;
+    p.zero = ZeroStage{1};
+    return p;
+}
+
 // The first steady-state timeline entry of a phase kind (and layer, when not 0) of a report made
 // with MemoryOptions::timeline; throws when the timeline has none.
 inline const TimelineEntry& timeline_at(const MemoryReport& r, PhaseKind kind, std::int64_t layer = 0) {
