@@ -154,6 +154,22 @@ TEST(Calibrate, FromReportFilesToAFittedSpec) {
     EXPECT_EQ(back.memory_bytes, spec.memory_bytes);  // everything else kept
     // Too few runs: bad input.
     EXPECT_THROW(calibrate(std::vector<CalibrationRun>{loaded.front()}, spec), InputError);
+    // Runs of another GPU: the error names the GPU they ran on, not just "found 0".
+    try {
+        (void)load_calibration_runs(d, "h200-sxm-141gb", kSourceRuntime, test::data_dir());
+        ADD_FAILURE() << "expected InputError";
+    } catch (const InputError& e) {
+        EXPECT_EQ(e.subject(), "--gpu");
+        EXPECT_NE(std::string(e.what()).find("found 0; it holds " + std::to_string(runs.size()) + " of h100-sxm-80gb"),
+                  std::string::npos)
+            << e.what();
+    }
+    // A spec whose efficiency is transferred gets the fitted block as its own (calibration_from
+    // then keeps only the runtime block's transfer).
+    const json h200 = calibrated_spec(read_json_file(test::data_dir() / "gpus" / "h200-sxm-141gb.json", "spec"), r,
+                                      "fitted in a unit test");
+    ASSERT_TRUE(h200.contains("calibration_from"));
+    EXPECT_EQ(gpu_from_json(h200, "h200").efficiency.provenance, "fitted in a unit test");
     fs::remove_all(d);
 }
 

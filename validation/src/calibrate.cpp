@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <sstream>
 
 #include "preflight/planner/catalog.hpp"
@@ -67,13 +68,17 @@ std::vector<CalibrationRun> load_calibration_runs(const fs::path& dir, const std
     CheckOptions co;
     co.data_dir = data_dir;
     std::optional<GpuSpec> gpu;  // loaded once, for the first runtime report
+    std::map<std::string, int> other_gpus;  // device runs of this source on other GPUs, by GPU
     for (const auto& f : files) {
         const json j = read_json_file(f, "DIR");
         if (is_run_report(j)) check_run_report_fields(j, f.string());  // errors name the file and field
         if (!is_run_report(j) || j.value("mode", "") != "device" || j.value("status", "ok") != "ok") continue;
         const std::string src = j.contains("source") ? j.at("source").get<std::string>() : std::string(kSourceRuntime);
         if (src != source) continue;
-        if (!j.contains("gpu") || j.at("gpu").value("name", "") != gpu_name) continue;
+        if (!j.contains("gpu") || j.at("gpu").value("name", "") != gpu_name) {
+            if (j.contains("gpu")) ++other_gpus[j.at("gpu").value("name", "?")];
+            continue;
+        }
         const json& m = j.at("measured");
         if (!m.contains("step_time_s") || !m.at("step_time_s").is_number() || m.at("step_time_s").get<double>() <= 0)
             continue;
@@ -103,6 +108,13 @@ std::vector<CalibrationRun> load_calibration_runs(const fs::path& dir, const std
             r.full_layer_activation_bytes = evaluate_memory(r.model, *gpu, none, mo).activations_per_layer_bytes;
         }
         runs.push_back(std::move(r));
+    }
+    if (runs.size() < 2 && !other_gpus.empty()) {
+        std::string seen;
+        for (const auto& [name, n] : other_gpus) seen += (seen.empty() ? "" : ", ") + std::to_string(n) + " of " + name;
+        throw InputError("--gpu", "fewer than 2 " + source + " device runs of " + gpu_name + " in " + dir.string() +
+                                      " (found " + std::to_string(runs.size()) + "; it holds " + seen +
+                                      "): pass --gpu with the GPU they ran on");
     }
     return runs;
 }
