@@ -75,11 +75,11 @@ Plan base_plan_of(const Plan& p) {
 }
 
 // GEMM, HBM and attention rates of this GPU and precision.
-Rates rates_for(const GpuSpec& gpu, const Plan& p, const Throughput& t, const PrecisionBytes& pb) {
+Rates rates_for(const GpuSpec& gpu, const Plan& p, const Throughput& t, const PrecisionBytes& pb, bool fused_attention) {
     const Efficiency& e = gpu.efficiency;
     Rates r;
     r.gemm_peak = t.peak_flops_per_s;
-    const KernelEfficiency k = kernel_efficiency(e, p.precision);
+    const KernelEfficiency k = kernel_efficiency(e, p.precision, fused_attention);
     r.gemm_max = k.gemm_max_fraction_of_peak;
     r.half_dim = k.gemm_half_efficiency_dim;
     r.hbm = gpu.hbm_bandwidth_bytes_per_s * e.memory_bound_fraction_of_hbm;
@@ -297,7 +297,7 @@ Throughput estimate_extended_throughput(const ModelConfig& model, const GpuSpec&
     Throughput t = estimate_throughput(model, gpu, base, bopt);
 
     const PrecisionBytes pb = precision_bytes(p.precision);
-    const Rates r = rates_for(gpu, p, t, pb);
+    const Rates r = rates_for(gpu, p, t, pb, opt.fused_attention);
     const Shape sh = shape_of(model, p, base, pb);
     const double m = sh.m;
     const double old_per_mb = (t.compute_s + t.tp_communication_s + t.pp_communication_s) / m;

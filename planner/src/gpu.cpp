@@ -84,6 +84,8 @@ Efficiency efficiency_from_json(const json& j) {
         efficiency_value(*it, "fp32_gemm_half_efficiency_dim", e.fp32_gemm_half_efficiency_dim, -1, 1e9);
     e.fp32_attention_fraction_of_peak =
         efficiency_value(*it, "fp32_attention_fraction_of_peak", e.fp32_attention_fraction_of_peak, -1, 1);
+    e.fused_attention_fraction_of_peak =
+        efficiency_value(*it, "fused_attention_fraction_of_peak", e.fused_attention_fraction_of_peak, -1, 1);
     e.memory_bound_fraction_of_hbm =
         efficiency_value(*it, "memory_bound_fraction_of_hbm", e.memory_bound_fraction_of_hbm, 0, 1);
     e.collective_bus_efficiency = efficiency_value(*it, "collective_bus_efficiency", e.collective_bus_efficiency, 0, 1);
@@ -109,6 +111,7 @@ Efficiency efficiency_from_json(const json& j) {
                                  {"fp32_gemm_max_fraction_of_peak", e.fp32_gemm_max_fraction_of_peak},
                                  {"fp32_gemm_half_efficiency_dim", e.fp32_gemm_half_efficiency_dim},
                                  {"fp32_attention_fraction_of_peak", e.fp32_attention_fraction_of_peak},
+                                 {"fused_attention_fraction_of_peak", e.fused_attention_fraction_of_peak},
                                  {"tp_layer_launch_overhead_s", e.tp_layer_launch_overhead_s},
                                  {"pipeline_span_layer_host_per_tp_s", e.pipeline_span_layer_host_per_tp_s},
                                  {"microbatch_sync_s", e.microbatch_sync_s},
@@ -132,6 +135,7 @@ constexpr std::pair<const char*, double Efficiency::*> kScalableFractions[] = {
     {"fp32_gemm_max_fraction_of_peak", &Efficiency::fp32_gemm_max_fraction_of_peak},
     {"attention_fraction_of_peak", &Efficiency::attention_fraction_of_peak},
     {"fp32_attention_fraction_of_peak", &Efficiency::fp32_attention_fraction_of_peak},
+    {"fused_attention_fraction_of_peak", &Efficiency::fused_attention_fraction_of_peak},
     {"memory_bound_fraction_of_hbm", &Efficiency::memory_bound_fraction_of_hbm},
     {"collective_bus_efficiency", &Efficiency::collective_bus_efficiency},
     {"inter_node_bus_efficiency", &Efficiency::inter_node_bus_efficiency},
@@ -271,8 +275,10 @@ GpuSpec gpu_from_json(const json& j, const std::string& fallback_name) {
     return g;
 }
 
-KernelEfficiency kernel_efficiency(const Efficiency& e, Precision precision) {
+KernelEfficiency kernel_efficiency(const Efficiency& e, Precision precision, bool fused_attention) {
     KernelEfficiency k{e.gemm_max_fraction_of_peak, e.gemm_half_efficiency_dim, e.attention_fraction_of_peak};
+    if (fused_attention && e.fused_attention_fraction_of_peak > 0)
+        k.attention_fraction_of_peak = e.fused_attention_fraction_of_peak;
     if (precision == Precision::fp32) {
         if (e.fp32_gemm_max_fraction_of_peak > 0) k.gemm_max_fraction_of_peak = e.fp32_gemm_max_fraction_of_peak;
         if (e.fp32_gemm_half_efficiency_dim > 0) k.gemm_half_efficiency_dim = e.fp32_gemm_half_efficiency_dim;

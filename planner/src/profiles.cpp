@@ -16,6 +16,9 @@ FrameworkProfile runtime_profile() {
     p.head_input_grad_with_logits = true;
     p.full_recompute_shares_input = true;
     p.flash_bwd_workspace = true;
+    // Its attention speed is the "runtime" block's own attention fraction, fitted on its runs
+    // (cuDNN SDPA or its own kernel), not the spec's fused-attention figure for Megatron.
+    p.fused_attention = false;
     // runtime/src/program_types.cpp check_supported: no fp16-mixed, no fp8-mixed.
     p.precisions = {Precision::fp32, Precision::bf16_mixed, Precision::bf16_mixed_fp32_grads, Precision::bf16};
     return p;
@@ -52,6 +55,7 @@ FrameworkProfile pytorch_profile() {
     p.optimizer_moments_param_dtype = true;
     p.optimizer_step_temp_moments = 1;  // foreach AdamW: _foreach_sqrt(exp_avg_sqs)
     p.allocation_granularity_bytes = kTorchBlockBytes;
+    p.fused_attention = false;  // transformers' sdpa / flash_attention_2: FlashAttention-2-class kernels
     return p;
 }
 

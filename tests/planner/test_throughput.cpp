@@ -8,6 +8,7 @@
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/frameworks.hpp"
+#include "preflight/planner/profiles.hpp"
 #include "preflight/planner/throughput.hpp"
 
 using namespace preflight;
@@ -142,6 +143,9 @@ TEST(GpuEfficiency, ParsedFromSpecWithDefaultsWhenAbsent) {
     EXPECT_DOUBLE_EQ(h100.efficiency.layer_launch_overhead_s, raw["efficiency"]["layer_launch_overhead_s"].get<double>());
     EXPECT_DOUBLE_EQ(h100.efficiency.pipeline_span_layer_host_per_tp_s,
                      raw["efficiency"]["pipeline_span_layer_host_per_tp_s"].get<double>());
+    EXPECT_DOUBLE_EQ(h100.efficiency.attention_fraction_of_peak, 0.31);  // FlashAttention-2 on H100 (sourced)
+    EXPECT_DOUBLE_EQ(h100.efficiency.fused_attention_fraction_of_peak,
+                     raw["efficiency"]["fused_attention_fraction_of_peak"].get<double>());
     EXPECT_NE(h100.efficiency.provenance.find("fitted by `preflight calibrate`"), std::string::npos);
     EXPECT_NE(h100.efficiency.provenance.find("cross-validation"), std::string::npos);
 
@@ -152,6 +156,13 @@ TEST(GpuEfficiency, ParsedFromSpecWithDefaultsWhenAbsent) {
     EXPECT_DOUBLE_EQ(bare.efficiency.gemm_max_fraction_of_peak, defaults.gemm_max_fraction_of_peak);
     EXPECT_DOUBLE_EQ(bare.efficiency.step_overhead_s, defaults.step_overhead_s);
 
+    spec["efficiency"] = {{"fused_attention_fraction_of_peak", -0.1}};
+    try {
+        gpu_from_json(spec, "bad");
+        FAIL() << "expected InputError";
+    } catch (const InputError& e) {
+        EXPECT_EQ(e.subject(), "efficiency.fused_attention_fraction_of_peak");
+    }
     spec["efficiency"] = {{"gemm_max_fraction_of_peak", 1.5}};
     try {
         gpu_from_json(spec, "bad");
@@ -437,4 +448,34 @@ TEST(Throughput, Fp32KernelEfficienciesApplyToTheFp32RecipeOnly) {
         else
             EXPECT_EQ(after, before);
     }
+}
+
+// Megatron-Core's TransformerEngine attention (fused kernels on Hopper) against the
+// FlashAttention-2 kernels of the PyTorch frameworks: the step differs by the attention time
+// alone. Llama-3-8B, seq 4096, one micro-batch on one GPU: a causal flash forward runs
+// 0.5 * 4 * s^2 * q_width = 0.5 * 4 * 4096^2 * 4096 = 1.374e11 FLOPs a layer, backward 2.5x that,
+// 32 layers: 1.539e13 FLOPs, at 0.30 and 0.60 of 989.4 TFLOP/s: 51.85 ms against 25.93 ms.
+TEST(Throughput, FusedAttentionRunsAtTheSpecsFusedFigure) {
+    const ModelConfig m = load_model("llama-3-8b", kData);
+    GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    g.efficiency = Efficiency{};
+    g.efficiency.attention_fraction_of_peak = 0.30;
+    g.efficiency.fused_attention_fraction_of_peak = 0.60;
+    Plan p;
+    p.seq = 4096;
+    ThroughputOptions fa2, fused;
+    fa2.fused_attention = false;
+    fused.fused_attention = true;
+    const double flops = 32 * 3.5 * 0.5 * 4.0 * 4096.0 * 4096.0 * 4096.0;
+    const double expected_s = flops / 989.4e12 * (1 / 0.30 - 1 / 0.60);
+    EXPECT_NEAR(estimate_throughput(m, g, p, fa2).step_time_s - estimate_throughput(m, g, p, fused).step_time_s,
+                expected_s, 1e-9);
+    // No fused figure in the spec (0): both run at attention_fraction_of_peak.
+    g.efficiency.fused_attention_fraction_of_peak = 0;
+    EXPECT_DOUBLE_EQ(estimate_throughput(m, g, p, fa2).step_time_s, estimate_throughput(m, g, p, fused).step_time_s);
+    // Which profiles run which kernels (FrameworkProfile::fused_attention).
+    for (const char* name : {"megatron", "nanotron", "torchtitan", "pytorch", "deepspeed", "preflight-runtime"})
+        EXPECT_EQ(throughput_options_for(*profile_by_name(name), m, p, {}).fused_attention, std::string(name) == "megatron")
+            << name;
+    EXPECT_FALSE(nanotron_throughput_options(m, p).fused_attention);
 }

@@ -68,7 +68,9 @@ std::vector<CalibrationRun> synthetic_runs(const GpuSpec& spec, std::int64_t tru
             r.id = std::string(name) + "-" + std::to_string(k);
             r.model = m;
             r.plan = resolve_defaults(p, m);
-            r.step_time_s = estimate_throughput(m, t, r.plan).step_time_s * (1 + noise(i));
+            ThroughputOptions o;
+            o.fused_attention = false;  // what calibrate fits: attention_fraction_of_peak
+            r.step_time_s = estimate_throughput(m, t, r.plan, o).step_time_s * (1 + noise(i));
             r.predicted_tracked_peak_bytes = 10 * kGiB;
             r.tracked_peak_bytes = 10 * kGiB;
             r.overhead_bytes = true_overhead + static_cast<std::int64_t>(noise(i) * 20 * kMiB);

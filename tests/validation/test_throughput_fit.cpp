@@ -136,6 +136,39 @@ TEST(ThroughputFit, AttentionIsFittedOnlyWhenSequenceLengthsVary) {
     EXPECT_NEAR(fit_on({2048, 8192, 32768}).attention_fraction_of_peak, 0.25, 0.03);
 }
 
+// `preflight calibrate` starts every constant it fits from the built-in default, and keeps the
+// spec's own value of every constant the runs cannot show: the H100 spec's sourced
+// FlashAttention-2 figure (0.31) on the nanotron sweep's single sequence length, and the
+// fused-attention figure no fit touches. Resetting them to the defaults would silently undo them.
+TEST(ThroughputFit, ARefitKeepsTheSpecsValuesOfConstantsTheRunsCannotShow) {
+    GpuSpec spec = load_gpu("h100-sxm-80gb", PREFLIGHT_TEST_DATA_DIR);
+    spec.efficiency.attention_fraction_of_peak = 0.33;
+    spec.efficiency.fused_attention_fraction_of_peak = 0.5;
+    spec.efficiency.fp8_gemm_max_fraction_of_peak = 0.45;
+    GpuSpec truth = spec;
+    truth.efficiency = Efficiency{};
+    truth.efficiency.attention_fraction_of_peak = 0.25;
+    auto cv_on = [&](const std::vector<std::int64_t>& seqs) {
+        std::vector<ThroughputSample> samples;
+        for (std::int64_t seq : seqs)
+            for (std::int64_t mbs : {1, 2, 4}) {
+                ThroughputSample s = one_node_sample(seq, mbs);
+                s.family = "1B/seq" + std::to_string(seq) + "/mbs" + std::to_string(mbs);
+                s.options.fused_attention = false;  // a FlashAttention-2 framework, as nanotron
+                s.measured_tokens_per_s_per_gpu = predicted_tokens_per_s_per_gpu(s, truth);
+                samples.push_back(s);
+            }
+        return cross_validate_throughput(samples, spec, 2).full_fit;
+    };
+    const Efficiency one = cv_on({4096});
+    EXPECT_DOUBLE_EQ(one.attention_fraction_of_peak, 0.33);
+    EXPECT_DOUBLE_EQ(one.fused_attention_fraction_of_peak, 0.5);
+    EXPECT_DOUBLE_EQ(one.fp8_gemm_max_fraction_of_peak, 0.45);
+    const Efficiency several = cv_on({2048, 8192, 32768});
+    EXPECT_NEAR(several.attention_fraction_of_peak, 0.25, 0.03);  // fitted from the default
+    EXPECT_DOUBLE_EQ(several.fused_attention_fraction_of_peak, 0.5);
+}
+
 TEST(ThroughputFit, ConstantsTheRunsCannotShowStayNearTheirDefaults) {
     // llm-foundry's A100-40GB rows run FSDP on 8-128 GPUs without tensor parallelism: their
     // collectives hide behind the compute, so the runs say almost nothing about the NVLink

@@ -12,6 +12,7 @@
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/frameworks.hpp"
 #include "preflight/planner/pipeline_split.hpp"
+#include "preflight/planner/profiles.hpp"
 #include "preflight/validation/nelder_mead.hpp"
 
 namespace preflight::validation {
@@ -47,6 +48,8 @@ std::vector<ThroughputSample> throughput_samples(const std::vector<ExternalRun>&
                 if (refused) refused->push_back(r.id + ": " + e.what());
                 continue;
             }
+        } else if (const auto profile = profile_by_name(framework)) {
+            s.options = throughput_options_for(*profile, r.model, r.plan, s.options);  // its attention kernels
         }
         s.measured_tokens_per_s_per_gpu = *r.tokens_per_s_per_gpu;
         try {
@@ -272,13 +275,21 @@ ThroughputCv cross_validate_throughput(const std::vector<ThroughputSample>& samp
     ThroughputCv cv;
     cv.folds = folds;
     cv.committed = error_stats(tokens_errors(samples, {}, gpu));
-    GpuSpec base = gpu;
-    base.efficiency = Efficiency{};
-    const GpuSpec& start = base;
+    GpuSpec defaults = gpu;
+    defaults.efficiency = Efficiency{};
+    // The fit starts each constant it fits from the built-in default (and holds it near there);
+    // the constants these runs cannot show keep the spec's values (a sourced figure such as
+    // the attention fraction on a sweep of one sequence length, the fp8 and memory-bound
+    // fractions), so a refit never silently resets them.
+    GpuSpec start = gpu;
+    std::set<std::int64_t> seqs;
+    for (const auto& s : samples) seqs.insert(s.plan.seq);
+    for (const StepConstant& c : kConstants)
+        if (seqs.size() > 1 || !c.needs_several_seq) start.efficiency.*(c.field) = defaults.efficiency.*(c.field);
     std::set<std::string> fams;
     for (const auto& s : samples) fams.insert(s.family);
     cv.families = static_cast<int>(fams.size());
-    cv.before = error_stats(tokens_errors(samples, {}, start));
+    cv.before = error_stats(tokens_errors(samples, {}, defaults));
     std::vector<double> held;
     for (int k = 0; k < folds; ++k) {
         std::vector<std::size_t> train, test;
@@ -313,7 +324,7 @@ ThroughputCv cross_validate_throughput(const std::vector<ThroughputSample>& samp
 }
 
 json efficiency_to_json(const Efficiency& e) {
-    return {{"gemm_max_fraction_of_peak", e.gemm_max_fraction_of_peak},
+    json j = {{"gemm_max_fraction_of_peak", e.gemm_max_fraction_of_peak},
             {"fp8_gemm_max_fraction_of_peak", e.fp8_gemm_max_fraction_of_peak},
             {"gemm_half_efficiency_dim", e.gemm_half_efficiency_dim},
             {"attention_fraction_of_peak", e.attention_fraction_of_peak},
@@ -330,6 +341,9 @@ json efficiency_to_json(const Efficiency& e) {
             {"microbatch_sync_node_exponent", e.microbatch_sync_node_exponent},
             {"microbatch_sync_no_pipeline_fraction", e.microbatch_sync_no_pipeline_fraction},
             {"step_overhead_s", e.step_overhead_s}};
+    // Not fitted here: kept as the spec gives it (0 = attention_fraction_of_peak, not written).
+    if (e.fused_attention_fraction_of_peak > 0) j["fused_attention_fraction_of_peak"] = e.fused_attention_fraction_of_peak;
+    return j;
 }
 
 namespace {

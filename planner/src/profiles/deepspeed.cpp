@@ -20,6 +20,9 @@ FrameworkProfile deepspeed_profile() {
     p.norm_row_stats = false;
     p.vocab_pad_multiple = 1;
     p.allocation_granularity_bytes = kTorchMinBlockBytes;
+    // DeepSpeed leaves attention to the model code: PyTorch SDPA or the flash-attn package
+    // (FlashAttention-2-class), not TransformerEngine's fused kernels.
+    p.fused_attention = false;
     return p;
 }
 

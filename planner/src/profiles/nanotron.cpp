@@ -312,6 +312,7 @@ MemoryReport evaluate_memory_nanotron(const ModelConfig& model, const GpuSpec& g
 FrameworkProfile nanotron_profile() {
     FrameworkProfile p;
     p.name = "nanotron";
+    p.fused_attention = false;  // models/llama.py CoreAttention: flash-attn's FlashAttention-2
     p.grad_bucket_bytes = 25 * kMiB;  // config.model.ddp_bucket_cap_mb default 25
     p.grad_buckets_in_flight = 2;
     p.logits_fp32_copy = true;

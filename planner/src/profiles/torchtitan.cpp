@@ -46,6 +46,9 @@ FrameworkProfile torchtitan_profile() {
     // default, "2", checkpoints every other layer whole and is not this mode).
     p.selective_op_sac = true;
     p.adjust_throughput = &adjust_throughput_torchtitan;
+    // models/llama3/model.py Attention: F.scaled_dot_product_attention, whose flash backend on
+    // H100 is FlashAttention-2 (PyTorch's SDPA), not TransformerEngine's fused kernels.
+    p.fused_attention = false;
     // parallelisms/parallelize_llama.py apply_fsdp at 9dec370: "For PP, do not reshard after
     // forward to avoid per-microbatch all-gathers" (every block, and the root module).
     p.fsdp_pp_keeps_params_gathered = true;

@@ -35,8 +35,14 @@ struct Efficiency {
     double fp32_gemm_max_fraction_of_peak = 0;
     double fp32_gemm_half_efficiency_dim = 0;
     double fp32_attention_fraction_of_peak = 0;
-    // Fused (flash) attention kernels, forward and backward, as a fraction of the dense peak.
+    // Fused (flash) attention kernels, forward and backward, as a fraction of the dense peak:
+    // the FlashAttention-2-class kernels PyTorch frameworks run (SDPA's flash backend, the
+    // flash-attn package).
     double attention_fraction_of_peak = 0.40;
+    // The attention of frameworks that run the GPU's native fused kernels instead
+    // (ThroughputOptions::fused_attention: TransformerEngine's DotProductAttention on Hopper,
+    // cuDNN fused attention or FlashAttention-3); 0 = attention_fraction_of_peak.
+    double fused_attention_fraction_of_peak = 0;
     // Elementwise ops, norms, softmax, cross-entropy, optimizer: fraction of HBM bandwidth.
     double memory_bound_fraction_of_hbm = 0.75;
     // Collectives: achieved bus bandwidth as a fraction of the link bandwidth (NVLink tier).

@@ -40,6 +40,10 @@ struct FrameworkProfile {
     // Vocabulary padded to a multiple of this (times tp) before sharding
     // (Megatron: --make-vocab-size-divisible-by 128; plain PyTorch: 1).
     std::int64_t vocab_pad_multiple = 1;
+    // The attention core runs the GPU's native fused kernels (ThroughputOptions::fused_attention):
+    // Megatron-Core's TransformerEngine attention. The PyTorch frameworks (nanotron's flash-attn,
+    // torchtitan's and Hugging Face's SDPA, DeepSpeed's) run FlashAttention-2-class kernels.
+    bool fused_attention = true;
 
     // --- Fields the Preflight CUDA runtime's profile needs (profiles.hpp).
     // Device buffers the framework allocates itself and keeps for the whole run (GEMM

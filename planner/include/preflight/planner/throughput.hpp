@@ -94,6 +94,13 @@ struct ThroughputOptions {
     // RoPE, SiLU and, with sequence parallelism, the two all-gathers, instead of the attention
     // core (Korthikanti et al.). SwiGLU dense models only; others keep the attention core.
     bool selective_op_sac = false;
+    // The attention core runs the GPU's native fused kernels (Efficiency::
+    // fused_attention_fraction_of_peak where the spec gives one): Megatron-Core's default
+    // TransformerEngine attention (megatron/core/extensions/transformer_engine.py
+    // TEDotProductAttention; on Hopper TE picks cuDNN fused attention or FlashAttention-3).
+    // Off: FlashAttention-2-class kernels (PyTorch SDPA's flash backend, the flash-attn package).
+    // On by default like the default (Megatron-like) profile; FrameworkProfile::fused_attention.
+    bool fused_attention = true;
 };
 
 // One named slice of the step time (for display: compute, exposed communication, bubble, ...).
@@ -137,7 +144,8 @@ struct KernelEfficiency {
     double gemm_half_efficiency_dim = 0;
     double attention_fraction_of_peak = 0;
 };
-KernelEfficiency kernel_efficiency(const Efficiency& e, Precision precision);
+// fused_attention: the framework runs the GPU's native fused attention (ThroughputOptions).
+KernelEfficiency kernel_efficiency(const Efficiency& e, Precision precision, bool fused_attention = false);
 
 // Throws InputError when the GPU has no published peak for the plan's compute precision.
 // `base` adjusted by the framework profile for this plan (FrameworkProfile::adjust_throughput).
