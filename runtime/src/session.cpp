@@ -22,7 +22,7 @@ Predicted predict(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan
     p.model_flops_per_step = fc.model_flops_per_step;
     p.hardware_flops_per_step = fc.hardware_flops_per_step;
     try {
-        const Throughput t = estimate_throughput(model, own, plan);
+        const Throughput t = estimate_throughput(model, own, plan, throughput_options_for(mo.profile, model, plan, {}));
         p.step_time_s = t.step_time_s;
         p.tokens_per_s = t.tokens_per_s;
         p.mfu = t.mfu;

@@ -75,7 +75,8 @@ Prediction predict(const ModelConfig& model, const GpuSpec& gpu, const Plan& pla
         p.tracked_peak_bytes = p.memory.peak_bytes - p.memory.at_peak.overhead;
         p.model_flops_per_step = step_flops(model, resolve_defaults(plan, model)).model_flops_per_step;
         try {
-            const Throughput t = estimate_throughput(model, gpu, plan);
+            // The framework's own step-time settings (its attention kernels, ...).
+            const Throughput t = estimate_throughput(model, gpu, plan, throughput_options_for(*profile, model, plan, {}));
             p.step_time_s = t.step_time_s;
             p.mfu = t.mfu;
         } catch (const InputError&) {
