@@ -66,9 +66,11 @@ TEST(CalibrationTransfer, H200TakesTheH100SxmConstantsAndKeepsItsOwnMemory) {
 TEST(CalibrationTransfer, H100PcieScalesTheNamedFractionsOnly) {
     const GpuSpec sxm = test::catalog_gpu("h100-sxm-80gb");
     const GpuSpec pcie = test::catalog_gpu("h100-pcie-80gb");
-    // The spec's factors: 0.65/0.70 (GEMM), 0.38/0.40 (attention), 0.75/0.80 (collectives).
+    // The spec's factors: 0.65/0.70 (GEMM), 0.38/0.40 (attention, fused too), 0.75/0.80 (collectives).
     EXPECT_NEAR(pcie.efficiency.gemm_max_fraction_of_peak, sxm.efficiency.gemm_max_fraction_of_peak * 0.9286, 1e-12);
     EXPECT_NEAR(pcie.efficiency.attention_fraction_of_peak, sxm.efficiency.attention_fraction_of_peak * 0.95, 1e-12);
+    EXPECT_NEAR(pcie.efficiency.fused_attention_fraction_of_peak,
+                sxm.efficiency.fused_attention_fraction_of_peak * 0.95, 1e-12);
     EXPECT_NEAR(pcie.efficiency.collective_bus_efficiency, sxm.efficiency.collective_bus_efficiency * 0.9375, 1e-12);
     EXPECT_DOUBLE_EQ(pcie.efficiency.gemm_half_efficiency_dim, sxm.efficiency.gemm_half_efficiency_dim);
     EXPECT_DOUBLE_EQ(pcie.efficiency.memory_bound_fraction_of_hbm, sxm.efficiency.memory_bound_fraction_of_hbm);
