@@ -109,10 +109,12 @@ void add_plan_flags(CLI::App& app, PlanFlags& f) {
 
 void add_framework_flag(CLI::App& app, PlanFlags& f) {
     app.add_option("--framework", f.framework,
-                   "Framework whose memory behaviour to model: megatron (default) | nanotron | torchtitan | "
+                   "Framework whose memory and step time to model: megatron (default) | nanotron | torchtitan | "
                    "deepspeed | preflight-runtime | pytorch. nanotron has its own model (fp32 gradient "
                    "accumulator, cost-balanced pipeline split, caching-allocator reserve fitted on measured runs; "
-                   "its verdict uses the reserved pool + CUDA context/NCCL)")
+                   "its verdict uses the reserved pool + CUDA context/NCCL). Attention runs at the GPU spec's "
+                   "fused-kernel figure under megatron (TransformerEngine), at its FlashAttention-2 figure under the "
+                   "others")
         ->check(CLI::IsMember({"megatron", "nanotron", "torchtitan", "deepspeed", "preflight-runtime", "pytorch"}));
     app.add_option("--host-pace", f.host_pace,
                    "runs-ahead (default: PyTorch's asynchronous execution, the host queues work and goes on) | "
