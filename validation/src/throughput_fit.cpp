@@ -41,15 +41,13 @@ std::vector<ThroughputSample> throughput_samples(const std::vector<ExternalRun>&
         s.model = r.model;
         s.plan = r.plan;
         s.options.breakdown = false;
-        if (framework == "nanotron") {
-            try {
-                s.options = nanotron_throughput_options(r.model, r.plan);
+        if (const auto profile = profile_by_name(framework)) {
+            try {  // the framework's own step-time settings (nanotron's stage split, its attention kernels)
+                s.options = throughput_options_for(*profile, r.model, r.plan, s.options);
             } catch (const InputError& e) {
                 if (refused) refused->push_back(r.id + ": " + e.what());
                 continue;
             }
-        } else if (const auto profile = profile_by_name(framework)) {
-            s.options = throughput_options_for(*profile, r.model, r.plan, s.options);  // its attention kernels
         }
         s.measured_tokens_per_s_per_gpu = *r.tokens_per_s_per_gpu;
         try {

@@ -22,15 +22,12 @@ void adjust_throughput_nanotron(const ModelConfig& model, const Plan& plan, Thro
     // The sweep's pipelines across nodes pace each layer at a host time that grows with tp
     // (Efficiency::pipeline_span_layer_host_per_tp_s, fitted on those runs).
     o.spanning_pipeline_host = true;
-    // models/llama.py CoreAttention: flash_attn_varlen_func, FlashAttention-2.
-    o.fused_attention = false;
 }
 
 ThroughputOptions nanotron_throughput_options(const ModelConfig& model, const Plan& plan) {
     ThroughputOptions o;
     o.breakdown = false;
-    adjust_throughput_nanotron(model, plan, o);
-    return o;
+    return throughput_options_for(nanotron_profile(), model, plan, o);  // the profile's settings, in one place
 }
 
 }  // namespace preflight

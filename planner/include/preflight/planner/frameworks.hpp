@@ -70,8 +70,9 @@ std::vector<NanotronStageMemory> nanotron_stage_memory(const ModelConfig& model,
 // provenance in the returned struct.
 AllocatorConstants nanotron_allocator_constants();
 
-// Step-time options of a nanotron run (throughput.hpp): its compute-cost pipeline split
-// (stage_layers), async sequence-parallel TP collectives, 25 MB DDP buckets.
+// Step-time options of a nanotron run (throughput.hpp): throughput_options_for the nanotron
+// profile, i.e. its compute-cost pipeline split (stage_layers), async sequence-parallel TP
+// collectives, 25 MB DDP buckets and FlashAttention-2 attention.
 ThroughputOptions nanotron_throughput_options(const ModelConfig& model, const Plan& plan);
 // FrameworkProfile::adjust_throughput of the nanotron profile: the same settings over `options`.
 void adjust_throughput_nanotron(const ModelConfig& model, const Plan& plan, ThroughputOptions& options);
