@@ -78,7 +78,7 @@ int run_calibrate_external(const std::vector<std::filesystem::path>& datasets, c
                 std::cout << g.refused.size() << " job(s) the planner refuses as plans are not scored (first: "
                           << g.refused.front() << ")\n\n";
             std::cout << "fitted step-time constants (all jobs):\n";
-            const nlohmann::json f = validation::efficiency_to_json(g.cv.full_fit);
+            const nlohmann::json f = efficiency_to_json(g.cv.full_fit);
             for (const auto& c : validation::fitted_step_constants())
                 std::cout << "  " << c.name << " = " << f.at(c.name).get<double>() << "\n";
             if (fit_memory) std::cout << "\n## memory\n\n" << memory_md << "\n";
@@ -88,7 +88,7 @@ int run_calibrate_external(const std::vector<std::filesystem::path>& datasets, c
             std::filesystem::path spec_path = o.gpu.empty() ? d.gpu : o.gpu;
             if (spec_path.extension() != ".json") spec_path = o.data_dir / "gpus" / (spec_path.string() + ".json");
             nlohmann::json spec = read_json_file(spec_path, "--gpu");
-            nlohmann::json e = validation::efficiency_to_json(g.cv.full_fit);
+            nlohmann::json e = efficiency_to_json(g.cv.full_fit);
             std::string folds;
             for (std::size_t k = 0; k < g.cv.fold_held_out.size(); ++k)
                 folds += (k ? ", " : "") + (g.cv.fold_held_out[k].n == 0 ? std::string("no job (no family fell in it)")

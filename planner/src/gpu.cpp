@@ -1,5 +1,6 @@
 #include "preflight/planner/gpu.hpp"
 
+#include <sstream>
 #include <string>
 #include <utility>
 #include <cmath>
@@ -55,15 +56,47 @@ std::int64_t bytes(const json& j, const char* key, bool allow_zero) {
     return v;
 }
 
-// A number in (lo, hi] under efficiency.<key>; absent keeps `fallback`.
-double efficiency_value(const json& e, const char* key, double fallback, double lo, double hi) {
-    auto it = e.find(key);
-    if (it == e.end()) return fallback;
-    const std::string subject = std::string("efficiency.") + key;
-    if (!it->is_number()) throw InputError(subject, "must be a number");
-    const double v = it->get<double>();
-    if (!(v > lo && v <= hi)) throw InputError(subject, "must be in (" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-    return v;
+// Every constant of the step-time model under its spec key, with the range the loader accepts:
+// (lo, hi], or [0, hi] where zero is allowed (a time or a dimension that may be absent, or a
+// figure whose 0 means "use the general one"); zero_means_fallback keys are not written at 0.
+struct EfficiencyKey {
+    const char* key;
+    double Efficiency::*member;
+    bool zero_allowed;
+    double lo, hi;  // lo applies when zero is not allowed
+    bool zero_means_fallback;
+};
+constexpr EfficiencyKey kEfficiencyKeys[] = {
+    {"gemm_max_fraction_of_peak", &Efficiency::gemm_max_fraction_of_peak, false, 0, 1, false},
+    {"fp8_gemm_max_fraction_of_peak", &Efficiency::fp8_gemm_max_fraction_of_peak, false, 0, 1, false},
+    {"gemm_half_efficiency_dim", &Efficiency::gemm_half_efficiency_dim, true, 0, 1e9, false},
+    {"attention_fraction_of_peak", &Efficiency::attention_fraction_of_peak, false, 0, 1, false},
+    {"fp32_gemm_max_fraction_of_peak", &Efficiency::fp32_gemm_max_fraction_of_peak, true, 0, 1, true},
+    {"fp32_gemm_half_efficiency_dim", &Efficiency::fp32_gemm_half_efficiency_dim, true, 0, 1e9, true},
+    {"fp32_attention_fraction_of_peak", &Efficiency::fp32_attention_fraction_of_peak, true, 0, 1, true},
+    {"fused_attention_fraction_of_peak", &Efficiency::fused_attention_fraction_of_peak, true, 0, 1, true},
+    {"memory_bound_fraction_of_hbm", &Efficiency::memory_bound_fraction_of_hbm, false, 0, 1, false},
+    {"collective_bus_efficiency", &Efficiency::collective_bus_efficiency, false, 0, 1, false},
+    {"inter_node_bus_efficiency", &Efficiency::inter_node_bus_efficiency, false, 0, 1, false},
+    {"intra_node_latency_s", &Efficiency::intra_node_latency_s, true, 0, 1, false},
+    {"inter_node_latency_s", &Efficiency::inter_node_latency_s, true, 0, 1, false},
+    {"layer_launch_overhead_s", &Efficiency::layer_launch_overhead_s, true, 0, 1, false},
+    {"tp_layer_launch_overhead_s", &Efficiency::tp_layer_launch_overhead_s, true, 0, 1, false},
+    {"pipeline_span_layer_host_per_tp_s", &Efficiency::pipeline_span_layer_host_per_tp_s, true, 0, 1, false},
+    {"microbatch_sync_s", &Efficiency::microbatch_sync_s, true, 0, 60, false},
+    {"microbatch_sync_half_nodes", &Efficiency::microbatch_sync_half_nodes, false, 0, 1e6, false},
+    {"microbatch_sync_node_exponent", &Efficiency::microbatch_sync_node_exponent, false, 0, 8, false},
+    {"microbatch_sync_no_pipeline_fraction", &Efficiency::microbatch_sync_no_pipeline_fraction, true, 0, 1, false},
+    {"step_overhead_s", &Efficiency::step_overhead_s, true, 0, 3600, false},
+};
+
+std::string range_text(const EfficiencyKey& k) {
+    auto num = [](double v) {
+        std::ostringstream o;
+        o << v;
+        return o.str();
+    };
+    return k.zero_allowed ? "[0, " + num(k.hi) + "]" : "(" + num(k.lo) + ", " + num(k.hi) + "]";
 }
 
 Efficiency efficiency_from_json(const json& j) {
@@ -71,54 +104,16 @@ Efficiency efficiency_from_json(const json& j) {
     auto it = j.find("efficiency");
     if (it == j.end() || it->is_null()) return e;
     if (!it->is_object()) throw InputError("efficiency", "must be a JSON object");
-    e.gemm_max_fraction_of_peak = efficiency_value(*it, "gemm_max_fraction_of_peak", e.gemm_max_fraction_of_peak, 0, 1);
-    e.fp8_gemm_max_fraction_of_peak =
-        efficiency_value(*it, "fp8_gemm_max_fraction_of_peak", e.fp8_gemm_max_fraction_of_peak, 0, 1);
-    e.gemm_half_efficiency_dim = efficiency_value(*it, "gemm_half_efficiency_dim", e.gemm_half_efficiency_dim, -1, 1e9);
-    e.attention_fraction_of_peak =
-        efficiency_value(*it, "attention_fraction_of_peak", e.attention_fraction_of_peak, 0, 1);
-    // 0 (the default) = the 16-bit figure.
-    e.fp32_gemm_max_fraction_of_peak =
-        efficiency_value(*it, "fp32_gemm_max_fraction_of_peak", e.fp32_gemm_max_fraction_of_peak, -1, 1);
-    e.fp32_gemm_half_efficiency_dim =
-        efficiency_value(*it, "fp32_gemm_half_efficiency_dim", e.fp32_gemm_half_efficiency_dim, -1, 1e9);
-    e.fp32_attention_fraction_of_peak =
-        efficiency_value(*it, "fp32_attention_fraction_of_peak", e.fp32_attention_fraction_of_peak, -1, 1);
-    e.fused_attention_fraction_of_peak =
-        efficiency_value(*it, "fused_attention_fraction_of_peak", e.fused_attention_fraction_of_peak, -1, 1);
-    e.memory_bound_fraction_of_hbm =
-        efficiency_value(*it, "memory_bound_fraction_of_hbm", e.memory_bound_fraction_of_hbm, 0, 1);
-    e.collective_bus_efficiency = efficiency_value(*it, "collective_bus_efficiency", e.collective_bus_efficiency, 0, 1);
-    e.step_overhead_s = efficiency_value(*it, "step_overhead_s", e.step_overhead_s, -1, 3600);
-    e.inter_node_bus_efficiency = efficiency_value(*it, "inter_node_bus_efficiency", e.inter_node_bus_efficiency, 0, 1);
-    e.intra_node_latency_s = efficiency_value(*it, "intra_node_latency_s", e.intra_node_latency_s, -1, 1);
-    e.inter_node_latency_s = efficiency_value(*it, "inter_node_latency_s", e.inter_node_latency_s, -1, 1);
-    e.layer_launch_overhead_s = efficiency_value(*it, "layer_launch_overhead_s", e.layer_launch_overhead_s, -1, 1);
-    e.tp_layer_launch_overhead_s =
-        efficiency_value(*it, "tp_layer_launch_overhead_s", e.tp_layer_launch_overhead_s, -1, 1);
-    e.pipeline_span_layer_host_per_tp_s = efficiency_value(*it, "pipeline_span_layer_host_per_tp_s",
-                                                           e.pipeline_span_layer_host_per_tp_s, -1, 1);
-    e.microbatch_sync_s = efficiency_value(*it, "microbatch_sync_s", e.microbatch_sync_s, -1, 60);
-    e.microbatch_sync_half_nodes =
-        efficiency_value(*it, "microbatch_sync_half_nodes", e.microbatch_sync_half_nodes, 0, 1e6);
-    e.microbatch_sync_node_exponent =
-        efficiency_value(*it, "microbatch_sync_node_exponent", e.microbatch_sync_node_exponent, 0, 8);
-    e.microbatch_sync_no_pipeline_fraction = efficiency_value(*it, "microbatch_sync_no_pipeline_fraction",
-                                                              e.microbatch_sync_no_pipeline_fraction, -1, 1);
-    for (const auto& [key, v] : {std::pair<const char*, double>{"intra_node_latency_s", e.intra_node_latency_s},
-                                 {"inter_node_latency_s", e.inter_node_latency_s},
-                                 {"layer_launch_overhead_s", e.layer_launch_overhead_s},
-                                 {"fp32_gemm_max_fraction_of_peak", e.fp32_gemm_max_fraction_of_peak},
-                                 {"fp32_gemm_half_efficiency_dim", e.fp32_gemm_half_efficiency_dim},
-                                 {"fp32_attention_fraction_of_peak", e.fp32_attention_fraction_of_peak},
-                                 {"fused_attention_fraction_of_peak", e.fused_attention_fraction_of_peak},
-                                 {"tp_layer_launch_overhead_s", e.tp_layer_launch_overhead_s},
-                                 {"pipeline_span_layer_host_per_tp_s", e.pipeline_span_layer_host_per_tp_s},
-                                 {"microbatch_sync_s", e.microbatch_sync_s},
-                                 {"microbatch_sync_no_pipeline_fraction", e.microbatch_sync_no_pipeline_fraction}})
-        if (v < 0) throw InputError(std::string("efficiency.") + key, "must be >= 0");
-    if (e.gemm_half_efficiency_dim < 0) throw InputError("efficiency.gemm_half_efficiency_dim", "must be >= 0");
-    if (e.step_overhead_s < 0) throw InputError("efficiency.step_overhead_s", "must be >= 0");
+    for (const EfficiencyKey& k : kEfficiencyKeys) {
+        auto v = it->find(k.key);
+        if (v == it->end()) continue;  // absent: the built-in default
+        const std::string subject = std::string("efficiency.") + k.key;
+        if (!v->is_number()) throw InputError(subject, "must be a number");
+        const double x = v->get<double>();
+        const bool in_range = (k.zero_allowed ? x >= 0 : x > k.lo) && x <= k.hi;  // NaN fails both
+        if (!in_range) throw InputError(subject, "must be in " + range_text(k) + ", got " + v->dump());
+        e.*k.member = x;
+    }
     if (auto p = it->find("provenance"); p != it->end()) {
         if (!p->is_string()) throw InputError("efficiency.provenance", "must be a string");
         e.provenance = p->get<std::string>();
@@ -179,6 +174,13 @@ Efficiency scaled(Efficiency e, const std::map<std::string, double>& scale, cons
 }
 
 }  // namespace
+
+nlohmann::json efficiency_to_json(const Efficiency& e) {
+    nlohmann::json j = nlohmann::json::object();
+    for (const EfficiencyKey& k : kEfficiencyKeys)
+        if (!(k.zero_means_fallback && e.*k.member == 0)) j[k.key] = e.*k.member;
+    return j;
+}
 
 GpuSpec apply_calibration_transfer(GpuSpec g, const GpuSpec& source) {
     if (!g.calibration_from) return g;

@@ -168,3 +168,35 @@ TEST(CalibrationTransfer, AFitSupersedesTheTransferBlockByBlock) {
     ASSERT_TRUE(h200.contains("calibration_from"));
     EXPECT_EQ(h200["calibration_from"]["gpu"], "h100-sxm-80gb");
 }
+
+// efficiency_to_json is the loader's inverse: what calibrate writes loads back to the same
+// constants, figures whose 0 means "the general one" are left out, and the loader names the
+// accepted range of a value outside it.
+TEST(GpuSpecEfficiency, WritesWhatTheLoaderReadsAndRefusesValuesOutOfRange) {
+    const GpuSpec h100 = load_gpu("h100-sxm-80gb", test::data_dir());
+    const json written = efficiency_to_json(h100.efficiency);
+    EXPECT_DOUBLE_EQ(written.at("fused_attention_fraction_of_peak").get<double>(), 0.40);  // the spec's figure
+    EXPECT_FALSE(written.contains("fp32_gemm_max_fraction_of_peak"));  // 0 = the 16-bit figure
+    EXPECT_FALSE(written.contains("provenance"));
+    json spec = raw_spec("h100-sxm-80gb");
+    spec["efficiency"] = written;
+    const GpuSpec reread = gpu_from_json(spec, "h100-sxm-80gb");
+    EXPECT_EQ(efficiency_to_json(reread.efficiency), written);
+    EXPECT_DOUBLE_EQ(reread.efficiency.microbatch_sync_s, h100.efficiency.microbatch_sync_s);
+
+    auto error_for = [&](const char* key, double v) {
+        json bad = raw_spec("h100-sxm-80gb");
+        bad["efficiency"][key] = v;
+        try {
+            (void)gpu_from_json(bad, "h100-sxm-80gb");
+        } catch (const InputError& e) {
+            return std::string(e.what());
+        }
+        return std::string();
+    };
+    EXPECT_NE(error_for("gemm_max_fraction_of_peak", 1.5).find("efficiency.gemm_max_fraction_of_peak"), std::string::npos);
+    EXPECT_NE(error_for("gemm_max_fraction_of_peak", 1.5).find("(0, 1]"), std::string::npos);
+    EXPECT_NE(error_for("gemm_max_fraction_of_peak", 0).find("(0, 1]"), std::string::npos);
+    EXPECT_NE(error_for("layer_launch_overhead_s", -0.001).find("[0, 1]"), std::string::npos);
+    EXPECT_EQ(error_for("layer_launch_overhead_s", 0), "");  // zero allowed: no host floor
+}

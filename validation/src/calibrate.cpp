@@ -309,35 +309,19 @@ CalibrationResult calibrate(const std::vector<CalibrationRun>& runs, const GpuSp
 
 namespace {
 json errors_json(const ErrorStats& e) { return {{"n", e.n}, {"p50", e.p50}, {"p95", e.p95}, {"max", e.max}}; }
-json efficiency_json(const Efficiency& e) {
-    json j = {{"gemm_max_fraction_of_peak", e.gemm_max_fraction_of_peak},
-            {"fp8_gemm_max_fraction_of_peak", e.fp8_gemm_max_fraction_of_peak},
-            {"gemm_half_efficiency_dim", e.gemm_half_efficiency_dim},
-            {"attention_fraction_of_peak", e.attention_fraction_of_peak},
-            {"memory_bound_fraction_of_hbm", e.memory_bound_fraction_of_hbm},
-            {"collective_bus_efficiency", e.collective_bus_efficiency},
-            {"step_overhead_s", e.step_overhead_s},
-            {"layer_launch_overhead_s", e.layer_launch_overhead_s},
-            {"fp32_gemm_max_fraction_of_peak", e.fp32_gemm_max_fraction_of_peak},
-            {"fp32_gemm_half_efficiency_dim", e.fp32_gemm_half_efficiency_dim},
-            {"fp32_attention_fraction_of_peak", e.fp32_attention_fraction_of_peak}};
-    // Not fitted here: kept as the spec gives it (0 = the attention figure above, not written).
-    if (e.fused_attention_fraction_of_peak > 0) j["fused_attention_fraction_of_peak"] = e.fused_attention_fraction_of_peak;
-    return j;
-}
 }  // namespace
 
 json calibrated_spec(const json& spec, const CalibrationResult& r, const std::string& provenance) {
     json out = spec;
     if (r.target == CalibrationTarget::runtime) {
-        out["runtime"] = {{"efficiency", efficiency_json(r.after)},
+        out["runtime"] = {{"efficiency", efficiency_to_json(r.after)},
                           {"overhead_bytes", r.overhead_after},
                           {"full_recompute_pool_slack_fraction", r.pool_slack_fraction_after},
                           {"provenance", provenance}};
         drop_superseded_transfer(out);  // this fit replaces a transferred block
         return out;
     }
-    json e = efficiency_json(r.after);
+    json e = efficiency_to_json(r.after);
     e["provenance"] = provenance;
     out["efficiency"] = e;
     drop_superseded_transfer(out);
@@ -351,8 +335,8 @@ json calibrated_spec(const json& spec, const CalibrationResult& r, const std::st
 }
 
 json calibration_to_json(const CalibrationResult& r) {
-    return {{"before", efficiency_json(r.before)},
-            {"after", efficiency_json(r.after)},
+    return {{"before", efficiency_to_json(r.before)},
+            {"after", efficiency_to_json(r.after)},
             {"overhead_bytes_before", r.overhead_before},
             {"overhead_bytes_after", r.overhead_after},
             {"full_recompute_pool_slack_fraction_before", r.pool_slack_fraction_before},

@@ -321,28 +321,6 @@ ThroughputCv cross_validate_throughput(const std::vector<ThroughputSample>& samp
     return cv;
 }
 
-json efficiency_to_json(const Efficiency& e) {
-    json j = {{"gemm_max_fraction_of_peak", e.gemm_max_fraction_of_peak},
-            {"fp8_gemm_max_fraction_of_peak", e.fp8_gemm_max_fraction_of_peak},
-            {"gemm_half_efficiency_dim", e.gemm_half_efficiency_dim},
-            {"attention_fraction_of_peak", e.attention_fraction_of_peak},
-            {"memory_bound_fraction_of_hbm", e.memory_bound_fraction_of_hbm},
-            {"collective_bus_efficiency", e.collective_bus_efficiency},
-            {"inter_node_bus_efficiency", e.inter_node_bus_efficiency},
-            {"intra_node_latency_s", e.intra_node_latency_s},
-            {"inter_node_latency_s", e.inter_node_latency_s},
-            {"layer_launch_overhead_s", e.layer_launch_overhead_s},
-            {"tp_layer_launch_overhead_s", e.tp_layer_launch_overhead_s},
-            {"pipeline_span_layer_host_per_tp_s", e.pipeline_span_layer_host_per_tp_s},
-            {"microbatch_sync_s", e.microbatch_sync_s},
-            {"microbatch_sync_half_nodes", e.microbatch_sync_half_nodes},
-            {"microbatch_sync_node_exponent", e.microbatch_sync_node_exponent},
-            {"microbatch_sync_no_pipeline_fraction", e.microbatch_sync_no_pipeline_fraction},
-            {"step_overhead_s", e.step_overhead_s}};
-    // Not fitted here: kept as the spec gives it (0 = attention_fraction_of_peak, not written).
-    if (e.fused_attention_fraction_of_peak > 0) j["fused_attention_fraction_of_peak"] = e.fused_attention_fraction_of_peak;
-    return j;
-}
 
 namespace {
 json stats_json(const ErrorStats& e) { return {{"n", e.n}, {"p50", e.p50}, {"p95", e.p95}, {"max", e.max}}; }

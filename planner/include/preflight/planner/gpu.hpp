@@ -82,6 +82,10 @@ struct Efficiency {
     std::string provenance = "uncalibrated built-in defaults (the GPU spec has no \"efficiency\" object)";
 };
 
+// The spec's "efficiency" object for `e`, the inverse of the loader: every constant under its
+// key (a figure whose 0 means "use the general one" is left out at 0); no provenance.
+nlohmann::json efficiency_to_json(const Efficiency& e);
+
 // The Preflight runtime's own constants on this GPU (spec key "runtime"), fitted by
 // `preflight calibrate` on the runtime's device runs (data/measurements/<gpu>/): its
 // step-time efficiency (a C++ program launching kernels has none of a Python framework's

@@ -110,7 +110,6 @@ struct ThroughputGate {
 ThroughputGate throughput_gate(const ExternalDataset& dataset, const GpuSpec& gpu);
 std::string throughput_cv_markdown(const ThroughputCv& cv);
 
-nlohmann::json efficiency_to_json(const Efficiency& e);
 nlohmann::json throughput_cv_to_json(const ThroughputCv& cv);
 
 }  // namespace preflight::validation
