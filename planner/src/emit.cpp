@@ -181,6 +181,9 @@ std::string megatron_arguments(const ModelConfig& m, const Plan& p, std::vector<
         case Precision::fp8_mixed:
             arg("--bf16");
             arg("--fp8-format", "hybrid");  // Transformer Engine: e4m3 forward, e5m2 gradients
+            if (p.fp8_scaling == Fp8Scaling::rowwise)
+                warn(w, "rowwise fp8 scaling is torchao's recipe; Transformer Engine's --fp8-format scales per "
+                        "tensor, so this config runs tensorwise");
             break;
     }
     if (p.attention == AttentionKind::flash)
@@ -258,7 +261,7 @@ std::string torchtitan_toml(const ModelConfig& m, const Plan& p, std::vector<std
     if (p.recompute == Recompute::selective) o << "selective_ac_option = \"op\"\n";
     if (p.precision == Precision::fp8_mixed) {
         o << "\n[model]\nconverters = [\"float8\"]\n";
-        o << "\n[float8]\nrecipe_name = \"tensorwise\"\n";
+        o << "\n[float8]\nrecipe_name = \"" << to_string(p.fp8_scaling) << "\"\n";
     }
     if (p.attention == AttentionKind::eager) warn(w, "torchtitan uses SDPA (flash) attention; eager is not a switch");
     if (p.dropout > 0) warn(w, "dropout is set in the model definition, not the job config");

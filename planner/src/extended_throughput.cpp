@@ -75,12 +75,15 @@ Plan base_plan_of(const Plan& p) {
 }
 
 // GEMM, HBM and attention rates of this GPU and precision.
-Rates rates_for(const GpuSpec& gpu, const Plan& p, const Throughput& t, const PrecisionBytes& pb, bool fused_attention) {
+Rates rates_for(const GpuSpec& gpu, const Plan& p, const Throughput& t, const PrecisionBytes& pb,
+                const ThroughputOptions& opt) {
     const Efficiency& e = gpu.efficiency;
     Rates r;
     r.gemm_peak = t.peak_flops_per_s;
-    const KernelEfficiency k = kernel_efficiency(e, p.precision, fused_attention);
-    r.gemm_max = k.gemm_max_fraction_of_peak;
+    const KernelEfficiency k =
+        kernel_efficiency(e, p.precision, opt.fused_attention, {p.fp8_scaling, opt.fp8_dynamic_scaling});
+    // fp8-mixed GEMMs against the fp8 peak at the fp8 figure (the cast traffic is not charged here).
+    r.gemm_max = p.precision == Precision::fp8_mixed ? k.fp8_gemm_max_fraction_of_peak : k.gemm_max_fraction_of_peak;
     r.half_dim = k.gemm_half_efficiency_dim;
     r.hbm = gpu.hbm_bandwidth_bytes_per_s * e.memory_bound_fraction_of_hbm;
     r.in_bytes = pb.gemm_input;
@@ -297,7 +300,7 @@ Throughput estimate_extended_throughput(const ModelConfig& model, const GpuSpec&
     Throughput t = estimate_throughput(model, gpu, base, bopt);
 
     const PrecisionBytes pb = precision_bytes(p.precision);
-    const Rates r = rates_for(gpu, p, t, pb, opt.fused_attention);
+    const Rates r = rates_for(gpu, p, t, pb, opt);
     const Shape sh = shape_of(model, p, base, pb);
     const double m = sh.m;
     const double old_per_mb = (t.compute_s + t.tp_communication_s + t.pp_communication_s) / m;

@@ -69,6 +69,8 @@ struct EfficiencyKey {
 constexpr EfficiencyKey kEfficiencyKeys[] = {
     {"gemm_max_fraction_of_peak", &Efficiency::gemm_max_fraction_of_peak, false, 0, 1, false},
     {"fp8_gemm_max_fraction_of_peak", &Efficiency::fp8_gemm_max_fraction_of_peak, false, 0, 1, false},
+    {"fp8_dynamic_gemm_max_fraction_of_peak", &Efficiency::fp8_dynamic_gemm_max_fraction_of_peak, true, 0, 1, true},
+    {"fp8_rowwise_gemm_max_fraction_of_peak", &Efficiency::fp8_rowwise_gemm_max_fraction_of_peak, true, 0, 1, true},
     {"gemm_half_efficiency_dim", &Efficiency::gemm_half_efficiency_dim, true, 0, 1e9, false},
     {"attention_fraction_of_peak", &Efficiency::attention_fraction_of_peak, false, 0, 1, false},
     {"fp32_gemm_max_fraction_of_peak", &Efficiency::fp32_gemm_max_fraction_of_peak, true, 0, 1, true},
@@ -127,6 +129,8 @@ Efficiency efficiency_from_json(const json& j) {
 constexpr std::pair<const char*, double Efficiency::*> kScalableFractions[] = {
     {"gemm_max_fraction_of_peak", &Efficiency::gemm_max_fraction_of_peak},
     {"fp8_gemm_max_fraction_of_peak", &Efficiency::fp8_gemm_max_fraction_of_peak},
+    {"fp8_dynamic_gemm_max_fraction_of_peak", &Efficiency::fp8_dynamic_gemm_max_fraction_of_peak},
+    {"fp8_rowwise_gemm_max_fraction_of_peak", &Efficiency::fp8_rowwise_gemm_max_fraction_of_peak},
     {"fp32_gemm_max_fraction_of_peak", &Efficiency::fp32_gemm_max_fraction_of_peak},
     {"attention_fraction_of_peak", &Efficiency::attention_fraction_of_peak},
     {"fp32_attention_fraction_of_peak", &Efficiency::fp32_attention_fraction_of_peak},
@@ -277,8 +281,18 @@ GpuSpec gpu_from_json(const json& j, const std::string& fallback_name) {
     return g;
 }
 
-KernelEfficiency kernel_efficiency(const Efficiency& e, Precision precision, bool fused_attention) {
-    KernelEfficiency k{e.gemm_max_fraction_of_peak, e.gemm_half_efficiency_dim, e.attention_fraction_of_peak};
+KernelEfficiency kernel_efficiency(const Efficiency& e, Precision precision, bool fused_attention, Fp8Kernels fp8) {
+    KernelEfficiency k{e.gemm_max_fraction_of_peak, e.gemm_half_efficiency_dim, e.attention_fraction_of_peak, 0};
+    if (precision == Precision::fp8_mixed) {
+        // Each figure falls back to the one before it when the spec has none (0).
+        const double dynamic = e.fp8_dynamic_gemm_max_fraction_of_peak > 0 ? e.fp8_dynamic_gemm_max_fraction_of_peak
+                                                                           : e.fp8_gemm_max_fraction_of_peak;
+        const double rowwise = e.fp8_rowwise_gemm_max_fraction_of_peak > 0 ? e.fp8_rowwise_gemm_max_fraction_of_peak
+                                                                           : dynamic;
+        k.fp8_gemm_max_fraction_of_peak = fp8.scaling == Fp8Scaling::rowwise ? rowwise
+                                          : fp8.dynamic_scaling              ? dynamic
+                                                                             : e.fp8_gemm_max_fraction_of_peak;
+    }
     if (fused_attention && e.fused_attention_fraction_of_peak > 0)
         k.attention_fraction_of_peak = e.fused_attention_fraction_of_peak;
     if (precision == Precision::fp32) {

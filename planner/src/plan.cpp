@@ -24,6 +24,7 @@ constexpr std::array kPrecisions = {Precision::fp32, Precision::bf16_mixed, Prec
 constexpr std::array kRecomputes = {Recompute::none, Recompute::selective, Recompute::full};
 constexpr std::array kOptimizers = {Optimizer::adamw, Optimizer::sgd};
 constexpr std::array kAttentions = {AttentionKind::flash, AttentionKind::eager};
+constexpr std::array kFp8Scalings = {Fp8Scaling::tensorwise, Fp8Scaling::rowwise};
 
 std::string str(std::int64_t v) { return std::to_string(v); }
 }  // namespace
@@ -49,11 +50,13 @@ std::string_view to_string(Recompute r) {
 }
 std::string_view to_string(Optimizer o) { return o == Optimizer::adamw ? "adamw" : "sgd"; }
 std::string_view to_string(AttentionKind a) { return a == AttentionKind::flash ? "flash" : "eager"; }
+std::string_view to_string(Fp8Scaling s) { return s == Fp8Scaling::tensorwise ? "tensorwise" : "rowwise"; }
 
 std::optional<Precision> parse_precision(std::string_view s) { return parse_enum(s, kPrecisions); }
 std::optional<Recompute> parse_recompute(std::string_view s) { return parse_enum(s, kRecomputes); }
 std::optional<Optimizer> parse_optimizer(std::string_view s) { return parse_enum(s, kOptimizers); }
 std::optional<AttentionKind> parse_attention(std::string_view s) { return parse_enum(s, kAttentions); }
+std::optional<Fp8Scaling> parse_fp8_scaling(std::string_view s) { return parse_enum(s, kFp8Scalings); }
 std::span<const Precision> all_precisions() { return kPrecisions; }
 std::span<const Recompute> all_recomputes() { return kRecomputes; }
 
@@ -75,6 +78,10 @@ void validate_plan(const Plan& p, const ModelConfig& m) {
     if (p.zero < 0 || p.zero > 3) throw InputError("--zero", "must be 0, 1, 2 or 3, got " + str(p.zero));
     if (!(p.dropout >= 0.0 && p.dropout < 1.0))
         throw InputError("--dropout", "must be in [0, 1), got " + std::to_string(p.dropout));
+    if (p.fp8_scaling != Fp8Scaling::tensorwise && p.precision != Precision::fp8_mixed)
+        throw InputError("--fp8-scaling", std::string(to_string(p.fp8_scaling)) +
+                                              " scaling applies to --precision fp8-mixed only, got --precision " +
+                                              std::string(to_string(p.precision)));
     if (m.heads % p.tp != 0)
         throw InputError("--tp", str(p.tp) + " does not divide the model's " + str(m.heads) + " attention heads");
     // Megatron splits key/value groups across tensor-parallel ranks.

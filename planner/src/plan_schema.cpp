@@ -148,6 +148,15 @@ void add_recipe_fields(std::vector<PlanField>& t) {
     t.back().set = [](Plan& p, const FieldValue& v) { return set_enum(p.precision, v, parse_precision); };
     t.back().pin = [](PlanPins& s, const Plan& p) { s.precision = p.precision; };
     t.back().runtime = true;
+    t.push_back(field("fp8_scaling", "--fp8-scaling",
+                      "With fp8-mixed: tensorwise (one scale per tensor: Transformer Engine, torchao's default) | "
+                      "rowwise (torchao's rowwise recipe: slower GEMMs and casts) (default tensorwise)",
+                      kPlanGroup, FieldType::name));
+    t.back().choices = {"tensorwise", "rowwise"};
+    t.back().in_flags = Shown::non_default;
+    t.back().in_json = Shown::non_default;
+    t.back().get = [](const Plan& p) -> FieldValue { return std::string(to_string(p.fp8_scaling)); };
+    t.back().set = [](Plan& p, const FieldValue& v) { return set_enum(p.fp8_scaling, v, parse_fp8_scaling); };
     t.push_back(field("optimizer", "--optimizer", "adamw (2 fp32 moments) | sgd (1 fp32 momentum) (default adamw)",
                       kPlanGroup, FieldType::name));
     t.back().choices = names({Optimizer::adamw, Optimizer::sgd});

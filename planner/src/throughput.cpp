@@ -262,7 +262,7 @@ StageParams stage_params(const ModelConfig& m, const Plan& p, std::int64_t layer
 namespace {
 
 // Peak rates of the plan's precision on this GPU, scaled by the fitted efficiencies.
-Rates step_rates(const GpuSpec& gpu, const Plan& p, double peak, bool fused_attention) {
+Rates step_rates(const GpuSpec& gpu, const Plan& p, double peak, const ThroughputOptions& opt) {
     const Efficiency& e = gpu.efficiency;
     const PrecisionBytes pb = precision_bytes(p.precision);
     Rates r;
@@ -276,8 +276,9 @@ Rates step_rates(const GpuSpec& gpu, const Plan& p, double peak, bool fused_atte
     r.hbm = gpu.hbm_bandwidth_bytes_per_s * e.memory_bound_fraction_of_hbm;
     r.gemm_in_bytes = pb.gemm_input;
     r.fp8 = p.precision == Precision::fp8_mixed;
-    const KernelEfficiency k = kernel_efficiency(e, p.precision, fused_attention);
-    r.gemm_max = r.fp8 ? e.fp8_gemm_max_fraction_of_peak : k.gemm_max_fraction_of_peak;
+    const KernelEfficiency k =
+        kernel_efficiency(e, p.precision, opt.fused_attention, {p.fp8_scaling, opt.fp8_dynamic_scaling});
+    r.gemm_max = r.fp8 ? k.fp8_gemm_max_fraction_of_peak : k.gemm_max_fraction_of_peak;
     r.half_dim = k.gemm_half_efficiency_dim;
     r.attn_fraction = k.attention_fraction_of_peak;
     r.act_bytes = pb.activation;
@@ -539,6 +540,7 @@ double checked_peak_flops_per_s(const GpuSpec& gpu, const Plan& p) {
 ThroughputOptions throughput_options_for(const FrameworkProfile& profile, const ModelConfig& model, const Plan& plan,
                                          ThroughputOptions base) {
     base.fused_attention = profile.fused_attention;
+    base.fp8_dynamic_scaling = profile.fp8_dynamic_scaling;
     if (profile.adjust_throughput) profile.adjust_throughput(model, plan, base);
     return base;
 }
@@ -552,7 +554,7 @@ Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, con
     const double peak = checked_peak_flops_per_s(gpu, p);
     const Efficiency& e = gpu.efficiency;
     const PrecisionBytes pb = precision_bytes(p.precision);
-    const Rates r = step_rates(gpu, p, peak, opt.fused_attention);
+    const Rates r = step_rates(gpu, p, peak, opt);
     const Links links = plan_links(gpu, p);
     // Efficiency::pipeline_span_layer_host_per_tp_s: stages on more than one node.
     const double span_host_s = opt.spanning_pipeline_host && p.pp > 1 && links.nodes > 1

@@ -1,6 +1,7 @@
 // Exports of a plan and learning-rate advice.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -104,6 +105,16 @@ TEST(Emit, TorchtitanToml) {
     const std::string ddp = torchtitan_toml(m, p);
     EXPECT_TRUE(has(ddp, "data_parallel_replicate_degree = 4\n"));
     EXPECT_TRUE(has(ddp, "data_parallel_shard_degree = 1\n"));
+    // torchao's Float8 recipe follows the plan's scaling; Megatron (Transformer Engine) has no
+    // rowwise recipe and says so.
+    p.precision = Precision::fp8_mixed;
+    EXPECT_TRUE(has(torchtitan_toml(m, p), "[float8]\nrecipe_name = \"tensorwise\"\n"));
+    p.fp8_scaling = Fp8Scaling::rowwise;
+    EXPECT_TRUE(has(torchtitan_toml(m, p), "[float8]\nrecipe_name = \"rowwise\"\n"));
+    const Emitted mg = emit_plan(EmitFormat::megatron, m, g, p);
+    EXPECT_TRUE(has(mg.text, "--fp8-format hybrid"));
+    EXPECT_TRUE(std::any_of(mg.warnings.begin(), mg.warnings.end(),
+                            [](const std::string& w) { return has(w, "rowwise fp8 scaling"); }));
 }
 
 TEST(Emit, PreflightPlanReadsBack) {

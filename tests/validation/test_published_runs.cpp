@@ -214,7 +214,13 @@ TEST(PublishedRuns, TorchtitanHoldsItsBenchmarkTables) {
     EXPECT_EQ(tp.plan.dp, 8);
     EXPECT_EQ(tp.plan.mbs, 12);
     EXPECT_EQ(tp.precision_source, "float8 tensorwise");
+    EXPECT_EQ(tp.plan.fp8_scaling, Fp8Scaling::tensorwise);
     EXPECT_DOUBLE_EQ(*tp.tokens_per_s_per_gpu, 5078.1);
+    // Line 34: the same layout with torchao's rowwise recipe, 3708.5 tokens/s.
+    const ExternalRun& rowwise = by_ref(d, "benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md:34");
+    EXPECT_EQ(rowwise.plan.precision, Precision::fp8_mixed);
+    EXPECT_EQ(rowwise.plan.fp8_scaling, Fp8Scaling::rowwise);
+    EXPECT_DOUBLE_EQ(*rowwise.tokens_per_s_per_gpu, 3708.5);
     // H200 (Trainy / WhiteFiber) line 46: 4 nodes, 10938 tokens/s/GPU, 47.96 GiB reserved on rank 0.
     const ExternalRun& h200 = by_ref(d, "benchmarks/llama3-8b_h200_202506_trainy-whitefiber.md:46");
     EXPECT_EQ(h200.gpu, "h200-sxm-141gb");

@@ -286,6 +286,9 @@ void parse_published_recipe(const Row& r, ExternalRun& run) {
     const auto precision = parse_precision(prec);
     if (!precision) throw r.error("precision", "unknown precision '" + prec + "'");
     p.precision = *precision;
+    // torchao's Float8 recipe, where the source names it ("float8 rowwise"); tensorwise is its default.
+    if (p.precision == Precision::fp8_mixed && run.precision_source.find("rowwise") != std::string::npos)
+        p.fp8_scaling = Fp8Scaling::rowwise;
     run.compiled = r.flag("compile");
     // Optional 0/1 columns (empty or absent: 0). The loss ran under torch.compile as well:
     auto optional_flag = [&](const char* column) { return r.has(column) && !r.raw(column).empty() && r.flag(column); };

@@ -49,6 +49,9 @@ FrameworkProfile torchtitan_profile() {
     // models/llama3/model.py Attention: F.scaled_dot_product_attention, whose flash backend on
     // H100 is FlashAttention-2 (PyTorch's SDPA), not TransformerEngine's fused kernels.
     p.fused_attention = false;
+    // Float8 training: torchao Float8Linear with dynamic scaling (torchtitan/float8.py Float8Handler at
+    // 9dec370; components/quantization/float8.py since), not TransformerEngine.
+    p.fp8_dynamic_scaling = true;
     // parallelisms/parallelize_llama.py apply_fsdp at 9dec370: "For PP, do not reshard after
     // forward to avoid per-microbatch all-gathers" (every block, and the root module).
     p.fsdp_pp_keeps_params_gathered = true;

@@ -28,8 +28,16 @@ struct Efficiency {
     // gemm_max_fraction_of_peak * d / (d + gemm_half_efficiency_dim) of the dense peak.
     double gemm_max_fraction_of_peak = 0.70;
     double gemm_half_efficiency_dim = 128;
-    // fp8 GEMMs (Transformer Engine) replace gemm_max_fraction_of_peak against the fp8 peak.
+    // fp8 GEMMs replace gemm_max_fraction_of_peak against the fp8 peak. Transformer Engine
+    // (per-tensor delayed or current scaling, the cast fused into the op before the GEMM):
     double fp8_gemm_max_fraction_of_peak = 0.55;
+    // torchao's Float8Linear with dynamic per-tensor scaling ("tensorwise"; ThroughputOptions::
+    // fp8_dynamic_scaling): an amax pass and a cast kernel per operand beside each GEMM, which the
+    // step model's activation cast does not cover, folded into one figure; 0 = the figure above.
+    double fp8_dynamic_gemm_max_fraction_of_peak = 0;
+    // torchao's rowwise scaling (Fp8Scaling::rowwise): a rowwise-scaled GEMM kernel and casts of
+    // both operands along the axis each GEMM reads, likewise folded; 0 = the dynamic figure.
+    double fp8_rowwise_gemm_max_fraction_of_peak = 0;
     // The fp32 recipe's GEMMs (SGEMM on the FP32 units, which saturate at smaller sizes than
     // tensor-core GEMMs) and attention kernels against the fp32 peak; 0 = the figures above.
     double fp32_gemm_max_fraction_of_peak = 0;

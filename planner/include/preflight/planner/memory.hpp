@@ -44,6 +44,9 @@ struct FrameworkProfile {
     // Megatron-Core's TransformerEngine attention. The PyTorch frameworks (nanotron's flash-attn,
     // torchtitan's and Hugging Face's SDPA, DeepSpeed's) run FlashAttention-2-class kernels.
     bool fused_attention = true;
+    // fp8-mixed runs torchao's Float8Linear (dynamic scaling; ThroughputOptions::fp8_dynamic_scaling):
+    // torchtitan. Transformer Engine otherwise.
+    bool fp8_dynamic_scaling = false;
 
     // --- Fields the Preflight CUDA runtime's profile needs (profiles.hpp).
     // Device buffers the framework allocates itself and keeps for the whole run (GEMM

@@ -17,6 +17,10 @@ enum class Precision { fp32, bf16_mixed, bf16_mixed_fp32_grads, bf16, fp16_mixed
 enum class Recompute { none, selective, full };
 enum class Optimizer { adamw, sgd };
 enum class AttentionKind { flash, eager };
+// How an fp8-mixed recipe scales its GEMM operands: one scale per tensor (Transformer Engine's
+// current/delayed scaling, torchao's "tensorwise") or one per row (torchao's "rowwise": a
+// rowwise-scaled GEMM and a cast of each operand along the axis each GEMM reads).
+enum class Fp8Scaling { tensorwise, rowwise };
 // ZeRO stage over the data-parallel ranks (Rajbhandari et al. 2020, sec. 5): stage 1
 // shards the optimizer states (and master weights), 2 also the gradients, 3 also the
 // weights. Unscoped with an int base so that the stage order reads as in the paper
@@ -30,10 +34,12 @@ std::string_view to_string(Precision p);
 std::string_view to_string(Recompute r);
 std::string_view to_string(Optimizer o);
 std::string_view to_string(AttentionKind a);
+std::string_view to_string(Fp8Scaling s);
 std::optional<Precision> parse_precision(std::string_view s);
 std::optional<Recompute> parse_recompute(std::string_view s);
 std::optional<Optimizer> parse_optimizer(std::string_view s);
 std::optional<AttentionKind> parse_attention(std::string_view s);
+std::optional<Fp8Scaling> parse_fp8_scaling(std::string_view s);
 std::span<const Precision> all_precisions();
 std::span<const Recompute> all_recomputes();
 
@@ -50,6 +56,7 @@ struct Plan {
     Precision precision = Precision::bf16_mixed;
     Optimizer optimizer = Optimizer::adamw;
     AttentionKind attention = AttentionKind::flash;
+    Fp8Scaling fp8_scaling = Fp8Scaling::tensorwise;  // fp8-mixed only
     double dropout = 0.0;
     // Fine-tuning, offload, pipeline schedule, context / expert parallelism
     // (plan_extensions.hpp); the defaults are pre-training's plan.

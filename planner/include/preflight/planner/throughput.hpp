@@ -101,6 +101,10 @@ struct ThroughputOptions {
     // Off: FlashAttention-2-class kernels (PyTorch SDPA's flash backend, the flash-attn package).
     // On by default like the default (Megatron-like) profile; FrameworkProfile::fused_attention.
     bool fused_attention = true;
+    // fp8-mixed GEMMs run through torchao's Float8Linear with dynamic scaling (Efficiency::
+    // fp8_dynamic_gemm_max_fraction_of_peak): torchtitan's float8 converter. Off: Transformer
+    // Engine (Megatron-Core, Composer's amp_fp8). FrameworkProfile::fp8_dynamic_scaling.
+    bool fp8_dynamic_scaling = false;
 };
 
 // One named slice of the step time (for display: compute, exposed communication, bubble, ...).
@@ -140,12 +144,19 @@ struct Throughput {
 // GEMM and attention efficiencies of a precision's kernels: the fp32 recipe's where the spec
 // gives them (Efficiency::fp32_*), else the 16-bit figures (fp8 GEMMs: see Efficiency).
 struct KernelEfficiency {
-    double gemm_max_fraction_of_peak = 0;
+    double gemm_max_fraction_of_peak = 0;  // 16-bit GEMMs (fp32's under the fp32 recipe)
     double gemm_half_efficiency_dim = 0;
     double attention_fraction_of_peak = 0;
+    double fp8_gemm_max_fraction_of_peak = 0;  // the fp8-mixed recipe's GEMMs against the fp8 peak; 0 otherwise
+};
+// Which fp8 GEMM path runs: the plan's scaling and the framework's casts (ThroughputOptions).
+struct Fp8Kernels {
+    Fp8Scaling scaling = Fp8Scaling::tensorwise;
+    bool dynamic_scaling = false;
 };
 // fused_attention: the framework runs the GPU's native fused attention (ThroughputOptions).
-KernelEfficiency kernel_efficiency(const Efficiency& e, Precision precision, bool fused_attention = false);
+KernelEfficiency kernel_efficiency(const Efficiency& e, Precision precision, bool fused_attention = false,
+                                   Fp8Kernels fp8 = {});
 
 // Throws InputError when the GPU has no published peak for the plan's compute precision.
 // `base` adjusted by the framework profile for this plan (FrameworkProfile::adjust_throughput).
