@@ -326,6 +326,9 @@ Plan MainWindow::planFromControls() const {
     p.zero = static_cast<ZeroStage>(zero_->currentData().toInt());
     p.recompute = static_cast<Recompute>(recompute_->currentData().toInt());
     p.precision = static_cast<Precision>(precision_->currentData().toInt());
+    // The scaling applies to fp8-mixed only (validate_plan refuses it elsewhere).
+    p.fp8_scaling = p.precision == Precision::fp8_mixed ? static_cast<Fp8Scaling>(fp8_scaling_->currentData().toInt())
+                                                        : Fp8Scaling::tensorwise;
     p.optimizer = static_cast<Optimizer>(optimizer_->currentData().toInt());
     p.attention = static_cast<AttentionKind>(attention_->currentData().toInt());
     p.dropout = dropout_->value();
@@ -344,6 +347,7 @@ void MainWindow::applyControls() {
     if (syncing_) return;
     notice_.clear();
     const Plan p = planFromControls();
+    fp8_scaling_->setEnabled(p.precision == Precision::fp8_mixed);
     gbs_label_->setText(QStringLiteral("%1 tokens").arg(groupDigits(p.global_batch_tokens())));
     explorer_->setPlan(p);
     if (!explorer_->hasError()) onError({});
@@ -445,6 +449,7 @@ void MainWindow::loadPlan(const Plan& p0) {
     zero_->setCurrentIndex(zero_->findData(p.zero));
     recompute_->setCurrentIndex(recompute_->findData(static_cast<int>(p.recompute)));
     precision_->setCurrentIndex(precision_->findData(static_cast<int>(p.precision)));
+    fp8_scaling_->setCurrentIndex(fp8_scaling_->findData(static_cast<int>(p.fp8_scaling)));
     optimizer_->setCurrentIndex(optimizer_->findData(static_cast<int>(p.optimizer)));
     attention_->setCurrentIndex(attention_->findData(static_cast<int>(p.attention)));
     dropout_->setValue(p.dropout);

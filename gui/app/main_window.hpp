@@ -103,6 +103,7 @@ private:
     QComboBox* zero_ = nullptr;
     QComboBox* recompute_ = nullptr;
     QComboBox* precision_ = nullptr;
+    QComboBox* fp8_scaling_ = nullptr;  // enabled under fp8-mixed only
     QComboBox* optimizer_ = nullptr;
     QComboBox* attention_ = nullptr;
     // Fine-tuning, offload, pipeline schedule, context / expert parallelism.

@@ -123,6 +123,11 @@ QGroupBox* MainWindow::buildRecipeGroup() {
     precision_ = new QComboBox;
     precision_->setObjectName(QStringLiteral("precision"));
     fillChoices(precision_, "precision");
+    fp8_scaling_ = new QComboBox;
+    fp8_scaling_->setObjectName(QStringLiteral("fp8_scaling"));
+    fillChoices(fp8_scaling_, "fp8_scaling");
+    fp8_scaling_->setToolTip(QStringLiteral(
+        "fp8-mixed only: tensorwise (one scale per tensor) or torchao's rowwise recipe (slower GEMMs and casts)"));
     optimizer_ = new QComboBox;
     optimizer_->setObjectName(QStringLiteral("optimizer"));
     fillChoices(optimizer_, "optimizer");
@@ -139,6 +144,8 @@ QGroupBox* MainWindow::buildRecipeGroup() {
         const Plan defaults;
         recompute_->setCurrentIndex(recompute_->findData(static_cast<int>(defaults.recompute)));
         precision_->setCurrentIndex(precision_->findData(static_cast<int>(defaults.precision)));
+        fp8_scaling_->setCurrentIndex(fp8_scaling_->findData(static_cast<int>(defaults.fp8_scaling)));
+        fp8_scaling_->setEnabled(defaults.precision == Precision::fp8_mixed);
         optimizer_->setCurrentIndex(optimizer_->findData(static_cast<int>(defaults.optimizer)));
         attention_->setCurrentIndex(attention_->findData(static_cast<int>(defaults.attention)));
         zero_->setCurrentIndex(zero_->findData(defaults.zero));
@@ -146,6 +153,7 @@ QGroupBox* MainWindow::buildRecipeGroup() {
     }
     f4->addRow(QStringLiteral("Recompute"), recompute_);
     f4->addRow(QStringLiteral("Precision"), precision_);
+    f4->addRow(QStringLiteral("FP8 scaling"), fp8_scaling_);
     f4->addRow(QStringLiteral("Optimizer"), optimizer_);
     f4->addRow(QStringLiteral("Attention"), attention_);
     f4->addRow(QStringLiteral("Dropout"), dropout_);
@@ -201,7 +209,7 @@ void MainWindow::connectControls() {
     for (QSpinBox* s : {dp_, tp_, pp_}) connect(s, &QSpinBox::valueChanged, this, [this] { onLayoutChanged(); });
     connect(gpu_count_, &QSpinBox::valueChanged, this, [this] { onGpuCountChanged(); });
     connect(sp_, &QCheckBox::toggled, this, [this] { applyControls(); });
-    for (QComboBox* c : {zero_, recompute_, precision_, optimizer_, attention_})
+    for (QComboBox* c : {zero_, recompute_, precision_, fp8_scaling_, optimizer_, attention_})
         connect(c, &QComboBox::currentIndexChanged, this, [this] { applyControls(); });
     connect(dropout_, &QDoubleSpinBox::valueChanged, this, [this] { applyControls(); });
     connect(model_, &QComboBox::currentIndexChanged, this, [this] { onModelChosen(); });

@@ -19,6 +19,7 @@ inline QStringList plan_flags(const Plan& p) {
                   "--precision", s(to_string(p.precision)), "--optimizer", s(to_string(p.optimizer)),
                   "--attention", s(to_string(p.attention)), "--dropout", QString::number(p.dropout, 'g', 17)};
     if (p.sp) a << "--sp";
+    if (p.fp8_scaling != Fp8Scaling::tensorwise) a << "--fp8-scaling" << s(to_string(p.fp8_scaling));
     return a;
 }
 

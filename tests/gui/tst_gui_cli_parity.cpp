@@ -80,6 +80,14 @@ std::vector<Case> cases() {
     s.precision = Precision::fp16_mixed;
     s.recompute = Recompute::full;
     out.push_back({"oom_sgd_fp16", "llama-3-70b", "rtx-4090", s});
+    Plan f;
+    f.seq = 8192;
+    f.dp = 8;
+    f.zero = ZeroStage{3};
+    f.recompute = Recompute::selective;
+    f.precision = Precision::fp8_mixed;
+    f.fp8_scaling = Fp8Scaling::rowwise;
+    out.push_back({"fp8_rowwise_fsdp", "llama-3-8b", "h100-sxm-80gb", f});
     return out;
 }
 
@@ -128,6 +136,8 @@ private slots:
         select_data(child<QComboBox>(w, "zero"), c.plan.zero);
         select_data(child<QComboBox>(w, "recompute"), static_cast<int>(c.plan.recompute));
         select_data(child<QComboBox>(w, "precision"), static_cast<int>(c.plan.precision));
+        QCOMPARE(child<QComboBox>(w, "fp8_scaling")->isEnabled(), c.plan.precision == Precision::fp8_mixed);
+        select_data(child<QComboBox>(w, "fp8_scaling"), static_cast<int>(c.plan.fp8_scaling));
         select_data(child<QComboBox>(w, "optimizer"), static_cast<int>(c.plan.optimizer));
         select_data(child<QComboBox>(w, "attention"), static_cast<int>(c.plan.attention));
         child<QDoubleSpinBox>(w, "dropout")->setValue(c.plan.dropout);
