@@ -142,7 +142,8 @@ struct Throughput {
 };
 
 // GEMM and attention efficiencies of a precision's kernels: the fp32 recipe's where the spec
-// gives them (Efficiency::fp32_*), else the 16-bit figures (fp8 GEMMs: see Efficiency).
+// gives them (Efficiency::fp32_*), else the 16-bit figures; fp8-mixed GEMMs at the figure of
+// the recipe's kernels (Transformer Engine, torchao dynamic tensorwise or rowwise: Efficiency).
 struct KernelEfficiency {
     double gemm_max_fraction_of_peak = 0;  // 16-bit GEMMs (fp32's under the fp32 recipe)
     double gemm_half_efficiency_dim = 0;
