@@ -80,13 +80,9 @@ std::vector<Case> cases() {
     s.precision = Precision::fp16_mixed;
     s.recompute = Recompute::full;
     out.push_back({"oom_sgd_fp16", "llama-3-70b", "rtx-4090", s});
-    Plan f;
-    f.seq = 8192;
-    f.dp = 8;
-    f.zero = ZeroStage{3};
-    f.recompute = Recompute::selective;
-    f.precision = Precision::fp8_mixed;
-    f.fp8_scaling = Fp8Scaling::rowwise;
+    Plan f;  // torchao's rowwise Float8 under FSDP: the "FP8 scaling" control, enabled by fp8-mixed
+    f.seq = 8192, f.dp = 8, f.zero = ZeroStage{3}, f.recompute = Recompute::selective;
+    f.precision = Precision::fp8_mixed, f.fp8_scaling = Fp8Scaling::rowwise;
     out.push_back({"fp8_rowwise_fsdp", "llama-3-8b", "h100-sxm-80gb", f});
     return out;
 }
