@@ -1,5 +1,7 @@
 #include "preflight/planner/gpu.hpp"
 
+#include <algorithm>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -59,37 +61,40 @@ std::int64_t bytes(const json& j, const char* key, bool allow_zero) {
 // Every constant of the step-time model under its spec key, with the range the loader accepts:
 // (lo, hi], or [0, hi] where zero is allowed (a time or a dimension that may be absent, or a
 // figure whose 0 means "use the general one"); zero_means_fallback keys are not written at 0.
+// scalable: a fraction a calibration transfer may scale (CalibrationTransfer::efficiency_scale;
+// it must stay in (0, 1]). Times and dimensions are not: no part differs by a known factor there.
 struct EfficiencyKey {
     const char* key;
     double Efficiency::*member;
     bool zero_allowed;
     double lo, hi;  // lo applies when zero is not allowed
     bool zero_means_fallback;
+    bool scalable;
 };
 constexpr EfficiencyKey kEfficiencyKeys[] = {
-    {"gemm_max_fraction_of_peak", &Efficiency::gemm_max_fraction_of_peak, false, 0, 1, false},
-    {"fp8_gemm_max_fraction_of_peak", &Efficiency::fp8_gemm_max_fraction_of_peak, false, 0, 1, false},
-    {"fp8_dynamic_gemm_max_fraction_of_peak", &Efficiency::fp8_dynamic_gemm_max_fraction_of_peak, true, 0, 1, true},
-    {"fp8_rowwise_gemm_max_fraction_of_peak", &Efficiency::fp8_rowwise_gemm_max_fraction_of_peak, true, 0, 1, true},
-    {"gemm_half_efficiency_dim", &Efficiency::gemm_half_efficiency_dim, true, 0, 1e9, false},
-    {"attention_fraction_of_peak", &Efficiency::attention_fraction_of_peak, false, 0, 1, false},
-    {"fp32_gemm_max_fraction_of_peak", &Efficiency::fp32_gemm_max_fraction_of_peak, true, 0, 1, true},
-    {"fp32_gemm_half_efficiency_dim", &Efficiency::fp32_gemm_half_efficiency_dim, true, 0, 1e9, true},
-    {"fp32_attention_fraction_of_peak", &Efficiency::fp32_attention_fraction_of_peak, true, 0, 1, true},
-    {"fused_attention_fraction_of_peak", &Efficiency::fused_attention_fraction_of_peak, true, 0, 1, true},
-    {"memory_bound_fraction_of_hbm", &Efficiency::memory_bound_fraction_of_hbm, false, 0, 1, false},
-    {"collective_bus_efficiency", &Efficiency::collective_bus_efficiency, false, 0, 1, false},
-    {"inter_node_bus_efficiency", &Efficiency::inter_node_bus_efficiency, false, 0, 1, false},
-    {"intra_node_latency_s", &Efficiency::intra_node_latency_s, true, 0, 1, false},
-    {"inter_node_latency_s", &Efficiency::inter_node_latency_s, true, 0, 1, false},
-    {"layer_launch_overhead_s", &Efficiency::layer_launch_overhead_s, true, 0, 1, false},
-    {"tp_layer_launch_overhead_s", &Efficiency::tp_layer_launch_overhead_s, true, 0, 1, false},
-    {"pipeline_span_layer_host_per_tp_s", &Efficiency::pipeline_span_layer_host_per_tp_s, true, 0, 1, false},
-    {"microbatch_sync_s", &Efficiency::microbatch_sync_s, true, 0, 60, false},
-    {"microbatch_sync_half_nodes", &Efficiency::microbatch_sync_half_nodes, false, 0, 1e6, false},
-    {"microbatch_sync_node_exponent", &Efficiency::microbatch_sync_node_exponent, false, 0, 8, false},
-    {"microbatch_sync_no_pipeline_fraction", &Efficiency::microbatch_sync_no_pipeline_fraction, true, 0, 1, false},
-    {"step_overhead_s", &Efficiency::step_overhead_s, true, 0, 3600, false},
+    {"gemm_max_fraction_of_peak", &Efficiency::gemm_max_fraction_of_peak, false, 0, 1, false, true},
+    {"fp8_gemm_max_fraction_of_peak", &Efficiency::fp8_gemm_max_fraction_of_peak, false, 0, 1, false, true},
+    {"fp8_dynamic_gemm_max_fraction_of_peak", &Efficiency::fp8_dynamic_gemm_max_fraction_of_peak, true, 0, 1, true, true},
+    {"fp8_rowwise_gemm_max_fraction_of_peak", &Efficiency::fp8_rowwise_gemm_max_fraction_of_peak, true, 0, 1, true, true},
+    {"gemm_half_efficiency_dim", &Efficiency::gemm_half_efficiency_dim, true, 0, 1e9, false, false},
+    {"attention_fraction_of_peak", &Efficiency::attention_fraction_of_peak, false, 0, 1, false, true},
+    {"fp32_gemm_max_fraction_of_peak", &Efficiency::fp32_gemm_max_fraction_of_peak, true, 0, 1, true, true},
+    {"fp32_gemm_half_efficiency_dim", &Efficiency::fp32_gemm_half_efficiency_dim, true, 0, 1e9, true, false},
+    {"fp32_attention_fraction_of_peak", &Efficiency::fp32_attention_fraction_of_peak, true, 0, 1, true, true},
+    {"fused_attention_fraction_of_peak", &Efficiency::fused_attention_fraction_of_peak, true, 0, 1, true, true},
+    {"memory_bound_fraction_of_hbm", &Efficiency::memory_bound_fraction_of_hbm, false, 0, 1, false, true},
+    {"collective_bus_efficiency", &Efficiency::collective_bus_efficiency, false, 0, 1, false, true},
+    {"inter_node_bus_efficiency", &Efficiency::inter_node_bus_efficiency, false, 0, 1, false, true},
+    {"intra_node_latency_s", &Efficiency::intra_node_latency_s, true, 0, 1, false, false},
+    {"inter_node_latency_s", &Efficiency::inter_node_latency_s, true, 0, 1, false, false},
+    {"layer_launch_overhead_s", &Efficiency::layer_launch_overhead_s, true, 0, 1, false, false},
+    {"tp_layer_launch_overhead_s", &Efficiency::tp_layer_launch_overhead_s, true, 0, 1, false, false},
+    {"pipeline_span_layer_host_per_tp_s", &Efficiency::pipeline_span_layer_host_per_tp_s, true, 0, 1, false, false},
+    {"microbatch_sync_s", &Efficiency::microbatch_sync_s, true, 0, 60, false, false},
+    {"microbatch_sync_half_nodes", &Efficiency::microbatch_sync_half_nodes, false, 0, 1e6, false, false},
+    {"microbatch_sync_node_exponent", &Efficiency::microbatch_sync_node_exponent, false, 0, 8, false, false},
+    {"microbatch_sync_no_pipeline_fraction", &Efficiency::microbatch_sync_no_pipeline_fraction, true, 0, 1, false, false},
+    {"step_overhead_s", &Efficiency::step_overhead_s, true, 0, 3600, false, false},
 };
 
 std::string range_text(const EfficiencyKey& k) {
@@ -123,23 +128,6 @@ Efficiency efficiency_from_json(const json& j) {
     return e;
 }
 
-// The efficiency fractions a transfer may scale (CalibrationTransfer::efficiency_scale); each
-// must stay in (0, 1] after scaling. Times and dimensions are not scalable: no part differs by
-// a known factor in those.
-constexpr std::pair<const char*, double Efficiency::*> kScalableFractions[] = {
-    {"gemm_max_fraction_of_peak", &Efficiency::gemm_max_fraction_of_peak},
-    {"fp8_gemm_max_fraction_of_peak", &Efficiency::fp8_gemm_max_fraction_of_peak},
-    {"fp8_dynamic_gemm_max_fraction_of_peak", &Efficiency::fp8_dynamic_gemm_max_fraction_of_peak},
-    {"fp8_rowwise_gemm_max_fraction_of_peak", &Efficiency::fp8_rowwise_gemm_max_fraction_of_peak},
-    {"fp32_gemm_max_fraction_of_peak", &Efficiency::fp32_gemm_max_fraction_of_peak},
-    {"attention_fraction_of_peak", &Efficiency::attention_fraction_of_peak},
-    {"fp32_attention_fraction_of_peak", &Efficiency::fp32_attention_fraction_of_peak},
-    {"fused_attention_fraction_of_peak", &Efficiency::fused_attention_fraction_of_peak},
-    {"memory_bound_fraction_of_hbm", &Efficiency::memory_bound_fraction_of_hbm},
-    {"collective_bus_efficiency", &Efficiency::collective_bus_efficiency},
-    {"inter_node_bus_efficiency", &Efficiency::inter_node_bus_efficiency},
-};
-
 CalibrationTransfer transfer_from_json(const json& t) {
     if (!t.is_object()) throw InputError("calibration_from", "must be a JSON object {\"gpu\", \"why\"[, \"efficiency_scale\"]}");
     CalibrationTransfer c;
@@ -154,8 +142,8 @@ CalibrationTransfer transfer_from_json(const json& t) {
         if (!sc->is_object()) throw InputError("calibration_from.efficiency_scale", "must be a JSON object");
         for (const auto& [key, v] : sc->items()) {
             const std::string subject = "calibration_from.efficiency_scale." + key;
-            bool known = false;
-            for (const auto& f : kScalableFractions) known = known || key == f.first;
+            const bool known = std::any_of(std::begin(kEfficiencyKeys), std::end(kEfficiencyKeys),
+                                           [&](const EfficiencyKey& k) { return k.scalable && key == k.key; });
             if (!known) throw InputError(subject, "not a scalable efficiency fraction");
             if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
                 throw InputError(subject, "must be a positive number");
@@ -166,13 +154,14 @@ CalibrationTransfer transfer_from_json(const json& t) {
 }
 
 Efficiency scaled(Efficiency e, const std::map<std::string, double>& scale, const std::string& block) {
-    for (const auto& [key, member] : kScalableFractions) {
-        auto it = scale.find(key);
-        if (it == scale.end() || e.*member == 0) continue;  // 0 = "the 16-bit figure" (fp32_*): nothing to scale
-        e.*member *= it->second;
-        if (!(e.*member > 0 && e.*member <= 1))
-            throw InputError("calibration_from.efficiency_scale." + std::string(key),
-                             "takes " + block + " " + key + " to " + std::to_string(e.*member) + ", outside (0, 1]");
+    for (const EfficiencyKey& k : kEfficiencyKeys) {
+        auto it = scale.find(k.key);
+        double& v = e.*k.member;
+        if (!k.scalable || it == scale.end() || v == 0) continue;  // 0 = "the general figure": nothing to scale
+        v *= it->second;
+        if (!(v > 0 && v <= 1))
+            throw InputError("calibration_from.efficiency_scale." + std::string(k.key),
+                             "takes " + block + " " + k.key + " to " + std::to_string(v) + ", outside (0, 1]");
     }
     return e;
 }

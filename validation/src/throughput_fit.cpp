@@ -321,7 +321,6 @@ ThroughputCv cross_validate_throughput(const std::vector<ThroughputSample>& samp
     return cv;
 }
 
-
 namespace {
 json stats_json(const ErrorStats& e) { return {{"n", e.n}, {"p50", e.p50}, {"p95", e.p95}, {"max", e.max}}; }
 }  // namespace
