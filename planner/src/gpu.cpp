@@ -142,8 +142,9 @@ CalibrationTransfer transfer_from_json(const json& t) {
         if (!sc->is_object()) throw InputError("calibration_from.efficiency_scale", "must be a JSON object");
         for (const auto& [key, v] : sc->items()) {
             const std::string subject = "calibration_from.efficiency_scale." + key;
+            const std::string& name = key;  // clang before 16 cannot capture a structured binding (P1091)
             const bool known = std::any_of(std::begin(kEfficiencyKeys), std::end(kEfficiencyKeys),
-                                           [&](const EfficiencyKey& k) { return k.scalable && key == k.key; });
+                                           [&](const EfficiencyKey& k) { return k.scalable && name == k.key; });
             if (!known) throw InputError(subject, "not a scalable efficiency fraction");
             if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
                 throw InputError(subject, "must be a positive number");
