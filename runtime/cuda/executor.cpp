@@ -83,19 +83,27 @@ std::string pci_bus_id() {
     return {};
 }
 
-// Creates the primary context and fixes the baseline every driver sample subtracts: NVML's
-// used memory before the context when NVML answers (the context is then counted), else
+// Creates the primary context and fixes the baseline every driver sample subtracts: the
+// memory in use before the context when NVML answers (the context is then counted), else
 // cudaMemGetInfo right after it. Returns the device-used memory after the context.
+// NVML's "used" and cudaMemGetInfo's total - free are different books: NVML's counts the
+// driver's reserved memory (503,316,480 B on an H100, 644,939,776 B on an H200, driver
+// 580.159.04), which cudaMemGetInfo leaves out of its total and its used. A baseline from NVML
+// made every sample that much low (on the H200 the context came out negative). So the context
+// is NVML's own before/after difference, and the baseline is in cudaMemGetInfo's book: used
+// after the context minus the context.
 std::int64_t create_context(DriverSampler& sampler, const std::optional<std::int64_t>& nvml_before) {
     DriverMemory& dm = sampler.out;
     PF_CUDA_CHECK(cudaSetDevice(0));
     PF_CUDA_CHECK(cudaFree(nullptr));  // creates the primary context
     const std::int64_t used_after_context = device_used_now();
-    if (nvml_before) {
-        sampler.baseline = *nvml_before;
+    const std::optional<std::int64_t> nvml_after = nvml_before ? sampler.nvml.used_bytes() : std::nullopt;
+    if (nvml_before && nvml_after && used_after_context >= 0) {
+        const std::int64_t context_bytes = *nvml_after - *nvml_before;
+        sampler.baseline = used_after_context - context_bytes;
         sampler.nvml_baseline = *nvml_before;
         dm.baseline_source = "nvml-before-context";
-        dm.context_bytes = used_after_context - *nvml_before;
+        dm.context_bytes = context_bytes;
     } else {
         sampler.baseline = used_after_context;  // the context itself is then not counted
         dm.baseline_source = "cudaMemGetInfo-after-context";

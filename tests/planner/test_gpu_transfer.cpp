@@ -57,8 +57,9 @@ TEST(CalibrationTransfer, H200TakesTheH100SxmConstantsAndKeepsItsOwnMemory) {
     ASSERT_TRUE(h200.runtime.has_value());
     EXPECT_EQ(h200.runtime->overhead_bytes, raw_spec("h100-sxm-80gb")["runtime"]["overhead_bytes"].get<std::int64_t>());
     EXPECT_DOUBLE_EQ(h200.runtime->full_recompute_pool_slack_fraction, h100.runtime->full_recompute_pool_slack_fraction);
-    // What differs stays the H200's own (datasheet: 141 GB HBM3e at 4.8 TB/s).
-    EXPECT_EQ(h200.memory_bytes, 150'754'820'096);
+    // What differs stays the H200's own: what CUDA hands out (cudaMemGetInfo's total, measured
+    // on an H200 on 2026-11-25) and the datasheet's 4.8 TB/s of HBM3e.
+    EXPECT_EQ(h200.memory_bytes, 150'109'880'320);
     EXPECT_DOUBLE_EQ(h200.hbm_bandwidth_bytes_per_s, 4.8e12);
     EXPECT_FALSE(h200.calibration_from.has_value());  // applied by load_gpu
 }

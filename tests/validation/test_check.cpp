@@ -253,3 +253,20 @@ TEST(Check, H100DeviceRunsMeetThePeakMemoryGates) {
     EXPECT_LE(torch.peak.p50, 0.05);
     EXPECT_TRUE(r.passed());
 }
+
+// The H200 takes the H100's fitted constants (its spec's calibration_from); its own runs, which
+// no fit has seen, meet the same peak-memory gates. Both GPUs measured a 548,995,072 B context
+// in cudaMemGetInfo's book (validation/gpu_session/rebase_driver_books.py explains the book).
+TEST(Check, H200DeviceRunsMeetThePeakMemoryGatesWithTheH100Constants) {
+    const fs::path dir = test::data_dir() / "measurements" / "h200-sxm-141gb";
+    const CheckResult r = check_directory(dir, options());
+    const SourceSummary& ours = r.sources.at(kSourceRuntime);
+    const SourceSummary& torch = r.sources.at(kSourcePytorch);
+    EXPECT_GE(ours.compared, 12);
+    EXPECT_GE(torch.compared, 6);
+    EXPECT_EQ(ours.dry_runs, 0);
+    EXPECT_LE(ours.peak.p50, 0.02);
+    EXPECT_LE(ours.peak.p95, 0.05);
+    EXPECT_LE(torch.peak.p50, 0.05);
+    EXPECT_TRUE(r.passed());
+}

@@ -23,7 +23,10 @@
 #     losscurve    same model, data, seed and initial weights: `preflight run --save-init` 50 steps, then
 #                  train.py --init-from --data preflight 50 steps, compared by compare_loss.py
 #                  (PREFLIGHT_LOSS_MODEL / _SEQ / _MBS / _PRECISION / _LR, default llama-3.2-1b 512 4
-#                  bf16-mixed-fp32-grads 1e-3)
+#                  bf16-mixed-fp32-grads 1e-3; PREFLIGHT_LOSS_BF16_RESIDUAL=1: PyTorch's residual stream
+#                  rounded to bf16 as ours, train.py --bf16-residual; PREFLIGHT_LOSS_OURS_VARIANTS
+#                  "--no-cudnn;--no-fused": one curve of ours per flag set; PREFLIGHT_LOSS_PYTORCH_FROM:
+#                  compare with that recorded PyTorch curve instead of running train.py)
 #     debug        one small plan with --debug-sync (names the failing op if a kernel faults)
 #     all          check build test headline losscurve memcheck measure
 #
@@ -338,22 +341,42 @@ do_losscurve() {
     # fp32 agreed within 0.30 % over 50).
     local prec=${PREFLIGHT_LOSS_PRECISION:-bf16-mixed-fp32-grads} lr=${PREFLIGHT_LOSS_LR:-1e-3} n=50 dir=$mdir/losscurve
     mkdir -p "$dir"
-    local tag=${model}_s${seq}_b${mbs}_${prec}
-    [[ $lr == 1e-3 ]] || tag=${tag}_lr${lr}
-    if (( $(left) < 120 )); then note "losscurve: SKIPPED (budget: $(left)s left)"; return 0; fi
-    evidence_run "$dir/$tag.preflight.log" "$(left)" "$build/cli/preflight" run --model "$model" --gpu "$gpu" --seq "$seq" \
-        --mbs "$mbs" --precision "$prec" --attention flash --steps "$n" --warmup 0 --seed 1234 --lr "$lr" \
-        --save-init "$dir/$tag.init.f32" --report "$dir/$tag.preflight.json"
-    note "losscurve: preflight run exit $?"
-    evidence_run "$dir/$tag.pytorch.log" "$(left)" python3 validation/pytorch/train.py --config "data/models/$model.json" \
-        --model-name "$model" --gpu "$gpu" --seq "$seq" --mbs "$mbs" --precision "$prec" --attention flash --steps "$n" \
-        --warmup 0 --seed 1234 --lr "$lr" --init-from "$dir/$tag.init.f32" --data preflight --report "$dir/$tag.pytorch.json"
-    note "losscurve: train.py exit $?"
-    python3 validation/pytorch/compare_loss.py "$dir/$tag.preflight.json" "$dir/$tag.pytorch.json" --steps "$n" \
-        >"$dir/$tag.compare.txt" 2>&1
-    note "losscurve: compare exit $? ($(tail -1 "$dir/$tag.compare.txt"))"
-    rm -f "$dir/$tag.init.f32"  # 2x the model in fp32: not kept (the index .json stays)
-    pack
+    local base=${model}_s${seq}_b${mbs}_${prec} pt_args=()
+    [[ $lr == 1e-3 ]] || base=${base}_lr${lr}
+    # PREFLIGHT_LOSS_BF16_RESIDUAL=1: PyTorch rounds its residual stream to bf16 as the runtime keeps it
+    # (train.py --bf16-residual, a diagnostic of where the two bf16-mixed curves part).
+    if [[ ${PREFLIGHT_LOSS_BF16_RESIDUAL:-0} == 1 ]]; then base=${base}_pt-bf16-residual; pt_args+=(--bf16-residual); fi
+    # PREFLIGHT_LOSS_OURS_VARIANTS="--no-cudnn;--no-fused": one curve of ours per ';'-separated set of
+    # extra `preflight run` flags, each compared with one PyTorch curve (same seed, so same
+    # initial weights and tokens); PREFLIGHT_LOSS_PYTORCH_FROM=FILE compares with a curve already
+    # recorded instead of running train.py.
+    local variants=${PREFLIGHT_LOSS_OURS_VARIANTS:-} pt_json=${PREFLIGHT_LOSS_PYTORCH_FROM:-} v
+    IFS=';' read -r -a vlist <<<"${variants:-}"
+    (( ${#vlist[@]} )) || vlist=("")
+    for v in "${vlist[@]}"; do
+        local tag=$base ours_args=()
+        read -r -a ours_args <<<"$v"
+        (( ${#ours_args[@]} )) && tag=${base}_ours$(printf '%s' "${ours_args[*]}" | tr -d ' ')
+        if (( $(left) < 60 )); then note "losscurve $tag: SKIPPED (budget: $(left)s left)"; continue; fi
+        evidence_run "$dir/$tag.preflight.log" "$(left)" "$build/cli/preflight" run --model "$model" --gpu "$gpu" \
+            --seq "$seq" --mbs "$mbs" --precision "$prec" --attention flash --steps "$n" --warmup 0 --seed 1234 \
+            --lr "$lr" "${ours_args[@]}" --save-init "$dir/$tag.init.f32" --report "$dir/$tag.preflight.json"
+        note "losscurve $tag: preflight run exit $?"
+        if [[ -z $pt_json ]]; then
+            pt_json=$dir/$tag.pytorch.json
+            evidence_run "$dir/$tag.pytorch.log" "$(left)" python3 validation/pytorch/train.py \
+                --config "data/models/$model.json" --model-name "$model" --gpu "$gpu" --seq "$seq" --mbs "$mbs" \
+                --precision "$prec" --attention flash --steps "$n" --warmup 0 --seed 1234 --lr "$lr" \
+                --init-from "$dir/$tag.init.f32" --data preflight "${pt_args[@]}" --report "$pt_json"
+            note "losscurve $tag: train.py exit $?"
+        fi
+        python3 validation/pytorch/compare_loss.py "$dir/$tag.preflight.json" "$pt_json" --steps "$n" \
+            >"$dir/$tag.compare.txt" 2>&1
+        local rc=$?
+        note "losscurve $tag: compare with $(basename "$pt_json") exit $rc ($(tail -1 "$dir/$tag.compare.txt"))"
+        rm -f "$dir/$tag.init.f32"  # 2x the model in fp32: not kept (the index .json stays)
+        pack
+    done
 }
 
 do_debug() {

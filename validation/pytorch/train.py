@@ -61,12 +61,17 @@ def parse_args(argv):
                    help="random: uniform token ids (default); preflight: the Preflight runtime's synthetic "
                         "sequences for --seed (runtime/include/preflight/runtime/synthetic.hpp), tokens at "
                         "positions 0..s-1 and labels 1..s, loss over all s positions as the runtime's")
+    p.add_argument("--bf16-residual", action="store_true",
+                   help="diagnostic, bf16-mixed only: round the residual stream and its gradient to bf16 at "
+                        "every norm's input, as the Preflight runtime keeps them (autocast keeps both in fp32)")
     a = p.parse_args(argv)
     for name in ("seq", "mbs", "grad_acc", "steps"):
         if getattr(a, name) < 1:
             p.error("--%s must be at least 1" % name.replace("_", "-"))
     if a.warmup < 0:
         p.error("--warmup must be 0 or more")
+    if a.bf16_residual and a.precision not in ("bf16-mixed", "bf16-mixed-fp32-grads"):
+        p.error("--bf16-residual needs --precision bf16-mixed or bf16-mixed-fp32-grads")
     return a
 
 
@@ -221,6 +226,26 @@ def register_causal_sdpa(transformers, torch, expand_kv):
     return name
 
 
+def round_residual_stream_to_bf16(model, torch):
+    """Every norm's input is the residual stream (layer inputs, the mid-layer sum, the last
+    layer's output): round it to bf16 in place, so the residual carried past the norm is rounded
+    too, and round the gradient that flows back into it. The Preflight runtime's bf16-mixed keeps
+    the residual and its gradient in bf16 (runtime/src/program_builder.hpp: every activation at
+    the activation dtype); autocast keeps both in fp32."""
+    def round_input(module, args):
+        x = args[0]
+        if x.dtype == torch.float32:
+            with torch.no_grad():
+                x.copy_(x.to(torch.bfloat16).to(torch.float32))
+            if x.requires_grad:
+                x.register_hook(lambda g: g.to(torch.bfloat16).to(torch.float32))
+    norms = [m for n, m in model.named_modules() if n.endswith("norm") or n.endswith("layernorm")
+             or n.endswith(".ln_1") or n.endswith(".ln_2") or n.endswith(".ln_f")]
+    for m in norms:
+        m.register_forward_pre_hook(round_input)
+    print("train.py: --bf16-residual: rounding at %d norm inputs" % len(norms), file=sys.stderr)
+
+
 def main(argv):
     a = parse_args(argv)
     if a.recompute == "selective":
@@ -259,6 +284,19 @@ def main(argv):
 
     torch.manual_seed(a.seed)
     dev = torch.device("cuda", 0)
+    # NVML's "used" counts the driver's reserved memory, which cudaMemGetInfo's total - free
+    # leaves out (503,316,480 B on an H100, 644,939,776 B on an H200), so the baseline the driver
+    # samples subtract is put in cudaMemGetInfo's book: used after the context minus the context
+    # as NVML counts it (the runtime's create_context in runtime/cuda/executor.cpp does the same).
+    baseline = None
+    if nvml_before is not None:
+        free_b, total_b = torch.cuda.mem_get_info(dev)  # creates the context
+        try:
+            context_b = int(pynvml.nvmlDeviceGetMemoryInfo(nvml_handle).used) - nvml_before
+            baseline = int(total_b - free_b) - context_b
+            report["measured"]["context_bytes"] = context_b
+        except Exception:
+            baseline = None
     props = torch.cuda.get_device_properties(dev)
     report["device"] = {"name": props.name, "memory_bytes": int(props.total_memory),
                         "compute_capability": props.major * 10 + props.minor,
@@ -293,6 +331,9 @@ def main(argv):
         report["measured"]["init_from"] = a.init_from
     model.to(dev)
     model.train()
+    if a.bf16_residual:
+        round_residual_stream_to_bf16(model, torch)
+        report["measured"]["bf16_residual"] = True
     if a.recompute == "full":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     report["measured"]["compiled"] = bool(a.compile)
@@ -386,9 +427,9 @@ def main(argv):
     # Device memory outside PyTorch's allocator: CUDA context, library workspaces not in the pool.
     m["overhead_bytes"] = int(total_mem - free - torch.cuda.memory_reserved(dev))
     # The driver's figure, as the runtime reports it: device used (total - free) after each
-    # step, largest, minus the memory in use before this process's context (NVML).
+    # step, largest, minus the memory in use before this process's context (in cudaMemGetInfo's terms).
     if driver_used:
-        base = nvml_before if nvml_before is not None else None
+        base = baseline
         m["driver"] = {"baseline_bytes": base,
                        "baseline_source": "nvml-before-context" if base is not None else None,
                        "used_peak_bytes": max(driver_used) - base if base is not None else None,
@@ -397,7 +438,7 @@ def main(argv):
         m["device_used_peak_bytes"] = m["driver"]["used_peak_bytes"]
         if nvml_handle is not None:
             try:
-                m["driver"]["nvml_used_bytes_at_end"] = int(pynvml.nvmlDeviceGetMemoryInfo(nvml_handle).used) - base
+                m["driver"]["nvml_used_bytes_at_end"] = int(pynvml.nvmlDeviceGetMemoryInfo(nvml_handle).used) - nvml_before
             except Exception:
                 pass
     m["warmup_steps"] = a.warmup

@@ -43,9 +43,9 @@ struct FailureInfo {
 // subtracted, so the CUDA context, library handles and workspaces, and the pool's
 // reserved memory are all in it.
 struct DriverMemory {
-    std::optional<std::int64_t> baseline_bytes;  // device used before the context (see baseline_source)
+    std::optional<std::int64_t> baseline_bytes;  // device used before the context, cudaMemGetInfo terms (see baseline_source)
     std::string baseline_source;                 // "nvml-before-context" | "cudaMemGetInfo-after-context"
-    std::optional<std::int64_t> context_bytes;   // the CUDA context (NVML before vs cudaMemGetInfo after)
+    std::optional<std::int64_t> context_bytes;   // the CUDA context (NVML used after minus before)
     std::optional<std::int64_t> libraries_bytes;  // cuBLASLt / cuDNN handles and the stream, after the context
     std::optional<std::int64_t> after_setup_bytes;     // persistent buffers allocated and initialised
     std::optional<std::int64_t> at_peak_op_bytes;      // synchronised at the predicted peak op (a warm-up step)
