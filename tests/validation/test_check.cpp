@@ -254,6 +254,32 @@ TEST(Check, H100DeviceRunsMeetThePeakMemoryGates) {
     EXPECT_TRUE(r.passed());
 }
 
+// The recorded GPU runs keep their driver figures in one book, cudaMemGetInfo's: a runtime
+// report's NVML peak (NVML used over NVML's pre-context figure) equals its cudaMemGetInfo peak
+// (used over the baseline in cudaMemGetInfo's book), because both are taken at the same samples
+// and NVML's extra, the driver's reserved memory, is in its baseline too. A report with the old
+// mix (NVML baseline, cudaMemGetInfo samples) differs by that reserve (503,316,480 B on the
+// H100). And the catalog's capacity for these GPUs is what CUDA handed out on them.
+TEST(Check, RecordedGpuRunsKeepTheDriverFiguresInOneBookAndTheSpecsTheirCapacity) {
+    int reports = 0;
+    for (const char* gpu : {"h100-sxm-80gb", "h200-sxm-141gb"}) {
+        const std::int64_t capacity = test::catalog_gpu(gpu).memory_bytes;
+        for (const auto& e : fs::recursive_directory_iterator(test::data_dir() / "measurements" / gpu)) {
+            if (!e.is_regular_file() || e.path().extension() != ".json") continue;
+            std::ifstream in(e.path());
+            const json r = json::parse(in);
+            if (!r.contains("measured") || !r.contains("device") || !r.at("device").is_object()) continue;
+            const json& d = r.at("measured").value("driver", json::object());
+            ++reports;
+            EXPECT_EQ(r.at("device").at("memory_bytes").get<std::int64_t>(), capacity) << e.path();
+            if (d.contains("nvml_used_peak_bytes") && d.contains("used_peak_bytes"))
+                EXPECT_EQ(d.at("nvml_used_peak_bytes").get<std::int64_t>(), d.at("used_peak_bytes").get<std::int64_t>())
+                    << e.path();
+        }
+    }
+    EXPECT_GE(reports, 50);
+}
+
 // The H200 takes the H100's fitted constants (its spec's calibration_from); its own runs, which
 // no fit has seen, meet the same peak-memory gates. Both GPUs measured a 548,995,072 B context
 // in cudaMemGetInfo's book (validation/gpu_session/rebase_driver_books.py explains the book).
