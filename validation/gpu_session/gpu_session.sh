@@ -336,9 +336,10 @@ do_headline() {
 do_losscurve() {
     ensure_built cli-only || return 1
     local model=${PREFLIGHT_LOSS_MODEL:-llama-3.2-1b} seq=${PREFLIGHT_LOSS_SEQ:-512} mbs=${PREFLIGHT_LOSS_MBS:-4}
-    # Default bf16-mixed-fp32-grads: fp32 gradients as PyTorch's autocast keeps them (bf16-mixed
-    # keeps bf16 gradients: on 2026-11-24 its curve drifted from PyTorch's after 18 steps, while
-    # fp32 agreed within 0.30 % over 50).
+    # Default bf16-mixed-fp32-grads: fp32 gradient accumulation as PyTorch's autocast keeps it. At
+    # one micro-batch per step it is the same as bf16-mixed (each micro-batch's gradients are bf16
+    # in both); both curves left PyTorch's after 18 steps on 2026-11-24/25, while fp32 agreed
+    # within 0.30 % over 50 (README, "Loss curves").
     local prec=${PREFLIGHT_LOSS_PRECISION:-bf16-mixed-fp32-grads} lr=${PREFLIGHT_LOSS_LR:-1e-3} n=50 dir=$mdir/losscurve
     mkdir -p "$dir"
     local base=${model}_s${seq}_b${mbs}_${prec} pt_args=()
