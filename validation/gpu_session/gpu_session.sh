@@ -25,7 +25,7 @@
 #                  (PREFLIGHT_LOSS_MODEL / _SEQ / _MBS / _PRECISION / _LR, default llama-3.2-1b 512 4
 #                  bf16-mixed-fp32-grads 1e-3; PREFLIGHT_LOSS_BF16_RESIDUAL=1: PyTorch's residual stream
 #                  rounded to bf16 as ours, train.py --bf16-residual; PREFLIGHT_LOSS_OURS_VARIANTS
-#                  "--no-cudnn;--no-fused": one curve of ours per flag set; PREFLIGHT_LOSS_PYTORCH_FROM:
+#                  "--no-cudnn;--no-fused-epilogues": one curve of ours per flag set; PREFLIGHT_LOSS_PYTORCH_FROM:
 #                  compare with that recorded PyTorch curve instead of running train.py)
 #     debug        one small plan with --debug-sync (names the failing op if a kernel faults)
 #     all          check build test headline losscurve memcheck measure
@@ -347,11 +347,11 @@ do_losscurve() {
     # PREFLIGHT_LOSS_BF16_RESIDUAL=1: PyTorch rounds its residual stream to bf16 as the runtime keeps it
     # (train.py --bf16-residual, a diagnostic of where the two bf16-mixed curves part).
     if [[ ${PREFLIGHT_LOSS_BF16_RESIDUAL:-0} == 1 ]]; then base=${base}_pt-bf16-residual; pt_args+=(--bf16-residual); fi
-    # PREFLIGHT_LOSS_OURS_VARIANTS="--no-cudnn;--no-fused": one curve of ours per ';'-separated set of
+    # PREFLIGHT_LOSS_OURS_VARIANTS="--no-cudnn;--no-fused-epilogues": one curve of ours per ';'-separated set of
     # extra `preflight run` flags, each compared with one PyTorch curve (same seed, so same
     # initial weights and tokens); PREFLIGHT_LOSS_PYTORCH_FROM=FILE compares with a curve already
     # recorded instead of running train.py.
-    local variants=${PREFLIGHT_LOSS_OURS_VARIANTS:-} pt_json=${PREFLIGHT_LOSS_PYTORCH_FROM:-} v
+    local variants=${PREFLIGHT_LOSS_OURS_VARIANTS:-} pt_json=${PREFLIGHT_LOSS_PYTORCH_FROM:-} v vlist=()
     IFS=';' read -r -a vlist <<<"${variants:-}"
     (( ${#vlist[@]} )) || vlist=("")
     for v in "${vlist[@]}"; do
