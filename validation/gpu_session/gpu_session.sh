@@ -22,7 +22,8 @@
 #                  ours, PyTorch eager and PyTorch torch.compile, same GPU, same call; MFU of each
 #     losscurve    same model, data, seed and initial weights: `preflight run --save-init` 50 steps, then
 #                  train.py --init-from --data preflight 50 steps, compared by compare_loss.py
-#                  (PREFLIGHT_LOSS_MODEL / _SEQ / _MBS / _PRECISION / _LR, default llama-3.2-1b 512 4
+#                  (PREFLIGHT_LOSS_MODEL (a catalog name or a config.json path) / _SEQ / _MBS / _PRECISION /
+#                  _LR, default llama-3.2-1b 512 4
 #                  bf16-mixed-fp32-grads 1e-3; PREFLIGHT_LOSS_BF16_RESIDUAL=1: PyTorch's residual stream
 #                  rounded to bf16 as ours, train.py --bf16-residual; PREFLIGHT_LOSS_OURS_VARIANTS
 #                  "--no-cudnn;--no-fused-epilogues": one curve of ours per flag set; PREFLIGHT_LOSS_PYTORCH_FROM:
@@ -342,7 +343,11 @@ do_losscurve() {
     # within 0.30 % over 50 (README, "Loss curves").
     local prec=${PREFLIGHT_LOSS_PRECISION:-bf16-mixed-fp32-grads} lr=${PREFLIGHT_LOSS_LR:-1e-3} n=50 dir=$mdir/losscurve
     mkdir -p "$dir"
-    local base=${model}_s${seq}_b${mbs}_${prec} pt_args=()
+    # PREFLIGHT_LOSS_MODEL is a catalog name or a config.json path (both commands take either), e.g.
+    # validation/gpu_session/models/llama-3.2-1b-untied.json.
+    local config=data/models/$model.json name=$model
+    if [[ -f $model ]]; then config=$model; name=$(basename "$model" .json); fi
+    local base=${name}_s${seq}_b${mbs}_${prec} pt_args=()
     [[ $lr == 1e-3 ]] || base=${base}_lr${lr}
     # PREFLIGHT_LOSS_BF16_RESIDUAL=1: PyTorch rounds its residual stream to bf16 as the runtime keeps it
     # (train.py --bf16-residual, a diagnostic of where the two bf16-mixed curves part).
@@ -366,7 +371,7 @@ do_losscurve() {
         if [[ -z $pt_json ]]; then
             pt_json=$dir/$tag.pytorch.json
             evidence_run "$dir/$tag.pytorch.log" "$(left)" python3 validation/pytorch/train.py \
-                --config "data/models/$model.json" --model-name "$model" --gpu "$gpu" --seq "$seq" --mbs "$mbs" \
+                --config "$config" --model-name "$name" --gpu "$gpu" --seq "$seq" --mbs "$mbs" \
                 --precision "$prec" --attention flash --steps "$n" --warmup 0 --seed 1234 --lr "$lr" \
                 --init-from "$dir/$tag.init.f32" --data preflight "${pt_args[@]}" --report "$pt_json"
             note "losscurve $tag: train.py exit $?"
