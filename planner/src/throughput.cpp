@@ -281,6 +281,10 @@ Rates step_rates(const GpuSpec& gpu, const Plan& p, double peak, const Throughpu
     r.gemm_max = r.fp8 ? k.fp8_gemm_max_fraction_of_peak : k.gemm_max_fraction_of_peak;
     r.half_dim = k.gemm_half_efficiency_dim;
     r.attn_fraction = k.attention_fraction_of_peak;
+    if (opt.attention_on_fp32_units && p.attention == AttentionKind::flash && gpu.peak.fp32_flops_per_s) {
+        r.attn_peak = *gpu.peak.fp32_flops_per_s;
+        r.attn_fraction = kernel_efficiency(e, Precision::fp32).attention_fraction_of_peak;
+    }
     r.act_bytes = pb.activation;
     return r;
 }

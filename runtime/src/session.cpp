@@ -22,7 +22,10 @@ Predicted predict(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan
     p.model_flops_per_step = fc.model_flops_per_step;
     p.hardware_flops_per_step = fc.hardware_flops_per_step;
     try {
-        const Throughput t = estimate_throughput(model, own, plan, throughput_options_for(mo.profile, model, plan, {}));
+        // Without cuDNN a 16-bit flash plan runs the runtime's own attention kernel (FP32 units).
+        ThroughputOptions base;
+        base.attention_on_fp32_units = !options.cudnn_attention;
+        const Throughput t = estimate_throughput(model, own, plan, throughput_options_for(mo.profile, model, plan, base));
         p.step_time_s = t.step_time_s;
         p.tokens_per_s = t.tokens_per_s;
         p.mfu = t.mfu;

@@ -480,6 +480,33 @@ TEST(Throughput, FusedAttentionRunsAtTheSpecsFusedFigure) {
     EXPECT_FALSE(nanotron_throughput_options(m, p).fused_attention);
 }
 
+// A 16-bit flash plan on the Preflight runtime's own attention kernel (no cuDNN) runs its
+// attention on the FP32 units at the fp32 kernel's figure: the same attention FLOPs as above
+// (llama-3-8b, seq 4096: 32 layers x 3.5 passes x causal 0.5 x 4 s^2 h), now at 66.9 TFLOP/s
+// (the H100 SXM's dense fp32 peak) x 0.05 instead of 989.4 TFLOP/s x 0.30. Eager attention
+// is not that kernel, and the fp32 recipe already runs it.
+TEST(Throughput, OwnAttentionKernelRunsOnTheFp32Units) {
+    const ModelConfig m = load_model("llama-3-8b", kData);
+    GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    g.efficiency = Efficiency{};
+    g.efficiency.attention_fraction_of_peak = 0.30;
+    g.efficiency.fp32_attention_fraction_of_peak = 0.05;
+    Plan p;
+    p.seq = 4096;
+    ThroughputOptions cudnn, own;
+    cudnn.fused_attention = own.fused_attention = false;
+    own.attention_on_fp32_units = true;
+    const double flops = 32 * 3.5 * 0.5 * 4.0 * 4096.0 * 4096.0 * 4096.0;
+    const double expected_s = flops * (1 / (66.9e12 * 0.05) - 1 / (989.4e12 * 0.30));
+    EXPECT_NEAR(estimate_throughput(m, g, p, own).step_time_s - estimate_throughput(m, g, p, cudnn).step_time_s,
+                expected_s, 1e-6 * expected_s);
+    p.attention = AttentionKind::eager;
+    EXPECT_DOUBLE_EQ(estimate_throughput(m, g, p, own).step_time_s, estimate_throughput(m, g, p, cudnn).step_time_s);
+    p.attention = AttentionKind::flash;
+    p.precision = Precision::fp32;
+    EXPECT_DOUBLE_EQ(estimate_throughput(m, g, p, own).step_time_s, estimate_throughput(m, g, p, cudnn).step_time_s);
+}
+
 // fp8 GEMMs run at the figure of the recipe's kernels: Transformer Engine's by default,
 // torchao's dynamic tensorwise scaling under a framework that uses it (torchtitan), torchao's
 // rowwise whenever the plan asks for rowwise; a figure the spec lacks (0) falls back in that

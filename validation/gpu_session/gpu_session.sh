@@ -345,8 +345,10 @@ do_losscurve() {
     mkdir -p "$dir"
     # PREFLIGHT_LOSS_MODEL is a catalog name or a config.json path (both commands take either), e.g.
     # validation/gpu_session/models/llama-3.2-1b-untied.json.
-    local config=data/models/$model.json name=$model
-    if [[ -f $model ]]; then config=$model; name=$(basename "$model" .json); fi
+    # `validate --check` re-predicts every *.json report with a catalog model, so a diagnostic
+    # model's reports are kept as *.report (the same JSON; compare_loss.py reads either).
+    local config=data/models/$model.json name=$model ext=json
+    if [[ -f $model ]]; then config=$model; name=$(basename "$model" .json); ext=report; fi
     local base=${name}_s${seq}_b${mbs}_${prec} pt_args=()
     [[ $lr == 1e-3 ]] || base=${base}_lr${lr}
     # PREFLIGHT_LOSS_BF16_RESIDUAL=1: PyTorch rounds its residual stream to bf16 as the runtime keeps it
@@ -366,17 +368,17 @@ do_losscurve() {
         if (( $(left) < 60 )); then note "losscurve $tag: SKIPPED (budget: $(left)s left)"; continue; fi
         evidence_run "$dir/$tag.preflight.log" "$(left)" "$build/cli/preflight" run --model "$model" --gpu "$gpu" \
             --seq "$seq" --mbs "$mbs" --precision "$prec" --attention flash --steps "$n" --warmup 0 --seed 1234 \
-            --lr "$lr" "${ours_args[@]}" --save-init "$dir/$tag.init.f32" --report "$dir/$tag.preflight.json"
+            --lr "$lr" "${ours_args[@]}" --save-init "$dir/$tag.init.f32" --report "$dir/$tag.preflight.$ext"
         note "losscurve $tag: preflight run exit $?"
         if [[ -z $pt_json ]]; then
-            pt_json=$dir/$tag.pytorch.json
+            pt_json=$dir/$tag.pytorch.$ext
             evidence_run "$dir/$tag.pytorch.log" "$(left)" python3 validation/pytorch/train.py \
                 --config "$config" --model-name "$name" --gpu "$gpu" --seq "$seq" --mbs "$mbs" \
                 --precision "$prec" --attention flash --steps "$n" --warmup 0 --seed 1234 --lr "$lr" \
                 --init-from "$dir/$tag.init.f32" --data preflight "${pt_args[@]}" --report "$pt_json"
             note "losscurve $tag: train.py exit $?"
         fi
-        python3 validation/pytorch/compare_loss.py "$dir/$tag.preflight.json" "$pt_json" --steps "$n" \
+        python3 validation/pytorch/compare_loss.py "$dir/$tag.preflight.$ext" "$pt_json" --steps "$n" \
             >"$dir/$tag.compare.txt" 2>&1
         local rc=$?
         note "losscurve $tag: compare with $(basename "$pt_json") exit $rc ($(tail -1 "$dir/$tag.compare.txt"))"

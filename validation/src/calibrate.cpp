@@ -87,6 +87,7 @@ std::vector<CalibrationRun> load_calibration_runs(const fs::path& dir, const std
         r.model = load_model(j.at("model").at("name").get<std::string>(), data_dir);
         r.plan = resolve_defaults(plan_from_json(j.at("plan")), r.model);
         r.step_time_s = m.at("step_time_s").get<double>();
+        r.own_attention_kernel = ran_own_attention_kernel(m);
         if (m.contains("tracked_peak_bytes") && m.at("tracked_peak_bytes").is_number_integer())
             r.tracked_peak_bytes = m.at("tracked_peak_bytes").get<std::int64_t>();
         if (m.contains("overhead_bytes") && m.at("overhead_bytes").is_number_integer())
@@ -166,6 +167,7 @@ double predicted_step(const CalibrationRun& r, const GpuSpec& gpu) {
     // The fit is of attention_fraction_of_peak (the runtime's own kernels, PyTorch's SDPA):
     // the spec's fused-attention figure (Megatron's TransformerEngine) is neither used nor fitted.
     o.fused_attention = false;
+    o.attention_on_fp32_units = r.own_attention_kernel;
     return estimate_throughput(r.model, gpu, r.plan, o).step_time_s;
 }
 

@@ -54,12 +54,16 @@ struct Prediction {
     std::optional<double> peak_flops_per_s;
 };
 
-Prediction predict(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan, const std::string& source) {
+// own_attention_kernel: the runtime ran its own flash attention kernel, not cuDNN's (the
+// report's measured.attention_backend "kernel": cuDNN missing, refused, or --no-cudnn).
+Prediction predict(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan, const std::string& source,
+                   bool own_attention_kernel) {
     Prediction p;
     if (source == kSourceRuntime) {
         // The runtime's own prediction function, so --check and `preflight run` agree.
         runtime::RunOptions o;
         o.timeline = false;
+        o.cudnn_attention = !own_attention_kernel;
         const runtime::Predicted r = runtime::predict(model, gpu, plan, o);
         p.memory = r.memory;
         p.tracked_peak_bytes = r.tracked_peak_bytes;
@@ -123,6 +127,11 @@ void judge_out_of_memory(RunCheck& rc, const json& r, const GpuSpec& gpu, double
 
 }  // namespace
 
+bool ran_own_attention_kernel(const json& measured) {
+    const auto backend = measured.find("attention_backend");
+    return backend != measured.end() && backend->is_string() && backend->get<std::string>() == "kernel";
+}
+
 RunCheck check_report(const json& r, const std::string& id, const Tolerances& tol, const CheckOptions& options) {
     RunCheck rc;
     rc.id = id;
@@ -145,8 +154,8 @@ RunCheck check_report(const json& r, const std::string& id, const Tolerances& to
     const ModelConfig model = load_model(rc.model, options.data_dir);
     const GpuSpec gpu = load_gpu(rc.gpu, options.data_dir);
     const Plan plan = resolve_defaults(plan_from_json(rc.plan), model);
-    const Prediction p = predict(model, gpu, plan, rc.source);
     const json& m = r.at("measured");
+    const Prediction p = predict(model, gpu, plan, rc.source, ran_own_attention_kernel(m));
 
     if (rc.status == "allocation-failed") {
         judge_out_of_memory(rc, r, gpu, static_cast<double>(p.memory.peak_bytes));

@@ -105,6 +105,12 @@ struct ThroughputOptions {
     // fp8_dynamic_gemm_max_fraction_of_peak): torchtitan's float8 converter. Off: Transformer
     // Engine (Megatron-Core, Composer's amp_fp8). FrameworkProfile::fp8_dynamic_scaling.
     bool fp8_dynamic_scaling = false;
+    // Flash attention runs on the FP32 units whatever the activation dtype: the Preflight
+    // runtime's own kernel (runtime/kernels/flash_attention.cu, fp32 math), which a 16-bit plan
+    // runs when cuDNN is missing or refuses the shape (`preflight run --no-cudnn`; the report's
+    // measured.attention_backend "kernel"). Charged at the fp32 kernel's figure against the fp32
+    // peak (Efficiency::fp32_attention_fraction_of_peak), the same FLOP/s as in the fp32 recipe.
+    bool attention_on_fp32_units = false;
 };
 
 // One named slice of the step time (for display: compute, exposed communication, bubble, ...).

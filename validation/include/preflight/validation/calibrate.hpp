@@ -27,6 +27,7 @@ struct CalibrationRun {
     std::optional<std::int64_t> predicted_tracked_peak_bytes;  // planner, report's profile
     std::optional<std::int64_t> device_used_peak_bytes;  // driver: device used over the pre-context baseline
     std::int64_t full_layer_activation_bytes = 0;        // planner: one layer's activations, nothing recomputed
+    bool own_attention_kernel = false;                   // the runtime's own flash kernel ran (ran_own_attention_kernel)
 };
 
 // What a fit is for: the GPU's generic constants ("efficiency", "overhead_bytes"), or the

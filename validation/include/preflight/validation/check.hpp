@@ -75,6 +75,11 @@ struct CheckOptions {
     std::optional<std::string> gpu;                 // predict on this GPU spec instead of the report's
 };
 
+// The runtime ran its own flash attention kernel, not cuDNN's (a run report's
+// measured.attention_backend "kernel"; null in dry runs): its step time is predicted with the
+// attention on the FP32 units (ThroughputOptions::attention_on_fp32_units).
+bool ran_own_attention_kernel(const nlohmann::json& measured);
+
 // True for a JSON document that is a run report (`preflight run` or train.py).
 bool is_run_report(const nlohmann::json& j);
 
