@@ -260,7 +260,8 @@ Command add_run_command(CLI::App& app) {
                   "Synchronise and check after every op so a failure names the op (index, kind, layer); also "
                   "PREFLIGHT_DEBUG_SYNC=1. Step times are then not representative");
     sub->add_flag("--no-cudnn", st->no_cudnn,
-                  "bf16 flash attention with the runtime's own kernel instead of cuDNN's (also PREFLIGHT_NO_CUDNN=1)");
+                  "bf16 flash attention with the runtime's own kernel instead of cuDNN's (also PREFLIGHT_NO_CUDNN=1); "
+                  "it computes on the FP32 units, and the prediction times it so");
     sub->add_flag("--no-fused-epilogues", st->no_fused,
                   "bf16 GeLU models: run the activation and its gradient as kernels instead of cuBLASLt GEMM "
                   "epilogues (also PREFLIGHT_NO_FUSED_EPILOGUES=1)");
