@@ -450,23 +450,37 @@ TEST(Throughput, Fp32KernelEfficienciesApplyToTheFp32RecipeOnly) {
     }
 }
 
+// Llama-3-8B, seq 4096, one micro-batch on one GPU: a causal flash forward runs
+// 0.5 * 4 * s^2 * q_width = 0.5 * 4 * 4096^2 * 4096 = 1.374e11 FLOPs a layer, backward 2.5x that,
+// 32 layers: 1.539e13 attention FLOPs a step. On an H100 SXM whose step-time constants are the
+// defaults, the 16-bit flash attention at 0.30 of the peak.
+namespace {
+constexpr double kLlama8bSeq4096AttentionFlops = 32 * 3.5 * 0.5 * 4.0 * 4096.0 * 4096.0 * 4096.0;
+struct AttentionCase {
+    ModelConfig m = load_model("llama-3-8b", kData);
+    GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    Plan p;
+    AttentionCase() {
+        g.efficiency = Efficiency{};
+        g.efficiency.attention_fraction_of_peak = 0.30;
+        p.seq = 4096;
+    }
+};
+}  // namespace
+
 // Megatron-Core's TransformerEngine attention (fused kernels on Hopper) against the
 // FlashAttention-2 kernels of the PyTorch frameworks: the step differs by the attention time
-// alone. Llama-3-8B, seq 4096, one micro-batch on one GPU: a causal flash forward runs
-// 0.5 * 4 * s^2 * q_width = 0.5 * 4 * 4096^2 * 4096 = 1.374e11 FLOPs a layer, backward 2.5x that,
-// 32 layers: 1.539e13 FLOPs, at 0.30 and 0.60 of 989.4 TFLOP/s: 51.85 ms against 25.93 ms.
+// alone, at 0.30 and 0.60 of 989.4 TFLOP/s: 51.85 ms against 25.93 ms.
 TEST(Throughput, FusedAttentionRunsAtTheSpecsFusedFigure) {
-    const ModelConfig m = load_model("llama-3-8b", kData);
-    GpuSpec g = load_gpu("h100-sxm-80gb", kData);
-    g.efficiency = Efficiency{};
-    g.efficiency.attention_fraction_of_peak = 0.30;
+    AttentionCase c;
+    const ModelConfig& m = c.m;
+    GpuSpec& g = c.g;
+    Plan& p = c.p;
     g.efficiency.fused_attention_fraction_of_peak = 0.60;
-    Plan p;
-    p.seq = 4096;
     ThroughputOptions fa2, fused;
     fa2.fused_attention = false;
     fused.fused_attention = true;
-    const double flops = 32 * 3.5 * 0.5 * 4.0 * 4096.0 * 4096.0 * 4096.0;
+    const double flops = kLlama8bSeq4096AttentionFlops;
     const double expected_s = flops / 989.4e12 * (1 / 0.30 - 1 / 0.60);
     EXPECT_NEAR(estimate_throughput(m, g, p, fa2).step_time_s - estimate_throughput(m, g, p, fused).step_time_s,
                 expected_s, 1e-9);
@@ -481,23 +495,19 @@ TEST(Throughput, FusedAttentionRunsAtTheSpecsFusedFigure) {
 }
 
 // A 16-bit flash plan on the Preflight runtime's own attention kernel (no cuDNN) runs its
-// attention on the FP32 units at the fp32 kernel's figure: the same attention FLOPs as above
-// (llama-3-8b, seq 4096: 32 layers x 3.5 passes x causal 0.5 x 4 s^2 h), now at 66.9 TFLOP/s
-// (the H100 SXM's dense fp32 peak) x 0.05 instead of 989.4 TFLOP/s x 0.30. Eager attention
-// is not that kernel, and the fp32 recipe already runs it.
+// attention on the FP32 units at the fp32 kernel's figure: the same attention FLOPs as above,
+// now at 66.9 TFLOP/s (the H100 SXM's dense fp32 peak) x 0.05 instead of 989.4 TFLOP/s x 0.30.
+// Eager attention is not that kernel, and the fp32 recipe already runs it.
 TEST(Throughput, OwnAttentionKernelRunsOnTheFp32Units) {
-    const ModelConfig m = load_model("llama-3-8b", kData);
-    GpuSpec g = load_gpu("h100-sxm-80gb", kData);
-    g.efficiency = Efficiency{};
-    g.efficiency.attention_fraction_of_peak = 0.30;
-    g.efficiency.fp32_attention_fraction_of_peak = 0.05;
-    Plan p;
-    p.seq = 4096;
+    AttentionCase c;
+    c.g.efficiency.fp32_attention_fraction_of_peak = 0.05;
+    const ModelConfig& m = c.m;
+    const GpuSpec& g = c.g;
+    Plan& p = c.p;
     ThroughputOptions cudnn, own;
     cudnn.fused_attention = own.fused_attention = false;
     own.attention_on_fp32_units = true;
-    const double flops = 32 * 3.5 * 0.5 * 4.0 * 4096.0 * 4096.0 * 4096.0;
-    const double expected_s = flops * (1 / (66.9e12 * 0.05) - 1 / (989.4e12 * 0.30));
+    const double expected_s = kLlama8bSeq4096AttentionFlops * (1 / (66.9e12 * 0.05) - 1 / (989.4e12 * 0.30));
     EXPECT_NEAR(estimate_throughput(m, g, p, own).step_time_s - estimate_throughput(m, g, p, cudnn).step_time_s,
                 expected_s, 1e-6 * expected_s);
     p.attention = AttentionKind::eager;
