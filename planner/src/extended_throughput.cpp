@@ -88,10 +88,8 @@ Rates rates_for(const GpuSpec& gpu, const Plan& p, const Throughput& t, const Pr
     r.hbm = gpu.hbm_bandwidth_bytes_per_s * e.memory_bound_fraction_of_hbm;
     r.in_bytes = pb.gemm_input;
     r.act_bytes = pb.activation;
-    const std::optional<double> attn_peak =
-        p.precision == Precision::fp32 ? gpu.peak.fp32_flops_per_s
-        : p.precision == Precision::fp16_mixed ? gpu.peak.fp16_flops_per_s : gpu.peak.bf16_flops_per_s;
-    r.attn = attn_peak.value_or(t.peak_flops_per_s) * k.attention_fraction_of_peak;
+    const AttentionRate attn = attention_rate(gpu, p, opt, t.peak_flops_per_s);
+    r.attn = attn.peak_flops_per_s * attn.fraction_of_peak;
     return r;
 }
 

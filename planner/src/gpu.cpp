@@ -293,4 +293,17 @@ KernelEfficiency kernel_efficiency(const Efficiency& e, Precision precision, boo
     return k;
 }
 
+AttentionRate attention_rate(const GpuSpec& gpu, const Plan& p, const ThroughputOptions& opt,
+                             double fallback_peak_flops_per_s) {
+    const Efficiency& e = gpu.efficiency;
+    if (opt.attention_on_fp32_units && p.attention == AttentionKind::flash && gpu.peak.fp32_flops_per_s)
+        return {*gpu.peak.fp32_flops_per_s, kernel_efficiency(e, Precision::fp32).attention_fraction_of_peak};
+    // Attention kernels run in the activation dtype (fp8 recipes keep attention in bf16).
+    const std::optional<double> peak = p.precision == Precision::fp32         ? gpu.peak.fp32_flops_per_s
+                                       : p.precision == Precision::fp16_mixed ? gpu.peak.fp16_flops_per_s
+                                                                              : gpu.peak.bf16_flops_per_s;
+    return {peak.value_or(fallback_peak_flops_per_s),
+            kernel_efficiency(e, p.precision, opt.fused_attention).attention_fraction_of_peak};
+}
+
 }  // namespace preflight

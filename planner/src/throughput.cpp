@@ -268,11 +268,9 @@ Rates step_rates(const GpuSpec& gpu, const Plan& p, double peak, const Throughpu
     Rates r;
     r.e = &gpu.efficiency;
     r.gemm_peak = peak;
-    // Attention kernels run in the activation dtype (fp8 recipes keep attention in bf16).
-    const std::optional<double> attn_peak = p.precision == Precision::fp32         ? gpu.peak.fp32_flops_per_s
-                                            : p.precision == Precision::fp16_mixed ? gpu.peak.fp16_flops_per_s
-                                                                                   : gpu.peak.bf16_flops_per_s;
-    r.attn_peak = attn_peak.value_or(peak);
+    const AttentionRate attn = attention_rate(gpu, p, opt, peak);
+    r.attn_peak = attn.peak_flops_per_s;
+    r.attn_fraction = attn.fraction_of_peak;
     r.hbm = gpu.hbm_bandwidth_bytes_per_s * e.memory_bound_fraction_of_hbm;
     r.gemm_in_bytes = pb.gemm_input;
     r.fp8 = p.precision == Precision::fp8_mixed;
@@ -280,11 +278,6 @@ Rates step_rates(const GpuSpec& gpu, const Plan& p, double peak, const Throughpu
         kernel_efficiency(e, p.precision, opt.fused_attention, {p.fp8_scaling, opt.fp8_dynamic_scaling});
     r.gemm_max = r.fp8 ? k.fp8_gemm_max_fraction_of_peak : k.gemm_max_fraction_of_peak;
     r.half_dim = k.gemm_half_efficiency_dim;
-    r.attn_fraction = k.attention_fraction_of_peak;
-    if (opt.attention_on_fp32_units && p.attention == AttentionKind::flash && gpu.peak.fp32_flops_per_s) {
-        r.attn_peak = *gpu.peak.fp32_flops_per_s;
-        r.attn_fraction = kernel_efficiency(e, Precision::fp32).attention_fraction_of_peak;
-    }
     r.act_bytes = pb.activation;
     return r;
 }

@@ -165,6 +165,17 @@ struct Fp8Kernels {
 KernelEfficiency kernel_efficiency(const Efficiency& e, Precision precision, bool fused_attention = false,
                                    Fp8Kernels fp8 = {});
 
+// The attention kernels' peak and their fraction of it for this plan: the activation dtype's
+// peak (fp8 recipes keep attention in bf16; `fallback_peak_flops_per_s` where the spec has
+// none) at kernel_efficiency's attention figure, or, for a flash plan on the FP32 units
+// (ThroughputOptions::attention_on_fp32_units), the fp32 peak at the fp32 kernel's figure.
+struct AttentionRate {
+    double peak_flops_per_s = 0;
+    double fraction_of_peak = 0;
+};
+AttentionRate attention_rate(const GpuSpec& gpu, const Plan& p, const ThroughputOptions& opt,
+                             double fallback_peak_flops_per_s);
+
 // Throws InputError when the GPU has no published peak for the plan's compute precision.
 // `base` adjusted by the framework profile for this plan (FrameworkProfile::adjust_throughput).
 ThroughputOptions throughput_options_for(const FrameworkProfile& profile, const ModelConfig& model, const Plan& plan,
