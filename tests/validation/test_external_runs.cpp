@@ -137,6 +137,11 @@ TEST(ExternalMemory, FiguresCountVerdictsAndErrors) {
     p[1].fits = true;   // oom job predicted to fit: wrong, and a fit-but-OOM
     p[2].fits = true;   // failed_other: no verdict
     p[3].fits = false;  // oom job predicted not to fit: right
+    // The ok job's optimizer-step tensors 20 % below its measured allocated peak after the
+    // backward; the other predictions carry none, so they are not counted.
+    ASSERT_TRUE(runs[0].peak_allocated_after_backward_bytes);
+    p[0].measured_rank_optimizer_allocated_bytes =
+        static_cast<std::int64_t>(*runs[0].peak_allocated_after_backward_bytes * 0.8);
     const MemoryFigures f = memory_figures(runs, p);
     EXPECT_EQ(f.verdict_jobs, 3);
     EXPECT_EQ(f.verdict_right, 2);
@@ -145,10 +150,15 @@ TEST(ExternalMemory, FiguresCountVerdictsAndErrors) {
     EXPECT_NEAR(f.fit_but_oom_fraction, 0.5, 1e-12);
     EXPECT_EQ(f.reserved_ok.n, 1);
     EXPECT_NEAR(f.reserved_ok.p50, 0.1, 1e-9);
-    nlohmann::json targets = {{"memory_verdict_accuracy_min", 0.97}, {"reserved_peak_abs_error_p50_max", 0.2}};
+    EXPECT_EQ(f.optimizer_allocated.n, 1);
+    EXPECT_NEAR(f.optimizer_allocated.p95, 0.2, 1e-9);
+    nlohmann::json targets = {{"memory_verdict_accuracy_min", 0.97},
+                              {"reserved_peak_abs_error_p50_max", 0.2},
+                              {"optimizer_allocated_abs_error_p95_max", 0.15}};
     const auto fails = memory_gate_failures(f, targets);
-    ASSERT_EQ(fails.size(), 1u);  // 66.7 % < 97 %; the P50 of 10 % is within 20 %
+    ASSERT_EQ(fails.size(), 2u);  // 66.7 % < 97 %; the P50 of 10 % is within 20 %; 20 % > 15 %
     EXPECT_NE(fails[0].find("verdict"), std::string::npos);
+    EXPECT_NE(fails[1].find("optimizer-step allocated"), std::string::npos);
 }
 
 TEST(ExternalMemory, CheckCommandGatesTheCheckedInDataSet) {

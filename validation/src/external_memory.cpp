@@ -74,6 +74,7 @@ MemoryPrediction predict_memory(const ExternalRun& run, const GpuSpec& gpu, cons
         const auto stages = nanotron_stage_memory(run.model, run.plan, c, npb, run.host_pace);
         p.measured_rank_reserved_bytes = stages.front().reserved_peak;
         p.measured_rank_allocated_bytes = stages.front().allocated_peak;
+        p.measured_rank_optimizer_allocated_bytes = stages.front().optimizer_step_allocated;
         for (const auto& s : stages) p.reserved_peak_bytes = std::max(p.reserved_peak_bytes, s.reserved_peak);
         p.device_need_bytes = p.reserved_peak_bytes + npb + std::max<std::int64_t>(0, c.verdict_margin_bytes);
         p.fits = p.device_need_bytes <= gpu.memory_bytes;
@@ -244,7 +245,7 @@ AllocatorConstants fit_memory_constants(const std::vector<ExternalRun>& runs, co
 
 MemoryFigures memory_figures(const std::vector<ExternalRun>& runs, const std::vector<MemoryPrediction>& preds) {
     MemoryFigures f;
-    std::vector<double> ok_err, ok_signed, log_err;
+    std::vector<double> ok_err, ok_signed, log_err, opt_err;
     for (std::size_t i = 0; i < runs.size(); ++i) {
         const ExternalRun& r = runs[i];
         const MemoryPrediction& p = preds[i];
@@ -260,6 +261,10 @@ MemoryFigures memory_figures(const std::vector<ExternalRun>& runs, const std::ve
             f.predicted_fit += p.fits;
             f.predicted_fit_but_oom += p.fits && oom;
         }
+        if (r.peak_allocated_after_backward_bytes && *r.peak_allocated_after_backward_bytes > 0 &&
+            p.measured_rank_optimizer_allocated_bytes)
+            opt_err.push_back(std::fabs(rel(static_cast<double>(*p.measured_rank_optimizer_allocated_bytes),
+                                             static_cast<double>(*r.peak_allocated_after_backward_bytes))));
         if (r.peak_reserved_bytes && *r.peak_reserved_bytes > 0) {
             const double e = rel(static_cast<double>(p.measured_rank_reserved_bytes),
                                  static_cast<double>(*r.peak_reserved_bytes));
@@ -276,6 +281,7 @@ MemoryFigures memory_figures(const std::vector<ExternalRun>& runs, const std::ve
     f.reserved_ok = error_stats(ok_err);
     f.reserved_ok_median_signed = percentile(ok_signed, 0.5);
     f.reserved_oom_in_log = error_stats(log_err);
+    f.optimizer_allocated = error_stats(opt_err);
     return f;
 }
 
@@ -327,7 +333,8 @@ nlohmann::json figures_to_json(const MemoryFigures& f) {
             {"fit_but_oom_fraction", f.fit_but_oom_fraction},
             {"reserved_peak_abs_error_ok", stats(f.reserved_ok)},
             {"reserved_peak_median_signed_error_ok", f.reserved_ok_median_signed},
-            {"reserved_peak_abs_error_ok_metrics_but_oom_in_log", stats(f.reserved_oom_in_log)}};
+            {"reserved_peak_abs_error_ok_metrics_but_oom_in_log", stats(f.reserved_oom_in_log)},
+            {"optimizer_allocated_abs_error", stats(f.optimizer_allocated)}};
 }
 
 nlohmann::json constants_to_json(const AllocatorConstants& c) {
@@ -388,6 +395,11 @@ std::string memory_cv_markdown(const std::vector<ExternalRun>& runs, const Memor
       << gib(cv.fitted_on_all.reserved_constant_bytes)
       << ", verdict margin " << gib(cv.fitted_on_all.verdict_margin_bytes)
       << " (on top of the GPU spec's overhead_bytes for the CUDA context and NCCL).\n\n";
+    const ErrorStats& oa = cv.committed_figures.optimizer_allocated;
+    o << "Model states without a fitted term: stage 0's tensors during the optimizer step against the measured "
+         "allocated peak after the backward (`peak_mem_alloc_gib`), "
+      << oa.n << " jobs: abs. error P50 " << pct(oa.p50) << ", P95 " << pct(oa.p95) << ", max " << pct(oa.max)
+      << ".\n\n";
     // Residuals of the held-out reserved peak (ok jobs) by model and layout family.
     struct Acc {
         std::vector<double> e;
@@ -457,6 +469,8 @@ std::vector<std::string> memory_gate_failures(const MemoryFigures& f, const nloh
         out.push_back("reserved-peak error P50 " + pct(f.reserved_ok.p50) + " > " + pct(*v));
     if (auto v = num("reserved_peak_abs_error_p95_max"); v && f.reserved_ok.p95 > *v)
         out.push_back("reserved-peak error P95 " + pct(f.reserved_ok.p95) + " > " + pct(*v));
+    if (auto v = num("optimizer_allocated_abs_error_p95_max"); v && f.optimizer_allocated.p95 > *v)
+        out.push_back("optimizer-step allocated error P95 " + pct(f.optimizer_allocated.p95) + " > " + pct(*v));
     return out;
 }
 

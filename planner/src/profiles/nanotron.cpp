@@ -135,9 +135,10 @@ void stage_states(NanotronStageMemory& s, const ModelConfig& m, const Plan& p, c
     // bf16 .grad of each parameter, written by backward and dropped by
     // FP32GradientAccumulator.backward only after loss.backward() returns.
     s.bf16_grads = 2 * n;
-    // ZeroDistributedOptimizer._all_gather_params: all_gather_coalesced into per-rank slices;
-    // NCCL's list all-gather stages the gathered parameters in a flat bf16 tensor.
-    if (p.zero >= 1 && p.dp > 1) s.zero1_gather = 2 * n;
+    // ZeroDistributedOptimizer._all_gather_params -> distributed.py all_gather_coalesced: the
+    // gathered parameters in flat bf16 buffers (_flatten_dense_tensors of the per-rank output
+    // slices, 2 B/param) and a flat copy of this rank's input shard (2 B/param over the shard).
+    if (p.zero >= 1 && p.dp > 1) s.zero1_gather = 2 * n + 2 * ((n + shard - 1) / shard);
     // functional.py: MemoryBuffer().get("allgather", ...) holds the gathered s*b*h input of the
     // column linears in reduce-scatter mode for the whole run; with async communication
     // _RowLinearAsyncCommunication.backward keeps a second one, "allgather2", for the
@@ -212,6 +213,7 @@ void stage_peaks(NanotronStageMemory& s, std::int64_t per_mb, std::int64_t logit
                                                                    {PhaseKind::optimizer_step, &opt}};
     s.allocated_peak = -1;
     s.reserved_peak = -1;
+    s.optimizer_step_allocated = opt.total() - opt.overhead;
     for (const auto& [kind, b] : phases) {
         const std::int64_t allocated = b->total() - b->overhead;
         const std::int64_t loss_hidden = b->logits_and_loss > 0 ? pool.loss_hidden : 0;

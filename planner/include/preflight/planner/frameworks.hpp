@@ -37,7 +37,7 @@ struct NanotronStageMemory {
     std::int64_t adam_moments = 0;          // 8 B/param over the ZeRO-1 shard
     std::int64_t ddp_buckets = 0;           // 2 B/param when dp > 1 (DDP reducer's bucket copies)
     std::int64_t bf16_grads = 0;            // 2 B/param, alive until a micro-batch's backward ends
-    std::int64_t zero1_gather = 0;          // 2 B/param, optimizer step under ZeRO-1 with dp > 1
+    std::int64_t zero1_gather = 0;          // 2 B/param + 2 B/param of the dp shard, optimizer step under ZeRO-1 with dp > 1
     std::int64_t tp_gather_buffer = 0;      // MemoryBuffer "allgather" + "allgather2" (2 x s*b*h bf16), tp > 1 with SP
     std::int64_t p2p_buffer = 0;            // one received activation or gradient, pp > 1
     std::int64_t rope_tables = 0;           // fp32 cos/sin
@@ -47,6 +47,7 @@ struct NanotronStageMemory {
     std::int64_t backward_transient = 0;    // gradients of one layer's activations
     std::int64_t logits_working_set = 0;    // bf16 logits + fp32 cast, or the fp32 cast + its shifted copy
     std::int64_t allocated_peak = 0;
+    std::int64_t optimizer_step_allocated = 0;  // tensors during the optimizer step (model states, buffers, ZeRO-1 gather)
     std::int64_t reserved_peak = 0;
     PhaseKind peak_phase = PhaseKind::forward;
     MemoryBreakdown at_peak;                // overhead = the memory outside PyTorch

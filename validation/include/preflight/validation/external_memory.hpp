@@ -23,6 +23,10 @@ struct MemoryPrediction {
     std::string why;
     std::int64_t measured_rank_reserved_bytes = 0;   // pipeline stage 0 (global rank 0), reserved pool
     std::int64_t measured_rank_allocated_bytes = 0;
+    // Stage 0's tensors during the optimizer step: what the sweep's peak_mem_alloc_gib measures
+    // (max_memory_allocated after a reset that followed forward/backward). No fitted constant
+    // enters it. Empty for the default profile.
+    std::optional<std::int64_t> measured_rank_optimizer_allocated_bytes;
     std::int64_t reserved_peak_bytes = 0;   // the most loaded stage
     std::int64_t device_need_bytes = 0;     // reserved_peak_bytes + memory outside PyTorch
     bool fits = false;
@@ -71,6 +75,10 @@ struct MemoryFigures {
     ErrorStats reserved_ok;        // |relative error| of the measured rank's reserved peak, outcome ok
     double reserved_ok_median_signed = 0;  // (predicted - measured) / measured, median
     ErrorStats reserved_oom_in_log;  // same, outcome ok_metrics_but_oom_in_log (reported, not gated)
+    // |relative error| of stage 0's allocated tensors during the optimizer step against the
+    // measured allocated peak after the backward, every job that has one: the code-derived model
+    // states and buffers, checked without any fitted term.
+    ErrorStats optimizer_allocated;
 };
 MemoryFigures memory_figures(const std::vector<ExternalRun>& runs, const std::vector<MemoryPrediction>& predictions);
 
@@ -105,7 +113,8 @@ std::string memory_cv_svg(const std::vector<ExternalRun>& runs, const MemoryCros
 
 // The gate: every figure in `targets` (dataset.json) that the held-out figures exceed, as
 // sentences; empty when all hold. Keys: memory_verdict_accuracy_min, fit_but_oom_fraction_max,
-// reserved_peak_abs_error_p50_max, reserved_peak_abs_error_p95_max.
+// reserved_peak_abs_error_p50_max, reserved_peak_abs_error_p95_max,
+// optimizer_allocated_abs_error_p95_max.
 std::vector<std::string> memory_gate_failures(const MemoryFigures& held_out, const nlohmann::json& targets);
 
 }  // namespace preflight::validation
