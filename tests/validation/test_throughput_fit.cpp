@@ -34,11 +34,12 @@ ModelConfig llama_1b_shape() {
 TEST(ThroughputFit, NanotronStageSplitCountsTheOutputLayer) {
     // Layer cost 4*2048*2048 + 3*8192*2048 = 67,108,864; the head 131072*2048 = 268,435,456 =
     // exactly 4 layers, so the total is 20 layer-units. pp 2: the first stage closes once the
-    // cumulative cost passes 10 units, i.e. after its 11th layer -> 11 + (5 + head).
+    // cumulative cost reaches 10 units (the sweep's measured split), after its 10th layer ->
+    // 10 + (6 + head).
     const ModelConfig m = llama_1b_shape();
-    EXPECT_EQ(nanotron_stage_layers(m, 2), (std::vector<std::int64_t>{11, 5}));
-    // pp 4: thresholds 5, 10, 15 units -> stages close after layers 6, 11, 16.
-    EXPECT_EQ(nanotron_stage_layers(m, 4), (std::vector<std::int64_t>{6, 5, 5, 0}));
+    EXPECT_EQ(nanotron_stage_layers(m, 2), (std::vector<std::int64_t>{10, 6}));
+    // pp 4: thresholds 5, 10, 15 units -> stages close after layers 5, 10, 15.
+    EXPECT_EQ(nanotron_stage_layers(m, 4), (std::vector<std::int64_t>{5, 5, 5, 1}));
     EXPECT_EQ(nanotron_stage_layers(m, 1), (std::vector<std::int64_t>{16}));
 }
 

@@ -2,7 +2,8 @@
 // `preflight validate --check data/measurements --format json` -> external[0].memory.fitted_on_all
 // (fit on every job of data/measurements/external/nanotron-h100, 2026-11-24; the verdict margin
 // refitted 2026-11-25, when the H100 spec's capacity became cudaMemGetInfo's total, 0.47 GiB less;
-// all refitted 2026-11-25 after the ZeRO-1 gather gained its flat input copy). The same fit's
+// all refitted 2026-11-25 after the ZeRO-1 gather gained its flat input copy and the
+// compute-cost split closed at a tie, as the sweep measures). The same fit's
 // held-out figures under 5-fold cross-validation by configuration are in that data set's README;
 // the check refits on each training split, so these values never judge themselves.
 #include "preflight/planner/frameworks.hpp"
@@ -11,16 +12,16 @@ namespace preflight {
 
 AllocatorConstants nanotron_allocator_constants() {
     AllocatorConstants c;
-    c.activation_fragmentation = 0.05665;       // reserved bytes per allocated activation byte, extra
-    c.loss_stage_fragmentation = 48.23;         // extra per byte of the micro-batch's s*b*h on the loss stage
-    c.pipeline_runahead_fragmentation = 1.743;  // extra per byte of s*b*h x layers x in-flight micro-batches beyond 2
-    c.reserved_constant_bytes = 198'398'929;    // ~0.18 GiB
+    c.activation_fragmentation = 0.07735;       // reserved bytes per allocated activation byte, extra
+    c.loss_stage_fragmentation = 47.12;         // extra per byte of the micro-batch's s*b*h on the loss stage
+    c.pipeline_runahead_fragmentation = 1.752;  // extra per byte of s*b*h x layers x in-flight micro-batches beyond 2
+    c.reserved_constant_bytes = 225'495'659;    // ~0.21 GiB
     c.non_pytorch_bytes = -1;                   // the GPU spec's overhead_bytes (CUDA context, NCCL, workspaces)
-    c.verdict_margin_bytes = 9'596'567'552;     // ~8.94 GiB
+    c.verdict_margin_bytes = 8'321'499'136;     // ~7.75 GiB
     c.provenance =
         "fitted on the nanotron H100 sweep (1,622 jobs; 833 ok jobs for the reserved peak, 1,424 ok/oom jobs for "
         "the verdict margin; each job's host pace read off its step time), 2026-11-24; verdict margin refitted 2026-11-25; "
-        "all refitted 2026-11-25 after the ZeRO-1 gather gained its flat input copy";
+        "all refitted 2026-11-25 after the ZeRO-1 gather gained its flat input copy and the split closed at a tie";
     return c;
 }
 

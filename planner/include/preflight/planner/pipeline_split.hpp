@@ -16,7 +16,8 @@ enum class PipelineSplit {
     even_layers,
     // nanotron (models/base.py, build_model): every PipelineBlock in model order (embedding,
     // the decoder layers, final norm, LM head, fp32 cast, loss) goes to the current rank, which
-    // advances once the cumulative compute cost passes (rank+1)/pp of the total. Costs come
+    // advances once the cumulative compute cost reaches (rank+1)/pp of the total (the code says
+    // passes; the measured sweep closes at a tie, pipeline_split.cpp). Costs come
     // from LlamaForTraining.get_block_compute_costs: a decoder layer counts
     // 4*heads*head_dim*hidden + 3*ffn*hidden, the LM head vocab*hidden, every other block 0.
     nanotron_compute_cost,
