@@ -57,7 +57,7 @@ std::vector<StageBlocks> pipeline_stages(const ModelConfig& m, std::int64_t pp, 
         // only when a block ends exactly on a threshold (the 1B: 16 layers + a 4-layer head = 20
         // layer-costs, so pp 2 and 4 tie). The sweep's measured model states (peak_mem_alloc_gib,
         // no fitted term) put stage 0 at 10 and 5 layers there, not the code's 11 and 6: the
-        // 1B's pp 2-4 jobs match pp 1 within 1 % at tp 1-4 this way, 4-10 % high the other
+        // 1B's pp 2-4 jobs sit within 2 % of pp 1 at tp 1-4 this way, 5-11 % high the other
         // (data/measurements/external/nanotron-h100/README.md).
         if (cumulative >= total * (static_cast<double>(rank + 1) / static_cast<double>(pp)) && rank + 1 < pp) ++rank;
     }
