@@ -117,17 +117,18 @@ void stage_states(NanotronStageMemory& s, const ModelConfig& m, const Plan& p, c
     if (s.blocks.head) n += hidden;  // final norm
     s.params_local = n;
     const std::int64_t shard = p.zero >= 1 ? p.dp : 1;
+    const std::int64_t n_shard = (n + shard - 1) / shard;  // parameters in this dp rank's ZeRO-1 slice
     s.bf16_weights = 2 * n;  // build_model: init_on_device_and_dtype(dtype=bf16)
     if (fp32_accum) {
         // FP32GradientAccumulator.build_grad_buffers: one fp32 buffer for every parameter
         // "independently of ZeRO sharding"; its __init__ makes the fp32 master copy of the
         // parameters it is given, which under ZeRO-1 are this dp rank's slices.
         s.fp32_grad_buffer = 4 * n;
-        s.fp32_master = 4 * ((n + shard - 1) / shard);
+        s.fp32_master = 4 * n_shard;
     }
     // torch.optim.AdamW (fused) over the fp32 master (or the bf16 parameters without the
     // accumulator): exp_avg and exp_avg_sq in the parameter dtype.
-    s.adam_moments = (fp32_accum ? 8 : 4) * ((n + shard - 1) / shard);
+    s.adam_moments = (fp32_accum ? 8 : 4) * n_shard;
     // trainer.py wraps the model in DistributedDataParallel when dp > 1; the reducer
     // (torch/csrc/distributed/c10d/reducer.cpp, initialize_buckets) keeps bucket tensors for
     // every gradient in the parameter dtype.
@@ -138,7 +139,7 @@ void stage_states(NanotronStageMemory& s, const ModelConfig& m, const Plan& p, c
     // ZeroDistributedOptimizer._all_gather_params -> distributed.py all_gather_coalesced: the
     // gathered parameters in flat bf16 buffers (_flatten_dense_tensors of the per-rank output
     // slices, 2 B/param) and a flat copy of this rank's input shard (2 B/param over the shard).
-    if (p.zero >= 1 && p.dp > 1) s.zero1_gather = 2 * n + 2 * ((n + shard - 1) / shard);
+    if (p.zero >= 1 && p.dp > 1) s.zero1_gather = 2 * n + 2 * n_shard;
     // functional.py: MemoryBuffer().get("allgather", ...) holds the gathered s*b*h input of the
     // column linears in reduce-scatter mode for the whole run; with async communication
     // _RowLinearAsyncCommunication.backward keeps a second one, "allgather2", for the
