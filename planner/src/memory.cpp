@@ -7,6 +7,7 @@
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/profiles.hpp"
 #include "preflight/planner/extensions.hpp"
+#include "preflight/planner/runtime_layout.hpp"
 #include "activations.hpp"
 
 namespace preflight {
@@ -108,6 +109,14 @@ struct StageModel {
     ZeroStage zero = zero_none;
     std::int64_t host_bytes = 0;            // offloaded states (extensions.hpp)
     std::int64_t earlier_layer_units = -1;  // interleaved schedule: layer activations held from earlier chunks
+    // Profile (runtime_shard_units): the runtime's ZeRO-2/3 unreduced unit gradients (the unit
+    // being computed and the one before it, being reduce-scattered), its ZeRO-3 gathered
+    // embedding, and what its embedding ops hold beside them (runtime_embedding_points).
+    bool runtime_units = false;
+    std::int64_t unit_grad_layer = 0, unit_grad_output = 0, unit_grad_embed = 0;
+    std::int64_t gather_embed = 0;
+    std::int64_t embed_fwd_act = 0;  // layer 1's input, written by the embedding
+    std::int64_t embed_bwd_act = 0;  // the residual gradient the embedding's backward reads
 };
 
 // Parameter element counts of one stage (TP-local), summed over the tensors it owns.
@@ -191,6 +200,12 @@ void add_model_states(StageModel& st, const ModelConfig& m, const Plan& p, const
         const StageStates x = extended_stage_states(m, p, prof, st.layers, st.first, st.last);
         st.states = x.gpu;
         st.host_bytes = x.host_bytes;
+    }
+    if (prof.runtime_shard_units) {  // profile: the runtime's flat layout and ZeRO shards (runtime_layout.hpp)
+        const RuntimeStageSpan span{st.first, st.last, 1, st.layers};
+        const RuntimeLayout layout =
+            runtime_layout(m, p, padded_vocab(m.vocab, p.tp, prof.vocab_pad_multiple) / p.tp, span);
+        st.states = runtime_model_states(layout, p.precision, p.optimizer);
     }
     if (prof.optimizer_step_temp_moments > 0)
         st.optimizer_temp = prof.optimizer_step_temp_moments * st.params_local * moment_bytes;
@@ -276,6 +291,26 @@ void add_embedding_and_head(StageModel& st, const ModelConfig& m, const Plan& p,
     if (prof.head_input_grad_with_logits) st.logits_peak += hidden_tokens * d.activation_bytes / sp_div;
 }
 
+// Profile: the runtime's ZeRO buffers (runtime/src/program.cpp): ZeRO-3 gathers one unit at a
+// time (layer l and the prefetched l + 1 in forward, l and l - 1 in backward, the output layer's
+// in output+loss); ZeRO-2/3 hold the gradients of the unit being computed and of the one being
+// reduce-scattered meanwhile (the output layer's during output+loss and layer L's backward).
+void add_runtime_unit_buffers(StageModel& st, const ModelConfig& m, const Plan& p, const FrameworkProfile& prof) {
+    const RuntimeStageSpan span{st.first, st.last, 1, st.layers};
+    const RuntimeLayout layout = runtime_layout(m, p, padded_vocab(m.vocab, p.tp, prof.vocab_pad_multiple) / p.tp, span);
+    const RuntimeUnitBuffers b = runtime_unit_buffers(m, layout, p.precision);
+    st.runtime_units = true;
+    st.gather_layer = b.gather_layer;
+    st.gather_head = b.gather_output;
+    st.gather_embed = b.gather_embedding;
+    st.unit_grad_layer = b.grad_layer;
+    st.unit_grad_output = b.grad_output;
+    st.unit_grad_embed = b.grad_embedding;
+    const std::int64_t hidden_act = p.seq * p.mbs * m.hidden * precision_bytes(p.precision).activation;
+    st.embed_fwd_act = hidden_act;
+    st.embed_bwd_act = hidden_act;
+}
+
 // Buffers: workspaces, RoPE tables, fp8 scaling state, ZeRO-3 gathers, autocast weight
 // copies, gradient buckets, and the overhead outside the framework.
 void add_buffers(StageModel& st, const ModelConfig& m, const GpuSpec& gpu, const Plan& p, const MemoryOptions& opt,
@@ -292,7 +327,9 @@ void add_buffers(StageModel& st, const ModelConfig& m, const GpuSpec& gpu, const
             if (t.gemm_weight) gemms += t.place == TensorPlace::layer ? st.layers * t.copies : 1;
         st.static_buffers += gemms * 3 * (1024 + 1) * 4;
     }
-    if (p.zero == 3) {
+    if (prof.runtime_shard_units) {
+        add_runtime_unit_buffers(st, m, p, prof);
+    } else if (p.zero == 3) {
         // Gathered full (TP-local) weights of the current layer and the prefetched next one.
         st.gather_layer = params.layer_local * pb.weight;
         st.gather_head = params.head_local * pb.weight;
@@ -355,6 +392,21 @@ StageModel build_stage(const ModelConfig& m, const GpuSpec& gpu, const Plan& p, 
     return st;
 }
 
+// Profile (runtime_units): the runtime's embedding ops, in the phases of layer 1, hold the
+// token ids, one [s, b, h] activation (layer 1's input in forward, the residual gradient in
+// backward) and the embedding unit (gathered under ZeRO-3 in forward, its unreduced gradients
+// under ZeRO-2/3 in backward) beside the states; the phase's peak is the larger of that and
+// the layer's.
+MemoryBreakdown with_embedding_point(const StageModel& st, const Phase& ph, const MemoryBreakdown& layer_point,
+                                     std::int64_t earlier) {
+    if (!st.runtime_units || !st.first || ph.layer != 1) return layer_point;
+    const bool fwd = ph.kind == PhaseKind::forward;
+    MemoryBreakdown e = layer_point;
+    e.activations = earlier + st.act_embed + (fwd ? st.embed_fwd_act : st.embed_bwd_act);
+    e.buffers = st.static_buffers + (fwd ? st.gather_embed : st.unit_grad_embed);
+    return e.total() > layer_point.total() ? e : layer_point;
+}
+
 // Memory held at one phase of the micro-batch that reaches the stage's peak (the
 // in_flight-th: the earlier ones' activations are still held).
 MemoryBreakdown snapshot(const StageModel& st, const Phase& ph, bool first_step) {
@@ -386,7 +438,7 @@ MemoryBreakdown snapshot(const StageModel& st, const Phase& ph, bool first_step)
             b.activations = earlier + per_micro_batch;
             b.logits_and_loss = st.logits_peak;
             b.weights += st.layers * st.autocast_layer + st.autocast_head;
-            b.buffers += std::max(st.gather_stage, st.gather_head);
+            b.buffers += std::max(st.gather_stage, st.gather_head) + st.unit_grad_output;
             break;
         case PhaseKind::backward:
             b.gradients += st.grad_accum_stage;
@@ -395,10 +447,11 @@ MemoryBreakdown snapshot(const StageModel& st, const Phase& ph, bool first_step)
             // cache was cleared after forward and only the recomputed layer's copy exists.
             b.weights += (st.full_recompute ? 1 : ph.layer) * st.autocast_layer;
             b.buffers += std::max(st.gather_stage, st.gather_layer * (ph.layer > 1 ? 2 : 1)) + st.layer_grad_bytes +
-                         st.grad_buckets;
+                         st.grad_buckets + st.unit_grad_layer +
+                         (ph.layer < st.layers ? st.unit_grad_layer : st.last ? st.unit_grad_output : 0);
             break;
     }
-    return b;
+    return ph.kind == PhaseKind::forward || ph.kind == PhaseKind::backward ? with_embedding_point(st, ph, b, earlier) : b;
 }
 
 // Calls f(phase) for the phases in step order of one stage; `all_layers` false keeps only

@@ -7,7 +7,8 @@ namespace preflight {
 FrameworkProfile runtime_profile() {
     FrameworkProfile p;
     p.name = "preflight-runtime";
-    p.grad_bucket_bytes = 0;  // one GPU: no data-parallel buckets
+    // Gradients are reduced per shard unit (runtime_layout.hpp) in place: no bucket copies.
+    p.grad_bucket_bytes = 0;
     p.grad_buckets_in_flight = 0;
     p.logits_fp32_copy = false;
     p.norm_row_stats = false;
@@ -16,6 +17,10 @@ FrameworkProfile runtime_profile() {
     p.head_input_grad_with_logits = true;
     p.full_recompute_shares_input = true;
     p.flash_bwd_workspace = true;
+    // Model states, ZeRO shards and the collectives' unit buffers follow runtime_layout.hpp:
+    // gradients are reduced in place in the gradient buffer (ZeRO-0/1) or in each unit's own
+    // buffer (ZeRO-2/3), so there are no separate DDP buckets (grad_buckets_in_flight 0).
+    p.runtime_shard_units = true;
     // Its attention speed is the "runtime" block's own attention fraction, fitted on its runs
     // (cuDNN SDPA or its own kernel), not the spec's fused-attention figure for Megatron.
     p.fused_attention = false;

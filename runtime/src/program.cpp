@@ -2,12 +2,23 @@
 #include "preflight/runtime/program.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/profiles.hpp"
 #include "program_builder.hpp"
 
 namespace preflight::runtime {
+
+namespace program_detail {
+void Builder::end_unit() const {
+    const ShardUnit& u = p_.layout.units[unit_];
+    if (cursor_ - u.begin != u.elements)
+        throw std::logic_error("the runtime's " + unit_name(u) + " holds " + std::to_string(cursor_ - u.begin) +
+                               " parameter elements; the planner's layout (runtime_unit_elements) says " +
+                               std::to_string(u.elements));
+}
+}  // namespace program_detail
 
 namespace {
 
@@ -60,35 +71,53 @@ LayerParams add_layer_parameters(Builder& B, const ModelConfig& model, std::int6
     return lp;
 }
 
-// Every parameter: embeddings, the decoder layers, the final norm and the LM head (the
-// word embedding itself when tied).
+// Every parameter, unit by unit in the planner's layout (runtime_layout.hpp): the embeddings,
+// the decoder layers, the final norm and the LM head (the word embedding itself when tied).
 void add_parameters(Builder& B) {
     Program& P = B.p_;
     const ModelConfig& model = P.model;
     const Dims& d = P.dims;
+    B.begin_unit(embedding_unit());
     P.wte = B.param("word_embedding", d.vocab_padded, d.h, 0, true);
     if (model.position == PositionKind::learned) P.wpe = B.param("position_embedding", d.max_positions, d.h, 0, true);
-    for (std::int64_t l = 1; l <= d.layers; ++l) P.layer_params.push_back(add_layer_parameters(B, model, l));
+    B.end_unit();
+    for (std::int64_t l = 1; l <= d.layers; ++l) {
+        B.begin_unit(layer_unit(l));
+        P.layer_params.push_back(add_layer_parameters(B, model, l));
+        B.end_unit();
+    }
+    B.begin_unit(head_unit(P));
     P.normf_w = B.param("final_norm.weight", d.h, 1, 0, false);
     if (model.norm == NormKind::layernorm) P.normf_b = B.param("final_norm.bias", d.h, 1, 0, false);
     P.head = model.tied_embeddings ? P.wte : B.param("lm_head.weight", d.vocab_padded, d.h, 0, true);
+    B.end_unit();
+    P.param_elements = P.layout.full_elements;
 }
 
 // Persistent buffers, one allocation per category (llm.c style), with the set-up op that
-// allocates them and the teardown op that frees them.
+// allocates them and the teardown op that frees them. Their sizes follow the ZeRO stage
+// (runtime_layout.hpp runtime_state_elements).
 void add_persistent_buffers(Builder& B) {
     Program& P = B.p_;
     const Dims& d = P.dims;
-    const std::int64_t np = P.param_elements;
-    P.weights = B.buffer("weights", Category::weights, P.weight, np);
-    if (P.master) P.master_weights = B.buffer("master weights", Category::master, DType::f32, np);
-    P.grads = B.buffer("gradients", Category::gradients, P.grad, np);
-    if (P.grad_accum_fp32) P.grads_fp32 = B.buffer("gradients fp32 accumulation", Category::gradients, DType::f32, np);
-    if (P.plan.optimizer == Optimizer::adamw) {
-        P.moment1 = B.buffer("adamw m", Category::optimizer, DType::f32, np);
-        P.moment2 = B.buffer("adamw v", Category::optimizer, DType::f32, np);
+    const RuntimeStateElements n = runtime_state_elements(P.layout);
+    const bool sharded_grads = P.plan.zero >= zero_gradients;
+    P.weights = B.buffer(P.plan.zero == zero_weights ? "weights shard" : "weights", Category::weights, P.weight, n.weights);
+    if (P.master) P.master_weights = B.buffer("master weights", Category::master, DType::f32, n.optimizer);
+    if (sharded_grads) {
+        // The rank's reduced gradients: at the fp32 accumulation dtype when the recipe has one.
+        const DType t = P.grad_accum_fp32 ? DType::f32 : P.grad;
+        P.grad_shard = B.buffer("gradients shard", Category::gradients, t, n.gradients);
     } else {
-        P.moment1 = B.buffer("sgd momentum", Category::optimizer, DType::f32, np);
+        P.grads = B.buffer("gradients", Category::gradients, P.grad, n.gradients);
+        if (P.grad_accum_fp32)
+            P.grads_fp32 = B.buffer("gradients fp32 accumulation", Category::gradients, DType::f32, n.gradients);
+    }
+    if (P.plan.optimizer == Optimizer::adamw) {
+        P.moment1 = B.buffer("adamw m", Category::optimizer, DType::f32, n.optimizer);
+        P.moment2 = B.buffer("adamw v", Category::optimizer, DType::f32, n.optimizer);
+    } else {
+        P.moment1 = B.buffer("sgd momentum", Category::optimizer, DType::f32, n.optimizer);
     }
     P.gemm_workspace = B.buffer("cublaslt workspace", Category::workspace, DType::u8, kRuntimeGemmWorkspaceBytes);
     P.scalars = B.buffer("device scalars", Category::workspace, DType::u8, kRuntimeScalarsBytes);
@@ -103,6 +132,7 @@ void add_persistent_buffers(Builder& B) {
     }
     Op& o = B.emit(P.teardown, OpKind::teardown, "teardown", {PhaseKind::optimizer_step, 0, 0});
     o.free = P.setup.front().alloc;
+    if (data_parallel(P)) add_unit_buffers(B);  // allocated and freed by the step's ops
 }
 
 // Synthetic tokens and the embedding of micro-batch mb; returns layer 1's input.
@@ -115,6 +145,10 @@ BufferId emit_embedding_forward(Builder& B, std::int64_t mb, BufferId tokens) {
         o.v[0] = {tokens, d.b, d.s, d.s, 0};
     }
     const BufferId x = B.act(layer_label(1) + "attn norm in", d.h);
+    if (P.plan.zero == zero_weights) {  // ZeRO-3: the embedding gathered for its op only
+        gather_unit(B, P.step, embedding_unit(), {PhaseKind::forward, 1, mb});
+        B.emit_wait(P.step, B.last_collective, {PhaseKind::forward, 1, mb});
+    }
     // embedding_fwd: v0 = tokens, v1 = x; p0 = word embedding, p1 = position embedding
     Op& o = B.emit(P.step, OpKind::embedding_fwd, "embedding", {PhaseKind::forward, 1, mb});
     o.alloc = {x};
@@ -122,16 +156,18 @@ BufferId emit_embedding_forward(Builder& B, std::int64_t mb, BufferId tokens) {
     o.v[1] = B.full(x, d.h);
     o.p0 = P.wte;
     o.p1 = P.wpe;
+    release_gathered(B, o, embedding_unit());
     return x;
 }
 
 // Final norm, LM head, cross-entropy and their backward for micro-batch mb, from the last
 // layer's output x (freed here). Returns the residual gradient buffer dres, which holds
 // dLoss/d(last layer output).
-BufferId emit_output_and_loss(Builder& B, std::int64_t mb, BufferId x) {
+BufferId emit_output_and_loss(Builder& B, std::int64_t mb, BufferId x, bool reduce) {
     Program& P = B.p_;
     const Dims& d = P.dims;
     const Phase out{PhaseKind::output_loss, 0, mb};
+    output_gathers(B, P.step, out);
     const BufferId xnf = B.act("final norm out", d.h);
     emit_norm_fwd(B, P.step, "final norm", out, x, xnf, P.normf_w, P.normf_b);
     const BufferId labels = B.buffer("labels", Category::activations, DType::i64, d.rows);
@@ -156,6 +192,7 @@ BufferId emit_output_and_loss(Builder& B, std::int64_t mb, BufferId x) {
         o.v[0] = {loss, d.rows, 1, 1, 0};
         o.free = {loss};
     }
+    output_grads_begin(B, P.step, out);
     // dxnf is the head's input gradient (logits category: the planner counts it with the logits).
     const BufferId dxnf = B.buffer("d final norm out", Category::logits, P.act, d.rows * d.h);
     emit_linear_bwd(B, P.step, "lm head", out, lv, B.full(xnf, d.h), B.full(dxnf, d.h), P.head, kNoParam, {dxnf});
@@ -163,12 +200,15 @@ BufferId emit_output_and_loss(Builder& B, std::int64_t mb, BufferId x) {
     const BufferId dres = B.act("d residual", d.h, Category::temporary);
     emit_norm_bwd(B, P.step, "final norm bwd", out, x, dxnf, dres, false, P.normf_w, P.normf_b, {dres},
                   {dxnf, xnf, labels, x});
+    output_end(B, P.step, out, reduce);
     return dres;
 }
 
 // One micro-batch: embedding, every layer's forward, output and loss, every layer's
-// backward, the embedding's backward and (fp32 accumulation) the gradient accumulation.
-void emit_micro_batch(Builder& B, std::int64_t mb) {
+// backward, the embedding's backward and (fp32 accumulation) the gradient accumulation, with
+// the data-parallel collectives around them (program_comm.cpp; `reduce`: this micro-batch
+// reduces its gradients).
+void emit_micro_batch(Builder& B, std::int64_t mb, bool reduce) {
     Program& P = B.p_;
     const Dims& d = P.dims;
     const Recompute recompute = P.plan.recompute;
@@ -176,40 +216,76 @@ void emit_micro_batch(Builder& B, std::int64_t mb) {
     BufferId x = emit_embedding_forward(B, mb, tokens);
     std::vector<LayerFwd> saved;
     for (std::int64_t l = 1; l <= d.layers; ++l) {
+        layer_forward_gathers(B, P.step, l, {PhaseKind::forward, l, mb});
         // Selective recompute drops the attention core right after use; full recompute
         // keeps only the layer input (everything else goes with the layer's last op).
         LayerFwd f = emit_layer_forward(B, P.step, l, mb, x, true, recompute != Recompute::selective, "");
-        if (recompute == Recompute::full) P.step.back().free = {f.xn1, f.qkv, f.core, f.attn, f.x1, f.xn2, f.up, f.act};
+        if (recompute == Recompute::full)
+            for (BufferId b : {f.xn1, f.qkv, f.core, f.attn, f.x1, f.xn2, f.up, f.act}) P.step.back().free.push_back(b);
+        release_gathered(B, P.step.back(), layer_unit(l));
         saved.push_back(f);
         x = f.out;
     }
-    const BufferId dres = emit_output_and_loss(B, mb, x);
-    for (std::int64_t l = d.layers; l >= 1; --l)
+    const BufferId dres = emit_output_and_loss(B, mb, x, reduce);
+    for (std::int64_t l = d.layers; l >= 1; --l) {
+        const Phase ph{PhaseKind::backward, l, mb};
+        layer_backward_begin(B, P.step, l, ph);
         emit_layer_backward(B, P.step, l, mb, saved[static_cast<std::size_t>(l - 1)], dres);
+        layer_backward_end(B, P.step, l, ph, reduce);
+    }
+    const Phase emb{PhaseKind::backward, 1, mb};
+    embedding_backward_begin(B, P.step, emb);
     {  // embedding_bwd: v0 = tokens, v1 = dres; p0/p1 word/position embedding grads
-        Op& o = B.emit(P.step, OpKind::embedding_bwd, "embedding bwd", {PhaseKind::backward, 1, mb});
+        Op& o = B.emit(P.step, OpKind::embedding_bwd, "embedding bwd", emb);
         o.v[0] = {tokens, d.b, d.s, d.s, 0};
         o.v[1] = B.full(dres, d.h);
         o.p0 = P.wte;
         o.p1 = P.wpe;
         o.free = {dres, tokens};
     }
-    if (P.grad_accum_fp32)  // grad_accumulate: fp32 buffer += 16-bit gradients, which are then zeroed
+    embedding_backward_end(B, P.step, emb, reduce);
+    if (P.grads_fp32 != kNoBuffer)  // grad_accumulate: fp32 buffer += 16-bit gradients, which are then zeroed
         B.emit(P.step, OpKind::grad_accumulate, "accumulate gradients in fp32", {PhaseKind::backward, 1, mb});
+}
+
+// Micro-batches 2.. run the same ops on the same buffers as a template micro-batch (each
+// buffer is freed within its micro-batch): copies with their index, so the program's buffer
+// table does not grow with gradient accumulation. ZeRO-0/1 reduce only in the last
+// micro-batch, which then has a template of its own.
+void emit_micro_batches(Builder& B) {
+    Program& P = B.p_;
+    const std::int64_t K = P.dims.grad_acc;
+    const bool every = P.plan.zero >= zero_gradients || !data_parallel(P);
+    const std::size_t first = P.step.size();
+    emit_micro_batch(B, 1, data_parallel(P) && (every || K == 1));
+    const std::size_t per_micro_batch = P.step.size() - first;
+    const std::int64_t copies = every ? K - 1 : std::max<std::int64_t>(K - 2, 0);
+    P.step.reserve(P.step.size() + static_cast<std::size_t>(copies + 1) * per_micro_batch + 16);
+    for (std::int64_t mb = 2; mb <= copies + 1; ++mb)
+        for (std::size_t i = first; i < first + per_micro_batch; ++i) {
+            P.step.push_back(P.step[i]);  // no reallocation: reserved above
+            P.step.back().phase.micro_batch = mb;
+        }
+    if (!every && K > 1) emit_micro_batch(B, K, true);
 }
 
 }  // namespace
 
-Program build_program(const ModelConfig& model, const Plan& plan_in) {
+Program build_program(const ModelConfig& model, const Plan& plan_in, std::int64_t rank) {
     const Plan plan = resolve_defaults(plan_in, model);
     validate_plan(plan, model);
     check_supported(model, plan);
+    if (rank < 0 || rank >= plan.dp)
+        throw InputError("--emulate-rank", "rank " + std::to_string(rank) + " is outside the plan's data-parallel ranks 0.." +
+                                               std::to_string(plan.dp - 1) + " (--dp " + std::to_string(plan.dp) + ")");
 
     Program P;
     P.model = model;
     P.plan = plan;
+    P.rank = rank;
     use_model_rope(P);
     P.dims = program_dims(model, plan);
+    P.layout = runtime_layout(model, plan, P.dims.vocab_padded);
     // Precision recipes (docs/interface.md table): compute copy, gradients, master.
     const PrecisionBytes pb = precision_bytes(plan.precision);
     P.act = pb.activation == 4 ? DType::f32 : DType::bf16;
@@ -222,20 +298,12 @@ Program build_program(const ModelConfig& model, const Plan& plan_in) {
     add_parameters(B);
     add_persistent_buffers(B);
     B.emit(P.step, OpKind::zero_grads, "zero gradients and loss", {PhaseKind::step_start, 0, 0});
-    // Every micro-batch runs the same ops on the same buffers (each is freed within its
-    // micro-batch): micro-batches 2.. are copies of the first with their index, so the
-    // program's buffer table does not grow with gradient accumulation.
-    const std::size_t first = P.step.size();
-    emit_micro_batch(B, 1);
-    const std::size_t per_micro_batch = P.step.size() - first;
-    P.step.reserve(P.step.size() + static_cast<std::size_t>(P.dims.grad_acc - 1) * per_micro_batch + 1);
-    for (std::int64_t mb = 2; mb <= P.dims.grad_acc; ++mb)
-        for (std::size_t i = first; i < first + per_micro_batch; ++i) {
-            P.step.push_back(P.step[i]);  // no reallocation: reserved above
-            P.step.back().phase.micro_batch = mb;
-        }
+    emit_micro_batches(B);
+    reduce_accumulated(B, P.step);
+    wait_all(B, P.step, {PhaseKind::grad_reduce, 0, 0});
     B.emit(P.step, OpKind::optimizer, plan.optimizer == Optimizer::adamw ? "adamw" : "sgd",
            {PhaseKind::optimizer_step, 0, 0});
+    gather_updated(B, P.step);
     return P;
 }
 

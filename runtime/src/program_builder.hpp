@@ -12,10 +12,6 @@
 
 namespace preflight::runtime::program_detail {
 
-// Parameter offsets are aligned to 64 elements (128 B in bf16) for the GEMMs; model
-// widths are multiples of 64 in practice, so this adds no padding.
-inline constexpr std::int64_t kParamAlign = 64;
-
 class Builder {
 public:
     explicit Builder(Program& p) : p_(p), d_(p.dims) {}
@@ -43,14 +39,49 @@ public:
         return o;
     }
 
+    // Parameters are placed unit by unit in the planner's layout (runtime_layout.hpp): each
+    // tensor at a multiple of kRuntimeParamAlign after the previous one of its unit.
+    void begin_unit(std::size_t unit) {
+        unit_ = unit;
+        cursor_ = p_.layout.units[unit].begin;
+    }
+    // Throws std::logic_error when the unit's tensors differ from the planner's count.
+    void end_unit() const;
     ParamId param(std::string name, std::int64_t rows, std::int64_t cols, std::int64_t layer, bool decay) {
-        p_.params.push_back({std::move(name), rows, cols, p_.param_elements, layer, decay});
-        p_.param_elements += (rows * cols + kParamAlign - 1) / kParamAlign * kParamAlign;
+        p_.params.push_back({std::move(name), rows, cols, cursor_, layer, decay, static_cast<std::int64_t>(unit_)});
+        cursor_ += runtime_align(rows * cols);
         return static_cast<ParamId>(p_.params.size() - 1);
     }
 
+    // Collectives are counted as they are emitted so a wait can name one by how far back it is.
+    std::int64_t collectives = 0;
+    Op& emit_collective(std::vector<Op>& out, OpKind k, std::string name, Phase ph, std::int64_t unit) {
+        Op& o = emit(out, k, std::move(name), ph);
+        o.unit = unit;
+        last_collective = collectives++;
+        return o;
+    }
+    // The compute stream waits for collective number `which` (a value emit_collective's caller
+    // read off `last_collective`); `release` is freed after the wait.
+    Op& emit_wait(std::vector<Op>& out, std::int64_t which, Phase ph, std::vector<BufferId> release = {}) {
+        Op& o = emit(out, OpKind::comm_wait, "wait for the communication stream", ph);
+        o.comm_back = static_cast<int>(collectives - 1 - which);
+        o.free = std::move(release);
+        return o;
+    }
+    std::int64_t last_collective = -1;
+    // ZeRO-2/3: units whose reduce-scatter is in flight, with that collective's number; their
+    // gradient buffers are freed once the compute stream has waited for it.
+    std::vector<std::pair<std::size_t, std::int64_t>> reducing;
+    // ZeRO-3: per unit, the number of its latest all-gather.
+    std::vector<std::int64_t> gathered_at;
+
     Program& p_;
     const Dims& d_;
+
+private:
+    std::size_t unit_ = 0;
+    std::int64_t cursor_ = 0;
 };
 
 // "L<l> ": the prefix of layer l's buffer and op names.
@@ -97,5 +128,47 @@ void emit_linear_bwd(Builder& B, std::vector<Op>& out, const std::string& name, 
 void emit_norm_bwd(Builder& B, std::vector<Op>& out, const std::string& name, const Phase& ph, BufferId x,
                    BufferId dy, BufferId dx, bool accumulate, ParamId w, ParamId b, std::vector<BufferId> alloc,
                    std::vector<BufferId> free);
+
+// --- Data parallelism (program_comm.cpp): the collectives and ZeRO buffers of a rank's
+// step, emitted around the compute ops. Unit u indexes Program::layout.units (0: the
+// embedding, l: layer l, L + 1: the head). `reduce`: the micro-batch reduces its gradients
+// (every micro-batch under ZeRO-2/3, the last one under ZeRO-0/1).
+
+// Whether the plan has collectives at all (dp > 1 or a ZeRO stage).
+bool data_parallel(const Program& P);
+// The shard unit of layer l, of the embedding, of the head.
+std::size_t layer_unit(std::int64_t l);
+std::size_t embedding_unit();
+std::size_t head_unit(const Program& P);
+// Per unit: ZeRO-3's gathered parameters and ZeRO-2/3's unreduced gradients (not allocated at set-up).
+void add_unit_buffers(Builder& B);
+// ZeRO-3: gathers unit `u` (allocating its buffer) and makes compute wait for it; the gathered
+// buffer is freed with `last`, the last op that reads it.
+void gather_unit(Builder& B, std::vector<Op>& out, std::size_t u, const Phase& ph);
+void release_gathered(Builder& B, Op& last, std::size_t u);
+// ZeRO-3, forward of layer l: layer l's gather (at layer 1) and the prefetch of layer l + 1.
+void layer_forward_gathers(Builder& B, std::vector<Op>& out, std::int64_t l, const Phase& ph);
+// ZeRO-3, backward of layer l: layer l's gather (at the last layer) and the prefetch of l - 1;
+// ZeRO-2/3: layer l's gradient buffer.
+void layer_backward_begin(Builder& B, std::vector<Op>& out, std::int64_t l, const Phase& ph);
+// After layer l's backward: its gathered parameters released; its gradients reduced (ZeRO-0/1
+// when `reduce`, in the full buffer; ZeRO-2/3 from its unit buffer into the shard), the
+// previous unit's reduce-scatter waited for and its buffer freed.
+void layer_backward_end(Builder& B, std::vector<Op>& out, std::int64_t l, const Phase& ph, bool reduce);
+// Output layer: ZeRO-3 gathers the head (and a tied embedding); ZeRO-2/3 their gradient buffers
+// before the head's backward; after it, gathers released and gradients reduced.
+void output_gathers(Builder& B, std::vector<Op>& out, const Phase& ph);
+void output_grads_begin(Builder& B, std::vector<Op>& out, const Phase& ph);
+void output_end(Builder& B, std::vector<Op>& out, const Phase& ph, bool reduce);
+// Embedding backward: ZeRO-2/3 wait for the pending reductions and open the embedding's
+// gradient buffer; after it, the embedding's gradients reduced (and waited for under ZeRO-2/3).
+void embedding_backward_begin(Builder& B, std::vector<Op>& out, const Phase& ph);
+void embedding_backward_end(Builder& B, std::vector<Op>& out, const Phase& ph, bool reduce);
+// After the last micro-batch: ZeRO-0/1 with an fp32 accumulation buffer reduce it now, unit by
+// unit; then the compute stream waits for every collective before the optimizer.
+void reduce_accumulated(Builder& B, std::vector<Op>& out);
+void wait_all(Builder& B, std::vector<Op>& out, const Phase& ph);
+// After the optimizer: ZeRO-1/2 all-gather the updated parameters in place, unit by unit.
+void gather_updated(Builder& B, std::vector<Op>& out);
 
 }  // namespace preflight::runtime::program_detail

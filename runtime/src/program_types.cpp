@@ -18,6 +18,7 @@ std::string_view to_string(Category c) {
         case Category::logits: return "logits";
         case Category::workspace: return "workspace";
         case Category::temporary: return "temporary";
+        case Category::sharding: return "sharding";
     }
     return "?";
 }
@@ -31,7 +32,8 @@ std::string_view contract_category(Category c) {
         case Category::activations:
         case Category::temporary: return "activations";
         case Category::logits: return "logits_and_loss";
-        case Category::workspace: return "buffers";
+        case Category::workspace:
+        case Category::sharding: return "buffers";
     }
     return "?";
 }
@@ -88,20 +90,47 @@ std::string_view to_string(OpKind k) {
         case OpKind::loss_accumulate: return "loss_accumulate";
         case OpKind::grad_accumulate: return "grad_accumulate";
         case OpKind::optimizer: return "optimizer";
+        case OpKind::unit_grads_begin: return "unit_grads_begin";
+        case OpKind::all_reduce: return "all_reduce";
+        case OpKind::reduce_scatter: return "reduce_scatter";
+        case OpKind::all_gather: return "all_gather";
+        case OpKind::comm_wait: return "comm_wait";
     }
     return "?";
 }
 
+bool is_collective(OpKind k) {
+    return k == OpKind::all_reduce || k == OpKind::reduce_scatter || k == OpKind::all_gather;
+}
+
+BufferId Program::optimizer_grads() const {
+    return grad_shard != kNoBuffer ? grad_shard : grads_fp32 != kNoBuffer ? grads_fp32 : grads;
+}
+
+ParamRef Program::weight_at(ParamId id) const {
+    if (id == kNoParam) return {};
+    const ParamSpec& ps = params[static_cast<std::size_t>(id)];
+    const BufferId unit = unit_weights.empty() ? kNoBuffer : unit_weights[static_cast<std::size_t>(ps.unit)];
+    if (unit != kNoBuffer) return {unit, ps.offset - layout.units[static_cast<std::size_t>(ps.unit)].begin};
+    return {weights, ps.offset};
+}
+
+ParamRef Program::grad_at(ParamId id) const {
+    if (id == kNoParam) return {};
+    const ParamSpec& ps = params[static_cast<std::size_t>(id)];
+    const BufferId unit = unit_grads.empty() ? kNoBuffer : unit_grads[static_cast<std::size_t>(ps.unit)];
+    if (unit != kNoBuffer) return {unit, ps.offset - layout.units[static_cast<std::size_t>(ps.unit)].begin};
+    return {grads, ps.offset};
+}
+
 void check_supported(const ModelConfig& m, const Plan& p) {
     auto no = [](const char* flag, const std::string& why) {
-        throw InputError(flag, why + " (the Preflight runtime executes single-GPU plans; use `preflight memory` "
-                                     "to model this plan)");
+        throw InputError(flag, why + " (the Preflight runtime executes data-parallel plans with ZeRO 0-3; use "
+                                     "`preflight memory` to model this plan)");
     };
-    if (p.dp != 1) no("--dp", "must be 1 for `run`");
-    if (p.tp != 1) no("--tp", "must be 1 for `run`");
-    if (p.pp != 1) no("--pp", "must be 1 for `run`");
+    if (p.tp != 1) no("--tp", "must be 1 for `run` (tensor parallelism is not implemented by the runtime yet)");
+    if (p.pp != 1) no("--pp", "must be 1 for `run` (pipeline parallelism is not implemented by the runtime yet)");
     if (p.sp) no("--sp", "sequence parallelism needs tensor parallelism");
-    if (p.zero != 0) no("--zero", "must be 0 for `run` (one GPU: nothing to shard)");
     if (p.precision == Precision::fp16_mixed || p.precision == Precision::fp8_mixed)
         no("--precision", "fp16-mixed and fp8-mixed are not implemented by the runtime; use fp32, bf16-mixed, "
                           "bf16-mixed-fp32-grads or bf16");

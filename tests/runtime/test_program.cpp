@@ -139,7 +139,6 @@ TEST(Program, RefusesPlansTheRuntimeCannotRunNamingTheFlag) {
             EXPECT_EQ(e.subject(), flag);
         }
     };
-    refused([](Plan& p) { p.dp = 2; }, "--dp");
     refused([](Plan& p) { p.tp = 2; }, "--tp");
     refused([](Plan& p) { p.pp = 2; }, "--pp");
     refused([](Plan& p) { p.dropout = 0.1; }, "--dropout");

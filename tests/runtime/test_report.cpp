@@ -31,16 +31,16 @@ TEST(RunReport, DryRunJsonHasMeasuredAndPredictedSideBySide) {
     }
     EXPECT_EQ(j["measured"]["tracked_peak_bytes"], j["predicted"]["tracked_peak_bytes"]);
     EXPECT_TRUE(j["measured"]["step_time_s"].is_null());
-    // Categories: the contract view sums the runtime's eight categories.
+    // Categories: the contract view sums the runtime's nine categories.
     std::int64_t cats = 0, contract = 0;
     for (auto& [k, v] : j["measured"]["bytes_by_category"].items()) cats += v.get<std::int64_t>();
     for (auto& [k, v] : j["measured"]["per_gpu_bytes"].items()) contract += v.get<std::int64_t>();
     EXPECT_EQ(cats, j["measured"]["tracked_peak_bytes"].get<std::int64_t>());
     EXPECT_EQ(contract, cats);  // dry run: no overhead
     const auto& tl = j["timeline"];
-    EXPECT_EQ(tl["categories"].size(), 8u);
+    EXPECT_EQ(tl["categories"].size(), 9u);
     ASSERT_FALSE(tl["samples"].empty());
-    EXPECT_EQ(tl["samples"][0]["bytes"].size(), 8u);
+    EXPECT_EQ(tl["samples"][0]["bytes"].size(), 9u);
     EXPECT_DOUBLE_EQ(j["agreement"]["tracked_peak_relative_error"].get<double>(), 0.0);
 }
 

@@ -69,6 +69,11 @@ struct FrameworkProfile {
     double full_recompute_pool_slack_fraction = 0;
     // Precision recipes the framework can run (empty: every one); the plan search tries no other.
     std::vector<Precision> precisions;
+    // Model states, ZeRO shards, gathered parameters and unreduced gradients follow the Preflight
+    // runtime's flat layout (runtime_layout.hpp): per-unit padding to dp equal chunks, ZeRO-3
+    // gathers of one unit at a time (the next layer prefetched), ZeRO-2/3 gradients of the unit
+    // being computed and of the one being reduce-scattered, and the embedding ops' own peaks.
+    bool runtime_shard_units = false;
 
     // --- Fields the PyTorch profile needs (profiles.hpp, pytorch_profile()): plain
     // PyTorch with Hugging Face transformers modules on one GPU. Every default below

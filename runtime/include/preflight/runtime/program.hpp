@@ -13,13 +13,17 @@
 #include "preflight/planner/memory.hpp"
 #include "preflight/planner/model.hpp"
 #include "preflight/planner/plan.hpp"
+#include "preflight/planner/runtime_layout.hpp"
 
 namespace preflight::runtime {
 
 // Allocation categories. `contract_category` maps each to the
-// docs/interface.md per_gpu_bytes key it is reported under.
-enum class Category : std::uint8_t { weights, master, gradients, optimizer, activations, logits, workspace, temporary };
-inline constexpr int kCategoryCount = 8;
+// docs/interface.md per_gpu_bytes key it is reported under. `sharding`: ZeRO's gathered
+// parameter units and unreduced unit gradients (reported under "buffers").
+enum class Category : std::uint8_t {
+    weights, master, gradients, optimizer, activations, logits, workspace, temporary, sharding
+};
+inline constexpr int kCategoryCount = 9;
 std::string_view to_string(Category c);
 std::string_view contract_category(Category c);
 
@@ -40,15 +44,24 @@ struct BufferSpec {
     std::int64_t bytes() const { return elements * dtype_bytes(dtype); }
 };
 
-// One parameter tensor, [rows, cols] row-major, at `offset` elements inside the flat
-// parameter buffers (weights, master, gradients and moments share this layout).
+// One parameter tensor, [rows, cols] row-major, at `offset` elements inside the full flat
+// parameter layout (runtime_layout.hpp: units one after the other, each padded to dp chunks
+// under ZeRO >= 1). Where the tensor lives at run time depends on the ZeRO stage
+// (Program::weight_at / grad_at).
 struct ParamSpec {
     std::string name;
     std::int64_t rows = 0, cols = 1;
     std::int64_t offset = 0;
     std::int64_t layer = 0;  // 1-based layer, 0 outside the layers
     bool decay = false;      // AdamW weight decay (matrices only)
+    std::int64_t unit = 0;   // index into Program::layout.units
     std::int64_t numel() const { return rows * cols; }
+};
+
+// A parameter's place at run time: element `offset` of `buffer`.
+struct ParamRef {
+    BufferId buffer = kNoBuffer;
+    std::int64_t offset = 0;
 };
 
 // A row-major [rows, cols] window of a buffer, starting at element `offset`, rows `ld` apart.
@@ -65,6 +78,13 @@ enum class OpKind : std::uint8_t {
     linear_fwd, linear_bwd_data, linear_bwd_weight, rope_fwd, rope_bwd,
     flash_fwd, flash_bwd, eager_scores, eager_softmax, eager_pv, eager_dp, eager_softmax_bwd, eager_dqkv,
     swiglu_fwd, swiglu_bwd, gelu_fwd, gelu_bwd, cross_entropy, loss_accumulate, grad_accumulate, optimizer,
+    // Data parallelism (program_comm.cpp). Collectives run on the communication stream after
+    // everything the compute stream issued before them; comm_wait makes the compute stream wait.
+    unit_grads_begin,  // ZeRO-2/3: the unit's gradient buffer (allocated here) zeroed
+    all_reduce,        // ZeRO-0: v0 averaged over the data-parallel ranks, in place
+    reduce_scatter,    // ZeRO-1/2/3: v0 (the unit, dp chunks) averaged, this rank's chunk in place; v1: added into
+    all_gather,        // ZeRO-1/2: v0 in place from each rank's chunk; ZeRO-3: v0 gathered from the shard chunk v1
+    comm_wait,         // the compute stream waits for the collective `comm_back` before the latest one
 };
 std::string_view to_string(OpKind k);
 
@@ -75,9 +95,12 @@ struct Op {
     std::array<View, 6> v{};
     ParamId p0 = kNoParam, p1 = kNoParam;
     bool accumulate = false;  // add into the output (beta = 1) instead of overwriting
+    std::int64_t unit = -1;   // collectives, unit_grads_begin: the shard unit (Program::layout.units)
+    int comm_back = 0;        // comm_wait: 0 = the latest collective issued, 1 = the one before, ...
     std::vector<BufferId> alloc;  // allocated before the op runs
     std::vector<BufferId> free;   // freed after it ran
 };
+bool is_collective(OpKind k);
 
 // Dimensions of the program (one micro-batch).
 struct Dims {
@@ -122,22 +145,43 @@ struct Program {
     std::vector<LayerParams> layer_params;  // index l-1
 
     std::vector<BufferSpec> buffers;
-    // Persistent buffers (allocated by setup, freed by teardown).
+    // Persistent buffers (allocated by setup, freed by teardown). Under ZeRO (runtime_layout.hpp)
+    // `weights` is the full compute copy (ZeRO-0/1/2) or this rank's shard (ZeRO-3); `grads` the
+    // full gradient buffer the backward writes (ZeRO-0/1; kNoBuffer under ZeRO-2/3, whose backward
+    // writes unit_grads); `grad_shard` this rank's reduced gradients (ZeRO-2/3, fp32 for the
+    // fp32-accumulation recipe); master and moments full (ZeRO-0) or this rank's shard.
     BufferId weights = kNoBuffer, master_weights = kNoBuffer, grads = kNoBuffer, grads_fp32 = kNoBuffer,
-             moment1 = kNoBuffer, moment2 = kNoBuffer, gemm_workspace = kNoBuffer, scalars = kNoBuffer,
-             rope_cos = kNoBuffer, rope_sin = kNoBuffer;
+             grad_shard = kNoBuffer, moment1 = kNoBuffer, moment2 = kNoBuffer, gemm_workspace = kNoBuffer,
+             scalars = kNoBuffer, rope_cos = kNoBuffer, rope_sin = kNoBuffer;
+
+    // Data parallelism: this program's rank, the planner's layout of the flat buffers, and per
+    // unit the ZeRO-3 gathered parameters and the ZeRO-2/3 unreduced gradients (kNoBuffer
+    // where the stage has none). The reduced gradient the optimizer reads: grad_shard, else
+    // grads_fp32, else grads.
+    std::int64_t rank = 0;
+    RuntimeLayout layout;
+    std::vector<BufferId> unit_weights, unit_grads;
+    BufferId optimizer_grads() const;
+    // Where parameter `id`'s weights / gradients are while an op runs (a gathered unit or the
+    // full buffer; a unit gradient buffer or the full one). kNoParam gives {kNoBuffer, 0}.
+    ParamRef weight_at(ParamId id) const;
+    ParamRef grad_at(ParamId id) const;
+    // The global index of micro-batch `mb` of this rank: the synthetic data of dp ranks with
+    // grad_acc micro-batches each are those of one GPU with dp * grad_acc micro-batches.
+    std::int64_t data_micro_batch(std::int64_t mb) const { return rank * dims.grad_acc + mb; }
 
     std::vector<Op> setup;     // allocate and initialise persistent state
     std::vector<Op> step;      // one optimizer step (grad_acc micro-batches)
     std::vector<Op> teardown;  // free persistent state
 };
 
-// Throws InputError naming the flag for a plan this single-GPU runtime cannot run
-// (dp/tp/pp > 1, ZeRO, fp16/fp8, dropout, MoE).
+// Throws InputError naming the flag for a plan this runtime cannot run (tp/pp > 1,
+// fp16/fp8, dropout, MoE).
 void check_supported(const ModelConfig& model, const Plan& plan);
 
-// Builds the program for a resolved, validated, supported plan.
-Program build_program(const ModelConfig& model, const Plan& plan);
+// Builds the program of data-parallel rank `rank` (0 <= rank < dp; InputError naming
+// --emulate-rank otherwise) for a resolved, validated, supported plan.
+Program build_program(const ModelConfig& model, const Plan& plan, std::int64_t rank = 0);
 
 // Sets the RoPE base and scaling of `program.hyper` from its model (build_program does;
 // call again after replacing `hyper`).

@@ -1,0 +1,226 @@
+// The data-parallel part of a rank's step program: collectives (all-reduce, reduce-scatter,
+// all-gather) as ops with their buffers, waits of the compute stream on the communication
+// stream, and the ZeRO buffers they fill (runtime_layout.hpp gives every unit's chunk and
+// padding). What each rank holds (Rajbhandari et al. 2020, sec. 5):
+//  - ZeRO-0: everything whole; each unit's gradients all-reduced in place during the last
+//    micro-batch's backward, after the unit's last gradient op (PyTorch DDP's overlap);
+//  - ZeRO-1: master and moments sharded; the gradients reduce-scattered in place the same way,
+//    the updated parameters all-gathered in place after the optimizer (llm.c, PR #421);
+//  - ZeRO-2: gradients sharded too: each unit's gradients live in a buffer of their own from the
+//    unit's first gradient op until its reduce-scatter, which runs every micro-batch while the
+//    next unit's backward computes, and is added into the rank's gradient shard;
+//  - ZeRO-3: parameters sharded too: each unit is all-gathered before its forward and again
+//    before its backward, the next layer's gather prefetched, and freed after its last use
+//    (PyTorch FSDP's FlatParameter per layer, forward and backward prefetch).
+#include <stdexcept>
+
+#include "program_builder.hpp"
+
+namespace preflight::runtime::program_detail {
+
+namespace {
+
+const ShardUnit& unit_of(const Program& P, std::size_t u) { return P.layout.units[u]; }
+
+// The whole unit u of a flat buffer laid out like the parameters (begin .. begin + padded).
+View unit_region(const Program& P, BufferId b, std::size_t u) {
+    const ShardUnit& s = unit_of(P, u);
+    return {b, 1, s.padded, s.padded, s.begin};
+}
+// The whole of a per-unit buffer, and this rank's chunk of unit u in a shard buffer.
+View whole(const Program& P, BufferId b) {
+    const std::int64_t n = P.buffers[static_cast<std::size_t>(b)].elements;
+    return {b, 1, n, n, 0};
+}
+View shard_chunk(const Program& P, BufferId b, std::size_t u) {
+    const ShardUnit& s = unit_of(P, u);
+    return {b, 1, s.chunk, s.chunk, s.shard_begin};
+}
+
+std::string unit_label(const Program& P, std::size_t u) { return unit_name(unit_of(P, u)); }
+
+bool zero3(const Program& P) { return P.plan.zero == zero_weights; }
+bool grads_sharded(const Program& P) { return P.plan.zero >= zero_gradients; }
+// ZeRO-0/1 with an fp32 accumulation buffer reduce it after the last micro-batch's
+// accumulation, not unit by unit during the backward.
+bool reduces_after_accumulation(const Program& P) { return !grads_sharded(P) && P.grads_fp32 != kNoBuffer; }
+
+// The collective that reduces unit u's gradients.
+void emit_reduction(Builder& B, std::vector<Op>& out, std::size_t u, const Phase& ph) {
+    Program& P = B.p_;
+    if (grads_sharded(P)) {  // reduce_scatter: v0 = the unit's gradient buffer, v1 = this rank's shard chunk (+=)
+        Op& o = B.emit_collective(out, OpKind::reduce_scatter, unit_label(P, u) + " gradients reduce-scatter", ph,
+                                  static_cast<std::int64_t>(u));
+        o.v[0] = whole(P, P.unit_grads[u]);
+        o.v[1] = shard_chunk(P, P.grad_shard, u);
+        B.reducing.emplace_back(u, B.last_collective);
+        return;
+    }
+    const BufferId g = P.grads_fp32 != kNoBuffer ? P.grads_fp32 : P.grads;
+    if (P.plan.zero == zero_none) {  // all_reduce: v0 = the unit's gradients, in place
+        Op& o = B.emit_collective(out, OpKind::all_reduce, unit_label(P, u) + " gradients all-reduce", ph,
+                                  static_cast<std::int64_t>(u));
+        o.v[0] = unit_region(P, g, u);
+        return;
+    }
+    // reduce_scatter (ZeRO-1): v0 = the unit in the full buffer; this rank's chunk reduced in place
+    Op& o = B.emit_collective(out, OpKind::reduce_scatter, unit_label(P, u) + " gradients reduce-scatter", ph,
+                              static_cast<std::int64_t>(u));
+    o.v[0] = unit_region(P, g, u);
+}
+
+// ZeRO-2/3: waits for the reductions in flight and frees their unit buffers.
+void finish_reductions(Builder& B, std::vector<Op>& out, const Phase& ph, std::size_t keep_newest) {
+    Program& P = B.p_;
+    if (B.reducing.size() <= keep_newest) return;
+    const std::size_t n = B.reducing.size() - keep_newest;
+    std::vector<BufferId> release;
+    for (std::size_t i = 0; i < n; ++i) release.push_back(P.unit_grads[B.reducing[i].first]);
+    B.emit_wait(out, B.reducing[n - 1].second, ph, std::move(release));
+    B.reducing.erase(B.reducing.begin(), B.reducing.begin() + static_cast<std::ptrdiff_t>(n));
+}
+
+void begin_unit_grads(Builder& B, std::vector<Op>& out, std::size_t u, const Phase& ph) {
+    Program& P = B.p_;
+    // unit_grads_begin: v0 = the unit's gradient buffer (allocated here), zeroed
+    Op& o = B.emit(out, OpKind::unit_grads_begin, unit_label(P, u) + " gradient buffer", ph);
+    o.unit = static_cast<std::int64_t>(u);
+    o.alloc = {P.unit_grads[u]};
+    o.v[0] = whole(P, P.unit_grads[u]);
+}
+
+bool tied_output(const Program& P) { return P.model.tied_embeddings; }
+
+}  // namespace
+
+bool data_parallel(const Program& P) { return P.plan.dp > 1 || P.plan.zero != zero_none; }
+std::size_t layer_unit(std::int64_t l) { return static_cast<std::size_t>(l); }
+std::size_t embedding_unit() { return 0; }
+std::size_t head_unit(const Program& P) { return P.layout.units.size() - 1; }
+
+void add_unit_buffers(Builder& B) {
+    Program& P = B.p_;
+    const std::size_t n = P.layout.units.size();
+    P.unit_weights.assign(n, kNoBuffer);
+    P.unit_grads.assign(n, kNoBuffer);
+    for (std::size_t u = 0; u < n; ++u) {
+        const ShardUnit& s = unit_of(P, u);
+        if (zero3(P)) P.unit_weights[u] = B.buffer(unit_name(s) + " gathered parameters", Category::sharding, P.weight, s.padded);
+        if (grads_sharded(P)) P.unit_grads[u] = B.buffer(unit_name(s) + " unreduced gradients", Category::sharding, P.grad, s.padded);
+    }
+}
+
+void gather_unit(Builder& B, std::vector<Op>& out, std::size_t u, const Phase& ph) {
+    Program& P = B.p_;
+    // all_gather (ZeRO-3): v0 = the unit's gathered buffer (allocated here), v1 = this rank's shard chunk
+    Op& o = B.emit_collective(out, OpKind::all_gather, unit_label(P, u) + " parameters all-gather", ph,
+                              static_cast<std::int64_t>(u));
+    o.alloc = {P.unit_weights[u]};
+    o.v[0] = whole(P, P.unit_weights[u]);
+    o.v[1] = shard_chunk(P, P.weights, u);
+    B.gathered_at.resize(P.layout.units.size(), -1);
+    B.gathered_at[u] = B.last_collective;
+}
+
+namespace {
+// The compute stream waits for unit u's latest gather.
+void wait_gathered(Builder& B, std::vector<Op>& out, std::size_t u, const Phase& ph) {
+    B.emit_wait(out, B.gathered_at.at(u), ph);
+}
+}  // namespace
+
+void release_gathered(Builder& B, Op& last, std::size_t u) {
+    if (zero3(B.p_)) last.free.push_back(B.p_.unit_weights[u]);
+}
+
+void layer_forward_gathers(Builder& B, std::vector<Op>& out, std::int64_t l, const Phase& ph) {
+    Program& P = B.p_;
+    if (!zero3(P)) return;
+    if (l == 1) gather_unit(B, out, layer_unit(1), ph);  // later layers were prefetched
+    if (l < P.dims.layers) gather_unit(B, out, layer_unit(l + 1), ph);
+    wait_gathered(B, out, layer_unit(l), ph);
+}
+
+void layer_backward_begin(Builder& B, std::vector<Op>& out, std::int64_t l, const Phase& ph) {
+    Program& P = B.p_;
+    if (zero3(P)) {
+        if (l == P.dims.layers) gather_unit(B, out, layer_unit(l), ph);  // earlier layers were prefetched
+        if (l > 1) gather_unit(B, out, layer_unit(l - 1), ph);
+        wait_gathered(B, out, layer_unit(l), ph);
+    }
+    if (grads_sharded(P)) begin_unit_grads(B, out, layer_unit(l), ph);
+}
+
+void layer_backward_end(Builder& B, std::vector<Op>& out, std::int64_t l, const Phase& ph, bool reduce) {
+    Program& P = B.p_;
+    release_gathered(B, out.back(), layer_unit(l));
+    if (grads_sharded(P) || (reduce && !reduces_after_accumulation(P))) emit_reduction(B, out, layer_unit(l), ph);
+    if (grads_sharded(P)) finish_reductions(B, out, ph, 1);  // the one before layer l's: overlapped with layer l
+}
+
+void output_gathers(Builder& B, std::vector<Op>& out, const Phase& ph) {
+    Program& P = B.p_;
+    if (!zero3(P)) return;
+    gather_unit(B, out, head_unit(P), ph);
+    if (tied_output(P)) gather_unit(B, out, embedding_unit(), ph);
+    B.emit_wait(out, B.last_collective, ph);
+}
+
+void output_grads_begin(Builder& B, std::vector<Op>& out, const Phase& ph) {
+    Program& P = B.p_;
+    if (!grads_sharded(P)) return;
+    begin_unit_grads(B, out, head_unit(P), ph);
+    if (tied_output(P)) begin_unit_grads(B, out, embedding_unit(), ph);
+}
+
+void output_end(Builder& B, std::vector<Op>& out, const Phase& ph, bool reduce) {
+    Program& P = B.p_;
+    release_gathered(B, out.back(), head_unit(P));
+    if (tied_output(P)) release_gathered(B, out.back(), embedding_unit());
+    if (grads_sharded(P)) {
+        emit_reduction(B, out, head_unit(P), ph);
+        // A tied embedding's gradient so far (the head's share): reduced now, its buffer freed,
+        // and opened again for the embedding's own backward.
+        if (tied_output(P)) emit_reduction(B, out, embedding_unit(), ph);
+    } else if (reduce && !reduces_after_accumulation(P)) {
+        emit_reduction(B, out, head_unit(P), ph);  // a tied embedding is reduced after its own backward
+    }
+}
+
+void embedding_backward_begin(Builder& B, std::vector<Op>& out, const Phase& ph) {
+    Program& P = B.p_;
+    if (!grads_sharded(P)) return;
+    finish_reductions(B, out, ph, 0);
+    begin_unit_grads(B, out, embedding_unit(), ph);
+}
+
+void embedding_backward_end(Builder& B, std::vector<Op>& out, const Phase& ph, bool reduce) {
+    Program& P = B.p_;
+    if (grads_sharded(P) || (reduce && !reduces_after_accumulation(P))) emit_reduction(B, out, embedding_unit(), ph);
+    if (grads_sharded(P)) finish_reductions(B, out, ph, 0);
+}
+
+void reduce_accumulated(Builder& B, std::vector<Op>& out) {
+    Program& P = B.p_;
+    if (!reduces_after_accumulation(P)) return;
+    for (std::size_t u = 0; u < P.layout.units.size(); ++u) emit_reduction(B, out, u, {PhaseKind::grad_reduce, 0, 0});
+}
+
+void wait_all(Builder& B, std::vector<Op>& out, const Phase& ph) {
+    if (B.collectives > 0) B.emit_wait(out, B.collectives - 1, ph);
+}
+
+void gather_updated(Builder& B, std::vector<Op>& out) {
+    Program& P = B.p_;
+    if (P.plan.zero != zero_optimizer_states && P.plan.zero != zero_gradients) return;
+    const Phase ph{PhaseKind::optimizer_step, 0, 0};
+    for (std::size_t u = 0; u < P.layout.units.size(); ++u) {
+        // all_gather (ZeRO-1/2): v0 = the unit in the full weights, each rank's chunk in place
+        Op& o = B.emit_collective(out, OpKind::all_gather, unit_label(P, u) + " parameters all-gather", ph,
+                                  static_cast<std::int64_t>(u));
+        o.v[0] = unit_region(P, P.weights, u);
+    }
+    wait_all(B, out, ph);
+}
+
+}  // namespace preflight::runtime::program_detail
