@@ -202,7 +202,7 @@ void embedding_backward_end(Builder& B, std::vector<Op>& out, const Phase& ph, b
 
 void reduce_accumulated(Builder& B, std::vector<Op>& out) {
     Program& P = B.p_;
-    if (!reduces_after_accumulation(P)) return;
+    if (!data_parallel(P) || !reduces_after_accumulation(P)) return;
     for (std::size_t u = 0; u < P.layout.units.size(); ++u) emit_reduction(B, out, u, {PhaseKind::grad_reduce, 0, 0});
 }
 

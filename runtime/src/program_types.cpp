@@ -123,6 +123,38 @@ ParamRef Program::grad_at(ParamId id) const {
     return {grads, ps.offset};
 }
 
+std::vector<OptimizerRegion> optimizer_regions(const Program& P) {
+    // Tensors in layout order (a tied head shares the embedding's slot and is skipped).
+    std::vector<const ParamSpec*> tensors;
+    for (const ParamSpec& ps : P.params)
+        if (tensors.empty() || ps.offset > tensors.back()->offset) tensors.push_back(&ps);
+    const BufferId grads = P.optimizer_grads();
+    std::vector<OptimizerRegion> out;
+    auto add_tensors = [&](OptimizerRegion& r, std::int64_t first) {  // first: the region's offset in the layout
+        for (const ParamSpec* ps : tensors) {
+            const std::int64_t end = ps->offset + runtime_align(ps->numel());
+            if (end <= first || ps->offset >= first + r.count) continue;
+            r.tensors.emplace_back(std::max<std::int64_t>(ps->offset - first, 0), ps->decay);
+        }
+    };
+    if (!P.layout.sharded()) {
+        OptimizerRegion r{{grads, 0}, {P.weights, 0}, 0, P.layout.full_elements, {}};
+        add_tensors(r, 0);
+        out.push_back(std::move(r));
+        return out;
+    }
+    for (const ShardUnit& u : P.layout.units) {
+        const std::int64_t first = u.begin + P.rank * u.chunk;  // the rank's chunk in the full layout
+        const bool grad_shard = P.plan.zero >= zero_gradients, weight_shard = P.plan.zero == zero_weights;
+        OptimizerRegion r{{grads, grad_shard ? u.shard_begin : first}, {P.weights, weight_shard ? u.shard_begin : first},
+                          u.shard_begin, u.chunk, {}};
+        add_tensors(r, first);
+        if (r.tensors.empty() || r.tensors.front().first != 0) r.tensors.insert(r.tensors.begin(), {0, false});
+        out.push_back(std::move(r));
+    }
+    return out;
+}
+
 void check_supported(const ModelConfig& m, const Plan& p) {
     auto no = [](const char* flag, const std::string& why) {
         throw InputError(flag, why + " (the Preflight runtime executes data-parallel plans with ZeRO 0-3; use "

@@ -16,8 +16,9 @@ std::vector<TokenBatch> synthetic_batches(const Program& P, std::uint64_t seed, 
         tb.tokens.resize(static_cast<std::size_t>(d.rows));
         tb.labels.resize(static_cast<std::size_t>(d.rows));
         for (std::int64_t i = 0; i < d.rows; ++i) {  // as synthetic.cu: row i / s, position i % s (+1 for labels)
-            tb.tokens[static_cast<std::size_t>(i)] = synthetic_token(seed, step, mb, i / d.s, i % d.s, d.vocab);
-            tb.labels[static_cast<std::size_t>(i)] = synthetic_token(seed, step, mb, i / d.s, i % d.s + 1, d.vocab);
+            const std::int64_t data = P.data_micro_batch(mb);
+            tb.tokens[static_cast<std::size_t>(i)] = synthetic_token(seed, step, data, i / d.s, i % d.s, d.vocab);
+            tb.labels[static_cast<std::size_t>(i)] = synthetic_token(seed, step, data, i / d.s, i % d.s + 1, d.vocab);
         }
     }
     return out;

@@ -222,6 +222,17 @@ TEST(DataParallelProgram, CollectivesAreWaitedForBeforeTheirBuffersGoAndRanksAgr
                 }
 }
 
+TEST(DataParallelProgram, OneGpuWithoutZeroHasNoCollectives) {
+    for (Precision pr : {Precision::fp32, Precision::bf16_mixed, Precision::bf16_mixed_fp32_grads, Precision::bf16}) {
+        Plan p = dp_plan(1, 0, 3);
+        p.precision = pr;
+        const Program prog = build_program(test::catalog_model("gpt2"), p);
+        for (const Op& op : prog.step)
+            EXPECT_FALSE(is_collective(op.kind) || op.kind == OpKind::comm_wait || op.kind == OpKind::unit_grads_begin)
+                << to_string(pr) << ": " << describe(prog, op);
+    }
+}
+
 TEST(DataParallelProgram, RefusesARankOutsideThePlanNamingTheFlag) {
     const ModelConfig m = test::catalog_model("gpt2");
     for (std::int64_t rank : {-1, 8, 9}) try {

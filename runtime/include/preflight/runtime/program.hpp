@@ -175,6 +175,21 @@ struct Program {
     std::vector<Op> teardown;  // free persistent state
 };
 
+// The optimizer step of a rank as contiguous regions: in each, the gradients, the compute-copy
+// weights and the fp32 states (master, moments) are each contiguous. ZeRO-0 updates the whole
+// flat layout (one region); ZeRO >= 1 the rank's chunk of every unit (one region each: its
+// gradients in the full buffer under ZeRO-1, in the shard under ZeRO-2/3; its weights in the full
+// buffer, or the shard under ZeRO-3; its states at the unit's shard offset).
+struct OptimizerRegion {
+    ParamRef grad, weights;  // the region's first element
+    std::int64_t state = 0;  // its first element in the master and moment buffers
+    std::int64_t count = 0;
+    // The tensors the region covers: (first element relative to the region, AdamW weight decay),
+    // ascending; a tensor's alignment padding (and a chunk's) belongs to the tensor before it.
+    std::vector<std::pair<std::int64_t, bool>> tensors;
+};
+std::vector<OptimizerRegion> optimizer_regions(const Program& program);
+
 // Throws InputError naming the flag for a plan this runtime cannot run (tp/pp > 1,
 // fp16/fp8, dropout, MoE).
 void check_supported(const ModelConfig& model, const Plan& plan);

@@ -19,8 +19,9 @@ struct TokenBatch {
     std::vector<std::int64_t> tokens, labels;
 };
 
-// The micro-batches the device generates for optimizer step `step` (1-based) with
-// `seed` (synthetic.hpp: labels are the tokens shifted by one position).
+// The micro-batches the device generates for the program's rank at optimizer step `step`
+// (1-based) with `seed` (synthetic.hpp: labels are the tokens shifted by one position;
+// Program::data_micro_batch: rank r's are the global micro-batches r * grad_acc + 1 ...).
 std::vector<TokenBatch> synthetic_batches(const Program& program, std::uint64_t seed, std::int64_t step);
 
 // Mean next-token cross-entropy over every token of every micro-batch (the loss the

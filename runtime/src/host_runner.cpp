@@ -1,0 +1,385 @@
+// The host executor of step programs (host_runner.hpp): each op's views read as the CUDA
+// executor reads them (runtime/cuda/device_runner.hpp), computed with the CPU reference kernels.
+#include "preflight/runtime/host_runner.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <thread>
+
+#include "preflight/runtime/reference.hpp"
+#include "preflight/runtime/synthetic.hpp"
+
+namespace preflight::runtime {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+using Vec = std::vector<double>;
+
+Vec gather_view(const double* p, const View& v) {
+    Vec o(static_cast<std::size_t>(v.rows * v.cols));
+    for (std::int64_t r = 0; r < v.rows; ++r)
+        for (std::int64_t c = 0; c < v.cols; ++c) o[static_cast<std::size_t>(r * v.cols + c)] = p[r * v.ld + c];
+    return o;
+}
+void scatter_view(const Vec& o, double* p, const View& v) {
+    for (std::int64_t r = 0; r < v.rows; ++r)
+        for (std::int64_t c = 0; c < v.cols; ++c) p[r * v.ld + c] = o[static_cast<std::size_t>(r * v.cols + c)];
+}
+
+}  // namespace
+
+// ---- collectives ---------------------------------------------------------------------------
+
+void HostEmulatedRank::all_gather(const double* in, double* out, std::int64_t chunk) {
+    const Vec mine(in, in + chunk);  // `in` may lie inside `out`
+    for (std::int64_t r = 0; r < world_; ++r) std::copy(mine.begin(), mine.end(), out + r * chunk);
+    (void)rank_;
+}
+
+class HostLoopbackGroup::Rank final : public HostCollectives {
+public:
+    Rank(HostLoopbackGroup& g, std::int64_t r) : g_(g), r_(r) {}
+    void all_reduce_mean(double* buf, std::int64_t count) override { g_.arrive(r_, {Kind::all_reduce, buf, buf, count}); }
+    void reduce_scatter_mean(double* buf, std::int64_t chunk) override {
+        g_.arrive(r_, {Kind::reduce_scatter, buf, buf, chunk});
+    }
+    void all_gather(const double* in, double* out, std::int64_t chunk) override {
+        g_.arrive(r_, {Kind::all_gather, in, out, chunk});
+    }
+
+private:
+    HostLoopbackGroup& g_;
+    std::int64_t r_;
+};
+
+HostLoopbackGroup::HostLoopbackGroup(std::int64_t world) : world_(world), calls_(static_cast<std::size_t>(world)) {
+    for (std::int64_t r = 0; r < world; ++r) ranks_.push_back(std::make_unique<Rank>(*this, r));
+}
+HostLoopbackGroup::~HostLoopbackGroup() = default;
+
+HostCollectives& HostLoopbackGroup::rank(std::int64_t r) { return *ranks_.at(static_cast<std::size_t>(r)); }
+
+void HostLoopbackGroup::abort() {
+    std::lock_guard<std::mutex> lock(mu_);
+    aborted_ = true;
+    cv_.notify_all();
+}
+
+void HostLoopbackGroup::arrive(std::int64_t r, const Call& call) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (aborted_) throw std::runtime_error("loopback group aborted: another rank failed");
+    calls_[static_cast<std::size_t>(r)] = call;
+    const std::uint64_t gen = generation_;
+    if (++arrived_ == world_) {
+        perform();
+        arrived_ = 0;
+        ++generation_;
+        cv_.notify_all();
+        return;
+    }
+    cv_.wait(lock, [&] { return generation_ != gen || aborted_; });
+    if (generation_ == gen) throw std::runtime_error("loopback group aborted: another rank failed");
+}
+
+// Every rank's call is the same collective with the same count (the step programs issue
+// identical sequences); a mismatch is a bug in the program builder.
+void HostLoopbackGroup::perform() {
+    const Call& c0 = calls_.front();
+    for (const Call& c : calls_)
+        if (c.kind != c0.kind || c.count != c0.count)
+            throw std::logic_error("loopback ranks disagree on the collective (kind or count)");
+    const std::int64_t n = c0.count;
+    const double inv = 1.0 / static_cast<double>(world_);
+    switch (c0.kind) {
+        case Kind::all_reduce:
+            for (std::int64_t i = 0; i < n; ++i) {
+                double s = 0;
+                for (const Call& c : calls_) s += c.out[i];
+                for (const Call& c : calls_) c.out[i] = s * inv;
+            }
+            break;
+        case Kind::reduce_scatter:  // chunk k of every rank, averaged, into rank k's chunk k
+            for (std::int64_t k = 0; k < world_; ++k)
+                for (std::int64_t i = 0; i < n; ++i) {
+                    double s = 0;
+                    for (const Call& c : calls_) s += c.out[k * n + i];
+                    calls_[static_cast<std::size_t>(k)].out[k * n + i] = s * inv;
+                }
+            break;
+        case Kind::all_gather: {
+            std::vector<Vec> parts;  // copied first: a rank's `in` may lie inside another's `out` region
+            for (const Call& c : calls_) parts.emplace_back(c.in, c.in + n);
+            for (const Call& c : calls_)
+                for (std::int64_t k = 0; k < world_; ++k)
+                    std::copy(parts[static_cast<std::size_t>(k)].begin(), parts[static_cast<std::size_t>(k)].end(),
+                              c.out + k * n);
+            break;
+        }
+    }
+}
+
+// ---- the runner ------------------------------------------------------------------------------
+
+HostRunner::HostRunner(const Program& p, std::uint64_t seed, HostCollectives* comm)
+    : P(p), d(p.dims), seed_(seed), comm_(comm) {
+    if (p.model.position == PositionKind::rope)
+        inv_freq_ = ref::rope_inv_freq(d.head_dim, p.hyper.rope_base, p.hyper.rope_scaling);
+}
+
+double* HostRunner::w(ParamId id) {
+    const ParamRef r = P.weight_at(id);
+    return r.buffer == kNoBuffer ? nullptr : buf_.at(r.buffer).data() + r.offset;
+}
+double* HostRunner::g(ParamId id) {
+    const ParamRef r = P.grad_at(id);
+    return r.buffer == kNoBuffer ? nullptr : buf_.at(r.buffer).data() + r.offset;
+}
+const std::int64_t* HostRunner::tok(const View& v) {  // token ids stored as doubles; converted on use
+    ids_.resize(static_cast<std::size_t>(v.rows * v.cols));
+    const double* p = at(v);
+    for (std::size_t i = 0; i < ids_.size(); ++i) ids_[i] = static_cast<std::int64_t>(p[i]);
+    return ids_.data();
+}
+
+void HostRunner::run(const Op& op, const BufferTable&) {
+    for (BufferId b : op.alloc) {  // byte buffers (cuBLASLt workspace, device scalars) are not simulated
+        const BufferSpec& spec = P.buffers[static_cast<std::size_t>(b)];
+        buf_[b].assign(spec.dtype == DType::u8 ? 0 : static_cast<std::size_t>(spec.elements), kNaN);
+    }
+    switch (op.kind) {
+        case OpKind::init_params: init(); break;
+        case OpKind::optimizer: optimizer(); break;
+        case OpKind::unit_grads_begin:
+        case OpKind::all_reduce:
+        case OpKind::reduce_scatter:
+        case OpKind::all_gather:
+        case OpKind::comm_wait: run_data_parallel(op); break;
+        case OpKind::flash_fwd:
+        case OpKind::flash_bwd:
+        case OpKind::eager_scores:
+        case OpKind::eager_softmax:
+        case OpKind::eager_pv:
+        case OpKind::eager_dp:
+        case OpKind::eager_softmax_bwd:
+        case OpKind::eager_dqkv: run_attention(op); break;
+        default: run_compute(op); break;
+    }
+    for (BufferId b : op.free) {  // poisoned: a later read shows up as NaN
+        auto& v = buf_.at(b);
+        std::fill(v.begin(), v.end(), kNaN);
+    }
+}
+
+// Set-up: zeros, then the parameters: the full weights or this rank's shard of them (ZeRO-3),
+// and the fp32 master copy, full or this rank's shard (ZeRO >= 1).
+void HostRunner::init() {
+    for (auto& [b, v] : buf_) std::fill(v.begin(), v.end(), 0.0);
+    if (params.size() != static_cast<std::size_t>(P.param_elements))
+        throw std::logic_error("HostRunner: params hold " + std::to_string(params.size()) + " elements, the program " +
+                               std::to_string(P.param_elements));
+    auto shard_of = [&](Vec& out) {
+        for (const ShardUnit& u : P.layout.units)
+            std::copy_n(params.begin() + u.begin + P.rank * u.chunk, u.chunk, out.begin() + u.shard_begin);
+    };
+    Vec& weights = buf_.at(P.weights);
+    if (P.plan.zero == zero_weights)
+        shard_of(weights);
+    else
+        weights = params;
+    if (P.master_weights != kNoBuffer) {
+        Vec& master = buf_.at(P.master_weights);
+        if (P.layout.sharded())
+            shard_of(master);
+        else
+            master = params;
+    }
+}
+
+void HostRunner::run_data_parallel(const Op& op) {
+    switch (op.kind) {
+        case OpKind::unit_grads_begin: std::fill_n(at(op.v[0]), op.v[0].cols, 0.0); break;
+        case OpKind::comm_wait: break;  // host collectives complete when called
+        case OpKind::all_reduce: comm_->all_reduce_mean(at(op.v[0]), op.v[0].cols); break;
+        case OpKind::reduce_scatter: {
+            const std::int64_t chunk = op.v[0].cols / P.plan.dp;
+            comm_->reduce_scatter_mean(at(op.v[0]), chunk);
+            if (op.v[1].buffer != kNoBuffer) {  // ZeRO-2/3: added into this rank's gradient shard
+                const double* mine = at(op.v[0]) + P.rank * chunk;
+                double* shard = at(op.v[1]);
+                for (std::int64_t i = 0; i < chunk; ++i) shard[i] += mine[i];
+            }
+            break;
+        }
+        case OpKind::all_gather: {
+            const std::int64_t chunk = op.v[0].cols / P.plan.dp;
+            const double* in = op.v[1].buffer != kNoBuffer ? at(op.v[1]) : at(op.v[0]) + P.rank * chunk;
+            comm_->all_gather(in, at(op.v[0]), chunk);
+            break;
+        }
+        default: break;
+    }
+}
+
+// AdamW / SGD over the rank's optimizer regions (program.hpp), the master copy (or the weights)
+// updated and written to the weights.
+void HostRunner::optimizer() {
+    const TrainHyper& hp = P.hyper;
+    for (const OptimizerRegion& r : optimizer_regions(P)) {
+        const double* grad = buf_.at(r.grad.buffer).data() + r.grad.offset;
+        double* weights = buf_.at(r.weights.buffer).data() + r.weights.offset;
+        double* master = P.master_weights != kNoBuffer ? buf_.at(P.master_weights).data() + r.state : nullptr;
+        double* m = buf_.at(P.moment1).data() + r.state;
+        double* v = P.moment2 != kNoBuffer ? buf_.at(P.moment2).data() + r.state : nullptr;
+        double* p = master ? master : weights;
+        for (std::size_t k = 0; k < r.tensors.size(); ++k) {
+            const std::int64_t b = r.tensors[k].first;
+            const std::int64_t n = (k + 1 < r.tensors.size() ? r.tensors[k + 1].first : r.count) - b;
+            const double wd = r.tensors[k].second ? hp.weight_decay : 0.0;
+            if (P.plan.optimizer == Optimizer::adamw)
+                ref::adamw(p + b, grad + b, m + b, v + b, n, hp.lr, hp.beta1, hp.beta2, hp.eps, wd, step_);
+            else
+                ref::sgd(p + b, grad + b, m + b, n, hp.lr, hp.momentum, wd);
+        }
+        if (master) std::copy_n(master, r.count, weights);
+    }
+}
+
+void HostRunner::run_compute(const Op& op) {
+    const std::int64_t R = d.rows, h = d.h, s = d.s;
+    const double eps = P.hyper.norm_eps;
+    const bool ln = P.model.norm == NormKind::layernorm;
+    switch (op.kind) {
+        case OpKind::teardown: break;
+        case OpKind::zero_grads:
+            for (BufferId b : {P.grads, P.grads_fp32, P.grad_shard})
+                if (b != kNoBuffer) std::fill(buf_.at(b).begin(), buf_.at(b).end(), 0.0);
+            loss_sum = 0;
+            break;
+        case OpKind::tokens:
+        case OpKind::labels: {
+            double* p = at(op.v[0]);
+            const int shift = op.kind == OpKind::labels ? 1 : 0;
+            const std::int64_t mb = P.data_micro_batch(op.phase.micro_batch);
+            for (std::int64_t i = 0; i < d.b * s; ++i)
+                p[i] = static_cast<double>(synthetic_token(seed_, step_, mb, i / s, i % s + shift, d.vocab));
+            break;
+        }
+        case OpKind::embedding_fwd: ref::embedding_fwd(tok(op.v[0]), w(op.p0), w(op.p1), at(op.v[1]), d.b, s, h); break;
+        case OpKind::embedding_bwd: ref::embedding_bwd(tok(op.v[0]), at(op.v[1]), g(op.p0), g(op.p1), d.b, s, h); break;
+        case OpKind::norm_fwd:
+            if (ln)
+                ref::layernorm_fwd(at(op.v[0]), w(op.p0), w(op.p1), at(op.v[1]), R, h, eps);
+            else
+                ref::rmsnorm_fwd(at(op.v[0]), w(op.p0), at(op.v[1]), R, h, eps);
+            break;
+        case OpKind::norm_bwd:
+            if (ln)
+                ref::layernorm_bwd(at(op.v[0]), w(op.p0), at(op.v[1]), at(op.v[2]), g(op.p0), g(op.p1), R, h, eps, op.accumulate);
+            else
+                ref::rmsnorm_bwd(at(op.v[0]), w(op.p0), at(op.v[1]), at(op.v[2]), g(op.p0), R, h, eps, op.accumulate);
+            break;
+        case OpKind::linear_fwd: {  // Y = X W^T (+ b) (+ residual)
+            const View &x = op.v[0], &y = op.v[1];
+            const Vec X = gather_view(at(x), x);
+            Vec Y(static_cast<std::size_t>(y.rows * y.cols)), Rs;
+            if (op.v[2].buffer != kNoBuffer) Rs = gather_view(at(op.v[2]), op.v[2]);
+            ref::linear_fwd(X.data(), w(op.p0), w(op.p1), Rs.empty() ? nullptr : Rs.data(), Y.data(), y.rows, y.cols, x.cols);
+            scatter_view(Y, at(y), y);
+            break;
+        }
+        case OpKind::linear_bwd_data: {  // dX (=|+=) dY W
+            const View &dy = op.v[0], &dx = op.v[1];
+            const Vec DY = gather_view(at(dy), dy);
+            Vec DX = op.accumulate ? gather_view(at(dx), dx) : Vec(static_cast<std::size_t>(dx.rows * dx.cols), 0.0);
+            const double* W = w(op.p0);  // [N = dy.cols, K = dx.cols]
+            for (std::int64_t i = 0; i < dy.rows; ++i)
+                for (std::int64_t j = 0; j < dy.cols; ++j)
+                    for (std::int64_t k = 0; k < dx.cols; ++k)
+                        DX[static_cast<std::size_t>(i * dx.cols + k)] += DY[static_cast<std::size_t>(i * dy.cols + j)] * W[j * dx.cols + k];
+            scatter_view(DX, at(dx), dx);
+            break;
+        }
+        case OpKind::linear_bwd_weight: {  // dW += dY^T X, db += colsum(dY)
+            const View &dy = op.v[0], &x = op.v[1];
+            const Vec DY = gather_view(at(dy), dy), X = gather_view(at(x), x);
+            Vec DX(static_cast<std::size_t>(x.rows * x.cols));
+            ref::linear_bwd(DY.data(), X.data(), w(op.p0), DX.data(), g(op.p0), g(op.p1), dy.rows, dy.cols, x.cols);
+            break;
+        }
+        default: run_elementwise(op); break;
+    }
+}
+
+}  // namespace preflight::runtime
+
+namespace preflight::runtime {
+
+namespace {
+
+// Rank r's part of the parameters after its last step, written into `full` (the full flat
+// layout): the master copy where the recipe has one, else the weights; the whole buffer when it
+// is full-sized and the plan unsharded, else the rank's chunk of every unit.
+void assemble(const Program& P, const HostRunner& run, std::vector<double>& full) {
+    const BufferId b = P.master_weights != kNoBuffer ? P.master_weights : P.weights;
+    const std::vector<double>& v = run.buffer(b);
+    if (!P.layout.sharded()) {
+        full = v;
+        return;
+    }
+    const bool shard = static_cast<std::int64_t>(v.size()) == P.layout.shard_elements;
+    for (const ShardUnit& u : P.layout.units) {
+        const std::int64_t dst = u.begin + P.rank * u.chunk, src = shard ? u.shard_begin : dst;
+        std::copy_n(v.begin() + src, u.chunk, full.begin() + dst);
+    }
+}
+
+}  // namespace
+
+std::vector<HostRankResult> run_host_ranks(const std::vector<Program>& ranks, const std::vector<double>& params,
+                                           std::uint64_t seed, int steps) {
+    const std::size_t n = ranks.size();
+    HostLoopbackGroup group(static_cast<std::int64_t>(n));
+    std::vector<HostRankResult> out(n);
+    std::exception_ptr first_error;  // the failure that made the others abort
+    std::vector<double> full(params.size(), 0.0);
+    std::mutex assembly;
+    auto body = [&](std::size_t r) {
+        try {
+            const Program& P = ranks[r];
+            DryBackend backend;
+            TrackingAllocator alloc(backend);
+            BufferTable table;
+            HostRunner run(P, seed, &group.rank(static_cast<std::int64_t>(r)));
+            run.params = params;
+            walk(P, P.setup, alloc, table, &run, "set-up");
+            for (int s = 1; s <= steps; ++s) {
+                run.set_step(s);
+                walk(P, P.step, alloc, table, &run, "step", s);
+                out[r].losses.push_back(run.loss_sum / static_cast<double>(P.dims.rows * P.dims.grad_acc));
+            }
+            {
+                std::lock_guard<std::mutex> lock(assembly);  // ranks write disjoint chunks; the lock orders the copies
+                assemble(P, run, full);
+            }
+            walk(P, P.teardown, alloc, table, &run, "teardown");
+        } catch (...) {
+            {
+                std::lock_guard<std::mutex> lock(assembly);
+                if (!first_error) first_error = std::current_exception();
+            }
+            group.abort();
+        }
+    };
+    std::vector<std::thread> threads;
+    for (std::size_t r = 1; r < n; ++r) threads.emplace_back(body, r);
+    body(0);
+    for (auto& t : threads) t.join();
+    if (first_error) std::rethrow_exception(first_error);
+    for (auto& r : out) r.updated = full;
+    return out;
+}
+
+}  // namespace preflight::runtime
