@@ -1,20 +1,24 @@
 // Initialisation and small elementwise helpers: normal init (Box-Muller on a counter
-// hash), fills, RoPE tables (CPU reference: ref::rope_tables), fp32 gradient accumulation.
+// hash; either output may be null), fills, RoPE tables (CPU reference: ref::rope_tables), fp32
+// gradient accumulation.
 #include "common.cuh"
 #include "kernels.cuh"
 #include "preflight/runtime/synthetic.hpp"
 
 namespace preflight::runtime::cuda {
 
+// Element i of the output is the tensor's element first + i: a rank's shard of a tensor gets
+// the values the whole tensor would have there.
 template <class T>
-__global__ void init_normal_kernel(T* w, float* master, i64 n, float std_dev, std::uint64_t seed) {
+__global__ void init_normal_kernel(T* w, float* master, i64 n, float std_dev, std::uint64_t seed, i64 first) {
     const i64 i = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x;
     if (i >= n) return;
-    const double u1 = synthetic_uniform(seed, 2 * static_cast<std::uint64_t>(i));
-    const double u2 = synthetic_uniform(seed, 2 * static_cast<std::uint64_t>(i) + 1);
+    const std::uint64_t e = static_cast<std::uint64_t>(first + i);
+    const double u1 = synthetic_uniform(seed, 2 * e);
+    const double u2 = synthetic_uniform(seed, 2 * e + 1);
     const float z = static_cast<float>(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2)) * std_dev;
     if (master) master[i] = z;
-    w[i] = from_f<T>(z);
+    if (w) w[i] = from_f<T>(z);
 }
 
 template <class T>
@@ -22,13 +26,13 @@ __global__ void fill_kernel(T* w, float* master, i64 n, float value) {
     const i64 i = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x;
     if (i >= n) return;
     if (master) master[i] = value;
-    w[i] = from_f<T>(value);
+    if (w) w[i] = from_f<T>(value);
 }
 
 template <class T>
-void launch_init_normal(T* w, float* master, i64 n, float std_dev, std::uint64_t seed, cudaStream_t stream) {
+void launch_init_normal(T* w, float* master, i64 n, float std_dev, std::uint64_t seed, cudaStream_t stream, i64 first) {
     if (n == 0) return;
-    init_normal_kernel<T><<<grid_for(n, 256), 256, 0, stream>>>(w, master, n, std_dev, seed);
+    init_normal_kernel<T><<<grid_for(n, 256), 256, 0, stream>>>(w, master, n, std_dev, seed, first);
     PF_LAUNCH_CHECK();
 }
 template <class T>
@@ -37,8 +41,8 @@ void launch_fill(T* w, float* master, i64 n, float value, cudaStream_t stream) {
     fill_kernel<T><<<grid_for(n, 256), 256, 0, stream>>>(w, master, n, value);
     PF_LAUNCH_CHECK();
 }
-template void launch_init_normal<float>(float*, float*, i64, float, std::uint64_t, cudaStream_t);
-template void launch_init_normal<bf16>(bf16*, float*, i64, float, std::uint64_t, cudaStream_t);
+template void launch_init_normal<float>(float*, float*, i64, float, std::uint64_t, cudaStream_t, i64);
+template void launch_init_normal<bf16>(bf16*, float*, i64, float, std::uint64_t, cudaStream_t, i64);
 template void launch_fill<float>(float*, float*, i64, float, cudaStream_t);
 template void launch_fill<bf16>(bf16*, float*, i64, float, cudaStream_t);
 

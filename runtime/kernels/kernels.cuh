@@ -17,13 +17,35 @@ void launch_synthetic_tokens(std::int64_t* out, i64 b, i64 s, i64 vocab, std::ui
                              bool labels, cudaStream_t stream);
 
 // init.cu: parameter initialisation, fills, RoPE tables, fp32 gradient accumulation.
+// Element i is the tensor's element first + i (a shard of a tensor); w or master may be null.
 template <class T>
-void launch_init_normal(T* w, float* master, i64 n, float std_dev, std::uint64_t seed, cudaStream_t stream);
+void launch_init_normal(T* w, float* master, i64 n, float std_dev, std::uint64_t seed, cudaStream_t stream,
+                        i64 first = 0);
 template <class T>
 void launch_fill(T* w, float* master, i64 n, float value, cudaStream_t stream);
 void launch_rope_tables(float* cos_t, float* sin_t, i64 s, i64 d, double base, cudaStream_t stream);
 // acc += g; g = 0
 void launch_grad_accumulate(float* acc, bf16* g, i64 n, cudaStream_t stream);
+
+// accumulate.cu: dst[i] += src[i] in fp32, rounded to dst's type (a reduce-scattered gradient
+// chunk into the rank's gradient shard). TD/TS: (float, bf16), (bf16, bf16), (float, float).
+template <class TD, class TS>
+void launch_accumulate(TD* dst, const TS* src, i64 n, cudaStream_t stream);
+
+// loopback.cu: the collectives of `world` ranks of one process on one device, over every rank's
+// buffers at once (the loopback backend), summing in rank order in fp32 (CPU reference:
+// HostLoopbackGroup, host_runner.hpp). bufs[r] / ins[r]: rank r's buffer / gather input.
+inline constexpr int kLoopbackMaxRanks = 64;
+enum class LoopbackKind { all_reduce_mean, reduce_scatter_mean, all_gather };
+struct LoopbackBuffers {
+    void* bufs[kLoopbackMaxRanks];
+    const void* ins[kLoopbackMaxRanks];
+};
+// all_reduce_mean: `count` elements of every buffer become their mean; reduce_scatter_mean: chunk k
+// (count elements at k * count) of rank k's buffer becomes the mean of every rank's chunk k;
+// all_gather: chunk k of every rank's buffer receives rank k's `count` input elements.
+template <class T>
+void launch_loopback(LoopbackKind kind, const LoopbackBuffers& b, int world, i64 count, cudaStream_t stream);
 
 // embedding.cu
 template <class T>
