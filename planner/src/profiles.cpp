@@ -1,8 +1,25 @@
 #include "preflight/planner/profiles.hpp"
 
 #include "preflight/planner/frameworks.hpp"
+#include "preflight/planner/runtime_layout.hpp"
+#include "preflight/planner/throughput.hpp"
 
 namespace preflight {
+
+namespace {
+
+// The runtime reduces gradients one shard unit at a time while the backward goes on
+// (runtime/src/program_comm.cpp); the embedding's is reduced last, after the embedding's
+// backward, with nothing left to hide it: the exposed tail is that unit's reduction.
+void adjust_throughput_runtime(const ModelConfig& model, const Plan& plan, ThroughputOptions& o) {
+    const std::int64_t unit = kRuntimeVocabPadMultiple * plan.tp;
+    const std::int64_t vocab_rows = (model.vocab + unit - 1) / unit * unit / plan.tp;
+    const PrecisionBytes pb = precision_bytes(plan.precision);
+    o.grad_bucket_bytes = runtime_unit_elements(model, vocab_rows, plan.tp).embedding *
+                          (pb.gradient_accum > 0 ? pb.gradient_accum : pb.gradient);
+}
+
+}  // namespace
 
 FrameworkProfile runtime_profile() {
     FrameworkProfile p;
@@ -21,6 +38,7 @@ FrameworkProfile runtime_profile() {
     // gradients are reduced in place in the gradient buffer (ZeRO-0/1) or in each unit's own
     // buffer (ZeRO-2/3), so there are no separate DDP buckets (grad_buckets_in_flight 0).
     p.runtime_shard_units = true;
+    p.adjust_throughput = &adjust_throughput_runtime;
     // Its attention speed is the "runtime" block's own attention fraction, fitted on its runs
     // (cuDNN SDPA or its own kernel), not the spec's fused-attention figure for Megatron.
     p.fused_attention = false;

@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "attention.hpp"
+#include "comm.hpp"
 #include "gemm.cuh"
 #include "kernels.cuh"
 #include "preflight/planner/profiles.hpp"
@@ -77,7 +78,26 @@ class DeviceRunner final : public OpRunner {
 public:
     DeviceRunner(const Program& p, cudaStream_t s, std::uint64_t seed, Gemm& gemm, bool debug_sync = false)
         : P(p), d(p.dims), stream(s), seed_(seed), gemm_(gemm), debug_sync_(debug_sync) {}
-    void set_step(std::int64_t step) { step_ = step; }
+    ~DeviceRunner() override;
+    DeviceRunner(const DeviceRunner&) = delete;
+    DeviceRunner& operator=(const DeviceRunner&) = delete;
+    void set_step(std::int64_t step) {
+        step_ = step;
+        issued_ = 0;
+    }
+    // Data parallelism (device_runner_comm.cpp): the rank's communicator, whose collectives run
+    // on a communication stream of the runner's own, ordered against the compute stream by
+    // events (a collective starts after everything the compute stream issued before it; a
+    // comm_wait op makes the compute stream wait for one).
+    void set_comm(DeviceComm* comm);
+    // The collectives of the step just synchronised: measured time per kind (start and done
+    // events around each on the communication stream, the ZeRO-2/3 shard accumulation included).
+    struct CommTimes {
+        double all_reduce_s = 0, reduce_scatter_s = 0, all_gather_s = 0;
+        int count = 0;
+        double bytes = 0;  // the buffers' bytes, as each rank passes them to the library
+    };
+    CommTimes comm_times() const;
     // Calls `hook` (after synchronising the stream) when op `op` is about to run, its
     // allocations made: where the driver's used memory is sampled.
     void sample_before(const Op* op, std::function<void()> hook) {
@@ -120,6 +140,12 @@ private:
     const Op* skip_gelu_bwd_ = nullptr;   // done by the fc2 dgrad's epilogue
     const Op* sample_op_ = nullptr;
     std::function<void()> sample_hook_;
+    DeviceComm* comm_ = nullptr;
+    cudaStream_t comm_stream_ = nullptr;
+    cudaEvent_t ready_ = nullptr;                    // the compute stream's point a collective starts after
+    std::vector<cudaEvent_t> started_, done_;        // per collective of a step (timing)
+    std::vector<std::pair<OpKind, double>> issued_kinds_;  // kind and bytes of each collective issued this step
+    std::int64_t issued_ = 0;                        // collectives issued this step
 
     template <class T>
     static T* at(const BufferTable& t, const View& v) {
@@ -129,58 +155,20 @@ private:
     static T* base(const BufferTable& t, BufferId b) {
         return b == kNoBuffer ? nullptr : static_cast<T*>(t[static_cast<std::size_t>(b)]);
     }
+    // A parameter's weights / gradients where they are while the op runs (Program::weight_at,
+    // grad_at: a gathered unit under ZeRO-3, a unit gradient buffer under ZeRO-2/3).
     template <class T>
     T* param(const BufferTable& t, ParamId id) const {
-        return id == kNoParam ? nullptr : base<T>(t, P.weights) + P.params[static_cast<std::size_t>(id)].offset;
+        const ParamRef r = P.weight_at(id);
+        return r.buffer == kNoBuffer ? nullptr : base<T>(t, r.buffer) + r.offset;
     }
     template <class T>
     T* grad(const BufferTable& t, ParamId id) const {
-        return id == kNoParam ? nullptr : base<T>(t, P.grads) + P.params[static_cast<std::size_t>(id)].offset;
+        const ParamRef r = P.grad_at(id);
+        return r.buffer == kNoBuffer ? nullptr : base<T>(t, r.buffer) + r.offset;
     }
     float norm_eps() const { return static_cast<float>(P.hyper.norm_eps); }
     bool layernorm() const { return P.model.norm == NormKind::layernorm; }
-
-    template <class T>
-    void init(const BufferTable& t) {
-        gemm_.set_workspace(t[static_cast<std::size_t>(P.gemm_workspace)], static_cast<std::size_t>(kRuntimeGemmWorkspaceBytes));
-        if (attention_) attention_->set_shared_workspace(t[static_cast<std::size_t>(P.gemm_workspace)]);
-        const std::int64_t np = P.param_elements;
-        float* master = base<float>(t, P.master_weights);
-        PF_CUDA_CHECK(cudaMemsetAsync(t[static_cast<std::size_t>(P.weights)], 0, np * sizeof(T), stream));
-        if (master) PF_CUDA_CHECK(cudaMemsetAsync(master, 0, np * 4, stream));
-        const double resid_std = P.hyper.init_std / std::sqrt(2.0 * static_cast<double>(d.layers));  // GPT-2 paper, sec. 2.3
-        for (std::size_t i = 0; i < P.params.size(); ++i) {
-            const ParamSpec& ps = P.params[i];
-            T* w = base<T>(t, P.weights) + ps.offset;
-            float* m = master ? master + ps.offset : nullptr;
-            const bool is_norm = ps.cols == 1 && ps.name.find("norm") != std::string::npos && ps.name.find(".weight") != std::string::npos;
-            if (ps.cols == 1) {
-                launch_fill<T>(w, m, ps.numel(), is_norm ? 1.f : 0.f, stream);
-                continue;
-            }
-            const bool resid = ps.name.find("o_proj") != std::string::npos || ps.name.find("down_proj") != std::string::npos ||
-                               ps.name.find("fc2") != std::string::npos;
-            std::int64_t n = ps.numel();
-            if (static_cast<ParamId>(i) == P.wte || static_cast<ParamId>(i) == P.head) n = d.vocab * d.h;  // padding rows stay 0
-            launch_init_normal<T>(w, m, n, static_cast<float>(resid ? resid_std : P.hyper.init_std),
-                                  mix64(seed_ ^ mix64(i + 1)), stream);
-        }
-        zero_gradients(t);
-        PF_CUDA_CHECK(cudaMemsetAsync(t[static_cast<std::size_t>(P.moment1)], 0, np * 4, stream));
-        if (P.moment2 != kNoBuffer) PF_CUDA_CHECK(cudaMemsetAsync(t[static_cast<std::size_t>(P.moment2)], 0, np * 4, stream));
-        if (P.rope_cos != kNoBuffer) {
-            // Tables computed on the host in double by the CPU reference's own function (the
-            // model's rope_theta and rope_scaling), so both use the same frequencies.
-            const std::size_t n = static_cast<std::size_t>(d.s * d.head_dim);
-            std::vector<double> c(n), sn(n);
-            ref::rope_tables(c.data(), sn.data(), d.s, d.head_dim,
-                             ref::rope_inv_freq(d.head_dim, P.hyper.rope_base, P.hyper.rope_scaling));
-            std::vector<float> cf(c.begin(), c.end()), sf(sn.begin(), sn.end());
-            PF_CUDA_CHECK(cudaMemcpyAsync(base<float>(t, P.rope_cos), cf.data(), n * 4, cudaMemcpyHostToDevice, stream));
-            PF_CUDA_CHECK(cudaMemcpyAsync(base<float>(t, P.rope_sin), sf.data(), n * 4, cudaMemcpyHostToDevice, stream));
-            PF_CUDA_CHECK(cudaStreamSynchronize(stream));  // the host vectors go out of scope
-        }
-    }
 
     // The op `k` places after `op` in its section (step, set-up, teardown), or null.
     const Op* after(const Op& op, std::size_t k) const {
@@ -357,14 +345,6 @@ private:
             }
     }
 
-    // The 16-bit (and fp32 accumulation) gradients and the device scalars (loss sum) at 0.
-    void zero_gradients(const BufferTable& t) {
-        PF_CUDA_CHECK(cudaMemsetAsync(t[static_cast<std::size_t>(P.grads)], 0, P.param_elements * dtype_bytes(P.grad), stream));
-        if (P.grads_fp32 != kNoBuffer)
-            PF_CUDA_CHECK(cudaMemsetAsync(t[static_cast<std::size_t>(P.grads_fp32)], 0, P.param_elements * 4, stream));
-        PF_CUDA_CHECK(cudaMemsetAsync(t[static_cast<std::size_t>(P.scalars)], 0, kRuntimeScalarsBytes, stream));
-    }
-
     // A linear's forward, or (fc1 followed by its GeLU, epilogues on) deferred to run fused
     // with the activation op.
     template <class T>
@@ -442,13 +422,13 @@ private:
     template <class T>
     void run_t(const Op& op, const BufferTable& t) {
         switch (op.kind) {
-            case OpKind::init_params: init<T>(t); break;
+            case OpKind::init_params: init(t); break;
             case OpKind::teardown: break;
             case OpKind::zero_grads: zero_gradients(t); break;
             case OpKind::tokens:
             case OpKind::labels:
-                launch_synthetic_tokens(at<std::int64_t>(t, op.v[0]), d.b, d.s, d.vocab, seed_, step_, op.phase.micro_batch,
-                                        op.kind == OpKind::labels, stream);
+                launch_synthetic_tokens(at<std::int64_t>(t, op.v[0]), d.b, d.s, d.vocab, seed_, step_,
+                                        P.data_micro_batch(op.phase.micro_batch), op.kind == OpKind::labels, stream);
                 break;
             case OpKind::embedding_fwd:
                 launch_embedding_fwd<T>(at<std::int64_t>(t, op.v[0]), param<T>(t, op.p0), param<T>(t, op.p1),
@@ -504,76 +484,26 @@ private:
                 launch_grad_accumulate(base<float>(t, P.grads_fp32), base<bf16>(t, P.grads), P.param_elements, stream);
                 break;
             case OpKind::optimizer: optimizer(t); break;
+            case OpKind::unit_grads_begin:
+            case OpKind::all_reduce:
+            case OpKind::reduce_scatter:
+            case OpKind::all_gather:
+            case OpKind::comm_wait: run_data_parallel(op, t); break;
         }
     }
 
-    void optimizer(const BufferTable& t) {
-        if (P.plan.optimizer == Optimizer::adamw) {
-            adamw_multi(t);
-            return;
-        }
-        const TrainHyper& hp = P.hyper;
-        for (const ParamSpec& ps : P.params) {
-            OptimizerArgs a;
-            a.grad_f32 = P.grads_fp32 != kNoBuffer || P.grad == DType::f32;
-            a.grad = P.grads_fp32 != kNoBuffer
-                         ? static_cast<const void*>(base<float>(t, P.grads_fp32) + ps.offset)
-                         : static_cast<const void*>(static_cast<const char*>(t[static_cast<std::size_t>(P.grads)]) +
-                                                    ps.offset * dtype_bytes(P.grad));
-            a.master = P.master ? base<float>(t, P.master_weights) + ps.offset : nullptr;
-            a.weights_f32 = P.weight == DType::f32;
-            a.weights = static_cast<char*>(t[static_cast<std::size_t>(P.weights)]) + ps.offset * dtype_bytes(P.weight);
-            a.m = base<float>(t, P.moment1) + ps.offset;
-            a.v = P.moment2 != kNoBuffer ? base<float>(t, P.moment2) + ps.offset : nullptr;
-            a.n = ps.numel();
-            a.lr = static_cast<float>(hp.lr);
-            a.beta1 = static_cast<float>(hp.beta1);
-            a.beta2 = static_cast<float>(hp.beta2);
-            a.eps = static_cast<float>(hp.eps);
-            a.weight_decay = ps.decay ? static_cast<float>(hp.weight_decay) : 0.f;
-            a.momentum = static_cast<float>(hp.momentum);
-            a.step = step_;
-            if (P.plan.optimizer == Optimizer::adamw)
-                launch_adamw(a, stream);
-            else
-                launch_sgd(a, stream);
-        }
-    }
-    // AdamW in as few launches as possible: the whole flat parameter layout, up to
-    // kAdamwMaxTensors tensors per launch (a tensor's padding to 64 elements included).
-    void adamw_multi(const BufferTable& t) {
-        const TrainHyper& hp = P.hyper;
-        OptimizerArgs a;
-        a.grad_f32 = P.grads_fp32 != kNoBuffer || P.grad == DType::f32;
-        a.grad = P.grads_fp32 != kNoBuffer ? static_cast<const void*>(base<float>(t, P.grads_fp32))
-                                           : static_cast<const void*>(t[static_cast<std::size_t>(P.grads)]);
-        a.master = P.master ? base<float>(t, P.master_weights) : nullptr;
-        a.weights_f32 = P.weight == DType::f32;
-        a.weights = t[static_cast<std::size_t>(P.weights)];
-        a.m = base<float>(t, P.moment1);
-        a.v = base<float>(t, P.moment2);
-        a.lr = static_cast<float>(hp.lr);
-        a.beta1 = static_cast<float>(hp.beta1);
-        a.beta2 = static_cast<float>(hp.beta2);
-        a.eps = static_cast<float>(hp.eps);
-        a.weight_decay = static_cast<float>(hp.weight_decay);
-        a.step = step_;
-        // Tensors in layout order (a tied head shares the embedding's slot and is skipped).
-        std::vector<std::int64_t> begin;
-        std::vector<char> decay;
-        for (const ParamSpec& ps : P.params) {
-            if (!begin.empty() && ps.offset <= begin.back()) continue;
-            begin.push_back(ps.offset);
-            decay.push_back(ps.decay ? 1 : 0);
-        }
-        for (std::size_t k = 0; k < begin.size(); k += kAdamwMaxTensors) {
-            const std::size_t n = std::min<std::size_t>(kAdamwMaxTensors, begin.size() - k);
-            const std::int64_t end = k + n < begin.size() ? begin[k + n] : P.param_elements;
-            bool flags[kAdamwMaxTensors];
-            for (std::size_t j = 0; j < n; ++j) flags[j] = decay[k + j] != 0;
-            launch_adamw_multi(a, begin.data() + k, flags, static_cast<int>(n), end, stream);
-        }
-    }
+    // Non-template parts (device_runner_state.cpp): set-up of the parameters (whole, or this
+    // rank's shards), the gradients and loss at 0, the optimizer over this rank's regions.
+    void init(const BufferTable& t);
+    template <class T>
+    void init_parameters(const BufferTable& t);
+    void zero_gradients(const BufferTable& t);
+    void optimizer(const BufferTable& t);
+    void adamw_region(const OptimizerRegion& r, const BufferTable& t);
+    void sgd_region(const OptimizerRegion& r, const BufferTable& t);
+    // The collectives and waits (device_runner_comm.cpp).
+    void run_data_parallel(const Op& op, const BufferTable& t);
+
 };
 
 inline double median(std::vector<double> v) {

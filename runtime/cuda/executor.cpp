@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "comm.hpp"
 #include "device_runner.hpp"
 #include "preflight/runtime/nvml_probe.hpp"
 #include "preflight/runtime/runtime.hpp"
@@ -75,10 +76,10 @@ struct DriverSampler {
     }
 };
 
-// PCI bus id of device 0, "" when the runtime cannot say (needs no context).
-std::string pci_bus_id() {
+// PCI bus id of a device, "" when the runtime cannot say (needs no context).
+std::string pci_bus_id(int device) {
     char pci[32] = {};
-    if (cudaDeviceGetPCIBusId(pci, sizeof pci, 0) == cudaSuccess) return pci;
+    if (cudaDeviceGetPCIBusId(pci, sizeof pci, device) == cudaSuccess) return pci;
     (void)cudaGetLastError();
     return {};
 }
@@ -92,9 +93,9 @@ std::string pci_bus_id() {
 // made every sample that much low (on the H200 the context came out negative). So the context
 // is NVML's own before/after difference, and the baseline is in cudaMemGetInfo's book: used
 // after the context minus the context.
-std::int64_t create_context(DriverSampler& sampler, const std::optional<std::int64_t>& nvml_before) {
+std::int64_t create_context(DriverSampler& sampler, const std::optional<std::int64_t>& nvml_before, int device) {
     DriverMemory& dm = sampler.out;
-    PF_CUDA_CHECK(cudaSetDevice(0));
+    PF_CUDA_CHECK(cudaSetDevice(device));
     PF_CUDA_CHECK(cudaFree(nullptr));  // creates the primary context
     const std::int64_t used_after_context = device_used_now();
     const std::optional<std::int64_t> nvml_after = nvml_before ? sampler.nvml.used_bytes() : std::nullopt;
@@ -112,9 +113,9 @@ std::int64_t create_context(DriverSampler& sampler, const std::optional<std::int
     return used_after_context;
 }
 
-DeviceInfo query_device() {
+DeviceInfo query_device(int device) {
     cudaDeviceProp prop{};
-    PF_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    PF_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     int driver = 0, rt = 0;
     PF_CUDA_CHECK(cudaDriverGetVersion(&driver));
     PF_CUDA_CHECK(cudaRuntimeGetVersion(&rt));
@@ -141,6 +142,39 @@ struct StepTiming {
     StepTiming& operator=(const StepTiming&) = delete;
 };
 
+// The rank's communicator (none without collectives) and, for an emulated rank, a world-size-1
+// NCCL communicator kept up for the run so that the driver's figures hold NCCL's own memory.
+struct Comms {
+    std::unique_ptr<cuda::DeviceComm> comm;
+    std::unique_ptr<cuda::NcclComm> world1;
+};
+
+Comms make_comms(const Program& prog, const RunOptions& opt, ParallelInfo& info, cudaStream_t stream) {
+    using namespace cuda;
+    Comms c;
+    if (!has_collectives(prog)) return c;
+    const NcclLibrary& nccl = nccl_library();
+    info.nccl = nccl.version_or_error;
+    if (opt.comm_backend == "nccl") {
+        if (!opt.rendezvous) throw std::logic_error("the nccl backend needs the ranks' rendezvous");
+        c.comm = std::make_unique<NcclComm>(*opt.rendezvous);
+        info.backend = "nccl";
+        return c;
+    }
+    info.backend = "emulated";
+    c.comm = std::make_unique<EmulatedComm>(prog.rank, prog.plan.dp);
+    if (!nccl.ok) return c;
+    const std::int64_t before = device_used_now();
+    c.world1 = std::make_unique<NcclComm>(Rendezvous{});
+    void* probe = nullptr;  // one collective, so NCCL sets up what a first collective needs
+    PF_CUDA_CHECK(cudaMalloc(&probe, 256));
+    c.world1->all_reduce_mean(probe, 64, DType::f32, stream);
+    PF_CUDA_CHECK(cudaStreamSynchronize(stream));
+    PF_CUDA_CHECK(cudaFree(probe));
+    info.nccl_world1_bytes = device_used_now() - before;
+    return c;
+}
+
 // What a measured run's walk over set-up, steps and teardown works with.
 struct DeviceRun {
     const Program& prog;
@@ -154,6 +188,8 @@ struct DeviceRun {
     cudaMemPool_t pool;
     StepTiming& timing;
     int step_now = 0;  // 1-based step in flight (0: set-up / teardown)
+    std::vector<cuda::DeviceRunner::CommTimes> comm_steps;  // measured steps' collectives
+    bool has_comm = false;
 };
 
 // Step i (0-based, warm-up steps first): walks the step, times it, reads its loss and samples
@@ -192,6 +228,7 @@ void run_step(DeviceRun& run, int i, int record_at, std::int64_t peak_op) {
     Measured& m = run.r.measured;
     m.losses.push_back(loss);
     if (i >= run.opt.warmup) m.step_times_s.push_back(ms / 1e3);
+    if (i >= run.opt.warmup && run.has_comm) run.comm_steps.push_back(run.runner.comm_times());
     const std::int64_t used = sampler->sample();
     if (i == 0) dm->after_warmup_bytes = used;
     if (run.opt.progress) {
@@ -263,6 +300,26 @@ void record_failure(RunReport& r, int step_now, cuda::CudaBackend& backend) {
     r.failure = std::move(f);
 }
 
+// The collectives' medians over the measured steps and, for an emulated rank, its step with the
+// planner's communication added.
+void collect_comm(RunReport& r, const std::vector<cuda::DeviceRunner::CommTimes>& steps) {
+    ParallelInfo& p = r.parallel;
+    if (steps.empty()) return;
+    std::vector<double> ar, rs, ag;
+    for (const auto& c : steps) {
+        ar.push_back(c.all_reduce_s);
+        rs.push_back(c.reduce_scatter_s);
+        ag.push_back(c.all_gather_s);
+    }
+    p.all_reduce_s = cuda::median(ar);
+    p.reduce_scatter_s = cuda::median(rs);
+    p.all_gather_s = cuda::median(ag);
+    p.collectives_per_step = steps.back().count;
+    p.collective_bytes_per_step = steps.back().bytes;
+    if (p.backend == "emulated" && r.measured.step_time_s && r.predicted.dp_communication_s)
+        p.step_time_with_predicted_communication_s = *r.measured.step_time_s + *r.predicted.dp_communication_s;
+}
+
 // The tracked and pool peaks, the driver's figure and the step-time figures of a finished
 // (or stopped) run.
 void collect_measurements(RunReport& r, const TrackingAllocator& alloc, cudaMemPool_t pool) {
@@ -291,7 +348,7 @@ void collect_measurements(RunReport& r, const TrackingAllocator& alloc, cudaMemP
 RunReport run_on_device(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in, const RunOptions& opt) {
     using namespace cuda;
     RunReport r = report_for("device", model, gpu, plan_in, opt);
-    Program prog = build_program(model, r.plan);
+    Program prog = build_program(model, r.plan, opt.rank);
     prog.hyper = opt.hyper;
     use_model_rope(prog);
     r.measured.warmup_steps = opt.warmup;
@@ -300,21 +357,22 @@ RunReport run_on_device(const ModelConfig& model, const GpuSpec& gpu, const Plan
 
     // NVML first (its used memory before this process creates a context is the baseline),
     // then the context, then the libraries: each step's cost measured by the driver.
-    NvmlProbe nvml(pci_bus_id());
+    NvmlProbe nvml(pci_bus_id(opt.device));
     dm.nvml = nvml.available() ? "ok" : nvml.why();
     DriverSampler sampler{dm, nvml};
-    const std::int64_t used_after_context = create_context(sampler, nvml.used_bytes());
-    r.device = query_device();
+    const std::int64_t used_after_context = create_context(sampler, nvml.used_bytes(), opt.device);
+    r.device = query_device(opt.device);
     cudaStream_t stream = nullptr;
     PF_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     cudaMemPool_t pool = nullptr;
-    PF_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, 0));
+    PF_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, opt.device));
     std::uint64_t threshold = std::numeric_limits<std::uint64_t>::max();
     PF_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
     Gemm gemm(prog.act == DType::f32);
     AttentionEngine attention(prog, opt.cudnn_attention);
     r.measured.attention_backend = attention.backend();
     if (!attention.note().empty() && opt.progress) opt.progress(attention.note());
+    const Comms comms = make_comms(prog, opt, r.parallel, stream);  // NCCL's memory counts with the libraries'
     std::size_t free_b = 0, total_b = 0;
     PF_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     const std::int64_t used_with_libraries = static_cast<std::int64_t>(total_b - free_b);
@@ -331,9 +389,10 @@ RunReport run_on_device(const ModelConfig& model, const GpuSpec& gpu, const Plan
     DeviceRunner runner(prog, stream, opt.seed, gemm, opt.debug_sync);
     runner.set_attention(&attention);
     runner.set_fuse_gelu(opt.fuse_epilogues);
+    if (comms.comm) runner.set_comm(comms.comm.get());
     {
         StepTiming timing;
-        DeviceRun run{prog, opt, r, alloc, table, runner, sampler, stream, pool, timing};
+        DeviceRun run{prog, opt, r, alloc, table, runner, sampler, stream, pool, timing, 0, {}, comms.comm != nullptr};
         try {
             run_program(run);
         } catch (const std::exception&) {
@@ -347,6 +406,7 @@ RunReport run_on_device(const ModelConfig& model, const GpuSpec& gpu, const Plan
             }
         }
         collect_measurements(r, alloc, pool);
+        collect_comm(r, run.comm_steps);
     }
     cudaMemPoolTrimTo(pool, 0);
     cudaStreamDestroy(stream);

@@ -90,3 +90,12 @@ StepGradients capture_step_gradients(const ModelConfig& model, const Plan& plan,
 }
 
 }  // namespace preflight::runtime
+
+namespace preflight::runtime {
+
+std::vector<RankResult> run_ranks_on_device(const ModelConfig& model, const Plan& plan, const RunOptions& options,
+                                            int steps) {
+    return require_module().run_ranks_on_device(model, plan, options, steps);
+}
+
+}  // namespace preflight::runtime

@@ -9,6 +9,7 @@ extern "C" __attribute__((visibility("default"))) const preflight::runtime::Devi
         m.device_count = &device_count;
         m.run_on_device = &run_on_device;
         m.capture_step_gradients = &capture_step_gradients;
+        m.run_ranks_on_device = &run_ranks_on_device;
         return m;
     }();
     return &table;

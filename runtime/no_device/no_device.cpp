@@ -22,4 +22,8 @@ StepGradients capture_step_gradients(const ModelConfig&, const Plan&, const RunO
     throw std::runtime_error(std::string(kReason));
 }
 
+std::vector<RankResult> run_ranks_on_device(const ModelConfig&, const Plan&, const RunOptions&, int) {
+    throw std::runtime_error(std::string(kReason));
+}
+
 }  // namespace preflight::runtime

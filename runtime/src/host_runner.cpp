@@ -317,14 +317,7 @@ void HostRunner::run_compute(const Op& op) {
 
 namespace preflight::runtime {
 
-namespace {
-
-// Rank r's part of the parameters after its last step, written into `full` (the full flat
-// layout): the master copy where the recipe has one, else the weights; the whole buffer when it
-// is full-sized and the plan unsharded, else the rank's chunk of every unit.
-void assemble(const Program& P, const HostRunner& run, std::vector<double>& full) {
-    const BufferId b = P.master_weights != kNoBuffer ? P.master_weights : P.weights;
-    const std::vector<double>& v = run.buffer(b);
+void assemble_parameters(const Program& P, const std::vector<double>& v, std::vector<double>& full) {
     if (!P.layout.sharded()) {
         full = v;
         return;
@@ -336,13 +329,11 @@ void assemble(const Program& P, const HostRunner& run, std::vector<double>& full
     }
 }
 
-}  // namespace
-
-std::vector<HostRankResult> run_host_ranks(const std::vector<Program>& ranks, const std::vector<double>& params,
+std::vector<RankResult> run_host_ranks(const std::vector<Program>& ranks, const std::vector<double>& params,
                                            std::uint64_t seed, int steps) {
     const std::size_t n = ranks.size();
     HostLoopbackGroup group(static_cast<std::int64_t>(n));
-    std::vector<HostRankResult> out(n);
+    std::vector<RankResult> out(n);
     std::exception_ptr first_error;  // the failure that made the others abort
     std::vector<double> full(params.size(), 0.0);
     std::mutex assembly;
@@ -362,7 +353,7 @@ std::vector<HostRankResult> run_host_ranks(const std::vector<Program>& ranks, co
             }
             {
                 std::lock_guard<std::mutex> lock(assembly);  // ranks write disjoint chunks; the lock orders the copies
-                assemble(P, run, full);
+                assemble_parameters(P, run.buffer(P.master_weights != kNoBuffer ? P.master_weights : P.weights), full);
             }
             walk(P, P.teardown, alloc, table, &run, "teardown");
         } catch (...) {

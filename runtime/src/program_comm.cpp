@@ -93,7 +93,7 @@ bool tied_output(const Program& P) { return P.model.tied_embeddings; }
 
 }  // namespace
 
-bool data_parallel(const Program& P) { return P.plan.dp > 1 || P.plan.zero != zero_none; }
+bool data_parallel(const Program& P) { return has_collectives(P); }
 std::size_t layer_unit(std::int64_t l) { return static_cast<std::size_t>(l); }
 std::size_t embedding_unit() { return 0; }
 std::size_t head_unit(const Program& P) { return P.layout.units.size() - 1; }
@@ -224,3 +224,7 @@ void gather_updated(Builder& B, std::vector<Op>& out) {
 }
 
 }  // namespace preflight::runtime::program_detail
+
+namespace preflight::runtime {
+bool has_collectives(const Program& P) { return P.plan.dp > 1 || P.plan.zero != zero_none; }
+}  // namespace preflight::runtime

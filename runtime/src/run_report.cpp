@@ -123,12 +123,27 @@ json predicted_json(const Predicted& p) {
     pj["activations_per_layer_bytes"] = p.memory.activations_per_layer_bytes;
     pj["fits"] = p.memory.fits;
     pj["step_time_s"] = opt(p.step_time_s);
+    pj["dp_communication_s"] = opt(p.dp_communication_s);
     pj["tokens_per_s"] = opt(p.tokens_per_s);
     pj["mfu"] = opt(p.mfu);
     pj["hfu"] = opt(p.hfu);
     pj["model_flops_per_step"] = p.model_flops_per_step;
     pj["hardware_flops_per_step"] = p.hardware_flops_per_step;
     return pj;
+}
+
+json parallel_json(const ParallelInfo& p) {
+    return {{"world_size", p.world_size},
+            {"rank", p.rank},
+            {"backend", p.backend},
+            {"nccl", p.nccl.empty() ? json(nullptr) : json(p.nccl)},
+            {"nccl_world1_bytes", opt(p.nccl_world1_bytes)},
+            {"collectives_per_step", p.collectives_per_step},
+            {"collective_bytes_per_step", p.collective_bytes_per_step},
+            {"all_reduce_s", opt(p.all_reduce_s)},
+            {"reduce_scatter_s", opt(p.reduce_scatter_s)},
+            {"all_gather_s", opt(p.all_gather_s)},
+            {"step_time_with_predicted_communication_s", opt(p.step_time_with_predicted_communication_s)}};
 }
 
 json failure_json(const FailureInfo& f) {
@@ -165,6 +180,7 @@ json run_report_to_json(const RunReport& r) {
     j["steps"] = r.steps;
     j["seed"] = r.seed;
     j["device"] = device_json(r.device);
+    j["parallel"] = parallel_json(r.parallel);
     j["measured"] = measured_json(r);
     j["predicted"] = predicted_json(r.predicted);
     j["agreement"] = {{"tracked_peak_relative_error", peak_relative_error(r)}};

@@ -27,6 +27,7 @@ Predicted predict(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan
         base.attention_on_fp32_units = !options.cudnn_attention;
         const Throughput t = estimate_throughput(model, own, plan, throughput_options_for(mo.profile, model, plan, base));
         p.step_time_s = t.step_time_s;
+        p.dp_communication_s = t.dp_communication_s;
         p.tokens_per_s = t.tokens_per_s;
         p.mfu = t.mfu;
         p.hfu = t.hfu;
@@ -45,6 +46,8 @@ RunReport report_for(const std::string& mode, const ModelConfig& model, const Gp
     r.plan = resolve_defaults(plan_in, model);
     r.steps = options.steps;
     r.seed = options.seed;
+    r.parallel.world_size = r.plan.dp;
+    r.parallel.rank = options.rank;
     r.predicted = predict(model, gpu, r.plan, options);
     return r;
 }
@@ -52,9 +55,10 @@ RunReport report_for(const std::string& mode, const ModelConfig& model, const Gp
 RunReport dry_run_report(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in, const RunOptions& options) {
     RunReport r = report_for("dry-run", model, gpu, plan_in, options);
     const Plan& plan = r.plan;
-    Program program = build_program(model, plan);
+    Program program = build_program(model, plan, options.rank);
     program.hyper = options.hyper;
     use_model_rope(program);
+    r.parallel.backend = has_collectives(program) ? "dry-run" : "none";
     const DryRunResult d = dry_run(program, 1, options.timeline);
     r.measured.tracked_peak_bytes = d.peak_bytes;
     r.measured.peak_breakdown = d.peak_breakdown;

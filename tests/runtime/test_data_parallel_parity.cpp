@@ -49,12 +49,12 @@ Worst compare(const ModelConfig& m, Plan multi, int steps) {
     single.zero = zero_none;
     const std::vector<Program> one = ranks_of(m, single), many = ranks_of(m, multi);
     const Vec init = ref::random_params(one[0], 5, 0.4);
-    const std::vector<HostRankResult> a = run_host_ranks(one, init, 77, steps);
-    const std::vector<HostRankResult> b = run_host_ranks(many, relayout(one[0], init, many[0]), 77, steps);
+    const std::vector<RankResult> a = run_host_ranks(one, init, 77, steps);
+    const std::vector<RankResult> b = run_host_ranks(many, relayout(one[0], init, many[0]), 77, steps);
     Worst w;
     for (int s = 0; s < steps; ++s) {  // the global loss: the mean of the ranks' (equal-sized) losses
         double mean = 0;
-        for (const HostRankResult& r : b) mean += r.losses[static_cast<std::size_t>(s)] / static_cast<double>(b.size());
+        for (const RankResult& r : b) mean += r.losses[static_cast<std::size_t>(s)] / static_cast<double>(b.size());
         w.loss = std::max(w.loss, std::abs(mean - a[0].losses[static_cast<std::size_t>(s)]) / a[0].losses[static_cast<std::size_t>(s)]);
     }
     const Vec got = relayout(many[0], b[0].updated, one[0]);

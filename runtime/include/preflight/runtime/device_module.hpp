@@ -12,7 +12,7 @@
 
 namespace preflight::runtime {
 
-inline constexpr int kDeviceModuleAbi = 1;
+inline constexpr int kDeviceModuleAbi = 2;
 inline constexpr const char* kDeviceModuleFile = "libpreflight_cuda.so";
 inline constexpr const char* kDeviceModuleEntry = "preflight_device_module_v1";
 
@@ -30,6 +30,7 @@ struct DeviceModule {
     int (*device_count)() = nullptr;
     RunReport (*run_on_device)(const ModelConfig&, const GpuSpec&, const Plan&, const RunOptions&) = nullptr;
     StepGradients (*capture_step_gradients)(const ModelConfig&, const Plan&, const RunOptions&) = nullptr;
+    std::vector<RankResult> (*run_ranks_on_device)(const ModelConfig&, const Plan&, const RunOptions&, int) = nullptr;
 };
 
 }  // namespace preflight::runtime

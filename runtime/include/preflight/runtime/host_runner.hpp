@@ -14,6 +14,7 @@
 #include <mutex>
 #include <vector>
 
+#include "preflight/runtime/runtime.hpp"
 #include "preflight/runtime/walker.hpp"
 
 namespace preflight::runtime {
@@ -119,19 +120,16 @@ private:
     std::vector<double> inv_freq_;  // RoPE frequencies with the model's scaling
 };
 
-// What one rank of a host run ends with.
-struct HostRankResult {
-    std::vector<double> losses;    // the rank's mean loss per step
-    std::vector<double> updated;   // the parameters after the last step, in the full flat layout,
-                                   // assembled from every rank's shard (the fp32 master copy where
-                                   // the recipe has one, else the weights)
-};
+// Rank `P.rank`'s part of the parameters after its steps, from its state buffer (the master copy
+// where the recipe has one, else the weights: `rank_buffer`), written into `full` (the full flat
+// layout): all of it without sharding, else the rank's chunk of every unit.
+void assemble_parameters(const Program& P, const std::vector<double>& rank_buffer, std::vector<double>& full);
 
 // Runs `steps` steps of the programs of ranks 0..dp-1 of one plan, each in its own thread of a
 // loopback group (one rank alone needs no group), from the same initial parameters. Returns
 // each rank's losses and the assembled parameters (the same for every rank). Rethrows the first
 // rank's failure.
-std::vector<HostRankResult> run_host_ranks(const std::vector<Program>& ranks, const std::vector<double>& params,
+std::vector<RankResult> run_host_ranks(const std::vector<Program>& ranks, const std::vector<double>& params,
                                            std::uint64_t seed, int steps);
 
 }  // namespace preflight::runtime

@@ -202,6 +202,10 @@ Program build_program(const ModelConfig& model, const Plan& plan, std::int64_t r
 // call again after replacing `hyper`).
 void use_model_rope(Program& program);
 
+// Whether the program has collectives: dp > 1, or a ZeRO stage (whose collectives are then
+// over one rank).
+bool has_collectives(const Program& program);
+
 // Op label for reports: "backward layer 3 (micro-batch 1): L3 mlp down dgrad".
 std::string describe(const Program& program, const Op& op);
 

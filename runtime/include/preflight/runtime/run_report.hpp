@@ -81,7 +81,28 @@ struct Predicted {
     MemoryReport memory;  // planner, runtime profile
     std::int64_t tracked_peak_bytes = 0;  // peak minus the modelled overhead
     std::optional<double> step_time_s, tokens_per_s, mfu, hfu;
+    std::optional<double> dp_communication_s;  // the step time's exposed data-parallel communication
     double model_flops_per_step = 0, hardware_flops_per_step = 0;
+};
+
+// Where a run sits in the plan's world and how its collectives ran.
+struct ParallelInfo {
+    std::int64_t world_size = 1;  // the plan's data-parallel ranks
+    std::int64_t rank = 0;        // the rank this report is of
+    // "none" (no collectives: dp 1 without ZeRO) | "dry-run" | "emulated" | "nccl" | "loopback"
+    std::string backend = "none";
+    std::string nccl;  // the NCCL library's version, or why it was not loaded ("" when not needed)
+    // Emulated ranks: NCCL's own device memory, measured with a world-size-1 communicator that
+    // stays up for the run (so the driver's figures include it; a real job's NCCL holds more per peer).
+    std::optional<std::int64_t> nccl_world1_bytes;
+    // Collectives per step as measured (median over the measured steps): NCCL's real exchange, or
+    // an emulated / loopback rank's local ops (no bytes cross GPUs then).
+    std::optional<double> all_reduce_s, reduce_scatter_s, all_gather_s;
+    int collectives_per_step = 0;
+    double collective_bytes_per_step = 0;
+    // Emulated ranks: the measured step (compute and local ops) plus the planner's predicted
+    // exposed communication, labelled as such: the step time rank `rank` of the real job would see.
+    std::optional<double> step_time_with_predicted_communication_s;
 };
 
 struct RunReport {
@@ -93,6 +114,7 @@ struct RunReport {
     std::optional<DeviceInfo> device;
     int steps = 0;
     std::uint64_t seed = 0;
+    ParallelInfo parallel;
     Measured measured;
     Predicted predicted;
     std::vector<TimelineSample> timeline;

@@ -10,6 +10,7 @@
 
 #include "preflight/planner/gpu.hpp"
 #include "preflight/runtime/program.hpp"
+#include "preflight/runtime/rendezvous.hpp"
 #include "preflight/runtime/run_report.hpp"
 
 namespace preflight::runtime {
@@ -37,6 +38,21 @@ struct RunOptions {
     std::string save_init_path;
     // Progress lines (device runs: one per step); null = quiet.
     std::function<void(const std::string&)> progress;
+    // Data parallelism (plans with dp > 1 or a ZeRO stage): the rank this process runs and how
+    // its collectives run: "emulated" (rank `rank` alone on this GPU, every collective a local
+    // op; `preflight run --emulate-rank`) or "nccl" (one process per GPU, ranks from `rendezvous`).
+    std::int64_t rank = 0;
+    std::string comm_backend = "emulated";
+    std::optional<Rendezvous> rendezvous;
+    int device = 0;  // the CUDA device this process runs on (a rendezvous' local rank)
+};
+
+// What one rank of a multi-rank run ends with (loopback and host runs).
+struct RankResult {
+    std::vector<double> losses;   // the rank's mean loss per step
+    std::vector<double> updated;  // the parameters after the last step in the full flat layout,
+                                  // assembled from every rank's shard (the fp32 master copy where
+                                  // the recipe has one, else the weights)
 };
 
 // The planner's prediction for the plan under the runtime profile (never reads

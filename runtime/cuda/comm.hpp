@@ -1,0 +1,121 @@
+// The collectives of one rank on the device, behind one interface (the DeviceRunner's
+// all_reduce / reduce_scatter / all_gather ops call it on the communication stream):
+//  - NcclComm: one process per GPU, NCCL over NVLink / the network (comm_nccl.cpp);
+//  - EmulatedComm: one rank of the plan's world alone on this GPU, every collective a local op
+//    on the same buffers in the same stream order (PyTorch's fake process group, but with the
+//    real kernels and allocations);
+//  - LoopbackComm: the ranks of a LoopbackGroup, threads of one process on one GPU, exchanging
+//    through device memory (numerical parity on a single GPU).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels.cuh"
+#include "preflight/runtime/program.hpp"
+#include "preflight/runtime/rendezvous.hpp"
+
+namespace preflight::runtime::cuda {
+
+class DeviceComm {
+public:
+    virtual ~DeviceComm() = default;
+    virtual std::string_view backend() const = 0;  // "nccl" | "emulated" | "loopback"
+    // In place: `count` elements at `buf` become their mean over the ranks.
+    virtual void all_reduce_mean(void* buf, i64 count, DType t, cudaStream_t s) = 0;
+    // In place: `buf` holds one `chunk` per rank; this rank's (at rank * chunk) becomes the mean
+    // over the ranks of that chunk (ncclReduceScatter with ncclAvg, in place).
+    virtual void reduce_scatter_mean(void* buf, i64 chunk, DType t, cudaStream_t s) = 0;
+    // `out` (one chunk per rank) receives every rank's `chunk` elements from `in`; in place when
+    // in == out + rank * chunk (ncclAllGather).
+    virtual void all_gather(const void* in, void* out, i64 chunk, DType t, cudaStream_t s) = 0;
+};
+
+// One rank alone: a mean over ranks that all hold this rank's values is the value itself (no
+// work); a gather that is not in place copies this rank's chunk into every chunk (the other
+// ranks' parameters are not on this device); an in-place one leaves the other chunks as they
+// are (the full buffer already holds parameters there).
+class EmulatedComm final : public DeviceComm {
+public:
+    EmulatedComm(std::int64_t rank, std::int64_t world) : rank_(rank), world_(world) {}
+    std::string_view backend() const override { return "emulated"; }
+    void all_reduce_mean(void*, i64, DType, cudaStream_t) override {}
+    void reduce_scatter_mean(void*, i64, DType, cudaStream_t) override {}
+    void all_gather(const void* in, void* out, i64 chunk, DType t, cudaStream_t s) override;
+
+private:
+    std::int64_t rank_, world_;
+};
+
+// `world` ranks, each driven by its own host thread with its own streams. A collective waits
+// until every rank called it; the last to arrive makes one group stream wait for every rank's
+// stream, runs the loopback kernel over all ranks' buffers (launch_loopback), and makes every
+// rank's stream wait for it. abort() wakes waiting ranks with an exception.
+class LoopbackGroup {
+public:
+    explicit LoopbackGroup(int world);
+    ~LoopbackGroup();
+    std::unique_ptr<DeviceComm> rank(int r);
+    void abort();
+    int world() const { return world_; }
+
+    struct Call {
+        LoopbackKind kind{};
+        const void* in = nullptr;
+        void* buf = nullptr;
+        i64 count = 0;
+        DType dtype = DType::bf16;
+        cudaStream_t stream = nullptr;
+    };
+    void arrive(int r, const Call& call);
+
+private:
+    void perform();
+    int world_;
+    std::vector<Call> calls_;
+    std::vector<cudaEvent_t> ready_;
+    cudaEvent_t done_ = nullptr;
+    cudaStream_t group_stream_ = nullptr;
+    int arrived_ = 0;
+    std::uint64_t generation_ = 0;
+    bool aborted_ = false;
+    std::mutex mu_;
+    std::condition_variable cv_;
+};
+
+// NCCL over the ranks of a rendezvous: the unique id from rank 0 (exchange_unique_id), then
+// ncclCommInitRank on this process's device. libnccl.so.2 is loaded at run time (like cuDNN):
+// PREFLIGHT_NCCL_LIB, else the dynamic loader's search path.
+class NcclComm final : public DeviceComm {
+public:
+    explicit NcclComm(const Rendezvous& r);
+    ~NcclComm() override;
+    NcclComm(const NcclComm&) = delete;
+    NcclComm& operator=(const NcclComm&) = delete;
+    std::string_view backend() const override { return "nccl"; }
+    void all_reduce_mean(void* buf, i64 count, DType t, cudaStream_t s) override;
+    void reduce_scatter_mean(void* buf, i64 chunk, DType t, cudaStream_t s) override;
+    void all_gather(const void* in, void* out, i64 chunk, DType t, cudaStream_t s) override;
+    int rank() const { return rank_; }
+    int world() const { return world_; }
+
+private:
+    void* comm_ = nullptr;  // ncclComm_t
+    int rank_ = 0, world_ = 1;
+};
+
+// The NCCL library this process can load: its version ("2.28.9") or why not (`ok` false).
+struct NcclLibrary {
+    bool ok = false;
+    std::string version_or_error;
+};
+const NcclLibrary& nccl_library();
+
+}  // namespace preflight::runtime::cuda

@@ -1,0 +1,108 @@
+// The communicators that need no NCCL: the emulated rank and the loopback group (comm.hpp).
+#include <stdexcept>
+
+#include "comm.hpp"
+
+namespace preflight::runtime::cuda {
+
+void EmulatedComm::all_gather(const void* in, void* out, i64 chunk, DType t, cudaStream_t s) {
+    const std::size_t bytes = static_cast<std::size_t>(chunk) * static_cast<std::size_t>(dtype_bytes(t));
+    char* o = static_cast<char*>(out);
+    if (in == o + static_cast<std::size_t>(rank_) * bytes) return;  // in place: the other chunks hold parameters
+    for (std::int64_t k = 0; k < world_; ++k)
+        PF_CUDA_CHECK(cudaMemcpyAsync(o + static_cast<std::size_t>(k) * bytes, in, bytes, cudaMemcpyDeviceToDevice, s));
+}
+
+namespace {
+
+class LoopbackComm final : public DeviceComm {
+public:
+    LoopbackComm(LoopbackGroup& g, int r) : g_(g), r_(r) {}
+    std::string_view backend() const override { return "loopback"; }
+    void all_reduce_mean(void* buf, i64 count, DType t, cudaStream_t s) override {
+        g_.arrive(r_, {LoopbackKind::all_reduce_mean, nullptr, buf, count, t, s});
+    }
+    void reduce_scatter_mean(void* buf, i64 chunk, DType t, cudaStream_t s) override {
+        g_.arrive(r_, {LoopbackKind::reduce_scatter_mean, nullptr, buf, chunk, t, s});
+    }
+    void all_gather(const void* in, void* out, i64 chunk, DType t, cudaStream_t s) override {
+        g_.arrive(r_, {LoopbackKind::all_gather, in, out, chunk, t, s});
+    }
+
+private:
+    LoopbackGroup& g_;
+    int r_;
+};
+
+}  // namespace
+
+LoopbackGroup::LoopbackGroup(int world) : world_(world), calls_(static_cast<std::size_t>(world)) {
+    if (world < 1 || world > kLoopbackMaxRanks)
+        throw std::invalid_argument("loopback: 1 to " + std::to_string(kLoopbackMaxRanks) + " ranks, got " + std::to_string(world));
+    PF_CUDA_CHECK(cudaStreamCreateWithFlags(&group_stream_, cudaStreamNonBlocking));
+    PF_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+    ready_.resize(static_cast<std::size_t>(world));
+    for (auto& e : ready_) PF_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+}
+
+LoopbackGroup::~LoopbackGroup() {
+    for (auto& e : ready_) cudaEventDestroy(e);
+    cudaEventDestroy(done_);
+    cudaStreamDestroy(group_stream_);
+}
+
+std::unique_ptr<DeviceComm> LoopbackGroup::rank(int r) { return std::make_unique<LoopbackComm>(*this, r); }
+
+void LoopbackGroup::abort() {
+    std::lock_guard<std::mutex> lock(mu_);
+    aborted_ = true;
+    cv_.notify_all();
+}
+
+void LoopbackGroup::arrive(int r, const Call& call) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (aborted_) throw std::runtime_error("loopback group aborted: another rank failed");
+    calls_[static_cast<std::size_t>(r)] = call;
+    const std::uint64_t gen = generation_;
+    if (++arrived_ == world_) {
+        try {
+            perform();
+        } catch (...) {
+            aborted_ = true;
+            cv_.notify_all();
+            throw;
+        }
+        arrived_ = 0;
+        ++generation_;
+        cv_.notify_all();
+        return;
+    }
+    cv_.wait(lock, [&] { return generation_ != gen || aborted_; });
+    if (generation_ == gen) throw std::runtime_error("loopback group aborted: another rank failed");
+}
+
+// Runs on the last rank's thread while the others wait in arrive(): their streams are idle on
+// the host side, so recording on them here is safe.
+void LoopbackGroup::perform() {
+    const Call& c0 = calls_.front();
+    LoopbackBuffers b{};
+    for (int r = 0; r < world_; ++r) {
+        const Call& c = calls_[static_cast<std::size_t>(r)];
+        if (c.kind != c0.kind || c.count != c0.count || c.dtype != c0.dtype)
+            throw std::logic_error("loopback ranks disagree on the collective (kind, count or dtype)");
+        b.bufs[r] = c.buf;
+        b.ins[r] = c.in;
+        PF_CUDA_CHECK(cudaEventRecord(ready_[static_cast<std::size_t>(r)], c.stream));
+        PF_CUDA_CHECK(cudaStreamWaitEvent(group_stream_, ready_[static_cast<std::size_t>(r)], 0));
+    }
+    if (c0.dtype == DType::f32)
+        launch_loopback<float>(c0.kind, b, world_, c0.count, group_stream_);
+    else if (c0.dtype == DType::bf16)
+        launch_loopback<bf16>(c0.kind, b, world_, c0.count, group_stream_);
+    else
+        throw std::logic_error("loopback: collectives on f32 or bf16 buffers only");
+    PF_CUDA_CHECK(cudaEventRecord(done_, group_stream_));
+    for (const Call& c : calls_) PF_CUDA_CHECK(cudaStreamWaitEvent(c.stream, done_, 0));
+}
+
+}  // namespace preflight::runtime::cuda

@@ -1,0 +1,108 @@
+// The DeviceRunner's data-parallel ops (device_runner.hpp): unit gradient buffers, the
+// collectives on the communication stream, and the compute stream's waits for them.
+#include <algorithm>
+
+#include "device_runner.hpp"
+
+namespace preflight::runtime::cuda {
+
+DeviceRunner::~DeviceRunner() {
+    for (cudaEvent_t e : started_) cudaEventDestroy(e);
+    for (cudaEvent_t e : done_) cudaEventDestroy(e);
+    if (ready_) cudaEventDestroy(ready_);
+    if (comm_stream_) cudaStreamDestroy(comm_stream_);
+}
+
+void DeviceRunner::set_comm(DeviceComm* comm) {
+    comm_ = comm;
+    if (comm_stream_ == nullptr) {
+        PF_CUDA_CHECK(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));
+        PF_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+    }
+    // One start / done pair per collective of a step (the program's count; the step's ops are
+    // the same every step).
+    const auto n = static_cast<std::size_t>(std::count_if(P.step.begin(), P.step.end(), [](const Op& o) {
+        return is_collective(o.kind);
+    }));
+    while (done_.size() < n) {
+        cudaEvent_t a = nullptr, b = nullptr;
+        PF_CUDA_CHECK(cudaEventCreate(&a));
+        PF_CUDA_CHECK(cudaEventCreate(&b));
+        started_.push_back(a);
+        done_.push_back(b);
+    }
+    issued_kinds_.reserve(n);
+}
+
+void DeviceRunner::run_data_parallel(const Op& op, const BufferTable& t) {
+    const BufferSpec& spec = P.buffers[static_cast<std::size_t>(op.v[0].buffer)];
+    const std::int64_t count = op.v[0].rows * op.v[0].cols;
+    char* v0 = static_cast<char*>(t[static_cast<std::size_t>(op.v[0].buffer)]) + op.v[0].offset * dtype_bytes(spec.dtype);
+    if (op.kind == OpKind::unit_grads_begin) {
+        PF_CUDA_CHECK(cudaMemsetAsync(v0, 0, static_cast<std::size_t>(count) * dtype_bytes(spec.dtype), stream));
+        return;
+    }
+    if (op.kind == OpKind::comm_wait) {
+        const std::int64_t target = issued_ - 1 - op.comm_back;
+        if (target < 0 || target >= issued_) throw std::logic_error(describe(P, op) + ": waits for a collective not issued");
+        PF_CUDA_CHECK(cudaStreamWaitEvent(stream, done_[static_cast<std::size_t>(target)], 0));
+        return;
+    }
+    if (comm_ == nullptr) throw std::logic_error(describe(P, op) + ": a collective without a communicator");
+    if (issued_ >= static_cast<std::int64_t>(done_.size())) throw std::logic_error("more collectives than the step holds");
+    const auto i = static_cast<std::size_t>(issued_);
+    PF_CUDA_CHECK(cudaEventRecord(ready_, stream));
+    PF_CUDA_CHECK(cudaStreamWaitEvent(comm_stream_, ready_, 0));
+    PF_CUDA_CHECK(cudaEventRecord(started_[i], comm_stream_));
+    const std::int64_t chunk = count / P.plan.dp;
+    switch (op.kind) {
+        case OpKind::all_reduce: comm_->all_reduce_mean(v0, count, spec.dtype, comm_stream_); break;
+        case OpKind::reduce_scatter: {
+            comm_->reduce_scatter_mean(v0, chunk, spec.dtype, comm_stream_);
+            if (op.v[1].buffer != kNoBuffer) {  // ZeRO-2/3: this rank's reduced chunk into its gradient shard
+                const DType st = P.buffers[static_cast<std::size_t>(op.v[1].buffer)].dtype;
+                void* shard = static_cast<char*>(t[static_cast<std::size_t>(op.v[1].buffer)]) + op.v[1].offset * dtype_bytes(st);
+                const void* mine = v0 + P.rank * chunk * dtype_bytes(spec.dtype);
+                if (st == DType::f32 && spec.dtype == DType::bf16)
+                    launch_accumulate<float, bf16>(static_cast<float*>(shard), static_cast<const bf16*>(mine), chunk, comm_stream_);
+                else if (st == DType::bf16)
+                    launch_accumulate<bf16, bf16>(static_cast<bf16*>(shard), static_cast<const bf16*>(mine), chunk, comm_stream_);
+                else
+                    launch_accumulate<float, float>(static_cast<float*>(shard), static_cast<const float*>(mine), chunk, comm_stream_);
+            }
+            break;
+        }
+        case OpKind::all_gather: {
+            const void* in = v0 + P.rank * chunk * dtype_bytes(spec.dtype);  // in place (ZeRO-1/2)
+            if (op.v[1].buffer != kNoBuffer)  // ZeRO-3: from this rank's shard
+                in = static_cast<const char*>(t[static_cast<std::size_t>(op.v[1].buffer)]) + op.v[1].offset * dtype_bytes(spec.dtype);
+            comm_->all_gather(in, v0, chunk, spec.dtype, comm_stream_);
+            break;
+        }
+        default: throw std::logic_error("not a data-parallel op");
+    }
+    PF_CUDA_CHECK(cudaEventRecord(done_[i], comm_stream_));
+    if (issued_kinds_.size() <= i) issued_kinds_.resize(i + 1);
+    issued_kinds_[i] = {op.kind, static_cast<double>(count) * dtype_bytes(spec.dtype)};
+    ++issued_;
+}
+
+DeviceRunner::CommTimes DeviceRunner::comm_times() const {
+    CommTimes c;
+    for (std::int64_t k = 0; k < issued_; ++k) {
+        const auto i = static_cast<std::size_t>(k);
+        float ms = 0;
+        PF_CUDA_CHECK(cudaEventElapsedTime(&ms, started_[i], done_[i]));
+        const double s = ms / 1e3;
+        switch (issued_kinds_[i].first) {
+            case OpKind::all_reduce: c.all_reduce_s += s; break;
+            case OpKind::reduce_scatter: c.reduce_scatter_s += s; break;
+            default: c.all_gather_s += s; break;
+        }
+        c.bytes += issued_kinds_[i].second;
+        ++c.count;
+    }
+    return c;
+}
+
+}  // namespace preflight::runtime::cuda
