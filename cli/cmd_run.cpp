@@ -21,6 +21,7 @@
 #include "preflight/runtime/errors.hpp"
 #include "preflight/runtime/device.hpp"
 #include "preflight/runtime/runtime.hpp"
+#include "run_ranks.hpp"
 
 namespace preflight::cli {
 
@@ -39,6 +40,8 @@ struct RunState {
     bool no_fused = false;
     std::string save_init;
     std::string report_file;
+    RankFlags ranks;
+    std::int64_t emulate_rank = 0;  // --emulate-rank (bound here; RankFlags gets it when given)
     CLI::App* sub = nullptr;  // to tell --model/--gpu given from their defaults
 };
 
@@ -72,8 +75,23 @@ std::string opt_ratio(const std::optional<double>& v) {
     return b;
 }
 
+// The rank a report is of, and what its collectives were.
+void print_parallel(const runtime::RunReport& r) {
+    const runtime::ParallelInfo& p = r.parallel;
+    if (p.backend == "none") return;
+    std::cout << "# rank " << p.rank << " of " << p.world_size << " data-parallel ranks, collectives: " << p.backend;
+    if (p.backend == "emulated")
+        std::cout << " (this rank alone: collectives are local ops; communication time is the planner's prediction)";
+    if (p.backend == "dry-run") std::cout << " (walked, not run)";
+    std::cout << "\n";
+    if (p.nccl_world1_bytes)
+        std::cout << "# NCCL " << p.nccl << ": its own device memory, measured with a world-size-1 communicator: "
+                  << format_bytes(*p.nccl_world1_bytes) << " (in the driver figures)\n";
+}
+
 void print_table(const runtime::RunReport& r) {
     std::cout << "# preflight run (" << r.mode << "): " << r.model.name << "\n# plan: " << to_flags(r.plan) << "\n";
+    print_parallel(r);
     if (r.device) std::cout << "# device: " << r.device->name << " (" << format_bytes(r.device->memory_bytes) << ")\n";
     std::cout << "# predicted with " << (r.gpu.runtime ? "the runtime's own constants (the GPU spec's \"runtime\": step time, "
                                                          "non-tensor memory, pool slack)"
@@ -98,6 +116,9 @@ void print_table(const runtime::RunReport& r) {
     t.rows.push_back({"peak incl. overhead", device_peak ? format_bytes(*device_peak) : std::string("n/a"),
                       format_bytes(r.predicted.memory.peak_bytes)});
     t.rows.push_back({"step time", opt_seconds(r.measured.step_time_s), opt_seconds(r.predicted.step_time_s)});
+    if (r.parallel.backend == "emulated")  // measured compute + the planner's exposed communication
+        t.rows.push_back({"step + predicted comm.", opt_seconds(r.parallel.step_time_with_predicted_communication_s),
+                          opt_seconds(r.predicted.step_time_s)});
     t.rows.push_back({"MFU", opt_ratio(r.measured.mfu), opt_ratio(r.predicted.mfu)});
     t.rows.push_back({"HFU", opt_ratio(r.measured.hfu), opt_ratio(r.predicted.hfu)});
     std::cout << t.render();
@@ -113,6 +134,12 @@ void print_table(const runtime::RunReport& r) {
                         : "n/a",
                     r.measured.driver.nvml_used_peak_bytes ? format_bytes(*r.measured.driver.nvml_used_peak_bytes).c_str()
                                                            : r.measured.driver.nvml.c_str());
+    if (r.parallel.collectives_per_step > 0)
+        std::printf("collectives: %d a step (%s), all-reduce %s, reduce-scatter %s, all-gather %s%s\n",
+                    r.parallel.collectives_per_step, format_bytes(static_cast<std::int64_t>(r.parallel.collective_bytes_per_step)).c_str(),
+                    opt_seconds(r.parallel.all_reduce_s).c_str(), opt_seconds(r.parallel.reduce_scatter_s).c_str(),
+                    opt_seconds(r.parallel.all_gather_s).c_str(),
+                    r.parallel.backend == "nccl" ? "" : " (local ops, no bytes crossed GPUs)");
     if (r.measured.debug_sync) std::cout << "debug-sync: synchronised after every op (step times not representative)\n";
     if (r.failure) std::cout << "FAILED (" << r.failure->kind << "): " << r.failure->message << "\n";
 }
@@ -120,8 +147,24 @@ void print_table(const runtime::RunReport& r) {
 // --plan FILE: a plan object, or any document holding one under "plan" (memory / run
 // reports). Its model and GPU are used unless --model / --gpu are given; given and
 // different, the file and the flags disagree.
+// --plan -: the plan JSON from standard input (e.g. `preflight plan --emit preflight | preflight run --plan -`).
+nlohmann::json read_plan_stdin() {
+    constexpr std::size_t kMaxPlanBytes = 16 << 20;
+    std::string text;
+    char buf[65536];
+    while (std::cin.read(buf, sizeof buf) || std::cin.gcount() > 0) {
+        text.append(buf, static_cast<std::size_t>(std::cin.gcount()));
+        if (text.size() > kMaxPlanBytes) throw InputError("--plan -", "standard input holds more than 16 MiB");
+    }
+    try {
+        return nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+        throw InputError("--plan -", std::string("standard input is not valid JSON (") + e.what() + ")");
+    }
+}
+
 Plan plan_from_file(const RunState& st, const Plan& plan, std::string& model_name, std::string& gpu_name) {
-    const auto j = read_json_file(st.plan_file, "--plan");
+    const auto j = st.plan_file == "-" ? read_plan_stdin() : read_json_file(st.plan_file, "--plan");
     if (!j.is_object()) throw InputError("--plan " + st.plan_file, "must hold a JSON object");
     for (auto [key, flag, name] : {std::tuple{"model", "--model", &model_name}, std::tuple{"gpu", "--gpu", &gpu_name}}) {
         const std::string recorded = recorded_name(j, key, st.plan_file);
@@ -187,6 +230,11 @@ std::variant<runtime::RunReport, int> device_report(const ModelConfig& model, co
         std::cerr << "preflight run: no CUDA device is available (use --dry-run to walk the plan without a GPU)\n";
         return kExitNoDevice;
     }
+    if (opt.device >= runtime::device_count()) {
+        std::cerr << "preflight run: this rank's GPU (LOCAL_RANK " << opt.device << ") is not among the "
+                  << runtime::device_count() << " visible\n";
+        return kExitNoDevice;
+    }
     try {
         return runtime::run_on_device(model, gpu, plan, opt);
     } catch (const runtime::DeviceError& e) {
@@ -196,14 +244,22 @@ std::variant<runtime::RunReport, int> device_report(const ModelConfig& model, co
     }
 }
 
-// Writes and prints the report; the exit code of the comparison.
-int finish_run(const RunState& st, const runtime::RunReport& report) {
+// Writes and prints the report; the exit code of the comparison. A rank of a multi-process job
+// writes its own report file (rank_report_path) and, but for rank 0, prints nothing.
+int finish_run(const RunState& st, const runtime::RunReport& report, const RankChoice& ranks) {
     const std::string text = runtime::run_report_to_json(report).dump(2) + "\n";
-    if (!st.report_file.empty()) runtime::write_file_atomic(st.report_file, text);
-    if (st.flags.format == "json")
+    const bool one_of_many = ranks.mode == RankMode::nccl_rank && report.parallel.world_size > 1;
+    if (!st.report_file.empty())
+        runtime::write_file_atomic(one_of_many ? rank_report_path(st.report_file, static_cast<int>(report.parallel.rank))
+                                               : st.report_file,
+                                   text);
+    if (one_of_many && report.parallel.rank != 0) {
+        // quiet: rank 0 speaks for the job
+    } else if (st.flags.format == "json") {
         std::cout << text;
-    else
+    } else {
         print_table(report);
+    }
     if (report.failure) {
         std::cerr << "preflight run: " << report.failure->message << "\n";
         // A failed allocation is the plan not fitting (1); any other device or library
@@ -233,11 +289,37 @@ int run_command(const RunState& st) {
     const GpuSpec gpu = load_gpu(gpu_name, dir);
     plan = ResolvedPlan(plan, model).plan();  // defaults filled and validated once
     check_runnable(st, model, plan);
-    const runtime::RunOptions opt = run_options(st, model);
-    if (st.dry_run) return finish_run(st, runtime::dry_run_report(model, gpu, plan, opt));
+    RankFlags rf = st.ranks;
+    if (st.sub && st.sub->count("--emulate-rank") > 0) rf.emulate_rank = st.emulate_rank;
+    const RankChoice ranks = choose_ranks(rf, runtime::rendezvous_from_env(std::getenv), plan, st.dry_run);
+    if (ranks.mode == RankMode::launcher) {
+        if (const auto why = runtime::device_backend_unavailable_reason(); !why.empty()) {
+            std::cerr << "preflight run: " << why << "; use --dry-run --emulate-rank R to walk a rank without a GPU\n";
+            return kExitNoDevice;
+        }
+        if (const int visible = runtime::device_count(); visible < rf.nproc_per_node) {
+            std::cerr << "preflight run: --nproc-per-node " << rf.nproc_per_node << " needs " << rf.nproc_per_node
+                      << " GPUs on this node; " << visible << " visible (use --dry-run --emulate-rank R to walk a rank)\n";
+            return kExitNoDevice;
+        }
+        return launch_local_ranks(rf.nproc_per_node);
+    }
+    runtime::RunOptions opt = run_options(st, model);
+    opt.rank = ranks.rank;
+    if (ranks.mode == RankMode::nccl_rank) {
+        opt.comm_backend = "nccl";
+        opt.rendezvous = ranks.launch;
+        opt.device = ranks.launch->local_rank;
+        const std::string tag = "rank " + std::to_string(ranks.rank) + ": ";
+        opt.progress = [tag](const std::string& line) { std::cerr << "preflight run: " << tag << line << "\n"; };
+    }
+    if (st.dry_run) {
+        (void)runtime::build_program(model, plan, opt.rank);  // an out-of-range --emulate-rank names the flag
+        return finish_run(st, runtime::dry_run_report(model, gpu, plan, opt), ranks);
+    }
     auto outcome = device_report(model, gpu, plan, opt);
     if (const int* code = std::get_if<int>(&outcome)) return *code;
-    return finish_run(st, std::get<runtime::RunReport>(outcome));
+    return finish_run(st, std::get<runtime::RunReport>(outcome), ranks);
 }
 
 }  // namespace
@@ -249,8 +331,8 @@ Command add_run_command(CLI::App& app) {
     st->sub = sub;
     add_plan_flags(*sub, st->flags);
     sub->add_option("--plan", st->plan_file,
-                    "Plan JSON (a plan object, or a document with one under \"plan\"); overrides the plan flags, and "
-                    "its recorded model and GPU are used unless --model/--gpu are given");
+                    "Plan JSON (a plan object, or a document with one under \"plan\"; - reads standard input); overrides "
+                    "the plan flags, and its recorded model and GPU are used unless --model/--gpu are given");
     sub->add_option("--steps", st->steps, "Measured steps (median step time over these) (default 10)");
     sub->add_option("--warmup", st->warmup, "Warm-up steps excluded from timing (default 2)");
     sub->add_option("--seed", st->seed, "Seed for initialisation and synthetic tokens (default 1234)");
@@ -268,14 +350,28 @@ Command add_run_command(CLI::App& app) {
     sub->add_option("--save-init", st->save_init,
                     "Write the initial parameters (fp32, flat) to FILE and their index to FILE.json, for "
                     "validation/pytorch/train.py --init-from (device runs)");
+    sub->add_option("--emulate-rank", st->emulate_rank,
+                    "Data-parallel plans (--dp > 1, or a ZeRO stage): run rank R of the plan's ranks alone on this GPU, "
+                    "every collective a local op on the same buffers: its memory is what rank R of the real job holds "
+                    "(but for NCCL's own buffers, measured and reported), its step time the measured compute plus the "
+                    "planner's predicted communication. With --dry-run: the rank walked (default 0)");
+    sub->add_option("--nproc-per-node", st->ranks.nproc_per_node,
+                    "Start one process per data-parallel rank on this node (N = --dp), each on GPU LOCAL_RANK, "
+                    "collectives over NCCL; each rank writes --report with .rank<R> before the extension. On several "
+                    "nodes launch `preflight run` with torchrun or srun instead: RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/"
+                    "MASTER_PORT or SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID are read, the NCCL id handed over TCP "
+                    "(PREFLIGHT_COMM_INIT=fs and PREFLIGHT_NCCL_ID_FILE: through a shared file)");
     sub->add_option("--report", st->report_file, "Also write the JSON report to this file (atomically)");
     sub->add_option("--format", st->flags.format, "table (default) | json")->check(CLI::IsMember({"table", "json"}));
     sub->footer(
         "Example:\n  preflight run --model gpt2 --seq 1024 --mbs 4 --steps 20 --format json\n"
         "  preflight run --model llama-3.2-1b --seq 2048 --recompute selective --dry-run\n"
+        "  preflight plan --model llama-3-8b --gpus 8 --gbs-tokens 4194304 --emit preflight | \\\n"
+        "    preflight run --plan - --emulate-rank 0      # rank 0 of the recommendation, on this GPU\n"
+        "  preflight run --model gpt2 --dp 8 --zero 1 --nproc-per-node 8   # eight local ranks over NCCL\n"
         "Exit codes: 0 ok; 1 allocation failed (report still written) or tracked peak off the prediction by > 1 %;\n"
-        "2 bad input or a plan the runtime cannot run (multi-GPU, fp16/fp8, dropout, MoE); 3 no GPU, no CUDA build,\n"
-        "or a CUDA/cuBLASLt failure during the run (report still written).");
+        "2 bad input or a plan the runtime cannot run (tp/pp > 1, fp16/fp8, dropout, MoE); 3 no GPU, no CUDA build,\n"
+        "or a CUDA/cuBLASLt/NCCL failure during the run (report still written).");
     return {sub, [st] { return run_command(*st); }};
 }
 

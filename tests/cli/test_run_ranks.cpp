@@ -1,0 +1,63 @@
+// Which ranks `preflight run` runs (run_ranks.hpp), as a function of the flags, the launcher's
+// variables and the plan; the report file of each rank.
+#include <gtest/gtest.h>
+
+#include "preflight/planner/error.hpp"
+#include "run_ranks.hpp"
+
+namespace preflight::cli {
+namespace {
+
+Plan dp(std::int64_t n, int zero = 1) {
+    Plan p;
+    p.dp = n;
+    p.zero = static_cast<ZeroStage>(zero);
+    return p;
+}
+
+TEST(RunRanks, ChoosesTheRankFromTheFlagsAndTheLaunch) {
+    EXPECT_EQ(choose_ranks({}, std::nullopt, dp(1, 0), false).mode, RankMode::alone);
+    EXPECT_EQ(choose_ranks({}, std::nullopt, dp(1, 3), false).rank, 0);  // one rank with ZeRO: rank 0
+    const RankChoice e = choose_ranks({5, 0}, std::nullopt, dp(8), false);
+    EXPECT_EQ(e.mode, RankMode::alone);
+    EXPECT_EQ(e.rank, 5);
+    EXPECT_EQ(choose_ranks({}, std::nullopt, dp(8), true).rank, 0);  // a dry run walks rank 0
+    EXPECT_EQ(choose_ranks({std::nullopt, 8}, std::nullopt, dp(8), false).mode, RankMode::launcher);
+    runtime::Rendezvous job;
+    job.rank = 6;
+    job.world_size = 8;
+    job.local_rank = 6;
+    job.source = "torchrun";
+    const RankChoice n = choose_ranks({}, job, dp(8), false);
+    EXPECT_EQ(n.mode, RankMode::nccl_rank);
+    EXPECT_EQ(n.rank, 6);
+    EXPECT_EQ(n.launch->local_rank, 6);
+}
+
+TEST(RunRanks, RefusesWhatCannotRunNamingTheFlag) {
+    runtime::Rendezvous job;
+    job.world_size = 4;
+    job.source = "slurm";
+    auto refused = [](auto call, const std::string& flag) {
+        try {
+            call();
+            ADD_FAILURE() << "accepted; expected " << flag;
+        } catch (const InputError& e) {
+            EXPECT_EQ(e.subject(), flag);
+        }
+    };
+    refused([] { choose_ranks({}, std::nullopt, dp(8), false); }, "--emulate-rank");
+    refused([&] { choose_ranks({}, job, dp(8), false); }, "--dp");
+    refused([&] { choose_ranks({1, 0}, job, dp(4), false); }, "--emulate-rank");
+    refused([] { choose_ranks({std::nullopt, 4}, std::nullopt, dp(8), false); }, "--nproc-per-node");
+    refused([] { choose_ranks({std::nullopt, 8}, std::nullopt, dp(8), true); }, "--nproc-per-node");
+}
+
+TEST(RunRanks, EachRankWritesItsOwnReport) {
+    EXPECT_EQ(rank_report_path("run.json", 3), "run.rank3.json");
+    EXPECT_EQ(rank_report_path("out/run", 0), "out/run.rank0");
+    EXPECT_EQ(rank_report_path("out.d/run", 12), "out.d/run.rank12");
+}
+
+}  // namespace
+}  // namespace preflight::cli
