@@ -9,6 +9,8 @@
 #include "preflight/runtime/runtime.hpp"
 #include "preflight/validation/check.hpp"
 #include "preflight/validation/matrix.hpp"
+#include "preflight/validation/spec_bounds.hpp"
+#include "preflight/planner/error.hpp"
 
 using namespace preflight;
 using namespace preflight::validation;
@@ -78,6 +80,47 @@ TEST(CheckDriver, DryRunsKeepTheTrackedPeak) {
     ASSERT_NE(rc.find("peak_bytes"), nullptr);
     EXPECT_DOUBLE_EQ(rc.find("peak_bytes")->predicted, static_cast<double>(d.predicted_tracked));
     EXPECT_EQ(rc.find("tracked_peak_bytes"), nullptr);
+}
+
+}  // namespace
+
+namespace {
+
+// An emulated rank (rank 5 of 8, ZeRO-1): its driver figure holds a world-size-1 NCCL
+// communicator's memory, set apart before the comparison, and its step (local collectives) is
+// compared with the prediction less the predicted exposed communication.
+TEST(CheckDriver, AnEmulatedRankSetsNcclAndCommunicationApart) {
+    const ModelConfig m = test::catalog_model("gpt2");
+    const GpuSpec g = test::catalog_gpu("h100-sxm-80gb");
+    Plan p;
+    p.seq = 512;
+    p.mbs = 2;
+    p.dp = 8;
+    p.zero = zero_optimizer_states;
+    runtime::RunOptions o;
+    o.timeline = false;
+    o.rank = 5;
+    const runtime::RunReport r = runtime::dry_run_report(m, g, p, o);
+    ASSERT_TRUE(r.predicted.step_time_s && r.predicted.dp_communication_s);
+    ASSERT_GT(*r.predicted.dp_communication_s, 0);
+    json j = runtime::run_report_to_json(r);
+    j["mode"] = "device";
+    j["parallel"]["backend"] = "emulated";
+    const std::int64_t nccl = 96 << 20;
+    j["parallel"]["nccl_world1_bytes"] = nccl;
+    j["measured"]["device_used_peak_bytes"] = r.predicted.memory.peak_bytes + nccl;
+    const double compute = *r.predicted.step_time_s - *r.predicted.dp_communication_s;
+    j["measured"]["step_time_s"] = compute;
+    const RunCheck rc = check_report(j, "rank5", default_tolerances().at(kSourceRuntime), options());
+    ASSERT_NE(rc.find("peak_bytes"), nullptr);
+    EXPECT_DOUBLE_EQ(rc.find("peak_bytes")->measured, static_cast<double>(r.predicted.memory.peak_bytes));
+    EXPECT_TRUE(rc.find("peak_bytes")->within);
+    ASSERT_NE(rc.find("step_time_s"), nullptr);
+    EXPECT_NEAR(rc.find("step_time_s")->relative_error, 0.0, 1e-12);
+    EXPECT_NE(rc.note.find("emulated rank 5 of 8"), std::string::npos) << rc.note;
+    // A report whose parallel section is malformed is bad input naming the field.
+    j["parallel"]["rank"] = "five";
+    EXPECT_THROW(check_run_report_fields(j, "rank5.json"), InputError);
 }
 
 }  // namespace

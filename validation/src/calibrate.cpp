@@ -75,6 +75,10 @@ std::vector<CalibrationRun> load_calibration_runs(const fs::path& dir, const std
         if (!is_run_report(j) || j.value("mode", "") != "device" || j.value("status", "ok") != "ok") continue;
         const std::string src = j.contains("source") ? j.at("source").get<std::string>() : std::string(kSourceRuntime);
         if (src != source) continue;
+        // Runs with collectives (data-parallel ranks, emulated or over NCCL) are the held-out
+        // check of what single-GPU runs fitted: never fitted on.
+        if (j.contains("parallel") && j.at("parallel").is_object() && j.at("parallel").value("backend", "none") != "none")
+            continue;
         if (!j.contains("gpu") || j.at("gpu").value("name", "") != gpu_name) {
             if (j.contains("gpu")) ++other_gpus[j.at("gpu").value("name", "?")];
             continue;

@@ -50,6 +50,7 @@ struct Prediction {
     MemoryReport memory;
     std::int64_t tracked_peak_bytes = 0;  // peak minus the modelled overhead
     std::optional<double> step_time_s, mfu;
+    std::optional<double> dp_communication_s;  // runtime: the step's exposed data-parallel communication
     double model_flops_per_step = 0;
     std::optional<double> peak_flops_per_s;
 };
@@ -68,6 +69,7 @@ Prediction predict(const ModelConfig& model, const GpuSpec& gpu, const Plan& pla
         p.memory = r.memory;
         p.tracked_peak_bytes = r.tracked_peak_bytes;
         p.step_time_s = r.step_time_s;
+        p.dp_communication_s = r.dp_communication_s;
         p.mfu = r.mfu;
         p.model_flops_per_step = r.model_flops_per_step;
     } else {
@@ -127,10 +129,61 @@ void judge_out_of_memory(RunCheck& rc, const json& r, const GpuSpec& gpu, double
 
 }  // namespace
 
+namespace {
+
+// A runtime report of one data-parallel rank run alone (parallel.backend "emulated").
+struct EmulatedRank {
+    bool emulated = false;
+    std::int64_t rank = 0, world_size = 1, nccl_world1_bytes = 0;
+};
+EmulatedRank emulated_rank(const json& r) {
+    EmulatedRank e;
+    const auto p = r.find("parallel");
+    if (p == r.end() || !p->is_object() || p->value("backend", "") != "emulated") return e;
+    e.emulated = true;
+    e.rank = p->value("rank", std::int64_t{0});
+    e.world_size = p->value("world_size", std::int64_t{1});
+    const auto n = p->find("nccl_world1_bytes");
+    if (n != p->end() && n->is_number_integer()) e.nccl_world1_bytes = n->get<std::int64_t>();
+    return e;
+}
+
+}  // namespace
+
 bool ran_own_attention_kernel(const json& measured) {
     const auto backend = measured.find("attention_backend");
     return backend != measured.end() && backend->is_string() && backend->get<std::string>() == "kernel";
 }
+
+namespace {
+
+// GPU runs gate on the driver's figure: device used over the memory in use before the run's
+// context (CUDA context, library workspaces and the allocator's reserve included) against the
+// whole predicted peak; the tensor peak is then reported beside it. An emulated rank's figure
+// holds a world-size-1 NCCL communicator's own memory, measured and reported beside it: set
+// apart here, as the plan's NCCL buffers are not modelled.
+void compare_memory(RunCheck& rc, const json& m, const Prediction& p, const EmulatedRank& em, const Tolerances& tol) {
+    auto driver_peak = rc.mode == "device" ? number(m, "device_used_peak_bytes") : std::nullopt;
+    if (driver_peak && em.emulated) *driver_peak -= static_cast<double>(em.nccl_world1_bytes);
+    if (driver_peak) {
+        compare(rc, "peak_bytes", *driver_peak, static_cast<double>(p.memory.peak_bytes), tol);
+        if (auto v = number(m, "tracked_peak_bytes"))
+            compare(rc, "tracked_peak_bytes", *v, static_cast<double>(p.tracked_peak_bytes), tol);
+    } else if (auto v = number(m, "tracked_peak_bytes")) {
+        // Tensor memory the framework allocated (tracking allocator; torch.cuda.max_memory_allocated).
+        compare(rc, "peak_bytes", *v, static_cast<double>(p.tracked_peak_bytes), tol);
+    }
+    // Non-tensor device memory (CUDA context, library workspaces), when measured. For the
+    // runtime with the driver's figures: everything the driver saw beyond the tensor peak,
+    // the pool's slack included (the planner counts that slack as overhead).
+    const auto tracked = number(m, "tracked_peak_bytes");
+    if (driver_peak && tracked && rc.source == kSourceRuntime)
+        compare(rc, "overhead_bytes", *driver_peak - *tracked, static_cast<double>(p.memory.at_peak.overhead), tol);
+    else if (auto v = number(m, "overhead_bytes"))
+        compare(rc, "overhead_bytes", *v, static_cast<double>(p.memory.at_peak.overhead), tol);
+}
+
+}  // namespace
 
 RunCheck check_report(const json& r, const std::string& id, const Tolerances& tol, const CheckOptions& options) {
     RunCheck rc;
@@ -162,28 +215,13 @@ RunCheck check_report(const json& r, const std::string& id, const Tolerances& to
         return rc;
     }
 
-    // GPU runs gate on the driver's figure: device used over the memory in use before the
-    // run's context (CUDA context, library workspaces and the allocator's reserve included)
-    // against the whole predicted peak; the tensor peak is then reported beside it.
-    const auto driver_peak = rc.mode == "device" ? number(m, "device_used_peak_bytes") : std::nullopt;
-    if (driver_peak) {
-        compare(rc, "peak_bytes", *driver_peak, static_cast<double>(p.memory.peak_bytes), tol);
-        if (auto v = number(m, "tracked_peak_bytes"))
-            compare(rc, "tracked_peak_bytes", *v, static_cast<double>(p.tracked_peak_bytes), tol);
-    } else if (auto v = number(m, "tracked_peak_bytes")) {
-        // Tensor memory the framework allocated (tracking allocator; torch.cuda.max_memory_allocated).
-        compare(rc, "peak_bytes", *v, static_cast<double>(p.tracked_peak_bytes), tol);
-    }
-    // Non-tensor device memory (CUDA context, library workspaces), when measured. For the
-    // runtime with the driver's figures: everything the driver saw beyond the tensor peak,
-    // the pool's slack included (the planner counts that slack as overhead).
-    const auto tracked = number(m, "tracked_peak_bytes");
-    if (driver_peak && tracked && rc.source == kSourceRuntime)
-        compare(rc, "overhead_bytes", *driver_peak - *tracked, static_cast<double>(p.memory.at_peak.overhead), tol);
-    else if (auto v = number(m, "overhead_bytes"))
-        compare(rc, "overhead_bytes", *v, static_cast<double>(p.memory.at_peak.overhead), tol);
+    const EmulatedRank em = emulated_rank(r);
+    compare_memory(rc, m, p, em, tol);
     if (auto t = number(m, "step_time_s"); t && *t > 0) {
-        if (p.step_time_s) compare(rc, "step_time_s", *t, *p.step_time_s, tol);
+        // An emulated rank's collectives are local: its step is the prediction without the
+        // exposed data-parallel communication.
+        const double comm = em.emulated ? p.dp_communication_s.value_or(0.0) : 0.0;
+        if (p.step_time_s) compare(rc, "step_time_s", *t, *p.step_time_s - comm, tol);
         // Measured MFU with the planner's FLOP count (one definition for every source).
         if (p.mfu && p.peak_flops_per_s)
             compare(rc, "mfu", p.model_flops_per_step / (*t * *p.peak_flops_per_s), *p.mfu, tol);
@@ -197,6 +235,9 @@ RunCheck check_report(const json& r, const std::string& id, const Tolerances& to
         }
     }
     if (rc.mode == "dry-run") rc.note = "dry run: the tracking allocator's walk of the step, no device";
+    if (em.emulated && rc.mode == "device")
+        rc.note = "emulated rank " + std::to_string(em.rank) + " of " + std::to_string(em.world_size) +
+                  ": NCCL's world-1 memory set apart from the peak, predicted communication from the step";
     if (rc.comparisons.empty() && rc.categories.empty()) {
         rc.not_compared = true;
         rc.note = "nothing to compare: \"measured\" holds no peak, overhead, step time or category";

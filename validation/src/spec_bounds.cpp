@@ -66,11 +66,17 @@ void check_run_report_fields(const json& r, const std::string& file) {
     expect(r, "measured", &json::is_object, "an object", file);
     expect(r, "predicted", &json::is_object, "an object", file);
     expect(r, "failure", &json::is_object, "an object", file);
+    expect(r, "parallel", &json::is_object, "an object", file);
     if (r.contains("model")) expect(r.at("model"), "name", &json::is_string, "a string", file, "model.");
     if (r.contains("gpu")) expect(r.at("gpu"), "name", &json::is_string, "a string", file, "gpu.");
     if (r.contains("device")) expect(r.at("device"), "memory_bytes", &json::is_number, "a number", file, "device.");
     if (r.contains("failure")) expect(r.at("failure"), "message", &json::is_string, "a string", file, "failure.");
     if (r.contains("predicted")) expect(r.at("predicted"), "profile", &json::is_string, "a string", file, "predicted.");
+    if (r.contains("parallel")) {
+        expect(r.at("parallel"), "backend", &json::is_string, "a string", file, "parallel.");
+        for (const char* k : {"rank", "world_size", "nccl_world1_bytes"})
+            expect(r.at("parallel"), k, &json::is_number_integer, "an integer", file, "parallel.");
+    }
     if (r.contains("measured"))
         for (const char* k : {"tracked_peak_bytes", "overhead_bytes", "step_time_s"})
             expect(r.at("measured"), k, &json::is_number, "a number", file, "measured.");
