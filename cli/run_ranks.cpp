@@ -22,7 +22,9 @@ namespace preflight::cli {
 RankChoice choose_ranks(const RankFlags& f, const std::optional<runtime::Rendezvous>& env, const Plan& plan,
                         bool dry_run) {
     const std::string dp = std::to_string(plan.dp);
-    const bool launched = env && (env->world_size > 1 || plan.dp > 1);
+    // A process torchrun, srun or --nproc-per-node started, for a plan with collectives (a world of
+    // one included: NCCL over one rank).
+    const bool launched = env && (env->world_size > 1 || plan.dp > 1 || plan.zero != zero_none);
     if (f.nproc_per_node != 0) {
         if (dry_run)
             throw InputError("--nproc-per-node", "starts one process per GPU; a dry run walks one rank: give --emulate-rank R");

@@ -28,6 +28,10 @@ TEST(RunRanks, ChoosesTheRankFromTheFlagsAndTheLaunch) {
     job.world_size = 8;
     job.local_rank = 6;
     job.source = "torchrun";
+    runtime::Rendezvous alone_job;  // --nproc-per-node 1: NCCL over one rank for a ZeRO plan
+    alone_job.source = "torchrun";
+    EXPECT_EQ(choose_ranks({}, alone_job, dp(1, 1), false).mode, RankMode::nccl_rank);
+    EXPECT_EQ(choose_ranks({}, alone_job, dp(1, 0), false).mode, RankMode::alone);  // nothing to communicate
     const RankChoice n = choose_ranks({}, job, dp(8), false);
     EXPECT_EQ(n.mode, RankMode::nccl_rank);
     EXPECT_EQ(n.rank, 6);

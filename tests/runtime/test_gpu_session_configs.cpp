@@ -61,5 +61,48 @@ TEST(GpuSessionConfigs, EveryPlanRunsFitsAndTheSetCoversTheIssue) {
     EXPECT_EQ(headline, 1);
 }
 
+// validation/gpu_session/gpu_session_dp_configs.json, the emulated ranks the GPU session records:
+// each runs (tp = pp = 1), its rank is inside the plan, it fits an 80 GB H100 with the same 15 %
+// headroom, and the set holds what the issue names (>= 12 runs; GPT-2 and Llama families; every
+// ZeRO stage; Llama-3-8B dp 8 at ZeRO-1/2/3 in bf16-mixed; rank 0 of Llama-3-70B dp 64 ZeRO-3 full
+// recompute at seq 4096, predicted at about 29 GiB of tensors).
+TEST(GpuSessionConfigs, TheDataParallelRanksRunFitAndCoverTheIssue) {
+    std::ifstream in(preflight::test::data_dir() / ".." / "validation" / "gpu_session" / "gpu_session_dp_configs.json");
+    ASSERT_TRUE(in) << "validation/gpu_session/gpu_session_dp_configs.json";
+    const auto j = nlohmann::json::parse(in);
+    const GpuSpec gpu = preflight::test::catalog_gpu(j.at("gpu_default").get<std::string>());
+    std::set<std::string> ids, families;
+    std::set<int> zeros, llama8b_zeros;
+    bool seventy = false;
+    for (const auto& c : j.at("configs")) {
+        const std::string id = c.at("id");
+        EXPECT_TRUE(ids.insert(id).second) << "duplicate id " << id;
+        const ModelConfig m = preflight::test::catalog_model(c.at("model"));
+        const Plan plan = resolve_defaults(plan_from_json(c), m);
+        EXPECT_NO_THROW(check_supported(m, plan)) << id;
+        const std::int64_t rank = c.at("rank");
+        EXPECT_NO_THROW((void)build_program(m, plan, rank)) << id;
+        RunOptions o;
+        o.rank = rank;
+        const Predicted p = predict(m, gpu, plan, o);
+        EXPECT_LE(p.memory.peak_bytes, gpu.memory_bytes * 85 / 100) << id;
+        const double gib = static_cast<double>(p.memory.peak_bytes) / (1 << 30);
+        EXPECT_NEAR(c.at("predicted_peak_gib").get<double>(), gib, 0.1 * gib) << id;
+        families.insert(std::string(to_string(m.family)));
+        zeros.insert(plan.zero);
+        if (m.name == "llama-3-8b" && plan.dp == 8 && plan.precision == Precision::bf16_mixed) llama8b_zeros.insert(plan.zero);
+        if (m.name == "llama-3-70b" && plan.dp == 64 && plan.zero == zero_weights && plan.recompute == Recompute::full &&
+            plan.seq == 4096 && rank == 0) {
+            seventy = true;
+            EXPECT_NEAR(static_cast<double>(p.tracked_peak_bytes) / (1 << 30), 29.0, 1.5) << id;
+        }
+    }
+    EXPECT_GE(ids.size(), 12u);
+    EXPECT_TRUE(families.count("gpt2") && families.count("llama"));
+    EXPECT_EQ(zeros, (std::set<int>{0, 1, 2, 3}));
+    EXPECT_EQ(llama8b_zeros, (std::set<int>{1, 2, 3}));
+    EXPECT_TRUE(seventy);
+}
+
 }  // namespace
 }  // namespace preflight::runtime

@@ -29,6 +29,11 @@
 #                  "--no-cudnn;--no-fused-epilogues": one curve of ours per flag set; PREFLIGHT_LOSS_PYTORCH_FROM:
 #                  compare with that recorded PyTorch curve instead of running train.py)
 #     debug        one small plan with --debug-sync (names the failing op if a kernel faults)
+#     measure-dp[:id,id]  the emulated data-parallel ranks of gpu_session_dp_configs.json: per plan
+#                  `preflight run --emulate-rank R --report data/measurements/<gpu>/dp/<id>.json` with its
+#                  evidence (<id>.log); PREFLIGHT_DP_STEPS (3) and PREFLIGHT_DP_WARMUP (1) per plan
+#     nccl         NCCL at world size 1 through the launcher (`preflight run --nproc-per-node 1`, ZeRO-1 and
+#                  ZeRO-3 gpt2): data/measurements/<gpu>/dp/nccl-ws1-*.rank0.json and logs
 #     all          check build test headline losscurve memcheck measure
 #
 # Everything recorded lands under data/measurements/<gpu>/ (session logs in
@@ -56,6 +61,9 @@ pytorch=${PREFLIGHT_PYTORCH:-1}
 jobs=${PREFLIGHT_JOBS:-$(nproc 2>/dev/null || echo 8)}
 out=${OUT:-/tmp/preflight-gpu-out}
 configs=validation/gpu_session/gpu_session_configs.json
+dp_configs=validation/gpu_session/gpu_session_dp_configs.json
+dp_steps=${PREFLIGHT_DP_STEPS:-3}
+dp_warmup=${PREFLIGHT_DP_WARMUP:-1}
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 export PATH="$PATH:/usr/local/cuda/bin"
 mkdir -p "$out"
@@ -147,6 +155,16 @@ do_check() {
         note "cuDNN: from the CUDA toolkit folder"
     else
         note "cuDNN: NOT FOUND (bf16 flash attention will use the runtime's own kernel; the report says so)"
+    fi
+    # libnccl.so.2 for the nccl backend and the emulated ranks' world-size-1 measurement: the
+    # nvidia.nccl wheel (dlopen'ed by the runtime); its header comes from the toolkit or .deps/nccl.
+    local nccl_lib
+    nccl_lib=$(python3 -c "import nvidia.nccl as m, os; print(os.path.join(list(m.__path__)[0], 'lib'))" 2>/dev/null)
+    if [[ -n $nccl_lib && -e $nccl_lib/libnccl.so.2 ]]; then
+        export LD_LIBRARY_PATH="$nccl_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+        note "NCCL: $nccl_lib/libnccl.so.2"
+    else
+        note "NCCL: no nvidia.nccl wheel (the nccl backend and the world-size-1 measurement report themselves unavailable)"
     fi
     [[ -e /usr/local/cuda/lib64/libcublasLt.so ]] || ls /usr/local/cuda/lib64/libcublasLt.so.* >/dev/null 2>&1 ||
         note "cuBLASLt: NOT FOUND under /usr/local/cuda/lib64 (the build will fail)"
@@ -315,6 +333,55 @@ PY
     done <<<"$lines"
 }
 
+do_measure_dp() {  # do_measure_dp SELECTOR (all | id,id,...): emulated data-parallel ranks
+    local sel=${1:-all}
+    ensure_built cli-only || { note "measure-dp: no preflight binary"; return 1; }
+    local pre=$build/cli/preflight ddir=$mdir/dp lines
+    mkdir -p "$ddir"
+    lines=$(python3 - "$dp_configs" "$sel" <<'EOF'
+import json, sys
+sel = sys.argv[2]
+for c in json.load(open(sys.argv[1]))["configs"]:
+    if sel == "all" or c["id"] in sel.split(","):
+        print(c["id"], c["model"], c["seq"], c["mbs"], c["grad_acc"], c["dp"], c["zero"], c["rank"], c["recompute"],
+              c["precision"], c["attention"])
+EOF
+)
+    [[ -n $lines ]] || { note "measure-dp: no configuration matches '$sel'"; return 1; }
+    note "measure-dp '$sel': $(echo "$lines" | wc -l) emulated ranks on $gpu"
+    local id model seq mbs ga dp zero rank rc prec attn
+    while read -r id model seq mbs ga dp zero rank rc prec attn; do
+        if [[ ${PREFLIGHT_REMEASURE:-0} != 1 ]] && python3 -c "import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if r.get('mode') == 'device' and r.get('status') == 'ok' else 1)" "$ddir/$id.json" 2>/dev/null; then
+            note "$id: already recorded (set PREFLIGHT_REMEASURE=1 to measure again)"; continue
+        fi
+        local plan=(--model "$model" --gpu "$gpu" --seq "$seq" --mbs "$mbs" --grad-acc "$ga" --dp "$dp" --zero "$zero"
+                    --recompute "$rc" --precision "$prec" --attention "$attn" --emulate-rank "$rank")
+        local pred need
+        pred=$("$pre" run "${plan[@]}" --dry-run --format json 2>/dev/null |
+               python3 -c "import json,sys; print(json.load(sys.stdin)['predicted'].get('step_time_s') or 0.5)" 2>/dev/null || echo 0.5)
+        need=$(python3 -c "print(int(25 + ($dp_warmup + $dp_steps) * 3 * $pred))")
+        if (( $(left) < need )); then
+            note "$id: SKIPPED (budget: needs ~${need}s, $(left)s left)"; continue
+        fi
+        evidence_run "$ddir/$id.log" "$(left)" "$pre" run "${plan[@]}" --steps "$dp_steps" --warmup "$dp_warmup" --report "$ddir/$id.json"
+        note "$id: preflight run exit $? ($(python3 validation/gpu_session/gpu_session_summary.py --one "$ddir/$id.json" 2>/dev/null))"
+        pack
+    done <<<"$lines"
+}
+
+do_nccl() {  # NCCL at world size 1, through the launcher (the one NCCL run a single GPU allows)
+    ensure_built cli-only || { note "nccl: no preflight binary"; return 1; }
+    local pre=$build/cli/preflight ddir=$mdir/dp z
+    mkdir -p "$ddir"
+    for z in 1 3; do
+        (( $(left) > 60 )) || { note "nccl ZeRO-$z: SKIPPED (budget)"; continue; }
+        evidence_run "$ddir/nccl-ws1-gpt2-z$z.log" "$(left)" "$pre" run --model gpt2 --gpu "$gpu" --seq 1024 --mbs 4 \
+            --grad-acc 2 --zero "$z" --nproc-per-node 1 --steps "$dp_steps" --warmup "$dp_warmup" --report "$ddir/nccl-ws1-gpt2-z$z.json"
+        note "nccl ZeRO-$z: exit $? ($(python3 validation/gpu_session/gpu_session_summary.py --one "$ddir/nccl-ws1-gpt2-z$z.rank0.json" 2>/dev/null))"
+        pack
+    done
+}
+
 do_headline() {
     local id
     id=$(python3 -c "import json;print(next(c['id'] for c in json.load(open('$configs'))['configs'] if c.get('headline')))")
@@ -411,7 +478,10 @@ for s in "${stages[@]}"; do
         cputest) ensure_built && do_ctest cpu-tests -LE gpu -j "$jobs" ;;
         measure) do_measure all ;;
         measure:*) do_measure "${s#measure:}" ;;
-        *) note "unknown stage '$s' (check build test headline losscurve debug memcheck cputest measure[:GROUP|:id,...] all)"; exit 2 ;;
+        measure-dp) do_measure_dp all ;;
+        measure-dp:*) do_measure_dp "${s#measure-dp:}" ;;
+        nccl) do_nccl ;;
+        *) note "unknown stage '$s' (check build test headline losscurve debug memcheck cputest measure[:GROUP|:id,...] measure-dp[:id,...] nccl all)"; exit 2 ;;
     esac
     pack
 done

@@ -70,6 +70,16 @@ else
     cudnn_note="no cuDNN headers at $cudnn_inc (set CUDNN_INCLUDE): the device build uses the wheel's, if any"
 fi
 
+# NCCL's header (the device has the library in PyTorch's nvidia.nccl wheel, loaded at run time).
+nccl_inc=${NCCL_INCLUDE:-/usr/local/cuda/include}
+if [[ -f $nccl_inc/nccl.h ]]; then
+    mkdir -p "$deps/nccl/include"
+    cp -L "$nccl_inc/nccl.h" "$deps/nccl/include/"
+    nccl_note="NCCL header $(awk '$2=="NCCL_MAJOR"{a=$3}$2=="NCCL_MINOR"{b=$3}$2=="NCCL_PATCH"{c=$3}END{print a"."b"."c}' "$nccl_inc/nccl.h")"
+else
+    nccl_note="no NCCL header at $nccl_inc (set NCCL_INCLUDE): the device build uses the toolkit's, if any"
+fi
+
 if [[ -f $gtest/CMakeLists.txt ]]; then
     cp -rL "$gtest" "$deps/googletest"
     gtest_note="GoogleTest sources from $gtest (built on the device)"
@@ -81,7 +91,7 @@ fi
 grep -qxF '.deps/' "$root/.gitignore" 2>/dev/null || echo '.deps/' >>"$root/.gitignore"
 
 size_kib=$(du -sk "$deps" | cut -f1)
-echo "staged $deps: nlohmann-json $json_ver, CLI11 $cli_ver; $cudnn_note; $gtest_note; $((size_kib / 1024)) MiB (carry limit 64 MiB)"
+echo "staged $deps: nlohmann-json $json_ver, CLI11 $cli_ver; $cudnn_note; $nccl_note; $gtest_note; $((size_kib / 1024)) MiB (carry limit 64 MiB)"
 [[ $size_kib -lt $((60 * 1024)) ]] || { echo "error: .deps is over 60 MiB" >&2; exit 1; }
 
 cat <<'EOF'
@@ -97,6 +107,9 @@ $OUT/preflight-gpu-<stamp>.tar.gz + $OUT/summary.txt). See README.md, "GPU sessi
        run(command="bash validation/gpu_session/gpu_session.sh losscurve memcheck measure:A", carry=[".deps"], timeout_s=600)
   3) and 4) the rest of the measured set (plans already recorded are skipped: resume):
        run(command="bash validation/gpu_session/gpu_session.sh measure", carry=[".deps"], timeout_s=600)
+  Data parallelism (loopback parity and NCCL at world size 1 are gpu-labelled tests, so in
+  `test`; then the emulated ranks and the launcher's NCCL run):
+       run(command="bash validation/gpu_session/gpu_session.sh check build test measure-dp nccl", carry=[".deps"], timeout_s=600)
 
 After EVERY call, unpack its records here before the next call (so the next copy of the working
 tree carries them and the resume skips them), then read the summary:
