@@ -255,6 +255,31 @@ ErrorStats leave_one_out_step_errors(const std::vector<CalibrationRun>& runs, co
     return error_stats(e);
 }
 
+// Leave-one-model-family-out: the runs of each family predicted by constants fitted on every other
+// family's runs, so a figure says how the step model carries to a family it was never fitted on.
+ErrorStats leave_one_family_out_step_errors(const std::vector<CalibrationRun>& runs, const GpuSpec& gpu, bool runtime,
+                                            std::vector<std::string>& families) {
+    std::map<std::string, std::vector<std::size_t>> by_family;
+    for (std::size_t i = 0; i < runs.size(); ++i) by_family[std::string(to_string(runs[i].model.family))].push_back(i);
+    std::vector<double> e;
+    if (by_family.size() < 2) return error_stats(e);
+    for (const auto& [family, members] : by_family) {
+        families.push_back(family);
+        std::vector<CalibrationRun> train;
+        for (const CalibrationRun& r : runs)
+            if (std::string(to_string(r.model.family)) != family) train.push_back(r);
+        if (train.size() < 2) continue;
+        int evals = 0;
+        GpuSpec fitted = gpu;
+        fitted.efficiency = fit_efficiency(train, gpu, runtime, evals);
+        for (std::size_t i : members) {
+            const double predicted = predicted_step(runs[i], fitted);
+            e.push_back(std::abs(runs[i].step_time_s - predicted) / predicted);
+        }
+    }
+    return error_stats(e);
+}
+
 // Pool slack under full recompute (runtime): what the driver saw beyond tensors and overhead,
 // per byte of one layer's full activations, median over the training runs that recompute.
 void fit_pool_slack(CalibrationResult& r, const std::vector<CalibrationRun>& train) {
@@ -291,7 +316,10 @@ CalibrationResult calibrate(const std::vector<CalibrationRun>& runs, const GpuSp
     r.train_runs = static_cast<int>(train.size());
     r.held_out_runs = static_cast<int>(held.size());
     r.after = fit_efficiency(train, gpu, runtime, r.iterations);
-    if (runs.size() <= kMaxLeaveOneOutRuns) r.step_loo_after = leave_one_out_step_errors(runs, gpu, runtime);
+    if (runs.size() <= kMaxLeaveOneOutRuns) {
+        r.step_loo_after = leave_one_out_step_errors(runs, gpu, runtime);
+        r.step_lofo_after = leave_one_family_out_step_errors(runs, gpu, runtime, r.families);
+    }
 
     // Overhead: the median measured non-tensor memory of the training runs.
     std::vector<double> overheads;
@@ -357,6 +385,8 @@ json calibration_to_json(const CalibrationResult& r) {
             {"step_time_error_held_out_before", errors_json(r.step_held_before)},
             {"step_time_error_held_out_after", errors_json(r.step_held_after)},
             {"step_time_error_leave_one_out_after", errors_json(r.step_loo_after)},
+            {"step_time_error_leave_one_family_out_after", errors_json(r.step_lofo_after)},
+            {"model_families", r.families},
             {"device_peak_error_held_out_before", errors_json(r.device_peak_held_before)},
             {"device_peak_error_held_out_after", errors_json(r.device_peak_held_after)}};
 }
@@ -397,6 +427,15 @@ std::string calibration_table(const CalibrationResult& r) {
         std::snprintf(b, sizeof b, "%-32s %15s %6.2f%%/%6.2f%%  (p50/p95, max %.2f%%, n=%d: each run predicted by a fit on the others)\n",
                       "step time error, leave-one-out", "", 100 * r.step_loo_after.p50, 100 * r.step_loo_after.p95,
                       100 * r.step_loo_after.max, r.step_loo_after.n);
+        o << b;
+    }
+    if (r.step_lofo_after.n > 0) {
+        std::string fams;
+        for (const auto& f : r.families) fams += (fams.empty() ? "" : ", ") + f;
+        std::snprintf(b, sizeof b, "%-32s %15s %6.2f%%/%6.2f%%  (p50/p95, max %.2f%%, n=%d: each model family (%s) predicted "
+                      "by a fit on the others)\n",
+                      "step time error, by family", "", 100 * r.step_lofo_after.p50, 100 * r.step_lofo_after.p95,
+                      100 * r.step_lofo_after.max, r.step_lofo_after.n, fams.c_str());
         o << b;
     }
     if (r.device_peak_held_after.n > 0) err("device peak error, held out", r.device_peak_held_before, r.device_peak_held_after);

@@ -56,6 +56,10 @@ struct CalibrationResult {
     ErrorStats step_train_before, step_train_after, step_held_before, step_held_after;
     ErrorStats device_peak_held_before, device_peak_held_after;
     ErrorStats step_loo_after;  // leave-one-out over every run (folders of at most 64 runs)
+    // Leave-one-model-family-out: each family's runs (gpt2, llama, ...) predicted by a fit on the
+    // other families' runs only; empty with a single family.
+    ErrorStats step_lofo_after;
+    std::vector<std::string> families;
     int iterations = 0;
 };
 
