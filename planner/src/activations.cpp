@@ -128,6 +128,9 @@ std::vector<ActivationTensor> full_inventory(const ModelConfig& m, const Plan& p
         tp_item("softmax log-sum-exp (fp32)", d.heads * tokens * 4, true);
     }
     tp_item("attention output (out-proj GEMM input)", tokens * d.q_width * d.gemm_input_bytes);
+    // Profile: under fp8 the out-proj input above is its fp8 copy; flash's backward reads the bf16 output.
+    if (prof.fp8_runtime_recipe && p.precision == Precision::fp8_mixed && p.attention == AttentionKind::flash)
+        tp_item("attention output (bf16, flash backward input)", tokens * d.q_width * d.activation_bytes);
     if (drop) sp_item("attention residual dropout mask", tokens * d.hidden * 1);
     sp_item("MLP norm input", tokens * d.hidden * d.activation_bytes);
     if (prof.norm_row_stats) sp_item("MLP norm statistics", tokens * norm_stats);

@@ -9,10 +9,12 @@
 #include "preflight/planner/extensions.hpp"
 #include "preflight/planner/runtime_layout.hpp"
 #include "activations.hpp"
+#include "stage_model.hpp"
 
 namespace preflight {
 
 using namespace activations;
+using namespace memory_detail;
 
 std::string_view to_string(PhaseKind k) {
     switch (k) {
@@ -79,45 +81,6 @@ std::int64_t tp_local_numel(const ParamTensor& p, std::int64_t tp, std::int64_t 
     return p.numel();
 }
 
-// Everything about one pipeline stage that the phase snapshots need.
-struct StageModel {
-    std::int64_t layers = 0;
-    bool first = false, last = false;
-    std::int64_t in_flight = 1;       // micro-batches whose activations are held at once
-    std::int64_t params_local = 0;    // after TP/PP, before ZeRO
-    ModelStateBytes states;           // steady state, after ZeRO
-    std::int64_t act_layer = 0;       // kept per layer per micro-batch
-    std::int64_t act_layer_full = 0;  // full saved set (re-created during backward under full recompute)
-    std::int64_t fwd_transient = 0;   // within-layer working memory in forward
-    std::int64_t bwd_transient = 0;   // within-layer working memory in backward
-    std::int64_t act_embed = 0;       // first stage: token ids, embedding dropout mask
-    std::int64_t act_head = 0;        // last stage: final-norm input/output, labels
-    std::int64_t logits_peak = 0;     // output+loss working set
-    std::int64_t static_buffers = 0;  // RoPE tables, fp8 scaling state
-    std::int64_t gather_layer = 0;    // ZeRO-3: one layer's gathered weights
-    std::int64_t gather_head = 0;     // ZeRO-3: gathered LM head / embedding
-    std::int64_t gather_stage = 0;    // profile, ZeRO-3 with pp > 1: every parameter of the stage kept gathered
-    std::int64_t grad_accum_stage = 0;  // profile, ZeRO-3 with pp > 1: unsharded gradients accumulated over micro-batches
-    std::int64_t layer_grad_bytes = 0;  // ZeRO-3: a layer's full grads before reduce-scatter
-    std::int64_t grad_buckets = 0;    // data-parallel gradient buckets in flight
-    std::int64_t autocast_layer = 0;  // profile: one layer's autocast 16-bit weight copies
-    std::int64_t autocast_head = 0;   // profile: the LM head's autocast copy
-    std::int64_t optimizer_temp = 0;  // profile: optimizer-step temporaries
-    bool full_recompute = false;
-    std::int64_t overhead = 0;
-    std::int64_t pool_slack = 0;  // profile: the device pool's slack under full recompute
-    ZeroStage zero = zero_none;
-    std::int64_t host_bytes = 0;            // offloaded states (extensions.hpp)
-    std::int64_t earlier_layer_units = -1;  // interleaved schedule: layer activations held from earlier chunks
-    // Profile (runtime_shard_units): the runtime's ZeRO-2/3 unreduced unit gradients (the unit
-    // being computed and the one before it, being reduce-scattered), its ZeRO-3 gathered
-    // embedding, and what its embedding ops hold beside them (runtime_embedding_points).
-    bool runtime_units = false;
-    std::int64_t unit_grad_layer = 0, unit_grad_output = 0, unit_grad_embed = 0;
-    std::int64_t gather_embed = 0;
-    std::int64_t embed_fwd_act = 0;  // layer 1's input, written by the embedding
-    std::int64_t embed_bwd_act = 0;  // the residual gradient the embedding's backward reads
-};
 
 // Parameter element counts of one stage (TP-local), summed over the tensors it owns.
 struct StageParams {
@@ -149,7 +112,8 @@ StageParams stage_params(const ModelConfig& m, const Plan& p, const FrameworkPro
         const std::int64_t local = tp_local_numel(t, p.tp, prof.vocab_pad_multiple);
         sp.flat += count * local;
         sp.zero3 += count * shard_elements(local, p.dp);
-        if (t.gemm_weight) {
+        const bool fp8_copy = t.gemm_weight && (!prof.fp8_runtime_recipe || t.place == TensorPlace::layer);
+        if (fp8_copy) {
             sp.gemm += count * local;
             sp.gemm_zero3 += count * shard_elements(local, p.dp);
         }
@@ -245,6 +209,8 @@ void add_layer_activations(StageModel& st, const ModelConfig& m, const Plan& p, 
             tokens * d.hidden * d.residual_bytes;
         st.bwd_transient = std::max(st.bwd_transient, 2 * tokens * d.hidden * d.residual_bytes + attn_bwd);
     }
+    if (prof.fp8_runtime_recipe && p.precision == Precision::fp8_mixed)
+        st.bwd_transient = std::max(st.bwd_transient, runtime_fp8_backward_transient(m, d));
     st.fwd_transient += extension_transient_bytes(m, p);
     st.bwd_transient += extension_transient_bytes(m, p);
     // One layer re-materialised (profile: its kept input is shared, not copied).
@@ -270,7 +236,9 @@ void add_embedding_and_head(StageModel& st, const ModelConfig& m, const Plan& p,
     const std::int64_t hidden_tokens = tokens * d.hidden;
     // Final norm input and its output (the LM-head GEMM input), int64 labels. Profile: the GEMM
     // saves its all-gathered input (the whole sequence) under sequence parallelism.
-    const std::int64_t head_gemm_input = hidden_tokens * d.gemm_input_bytes / (prof.head_saves_gathered_input ? 1 : sp_div);
+    // Profile: an LM head kept in bf16 under fp8 keeps its input at the activation dtype.
+    const int head_input_bytes = prof.fp8_runtime_recipe ? d.activation_bytes : d.gemm_input_bytes;
+    const std::int64_t head_gemm_input = hidden_tokens * head_input_bytes / (prof.head_saves_gathered_input ? 1 : sp_div);
     st.act_head = hidden_tokens * d.activation_bytes / sp_div + head_gemm_input + tokens * 8;
     if (prof.hf_module_inventory)  // profile: the final norm as in hf_inventory
         st.act_head =
@@ -291,26 +259,6 @@ void add_embedding_and_head(StageModel& st, const ModelConfig& m, const Plan& p,
     if (prof.head_input_grad_with_logits) st.logits_peak += hidden_tokens * d.activation_bytes / sp_div;
 }
 
-// Profile: the runtime's ZeRO buffers (runtime/src/program.cpp): ZeRO-3 gathers one unit at a
-// time (layer l and the prefetched l + 1 in forward, l and l - 1 in backward, the output layer's
-// in output+loss); ZeRO-2/3 hold the gradients of the unit being computed and of the one being
-// reduce-scattered meanwhile (the output layer's during output+loss and layer L's backward).
-void add_runtime_unit_buffers(StageModel& st, const ModelConfig& m, const Plan& p, const FrameworkProfile& prof) {
-    const RuntimeStageSpan span{st.first, st.last, 1, st.layers};
-    const RuntimeLayout layout = runtime_layout(m, p, padded_vocab(m.vocab, p.tp, prof.vocab_pad_multiple) / p.tp, span);
-    const RuntimeUnitBuffers b = runtime_unit_buffers(m, layout, p.precision);
-    st.runtime_units = true;
-    st.gather_layer = b.gather_layer;
-    st.gather_head = b.gather_output;
-    st.gather_embed = b.gather_embedding;
-    st.unit_grad_layer = b.grad_layer;
-    st.unit_grad_output = b.grad_output;
-    st.unit_grad_embed = b.grad_embedding;
-    const std::int64_t hidden_act = p.seq * p.mbs * m.hidden * precision_bytes(p.precision).activation;
-    st.embed_fwd_act = hidden_act;
-    st.embed_bwd_act = hidden_act;
-}
-
 // Buffers: workspaces, RoPE tables, fp8 scaling state, ZeRO-3 gathers, autocast weight
 // copies, gradient buckets, and the overhead outside the framework.
 void add_buffers(StageModel& st, const ModelConfig& m, const GpuSpec& gpu, const Plan& p, const MemoryOptions& opt,
@@ -319,7 +267,11 @@ void add_buffers(StageModel& st, const ModelConfig& m, const GpuSpec& gpu, const
     const PrecisionBytes pb = precision_bytes(p.precision);
     st.static_buffers += prof.workspace_bytes;  // profile: framework-owned workspaces (0 by default)
     if (m.position == PositionKind::rope) st.static_buffers += 2 * p.seq * m.head_dim * 4;  // fp32 cos/sin tables
-    if (p.precision == Precision::fp8_mixed) {
+    if (p.precision == Precision::fp8_mixed && prof.fp8_runtime_recipe) {
+        // Profile: current scaling, an amax and a dequantization factor (fp32) for the input, the
+        // weight and the output gradient of each of a layer's four GEMMs (program_fp8.cpp).
+        st.static_buffers += st.layers * 4 * 3 * 2 * 4;
+    } else if (p.precision == Precision::fp8_mixed) {
         // Transformer Engine delayed scaling: amax history (1024 x fp32) and scale for
         // input, weight and gradient of every GEMM.
         std::int64_t gemms = 0;
@@ -392,21 +344,6 @@ StageModel build_stage(const ModelConfig& m, const GpuSpec& gpu, const Plan& p, 
     return st;
 }
 
-// Profile (runtime_units): the runtime's embedding ops, in the phases of layer 1, hold the
-// token ids, one [s, b, h] activation (layer 1's input in forward, the residual gradient in
-// backward) and the embedding unit (gathered under ZeRO-3 in forward, its unreduced gradients
-// under ZeRO-2/3 in backward) beside the states; the phase's peak is the larger of that and
-// the layer's.
-MemoryBreakdown with_embedding_point(const StageModel& st, const Phase& ph, const MemoryBreakdown& layer_point,
-                                     std::int64_t earlier) {
-    if (!st.runtime_units || !st.first || ph.layer != 1) return layer_point;
-    const bool fwd = ph.kind == PhaseKind::forward;
-    MemoryBreakdown e = layer_point;
-    e.activations = earlier + st.act_embed + (fwd ? st.embed_fwd_act : st.embed_bwd_act);
-    e.buffers = st.static_buffers + (fwd ? st.gather_embed : st.unit_grad_embed);
-    return e.total() > layer_point.total() ? e : layer_point;
-}
-
 // Memory held at one phase of the micro-batch that reaches the stage's peak (the
 // in_flight-th: the earlier ones' activations are still held).
 MemoryBreakdown snapshot(const StageModel& st, const Phase& ph, bool first_step) {
@@ -456,16 +393,17 @@ MemoryBreakdown snapshot(const StageModel& st, const Phase& ph, bool first_step)
 
 // Calls f(phase) for the phases in step order of one stage; `all_layers` false keeps only
 // the ones that can hold the peak (activations grow through forward and shrink through
-// backward). A visitor, not a vector: the search judges every plan through it.
+// backward, so the last layer's; under the runtime's ZeRO buffers also the one before it, which
+// holds two layer units where the last holds one, or one beside the head's). A visitor, not a
+// vector: the search judges every plan through it.
 template <class F>
 void for_each_phase(const StageModel& st, bool all_layers, F&& f) {
     const std::int64_t micro_batches = st.in_flight;
+    const std::int64_t lowest = all_layers ? 1 : std::max<std::int64_t>(st.layers - (st.runtime_units ? 1 : 0), 1);
     f(Phase{PhaseKind::step_start, 0, 0});
-    for (std::int64_t layer = all_layers ? 1 : st.layers; layer <= st.layers; ++layer)
-        f(Phase{PhaseKind::forward, layer, micro_batches});
+    for (std::int64_t layer = lowest; layer <= st.layers; ++layer) f(Phase{PhaseKind::forward, layer, micro_batches});
     if (st.last) f(Phase{PhaseKind::output_loss, 0, micro_batches});
-    for (std::int64_t layer = st.layers; layer >= (all_layers ? 1 : st.layers); --layer)
-        f(Phase{PhaseKind::backward, layer, micro_batches});
+    for (std::int64_t layer = st.layers; layer >= lowest; --layer) f(Phase{PhaseKind::backward, layer, micro_batches});
     f(Phase{PhaseKind::grad_reduce, 0, 0});
     f(Phase{PhaseKind::optimizer_step, 0, 0});
 }
@@ -536,6 +474,7 @@ MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const
     }
     const Plan user_plan = resolve_defaults(plan_in, model);
     validate_plan(user_plan, model);
+    if (options.profile.check_plan) options.profile.check_plan(model, user_plan);
     const Plan plan = context_parallel_rank_plan(user_plan);  // identity at cp = 1
     const auto tensors = param_tensors(model);
     const auto inventory = full_inventory(model, plan, options.profile);

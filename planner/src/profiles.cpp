@@ -1,5 +1,6 @@
 #include "preflight/planner/profiles.hpp"
 
+#include "preflight/planner/error.hpp"
 #include "preflight/planner/frameworks.hpp"
 #include "preflight/planner/runtime_layout.hpp"
 #include "preflight/planner/throughput.hpp"
@@ -21,6 +22,26 @@ void adjust_throughput_runtime(const ModelConfig& model, const Plan& plan, Throu
 
 }  // namespace
 
+void check_runtime_fp8(const ModelConfig& m, const Plan& p) {
+    if (p.precision != Precision::fp8_mixed) return;
+    const std::string why = " (the Preflight runtime's fp8-mixed recipe)";
+    if (p.fp8_scaling != Fp8Scaling::tensorwise)
+        throw InputError("--fp8-scaling", "rowwise scaling is not implemented by the runtime; use tensorwise" + why);
+    if (p.zero == zero_weights)
+        throw InputError("--zero", "ZeRO-3 with fp8-mixed is not implemented by the runtime (its fp8 weight cache "
+                                   "follows the full weights); use --zero 0, 1 or 2" + why);
+    const std::pair<const char*, std::int64_t> dims[] = {{"hidden_size", m.hidden},
+                                                         {"heads x head_dim", m.q_width()},
+                                                         {"key/value heads x head_dim", m.kv_width()},
+                                                         {"intermediate_size", m.ffn_hidden},
+                                                         {"--seq x --mbs", p.seq * p.mbs}};
+    for (const auto& [what, v] : dims)
+        if (v % 16 != 0)
+            throw InputError(std::string(what) == "--seq x --mbs" ? "--seq" : "--model",
+                             std::string(what) + " = " + std::to_string(v) +
+                                 " is not a multiple of 16, as cuBLASLt's fp8 GEMMs need" + why);
+}
+
 FrameworkProfile runtime_profile() {
     FrameworkProfile p;
     p.name = "preflight-runtime";
@@ -38,12 +59,15 @@ FrameworkProfile runtime_profile() {
     // gradients are reduced in place in the gradient buffer (ZeRO-0/1) or in each unit's own
     // buffer (ZeRO-2/3), so there are no separate DDP buckets (grad_buckets_in_flight 0).
     p.runtime_shard_units = true;
+    p.fp8_runtime_recipe = true;
+    p.check_plan = &check_runtime_fp8;
     p.adjust_throughput = &adjust_throughput_runtime;
     // Its attention speed is the "runtime" block's own attention fraction, fitted on its runs
     // (cuDNN SDPA or its own kernel), not the spec's fused-attention figure for Megatron.
     p.fused_attention = false;
-    // runtime/src/program_types.cpp check_supported: no fp16-mixed, no fp8-mixed.
-    p.precisions = {Precision::fp32, Precision::bf16_mixed, Precision::bf16_mixed_fp32_grads, Precision::bf16};
+    // runtime/src/program_types.cpp check_supported: no fp16-mixed.
+    p.precisions = {Precision::fp32, Precision::bf16_mixed, Precision::bf16_mixed_fp32_grads, Precision::bf16,
+                    Precision::fp8_mixed};
     return p;
 }
 

@@ -165,6 +165,17 @@ void HostRunner::run(const Op& op, const BufferTable&) {
         case OpKind::eager_dp:
         case OpKind::eager_softmax_bwd:
         case OpKind::eager_dqkv: run_attention(op); break;
+        case OpKind::fp8_cast:
+        case OpKind::fp8_cast_weights: run_fp8(op); break;
+        case OpKind::linear_fwd:
+        case OpKind::linear_bwd_data:
+        case OpKind::linear_bwd_weight:
+            if (is_fp8(P.buffers[static_cast<std::size_t>(op.v[0].buffer)].dtype)) {
+                run_fp8_linear(op);
+                break;
+            }
+            run_compute(op);
+            break;
         default: run_compute(op); break;
     }
     for (BufferId b : op.free) {  // poisoned: a later read shows up as NaN

@@ -119,6 +119,7 @@ void add_persistent_buffers(Builder& B) {
     } else {
         P.moment1 = B.buffer("sgd momentum", Category::optimizer, DType::f32, n.optimizer);
     }
+    add_fp8_buffers(B);
     P.gemm_workspace = B.buffer("cublaslt workspace", Category::workspace, DType::u8, kRuntimeGemmWorkspaceBytes);
     P.scalars = B.buffer("device scalars", Category::workspace, DType::u8, kRuntimeScalarsBytes);
     if (P.model.position == PositionKind::rope) {
@@ -220,8 +221,10 @@ void emit_micro_batch(Builder& B, std::int64_t mb, bool reduce) {
         // Selective recompute drops the attention core right after use; full recompute
         // keeps only the layer input (everything else goes with the layer's last op).
         LayerFwd f = emit_layer_forward(B, P.step, l, mb, x, true, recompute != Recompute::selective, "");
-        if (recompute == Recompute::full)
-            for (BufferId b : {f.xn1, f.qkv, f.core, f.attn, f.x1, f.xn2, f.up, f.act}) P.step.back().free.push_back(b);
+        if (recompute == Recompute::full) {
+            for (BufferId b : layer_kept(P, f)) P.step.back().free.push_back(b);
+            P.step.back().free.push_back(f.core);
+        }
         release_gathered(B, P.step.back(), layer_unit(l));
         saved.push_back(f);
         x = f.out;
@@ -293,11 +296,14 @@ Program build_program(const ModelConfig& model, const Plan& plan_in, std::int64_
     P.grad = pb.gradient == 4 ? DType::f32 : DType::bf16;
     P.master = pb.master > 0;
     P.grad_accum_fp32 = pb.gradient_accum > 0;
+    P.fp8 = plan.precision == Precision::fp8_mixed;
 
     Builder B(P);
     add_parameters(B);
     add_persistent_buffers(B);
     B.emit(P.step, OpKind::zero_grads, "zero gradients and loss", {PhaseKind::step_start, 0, 0});
+    if (P.fp8)  // fp8_cast_weights: the updated weights into the fp8 cache, once per step
+        B.emit(P.step, OpKind::fp8_cast_weights, "fp8 cast of the layers' weights", {PhaseKind::step_start, 0, 0});
     emit_micro_batches(B);
     reduce_accumulated(B, P.step);
     wait_all(B, P.step, {PhaseKind::grad_reduce, 0, 0});

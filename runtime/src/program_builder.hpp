@@ -92,11 +92,17 @@ inline std::string layer_label(std::int64_t l) {
     return s;
 }
 
-// The buffers one layer's forward creates.
+// The buffers one layer's forward creates. Under fp8-mixed the four GEMM inputs (xn1, attn, xn2,
+// act) are kept as transposed fp8 copies (the *_8t buffers) for the weight gradients, and the
+// bf16 ones go with their cast, but for the attention output under flash (its backward reads it).
 struct LayerFwd {
     BufferId x = kNoBuffer, xn1 = kNoBuffer, qkv = kNoBuffer, core = kNoBuffer, attn = kNoBuffer, x1 = kNoBuffer,
              xn2 = kNoBuffer, up = kNoBuffer, act = kNoBuffer, out = kNoBuffer;
+    BufferId xn1_8t = kNoBuffer, attn_8t = kNoBuffer, xn2_8t = kNoBuffer, act_8t = kNoBuffer;
 };
+
+// What a layer keeps for its backward, but its input x and its attention core (listed apart).
+std::vector<BufferId> layer_kept(const Program& P, const LayerFwd& f);
 
 // Emits one layer's forward. Saved tensors follow the planner's inventory
 // (memory.cpp full_inventory): x (norm input), xn1 (QKV GEMM input), qkv (Q, K after
@@ -128,6 +134,25 @@ void emit_linear_bwd(Builder& B, std::vector<Op>& out, const std::string& name, 
 void emit_norm_bwd(Builder& B, std::vector<Op>& out, const std::string& name, const Phase& ph, BufferId x,
                    BufferId dy, BufferId dx, bool accumulate, ParamId w, ParamId b, std::vector<BufferId> alloc,
                    std::vector<BufferId> free);
+
+// --- fp8-mixed (program_fp8.cpp). Scale slots: three per layer GEMM (0 qkv, 1 out, 2 up,
+// 3 down): its input, its weight, its output gradient.
+enum class Fp8Operand { input = 0, weight = 1, grad = 2 };
+std::int32_t fp8_slot(std::int64_t layer, int gemm, Fp8Operand o);
+// The fp8 weight cache and the scale slots (after the parameters, before the set-up op).
+void add_fp8_buffers(Builder& B);
+// Forward of a layer GEMM. Under fp8 (a weight with an fp8 copy): the input cast (a row-major
+// copy for the GEMM, freed after it; a transposed one kept for the weight gradient, returned),
+// `free_input` letting the bf16 input go with the cast, then the fp8 GEMM (unless `run_gemm` is
+// false: full recompute re-creates the kept copy without the GEMM). Else the bf16 linear
+// (returns kNoBuffer).
+BufferId emit_gemm_fwd(Builder& B, std::vector<Op>& out, const std::string& name, const Phase& ph, const View& in,
+                       const View& y, ParamId w, ParamId b, const View& residual, bool free_input, bool run_gemm = true);
+// Backward of a layer GEMM. Under fp8: the output gradient cast (row-major and transposed, both
+// freed after the weight gradient) feeds the fp8 data and weight gradients, `x8t` being the kept
+// input copy; the bias gradient reads the bf16 dy. Else the bf16 backward.
+void emit_gemm_bwd(Builder& B, std::vector<Op>& out, const std::string& name, const Phase& ph, const View& dy,
+                   const View& x, BufferId x8t, const View& dx, ParamId w, ParamId b, std::vector<BufferId> alloc_dx);
 
 // --- Data parallelism (program_comm.cpp): the collectives and ZeRO buffers of a rank's
 // step, emitted around the compute ops. Unit u indexes Program::layout.units (0: the

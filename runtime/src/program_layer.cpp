@@ -82,7 +82,8 @@ void emit_mlp_forward(Builder& B, std::vector<Op>& out, std::int64_t l, const st
     f.xn2 = B.act(n + "mlp norm out", d.h);
     emit_norm_fwd(B, out, n + "mlp norm", ph, f.x1, f.xn2, lp.norm2_w, lp.norm2_b);
     f.up = B.act(n + (P.model.mlp == MlpKind::swiglu ? "gate|up" : "fc1 out"), d.up_width);
-    emit_linear_fwd(B, out, n + "up proj", ph, B.full(f.xn2, d.h), B.full(f.up, d.up_width), lp.up_w, lp.up_b);
+    f.xn2_8t = emit_gemm_fwd(B, out, n + "up proj", ph, B.full(f.xn2, d.h), B.full(f.up, d.up_width), lp.up_w, lp.up_b,
+                             {}, P.fp8);
     f.act = B.act(n + "down in", d.ffn);
     {  // swiglu_fwd: v0 = gate|up, v1 = silu(gate)*up. gelu_fwd: v0 = fc1 out, v1 = gelu(.)
         Op& o = B.emit(out, P.model.mlp == MlpKind::swiglu ? OpKind::swiglu_fwd : OpKind::gelu_fwd, n + "activation",
@@ -91,11 +92,11 @@ void emit_mlp_forward(Builder& B, std::vector<Op>& out, std::int64_t l, const st
         o.v[0] = B.full(f.up, d.up_width);
         o.v[1] = B.full(f.act, d.ffn);
     }
-    if (produce_output) {
-        f.out = B.act(layer_label(l + 1) + "attn norm in", d.h);
-        emit_linear_fwd(B, out, n + "down proj", ph, B.full(f.act, d.ffn), B.full(f.out, d.h), lp.down_w, lp.down_b,
-                        B.full(f.x1, d.h));
-    }
+    if (produce_output) f.out = B.act(layer_label(l + 1) + "attn norm in", d.h);
+    // Full recompute re-creates the down projection's kept input (fp8: its transposed copy) but
+    // does not re-run the projection.
+    f.act_8t = emit_gemm_fwd(B, out, n + "down proj", ph, B.full(f.act, d.ffn), B.full(f.out, d.h), lp.down_w, lp.down_b,
+                             B.full(f.x1, d.h), P.fp8, produce_output);
 }
 
 }  // namespace
@@ -114,15 +115,17 @@ LayerFwd emit_layer_forward(Builder& B, std::vector<Op>& out, std::int64_t l, st
     f.xn1 = B.act(n + "attn norm out", d.h);
     emit_norm_fwd(B, out, n + "attn norm", ph, x, f.xn1, lp.norm1_w, lp.norm1_b);
     f.qkv = B.act(n + "qkv", d.qkv_width);
-    emit_linear_fwd(B, out, n + "qkv proj", ph, B.full(f.xn1, d.h), B.full(f.qkv, d.qkv_width), lp.qkv_w, lp.qkv_b);
+    f.xn1_8t = emit_gemm_fwd(B, out, n + "qkv proj", ph, B.full(f.xn1, d.h), B.full(f.qkv, d.qkv_width), lp.qkv_w,
+                             lp.qkv_b, {}, P.fp8);
     if (P.model.position == PositionKind::rope) {  // rope_fwd: v0 = qkv (in place on Q and K)
         Op& o = B.emit(out, OpKind::rope_fwd, n + "rope", ph);
         o.v[0] = B.full(f.qkv, d.qkv_width);
     }
     emit_attention_core_forward(B, out, n, ph, f, keep_core);
     f.x1 = B.act(n + "mlp norm in", d.h);
-    emit_linear_fwd(B, out, n + "out proj", ph, B.full(f.attn, d.q_width), B.full(f.x1, d.h), lp.out_w, lp.out_b,
-                    B.full(x, d.h));
+    // fp8: flash attention's backward reads its bf16 output; eager's does not, so it goes with the cast.
+    f.attn_8t = emit_gemm_fwd(B, out, n + "out proj", ph, B.full(f.attn, d.q_width), B.full(f.x1, d.h), lp.out_w,
+                              lp.out_b, B.full(x, d.h), P.fp8 && P.plan.attention == AttentionKind::eager);
     emit_mlp_forward(B, out, l, n, ph, f, produce_output);
     return f;
 }
@@ -193,6 +196,13 @@ void emit_norm_bwd(Builder& B, std::vector<Op>& out, const std::string& name, co
     o.free.push_back(stats);
 }
 
+std::vector<BufferId> layer_kept(const Program& P, const LayerFwd& f) {
+    if (!P.fp8) return {f.xn1, f.qkv, f.attn, f.x1, f.xn2, f.up, f.act};
+    std::vector<BufferId> v = {f.xn1_8t, f.qkv, f.attn_8t, f.x1, f.xn2_8t, f.up, f.act_8t};
+    if (P.plan.attention == AttentionKind::flash) v.push_back(f.attn);
+    return v;
+}
+
 namespace {
 
 // Recomputation at the start of layer l's backward (Korthikanti et al. 2022, sec. 4): full
@@ -208,7 +218,9 @@ std::vector<BufferId> emit_recompute(Builder& B, std::vector<Op>& out, std::int6
             o.phase = ph;
             out.push_back(std::move(o));
         }
-        return {f.xn1, f.qkv, f.core, f.attn, f.x1, f.xn2, f.up, f.act};
+        std::vector<BufferId> kept = layer_kept(P, f);
+        kept.push_back(f.core);
+        return kept;
     }
     if (P.plan.recompute == Recompute::selective) {
         const std::string prefix = layer_label(l) + "recompute ";
@@ -229,8 +241,8 @@ void emit_mlp_backward(Builder& B, std::vector<Op>& out, const std::string& n, c
     // dGU [rows, up_width]: the down dgrad writes dA into its first f columns, the
     // activation backward turns it into d(gate)|d(up) (GeLU: d(fc1 out)) in place.
     const BufferId dgu = B.act(n + "d gate|up", d.up_width, Category::temporary);
-    emit_linear_bwd(B, out, n + "down proj", ph, B.full(dres, d.h), B.full(f.act, d.ffn),
-                    View{dgu, d.rows, d.ffn, d.up_width, 0}, lp.down_w, lp.down_b, {dgu});
+    emit_gemm_bwd(B, out, n + "down proj", ph, B.full(dres, d.h), B.full(f.act, d.ffn), f.act_8t,
+                  View{dgu, d.rows, d.ffn, d.up_width, 0}, lp.down_w, lp.down_b, {dgu});
     {  // swiglu_bwd / gelu_bwd: v0 = dGU (in: dA in the first f columns; out: input gradient), v1 = forward input
         Op& o = B.emit(out, P.model.mlp == MlpKind::swiglu ? OpKind::swiglu_bwd : OpKind::gelu_bwd,
                        n + "activation bwd", ph);
@@ -238,9 +250,9 @@ void emit_mlp_backward(Builder& B, std::vector<Op>& out, const std::string& n, c
         o.v[1] = B.full(f.up, d.up_width);
     }
     const BufferId dxn2 = B.act(n + "d mlp norm out", d.h, Category::temporary);
-    emit_linear_bwd(B, out, n + "up proj", ph, B.full(dgu, d.up_width), B.full(f.xn2, d.h), B.full(dxn2, d.h),
-                    lp.up_w, lp.up_b, {dxn2});
-    out.back().free = {dgu};
+    emit_gemm_bwd(B, out, n + "up proj", ph, B.full(dgu, d.up_width), B.full(f.xn2, d.h), f.xn2_8t, B.full(dxn2, d.h),
+                  lp.up_w, lp.up_b, {dxn2});
+    out.back().free.push_back(dgu);
     emit_norm_bwd(B, out, n + "mlp norm bwd", ph, f.x1, dxn2, dres, true, lp.norm2_w, lp.norm2_b, {}, {dxn2});
 }
 
@@ -320,8 +332,8 @@ void emit_layer_backward(Builder& B, std::vector<Op>& out, std::int64_t l, std::
 
     // Attention.
     const BufferId dattn = B.act(n + "d attn out", d.q_width, Category::temporary);
-    emit_linear_bwd(B, out, n + "out proj", ph, B.full(dres, d.h), B.full(f.attn, d.q_width),
-                    B.full(dattn, d.q_width), lp.out_w, lp.out_b, {dattn});
+    emit_gemm_bwd(B, out, n + "out proj", ph, B.full(dres, d.h), B.full(f.attn, d.q_width), f.attn_8t,
+                  B.full(dattn, d.q_width), lp.out_w, lp.out_b, {dattn});
     const BufferId dqkv = B.act(n + "d qkv", d.qkv_width, Category::temporary);
     if (P.plan.attention == AttentionKind::flash)
         emit_flash_backward(B, out, n, ph, f, dattn, dqkv);
@@ -332,16 +344,15 @@ void emit_layer_backward(Builder& B, std::vector<Op>& out, std::int64_t l, std::
         o.v[0] = B.full(dqkv, d.qkv_width);
     }
     const BufferId dxn1 = B.act(n + "d attn norm out", d.h, Category::temporary);
-    emit_linear_bwd(B, out, n + "qkv proj", ph, B.full(dqkv, d.qkv_width), B.full(f.xn1, d.h), B.full(dxn1, d.h),
-                    lp.qkv_w, lp.qkv_b, {dxn1});
-    out.back().free = {dqkv};
+    emit_gemm_bwd(B, out, n + "qkv proj", ph, B.full(dqkv, d.qkv_width), B.full(f.xn1, d.h), f.xn1_8t,
+                  B.full(dxn1, d.h), lp.qkv_w, lp.qkv_b, {dxn1});
+    out.back().free.push_back(dqkv);
     // The layer's saved tensors (and any recomputed ones) go with its last op.
     std::vector<BufferId> release = {dxn1, saved.x};
     if (P.plan.recompute == Recompute::full) {
         release.insert(release.end(), recomputed.begin(), recomputed.end());
     } else {
-        for (BufferId b : {saved.xn1, saved.qkv, saved.attn, saved.x1, saved.xn2, saved.up, saved.act})
-            release.push_back(b);
+        for (BufferId b : layer_kept(P, saved)) release.push_back(b);
         release.push_back(P.plan.recompute == Recompute::selective ? f.core : saved.core);
     }
     emit_norm_bwd(B, out, n + "attn norm bwd", ph, f.x, dxn1, dres, true, lp.norm1_w, lp.norm1_b, {}, release);

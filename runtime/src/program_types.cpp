@@ -43,10 +43,14 @@ int dtype_bytes(DType t) {
         case DType::f32: return 4;
         case DType::bf16: return 2;
         case DType::i64: return 8;
-        case DType::u8: return 1;
+        case DType::u8:
+        case DType::f8e4m3:
+        case DType::f8e5m2: return 1;
     }
     return 1;
 }
+
+bool is_fp8(DType t) { return t == DType::f8e4m3 || t == DType::f8e5m2; }
 
 std::string_view to_string(DType t) {
     switch (t) {
@@ -54,6 +58,8 @@ std::string_view to_string(DType t) {
         case DType::bf16: return "bf16";
         case DType::i64: return "i64";
         case DType::u8: return "u8";
+        case DType::f8e4m3: return "f8e4m3";
+        case DType::f8e5m2: return "f8e5m2";
     }
     return "?";
 }
@@ -95,6 +101,8 @@ std::string_view to_string(OpKind k) {
         case OpKind::reduce_scatter: return "reduce_scatter";
         case OpKind::all_gather: return "all_gather";
         case OpKind::comm_wait: return "comm_wait";
+        case OpKind::fp8_cast: return "fp8_cast";
+        case OpKind::fp8_cast_weights: return "fp8_cast_weights";
     }
     return "?";
 }
@@ -163,9 +171,10 @@ void check_supported(const ModelConfig& m, const Plan& p) {
     if (p.tp != 1) no("--tp", "must be 1 for `run` (tensor parallelism is not implemented by the runtime yet)");
     if (p.pp != 1) no("--pp", "must be 1 for `run` (pipeline parallelism is not implemented by the runtime yet)");
     if (p.sp) no("--sp", "sequence parallelism needs tensor parallelism");
-    if (p.precision == Precision::fp16_mixed || p.precision == Precision::fp8_mixed)
-        no("--precision", "fp16-mixed and fp8-mixed are not implemented by the runtime; use fp32, bf16-mixed, "
-                          "bf16-mixed-fp32-grads or bf16");
+    if (p.precision == Precision::fp16_mixed)
+        no("--precision", "fp16-mixed is not implemented by the runtime; use fp32, bf16-mixed, bf16-mixed-fp32-grads, "
+                          "bf16 or fp8-mixed");
+    check_runtime_fp8(m, p);  // the planner's rule for the runtime's fp8-mixed recipe (profiles.hpp)
     if (p.dropout != 0.0) no("--dropout", "must be 0 for `run` (dropout is not implemented by the runtime)");
     if (m.is_moe()) no("--model", "mixture-of-experts models are not implemented by the runtime");
     if (m.head_dim % 2 != 0 && m.position == PositionKind::rope) no("--model", "RoPE needs an even head_dim");

@@ -568,8 +568,9 @@ TEST(Frameworks, RuntimeProfileUsesTheSpecsRuntimeBlock) {
     EXPECT_EQ(gpu_for_profile(bare, again).overhead_bytes, h100.overhead_bytes);
 }
 
-// The runtime runs fp32, bf16-mixed, bf16-mixed-fp32-grads and bf16 only: a search under its
-// profile never proposes fp16-mixed or fp8-mixed, which the H100 spec publishes peaks for.
+// The runtime runs fp32, bf16-mixed, bf16-mixed-fp32-grads, bf16 and fp8-mixed (tensorwise, ZeRO
+// 0-2): a search under its profile never proposes fp16-mixed, which the H100 spec publishes a peak
+// for, nor an fp8 plan the runtime refuses.
 TEST(Frameworks, RuntimeProfileSearchesOnlyThePrecisionsTheRuntimeRuns) {
     const ModelConfig m = test::catalog_model("llama-3.2-1b");
     SearchRequest r;
@@ -581,8 +582,27 @@ TEST(Frameworks, RuntimeProfileSearchesOnlyThePrecisionsTheRuntimeRuns) {
     const GpuSpec gpu = gpu_for_profile(test::catalog_gpu("h100-sxm-80gb"), r.memory.profile);
     const SearchResult res = search_plans(m, gpu, r);
     ASSERT_FALSE(res.candidates.empty());
+    bool fp8 = false;
     for (const auto& c : res.candidates) {
-        EXPECT_NE(c.plan.precision, Precision::fp8_mixed);
         EXPECT_NE(c.plan.precision, Precision::fp16_mixed);
+        if (c.plan.precision == Precision::fp8_mixed) {
+            fp8 = true;
+            EXPECT_NE(c.plan.zero, zero_weights);
+        }
+    }
+    EXPECT_TRUE(fp8);
+    // The runtime's fp8 rule is the profile's: ZeRO-3 with fp8 is refused naming --zero.
+    Plan p;
+    p.seq = 2048;
+    p.precision = Precision::fp8_mixed;
+    p.dp = 2;
+    p.zero = zero_weights;
+    MemoryOptions mo;
+    mo.profile = runtime_profile();
+    try {
+        evaluate_memory(m, gpu, p, mo);
+        ADD_FAILURE() << "the runtime profile evaluated fp8-mixed with ZeRO-3";
+    } catch (const InputError& e) {
+        EXPECT_EQ(e.subject(), "--zero");
     }
 }

@@ -142,8 +142,11 @@ TEST(Program, RefusesPlansTheRuntimeCannotRunNamingTheFlag) {
     refused([](Plan& p) { p.tp = 2; }, "--tp");
     refused([](Plan& p) { p.pp = 2; }, "--pp");
     refused([](Plan& p) { p.dropout = 0.1; }, "--dropout");
-    refused([](Plan& p) { p.precision = Precision::fp8_mixed; }, "--precision");
     refused([](Plan& p) { p.precision = Precision::fp16_mixed; }, "--precision");
+    // fp8-mixed runs with per-tensor scaling, ZeRO up to 2 and GEMM dimensions multiples of 16.
+    refused([](Plan& p) { p.precision = Precision::fp8_mixed, p.fp8_scaling = Fp8Scaling::rowwise; }, "--fp8-scaling");
+    refused([](Plan& p) { p.precision = Precision::fp8_mixed, p.dp = 2, p.zero = zero_weights; }, "--zero");
+    refused([](Plan& p) { p.precision = Precision::fp8_mixed, p.seq = 250; }, "--seq");
     EXPECT_THROW(build_program(test::catalog_model("mixtral-8x7b"), plan_of(256, 1, 1, Recompute::none,
                                                                              Precision::bf16_mixed, AttentionKind::flash)),
                  InputError);

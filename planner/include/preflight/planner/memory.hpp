@@ -74,6 +74,13 @@ struct FrameworkProfile {
     // gathers of one unit at a time (the next layer prefetched), ZeRO-2/3 gradients of the unit
     // being computed and of the one being reduce-scattered, and the embedding ops' own peaks.
     bool runtime_shard_units = false;
+    // fp8-mixed as the Preflight runtime runs it (runtime/src/program_fp8.cpp): only the layers'
+    // GEMMs take fp8 operands (the LM head, and a tied embedding, stay bf16: no fp8 copy, and the
+    // head's input is kept at the activation dtype); per-tensor current scaling keeps two fp32 per
+    // operand of each layer GEMM (input, weight, output gradient) instead of an amax history;
+    // flash attention's bf16 output is kept beside its fp8 copy (the flash backward reads it);
+    // the casts' transient copies in the backward (runtime_fp8_backward_transient).
+    bool fp8_runtime_recipe = false;
 
     // --- Fields the PyTorch profile needs (profiles.hpp, pytorch_profile()): plain
     // PyTorch with Hugging Face transformers modules on one GPU. Every default below
@@ -130,6 +137,9 @@ struct FrameworkProfile {
     std::int64_t allocation_granularity_bytes = 0;
 
     // --- Framework profiles with a memory model of their own (planner/src/profiles/).
+    // Refuses (InputError naming the flag) a plan the framework cannot run, before it is evaluated;
+    // nullptr = every valid plan. The plan search lists such plans' families as refused.
+    void (*check_plan)(const ModelConfig&, const Plan&) = nullptr;
     // Evaluates the plan instead of the generic model below; nullptr = the generic model.
     MemoryReport (*evaluate)(const ModelConfig&, const GpuSpec&, const Plan&, const MemoryOptions&) = nullptr;
     // Sets the framework's own step-time options for a plan (its pipeline split, async TP

@@ -102,6 +102,11 @@ private:
     void run_elementwise(const Op& op);  // host_runner_ops.cpp
     void run_attention(const Op& op);    // host_runner_ops.cpp
     void run_eager(const Op& op);        // host_runner_ops.cpp
+    void run_fp8(const Op& op);          // host_runner_fp8.cpp
+    void run_fp8_linear(const Op& op);   // host_runner_fp8.cpp
+    template <class At>
+    void quantize_into(At at, std::int64_t rows, std::int64_t cols, DType t, double* row, double* col, int slot);
+    double scale_inv(int slot);
     void run_data_parallel(const Op& op);
     void init();
     void optimizer();

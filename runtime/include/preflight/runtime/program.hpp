@@ -27,7 +27,9 @@ inline constexpr int kCategoryCount = 9;
 std::string_view to_string(Category c);
 std::string_view contract_category(Category c);
 
-enum class DType : std::uint8_t { f32, bf16, i64, u8 };
+// f8e4m3 / f8e5m2: the fp8-mixed recipe's GEMM operands (reference.hpp Fp8Format), one byte each.
+enum class DType : std::uint8_t { f32, bf16, i64, u8, f8e4m3, f8e5m2 };
+bool is_fp8(DType t);
 int dtype_bytes(DType t);
 std::string_view to_string(DType t);
 
@@ -85,6 +87,11 @@ enum class OpKind : std::uint8_t {
     reduce_scatter,    // ZeRO-1/2/3: v0 (the unit, dp chunks) averaged, this rank's chunk in place; v1: added into
     all_gather,        // ZeRO-1/2: v0 in place from each rank's chunk; ZeRO-3: v0 gathered from the shard chunk v1
     comm_wait,         // the compute stream waits for the collective `comm_back` before the latest one
+    // fp8-mixed (program_fp8.cpp): per-tensor current scaling. fp8_cast: v0 (bf16) quantized with
+    // its amax into v1 (row-major, may be empty) and v2 (transposed, may be empty); the amax and the
+    // dequantization factor go to scale slot `scale_a`. fp8_cast_weights: every layer GEMM weight
+    // into the fp8 weight cache (W and W^T, scale slot Program::fp8_weight_slot).
+    fp8_cast, fp8_cast_weights,
 };
 std::string_view to_string(OpKind k);
 
@@ -97,6 +104,9 @@ struct Op {
     bool accumulate = false;  // add into the output (beta = 1) instead of overwriting
     std::int64_t unit = -1;   // collectives, unit_grads_begin: the shard unit (Program::layout.units)
     int comm_back = 0;        // comm_wait: 0 = the latest collective issued, 1 = the one before, ...
+    // fp8-mixed: the scale slots (Program::fp8_scales) of the op's fp8 operands: fp8_cast writes
+    // scale_a; an fp8 GEMM reads its A operand's (scale_a) and B operand's (scale_b) factors.
+    std::int32_t scale_a = -1, scale_b = -1;
     std::vector<BufferId> alloc;  // allocated before the op runs
     std::vector<BufferId> free;   // freed after it ran
 };
@@ -160,6 +170,15 @@ struct Program {
     // grads_fp32, else grads.
     std::int64_t rank = 0;
     RuntimeLayout layout;
+
+    // fp8-mixed (program_fp8.cpp): the layers' GEMMs take fp8 operands; the LM head stays bf16.
+    // fp8_weights caches W (E4M3, [N, K]) and W^T ([K, N]) of every layer GEMM weight, cast once
+    // per step; fp8_scales holds two fp32 per scale slot (amax, dequantization factor), three slots
+    // per layer GEMM (its input, its weight, its output gradient).
+    bool fp8 = false;
+    BufferId fp8_weights = kNoBuffer, fp8_scales = kNoBuffer;
+    std::vector<std::int64_t> fp8_weight_offset;  // per ParamId: W's offset in fp8_weights (W^T after it), -1 none
+    std::vector<std::int32_t> fp8_weight_slot;    // per ParamId: W's scale slot, -1 none
     std::vector<BufferId> unit_weights, unit_grads;
     BufferId optimizer_grads() const;
     // Where parameter `id`'s weights / gradients are while an op runs (a gathered unit or the

@@ -83,4 +83,23 @@ void adamw(double* p, const double* g, double* m, double* v, i64 n, double lr, d
            double weight_decay, i64 step);
 void sgd(double* p, const double* g, double* mom, i64 n, double lr, double momentum, double weight_decay);
 
+// FP8 (OCP 8-bit floating point; Micikevicius et al. 2022, "FP8 Formats for Deep Learning",
+// table 1): E4M3 (bias 7, 3 mantissa bits, no infinities, largest 448) for weights and
+// activations, E5M2 (bias 15, 2 mantissa bits, largest 57,344) for gradients.
+enum class Fp8Format { e4m3, e5m2 };
+double fp8_max(Fp8Format f);
+// The nearest fp8 value (ties to even), saturated at +-max as the CUDA conversion with
+// __NV_SATFINITE does; NaN stays NaN.
+double round_fp8(double x, Fp8Format f);
+// Per-tensor current scaling (Transformer Engine's current scaling, torchao's tensorwise):
+// amax = max |x|; scale = max_fp8 / amax (1 when amax is 0 or not finite); q_i = round_fp8(x_i *
+// scale); a GEMM of quantized operands multiplies by each one's scale_inv = 1 / scale.
+struct Fp8Tensor {
+    std::vector<double> q;  // the fp8 values (times scale)
+    double amax = 0, scale = 1, scale_inv = 1;
+};
+// The scale the quantization uses for a tensor with this amax, in fp32 as the device computes it.
+double fp8_scale(double amax, Fp8Format f);
+Fp8Tensor quantize_fp8(const double* x, i64 n, Fp8Format f);
+
 }  // namespace preflight::runtime::ref

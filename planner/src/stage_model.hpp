@@ -1,0 +1,60 @@
+// Internal to the planner's memory model (memory.cpp, memory_runtime.cpp): one pipeline stage
+// as the phase snapshots see it, and the terms of the Preflight runtime's profile.
+#pragma once
+
+#include <cstdint>
+
+#include "activations.hpp"
+#include "preflight/planner/memory.hpp"
+
+namespace preflight::memory_detail {
+
+// Everything about one pipeline stage that the phase snapshots need.
+struct StageModel {
+    std::int64_t layers = 0;
+    bool first = false, last = false;
+    std::int64_t in_flight = 1;       // micro-batches whose activations are held at once
+    std::int64_t params_local = 0;    // after TP/PP, before ZeRO
+    ModelStateBytes states;           // steady state, after ZeRO
+    std::int64_t act_layer = 0;       // kept per layer per micro-batch
+    std::int64_t act_layer_full = 0;  // full saved set (re-created during backward under full recompute)
+    std::int64_t fwd_transient = 0;   // within-layer working memory in forward
+    std::int64_t bwd_transient = 0;   // within-layer working memory in backward
+    std::int64_t act_embed = 0;       // first stage: token ids, embedding dropout mask
+    std::int64_t act_head = 0;        // last stage: final-norm input/output, labels
+    std::int64_t logits_peak = 0;     // output+loss working set
+    std::int64_t static_buffers = 0;  // RoPE tables, fp8 scaling state
+    std::int64_t gather_layer = 0;    // ZeRO-3: one layer's gathered weights
+    std::int64_t gather_head = 0;     // ZeRO-3: gathered LM head / embedding
+    std::int64_t gather_stage = 0;    // profile, ZeRO-3 with pp > 1: every parameter of the stage kept gathered
+    std::int64_t grad_accum_stage = 0;  // profile, ZeRO-3 with pp > 1: unsharded gradients accumulated over micro-batches
+    std::int64_t layer_grad_bytes = 0;  // ZeRO-3: a layer's full grads before reduce-scatter
+    std::int64_t grad_buckets = 0;    // data-parallel gradient buckets in flight
+    std::int64_t autocast_layer = 0;  // profile: one layer's autocast 16-bit weight copies
+    std::int64_t autocast_head = 0;   // profile: the LM head's autocast copy
+    std::int64_t optimizer_temp = 0;  // profile: optimizer-step temporaries
+    bool full_recompute = false;
+    std::int64_t overhead = 0;
+    std::int64_t pool_slack = 0;  // profile: the device pool's slack under full recompute
+    ZeroStage zero = zero_none;
+    std::int64_t host_bytes = 0;            // offloaded states (extensions.hpp)
+    std::int64_t earlier_layer_units = -1;  // interleaved schedule: layer activations held from earlier chunks
+    // Profile (runtime_shard_units): the runtime's ZeRO-2/3 unreduced unit gradients (the unit
+    // being computed and the one before it, being reduce-scattered), its ZeRO-3 gathered
+    // embedding, and what its embedding ops hold beside them (runtime_embedding_points).
+    bool runtime_units = false;
+    std::int64_t unit_grad_layer = 0, unit_grad_output = 0, unit_grad_embed = 0;
+    std::int64_t gather_embed = 0;
+    std::int64_t embed_fwd_act = 0;  // layer 1's input, written by the embedding
+    std::int64_t embed_bwd_act = 0;  // the residual gradient the embedding's backward reads
+};
+
+// Profile (runtime_shard_units, memory_runtime.cpp): the runtime's ZeRO buffers for the stage.
+void add_runtime_unit_buffers(StageModel& st, const ModelConfig& m, const Plan& p, const FrameworkProfile& prof);
+// Profile (runtime_units): a layer-1 phase's peak, the embedding ops' included.
+MemoryBreakdown with_embedding_point(const StageModel& st, const Phase& ph, const MemoryBreakdown& layer_point,
+                                     std::int64_t earlier);
+// Profile (fp8_runtime_recipe): the widest point of a layer's backward with its fp8 gradient casts.
+std::int64_t runtime_fp8_backward_transient(const ModelConfig& m, const activations::ActivationDims& d);
+
+}  // namespace preflight::memory_detail
