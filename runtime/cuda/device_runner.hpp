@@ -109,7 +109,7 @@ public:
     // GeLU fused into the fc1 GEMM (cuBLASLt GELU_AUX_BIAS) and its gradient into the fc2
     // dgrad GEMM (DGELU), bf16 programs only; the program (and so the memory) is unchanged:
     // the fc1 GEMM runs at the activation op, once the activation's buffer exists.
-    void set_fuse_gelu(bool on) { fuse_gelu_ = on && P.act == DType::bf16 && P.model.mlp == MlpKind::gelu; }
+    void set_fuse_gelu(bool on) { fuse_gelu_ = on && P.act == DType::bf16 && P.model.mlp == MlpKind::gelu && !P.fp8; }
     void run(const Op& op, const BufferTable& t) override {
         if (&op == sample_op_ && sample_hook_) {
             PF_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -447,9 +447,17 @@ private:
                                    at<float>(t, op.v[3]), grad<T>(t, op.p0), grad<T>(t, op.p1), d.rows, d.h, norm_eps(),
                                    layernorm(), op.accumulate, stream);
                 break;
-            case OpKind::linear_fwd: linear_fwd<T>(op, t); break;
-            case OpKind::linear_bwd_data: linear_bwd_data<T>(op, t); break;
-            case OpKind::linear_bwd_weight: gemm_linear_bwd_weight<T>(op, t); break;
+            case OpKind::linear_fwd:
+                if (fp8_operands(op)) fp8_linear(op, t); else linear_fwd<T>(op, t);
+                break;
+            case OpKind::linear_bwd_data:
+                if (fp8_operands(op)) fp8_linear(op, t); else linear_bwd_data<T>(op, t);
+                break;
+            case OpKind::linear_bwd_weight:
+                if (fp8_operands(op)) fp8_linear(op, t); else gemm_linear_bwd_weight<T>(op, t);
+                break;
+            case OpKind::fp8_cast:
+            case OpKind::fp8_cast_weights: run_fp8(op, t); break;
             case OpKind::rope_fwd:
             case OpKind::rope_bwd:
                 launch_rope<T>(at<T>(t, op.v[0]), base<float>(t, P.rope_cos), base<float>(t, P.rope_sin), d.b, d.s, d.heads,
@@ -503,6 +511,12 @@ private:
     void sgd_region(const OptimizerRegion& r, const BufferTable& t);
     // The collectives and waits (device_runner_comm.cpp).
     void run_data_parallel(const Op& op, const BufferTable& t);
+    // fp8-mixed (device_runner_fp8.cpp): the casts, and a linear whose operands are fp8.
+    bool fp8_operands(const Op& op) const {
+        return P.fp8 && is_fp8(P.buffers[static_cast<std::size_t>(op.v[0].buffer)].dtype);
+    }
+    void run_fp8(const Op& op, const BufferTable& t);
+    void fp8_linear(const Op& op, const BufferTable& t);
 
 };
 

@@ -36,6 +36,15 @@ struct GemmArgs {
     Epilogue epilogue = Epilogue::none;
     void* aux = nullptr;
     std::int64_t ldaux = 0;
+    // fp8 operands (the fp8-mixed recipe, program_fp8.cpp): A and B in E4M3 or E5M2, each times
+    // the device float its *_scale points at (its dequantization factor); C, D and the bias bf16.
+    // Hopper's fp8 GEMMs take both operands K-major only: trans_a false, trans_b true. fast_accum:
+    // no periodic promotion of the fp32 accumulator (the forward's; torchao, Transformer Engine).
+    enum class Fp8 : std::uint8_t { none, e4m3, e5m2 };
+    Fp8 fp8_a = Fp8::none, fp8_b = Fp8::none;
+    const float* a_scale = nullptr;
+    const float* b_scale = nullptr;
+    bool fast_accum = false;
 };
 
 class Gemm {
@@ -56,7 +65,7 @@ public:
 
 private:
     using Key = std::tuple<bool, bool, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
-                           std::int64_t, std::int64_t, int, bool, bool, std::uintptr_t, int, std::int64_t>;
+                           std::int64_t, std::int64_t, int, bool, bool, std::uintptr_t, int, std::int64_t, int>;
     cublasLtHandle_t handle_ = nullptr;
     bool fp32_;
     void* workspace_ = nullptr;

@@ -47,6 +47,16 @@ struct LoopbackBuffers {
 template <class T>
 void launch_loopback(LoopbackKind kind, const LoopbackBuffers& b, int world, i64 count, cudaStream_t stream);
 
+// amax.cu and fp8_cast.cu: fp8 current scaling (program_fp8.cpp). amax: max |x| over a
+// [rows, cols] view (row stride ld) into *amax. fp8_cast: x times max_fp8 / slot[0] (the amax),
+// rounded (E4M3, or E5M2 when e5m2) with saturation into row_out [rows, cols] and / or col_out
+// [cols, rows] (either may be null); slot[1] receives the dequantization factor.
+template <class T>
+void launch_amax(const T* x, i64 rows, i64 cols, i64 ld, float* amax, cudaStream_t stream);
+template <class T>
+void launch_fp8_cast(const T* x, i64 rows, i64 cols, i64 ld, float* slot, bool e5m2, std::uint8_t* row_out,
+                     std::uint8_t* col_out, cudaStream_t stream);
+
 // embedding.cu
 template <class T>
 void launch_embedding_fwd(const std::int64_t* tokens, const T* wte, const T* wpe, T* x, i64 b, i64 s, i64 h,
