@@ -104,5 +104,34 @@ TEST(GpuSessionConfigs, TheDataParallelRanksRunFitAndCoverTheIssue) {
     EXPECT_TRUE(seventy);
 }
 
+// validation/gpu_session/gpu_session_fp8_configs.json, the fp8 / bf16 pairs: each plan runs in both
+// recipes, fits an 80 GB H100 with 15 % headroom in both, and the set has >= 6 pairs with a Llama of
+// 3B or more among them (the issue's speed goal).
+TEST(GpuSessionConfigs, TheFp8PairsRunAndFitInBothRecipes) {
+    std::ifstream in(preflight::test::data_dir() / ".." / "validation" / "gpu_session" / "gpu_session_fp8_configs.json");
+    ASSERT_TRUE(in) << "validation/gpu_session/gpu_session_fp8_configs.json";
+    const auto j = nlohmann::json::parse(in);
+    const GpuSpec gpu = preflight::test::catalog_gpu(j.at("gpu_default").get<std::string>());
+    int pairs = 0;
+    bool large = false;
+    for (const auto& c : j.at("configs")) {
+        const ModelConfig m = preflight::test::catalog_model(c.at("model"));
+        double worst = 0;
+        for (Precision pr : {Precision::bf16_mixed, Precision::fp8_mixed}) {
+            Plan plan = resolve_defaults(plan_from_json(c), m);
+            plan.precision = pr;
+            EXPECT_NO_THROW(check_supported(m, plan)) << c.at("id") << " " << to_string(pr);
+            const Predicted p = predict(m, gpu, plan, RunOptions{});
+            EXPECT_LE(p.memory.peak_bytes, gpu.memory_bytes * 85 / 100) << c.at("id") << " " << to_string(pr);
+            worst = std::max(worst, static_cast<double>(p.memory.peak_bytes) / (1 << 30));
+        }
+        EXPECT_NEAR(c.at("predicted_peak_gib").get<double>(), worst, 0.1 * worst) << c.at("id");
+        large = large || (m.family == ModelFamily::llama && count_params(m).total >= 3'000'000'000);
+        ++pairs;
+    }
+    EXPECT_GE(pairs, 6);
+    EXPECT_TRUE(large);
+}
+
 }  // namespace
 }  // namespace preflight::runtime

@@ -34,6 +34,12 @@
 #                  evidence (<id>.log); PREFLIGHT_DP_STEPS (3) and PREFLIGHT_DP_WARMUP (1) per plan
 #     nccl         NCCL at world size 1 through the launcher (`preflight run --nproc-per-node 1`, ZeRO-1 and
 #                  ZeRO-3 gpt2): data/measurements/<gpu>/dp/nccl-ws1-*.rank0.json and logs
+#     fp8          fp8-mixed against bf16-mixed: every pair of gpu_session_fp8_configs.json back to back
+#                  (data/measurements/<gpu>/fp8/<id>_<precision>.json and logs)
+#     curves       200-step loss curves (PREFLIGHT_CURVE_STEPS) of llama-3.2-1b: ours in fp8-mixed and
+#                  bf16-mixed from one start, PyTorch in bf16-mixed and fp32 from it twice each (train.py
+#                  --split 1 and 2: only the reduction order differs), the band of correct runs
+#                  (compare_band.py) and curves.svg, in data/measurements/<gpu>/curves/
 #     all          check build test headline losscurve memcheck measure
 #
 # Everything recorded lands under data/measurements/<gpu>/ (session logs in
@@ -62,6 +68,7 @@ jobs=${PREFLIGHT_JOBS:-$(nproc 2>/dev/null || echo 8)}
 out=${OUT:-/tmp/preflight-gpu-out}
 configs=validation/gpu_session/gpu_session_configs.json
 dp_configs=validation/gpu_session/gpu_session_dp_configs.json
+fp8_configs=validation/gpu_session/gpu_session_fp8_configs.json
 dp_steps=${PREFLIGHT_DP_STEPS:-3}
 dp_warmup=${PREFLIGHT_DP_WARMUP:-1}
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
@@ -382,6 +389,60 @@ do_nccl() {  # NCCL at world size 1, through the launcher (the one NCCL run a si
     done
 }
 
+do_fp8() {  # fp8 / bf16 pairs of gpu_session_fp8_configs.json, each pair back to back on this GPU
+    ensure_built cli-only || { note "fp8: no preflight binary"; return 1; }
+    local pre=$build/cli/preflight fdir=$mdir/fp8 lines
+    mkdir -p "$fdir"
+    lines=$(python3 -c "import json,sys; [print(c['id'], c['model'], c['seq'], c['mbs'], c['grad_acc'], c['recompute'], c['attention']) for c in json.load(open(sys.argv[1]))['configs']]" "$fp8_configs")
+    local id model seq mbs ga rc attn pr
+    while read -r id model seq mbs ga rc attn; do
+        for pr in bf16-mixed fp8-mixed; do
+            local rid="${id}_$pr"
+            if [[ ${PREFLIGHT_REMEASURE:-0} != 1 ]] && python3 -c "import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if r.get('status') == 'ok' else 1)" "$fdir/$rid.json" 2>/dev/null; then
+                note "$rid: already recorded"; continue
+            fi
+            (( $(left) > 90 )) || { note "$rid: SKIPPED (budget: $(left)s left)"; continue; }
+            evidence_run "$fdir/$rid.log" "$(left)" "$pre" run --model "$model" --gpu "$gpu" --seq "$seq" --mbs "$mbs" \
+                --grad-acc "$ga" --recompute "$rc" --attention "$attn" --precision "$pr" --steps "$steps" --warmup "$warmup" \
+                --report "$fdir/$rid.json"
+            note "$rid: exit $? ($(python3 validation/gpu_session/gpu_session_summary.py --one "$fdir/$rid.json" 2>/dev/null))"
+            pack
+        done
+    done <<<"$lines"
+}
+
+do_curves() {  # 200-step loss curves: ours (fp8-mixed, bf16-mixed) and PyTorch's band (bf16-mixed, fp32)
+    ensure_built cli-only || { note "curves: no preflight binary"; return 1; }
+    local pre=$build/cli/preflight cdir=$mdir/curves n=${PREFLIGHT_CURVE_STEPS:-200} train=validation/pytorch/train.py
+    mkdir -p "$cdir"
+    local plan=(--model llama-3.2-1b --gpu "$gpu" --seq 512 --mbs 4 --lr 1e-3 --seed 1234)
+    evidence_run "$cdir/ours-bf16-mixed.log" "$(left)" "$pre" run "${plan[@]}" --precision bf16-mixed --steps "$n" --warmup 0 \
+        --save-init "$cdir/init.bin" --report "$cdir/ours-bf16-mixed.json"
+    evidence_run "$cdir/ours-fp8-mixed.log" "$(left)" "$pre" run "${plan[@]}" --precision fp8-mixed --steps "$n" --warmup 0 \
+        --report "$cdir/ours-fp8-mixed.json"
+    local prec split
+    for prec in bf16-mixed fp32; do
+        for split in 1 2; do  # the same recipe, data and start; only the reduction order differs
+            (( $(left) > 60 )) || { note "curves: PyTorch $prec split $split SKIPPED (budget)"; continue; }
+            evidence_run "$cdir/pytorch-$prec-split$split.log" "$(left)" python3 "$train" --config data/models/llama-3.2-1b.json \
+                --model-name llama-3.2-1b --gpu "$gpu" --seq 512 --mbs 4 --precision "$prec" --steps "$n" --warmup 0 \
+                --lr 1e-3 --seed 1234 --init-from "$cdir/init.bin" --data preflight --split "$split" \
+                --report "$cdir/pytorch-$prec-split$split.json"
+        done
+    done
+    python3 validation/pytorch/compare_band.py "$cdir/pytorch-bf16-mixed-split1.json" "$cdir/pytorch-bf16-mixed-split2.json" \
+        --ours "$cdir/ours-bf16-mixed.json" --pytorch "$cdir/pytorch-bf16-mixed-split1.json" --json "$cdir/band-bf16-mixed.json" \
+        >"$cdir/band-bf16-mixed.txt" 2>&1
+    note "curves: bf16 band: $(tail -1 "$cdir/band-bf16-mixed.txt")"
+    python3 validation/pytorch/compare_band.py "$cdir/pytorch-fp32-split1.json" "$cdir/pytorch-fp32-split2.json" \
+        --json "$cdir/band-fp32.json" >"$cdir/band-fp32.txt" 2>&1
+    note "curves: fp32 band: $(tail -1 "$cdir/band-fp32.txt")"
+    python3 validation/pytorch/plot_curves.py "$cdir/curves.svg" --title "llama-3.2-1b, seq 512, mbs 4: loss per step" \
+        "ours fp8-mixed=$cdir/ours-fp8-mixed.json" "ours bf16-mixed=$cdir/ours-bf16-mixed.json" \
+        "PyTorch bf16-mixed=$cdir/pytorch-bf16-mixed-split1.json" "PyTorch fp32=$cdir/pytorch-fp32-split1.json" 2>>"$summary"
+    pack
+}
+
 do_headline() {
     local id
     id=$(python3 -c "import json;print(next(c['id'] for c in json.load(open('$configs'))['configs'] if c.get('headline')))")
@@ -481,7 +542,9 @@ for s in "${stages[@]}"; do
         measure-dp) do_measure_dp all ;;
         measure-dp:*) do_measure_dp "${s#measure-dp:}" ;;
         nccl) do_nccl ;;
-        *) note "unknown stage '$s' (check build test headline losscurve debug memcheck cputest measure[:GROUP|:id,...] measure-dp[:id,...] nccl all)"; exit 2 ;;
+        fp8) do_fp8 ;;
+        curves) do_curves ;;
+        *) note "unknown stage '$s' (check build test headline losscurve debug memcheck cputest measure[:GROUP|:id,...] measure-dp[:id,...] nccl fp8 curves all)"; exit 2 ;;
     esac
     pack
 done

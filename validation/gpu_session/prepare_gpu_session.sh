@@ -110,6 +110,8 @@ $OUT/preflight-gpu-<stamp>.tar.gz + $OUT/summary.txt). See README.md, "GPU sessi
   Data parallelism (loopback parity and NCCL at world size 1 are gpu-labelled tests, so in
   `test`; then the emulated ranks and the launcher's NCCL run):
        run(command="bash validation/gpu_session/gpu_session.sh check build test measure-dp nccl", carry=[".deps"], timeout_s=600)
+  fp8-mixed (its gpu tests are in `test`; then the pairs, the 200-step curves and the band):
+       run(command="bash validation/gpu_session/gpu_session.sh fp8 curves", carry=[".deps"], timeout_s=600)
 
 After EVERY call, unpack its records here before the next call (so the next copy of the working
 tree carries them and the resume skips them), then read the summary:

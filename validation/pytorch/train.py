@@ -61,6 +61,10 @@ def parse_args(argv):
                    help="random: uniform token ids (default); preflight: the Preflight runtime's synthetic "
                         "sequences for --seed (runtime/include/preflight/runtime/synthetic.hpp), tokens at "
                         "positions 0..s-1 and labels 1..s, loss over all s positions as the runtime's")
+    p.add_argument("--split", type=int, default=1,
+                   help="the band of two correct runs: process each micro-batch as SPLIT chunks of mbs/SPLIT rows "
+                        "with their gradients summed (the same data, model and recipe; only the reduction order "
+                        "changes). Compare with the same run at --split 1 (validation/pytorch/compare_band.py)")
     p.add_argument("--bf16-residual", action="store_true",
                    help="diagnostic, bf16-mixed only: round the residual stream and its gradient to bf16 at "
                         "every norm's input, as the Preflight runtime keeps them (autocast keeps both in fp32)")
@@ -70,6 +74,8 @@ def parse_args(argv):
             p.error("--%s must be at least 1" % name.replace("_", "-"))
     if a.warmup < 0:
         p.error("--warmup must be 0 or more")
+    if a.split < 1 or a.mbs % a.split != 0:
+        p.error("--split must be at least 1 and divide --mbs")
     if a.bf16_residual and a.precision not in ("bf16-mixed", "bf16-mixed-fp32-grads"):
         p.error("--bf16-residual needs --precision bf16-mixed or bf16-mixed-fp32-grads")
     return a
@@ -260,6 +266,7 @@ def main(argv):
         return 2
     name = a.model_name or os.path.splitext(os.path.basename(a.config))[0]
     report = {"schema_version": 1, "command": "run", "source": "pytorch", "mode": "device", "status": "ok",
+              "split": a.split,
               "model": {"name": name}, "gpu": {"name": a.gpu}, "plan": plan_json(a), "steps": a.steps,
               "seed": a.seed, "device": None, "predicted": {"profile": "pytorch"},
               "measured": {"source": "pytorch"}}
@@ -388,20 +395,25 @@ def main(argv):
                 torch.cuda.synchronize(dev)
                 t0 = time.perf_counter()
                 total = 0.0
-                for ids, labels in step_batches(step + 1):
-                    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
-                        if labels is None:
-                            outputs = model(input_ids=ids, labels=ids)
-                            loss = outputs.loss / a.grad_acc
-                        else:  # the runtime's loss: mean cross-entropy over all s positions
-                            outputs = model(input_ids=ids)
-                            loss = torch.nn.functional.cross_entropy(
-                                outputs.logits.float().view(-1, outputs.logits.shape[-1]), labels.view(-1)) / a.grad_acc
-                    # `outputs` (with its logits) stays referenced through backward, as in the
-                    # usual `outputs = model(**batch); outputs.loss.backward()` loop.
-                    loss.backward()
-                    total += float(loss.detach())
-                    del outputs, loss
+                for ids_all, labels_all in step_batches(step + 1):
+                    rows = a.mbs // a.split  # --split: the same micro-batch in chunks, gradients summed
+                    for c in range(a.split):
+                        ids = ids_all[c * rows:(c + 1) * rows]
+                        labels = None if labels_all is None else labels_all[c * rows:(c + 1) * rows]
+                        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+                            if labels is None:
+                                outputs = model(input_ids=ids, labels=ids)
+                                loss = outputs.loss / (a.grad_acc * a.split)
+                            else:  # the runtime's loss: mean cross-entropy over all s positions
+                                outputs = model(input_ids=ids)
+                                loss = torch.nn.functional.cross_entropy(
+                                    outputs.logits.float().view(-1, outputs.logits.shape[-1]),
+                                    labels.reshape(-1)) / (a.grad_acc * a.split)
+                        # `outputs` (with its logits) stays referenced through backward, as in the
+                        # usual `outputs = model(**batch); outputs.loss.backward()` loop.
+                        loss.backward()
+                        total += float(loss.detach())
+                        del outputs, loss
                 opt.step()
                 opt.zero_grad(set_to_none=True)
                 torch.cuda.synchronize(dev)

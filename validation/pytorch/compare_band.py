@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""How far two correct runs drift apart, and whether ours stays inside that band.
+
+  compare_band.py A.json B.json [--ours OURS.json --pytorch PYTORCH.json] [--json OUT.json]
+
+A and B are two PyTorch runs of the same recipe, data, seed and initial weights that differ only
+in the order of their reductions (`train.py --split 1` and `--split 2`: each micro-batch in one
+piece or in two halves with the gradients summed). Their per-step relative difference |A - B| / A
+is what rounding alone does to a loss curve; its running maximum up to step i is the band at i.
+With --ours / --pytorch (our runtime's curve and PyTorch's, same init and data: the `losscurve`
+stage), each step's |ours - pytorch| / pytorch is divided by the band: inside when the ratio is at
+most 1. Prints the table and a summary; exit 0 when ours is inside the band at >= 90 % of the steps
+(or no ours given), 1 when not, 2 on bad input.
+"""
+import argparse
+import json
+import sys
+
+
+def losses(path):
+    with open(path) as f:
+        r = json.load(f)
+    if r.get("status") != "ok":
+        raise ValueError("%s: status %s" % (path, r.get("status")))
+    return [float(x) for x in r["measured"]["loss"]]
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("a")
+    p.add_argument("b")
+    p.add_argument("--ours")
+    p.add_argument("--pytorch")
+    p.add_argument("--json", help="write the per-step band (and ratios) here")
+    a = p.parse_args(argv)
+    if bool(a.ours) != bool(a.pytorch):
+        print("compare_band.py: --ours and --pytorch go together", file=sys.stderr)
+        return 2
+    try:
+        A, B = losses(a.a), losses(a.b)
+        ours, pt = (losses(a.ours), losses(a.pytorch)) if a.ours else (None, None)
+    except (OSError, ValueError, KeyError) as e:
+        print("compare_band.py: %s" % e, file=sys.stderr)
+        return 2
+    n = min(len(A), len(B), len(ours) if ours else len(A), len(pt) if pt else len(A))
+    band, running, ratios = [], 0.0, []
+    print("step   band (running max)" + ("   ours vs pytorch   ratio" if ours else ""))
+    for i in range(n):
+        running = max(running, abs(A[i] - B[i]) / abs(A[i]) if A[i] else 0.0)
+        band.append(running)
+        line = "%4d   %8.4f %%" % (i + 1, 100 * running)
+        if ours:
+            d = abs(ours[i] - pt[i]) / abs(pt[i]) if pt[i] else float("inf")
+            r = d / running if running > 0 else (0.0 if d == 0 else float("inf"))
+            ratios.append(r)
+            line += "        %8.4f %%   %6.2f%s" % (100 * d, r, "" if r <= 1 else "  <-- outside")
+        print(line)
+    inside = sum(1 for r in ratios if r <= 1)
+    summary = {"steps": n, "band_final": band[-1] if band else None, "band": band}
+    if ours:
+        summary.update({"ratios": ratios, "inside_steps": inside, "inside_fraction": inside / n if n else 0.0})
+        print("%d steps: band %.4f %% at the end; ours inside it at %d of %d steps" % (n, 100 * band[-1], inside, n))
+    else:
+        print("%d steps: band %.4f %% at the end" % (n, 100 * band[-1] if band else 0.0))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(summary, f, indent=1)
+            f.write("\n")
+    return 0 if not ours or (n and inside >= 0.9 * n) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
