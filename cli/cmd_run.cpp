@@ -79,7 +79,8 @@ std::string opt_ratio(const std::optional<double>& v) {
 void print_parallel(const runtime::RunReport& r) {
     const runtime::ParallelInfo& p = r.parallel;
     if (p.backend == "none") return;
-    std::cout << "# rank " << p.rank << " of " << p.world_size << " data-parallel ranks, collectives: " << p.backend;
+    std::cout << "# rank " << p.rank << " of " << p.world_size << " (data-parallel rank " << p.dp_rank
+              << ", tensor-parallel rank " << p.tp_rank << "), collectives: " << p.backend;
     if (p.backend == "emulated")
         std::cout << " (this rank alone: collectives are local ops; communication time is the planner's prediction)";
     if (p.backend == "dry-run") std::cout << " (walked, not run)";
@@ -351,12 +352,14 @@ Command add_run_command(CLI::App& app) {
                     "Write the initial parameters (fp32, flat) to FILE and their index to FILE.json, for "
                     "validation/pytorch/train.py --init-from (device runs)");
     sub->add_option("--emulate-rank", st->emulate_rank,
-                    "Data-parallel plans (--dp > 1, or a ZeRO stage): run rank R of the plan's ranks alone on this GPU, "
-                    "every collective a local op on the same buffers: its memory is what rank R of the real job holds "
-                    "(but for NCCL's own buffers, measured and reported), its step time the measured compute plus the "
-                    "planner's predicted communication. With --dry-run: the rank walked (default 0)");
+                    "Multi-GPU plans (--dp or --tp > 1, or a ZeRO stage): run rank R of the plan's dp x tp ranks alone "
+                    "on this GPU (R = tp_rank + tp x dp_rank: tensor-parallel ranks adjacent, as Megatron-LM numbers "
+                    "them), every collective a local op on the same buffers: its memory is what rank R of the real job "
+                    "holds (but for NCCL's own buffers, measured and reported), its step time the measured compute plus "
+                    "the planner's predicted communication; its loss is not the model's (the other ranks' partial sums "
+                    "are missing). With --dry-run: the rank walked (default 0)");
     sub->add_option("--nproc-per-node", st->ranks.nproc_per_node,
-                    "Start one process per data-parallel rank on this node (N = --dp), each on GPU LOCAL_RANK, "
+                    "Start one process per rank on this node (N = --dp x --tp), each on GPU LOCAL_RANK, "
                     "collectives over NCCL; each rank writes --report with .rank<R> before the extension. On several "
                     "nodes launch `preflight run` with torchrun or srun instead: RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/"
                     "MASTER_PORT or SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID are read, the NCCL id handed over TCP "
@@ -370,7 +373,7 @@ Command add_run_command(CLI::App& app) {
         "    preflight run --plan - --emulate-rank 0      # rank 0 of the recommendation, on this GPU\n"
         "  preflight run --model gpt2 --dp 8 --zero 1 --nproc-per-node 8   # eight local ranks over NCCL\n"
         "Exit codes: 0 ok; 1 allocation failed (report still written) or tracked peak off the prediction by > 1 %;\n"
-        "2 bad input or a plan the runtime cannot run (tp/pp > 1, fp16/fp8, dropout, MoE); 3 no GPU, no CUDA build,\n"
+        "2 bad input or a plan the runtime cannot run (pp > 1, --sp, fp16, dropout, MoE); 3 no GPU, no CUDA build,\n"
         "or a CUDA/cuBLASLt/NCCL failure during the run (report still written).");
     return {sub, [st] { return run_command(*st); }};
 }

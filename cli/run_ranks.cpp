@@ -21,10 +21,12 @@ namespace preflight::cli {
 
 RankChoice choose_ranks(const RankFlags& f, const std::optional<runtime::Rendezvous>& env, const Plan& plan,
                         bool dry_run) {
-    const std::string dp = std::to_string(plan.dp);
+    const std::int64_t world = plan.gpus();
+    const std::string n = std::to_string(world);
+    const std::string shape = "--dp " + std::to_string(plan.dp) + " x --tp " + std::to_string(plan.tp);
     // A process torchrun, srun or --nproc-per-node started, for a plan with collectives (a world of
     // one included: NCCL over one rank).
-    const bool launched = env && (env->world_size > 1 || plan.dp > 1 || plan.zero != zero_none);
+    const bool launched = env && (env->world_size > 1 || world > 1 || plan.zero != zero_none);
     if (f.nproc_per_node != 0) {
         if (dry_run)
             throw InputError("--nproc-per-node", "starts one process per GPU; a dry run walks one rank: give --emulate-rank R");
@@ -32,10 +34,10 @@ RankChoice choose_ranks(const RankFlags& f, const std::optional<runtime::Rendezv
         if (env)
             throw InputError("--nproc-per-node", "this process is already rank " + std::to_string(env->rank) + " of a job " +
                                                      env->source + " launched; launch with one or the other");
-        if (f.nproc_per_node != plan.dp)
-            throw InputError("--nproc-per-node", std::to_string(f.nproc_per_node) + " processes for a plan with --dp " + dp +
-                                                     ": one process per data-parallel rank on this node (on several "
-                                                     "nodes, launch with torchrun or srun)");
+        if (f.nproc_per_node != world)
+            throw InputError("--nproc-per-node", std::to_string(f.nproc_per_node) + " processes for a plan of " + n +
+                                                     " ranks (" + shape + "): one process per rank on this node (on "
+                                                     "several nodes, launch with torchrun or srun)");
         return {RankMode::launcher, 0, std::nullopt};
     }
     if (launched && !dry_run) {
@@ -44,15 +46,15 @@ RankChoice choose_ranks(const RankFlags& f, const std::optional<runtime::Rendezv
             throw InputError("--emulate-rank", "runs one rank alone; this process is rank " + std::to_string(env->rank) +
                                                    " of a " + env->source + " launch (" + var + "=" +
                                                    std::to_string(env->world_size) + ")");
-        if (env->world_size != plan.dp)
-            throw InputError("--dp", "the plan has " + dp + " data-parallel ranks but the launch has " +
+        if (env->world_size != world)
+            throw InputError("--dp", "the plan has " + n + " ranks (" + shape + ") but the launch has " +
                                          std::to_string(env->world_size) + " processes (" + var + ")");
         return {RankMode::nccl_rank, env->rank, env};
     }
-    if (!dry_run && plan.dp > 1 && !f.emulate_rank)
-        throw InputError("--emulate-rank", "this plan has " + dp + " data-parallel ranks: measure one of them on this GPU "
-                                           "with --emulate-rank R (0.." + std::to_string(plan.dp - 1) +
-                                           "), start them all with --nproc-per-node " + dp +
+    if (!dry_run && world > 1 && !f.emulate_rank)
+        throw InputError("--emulate-rank", "this plan has " + n + " ranks (" + shape + "): measure one of them on this GPU "
+                                           "with --emulate-rank R (0.." + std::to_string(world - 1) +
+                                           "), start them all with --nproc-per-node " + n +
                                            ", or launch with torchrun / srun");
     return {RankMode::alone, f.emulate_rank.value_or(0), std::nullopt};
 }

@@ -28,26 +28,27 @@ class DeviceComm {
 public:
     virtual ~DeviceComm() = default;
     virtual std::string_view backend() const = 0;  // "nccl" | "emulated" | "loopback"
-    // In place: `count` elements at `buf` become their mean over the ranks.
-    virtual void all_reduce_mean(void* buf, i64 count, DType t, cudaStream_t s) = 0;
-    // In place: `buf` holds one `chunk` per rank; this rank's (at rank * chunk) becomes the mean
-    // over the ranks of that chunk (ncclReduceScatter with ncclAvg, in place).
-    virtual void reduce_scatter_mean(void* buf, i64 chunk, DType t, cudaStream_t s) = 0;
+    // In place: `count` elements at `buf` become their mean, sum or max over the ranks.
+    virtual void all_reduce(void* buf, i64 count, DType t, ReduceOp op, cudaStream_t s) = 0;
+    // In place: `buf` holds one `chunk` per rank; this rank's (at rank * chunk) becomes the
+    // reduction over the ranks of that chunk (ncclReduceScatter, in place).
+    virtual void reduce_scatter(void* buf, i64 chunk, DType t, ReduceOp op, cudaStream_t s) = 0;
     // `out` (one chunk per rank) receives every rank's `chunk` elements from `in`; in place when
     // in == out + rank * chunk (ncclAllGather).
     virtual void all_gather(const void* in, void* out, i64 chunk, DType t, cudaStream_t s) = 0;
 };
 
-// One rank alone: a mean over ranks that all hold this rank's values is the value itself (no
-// work); a gather that is not in place copies this rank's chunk into every chunk (the other
-// ranks' parameters are not on this device); an in-place one leaves the other chunks as they
-// are (the full buffer already holds parameters there).
+// One rank alone: a mean or a max over ranks that all hold this rank's values is the value
+// itself, and a sum is left as this rank's share (the others' partial sums are not here): no
+// work either way. A gather that is not in place copies this rank's chunk into every chunk (the
+// other ranks' parameters are not on this device); an in-place one leaves the other chunks as
+// they are (the full buffer already holds parameters there).
 class EmulatedComm final : public DeviceComm {
 public:
     EmulatedComm(std::int64_t rank, std::int64_t world) : rank_(rank), world_(world) {}
     std::string_view backend() const override { return "emulated"; }
-    void all_reduce_mean(void*, i64, DType, cudaStream_t) override {}
-    void reduce_scatter_mean(void*, i64, DType, cudaStream_t) override {}
+    void all_reduce(void*, i64, DType, ReduceOp, cudaStream_t) override {}
+    void reduce_scatter(void*, i64, DType, ReduceOp, cudaStream_t) override {}
     void all_gather(const void* in, void* out, i64 chunk, DType t, cudaStream_t s) override;
 
 private:
@@ -68,6 +69,7 @@ public:
 
     struct Call {
         LoopbackKind kind{};
+        LoopbackReduce op = LoopbackReduce::mean;
         const void* in = nullptr;
         void* buf = nullptr;
         i64 count = 0;
@@ -100,13 +102,17 @@ public:
     NcclComm(const NcclComm&) = delete;
     NcclComm& operator=(const NcclComm&) = delete;
     std::string_view backend() const override { return "nccl"; }
-    void all_reduce_mean(void* buf, i64 count, DType t, cudaStream_t s) override;
-    void reduce_scatter_mean(void* buf, i64 chunk, DType t, cudaStream_t s) override;
+    void all_reduce(void* buf, i64 count, DType t, ReduceOp op, cudaStream_t s) override;
+    void reduce_scatter(void* buf, i64 chunk, DType t, ReduceOp op, cudaStream_t s) override;
     void all_gather(const void* in, void* out, i64 chunk, DType t, cudaStream_t s) override;
+    // The ranks of this communicator with the same `color`, ordered by `key` (ncclCommSplit,
+    // NCCL 2.18): a data- or tensor-parallel group of the world. Collective over every rank.
+    std::unique_ptr<NcclComm> split(int color, int key);
     int rank() const { return rank_; }
     int world() const { return world_; }
 
 private:
+    NcclComm() = default;
     void* comm_ = nullptr;  // ncclComm_t
     int rank_ = 0, world_ = 1;
 };

@@ -15,18 +15,27 @@ void EmulatedComm::all_gather(const void* in, void* out, i64 chunk, DType t, cud
 
 namespace {
 
+LoopbackReduce reduce_of(ReduceOp op) {
+    switch (op) {
+        case ReduceOp::sum: return LoopbackReduce::sum;
+        case ReduceOp::max: return LoopbackReduce::max;
+        case ReduceOp::mean: break;
+    }
+    return LoopbackReduce::mean;
+}
+
 class LoopbackComm final : public DeviceComm {
 public:
     LoopbackComm(LoopbackGroup& g, int r) : g_(g), r_(r) {}
     std::string_view backend() const override { return "loopback"; }
-    void all_reduce_mean(void* buf, i64 count, DType t, cudaStream_t s) override {
-        g_.arrive(r_, {LoopbackKind::all_reduce_mean, nullptr, buf, count, t, s});
+    void all_reduce(void* buf, i64 count, DType t, ReduceOp op, cudaStream_t s) override {
+        g_.arrive(r_, {LoopbackKind::all_reduce, reduce_of(op), nullptr, buf, count, t, s});
     }
-    void reduce_scatter_mean(void* buf, i64 chunk, DType t, cudaStream_t s) override {
-        g_.arrive(r_, {LoopbackKind::reduce_scatter_mean, nullptr, buf, chunk, t, s});
+    void reduce_scatter(void* buf, i64 chunk, DType t, ReduceOp op, cudaStream_t s) override {
+        g_.arrive(r_, {LoopbackKind::reduce_scatter, reduce_of(op), nullptr, buf, chunk, t, s});
     }
     void all_gather(const void* in, void* out, i64 chunk, DType t, cudaStream_t s) override {
-        g_.arrive(r_, {LoopbackKind::all_gather, in, out, chunk, t, s});
+        g_.arrive(r_, {LoopbackKind::all_gather, LoopbackReduce::mean, in, out, chunk, t, s});
     }
 
 private:
@@ -88,17 +97,17 @@ void LoopbackGroup::perform() {
     LoopbackBuffers b{};
     for (int r = 0; r < world_; ++r) {
         const Call& c = calls_[static_cast<std::size_t>(r)];
-        if (c.kind != c0.kind || c.count != c0.count || c.dtype != c0.dtype)
-            throw std::logic_error("loopback ranks disagree on the collective (kind, count or dtype)");
+        if (c.kind != c0.kind || c.op != c0.op || c.count != c0.count || c.dtype != c0.dtype)
+            throw std::logic_error("loopback ranks disagree on the collective (kind, reduction, count or dtype)");
         b.bufs[r] = c.buf;
         b.ins[r] = c.in;
         PF_CUDA_CHECK(cudaEventRecord(ready_[static_cast<std::size_t>(r)], c.stream));
         PF_CUDA_CHECK(cudaStreamWaitEvent(group_stream_, ready_[static_cast<std::size_t>(r)], 0));
     }
     if (c0.dtype == DType::f32)
-        launch_loopback<float>(c0.kind, b, world_, c0.count, group_stream_);
+        launch_loopback<float>(c0.kind, c0.op, b, world_, c0.count, group_stream_);
     else if (c0.dtype == DType::bf16)
-        launch_loopback<bf16>(c0.kind, b, world_, c0.count, group_stream_);
+        launch_loopback<bf16>(c0.kind, c0.op, b, world_, c0.count, group_stream_);
     else
         throw std::logic_error("loopback: collectives on f32 or bf16 buffers only");
     PF_CUDA_CHECK(cudaEventRecord(done_, group_stream_));

@@ -29,6 +29,9 @@ struct NcclApi {
     decltype(&ncclReduceScatter) reduce_scatter = nullptr;
     decltype(&ncclAllGather) all_gather = nullptr;
     decltype(&ncclGetErrorString) error_string = nullptr;
+    decltype(&ncclCommCount) count = nullptr;
+    decltype(&ncclCommUserRank) user_rank = nullptr;
+    decltype(&ncclCommSplit) split = nullptr;  // optional: NCCL >= 2.18 (tensor parallelism with dp > 1)
 };
 static_assert(sizeof(ncclUniqueId) == sizeof(UniqueId), "rendezvous.hpp's UniqueId is NCCL's unique id");
 
@@ -56,6 +59,15 @@ ncclDataType_t nccl_type(DType t) {
         default: break;
     }
     throw std::logic_error("NCCL collectives on f32 or bf16 buffers only");
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+    switch (op) {
+        case ReduceOp::sum: return ncclSum;
+        case ReduceOp::max: return ncclMax;
+        case ReduceOp::mean: break;
+    }
+    return ncclAvg;
 }
 #endif
 
@@ -86,11 +98,13 @@ const NcclLibrary& nccl_library() {
                          resolve(a.lib, "ncclAllReduce", a.all_reduce) &&
                          resolve(a.lib, "ncclReduceScatter", a.reduce_scatter) &&
                          resolve(a.lib, "ncclAllGather", a.all_gather) &&
-                         resolve(a.lib, "ncclGetErrorString", a.error_string);
+                         resolve(a.lib, "ncclGetErrorString", a.error_string) &&
+                         resolve(a.lib, "ncclCommCount", a.count) && resolve(a.lib, "ncclCommUserRank", a.user_rank);
         if (!all) {
             lib.version_or_error = "libnccl lacks an entry point the runtime needs";
             return;
         }
+        resolve(a.lib, "ncclCommSplit", a.split);
         int v = 0;
         if (a.get_version(&v) != ncclSuccess || v < 21000) {  // ncclAvg and ncclBfloat16: NCCL 2.10
             lib.version_or_error = "NCCL " + std::to_string(v) + " is older than 2.10 (ncclAvg, bf16)";
@@ -125,14 +139,14 @@ NcclComm::~NcclComm() {
     if (comm_) api().destroy(static_cast<ncclComm_t>(comm_));
 }
 
-void NcclComm::all_reduce_mean(void* buf, i64 count, DType t, cudaStream_t s) {
-    check(api().all_reduce(buf, buf, static_cast<std::size_t>(count), nccl_type(t), ncclAvg, static_cast<ncclComm_t>(comm_), s),
+void NcclComm::all_reduce(void* buf, i64 count, DType t, ReduceOp op, cudaStream_t s) {
+    check(api().all_reduce(buf, buf, static_cast<std::size_t>(count), nccl_type(t), nccl_op(op), static_cast<ncclComm_t>(comm_), s),
           "ncclAllReduce");
 }
 
-void NcclComm::reduce_scatter_mean(void* buf, i64 chunk, DType t, cudaStream_t s) {
+void NcclComm::reduce_scatter(void* buf, i64 chunk, DType t, ReduceOp op, cudaStream_t s) {
     char* mine = static_cast<char*>(buf) + static_cast<std::size_t>(rank_) * static_cast<std::size_t>(chunk) * dtype_bytes(t);
-    check(api().reduce_scatter(buf, mine, static_cast<std::size_t>(chunk), nccl_type(t), ncclAvg,
+    check(api().reduce_scatter(buf, mine, static_cast<std::size_t>(chunk), nccl_type(t), nccl_op(op),
                                static_cast<ncclComm_t>(comm_), s),
           "ncclReduceScatter");
 }
@@ -141,12 +155,25 @@ void NcclComm::all_gather(const void* in, void* out, i64 chunk, DType t, cudaStr
     check(api().all_gather(in, out, static_cast<std::size_t>(chunk), nccl_type(t), static_cast<ncclComm_t>(comm_), s),
           "ncclAllGather");
 }
+
+std::unique_ptr<NcclComm> NcclComm::split(int color, int key) {
+    if (api().split == nullptr)
+        throw DeviceError(FailureKind::library, 0, "ncclCommSplit",
+                          "this NCCL (" + nccl_library().version_or_error + ") has no ncclCommSplit (NCCL 2.18 or newer)");
+    std::unique_ptr<NcclComm> out(new NcclComm());
+    ncclComm_t c = nullptr;
+    check(api().split(static_cast<ncclComm_t>(comm_), color, key, &c, nullptr), "ncclCommSplit");
+    check(api().count(c, &out->world_), "ncclCommCount");
+    check(api().user_rank(c, &out->rank_), "ncclCommUserRank");
+    return out;
+}
 #else
 NcclComm::NcclComm(const Rendezvous&) { throw DeviceError(FailureKind::library, 0, "NCCL", nccl_library().version_or_error); }
 NcclComm::~NcclComm() = default;
-void NcclComm::all_reduce_mean(void*, i64, DType, cudaStream_t) {}
-void NcclComm::reduce_scatter_mean(void*, i64, DType, cudaStream_t) {}
+void NcclComm::all_reduce(void*, i64, DType, ReduceOp, cudaStream_t) {}
+void NcclComm::reduce_scatter(void*, i64, DType, ReduceOp, cudaStream_t) {}
 void NcclComm::all_gather(const void*, void*, i64, DType, cudaStream_t) {}
+std::unique_ptr<NcclComm> NcclComm::split(int, int) { return nullptr; }
 #endif
 
 }  // namespace preflight::runtime::cuda

@@ -85,11 +85,12 @@ public:
         step_ = step;
         issued_ = 0;
     }
-    // Data parallelism (device_runner_comm.cpp): the rank's communicator, whose collectives run
-    // on a communication stream of the runner's own, ordered against the compute stream by
-    // events (a collective starts after everything the compute stream issued before it; a
-    // comm_wait op makes the compute stream wait for one).
-    void set_comm(DeviceComm* comm);
+    // Data and tensor parallelism (device_runner_comm.cpp): the rank's communicators over its
+    // data- and tensor-parallel groups (either may be null where the plan has none), whose
+    // collectives run on a communication stream of the runner's own, ordered against the compute
+    // stream by events (a collective starts after everything the compute stream issued before it;
+    // a comm_wait op makes the compute stream wait for one).
+    void set_comm(DeviceComm* dp, DeviceComm* tp = nullptr);
     // The collectives of the step just synchronised: measured time per kind (start and done
     // events around each on the communication stream, the ZeRO-2/3 shard accumulation included).
     struct CommTimes {
@@ -140,7 +141,7 @@ private:
     const Op* skip_gelu_bwd_ = nullptr;   // done by the fc2 dgrad's epilogue
     const Op* sample_op_ = nullptr;
     std::function<void()> sample_hook_;
-    DeviceComm* comm_ = nullptr;
+    DeviceComm* comm_[2] = {nullptr, nullptr};  // by CommGroup
     cudaStream_t comm_stream_ = nullptr;
     cudaEvent_t ready_ = nullptr;                    // the compute stream's point a collective starts after
     std::vector<cudaEvent_t> started_, done_;        // per collective of a step (timing)
@@ -168,6 +169,8 @@ private:
         return r.buffer == kNoBuffer ? nullptr : base<T>(t, r.buffer) + r.offset;
     }
     float norm_eps() const { return static_cast<float>(P.hyper.norm_eps); }
+    // The cross-entropy's gradient scale: the mean over the step's tokens (rows x grad_acc).
+    float loss_scale() const { return static_cast<float>(1.0 / static_cast<double>(d.rows * d.grad_acc)); }
     bool layernorm() const { return P.model.norm == NormKind::layernorm; }
 
     // The op `k` places after `op` in its section (step, set-up, teardown), or null.
@@ -432,11 +435,11 @@ private:
                 break;
             case OpKind::embedding_fwd:
                 launch_embedding_fwd<T>(at<std::int64_t>(t, op.v[0]), param<T>(t, op.p0), param<T>(t, op.p1),
-                                        at<T>(t, op.v[1]), d.b, d.s, d.h, stream);
+                                        at<T>(t, op.v[1]), d.b, d.s, d.h, stream, d.vocab_begin, d.vocab_padded);
                 break;
             case OpKind::embedding_bwd:
                 launch_embedding_bwd<T>(at<std::int64_t>(t, op.v[0]), at<T>(t, op.v[1]), grad<T>(t, op.p0),
-                                        grad<T>(t, op.p1), d.b, d.s, d.h, stream);
+                                        grad<T>(t, op.p1), d.b, d.s, d.h, stream, d.vocab_begin, d.vocab_padded);
                 break;
             case OpKind::norm_fwd:
                 launch_norm_fwd<T>(at<T>(t, op.v[0]), param<T>(t, op.p0), param<T>(t, op.p1), at<T>(t, op.v[1]), d.rows,
@@ -481,10 +484,8 @@ private:
             case OpKind::gelu_fwd: gelu_fwd<T>(op, t); break;
             case OpKind::gelu_bwd: gelu_bwd<T>(op, t); break;
             case OpKind::cross_entropy:
-                launch_cross_entropy<T>(at<T>(t, op.v[0]), at<std::int64_t>(t, op.v[1]), at<float>(t, op.v[2]), d.rows,
-                                        d.vocab, d.vocab_padded,
-                                        static_cast<float>(1.0 / static_cast<double>(d.rows * d.grad_acc)), stream);
-                break;
+            case OpKind::ce_max:
+            case OpKind::ce_sums: cross_entropy<T>(op, t); break;
             case OpKind::loss_accumulate:
                 launch_loss_sum(at<float>(t, op.v[0]), d.rows, base<float>(t, P.scalars), stream);
                 break;
@@ -498,6 +499,25 @@ private:
             case OpKind::all_gather:
             case OpKind::comm_wait: run_data_parallel(op, t); break;
         }
+    }
+
+    // The softmax cross-entropy, whole or vocabulary-parallel (ce_max, ce_sums, then the finish
+    // over the tensor-parallel statistics in v3 / v4).
+    template <class T>
+    void cross_entropy(const Op& op, const BufferTable& t) {
+        const std::int64_t* labels = op.kind == OpKind::ce_max ? nullptr : at<std::int64_t>(t, op.v[1]);
+        if (op.kind == OpKind::ce_max)
+            launch_ce_max<T>(at<T>(t, op.v[0]), at<float>(t, op.v[1]), d.rows, d.vocab_valid, d.vocab_padded, stream);
+        else if (op.kind == OpKind::ce_sums)
+            launch_ce_sums<T>(at<T>(t, op.v[0]), labels, at<float>(t, op.v[2]), at<float>(t, op.v[3]), d.rows,
+                              d.vocab_valid, d.vocab_padded, d.vocab_begin, stream);
+        else if (op.v[3].buffer != kNoBuffer)
+            launch_ce_finish<T>(at<T>(t, op.v[0]), labels, at<float>(t, op.v[3]), at<float>(t, op.v[4]),
+                                at<float>(t, op.v[2]), d.rows, d.vocab_valid, d.vocab_padded, d.vocab_begin, loss_scale(),
+                                stream);
+        else
+            launch_cross_entropy<T>(at<T>(t, op.v[0]), labels, at<float>(t, op.v[2]), d.rows, d.vocab, d.vocab_padded,
+                                    loss_scale(), stream);
     }
 
     // Non-template parts (device_runner_state.cpp): set-up of the parameters (whole, or this

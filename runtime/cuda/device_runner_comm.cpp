@@ -1,5 +1,5 @@
-// The DeviceRunner's data-parallel ops (device_runner.hpp): unit gradient buffers, the
-// collectives on the communication stream, and the compute stream's waits for them.
+// The DeviceRunner's collective ops (device_runner.hpp): unit gradient buffers, the data- and
+// tensor-parallel collectives on the communication stream, and the compute stream's waits.
 #include <algorithm>
 
 #include "device_runner.hpp"
@@ -13,8 +13,9 @@ DeviceRunner::~DeviceRunner() {
     if (comm_stream_) cudaStreamDestroy(comm_stream_);
 }
 
-void DeviceRunner::set_comm(DeviceComm* comm) {
-    comm_ = comm;
+void DeviceRunner::set_comm(DeviceComm* dp, DeviceComm* tp) {
+    comm_[static_cast<int>(CommGroup::dp)] = dp;
+    comm_[static_cast<int>(CommGroup::tp)] = tp;
     if (comm_stream_ == nullptr) {
         PF_CUDA_CHECK(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));
         PF_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
@@ -48,7 +49,8 @@ void DeviceRunner::run_data_parallel(const Op& op, const BufferTable& t) {
         PF_CUDA_CHECK(cudaStreamWaitEvent(stream, done_[static_cast<std::size_t>(target)], 0));
         return;
     }
-    if (comm_ == nullptr) throw std::logic_error(describe(P, op) + ": a collective without a communicator");
+    DeviceComm* comm = comm_[static_cast<int>(op.group)];
+    if (comm == nullptr) throw std::logic_error(describe(P, op) + ": a collective without its group's communicator");
     if (issued_ >= static_cast<std::int64_t>(done_.size())) throw std::logic_error("more collectives than the step holds");
     const auto i = static_cast<std::size_t>(issued_);
     PF_CUDA_CHECK(cudaEventRecord(ready_, stream));
@@ -56,13 +58,13 @@ void DeviceRunner::run_data_parallel(const Op& op, const BufferTable& t) {
     PF_CUDA_CHECK(cudaEventRecord(started_[i], comm_stream_));
     const std::int64_t chunk = count / P.plan.dp;
     switch (op.kind) {
-        case OpKind::all_reduce: comm_->all_reduce_mean(v0, count, spec.dtype, comm_stream_); break;
-        case OpKind::reduce_scatter: {
-            comm_->reduce_scatter_mean(v0, chunk, spec.dtype, comm_stream_);
+        case OpKind::all_reduce: comm->all_reduce(v0, count, spec.dtype, op.reduce, comm_stream_); break;
+        case OpKind::reduce_scatter: {  // data-parallel (ZeRO-2/3 gradients)
+            comm->reduce_scatter(v0, chunk, spec.dtype, op.reduce, comm_stream_);
             if (op.v[1].buffer != kNoBuffer) {  // ZeRO-2/3: this rank's reduced chunk into its gradient shard
                 const DType st = P.buffers[static_cast<std::size_t>(op.v[1].buffer)].dtype;
                 void* shard = static_cast<char*>(t[static_cast<std::size_t>(op.v[1].buffer)]) + op.v[1].offset * dtype_bytes(st);
-                const void* mine = v0 + P.rank * chunk * dtype_bytes(spec.dtype);
+                const void* mine = v0 + P.dp_rank * chunk * dtype_bytes(spec.dtype);
                 if (st == DType::f32 && spec.dtype == DType::bf16)
                     launch_accumulate<float, bf16>(static_cast<float*>(shard), static_cast<const bf16*>(mine), chunk, comm_stream_);
                 else if (st == DType::bf16)
@@ -73,10 +75,10 @@ void DeviceRunner::run_data_parallel(const Op& op, const BufferTable& t) {
             break;
         }
         case OpKind::all_gather: {
-            const void* in = v0 + P.rank * chunk * dtype_bytes(spec.dtype);  // in place (ZeRO-1/2)
+            const void* in = v0 + P.dp_rank * chunk * dtype_bytes(spec.dtype);  // in place (ZeRO-1/2)
             if (op.v[1].buffer != kNoBuffer)  // ZeRO-3: from this rank's shard
                 in = static_cast<const char*>(t[static_cast<std::size_t>(op.v[1].buffer)]) + op.v[1].offset * dtype_bytes(spec.dtype);
-            comm_->all_gather(in, v0, chunk, spec.dtype, comm_stream_);
+            comm->all_gather(in, v0, chunk, spec.dtype, comm_stream_);
             break;
         }
         default: throw std::logic_error("not a data-parallel op");

@@ -1,6 +1,7 @@
 // The DeviceRunner's state ops (device_runner.hpp): set-up of the parameters (whole, or this
 // rank's shards under ZeRO), the gradients and loss zeroed, and the optimizer over the rank's
 // regions (program.hpp optimizer_regions).
+#include <algorithm>
 #include <cmath>
 
 #include "device_runner.hpp"
@@ -19,13 +20,13 @@ struct InitRule {
     bool fill = true;
     float value = 0, std_dev = 0;
     std::uint64_t seed = 0;
-    std::int64_t elements = 0;  // initialised elements (the embedding's padding rows stay 0)
+    std::int64_t valid_rows = 0;  // rows of the whole tensor initialised (the vocabulary's padding rows stay 0)
 };
 
 InitRule init_rule(const Program& P, std::size_t i, std::uint64_t seed) {
     const ParamSpec& ps = P.params[i];
     InitRule r;
-    r.elements = ps.numel();
+    r.valid_rows = ps.global_rows;
     if (ps.cols == 1) {
         const bool norm = ps.name.find("norm") != std::string::npos && ps.name.find(".weight") != std::string::npos;
         r.value = norm ? 1.f : 0.f;
@@ -38,17 +39,27 @@ InitRule init_rule(const Program& P, std::size_t i, std::uint64_t seed) {
     r.std_dev = static_cast<float>(resid ? resid_std : P.hyper.init_std);
     r.seed = mix64(seed ^ mix64(i + 1));
     const auto id = static_cast<ParamId>(i);
-    if (id == P.wte || id == P.head) r.elements = P.dims.vocab * P.dims.h;
+    if (id == P.wte || id == P.head) r.valid_rows = P.dims.vocab;
     return r;
 }
 
+// Local elements [lo, hi) of tensor `ps` (w / master point at element lo): a fill, or for each of
+// the rank's row blocks the normal values of the whole tensor's elements there.
 template <class T>
-void init_span(const InitRule& r, T* w, float* master, std::int64_t n, std::int64_t first, cudaStream_t s) {
-    if (n <= 0) return;
-    if (r.fill)
-        launch_fill<T>(w, master, n, r.value, s);
-    else
-        launch_init_normal<T>(w, master, n, r.std_dev, r.seed, s, first);
+void init_span(const ParamSpec& ps, const InitRule& r, T* w, float* master, std::int64_t lo, std::int64_t hi,
+               cudaStream_t s) {
+    if (hi <= lo) return;
+    if (r.fill) {
+        launch_fill<T>(w, master, hi - lo, r.value, s);
+        return;
+    }
+    for (const RowBlock& b : ps.row_blocks) {
+        const std::int64_t rows = std::clamp<std::int64_t>(r.valid_rows - b.global_begin, 0, b.rows);
+        const std::int64_t a = std::max(lo, b.local_begin * ps.cols), e = std::min(hi, (b.local_begin + rows) * ps.cols);
+        if (e <= a) continue;
+        const InitMap m{b.global_begin * ps.global_cols + ps.col_begin, a - b.local_begin * ps.cols, ps.cols, ps.global_cols};
+        launch_init_normal<T>(w ? w + (a - lo) : nullptr, master ? master + (a - lo) : nullptr, e - a, r.std_dev, r.seed, s, m);
+    }
 }
 
 }  // namespace
@@ -56,7 +67,8 @@ void init_span(const InitRule& r, T* w, float* master, std::int64_t n, std::int6
 // Every tensor's elements go where this rank keeps them: the full weights (ZeRO-0/1/2) or the
 // rank's chunk of its unit in the weights shard (ZeRO-3); the fp32 master copy whole (ZeRO-0)
 // or the rank's chunk in the master shard. Element e of a tensor gets the same value in every
-// layout (launch_init_normal's `first`), so all ranks start from one model.
+// layout and on every tensor-parallel rank (launch_init_normal's InitMap), so all ranks start
+// from one model.
 template <class T>
 void DeviceRunner::init_parameters(const BufferTable& t) {
     T* weights = base<T>(t, P.weights);
@@ -65,17 +77,18 @@ void DeviceRunner::init_parameters(const BufferTable& t) {
     for (std::size_t i = 0; i < P.params.size(); ++i) {
         const ParamSpec& ps = P.params[i];
         const InitRule r = init_rule(P, i, seed_);
-        if (!shard_weights) init_span<T>(r, weights + ps.offset, master && !shard_master ? master + ps.offset : nullptr,
-                                         r.elements, 0, stream);
+        if (!shard_weights)
+            init_span<T>(ps, r, weights + ps.offset, master && !shard_master ? master + ps.offset : nullptr, 0, ps.numel(),
+                         stream);
         if (!shard_weights && !(shard_master && master)) continue;
         // This rank's chunk of the tensor's unit: [first, first + chunk) of the full layout.
         const ShardUnit& u = P.layout.units[static_cast<std::size_t>(ps.unit)];
-        const std::int64_t first = u.begin + P.rank * u.chunk;
-        const std::int64_t lo = std::max(first, ps.offset), hi = std::min(first + u.chunk, ps.offset + r.elements);
+        const std::int64_t first = u.begin + P.dp_rank * u.chunk;
+        const std::int64_t lo = std::max(first, ps.offset), hi = std::min(first + u.chunk, ps.offset + ps.numel());
         const std::int64_t at = u.shard_begin + (lo - first);
         if (hi <= lo) continue;
-        init_span<T>(r, shard_weights ? weights + at : nullptr, shard_master && master ? master + at : nullptr, hi - lo,
-                     lo - ps.offset, stream);
+        init_span<T>(ps, r, shard_weights ? weights + at : nullptr, shard_master && master ? master + at : nullptr,
+                     lo - ps.offset, hi - ps.offset, stream);
     }
 }
 

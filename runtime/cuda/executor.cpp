@@ -142,12 +142,33 @@ struct StepTiming {
     StepTiming& operator=(const StepTiming&) = delete;
 };
 
-// The rank's communicator (none without collectives) and, for an emulated rank, a world-size-1
-// NCCL communicator kept up for the run so that the driver's figures hold NCCL's own memory.
+// The rank's communicators over its data- and tensor-parallel groups (none without collectives)
+// and, for an emulated rank, a world-size-1 NCCL communicator kept up for the run so that the
+// driver's figures hold NCCL's own memory. With NCCL, the world communicator of the rendezvous
+// serves a plan with one kind of parallelism; with both, it is split into the two groups
+// (global rank = tp_rank + tp * dp_rank, program.hpp).
 struct Comms {
-    std::unique_ptr<cuda::DeviceComm> comm;
-    std::unique_ptr<cuda::NcclComm> world1;
+    std::unique_ptr<cuda::DeviceComm> dp, tp;
+    std::unique_ptr<cuda::NcclComm> world, world1;
 };
+
+void make_nccl_comms(const Program& prog, const RunOptions& opt, Comms& c) {
+    if (!opt.rendezvous) throw std::logic_error("the nccl backend needs the ranks' rendezvous");
+    const std::int64_t world = prog.plan.dp * prog.plan.tp;
+    if (opt.rendezvous->world_size != world)
+        throw std::invalid_argument("the rendezvous has " + std::to_string(opt.rendezvous->world_size) +
+                                    " ranks but the plan has " + std::to_string(world) + " (dp x tp)");
+    auto all = std::make_unique<cuda::NcclComm>(*opt.rendezvous);
+    if (prog.plan.tp == 1) {
+        c.dp = std::move(all);
+    } else if (prog.plan.dp == 1) {
+        c.tp = std::move(all);
+    } else {
+        c.dp = all->split(static_cast<int>(prog.tp_rank), static_cast<int>(prog.dp_rank));
+        c.tp = all->split(static_cast<int>(prog.dp_rank), static_cast<int>(prog.tp_rank));
+        c.world = std::move(all);
+    }
+}
 
 Comms make_comms(const Program& prog, const RunOptions& opt, ParallelInfo& info, cudaStream_t stream) {
     using namespace cuda;
@@ -156,19 +177,19 @@ Comms make_comms(const Program& prog, const RunOptions& opt, ParallelInfo& info,
     const NcclLibrary& nccl = nccl_library();
     info.nccl = nccl.version_or_error;
     if (opt.comm_backend == "nccl") {
-        if (!opt.rendezvous) throw std::logic_error("the nccl backend needs the ranks' rendezvous");
-        c.comm = std::make_unique<NcclComm>(*opt.rendezvous);
+        make_nccl_comms(prog, opt, c);
         info.backend = "nccl";
         return c;
     }
     info.backend = "emulated";
-    c.comm = std::make_unique<EmulatedComm>(prog.rank, prog.plan.dp);
+    if (prog.plan.dp > 1) c.dp = std::make_unique<EmulatedComm>(prog.dp_rank, prog.plan.dp);
+    if (prog.plan.tp > 1) c.tp = std::make_unique<EmulatedComm>(prog.tp_rank, prog.plan.tp);
     if (!nccl.ok) return c;
     const std::int64_t before = device_used_now();
     c.world1 = std::make_unique<NcclComm>(Rendezvous{});
     void* probe = nullptr;  // one collective, so NCCL sets up what a first collective needs
     PF_CUDA_CHECK(cudaMalloc(&probe, 256));
-    c.world1->all_reduce_mean(probe, 64, DType::f32, stream);
+    c.world1->all_reduce(probe, 64, DType::f32, ReduceOp::sum, stream);
     PF_CUDA_CHECK(cudaStreamSynchronize(stream));
     PF_CUDA_CHECK(cudaFree(probe));
     info.nccl_world1_bytes = device_used_now() - before;
@@ -316,8 +337,8 @@ void collect_comm(RunReport& r, const std::vector<cuda::DeviceRunner::CommTimes>
     p.all_gather_s = cuda::median(ag);
     p.collectives_per_step = steps.back().count;
     p.collective_bytes_per_step = steps.back().bytes;
-    if (p.backend == "emulated" && r.measured.step_time_s && r.predicted.dp_communication_s)
-        p.step_time_with_predicted_communication_s = *r.measured.step_time_s + *r.predicted.dp_communication_s;
+    if (p.backend == "emulated" && r.measured.step_time_s && r.predicted.step_time_s)
+        p.step_time_with_predicted_communication_s = *r.measured.step_time_s + r.predicted.emulated_communication_s();
 }
 
 // The tracked and pool peaks, the driver's figure and the step-time figures of a finished
@@ -389,10 +410,10 @@ RunReport run_on_device(const ModelConfig& model, const GpuSpec& gpu, const Plan
     DeviceRunner runner(prog, stream, opt.seed, gemm, opt.debug_sync);
     runner.set_attention(&attention);
     runner.set_fuse_gelu(opt.fuse_epilogues);
-    if (comms.comm) runner.set_comm(comms.comm.get());
+    if (comms.dp || comms.tp) runner.set_comm(comms.dp.get(), comms.tp.get());
     {
         StepTiming timing;
-        DeviceRun run{prog, opt, r, alloc, table, runner, sampler, stream, pool, timing, 0, {}, comms.comm != nullptr};
+        DeviceRun run{prog, opt, r, alloc, table, runner, sampler, stream, pool, timing, 0, {}, comms.dp || comms.tp};
         try {
             run_program(run);
         } catch (const std::exception&) {

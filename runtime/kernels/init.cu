@@ -7,13 +7,15 @@
 
 namespace preflight::runtime::cuda {
 
-// Element i of the output is the tensor's element first + i: a rank's shard of a tensor gets
-// the values the whole tensor would have there.
+// Element i of the output is element m.local0 + i of a rank's slice, whose row r and column c
+// are element m.first + r * m.global_cols + c of the whole tensor (InitMap): a rank's shard or
+// tensor-parallel slice of a tensor gets the values the whole tensor would have there.
 template <class T>
-__global__ void init_normal_kernel(T* w, float* master, i64 n, float std_dev, std::uint64_t seed, i64 first) {
+__global__ void init_normal_kernel(T* w, float* master, i64 n, float std_dev, std::uint64_t seed, InitMap m) {
     const i64 i = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x;
     if (i >= n) return;
-    const std::uint64_t e = static_cast<std::uint64_t>(first + i);
+    const i64 l = m.local0 + i;
+    const std::uint64_t e = static_cast<std::uint64_t>(m.first + l / m.cols * m.global_cols + l % m.cols);
     const double u1 = synthetic_uniform(seed, 2 * e);
     const double u2 = synthetic_uniform(seed, 2 * e + 1);
     const float z = static_cast<float>(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2)) * std_dev;
@@ -30,9 +32,11 @@ __global__ void fill_kernel(T* w, float* master, i64 n, float value) {
 }
 
 template <class T>
-void launch_init_normal(T* w, float* master, i64 n, float std_dev, std::uint64_t seed, cudaStream_t stream, i64 first) {
+void launch_init_normal(T* w, float* master, i64 n, float std_dev, std::uint64_t seed, cudaStream_t stream, InitMap m) {
     if (n == 0) return;
-    init_normal_kernel<T><<<grid_for(n, 256), 256, 0, stream>>>(w, master, n, std_dev, seed, first);
+    if (m.cols < 1 || m.global_cols < m.cols)
+        throw DeviceError(FailureKind::other, 0, "launch_init_normal", "slice columns out of range");
+    init_normal_kernel<T><<<grid_for(n, 256), 256, 0, stream>>>(w, master, n, std_dev, seed, m);
     PF_LAUNCH_CHECK();
 }
 template <class T>
@@ -41,8 +45,8 @@ void launch_fill(T* w, float* master, i64 n, float value, cudaStream_t stream) {
     fill_kernel<T><<<grid_for(n, 256), 256, 0, stream>>>(w, master, n, value);
     PF_LAUNCH_CHECK();
 }
-template void launch_init_normal<float>(float*, float*, i64, float, std::uint64_t, cudaStream_t, i64);
-template void launch_init_normal<bf16>(bf16*, float*, i64, float, std::uint64_t, cudaStream_t, i64);
+template void launch_init_normal<float>(float*, float*, i64, float, std::uint64_t, cudaStream_t, InitMap);
+template void launch_init_normal<bf16>(bf16*, float*, i64, float, std::uint64_t, cudaStream_t, InitMap);
 template void launch_fill<float>(float*, float*, i64, float, cudaStream_t);
 template void launch_fill<bf16>(bf16*, float*, i64, float, cudaStream_t);
 

@@ -4,6 +4,7 @@
 // Host-includable (tests call the launchers from plain C++).
 #pragma once
 
+#include <climits>
 #include <cstdint>
 
 #include "check.hpp"
@@ -17,10 +18,15 @@ void launch_synthetic_tokens(std::int64_t* out, i64 b, i64 s, i64 vocab, std::ui
                              bool labels, cudaStream_t stream);
 
 // init.cu: parameter initialisation, fills, RoPE tables, fp32 gradient accumulation.
-// Element i is the tensor's element first + i (a shard of a tensor); w or master may be null.
+// Element i is element local0 + i of a [*, cols] slice of the tensor whose (r, c) is the whole
+// tensor's element first + r * global_cols + c (a ZeRO shard and / or tensor-parallel slice; the
+// defaults: element i is the tensor's element i). w or master may be null.
+struct InitMap {
+    i64 first = 0, local0 = 0, cols = 1, global_cols = 1;
+};
 template <class T>
 void launch_init_normal(T* w, float* master, i64 n, float std_dev, std::uint64_t seed, cudaStream_t stream,
-                        i64 first = 0);
+                        InitMap map = {});
 template <class T>
 void launch_fill(T* w, float* master, i64 n, float value, cudaStream_t stream);
 void launch_rope_tables(float* cos_t, float* sin_t, i64 s, i64 d, double base, cudaStream_t stream);
@@ -36,16 +42,18 @@ void launch_accumulate(TD* dst, const TS* src, i64 n, cudaStream_t stream);
 // buffers at once (the loopback backend), summing in rank order in fp32 (CPU reference:
 // HostLoopbackGroup, host_runner.hpp). bufs[r] / ins[r]: rank r's buffer / gather input.
 inline constexpr int kLoopbackMaxRanks = 64;
-enum class LoopbackKind { all_reduce_mean, reduce_scatter_mean, all_gather };
+enum class LoopbackKind { all_reduce, reduce_scatter, all_gather };
+enum class LoopbackReduce { mean, sum, max };  // program.hpp's ReduceOp
 struct LoopbackBuffers {
     void* bufs[kLoopbackMaxRanks];
     const void* ins[kLoopbackMaxRanks];
 };
-// all_reduce_mean: `count` elements of every buffer become their mean; reduce_scatter_mean: chunk k
-// (count elements at k * count) of rank k's buffer becomes the mean of every rank's chunk k;
-// all_gather: chunk k of every rank's buffer receives rank k's `count` input elements.
+// all_reduce: `count` elements of every buffer become their mean, sum or max; reduce_scatter:
+// chunk k (count elements at k * count) of rank k's buffer becomes the reduction of every rank's
+// chunk k; all_gather: chunk k of every rank's buffer receives rank k's `count` input elements.
 template <class T>
-void launch_loopback(LoopbackKind kind, const LoopbackBuffers& b, int world, i64 count, cudaStream_t stream);
+void launch_loopback(LoopbackKind kind, LoopbackReduce op, const LoopbackBuffers& b, int world, i64 count,
+                     cudaStream_t stream);
 
 // amax.cu and fp8_cast.cu: fp8 current scaling (program_fp8.cpp). amax: max |x| over a
 // [rows, cols] view (row stride ld) into *amax. fp8_cast: x times max_fp8 / slot[0] (the amax),
@@ -57,14 +65,16 @@ template <class T>
 void launch_fp8_cast(const T* x, i64 rows, i64 cols, i64 ld, float* slot, bool e5m2, std::uint8_t* row_out,
                      std::uint8_t* col_out, cudaStream_t stream);
 
-// embedding.cu
+// embedding.cu. wte holds the tokens [vocab_begin, vocab_begin + vocab_rows) (a tensor-parallel
+// rank's vocabulary rows); other tokens embed to 0 and get no gradient. wpe / dwpe may be null.
+inline constexpr i64 kAllVocabRows = INT64_MAX;
 template <class T>
 void launch_embedding_fwd(const std::int64_t* tokens, const T* wte, const T* wpe, T* x, i64 b, i64 s, i64 h,
-                          cudaStream_t stream);
+                          cudaStream_t stream, i64 vocab_begin = 0, i64 vocab_rows = kAllVocabRows);
 // Deterministic: one block per distinct token sums its rows in order (no atomics).
 template <class T>
 void launch_embedding_bwd(const std::int64_t* tokens, const T* dx, T* dwte, T* dwpe, i64 b, i64 s, i64 h,
-                          cudaStream_t stream);
+                          cudaStream_t stream, i64 vocab_begin = 0, i64 vocab_rows = kAllVocabRows);
 
 // norm.cu: LayerNorm (bias may be null) or RMSNorm (layernorm = false).
 template <class T>
@@ -116,6 +126,23 @@ template <class T>
 void launch_cross_entropy(T* logits, const std::int64_t* labels, float* loss_rows, i64 rows, i64 vocab,
                           i64 vocab_padded, float scale, cudaStream_t stream);
 void launch_loss_sum(const float* loss_rows, i64 rows, float* total, cudaStream_t stream);
+
+// vocab_parallel_ce.cu: the cross-entropy over a tensor-parallel rank's logit columns [rows,
+// vocab_padded], the first `valid` of them real tokens [vocab_begin, vocab_begin + valid)
+// (Megatron-LM's vocab_parallel_cross_entropy; CPU reference:
+// HostRunner::vocab_parallel_cross_entropy). Between the three, the program sums or maxes over
+// the ranks: max_rows [rows] (local max, then the global one); sums [rows, 2] (sum of
+// exp(z - max) and the label's logit where this rank holds it, else 0); the finish writes the
+// loss per row and the scaled gradient over the logits (0 in the padding).
+template <class T>
+void launch_ce_max(const T* logits, float* max_rows, i64 rows, i64 valid, i64 vocab_padded, cudaStream_t stream);
+template <class T>
+void launch_ce_sums(const T* logits, const std::int64_t* labels, const float* max_rows, float* sums, i64 rows,
+                    i64 valid, i64 vocab_padded, i64 vocab_begin, cudaStream_t stream);
+template <class T>
+void launch_ce_finish(T* logits, const std::int64_t* labels, const float* max_rows, const float* sums,
+                      float* loss_rows, i64 rows, i64 valid, i64 vocab_padded, i64 vocab_begin, float scale,
+                      cudaStream_t stream);
 
 // optimizer.cu: AdamW / SGD on one tensor. grad is fp32 when grad_f32 else bf16; master
 // (fp32) is updated and written to `weights` when non-null, else weights are updated in place.

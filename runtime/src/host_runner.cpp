@@ -42,9 +42,11 @@ void HostEmulatedRank::all_gather(const double* in, double* out, std::int64_t ch
 class HostLoopbackGroup::Rank final : public HostCollectives {
 public:
     Rank(HostLoopbackGroup& g, std::int64_t r) : g_(g), r_(r) {}
-    void all_reduce_mean(double* buf, std::int64_t count) override { g_.arrive(r_, {Kind::all_reduce, buf, buf, count}); }
-    void reduce_scatter_mean(double* buf, std::int64_t chunk) override {
-        g_.arrive(r_, {Kind::reduce_scatter, buf, buf, chunk});
+    void all_reduce(double* buf, std::int64_t count, ReduceOp op) override {
+        g_.arrive(r_, {Kind::all_reduce, buf, buf, count, op});
+    }
+    void reduce_scatter(double* buf, std::int64_t chunk, ReduceOp op) override {
+        g_.arrive(r_, {Kind::reduce_scatter, buf, buf, chunk, op});
     }
     void all_gather(const double* in, double* out, std::int64_t chunk) override {
         g_.arrive(r_, {Kind::all_gather, in, out, chunk});
@@ -86,28 +88,33 @@ void HostLoopbackGroup::arrive(std::int64_t r, const Call& call) {
 
 // Every rank's call is the same collective with the same count (the step programs issue
 // identical sequences); a mismatch is a bug in the program builder.
+namespace {
+// Element i of every call's buffer reduced in rank order.
+template <class Calls>
+double reduce_at(const Calls& calls, std::int64_t i, ReduceOp op, std::int64_t world) {
+    double r = op == ReduceOp::max ? calls.front().out[i] : 0.0;
+    for (const auto& c : calls) r = op == ReduceOp::max ? std::max(r, c.out[i]) : r + c.out[i];
+    return op == ReduceOp::mean ? r / static_cast<double>(world) : r;
+}
+}  // namespace
+
 void HostLoopbackGroup::perform() {
     const Call& c0 = calls_.front();
     for (const Call& c : calls_)
-        if (c.kind != c0.kind || c.count != c0.count)
-            throw std::logic_error("loopback ranks disagree on the collective (kind or count)");
+        if (c.kind != c0.kind || c.count != c0.count || c.op != c0.op)
+            throw std::logic_error("loopback ranks disagree on the collective (kind, count or reduction)");
     const std::int64_t n = c0.count;
-    const double inv = 1.0 / static_cast<double>(world_);
     switch (c0.kind) {
         case Kind::all_reduce:
             for (std::int64_t i = 0; i < n; ++i) {
-                double s = 0;
-                for (const Call& c : calls_) s += c.out[i];
-                for (const Call& c : calls_) c.out[i] = s * inv;
+                const double v = reduce_at(calls_, i, c0.op, world_);
+                for (const Call& c : calls_) c.out[i] = v;
             }
             break;
-        case Kind::reduce_scatter:  // chunk k of every rank, averaged, into rank k's chunk k
+        case Kind::reduce_scatter:  // chunk k of every rank, reduced, into rank k's chunk k
             for (std::int64_t k = 0; k < world_; ++k)
-                for (std::int64_t i = 0; i < n; ++i) {
-                    double s = 0;
-                    for (const Call& c : calls_) s += c.out[k * n + i];
-                    calls_[static_cast<std::size_t>(k)].out[k * n + i] = s * inv;
-                }
+                for (std::int64_t i = 0; i < n; ++i)
+                    calls_[static_cast<std::size_t>(k)].out[k * n + i] = reduce_at(calls_, k * n + i, c0.op, world_);
             break;
         case Kind::all_gather: {
             std::vector<Vec> parts;  // copied first: a rank's `in` may lie inside another's `out` region
@@ -123,8 +130,14 @@ void HostLoopbackGroup::perform() {
 
 // ---- the runner ------------------------------------------------------------------------------
 
-HostRunner::HostRunner(const Program& p, std::uint64_t seed, HostCollectives* comm)
-    : P(p), d(p.dims), seed_(seed), comm_(comm) {
+HostCollectives& HostRunner::comm(CommGroup g) {
+    HostCollectives* c = comm_[static_cast<int>(g)];
+    if (c == nullptr) throw std::logic_error("HostRunner: a collective without its group's communicator");
+    return *c;
+}
+
+HostRunner::HostRunner(const Program& p, std::uint64_t seed, HostCollectives* dp, HostCollectives* tp)
+    : P(p), d(p.dims), seed_(seed), comm_{dp, tp} {
     if (p.model.position == PositionKind::rope)
         inv_freq_ = ref::rope_inv_freq(d.head_dim, p.hyper.rope_base, p.hyper.rope_scaling);
 }
@@ -193,7 +206,7 @@ void HostRunner::init() {
                                std::to_string(P.param_elements));
     auto shard_of = [&](Vec& out) {
         for (const ShardUnit& u : P.layout.units)
-            std::copy_n(params.begin() + u.begin + P.rank * u.chunk, u.chunk, out.begin() + u.shard_begin);
+            std::copy_n(params.begin() + u.begin + P.dp_rank * u.chunk, u.chunk, out.begin() + u.shard_begin);
     };
     Vec& weights = buf_.at(P.weights);
     if (P.plan.zero == zero_weights)
@@ -213,12 +226,12 @@ void HostRunner::run_data_parallel(const Op& op) {
     switch (op.kind) {
         case OpKind::unit_grads_begin: std::fill_n(at(op.v[0]), op.v[0].cols, 0.0); break;
         case OpKind::comm_wait: break;  // host collectives complete when called
-        case OpKind::all_reduce: comm_->all_reduce_mean(at(op.v[0]), op.v[0].cols); break;
+        case OpKind::all_reduce: comm(op.group).all_reduce(at(op.v[0]), op.v[0].rows * op.v[0].cols, op.reduce); break;
         case OpKind::reduce_scatter: {
             const std::int64_t chunk = op.v[0].cols / P.plan.dp;
-            comm_->reduce_scatter_mean(at(op.v[0]), chunk);
+            comm(op.group).reduce_scatter(at(op.v[0]), chunk, op.reduce);
             if (op.v[1].buffer != kNoBuffer) {  // ZeRO-2/3: added into this rank's gradient shard
-                const double* mine = at(op.v[0]) + P.rank * chunk;
+                const double* mine = at(op.v[0]) + P.dp_rank * chunk;
                 double* shard = at(op.v[1]);
                 for (std::int64_t i = 0; i < chunk; ++i) shard[i] += mine[i];
             }
@@ -226,8 +239,8 @@ void HostRunner::run_data_parallel(const Op& op) {
         }
         case OpKind::all_gather: {
             const std::int64_t chunk = op.v[0].cols / P.plan.dp;
-            const double* in = op.v[1].buffer != kNoBuffer ? at(op.v[1]) : at(op.v[0]) + P.rank * chunk;
-            comm_->all_gather(in, at(op.v[0]), chunk);
+            const double* in = op.v[1].buffer != kNoBuffer ? at(op.v[1]) : at(op.v[0]) + P.dp_rank * chunk;
+            comm(op.group).all_gather(in, at(op.v[0]), chunk);
             break;
         }
         default: break;
@@ -278,8 +291,8 @@ void HostRunner::run_compute(const Op& op) {
                 p[i] = static_cast<double>(synthetic_token(seed_, step_, mb, i / s, i % s + shift, d.vocab));
             break;
         }
-        case OpKind::embedding_fwd: ref::embedding_fwd(tok(op.v[0]), w(op.p0), w(op.p1), at(op.v[1]), d.b, s, h); break;
-        case OpKind::embedding_bwd: ref::embedding_bwd(tok(op.v[0]), at(op.v[1]), g(op.p0), g(op.p1), d.b, s, h); break;
+        case OpKind::embedding_fwd:
+        case OpKind::embedding_bwd: run_embedding(op); break;
         case OpKind::norm_fwd:
             if (ln)
                 ref::layernorm_fwd(at(op.v[0]), w(op.p0), w(op.p1), at(op.v[1]), R, h, eps);
@@ -335,18 +348,68 @@ void assemble_parameters(const Program& P, const std::vector<double>& v, std::ve
     }
     const bool shard = static_cast<std::int64_t>(v.size()) == P.layout.shard_elements;
     for (const ShardUnit& u : P.layout.units) {
-        const std::int64_t dst = u.begin + P.rank * u.chunk, src = shard ? u.shard_begin : dst;
+        const std::int64_t dst = u.begin + P.dp_rank * u.chunk, src = shard ? u.shard_begin : dst;
         std::copy_n(v.begin() + src, u.chunk, full.begin() + dst);
     }
 }
 
-std::vector<RankResult> run_host_ranks(const std::vector<Program>& ranks, const std::vector<double>& params,
-                                           std::uint64_t seed, int steps) {
+std::vector<double> shard_parameters(const Program& whole, const std::vector<double>& whole_params, const Program& rank) {
+    std::vector<double> out(static_cast<std::size_t>(rank.param_elements), 0.0);
+    for (std::size_t i = 0; i < rank.params.size(); ++i) {
+        const ParamSpec &mine = rank.params[i], &all = whole.params.at(i);
+        if (mine.name != all.name) throw std::logic_error("shard_parameters: tensor " + mine.name + " against " + all.name);
+        for (std::int64_t r = 0; r < mine.rows; ++r)
+            for (std::int64_t c = 0; c < mine.cols; ++c) {
+                const std::int64_t g = mine.global_index(r, c);  // beyond the whole tensor: vocabulary padding
+                if (g >= 0 && g < all.numel())
+                    out[static_cast<std::size_t>(mine.offset + r * mine.cols + c)] = whole_params[static_cast<std::size_t>(all.offset + g)];
+            }
+    }
+    return out;
+}
+
+void unshard_parameters(const Program& whole, const Program& rank, const std::vector<double>& mine, std::vector<double>& out) {
+    for (std::size_t i = 0; i < rank.params.size(); ++i) {
+        const ParamSpec &p = rank.params[i], &all = whole.params[i];
+        for (std::int64_t r = 0; r < p.rows; ++r)
+            for (std::int64_t c = 0; c < p.cols; ++c) {
+                const std::int64_t g = p.global_index(r, c);
+                if (g >= 0 && g < all.numel())
+                    out[static_cast<std::size_t>(all.offset + g)] = mine[static_cast<std::size_t>(p.offset + r * p.cols + c)];
+            }
+    }
+}
+
+namespace {
+
+// The loopback groups of a plan's ranks (global rank = tp_rank + tp * dp_rank): one per
+// data-parallel rank over its tensor-parallel peers, one per tensor-parallel rank over its
+// data-parallel peers.
+struct RankGroups {
+    std::vector<std::unique_ptr<HostLoopbackGroup>> tp, dp;
+    RankGroups(std::int64_t dp_size, std::int64_t tp_size) {
+        for (std::int64_t i = 0; i < dp_size; ++i) tp.push_back(std::make_unique<HostLoopbackGroup>(tp_size));
+        for (std::int64_t i = 0; i < tp_size; ++i) dp.push_back(std::make_unique<HostLoopbackGroup>(dp_size));
+    }
+    void abort() {
+        for (auto& g : tp) g->abort();
+        for (auto& g : dp) g->abort();
+    }
+};
+
+}  // namespace
+
+std::vector<RankResult> run_host_ranks(const Program& whole, const std::vector<Program>& ranks,
+                                       const std::vector<double>& whole_params, std::uint64_t seed, int steps) {
     const std::size_t n = ranks.size();
-    HostLoopbackGroup group(static_cast<std::int64_t>(n));
+    const std::int64_t dp = ranks.front().plan.dp, tp = ranks.front().plan.tp;
+    if (static_cast<std::int64_t>(n) != dp * tp) throw std::logic_error("run_host_ranks: one program per rank");
+    RankGroups groups(dp, tp);
     std::vector<RankResult> out(n);
     std::exception_ptr first_error;  // the failure that made the others abort
-    std::vector<double> full(params.size(), 0.0);
+    // Per tensor-parallel rank, its full layout assembled from its data-parallel ranks' shards.
+    std::vector<std::vector<double>> per_tp(static_cast<std::size_t>(tp));
+    for (std::int64_t t = 0; t < tp; ++t) per_tp[static_cast<std::size_t>(t)].assign(static_cast<std::size_t>(ranks[static_cast<std::size_t>(t)].param_elements), 0.0);
     std::mutex assembly;
     auto body = [&](std::size_t r) {
         try {
@@ -354,8 +417,9 @@ std::vector<RankResult> run_host_ranks(const std::vector<Program>& ranks, const 
             DryBackend backend;
             TrackingAllocator alloc(backend);
             BufferTable table;
-            HostRunner run(P, seed, &group.rank(static_cast<std::int64_t>(r)));
-            run.params = params;
+            HostRunner run(P, seed, &groups.dp[static_cast<std::size_t>(P.tp_rank)]->rank(P.dp_rank),
+                           &groups.tp[static_cast<std::size_t>(P.dp_rank)]->rank(P.tp_rank));
+            run.params = shard_parameters(whole, whole_params, P);
             walk(P, P.setup, alloc, table, &run, "set-up");
             for (int s = 1; s <= steps; ++s) {
                 run.set_step(s);
@@ -364,7 +428,8 @@ std::vector<RankResult> run_host_ranks(const std::vector<Program>& ranks, const 
             }
             {
                 std::lock_guard<std::mutex> lock(assembly);  // ranks write disjoint chunks; the lock orders the copies
-                assemble_parameters(P, run.buffer(P.master_weights != kNoBuffer ? P.master_weights : P.weights), full);
+                assemble_parameters(P, run.buffer(P.master_weights != kNoBuffer ? P.master_weights : P.weights),
+                                    per_tp[static_cast<std::size_t>(P.tp_rank)]);
             }
             walk(P, P.teardown, alloc, table, &run, "teardown");
         } catch (...) {
@@ -372,7 +437,7 @@ std::vector<RankResult> run_host_ranks(const std::vector<Program>& ranks, const 
                 std::lock_guard<std::mutex> lock(assembly);
                 if (!first_error) first_error = std::current_exception();
             }
-            group.abort();
+            groups.abort();
         }
     };
     std::vector<std::thread> threads;
@@ -380,6 +445,8 @@ std::vector<RankResult> run_host_ranks(const std::vector<Program>& ranks, const 
     body(0);
     for (auto& t : threads) t.join();
     if (first_error) std::rethrow_exception(first_error);
+    std::vector<double> full(static_cast<std::size_t>(whole.param_elements), 0.0);
+    for (std::int64_t t = 0; t < tp; ++t) unshard_parameters(whole, ranks[static_cast<std::size_t>(t)], per_tp[static_cast<std::size_t>(t)], full);
     for (auto& r : out) r.updated = full;
     return out;
 }

@@ -118,12 +118,19 @@ void HostRunner::run_elementwise(const Op& op) {
             ref::gelu_bwd(at(op.v[1]), dy.data(), at(op.v[0]), R * d.ffn);
             break;
         }
-        case OpKind::cross_entropy: {
-            const Vec z(at(op.v[0]), at(op.v[0]) + R * d.vocab_padded);
-            ref::cross_entropy(z.data(), tok(op.v[1]), at(op.v[2]), at(op.v[0]), R, d.vocab, d.vocab_padded,
-                               1.0 / static_cast<double>(R * d.grad_acc));
+        case OpKind::cross_entropy:
+            if (op.v[3].buffer != kNoBuffer) {
+                vocab_parallel_cross_entropy(op);
+                break;
+            }
+            {
+                const Vec z(at(op.v[0]), at(op.v[0]) + R * d.vocab_padded);
+                ref::cross_entropy(z.data(), tok(op.v[1]), at(op.v[2]), at(op.v[0]), R, d.vocab, d.vocab_padded,
+                                   1.0 / static_cast<double>(R * d.grad_acc));
+            }
             break;
-        }
+        case OpKind::ce_max:
+        case OpKind::ce_sums: vocab_parallel_cross_entropy(op); break;
         case OpKind::loss_accumulate:
             for (std::int64_t i = 0; i < R; ++i) loss_sum += at(op.v[0])[i];
             break;
@@ -134,6 +141,59 @@ void HostRunner::run_elementwise(const Op& op) {
             break;
         }
         default: throw std::logic_error("HostRunner: op kind " + std::string(to_string(op.kind)) + " not handled");
+    }
+}
+
+// Vocabulary-parallel embedding: this rank's rows hold tokens [vocab_begin, vocab_begin + rows);
+// another rank's tokens give 0 (forward) and no gradient here (backward).
+void HostRunner::run_embedding(const Op& op) {
+    const std::int64_t* t = tok(op.v[0]);
+    const std::int64_t n = d.b * d.s, h = d.h;
+    const double *wte = w(op.p0), *wpe = w(op.p1);
+    double *dwte = op.kind == OpKind::embedding_bwd ? g(op.p0) : nullptr, *dwpe = op.kind == OpKind::embedding_bwd ? g(op.p1) : nullptr;
+    double* x = at(op.v[1]);
+    for (std::int64_t i = 0; i < n; ++i) {
+        const std::int64_t row = t[i] - d.vocab_begin, pos = i % d.s;
+        const bool mine = row >= 0 && row < d.vocab_padded;
+        for (std::int64_t c = 0; c < h; ++c) {
+            if (op.kind == OpKind::embedding_fwd) {
+                x[i * h + c] = (mine ? wte[row * h + c] : 0.0) + (wpe ? wpe[pos * h + c] : 0.0);
+            } else {
+                if (mine) dwte[row * h + c] += x[i * h + c];
+                if (dwpe) dwpe[pos * h + c] += x[i * h + c];
+            }
+        }
+    }
+}
+
+// Megatron-LM's vocabulary-parallel cross-entropy over this rank's columns [vocab_begin,
+// vocab_begin + vocab_valid) of the logits: ce_max and ce_sums, combined over the tensor-parallel
+// ranks by the program's all-reduces, then the finish: loss = log(sum) + max - label logit, and
+// dlogits = scale * (softmax - onehot) in place (0 in the padding).
+void HostRunner::vocab_parallel_cross_entropy(const Op& op) {
+    const std::int64_t R = d.rows, V = d.vocab_padded;
+    double* z = at(op.v[0]);
+    const std::int64_t* labels = op.kind == OpKind::ce_max ? nullptr : tok(op.v[1]);  // ce_max's v1 is its output
+    for (std::int64_t r = 0; r < R; ++r) {
+        double* row = z + r * V;
+        const std::int64_t mine = labels ? labels[r] - d.vocab_begin : -1;
+        if (op.kind == OpKind::ce_max) {
+            double m = -INFINITY;
+            for (std::int64_t c = 0; c < d.vocab_valid; ++c) m = std::max(m, row[c]);
+            at(op.v[1])[r] = m;
+        } else if (op.kind == OpKind::ce_sums) {
+            const double m = at(op.v[2])[r];
+            double s = 0;
+            for (std::int64_t c = 0; c < d.vocab_valid; ++c) s += std::exp(row[c] - m);
+            at(op.v[3])[2 * r] = s;
+            at(op.v[3])[2 * r + 1] = mine >= 0 && mine < d.vocab_valid ? row[mine] : 0.0;
+        } else {  // cross_entropy, finishing
+            const double m = at(op.v[3])[r], s = at(op.v[4])[2 * r], zl = at(op.v[4])[2 * r + 1];
+            at(op.v[2])[r] = std::log(s) + m - zl;
+            const double scale = 1.0 / static_cast<double>(R * d.grad_acc);
+            for (std::int64_t c = 0; c < V; ++c)
+                row[c] = c < d.vocab_valid ? scale * (std::exp(row[c] - m) / s - (c == mine ? 1.0 : 0.0)) : 0.0;
+        }
     }
 }
 

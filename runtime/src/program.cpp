@@ -24,49 +24,84 @@ namespace {
 
 using namespace program_detail;
 
-// Dimensions of one micro-batch of the plan on the model.
-Dims program_dims(const ModelConfig& model, const Plan& plan) {
+// Dimensions of one micro-batch of the plan on the model, as tensor-parallel rank tp_rank holds
+// them (Shoeybi et al. 2019, sec. 3: each rank a 1/tp share of the heads, the MLP's hidden units
+// and the vocabulary).
+Dims program_dims(const ModelConfig& model, const Plan& plan, std::int64_t tp_rank) {
     Dims d;
+    d.tp = plan.tp;
     d.s = plan.seq;
     d.b = plan.mbs;
     d.rows = d.s * d.b;
     d.h = model.hidden;
-    d.heads = model.heads;
-    d.kv_heads = model.kv_heads;
+    d.heads = model.heads / d.tp;
+    d.kv_heads = model.kv_heads / d.tp;
     d.head_dim = model.head_dim;
-    d.q_width = model.q_width();
-    d.kv_width = model.kv_width();
+    d.q_width = model.q_width() / d.tp;
+    d.kv_width = model.kv_width() / d.tp;
     d.qkv_width = d.q_width + 2 * d.kv_width;
-    d.ffn = model.ffn_hidden;
+    d.ffn = model.ffn_hidden / d.tp;
     d.up_width = model.mlp == MlpKind::swiglu ? 2 * d.ffn : d.ffn;
     d.vocab = model.vocab;
-    // Same padding as the planner's runtime profile (vocab_pad_multiple).
-    d.vocab_padded = (model.vocab + kRuntimeVocabPadMultiple - 1) / kRuntimeVocabPadMultiple * kRuntimeVocabPadMultiple;
+    // Same padding as the planner's runtime profile (vocab_pad_multiple, times tp).
+    const std::int64_t unit = kRuntimeVocabPadMultiple * d.tp;
+    d.vocab_padded = (model.vocab + unit - 1) / unit * unit / d.tp;
+    d.vocab_begin = tp_rank * d.vocab_padded;
+    d.vocab_valid = std::clamp<std::int64_t>(model.vocab - d.vocab_begin, 0, d.vocab_padded);
     d.layers = model.layers;
     d.max_positions = model.max_positions;
     d.grad_acc = plan.grad_acc;
     return d;
 }
 
+// Where a rank's slice of each layer tensor sits in the whole tensor (tensor parallelism): the
+// fused q|k|v holds this rank's query heads, then its key and value heads; the fused gate|up its
+// share of the gate, then of up; the row-parallel output and down projections a column range.
+struct LayerSlices {
+    std::vector<RowBlock> qkv, up;
+    std::int64_t qkv_rows = 0, up_rows = 0, q_cols = 0, q_col_begin = 0, f_cols = 0, f_col_begin = 0;
+};
+LayerSlices layer_slices(const ModelConfig& m, const Dims& d, std::int64_t t) {
+    LayerSlices s;
+    const std::int64_t Q = m.q_width(), KV = m.kv_width(), F = m.ffn_hidden;
+    s.qkv = {{0, t * d.q_width, d.q_width}, {d.q_width, Q + t * d.kv_width, d.kv_width},
+             {d.q_width + d.kv_width, Q + KV + t * d.kv_width, d.kv_width}};
+    s.qkv_rows = Q + 2 * KV;
+    if (m.mlp == MlpKind::swiglu) {
+        s.up = {{0, t * d.ffn, d.ffn}, {d.ffn, F + t * d.ffn, d.ffn}};
+        s.up_rows = 2 * F;
+    } else {
+        s.up = {{0, t * d.ffn, d.ffn}};
+        s.up_rows = F;
+    }
+    s.q_cols = Q, s.q_col_begin = t * d.q_width, s.f_cols = F, s.f_col_begin = t * d.ffn;
+    return s;
+}
+
 // Parameters of decoder layer l, in the planner's order (model.cpp param_tensors), q/k/v
-// and gate/up fused.
-LayerParams add_layer_parameters(Builder& B, const ModelConfig& model, std::int64_t l) {
+// and gate/up fused; a rank's slices under tensor parallelism.
+LayerParams add_layer_parameters(Builder& B, const ModelConfig& model, std::int64_t l, std::int64_t tp_rank) {
     const Dims& d = B.d_;
     const bool ln = model.norm == NormKind::layernorm;
     const bool swiglu = model.mlp == MlpKind::swiglu;
+    const LayerSlices sl = layer_slices(model, d, tp_rank);
+    const TpSlice column_qkv{sl.qkv, sl.qkv_rows, d.h, 0}, column_up{sl.up, sl.up_rows, d.h, 0};
+    const TpSlice bias_qkv{sl.qkv, sl.qkv_rows, 1, 0}, bias_up{sl.up, sl.up_rows, 1, 0};
+    const TpSlice row_out{{}, d.h, sl.q_cols, sl.q_col_begin}, row_down{{}, d.h, sl.f_cols, sl.f_col_begin};
     LayerParams lp;
     const std::string n = "layers." + std::to_string(l) + ".";
     lp.norm1_w = B.param(n + "attn_norm.weight", d.h, 1, l, false);
     if (ln) lp.norm1_b = B.param(n + "attn_norm.bias", d.h, 1, l, false);
-    lp.qkv_w = B.param(n + "qkv_proj.weight", d.qkv_width, d.h, l, true);
-    if (model.qkv_bias) lp.qkv_b = B.param(n + "qkv_proj.bias", d.qkv_width, 1, l, false);
-    lp.out_w = B.param(n + "o_proj.weight", d.h, d.q_width, l, true);
+    lp.qkv_w = B.param(n + "qkv_proj.weight", d.qkv_width, d.h, l, true, column_qkv);
+    if (model.qkv_bias) lp.qkv_b = B.param(n + "qkv_proj.bias", d.qkv_width, 1, l, false, bias_qkv);
+    lp.out_w = B.param(n + "o_proj.weight", d.h, d.q_width, l, true, row_out);
     if (model.out_bias) lp.out_b = B.param(n + "o_proj.bias", d.h, 1, l, false);
     lp.norm2_w = B.param(n + "mlp_norm.weight", d.h, 1, l, false);
     if (ln) lp.norm2_b = B.param(n + "mlp_norm.bias", d.h, 1, l, false);
-    lp.up_w = B.param(n + (swiglu ? "gate_up_proj.weight" : "fc1.weight"), d.up_width, d.h, l, true);
-    if (model.mlp_bias) lp.up_b = B.param(n + (swiglu ? "gate_up_proj.bias" : "fc1.bias"), d.up_width, 1, l, false);
-    lp.down_w = B.param(n + (swiglu ? "down_proj.weight" : "fc2.weight"), d.h, d.ffn, l, true);
+    lp.up_w = B.param(n + (swiglu ? "gate_up_proj.weight" : "fc1.weight"), d.up_width, d.h, l, true, column_up);
+    if (model.mlp_bias)
+        lp.up_b = B.param(n + (swiglu ? "gate_up_proj.bias" : "fc1.bias"), d.up_width, 1, l, false, bias_up);
+    lp.down_w = B.param(n + (swiglu ? "down_proj.weight" : "fc2.weight"), d.h, d.ffn, l, true, row_down);
     if (model.mlp_bias) lp.down_b = B.param(n + (swiglu ? "down_proj.bias" : "fc2.bias"), d.h, 1, l, false);
     return lp;
 }
@@ -77,19 +112,21 @@ void add_parameters(Builder& B) {
     Program& P = B.p_;
     const ModelConfig& model = P.model;
     const Dims& d = P.dims;
+    // Vocabulary-parallel embedding and head: this rank's rows of the padded vocabulary.
+    const TpSlice vocab{{{0, d.vocab_begin, d.vocab_padded}}, d.vocab_padded * d.tp, d.h, 0};
     B.begin_unit(embedding_unit());
-    P.wte = B.param("word_embedding", d.vocab_padded, d.h, 0, true);
+    P.wte = B.param("word_embedding", d.vocab_padded, d.h, 0, true, vocab);
     if (model.position == PositionKind::learned) P.wpe = B.param("position_embedding", d.max_positions, d.h, 0, true);
     B.end_unit();
     for (std::int64_t l = 1; l <= d.layers; ++l) {
         B.begin_unit(layer_unit(l));
-        P.layer_params.push_back(add_layer_parameters(B, model, l));
+        P.layer_params.push_back(add_layer_parameters(B, model, l, P.tp_rank));
         B.end_unit();
     }
     B.begin_unit(head_unit(P));
     P.normf_w = B.param("final_norm.weight", d.h, 1, 0, false);
     if (model.norm == NormKind::layernorm) P.normf_b = B.param("final_norm.bias", d.h, 1, 0, false);
-    P.head = model.tied_embeddings ? P.wte : B.param("lm_head.weight", d.vocab_padded, d.h, 0, true);
+    P.head = model.tied_embeddings ? P.wte : B.param("lm_head.weight", d.vocab_padded, d.h, 0, true, vocab);
     B.end_unit();
     P.param_elements = P.layout.full_elements;
 }
@@ -150,15 +187,46 @@ BufferId emit_embedding_forward(Builder& B, std::int64_t mb, BufferId tokens) {
         gather_unit(B, P.step, embedding_unit(), {PhaseKind::forward, 1, mb});
         B.emit_wait(P.step, B.last_collective, {PhaseKind::forward, 1, mb});
     }
-    // embedding_fwd: v0 = tokens, v1 = x; p0 = word embedding, p1 = position embedding
+    // embedding_fwd: v0 = tokens, v1 = x; p0 = word embedding (this rank's vocabulary rows: the
+    // others' tokens give 0), p1 = position embedding (added by tensor-parallel rank 0 only, before
+    // the ranks' partial rows are summed).
     Op& o = B.emit(P.step, OpKind::embedding_fwd, "embedding", {PhaseKind::forward, 1, mb});
     o.alloc = {x};
     o.v[0] = {tokens, d.b, d.s, d.s, 0};
     o.v[1] = B.full(x, d.h);
     o.p0 = P.wte;
-    o.p1 = P.wpe;
+    o.p1 = P.tp_rank == 0 ? P.wpe : kNoParam;
     release_gathered(B, o, embedding_unit());
+    B.tp_all_reduce(P.step, "embedding", {PhaseKind::forward, 1, mb}, B.full(x, d.h));
     return x;
+}
+
+// Vocabulary-parallel cross-entropy (Megatron-LM, tensor_parallel/cross_entropy.py): the row's
+// largest logit and then its sum of exponentials and its label's logit, each combined over the
+// tensor-parallel ranks, so the full logits are never gathered. The buffers go before the head's
+// backward.
+void emit_vocab_parallel_statistics(Builder& B, const Phase& ph, const View& lv, BufferId labels, BufferId& max_rows,
+                                    BufferId& sums) {
+    Program& P = B.p_;
+    const Dims& d = P.dims;
+    max_rows = B.buffer("logit max", Category::logits, DType::f32, d.rows);
+    sums = B.buffer("exp sums and label logits", Category::logits, DType::f32, 2 * d.rows);
+    {  // ce_max: v0 = logits, v1 = max [rows]
+        Op& o = B.emit(P.step, OpKind::ce_max, "local logit max", ph);
+        o.alloc = {max_rows};
+        o.v[0] = lv;
+        o.v[1] = {max_rows, d.rows, 1, 1, 0};
+    }
+    B.tp_all_reduce(P.step, "logit max", ph, {max_rows, 1, d.rows, d.rows, 0}, ReduceOp::max);
+    {  // ce_sums: v0 = logits, v1 = labels, v2 = max, v3 = sums [rows, 2]
+        Op& o = B.emit(P.step, OpKind::ce_sums, "local exp sums and label logits", ph);
+        o.alloc = {sums};
+        o.v[0] = lv;
+        o.v[1] = {labels, d.b, d.s, d.s, 0};
+        o.v[2] = {max_rows, d.rows, 1, 1, 0};
+        o.v[3] = {sums, d.rows, 2, 2, 0};
+    }
+    B.tp_all_reduce(P.step, "exp sums and label logits", ph, {sums, 1, 2 * d.rows, 2 * d.rows, 0});
 }
 
 // Final norm, LM head, cross-entropy and their backward for micro-batch mb, from the last
@@ -180,13 +248,21 @@ BufferId emit_output_and_loss(Builder& B, std::int64_t mb, BufferId x, bool redu
     const BufferId logits = B.buffer("logits", Category::logits, P.act, d.rows * d.vocab_padded);
     const View lv{logits, d.rows, d.vocab_padded, d.vocab_padded, 0};
     emit_linear_fwd(B, P.step, "lm head", out, B.full(xnf, d.h), lv, P.head, kNoParam);
+    BufferId max_rows = kNoBuffer, sums = kNoBuffer;
+    if (d.tp > 1) emit_vocab_parallel_statistics(B, out, lv, labels, max_rows, sums);
     const BufferId loss = B.buffer("loss per token", Category::logits, DType::f32, d.rows);
-    {  // cross_entropy: v0 = logits (overwritten by dlogits, scaled 1/(rows*grad_acc)), v1 = labels, v2 = loss rows
+    {  // cross_entropy: v0 = logits (overwritten by dlogits, scaled 1/(rows*grad_acc)), v1 = labels, v2 = loss rows;
+       // tensor parallel: v3 = the rows' max, v4 = their exp sums and label logits (freed here)
         Op& o = B.emit(P.step, OpKind::cross_entropy, "softmax cross-entropy", out);
         o.alloc = {loss};
         o.v[0] = lv;
         o.v[1] = {labels, d.b, d.s, d.s, 0};
         o.v[2] = {loss, d.rows, 1, 1, 0};
+        if (d.tp > 1) {
+            o.v[3] = {max_rows, d.rows, 1, 1, 0};
+            o.v[4] = {sums, d.rows, 2, 2, 0};
+            o.free = {max_rows, sums};
+        }
     }
     {  // loss_accumulate: v0 = loss rows, summed into the device scalars
         Op& o = B.emit(P.step, OpKind::loss_accumulate, "loss sum", out);
@@ -198,6 +274,7 @@ BufferId emit_output_and_loss(Builder& B, std::int64_t mb, BufferId x, bool redu
     const BufferId dxnf = B.buffer("d final norm out", Category::logits, P.act, d.rows * d.h);
     emit_linear_bwd(B, P.step, "lm head", out, lv, B.full(xnf, d.h), B.full(dxnf, d.h), P.head, kNoParam, {dxnf});
     P.step.back().free = {logits};
+    B.tp_all_reduce(P.step, "lm head input gradient", out, B.full(dxnf, d.h));
     const BufferId dres = B.act("d residual", d.h, Category::temporary);
     emit_norm_bwd(B, P.step, "final norm bwd", out, x, dxnf, dres, false, P.normf_w, P.normf_b, {dres},
                   {dxnf, xnf, labels, x});
@@ -278,16 +355,21 @@ Program build_program(const ModelConfig& model, const Plan& plan_in, std::int64_
     const Plan plan = resolve_defaults(plan_in, model);
     validate_plan(plan, model);
     check_supported(model, plan);
-    if (rank < 0 || rank >= plan.dp)
-        throw InputError("--emulate-rank", "rank " + std::to_string(rank) + " is outside the plan's data-parallel ranks 0.." +
-                                               std::to_string(plan.dp - 1) + " (--dp " + std::to_string(plan.dp) + ")");
+    const std::int64_t world = plan.dp * plan.tp;
+    if (rank < 0 || rank >= world)
+        throw InputError("--emulate-rank", "rank " + std::to_string(rank) + " is outside the plan's ranks 0.." +
+                                               std::to_string(world - 1) + " (--dp " + std::to_string(plan.dp) +
+                                               " x --tp " + std::to_string(plan.tp) + ")");
 
     Program P;
     P.model = model;
     P.plan = plan;
     P.rank = rank;
+    const RankCoords at = rank_coords(plan, rank);
+    P.tp_rank = at.tp;
+    P.dp_rank = at.dp;
     use_model_rope(P);
-    P.dims = program_dims(model, plan);
+    P.dims = program_dims(model, plan, P.tp_rank);
     P.layout = runtime_layout(model, plan, P.dims.vocab_padded);
     // Precision recipes (docs/interface.md table): compute copy, gradients, master.
     const PrecisionBytes pb = precision_bytes(plan.precision);

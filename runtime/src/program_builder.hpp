@@ -12,6 +12,12 @@
 
 namespace preflight::runtime::program_detail {
 
+// A rank's slice of a tensor (ParamSpec::row_blocks etc.): empty rows = the whole rows.
+struct TpSlice {
+    std::vector<RowBlock> rows;
+    std::int64_t global_rows = 0, global_cols = 0, col_begin = 0;
+};
+
 class Builder {
 public:
     explicit Builder(Program& p) : p_(p), d_(p.dims) {}
@@ -47,8 +53,23 @@ public:
     }
     // Throws std::logic_error when the unit's tensors differ from the planner's count.
     void end_unit() const;
-    ParamId param(std::string name, std::int64_t rows, std::int64_t cols, std::int64_t layer, bool decay) {
-        p_.params.push_back({std::move(name), rows, cols, cursor_, layer, decay, static_cast<std::int64_t>(unit_)});
+    // `slice`: where this rank's part sits in the whole tensor (tensor parallelism); the default
+    // is the whole tensor (replicated).
+    ParamId param(std::string name, std::int64_t rows, std::int64_t cols, std::int64_t layer, bool decay,
+                  TpSlice slice = {}) {
+        ParamSpec ps;
+        ps.name = std::move(name);
+        ps.rows = rows;
+        ps.cols = cols;
+        ps.offset = cursor_;
+        ps.layer = layer;
+        ps.decay = decay;
+        ps.unit = static_cast<std::int64_t>(unit_);
+        ps.global_rows = slice.global_rows > 0 ? slice.global_rows : rows;
+        ps.global_cols = slice.global_cols > 0 ? slice.global_cols : cols;
+        ps.col_begin = slice.col_begin;
+        ps.row_blocks = slice.rows.empty() ? std::vector<RowBlock>{{0, 0, rows}} : slice.rows;
+        p_.params.push_back(std::move(ps));
         cursor_ += runtime_align(rows * cols);
         return static_cast<ParamId>(p_.params.size() - 1);
     }
@@ -70,6 +91,17 @@ public:
         return o;
     }
     std::int64_t last_collective = -1;
+    // Tensor parallelism: `v` summed (or maxed) over the tensor-parallel ranks in place, the compute
+    // stream waiting for it at once (the next op reads it). Nothing without tensor parallelism.
+    void tp_all_reduce(std::vector<Op>& out, const std::string& name, const Phase& ph, const View& v,
+                       ReduceOp reduce = ReduceOp::sum) {
+        if (d_.tp <= 1) return;
+        Op& o = emit_collective(out, OpKind::all_reduce, name + " tensor-parallel all-reduce", ph, -1);
+        o.group = CommGroup::tp;
+        o.reduce = reduce;
+        o.v[0] = v;
+        emit_wait(out, last_collective, ph);
+    }
     // ZeRO-2/3: units whose reduce-scatter is in flight, with that collective's number; their
     // gradient buffers are freed once the compute stream has waited for it.
     std::vector<std::pair<std::size_t, std::int64_t>> reducing;

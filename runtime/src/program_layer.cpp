@@ -94,9 +94,12 @@ void emit_mlp_forward(Builder& B, std::vector<Op>& out, std::int64_t l, const st
     }
     if (produce_output) f.out = B.act(layer_label(l + 1) + "attn norm in", d.h);
     // Full recompute re-creates the down projection's kept input (fp8: its transposed copy) but
-    // does not re-run the projection.
-    f.act_8t = emit_gemm_fwd(B, out, n + "down proj", ph, B.full(f.act, d.ffn), B.full(f.out, d.h), lp.down_w, lp.down_b,
-                             B.full(f.x1, d.h), P.fp8, produce_output);
+    // does not re-run the projection. Row-parallel: partial sums over the tensor-parallel ranks,
+    // the residual and bias added by rank 0 only, then summed (Shoeybi et al. 2019, fig. 3's g).
+    const bool adds = P.tp_rank == 0;
+    f.act_8t = emit_gemm_fwd(B, out, n + "down proj", ph, B.full(f.act, d.ffn), B.full(f.out, d.h), lp.down_w,
+                             adds ? lp.down_b : kNoParam, adds ? B.full(f.x1, d.h) : View{}, P.fp8, produce_output);
+    if (produce_output) B.tp_all_reduce(out, n + "down proj", ph, B.full(f.out, d.h));
 }
 
 }  // namespace
@@ -124,8 +127,11 @@ LayerFwd emit_layer_forward(Builder& B, std::vector<Op>& out, std::int64_t l, st
     emit_attention_core_forward(B, out, n, ph, f, keep_core);
     f.x1 = B.act(n + "mlp norm in", d.h);
     // fp8: flash attention's backward reads its bf16 output; eager's does not, so it goes with the cast.
+    const bool adds = P.tp_rank == 0;  // row-parallel: see emit_mlp_forward
     f.attn_8t = emit_gemm_fwd(B, out, n + "out proj", ph, B.full(f.attn, d.q_width), B.full(f.x1, d.h), lp.out_w,
-                              lp.out_b, B.full(x, d.h), P.fp8 && P.plan.attention == AttentionKind::eager);
+                              adds ? lp.out_b : kNoParam, adds ? B.full(x, d.h) : View{},
+                              P.fp8 && P.plan.attention == AttentionKind::eager);
+    B.tp_all_reduce(out, n + "out proj", ph, B.full(f.x1, d.h));
     emit_mlp_forward(B, out, l, n, ph, f, produce_output);
     return f;
 }
@@ -253,6 +259,8 @@ void emit_mlp_backward(Builder& B, std::vector<Op>& out, const std::string& n, c
     emit_gemm_bwd(B, out, n + "up proj", ph, B.full(dgu, d.up_width), B.full(f.xn2, d.h), f.xn2_8t, B.full(dxn2, d.h),
                   lp.up_w, lp.up_b, {dxn2});
     out.back().free.push_back(dgu);
+    // Column-parallel: the input gradient's partial sums over the ranks (fig. 3's f, backward).
+    B.tp_all_reduce(out, n + "up proj input gradient", ph, B.full(dxn2, d.h));
     emit_norm_bwd(B, out, n + "mlp norm bwd", ph, f.x1, dxn2, dres, true, lp.norm2_w, lp.norm2_b, {}, {dxn2});
 }
 
@@ -347,6 +355,7 @@ void emit_layer_backward(Builder& B, std::vector<Op>& out, std::int64_t l, std::
     emit_gemm_bwd(B, out, n + "qkv proj", ph, B.full(dqkv, d.qkv_width), B.full(f.xn1, d.h), f.xn1_8t,
                   B.full(dxn1, d.h), lp.qkv_w, lp.qkv_b, {dxn1});
     out.back().free.push_back(dqkv);
+    B.tp_all_reduce(out, n + "qkv proj input gradient", ph, B.full(dxn1, d.h));
     // The layer's saved tensors (and any recomputed ones) go with its last op.
     std::vector<BufferId> release = {dxn1, saved.x};
     if (P.plan.recompute == Recompute::full) {

@@ -103,8 +103,28 @@ std::string_view to_string(OpKind k) {
         case OpKind::comm_wait: return "comm_wait";
         case OpKind::fp8_cast: return "fp8_cast";
         case OpKind::fp8_cast_weights: return "fp8_cast_weights";
+        case OpKind::ce_max: return "ce_max";
+        case OpKind::ce_sums: return "ce_sums";
     }
     return "?";
+}
+
+std::int64_t ParamSpec::global_index(std::int64_t r, std::int64_t c) const {
+    for (const RowBlock& b : row_blocks)
+        if (r >= b.local_begin && r < b.local_begin + b.rows) return (b.global_begin + r - b.local_begin) * global_cols + col_begin + c;
+    return -1;
+}
+
+RankCoords rank_coords(const Plan& plan, std::int64_t rank) {
+    return {rank / plan.tp % plan.dp, rank % plan.tp, rank / (plan.tp * plan.dp)};
+}
+
+Plan single_gpu_plan(Plan plan) {
+    plan.grad_acc *= plan.dp;
+    plan.dp = plan.tp = plan.pp = 1;
+    plan.zero = zero_none;
+    plan.sp = false;
+    return plan;
 }
 
 bool is_collective(OpKind k) {
@@ -152,7 +172,7 @@ std::vector<OptimizerRegion> optimizer_regions(const Program& P) {
         return out;
     }
     for (const ShardUnit& u : P.layout.units) {
-        const std::int64_t first = u.begin + P.rank * u.chunk;  // the rank's chunk in the full layout
+        const std::int64_t first = u.begin + P.dp_rank * u.chunk;  // the rank's chunk in the full layout
         const bool grad_shard = P.plan.zero >= zero_gradients, weight_shard = P.plan.zero == zero_weights;
         OptimizerRegion r{{grads, grad_shard ? u.shard_begin : first}, {P.weights, weight_shard ? u.shard_begin : first},
                           u.shard_begin, u.chunk, {}};
@@ -168,9 +188,8 @@ void check_supported(const ModelConfig& m, const Plan& p) {
         throw InputError(flag, why + " (the Preflight runtime executes data-parallel plans with ZeRO 0-3; use "
                                      "`preflight memory` to model this plan)");
     };
-    if (p.tp != 1) no("--tp", "must be 1 for `run` (tensor parallelism is not implemented by the runtime yet)");
     if (p.pp != 1) no("--pp", "must be 1 for `run` (pipeline parallelism is not implemented by the runtime yet)");
-    if (p.sp) no("--sp", "sequence parallelism needs tensor parallelism");
+    if (p.sp) no("--sp", "sequence parallelism is not implemented by the runtime yet");
     if (p.precision == Precision::fp16_mixed)
         no("--precision", "fp16-mixed is not implemented by the runtime; use fp32, bf16-mixed, bf16-mixed-fp32-grads, "
                           "bf16 or fp8-mixed");

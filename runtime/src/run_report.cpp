@@ -124,6 +124,7 @@ json predicted_json(const Predicted& p) {
     pj["fits"] = p.memory.fits;
     pj["step_time_s"] = opt(p.step_time_s);
     pj["dp_communication_s"] = opt(p.dp_communication_s);
+    pj["tp_communication_s"] = opt(p.tp_communication_s);
     pj["tokens_per_s"] = opt(p.tokens_per_s);
     pj["mfu"] = opt(p.mfu);
     pj["hfu"] = opt(p.hfu);
@@ -135,6 +136,9 @@ json predicted_json(const Predicted& p) {
 json parallel_json(const ParallelInfo& p) {
     return {{"world_size", p.world_size},
             {"rank", p.rank},
+            {"dp_rank", p.dp_rank},
+            {"tp_rank", p.tp_rank},
+            {"pp_rank", p.pp_rank},
             {"backend", p.backend},
             {"nccl", p.nccl.empty() ? json(nullptr) : json(p.nccl)},
             {"nccl_world1_bytes", opt(p.nccl_world1_bytes)},

@@ -28,6 +28,7 @@ Predicted predict(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan
         const Throughput t = estimate_throughput(model, own, plan, throughput_options_for(mo.profile, model, plan, base));
         p.step_time_s = t.step_time_s;
         p.dp_communication_s = t.dp_communication_s;
+        p.tp_communication_s = t.tp_communication_s;
         p.tokens_per_s = t.tokens_per_s;
         p.mfu = t.mfu;
         p.hfu = t.hfu;
@@ -46,8 +47,12 @@ RunReport report_for(const std::string& mode, const ModelConfig& model, const Gp
     r.plan = resolve_defaults(plan_in, model);
     r.steps = options.steps;
     r.seed = options.seed;
-    r.parallel.world_size = r.plan.dp;
+    r.parallel.world_size = r.plan.gpus();
     r.parallel.rank = options.rank;
+    const RankCoords at = rank_coords(r.plan, options.rank);
+    r.parallel.dp_rank = at.dp;
+    r.parallel.tp_rank = at.tp;
+    r.parallel.pp_rank = at.pp;
     r.predicted = predict(model, gpu, r.plan, options);
     return r;
 }

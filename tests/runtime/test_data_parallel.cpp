@@ -7,6 +7,7 @@
 #include <set>
 
 #include "catalog_fixture.hpp"
+#include "dry_run_compare.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/profiles.hpp"
 #include "preflight/planner/runtime_layout.hpp"
@@ -85,22 +86,7 @@ TEST(DataParallelLayout, EveryElementOfEveryUnitHasExactlyOneOwner) {
         }
 }
 
-// The dry run of rank r against the planner's prediction (runtime profile, no overhead).
-struct Compared {
-    std::int64_t dry = 0, planned = 0;
-    PhaseKind dry_phase{}, planned_phase{};
-    std::string where;
-};
-Compared compare(const ModelConfig& m, const Plan& p, std::int64_t rank) {
-    const Program prog = build_program(m, p, rank);
-    const DryRunResult d = dry_run(prog, 1, false);
-    EXPECT_TRUE(d.leak_free);
-    MemoryOptions mo;
-    mo.profile = runtime_profile();
-    mo.overhead_bytes = 0;
-    const MemoryReport r = evaluate_memory(m, test::catalog_gpu("h100-sxm-80gb"), p, mo);
-    return {d.peak_bytes, r.peak_bytes, d.peak_phase, r.peak_phase.kind, d.peak_where};
-}
+using test_support::Compared;
 
 TEST(DataParallelDryRun, EveryRankEqualsThePlannerToTheByte) {
     struct Kind {
@@ -128,7 +114,7 @@ TEST(DataParallelDryRun, EveryRankEqualsThePlannerToTheByte) {
                         p.precision = k.pr;
                         p.attention = k.at;
                         for (std::int64_t rank : {std::int64_t{0}, dp / 2, dp - 1}) {
-                            const Compared c = compare(m, p, rank);
+                            const Compared c = test_support::compare_with_planner(m, p, rank);
                             const std::string what = m.name + " " + to_flags(p) + " rank " + std::to_string(rank);
                             EXPECT_EQ(c.dry, c.planned) << what << ": dry run peak at " << c.where;
                             EXPECT_EQ(c.dry_phase, c.planned_phase) << what << ": dry run peak at " << c.where;

@@ -50,7 +50,7 @@ struct Prediction {
     MemoryReport memory;
     std::int64_t tracked_peak_bytes = 0;  // peak minus the modelled overhead
     std::optional<double> step_time_s, mfu;
-    std::optional<double> dp_communication_s;  // runtime: the step's exposed data-parallel communication
+    double emulated_communication_s = 0;  // runtime: the step's exposed data- and tensor-parallel communication
     double model_flops_per_step = 0;
     std::optional<double> peak_flops_per_s;
 };
@@ -69,7 +69,7 @@ Prediction predict(const ModelConfig& model, const GpuSpec& gpu, const Plan& pla
         p.memory = r.memory;
         p.tracked_peak_bytes = r.tracked_peak_bytes;
         p.step_time_s = r.step_time_s;
-        p.dp_communication_s = r.dp_communication_s;
+        p.emulated_communication_s = r.emulated_communication_s();
         p.mfu = r.mfu;
         p.model_flops_per_step = r.model_flops_per_step;
     } else {
@@ -219,8 +219,8 @@ RunCheck check_report(const json& r, const std::string& id, const Tolerances& to
     compare_memory(rc, m, p, em, tol);
     if (auto t = number(m, "step_time_s"); t && *t > 0) {
         // An emulated rank's collectives are local: its step is the prediction without the
-        // exposed data-parallel communication.
-        const double comm = em.emulated ? p.dp_communication_s.value_or(0.0) : 0.0;
+        // exposed data- and tensor-parallel communication.
+        const double comm = em.emulated ? p.emulated_communication_s : 0.0;
         if (p.step_time_s) compare(rc, "step_time_s", *t, *p.step_time_s - comm, tol);
         // Measured MFU with the planner's FLOP count (one definition for every source).
         if (p.mfu && p.peak_flops_per_s)

@@ -37,9 +37,10 @@ TEST(GpuCommKernels, AccumulateMatchesItsReference) {
 
 // Every rank's buffer after one loopback collective on the device and on the host group.
 template <class T>
-void check_loopback(cuda::LoopbackKind kind, int world, double rtol) {
+void check_loopback(cuda::LoopbackKind kind, ReduceOp op, int world, double rtol) {
+    const auto reduce = static_cast<cuda::LoopbackReduce>(op);  // the same order: mean, sum, max
     const std::int64_t count = 333;  // per chunk (reduce-scatter, all-gather) or the whole buffer
-    const std::size_t len = static_cast<std::size_t>(kind == cuda::LoopbackKind::all_reduce_mean ? count : count * world);
+    const std::size_t len = static_cast<std::size_t>(kind == cuda::LoopbackKind::all_reduce ? count : count * world);
     std::vector<std::vector<double>> host;
     std::vector<std::unique_ptr<DeviceBuffer<T>>> dev;
     cuda::LoopbackBuffers b{};
@@ -49,15 +50,15 @@ void check_loopback(cuda::LoopbackKind kind, int world, double rtol) {
         b.bufs[r] = dev.back()->get();
         b.ins[r] = dev.back()->get() + r * count;  // all-gather in place
     }
-    cuda::launch_loopback<T>(kind, b, world, count, nullptr);
+    cuda::launch_loopback<T>(kind, reduce, b, world, count, nullptr);
     HostLoopbackGroup group(world);  // the reference: the host group's arithmetic, ranks as threads
     std::vector<std::thread> threads;
     for (int r = 0; r < world; ++r)
         threads.emplace_back([&, r] {
             double* p = host[static_cast<std::size_t>(r)].data();
             HostCollectives& c = group.rank(r);
-            if (kind == cuda::LoopbackKind::all_reduce_mean) c.all_reduce_mean(p, count);
-            if (kind == cuda::LoopbackKind::reduce_scatter_mean) c.reduce_scatter_mean(p, count);
+            if (kind == cuda::LoopbackKind::all_reduce) c.all_reduce(p, count, op);
+            if (kind == cuda::LoopbackKind::reduce_scatter) c.reduce_scatter(p, count, op);
             if (kind == cuda::LoopbackKind::all_gather) c.all_gather(p + r * count, p, count);
         });
     for (auto& t : threads) t.join();
@@ -67,12 +68,12 @@ void check_loopback(cuda::LoopbackKind kind, int world, double rtol) {
 
 TEST(GpuCommKernels, LoopbackCollectivesMatchTheHostGroup) {
     PF_REQUIRE_GPU();
-    for (auto kind : {cuda::LoopbackKind::all_reduce_mean, cuda::LoopbackKind::reduce_scatter_mean,
-                      cuda::LoopbackKind::all_gather})
-        for (int world : {1, 2, 3, 8}) {
-            check_loopback<float>(kind, world, 1e-6);
-            check_loopback<cuda::bf16>(kind, world, 1e-2);
-        }
+    for (auto kind : {cuda::LoopbackKind::all_reduce, cuda::LoopbackKind::reduce_scatter, cuda::LoopbackKind::all_gather})
+        for (ReduceOp op : {ReduceOp::mean, ReduceOp::sum, ReduceOp::max})
+            for (int world : {1, 2, 3, 8}) {
+                check_loopback<float>(kind, op, world, 1e-6);
+                check_loopback<cuda::bf16>(kind, op, world, 1e-2);
+            }
 }
 
 }  // namespace

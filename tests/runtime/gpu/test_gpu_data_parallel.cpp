@@ -23,59 +23,17 @@
 #include "catalog_fixture.hpp"
 #include "comm.hpp"
 #include "gpu_util.hpp"
+#include "parity.hpp"
 #include "preflight/runtime/device.hpp"
 #include "preflight/runtime/walker.hpp"
 
 namespace preflight::runtime {
 namespace {
 
-ModelConfig dp_llama() {
-    nlohmann::json cfg = {{"model_type", "llama"},         {"hidden_size", 128},       {"num_hidden_layers", 2},
-                          {"num_attention_heads", 4},       {"num_key_value_heads", 2}, {"intermediate_size", 160},
-                          {"vocab_size", 300},              {"max_position_embeddings", 64},
-                          {"tie_word_embeddings", false}};
-    return model_from_hf_config(cfg, "dp-llama");
-}
-ModelConfig dp_gpt() { return preflight::test::gpt_model(128, 2, 4, 300, 64); }
-
-std::vector<double> relayout(const Program& from, const std::vector<double>& v, const Program& to) {
-    std::vector<double> out(static_cast<std::size_t>(to.param_elements), 0.0);
-    for (std::size_t i = 0; i < from.params.size(); ++i)
-        std::copy_n(v.begin() + from.params[i].offset, from.params[i].numel(), out.begin() + to.params[i].offset);
-    return out;
-}
-
-struct Parity {
-    double loss = 0, param_l2 = 0, param_max = 0;
-};
-
-Parity parity(const ModelConfig& m, const Plan& multi, int steps) {
-    Plan single = multi;
-    single.grad_acc = multi.grad_acc * multi.dp;
-    single.dp = 1;
-    single.zero = zero_none;
-    RunOptions o;
-    o.seed = 21;
-    const auto a = run_ranks_on_device(m, single, o, steps);
-    const auto b = run_ranks_on_device(m, multi, o, steps);
-    Parity p;
-    for (int s = 0; s < steps; ++s) {
-        double mean = 0;
-        for (const auto& r : b) mean += r.losses[static_cast<std::size_t>(s)] / static_cast<double>(b.size());
-        const double want = a[0].losses[static_cast<std::size_t>(s)];
-        p.loss = std::max(p.loss, std::abs(mean - want) / std::abs(want));
-    }
-    const std::vector<double> got = relayout(build_program(m, multi), b[0].updated, build_program(m, single));
-    double d2 = 0, n2 = 0;
-    for (std::size_t i = 0; i < got.size(); ++i) {
-        const double e = got[i] - a[0].updated[i];
-        d2 += e * e;
-        n2 += a[0].updated[i] * a[0].updated[i];
-        p.param_max = std::max(p.param_max, std::abs(e));
-    }
-    p.param_l2 = std::sqrt(d2 / n2);
-    return p;
-}
+using test::dp_gpt;
+using test::dp_llama;
+using test::Parity;
+using test::parity;
 
 TEST(GpuDataParallel, LoopbackParityForEveryZeroStage) {
     PF_REQUIRE_GPU();

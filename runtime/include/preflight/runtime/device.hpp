@@ -37,11 +37,12 @@ struct StepGradients {
 // no-device backend.
 StepGradients capture_step_gradients(const ModelConfig& model, const Plan& plan, const RunOptions& options);
 
-// Test hook (the loopback backend): `steps` steps of every data-parallel rank of the plan, each
+// Test hook (the loopback backend): `steps` steps of every rank of the plan (dp x tp), each
 // driven by a thread of this process with its own streams on device 0, exchanging through
 // device memory, from one initial model (`options.seed`). Returns each rank's losses and the
-// parameters assembled from every rank's shard (host_runner.hpp assemble_parameters). Throws
-// on any failure (the other ranks are woken and stopped) and on the no-device backend.
+// parameters assembled from every rank's shards and slices, in the layout of the plan's
+// single-GPU program (build_program(model, single_gpu_plan(plan))). Throws on any failure (the
+// other ranks are woken and stopped) and on the no-device backend.
 std::vector<RankResult> run_ranks_on_device(const ModelConfig& model, const Plan& plan, const RunOptions& options,
                                             int steps);
 

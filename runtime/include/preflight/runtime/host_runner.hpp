@@ -19,38 +19,34 @@
 
 namespace preflight::runtime {
 
-// The collectives of one rank, on host buffers of doubles (every dtype is held as double).
+// The collectives of one rank, on host buffers of doubles (every dtype is held as double), over
+// one group (the rank's data-parallel or tensor-parallel peers).
 class HostCollectives {
 public:
     virtual ~HostCollectives() = default;
-    // In place: `count` elements at `buf` become their mean over the ranks.
-    virtual void all_reduce_mean(double* buf, std::int64_t count) = 0;
-    // In place: `buf` holds one `chunk` per rank; this rank's (at rank * chunk) becomes the mean
-    // over the ranks of that chunk. The other chunks are left as they were.
-    virtual void reduce_scatter_mean(double* buf, std::int64_t chunk) = 0;
+    // In place: `count` elements at `buf` become their mean, sum or max over the ranks.
+    virtual void all_reduce(double* buf, std::int64_t count, ReduceOp op) = 0;
+    // In place: `buf` holds one `chunk` per rank; this rank's (at rank * chunk) becomes the
+    // reduction over the ranks of that chunk. The other chunks are left as they were.
+    virtual void reduce_scatter(double* buf, std::int64_t chunk, ReduceOp op) = 0;
     // `out` (one chunk per rank) receives every rank's `chunk` elements from `in`.
     virtual void all_gather(const double* in, double* out, std::int64_t chunk) = 0;
 };
 
 // One rank alone (preflight run --emulate-rank): every rank is taken to hold what this one holds,
-// so a mean is the value itself; a gather copies this rank's chunk into every chunk (the other
-// ranks' parameters are not here).
+// so a mean or a max is the value itself and a sum is left as this rank's share (the other
+// ranks' partial sums are not here); a gather copies this rank's chunk into every chunk.
 class HostEmulatedRank final : public HostCollectives {
 public:
     HostEmulatedRank(std::int64_t rank, std::int64_t world) : rank_(rank), world_(world) {}
-    void all_reduce_mean(double*, std::int64_t) override {}
-    void reduce_scatter_mean(double*, std::int64_t) override {}
+    void all_reduce(double*, std::int64_t, ReduceOp) override {}
+    void reduce_scatter(double*, std::int64_t, ReduceOp) override {}
     void all_gather(const double* in, double* out, std::int64_t chunk) override;
 
 private:
     std::int64_t rank_, world_;
 };
 
-// `world` ranks in threads of one process, exchanging through host memory. Each call blocks
-// until every rank made its matching call; the last to arrive performs the collective over all
-// ranks' buffers, summing in rank order, so the result does not depend on the threads' timing.
-// abort() wakes every waiting rank with an exception (a rank that failed cannot reach the next
-// collective).
 class HostLoopbackGroup {
 public:
     explicit HostLoopbackGroup(std::int64_t world);
@@ -68,6 +64,7 @@ private:
         const double* in = nullptr;
         double* out = nullptr;
         std::int64_t count = 0;
+        ReduceOp op = ReduceOp::mean;
     };
     void arrive(std::int64_t r, const Call& call);
     void perform();
@@ -83,8 +80,8 @@ private:
 
 class HostRunner final : public OpRunner {
 public:
-    // `comm` may be null for a plan without collectives.
-    HostRunner(const Program& program, std::uint64_t seed, HostCollectives* comm = nullptr);
+    // `dp` / `tp`: the rank's data- and tensor-parallel collectives (null where the plan has none).
+    HostRunner(const Program& program, std::uint64_t seed, HostCollectives* dp = nullptr, HostCollectives* tp = nullptr);
 
     // The full initial parameters (Program::param_elements, the full flat layout) the set-up op
     // installs: the weights (or this rank's shard of them) and the fp32 master copy.
@@ -102,6 +99,8 @@ private:
     void run_elementwise(const Op& op);  // host_runner_ops.cpp
     void run_attention(const Op& op);    // host_runner_ops.cpp
     void run_eager(const Op& op);        // host_runner_ops.cpp
+    void run_embedding(const Op& op);    // host_runner_ops.cpp
+    void vocab_parallel_cross_entropy(const Op& op);  // host_runner_ops.cpp
     void run_fp8(const Op& op);          // host_runner_fp8.cpp
     void run_fp8_linear(const Op& op);   // host_runner_fp8.cpp
     template <class At>
@@ -118,23 +117,34 @@ private:
     const Program& P;
     const Dims& d;
     std::uint64_t seed_;
-    HostCollectives* comm_;
+    HostCollectives* comm_[2] = {nullptr, nullptr};  // by CommGroup
+    HostCollectives& comm(CommGroup g);
     std::int64_t step_ = 1;
     std::map<BufferId, Vec> buf_;
     std::vector<std::int64_t> ids_;
     std::vector<double> inv_freq_;  // RoPE frequencies with the model's scaling
 };
 
-// Rank `P.rank`'s part of the parameters after its steps, from its state buffer (the master copy
-// where the recipe has one, else the weights: `rank_buffer`), written into `full` (the full flat
-// layout): all of it without sharding, else the rank's chunk of every unit.
+// A whole model's parameters (`whole`: the plan's program at dp = tp = 1) cut for `rank`: its
+// tensor-parallel slices of every tensor, in its own layout (padding zero).
+std::vector<double> shard_parameters(const Program& whole, const std::vector<double>& whole_params, const Program& rank);
+
+// The inverse: a rank's parameters (its full layout) written into the whole model's `out` at
+// the elements its slices hold.
+void unshard_parameters(const Program& whole, const Program& rank, const std::vector<double>& rank_params,
+                        std::vector<double>& out);
+
+// Data-parallel rank `P.dp_rank`'s part of its state buffer after its steps (`rank_buffer`: the
+// master copy where the recipe has one, else the weights) written into `full`, the rank's own
+// full layout: all of it without ZeRO sharding, else the rank's chunk of every unit.
 void assemble_parameters(const Program& P, const std::vector<double>& rank_buffer, std::vector<double>& full);
 
-// Runs `steps` steps of the programs of ranks 0..dp-1 of one plan, each in its own thread of a
-// loopback group (one rank alone needs no group), from the same initial parameters. Returns
-// each rank's losses and the assembled parameters (the same for every rank). Rethrows the first
-// rank's failure.
-std::vector<RankResult> run_host_ranks(const std::vector<Program>& ranks, const std::vector<double>& params,
-                                           std::uint64_t seed, int steps);
+// Runs `steps` steps of every rank of one plan (dp x tp ranks, global rank order), each in its own
+// thread with loopback groups for its data- and tensor-parallel peers, from the whole model's
+// parameters `whole_params` (laid out as `whole`, the plan's program at dp = tp = 1). Returns each
+// rank's losses and the parameters after the last step in `whole`'s layout, assembled from every
+// rank's shards and slices (the same for every rank). Rethrows the first rank's failure.
+std::vector<RankResult> run_host_ranks(const Program& whole, const std::vector<Program>& ranks,
+                                       const std::vector<double>& whole_params, std::uint64_t seed, int steps);
 
 }  // namespace preflight::runtime

@@ -50,6 +50,14 @@ struct BufferSpec {
 // parameter layout (runtime_layout.hpp: units one after the other, each padded to dp chunks
 // under ZeRO >= 1). Where the tensor lives at run time depends on the ZeRO stage
 // (Program::weight_at / grad_at).
+// Under tensor parallelism a rank holds a slice of a tensor (Shoeybi et al. 2019, sec. 3): rows
+// of a column-parallel or vocabulary-parallel one, columns of a row-parallel one. Local row
+// `local_begin + i` of a block is row `global_begin + i` of the whole tensor; local column c is
+// column `col_begin + c` of its `global_cols`. A replicated tensor is one block of its own rows.
+struct RowBlock {
+    std::int64_t local_begin = 0, global_begin = 0, rows = 0;
+};
+
 struct ParamSpec {
     std::string name;
     std::int64_t rows = 0, cols = 1;
@@ -57,7 +65,13 @@ struct ParamSpec {
     std::int64_t layer = 0;  // 1-based layer, 0 outside the layers
     bool decay = false;      // AdamW weight decay (matrices only)
     std::int64_t unit = 0;   // index into Program::layout.units
+    // The whole tensor and where this rank's slice sits in it (tensor parallelism).
+    std::int64_t global_rows = 0, global_cols = 0, col_begin = 0;
+    std::vector<RowBlock> row_blocks;
     std::int64_t numel() const { return rows * cols; }
+    // The row-major index in the whole tensor of local element (r, c).
+    std::int64_t global_index(std::int64_t r, std::int64_t c) const;
+    bool replicated() const { return global_rows == rows && global_cols == cols; }
 };
 
 // A parameter's place at run time: element `offset` of `buffer`.
@@ -92,7 +106,17 @@ enum class OpKind : std::uint8_t {
     // dequantization factor go to scale slot `scale_a`. fp8_cast_weights: every layer GEMM weight
     // into the fp8 weight cache (W and W^T, scale slot Program::fp8_weight_slot).
     fp8_cast, fp8_cast_weights,
+    // Vocabulary-parallel cross-entropy (tp > 1; Megatron-LM's vocab_parallel_cross_entropy): ce_max
+    // writes each row's largest local logit (v0 logits, v1 out [rows]); after the tensor-parallel max,
+    // ce_sums writes each row's sum of exp(logit - max) and its label's logit where this rank holds it
+    // (v0 logits, v1 labels, v2 max, v3 out [rows, 2]); after the tensor-parallel sum, cross_entropy
+    // finishes with v3 = max and v4 = sums.
+    ce_max, ce_sums,
 };
+// Collectives run over the data-parallel group (a rank's peers with its tensor-parallel rank) or
+// the tensor-parallel group (its peers with its data-parallel rank), and reduce by mean, sum or max.
+enum class CommGroup : std::uint8_t { dp, tp };
+enum class ReduceOp : std::uint8_t { mean, sum, max };
 std::string_view to_string(OpKind k);
 
 struct Op {
@@ -107,6 +131,8 @@ struct Op {
     // fp8-mixed: the scale slots (Program::fp8_scales) of the op's fp8 operands: fp8_cast writes
     // scale_a; an fp8 GEMM reads its A operand's (scale_a) and B operand's (scale_b) factors.
     std::int32_t scale_a = -1, scale_b = -1;
+    CommGroup group = CommGroup::dp;  // collectives: over which ranks
+    ReduceOp reduce = ReduceOp::mean;  // all_reduce / reduce_scatter: how
     std::vector<BufferId> alloc;  // allocated before the op runs
     std::vector<BufferId> free;   // freed after it ran
 };
@@ -118,6 +144,10 @@ struct Dims {
     std::int64_t h = 0, heads = 0, kv_heads = 0, head_dim = 0, q_width = 0, kv_width = 0, qkv_width = 0;
     std::int64_t ffn = 0, up_width = 0;   // up_width = 2f (SwiGLU: gate|up) or f (GeLU)
     std::int64_t vocab = 0, vocab_padded = 0, layers = 0, max_positions = 0, grad_acc = 1;
+    // Tensor parallelism: heads, kv_heads, the widths, ffn and vocab_padded above are this rank's
+    // share (/ tp); vocab is the model's. The rank's vocabulary rows are [vocab_begin,
+    // vocab_begin + vocab_padded) of the padded vocabulary, vocab_valid of them real tokens.
+    std::int64_t tp = 1, vocab_begin = 0, vocab_valid = 0;
 };
 
 struct LayerParams {
@@ -168,7 +198,9 @@ struct Program {
     // unit the ZeRO-3 gathered parameters and the ZeRO-2/3 unreduced gradients (kNoBuffer
     // where the stage has none). The reduced gradient the optimizer reads: grad_shard, else
     // grads_fp32, else grads.
-    std::int64_t rank = 0;
+    // Ranks: global `rank` = tp_rank + tp * dp_rank (Megatron-LM's order: tensor-parallel ranks
+    // adjacent, then data-parallel; megatron/core/parallel_state.py).
+    std::int64_t rank = 0, dp_rank = 0, tp_rank = 0;
     RuntimeLayout layout;
 
     // fp8-mixed (program_fp8.cpp): the layers' GEMMs take fp8 operands; the LM head stays bf16.
@@ -187,7 +219,7 @@ struct Program {
     ParamRef grad_at(ParamId id) const;
     // The global index of micro-batch `mb` of this rank: the synthetic data of dp ranks with
     // grad_acc micro-batches each are those of one GPU with dp * grad_acc micro-batches.
-    std::int64_t data_micro_batch(std::int64_t mb) const { return rank * dims.grad_acc + mb; }
+    std::int64_t data_micro_batch(std::int64_t mb) const { return dp_rank * dims.grad_acc + mb; }
 
     std::vector<Op> setup;     // allocate and initialise persistent state
     std::vector<Op> step;      // one optimizer step (grad_acc micro-batches)
@@ -216,6 +248,17 @@ void check_supported(const ModelConfig& model, const Plan& plan);
 // Builds the program of data-parallel rank `rank` (0 <= rank < dp; InputError naming
 // --emulate-rank otherwise) for a resolved, validated, supported plan.
 Program build_program(const ModelConfig& model, const Plan& plan, std::int64_t rank = 0);
+// A global rank's place in the plan's grid: tensor-parallel ranks adjacent, then data-parallel,
+// then pipeline stages (Megatron-LM's default order tp-dp-pp, megatron/core/parallel_state.py):
+// rank = tp_rank + tp * (dp_rank + dp * pp_rank).
+struct RankCoords {
+    std::int64_t dp = 0, tp = 0, pp = 0;
+};
+RankCoords rank_coords(const Plan& plan, std::int64_t rank);
+
+// The plan on one GPU with the same global batch: dp = tp = 1, grad_acc x dp, no ZeRO or
+// sequence parallelism (the reference of the parity checks, and the whole model's layout).
+Plan single_gpu_plan(Plan plan);
 
 // Sets the RoPE base and scaling of `program.hyper` from its model (build_program does;
 // call again after replacing `hyper`).

@@ -82,13 +82,17 @@ struct Predicted {
     std::int64_t tracked_peak_bytes = 0;  // peak minus the modelled overhead
     std::optional<double> step_time_s, tokens_per_s, mfu, hfu;
     std::optional<double> dp_communication_s;  // the step time's exposed data-parallel communication
+    std::optional<double> tp_communication_s;  // its tensor-parallel collectives (exposed, Megatron-LM's default)
+    // What an emulated rank's measured step lacks: its collectives are local ops.
+    double emulated_communication_s() const { return dp_communication_s.value_or(0.0) + tp_communication_s.value_or(0.0); }
     double model_flops_per_step = 0, hardware_flops_per_step = 0;
 };
 
 // Where a run sits in the plan's world and how its collectives ran.
 struct ParallelInfo {
-    std::int64_t world_size = 1;  // the plan's data-parallel ranks
+    std::int64_t world_size = 1;  // the plan's ranks (dp x tp)
     std::int64_t rank = 0;        // the rank this report is of
+    std::int64_t dp_rank = 0, tp_rank = 0, pp_rank = 0;  // its coordinates (program.hpp rank_coords)
     // "none" (no collectives: dp 1 without ZeRO) | "dry-run" | "emulated" | "nccl" | "loopback"
     std::string backend = "none";
     std::string nccl;  // the NCCL library's version, or why it was not loaded ("" when not needed)
