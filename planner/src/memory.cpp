@@ -211,6 +211,7 @@ void add_layer_activations(StageModel& st, const ModelConfig& m, const Plan& p, 
     }
     if (prof.fp8_runtime_recipe && p.precision == Precision::fp8_mixed)
         st.bwd_transient = std::max(st.bwd_transient, runtime_fp8_backward_transient(m, d));
+    if (prof.runtime_shard_units && d.sp && d.tp > 1) st.bwd_transient = runtime_sp_backward_transient(m, p, d);
     st.fwd_transient += extension_transient_bytes(m, p);
     st.bwd_transient += extension_transient_bytes(m, p);
     // One layer re-materialised (profile: its kept input is shared, not copied).
@@ -256,7 +257,7 @@ void add_embedding_and_head(StageModel& st, const ModelConfig& m, const Plan& p,
     if (opt.compiled_loss) st.logits_peak = tokens * vocab_local * 2 * d.activation_bytes;
     // Profile addition (off by default): the LM-head input gradient written while the
     // logits gradient is alive.
-    if (prof.head_input_grad_with_logits) st.logits_peak += hidden_tokens * d.activation_bytes / sp_div;
+    if (prof.head_input_grad_with_logits) st.logits_peak += hidden_tokens * d.activation_bytes;
 }
 
 // Buffers: workspaces, RoPE tables, fp8 scaling state, ZeRO-3 gathers, autocast weight

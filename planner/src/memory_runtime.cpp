@@ -2,6 +2,7 @@
 // (runtime/src/program_comm.cpp), the peaks of its embedding ops, and its fp8 gradient casts.
 #include <algorithm>
 
+#include "preflight/planner/profiles.hpp"
 #include "preflight/planner/runtime_layout.hpp"
 #include "stage_model.hpp"
 
@@ -30,8 +31,11 @@ void add_runtime_unit_buffers(StageModel& st, const ModelConfig& m, const Plan& 
     st.unit_grad_output = b.grad_output;
     st.unit_grad_embed = b.grad_embedding;
     const std::int64_t hidden_act = p.seq * p.mbs * m.hidden * precision_bytes(p.precision).activation;
-    st.embed_fwd_act = hidden_act;
-    st.embed_bwd_act = hidden_act;
+    // Sequence parallelism: the whole [s, b, h] (partial embeddings before their reduce-scatter, or
+    // the gathered gradient) beside the rank's rows (layer 1's input, or the residual gradient).
+    const std::int64_t rows_share = p.sp && p.tp > 1 ? hidden_act / p.tp : 0;
+    st.embed_fwd_act = hidden_act + rows_share;
+    st.embed_bwd_act = hidden_act + rows_share;
 }
 
 // Profile (runtime_units): the runtime's embedding ops, in the phases of layer 1, hold the
@@ -58,6 +62,32 @@ std::int64_t runtime_fp8_backward_transient(const ModelConfig& m, const activati
     const std::int64_t residual = 2 * tokens * d.hidden * d.residual_bytes / (d.sp ? d.tp : 1);
     const std::int64_t up = (m.mlp == MlpKind::swiglu ? 2 : 1) * d.ffn_hidden, qkv = d.q_width + 2 * d.kv_width;
     return residual + std::max(up, qkv) * tokens * (d.activation_bytes + 2) / d.tp;
+}
+
+// Profile (runtime/src/program_layer.cpp, sequence parallelism): a layer's backward holds the
+// residual gradient's rows (s = [s/tp, b, h]) beside the widest of
+//  - a column-parallel GEMM's input gradient at full rows before its reduce-scatter, then the
+//    rank's rows of it and the input gathered again for the weight gradient: [s, b, h] + s,
+//    with d(gate|up) (up projection) or d(q|k|v) (q|k|v projection);
+//  - the output gradient gathered for a row-parallel GEMM, with its input gradient d(attn out);
+//  - flash attention's backward (d(attn out), d(q|k|v), its workspace), or eager's (d(attn out),
+//    dP and dS; then dS, d(attn out) and d(q|k|v)).
+std::int64_t runtime_sp_backward_transient(const ModelConfig& m, const Plan& p, const activations::ActivationDims& d) {
+    const std::int64_t tokens = d.seq * d.micro_batch, a = d.activation_bytes;
+    const std::int64_t full = tokens * d.hidden * a, rows = full / d.tp;
+    const std::int64_t dgu = (m.mlp == MlpKind::swiglu ? 2 : 1) * tokens * d.ffn_hidden * a / d.tp;
+    const std::int64_t dqkv = tokens * (d.q_width + 2 * d.kv_width) * a / d.tp, dattn = tokens * d.q_width * a / d.tp;
+    std::int64_t widest = std::max({full + rows + dgu, full + rows + dqkv, full + dattn});
+    if (p.attention == AttentionKind::flash) {
+        const std::int64_t ws = runtime_flash_bwd_workspace_bytes(d.micro_batch, m.heads / p.tp,
+                                                                  std::max<std::int64_t>(1, m.kv_heads / p.tp), d.seq,
+                                                                  m.head_dim, a);
+        widest = std::max(widest, dattn + dqkv + ws);
+    } else {
+        const std::int64_t scores = d.heads * d.seq * d.seq * d.micro_batch * a / d.tp;
+        widest = std::max({widest, dattn + 2 * scores, scores + dattn + dqkv});
+    }
+    return rows + widest;
 }
 
 }  // namespace preflight::memory_detail

@@ -27,6 +27,9 @@ void check_runtime_fp8(const ModelConfig& m, const Plan& p) {
     const std::string why = " (the Preflight runtime's fp8-mixed recipe)";
     if (p.fp8_scaling != Fp8Scaling::tensorwise)
         throw InputError("--fp8-scaling", "rowwise scaling is not implemented by the runtime; use tensorwise" + why);
+    if (p.sp)
+        throw InputError("--sp", "sequence parallelism with fp8-mixed is not implemented by the runtime; use bf16-mixed "
+                                 "or drop --sp" + why);
     if (p.zero == zero_weights)
         throw InputError("--zero", "ZeRO-3 with fp8-mixed is not implemented by the runtime (its fp8 weight cache "
                                    "follows the full weights); use --zero 0, 1 or 2" + why);
@@ -53,6 +56,9 @@ FrameworkProfile runtime_profile() {
     p.vocab_pad_multiple = kRuntimeVocabPadMultiple;
     p.workspace_bytes = kRuntimeGemmWorkspaceBytes + kRuntimeScalarsBytes;
     p.head_input_grad_with_logits = true;
+    // Sequence parallelism: the LM head keeps its all-gathered input for its weight gradient
+    // (runtime/src/program.cpp emit_output_and_loss; the final norm's shard goes after the gather).
+    p.head_saves_gathered_input = true;
     p.full_recompute_shares_input = true;
     p.flash_bwd_workspace = true;
     // Model states, ZeRO shards and the collectives' unit buffers follow runtime_layout.hpp:

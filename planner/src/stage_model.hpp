@@ -56,5 +56,6 @@ MemoryBreakdown with_embedding_point(const StageModel& st, const Phase& ph, cons
                                      std::int64_t earlier);
 // Profile (fp8_runtime_recipe): the widest point of a layer's backward with its fp8 gradient casts.
 std::int64_t runtime_fp8_backward_transient(const ModelConfig& m, const activations::ActivationDims& d);
+std::int64_t runtime_sp_backward_transient(const ModelConfig& m, const Plan& p, const activations::ActivationDims& d);
 
 }  // namespace preflight::memory_detail

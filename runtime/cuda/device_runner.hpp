@@ -441,14 +441,14 @@ private:
                 launch_embedding_bwd<T>(at<std::int64_t>(t, op.v[0]), at<T>(t, op.v[1]), grad<T>(t, op.p0),
                                         grad<T>(t, op.p1), d.b, d.s, d.h, stream, d.vocab_begin, d.vocab_padded);
                 break;
-            case OpKind::norm_fwd:
-                launch_norm_fwd<T>(at<T>(t, op.v[0]), param<T>(t, op.p0), param<T>(t, op.p1), at<T>(t, op.v[1]), d.rows,
-                                   d.h, norm_eps(), layernorm(), stream);
+            case OpKind::norm_fwd:  // the view's rows: rows / tp under sequence parallelism
+                launch_norm_fwd<T>(at<T>(t, op.v[0]), param<T>(t, op.p0), param<T>(t, op.p1), at<T>(t, op.v[1]),
+                                   op.v[0].rows, d.h, norm_eps(), layernorm(), stream);
                 break;
             case OpKind::norm_bwd:
                 launch_norm_bwd<T>(at<T>(t, op.v[0]), param<T>(t, op.p0), at<T>(t, op.v[1]), at<T>(t, op.v[2]),
-                                   at<float>(t, op.v[3]), grad<T>(t, op.p0), grad<T>(t, op.p1), d.rows, d.h, norm_eps(),
-                                   layernorm(), op.accumulate, stream);
+                                   at<float>(t, op.v[3]), grad<T>(t, op.p0), grad<T>(t, op.p1), op.v[0].rows, d.h,
+                                   norm_eps(), layernorm(), op.accumulate, stream);
                 break;
             case OpKind::linear_fwd:
                 if (fp8_operands(op)) fp8_linear(op, t); else linear_fwd<T>(op, t);
@@ -486,6 +486,7 @@ private:
             case OpKind::cross_entropy:
             case OpKind::ce_max:
             case OpKind::ce_sums: cross_entropy<T>(op, t); break;
+            case OpKind::seq_chunk: seq_chunk<T>(op, t); break;
             case OpKind::loss_accumulate:
                 launch_loss_sum(at<float>(t, op.v[0]), d.rows, base<float>(t, P.scalars), stream);
                 break;
@@ -518,6 +519,16 @@ private:
         else
             launch_cross_entropy<T>(at<T>(t, op.v[0]), labels, at<float>(t, op.v[2]), d.rows, d.vocab, d.vocab_padded,
                                     loss_scale(), stream);
+    }
+
+    // Sequence parallelism: v2 = v0 (this rank's rows of a reduce-scattered buffer) + v1 (the
+    // residual, may be empty): a copy, then an fp32 add rounded once (accumulate.cu).
+    template <class T>
+    void seq_chunk(const Op& op, const BufferTable& t) {
+        const std::int64_t n = op.v[2].rows * op.v[2].cols;
+        PF_CUDA_CHECK(cudaMemcpyAsync(at<T>(t, op.v[2]), at<T>(t, op.v[0]), static_cast<std::size_t>(n) * sizeof(T),
+                                      cudaMemcpyDeviceToDevice, stream));
+        if (op.v[1].buffer != kNoBuffer) launch_accumulate<T, T>(at<T>(t, op.v[2]), at<T>(t, op.v[1]), n, stream);
     }
 
     // Non-template parts (device_runner_state.cpp): set-up of the parameters (whole, or this

@@ -56,7 +56,8 @@ void DeviceRunner::run_data_parallel(const Op& op, const BufferTable& t) {
     PF_CUDA_CHECK(cudaEventRecord(ready_, stream));
     PF_CUDA_CHECK(cudaStreamWaitEvent(comm_stream_, ready_, 0));
     PF_CUDA_CHECK(cudaEventRecord(started_[i], comm_stream_));
-    const std::int64_t chunk = count / P.plan.dp;
+    const std::int64_t chunk = count / P.group_size(op.group);
+    const std::int64_t rank = P.group_rank(op.group);
     switch (op.kind) {
         case OpKind::all_reduce: comm->all_reduce(v0, count, spec.dtype, op.reduce, comm_stream_); break;
         case OpKind::reduce_scatter: {  // data-parallel (ZeRO-2/3 gradients)
@@ -64,7 +65,7 @@ void DeviceRunner::run_data_parallel(const Op& op, const BufferTable& t) {
             if (op.v[1].buffer != kNoBuffer) {  // ZeRO-2/3: this rank's reduced chunk into its gradient shard
                 const DType st = P.buffers[static_cast<std::size_t>(op.v[1].buffer)].dtype;
                 void* shard = static_cast<char*>(t[static_cast<std::size_t>(op.v[1].buffer)]) + op.v[1].offset * dtype_bytes(st);
-                const void* mine = v0 + P.dp_rank * chunk * dtype_bytes(spec.dtype);
+                const void* mine = v0 + rank * chunk * dtype_bytes(spec.dtype);
                 if (st == DType::f32 && spec.dtype == DType::bf16)
                     launch_accumulate<float, bf16>(static_cast<float*>(shard), static_cast<const bf16*>(mine), chunk, comm_stream_);
                 else if (st == DType::bf16)
@@ -75,8 +76,8 @@ void DeviceRunner::run_data_parallel(const Op& op, const BufferTable& t) {
             break;
         }
         case OpKind::all_gather: {
-            const void* in = v0 + P.dp_rank * chunk * dtype_bytes(spec.dtype);  // in place (ZeRO-1/2)
-            if (op.v[1].buffer != kNoBuffer)  // ZeRO-3: from this rank's shard
+            const void* in = v0 + rank * chunk * dtype_bytes(spec.dtype);  // in place (ZeRO-1/2)
+            if (op.v[1].buffer != kNoBuffer)  // ZeRO-3, sequence parallelism: from this rank's shard
                 in = static_cast<const char*>(t[static_cast<std::size_t>(op.v[1].buffer)]) + op.v[1].offset * dtype_bytes(spec.dtype);
             comm->all_gather(in, v0, chunk, spec.dtype, comm_stream_);
             break;

@@ -228,18 +228,18 @@ void HostRunner::run_data_parallel(const Op& op) {
         case OpKind::comm_wait: break;  // host collectives complete when called
         case OpKind::all_reduce: comm(op.group).all_reduce(at(op.v[0]), op.v[0].rows * op.v[0].cols, op.reduce); break;
         case OpKind::reduce_scatter: {
-            const std::int64_t chunk = op.v[0].cols / P.plan.dp;
+            const std::int64_t chunk = op.v[0].rows * op.v[0].cols / P.group_size(op.group);
             comm(op.group).reduce_scatter(at(op.v[0]), chunk, op.reduce);
             if (op.v[1].buffer != kNoBuffer) {  // ZeRO-2/3: added into this rank's gradient shard
-                const double* mine = at(op.v[0]) + P.dp_rank * chunk;
+                const double* mine = at(op.v[0]) + P.group_rank(op.group) * chunk;
                 double* shard = at(op.v[1]);
                 for (std::int64_t i = 0; i < chunk; ++i) shard[i] += mine[i];
             }
             break;
         }
         case OpKind::all_gather: {
-            const std::int64_t chunk = op.v[0].cols / P.plan.dp;
-            const double* in = op.v[1].buffer != kNoBuffer ? at(op.v[1]) : at(op.v[0]) + P.dp_rank * chunk;
+            const std::int64_t chunk = op.v[0].rows * op.v[0].cols / P.group_size(op.group);
+            const double* in = op.v[1].buffer != kNoBuffer ? at(op.v[1]) : at(op.v[0]) + P.group_rank(op.group) * chunk;
             comm(op.group).all_gather(in, at(op.v[0]), chunk);
             break;
         }
@@ -293,17 +293,18 @@ void HostRunner::run_compute(const Op& op) {
         }
         case OpKind::embedding_fwd:
         case OpKind::embedding_bwd: run_embedding(op); break;
-        case OpKind::norm_fwd:
+        case OpKind::norm_fwd:  // the view's rows: rows / tp under sequence parallelism
             if (ln)
-                ref::layernorm_fwd(at(op.v[0]), w(op.p0), w(op.p1), at(op.v[1]), R, h, eps);
+                ref::layernorm_fwd(at(op.v[0]), w(op.p0), w(op.p1), at(op.v[1]), op.v[0].rows, h, eps);
             else
-                ref::rmsnorm_fwd(at(op.v[0]), w(op.p0), at(op.v[1]), R, h, eps);
+                ref::rmsnorm_fwd(at(op.v[0]), w(op.p0), at(op.v[1]), op.v[0].rows, h, eps);
             break;
         case OpKind::norm_bwd:
             if (ln)
-                ref::layernorm_bwd(at(op.v[0]), w(op.p0), at(op.v[1]), at(op.v[2]), g(op.p0), g(op.p1), R, h, eps, op.accumulate);
+                ref::layernorm_bwd(at(op.v[0]), w(op.p0), at(op.v[1]), at(op.v[2]), g(op.p0), g(op.p1), op.v[0].rows, h, eps,
+                                   op.accumulate);
             else
-                ref::rmsnorm_bwd(at(op.v[0]), w(op.p0), at(op.v[1]), at(op.v[2]), g(op.p0), R, h, eps, op.accumulate);
+                ref::rmsnorm_bwd(at(op.v[0]), w(op.p0), at(op.v[1]), at(op.v[2]), g(op.p0), op.v[0].rows, h, eps, op.accumulate);
             break;
         case OpKind::linear_fwd: {  // Y = X W^T (+ b) (+ residual)
             const View &x = op.v[0], &y = op.v[1];

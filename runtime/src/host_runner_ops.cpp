@@ -131,6 +131,13 @@ void HostRunner::run_elementwise(const Op& op) {
             break;
         case OpKind::ce_max:
         case OpKind::ce_sums: vocab_parallel_cross_entropy(op); break;
+        case OpKind::seq_chunk: {  // v2 = v0 (this rank's rows) + v1 (the residual, may be empty)
+            const std::int64_t n = op.v[2].rows * op.v[2].cols;
+            const double *a = at(op.v[0]), *r = op.v[1].buffer != kNoBuffer ? at(op.v[1]) : nullptr;
+            double* y = at(op.v[2]);
+            for (std::int64_t i = 0; i < n; ++i) y[i] = a[i] + (r ? r[i] : 0.0);
+            break;
+        }
         case OpKind::loss_accumulate:
             for (std::int64_t i = 0; i < R; ++i) loss_sum += at(op.v[0])[i];
             break;

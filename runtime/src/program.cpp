@@ -33,6 +33,8 @@ Dims program_dims(const ModelConfig& model, const Plan& plan, std::int64_t tp_ra
     d.s = plan.seq;
     d.b = plan.mbs;
     d.rows = d.s * d.b;
+    d.sp = plan.sp && plan.tp > 1;
+    d.srows = d.sp ? d.rows / plan.tp : d.rows;
     d.h = model.hidden;
     d.heads = model.heads / d.tp;
     d.kv_heads = model.kv_heads / d.tp;
@@ -182,7 +184,8 @@ BufferId emit_embedding_forward(Builder& B, std::int64_t mb, BufferId tokens) {
         o.alloc = {tokens};
         o.v[0] = {tokens, d.b, d.s, d.s, 0};
     }
-    const BufferId x = B.act(layer_label(1) + "attn norm in", d.h);
+    // Sequence parallelism: the partial embeddings go to a temporary, reduce-scattered into layer 1's input.
+    const BufferId e = d.sp ? B.act("embedding partial sums", d.h, Category::temporary) : B.act(layer_label(1) + "attn norm in", d.h);
     if (P.plan.zero == zero_weights) {  // ZeRO-3: the embedding gathered for its op only
         gather_unit(B, P.step, embedding_unit(), {PhaseKind::forward, 1, mb});
         B.emit_wait(P.step, B.last_collective, {PhaseKind::forward, 1, mb});
@@ -191,14 +194,14 @@ BufferId emit_embedding_forward(Builder& B, std::int64_t mb, BufferId tokens) {
     // others' tokens give 0), p1 = position embedding (added by tensor-parallel rank 0 only, before
     // the ranks' partial rows are summed).
     Op& o = B.emit(P.step, OpKind::embedding_fwd, "embedding", {PhaseKind::forward, 1, mb});
-    o.alloc = {x};
+    o.alloc = {e};
     o.v[0] = {tokens, d.b, d.s, d.s, 0};
-    o.v[1] = B.full(x, d.h);
+    o.v[1] = B.full(e, d.h);
     o.p0 = P.wte;
     o.p1 = P.tp_rank == 0 ? P.wpe : kNoParam;
     release_gathered(B, o, embedding_unit());
-    B.tp_all_reduce(P.step, "embedding", {PhaseKind::forward, 1, mb}, B.full(x, d.h));
-    return x;
+    return B.reduce_seq(P.step, layer_label(1) + "attn norm in", {PhaseKind::forward, 1, mb}, e, d.h, kNoBuffer,
+                        Category::activations);
 }
 
 // Vocabulary-parallel cross-entropy (Megatron-LM, tensor_parallel/cross_entropy.py): the row's
@@ -237,8 +240,12 @@ BufferId emit_output_and_loss(Builder& B, std::int64_t mb, BufferId x, bool redu
     const Dims& d = P.dims;
     const Phase out{PhaseKind::output_loss, 0, mb};
     output_gathers(B, P.step, out);
-    const BufferId xnf = B.act("final norm out", d.h);
+    const BufferId xnf = B.seq_act("final norm out", d.h);
     emit_norm_fwd(B, P.step, "final norm", out, x, xnf, P.normf_w, P.normf_b);
+    // Sequence parallelism: the head keeps the gathered input for its weight gradient; the shard
+    // goes (the final norm's backward reads its input, not its output).
+    const BufferId xg = B.gather_seq(P.step, "final norm out", out, xnf, d.h);
+    if (xg != xnf) P.step.back().free.push_back(xnf);
     const BufferId labels = B.buffer("labels", Category::activations, DType::i64, d.rows);
     {  // labels: v0 = next-token ids [b, s]
         Op& o = B.emit(P.step, OpKind::labels, "synthetic labels", out);
@@ -247,7 +254,7 @@ BufferId emit_output_and_loss(Builder& B, std::int64_t mb, BufferId x, bool redu
     }
     const BufferId logits = B.buffer("logits", Category::logits, P.act, d.rows * d.vocab_padded);
     const View lv{logits, d.rows, d.vocab_padded, d.vocab_padded, 0};
-    emit_linear_fwd(B, P.step, "lm head", out, B.full(xnf, d.h), lv, P.head, kNoParam);
+    emit_linear_fwd(B, P.step, "lm head", out, B.full(xg, d.h), lv, P.head, kNoParam);
     BufferId max_rows = kNoBuffer, sums = kNoBuffer;
     if (d.tp > 1) emit_vocab_parallel_statistics(B, out, lv, labels, max_rows, sums);
     const BufferId loss = B.buffer("loss per token", Category::logits, DType::f32, d.rows);
@@ -272,12 +279,14 @@ BufferId emit_output_and_loss(Builder& B, std::int64_t mb, BufferId x, bool redu
     output_grads_begin(B, P.step, out);
     // dxnf is the head's input gradient (logits category: the planner counts it with the logits).
     const BufferId dxnf = B.buffer("d final norm out", Category::logits, P.act, d.rows * d.h);
-    emit_linear_bwd(B, P.step, "lm head", out, lv, B.full(xnf, d.h), B.full(dxnf, d.h), P.head, kNoParam, {dxnf});
+    emit_linear_bwd(B, P.step, "lm head", out, lv, B.full(xg, d.h), B.full(dxnf, d.h), P.head, kNoParam, {dxnf});
     P.step.back().free = {logits};
-    B.tp_all_reduce(P.step, "lm head input gradient", out, B.full(dxnf, d.h));
-    const BufferId dres = B.act("d residual", d.h, Category::temporary);
-    emit_norm_bwd(B, P.step, "final norm bwd", out, x, dxnf, dres, false, P.normf_w, P.normf_b, {dres},
-                  {dxnf, xnf, labels, x});
+    if (xg != xnf) P.step.back().free.push_back(xg);
+    const BufferId dn = B.reduce_seq(P.step, "d final norm out (rank's rows)", out, dxnf, d.h, kNoBuffer, Category::logits);
+    const BufferId dres = B.seq_act("d residual", d.h, Category::temporary);
+    std::vector<BufferId> release = {dn, labels, x};
+    if (xg == xnf) release.push_back(xnf);
+    emit_norm_bwd(B, P.step, "final norm bwd", out, x, dn, dres, false, P.normf_w, P.normf_b, {dres}, release);
     output_end(B, P.step, out, reduce);
     return dres;
 }
@@ -315,13 +324,15 @@ void emit_micro_batch(Builder& B, std::int64_t mb, bool reduce) {
     }
     const Phase emb{PhaseKind::backward, 1, mb};
     embedding_backward_begin(B, P.step, emb);
+    const BufferId dg = B.gather_seq(P.step, "d embedding out", emb, dres, d.h);  // sequence parallelism
     {  // embedding_bwd: v0 = tokens, v1 = dres; p0/p1 word/position embedding grads
         Op& o = B.emit(P.step, OpKind::embedding_bwd, "embedding bwd", emb);
         o.v[0] = {tokens, d.b, d.s, d.s, 0};
-        o.v[1] = B.full(dres, d.h);
+        o.v[1] = B.full(dg, d.h);
         o.p0 = P.wte;
         o.p1 = P.wpe;
         o.free = {dres, tokens};
+        if (dg != dres) o.free.push_back(dg);
     }
     embedding_backward_end(B, P.step, emb, reduce);
     if (P.grads_fp32 != kNoBuffer)  // grad_accumulate: fp32 buffer += 16-bit gradients, which are then zeroed
@@ -389,6 +400,7 @@ Program build_program(const ModelConfig& model, const Plan& plan_in, std::int64_
     emit_micro_batches(B);
     reduce_accumulated(B, P.step);
     wait_all(B, P.step, {PhaseKind::grad_reduce, 0, 0});
+    reduce_sequence_parallel_grads(B, P.step);
     B.emit(P.step, OpKind::optimizer, plan.optimizer == Optimizer::adamw ? "adamw" : "sgd",
            {PhaseKind::optimizer_step, 0, 0});
     gather_updated(B, P.step);

@@ -31,6 +31,12 @@ public:
         return buffer(std::move(name), c, p_.act, d_.rows * cols);
     }
     View full(BufferId b, std::int64_t cols) const { return {b, d_.rows, cols, cols, 0}; }
+    // The sequence-parallel region (norms, residual stream): [srows, cols], the whole rows
+    // without sequence parallelism.
+    BufferId seq_act(std::string name, std::int64_t cols, Category c = Category::activations) {
+        return buffer(std::move(name), c, p_.act, d_.srows * cols);
+    }
+    View seq(BufferId b, std::int64_t cols) const { return {b, d_.srows, cols, cols, 0}; }
     // [b*heads*s, s] attention scores or probabilities.
     View scores(BufferId b) const { return {b, d_.b * d_.heads * d_.s, d_.s, d_.s, 0}; }
     // [b*heads, s] fp32 log-sum-exp of flash attention.
@@ -102,6 +108,17 @@ public:
         o.v[0] = v;
         emit_wait(out, last_collective, ph);
     }
+    // Sequence parallelism (program_layer.cpp): `shard` [srows, cols] all-gathered over the
+    // tensor-parallel ranks into a new temporary [rows, cols] (returned; the caller frees it), or
+    // `shard` itself without sequence parallelism.
+    BufferId gather_seq(std::vector<Op>& out, const std::string& name, const Phase& ph, BufferId shard,
+                        std::int64_t cols);
+    // `partial` [rows, cols] (partial sums over the tensor-parallel ranks) summed: in place without
+    // sequence parallelism (returned, `residual` must then already be in it), else reduce-scattered
+    // and this rank's rows plus `residual` (may be kNoBuffer) written to a new [srows, cols] buffer
+    // `name` (returned), `partial` freed.
+    BufferId reduce_seq(std::vector<Op>& out, const std::string& name, const Phase& ph, BufferId partial,
+                        std::int64_t cols, BufferId residual, Category c);
     // ZeRO-2/3: units whose reduce-scatter is in flight, with that collective's number; their
     // gradient buffers are freed once the compute stream has waited for it.
     std::vector<std::pair<std::size_t, std::int64_t>> reducing;
@@ -225,6 +242,11 @@ void embedding_backward_end(Builder& B, std::vector<Op>& out, const Phase& ph, b
 // unit; then the compute stream waits for every collective before the optimizer.
 void reduce_accumulated(Builder& B, std::vector<Op>& out);
 void wait_all(Builder& B, std::vector<Op>& out, const Phase& ph);
+// Sequence parallelism: each rank's norm weight (and bias) gradients cover its rows only, so the
+// reduced gradients the optimizer reads are summed over the tensor-parallel ranks first
+// (Megatron-LM's all-reduce of the sequence-parallel parameters' gradients, in
+// finalize_model_grads). In place; sums commute with the data-parallel means before them.
+void reduce_sequence_parallel_grads(Builder& B, std::vector<Op>& out);
 // After the optimizer: ZeRO-1/2 all-gather the updated parameters in place, unit by unit.
 void gather_updated(Builder& B, std::vector<Op>& out);
 

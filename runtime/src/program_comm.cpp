@@ -12,6 +12,7 @@
 //  - ZeRO-3: parameters sharded too: each unit is all-gathered before its forward and again
 //    before its backward, the next layer's gather prefetched, and freed after its last use
 //    (PyTorch FSDP's FlatParameter per layer, forward and backward prefetch).
+#include <algorithm>
 #include <stdexcept>
 
 #include "program_builder.hpp"
@@ -210,6 +211,32 @@ void wait_all(Builder& B, std::vector<Op>& out, const Phase& ph) {
     if (B.collectives > 0) B.emit_wait(out, B.collectives - 1, ph);
 }
 
+void reduce_sequence_parallel_grads(Builder& B, std::vector<Op>& out) {
+    Program& P = B.p_;
+    if (!P.dims.sp) return;
+    const Phase ph{PhaseKind::grad_reduce, 0, 0};
+    const BufferId grads = P.optimizer_grads();
+    for (const ParamSpec& ps : P.params) {
+        if (ps.name.find("norm") == std::string::npos) continue;
+        // Where the optimizer reads this tensor's reduced gradient: the whole of it, or (ZeRO >= 1)
+        // its part in this rank's chunk of its unit (the same chunk on every tensor-parallel peer).
+        std::int64_t at = ps.offset, count = ps.numel();
+        if (P.layout.sharded()) {
+            const ShardUnit& u = P.layout.units[static_cast<std::size_t>(ps.unit)];
+            const std::int64_t first = u.begin + P.dp_rank * u.chunk;
+            const std::int64_t lo = std::max(first, ps.offset), hi = std::min(first + u.chunk, ps.offset + ps.numel());
+            if (hi <= lo) continue;
+            count = hi - lo;
+            at = grads == P.grad_shard ? u.shard_begin + (lo - first) : lo;
+        }
+        Op& o = B.emit_collective(out, OpKind::all_reduce, ps.name + " gradient tensor-parallel all-reduce", ph, -1);
+        o.group = CommGroup::tp;
+        o.reduce = ReduceOp::sum;
+        o.v[0] = {grads, 1, count, count, at};
+    }
+    wait_all(B, out, ph);
+}
+
 void gather_updated(Builder& B, std::vector<Op>& out) {
     Program& P = B.p_;
     if (P.plan.zero != zero_optimizer_states && P.plan.zero != zero_gradients) return;
@@ -226,5 +253,5 @@ void gather_updated(Builder& B, std::vector<Op>& out) {
 }  // namespace preflight::runtime::program_detail
 
 namespace preflight::runtime {
-bool has_collectives(const Program& P) { return P.plan.dp > 1 || P.plan.zero != zero_none; }
+bool has_collectives(const Program& P) { return P.plan.dp > 1 || P.plan.tp > 1 || P.plan.zero != zero_none; }
 }  // namespace preflight::runtime

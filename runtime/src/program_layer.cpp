@@ -7,7 +7,69 @@
 
 namespace preflight::runtime::program_detail {
 
+BufferId Builder::gather_seq(std::vector<Op>& out, const std::string& name, const Phase& ph, BufferId shard,
+                             std::int64_t cols) {
+    if (!d_.sp) return shard;
+    const BufferId whole = buffer(name + " (all-gathered)", Category::temporary, p_.act, d_.rows * cols);
+    // all_gather: v0 = the whole [rows, cols] (allocated here), v1 = this rank's rows
+    Op& o = emit_collective(out, OpKind::all_gather, name + " sequence-parallel all-gather", ph, -1);
+    o.group = CommGroup::tp;
+    o.alloc = {whole};
+    o.v[0] = full(whole, cols);
+    o.v[1] = seq(shard, cols);
+    emit_wait(out, last_collective, ph);
+    return whole;
+}
+
+BufferId Builder::reduce_seq(std::vector<Op>& out, const std::string& name, const Phase& ph, BufferId partial,
+                             std::int64_t cols, BufferId residual, Category c) {
+    if (!d_.sp) {
+        tp_all_reduce(out, name, ph, full(partial, cols));
+        return partial;
+    }
+    Op& rs = emit_collective(out, OpKind::reduce_scatter, name + " sequence-parallel reduce-scatter", ph, -1);
+    rs.group = CommGroup::tp;
+    rs.reduce = ReduceOp::sum;
+    rs.v[0] = full(partial, cols);
+    emit_wait(out, last_collective, ph);
+    const BufferId mine = buffer(name, c, p_.act, d_.srows * cols);
+    Op& o = emit(out, OpKind::seq_chunk, name + " (this rank's rows)", ph);
+    o.alloc = {mine};
+    o.v[0] = {partial, d_.srows, cols, cols, p_.tp_rank * d_.srows * cols};
+    if (residual != kNoBuffer) o.v[1] = seq(residual, cols);
+    o.v[2] = seq(mine, cols);
+    o.free = {partial};
+    return mine;
+}
+
 namespace {
+
+// A row-parallel projection (Shoeybi et al. 2019, fig. 3's g): each rank's partial product over
+// its columns, summed over the tensor-parallel ranks, plus the bias and the residual `res`.
+// Without sequence parallelism the GEMM writes into the output `y` (named `y_name`) with the
+// bias and residual added by rank 0 only, then all-reduces it; with it (Korthikanti et al. 2022,
+// fig. 5's g-bar) the partial products go to a temporary [rows, h] that is reduce-scattered, and
+// each rank adds the residual to its own rows. `run_gemm` false (a full-recompute re-forward)
+// only re-creates an fp8 copy of the input. Returns emit_gemm_fwd's fp8 copy.
+BufferId emit_row_parallel(Builder& B, std::vector<Op>& out, const std::string& name, const std::string& y_name,
+                           const Phase& ph, const View& in, ParamId w, ParamId bias, BufferId res, bool free_input,
+                           bool run_gemm, BufferId& y) {
+    Program& P = B.p_;
+    const Dims& d = P.dims;
+    const bool adds = P.tp_rank == 0;
+    if (!d.sp) {
+        if (run_gemm) y = B.act(y_name, d.h);
+        const BufferId kept = emit_gemm_fwd(B, out, name, ph, in, B.full(y, d.h), w, adds ? bias : kNoParam,
+                                            adds ? B.full(res, d.h) : View{}, free_input, run_gemm);
+        if (run_gemm) B.tp_all_reduce(out, name, ph, B.full(y, d.h));
+        return kept;
+    }
+    if (!run_gemm) return kNoBuffer;  // fp8 with sequence parallelism is refused (check_supported)
+    const BufferId partial = B.act(name + " partial sums", d.h, Category::temporary);
+    emit_gemm_fwd(B, out, name, ph, in, B.full(partial, d.h), w, adds ? bias : kNoParam, View{}, free_input, true);
+    y = B.reduce_seq(out, y_name, ph, partial, d.h, res, Category::activations);
+    return kNoBuffer;
+}
 
 // Attention probabilities, eager: scores = Q K^T / sqrt(d) (transient, freed by the
 // softmax), P = causal softmax (kept for backward). Names start with `prefix`.
@@ -79,11 +141,13 @@ void emit_mlp_forward(Builder& B, std::vector<Op>& out, std::int64_t l, const st
     Program& P = B.p_;
     const Dims& d = P.dims;
     const LayerParams& lp = P.layer_params[static_cast<std::size_t>(l - 1)];
-    f.xn2 = B.act(n + "mlp norm out", d.h);
+    f.xn2 = B.seq_act(n + "mlp norm out", d.h);
     emit_norm_fwd(B, out, n + "mlp norm", ph, f.x1, f.xn2, lp.norm2_w, lp.norm2_b);
     f.up = B.act(n + (P.model.mlp == MlpKind::swiglu ? "gate|up" : "fc1 out"), d.up_width);
-    f.xn2_8t = emit_gemm_fwd(B, out, n + "up proj", ph, B.full(f.xn2, d.h), B.full(f.up, d.up_width), lp.up_w, lp.up_b,
+    const BufferId xg = B.gather_seq(out, n + "mlp norm out", ph, f.xn2, d.h);
+    f.xn2_8t = emit_gemm_fwd(B, out, n + "up proj", ph, B.full(xg, d.h), B.full(f.up, d.up_width), lp.up_w, lp.up_b,
                              {}, P.fp8);
+    if (xg != f.xn2) out.back().free.push_back(xg);
     f.act = B.act(n + "down in", d.ffn);
     {  // swiglu_fwd: v0 = gate|up, v1 = silu(gate)*up. gelu_fwd: v0 = fc1 out, v1 = gelu(.)
         Op& o = B.emit(out, P.model.mlp == MlpKind::swiglu ? OpKind::swiglu_fwd : OpKind::gelu_fwd, n + "activation",
@@ -92,14 +156,10 @@ void emit_mlp_forward(Builder& B, std::vector<Op>& out, std::int64_t l, const st
         o.v[0] = B.full(f.up, d.up_width);
         o.v[1] = B.full(f.act, d.ffn);
     }
-    if (produce_output) f.out = B.act(layer_label(l + 1) + "attn norm in", d.h);
     // Full recompute re-creates the down projection's kept input (fp8: its transposed copy) but
-    // does not re-run the projection. Row-parallel: partial sums over the tensor-parallel ranks,
-    // the residual and bias added by rank 0 only, then summed (Shoeybi et al. 2019, fig. 3's g).
-    const bool adds = P.tp_rank == 0;
-    f.act_8t = emit_gemm_fwd(B, out, n + "down proj", ph, B.full(f.act, d.ffn), B.full(f.out, d.h), lp.down_w,
-                             adds ? lp.down_b : kNoParam, adds ? B.full(f.x1, d.h) : View{}, P.fp8, produce_output);
-    if (produce_output) B.tp_all_reduce(out, n + "down proj", ph, B.full(f.out, d.h));
+    // does not re-run the projection (emit_row_parallel).
+    f.act_8t = emit_row_parallel(B, out, n + "down proj", layer_label(l + 1) + "attn norm in", ph, B.full(f.act, d.ffn),
+                                 lp.down_w, lp.down_b, f.x1, P.fp8, produce_output, f.out);
 }
 
 }  // namespace
@@ -115,23 +175,21 @@ LayerFwd emit_layer_forward(Builder& B, std::vector<Op>& out, std::int64_t l, st
     LayerFwd f;
     f.x = x;
 
-    f.xn1 = B.act(n + "attn norm out", d.h);
+    f.xn1 = B.seq_act(n + "attn norm out", d.h);
     emit_norm_fwd(B, out, n + "attn norm", ph, x, f.xn1, lp.norm1_w, lp.norm1_b);
     f.qkv = B.act(n + "qkv", d.qkv_width);
-    f.xn1_8t = emit_gemm_fwd(B, out, n + "qkv proj", ph, B.full(f.xn1, d.h), B.full(f.qkv, d.qkv_width), lp.qkv_w,
+    const BufferId xg = B.gather_seq(out, n + "attn norm out", ph, f.xn1, d.h);
+    f.xn1_8t = emit_gemm_fwd(B, out, n + "qkv proj", ph, B.full(xg, d.h), B.full(f.qkv, d.qkv_width), lp.qkv_w,
                              lp.qkv_b, {}, P.fp8);
+    if (xg != f.xn1) out.back().free.push_back(xg);
     if (P.model.position == PositionKind::rope) {  // rope_fwd: v0 = qkv (in place on Q and K)
         Op& o = B.emit(out, OpKind::rope_fwd, n + "rope", ph);
         o.v[0] = B.full(f.qkv, d.qkv_width);
     }
     emit_attention_core_forward(B, out, n, ph, f, keep_core);
-    f.x1 = B.act(n + "mlp norm in", d.h);
     // fp8: flash attention's backward reads its bf16 output; eager's does not, so it goes with the cast.
-    const bool adds = P.tp_rank == 0;  // row-parallel: see emit_mlp_forward
-    f.attn_8t = emit_gemm_fwd(B, out, n + "out proj", ph, B.full(f.attn, d.q_width), B.full(f.x1, d.h), lp.out_w,
-                              adds ? lp.out_b : kNoParam, adds ? B.full(x, d.h) : View{},
-                              P.fp8 && P.plan.attention == AttentionKind::eager);
-    B.tp_all_reduce(out, n + "out proj", ph, B.full(f.x1, d.h));
+    f.attn_8t = emit_row_parallel(B, out, n + "out proj", n + "mlp norm in", ph, B.full(f.attn, d.q_width), lp.out_w,
+                                  lp.out_b, x, P.fp8 && P.plan.attention == AttentionKind::eager, true, f.x1);
     emit_mlp_forward(B, out, l, n, ph, f, produce_output);
     return f;
 }
@@ -155,8 +213,8 @@ void emit_norm_fwd(Builder& B, std::vector<Op>& out, const std::string& name, co
     const Dims& d = B.d_;
     Op& o = B.emit(out, OpKind::norm_fwd, name, ph);
     o.alloc = {y};
-    o.v[0] = B.full(x, d.h);
-    o.v[1] = B.full(y, d.h);
+    o.v[0] = B.seq(x, d.h);
+    o.v[1] = B.seq(y, d.h);
     o.p0 = w;
     o.p1 = b;
 }
@@ -187,14 +245,14 @@ void emit_norm_bwd(Builder& B, std::vector<Op>& out, const std::string& name, co
                    BufferId dy, BufferId dx, bool accumulate, ParamId w, ParamId b, std::vector<BufferId> alloc,
                    std::vector<BufferId> free) {
     const Dims& d = B.d_;
-    const BufferId stats = B.buffer(name + " stats", Category::temporary, DType::f32, d.rows * 2);
+    const BufferId stats = B.buffer(name + " stats", Category::temporary, DType::f32, d.srows * 2);
     Op& o = B.emit(out, OpKind::norm_bwd, name, ph);
     o.alloc = std::move(alloc);
     o.alloc.push_back(stats);
-    o.v[0] = B.full(x, d.h);
-    o.v[1] = B.full(dy, d.h);
-    o.v[2] = B.full(dx, d.h);
-    o.v[3] = {stats, d.rows, 2, 2, 0};
+    o.v[0] = B.seq(x, d.h);
+    o.v[1] = B.seq(dy, d.h);
+    o.v[2] = B.seq(dx, d.h);
+    o.v[3] = {stats, d.srows, 2, 2, 0};
     o.accumulate = accumulate;
     o.p0 = w;
     o.p1 = b;
@@ -238,6 +296,35 @@ std::vector<BufferId> emit_recompute(Builder& B, std::vector<Op>& out, std::int6
     return {};
 }
 
+// Backward of a column-parallel projection (q|k|v, gate|up) whose input `x` (the norm output, the
+// rank's rows under sequence parallelism, named `x_name`) was kept: returns the input gradient as
+// the norm's backward reads it (`dx_name`), `dy_buffer` freed after the weight gradient. Without sequence
+// parallelism the input gradient's partial sums (Shoeybi et al. 2019, fig. 3's f, backward) are
+// all-reduced in place; with it (Korthikanti et al. 2022, fig. 5's g, backward) they are
+// reduce-scattered to the rank's rows before the input is gathered again for the weight
+// gradient (Megatron-LM keeps the rows only), so the two [rows, h] tensors are not held at once.
+BufferId emit_column_parallel_bwd(Builder& B, std::vector<Op>& out, const std::string& name, const std::string& x_name,
+                                  const std::string& dx_name, const Phase& ph, const View& dy, BufferId x, BufferId x8t,
+                                  ParamId w, ParamId b, BufferId dy_buffer) {
+    const Dims& d = B.d_;
+    const BufferId dx = B.act(dx_name, d.h, Category::temporary);
+    if (!d.sp) {
+        emit_gemm_bwd(B, out, name, ph, dy, B.full(x, d.h), x8t, B.full(dx, d.h), w, b, {dx});
+        out.back().free.push_back(dy_buffer);
+        B.tp_all_reduce(out, name + " input gradient", ph, B.full(dx, d.h));
+        return dx;
+    }
+    emit_linear_bwd(B, out, name, ph, dy, {}, B.full(dx, d.h), w, b, {dx});
+    Op wgrad = std::move(out.back());  // emitted again once the input is gathered
+    out.pop_back();
+    const BufferId dn = B.reduce_seq(out, dx_name + " (rank's rows)", ph, dx, d.h, kNoBuffer, Category::temporary);
+    const BufferId xg = B.gather_seq(out, x_name, ph, x, d.h);
+    wgrad.v[1] = B.full(xg, d.h);
+    wgrad.free = {dy_buffer, xg};
+    out.push_back(std::move(wgrad));
+    return dn;
+}
+
 // MLP backward of layer l: dres (dLoss/d layer output) through the down projection, the
 // activation, the up projection and the MLP norm, whose input gradient is added to dres.
 void emit_mlp_backward(Builder& B, std::vector<Op>& out, const std::string& n, const Phase& ph, const LayerParams& lp,
@@ -247,21 +334,21 @@ void emit_mlp_backward(Builder& B, std::vector<Op>& out, const std::string& n, c
     // dGU [rows, up_width]: the down dgrad writes dA into its first f columns, the
     // activation backward turns it into d(gate)|d(up) (GeLU: d(fc1 out)) in place.
     const BufferId dgu = B.act(n + "d gate|up", d.up_width, Category::temporary);
-    emit_gemm_bwd(B, out, n + "down proj", ph, B.full(dres, d.h), B.full(f.act, d.ffn), f.act_8t,
+    // Sequence parallelism: the reduce-scatter's backward all-gathers the output gradient.
+    const BufferId dy = B.gather_seq(out, n + "d layer out", ph, dres, d.h);
+    emit_gemm_bwd(B, out, n + "down proj", ph, B.full(dy, d.h), B.full(f.act, d.ffn), f.act_8t,
                   View{dgu, d.rows, d.ffn, d.up_width, 0}, lp.down_w, lp.down_b, {dgu});
+    if (dy != dres) out.back().free.push_back(dy);
     {  // swiglu_bwd / gelu_bwd: v0 = dGU (in: dA in the first f columns; out: input gradient), v1 = forward input
         Op& o = B.emit(out, P.model.mlp == MlpKind::swiglu ? OpKind::swiglu_bwd : OpKind::gelu_bwd,
                        n + "activation bwd", ph);
         o.v[0] = B.full(dgu, d.up_width);
         o.v[1] = B.full(f.up, d.up_width);
     }
-    const BufferId dxn2 = B.act(n + "d mlp norm out", d.h, Category::temporary);
-    emit_gemm_bwd(B, out, n + "up proj", ph, B.full(dgu, d.up_width), B.full(f.xn2, d.h), f.xn2_8t, B.full(dxn2, d.h),
-                  lp.up_w, lp.up_b, {dxn2});
-    out.back().free.push_back(dgu);
-    // Column-parallel: the input gradient's partial sums over the ranks (fig. 3's f, backward).
-    B.tp_all_reduce(out, n + "up proj input gradient", ph, B.full(dxn2, d.h));
-    emit_norm_bwd(B, out, n + "mlp norm bwd", ph, f.x1, dxn2, dres, true, lp.norm2_w, lp.norm2_b, {}, {dxn2});
+    const BufferId dn = emit_column_parallel_bwd(B, out, n + "up proj", n + "mlp norm out", n + "d mlp norm out", ph,
+                                                 B.full(dgu, d.up_width),
+                                                 f.xn2, f.xn2_8t, lp.up_w, lp.up_b, dgu);
+    emit_norm_bwd(B, out, n + "mlp norm bwd", ph, f.x1, dn, dres, true, lp.norm2_w, lp.norm2_b, {}, {dn});
 }
 
 // Flash attention backward into dqkv (allocated here); frees its workspace and dattn.
@@ -340,8 +427,10 @@ void emit_layer_backward(Builder& B, std::vector<Op>& out, std::int64_t l, std::
 
     // Attention.
     const BufferId dattn = B.act(n + "d attn out", d.q_width, Category::temporary);
-    emit_gemm_bwd(B, out, n + "out proj", ph, B.full(dres, d.h), B.full(f.attn, d.q_width), f.attn_8t,
+    const BufferId dy = B.gather_seq(out, n + "d mlp norm in", ph, dres, d.h);
+    emit_gemm_bwd(B, out, n + "out proj", ph, B.full(dy, d.h), B.full(f.attn, d.q_width), f.attn_8t,
                   B.full(dattn, d.q_width), lp.out_w, lp.out_b, {dattn});
+    if (dy != dres) out.back().free.push_back(dy);
     const BufferId dqkv = B.act(n + "d qkv", d.qkv_width, Category::temporary);
     if (P.plan.attention == AttentionKind::flash)
         emit_flash_backward(B, out, n, ph, f, dattn, dqkv);
@@ -351,20 +440,17 @@ void emit_layer_backward(Builder& B, std::vector<Op>& out, std::int64_t l, std::
         Op& o = B.emit(out, OpKind::rope_bwd, n + "rope bwd", ph);
         o.v[0] = B.full(dqkv, d.qkv_width);
     }
-    const BufferId dxn1 = B.act(n + "d attn norm out", d.h, Category::temporary);
-    emit_gemm_bwd(B, out, n + "qkv proj", ph, B.full(dqkv, d.qkv_width), B.full(f.xn1, d.h), f.xn1_8t,
-                  B.full(dxn1, d.h), lp.qkv_w, lp.qkv_b, {dxn1});
-    out.back().free.push_back(dqkv);
-    B.tp_all_reduce(out, n + "qkv proj input gradient", ph, B.full(dxn1, d.h));
+    const BufferId dn = emit_column_parallel_bwd(B, out, n + "qkv proj", n + "attn norm out", n + "d attn norm out", ph,
+                                                 B.full(dqkv, d.qkv_width), f.xn1, f.xn1_8t, lp.qkv_w, lp.qkv_b, dqkv);
     // The layer's saved tensors (and any recomputed ones) go with its last op.
-    std::vector<BufferId> release = {dxn1, saved.x};
+    std::vector<BufferId> release = {dn, saved.x};
     if (P.plan.recompute == Recompute::full) {
         release.insert(release.end(), recomputed.begin(), recomputed.end());
     } else {
         for (BufferId b : layer_kept(P, saved)) release.push_back(b);
         release.push_back(P.plan.recompute == Recompute::selective ? f.core : saved.core);
     }
-    emit_norm_bwd(B, out, n + "attn norm bwd", ph, f.x, dxn1, dres, true, lp.norm1_w, lp.norm1_b, {}, release);
+    emit_norm_bwd(B, out, n + "attn norm bwd", ph, f.x, dn, dres, true, lp.norm1_w, lp.norm1_b, {}, release);
 }
 
 }  // namespace preflight::runtime::program_detail

@@ -105,6 +105,7 @@ std::string_view to_string(OpKind k) {
         case OpKind::fp8_cast_weights: return "fp8_cast_weights";
         case OpKind::ce_max: return "ce_max";
         case OpKind::ce_sums: return "ce_sums";
+        case OpKind::seq_chunk: return "seq_chunk";
     }
     return "?";
 }
@@ -185,11 +186,10 @@ std::vector<OptimizerRegion> optimizer_regions(const Program& P) {
 
 void check_supported(const ModelConfig& m, const Plan& p) {
     auto no = [](const char* flag, const std::string& why) {
-        throw InputError(flag, why + " (the Preflight runtime executes data-parallel plans with ZeRO 0-3; use "
-                                     "`preflight memory` to model this plan)");
+        throw InputError(flag, why + " (the Preflight runtime executes data- and tensor-parallel plans, with sequence "
+                                     "parallelism and ZeRO 0-3; use `preflight memory` to model this plan)");
     };
     if (p.pp != 1) no("--pp", "must be 1 for `run` (pipeline parallelism is not implemented by the runtime yet)");
-    if (p.sp) no("--sp", "sequence parallelism is not implemented by the runtime yet");
     if (p.precision == Precision::fp16_mixed)
         no("--precision", "fp16-mixed is not implemented by the runtime; use fp32, bf16-mixed, bf16-mixed-fp32-grads, "
                           "bf16 or fp8-mixed");

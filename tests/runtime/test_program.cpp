@@ -139,7 +139,7 @@ TEST(Program, RefusesPlansTheRuntimeCannotRunNamingTheFlag) {
             EXPECT_EQ(e.subject(), flag);
         }
     };
-    refused([](Plan& p) { p.tp = 2, p.sp = true; }, "--sp");
+    refused([](Plan& p) { p.tp = 2, p.sp = true, p.precision = Precision::fp8_mixed; }, "--sp");
     refused([](Plan& p) { p.pp = 2; }, "--pp");
     refused([](Plan& p) { p.dropout = 0.1; }, "--dropout");
     refused([](Plan& p) { p.precision = Precision::fp16_mixed; }, "--precision");

@@ -138,32 +138,79 @@ TEST(TensorParallelDryRun, EveryRankEqualsThePlannerToTheByte) {
     for (const char* name : {"gpt2", "llama-3.2-1b"})
         for (std::int64_t tp : {2, 4})
             for (auto [dp, zero] : {std::pair{1, 0}, std::pair{2, 1}, std::pair{2, 3}})
-                for (const Kind& k : kinds) {
-                    if (k.pr == Precision::fp8_mixed && zero == 3) continue;  // fp8-mixed runs with ZeRO up to 2
-                    Plan p = tp_plan(tp, dp, zero);
-                    p.recompute = k.rc;
-                    p.precision = k.pr;
-                    p.attention = k.at;
-                    for (std::int64_t rank : {std::int64_t{0}, tp - 1, dp * tp - 1}) {
-                        const test_support::Compared c = test_support::compare_with_planner(test::catalog_model(name), p, rank);
-                        const std::string what = std::string(name) + " " + to_flags(p) + " rank " + std::to_string(rank);
-                        EXPECT_EQ(c.dry, c.planned) << what << ": dry run peak at " << c.where;
-                        EXPECT_EQ(c.dry_phase, c.planned_phase) << what << ": dry run peak at " << c.where;
-                        ++plans;
+                for (const Kind& k : kinds)
+                    for (bool sp : {false, true}) {
+                        // fp8-mixed runs with ZeRO up to 2, without sequence parallelism
+                        if (k.pr == Precision::fp8_mixed && (zero == 3 || sp)) continue;
+                        Plan p = tp_plan(tp, dp, zero);
+                        p.sp = sp;
+                        p.recompute = k.rc;
+                        p.precision = k.pr;
+                        p.attention = k.at;
+                        for (std::int64_t rank : {std::int64_t{0}, tp - 1, dp * tp - 1}) {
+                            const test_support::Compared c =
+                                test_support::compare_with_planner(test::catalog_model(name), p, rank);
+                            const std::string what =
+                                std::string(name) + " " + to_flags(p) + " rank " + std::to_string(rank);
+                            EXPECT_EQ(c.dry, c.planned) << what << ": dry run peak at " << c.where;
+                            EXPECT_EQ(c.dry_phase, c.planned_phase) << what << ": dry run peak at " << c.where;
+                            ++plans;
+                        }
                     }
-                }
-    EXPECT_EQ(plans, 2 * 2 * (5 + 5 + 4) * 3);
+    EXPECT_EQ(plans, 2 * 2 * (5 + 5 + 4 + 4 + 4 + 4) * 3);
 }
 
-// Llama-3-70B's tp 8 rank (no sequence parallelism yet): the dry run of one rank equals the
-// planner, whose layers hold an eighth of the weights.
-TEST(TensorParallelDryRun, Llama3_70bTp8RankEqualsThePlanner) {
-    Plan p = tp_plan(8, 8, 1);
-    p.seq = 4096;
-    p.mbs = 1;
-    p.recompute = Recompute::full;
-    const test_support::Compared c = test_support::compare_with_planner(test::catalog_model("llama-3-70b"), p, 13);
-    EXPECT_EQ(c.dry, c.planned) << c.where;
+// Long sequences, where a layer's backward holds the peak: Llama-3-70B's tp 8 rank with and
+// without sequence parallelism (dp 8, ZeRO-1, full recompute), and Llama-3-8B at tp 8 with
+// sequence parallelism under every recompute mode and both attention kinds.
+TEST(TensorParallelDryRun, LongSequencesEqualThePlanner) {
+    std::map<PhaseKind, int> phases;
+    auto check = [&](const char* name, const Plan& p, std::int64_t rank) {
+        const test_support::Compared c = test_support::compare_with_planner(test::catalog_model(name), p, rank);
+        EXPECT_EQ(c.dry, c.planned) << name << " " << to_flags(p) << ": " << c.where;
+        ++phases[c.planned_phase];
+    };
+    for (bool sp : {false, true}) {
+        Plan p = tp_plan(8, 8, 1);
+        p.seq = 4096;
+        p.mbs = 1;
+        p.sp = sp;
+        p.recompute = Recompute::full;
+        check("llama-3-70b", p, 13);
+    }
+    for (Recompute rc : all_recomputes())
+        for (AttentionKind at : {AttentionKind::flash, AttentionKind::eager}) {
+            Plan p = tp_plan(8);
+            p.seq = 4096;
+            p.mbs = 1;
+            p.sp = true;
+            p.recompute = rc;
+            p.attention = at;
+            check("llama-3-8b", p, 5);
+        }
+    EXPECT_GT(phases[PhaseKind::backward], 0);
+}
+
+// Sequence parallelism (Korthikanti et al. 2022, sec. 4.2.2): the norms' inputs and outputs
+// hold rows / tp rows. GPT-2 at seq 1,024 x mbs 2, tp 2: layer 1 keeps [2,048, 768] for each of
+// them without it, [1,024, 768] with it; q|k|v stays [2,048, 1,152] (6 heads of 64 x 3) either way.
+TEST(TensorParallelProgram, SequenceParallelNormTensorsHoldTheRanksRows) {
+    const ModelConfig m = test::catalog_model("gpt2");
+    Plan p = tp_plan(2);
+    p.seq = 1024;
+    auto elements = [](const Program& P, const std::string& name) {
+        for (const BufferSpec& b : P.buffers)
+            if (b.name == name) return b.elements;
+        return std::int64_t{-1};
+    };
+    for (bool sp : {false, true}) {
+        p.sp = sp;
+        const Program P = build_program(m, p, 1);
+        const std::int64_t rows = sp ? 1024 : 2048;
+        for (const char* name : {"L1 attn norm in", "L1 attn norm out", "L1 mlp norm in", "L1 mlp norm out"})
+            EXPECT_EQ(elements(P, name), rows * 768) << name << (sp ? " with --sp" : "");
+        EXPECT_EQ(elements(P, "L1 qkv"), 2048 * 1152);
+    }
 }
 
 TEST(TensorParallelProgram, RefusesSplitsThePlannerRefusesNamingTheFlag) {
@@ -253,23 +300,36 @@ TEST(TensorParallelParity, TpAloneAndWithDataParallelismMatchOneGpu) {
         for (int zero : {0, 1, 2, 3}) check(micro_llama(2), micro_plan(2, 2, zero, pr));
     }
     for (int zero : {0, 3}) check(micro_gpt(), micro_plan(2, 2, zero, Precision::bf16_mixed));
-    std::printf("tp 2 / 4, dp 2 x tp 2 (ZeRO 0-3) vs one GPU, 3 steps, %d cases: worst loss %.2e, worst parameter %.2e\n",
+    // Sequence parallelism: seq 6 x mbs 2 = 12 rows, 6 per rank at tp 2.
+    for (Precision pr : {Precision::fp32, Precision::bf16_mixed_fp32_grads}) {
+        auto with_sp = [](Plan p) { return p.sp = true, p; };
+        check(micro_llama(2), with_sp(micro_plan(2, 1, 0, pr)));
+        check(micro_gpt(), with_sp(micro_plan(2, 1, 0, pr)));
+        Plan four = with_sp(micro_plan(4, 1, 0, pr));
+        four.seq = 8;  // 16 rows, 4 per rank
+        check(micro_llama(4), four);
+        for (int zero : {0, 1, 2, 3}) check(micro_llama(2), with_sp(micro_plan(2, 2, zero, pr)));
+    }
+    std::printf("tp 2 / 4 with and without sp, dp 2 x tp 2 (ZeRO 0-3) vs one GPU, 3 steps, %d cases: worst loss %.2e, "
+                "worst parameter %.2e\n",
                 cases, worst.loss, worst.param);
-    EXPECT_EQ(cases, 4 * 7 + 2);
+    EXPECT_EQ(cases, 4 * 7 + 2 + 2 * 7);
 }
 
 TEST(TensorParallelParity, RecomputeEagerAttentionAndSgdToo) {
     for (Recompute rc : all_recomputes())
         for (AttentionKind at : {AttentionKind::flash, AttentionKind::eager})
-            for (Optimizer opt : {Optimizer::adamw, Optimizer::sgd}) {
-                Plan p = micro_plan(2, 1, 0, Precision::bf16_mixed);
-                p.recompute = rc;
-                p.attention = at;
-                p.optimizer = opt;
-                const Worst w = compare(micro_llama(2), p, 2);
-                EXPECT_LE(w.loss, 1e-9) << to_flags(p);
-                EXPECT_LE(w.param, 1e-9) << to_flags(p);
-            }
+            for (Optimizer opt : {Optimizer::adamw, Optimizer::sgd})
+                for (bool sp : {false, true}) {
+                    Plan p = micro_plan(2, 1, 0, Precision::bf16_mixed);
+                    p.sp = sp;
+                    p.recompute = rc;
+                    p.attention = at;
+                    p.optimizer = opt;
+                    const Worst w = compare(micro_llama(2), p, 2);
+                    EXPECT_LE(w.loss, 1e-9) << to_flags(p);
+                    EXPECT_LE(w.param, 1e-9) << to_flags(p);
+                }
 }
 
 // An emulated tensor-parallel rank runs alone: its sums are its own share, so its numbers are not

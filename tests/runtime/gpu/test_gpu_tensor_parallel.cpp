@@ -5,17 +5,19 @@
 //  - embedding.cu with a vocabulary range: a rank's rows embed its tokens, 0 for the others;
 //  - init.cu's InitMap: a rank's slice of a tensor holds the whole tensor's values there, bit
 //    for bit;
-//  - loopback parity: tp 2 and 4, and dp 2 x tp 2 with ZeRO 0-3, against one GPU running the same
-//    global batch, 3 steps. Bounds as the data-parallel test derives them (test_gpu_data_parallel.cpp):
-//    fp32 1e-5 (the row-parallel partial sums and the vocabulary-parallel softmax change only the
-//    order of fp32 sums), bf16-mixed 1e-3 of the loss and of the parameters' norm. Under bf16 the
-//    row-parallel outputs are rounded to bf16 per rank before their sum (Megatron-LM's too): one
-//    more rounding of 2^-9 per projection, inside the 1e-3 the data-parallel test allows for its
-//    one extra rounding per gradient;
-//  - an emulated tensor-parallel rank's tracked peak equals its dry run to the byte.
+//  - loopback parity: tp 2 and 4 (with and without sequence parallelism), and dp 2 x tp 2 with
+//    ZeRO 0-3, against one GPU running the same global batch, 3 steps. Bounds as the data-parallel
+//    test derives them (test_gpu_data_parallel.cpp): fp32 1e-5 (the row-parallel partial sums and
+//    the vocabulary-parallel softmax change only the order of fp32 sums), bf16-mixed 1e-3 of the
+//    loss and of the parameters' norm. Under bf16 the row-parallel outputs are rounded to bf16 per
+//    rank before their sum (Megatron-LM's too): one more rounding of 2^-9 per projection, inside
+//    the 1e-3 the data-parallel test allows for its one extra rounding per gradient;
+//  - an emulated tensor-parallel rank's tracked peak equals its dry run to the byte, with and
+//    without sequence parallelism.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "gpu_util.hpp"
 #include "kernels.cuh"
@@ -146,8 +148,10 @@ TEST(GpuTensorParallel, LoopbackParity) {
         ModelConfig m;
         std::int64_t tp, dp;
         int zero;
+        bool sp = false;
     };
-    std::vector<Case> cases = {{dp_llama(), 2, 1, 0}, {dp_gpt(), 2, 1, 0}, {dp_gpt(), 4, 1, 0}};
+    std::vector<Case> cases = {{dp_llama(), 2, 1, 0}, {dp_gpt(), 2, 1, 0}, {dp_gpt(), 4, 1, 0},
+                               {dp_llama(), 2, 1, 0, true}, {dp_gpt(), 4, 1, 0, true}, {dp_llama(), 2, 2, 1, true}};
     for (int zero : {0, 1, 2, 3}) cases.push_back({dp_llama(), 2, 2, zero});
     for (const Case& c : cases)
         for (Precision pr : {Precision::fp32, Precision::bf16_mixed}) {
@@ -158,6 +162,7 @@ TEST(GpuTensorParallel, LoopbackParity) {
             p.tp = c.tp;
             p.dp = c.dp;
             p.zero = static_cast<ZeroStage>(c.zero);
+            p.sp = c.sp;
             p.precision = pr;
             const Parity r = parity(c.m, p, steps);
             const bool fp32 = pr == Precision::fp32;
@@ -173,8 +178,10 @@ TEST(GpuTensorParallel, LoopbackParity) {
 TEST(GpuTensorParallel, AnEmulatedTpRanksTrackedPeakEqualsItsDryRun) {
     PF_REQUIRE_GPU();
     const GpuSpec gpu = preflight::test::catalog_gpu("h100-sxm-80gb");
-    for (auto [dp, zero] : {std::pair{1, 0}, std::pair{2, 1}, std::pair{2, 3}}) {
+    for (auto [dp, zero, sp] : {std::tuple{1, 0, false}, std::tuple{2, 1, false}, std::tuple{2, 3, false},
+                                std::tuple{1, 0, true}, std::tuple{2, 1, true}}) {
         Plan p;
+        p.sp = sp;
         p.seq = 64;
         p.mbs = 2;
         p.grad_acc = 2;

@@ -52,8 +52,9 @@ struct FrameworkProfile {
     // Device buffers the framework allocates itself and keeps for the whole run (GEMM
     // workspace, device scalars), counted under `buffers`.
     std::int64_t workspace_bytes = 0;
-    // The LM-head backward writes d(final-norm output) (s*b*h at the activation dtype)
-    // while the logits gradient is still alive.
+    // The LM-head backward writes d(final-norm output) (s*b*h at the activation dtype; the
+    // whole sequence under sequence parallelism too: the dgrad writes the partial sums before
+    // their reduce-scatter) while the logits gradient is still alive.
     bool head_input_grad_with_logits = false;
     // Full recompute re-materialises a layer from its kept input, sharing that tensor
     // instead of holding a second copy of it (true of every framework: the checkpointed

@@ -112,6 +112,9 @@ enum class OpKind : std::uint8_t {
     // (v0 logits, v1 labels, v2 max, v3 out [rows, 2]); after the tensor-parallel sum, cross_entropy
     // finishes with v3 = max and v4 = sums.
     ce_max, ce_sums,
+    // Sequence parallelism: v2 = v0 (this rank's rows of a reduce-scattered buffer) + v1 (the
+    // residual, may be empty), allocated here: the [rows/tp, cols] shard the norms work on.
+    seq_chunk,
 };
 // Collectives run over the data-parallel group (a rank's peers with its tensor-parallel rank) or
 // the tensor-parallel group (its peers with its data-parallel rank), and reduce by mean, sum or max.
@@ -148,6 +151,10 @@ struct Dims {
     // share (/ tp); vocab is the model's. The rank's vocabulary rows are [vocab_begin,
     // vocab_begin + vocab_padded) of the padded vocabulary, vocab_valid of them real tokens.
     std::int64_t tp = 1, vocab_begin = 0, vocab_valid = 0;
+    // Sequence parallelism (Korthikanti et al. 2022, sec. 4.2.2): the norms and the residual stream
+    // hold srows = rows / tp contiguous rows of the micro-batch (rows without it).
+    bool sp = false;
+    std::int64_t srows = 0;
 };
 
 struct LayerParams {
@@ -220,6 +227,9 @@ struct Program {
     // The global index of micro-batch `mb` of this rank: the synthetic data of dp ranks with
     // grad_acc micro-batches each are those of one GPU with dp * grad_acc micro-batches.
     std::int64_t data_micro_batch(std::int64_t mb) const { return dp_rank * dims.grad_acc + mb; }
+    // The ranks of a collective's group and this rank's place among them.
+    std::int64_t group_size(CommGroup g) const { return g == CommGroup::dp ? plan.dp : plan.tp; }
+    std::int64_t group_rank(CommGroup g) const { return g == CommGroup::dp ? dp_rank : tp_rank; }
 
     std::vector<Op> setup;     // allocate and initialise persistent state
     std::vector<Op> step;      // one optimizer step (grad_acc micro-batches)
