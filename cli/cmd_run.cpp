@@ -186,10 +186,10 @@ Plan plan_from_file(const RunState& st, const Plan& plan, std::string& model_nam
 
 // What `preflight run` cannot execute, and its bounds on the work of one step.
 void check_runnable(const RunState& st, const ModelConfig& model, const Plan& plan) {
+    runtime::check_supported(model, plan);  // names the flag (the pipeline schedule among them)
     if (uses_extended_throughput(plan))  // the runtime executes pre-training plans only
         throw InputError("--finetune", "preflight run executes full pre-training plans only (no LoRA/QLoRA, offload, "
                                        "GPipe/interleaved schedules, cp or ep): " + to_flags(plan));
-    runtime::check_supported(model, plan);
     if (st.steps < 1) throw InputError("--steps", "must be at least 1");
     if (st.warmup < 0) throw InputError("--warmup", "must be 0 or more");
     // Bounded work: the runtime and the dry run walk every micro-batch and layer of a step.

@@ -486,7 +486,11 @@ MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const
     StageModel worst;
     std::vector<std::pair<StagePlace, StageModel>> built;  // at most first, last and two middle layer counts
     built.reserve(4);
+    if (options.pipeline_stage && (*options.pipeline_stage < 0 || *options.pipeline_stage >= plan.pp))
+        throw InputError("--pp", "stage " + std::to_string(*options.pipeline_stage) + " is outside the plan's stages 0.." +
+                                     std::to_string(plan.pp - 1));
     for (std::int64_t stage = 0; stage < plan.pp; ++stage) {
+        if (options.pipeline_stage && stage != *options.pipeline_stage) continue;
         const StagePlace place{stage == 0, stage == plan.pp - 1, pipeline_stage_layers(plan, model.layers, stage)};
         auto it = std::find_if(built.begin(), built.end(), [&](const auto& b) { return b.first == place; });
         if (it == built.end())

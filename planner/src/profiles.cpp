@@ -45,6 +45,25 @@ void check_runtime_fp8(const ModelConfig& m, const Plan& p) {
                                  " is not a multiple of 16, as cuBLASLt's fp8 GEMMs need" + why);
 }
 
+void check_runtime_pipeline(const Plan& p) {
+    if (p.pp <= 1) return;
+    const std::string why = " (the Preflight runtime's pipeline runs 1F1B)";
+    if (p.pp_schedule != PpSchedule::one_f_one_b || p.vpp != 1)
+        throw InputError("--pp-schedule", "GPipe and interleaved schedules are not implemented by the runtime yet; use "
+                                          "1f1b" + why);
+    if (p.zero >= zero_gradients)
+        throw InputError("--zero", "ZeRO-2/3 with pipeline parallelism is not implemented by the runtime (Megatron-LM "
+                                   "and DeepSpeed pair pipelines with ZeRO-1 at most); use --zero 0 or 1" + why);
+}
+
+namespace {
+// The plans the runtime runs (check_supported's planner-side rules).
+void check_runtime_plan(const ModelConfig& m, const Plan& p) {
+    check_runtime_fp8(m, p);
+    check_runtime_pipeline(p);
+}
+}  // namespace
+
 FrameworkProfile runtime_profile() {
     FrameworkProfile p;
     p.name = "preflight-runtime";
@@ -66,7 +85,7 @@ FrameworkProfile runtime_profile() {
     // buffer (ZeRO-2/3), so there are no separate DDP buckets (grad_buckets_in_flight 0).
     p.runtime_shard_units = true;
     p.fp8_runtime_recipe = true;
-    p.check_plan = &check_runtime_fp8;
+    p.check_plan = &check_runtime_plan;
     p.adjust_throughput = &adjust_throughput_runtime;
     // Its attention speed is the "runtime" block's own attention fraction, fitted on its runs
     // (cuDNN SDPA or its own kernel), not the spec's fused-attention figure for Megatron.

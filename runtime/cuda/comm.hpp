@@ -12,6 +12,8 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -36,13 +38,20 @@ public:
     // `out` (one chunk per rank) receives every rank's `chunk` elements from `in`; in place when
     // in == out + rank * chunk (ncclAllGather).
     virtual void all_gather(const void* in, void* out, i64 chunk, DType t, cudaStream_t s) = 0;
+    // Pipeline: `send_count` elements of `send` to the rank `send_peer` places away in the group
+    // and `recv_count` into `recv` from the rank `recv_peer` away, both at once (either may be
+    // null: ncclSend / ncclRecv in one group, so that neighbours exchanging both ways never wait
+    // on each other).
+    virtual void p2p(const void* send, i64 send_count, int send_peer, void* recv, i64 recv_count, int recv_peer,
+                     DType t, cudaStream_t s) = 0;
 };
 
 // One rank alone: a mean or a max over ranks that all hold this rank's values is the value
 // itself, and a sum is left as this rank's share (the others' partial sums are not here): no
 // work either way. A gather that is not in place copies this rank's chunk into every chunk (the
 // other ranks' parameters are not on this device); an in-place one leaves the other chunks as
-// they are (the full buffer already holds parameters there).
+// they are (the full buffer already holds parameters there). A send goes nowhere and a receive
+// gives zeros (the neighbouring stages are not here).
 class EmulatedComm final : public DeviceComm {
 public:
     EmulatedComm(std::int64_t rank, std::int64_t world) : rank_(rank), world_(world) {}
@@ -50,6 +59,7 @@ public:
     void all_reduce(void*, i64, DType, ReduceOp, cudaStream_t) override {}
     void reduce_scatter(void*, i64, DType, ReduceOp, cudaStream_t) override {}
     void all_gather(const void* in, void* out, i64 chunk, DType t, cudaStream_t s) override;
+    void p2p(const void*, i64, int, void* recv, i64 recv_count, int, DType t, cudaStream_t s) override;
 
 private:
     std::int64_t rank_, world_;
@@ -66,6 +76,11 @@ public:
     std::unique_ptr<DeviceComm> rank(int r);
     void abort();
     int world() const { return world_; }
+
+    // Pipeline sends are buffered: the sender's data is copied into a staging buffer of the
+    // group's on its stream; the receiver copies it out on its own once that copy is done.
+    void post(int from, int to, const void* data, std::size_t bytes, cudaStream_t s);
+    void take(int from, int to, void* data, std::size_t bytes, cudaStream_t s);
 
     struct Call {
         LoopbackKind kind{};
@@ -85,6 +100,12 @@ private:
     std::vector<cudaEvent_t> ready_;
     cudaEvent_t done_ = nullptr;
     cudaStream_t group_stream_ = nullptr;
+    struct Parcel {
+        void* staging = nullptr;
+        std::size_t bytes = 0;
+        cudaEvent_t copied = nullptr;
+    };
+    std::map<std::pair<int, int>, std::deque<Parcel>> mail_;  // (from, to)
     int arrived_ = 0;
     std::uint64_t generation_ = 0;
     bool aborted_ = false;
@@ -105,8 +126,12 @@ public:
     void all_reduce(void* buf, i64 count, DType t, ReduceOp op, cudaStream_t s) override;
     void reduce_scatter(void* buf, i64 chunk, DType t, ReduceOp op, cudaStream_t s) override;
     void all_gather(const void* in, void* out, i64 chunk, DType t, cudaStream_t s) override;
+    void p2p(const void* send, i64 send_count, int send_peer, void* recv, i64 recv_count, int recv_peer, DType t,
+             cudaStream_t s) override;
     // The ranks of this communicator with the same `color`, ordered by `key` (ncclCommSplit,
-    // NCCL 2.18): a data- or tensor-parallel group of the world. Collective over every rank.
+    // NCCL 2.18): a data-, tensor-parallel, pipeline or embedding group of the world. Collective
+    // over every rank; a rank outside every group of the kind passes kNoColor and gets null.
+    static constexpr int kNoColor = -1;  // NCCL_SPLIT_NOCOLOR
     std::unique_ptr<NcclComm> split(int color, int key);
     int rank() const { return rank_; }
     int world() const { return world_; }

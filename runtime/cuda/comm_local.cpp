@@ -1,4 +1,5 @@
 // The communicators that need no NCCL: the emulated rank and the loopback group (comm.hpp).
+#include <algorithm>
 #include <stdexcept>
 
 #include "comm.hpp"
@@ -11,6 +12,10 @@ void EmulatedComm::all_gather(const void* in, void* out, i64 chunk, DType t, cud
     if (in == o + static_cast<std::size_t>(rank_) * bytes) return;  // in place: the other chunks hold parameters
     for (std::int64_t k = 0; k < world_; ++k)
         PF_CUDA_CHECK(cudaMemcpyAsync(o + static_cast<std::size_t>(k) * bytes, in, bytes, cudaMemcpyDeviceToDevice, s));
+}
+
+void EmulatedComm::p2p(const void*, i64, int, void* recv, i64 recv_count, int, DType t, cudaStream_t s) {
+    if (recv) PF_CUDA_CHECK(cudaMemsetAsync(recv, 0, static_cast<std::size_t>(recv_count) * dtype_bytes(t), s));
 }
 
 namespace {
@@ -37,6 +42,12 @@ public:
     void all_gather(const void* in, void* out, i64 chunk, DType t, cudaStream_t s) override {
         g_.arrive(r_, {LoopbackKind::all_gather, LoopbackReduce::mean, in, out, chunk, t, s});
     }
+    void p2p(const void* send, i64 send_count, int send_peer, void* recv, i64 recv_count, int recv_peer, DType t,
+             cudaStream_t s) override {
+        const auto bytes = [t](i64 n) { return static_cast<std::size_t>(n) * dtype_bytes(t); };
+        if (send) g_.post(r_, r_ + send_peer, send, bytes(send_count), s);  // buffered: never waits
+        if (recv) g_.take(r_ + recv_peer, r_, recv, bytes(recv_count), s);
+    }
 
 private:
     LoopbackGroup& g_;
@@ -55,6 +66,12 @@ LoopbackGroup::LoopbackGroup(int world) : world_(world), calls_(static_cast<std:
 }
 
 LoopbackGroup::~LoopbackGroup() {
+    for (auto& [key, box] : mail_)
+        for (Parcel& p : box) {  // sent and never received (a failed run): the copy may still be running
+            cudaEventSynchronize(p.copied);
+            cudaEventDestroy(p.copied);
+            cudaFree(p.staging);
+        }
     for (auto& e : ready_) cudaEventDestroy(e);
     cudaEventDestroy(done_);
     cudaStreamDestroy(group_stream_);
@@ -88,6 +105,38 @@ void LoopbackGroup::arrive(int r, const Call& call) {
     }
     cv_.wait(lock, [&] { return generation_ != gen || aborted_; });
     if (generation_ == gen) throw std::runtime_error("loopback group aborted: another rank failed");
+}
+
+void LoopbackGroup::post(int from, int to, const void* data, std::size_t bytes, cudaStream_t s) {
+    if (to < 0 || to >= world_) throw std::logic_error("loopback send to a rank outside the group");
+    Parcel p;
+    p.bytes = bytes;
+    PF_CUDA_CHECK(cudaMalloc(&p.staging, std::max<std::size_t>(bytes, 1)));
+    PF_CUDA_CHECK(cudaEventCreateWithFlags(&p.copied, cudaEventDisableTiming));
+    PF_CUDA_CHECK(cudaMemcpyAsync(p.staging, data, bytes, cudaMemcpyDeviceToDevice, s));
+    PF_CUDA_CHECK(cudaEventRecord(p.copied, s));
+    std::lock_guard<std::mutex> lock(mu_);
+    mail_[{from, to}].push_back(p);
+    cv_.notify_all();
+}
+
+void LoopbackGroup::take(int from, int to, void* data, std::size_t bytes, cudaStream_t s) {
+    if (from < 0 || from >= world_) throw std::logic_error("loopback receive from a rank outside the group");
+    Parcel p;
+    {
+        std::unique_lock<std::mutex> lock(mu_);
+        auto& box = mail_[{from, to}];
+        cv_.wait(lock, [&] { return !box.empty() || aborted_; });
+        if (box.empty()) throw std::runtime_error("loopback group aborted: another rank failed");
+        p = box.front();
+        box.pop_front();
+    }
+    if (p.bytes != bytes) throw std::logic_error("loopback ranks disagree on a p2p size");
+    PF_CUDA_CHECK(cudaStreamWaitEvent(s, p.copied, 0));
+    PF_CUDA_CHECK(cudaMemcpyAsync(data, p.staging, bytes, cudaMemcpyDeviceToDevice, s));
+    PF_CUDA_CHECK(cudaStreamSynchronize(s));  // the staging buffer goes now
+    PF_CUDA_CHECK(cudaEventDestroy(p.copied));
+    PF_CUDA_CHECK(cudaFree(p.staging));
 }
 
 // Runs on the last rank's thread while the others wait in arrive(): their streams are idle on

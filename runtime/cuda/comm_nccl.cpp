@@ -31,9 +31,14 @@ struct NcclApi {
     decltype(&ncclGetErrorString) error_string = nullptr;
     decltype(&ncclCommCount) count = nullptr;
     decltype(&ncclCommUserRank) user_rank = nullptr;
-    decltype(&ncclCommSplit) split = nullptr;  // optional: NCCL >= 2.18 (tensor parallelism with dp > 1)
+    decltype(&ncclCommSplit) split = nullptr;
+    decltype(&ncclSend) send = nullptr;
+    decltype(&ncclRecv) recv = nullptr;
+    decltype(&ncclGroupStart) group_start = nullptr;
+    decltype(&ncclGroupEnd) group_end = nullptr;  // optional: NCCL >= 2.18 (tensor parallelism with dp > 1)
 };
 static_assert(sizeof(ncclUniqueId) == sizeof(UniqueId), "rendezvous.hpp's UniqueId is NCCL's unique id");
+static_assert(NcclComm::kNoColor == NCCL_SPLIT_NOCOLOR, "comm.hpp's kNoColor is NCCL's");
 
 NcclApi& api() {
     static NcclApi a;
@@ -99,7 +104,9 @@ const NcclLibrary& nccl_library() {
                          resolve(a.lib, "ncclReduceScatter", a.reduce_scatter) &&
                          resolve(a.lib, "ncclAllGather", a.all_gather) &&
                          resolve(a.lib, "ncclGetErrorString", a.error_string) &&
-                         resolve(a.lib, "ncclCommCount", a.count) && resolve(a.lib, "ncclCommUserRank", a.user_rank);
+                         resolve(a.lib, "ncclCommCount", a.count) && resolve(a.lib, "ncclCommUserRank", a.user_rank) &&
+                         resolve(a.lib, "ncclSend", a.send) && resolve(a.lib, "ncclRecv", a.recv) &&
+                         resolve(a.lib, "ncclGroupStart", a.group_start) && resolve(a.lib, "ncclGroupEnd", a.group_end);
         if (!all) {
             lib.version_or_error = "libnccl lacks an entry point the runtime needs";
             return;
@@ -156,6 +163,17 @@ void NcclComm::all_gather(const void* in, void* out, i64 chunk, DType t, cudaStr
           "ncclAllGather");
 }
 
+void NcclComm::p2p(const void* send, i64 send_count, int send_peer, void* recv, i64 recv_count, int recv_peer, DType t,
+                   cudaStream_t s) {
+    auto* c = static_cast<ncclComm_t>(comm_);
+    check(api().group_start(), "ncclGroupStart");
+    if (send)
+        check(api().send(send, static_cast<std::size_t>(send_count), nccl_type(t), rank_ + send_peer, c, s), "ncclSend");
+    if (recv)
+        check(api().recv(recv, static_cast<std::size_t>(recv_count), nccl_type(t), rank_ + recv_peer, c, s), "ncclRecv");
+    check(api().group_end(), "ncclGroupEnd");
+}
+
 std::unique_ptr<NcclComm> NcclComm::split(int color, int key) {
     if (api().split == nullptr)
         throw DeviceError(FailureKind::library, 0, "ncclCommSplit",
@@ -163,6 +181,8 @@ std::unique_ptr<NcclComm> NcclComm::split(int color, int key) {
     std::unique_ptr<NcclComm> out(new NcclComm());
     ncclComm_t c = nullptr;
     check(api().split(static_cast<ncclComm_t>(comm_), color, key, &c, nullptr), "ncclCommSplit");
+    if (color == kNoColor) return nullptr;
+    out->comm_ = c;
     check(api().count(c, &out->world_), "ncclCommCount");
     check(api().user_rank(c, &out->rank_), "ncclCommUserRank");
     return out;
@@ -173,6 +193,7 @@ NcclComm::~NcclComm() = default;
 void NcclComm::all_reduce(void*, i64, DType, ReduceOp, cudaStream_t) {}
 void NcclComm::reduce_scatter(void*, i64, DType, ReduceOp, cudaStream_t) {}
 void NcclComm::all_gather(const void*, void*, i64, DType, cudaStream_t) {}
+void NcclComm::p2p(const void*, i64, int, void*, i64, int, DType, cudaStream_t) {}
 std::unique_ptr<NcclComm> NcclComm::split(int, int) { return nullptr; }
 #endif
 

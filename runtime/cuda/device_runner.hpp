@@ -3,6 +3,7 @@
 // run and the gradient capture).
 #pragma once
 
+#include <array>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -85,12 +86,13 @@ public:
         step_ = step;
         issued_ = 0;
     }
-    // Data and tensor parallelism (device_runner_comm.cpp): the rank's communicators over its
-    // data- and tensor-parallel groups (either may be null where the plan has none), whose
-    // collectives run on a communication stream of the runner's own, ordered against the compute
-    // stream by events (a collective starts after everything the compute stream issued before it;
-    // a comm_wait op makes the compute stream wait for one).
-    void set_comm(DeviceComm* dp, DeviceComm* tp = nullptr);
+    // Data, tensor and pipeline parallelism (device_runner_comm.cpp): the rank's communicators
+    // by group (CommGroup; null where the plan has none), whose collectives run on a
+    // communication stream of the runner's own, ordered against the compute stream by events (a
+    // collective starts after everything the compute stream issued before it; a comm_wait op
+    // makes the compute stream wait for one; a p2p op is waited for at once).
+    void set_comm(const std::array<DeviceComm*, kCommGroups>& comms);
+    void set_comm(DeviceComm* dp, DeviceComm* tp = nullptr) { set_comm({dp, tp, nullptr, nullptr}); }
     // The collectives of the step just synchronised: measured time per kind (start and done
     // events around each on the communication stream, the ZeRO-2/3 shard accumulation included).
     struct CommTimes {
@@ -141,7 +143,7 @@ private:
     const Op* skip_gelu_bwd_ = nullptr;   // done by the fc2 dgrad's epilogue
     const Op* sample_op_ = nullptr;
     std::function<void()> sample_hook_;
-    DeviceComm* comm_[2] = {nullptr, nullptr};  // by CommGroup
+    std::array<DeviceComm*, kCommGroups> comm_{};  // by CommGroup
     cudaStream_t comm_stream_ = nullptr;
     cudaEvent_t ready_ = nullptr;                    // the compute stream's point a collective starts after
     std::vector<cudaEvent_t> started_, done_;        // per collective of a step (timing)
@@ -499,6 +501,7 @@ private:
             case OpKind::reduce_scatter:
             case OpKind::all_gather:
             case OpKind::comm_wait: run_data_parallel(op, t); break;
+            case OpKind::p2p: run_p2p(op, t); break;
         }
     }
 
@@ -540,8 +543,9 @@ private:
     void optimizer(const BufferTable& t);
     void adamw_region(const OptimizerRegion& r, const BufferTable& t);
     void sgd_region(const OptimizerRegion& r, const BufferTable& t);
-    // The collectives and waits (device_runner_comm.cpp).
+    // The collectives and waits, and the pipeline's sends and receives (device_runner_comm.cpp).
     void run_data_parallel(const Op& op, const BufferTable& t);
+    void run_p2p(const Op& op, const BufferTable& t);
     // fp8-mixed (device_runner_fp8.cpp): the casts, and a linear whose operands are fp8.
     bool fp8_operands(const Op& op) const {
         return P.fp8 && is_fp8(P.buffers[static_cast<std::size_t>(op.v[0].buffer)].dtype);

@@ -13,9 +13,8 @@ DeviceRunner::~DeviceRunner() {
     if (comm_stream_) cudaStreamDestroy(comm_stream_);
 }
 
-void DeviceRunner::set_comm(DeviceComm* dp, DeviceComm* tp) {
-    comm_[static_cast<int>(CommGroup::dp)] = dp;
-    comm_[static_cast<int>(CommGroup::tp)] = tp;
+void DeviceRunner::set_comm(const std::array<DeviceComm*, kCommGroups>& comms) {
+    comm_ = comms;
     if (comm_stream_ == nullptr) {
         PF_CUDA_CHECK(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));
         PF_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
@@ -88,6 +87,25 @@ void DeviceRunner::run_data_parallel(const Op& op, const BufferTable& t) {
     if (issued_kinds_.size() <= i) issued_kinds_.resize(i + 1);
     issued_kinds_[i] = {op.kind, static_cast<double>(count) * dtype_bytes(spec.dtype)};
     ++issued_;
+}
+
+// The compute stream's work so far, then the sends and receives on the communication stream (one
+// NCCL group), then the compute stream waits for them: the received buffer is ready for the next
+// op and the sent one may be freed after this op.
+void DeviceRunner::run_p2p(const Op& op, const BufferTable& t) {
+    DeviceComm* comm = comm_[static_cast<int>(CommGroup::pp)];
+    if (comm == nullptr) throw std::logic_error(describe(P, op) + ": a send or receive without a pipeline communicator");
+    auto ptr = [&](const View& v) -> char* {
+        if (v.buffer == kNoBuffer) return nullptr;
+        const BufferSpec& spec = P.buffers[static_cast<std::size_t>(v.buffer)];
+        return static_cast<char*>(t[static_cast<std::size_t>(v.buffer)]) + v.offset * dtype_bytes(spec.dtype);
+    };
+    PF_CUDA_CHECK(cudaEventRecord(ready_, stream));
+    PF_CUDA_CHECK(cudaStreamWaitEvent(comm_stream_, ready_, 0));
+    comm->p2p(ptr(op.v[0]), op.v[0].rows * op.v[0].cols, op.send_peer, ptr(op.v[1]), op.v[1].rows * op.v[1].cols,
+              op.recv_peer, P.act, comm_stream_);
+    PF_CUDA_CHECK(cudaEventRecord(ready_, comm_stream_));
+    PF_CUDA_CHECK(cudaStreamWaitEvent(stream, ready_, 0));
 }
 
 DeviceRunner::CommTimes DeviceRunner::comm_times() const {

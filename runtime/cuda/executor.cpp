@@ -142,31 +142,44 @@ struct StepTiming {
     StepTiming& operator=(const StepTiming&) = delete;
 };
 
-// The rank's communicators over its data- and tensor-parallel groups (none without collectives)
-// and, for an emulated rank, a world-size-1 NCCL communicator kept up for the run so that the
-// driver's figures hold NCCL's own memory. With NCCL, the world communicator of the rendezvous
-// serves a plan with one kind of parallelism; with both, it is split into the two groups
-// (global rank = tp_rank + tp * dp_rank, program.hpp).
+// The rank's communicators by group (none without collectives) and, for an emulated rank, a
+// world-size-1 NCCL communicator kept up for the run so that the driver's figures hold NCCL's own
+// memory. With NCCL, the rendezvous' world communicator serves a group that spans the world, and
+// is split into the others (global rank = tp_rank + tp * (dp_rank + dp * pp_rank), program.hpp).
 struct Comms {
-    std::unique_ptr<cuda::DeviceComm> dp, tp;
     std::unique_ptr<cuda::NcclComm> world, world1;
+    std::vector<std::unique_ptr<cuda::DeviceComm>> own;
+    std::array<cuda::DeviceComm*, kCommGroups> by_group{};
+    bool any() const {
+        return std::any_of(by_group.begin(), by_group.end(), [](const cuda::DeviceComm* c) { return c != nullptr; });
+    }
 };
+
+// Whether the rank takes part in collectives of kind g (the embedding group: a tied word
+// embedding's first and last stage only).
+bool member(const Program& P, CommGroup g) {
+    if (g != CommGroup::embedding) return true;
+    return P.model.tied_embeddings && P.dims.pp > 1 && (P.dims.first_stage || P.dims.last_stage);
+}
 
 void make_nccl_comms(const Program& prog, const RunOptions& opt, Comms& c) {
     if (!opt.rendezvous) throw std::logic_error("the nccl backend needs the ranks' rendezvous");
-    const std::int64_t world = prog.plan.dp * prog.plan.tp;
+    const std::int64_t world = prog.plan.gpus();
     if (opt.rendezvous->world_size != world)
         throw std::invalid_argument("the rendezvous has " + std::to_string(opt.rendezvous->world_size) +
-                                    " ranks but the plan has " + std::to_string(world) + " (dp x tp)");
-    auto all = std::make_unique<cuda::NcclComm>(*opt.rendezvous);
-    if (prog.plan.tp == 1) {
-        c.dp = std::move(all);
-    } else if (prog.plan.dp == 1) {
-        c.tp = std::move(all);
-    } else {
-        c.dp = all->split(static_cast<int>(prog.tp_rank), static_cast<int>(prog.dp_rank));
-        c.tp = all->split(static_cast<int>(prog.dp_rank), static_cast<int>(prog.tp_rank));
-        c.world = std::move(all);
+                                    " ranks but the plan has " + std::to_string(world) + " (dp x tp x pp)");
+    c.world = std::make_unique<cuda::NcclComm>(*opt.rendezvous);
+    for (int k = 0; k < kCommGroups; ++k) {  // every rank splits for the same kinds in the same order
+        const auto g = static_cast<CommGroup>(k);
+        if (prog.group_size(g) == world && member(prog, g)) {
+            c.by_group[static_cast<std::size_t>(k)] = c.world.get();
+            continue;
+        }
+        if (g == CommGroup::embedding && !(prog.model.tied_embeddings && prog.plan.pp > 1)) continue;
+        const int color = member(prog, g) ? static_cast<int>(prog.group_key(g)) : cuda::NcclComm::kNoColor;
+        std::unique_ptr<cuda::NcclComm> part = c.world->split(color, static_cast<int>(prog.group_rank(g)));
+        c.by_group[static_cast<std::size_t>(k)] = part.get();
+        if (part) c.own.push_back(std::move(part));
     }
 }
 
@@ -182,8 +195,12 @@ Comms make_comms(const Program& prog, const RunOptions& opt, ParallelInfo& info,
         return c;
     }
     info.backend = "emulated";
-    if (prog.plan.dp > 1) c.dp = std::make_unique<EmulatedComm>(prog.dp_rank, prog.plan.dp);
-    if (prog.plan.tp > 1) c.tp = std::make_unique<EmulatedComm>(prog.tp_rank, prog.plan.tp);
+    for (int k = 0; k < kCommGroups; ++k) {
+        const auto g = static_cast<CommGroup>(k);
+        if (!member(prog, g)) continue;
+        c.own.push_back(std::make_unique<EmulatedComm>(prog.group_rank(g), prog.group_size(g)));
+        c.by_group[static_cast<std::size_t>(k)] = c.own.back().get();
+    }
     if (!nccl.ok) return c;
     const std::int64_t before = device_used_now();
     c.world1 = std::make_unique<NcclComm>(Rendezvous{});
@@ -247,19 +264,22 @@ void run_step(DeviceRun& run, int i, int record_at, std::int64_t peak_op) {
     const double loss =
         static_cast<double>(*run.timing.host_loss) / static_cast<double>(prog.dims.rows * prog.dims.grad_acc);
     Measured& m = run.r.measured;
-    m.losses.push_back(loss);
+    const bool has_loss = prog.dims.last_stage;  // pipeline: only the last stage computes the loss
+    if (has_loss) m.losses.push_back(loss);
     if (i >= run.opt.warmup) m.step_times_s.push_back(ms / 1e3);
     if (i >= run.opt.warmup && run.has_comm) run.comm_steps.push_back(run.runner.comm_times());
     const std::int64_t used = sampler->sample();
     if (i == 0) dm->after_warmup_bytes = used;
     if (run.opt.progress) {
         char line[200];
-        std::snprintf(line, sizeof line, "step %d/%d%s: loss %.4f, %.1f ms, %.0f tokens/s", i + 1,
-                      run.opt.warmup + run.opt.steps, i < run.opt.warmup ? " (warm-up)" : "", loss, ms,
+        char loss_text[40] = "loss N/A (not the last stage)";
+        if (has_loss) std::snprintf(loss_text, sizeof loss_text, "loss %.4f", loss);
+        std::snprintf(line, sizeof line, "step %d/%d%s: %s, %.1f ms, %.0f tokens/s", i + 1, run.opt.warmup + run.opt.steps,
+                      i < run.opt.warmup ? " (warm-up)" : "", loss_text, ms,
                       static_cast<double>(run.r.plan.global_batch_tokens()) / (ms / 1e3));
         run.opt.progress(line);
     }
-    if (!std::isfinite(loss)) throw std::runtime_error("loss is not finite at step " + std::to_string(i + 1));
+    if (has_loss && !std::isfinite(loss)) throw std::runtime_error("loss is not finite at step " + std::to_string(i + 1));
 }
 
 // Set-up, the warm-up and measured steps, teardown. The pool's high-water marks are reset
@@ -410,10 +430,10 @@ RunReport run_on_device(const ModelConfig& model, const GpuSpec& gpu, const Plan
     DeviceRunner runner(prog, stream, opt.seed, gemm, opt.debug_sync);
     runner.set_attention(&attention);
     runner.set_fuse_gelu(opt.fuse_epilogues);
-    if (comms.dp || comms.tp) runner.set_comm(comms.dp.get(), comms.tp.get());
+    if (comms.any()) runner.set_comm(comms.by_group);
     {
         StepTiming timing;
-        DeviceRun run{prog, opt, r, alloc, table, runner, sampler, stream, pool, timing, 0, {}, comms.dp || comms.tp};
+        DeviceRun run{prog, opt, r, alloc, table, runner, sampler, stream, pool, timing, 0, {}, comms.any()};
         try {
             run_program(run);
         } catch (const std::exception&) {

@@ -1,9 +1,10 @@
 // The loopback backend end to end (device.hpp run_ranks_on_device): every rank of a plan (dp x
-// tp) as a thread of this process on one GPU, each with its own streams, cuBLASLt handle,
-// attention engine and allocations, their collectives exchanging through device memory
-// (comm.hpp LoopbackGroup: one per data-parallel rank over its tensor-parallel peers, one per
-// tensor-parallel rank over its data-parallel peers). For numerical parity on a single GPU;
+// tp x pp) as a thread of this process on one GPU, each with its own streams, cuBLASLt handle,
+// attention engine and allocations, their collectives and sends exchanging through device memory
+// (comm.hpp LoopbackGroup: one per group of each kind). For numerical parity on a single GPU;
 // memory is not measured here (the ranks share the device).
+#include <array>
+#include <map>
 #include <thread>
 
 #include "comm.hpp"
@@ -15,8 +16,8 @@ namespace preflight::runtime {
 namespace {
 
 // One rank's run: set-up, `steps` steps, its state read back into `full`, teardown.
-void run_rank(const Program& prog, const RunOptions& opt, cuda::DeviceComm* dp, cuda::DeviceComm* tp, int steps,
-              RankResult& out, std::vector<double>& full, std::mutex& assembly) {
+void run_rank(const Program& prog, const RunOptions& opt, const std::array<cuda::DeviceComm*, kCommGroups>& comms,
+              int steps, RankResult& out, std::vector<double>& full, std::mutex& assembly) {
     using namespace cuda;
     PF_CUDA_CHECK(cudaSetDevice(0));
     cudaStream_t stream = nullptr;
@@ -30,7 +31,7 @@ void run_rank(const Program& prog, const RunOptions& opt, cuda::DeviceComm* dp, 
         DeviceRunner runner(prog, stream, opt.seed, gemm, opt.debug_sync);
         runner.set_attention(&attention);
         runner.set_fuse_gelu(opt.fuse_epilogues);
-        if (dp || tp) runner.set_comm(dp, tp);
+        if (has_collectives(prog)) runner.set_comm(comms);
         try {
             walk(prog, prog.setup, alloc, table, &runner, "set-up");
             for (int s = 1; s <= steps; ++s) {
@@ -63,40 +64,47 @@ void run_rank(const Program& prog, const RunOptions& opt, cuda::DeviceComm* dp, 
 std::vector<RankResult> run_ranks_on_device(const ModelConfig& model, const Plan& plan_in, const RunOptions& opt,
                                             int steps) {
     const Plan plan = resolve_defaults(plan_in, model);
-    const std::int64_t dp = plan.dp, tp = plan.tp;
     std::vector<Program> programs;
-    for (std::int64_t r = 0; r < dp * tp; ++r) {
+    for (std::int64_t r = 0; r < plan.gpus(); ++r) {
         programs.push_back(build_program(model, plan, r));
         programs.back().hyper = opt.hyper;
         use_model_rope(programs.back());
     }
     const Program whole = build_program(model, single_gpu_plan(plan), 0);
     PF_CUDA_CHECK(cudaSetDevice(0));
-    std::vector<std::unique_ptr<cuda::LoopbackGroup>> dp_groups, tp_groups;  // by tp rank / by dp rank
-    for (std::int64_t t = 0; t < tp; ++t) dp_groups.push_back(std::make_unique<cuda::LoopbackGroup>(static_cast<int>(dp)));
-    for (std::int64_t k = 0; k < dp; ++k) tp_groups.push_back(std::make_unique<cuda::LoopbackGroup>(static_cast<int>(tp)));
-    std::vector<std::unique_ptr<cuda::DeviceComm>> dp_comms, tp_comms;
-    for (const Program& p : programs) {
-        dp_comms.push_back(dp > 1 ? dp_groups[static_cast<std::size_t>(p.tp_rank)]->rank(static_cast<int>(p.dp_rank)) : nullptr);
-        tp_comms.push_back(tp > 1 ? tp_groups[static_cast<std::size_t>(p.dp_rank)]->rank(static_cast<int>(p.tp_rank)) : nullptr);
-    }
+    // Per kind of group (CommGroup), one loopback group per key (Program::group_key); the
+    // embedding group only where a tied word embedding spans the first and last stage.
+    auto member = [](const Program& P, CommGroup g) {
+        return g != CommGroup::embedding || (P.model.tied_embeddings && P.dims.pp > 1 && (P.dims.first_stage || P.dims.last_stage));
+    };
+    std::map<std::pair<int, std::int64_t>, std::unique_ptr<cuda::LoopbackGroup>> groups;
+    std::vector<std::array<std::unique_ptr<cuda::DeviceComm>, kCommGroups>> comms(programs.size());
+    for (std::size_t r = 0; r < programs.size(); ++r)
+        for (int k = 0; k < kCommGroups; ++k) {
+            const Program& P = programs[r];
+            const auto g = static_cast<CommGroup>(k);
+            if (!member(P, g)) continue;
+            auto& grp = groups[{k, P.group_key(g)}];
+            if (!grp) grp = std::make_unique<cuda::LoopbackGroup>(static_cast<int>(P.group_size(g)));
+            comms[r][static_cast<std::size_t>(k)] = grp->rank(static_cast<int>(P.group_rank(g)));
+        }
     std::vector<RankResult> out(programs.size());
-    std::vector<std::vector<double>> per_tp;  // each tensor-parallel rank's full layout, from its dp ranks' shards
-    for (std::int64_t t = 0; t < tp; ++t)
-        per_tp.emplace_back(static_cast<std::size_t>(programs[static_cast<std::size_t>(t)].param_elements), 0.0);
+    std::map<std::int64_t, std::vector<double>> per_group;  // a data-parallel group's full layout, from its shards
+    for (const Program& P : programs)
+        per_group[P.group_key(CommGroup::dp)].assign(static_cast<std::size_t>(P.param_elements), 0.0);
     std::mutex assembly;
     std::exception_ptr first_error;
     auto body = [&](std::size_t r) {
         try {
-            run_rank(programs[r], opt, dp_comms[r].get(), tp_comms[r].get(), steps, out[r],
-                     per_tp[static_cast<std::size_t>(programs[r].tp_rank)], assembly);
+            std::array<cuda::DeviceComm*, kCommGroups> mine{};
+            for (int k = 0; k < kCommGroups; ++k) mine[static_cast<std::size_t>(k)] = comms[r][static_cast<std::size_t>(k)].get();
+            run_rank(programs[r], opt, mine, steps, out[r], per_group.at(programs[r].group_key(CommGroup::dp)), assembly);
         } catch (...) {
             {
                 std::lock_guard<std::mutex> lock(assembly);
                 if (!first_error) first_error = std::current_exception();
             }
-            for (auto& g : dp_groups) g->abort();
-            for (auto& g : tp_groups) g->abort();
+            for (auto& [key, g] : groups) g->abort();
         }
     };
     std::vector<std::thread> threads;
@@ -105,7 +113,8 @@ std::vector<RankResult> run_ranks_on_device(const ModelConfig& model, const Plan
     for (auto& t : threads) t.join();
     if (first_error) std::rethrow_exception(first_error);
     std::vector<double> full(static_cast<std::size_t>(whole.param_elements), 0.0);
-    for (std::int64_t t = 0; t < tp; ++t) unshard_parameters(whole, programs[static_cast<std::size_t>(t)], per_tp[static_cast<std::size_t>(t)], full);
+    for (const Program& P : programs)
+        if (P.dp_rank == 0) unshard_parameters(whole, P, per_group.at(P.group_key(CommGroup::dp)), full);
     for (auto& r : out) r.updated = full;
     return out;
 }

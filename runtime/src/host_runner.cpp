@@ -51,6 +51,8 @@ public:
     void all_gather(const double* in, double* out, std::int64_t chunk) override {
         g_.arrive(r_, {Kind::all_gather, in, out, chunk});
     }
+    void send(const double* buf, std::int64_t count, int peer) override { g_.post(r_, r_ + peer, buf, count); }
+    void recv(double* buf, std::int64_t count, int peer) override { g_.take(r_ + peer, r_, buf, count); }
 
 private:
     HostLoopbackGroup& g_;
@@ -84,6 +86,25 @@ void HostLoopbackGroup::arrive(std::int64_t r, const Call& call) {
     }
     cv_.wait(lock, [&] { return generation_ != gen || aborted_; });
     if (generation_ == gen) throw std::runtime_error("loopback group aborted: another rank failed");
+}
+
+void HostLoopbackGroup::post(std::int64_t from, std::int64_t to, const double* buf, std::int64_t count) {
+    if (to < 0 || to >= world_) throw std::logic_error("loopback send to a rank outside the group");
+    std::lock_guard<std::mutex> lock(mu_);
+    mail_[{from, to}].emplace_back(buf, buf + count);
+    cv_.notify_all();
+}
+
+void HostLoopbackGroup::take(std::int64_t from, std::int64_t to, double* buf, std::int64_t count) {
+    if (from < 0 || from >= world_) throw std::logic_error("loopback receive from a rank outside the group");
+    std::unique_lock<std::mutex> lock(mu_);
+    auto& box = mail_[{from, to}];
+    cv_.wait(lock, [&] { return !box.empty() || aborted_; });
+    if (box.empty()) throw std::runtime_error("loopback group aborted: another rank failed");
+    if (static_cast<std::int64_t>(box.front().size()) != count)
+        throw std::logic_error("loopback ranks disagree on a p2p size");
+    std::copy(box.front().begin(), box.front().end(), buf);
+    box.pop_front();
 }
 
 // Every rank's call is the same collective with the same count (the step programs issue
@@ -136,8 +157,8 @@ HostCollectives& HostRunner::comm(CommGroup g) {
     return *c;
 }
 
-HostRunner::HostRunner(const Program& p, std::uint64_t seed, HostCollectives* dp, HostCollectives* tp)
-    : P(p), d(p.dims), seed_(seed), comm_{dp, tp} {
+HostRunner::HostRunner(const Program& p, std::uint64_t seed, std::array<HostCollectives*, kCommGroups> comms)
+    : P(p), d(p.dims), seed_(seed), comm_(comms) {
     if (p.model.position == PositionKind::rope)
         inv_freq_ = ref::rope_inv_freq(d.head_dim, p.hyper.rope_base, p.hyper.rope_scaling);
 }
@@ -169,7 +190,8 @@ void HostRunner::run(const Op& op, const BufferTable&) {
         case OpKind::all_reduce:
         case OpKind::reduce_scatter:
         case OpKind::all_gather:
-        case OpKind::comm_wait: run_data_parallel(op); break;
+        case OpKind::comm_wait:
+        case OpKind::p2p: run_data_parallel(op); break;
         case OpKind::flash_fwd:
         case OpKind::flash_bwd:
         case OpKind::eager_scores:
@@ -226,6 +248,10 @@ void HostRunner::run_data_parallel(const Op& op) {
     switch (op.kind) {
         case OpKind::unit_grads_begin: std::fill_n(at(op.v[0]), op.v[0].cols, 0.0); break;
         case OpKind::comm_wait: break;  // host collectives complete when called
+        case OpKind::p2p:  // a send is buffered, so sending first never waits on the peer's receive
+            if (op.v[0].buffer != kNoBuffer) comm(CommGroup::pp).send(at(op.v[0]), op.v[0].rows * op.v[0].cols, op.send_peer);
+            if (op.v[1].buffer != kNoBuffer) comm(CommGroup::pp).recv(at(op.v[1]), op.v[1].rows * op.v[1].cols, op.recv_peer);
+            break;
         case OpKind::all_reduce: comm(op.group).all_reduce(at(op.v[0]), op.v[0].rows * op.v[0].cols, op.reduce); break;
         case OpKind::reduce_scatter: {
             const std::int64_t chunk = op.v[0].rows * op.v[0].cols / P.group_size(op.group);
@@ -272,7 +298,7 @@ void HostRunner::optimizer() {
 }
 
 void HostRunner::run_compute(const Op& op) {
-    const std::int64_t R = d.rows, h = d.h, s = d.s;
+    const std::int64_t h = d.h, s = d.s;
     const double eps = P.hyper.norm_eps;
     const bool ln = P.model.norm == NormKind::layernorm;
     switch (op.kind) {
@@ -354,85 +380,121 @@ void assemble_parameters(const Program& P, const std::vector<double>& v, std::ve
     }
 }
 
-std::vector<double> shard_parameters(const Program& whole, const std::vector<double>& whole_params, const Program& rank) {
-    std::vector<double> out(static_cast<std::size_t>(rank.param_elements), 0.0);
-    for (std::size_t i = 0; i < rank.params.size(); ++i) {
-        const ParamSpec &mine = rank.params[i], &all = whole.params.at(i);
-        if (mine.name != all.name) throw std::logic_error("shard_parameters: tensor " + mine.name + " against " + all.name);
-        for (std::int64_t r = 0; r < mine.rows; ++r)
-            for (std::int64_t c = 0; c < mine.cols; ++c) {
-                const std::int64_t g = mine.global_index(r, c);  // beyond the whole tensor: vocabulary padding
-                if (g >= 0 && g < all.numel())
-                    out[static_cast<std::size_t>(mine.offset + r * mine.cols + c)] = whole_params[static_cast<std::size_t>(all.offset + g)];
-            }
+namespace {
+
+// The whole model's tensor of each of a rank's tensors (by name: a stage holds some of them).
+std::vector<const ParamSpec*> whole_tensors(const Program& whole, const Program& rank) {
+    std::map<std::string, const ParamSpec*> by_name;
+    for (const ParamSpec& ps : whole.params) by_name.emplace(ps.name, &ps);
+    std::vector<const ParamSpec*> out;
+    for (const ParamSpec& ps : rank.params) {
+        auto it = by_name.find(ps.name);
+        if (it == by_name.end()) throw std::logic_error("the whole model has no tensor " + ps.name);
+        out.push_back(it->second);
     }
     return out;
 }
 
-void unshard_parameters(const Program& whole, const Program& rank, const std::vector<double>& mine, std::vector<double>& out) {
+// Calls f(local element, element of the whole flat buffer) for every element of the rank's
+// tensors that lies in the whole tensor (beyond it: vocabulary padding).
+template <class F>
+void for_each_element(const Program& whole, const Program& rank, F&& f) {
+    const std::vector<const ParamSpec*> all = whole_tensors(whole, rank);
     for (std::size_t i = 0; i < rank.params.size(); ++i) {
-        const ParamSpec &p = rank.params[i], &all = whole.params[i];
-        for (std::int64_t r = 0; r < p.rows; ++r)
-            for (std::int64_t c = 0; c < p.cols; ++c) {
-                const std::int64_t g = p.global_index(r, c);
-                if (g >= 0 && g < all.numel())
-                    out[static_cast<std::size_t>(all.offset + g)] = mine[static_cast<std::size_t>(p.offset + r * p.cols + c)];
+        const ParamSpec &mine = rank.params[i], &w = *all[i];
+        for (std::int64_t r = 0; r < mine.rows; ++r)
+            for (std::int64_t c = 0; c < mine.cols; ++c) {
+                const std::int64_t g = mine.global_index(r, c);
+                if (g >= 0 && g < w.numel())
+                    f(static_cast<std::size_t>(mine.offset + r * mine.cols + c), static_cast<std::size_t>(w.offset + g));
             }
     }
 }
 
-namespace {
-
-// The loopback groups of a plan's ranks (global rank = tp_rank + tp * dp_rank): one per
-// data-parallel rank over its tensor-parallel peers, one per tensor-parallel rank over its
-// data-parallel peers.
-struct RankGroups {
-    std::vector<std::unique_ptr<HostLoopbackGroup>> tp, dp;
-    RankGroups(std::int64_t dp_size, std::int64_t tp_size) {
-        for (std::int64_t i = 0; i < dp_size; ++i) tp.push_back(std::make_unique<HostLoopbackGroup>(tp_size));
-        for (std::int64_t i = 0; i < tp_size; ++i) dp.push_back(std::make_unique<HostLoopbackGroup>(dp_size));
+// The loopback groups of a plan's ranks: for each kind (CommGroup), one group per key
+// (Program::group_key), each rank its group_rank in it. The embedding group exists with a tied
+// word embedding across pipeline stages only, between the first and the last stage.
+class HostRankGroups {
+public:
+    explicit HostRankGroups(const std::vector<Program>& ranks) {
+        for (const Program& P : ranks)
+            for (int k = 0; k < kCommGroups; ++k) {
+                const auto g = static_cast<CommGroup>(k);
+                if (!member(P, g)) continue;
+                auto& slot = groups_[{k, P.group_key(g)}];
+                if (!slot) slot = std::make_unique<HostLoopbackGroup>(P.group_size(g));
+            }
+    }
+    std::array<HostCollectives*, kCommGroups> of(const Program& P) {
+        std::array<HostCollectives*, kCommGroups> c{};
+        for (int k = 0; k < kCommGroups; ++k) {
+            const auto g = static_cast<CommGroup>(k);
+            if (member(P, g)) c[static_cast<std::size_t>(k)] = &groups_.at({k, P.group_key(g)})->rank(P.group_rank(g));
+        }
+        return c;
     }
     void abort() {
-        for (auto& g : tp) g->abort();
-        for (auto& g : dp) g->abort();
+        for (auto& [key, g] : groups_) g->abort();
     }
+
+private:
+    static bool member(const Program& P, CommGroup g) {
+        if (g != CommGroup::embedding) return true;
+        return P.model.tied_embeddings && P.dims.pp > 1 && (P.dims.first_stage || P.dims.last_stage);
+    }
+    std::map<std::pair<int, std::int64_t>, std::unique_ptr<HostLoopbackGroup>> groups_;
 };
 
+// One rank's steps; its state buffer (the master copy, else the weights) assembled into `full`.
+void run_one_rank(const Program& P, const Program& whole, const std::vector<double>& whole_params, std::uint64_t seed,
+                  int steps, std::array<HostCollectives*, kCommGroups> comms, RankResult& out, std::vector<double>& full,
+                  std::mutex& assembly) {
+    DryBackend backend;
+    TrackingAllocator alloc(backend);
+    BufferTable table;
+    HostRunner run(P, seed, comms);
+    run.params = shard_parameters(whole, whole_params, P);
+    walk(P, P.setup, alloc, table, &run, "set-up");
+    for (int s = 1; s <= steps; ++s) {
+        run.set_step(s);
+        walk(P, P.step, alloc, table, &run, "step", s);
+        out.losses.push_back(run.loss_sum / static_cast<double>(P.dims.rows * P.dims.grad_acc));
+    }
+    {
+        std::lock_guard<std::mutex> lock(assembly);  // ranks write disjoint chunks; the lock orders the copies
+        assemble_parameters(P, run.buffer(P.master_weights != kNoBuffer ? P.master_weights : P.weights), full);
+    }
+    walk(P, P.teardown, alloc, table, &run, "teardown");
+}
+
 }  // namespace
+
+std::vector<double> shard_parameters(const Program& whole, const std::vector<double>& whole_params, const Program& rank) {
+    std::vector<double> out(static_cast<std::size_t>(rank.param_elements), 0.0);
+    for_each_element(whole, rank, [&](std::size_t mine, std::size_t w) { out[mine] = whole_params[w]; });
+    return out;
+}
+
+void unshard_parameters(const Program& whole, const Program& rank, const std::vector<double>& mine, std::vector<double>& out) {
+    for_each_element(whole, rank, [&](std::size_t m, std::size_t w) { out[w] = mine[m]; });
+}
 
 std::vector<RankResult> run_host_ranks(const Program& whole, const std::vector<Program>& ranks,
                                        const std::vector<double>& whole_params, std::uint64_t seed, int steps) {
     const std::size_t n = ranks.size();
-    const std::int64_t dp = ranks.front().plan.dp, tp = ranks.front().plan.tp;
-    if (static_cast<std::int64_t>(n) != dp * tp) throw std::logic_error("run_host_ranks: one program per rank");
-    RankGroups groups(dp, tp);
+    if (static_cast<std::int64_t>(n) != ranks.front().plan.gpus()) throw std::logic_error("run_host_ranks: one program per rank");
+    HostRankGroups groups(ranks);
     std::vector<RankResult> out(n);
     std::exception_ptr first_error;  // the failure that made the others abort
-    // Per tensor-parallel rank, its full layout assembled from its data-parallel ranks' shards.
-    std::vector<std::vector<double>> per_tp(static_cast<std::size_t>(tp));
-    for (std::int64_t t = 0; t < tp; ++t) per_tp[static_cast<std::size_t>(t)].assign(static_cast<std::size_t>(ranks[static_cast<std::size_t>(t)].param_elements), 0.0);
+    // Per data-parallel group (a tensor-parallel rank of a stage), its full layout from its ranks' shards.
+    std::map<std::int64_t, std::vector<double>> per_group;
+    for (const Program& P : ranks) per_group[P.group_key(CommGroup::dp)].assign(static_cast<std::size_t>(P.param_elements), 0.0);
     std::mutex assembly;
     auto body = [&](std::size_t r) {
         try {
             const Program& P = ranks[r];
-            DryBackend backend;
-            TrackingAllocator alloc(backend);
-            BufferTable table;
-            HostRunner run(P, seed, &groups.dp[static_cast<std::size_t>(P.tp_rank)]->rank(P.dp_rank),
-                           &groups.tp[static_cast<std::size_t>(P.dp_rank)]->rank(P.tp_rank));
-            run.params = shard_parameters(whole, whole_params, P);
-            walk(P, P.setup, alloc, table, &run, "set-up");
-            for (int s = 1; s <= steps; ++s) {
-                run.set_step(s);
-                walk(P, P.step, alloc, table, &run, "step", s);
-                out[r].losses.push_back(run.loss_sum / static_cast<double>(P.dims.rows * P.dims.grad_acc));
-            }
-            {
-                std::lock_guard<std::mutex> lock(assembly);  // ranks write disjoint chunks; the lock orders the copies
-                assemble_parameters(P, run.buffer(P.master_weights != kNoBuffer ? P.master_weights : P.weights),
-                                    per_tp[static_cast<std::size_t>(P.tp_rank)]);
-            }
-            walk(P, P.teardown, alloc, table, &run, "teardown");
+            run_one_rank(P, whole, whole_params, seed, steps, groups.of(P), out[r], per_group.at(P.group_key(CommGroup::dp)),
+                         assembly);
         } catch (...) {
             {
                 std::lock_guard<std::mutex> lock(assembly);
@@ -447,7 +509,8 @@ std::vector<RankResult> run_host_ranks(const Program& whole, const std::vector<P
     for (auto& t : threads) t.join();
     if (first_error) std::rethrow_exception(first_error);
     std::vector<double> full(static_cast<std::size_t>(whole.param_elements), 0.0);
-    for (std::int64_t t = 0; t < tp; ++t) unshard_parameters(whole, ranks[static_cast<std::size_t>(t)], per_tp[static_cast<std::size_t>(t)], full);
+    for (const Program& P : ranks)
+        if (P.dp_rank == 0) unshard_parameters(whole, P, per_group.at(P.group_key(CommGroup::dp)), full);
     for (auto& r : out) r.updated = full;
     return out;
 }

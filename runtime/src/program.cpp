@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/extensions.hpp"
 #include "preflight/planner/profiles.hpp"
 #include "program_builder.hpp"
 
@@ -24,10 +25,12 @@ namespace {
 
 using namespace program_detail;
 
-// Dimensions of one micro-batch of the plan on the model, as tensor-parallel rank tp_rank holds
-// them (Shoeybi et al. 2019, sec. 3: each rank a 1/tp share of the heads, the MLP's hidden units
-// and the vocabulary).
-Dims program_dims(const ModelConfig& model, const Plan& plan, std::int64_t tp_rank) {
+// Dimensions of one micro-batch of the plan on the model, as tensor-parallel rank `at.tp` of
+// pipeline stage `at.pp` holds them (Shoeybi et al. 2019, sec. 3: each rank a 1/tp share of the
+// heads, the MLP's hidden units and the vocabulary; the stage's layers by the planner's split,
+// pipeline_stage_layers).
+Dims program_dims(const ModelConfig& model, const Plan& plan, const RankCoords& at) {
+    const std::int64_t tp_rank = at.tp;
     Dims d;
     d.tp = plan.tp;
     d.s = plan.seq;
@@ -50,7 +53,11 @@ Dims program_dims(const ModelConfig& model, const Plan& plan, std::int64_t tp_ra
     d.vocab_padded = (model.vocab + unit - 1) / unit * unit / d.tp;
     d.vocab_begin = tp_rank * d.vocab_padded;
     d.vocab_valid = std::clamp<std::int64_t>(model.vocab - d.vocab_begin, 0, d.vocab_padded);
-    d.layers = model.layers;
+    d.pp = plan.pp;
+    d.first_stage = at.pp == 0;
+    d.last_stage = at.pp == plan.pp - 1;
+    d.layers = pipeline_stage_layers(plan, model.layers, at.pp);
+    for (std::int64_t s = 0; s < at.pp; ++s) d.first_layer += pipeline_stage_layers(plan, model.layers, s);
     d.max_positions = model.max_positions;
     d.grad_acc = plan.grad_acc;
     return d;
@@ -91,7 +98,7 @@ LayerParams add_layer_parameters(Builder& B, const ModelConfig& model, std::int6
     const TpSlice bias_qkv{sl.qkv, sl.qkv_rows, 1, 0}, bias_up{sl.up, sl.up_rows, 1, 0};
     const TpSlice row_out{{}, d.h, sl.q_cols, sl.q_col_begin}, row_down{{}, d.h, sl.f_cols, sl.f_col_begin};
     LayerParams lp;
-    const std::string n = "layers." + std::to_string(l) + ".";
+    const std::string n = "layers." + std::to_string(d.first_layer + l - 1) + ".";  // the model's index
     lp.norm1_w = B.param(n + "attn_norm.weight", d.h, 1, l, false);
     if (ln) lp.norm1_b = B.param(n + "attn_norm.bias", d.h, 1, l, false);
     lp.qkv_w = B.param(n + "qkv_proj.weight", d.qkv_width, d.h, l, true, column_qkv);
@@ -108,28 +115,37 @@ LayerParams add_layer_parameters(Builder& B, const ModelConfig& model, std::int6
     return lp;
 }
 
-// Every parameter, unit by unit in the planner's layout (runtime_layout.hpp): the embeddings,
-// the decoder layers, the final norm and the LM head (the word embedding itself when tied).
+// Every parameter of the stage, unit by unit in the planner's layout (runtime_layout.hpp): the
+// embeddings (first stage), the stage's decoder layers, the final norm and the LM head (last
+// stage; the word embedding itself when tied on one stage, a copy of it on a last stage of its
+// own, as Megatron-LM keeps one for its output layer).
 void add_parameters(Builder& B) {
     Program& P = B.p_;
     const ModelConfig& model = P.model;
     const Dims& d = P.dims;
     // Vocabulary-parallel embedding and head: this rank's rows of the padded vocabulary.
     const TpSlice vocab{{{0, d.vocab_begin, d.vocab_padded}}, d.vocab_padded * d.tp, d.h, 0};
-    B.begin_unit(embedding_unit());
-    P.wte = B.param("word_embedding", d.vocab_padded, d.h, 0, true, vocab);
-    if (model.position == PositionKind::learned) P.wpe = B.param("position_embedding", d.max_positions, d.h, 0, true);
-    B.end_unit();
+    if (d.first_stage) {
+        B.begin_unit(embedding_unit());
+        P.wte = B.param("word_embedding", d.vocab_padded, d.h, 0, true, vocab);
+        if (model.position == PositionKind::learned) P.wpe = B.param("position_embedding", d.max_positions, d.h, 0, true);
+        B.end_unit();
+    }
     for (std::int64_t l = 1; l <= d.layers; ++l) {
-        B.begin_unit(layer_unit(l));
+        B.begin_unit(layer_unit(P, l));
         P.layer_params.push_back(add_layer_parameters(B, model, l, P.tp_rank));
         B.end_unit();
     }
-    B.begin_unit(head_unit(P));
-    P.normf_w = B.param("final_norm.weight", d.h, 1, 0, false);
-    if (model.norm == NormKind::layernorm) P.normf_b = B.param("final_norm.bias", d.h, 1, 0, false);
-    P.head = model.tied_embeddings ? P.wte : B.param("lm_head.weight", d.vocab_padded, d.h, 0, true, vocab);
-    B.end_unit();
+    if (d.last_stage) {
+        B.begin_unit(head_unit(P));
+        P.normf_w = B.param("final_norm.weight", d.h, 1, 0, false);
+        if (model.norm == NormKind::layernorm) P.normf_b = B.param("final_norm.bias", d.h, 1, 0, false);
+        if (model.tied_embeddings && d.first_stage)
+            P.head = P.wte;
+        else
+            P.head = B.param(model.tied_embeddings ? "word_embedding" : "lm_head.weight", d.vocab_padded, d.h, 0, true, vocab);
+        B.end_unit();
+    }
     P.param_elements = P.layout.full_elements;
 }
 
@@ -175,202 +191,18 @@ void add_persistent_buffers(Builder& B) {
     if (data_parallel(P)) add_unit_buffers(B);  // allocated and freed by the step's ops
 }
 
-// Synthetic tokens and the embedding of micro-batch mb; returns layer 1's input.
-BufferId emit_embedding_forward(Builder& B, std::int64_t mb, BufferId tokens) {
-    Program& P = B.p_;
-    const Dims& d = P.dims;
-    {  // tokens: v0 = token ids [b, s]
-        Op& o = B.emit(P.step, OpKind::tokens, "synthetic tokens", {PhaseKind::forward, 1, mb});
-        o.alloc = {tokens};
-        o.v[0] = {tokens, d.b, d.s, d.s, 0};
-    }
-    // Sequence parallelism: the partial embeddings go to a temporary, reduce-scattered into layer 1's input.
-    const BufferId e = d.sp ? B.act("embedding partial sums", d.h, Category::temporary) : B.act(layer_label(1) + "attn norm in", d.h);
-    if (P.plan.zero == zero_weights) {  // ZeRO-3: the embedding gathered for its op only
-        gather_unit(B, P.step, embedding_unit(), {PhaseKind::forward, 1, mb});
-        B.emit_wait(P.step, B.last_collective, {PhaseKind::forward, 1, mb});
-    }
-    // embedding_fwd: v0 = tokens, v1 = x; p0 = word embedding (this rank's vocabulary rows: the
-    // others' tokens give 0), p1 = position embedding (added by tensor-parallel rank 0 only, before
-    // the ranks' partial rows are summed).
-    Op& o = B.emit(P.step, OpKind::embedding_fwd, "embedding", {PhaseKind::forward, 1, mb});
-    o.alloc = {e};
-    o.v[0] = {tokens, d.b, d.s, d.s, 0};
-    o.v[1] = B.full(e, d.h);
-    o.p0 = P.wte;
-    o.p1 = P.tp_rank == 0 ? P.wpe : kNoParam;
-    release_gathered(B, o, embedding_unit());
-    return B.reduce_seq(P.step, layer_label(1) + "attn norm in", {PhaseKind::forward, 1, mb}, e, d.h, kNoBuffer,
-                        Category::activations);
-}
-
-// Vocabulary-parallel cross-entropy (Megatron-LM, tensor_parallel/cross_entropy.py): the row's
-// largest logit and then its sum of exponentials and its label's logit, each combined over the
-// tensor-parallel ranks, so the full logits are never gathered. The buffers go before the head's
-// backward.
-void emit_vocab_parallel_statistics(Builder& B, const Phase& ph, const View& lv, BufferId labels, BufferId& max_rows,
-                                    BufferId& sums) {
-    Program& P = B.p_;
-    const Dims& d = P.dims;
-    max_rows = B.buffer("logit max", Category::logits, DType::f32, d.rows);
-    sums = B.buffer("exp sums and label logits", Category::logits, DType::f32, 2 * d.rows);
-    {  // ce_max: v0 = logits, v1 = max [rows]
-        Op& o = B.emit(P.step, OpKind::ce_max, "local logit max", ph);
-        o.alloc = {max_rows};
-        o.v[0] = lv;
-        o.v[1] = {max_rows, d.rows, 1, 1, 0};
-    }
-    B.tp_all_reduce(P.step, "logit max", ph, {max_rows, 1, d.rows, d.rows, 0}, ReduceOp::max);
-    {  // ce_sums: v0 = logits, v1 = labels, v2 = max, v3 = sums [rows, 2]
-        Op& o = B.emit(P.step, OpKind::ce_sums, "local exp sums and label logits", ph);
-        o.alloc = {sums};
-        o.v[0] = lv;
-        o.v[1] = {labels, d.b, d.s, d.s, 0};
-        o.v[2] = {max_rows, d.rows, 1, 1, 0};
-        o.v[3] = {sums, d.rows, 2, 2, 0};
-    }
-    B.tp_all_reduce(P.step, "exp sums and label logits", ph, {sums, 1, 2 * d.rows, 2 * d.rows, 0});
-}
-
-// Final norm, LM head, cross-entropy and their backward for micro-batch mb, from the last
-// layer's output x (freed here). Returns the residual gradient buffer dres, which holds
-// dLoss/d(last layer output).
-BufferId emit_output_and_loss(Builder& B, std::int64_t mb, BufferId x, bool reduce) {
-    Program& P = B.p_;
-    const Dims& d = P.dims;
-    const Phase out{PhaseKind::output_loss, 0, mb};
-    output_gathers(B, P.step, out);
-    const BufferId xnf = B.seq_act("final norm out", d.h);
-    emit_norm_fwd(B, P.step, "final norm", out, x, xnf, P.normf_w, P.normf_b);
-    // Sequence parallelism: the head keeps the gathered input for its weight gradient; the shard
-    // goes (the final norm's backward reads its input, not its output).
-    const BufferId xg = B.gather_seq(P.step, "final norm out", out, xnf, d.h);
-    if (xg != xnf) P.step.back().free.push_back(xnf);
-    const BufferId labels = B.buffer("labels", Category::activations, DType::i64, d.rows);
-    {  // labels: v0 = next-token ids [b, s]
-        Op& o = B.emit(P.step, OpKind::labels, "synthetic labels", out);
-        o.alloc = {labels};
-        o.v[0] = {labels, d.b, d.s, d.s, 0};
-    }
-    const BufferId logits = B.buffer("logits", Category::logits, P.act, d.rows * d.vocab_padded);
-    const View lv{logits, d.rows, d.vocab_padded, d.vocab_padded, 0};
-    emit_linear_fwd(B, P.step, "lm head", out, B.full(xg, d.h), lv, P.head, kNoParam);
-    BufferId max_rows = kNoBuffer, sums = kNoBuffer;
-    if (d.tp > 1) emit_vocab_parallel_statistics(B, out, lv, labels, max_rows, sums);
-    const BufferId loss = B.buffer("loss per token", Category::logits, DType::f32, d.rows);
-    {  // cross_entropy: v0 = logits (overwritten by dlogits, scaled 1/(rows*grad_acc)), v1 = labels, v2 = loss rows;
-       // tensor parallel: v3 = the rows' max, v4 = their exp sums and label logits (freed here)
-        Op& o = B.emit(P.step, OpKind::cross_entropy, "softmax cross-entropy", out);
-        o.alloc = {loss};
-        o.v[0] = lv;
-        o.v[1] = {labels, d.b, d.s, d.s, 0};
-        o.v[2] = {loss, d.rows, 1, 1, 0};
-        if (d.tp > 1) {
-            o.v[3] = {max_rows, d.rows, 1, 1, 0};
-            o.v[4] = {sums, d.rows, 2, 2, 0};
-            o.free = {max_rows, sums};
-        }
-    }
-    {  // loss_accumulate: v0 = loss rows, summed into the device scalars
-        Op& o = B.emit(P.step, OpKind::loss_accumulate, "loss sum", out);
-        o.v[0] = {loss, d.rows, 1, 1, 0};
-        o.free = {loss};
-    }
-    output_grads_begin(B, P.step, out);
-    // dxnf is the head's input gradient (logits category: the planner counts it with the logits).
-    const BufferId dxnf = B.buffer("d final norm out", Category::logits, P.act, d.rows * d.h);
-    emit_linear_bwd(B, P.step, "lm head", out, lv, B.full(xg, d.h), B.full(dxnf, d.h), P.head, kNoParam, {dxnf});
-    P.step.back().free = {logits};
-    if (xg != xnf) P.step.back().free.push_back(xg);
-    const BufferId dn = B.reduce_seq(P.step, "d final norm out (rank's rows)", out, dxnf, d.h, kNoBuffer, Category::logits);
-    const BufferId dres = B.seq_act("d residual", d.h, Category::temporary);
-    std::vector<BufferId> release = {dn, labels, x};
-    if (xg == xnf) release.push_back(xnf);
-    emit_norm_bwd(B, P.step, "final norm bwd", out, x, dn, dres, false, P.normf_w, P.normf_b, {dres}, release);
-    output_end(B, P.step, out, reduce);
-    return dres;
-}
-
-// One micro-batch: embedding, every layer's forward, output and loss, every layer's
-// backward, the embedding's backward and (fp32 accumulation) the gradient accumulation, with
-// the data-parallel collectives around them (program_comm.cpp; `reduce`: this micro-batch
-// reduces its gradients).
-void emit_micro_batch(Builder& B, std::int64_t mb, bool reduce) {
-    Program& P = B.p_;
-    const Dims& d = P.dims;
-    const Recompute recompute = P.plan.recompute;
-    const BufferId tokens = B.buffer("tokens", Category::activations, DType::i64, d.rows);
-    BufferId x = emit_embedding_forward(B, mb, tokens);
-    std::vector<LayerFwd> saved;
-    for (std::int64_t l = 1; l <= d.layers; ++l) {
-        layer_forward_gathers(B, P.step, l, {PhaseKind::forward, l, mb});
-        // Selective recompute drops the attention core right after use; full recompute
-        // keeps only the layer input (everything else goes with the layer's last op).
-        LayerFwd f = emit_layer_forward(B, P.step, l, mb, x, true, recompute != Recompute::selective, "");
-        if (recompute == Recompute::full) {
-            for (BufferId b : layer_kept(P, f)) P.step.back().free.push_back(b);
-            P.step.back().free.push_back(f.core);
-        }
-        release_gathered(B, P.step.back(), layer_unit(l));
-        saved.push_back(f);
-        x = f.out;
-    }
-    const BufferId dres = emit_output_and_loss(B, mb, x, reduce);
-    for (std::int64_t l = d.layers; l >= 1; --l) {
-        const Phase ph{PhaseKind::backward, l, mb};
-        layer_backward_begin(B, P.step, l, ph);
-        emit_layer_backward(B, P.step, l, mb, saved[static_cast<std::size_t>(l - 1)], dres);
-        layer_backward_end(B, P.step, l, ph, reduce);
-    }
-    const Phase emb{PhaseKind::backward, 1, mb};
-    embedding_backward_begin(B, P.step, emb);
-    const BufferId dg = B.gather_seq(P.step, "d embedding out", emb, dres, d.h);  // sequence parallelism
-    {  // embedding_bwd: v0 = tokens, v1 = dres; p0/p1 word/position embedding grads
-        Op& o = B.emit(P.step, OpKind::embedding_bwd, "embedding bwd", emb);
-        o.v[0] = {tokens, d.b, d.s, d.s, 0};
-        o.v[1] = B.full(dg, d.h);
-        o.p0 = P.wte;
-        o.p1 = P.wpe;
-        o.free = {dres, tokens};
-        if (dg != dres) o.free.push_back(dg);
-    }
-    embedding_backward_end(B, P.step, emb, reduce);
-    if (P.grads_fp32 != kNoBuffer)  // grad_accumulate: fp32 buffer += 16-bit gradients, which are then zeroed
-        B.emit(P.step, OpKind::grad_accumulate, "accumulate gradients in fp32", {PhaseKind::backward, 1, mb});
-}
-
-// Micro-batches 2.. run the same ops on the same buffers as a template micro-batch (each
-// buffer is freed within its micro-batch): copies with their index, so the program's buffer
-// table does not grow with gradient accumulation. ZeRO-0/1 reduce only in the last
-// micro-batch, which then has a template of its own.
-void emit_micro_batches(Builder& B) {
-    Program& P = B.p_;
-    const std::int64_t K = P.dims.grad_acc;
-    const bool every = P.plan.zero >= zero_gradients || !data_parallel(P);
-    const std::size_t first = P.step.size();
-    emit_micro_batch(B, 1, data_parallel(P) && (every || K == 1));
-    const std::size_t per_micro_batch = P.step.size() - first;
-    const std::int64_t copies = every ? K - 1 : std::max<std::int64_t>(K - 2, 0);
-    P.step.reserve(P.step.size() + static_cast<std::size_t>(copies + 1) * per_micro_batch + 16);
-    for (std::int64_t mb = 2; mb <= copies + 1; ++mb)
-        for (std::size_t i = first; i < first + per_micro_batch; ++i) {
-            P.step.push_back(P.step[i]);  // no reallocation: reserved above
-            P.step.back().phase.micro_batch = mb;
-        }
-    if (!every && K > 1) emit_micro_batch(B, K, true);
-}
-
 }  // namespace
 
 Program build_program(const ModelConfig& model, const Plan& plan_in, std::int64_t rank) {
     const Plan plan = resolve_defaults(plan_in, model);
     validate_plan(plan, model);
     check_supported(model, plan);
-    const std::int64_t world = plan.dp * plan.tp;
+    const std::int64_t world = plan.gpus();
     if (rank < 0 || rank >= world)
         throw InputError("--emulate-rank", "rank " + std::to_string(rank) + " is outside the plan's ranks 0.." +
                                                std::to_string(world - 1) + " (--dp " + std::to_string(plan.dp) +
-                                               " x --tp " + std::to_string(plan.tp) + ")");
+                                               " x --tp " + std::to_string(plan.tp) + " x --pp " +
+                                               std::to_string(plan.pp) + ")");
 
     Program P;
     P.model = model;
@@ -379,9 +211,11 @@ Program build_program(const ModelConfig& model, const Plan& plan_in, std::int64_
     const RankCoords at = rank_coords(plan, rank);
     P.tp_rank = at.tp;
     P.dp_rank = at.dp;
+    P.pp_rank = at.pp;
     use_model_rope(P);
-    P.dims = program_dims(model, plan, P.tp_rank);
-    P.layout = runtime_layout(model, plan, P.dims.vocab_padded);
+    P.dims = program_dims(model, plan, at);
+    const Dims& d = P.dims;
+    P.layout = runtime_layout(model, plan, d.vocab_padded, {d.first_stage, d.last_stage, d.first_layer, d.layers});
     // Precision recipes (docs/interface.md table): compute copy, gradients, master.
     const PrecisionBytes pb = precision_bytes(plan.precision);
     P.act = pb.activation == 4 ? DType::f32 : DType::bf16;
@@ -398,6 +232,7 @@ Program build_program(const ModelConfig& model, const Plan& plan_in, std::int64_
     if (P.fp8)  // fp8_cast_weights: the updated weights into the fp8 cache, once per step
         B.emit(P.step, OpKind::fp8_cast_weights, "fp8 cast of the layers' weights", {PhaseKind::step_start, 0, 0});
     emit_micro_batches(B);
+    tie_embedding_grads(B, P.step);
     reduce_accumulated(B, P.step);
     wait_all(B, P.step, {PhaseKind::grad_reduce, 0, 0});
     reduce_sequence_parallel_grads(B, P.step);

@@ -133,10 +133,17 @@ private:
     std::int64_t cursor_ = 0;
 };
 
-// "L<l> ": the prefix of layer l's buffer and op names.
-inline std::string layer_label(std::int64_t l) {
+// Micro-batches (program_microbatch.cpp): the embedding of micro-batch mb (returns layer 1's
+// input), the output and loss (returns dLoss/d(last layer output)), and every micro-batch of the
+// step in schedule order.
+BufferId emit_embedding_forward(Builder& B, std::int64_t mb, BufferId tokens);
+BufferId emit_output_and_loss(Builder& B, std::int64_t mb, BufferId x, bool reduce);
+void emit_micro_batches(Builder& B);
+
+// "L<n> ": the prefix of the buffer and op names of the stage's layer l, n its index in the model.
+inline std::string layer_label(const Dims& d, std::int64_t l) {
     std::string s = "L";  // appended piecewise: GCC 12 warns (-Wrestrict) on "L" + to_string(l)
-    s += std::to_string(l);
+    s += std::to_string(d.first_layer + l - 1);
     s += ' ';
     return s;
 }
@@ -208,10 +215,10 @@ void emit_gemm_bwd(Builder& B, std::vector<Op>& out, const std::string& name, co
 // embedding, l: layer l, L + 1: the head). `reduce`: the micro-batch reduces its gradients
 // (every micro-batch under ZeRO-2/3, the last one under ZeRO-0/1).
 
-// Whether the plan has collectives at all (dp > 1 or a ZeRO stage).
+// Whether the plan has data-parallel collectives (dp > 1 or a ZeRO stage).
 bool data_parallel(const Program& P);
 // The shard unit of layer l, of the embedding, of the head.
-std::size_t layer_unit(std::int64_t l);
+std::size_t layer_unit(const Program& P, std::int64_t l);
 std::size_t embedding_unit();
 std::size_t head_unit(const Program& P);
 // Per unit: ZeRO-3's gathered parameters and ZeRO-2/3's unreduced gradients (not allocated at set-up).
@@ -238,6 +245,10 @@ void output_end(Builder& B, std::vector<Op>& out, const Phase& ph, bool reduce);
 // gradient buffer; after it, the embedding's gradients reduced (and waited for under ZeRO-2/3).
 void embedding_backward_begin(Builder& B, std::vector<Op>& out, const Phase& ph);
 void embedding_backward_end(Builder& B, std::vector<Op>& out, const Phase& ph, bool reduce);
+// Pipeline parallelism with a tied word embedding: after the last micro-batch, its gradient on
+// the first stage and its copy's on the last are summed (Megatron-LM's embedding group), then
+// the unit holding it reduced over the data-parallel ranks (ZeRO-0/1; ZeRO-2/3 are refused).
+void tie_embedding_grads(Builder& B, std::vector<Op>& out);
 // After the last micro-batch: ZeRO-0/1 with an fp32 accumulation buffer reduce it now, unit by
 // unit; then the compute stream waits for every collective before the optimizer.
 void reduce_accumulated(Builder& B, std::vector<Op>& out);

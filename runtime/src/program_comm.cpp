@@ -90,12 +90,24 @@ void begin_unit_grads(Builder& B, std::vector<Op>& out, std::size_t u, const Pha
     o.v[0] = whole(P, P.unit_grads[u]);
 }
 
-bool tied_output(const Program& P) { return P.model.tied_embeddings; }
+// The LM head is the word embedding itself (tied, on one stage).
+bool tied_output(const Program& P) { return P.model.tied_embeddings && P.dims.first_stage && P.dims.last_stage; }
+// A tied word embedding on the first stage and its copy on the last (pp > 1): the unit holding it
+// on this stage is reduced only once the two copies' gradients are summed (tie_embedding_grads).
+bool tied_across_stages(const Program& P) {
+    return P.model.tied_embeddings && P.dims.pp > 1 && (P.dims.first_stage || P.dims.last_stage);
+}
+bool defers_reduction(const Program& P, std::size_t u) {
+    return tied_across_stages(P) && u == (P.dims.first_stage ? std::size_t{0} : P.layout.units.size() - 1);
+}
 
 }  // namespace
 
-bool data_parallel(const Program& P) { return has_collectives(P); }
-std::size_t layer_unit(std::int64_t l) { return static_cast<std::size_t>(l); }
+bool data_parallel(const Program& P) { return P.plan.dp > 1 || P.plan.zero != zero_none; }
+// The stage's units: the embedding (first stage only), its layers, the head (last stage only).
+std::size_t layer_unit(const Program& P, std::int64_t l) {
+    return static_cast<std::size_t>(l - (P.dims.first_stage ? 0 : 1));
+}
 std::size_t embedding_unit() { return 0; }
 std::size_t head_unit(const Program& P) { return P.layout.units.size() - 1; }
 
@@ -137,25 +149,25 @@ void release_gathered(Builder& B, Op& last, std::size_t u) {
 void layer_forward_gathers(Builder& B, std::vector<Op>& out, std::int64_t l, const Phase& ph) {
     Program& P = B.p_;
     if (!zero3(P)) return;
-    if (l == 1) gather_unit(B, out, layer_unit(1), ph);  // later layers were prefetched
-    if (l < P.dims.layers) gather_unit(B, out, layer_unit(l + 1), ph);
-    wait_gathered(B, out, layer_unit(l), ph);
+    if (l == 1) gather_unit(B, out, layer_unit(P, 1), ph);  // later layers were prefetched
+    if (l < P.dims.layers) gather_unit(B, out, layer_unit(P, l + 1), ph);
+    wait_gathered(B, out, layer_unit(P, l), ph);
 }
 
 void layer_backward_begin(Builder& B, std::vector<Op>& out, std::int64_t l, const Phase& ph) {
     Program& P = B.p_;
     if (zero3(P)) {
-        if (l == P.dims.layers) gather_unit(B, out, layer_unit(l), ph);  // earlier layers were prefetched
-        if (l > 1) gather_unit(B, out, layer_unit(l - 1), ph);
-        wait_gathered(B, out, layer_unit(l), ph);
+        if (l == P.dims.layers) gather_unit(B, out, layer_unit(P, l), ph);  // earlier layers were prefetched
+        if (l > 1) gather_unit(B, out, layer_unit(P, l - 1), ph);
+        wait_gathered(B, out, layer_unit(P, l), ph);
     }
-    if (grads_sharded(P)) begin_unit_grads(B, out, layer_unit(l), ph);
+    if (grads_sharded(P)) begin_unit_grads(B, out, layer_unit(P, l), ph);
 }
 
 void layer_backward_end(Builder& B, std::vector<Op>& out, std::int64_t l, const Phase& ph, bool reduce) {
     Program& P = B.p_;
-    release_gathered(B, out.back(), layer_unit(l));
-    if (grads_sharded(P) || (reduce && !reduces_after_accumulation(P))) emit_reduction(B, out, layer_unit(l), ph);
+    release_gathered(B, out.back(), layer_unit(P, l));
+    if (grads_sharded(P) || (reduce && !reduces_after_accumulation(P))) emit_reduction(B, out, layer_unit(P, l), ph);
     if (grads_sharded(P)) finish_reductions(B, out, ph, 1);  // the one before layer l's: overlapped with layer l
 }
 
@@ -183,7 +195,7 @@ void output_end(Builder& B, std::vector<Op>& out, const Phase& ph, bool reduce) 
         // A tied embedding's gradient so far (the head's share): reduced now, its buffer freed,
         // and opened again for the embedding's own backward.
         if (tied_output(P)) emit_reduction(B, out, embedding_unit(), ph);
-    } else if (reduce && !reduces_after_accumulation(P)) {
+    } else if (reduce && !reduces_after_accumulation(P) && !defers_reduction(P, head_unit(P))) {
         emit_reduction(B, out, head_unit(P), ph);  // a tied embedding is reduced after its own backward
     }
 }
@@ -197,8 +209,23 @@ void embedding_backward_begin(Builder& B, std::vector<Op>& out, const Phase& ph)
 
 void embedding_backward_end(Builder& B, std::vector<Op>& out, const Phase& ph, bool reduce) {
     Program& P = B.p_;
-    if (grads_sharded(P) || (reduce && !reduces_after_accumulation(P))) emit_reduction(B, out, embedding_unit(), ph);
+    if (grads_sharded(P) || (reduce && !reduces_after_accumulation(P) && !defers_reduction(P, embedding_unit())))
+        emit_reduction(B, out, embedding_unit(), ph);
     if (grads_sharded(P)) finish_reductions(B, out, ph, 0);
+}
+
+void tie_embedding_grads(Builder& B, std::vector<Op>& out) {
+    Program& P = B.p_;
+    if (!tied_across_stages(P)) return;
+    const Phase ph{PhaseKind::grad_reduce, 0, 0};
+    const ParamSpec& ps = P.params[static_cast<std::size_t>(P.dims.first_stage ? P.wte : P.head)];
+    // all_reduce (embedding group, sum): v0 = the tied tensor's accumulated gradient, in place
+    Op& o = B.emit_collective(out, OpKind::all_reduce, "word embedding gradient (first + last stage) all-reduce", ph, -1);
+    o.group = CommGroup::embedding;
+    o.reduce = ReduceOp::sum;
+    o.v[0] = {P.optimizer_grads(), 1, ps.numel(), ps.numel(), ps.offset};
+    const std::size_t u = P.dims.first_stage ? embedding_unit() : head_unit(P);
+    if (data_parallel(P) && !reduces_after_accumulation(P)) emit_reduction(B, out, u, ph);
 }
 
 void reduce_accumulated(Builder& B, std::vector<Op>& out) {
@@ -253,5 +280,5 @@ void gather_updated(Builder& B, std::vector<Op>& out) {
 }  // namespace preflight::runtime::program_detail
 
 namespace preflight::runtime {
-bool has_collectives(const Program& P) { return P.plan.dp > 1 || P.plan.tp > 1 || P.plan.zero != zero_none; }
+bool has_collectives(const Program& P) { return P.plan.gpus() > 1 || P.plan.zero != zero_none; }
 }  // namespace preflight::runtime

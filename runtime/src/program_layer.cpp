@@ -158,7 +158,7 @@ void emit_mlp_forward(Builder& B, std::vector<Op>& out, std::int64_t l, const st
     }
     // Full recompute re-creates the down projection's kept input (fp8: its transposed copy) but
     // does not re-run the projection (emit_row_parallel).
-    f.act_8t = emit_row_parallel(B, out, n + "down proj", layer_label(l + 1) + "attn norm in", ph, B.full(f.act, d.ffn),
+    f.act_8t = emit_row_parallel(B, out, n + "down proj", layer_label(d, l + 1) + "attn norm in", ph, B.full(f.act, d.ffn),
                                  lp.down_w, lp.down_b, f.x1, P.fp8, produce_output, f.out);
 }
 
@@ -171,7 +171,7 @@ LayerFwd emit_layer_forward(Builder& B, std::vector<Op>& out, std::int64_t l, st
     const Dims& d = P.dims;
     const LayerParams& lp = P.layer_params[static_cast<std::size_t>(l - 1)];
     const Phase ph{PhaseKind::forward, l, mb};
-    const std::string n = layer_label(l) + tag;
+    const std::string n = layer_label(d, l) + tag;
     LayerFwd f;
     f.x = x;
 
@@ -287,7 +287,7 @@ std::vector<BufferId> emit_recompute(Builder& B, std::vector<Op>& out, std::int6
         return kept;
     }
     if (P.plan.recompute == Recompute::selective) {
-        const std::string prefix = layer_label(l) + "recompute ";
+        const std::string prefix = layer_label(P.dims, l) + "recompute ";
         // Flash re-runs the fused kernel: it rewrites the (identical) output and the log-sum-exp.
         f.core = P.plan.attention == AttentionKind::flash ? emit_flash_forward(B, out, prefix, ph, f, false)
                                                           : emit_eager_probabilities(B, out, prefix, ph, f.qkv);
@@ -420,7 +420,7 @@ void emit_layer_backward(Builder& B, std::vector<Op>& out, std::int64_t l, std::
     const Dims& d = P.dims;
     const LayerParams& lp = P.layer_params[static_cast<std::size_t>(l - 1)];
     const Phase ph{PhaseKind::backward, l, mb};
-    const std::string n = layer_label(l);
+    const std::string n = layer_label(d, l);
     LayerFwd f = saved;
     const std::vector<BufferId> recomputed = emit_recompute(B, out, l, mb, ph, f);
     emit_mlp_backward(B, out, n, ph, lp, f, dres);

@@ -106,6 +106,7 @@ std::string_view to_string(OpKind k) {
         case OpKind::ce_max: return "ce_max";
         case OpKind::ce_sums: return "ce_sums";
         case OpKind::seq_chunk: return "seq_chunk";
+        case OpKind::p2p: return "p2p";
     }
     return "?";
 }
@@ -114,6 +115,36 @@ std::int64_t ParamSpec::global_index(std::int64_t r, std::int64_t c) const {
     for (const RowBlock& b : row_blocks)
         if (r >= b.local_begin && r < b.local_begin + b.rows) return (b.global_begin + r - b.local_begin) * global_cols + col_begin + c;
     return -1;
+}
+
+std::int64_t Program::group_size(CommGroup g) const {
+    switch (g) {
+        case CommGroup::dp: return plan.dp;
+        case CommGroup::tp: return plan.tp;
+        case CommGroup::pp: return plan.pp;
+        case CommGroup::embedding: return 2;
+    }
+    return 1;
+}
+
+std::int64_t Program::group_rank(CommGroup g) const {
+    switch (g) {
+        case CommGroup::dp: return dp_rank;
+        case CommGroup::tp: return tp_rank;
+        case CommGroup::pp: return pp_rank;
+        case CommGroup::embedding: return dims.first_stage ? 0 : 1;
+    }
+    return 0;
+}
+
+std::int64_t Program::group_key(CommGroup g) const {
+    switch (g) {
+        case CommGroup::dp: return tp_rank + plan.tp * pp_rank;
+        case CommGroup::tp: return dp_rank + plan.dp * pp_rank;
+        case CommGroup::pp:
+        case CommGroup::embedding: return tp_rank + plan.tp * dp_rank;
+    }
+    return 0;
 }
 
 RankCoords rank_coords(const Plan& plan, std::int64_t rank) {
@@ -186,10 +217,10 @@ std::vector<OptimizerRegion> optimizer_regions(const Program& P) {
 
 void check_supported(const ModelConfig& m, const Plan& p) {
     auto no = [](const char* flag, const std::string& why) {
-        throw InputError(flag, why + " (the Preflight runtime executes data- and tensor-parallel plans, with sequence "
-                                     "parallelism and ZeRO 0-3; use `preflight memory` to model this plan)");
+        throw InputError(flag, why + " (the Preflight runtime executes data-, tensor- and pipeline-parallel plans; use "
+                                     "`preflight memory` to model this plan)");
     };
-    if (p.pp != 1) no("--pp", "must be 1 for `run` (pipeline parallelism is not implemented by the runtime yet)");
+    check_runtime_pipeline(p);  // the planner's rule for the runtime's pipeline (profiles.hpp)
     if (p.precision == Precision::fp16_mixed)
         no("--precision", "fp16-mixed is not implemented by the runtime; use fp32, bf16-mixed, bf16-mixed-fp32-grads, "
                           "bf16 or fp8-mixed");

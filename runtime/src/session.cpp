@@ -13,6 +13,7 @@ Predicted predict(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan
     MemoryOptions mo;
     mo.profile = runtime_profile();
     mo.overhead_bytes = options.overhead_bytes;
+    mo.pipeline_stage = rank_coords(plan, options.rank).pp;  // the rank's own stage
     // The runtime's own measured constants on this GPU, where the spec has them (GpuSpec::runtime).
     const GpuSpec own = gpu_for_profile(gpu, mo.profile);
     mo.timeline = true;

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "catalog_fixture.hpp"
+#include "preflight/planner/error.hpp"
 #include "preflight/planner/memory.hpp"
 #include "preflight/planner/profiles.hpp"
 
@@ -178,6 +179,34 @@ TEST(Memory, OverheadOverride) {
 TEST(Memory, DefaultSequenceIsContextCappedAt4096) {
     EXPECT_EQ(resolve_defaults(Plan{}, test::catalog_model("gpt2")).seq, 1024);
     EXPECT_EQ(resolve_defaults(Plan{}, test::catalog_model("llama-3-8b")).seq, 4096);
+}
+
+// One stage of a pipeline (MemoryOptions::pipeline_stage, a rank's own prediction): the stages'
+// peaks, the worst of which is the plan's. Llama-3-8B at pp 4 with 1F1B and 8 micro-batches:
+// stage i holds min(4 - i, 8) micro-batches in flight, so stage 0 peaks highest; the
+// last holds one (and the LM head).
+TEST(Memory, OneStageOfAPipeline) {
+    const ModelConfig m = test::catalog_model("llama-3-8b");
+    Plan p;
+    p.seq = 4096;
+    p.mbs = 1;
+    p.pp = 4;
+    p.grad_acc = 8;
+    p.recompute = Recompute::selective;
+    MemoryOptions o;
+    const MemoryReport all = evaluate_memory(m, h100(), p, o);
+    std::int64_t worst = 0;
+    for (std::int64_t s = 0; s < 4; ++s) {
+        o.pipeline_stage = s;
+        const MemoryReport r = evaluate_memory(m, h100(), p, o);
+        EXPECT_EQ(r.pipeline_stage, s);
+        EXPECT_EQ(r.micro_batches_in_flight, 4 - s);
+        worst = std::max(worst, r.peak_bytes);
+    }
+    EXPECT_EQ(worst, all.peak_bytes);
+    EXPECT_EQ(all.pipeline_stage, 0);
+    o.pipeline_stage = 4;
+    EXPECT_THROW(evaluate_memory(m, h100(), p, o), InputError);
 }
 
 }  // namespace

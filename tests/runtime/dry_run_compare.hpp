@@ -1,5 +1,5 @@
-// A rank's dry run against the planner's prediction for the plan (the preflight-runtime
-// profile, no overhead): the peak bytes and the phase each puts the peak in.
+// A rank's dry run against the planner's prediction for its pipeline stage (the
+// preflight-runtime profile, no overhead): the peak bytes and the phase each puts the peak in.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -26,6 +26,7 @@ inline Compared compare_with_planner(const ModelConfig& m, const Plan& p, std::i
     MemoryOptions mo;
     mo.profile = runtime_profile();
     mo.overhead_bytes = 0;
+    mo.pipeline_stage = rank_coords(p, rank).pp;
     const MemoryReport r = evaluate_memory(m, test::catalog_gpu("h100-sxm-80gb"), p, mo);
     return {d.peak_bytes, r.peak_bytes, d.peak_phase, r.peak_phase.kind, d.peak_where};
 }

@@ -140,7 +140,7 @@ TEST(Program, RefusesPlansTheRuntimeCannotRunNamingTheFlag) {
         }
     };
     refused([](Plan& p) { p.tp = 2, p.sp = true, p.precision = Precision::fp8_mixed; }, "--sp");
-    refused([](Plan& p) { p.pp = 2; }, "--pp");
+    refused([](Plan& p) { p.pp = 2, p.pp_schedule = PpSchedule::gpipe; }, "--pp-schedule");
     refused([](Plan& p) { p.dropout = 0.1; }, "--dropout");
     refused([](Plan& p) { p.precision = Precision::fp16_mixed; }, "--precision");
     // fp8-mixed runs with per-tensor scaling, ZeRO up to 2 and GEMM dimensions multiples of 16.

@@ -56,15 +56,17 @@ struct Prediction {
 };
 
 // own_attention_kernel: the runtime ran its own flash attention kernel, not cuDNN's (the
-// report's measured.attention_backend "kernel": cuDNN missing, refused, or --no-cudnn).
+// report's measured.attention_backend "kernel": cuDNN missing, refused, or --no-cudnn). `rank`:
+// the runtime report's rank (parallel.rank), whose pipeline stage the prediction is of.
 Prediction predict(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan, const std::string& source,
-                   bool own_attention_kernel) {
+                   bool own_attention_kernel, std::int64_t rank) {
     Prediction p;
     if (source == kSourceRuntime) {
         // The runtime's own prediction function, so --check and `preflight run` agree.
         runtime::RunOptions o;
         o.timeline = false;
         o.cudnn_attention = !own_attention_kernel;
+        o.rank = rank;
         const runtime::Predicted r = runtime::predict(model, gpu, plan, o);
         p.memory = r.memory;
         p.tracked_peak_bytes = r.tracked_peak_bytes;
@@ -208,7 +210,13 @@ RunCheck check_report(const json& r, const std::string& id, const Tolerances& to
     const GpuSpec gpu = load_gpu(rc.gpu, options.data_dir);
     const Plan plan = resolve_defaults(plan_from_json(rc.plan), model);
     const json& m = r.at("measured");
-    const Prediction p = predict(model, gpu, plan, rc.source, ran_own_attention_kernel(m));
+    const std::int64_t rank = r.contains("parallel") && r.at("parallel").is_object()
+                                  ? r.at("parallel").value("rank", std::int64_t{0})
+                                  : 0;
+    if (rank < 0 || rank >= plan.gpus())
+        throw InputError(subject, "parallel.rank " + std::to_string(rank) + " is outside the plan's " +
+                                      std::to_string(plan.gpus()) + " ranks");
+    const Prediction p = predict(model, gpu, plan, rc.source, ran_own_attention_kernel(m), rank);
 
     if (rc.status == "allocation-failed") {
         judge_out_of_memory(rc, r, gpu, static_cast<double>(p.memory.peak_bytes));

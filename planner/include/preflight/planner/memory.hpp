@@ -230,6 +230,9 @@ struct MemoryOptions {
     // loss is PyTorch's eager F.cross_entropy only (loss_fp32_logit_buffers > 0); InputError otherwise.
     bool compiled_loss = false;
     bool timeline = false;                       // fill MemoryReport::timeline_*
+    // Pipeline parallelism: evaluate this stage only (0-based; a rank's own prediction), instead
+    // of the stage with the highest peak. Must lie in 0..pp-1.
+    std::optional<std::int64_t> pipeline_stage;
 };
 
 struct MemoryReport {

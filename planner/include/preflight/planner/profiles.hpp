@@ -74,6 +74,10 @@ FrameworkProfile runtime_profile();
 // runtime's check_supported and the preflight-runtime profile (FrameworkProfile::check_plan) both
 // call it. Other precisions pass.
 void check_runtime_fp8(const ModelConfig& model, const Plan& plan);
+// The runtime's pipeline (runtime/src/program_microbatch.cpp) runs 1F1B without virtual stages,
+// with ZeRO 0-1 (as Megatron-LM and DeepSpeed pair pipelines with ZeRO-1 at most). Throws
+// InputError naming the flag otherwise; pp 1 passes.
+void check_runtime_pipeline(const Plan& plan);
 
 // The GPU as a profile sees it: for preflight-runtime, the spec's own constants for that runtime
 // (GpuSpec::runtime: step-time efficiency, non-tensor memory) replace the generic ones and

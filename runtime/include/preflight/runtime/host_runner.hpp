@@ -7,8 +7,11 @@
 // data-parallel programs (shards, buckets, lifetimes, the ZeRO update) without a GPU.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -31,17 +34,24 @@ public:
     virtual void reduce_scatter(double* buf, std::int64_t chunk, ReduceOp op) = 0;
     // `out` (one chunk per rank) receives every rank's `chunk` elements from `in`.
     virtual void all_gather(const double* in, double* out, std::int64_t chunk) = 0;
+    // Pipeline: `count` elements to / from the rank `peer` places away in the group (buffered:
+    // a send returns at once, a receive waits for the matching send).
+    virtual void send(const double* buf, std::int64_t count, int peer) = 0;
+    virtual void recv(double* buf, std::int64_t count, int peer) = 0;
 };
 
 // One rank alone (preflight run --emulate-rank): every rank is taken to hold what this one holds,
 // so a mean or a max is the value itself and a sum is left as this rank's share (the other
-// ranks' partial sums are not here); a gather copies this rank's chunk into every chunk.
+// ranks' partial sums are not here); a gather copies this rank's chunk into every chunk; a send
+// goes nowhere and a receive gives zeros.
 class HostEmulatedRank final : public HostCollectives {
 public:
     HostEmulatedRank(std::int64_t rank, std::int64_t world) : rank_(rank), world_(world) {}
     void all_reduce(double*, std::int64_t, ReduceOp) override {}
     void reduce_scatter(double*, std::int64_t, ReduceOp) override {}
     void all_gather(const double* in, double* out, std::int64_t chunk) override;
+    void send(const double*, std::int64_t, int) override {}
+    void recv(double* buf, std::int64_t count, int) override { std::fill_n(buf, count, 0.0); }
 
 private:
     std::int64_t rank_, world_;
@@ -68,6 +78,9 @@ private:
     };
     void arrive(std::int64_t r, const Call& call);
     void perform();
+    void post(std::int64_t from, std::int64_t to, const double* buf, std::int64_t count);
+    void take(std::int64_t from, std::int64_t to, double* buf, std::int64_t count);
+    std::map<std::pair<std::int64_t, std::int64_t>, std::deque<std::vector<double>>> mail_;  // (from, to)
     std::int64_t world_;
     std::vector<std::unique_ptr<Rank>> ranks_;
     std::vector<Call> calls_;
@@ -80,8 +93,11 @@ private:
 
 class HostRunner final : public OpRunner {
 public:
-    // `dp` / `tp`: the rank's data- and tensor-parallel collectives (null where the plan has none).
-    HostRunner(const Program& program, std::uint64_t seed, HostCollectives* dp = nullptr, HostCollectives* tp = nullptr);
+    // The rank's collectives by group (CommGroup: data-, tensor-parallel, pipeline, embedding);
+    // null where the plan has none.
+    HostRunner(const Program& program, std::uint64_t seed, std::array<HostCollectives*, kCommGroups> comms = {});
+    HostRunner(const Program& program, std::uint64_t seed, HostCollectives* dp, HostCollectives* tp = nullptr)
+        : HostRunner(program, seed, std::array<HostCollectives*, kCommGroups>{dp, tp, nullptr, nullptr}) {}
 
     // The full initial parameters (Program::param_elements, the full flat layout) the set-up op
     // installs: the weights (or this rank's shard of them) and the fp32 master copy.
@@ -117,7 +133,7 @@ private:
     const Program& P;
     const Dims& d;
     std::uint64_t seed_;
-    HostCollectives* comm_[2] = {nullptr, nullptr};  // by CommGroup
+    std::array<HostCollectives*, kCommGroups> comm_{};  // by CommGroup
     HostCollectives& comm(CommGroup g);
     std::int64_t step_ = 1;
     std::map<BufferId, Vec> buf_;
@@ -139,11 +155,12 @@ void unshard_parameters(const Program& whole, const Program& rank, const std::ve
 // full layout: all of it without ZeRO sharding, else the rank's chunk of every unit.
 void assemble_parameters(const Program& P, const std::vector<double>& rank_buffer, std::vector<double>& full);
 
-// Runs `steps` steps of every rank of one plan (dp x tp ranks, global rank order), each in its own
-// thread with loopback groups for its data- and tensor-parallel peers, from the whole model's
-// parameters `whole_params` (laid out as `whole`, the plan's program at dp = tp = 1). Returns each
-// rank's losses and the parameters after the last step in `whole`'s layout, assembled from every
-// rank's shards and slices (the same for every rank). Rethrows the first rank's failure.
+// Runs `steps` steps of every rank of one plan (dp x tp x pp ranks, global rank order), each in
+// its own thread with loopback groups for its data-, tensor-parallel, pipeline and embedding
+// peers, from the whole model's parameters `whole_params` (laid out as `whole`, the plan's
+// single-GPU program). Returns each rank's losses (0 on stages without the loss) and the
+// parameters after the last step in `whole`'s layout, assembled from every rank's shards,
+// slices and stages (the same for every rank). Rethrows the first rank's failure.
 std::vector<RankResult> run_host_ranks(const Program& whole, const std::vector<Program>& ranks,
                                        const std::vector<double>& whole_params, std::uint64_t seed, int steps);
 

@@ -115,10 +115,18 @@ enum class OpKind : std::uint8_t {
     // Sequence parallelism: v2 = v0 (this rank's rows of a reduce-scattered buffer) + v1 (the
     // residual, may be empty), allocated here: the [rows/tp, cols] shard the norms work on.
     seq_chunk,
+    // Pipeline parallelism (program_pipeline.cpp): v0 (may be empty) sent to the stage
+    // `send_peer` away, v1 (may be empty, allocated here) received from the stage `recv_peer`
+    // away, both at once (Megatron-LM's send_forward_recv_backward and the like); the compute
+    // stream waits for both, so the sent buffer may be freed after it.
+    p2p,
 };
-// Collectives run over the data-parallel group (a rank's peers with its tensor-parallel rank) or
-// the tensor-parallel group (its peers with its data-parallel rank), and reduce by mean, sum or max.
-enum class CommGroup : std::uint8_t { dp, tp };
+// Collectives run over the data-parallel group (a rank's peers at its tensor-parallel rank and
+// stage), the tensor-parallel group (its peers at its data-parallel rank and stage), the pipeline
+// (its stages at its data- and tensor-parallel ranks: p2p) or the embedding group (the first and
+// last stage, which both hold a tied word embedding), and reduce by mean, sum or max.
+enum class CommGroup : std::uint8_t { dp, tp, pp, embedding };
+inline constexpr int kCommGroups = 4;
 enum class ReduceOp : std::uint8_t { mean, sum, max };
 std::string_view to_string(OpKind k);
 
@@ -131,6 +139,7 @@ struct Op {
     bool accumulate = false;  // add into the output (beta = 1) instead of overwriting
     std::int64_t unit = -1;   // collectives, unit_grads_begin: the shard unit (Program::layout.units)
     int comm_back = 0;        // comm_wait: 0 = the latest collective issued, 1 = the one before, ...
+    std::int8_t send_peer = 0, recv_peer = 0;  // p2p: +1 the next stage, -1 the previous one
     // fp8-mixed: the scale slots (Program::fp8_scales) of the op's fp8 operands: fp8_cast writes
     // scale_a; an fp8 GEMM reads its A operand's (scale_a) and B operand's (scale_b) factors.
     std::int32_t scale_a = -1, scale_b = -1;
@@ -155,6 +164,10 @@ struct Dims {
     // hold srows = rows / tp contiguous rows of the micro-batch (rows without it).
     bool sp = false;
     std::int64_t srows = 0;
+    // Pipeline parallelism: `layers` above are the stage's, layer l of the stage being the
+    // model's layer first_layer + l - 1; the first stage holds the embedding, the last the head.
+    std::int64_t pp = 1, first_layer = 1;
+    bool first_stage = true, last_stage = true;
 };
 
 struct LayerParams {
@@ -207,7 +220,7 @@ struct Program {
     // grads_fp32, else grads.
     // Ranks: global `rank` = tp_rank + tp * dp_rank (Megatron-LM's order: tensor-parallel ranks
     // adjacent, then data-parallel; megatron/core/parallel_state.py).
-    std::int64_t rank = 0, dp_rank = 0, tp_rank = 0;
+    std::int64_t rank = 0, dp_rank = 0, tp_rank = 0, pp_rank = 0;
     RuntimeLayout layout;
 
     // fp8-mixed (program_fp8.cpp): the layers' GEMMs take fp8 operands; the LM head stays bf16.
@@ -228,8 +241,11 @@ struct Program {
     // grad_acc micro-batches each are those of one GPU with dp * grad_acc micro-batches.
     std::int64_t data_micro_batch(std::int64_t mb) const { return dp_rank * dims.grad_acc + mb; }
     // The ranks of a collective's group and this rank's place among them.
-    std::int64_t group_size(CommGroup g) const { return g == CommGroup::dp ? plan.dp : plan.tp; }
-    std::int64_t group_rank(CommGroup g) const { return g == CommGroup::dp ? dp_rank : tp_rank; }
+    std::int64_t group_size(CommGroup g) const;
+    std::int64_t group_rank(CommGroup g) const;
+    // Which group of its kind the rank is in (the same for every member of a group; the
+    // embedding group is keyed like the pipeline's), for backends that build the groups.
+    std::int64_t group_key(CommGroup g) const;
 
     std::vector<Op> setup;     // allocate and initialise persistent state
     std::vector<Op> step;      // one optimizer step (grad_acc micro-batches)

@@ -38,9 +38,10 @@ struct RunOptions {
     std::string save_init_path;
     // Progress lines (device runs: one per step); null = quiet.
     std::function<void(const std::string&)> progress;
-    // Data parallelism (plans with dp > 1 or a ZeRO stage): the rank this process runs and how
-    // its collectives run: "emulated" (rank `rank` alone on this GPU, every collective a local
-    // op; `preflight run --emulate-rank`) or "nccl" (one process per GPU, ranks from `rendezvous`).
+    // Multi-GPU plans (dp, tp or pp > 1, or a ZeRO stage): the rank this process runs (global:
+    // program.hpp rank_coords; the prediction is its pipeline stage's) and how its collectives
+    // run: "emulated" (rank `rank` alone on this GPU, every collective a local op; `preflight run
+    // --emulate-rank`) or "nccl" (one process per GPU, ranks from `rendezvous`).
     std::int64_t rank = 0;
     std::string comm_backend = "emulated";
     std::optional<Rendezvous> rendezvous;

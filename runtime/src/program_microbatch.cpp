@@ -1,0 +1,342 @@
+// The micro-batches of a rank's step program: the embedding (first stage), the stage's layers,
+// the output and loss (last stage), their backward, and the order they run in: one after the
+// other on a single stage, 1F1B across pipeline stages (PipeDream-Flush, Narayanan et al. 2021,
+// sec. 2.2), with the activations and gradients that cross stages sent point to point.
+#include <algorithm>
+
+#include "preflight/planner/error.hpp"
+#include "program_builder.hpp"
+
+namespace preflight::runtime::program_detail {
+
+// Synthetic tokens and the embedding of micro-batch mb; returns layer 1's input.
+BufferId emit_embedding_forward(Builder& B, std::int64_t mb, BufferId tokens) {
+    Program& P = B.p_;
+    const Dims& d = P.dims;
+    {  // tokens: v0 = token ids [b, s]
+        Op& o = B.emit(P.step, OpKind::tokens, "synthetic tokens", {PhaseKind::forward, 1, mb});
+        o.alloc = {tokens};
+        o.v[0] = {tokens, d.b, d.s, d.s, 0};
+    }
+    // Sequence parallelism: the partial embeddings go to a temporary, reduce-scattered into layer 1's input.
+    const BufferId e = d.sp ? B.act("embedding partial sums", d.h, Category::temporary) : B.act(layer_label(d, 1) + "attn norm in", d.h);
+    if (P.plan.zero == zero_weights) {  // ZeRO-3: the embedding gathered for its op only
+        gather_unit(B, P.step, embedding_unit(), {PhaseKind::forward, 1, mb});
+        B.emit_wait(P.step, B.last_collective, {PhaseKind::forward, 1, mb});
+    }
+    // embedding_fwd: v0 = tokens, v1 = x; p0 = word embedding (this rank's vocabulary rows: the
+    // others' tokens give 0), p1 = position embedding (added by tensor-parallel rank 0 only, before
+    // the ranks' partial rows are summed).
+    Op& o = B.emit(P.step, OpKind::embedding_fwd, "embedding", {PhaseKind::forward, 1, mb});
+    o.alloc = {e};
+    o.v[0] = {tokens, d.b, d.s, d.s, 0};
+    o.v[1] = B.full(e, d.h);
+    o.p0 = P.wte;
+    o.p1 = P.tp_rank == 0 ? P.wpe : kNoParam;
+    release_gathered(B, o, embedding_unit());
+    return B.reduce_seq(P.step, layer_label(d, 1) + "attn norm in", {PhaseKind::forward, 1, mb}, e, d.h, kNoBuffer,
+                        Category::activations);
+}
+
+namespace {
+
+// Vocabulary-parallel cross-entropy (Megatron-LM, tensor_parallel/cross_entropy.py): the row's
+// largest logit and then its sum of exponentials and its label's logit, each combined over the
+// tensor-parallel ranks, so the full logits are never gathered. The buffers go before the head's
+// backward.
+void emit_vocab_parallel_statistics(Builder& B, const Phase& ph, const View& lv, BufferId labels, BufferId& max_rows,
+                                    BufferId& sums) {
+    Program& P = B.p_;
+    const Dims& d = P.dims;
+    max_rows = B.buffer("logit max", Category::logits, DType::f32, d.rows);
+    sums = B.buffer("exp sums and label logits", Category::logits, DType::f32, 2 * d.rows);
+    {  // ce_max: v0 = logits, v1 = max [rows]
+        Op& o = B.emit(P.step, OpKind::ce_max, "local logit max", ph);
+        o.alloc = {max_rows};
+        o.v[0] = lv;
+        o.v[1] = {max_rows, d.rows, 1, 1, 0};
+    }
+    B.tp_all_reduce(P.step, "logit max", ph, {max_rows, 1, d.rows, d.rows, 0}, ReduceOp::max);
+    {  // ce_sums: v0 = logits, v1 = labels, v2 = max, v3 = sums [rows, 2]
+        Op& o = B.emit(P.step, OpKind::ce_sums, "local exp sums and label logits", ph);
+        o.alloc = {sums};
+        o.v[0] = lv;
+        o.v[1] = {labels, d.b, d.s, d.s, 0};
+        o.v[2] = {max_rows, d.rows, 1, 1, 0};
+        o.v[3] = {sums, d.rows, 2, 2, 0};
+    }
+    B.tp_all_reduce(P.step, "exp sums and label logits", ph, {sums, 1, 2 * d.rows, 2 * d.rows, 0});
+}
+
+}  // namespace
+
+// Final norm, LM head, cross-entropy and their backward for micro-batch mb, from the last
+// layer's output x (freed here). Returns the residual gradient buffer dres, which holds
+// dLoss/d(last layer output).
+BufferId emit_output_and_loss(Builder& B, std::int64_t mb, BufferId x, bool reduce) {
+    Program& P = B.p_;
+    const Dims& d = P.dims;
+    const Phase out{PhaseKind::output_loss, 0, mb};
+    output_gathers(B, P.step, out);
+    const BufferId xnf = B.seq_act("final norm out", d.h);
+    emit_norm_fwd(B, P.step, "final norm", out, x, xnf, P.normf_w, P.normf_b);
+    // Sequence parallelism: the head keeps the gathered input for its weight gradient; the shard
+    // goes (the final norm's backward reads its input, not its output).
+    const BufferId xg = B.gather_seq(P.step, "final norm out", out, xnf, d.h);
+    if (xg != xnf) P.step.back().free.push_back(xnf);
+    const BufferId labels = B.buffer("labels", Category::activations, DType::i64, d.rows);
+    {  // labels: v0 = next-token ids [b, s]
+        Op& o = B.emit(P.step, OpKind::labels, "synthetic labels", out);
+        o.alloc = {labels};
+        o.v[0] = {labels, d.b, d.s, d.s, 0};
+    }
+    const BufferId logits = B.buffer("logits", Category::logits, P.act, d.rows * d.vocab_padded);
+    const View lv{logits, d.rows, d.vocab_padded, d.vocab_padded, 0};
+    emit_linear_fwd(B, P.step, "lm head", out, B.full(xg, d.h), lv, P.head, kNoParam);
+    BufferId max_rows = kNoBuffer, sums = kNoBuffer;
+    if (d.tp > 1) emit_vocab_parallel_statistics(B, out, lv, labels, max_rows, sums);
+    const BufferId loss = B.buffer("loss per token", Category::logits, DType::f32, d.rows);
+    {  // cross_entropy: v0 = logits (overwritten by dlogits, scaled 1/(rows*grad_acc)), v1 = labels, v2 = loss rows;
+       // tensor parallel: v3 = the rows' max, v4 = their exp sums and label logits (freed here)
+        Op& o = B.emit(P.step, OpKind::cross_entropy, "softmax cross-entropy", out);
+        o.alloc = {loss};
+        o.v[0] = lv;
+        o.v[1] = {labels, d.b, d.s, d.s, 0};
+        o.v[2] = {loss, d.rows, 1, 1, 0};
+        if (d.tp > 1) {
+            o.v[3] = {max_rows, d.rows, 1, 1, 0};
+            o.v[4] = {sums, d.rows, 2, 2, 0};
+            o.free = {max_rows, sums};
+        }
+    }
+    {  // loss_accumulate: v0 = loss rows, summed into the device scalars
+        Op& o = B.emit(P.step, OpKind::loss_accumulate, "loss sum", out);
+        o.v[0] = {loss, d.rows, 1, 1, 0};
+        o.free = {loss};
+    }
+    output_grads_begin(B, P.step, out);
+    // dxnf is the head's input gradient (logits category: the planner counts it with the logits).
+    const BufferId dxnf = B.buffer("d final norm out", Category::logits, P.act, d.rows * d.h);
+    emit_linear_bwd(B, P.step, "lm head", out, lv, B.full(xg, d.h), B.full(dxnf, d.h), P.head, kNoParam, {dxnf});
+    P.step.back().free = {logits};
+    if (xg != xnf) P.step.back().free.push_back(xg);
+    const BufferId dn = B.reduce_seq(P.step, "d final norm out (rank's rows)", out, dxnf, d.h, kNoBuffer, Category::logits);
+    const BufferId dres = B.seq_act("d residual", d.h, Category::temporary);
+    std::vector<BufferId> release = {dn, labels, x};
+    if (xg == xnf) release.push_back(xnf);
+    emit_norm_bwd(B, P.step, "final norm bwd", out, x, dn, dres, false, P.normf_w, P.normf_b, {dres}, release);
+    output_end(B, P.step, out, reduce);
+    return dres;
+}
+
+namespace {
+
+// Pipeline parallelism: a stage's input received from the previous stage (forward) or its output
+// gradient from the next one (backward), into a new [srows, h] buffer `name` (returned).
+BufferId emit_recv(Builder& B, const std::string& name, const Phase& ph, int from, Category c) {
+    const Dims& d = B.d_;
+    const BufferId x = B.seq_act(name, d.h, c);
+    // p2p: v1 = the received tensor (allocated here)
+    Op& o = B.emit(B.p_.step, OpKind::p2p, name + " receive", ph);
+    o.alloc = {x};
+    o.v[1] = B.seq(x, d.h);
+    o.recv_peer = static_cast<std::int8_t>(from);
+    return x;
+}
+
+// The stage's output (forward) or its input gradient (backward) sent on and freed.
+void emit_send(Builder& B, BufferId x, const Phase& ph, int to) {
+    const Dims& d = B.d_;
+    Program& P = B.p_;
+    // p2p: v0 = the sent tensor (freed after)
+    Op& o = B.emit(P.step, OpKind::p2p, P.buffers[static_cast<std::size_t>(x)].name + " send", ph);
+    o.v[0] = B.seq(x, d.h);
+    o.send_peer = static_cast<std::int8_t>(to);
+    o.free = {x};
+}
+
+// What a micro-batch's forward leaves for its backward.
+struct ForwardState {
+    BufferId tokens = kNoBuffer;
+    std::vector<LayerFwd> saved;
+    BufferId dres = kNoBuffer;  // last stage: dLoss/d(last layer output)
+};
+
+// Forward of micro-batch mb on the stage: the embedding (first stage) or the previous stage's
+// output received, the stage's layers, then the output and loss (last stage) or the output sent
+// to the next stage. `reduce`: the output layer reduces its gradients.
+ForwardState emit_forward_pass(Builder& B, std::int64_t mb, bool reduce) {
+    Program& P = B.p_;
+    const Dims& d = P.dims;
+    const Recompute recompute = P.plan.recompute;
+    ForwardState s;
+    BufferId x = kNoBuffer;
+    if (d.first_stage) {
+        s.tokens = B.buffer("tokens", Category::activations, DType::i64, d.rows);
+        x = emit_embedding_forward(B, mb, s.tokens);
+    } else {
+        x = emit_recv(B, layer_label(d, 1) + "attn norm in", {PhaseKind::forward, 1, mb}, -1, Category::activations);
+    }
+    for (std::int64_t l = 1; l <= d.layers; ++l) {
+        layer_forward_gathers(B, P.step, l, {PhaseKind::forward, l, mb});
+        // Selective recompute drops the attention core right after use; full recompute
+        // keeps only the layer input (everything else goes with the layer's last op).
+        LayerFwd f = emit_layer_forward(B, P.step, l, mb, x, true, recompute != Recompute::selective, "");
+        if (recompute == Recompute::full) {
+            for (BufferId b : layer_kept(P, f)) P.step.back().free.push_back(b);
+            P.step.back().free.push_back(f.core);
+        }
+        release_gathered(B, P.step.back(), layer_unit(P, l));
+        s.saved.push_back(f);
+        x = f.out;
+    }
+    if (d.last_stage)
+        s.dres = emit_output_and_loss(B, mb, x, reduce);
+    else
+        emit_send(B, x, {PhaseKind::forward, d.layers, mb}, +1);
+    return s;
+}
+
+// Backward of micro-batch mb: the output gradient received (but on the last stage), the
+// stage's layers, then the embedding's backward (first stage) or the input gradient sent to the
+// previous stage; the fp32 accumulation of the micro-batch's gradients.
+void emit_backward_pass(Builder& B, std::int64_t mb, const ForwardState& s, bool reduce) {
+    Program& P = B.p_;
+    const Dims& d = P.dims;
+    const BufferId dres = d.last_stage ? s.dres
+                                       : emit_recv(B, "d residual", {PhaseKind::backward, d.layers, mb}, +1,
+                                                   Category::temporary);
+    for (std::int64_t l = d.layers; l >= 1; --l) {
+        const Phase ph{PhaseKind::backward, l, mb};
+        layer_backward_begin(B, P.step, l, ph);
+        emit_layer_backward(B, P.step, l, mb, s.saved[static_cast<std::size_t>(l - 1)], dres);
+        layer_backward_end(B, P.step, l, ph, reduce);
+    }
+    const Phase emb{PhaseKind::backward, 1, mb};
+    if (d.first_stage) {
+        embedding_backward_begin(B, P.step, emb);
+        const BufferId dg = B.gather_seq(P.step, "d embedding out", emb, dres, d.h);  // sequence parallelism
+        {  // embedding_bwd: v0 = tokens, v1 = dres; p0/p1 word/position embedding grads
+            Op& o = B.emit(P.step, OpKind::embedding_bwd, "embedding bwd", emb);
+            o.v[0] = {s.tokens, d.b, d.s, d.s, 0};
+            o.v[1] = B.full(dg, d.h);
+            o.p0 = P.wte;
+            o.p1 = P.wpe;
+            o.free = {dres, s.tokens};
+            if (dg != dres) o.free.push_back(dg);
+        }
+        embedding_backward_end(B, P.step, emb, reduce);
+    } else {
+        emit_send(B, dres, emb, -1);
+    }
+    if (P.grads_fp32 != kNoBuffer)  // grad_accumulate: fp32 buffer += 16-bit gradients, which are then zeroed
+        B.emit(P.step, OpKind::grad_accumulate, "accumulate gradients in fp32", emb);
+}
+
+// One micro-batch, forward then backward, with the data-parallel collectives around them
+// (program_comm.cpp; `reduce`: this micro-batch reduces its gradients).
+void emit_micro_batch(Builder& B, std::int64_t mb, bool reduce) {
+    const ForwardState s = emit_forward_pass(B, mb, reduce);
+    emit_backward_pass(B, mb, s, reduce);
+}
+
+// Ops appended to the step since `from`, taken out of it (a template).
+std::vector<Op> take_from(Program& P, std::size_t from) {
+    std::vector<Op> t(std::make_move_iterator(P.step.begin() + static_cast<std::ptrdiff_t>(from)),
+                      std::make_move_iterator(P.step.end()));
+    P.step.resize(from);
+    return t;
+}
+
+// Appends a template's ops as micro-batch mb's. A send to the next stage followed by a receive
+// from it (or to and from the previous one) become one p2p op, as Megatron-LM's
+// send_forward_recv_backward and send_backward_recv_forward pair them, so that neighbouring
+// stages never wait on each other's lone sends.
+void append_as(Program& P, const std::vector<Op>& t, std::int64_t mb) {
+    for (std::size_t i = 0; i < t.size(); ++i) {
+        Op o = t[i];
+        o.phase.micro_batch = mb;
+        if (i == 0 && !P.step.empty()) {
+            Op& last = P.step.back();
+            const bool send_only = last.kind == OpKind::p2p && last.recv_peer == 0;
+            const bool recv_only = o.kind == OpKind::p2p && o.send_peer == 0;
+            if (send_only && recv_only && last.send_peer == o.recv_peer) {
+                last.name += " + " + o.name;
+                last.v[1] = o.v[1];
+                last.recv_peer = o.recv_peer;
+                last.alloc = o.alloc;
+                continue;
+            }
+        }
+        P.step.push_back(std::move(o));
+    }
+}
+
+// 1F1B on stage i of p with m micro-batches: min(p - i - 1, m) forwards warm the pipeline up,
+// then each forward is followed by the backward of the oldest micro-batch in flight, then the
+// remaining backwards; so at most k = min(p - i, m) micro-batches are in flight, and micro-batch
+// j reuses the buffers of micro-batch j - k (k buffer sets, each a template emitted once).
+// ZeRO-0/1 reduce in the last micro-batch, whose templates are their own.
+void emit_one_f_one_b(Builder& B) {
+    Program& P = B.p_;
+    const std::int64_t p = P.dims.pp, i = P.pp_rank, m = P.dims.grad_acc;
+    const std::int64_t warmup = std::min(p - i - 1, m), k = std::min(p - i, m);
+    const bool reduce = data_parallel(P);
+    std::vector<std::vector<Op>> fwd, bwd;
+    std::vector<ForwardState> state;
+    for (std::int64_t slot = 0; slot < k; ++slot) {
+        const std::size_t from = P.step.size();
+        state.push_back(emit_forward_pass(B, slot + 1, false));
+        fwd.push_back(take_from(P, from));
+    }
+    for (std::int64_t slot = 0; slot < k; ++slot) {
+        const std::size_t from = P.step.size();
+        emit_backward_pass(B, slot + 1, state[static_cast<std::size_t>(slot)], false);
+        bwd.push_back(take_from(P, from));
+    }
+    // The last micro-batch's own templates, on buffers of its own (those of slot (m - 1) % k are
+    // free by then too; separate ones keep the templates independent).
+    std::size_t from = P.step.size();
+    const ForwardState last = emit_forward_pass(B, m, reduce);
+    const std::vector<Op> fwd_last = take_from(P, from);
+    from = P.step.size();
+    emit_backward_pass(B, m, last, reduce);
+    const std::vector<Op> bwd_last = take_from(P, from);
+    auto forward = [&](std::int64_t j) { append_as(P, j == m ? fwd_last : fwd[static_cast<std::size_t>((j - 1) % k)], j); };
+    auto backward = [&](std::int64_t j) { append_as(P, j == m ? bwd_last : bwd[static_cast<std::size_t>((j - 1) % k)], j); };
+    for (std::int64_t j = 1; j <= warmup; ++j) forward(j);
+    for (std::int64_t j = warmup + 1; j <= m; ++j) {
+        forward(j);
+        backward(j - warmup);
+    }
+    for (std::int64_t j = m - warmup + 1; j <= m; ++j) backward(j);
+}
+
+}  // namespace
+
+// Micro-batches 2.. run the same ops on the same buffers as a template micro-batch (each
+// buffer is freed within its micro-batch): copies with their index, so the program's buffer
+// table does not grow with gradient accumulation. ZeRO-0/1 reduce only in the last
+// micro-batch, which then has a template of its own. Across pipeline stages: 1F1B.
+void emit_micro_batches(Builder& B) {
+    Program& P = B.p_;
+    if (P.dims.pp > 1) {
+        emit_one_f_one_b(B);
+        return;
+    }
+    const std::int64_t K = P.dims.grad_acc;
+    const bool every = P.plan.zero >= zero_gradients || !data_parallel(P);
+    const std::size_t first = P.step.size();
+    emit_micro_batch(B, 1, data_parallel(P) && (every || K == 1));
+    const std::size_t per_micro_batch = P.step.size() - first;
+    const std::int64_t copies = every ? K - 1 : std::max<std::int64_t>(K - 2, 0);
+    P.step.reserve(P.step.size() + static_cast<std::size_t>(copies + 1) * per_micro_batch + 16);
+    for (std::int64_t mb = 2; mb <= copies + 1; ++mb)
+        for (std::size_t i = first; i < first + per_micro_batch; ++i) {
+            P.step.push_back(P.step[i]);  // no reallocation: reserved above
+            P.step.back().phase.micro_batch = mb;
+        }
+    if (!every && K > 1) emit_micro_batch(B, K, true);
+}
+
+}  // namespace preflight::runtime::program_detail

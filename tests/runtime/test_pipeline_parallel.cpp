@@ -1,0 +1,316 @@
+// Pipeline parallelism (1F1B, PipeDream-Flush: Narayanan et al. 2021, sec. 2.2) in the step
+// program, without a GPU:
+//  - the stage split (the planner's, pipeline_stage_layers) and what each stage holds, by hand;
+//  - the 1F1B order of forwards and backwards and the micro-batches in flight, by hand;
+//  - every stage's dry run equals the planner's preflight-runtime prediction to the byte, alone
+//    and with tensor, sequence and data parallelism;
+//  - numerical parity on the host (double, loopback ranks in threads): pp 2 and 4, and dp 2 x
+//    tp 2 x pp 2, give the loss and the updated parameters of one GPU running the same global
+//    batch, 3 steps (tied embeddings included: the first and last stage sum their copies'
+//    gradients). The host computes in double; only the order of the sums differs: 1e-9.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "catalog_fixture.hpp"
+#include "dry_run_compare.hpp"
+#include "preflight/planner/error.hpp"
+#include "preflight/runtime/host_runner.hpp"
+#include "preflight/runtime/reference_model.hpp"
+
+namespace preflight::runtime {
+namespace {
+
+using Vec = std::vector<double>;
+
+Plan pp_plan(std::int64_t pp, std::int64_t grad_acc, std::int64_t dp = 1, int zero = 0) {
+    Plan p;
+    p.seq = 128;
+    p.mbs = 2;
+    p.pp = pp;
+    p.grad_acc = grad_acc;
+    p.dp = dp;
+    p.zero = static_cast<ZeroStage>(zero);
+    return p;
+}
+
+bool has_tensor(const Program& P, const std::string& name) {
+    for (const ParamSpec& ps : P.params)
+        if (ps.name == name) return true;
+    return false;
+}
+
+// Llama-3-8B (32 layers) at pp 4: 8 layers a stage, the model's layers 1-8, 9-16, 17-24, 25-32;
+// the embedding on stage 0, the final norm and LM head on stage 3. Ranks are tp-dp-pp ordered:
+// at dp 2, stage s holds ranks 2s and 2s + 1.
+TEST(PipelineLayout, Llama3_8bStagesByHand) {
+    const ModelConfig m = test::catalog_model("llama-3-8b");
+    const Plan p = pp_plan(4, 8, 2, 1);
+    const std::int64_t first[] = {1, 9, 17, 25};
+    for (std::int64_t s = 0; s < 4; ++s) {
+        const Program P = build_program(m, p, 2 * s + 1);
+        EXPECT_EQ(P.pp_rank, s);
+        EXPECT_EQ(P.dp_rank, 1);
+        EXPECT_EQ(P.dims.layers, 8);
+        EXPECT_EQ(P.dims.first_layer, first[s]);
+        EXPECT_EQ(has_tensor(P, "word_embedding"), s == 0);
+        EXPECT_EQ(has_tensor(P, "lm_head.weight"), s == 3);
+        EXPECT_EQ(has_tensor(P, "final_norm.weight"), s == 3);
+        EXPECT_TRUE(has_tensor(P, "layers." + std::to_string(first[s]) + ".qkv_proj.weight"));
+        EXPECT_TRUE(has_tensor(P, "layers." + std::to_string(first[s] + 7) + ".down_proj.weight"));
+        EXPECT_FALSE(has_tensor(P, "layers." + std::to_string(first[s] + 8) + ".down_proj.weight"));
+    }
+}
+
+// GPT-2's 12 layers at pp 5: 3, 3, 2, 2, 2 (the remainder to the first stages, Megatron-LM's
+// even split); its tied word embedding is on stage 0 and, as a copy, on stage 4.
+TEST(PipelineLayout, Gpt2UnevenSplitAndTiedCopy) {
+    const ModelConfig m = test::catalog_model("gpt2");
+    const std::int64_t layers[] = {3, 3, 2, 2, 2};
+    for (std::int64_t s = 0; s < 5; ++s) {
+        const Program P = build_program(m, pp_plan(5, 5), s);
+        EXPECT_EQ(P.dims.layers, layers[s]) << "stage " << s;
+        EXPECT_EQ(has_tensor(P, "word_embedding"), s == 0 || s == 4) << "stage " << s;
+        EXPECT_EQ(has_tensor(P, "position_embedding"), s == 0) << "stage " << s;
+    }
+}
+
+// The forwards (F) and backwards (B) of a stage's step in program order, with the largest
+// number of micro-batches whose forward ran and backward did not.
+struct Order {
+    std::string seq;
+    std::int64_t in_flight = 0;
+};
+Order order_of(const Program& P) {
+    Order o;
+    std::int64_t open = 0;
+    PhaseKind last = PhaseKind::step_start;
+    std::int64_t last_mb = 0;
+    for (const Op& op : P.step) {
+        const PhaseKind k = op.phase.kind == PhaseKind::output_loss ? PhaseKind::forward : op.phase.kind;
+        if (k != PhaseKind::forward && k != PhaseKind::backward) continue;
+        if (k == last && op.phase.micro_batch == last_mb) continue;
+        if (op.kind == OpKind::p2p && op.recv_peer != 0 && op.send_peer != 0) continue;  // a pair closes a pass
+        last = k;
+        last_mb = op.phase.micro_batch;
+        o.seq += (k == PhaseKind::forward ? "F" : "B") + std::to_string(last_mb) + " ";
+        open += k == PhaseKind::forward ? 1 : -1;
+        o.in_flight = std::max(o.in_flight, open);
+    }
+    return o;
+}
+
+// 1F1B on 4 stages with 6 micro-batches: stage i warms up with 3 - i forwards, then alternates,
+// then drains; so stage i holds min(4 - i, 6) micro-batches at once.
+TEST(PipelineSchedule, OneFOneBOrderByHand) {
+    const ModelConfig m = test::llama_model(64, 8, 4, 2, 96, 1000, 256);
+    const char* want[] = {"F1 F2 F3 F4 B1 F5 B2 F6 B3 B4 B5 B6 ", "F1 F2 F3 B1 F4 B2 F5 B3 F6 B4 B5 B6 ",
+                          "F1 F2 B1 F3 B2 F4 B3 F5 B4 F6 B5 B6 ", "F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 F6 B6 "};
+    for (std::int64_t s = 0; s < 4; ++s) {
+        const Order o = order_of(build_program(m, pp_plan(4, 6), s));
+        EXPECT_EQ(o.seq, want[s]) << "stage " << s;
+        EXPECT_EQ(o.in_flight, 4 - s) << "stage " << s;
+    }
+    // Fewer micro-batches than stages: stage 0 holds all 2.
+    EXPECT_EQ(order_of(build_program(m, pp_plan(4, 2), 0)).seq, "F1 F2 B1 B2 ");
+}
+
+// The sends and receives pair up as Megatron-LM's: a middle stage of 4 with 6 micro-batches
+// receives 6 activations and 6 gradients and sends as many; in the steady state (3 rounds
+// after 2 warm-up forwards... ) a send is merged with the next receive, so no stage ever waits on
+// a lone send its neighbour answers only later.
+TEST(PipelineSchedule, SendsAndReceivesPairAsMegatronDoes) {
+    const ModelConfig m = test::llama_model(64, 8, 4, 2, 96, 1000, 256);
+    for (std::int64_t s = 0; s < 4; ++s) {
+        const Program P = build_program(m, pp_plan(4, 6), s);
+        int sends = 0, recvs = 0, paired = 0;
+        for (const Op& op : P.step) {
+            if (op.kind != OpKind::p2p) continue;
+            sends += op.send_peer != 0;
+            recvs += op.recv_peer != 0;
+            paired += op.send_peer != 0 && op.recv_peer != 0;
+            if (op.send_peer != 0 && op.recv_peer != 0) EXPECT_EQ(op.send_peer, op.recv_peer) << describe(P, op);
+        }
+        const int ends = (s == 0) + (s == 3);  // the first stage neither receives activations nor sends gradients
+        EXPECT_EQ(sends, 12 - 6 * ends) << "stage " << s;
+        EXPECT_EQ(recvs, 12 - 6 * ends) << "stage " << s;
+        EXPECT_GT(paired, 0) << "stage " << s;
+    }
+}
+
+TEST(PipelineDryRun, EveryStageEqualsThePlannerToTheByte) {
+    int ranks = 0;
+    std::map<PhaseKind, int> phases;
+    for (const char* name : {"gpt2", "llama-3.2-1b"})
+        for (std::int64_t pp : {2, 4})
+            for (std::int64_t ga : {1, 3, 8})
+                for (Recompute rc : all_recomputes())
+                    for (Precision pr : {Precision::bf16_mixed, Precision::bf16_mixed_fp32_grads})
+                        for (auto [dp, tp, zero] : {std::tuple{1, 1, 0}, std::tuple{2, 1, 1}, std::tuple{1, 2, 0}}) {
+                            Plan p = pp_plan(pp, ga, dp, zero);
+                            p.tp = tp;
+                            p.sp = tp > 1;
+                            p.recompute = rc;
+                            p.precision = pr;
+                            for (std::int64_t s = 0; s < pp; ++s) {  // the last rank of each stage
+                                const std::int64_t rank = (s + 1) * dp * tp - 1;
+                                const test_support::Compared c =
+                                    test_support::compare_with_planner(test::catalog_model(name), p, rank);
+                                EXPECT_EQ(c.dry, c.planned) << name << " " << to_flags(p) << " stage " << s << ": " << c.where;
+                                EXPECT_EQ(c.dry_phase, c.planned_phase) << name << " " << to_flags(p) << " stage " << s;
+                                ++phases[c.planned_phase];
+                                ++ranks;
+                            }
+                        }
+    EXPECT_EQ(ranks, 2 * (2 + 4) * 3 * 3 * 2 * 3);
+    EXPECT_GT(phases[PhaseKind::backward], 0);
+    EXPECT_GT(phases[PhaseKind::output_loss], 0);
+}
+
+// The emulated ranks: the first and last stage of Llama-3-8B at pp 4 (seq 4096, 16
+// micro-batches, dp 2, ZeRO-1, selective recompute): the first stage holds 4 micro-batches in
+// flight and the planner's peak is its backward.
+TEST(PipelineDryRun, Llama3_8bPp4FirstAndLastStage) {
+    const ModelConfig m = test::catalog_model("llama-3-8b");
+    Plan p = pp_plan(4, 16, 2, 1);
+    p.seq = 4096;
+    p.mbs = 1;
+    p.recompute = Recompute::selective;
+    const test_support::Compared first = test_support::compare_with_planner(m, p, 0);
+    EXPECT_EQ(first.dry, first.planned) << first.where;
+    EXPECT_EQ(first.dry_phase, PhaseKind::backward);
+    const test_support::Compared last = test_support::compare_with_planner(m, p, 7);
+    EXPECT_EQ(last.dry, last.planned) << last.where;
+    EXPECT_LT(last.dry, first.dry);  // the last stage holds one micro-batch (and the head)
+}
+
+TEST(PipelineProgram, RefusesWhatTheRuntimeDoesNotRunNamingTheFlag) {
+    const ModelConfig m = test::catalog_model("gpt2");
+    auto refused = [&](Plan p, const std::string& flag) {
+        try {
+            build_program(m, p);
+            ADD_FAILURE() << "accepted " << to_flags(p);
+        } catch (const InputError& e) {
+            EXPECT_EQ(e.subject(), flag) << e.what();
+        }
+    };
+    refused(pp_plan(2, 4, 2, 2), "--zero");
+    refused(pp_plan(2, 4, 2, 3), "--zero");
+    Plan gpipe = pp_plan(2, 4);
+    gpipe.pp_schedule = PpSchedule::gpipe;
+    refused(gpipe, "--pp-schedule");
+    try {
+        build_program(m, pp_plan(2, 4), 2);
+        ADD_FAILURE() << "accepted rank 2 of 2";
+    } catch (const InputError& e) {
+        EXPECT_EQ(e.subject(), "--emulate-rank");
+    }
+}
+
+// ---- parity on the host ----------------------------------------------------------------------
+
+ModelConfig micro_llama() { return test::llama_model(16, 4, 4, 2, 24, 300, 16); }  // untied
+ModelConfig micro_gpt() { return test::gpt_model(16, 4, 2, 300, 16); }             // tied, learned positions
+
+struct Worst {
+    double loss = 0, param = 0;
+};
+
+// The plan's ranks against one GPU running the same global batch; the loss is the last stages'.
+Worst compare(const ModelConfig& m, const Plan& multi, int steps) {
+    const Program whole = build_program(m, single_gpu_plan(multi));
+    std::vector<Program> many;
+    for (std::int64_t r = 0; r < multi.gpus(); ++r) many.push_back(build_program(m, multi, r));
+    const Vec init = ref::random_params(whole, 5, 0.4);
+    const std::vector<RankResult> a = run_host_ranks(whole, {whole}, init, 77, steps);
+    const std::vector<RankResult> b = run_host_ranks(whole, many, init, 77, steps);
+    Worst w;
+    for (int s = 0; s < steps; ++s) {
+        double mean = 0;
+        int n = 0;
+        for (std::size_t r = 0; r < many.size(); ++r)
+            if (many[r].dims.last_stage) mean += b[r].losses[static_cast<std::size_t>(s)], ++n;
+        mean /= n;
+        const double want = a[0].losses[static_cast<std::size_t>(s)];
+        w.loss = std::max(w.loss, std::abs(mean - want) / want);
+    }
+    double scale = 0;
+    for (std::size_t i = 0; i < init.size(); ++i) {
+        w.param = std::max(w.param, std::abs(b[0].updated[i] - a[0].updated[i]));
+        scale = std::max(scale, std::abs(a[0].updated[i]));
+    }
+    w.param /= scale;
+    return w;
+}
+
+TEST(PipelineParity, PpAloneAndWithTensorAndDataParallelismMatchOneGpu) {
+    int cases = 0;
+    Worst worst;
+    for (const ModelConfig& m : {micro_llama(), micro_gpt()})
+        for (Precision pr : {Precision::fp32, Precision::bf16_mixed_fp32_grads})
+            for (auto [pp, ga] : {std::pair{2, 3}, std::pair{4, 6}, std::pair{4, 2}})
+                for (auto [dp, tp, zero] : {std::tuple{1, 1, 0}, std::tuple{2, 2, 1}}) {
+                    Plan p;
+                    p.seq = 6;
+                    p.mbs = 2;
+                    p.pp = pp;
+                    p.grad_acc = ga;
+                    p.dp = dp;
+                    p.tp = tp;
+                    p.sp = tp > 1;
+                    p.zero = static_cast<ZeroStage>(zero);
+                    p.precision = pr;
+                    const Worst w = compare(m, p, 3);
+                    EXPECT_LE(w.loss, 1e-9) << m.name << " " << to_flags(p);
+                    EXPECT_LE(w.param, 1e-9) << m.name << " " << to_flags(p);
+                    worst.loss = std::max(worst.loss, w.loss);
+                    worst.param = std::max(worst.param, w.param);
+                    ++cases;
+                }
+    std::printf("pp 2 / 4, dp 2 x tp 2 x pp 2 / 4 vs one GPU, 3 steps, %d cases: worst loss %.2e, worst parameter %.2e\n",
+                cases, worst.loss, worst.param);
+    EXPECT_EQ(cases, 2 * 2 * 3 * 2);
+}
+
+TEST(PipelineParity, RecomputeAndEagerAttentionToo) {
+    for (Recompute rc : all_recomputes())
+        for (AttentionKind at : {AttentionKind::flash, AttentionKind::eager}) {
+            Plan p;
+            p.seq = 6;
+            p.mbs = 2;
+            p.pp = 2;
+            p.grad_acc = 3;
+            p.recompute = rc;
+            p.attention = at;
+            const Worst w = compare(micro_gpt(), p, 2);
+            EXPECT_LE(w.loss, 1e-9) << to_flags(p);
+            EXPECT_LE(w.param, 1e-9) << to_flags(p);
+        }
+}
+
+// An emulated middle stage runs alone: it receives zeros for its input and gradients (the other
+// stages are not there), so its numbers are finite, and it has no loss of its own.
+TEST(PipelineParity, AnEmulatedStageRunsItsProgramAlone) {
+    Plan p;
+    p.seq = 6;
+    p.mbs = 2;
+    p.pp = 4;
+    p.grad_acc = 5;
+    const Program prog = build_program(micro_llama(), p, 1);
+    HostEmulatedRank dp(0, 1), tp(0, 1), pp(1, 4);
+    HostRunner run(prog, 9, {&dp, &tp, &pp, nullptr});
+    const Program whole = build_program(micro_llama(), single_gpu_plan(p));
+    run.params = shard_parameters(whole, ref::random_params(whole, 5, 0.4), prog);
+    DryBackend backend;
+    TrackingAllocator alloc(backend);
+    BufferTable table;
+    walk(prog, prog.setup, alloc, table, &run, "set-up");
+    walk(prog, prog.step, alloc, table, &run, "step", 1);
+    EXPECT_EQ(run.loss_sum, 0.0);
+    for (double v : run.buffer(prog.weights)) ASSERT_TRUE(std::isfinite(v));
+    walk(prog, prog.teardown, alloc, table, &run, "teardown");
+}
+
+}  // namespace
+}  // namespace preflight::runtime
