@@ -80,7 +80,7 @@ void print_parallel(const runtime::RunReport& r) {
     const runtime::ParallelInfo& p = r.parallel;
     if (p.backend == "none") return;
     std::cout << "# rank " << p.rank << " of " << p.world_size << " (data-parallel rank " << p.dp_rank
-              << ", tensor-parallel rank " << p.tp_rank << "), collectives: " << p.backend;
+              << ", tensor-parallel rank " << p.tp_rank << ", pipeline stage " << p.pp_rank << "), collectives: " << p.backend;
     if (p.backend == "emulated")
         std::cout << " (this rank alone: collectives are local ops; communication time is the planner's prediction)";
     if (p.backend == "dry-run") std::cout << " (walked, not run)";
@@ -196,9 +196,11 @@ void check_runnable(const RunState& st, const ModelConfig& model, const Plan& pl
     if (plan.grad_acc > limits::kMaxRuntimeGradAcc)
         throw InputError("--grad-acc", std::to_string(plan.grad_acc) + " exceeds the limit kMaxRuntimeGradAcc = " +
                                            std::to_string(limits::kMaxRuntimeGradAcc) + " of `preflight run`");
-    if (plan.grad_acc * model.layers > limits::kMaxRuntimeLayerSteps)
-        throw InputError("--grad-acc", std::to_string(plan.grad_acc) + " micro-batches x " +
-                                           std::to_string(model.layers) + " layers exceed the limit kMaxRuntimeLayerSteps = " +
+    // A rank walks its stage's layers: the first stage's are the most (the split's remainder goes first).
+    const std::int64_t layers = pipeline_stage_layers(plan, model.layers, 0);
+    if (plan.grad_acc * layers > limits::kMaxRuntimeLayerSteps)
+        throw InputError("--grad-acc", std::to_string(plan.grad_acc) + " micro-batches x " + std::to_string(layers) +
+                                           " layers a stage exceed the limit kMaxRuntimeLayerSteps = " +
                                            std::to_string(limits::kMaxRuntimeLayerSteps) + " of `preflight run`");
 }
 
@@ -352,14 +354,16 @@ Command add_run_command(CLI::App& app) {
                     "Write the initial parameters (fp32, flat) to FILE and their index to FILE.json, for "
                     "validation/pytorch/train.py --init-from (device runs)");
     sub->add_option("--emulate-rank", st->emulate_rank,
-                    "Multi-GPU plans (--dp or --tp > 1, or a ZeRO stage): run rank R of the plan's dp x tp ranks alone "
-                    "on this GPU (R = tp_rank + tp x dp_rank: tensor-parallel ranks adjacent, as Megatron-LM numbers "
-                    "them), every collective a local op on the same buffers: its memory is what rank R of the real job "
-                    "holds (but for NCCL's own buffers, measured and reported), its step time the measured compute plus "
-                    "the planner's predicted communication; its loss is not the model's (the other ranks' partial sums "
-                    "are missing). With --dry-run: the rank walked (default 0)");
+                    "Multi-GPU plans (--dp, --tp or --pp > 1, or a ZeRO stage): run rank R of the plan's dp x tp x pp "
+                    "ranks alone on this GPU (R = tp_rank + tp x (dp_rank + dp x pp_stage): tensor-parallel ranks "
+                    "adjacent, then data-parallel, then pipeline stages, as Megatron-LM numbers them), every collective "
+                    "a local op on the same buffers and a pipeline stage receiving zeros from its neighbours: its memory "
+                    "is what rank R of the real job holds (but for NCCL's own buffers, measured and reported), its step "
+                    "time the measured compute plus the planner's predicted communication; its loss is not the model's "
+                    "(the other ranks' partial sums are missing; stages before the last report none). With --dry-run: "
+                    "the rank walked (default 0)");
     sub->add_option("--nproc-per-node", st->ranks.nproc_per_node,
-                    "Start one process per rank on this node (N = --dp x --tp), each on GPU LOCAL_RANK, "
+                    "Start one process per rank on this node (N = --dp x --tp x --pp), each on GPU LOCAL_RANK, "
                     "collectives over NCCL; each rank writes --report with .rank<R> before the extension. On several "
                     "nodes launch `preflight run` with torchrun or srun instead: RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/"
                     "MASTER_PORT or SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID are read, the NCCL id handed over TCP "
@@ -372,9 +376,12 @@ Command add_run_command(CLI::App& app) {
         "  preflight plan --model llama-3-8b --gpus 8 --gbs-tokens 4194304 --emit preflight | \\\n"
         "    preflight run --plan - --emulate-rank 0      # rank 0 of the recommendation, on this GPU\n"
         "  preflight run --model gpt2 --dp 8 --zero 1 --nproc-per-node 8   # eight local ranks over NCCL\n"
+        "  preflight run --model llama-3-8b --seq 4096 --tp 2 --sp --pp 2 --grad-acc 4 --emulate-rank 3 --dry-run\n"
+        "                                                  # the last stage's tensor-parallel rank 1, walked\n"
         "Exit codes: 0 ok; 1 allocation failed (report still written) or tracked peak off the prediction by > 1 %;\n"
-        "2 bad input or a plan the runtime cannot run (pp > 1, --sp, fp16, dropout, MoE); 3 no GPU, no CUDA build,\n"
-        "or a CUDA/cuBLASLt/NCCL failure during the run (report still written).");
+        "2 bad input or a plan the runtime cannot run (fp16, dropout, MoE, GPipe or interleaved pipelines, ZeRO-2/3\n"
+        "with --pp > 1, fp8-mixed with --sp); 3 no GPU, no CUDA build, or a CUDA/cuBLASLt/NCCL failure during\n"
+        "the run (report still written).");
     return {sub, [st] { return run_command(*st); }};
 }
 

@@ -307,7 +307,7 @@ BufferId emit_column_parallel_bwd(Builder& B, std::vector<Op>& out, const std::s
                                   const std::string& dx_name, const Phase& ph, const View& dy, BufferId x, BufferId x8t,
                                   ParamId w, ParamId b, BufferId dy_buffer) {
     const Dims& d = B.d_;
-    const BufferId dx = B.act(dx_name, d.h, Category::temporary);
+    const BufferId dx = B.act(d.sp ? dx_name + " partial sums" : dx_name, d.h, Category::temporary);
     if (!d.sp) {
         emit_gemm_bwd(B, out, name, ph, dy, B.full(x, d.h), x8t, B.full(dx, d.h), w, b, {dx});
         out.back().free.push_back(dy_buffer);
@@ -317,7 +317,7 @@ BufferId emit_column_parallel_bwd(Builder& B, std::vector<Op>& out, const std::s
     emit_linear_bwd(B, out, name, ph, dy, {}, B.full(dx, d.h), w, b, {dx});
     Op wgrad = std::move(out.back());  // emitted again once the input is gathered
     out.pop_back();
-    const BufferId dn = B.reduce_seq(out, dx_name + " (rank's rows)", ph, dx, d.h, kNoBuffer, Category::temporary);
+    const BufferId dn = B.reduce_seq(out, dx_name, ph, dx, d.h, kNoBuffer, Category::temporary);
     const BufferId xg = B.gather_seq(out, x_name, ph, x, d.h);
     wgrad.v[1] = B.full(xg, d.h);
     wgrad.free = {dy_buffer, xg};

@@ -116,11 +116,11 @@ BufferId emit_output_and_loss(Builder& B, std::int64_t mb, BufferId x, bool redu
     }
     output_grads_begin(B, P.step, out);
     // dxnf is the head's input gradient (logits category: the planner counts it with the logits).
-    const BufferId dxnf = B.buffer("d final norm out", Category::logits, P.act, d.rows * d.h);
+    const BufferId dxnf = B.buffer(d.sp ? "d final norm out partial sums" : "d final norm out", Category::logits, P.act, d.rows * d.h);
     emit_linear_bwd(B, P.step, "lm head", out, lv, B.full(xg, d.h), B.full(dxnf, d.h), P.head, kNoParam, {dxnf});
     P.step.back().free = {logits};
     if (xg != xnf) P.step.back().free.push_back(xg);
-    const BufferId dn = B.reduce_seq(P.step, "d final norm out (rank's rows)", out, dxnf, d.h, kNoBuffer, Category::logits);
+    const BufferId dn = B.reduce_seq(P.step, "d final norm out", out, dxnf, d.h, kNoBuffer, Category::logits);
     const BufferId dres = B.seq_act("d residual", d.h, Category::temporary);
     std::vector<BufferId> release = {dn, labels, x};
     if (xg == xnf) release.push_back(xnf);

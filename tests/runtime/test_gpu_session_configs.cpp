@@ -12,6 +12,7 @@
 
 #include "catalog_fixture.hpp"
 #include "preflight/planner/report.hpp"
+#include "preflight/runtime/program.hpp"
 #include "preflight/runtime/runtime.hpp"
 
 namespace preflight::runtime {
@@ -131,6 +132,46 @@ TEST(GpuSessionConfigs, TheFp8PairsRunAndFitInBothRecipes) {
     }
     EXPECT_GE(pairs, 6);
     EXPECT_TRUE(large);
+}
+
+// validation/gpu_session/gpu_session_mp_configs.json, the tensor-, sequence- and pipeline-parallel
+// ranks the GPU session records (measure-mp): each runs, its rank is inside the plan, it fits an 80 GB
+// H100 with 15 % headroom, and the set holds what the issue names (>= 8 runs with tp > 1 or pp > 1;
+// GPT-2 and Llama families; a tp 8 + sp rank of Llama-3-70B; the first and the last stage of a pp 4
+// Llama-3-8B plan).
+TEST(GpuSessionConfigs, TheModelParallelRanksRunFitAndCoverTheIssue) {
+    std::ifstream in(preflight::test::data_dir() / ".." / "validation" / "gpu_session" / "gpu_session_mp_configs.json");
+    ASSERT_TRUE(in) << "validation/gpu_session/gpu_session_mp_configs.json";
+    const auto j = nlohmann::json::parse(in);
+    const GpuSpec gpu = preflight::test::catalog_gpu(j.at("gpu_default").get<std::string>());
+    std::set<std::string> ids, families;
+    std::set<std::int64_t> llama8b_pp4_stages;
+    int model_parallel = 0;
+    bool seventy_sp = false;
+    for (const auto& c : j.at("configs")) {
+        const std::string id = c.at("id");
+        EXPECT_TRUE(ids.insert(id).second) << "duplicate id " << id;
+        const ModelConfig m = preflight::test::catalog_model(c.at("model"));
+        const Plan plan = resolve_defaults(plan_from_json(c), m);
+        EXPECT_NO_THROW(check_supported(m, plan)) << id;
+        const std::int64_t rank = c.at("rank");
+        ASSERT_LT(rank, plan.dp * plan.tp * plan.pp) << id;
+        EXPECT_NO_THROW((void)build_program(m, plan, rank)) << id;
+        RunOptions o;
+        o.rank = rank;
+        const Predicted p = predict(m, gpu, plan, o);
+        EXPECT_LE(p.memory.peak_bytes, gpu.memory_bytes * 85 / 100) << id;
+        const double gib = static_cast<double>(p.memory.peak_bytes) / (1 << 30);
+        EXPECT_NEAR(c.at("predicted_peak_gib").get<double>(), gib, 0.1 * gib) << id;
+        families.insert(std::string(to_string(m.family)));
+        if (plan.tp > 1 || plan.pp > 1) ++model_parallel;
+        if (m.name == "llama-3-70b" && plan.tp == 8 && plan.sp) seventy_sp = true;
+        if (m.name == "llama-3-8b" && plan.pp == 4) llama8b_pp4_stages.insert(rank_coords(plan, rank).pp);
+    }
+    EXPECT_GE(model_parallel, 8);
+    EXPECT_TRUE(families.count("gpt2") && families.count("llama"));
+    EXPECT_TRUE(seventy_sp);
+    EXPECT_TRUE(llama8b_pp4_stages.count(0) && llama8b_pp4_stages.count(3));
 }
 
 }  // namespace

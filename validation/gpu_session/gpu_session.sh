@@ -32,6 +32,8 @@
 #     measure-dp[:id,id]  the emulated data-parallel ranks of gpu_session_dp_configs.json: per plan
 #                  `preflight run --emulate-rank R --report data/measurements/<gpu>/dp/<id>.json` with its
 #                  evidence (<id>.log); PREFLIGHT_DP_STEPS (3) and PREFLIGHT_DP_WARMUP (1) per plan
+#     measure-mp[:id,id]  the same for the tensor-, sequence- and pipeline-parallel ranks of
+#                  gpu_session_mp_configs.json, into data/measurements/<gpu>/mp/
 #     nccl         NCCL at world size 1 through the launcher (`preflight run --nproc-per-node 1`, ZeRO-1 and
 #                  ZeRO-3 gpt2): data/measurements/<gpu>/dp/nccl-ws1-*.rank0.json and logs
 #     fp8          fp8-mixed against bf16-mixed: every pair of gpu_session_fp8_configs.json back to back
@@ -69,6 +71,7 @@ out=${OUT:-/tmp/preflight-gpu-out}
 configs=validation/gpu_session/gpu_session_configs.json
 dp_configs=validation/gpu_session/gpu_session_dp_configs.json
 fp8_configs=validation/gpu_session/gpu_session_fp8_configs.json
+mp_configs=validation/gpu_session/gpu_session_mp_configs.json
 dp_steps=${PREFLIGHT_DP_STEPS:-3}
 dp_warmup=${PREFLIGHT_DP_WARMUP:-1}
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
@@ -340,29 +343,30 @@ PY
     done <<<"$lines"
 }
 
-do_measure_dp() {  # do_measure_dp SELECTOR (all | id,id,...): emulated data-parallel ranks
-    local sel=${1:-all}
-    ensure_built cli-only || { note "measure-dp: no preflight binary"; return 1; }
-    local pre=$build/cli/preflight ddir=$mdir/dp lines
+do_measure_ranks() {  # do_measure_ranks STAGE CONFIGS SUBDIR SELECTOR (all | id,id,...): emulated ranks of a plan
+    local stage=$1 cfg=$2 sub=$3 sel=${4:-all}
+    ensure_built cli-only || { note "$stage: no preflight binary"; return 1; }
+    local pre=$build/cli/preflight ddir=$mdir/$sub lines
     mkdir -p "$ddir"
-    lines=$(python3 - "$dp_configs" "$sel" <<'EOF'
+    lines=$(python3 - "$cfg" "$sel" <<'EOF'
 import json, sys
 sel = sys.argv[2]
 for c in json.load(open(sys.argv[1]))["configs"]:
     if sel == "all" or c["id"] in sel.split(","):
-        print(c["id"], c["model"], c["seq"], c["mbs"], c["grad_acc"], c["dp"], c["zero"], c["rank"], c["recompute"],
-              c["precision"], c["attention"])
+        print(c["id"], c["model"], c["seq"], c["mbs"], c["grad_acc"], c["dp"], c.get("tp", 1), c.get("pp", 1),
+              "--sp" if c.get("sp") else "-", c["zero"], c["rank"], c["recompute"], c["precision"], c["attention"])
 EOF
 )
-    [[ -n $lines ]] || { note "measure-dp: no configuration matches '$sel'"; return 1; }
-    note "measure-dp '$sel': $(echo "$lines" | wc -l) emulated ranks on $gpu"
-    local id model seq mbs ga dp zero rank rc prec attn
-    while read -r id model seq mbs ga dp zero rank rc prec attn; do
+    [[ -n $lines ]] || { note "$stage: no configuration matches '$sel'"; return 1; }
+    note "$stage '$sel': $(echo "$lines" | wc -l) emulated ranks on $gpu"
+    local id model seq mbs ga dp tp pp sp zero rank rc prec attn
+    while read -r id model seq mbs ga dp tp pp sp zero rank rc prec attn; do
         if [[ ${PREFLIGHT_REMEASURE:-0} != 1 ]] && python3 -c "import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if r.get('mode') == 'device' and r.get('status') == 'ok' else 1)" "$ddir/$id.json" 2>/dev/null; then
             note "$id: already recorded (set PREFLIGHT_REMEASURE=1 to measure again)"; continue
         fi
-        local plan=(--model "$model" --gpu "$gpu" --seq "$seq" --mbs "$mbs" --grad-acc "$ga" --dp "$dp" --zero "$zero"
-                    --recompute "$rc" --precision "$prec" --attention "$attn" --emulate-rank "$rank")
+        local plan=(--model "$model" --gpu "$gpu" --seq "$seq" --mbs "$mbs" --grad-acc "$ga" --dp "$dp" --tp "$tp" --pp "$pp"
+                    --zero "$zero" --recompute "$rc" --precision "$prec" --attention "$attn" --emulate-rank "$rank")
+        [[ $sp == --sp ]] && plan+=(--sp)
         local pred need
         pred=$("$pre" run "${plan[@]}" --dry-run --format json 2>/dev/null |
                python3 -c "import json,sys; print(json.load(sys.stdin)['predicted'].get('step_time_s') or 0.5)" 2>/dev/null || echo 0.5)
@@ -539,12 +543,14 @@ for s in "${stages[@]}"; do
         cputest) ensure_built && do_ctest cpu-tests -LE gpu -j "$jobs" ;;
         measure) do_measure all ;;
         measure:*) do_measure "${s#measure:}" ;;
-        measure-dp) do_measure_dp all ;;
-        measure-dp:*) do_measure_dp "${s#measure-dp:}" ;;
+        measure-dp) do_measure_ranks measure-dp "$dp_configs" dp all ;;
+        measure-dp:*) do_measure_ranks measure-dp "$dp_configs" dp "${s#measure-dp:}" ;;
+        measure-mp) do_measure_ranks measure-mp "$mp_configs" mp all ;;
+        measure-mp:*) do_measure_ranks measure-mp "$mp_configs" mp "${s#measure-mp:}" ;;
         nccl) do_nccl ;;
         fp8) do_fp8 ;;
         curves) do_curves ;;
-        *) note "unknown stage '$s' (check build test headline losscurve debug memcheck cputest measure[:GROUP|:id,...] measure-dp[:id,...] nccl fp8 curves all)"; exit 2 ;;
+        *) note "unknown stage '$s' (check build test headline losscurve debug memcheck cputest measure[:GROUP|:id,...] measure-dp[:id,...] measure-mp[:id,...] nccl fp8 curves all)"; exit 2 ;;
     esac
     pack
 done

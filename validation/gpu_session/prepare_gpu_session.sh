@@ -110,6 +110,9 @@ $OUT/preflight-gpu-<stamp>.tar.gz + $OUT/summary.txt). See README.md, "GPU sessi
   Data parallelism (loopback parity and NCCL at world size 1 are gpu-labelled tests, so in
   `test`; then the emulated ranks and the launcher's NCCL run):
        run(command="bash validation/gpu_session/gpu_session.sh check build test measure-dp nccl", carry=[".deps"], timeout_s=600)
+  Tensor, sequence and pipeline parallelism (device loopback parity is in `test`; then the emulated
+  tensor-/pipeline-parallel ranks):
+       run(command="bash validation/gpu_session/gpu_session.sh measure-mp", carry=[".deps"], timeout_s=600)
   fp8-mixed (its gpu tests are in `test`; then the pairs, the 200-step curves and the band):
        run(command="bash validation/gpu_session/gpu_session.sh fp8 curves", carry=[".deps"], timeout_s=600)
 

@@ -267,12 +267,12 @@ struct OptimizerRegion {
 };
 std::vector<OptimizerRegion> optimizer_regions(const Program& program);
 
-// Throws InputError naming the flag for a plan this runtime cannot run (tp/pp > 1,
-// fp16/fp8, dropout, MoE).
+// Throws InputError naming the flag for a plan this runtime cannot run (fp16, dropout, MoE,
+// GPipe or interleaved pipelines, ZeRO-2/3 with pp > 1, fp8 with --sp, head_dim > 128).
 void check_supported(const ModelConfig& model, const Plan& plan);
 
-// Builds the program of data-parallel rank `rank` (0 <= rank < dp; InputError naming
-// --emulate-rank otherwise) for a resolved, validated, supported plan.
+// Builds the program of global rank `rank` (0 <= rank < dp x tp x pp, numbered as rank_coords;
+// InputError naming --emulate-rank otherwise) for a resolved, validated, supported plan.
 Program build_program(const ModelConfig& model, const Plan& plan, std::int64_t rank = 0);
 // A global rank's place in the plan's grid: tensor-parallel ranks adjacent, then data-parallel,
 // then pipeline stages (Megatron-LM's default order tp-dp-pp, megatron/core/parallel_state.py):
