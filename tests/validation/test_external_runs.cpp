@@ -288,3 +288,38 @@ TEST(ExternalJobs, CheckWritesTheJobsCsvBesideTheReports) {
     EXPECT_EQ(with_tokens, 832);
     fs::remove_all(out);
 }
+
+// A dataset.json "targets" block: a misspelt key would gate nothing, so it is refused naming the
+// key; folds are bounded (one fit per fold: 10^6 folds would run without end); a gate over zero
+// jobs fails rather than reading 0 % error.
+TEST(ExternalRuns, TargetsAreCheckedOnLoadAndGatesNeedJobs) {
+    const fs::path d = fs::temp_directory_path() / ("preflight-targets-" + std::to_string(::getpid()));
+    fs::create_directories(d);
+    auto error_with = [&](const std::string& targets) {
+        std::ofstream(d / "dataset.json") << R"({"name": "t", "csv": "t.csv", "framework": "nanotron", "gpu": )"
+                                          << R"("h100-sxm-80gb", "source": "test", "targets": )" << targets << "}";
+        try {
+            (void)read_external_dataset(d);
+        } catch (const InputError& e) {
+            return std::string(e.what());
+        }
+        return std::string();
+    };
+    EXPECT_NE(error_with(R"({"reserved_peak_error_p50_max": 0.05})").find("targets.reserved_peak_error_p50_max"),
+              std::string::npos);
+    EXPECT_NE(error_with(R"({"reserved_peak_error_p50_max": 0.05})").find("unknown target"), std::string::npos);
+    EXPECT_NE(error_with(R"({"folds": 1000000})").find("targets.folds"), std::string::npos);
+    EXPECT_NE(error_with(R"({"folds": 1})").find("[2, 100]"), std::string::npos);
+    EXPECT_NE(error_with(R"({"fit_but_oom_fraction_max": -0.5})").find("non-negative"), std::string::npos);
+    EXPECT_NE(error_with(R"({"compared_rows_min": 2.5})").find("targets.compared_rows_min"), std::string::npos);
+    // A valid block passes the check and reaches the CSV (absent here).
+    EXPECT_NE(error_with(R"({"folds": 5, "reserved_peak_abs_error_p50_max": 0.05})").find("t.csv"), std::string::npos);
+    fs::remove_all(d);
+
+    const MemoryFigures none;  // no job compared
+    const auto failures = memory_gate_failures(
+        none, nlohmann::json{{"reserved_peak_abs_error_p50_max", 0.05}, {"memory_verdict_accuracy_min", 0.97}});
+    ASSERT_EQ(failures.size(), 2u);
+    EXPECT_NE(failures[0].find("0 jobs compared"), std::string::npos) << failures[0];
+    EXPECT_TRUE(memory_gate_failures(none, nlohmann::json::object()).empty());  // no target, no gate
+}

@@ -19,7 +19,8 @@
 #                  then the same model and plan in PyTorch (validation/pytorch/train.py, when present)
 #                  in the same call: <id>.pytorch.json / <id>.pytorch.log
 #     headline     the headline plan (configs' "headline": llama-3.2-1b, bf16-mixed, seq 2048, flash):
-#                  ours, PyTorch eager and PyTorch torch.compile, same GPU, same call; MFU of each
+#                  ours, PyTorch eager and PyTorch torch.compile, same GPU, same call, but only for the
+#                  runs not yet recorded on this GPU kind (PREFLIGHT_REMEASURE=1 measures all three again); MFU of each
 #     losscurve    same model, data, seed and initial weights: `preflight run --save-init` 50 steps, then
 #                  train.py --init-from --data preflight 50 steps, compared by compare_loss.py
 #                  (PREFLIGHT_LOSS_MODEL (a catalog name or a config.json path) / _SEQ / _MBS / _PRECISION /

@@ -461,6 +461,23 @@ std::vector<std::string> memory_gate_failures(const MemoryFigures& f, const nloh
         if (!t.at(key).is_number()) throw InputError(std::string("targets.") + key, "must be a number");
         return t.at(key).get<double>();
     };
+    // A gate that compared nothing fails (a figure over no job would read as 0 % error): each needs
+    // at least compared_rows_min jobs (default 1).
+    const int min_jobs = t.is_object() && t.contains("compared_rows_min") && t.at("compared_rows_min").is_number_integer()
+                             ? t.at("compared_rows_min").get<int>()
+                             : 1;
+    auto too_few = [&](const char* key, int n, const char* what) {
+        if (!t.is_object() || !t.contains(key) || n >= min_jobs) return false;
+        out.push_back(std::string(what) + ": " + std::to_string(n) + " jobs compared, fewer than " +
+                      std::to_string(min_jobs) + " (" + key + " is unknown)");
+        return true;
+    };
+    if (too_few("memory_verdict_accuracy_min", f.verdict_jobs, "fit/OOM verdict") |
+        too_few("fit_but_oom_fraction_max", f.predicted_fit, "predicted-fit jobs") |
+        too_few("reserved_peak_abs_error_p50_max", f.reserved_ok.n, "reserved-peak error") |
+        too_few("reserved_peak_abs_error_p95_max", f.reserved_ok.n, "reserved-peak error") |
+        too_few("optimizer_allocated_abs_error_p95_max", f.optimizer_allocated.n, "optimizer-step allocated error"))
+        return out;
     if (auto v = num("memory_verdict_accuracy_min"); v && f.verdict_accuracy < *v)
         out.push_back("fit/OOM verdict right on " + pct(f.verdict_accuracy) + " < " + pct(*v));
     if (auto v = num("fit_but_oom_fraction_max"); v && f.fit_but_oom_fraction > *v)

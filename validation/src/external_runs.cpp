@@ -11,6 +11,7 @@
 
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/limits.hpp"
 #include "preflight/planner/plan_extensions.hpp"
 
 namespace preflight::validation {
@@ -43,6 +44,30 @@ std::string ExternalRun::configuration_key() const {
 }
 
 namespace {
+
+// A data set's "targets": every key one a gate reads (a misspelt key would otherwise gate nothing),
+// fractions finite and non-negative, counts positive integers, folds in [2, kMaxFolds].
+void check_targets(const nlohmann::json& t, const std::string& manifest) {
+    static const std::set<std::string> fractions = {
+        "tokens_per_s_per_gpu_error_p50_max", "tokens_per_s_per_gpu_error_p95_max", "peak_memory_error_p50_max",
+        "peak_memory_error_p95_max", "memory_verdict_accuracy_min", "fit_but_oom_fraction_max",
+        "reserved_peak_abs_error_p50_max", "reserved_peak_abs_error_p95_max", "optimizer_allocated_abs_error_p95_max"};
+    for (const auto& [key, v] : t.items()) {
+        const std::string where = manifest + ": targets." + key;
+        if (fractions.count(key)) {
+            if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
+                throw InputError(where, "must be a finite, non-negative number (a fraction: 0.05 = 5 %)");
+        } else if (key == "compared_rows_min" || key == "folds") {
+            const std::int64_t lo = key == "folds" ? 2 : 1, hi = key == "folds" ? limits::kMaxFolds : std::int64_t{1} << 30;
+            if (!v.is_number_integer() || v.get<std::int64_t>() < lo || v.get<std::int64_t>() > hi)
+                throw InputError(where, "must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+        } else {
+            std::string known;
+            for (const std::string& k : fractions) known += k + ", ";
+            throw InputError(where, "unknown target (known: " + known + "compared_rows_min, folds)");
+        }
+    }
+}
 
 // Splits one CSV line on commas. The data sets have no quoted fields; a quote is refused
 // rather than mis-parsed.
@@ -476,6 +501,7 @@ ExternalDataset read_external_dataset(const fs::path& folder, const fs::path& da
                                             "folder (../<folder>/<file>), got '" + csv + "'");
     if (j.contains("targets")) {
         if (!j["targets"].is_object()) throw InputError(manifest.string(), "\"targets\" must be an object");
+        check_targets(j["targets"], manifest.string());
         d.targets = j["targets"];
     }
     if (j.contains("schema")) d.schema = str("schema");

@@ -361,7 +361,7 @@ std::string throughput_cv_markdown(const ThroughputCv& cv) {
 ThroughputGate throughput_gate(const ExternalDataset& d, const GpuSpec& gpu) {
     ThroughputGate g;
     int folds = 5;
-    if (d.targets.contains("folds") && d.targets.at("folds").is_number_integer()) folds = d.targets.at("folds").get<int>();
+    if (d.targets.contains("folds")) folds = d.targets.at("folds").get<int>();  // checked on load: [2, kMaxFolds]
     for (const ExternalRun& r : d.runs)
         if (!r.gpu.empty() && r.gpu != gpu.name)
             throw InputError(d.name + " dataset.json", "a fitted data set holds rows of one GPU (" + gpu.name + "); " +
@@ -380,8 +380,12 @@ ThroughputGate throughput_gate(const ExternalDataset& d, const GpuSpec& gpu) {
             g.failures.emplace_back(b);
         }
     };
+    const int min_jobs = d.targets.contains("compared_rows_min") ? d.targets.at("compared_rows_min").get<int>() : 1;
     if (g.cv.held_out.n == 0)
         g.failures.emplace_back("no job could be held out (every family fell in one fold): the tokens/s figures are unknown");
+    else if (g.cv.held_out.n < min_jobs)
+        g.failures.emplace_back("only " + std::to_string(g.cv.held_out.n) + " jobs held out on tokens/s, target " +
+                                std::to_string(min_jobs) + " (compared_rows_min)");
     gate("tokens_per_s_per_gpu_error_p50_max", g.cv.held_out.p50);
     gate("tokens_per_s_per_gpu_error_p95_max", g.cv.held_out.p95);
     g.summary = throughput_cv_to_json(g.cv);

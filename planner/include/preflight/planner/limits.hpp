@@ -43,6 +43,9 @@ inline constexpr std::int64_t kMaxSearchMbs = 4096;
 inline constexpr std::int64_t kMaxSearchPlans = 50'000;
 // --top-k: ranked plans printed, each evaluated in full (memory timeline and step time).
 inline constexpr std::int64_t kMaxTopK = 100;
+// A data set's cross-validation folds ("targets": {"folds": k}): each fold is one fit over the
+// data set (seconds on the nanotron sweep), so k stays in [2, 100].
+inline constexpr std::int64_t kMaxFolds = 100;
 // The dry run and the runtime walk one step op by op: at most this many micro-batches
 // (--grad-acc) and this many layer-steps (layers x grad_acc) per step: Llama-3.2-1B up to
 // --grad-acc 256, GPT-2 up to 341. A layer-step is ~30 ops (full recompute, eager

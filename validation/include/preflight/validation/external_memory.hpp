@@ -114,7 +114,8 @@ std::string memory_cv_svg(const std::vector<ExternalRun>& runs, const MemoryCros
 // The gate: every figure in `targets` (dataset.json) that the held-out figures exceed, as
 // sentences; empty when all hold. Keys: memory_verdict_accuracy_min, fit_but_oom_fraction_max,
 // reserved_peak_abs_error_p50_max, reserved_peak_abs_error_p95_max,
-// optimizer_allocated_abs_error_p95_max.
+// optimizer_allocated_abs_error_p95_max; a gate whose figure rests on fewer than compared_rows_min
+// jobs (default 1) fails instead.
 std::vector<std::string> memory_gate_failures(const MemoryFigures& held_out, const nlohmann::json& targets);
 
 }  // namespace preflight::validation
