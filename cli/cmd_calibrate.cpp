@@ -88,8 +88,9 @@ Command add_calibrate_command(CLI::App& app) {
     sub->add_option("--format", st->format, "table (default) | json")->check(CLI::IsMember({"table", "json"}));
     sub->footer(
         "DIR holding external data sets (folders with a dataset.json, e.g. data/measurements/external): every\n"
-        "figure is held out by k-fold cross-validation grouped by model/tp/pp family (tokens/s) and by\n"
-        "configuration (memory), printed before (uncalibrated defaults) and after; --write-spec writes the GPU spec\n"
+        "figure is held out by k-fold cross-validation grouped by model/tp/pp family, each held-out job predicted\n"
+        "from what a user knows before it runs (memory: the default host pace, runs-ahead), printed before\n"
+        "(uncalibrated defaults) and after; --write-spec writes the GPU spec\n"
         "with the constants fitted on all jobs and their provenance (data set, date, fold errors).\n"
         "Otherwise only device runs with a measured step time are used (dry runs have none). The split is deterministic: a run\n"
         "is held out when FNV-1a(its id) mod 4 == 0; the fit sees the training runs only.\n"

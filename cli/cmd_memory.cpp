@@ -28,6 +28,44 @@ std::string percent(double f) {
     return buf;
 }
 
+// Profiles with a caching-allocator model: the pool, what lies outside it, the range between the
+// host paces where the model has one, and the verdict by it.
+void print_reserved(const MemoryReport& r) {
+    std::cout << "allocated peak:        " << format_bytes(r.peak_allocated_bytes) << " (tensors)\n"
+              << "reserved peak:         " << format_bytes(r.peak_reserved_bytes)
+              << " (PyTorch caching-allocator pool, stage " << r.pipeline_stage << ")\n";
+    if (r.reserved_extra.total() > 0)
+        std::cout << "  beyond the tensors:  " << format_bytes(r.reserved_extra.activation_fragmentation_bytes)
+                  << " activation fragmentation + " << format_bytes(r.reserved_extra.loss_stage_bytes)
+                  << " around the loss + " << format_bytes(r.reserved_extra.pipeline_runahead_bytes)
+                  << " pipeline run-ahead + " << format_bytes(r.reserved_extra.constant_bytes)
+                  << " constant (fitted; host pace " << to_string(r.host_pace)
+                  << (r.host_pace_expected ? ", expected from the predicted stall" : ", --host-pace")
+                  << "), rounded up to 2 MiB segments\n";
+    std::cout << "outside PyTorch:       " << format_bytes(r.non_pytorch_bytes) << " (CUDA context + NCCL)\n";
+    if (r.verdict_margin_bytes > 0)
+        std::cout << "verdict margin:        " << format_bytes(r.verdict_margin_bytes)
+                  << " (fitted on measured fit/OOM outcomes)\n";
+    std::cout << "device need:           " << format_bytes(r.device_peak_bytes) << " (reserved + outside PyTorch"
+              << (r.verdict_margin_bytes > 0 ? " + margin)\n" : ")\n");
+    const std::string_view verdict = memory_verdict(r);
+    if (r.device_peak_low_bytes && r.device_peak_high_bytes && *r.device_peak_low_bytes != *r.device_peak_high_bytes)
+        std::cout << "device need range:     " << format_bytes(*r.device_peak_low_bytes) << " (host waits for the GPU) to "
+                  << format_bytes(*r.device_peak_high_bytes) << " (host runs ahead)\n";
+    if (verdict == "fits")
+        std::cout << "verdict:               FITS, "
+                  << format_bytes(r.capacity_bytes - r.device_peak_high_bytes.value_or(r.device_peak_bytes))
+                  << " free of " << format_bytes(r.capacity_bytes)
+                  << (r.device_peak_high_bytes ? " (device need, top of the range)\n" : " (device need)\n");
+    else if (verdict == "may-not-fit")
+        std::cout << "verdict:               MAY NOT FIT: " << format_bytes(r.capacity_bytes)
+                  << " lies inside the range; it fits only if the host waits for the GPU\n";
+    else
+        std::cout << "verdict:               DOES NOT FIT, device need over by "
+                  << format_bytes(r.device_peak_bytes - r.capacity_bytes) << " ("
+                  << format_bytes(r.device_peak_bytes) << " > " << format_bytes(r.capacity_bytes) << ")\n";
+}
+
 void print_table(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan, const MemoryReport& r,
                  bool show_timeline, bool reserved_verdict) {
     const double cap = static_cast<double>(r.capacity_bytes);
@@ -63,29 +101,7 @@ void print_table(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
               << to_string(plan.recompute) << ")\n";
     print_extension_memory_lines(std::cout, model, plan, r);  // fine-tuning, offload, schedules, cp, ep
     if (reserved_verdict) {
-        std::cout << "allocated peak:        " << format_bytes(r.peak_allocated_bytes) << " (tensors)\n"
-                  << "reserved peak:         " << format_bytes(r.peak_reserved_bytes)
-                  << " (PyTorch caching-allocator pool, stage " << r.pipeline_stage << ")\n";
-        if (r.reserved_extra.total() > 0)
-            std::cout << "  beyond the tensors:  " << format_bytes(r.reserved_extra.activation_fragmentation_bytes)
-                      << " activation fragmentation + " << format_bytes(r.reserved_extra.loss_stage_bytes)
-                      << " around the loss + " << format_bytes(r.reserved_extra.pipeline_runahead_bytes)
-                      << " pipeline run-ahead + " << format_bytes(r.reserved_extra.constant_bytes)
-                      << " constant (fitted; host pace " << to_string(r.host_pace)
-                      << "), rounded up to 2 MiB segments\n";
-        std::cout << "outside PyTorch:       " << format_bytes(r.non_pytorch_bytes) << " (CUDA context + NCCL)\n";
-        if (r.verdict_margin_bytes > 0)
-            std::cout << "verdict margin:        " << format_bytes(r.verdict_margin_bytes)
-                      << " (fitted on measured fit/OOM outcomes)\n";
-        std::cout << "device need:           " << format_bytes(r.device_peak_bytes) << " (reserved + outside PyTorch"
-                  << (r.verdict_margin_bytes > 0 ? " + margin)\n" : ")\n");
-        if (r.fits)
-            std::cout << "verdict:               FITS, " << format_bytes(r.capacity_bytes - r.device_peak_bytes)
-                      << " free of " << format_bytes(r.capacity_bytes) << " (device need)\n";
-        else
-            std::cout << "verdict:               DOES NOT FIT, device need over by "
-                      << format_bytes(r.device_peak_bytes - r.capacity_bytes) << " ("
-                      << format_bytes(r.device_peak_bytes) << " > " << format_bytes(r.capacity_bytes) << ")\n";
+        print_reserved(r);
     } else if (r.fits)
         std::cout << "verdict:               FITS, " << format_bytes(r.capacity_bytes - r.peak_bytes)
                   << " free of " << format_bytes(r.capacity_bytes) << "\n";
@@ -137,7 +153,7 @@ int run_memory(const PlanFlags& flags, bool show_timeline) {
         print_csv(r);
     else
         print_table(model, gpu, plan, r, show_timeline, opt.profile.verdict_on_reserved);
-    return r.fits ? kExitOk : kExitDoesNotFit;
+    return memory_verdict(r) == "fits" ? kExitOk : kExitDoesNotFit;
 }
 
 }  // namespace preflight::cli

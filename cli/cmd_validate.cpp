@@ -105,7 +105,7 @@ std::string fitted_markdown(const validation::ExternalDataset& d, const validati
     t << "\n# external data set " << d.name << " (" << d.runs.size() << " jobs, " << d.framework << " on " << d.gpu
       << ")";
     if (cv)
-        t << ", memory, " << folds << "-fold cross-validation grouped by configuration\n\n"
+        t << ", memory, " << folds << "-fold cross-validation grouped by model/tp/pp family\n\n"
           << validation::memory_cv_markdown(d.runs, *cv);
     else
         t << "\n\nNo memory measured or no allocator model for this framework: the step time only.\n";
@@ -134,9 +134,11 @@ void check_fitted(const validation::ExternalDataset& d, const fs::path& folder, 
     std::vector<std::string> failures;
     if (validation::has_memory_model(d)) {
         std::cerr << "preflight validate: " << d.name << ": " << d.runs.size() << " jobs, memory " << folds
-                  << "-fold cross-validation by configuration...\n";
+                  << "-fold cross-validation by model/tp/pp family...\n";
         cv = validation::memory_cross_validation(d.runs, gpu, folds);
         failures = validation::memory_gate_failures(cv->held_out_figures, d.targets);
+        const auto range = validation::range_gate_failures(cv->held_out_range, d.targets);
+        failures.insert(failures.end(), range.begin(), range.end());
     }
     std::cerr << "preflight validate: " << d.name << ": tokens/s " << folds
               << "-fold cross-validation by model/tp/pp family...\n";

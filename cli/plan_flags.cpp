@@ -117,12 +117,15 @@ void add_framework_flag(CLI::App& app, PlanFlags& f) {
                    "others")
         ->check(CLI::IsMember({"megatron", "nanotron", "torchtitan", "deepspeed", "preflight-runtime", "pytorch"}));
     app.add_option("--host-pace", f.host_pace,
-                   "runs-ahead (default: PyTorch's asynchronous execution, the host queues work and goes on) | "
-                   "waits (the training loop blocks on the GPU every micro-batch, e.g. nanotron's polled pipeline "
-                   "p2p on branch nouamane/bench2 since 67c5ebb6, or a .item() per micro-batch). Only profiles "
-                   "with a fitted caching-allocator model (nanotron) use it: waiting lets the pool keep up, so "
-                   "the loss-stage and pipeline run-ahead reserves are not charged")
-        ->check(CLI::IsMember({"runs-ahead", "waits"}));
+                   "expected (default: waits when the profile's step-time model predicts a stall of at least 0.3 s "
+                   "per micro-batch for this node count, else runs-ahead) | runs-ahead (PyTorch's asynchronous "
+                   "execution: the host queues work and goes on) | waits (the training loop blocks on the GPU every "
+                   "micro-batch, e.g. nanotron's polled pipeline p2p on branch nouamane/bench2 since 67c5ebb6, or a "
+                   ".item() per micro-batch). Only profiles with a fitted caching-allocator model (nanotron) use it: "
+                   "waiting lets the pool keep up, so the loss-stage and pipeline run-ahead reserves are not "
+                   "charged; their report also gives the range between the two paces and a verdict by it (fits / "
+                   "may not fit / does not fit)")
+        ->check(CLI::IsMember({"expected", "runs-ahead", "waits"}));
     app.add_flag("--compiled-loss", f.compiled_loss,
                  "The cross-entropy runs under torch.compile (torchtitan since April 2025 with --training.compile, "
                  "build_cross_entropy_loss in torchtitan/components/loss.py; or your own torch.compile'd loss): "
@@ -130,9 +133,10 @@ void add_framework_flag(CLI::App& app, PlanFlags& f) {
                  "less per logit, 14 B under torchtitan's loss_parallel with TP). --framework torchtitan or pytorch only");
 }
 
-HostPace host_pace(const PlanFlags& f) {
+std::optional<HostPace> host_pace(const PlanFlags& f) {
+    if (f.host_pace == "expected") return std::nullopt;
     const auto p = parse_host_pace(f.host_pace);
-    if (!p) throw InputError("--host-pace", "expected runs-ahead or waits, got '" + f.host_pace + "'");
+    if (!p) throw InputError("--host-pace", "expected expected, runs-ahead or waits, got '" + f.host_pace + "'");
     return *p;
 }
 

@@ -34,7 +34,7 @@ struct PlanFlags {
     std::string data_dir;
     std::string format = "table";
     std::string framework = "megatron";  // --framework (memory, plan)
-    std::string host_pace = "runs-ahead";  // --host-pace (memory, plan)
+    std::string host_pace = "expected";  // --host-pace (memory, plan)
     bool compiled_loss = false;            // --compiled-loss (memory, plan)
 
     // Plan with defaults for every unset flag (docs/interface.md defaults).
@@ -68,6 +68,6 @@ void add_framework_flag(CLI::App& app, PlanFlags& f);
 // The profile --framework names (InputError naming the flag when unknown).
 FrameworkProfile framework_profile(const PlanFlags& f);
 // The pace --host-pace names (InputError naming the flag when unknown).
-HostPace host_pace(const PlanFlags& f);
+std::optional<HostPace> host_pace(const PlanFlags& f);  // nullopt: expected (expected_host_pace)
 
 }  // namespace preflight::cli

@@ -8,6 +8,7 @@
 #include "preflight/planner/profiles.hpp"
 #include "preflight/planner/extensions.hpp"
 #include "preflight/planner/runtime_layout.hpp"
+#include "preflight/planner/throughput.hpp"
 #include "activations.hpp"
 #include "stage_model.hpp"
 
@@ -465,12 +466,46 @@ void validate_memory_options(const MemoryOptions& options) {
                                                 "--framework torchtitan and pytorch");
 }
 
+std::string_view memory_verdict(const MemoryReport& r) {
+    if (r.device_peak_low_bytes && r.device_peak_high_bytes) {
+        if (*r.device_peak_high_bytes <= r.capacity_bytes) return "fits";
+        return *r.device_peak_low_bytes <= r.capacity_bytes ? "may-not-fit" : "does-not-fit";
+    }
+    return r.fits ? "fits" : "does-not-fit";
+}
+
+namespace {
+// The range of a pace-dependent allocator model (MemoryReport::device_peak_low/high_bytes): the
+// same evaluation with the host waiting and running ahead; `r` is the one at r.host_pace.
+void set_pace_range(MemoryReport& r, const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
+                    MemoryOptions options) {
+    const AllocatorConstants& c = options.profile.allocator;
+    if (!options.pace_range || !options.profile.verdict_on_reserved ||
+        (c.loss_stage_fragmentation <= 0 && c.pipeline_runahead_fragmentation <= 0))
+        return;
+    const HostPace other = r.host_pace == HostPace::runs_ahead ? HostPace::waits_each_micro_batch : HostPace::runs_ahead;
+    options.host_pace = other;
+    options.timeline = false;
+    options.pace_range = false;
+    const MemoryReport o = evaluate_memory(model, gpu, plan, options);
+    const bool ahead = r.host_pace == HostPace::runs_ahead;
+    r.device_peak_low_bytes = ahead ? o.device_peak_bytes : r.device_peak_bytes;
+    r.device_peak_high_bytes = ahead ? r.device_peak_bytes : o.device_peak_bytes;
+    r.reserved_low_bytes = ahead ? o.peak_reserved_bytes : r.peak_reserved_bytes;
+    r.reserved_high_bytes = ahead ? r.peak_reserved_bytes : o.peak_reserved_bytes;
+}
+}  // namespace
+
 MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in,
-                             const MemoryOptions& options) {
-    validate_memory_options(options);
+                             const MemoryOptions& options_in) {
+    validate_memory_options(options_in);
+    MemoryOptions options = options_in;
+    if (!options.host_pace) options.host_pace = expected_host_pace(model, gpu, plan_in, options.profile);
     if (options.profile.evaluate) {  // the profile's own model
         MemoryReport r = options.profile.evaluate(model, gpu, plan_in, options);
-        r.host_pace = options.host_pace;
+        r.host_pace = *options.host_pace;
+        r.host_pace_expected = !options_in.host_pace;
+        set_pace_range(r, model, gpu, plan_in, options);
         return r;
     }
     const Plan user_plan = resolve_defaults(plan_in, model);
@@ -519,8 +554,10 @@ MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const
     const std::int64_t loss_hidden_bytes =
         checked_mul(checked_mul(plan.seq, plan.mbs, "--seq x --mbs"), 2 * model.hidden, "tokens x hidden x 2 B");
     apply_allocator_model(r, options.profile.allocator, options.profile.verdict_on_reserved, loss_hidden_bytes,
-                          options.host_pace);
-    r.host_pace = options.host_pace;
+                          *options.host_pace);
+    r.host_pace = *options.host_pace;
+    r.host_pace_expected = !options_in.host_pace;
+    set_pace_range(r, model, gpu, plan_in, options);
     r.compiled_loss = options.compiled_loss;
     const PeakAt first = peak_of(worst, true);
     r.first_step_peak_bytes = first.bytes;

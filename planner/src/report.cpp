@@ -78,6 +78,15 @@ json memory_to_json(const MemoryReport& r) {
              {"constant_bytes", r.reserved_extra.constant_bytes}}},
            // Whether the loop was taken to wait for the GPU every micro-batch (--host-pace).
            {"host_pace", to_string(r.host_pace)},
+           // "expected": from the profile's predicted stall (expected_host_pace); "given": --host-pace.
+           {"host_pace_source", r.host_pace_expected ? "expected" : "given"},
+           // fits | may-not-fit | does-not-fit, by the range below where there is one (memory_verdict).
+           {"verdict", memory_verdict(r)},
+           // [waits, runs-ahead] device need and reserved pool (pace-dependent allocator models), else null.
+           {"device_peak_range_bytes", r.device_peak_low_bytes ? json::array({*r.device_peak_low_bytes, *r.device_peak_high_bytes})
+                                                               : json(nullptr)},
+           {"reserved_range_bytes", r.reserved_low_bytes ? json::array({*r.reserved_low_bytes, *r.reserved_high_bytes})
+                                                         : json(nullptr)},
            // Whether the cross-entropy was taken to run under torch.compile (--compiled-loss).
            {"compiled_loss", r.compiled_loss}};
     if (r.host_bytes_per_gpu > 0) {  // offload only

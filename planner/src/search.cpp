@@ -84,12 +84,17 @@ struct FittingPlan {
     std::int64_t peak_bytes;
     double tokens_per_s;
     double error;
+    // Fits at the top of its memory range too (MemoryReport::device_peak_high_bytes: the host
+    // running ahead), not only at the expected pace.
+    bool surely_fits = true;
     std::int64_t order = 0;  // the n-th plan found to fit: the last tie-break, so the ranking is a total order
 };
 
-// Ranking: predicted tokens/s, ties to less memory, then parallel data parallelism
-// over sequential accumulation (larger dp, fewer accumulation steps).
+// Ranking: plans that surely fit before those that may not, then predicted tokens/s, ties to
+// less memory, then parallel data parallelism over sequential accumulation (larger dp, fewer
+// accumulation steps).
 bool better(const FittingPlan& a, const FittingPlan& b) {
+    if (a.surely_fits != b.surely_fits) return a.surely_fits;
     const double scale = std::max(a.tokens_per_s, b.tokens_per_s);
     if (std::abs(a.tokens_per_s - b.tokens_per_s) > 1e-9 * scale) return a.tokens_per_s > b.tokens_per_s;
     if (a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
@@ -294,7 +299,7 @@ void evaluate_family(SearchState& st, const Plan& family, const std::vector<Shap
         fam.others_fit = true;
         const Throughput th = estimate_throughput(
             st.model, st.gpu, plan, throughput_options_for(st.req.memory.profile, st.model, plan, st.throughput));
-        keep_if_top(st, {plan, judged, th.tokens_per_s, sh.error});
+        keep_if_top(st, {plan, judged, th.tokens_per_s, sh.error, mem.device_peak_high_bytes.value_or(judged) <= st.limit});
     }
 }
 

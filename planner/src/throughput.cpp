@@ -413,12 +413,9 @@ Slot bottleneck_slot(const StageLayers& s, const LayerTimes& lt, const EdgeTimes
     return total(middle) > total(last) ? middle : last;
 }
 
-// Fitted per-micro-batch synchronisation stall that grows with the job's node count
-// (a saturating x/(1+x) in nodes; a fraction of it without pipeline parallelism).
+// The fitted stall (stall_per_micro_batch_s, host_pace.cpp) over the step's micro-batches.
 double microbatch_sync_s(const Efficiency& e, const Plan& p, std::int64_t nodes) {
-    const double x = std::pow(static_cast<double>(nodes) / e.microbatch_sync_half_nodes, e.microbatch_sync_node_exponent);
-    return static_cast<double>(p.grad_acc) * e.microbatch_sync_s * x / (1.0 + x) *
-           (p.pp > 1 ? 1.0 : e.microbatch_sync_no_pipeline_fraction);
+    return static_cast<double>(p.grad_acc) * stall_per_micro_batch_s(e, p, nodes);
 }
 
 // Exposed data-parallel / ZeRO communication per step (Rajbhandari et al. 2020, sec. 7:

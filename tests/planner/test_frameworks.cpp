@@ -606,3 +606,82 @@ TEST(Frameworks, RuntimeProfileSearchesOnlyThePrecisionsTheRuntimeRuns) {
         EXPECT_EQ(e.subject(), "--zero");
     }
 }
+
+// expected_host_pace: the nanotron profile's stall per micro-batch for the node count
+// (throughput.cpp stall_per_micro_batch_s: s x (n/h)^k / (1 + (n/h)^k), times the no-pipeline
+// fraction without pp), against kHostWaitStallPerMicroBatchS = 0.3 s. Constants chosen so the
+// figures come by hand: s = 2 s, h = 64 nodes, k = 1, fraction 0.5, 8 GPUs per node.
+TEST(AllocatorModel, ExpectedHostPaceFollowsThePredictedStall) {
+    const ModelConfig m = test::catalog_model("llama-3-8b");
+    GpuSpec gpu = test::catalog_gpu("h100-sxm-80gb");
+    gpu.gpus_per_node = 8;
+    gpu.efficiency.microbatch_sync_s = 2.0;
+    gpu.efficiency.microbatch_sync_half_nodes = 64;
+    gpu.efficiency.microbatch_sync_node_exponent = 1;
+    gpu.efficiency.microbatch_sync_no_pipeline_fraction = 0.5;
+    const FrameworkProfile nanotron = *profile_by_name("nanotron");
+    Plan p;
+    p.seq = 4096;
+    p.tp = 8;
+    p.sp = true;
+    p.pp = 2;
+    p.grad_acc = 4;
+    p.dp = 32;  // 512 GPUs = 64 nodes: x = 1, 2 x 1/2 = 1.0 s per micro-batch
+    EXPECT_NEAR(expected_stall_per_micro_batch_s(m, gpu, p, nanotron), 1.0, 1e-12);
+    EXPECT_EQ(expected_host_pace(m, gpu, p, nanotron), HostPace::waits_each_micro_batch);
+    p.dp = 4;  // 8 nodes: x = 1/8, 2 x (1/8) / (9/8) = 0.2222 s
+    EXPECT_NEAR(expected_stall_per_micro_batch_s(m, gpu, p, nanotron), 2.0 / 9.0, 1e-12);
+    EXPECT_EQ(expected_host_pace(m, gpu, p, nanotron), HostPace::runs_ahead);
+    p.dp = 8;  // 16 nodes: x = 1/4, 2 x (1/4) / (5/4) = 0.4 s
+    EXPECT_NEAR(expected_stall_per_micro_batch_s(m, gpu, p, nanotron), 0.4, 1e-12);
+    EXPECT_EQ(expected_host_pace(m, gpu, p, nanotron), HostPace::waits_each_micro_batch);
+    p.pp = 1;
+    p.dp = 16;  // still 16 nodes, no pipeline: 0.4 x 0.5 = 0.2 s
+    EXPECT_NEAR(expected_stall_per_micro_batch_s(m, gpu, p, nanotron), 0.2, 1e-12);
+    EXPECT_EQ(expected_host_pace(m, gpu, p, nanotron), HostPace::runs_ahead);
+    // A profile that charges no stall expects PyTorch's default whatever the node count.
+    p.dp = 64;
+    EXPECT_EQ(expected_stall_per_micro_batch_s(m, gpu, p, FrameworkProfile{}), 0.0);
+    EXPECT_EQ(expected_host_pace(m, gpu, p, FrameworkProfile{}), HostPace::runs_ahead);
+}
+
+// The nanotron profile's report gives the range between the two paces (waits <= runs ahead), the
+// pace it was made at and whether that was expected or given, and a verdict by the range.
+TEST(AllocatorModel, NanotronReportsTheRangeBetweenThePaces) {
+    const ModelConfig m = test::catalog_model("llama-3-8b");
+    const GpuSpec gpu = test::catalog_gpu("h100-sxm-80gb");
+    MemoryOptions o;
+    o.profile = *profile_by_name("nanotron");
+    Plan p;
+    p.seq = 4096;
+    p.tp = 2;
+    p.sp = true;
+    p.pp = 4;
+    p.dp = 1;
+    p.grad_acc = 16;
+    p.mbs = 2;
+    p.precision = Precision::bf16_mixed_fp32_grads;  // nanotron's accumulate_grad_in_fp32
+    const MemoryReport r = evaluate_memory(m, gpu, p, o);
+    ASSERT_TRUE(r.device_peak_low_bytes && r.device_peak_high_bytes);
+    EXPECT_TRUE(r.host_pace_expected);
+    EXPECT_EQ(r.host_pace, HostPace::runs_ahead);  // one node: no stall expected
+    EXPECT_EQ(*r.device_peak_high_bytes, r.device_peak_bytes);
+    EXPECT_LT(*r.device_peak_low_bytes, *r.device_peak_high_bytes);  // run-ahead terms are charged on top
+    o.host_pace = HostPace::waits_each_micro_batch;
+    const MemoryReport w = evaluate_memory(m, gpu, p, o);
+    EXPECT_FALSE(w.host_pace_expected);
+    EXPECT_EQ(w.device_peak_bytes, *r.device_peak_low_bytes);
+    EXPECT_EQ(*w.device_peak_high_bytes, *r.device_peak_high_bytes);
+    // The verdict by range, with the capacity moved across it.
+    MemoryReport v = r;
+    v.capacity_bytes = *r.device_peak_high_bytes;
+    EXPECT_EQ(memory_verdict(v), "fits");
+    v.capacity_bytes = *r.device_peak_high_bytes - 1;
+    EXPECT_EQ(memory_verdict(v), "may-not-fit");
+    v.capacity_bytes = *r.device_peak_low_bytes - 1;
+    EXPECT_EQ(memory_verdict(v), "does-not-fit");
+    // Profiles without a pace-dependent allocator model have no range; their verdict is fits or not.
+    const MemoryReport d = evaluate_memory(m, gpu, p);
+    EXPECT_FALSE(d.device_peak_low_bytes);
+    EXPECT_EQ(memory_verdict(d), d.fits ? "fits" : "does-not-fit");
+}

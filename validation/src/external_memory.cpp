@@ -9,6 +9,7 @@
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/frameworks.hpp"
 #include "preflight/planner/memory.hpp"
+#include "preflight/planner/profiles.hpp"
 #include "preflight/planner/throughput.hpp"
 #include "preflight/validation/check.hpp"
 #include "preflight/validation/plot.hpp"
@@ -192,7 +193,15 @@ std::int64_t fit_verdict_margin(const std::vector<ExternalRun>& runs, const std:
     c.verdict_margin_bytes = 0;
     for (std::size_t i : train) {
         if (!runs[i].has_memory_verdict()) continue;
-        const MemoryPrediction p = predict_memory(runs[i], gpu, c);
+        // The verdict is given at the pace a user is told to expect, so the margin is fitted on
+        // the same predictions, not on the pace read off the job's step.
+        ExternalRun as_given = runs[i];
+        as_given.host_pace = HostPace::runs_ahead;
+        try {
+            as_given.host_pace = expected_host_pace(as_given.model, gpu, as_given.plan, *profile_by_name("nanotron"));
+        } catch (const InputError&) {
+        }
+        const MemoryPrediction p = predict_memory(as_given, gpu, c);
         if (p.modelled) jobs.push_back({p.device_need_bytes, runs[i].outcome == RunOutcome::oom});
     }
     std::int64_t best_margin = 0;
@@ -288,37 +297,66 @@ MemoryFigures memory_figures(const std::vector<ExternalRun>& runs, const std::ve
 MemoryCrossValidation memory_cross_validation(const std::vector<ExternalRun>& measured_runs, const GpuSpec& gpu,
                                               int folds) {
     if (folds < 2) throw InputError("folds", "cross-validation needs at least 2 folds, got " + std::to_string(folds));
+    // The training folds' jobs carry the pace read off their own step time (annotate_host_pace):
+    // a fit may use what its training jobs measured. A held-out job is predicted from what a user
+    // knows before it runs: the expected pace for the point and the verdict, the waiting and the
+    // running-ahead pace for the two ends of its range.
     std::vector<ExternalRun> runs = measured_runs;
     annotate_host_pace(runs, gpu);
+    auto with_pace = [](ExternalRun r, HostPace p) {
+        r.host_pace = p;
+        return r;
+    };
     MemoryCrossValidation cv;
     for (const ExternalRun& r : runs) {
         cv.host_pace.push_back(r.host_pace);
         cv.stall_per_micro_batch_s.push_back(r.stall_per_micro_batch_s);
     }
+    const std::size_t n = runs.size();
+    // The pace a user is told to expect (throughput.hpp expected_host_pace: the step-time model's
+    // stall for the node count, from the GPU spec's constants).
+    const FrameworkProfile nanotron = *profile_by_name("nanotron");
+    std::vector<HostPace> expected(n, HostPace::runs_ahead);
+    for (std::size_t i = 0; i < n; ++i) {
+        try {
+            expected[i] = expected_host_pace(runs[i].model, gpu, runs[i].plan, nanotron);
+        } catch (const InputError&) {  // a plan the step-time model refuses: the default pace
+        }
+    }
     cv.folds = folds;
-    cv.before.resize(runs.size());
-    cv.held_out.resize(runs.size());
-    cv.committed.resize(runs.size());
+    cv.before.resize(n);
+    cv.held_out.resize(n);
+    cv.held_out_low.resize(n);
+    cv.held_out_high.resize(n);
+    cv.held_out_measured_pace.resize(n);
+    cv.committed.resize(n);
     const AllocatorConstants committed = nanotron_allocator_constants();
-    for (std::size_t i = 0; i < runs.size(); ++i) {
+    for (std::size_t i = 0; i < n; ++i) {
         cv.before[i] = predict_memory_default(runs[i], gpu);
-        cv.committed[i] = predict_memory(runs[i], gpu, committed);
+        cv.committed[i] = predict_memory(with_pace(runs[i], expected[i]), gpu, committed);
     }
     for (int k = 0; k < folds; ++k) {
         std::vector<std::size_t> train;
-        for (std::size_t i = 0; i < runs.size(); ++i)
+        for (std::size_t i = 0; i < n; ++i)
             if (fold_of(runs[i], folds) != k) train.push_back(i);
         const AllocatorConstants c = fit_memory_constants(runs, train, gpu);
         cv.fold_constants.push_back(c);
-        for (std::size_t i = 0; i < runs.size(); ++i)
-            if (fold_of(runs[i], folds) == k) cv.held_out[i] = predict_memory(runs[i], gpu, c);
+        for (std::size_t i = 0; i < n; ++i) {
+            if (fold_of(runs[i], folds) != k) continue;
+            cv.held_out[i] = predict_memory(with_pace(runs[i], expected[i]), gpu, c);
+            cv.held_out_high[i] = predict_memory(with_pace(runs[i], HostPace::runs_ahead), gpu, c);
+            cv.held_out_low[i] = predict_memory(with_pace(runs[i], HostPace::waits_each_micro_batch), gpu, c);
+            cv.held_out_measured_pace[i] = predict_memory(runs[i], gpu, c);
+        }
     }
-    std::vector<std::size_t> all(runs.size());
-    for (std::size_t i = 0; i < runs.size(); ++i) all[i] = i;
+    std::vector<std::size_t> all(n);
+    for (std::size_t i = 0; i < n; ++i) all[i] = i;
     cv.fitted_on_all = fit_memory_constants(runs, all, gpu);
     cv.before_figures = memory_figures(runs, cv.before);
     cv.held_out_figures = memory_figures(runs, cv.held_out);
+    cv.held_out_measured_pace_figures = memory_figures(runs, cv.held_out_measured_pace);
     cv.committed_figures = memory_figures(runs, cv.committed);
+    cv.held_out_range = range_figures(runs, cv.held_out_low, cv.held_out_high);
     return cv;
 }
 
@@ -350,9 +388,25 @@ nlohmann::json constants_to_json(const AllocatorConstants& c) {
 nlohmann::json memory_cv_to_json(const MemoryCrossValidation& cv) {
     nlohmann::json folds = nlohmann::json::array();
     for (const auto& c : cv.fold_constants) folds.push_back(constants_to_json(c));
+    const RangeFigures& r = cv.held_out_range;
+    const nlohmann::json range = {{"ok_jobs", r.jobs},
+                                  {"inside", r.inside},
+                                  {"below", r.below},
+                                  {"above", r.above},
+                                  {"inside_fraction", r.inside_fraction},
+                                  {"median_width_fraction_of_peak", r.median_width},
+                                  {"verdict_fits", r.fits},
+                                  {"verdict_fits_but_oom", r.fits_but_oom},
+                                  {"verdict_may_not_fit", r.may_not_fit},
+                                  {"verdict_may_not_fit_oom", r.may_not_fit_oom},
+                                  {"verdict_does_not_fit", r.does_not_fit},
+                                  {"verdict_does_not_fit_ok", r.does_not_fit_ok}};
     return {{"folds", cv.folds},
+            {"fold_grouping", "model/tp/pp family"},
             {"before_default_profile", figures_to_json(cv.before_figures)},
             {"held_out_nanotron_profile", figures_to_json(cv.held_out_figures)},
+            {"held_out_range", range},
+            {"diagnostic_uses_measured_step_time", figures_to_json(cv.held_out_measured_pace_figures)},
             {"committed_constants_in_sample", figures_to_json(cv.committed_figures)},
             {"fitted_on_all", constants_to_json(cv.fitted_on_all)},
             {"fold_constants", folds}};
@@ -369,6 +423,24 @@ std::string gib(double bytes) {
     std::snprintf(b, sizeof b, "%.2f GiB", bytes / kGiBd);
     return b;
 }
+
+// The held-out errors by tensor-parallel reach: tp <= 8 stays inside a node, tp 16-32 spans nodes.
+std::string tp_reach_line(const std::vector<ExternalRun>& runs, const MemoryCrossValidation& cv) {
+    std::ostringstream o;
+    std::vector<double> inside_node, across_nodes;
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+        const auto& r = runs[i];
+        if (r.outcome != RunOutcome::ok || !cv.held_out[i].modelled || !r.peak_reserved_bytes) continue;
+        const double e = std::fabs(rel(static_cast<double>(cv.held_out[i].measured_rank_reserved_bytes),
+                                       static_cast<double>(*r.peak_reserved_bytes)));
+        (r.plan.tp <= 8 ? inside_node : across_nodes).push_back(e);
+    }
+    const ErrorStats in = error_stats(inside_node), across = error_stats(across_nodes);
+    o << "Held out, user inputs, by tensor-parallel reach: tp <= 8 " << in.n << " ok jobs, P50 " << pct(in.p50) << ", P95 "
+      << pct(in.p95) << "; tp 16-32 " << across.n << " ok jobs, P50 " << pct(across.p50) << ", P95 " << pct(across.p95)
+      << ".\n\n";
+    return o.str();
+}
 }  // namespace
 
 std::string memory_cv_markdown(const std::vector<ExternalRun>& runs, const MemoryCrossValidation& cv) {
@@ -383,8 +455,18 @@ std::string memory_cv_markdown(const std::vector<ExternalRun>& runs, const Memor
     o << "| prediction | jobs modelled | fit/OOM verdict right (ok+oom) | predicted fit but died OOM | "
          "reserved-peak abs. error P50 (ok) | P95 | median signed error |\n|---|---|---|---|---|---|---|\n";
     row("before: default (Megatron-like) profile, `peak_bytes`", cv.before_figures);
-    row("after: nanotron profile, held-out folds", cv.held_out_figures);
-    row("nanotron profile, committed constants (in-sample)", cv.committed_figures);
+    row("after: nanotron profile, held-out folds, user inputs (the expected host pace)", cv.held_out_figures);
+    row("nanotron profile, committed constants (in-sample), user inputs", cv.committed_figures);
+    row("diagnostic, not held out: held-out folds with the host pace read off the job's measured step time",
+        cv.held_out_measured_pace_figures);
+    const RangeFigures& rg = cv.held_out_range;
+    o << "\nRange (held out, user inputs: the reserved pool when the host waits for the GPU, and when it runs "
+         "ahead): the measured peak lies inside it for "
+      << pct(rg.inside_fraction) << " of " << rg.jobs << " ok jobs (" << rg.below << " below, " << rg.above
+      << " above; 0.05 GiB either side for the sweep's 0.1 GiB rounding), median width " << pct(rg.median_width)
+      << " of the measured peak. Verdict by range over the ok and oom jobs: fits " << rg.fits << " ("
+      << rg.fits_but_oom << " died OOM), may not fit " << rg.may_not_fit << " (" << rg.may_not_fit_oom
+      << " died OOM), does not fit " << rg.does_not_fit << " (" << rg.does_not_fit_ok << " ran).\n";
     o << "\nConstants fitted on every job (" << cv.folds << "-fold CV refits them on each training split): "
       << "activation fragmentation " << cv.fitted_on_all.activation_fragmentation
       << ", loss-stage fragmentation " << cv.fitted_on_all.loss_stage_fragmentation
@@ -417,7 +499,9 @@ std::string memory_cv_markdown(const std::vector<ExternalRun>& runs, const Memor
         groups[key].e.push_back(e);
         if (i < cv.host_pace.size()) paces[std::string(to_string(cv.host_pace[i]))].e.push_back(std::fabs(e));
     }
-    o << "| host pace (read off the step time) | ok jobs | P50 abs. | P95 abs. |\n|---|---|---|---|\n";
+    o << tp_reach_line(runs, cv);
+    o << "| host pace (diagnostic: read off the measured step time), held out with user inputs | ok jobs | P50 abs. | "
+         "P95 abs. |\n|---|---|---|---|\n";
     for (auto& [pace, acc] : paces) {
         const ErrorStats s = error_stats(acc.e);
         o << "| " << pace << " | " << s.n << " | " << pct(s.p50) << " | " << pct(s.p95) << " |\n";
@@ -452,43 +536,6 @@ std::string memory_cv_svg(const std::vector<ExternalRun>& runs, const MemoryCros
         result.runs.push_back(rc);
     }
     return residual_plot_svg(result);
-}
-
-std::vector<std::string> memory_gate_failures(const MemoryFigures& f, const nlohmann::json& t) {
-    std::vector<std::string> out;
-    auto num = [&](const char* key) -> std::optional<double> {
-        if (!t.is_object() || !t.contains(key)) return std::nullopt;
-        if (!t.at(key).is_number()) throw InputError(std::string("targets.") + key, "must be a number");
-        return t.at(key).get<double>();
-    };
-    // A gate that compared nothing fails (a figure over no job would read as 0 % error): each needs
-    // at least compared_rows_min jobs (default 1).
-    const int min_jobs = t.is_object() && t.contains("compared_rows_min") && t.at("compared_rows_min").is_number_integer()
-                             ? t.at("compared_rows_min").get<int>()
-                             : 1;
-    auto too_few = [&](const char* key, int n, const char* what) {
-        if (!t.is_object() || !t.contains(key) || n >= min_jobs) return false;
-        out.push_back(std::string(what) + ": " + std::to_string(n) + " jobs compared, fewer than " +
-                      std::to_string(min_jobs) + " (" + key + " is unknown)");
-        return true;
-    };
-    if (too_few("memory_verdict_accuracy_min", f.verdict_jobs, "fit/OOM verdict") |
-        too_few("fit_but_oom_fraction_max", f.predicted_fit, "predicted-fit jobs") |
-        too_few("reserved_peak_abs_error_p50_max", f.reserved_ok.n, "reserved-peak error") |
-        too_few("reserved_peak_abs_error_p95_max", f.reserved_ok.n, "reserved-peak error") |
-        too_few("optimizer_allocated_abs_error_p95_max", f.optimizer_allocated.n, "optimizer-step allocated error"))
-        return out;
-    if (auto v = num("memory_verdict_accuracy_min"); v && f.verdict_accuracy < *v)
-        out.push_back("fit/OOM verdict right on " + pct(f.verdict_accuracy) + " < " + pct(*v));
-    if (auto v = num("fit_but_oom_fraction_max"); v && f.fit_but_oom_fraction > *v)
-        out.push_back("predicted-fit jobs that died OOM " + pct(f.fit_but_oom_fraction) + " > " + pct(*v));
-    if (auto v = num("reserved_peak_abs_error_p50_max"); v && f.reserved_ok.p50 > *v)
-        out.push_back("reserved-peak error P50 " + pct(f.reserved_ok.p50) + " > " + pct(*v));
-    if (auto v = num("reserved_peak_abs_error_p95_max"); v && f.reserved_ok.p95 > *v)
-        out.push_back("reserved-peak error P95 " + pct(f.reserved_ok.p95) + " > " + pct(*v));
-    if (auto v = num("optimizer_allocated_abs_error_p95_max"); v && f.optimizer_allocated.p95 > *v)
-        out.push_back("optimizer-step allocated error P95 " + pct(f.optimizer_allocated.p95) + " > " + pct(*v));
-    return out;
 }
 
 }  // namespace preflight::validation

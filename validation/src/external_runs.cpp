@@ -51,7 +51,8 @@ void check_targets(const nlohmann::json& t, const std::string& manifest) {
     static const std::set<std::string> fractions = {
         "tokens_per_s_per_gpu_error_p50_max", "tokens_per_s_per_gpu_error_p95_max", "peak_memory_error_p50_max",
         "peak_memory_error_p95_max", "memory_verdict_accuracy_min", "fit_but_oom_fraction_max",
-        "reserved_peak_abs_error_p50_max", "reserved_peak_abs_error_p95_max", "optimizer_allocated_abs_error_p95_max"};
+        "reserved_peak_abs_error_p50_max", "reserved_peak_abs_error_p95_max", "optimizer_allocated_abs_error_p95_max",
+        "reserved_range_inside_fraction_min", "reserved_range_median_width_max"};
     for (const auto& [key, v] : t.items()) {
         const std::string where = manifest + ": targets." + key;
         if (fractions.count(key)) {
@@ -526,14 +527,25 @@ std::vector<fs::path> find_external_datasets(const fs::path& dir) {
     return out;
 }
 
-int fold_of(const ExternalRun& run, int k) {
-    if (k <= 1) return 0;
-    std::uint64_t h = 1469598103934665603ULL;  // FNV-1a 64 (Fowler, Noll, Vo)
-    for (unsigned char c : run.configuration_key()) {
-        h ^= c;
-        h *= 1099511628211ULL;
-    }
-    return static_cast<int>(h % static_cast<std::uint64_t>(k));
+std::string ExternalRun::family_key() const {
+    return model_label + "/tp" + std::to_string(plan.tp) + "/pp" + std::to_string(plan.pp);
 }
+
+int family_fold(const std::string& key, int k) {
+    if (k <= 1) return 0;
+    std::uint64_t z = 14695981039346656037ull;  // FNV-1a 64 (Fowler, Noll, Vo)
+    for (unsigned char c : key) {
+        z ^= c;
+        z *= 1099511628211ull;
+    }
+    // FNV-1a's low bits follow the last characters (names differing in one digit share
+    // their parity), so its bits are mixed first (splitmix64's finaliser, Steele et al. 2014).
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return static_cast<int>(z % static_cast<std::uint64_t>(k));
+}
+
+int fold_of(const ExternalRun& run, int k) { return family_fold(run.family_key(), k); }
 
 }  // namespace preflight::validation

@@ -37,7 +37,7 @@ std::vector<ThroughputSample> throughput_samples(const std::vector<ExternalRun>&
         }
         ThroughputSample s;
         s.id = r.id;
-        s.family = r.model_label + "/tp" + std::to_string(r.plan.tp) + "/pp" + std::to_string(r.plan.pp);
+        s.family = r.family_key();
         s.model = r.model;
         s.plan = r.plan;
         s.options.breakdown = false;
@@ -193,29 +193,9 @@ Point coordinate_descent(const std::function<double(const Point&)>& f, Point x, 
     return x;
 }
 
-std::uint64_t fnv1a(const std::string& s) {
-    std::uint64_t h = 14695981039346656037ull;  // FNV-1a 64 (Fowler, Noll, Vo)
-    for (unsigned char c : s) {
-        h ^= c;
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
 }  // namespace
 
 std::span<const StepConstant> fitted_step_constants() { return kConstants; }
-
-int family_fold(const std::string& family, int k) {
-    if (k <= 1) return 0;
-    // FNV-1a's low bits follow the last characters (names differing in one digit share
-    // their parity), so its bits are mixed first (splitmix64's finaliser, Steele et al. 2014).
-    std::uint64_t z = fnv1a(family);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return static_cast<int>(z % static_cast<std::uint64_t>(k));
-}
 
 Efficiency fit_step_constants(const std::vector<ThroughputSample>& samples, const std::vector<std::size_t>& train,
                               const GpuSpec& gpu, int* evaluations) {

@@ -269,7 +269,7 @@ MemoryReport evaluate_memory_nanotron(const ModelConfig& model, const GpuSpec& g
     const AllocatorConstants& c = options.profile.allocator;
     const std::int64_t non_pytorch =
         options.overhead_bytes.value_or(c.non_pytorch_bytes >= 0 ? c.non_pytorch_bytes : gpu.overhead_bytes);
-    const auto stages = nanotron_stage_memory(model, plan, c, non_pytorch, options.host_pace);
+    const auto stages = nanotron_stage_memory(model, plan, c, non_pytorch, options.host_pace.value_or(HostPace::runs_ahead));
     MemoryReport r;
     r.params = count_params(model);
     r.capacity_bytes = gpu.memory_bytes;

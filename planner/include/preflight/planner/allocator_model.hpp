@@ -34,6 +34,11 @@ std::int64_t torch_segment_bytes(std::int64_t request_bytes);
 // whose step shows the waits hold the modelled tensors plus activation fragmentation only (data
 // set README, "host pace").
 enum class HostPace { runs_ahead, waits_each_micro_batch };
+// The stall per micro-batch from which a loop counts as one that waits for the GPU: three of
+// the 0.1 s sleeps nanotron's polled pipeline p2p makes per message (nouamane/bench2 since
+// 67c5ebb6, parallel/pipeline_parallel/p2p.py _send_meta/_recv_meta). On the nanotron sweep the
+// measured stalls split into jobs near 0 and jobs at 0.6-1.5 s (data set README).
+inline constexpr double kHostWaitStallPerMicroBatchS = 0.3;
 std::string_view to_string(HostPace p);
 std::optional<HostPace> parse_host_pace(std::string_view s);
 

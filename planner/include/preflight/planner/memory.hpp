@@ -223,8 +223,11 @@ struct MemoryOptions {
     FrameworkProfile profile;
     std::optional<std::int64_t> overhead_bytes;  // overrides the GPU spec's figure
     // Whether the loop waits for the GPU every micro-batch (allocator_model.hpp): the run-ahead
-    // terms of a fitted caching-allocator model are charged only when it runs ahead.
-    HostPace host_pace = HostPace::runs_ahead;
+    // terms of a fitted caching-allocator model are charged only when it runs ahead. Unset: the
+    // pace the plan is expected to run at (throughput.hpp expected_host_pace: the profile's
+    // predicted stall per micro-batch), which a user knows before the job.
+    std::optional<HostPace> host_pace;
+    bool pace_range = true;  // also evaluate the other pace for MemoryReport's range (where it matters)
     // The cross-entropy runs under torch.compile: the fused loss keeps no logit-sized buffer of its
     // own, so only the logits and their gradient (activation dtype) are charged. Profiles whose
     // loss is PyTorch's eager F.cross_entropy only (loss_fp32_logit_buffers > 0); InputError otherwise.
@@ -259,7 +262,14 @@ struct MemoryReport {
     std::int64_t non_pytorch_bytes = 0;
     std::int64_t verdict_margin_bytes = 0;  // fitted margin (allocator_model.hpp), in device_peak_bytes
     ReservedExtra reserved_extra;           // the reserved pool beyond the allocated peak, by cause
-    HostPace host_pace = HostPace::runs_ahead;  // MemoryOptions::host_pace the report was made under
+    HostPace host_pace = HostPace::runs_ahead;  // the pace the report was made under
+    bool host_pace_expected = true;             // from expected_host_pace (MemoryOptions::host_pace unset)
+    // Profiles whose caching-allocator model depends on the pace (run-ahead terms fitted): the
+    // device need when the host waits for the GPU (low) and when it runs ahead (high), the range
+    // the reserved pool can take for this layout; unset otherwise. The verdict by range: fits (high
+    // under the capacity), may not fit (the capacity inside the range), does not fit.
+    std::optional<std::int64_t> device_peak_low_bytes, device_peak_high_bytes;
+    std::optional<std::int64_t> reserved_low_bytes, reserved_high_bytes;  // the pool's range (measured rank's stage)
     bool compiled_loss = false;                 // MemoryOptions::compiled_loss the report was made under
     // Per pipeline stage (profiles with their own model): allocated and reserved peaks.
     std::vector<std::int64_t> stage_allocated_bytes;
@@ -285,6 +295,11 @@ void apply_allocator_model(MemoryReport& r, const AllocatorConstants& c, bool ve
 void validate_memory_options(const MemoryOptions& options);
 
 // Evaluates a validated plan. Throws InputError for an invalid plan or options.
+// The verdict of a report, by its range where it has one (MemoryReport::device_peak_low/high_bytes):
+// "fits" (the high end under the capacity), "may-not-fit" (the capacity inside the range),
+// "does-not-fit"; without a range, "fits" or "does-not-fit" as MemoryReport::fits says.
+std::string_view memory_verdict(const MemoryReport& r);
+
 MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
                              const MemoryOptions& options = {});
 

@@ -1,6 +1,6 @@
 // Memory predictions for external measured runs (external_runs.hpp): the reserved peak of the
 // measured rank and the fit/OOM verdict, the fit of the caching-allocator constants on a
-// training subset, and k-fold cross-validation grouped by configuration.
+// training subset, and k-fold cross-validation grouped by model/tp/pp family.
 #pragma once
 
 #include <cstddef>
@@ -49,13 +49,6 @@ MemoryPrediction predict_memory_default(const ExternalRun& run, const GpuSpec& g
 AllocatorConstants fit_memory_constants(const std::vector<ExternalRun>& runs, const std::vector<std::size_t>& train_idx,
                                         const GpuSpec& gpu, double max_fit_but_oom = 0.005);
 
-// The stall per micro-batch from which a job counts as one whose loop waited for the GPU: three
-// of the 0.1 s sleeps nanotron's polled pipeline p2p makes per message (nouamane/bench2
-// since 67c5ebb6, parallel/pipeline_parallel/p2p.py _send_meta/_recv_meta). On the nanotron sweep
-// the stalls split into jobs near 0 and jobs at 0.6-1.5 s; the held-out figures move by under a
-// point for thresholds from 0.2 to 0.7 s (data set README).
-inline constexpr double kHostWaitStallPerMicroBatchS = 0.3;
-
 // Sets every ok nanotron job's stall_per_micro_batch_s (measured step time minus the planner's
 // nanotron step time without any stall, per micro-batch) and host_pace (waits when the stall is
 // at least kHostWaitStallPerMicroBatchS). Jobs without a measured tokens/s, or whose plan the
@@ -82,12 +75,33 @@ struct MemoryFigures {
 };
 MemoryFigures memory_figures(const std::vector<ExternalRun>& runs, const std::vector<MemoryPrediction>& predictions);
 
+// Where the measured reserved peak lies against a predicted range [low, high] (the pool when the
+// host waits for the GPU, and when it runs ahead), over the ok jobs modelled both ways.
+struct RangeFigures {
+    int jobs = 0;
+    int inside = 0;           // low - 0.05 GiB <= measured <= high + 0.05 GiB (the sweep's 0.1 GiB resolution)
+    int below = 0, above = 0;  // measured under the low end / over the high end
+    double inside_fraction = 0;
+    double median_width = 0;  // (high - low) / measured, median
+    // The verdict by range, over the jobs with a memory verdict (ok or oom): fits (the high end
+    // under the limit), may not fit (the limit inside the range), does not fit (the low end over it).
+    int fits = 0, fits_but_oom = 0, may_not_fit = 0, may_not_fit_oom = 0, does_not_fit = 0, does_not_fit_ok = 0;
+};
+RangeFigures range_figures(const std::vector<ExternalRun>& runs, const std::vector<MemoryPrediction>& low,
+                           const std::vector<MemoryPrediction>& high);
+
 struct MemoryCrossValidation {
     int folds = 0;
     std::vector<MemoryPrediction> before;     // default profile
-    std::vector<MemoryPrediction> held_out;   // nanotron profile, constants fitted without the job's fold
-    std::vector<MemoryPrediction> committed;  // nanotron profile with the committed constants (in-sample)
+    // Nanotron profile, constants fitted without the job's fold, the job predicted from user inputs
+    // only: the expected host pace (expected_host_pace) here, the waiting and running-ahead paces in
+    // held_out_low and held_out_high (the range). held_out_measured_pace is a diagnostic: the pace
+    // read off the job's own step time.
+    std::vector<MemoryPrediction> held_out, held_out_low, held_out_high, held_out_measured_pace;
+    std::vector<MemoryPrediction> committed;  // nanotron profile with the committed constants (in-sample), expected pace
     MemoryFigures before_figures, held_out_figures, committed_figures;
+    MemoryFigures held_out_measured_pace_figures;  // uses the measured step time: not a held-out figure
+    RangeFigures held_out_range;
     AllocatorConstants fitted_on_all;         // the fit on every job (what the profile should commit)
     // Per run (annotate_host_pace): the host pace every prediction above used, and the stall it was read from.
     std::vector<HostPace> host_pace;
@@ -99,8 +113,9 @@ struct MemoryCrossValidation {
 // allocator model (the other fitted data sets calibrate the step time only).
 inline bool has_memory_model(const ExternalDataset& d) { return d.framework == "nanotron"; }
 
-// k-fold cross-validation grouped by configuration (fold_of), on the runs annotated by
-// annotate_host_pace (a copy: `runs` is not changed). Throws InputError for k < 2.
+// k-fold cross-validation grouped by model/tp/pp family (fold_of); the training folds' jobs are
+// annotated by annotate_host_pace (a copy: `runs` is not changed), the held-out jobs predicted
+// from user inputs only. Throws InputError for k < 2.
 MemoryCrossValidation memory_cross_validation(const std::vector<ExternalRun>& runs, const GpuSpec& gpu, int folds);
 
 nlohmann::json figures_to_json(const MemoryFigures& f);
@@ -117,5 +132,8 @@ std::string memory_cv_svg(const std::vector<ExternalRun>& runs, const MemoryCros
 // optimizer_allocated_abs_error_p95_max; a gate whose figure rests on fewer than compared_rows_min
 // jobs (default 1) fails instead.
 std::vector<std::string> memory_gate_failures(const MemoryFigures& held_out, const nlohmann::json& targets);
+// The range's gate: reserved_range_inside_fraction_min, reserved_range_median_width_max (over the
+// ok jobs; fewer than compared_rows_min of them, default 1, fails).
+std::vector<std::string> range_gate_failures(const RangeFigures& range, const nlohmann::json& targets);
 
 }  // namespace preflight::validation

@@ -86,9 +86,12 @@ struct ExternalRun {
     std::optional<std::int64_t> reported_params;  // the source's exact parameter count
     std::string not_modelled;     // why the planner cannot express the row (empty: it can)
 
-    // Grouping key for cross-validation: model shape + layout + batch + ZeRO stage. Rows
-    // repeating one configuration share the key, so a fold never sees a twin of a held-out job.
+    // Model shape + layout + batch + ZeRO stage: rows repeating one configuration share it.
     std::string configuration_key() const;
+    // Grouping key for cross-validation, "<model>/tp<tp>/pp<pp>": jobs that differ only in
+    // micro-batch, accumulation, data parallelism or ZeRO stage share it, so a fold never
+    // holds a look-alike of a held-out job.
+    std::string family_key() const;
     // Jobs whose outcome is a memory verdict: ok (fits) or oom (does not).
     bool has_memory_verdict() const { return outcome == RunOutcome::ok || outcome == RunOutcome::oom; }
 };
@@ -133,8 +136,10 @@ ExternalDataset read_external_dataset(const std::filesystem::path& folder, const
 // path. Empty when there is none.
 std::vector<std::filesystem::path> find_external_datasets(const std::filesystem::path& dir);
 
-// Deterministic fold of a run for k-fold cross-validation grouped by configuration:
-// FNV-1a(configuration_key()) mod k.
+// FNV-1a(key), bit-mixed, mod k (0 for k <= 1).
+int family_fold(const std::string& key, int k);
+// Deterministic fold of a run for k-fold cross-validation grouped by model/tp/pp family:
+// family_fold(family_key(), k), the folds of the tokens/s cross-validation too.
 int fold_of(const ExternalRun& run, int k);
 
 }  // namespace preflight::validation

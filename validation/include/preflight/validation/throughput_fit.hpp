@@ -69,9 +69,6 @@ std::span<const StepConstant> fitted_step_constants();
 Efficiency fit_step_constants(const std::vector<ThroughputSample>& samples, const std::vector<std::size_t>& train,
                               const GpuSpec& gpu, int* evaluations = nullptr);
 
-// FNV-1a(family), bit-mixed, mod k.
-int family_fold(const std::string& family, int k);
-
 // One sample's held-out prediction: the constants were fitted on the other folds.
 struct HeldOutTokens {
     std::string id;
