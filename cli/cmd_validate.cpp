@@ -176,7 +176,7 @@ int run_check(const ValidateState& st) {
     o.data_dir = data_dir_of(st.data_dir);
     if (!st.gpu.empty()) o.gpu = st.gpu;
     if (!st.tolerances_matrix.empty())
-        o.tolerances = validation::load_matrix(st.tolerances_matrix, validation::default_matrices_dir()).tolerances;
+        o.tolerances = validation::load_matrix(st.tolerances_matrix, validation::default_matrices_dir(), "--tolerances").tolerances;
     // External measured data sets (folders with a dataset.json) are checked beside the run reports.
     const auto datasets = validation::find_external_datasets(st.check);
     std::optional<validation::CheckResult> r;
