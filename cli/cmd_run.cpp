@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <tuple>
 #include <variant>
 
@@ -182,17 +183,17 @@ Plan plan_from_file(const RunState& st, const Plan& plan, std::string& model_nam
     }
 }
 
-// A refusal of a plan value that the --plan file set (its flag not given): names the file and the key.
+// A refusal of a plan value, model or GPU that the --plan file set (its flag not given):
+// names the file and the key.
 InputError blame_plan_file(const RunState& st, const InputError& e) {
     if (st.plan_file.empty()) return e;
-    for (const PlanField& f : plan_fields()) {
-        if (f.flag != e.subject()) continue;
-        const CLI::Option* given = st.sub ? st.sub->get_option_no_throw(std::string(f.flag)) : nullptr;
-        if (given && given->count() > 0) return e;
-        const std::string what = e.what();
-        return InputError("--plan " + st.plan_file, std::string(f.key) + ": " + what.substr(e.subject().size() + 2));
-    }
-    return e;
+    std::string key = e.subject() == "--model" ? "model" : e.subject() == "--gpu" ? "gpu" : "";
+    for (const PlanField& f : plan_fields())
+        if (f.flag == e.subject()) key = f.key;
+    const CLI::Option* given = st.sub ? st.sub->get_option_no_throw(e.subject()) : nullptr;
+    if (key.empty() || (given && given->count() > 0)) return e;
+    const std::string what = e.what();
+    return InputError("--plan " + st.plan_file, key + ": " + what.substr(e.subject().size() + 2));
 }
 
 // What `preflight run` cannot execute, and its bounds on the work of one step.
@@ -293,14 +294,18 @@ int run_command(const RunState& st) {
     std::string model_name = st.flags.model, gpu_name = st.flags.gpu;
     Plan plan = st.flags.to_plan();
     if (!st.plan_file.empty()) plan = plan_from_file(st, plan, model_name, gpu_name);
-    const ModelConfig model = load_model(model_name, dir);
-    const GpuSpec gpu = load_gpu(gpu_name, dir);
+    std::optional<ModelConfig> model_read;
+    std::optional<GpuSpec> gpu_read;
     try {
-        plan = ResolvedPlan(plan, model).plan();  // defaults filled and validated once
-        check_runnable(st, model, plan);
+        model_read = load_model(model_name, dir);
+        gpu_read = load_gpu(gpu_name, dir);
+        plan = ResolvedPlan(plan, *model_read).plan();  // defaults filled and validated once
+        check_runnable(st, *model_read, plan);
     } catch (const InputError& e) {
         throw blame_plan_file(st, e);
     }
+    const ModelConfig& model = *model_read;
+    const GpuSpec& gpu = *gpu_read;
     RankFlags rf = st.ranks;
     if (st.sub && st.sub->count("--emulate-rank") > 0) rf.emulate_rank = st.emulate_rank;
     const RankChoice ranks = choose_ranks(rf, runtime::rendezvous_from_env(std::getenv), plan, st.dry_run);

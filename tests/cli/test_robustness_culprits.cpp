@@ -50,6 +50,9 @@ TEST(Culprits, PlanFileScheduleTheRunCannotExecuteNamesTheFileAndKey) {
     const std::string interleaved = s.write("inter.json", json{{"seq", 256}, {"pp_schedule", "interleaved"}});
     expect_refused("run --dry-run --model gpt2 --plan " + interleaved, {"--plan", interleaved, "pp_schedule"},
                    {"--finetune"});
+    // A model or GPU name the file records that is not in the catalog names the file too.
+    const std::string model = s.write("model.json", json{{"seq", 256}, {"model", "no-such-model"}});
+    expect_refused("run --dry-run --plan " + model, {"--plan", model, "model", "no-such-model"});
     // The same setting given as a flag is blamed on the flag.
     expect_refused("run --dry-run --model gpt2 --seq 256 --pp-schedule gpipe", {"--pp-schedule"}, {"--finetune"});
 }
