@@ -1,6 +1,8 @@
 #include "preflight/planner/user_file.hpp"
 
+#include <algorithm>
 #include <fstream>
+#include <string_view>
 #include <iterator>
 #include <vector>
 
@@ -82,6 +84,24 @@ std::string bare_message(const std::exception& e) {
     return s.rfind("[json.exception.", 0) == 0 && close != std::string::npos ? s.substr(close + 2) : s;
 }
 
+// The line of the number `token` nlohmann could not hold: its first occurrence after ':', ','
+// or '[' (an earlier number token alike would have stopped the parser first); 0 if not found.
+std::size_t line_of_number(const std::string& text, const std::string& token) {
+    for (std::size_t at = text.find(token); !token.empty() && at != std::string::npos; at = text.find(token, at + 1)) {
+        const std::size_t before = text.find_last_not_of(" \t\r\n", at == 0 ? 0 : at - 1);
+        if (at == 0 || before == std::string::npos || std::string_view(":,[").find(text[before]) != std::string_view::npos)
+            return 1 + static_cast<std::size_t>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n'));
+    }
+    return 0;
+}
+
+// "number overflow parsing '1e400'" -> "1e400".
+std::string overflowing_token(const std::string& message) {
+    const auto open = message.find('\'');
+    const auto close = message.rfind('\'');
+    return open != std::string::npos && close > open ? message.substr(open + 1, close - open - 1) : "";
+}
+
 }  // namespace
 
 json parse_json_text(const std::string& text, const std::string& subject, const std::string& where) {
@@ -92,9 +112,10 @@ json parse_json_text(const std::string& text, const std::string& subject, const 
         });
     } catch (const json::out_of_range& e) {
         // Number overflow (406): nlohmann gives no position, the key path names the value.
-        const std::string key = path.text();
-        throw InputError(subject, where + " is not valid JSON: " + (key.empty() ? "" : "\"" + key + "\": ") +
-                                      bare_message(e) + " (beyond the range of a double)");
+        const std::string key = path.text(), message = bare_message(e);
+        const std::size_t line = line_of_number(text, overflowing_token(message));
+        throw InputError(subject, where + (line ? " line " + std::to_string(line) : "") + " is not valid JSON: " +
+                                      (key.empty() ? "" : "\"" + key + "\": ") + message + " (beyond the range of a double)");
     } catch (const json::exception& e) {
         throw InputError(subject, where + " is not valid JSON (" + bare_message(e) + ")");
     }
