@@ -6,6 +6,7 @@
 
 #include "calibrate_external.hpp"
 #include "commands.hpp"
+#include "output_paths.hpp"
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/runtime/run_report.hpp"
@@ -25,6 +26,7 @@ struct CalibrateState {
 };
 
 int run_calibrate(const CalibrateState& st) {
+    if (!st.write_spec.empty()) check_output_file(st.write_spec, "--write-spec");  // before any work
     const auto data = data_dir_of(st.data_dir);
     // A folder of external measured data sets (dataset.json): cross-validated fit.
     if (const auto sets = validation::find_external_datasets(st.dir); !sets.empty())

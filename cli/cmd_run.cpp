@@ -6,17 +6,20 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <tuple>
 #include <variant>
 
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "output_paths.hpp"
 #include "format.hpp"
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/extensions.hpp"
 #include "preflight/planner/limits.hpp"
+#include "preflight/planner/plan_schema.hpp"
 #include "preflight/planner/report.hpp"
 #include "preflight/runtime/errors.hpp"
 #include "preflight/runtime/device.hpp"
@@ -157,11 +160,7 @@ nlohmann::json read_plan_stdin() {
         text.append(buf, static_cast<std::size_t>(std::cin.gcount()));
         if (text.size() > kMaxPlanBytes) throw InputError("--plan -", "standard input holds more than 16 MiB");
     }
-    try {
-        return nlohmann::json::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-        throw InputError("--plan -", std::string("standard input is not valid JSON (") + e.what() + ")");
-    }
+    return parse_json_text(text, "--plan -", "standard input");
 }
 
 Plan plan_from_file(const RunState& st, const Plan& plan, std::string& model_name, std::string& gpu_name) {
@@ -184,11 +183,24 @@ Plan plan_from_file(const RunState& st, const Plan& plan, std::string& model_nam
     }
 }
 
+// A refusal of a plan value, model or GPU that the --plan file set (its flag not given):
+// names the file and the key.
+InputError blame_plan_file(const RunState& st, const InputError& e) {
+    if (st.plan_file.empty()) return e;
+    std::string key = e.subject() == "--model" ? "model" : e.subject() == "--gpu" ? "gpu" : "";
+    for (const PlanField& f : plan_fields())
+        if (f.flag == e.subject()) key = f.key;
+    const CLI::Option* given = st.sub ? st.sub->get_option_no_throw(e.subject()) : nullptr;
+    if (key.empty() || (given && given->count() > 0)) return e;
+    const std::string what = e.what();
+    return InputError("--plan " + st.plan_file, key + ": " + what.substr(e.subject().size() + 2));
+}
+
 // What `preflight run` cannot execute, and its bounds on the work of one step.
 void check_runnable(const RunState& st, const ModelConfig& model, const Plan& plan) {
     runtime::check_supported(model, plan);  // names the flag (the pipeline schedule among them)
     if (uses_extended_throughput(plan))  // the runtime executes pre-training plans only
-        throw InputError("--finetune", "preflight run executes full pre-training plans only (no LoRA/QLoRA, offload, "
+        throw InputError(extended_setting_flag(plan), "preflight run executes full pre-training plans only (no LoRA/QLoRA, offload, "
                                        "GPipe/interleaved schedules, cp or ep): " + to_flags(plan));
     if (st.steps < 1) throw InputError("--steps", "must be at least 1");
     if (st.warmup < 0) throw InputError("--warmup", "must be 0 or more");
@@ -279,19 +291,23 @@ int finish_run(const RunState& st, const runtime::RunReport& report, const RankC
 int run_command(const RunState& st) {
     if (!(std::isfinite(st.lr) && st.lr > 0))
         throw InputError("--lr", "must be a positive finite number, got " + std::to_string(st.lr));
-    if (!st.report_file.empty()) {
-        std::error_code ec;
-        if (std::filesystem::is_directory(st.report_file, ec))
-            throw InputError("--report", "'" + st.report_file + "' is a directory; give the report's file path");
-    }
+    if (!st.report_file.empty()) check_output_file(st.report_file, "--report");  // before any work
     const auto dir = data_dir_of(st.flags.data_dir);
     std::string model_name = st.flags.model, gpu_name = st.flags.gpu;
     Plan plan = st.flags.to_plan();
     if (!st.plan_file.empty()) plan = plan_from_file(st, plan, model_name, gpu_name);
-    const ModelConfig model = load_model(model_name, dir);
-    const GpuSpec gpu = load_gpu(gpu_name, dir);
-    plan = ResolvedPlan(plan, model).plan();  // defaults filled and validated once
-    check_runnable(st, model, plan);
+    std::optional<ModelConfig> model_read;
+    std::optional<GpuSpec> gpu_read;
+    try {
+        model_read = load_model(model_name, dir);
+        gpu_read = load_gpu(gpu_name, dir);
+        plan = ResolvedPlan(plan, *model_read).plan();  // defaults filled and validated once
+        check_runnable(st, *model_read, plan);
+    } catch (const InputError& e) {
+        throw blame_plan_file(st, e);
+    }
+    const ModelConfig& model = *model_read;
+    const GpuSpec& gpu = *gpu_read;
     RankFlags rf = st.ranks;
     if (st.sub && st.sub->count("--emulate-rank") > 0) rf.emulate_rank = st.emulate_rank;
     const RankChoice ranks = choose_ranks(rf, runtime::rendezvous_from_env(std::getenv), plan, st.dry_run);

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "commands.hpp"
+#include "output_paths.hpp"
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/report.hpp"
@@ -36,6 +37,7 @@ struct ValidateState {
     std::string script;
     std::string format = "table";
     bool no_report_files = false;
+    bool report_dir_given = false;  // --report-dir "" is refused, not taken as absent
 };
 
 // The matrix runs on the device (validation/matrix_runner.hpp); a device is needed before
@@ -174,11 +176,12 @@ ExternalOutcome check_external(const std::vector<fs::path>& datasets, const Vali
 }
 
 int run_check(const ValidateState& st) {
+    if (st.report_dir_given) check_output_dir(st.report_dir, "--report-dir");  // before any work
     validation::CheckOptions o;
     o.data_dir = data_dir_of(st.data_dir);
     if (!st.gpu.empty()) o.gpu = st.gpu;
     if (!st.tolerances_matrix.empty())
-        o.tolerances = validation::load_matrix(st.tolerances_matrix, validation::default_matrices_dir()).tolerances;
+        o.tolerances = validation::load_matrix(st.tolerances_matrix, validation::default_matrices_dir(), "--tolerances").tolerances;
     // External measured data sets (folders with a dataset.json) are checked beside the run reports.
     const auto datasets = validation::find_external_datasets(st.check);
     std::optional<validation::CheckResult> r;
@@ -232,7 +235,8 @@ Command add_validate_command(CLI::App& app) {
     sub->add_option("--report-dir", st->report_dir,
                     "Where --check writes validation-report.md, validation-plot.svg and the external data sets' "
                     "reports, with external-<name>-jobs.csv: each job's held-out predictions beside its "
-                    "measurements (default: validation-report/ in the build folder; never the checked folder)");
+                    "measurements (default: validation-report/ in the build folder; never the checked folder)")
+        ->each([st](const std::string&) { st->report_dir_given = true; });
     sub->add_flag("--no-report-files", st->no_report_files, "--check writes no markdown or SVG");
     sub->add_option("--python", st->python, "Python interpreter for --framework pytorch (default python3)");
     sub->add_option("--script", st->script, "PyTorch script (default: validation/pytorch/train.py)");

@@ -9,6 +9,10 @@
 #include "commands.hpp"
 #include "preflight/planner/error.hpp"
 
+#ifndef PREFLIGHT_VERSION
+#define PREFLIGHT_VERSION "unknown"
+#endif
+
 namespace preflight::cli {
 
 namespace {
@@ -29,6 +33,7 @@ int run_command_line(int argc, const char* const* argv) {
                  "and how fast will it run?",
                  "preflight"};
     app.footer(kFooter);
+    app.set_version_flag("--version", std::string("preflight ") + PREFLIGHT_VERSION);
     app.require_subcommand(1);
 
     // One line per subcommand.
@@ -62,6 +67,9 @@ int run_command_line(int argc, const char* const* argv) {
         return app.exit(e);
     } catch (const CLI::CallForAllHelp& e) {
         return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
+        std::cout << e.what() << "\n";
+        return kExitOk;
     } catch (const CLI::ParseError& e) {
         std::cerr << "preflight: " << e.what() << "\n";
         if (app.get_subcommands().empty()) std::cerr << "Run `preflight --help` for the commands.\n";

@@ -156,14 +156,14 @@ bool PlanFlags::given(std::string_view key) const {
 Plan PlanFlags::to_plan() const {
     Plan p;
     const auto fields = plan_fields();
-    bool lora_flag = false;
+    std::string lora_flag;  // the first LoRA flag given, named when --finetune is missing
     for (std::size_t i = 0; i < fields.size(); ++i) {
         if (!slots[i].given()) continue;
         set_field(fields[i], p, slot_value(fields[i], slots[i]), std::string(fields[i].flag));
-        lora_flag = lora_flag || fields[i].in_json == Shown::finetuning;
+        if (lora_flag.empty() && fields[i].in_json == Shown::finetuning) lora_flag = fields[i].flag;
     }
-    if (lora_flag && p.finetune == Finetune::full)
-        throw InputError("--lora-rank", "LoRA flags need --finetune lora or qlora");
+    if (!lora_flag.empty() && p.finetune == Finetune::full)
+        throw InputError(lora_flag, "LoRA flags need --finetune lora or qlora");
     // The interleaved schedule's default: two model chunks per stage.
     if (!given("vpp") && p.pp_schedule == PpSchedule::interleaved) p.vpp = 2;
     return p;

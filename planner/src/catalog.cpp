@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/user_file.hpp"
 
 #ifndef PREFLIGHT_DATA_DIR
 #define PREFLIGHT_DATA_DIR "data"
@@ -19,19 +19,6 @@ namespace fs = std::filesystem;
 fs::path default_data_dir() {
     if (const char* env = std::getenv("PREFLIGHT_DATA_DIR"); env && *env) return env;
     return PREFLIGHT_DATA_DIR;
-}
-
-nlohmann::json read_json_file(const fs::path& path, const std::string& subject) {
-    std::error_code ec;
-    if (!fs::is_regular_file(path, ec))
-        throw InputError(subject, "cannot read '" + path.string() + "': no such file");
-    std::ifstream in(path);
-    if (!in) throw InputError(subject, "cannot read '" + path.string() + "': permission denied or unreadable");
-    try {
-        return nlohmann::json::parse(in);
-    } catch (const nlohmann::json::parse_error& e) {
-        throw InputError(subject, "'" + path.string() + "' is not valid JSON (" + e.what() + ")");
-    }
 }
 
 namespace {
@@ -67,11 +54,7 @@ std::string display_stem(const fs::path& path) {
 ModelConfig load_model(const std::string& spec, const fs::path& data_dir) {
     const fs::path path = resolve(spec, data_dir / "models", "--model");
     const auto j = read_json_file(path, "--model");
-    try {
-        return model_from_hf_config(j, display_stem(path));
-    } catch (const InputError& e) {
-        throw InputError("--model " + path.string(), e.what());
-    }
+    return interpret_user_json("--model " + path.string(), [&] { return model_from_hf_config(j, display_stem(path)); });
 }
 
 namespace {
@@ -83,7 +66,7 @@ constexpr int kMaxTransferChain = 4;
 GpuSpec load_gpu_chain(const std::string& spec, const fs::path& data_dir, int depth) {
     const fs::path path = resolve(spec, data_dir / "gpus", "--gpu");
     const auto j = read_json_file(path, "--gpu");
-    try {
+    return interpret_user_json("--gpu " + path.string(), [&] {
         GpuSpec g = gpu_from_json(j, display_stem(path));
         if (!g.calibration_from) return g;
         if (depth >= kMaxTransferChain)
@@ -93,9 +76,7 @@ GpuSpec load_gpu_chain(const std::string& spec, const fs::path& data_dir, int de
         if (source.find('/') != std::string::npos || source.find('\\') != std::string::npos || source.ends_with(".json"))
             throw InputError("calibration_from.gpu", "must be a catalog name, got '" + source + "'");
         return apply_calibration_transfer(std::move(g), load_gpu_chain(source, data_dir, depth + 1));
-    } catch (const InputError& e) {
-        throw InputError("--gpu " + path.string(), e.what());
-    }
+    });
 }
 
 }  // namespace

@@ -12,9 +12,21 @@
 
 namespace preflight {
 
-bool uses_extended_throughput(const Plan& p) {
-    return p.finetune != Finetune::full || p.offload != Offload::none || p.pp_schedule != PpSchedule::one_f_one_b ||
-           p.vpp != 1 || p.cp > 1 || p.ep > 1 || p.moe_capacity_factor != 1.0;
+bool uses_extended_throughput(const Plan& p) { return !extended_setting_flag(p).empty(); }
+
+std::string extended_setting_flag(const Plan& p) {
+    const std::pair<bool, const char*> settings[] = {
+        {p.finetune != Finetune::full, "--finetune"},
+        {p.offload != Offload::none, "--offload"},
+        {p.pp_schedule != PpSchedule::one_f_one_b, "--pp-schedule"},
+        {p.vpp != 1, "--vpp"},
+        {p.cp > 1, "--cp"},
+        {p.ep > 1, "--ep"},
+        {p.moe_capacity_factor != 1.0, "--moe-capacity-factor"},
+    };
+    for (const auto& [set, flag] : settings)
+        if (set) return flag;
+    return "";
 }
 
 namespace {

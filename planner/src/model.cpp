@@ -104,6 +104,17 @@ void read_gpt2(const json& cfg, ModelConfig& m) {
     m.qkv_bias = m.out_bias = m.mlp_bias = true;
 }
 
+// rope_scaling.rope_type (Transformers >= 4.43) or its older name rope_scaling.type; "unknown" when neither.
+std::string rope_scaling_type(const json& scaling) {
+    for (const char* key : {"rope_type", "type"}) {
+        const auto it = scaling.find(key);
+        if (it == scaling.end() || it->is_null()) continue;
+        if (!it->is_string()) throw InputError(std::string("rope_scaling.") + key, "must be a string, got " + it->dump());
+        return it->get<std::string>();
+    }
+    return "unknown";
+}
+
 // RoPE base and scaling (rope_theta, rope_scaling) of a Llama-family config.
 void read_rope(const json& cfg, ModelConfig& m) {
     if (auto it = cfg.find("rope_theta"); it != cfg.end() && !it->is_null()) {
@@ -113,7 +124,7 @@ void read_rope(const json& cfg, ModelConfig& m) {
     }
     if (auto it = cfg.find("rope_scaling"); it != cfg.end() && !it->is_null()) {
         if (!it->is_object()) throw InputError("rope_scaling", "must be an object or null, got " + it->dump());
-        m.rope_scaling.type = it->value("rope_type", it->value("type", std::string("unknown")));
+        m.rope_scaling.type = rope_scaling_type(*it);
         auto num = [&](const char* key, double fallback) {
             const auto f = it->find(key);
             if (f == it->end()) return fallback;

@@ -10,6 +10,7 @@
 
 #include "catalog_fixture.hpp"
 #include "preflight/planner/error.hpp"
+#include "preflight/validation/check.hpp"
 #include "preflight/runtime/runtime.hpp"
 #include "preflight/validation/spec_bounds.hpp"
 #include "run_cli.hpp"
@@ -138,4 +139,92 @@ TEST(CalibrateRobustness, FittedSpecOutsideItsBoundsIsNotWritten) {
     } catch (const InputError& e) {
         EXPECT_NE(std::string(e.what()).find("would not load"), std::string::npos) << e.what();
     }
+}
+
+// --- Issue 37: the run reports users hand us --------------------------------------------------------
+
+namespace {
+
+// Exit 2 naming every one of `words`, none of `absent` in stdout or stderr, no internal error.
+void expect_refused(const std::string& args, std::initializer_list<std::string> words,
+                    std::initializer_list<std::string> absent = {}) {
+    const auto r = test::run_preflight(args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\nstdout: " << r.out.substr(0, 400) << "\nstderr: " << r.err;
+    for (const auto& w : words) EXPECT_NE(r.err.find(w), std::string::npos) << args << ": '" << w << "' not in: " << r.err;
+    for (const auto& w : absent) EXPECT_EQ((r.out + r.err).find(w), std::string::npos) << args << ": '" << w << "' in: " << r.out << r.err;
+    EXPECT_EQ(r.err.find("internal error"), std::string::npos) << r.err;
+}
+
+// `j` written to `f` with the number 123456.5 in it replaced by `literal`.
+void write_with(const fs::path& f, const json& j, const std::string& literal) {
+    std::string text = j.dump(1);
+    text.replace(text.find("123456.5"), 8, literal);
+    std::ofstream(f) << text;
+}
+
+}  // namespace
+
+TEST(CheckRobustness, NumberBeyondDoubleInAReportNamesTheFileAndKey) {
+    // Was: exit 4 "number overflow parsing '1e400'" naming no file (validate --check and calibrate).
+    const fs::path d = fresh_dir("overflow");
+    json j = device_report();
+    j["measured"]["step_time_s"] = 123456.5;
+    write_with(d / "big.json", j, "1e400");
+    const std::string file = (d / "big.json").string();
+    expect_refused("validate --check " + d.string() + " --no-report-files", {file, "measured.step_time_s"}, {"PASS"});
+    expect_refused("calibrate " + d.string() + " --gpu h100-sxm-80gb", {file, "measured.step_time_s"});
+    fs::remove_all(d);
+}
+
+TEST(CalibrateRobustness, NullModeStatusOrSourceNamesTheFileAndKey) {
+    // Was: exit 4 "type must be string, but is null".
+    for (const char* key : {"mode", "status", "source"}) {
+        const fs::path d = fresh_dir(std::string("null-") + key);
+        json j = device_report();
+        j[key] = nullptr;
+        write(d / "run.json", j);
+        const std::string file = (d / "run.json").string();
+        expect_refused("calibrate " + d.string() + " --gpu h100-sxm-80gb", {file, key});
+        expect_refused("validate --check " + d.string() + " --no-report-files", {file, key}, {"PASS"});
+        fs::remove_all(d);
+    }
+}
+
+TEST(CheckRobustness, ReportWithoutItsModelNamesTheFileAndKey) {
+    // Was: calibrate exit 4 "key 'model' not found".
+    const fs::path d = fresh_dir("nomodel");
+    json j = device_report();
+    j.erase("model");
+    write(d / "run.json", j);
+    const std::string file = (d / "run.json").string();
+    expect_refused("calibrate " + d.string() + " --gpu h100-sxm-80gb", {file, "model"});
+    expect_refused("validate --check " + d.string() + " --no-report-files", {file, "model"}, {"PASS"});
+    fs::remove_all(d);
+}
+
+TEST(CheckRobustness, UnknownStatusIsBadInputNotPass) {
+    // Was: "PASS" with 0 compared, exit 0.
+    const fs::path d = fresh_dir("weird");
+    json j = device_report();
+    j["status"] = "weird";
+    write(d / "weird.json", j);
+    expect_refused("validate --check " + d.string() + " --no-report-files", {(d / "weird.json").string(), "status", "weird"},
+                   {"PASS"});
+    fs::remove_all(d);
+}
+
+TEST(CheckRobustness, NothingComparedIsNeverPass) {
+    validation::CheckResult r;
+    validation::RunCheck run;
+    run.id = "odd";
+    run.source = "preflight-runtime";
+    run.status = "unknown";  // neither compared nor judged, nor marked not compared
+    r.runs.push_back(run);
+    validation::summarize(r);
+    EXPECT_EQ(r.all.compared, 0);
+    EXPECT_FALSE(r.passed());
+    const std::string table = validation::summary_table(r);
+    EXPECT_EQ(table.find("PASS"), std::string::npos) << table;
+    EXPECT_NE(table.find("no run was compared"), std::string::npos) << table;
+    EXPECT_FALSE(validation::summary_to_json(r).at("passed").get<bool>());
 }

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "preflight/planner/catalog.hpp"
@@ -57,6 +58,65 @@ void split_runs(const std::vector<CalibrationRun>& runs, std::vector<Calibration
     }
 }
 
+namespace {
+
+// What load_calibration_runs gathers over a folder's files.
+struct CalibrationScan {
+    std::string gpu_name, source;
+    fs::path data_dir;
+    std::optional<GpuSpec> gpu;             // loaded once, for the first runtime report
+    std::map<std::string, int> other_gpus;  // device runs of this source on other GPUs, by GPU
+};
+
+// The calibration run a report file holds, if it is a single-GPU device run of the source on the GPU.
+std::optional<CalibrationRun> calibration_run(const json& j, const fs::path& f, CalibrationScan& scan) {
+    if (!is_run_report(j) || j.value("mode", "") != "device" || j.value("status", "ok") != "ok") return std::nullopt;
+    const std::string src = j.contains("source") ? j.at("source").get<std::string>() : std::string(kSourceRuntime);
+    if (src != scan.source) return std::nullopt;
+    // Runs with collectives (data-parallel ranks, emulated or over NCCL) are the held-out
+    // check of what single-GPU runs fitted: never fitted on.
+    if (j.contains("parallel") && j.at("parallel").is_object() && j.at("parallel").value("backend", "none") != "none")
+        return std::nullopt;
+    if (j.at("gpu").at("name").get<std::string>() != scan.gpu_name) {
+        ++scan.other_gpus[j.at("gpu").at("name").get<std::string>()];
+        return std::nullopt;
+    }
+    const json& m = j.at("measured");
+    if (!m.contains("step_time_s") || !m.at("step_time_s").is_number() || m.at("step_time_s").get<double>() <= 0)
+        return std::nullopt;
+    CalibrationRun r;
+    r.id = f.stem().string();
+    r.model = load_model(j.at("model").at("name").get<std::string>(), scan.data_dir);
+    r.plan = resolve_defaults(plan_from_json(j.at("plan")), r.model);
+    r.step_time_s = m.at("step_time_s").get<double>();
+    r.own_attention_kernel = ran_own_attention_kernel(m);
+    if (m.contains("tracked_peak_bytes") && m.at("tracked_peak_bytes").is_number_integer())
+        r.tracked_peak_bytes = m.at("tracked_peak_bytes").get<std::int64_t>();
+    if (m.contains("overhead_bytes") && m.at("overhead_bytes").is_number_integer())
+        r.overhead_bytes = m.at("overhead_bytes").get<std::int64_t>();
+    if (m.contains("device_used_peak_bytes") && m.at("device_used_peak_bytes").is_number_integer())
+        r.device_used_peak_bytes = m.at("device_used_peak_bytes").get<std::int64_t>();
+    CheckOptions co;
+    co.data_dir = scan.data_dir;
+    const RunCheck rc = check_report(j, r.id, {}, co);
+    if (const Comparison* tk = rc.find("tracked_peak_bytes"))
+        r.predicted_tracked_peak_bytes = static_cast<std::int64_t>(tk->predicted);
+    else if (const Comparison* pk = rc.find("peak_bytes"))
+        r.predicted_tracked_peak_bytes = static_cast<std::int64_t>(pk->predicted);
+    if (src == kSourceRuntime) {
+        // One layer's activations with nothing recomputed: what full recompute re-materialises.
+        Plan none = r.plan;
+        none.recompute = Recompute::none;
+        MemoryOptions mo;
+        mo.profile = runtime_profile();
+        if (!scan.gpu) scan.gpu = load_gpu(scan.gpu_name, scan.data_dir);
+        r.full_layer_activation_bytes = evaluate_memory(r.model, *scan.gpu, none, mo).activations_per_layer_bytes;
+    }
+    return r;
+}
+
+}  // namespace
+
 std::vector<CalibrationRun> load_calibration_runs(const fs::path& dir, const std::string& gpu_name,
                                                   const std::string& source, const fs::path& data_dir) {
     if (!fs::is_directory(dir)) throw InputError("DIR", dir.string() + " is not a folder");
@@ -65,55 +125,15 @@ std::vector<CalibrationRun> load_calibration_runs(const fs::path& dir, const std
         if (e.is_regular_file() && e.path().extension() == ".json") files.push_back(e.path());
     std::sort(files.begin(), files.end());
     std::vector<CalibrationRun> runs;
-    CheckOptions co;
-    co.data_dir = data_dir;
-    std::optional<GpuSpec> gpu;  // loaded once, for the first runtime report
-    std::map<std::string, int> other_gpus;  // device runs of this source on other GPUs, by GPU
+    CalibrationScan scan{gpu_name, source, data_dir, std::nullopt, {}};
     for (const auto& f : files) {
         const json j = read_json_file(f, "DIR");
         if (is_run_report(j)) check_run_report_fields(j, f.string());  // errors name the file and field
-        if (!is_run_report(j) || j.value("mode", "") != "device" || j.value("status", "ok") != "ok") continue;
-        const std::string src = j.contains("source") ? j.at("source").get<std::string>() : std::string(kSourceRuntime);
-        if (src != source) continue;
-        // Runs with collectives (data-parallel ranks, emulated or over NCCL) are the held-out
-        // check of what single-GPU runs fitted: never fitted on.
-        if (j.contains("parallel") && j.at("parallel").is_object() && j.at("parallel").value("backend", "none") != "none")
-            continue;
-        if (!j.contains("gpu") || j.at("gpu").value("name", "") != gpu_name) {
-            if (j.contains("gpu")) ++other_gpus[j.at("gpu").value("name", "?")];
-            continue;
-        }
-        const json& m = j.at("measured");
-        if (!m.contains("step_time_s") || !m.at("step_time_s").is_number() || m.at("step_time_s").get<double>() <= 0)
-            continue;
-        CalibrationRun r;
-        r.id = f.stem().string();
-        r.model = load_model(j.at("model").at("name").get<std::string>(), data_dir);
-        r.plan = resolve_defaults(plan_from_json(j.at("plan")), r.model);
-        r.step_time_s = m.at("step_time_s").get<double>();
-        r.own_attention_kernel = ran_own_attention_kernel(m);
-        if (m.contains("tracked_peak_bytes") && m.at("tracked_peak_bytes").is_number_integer())
-            r.tracked_peak_bytes = m.at("tracked_peak_bytes").get<std::int64_t>();
-        if (m.contains("overhead_bytes") && m.at("overhead_bytes").is_number_integer())
-            r.overhead_bytes = m.at("overhead_bytes").get<std::int64_t>();
-        if (m.contains("device_used_peak_bytes") && m.at("device_used_peak_bytes").is_number_integer())
-            r.device_used_peak_bytes = m.at("device_used_peak_bytes").get<std::int64_t>();
-        const RunCheck rc = check_report(j, r.id, {}, co);
-        if (const Comparison* tk = rc.find("tracked_peak_bytes"))
-            r.predicted_tracked_peak_bytes = static_cast<std::int64_t>(tk->predicted);
-        else if (const Comparison* pk = rc.find("peak_bytes"))
-            r.predicted_tracked_peak_bytes = static_cast<std::int64_t>(pk->predicted);
-        if (src == kSourceRuntime) {
-            // One layer's activations with nothing recomputed: what full recompute re-materialises.
-            Plan none = r.plan;
-            none.recompute = Recompute::none;
-            MemoryOptions mo;
-            mo.profile = runtime_profile();
-            if (!gpu) gpu = load_gpu(gpu_name, data_dir);
-            r.full_layer_activation_bytes = evaluate_memory(r.model, *gpu, none, mo).activations_per_layer_bytes;
-        }
-        runs.push_back(std::move(r));
+        // Past the field checks every error still names the file (a plan field, a model name).
+        auto run = interpret_user_json(f.string(), [&] { return calibration_run(j, f, scan); });
+        if (run) runs.push_back(std::move(*run));
     }
+    const auto& other_gpus = scan.other_gpus;
     if (runs.size() < 2 && !other_gpus.empty()) {
         std::string seen;
         for (const auto& [name, n] : other_gpus) seen += (seen.empty() ? "" : ", ") + std::to_string(n) + " of " + name;

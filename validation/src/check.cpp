@@ -27,7 +27,9 @@ const Comparison* RunCheck::find(const std::string& quantity) const {
 }
 
 bool is_run_report(const json& j) {
-    return j.is_object() && j.value("command", "") == "run" && j.contains("measured") && j.contains("plan");
+    const auto command = j.is_object() ? j.find("command") : j.end();
+    return command != j.end() && command->is_string() && command->get<std::string>() == "run" &&
+           j.contains("measured") && j.contains("plan");
 }
 
 namespace {
@@ -40,7 +42,8 @@ std::optional<double> number(const json& j, const char* key) {
 
 std::string source_of(const json& r) {
     if (r.contains("source") && r.at("source").is_string()) return r.at("source").get<std::string>();
-    if (r.contains("predicted") && r.at("predicted").is_object() && r.at("predicted").contains("profile"))
+    if (r.contains("predicted") && r.at("predicted").is_object() && r.at("predicted").contains("profile") &&
+        r.at("predicted").at("profile").is_string())
         return r.at("predicted").at("profile").get<std::string>();
     return kSourceRuntime;
 }
@@ -263,6 +266,7 @@ SourceSummary summarize_runs(const std::vector<const RunCheck*>& runs) {
         ++s.runs;
         if (r->out_of_tolerance) ++s.out_of_tolerance;
         if (r->not_compared) ++s.not_compared;
+        if (r->status == "allocation-failed" && !r->not_compared) ++s.judged_out_of_memory;
         if (r->status != "ok") {
             ++s.failed;
             continue;
@@ -316,7 +320,10 @@ std::optional<SourceTolerances> matrix_tolerances_for(const fs::path& report, co
     const fs::path stop = fs::weakly_canonical(root);
     for (;;) {
         const fs::path candidate = dir / "matrix.json";
-        if (fs::exists(candidate)) return matrix_from_json(read_json_file(candidate, "matrix.json"), candidate.string()).tolerances;
+        if (fs::exists(candidate)) {
+            const json j = read_json_file(candidate, "matrix.json");
+            return interpret_user_json(candidate.string(), [&] { return matrix_from_json(j, candidate.string()); }).tolerances;
+        }
         if (fs::weakly_canonical(dir) == stop || !dir.has_parent_path() || dir.parent_path() == dir) break;
         dir = dir.parent_path();
     }
@@ -340,17 +347,11 @@ CheckResult check_directory(const fs::path& dir, const CheckOptions& options) {
         check_run_report_fields(j, "--check " + f.string());  // errors name the file and field
         const SourceTolerances all =
             options.tolerances ? *options.tolerances : matrix_tolerances_for(f, dir).value_or(default_tolerances());
-        RunCheck rc;
-        try {
-            const std::string source = source_of(j);
-            const auto it = all.find(source);
+        RunCheck rc = interpret_user_json("--check " + f.string(), [&] {
+            const auto it = all.find(source_of(j));
             const Tolerances tol = it != all.end() ? it->second : default_tolerances()[kSourceRuntime];
-            rc = check_report(j, f.stem().string(), tol, options);
-        } catch (const InputError& e) {
-            throw InputError("--check " + f.string(), e.what());
-        } catch (const nlohmann::json::exception& e) {
-            throw InputError("--check " + f.string(), std::string("malformed run report: ") + e.what());
-        }
+            return check_report(j, f.stem().string(), tol, options);
+        });
         rc.path = f;
         result.runs.push_back(std::move(rc));
     }

@@ -402,6 +402,7 @@ namespace {
 // row goes through `parse` (empty lines skipped). Errors name the file and the line.
 template <class Parse>
 std::vector<ExternalRun> read_rows(const fs::path& csv, std::span<const char* const> required, Parse parse) {
+    require_regular_file(csv, csv.string());  // a FIFO would block the read forever
     std::ifstream in(csv);
     if (!in) throw InputError(csv.string(), "cannot open the CSV file");
     const std::string file = csv.filename().string();
@@ -477,14 +478,7 @@ ExternalDataset read_external_dataset(const fs::path& folder) {
 
 ExternalDataset read_external_dataset(const fs::path& folder, const fs::path& data_dir) {
     const fs::path manifest = folder / "dataset.json";
-    std::ifstream in(manifest);
-    if (!in) throw InputError(manifest.string(), "cannot open the data set manifest");
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-        throw InputError(manifest.string(), std::string("not valid JSON: ") + e.what());
-    }
+    nlohmann::json j = read_json_file(manifest, manifest.string());
     ExternalDataset d;
     d.folder = folder;
     auto str = [&](const char* key) -> std::string {

@@ -65,7 +65,10 @@ Matrix matrix_from_json(const json& j, const std::string& subject) {
     m.raw = j;
     if (!j.contains("name") || !j.at("name").is_string()) throw InputError(at(subject, "name"), "must be a string");
     m.name = j.at("name").get<std::string>();
-    m.description = j.value("description", "");
+    if (j.contains("description")) {
+        if (!j.at("description").is_string()) throw InputError(at(subject, "description"), "must be a string");
+        m.description = j.at("description").get<std::string>();
+    }
     if (j.contains("gpu")) {
         if (!j.at("gpu").is_string()) throw InputError(at(subject, "gpu"), "must be a string");
         m.gpu = j.at("gpu").get<std::string>();
@@ -80,7 +83,8 @@ Matrix matrix_from_json(const json& j, const std::string& subject) {
             for (const auto& [q, tol] : quantities.items()) m.tolerances[source][q] = tolerance_from_json(tol, at(s, q));
         }
     }
-    const json defaults = j.value("defaults", json::object());
+    const json defaults = j.contains("defaults") ? j.at("defaults") : json::object();
+    if (!defaults.is_object()) throw InputError(at(subject, "defaults"), "must be an object");
     const int steps = positive_int(defaults, "steps", 10, at(subject, "defaults"), 1);
     const int warmup = positive_int(defaults, "warmup", 2, at(subject, "defaults"), 0);
     if (!j.contains("runs") || !j.at("runs").is_array() || j.at("runs").empty())
@@ -121,10 +125,11 @@ std::filesystem::path default_matrices_dir() {
     return PREFLIGHT_MATRICES_DIR;
 }
 
-Matrix load_matrix(const std::string& spec, const std::filesystem::path& matrices_dir) {
+Matrix load_matrix(const std::string& spec, const std::filesystem::path& matrices_dir, const std::string& flag) {
     std::filesystem::path path = spec;
     if (spec.find('/') == std::string::npos && path.extension() != ".json") path = matrices_dir / (spec + ".json");
-    return matrix_from_json(read_json_file(path, "--matrix"), path.string());
+    const json j = read_json_file(path, flag);
+    return interpret_user_json(flag, [&] { return matrix_from_json(j, path.string()); });
 }
 
 std::vector<std::string> run_arguments(const MatrixRun& run, const std::string& gpu) {

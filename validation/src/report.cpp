@@ -120,7 +120,9 @@ std::string summary_table(const CheckResult& r) {
             if (!c.within) o << "; " << c.quantity << " measured/predicted " << fmt(c) << " (" << pct(c.relative_error) << ")";
         o << "\n";
     }
-    o << (r.passed() ? "PASS: every run within its tolerance\n" : "FAIL: runs out of tolerance (listed above)\n");
+    o << (r.passed()          ? "PASS: every run within its tolerance\n"
+          : !r.compared_any() ? "FAIL: no run was compared\n"
+                              : "FAIL: runs out of tolerance or not compared (listed above)\n");
     return o.str();
 }
 
@@ -133,7 +135,8 @@ std::string markdown_report(const CheckResult& r, const std::string& plot_file) 
          "`torch.cuda.max_memory_allocated`), `overhead` the non-tensor device memory, where measured.\n\n";
     o << (r.passed() ? "**Result: PASS** - every run within its tolerance.\n\n"
                      : "**Result: FAIL** - " + std::to_string(r.all.out_of_tolerance) + " run(s) out of tolerance, " +
-                           std::to_string(r.all.not_compared) + " not compared (crashed, failed or nothing measured).\n\n");
+                           std::to_string(r.all.not_compared) + " not compared (crashed, failed or nothing measured)" +
+                           (r.compared_any() ? "" : "; no run was compared") + ".\n\n");
     if (!plot_file.empty()) o << "![predicted vs measured](" << plot_file << ")\n\n";
     o << "## Summary by source\n\n| source | runs | compared | dry runs | failed | out of tolerance | peak p50 | peak p95 | "
          "peak max | step time p50 | step time p95 | MFU p50 |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";

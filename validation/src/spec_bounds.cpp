@@ -50,17 +50,42 @@ void expect(const json& j, const char* key, bool (json::*is)() const noexcept, c
     if (!(j.at(key).*is)()) throw InputError(file, prefix + key + " must be " + type + ", got " + j.at(key).dump());
 }
 
+// `key`, when present, is one of `allowed` (null is not: the readers take the key's absence
+// as its default, never a null).
+void expect_one_of(const json& r, const char* key, std::initializer_list<const char*> allowed, const std::string& file) {
+    if (!r.contains(key)) return;
+    const json& v = r.at(key);
+    std::string names;
+    for (const char* a : allowed) {
+        if (v.is_string() && v.get<std::string>() == a) return;
+        names += (names.empty() ? "" : ", ") + std::string(a);
+    }
+    throw InputError(file, std::string(key) + " must be one of " + names + ", got " + v.dump());
+}
+
+// `key` is an object holding a string "name" (model, gpu): every reader predicts from them.
+void expect_named(const json& r, const char* key, const std::string& file) {
+    const auto it = r.find(key);
+    if (it == r.end() || !it->is_object())
+        throw InputError(file, std::string(key) + " must be an object {\"name\": ...}, got " +
+                                   (it == r.end() ? "nothing" : it->dump()));
+    if (!it->contains("name") || !it->at("name").is_string())
+        throw InputError(file, std::string(key) + ".name must be a string, got " +
+                                   (it->contains("name") ? it->at("name").dump() : "nothing"));
+}
+
 }  // namespace
 
 void check_run_report_fields(const json& r, const std::string& file) {
     if (!r.is_object()) throw InputError(file, "a run report must be a JSON object");
-    expect(r, "command", &json::is_string, "a string", file);
-    expect(r, "mode", &json::is_string, "a string", file);
-    expect(r, "status", &json::is_string, "a string", file);
-    expect(r, "source", &json::is_string, "a string", file);
+    for (const char* key : {"command", "source"})
+        if (r.contains(key) && !r.at(key).is_string())
+            throw InputError(file, std::string(key) + " must be a string, got " + r.at(key).dump());
+    expect_one_of(r, "mode", {"device", "dry-run"}, file);
+    expect_one_of(r, "status", {"ok", "allocation-failed", "error", "crashed"}, file);
     expect(r, "message", &json::is_string, "a string", file);
-    expect(r, "model", &json::is_object, "an object", file);
-    expect(r, "gpu", &json::is_object, "an object", file);
+    expect_named(r, "model", file);
+    expect_named(r, "gpu", file);
     expect(r, "device", &json::is_object, "an object", file);
     expect(r, "plan", &json::is_object, "an object", file);
     expect(r, "measured", &json::is_object, "an object", file);

@@ -9,16 +9,13 @@
 
 #include "preflight/planner/gpu.hpp"
 #include "preflight/planner/model.hpp"
+#include "preflight/planner/user_file.hpp"  // read_json_file: every user JSON file is read there
 
 namespace preflight {
 
 // Where data/ lives: $PREFLIGHT_DATA_DIR if set, else the directory compiled in
 // (the source tree's data/). Pass the result to the functions below.
 std::filesystem::path default_data_dir();
-
-// Reads a JSON file; throws InputError naming `subject` (e.g. "--model") and the
-// path when it is missing, unreadable or malformed.
-nlohmann::json read_json_file(const std::filesystem::path& path, const std::string& subject);
 
 // `spec` is a catalog name (file stem in data/models) or a path to a config.json.
 ModelConfig load_model(const std::string& spec, const std::filesystem::path& data_dir);

@@ -158,6 +158,9 @@ void adjust_layer_inventory(const ModelConfig& model, const Plan& plan, std::vec
 std::int64_t extension_transient_bytes(const ModelConfig& model, const Plan& plan);
 
 bool uses_extended_throughput(const Plan& plan);
+// The flag of the first setting that makes uses_extended_throughput true ("--finetune",
+// "--offload", "--pp-schedule", "--vpp", "--cp", "--ep", "--moe-capacity-factor"); "" when none.
+std::string extended_setting_flag(const Plan& plan);
 // The step time of a plan with extensions: the base model's estimate for the rank view
 // (full fine-tune, no offload, 1F1B) plus what each extension changes.
 Throughput estimate_extended_throughput(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,

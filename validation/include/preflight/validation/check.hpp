@@ -56,6 +56,7 @@ struct SourceSummary {
     int failed = 0;            // allocation-failed, error or crashed
     int out_of_tolerance = 0;
     int not_compared = 0;      // runs that could not be compared (fail the check)
+    int judged_out_of_memory = 0;  // allocation-failed runs judged against the predicted peak
     ErrorStats peak, step_time, mfu, overhead;
     std::map<std::string, ErrorStats> categories;  // per-category |relative error| (own runtime)
 };
@@ -65,8 +66,10 @@ struct CheckResult {
     std::vector<RunCheck> runs;
     std::map<std::string, SourceSummary> sources;
     SourceSummary all;
-    // Every run compared and within tolerance; a run that could not be compared fails.
-    bool passed() const { return all.out_of_tolerance == 0 && all.not_compared == 0; }
+    // Every run compared and within tolerance; a run that could not be compared fails, and so
+    // does a check that compared nothing.
+    bool compared_any() const { return all.compared + all.judged_out_of_memory > 0; }
+    bool passed() const { return all.out_of_tolerance == 0 && all.not_compared == 0 && compared_any(); }
 };
 
 struct CheckOptions {

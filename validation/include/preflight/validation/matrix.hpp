@@ -52,8 +52,10 @@ struct Matrix {
 
 // Parses a matrix object; throws InputError naming the field (runs[3].plan.seq, ...).
 Matrix matrix_from_json(const nlohmann::json& j, const std::string& subject);
-// `spec` is a matrix name under `matrices_dir` (smoke, full) or a path to a JSON file.
-Matrix load_matrix(const std::string& spec, const std::filesystem::path& matrices_dir);
+// `spec` is a matrix name under `matrices_dir` (smoke, full) or a path to a JSON file; errors
+// name `flag` (--matrix, --tolerances), the file and the field.
+Matrix load_matrix(const std::string& spec, const std::filesystem::path& matrices_dir,
+                   const std::string& flag = "--matrix");
 // validation/matrices of the source tree (compiled in), or $PREFLIGHT_MATRICES_DIR.
 std::filesystem::path default_matrices_dir();
 
