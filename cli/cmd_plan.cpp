@@ -61,7 +61,9 @@ std::string pct(double f, int digits = 1) { return fixed(100.0 * f, digits) + " 
 
 std::string duration(double s) {
     char buf[64];
-    if (s >= 86400)
+    if (s >= 86400 * 1e6)  // beyond a million days: three significant digits, never 19 of them
+        std::snprintf(buf, sizeof buf, "%.3g days", s / 86400);
+    else if (s >= 86400)
         std::snprintf(buf, sizeof buf, "%.1f days", s / 86400);
     else if (s >= 3600)
         std::snprintf(buf, sizeof buf, "%.1f h", s / 3600);
@@ -201,8 +203,8 @@ void print_recommendation(const PlanCommandState& st, const ModelConfig& model, 
     else
         std::cout << " (target " << group_digits(req.gbs_tokens) << ", rounded by " << (best.batch_error > 0 ? "+" : "")
                   << pct(best.batch_error, 2) << ")\n";
-    std::cout << "step time:   " << seconds(th.step_time_s) << "; " << group_digits(std::llround(th.tokens_per_s))
-              << " tokens/s total, " << group_digits(std::llround(th.tokens_per_s_per_gpu)) << " per GPU\n";
+    std::cout << "step time:   " << seconds(th.step_time_s) << "; " << format_figure(th.tokens_per_s)
+              << " tokens/s total, " << format_figure(th.tokens_per_s_per_gpu) << " per GPU\n";
     std::cout << "MFU / HFU:   " << pct(th.mfu) << " / " << pct(th.hfu) << " of "
               << format_rate(th.peak_flops_per_s / 1e12, "TFLOP/s") << " dense " << to_string(best.plan.precision)
               << " peak per GPU (model " << fixed(th.model_flops_per_step / 1e15, 1) << " PFLOP, hardware "
@@ -213,7 +215,7 @@ void print_recommendation(const PlanCommandState& st, const ModelConfig& model, 
     if (st.train_tokens) {
         const TrainingTime tt = training_time(th, *st.train_tokens);
         std::cout << "training:    " << group_digits(*st.train_tokens) << " tokens = " << group_digits(tt.steps)
-                  << " steps, " << duration(tt.wall_s) << " wall, " << group_digits(std::llround(tt.gpu_hours))
+                  << " steps, " << duration(tt.wall_s) << " wall, " << format_figure(tt.gpu_hours)
                   << " GPU-hours\n";
     }
     std::cout << "\n# step time of the recommendation\n";

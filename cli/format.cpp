@@ -13,6 +13,15 @@ std::string format_rate(std::optional<double> v, const char* unit) {
     return buf;
 }
 
+std::string format_figure(double v) {
+    if (!std::isfinite(v)) return "N/A";
+    if (std::fabs(v) >= 1 && std::fabs(v) < 1e15) return group_digits(std::llround(v));
+    if (v == 0) return "0";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3g", v);
+    return buf;
+}
+
 std::string bar(double fraction, int width) {
     fraction = std::clamp(fraction, 0.0, 1.0);
     const int filled = static_cast<int>(std::lround(fraction * width));

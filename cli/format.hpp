@@ -16,6 +16,10 @@ using preflight::format_count;
 using preflight::group_digits;
 // "989.4 TFLOP/s", or "N/A" when unknown.
 std::string format_rate(std::optional<double> v, const char* unit);
+// A non-negative figure of any size: digits grouped when it rounds to an integer of at least
+// 1 below 10^15 ("1,234"), else three significant digits ("8.4e-05", "1.24e+18"); "N/A" when it
+// is not finite. Never an integer cast that could wrap.
+std::string format_figure(double v);
 // A bar of `width` cells filled to fraction (clamped to [0, 1]).
 std::string bar(double fraction, int width);
 

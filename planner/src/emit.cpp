@@ -416,12 +416,18 @@ json peft_config(const ModelConfig& m, const Plan& p, std::vector<std::string>* 
                            {"bnb_4bit_compute_dtype", p.precision == Precision::fp16_mixed ? "float16" : "bfloat16"}};
         j["prepare_model_for_kbit_training"] = {{"use_gradient_checkpointing", p.recompute == Recompute::full}};
     }
-    // transformers.TrainingArguments.
+    // transformers.TrainingArguments: bf16 / fp16 are autocast with fp32 master weights.
+    if (p.precision == Precision::fp8_mixed)
+        warn(w, "the Trainer has no fp8 switch: bf16 is emitted (autocast, fp32 master weights); fp8 GEMMs need "
+                "Transformer Engine or torchao Float8 through accelerate (mixed_precision='fp8')");
+    if (p.precision == Precision::bf16)
+        warn(w, "the Trainer's bf16 keeps fp32 master weights: the plan's pure-bf16 recipe (no master copy) is "
+                "emitted as bf16-mixed, which holds more memory than planned");
     json t{{"per_device_train_batch_size", p.mbs},
            {"gradient_accumulation_steps", p.grad_acc},
            {"gradient_checkpointing", p.recompute == Recompute::full},
            {"bf16", p.precision == Precision::bf16_mixed || p.precision == Precision::bf16 ||
-                        p.precision == Precision::bf16_mixed_fp32_grads},
+                        p.precision == Precision::bf16_mixed_fp32_grads || p.precision == Precision::fp8_mixed},
            {"fp16", p.precision == Precision::fp16_mixed},
            {"optim", p.optimizer == Optimizer::adamw ? "adamw_torch" : "sgd"}};
     if (p.recompute == Recompute::selective)

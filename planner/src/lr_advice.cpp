@@ -4,12 +4,17 @@
 #include <cmath>
 
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/limits.hpp"
 
 namespace preflight {
 
 LrAdvice lr_advice(double base_lr, double base_batch_tokens, double batch_tokens, Optimizer optimizer) {
     if (!(base_lr > 0 && std::isfinite(base_lr))) throw InputError("--base-lr", "must be a positive number");
-    if (!(base_batch_tokens > 0 && std::isfinite(base_batch_tokens))) throw InputError("--base-batch", "must be a positive number of tokens");
+    // A whole number of tokens within the global-batch bound (limits.hpp), so the ratio and both
+    // rules stay finite and the batch prints as the integer it is.
+    if (!(base_batch_tokens >= 1 && base_batch_tokens <= static_cast<double>(limits::kMaxGlobalBatchTokens)) ||
+        std::floor(base_batch_tokens) != base_batch_tokens)
+        throw InputError("--base-batch", "must be a whole number of tokens from 1 to 2^40 = 1,099,511,627,776");
     if (!(batch_tokens > 0)) throw InputError("--gbs-tokens", "must be positive");
     LrAdvice a;
     a.base_lr = base_lr;

@@ -3,10 +3,13 @@
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "catalog_fixture.hpp"
 #include "preflight/planner/report.hpp"
 #include "run_cli.hpp"
 
@@ -112,6 +115,25 @@ TEST(PlanCli, TrainTokensAndLearningRate) {
     EXPECT_TRUE(has(r.out, "linear rule:       0.0012"));
     EXPECT_TRUE(has(r.out, "square-root rule:  0.0006"));
     EXPECT_TRUE(has(r.out, "rules of thumb"));
+}
+
+// Issue 37, item 5: a slow but valid GPU (every peak 1 MFLOP/s) and 9e18 training tokens printed
+// "0 tokens/s total" and "-9,223,372,036,854,775,808 GPU-hours" (an int64 cast of 1.2e19 hours).
+// The figures are printed as what they are, with three significant digits where digits would not do.
+TEST(PlanCli, HugeAndTinyFiguresAreNotWrapped) {
+    nlohmann::json spec;
+    std::ifstream(preflight::test::data_dir() / "gpus" / "h100-sxm-80gb.json") >> spec;
+    for (auto& [key, value] : spec.items())
+        if (key.rfind("peak_", 0) == 0 && key.find("flops_per_s") != std::string::npos) value = 1e6;
+    const std::string path = (std::filesystem::temp_directory_path() / "preflight-slow-gpu.json").string();
+    std::ofstream(path) << spec.dump();
+    const CliRun r = run_preflight("plan --model llama-3-8b --gpu " + path +
+                                   " --gpus 8 --gbs-tokens 4194304 --seq 4096 --train-tokens 9000000000000000000");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_FALSE(has(r.out, "-9,223,372,036,854,775,808")) << r.out;
+    EXPECT_FALSE(has(r.out, "; 0 tokens/s total")) << r.out;
+    EXPECT_TRUE(has(r.out, "e+") && has(r.out, "GPU-hours")) << r.out;  // ~1.2e+19 GPU-hours
+    std::filesystem::remove(path);
 }
 
 TEST(PlanCli, NothingFitsExitsOneWithTheSmallestChange) {

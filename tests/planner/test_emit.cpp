@@ -160,4 +160,16 @@ TEST(LrAdvice, LinearAndSquareRootRules) {
     EXPECT_EQ(lr_advice(0.1, 256, 8192, Optimizer::sgd).preferred, "linear");
     EXPECT_THROW(lr_advice(0, 1, 1, Optimizer::adamw), InputError);
     EXPECT_THROW(lr_advice(1e-3, -1, 1, Optimizer::adamw), InputError);
+    // Issue 37, item 5: a base batch beyond the global-batch bound printed as an int64 wrapped to
+    // -9,223,372,036,854,775,808, one below a token gave an infinite rate; both are refused, naming
+    // --base-batch, and so is a fraction of a token.
+    for (double bad : {1e308, 1e-320, 0.5, 1.5, std::pow(2.0, 40) + 1}) {
+        try {
+            (void)lr_advice(3e-4, bad, 1 << 22, Optimizer::adamw);
+            ADD_FAILURE() << bad << " accepted";
+        } catch (const InputError& e) {
+            EXPECT_NE(std::string(e.what()).find("--base-batch"), std::string::npos) << e.what();
+        }
+    }
+    EXPECT_NO_THROW((void)lr_advice(3e-4, std::pow(2.0, 40), 1 << 22, Optimizer::adamw));
 }

@@ -438,6 +438,33 @@ TEST(Extensions, EmitMatchingFrameworkSettings) {
     EXPECT_EQ(peft["training_arguments"]["gradient_checkpointing"], true);
 }
 
+// Issue 37, item 8: an fp8-mixed recommendation emitted for the Trainer is bf16 autocast (the
+// Trainer has no fp8 switch), said on stderr, never an fp32 Trainer ("bf16": false, "fp16": false)
+// without a word; pure bf16 becomes bf16-mixed, said too.
+TEST(Extensions, PeftExportSaysWhatItChangesInTheRecipe) {
+    Plan p;
+    p.finetune = Finetune::lora;
+    p.lora = lora(8, lora_q | lora_v);
+    p.precision = Precision::fp8_mixed;
+    std::vector<std::string> warnings;
+    auto j = peft_config(catalog_model("llama-3-8b"), p, &warnings);
+    EXPECT_EQ(j["training_arguments"]["bf16"], true);
+    EXPECT_EQ(j["training_arguments"]["fp16"], false);
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_NE(warnings[0].find("no fp8 switch"), std::string::npos) << warnings[0];
+    warnings.clear();
+    p.precision = Precision::bf16;
+    j = peft_config(catalog_model("llama-3-8b"), p, &warnings);
+    EXPECT_EQ(j["training_arguments"]["bf16"], true);
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_NE(warnings[0].find("pure-bf16"), std::string::npos) << warnings[0];
+    warnings.clear();
+    p.precision = Precision::fp32;  // what the Trainer does with neither switch: no warning
+    j = peft_config(catalog_model("llama-3-8b"), p, &warnings);
+    EXPECT_EQ(j["training_arguments"]["bf16"], false);
+    EXPECT_TRUE(warnings.empty());
+}
+
 TEST(Extensions, LoraStepIsCheaperThanFullFineTune) {
     // No weight-gradient GEMMs for frozen weights: the LoRA step must be faster than the full
     // fine-tune's at the same shape, and QLoRA pays for dequantisation on top of LoRA.

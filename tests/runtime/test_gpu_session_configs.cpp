@@ -7,6 +7,8 @@
 
 #include <fstream>
 #include <set>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -62,43 +64,68 @@ TEST(GpuSessionConfigs, EveryPlanRunsFitsAndTheSetCoversTheIssue) {
     EXPECT_EQ(headline, 1);
 }
 
+// One emulated rank of a GPU session's configuration file, with the checks every such file
+// shares: a unique id, a plan the runtime runs, its rank inside the plan and built, a fit on an
+// 80 GB H100 with 15 % headroom, and its recorded predicted_peak_gib within 10 % of today's.
+struct RankConfig {
+    std::string id;
+    ModelConfig model;
+    Plan plan;
+    std::int64_t rank = 0;
+    Predicted predicted;
+};
+
+std::vector<RankConfig> checked_rank_configs(const std::string& file) {
+    std::vector<RankConfig> out;
+    std::ifstream in(preflight::test::data_dir() / ".." / "validation" / "gpu_session" / file);
+    EXPECT_TRUE(in) << "validation/gpu_session/" << file;
+    if (!in) return out;
+    const auto j = nlohmann::json::parse(in);
+    const GpuSpec gpu = preflight::test::catalog_gpu(j.at("gpu_default").get<std::string>());
+    std::set<std::string> ids;
+    for (const auto& c : j.at("configs")) {
+        RankConfig r;
+        r.id = c.at("id");
+        EXPECT_TRUE(ids.insert(r.id).second) << "duplicate id " << r.id;
+        r.model = preflight::test::catalog_model(c.at("model"));
+        r.plan = resolve_defaults(plan_from_json(c), r.model);
+        EXPECT_NO_THROW(check_supported(r.model, r.plan)) << r.id;
+        r.rank = c.at("rank");
+        EXPECT_LT(r.rank, r.plan.dp * r.plan.tp * r.plan.pp) << r.id;
+        EXPECT_NO_THROW((void)build_program(r.model, r.plan, r.rank)) << r.id;
+        RunOptions o;
+        o.rank = r.rank;
+        r.predicted = predict(r.model, gpu, r.plan, o);
+        EXPECT_LE(r.predicted.memory.peak_bytes, gpu.memory_bytes * 85 / 100) << r.id;
+        const double gib = static_cast<double>(r.predicted.memory.peak_bytes) / (1 << 30);
+        EXPECT_NEAR(c.at("predicted_peak_gib").get<double>(), gib, 0.1 * gib) << r.id;
+        out.push_back(std::move(r));
+    }
+    return out;
+}
+
 // validation/gpu_session/gpu_session_dp_configs.json, the emulated ranks the GPU session records:
 // each runs (tp = pp = 1), its rank is inside the plan, it fits an 80 GB H100 with the same 15 %
 // headroom, and the set holds what the issue names (>= 12 runs; GPT-2 and Llama families; every
 // ZeRO stage; Llama-3-8B dp 8 at ZeRO-1/2/3 in bf16-mixed; rank 0 of Llama-3-70B dp 64 ZeRO-3 full
 // recompute at seq 4096, predicted at about 29 GiB of tensors).
 TEST(GpuSessionConfigs, TheDataParallelRanksRunFitAndCoverTheIssue) {
-    std::ifstream in(preflight::test::data_dir() / ".." / "validation" / "gpu_session" / "gpu_session_dp_configs.json");
-    ASSERT_TRUE(in) << "validation/gpu_session/gpu_session_dp_configs.json";
-    const auto j = nlohmann::json::parse(in);
-    const GpuSpec gpu = preflight::test::catalog_gpu(j.at("gpu_default").get<std::string>());
-    std::set<std::string> ids, families;
+    std::set<std::string> families;
     std::set<int> zeros, llama8b_zeros;
     bool seventy = false;
-    for (const auto& c : j.at("configs")) {
-        const std::string id = c.at("id");
-        EXPECT_TRUE(ids.insert(id).second) << "duplicate id " << id;
-        const ModelConfig m = preflight::test::catalog_model(c.at("model"));
-        const Plan plan = resolve_defaults(plan_from_json(c), m);
-        EXPECT_NO_THROW(check_supported(m, plan)) << id;
-        const std::int64_t rank = c.at("rank");
-        EXPECT_NO_THROW((void)build_program(m, plan, rank)) << id;
-        RunOptions o;
-        o.rank = rank;
-        const Predicted p = predict(m, gpu, plan, o);
-        EXPECT_LE(p.memory.peak_bytes, gpu.memory_bytes * 85 / 100) << id;
-        const double gib = static_cast<double>(p.memory.peak_bytes) / (1 << 30);
-        EXPECT_NEAR(c.at("predicted_peak_gib").get<double>(), gib, 0.1 * gib) << id;
-        families.insert(std::string(to_string(m.family)));
-        zeros.insert(plan.zero);
-        if (m.name == "llama-3-8b" && plan.dp == 8 && plan.precision == Precision::bf16_mixed) llama8b_zeros.insert(plan.zero);
-        if (m.name == "llama-3-70b" && plan.dp == 64 && plan.zero == zero_weights && plan.recompute == Recompute::full &&
-            plan.seq == 4096 && rank == 0) {
+    const std::vector<RankConfig> configs = checked_rank_configs("gpu_session_dp_configs.json");
+    for (const RankConfig& r : configs) {
+        families.insert(std::string(to_string(r.model.family)));
+        zeros.insert(r.plan.zero);
+        if (r.model.name == "llama-3-8b" && r.plan.dp == 8 && r.plan.precision == Precision::bf16_mixed)
+            llama8b_zeros.insert(r.plan.zero);
+        if (r.model.name == "llama-3-70b" && r.plan.dp == 64 && r.plan.zero == zero_weights &&
+            r.plan.recompute == Recompute::full && r.plan.seq == 4096 && r.rank == 0) {
             seventy = true;
-            EXPECT_NEAR(static_cast<double>(p.tracked_peak_bytes) / (1 << 30), 29.0, 1.5) << id;
+            EXPECT_NEAR(static_cast<double>(r.predicted.tracked_peak_bytes) / (1 << 30), 29.0, 1.5) << r.id;
         }
     }
-    EXPECT_GE(ids.size(), 12u);
+    EXPECT_GE(configs.size(), 12u);
     EXPECT_TRUE(families.count("gpt2") && families.count("llama"));
     EXPECT_EQ(zeros, (std::set<int>{0, 1, 2, 3}));
     EXPECT_EQ(llama8b_zeros, (std::set<int>{1, 2, 3}));
@@ -140,33 +167,15 @@ TEST(GpuSessionConfigs, TheFp8PairsRunAndFitInBothRecipes) {
 // GPT-2 and Llama families; a tp 8 + sp rank of Llama-3-70B; the first and the last stage of a pp 4
 // Llama-3-8B plan).
 TEST(GpuSessionConfigs, TheModelParallelRanksRunFitAndCoverTheIssue) {
-    std::ifstream in(preflight::test::data_dir() / ".." / "validation" / "gpu_session" / "gpu_session_mp_configs.json");
-    ASSERT_TRUE(in) << "validation/gpu_session/gpu_session_mp_configs.json";
-    const auto j = nlohmann::json::parse(in);
-    const GpuSpec gpu = preflight::test::catalog_gpu(j.at("gpu_default").get<std::string>());
-    std::set<std::string> ids, families;
+    std::set<std::string> families;
     std::set<std::int64_t> llama8b_pp4_stages;
     int model_parallel = 0;
     bool seventy_sp = false;
-    for (const auto& c : j.at("configs")) {
-        const std::string id = c.at("id");
-        EXPECT_TRUE(ids.insert(id).second) << "duplicate id " << id;
-        const ModelConfig m = preflight::test::catalog_model(c.at("model"));
-        const Plan plan = resolve_defaults(plan_from_json(c), m);
-        EXPECT_NO_THROW(check_supported(m, plan)) << id;
-        const std::int64_t rank = c.at("rank");
-        ASSERT_LT(rank, plan.dp * plan.tp * plan.pp) << id;
-        EXPECT_NO_THROW((void)build_program(m, plan, rank)) << id;
-        RunOptions o;
-        o.rank = rank;
-        const Predicted p = predict(m, gpu, plan, o);
-        EXPECT_LE(p.memory.peak_bytes, gpu.memory_bytes * 85 / 100) << id;
-        const double gib = static_cast<double>(p.memory.peak_bytes) / (1 << 30);
-        EXPECT_NEAR(c.at("predicted_peak_gib").get<double>(), gib, 0.1 * gib) << id;
-        families.insert(std::string(to_string(m.family)));
-        if (plan.tp > 1 || plan.pp > 1) ++model_parallel;
-        if (m.name == "llama-3-70b" && plan.tp == 8 && plan.sp) seventy_sp = true;
-        if (m.name == "llama-3-8b" && plan.pp == 4) llama8b_pp4_stages.insert(rank_coords(plan, rank).pp);
+    for (const RankConfig& r : checked_rank_configs("gpu_session_mp_configs.json")) {
+        families.insert(std::string(to_string(r.model.family)));
+        if (r.plan.tp > 1 || r.plan.pp > 1) ++model_parallel;
+        if (r.model.name == "llama-3-70b" && r.plan.tp == 8 && r.plan.sp) seventy_sp = true;
+        if (r.model.name == "llama-3-8b" && r.plan.pp == 4) llama8b_pp4_stages.insert(rank_coords(r.plan, r.rank).pp);
     }
     EXPECT_GE(model_parallel, 8);
     EXPECT_TRUE(families.count("gpt2") && families.count("llama"));
