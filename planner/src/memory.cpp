@@ -500,7 +500,12 @@ MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const
                              const MemoryOptions& options_in) {
     validate_memory_options(options_in);
     MemoryOptions options = options_in;
-    if (!options.host_pace) options.host_pace = expected_host_pace(model, gpu, plan_in, options.profile);
+    // The pace matters only to an allocator model with run-ahead terms; elsewhere the default
+    // (what expected_host_pace gives a profile without a stall) spares the search a step-time call.
+    const AllocatorConstants& ac = options.profile.allocator;
+    const bool pace_matters = ac.loss_stage_fragmentation > 0 || ac.pipeline_runahead_fragmentation > 0;
+    if (!options.host_pace)
+        options.host_pace = pace_matters ? expected_host_pace(model, gpu, plan_in, options.profile) : HostPace::runs_ahead;
     if (options.profile.evaluate) {  // the profile's own model
         MemoryReport r = options.profile.evaluate(model, gpu, plan_in, options);
         r.host_pace = *options.host_pace;
