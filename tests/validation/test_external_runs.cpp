@@ -323,3 +323,12 @@ TEST(ExternalRuns, TargetsAreCheckedOnLoadAndGatesNeedJobs) {
     EXPECT_NE(failures[0].find("0 jobs compared"), std::string::npos) << failures[0];
     EXPECT_TRUE(memory_gate_failures(none, nlohmann::json::object()).empty());  // no target, no gate
 }
+
+// Issue 37, item 5: the allocator constants' "not fitted" placeholder (non_pytorch_bytes < 0: the
+// GPU spec's overhead is used) is null in JSON, never the byte count -1; a fitted figure stays.
+TEST(ExternalMemory, UnfittedNonPytorchBytesIsNullNotMinusOne) {
+    AllocatorConstants c;  // non_pytorch_bytes = -1
+    EXPECT_TRUE(constants_to_json(c).at("non_pytorch_bytes").is_null());
+    c.non_pytorch_bytes = std::int64_t{1} << 30;
+    EXPECT_EQ(constants_to_json(c).at("non_pytorch_bytes"), std::int64_t{1} << 30);
+}

@@ -380,7 +380,9 @@ nlohmann::json constants_to_json(const AllocatorConstants& c) {
             {"loss_stage_fragmentation", c.loss_stage_fragmentation},
             {"pipeline_runahead_fragmentation", c.pipeline_runahead_fragmentation},
             {"reserved_constant_bytes", c.reserved_constant_bytes},
-            {"non_pytorch_bytes", c.non_pytorch_bytes},
+            // Negative means "not fitted: the GPU spec's overhead_bytes" (allocator_model.hpp), a
+            // placeholder, not a byte count: null in JSON.
+            {"non_pytorch_bytes", c.non_pytorch_bytes >= 0 ? nlohmann::json(c.non_pytorch_bytes) : nlohmann::json(nullptr)},
             {"verdict_margin_bytes", c.verdict_margin_bytes},
             {"provenance", c.provenance}};
 }
