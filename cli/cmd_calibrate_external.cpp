@@ -66,7 +66,7 @@ int run_calibrate_external(const std::vector<std::filesystem::path>& datasets, c
         if (fit_memory) {
             std::cerr << "preflight calibrate: " << d.name << ": memory cross-validation...\n";
             const int folds = g.cv.folds;
-            const auto mcv = validation::memory_cross_validation(d.runs, gpu, folds);
+            const auto mcv = validation::memory_cross_validation(d.runs, gpu, folds, &g.cv.fold_fits);
             j["memory"] = validation::memory_cv_to_json(mcv);
             memory_md = validation::memory_cv_markdown(d.runs, mcv);
         }

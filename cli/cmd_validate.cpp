@@ -132,19 +132,20 @@ void check_fitted(const validation::ExternalDataset& d, const fs::path& folder, 
             throw InputError((folder / "dataset.json").string(), "targets.folds must be an integer");
         folds = d.targets.at("folds").get<int>();
     }
+    std::cerr << "preflight validate: " << d.name << ": tokens/s " << folds
+              << "-fold cross-validation by model/tp/pp family...\n";
+    const validation::ThroughputGate tg = validation::throughput_gate(d, gpu);
     std::optional<validation::MemoryCrossValidation> cv;
     std::vector<std::string> failures;
     if (validation::has_memory_model(d)) {
         std::cerr << "preflight validate: " << d.name << ": " << d.runs.size() << " jobs, memory " << folds
                   << "-fold cross-validation by model/tp/pp family...\n";
-        cv = validation::memory_cross_validation(d.runs, gpu, folds);
+        // The tokens/s folds' step-time constants: a held-out job's expected pace never rests on its own speed.
+        cv = validation::memory_cross_validation(d.runs, gpu, folds, &tg.cv.fold_fits);
         failures = validation::memory_gate_failures(cv->held_out_figures, d.targets);
         const auto range = validation::range_gate_failures(cv->held_out_range, d.targets);
         failures.insert(failures.end(), range.begin(), range.end());
     }
-    std::cerr << "preflight validate: " << d.name << ": tokens/s " << folds
-              << "-fold cross-validation by model/tp/pp family...\n";
-    const validation::ThroughputGate tg = validation::throughput_gate(d, gpu);
     failures.insert(failures.end(), tg.failures.begin(), tg.failures.end());
     if (!failures.empty()) out.passed = false;
     nlohmann::json j = {{"name", d.name},           {"folder", folder.string()}, {"jobs", d.runs.size()},

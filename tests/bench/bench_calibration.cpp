@@ -67,7 +67,7 @@ void BM_HeldOutAccuracy(benchmark::State& state) {
             const GpuSpec gpu = load_gpu(h.set.gpu, PREFLIGHT_TEST_DATA_DIR);
             h.tokens = validation::throughput_gate(h.set, gpu);
             if (validation::has_memory_model(h.set))
-                h.memory = validation::memory_cross_validation(h.set.runs, gpu, h.tokens.cv.folds);
+                h.memory = validation::memory_cross_validation(h.set.runs, gpu, h.tokens.cv.folds, &h.tokens.cv.fold_fits);
             results.push_back(std::move(h));
         }
     }

@@ -175,6 +175,41 @@ TEST(ExternalMemory, CheckCommandGatesTheCheckedInDataSet) {
     // The verdict targets, on configurations the fit did not see.
     EXPECT_GE(held["verdict_accuracy"].get<double>(), 0.97);
     EXPECT_LE(held["fit_but_oom_fraction"].get<double>(), 0.01);
+    // Held out from user inputs: family folds, and the expected pace from each fold's own
+    // step-time constants (the tokens/s cross-validation's fold fits), never the committed ones.
+    EXPECT_EQ(nanotron["memory"]["fold_grouping"], "model/tp/pp family");
+    EXPECT_EQ(nanotron["memory"]["expected_pace_step_constants"], "per fold");
+    EXPECT_GT(nanotron["memory"]["held_out_range"]["ok_jobs"].get<int>(), 500);
+}
+
+// The expected pace of a held-out job follows the step-time constants of its fold: with a stall
+// of 100 s per micro-batch at any node count every job is expected to wait, so each held-out
+// prediction is the low end of its range; with no stall every job runs ahead (the high end).
+TEST(ExternalMemory, HeldOutPaceFollowsTheFoldsStepConstants) {
+    const ExternalDataset d = read_external_dataset(test::data_dir() / "measurements" / "external" / "nanotron-h100");
+    const std::vector<ExternalRun> runs(d.runs.begin(), d.runs.begin() + 120);
+    const GpuSpec gpu = test::catalog_gpu("h100-sxm-80gb");
+    for (const double stall : {100.0, 0.0}) {
+        Efficiency e = gpu.efficiency;
+        e.microbatch_sync_s = stall;
+        e.microbatch_sync_half_nodes = 1e-9;  // x / (1 + x) = 1 at any node count
+        e.microbatch_sync_no_pipeline_fraction = 1;
+        const std::vector<Efficiency> per_fold(2, e);
+        const MemoryCrossValidation cv = memory_cross_validation(runs, gpu, 2, &per_fold);
+        EXPECT_TRUE(cv.step_constants_per_fold);
+        int compared = 0, ends_differ = 0;
+        for (std::size_t i = 0; i < runs.size(); ++i) {
+            if (!cv.held_out[i].modelled) continue;
+            const MemoryPrediction& end = stall > 0 ? cv.held_out_low[i] : cv.held_out_high[i];
+            EXPECT_EQ(cv.held_out[i].measured_rank_reserved_bytes, end.measured_rank_reserved_bytes) << runs[i].id;
+            ++compared;
+            ends_differ += cv.held_out_low[i].measured_rank_reserved_bytes != cv.held_out_high[i].measured_rank_reserved_bytes;
+        }
+        EXPECT_GT(compared, 100);
+        EXPECT_GT(ends_differ, 20);  // the pace changes these jobs' pool: the check above is not vacuous
+    }
+    const std::vector<Efficiency> wrong_size(3, gpu.efficiency);  // not one per fold: the committed constants
+    EXPECT_FALSE(memory_cross_validation(runs, gpu, 2, &wrong_size).step_constants_per_fold);
 }
 
 // annotate_host_pace: the measured step beyond the modelled step without any stall, per

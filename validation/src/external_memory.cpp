@@ -294,8 +294,25 @@ MemoryFigures memory_figures(const std::vector<ExternalRun>& runs, const std::ve
     return f;
 }
 
+namespace {
+// The pace a user is told to expect for each run (throughput.hpp expected_host_pace: the step-time
+// model's stall for the node count, from `gpu`'s constants); a plan the step-time model refuses
+// keeps the default.
+std::vector<HostPace> expected_paces(const std::vector<ExternalRun>& runs, const GpuSpec& gpu) {
+    const FrameworkProfile nanotron = *profile_by_name("nanotron");
+    std::vector<HostPace> out(runs.size(), HostPace::runs_ahead);
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+        try {
+            out[i] = expected_host_pace(runs[i].model, gpu, runs[i].plan, nanotron);
+        } catch (const InputError&) {
+        }
+    }
+    return out;
+}
+}  // namespace
+
 MemoryCrossValidation memory_cross_validation(const std::vector<ExternalRun>& measured_runs, const GpuSpec& gpu,
-                                              int folds) {
+                                              int folds, const std::vector<Efficiency>* fold_step_constants) {
     if (folds < 2) throw InputError("folds", "cross-validation needs at least 2 folds, got " + std::to_string(folds));
     // The training folds' jobs carry the pace read off their own step time (annotate_host_pace):
     // a fit may use what its training jobs measured. A held-out job is predicted from what a user
@@ -313,17 +330,9 @@ MemoryCrossValidation memory_cross_validation(const std::vector<ExternalRun>& me
         cv.stall_per_micro_batch_s.push_back(r.stall_per_micro_batch_s);
     }
     const std::size_t n = runs.size();
-    // The pace a user is told to expect (throughput.hpp expected_host_pace: the step-time model's
-    // stall for the node count, from the GPU spec's constants).
-    const FrameworkProfile nanotron = *profile_by_name("nanotron");
-    std::vector<HostPace> expected(n, HostPace::runs_ahead);
-    for (std::size_t i = 0; i < n; ++i) {
-        try {
-            expected[i] = expected_host_pace(runs[i].model, gpu, runs[i].plan, nanotron);
-        } catch (const InputError&) {  // a plan the step-time model refuses: the default pace
-        }
-    }
+    const std::vector<HostPace> expected = expected_paces(runs, gpu);  // the committed constants (in-sample rows)
     cv.folds = folds;
+    cv.step_constants_per_fold = fold_step_constants && fold_step_constants->size() == static_cast<std::size_t>(folds);
     cv.before.resize(n);
     cv.held_out.resize(n);
     cv.held_out_low.resize(n);
@@ -336,14 +345,25 @@ MemoryCrossValidation memory_cross_validation(const std::vector<ExternalRun>& me
         cv.committed[i] = predict_memory(with_pace(runs[i], expected[i]), gpu, committed);
     }
     for (int k = 0; k < folds; ++k) {
+        // With the tokens/s folds' step-time constants (the same family folds), fold k's training
+        // labels and its held-out jobs' expected pace rest on constants that never saw fold k.
+        GpuSpec gk = gpu;
+        std::vector<ExternalRun> labelled;
+        if (cv.step_constants_per_fold) {
+            gk.efficiency = (*fold_step_constants)[static_cast<std::size_t>(k)];
+            labelled = measured_runs;
+            annotate_host_pace(labelled, gk);
+        }
+        const std::vector<ExternalRun>& train_runs = cv.step_constants_per_fold ? labelled : runs;
+        const std::vector<HostPace> fold_expected = cv.step_constants_per_fold ? expected_paces(runs, gk) : expected;
         std::vector<std::size_t> train;
         for (std::size_t i = 0; i < n; ++i)
             if (fold_of(runs[i], folds) != k) train.push_back(i);
-        const AllocatorConstants c = fit_memory_constants(runs, train, gpu);
+        const AllocatorConstants c = fit_memory_constants(train_runs, train, gk);
         cv.fold_constants.push_back(c);
         for (std::size_t i = 0; i < n; ++i) {
             if (fold_of(runs[i], folds) != k) continue;
-            cv.held_out[i] = predict_memory(with_pace(runs[i], expected[i]), gpu, c);
+            cv.held_out[i] = predict_memory(with_pace(runs[i], fold_expected[i]), gpu, c);
             cv.held_out_high[i] = predict_memory(with_pace(runs[i], HostPace::runs_ahead), gpu, c);
             cv.held_out_low[i] = predict_memory(with_pace(runs[i], HostPace::waits_each_micro_batch), gpu, c);
             cv.held_out_measured_pace[i] = predict_memory(runs[i], gpu, c);
@@ -405,6 +425,7 @@ nlohmann::json memory_cv_to_json(const MemoryCrossValidation& cv) {
                                   {"verdict_does_not_fit_ok", r.does_not_fit_ok}};
     return {{"folds", cv.folds},
             {"fold_grouping", "model/tp/pp family"},
+            {"expected_pace_step_constants", cv.step_constants_per_fold ? "per fold" : "the GPU spec's committed"},
             {"before_default_profile", figures_to_json(cv.before_figures)},
             {"held_out_nanotron_profile", figures_to_json(cv.held_out_figures)},
             {"held_out_range", range},
@@ -462,6 +483,10 @@ std::string memory_cv_markdown(const std::vector<ExternalRun>& runs, const Memor
     row("diagnostic, not held out: held-out folds with the host pace read off the job's measured step time",
         cv.held_out_measured_pace_figures);
     const RangeFigures& rg = cv.held_out_range;
+    o << "\nThe expected host pace of a held-out job comes from "
+      << (cv.step_constants_per_fold ? "step-time constants fitted without its fold (the tokens/s folds)"
+                                     : "the GPU spec's committed step-time constants")
+      << "; so do the training folds' pace labels.\n";
     o << "\nRange (held out, user inputs: the reserved pool when the host waits for the GPU, and when it runs "
          "ahead): the measured peak lies inside it for "
       << pct(rg.inside_fraction) << " of " << rg.jobs << " ok jobs (" << rg.below << " below, " << rg.above

@@ -102,6 +102,7 @@ struct MemoryCrossValidation {
     MemoryFigures before_figures, held_out_figures, committed_figures;
     MemoryFigures held_out_measured_pace_figures;  // uses the measured step time: not a held-out figure
     RangeFigures held_out_range;
+    bool step_constants_per_fold = false;  // expected paces from per-fold step-time constants
     AllocatorConstants fitted_on_all;         // the fit on every job (what the profile should commit)
     // Per run (annotate_host_pace): the host pace every prediction above used, and the stall it was read from.
     std::vector<HostPace> host_pace;
@@ -116,7 +117,11 @@ inline bool has_memory_model(const ExternalDataset& d) { return d.framework == "
 // k-fold cross-validation grouped by model/tp/pp family (fold_of); the training folds' jobs are
 // annotated by annotate_host_pace (a copy: `runs` is not changed), the held-out jobs predicted
 // from user inputs only. Throws InputError for k < 2.
-MemoryCrossValidation memory_cross_validation(const std::vector<ExternalRun>& runs, const GpuSpec& gpu, int folds);
+// fold_step_constants (one Efficiency per fold, the tokens/s cross-validation's fold_fits over the
+// same folds): fold k's expected paces and training labels use its constants instead of the GPU
+// spec's, which were fitted on every job's tokens/s.
+MemoryCrossValidation memory_cross_validation(const std::vector<ExternalRun>& runs, const GpuSpec& gpu, int folds,
+                                              const std::vector<Efficiency>* fold_step_constants = nullptr);
 
 nlohmann::json figures_to_json(const MemoryFigures& f);
 nlohmann::json constants_to_json(const AllocatorConstants& c);
