@@ -183,6 +183,21 @@ AllocatorConstants fit_reserved_constants(const std::vector<ExternalRun>& runs, 
 // Step 2: the margin (64 MiB steps, 0..24 GiB) on top of the most loaded stage's reserved peak +
 // the memory outside PyTorch that gets the most fit/OOM verdicts right with at most
 // max_fit_but_oom of the predicted-fit jobs dying OOM.
+// The pace a user is told to expect for each run (throughput.hpp expected_host_pace: the step-time
+// model's stall for the node count, from `gpu`'s constants); a plan the step-time model refuses
+// keeps the default.
+std::vector<HostPace> expected_paces(const std::vector<ExternalRun>& runs, const GpuSpec& gpu) {
+    const FrameworkProfile nanotron = *profile_by_name("nanotron");
+    std::vector<HostPace> out(runs.size(), HostPace::runs_ahead);
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+        try {
+            out[i] = expected_host_pace(runs[i].model, gpu, runs[i].plan, nanotron);
+        } catch (const InputError&) {
+        }
+    }
+    return out;
+}
+
 std::int64_t fit_verdict_margin(const std::vector<ExternalRun>& runs, const std::vector<std::size_t>& train,
                                 const GpuSpec& gpu, AllocatorConstants c, double max_fit_but_oom) {
     struct Job {
@@ -191,16 +206,13 @@ std::int64_t fit_verdict_margin(const std::vector<ExternalRun>& runs, const std:
     };
     std::vector<Job> jobs;
     c.verdict_margin_bytes = 0;
+    // The verdict is given at the pace a user is told to expect, so the margin is fitted on the
+    // same predictions, not on the pace read off the job's step.
+    const std::vector<HostPace> expected = expected_paces(runs, gpu);
     for (std::size_t i : train) {
         if (!runs[i].has_memory_verdict()) continue;
-        // The verdict is given at the pace a user is told to expect, so the margin is fitted on
-        // the same predictions, not on the pace read off the job's step.
         ExternalRun as_given = runs[i];
-        as_given.host_pace = HostPace::runs_ahead;
-        try {
-            as_given.host_pace = expected_host_pace(as_given.model, gpu, as_given.plan, *profile_by_name("nanotron"));
-        } catch (const InputError&) {
-        }
+        as_given.host_pace = expected[i];
         const MemoryPrediction p = predict_memory(as_given, gpu, c);
         if (p.modelled) jobs.push_back({p.device_need_bytes, runs[i].outcome == RunOutcome::oom});
     }
@@ -294,22 +306,6 @@ MemoryFigures memory_figures(const std::vector<ExternalRun>& runs, const std::ve
     return f;
 }
 
-namespace {
-// The pace a user is told to expect for each run (throughput.hpp expected_host_pace: the step-time
-// model's stall for the node count, from `gpu`'s constants); a plan the step-time model refuses
-// keeps the default.
-std::vector<HostPace> expected_paces(const std::vector<ExternalRun>& runs, const GpuSpec& gpu) {
-    const FrameworkProfile nanotron = *profile_by_name("nanotron");
-    std::vector<HostPace> out(runs.size(), HostPace::runs_ahead);
-    for (std::size_t i = 0; i < runs.size(); ++i) {
-        try {
-            out[i] = expected_host_pace(runs[i].model, gpu, runs[i].plan, nanotron);
-        } catch (const InputError&) {
-        }
-    }
-    return out;
-}
-}  // namespace
 
 MemoryCrossValidation memory_cross_validation(const std::vector<ExternalRun>& measured_runs, const GpuSpec& gpu,
                                               int folds, const std::vector<Efficiency>* fold_step_constants) {
