@@ -32,6 +32,7 @@ inline constexpr std::int64_t kMaxGlobalBatchTokens = std::int64_t{1} << 40;  //
 inline constexpr std::int64_t kMaxBytes = std::int64_t{1} << 60;        // any per-GPU byte figure: 1 EiB
 inline constexpr std::int64_t kMaxDeviceBytes = std::int64_t{1} << 50;  // GPU memory, --overhead-bytes: 1 PiB
 inline constexpr std::int64_t kMaxGpusPerNode = 1024;                   // gpus_per_node
+inline constexpr std::int64_t kMaxConfigFileBytes = std::int64_t{1} << 24;  // a --from config file: 16 MiB
 
 // Work: the plan search enumerates micro-batch sizes up to this many sequences
 // (larger micro-batches are not searched, and the output says so).

@@ -1,0 +1,90 @@
+// Reading a framework's own training config into plan values: torchtitan job TOML, Megatron-LM
+// arguments (launch script or arguments file), DeepSpeed ds_config JSON, nanotron YAML.
+// This is the mapping half (pure, nlohmann/json only). The TOML and YAML text parsers live in
+// planner/config_readers (target preflight::config_readers), which turns a file into a ConfigTree
+// and calls these functions (docs/architecture.md).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "preflight/planner/plan_schema.hpp"
+
+namespace preflight {
+
+enum class ConfigFormat { torchtitan, megatron, deepspeed, nanotron };
+std::string_view to_string(ConfigFormat f);
+std::optional<ConfigFormat> parse_config_format(std::string_view s);
+
+// A config file's values as a tree: TOML tables and YAML mappings become JSON objects, arrays
+// arrays, scalars JSON scalars (TOML/YAML integers -> integers, floats -> floats, booleans ->
+// booleans, everything else -> strings). `lines` maps each key's JSON pointer
+// ("/training/seq_len") to the 1-based line it was written on.
+struct ConfigTree {
+    std::string file;  // as the user named it, for messages
+    nlohmann::json root = nlohmann::json::object();
+    std::map<std::string, int> lines;
+    int line_of(const std::string& pointer) const;  // 0 when unknown
+};
+
+// Where an imported value came from: file, key as the format writes it, line.
+struct ConfigSpot {
+    std::string file;
+    std::string key;  // "[training] seq_len", "--micro-batch-size", "zero_optimization.stage", "parallelism.tp"
+    int line = 0;     // 1-based; 0 when unknown
+    // "train.toml:12: [training] seq_len" (the subject of an InputError about this value).
+    std::string text() const;
+};
+
+// One plan field (plan_schema.hpp key, e.g. "seq", "zero", "recompute") the config sets.
+struct ImportedField {
+    std::string key;
+    FieldValue value;  // of the field's FieldType: integer, real, toggle or the command-line name
+    ConfigSpot from;
+};
+
+// What the user gave beside --from that an importer needs.
+struct ImportContext {
+    std::optional<std::int64_t> gpus;  // --gpus: torchtitan's -1 degrees, Megatron's dp = gpus / (tp pp cp)
+};
+
+struct ImportedConfig {
+    ConfigFormat format = ConfigFormat::torchtitan;
+    std::string file;
+    std::optional<std::string> model;            // catalog name the config names ("llama-3-8b")
+    std::optional<nlohmann::json> model_config;  // or a Hugging Face config.json built from it (Megatron's shape)
+    std::optional<ConfigSpot> model_from;        // where the model came from
+    std::optional<std::int64_t> gpus;            // the world size the config implies (torchrun line, degrees)
+    std::optional<std::int64_t> global_batch_sequences;  // the global batch the config names, when it names one
+    std::optional<std::string> framework;        // the profile it implies: torchtitan, megatron, deepspeed, nanotron
+    std::vector<ImportedField> fields;           // in file order; each field at most once
+    std::vector<std::string> ignored;            // keys known and ignored on purpose ("[checkpoint] enable")
+    std::vector<std::string> warnings;           // keys that change memory or speed that are not modelled
+    // The field with this key (nullptr when the config does not set it).
+    const ImportedField* field(std::string_view key) const;
+};
+
+// Each throws InputError whose subject is ConfigSpot::text() (file, key, line) for a value it
+// cannot honour; a missing required piece names the file and the key it needs.
+ImportedConfig import_torchtitan(const ConfigTree& tree, const ImportContext& context);
+ImportedConfig import_deepspeed(const ConfigTree& tree, const ImportContext& context);
+ImportedConfig import_nanotron(const ConfigTree& tree, const ImportContext& context);
+// Megatron-LM arguments: a launch script (backslash continuations, bash arrays, NAME=value
+// variables, a torchrun line) or an arguments file.
+ImportedConfig import_megatron(std::string_view text, const std::string& file, const ImportContext& context);
+
+// A JSON document as a ConfigTree, with the line of every key (InputError naming file and line
+// for a syntax error).
+ConfigTree json_config_tree(std::string_view text, const std::string& file);
+
+// The format of a config from its text: '[section]' tables -> torchtitan, '--flag' arguments ->
+// megatron, a JSON object -> deepspeed, 'key:' mappings -> nanotron. nullopt when none matches.
+std::optional<ConfigFormat> detect_config_format(std::string_view text);
+
+}  // namespace preflight
