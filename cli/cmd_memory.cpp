@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "commands.hpp"
+#include "config_from.hpp"
 #include "format.hpp"
 #include "preflight/planner/profiles.hpp"
 #include "preflight/planner/catalog.hpp"
@@ -137,7 +138,7 @@ void print_csv(const MemoryReport& r) {
 
 int run_memory(const PlanFlags& flags, bool show_timeline) {
     const auto dir = data_dir_of(flags.data_dir);
-    const ModelConfig model = load_model(flags.model, dir);
+    const ModelConfig model = load_plan_model(flags, dir);
     const ResolvedPlan plan(flags.to_plan(), model);  // defaults filled and validated once
     MemoryOptions opt;
     opt.profile = framework_profile(flags);
@@ -163,6 +164,7 @@ namespace preflight::cli {
 Command add_memory_command(CLI::App& app) {
     struct State {
         PlanFlags flags;
+        FromFlags from;
         bool timeline = false;
     };
     auto state = std::make_shared<State>();
@@ -170,14 +172,19 @@ Command add_memory_command(CLI::App& app) {
         "memory", "Per-GPU memory of one training step for a plan: each category, the peak and its phase");
     add_plan_flags(*sub, state->flags);
     add_framework_flag(*sub, state->flags);
+    add_from_flags(*sub, state->from, true);
     sub->add_option("--format", state->flags.format, "table (default) | json | csv")
         ->check(CLI::IsMember({"table", "json", "csv"}));
     sub->add_flag("--timeline", state->timeline, "Also print the phase-by-phase timeline of one step (table format)");
     sub->footer(
         "Example:\n  preflight memory --model llama-3-8b --gpu h100-sxm-80gb --zero 1 --dp 8 --seq 4096 "
         "--recompute selective\n"
+        "  preflight memory --from train_configs/llama3_8b.toml --gpus 64   (a torchtitan job config)\n"
         "Exits 1 when the peak exceeds the GPU's memory.");
-    return {sub, [state] { return run_memory(state->flags, state->timeline); }};
+    return {sub, [state, sub] {
+                apply_from(state->from, *sub, state->flags, std::nullopt, std::cerr);
+                return run_memory(state->flags, state->timeline);
+            }};
 }
 
 }  // namespace preflight::cli

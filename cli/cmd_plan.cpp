@@ -11,9 +11,11 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "config_from.hpp"
 #include "format.hpp"
 #include "preflight/planner/profiles.hpp"
 #include "preflight/planner/catalog.hpp"
+#include "preflight/planner/checked.hpp"
 #include "preflight/planner/emit.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/limits.hpp"
@@ -40,6 +42,8 @@ struct PlanCommandState {
     std::optional<std::int64_t> host_memory;
     bool tp_comm_overlap = false;   // --tp-comm-overlap
     bool overlap_p2p_comm = false;  // --overlap-p2p-comm
+    FromFlags from;                 // --from, --from-format, --verbose
+    std::optional<std::int64_t> from_global_sequences;  // the global batch a --from config names
 };
 
 std::string seconds(double s) {
@@ -381,9 +385,25 @@ nlohmann::json plan_document(const PlanCommandState& st, const ModelConfig& mode
 
 }  // namespace
 
-int run_plan(const PlanCommandState& st) {
+namespace {
+
+// --from without --gbs-tokens: the config's global batch (or mbs * grad_acc * dp) at its sequence length.
+std::int64_t from_batch_tokens(const PlanCommandState& st, const ModelConfig& model) {
+    const Plan p = resolve_defaults(st.flags.to_plan(), model);
+    const std::int64_t sequences = st.from_global_sequences.value_or(
+        checked_mul(checked_mul(p.mbs, p.grad_acc, "--gbs-tokens"), p.dp, "--gbs-tokens"));
+    if (sequences > limits::kMaxGlobalBatchTokens / p.seq)
+        throw InputError("--gbs-tokens", "the config's global batch (" + std::to_string(sequences) + " sequences of " +
+                                             std::to_string(p.seq) + " tokens) exceeds kMaxGlobalBatchTokens");
+    return sequences * p.seq;
+}
+
+}  // namespace
+
+int run_plan(PlanCommandState& st) {
     const auto dir = data_dir_of(st.flags.data_dir);
-    const ModelConfig model = load_model(st.flags.model, dir);
+    const ModelConfig model = load_plan_model(st.flags, dir);
+    if (st.gbs_tokens == 0) st.gbs_tokens = from_batch_tokens(st, model);
     SearchRequest req = make_request(st, model);
     const GpuSpec gpu = gpu_for_profile(load_gpu(st.flags.gpu, dir), req.memory.profile);
     req.progress = search_progress();
@@ -409,6 +429,25 @@ int run_plan(const PlanCommandState& st) {
     return found ? kExitOk : kExitDoesNotFit;
 }
 
+namespace {
+
+// --from: the GPU count, the global batch and the overlaps a config implies, where the flags give none.
+void take_from(PlanCommandState& st, const CLI::App& sub) {
+    const bool gpus_given = sub.count("--gpus") > 0;
+    const FromApplied a =
+        apply_from(st.from, sub, st.flags, gpus_given ? std::optional<std::int64_t>(st.gpus) : std::nullopt, std::cerr);
+    if (!gpus_given) {
+        if (!a.read || !a.gpus) throw InputError("--gpus", "is required (or --from a config that implies the GPU count)");
+        st.gpus = *a.gpus;
+    }
+    st.from_global_sequences = a.global_batch_sequences;
+    if (!a.read && sub.count("--gbs-tokens") == 0) throw InputError("--gbs-tokens", "is required");
+    st.tp_comm_overlap = st.tp_comm_overlap || (a.tp_comm_overlap && sub.count("--tp-comm-overlap") == 0);
+    st.overlap_p2p_comm = st.overlap_p2p_comm || (a.overlap_p2p_comm && sub.count("--overlap-p2p-comm") == 0);
+}
+
+}  // namespace
+
 Command add_plan_command(CLI::App& app) {
     auto st = std::make_shared<PlanCommandState>();
     auto* sub = app.add_subcommand(
@@ -419,13 +458,12 @@ Command add_plan_command(CLI::App& app) {
     auto* g = "Search";
     sub->add_option("--gpus", st->gpus, "Number of GPUs (dp * tp * pp = N; searched tp stays inside a node, a pinned --tp may span nodes; at most 2^20)")
         ->transform(count_at_most(limits::kMaxGpus, "kMaxGpus"))
-        ->required()
         ->group(g);
     sub->add_option("--gbs-tokens", st->gbs_tokens,
                     "Target global batch in tokens (seq * mbs * grad_acc * dp; at most 2^40)")
         ->transform(count_at_most(limits::kMaxGlobalBatchTokens, "kMaxGlobalBatchTokens"))
-        ->required()
         ->group(g);
+    add_from_flags(*sub, st->from, false);
     sub->add_option("--headroom", st->headroom,
                     "Keep plans whose peak <= (1 - headroom) * GPU memory (fraction, default 0.05)")
         ->group(g);
@@ -474,7 +512,10 @@ Command add_plan_command(CLI::App& app) {
         "Step time: per-op roofline with the GPU spec's \"efficiency\" constants (uncalibrated defaults).\n"
         "Example:\n  preflight plan --model llama-3-8b --gpu h100-sxm-80gb --gpus 8 --gbs-tokens 4194304 --seq 4096\n"
         "Exits 1 when no plan fits (and prints the smallest change that would), 2 on bad input.");
-    return {sub, [st] { return run_plan(*st); }};
+    return {sub, [st, sub] {
+                take_from(*st, *sub);
+                return run_plan(*st);
+            }};
 }
 
 }  // namespace preflight::cli

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "config_from.hpp"
 #include "output_paths.hpp"
 #include "format.hpp"
 #include "preflight/planner/catalog.hpp"
@@ -32,6 +33,7 @@ namespace {
 
 struct RunState {
     PlanFlags flags;
+    FromFlags from;
     std::string plan_file;
     int steps = 10;
     int warmup = 2;
@@ -299,7 +301,7 @@ int run_command(const RunState& st) {
     std::optional<ModelConfig> model_read;
     std::optional<GpuSpec> gpu_read;
     try {
-        model_read = load_model(model_name, dir);
+        model_read = st.plan_file.empty() ? load_plan_model(st.flags, dir) : load_model(model_name, dir);
         gpu_read = load_gpu(gpu_name, dir);
         plan = ResolvedPlan(plan, *model_read).plan();  // defaults filled and validated once
         check_runnable(st, *model_read, plan);
@@ -349,6 +351,7 @@ Command add_run_command(CLI::App& app) {
         "run", "Execute a plan on one GPU: peak memory, timeline, step time, MFU/HFU next to the prediction");
     st->sub = sub;
     add_plan_flags(*sub, st->flags);
+    add_from_flags(*sub, st->from, true);
     sub->add_option("--plan", st->plan_file,
                     "Plan JSON (a plan object, or a document with one under \"plan\"; - reads standard input); overrides "
                     "the plan flags, and its recorded model and GPU are used unless --model/--gpu are given");
@@ -398,7 +401,10 @@ Command add_run_command(CLI::App& app) {
         "2 bad input or a plan the runtime cannot run (fp16, dropout, MoE, GPipe or interleaved pipelines, ZeRO-2/3\n"
         "with --pp > 1, fp8-mixed with --sp); 3 no GPU, no CUDA build, or a CUDA/cuBLASLt/NCCL failure during\n"
         "the run (report still written).");
-    return {sub, [st] { return run_command(*st); }};
+    return {sub, [st, sub] {
+                apply_from(st->from, *sub, st->flags, std::nullopt, std::cerr);
+                return run_command(*st);
+            }};
 }
 
 }  // namespace preflight::cli

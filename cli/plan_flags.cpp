@@ -6,8 +6,16 @@
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/profiles.hpp"
 #include "preflight/planner/limits.hpp"
+#include "preflight/planner/catalog.hpp"
+#include "preflight/planner/user_file.hpp"
 
 namespace preflight::cli {
+
+ModelConfig load_plan_model(const PlanFlags& flags, const std::filesystem::path& data_dir) {
+    if (!flags.model_config) return load_model(flags.model, data_dir);
+    const std::string name = std::filesystem::path(flags.model_config_name).filename().string();
+    return interpret_user_json(flags.model_config_name, [&] { return model_from_hf_config(*flags.model_config, name); });
+}
 
 CLI::Validator count_in_any_notation() {
     return CLI::Validator(

@@ -2,12 +2,14 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "preflight/planner/memory.hpp"
 #include "preflight/planner/plan.hpp"
@@ -36,6 +38,10 @@ struct PlanFlags {
     std::string framework = "megatron";  // --framework (memory, plan)
     std::string host_pace = "expected";  // --host-pace (memory, plan)
     bool compiled_loss = false;            // --compiled-loss (memory, plan)
+    // --from: a model shape the config spells out (Megatron's arguments, nanotron's model_config)
+    // as a Hugging Face config.json, used instead of --model; named after the config file.
+    std::optional<nlohmann::json> model_config;
+    std::string model_config_name;
 
     // Plan with defaults for every unset flag (docs/interface.md defaults).
     Plan to_plan() const;
@@ -44,6 +50,9 @@ struct PlanFlags {
     // Whether the flag of the field with this JSON key was given.
     bool given(std::string_view key) const;
 };
+
+// The model the flags name: --model, or the shape a --from config spelled out.
+ModelConfig load_plan_model(const PlanFlags& flags, const std::filesystem::path& data_dir);
 
 // Accepts counts written as integers or in scientific notation ("15e12", "4.194304e6")
 // and rewrites them as plain integers; rejects fractions and non-positive values.

@@ -286,6 +286,12 @@ void MainWindow::buildMenus() {
                                                        QStringLiteral("JSON (*.json);;All files (*)"));
         if (!p.isEmpty()) selectGpu(p);
     });
+    add(QStringLiteral("Import config (torchtitan, Megatron-LM, DeepSpeed, nanotron)…"), [this] {
+        const QString p = QFileDialog::getOpenFileName(
+            this, QStringLiteral("Import training config"), {},
+            QStringLiteral("Configs (*.toml *.sh *.txt *.json *.yaml *.yml);;All files (*)"));
+        if (!p.isEmpty()) importConfig(p);
+    });
     add(QStringLiteral("Open run report (measured overlay)…"), [this] {
         const QString p = QFileDialog::getOpenFileName(this, QStringLiteral("Open run report"), {},
                                                        QStringLiteral("JSON (*.json);;All files (*)"));

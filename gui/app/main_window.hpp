@@ -45,6 +45,9 @@ public:
     // Puts a plan into the controls and evaluates it once.
     void loadPlan(const Plan& plan);
     bool openRunReport(const QString& path);
+    // A torchtitan TOML, Megatron-LM script, DeepSpeed JSON or nanotron YAML into the controls
+    // (model, plan; the GPU count feeds torchtitan's -1 degrees); false with a notice on bad input.
+    bool importConfig(const QString& path);  // main_window_import.cpp
     void clearRunReport();
 
     bool exportChartPng(const QString& path);

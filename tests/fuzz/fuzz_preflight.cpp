@@ -6,7 +6,8 @@
 // that does not name its subject ("internal error").
 //
 // Input: byte 0 picks the mode (see LLVMFuzzerTestOneInput), the rest is the document
-// (or the flag vector, one argument per line).
+// (a config.json, GPU spec, plan, run report or framework config, or the flag vector, one
+// argument per line).
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -21,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "preflight/config_readers/config_readers.hpp"
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/gpu.hpp"
@@ -108,6 +110,30 @@ void evaluate(const ModelConfig& m, const GpuSpec& g, const Plan& p) {
         check_throughput(estimate_throughput(m, g, p, {}));
     } catch (const InputError&) {
     }
+}
+
+// A framework config (--from): imported under a forced format, its plan applied and evaluated.
+// A refusal must name the file; an accepted config must give a plan whose figures are sane.
+void import_and_evaluate(const std::string& text, ConfigFormat format) {
+    ImportedConfig c;
+    Plan p;
+    std::optional<ModelConfig> m;
+    try {
+        c = import_config_text(text, "fuzz.cfg", format, ImportContext{8});
+        for (const ImportedField& v : c.fields) {
+            const PlanField* field = plan_field(v.key);
+            if (!field) wrong("imported an unknown plan field '" + v.key + "'");
+            set_field(*field, p, v.value, v.from.text());
+        }
+        if (c.model_config) m = model_from_hf_config(*c.model_config, "fuzz");
+    } catch (const InputError& e) {
+        if (std::string(e.what()).find("fuzz.cfg") == std::string::npos)
+            wrong(std::string("config error that does not name the file: ") + e.what());
+        return;
+    }
+    if (!m) m = small_model();
+    if (p.seq == 0) p.seq = std::min<std::int64_t>(m->max_positions, 512);
+    evaluate(*m, h100(), p);
 }
 
 // Keys whose value may legitimately be negative, zero or null in a JSON output.
@@ -246,12 +272,19 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     if (size < 1) return 0;
-    // Byte 0: documents (modes 0-3) get 15/16 of the inputs (they are cheap), flag vectors
-    // (low nibble 15) 1/16, split over the commands by the high nibble.
+    // Byte 0: documents (modes 0-3) get 12/16 of the inputs (they are cheap), framework configs
+    // (low nibble 12-14; format = high nibble % 4: torchtitan, megatron, deepspeed, nanotron)
+    // 3/16, flag vectors (low nibble 15) 1/16, split over the commands by the high nibble.
     const int selector = data[0] % 16;
     const int mode = selector % 4;
     const std::string text(reinterpret_cast<const char*>(data + 1), size - 1);
-    if (selector < 15) {
+    if (selector >= 12 && selector < 15) {
+        constexpr ConfigFormat formats[] = {ConfigFormat::torchtitan, ConfigFormat::megatron, ConfigFormat::deepspeed,
+                                            ConfigFormat::nanotron};
+        import_and_evaluate(text, formats[(data[0] / 16) % 4]);
+        return 0;
+    }
+    if (selector < 12) {
         const json j = json::parse(text, nullptr, false);
         if (j.is_discarded()) return 0;
         switch (mode) {

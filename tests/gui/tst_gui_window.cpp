@@ -127,6 +127,27 @@ private slots:
         QCOMPARE(shown_peak(explorer), peak);
     }
 
+    // File → Import config: a torchtitan TOML sets the model and the plan; the GPU count fills its -1 degree.
+    void importsAFrameworkConfig() {
+        Explorer explorer(PREFLIGHT_TEST_DATA_DIR);
+        MainWindow w(&explorer);
+        w.show();
+        child<QSpinBox>(w, "gpuCount")->setValue(64);
+        QVERIFY(w.importConfig(QString(GUI_TEST_INPUTS) + "/import_torchtitan.toml"));
+        QCOMPARE(explorer.modelSpec(), QString("llama-3-8b"));
+        QCOMPARE(child<QSpinBox>(w, "seq")->value(), 8192);   // [training] seq_len
+        QCOMPARE(child<QSpinBox>(w, "dp")->value(), 64);      // data_parallel_shard_degree = -1: all 64 GPUs
+        QCOMPARE(child<QSpinBox>(w, "mbs")->value(), 1);      // local_batch_size
+        QCOMPARE(child<QComboBox>(w, "zero")->currentData().toInt(), 3);  // FSDP shards parameters: ZeRO-3
+        QCOMPARE(child<QComboBox>(w, "recompute")->currentData().toInt(), static_cast<int>(Recompute::selective));
+        QCOMPARE(child<QComboBox>(w, "precision")->currentData().toInt(), static_cast<int>(Precision::bf16_mixed));
+        QVERIFY(child<QLabel>(w, "errorBanner")->isHidden());
+        // A file that is not a config: a notice naming it, the controls unchanged.
+        QVERIFY(!w.importConfig(QString(GUI_TEST_INPUTS) + "/malformed_config.json"));
+        QCOMPARE(child<QSpinBox>(w, "seq")->value(), 8192);
+        QVERIFY(no_dialogs());
+    }
+
     void measuredOverlay() {
         Explorer explorer(PREFLIGHT_TEST_DATA_DIR);
         MainWindow w(&explorer);

@@ -38,6 +38,13 @@ public:
         std::ofstream(p) << text;
         return p.string();
     }
+    std::string write_text(const std::string& name, const std::string& text) const {
+        const std::filesystem::path p = dir_ / name;
+        std::filesystem::create_directories(p.parent_path());
+        std::ofstream(p) << text;
+        return p.string();
+    }
+    std::string path(const std::string& name) const { return (dir_ / name).string(); }
     std::string fifo(const std::string& name) const {
         const std::filesystem::path p = dir_ / name;
         std::filesystem::create_directories(p.parent_path());

@@ -203,7 +203,8 @@ do_build() {
     fi
     local args=(-S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPREFLIGHT_GUI=OFF -DPREFLIGHT_CUDA=ON
                 -DCMAKE_CUDA_ARCHITECTURES=90 -DPREFLIGHT_BENCH=OFF -DPREFLIGHT_TESTS=$tests
-                -Dnlohmann_json_DIR="$deps/cmake/nlohmann_json" -DCLI11_DIR="$deps/cmake/CLI11")
+                -Dnlohmann_json_DIR="$deps/cmake/nlohmann_json" -DCLI11_DIR="$deps/cmake/CLI11"
+                -DPREFLIGHT_TOMLPP_ROOT="$deps/tomlplusplus" -DPREFLIGHT_YAMLCPP_ROOT="$deps/yaml-cpp")
     [[ -n $gtest_dir ]] && args+=(-DGTest_DIR="$gtest_dir")
     [[ -n ${CUDNN_INCLUDE_DIR:-} ]] && args+=(-DCUDNN_INCLUDE_DIR="$CUDNN_INCLUDE_DIR")
     note "configure: cmake ${args[*]}"

@@ -5,6 +5,8 @@
 #   .deps/include/{nlohmann,CLI}          header-only nlohmann-json and CLI11
 #   .deps/cmake/{nlohmann_json,CLI11}/    minimal CMake package configs pointing at them
 #   .deps/googletest/                     GoogleTest sources (built on the device), when present here
+#   .deps/tomlplusplus/include/toml++     header-only toml++ (the --from TOML reader)
+#   .deps/yaml-cpp/{include,lib}          yaml-cpp headers and static library (the --from YAML reader)
 # Usage: bash validation/gpu_session/prepare_gpu_session.sh
 # Env: NLOHMANN_INCLUDE (default /usr/include/nlohmann), CLI11_INCLUDE (/usr/include/CLI),
 #      GOOGLETEST_SRC (/usr/src/googletest).
@@ -70,6 +72,18 @@ else
     cudnn_note="no cuDNN headers at $cudnn_inc (set CUDNN_INCLUDE): the device build uses the wheel's, if any"
 fi
 
+# The --from readers: toml++ (header-only) and yaml-cpp (static, so the binaries need no .so there).
+toml_inc=${TOMLPP_INCLUDE:-/usr/include/toml++}
+yaml_inc=${YAMLCPP_INCLUDE:-/usr/include/yaml-cpp}
+yaml_lib=${YAMLCPP_LIB:-/usr/lib/x86_64-linux-gnu/libyaml-cpp.a}
+for f in "$toml_inc/toml.h" "$yaml_inc/yaml.h" "$yaml_lib"; do
+    [[ -f $f ]] || { echo "error: $f not found (apt-get install libtomlplusplus-dev libyaml-cpp-dev)" >&2; exit 2; }
+done
+mkdir -p "$deps/tomlplusplus/include" "$deps/yaml-cpp/include" "$deps/yaml-cpp/lib"
+cp -rL "$toml_inc" "$deps/tomlplusplus/include/toml++"
+cp -rL "$yaml_inc" "$deps/yaml-cpp/include/yaml-cpp"
+cp -L "$yaml_lib" "$deps/yaml-cpp/lib/libyaml-cpp.a"
+
 # NCCL's header (the device has the library in PyTorch's nvidia.nccl wheel, loaded at run time).
 nccl_inc=${NCCL_INCLUDE:-/usr/local/cuda/include}
 if [[ -f $nccl_inc/nccl.h ]]; then
@@ -91,7 +105,7 @@ fi
 grep -qxF '.deps/' "$root/.gitignore" 2>/dev/null || echo '.deps/' >>"$root/.gitignore"
 
 size_kib=$(du -sk "$deps" | cut -f1)
-echo "staged $deps: nlohmann-json $json_ver, CLI11 $cli_ver; $cudnn_note; $nccl_note; $gtest_note; $((size_kib / 1024)) MiB (carry limit 64 MiB)"
+echo "staged $deps: nlohmann-json $json_ver, CLI11 $cli_ver, toml++ and yaml-cpp; $cudnn_note; $nccl_note; $gtest_note; $((size_kib / 1024)) MiB (carry limit 64 MiB)"
 [[ $size_kib -lt $((60 * 1024)) ]] || { echo "error: .deps is over 60 MiB" >&2; exit 1; }
 
 cat <<'EOF'

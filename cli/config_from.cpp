@@ -1,0 +1,140 @@
+#include "config_from.hpp"
+
+#include "preflight/config_readers/config_readers.hpp"
+#include "preflight/planner/error.hpp"
+#include "preflight/planner/limits.hpp"
+
+namespace preflight::cli {
+
+void add_from_flags(CLI::App& app, FromFlags& from, bool gpus_flag) {
+    const std::string g = "Starting from a framework config";
+    app.add_option("--from", from.file,
+                   "Read the plan from a torchtitan job TOML, a Megatron-LM launch script or arguments file, a "
+                   "DeepSpeed ds_config JSON (with --model) or a nanotron YAML; flags given beside it override the "
+                   "file's values. Unknown settings that change memory or speed are warned about by name")
+        ->group(g);
+    app.add_option("--from-format", from.format, "Force the --from format: torchtitan | megatron | deepspeed | nanotron "
+                                                 "(default: detected from the text)")
+        ->check(CLI::IsMember({"torchtitan", "megatron", "deepspeed", "nanotron"}))
+        ->group(g);
+    app.add_flag("--verbose", from.verbose, "With --from: list every value read (file, line, key) and every key "
+                                            "ignored on purpose (logging, checkpointing, data)")
+        ->group(g);
+    if (gpus_flag)
+        app.add_option("--gpus", from.gpus, "With --from: the GPU count (torchtitan's -1 degrees; Megatron's dp = "
+                                            "gpus / (tp * pp * cp)); at most 2^20")
+            ->transform(count_at_most(limits::kMaxGpus, "kMaxGpus"))
+            ->group(g);
+}
+
+namespace {
+
+bool given_on(const CLI::App& sub, const std::string& flag) {
+    const CLI::Option* o = sub.get_option_no_throw(flag);
+    return o != nullptr && o->count() > 0;
+}
+
+// The slot of a plan field set from a config value (checked against the field's domain, naming
+// the config spot).
+void fill_slot(const PlanField& field, PlanFlags::Slot& slot, const ImportedField& value) {
+    Plan scratch;
+    set_field(field, scratch, value.value, value.from.text());  // throws naming file, line and key
+    if (const auto* i = std::get_if<std::int64_t>(&value.value)) {
+        if (field.max > 0 && (*i < field.min || *i > field.max))
+            throw InputError(value.from.text(), std::to_string(*i) + " is outside " + std::string(field.flag) +
+                                                    "'s range [" + std::to_string(field.min) + ", " +
+                                                    std::to_string(field.max) + "]");
+        slot.integer = *i;
+    } else if (const auto* d = std::get_if<double>(&value.value)) {
+        slot.real = *d;
+    } else if (const auto* b = std::get_if<bool>(&value.value)) {
+        slot.toggle = *b;
+    } else {
+        slot.name = std::get<std::string>(value.value);
+    }
+}
+
+// The plan fields the config sets, except those given as flags; returns the flags text of what was taken.
+std::string fill_fields(const ImportedConfig& c, PlanFlags& flags, std::ostream& log, bool verbose) {
+    const auto fields = plan_fields();
+    std::string taken;
+    for (const ImportedField& v : c.fields) {
+        std::size_t i = 0;
+        while (i < fields.size() && fields[i].key != v.key) ++i;
+        if (i == fields.size()) throw InputError(v.from.text(), "internal: no plan field '" + v.key + "'");
+        if (flags.slots[i].given()) {
+            if (verbose) log << "#   " << v.from.text() << ": overridden by " << fields[i].flag << "\n";
+            continue;
+        }
+        fill_slot(fields[i], flags.slots[i], v);
+        Plan shown;
+        set_field(fields[i], shown, v.value, v.from.text());
+        const std::string text = std::string(fields[i].flag) +
+                                 (fields[i].type == FieldType::toggle ? (std::get<bool>(v.value) ? "" : " off")
+                                                                      : " " + field_text(fields[i], shown));
+        taken += (taken.empty() ? "" : " ") + text;
+        if (verbose) log << "#   " << v.from.text() << " -> " << text << "\n";
+    }
+    return taken;
+}
+
+void take_model(const ImportedConfig& c, const CLI::App& sub, PlanFlags& flags, std::ostream& log) {
+    if (given_on(sub, "--model")) return;
+    const std::string where = c.model_from ? c.model_from->text() : c.file;
+    if (c.model) {
+        flags.model = *c.model;
+        log << "# --from: model " << *c.model << " (" << where << ")\n";
+    } else if (c.model_config) {
+        flags.model_config = *c.model_config;
+        flags.model_config_name = c.file;
+        log << "# --from: model shape from " << where << "\n";
+    } else {
+        throw InputError("--model", "the " + std::string(to_string(c.format)) + " config '" + c.file +
+                                        "' names no model we know: give --model (a catalog name or a config.json)");
+    }
+}
+
+}  // namespace
+
+FromApplied apply_from(const FromFlags& from, const CLI::App& sub, PlanFlags& flags,
+                       std::optional<std::int64_t> gpus, std::ostream& log) {
+    FromApplied applied;
+    if (from.file.empty()) {
+        if (!from.format.empty()) throw InputError("--from-format", "needs --from FILE");
+        return applied;
+    }
+    applied.read = true;
+    const ImportContext context{gpus ? gpus : from.gpus};
+    const std::optional<ConfigFormat> forced =
+        from.format.empty() ? std::nullopt : parse_config_format(from.format);
+    ImportedConfig c;
+    try {
+        c = import_config_file(from.file, forced, context);
+    } catch (const InputError& e) {
+        throw InputError("--from", e.what());  // the file, and the line and key where known, follow
+    }
+    for (const std::string& w : c.warnings) log << "preflight: warning: " << w << "\n";
+    const std::string taken = fill_fields(c, flags, log, from.verbose);
+    log << "# --from " << c.file << " (" << to_string(c.format) << "): " << (taken.empty() ? "no plan values" : taken)
+        << "\n";
+    take_model(c, sub, flags, log);
+    if (c.framework && !given_on(sub, "--framework") && sub.get_option_no_throw("--framework")) flags.framework = *c.framework;
+    if (c.compiled_loss && !given_on(sub, "--compiled-loss") && sub.get_option_no_throw("--compiled-loss"))
+        flags.compiled_loss = true;
+    applied.tp_comm_overlap = c.tp_comm_overlap;
+    applied.overlap_p2p_comm = c.overlap_p2p_comm;
+    applied.gpus = c.gpus;
+    if (!applied.gpus) {
+        const Plan p = flags.to_plan();
+        applied.gpus = p.gpus();
+    }
+    applied.global_batch_sequences = c.global_batch_sequences;
+    if (from.verbose)
+        for (const std::string& k : c.ignored) log << "#   ignored on purpose: " << k << "\n";
+    else if (!c.ignored.empty())
+        log << "# --from: " << c.ignored.size() << " keys ignored on purpose (logging, checkpointing, data; "
+            << "--verbose lists them)\n";
+    return applied;
+}
+
+}  // namespace preflight::cli

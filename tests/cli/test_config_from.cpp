@@ -1,0 +1,152 @@
+// --from FILE (issue 36): a torchtitan TOML, a Megatron-LM launch script, a DeepSpeed JSON and a
+// nanotron YAML read into memory, plan and run. The fixtures under tests/configs/ are written in
+// the shape of each framework's own examples; the expected plans are read off them by hand.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "user_files.hpp"
+
+namespace preflight {
+namespace {
+
+using nlohmann::json;
+using test::expect_refused;
+using test::run_preflight;
+using test::Scratch;
+
+std::string config(const std::string& name) { return std::string(PREFLIGHT_TEST_CONFIG_DIR) + "/" + name; }
+
+json memory_json(const std::string& args) {
+    const auto r = run_preflight("memory --format json " + args);
+    EXPECT_LE(r.exit_code, 1) << args << "\n" << r.err;
+    EXPECT_EQ(r.err.find("internal error"), std::string::npos) << r.err;
+    return json::parse(r.out, nullptr, false);
+}
+
+// The issue's first acceptance case: torchtitan's Llama 3 8B job on 64 GPUs.
+TEST(ConfigFrom, TorchtitanLlama3On64GpusIsFsdpSelectiveBf16) {
+    const json j = memory_json("--from " + config("torchtitan/cli_llama3_8b.toml") + " --gpus 64");
+    ASSERT_TRUE(j.is_object());
+    EXPECT_EQ(j["model"]["name"], "llama-3-8b");          // [model] name "llama3", flavor "8B"
+    EXPECT_EQ(j["plan"]["seq"], 8192);                    // [training] seq_len
+    EXPECT_EQ(j["plan"]["mbs"], 1);                       // [training] local_batch_size
+    EXPECT_EQ(j["plan"]["dp"], 64);                       // data_parallel_shard_degree = -1: all 64 GPUs
+    EXPECT_EQ(j["plan"]["zero"], 3);                      // FSDP shards the parameters
+    EXPECT_EQ(j["plan"]["recompute"], "selective");       // [activation_checkpoint] mode
+    EXPECT_EQ(j["plan"]["precision"], "bf16-mixed");      // mixed_precision_param = "bfloat16"
+}
+
+TEST(ConfigFrom, PlanAndDryRunTakeTheSamePlanAndTheBatchFromTheConfig) {
+    const std::string from = "--from " + config("torchtitan/cli_llama3_8b.toml") + " --gpus 64";
+    const auto p = run_preflight("plan --format json " + from);
+    ASSERT_LE(p.exit_code, 1) << p.err;
+    const json j = json::parse(p.out);
+    EXPECT_EQ(j["request"]["gbs_tokens"], 8192 * 1 * 1 * 64);  // seq x mbs x grad_acc x dp
+    ASSERT_FALSE(j["candidates"].empty());
+    const json& plan = j["candidates"][0]["plan"];
+    EXPECT_EQ(plan["dp"], 64);
+    EXPECT_EQ(plan["zero"], 3);
+    EXPECT_EQ(plan["recompute"], "selective");
+    const auto r = run_preflight("run --dry-run --format json " + from);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const json run = json::parse(r.out, nullptr, false);
+    ASSERT_TRUE(run.is_object()) << r.out.substr(0, 400);
+    EXPECT_EQ(run["plan"]["seq"], 8192);
+    EXPECT_EQ(run["plan"]["dp"], 64);
+}
+
+// The issue's second acceptance case: a Megatron-LM Llama-3-8B script, tp 2 + sp, the
+// distributed optimizer, a global batch of 128 on torchrun's 8 x 2 = 16 GPUs.
+TEST(ConfigFrom, MegatronScriptGivesDp8Zero1GradAcc16) {
+    const json j = memory_json("--from " + config("megatron/cli_llama3_8b_tp2.sh"));
+    ASSERT_TRUE(j.is_object());
+    EXPECT_EQ(j["plan"]["tp"], 2);
+    EXPECT_EQ(j["plan"]["sp"], true);
+    EXPECT_EQ(j["plan"]["dp"], 8);         // 16 GPUs / (tp 2 x pp 1)
+    EXPECT_EQ(j["plan"]["zero"], 1);       // --use-distributed-optimizer
+    EXPECT_EQ(j["plan"]["grad_acc"], 16);  // 128 / (mbs 1 x dp 8)
+    EXPECT_EQ(j["plan"]["seq"], 8192);
+    EXPECT_EQ(j["plan"]["precision"], "bf16-mixed");
+    // The shape it spells out is Llama-3-8B's: 8,030,261,248 parameters (Meta's model card: 8.03 B).
+    EXPECT_EQ(j["model"]["params"], 8030261248LL);
+    const auto p = run_preflight("plan --format json --from " + config("megatron/cli_llama3_8b_tp2.sh"));
+    ASSERT_LE(p.exit_code, 1) << p.err;
+    EXPECT_EQ(json::parse(p.out)["request"]["gpus"], 16);  // torchrun --nproc_per_node 8 --nnodes 2
+}
+
+TEST(ConfigFrom, DeepSpeedNeedsAModelAndDerivesDpFromTheBatch) {
+    expect_refused("memory --from " + config("deepspeed/cli_zero3_offload.json"), {"--model", "cli_zero3_offload.json"});
+    const json j = memory_json("--from " + config("deepspeed/cli_zero3_offload.json") + " --model llama-3.2-1b");
+    ASSERT_TRUE(j.is_object());
+    EXPECT_EQ(j["plan"]["mbs"], 2);
+    EXPECT_EQ(j["plan"]["grad_acc"], 4);
+    EXPECT_EQ(j["plan"]["dp"], 8);  // train_batch_size 64 / (2 x 4)
+    EXPECT_EQ(j["plan"]["zero"], 3);
+    EXPECT_EQ(j["plan"]["offload"], "optimizer");
+    EXPECT_EQ(j["plan"]["precision"], "bf16-mixed");
+}
+
+TEST(ConfigFrom, NanotronYamlSetsLayoutRecipeAndModelShape) {
+    const json j = memory_json("--from " + config("nanotron/cli_llama_1b.yaml"));
+    ASSERT_TRUE(j.is_object());
+    EXPECT_EQ(j["plan"]["dp"], 2);
+    EXPECT_EQ(j["plan"]["tp"], 2);
+    EXPECT_EQ(j["plan"]["pp"], 2);
+    EXPECT_EQ(j["plan"]["sp"], true);  // tp_mode REDUCE_SCATTER
+    EXPECT_EQ(j["plan"]["mbs"], 2);
+    EXPECT_EQ(j["plan"]["grad_acc"], 8);
+    EXPECT_EQ(j["plan"]["seq"], 4096);
+    EXPECT_EQ(j["plan"]["zero"], 1);
+    EXPECT_EQ(j["plan"]["precision"], "bf16-mixed-fp32-grads");  // accumulate_grad_in_fp32
+    EXPECT_EQ(j["model"]["params"], 1235814400LL);  // Llama-3.2-1B's shape (tied embeddings)
+}
+
+TEST(ConfigFrom, FlagsBesideTheFileOverrideItsValues) {
+    const json j = memory_json("--from " + config("torchtitan/cli_llama3_8b.toml") +
+                               " --gpus 64 --seq 4096 --recompute full --model llama-3.2-1b");
+    ASSERT_TRUE(j.is_object());
+    EXPECT_EQ(j["model"]["name"], "llama-3.2-1b");
+    EXPECT_EQ(j["plan"]["seq"], 4096);
+    EXPECT_EQ(j["plan"]["recompute"], "full");
+    EXPECT_EQ(j["plan"]["dp"], 64);  // still from the file
+}
+
+TEST(ConfigFrom, VerboseListsWhatWasReadAndIgnored) {
+    const auto r = run_preflight("memory --from " + config("torchtitan/cli_llama3_8b.toml") + " --gpus 64 --verbose");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("seq_len"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--seq 8192"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("ignored on purpose"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("[checkpoint] enable"), std::string::npos) << r.err;
+}
+
+TEST(ConfigFrom, BadValuesNameFileKeyAndLine) {
+    Scratch s;
+    // Line 4 holds the bad value.
+    const std::string toml = s.write_text("bad.toml", "[model]\nname = \"llama3\"\n[training]\nseq_len = \"long\"\n");
+    expect_refused("memory --from " + toml + " --gpus 8", {"--from", "bad.toml", ":4", "seq_len"});
+    const std::string syntax = s.write_text("syntax.toml", "[training]\nseq_len = = 3\n");
+    expect_refused("memory --from " + syntax + " --gpus 8", {"syntax.toml", ":2"});
+    const std::string ds = s.write_text("ds.json", "{\n  \"train_micro_batch_size_per_gpu\": 1,\n  \"zero_optimization\": {\"stage\": 7}\n}\n");
+    expect_refused("memory --model gpt2 --from " + ds, {"ds.json", ":3", "stage"});
+    const std::string mg = s.write_text("args.txt", "--num-layers 2\n--micro-batch-size x\n");
+    expect_refused("memory --from " + mg, {"args.txt", ":2", "--micro-batch-size"});
+    const std::string yaml = s.write_text("n.yaml", "parallelism:\n  dp: -2\n");
+    expect_refused("memory --model gpt2 --from " + yaml, {"n.yaml", ":2", "dp"});
+}
+
+TEST(ConfigFrom, UnreadableOrUnknownFilesAreExitTwo) {
+    Scratch s;
+    expect_refused("memory --from " + s.path("missing.toml"), {"--from", "missing.toml"});
+    expect_refused("memory --from " + s.dir().string(), {"--from", "folder"});
+    const std::string text = s.write_text("notes.txt", "just some notes\n");
+    expect_refused("memory --from " + text, {"--from", "notes.txt", "--from-format"});
+    expect_refused("memory --from-format torchtitan", {"--from-format", "--from"});
+    expect_refused("memory --from " + text + " --from-format yaml", {"--from-format"});
+}
+
+}  // namespace
+}  // namespace preflight
