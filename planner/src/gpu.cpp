@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 #include <cmath>
+#include <cstdio>
 
 #include <nlohmann/json.hpp>
 
@@ -27,18 +28,30 @@ std::string optional_string(const json& j, const char* key, const std::string& f
     return it->get<std::string>();
 }
 
-// A positive number, or nullopt when the key holds null (vendor publishes none).
-std::optional<double> optional_rate(const json& j, const char* key) {
+// A rate per second in [min, max] (limits.hpp), or nullopt when the key holds null (vendor publishes none).
+std::optional<double> optional_rate(const json& j, const char* key, double min, double max) {
     auto it = j.find(key);
     if (it == j.end()) throw InputError(key, "missing from GPU spec (use null when the vendor publishes no figure)");
     if (it->is_null()) return std::nullopt;
     if (!it->is_number() || !(it->get<double>() > 0) || !std::isfinite(it->get<double>()))
         throw InputError(key, "must be a positive number or null");
-    return it->get<double>();
+    const double v = it->get<double>();
+    if (v < min || v > max) {
+        char range[96];
+        std::snprintf(range, sizeof range, "must lie in [%g, %g] per second (limits.hpp), got %g", min, max, v);
+        throw InputError(key, range);
+    }
+    return v;
+}
+std::optional<double> optional_flops(const json& j, const char* key) {
+    return optional_rate(j, key, limits::kMinFlopsPerS, limits::kMaxFlopsPerS);
+}
+std::optional<double> optional_bandwidth(const json& j, const char* key) {
+    return optional_rate(j, key, limits::kMinBandwidthBytesPerS, limits::kMaxBandwidthBytesPerS);
 }
 
-double rate(const json& j, const char* key) {
-    auto v = optional_rate(j, key);
+double bandwidth(const json& j, const char* key) {
+    auto v = optional_bandwidth(j, key);
     if (!v) throw InputError(key, "must be a positive number");
     return *v;
 }
@@ -216,14 +229,14 @@ GpuSpec gpu_from_json(const json& j, const std::string& fallback_name) {
     g.display_name = optional_string(j, "display_name", g.name);
     g.architecture = optional_string(j, "architecture", "");
     g.memory_bytes = bytes(j, "memory_bytes", false);
-    g.peak.fp32_flops_per_s = optional_rate(j, "peak_fp32_flops_per_s");
-    g.peak.tf32_flops_per_s = optional_rate(j, "peak_tf32_flops_per_s");
-    g.peak.bf16_flops_per_s = optional_rate(j, "peak_bf16_flops_per_s");
-    g.peak.fp16_flops_per_s = optional_rate(j, "peak_fp16_flops_per_s");
-    g.peak.fp8_flops_per_s = optional_rate(j, "peak_fp8_flops_per_s");
-    g.hbm_bandwidth_bytes_per_s = rate(j, "hbm_bandwidth_bytes_per_s");
-    g.intra_node_bandwidth_bytes_per_s = rate(j, "intra_node_bandwidth_bytes_per_s");
-    g.inter_node_bandwidth_bytes_per_s = rate(j, "inter_node_bandwidth_bytes_per_s");
+    g.peak.fp32_flops_per_s = optional_flops(j, "peak_fp32_flops_per_s");
+    g.peak.tf32_flops_per_s = optional_flops(j, "peak_tf32_flops_per_s");
+    g.peak.bf16_flops_per_s = optional_flops(j, "peak_bf16_flops_per_s");
+    g.peak.fp16_flops_per_s = optional_flops(j, "peak_fp16_flops_per_s");
+    g.peak.fp8_flops_per_s = optional_flops(j, "peak_fp8_flops_per_s");
+    g.hbm_bandwidth_bytes_per_s = bandwidth(j, "hbm_bandwidth_bytes_per_s");
+    g.intra_node_bandwidth_bytes_per_s = bandwidth(j, "intra_node_bandwidth_bytes_per_s");
+    g.inter_node_bandwidth_bytes_per_s = bandwidth(j, "inter_node_bandwidth_bytes_per_s");
     auto it = j.find("gpus_per_node");
     // Read as a 64-bit value and range-checked: 4294967304 must not truncate to 8.
     if (it == j.end() || !it->is_number_integer() ||
@@ -236,7 +249,7 @@ GpuSpec gpu_from_json(const json& j, const std::string& fallback_name) {
     g.gpus_per_node = static_cast<int>(it->get<std::int64_t>());
     g.overhead_bytes = bytes(j, "overhead_bytes", true);
     // Optional key (older spec files lack it): absent or null = unknown.
-    if (j.contains("pcie_bandwidth_bytes_per_s")) g.pcie_bandwidth_bytes_per_s = optional_rate(j, "pcie_bandwidth_bytes_per_s");
+    if (j.contains("pcie_bandwidth_bytes_per_s")) g.pcie_bandwidth_bytes_per_s = optional_bandwidth(j, "pcie_bandwidth_bytes_per_s");
     if (auto s = j.find("sources"); s != j.end() && s->is_object())
         for (const auto& [k, v] : s->items())
             if (v.is_string()) g.sources[k] = v.get<std::string>();

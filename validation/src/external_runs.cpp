@@ -142,6 +142,14 @@ std::optional<std::int64_t> gib_to_bytes(std::optional<double> gib) {
     return static_cast<std::int64_t>(std::llround(*gib * static_cast<double>(std::int64_t{1} << 30)));
 }
 
+// A measured quantity of a row: empty is unknown; zero or a negative number is no measurement
+// (a 0 GiB peak or 0 tokens/s would enter the fits as a real job), an error naming the column.
+std::optional<double> measured_positive(const Row& r, const char* col) {
+    const auto v = r.number(col);
+    if (v && !(*v > 0)) throw r.error(col, "must be a positive measurement (empty when unknown), got " + r.raw(col));
+    return v;
+}
+
 // A run named by where its row stands ("file:line").
 ExternalRun run_at(const std::string& file, std::int64_t line) {
     ExternalRun run;
@@ -243,12 +251,16 @@ void parse_measured_columns(const Row& r, ExternalRun& run) {
     run.outcome = *outcome;
     run.oom_in_log = r.flag("oom_in_log");
     for (const char* col : {"peak_mem_reserved_gib", "peak_mem_alloc_gib"})
-        if (auto v = r.number(col); v && *v > 1e5) throw r.error(col, "is implausibly large (" + r.raw(col) + " GiB)");
+        if (auto v = measured_positive(r, col); v && *v > 1e5)
+            throw r.error(col, "is implausibly large (" + r.raw(col) + " GiB)");
     run.peak_reserved_bytes = gib_to_bytes(r.number("peak_mem_reserved_gib"));
     run.peak_allocated_after_backward_bytes = gib_to_bytes(r.number("peak_mem_alloc_gib"));
-    run.tokens_per_s_per_gpu = r.number("tokens_per_s_per_gpu");
-    run.tokens_per_s = r.number("tokens_per_s");
-    if (auto mfu = r.number("mfu_pct")) run.mfu = *mfu / 100.0;
+    run.tokens_per_s_per_gpu = measured_positive(r, "tokens_per_s_per_gpu");
+    run.tokens_per_s = measured_positive(r, "tokens_per_s");
+    if (auto mfu = r.number("mfu_pct")) {
+        if (*mfu > 100 || *mfu < 0) throw r.error("mfu_pct", "must lie in [0, 100] % (" + r.raw("mfu_pct") + ")");
+        run.mfu = *mfu / 100.0;
+    }
     if (run.outcome == RunOutcome::ok && !run.peak_reserved_bytes)
         throw r.error("peak_mem_reserved_gib", "is empty for a job with outcome ok");
 }
@@ -338,15 +350,16 @@ void parse_published_measured(const Row& r, ExternalRun& run, const std::string&
     if (!outcome)
         throw r.error("outcome", "unknown outcome '" + oc + "' (ok | oom | failed_other | ok_metrics_but_oom_in_log)");
     run.outcome = *outcome;
-    run.tokens_per_s_per_gpu = r.number("tokens_per_s_per_gpu");
+    run.tokens_per_s_per_gpu = measured_positive(r, "tokens_per_s_per_gpu");
     if (run.tokens_per_s_per_gpu && *run.tokens_per_s_per_gpu > 1e9)
         throw r.error("tokens_per_s_per_gpu", "is implausibly large (" + r.raw("tokens_per_s_per_gpu") + ")");
     if (run.tokens_per_s_per_gpu) run.tokens_per_s = *run.tokens_per_s_per_gpu * static_cast<double>(run.gpus);
     for (const char* col : {"mfu_pct", "hfu_pct"})
-        if (auto v = r.number(col); v && *v > 100) throw r.error(col, "is above 100 % (" + r.raw(col) + ")");
+        if (auto v = r.number(col); v && (*v > 100 || *v < 0))
+            throw r.error(col, "must lie in [0, 100] % (" + r.raw(col) + ")");
     if (auto v = r.number("mfu_pct")) run.mfu = *v / 100.0;
     if (auto v = r.number("hfu_pct")) run.hfu = *v / 100.0;
-    const auto mem = r.number("peak_mem_gib");
+    const auto mem = measured_positive(r, "peak_mem_gib");
     if (mem && *mem > 1e5) throw r.error("peak_mem_gib", "is implausibly large (" + r.raw("peak_mem_gib") + " GiB)");
     const std::string kind = r.raw("peak_mem_kind");
     if (mem && kind != "reserved_max_over_ranks" && kind != "reserved_rank0")

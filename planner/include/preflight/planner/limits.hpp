@@ -32,6 +32,12 @@ inline constexpr std::int64_t kMaxGlobalBatchTokens = std::int64_t{1} << 40;  //
 inline constexpr std::int64_t kMaxBytes = std::int64_t{1} << 60;        // any per-GPU byte figure: 1 EiB
 inline constexpr std::int64_t kMaxDeviceBytes = std::int64_t{1} << 50;  // GPU memory, --overhead-bytes: 1 PiB
 inline constexpr std::int64_t kMaxGpusPerNode = 1024;                   // gpus_per_node
+// GPU spec rates: per-GPU peaks between 1 MFLOP/s and 10 EFLOP/s, link and memory bandwidths
+// between 1 kB/s and 10 PB/s, so no step time, token rate or GPU-hour figure leaves the finite range.
+inline constexpr double kMinFlopsPerS = 1e6;
+inline constexpr double kMaxFlopsPerS = 1e19;
+inline constexpr double kMinBandwidthBytesPerS = 1e3;
+inline constexpr double kMaxBandwidthBytesPerS = 1e16;
 inline constexpr std::int64_t kMaxConfigFileBytes = std::int64_t{1} << 24;  // a --from config file: 16 MiB
 
 // Work: the plan search enumerates micro-batch sizes up to this many sequences
