@@ -110,8 +110,10 @@ Degrees import_parallel(Flags& f, ImportedConfig& out) {
     d.pp = *field_flag(f, out, "pp", "--pipeline-model-parallel-size", 1);
     d.cp = field_flag(f, out, "cp", "--context-parallel-size").value_or(1);
     field_flag(f, out, "ep", "--expert-model-parallel-size");
+    // validate_args turns sequence parallelism off when tensor parallelism is (tp 1).
     const Flag* sp = f.get("--sequence-parallel");
-    set_field(out, "sp", sp != nullptr, sp ? f.spot(*sp) : f.default_spot("--sequence-parallel (absent: off)"));
+    set_field(out, "sp", sp != nullptr && d.tp > 1, sp ? f.spot(*sp) : f.default_spot("--sequence-parallel (absent: off)"));
+    if (sp && d.tp == 1) out.ignored.push_back("--sequence-parallel (off at tensor parallel 1, as Megatron turns it off)");
     const Flag* per_stage = f.get("--num-layers-per-virtual-pipeline-stage");
     const Flag* stages = f.get("--num-virtual-stages-per-pipeline-rank");
     if (stages) {
@@ -327,6 +329,15 @@ void import_offload_and_overlap(Flags& f, ImportedConfig& out) {
 void classify_rest(Flags& f, ImportedConfig& out) {
     for (const Word& w : f.stray())
         out.warnings.push_back(f.file() + ":" + std::to_string(w.line) + ": '" + w.text + "' is not a --flag: skipped");
+    // An array the script never defines may have held arguments: say that they were not read.
+    const auto undefined_array = [&](const Word& w) {
+        if (w.text.rfind("${", 0) == 0 && (w.text.find("[@]") != std::string::npos || w.text.find("[*]") != std::string::npos))
+            out.warnings.push_back(f.file() + ":" + std::to_string(w.line) + ": " + w.text + " is not defined in the "
+                                   "script: the arguments it holds are not read");
+    };
+    for (const Flag& x : f.all())
+        for (const Word& w : x.values) undefined_array(w);
+    for (const Word& w : f.stray()) undefined_array(w);
     for (const Flag* x : f.unread()) {
         if (megatron_flag_ignored(x->name))
             out.ignored.push_back(x->name);

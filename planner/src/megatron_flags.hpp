@@ -43,6 +43,7 @@ public:
     // Flags never read, in the order written (their last occurrence), and words before the first flag.
     std::vector<const Flag*> unread() const;
     const std::vector<Word>& stray() const { return stray_; }
+    const std::vector<Flag>& all() const { return list_; }
     const std::string& file() const { return file_; }
 
 private:

@@ -74,7 +74,7 @@ struct Shape {
 
 // The attention and MLP widths: --kv-channels (default hidden / heads), --group-query-attention
 // with --num-query-groups, --ffn-hidden-size (default 4h; 8h/3 rounded down to 64 with --swiglu).
-void read_widths(Flags& f, Shape& s) {
+void read_widths(Flags& f, Shape& s, ImportedConfig& out) {
     const Flag* heads = f.get("--num-attention-heads");
     const auto kv = f.integer("--kv-channels", 1, limits::kMaxWidth, "limits::kMaxWidth");
     if (!kv && s.hidden % s.heads != 0)
@@ -83,6 +83,9 @@ void read_widths(Flags& f, Shape& s) {
     const bool gqa = f.has("--group-query-attention");
     const auto groups = f.integer("--num-query-groups", 1, limits::kMaxHeads, "limits::kMaxHeads");
     s.kv_heads = gqa ? groups.value_or(s.heads) : s.heads;
+    if (groups && !gqa)  // TransformerConfig.num_query_groups takes effect with --group-query-attention only
+        out.warnings.push_back(f.spot(*f.get("--num-query-groups")).text() + ": without --group-query-attention "
+                                                                            "Megatron uses multi-head attention: ignored");
     s.swiglu = f.has("--swiglu");
     const auto ffn_default = s.swiglu ? s.hidden * 8 / 192 * 64 : s.hidden * 4;
     s.ffn = f.integer("--ffn-hidden-size", 1, limits::kMaxWidth, "limits::kMaxWidth").value_or(ffn_default);
@@ -161,7 +164,7 @@ void import_megatron_model(Flags& f, ImportedConfig& out, std::int64_t tp) {
                                                                                                              : "--num-attention-heads"));
     s.layers = *layers, s.hidden = *hidden, s.heads = *heads;
     const ConfigSpot at = f.spot(*f.get("--num-layers"));
-    read_widths(f, s);
+    read_widths(f, s, out);
     read_layout(f, s, out);
     const auto positions = f.integer("--max-position-embeddings", 1, limits::kMaxPositions, "limits::kMaxPositions");
     const auto vocab = padded_vocab(f, tp);

@@ -206,6 +206,25 @@ TEST(ImportMegatron, RecomputeVariantsAndShellForms) {
     EXPECT_EQ(integer(s, "mbs"), 2);
 }
 
+TEST(ImportMegatron, MegatronsOwnAdjustmentsAndUndefinedArrays) {
+    // validate_args turns --sequence-parallel off at tensor parallel 1.
+    const ImportedConfig sp = import_text("--tensor-model-parallel-size 1\n--sequence-parallel\n");
+    EXPECT_FALSE(toggle(sp, "sp"));
+    EXPECT_TRUE(contains(sp.ignored, "--sequence-parallel"));
+    // An array the script never defines: its arguments are not read, and the import says so.
+    const ImportedConfig arr = import_text("torchrun --nproc_per_node 8 pretrain_gpt.py --micro-batch-size 1 \\\n"
+                                           "  ${EXTRA_ARGS[@]} --bf16\n");
+    EXPECT_TRUE(contains(arr.warnings, "bad.sh:2: ${EXTRA_ARGS[@]} is not defined"));
+    EXPECT_EQ(name(arr, "precision"), "bf16-mixed");
+    // --num-query-groups without --group-query-attention is multi-head attention.
+    const ImportedConfig mha = import_text("--num-layers 2\n--hidden-size 256\n--num-attention-heads 4\n"
+                                           "--num-query-groups 2\n--vocab-size 1000\n--max-position-embeddings 512\n");
+    ASSERT_TRUE(mha.model_config);
+    EXPECT_EQ((*mha.model_config)["model_type"], "gpt2");
+    EXPECT_EQ((*mha.model_config)["vocab_size"], 1024);  // 1000 padded to a multiple of 128
+    EXPECT_TRUE(contains(mha.warnings, "bad.sh:4: --num-query-groups"));
+}
+
 TEST(ImportMegatron, BadInputNamesFileFlagAndLine) {
     expect_input_error([] { import_text("#!/bin/bash\ntorchrun pretrain_gpt.py \\\n  --micro-batch-size x\n"); },
                        {"bad.sh:3", "--micro-batch-size", "'x'"});
