@@ -5,6 +5,7 @@
 // shape by megatron_model.cpp.
 #include <algorithm>
 #include <cstdint>
+#include <map>
 
 #include "import_flag_values.hpp"
 #include "megatron_flags.hpp"
@@ -338,8 +339,21 @@ void classify_rest(Flags& f, ImportedConfig& out) {
     for (const Flag& x : f.all())
         for (const Word& w : x.values) undefined_array(w);
     for (const Word& w : f.stray()) undefined_array(w);
+    // Known flags that change memory or speed in ways the plan does not model.
+    static const std::map<std::string, std::string, std::less<>> known{
+        {"--deepspeed", "Megatron-DeepSpeed: ZeRO, precision and offload live in its ds_config; import that file "
+                        "(--from ds_config.json) for them"},
+        {"--deepspeed_config", "Megatron-DeepSpeed's ds_config is not read from here; import it with --from"},
+        {"--deepspeed-config", "Megatron-DeepSpeed's ds_config is not read from here; import it with --from"},
+        {"--zero-stage", "Megatron-DeepSpeed's ZeRO stage is set in its ds_config; import that file with --from"},
+        {"--empty-unused-memory-level", "emptying the CUDA cache between steps is not modelled"},
+        {"--fp8-param-gather", "fp8 parameter copies for the all-gather are not modelled"},
+        {"--distribute-saved-activations", "recompute inputs split over tensor parallel ranks are not modelled"},
+        {"--cpu-offloading", "activation and weight offload to the host is not modelled"}};
     for (const Flag* x : f.unread()) {
-        if (megatron_flag_ignored(x->name))
+        if (const auto k = known.find(x->name); k != known.end())
+            warn(out, f.spot(*x), k->second);
+        else if (megatron_flag_ignored(x->name))
             out.ignored.push_back(x->name);
         else
             warn(out, f.spot(*x), "not modelled by preflight (planned without it)");
@@ -367,6 +381,10 @@ ImportedConfig import_megatron(std::string_view text, const std::string& file, c
     import_offload_and_overlap(flags, out);
     import_megatron_model(flags, out, d.tp);
     classify_rest(flags, out);
+    if (script.launches > 1)
+        out.warnings.push_back(file + ":" + std::to_string(script.launch_line) + ": the script has " +
+                               std::to_string(script.launches) + " launch lines (conditionals are not evaluated): "
+                               "the first is read");
     std::stable_sort(out.fields.begin(), out.fields.end(), [](const ImportedField& a, const ImportedField& b) {
         return (a.from.line == 0 ? INT32_MAX : a.from.line) < (b.from.line == 0 ? INT32_MAX : b.from.line);
     });
