@@ -24,9 +24,10 @@ struct Reader {
     const ConfigTree& tree;
     ImportedConfig& out;
 
+    // "a.b" -> "/a/b", each name escaped as a JSON pointer token ('~' -> "~0", '/' -> "~1").
     static std::string pointer(const std::string& dotted) {
-        std::string p = "/" + dotted;
-        std::replace(p.begin(), p.end(), '.', '/');
+        std::string p = "/";
+        for (char c : dotted) p += c == '.' ? "/" : c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
         return p;
     }
     ConfigSpot spot(const std::string& dotted) const {
@@ -45,6 +46,14 @@ struct Reader {
         if (!v || !v->is_string() || v->get<std::string>() != "auto") return false;
         out.ignored.push_back(dotted + ": auto (filled by the Trainer)");
         return true;
+    }
+    // The blocks DeepSpeed reads as objects: another type is an error, not a silent default.
+    void require_objects() {
+        for (const char* key : {"zero_optimization", "zero_optimization.offload_optimizer", "zero_optimization.offload_param",
+                                "bf16", "bfloat16", "fp16", "amp", "data_types", "activation_checkpointing",
+                                "tensor_parallel", "pipeline", "optimizer"})
+            if (const json* v = at(key); v && !v->is_object())
+                throw InputError(spot(key).text(), "must be an object ({ ... }), got " + v->dump());
     }
     void warn(const std::string& dotted, const std::string& message) {
         out.warnings.push_back(spot(dotted).text() + ": " + message);
@@ -284,7 +293,6 @@ const std::set<std::string>& zero_ignored_keys() {
 // zero_optimization.stage (zero/config.py ZeroStageEnum, default 0) and the rest of the block.
 void import_zero(Reader& r) {
     const json* z = r.at("zero_optimization");
-    if (z && !z->is_object()) throw InputError(r.spot("zero_optimization").text(), "must be an object, got " + z->dump());
     std::int64_t stage = 0;  // -1: "auto", left to the Trainer
     if (r.is_auto("zero_optimization.stage"))
         stage = -1;
@@ -353,6 +361,7 @@ ImportedConfig import_deepspeed(const ConfigTree& tree, const ImportContext& con
     out.file = tree.file;
     out.framework = "deepspeed";  // the model comes from --model: a ds_config names none
     Reader r{tree, out};
+    r.require_objects();
     const auto [tp, pp] = import_degrees(r);
     import_batch(r, context, tp, pp);
     import_zero(r);

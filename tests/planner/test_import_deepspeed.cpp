@@ -201,6 +201,9 @@ TEST(ImportDeepSpeed, BadValuesNameFileKeyAndLine) {
                        {"bad.json:2", "fp16.enabled", "both"});
     expect_input_error([] { import_text("{\"zero_optimization\": {\"offload_param\": {\n\"device\": \"disk\"}}}"); },
                        {"bad.json:2", "zero_optimization.offload_param.device", "disk"});
+    expect_input_error([] { import_text("{\n\"bf16\": true}"); }, {"bad.json:2", "bf16", "object"});
+    expect_input_error([] { import_text("{\"zero_optimization\": {\"stage\": 2,\n \"offload_optimizer\": \"cpu\"}}"); },
+                       {"bad.json:2", "zero_optimization.offload_optimizer", "object"});
     expect_input_error([] { import_text("{\"tensor_parallel\": {\"autotp_size\": -2}}"); },
                        {"bad.json:1", "tensor_parallel.autotp_size", "-2"});
 }
