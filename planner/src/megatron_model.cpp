@@ -35,7 +35,8 @@ std::optional<std::string> resolved(Flags& f, std::string_view name) {
     return x->values[0].text;
 }
 
-// The vocabulary before padding: a tokenizer whose size is known by name (GPT2BPETokenizer:
+// The vocabulary before padding (megatron/core/tokenizers/utils/build_tokenizer.py: a named
+// tokenizer's own size, NullTokenizer's --vocab-size): a tokenizer whose size is known by name (GPT2BPETokenizer:
 // GPT-2's 50257; a --tokenizer-model naming Llama 3: 128256, Llama 2: 32000), else --vocab-size
 // (NullTokenizer and the others). nullopt when neither is given.
 std::optional<std::pair<std::int64_t, ConfigSpot>> raw_vocab(Flags& f) {
@@ -73,7 +74,8 @@ struct Shape {
 };
 
 // The attention and MLP widths: --kv-channels (default hidden / heads), --group-query-attention
-// with --num-query-groups, --ffn-hidden-size (default 4h; 8h/3 rounded down to 64 with --swiglu).
+// with --num-query-groups, --ffn-hidden-size (default 4h; 8h/3 rounded down to 64 with --swiglu)
+// (megatron/training/arguments.py validate_args; TransformerConfig kv_channels, num_query_groups).
 void read_widths(Flags& f, Shape& s, ImportedConfig& out) {
     const Flag* heads = f.get("--num-attention-heads");
     const auto kv = f.integer("--kv-channels", 1, limits::kMaxWidth, "limits::kMaxWidth");
@@ -92,7 +94,9 @@ void read_widths(Flags& f, Shape& s, ImportedConfig& out) {
     if (s.ffn <= 0) throw InputError(f.spot(*f.get("--hidden-size")).text(), "gives no MLP width; give --ffn-hidden-size");
 }
 
-// Norm, positions, embeddings, biases, RoPE base and scaling, experts.
+// Norm, positions, embeddings, biases, RoPE base and scaling, experts (arguments.py
+// _add_network_size_args; TransformerConfig normalization, add_bias_linear, add_qkv_bias,
+// num_moe_experts / --num-experts, moe_router_topk, moe_ffn_hidden_size).
 void read_layout(Flags& f, Shape& s, ImportedConfig& out) {
     const std::string norm = f.text("--normalization").value_or("LayerNorm");
     s.rmsnorm = norm == "RMSNorm";
