@@ -114,8 +114,18 @@ void add_megatron_model_arguments(const ModelConfig& m, std::vector<std::string>
     if (m.mlp == MlpKind::swiglu) arg("--swiglu");
     if (m.norm == NormKind::rmsnorm) arg("--normalization", "RMSNorm");
     arg("--position-embedding-type", m.position == PositionKind::rope ? "rope" : "learned_absolute");
+    if (m.position == PositionKind::rope && m.rope_theta != 10000.0)
+        arg("--rotary-base", s(static_cast<std::int64_t>(m.rope_theta)));
     arg("--max-position-embeddings", s(m.max_positions));
     if (!m.tied_embeddings) arg("--untie-embeddings-and-output-weights");
+    // Megatron's linear layers carry biases unless --disable-bias-linear (--add-qkv-bias puts
+    // them back on q/k/v only, Qwen2's layout).
+    if (!m.out_bias && !m.mlp_bias) arg("--disable-bias-linear");
+    if (m.qkv_bias && !m.out_bias) arg("--add-qkv-bias");
+    // The vocabulary the plan counted: Megatron pads it to a multiple of
+    // make-vocab-size-divisible-by x tp (default 128 x tp); 1 keeps the plan's padding to tp.
+    arg("--vocab-size", s(m.vocab));
+    arg("--make-vocab-size-divisible-by", "1");
     if (m.is_moe()) {
         arg("--num-experts", s(m.experts));
         arg("--moe-router-topk", s(m.experts_per_token));

@@ -1,11 +1,394 @@
-// Megatron-LM arguments -> plan values (stub: filled by the Megatron importer).
+// Megatron-LM arguments (a launch script or an arguments file) -> plan values. Flag names and
+// defaults: megatron/training/arguments.py (the _add_*_args groups and validate_args) and the
+// TransformerConfig fields it turns into flags (megatron/core/transformer/transformer_config.py,
+// megatron/core/model_parallel_config.py); the shell is read by megatron_script.cpp, the model
+// shape by megatron_model.cpp.
+#include <algorithm>
+#include <cstdint>
+#include <map>
+
+#include "import_flag_values.hpp"
+#include "megatron_flags.hpp"
 #include "preflight/planner/config_import.hpp"
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/limits.hpp"
 
 namespace preflight {
 
-ImportedConfig import_megatron(std::string_view, const std::string& file, const ImportContext&) {
-    throw InputError(file, "the Megatron importer is not built yet");
+namespace megatron_script {
+
+Flags::Flags(const std::vector<Word>& arguments, std::string file) : file_(std::move(file)) {
+    for (const Word& w : arguments) {
+        if (w.text.rfind("--", 0) == 0 && w.text.size() > 2) {
+            const std::size_t eq = w.text.find('=');
+            list_.push_back({w.text.substr(0, eq), w.line, {}});
+            if (eq != std::string::npos) list_.back().values.push_back({w.text.substr(eq + 1), w.line, w.unresolved});
+        } else if (list_.empty()) {
+            stray_.push_back(w);
+        } else {
+            list_.back().values.push_back(w);
+        }
+    }
+}
+
+const Flag* Flags::get(std::string_view name) {
+    read_.emplace(name);
+    for (auto it = list_.rbegin(); it != list_.rend(); ++it)
+        if (it->name == name) return &*it;
+    return nullptr;
+}
+
+std::string Flags::text(const Flag& f) const {
+    if (f.values.empty()) throw InputError(spot(f).text(), "needs a value");
+    const Word& v = f.values.front();
+    if (!v.unresolved.empty())
+        throw InputError(spot(f).text(), "its value '" + v.text + "' (line " + std::to_string(v.line) + ") uses " +
+                                             (v.unresolved[0] == '$' || v.unresolved[0] == '`' ? "" : "$") +
+                                             v.unresolved + ", which the script does not define");
+    return v.text;
+}
+
+std::optional<std::string> Flags::text(std::string_view name) {
+    const Flag* f = get(name);
+    return f ? std::optional<std::string>(text(*f)) : std::nullopt;
+}
+
+std::optional<std::int64_t> Flags::integer(std::string_view name, std::int64_t min, std::int64_t max,
+                                           std::string_view what) {
+    const Flag* f = get(name);
+    if (!f) return std::nullopt;
+    return import_values::integer_text(text(*f), spot(*f), min, max, what);
+}
+
+std::optional<double> Flags::real(std::string_view name, double min, double max) {
+    const Flag* f = get(name);
+    if (!f) return std::nullopt;
+    return import_values::real_text(text(*f), spot(*f), min, max);
+}
+
+std::vector<const Flag*> Flags::unread() const {
+    std::vector<const Flag*> out;
+    for (std::size_t i = 0; i < list_.size(); ++i) {
+        if (read_.count(list_[i].name)) continue;
+        bool later = false;
+        for (std::size_t j = i + 1; j < list_.size() && !later; ++j) later = list_[j].name == list_[i].name;
+        if (!later) out.push_back(&list_[i]);
+    }
+    return out;
+}
+
+}  // namespace megatron_script
+
+void import_megatron_model(megatron_script::Flags& flags, ImportedConfig& out, std::int64_t tp);
+bool megatron_flag_ignored(std::string_view name);
+
+namespace {
+
+using megatron_script::Flag;
+using megatron_script::Flags;
+using megatron_script::Script;
+using megatron_script::Word;
+using namespace import_values;
+
+// An integer plan field from a flag (bounds of the field), or its Megatron default when absent.
+std::optional<std::int64_t> field_flag(Flags& f, ImportedConfig& out, std::string_view field, std::string_view flag,
+                                       std::optional<std::int64_t> fallback = std::nullopt) {
+    if (const Flag* x = f.get(flag)) return set_integer_text(out, field, f.text(*x), f.spot(*x));
+    if (fallback) set_field(out, field, *fallback, f.default_spot(std::string(flag) + " (absent: " + std::to_string(*fallback) + ")"));
+    return fallback;
+}
+
+struct Degrees {
+    std::int64_t tp = 1, pp = 1, cp = 1;
+};
+
+// _add_distributed_args / ModelParallelConfig: tensor_model_parallel_size,
+// pipeline_model_parallel_size, context_parallel_size, expert_model_parallel_size,
+// sequence_parallel, the virtual pipeline (interleaved schedule) flags.
+Degrees import_parallel(Flags& f, ImportedConfig& out) {
+    Degrees d;
+    d.tp = *field_flag(f, out, "tp", "--tensor-model-parallel-size", 1);
+    d.pp = *field_flag(f, out, "pp", "--pipeline-model-parallel-size", 1);
+    d.cp = field_flag(f, out, "cp", "--context-parallel-size").value_or(1);
+    field_flag(f, out, "ep", "--expert-model-parallel-size");
+    // validate_args turns sequence parallelism off when tensor parallelism is (tp 1).
+    const Flag* sp = f.get("--sequence-parallel");
+    set_field(out, "sp", sp != nullptr && d.tp > 1, sp ? f.spot(*sp) : f.default_spot("--sequence-parallel (absent: off)"));
+    if (sp && d.tp == 1) out.ignored.push_back("--sequence-parallel (off at tensor parallel 1, as Megatron turns it off)");
+    const Flag* per_stage = f.get("--num-layers-per-virtual-pipeline-stage");
+    const Flag* stages = f.get("--num-virtual-stages-per-pipeline-rank");
+    if (stages) {
+        set_integer_text(out, "vpp", f.text(*stages), f.spot(*stages));
+    } else if (per_stage) {
+        const ConfigSpot at = f.spot(*per_stage);
+        const Bounds b = field_bounds("vpp");
+        const std::int64_t n = integer_text(f.text(*per_stage), at, b.min, limits::kMaxLayers, "limits::kMaxLayers");
+        const auto layers = f.integer("--num-layers", 1, limits::kMaxLayers, "limits::kMaxLayers");
+        if (!layers) throw InputError(at.text(), "needs --num-layers to give the model chunks per stage");
+        const std::int64_t vpp = exact_quotient(*layers, n * d.pp, at, "--num-layers " + std::to_string(*layers) +
+                                 " is not a multiple of " + std::to_string(n) + " layers x pipeline size " + std::to_string(d.pp));
+        set_field(out, "vpp", vpp, at);
+    }
+    if (stages || per_stage)
+        set_field(out, "pp_schedule", std::string("interleaved"), f.spot(stages ? *stages : *per_stage));
+    return d;
+}
+
+// The world size on the launch line: torchrun / python -m torch.distributed.run
+// (--nproc_per_node or --nproc-per-node, --nnodes) or the deepspeed launcher (--num_gpus, --num_nodes).
+std::optional<std::pair<std::int64_t, ConfigSpot>> launch_gpus(const Script& s, const std::string& file,
+                                                               ImportedConfig& out) {
+    std::optional<std::int64_t> per_node, nodes;
+    ConfigSpot spot{file, "", s.launch_line};
+    for (std::size_t i = 0; i < s.launcher.size(); ++i) {
+        std::string name = s.launcher[i].text, value;
+        Word w = s.launcher[i];
+        const std::size_t eq = name.find('=');
+        if (eq != std::string::npos) value = name.substr(eq + 1), name = name.substr(0, eq);
+        else if (i + 1 < s.launcher.size()) w = s.launcher[i + 1], value = w.text;
+        const bool count = name == "--nproc_per_node" || name == "--nproc-per-node" || name == "--num_gpus" || name == "--num-gpus";
+        const bool node = name == "--nnodes" || name == "--num_nodes" || name == "--num-nodes";
+        if (!count && !node) continue;
+        const ConfigSpot at{file, s.launcher_name + " " + name, s.launcher[i].line};
+        if (!w.unresolved.empty())
+            throw InputError(at.text(), "its value '" + value + "' uses $" + w.unresolved +
+                                            ", which the script does not define (give --gpus)");
+        if (value.find_first_not_of("0123456789") != std::string::npos) {
+            out.warnings.push_back(at.text() + ": '" + value + "' is not a fixed count: the GPU count comes from --gpus");
+            return std::nullopt;
+        }
+        (count ? per_node : nodes) = integer_text(value, at, 1, limits::kMaxGpus, "limits::kMaxGpus");
+        if (count) spot = at;
+    }
+    if (!per_node) return std::nullopt;
+    const std::int64_t gpus = *per_node * nodes.value_or(1);
+    spot.key += " " + std::to_string(*per_node);
+    if (nodes) spot.key += " x " + std::to_string(*nodes) + " nodes";
+    integer_text(std::to_string(gpus), spot, 1, limits::kMaxGpus, "limits::kMaxGpus");
+    return std::make_pair(gpus, spot);
+}
+
+// _add_training_args: micro_batch_size, global_batch_size (default micro x dp: no accumulation);
+// dp = world / (tp pp cp) and accumulation = global / (micro dp) (megatron/core/num_microbatches_calculator.py).
+void import_batch(Flags& f, ImportedConfig& out, const Script& s, const ImportContext& ctx, const Degrees& d) {
+    if (!field_flag(f, out, "seq", "--seq-length")) field_flag(f, out, "seq", "--encoder-seq-length");
+    const auto mbs = field_flag(f, out, "mbs", "--micro-batch-size");
+    const Flag* global_flag = f.get("--global-batch-size");
+    const auto global = f.integer("--global-batch-size", 1, limits::kMaxGlobalBatchTokens, "limits::kMaxGlobalBatchTokens");
+    if (global) out.global_batch_sequences = global;
+    const auto launched = launch_gpus(s, f.file(), out);
+    if (launched) out.gpus = launched->first;
+    if (launched && ctx.gpus && *ctx.gpus != launched->first)
+        out.warnings.push_back(launched->second.text() + ": the launch line starts " + std::to_string(launched->first) +
+                               " processes; planned for --gpus " + std::to_string(*ctx.gpus));
+    if (!ctx.gpus && !launched) return;
+    const std::int64_t gpus = ctx.gpus ? *ctx.gpus : launched->first;
+    const ConfigSpot from = ctx.gpus ? f.default_spot("--gpus " + std::to_string(gpus)) : launched->second;
+    const std::int64_t model = d.tp * d.pp * d.cp;
+    const std::int64_t dp = exact_quotient(gpus, model, from, std::to_string(gpus) + " GPUs are not a multiple of "
+                                           "tensor x pipeline x context parallel = " + std::to_string(model) +
+                                           (ctx.gpus ? "" : " (give the real GPU count with --gpus)"));
+    set_integer_text(out, "dp", std::to_string(dp), from);
+    if (!mbs) return;
+    if (!global) {
+        set_field(out, "grad_acc", std::int64_t{1}, f.default_spot("--global-batch-size (absent: micro batch x dp)"));
+        return;
+    }
+    const ConfigSpot at = f.spot(*global_flag);
+    const std::int64_t acc = exact_quotient(*global, *mbs * dp, at, std::to_string(*global) + " is not a multiple of "
+                             "--micro-batch-size " + std::to_string(*mbs) + " x data-parallel " + std::to_string(dp) +
+                             " (" + std::to_string(gpus) + " GPUs / " + std::to_string(model) + ")");
+    set_integer_text(out, "grad_acc", std::to_string(acc), at);
+    if (f.has("--rampup-batch-size"))
+        out.warnings.push_back(f.spot(*f.get("--rampup-batch-size")).text() + ": the batch-size ramp-up is not "
+                                                                             "modelled: planned at the full global batch");
+}
+
+void warn(ImportedConfig& out, const ConfigSpot& at, const std::string& message) {
+    out.warnings.push_back(at.text() + ": " + message);
+}
+
+// _add_distributed_args: use_distributed_optimizer (ZeRO-1), use_torch_fsdp2 (ZeRO-3), and
+// Megatron-FSDP's data_parallel_sharding_strategy (no_shard, optim, optim_grads, optim_grads_params).
+void import_zero(Flags& f, ImportedConfig& out) {
+    const Flag* fsdp2 = f.get("--use-torch-fsdp2");
+    const Flag* mfsdp = f.get("--use-megatron-fsdp");
+    const Flag* strategy = f.get("--data-parallel-sharding-strategy");
+    const Flag* dist = f.get("--use-distributed-optimizer");
+    if (mfsdp) {
+        const std::string s = strategy ? f.text(*strategy) : "optim_grads_params";
+        const ConfigSpot at = f.spot(strategy ? *strategy : *mfsdp);
+        const std::int64_t stage = s == "no_shard" ? 0 : s == "optim" ? 1 : s == "optim_grads" ? 2 : s == "optim_grads_params" ? 3 : -1;
+        if (stage < 0) throw InputError(at.text(), "must be no_shard, optim, optim_grads or optim_grads_params, got '" + s + "'");
+        set_field(out, "zero", stage, at);
+    } else if (fsdp2) {
+        set_field(out, "zero", std::int64_t{3}, f.spot(*fsdp2));
+    } else if (dist) {
+        set_field(out, "zero", std::int64_t{1}, f.spot(*dist));
+    } else {
+        set_field(out, "zero", std::int64_t{0}, f.default_spot("--use-distributed-optimizer (absent: 0)"));
+    }
+}
+
+// _add_mixed_precision_args: --bf16, --fp16, --accumulate-allreduce-grads-in-fp32; the
+// Transformer Engine fp8 flags (TransformerConfig.fp8: --fp8-format e4m3|hybrid, --fp8-recipe).
+void import_precision(Flags& f, ImportedConfig& out) {
+    const Flag* bf16 = f.get("--bf16");
+    const Flag* fp16 = f.get("--fp16");
+    const Flag* fp8 = f.get("--fp8-format");
+    const Flag* fp32_grads = f.get("--accumulate-allreduce-grads-in-fp32");
+    if (bf16 && fp16) throw InputError(f.spot(*fp16).text(), "--bf16 and --fp16 are both given (Megatron takes one)");
+    if (fp8) {
+        const std::string format = f.text(*fp8);
+        if (format != "e4m3" && format != "hybrid")
+            throw InputError(f.spot(*fp8).text(), "must be e4m3 or hybrid, got '" + format + "'");
+        set_field(out, "precision", std::string("fp8-mixed"), f.spot(*fp8));
+        if (const auto recipe = f.text("--fp8-recipe"); recipe && *recipe != "delayed" && *recipe != "tensorwise")
+            warn(out, f.spot(*f.get("--fp8-recipe")), "the " + *recipe + " fp8 recipe is not modelled: planned as tensorwise");
+    } else if (bf16) {
+        const bool wide = fp32_grads != nullptr;
+        set_field(out, "precision", std::string(wide ? "bf16-mixed-fp32-grads" : "bf16-mixed"), f.spot(wide ? *fp32_grads : *bf16));
+    } else if (fp16) {
+        set_field(out, "precision", std::string("fp16-mixed"), f.spot(*fp16));
+    } else {
+        set_field(out, "precision", std::string("fp32"), f.default_spot("--bf16 / --fp16 (absent: fp32)"));
+    }
+}
+
+// TransformerConfig.recompute_granularity (full | selective), recompute_method (uniform | block),
+// recompute_num_layers; the older --recompute-activations (= selective).
+void import_recompute(Flags& f, ImportedConfig& out) {
+    const Flag* granularity = f.get("--recompute-granularity");
+    const Flag* activations = f.get("--recompute-activations");
+    const std::string g = granularity ? f.text(*granularity) : activations ? "selective" : "none";
+    if (g != "none" && g != "full" && g != "selective")
+        throw InputError(f.spot(*granularity).text(), "must be full or selective, got '" + g + "'");
+    const ConfigSpot at = granularity ? f.spot(*granularity) : activations ? f.spot(*activations)
+                                                                            : f.default_spot("--recompute-granularity (absent: none)");
+    set_field(out, "recompute", g, at);
+    const auto method = f.text("--recompute-method");
+    const auto layers = f.integer("--recompute-num-layers", 1, limits::kMaxLayers, "limits::kMaxLayers");
+    if (g == "full" && (method.value_or("uniform") != "uniform" || layers.value_or(1) != 1))
+        warn(out, at, "--recompute-method " + method.value_or("uniform") + " --recompute-num-layers " +
+                          std::to_string(layers.value_or(1)) + ": partial or grouped recompute is not modelled: "
+                          "planned as full recompute of every layer");
+    if (const Flag* modules = f.get("--recompute-modules"))
+        warn(out, f.spot(*modules), "recomputing chosen modules is not modelled: planned as " + g + " recompute");
+}
+
+// _add_regularization_args / TransformerConfig: attention_dropout and hidden_dropout (default
+// 0.1 each); the plan has one dropout probability, the larger of the two.
+void import_dropout(Flags& f, ImportedConfig& out) {
+    const Flag* a = f.get("--attention-dropout");
+    const Flag* h = f.get("--hidden-dropout");
+    const double attention = f.real("--attention-dropout", 0.0, 1.0).value_or(0.1);
+    const double hidden = f.real("--hidden-dropout", 0.0, 1.0).value_or(0.1);
+    const ConfigSpot at = h && hidden >= attention ? f.spot(*h) : a ? f.spot(*a) : h ? f.spot(*h)
+                                                  : f.default_spot("--hidden-dropout (absent: 0.1)");
+    set_field(out, "dropout", std::max(attention, hidden), at);
+    if (attention != hidden)
+        warn(out, at, "attention and hidden dropout differ: planned with the larger, " + std::to_string(std::max(attention, hidden)));
+}
+
+// _add_training_args: --use-flash-attn, --attention-backend (flash | fused | unfused | local |
+// auto, TransformerConfig.attention_backend), --optimizer (adam | sgd; Megatron's adam is AdamW).
+void import_kernels(Flags& f, ImportedConfig& out) {
+    if (const Flag* backend = f.get("--attention-backend")) {
+        const std::string b = f.text(*backend);
+        if (b != "flash" && b != "fused" && b != "auto" && b != "unfused" && b != "local")
+            throw InputError(f.spot(*backend).text(), "must be flash, fused, unfused, local or auto, got '" + b + "'");
+        set_field(out, "attention", std::string(b == "unfused" || b == "local" ? "eager" : "flash"), f.spot(*backend));
+    } else if (const Flag* flash = f.get("--use-flash-attn")) {
+        set_field(out, "attention", std::string("flash"), f.spot(*flash));
+    }
+    const Flag* opt = f.get("--optimizer");
+    const std::string name = opt ? f.text(*opt) : "adam";
+    const ConfigSpot at = opt ? f.spot(*opt) : f.default_spot("--optimizer (absent: adam)");
+    if (name == "adam" || name == "sgd")
+        set_field(out, "optimizer", std::string(name == "adam" ? "adamw" : "sgd"), at);
+    else
+        warn(out, at, "optimizer '" + name + "' is not modelled (adam or sgd)");
+}
+
+// Megatron-core's optimizer offload (_add_training_args: --optimizer-cpu-offload,
+// --optimizer-offload-fraction), the communication overlaps the step time knows
+// (--tp-comm-overlap, --overlap-p2p-communication) and MoE capacity (--moe-expert-capacity-factor).
+void import_offload_and_overlap(Flags& f, ImportedConfig& out) {
+    if (const Flag* off = f.get("--optimizer-cpu-offload")) {
+        set_field(out, "offload", std::string("optimizer"), f.spot(*off));
+        if (const auto fraction = f.real("--optimizer-offload-fraction", 0.0, 1.0); fraction && *fraction < 1.0)
+            warn(out, f.spot(*f.get("--optimizer-offload-fraction")), "partial optimizer offload is not modelled: "
+                                                                      "planned as the whole optimizer offloaded");
+    }
+    out.tp_comm_overlap = f.has("--tp-comm-overlap");
+    out.overlap_p2p_comm = f.has("--overlap-p2p-communication");
+    if (const Flag* cap = f.get("--moe-expert-capacity-factor"))
+        set_field(out, "moe_capacity_factor", *f.real("--moe-expert-capacity-factor", 1e-6, 1e6), f.spot(*cap));
+}
+
+// What is left: flags left out on purpose go to `ignored`, the rest are warnings naming them.
+void classify_rest(Flags& f, ImportedConfig& out) {
+    for (const Word& w : f.stray())
+        out.warnings.push_back(f.file() + ":" + std::to_string(w.line) + ": '" + w.text + "' is not a --flag: skipped");
+    // An array the script never defines may have held arguments: say that they were not read.
+    const auto undefined_array = [&](const Word& w) {
+        if (w.text.rfind("${", 0) == 0 && (w.text.find("[@]") != std::string::npos || w.text.find("[*]") != std::string::npos))
+            out.warnings.push_back(f.file() + ":" + std::to_string(w.line) + ": " + w.text + " is not defined in the "
+                                   "script: the arguments it holds are not read");
+    };
+    for (const Flag& x : f.all())
+        for (const Word& w : x.values) undefined_array(w);
+    for (const Word& w : f.stray()) undefined_array(w);
+    // Known flags that change memory or speed in ways the plan does not model.
+    static const std::map<std::string, std::string, std::less<>> known{
+        {"--deepspeed", "Megatron-DeepSpeed: ZeRO, precision and offload live in its ds_config; import that file "
+                        "(--from ds_config.json) for them"},
+        {"--deepspeed_config", "Megatron-DeepSpeed's ds_config is not read from here; import it with --from"},
+        {"--deepspeed-config", "Megatron-DeepSpeed's ds_config is not read from here; import it with --from"},
+        {"--zero-stage", "Megatron-DeepSpeed's ZeRO stage is set in its ds_config; import that file with --from"},
+        {"--empty-unused-memory-level", "emptying the CUDA cache between steps is not modelled"},
+        {"--fp8-param-gather", "fp8 parameter copies for the all-gather are not modelled"},
+        {"--distribute-saved-activations", "recompute inputs split over tensor parallel ranks are not modelled"},
+        {"--cpu-offloading", "activation and weight offload to the host is not modelled"}};
+    for (const Flag* x : f.unread()) {
+        if (const auto k = known.find(x->name); k != known.end())
+            warn(out, f.spot(*x), k->second);
+        else if (megatron_flag_ignored(x->name))
+            out.ignored.push_back(x->name);
+        else
+            warn(out, f.spot(*x), "not modelled by preflight (planned without it)");
+    }
+}
+
+}  // namespace
+
+ImportedConfig import_megatron(std::string_view text, const std::string& file, const ImportContext& context) {
+    const Script script = megatron_script::read_script(text);
+    if (script.arguments.empty())
+        throw InputError(file, "no Megatron arguments found (neither a pretrain_*.py launch line nor --flag lines)");
+    Flags flags(script.arguments, file);
+    ImportedConfig out;
+    out.format = ConfigFormat::megatron;
+    out.file = file;
+    out.framework = "megatron";
+    const Degrees d = import_parallel(flags, out);
+    import_batch(flags, out, script, context, d);
+    import_zero(flags, out);
+    import_precision(flags, out);
+    import_recompute(flags, out);
+    import_dropout(flags, out);
+    import_kernels(flags, out);
+    import_offload_and_overlap(flags, out);
+    import_megatron_model(flags, out, d.tp);
+    classify_rest(flags, out);
+    if (script.launches > 1)
+        out.warnings.push_back(file + ":" + std::to_string(script.launch_line) + ": the script has " +
+                               std::to_string(script.launches) + " launch lines (conditionals are not evaluated): "
+                               "the first is read");
+    std::stable_sort(out.fields.begin(), out.fields.end(), [](const ImportedField& a, const ImportedField& b) {
+        return (a.from.line == 0 ? INT32_MAX : a.from.line) < (b.from.line == 0 ? INT32_MAX : b.from.line);
+    });
+    return out;
 }
 
 }  // namespace preflight

@@ -63,9 +63,11 @@ struct ImportedConfig {
     std::optional<std::int64_t> gpus;            // the world size the config implies (torchrun line, degrees)
     std::optional<std::int64_t> global_batch_sequences;  // the global batch the config names, when it names one
     std::optional<std::string> framework;        // the profile it implies: torchtitan, megatron, deepspeed, nanotron
-    bool compiled_loss = false;    // torchtitan [training] compile: the loss runs under torch.compile
-    bool tp_comm_overlap = false;  // Megatron --tp-comm-overlap
-    bool overlap_p2p_comm = false; // Megatron --overlap-p2p-communication
+    bool compiled_loss = false;  // torchtitan [training] compile: the loss runs under torch.compile
+    // Megatron's communication overlaps (--tp-comm-overlap, --overlap-p2p-communication): the step
+    // time options ThroughputOptions::tp_comm_overlap / p2p_overlap (EmitOptions writes them back).
+    bool tp_comm_overlap = false;
+    bool overlap_p2p_comm = false;
     std::vector<ImportedField> fields;           // in file order; each field at most once
     std::vector<std::string> ignored;            // keys known and ignored on purpose ("[checkpoint] enable")
     std::vector<std::string> warnings;           // keys that change memory or speed that are not modelled

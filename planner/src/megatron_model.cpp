@@ -1,0 +1,228 @@
+// The model shape in Megatron-LM's arguments -> a Hugging Face config.json object the planner
+// reads (model_from_hf_config), and the Megatron flags the import leaves out on purpose.
+// Flag names and defaults: megatron/training/arguments.py (_add_network_size_args,
+// validate_args), TransformerConfig (megatron/core/transformer/transformer_config.py), the
+// vocabulary padding of megatron/core/tokenizers/utils/build_tokenizer.py vocab_size_with_padding.
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+
+#include "import_flag_values.hpp"
+#include "megatron_flags.hpp"
+#include "preflight/planner/config_import.hpp"
+#include "preflight/planner/error.hpp"
+#include "preflight/planner/limits.hpp"
+#include "preflight/planner/model.hpp"
+
+namespace preflight {
+
+namespace {
+
+using megatron_script::Flag;
+using megatron_script::Flags;
+using nlohmann::json;
+
+std::string lower(std::string s) {
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+}
+
+// The value of a flag when the script defines it (a tokenizer path may be an undefined variable
+// without harm when --vocab-size is given); nullopt otherwise.
+std::optional<std::string> resolved(Flags& f, std::string_view name) {
+    const Flag* x = f.get(name);
+    if (!x || x->values.empty() || !x->values[0].unresolved.empty()) return std::nullopt;
+    return x->values[0].text;
+}
+
+// The vocabulary before padding (megatron/core/tokenizers/utils/build_tokenizer.py: a named
+// tokenizer's own size, NullTokenizer's --vocab-size): a tokenizer whose size is known by name (GPT2BPETokenizer:
+// GPT-2's 50257; a --tokenizer-model naming Llama 3: 128256, Llama 2: 32000), else --vocab-size
+// (NullTokenizer and the others). nullopt when neither is given.
+std::optional<std::pair<std::int64_t, ConfigSpot>> raw_vocab(Flags& f) {
+    if (const auto model = resolved(f, "--tokenizer-model")) {
+        const std::string m = lower(*model);
+        const ConfigSpot at = f.spot(*f.get("--tokenizer-model"));
+        if (m.find("llama-3") != std::string::npos || m.find("llama3") != std::string::npos) return std::make_pair(128256, at);
+        if (m.find("llama-2") != std::string::npos || m.find("llama2") != std::string::npos) return std::make_pair(32000, at);
+    }
+    if (resolved(f, "--tokenizer-type") == std::optional<std::string>("GPT2BPETokenizer"))
+        return std::make_pair(50257, f.spot(*f.get("--tokenizer-type")));
+    if (const Flag* v = f.get("--vocab-size"))
+        return std::make_pair(import_values::integer_text(f.text(*v), f.spot(*v), 1, limits::kMaxVocab, "limits::kMaxVocab"),
+                              f.spot(*v));
+    return std::nullopt;
+}
+
+// Megatron pads the vocabulary to a multiple of --make-vocab-size-divisible-by (128) x tp.
+std::optional<std::int64_t> padded_vocab(Flags& f, std::int64_t tp) {
+    const auto raw = raw_vocab(f);
+    const std::int64_t by = f.integer("--make-vocab-size-divisible-by", 1, limits::kMaxVocab, "limits::kMaxVocab").value_or(128);
+    if (!raw) return std::nullopt;
+    const std::int64_t multiple = by * tp;
+    const std::int64_t padded = (raw->first + multiple - 1) / multiple * multiple;
+    import_values::integer_text(std::to_string(padded), raw->second, 1, limits::kMaxVocab, "limits::kMaxVocab (padded)");
+    return padded;
+}
+
+struct Shape {
+    std::int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, positions = 0;
+    std::int64_t experts = 1, topk = 1, vocab = 0;
+    bool swiglu = false, rmsnorm = false, rope = false, tied = true, bias = true, qkv_bias = false;
+    double rope_theta = 10000;
+    std::optional<double> rope_scaling;  // --use-rope-scaling: Llama 3.1's, this factor
+};
+
+// The attention and MLP widths: --kv-channels (default hidden / heads), --group-query-attention
+// with --num-query-groups, --ffn-hidden-size (default 4h; 8h/3 rounded down to 64 with --swiglu)
+// (megatron/training/arguments.py validate_args; TransformerConfig kv_channels, num_query_groups).
+void read_widths(Flags& f, Shape& s, ImportedConfig& out) {
+    const Flag* heads = f.get("--num-attention-heads");
+    const auto kv = f.integer("--kv-channels", 1, limits::kMaxWidth, "limits::kMaxWidth");
+    if (!kv && s.hidden % s.heads != 0)
+        throw InputError(f.spot(*heads).text(), std::to_string(s.heads) + " does not divide --hidden-size " + std::to_string(s.hidden));
+    s.head_dim = kv.value_or(s.hidden / s.heads);
+    const bool gqa = f.has("--group-query-attention");
+    const auto groups = f.integer("--num-query-groups", 1, limits::kMaxHeads, "limits::kMaxHeads");
+    s.kv_heads = gqa ? groups.value_or(s.heads) : s.heads;
+    if (groups && !gqa)  // TransformerConfig.num_query_groups takes effect with --group-query-attention only
+        out.warnings.push_back(f.spot(*f.get("--num-query-groups")).text() + ": without --group-query-attention "
+                                                                            "Megatron uses multi-head attention: ignored");
+    s.swiglu = f.has("--swiglu");
+    const auto ffn_default = s.swiglu ? s.hidden * 8 / 192 * 64 : s.hidden * 4;
+    s.ffn = f.integer("--ffn-hidden-size", 1, limits::kMaxWidth, "limits::kMaxWidth").value_or(ffn_default);
+    if (s.ffn <= 0) throw InputError(f.spot(*f.get("--hidden-size")).text(), "gives no MLP width; give --ffn-hidden-size");
+}
+
+// Norm, positions, embeddings, biases, RoPE base and scaling, experts (arguments.py
+// _add_network_size_args; TransformerConfig normalization, add_bias_linear, add_qkv_bias,
+// num_moe_experts / --num-experts, moe_router_topk, moe_ffn_hidden_size).
+void read_layout(Flags& f, Shape& s, ImportedConfig& out) {
+    const std::string norm = f.text("--normalization").value_or("LayerNorm");
+    s.rmsnorm = norm == "RMSNorm";
+    if (norm != "RMSNorm" && norm != "LayerNorm")
+        out.warnings.push_back(f.spot(*f.get("--normalization")).text() + ": " + norm + " is modelled as LayerNorm");
+    const std::string pos = f.has("--use-rotary-position-embeddings") ? "rope"
+                                                                      : f.text("--position-embedding-type").value_or("learned_absolute");
+    s.rope = pos == "rope" || pos == "yarn" || pos == "mrope";
+    if (pos != "rope" && pos != "learned_absolute")
+        out.warnings.push_back(f.spot(*f.get("--position-embedding-type")).text() + ": " + pos +
+                               " positions are modelled as " + (s.rope ? "rope" : "learned_absolute"));
+    s.tied = !f.has("--untie-embeddings-and-output-weights");
+    s.bias = !f.has("--disable-bias-linear");
+    s.qkv_bias = f.has("--add-qkv-bias");
+    if (const auto base = f.real("--rotary-base", 1.0 + 1e-9, 1e12)) s.rope_theta = *base;
+    if (f.has("--use-rope-scaling")) s.rope_scaling = f.real("--rope-scaling-factor", 1e-6, 1e6).value_or(8.0);
+    s.experts = f.integer("--num-experts", 1, limits::kMaxExperts, "limits::kMaxExperts").value_or(1);
+    if (s.experts > 1) s.topk = f.integer("--moe-router-topk", 1, s.experts, "--num-experts").value_or(2);
+    if (s.experts > 1)
+        s.ffn = f.integer("--moe-ffn-hidden-size", 1, limits::kMaxWidth, "limits::kMaxWidth").value_or(s.ffn);
+    for (const char* flag : {"--squared-relu", "--quick-geglu", "--openai-gelu", "--moe-shared-expert-intermediate-size",
+                             "--moe-layer-freq", "--multi-latent-attention", "--qk-layernorm"})
+        if (const Flag* x = f.get(flag))
+            out.warnings.push_back(f.spot(*x).text() + ": not modelled (the layer is planned without it)");
+}
+
+// The Hugging Face config.json of the shape: a Llama-family one (llama; qwen2 when only q/k/v
+// carry biases; mixtral with experts) for SwiGLU / RMSNorm / RoPE models, GPT-2's otherwise.
+json hf_config(const Shape& s, const ConfigSpot& at, ImportedConfig& out) {
+    const bool llama = s.swiglu || s.rmsnorm || s.rope;
+    const auto differs = [&](bool bad, const std::string& what, const char* family) {
+        if (bad) out.warnings.push_back(at.text() + ": " + what + ": modelled as " + family + " (the count may differ)");
+    };
+    if (!llama) {
+        differs(s.kv_heads != s.heads, "grouped-query attention", "GPT-2 (multi-head)");
+        differs(s.head_dim * s.heads != s.hidden, "--kv-channels x heads != hidden", "GPT-2 (hidden / heads per head)");
+        differs(!s.bias, "--disable-bias-linear", "GPT-2 (with biases)");
+        differs(s.experts > 1, "--num-experts", "GPT-2 (dense)");
+        return {{"model_type", "gpt2"}, {"n_embd", s.hidden}, {"n_layer", s.layers}, {"n_head", s.heads},
+                {"n_inner", s.ffn}, {"vocab_size", s.vocab}, {"n_positions", s.positions}, {"tie_word_embeddings", s.tied}};
+    }
+    differs(!s.swiglu, "a GeLU MLP (no --swiglu)", "Llama (SwiGLU)");
+    differs(!s.rmsnorm, "LayerNorm", "Llama (RMSNorm)");
+    differs(!s.rope, "learned positions", "Llama (RoPE)");
+    const bool qkv_only = !s.bias && s.qkv_bias && s.experts == 1;
+    json c{{"model_type", s.experts > 1 ? "mixtral" : qkv_only ? "qwen2" : "llama"},
+           {"hidden_size", s.hidden}, {"num_hidden_layers", s.layers}, {"num_attention_heads", s.heads},
+           {"num_key_value_heads", s.kv_heads}, {"head_dim", s.head_dim}, {"intermediate_size", s.ffn},
+           {"vocab_size", s.vocab}, {"max_position_embeddings", s.positions}, {"tie_word_embeddings", s.tied},
+           {"rope_theta", s.rope_theta}, {"attention_bias", s.bias}, {"mlp_bias", s.bias}};
+    differs(!s.bias && s.qkv_bias && s.experts > 1, "--add-qkv-bias", "Mixtral (no biases)");
+    if (s.experts > 1) c["num_local_experts"] = s.experts, c["num_experts_per_tok"] = s.topk;
+    if (s.rope_scaling)  // megatron/core/models/common/embeddings/rope_utils.py: Llama 3.1's constants
+        c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", *s.rope_scaling}, {"low_freq_factor", 1.0},
+                             {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
+    return c;
+}
+
+}  // namespace
+
+void import_megatron_model(Flags& f, ImportedConfig& out, std::int64_t tp) {
+    Shape s;
+    const auto layers = f.integer("--num-layers", 1, limits::kMaxLayers, "limits::kMaxLayers");
+    const auto hidden = f.integer("--hidden-size", 1, limits::kMaxWidth, "limits::kMaxWidth");
+    const auto heads = f.integer("--num-attention-heads", 1, limits::kMaxHeads, "limits::kMaxHeads");
+    if (!layers && !hidden && !heads) return;  // no shape here: --model supplies the model
+    if (!layers || !hidden || !heads)
+        throw InputError(f.file(), std::string("the model shape needs ") + (!layers ? "--num-layers" : !hidden ? "--hidden-size"
+                                                                                                             : "--num-attention-heads"));
+    s.layers = *layers, s.hidden = *hidden, s.heads = *heads;
+    const ConfigSpot at = f.spot(*f.get("--num-layers"));
+    read_widths(f, s, out);
+    read_layout(f, s, out);
+    const auto positions = f.integer("--max-position-embeddings", 1, limits::kMaxPositions, "limits::kMaxPositions");
+    const auto vocab = padded_vocab(f, tp);
+    if (!positions && !f.get("--seq-length"))
+        throw InputError(f.file(), "the model shape needs --max-position-embeddings (or --seq-length)");
+    s.positions = positions.value_or(f.integer("--seq-length", 1, limits::kMaxSeq, "limits::kMaxSeq").value_or(1));
+    if (!vocab) {
+        out.warnings.push_back(at.text() + ": neither --vocab-size nor a tokenizer of known size: the model comes from --model");
+        return;
+    }
+    s.vocab = *vocab;
+    json cfg = hf_config(s, at, out);
+    try {
+        (void)model_from_hf_config(cfg, f.file());
+    } catch (const InputError& e) {
+        throw InputError(at.text(), std::string("the model shape is not one the planner reads: ") + e.what());
+    }
+    out.model_config = std::move(cfg);
+    out.model_from = at;
+}
+
+// Flags known and left out on purpose: data and tokenizer paths, logging, checkpointing, the
+// learning-rate schedule, evaluation, initialization, seeds, the distributed backend, kernel
+// fusions and overlaps the step time does not distinguish (arguments.py _add_*_args).
+bool megatron_flag_ignored(std::string_view name) {
+    static const char* const prefixes[] = {
+        "--data-", "--train-", "--valid-", "--test-", "--eval-", "--log-", "--tensorboard-", "--wandb-", "--save",
+        "--load", "--ckpt-", "--no-save-", "--no-load-", "--lr", "--min-lr", "--decoupled-", "--weight-decay",
+        "--start-weight-decay", "--end-weight-decay", "--adam-", "--sgd-", "--clip-grad", "--loss-scale",
+        "--initial-loss-scale", "--min-loss-scale", "--hysteresis", "--init-method", "--seed", "--distributed-",
+        "--local-rank", "--profile", "--tokenizer-", "--vocab-file", "--merge-file", "--split", "--mock-data",
+        "--num-workers", "--exit-", "--timing-log", "--fp8-amax-", "--fp8-margin", "--fp8-interval", "--manual-gc",
+        "--tiktoken-", "--no-create-attention-mask", "--create-attention-mask", "--no-mmap", "--use-mcore-models",
+        "--use-legacy-models", "--transformer-impl", "--ft-", "--one-logger", "--straggler", "--rerun-", "--check-",
+        "--no-check-", "--calculate-per-token-loss", "--cross-entropy-", "--no-bias-", "--no-masked-softmax-fusion",
+        "--no-rope-fusion", "--apply-rope-fusion", "--bias-", "--masked-softmax-fusion", "--no-gradient-accumulation-fusion",
+        "--overlap-grad-reduce", "--overlap-param-gather", "--align-", "--ddp-", "--grad-reduce-in-bf16", "--async-save",
+        "--use-dist-ckpt", "--dist-ckpt-", "--use-checkpoint-", "--finetune", "--pretrained-checkpoint",
+        "--auto-detect-ckpt-format", "--no-initialization", "--use-cpu-initialization", "--rotary-percent",
+        "--apply-layernorm-1p", "--norm-epsilon", "--layernorm-epsilon", "--attention-softmax-in-fp32",
+        "--apply-query-key-layer-scaling", "--account-for-embedding-in-pipeline-split",
+        "--account-for-loss-in-pipeline-split", "--use-precision-aware-optimizer", "--dataloader-type",
+        "--reset-position-ids", "--reset-attention-mask", "--eod-mask-loss", "--object-storage-cache-path",
+        "--per-split-data-args-path", "--full-validation", "--skip-train", "--tp-comm-overlap-cfg",
+        "--tp-comm-bootstrap-backend", "--nccl-", "--num-distributed-optimizer-instances", "--deterministic-mode",
+        "--moe-router-load-balancing-type", "--moe-aux-loss-coeff", "--moe-z-loss-coeff", "--moe-router-",
+        "--moe-grouped-gemm", "--moe-token-dispatcher-type", "--moe-permute-fusion", "--use-flash-attn",
+        "--step-batch-size-schedule", "--no-persist-layer-norm", "--swiglu-", "--use-ring-exchange-p2p",
+        "--use-rotary-position-embeddings", "--log", "--timing", "--wandb", "--tensorboard", "--record-memory-history",
+        "--memory-snapshot-path", "--no-async-tensor-model-parallel-allreduce", "--defer-embedding-wgrad-compute",
+        "--use-tp-pp-dp-mapping", "--enable-ft-package"};
+    for (const char* p : prefixes)
+        if (name.rfind(p, 0) == 0) return true;
+    return false;
+}
+
+}  // namespace preflight

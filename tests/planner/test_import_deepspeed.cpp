@@ -1,0 +1,248 @@
+// DeepSpeed ds_config import (#36): the JSON tree with key lines, the mapping of a ds_config to
+// plan fields, round trips through deepspeed_config, and bad input naming file, key and line.
+// Fixtures (tests/configs/deepspeed/; JSON has no comments, so their origin is named here):
+// hf_zero2_offload_auto.json and hf_zero3_offload_bf16.json are in the shape of the Hugging Face
+// Transformers DeepSpeed docs' ds_config_zero2.json / ds_config_zero3.json; dsexamples_pipeline_fp16.json
+// in the shape of DeepSpeedExamples training/pipeline_parallelism/ds_config.json. Written for
+// preflight, not copies.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "preflight/config_readers/config_readers.hpp"
+#include "preflight/planner/catalog.hpp"
+#include "preflight/planner/config_import.hpp"
+#include "preflight/planner/emit.hpp"
+#include "preflight/planner/error.hpp"
+#include "preflight/planner/plan_schema.hpp"
+
+using namespace preflight;
+
+namespace {
+
+const std::filesystem::path kConfigs = PREFLIGHT_TEST_CONFIG_DIR;
+
+std::string read_text(const std::filesystem::path& p) {
+    std::ifstream in(p);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+ImportedConfig import_fixture(const std::string& name, std::optional<std::int64_t> gpus = std::nullopt) {
+    const std::string path = (kConfigs / "deepspeed" / name).string();
+    return import_deepspeed(json_config_tree(read_text(path), path), ImportContext{gpus});
+}
+
+ImportedConfig import_text(const std::string& text, std::optional<std::int64_t> gpus = std::nullopt) {
+    return import_deepspeed(json_config_tree(text, "bad.json"), ImportContext{gpus});
+}
+
+std::int64_t integer(const ImportedConfig& c, std::string_view key) {
+    const ImportedField* f = c.field(key);
+    if (!f) throw std::runtime_error("no field " + std::string(key));
+    return std::get<std::int64_t>(f->value);
+}
+std::string name(const ImportedConfig& c, std::string_view key) {
+    const ImportedField* f = c.field(key);
+    if (!f) throw std::runtime_error("no field " + std::string(key));
+    return std::get<std::string>(f->value);
+}
+bool contains(const std::vector<std::string>& v, const std::string& needle) {
+    for (const std::string& s : v)
+        if (s.find(needle) != std::string::npos) return true;
+    return false;
+}
+
+// Runs `f`, which must throw an InputError whose text holds every needle.
+template <class F>
+void expect_input_error(F f, const std::vector<std::string>& needles) {
+    try {
+        f();
+        ADD_FAILURE() << "no InputError";
+    } catch (const InputError& e) {
+        for (const std::string& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what() << " lacks " << n;
+    }
+}
+
+}  // namespace
+
+TEST(ConfigTreeJson, LinesOfEveryKeyAsJsonPointers) {
+    const std::string text = "{\n  \"a\": 1,\n  \"b/c\": {\"x~y\": [1, {\"deep\": 2}],\n    \"q\\\"uote\": 3},\n"
+                             "  \"s\": \"text with { and \\\" and ,\",\n  \"last\": null\n}\n";
+    const ConfigTree t = json_config_tree(text, "t.json");
+    EXPECT_EQ(t.file, "t.json");
+    EXPECT_EQ(t.root["a"], 1);
+    EXPECT_EQ(t.line_of("/a"), 2);
+    EXPECT_EQ(t.line_of("/b~1c"), 3);
+    EXPECT_EQ(t.line_of("/b~1c/x~0y"), 3);
+    EXPECT_EQ(t.line_of("/b~1c/x~0y/1/deep"), 3);
+    EXPECT_EQ(t.line_of("/b~1c/q\"uote"), 4);
+    EXPECT_EQ(t.line_of("/s"), 5);
+    EXPECT_EQ(t.line_of("/last"), 6);
+    EXPECT_EQ(t.line_of("/missing"), 0);
+}
+
+TEST(ConfigTreeJson, SyntaxErrorsAndHugeNumbersNameFileKeyAndLine) {
+    expect_input_error([] { json_config_tree("{\n  \"train_batch_size\": 8,\n  \"zero_optimization\": {\"stage\": 1,}\n}\n", "bad.json"); },
+                       {"bad.json", "zero_optimization.stage", "3"});
+    expect_input_error([] { json_config_tree("{\n  \"steps_per_print\": 1,\n  \"train_batch_size\": 1e400\n}\n", "bad.json"); },
+                       {"bad.json", "train_batch_size", ":3"});
+    expect_input_error([] { json_config_tree("[1, 2]", "list.json"); }, {"list.json", "object"});
+}
+
+TEST(ImportDeepSpeed, HuggingFaceZero2WithAutoValues) {
+    const ImportedConfig c = import_fixture("hf_zero2_offload_auto.json");
+    EXPECT_EQ(c.format, ConfigFormat::deepspeed);
+    EXPECT_EQ(c.framework, "deepspeed");
+    EXPECT_FALSE(c.model);
+    EXPECT_FALSE(c.model_config);
+    EXPECT_EQ(integer(c, "zero"), 2);
+    EXPECT_EQ(c.field("zero")->from.line, 31);
+    EXPECT_EQ(c.field("zero")->from.key, "zero_optimization.stage");
+    EXPECT_EQ(name(c, "offload"), "optimizer");
+    EXPECT_EQ(c.field("offload")->from.line, 33);
+    EXPECT_EQ(name(c, "optimizer"), "adamw");
+    // "auto": the Trainer fills these in; none becomes a field.
+    EXPECT_EQ(c.field("precision"), nullptr);
+    EXPECT_EQ(c.field("mbs"), nullptr);
+    EXPECT_EQ(c.field("grad_acc"), nullptr);
+    EXPECT_EQ(c.field("dp"), nullptr);
+    EXPECT_FALSE(c.global_batch_sequences);
+    EXPECT_TRUE(contains(c.ignored, "train_batch_size: auto (filled by the Trainer)"));
+    EXPECT_TRUE(contains(c.ignored, "fp16.enabled: auto"));
+    EXPECT_TRUE(contains(c.ignored, "scheduler"));
+    EXPECT_TRUE(contains(c.ignored, "gradient_clipping"));
+    EXPECT_TRUE(contains(c.ignored, "steps_per_print"));
+    EXPECT_TRUE(contains(c.warnings, "zero_optimization.allgather_bucket_size"));
+    EXPECT_TRUE(contains(c.warnings, ":40: zero_optimization.reduce_bucket_size"));
+    EXPECT_FALSE(contains(c.warnings, "overlap_comm"));
+}
+
+TEST(ImportDeepSpeed, HuggingFaceZero3ParamOffloadAllThreeBatchKeys) {
+    const ImportedConfig c = import_fixture("hf_zero3_offload_bf16.json");
+    EXPECT_EQ(integer(c, "zero"), 3);
+    EXPECT_EQ(name(c, "offload"), "params");
+    EXPECT_EQ(name(c, "precision"), "bf16-mixed");
+    EXPECT_EQ(integer(c, "mbs"), 4);
+    EXPECT_EQ(integer(c, "grad_acc"), 2);
+    EXPECT_EQ(integer(c, "dp"), 8);  // 64 / (4 x 2)
+    EXPECT_EQ(c.gpus, 8);
+    EXPECT_EQ(c.global_batch_sequences, 64);
+    EXPECT_EQ(name(c, "recompute"), "full");
+    EXPECT_TRUE(contains(c.warnings, "activation_checkpointing"));
+    EXPECT_TRUE(contains(c.warnings, "zero_optimization.sub_group_size"));
+    EXPECT_TRUE(contains(c.warnings, "zero_optimization.stage3_max_live_parameters"));
+    EXPECT_TRUE(contains(c.ignored, "zero_optimization.reduce_bucket_size: auto"));
+    EXPECT_TRUE(contains(c.ignored, "flops_profiler"));
+    // Fields in file order.
+    for (std::size_t i = 1; i < c.fields.size(); ++i)
+        if (c.fields[i].from.line > 0) EXPECT_LE(c.fields[i - 1].from.line, c.fields[i].from.line);
+    // --gpus agreeing with the batch keys is fine; disagreeing names train_batch_size and --gpus.
+    EXPECT_EQ(integer(import_fixture("hf_zero3_offload_bf16.json", 8), "dp"), 8);
+    expect_input_error([] { import_fixture("hf_zero3_offload_bf16.json", 16); },
+                       {"hf_zero3_offload_bf16.json:37", "train_batch_size", "--gpus 16"});
+}
+
+TEST(ImportDeepSpeed, PipelineExampleTwoOfThreeBatchKeysWithGpus) {
+    const ImportedConfig alone = import_fixture("dsexamples_pipeline_fp16.json");
+    EXPECT_EQ(integer(alone, "mbs"), 8);
+    EXPECT_EQ(alone.field("grad_acc"), nullptr);  // needs the data-parallel size
+    EXPECT_EQ(alone.global_batch_sequences, 256);
+    const ImportedConfig c = import_fixture("dsexamples_pipeline_fp16.json", 16);
+    EXPECT_EQ(integer(c, "pp"), 2);
+    EXPECT_EQ(integer(c, "dp"), 8);         // 16 GPUs / pipeline 2
+    EXPECT_EQ(integer(c, "grad_acc"), 4);   // 256 / (8 x 8)
+    EXPECT_EQ(integer(c, "zero"), 1);
+    EXPECT_EQ(name(c, "precision"), "fp16-mixed");
+    EXPECT_EQ(name(c, "optimizer"), "adamw");
+    EXPECT_EQ(name(c, "recompute"), "full");  // pipeline.activation_checkpoint_interval 1
+    EXPECT_TRUE(contains(c.ignored, "tensorboard"));
+    EXPECT_TRUE(contains(c.warnings, "moe_magic: unknown DeepSpeed key"));
+    expect_input_error([] { import_fixture("dsexamples_pipeline_fp16.json", 12); },
+                       {"dsexamples_pipeline_fp16.json", "train_batch_size", ":2", "256"});
+}
+
+TEST(ImportDeepSpeed, PrecisionDefaultsAndGradAccumDtype) {
+    EXPECT_EQ(name(import_text("{\"train_micro_batch_size_per_gpu\": 2}"), "precision"), "fp32");
+    EXPECT_EQ(integer(import_text("{\"train_micro_batch_size_per_gpu\": 2}"), "grad_acc"), 1);
+    EXPECT_EQ(integer(import_text("{\"train_micro_batch_size_per_gpu\": 2}"), "zero"), 0);
+    EXPECT_EQ(name(import_text("{\"bf16\": {\"enabled\": true}, \"data_types\": {\"grad_accum_dtype\": \"fp32\"}}"),
+                   "precision"),
+              "bf16-mixed-fp32-grads");
+    EXPECT_EQ(name(import_text("{\"optimizer\": {\"type\": \"SGD\"}}"), "optimizer"), "sgd");
+    const ImportedConfig nvme = import_text(
+        "{\"zero_optimization\": {\"stage\": 3, \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"/nvme\"}}}");
+    EXPECT_EQ(name(nvme, "offload"), "optimizer");
+    EXPECT_TRUE(contains(nvme.warnings, "NVMe offload is not modelled"));
+    const ImportedConfig tp = import_text("{\"tensor_parallel\": {\"autotp_size\": 4}, \"train_batch_size\": 32}", 16);
+    EXPECT_EQ(integer(tp, "tp"), 4);
+    EXPECT_EQ(integer(tp, "dp"), 4);
+    EXPECT_EQ(integer(tp, "mbs"), 8);  // 32 / (1 x 4)
+}
+
+TEST(ImportDeepSpeed, BadValuesNameFileKeyAndLine) {
+    expect_input_error([] { import_text("{\n  \"zero_optimization\": {\n    \"overlap_comm\": true,\n    \"stage\": 7\n  }\n}"); },
+                       {"bad.json:4", "zero_optimization.stage", "7"});
+    expect_input_error([] { import_text("{\n  \"train_micro_batch_size_per_gpu\": \"eight\"\n}"); },
+                       {"bad.json:2", "train_micro_batch_size_per_gpu", "eight"});
+    expect_input_error([] { import_text("{\n  \"train_micro_batch_size_per_gpu\": 2.5\n}"); },
+                       {"bad.json:2", "train_micro_batch_size_per_gpu", "whole number"});
+    expect_input_error([] { import_text("{\n\n  \"gradient_accumulation_steps\": 99999999999999999999\n}"); },
+                       {"bad.json:3", "gradient_accumulation_steps"});
+    expect_input_error([] { import_text("{\n  \"train_micro_batch_size_per_gpu\": 0\n}"); },
+                       {"bad.json:2", "train_micro_batch_size_per_gpu", "between 1 and"});
+    expect_input_error([] { import_text("{\"train_batch_size\": 100,\n \"train_micro_batch_size_per_gpu\": 8,\n"
+                                        " \"gradient_accumulation_steps\": 2}"); },
+                       {"bad.json:1", "train_batch_size", "not a multiple"});
+    expect_input_error([] { import_text("{\"bf16\": {\"enabled\": true},\n \"fp16\": {\"enabled\": true}}"); },
+                       {"bad.json:2", "fp16.enabled", "both"});
+    expect_input_error([] { import_text("{\"zero_optimization\": {\"offload_param\": {\n\"device\": \"disk\"}}}"); },
+                       {"bad.json:2", "zero_optimization.offload_param.device", "disk"});
+    expect_input_error([] { import_text("{\n\"bf16\": true}"); }, {"bad.json:2", "bf16", "object"});
+    expect_input_error([] { import_text("{\"zero_optimization\": {\"stage\": 2,\n \"offload_optimizer\": \"cpu\"}}"); },
+                       {"bad.json:2", "zero_optimization.offload_optimizer", "object"});
+    expect_input_error([] { import_text("{\"tensor_parallel\": {\"autotp_size\": -2}}"); },
+                       {"bad.json:1", "tensor_parallel.autotp_size", "-2"});
+}
+
+// deepspeed_config(plan) -> import: every plan field the ds_config carries comes back.
+TEST(ImportDeepSpeed, EmitImportRoundTrip) {
+    std::vector<Plan> plans;
+    Plan p;
+    p.seq = 4096, p.mbs = 2, p.grad_acc = 16, p.dp = 4, p.tp = 2, p.zero = ZeroStage{1};
+    p.recompute = Recompute::full, p.precision = Precision::bf16_mixed;
+    plans.push_back(p);
+    p.tp = 1, p.dp = 8, p.zero = ZeroStage{0}, p.recompute = Recompute::none, p.precision = Precision::fp32;
+    plans.push_back(p);
+    p.zero = ZeroStage{2}, p.precision = Precision::fp16_mixed, p.offload = Offload::optimizer, p.grad_acc = 3;
+    plans.push_back(p);
+    p.zero = ZeroStage{3}, p.offload = Offload::optimizer_and_params, p.precision = Precision::bf16_mixed_fp32_grads;
+    p.recompute = Recompute::full, p.mbs = 1;
+    plans.push_back(p);
+    p.offload = Offload::none, p.pp = 4, p.dp = 2, p.optimizer = Optimizer::sgd, p.recompute = Recompute::none;
+    plans.push_back(p);
+    for (const Plan& plan : plans) {
+        const std::string text = deepspeed_config(plan).dump(2);
+        const ImportedConfig c = import_deepspeed(json_config_tree(text, "emitted.json"), ImportContext{plan.gpus()});
+        for (const char* key : {"mbs", "grad_acc", "dp", "zero", "precision"})
+            EXPECT_NE(c.field(key), nullptr) << key << " in\n" << text;
+        for (const ImportedField& f : c.fields)
+            EXPECT_EQ(f.value, plan_field(f.key)->get(plan)) << f.key << " in\n" << text;
+        EXPECT_EQ(c.global_batch_sequences, plan.mbs * plan.grad_acc * plan.dp);
+        if (plan.tp > 1) EXPECT_NE(c.field("tp"), nullptr);
+        if (plan.pp > 1) EXPECT_NE(c.field("pp"), nullptr);
+        if (plan.offload != Offload::none) EXPECT_NE(c.field("offload"), nullptr);
+        if (plan.recompute == Recompute::full) EXPECT_NE(c.field("recompute"), nullptr);
+    }
+}
+
+TEST(ImportDeepSpeed, ConfigFileIsDetectedAsDeepSpeed) {
+    const std::string path = (kConfigs / "deepspeed" / "hf_zero3_offload_bf16.json").string();
+    const ImportedConfig c = import_config_file(path, std::nullopt, ImportContext{});
+    EXPECT_EQ(c.format, ConfigFormat::deepspeed);
+    EXPECT_EQ(c.file, path);
+    EXPECT_EQ(integer(c, "dp"), 8);
+}

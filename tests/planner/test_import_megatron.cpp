@@ -1,0 +1,307 @@
+// Megatron-LM arguments import (#36): launch scripts (arrays, variables, torchrun) and arguments
+// files to plan fields and a Hugging Face config of the model, round trips through
+// megatron_arguments, and bad input naming file, flag and line. Fixtures in
+// tests/configs/megatron/ are in the shape of Megatron-LM's examples (each names its model).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "preflight/config_readers/config_readers.hpp"
+#include "preflight/planner/catalog.hpp"
+#include "preflight/planner/config_import.hpp"
+#include "preflight/planner/emit.hpp"
+#include "preflight/planner/error.hpp"
+#include "preflight/planner/model.hpp"
+#include "preflight/planner/plan_schema.hpp"
+
+using namespace preflight;
+
+namespace {
+
+const std::filesystem::path kConfigs = PREFLIGHT_TEST_CONFIG_DIR;
+const std::filesystem::path kData = PREFLIGHT_TEST_DATA_DIR;
+
+std::string read_text(const std::filesystem::path& p) {
+    std::ifstream in(p);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+ImportedConfig import_fixture(const std::string& name, std::optional<std::int64_t> gpus = std::nullopt) {
+    const std::string path = (kConfigs / "megatron" / name).string();
+    return import_megatron(read_text(path), path, ImportContext{gpus});
+}
+
+std::int64_t integer(const ImportedConfig& c, std::string_view key) {
+    const ImportedField* f = c.field(key);
+    if (!f) throw std::runtime_error("no field " + std::string(key));
+    return std::get<std::int64_t>(f->value);
+}
+std::string name(const ImportedConfig& c, std::string_view key) {
+    const ImportedField* f = c.field(key);
+    if (!f) throw std::runtime_error("no field " + std::string(key));
+    return std::get<std::string>(f->value);
+}
+bool toggle(const ImportedConfig& c, std::string_view key) {
+    const ImportedField* f = c.field(key);
+    if (!f) throw std::runtime_error("no field " + std::string(key));
+    return std::get<bool>(f->value);
+}
+bool contains(const std::vector<std::string>& v, const std::string& needle) {
+    for (const std::string& s : v)
+        if (s.find(needle) != std::string::npos) return true;
+    return false;
+}
+
+template <class F>
+void expect_input_error(F f, const std::vector<std::string>& needles) {
+    try {
+        f();
+        ADD_FAILURE() << "no InputError";
+    } catch (const InputError& e) {
+        for (const std::string& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what() << " lacks " << n;
+    }
+}
+
+ImportedConfig import_text(const std::string& text, std::optional<std::int64_t> gpus = std::nullopt) {
+    return import_megatron(text, "bad.sh", ImportContext{gpus});
+}
+
+}  // namespace
+
+// The acceptance case: Llama-3-8B, tp 2 with sequence parallelism and the distributed
+// optimizer, global batch 128 on 2 nodes x 8 GPUs -> dp 8, ZeRO-1, 16 accumulation steps.
+TEST(ImportMegatron, Llama3LaunchScriptAcceptanceCase) {
+    const ImportedConfig c = import_fixture("llama3_8b_tp2_2nodes.sh");
+    EXPECT_EQ(c.format, ConfigFormat::megatron);
+    EXPECT_EQ(c.framework, "megatron");
+    EXPECT_EQ(c.gpus, 16);  // torchrun --nproc_per_node 8 --nnodes ${NUM_NODES:-2}
+    EXPECT_EQ(integer(c, "tp"), 2);
+    EXPECT_EQ(integer(c, "pp"), 1);
+    EXPECT_TRUE(toggle(c, "sp"));
+    EXPECT_EQ(integer(c, "dp"), 8);
+    EXPECT_EQ(integer(c, "zero"), 1);
+    EXPECT_EQ(integer(c, "grad_acc"), 16);
+    EXPECT_EQ(integer(c, "mbs"), 1);
+    EXPECT_EQ(integer(c, "seq"), 8192);
+    EXPECT_EQ(c.global_batch_sequences, 128);
+    EXPECT_EQ(name(c, "precision"), "bf16-mixed-fp32-grads");  // --bf16 + the appended fp32 accumulation
+    EXPECT_EQ(name(c, "recompute"), "none");
+    EXPECT_EQ(name(c, "attention"), "flash");  // --attention-backend fused
+    EXPECT_EQ(name(c, "optimizer"), "adamw");
+    EXPECT_EQ(std::get<double>(c.field("dropout")->value), 0.0);
+    // Lines: the flag inside its array.
+    EXPECT_EQ(c.field("tp")->from.line, 79);
+    EXPECT_EQ(c.field("tp")->from.key, "--tensor-model-parallel-size");
+    EXPECT_EQ(c.field("grad_acc")->from.line, 59);
+    EXPECT_EQ(c.field("zero")->from.line, 85);
+    // The same with --gpus given.
+    const ImportedConfig g = import_fixture("llama3_8b_tp2_2nodes.sh", 16);
+    EXPECT_EQ(integer(g, "dp"), 8);
+    EXPECT_EQ(integer(g, "grad_acc"), 16);
+    EXPECT_EQ(integer(g, "zero"), 1);
+    EXPECT_TRUE(g.warnings.empty() || !contains(g.warnings, "processes"));
+    // --gpus 32 overrides the launch line (dp 16, accumulation 8) with a warning.
+    const ImportedConfig w = import_fixture("llama3_8b_tp2_2nodes.sh", 32);
+    EXPECT_EQ(integer(w, "dp"), 16);
+    EXPECT_EQ(integer(w, "grad_acc"), 8);
+    EXPECT_TRUE(contains(w.warnings, "starts 16 processes"));
+}
+
+TEST(ImportMegatron, Llama3ModelShapeIsTheCatalogs) {
+    const ImportedConfig c = import_fixture("llama3_8b_tp2_2nodes.sh");
+    ASSERT_TRUE(c.model_config);
+    ASSERT_TRUE(c.model_from);
+    EXPECT_EQ(c.model_from->key, "--num-layers");
+    EXPECT_EQ(c.model_from->line, 36);
+    const nlohmann::json& j = *c.model_config;
+    EXPECT_EQ(j["model_type"], "llama");
+    EXPECT_EQ(j["num_key_value_heads"], 8);
+    EXPECT_EQ(j["intermediate_size"], 14336);
+    EXPECT_EQ(j["vocab_size"], 128256);  // Meta-Llama-3 tokenizer, already a multiple of 128 x 2
+    EXPECT_EQ(j["tie_word_embeddings"], false);
+    EXPECT_EQ(j["attention_bias"], false);
+    EXPECT_EQ(j["rope_theta"], 500000.0);
+    const ModelConfig m = model_from_hf_config(j, "imported");
+    EXPECT_EQ(count_params(m).total, count_params(load_model("llama-3-8b", kData)).total);
+    // Known and left out on purpose; nothing unknown.
+    EXPECT_TRUE(contains(c.ignored, "--save"));
+    EXPECT_TRUE(contains(c.ignored, "--lr"));
+    EXPECT_TRUE(contains(c.ignored, "--data-path"));  // $4 is undefined: harmless for an ignored flag
+    EXPECT_TRUE(contains(c.ignored, "--overlap-grad-reduce"));
+    EXPECT_TRUE(c.warnings.empty()) << c.warnings.front();
+}
+
+TEST(ImportMegatron, Gpt3ScriptQuotedArraysAndGpt2Tokenizer) {
+    const ImportedConfig c = import_fixture("gpt3_175b.sh");
+    EXPECT_EQ(c.gpus, 128);  // --nproc-per-node=8 --nnodes=16
+    EXPECT_EQ(integer(c, "tp"), 8);
+    EXPECT_EQ(integer(c, "pp"), 16);
+    EXPECT_EQ(integer(c, "dp"), 1);
+    EXPECT_EQ(integer(c, "grad_acc"), 1536);
+    EXPECT_EQ(name(c, "precision"), "fp16-mixed");
+    EXPECT_EQ(integer(c, "zero"), 0);
+    EXPECT_FALSE(toggle(c, "sp"));
+    EXPECT_EQ(std::get<double>(c.field("dropout")->value), 0.1);  // Megatron's default
+    ASSERT_TRUE(c.model_config);
+    const nlohmann::json& j = *c.model_config;
+    EXPECT_EQ(j["model_type"], "gpt2");
+    EXPECT_EQ(j["n_embd"], 12288);
+    EXPECT_EQ(j["n_inner"], 4 * 12288);
+    EXPECT_EQ(j["vocab_size"], 51200);  // 50257 padded to a multiple of 128 x 8
+    EXPECT_EQ(j["n_positions"], 2048);
+    EXPECT_EQ(j["tie_word_embeddings"], true);
+    EXPECT_NO_THROW(model_from_hf_config(j, "gpt3"));
+}
+
+TEST(ImportMegatron, ArgumentsFileMoeInterleavedFp8Offload) {
+    const ImportedConfig c = import_fixture("mixtral_8x7b_args.txt", 64);
+    EXPECT_EQ(integer(c, "tp"), 2);
+    EXPECT_EQ(integer(c, "pp"), 4);
+    EXPECT_EQ(integer(c, "cp"), 2);
+    EXPECT_EQ(integer(c, "ep"), 4);
+    EXPECT_EQ(integer(c, "vpp"), 2);  // 32 layers / (4 per chunk x pp 4)
+    EXPECT_EQ(name(c, "pp_schedule"), "interleaved");
+    EXPECT_EQ(integer(c, "dp"), 4);         // 64 / (2 x 4 x 2)
+    EXPECT_EQ(integer(c, "grad_acc"), 64);  // 256 / (1 x 4)
+    EXPECT_FALSE(c.gpus);                   // no launch line
+    EXPECT_EQ(name(c, "precision"), "fp8-mixed");
+    EXPECT_EQ(name(c, "recompute"), "full");
+    EXPECT_EQ(name(c, "offload"), "optimizer");
+    EXPECT_TRUE(c.overlap_p2p_comm);
+    EXPECT_FALSE(c.tp_comm_overlap);
+    EXPECT_TRUE(contains(c.warnings, "mixtral_8x7b_args.txt:46: --no-magic-flag"));
+    EXPECT_FALSE(contains(c.warnings, "recompute"));  // uniform, 1 layer: what the plan models
+    ASSERT_TRUE(c.model_config);
+    EXPECT_EQ((*c.model_config)["model_type"], "mixtral");
+    EXPECT_EQ(count_params(model_from_hf_config(*c.model_config, "m")).total,
+              count_params(load_model("mixtral-8x7b", kData)).total);
+    // Without --gpus and a launch line: no dp or accumulation, the global batch kept.
+    const ImportedConfig n = import_fixture("mixtral_8x7b_args.txt");
+    EXPECT_EQ(n.field("dp"), nullptr);
+    EXPECT_EQ(n.field("grad_acc"), nullptr);
+    EXPECT_EQ(n.global_batch_sequences, 256);
+}
+
+TEST(ImportMegatron, RecomputeVariantsAndShellForms) {
+    const auto recompute = [](const std::string& flags) { return name(import_text("--micro-batch-size 1 " + flags), "recompute"); };
+    EXPECT_EQ(recompute("--recompute-activations"), "selective");
+    EXPECT_EQ(recompute("--recompute-granularity selective"), "selective");
+    EXPECT_EQ(recompute("--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"), "full");
+    const ImportedConfig block = import_text("--recompute-granularity full \\\n --recompute-method block --recompute-num-layers 4");
+    EXPECT_EQ(name(block, "recompute"), "full");
+    EXPECT_TRUE(contains(block.warnings, "partial or grouped recompute is not modelled"));
+    // $(( )) arithmetic, ${VAR:-default}, export, python -m torch.distributed.run, --flag=value.
+    const ImportedConfig s = import_text(
+        "#!/bin/bash\nexport NODES=${NODES:-4}\nPER=$((2 * 4))\nTP=${TP:-4}\n"
+        "python -m torch.distributed.run --nproc-per-node $PER --nnodes=$NODES pretrain_gpt.py \\\n"
+        "  --tensor-model-parallel-size=$TP --micro-batch-size 2 --global-batch-size 64 # comment\n");
+    EXPECT_EQ(s.gpus, 32);
+    EXPECT_EQ(integer(s, "tp"), 4);
+    EXPECT_EQ(integer(s, "dp"), 8);
+    EXPECT_EQ(integer(s, "grad_acc"), 4);
+    EXPECT_EQ(integer(s, "mbs"), 2);
+}
+
+TEST(ImportMegatron, MegatronsOwnAdjustmentsAndUndefinedArrays) {
+    // validate_args turns --sequence-parallel off at tensor parallel 1.
+    const ImportedConfig sp = import_text("--tensor-model-parallel-size 1\n--sequence-parallel\n");
+    EXPECT_FALSE(toggle(sp, "sp"));
+    EXPECT_TRUE(contains(sp.ignored, "--sequence-parallel"));
+    // An array the script never defines: its arguments are not read, and the import says so.
+    const ImportedConfig arr = import_text("torchrun --nproc_per_node 8 pretrain_gpt.py --micro-batch-size 1 \\\n"
+                                           "  ${EXTRA_ARGS[@]} --bf16\n");
+    EXPECT_TRUE(contains(arr.warnings, "bad.sh:2: ${EXTRA_ARGS[@]} is not defined"));
+    EXPECT_EQ(name(arr, "precision"), "bf16-mixed");
+    // --num-query-groups without --group-query-attention is multi-head attention.
+    const ImportedConfig mha = import_text("--num-layers 2\n--hidden-size 256\n--num-attention-heads 4\n"
+                                           "--num-query-groups 2\n--vocab-size 1000\n--max-position-embeddings 512\n");
+    ASSERT_TRUE(mha.model_config);
+    EXPECT_EQ((*mha.model_config)["model_type"], "gpt2");
+    EXPECT_EQ((*mha.model_config)["vocab_size"], 1024);  // 1000 padded to a multiple of 128
+    EXPECT_TRUE(contains(mha.warnings, "bad.sh:4: --num-query-groups"));
+}
+
+TEST(ImportMegatron, BadInputNamesFileFlagAndLine) {
+    expect_input_error([] { import_text("#!/bin/bash\ntorchrun pretrain_gpt.py \\\n  --micro-batch-size x\n"); },
+                       {"bad.sh:3", "--micro-batch-size", "'x'"});
+    expect_input_error([] { import_text("ARGS=(\n  --num-layers 2\n  --tensor-model-parallel-size -2\n)\npython pretrain_gpt.py ${ARGS[@]}\n"); },
+                       {"bad.sh:3", "--tensor-model-parallel-size", "-2"});
+    expect_input_error([] { import_text("--micro-batch-size 3\n--global-batch-size 100\n", 8); },
+                       {"bad.sh:2", "--global-batch-size", "not a multiple"});
+    expect_input_error([] { import_text("#!/bin/bash\nARGS=(\n  --num-layers $LAYERS\n  --hidden-size 64\n)\n"
+                                        "torchrun --nproc_per_node 8 pretrain_gpt.py ${ARGS[@]}\n"); },
+                       {"bad.sh:3", "--num-layers", "LAYERS", "does not define"});
+    expect_input_error([] { import_text("--seq-length 99999999999999999999\n"); }, {"bad.sh:1", "--seq-length", "64-bit"});
+    expect_input_error([] { import_text("\n--seq-length 33554432\n"); }, {"bad.sh:2", "--seq-length", "kMaxSeq"});
+    expect_input_error([] { import_text("--micro-batch-size 1\n--bf16\n--fp16\n"); }, {"bad.sh:3", "--fp16", "both"});
+    expect_input_error([] { import_text("torchrun --nproc_per_node $GPUS pretrain_gpt.py --micro-batch-size 1\n"); },
+                       {"bad.sh:1", "--nproc_per_node", "GPUS"});
+    expect_input_error([] { import_text("--tensor-model-parallel-size 3\n--micro-batch-size 1\n", 8); },
+                       {"bad.sh", "--gpus 8", "not a multiple"});
+    expect_input_error([] { import_text("--num-layers 30\n--pipeline-model-parallel-size 4\n"
+                                        "--num-layers-per-virtual-pipeline-stage 4\n"); },
+                       {"bad.sh:3", "--num-layers-per-virtual-pipeline-stage", "not a multiple"});
+    expect_input_error([] { import_text("# nothing here\necho hello\n"); }, {"bad.sh", "no Megatron arguments"});
+}
+
+namespace {
+// megatron_arguments(model, plan) -> import: every plan field the arguments carry comes back,
+// and the model's parameter count.
+void round_trip(const std::string& model_name, const Plan& plan) {
+    const ModelConfig m = load_model(model_name, kData);
+    const std::string text = megatron_arguments(m, plan);
+    const ImportedConfig c = import_megatron(text, "emitted.args", ImportContext{plan.gpus()});
+    for (const char* key : {"seq", "mbs", "grad_acc", "dp", "tp", "pp", "sp", "zero", "recompute", "precision",
+                            "optimizer", "dropout", "attention"})
+        EXPECT_NE(c.field(key), nullptr) << key << " in\n" << text;
+    for (const ImportedField& f : c.fields)
+        EXPECT_EQ(f.value, plan_field(f.key)->get(plan)) << model_name << ": " << f.key << " in\n" << text;
+    if (plan.pp_schedule == PpSchedule::interleaved) EXPECT_NE(c.field("vpp"), nullptr) << text;
+    if (plan.cp > 1) EXPECT_NE(c.field("cp"), nullptr) << text;
+    if (plan.offload != Offload::none) EXPECT_NE(c.field("offload"), nullptr) << text;
+    EXPECT_EQ(c.global_batch_sequences, plan.mbs * plan.grad_acc * plan.dp);
+    EXPECT_TRUE(c.warnings.empty()) << c.warnings.front() << " in\n" << text;
+    ASSERT_TRUE(c.model_config) << text;
+    const ModelConfig back = model_from_hf_config(*c.model_config, "imported");
+    EXPECT_EQ(count_params(back).total, count_params(m).total) << model_name << "\n" << c.model_config->dump();
+    EXPECT_EQ(back.family == ModelFamily::gpt2, m.family == ModelFamily::gpt2) << model_name;
+}
+}  // namespace
+
+TEST(ImportMegatron, EmitImportRoundTrip) {
+    Plan p;
+    p.seq = 4096, p.mbs = 2, p.grad_acc = 16, p.dp = 4, p.tp = 2, p.sp = true, p.zero = ZeroStage{1};
+    p.recompute = Recompute::full, p.precision = Precision::bf16_mixed;
+    round_trip("llama-3-8b", p);
+    Plan q = p;
+    q.tp = 1, q.sp = false, q.dp = 8, q.zero = ZeroStage{0}, q.recompute = Recompute::none, q.precision = Precision::fp32;
+    q.optimizer = Optimizer::sgd, q.dropout = 0.1, q.mbs = 1, q.grad_acc = 4;
+    round_trip("llama-3-8b", q);
+    round_trip("gpt2", q);
+    Plan r = p;
+    r.pp = 4, r.dp = 2, r.zero = ZeroStage{3}, r.recompute = Recompute::selective, r.precision = Precision::fp16_mixed;
+    round_trip("llama-3-8b", r);
+    Plan v = p;
+    v.tp = 1, v.sp = false, v.pp = 4, v.pp_schedule = PpSchedule::interleaved, v.vpp = 2, v.dp = 2;
+    v.precision = Precision::fp8_mixed, v.grad_acc = 8;
+    round_trip("llama-3-8b", v);
+    Plan o = p;
+    o.offload = Offload::optimizer, o.precision = Precision::bf16_mixed_fp32_grads, o.cp = 2, o.dp = 2;
+    round_trip("llama-3-8b", o);
+    round_trip("qwen2.5-7b", o);
+    round_trip("llama-3.2-1b", o);
+    Plan e = p;
+    e.ep = 2, e.moe_capacity_factor = 1.25;
+    round_trip("mixtral-8x7b", e);
+}
+
+TEST(ImportMegatron, ConfigFileIsDetectedAsMegatron) {
+    for (const char* f : {"llama3_8b_tp2_2nodes.sh", "gpt3_175b.sh", "mixtral_8x7b_args.txt"}) {
+        const std::string path = (kConfigs / "megatron" / f).string();
+        EXPECT_EQ(import_config_file(path, std::nullopt, ImportContext{}).format, ConfigFormat::megatron) << f;
+    }
+}
