@@ -63,6 +63,9 @@ struct ImportedConfig {
     std::optional<std::int64_t> gpus;            // the world size the config implies (torchrun line, degrees)
     std::optional<std::int64_t> global_batch_sequences;  // the global batch the config names, when it names one
     std::optional<std::string> framework;        // the profile it implies: torchtitan, megatron, deepspeed, nanotron
+    // The config compiles the loss (torchtitan [compile] enable with "loss" among its components, or
+    // the older [training] compile): the CLI turns on --compiled-loss (MemoryOptions::compiled_loss).
+    bool compiled_loss = false;
     std::vector<ImportedField> fields;           // in file order; each field at most once
     std::vector<std::string> ignored;            // keys known and ignored on purpose ("[checkpoint] enable")
     std::vector<std::string> warnings;           // keys that change memory or speed that are not modelled
