@@ -11,6 +11,7 @@ using nlohmann::json;
 
 Path split_dotted(std::string_view dotted) {
     Path out;
+    if (dotted.empty()) return out;  // the top level
     std::size_t start = 0;
     while (start <= dotted.size()) {
         const std::size_t dot = dotted.find('.', start);

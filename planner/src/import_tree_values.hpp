@@ -16,7 +16,7 @@ namespace preflight::tree_values {
 
 using Path = std::vector<std::string>;
 
-// "a.b.c" -> {"a", "b", "c"}.
+// "a.b.c" -> {"a", "b", "c"}; "" -> {} (the top level).
 Path split_dotted(std::string_view dotted);
 // The JSON pointer of a path ("/training/seq_len"; "~" and "/" escaped as RFC 6901 says).
 std::string pointer_of(const Path& path);

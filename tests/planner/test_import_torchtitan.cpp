@@ -111,6 +111,9 @@ TEST(ImportTorchtitan, OlderKeysAndSelectiveEveryNthLayer) {
     EXPECT_EQ(name_field(c, "fp8_scaling"), "tensorwise");
     EXPECT_TRUE(c.compiled_loss);
     EXPECT_TRUE(any_contains(c.warnings, "[mystery]"));
+    // A key before any table (line 1) is named with its line.
+    const ImportedConfig top = import_text("seed = 3\n" + job("", ""));
+    EXPECT_TRUE(any_contains(top.warnings, "seed: not modelled (line 1)"));
     EXPECT_TRUE(any_contains(c.warnings, "[model] name \"llama3\", flavor \"debugmodel\""));
     EXPECT_FALSE(c.model);
     // Every layer checkpointed in full is full recompute.
@@ -254,4 +257,21 @@ TEST(ImportTorchtitan, EmitOneTablePerSection) {
         EXPECT_EQ(t.find(table, first + 1), std::string::npos) << table << " twice in:\n" << t;
     }
     EXPECT_NO_THROW(toml_config_tree(t, "emitted.toml")) << t;
+}
+
+TEST(ImportTorchtitan, TomlReaderLinesAndLimits) {
+    const ConfigTree t = toml_config_tree("[job]\n\"a/b~c\" = 1\nwhen = 2026-02-23\n[training]\nseq_len = 2048\n", "t.toml");
+    EXPECT_EQ(t.line_of("/job/a~1b~0c"), 2);  // RFC 6901 escaping of '/' and '~'
+    EXPECT_EQ(t.root.at("job").at("when"), "2026-02-23");  // a date stays its text
+    EXPECT_EQ(t.line_of("/training/seq_len"), 5);
+    EXPECT_EQ(t.line_of("/training"), 4);
+    // A 100,000-part dotted key would overflow toml++'s recursive tables: refused before parsing.
+    std::string key = "a";
+    for (int i = 0; i < 100000; ++i) key += ".a";
+    expect_input_error([&] { toml_config_tree("[job]\nx = 1\n" + key + " = 1\n", "deep.toml"); },
+                       {"deep.toml:3", "deeper than 64"});
+    expect_input_error([] { toml_config_tree("x = " + std::string(100, '[') + std::string(100, ']') + "\n", "deep.toml"); },
+                       {"deep.toml:1", "deeper than 64"});
+    // Dots in values and in multi-line strings are no keys.
+    EXPECT_NO_THROW(toml_config_tree("[job]\ndescription = \"\"\"\n" + key + "\n\"\"\"\npath = \"" + key + "\"\n", "ok.toml"));
 }
