@@ -74,6 +74,11 @@ TEST(ImportNanotron, TinyLlamaExample) {
     EXPECT_TRUE(any_contains(c.ignored, "optimizer.learning_rate_scheduler"));
     EXPECT_TRUE(any_contains(c.ignored, "model.model_config.bos_token_id"));
     EXPECT_TRUE(c.warnings.empty()) << c.warnings.front();
+    // The same through format detection (import_config_text, what --from runs).
+    const auto path = (config_dir() / "nanotron" / "tiny_llama.yaml").string();
+    const ImportedConfig d = import_config_text(read_text(path), path, std::nullopt, {});
+    EXPECT_EQ(d.format, ConfigFormat::nanotron);
+    EXPECT_EQ(int_field(d, "grad_acc"), 4);
 }
 
 TEST(ImportNanotron, QwenPipelineZero1) {
@@ -193,7 +198,8 @@ TEST(ImportNanotron, EmitRoundTrip) {
         const Plan& p = r.plan;
         const Emitted e = emit_plan(EmitFormat::nanotron, m, g, p);
         ImportedConfig c;
-        ASSERT_NO_THROW(c = import_nanotron(yaml_config_tree(e.text, "emitted.yaml"), {})) << e.text;
+        ASSERT_NO_THROW(c = import_config_text(e.text, "emitted.yaml", std::nullopt, {})) << e.text;
+        EXPECT_EQ(c.format, ConfigFormat::nanotron);
         const Plan q = plan_of(c);
         EXPECT_EQ(q.seq, p.seq);
         EXPECT_EQ(q.mbs, p.mbs);

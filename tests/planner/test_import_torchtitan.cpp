@@ -69,6 +69,13 @@ TEST(ImportTorchtitan, Llama3_8bPresetOn64Gpus) {
     EXPECT_TRUE(any_contains(c.ignored, "[optimizer] lr"));
     EXPECT_TRUE(any_contains(c.ignored, "[quantize.linear.float8] filter_fqns"));
     EXPECT_TRUE(c.warnings.empty()) << c.warnings.front();
+    // The same through format detection (import_config_text, what --from runs).
+    const auto path = (config_dir() / "torchtitan" / "llama3_8b.toml").string();
+    ImportContext ctx;
+    ctx.gpus = 64;
+    const ImportedConfig d = import_config_text(read_text(path), path, std::nullopt, ctx);
+    EXPECT_EQ(d.format, ConfigFormat::torchtitan);
+    EXPECT_EQ(int_field(d, "dp"), 64);
 }
 
 TEST(ImportTorchtitan, HsdpPipelineFloat8Rowwise) {
