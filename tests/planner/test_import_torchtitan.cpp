@@ -2,13 +2,13 @@
 // Expected numbers are worked out by hand from the fixtures in tests/configs/torchtitan/.
 #include <gtest/gtest.h>
 
-#include "config_import_helpers.hpp"
+#include "tree_import_helpers.hpp"
 #include "preflight/config_readers/config_readers.hpp"
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/emit.hpp"
 
 using namespace preflight;
-using namespace preflight::test;
+using namespace preflight::test::tree_import;
 
 namespace {
 

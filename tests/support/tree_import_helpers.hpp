@@ -1,4 +1,5 @@
-// Test helpers for the config importers (--from): fixtures, field reads, error checks.
+// Test helpers for the torchtitan / nanotron config importers (--from): fixtures, field reads,
+// error checks. In a namespace of their own: the Megatron / DeepSpeed tests keep theirs.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -14,7 +15,7 @@
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/plan_schema.hpp"
 
-namespace preflight::test {
+namespace preflight::test::tree_import {
 
 inline std::filesystem::path config_dir() { return PREFLIGHT_TEST_CONFIG_DIR; }
 
@@ -65,4 +66,4 @@ inline void expect_input_error(const std::function<void()>& run, const std::vect
     }
 }
 
-}  // namespace preflight::test
+}  // namespace preflight::test::tree_import
