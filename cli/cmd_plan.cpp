@@ -476,9 +476,9 @@ Command add_plan_command(CLI::App& app) {
         ->group(g);
     sub->add_option("--emit", st->emit,
                     "Print only the recommendation as deepspeed (ds_config JSON) | megatron (arguments) | "
-                    "torchtitan (TOML) | preflight (plan JSON for `preflight run`) | peft (LoraConfig JSON + "
-                    "Trainer settings, with --finetune lora/qlora)")
-        ->check(CLI::IsMember({"deepspeed", "megatron", "torchtitan", "preflight", "peft"}))
+                    "torchtitan (TOML) | nanotron (YAML) | preflight (plan JSON for `preflight run`) | peft "
+                    "(LoraConfig JSON + Trainer settings, with --finetune lora/qlora)")
+        ->check(CLI::IsMember({"deepspeed", "megatron", "torchtitan", "nanotron", "preflight", "peft"}))
         ->group(g);
     sub->add_option("--train-tokens", st->train_tokens, "Also estimate wall time and GPU-hours to train this many tokens")
         ->transform(count_in_any_notation())

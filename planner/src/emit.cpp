@@ -18,13 +18,14 @@ std::string_view to_string(EmitFormat f) {
         case EmitFormat::torchtitan: return "torchtitan";
         case EmitFormat::preflight: return "preflight";
         case EmitFormat::peft: return "peft";
+        case EmitFormat::nanotron: return "nanotron";
     }
     return "?";
 }
 
 std::optional<EmitFormat> parse_emit_format(std::string_view s) {
-    for (EmitFormat f :
-         {EmitFormat::deepspeed, EmitFormat::megatron, EmitFormat::torchtitan, EmitFormat::preflight, EmitFormat::peft})
+    for (EmitFormat f : {EmitFormat::deepspeed, EmitFormat::megatron, EmitFormat::torchtitan, EmitFormat::preflight,
+                         EmitFormat::peft, EmitFormat::nanotron})
         if (s == to_string(f)) return f;
     return std::nullopt;
 }
@@ -213,10 +214,18 @@ std::string megatron_arguments(const ModelConfig& m, const Plan& p, std::vector<
     return o.str();
 }
 
-std::string torchtitan_toml(const ModelConfig& m, const Plan& p, std::vector<std::string>* w, const EmitOptions& opt) {
-    std::ostringstream o;
-    o << "# torchtitan job config fragment from preflight plan: " << m.name << " on " << p.gpus() << " GPUs, "
-      << p.global_batch_tokens() << " tokens per step\n";
+namespace {
+
+// torchtitan/models/llama3/__init__.py llama3_configs: the flavors of the catalog's Llama 3 models.
+const char* torchtitan_flavor(const ModelConfig& m) {
+    if (m.name == "llama-3-8b") return "8B";
+    if (m.name == "llama-3-70b") return "70B";
+    if (m.name == "llama-3.1-405b") return "405B";
+    return nullptr;
+}
+
+// [training] (torchtitan/config/job_config.py Training).
+void torchtitan_training(std::ostringstream& o, const Plan& p, std::vector<std::string>* w, const EmitOptions& opt) {
     o << "[training]\n";
     o << "seq_len = " << p.seq << "\n";
     o << "local_batch_size = " << p.mbs << "\n";
@@ -240,6 +249,30 @@ std::string torchtitan_toml(const ModelConfig& m, const Plan& p, std::vector<std
     o << "mixed_precision_reduce = \"" << reduce << "\"\n";
     // torchtitan/components/loss.py build_cross_entropy_loss: training.compile compiles the loss too.
     if (opt.compiled_loss) o << "compile = true  # the plan's memory assumes a compiled loss (--compiled-loss)\n";
+    if (p.offload != Offload::none) {
+        o << "enable_cpu_offload = true\n";
+        warn(w, "torchtitan's enable_cpu_offload (FSDP2 CPUOffloadPolicy) moves parameters, gradients and optimizer "
+                "states to the host: more than --offload optimizer");
+    }
+}
+
+}  // namespace
+
+std::string torchtitan_toml(const ModelConfig& m, const Plan& p, std::vector<std::string>* w, const EmitOptions& opt) {
+    std::ostringstream o;
+    o << "# torchtitan job config fragment from preflight plan: " << m.name << " on " << p.gpus() << " GPUs, "
+      << p.global_batch_tokens() << " tokens per step\n";
+    // One table per section: a second [training] or [parallelism] header is invalid TOML.
+    const char* flavor = torchtitan_flavor(m);
+    if (flavor != nullptr || p.precision == Precision::fp8_mixed) {
+        o << "[model]\n";
+        if (flavor != nullptr) o << "name = \"llama3\"\nflavor = \"" << flavor << "\"\n";
+        if (p.precision == Precision::fp8_mixed) o << "converters = [\"float8\"]\n";
+        o << "\n";
+    } else {
+        o << "# [model] name / flavor: torchtitan's registry entry for " << m.name << "\n";
+    }
+    torchtitan_training(o, p, w, opt);
     o << "\n";
 
     // ZeRO over dp -> FSDP2 sharding (ZeRO-3 = reshard after forward; ZeRO-2-like = never
@@ -265,18 +298,16 @@ std::string torchtitan_toml(const ModelConfig& m, const Plan& p, std::vector<std
           << "\"\n";
         o << "pipeline_parallel_microbatch_size = " << p.mbs << "\n";
     }
+    o << torchtitan_extensions(m, p, w);
     if (p.tp > 1 && !p.sp) warn(w, "torchtitan's tensor parallelism always shards norms by sequence (SP on)");
     o << "\n[activation_checkpoint]\n";
     o << "mode = \"" << to_string(p.recompute) << "\"\n";
     if (p.recompute == Recompute::selective) o << "selective_ac_option = \"op\"\n";
-    if (p.precision == Precision::fp8_mixed) {
-        o << "\n[model]\nconverters = [\"float8\"]\n";
-        o << "\n[float8]\nrecipe_name = \"" << to_string(p.fp8_scaling) << "\"\n";
-    }
+    if (p.precision == Precision::fp8_mixed) o << "\n[float8]\nrecipe_name = \"" << to_string(p.fp8_scaling) << "\"\n";
     if (p.attention == AttentionKind::eager) warn(w, "torchtitan uses SDPA (flash) attention; eager is not a switch");
     if (p.dropout > 0) warn(w, "dropout is set in the model definition, not the job config");
     if (p.optimizer == Optimizer::sgd) o << "\n[optimizer]\nname = \"SGD\"\n";
-    o << torchtitan_extensions(m, p, w);
+    if (p.finetune != Finetune::full) warn(w, "torchtitan has no LoRA/QLoRA: use Hugging Face PEFT (--emit peft)");
     return o.str();
 }
 
@@ -303,6 +334,7 @@ Emitted emit_plan(EmitFormat format, const ModelConfig& model, const GpuSpec& gp
         case EmitFormat::torchtitan: e.text = torchtitan_toml(model, plan, &e.warnings, options); break;
         case EmitFormat::preflight: e.text = preflight_plan_document(model, gpu, plan).dump(2) + "\n"; break;
         case EmitFormat::peft: e.text = peft_config(model, plan, &e.warnings).dump(2) + "\n"; break;
+        case EmitFormat::nanotron: e.text = nanotron_yaml(model, plan, &e.warnings); break;
     }
     return e;
 }
@@ -377,25 +409,23 @@ std::vector<std::string> megatron_extension_arguments(const ModelConfig& m, cons
     return a;
 }
 
+// The [parallelism] keys of the extensions, written inside the one [parallelism] table.
 std::string torchtitan_extensions(const ModelConfig& m, const Plan& p, std::vector<std::string>* w) {
     std::string o;
-    if (p.cp > 1 || p.ep > 1 || p.pp_schedule == PpSchedule::interleaved) {
-        o += "\n[parallelism]  # extensions (merge with the table above)\n";
-        if (p.cp > 1) o += "context_parallel_degree = " + std::to_string(p.cp) + "\n";
-        if (p.ep > 1) o += "expert_parallel_degree = " + std::to_string(p.ep) + "\n";
-        if (p.pp_schedule == PpSchedule::interleaved)
-            o += "pipeline_parallel_layers_per_stage = " + std::to_string(interleaved_chunk_layers(p, m.layers)) + "\n";
-        if (interleaved_counts_embedding_and_loss(p, m.layers))
-            warn(w, "the model's " + std::to_string(m.layers) + " layers fill " + std::to_string(p.pp * p.vpp) +
-                        " chunks only with the embedding and the loss counted as a layer each (torchtitan: check "
-                        "that its pipeline split places them so)");
+    if (p.cp > 1) o += "context_parallel_degree = " + std::to_string(p.cp) + "\n";
+    if (p.ep > 1) o += "expert_parallel_degree = " + std::to_string(p.ep) + "\n";
+    if (p.pp_schedule == PpSchedule::interleaved) {
+        // torchtitan/distributed/pipeline_parallel.py: ceil((layers + first_less + last_less) /
+        // layers_per_stage) stages; the less-layer weights (default 1 each) count the embedding
+        // and the loss as a layer, so they are 0 when the chunks hold the layers alone.
+        o += "pipeline_parallel_layers_per_stage = " + std::to_string(interleaved_chunk_layers(p, m.layers)) + "\n";
+        if (!interleaved_counts_embedding_and_loss(p, m.layers))
+            o += "pipeline_parallel_first_stage_less_layers = 0\npipeline_parallel_last_stage_less_layers = 0\n";
     }
-    if (p.offload != Offload::none) {
-        o += "\n[training]  # extensions\nenable_cpu_offload = true\n";
-        warn(w, "torchtitan's enable_cpu_offload (FSDP2 CPUOffloadPolicy) moves parameters, gradients and optimizer "
-                "states to the host: more than --offload optimizer");
-    }
-    if (p.finetune != Finetune::full) warn(w, "torchtitan has no LoRA/QLoRA: use Hugging Face PEFT (--emit peft)");
+    if (interleaved_counts_embedding_and_loss(p, m.layers))
+        warn(w, "the model's " + std::to_string(m.layers) + " layers fill " + std::to_string(p.pp * p.vpp) +
+                    " chunks only with the embedding and the loss counted as a layer each (torchtitan: check "
+                    "that its pipeline split places them so)");
     return o;
 }
 

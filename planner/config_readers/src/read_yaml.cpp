@@ -1,11 +1,154 @@
-// YAML text -> ConfigTree through yaml-cpp (stub: filled by the nanotron importer).
+// YAML text -> ConfigTree through yaml-cpp (YAML::Load; mappings -> objects, sequences ->
+// arrays, plain scalars resolved as YAML 1.2's core schema: integers, floats, true/false,
+// null/~, else strings; quoted scalars stay strings). Bounded for hostile input: at most
+// kMaxDepth levels of nesting and kMaxValues values, so anchors and aliases (which yaml-cpp
+// shares, and a walk expands) cannot blow up a small file.
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+#include <yaml-cpp/yaml.h>
+
 #include "preflight/config_readers/config_readers.hpp"
 #include "preflight/planner/error.hpp"
 
 namespace preflight {
 
-ConfigTree yaml_config_tree(std::string_view, const std::string& file) {
-    throw InputError(file, "the YAML reader is not built yet");
+namespace {
+
+using nlohmann::json;
+
+constexpr int kMaxDepth = 64;
+constexpr std::int64_t kMaxValues = 100'000;  // a training config holds hundreds
+
+bool digits(std::string_view s) {
+    if (s.empty()) return false;
+    for (char c : s)
+        if (c < '0' || c > '9') return false;
+    return true;
+}
+
+// YAML 1.2 core schema int: [-+]? [0-9]+ (hex and octal forms are left as strings).
+bool plain_integer(std::string_view s) {
+    if (!s.empty() && (s.front() == '-' || s.front() == '+')) s.remove_prefix(1);
+    return digits(s);
+}
+
+// YAML 1.2 core schema float: [-+]? ( \. [0-9]+ | [0-9]+ ( \. [0-9]* )? ) ( [eE] [-+]? [0-9]+ )?
+bool plain_float(std::string_view s) {
+    if (!s.empty() && (s.front() == '-' || s.front() == '+')) s.remove_prefix(1);
+    const std::size_t e = s.find_first_of("eE");
+    std::string_view mantissa = s.substr(0, e);
+    if (e != std::string_view::npos) {
+        std::string_view exponent = s.substr(e + 1);
+        if (!exponent.empty() && (exponent.front() == '-' || exponent.front() == '+')) exponent.remove_prefix(1);
+        if (!digits(exponent)) return false;
+    }
+    const std::size_t dot = mantissa.find('.');
+    if (dot == std::string_view::npos) return digits(mantissa);
+    const std::string_view whole = mantissa.substr(0, dot), frac = mantissa.substr(dot + 1);
+    return (whole.empty() || digits(whole)) && (frac.empty() || digits(frac)) && !(whole.empty() && frac.empty());
+}
+
+// A plain scalar's value under the core schema.
+json plain_scalar(const std::string& s) {
+    if (plain_integer(s)) {
+        errno = 0;
+        char* end = nullptr;
+        const long long v = std::strtoll(s.c_str(), &end, 10);
+        if (errno != ERANGE) return static_cast<std::int64_t>(v);
+        return std::strtod(s.c_str(), nullptr);  // beyond int64: a float, which integer reads refuse
+    }
+    if (plain_float(s)) return std::strtod(s.c_str(), nullptr);
+    if (s == ".inf" || s == ".Inf" || s == ".INF" || s == "+.inf") return std::numeric_limits<double>::infinity();
+    if (s == "-.inf" || s == "-.Inf" || s == "-.INF") return -std::numeric_limits<double>::infinity();
+    if (s == "true" || s == "True" || s == "TRUE") return true;
+    if (s == "false" || s == "False" || s == "FALSE") return false;
+    if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
+    return s;
+}
+
+std::string pointer_token(const std::string& key) {
+    std::string s;
+    for (char c : key) {
+        if (c == '~') s += "~0";
+        else if (c == '/') s += "~1";
+        else s += c;
+    }
+    return s;
+}
+
+struct Walk {
+    ConfigTree& tree;
+    std::int64_t values = 0;
+
+    std::string at(const YAML::Node& node) const {
+        const int line = node.Mark().line;
+        return line < 0 ? tree.file : tree.file + ":" + std::to_string(line + 1);
+    }
+    json convert(const YAML::Node& node, const std::string& pointer, int depth);
+    json mapping(const YAML::Node& node, const std::string& pointer, int depth);
+};
+
+json Walk::mapping(const YAML::Node& node, const std::string& pointer, int depth) {
+    json out = json::object();
+    for (const auto& kv : node) {
+        if (!kv.first.IsScalar())
+            throw InputError(at(kv.first), "a mapping key must be a plain value, not a mapping or a sequence");
+        const std::string key = kv.first.Scalar();
+        const std::string child = pointer + "/" + pointer_token(key);
+        out[key] = convert(kv.second, child, depth + 1);
+        tree.lines[child] = kv.first.Mark().line + 1;  // the line the key was written on
+    }
+    return out;
+}
+
+json Walk::convert(const YAML::Node& node, const std::string& pointer, int depth) {
+    if (depth > kMaxDepth)
+        throw InputError(at(node), "nested deeper than " + std::to_string(kMaxDepth) + " levels; not a training config");
+    if (++values > kMaxValues)
+        throw InputError(tree.file, "more than " + std::to_string(kMaxValues) +
+                                        " values (anchors and aliases expanding?); not a training config");
+    if (!pointer.empty() && node.Mark().line >= 0 && !tree.lines.contains(pointer))
+        tree.lines[pointer] = node.Mark().line + 1;
+    switch (node.Type()) {
+        case YAML::NodeType::Map: return mapping(node, pointer, depth);
+        case YAML::NodeType::Sequence: {
+            json out = json::array();
+            std::size_t i = 0;
+            for (const auto& item : node) out.push_back(convert(item, pointer + "/" + std::to_string(i++), depth + 1));
+            return out;
+        }
+        case YAML::NodeType::Scalar:
+            // yaml-cpp tags a plain scalar "?" and a quoted one "!": quoted text stays text.
+            return node.Tag() == "?" ? plain_scalar(node.Scalar()) : json(node.Scalar());
+        case YAML::NodeType::Null:
+        case YAML::NodeType::Undefined: return nullptr;
+    }
+    return nullptr;
+}
+
+}  // namespace
+
+ConfigTree yaml_config_tree(std::string_view text, const std::string& file) {
+    ConfigTree tree;
+    tree.file = file;
+    YAML::Node root;
+    try {
+        root = YAML::Load(std::string(text));
+    } catch (const YAML::Exception& e) {
+        const std::string at = e.mark.is_null() ? file : file + ":" + std::to_string(e.mark.line + 1);
+        throw InputError(at, "YAML syntax: " + e.msg);
+    }
+    Walk walk{tree};
+    try {
+        tree.root = walk.convert(root, "", 0);
+    } catch (const YAML::Exception& e) {
+        throw InputError(file, "YAML: " + e.msg);
+    }
+    if (tree.root.is_null()) tree.root = json::object();  // an empty document
+    return tree;
 }
 
 }  // namespace preflight

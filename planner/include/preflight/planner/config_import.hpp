@@ -63,7 +63,9 @@ struct ImportedConfig {
     std::optional<std::int64_t> gpus;            // the world size the config implies (torchrun line, degrees)
     std::optional<std::int64_t> global_batch_sequences;  // the global batch the config names, when it names one
     std::optional<std::string> framework;        // the profile it implies: torchtitan, megatron, deepspeed, nanotron
-    bool compiled_loss = false;  // torchtitan [training] compile: the loss runs under torch.compile
+    // The config compiles the loss (torchtitan [compile] enable with "loss" among its components, or
+    // the older [training] compile): the CLI turns on --compiled-loss (MemoryOptions::compiled_loss).
+    bool compiled_loss = false;
     // Megatron's communication overlaps (--tp-comm-overlap, --overlap-p2p-communication): the step
     // time options ThroughputOptions::tp_comm_overlap / p2p_overlap (EmitOptions writes them back).
     bool tp_comm_overlap = false;

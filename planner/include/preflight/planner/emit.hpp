@@ -14,7 +14,7 @@
 
 namespace preflight {
 
-enum class EmitFormat { deepspeed, megatron, torchtitan, preflight, peft };
+enum class EmitFormat { deepspeed, megatron, torchtitan, preflight, peft, nanotron };
 std::string_view to_string(EmitFormat f);
 std::optional<EmitFormat> parse_emit_format(std::string_view s);
 
@@ -41,6 +41,10 @@ std::string megatron_arguments(const ModelConfig& model, const Plan& plan, std::
 // torchtitan job-config TOML fragment ([training], [parallelism], [activation_checkpoint], ...).
 std::string torchtitan_toml(const ModelConfig& model, const Plan& plan, std::vector<std::string>* warnings = nullptr,
                            const EmitOptions& options = {});
+// nanotron YAML fragment (model.dtype and model_config, parallelism, tokens, optimizer), the keys
+// of src/nanotron/config/config.py; warnings for what nanotron cannot run (fp8, offload, ZeRO-2/3,
+// interleaved schedules, LoRA, non-Llama models).
+std::string nanotron_yaml(const ModelConfig& model, const Plan& plan, std::vector<std::string>* warnings = nullptr);
 // The plan document `preflight run` reads: plan_to_json's object (readable by
 // plan_from_json) plus schema_version, model and gpu names.
 nlohmann::json preflight_plan_document(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan);

@@ -1,0 +1,135 @@
+// A plan as a nanotron YAML config fragment. Keys as huggingface/nanotron defines them:
+// src/nanotron/config/config.py (ModelArgs, TokensArgs, OptimizerArgs), parallelism_config.py
+// (ParallelismArgs) and models_config.py (LlamaConfig, Qwen2Config); import_nanotron reads it back.
+#include <cstdio>
+#include <sstream>
+
+#include "preflight/planner/emit.hpp"
+
+namespace preflight {
+
+namespace {
+
+void warn(std::vector<std::string>* w, std::string msg) {
+    if (w) w->push_back(std::move(msg));
+}
+
+std::string number(double x) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.17g", x);
+    return buf;
+}
+
+// model: dtype and model_config (a LlamaConfig, or a Qwen2Config with q/k/v biases).
+void nanotron_model(std::ostringstream& o, const ModelConfig& m, const Plan& p, std::vector<std::string>* w) {
+    if (m.family == ModelFamily::gpt2 || m.is_moe() || m.out_bias || m.mlp_bias)
+        warn(w, "nanotron's Llama / Qwen2 models have no GPT-2 layout, output or MLP biases, or Mixtral experts: the "
+                "model_config below is the closest Llama shape, not " + m.name);
+    if (m.head_dim * m.heads != m.hidden)
+        warn(w, "nanotron derives the head size as hidden_size / num_attention_heads; " + m.name + "'s head_dim " +
+                    std::to_string(m.head_dim) + " differs");
+    const char* dtype = p.precision == Precision::fp32 ? "float32" : p.precision == Precision::fp16_mixed ? "float16" : "bfloat16";
+    o << "model:\n";
+    o << "  dtype: " << dtype << "\n";
+    o << "  model_config:\n";
+    const bool qwen2 = m.qkv_bias && !m.out_bias;
+    o << (qwen2 ? "    is_qwen2_config: true\n    attention_bias: true\n" : "    is_llama_config: true\n");
+    o << "    hidden_size: " << m.hidden << "\n";
+    o << "    intermediate_size: " << m.ffn_hidden << "\n";
+    o << "    num_attention_heads: " << m.heads << "\n";
+    o << "    num_key_value_heads: " << m.kv_heads << "\n";
+    o << "    num_hidden_layers: " << m.layers << "\n";
+    o << "    vocab_size: " << m.vocab << "\n";
+    o << "    max_position_embeddings: " << m.max_positions << "\n";
+    o << "    tie_word_embeddings: " << (m.tied_embeddings ? "true" : "false") << "\n";
+    o << "    hidden_act: silu\n";
+    o << "    rope_theta: " << number(m.rope_theta) << "\n";
+    if (m.rope_scaling.type.empty()) {
+        o << "    rope_scaling: null\n";
+    } else {
+        o << "    rope_scaling:\n";
+        o << "      rope_type: " << m.rope_scaling.type << "\n";
+        o << "      factor: " << number(m.rope_scaling.factor) << "\n";
+        o << "      low_freq_factor: " << number(m.rope_scaling.low_freq_factor) << "\n";
+        o << "      high_freq_factor: " << number(m.rope_scaling.high_freq_factor) << "\n";
+        o << "      original_max_position_embeddings: " << m.rope_scaling.original_max_positions << "\n";
+    }
+}
+
+// parallelism: (ParallelismArgs).
+void nanotron_parallelism(std::ostringstream& o, const Plan& p, std::vector<std::string>* w) {
+    o << "parallelism:\n";
+    o << "  dp: " << p.dp << "\n";
+    o << "  tp: " << p.tp << "\n";
+    o << "  pp: " << p.pp << "\n";
+    // afab = all forward, all backward (GPipe's memory); nanotron has no interleaved engine.
+    o << "  pp_engine: " << (p.pp_schedule == PpSchedule::gpipe ? "afab" : "1f1b") << "\n";
+    if (p.pp_schedule == PpSchedule::interleaved)
+        warn(w, "nanotron has no interleaved pipeline schedule: 1f1b emitted (more bubble, fewer chunks in flight)");
+    // REDUCE_SCATTER = sequence parallelism (TensorParallelLinearMode).
+    o << "  tp_mode: " << (p.sp ? "REDUCE_SCATTER" : "ALL_REDUCE") << "\n";
+    o << "  tp_linear_async_communication: " << (p.sp ? "true" : "false") << "\n";
+    o << "  recompute_layer: " << (p.recompute == Recompute::none ? "false" : "true") << "\n";
+    if (p.recompute == Recompute::selective)
+        warn(w, "nanotron checkpoints whole layers only (recompute_layer): full recompute emitted for selective "
+                "(less memory, slower than planned)");
+    if (p.cp > 1) {
+        o << "  context_parallel_size: " << p.cp << "\n";
+        warn(w, "context_parallel_size: nanotron's ring attention is in its Qwen2 model (models/qwen.py) only");
+    }
+    if (p.ep > 1) {
+        o << "  expert_parallel_size: " << p.ep << "\n";
+        warn(w, "expert_parallel_size applies to nanotron's MoE layers (Qwen2 moe_config) only");
+    }
+}
+
+// optimizer: zero_stage, accumulate_grad_in_fp32, optimizer_factory (OptimizerArgs).
+void nanotron_optimizer(std::ostringstream& o, const Plan& p, std::vector<std::string>* w) {
+    o << "optimizer:\n";
+    o << "  zero_stage: " << (p.zero >= 1 ? 1 : 0) << "\n";
+    if (p.zero >= 2)
+        warn(w, "ZeRO-" + std::to_string(int{p.zero}) + ": nanotron's ZeroDistributedOptimizer shards optimizer "
+                "states only; zero_stage 1 emitted (more memory than planned)");
+    // FP32GradientAccumulator: fp32 master weights and an fp32 gradient buffer; without it the
+    // optimizer steps the bf16 parameters (pure bf16).
+    const bool fp32_grads = p.precision != Precision::bf16 && p.precision != Precision::fp32 &&
+                            p.precision != Precision::fp16_mixed;
+    o << "  accumulate_grad_in_fp32: " << (fp32_grads ? "true" : "false") << "\n";
+    switch (p.precision) {
+        case Precision::bf16_mixed:
+            warn(w, "nanotron keeps fp32 master weights only with accumulate_grad_in_fp32, which adds an fp32 "
+                    "gradient buffer: bf16-mixed-fp32-grads emitted (more memory than planned)");
+            break;
+        case Precision::fp8_mixed:
+            warn(w, "nanotron has no fp8 training recipe: bf16 with fp32 gradient accumulation emitted");
+            break;
+        case Precision::fp16_mixed:
+            warn(w, "nanotron's float16 has no loss scaling or fp32 master copy: pure fp16 emitted");
+            break;
+        default: break;
+    }
+    o << "  optimizer_factory:\n";
+    o << "    name: " << (p.optimizer == Optimizer::sgd ? "sgd" : "adamW") << "\n";
+}
+
+}  // namespace
+
+std::string nanotron_yaml(const ModelConfig& m, const Plan& p, std::vector<std::string>* w) {
+    std::ostringstream o;
+    o << "# nanotron config fragment from preflight plan: " << m.name << " on " << p.gpus() << " GPUs, "
+      << p.global_batch_tokens() << " tokens per step\n";
+    nanotron_model(o, m, p, w);
+    nanotron_parallelism(o, p, w);
+    o << "tokens:\n";
+    o << "  sequence_length: " << p.seq << "\n";
+    o << "  micro_batch_size: " << p.mbs << "\n";
+    o << "  batch_accumulation_per_replica: " << p.grad_acc << "\n";
+    nanotron_optimizer(o, p, w);
+    if (p.offload != Offload::none) warn(w, "nanotron has no CPU offload: optimizer states stay on the GPU");
+    if (p.finetune != Finetune::full) warn(w, "nanotron has no LoRA/QLoRA: use Hugging Face PEFT (--emit peft)");
+    if (p.attention == AttentionKind::eager) warn(w, "nanotron's Llama uses flash attention; eager is not a switch");
+    if (p.dropout > 0) warn(w, "nanotron's Llama has no dropout");
+    return o.str();
+}
+
+}  // namespace preflight

@@ -1,0 +1,251 @@
+// nanotron YAML config -> plan values (issue #36), the YAML reader's limits, and --emit nanotron
+// read back. Expected numbers are worked out by hand from the fixtures in tests/configs/nanotron/.
+#include <gtest/gtest.h>
+
+#include "tree_import_helpers.hpp"
+#include "preflight/config_readers/config_readers.hpp"
+#include "preflight/planner/catalog.hpp"
+#include "preflight/planner/emit.hpp"
+
+using namespace preflight;
+using namespace preflight::test::tree_import;
+
+namespace {
+
+ImportedConfig import_text(const std::string& text, const std::string& file = "run.yaml") {
+    return import_nanotron(yaml_config_tree(text, file), {});
+}
+
+ImportedConfig import_fixture(const std::string& name) {
+    const auto path = config_dir() / "nanotron" / name;
+    return import_nanotron(yaml_config_tree(read_text(path), path.string()), {});
+}
+
+// A minimal config whose lines are known: parallelism on line 1, tokens on line 6.
+std::string run(const std::string& parallelism_extra = "", const std::string& tokens_extra = "",
+                const std::string& tail = "") {
+    return "parallelism:\n"                  // 1
+           "  dp: 2\n"                       // 2
+           "  tp: 2\n"                       // 3
+           "  pp: 1\n" +                     // 4
+           (parallelism_extra.empty() ? std::string("  recompute_layer: false\n") : parallelism_extra) +  // 5
+           "tokens:\n"                       // 6
+           "  sequence_length: 2048\n"       // 7
+           "  micro_batch_size: 1\n" +       // 8
+           (tokens_extra.empty() ? std::string("  batch_accumulation_per_replica: 2\n") : tokens_extra) +  // 9
+           tail;
+}
+
+}  // namespace
+
+TEST(ImportNanotron, TinyLlamaExample) {
+    const ImportedConfig c = import_fixture("tiny_llama.yaml");
+    EXPECT_EQ(int_field(c, "dp"), 4);
+    EXPECT_EQ(int_field(c, "tp"), 2);
+    EXPECT_EQ(int_field(c, "pp"), 1);
+    EXPECT_TRUE(bool_field(c, "sp"));  // tp_mode REDUCE_SCATTER
+    EXPECT_EQ(int_field(c, "seq"), 2048);
+    EXPECT_EQ(int_field(c, "mbs"), 2);
+    EXPECT_EQ(int_field(c, "grad_acc"), 4);
+    EXPECT_EQ(int_field(c, "zero"), 0);
+    EXPECT_EQ(name_field(c, "recompute"), "none");
+    EXPECT_EQ(name_field(c, "precision"), "bf16-mixed-fp32-grads");  // bfloat16 + accumulate_grad_in_fp32
+    EXPECT_EQ(name_field(c, "optimizer"), "adamw");
+    EXPECT_EQ(c.field("pp_schedule"), nullptr);  // no pipeline
+    EXPECT_EQ(c.gpus, 8);                         // 4 x 2 x 1
+    EXPECT_EQ(c.global_batch_sequences, 32);      // 2 x 4 x 4
+    EXPECT_EQ(c.framework, "nanotron");
+    EXPECT_EQ(c.field("mbs")->from.line, 93);
+    EXPECT_EQ(c.field("sp")->from.line, 82);
+    ASSERT_TRUE(c.model_config);
+    const ModelConfig m = model_from_hf_config(*c.model_config, "tiny");
+    EXPECT_EQ(m.family, ModelFamily::llama);
+    EXPECT_EQ(m.hidden, 2048);
+    EXPECT_EQ(m.layers, 16);
+    EXPECT_EQ(m.heads, 32);
+    EXPECT_EQ(m.kv_heads, 8);
+    EXPECT_EQ(m.head_dim, 64);  // 2048 / 32
+    EXPECT_EQ(m.ffn_hidden, 8192);
+    EXPECT_EQ(m.vocab, 128256);
+    EXPECT_EQ(m.max_positions, 8192);
+    EXPECT_TRUE(m.tied_embeddings);
+    EXPECT_DOUBLE_EQ(m.rope_theta, 500000.0);
+    EXPECT_TRUE(any_contains(c.ignored, "checkpoints.checkpoint_interval"));
+    EXPECT_TRUE(any_contains(c.ignored, "optimizer.learning_rate_scheduler"));
+    EXPECT_TRUE(any_contains(c.ignored, "model.model_config.bos_token_id"));
+    EXPECT_TRUE(c.warnings.empty()) << c.warnings.front();
+    // The same through format detection (import_config_text, what --from runs).
+    const auto path = (config_dir() / "nanotron" / "tiny_llama.yaml").string();
+    const ImportedConfig d = import_config_text(read_text(path), path, std::nullopt, {});
+    EXPECT_EQ(d.format, ConfigFormat::nanotron);
+    EXPECT_EQ(int_field(d, "grad_acc"), 4);
+}
+
+TEST(ImportNanotron, QwenPipelineZero1) {
+    const ImportedConfig c = import_fixture("qwen_pp_zero1.yaml");
+    EXPECT_EQ(int_field(c, "dp"), 8);
+    EXPECT_EQ(int_field(c, "tp"), 1);
+    EXPECT_EQ(int_field(c, "pp"), 2);
+    EXPECT_EQ(c.field("sp"), nullptr);  // tp 1
+    EXPECT_EQ(name_field(c, "pp_schedule"), "gpipe");  // afab: all forward, all backward
+    EXPECT_EQ(name_field(c, "recompute"), "full");     // recompute_layer
+    EXPECT_EQ(int_field(c, "zero"), 1);
+    EXPECT_EQ(name_field(c, "precision"), "bf16");     // no fp32 accumulation: pure bf16
+    EXPECT_EQ(int_field(c, "mbs"), 1);
+    EXPECT_EQ(int_field(c, "grad_acc"), 16);
+    EXPECT_EQ(int_field(c, "seq"), 4096);
+    EXPECT_EQ(c.gpus, 16);                     // 8 x 1 x 2 x 1
+    EXPECT_EQ(c.global_batch_sequences, 128);  // 1 x 16 x 8
+    ASSERT_TRUE(c.model_config);
+    EXPECT_EQ(c.model_config->at("model_type"), "qwen2");  // q/k/v biases
+    const ModelConfig m = model_from_hf_config(*c.model_config, "qwen");
+    EXPECT_TRUE(m.qkv_bias);
+    EXPECT_FALSE(m.out_bias);
+    EXPECT_EQ(m.head_dim, 128);  // 1536 / 12
+    EXPECT_TRUE(any_contains(c.warnings, "parallelism.fancy_overlap: not modelled (line 82)"));
+}
+
+TEST(ImportNanotron, BadInputNamesFileKeyAndLine) {
+    expect_input_error([] { yaml_config_tree("parallelism:\n  dp: [1, 2\n  tp: 1\n", "bad.yaml"); },
+                       {"bad.yaml:3", "YAML syntax"});
+    expect_input_error([] { import_text(run("", "  batch_accumulation_per_replica: four\n")); },
+                       {"run.yaml:9", "tokens.batch_accumulation_per_replica", "must be an integer"});
+    expect_input_error([] { import_text(run("  context_parallel_size: -2\n")); },
+                       {"run.yaml:5", "parallelism.context_parallel_size"});
+    expect_input_error([] { import_text(run("  expert_parallel_size: 0\n")); },
+                       {"run.yaml:5", "parallelism.expert_parallel_size"});
+    expect_input_error([] { import_text(run("  tp_mode: SOMETIMES\n")); },
+                       {"run.yaml:5", "parallelism.tp_mode", "SOMETIMES"});
+    expect_input_error([] { import_text(run("  pp_engine: zigzag\n")); },
+                       {"run.yaml:5", "parallelism.pp_engine", "zigzag"});
+    expect_input_error([] { import_text(run("", "", "optimizer:\n  zero_stage: 4\n")); },
+                       {"run.yaml:11", "optimizer.zero_stage"});
+    expect_input_error([] { import_text("parallelism:\n  tp: 1\n  pp: 1\n"); },
+                       {"run.yaml", "parallelism.dp", "missing"});
+}
+
+TEST(ImportNanotron, IntegersAreRangeChecked) {
+    expect_input_error([] { import_text(run("", "  batch_accumulation_per_replica: 2.5\n")); },
+                       {"run.yaml:9", "tokens.batch_accumulation_per_replica", "must be an integer"});
+    expect_input_error([] { import_text(run("", "  batch_accumulation_per_replica: 99999999999999999999\n")); },
+                       {"run.yaml:9", "tokens.batch_accumulation_per_replica"});
+    expect_input_error([] { import_text(run("", "  batch_accumulation_per_replica: \"2\"\n")); },
+                       {"run.yaml:9", "tokens.batch_accumulation_per_replica"});  // quoted: text, not a number
+    expect_input_error([] { import_text("parallelism:\n  dp: 1\n  tp: 1\n  pp: 1\ntokens:\n  sequence_length: 33554432\n"); },
+                       {"run.yaml:6", "tokens.sequence_length", "16777216"});  // kMaxSeq
+    expect_input_error([] { import_text(run("", "", "model:\n  model_config:\n    hidden_size: 4194304\n")); },
+                       {"run.yaml:12", "model.model_config.hidden_size"});  // kMaxWidth = 2^20
+    expect_input_error([] { import_text(run("", "", "model:\n  model_config:\n    num_attention_heads: 5\n")); },
+                       {"run.yaml:12", "model.model_config.num_attention_heads", "does not divide"});
+}
+
+TEST(ImportNanotron, YamlReaderRefusesBombs) {
+    // 70 nested sequences: deeper than the reader's 64 levels.
+    expect_input_error([] { yaml_config_tree(std::string(70, '[') + std::string(70, ']'), "deep.yaml"); },
+                       {"deep.yaml", "nested deeper"});
+    // Aliases expanding to 10^9 values ("billion laughs").
+    std::string bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n";
+    for (char c = 'b'; c <= 'i'; ++c) {
+        const char prev = static_cast<char>(c - 1);
+        bomb += std::string(1, c) + ": &" + c + " [";
+        for (int i = 0; i < 10; ++i) bomb += std::string(i ? ", *" : "*") + prev;
+        bomb += "]\n";
+    }
+    expect_input_error([&] { yaml_config_tree(bomb, "bomb.yaml"); }, {"bomb.yaml", "values"});
+    // Plain scalars by YAML 1.2's core schema; quoted ones stay text.
+    const ConfigTree t = yaml_config_tree("a: 12\nb: 1.5e3\nc: True\nd: ~\ne: '7'\nf: 0x1F\ng: -3\n", "s.yaml");
+    EXPECT_EQ(t.root.at("a"), 12);
+    EXPECT_DOUBLE_EQ(t.root.at("b").get<double>(), 1500.0);
+    EXPECT_EQ(t.root.at("c"), true);
+    EXPECT_TRUE(t.root.at("d").is_null());
+    EXPECT_EQ(t.root.at("e"), "7");
+    EXPECT_EQ(t.root.at("f"), "0x1F");
+    EXPECT_EQ(t.root.at("g"), -3);
+    EXPECT_EQ(t.line_of("/g"), 7);
+}
+
+namespace {
+
+struct RoundTrip {
+    const char* what;
+    const char* model;
+    Plan plan;
+};
+
+std::vector<RoundTrip> nanotron_plans() {
+    Plan a;
+    a.seq = 4096, a.mbs = 2, a.grad_acc = 8, a.dp = 4, a.tp = 2, a.sp = true;
+    a.zero = ZeroStage{1}, a.recompute = Recompute::full, a.precision = Precision::bf16_mixed_fp32_grads;
+    Plan b = a;
+    b.tp = 1, b.sp = false, b.dp = 8, b.zero = ZeroStage{0}, b.recompute = Recompute::none, b.precision = Precision::bf16;
+    Plan c = b;
+    c.pp = 4, c.grad_acc = 16, c.precision = Precision::fp32;  // 1f1b by default
+    Plan d = a;
+    d.tp = 4, d.sp = false, d.pp = 2, d.pp_schedule = PpSchedule::gpipe, d.optimizer = Optimizer::sgd;
+    return {{"dp 4 x tp 2 + sp, ZeRO-1, full, fp32 grads", "llama-3-8b", a},
+            {"dp 8, none, pure bf16", "smollm-360m", b},
+            {"pp 4 1f1b, fp32", "llama-3.1-405b", c},
+            {"tp 4 without sp, pp 2 afab, sgd", "qwen2.5-7b", d}};
+}
+
+}  // namespace
+
+TEST(ImportNanotron, EmitRoundTrip) {
+    const GpuSpec g = load_gpu("h100-sxm-80gb", PREFLIGHT_TEST_DATA_DIR);
+    for (const RoundTrip& r : nanotron_plans()) {
+        SCOPED_TRACE(r.what);
+        const ModelConfig m = load_model(r.model, PREFLIGHT_TEST_DATA_DIR);
+        const Plan& p = r.plan;
+        const Emitted e = emit_plan(EmitFormat::nanotron, m, g, p);
+        ImportedConfig c;
+        ASSERT_NO_THROW(c = import_config_text(e.text, "emitted.yaml", std::nullopt, {})) << e.text;
+        EXPECT_EQ(c.format, ConfigFormat::nanotron);
+        const Plan q = plan_of(c);
+        EXPECT_EQ(q.seq, p.seq);
+        EXPECT_EQ(q.mbs, p.mbs);
+        EXPECT_EQ(q.grad_acc, p.grad_acc);
+        EXPECT_EQ(q.dp, p.dp);
+        EXPECT_EQ(q.tp, p.tp);
+        EXPECT_EQ(q.pp, p.pp);
+        EXPECT_EQ(q.sp, p.sp);
+        EXPECT_EQ(q.zero, p.zero);
+        EXPECT_EQ(q.recompute, p.recompute);
+        EXPECT_EQ(q.precision, p.precision);
+        EXPECT_EQ(q.pp_schedule, p.pp_schedule);
+        EXPECT_EQ(q.optimizer, p.optimizer);
+        EXPECT_EQ(c.gpus, p.gpus());
+        ASSERT_TRUE(c.model_config);
+        const ModelConfig back = model_from_hf_config(*c.model_config, m.name);
+        EXPECT_EQ(back.family, m.family);
+        EXPECT_EQ(back.hidden, m.hidden);
+        EXPECT_EQ(back.layers, m.layers);
+        EXPECT_EQ(back.heads, m.heads);
+        EXPECT_EQ(back.kv_heads, m.kv_heads);
+        EXPECT_EQ(back.head_dim, m.head_dim);
+        EXPECT_EQ(back.ffn_hidden, m.ffn_hidden);
+        EXPECT_EQ(back.vocab, m.vocab);
+        EXPECT_EQ(back.max_positions, m.max_positions);
+        EXPECT_EQ(back.tied_embeddings, m.tied_embeddings);
+        EXPECT_EQ(back.qkv_bias, m.qkv_bias);
+        EXPECT_DOUBLE_EQ(back.rope_theta, m.rope_theta);
+        EXPECT_EQ(back.rope_scaling.type, m.rope_scaling.type);
+        EXPECT_DOUBLE_EQ(back.rope_scaling.factor, m.rope_scaling.factor);
+    }
+}
+
+TEST(ImportNanotron, EmitWarnsWhatNanotronCannotRun) {
+    const ModelConfig m = load_model("llama-3-8b", PREFLIGHT_TEST_DATA_DIR);
+    Plan p;
+    p.seq = 4096, p.dp = 8, p.zero = ZeroStage{3}, p.precision = Precision::fp8_mixed;
+    p.offload = Offload::optimizer, p.recompute = Recompute::selective;
+    std::vector<std::string> w;
+    const std::string y = nanotron_yaml(m, p, &w);
+    EXPECT_TRUE(contains(y, "  zero_stage: 1\n"));
+    EXPECT_TRUE(contains(y, "  recompute_layer: true\n"));
+    EXPECT_TRUE(any_contains(w, "ZeRO-3"));
+    EXPECT_TRUE(any_contains(w, "fp8"));
+    EXPECT_TRUE(any_contains(w, "offload"));
+    EXPECT_TRUE(any_contains(w, "selective"));
+    EXPECT_EQ(parse_emit_format("nanotron"), EmitFormat::nanotron);
+    EXPECT_EQ(to_string(EmitFormat::nanotron), "nanotron");
+}

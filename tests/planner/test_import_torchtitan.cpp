@@ -1,0 +1,284 @@
+// torchtitan job-config TOML -> plan values (issue #36), and --emit torchtitan read back.
+// Expected numbers are worked out by hand from the fixtures in tests/configs/torchtitan/.
+#include <gtest/gtest.h>
+
+#include "tree_import_helpers.hpp"
+#include "preflight/config_readers/config_readers.hpp"
+#include "preflight/planner/catalog.hpp"
+#include "preflight/planner/emit.hpp"
+
+using namespace preflight;
+using namespace preflight::test::tree_import;
+
+namespace {
+
+ImportedConfig import_text(const std::string& text, std::optional<std::int64_t> gpus = std::nullopt,
+                           const std::string& file = "job.toml") {
+    ImportContext ctx;
+    ctx.gpus = gpus;
+    return import_torchtitan(toml_config_tree(text, file), ctx);
+}
+
+ImportedConfig import_fixture(const std::string& name, std::optional<std::int64_t> gpus) {
+    const auto path = config_dir() / "torchtitan" / name;
+    ImportContext ctx;
+    ctx.gpus = gpus;
+    return import_torchtitan(toml_config_tree(read_text(path), path.string()), ctx);
+}
+
+// A minimal job on 8 GPUs whose lines are known: [training] on line 1, [parallelism] on line 5.
+std::string job(const std::string& training_extra, const std::string& parallelism_extra,
+                const std::string& tail = "") {
+    return "[training]\n"                                       // 1
+           "local_batch_size = 2\n"                             // 2
+           "seq_len = 4096\n" +                                 // 3
+           (training_extra.empty() ? "steps = 10\n" : training_extra) +  // 4
+           "[parallelism]\n"                                    // 5
+           "data_parallel_shard_degree = 8\n" +                 // 6
+           parallelism_extra + tail;                            // 7
+}
+
+}  // namespace
+
+// The issue's acceptance case: torchtitan's Llama 3 8B preset on 64 GPUs.
+TEST(ImportTorchtitan, Llama3_8bPresetOn64Gpus) {
+    const ImportedConfig c = import_fixture("llama3_8b.toml", 64);
+    ASSERT_TRUE(c.model);
+    EXPECT_EQ(*c.model, "llama-3-8b");
+    ASSERT_TRUE(c.model_from);
+    EXPECT_EQ(c.model_from->line, 22);  // flavor = "8B"
+    EXPECT_EQ(int_field(c, "seq"), 8192);
+    EXPECT_EQ(int_field(c, "dp"), 64);  // shard -1 = 64 / (replicate 1 x tp 1 x pp 1 x cp 1)
+    EXPECT_EQ(int_field(c, "tp"), 1);
+    EXPECT_EQ(int_field(c, "pp"), 1);
+    EXPECT_EQ(int_field(c, "zero"), 3);  // FSDP, resharding after forward (no pipeline)
+    EXPECT_EQ(name_field(c, "recompute"), "selective");
+    EXPECT_EQ(name_field(c, "precision"), "bf16-mixed");
+    EXPECT_EQ(int_field(c, "mbs"), 1);
+    EXPECT_EQ(int_field(c, "grad_acc"), 1);  // no global_batch_size: local x dp, no accumulation
+    EXPECT_EQ(name_field(c, "optimizer"), "adamw");
+    EXPECT_EQ(c.field("sp"), nullptr);
+    EXPECT_EQ(c.gpus, 64);
+    EXPECT_EQ(c.global_batch_sequences, 64);
+    EXPECT_EQ(c.framework, "torchtitan");
+    EXPECT_FALSE(c.compiled_loss);  // [compile] enable = false
+    EXPECT_EQ(c.field("seq")->from.line, 35);
+    EXPECT_EQ(c.field("dp")->from.line, 42);
+    EXPECT_EQ(c.field("recompute")->from.line, 60);
+    EXPECT_TRUE(any_contains(c.ignored, "[checkpoint] enable"));
+    EXPECT_TRUE(any_contains(c.ignored, "[optimizer] lr"));
+    EXPECT_TRUE(any_contains(c.ignored, "[quantize.linear.float8] filter_fqns"));
+    EXPECT_TRUE(c.warnings.empty()) << c.warnings.front();
+    // The same through format detection (import_config_text, what --from runs).
+    const auto path = (config_dir() / "torchtitan" / "llama3_8b.toml").string();
+    ImportContext ctx;
+    ctx.gpus = 64;
+    const ImportedConfig d = import_config_text(read_text(path), path, std::nullopt, ctx);
+    EXPECT_EQ(d.format, ConfigFormat::torchtitan);
+    EXPECT_EQ(int_field(d, "dp"), 64);
+}
+
+TEST(ImportTorchtitan, HsdpPipelineFloat8Rowwise) {
+    const ImportedConfig c = import_fixture("llama3_70b_hsdp_pp_fp8.toml", std::nullopt);
+    EXPECT_EQ(*c.model, "llama-3-70b");
+    EXPECT_EQ(int_field(c, "dp"), 8);   // replicate 2 x shard 4
+    EXPECT_EQ(int_field(c, "tp"), 8);
+    EXPECT_EQ(int_field(c, "pp"), 4);
+    EXPECT_EQ(c.gpus, 256);             // 8 x 8 x 4
+    EXPECT_EQ(int_field(c, "seq"), 4096);
+    // local 8 in pipeline micro-batches of 2: 4 per step; global 256 / (local 8 x dp 8) = 4
+    // accumulation steps: 16 micro-batches of 2.
+    EXPECT_EQ(int_field(c, "mbs"), 2);
+    EXPECT_EQ(int_field(c, "grad_acc"), 16);
+    EXPECT_EQ(c.global_batch_sequences, 256);
+    EXPECT_EQ(int_field(c, "zero"), 2);  // "default" reshard policy with a pipeline: never reshard
+    EXPECT_TRUE(bool_field(c, "sp"));
+    EXPECT_EQ(name_field(c, "pp_schedule"), "1f1b");
+    EXPECT_EQ(name_field(c, "recompute"), "full");
+    EXPECT_EQ(name_field(c, "precision"), "fp8-mixed");
+    EXPECT_EQ(name_field(c, "fp8_scaling"), "rowwise");
+    EXPECT_TRUE(c.compiled_loss);
+    EXPECT_TRUE(any_contains(c.warnings, "HSDP"));
+    EXPECT_TRUE(any_contains(c.warnings, "[parallelism] enable_async_tensor_parallel: not modelled"));
+}
+
+TEST(ImportTorchtitan, OlderKeysAndSelectiveEveryNthLayer) {
+    const ImportedConfig c = import_text(
+        "[training]\nbatch_size = 4\nseq_len = 2048\ncompile = true\n"
+        "[parallelism]\ndata_parallel_shard_degree = 1\ndata_parallel_replicate_degree = 4\n"
+        "[activation_checkpoint]\nmode = \"selective\"\nselective_ac_option = \"2\"\n"
+        "[float8]\nenable_float8_linear = true\nrecipe_name = \"tensorwise\"\n"
+        "[mystery]\nknob = 1\n");
+    EXPECT_EQ(int_field(c, "mbs"), 4);
+    EXPECT_EQ(int_field(c, "dp"), 4);
+    EXPECT_EQ(int_field(c, "zero"), 0);  // replicate only: DDP
+    EXPECT_EQ(name_field(c, "recompute"), "selective");
+    EXPECT_TRUE(any_contains(c.warnings, "selective_ac_option 2"));
+    EXPECT_EQ(name_field(c, "precision"), "fp8-mixed");
+    EXPECT_EQ(name_field(c, "fp8_scaling"), "tensorwise");
+    EXPECT_TRUE(c.compiled_loss);
+    EXPECT_TRUE(any_contains(c.warnings, "[mystery]"));
+    // A key before any table (line 1) is named with its line.
+    const ImportedConfig top = import_text("seed = 3\n" + job("", ""));
+    EXPECT_TRUE(any_contains(top.warnings, "seed: not modelled (line 1)"));
+    EXPECT_TRUE(any_contains(c.warnings, "[model] name \"llama3\", flavor \"debugmodel\""));
+    EXPECT_FALSE(c.model);
+    // Every layer checkpointed in full is full recompute.
+    const ImportedConfig f = import_text(job("", "", "[activation_checkpoint]\nmode = \"selective\"\nselective_ac_option = 1\n"));
+    EXPECT_EQ(name_field(f, "recompute"), "full");
+}
+
+TEST(ImportTorchtitan, BadInputNamesFileKeyAndLine) {
+    // TOML syntax.
+    expect_input_error([] { toml_config_tree("[training]\nseq_len = = 3\n", "bad.toml"); },
+                       {"bad.toml:2", "TOML syntax"});
+    // A string where a number is needed.
+    expect_input_error([] { import_text(job("", "tensor_parallel_degree = \"8\"\n")); },
+                       {"job.toml:7", "[parallelism] tensor_parallel_degree", "must be an integer"});
+    // A zero or negative degree.
+    expect_input_error([] { import_text(job("", "pipeline_parallel_degree = 0\n")); },
+                       {"job.toml:7", "[parallelism] pipeline_parallel_degree"});
+    expect_input_error([] { import_text(job("", "context_parallel_degree = -2\n")); },
+                       {"job.toml:7", "[parallelism] context_parallel_degree"});
+    // global_batch_size not a multiple of local (2) x dp (8).
+    expect_input_error([] { import_text(job("global_batch_size = 40\n", "")); },
+                       {"job.toml:4", "[training] global_batch_size", "40"});
+    // An unknown activation-checkpoint mode.
+    expect_input_error([] { import_text(job("", "", "[activation_checkpoint]\nmode = \"sometimes\"\n")); },
+                       {"job.toml:8", "[activation_checkpoint] mode", "sometimes"});
+    // -1 shard degree without --gpus.
+    const auto fixture = (config_dir() / "torchtitan" / "llama3_8b.toml").string();
+    expect_input_error([] { import_fixture("llama3_8b.toml", std::nullopt); },
+                       {fixture + ":42", "[parallelism] data_parallel_shard_degree", "--gpus"});
+    // -1 that --gpus does not divide.
+    expect_input_error([] { import_text("[parallelism]\ntensor_parallel_degree = 8\n", 12); },
+                       {"job.toml", "[parallelism] data_parallel_shard_degree", "12"});
+}
+
+TEST(ImportTorchtitan, IntegersAreRangeChecked) {
+    expect_input_error([] { import_text("[training]\nlocal_batch_size = 1\nseq_len = 33554432\n"
+                                        "[parallelism]\ndata_parallel_shard_degree = 8\n"); },
+                       {"job.toml:3", "[training] seq_len", "16777216"});  // kMaxSeq = 2^24
+    expect_input_error([] { import_text("[training]\nlocal_batch_size = 1\nseq_len = 4096.0\n"
+                                        "[parallelism]\ndata_parallel_shard_degree = 8\n"); },
+                       {"job.toml:3", "[training] seq_len", "must be an integer"});  // never a float as an integer
+    expect_input_error([] { import_text(job("", "tensor_parallel_degree = 9223372036854775807\n")); },
+                       {"job.toml:7", "[parallelism] tensor_parallel_degree"});
+    expect_input_error([] { import_text("[training]\nlocal_batch_size = true\n[parallelism]\ndata_parallel_shard_degree = 8\n"); },
+                       {"job.toml:2", "[training] local_batch_size"});
+    expect_input_error([] { import_text(job("", "data_parallel_replicate_degree = 1048576\ntensor_parallel_degree = 1048576\n")); },
+                       {"job.toml", "passes"});  // dp x tp beyond kMaxGpus
+}
+
+namespace {
+
+struct RoundTrip {
+    const char* what;
+    Plan plan;
+    bool compiled_loss = false;
+};
+
+Plan base_plan(std::int64_t dp, int zero) {
+    Plan p;
+    p.seq = 8192;
+    p.mbs = 2;
+    p.grad_acc = 4;
+    p.dp = dp;
+    p.zero = ZeroStage{zero};
+    p.recompute = Recompute::selective;
+    return p;
+}
+
+std::vector<RoundTrip> torchtitan_plans() {
+    std::vector<RoundTrip> v;
+    v.push_back({"FSDP ZeRO-3, selective", base_plan(8, 3)});
+    Plan ddp = base_plan(4, 0);
+    ddp.tp = 2, ddp.sp = true, ddp.recompute = Recompute::full, ddp.precision = Precision::fp32;
+    v.push_back({"DDP, tp + sp, full, fp32", ddp});
+    Plan pp = base_plan(2, 2);
+    pp.pp = 4, pp.mbs = 1, pp.grad_acc = 8, pp.recompute = Recompute::none, pp.precision = Precision::fp8_mixed;
+    v.push_back({"ZeRO-2, pp 4 1f1b, none, fp8 tensorwise", pp});
+    Plan rowwise = base_plan(16, 3);
+    rowwise.tp = 4, rowwise.sp = true, rowwise.precision = Precision::fp8_mixed, rowwise.fp8_scaling = Fp8Scaling::rowwise;
+    v.push_back({"tp 4 + sp, fp8 rowwise, compiled loss", rowwise, true});
+    Plan gpipe = base_plan(1, 0);
+    gpipe.pp = 2, gpipe.pp_schedule = PpSchedule::gpipe;
+    v.push_back({"gpipe", gpipe});
+    Plan interleaved = base_plan(2, 2);
+    interleaved.pp = 4, interleaved.grad_acc = 8, interleaved.pp_schedule = PpSchedule::interleaved;
+    interleaved.vpp = 2, interleaved.cp = 2;
+    v.push_back({"interleaved vpp 2, cp 2", interleaved});
+    Plan offload = base_plan(8, 3);
+    offload.offload = Offload::optimizer_and_params, offload.optimizer = Optimizer::sgd;
+    v.push_back({"offload params, sgd", offload});
+    return v;
+}
+
+}  // namespace
+
+TEST(ImportTorchtitan, EmitRoundTrip) {
+    const ModelConfig m = load_model("llama-3-8b", PREFLIGHT_TEST_DATA_DIR);
+    const GpuSpec g = load_gpu("h100-sxm-80gb", PREFLIGHT_TEST_DATA_DIR);
+    for (const RoundTrip& r : torchtitan_plans()) {
+        SCOPED_TRACE(r.what);
+        const Plan& p = r.plan;
+        EmitOptions options;
+        options.compiled_loss = r.compiled_loss;
+        const Emitted e = emit_plan(EmitFormat::torchtitan, m, g, p, options);
+        ImportedConfig c;
+        ASSERT_NO_THROW(c = import_torchtitan(toml_config_tree(e.text, "emitted.toml"), {})) << e.text;
+        EXPECT_EQ(c.model, "llama-3-8b");
+        const Plan q = plan_of(c);
+        EXPECT_EQ(q.seq, p.seq);
+        EXPECT_EQ(q.mbs, p.mbs);
+        EXPECT_EQ(q.grad_acc, p.grad_acc);
+        EXPECT_EQ(q.dp, p.dp);
+        EXPECT_EQ(q.tp, p.tp);
+        EXPECT_EQ(q.pp, p.pp);
+        EXPECT_EQ(q.cp, p.cp);
+        EXPECT_EQ(q.sp, p.sp);
+        EXPECT_EQ(q.zero, p.zero);
+        EXPECT_EQ(q.recompute, p.recompute);
+        EXPECT_EQ(q.precision, p.precision);
+        EXPECT_EQ(q.fp8_scaling, p.fp8_scaling);
+        EXPECT_EQ(q.pp_schedule, p.pp_schedule);
+        EXPECT_EQ(q.vpp, p.vpp);
+        EXPECT_EQ(q.offload, p.offload);
+        EXPECT_EQ(q.optimizer, p.optimizer);
+        EXPECT_EQ(c.compiled_loss, r.compiled_loss);
+        EXPECT_EQ(c.gpus, p.gpus());
+        EXPECT_EQ(c.global_batch_sequences, p.mbs * p.grad_acc * p.dp);
+    }
+}
+
+// The emitted TOML has one table per section (a repeated [parallelism] header is invalid TOML).
+TEST(ImportTorchtitan, EmitOneTablePerSection) {
+    const ModelConfig m = load_model("llama-3-8b", PREFLIGHT_TEST_DATA_DIR);
+    Plan p = base_plan(2, 3);
+    p.pp = 4, p.cp = 2, p.ep = 2, p.pp_schedule = PpSchedule::interleaved, p.vpp = 2, p.offload = Offload::optimizer;
+    p.precision = Precision::fp8_mixed;
+    const std::string t = torchtitan_toml(m, p);
+    for (const char* table : {"[parallelism]", "[training]", "[model]"}) {
+        const std::size_t first = t.find(table);
+        ASSERT_NE(first, std::string::npos) << table;
+        EXPECT_EQ(t.find(table, first + 1), std::string::npos) << table << " twice in:\n" << t;
+    }
+    EXPECT_NO_THROW(toml_config_tree(t, "emitted.toml")) << t;
+}
+
+TEST(ImportTorchtitan, TomlReaderLinesAndLimits) {
+    const ConfigTree t = toml_config_tree("[job]\n\"a/b~c\" = 1\nwhen = 2026-02-23\n[training]\nseq_len = 2048\n", "t.toml");
+    EXPECT_EQ(t.line_of("/job/a~1b~0c"), 2);  // RFC 6901 escaping of '/' and '~'
+    EXPECT_EQ(t.root.at("job").at("when"), "2026-02-23");  // a date stays its text
+    EXPECT_EQ(t.line_of("/training/seq_len"), 5);
+    EXPECT_EQ(t.line_of("/training"), 4);
+    // A 100,000-part dotted key would overflow toml++'s recursive tables: refused before parsing.
+    std::string key = "a";
+    for (int i = 0; i < 100000; ++i) key += ".a";
+    expect_input_error([&] { toml_config_tree("[job]\nx = 1\n" + key + " = 1\n", "deep.toml"); },
+                       {"deep.toml:3", "deeper than 64"});
+    expect_input_error([] { toml_config_tree("x = " + std::string(100, '[') + std::string(100, ']') + "\n", "deep.toml"); },
+                       {"deep.toml:1", "deeper than 64"});
+    // Dots in values and in multi-line strings are no keys.
+    EXPECT_NO_THROW(toml_config_tree("[job]\ndescription = \"\"\"\n" + key + "\n\"\"\"\npath = \"" + key + "\"\n", "ok.toml"));
+}
