@@ -113,17 +113,24 @@ FromApplied apply_from(const FromFlags& from, const CLI::App& sub, PlanFlags& fl
     } catch (const InputError& e) {
         throw InputError("--from", e.what());  // the file, and the line and key where known, follow
     }
-    for (const std::string& w : c.warnings) log << "preflight: warning: " << w << "\n";
+    for (const std::string& w : c.warnings)
+        log << "preflight: warning: " << (w.rfind(c.file, 0) == 0 ? "" : c.file + ": ") << w << "\n";
     const std::string taken = fill_fields(c, flags, log, from.verbose);
     log << "# --from " << c.file << " (" << to_string(c.format) << "): " << (taken.empty() ? "no plan values" : taken)
         << "\n";
     take_model(c, sub, flags, log);
-    if (c.framework && !given_on(sub, "--framework") && sub.get_option_no_throw("--framework")) flags.framework = *c.framework;
+    if (c.framework && !given_on(sub, "--framework") && sub.get_option_no_throw("--framework")) {
+        flags.framework = *c.framework;
+        log << "# --from: --framework " << *c.framework << " (the config's; give --framework to model another)\n";
+    }
     if (c.compiled_loss && !given_on(sub, "--compiled-loss") && sub.get_option_no_throw("--compiled-loss"))
         flags.compiled_loss = true;
     applied.tp_comm_overlap = c.tp_comm_overlap;
     applied.overlap_p2p_comm = c.overlap_p2p_comm;
     applied.gpus = c.gpus;
+    if (context.gpus && c.gpus && *context.gpus != *c.gpus)
+        log << "preflight: warning: --gpus " << *context.gpus << " differs from the " << *c.gpus << " GPUs the config "
+            << c.file << " lays out; its degrees stand unless flags override them\n";
     if (!applied.gpus) {
         const Plan p = flags.to_plan();
         applied.gpus = p.gpus();

@@ -29,6 +29,9 @@ MODEL_ARGS=(
     --swiglu
     --normalization RMSNorm
     --untie-embeddings-and-output-weights
+    --disable-bias-linear
+    --attention-dropout 0.0
+    --hidden-dropout 0.0
     --tokenizer-type HuggingFaceTokenizer
     --tokenizer-model meta-llama/Meta-Llama-3-8B
 )
