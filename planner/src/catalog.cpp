@@ -26,8 +26,9 @@ namespace {
 std::vector<std::string> stems(const fs::path& dir) {
     std::vector<std::string> v;
     std::error_code ec;
+    // Regular files only: a folder named "d.json" is no catalog entry.
     for (const auto& e : fs::directory_iterator(dir, ec))
-        if (e.path().extension() == ".json") v.push_back(e.path().stem().string());
+        if (e.path().extension() == ".json" && e.is_regular_file(ec)) v.push_back(e.path().stem().string());
     std::sort(v.begin(), v.end());
     return v;
 }

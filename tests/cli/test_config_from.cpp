@@ -104,6 +104,29 @@ TEST(ConfigFrom, NanotronYamlSetsLayoutRecipeAndModelShape) {
     EXPECT_EQ(j["model"]["params"], 1235814400LL);  // Llama-3.2-1B's shape (tied embeddings)
 }
 
+// `run --dry-run --from` for the other three formats: the runtime walks rank 0 of the plan read.
+TEST(ConfigFrom, DryRunWalksTheConfigOfEachFormat) {
+    const struct {
+        std::string args;
+        int dp, tp, pp;
+    } cases[] = {{"--from " + config("megatron/cli_llama3_8b_tp2.sh"), 8, 2, 1},
+                 // The runtime has no offload: the flag beside the file overrides the config's.
+                 {"--from " + config("deepspeed/cli_zero3_offload.json") + " --model llama-3.2-1b --offload none", 8, 1, 1},
+                 {"--from " + config("nanotron/cli_llama_1b.yaml"), 2, 2, 2}};
+    for (const auto& c : cases) {
+        const auto r = run_preflight("run --dry-run --format json " + c.args);
+        EXPECT_EQ(r.exit_code, 0) << c.args << "\n" << r.err;
+        const json j = json::parse(r.out, nullptr, false);
+        ASSERT_TRUE(j.is_object()) << c.args << ": " << r.out.substr(0, 300);
+        EXPECT_EQ(j["plan"]["dp"], c.dp) << c.args;
+        EXPECT_EQ(j["plan"]["tp"], c.tp) << c.args;
+        EXPECT_EQ(j["plan"]["pp"], c.pp) << c.args;
+    }
+    // Without the override the runtime refuses the config's offload, naming the setting.
+    expect_refused("run --dry-run --from " + config("deepspeed/cli_zero3_offload.json") + " --model llama-3.2-1b",
+                   {"--offload"});
+}
+
 TEST(ConfigFrom, FlagsBesideTheFileOverrideItsValues) {
     const json j = memory_json("--from " + config("torchtitan/cli_llama3_8b.toml") +
                                " --gpus 64 --seq 4096 --recompute full --model llama-3.2-1b");

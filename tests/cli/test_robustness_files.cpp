@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -56,6 +59,63 @@ TEST(UserFiles, NumberBeyondDoubleInATolerancesFileNamesTheFileAndKey) {
     fs::create_directories(reports);
     expect_refused("validate --check " + reports + " --tolerances " + path + " --no-report-files",
                    {"--tolerances", path, "tolerances.preflight-runtime.peak_bytes.rel"}, {"--matrix"});
+}
+
+// --- 5. Spec figures that would make nonsense products are refused at load ---------------------
+
+TEST(UserFiles, GpuSpecRatesOutsideTheirRangeNameTheKey) {
+    // Was: peak_bf16_flops_per_s = 1e-300 loaded; plan printed "seq 0 (inf sequences) ... NOTHING FITS
+    // under 0 B" and run --dry-run exited 0 with null step time, MFU and tokens/s.
+    Scratch s;
+    json spec = catalog("gpus", "h100-sxm-80gb");
+    spec["peak_bf16_flops_per_s"] = 1e-300;
+    const std::string path = s.write("tiny.json", spec);
+    expect_refused("plan --model gpt2 --gpus 8 --gbs-tokens 1e6 --host-memory 1e12 --gpu " + path,
+                   {"--gpu", path, "peak_bf16_flops_per_s", "1e+06"}, {"inf", "NOTHING FITS"});
+    expect_refused("run --dry-run --model gpt2 --gpu " + path, {"--gpu", path, "peak_bf16_flops_per_s"});
+    spec = catalog("gpus", "h100-sxm-80gb");
+    spec["hbm_bandwidth_bytes_per_s"] = 1e30;
+    expect_refused("memory --model gpt2 --gpu " + s.write("fast.json", spec), {"hbm_bandwidth_bytes_per_s", "1e+16"});
+}
+
+TEST(UserFiles, AMeasuredZeroInADataSetNamesTheColumnNotAnotherCommand) {
+    // Was: validate --check on tokens_per_s_per_gpu = 0 said "calibrate: cross-validation needs at least 2
+    // measured runs"; a 0 GiB reserved peak printed -nan % rows at exit 0.
+    Scratch s;
+    const fs::path src = fs::path(PREFLIGHT_TEST_DATA_DIR) / "measurements/external/nanotron-h100";
+    fs::create_directories(s.dir() / "set");
+    fs::copy_file(src / "dataset.json", s.dir() / "set/dataset.json");
+    std::ifstream in(src / "nanotron-h100-runs.csv");
+    std::string header, first, rest, line;
+    std::getline(in, header);
+    std::getline(in, first);
+    while (std::getline(in, line)) rest += line + "\n";
+    // peak_mem_reserved_gib is the 26th column (index 25) of the sweep's CSV.
+    std::vector<std::string> cells;
+    std::stringstream row(first);
+    for (std::string c; std::getline(row, c, ',');) cells.push_back(c);
+    ASSERT_GT(cells.size(), 25u);
+    cells[25] = "0";
+    std::string zeroed;
+    for (std::size_t i = 0; i < cells.size(); ++i) zeroed += (i ? "," : "") + cells[i];
+    std::ofstream(s.dir() / "set/nanotron-h100-runs.csv") << header << "\n" << zeroed << "\n" << rest;
+    expect_refused("validate --check " + (s.dir() / "set").string() + " --no-report-files",
+                   {"nanotron-h100-runs.csv:2", "peak_mem_reserved_gib", "positive"}, {"-nan", "PASS"});
+}
+
+TEST(UserFiles, AFolderNamedLikeAConfigIsNoCatalogEntry) {
+    // Was: models/d.json (a folder) was listed, and --model d failed with "'d' is neither a catalog name ...
+    // (catalog: d, gpt2)".
+    Scratch s;
+    fs::create_directories(s.dir() / "models/d.json");
+    fs::create_directories(s.dir() / "gpus");
+    fs::copy_file(fs::path(PREFLIGHT_TEST_DATA_DIR) / "models/gpt2.json", s.dir() / "models/gpt2.json");
+    fs::copy_file(fs::path(PREFLIGHT_TEST_DATA_DIR) / "gpus/h100-sxm-80gb.json", s.dir() / "gpus/h100-sxm-80gb.json");
+    const auto r = run_preflight("models --data-dir " + s.dir().string());
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("gpt2"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find(" d "), std::string::npos) << r.out;
+    expect_refused("memory --data-dir " + s.dir().string() + " --model d", {"--model", "'d'", "catalog: gpt2)"});
 }
 
 // --- 2. Values of the wrong type ----------------------------------------------------------------

@@ -202,6 +202,17 @@ TEST(CheckRobustness, ReportWithoutItsModelNamesTheFileAndKey) {
     fs::remove_all(d);
 }
 
+TEST(CalibrateRobustness, MeasuredBytesBeyondRangeAreRefusedNotWrapped) {
+    // Was: an overhead_bytes of 2^64 - 1 became "overhead_bytes_after": -1 at exit 0.
+    const fs::path d = fresh_dir("wrap");
+    json j = device_report();
+    j["measured"]["overhead_bytes"] = 18446744073709551615ULL;
+    write(d / "run.json", j);
+    const std::string file = (d / "run.json").string();
+    expect_refused("calibrate " + d.string() + " --gpu h100-sxm-80gb", {file, "measured.overhead_bytes"});
+    fs::remove_all(d);
+}
+
 TEST(CheckRobustness, UnknownStatusIsBadInputNotPass) {
     // Was: "PASS" with 0 compared, exit 0.
     const fs::path d = fresh_dir("weird");
