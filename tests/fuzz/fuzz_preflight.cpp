@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <set>
 #include <sstream>
@@ -175,6 +177,23 @@ void check_json(const json& j, const std::string& path, const std::string& key) 
     }
 }
 
+// Runs the command line in process with stdout and stderr captured; returns its exit code.
+int run_captured(const std::vector<const char*>& argv, std::ostringstream& out, std::ostringstream& err) {
+    auto* old_out = std::cout.rdbuf(out.rdbuf());
+    auto* old_err = std::cerr.rdbuf(err.rdbuf());
+    int code = -1;
+    try {
+        code = cli::run_command_line(static_cast<int>(argv.size()), argv.data());
+    } catch (...) {
+        std::cout.rdbuf(old_out);
+        std::cerr.rdbuf(old_err);
+        throw;
+    }
+    std::cout.rdbuf(old_out);
+    std::cerr.rdbuf(old_err);
+    return code;
+}
+
 // Runs `preflight ARGS --format json` in process and judges the outcome.
 void run_cli_vector(const std::string& command, const std::vector<std::string>& args) {
     std::vector<std::string> argv = {"preflight"};
@@ -187,18 +206,7 @@ void run_cli_vector(const std::string& command, const std::vector<std::string>& 
     for (const auto& a : argv) cargv.push_back(a.c_str());
 
     std::ostringstream out, err;
-    auto* old_out = std::cout.rdbuf(out.rdbuf());
-    auto* old_err = std::cerr.rdbuf(err.rdbuf());
-    int code = -1;
-    try {
-        code = cli::run_command_line(static_cast<int>(cargv.size()), cargv.data());
-    } catch (...) {
-        std::cout.rdbuf(old_out);
-        std::cerr.rdbuf(old_err);
-        throw;
-    }
-    std::cout.rdbuf(old_out);
-    std::cerr.rdbuf(old_err);
+    const int code = run_captured(cargv, out, err);
 
     std::string line;
     for (const auto& a : argv) line += a + " ";
@@ -230,6 +238,29 @@ void run_cli_vector(const std::string& command, const std::vector<std::string>& 
     const json doc = json::parse(out.str(), nullptr, false);
     if (doc.is_discarded()) wrong("exit " + std::to_string(code) + " without a JSON document: " + line);
     check_json(doc, "", "");
+}
+
+// A measured data set (dataset.json, then a line "---csv---", then its CSV rows) written to a
+// scratch folder and checked as `validate --check` does: never an internal error, an exit above 3
+// or a hang. (Its JSON holds signed errors, so figures are not judged one by one.)
+void check_dataset(const std::string& text) {
+    static const std::filesystem::path dir = [] {
+        char tmpl[] = "/tmp/preflight-fuzz-set-XXXXXX";
+        const char* made = mkdtemp(tmpl);
+        return std::filesystem::path(made ? made : "/tmp/preflight-fuzz-set");
+    }();
+    const std::size_t cut = text.find("\n---csv---\n");
+    if (cut == std::string::npos) return;
+    json manifest = json::parse(text.substr(0, cut), nullptr, false);
+    if (manifest.is_discarded() || !manifest.is_object()) return;
+    manifest["csv"] = "runs.csv";  // never a path outside the scratch folder
+    std::ofstream(dir / "dataset.json") << manifest.dump();
+    std::ofstream(dir / "runs.csv") << text.substr(cut + 11);
+    std::vector<const char*> argv = {"preflight", "validate", "--check", dir.c_str(), "--no-report-files", "--format", "json"};
+    std::ostringstream out, err;
+    const int code = run_captured(argv, out, err);
+    if (err.str().find("internal error") != std::string::npos) wrong("data set: an error that names nothing: " + err.str());
+    if (code < 0 || code > 3) wrong("data set: exit code " + std::to_string(code));
 }
 
 std::vector<std::string> split_args(const std::string& s) {
@@ -359,6 +390,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     // The plan search and the dry run cost ~100x a memory evaluation under ASan: they get
     // one flag vector in 16 each (byte 0 = 79 and 95 in the seeds), the memory command most.
     const int k = data[0] / 16;  // 0..15
+    if (k == 8) {  // byte 0 = 143: a measured data set
+        check_dataset(text);
+        return 0;
+    }
     const std::string command = k == 4 ? "plan" : k == 5 ? "run --dry-run" : k == 6 ? "models" : k == 7 ? "gpus" : "memory";
     run_cli_vector(command, split_args(text));
     return 0;

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "preflight/config_readers/config_readers.hpp"
+#include "tree_import_helpers.hpp"
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/config_import.hpp"
 #include "preflight/planner/emit.hpp"
@@ -20,51 +21,22 @@ using namespace preflight;
 
 namespace {
 
+using test::tree_import::read_text;
+
 const std::filesystem::path kConfigs = PREFLIGHT_TEST_CONFIG_DIR;
 const std::filesystem::path kData = PREFLIGHT_TEST_DATA_DIR;
 
-std::string read_text(const std::filesystem::path& p) {
-    std::ifstream in(p);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
 
 ImportedConfig import_fixture(const std::string& name, std::optional<std::int64_t> gpus = std::nullopt) {
     const std::string path = (kConfigs / "megatron" / name).string();
     return import_megatron(read_text(path), path, ImportContext{gpus});
 }
 
-std::int64_t integer(const ImportedConfig& c, std::string_view key) {
-    const ImportedField* f = c.field(key);
-    if (!f) throw std::runtime_error("no field " + std::string(key));
-    return std::get<std::int64_t>(f->value);
-}
-std::string name(const ImportedConfig& c, std::string_view key) {
-    const ImportedField* f = c.field(key);
-    if (!f) throw std::runtime_error("no field " + std::string(key));
-    return std::get<std::string>(f->value);
-}
-bool toggle(const ImportedConfig& c, std::string_view key) {
-    const ImportedField* f = c.field(key);
-    if (!f) throw std::runtime_error("no field " + std::string(key));
-    return std::get<bool>(f->value);
-}
-bool contains(const std::vector<std::string>& v, const std::string& needle) {
-    for (const std::string& s : v)
-        if (s.find(needle) != std::string::npos) return true;
-    return false;
-}
-
-template <class F>
-void expect_input_error(F f, const std::vector<std::string>& needles) {
-    try {
-        f();
-        ADD_FAILURE() << "no InputError";
-    } catch (const InputError& e) {
-        for (const std::string& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what() << " lacks " << n;
-    }
-}
+using test::tree_import::expect_input_error;
+std::int64_t integer(const ImportedConfig& c, std::string_view key) { return test::tree_import::int_field(c, std::string(key)); }
+std::string name(const ImportedConfig& c, std::string_view key) { return test::tree_import::name_field(c, std::string(key)); }
+bool toggle(const ImportedConfig& c, std::string_view key) { return test::tree_import::bool_field(c, std::string(key)); }
+bool contains(const std::vector<std::string>& v, const std::string& needle) { return test::tree_import::any_contains(v, needle); }
 
 ImportedConfig import_text(const std::string& text, std::optional<std::int64_t> gpus = std::nullopt) {
     return import_megatron(text, "bad.sh", ImportContext{gpus});

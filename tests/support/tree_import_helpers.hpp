@@ -1,5 +1,4 @@
-// Test helpers for the torchtitan / nanotron config importers (--from): fixtures, field reads,
-// error checks. In a namespace of their own: the Megatron / DeepSpeed tests keep theirs.
+// Test helpers for the config importers (--from): fixtures, field reads, error checks.
 #pragma once
 
 #include <gtest/gtest.h>
