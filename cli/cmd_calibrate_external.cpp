@@ -52,7 +52,7 @@ int run_calibrate_external(const std::vector<std::filesystem::path>& datasets, c
             const auto ev = validation::evaluate_external_dataset(d, o.data_dir);
             if (o.format == "table")
                 std::cout << "# " << d.name << " (" << d.runs.size() << " rows, " << d.framework
-                          << "): evaluation only, not used by the fit\n\n" << ev.markdown << "\n";
+                          << "): never fitted on, not used by the fit (its README lists what was chosen with it in view)\n\n" << ev.markdown << "\n";
             all.push_back({{"name", d.name}, {"evaluation_only", true}, {"evaluation", ev.summary}});
             continue;
         }

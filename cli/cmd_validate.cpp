@@ -83,7 +83,7 @@ struct ExternalOutcome {
 // An evaluation-only data set: predicted with the committed constants, gated on its targets.
 void check_evaluation_only(const validation::ExternalDataset& d, const fs::path& folder, const ValidateState& st,
                            const fs::path& report_dir, ExternalOutcome& out) {
-    std::cerr << "preflight validate: " << d.name << ": " << d.runs.size() << " rows, evaluation only...\n";
+    std::cerr << "preflight validate: " << d.name << ": " << d.runs.size() << " rows, never fitted on...\n";
     const auto ev = validation::evaluate_external_dataset(d, data_dir_of(st.data_dir));
     if (!ev.failures.empty()) out.passed = false;
     out.json.push_back({{"name", d.name}, {"folder", folder.string()}, {"jobs", d.runs.size()},

@@ -134,8 +134,8 @@ json per_row_json(const std::vector<EvaluatedRun>& rows) {
 std::string evaluation_markdown(const ExternalEvaluation& ev, std::size_t rows) {
     std::ostringstream o;
     char b[512];
-    o << "Evaluation only: predictions with the GPU specs' committed constants (nothing fitted on this data set). "
-         "Errors are (predicted - measured) / measured.\n\n"
+    o << "Never fitted on: predictions with the GPU specs' committed constants (nothing fitted on this data set; "
+         "its README lists the choices made with its errors in view). Errors are (predicted - measured) / measured.\n\n"
          "| quantity | rows compared | P50 abs. | P95 abs. | max abs. | median signed |\n|---|---|---|---|---|---|\n";
     std::snprintf(b, sizeof b, "| tokens/s per GPU | %d | %s | %s | %s | %s |\n", ev.tokens.n, pct(ev.tokens.p50).c_str(),
                   pct(ev.tokens.p95).c_str(), pct(ev.tokens.max).c_str(), pct(ev.tokens_median_signed).c_str());
