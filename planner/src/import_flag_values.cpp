@@ -91,6 +91,10 @@ Bounds field_bounds(std::string_view key) {
 void set_field(ImportedConfig& out, std::string_view key, const FieldValue& value, const ConfigSpot& spot) {
     const PlanField* f = plan_field(key);
     if (!f) throw InputError(spot.text(), "internal: no plan field '" + std::string(key) + "'");
+    if (const auto* x = std::get_if<std::int64_t>(&value); x && f->type == FieldType::integer) {
+        const Bounds b = field_bounds(key);
+        (void)in_bounds(*x, spot, b.min, b.max, b.what);  // a derived value (dp, grad_acc) too
+    }
     Plan scratch;
     preflight::set_field(*f, scratch, value, spot.text());
     for (ImportedField& existing : out.fields)

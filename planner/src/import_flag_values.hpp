@@ -36,7 +36,8 @@ struct Bounds {
 Bounds field_bounds(std::string_view key);
 
 // Sets plan field `key` (replacing an earlier value of it), after checking the value against the
-// field's domain (its bounds, its names) with an InputError naming `spot`.
+// field's domain (field_bounds for an integer, its names) with an InputError naming `spot`. Shared
+// by every importer (the TOML/YAML ones through import_tree_values.hpp).
 void set_field(ImportedConfig& out, std::string_view key, const FieldValue& value, const ConfigSpot& spot);
 // An integer field from text / JSON, checked against field_bounds(key).
 std::int64_t set_integer_text(ImportedConfig& out, std::string_view key, std::string_view text, const ConfigSpot& spot);

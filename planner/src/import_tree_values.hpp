@@ -32,17 +32,11 @@ bool read_bool(const nlohmann::json& v, const ConfigSpot& spot);
 std::string read_string(const nlohmann::json& v, const ConfigSpot& spot);
 double read_number(const nlohmann::json& v, const ConfigSpot& spot);
 
-// The bounds of a plan field's integers: its flag bounds from plan_schema (seq <= kMaxSeq, ...),
-// [1, kMaxGpus] for the degrees the schema leaves to validate_plan (cp, ep, vpp).
-struct Bounds {
-    std::int64_t min = 1, max = 1;
-};
-Bounds field_bounds(std::string_view key);
-// The integer at `v` within field `key`'s bounds.
+// The integer at `v` within field `key`'s bounds (import_values::field_bounds: its flag bounds from
+// plan_schema, seq <= kMaxSeq, ...; [1, kMaxGpus] for cp, ep, vpp, which validate_plan checks).
 std::int64_t read_field_integer(const nlohmann::json& v, const ConfigSpot& spot, std::string_view key);
 
-// Records plan field `key` = `value` from `spot`, replacing an earlier value of the key (each
-// field at most once); InputError(spot.text(), ...) when the value is outside the field's domain.
+// Records plan field `key` = `value` from `spot` (import_values::set_field).
 void set_imported(ImportedConfig& out, std::string_view key, FieldValue value, const ConfigSpot& spot);
 
 // a * b * ..., InputError(spot.text(), ...) when the product passes kMaxGpus (each factor >= 1).

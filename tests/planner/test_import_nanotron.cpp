@@ -109,7 +109,7 @@ TEST(ImportNanotron, BadInputNamesFileKeyAndLine) {
     expect_input_error([] { yaml_config_tree("parallelism:\n  dp: [1, 2\n  tp: 1\n", "bad.yaml"); },
                        {"bad.yaml:3", "YAML syntax"});
     expect_input_error([] { import_text(run("", "  batch_accumulation_per_replica: four\n")); },
-                       {"run.yaml:9", "tokens.batch_accumulation_per_replica", "must be an integer"});
+                       {"run.yaml:9", "tokens.batch_accumulation_per_replica", "must be a whole number"});
     expect_input_error([] { import_text(run("  context_parallel_size: -2\n")); },
                        {"run.yaml:5", "parallelism.context_parallel_size"});
     expect_input_error([] { import_text(run("  expert_parallel_size: 0\n")); },
@@ -126,7 +126,7 @@ TEST(ImportNanotron, BadInputNamesFileKeyAndLine) {
 
 TEST(ImportNanotron, IntegersAreRangeChecked) {
     expect_input_error([] { import_text(run("", "  batch_accumulation_per_replica: 2.5\n")); },
-                       {"run.yaml:9", "tokens.batch_accumulation_per_replica", "must be an integer"});
+                       {"run.yaml:9", "tokens.batch_accumulation_per_replica", "must be a whole number"});
     expect_input_error([] { import_text(run("", "  batch_accumulation_per_replica: 99999999999999999999\n")); },
                        {"run.yaml:9", "tokens.batch_accumulation_per_replica"});
     expect_input_error([] { import_text(run("", "  batch_accumulation_per_replica: \"2\"\n")); },

@@ -134,7 +134,7 @@ TEST(ImportTorchtitan, BadInputNamesFileKeyAndLine) {
                        {"bad.toml:2", "TOML syntax"});
     // A string where a number is needed.
     expect_input_error([] { import_text(job("", "tensor_parallel_degree = \"8\"\n")); },
-                       {"job.toml:7", "[parallelism] tensor_parallel_degree", "must be an integer"});
+                       {"job.toml:7", "[parallelism] tensor_parallel_degree", "must be a whole number"});
     // A zero or negative degree.
     expect_input_error([] { import_text(job("", "pipeline_parallel_degree = 0\n")); },
                        {"job.toml:7", "[parallelism] pipeline_parallel_degree"});
@@ -161,7 +161,7 @@ TEST(ImportTorchtitan, IntegersAreRangeChecked) {
                        {"job.toml:3", "[training] seq_len", "16777216"});  // kMaxSeq = 2^24
     expect_input_error([] { import_text("[training]\nlocal_batch_size = 1\nseq_len = 4096.0\n"
                                         "[parallelism]\ndata_parallel_shard_degree = 8\n"); },
-                       {"job.toml:3", "[training] seq_len", "must be an integer"});  // never a float as an integer
+                       {"job.toml:3", "[training] seq_len", "must be a whole number"});  // never a float as an integer
     expect_input_error([] { import_text(job("", "tensor_parallel_degree = 9223372036854775807\n")); },
                        {"job.toml:7", "[parallelism] tensor_parallel_degree"});
     expect_input_error([] { import_text("[training]\nlocal_batch_size = true\n[parallelism]\ndata_parallel_shard_degree = 8\n"); },
