@@ -21,7 +21,7 @@ QString write_model_config(const ImportedConfig& c) {
     const QString path = QDir::temp().filePath(QStringLiteral("preflight-import-%1.json").arg(name));
     QFile f(path);
     if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate)) return {};
-    const std::string text = c.model_config->dump(2) + "\n";
+    const std::string text = c.model_config->dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     f.write(text.data(), static_cast<qint64>(text.size()));
     return f.error() == QFile::NoError ? path : QString();
 }

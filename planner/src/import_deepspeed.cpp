@@ -53,7 +53,7 @@ struct Reader {
                                 "bf16", "bfloat16", "fp16", "amp", "data_types", "activation_checkpointing",
                                 "tensor_parallel", "pipeline", "optimizer"})
             if (const json* v = at(key); v && !v->is_object())
-                throw InputError(spot(key).text(), "must be an object ({ ... }), got " + v->dump());
+                throw InputError(spot(key).text(), "must be an object ({ ... }), got " + import_values::shown(*v));
     }
     void warn(const std::string& dotted, const std::string& message) {
         out.warnings.push_back(spot(dotted).text() + ": " + message);
@@ -310,7 +310,7 @@ void import_zero(Reader& r) {
         if (value.is_string() && value.get<std::string>() == "auto")
             r.out.ignored.push_back(dotted + ": auto (filled by the Trainer)");
         else if (zero_memory_keys().count(key))
-            r.warn(dotted, value.dump() + ": the GPU memory this setting holds (communication buckets, live or "
+            r.warn(dotted, import_values::shown(value) + ": the GPU memory this setting holds (communication buckets, live or "
                                           "persistent parameters, quantized copies) is not modelled");
         else
             r.warn(dotted, "unknown zero_optimization key, not modelled");

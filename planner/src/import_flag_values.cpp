@@ -29,6 +29,10 @@ std::int64_t in_bounds(std::int64_t v, const ConfigSpot& spot, std::int64_t min,
 
 }  // namespace
 
+std::string shown(const nlohmann::json& v) {
+    return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 std::int64_t integer_text(std::string_view text, const ConfigSpot& spot, std::int64_t min, std::int64_t max,
                           std::string_view what) {
     std::size_t i = 0;
@@ -64,20 +68,20 @@ double real_text(std::string_view text, const ConfigSpot& spot, double min, doub
 std::int64_t integer_json(const nlohmann::json& v, const ConfigSpot& spot, std::int64_t min, std::int64_t max,
                           std::string_view what) {
     if (!v.is_number_integer())
-        throw InputError(spot.text(), "must be a whole number, got " + v.dump());
+        throw InputError(spot.text(), "must be a whole number, got " + shown(v));
     if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
-        throw InputError(spot.text(), v.dump() + " is beyond the 64-bit integer range (must be " +
+        throw InputError(spot.text(), shown(v) + " is beyond the 64-bit integer range (must be " +
                                           bound_text(min, max, what) + ")");
     return in_bounds(v.get<std::int64_t>(), spot, min, max, what);
 }
 
 bool boolean_json(const nlohmann::json& v, const ConfigSpot& spot) {
-    if (!v.is_boolean()) throw InputError(spot.text(), "must be true or false, got " + v.dump());
+    if (!v.is_boolean()) throw InputError(spot.text(), "must be true or false, got " + shown(v));
     return v.get<bool>();
 }
 
 std::string string_json(const nlohmann::json& v, const ConfigSpot& spot) {
-    if (!v.is_string()) throw InputError(spot.text(), "must be a string, got " + v.dump());
+    if (!v.is_string()) throw InputError(spot.text(), "must be a string, got " + shown(v));
     return v.get<std::string>();
 }
 

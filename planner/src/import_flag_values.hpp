@@ -13,6 +13,10 @@
 
 namespace preflight::import_values {
 
+// A value as messages show it: JSON text, invalid UTF-8 in a string (a YAML file may hold any
+// bytes) replaced rather than thrown on (nlohmann's dump throws type_error.316).
+std::string shown(const nlohmann::json& v);
+
 // A whole number written in decimal ("8", "-1"; "8.0", "1e3", "x" and "" are refused) within
 // [min, max]; `what` names the bound in messages ("limits::kMaxGpus").
 std::int64_t integer_text(std::string_view text, const ConfigSpot& spot, std::int64_t min, std::int64_t max,

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "import_flag_values.hpp"
 #include "import_tree_values.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/limits.hpp"
@@ -166,7 +167,7 @@ json read_model_config(const Yaml& y, ImportedConfig& out) {
     if (const json* v = y.given(base + "rope_theta")) {
         const double theta = tv::read_number(*v, y.spot(base + "rope_theta"));
         if (!(theta > 1.0 && theta < 1e300))
-            throw InputError(y.spot(base + "rope_theta").text(), "must be a number above 1, got " + v->dump());
+            throw InputError(y.spot(base + "rope_theta").text(), "must be a number above 1, got " + import_values::shown(*v));
         hf["rope_theta"] = theta;
     }
     if (const json* v = y.given(base + "rope_scaling")) {

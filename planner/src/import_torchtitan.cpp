@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "import_flag_values.hpp"
 #include "import_tree_values.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/limits.hpp"
@@ -409,7 +410,7 @@ bool float8_linears(const Toml& t, ImportedConfig& out) {
     const ConfigSpot spot = t.spot("model", "converters");
     bool fp8 = false;
     if (v != nullptr) {
-        if (!v->is_array()) throw InputError(spot.text(), "must be a list of converter names, got " + v->dump());
+        if (!v->is_array()) throw InputError(spot.text(), "must be a list of converter names, got " + import_values::shown(*v));
         for (const json& c : *v) {
             const std::string name = tv::read_string(c, spot);
             if (name == "float8" || name == "quantize.linear.float8") fp8 = true;
@@ -477,7 +478,7 @@ void read_offload_compile_optimizer(const Toml& t, ImportedConfig& out) {
     bool loss = true;
     if (const json* c = t.find("compile", "components")) {
         const ConfigSpot spot = t.spot("compile", "components");
-        if (!c->is_array()) throw InputError(spot.text(), "must be a list (model, loss), got " + c->dump());
+        if (!c->is_array()) throw InputError(spot.text(), "must be a list (model, loss), got " + import_values::shown(*c));
         loss = false;
         for (const json& x : *c) loss = loss || tv::read_string(x, spot) == "loss";
     }

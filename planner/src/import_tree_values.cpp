@@ -63,7 +63,7 @@ bool read_bool(const json& v, const ConfigSpot& spot) { return import_values::bo
 std::string read_string(const json& v, const ConfigSpot& spot) { return import_values::string_json(v, spot); }
 
 double read_number(const json& v, const ConfigSpot& spot) {
-    if (!v.is_number()) throw InputError(spot.text(), "must be a number, got " + v.dump());
+    if (!v.is_number()) throw InputError(spot.text(), "must be a number, got " + import_values::shown(v));
     return v.get<double>();
 }
 

@@ -499,7 +499,10 @@ void Interpreter::command(const std::vector<const Raw*>& words) {
 void Interpreter::launch(const std::vector<Word>& all, std::size_t script_at, int line) {
     if (script_.launches++ > 0) return;
     std::string name = all[0].text.substr(all[0].text.find_last_of('/') + 1);
-    script_.launcher.assign(all.begin() + 1, all.begin() + static_cast<std::ptrdiff_t>(script_at));
+    // The words between the launcher and the script (none when the line starts with the script:
+    // "pretrain_gpt.py --num-layers ..."; fuzz finding: that range was reversed).
+    script_.launcher.clear();
+    if (script_at > 0) script_.launcher.assign(all.begin() + 1, all.begin() + static_cast<std::ptrdiff_t>(script_at));
     for (const Word& w : script_.launcher)
         if (w.text == "torch.distributed.run" || w.text == "torch.distributed.launch") name = "torchrun";
     script_.launcher_name = script_at == 0 ? "python" : name;

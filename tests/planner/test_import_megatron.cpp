@@ -244,6 +244,14 @@ void round_trip(const std::string& model_name, const Plan& plan) {
 }
 }  // namespace
 
+// Fuzz finding: a line that starts with the script itself ("pretrain_gpt.py --flags", no
+// launcher) built its launcher from a reversed range (std::length_error, an internal error).
+TEST(ImportMegatron, ScriptAsTheFirstWordHasNoLauncher) {
+    const ImportedConfig c = import_text("x=1\npretrain_gpt.py --micro-batch-size 2 --seq-length 1024\n", 8);
+    EXPECT_EQ(integer(c, "mbs"), 2);
+    EXPECT_EQ(integer(c, "seq"), 1024);
+}
+
 TEST(ImportMegatron, EmitImportRoundTrip) {
     Plan p;
     p.seq = 4096, p.mbs = 2, p.grad_acc = 16, p.dp = 4, p.tp = 2, p.sp = true, p.zero = ZeroStage{1};

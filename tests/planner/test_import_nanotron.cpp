@@ -139,6 +139,13 @@ TEST(ImportNanotron, IntegersAreRangeChecked) {
                        {"run.yaml:12", "model.model_config.num_attention_heads", "does not divide"});
 }
 
+// Fuzz finding: a string that is not UTF-8 where a number belongs made the message's JSON dump
+// throw type_error.316 (an internal error); the message shows the bytes replaced instead.
+TEST(ImportNanotron, NonUtf8ValueIsBadInputNotAnInternalError) {
+    expect_input_error([] { import_text(run("", "  batch_accumulation_per_replica: a\xb6" "b\n")); },
+                       {"run.yaml:9", "tokens.batch_accumulation_per_replica", "must be a whole number"});
+}
+
 TEST(ImportNanotron, YamlReaderRefusesBombs) {
     // 70 nested sequences: deeper than the reader's 64 levels.
     expect_input_error([] { yaml_config_tree(std::string(70, '[') + std::string(70, ']'), "deep.yaml"); },

@@ -282,3 +282,17 @@ TEST(ImportTorchtitan, TomlReaderLinesAndLimits) {
     // Dots in values and in multi-line strings are no keys.
     EXPECT_NO_THROW(toml_config_tree("[job]\ndescription = \"\"\"\n" + key + "\n\"\"\"\npath = \"" + key + "\"\n", "ok.toml"));
 }
+
+// Fuzz finding: toml++ 3.3.0 reached __builtin_unreachable on U+00A1..U+0499 between tokens. The
+// reader hands it ASCII only: non-ASCII in strings and comments is read (as '?'), elsewhere it is
+// a syntax error at its line, and invalid UTF-8 is refused naming the line.
+TEST(ImportTorchtitan, NonAsciiTextNeverReachesTomlppsUnicodeTables) {
+    const ConfigTree t = toml_config_tree("# r\u00e9sum\u00e9 \u00b6\n[job]\ndescription = \"8B \u2013 \u00b6\"\n[training]\nseq_len = 2048\n",
+                                          "u.toml");
+    EXPECT_EQ(t.root.at("training").at("seq_len"), 2048);
+    EXPECT_EQ(t.line_of("/training/seq_len"), 5);
+    expect_input_error([] { toml_config_tree("[training]\nseq_len\u00b6= 2048\n", "stray.toml"); }, {"stray.toml:2", "TOML syntax"});
+    expect_input_error([] { toml_config_tree("[training]\n# \xff\xfe\nseq_len = 1\n", "bytes.toml"); },
+                       {"bytes.toml:2", "not valid UTF-8"});
+}
+
