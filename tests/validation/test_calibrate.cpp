@@ -125,6 +125,35 @@ TEST(Calibrate, RecoversKnownConstantsFromSyntheticRuns) {
     EXPECT_LT(r.device_peak_held_after.max, r.device_peak_held_before.max);
 }
 
+// Leave-one-model-family-out for memory: each family's device peaks predicted with the overhead
+// fitted (median) on the other family's runs. GPT-2 runs hold 500 MiB outside the tensors, Llama
+// runs 700 MiB, all with 10 GiB of tensors predicted exactly: a GPT-2 run is predicted 200 MiB
+// high, 200 / (10,240 + 700) = 1.828 %; a Llama run 200 MiB low, 200 / (10,240 + 500) = 1.862 %.
+TEST(Calibrate, DevicePeakByFamilyUsesTheOtherFamiliesOverhead) {
+    const GpuSpec spec = spec_without_host_floor();
+    std::vector<CalibrationRun> runs;
+    for (const char* name : {"gpt2", "llama-3.2-1b"})
+        for (int k = 0; k < 3; ++k) {
+            CalibrationRun r;
+            r.id = std::string(name) + "-" + std::to_string(k);
+            r.model = test::catalog_model(name);
+            Plan p;
+            p.seq = 512;
+            p.mbs = k + 1;
+            r.plan = resolve_defaults(p, r.model);
+            r.step_time_s = 0.1 * (k + 1);
+            r.predicted_tracked_peak_bytes = 10 * kGiB;
+            r.tracked_peak_bytes = 10 * kGiB;
+            r.overhead_bytes = (std::string(name) == "gpt2" ? 500 : 700) * kMiB;
+            runs.push_back(r);
+        }
+    const CalibrationResult r = calibrate(runs, spec);
+    ASSERT_EQ(r.device_peak_lofo_after.n, 6);
+    EXPECT_NEAR(r.device_peak_lofo_after.max, 200.0 / (10240 + 500), 1e-9);
+    EXPECT_GE(r.device_peak_lofo_after.p50, 200.0 / (10240 + 700) - 1e-9);
+    EXPECT_LE(r.device_peak_lofo_after.p50, 200.0 / (10240 + 500) + 1e-9);
+}
+
 TEST(Calibrate, FromReportFilesToAFittedSpec) {
     const GpuSpec spec = test::catalog_gpu("h100-sxm-80gb");
     const auto runs = synthetic_runs(spec, 700 * kMiB);

@@ -236,7 +236,8 @@ double pool_slack_bytes(const CalibrationRun& r, double fraction) {
 }
 
 // Device peak: the driver's figure where the report has it, else tensors + measured overhead.
-ErrorStats device_peak_errors(const std::vector<CalibrationRun>& runs, std::int64_t overhead, double slack_fraction) {
+std::vector<double> device_peak_abs_errors(const std::vector<CalibrationRun>& runs, std::int64_t overhead,
+                                           double slack_fraction) {
     std::vector<double> e;
     for (const auto& r : runs) {
         if (!r.tracked_peak_bytes || !r.overhead_bytes || !r.predicted_tracked_peak_bytes) continue;
@@ -245,7 +246,10 @@ ErrorStats device_peak_errors(const std::vector<CalibrationRun>& runs, std::int6
         const double p = static_cast<double>(*r.predicted_tracked_peak_bytes + overhead) + pool_slack_bytes(r, slack_fraction);
         e.push_back(std::abs(m - p) / p);
     }
-    return error_stats(e);
+    return e;
+}
+ErrorStats device_peak_errors(const std::vector<CalibrationRun>& runs, std::int64_t overhead, double slack_fraction) {
+    return error_stats(device_peak_abs_errors(runs, overhead, slack_fraction));
 }
 
 // Nelder-Mead (Nelder & Mead 1965) on the mean squared log ratio of predicted to measured
@@ -313,17 +317,54 @@ ErrorStats leave_one_family_out_step_errors(const std::vector<CalibrationRun>& r
 }
 
 // Pool slack under full recompute (runtime): what the driver saw beyond tensors and overhead,
-// per byte of one layer's full activations, median over the training runs that recompute.
-void fit_pool_slack(CalibrationResult& r, const std::vector<CalibrationRun>& train) {
+// per byte of one layer's full activations, one figure per training run that recompute.
+std::vector<double> pool_slack_fractions(const std::vector<CalibrationRun>& train, std::int64_t overhead) {
     std::vector<double> fractions;
     for (const auto& t : train)
         if (t.plan.recompute == Recompute::full && t.device_used_peak_bytes && t.tracked_peak_bytes &&
             t.full_layer_activation_bytes > 0)
             fractions.push_back(
-                std::max(0.0, static_cast<double>(*t.device_used_peak_bytes - *t.tracked_peak_bytes - r.overhead_after)) /
+                std::max(0.0, static_cast<double>(*t.device_used_peak_bytes - *t.tracked_peak_bytes - overhead)) /
                 static_cast<double>(t.full_layer_activation_bytes));
+    return fractions;
+}
+
+// The median of the fractions.
+void fit_pool_slack(CalibrationResult& r, const std::vector<CalibrationRun>& train) {
+    const std::vector<double> fractions = pool_slack_fractions(train, r.overhead_after);
     r.pool_slack_runs = static_cast<int>(fractions.size());
     if (!fractions.empty()) r.pool_slack_fraction_after = percentile(fractions, 0.5);
+}
+
+// The overhead fit: the median measured non-tensor memory of `train` (`fallback` when none).
+std::int64_t fit_overhead(const std::vector<CalibrationRun>& train, std::int64_t fallback, int* runs = nullptr) {
+    std::vector<double> overheads;
+    for (const auto& t : train)
+        if (t.overhead_bytes) overheads.push_back(static_cast<double>(*t.overhead_bytes));
+    if (runs) *runs = static_cast<int>(overheads.size());
+    return overheads.empty() ? fallback : static_cast<std::int64_t>(std::llround(percentile(overheads, 0.5)));
+}
+
+// Leave-one-model-family-out for the memory constants: each family's device peaks predicted with
+// the overhead (and, for the runtime, pool slack) fitted on the other families' runs.
+ErrorStats leave_one_family_out_device_errors(const std::vector<CalibrationRun>& runs, std::int64_t overhead_fallback,
+                                              double slack_fallback, bool runtime) {
+    std::map<std::string, std::vector<CalibrationRun>> by_family;
+    for (const CalibrationRun& r : runs) by_family[std::string(to_string(r.model.family))].push_back(r);
+    std::vector<double> e;
+    if (by_family.size() < 2) return error_stats(e);
+    for (const auto& [family, members] : by_family) {
+        std::vector<CalibrationRun> train;
+        for (const CalibrationRun& r : runs)
+            if (std::string(to_string(r.model.family)) != family) train.push_back(r);
+        const std::int64_t overhead = fit_overhead(train, overhead_fallback);
+        double slack = slack_fallback;
+        if (runtime)
+            if (const std::vector<double> f = pool_slack_fractions(train, overhead); !f.empty()) slack = percentile(f, 0.5);
+        const std::vector<double> held = device_peak_abs_errors(members, overhead, slack);
+        e.insert(e.end(), held.begin(), held.end());
+    }
+    return error_stats(e);
 }
 
 }  // namespace
@@ -354,13 +395,11 @@ CalibrationResult calibrate(const std::vector<CalibrationRun>& runs, const GpuSp
     }
 
     // Overhead: the median measured non-tensor memory of the training runs.
-    std::vector<double> overheads;
-    for (const auto& t : train)
-        if (t.overhead_bytes) overheads.push_back(static_cast<double>(*t.overhead_bytes));
-    r.overhead_runs = static_cast<int>(overheads.size());
-    r.overhead_after = overheads.empty() ? gpu.overhead_bytes : static_cast<std::int64_t>(std::llround(percentile(overheads, 0.5)));
+    r.overhead_after = fit_overhead(train, gpu.overhead_bytes, &r.overhead_runs);
     r.pool_slack_fraction_after = r.pool_slack_fraction_before;
     if (runtime) fit_pool_slack(r, train);
+    r.device_peak_lofo_after =
+        leave_one_family_out_device_errors(runs, gpu.overhead_bytes, r.pool_slack_fraction_before, runtime);
 
     GpuSpec fitted = gpu;
     fitted.efficiency = r.after;
@@ -420,7 +459,8 @@ json calibration_to_json(const CalibrationResult& r) {
             {"step_time_error_leave_one_family_out_after", errors_json(r.step_lofo_after)},
             {"model_families", r.families},
             {"device_peak_error_held_out_before", errors_json(r.device_peak_held_before)},
-            {"device_peak_error_held_out_after", errors_json(r.device_peak_held_after)}};
+            {"device_peak_error_held_out_after", errors_json(r.device_peak_held_after)},
+            {"device_peak_error_leave_one_family_out_after", errors_json(r.device_peak_lofo_after)}};
 }
 
 std::string calibration_table(const CalibrationResult& r) {
@@ -471,6 +511,13 @@ std::string calibration_table(const CalibrationResult& r) {
         o << b;
     }
     if (r.device_peak_held_after.n > 0) err("device peak error, held out", r.device_peak_held_before, r.device_peak_held_after);
+    if (r.device_peak_lofo_after.n > 0) {
+        std::snprintf(b, sizeof b, "%-32s %15s %6.2f%%/%6.2f%%  (p50/p95, max %.2f%%, n=%d: each model family's runs "
+                      "predicted with the overhead and pool slack fitted on the others)\n",
+                      "device peak error, by family", "", 100 * r.device_peak_lofo_after.p50,
+                      100 * r.device_peak_lofo_after.p95, 100 * r.device_peak_lofo_after.max, r.device_peak_lofo_after.n);
+        o << b;
+    }
     return o.str();
 }
 

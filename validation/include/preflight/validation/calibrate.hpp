@@ -59,6 +59,9 @@ struct CalibrationResult {
     // Leave-one-model-family-out: each family's runs (gpt2, llama, ...) predicted by a fit on the
     // other families' runs only; empty with a single family.
     ErrorStats step_lofo_after;
+    // The device peak of each family's runs with the overhead and pool slack fitted on the other
+    // families' runs (leave-one-model-family-out); empty with a single family.
+    ErrorStats device_peak_lofo_after;
     std::vector<std::string> families;
     int iterations = 0;
 };
