@@ -90,17 +90,19 @@ TEST(UserFiles, AMeasuredZeroInADataSetNamesTheColumnNotAnotherCommand) {
     std::getline(in, header);
     std::getline(in, first);
     while (std::getline(in, line)) rest += line + "\n";
-    // peak_mem_reserved_gib is the 26th column (index 25) of the sweep's CSV.
-    std::vector<std::string> cells;
-    std::stringstream row(first);
-    for (std::string c; std::getline(row, c, ',');) cells.push_back(c);
-    ASSERT_GT(cells.size(), 25u);
-    cells[25] = "0";
-    std::string zeroed;
-    for (std::size_t i = 0; i < cells.size(); ++i) zeroed += (i ? "," : "") + cells[i];
-    std::ofstream(s.dir() / "set/nanotron-h100-runs.csv") << header << "\n" << zeroed << "\n" << rest;
-    expect_refused("validate --check " + (s.dir() / "set").string() + " --no-report-files",
-                   {"nanotron-h100-runs.csv:2", "peak_mem_reserved_gib", "positive"}, {"-nan", "PASS"});
+    // peak_mem_reserved_gib and tokens_per_s_per_gpu are the 26th and 29th columns of the sweep's CSV.
+    for (const auto& [column, name] : {std::pair{25u, "peak_mem_reserved_gib"}, std::pair{28u, "tokens_per_s_per_gpu"}}) {
+        std::vector<std::string> cells;
+        std::stringstream row(first);
+        for (std::string c; std::getline(row, c, ',');) cells.push_back(c);
+        ASSERT_GT(cells.size(), column);
+        cells[column] = "0";
+        std::string zeroed;
+        for (std::size_t i = 0; i < cells.size(); ++i) zeroed += (i ? "," : "") + cells[i];
+        std::ofstream(s.dir() / "set/nanotron-h100-runs.csv") << header << "\n" << zeroed << "\n" << rest;
+        expect_refused("validate --check " + (s.dir() / "set").string() + " --no-report-files",
+                       {"nanotron-h100-runs.csv:2", name, "positive"}, {"-nan", "PASS", "calibrate:"});
+    }
 }
 
 TEST(UserFiles, AFolderNamedLikeAConfigIsNoCatalogEntry) {
