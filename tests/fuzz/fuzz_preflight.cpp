@@ -100,18 +100,25 @@ void check_throughput(const Throughput& t) {
     check_positive(t.hardware_flops_per_step, "hardware_flops_per_step");
 }
 
+// A refusal must name its culprit (the key, field or flag) in its subject.
+void named(const InputError& e) {
+    if (e.subject().empty()) wrong(std::string("a refusal that names nothing: ") + e.what());
+}
+
 // Evaluates memory (with the timeline) and step time; InputError is a correct refusal.
 void evaluate(const ModelConfig& m, const GpuSpec& g, const Plan& p) {
     try {
         MemoryOptions mo;
         mo.timeline = true;
         check_memory(evaluate_memory(m, g, p, mo), p);
-    } catch (const InputError&) {
+    } catch (const InputError& e) {
+        named(e);
         return;
     }
     try {
         check_throughput(estimate_throughput(m, g, p, {}));
-    } catch (const InputError&) {
+    } catch (const InputError& e) {
+        named(e);
     }
 }
 
@@ -324,7 +331,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 ModelConfig m;
                 try {
                     m = model_from_hf_config(j, "fuzz");
-                } catch (const InputError&) {
+                } catch (const InputError& e) {
+                    named(e);
                     return 0;
                 }
                 // Optional extras in the same document pair the fuzzed model with a fuzzed
@@ -338,7 +346,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                     if (j.contains("preflight_gpus_per_node") && j.at("preflight_gpus_per_node").is_number_integer())
                         g.gpus_per_node = static_cast<int>(
                             std::clamp<std::int64_t>(j.at("preflight_gpus_per_node").get<std::int64_t>(), 1, 1024));
-                } catch (const InputError&) {
+                } catch (const InputError& e) {
+                    named(e);
                     return 0;
                 }
                 evaluate(m, g, p);
@@ -348,7 +357,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 GpuSpec g;
                 try {
                     g = gpu_from_json(j, "fuzz");
-                } catch (const InputError&) {
+                } catch (const InputError& e) {
+                    named(e);
                     return 0;
                 }
                 Plan p;
@@ -360,7 +370,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 Plan p;
                 try {
                     p = plan_from_json(j.contains("plan") && j.is_object() ? j["plan"] : j);
-                } catch (const InputError&) {
+                } catch (const InputError& e) {
+                    named(e);
                     return 0;
                 }
                 evaluate(small_model(), h100(), p);
@@ -380,7 +391,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                     const auto rc = validation::check_report(r, "fuzz", {}, o);
                     for (const auto& c : rc.comparisons)
                         if (!std::isfinite(c.relative_error) && c.predicted != 0) wrong("non-finite comparison");
-                } catch (const InputError&) {
+                } catch (const InputError& e) {
+                    named(e);
                 }
                 break;
             }
