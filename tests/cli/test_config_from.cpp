@@ -168,6 +168,7 @@ TEST(ConfigFrom, UnreadableOrUnknownFilesAreExitTwo) {
     const std::string text = s.write_text("notes.txt", "just some notes\n");
     expect_refused("memory --from " + text, {"--from", "notes.txt", "--from-format"});
     expect_refused("memory --from-format torchtitan", {"--from-format", "--from"});
+    expect_refused("memory --model gpt2 --gpus 8", {"--gpus", "--from", "--dp"});
     expect_refused("memory --from " + text + " --from-format yaml", {"--from-format"});
 }
 
