@@ -22,6 +22,16 @@ std::optional<ConfigFormat> parse_config_format(std::string_view s) {
     return std::nullopt;
 }
 
+std::string json_pointer_token(std::string_view key) {
+    std::string s;
+    for (char c : key) {
+        if (c == '~') s += "~0";
+        else if (c == '/') s += "~1";
+        else s += c;
+    }
+    return s;
+}
+
 int ConfigTree::line_of(const std::string& pointer) const {
     const auto it = lines.find(pointer);
     return it == lines.end() ? 0 : it->second;

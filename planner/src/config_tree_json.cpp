@@ -13,20 +13,6 @@ namespace preflight {
 
 namespace {
 
-// A JSON pointer reference token: '~' -> "~0", '/' -> "~1" (RFC 6901).
-std::string pointer_token(const std::string& key) {
-    std::string s;
-    for (char c : key) {
-        if (c == '~')
-            s += "~0";
-        else if (c == '/')
-            s += "~1";
-        else
-            s += c;
-    }
-    return s;
-}
-
 // Appends the code point `cp` as UTF-8.
 void append_utf8(std::string& out, unsigned cp) {
     if (cp < 0x80) {
@@ -98,7 +84,7 @@ struct Frame {
 
 // The pointer of a value opened inside `top`.
 std::string child_pointer(const Frame& top) {
-    return top.pointer + "/" + (top.array ? std::to_string(top.index) : pointer_token(top.key));
+    return top.pointer + "/" + (top.array ? std::to_string(top.index) : json_pointer_token(top.key));
 }
 
 // Every object key's JSON pointer -> its 1-based line.

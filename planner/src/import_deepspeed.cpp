@@ -26,8 +26,14 @@ struct Reader {
 
     // "a.b" -> "/a/b", each name escaped as a JSON pointer token ('~' -> "~0", '/' -> "~1").
     static std::string pointer(const std::string& dotted) {
-        std::string p = "/";
-        for (char c : dotted) p += c == '.' ? "/" : c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
+        std::string p;
+        std::size_t start = 0;
+        for (std::size_t dot; (dot = dotted.find('.', start)) != std::string::npos; start = dot + 1) {
+            p += '/';
+            p += json_pointer_token(std::string_view(dotted).substr(start, dot - start));
+        }
+        p += '/';
+        p += json_pointer_token(std::string_view(dotted).substr(start));
         return p;
     }
     ConfigSpot spot(const std::string& dotted) const {

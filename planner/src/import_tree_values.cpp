@@ -29,11 +29,7 @@ std::string pointer_of(const Path& path) {
     std::string s;
     for (const std::string& token : path) {
         s += '/';
-        for (char c : token) {
-            if (c == '~') s += "~0";
-            else if (c == '/') s += "~1";
-            else s += c;
-        }
+        s += json_pointer_token(token);
     }
     return s;
 }

@@ -51,15 +51,6 @@ void check_key_depth(std::string_view text, const std::string& file) {
     }
 }
 
-std::string pointer_token(std::string_view key) {
-    std::string s;
-    for (char c : key) {
-        if (c == '~') s += "~0";
-        else if (c == '/') s += "~1";
-        else s += c;
-    }
-    return s;
-}
 
 void note_line(ConfigTree& tree, const std::string& pointer, const toml::node& node) {
     const auto line = node.source().begin.line;
@@ -82,7 +73,7 @@ json convert(const toml::node& node, const std::string& pointer, ConfigTree& tre
     if (const toml::table* t = node.as_table()) {
         json out = json::object();
         for (const auto& [key, child] : *t) {
-            const std::string child_pointer = pointer + "/" + pointer_token(key.str());
+            const std::string child_pointer = pointer + "/" + json_pointer_token(key.str());
             out[std::string(key.str())] = convert(child, child_pointer, tree, depth + 1);
             // A key's line: where the key was written (a [table] header, `key = value`).
             if (key.source().begin.line > 0) tree.lines[child_pointer] = static_cast<int>(key.source().begin.line);

@@ -69,15 +69,6 @@ json plain_scalar(const std::string& s) {
     return s;
 }
 
-std::string pointer_token(const std::string& key) {
-    std::string s;
-    for (char c : key) {
-        if (c == '~') s += "~0";
-        else if (c == '/') s += "~1";
-        else s += c;
-    }
-    return s;
-}
 
 struct Walk {
     ConfigTree& tree;
@@ -97,7 +88,7 @@ json Walk::mapping(const YAML::Node& node, const std::string& pointer, int depth
         if (!kv.first.IsScalar())
             throw InputError(at(kv.first), "a mapping key must be a plain value, not a mapping or a sequence");
         const std::string key = kv.first.Scalar();
-        const std::string child = pointer + "/" + pointer_token(key);
+        const std::string child = pointer + "/" + json_pointer_token(key);
         out[key] = convert(kv.second, child, depth + 1);
         tree.lines[child] = kv.first.Mark().line + 1;  // the line the key was written on
     }

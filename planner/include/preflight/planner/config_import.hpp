@@ -33,6 +33,10 @@ struct ConfigTree {
     int line_of(const std::string& pointer) const;  // 0 when unknown
 };
 
+// A key as a JSON pointer reference token: '~' -> "~0", '/' -> "~1" (RFC 6901, sec. 3); every
+// ConfigTree reader builds its `lines` keys with it.
+std::string json_pointer_token(std::string_view key);
+
 // Where an imported value came from: file, key as the format writes it, line.
 struct ConfigSpot {
     std::string file;
