@@ -207,19 +207,8 @@ TEST(ImportNanotron, EmitRoundTrip) {
         ImportedConfig c;
         ASSERT_NO_THROW(c = import_config_text(e.text, "emitted.yaml", std::nullopt, {})) << e.text;
         EXPECT_EQ(c.format, ConfigFormat::nanotron);
-        const Plan q = plan_of(c);
-        EXPECT_EQ(q.seq, p.seq);
-        EXPECT_EQ(q.mbs, p.mbs);
-        EXPECT_EQ(q.grad_acc, p.grad_acc);
-        EXPECT_EQ(q.dp, p.dp);
-        EXPECT_EQ(q.tp, p.tp);
-        EXPECT_EQ(q.pp, p.pp);
-        EXPECT_EQ(q.sp, p.sp);
-        EXPECT_EQ(q.zero, p.zero);
-        EXPECT_EQ(q.recompute, p.recompute);
-        EXPECT_EQ(q.precision, p.precision);
-        EXPECT_EQ(q.pp_schedule, p.pp_schedule);
-        EXPECT_EQ(q.optimizer, p.optimizer);
+        expect_same_fields(plan_of(c), p, {"seq", "mbs", "grad_acc", "dp", "tp", "pp", "sp", "zero", "recompute",
+                                           "precision", "pp_schedule", "optimizer"});
         EXPECT_EQ(c.gpus, p.gpus());
         ASSERT_TRUE(c.model_config);
         const ModelConfig back = model_from_hf_config(*c.model_config, m.name);

@@ -228,23 +228,8 @@ TEST(ImportTorchtitan, EmitRoundTrip) {
         ImportedConfig c;
         ASSERT_NO_THROW(c = import_torchtitan(toml_config_tree(e.text, "emitted.toml"), {})) << e.text;
         EXPECT_EQ(c.model, "llama-3-8b");
-        const Plan q = plan_of(c);
-        EXPECT_EQ(q.seq, p.seq);
-        EXPECT_EQ(q.mbs, p.mbs);
-        EXPECT_EQ(q.grad_acc, p.grad_acc);
-        EXPECT_EQ(q.dp, p.dp);
-        EXPECT_EQ(q.tp, p.tp);
-        EXPECT_EQ(q.pp, p.pp);
-        EXPECT_EQ(q.cp, p.cp);
-        EXPECT_EQ(q.sp, p.sp);
-        EXPECT_EQ(q.zero, p.zero);
-        EXPECT_EQ(q.recompute, p.recompute);
-        EXPECT_EQ(q.precision, p.precision);
-        EXPECT_EQ(q.fp8_scaling, p.fp8_scaling);
-        EXPECT_EQ(q.pp_schedule, p.pp_schedule);
-        EXPECT_EQ(q.vpp, p.vpp);
-        EXPECT_EQ(q.offload, p.offload);
-        EXPECT_EQ(q.optimizer, p.optimizer);
+        expect_same_fields(plan_of(c), p, {"seq", "mbs", "grad_acc", "dp", "tp", "pp", "cp", "sp", "zero", "recompute",
+                                           "precision", "fp8_scaling", "pp_schedule", "vpp", "offload", "optimizer"});
         EXPECT_EQ(c.compiled_loss, r.compiled_loss);
         EXPECT_EQ(c.gpus, p.gpus());
         EXPECT_EQ(c.global_batch_sequences, p.mbs * p.grad_acc * p.dp);

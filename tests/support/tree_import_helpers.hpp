@@ -48,6 +48,16 @@ inline Plan plan_of(const ImportedConfig& c) {
     return p;
 }
 
+// Every named plan field (plan_schema keys) is the same in `got` as in `want`, compared as the
+// command line writes it.
+inline void expect_same_fields(const Plan& got, const Plan& want, std::initializer_list<std::string_view> keys) {
+    for (std::string_view key : keys) {
+        const PlanField* f = plan_field(key);
+        ASSERT_NE(f, nullptr) << key;
+        EXPECT_EQ(field_text(*f, got), field_text(*f, want)) << key;
+    }
+}
+
 inline bool contains(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
 inline bool any_contains(const std::vector<std::string>& v, const std::string& needle) {
     for (const std::string& s : v)
