@@ -1,6 +1,7 @@
 #include "config_from.hpp"
 
 #include "preflight/config_readers/config_readers.hpp"
+#include "preflight/planner/checked.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/limits.hpp"
 
@@ -134,9 +135,14 @@ FromApplied apply_from(const FromFlags& from, const CLI::App& sub, PlanFlags& fl
     if (context.gpus && c.gpus && *context.gpus != *c.gpus)
         log << "preflight: warning: --gpus " << *context.gpus << " differs from the " << *c.gpus << " GPUs the config "
             << c.file << " lays out; its degrees stand unless flags override them\n";
-    if (!applied.gpus) {
+    if (!applied.gpus) {  // the layout's world size, dp x tp x pp x cp (each at most kMaxGpus: checked)
         const Plan p = flags.to_plan();
-        applied.gpus = p.gpus();
+        const std::int64_t world =
+            checked_mul(checked_mul(checked_mul(p.dp, p.tp, "--gpus"), p.pp, "--gpus"), p.cp, "--gpus");
+        if (world > limits::kMaxGpus)
+            throw InputError("--gpus", "the layout dp x tp x pp x cp = " + std::to_string(world) +
+                                           " GPUs exceeds kMaxGpus = " + std::to_string(limits::kMaxGpus));
+        applied.gpus = world;
     }
     applied.global_batch_sequences = c.global_batch_sequences;
     if (from.verbose)

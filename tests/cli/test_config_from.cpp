@@ -157,6 +157,9 @@ TEST(ConfigFrom, BadValuesNameFileKeyAndLine) {
     expect_refused("memory --model gpt2 --from " + ds, {"ds.json", ":3", "stage"});
     const std::string mg = s.write_text("args.txt", "--num-layers 2\n--micro-batch-size x\n");
     expect_refused("memory --from " + mg, {"args.txt", ":2", "--micro-batch-size"});
+    // A layout beside the config whose GPU count would pass 2^63 (2^20 x 2^20 here): refused, never wrapped.
+    const std::string micro = s.write_text("micro.json", "{\"train_micro_batch_size_per_gpu\": 1}\n");
+    expect_refused("plan --model gpt2 --from " + micro + " --dp 1048576 --tp 1048576", {"--gpus", "kMaxGpus"});
     const std::string yaml = s.write_text("n.yaml", "parallelism:\n  dp: -2\n");
     expect_refused("memory --model gpt2 --from " + yaml, {"n.yaml", ":2", "dp"});
 }
