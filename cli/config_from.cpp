@@ -35,16 +35,10 @@ bool given_on(const CLI::App& sub, const std::string& flag) {
     return o != nullptr && o->count() > 0;
 }
 
-// The slot of a plan field set from a config value (checked against the field's domain, naming
-// the config spot).
-void fill_slot(const PlanField& field, PlanFlags::Slot& slot, const ImportedField& value) {
-    Plan scratch;
-    set_field(field, scratch, value.value, value.from.text());  // throws naming file, line and key
+// The slot of a plan field set from a config value. Its bounds and domain were checked when the
+// importer recorded it (import_values::set_field, naming file, line and key).
+void fill_slot(PlanFlags::Slot& slot, const ImportedField& value) {
     if (const auto* i = std::get_if<std::int64_t>(&value.value)) {
-        if (field.max > 0 && (*i < field.min || *i > field.max))
-            throw InputError(value.from.text(), std::to_string(*i) + " is outside " + std::string(field.flag) +
-                                                    "'s range [" + std::to_string(field.min) + ", " +
-                                                    std::to_string(field.max) + "]");
         slot.integer = *i;
     } else if (const auto* d = std::get_if<double>(&value.value)) {
         slot.real = *d;
@@ -67,8 +61,8 @@ std::string fill_fields(const ImportedConfig& c, PlanFlags& flags, std::ostream&
             if (verbose) log << "#   " << v.from.text() << ": overridden by " << fields[i].flag << "\n";
             continue;
         }
-        fill_slot(fields[i], flags.slots[i], v);
-        Plan shown;
+        fill_slot(flags.slots[i], v);
+        Plan shown;  // the value as the command line writes it
         set_field(fields[i], shown, v.value, v.from.text());
         const std::string text = std::string(fields[i].flag) +
                                  (fields[i].type == FieldType::toggle ? (std::get<bool>(v.value) ? "" : " off")

@@ -38,9 +38,15 @@ int ConfigTree::line_of(const std::string& pointer) const {
 }
 
 std::string ConfigSpot::text() const {
-    std::string s = file;
-    if (line > 0) s += ":" + std::to_string(line);
-    if (!key.empty()) s += ": " + key;
+    std::string s = file;  // appended piecewise: GCC 12 warns (-Wrestrict) on ": " + key
+    if (line > 0) {
+        s += ':';
+        s += std::to_string(line);
+    }
+    if (!key.empty()) {
+        s += ": ";
+        s += key;
+    }
     return s;
 }
 
@@ -70,12 +76,11 @@ bool yaml_key_line(std::string_view line) {
 }  // namespace
 
 std::optional<ConfigFormat> detect_config_format(std::string_view text) {
-    // The first line that is neither blank nor a comment decides when it is clear; a shell
-    // script (variables, arrays, a torchrun line) is Megatron when any line passes a --flag.
+    // The first line that is neither blank nor a comment decides when it is clear; a shell script
+    // (variables, arrays, a torchrun line) is Megatron when any line passes a --flag.
     std::optional<ConfigFormat> first;
-    bool any_flag = false, any_table = false;
-    std::size_t start = 0;
-    while (start < text.size()) {
+    bool decided = false, any_flag = false, any_table = false;
+    for (std::size_t start = 0; start < text.size();) {
         std::size_t end = text.find('\n', start);
         if (end == std::string_view::npos) end = text.size();
         const std::string_view line = trimmed(text.substr(start, end - start));
@@ -84,22 +89,14 @@ std::optional<ConfigFormat> detect_config_format(std::string_view text) {
         const bool table = line.front() == '[' && line.back() == ']';
         any_table = any_table || table;
         any_flag = any_flag || line.rfind("--", 0) == 0 || line.find(" --") != std::string_view::npos;
-        if (first) continue;
+        if (decided) continue;
+        decided = true;  // a shell line decides nothing itself: the flags below do
         if (line.front() == '{') first = ConfigFormat::deepspeed;
         else if (line.rfind("---", 0) == 0 || yaml_key_line(line)) first = ConfigFormat::nanotron;
         else if (table) first = ConfigFormat::torchtitan;
         else if (line.rfind("--", 0) == 0) first = ConfigFormat::megatron;
-        else break;  // a shell line: decided by the flags below
+        if (first) return first;
     }
-    while (!first && start < text.size()) {  // the rest of a shell script
-        std::size_t end = text.find('\n', start);
-        if (end == std::string_view::npos) end = text.size();
-        const std::string_view line = trimmed(text.substr(start, end - start));
-        start = end + 1;
-        if (!line.empty() && line.front() != '#')
-            any_flag = any_flag || line.rfind("--", 0) == 0 || line.find(" --") != std::string_view::npos;
-    }
-    if (first) return first;
     if (any_flag) return ConfigFormat::megatron;
     if (any_table) return ConfigFormat::torchtitan;
     return std::nullopt;

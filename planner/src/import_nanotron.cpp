@@ -48,12 +48,8 @@ struct Yaml {
 
 // ---- Which keys are read, which are ignored on purpose --------------------------------------
 
-struct SectionRule {
-    std::string_view section;
-    std::vector<std::string_view> read;
-    std::vector<std::string_view> ignored;
-    bool ignore_all = false;
-};
+using tv::SectionRule;
+using tv::listed;
 
 const std::vector<SectionRule>& section_rules() {
     static const std::vector<SectionRule> rules = {
@@ -92,15 +88,7 @@ const std::vector<SectionRule>& section_rules() {
     return rules;
 }
 
-const SectionRule* rule_of(std::string_view section) {
-    for (const SectionRule& r : section_rules())
-        if (r.section == section) return &r;
-    return nullptr;
-}
-
-bool listed(const std::vector<std::string_view>& keys, std::string_view key) {
-    return std::find(keys.begin(), keys.end(), key) != keys.end();
-}
+const SectionRule* rule_of(std::string_view section) { return tv::find_rule(section_rules(), section); }
 
 std::string not_modelled(const Yaml& y, const std::string& key) {
     const int line = y.spot(key).line;

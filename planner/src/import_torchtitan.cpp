@@ -66,12 +66,8 @@ bool same_name(std::string_view a, std::string_view b) {
 
 // ---- Which keys are read, which are ignored on purpose --------------------------------------
 
-struct SectionRule {
-    std::string_view section;
-    std::vector<std::string_view> read;     // mapped below
-    std::vector<std::string_view> ignored;  // no bearing on memory or step time
-    bool ignore_all = false;                // a section of logging, checkpoints, schedules...
-};
+using tv::SectionRule;
+using tv::listed;
 
 const std::vector<SectionRule>& section_rules() {
     static const std::vector<SectionRule> rules = {
@@ -123,15 +119,7 @@ const std::vector<SectionRule>& section_rules() {
     return rules;
 }
 
-const SectionRule* rule_of(std::string_view section) {
-    for (const SectionRule& r : section_rules())
-        if (r.section == section) return &r;
-    return nullptr;
-}
-
-bool listed(const std::vector<std::string_view>& keys, std::string_view key) {
-    return std::find(keys.begin(), keys.end(), key) != keys.end();
-}
+const SectionRule* rule_of(std::string_view section) { return tv::find_rule(section_rules(), section); }
 
 // Tables that only hold other tables (job_config.py Quantize, QuantizedLinear, QuantizedGroupedMM).
 bool container(std::string_view section) {

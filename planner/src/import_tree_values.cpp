@@ -1,6 +1,8 @@
 // Shared reads of the TOML/YAML importers (import_tree_values.hpp).
 #include "import_tree_values.hpp"
 
+#include <algorithm>
+
 #include "import_flag_values.hpp"
 
 #include "preflight/planner/error.hpp"
@@ -70,6 +72,16 @@ std::int64_t read_field_integer(const json& v, const ConfigSpot& spot, std::stri
 
 void set_imported(ImportedConfig& out, std::string_view key, FieldValue value, const ConfigSpot& spot) {
     import_values::set_field(out, key, value, spot);
+}
+
+const SectionRule* find_rule(const std::vector<SectionRule>& rules, std::string_view section) {
+    for (const SectionRule& r : rules)
+        if (r.section == section) return &r;
+    return nullptr;
+}
+
+bool listed(const std::vector<std::string_view>& keys, std::string_view key) {
+    return std::find(keys.begin(), keys.end(), key) != keys.end();
 }
 
 std::int64_t gpu_product(const std::vector<std::int64_t>& factors, const ConfigSpot& spot, std::string_view what) {

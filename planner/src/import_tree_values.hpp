@@ -39,6 +39,19 @@ std::int64_t read_field_integer(const nlohmann::json& v, const ConfigSpot& spot,
 // Records plan field `key` = `value` from `spot` (import_values::set_field).
 void set_imported(ImportedConfig& out, std::string_view key, FieldValue value, const ConfigSpot& spot);
 
+// Which keys of a config section the importer reads, which it ignores on purpose (no bearing on
+// memory or step time), and whether the whole section is ignored (logging, checkpoints, ...).
+struct SectionRule {
+    std::string_view section;
+    std::vector<std::string_view> read;
+    std::vector<std::string_view> ignored;
+    bool ignore_all = false;
+};
+// The rule of `section` among `rules` (nullptr when none).
+const SectionRule* find_rule(const std::vector<SectionRule>& rules, std::string_view section);
+// Whether `key` is one of `keys`.
+bool listed(const std::vector<std::string_view>& keys, std::string_view key);
+
 // a * b * ..., InputError(spot.text(), ...) when the product passes kMaxGpus (each factor >= 1).
 std::int64_t gpu_product(const std::vector<std::int64_t>& factors, const ConfigSpot& spot, std::string_view what);
 
