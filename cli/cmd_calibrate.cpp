@@ -91,7 +91,7 @@ Command add_calibrate_command(CLI::App& app) {
     sub->footer(
         "DIR holding external data sets (folders with a dataset.json, e.g. data/measurements/external): every\n"
         "figure is held out by k-fold cross-validation grouped by model/tp/pp family, each held-out job predicted\n"
-        "from what a user knows before it runs (memory: the default host pace, runs-ahead), printed before\n"
+        "from what a user knows before it runs (memory: the host pace the layout predicts), printed before\n"
         "(uncalibrated defaults) and after; --write-spec writes the GPU spec\n"
         "with the constants fitted on all jobs and their provenance (data set, date, fold errors).\n"
         "Otherwise only device runs with a measured step time are used (dry runs have none). The split is deterministic: a run\n"

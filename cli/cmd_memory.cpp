@@ -29,8 +29,9 @@ std::string percent(double f) {
     return buf;
 }
 
-// Profiles with a caching-allocator model: the pool, what lies outside it, the range between the
-// host paces where the model has one, and the verdict by it.
+// Profiles with a caching-allocator model: the pool, what lies outside it, the range the pool can
+// take where the model has one (allocator_model.hpp range_low_constants / range_high_constants),
+// and the verdict by it.
 void print_reserved(const MemoryReport& r) {
     std::cout << "allocated peak:        " << format_bytes(r.peak_allocated_bytes) << " (tensors)\n"
               << "reserved peak:         " << format_bytes(r.peak_reserved_bytes)
@@ -41,7 +42,7 @@ void print_reserved(const MemoryReport& r) {
                   << " around the loss + " << format_bytes(r.reserved_extra.pipeline_runahead_bytes)
                   << " pipeline run-ahead + " << format_bytes(r.reserved_extra.constant_bytes)
                   << " constant (fitted; host pace " << to_string(r.host_pace)
-                  << (r.host_pace_expected ? ", expected from the predicted stall" : ", --host-pace")
+                  << (r.host_pace_expected ? ", expected from the layout" : ", --host-pace")
                   << "), rounded up to 2 MiB segments\n";
     std::cout << "outside PyTorch:       " << format_bytes(r.non_pytorch_bytes) << " (CUDA context + NCCL)\n";
     if (r.verdict_margin_bytes > 0)
@@ -51,8 +52,8 @@ void print_reserved(const MemoryReport& r) {
               << (r.verdict_margin_bytes > 0 ? " + margin)\n" : ")\n");
     const std::string_view verdict = memory_verdict(r);
     if (r.device_peak_low_bytes && r.device_peak_high_bytes && *r.device_peak_low_bytes != *r.device_peak_high_bytes)
-        std::cout << "device need range:     " << format_bytes(*r.device_peak_low_bytes) << " (host waits for the GPU) to "
-                  << format_bytes(*r.device_peak_high_bytes) << " (host runs ahead)\n";
+        std::cout << "device need range:     " << format_bytes(*r.device_peak_low_bytes) << " (host waits, every freed block reused) to "
+                  << format_bytes(*r.device_peak_high_bytes) << " (host runs ahead, fragmentation at its 95th percentile)\n";
     if (verdict == "fits")
         std::cout << "verdict:               FITS, "
                   << format_bytes(r.capacity_bytes - r.device_peak_high_bytes.value_or(r.device_peak_bytes))
@@ -60,7 +61,7 @@ void print_reserved(const MemoryReport& r) {
                   << (r.device_peak_high_bytes ? " (device need, top of the range)\n" : " (device need)\n");
     else if (verdict == "may-not-fit")
         std::cout << "verdict:               MAY NOT FIT: " << format_bytes(r.capacity_bytes)
-                  << " lies inside the range; it fits only if the host waits for the GPU\n";
+                  << " lies inside the range; it fits only if the host waits for the GPU or the pool fragments less\n";
     else
         std::cout << "verdict:               DOES NOT FIT, device need over by "
                   << format_bytes(r.device_peak_bytes - r.capacity_bytes) << " ("

@@ -72,16 +72,18 @@ void MainWindow::showVerdict(const MemoryReport& r) {
                              .arg(formatBytes(r.peak_bytes), formatBytes(r.capacity_bytes))
                              .arg(100.0 * frac, 0, 'f', 1));
     const double headroom_line = (1.0 - Explorer::kHeadroom) * static_cast<double>(r.capacity_bytes);
-    // Profiles whose allocator model depends on the host pace (nanotron): the device need's range,
-    // host waiting ... running ahead, and the verdict by it (memory_verdict).
+    // Profiles whose allocator model depends on the host pace (nanotron): the device need's range
+    // (host waiting, every block reused ... running ahead, fragmentation at its 95th percentile),
+    // and the verdict by it (memory_verdict).
     if (r.device_peak_low_bytes && r.device_peak_high_bytes && *r.device_peak_low_bytes != *r.device_peak_high_bytes) {
-        peak_label_->setToolTip(QStringLiteral("Device need %1 (host waits for the GPU) to %2 (host runs ahead); "
+        peak_label_->setToolTip(QStringLiteral("Device need %1 (host waits, every freed block reused) to %2 (host runs ahead, "
+                                               "fragmentation at its 95th percentile); "
                                                "this view's pace: %3")
                                     .arg(formatBytes(*r.device_peak_low_bytes), formatBytes(*r.device_peak_high_bytes),
                                          QString::fromStdString(std::string(to_string(r.host_pace)))));
         if (memory_verdict(r) == "may-not-fit") {
             verdict_label_->setText(QStringLiteral("May not fit — %1 lies inside the range %2 … %3; it fits only if "
-                                                   "the host waits for the GPU")
+                                                   "the host waits for the GPU or the pool fragments less")
                                         .arg(formatBytes(r.capacity_bytes), formatBytes(*r.device_peak_low_bytes),
                                              formatBytes(*r.device_peak_high_bytes)));
             verdict_label_->setStyleSheet(QStringLiteral("color: #b36b00;"));

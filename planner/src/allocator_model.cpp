@@ -25,6 +25,38 @@ std::int64_t torch_segment_bytes(std::int64_t request) {
     return round_up(block, kTorchRoundLargeBytes);
 }
 
+std::array<double, kHostPaceInputs> host_pace_inputs(std::int64_t gpus, std::int64_t tp, std::int64_t pp,
+                                                      std::int64_t gpus_per_node) {
+    const std::int64_t per_node = std::max<std::int64_t>(1, gpus_per_node);
+    const std::int64_t nodes = (std::max<std::int64_t>(1, gpus) + per_node - 1) / per_node;
+    // A tp group over several nodes spans tp / gpus_per_node of them; within one node, 1 (log 0).
+    const double tp_nodes = std::max(1.0, static_cast<double>(tp) / static_cast<double>(per_node));
+    return {1.0, std::log2(static_cast<double>(nodes)), pp > 1 ? std::log2(tp_nodes) : 0.0};
+}
+
+double host_wait_logit(const HostPaceModel& m, const std::array<double, kHostPaceInputs>& x) {
+    return m.intercept * x[0] + m.per_log2_nodes * x[1] + m.per_log2_tp_nodes_in_pipeline * x[2];
+}
+
+AllocatorConstants range_low_constants(const AllocatorConstants& c) {
+    AllocatorConstants low = c;
+    low.activation_fragmentation = low.loss_stage_fragmentation = low.pipeline_runahead_fragmentation = 0;
+    low.reserved_constant_bytes = 0;
+    return low;
+}
+
+AllocatorConstants range_high_constants(const AllocatorConstants& c) {
+    const bool fitted = c.upper_activation_fragmentation > 0 || c.upper_loss_stage_fragmentation > 0 ||
+                        c.upper_pipeline_runahead_fragmentation > 0 || c.upper_reserved_constant_bytes > 0;
+    if (!fitted) return c;
+    AllocatorConstants high = c;
+    high.activation_fragmentation = c.upper_activation_fragmentation;
+    high.loss_stage_fragmentation = c.upper_loss_stage_fragmentation;
+    high.pipeline_runahead_fragmentation = c.upper_pipeline_runahead_fragmentation;
+    high.reserved_constant_bytes = c.upper_reserved_constant_bytes;
+    return high;
+}
+
 std::string_view to_string(HostPace p) {
     return p == HostPace::runs_ahead ? "runs-ahead" : "waits";
 }

@@ -1,5 +1,5 @@
-// The host pace a plan is expected to run at, from the step-time model's fitted stall
-// (throughput.hpp expected_host_pace; allocator_model.hpp HostPace).
+// The step-time model's stall per micro-batch, and the host pace a plan is expected to run at
+// (throughput.hpp expected_host_pace; allocator_model.hpp HostPace and HostPaceModel).
 #include <algorithm>
 #include <cmath>
 
@@ -15,19 +15,13 @@ double stall_per_micro_batch_s(const Efficiency& e, const Plan& p, std::int64_t 
     return e.microbatch_sync_s * x / (1.0 + x) * (p.pp > 1 ? 1.0 : e.microbatch_sync_no_pipeline_fraction);
 }
 
-double expected_stall_per_micro_batch_s(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in,
-                                        const FrameworkProfile& profile) {
-    const Plan plan = resolve_defaults(plan_in, model);
-    if (!throughput_options_for(profile, model, plan, {}).cluster_stall) return 0.0;
-    const std::int64_t per_node = std::max(1, gpu.gpus_per_node);
-    return stall_per_micro_batch_s(gpu.efficiency, plan, (plan.gpus() + per_node - 1) / per_node);
-}
-
-HostPace expected_host_pace(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
+HostPace expected_host_pace(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in,
                             const FrameworkProfile& profile) {
-    return expected_stall_per_micro_batch_s(model, gpu, plan, profile) >= kHostWaitStallPerMicroBatchS
-               ? HostPace::waits_each_micro_batch
-               : HostPace::runs_ahead;
+    const HostPaceModel& m = profile.allocator.pace;
+    if (!m.fitted()) return HostPace::runs_ahead;  // PyTorch's asynchronous execution
+    const Plan plan = resolve_defaults(plan_in, model);
+    const double logit = host_wait_logit(m, host_pace_inputs(plan.gpus(), plan.tp, plan.pp, gpu.gpus_per_node));
+    return logit > 0 ? HostPace::waits_each_micro_batch : HostPace::runs_ahead;
 }
 
 }  // namespace preflight

@@ -476,23 +476,28 @@ std::string_view memory_verdict(const MemoryReport& r) {
 
 namespace {
 // The range of a pace-dependent allocator model (MemoryReport::device_peak_low/high_bytes): the
-// same evaluation with the host waiting and running ahead; `r` is the one at r.host_pace.
+// same evaluation with the host waiting and the range's low constants, and with the host running
+// ahead and its high constants (allocator_model.hpp range_low_constants, range_high_constants).
 void set_pace_range(MemoryReport& r, const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
                     MemoryOptions options) {
-    const AllocatorConstants& c = options.profile.allocator;
+    const AllocatorConstants c = options.profile.allocator;
     if (!options.pace_range || !options.profile.verdict_on_reserved ||
         (c.loss_stage_fragmentation <= 0 && c.pipeline_runahead_fragmentation <= 0))
         return;
-    const HostPace other = r.host_pace == HostPace::runs_ahead ? HostPace::waits_each_micro_batch : HostPace::runs_ahead;
-    options.host_pace = other;
     options.timeline = false;
     options.pace_range = false;
-    const MemoryReport o = evaluate_memory(model, gpu, plan, options);
-    const bool ahead = r.host_pace == HostPace::runs_ahead;
-    r.device_peak_low_bytes = ahead ? o.device_peak_bytes : r.device_peak_bytes;
-    r.device_peak_high_bytes = ahead ? r.device_peak_bytes : o.device_peak_bytes;
-    r.reserved_low_bytes = ahead ? o.peak_reserved_bytes : r.peak_reserved_bytes;
-    r.reserved_high_bytes = ahead ? r.peak_reserved_bytes : o.peak_reserved_bytes;
+    options.host_pace = HostPace::waits_each_micro_batch;
+    options.profile.allocator = range_low_constants(c);
+    const MemoryReport low = evaluate_memory(model, gpu, plan, options);
+    options.host_pace = HostPace::runs_ahead;
+    options.profile.allocator = range_high_constants(c);
+    const MemoryReport high = evaluate_memory(model, gpu, plan, options);
+    // The point (r, at the expected or given pace) lies inside: an upper-envelope term below its
+    // median fit (a quantile fit need not order every coefficient) never pulls the top under it.
+    r.device_peak_low_bytes = std::min(low.device_peak_bytes, r.device_peak_bytes);
+    r.device_peak_high_bytes = std::max(high.device_peak_bytes, r.device_peak_bytes);
+    r.reserved_low_bytes = std::min(low.peak_reserved_bytes, r.peak_reserved_bytes);
+    r.reserved_high_bytes = std::max(high.peak_reserved_bytes, r.peak_reserved_bytes);
 }
 }  // namespace
 
@@ -501,7 +506,7 @@ MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const
     validate_memory_options(options_in);
     MemoryOptions options = options_in;
     // The pace matters only to an allocator model with run-ahead terms; elsewhere the default
-    // (what expected_host_pace gives a profile without a stall) spares the search a step-time call.
+    // (what expected_host_pace gives a profile without a host-pace model) is never wrong for it.
     const AllocatorConstants& ac = options.profile.allocator;
     const bool pace_matters = ac.loss_stage_fragmentation > 0 || ac.pipeline_runahead_fragmentation > 0;
     if (!options.host_pace)

@@ -78,7 +78,7 @@ json memory_to_json(const MemoryReport& r) {
              {"constant_bytes", r.reserved_extra.constant_bytes}}},
            // Whether the loop was taken to wait for the GPU every micro-batch (--host-pace).
            {"host_pace", to_string(r.host_pace)},
-           // "expected": from the profile's predicted stall (expected_host_pace); "given": --host-pace.
+           // "expected": from the profile's host-pace model (expected_host_pace); "given": --host-pace.
            {"host_pace_source", r.host_pace_expected ? "expected" : "given"},
            // fits | may-not-fit | does-not-fit, by the range below where there is one (memory_verdict).
            {"verdict", memory_verdict(r)},

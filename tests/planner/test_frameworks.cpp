@@ -607,46 +607,50 @@ TEST(Frameworks, RuntimeProfileSearchesOnlyThePrecisionsTheRuntimeRuns) {
     }
 }
 
-// expected_host_pace: the nanotron profile's stall per micro-batch for the node count
-// (throughput.cpp stall_per_micro_batch_s: s x (n/h)^k / (1 + (n/h)^k), times the no-pipeline
-// fraction without pp), against kHostWaitStallPerMicroBatchS = 0.3 s. Constants chosen so the
-// figures come by hand: s = 2 s, h = 64 nodes, k = 1, fraction 0.5, 8 GPUs per node.
-TEST(AllocatorModel, ExpectedHostPaceFollowsThePredictedStall) {
+// expected_host_pace: the profile's host-pace model, logit = a + b log2(nodes)
+// + c log2(max(1, tp / GPUs per node)) [pp > 1], waits when the logit is positive. Constants
+// chosen so the figures come by hand: a = -6, b = 1, c = 2, 8 GPUs per node.
+TEST(AllocatorModel, ExpectedHostPaceFollowsTheLayoutModel) {
     const ModelConfig m = test::catalog_model("llama-3-8b");
     GpuSpec gpu = test::catalog_gpu("h100-sxm-80gb");
     gpu.gpus_per_node = 8;
-    gpu.efficiency.microbatch_sync_s = 2.0;
-    gpu.efficiency.microbatch_sync_half_nodes = 64;
-    gpu.efficiency.microbatch_sync_node_exponent = 1;
-    gpu.efficiency.microbatch_sync_no_pipeline_fraction = 0.5;
-    const FrameworkProfile nanotron = *profile_by_name("nanotron");
+    FrameworkProfile nanotron = *profile_by_name("nanotron");
+    nanotron.allocator.pace = {-6.0, 1.0, 2.0};
     Plan p;
     p.seq = 4096;
     p.tp = 8;
     p.sp = true;
     p.pp = 2;
     p.grad_acc = 4;
-    p.dp = 32;  // 512 GPUs = 64 nodes: x = 1, 2 x 1/2 = 1.0 s per micro-batch
-    EXPECT_NEAR(expected_stall_per_micro_batch_s(m, gpu, p, nanotron), 1.0, 1e-12);
-    EXPECT_EQ(expected_host_pace(m, gpu, p, nanotron), HostPace::waits_each_micro_batch);
-    p.dp = 4;  // 8 nodes: x = 1/8, 2 x (1/8) / (9/8) = 0.2222 s
-    EXPECT_NEAR(expected_stall_per_micro_batch_s(m, gpu, p, nanotron), 2.0 / 9.0, 1e-12);
+    p.dp = 32;  // 512 GPUs = 64 nodes: -6 + 6 + 2 log2(1) = 0, not above 0
     EXPECT_EQ(expected_host_pace(m, gpu, p, nanotron), HostPace::runs_ahead);
-    p.dp = 8;  // 16 nodes: x = 1/4, 2 x (1/4) / (5/4) = 0.4 s
-    EXPECT_NEAR(expected_stall_per_micro_batch_s(m, gpu, p, nanotron), 0.4, 1e-12);
+    p.dp = 64;  // 128 nodes: -6 + 7 = 1
+    EXPECT_EQ(expected_host_pace(m, gpu, p, nanotron), HostPace::waits_each_micro_batch);
+    p.tp = 32;
+    p.dp = 1;  // 64 GPUs = 8 nodes, tp over 4 nodes in a pipeline: -6 + 3 + 2 x 2 = 1
     EXPECT_EQ(expected_host_pace(m, gpu, p, nanotron), HostPace::waits_each_micro_batch);
     p.pp = 1;
-    p.dp = 16;  // still 16 nodes, no pipeline: 0.4 x 0.5 = 0.2 s
-    EXPECT_NEAR(expected_stall_per_micro_batch_s(m, gpu, p, nanotron), 0.2, 1e-12);
+    p.dp = 2;  // 8 nodes, no pipeline: -6 + 3 = -3
     EXPECT_EQ(expected_host_pace(m, gpu, p, nanotron), HostPace::runs_ahead);
-    // A profile that charges no stall expects PyTorch's default whatever the node count.
+    p.tp = 16;
+    p.pp = 2;  // 64 GPUs = 8 nodes, tp over 2 nodes: -6 + 3 + 2 = -1
+    EXPECT_EQ(expected_host_pace(m, gpu, p, nanotron), HostPace::runs_ahead);
+    // A part-filled node counts as a node; tp 12 on 8-GPU nodes spans 1.5 of them.
+    const auto x = host_pace_inputs(12, 12, 2, 8);
+    EXPECT_DOUBLE_EQ(x[0], 1.0);
+    EXPECT_DOUBLE_EQ(x[1], 1.0);  // 2 nodes
+    EXPECT_NEAR(x[2], 0.5849625007211562, 1e-12);  // log2(1.5)
+    EXPECT_DOUBLE_EQ(host_pace_inputs(12, 12, 1, 8)[2], 0.0);  // no pipeline
+    // A profile without a fitted model expects PyTorch's default whatever the layout.
     p.dp = 64;
-    EXPECT_EQ(expected_stall_per_micro_batch_s(m, gpu, p, FrameworkProfile{}), 0.0);
     EXPECT_EQ(expected_host_pace(m, gpu, p, FrameworkProfile{}), HostPace::runs_ahead);
 }
 
-// The nanotron profile's report gives the range between the two paces (waits <= runs ahead), the
-// pace it was made at and whether that was expected or given, and a verdict by the range.
+// The nanotron profile's report gives the range the pool can take (allocator_model.hpp
+// range_low_constants, range_high_constants): from the host waiting with every freed block reused
+// (the tensors alone, in 2 MiB segments) to the host running ahead with the reserve terms at their
+// upper envelope; the pace the point was made at and whether that was expected or given; and a
+// verdict by the range.
 TEST(AllocatorModel, NanotronReportsTheRangeBetweenThePaces) {
     const ModelConfig m = test::catalog_model("llama-3-8b");
     const GpuSpec gpu = test::catalog_gpu("h100-sxm-80gb");
@@ -664,14 +668,25 @@ TEST(AllocatorModel, NanotronReportsTheRangeBetweenThePaces) {
     const MemoryReport r = evaluate_memory(m, gpu, p, o);
     ASSERT_TRUE(r.device_peak_low_bytes && r.device_peak_high_bytes);
     EXPECT_TRUE(r.host_pace_expected);
-    EXPECT_EQ(r.host_pace, HostPace::runs_ahead);  // one node: no stall expected
-    EXPECT_EQ(*r.device_peak_high_bytes, r.device_peak_bytes);
-    EXPECT_LT(*r.device_peak_low_bytes, *r.device_peak_high_bytes);  // run-ahead terms are charged on top
+    EXPECT_EQ(r.host_pace, HostPace::runs_ahead);  // one node: the committed pace model expects no wait
+    EXPECT_GT(*r.device_peak_high_bytes, r.device_peak_bytes);  // the upper envelope is above the median fit
     o.host_pace = HostPace::waits_each_micro_batch;
     const MemoryReport w = evaluate_memory(m, gpu, p, o);
     EXPECT_FALSE(w.host_pace_expected);
-    EXPECT_EQ(w.device_peak_bytes, *r.device_peak_low_bytes);
+    EXPECT_LT(*r.device_peak_low_bytes, w.device_peak_bytes);  // no fragmentation below the waiting point
+    // The range does not depend on the pace the point was made at.
+    EXPECT_EQ(*w.device_peak_low_bytes, *r.device_peak_low_bytes);
     EXPECT_EQ(*w.device_peak_high_bytes, *r.device_peak_high_bytes);
+    // Each end is its own evaluation: the low end holds the tensors alone, rounded to 2 MiB segments.
+    MemoryOptions ends = o;
+    ends.profile.allocator = range_low_constants(o.profile.allocator);
+    const MemoryReport low = evaluate_memory(m, gpu, p, ends);
+    EXPECT_EQ(low.device_peak_bytes, *r.device_peak_low_bytes);
+    EXPECT_EQ(*r.reserved_low_bytes, (low.peak_allocated_bytes + kTorchRoundLargeBytes - 1) / kTorchRoundLargeBytes *
+                                          kTorchRoundLargeBytes);
+    ends.host_pace = HostPace::runs_ahead;
+    ends.profile.allocator = range_high_constants(o.profile.allocator);
+    EXPECT_EQ(evaluate_memory(m, gpu, p, ends).device_peak_bytes, *r.device_peak_high_bytes);
     // The verdict by range, with the capacity moved across it.
     MemoryReport v = r;
     v.capacity_bytes = *r.device_peak_high_bytes;

@@ -1,7 +1,9 @@
 // The external measured-run loader: rows become planner models and plans; bad rows are
 // refused naming the file, the line and the column.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <map>
 
 #include <unistd.h>
@@ -182,34 +184,70 @@ TEST(ExternalMemory, CheckCommandGatesTheCheckedInDataSet) {
     EXPECT_GT(nanotron["memory"]["held_out_range"]["ok_jobs"].get<int>(), 500);
 }
 
-// The expected pace of a held-out job follows the step-time constants of its fold: with a stall
-// of 100 s per micro-batch at any node count every job is expected to wait, so each held-out
-// prediction is the low end of its range; with no stall every job runs ahead (the high end).
-TEST(ExternalMemory, HeldOutPaceFollowsTheFoldsStepConstants) {
+// The expected pace of a held-out job comes from the host-pace model fitted on the other folds'
+// paces, never from its own step: jobs of fold 0 are made to take far longer than modelled
+// (their step says "waits"), jobs of fold 1 far shorter ("runs ahead"). Held out, fold 0's jobs
+// are then predicted as running ahead and fold 1's as waiting.
+TEST(ExternalMemory, HeldOutPaceComesFromTheOtherFoldsPaces) {
     const ExternalDataset d = read_external_dataset(test::data_dir() / "measurements" / "external" / "nanotron-h100");
-    const std::vector<ExternalRun> runs(d.runs.begin(), d.runs.begin() + 120);
+    std::vector<ExternalRun> runs(d.runs.begin(), d.runs.begin() + 120);
+    for (ExternalRun& r : runs)
+        if (r.tokens_per_s_per_gpu) r.tokens_per_s_per_gpu = fold_of(r, 2) == 0 ? 1.0 : 1e12;
     const GpuSpec gpu = test::catalog_gpu("h100-sxm-80gb");
-    for (const double stall : {100.0, 0.0}) {
-        Efficiency e = gpu.efficiency;
-        e.microbatch_sync_s = stall;
-        e.microbatch_sync_half_nodes = 1e-9;  // x / (1 + x) = 1 at any node count
-        e.microbatch_sync_no_pipeline_fraction = 1;
-        const std::vector<Efficiency> per_fold(2, e);
-        const MemoryCrossValidation cv = memory_cross_validation(runs, gpu, 2, &per_fold);
-        EXPECT_TRUE(cv.step_constants_per_fold);
-        int compared = 0, ends_differ = 0;
-        for (std::size_t i = 0; i < runs.size(); ++i) {
-            if (!cv.held_out[i].modelled) continue;
-            const MemoryPrediction& end = stall > 0 ? cv.held_out_low[i] : cv.held_out_high[i];
-            EXPECT_EQ(cv.held_out[i].measured_rank_reserved_bytes, end.measured_rank_reserved_bytes) << runs[i].id;
-            ++compared;
-            ends_differ += cv.held_out_low[i].measured_rank_reserved_bytes != cv.held_out_high[i].measured_rank_reserved_bytes;
-        }
-        EXPECT_GT(compared, 100);
-        EXPECT_GT(ends_differ, 20);  // the pace changes these jobs' pool: the check above is not vacuous
+    const MemoryCrossValidation cv = memory_cross_validation(runs, gpu, 2);
+    ASSERT_EQ(cv.fold_constants.size(), 2u);
+    int compared = 0, ends_differ = 0, own_waits = 0;
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+        if (!cv.held_out[i].modelled) continue;
+        const bool fold0 = fold_of(runs[i], 2) == 0;
+        own_waits += cv.host_pace[i] == HostPace::waits_each_micro_batch;
+        const AllocatorConstants& c = cv.fold_constants[fold0 ? 0 : 1];  // fitted without the job's fold
+        ExternalRun ahead = runs[i], waits = runs[i];
+        ahead.host_pace = HostPace::runs_ahead;
+        waits.host_pace = HostPace::waits_each_micro_batch;
+        const std::int64_t ahead_bytes = predict_memory(ahead, gpu, c).measured_rank_reserved_bytes;
+        const std::int64_t waits_bytes = predict_memory(waits, gpu, c).measured_rank_reserved_bytes;
+        EXPECT_EQ(cv.held_out[i].measured_rank_reserved_bytes, fold0 ? ahead_bytes : waits_bytes) << runs[i].id;
+        ++compared;
+        ends_differ += ahead_bytes != waits_bytes;
     }
-    const std::vector<Efficiency> wrong_size(3, gpu.efficiency);  // not one per fold: the committed constants
-    EXPECT_FALSE(memory_cross_validation(runs, gpu, 2, &wrong_size).step_constants_per_fold);
+    EXPECT_GT(compared, 100);
+    EXPECT_GT(own_waits, 20);    // fold 0's ok jobs were labelled waits off their own step...
+    EXPECT_GT(ends_differ, 20);  // ...and the pace changes these jobs' pool: the check is not vacuous
+    // Fold 0 held out: fitted on fold 1 (all run ahead): a model that never expects a wait.
+    EXPECT_LT(cv.fold_constants[0].pace.intercept, 0);
+    EXPECT_GT(cv.fold_constants[1].pace.intercept, 0);
+}
+
+// fit_host_pace_model is the maximum-likelihood logistic regression: on jobs whose inputs take two
+// values, it reproduces each group's share of waiting jobs. One node (log2 1 = 0): 1 of 4 waits,
+// logit ln(1/3); four nodes (log2 4 = 2): 3 of 4 wait, logit ln 3; so the intercept is -ln 3 =
+// -1.0986 and the slope per log2(nodes) (ln 3 + ln 3) / 2 = 1.0986. No job has a pipeline, so the
+// third coefficient stays 0. The 1e-3 ridge moves these by less than 0.01.
+TEST(ExternalMemory, HostPaceModelIsTheLogisticFitOfTheLabels) {
+    const auto one = read_external_csv(write_csv("pace-fit.csv", std::string(kHeader) + "\n" + kRow1 + "\n"));
+    const GpuSpec gpu = test::catalog_gpu("h100-sxm-80gb");  // 8 GPUs per node
+    std::vector<ExternalRun> runs;
+    for (int j = 0; j < 8; ++j) {
+        ExternalRun r = one[0];
+        r.plan.pp = 1;
+        r.plan.tp = 1;
+        r.plan.dp = j < 4 ? 8 : 32;  // 8 GPUs = 1 node, 32 GPUs = 4 nodes
+        const bool waits = j < 4 ? j == 0 : j != 4;
+        r.host_pace = waits ? HostPace::waits_each_micro_batch : HostPace::runs_ahead;
+        r.stall_per_micro_batch_s = waits ? 0.5 : 0.0;
+        runs.push_back(r);
+    }
+    ExternalRun unlabelled = runs[0];  // no pace read off a step (oom, no tokens/s): not fitted on
+    unlabelled.stall_per_micro_batch_s.reset();
+    for (int j = 0; j < 5; ++j) runs.push_back(unlabelled);
+    std::vector<std::size_t> all(runs.size());
+    for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+    const HostPaceModel m = fit_host_pace_model(runs, all, gpu);
+    EXPECT_NEAR(m.intercept, -std::log(3.0), 0.01);
+    EXPECT_NEAR(m.per_log2_nodes, std::log(3.0), 0.01);
+    EXPECT_NEAR(m.per_log2_tp_nodes_in_pipeline, 0.0, 1e-9);
+    EXPECT_FALSE(fit_host_pace_model(runs, {8, 9}, gpu).fitted());  // nothing labelled: no model
 }
 
 // annotate_host_pace: the measured step beyond the modelled step without any stall, per
@@ -257,6 +295,9 @@ TEST(ExternalJobs, OneRowPerJobWithItsHeldOutPredictions) {
     memory.held_out[0].measured_rank_reserved_bytes = 50'000'000'000;
     memory.held_out[0].device_need_bytes = 51'073'741'824;
     memory.held_out[0].fits = true;  // held_out[1]: not modelled, its fields stay empty
+    memory.held_out_low = memory.held_out_high = memory.held_out;  // the range's two ends
+    memory.held_out_low[0].measured_rank_reserved_bytes = 48'000'000'000;
+    memory.held_out_high[0].measured_rank_reserved_bytes = 53'000'000'000;
     // Job 1 waited 0.4 s per micro-batch beyond its modelled step (annotate_host_pace); job 2
     // has no tokens/s to read a pace from and keeps the default.
     memory.host_pace = {HostPace::waits_each_micro_batch, HostPace::runs_ahead};
@@ -269,13 +310,14 @@ TEST(ExternalJobs, OneRowPerJobWithItsHeldOutPredictions) {
     EXPECT_EQ(csv.substr(0, csv.find('\n')),
               "id,model,hidden_size,num_layers,nodes,gpus,dp,tp,pp,mbs,grad_acc,zero_stage,outcome,memory_fold,"
               "measured_reserved_bytes,predicted_reserved_bytes,predicted_device_need_bytes,predicted_fits,tokens_fold,"
-              "measured_tokens_per_s_per_gpu,predicted_tokens_per_s_per_gpu,host_pace,stall_per_micro_batch_s");
+              "measured_tokens_per_s_per_gpu,predicted_tokens_per_s_per_gpu,host_pace,stall_per_micro_batch_s,"
+              "predicted_reserved_low_bytes,predicted_reserved_high_bytes");
     EXPECT_NE(csv.find("\njobs.csv:2,1B,2048,16,1,8,4,1,2,4,16,1,ok," + fold +
-                       ",44882408243,50000000000,51073741824,yes,3,38895,40000.5,waits,0.4\n"),
+                       ",44882408243,50000000000,51073741824,yes,3,38895,40000.5,waits,0.4,48000000000,53000000000\n"),
               std::string::npos)
         << csv;
     EXPECT_NE(csv.find("\njobs.csv:3,\"1B, \"\"tied\"\"\",2048,16,,8,4,1,2,4,16,1,oom," +
-                       std::to_string(fold_of(runs[1], 5)) + ",,,,,,,,runs-ahead,\n"),
+                       std::to_string(fold_of(runs[1], 5)) + ",,,,,,,,runs-ahead,,,\n"),
               std::string::npos)
         << csv;
     memory.held_out.pop_back();
@@ -313,14 +355,24 @@ TEST(ExternalJobs, CheckWritesTheJobsCsvBesideTheReports) {
     std::ifstream f(out / "external-nanotron-h100-jobs.csv");
     ASSERT_TRUE(f.good());
     std::string line;
-    int rows = -1, with_tokens = 0;
+    int rows = -1, with_tokens = 0, with_range = 0;
     while (std::getline(f, line)) {
         ++rows;
-        if (rows > 0 && line.back() != ',') ++with_tokens;  // a held-out tokens/s prediction closes the row
+        if (rows == 0) continue;
+        // Columns 21 (predicted tokens/s) and 25, 26 (the range's ends); the sweep's ids and
+        // labels hold no comma.
+        std::vector<std::string> cols;
+        std::stringstream ss(line);
+        for (std::string c; std::getline(ss, c, ',');) cols.push_back(c);
+        if (line.back() == ',') cols.emplace_back();
+        ASSERT_EQ(cols.size(), 25u) << line;
+        with_tokens += !cols[20].empty();
+        with_range += !cols[23].empty() && !cols[24].empty() && std::stoll(cols[23]) <= std::stoll(cols[24]);
     }
     // The data set's README: 1,622 jobs, 832 of them ok with a measured tokens/s.
     EXPECT_EQ(rows, 1622);
     EXPECT_EQ(with_tokens, 832);
+    EXPECT_EQ(with_range, 1622);  // every job has both ends, the waiting one no higher
     fs::remove_all(out);
 }
 

@@ -33,7 +33,8 @@ std::string external_jobs_csv(const std::vector<ExternalRun>& runs, const Memory
     std::ostringstream o;
     o << "id,model,hidden_size,num_layers,nodes,gpus,dp,tp,pp,mbs,grad_acc,zero_stage,outcome,memory_fold,measured_reserved_bytes,"
          "predicted_reserved_bytes,predicted_device_need_bytes,predicted_fits,tokens_fold,"
-         "measured_tokens_per_s_per_gpu,predicted_tokens_per_s_per_gpu,host_pace,stall_per_micro_batch_s\n";
+         "measured_tokens_per_s_per_gpu,predicted_tokens_per_s_per_gpu,host_pace,stall_per_micro_batch_s,"
+         "predicted_reserved_low_bytes,predicted_reserved_high_bytes\n";
     for (std::size_t i = 0; i < runs.size(); ++i) {
         const ExternalRun& r = runs[i];
         const Plan& p = r.plan;
@@ -66,6 +67,13 @@ std::string external_jobs_csv(const std::vector<ExternalRun>& runs, const Memory
         } else {
             o << ',';
         }
+        // The two ends of the held-out range (external_memory.hpp held_out_low / held_out_high).
+        o << ',';
+        if (memory && i < memory->held_out_low.size() && memory->held_out_low[i].modelled)
+            o << memory->held_out_low[i].measured_rank_reserved_bytes;
+        o << ',';
+        if (memory && i < memory->held_out_high.size() && memory->held_out_high[i].modelled)
+            o << memory->held_out_high[i].measured_rank_reserved_bytes;
         o << '\n';
     }
     return o.str();

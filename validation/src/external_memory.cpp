@@ -1,6 +1,7 @@
 #include "preflight/validation/external_memory.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -13,6 +14,7 @@
 #include "preflight/planner/throughput.hpp"
 #include "preflight/validation/check.hpp"
 #include "preflight/validation/plot.hpp"
+#include "linear_solve.hpp"
 
 namespace preflight::validation {
 
@@ -44,26 +46,6 @@ Parts stage0_parts(const ExternalRun& run, const AllocatorConstants& c) {
     p.columns[3] = 1.0;
     p.other = static_cast<double>(b.total() - b.overhead) - p.columns[0];
     return p;
-}
-
-// Solves a x = y for kUnknowns unknowns (Gaussian elimination with partial pivoting); false if singular.
-bool solve_linear(double a[kUnknowns][kUnknowns], double y[kUnknowns], double x[kUnknowns]) {
-    for (int i = 0; i < kUnknowns; ++i) {
-        int piv = i;
-        for (int r = i + 1; r < kUnknowns; ++r)
-            if (std::fabs(a[r][i]) > std::fabs(a[piv][i])) piv = r;
-        if (std::fabs(a[piv][i]) < 1e-300) return false;
-        std::swap(a[i], a[piv]);
-        std::swap(y[i], y[piv]);
-        for (int r = 0; r < kUnknowns; ++r) {
-            if (r == i) continue;
-            const double f = a[r][i] / a[i][i];
-            for (int k = i; k < kUnknowns; ++k) a[r][k] -= f * a[i][k];
-            y[r] -= f * y[i];
-        }
-    }
-    for (int i = 0; i < kUnknowns; ++i) x[i] = y[i] / a[i][i];
-    return true;
 }
 
 }  // namespace
@@ -128,7 +110,7 @@ namespace {
 // parts, by least absolute relative error: iteratively reweighted least squares (Schlossmacher
 // 1973) started from least squares, weights 1/|e| floored at 0.5 %. Writes {fa, fl, fr, c0}; false
 // if the system is singular.
-bool fit_reserved_l1(const std::vector<Parts>& parts, const std::vector<double>& measured, double x[kUnknowns]) {
+bool fit_reserved_l1(const std::vector<Parts>& parts, const std::vector<double>& measured, double tau, double x[kUnknowns]) {
     bool solved = false;
     for (int round = 0; round < 40; ++round) {
         double ata[kUnknowns][kUnknowns] = {}, aty[kUnknowns] = {};
@@ -139,14 +121,15 @@ bool fit_reserved_l1(const std::vector<Parts>& parts, const std::vector<double>&
             double fitted = 0;
             for (int a = 0; a < kUnknowns; ++a) fitted += p.columns[a] * x[a];
             const double residual = std::fabs(fitted - target) / y;
-            const double w = (round == 0 ? 1.0 : 1.0 / std::max(residual, 0.005)) / (y * y);
+            const double side = target > fitted ? tau : 1.0 - tau;  // the pinball loss's two slopes
+            const double w = (round == 0 ? 1.0 : side / std::max(residual, 0.005)) / (y * y);
             for (int a = 0; a < kUnknowns; ++a) {
                 for (int b = 0; b < kUnknowns; ++b) ata[a][b] += w * p.columns[a] * p.columns[b];
                 aty[a] += w * p.columns[a] * target;
             }
         }
         double next[kUnknowns];
-        if (!solve_linear(ata, aty, next)) return solved;
+        if (!solve_linear<kUnknowns>(ata, aty, next)) return solved;
         std::copy(next, next + kUnknowns, x);
         solved = true;
     }
@@ -155,7 +138,8 @@ bool fit_reserved_l1(const std::vector<Parts>& parts, const std::vector<double>&
 
 // Step 1 of fit_memory_constants: the reserved-peak constants on the ok jobs in `ok`. The peak
 // phase depends on the constants, so it is re-chosen and the constants re-fitted until they settle.
-AllocatorConstants fit_reserved_constants(const std::vector<ExternalRun>& runs, const std::vector<std::size_t>& ok) {
+AllocatorConstants fit_reserved_constants(const std::vector<ExternalRun>& runs, const std::vector<std::size_t>& ok,
+                                          double tau) {
     AllocatorConstants c;
     std::vector<double> measured;
     for (std::size_t i : ok) measured.push_back(static_cast<double>(*runs[i].peak_reserved_bytes));
@@ -163,7 +147,7 @@ AllocatorConstants fit_reserved_constants(const std::vector<ExternalRun>& runs, 
         std::vector<Parts> parts;
         for (std::size_t i : ok) parts.push_back(stage0_parts(runs[i], c));
         double x[kUnknowns] = {};
-        if (!fit_reserved_l1(parts, measured, x)) break;
+        if (!fit_reserved_l1(parts, measured, tau, x)) break;
         AllocatorConstants next = c;
         next.activation_fragmentation = std::max(0.0, x[0]);
         next.loss_stage_fragmentation = std::max(0.0, x[1]);
@@ -183,11 +167,12 @@ AllocatorConstants fit_reserved_constants(const std::vector<ExternalRun>& runs, 
 // Step 2: the margin (64 MiB steps, 0..24 GiB) on top of the most loaded stage's reserved peak +
 // the memory outside PyTorch that gets the most fit/OOM verdicts right with at most
 // max_fit_but_oom of the predicted-fit jobs dying OOM.
-// The pace a user is told to expect for each run (throughput.hpp expected_host_pace: the step-time
-// model's stall for the node count, from `gpu`'s constants); a plan the step-time model refuses
-// keeps the default.
-std::vector<HostPace> expected_paces(const std::vector<ExternalRun>& runs, const GpuSpec& gpu) {
-    const FrameworkProfile nanotron = *profile_by_name("nanotron");
+// The pace a user is told to expect for each run (throughput.hpp expected_host_pace: the host-pace
+// model in `c`, from the layout); a plan the model refuses keeps the default.
+std::vector<HostPace> expected_paces(const std::vector<ExternalRun>& runs, const GpuSpec& gpu,
+                                     const AllocatorConstants& c) {
+    FrameworkProfile nanotron = *profile_by_name("nanotron");
+    nanotron.allocator = c;
     std::vector<HostPace> out(runs.size(), HostPace::runs_ahead);
     for (std::size_t i = 0; i < runs.size(); ++i) {
         try {
@@ -208,7 +193,7 @@ std::int64_t fit_verdict_margin(const std::vector<ExternalRun>& runs, const std:
     c.verdict_margin_bytes = 0;
     // The verdict is given at the pace a user is told to expect, so the margin is fitted on the
     // same predictions, not on the pace read off the job's step.
-    const std::vector<HostPace> expected = expected_paces(runs, gpu);
+    const std::vector<HostPace> expected = expected_paces(runs, gpu, c);
     for (std::size_t i : train) {
         if (!runs[i].has_memory_verdict()) continue;
         ExternalRun as_given = runs[i];
@@ -254,8 +239,18 @@ AllocatorConstants fit_memory_constants(const std::vector<ExternalRun>& runs, co
             } catch (const InputError&) {
             }
         }
-    AllocatorConstants c = fit_reserved_constants(runs, ok);
-    // 2. The verdict margin beyond the modelled reserved peak and the memory outside the pool.
+    AllocatorConstants c = fit_reserved_constants(runs, ok, 0.5);
+    // The same terms at the top of the range (allocator_model.hpp kRangeUpperQuantile).
+    const AllocatorConstants upper = fit_reserved_constants(runs, ok, kRangeUpperQuantile);
+    c.upper_activation_fragmentation = upper.activation_fragmentation;
+    c.upper_loss_stage_fragmentation = upper.loss_stage_fragmentation;
+    c.upper_pipeline_runahead_fragmentation = upper.pipeline_runahead_fragmentation;
+    c.upper_reserved_constant_bytes = upper.reserved_constant_bytes;
+    // 2. The pace a user is told to expect, from the layout, on the paces the training jobs' step
+    //    times show.
+    c.pace = fit_host_pace_model(runs, train, gpu);
+    // 3. The verdict margin beyond the modelled reserved peak and the memory outside the pool,
+    //    judged at that expected pace.
     c.verdict_margin_bytes = fit_verdict_margin(runs, train, gpu, c, max_fit_but_oom);
     char buf[256];
     std::snprintf(buf, sizeof buf, "fitted on %zu jobs (%zu with a measured reserved peak, outcome ok)", train.size(),
@@ -326,7 +321,6 @@ MemoryCrossValidation memory_cross_validation(const std::vector<ExternalRun>& me
         cv.stall_per_micro_batch_s.push_back(r.stall_per_micro_batch_s);
     }
     const std::size_t n = runs.size();
-    const std::vector<HostPace> expected = expected_paces(runs, gpu);  // the committed constants (in-sample rows)
     cv.folds = folds;
     cv.step_constants_per_fold = fold_step_constants && fold_step_constants->size() == static_cast<std::size_t>(folds);
     cv.before.resize(n);
@@ -336,13 +330,15 @@ MemoryCrossValidation memory_cross_validation(const std::vector<ExternalRun>& me
     cv.held_out_measured_pace.resize(n);
     cv.committed.resize(n);
     const AllocatorConstants committed = nanotron_allocator_constants();
+    const std::vector<HostPace> expected = expected_paces(runs, gpu, committed);  // in-sample rows
     for (std::size_t i = 0; i < n; ++i) {
         cv.before[i] = predict_memory_default(runs[i], gpu);
         cv.committed[i] = predict_memory(with_pace(runs[i], expected[i]), gpu, committed);
     }
     for (int k = 0; k < folds; ++k) {
         // With the tokens/s folds' step-time constants (the same family folds), fold k's training
-        // labels and its held-out jobs' expected pace rest on constants that never saw fold k.
+        // labels rest on constants that never saw fold k; its held-out jobs' expected pace comes
+        // from the host-pace model fitted on those labels.
         GpuSpec gk = gpu;
         std::vector<ExternalRun> labelled;
         if (cv.step_constants_per_fold) {
@@ -351,17 +347,20 @@ MemoryCrossValidation memory_cross_validation(const std::vector<ExternalRun>& me
             annotate_host_pace(labelled, gk);
         }
         const std::vector<ExternalRun>& train_runs = cv.step_constants_per_fold ? labelled : runs;
-        const std::vector<HostPace> fold_expected = cv.step_constants_per_fold ? expected_paces(runs, gk) : expected;
         std::vector<std::size_t> train;
         for (std::size_t i = 0; i < n; ++i)
             if (fold_of(runs[i], folds) != k) train.push_back(i);
         const AllocatorConstants c = fit_memory_constants(train_runs, train, gk);
         cv.fold_constants.push_back(c);
+        const std::vector<HostPace> fold_expected = expected_paces(runs, gpu, c);
         for (std::size_t i = 0; i < n; ++i) {
             if (fold_of(runs[i], folds) != k) continue;
             cv.held_out[i] = predict_memory(with_pace(runs[i], fold_expected[i]), gpu, c);
-            cv.held_out_high[i] = predict_memory(with_pace(runs[i], HostPace::runs_ahead), gpu, c);
-            cv.held_out_low[i] = predict_memory(with_pace(runs[i], HostPace::waits_each_micro_batch), gpu, c);
+            // The range's ends as the planner gives them (memory.cpp set_pace_range), the point inside.
+            cv.held_out_high[i] = range_end(cv.held_out[i], predict_memory(with_pace(runs[i], HostPace::runs_ahead), gpu,
+                                                                          range_high_constants(c)), true);
+            cv.held_out_low[i] = range_end(cv.held_out[i], predict_memory(with_pace(runs[i], HostPace::waits_each_micro_batch),
+                                                                         gpu, range_low_constants(c)), false);
             cv.held_out_measured_pace[i] = predict_memory(runs[i], gpu, c);
         }
     }
@@ -400,6 +399,16 @@ nlohmann::json constants_to_json(const AllocatorConstants& c) {
             // placeholder, not a byte count: null in JSON.
             {"non_pytorch_bytes", c.non_pytorch_bytes >= 0 ? nlohmann::json(c.non_pytorch_bytes) : nlohmann::json(nullptr)},
             {"verdict_margin_bytes", c.verdict_margin_bytes},
+            {"upper_envelope",
+             {{"quantile", kRangeUpperQuantile},
+              {"activation_fragmentation", c.upper_activation_fragmentation},
+              {"loss_stage_fragmentation", c.upper_loss_stage_fragmentation},
+              {"pipeline_runahead_fragmentation", c.upper_pipeline_runahead_fragmentation},
+              {"reserved_constant_bytes", c.upper_reserved_constant_bytes}}},
+            {"host_pace_model",
+             {{"intercept", c.pace.intercept},
+              {"per_log2_nodes", c.pace.per_log2_nodes},
+              {"per_log2_tp_nodes_in_pipeline", c.pace.per_log2_tp_nodes_in_pipeline}}},
             {"provenance", c.provenance}};
 }
 
@@ -462,6 +471,29 @@ std::string tp_reach_line(const std::vector<ExternalRun>& runs, const MemoryCros
 }
 }  // namespace
 
+namespace {
+// The constants fitted on every job, as one sentence of the markdown report.
+std::string fitted_constants_sentence(const MemoryCrossValidation& cv) {
+    std::ostringstream o;
+    o << "Constants fitted on every job (" << cv.folds << "-fold CV refits them on each training split): "
+      << "activation fragmentation " << cv.fitted_on_all.activation_fragmentation
+      << ", loss-stage fragmentation " << cv.fitted_on_all.loss_stage_fragmentation
+      << " (per byte of the micro-batch's s*b*h), pipeline run-ahead fragmentation "
+      << cv.fitted_on_all.pipeline_runahead_fragmentation
+      << " (per byte of s*b*h x layers x in-flight micro-batches beyond two; both only while the host runs ahead), "
+         "reserved constant "
+      << gib(cv.fitted_on_all.reserved_constant_bytes)
+      << ", verdict margin " << gib(cv.fitted_on_all.verdict_margin_bytes)
+      << " (on top of the GPU spec's overhead_bytes for the CUDA context and NCCL); at the top of the range "
+      << cv.fitted_on_all.upper_activation_fragmentation << ", " << cv.fitted_on_all.upper_loss_stage_fragmentation
+      << ", " << cv.fitted_on_all.upper_pipeline_runahead_fragmentation << " and "
+      << gib(cv.fitted_on_all.upper_reserved_constant_bytes) << "; host-pace model: waits when "
+      << cv.fitted_on_all.pace.intercept << " + " << cv.fitted_on_all.pace.per_log2_nodes << " log2(nodes) + "
+      << cv.fitted_on_all.pace.per_log2_tp_nodes_in_pipeline << " log2(nodes a tp group spans, with pp > 1) > 0.";
+    return o.str();
+}
+}  // namespace
+
 std::string memory_cv_markdown(const std::vector<ExternalRun>& runs, const MemoryCrossValidation& cv) {
     std::ostringstream o;
     auto row = [&](const char* name, const MemoryFigures& f) {
@@ -479,27 +511,19 @@ std::string memory_cv_markdown(const std::vector<ExternalRun>& runs, const Memor
     row("diagnostic, not held out: held-out folds with the host pace read off the job's measured step time",
         cv.held_out_measured_pace_figures);
     const RangeFigures& rg = cv.held_out_range;
-    o << "\nThe expected host pace of a held-out job comes from "
-      << (cv.step_constants_per_fold ? "step-time constants fitted without its fold (the tokens/s folds)"
+    o << "\nThe expected host pace of a held-out job comes from the host-pace model fitted on the other folds' "
+         "jobs, whose pace was read off their step time with "
+      << (cv.step_constants_per_fold ? "step-time constants fitted without the held-out fold (the tokens/s folds)"
                                      : "the GPU spec's committed step-time constants")
-      << "; so do the training folds' pace labels.\n";
-    o << "\nRange (held out, user inputs: the reserved pool when the host waits for the GPU, and when it runs "
-         "ahead): the measured peak lies inside it for "
+      << ".\n";
+    o << "\nRange (held out, user inputs: from the host waiting with every freed block reused, the tensors alone, "
+         "to the host running ahead with the reserve terms at their 95th percentile): the measured peak lies inside it for "
       << pct(rg.inside_fraction) << " of " << rg.jobs << " ok jobs (" << rg.below << " below, " << rg.above
       << " above; 0.05 GiB either side for the sweep's 0.1 GiB rounding), median width " << pct(rg.median_width)
       << " of the measured peak. Verdict by range over the ok and oom jobs: fits " << rg.fits << " ("
       << rg.fits_but_oom << " died OOM), may not fit " << rg.may_not_fit << " (" << rg.may_not_fit_oom
       << " died OOM), does not fit " << rg.does_not_fit << " (" << rg.does_not_fit_ok << " ran).\n";
-    o << "\nConstants fitted on every job (" << cv.folds << "-fold CV refits them on each training split): "
-      << "activation fragmentation " << cv.fitted_on_all.activation_fragmentation
-      << ", loss-stage fragmentation " << cv.fitted_on_all.loss_stage_fragmentation
-      << " (per byte of the micro-batch's s*b*h), pipeline run-ahead fragmentation "
-      << cv.fitted_on_all.pipeline_runahead_fragmentation
-      << " (per byte of s*b*h x layers x in-flight micro-batches beyond two; both only while the host runs ahead), "
-         "reserved constant "
-      << gib(cv.fitted_on_all.reserved_constant_bytes)
-      << ", verdict margin " << gib(cv.fitted_on_all.verdict_margin_bytes)
-      << " (on top of the GPU spec's overhead_bytes for the CUDA context and NCCL).\n\n";
+    o << "\n" << fitted_constants_sentence(cv) << "\n\n";
     const ErrorStats& oa = cv.committed_figures.optimizer_allocated;
     o << "Model states without a fitted term: stage 0's tensors during the optimizer step against the measured "
          "allocated peak after the backward (`peak_mem_alloc_gib`), "

@@ -1,4 +1,5 @@
 // The memory gates of a fitted data set (dataset.json "targets") and the range figures they read.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -17,6 +18,16 @@ std::string pct(double v) {
     return b;
 }
 }  // namespace
+
+MemoryPrediction range_end(const MemoryPrediction& point, MemoryPrediction end, bool high) {
+    if (!point.modelled || !end.modelled) return end;
+    auto pick = [high](std::int64_t a, std::int64_t b) { return high ? std::max(a, b) : std::min(a, b); };
+    end.measured_rank_reserved_bytes = pick(end.measured_rank_reserved_bytes, point.measured_rank_reserved_bytes);
+    end.reserved_peak_bytes = pick(end.reserved_peak_bytes, point.reserved_peak_bytes);
+    end.device_need_bytes = pick(end.device_need_bytes, point.device_need_bytes);
+    end.fits = high ? end.fits && point.fits : end.fits || point.fits;
+    return end;
+}
 
 RangeFigures range_figures(const std::vector<ExternalRun>& runs, const std::vector<MemoryPrediction>& low,
                            const std::vector<MemoryPrediction>& high) {

@@ -3,6 +3,7 @@
 // (the pool `torch.cuda.max_memory_reserved()` reports) and into what the device must hold.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -42,6 +43,29 @@ inline constexpr double kHostWaitStallPerMicroBatchS = 0.3;
 std::string_view to_string(HostPace p);
 std::optional<HostPace> parse_host_pace(std::string_view s);
 
+// The host pace expected from the layout alone, before the job runs: a logistic model over
+// host_pace_inputs, fitted on jobs whose pace was read off their measured step time
+// (validation fit_host_pace_model); the loop waits when the logit is positive.
+// Why these inputs: nanotron's pipeline receive blocks the host until the neighbouring stage has
+// sent (parallel/pipeline_parallel/p2p.py: _recv_meta unpacks the received metadata tensor into
+// Python ints; on nouamane/bench2 a 0.1 s poll), so a pipeline whose stages run their
+// tensor-parallel collectives across nodes (tp above the GPUs of a node) paces its host by the
+// slowest link; the node count stands for the cluster-wide synchronisation that the step-time
+// model's stall follows (throughput.hpp stall_per_micro_batch_s).
+struct HostPaceModel {
+    double intercept = 0;
+    double per_log2_nodes = 0;                 // log2 of the job's node count
+    double per_log2_tp_nodes_in_pipeline = 0;  // log2(max(1, tp / GPUs per node)) when pp > 1, else 0
+    bool fitted() const { return intercept != 0 || per_log2_nodes != 0 || per_log2_tp_nodes_in_pipeline != 0; }
+};
+inline constexpr int kHostPaceInputs = 3;
+// {1, log2(nodes), log2(max(1, tp / gpus_per_node)) x [pp > 1]}, nodes = ceil(dp*tp*pp*cp / gpus_per_node).
+// Counts below 1 are taken as 1.
+std::array<double, kHostPaceInputs> host_pace_inputs(std::int64_t gpus, std::int64_t tp, std::int64_t pp,
+                                                      std::int64_t gpus_per_node);
+// The model's logit for those inputs (> 0: the host is expected to wait).
+double host_wait_logit(const HostPaceModel& m, const std::array<double, kHostPaceInputs>& inputs);
+
 // Constants of the reserved-memory model, fitted on measured runs (a profile carries them;
 // all zero = reserved equals allocated, the figure the analytic model gives).
 struct AllocatorConstants {
@@ -69,8 +93,27 @@ struct AllocatorConstants {
     // peak plus the memory outside PyTorch: peaks on ranks and in iterations the model does not
     // follow, transient spikes inside a phase. Fitted on fit/OOM outcomes; judged, not physical.
     std::int64_t verdict_margin_bytes = 0;
+    // The pace expected_host_pace gives when no --host-pace is stated (unfitted: runs ahead).
+    HostPaceModel pace;
+    // The four reserve terms above at their upper envelope, for the top of the range only
+    // (range_high_constants): fitted at the kRangeUpperQuantile of the training jobs' relative
+    // residuals instead of their median. All zero: not fitted, the top uses the terms above.
+    double upper_activation_fragmentation = 0, upper_loss_stage_fragmentation = 0;
+    double upper_pipeline_runahead_fragmentation = 0;
+    std::int64_t upper_reserved_constant_bytes = 0;
     std::string provenance = "no caching-allocator model: reserved = allocated";
 };
+
+// The two ends of the range the reserved pool can take (MemoryReport::reserved_low/high_bytes),
+// each evaluated with its own constants:
+//  - low, the host waiting for the GPU and every freed block reused: the reserve terms zero, so
+//    the pool is the live tensors in 2 MiB segments (a pool cannot hold less than its tensors);
+//  - high, the host running ahead with the reserve terms at their upper envelope: fitted at the
+//    95th percentile of the relative residuals (quantile regression, Koenker & Bassett 1978,
+//    "Regression Quantiles"), the pool 19 in 20 training jobs stayed under.
+inline constexpr double kRangeUpperQuantile = 0.95;
+AllocatorConstants range_low_constants(const AllocatorConstants& c);
+AllocatorConstants range_high_constants(const AllocatorConstants& c);
 
 // What the reserved pool holds beyond the allocated tensors, by cause (the fitted constants
 // times what each applies to), before the pool is rounded up to whole 2 MiB segments.

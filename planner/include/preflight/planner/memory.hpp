@@ -225,9 +225,9 @@ struct MemoryOptions {
     // Whether the loop waits for the GPU every micro-batch (allocator_model.hpp): the run-ahead
     // terms of a fitted caching-allocator model are charged only when it runs ahead. Unset: the
     // pace the plan is expected to run at (throughput.hpp expected_host_pace: the profile's
-    // predicted stall per micro-batch), which a user knows before the job.
+    // host-pace model, from the layout), which a user knows before the job.
     std::optional<HostPace> host_pace;
-    bool pace_range = true;  // also evaluate the other pace for MemoryReport's range (where it matters)
+    bool pace_range = true;  // also evaluate the two ends of MemoryReport's range (where it matters)
     // The cross-entropy runs under torch.compile: the fused loss keeps no logit-sized buffer of its
     // own, so only the logits and their gradient (activation dtype) are charged. Profiles whose
     // loss is PyTorch's eager F.cross_entropy only (loss_fp32_logit_buffers > 0); InputError otherwise.
@@ -265,9 +265,11 @@ struct MemoryReport {
     HostPace host_pace = HostPace::runs_ahead;  // the pace the report was made under
     bool host_pace_expected = true;             // from expected_host_pace (MemoryOptions::host_pace unset)
     // Profiles whose caching-allocator model depends on the pace (run-ahead terms fitted): the
-    // device need when the host waits for the GPU (low) and when it runs ahead (high), the range
-    // the reserved pool can take for this layout; unset otherwise. The verdict by range: fits (high
-    // under the capacity), may not fit (the capacity inside the range), does not fit.
+    // range the reserved pool can take for this layout, and the device need at its ends
+    // (allocator_model.hpp range_low_constants: the host waits and every freed block is reused;
+    // range_high_constants: the host runs ahead, the reserve terms at their upper envelope); the
+    // point lies inside. Unset otherwise. The verdict by range: fits (high under the capacity), may
+    // not fit (the capacity inside the range), does not fit.
     std::optional<std::int64_t> device_peak_low_bytes, device_peak_high_bytes;
     std::optional<std::int64_t> reserved_low_bytes, reserved_high_bytes;  // the pool's range (measured rank's stage)
     bool compiled_loss = false;                 // MemoryOptions::compiled_loss the report was made under

@@ -187,13 +187,9 @@ Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, con
 // The step-time model's stall per micro-batch of a loop on `nodes` nodes (charged under
 // ThroughputOptions::cluster_stall): the GPU spec's microbatch_sync_* constants.
 double stall_per_micro_batch_s(const Efficiency& e, const Plan& plan, std::int64_t nodes);
-// The stall per micro-batch the step-time model predicts for the plan's node count when a
-// profile charges it (ThroughputOptions::cluster_stall; the GPU spec's fitted microbatch_sync_*
-// constants), else 0: what a user can know of the loop's pace before the job runs.
-double expected_stall_per_micro_batch_s(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
-                                        const FrameworkProfile& profile);
-// The host pace a plan is expected to run at (allocator_model.hpp): waits when the expected stall
-// per micro-batch reaches kHostWaitStallPerMicroBatchS, else runs ahead (PyTorch's default).
+// The host pace a plan is expected to run at (allocator_model.hpp): the profile's fitted
+// HostPaceModel from the layout (waits when its logit is positive); a profile without one runs
+// ahead (PyTorch's default).
 HostPace expected_host_pace(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
                             const FrameworkProfile& profile);
 

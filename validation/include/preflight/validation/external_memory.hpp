@@ -43,11 +43,18 @@ MemoryPrediction predict_memory_default(const ExternalRun& run, const GpuSpec& g
 //  - activation_fragmentation, loss_stage_fragmentation, reserved_constant_bytes by least
 //    absolute relative error of the measured rank's reserved peak (jobs with outcome ok), each
 //    job's peak phase re-chosen under the current constants until it settles;
-//  - non_pytorch_bytes (CUDA context + NCCL + what the rest of the model misses) as the value
+//  - the host-pace model (fit_host_pace_model), which gives each job the pace a user is told to expect;
+//  - verdict_margin_bytes (what the measured jobs needed beyond the model) as the value
 //    that gets the most fit/OOM verdicts right (outcome ok or oom) while keeping the share of
 //    predicted-fit jobs that died OOM at or below max_fit_but_oom.
 AllocatorConstants fit_memory_constants(const std::vector<ExternalRun>& runs, const std::vector<std::size_t>& train_idx,
                                         const GpuSpec& gpu, double max_fit_but_oom = 0.005);
+
+// The host-pace model (allocator_model.hpp HostPaceModel) by maximum likelihood (logistic
+// regression) on the runs[train_idx] that carry a pace read off their step time
+// (annotate_host_pace: stall_per_micro_batch_s set); unfitted (all zero) when none does.
+HostPaceModel fit_host_pace_model(const std::vector<ExternalRun>& runs, const std::vector<std::size_t>& train_idx,
+                                  const GpuSpec& gpu);
 
 // Sets every ok nanotron job's stall_per_micro_batch_s (measured step time minus the planner's
 // nanotron step time without any stall, per micro-batch) and host_pace (waits when the stall is
@@ -87,6 +94,9 @@ struct RangeFigures {
     // under the limit), may not fit (the limit inside the range), does not fit (the low end over it).
     int fits = 0, fits_but_oom = 0, may_not_fit = 0, may_not_fit_oom = 0, does_not_fit = 0, does_not_fit_ok = 0;
 };
+// One end of a predicted range (high: the top) that keeps the point prediction inside, figure by
+// figure (the planner's set_pace_range does the same).
+MemoryPrediction range_end(const MemoryPrediction& point, MemoryPrediction end, bool high);
 RangeFigures range_figures(const std::vector<ExternalRun>& runs, const std::vector<MemoryPrediction>& low,
                            const std::vector<MemoryPrediction>& high);
 
