@@ -1,7 +1,6 @@
 #include "preflight/validation/external_memory.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -107,9 +106,10 @@ MemoryPrediction predict_memory_default(const ExternalRun& run, const GpuSpec& g
 namespace {
 
 // y = other + (1 + fa) act + fl * loss_hidden + fr * runahead_hidden + c0 for the jobs' current
-// parts, by least absolute relative error: iteratively reweighted least squares (Schlossmacher
-// 1973) started from least squares, weights 1/|e| floored at 0.5 %. Writes {fa, fl, fr, c0}; false
-// if the system is singular.
+// parts, by least absolute relative error (tau = 0.5), or at the tau-quantile of the relative
+// residuals (the pinball loss, Koenker & Bassett 1978: slope tau above the fit, 1 - tau below):
+// iteratively reweighted least squares (Schlossmacher 1973) started from least squares, weights
+// slope/|e| with |e| floored at 0.5 %. Writes {fa, fl, fr, c0}; false if the system is singular.
 bool fit_reserved_l1(const std::vector<Parts>& parts, const std::vector<double>& measured, double tau, double x[kUnknowns]) {
     bool solved = false;
     for (int round = 0; round < 40; ++round) {
@@ -164,9 +164,6 @@ AllocatorConstants fit_reserved_constants(const std::vector<ExternalRun>& runs, 
     return c;
 }
 
-// Step 2: the margin (64 MiB steps, 0..24 GiB) on top of the most loaded stage's reserved peak +
-// the memory outside PyTorch that gets the most fit/OOM verdicts right with at most
-// max_fit_but_oom of the predicted-fit jobs dying OOM.
 // The pace a user is told to expect for each run (throughput.hpp expected_host_pace: the host-pace
 // model in `c`, from the layout); a plan the model refuses keeps the default.
 std::vector<HostPace> expected_paces(const std::vector<ExternalRun>& runs, const GpuSpec& gpu,
@@ -183,6 +180,9 @@ std::vector<HostPace> expected_paces(const std::vector<ExternalRun>& runs, const
     return out;
 }
 
+// Step 3 of fit_memory_constants: the margin (64 MiB steps, 0..24 GiB) on top of the most loaded
+// stage's reserved peak + the memory outside PyTorch that gets the most fit/OOM verdicts right with
+// at most max_fit_but_oom of the predicted-fit jobs dying OOM.
 std::int64_t fit_verdict_margin(const std::vector<ExternalRun>& runs, const std::vector<std::size_t>& train,
                                 const GpuSpec& gpu, AllocatorConstants c, double max_fit_but_oom) {
     struct Job {
@@ -469,9 +469,7 @@ std::string tp_reach_line(const std::vector<ExternalRun>& runs, const MemoryCros
       << ".\n\n";
     return o.str();
 }
-}  // namespace
 
-namespace {
 // The constants fitted on every job, as one sentence of the markdown report.
 std::string fitted_constants_sentence(const MemoryCrossValidation& cv) {
     std::ostringstream o;

@@ -19,15 +19,15 @@ AllocatorConstants nanotron_allocator_constants() {
     c.reserved_constant_bytes = 225'495'659;    // ~0.21 GiB
     c.non_pytorch_bytes = -1;                   // the GPU spec's overhead_bytes (CUDA context, NCCL, workspaces)
     c.verdict_margin_bytes = 10'871'635'968;    // ~10.1 GiB
-    // Host pace from the layout (allocator_model.hpp HostPaceModel): waits when
-    // -5.785 + 1.060 log2(nodes) + 1.312 log2(tp / 8) [pp > 1] > 0, e.g. from 45 nodes without
-    // a pipeline, from 8 nodes with tp 32 and pp > 1.
     // The top of the range (allocator_model.hpp range_high_constants): the four terms above at
     // the 95th percentile of the relative residuals.
     c.upper_activation_fragmentation = 0.36848;
     c.upper_loss_stage_fragmentation = 47.99;
     c.upper_pipeline_runahead_fragmentation = 1.498;
     c.upper_reserved_constant_bytes = 250'339'815;  // ~0.23 GiB
+    // Host pace from the layout (allocator_model.hpp HostPaceModel): waits when
+    // -5.785 + 1.060 log2(nodes) + 1.312 log2(tp / 8) [pp > 1] > 0, e.g. from 45 nodes without
+    // a pipeline, from 8 nodes with tp 32 and pp > 1.
     c.pace.intercept = -5.78468;
     c.pace.per_log2_nodes = 1.05950;
     c.pace.per_log2_tp_nodes_in_pipeline = 1.31162;

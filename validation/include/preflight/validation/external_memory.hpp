@@ -42,7 +42,8 @@ MemoryPrediction predict_memory_default(const ExternalRun& run, const GpuSpec& g
 // Fits the allocator constants on runs[train_idx]:
 //  - activation_fragmentation, loss_stage_fragmentation, reserved_constant_bytes by least
 //    absolute relative error of the measured rank's reserved peak (jobs with outcome ok), each
-//    job's peak phase re-chosen under the current constants until it settles;
+//    job's peak phase re-chosen under the current constants until it settles; the same four at
+//    kRangeUpperQuantile (pinball loss) as the upper envelope, the top of the range;
 //  - the host-pace model (fit_host_pace_model), which gives each job the pace a user is told to expect;
 //  - verdict_margin_bytes (what the measured jobs needed beyond the model) as the value
 //    that gets the most fit/OOM verdicts right (outcome ok or oom) while keeping the share of
