@@ -291,26 +291,41 @@ ErrorStats leave_one_out_step_errors(const std::vector<CalibrationRun>& runs, co
     return error_stats(e);
 }
 
+// One model family held out: its runs, and every other family's runs to fit on.
+struct FamilySplit {
+    std::string family;
+    std::vector<CalibrationRun> held, train;
+};
+
+// The leave-one-model-family-out splits, by family name; none with fewer than two families.
+std::vector<FamilySplit> family_splits(const std::vector<CalibrationRun>& runs) {
+    std::map<std::string, FamilySplit> by_family;
+    for (const CalibrationRun& r : runs) by_family[std::string(to_string(r.model.family))].held.push_back(r);
+    std::vector<FamilySplit> out;
+    if (by_family.size() < 2) return out;
+    for (auto& [family, split] : by_family) {
+        split.family = family;
+        for (const CalibrationRun& r : runs)
+            if (std::string(to_string(r.model.family)) != family) split.train.push_back(r);
+        out.push_back(std::move(split));
+    }
+    return out;
+}
+
 // Leave-one-model-family-out: the runs of each family predicted by constants fitted on every other
 // family's runs, so a figure says how the step model carries to a family it was never fitted on.
 ErrorStats leave_one_family_out_step_errors(const std::vector<CalibrationRun>& runs, const GpuSpec& gpu, bool runtime,
                                             std::vector<std::string>& families) {
-    std::map<std::string, std::vector<std::size_t>> by_family;
-    for (std::size_t i = 0; i < runs.size(); ++i) by_family[std::string(to_string(runs[i].model.family))].push_back(i);
     std::vector<double> e;
-    if (by_family.size() < 2) return error_stats(e);
-    for (const auto& [family, members] : by_family) {
-        families.push_back(family);
-        std::vector<CalibrationRun> train;
-        for (const CalibrationRun& r : runs)
-            if (std::string(to_string(r.model.family)) != family) train.push_back(r);
-        if (train.size() < 2) continue;
+    for (const FamilySplit& split : family_splits(runs)) {
+        families.push_back(split.family);
+        if (split.train.size() < 2) continue;
         int evals = 0;
         GpuSpec fitted = gpu;
-        fitted.efficiency = fit_efficiency(train, gpu, runtime, evals);
-        for (std::size_t i : members) {
-            const double predicted = predicted_step(runs[i], fitted);
-            e.push_back(std::abs(runs[i].step_time_s - predicted) / predicted);
+        fitted.efficiency = fit_efficiency(split.train, gpu, runtime, evals);
+        for (const CalibrationRun& r : split.held) {
+            const double predicted = predicted_step(r, fitted);
+            e.push_back(std::abs(r.step_time_s - predicted) / predicted);
         }
     }
     return error_stats(e);
@@ -349,19 +364,14 @@ std::int64_t fit_overhead(const std::vector<CalibrationRun>& train, std::int64_t
 // the overhead (and, for the runtime, pool slack) fitted on the other families' runs.
 ErrorStats leave_one_family_out_device_errors(const std::vector<CalibrationRun>& runs, std::int64_t overhead_fallback,
                                               double slack_fallback, bool runtime) {
-    std::map<std::string, std::vector<CalibrationRun>> by_family;
-    for (const CalibrationRun& r : runs) by_family[std::string(to_string(r.model.family))].push_back(r);
     std::vector<double> e;
-    if (by_family.size() < 2) return error_stats(e);
-    for (const auto& [family, members] : by_family) {
-        std::vector<CalibrationRun> train;
-        for (const CalibrationRun& r : runs)
-            if (std::string(to_string(r.model.family)) != family) train.push_back(r);
-        const std::int64_t overhead = fit_overhead(train, overhead_fallback);
+    for (const FamilySplit& split : family_splits(runs)) {
+        const std::int64_t overhead = fit_overhead(split.train, overhead_fallback);
         double slack = slack_fallback;
         if (runtime)
-            if (const std::vector<double> f = pool_slack_fractions(train, overhead); !f.empty()) slack = percentile(f, 0.5);
-        const std::vector<double> held = device_peak_abs_errors(members, overhead, slack);
+            if (const std::vector<double> f = pool_slack_fractions(split.train, overhead); !f.empty())
+                slack = percentile(f, 0.5);
+        const std::vector<double> held = device_peak_abs_errors(split.held, overhead, slack);
         e.insert(e.end(), held.begin(), held.end());
     }
     return error_stats(e);

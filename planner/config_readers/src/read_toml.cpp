@@ -51,7 +51,6 @@ void check_key_depth(std::string_view text, const std::string& file) {
     }
 }
 
-
 void note_line(ConfigTree& tree, const std::string& pointer, const toml::node& node) {
     const auto line = node.source().begin.line;
     if (line > 0) tree.lines[pointer] = static_cast<int>(line);

@@ -69,7 +69,6 @@ json plain_scalar(const std::string& s) {
     return s;
 }
 
-
 struct Walk {
     ConfigTree& tree;
     std::int64_t values = 0;
