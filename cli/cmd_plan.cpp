@@ -401,6 +401,10 @@ std::int64_t from_batch_tokens(const PlanCommandState& st, const ModelConfig& mo
 }  // namespace
 
 int run_plan(PlanCommandState& st) {
+    // --emit's output is the framework's own form, so a JSON request cannot be honoured silently.
+    if (!st.emit.empty() && st.flags.format == "json")
+        throw InputError("--format", "json does not apply with --emit " + st.emit +
+                                         ", which prints that framework's own form (drop one of the two)");
     const auto dir = data_dir_of(st.flags.data_dir);
     const ModelConfig model = load_plan_model(st.flags, dir);
     if (st.gbs_tokens == 0) st.gbs_tokens = from_batch_tokens(st, model);

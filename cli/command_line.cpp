@@ -1,5 +1,6 @@
 // The whole `preflight` command line in one call (main() and the fuzz target use it).
 #include <iostream>
+#include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -57,6 +58,18 @@ int run_command_line(int argc, const char* const* argv) {
         }
         if (!known) {
             std::cerr << "preflight: unknown command '" << argv[1] << "' (commands: " << names << ")\n";
+            return kExitBadInput;
+        }
+    }
+
+    // CLI11 reads `--flag=` (nothing after '=') as `--flag` and takes the next argument as its
+    // value, so `--emit= --format json` would mean `--emit --format`: refuse the empty value instead.
+    for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        if (arg == "--") break;
+        if (arg.size() > 3 && arg.rfind("--", 0) == 0 && arg.find('=') == arg.size() - 1) {
+            std::cerr << "preflight: " << arg << ": nothing after '=' (write " << arg << "VALUE or "
+                      << arg.substr(0, arg.size() - 1) << " VALUE)\n";
             return kExitBadInput;
         }
     }

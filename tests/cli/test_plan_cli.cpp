@@ -107,6 +107,25 @@ TEST(PlanCli, EmitPreflightMegatronTorchtitan) {
     EXPECT_TRUE(has(tt.out, "[parallelism]"));
 }
 
+// The fuzz target's find (CI, 2026-11-27): `--emit= torchtitan --format json` exited 0 with TOML,
+// because CLI11 took the argument after an empty `--emit=` as its value and --format json was
+// ignored beside --emit. Both are usage errors (exit 2) that name what to write instead.
+TEST(PlanCli, EmitRefusesJsonAndAnEmptyValue) {
+    const CliRun both = run_preflight(kDoneWhen + " --emit torchtitan --format json");
+    EXPECT_EQ(both.exit_code, 2);
+    EXPECT_TRUE(both.out.empty()) << both.out;
+    EXPECT_TRUE(has(both.err, "--format: json does not apply with --emit torchtitan")) << both.err;
+
+    const CliRun empty = run_preflight(kDoneWhen + " --emit= torchtitan");
+    EXPECT_EQ(empty.exit_code, 2);
+    EXPECT_TRUE(empty.out.empty()) << empty.out;
+    EXPECT_TRUE(has(empty.err, "--emit=: nothing after '=' (write --emit=VALUE or --emit VALUE)")) << empty.err;
+
+    const CliRun spelled = run_preflight(kDoneWhen + " --emit=torchtitan");
+    EXPECT_EQ(spelled.exit_code, 0) << spelled.err;
+    EXPECT_TRUE(has(spelled.out, "[parallelism]"));
+}
+
 TEST(PlanCli, TrainTokensAndLearningRate) {
     const CliRun r = run_preflight(kDoneWhen + " --train-tokens 1000000000000 --base-lr 3e-4 --base-batch 1048576");
     ASSERT_EQ(r.exit_code, 0);

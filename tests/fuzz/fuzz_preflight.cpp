@@ -227,7 +227,10 @@ void run_cli_vector(const std::string& command, const std::vector<std::string>& 
     if (!accepted || out.str().empty() || command == "models" || command == "gpus") return;
     if (code == 0 && out.str().rfind("{", 0) != 0 && out.str().find("Usage:") != std::string::npos)
         return;  // -h / --help (also bundled, as in "-hx"): the help text, exit 0
-    if (std::find(args.begin(), args.end(), "--emit") != args.end() && out.str().rfind("{", 0) != 0) {
+    const bool emits = std::any_of(args.begin(), args.end(), [](const std::string& a) {
+        return a == "--emit" || a.rfind("--emit=", 0) == 0;
+    });
+    if (emits && out.str().rfind("{", 0) != 0) {
         // --emit megatron / torchtitan print arguments or TOML, not JSON: no token is a
         // negative or non-finite number.
         std::string token;
