@@ -126,8 +126,8 @@ void add_framework_flag(CLI::App& app, PlanFlags& f) {
         ->check(CLI::IsMember({"megatron", "nanotron", "torchtitan", "deepspeed", "preflight-runtime", "pytorch"}));
     app.add_option("--host-pace", f.host_pace,
                    "expected (default: what the profile's host-pace model predicts from the layout; nanotron on the "
-                   "H100 sweep: waits from about 45 nodes, or from 8 nodes when tp spans 4 nodes inside a pipeline, "
-                   "else runs-ahead) | runs-ahead (PyTorch's asynchronous "
+                   "H100 sweep: waits from about 40 nodes, from 9 nodes when tp spans 4 nodes inside a pipeline, "
+                   "from 81 when it spans 4 without one, else runs-ahead) | runs-ahead (PyTorch's asynchronous "
                    "execution: the host queues work and goes on) | waits (the training loop blocks on the GPU every "
                    "micro-batch, e.g. nanotron's polled pipeline p2p on branch nouamane/bench2 since 67c5ebb6, or a "
                    ".item() per micro-batch). Only profiles with a fitted caching-allocator model (nanotron) use it: "

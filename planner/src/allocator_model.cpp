@@ -31,11 +31,13 @@ std::array<double, kHostPaceInputs> host_pace_inputs(std::int64_t gpus, std::int
     const std::int64_t nodes = (std::max<std::int64_t>(1, gpus) + per_node - 1) / per_node;
     // A tp group over several nodes spans tp / gpus_per_node of them; within one node, 1 (log 0).
     const double tp_nodes = std::max(1.0, static_cast<double>(tp) / static_cast<double>(per_node));
-    return {1.0, std::log2(static_cast<double>(nodes)), pp > 1 ? std::log2(tp_nodes) : 0.0};
+    const double log2_tp_nodes = std::log2(tp_nodes);
+    return {1.0, std::log2(static_cast<double>(nodes)), pp > 1 ? log2_tp_nodes : 0.0, pp > 1 ? 0.0 : log2_tp_nodes};
 }
 
 double host_wait_logit(const HostPaceModel& m, const std::array<double, kHostPaceInputs>& x) {
-    return m.intercept * x[0] + m.per_log2_nodes * x[1] + m.per_log2_tp_nodes_in_pipeline * x[2];
+    return m.intercept * x[0] + m.per_log2_nodes * x[1] + m.per_log2_tp_nodes_in_pipeline * x[2] +
+           m.per_log2_tp_nodes_single_stage * x[3];
 }
 
 AllocatorConstants range_low_constants(const AllocatorConstants& c) {

@@ -615,7 +615,7 @@ TEST(AllocatorModel, ExpectedHostPaceFollowsTheLayoutModel) {
     GpuSpec gpu = test::catalog_gpu("h100-sxm-80gb");
     gpu.gpus_per_node = 8;
     FrameworkProfile nanotron = *profile_by_name("nanotron");
-    nanotron.allocator.pace = {-6.0, 1.0, 2.0};
+    nanotron.allocator.pace = {-6.0, 1.0, 2.0, -1.0};
     Plan p;
     p.seq = 4096;
     p.tp = 8;
@@ -630,17 +630,26 @@ TEST(AllocatorModel, ExpectedHostPaceFollowsTheLayoutModel) {
     p.dp = 1;  // 64 GPUs = 8 nodes, tp over 4 nodes in a pipeline: -6 + 3 + 2 x 2 = 1
     EXPECT_EQ(expected_host_pace(m, gpu, p, nanotron), HostPace::waits_each_micro_batch);
     p.pp = 1;
-    p.dp = 2;  // 8 nodes, no pipeline: -6 + 3 = -3
+    p.dp = 2;  // 8 nodes, tp over 4 nodes without a pipeline: -6 + 3 - 1 x 2 = -5
     EXPECT_EQ(expected_host_pace(m, gpu, p, nanotron), HostPace::runs_ahead);
+    p.dp = 32;  // 128 nodes: -6 + 7 - 2 = -1, where tp 8 would wait (-6 + 7 = 1, above)
+    EXPECT_EQ(expected_host_pace(m, gpu, p, nanotron), HostPace::runs_ahead);
+    p.dp = 64;  // 256 nodes: -6 + 8 - 2 = 0, not above 0
+    EXPECT_EQ(expected_host_pace(m, gpu, p, nanotron), HostPace::runs_ahead);
+    p.dp = 128;  // 512 nodes: -6 + 9 - 2 = 1
+    EXPECT_EQ(expected_host_pace(m, gpu, p, nanotron), HostPace::waits_each_micro_batch);
     p.tp = 16;
-    p.pp = 2;  // 64 GPUs = 8 nodes, tp over 2 nodes: -6 + 3 + 2 = -1
+    p.pp = 2;
+    p.dp = 2;  // 64 GPUs = 8 nodes, tp over 2 nodes: -6 + 3 + 2 = -1
     EXPECT_EQ(expected_host_pace(m, gpu, p, nanotron), HostPace::runs_ahead);
     // A part-filled node counts as a node; tp 12 on 8-GPU nodes spans 1.5 of them.
     const auto x = host_pace_inputs(12, 12, 2, 8);
     EXPECT_DOUBLE_EQ(x[0], 1.0);
     EXPECT_DOUBLE_EQ(x[1], 1.0);  // 2 nodes
     EXPECT_NEAR(x[2], 0.5849625007211562, 1e-12);  // log2(1.5)
+    EXPECT_DOUBLE_EQ(x[3], 0.0);                               // a pipeline: not the single-stage input
     EXPECT_DOUBLE_EQ(host_pace_inputs(12, 12, 1, 8)[2], 0.0);  // no pipeline
+    EXPECT_NEAR(host_pace_inputs(12, 12, 1, 8)[3], 0.5849625007211562, 1e-12);
     // A profile without a fitted model expects PyTorch's default whatever the layout.
     p.dp = 64;
     EXPECT_EQ(expected_host_pace(m, gpu, p, FrameworkProfile{}), HostPace::runs_ahead);

@@ -247,6 +247,7 @@ TEST(ExternalMemory, HostPaceModelIsTheLogisticFitOfTheLabels) {
     EXPECT_NEAR(m.intercept, -std::log(3.0), 0.01);
     EXPECT_NEAR(m.per_log2_nodes, std::log(3.0), 0.01);
     EXPECT_NEAR(m.per_log2_tp_nodes_in_pipeline, 0.0, 1e-9);
+    EXPECT_NEAR(m.per_log2_tp_nodes_single_stage, 0.0, 1e-9);
     EXPECT_FALSE(fit_host_pace_model(runs, {8, 9}, gpu).fitted());  // nothing labelled: no model
 }
 

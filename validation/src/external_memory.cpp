@@ -408,7 +408,8 @@ nlohmann::json constants_to_json(const AllocatorConstants& c) {
             {"host_pace_model",
              {{"intercept", c.pace.intercept},
               {"per_log2_nodes", c.pace.per_log2_nodes},
-              {"per_log2_tp_nodes_in_pipeline", c.pace.per_log2_tp_nodes_in_pipeline}}},
+              {"per_log2_tp_nodes_in_pipeline", c.pace.per_log2_tp_nodes_in_pipeline},
+              {"per_log2_tp_nodes_single_stage", c.pace.per_log2_tp_nodes_single_stage}}},
             {"provenance", c.provenance}};
 }
 
@@ -487,7 +488,9 @@ std::string fitted_constants_sentence(const MemoryCrossValidation& cv) {
       << ", " << cv.fitted_on_all.upper_pipeline_runahead_fragmentation << " and "
       << gib(cv.fitted_on_all.upper_reserved_constant_bytes) << "; host-pace model: waits when "
       << cv.fitted_on_all.pace.intercept << " + " << cv.fitted_on_all.pace.per_log2_nodes << " log2(nodes) + "
-      << cv.fitted_on_all.pace.per_log2_tp_nodes_in_pipeline << " log2(nodes a tp group spans, with pp > 1) > 0.";
+      << cv.fitted_on_all.pace.per_log2_tp_nodes_in_pipeline << " log2(nodes a tp group spans, with pp > 1) "
+      << (cv.fitted_on_all.pace.per_log2_tp_nodes_single_stage < 0 ? "- " : "+ ")
+      << std::fabs(cv.fitted_on_all.pace.per_log2_tp_nodes_single_stage) << " log2(the same, with pp = 1) > 0.";
     return o.str();
 }
 }  // namespace

@@ -53,6 +53,7 @@ HostPaceModel fit_host_pace_model(const std::vector<ExternalRun>& runs, const st
     m.intercept = w[0];
     m.per_log2_nodes = w[1];
     m.per_log2_tp_nodes_in_pipeline = w[2];
+    m.per_log2_tp_nodes_single_stage = w[3];
     return m;
 }
 

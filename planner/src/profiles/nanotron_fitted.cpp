@@ -2,7 +2,8 @@
 // `preflight validate --check data/measurements --format json` -> external[0].memory.fitted_on_all
 // (fit on every job of data/measurements/external/nanotron-h100, 2026-11-24; the verdict margin
 // refitted 2026-11-25, when the H100 spec's capacity became cudaMemGetInfo's total, 0.47 GiB less,
-// and 2026-11-27, when the expected host pace came from the host-pace model fitted beside it;
+// and 2026-11-27, when the expected host pace came from the host-pace model fitted beside it,
+// and again when that model gained the single-stage tp-across-nodes input;
 // all refitted 2026-11-25 after the ZeRO-1 gather gained its flat input copy and the
 // compute-cost split closed at a tie, as the sweep measures). The same fit's
 // held-out figures under 5-fold cross-validation by configuration are in that data set's README;
@@ -18,7 +19,7 @@ AllocatorConstants nanotron_allocator_constants() {
     c.pipeline_runahead_fragmentation = 1.752;  // extra per byte of s*b*h x layers x in-flight micro-batches beyond 2
     c.reserved_constant_bytes = 225'495'659;    // ~0.21 GiB
     c.non_pytorch_bytes = -1;                   // the GPU spec's overhead_bytes (CUDA context, NCCL, workspaces)
-    c.verdict_margin_bytes = 10'871'635'968;    // ~10.1 GiB
+    c.verdict_margin_bytes = 8'388'608'000;     // ~7.8 GiB
     // The top of the range (allocator_model.hpp range_high_constants): the four terms above at
     // the 95th percentile of the relative residuals.
     c.upper_activation_fragmentation = 0.36848;
@@ -26,16 +27,19 @@ AllocatorConstants nanotron_allocator_constants() {
     c.upper_pipeline_runahead_fragmentation = 1.498;
     c.upper_reserved_constant_bytes = 250'339'815;  // ~0.23 GiB
     // Host pace from the layout (allocator_model.hpp HostPaceModel): waits when
-    // -5.785 + 1.060 log2(nodes) + 1.312 log2(tp / 8) [pp > 1] > 0, e.g. from 45 nodes without
-    // a pipeline, from 8 nodes with tp 32 and pp > 1.
-    c.pace.intercept = -5.78468;
-    c.pace.per_log2_nodes = 1.05950;
-    c.pace.per_log2_tp_nodes_in_pipeline = 1.31162;
+    // -5.939 + 1.119 log2(nodes) + 1.242 log2(tp / 8) [pp > 1] - 0.572 log2(tp / 8) [pp = 1] > 0,
+    // e.g. from 40 nodes with tp <= 8, from 19 nodes with tp 16 and pp > 1, from 9 with tp 32 and
+    // pp > 1, from 57 nodes with tp 16 and pp = 1, from 81 with tp 32 and pp = 1.
+    c.pace.intercept = -5.93860;
+    c.pace.per_log2_nodes = 1.11862;
+    c.pace.per_log2_tp_nodes_in_pipeline = 1.24171;
+    c.pace.per_log2_tp_nodes_single_stage = -0.572448;
     c.provenance =
         "fitted on the nanotron H100 sweep (1,622 jobs; 833 ok jobs for the reserved peak, 1,424 ok/oom jobs for "
         "the verdict margin; each job's host pace read off its step time), 2026-11-24; verdict margin refitted 2026-11-25; "
         "all refitted 2026-11-25 after the ZeRO-1 gather gained its flat input copy and the split closed at a tie; "
-        "host-pace model and the range's upper envelope fitted, verdict margin refitted at the expected pace, 2026-11-27";
+        "host-pace model and the range's upper envelope fitted, verdict margin refitted at the expected pace, 2026-11-27; "
+        "host-pace model given the single-stage tp-across-nodes input and the margin refitted, 2026-11-27";
     return c;
 }
 

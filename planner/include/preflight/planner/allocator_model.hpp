@@ -51,15 +51,24 @@ std::optional<HostPace> parse_host_pace(std::string_view s);
 // Python ints; on nouamane/bench2 a 0.1 s poll), so a pipeline whose stages run their
 // tensor-parallel collectives across nodes (tp above the GPUs of a node) paces its host by the
 // slowest link; the node count stands for the cluster-wide synchronisation that the step-time
-// model's stall follows (throughput.hpp stall_per_micro_batch_s).
+// model's stall follows (throughput.hpp stall_per_micro_batch_s). Without a pipeline nothing
+// blocks the host while each layer's tensor-parallel all-reduce crosses nodes, so the GPU's
+// micro-batch grows longer and the host stays ahead: the single-stage input's fitted weight is
+// negative (on the sweep, tp 32 with pp 1 at 64 nodes runs ahead in 14 of 19 jobs, tp <= 8 with
+// pp 1 there waits in 10 of 11).
 struct HostPaceModel {
     double intercept = 0;
     double per_log2_nodes = 0;                 // log2 of the job's node count
     double per_log2_tp_nodes_in_pipeline = 0;  // log2(max(1, tp / GPUs per node)) when pp > 1, else 0
-    bool fitted() const { return intercept != 0 || per_log2_nodes != 0 || per_log2_tp_nodes_in_pipeline != 0; }
+    double per_log2_tp_nodes_single_stage = 0;  // the same when pp = 1, else 0
+    bool fitted() const {
+        return intercept != 0 || per_log2_nodes != 0 || per_log2_tp_nodes_in_pipeline != 0 ||
+               per_log2_tp_nodes_single_stage != 0;
+    }
 };
-inline constexpr int kHostPaceInputs = 3;
-// {1, log2(nodes), log2(max(1, tp / gpus_per_node)) x [pp > 1]}, nodes = ceil(dp*tp*pp*cp / gpus_per_node).
+inline constexpr int kHostPaceInputs = 4;
+// {1, log2(nodes), log2(max(1, tp / gpus_per_node)) x [pp > 1], the same x [pp = 1]},
+// nodes = ceil(dp*tp*pp*cp / gpus_per_node).
 // Counts below 1 are taken as 1.
 std::array<double, kHostPaceInputs> host_pace_inputs(std::int64_t gpus, std::int64_t tp, std::int64_t pp,
                                                       std::int64_t gpus_per_node);
