@@ -219,21 +219,23 @@ TEST(ExternalMemory, HeldOutPaceComesFromTheOtherFoldsPaces) {
     EXPECT_GT(cv.fold_constants[1].pace.intercept, 0);
 }
 
-// fit_host_pace_model is the maximum-likelihood logistic regression: on jobs whose inputs take two
-// values, it reproduces each group's share of waiting jobs. One node (log2 1 = 0): 1 of 4 waits,
-// logit ln(1/3); four nodes (log2 4 = 2): 3 of 4 wait, logit ln 3; so the intercept is -ln 3 =
-// -1.0986 and the slope per log2(nodes) (ln 3 + ln 3) / 2 = 1.0986. No job has a pipeline, so the
-// third coefficient stays 0. The 1e-3 ridge moves these by less than 0.01.
+// fit_host_pace_model is the maximum-likelihood logistic regression: on jobs in as many groups as
+// the model has free coefficients, it reproduces each group's share of waiting jobs. One node
+// (log2 1 = 0), tp 1: 1 of 4 waits, logit ln(1/3); four nodes (log2 4 = 2), tp 1: 3 of 4 wait,
+// logit ln 3; four nodes with tp 32 and no pipeline (the tp group spans 4 nodes, log2 4 = 2):
+// 1 of 4 waits, logit ln(1/3). So the intercept is -ln 3 = -1.0986, the slope per log2(nodes)
+// (ln 3 + ln 3) / 2 = 1.0986, and the single-stage slope (ln(1/3) - ln 3) / 2 = -1.0986. No job
+// has a pipeline, so the in-pipeline coefficient stays 0. The 1e-3 ridge moves these by < 0.01.
 TEST(ExternalMemory, HostPaceModelIsTheLogisticFitOfTheLabels) {
     const auto one = read_external_csv(write_csv("pace-fit.csv", std::string(kHeader) + "\n" + kRow1 + "\n"));
     const GpuSpec gpu = test::catalog_gpu("h100-sxm-80gb");  // 8 GPUs per node
     std::vector<ExternalRun> runs;
-    for (int j = 0; j < 8; ++j) {
+    for (int j = 0; j < 12; ++j) {
         ExternalRun r = one[0];
         r.plan.pp = 1;
-        r.plan.tp = 1;
-        r.plan.dp = j < 4 ? 8 : 32;  // 8 GPUs = 1 node, 32 GPUs = 4 nodes
-        const bool waits = j < 4 ? j == 0 : j != 4;
+        r.plan.tp = j < 8 ? 1 : 32;
+        r.plan.dp = j < 4 ? 8 : j < 8 ? 32 : 1;  // 8 GPUs = 1 node, 32 GPUs = 4 nodes
+        const bool waits = j < 4 ? j == 0 : j < 8 ? j != 4 : j == 8;
         r.host_pace = waits ? HostPace::waits_each_micro_batch : HostPace::runs_ahead;
         r.stall_per_micro_batch_s = waits ? 0.5 : 0.0;
         runs.push_back(r);
@@ -247,8 +249,8 @@ TEST(ExternalMemory, HostPaceModelIsTheLogisticFitOfTheLabels) {
     EXPECT_NEAR(m.intercept, -std::log(3.0), 0.01);
     EXPECT_NEAR(m.per_log2_nodes, std::log(3.0), 0.01);
     EXPECT_NEAR(m.per_log2_tp_nodes_in_pipeline, 0.0, 1e-9);
-    EXPECT_NEAR(m.per_log2_tp_nodes_single_stage, 0.0, 1e-9);
-    EXPECT_FALSE(fit_host_pace_model(runs, {8, 9}, gpu).fitted());  // nothing labelled: no model
+    EXPECT_NEAR(m.per_log2_tp_nodes_single_stage, -std::log(3.0), 0.01);
+    EXPECT_FALSE(fit_host_pace_model(runs, {12, 13}, gpu).fitted());  // nothing labelled: no model
 }
 
 // annotate_host_pace: the measured step beyond the modelled step without any stall, per
