@@ -250,11 +250,13 @@ void parse_measured_columns(const Row& r, ExternalRun& run) {
         throw r.error("outcome", "unknown outcome '" + oc + "' (ok | oom | failed_other | ok_metrics_but_oom_in_log)");
     run.outcome = *outcome;
     run.oom_in_log = r.flag("oom_in_log");
-    for (const char* col : {"peak_mem_reserved_gib", "peak_mem_alloc_gib"})
-        if (auto v = measured_positive(r, col); v && *v > 1e5)
-            throw r.error(col, "is implausibly large (" + r.raw(col) + " GiB)");
-    run.peak_reserved_bytes = gib_to_bytes(r.number("peak_mem_reserved_gib"));
-    run.peak_allocated_after_backward_bytes = gib_to_bytes(r.number("peak_mem_alloc_gib"));
+    auto memory_bytes = [&r](const char* col) {
+        const auto v = measured_positive(r, col);
+        if (v && *v > 1e5) throw r.error(col, "is implausibly large (" + r.raw(col) + " GiB)");
+        return gib_to_bytes(v);
+    };
+    run.peak_reserved_bytes = memory_bytes("peak_mem_reserved_gib");
+    run.peak_allocated_after_backward_bytes = memory_bytes("peak_mem_alloc_gib");
     run.tokens_per_s_per_gpu = measured_positive(r, "tokens_per_s_per_gpu");
     run.tokens_per_s = measured_positive(r, "tokens_per_s");
     if (auto mfu = r.number("mfu_pct")) {
