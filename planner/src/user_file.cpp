@@ -3,10 +3,11 @@
 #include <algorithm>
 #include <fstream>
 #include <string_view>
-#include <iterator>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "preflight/planner/limits.hpp"
 
 namespace preflight {
 
@@ -121,12 +122,26 @@ json parse_json_text(const std::string& text, const std::string& subject, const 
     }
 }
 
-json read_json_file(const fs::path& path, const std::string& subject) {
+std::string read_user_text_file(const fs::path& path, const std::string& subject, std::int64_t max_bytes,
+                                const std::string& what, const std::string& limit_name) {
     require_regular_file(path, subject);
     std::ifstream in(path, std::ios::binary);
     if (!in) throw InputError(subject, "cannot open '" + path.string() + "': permission denied or unreadable");
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string text;
+    char buf[65536];
+    while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+        text.append(buf, static_cast<std::size_t>(in.gcount()));
+        if (static_cast<std::int64_t>(text.size()) > max_bytes)
+            throw InputError(subject, quoted(path) + " is over " + std::to_string(max_bytes) + " bytes (" + limit_name +
+                                          "); is it really " + what + "?");
+    }
     if (in.bad()) throw InputError(subject, "cannot read '" + path.string() + "': read error");
+    return text;
+}
+
+json read_json_file(const fs::path& path, const std::string& subject) {
+    const std::string text =
+        read_user_text_file(path, subject, limits::kMaxJsonFileBytes, "a JSON file for Preflight", "limits::kMaxJsonFileBytes");
     return parse_json_text(text, subject, quoted(path));
 }
 

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "preflight/planner/user_file.hpp"
 #include "user_files.hpp"
 
 namespace preflight {
@@ -148,6 +149,25 @@ TEST(UserFiles, FifosAreRefusedNotReadForever) {
     expect_refused("run --dry-run --model gpt2 --plan " + plan, {"--plan", plan, "regular file"});
     const std::string tol = s.fifo("tol.json");
     expect_refused("validate --check " + set.string() + " --tolerances " + tol, {"--tolerances", tol});
+}
+
+// A user file is read in chunks and refused once it passes its limit, so a huge file (a log
+// named by mistake) costs bounded memory: exit 2 naming the file and the limit, never a result.
+TEST(UserFiles, AFileOverItsSizeLimitIsRefusedNamingTheLimit) {
+    Scratch s;
+    const std::string path = s.write_text("big.json", std::string(100, ' ') + "{}");
+    try {
+        (void)read_user_text_file(path, "--plan", 64, "a plan", "limits::kTest");
+        ADD_FAILURE() << "a 102-byte file passed a 64-byte limit";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("is over 64 bytes (limits::kTest); is it really a plan?"),
+                  std::string::npos)
+            << e.what();
+        EXPECT_EQ(e.subject(), "--plan");
+    }
+    EXPECT_EQ(read_user_text_file(path, "--plan", 102, "a plan", "limits::kTest").size(), 102u);  // at the limit
+    EXPECT_EQ(read_json_file(path, "--plan"), json::object());  // far below limits::kMaxJsonFileBytes
 }
 
 }  // namespace

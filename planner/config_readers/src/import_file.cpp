@@ -1,7 +1,4 @@
 // A config file of any of the four formats -> plan values: read, detect, parse, import.
-#include <fstream>
-#include <iterator>
-
 #include "preflight/config_readers/config_readers.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/limits.hpp"
@@ -27,18 +24,8 @@ ImportedConfig import_config_text(std::string_view text, const std::string& file
 
 ImportedConfig import_config_file(const std::string& path, std::optional<ConfigFormat> forced,
                                   const ImportContext& context) {
-    require_regular_file(path, path);
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw InputError(path, "cannot open '" + path + "' for reading");
-    std::string text;
-    char buf[65536];
-    while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-        text.append(buf, static_cast<std::size_t>(in.gcount()));
-        if (static_cast<std::int64_t>(text.size()) > limits::kMaxConfigFileBytes)
-            throw InputError(path, "the config is larger than " + std::to_string(limits::kMaxConfigFileBytes >> 20) +
-                                       " MiB (limits::kMaxConfigFileBytes); is it really a training config?");
-    }
-    if (in.bad()) throw InputError(path, "read error on '" + path + "'");
+    const std::string text =
+        read_user_text_file(path, path, limits::kMaxConfigFileBytes, "a training config", "limits::kMaxConfigFileBytes");
     return import_config_text(text, path, forced, context);
 }
 

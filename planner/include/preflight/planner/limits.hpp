@@ -39,6 +39,9 @@ inline constexpr double kMaxFlopsPerS = 1e19;
 inline constexpr double kMinBandwidthBytesPerS = 1e3;
 inline constexpr double kMaxBandwidthBytesPerS = 1e16;
 inline constexpr std::int64_t kMaxConfigFileBytes = std::int64_t{1} << 24;  // a --from config file: 16 MiB
+// A JSON file users hand us (model config, GPU spec, plan, run report, matrix): 64 MiB, over 100x
+// the largest run report the runtime writes (a GPT-2 XL report with every allocation, ~0.5 MB).
+inline constexpr std::int64_t kMaxJsonFileBytes = std::int64_t{1} << 26;
 
 // Work: the plan search enumerates micro-batch sizes up to this many sequences
 // (larger micro-batches are not searched, and the output says so).

@@ -4,6 +4,7 @@
 // where known (exit 2, docs/interface.md), never an internal error or a blocked read.
 #pragma once
 
+#include <cstdint>
 #include <exception>
 #include <filesystem>
 #include <string>
@@ -18,7 +19,13 @@ namespace preflight {
 // folder, or a FIFO, socket or device (a reader would block on it or read forever).
 void require_regular_file(const std::filesystem::path& path, const std::string& subject);
 
-// Reads and parses a JSON file. A missing, non-regular or unreadable file, malformed JSON
+// The whole text of a user file, read in chunks so that a file over max_bytes is refused
+// (InputError(subject, ...) naming the path, `what` and the limit) once that much is read,
+// never held whole. `limit_name` names the constant (limits::kMax...).
+std::string read_user_text_file(const std::filesystem::path& path, const std::string& subject, std::int64_t max_bytes,
+                                const std::string& what, const std::string& limit_name);
+
+// Reads and parses a JSON file (at most limits::kMaxJsonFileBytes). A missing, non-regular or unreadable file, malformed JSON
 // (with nlohmann's line and column) and a number beyond the range of a double (1e400, with
 // the key holding it) are InputErrors with subject `subject` whose message names the path.
 nlohmann::json read_json_file(const std::filesystem::path& path, const std::string& subject);
