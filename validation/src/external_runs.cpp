@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <set>
 #include <span>
@@ -13,6 +12,7 @@
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/limits.hpp"
 #include "preflight/planner/plan_extensions.hpp"
+#include "preflight/planner/user_file.hpp"
 
 namespace preflight::validation {
 
@@ -417,9 +417,9 @@ namespace {
 // row goes through `parse` (empty lines skipped). Errors name the file and the line.
 template <class Parse>
 std::vector<ExternalRun> read_rows(const fs::path& csv, std::span<const char* const> required, Parse parse) {
-    require_regular_file(csv, csv.string());  // a FIFO would block the read forever
-    std::ifstream in(csv);
-    if (!in) throw InputError(csv.string(), "cannot open the CSV file");
+    // Read whole, within its limit (a FIFO is refused: it would block the read forever).
+    std::istringstream in(
+        read_user_text_file(csv, csv.string(), limits::kMaxDataSetCsvBytes, "a data set's CSV", "limits::kMaxDataSetCsvBytes"));
     const std::string file = csv.filename().string();
     std::string line;
     if (!std::getline(in, line)) throw InputError(csv.string(), "is empty (no header line)");

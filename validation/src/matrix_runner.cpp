@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -73,10 +74,17 @@ int spawn(const std::vector<std::string>& argv, const fs::path& log) {
     return status;
 }
 
+// The last `bytes` of a run's log, read from there (a long log is not read whole).
 std::string tail_of(const fs::path& file, std::size_t bytes) {
-    std::ifstream in(file, std::ios::binary);
-    std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    return s.size() > bytes ? s.substr(s.size() - bytes) : s;
+    std::ifstream in(file, std::ios::binary | std::ios::ate);
+    const std::streamoff size = in ? static_cast<std::streamoff>(in.tellg()) : -1;
+    if (size <= 0) return "";
+    const std::streamoff start = std::max<std::streamoff>(0, size - static_cast<std::streamoff>(bytes));
+    in.seekg(start);
+    std::string s(static_cast<std::size_t>(size - start), '\0');
+    in.read(s.data(), static_cast<std::streamsize>(s.size()));
+    s.resize(static_cast<std::size_t>(in.gcount()));
+    return s;
 }
 
 std::string clock_text(double s) {

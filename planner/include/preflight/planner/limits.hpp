@@ -42,6 +42,8 @@ inline constexpr std::int64_t kMaxConfigFileBytes = std::int64_t{1} << 24;  // a
 // A JSON file users hand us (model config, GPU spec, plan, run report, matrix): 64 MiB, over 100x
 // the largest run report the runtime writes (a GPT-2 XL report with every allocation, ~0.5 MB).
 inline constexpr std::int64_t kMaxJsonFileBytes = std::int64_t{1} << 26;
+// A measured data set's CSV: 64 MiB, about 200 times the nanotron sweep's 1,622 rows.
+inline constexpr std::int64_t kMaxDataSetCsvBytes = std::int64_t{1} << 26;
 
 // Work: the plan search enumerates micro-batch sizes up to this many sequences
 // (larger micro-batches are not searched, and the output says so).
