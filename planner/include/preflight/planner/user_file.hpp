@@ -25,9 +25,10 @@ void require_regular_file(const std::filesystem::path& path, const std::string& 
 std::string read_user_text_file(const std::filesystem::path& path, const std::string& subject, std::int64_t max_bytes,
                                 const std::string& what, const std::string& limit_name);
 
-// Reads and parses a JSON file (at most limits::kMaxJsonFileBytes). A missing, non-regular or unreadable file, malformed JSON
-// (with nlohmann's line and column) and a number beyond the range of a double (1e400, with
-// the key holding it) are InputErrors with subject `subject` whose message names the path.
+// Reads and parses a JSON file (at most limits::kMaxJsonFileBytes). A missing, non-regular,
+// oversized or unreadable file, malformed JSON (with nlohmann's line and column) and a number
+// beyond the range of a double (1e400, with the key holding it) are InputErrors with subject
+// `subject` whose message names the path.
 nlohmann::json read_json_file(const std::filesystem::path& path, const std::string& subject);
 
 // The same for JSON text already read (standard input); `where` names it in messages.
