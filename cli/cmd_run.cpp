@@ -22,6 +22,7 @@
 #include "preflight/planner/limits.hpp"
 #include "preflight/planner/plan_schema.hpp"
 #include "preflight/planner/report.hpp"
+#include "preflight/planner/throughput.hpp"
 #include "preflight/runtime/errors.hpp"
 #include "preflight/runtime/device.hpp"
 #include "preflight/runtime/runtime.hpp"
@@ -43,6 +44,7 @@ struct RunState {
     bool debug_sync = false;
     bool no_cudnn = false;
     bool no_fused = false;
+    bool op_times = false;
     std::string save_init;
     std::string report_file;
     RankFlags ranks;
@@ -93,6 +95,59 @@ void print_parallel(const runtime::RunReport& r) {
     if (p.nccl_world1_bytes)
         std::cout << "# NCCL " << p.nccl << ": its own device memory, measured with a world-size-1 communicator: "
                   << format_bytes(*p.nccl_world1_bytes) << " (in the driver figures)\n";
+}
+
+// The peak a GEMM of the timed step is judged against: fp8 products against the fp8 peak, the
+// rest against the plan's 16-bit peak, or fp32's when the whole recipe is fp32.
+std::optional<double> gemm_peak_flops_per_s(const runtime::RunReport& r, const std::string& label) {
+    if (label.rfind("fp8 ", 0) == 0) return compute_peak_flops_per_s(r.gpu, Precision::fp8_mixed);
+    return compute_peak_flops_per_s(r.gpu, r.plan.precision == Precision::fp32 ? Precision::fp32 : Precision::bf16_mixed);
+}
+
+// `--op-times`: the timed step by op kind (longest first; the tail summed), then its longest GEMMs.
+void print_op_times(const runtime::RunReport& r) {
+    if (!r.measured.op_times) return;
+    const runtime::OpTimes& o = *r.measured.op_times;
+    constexpr std::size_t kKinds = 14, kGemms = 10;
+    auto fixed = [](double v, const char* fmt) {
+        char b[64];
+        std::snprintf(b, sizeof b, fmt, v);
+        return std::string(b);
+    };
+    auto ms = [&](double s) { return fixed(s * 1e3, "%.3f"); };
+    auto pct = [&](double x) { return fixed(100 * x, "%.1f"); };
+    auto tflops = [&](double flops, double s) { return s > 0 && flops > 0 ? fixed(flops / s / 1e12, "%.1f") : std::string("-"); };
+    std::printf("# the step timed op by op (one step after the measured ones, an event before every op): %lld ops, %.3f ms\n",
+                static_cast<long long>(o.ops), o.total_s * 1e3);
+    Table t;
+    t.header = {"op", "count", "time", "share", "GEMM rate"};
+    t.units = {"", "", "[ms]", "[%]", "[TFLOP/s]"};
+    runtime::OpLabelTime rest{"other kinds", 0, 0, 0};
+    for (std::size_t i = 0; i < o.by_label.size(); ++i) {
+        const runtime::OpLabelTime& l = o.by_label[i];
+        if (i < kKinds) {
+            t.rows.push_back({l.label, std::to_string(l.count), ms(l.time_s), pct(o.total_s > 0 ? l.time_s / o.total_s : 0),
+                              tflops(l.gemm_flops, l.time_s)});
+        } else {
+            rest.count += l.count;
+            rest.time_s += l.time_s;
+        }
+    }
+    if (rest.count > 0)
+        t.rows.push_back({rest.label, std::to_string(rest.count), ms(rest.time_s), pct(o.total_s > 0 ? rest.time_s / o.total_s : 0), "-"});
+    std::cout << t.render();
+    Table g;
+    g.header = {"GEMM (longest)", "M x N x K", "count", "time", "rate", "of peak"};
+    g.units = {"", "", "", "[ms]", "[TFLOP/s]", "[%]"};
+    for (std::size_t i = 0; i < o.gemms.size() && i < kGemms; ++i) {
+        const runtime::GemmShapeTime& s = o.gemms[i];
+        std::string dims = std::to_string(s.shape.m) + " x " + std::to_string(s.shape.n) + " x " + std::to_string(s.shape.k);
+        if (s.shape.batch > 1) dims += " (x" + std::to_string(s.shape.batch) + ")";
+        const std::optional<double> peak = gemm_peak_flops_per_s(r, s.label);
+        g.rows.push_back({s.label, dims, std::to_string(s.count), ms(s.time_s), tflops(s.flops, s.time_s),
+                          peak && s.time_s > 0 ? pct(s.flops / s.time_s / *peak) : std::string("N/A")});
+    }
+    if (!g.rows.empty()) std::cout << g.render();
 }
 
 void print_table(const runtime::RunReport& r) {
@@ -147,6 +202,7 @@ void print_table(const runtime::RunReport& r) {
                     opt_seconds(r.parallel.all_gather_s).c_str(),
                     r.parallel.backend == "nccl" ? "" : " (local ops, no bytes crossed GPUs)");
     if (r.measured.debug_sync) std::cout << "debug-sync: synchronised after every op (step times not representative)\n";
+    print_op_times(r);
     if (r.failure) std::cout << "FAILED (" << r.failure->kind << "): " << r.failure->message << "\n";
 }
 
@@ -228,6 +284,7 @@ runtime::RunOptions run_options(const RunState& st, const ModelConfig& model) {
     opt.hyper.rope_base = model.rope_theta;
     opt.hyper.rope_scaling = model.rope_scaling;
     opt.save_init_path = st.save_init;
+    opt.op_times = st.op_times;
     opt.fuse_epilogues = !st.no_fused && !runtime::debug_sync_requested(false, std::getenv("PREFLIGHT_NO_FUSED_EPILOGUES"));
     opt.debug_sync = runtime::debug_sync_requested(st.debug_sync, std::getenv("PREFLIGHT_DEBUG_SYNC"));
     opt.cudnn_attention = !st.no_cudnn && !runtime::debug_sync_requested(false, std::getenv("PREFLIGHT_NO_CUDNN"));
@@ -326,6 +383,11 @@ int run_command(const RunState& st) {
         return launch_local_ranks(rf.nproc_per_node);
     }
     runtime::RunOptions opt = run_options(st, model);
+    if (opt.op_times && st.dry_run)
+        throw InputError("--op-times", "times the ops of a device run; a dry run executes none (leave out --dry-run)");
+    if (opt.op_times && opt.debug_sync)
+        throw InputError("--op-times", "cannot time ops that --debug-sync (or PREFLIGHT_DEBUG_SYNC) synchronises after each: "
+                                       "leave one of them out");
     opt.rank = ranks.rank;
     if (ranks.mode == RankMode::nccl_rank) {
         opt.comm_backend = "nccl";
@@ -369,6 +431,11 @@ Command add_run_command(CLI::App& app) {
     sub->add_flag("--no-fused-epilogues", st->no_fused,
                   "bf16 GeLU models: run the activation and its gradient as kernels instead of cuBLASLt GEMM "
                   "epilogues (also PREFLIGHT_NO_FUSED_EPILOGUES=1)");
+    sub->add_flag("--op-times", st->op_times,
+                  "Device runs: one more step after the measured ones, timed op by op (a CUDA event before every op "
+                  "and after the last): where the step's time goes, by op kind and by GEMM shape with its TFLOP/s, in "
+                  "the table and under measured.op_times in the JSON. That step is not a measured step: its time, "
+                  "loss and collectives stay out of the step figures");
     sub->add_option("--save-init", st->save_init,
                     "Write the initial parameters (fp32, flat) to FILE and their index to FILE.json, for "
                     "validation/pytorch/train.py --init-from (device runs)");

@@ -12,12 +12,14 @@
 #include <limits>
 #include <functional>
 #include <memory>
+#include <string>
 #include <type_traits>
 
 #include "attention.hpp"
 #include "comm.hpp"
 #include "gemm.cuh"
 #include "kernels.cuh"
+#include "op_timer.hpp"
 #include "preflight/planner/profiles.hpp"
 #include "preflight/runtime/nvml_probe.hpp"
 #include "preflight/runtime/reference.hpp"
@@ -108,6 +110,8 @@ public:
         sample_hook_ = std::move(hook);
     }
     bool checks_each_op() const override { return debug_sync_; }
+    // `preflight run --op-times`: every op of the steps walked while set gets its events (null: off).
+    void set_op_timer(OpTimer* t) { timer_ = t; }
     void set_attention(AttentionEngine* a) { attention_ = a; }
     // GeLU fused into the fc1 GEMM (cuBLASLt GELU_AUX_BIAS) and its gradient into the fc2
     // dgrad GEMM (DGELU), bf16 programs only; the program (and so the memory) is unchanged:
@@ -118,6 +122,7 @@ public:
             PF_CUDA_CHECK(cudaStreamSynchronize(stream));
             sample_hook_();
         }
+        if (timer_) timer_->begin_op(timed_label(op));
         if (P.act == DType::f32)
             run_t<float>(op, t);
         else
@@ -143,6 +148,7 @@ private:
     const Op* skip_gelu_bwd_ = nullptr;   // done by the fc2 dgrad's epilogue
     const Op* sample_op_ = nullptr;
     std::function<void()> sample_hook_;
+    OpTimer* timer_ = nullptr;
     std::array<DeviceComm*, kCommGroups> comm_{};  // by CommGroup
     cudaStream_t comm_stream_ = nullptr;
     cudaEvent_t ready_ = nullptr;                    // the compute stream's point a collective starts after
@@ -174,6 +180,18 @@ private:
     // The cross-entropy's gradient scale: the mean over the step's tokens (rows x grad_acc).
     float loss_scale() const { return static_cast<float>(1.0 / static_cast<double>(d.rows * d.grad_acc)); }
     bool layernorm() const { return P.model.norm == NormKind::layernorm; }
+
+    // An op's label in the per-op times: its kind, "fp8 " before a linear with fp8 operands.
+    std::string timed_label(const Op& op) const {
+        const bool linear =
+            op.kind == OpKind::linear_fwd || op.kind == OpKind::linear_bwd_data || op.kind == OpKind::linear_bwd_weight;
+        return (linear && fp8_operands(op) ? "fp8 " : "") + std::string(to_string(op.kind));
+    }
+    // Every cuBLASLt product of an op goes through here (its shape noted when ops are timed).
+    void run_gemm(const GemmArgs& g) {
+        if (timer_) timer_->note_gemm({g.M, g.N, g.K, g.batch});
+        gemm_.run(g, stream);
+    }
 
     // The op `k` places after `op` in its section (step, set-up, teardown), or null.
     const Op* after(const Op& op, std::size_t k) const {
@@ -211,7 +229,7 @@ private:
             g.D = at<T>(t, gelu->v[1]);
             g.ldd = gelu->v[1].ld;
         }
-        gemm_.run(g, stream);
+        run_gemm(g);
     }
 
     template <class T>
@@ -236,7 +254,7 @@ private:
             g.aux = at<T>(t, gelu_bwd->v[1]);
             g.ldaux = gelu_bwd->v[1].ld;
         }
-        gemm_.run(g, stream);
+        run_gemm(g);
     }
 
     template <class T>
@@ -255,7 +273,7 @@ private:
         g.C = g.D;
         g.ldc = g.N;
         g.beta = 1.f;
-        gemm_.run(g, stream);
+        run_gemm(g);
         if (op.p1 != kNoParam) launch_bias_grad<T>(at<T>(t, op.v[0]), grad<T>(t, op.p1), op.v[0].rows, op.v[0].cols, op.v[0].ld, stream);
     }
 
@@ -290,7 +308,7 @@ private:
                         g.B = qkv + e.q_width, g.ldb = e.qkv_width, g.stride_b = e.head_dim;
                         g.D = at<T>(t, op.v[1]) + sc_off, g.ldd = e.seq, g.stride_d = sc_stride;
                         g.alpha = scale;
-                        gemm_.run(g, stream);
+                        run_gemm(g);
                         break;
                     }
                     case OpKind::eager_pv: {  // O = P V
@@ -299,7 +317,7 @@ private:
                         g.A = at<T>(t, op.v[0]) + sc_off, g.lda = e.seq, g.stride_a = sc_stride;
                         g.B = qkv + e.q_width + e.kv_width, g.ldb = e.qkv_width, g.stride_b = e.head_dim;
                         g.D = at<T>(t, op.v[2]) + bb * e.seq * e.q_width + j * e.head_dim, g.ldd = e.q_width, g.stride_d = e.group * e.head_dim;
-                        gemm_.run(g, stream);
+                        run_gemm(g);
                         break;
                     }
                     case OpKind::eager_dp: {  // dP = dO V^T
@@ -309,7 +327,7 @@ private:
                         g.A = at<T>(t, op.v[0]) + bb * e.seq * e.q_width + j * e.head_dim, g.lda = e.q_width, g.stride_a = e.group * e.head_dim;
                         g.B = qkv + e.q_width + e.kv_width, g.ldb = e.qkv_width, g.stride_b = e.head_dim;
                         g.D = at<T>(t, op.v[2]) + sc_off, g.ldd = e.seq, g.stride_d = sc_stride;
-                        gemm_.run(g, stream);
+                        run_gemm(g);
                         break;
                     }
                     case OpKind::eager_dqkv: {
@@ -325,7 +343,7 @@ private:
                         q.B = qkv + e.q_width, q.ldb = e.qkv_width, q.stride_b = e.head_dim;
                         q.D = dqkv + j * e.head_dim, q.ldd = e.qkv_width, q.stride_d = e.group * e.head_dim;
                         q.alpha = scale;
-                        gemm_.run(q, stream);
+                        run_gemm(q);
                         // dK_kv += scale dS^T Q_h ; dV_kv += P^T dO_h (summed over the group's heads)
                         GemmArgs k = g;
                         k.trans_a = true;
@@ -335,14 +353,14 @@ private:
                         k.D = dqkv + e.q_width, k.ldd = e.qkv_width, k.stride_d = e.head_dim;
                         k.alpha = scale;
                         if (j > 0) k.C = k.D, k.ldc = k.ldd, k.stride_c = k.stride_d, k.beta = 1.f;
-                        gemm_.run(k, stream);
+                        run_gemm(k);
                         GemmArgs v = k;
                         v.alpha = 1.f;
                         v.A = p;
                         v.B = dout, v.ldb = e.q_width, v.stride_b = e.group * e.head_dim;
                         v.D = dqkv + e.q_width + e.kv_width;
                         v.C = j > 0 ? v.D : nullptr;
-                        gemm_.run(v, stream);
+                        run_gemm(v);
                         break;
                     }
                     default: break;
@@ -358,6 +376,7 @@ private:
         if (next && next->kind == OpKind::gelu_fwd && next->v[0].buffer == op.v[1].buffer && op.v[2].buffer == kNoBuffer &&
             op.v[1].ld % 8 == 0 && next->v[1].ld % 8 == 0) {
             deferred_fc1_ = &op;  // runs with the activation op
+            if (timer_) timer_->relabel("linear_fwd:deferred");
             return;
         }
         gemm_linear_fwd<T>(op, t);
@@ -372,6 +391,7 @@ private:
             op.v[1].ld % 8 == 0 && gb->v[1].ld % 8 == 0) {
             gemm_linear_bwd_data<T>(op, t, gb);
             skip_gelu_bwd_ = gb;
+            if (timer_) timer_->relabel("linear_bwd_data+dgelu");
             return;
         }
         gemm_linear_bwd_data<T>(op, t);
@@ -383,6 +403,7 @@ private:
             const Op* fc1 = deferred_fc1_;
             deferred_fc1_ = nullptr;
             gemm_linear_fwd<T>(*fc1, t, &op);
+            if (timer_) timer_->relabel("linear_fwd+gelu");
             return;
         }
         launch_gelu_fwd<T>(at<T>(t, op.v[0]), at<T>(t, op.v[1]), d.rows * d.ffn, stream);
@@ -392,6 +413,7 @@ private:
     void gelu_bwd(const Op& op, const BufferTable& t) {
         if (skip_gelu_bwd_ == &op) {  // already done in fc2's dgrad epilogue
             skip_gelu_bwd_ = nullptr;
+            if (timer_) timer_->relabel("gelu_bwd:fused");
             return;
         }
         launch_gelu_bwd<T>(at<T>(t, op.v[1]), at<T>(t, op.v[0]), at<T>(t, op.v[0]), d.rows * d.ffn, stream);

@@ -76,7 +76,7 @@ void DeviceRunner::fp8_linear(const Op& op, const BufferTable& t) {
         g.B = bytes_at(t, v1), g.ldb = v1.ld, g.fp8_b = fp8_kind(P.buffers[static_cast<std::size_t>(v1.buffer)].dtype);
         g.D = grad<bf16>(t, op.p0), g.ldd = K, g.C = g.D, g.ldc = K, g.beta = 1.f;
     }
-    gemm_.run(g, stream);
+    run_gemm(g);
     if (op.kind == OpKind::linear_bwd_weight && op.p1 != kNoParam)
         launch_bias_grad<bf16>(at<bf16>(t, op.v[2]), grad<bf16>(t, op.p1), op.v[2].rows, op.v[2].cols, op.v[2].ld, stream);
 }

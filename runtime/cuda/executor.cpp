@@ -282,6 +282,32 @@ void run_step(DeviceRun& run, int i, int record_at, std::int64_t peak_op) {
     if (has_loss && !std::isfinite(loss)) throw std::runtime_error("loss is not finite at step " + std::to_string(i + 1));
 }
 
+// `--op-times`: step i (after the measured ones) walked with an event before every op and one
+// after the last; not a measured step (its time, loss and collectives are not recorded as one).
+void time_ops_step(DeviceRun& run, int i) {
+    run.step_now = i + 1;
+    run.runner.set_step(i + 1);
+    run.runner.sample_before(nullptr, {});
+    cuda::OpTimer timer(run.stream);
+    run.runner.set_op_timer(&timer);
+    try {
+        walk(run.prog, run.prog.step, run.alloc, run.table, &run.runner, "step", i + 1);
+        timer.finish();
+        PF_CUDA_CHECK(cudaStreamSynchronize(run.stream));
+    } catch (...) {
+        run.runner.set_op_timer(nullptr);
+        throw;
+    }
+    run.runner.set_op_timer(nullptr);
+    run.r.measured.op_times = aggregate_op_times(timer.collect());
+    if (run.opt.progress) {
+        char line[160];
+        std::snprintf(line, sizeof line, "step %d: timed op by op (%lld ops, %.1f ms; not a measured step)", i + 1,
+                      static_cast<long long>(run.r.measured.op_times->ops), run.r.measured.op_times->total_s * 1e3);
+        run.opt.progress(line);
+    }
+}
+
 // Set-up, the warm-up and measured steps, teardown. The pool's high-water marks are reset
 // after set-up, so they cover the steps.
 void run_program(DeviceRun& run) {
@@ -299,6 +325,7 @@ void run_program(DeviceRun& run) {
     const int record_at = run.opt.timeline ? std::max(0, run.opt.warmup - 1) : -1;
     const std::int64_t peak_op = peak_step_op(prog);
     for (int i = 0; i < run.opt.warmup + run.opt.steps; ++i) run_step(run, i, record_at, peak_op);
+    if (run.opt.op_times) time_ops_step(run, run.opt.warmup + run.opt.steps);
     run.step_now = 0;
     walk(prog, prog.teardown, run.alloc, run.table, &run.runner, "teardown");
     PF_CUDA_CHECK(cudaStreamSynchronize(run.stream));

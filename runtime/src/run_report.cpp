@@ -110,6 +110,7 @@ json measured_json(const RunReport& r) {
     mj["tokens_per_s"] = opt(m.tokens_per_s);
     mj["mfu"] = opt(m.mfu);
     mj["hfu"] = opt(m.hfu);
+    mj["op_times"] = m.op_times ? op_times_to_json(*m.op_times) : json(nullptr);
     return mj;
 }
 

@@ -32,6 +32,19 @@ TEST(CliRun, WithoutAGpuExitsThree) {
     EXPECT_EQ(run("run --model gpt2 --seq 128 --steps 1").exit_code, 3);
 }
 
+// --op-times times the kernels of a device run: a dry run has none, and a step synchronised
+// after every op would time the synchronisation. Both are refused before any work (exit 2).
+TEST(CliRun, OpTimesNeedsADeviceRunWithoutDebugSync) {
+    const auto dry = run("run --model gpt2 --seq 128 --dry-run --op-times");
+    EXPECT_EQ(dry.exit_code, 2);
+    EXPECT_NE(dry.err.find("--op-times: times the ops of a device run"), std::string::npos) << dry.err;
+    const auto synced = run("run --model gpt2 --seq 128 --op-times --debug-sync");
+    EXPECT_EQ(synced.exit_code, 2);
+    EXPECT_NE(synced.err.find("--op-times: cannot time ops that --debug-sync"), std::string::npos) << synced.err;
+    const auto j = nlohmann::json::parse(run("run --model gpt2 --seq 128 --dry-run --format json").out);
+    EXPECT_TRUE(j.at("measured").at("op_times").is_null());
+}
+
 TEST(CliRun, TheCudaBackendIsLoadedOnlyWhenADeviceIsAsked) {
 #ifndef PREFLIGHT_TEST_CUDA_MODULE
     GTEST_SKIP() << "this build has no CUDA backend module (PREFLIGHT_CUDA=OFF)";

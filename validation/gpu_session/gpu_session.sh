@@ -39,6 +39,10 @@
 #                  ZeRO-3 gpt2): data/measurements/<gpu>/dp/nccl-ws1-*.rank0.json and logs
 #     fp8          fp8-mixed against bf16-mixed: every pair of gpu_session_fp8_configs.json back to back
 #                  (data/measurements/<gpu>/fp8/<id>_<precision>.json and logs)
+#     optimes[:G]  per-op times (`preflight run --op-times`, 1 warm-up + 3 steps) for the plans of
+#                  gpu_session_configs.json already recorded on this GPU kind without them: added to
+#                  each report's measured.op_times with the call and log they come from (<id>.optimes.log).
+#                  measure, measure-dp/-mp and fp8 record op times with every new run.
 #     curves       200-step loss curves (PREFLIGHT_CURVE_STEPS) of llama-3.2-1b: ours in fp8-mixed and
 #                  bf16-mixed from one start, PyTorch in bf16-mixed and fp32 from it twice each (train.py
 #                  --split 1 and 2: only the reduction order differs), the band of correct runs
@@ -321,7 +325,7 @@ PY
         if (( $(left) < need )); then
             note "$id: SKIPPED (budget: needs ~${need}s, $(left)s left)"; continue
         fi
-        local cmd=("$pre" run "${plan[@]}" --steps "$steps" --warmup "$warmup" --report "$mdir/$id.json")
+        local cmd=("$pre" run "${plan[@]}" --steps "$steps" --warmup "$warmup" --op-times --report "$mdir/$id.json")
         evidence_run "$mdir/$id.log" "$(left)" "${cmd[@]}"
         local code=$?
         note "$id: preflight run exit $code ($(python3 validation/gpu_session/gpu_session_summary.py --one "$mdir/$id.json" 2>/dev/null))"
@@ -376,7 +380,8 @@ EOF
         if (( $(left) < need )); then
             note "$id: SKIPPED (budget: needs ~${need}s, $(left)s left)"; continue
         fi
-        evidence_run "$ddir/$id.log" "$(left)" "$pre" run "${plan[@]}" --steps "$dp_steps" --warmup "$dp_warmup" --report "$ddir/$id.json"
+        evidence_run "$ddir/$id.log" "$(left)" "$pre" run "${plan[@]}" --steps "$dp_steps" --warmup "$dp_warmup" --op-times \
+            --report "$ddir/$id.json"
         note "$id: preflight run exit $? ($(python3 validation/gpu_session/gpu_session_summary.py --one "$ddir/$id.json" 2>/dev/null))"
         pack
     done <<<"$lines"
@@ -395,6 +400,49 @@ do_nccl() {  # NCCL at world size 1, through the launcher (the one NCCL run a si
     done
 }
 
+do_optimes() {  # do_optimes SELECTOR: per-op times for plans measured before --op-times existed
+    local sel=${1:-all}
+    ensure_built cli-only || { note "optimes: no preflight binary"; return 1; }
+    local pre=$build/cli/preflight lines tmp=$out/optimes-tmp.json
+    lines=$(python3 -c "
+import json, sys
+for c in json.load(open(sys.argv[1]))['configs']:
+    if sys.argv[2] == 'all' or c['group'] == sys.argv[2] or c['id'] in sys.argv[2].split(','):
+        print(c['id'], c['model'], c['seq'], c['mbs'], c['grad_acc'], c['recompute'], c['precision'], c['attention'])" "$configs" "$sel")
+    local id model seq mbs ga rc prec attn
+    while read -r id model seq mbs ga rc prec attn; do
+        [[ -n $id ]] || continue
+        # Only into a report this GPU kind already holds, and only where it has no op times yet.
+        python3 -c "import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if r.get('mode') == 'device' and r.get('status') == 'ok' and not r['measured'].get('op_times') else 1)" \
+            "$mdir/$id.json" 2>/dev/null || { note "$id: optimes not needed (no report here, or it has op times)"; continue; }
+        (( $(left) > 60 )) || { note "$id: optimes SKIPPED (budget: $(left)s left)"; continue; }
+        rm -f "$tmp"
+        evidence_run "$mdir/$id.optimes.log" "$(left)" "$pre" run --model "$model" --gpu "$gpu" --seq "$seq" --mbs "$mbs" \
+            --grad-acc "$ga" --recompute "$rc" --precision "$prec" --attention "$attn" --steps 3 --warmup 1 --op-times \
+            --report "$tmp"
+        # The op times join the plan's report, saying which call and log they come from; the
+        # report's measured step is still the one recorded with it.
+        python3 - "$mdir/$id.json" "$tmp" "$id.optimes.log" "$stamp" <<'PY' && note "$id: op times added" || note "$id: optimes run failed"
+import json, os, sys
+target, tmp, log, stamp = sys.argv[1:]
+if not os.path.exists(tmp):
+    sys.exit(1)
+run = json.load(open(tmp))
+if run.get("status") != "ok" or not run["measured"].get("op_times"):
+    sys.exit(1)
+report = json.load(open(target))
+ops = run["measured"]["op_times"]
+ops["recorded"] = {"call": stamp, "log": log, "device": run["device"]["name"],
+                   "that_call_step_time_s": run["measured"]["step_time_s"],
+                   "note": "a later call than this report's measured steps, same plan, same GPU kind"}
+report["measured"]["op_times"] = ops
+with open(target, "w") as f:
+    f.write(json.dumps(report, indent=2) + "\n")
+PY
+        pack
+    done <<<"$lines"
+}
+
 do_fp8() {  # fp8 / bf16 pairs of gpu_session_fp8_configs.json, each pair back to back on this GPU
     ensure_built cli-only || { note "fp8: no preflight binary"; return 1; }
     local pre=$build/cli/preflight fdir=$mdir/fp8 lines
@@ -410,7 +458,7 @@ do_fp8() {  # fp8 / bf16 pairs of gpu_session_fp8_configs.json, each pair back t
             (( $(left) > 90 )) || { note "$rid: SKIPPED (budget: $(left)s left)"; continue; }
             evidence_run "$fdir/$rid.log" "$(left)" "$pre" run --model "$model" --gpu "$gpu" --seq "$seq" --mbs "$mbs" \
                 --grad-acc "$ga" --recompute "$rc" --attention "$attn" --precision "$pr" --steps "$steps" --warmup "$warmup" \
-                --report "$fdir/$rid.json"
+                --op-times --report "$fdir/$rid.json"
             note "$rid: exit $? ($(python3 validation/gpu_session/gpu_session_summary.py --one "$fdir/$rid.json" 2>/dev/null))"
             pack
         done
@@ -551,8 +599,10 @@ for s in "${stages[@]}"; do
         measure-mp:*) do_measure_ranks measure-mp "$mp_configs" mp "${s#measure-mp:}" ;;
         nccl) do_nccl ;;
         fp8) do_fp8 ;;
+        optimes) do_optimes all ;;
+        optimes:*) do_optimes "${s#optimes:}" ;;
         curves) do_curves ;;
-        *) note "unknown stage '$s' (check build test headline losscurve debug memcheck cputest measure[:GROUP|:id,...] measure-dp[:id,...] measure-mp[:id,...] nccl fp8 curves all)"; exit 2 ;;
+        *) note "unknown stage '$s' (check build test headline losscurve debug memcheck cputest measure[:GROUP|:id,...] measure-dp[:id,...] measure-mp[:id,...] nccl fp8 optimes[:GROUP|:id,...] curves all)"; exit 2 ;;
     esac
     pack
 done

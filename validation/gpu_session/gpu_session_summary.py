@@ -95,6 +95,15 @@ def pytorch_row(r):
     }
 
 
+def op_times_text(r):
+    """`--op-times`: the three longest op kinds of the timed step and their shares."""
+    ops = (r.get("measured") or {}).get("op_times")
+    if not isinstance(ops, dict) or not ops.get("by_kind"):
+        return ""
+    top = ", ".join(f"{k['kind']} {100 * k['share']:.0f} %" for k in ops["by_kind"][:3])
+    return f"; timed step {1e3 * ops['total_s']:.1f} ms: {top}"
+
+
 def one(path):
     r = load(path)
     if r is None:
@@ -105,7 +114,8 @@ def one(path):
                 f"({pct(rel(o['meas_peak'], o['pred_peak']), 2)}); step {num(o['meas_step'])} s vs predicted "
                 f"{num(o['pred_step'])} s ({pct(rel(o['meas_step'], o['pred_step']))}); "
                 f"{num(o['tok_s'], '{:,.0f}')} tokens/s; MFU {pct(o['mfu']).lstrip('+')}; driver peak "
-                f"{gib(o['device_peak'])} GiB ({pct(rel(o['device_peak'], o['pred_peak']), 2)}); attention {o['attention']}")
+                f"{gib(o['device_peak'])} GiB ({pct(rel(o['device_peak'], o['pred_peak']), 2)}); attention {o['attention']}"
+                f"{op_times_text(r)}")
     t = pytorch_row(r)
     return (f"{t['pt_status']}; {num(t['pt_tok_s'], '{:,.0f}')} tokens/s; MFU {pct(t['pt_mfu']).lstrip('+')}; "
             f"peak allocated {gib(t['pt_peak'])} GiB")

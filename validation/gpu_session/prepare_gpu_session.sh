@@ -129,6 +129,8 @@ $OUT/preflight-gpu-<stamp>.tar.gz + $OUT/summary.txt). See README.md, "GPU sessi
        run(command="bash validation/gpu_session/gpu_session.sh measure-mp", carry=[".deps"], timeout_s=600)
   fp8-mixed (its gpu tests are in `test`; then the pairs, the 200-step curves and the band):
        run(command="bash validation/gpu_session/gpu_session.sh fp8 curves", carry=[".deps"], timeout_s=600)
+  Per-op times for the plans recorded before --op-times (new runs record them anyway):
+       run(command="bash validation/gpu_session/gpu_session.sh optimes", carry=[".deps"], timeout_s=600)
 
 After EVERY call, unpack its records here before the next call (so the next copy of the working
 tree carries them and the resume skips them), then read the summary:

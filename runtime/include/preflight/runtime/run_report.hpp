@@ -14,6 +14,7 @@
 #include "preflight/planner/memory.hpp"
 #include "preflight/runtime/allocator.hpp"
 #include "preflight/runtime/errors.hpp"
+#include "preflight/runtime/op_times.hpp"
 
 namespace preflight::runtime {
 
@@ -75,6 +76,7 @@ struct Measured {
     std::vector<double> losses;                     // loss per step (warm-up included, marked)
     int warmup_steps = 0;
     std::optional<double> tokens_per_s, mfu, hfu;
+    std::optional<OpTimes> op_times;                // `--op-times`: the extra step, op by op
 };
 
 struct Predicted {

@@ -32,6 +32,9 @@ struct RunOptions {
     // bf16 GeLU models: the activation fused into the fc1 GEMM and its gradient into the fc2
     // dgrad GEMM as cuBLASLt epilogues (`--no-fused-epilogues` / PREFLIGHT_NO_FUSED_EPILOGUES=1: off).
     bool fuse_epilogues = true;
+    // Device runs: one more step after the measured ones with an event around every op
+    // (`preflight run --op-times`; op_times.hpp); its time is not a measured step's.
+    bool op_times = false;
     // When set: after set-up, the initial parameters (fp32 master copy, else the weights) are
     // written to PATH (raw little-endian fp32 in the program's flat layout) and PATH.json (name,
     // offset, rows, cols per tensor), so the PyTorch reference can start from the same weights.
