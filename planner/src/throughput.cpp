@@ -587,4 +587,13 @@ Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, con
     return out;
 }
 
+double gemm_time_s(const GpuSpec& gpu, Precision precision, double m, double n, double k, double batch) {
+    const std::optional<double> peak = compute_peak_flops_per_s(gpu, precision);
+    if (!peak || *peak <= 0)
+        throw InputError("--gpu", gpu.name + " publishes no dense peak for " + std::string(to_string(precision)));
+    Plan p;
+    p.precision = precision;
+    return batch * gemm_s(m, n, k, step_rates(gpu, p, *peak, ThroughputOptions{}));
+}
+
 }  // namespace preflight

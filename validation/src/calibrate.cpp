@@ -20,6 +20,7 @@
 #include "preflight/validation/nelder_mead.hpp"
 #include "preflight/validation/spec_bounds.hpp"
 #include "preflight/validation/stats.hpp"
+#include "calibrate_gemm.hpp"
 
 namespace preflight::validation {
 
@@ -108,6 +109,7 @@ std::optional<CalibrationRun> calibration_run(const json& j, const fs::path& f, 
     r.tracked_peak_bytes = measured_bytes(m, "tracked_peak_bytes");
     r.overhead_bytes = measured_bytes(m, "overhead_bytes");
     r.device_used_peak_bytes = measured_bytes(m, "device_used_peak_bytes");
+    r.gemms = gemm_samples(m);
     CheckOptions co;
     co.data_dir = scan.data_dir;
     const RunCheck rc = check_report(j, r.id, {}, co);
@@ -419,12 +421,10 @@ CalibrationResult calibrate(const std::vector<CalibrationRun>& runs, const GpuSp
     r.step_held_after = step_errors(held, fitted);
     r.device_peak_held_before = device_peak_errors(held, r.overhead_before, r.pool_slack_fraction_before);
     r.device_peak_held_after = device_peak_errors(held, r.overhead_after, r.pool_slack_fraction_after);
+    for (const CalibrationRun& run : runs) r.runs_with_op_times += !run.gemms.empty();
+    r.gemm_curves = fit_gemm_curves(runs, gpu);
     return r;
 }
-
-namespace {
-json errors_json(const ErrorStats& e) { return {{"n", e.n}, {"p50", e.p50}, {"p95", e.p95}, {"max", e.max}}; }
-}  // namespace
 
 json calibrated_spec(const json& spec, const CalibrationResult& r, const std::string& provenance) {
     json out = spec;
@@ -470,7 +470,9 @@ json calibration_to_json(const CalibrationResult& r) {
             {"model_families", r.families},
             {"device_peak_error_held_out_before", errors_json(r.device_peak_held_before)},
             {"device_peak_error_held_out_after", errors_json(r.device_peak_held_after)},
-            {"device_peak_error_leave_one_family_out_after", errors_json(r.device_peak_lofo_after)}};
+            {"device_peak_error_leave_one_family_out_after", errors_json(r.device_peak_lofo_after)},
+            {"runs_with_op_times", r.runs_with_op_times},
+            {"gemm_curves", gemm_curves_json(r.gemm_curves)}};
 }
 
 std::string calibration_table(const CalibrationResult& r) {
@@ -528,6 +530,7 @@ std::string calibration_table(const CalibrationResult& r) {
                       100 * r.device_peak_lofo_after.p95, 100 * r.device_peak_lofo_after.max, r.device_peak_lofo_after.n);
         o << b;
     }
+    if (r.target == CalibrationTarget::runtime) o << gemm_curves_text(r);
     return o.str();
 }
 

@@ -198,6 +198,12 @@ HostPace expected_host_pace(const ModelConfig& model, const GpuSpec& gpu, const 
 // the GPU spec publishes none.
 std::optional<double> compute_peak_flops_per_s(const GpuSpec& gpu, Precision precision);
 
+// One GEMM, M x N x K (times `batch`), as the step model times it under `precision`'s kernels
+// (its GEMM constants; fp8-mixed: the fp8 figure against the fp8 peak): the larger of its FLOPs at
+// gemm_max * d / (d + half_dim) of the dense peak, d = min(M, N, K), and its operands' and result's
+// bytes at the achievable HBM rate. InputError when the GPU spec publishes no peak for the precision.
+double gemm_time_s(const GpuSpec& gpu, Precision precision, double m, double n, double k, double batch = 1);
+
 // Time and cost to train on `train_tokens` tokens at the estimated step time.
 struct TrainingTime {
     std::int64_t steps = 0;  // ceil(train_tokens / tokens per step)

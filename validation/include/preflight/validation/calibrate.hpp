@@ -17,6 +17,15 @@
 
 namespace preflight::validation {
 
+// One GEMM shape a run timed with `preflight run --op-times` (measured.op_times.gemms): `count`
+// products of M x N x K (`batch` each) that took `time_s` in all.
+struct GemmSample {
+    bool fp8 = false;  // an fp8 product (its kind starts "fp8 ")
+    double m = 0, n = 0, k = 0, batch = 1;
+    std::int64_t count = 0;
+    double time_s = 0;
+};
+
 struct CalibrationRun {
     std::string id;
     ModelConfig model;
@@ -28,7 +37,26 @@ struct CalibrationRun {
     std::optional<std::int64_t> device_used_peak_bytes;  // driver: device used over the pre-context baseline
     std::int64_t full_layer_activation_bytes = 0;        // planner: one layer's activations, nothing recomputed
     bool own_attention_kernel = false;                   // the runtime's own flash kernel ran (ran_own_attention_kernel)
+    std::vector<GemmSample> gemms;                       // measured.op_times.gemms, when the run has them
 };
+
+// The step model's GEMM curve (gemm_max * d / (d + half_dim) of the peak, d = min(M, N, K);
+// planner gemm_time_s) against GEMMs timed one by one, for one class of kernels: the 16-bit
+// recipes' ("16-bit") or the fp32 recipe's ("fp32"). Errors are per shape, |measured - predicted| /
+// predicted of one product's time.
+struct GemmCurveFit {
+    std::string kernels;              // "16-bit" | "fp32"
+    int runs = 0, shapes = 0;         // runs with op times of this class, GEMM shapes over them
+    double max_fraction_before = 0, half_dim_before = 0;  // the spec's
+    double max_fraction_after = 0, half_dim_after = 0;    // fitted on every shape
+    ErrorStats before, after;         // in sample
+    ErrorStats by_family;             // each model family's shapes by a fit on the other families' shapes
+};
+
+// Fits, for each class with at least 3 shapes, the two GEMM constants to the shapes of every run
+// in `runs` (weighted by their measured time: the GEMMs a step spends its time in count most),
+// by Nelder-Mead on the squared log ratio of predicted to measured time.
+std::vector<GemmCurveFit> fit_gemm_curves(const std::vector<CalibrationRun>& runs, const GpuSpec& gpu);
 
 // What a fit is for: the GPU's generic constants ("efficiency", "overhead_bytes"), or the
 // Preflight runtime's own (the spec's "runtime" block, GpuSpec::runtime), which also fits
@@ -64,6 +92,9 @@ struct CalibrationResult {
     ErrorStats device_peak_lofo_after;
     std::vector<std::string> families;
     int iterations = 0;
+    // GEMMs timed one by one (runs recorded with --op-times); empty when none has them.
+    std::vector<GemmCurveFit> gemm_curves;
+    int runs_with_op_times = 0;
 };
 
 // The constants fitted: gemm_max_fraction_of_peak, gemm_half_efficiency_dim,
