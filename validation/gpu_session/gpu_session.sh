@@ -403,7 +403,7 @@ do_nccl() {  # NCCL at world size 1, through the launcher (the one NCCL run a si
 do_optimes() {  # do_optimes SELECTOR: per-op times for plans measured before --op-times existed
     local sel=${1:-all}
     ensure_built cli-only || { note "optimes: no preflight binary"; return 1; }
-    local pre=$build/cli/preflight lines tmp=$out/optimes-tmp.json
+    local pre=$build/cli/preflight lines tmp=${TMPDIR:-/tmp}/preflight-optimes-$$.json
     lines=$(python3 -c "
 import json, sys
 for c in json.load(open(sys.argv[1]))['configs']:
