@@ -459,6 +459,7 @@ Command add_run_command(CLI::App& app) {
     sub->footer(
         "Example:\n  preflight run --model gpt2 --seq 1024 --mbs 4 --steps 20 --format json\n"
         "  preflight run --model llama-3.2-1b --seq 2048 --recompute selective --dry-run\n"
+        "  preflight run --model llama-3.2-1b --seq 2048 --mbs 4 --op-times   # where the step's time goes, op by op\n"
         "  preflight plan --model llama-3-8b --gpus 8 --gbs-tokens 4194304 --emit preflight | \\\n"
         "    preflight run --plan - --emulate-rank 0      # rank 0 of the recommendation, on this GPU\n"
         "  preflight run --model gpt2 --dp 8 --zero 1 --nproc-per-node 8   # eight local ranks over NCCL\n"
