@@ -55,12 +55,6 @@ std::string seconds(double s) {
     return buf;
 }
 
-std::string fixed(double v, int digits) {
-    char buf[48];
-    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-    return buf;
-}
-
 std::string pct(double f, int digits = 1) { return fixed(100.0 * f, digits) + " %"; }
 
 std::string duration(double s) {

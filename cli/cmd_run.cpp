@@ -109,14 +109,9 @@ void print_op_times(const runtime::RunReport& r) {
     if (!r.measured.op_times) return;
     const runtime::OpTimes& o = *r.measured.op_times;
     constexpr std::size_t kKinds = 14, kGemms = 10;
-    auto fixed = [](double v, const char* fmt) {
-        char b[64];
-        std::snprintf(b, sizeof b, fmt, v);
-        return std::string(b);
-    };
-    auto ms = [&](double s) { return fixed(s * 1e3, "%.3f"); };
-    auto pct = [&](double x) { return fixed(100 * x, "%.1f"); };
-    auto tflops = [&](double flops, double s) { return s > 0 && flops > 0 ? fixed(flops / s / 1e12, "%.1f") : std::string("-"); };
+    auto ms = [](double s) { return fixed(s * 1e3, 3); };
+    auto pct = [](double x) { return fixed(100 * x, 1); };
+    auto tflops = [](double flops, double s) { return s > 0 && flops > 0 ? fixed(flops / s / 1e12, 1) : std::string("-"); };
     std::printf("# the step timed op by op (one step after the measured ones, an event before every op): %lld ops, %.3f ms\n",
                 static_cast<long long>(o.ops), o.total_s * 1e3);
     Table t;

@@ -9,14 +9,6 @@
 
 namespace preflight::cli {
 
-namespace {
-std::string fixed(double v, int digits) {
-    char buf[48];
-    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-    return buf;
-}
-}  // namespace
-
 void print_extension_memory_lines(std::ostream& os, const ModelConfig& model, const Plan& plan,
                                   const MemoryReport& memory) {
     if (plan.finetune != Finetune::full) {

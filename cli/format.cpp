@@ -13,6 +13,12 @@ std::string format_rate(std::optional<double> v, const char* unit) {
     return buf;
 }
 
+std::string fixed(double v, int digits) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+    return buf;
+}
+
 std::string format_figure(double v) {
     if (!std::isfinite(v)) return "N/A";
     if (std::fabs(v) >= 1 && std::fabs(v) < 1e15) return group_digits(std::llround(v));

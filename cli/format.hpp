@@ -20,6 +20,8 @@ std::string format_rate(std::optional<double> v, const char* unit);
 // 1 below 10^15 ("1,234"), else three significant digits ("8.4e-05", "1.24e+18"); "N/A" when it
 // is not finite. Never an integer cast that could wrap.
 std::string format_figure(double v);
+// v with `digits` digits after the point ("%.*f"): "12.35".
+std::string fixed(double v, int digits);
 // A bar of `width` cells filled to fraction (clamped to [0, 1]).
 std::string bar(double fraction, int width);
 
