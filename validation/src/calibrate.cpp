@@ -165,8 +165,6 @@ constexpr int kRuntimeParams = 8;  // + the fp32 recipe's GEMM and attention eff
 // Leave-one-out refits every run: bounded so a large folder stays quick.
 constexpr std::size_t kMaxLeaveOneOutRuns = 64;
 
-double logit(double p) { return std::log(p / (1 - p)); }
-double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
 
 // Unconstrained coordinates: logits for fractions of peak (kept in (0, 1)), logs for the
 // half-efficiency dimension and the per-step and per-layer overheads (kept positive).

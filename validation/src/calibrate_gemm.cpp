@@ -26,9 +26,6 @@ struct Sample {
     std::string family;
 };
 
-double logit(double p) { return std::log(p / (1 - p)); }
-double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
-
 // The class's two constants in `e`: the 16-bit GEMM figures, or the fp32 recipe's.
 void set_curve(Efficiency& e, bool fp32, double max_fraction, double half_dim) {
     (fp32 ? e.fp32_gemm_max_fraction_of_peak : e.gemm_max_fraction_of_peak) = max_fraction;

@@ -108,7 +108,7 @@ double to_u(double v, const StepConstant& c) {
     const double a = std::log(c.lo), b = std::log(c.hi);
     // Starts a little inside the bounds, where the sigmoid is not flat.
     const double t = std::clamp((std::log(std::clamp(v, c.lo, c.hi)) - a) / (b - a), 0.02, 0.98);
-    return std::log(t / (1 - t));
+    return logit(t);
 }
 double from_u(double u, const StepConstant& c) {
     const double a = std::log(c.lo), b = std::log(c.hi);

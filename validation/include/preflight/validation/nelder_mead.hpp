@@ -2,12 +2,17 @@
 // runs, step-time constants of external measured runs).
 #pragma once
 
+#include <cmath>
 #include <functional>
 #include <vector>
 
 namespace preflight::validation {
 
 using Point = std::vector<double>;
+
+// The fits' unconstrained coordinate of a fraction in (0, 1) (its logit), and back.
+inline double logit(double p) { return std::log(p / (1 - p)); }
+inline double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
 
 // Nelder-Mead simplex (Nelder & Mead 1965) with the standard coefficients: reflection 1,
 // expansion 2, contraction 0.5, shrink 0.5. The start simplex is `start` plus `step` along
