@@ -277,13 +277,10 @@ evidence_run() {  # evidence_run LOG TIMEOUT_S CMD...
     return $rc
 }
 
-do_measure() {  # do_measure SELECTOR (all | group letter | id,id,...)
-    local sel=${1:-all}
-    ensure_built cli-only || { note "measure: no preflight binary"; return 1; }
-    local pre=$build/cli/preflight train=validation/pytorch/train.py
-    [[ -f $train ]] || note "measure: $train not present: PyTorch comparison skipped"
-    local lines
-    lines=$(python3 - "$configs" "$sel" <<'EOF'
+# The plans of gpu_session_configs.json that SELECTOR picks (all | a group letter | id,id,...),
+# one line each: id model seq mbs grad_acc recompute precision attention.
+select_configs() {
+    python3 - "$configs" "$1" <<'EOF'
 import json, sys
 cfg = json.load(open(sys.argv[1]))["configs"]
 sel = sys.argv[2]
@@ -291,7 +288,15 @@ for c in cfg:
     if sel == "all" or c["group"] == sel or c["id"] in sel.split(","):
         print(c["id"], c["model"], c["seq"], c["mbs"], c["grad_acc"], c["recompute"], c["precision"], c["attention"])
 EOF
-)
+}
+
+do_measure() {  # do_measure SELECTOR (all | group letter | id,id,...)
+    local sel=${1:-all}
+    ensure_built cli-only || { note "measure: no preflight binary"; return 1; }
+    local pre=$build/cli/preflight train=validation/pytorch/train.py
+    [[ -f $train ]] || note "measure: $train not present: PyTorch comparison skipped"
+    local lines
+    lines=$(select_configs "$sel")
     [[ -n $lines ]] || { note "measure: no configuration matches '$sel'"; return 1; }
     note "measure '$sel': $(echo "$lines" | wc -l) plans on $gpu"
     # Local: the caller's variables (do_headline's id) must survive the loop's reads.
@@ -404,11 +409,7 @@ do_optimes() {  # do_optimes SELECTOR: per-op times for plans measured before --
     local sel=${1:-all}
     ensure_built cli-only || { note "optimes: no preflight binary"; return 1; }
     local pre=$build/cli/preflight lines tmp=${TMPDIR:-/tmp}/preflight-optimes-$$.json
-    lines=$(python3 -c "
-import json, sys
-for c in json.load(open(sys.argv[1]))['configs']:
-    if sys.argv[2] == 'all' or c['group'] == sys.argv[2] or c['id'] in sys.argv[2].split(','):
-        print(c['id'], c['model'], c['seq'], c['mbs'], c['grad_acc'], c['recompute'], c['precision'], c['attention'])" "$configs" "$sel")
+    lines=$(select_configs "$sel")
     local id model seq mbs ga rc prec attn
     while read -r id model seq mbs ga rc prec attn; do
         [[ -n $id ]] || continue
