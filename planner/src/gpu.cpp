@@ -107,6 +107,7 @@ constexpr EfficiencyKey kEfficiencyKeys[] = {
     {"microbatch_sync_half_nodes", &Efficiency::microbatch_sync_half_nodes, false, 0, 1e6, false, false},
     {"microbatch_sync_node_exponent", &Efficiency::microbatch_sync_node_exponent, false, 0, 8, false, false},
     {"microbatch_sync_no_pipeline_fraction", &Efficiency::microbatch_sync_no_pipeline_fraction, true, 0, 1, false, false},
+    {"column_sum_row_s", &Efficiency::column_sum_row_s, true, 0, 1, true, false},
     {"step_overhead_s", &Efficiency::step_overhead_s, true, 0, 3600, false, false},
 };
 

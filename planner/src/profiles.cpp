@@ -18,9 +18,17 @@ void adjust_throughput_runtime(const ModelConfig& model, const Plan& plan, Throu
     const PrecisionBytes pb = precision_bytes(plan.precision);
     o.grad_bucket_bytes = runtime_unit_elements(model, vocab_rows, plan.tp).embedding *
                           (pb.gradient_accum > 0 ? pb.gradient_accum : pb.gradient);
+    o.runtime_column_sums = true;
 }
 
 }  // namespace
+
+RuntimeColumnSumRows runtime_column_sum_rows(const ModelConfig& model, const Plan& plan) {
+    const std::int64_t rows = plan.seq * plan.mbs;  // checked by validate_plan: well inside int64
+    const std::int64_t norm_rows = plan.sp ? rows / plan.tp : rows;
+    const std::int64_t biases = (model.qkv_bias ? 1 : 0) + (model.out_bias ? 1 : 0) + (model.mlp_bias ? 2 : 0);
+    return {2 * norm_rows + biases * rows, norm_rows};
+}
 
 void check_runtime_fp8(const ModelConfig& m, const Plan& p) {
     if (p.precision != Precision::fp8_mixed) return;

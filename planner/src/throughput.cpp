@@ -12,27 +12,6 @@
 
 namespace preflight {
 
-std::optional<double> compute_peak_flops_per_s(const GpuSpec& gpu, Precision precision) {
-    switch (precision) {
-        case Precision::fp32: return gpu.peak.fp32_flops_per_s;
-        case Precision::bf16_mixed:
-        case Precision::bf16_mixed_fp32_grads:
-        case Precision::bf16: return gpu.peak.bf16_flops_per_s;
-        case Precision::fp16_mixed: return gpu.peak.fp16_flops_per_s;
-        case Precision::fp8_mixed: return gpu.peak.fp8_flops_per_s;
-    }
-    return std::nullopt;
-}
-
-TrainingTime training_time(const Throughput& t, std::int64_t train_tokens) {
-    TrainingTime r;
-    if (t.tokens_per_step <= 0 || train_tokens <= 0) return r;
-    r.steps = (train_tokens - 1) / t.tokens_per_step + 1;  // ceil, without overflow near 2^63
-    r.wall_s = static_cast<double>(r.steps) * t.step_time_s;
-    r.gpu_hours = r.wall_s * static_cast<double>(t.gpus) / 3600.0;
-    return r;
-}
-
 namespace {
 
 struct Rates {
@@ -82,6 +61,7 @@ struct LayerCost {
     // the wk, wo and w3 GEMMs, and the two sequence-parallel all-gathers; 0 where it does not apply.
     double op_sac_gemm = 0, op_sac_tp = 0;
     double tp_bwd_s = 0;  // the conjugate collectives (Shoeybi et al. 2019, fig. 3), exposed part
+    double column_sums_bwd = 0;  // the runtime's latency-bound column sums (Efficiency::column_sum_row_s)
     double gemm_bwd() const { return 2.0 * gemm_fwd; }  // dgrad + wgrad, same shapes
     double mem_bwd() const { return 2.0 * mem_fwd; }    // reads input + output grad, writes input grad
     double tp_bwd() const { return tp_bwd_s; }
@@ -201,6 +181,8 @@ LayerCost layer_cost(const ModelConfig& m, const Plan& p, const Rates& r, const 
     if (m.is_moe()) bytes += 4.0 * Mk * h * ab;                          // token dispatch + combine permutes
     if (p.dropout > 0) bytes += 2.0 * M * h * (2.0 * ab + 1.0) / sp_div;  // two residual dropouts
     c.mem_fwd = memory_s(bytes, r);
+    if (opt.runtime_column_sums)
+        c.column_sums_bwd = static_cast<double>(runtime_column_sum_rows(m, p).per_layer) * r.e->column_sum_row_s;
 
     // Tensor parallel: two all-reduces of the b*s*h output per layer in forward (after
     // attention and after the MLP), two in backward; with sequence parallelism each
@@ -325,7 +307,7 @@ LayerTimes layer_times(const LayerCost& lc, const Plan& p, const Efficiency& e, 
         t.recompute = lc.attn_fwd;  // attention core only (Korthikanti et al. 2022, sec. 5)
     }
     t.fwd = lc.gemm_fwd + lc.attn_fwd + lc.mem_fwd;
-    t.bwd = lc.gemm_bwd() + lc.attn_bwd + lc.mem_bwd() + t.recompute;
+    t.bwd = lc.gemm_bwd() + lc.attn_bwd + lc.mem_bwd() + lc.column_sums_bwd + t.recompute;
     t.tp = lc.tp_fwd + lc.tp_bwd() + recompute_tp;
     // Host-side dispatch of one layer's forward and backward (fitted; 0 by default): the GPU
     // idles for the part its own work for the layer does not cover.
@@ -339,7 +321,8 @@ struct EdgeTimes {
     double embed_compute = 0, embed_tp = 0, head_fwd = 0, head_bwd = 0, head_tp = 0;
 };
 
-EdgeTimes edge_times(const ModelConfig& model, const Plan& p, const Rates& r, const LinkTier& tp_link) {
+EdgeTimes edge_times(const ModelConfig& model, const Plan& p, const Rates& r, const LinkTier& tp_link,
+                     const ThroughputOptions& opt) {
     const double M = static_cast<double>(p.mbs * p.seq), h = static_cast<double>(model.hidden);
     const double ab = r.act_bytes, t = static_cast<double>(p.tp), sp_div = p.sp ? t : 1.0;
     EdgeTimes x;
@@ -356,6 +339,8 @@ EdgeTimes edge_times(const ModelConfig& model, const Plan& p, const Rates& r, co
     x.head_fwd = memory_s(2.0 * M * h * ab / sp_div, r) + gemm_s(M, v_local, h, r) + memory_s(M * v_local * (ab + 8.0), r);
     x.head_bwd = memory_s(4.0 * M * h * ab / sp_div, r) + 2.0 * gemm_s(M, v_local, h, r) +
                  memory_s(M * v_local * (4.0 + ab), r);
+    if (opt.runtime_column_sums)
+        x.head_bwd += static_cast<double>(runtime_column_sum_rows(model, p).final_norm) * r.e->column_sum_row_s;
     // Vocab-parallel cross-entropy: two small all-reduces (max, sum-exp); the column-parallel
     // head gathers its input under SP (reduce-scatter of its gradient) or all-reduces the
     // input gradient without SP (Megatron-LM tensor_parallel/cross_entropy.py, layers.py).
@@ -556,7 +541,7 @@ Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, con
                                    : 0.0;
     const LayerTimes lt = layer_times(layer_cost(model, p, r, links.tp, opt), p, e,
                                       opt.selective_op_sac && activations::op_sac_applies(model), span_host_s);
-    const EdgeTimes edges = edge_times(model, p, r, links.tp);
+    const EdgeTimes edges = edge_times(model, p, r, links.tp, opt);
     const StageLayers layers = stage_layers(model, p, opt);
     const Slot slot = bottleneck_slot(layers, lt, edges, p.pp);
     // Pipeline: each micro-batch's activation goes forward and its gradient back across a

@@ -517,6 +517,48 @@ TEST(Throughput, OwnAttentionKernelRunsOnTheFp32Units) {
     EXPECT_DOUBLE_EQ(estimate_throughput(m, g, p, own).step_time_s, estimate_throughput(m, g, p, cudnn).step_time_s);
 }
 
+// The runtime's column-sum kernels (bias and norm weight gradients) walk s*b rows each, s*b/tp for
+// the norms under sequence parallelism. GPT-2 (biases on q/k/v, the attention output and both MLP
+// linears) at seq 1024, mbs 8: 8,192 rows; per layer 2 norms + 4 biases = 6 x 8,192 = 49,152 rows,
+// the final norm 8,192; 12 layers and 2 micro-batches at 1e-7 s a row add
+// 2 x (12 x 49,152 + 8,192) x 1e-7 = 0.1196032 s. Llama-3.2-1B (no biases, 16 layers): 2 norms a
+// layer, 2 x (16 x 16,384 + 8,192) x 1e-7 = 0.0540672 s. GPT-2 with tp 4 and sp: norms over 2,048
+// rows, 2 x 2,048 + 4 x 8,192 = 36,864 a layer, 2 x (12 x 36,864 + 2,048) x 1e-7 = 0.0888832 s.
+TEST(Throughput, RuntimeColumnSumsChargeTheirRowsUnderTheRuntimeProfile) {
+    GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    g.efficiency.column_sum_row_s = 1e-7;
+    g.efficiency.layer_launch_overhead_s = 0;  // no host floor to hide them (the runtime's block has none)
+    g.efficiency.tp_layer_launch_overhead_s = 0;
+    struct Case {
+        const char* model;
+        std::int64_t tp;
+        std::int64_t per_layer, final_norm;
+        double extra_s;
+    };
+    for (const Case& c : {Case{"gpt2", 1, 49152, 8192, 0.1196032}, Case{"llama-3.2-1b", 1, 16384, 8192, 0.0540672},
+                          Case{"gpt2", 4, 36864, 2048, 0.0888832}}) {
+        const ModelConfig m = load_model(c.model, kData);
+        Plan p;
+        p.seq = 1024;
+        p.mbs = 8;
+        p.grad_acc = 2;
+        p.tp = c.tp;
+        p.sp = c.tp > 1;
+        p = resolve_defaults(p, m);
+        const RuntimeColumnSumRows rows = runtime_column_sum_rows(m, p);
+        EXPECT_EQ(rows.per_layer, c.per_layer) << c.model;
+        EXPECT_EQ(rows.final_norm, c.final_norm) << c.model;
+        const ThroughputOptions runtime = throughput_options_for(runtime_profile(), m, p, {});
+        EXPECT_TRUE(runtime.runtime_column_sums);
+        ThroughputOptions without = runtime;
+        without.runtime_column_sums = false;
+        EXPECT_NEAR(estimate_throughput(m, g, p, runtime).step_time_s - estimate_throughput(m, g, p, without).step_time_s,
+                    c.extra_s, 1e-9 * c.extra_s)
+            << c.model;
+        EXPECT_FALSE(throughput_options_for(nanotron_profile(), m, p, {}).runtime_column_sums);
+    }
+}
+
 // fp8 GEMMs run at the figure of the recipe's kernels: Transformer Engine's by default,
 // torchao's dynamic tensorwise scaling under a framework that uses it (torchtitan), torchao's
 // rowwise whenever the plan asks for rowwise; a figure the spec lacks (0) falls back in that

@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <tuple>
 
 #include "catalog_fixture.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/profiles.hpp"
+#include "preflight/planner/throughput.hpp"
 #include "preflight/runtime/program.hpp"
 #include "preflight/runtime/walker.hpp"
 
@@ -196,6 +198,34 @@ TEST(Program, OpsCarryTheirPhaseInStepOrder) {
                      OpKind::cross_entropy, OpKind::embedding_bwd})
         EXPECT_TRUE(kinds.count(k)) << to_string(k);
     EXPECT_FALSE(kinds.count(OpKind::rope_fwd));  // GPT-2: learned positions
+}
+
+// The planner charges the runtime's column-sum kernels (planner runtime_column_sum_rows) by the
+// rows they walk: the program's norm backward ops (weight gradients) and the weight-gradient ops
+// of linears with a bias, every rank kind, with and without sequence and pipeline parallelism.
+TEST(Program, ColumnSumRowsAreThePlannersForEveryRank) {
+    for (const char* name : {"gpt2", "llama-3.2-1b"}) {
+        const ModelConfig m = test::catalog_model(name);
+        for (auto [tp, sp, pp, rc] : {std::tuple{1L, false, 1L, Recompute::none}, std::tuple{2L, false, 1L, Recompute::full},
+                                      std::tuple{2L, true, 2L, Recompute::selective}, std::tuple{1L, false, 4L, Recompute::none}}) {
+            Plan p = plan_of(128, 2, 4, rc, Precision::bf16_mixed, AttentionKind::flash);
+            p.tp = tp;
+            p.sp = sp;
+            p.pp = pp;
+            p = resolve_defaults(p, m);
+            const RuntimeColumnSumRows planner = runtime_column_sum_rows(m, p);
+            for (std::int64_t rank = 0; rank < p.gpus(); ++rank) {
+                const Program prog = build_program(m, p, rank);
+                std::int64_t rows = 0;
+                for (const Op& o : prog.step)
+                    if (o.kind == OpKind::norm_bwd || (o.kind == OpKind::linear_bwd_weight && o.p1 != kNoParam))
+                        rows += o.v[0].rows;
+                const std::int64_t expected =
+                    p.grad_acc * (prog.dims.layers * planner.per_layer + (prog.dims.last_stage ? planner.final_norm : 0));
+                EXPECT_EQ(rows, expected) << name << " " << to_flags(p) << " rank " << rank;
+            }
+        }
+    }
 }
 
 }  // namespace

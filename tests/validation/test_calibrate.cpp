@@ -225,3 +225,21 @@ TEST(Calibrate, RuntimeTargetWritesTheRuntimeBlockOnly) {
     EXPECT_EQ(back.runtime->provenance, "runtime fit in a unit test");
     EXPECT_EQ(back.efficiency.gemm_max_fraction_of_peak, spec.efficiency.gemm_max_fraction_of_peak);
 }
+
+// The gate on the runtime's step-time model (issue #32, the multi-GPU runtime: "held out
+// by model family; goal P50 <= 10 %"): the recorded H100 runs, each model family predicted with
+// the constants fitted on the other family's runs. The runtime's column-sum kernels (bias and
+// norm weight gradients, Efficiency::column_sum_row_s) are what GPT-2 spends and Llama does not.
+TEST(Calibrate, RecordedRuntimeRunsMeetTheStepTimeGoalHeldOutByFamily) {
+    const GpuSpec spec = test::catalog_gpu("h100-sxm-80gb");
+    const auto runs = load_calibration_runs(test::data_dir() / "measurements" / "h100-sxm-80gb", spec.name,
+                                            kSourceRuntime, test::data_dir());
+    ASSERT_GE(runs.size(), 20u);
+    const CalibrationResult r = calibrate(runs, spec, CalibrationTarget::runtime);  // its "runtime" block
+    ASSERT_EQ(r.families.size(), 2u);
+    EXPECT_GE(r.step_lofo_after.n, 20);
+    EXPECT_LE(r.step_lofo_after.p50, 0.10);
+    EXPECT_GE(r.step_loo_after.n, 20);
+    EXPECT_LE(r.step_loo_after.p50, 0.10);
+    EXPECT_GT(r.after.column_sum_row_s, 0.0);
+}

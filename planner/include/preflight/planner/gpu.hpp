@@ -85,6 +85,13 @@ struct Efficiency {
     double microbatch_sync_half_nodes = 32.0;
     double microbatch_sync_node_exponent = 2.0;
     double microbatch_sync_no_pipeline_fraction = 1.0;
+    // The Preflight runtime's weight-gradient column sums (bias gradients, runtime/kernels/
+    // bias_grad.cu; norm weight gradients, norm.cu norm_bwd_weights_kernel) launch one 256-thread
+    // block per 32 columns, and each block walks every row of the micro-batch, 8 rows at a time:
+    // a few dozen blocks, latency-bound, so one such kernel takes about rows x column_sum_row_s
+    // whatever its width. Fitted on the runtime's runs; 0 = not charged. Charged only when
+    // ThroughputOptions::runtime_column_sums is set (the runtime profile).
+    double column_sum_row_s = 0.0;
     // Fixed cost per optimizer step (kernel launches, data loading, logging).
     double step_overhead_s = 0.01;
     std::string provenance = "uncalibrated built-in defaults (the GPU spec has no \"efficiency\" object)";

@@ -111,7 +111,21 @@ struct ThroughputOptions {
     // measured.attention_backend "kernel"). Charged at the fp32 kernel's figure against the fp32
     // peak (Efficiency::fp32_attention_fraction_of_peak), the same FLOP/s as in the fp32 recipe.
     bool attention_on_fp32_units = false;
+    // The Preflight runtime's column-sum kernels (Efficiency::column_sum_row_s): each micro-batch's
+    // backward charges runtime_column_sum_rows(...) x column_sum_row_s. Set by the runtime profile.
+    bool runtime_column_sums = false;
 };
+
+// Rows the Preflight runtime's column-sum kernels walk in one micro-batch's backward
+// (runtime/src/program_layer.cpp): per layer, the two norms' weight gradients over the rank's
+// rows (s*b, or s*b/tp under sequence parallelism) and one bias gradient over s*b rows for each
+// linear with a bias (q/k/v, the attention output, and both MLP linears when the model has
+// them); on the last stage, the final norm's.
+struct RuntimeColumnSumRows {
+    std::int64_t per_layer = 0;
+    std::int64_t final_norm = 0;
+};
+RuntimeColumnSumRows runtime_column_sum_rows(const ModelConfig& model, const Plan& plan);
 
 // One named slice of the step time (for display: compute, exposed communication, bubble, ...).
 struct TimeSlice {
