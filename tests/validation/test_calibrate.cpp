@@ -213,6 +213,10 @@ TEST(Calibrate, RuntimeTargetWritesTheRuntimeBlockOnly) {
     EXPECT_EQ(r.target, CalibrationTarget::runtime);
     EXPECT_EQ(r.after.layer_launch_overhead_s, 0.0);  // no per-layer host floor for the runtime
     EXPECT_EQ(r.step_loo_after.n, static_cast<int>(runs.size()));  // every run left out once
+    // No run uses the fp32 kernels (16-bit recipes, cuDNN attention): their constants stay as given.
+    EXPECT_EQ(r.after.fp32_gemm_max_fraction_of_peak, r.before.fp32_gemm_max_fraction_of_peak);
+    EXPECT_EQ(r.after.fp32_gemm_half_efficiency_dim, r.before.fp32_gemm_half_efficiency_dim);
+    EXPECT_EQ(r.after.fp32_attention_fraction_of_peak, r.before.fp32_attention_fraction_of_peak);
     const json raw = read_json_file(test::data_dir() / "gpus" / "h100-sxm-80gb.json", "spec");
     const json fitted = calibrated_spec(raw, r, "runtime fit in a unit test");
     EXPECT_EQ(fitted.at("efficiency"), raw.at("efficiency"));

@@ -273,12 +273,29 @@ ErrorStats device_peak_errors(const std::vector<CalibrationRun>& runs, std::int6
     return error_stats(device_peak_abs_errors(runs, overhead, slack_fraction));
 }
 
+// The fp32 recipe's three kernel constants (GEMM curve and attention) are fitted only on at least
+// three runs that use them (the fp32 recipe, or the runtime's own FP32-unit attention kernel):
+// fewer leave them undetermined, and a fit would park them anywhere. Otherwise they stay as given.
+bool fits_fp32_kernels(const std::vector<CalibrationRun>& train) {
+    const auto n = std::count_if(train.begin(), train.end(), [](const CalibrationRun& r) {
+        return r.plan.precision == Precision::fp32 || r.own_attention_kernel;
+    });
+    return n >= 3;
+}
+void keep_fp32_kernels(Efficiency& e, const Efficiency& given) {
+    e.fp32_gemm_max_fraction_of_peak = given.fp32_gemm_max_fraction_of_peak;
+    e.fp32_gemm_half_efficiency_dim = given.fp32_gemm_half_efficiency_dim;
+    e.fp32_attention_fraction_of_peak = given.fp32_attention_fraction_of_peak;
+}
+
 // Nelder-Mead (Nelder & Mead 1965) on the mean squared log ratio of predicted to measured
 // step time over `train`, from `gpu`'s constants; `evals` counts model evaluations.
 Efficiency fit_efficiency(const std::vector<CalibrationRun>& train, const GpuSpec& gpu, bool runtime, int& evals) {
     GpuSpec g = gpu;
+    const bool fit_fp32 = fits_fp32_kernels(train);
     auto objective = [&](const Point& v) {
         g.efficiency = from_point(v, gpu.efficiency);
+        if (!fit_fp32) keep_fp32_kernels(g.efficiency, gpu.efficiency);
         if (runtime) g.efficiency.layer_launch_overhead_s = 0;
         double sum = 0;
         for (const auto& t : train) {
@@ -294,6 +311,7 @@ Efficiency fit_efficiency(const std::vector<CalibrationRun>& train, const GpuSpe
         x = nelder_mead(objective, x, round == 0 ? 0.5 : 0.1, 4000 * (round + 1), evals, 1e-14);
     Efficiency e = from_point(x, gpu.efficiency);
     if (runtime) e.layer_launch_overhead_s = 0;
+    if (!fit_fp32) keep_fp32_kernels(e, gpu.efficiency);
     return e;
 }
 
