@@ -274,7 +274,10 @@ private:
         g.ldc = g.N;
         g.beta = 1.f;
         run_gemm(g);
-        if (op.p1 != kNoParam) launch_bias_grad<T>(at<T>(t, op.v[0]), grad<T>(t, op.p1), op.v[0].rows, op.v[0].cols, op.v[0].ld, stream);
+        if (op.p1 != kNoParam) {  // the bias gradient, a column-sum kernel of its own after the GEMM
+            launch_bias_grad<T>(at<T>(t, op.v[0]), grad<T>(t, op.p1), op.v[0].rows, op.v[0].cols, op.v[0].ld, stream);
+            if (timer_) timer_->relabel("linear_bwd_weight+bias_grad");
+        }
     }
 
     // Eager attention GEMMs, batched over KV heads for each (sequence, head-in-group).

@@ -91,7 +91,9 @@ TEST(GemmCurve, OpTimesAreReadFromReportsAndAMalformedEntryNamesItsKey) {
     json gemms = json::array({{{"kind", "linear_fwd"}, {"m", 4096}, {"n", 2304}, {"k", 768}, {"batch", 1}, {"count", 12},
                                {"time_s", 1.2e-3}},
                               {{"kind", "fp8 linear_fwd"}, {"m", 4096}, {"n", 768}, {"k", 768}, {"batch", 1}, {"count", 12},
-                               {"time_s", 0.4e-3}}});
+                               {"time_s", 0.4e-3}},
+                              {{"kind", "linear_bwd_weight+bias_grad"}, {"m", 768}, {"n", 768}, {"k", 4096}, {"batch", 1},
+                               {"count", 12}, {"time_s", 5e-3}}});
     auto report = [&](const json& g) {
         return json{{"schema_version", 1}, {"command", "run"}, {"mode", "device"}, {"status", "ok"},
                     {"model", {{"name", "gpt2"}}}, {"gpu", {{"name", "h100-sxm-80gb"}}}, {"plan", plan_to_json(p)},
@@ -102,15 +104,17 @@ TEST(GemmCurve, OpTimesAreReadFromReportsAndAMalformedEntryNamesItsKey) {
     std::ofstream(d / "b.json") << report(json::array()).dump();
     const auto runs = load_calibration_runs(d, "h100-sxm-80gb", kSourceRuntime, test::data_dir());
     ASSERT_EQ(runs.size(), 2u);
-    ASSERT_EQ(runs[0].gemms.size(), 2u);
+    ASSERT_EQ(runs[0].gemms.size(), 3u);
     EXPECT_FALSE(runs[0].gemms[0].fp8);
     EXPECT_TRUE(runs[0].gemms[1].fp8);
+    EXPECT_FALSE(runs[0].gemms[0].with_other_kernel);
+    EXPECT_TRUE(runs[0].gemms[2].with_other_kernel);  // its op's time holds the bias's column sum too
     EXPECT_DOUBLE_EQ(runs[0].gemms[0].n, 2304);
     EXPECT_EQ(runs[0].gemms[0].count, 12);
     EXPECT_DOUBLE_EQ(runs[0].gemms[0].time_s, 1.2e-3);
     const CalibrationResult r = calibrate(runs, test::catalog_gpu("h100-sxm-80gb"), CalibrationTarget::runtime);
     EXPECT_EQ(r.runs_with_op_times, 1);
-    EXPECT_TRUE(r.gemm_curves.empty());  // one 16-bit shape: too few to fit
+    EXPECT_TRUE(r.gemm_curves.empty());  // one 16-bit GEMM-only shape: too few to fit
     EXPECT_NE(calibration_table(r).find("fewer than 3 shapes"), std::string::npos) << calibration_table(r);
 
     gemms[0]["m"] = -3;

@@ -51,6 +51,9 @@ TEST(GpuOpTimes, EveryOpTimedOnceAndTheGemmFlopsAreTheLinearsOfTheStep) {
     EXPECT_TRUE(labels.count("linear_fwd:deferred"));
     EXPECT_TRUE(labels.count("linear_bwd_data+dgelu"));
     EXPECT_TRUE(labels.count("gelu_bwd:fused"));
+    // GPT biases: each weight gradient with a bias also runs the bias's column sum (no GEMM).
+    EXPECT_TRUE(labels.count("linear_bwd_weight+bias_grad"));
+    EXPECT_TRUE(labels.count("linear_bwd_weight"));  // the tied LM head has no bias
     for (const GemmShapeTime& g : t.gemms) EXPECT_DOUBLE_EQ(g.flops, gemm_flops(g.shape) * static_cast<double>(g.count));
     EXPECT_GT(t.total_s, 0);
     // The timed step is not a measured step.

@@ -24,6 +24,7 @@ struct GemmSample {
     double m = 0, n = 0, k = 0, batch = 1;
     std::int64_t count = 0;
     double time_s = 0;
+    bool with_other_kernel = false;  // its op also ran another kernel (kind "...+bias_grad"): not fitted
 };
 
 struct CalibrationRun {
