@@ -205,8 +205,8 @@ void print_recommendation(const PlanCommandState& st, const ModelConfig& model, 
               << " tokens/s total, " << format_figure(th.tokens_per_s_per_gpu) << " per GPU\n";
     std::cout << "MFU / HFU:   " << pct(th.mfu) << " / " << pct(th.hfu) << " of "
               << format_rate(th.peak_flops_per_s / 1e12, "TFLOP/s") << " dense " << to_string(best.plan.precision)
-              << " peak per GPU (model " << fixed(th.model_flops_per_step / 1e15, 1) << " PFLOP, hardware "
-              << fixed(th.hardware_flops_per_step / 1e15, 1) << " PFLOP per step)\n";
+              << " peak per GPU (model " << format_flops(th.model_flops_per_step) << ", hardware "
+              << format_flops(th.hardware_flops_per_step) << " per step)\n";
     std::cout << "memory:      peak " << format_bytes(best.memory.peak_bytes) << " per GPU at "
               << describe(best.memory.peak_phase) << " (limit " << format_bytes(res.limit_bytes) << ")\n";
     print_extension_lines(std::cout, model, gpu, best.plan, best.memory, th);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <utility>
 
 namespace preflight::cli {
 
@@ -26,6 +27,14 @@ std::string format_figure(double v) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.3g", v);
     return buf;
+}
+
+std::string format_flops(double flops) {
+    if (!std::isfinite(flops)) return "N/A";
+    static constexpr std::pair<double, const char*> kUnits[] = {{1e18, "EFLOP"}, {1e15, "PFLOP"}, {1e12, "TFLOP"}, {1e9, "GFLOP"}};
+    for (const auto& [scale, unit] : kUnits)
+        if (std::fabs(flops) >= scale) return fixed(flops / scale, 1) + " " + unit;
+    return format_figure(flops) + " FLOP";
 }
 
 std::string bar(double fraction, int width) {

@@ -20,6 +20,10 @@ std::string format_rate(std::optional<double> v, const char* unit);
 // 1 below 10^15 ("1,234"), else three significant digits ("8.4e-05", "1.24e+18"); "N/A" when it
 // is not finite. Never an integer cast that could wrap.
 std::string format_figure(double v);
+// A count of floating-point operations in the largest of GFLOP, TFLOP, PFLOP, EFLOP that keeps it
+// at 1 or more, one digit after the point ("6.1 TFLOP", "215.9 PFLOP"); smaller counts as a
+// figure ("512 FLOP"); "N/A" when it is not finite.
+std::string format_flops(double flops);
 // v with `digits` digits after the point ("%.*f"): "12.35".
 std::string fixed(double v, int digits);
 // A bar of `width` cells filled to fraction (clamped to [0, 1]).

@@ -155,6 +155,18 @@ TEST(PlanCli, HugeAndTinyFiguresAreNotWrapped) {
     std::filesystem::remove(path);
 }
 
+// A small model's FLOPs per step print in a unit that keeps their digits: GPT-2 (124.4 M
+// parameters) at 8,192 tokens a step does 6 x 124.4e6 x 8,192 = 6.1e12 FLOPs in its parameters
+// alone, "6.x TFLOP" or more, never "0.0 PFLOP".
+TEST(PlanCli, FlopsPerStepKeepTheirDigitsForSmallModels) {
+    const CliRun r = run_preflight("plan --model gpt2 --gpus 1 --seq 1024 --gbs-tokens 8192");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_FALSE(has(r.out, "0.0 PFLOP")) << r.out;
+    EXPECT_TRUE(has(r.out, " TFLOP, hardware ") && has(r.out, " TFLOP per step)")) << r.out;
+    const CliRun big = run_preflight(kDoneWhen);
+    EXPECT_TRUE(has(big.out, " PFLOP per step)")) << big.out;  // Llama-3-8B at 4 M tokens: ~2e17
+}
+
 TEST(PlanCli, NothingFitsExitsOneWithTheSmallestChange) {
     const CliRun r = run_preflight(
         "plan --model llama-3-70b --gpu h100-sxm-80gb --gpus 8 --gbs-tokens 4194304 --seq 8192 --zero 1 --tp 1 "
