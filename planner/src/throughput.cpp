@@ -289,7 +289,7 @@ Links plan_links(const GpuSpec& gpu, const Plan& p) {
 // One layer's forward, backward (with what recomputation re-executes), TP collectives and
 // the host-dispatch gap, for one micro-batch.
 struct LayerTimes {
-    double fwd = 0, bwd = 0, tp = 0, host = 0, recompute = 0;
+    double fwd = 0, bwd = 0, tp = 0, host = 0, recompute = 0, column_sums = 0;
 };
 
 // op_sac: torchtitan's op-level selective recompute applies (the option and activations::op_sac_applies).
@@ -308,6 +308,7 @@ LayerTimes layer_times(const LayerCost& lc, const Plan& p, const Efficiency& e, 
     }
     t.fwd = lc.gemm_fwd + lc.attn_fwd + lc.mem_fwd;
     t.bwd = lc.gemm_bwd() + lc.attn_bwd + lc.mem_bwd() + lc.column_sums_bwd + t.recompute;
+    t.column_sums = lc.column_sums_bwd;
     t.tp = lc.tp_fwd + lc.tp_bwd() + recompute_tp;
     // Host-side dispatch of one layer's forward and backward (fitted; 0 by default): the GPU
     // idles for the part its own work for the layer does not cover.
@@ -319,6 +320,7 @@ LayerTimes layer_times(const LayerCost& lc, const Plan& p, const Efficiency& e, 
 // The embedding (first stage) and the output layer + loss (last stage), one micro-batch.
 struct EdgeTimes {
     double embed_compute = 0, embed_tp = 0, head_fwd = 0, head_bwd = 0, head_tp = 0;
+    double head_column_sums = 0;  // the final norm's weight gradient (runtime), inside head_bwd
 };
 
 EdgeTimes edge_times(const ModelConfig& model, const Plan& p, const Rates& r, const LinkTier& tp_link,
@@ -339,8 +341,10 @@ EdgeTimes edge_times(const ModelConfig& model, const Plan& p, const Rates& r, co
     x.head_fwd = memory_s(2.0 * M * h * ab / sp_div, r) + gemm_s(M, v_local, h, r) + memory_s(M * v_local * (ab + 8.0), r);
     x.head_bwd = memory_s(4.0 * M * h * ab / sp_div, r) + 2.0 * gemm_s(M, v_local, h, r) +
                  memory_s(M * v_local * (4.0 + ab), r);
-    if (opt.runtime_column_sums)
-        x.head_bwd += static_cast<double>(runtime_column_sum_rows(model, p).final_norm) * r.e->column_sum_row_s;
+    if (opt.runtime_column_sums) {
+        x.head_column_sums = static_cast<double>(runtime_column_sum_rows(model, p).final_norm) * r.e->column_sum_row_s;
+        x.head_bwd += x.head_column_sums;
+    }
     // Vocab-parallel cross-entropy: two small all-reduces (max, sum-exp); the column-parallel
     // head gathers its input under SP (reduce-scatter of its gradient) or all-reduces the
     // input gradient without SP (Megatron-LM tensor_parallel/cross_entropy.py, layers.py).
@@ -379,6 +383,7 @@ StageLayers stage_layers(const ModelConfig& model, const Plan& p, const Throughp
 struct Slot {
     double compute = 0, tp = 0;
     std::int64_t layers = 0;
+    double column_sums = 0;  // inside compute
 };
 
 Slot bottleneck_slot(const StageLayers& s, const LayerTimes& lt, const EdgeTimes& x, std::int64_t pp) {
@@ -388,6 +393,7 @@ Slot bottleneck_slot(const StageLayers& s, const LayerTimes& lt, const EdgeTimes
                      (last ? x.head_fwd + x.head_bwd : 0.0);
         sl.tp = static_cast<double>(n) * lt.tp + (first ? x.embed_tp : 0.0) + (last ? x.head_tp : 0.0);
         sl.layers = n;
+        sl.column_sums = static_cast<double>(n) * lt.column_sums + (last ? x.head_column_sums : 0.0);
         return sl;
     };
     const Slot first = stage(s.first, true, pp == 1);
@@ -492,7 +498,7 @@ void finish_throughput(Throughput& out, const ModelConfig& model, const Plan& p,
             throw InputError(what, "the step-time model gives " + std::to_string(v) + " for plan " + to_flags(p) +
                                        ": an input (GPU spec rates, efficiency constants, plan) is out of range");
     if (opt.breakdown)
-        out.breakdown = {{"forward + backward compute", out.compute_s - recompute_s},
+        out.breakdown = {{"forward + backward compute", out.compute_s - recompute_s - out.column_sums_s},
                          {"recompute", recompute_s},
                          {"host dispatch (per layer and micro-batch)", out.launch_overhead_s},
                          {"tensor-parallel collectives", out.tp_communication_s},
@@ -502,6 +508,8 @@ void finish_throughput(Throughput& out, const ModelConfig& model, const Plan& p,
                          {"data-parallel communication (exposed)", out.dp_communication_s},
                          {"optimizer step", out.optimizer_s},
                          {"fixed overhead", out.overhead_s}};
+    if (opt.breakdown && opt.runtime_column_sums)  // the runtime's own kernels, apart (Efficiency::column_sum_row_s)
+        out.breakdown.insert(out.breakdown.begin() + 1, {"bias/norm weight-gradient column sums", out.column_sums_s});
 }
 
 double checked_peak_flops_per_s(const GpuSpec& gpu, const Plan& p) {
@@ -555,6 +563,7 @@ Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, con
     // 1F1B: m micro-batch slots in steady state plus (p-1) fill/drain slots
     // (Narayanan et al. 2021, sec. 2.2.1: bubble fraction (p-1)/m).
     out.compute_s = m_count * slot.compute;
+    out.column_sums_s = m_count * slot.column_sums;
     out.tp_communication_s = m_count * slot.tp;
     out.pp_communication_s = m_count * p2p;
     out.pipeline_bubble_s = pipeline_bubble_fraction(p.pp, p.grad_acc) * m_count * (slot.compute + slot.tp + p2p);

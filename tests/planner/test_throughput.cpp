@@ -552,9 +552,18 @@ TEST(Throughput, RuntimeColumnSumsChargeTheirRowsUnderTheRuntimeProfile) {
         EXPECT_TRUE(runtime.runtime_column_sums);
         ThroughputOptions without = runtime;
         without.runtime_column_sums = false;
-        EXPECT_NEAR(estimate_throughput(m, g, p, runtime).step_time_s - estimate_throughput(m, g, p, without).step_time_s,
-                    c.extra_s, 1e-9 * c.extra_s)
+        const Throughput with = estimate_throughput(m, g, p, runtime);
+        EXPECT_NEAR(with.step_time_s - estimate_throughput(m, g, p, without).step_time_s, c.extra_s, 1e-9 * c.extra_s)
             << c.model;
+        // The breakdown shows them apart, and its slices still add up to the step.
+        EXPECT_NEAR(with.column_sums_s, c.extra_s, 1e-9 * c.extra_s) << c.model;
+        double sum = 0, slice = -1;
+        for (const TimeSlice& t : with.breakdown) {
+            sum += t.seconds;
+            if (t.name == "bias/norm weight-gradient column sums") slice = t.seconds;
+        }
+        EXPECT_NEAR(slice, c.extra_s, 1e-9 * c.extra_s) << c.model;
+        EXPECT_NEAR(sum, with.step_time_s, 1e-12 * with.step_time_s) << c.model;
         EXPECT_FALSE(throughput_options_for(nanotron_profile(), m, p, {}).runtime_column_sums);
     }
 }

@@ -146,6 +146,7 @@ struct Throughput {
     std::int64_t tokens_per_step = 0;
     // Components of the step time (they sum to step_time_s).
     double compute_s = 0;             // forward + backward (+ recompute) of all micro-batches, steady state
+    double column_sums_s = 0;         // of which the runtime's column-sum kernels (ThroughputOptions::runtime_column_sums)
     double tp_communication_s = 0;    // tensor-parallel collectives (not overlapped)
     double pp_communication_s = 0;    // pipeline point-to-point sends
     double pipeline_bubble_s = 0;     // 1F1B bubble (p-1) stage-slots
