@@ -212,7 +212,9 @@ double predicted_step(const CalibrationRun& r, const GpuSpec& gpu) {
     // the spec's fused-attention figure (Megatron's TransformerEngine) is neither used nor fitted.
     o.fused_attention = false;
     o.attention_on_fp32_units = r.own_attention_kernel;
-    o.runtime_column_sums = r.runtime_kernels;
+    // A runtime run is predicted with the runtime profile's options, as `preflight run` predicts
+    // it (runtime/src/session.cpp): its column sums, whatever else the profile sets.
+    if (r.runtime_kernels) o = throughput_options_for(runtime_profile(), r.model, r.plan, o);
     return estimate_throughput(r.model, gpu, r.plan, o).step_time_s;
 }
 

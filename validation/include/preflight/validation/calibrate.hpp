@@ -38,7 +38,7 @@ struct CalibrationRun {
     std::optional<std::int64_t> device_used_peak_bytes;  // driver: device used over the pre-context baseline
     std::int64_t full_layer_activation_bytes = 0;        // planner: one layer's activations, nothing recomputed
     bool own_attention_kernel = false;                   // the runtime's own flash kernel ran (ran_own_attention_kernel)
-    bool runtime_kernels = false;  // a run of the Preflight runtime: its column sums are charged (column_sum_row_s)
+    bool runtime_kernels = false;  // a run of the Preflight runtime: predicted with the runtime profile's options
     std::vector<GemmSample> gemms;                       // measured.op_times.gemms, when the run has them
 };
 
