@@ -163,6 +163,40 @@ TEST(ExternalMemory, FiguresCountVerdictsAndErrors) {
     EXPECT_NE(fails[1].find("optimizer-step allocated"), std::string::npos);
 }
 
+// Issue 35's goal for tensor parallelism inside a node has a gate of its own: the P95 over the jobs
+// whose tp group fits in a node (tp <= the run's GPUs per node, 8 here), with the minimum count.
+TEST(ExternalMemory, TpInsideANodeHasItsOwnGate) {
+    const auto one = read_external_csv(write_csv("reach.csv", std::string(kHeader) + "\n" + kRow1 + "\n"));
+    ASSERT_EQ(one[0].gpus_per_node, 8);
+    std::vector<ExternalRun> runs = {one[0], one[0], one[0]};
+    runs[1].plan.tp = 8;   // the whole node: inside
+    runs[2].plan.tp = 16;  // two nodes: across
+    const double measured = static_cast<double>(*one[0].peak_reserved_bytes);
+    std::vector<MemoryPrediction> p(3);
+    const double over[] = {1.10, 1.30, 1.50};  // 10 %, 30 %, 50 % above the measured peak
+    for (std::size_t i = 0; i < 3; ++i) {
+        p[i].modelled = true;
+        p[i].fits = true;
+        p[i].measured_rank_reserved_bytes = static_cast<std::int64_t>(measured * over[i]);
+    }
+    const MemoryFigures f = memory_figures(runs, p);
+    EXPECT_EQ(f.reserved_ok_tp_inside_node.n, 2);
+    EXPECT_EQ(f.reserved_ok_tp_across_nodes.n, 1);
+    EXPECT_NEAR(f.reserved_ok_tp_across_nodes.p50, 0.5, 1e-6);
+    EXPECT_LE(f.reserved_ok_tp_inside_node.p95, 0.30 + 1e-6);  // the 50 % job is not in it
+    EXPECT_GT(f.reserved_ok_tp_inside_node.p95, 0.10);
+    const nlohmann::json loose = {{"reserved_peak_abs_error_p95_tp_inside_node_max", 0.31}};
+    EXPECT_TRUE(memory_gate_failures(f, loose).empty());
+    const auto tight = memory_gate_failures(f, {{"reserved_peak_abs_error_p95_tp_inside_node_max", 0.09}});
+    ASSERT_EQ(tight.size(), 1u);
+    EXPECT_NE(tight[0].find("tp inside a node"), std::string::npos) << tight[0];
+    // Two jobs inside a node are fewer than a minimum of 3: the figure is unknown, the gate fails.
+    const auto few = memory_gate_failures(
+        f, {{"reserved_peak_abs_error_p95_tp_inside_node_max", 0.31}, {"compared_rows_min", 3}});
+    ASSERT_EQ(few.size(), 1u);
+    EXPECT_NE(few[0].find("2 jobs compared"), std::string::npos) << few[0];
+}
+
 TEST(ExternalMemory, CheckCommandGatesTheCheckedInDataSet) {
     const auto r = test::run_preflight("validate --check " + (test::data_dir() / "measurements" / "external").string() +
                                        " --no-report-files --format json");

@@ -109,6 +109,8 @@ std::vector<std::string> memory_gate_failures(const MemoryFigures& f, const nloh
         too_few("fit_but_oom_fraction_max", f.predicted_fit, "predicted-fit jobs") |
         too_few("reserved_peak_abs_error_p50_max", f.reserved_ok.n, "reserved-peak error") |
         too_few("reserved_peak_abs_error_p95_max", f.reserved_ok.n, "reserved-peak error") |
+        too_few("reserved_peak_abs_error_p95_tp_inside_node_max", f.reserved_ok_tp_inside_node.n,
+                "reserved-peak error, tp inside a node") |
         too_few("optimizer_allocated_abs_error_p95_max", f.optimizer_allocated.n, "optimizer-step allocated error"))
         return out;
     if (auto v = num("memory_verdict_accuracy_min"); v && f.verdict_accuracy < *v)
@@ -119,6 +121,9 @@ std::vector<std::string> memory_gate_failures(const MemoryFigures& f, const nloh
         out.push_back("reserved-peak error P50 " + pct(f.reserved_ok.p50) + " > " + pct(*v));
     if (auto v = num("reserved_peak_abs_error_p95_max"); v && f.reserved_ok.p95 > *v)
         out.push_back("reserved-peak error P95 " + pct(f.reserved_ok.p95) + " > " + pct(*v));
+    if (auto v = num("reserved_peak_abs_error_p95_tp_inside_node_max"); v && f.reserved_ok_tp_inside_node.p95 > *v)
+        out.push_back("reserved-peak error P95, tp inside a node, " + pct(f.reserved_ok_tp_inside_node.p95) + " > " +
+                      pct(*v));
     if (auto v = num("optimizer_allocated_abs_error_p95_max"); v && f.optimizer_allocated.p95 > *v)
         out.push_back("optimizer-step allocated error P95 " + pct(f.optimizer_allocated.p95) + " > " + pct(*v));
     return out;

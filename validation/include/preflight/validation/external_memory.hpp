@@ -74,6 +74,9 @@ struct MemoryFigures {
     double verdict_accuracy = 0;   // verdict_right / verdict_jobs
     double fit_but_oom_fraction = 0;  // predicted_fit_but_oom / predicted_fit
     ErrorStats reserved_ok;        // |relative error| of the measured rank's reserved peak, outcome ok
+    // The same split by tensor-parallel reach: the tp group inside one node (tp <= the run's GPUs
+    // per node) or across nodes. Runs without a known GPUs-per-node count are in neither.
+    ErrorStats reserved_ok_tp_inside_node, reserved_ok_tp_across_nodes;
     double reserved_ok_median_signed = 0;  // (predicted - measured) / measured, median
     ErrorStats reserved_oom_in_log;  // same, outcome ok_metrics_but_oom_in_log (reported, not gated)
     // |relative error| of stage 0's allocated tensors during the optimizer step against the
