@@ -33,8 +33,7 @@ bool MainWindow::importConfig(const QString& path) {
     Plan plan = planFromControls();
     try {
         c = import_config_file(path.toStdString(), std::nullopt, ImportContext{gpu_count_->value()});
-        for (const ImportedField& v : c.fields)
-            if (const PlanField* field = plan_field(v.key)) set_field(*field, plan, v.value, v.from.text());
+        plan = apply_imported_fields(c, plan);
         if (plan.pp_schedule == PpSchedule::interleaved && !c.field("vpp")) plan.vpp = 2;
     } catch (const InputError& e) {
         showNotice(QStringLiteral("cannot import: ") + QString::fromUtf8(e.what()));

@@ -3,6 +3,8 @@
 
 #include <cctype>
 
+#include "preflight/planner/error.hpp"
+
 namespace preflight {
 
 std::string_view to_string(ConfigFormat f) {
@@ -54,6 +56,15 @@ const ImportedField* ImportedConfig::field(std::string_view key) const {
     for (const ImportedField& f : fields)
         if (f.key == key) return &f;
     return nullptr;
+}
+
+Plan apply_imported_fields(const ImportedConfig& c, Plan plan) {
+    for (const ImportedField& v : c.fields) {
+        const PlanField* field = plan_field(v.key);
+        if (!field) throw InputError(v.from.text(), "imported as '" + v.key + "', which is no plan field (an importer bug)");
+        set_field(*field, plan, v.value, v.from.text());
+    }
+    return plan;
 }
 
 namespace {

@@ -130,11 +130,9 @@ void import_and_evaluate(const std::string& text, ConfigFormat format) {
     std::optional<ModelConfig> m;
     try {
         c = import_config_text(text, "fuzz.cfg", format, ImportContext{8});
-        for (const ImportedField& v : c.fields) {
-            const PlanField* field = plan_field(v.key);
-            if (!field) wrong("imported an unknown plan field '" + v.key + "'");
-            set_field(*field, p, v.value, v.from.text());
-        }
+        for (const ImportedField& v : c.fields)
+            if (!plan_field(v.key)) wrong("imported an unknown plan field '" + v.key + "'");
+        p = apply_imported_fields(c, p);
         if (c.model_config) m = model_from_hf_config(*c.model_config, "fuzz");
     } catch (const InputError& e) {
         if (std::string(e.what()).find("fuzz.cfg") == std::string::npos)

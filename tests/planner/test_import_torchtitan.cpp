@@ -236,6 +236,27 @@ TEST(ImportTorchtitan, EmitRoundTrip) {
     }
 }
 
+// The shared step that writes imported fields onto a plan (the explorer's import, the fuzz
+// harness): each value lands in its field, a bad value names its file and line, and a key outside
+// the plan schema is refused by name, never skipped.
+TEST(ImportTorchtitan, ImportedFieldsApplyToAPlanOrNameTheirSpot) {
+    ImportedConfig c;
+    c.fields.push_back({"tp", FieldValue{std::int64_t{4}}, ConfigSpot{"train.toml", "parallelism.tp", 7}});
+    c.fields.push_back({"seq", FieldValue{std::int64_t{8192}}, ConfigSpot{"train.toml", "[training] seq_len", 3}});
+    const Plan p = apply_imported_fields(c, Plan{});
+    EXPECT_EQ(p.tp, 4);
+    EXPECT_EQ(p.seq, 8192);
+    EXPECT_EQ(p.mbs, Plan{}.mbs);  // untouched
+    c.fields.push_back({"no_such_field", FieldValue{std::int64_t{1}}, ConfigSpot{"train.toml", "[x] y", 9}});
+    try {
+        (void)apply_imported_fields(c, Plan{});
+        ADD_FAILURE() << "an unknown field was accepted";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("train.toml:9"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("no_such_field"), std::string::npos) << e.what();
+    }
+}
+
 // The emitted TOML has one table per section (a repeated [parallelism] header is invalid TOML).
 TEST(ImportTorchtitan, EmitOneTablePerSection) {
     const ModelConfig m = load_model("llama-3-8b", PREFLIGHT_TEST_DATA_DIR);

@@ -42,11 +42,7 @@ inline bool bool_field(const ImportedConfig& c, const std::string& key) {
 }
 
 // The imported fields written onto a default plan.
-inline Plan plan_of(const ImportedConfig& c) {
-    Plan p;
-    for (const ImportedField& f : c.fields) set_field(*plan_field(f.key), p, f.value, f.key);
-    return p;
-}
+inline Plan plan_of(const ImportedConfig& c) { return apply_imported_fields(c, Plan{}); }
 
 // Every named plan field (plan_schema keys) is the same in `got` as in `want`, compared as the
 // command line writes it.

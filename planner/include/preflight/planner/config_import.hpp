@@ -81,6 +81,10 @@ struct ImportedConfig {
     const ImportedField* field(std::string_view key) const;
 };
 
+// `plan` with every imported field written onto it (set_field; an InputError names the field's
+// ConfigSpot). The importers emit plan_schema keys only: any other key is an InputError too.
+Plan apply_imported_fields(const ImportedConfig& c, Plan plan);
+
 // Each throws InputError whose subject is ConfigSpot::text() (file, key, line) for a value it
 // cannot honour; a missing required piece names the file and the key it needs.
 ImportedConfig import_torchtitan(const ConfigTree& tree, const ImportContext& context);
