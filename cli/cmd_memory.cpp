@@ -42,13 +42,22 @@ void print_reserved(const MemoryReport& r) {
                   << " around the loss + " << format_bytes(r.reserved_extra.pipeline_runahead_bytes)
                   << " pipeline run-ahead + " << format_bytes(r.reserved_extra.constant_bytes)
                   << " constant (fitted; host pace " << to_string(r.host_pace)
-                  << (r.host_pace_expected ? ", expected from the layout" : ", --host-pace")
+                  << (r.allocator_flush      ? ", the allocator's flush"
+                      : r.host_pace_expected ? ", expected from the layout"
+                                             : ", --host-pace")
                   << "), rounded up to 2 MiB segments\n";
+    if (r.allocator_flush && r.reserved_running_ahead_bytes)
+        std::cout << "  allocator flush:     running ahead, the pool would reach "
+                  << format_bytes(*r.reserved_running_ahead_bytes)
+                  << " and outgrow the device; PyTorch's allocator then frees its cache and the host waits,\n"
+                  << "                       so the reserved peak is the waiting pace's; the device need below keeps "
+                     "the running-ahead pool\n";
     std::cout << "outside PyTorch:       " << format_bytes(r.non_pytorch_bytes) << " (CUDA context + NCCL)\n";
     if (r.verdict_margin_bytes > 0)
         std::cout << "verdict margin:        " << format_bytes(r.verdict_margin_bytes)
                   << " (fitted on measured fit/OOM outcomes)\n";
-    std::cout << "device need:           " << format_bytes(r.device_peak_bytes) << " (reserved + outside PyTorch"
+    std::cout << "device need:           " << format_bytes(r.device_peak_bytes)
+              << (r.allocator_flush ? " (running-ahead pool + outside PyTorch" : " (reserved + outside PyTorch")
               << (r.verdict_margin_bytes > 0 ? " + margin)\n" : ")\n");
     const std::string_view verdict = memory_verdict(r);
     if (r.device_peak_low_bytes && r.device_peak_high_bytes && *r.device_peak_low_bytes != *r.device_peak_high_bytes)

@@ -80,7 +80,11 @@ void MainWindow::showVerdict(const MemoryReport& r) {
                                                "fragmentation at its 95th percentile); "
                                                "this view's pace: %3")
                                     .arg(formatBytes(*r.device_peak_low_bytes), formatBytes(*r.device_peak_high_bytes),
-                                         QString::fromStdString(std::string(to_string(r.host_pace)))));
+                                         QString::fromStdString(std::string(to_string(r.host_pace))) +
+                                             (r.allocator_flush ? QStringLiteral(" (running ahead, the pool would "
+                                                                                 "outgrow the device: the allocator "
+                                                                                 "frees its cache and the host waits)")
+                                                                : QString())));
         if (memory_verdict(r) == "may-not-fit") {
             verdict_label_->setText(QStringLiteral("May not fit — %1 lies inside the range %2 … %3; it fits only if "
                                                    "the host waits for the GPU or the pool fragments less")

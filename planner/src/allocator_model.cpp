@@ -93,6 +93,11 @@ std::int64_t reserved_pool_bytes(std::int64_t allocated, const ReservedExtra& ex
     return round_up(allocated + extra.total(), kTorchRoundLargeBytes);
 }
 
+bool pool_outgrows_device(std::int64_t high_reserved_bytes, std::int64_t non_pytorch_bytes, std::int64_t capacity_bytes) {
+    // Both terms are bounded by limits::kMaxBytes (2^60): their sum cannot overflow.
+    return high_reserved_bytes + non_pytorch_bytes > capacity_bytes;
+}
+
 void apply_allocator_model(MemoryReport& r, const AllocatorConstants& c, bool verdict_on_reserved,
                            std::int64_t loss_hidden_bytes, HostPace pace) {
     const MemoryBreakdown& b = r.at_peak;

@@ -3,6 +3,7 @@
 #include "preflight/planner/limits.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/profiles.hpp"
@@ -477,14 +478,16 @@ std::string_view memory_verdict(const MemoryReport& r) {
 namespace {
 // The range of a pace-dependent allocator model (MemoryReport::device_peak_low/high_bytes): the
 // same evaluation with the host waiting and the range's low constants, and with the host running
-// ahead and its high constants (allocator_model.hpp range_low_constants, range_high_constants).
+// ahead and its high constants (allocator_model.hpp range_low_constants, range_high_constants). An
+// expected running-ahead pool whose top outgrows the device: the waiting pace's report, the need
+// and verdict kept (pool_outgrows_device).
 void set_pace_range(MemoryReport& r, const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
                     MemoryOptions options) {
     const AllocatorConstants c = options.profile.allocator;
     if (!options.pace_range || !options.profile.verdict_on_reserved ||
         (c.loss_stage_fragmentation <= 0 && c.pipeline_runahead_fragmentation <= 0))
         return;
-    options.timeline = false;
+    const bool timeline = std::exchange(options.timeline, false);
     options.pace_range = false;
     options.host_pace = HostPace::waits_each_micro_batch;
     options.profile.allocator = range_low_constants(c);
@@ -492,6 +495,19 @@ void set_pace_range(MemoryReport& r, const ModelConfig& model, const GpuSpec& gp
     options.host_pace = HostPace::runs_ahead;
     options.profile.allocator = range_high_constants(c);
     const MemoryReport high = evaluate_memory(model, gpu, plan, options);
+    if (r.host_pace == HostPace::runs_ahead && r.host_pace_expected &&
+        pool_outgrows_device(high.peak_reserved_bytes, high.non_pytorch_bytes, high.capacity_bytes)) {
+        options.host_pace = HostPace::waits_each_micro_batch;
+        options.profile.allocator = c;
+        options.timeline = timeline;
+        MemoryReport waits = evaluate_memory(model, gpu, plan, options);
+        waits.host_pace_expected = true;
+        waits.allocator_flush = true;
+        waits.reserved_running_ahead_bytes = r.peak_reserved_bytes;
+        waits.device_peak_bytes = r.device_peak_bytes;
+        waits.fits = r.fits;
+        r = std::move(waits);
+    }
     // The point (r, at the expected or given pace) lies inside: an upper-envelope term below its
     // median fit (a quantile fit need not order every coefficient) never pulls the top under it.
     r.device_peak_low_bytes = std::min(low.device_peak_bytes, r.device_peak_bytes);
@@ -567,7 +583,6 @@ MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const
                           *options.host_pace);
     r.host_pace = *options.host_pace;
     r.host_pace_expected = !options_in.host_pace;
-    set_pace_range(r, model, gpu, plan_in, options);
     r.compiled_loss = options.compiled_loss;
     const PeakAt first = peak_of(worst, true);
     r.first_step_peak_bytes = first.bytes;
@@ -578,6 +593,7 @@ MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const
             r.timeline_first.push_back({ph, snapshot(worst, ph, true)});
         });
     }
+    set_pace_range(r, model, gpu, plan_in, options);  // last: it may replace the whole report
     return r;
 }
 

@@ -78,8 +78,14 @@ json memory_to_json(const MemoryReport& r) {
              {"constant_bytes", r.reserved_extra.constant_bytes}}},
            // Whether the loop was taken to wait for the GPU every micro-batch (--host-pace).
            {"host_pace", to_string(r.host_pace)},
-           // "expected": from the profile's host-pace model (expected_host_pace); "given": --host-pace.
-           {"host_pace_source", r.host_pace_expected ? "expected" : "given"},
+           // "expected": from the profile's host-pace model (expected_host_pace); "given": --host-pace;
+           // "allocator-flush": expected to run ahead, but that pool outgrows the device, so the
+           // allocator frees its cache and the host waits (allocator_model.hpp pool_outgrows_device).
+           {"host_pace_source", r.allocator_flush ? "allocator-flush" : r.host_pace_expected ? "expected" : "given"},
+           // The running-ahead pool that outgrows the device (allocator-flush only; device_peak_bytes
+           // and fits are judged on it), else null.
+           {"reserved_running_ahead_bytes",
+            r.reserved_running_ahead_bytes ? json(*r.reserved_running_ahead_bytes) : json(nullptr)},
            // fits | may-not-fit | does-not-fit, by the range below where there is one (memory_verdict).
            {"verdict", memory_verdict(r)},
            // [waits, runs-ahead] device need and reserved pool (pace-dependent allocator models), else null.

@@ -9,6 +9,7 @@
 #include "preflight/planner/memory.hpp"
 #include "preflight/planner/pipeline_split.hpp"
 #include "preflight/planner/profiles.hpp"
+#include "preflight/planner/report.hpp"
 #include "preflight/planner/search.hpp"
 #include "preflight/planner/throughput.hpp"
 
@@ -708,4 +709,62 @@ TEST(AllocatorModel, NanotronReportsTheRangeBetweenThePaces) {
     const MemoryReport d = evaluate_memory(m, gpu, p);
     EXPECT_FALSE(d.device_peak_low_bytes);
     EXPECT_EQ(memory_verdict(d), d.fits ? "fits" : "does-not-fit");
+}
+
+// pool_outgrows_device: the top of the range plus the memory outside PyTorch over the capacity.
+// A plan expected to run ahead whose pool would outgrow the device is given at the waiting pace
+// (the allocator frees its cache and the host waits), its device need and verdict at the
+// running-ahead pool; a pace the user states is taken as stated.
+TEST(AllocatorModel, APoolThatOutgrowsTheDeviceIsGivenAtTheWaitingPace) {
+    constexpr std::int64_t GiB = std::int64_t{1} << 30;
+    EXPECT_FALSE(pool_outgrows_device(79 * GiB, GiB, 80 * GiB));  // exactly full still fits
+    EXPECT_TRUE(pool_outgrows_device(79 * GiB + 1, GiB, 80 * GiB));
+    const ModelConfig m = test::catalog_model("llama-3-8b");
+    const GpuSpec gpu = test::catalog_gpu("h100-sxm-80gb");
+    MemoryOptions o;
+    o.profile = *profile_by_name("nanotron");
+    Plan p;  // the sweep's 8B at tp 8 on 16 nodes, mbs 16: about 23 GiB of loss-stage reserve when running ahead
+    p.seq = 4096;
+    p.tp = 8;
+    p.sp = true;
+    p.dp = 16;
+    p.mbs = 16;
+    p.zero = zero_optimizer_states;
+    p.precision = Precision::bf16_mixed_fp32_grads;
+    ASSERT_EQ(expected_host_pace(m, gpu, p, o.profile), HostPace::runs_ahead);
+    MemoryOptions top = o;
+    top.host_pace = HostPace::runs_ahead;
+    top.profile.allocator = range_high_constants(o.profile.allocator);
+    const MemoryReport high = evaluate_memory(m, gpu, p, top);
+    ASSERT_GT(high.peak_reserved_bytes + high.non_pytorch_bytes, gpu.memory_bytes);  // the premise
+    const MemoryReport r = evaluate_memory(m, gpu, p, o);
+    MemoryOptions stated = o;
+    stated.host_pace = HostPace::runs_ahead;
+    const MemoryReport ahead = evaluate_memory(m, gpu, p, stated);
+    stated.host_pace = HostPace::waits_each_micro_batch;
+    const MemoryReport waits = evaluate_memory(m, gpu, p, stated);
+    EXPECT_TRUE(r.allocator_flush);
+    EXPECT_TRUE(r.host_pace_expected);
+    EXPECT_EQ(r.host_pace, HostPace::waits_each_micro_batch);
+    EXPECT_EQ(r.peak_reserved_bytes, waits.peak_reserved_bytes);
+    EXPECT_EQ(r.stage_reserved_bytes, waits.stage_reserved_bytes);
+    ASSERT_TRUE(r.reserved_running_ahead_bytes);
+    EXPECT_EQ(*r.reserved_running_ahead_bytes, ahead.peak_reserved_bytes);
+    EXPECT_EQ(r.device_peak_bytes, ahead.device_peak_bytes);
+    EXPECT_EQ(r.fits, ahead.fits);
+    EXPECT_FALSE(r.fits);  // the running-ahead need is over the device
+    EXPECT_EQ(*r.device_peak_high_bytes, high.device_peak_bytes);  // the range is the same
+    EXPECT_LT(r.peak_reserved_bytes, *r.reserved_running_ahead_bytes - 20 * GiB);  // the loss-stage reserve is gone
+    EXPECT_FALSE(ahead.allocator_flush);  // a stated pace stays as stated
+    EXPECT_FALSE(waits.allocator_flush);
+    const nlohmann::json j = memory_to_json(r);
+    EXPECT_EQ(j.at("host_pace_source"), "allocator-flush");
+    EXPECT_EQ(j.at("reserved_running_ahead_bytes").get<std::int64_t>(), ahead.peak_reserved_bytes);
+    // One sequence per micro-batch: the running-ahead pool stays under the device, no flush.
+    p.mbs = 1;
+    p.grad_acc = 16;
+    const MemoryReport small = evaluate_memory(m, gpu, p, o);
+    EXPECT_FALSE(small.allocator_flush);
+    EXPECT_EQ(small.host_pace, HostPace::runs_ahead);
+    EXPECT_TRUE(memory_to_json(small).at("reserved_running_ahead_bytes").is_null());
 }

@@ -1,5 +1,6 @@
 // The external measured-run loader: rows become planner models and plans; bad rows are
 // refused naming the file, the line and the column.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,8 @@
 #include "catalog_fixture.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/frameworks.hpp"
+#include "preflight/planner/memory.hpp"
+#include "preflight/planner/profiles.hpp"
 #include "preflight/planner/throughput.hpp"
 #include "preflight/validation/external_jobs.hpp"
 #include "preflight/validation/external_memory.hpp"
@@ -241,7 +244,11 @@ TEST(ExternalMemory, HeldOutPaceComesFromTheOtherFoldsPaces) {
         waits.host_pace = HostPace::waits_each_micro_batch;
         const std::int64_t ahead_bytes = predict_memory(ahead, gpu, c).measured_rank_reserved_bytes;
         const std::int64_t waits_bytes = predict_memory(waits, gpu, c).measured_rank_reserved_bytes;
-        EXPECT_EQ(cv.held_out[i].measured_rank_reserved_bytes, fold0 ? ahead_bytes : waits_bytes) << runs[i].id;
+        // At the expected pace, as `preflight memory` gives it (a pool that outgrows the device
+        // while running ahead is given at the waiting pace: predict_memory_at_expected_pace).
+        EXPECT_EQ(cv.held_out[i].measured_rank_reserved_bytes,
+                  predict_memory_at_expected_pace(fold0 ? ahead : waits, gpu, c).measured_rank_reserved_bytes)
+            << runs[i].id;
         ++compared;
         ends_differ += ahead_bytes != waits_bytes;
     }
@@ -251,6 +258,43 @@ TEST(ExternalMemory, HeldOutPaceComesFromTheOtherFoldsPaces) {
     // Fold 0 held out: fitted on fold 1 (all run ahead): a model that never expects a wait.
     EXPECT_LT(cv.fold_constants[0].pace.intercept, 0);
     EXPECT_GT(cv.fold_constants[1].pace.intercept, 0);
+}
+
+// The sweep's 8B at tp 8 on 16 nodes with mbs 16 (CSV line 1038: ran, 52.9 GiB reserved) is
+// expected to run ahead, and that pool outgrows the device. The check predicts it as the planner
+// does: the reserved peak at the waiting pace, the need and verdict running ahead.
+TEST(ExternalMemory, APoolThatOutgrowsTheDeviceIsPredictedAsThePlannerGivesIt) {
+    const ExternalDataset d = read_external_dataset(test::data_dir() / "measurements" / "external" / "nanotron-h100");
+    const auto it = std::find_if(d.runs.begin(), d.runs.end(),
+                                 [](const ExternalRun& r) { return r.id == "nanotron-h100-runs.csv:1038"; });
+    ASSERT_NE(it, d.runs.end());
+    ASSERT_EQ(it->plan.tp, 8);
+    ASSERT_EQ(it->plan.mbs, 16);
+    ASSERT_EQ(it->plan.pp, 1);  // one stage: the measured rank's stage is the most loaded one
+    const GpuSpec gpu = test::catalog_gpu("h100-sxm-80gb");
+    const AllocatorConstants c = nanotron_allocator_constants();
+    ExternalRun ahead = *it, waits = *it;
+    ahead.host_pace = HostPace::runs_ahead;
+    waits.host_pace = HostPace::waits_each_micro_batch;
+    const MemoryPrediction p = predict_memory_at_expected_pace(ahead, gpu, c);
+    ASSERT_TRUE(p.modelled);
+    EXPECT_EQ(p.measured_rank_reserved_bytes, predict_memory(waits, gpu, c).measured_rank_reserved_bytes);
+    EXPECT_EQ(p.device_need_bytes, predict_memory(ahead, gpu, c).device_need_bytes);
+    EXPECT_FALSE(p.fits);
+    // Nearer the measured 52.9 GiB than the running-ahead pool.
+    const double measured = static_cast<double>(*it->peak_reserved_bytes);
+    EXPECT_LT(std::fabs(p.measured_rank_reserved_bytes - measured),
+              std::fabs(predict_memory(ahead, gpu, c).measured_rank_reserved_bytes - measured));
+    // `preflight memory --framework nanotron` on the same plan gives the same figures.
+    MemoryOptions o;
+    o.profile = *profile_by_name("nanotron");
+    const MemoryReport r = evaluate_memory(it->model, gpu, it->plan, o);
+    EXPECT_TRUE(r.allocator_flush);
+    EXPECT_EQ(r.peak_reserved_bytes, p.measured_rank_reserved_bytes);
+    EXPECT_EQ(r.device_peak_bytes, p.device_need_bytes);
+    // A pace read off the job (the training label, or a user's --host-pace) is taken as given.
+    EXPECT_EQ(predict_memory_at_expected_pace(waits, gpu, c).device_need_bytes,
+              predict_memory(waits, gpu, c).device_need_bytes);
 }
 
 // fit_host_pace_model is the maximum-likelihood logistic regression: on jobs in as many groups as

@@ -264,6 +264,13 @@ struct MemoryReport {
     ReservedExtra reserved_extra;           // the reserved pool beyond the allocated peak, by cause
     HostPace host_pace = HostPace::runs_ahead;  // the pace the report was made under
     bool host_pace_expected = true;             // from expected_host_pace (MemoryOptions::host_pace unset)
+    // The expected pace ran ahead, but that pool outgrows the device (allocator_model.hpp
+    // pool_outgrows_device): the allocator frees its cache and the host waits. The reserved figures
+    // (peak_reserved_bytes, stage_reserved_bytes, reserved_extra) are then the waiting pace's;
+    // device_peak_bytes and fits keep the running-ahead pool, reserved_running_ahead_bytes, that
+    // forces the flush (the job depends on it). Unset otherwise.
+    bool allocator_flush = false;
+    std::optional<std::int64_t> reserved_running_ahead_bytes;
     // Profiles whose caching-allocator model depends on the pace (run-ahead terms fitted): the
     // range the reserved pool can take for this layout, and the device need at its ends
     // (allocator_model.hpp range_low_constants: the host waits and every freed block is reused;

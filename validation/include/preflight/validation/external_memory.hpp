@@ -34,6 +34,11 @@ struct MemoryPrediction {
 
 // The nanotron profile's prediction for a run with the given allocator constants.
 MemoryPrediction predict_memory(const ExternalRun& run, const GpuSpec& gpu, const AllocatorConstants& constants);
+// The same at a pace the planner expected (preflight memory without --host-pace): a running-ahead
+// pool whose top of range outgrows the device is given at the waiting pace (allocator_model.hpp
+// pool_outgrows_device), with the running-ahead device need and verdict, as memory.cpp gives it.
+MemoryPrediction predict_memory_at_expected_pace(const ExternalRun& run, const GpuSpec& gpu,
+                                                 const AllocatorConstants& constants);
 
 // The default (Megatron-like) profile's prediction, as `preflight memory` gives it today:
 // peak_bytes (allocated + the GPU spec's overhead) for both the measured rank and the verdict.
