@@ -152,7 +152,7 @@ std::int64_t reserved_pool_bytes(std::int64_t allocated_bytes, const ReservedExt
 // synchronize_and_free_events). So the host has waited for the GPU, and the blocks it held for
 // running ahead are freed. Such a plan's pool is expected at the waiting pace. On the nanotron
 // sweep, 14 of the 16 held-out ok jobs this applies to lie nearer that pool than the running-ahead
-// one, and 11 of them also show the wait in their step time (data set README, "The allocator's flush").
+// one, and 9 of them also show the wait in their step time (data set README, "The allocator's flush").
 bool pool_outgrows_device(std::int64_t high_reserved_bytes, std::int64_t non_pytorch_bytes, std::int64_t capacity_bytes);
 
 }  // namespace preflight
