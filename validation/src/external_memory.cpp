@@ -21,6 +21,11 @@ namespace {
 
 double rel(double predicted, double measured) { return (predicted - measured) / measured; }
 
+// The memory outside PyTorch's pool: the fitted figure, or the GPU spec's overhead when unfitted.
+std::int64_t non_pytorch_bytes(const AllocatorConstants& c, const GpuSpec& gpu) {
+    return c.non_pytorch_bytes >= 0 ? c.non_pytorch_bytes : gpu.overhead_bytes;
+}
+
 // The reserved-peak unknowns: activation fragmentation, loss-stage and pipeline run-ahead
 // fragmentation, the constant.
 constexpr int kUnknowns = 4;
@@ -50,7 +55,7 @@ Parts stage0_parts(const ExternalRun& run, const AllocatorConstants& c) {
 MemoryPrediction predict_memory(const ExternalRun& run, const GpuSpec& gpu, const AllocatorConstants& c) {
     MemoryPrediction p;
     try {
-        const std::int64_t npb = c.non_pytorch_bytes >= 0 ? c.non_pytorch_bytes : gpu.overhead_bytes;
+        const std::int64_t npb = non_pytorch_bytes(c, gpu);
         const auto stages = nanotron_stage_memory(run.model, run.plan, c, npb, run.host_pace);
         p.measured_rank_reserved_bytes = stages.front().reserved_peak;
         p.measured_rank_allocated_bytes = stages.front().allocated_peak;
@@ -71,8 +76,8 @@ MemoryPrediction predict_memory_at_expected_pace(const ExternalRun& run, const G
     AllocatorConstants top = range_high_constants(c);
     top.verdict_margin_bytes = 0;
     const MemoryPrediction high = predict_memory(run, gpu, top);
-    const std::int64_t npb = c.non_pytorch_bytes >= 0 ? c.non_pytorch_bytes : gpu.overhead_bytes;
-    if (!high.modelled || !pool_outgrows_device(high.reserved_peak_bytes, npb, gpu.memory_bytes)) return p;
+    if (!high.modelled || !pool_outgrows_device(high.reserved_peak_bytes, non_pytorch_bytes(c, gpu), gpu.memory_bytes))
+        return p;
     ExternalRun waiting = run;
     waiting.host_pace = HostPace::waits_each_micro_batch;
     const MemoryPrediction w = predict_memory(waiting, gpu, c);
