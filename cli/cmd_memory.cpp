@@ -50,15 +50,18 @@ void print_reserved(const MemoryReport& r) {
         std::cout << "  allocator flush:     running ahead, the pool would reach "
                   << format_bytes(*r.reserved_running_ahead_bytes)
                   << " and outgrow the device; PyTorch's allocator then frees its cache and the host waits,\n"
-                  << "                       so the reserved peak is the waiting pace's; the device need below keeps "
-                     "the running-ahead pool\n";
+                  << "                       so the reserved peak is the waiting pace's; the device need below stays the "
+                     "running-ahead one (a step that lives on the flush is not called a fit)\n";
     std::cout << "outside PyTorch:       " << format_bytes(r.non_pytorch_bytes) << " (CUDA context + NCCL)\n";
     if (r.verdict_margin_bytes > 0)
         std::cout << "verdict margin:        " << format_bytes(r.verdict_margin_bytes)
                   << " (fitted on measured fit/OOM outcomes)\n";
-    std::cout << "device need:           " << format_bytes(r.device_peak_bytes)
-              << (r.allocator_flush ? " (running-ahead pool + outside PyTorch" : " (reserved + outside PyTorch")
-              << (r.verdict_margin_bytes > 0 ? " + margin)\n" : ")\n");
+    std::cout << "device need:           " << format_bytes(r.device_peak_bytes);
+    if (r.need_at_range_top)
+        std::cout << " (host running ahead, judged at the top of its range: that pool + outside PyTorch)\n";
+    else
+        std::cout << (r.allocator_flush ? " (running-ahead pool + outside PyTorch" : " (reserved + outside PyTorch")
+                  << (r.verdict_margin_bytes > 0 ? " + margin)\n" : ")\n");
     const std::string_view verdict = memory_verdict(r);
     if (r.device_peak_low_bytes && r.device_peak_high_bytes && *r.device_peak_low_bytes != *r.device_peak_high_bytes)
         std::cout << "device need range:     " << format_bytes(*r.device_peak_low_bytes) << " (host waits, every freed block reused) to "

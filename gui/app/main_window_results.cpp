@@ -84,7 +84,10 @@ void MainWindow::showVerdict(const MemoryReport& r) {
                                              (r.allocator_flush ? QStringLiteral(" (running ahead, the pool would "
                                                                                  "outgrow the device: the allocator "
                                                                                  "frees its cache and the host waits)")
-                                                                : QString())));
+                                                                : QString()) +
+                                                 (r.need_at_range_top ? QStringLiteral("; a host that runs ahead is "
+                                                                                       "judged at the top of the range")
+                                                                      : QString())));
         if (memory_verdict(r) == "may-not-fit") {
             verdict_label_->setText(QStringLiteral("May not fit — %1 lies inside the range %2 … %3; it fits only if "
                                                    "the host waits for the GPU or the pool fragments less")

@@ -93,9 +93,13 @@ std::int64_t reserved_pool_bytes(std::int64_t allocated, const ReservedExtra& ex
     return round_up(allocated + extra.total(), kTorchRoundLargeBytes);
 }
 
-bool pool_outgrows_device(std::int64_t high_reserved_bytes, std::int64_t non_pytorch_bytes, std::int64_t capacity_bytes) {
+std::int64_t range_top_need_bytes(std::int64_t high_reserved_bytes, std::int64_t non_pytorch_bytes) {
     // Both terms are bounded by limits::kMaxBytes (2^60): their sum cannot overflow.
-    return high_reserved_bytes + non_pytorch_bytes > capacity_bytes;
+    return high_reserved_bytes + non_pytorch_bytes;
+}
+
+bool pool_outgrows_device(std::int64_t high_reserved_bytes, std::int64_t non_pytorch_bytes, std::int64_t capacity_bytes) {
+    return range_top_need_bytes(high_reserved_bytes, non_pytorch_bytes) > capacity_bytes;
 }
 
 void apply_allocator_model(MemoryReport& r, const AllocatorConstants& c, bool verdict_on_reserved,

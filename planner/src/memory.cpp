@@ -11,6 +11,7 @@
 #include "preflight/planner/runtime_layout.hpp"
 #include "preflight/planner/throughput.hpp"
 #include "activations.hpp"
+#include "pace_range.hpp"
 #include "stage_model.hpp"
 
 namespace preflight {
@@ -466,56 +467,6 @@ void validate_memory_options(const MemoryOptions& options) {
                                                 "buffers a compiled loss removes; --compiled-loss applies to "
                                                 "--framework torchtitan and pytorch");
 }
-
-std::string_view memory_verdict(const MemoryReport& r) {
-    if (r.device_peak_low_bytes && r.device_peak_high_bytes) {
-        if (*r.device_peak_high_bytes <= r.capacity_bytes) return "fits";
-        return *r.device_peak_low_bytes <= r.capacity_bytes ? "may-not-fit" : "does-not-fit";
-    }
-    return r.fits ? "fits" : "does-not-fit";
-}
-
-namespace {
-// The range of a pace-dependent allocator model (MemoryReport::device_peak_low/high_bytes): the
-// same evaluation with the host waiting and the range's low constants, and with the host running
-// ahead and its high constants (allocator_model.hpp range_low_constants, range_high_constants). An
-// expected running-ahead pool whose top outgrows the device: the waiting pace's report, the need
-// and verdict kept (pool_outgrows_device).
-void set_pace_range(MemoryReport& r, const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
-                    MemoryOptions options) {
-    const AllocatorConstants c = options.profile.allocator;
-    if (!options.pace_range || !options.profile.verdict_on_reserved ||
-        (c.loss_stage_fragmentation <= 0 && c.pipeline_runahead_fragmentation <= 0))
-        return;
-    const bool timeline = std::exchange(options.timeline, false);
-    options.pace_range = false;
-    options.host_pace = HostPace::waits_each_micro_batch;
-    options.profile.allocator = range_low_constants(c);
-    const MemoryReport low = evaluate_memory(model, gpu, plan, options);
-    options.host_pace = HostPace::runs_ahead;
-    options.profile.allocator = range_high_constants(c);
-    const MemoryReport high = evaluate_memory(model, gpu, plan, options);
-    if (r.host_pace == HostPace::runs_ahead && r.host_pace_expected &&
-        pool_outgrows_device(high.peak_reserved_bytes, high.non_pytorch_bytes, high.capacity_bytes)) {
-        options.host_pace = HostPace::waits_each_micro_batch;
-        options.profile.allocator = c;
-        options.timeline = timeline;
-        MemoryReport waits = evaluate_memory(model, gpu, plan, options);
-        waits.host_pace_expected = true;
-        waits.allocator_flush = true;
-        waits.reserved_running_ahead_bytes = r.peak_reserved_bytes;
-        waits.device_peak_bytes = r.device_peak_bytes;
-        waits.fits = r.fits;
-        r = std::move(waits);
-    }
-    // The point (r, at the expected or given pace) lies inside: an upper-envelope term below its
-    // median fit (a quantile fit need not order every coefficient) never pulls the top under it.
-    r.device_peak_low_bytes = std::min(low.device_peak_bytes, r.device_peak_bytes);
-    r.device_peak_high_bytes = std::max(high.device_peak_bytes, r.device_peak_bytes);
-    r.reserved_low_bytes = std::min(low.peak_reserved_bytes, r.peak_reserved_bytes);
-    r.reserved_high_bytes = std::max(high.peak_reserved_bytes, r.peak_reserved_bytes);
-}
-}  // namespace
 
 MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in,
                              const MemoryOptions& options_in) {

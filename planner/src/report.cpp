@@ -69,6 +69,9 @@ json memory_to_json(const MemoryReport& r) {
            {"non_pytorch_bytes", r.non_pytorch_bytes},
            {"verdict_margin_bytes", r.verdict_margin_bytes},
            {"device_peak_bytes", r.device_peak_bytes},
+           // "range-top": a host that runs ahead, judged at the top of its range (that pool + the memory
+           // outside PyTorch, allocator_model.hpp range_top_need_bytes); "point": reserved + outside + margin.
+           {"device_peak_source", r.need_at_range_top ? "range-top" : "point"},
            // The reserved pool beyond the allocated peak, by cause (fitted constants; all zero
            // for profiles without a caching-allocator model), before 2 MiB segment rounding.
            {"reserved_extra",
@@ -82,8 +85,8 @@ json memory_to_json(const MemoryReport& r) {
            // "allocator-flush": expected to run ahead, but that pool outgrows the device, so the
            // allocator frees its cache and the host waits (allocator_model.hpp pool_outgrows_device).
            {"host_pace_source", r.allocator_flush ? "allocator-flush" : r.host_pace_expected ? "expected" : "given"},
-           // The running-ahead pool that outgrows the device (allocator-flush only; device_peak_bytes
-           // and fits are judged on it), else null.
+           // The running-ahead point pool (allocator-flush only; device_peak_bytes and fits are the
+           // running-ahead need), else null.
            {"reserved_running_ahead_bytes",
             r.reserved_running_ahead_bytes ? json(*r.reserved_running_ahead_bytes) : json(nullptr)},
            // fits | may-not-fit | does-not-fit, by the range below where there is one (memory_verdict).

@@ -162,12 +162,26 @@ TEST(NanotronProfile, VerdictUsesReservedPlusOutsidePytorch) {
     const GpuSpec gpu = test::catalog_gpu("h100-sxm-80gb");
     MemoryOptions o;
     o.profile = *profile_by_name("nanotron");
+    o.host_pace = HostPace::waits_each_micro_batch;
     const MemoryReport r = evaluate_memory(m, gpu, nanotron_plan(1, 1, 2, 0), o);
     EXPECT_EQ(r.stage_reserved_bytes.size(), 2u);
     EXPECT_GE(r.peak_reserved_bytes, r.peak_allocated_bytes);
     EXPECT_EQ(r.non_pytorch_bytes, gpu.overhead_bytes);  // the spec's documented CUDA context + NCCL figure
     EXPECT_EQ(r.device_peak_bytes, r.peak_reserved_bytes + r.non_pytorch_bytes + r.verdict_margin_bytes);
+    EXPECT_FALSE(r.need_at_range_top);
     EXPECT_EQ(r.fits, r.device_peak_bytes <= gpu.memory_bytes);
+    // A host that runs ahead is judged at the top of its range too (allocator_model.hpp
+    // range_top_need_bytes): the most loaded stage's pool there + the memory outside PyTorch.
+    o.host_pace = HostPace::runs_ahead;
+    const MemoryReport ahead = evaluate_memory(m, gpu, nanotron_plan(1, 1, 2, 0), o);
+    MemoryOptions top = o;
+    top.profile.allocator = range_high_constants(o.profile.allocator);
+    const MemoryReport high = evaluate_memory(m, gpu, nanotron_plan(1, 1, 2, 0), top);
+    const std::int64_t point = ahead.peak_reserved_bytes + ahead.non_pytorch_bytes + ahead.verdict_margin_bytes;
+    const std::int64_t at_top = high.peak_reserved_bytes + gpu.overhead_bytes;
+    EXPECT_EQ(ahead.device_peak_bytes, std::max(point, at_top));
+    EXPECT_EQ(ahead.need_at_range_top, at_top > point);
+    EXPECT_EQ(memory_to_json(ahead).at("device_peak_source"), at_top > point ? "range-top" : "point");
 }
 
 // The loss-stage term: extra reserved bytes per byte of the micro-batch's hidden state

@@ -279,7 +279,8 @@ TEST(ExternalMemory, APoolThatOutgrowsTheDeviceIsPredictedAsThePlannerGivesIt) {
     const MemoryPrediction p = predict_memory_at_expected_pace(ahead, gpu, c);
     ASSERT_TRUE(p.modelled);
     EXPECT_EQ(p.measured_rank_reserved_bytes, predict_memory(waits, gpu, c).measured_rank_reserved_bytes);
-    EXPECT_EQ(p.device_need_bytes, predict_memory(ahead, gpu, c).device_need_bytes);
+    EXPECT_EQ(p.device_need_bytes, std::max(predict_memory(ahead, gpu, c).device_need_bytes, p.range_top_need_bytes));
+    EXPECT_GT(p.range_top_need_bytes, gpu.memory_bytes);  // the flush's premise
     EXPECT_FALSE(p.fits);
     // Nearer the measured 52.9 GiB than the running-ahead pool.
     const double measured = static_cast<double>(*it->peak_reserved_bytes);
@@ -295,6 +296,40 @@ TEST(ExternalMemory, APoolThatOutgrowsTheDeviceIsPredictedAsThePlannerGivesIt) {
     // A pace read off the job (the training label, or a user's --host-pace) is taken as given.
     EXPECT_EQ(predict_memory_at_expected_pace(waits, gpu, c).device_need_bytes,
               predict_memory(waits, gpu, c).device_need_bytes);
+}
+
+// A host that runs ahead fits only if it fits at the top of its range (allocator_model.hpp
+// range_top_need_bytes). CSV line 1107, the sweep's 8B at tp 2, dp 128, mbs 2 on 32 nodes, ran
+// with 62.7 GiB reserved: its pool at the top of the range fits. Line 190, the 1B cut into 32
+// stages at tp 2 with mbs 8 on 8 nodes, died OOM: its point need fits, but at the top of the range
+// its pool outgrows the device, and the step would live on the allocator's flush.
+TEST(ExternalMemory, ARunningAheadPlanFitsOnlyIfItFitsAtTheTopOfItsRange) {
+    const ExternalDataset d = read_external_dataset(test::data_dir() / "measurements" / "external" / "nanotron-h100");
+    const GpuSpec gpu = test::catalog_gpu("h100-sxm-80gb");
+    const AllocatorConstants c = nanotron_allocator_constants();
+    MemoryOptions o;
+    o.profile = *profile_by_name("nanotron");
+    for (const auto& [id, ran] : {std::pair{"nanotron-h100-runs.csv:1107", true}, std::pair{"nanotron-h100-runs.csv:190", false}}) {
+        SCOPED_TRACE(id);
+        const auto it = std::find_if(d.runs.begin(), d.runs.end(), [&](const ExternalRun& r) { return r.id == id; });
+        ASSERT_NE(it, d.runs.end());
+        EXPECT_EQ(it->outcome, ran ? RunOutcome::ok : RunOutcome::oom);
+        ASSERT_EQ(expected_host_pace(it->model, gpu, it->plan, o.profile), HostPace::runs_ahead);
+        ExternalRun ahead = *it;
+        ahead.host_pace = HostPace::runs_ahead;
+        const MemoryPrediction point = predict_memory(ahead, gpu, c);
+        const MemoryPrediction p = predict_memory_at_expected_pace(ahead, gpu, c);
+        ASSERT_TRUE(p.modelled);
+        EXPECT_LE(point.device_need_bytes, gpu.memory_bytes);  // the point alone fits either way
+        EXPECT_GT(p.range_top_need_bytes, point.device_need_bytes);
+        EXPECT_EQ(p.device_need_bytes, p.range_top_need_bytes);
+        EXPECT_EQ(p.fits, ran);
+        // `preflight memory --framework nanotron` judges the plan the same way.
+        const MemoryReport r = evaluate_memory(it->model, gpu, it->plan, o);
+        EXPECT_TRUE(r.need_at_range_top);
+        EXPECT_EQ(r.device_peak_bytes, p.device_need_bytes);
+        EXPECT_EQ(r.fits, ran);
+    }
 }
 
 // fit_host_pace_model is the maximum-likelihood logistic regression: on jobs in as many groups as

@@ -70,20 +70,40 @@ MemoryPrediction predict_memory(const ExternalRun& run, const GpuSpec& gpu, cons
     return p;
 }
 
-MemoryPrediction predict_memory_at_expected_pace(const ExternalRun& run, const GpuSpec& gpu, const AllocatorConstants& c) {
+namespace {
+
+// predict_memory as the planner reports it (pace_range.cpp set_pace_range): a host that runs ahead
+// is judged at the top of its range too; at an expected pace, a pool whose top outgrows the device
+// is given at the waiting pace.
+MemoryPrediction predict_memory_as_planner(const ExternalRun& run, const GpuSpec& gpu, const AllocatorConstants& c,
+                                           bool pace_expected) {
     MemoryPrediction p = predict_memory(run, gpu, c);
     if (!p.modelled || run.host_pace != HostPace::runs_ahead) return p;
     AllocatorConstants top = range_high_constants(c);
     top.verdict_margin_bytes = 0;
     const MemoryPrediction high = predict_memory(run, gpu, top);
-    if (!high.modelled || !pool_outgrows_device(high.reserved_peak_bytes, non_pytorch_bytes(c, gpu), gpu.memory_bytes))
+    if (!high.modelled) return p;
+    p.range_top_need_bytes = range_top_need_bytes(high.reserved_peak_bytes, non_pytorch_bytes(c, gpu));
+    p.device_need_bytes = std::max(p.device_need_bytes, p.range_top_need_bytes);
+    p.fits = p.device_need_bytes <= gpu.memory_bytes;
+    if (!pace_expected || !pool_outgrows_device(high.reserved_peak_bytes, non_pytorch_bytes(c, gpu), gpu.memory_bytes))
         return p;
     ExternalRun waiting = run;
     waiting.host_pace = HostPace::waits_each_micro_batch;
     const MemoryPrediction w = predict_memory(waiting, gpu, c);
     p.measured_rank_reserved_bytes = w.measured_rank_reserved_bytes;
     p.reserved_peak_bytes = w.reserved_peak_bytes;
-    return p;  // device_need_bytes and fits: the running-ahead pool's
+    return p;  // device_need_bytes and fits: the running-ahead need
+}
+
+}  // namespace
+
+MemoryPrediction predict_memory_at_expected_pace(const ExternalRun& run, const GpuSpec& gpu, const AllocatorConstants& c) {
+    return predict_memory_as_planner(run, gpu, c, true);
+}
+
+MemoryPrediction predict_memory_at_given_pace(const ExternalRun& run, const GpuSpec& gpu, const AllocatorConstants& c) {
+    return predict_memory_as_planner(run, gpu, c, false);
 }
 
 void annotate_host_pace(std::vector<ExternalRun>& runs, const GpuSpec& gpu) {
@@ -201,11 +221,13 @@ std::vector<HostPace> expected_paces(const std::vector<ExternalRun>& runs, const
 
 // Step 3 of fit_memory_constants: the margin (64 MiB steps, 0..24 GiB) on top of the most loaded
 // stage's reserved peak + the memory outside PyTorch that gets the most fit/OOM verdicts right with
-// at most max_fit_but_oom of the predicted-fit jobs dying OOM.
+// at most max_fit_but_oom of the predicted-fit jobs dying OOM; a job expected to run ahead fits only
+// if it also fits at the top of its range, as the planner judges it (range_top_need_bytes).
 std::int64_t fit_verdict_margin(const std::vector<ExternalRun>& runs, const std::vector<std::size_t>& train,
                                 const GpuSpec& gpu, AllocatorConstants c, double max_fit_but_oom) {
     struct Job {
-        std::int64_t reserved;
+        std::int64_t point;  // reserved + outside PyTorch, no margin
+        std::int64_t top;    // the top of the range + outside PyTorch for a host that runs ahead, else 0
         bool oom;
     };
     std::vector<Job> jobs;
@@ -217,15 +239,17 @@ std::int64_t fit_verdict_margin(const std::vector<ExternalRun>& runs, const std:
         if (!runs[i].has_memory_verdict()) continue;
         ExternalRun as_given = runs[i];
         as_given.host_pace = expected[i];
-        const MemoryPrediction p = predict_memory(as_given, gpu, c);
-        if (p.modelled) jobs.push_back({p.device_need_bytes, runs[i].outcome == RunOutcome::oom});
+        const MemoryPrediction point = predict_memory(as_given, gpu, c);
+        const MemoryPrediction judged = predict_memory_at_expected_pace(as_given, gpu, c);
+        if (point.modelled)
+            jobs.push_back({point.device_need_bytes, judged.range_top_need_bytes, runs[i].outcome == RunOutcome::oom});
     }
     std::int64_t best_margin = 0;
     double best_score = -1e300;
     for (std::int64_t margin = 0; margin <= 24 * kGiB; margin += 64 * kMiB) {
         int right = 0, fit = 0, fit_oom = 0;
         for (const Job& j : jobs) {
-            const bool fits = j.reserved + margin <= gpu.memory_bytes;
+            const bool fits = j.point + margin <= gpu.memory_bytes && j.top <= gpu.memory_bytes;
             right += fits != j.oom;
             fit += fits;
             fit_oom += fits && j.oom;
@@ -384,7 +408,7 @@ MemoryCrossValidation memory_cross_validation(const std::vector<ExternalRun>& me
                                                                           range_high_constants(c)), true);
             cv.held_out_low[i] = range_end(cv.held_out[i], predict_memory(with_pace(runs[i], HostPace::waits_each_micro_batch),
                                                                          gpu, range_low_constants(c)), false);
-            cv.held_out_measured_pace[i] = predict_memory(runs[i], gpu, c);
+            cv.held_out_measured_pace[i] = predict_memory_at_given_pace(runs[i], gpu, c);
         }
     }
     std::vector<std::size_t> all(n);

@@ -50,7 +50,8 @@ std::string fitted_constants_sentence(const MemoryCrossValidation& cv) {
          "reserved constant "
       << gib(cv.fitted_on_all.reserved_constant_bytes)
       << ", verdict margin " << gib(cv.fitted_on_all.verdict_margin_bytes)
-      << " (on top of the GPU spec's overhead_bytes for the CUDA context and NCCL); at the top of the range "
+      << " (on top of the GPU spec's overhead_bytes for the CUDA context and NCCL; a plan expected to run ahead must "
+         "also fit at the top of its range); at the top of the range "
       << cv.fitted_on_all.upper_activation_fragmentation << ", " << cv.fitted_on_all.upper_loss_stage_fragmentation
       << ", " << cv.fitted_on_all.upper_pipeline_runahead_fragmentation << " and "
       << gib(cv.fitted_on_all.upper_reserved_constant_bytes) << "; host-pace model: waits when "

@@ -3,7 +3,8 @@
 // (fit on every job of data/measurements/external/nanotron-h100, 2026-11-24; the verdict margin
 // refitted 2026-11-25, when the H100 spec's capacity became cudaMemGetInfo's total, 0.47 GiB less,
 // and 2026-11-27, when the expected host pace came from the host-pace model fitted beside it,
-// and again when that model gained the single-stage tp-across-nodes input;
+// and again when that model gained the single-stage tp-across-nodes input, and 2026-11-28, when a
+// host that runs ahead came to be judged at the top of its range as well;
 // all refitted 2026-11-25 after the ZeRO-1 gather gained its flat input copy and the
 // compute-cost split closed at a tie, as the sweep measures). The same fit's
 // held-out figures under 5-fold cross-validation by configuration are in that data set's README;
@@ -19,7 +20,7 @@ AllocatorConstants nanotron_allocator_constants() {
     c.pipeline_runahead_fragmentation = 1.752;  // extra per byte of s*b*h x layers x in-flight micro-batches beyond 2
     c.reserved_constant_bytes = 225'495'659;    // ~0.21 GiB
     c.non_pytorch_bytes = -1;                   // the GPU spec's overhead_bytes (CUDA context, NCCL, workspaces)
-    c.verdict_margin_bytes = 8'388'608'000;     // ~7.8 GiB
+    c.verdict_margin_bytes = 67'108'864;        // 64 MiB, on top of the point; a running-ahead plan also fits at its range's top
     // The top of the range (allocator_model.hpp range_high_constants): the four terms above at
     // the 95th percentile of the relative residuals.
     c.upper_activation_fragmentation = 0.36848;
@@ -39,7 +40,8 @@ AllocatorConstants nanotron_allocator_constants() {
         "the verdict margin; each job's host pace read off its step time), 2026-11-24; verdict margin refitted 2026-11-25; "
         "all refitted 2026-11-25 after the ZeRO-1 gather gained its flat input copy and the split closed at a tie; "
         "host-pace model and the range's upper envelope fitted, verdict margin refitted at the expected pace, 2026-11-27; "
-        "host-pace model given the single-stage tp-across-nodes input and the margin refitted, 2026-11-27";
+        "host-pace model given the single-stage tp-across-nodes input and the margin refitted, 2026-11-27; "
+        "verdict margin refitted with a running-ahead plan judged at the top of its range too, 2026-11-28";
     return c;
 }
 

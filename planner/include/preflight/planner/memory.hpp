@@ -267,10 +267,15 @@ struct MemoryReport {
     // The expected pace ran ahead, but that pool outgrows the device (allocator_model.hpp
     // pool_outgrows_device): the allocator frees its cache and the host waits. The reserved figures
     // (peak_reserved_bytes, stage_reserved_bytes, reserved_extra) are then the waiting pace's;
-    // device_peak_bytes and fits keep the running-ahead pool, reserved_running_ahead_bytes, that
-    // forces the flush (the job depends on it). Unset otherwise.
+    // device_peak_bytes and fits keep the running-ahead need (at the top of the range, over the
+    // capacity: the job depends on the flush, so it does not fit); reserved_running_ahead_bytes is
+    // the running-ahead point pool. Unset otherwise.
     bool allocator_flush = false;
     std::optional<std::int64_t> reserved_running_ahead_bytes;
+    // The host runs ahead (expected or given) and its pool at the top of the range plus the memory
+    // outside PyTorch exceeds the point need: device_peak_bytes and fits are that need
+    // (allocator_model.hpp range_top_need_bytes).
+    bool need_at_range_top = false;
     // Profiles whose caching-allocator model depends on the pace (run-ahead terms fitted): the
     // range the reserved pool can take for this layout, and the device need at its ends
     // (allocator_model.hpp range_low_constants: the host waits and every freed block is reused;

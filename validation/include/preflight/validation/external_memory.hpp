@@ -28,17 +28,26 @@ struct MemoryPrediction {
     // enters it. Empty for the default profile.
     std::optional<std::int64_t> measured_rank_optimizer_allocated_bytes;
     std::int64_t reserved_peak_bytes = 0;   // the most loaded stage
-    std::int64_t device_need_bytes = 0;     // reserved_peak_bytes + memory outside PyTorch
+    std::int64_t device_need_bytes = 0;     // reserved_peak_bytes + memory outside PyTorch (+ margin)
     bool fits = false;
+    // A host that runs ahead, as the planner judges it (predict_memory_at_expected_pace,
+    // predict_memory_at_given_pace): its pool at the top of the range + the memory outside PyTorch
+    // (allocator_model.hpp range_top_need_bytes), which device_need_bytes is at least. 0 otherwise.
+    std::int64_t range_top_need_bytes = 0;
 };
 
 // The nanotron profile's prediction for a run with the given allocator constants.
 MemoryPrediction predict_memory(const ExternalRun& run, const GpuSpec& gpu, const AllocatorConstants& constants);
-// The same at a pace the planner expected (preflight memory without --host-pace): a running-ahead
-// pool whose top of range outgrows the device is given at the waiting pace (allocator_model.hpp
-// pool_outgrows_device), with the running-ahead device need and verdict, as memory.cpp gives it.
+// The same at a pace the planner expected (preflight memory without --host-pace), as
+// pace_range.cpp gives it: a host that runs ahead is judged at the top of its range too
+// (range_top_need_bytes), and a running-ahead pool whose top outgrows the device is given at the
+// waiting pace (allocator_model.hpp pool_outgrows_device), with the running-ahead need and verdict.
 MemoryPrediction predict_memory_at_expected_pace(const ExternalRun& run, const GpuSpec& gpu,
                                                  const AllocatorConstants& constants);
+// The same at a pace the user states (--host-pace): judged at the top of the range when the host
+// runs ahead, the pool kept at the stated pace.
+MemoryPrediction predict_memory_at_given_pace(const ExternalRun& run, const GpuSpec& gpu,
+                                              const AllocatorConstants& constants);
 
 // The default (Megatron-like) profile's prediction, as `preflight memory` gives it today:
 // peak_bytes (allocated + the GPU spec's overhead) for both the measured rank and the verdict.
