@@ -19,8 +19,6 @@ namespace preflight::validation {
 
 namespace {
 
-double rel(double predicted, double measured) { return (predicted - measured) / measured; }
-
 // The memory outside PyTorch's pool: the fitted figure, or the GPU spec's overhead when unfitted.
 std::int64_t non_pytorch_bytes(const AllocatorConstants& c, const GpuSpec& gpu) {
     return c.non_pytorch_bytes >= 0 ? c.non_pytorch_bytes : gpu.overhead_bytes;
@@ -322,10 +320,10 @@ MemoryFigures memory_figures(const std::vector<ExternalRun>& runs, const std::ve
         }
         if (r.peak_allocated_after_backward_bytes && *r.peak_allocated_after_backward_bytes > 0 &&
             p.measured_rank_optimizer_allocated_bytes)
-            opt_err.push_back(std::fabs(rel(static_cast<double>(*p.measured_rank_optimizer_allocated_bytes),
+            opt_err.push_back(std::fabs(relative_error(static_cast<double>(*p.measured_rank_optimizer_allocated_bytes),
                                              static_cast<double>(*r.peak_allocated_after_backward_bytes))));
         if (r.peak_reserved_bytes && *r.peak_reserved_bytes > 0) {
-            const double e = rel(static_cast<double>(p.measured_rank_reserved_bytes),
+            const double e = relative_error(static_cast<double>(p.measured_rank_reserved_bytes),
                                  static_cast<double>(*r.peak_reserved_bytes));
             if (r.outcome == RunOutcome::ok) {
                 ok_err.push_back(std::fabs(e));

@@ -12,10 +12,7 @@ namespace preflight::validation {
 
 namespace {
 constexpr double kGiBd = 1073741824.0;
-double rel(double predicted, double measured) { return (predicted - measured) / measured; }
-}  // namespace
 
-namespace {
 std::string pct(double v) {
     char b[32];
     std::snprintf(b, sizeof b, "%.1f %%", 100.0 * v);
@@ -111,7 +108,7 @@ std::string memory_cv_markdown(const std::vector<ExternalRun>& runs, const Memor
         const std::string key = r.model_label + " | " + (r.plan.tp == 1 ? "tp 1" : r.plan.tp <= 8 ? "tp 2-8" : "tp 16-32") +
                                 " | " + (r.plan.pp == 1 ? "pp 1" : "pp > 1");
         const double e =
-            rel(static_cast<double>(p.measured_rank_reserved_bytes), static_cast<double>(*r.peak_reserved_bytes));
+            relative_error(static_cast<double>(p.measured_rank_reserved_bytes), static_cast<double>(*r.peak_reserved_bytes));
         groups[key].e.push_back(e);
         if (i < cv.host_pace.size()) paces[std::string(to_string(cv.host_pace[i]))].e.push_back(std::fabs(e));
     }

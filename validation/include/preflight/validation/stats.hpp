@@ -10,6 +10,9 @@ namespace preflight::validation {
 // Returns 0 for an empty sample.
 double percentile(std::vector<double> values, double q);
 
+// The signed relative error every figure reports: (predicted - measured) / measured.
+inline double relative_error(double predicted, double measured) { return (predicted - measured) / measured; }
+
 // Summary of a sample of |relative errors|.
 struct ErrorStats {
     int n = 0;
