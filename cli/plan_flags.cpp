@@ -133,7 +133,8 @@ void add_framework_flag(CLI::App& app, PlanFlags& f) {
                    ".item() per micro-batch). Only profiles with a fitted caching-allocator model (nanotron) use it: "
                    "waiting lets the pool keep up, so the loss-stage and pipeline run-ahead reserves are not "
                    "charged; their report also gives the range between the two paces and a verdict by it (fits / "
-                   "may not fit / does not fit)")
+                   "may not fit / does not fit), and a host that runs ahead fits only if the pool at the top of that "
+                   "range does (past it the step would live on the allocator's flush)")
         ->check(CLI::IsMember({"expected", "runs-ahead", "waits"}));
     app.add_flag("--compiled-loss", f.compiled_loss,
                  "The cross-entropy runs under torch.compile (torchtitan since April 2025 with --training.compile, "

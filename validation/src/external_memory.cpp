@@ -401,7 +401,7 @@ MemoryCrossValidation memory_cross_validation(const std::vector<ExternalRun>& me
         for (std::size_t i = 0; i < n; ++i) {
             if (fold_of(runs[i], folds) != k) continue;
             cv.held_out[i] = predict_memory_at_expected_pace(with_pace(runs[i], fold_expected[i]), gpu, c);
-            // The range's ends as the planner gives them (memory.cpp set_pace_range), the point inside.
+            // The range's ends as the planner gives them (pace_range.cpp set_pace_range), the point inside.
             cv.held_out_high[i] = range_end(cv.held_out[i], predict_memory(with_pace(runs[i], HostPace::runs_ahead), gpu,
                                                                           range_high_constants(c)), true);
             cv.held_out_low[i] = range_end(cv.held_out[i], predict_memory(with_pace(runs[i], HostPace::waits_each_micro_batch),
