@@ -29,6 +29,17 @@ std::string percent(double f) {
     return buf;
 }
 
+// ", a wait 41 % likely": the host-pace model's probability, where the pace was expected from it.
+std::string wait_odds(const MemoryReport& r) {
+    if (!r.host_wait_probability) return "";
+    const double pct = 100.0 * *r.host_wait_probability;
+    if (pct < 1) return ", a wait under 1 % likely";
+    if (pct > 99) return ", a wait over 99 % likely";
+    char b[48];
+    std::snprintf(b, sizeof b, ", a wait %.0f %% likely", pct);
+    return b;
+}
+
 // Profiles with a caching-allocator model: the pool, what lies outside it, the range the pool can
 // take where the model has one (allocator_model.hpp range_low_constants / range_high_constants),
 // and the verdict by it.
@@ -45,7 +56,7 @@ void print_reserved(const MemoryReport& r) {
                   << (r.allocator_flush      ? ", the allocator's flush"
                       : r.host_pace_expected ? ", expected from the layout"
                                              : ", --host-pace")
-                  << "), rounded up to 2 MiB segments\n";
+                  << wait_odds(r) << "), rounded up to 2 MiB segments\n";
     if (r.allocator_flush && r.reserved_running_ahead_bytes)
         std::cout << "  allocator flush:     running ahead, the pool would reach "
                   << format_bytes(*r.reserved_running_ahead_bytes)

@@ -81,6 +81,10 @@ void MainWindow::showVerdict(const MemoryReport& r) {
                                                "this view's pace: %3")
                                     .arg(formatBytes(*r.device_peak_low_bytes), formatBytes(*r.device_peak_high_bytes),
                                          QString::fromStdString(std::string(to_string(r.host_pace))) +
+                                             (r.host_wait_probability
+                                                  ? QStringLiteral(" (a wait %1 % likely)")
+                                                        .arg(100.0 * *r.host_wait_probability, 0, 'f', 0)
+                                                  : QString()) +
                                              (r.allocator_flush ? QStringLiteral(" (running ahead, the pool would "
                                                                                  "outgrow the device: the allocator "
                                                                                  "frees its cache and the host waits)")

@@ -15,13 +15,25 @@ double stall_per_micro_batch_s(const Efficiency& e, const Plan& p, std::int64_t 
     return e.microbatch_sync_s * x / (1.0 + x) * (p.pp > 1 ? 1.0 : e.microbatch_sync_no_pipeline_fraction);
 }
 
+namespace {
+double wait_logit(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in, const HostPaceModel& m) {
+    const Plan plan = resolve_defaults(plan_in, model);
+    return host_wait_logit(m, host_pace_inputs(plan.gpus(), plan.tp, plan.pp, gpu.gpus_per_node));
+}
+}  // namespace
+
 HostPace expected_host_pace(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in,
                             const FrameworkProfile& profile) {
     const HostPaceModel& m = profile.allocator.pace;
     if (!m.fitted()) return HostPace::runs_ahead;  // PyTorch's asynchronous execution
-    const Plan plan = resolve_defaults(plan_in, model);
-    const double logit = host_wait_logit(m, host_pace_inputs(plan.gpus(), plan.tp, plan.pp, gpu.gpus_per_node));
-    return logit > 0 ? HostPace::waits_each_micro_batch : HostPace::runs_ahead;
+    return wait_logit(model, gpu, plan_in, m) > 0 ? HostPace::waits_each_micro_batch : HostPace::runs_ahead;
+}
+
+std::optional<double> host_wait_probability(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in,
+                                            const FrameworkProfile& profile) {
+    const HostPaceModel& m = profile.allocator.pace;
+    if (!m.fitted()) return std::nullopt;
+    return 1.0 / (1.0 + std::exp(-wait_logit(model, gpu, plan_in, m)));  // the logistic function
 }
 
 }  // namespace preflight

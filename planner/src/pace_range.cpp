@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "preflight/planner/allocator_model.hpp"
+#include "preflight/planner/throughput.hpp"
 
 namespace preflight {
 
@@ -23,6 +24,7 @@ void set_pace_range(MemoryReport& r, const ModelConfig& model, const GpuSpec& gp
     if (!options.pace_range || !options.profile.verdict_on_reserved ||
         (c.loss_stage_fragmentation <= 0 && c.pipeline_runahead_fragmentation <= 0))
         return;
+    if (r.host_pace_expected) r.host_wait_probability = host_wait_probability(model, gpu, plan, options.profile);
     const bool timeline = std::exchange(options.timeline, false);
     options.pace_range = false;
     options.host_pace = HostPace::waits_each_micro_batch;
@@ -46,6 +48,7 @@ void set_pace_range(MemoryReport& r, const ModelConfig& model, const GpuSpec& gp
         options.timeline = timeline;
         MemoryReport waits = evaluate_memory(model, gpu, plan, options);
         waits.host_pace_expected = true;
+        waits.host_wait_probability = r.host_wait_probability;
         waits.allocator_flush = true;
         waits.reserved_running_ahead_bytes = r.peak_reserved_bytes;
         waits.device_peak_bytes = r.device_peak_bytes;

@@ -85,6 +85,8 @@ json memory_to_json(const MemoryReport& r) {
            // "allocator-flush": expected to run ahead, but that pool outgrows the device, so the
            // allocator frees its cache and the host waits (allocator_model.hpp pool_outgrows_device).
            {"host_pace_source", r.allocator_flush ? "allocator-flush" : r.host_pace_expected ? "expected" : "given"},
+           // The probability the host-pace model gives a wait (expected pace from a fitted model), else null.
+           {"host_wait_probability", r.host_wait_probability ? json(*r.host_wait_probability) : json(nullptr)},
            // The running-ahead point pool (allocator-flush only; device_peak_bytes and fits are the
            // running-ahead need), else null.
            {"reserved_running_ahead_bytes",

@@ -622,6 +622,40 @@ TEST(Frameworks, RuntimeProfileSearchesOnlyThePrecisionsTheRuntimeRuns) {
     }
 }
 
+// host_wait_probability: the logistic function of the same logit, 1 / (1 + e^-logit); with the
+// constants below, 0.5 at logit 0 and 1 / (1 + e^-1) = 0.7310586 at logit 1 (by hand). The
+// committed nanotron model at 32 nodes with tp 8: -5.93860 + 1.11862 x 5 = -0.3455, so 0.41447.
+TEST(AllocatorModel, HostWaitProbabilityIsTheModelsLogistic) {
+    const ModelConfig m = test::catalog_model("llama-3-8b");
+    GpuSpec gpu = test::catalog_gpu("h100-sxm-80gb");
+    gpu.gpus_per_node = 8;
+    FrameworkProfile nanotron = *profile_by_name("nanotron");
+    Plan p;
+    p.seq = 4096;
+    p.tp = 8;
+    p.sp = true;
+    p.grad_acc = 4;
+    p.dp = 32;  // 256 GPUs = 32 nodes
+    p.precision = Precision::bf16_mixed_fp32_grads;
+    ASSERT_TRUE(host_wait_probability(m, gpu, p, nanotron));
+    EXPECT_NEAR(*host_wait_probability(m, gpu, p, nanotron), 0.41447, 1e-4);
+    MemoryOptions o;
+    o.profile = nanotron;
+    const MemoryReport r = evaluate_memory(m, gpu, p, o);
+    ASSERT_TRUE(r.host_wait_probability);
+    EXPECT_NEAR(*r.host_wait_probability, 0.41447, 1e-4);
+    EXPECT_NEAR(memory_to_json(r).at("host_wait_probability").get<double>(), 0.41447, 1e-4);
+    o.host_pace = HostPace::runs_ahead;  // stated: no probability is reported
+    EXPECT_TRUE(memory_to_json(evaluate_memory(m, gpu, p, o)).at("host_wait_probability").is_null());
+    nanotron.allocator.pace = {-6.0, 1.0, 2.0, -1.0};
+    p.pp = 2;  // 512 GPUs = 64 nodes: -6 + 6 = 0
+    EXPECT_DOUBLE_EQ(*host_wait_probability(m, gpu, p, nanotron), 0.5);
+    EXPECT_EQ(expected_host_pace(m, gpu, p, nanotron), HostPace::runs_ahead);  // a wait only above 0.5
+    p.dp = 64;  // 128 nodes: -6 + 7 = 1
+    EXPECT_NEAR(*host_wait_probability(m, gpu, p, nanotron), 0.7310586, 1e-7);
+    EXPECT_FALSE(host_wait_probability(m, gpu, p, *profile_by_name("megatron")));  // no fitted model
+}
+
 // expected_host_pace: the profile's host-pace model, logit = a + b log2(nodes)
 // + c log2(max(1, tp / GPUs per node)) [pp > 1], waits when the logit is positive. Constants
 // chosen so the figures come by hand: a = -6, b = 1, c = 2, 8 GPUs per node.
@@ -759,6 +793,7 @@ TEST(AllocatorModel, APoolThatOutgrowsTheDeviceIsGivenAtTheWaitingPace) {
     const MemoryReport waits = evaluate_memory(m, gpu, p, stated);
     EXPECT_TRUE(r.allocator_flush);
     EXPECT_TRUE(r.host_pace_expected);
+    EXPECT_TRUE(r.host_wait_probability);  // still the expected pace's odds
     EXPECT_EQ(r.host_pace, HostPace::waits_each_micro_batch);
     EXPECT_EQ(r.peak_reserved_bytes, waits.peak_reserved_bytes);
     EXPECT_EQ(r.stage_reserved_bytes, waits.stage_reserved_bytes);

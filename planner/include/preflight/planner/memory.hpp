@@ -264,6 +264,9 @@ struct MemoryReport {
     ReservedExtra reserved_extra;           // the reserved pool beyond the allocated peak, by cause
     HostPace host_pace = HostPace::runs_ahead;  // the pace the report was made under
     bool host_pace_expected = true;             // from expected_host_pace (MemoryOptions::host_pace unset)
+    // With the pace expected from a fitted host-pace model: the probability it gives a wait
+    // (throughput.hpp host_wait_probability). Unset otherwise.
+    std::optional<double> host_wait_probability;
     // The expected pace ran ahead, but that pool outgrows the device (allocator_model.hpp
     // pool_outgrows_device): the allocator frees its cache and the host waits. The reserved figures
     // (peak_reserved_bytes, stage_reserved_bytes, reserved_extra) are then the waiting pace's;

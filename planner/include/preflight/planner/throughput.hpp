@@ -207,6 +207,11 @@ double stall_per_micro_batch_s(const Efficiency& e, const Plan& plan, std::int64
 // ahead (PyTorch's default).
 HostPace expected_host_pace(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
                             const FrameworkProfile& profile);
+// The probability the profile's host-pace model gives a wait for this layout, 1 / (1 + e^-logit)
+// (a logistic regression's fitted probability); nullopt for a profile without a fitted model.
+// expected_host_pace expects a wait exactly where it is above 0.5.
+std::optional<double> host_wait_probability(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
+                                            const FrameworkProfile& profile);
 
 // Dense peak used for MFU/HFU: fp32 -> fp32 (PyTorch leaves TF32 off for matmuls by
 // default), bf16 recipes -> bf16, fp16-mixed -> fp16, fp8-mixed -> fp8. nullopt when
