@@ -31,12 +31,6 @@ std::optional<double> EvaluatedRun::memory_error() const {
 
 namespace {
 
-std::string pct(double x) {
-    char b[32];
-    std::snprintf(b, sizeof b, "%.1f %%", 100 * x);
-    return b;
-}
-
 json stats_json(const ErrorStats& e) { return {{"n", e.n}, {"p50", e.p50}, {"p95", e.p95}, {"max", e.max}}; }
 
 // One row: the planner's prediction under the data set's framework profile and the row's
@@ -97,7 +91,7 @@ void apply_targets(ExternalEvaluation& ev, const ExternalDataset& d) {
         if (e.n == 0)
             ev.failures.push_back(std::string(what) + ": no row compared, the figure is unknown");
         else if (value > t.get<double>())
-            ev.failures.push_back(std::string(what) + " " + pct(value) + " > target " + pct(t.get<double>()) + " (" +
+            ev.failures.push_back(std::string(what) + " " + percent_text(value) + " > target " + percent_text(t.get<double>()) + " (" +
                                   key + ")");
     };
     gate("tokens_per_s_per_gpu_error_p50_max", ev.tokens, ev.tokens.p50, "tokens/s per GPU |error| P50");
@@ -137,14 +131,14 @@ std::string evaluation_markdown(const ExternalEvaluation& ev, std::size_t rows) 
     o << "Never fitted on: predictions with the GPU specs' committed constants (nothing fitted on this data set; "
          "its README lists the choices made with its errors in view). Errors are (predicted - measured) / measured.\n\n"
          "| quantity | rows compared | P50 abs. | P95 abs. | max abs. | median signed |\n|---|---|---|---|---|---|\n";
-    std::snprintf(b, sizeof b, "| tokens/s per GPU | %d | %s | %s | %s | %s |\n", ev.tokens.n, pct(ev.tokens.p50).c_str(),
-                  pct(ev.tokens.p95).c_str(), pct(ev.tokens.max).c_str(), pct(ev.tokens_median_signed).c_str());
+    std::snprintf(b, sizeof b, "| tokens/s per GPU | %d | %s | %s | %s | %s |\n", ev.tokens.n, percent_text(ev.tokens.p50).c_str(),
+                  percent_text(ev.tokens.p95).c_str(), percent_text(ev.tokens.max).c_str(), percent_text(ev.tokens_median_signed).c_str());
     o << b;
     const bool memory = ev.memory.n > 0;
     if (memory) {
         std::snprintf(b, sizeof b, "| peak reserved memory | %d | %s | %s | %s | %s |\n", ev.memory.n,
-                      pct(ev.memory.p50).c_str(), pct(ev.memory.p95).c_str(), pct(ev.memory.max).c_str(),
-                      pct(ev.memory_median_signed).c_str());
+                      percent_text(ev.memory.p50).c_str(), percent_text(ev.memory.p95).c_str(), percent_text(ev.memory.max).c_str(),
+                      percent_text(ev.memory_median_signed).c_str());
         o << b;
     }
     o << "\n" << ev.skipped << " of " << rows << " rows not compared";
@@ -173,8 +167,8 @@ std::string evaluation_markdown(const ExternalEvaluation& ev, std::size_t rows) 
     o << "| GPU | tokens/s rows | P50 abs. | P95 abs. | median signed |\n|---|---|---|---|---|\n";
     for (const auto& [gpu, v] : gpu_abs) {
         const ErrorStats t = error_stats(v);
-        std::snprintf(b, sizeof b, "| %s | %d | %s | %s | %s |\n", gpu.c_str(), t.n, pct(t.p50).c_str(),
-                      pct(t.p95).c_str(), pct(median(gpu_signed[gpu])).c_str());
+        std::snprintf(b, sizeof b, "| %s | %d | %s | %s | %s |\n", gpu.c_str(), t.n, percent_text(t.p50).c_str(),
+                      percent_text(t.p95).c_str(), percent_text(median(gpu_signed[gpu])).c_str());
         o << b;
     }
     o << "\n| GPU | model | precision | compiled | tokens/s rows | P50 abs. | median signed |"
@@ -184,8 +178,8 @@ std::string evaluation_markdown(const ExternalEvaluation& ev, std::size_t rows) 
         const auto& [gpu, model, precision, compiled] = key;
         const ErrorStats t = error_stats(g.tok), m = error_stats(g.mem);
         o << "| " << gpu << " | " << model << " | " << precision << " | " << (compiled ? "yes" : "no") << " | " << t.n
-          << " | " << (t.n ? pct(t.p50) : "N/A") << " | " << (t.n ? pct(median(g.tok_signed)) : "N/A") << " |";
-        if (memory) o << " " << m.n << " | " << (m.n ? pct(m.p50) : "N/A") << " |";
+          << " | " << (t.n ? percent_text(t.p50) : "N/A") << " | " << (t.n ? percent_text(median(g.tok_signed)) : "N/A") << " |";
+        if (memory) o << " " << m.n << " | " << (m.n ? percent_text(m.p50) : "N/A") << " |";
         o << " " << g.skipped << " |\n";
     }
     return o.str();

@@ -12,11 +12,6 @@ namespace preflight::validation {
 
 namespace {
 constexpr double kGiBd = 1073741824.0;
-std::string pct(double v) {
-    char b[32];
-    std::snprintf(b, sizeof b, "%.1f %%", 100.0 * v);
-    return b;
-}
 }  // namespace
 
 MemoryPrediction range_end(const MemoryPrediction& point, MemoryPrediction end, bool high) {
@@ -80,10 +75,10 @@ std::vector<std::string> range_gate_failures(const RangeFigures& r, const nlohma
         return out;
     }
     if (t.contains(keys[0]) && r.inside_fraction < t.at(keys[0]).get<double>())
-        out.push_back("measured reserved peak inside the predicted range for " + pct(r.inside_fraction) + " < " +
-                      pct(t.at(keys[0]).get<double>()));
+        out.push_back("measured reserved peak inside the predicted range for " + percent_text(r.inside_fraction) + " < " +
+                      percent_text(t.at(keys[0]).get<double>()));
     if (t.contains(keys[1]) && r.median_width > t.at(keys[1]).get<double>())
-        out.push_back("predicted range median width " + pct(r.median_width) + " > " + pct(t.at(keys[1]).get<double>()));
+        out.push_back("predicted range median width " + percent_text(r.median_width) + " > " + percent_text(t.at(keys[1]).get<double>()));
     return out;
 }
 
@@ -114,18 +109,18 @@ std::vector<std::string> memory_gate_failures(const MemoryFigures& f, const nloh
         too_few("optimizer_allocated_abs_error_p95_max", f.optimizer_allocated.n, "optimizer-step allocated error"))
         return out;
     if (auto v = num("memory_verdict_accuracy_min"); v && f.verdict_accuracy < *v)
-        out.push_back("fit/OOM verdict right on " + pct(f.verdict_accuracy) + " < " + pct(*v));
+        out.push_back("fit/OOM verdict right on " + percent_text(f.verdict_accuracy) + " < " + percent_text(*v));
     if (auto v = num("fit_but_oom_fraction_max"); v && f.fit_but_oom_fraction > *v)
-        out.push_back("predicted-fit jobs that died OOM " + pct(f.fit_but_oom_fraction) + " > " + pct(*v));
+        out.push_back("predicted-fit jobs that died OOM " + percent_text(f.fit_but_oom_fraction) + " > " + percent_text(*v));
     if (auto v = num("reserved_peak_abs_error_p50_max"); v && f.reserved_ok.p50 > *v)
-        out.push_back("reserved-peak error P50 " + pct(f.reserved_ok.p50) + " > " + pct(*v));
+        out.push_back("reserved-peak error P50 " + percent_text(f.reserved_ok.p50) + " > " + percent_text(*v));
     if (auto v = num("reserved_peak_abs_error_p95_max"); v && f.reserved_ok.p95 > *v)
-        out.push_back("reserved-peak error P95 " + pct(f.reserved_ok.p95) + " > " + pct(*v));
+        out.push_back("reserved-peak error P95 " + percent_text(f.reserved_ok.p95) + " > " + percent_text(*v));
     if (auto v = num("reserved_peak_abs_error_p95_tp_inside_node_max"); v && f.reserved_ok_tp_inside_node.p95 > *v)
-        out.push_back("reserved-peak error P95, tp inside a node, " + pct(f.reserved_ok_tp_inside_node.p95) + " > " +
-                      pct(*v));
+        out.push_back("reserved-peak error P95, tp inside a node, " + percent_text(f.reserved_ok_tp_inside_node.p95) + " > " +
+                      percent_text(*v));
     if (auto v = num("optimizer_allocated_abs_error_p95_max"); v && f.optimizer_allocated.p95 > *v)
-        out.push_back("optimizer-step allocated error P95 " + pct(f.optimizer_allocated.p95) + " > " + pct(*v));
+        out.push_back("optimizer-step allocated error P95 " + percent_text(f.optimizer_allocated.p95) + " > " + percent_text(*v));
     return out;
 }
 

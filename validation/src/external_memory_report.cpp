@@ -13,11 +13,6 @@ namespace preflight::validation {
 namespace {
 constexpr double kGiBd = 1073741824.0;
 
-std::string pct(double v) {
-    char b[32];
-    std::snprintf(b, sizeof b, "%.1f %%", 100.0 * v);
-    return b;
-}
 std::string gib(double bytes) {
     char b[32];
     std::snprintf(b, sizeof b, "%.2f GiB", bytes / kGiBd);
@@ -29,9 +24,9 @@ std::string tp_reach_line(const MemoryFigures& f) {
     const ErrorStats& in = f.reserved_ok_tp_inside_node;
     const ErrorStats& across = f.reserved_ok_tp_across_nodes;
     std::ostringstream o;
-    o << "Held out, user inputs, by tensor-parallel reach: tp inside a node " << in.n << " ok jobs, P50 " << pct(in.p50)
-      << ", P95 " << pct(in.p95) << "; tp across nodes " << across.n << " ok jobs, P50 " << pct(across.p50) << ", P95 "
-      << pct(across.p95) << ".\n\n";
+    o << "Held out, user inputs, by tensor-parallel reach: tp inside a node " << in.n << " ok jobs, P50 " << percent_text(in.p50)
+      << ", P95 " << percent_text(in.p95) << "; tp across nodes " << across.n << " ok jobs, P50 " << percent_text(across.p50) << ", P95 "
+      << percent_text(across.p95) << ".\n\n";
     return o.str();
 }
 
@@ -64,9 +59,9 @@ std::string memory_cv_markdown(const std::vector<ExternalRun>& runs, const Memor
     std::ostringstream o;
     auto row = [&](const char* name, const MemoryFigures& f) {
         o << "| " << name << " | " << f.modelled << " / " << (f.modelled + f.not_modelled) << " | "
-          << pct(f.verdict_accuracy) << " (" << f.verdict_right << "/" << f.verdict_jobs << ") | "
-          << pct(f.fit_but_oom_fraction) << " (" << f.predicted_fit_but_oom << "/" << f.predicted_fit << ") | "
-          << pct(f.reserved_ok.p50) << " | " << pct(f.reserved_ok.p95) << " | " << pct(f.reserved_ok_median_signed)
+          << percent_text(f.verdict_accuracy) << " (" << f.verdict_right << "/" << f.verdict_jobs << ") | "
+          << percent_text(f.fit_but_oom_fraction) << " (" << f.predicted_fit_but_oom << "/" << f.predicted_fit << ") | "
+          << percent_text(f.reserved_ok.p50) << " | " << percent_text(f.reserved_ok.p95) << " | " << percent_text(f.reserved_ok_median_signed)
           << " |\n";
     };
     o << "| prediction | jobs modelled | fit/OOM verdict right (ok+oom) | predicted fit but died OOM | "
@@ -84,8 +79,8 @@ std::string memory_cv_markdown(const std::vector<ExternalRun>& runs, const Memor
       << ".\n";
     o << "\nRange (held out, user inputs: from the host waiting with every freed block reused, the tensors alone, "
          "to the host running ahead with the reserve terms at their 95th percentile): the measured peak lies inside it for "
-      << pct(rg.inside_fraction) << " of " << rg.jobs << " ok jobs (" << rg.below << " below, " << rg.above
-      << " above; 0.05 GiB either side for the sweep's 0.1 GiB rounding), median width " << pct(rg.median_width)
+      << percent_text(rg.inside_fraction) << " of " << rg.jobs << " ok jobs (" << rg.below << " below, " << rg.above
+      << " above; 0.05 GiB either side for the sweep's 0.1 GiB rounding), median width " << percent_text(rg.median_width)
       << " of the measured peak. Verdict by range over the ok and oom jobs: fits " << rg.fits << " ("
       << rg.fits_but_oom << " died OOM), may not fit " << rg.may_not_fit << " (" << rg.may_not_fit_oom
       << " died OOM), does not fit " << rg.does_not_fit << " (" << rg.does_not_fit_ok << " ran).\n";
@@ -93,7 +88,7 @@ std::string memory_cv_markdown(const std::vector<ExternalRun>& runs, const Memor
     const ErrorStats& oa = cv.committed_figures.optimizer_allocated;
     o << "Model states without a fitted term: stage 0's tensors during the optimizer step against the measured "
          "allocated peak after the backward (`peak_mem_alloc_gib`), "
-      << oa.n << " jobs: abs. error P50 " << pct(oa.p50) << ", P95 " << pct(oa.p95) << ", max " << pct(oa.max)
+      << oa.n << " jobs: abs. error P50 " << percent_text(oa.p50) << ", P95 " << percent_text(oa.p95) << ", max " << percent_text(oa.max)
       << ".\n\n";
     // Residuals of the held-out reserved peak (ok jobs) by model and layout family.
     struct Acc {
@@ -117,15 +112,15 @@ std::string memory_cv_markdown(const std::vector<ExternalRun>& runs, const Memor
          "P95 abs. |\n|---|---|---|---|\n";
     for (auto& [pace, acc] : paces) {
         const ErrorStats s = error_stats(acc.e);
-        o << "| " << pace << " | " << s.n << " | " << pct(s.p50) << " | " << pct(s.p95) << " |\n";
+        o << "| " << pace << " | " << s.n << " | " << percent_text(s.p50) << " | " << percent_text(s.p95) << " |\n";
     }
     o << "\n| model | tp | pp | ok jobs | median signed error | P50 abs. | P95 abs. |\n|---|---|---|---|---|---|---|\n";
     for (auto& [key, acc] : groups) {
         std::vector<double> a;
         for (double v : acc.e) a.push_back(std::fabs(v));
         const ErrorStats s = error_stats(a);
-        o << "| " << key << " | " << s.n << " | " << pct(percentile(acc.e, 0.5)) << " | " << pct(s.p50) << " | "
-          << pct(s.p95) << " |\n";
+        o << "| " << key << " | " << s.n << " | " << percent_text(percentile(acc.e, 0.5)) << " | " << percent_text(s.p50) << " | "
+          << percent_text(s.p95) << " |\n";
     }
     return o.str();
 }

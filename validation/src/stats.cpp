@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 namespace preflight::validation {
 
@@ -14,6 +15,12 @@ double percentile(std::vector<double> v, double q) {
     const auto hi = std::min(lo + 1, v.size() - 1);
     const double frac = rank - static_cast<double>(lo);
     return v[lo] + frac * (v[hi] - v[lo]);
+}
+
+std::string percent_text(double fraction) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.1f %%", 100.0 * fraction);
+    return b;
 }
 
 ErrorStats error_stats(const std::vector<double>& abs_errors) {

@@ -1,6 +1,7 @@
 // Small statistics helpers for the validation summary.
 #pragma once
 
+#include <string>
 #include <vector>
 
 namespace preflight::validation {
@@ -12,6 +13,9 @@ double percentile(std::vector<double> values, double q);
 
 // The signed relative error every figure reports: (predicted - measured) / measured.
 inline double relative_error(double predicted, double measured) { return (predicted - measured) / measured; }
+
+// A fraction as a percentage with one decimal, the reports' form: 0.1234 -> "12.3 %".
+std::string percent_text(double fraction);
 
 // Summary of a sample of |relative errors|.
 struct ErrorStats {
