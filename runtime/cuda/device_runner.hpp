@@ -372,10 +372,12 @@ private:
     }
 
     // A linear's forward, or (fc1 followed by its GeLU, epilogues on) deferred to run fused
-    // with the activation op.
+    // with the activation op. Not when a buffer fc1 reads is freed after it (sequence
+    // parallelism's all-gathered input, whose last reader fc1 is): deferred, the GEMM would
+    // read freed memory (seen on an H200: cuBLASLt refused its null input).
     template <class T>
     void linear_fwd(const Op& op, const BufferTable& t) {
-        const Op* next = fuse_gelu_ ? after(op, 1) : nullptr;
+        const Op* next = fuse_gelu_ && op.free.empty() ? after(op, 1) : nullptr;
         if (next && next->kind == OpKind::gelu_fwd && next->v[0].buffer == op.v[1].buffer && op.v[2].buffer == kNoBuffer &&
             op.v[1].ld % 8 == 0 && next->v[1].ld % 8 == 0) {
             deferred_fc1_ = &op;  // runs with the activation op

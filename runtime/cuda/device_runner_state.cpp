@@ -3,6 +3,7 @@
 // regions (program.hpp optimizer_regions).
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "device_runner.hpp"
 
@@ -23,6 +24,16 @@ struct InitRule {
     std::int64_t valid_rows = 0;  // rows of the whole tensor initialised (the vocabulary's padding rows stay 0)
 };
 
+// FNV-1a over the tensor's name: the name is the model's (layers.<model index>., word_embedding on
+// every stage that keeps a copy), so a tensor starts alike in every rank's program, whatever
+// stage, tensor-parallel slice or shard holds it (a rank-local index would not: a later pipeline
+// stage's first layer would start as the model's first).
+std::uint64_t name_key(const std::string& name) {
+    std::uint64_t h = 1469598103934665603ull;
+    for (const unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+    return h;
+}
+
 InitRule init_rule(const Program& P, std::size_t i, std::uint64_t seed) {
     const ParamSpec& ps = P.params[i];
     InitRule r;
@@ -34,10 +45,11 @@ InitRule init_rule(const Program& P, std::size_t i, std::uint64_t seed) {
     }
     const bool resid = ps.name.find("o_proj") != std::string::npos || ps.name.find("down_proj") != std::string::npos ||
                        ps.name.find("fc2") != std::string::npos;
-    const double resid_std = P.hyper.init_std / std::sqrt(2.0 * static_cast<double>(P.dims.layers));
+    // L is the model's depth, not the stage's (Dims::layers under pipeline parallelism).
+    const double resid_std = P.hyper.init_std / std::sqrt(2.0 * static_cast<double>(P.model.layers));
     r.fill = false;
     r.std_dev = static_cast<float>(resid ? resid_std : P.hyper.init_std);
-    r.seed = mix64(seed ^ mix64(i + 1));
+    r.seed = mix64(seed ^ mix64(name_key(ps.name)));
     const auto id = static_cast<ParamId>(i);
     if (id == P.wte || id == P.head) r.valid_rows = P.dims.vocab;
     return r;

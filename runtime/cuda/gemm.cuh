@@ -5,9 +5,12 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstdint>
 #include <map>
+#include <string>
 #include <tuple>
+#include <vector>
 
 namespace preflight::runtime::cuda {
 
@@ -70,7 +73,15 @@ private:
     bool fp32_;
     void* workspace_ = nullptr;
     std::size_t workspace_bytes_ = 0;
-    std::map<Key, cublasLtMatmulHeuristicResult_t> algos_;
+    // Candidate algorithms per key, best first: the heuristic's picks for the operands' alignments.
+    static constexpr int kCandidates = 4;
+    std::map<Key, std::vector<cublasLtMatmulHeuristicResult_t>> algos_;
+    std::vector<cublasLtMatmulHeuristicResult_t> heuristics(const GemmArgs& a, cublasLtMatmulDesc_t desc,
+                                                            cublasLtMatrixLayout_t la, cublasLtMatrixLayout_t lb,
+                                                            cublasLtMatrixLayout_t lc, cublasLtMatrixLayout_t ld,
+                                                            const std::array<std::uint32_t, 5>& align, std::size_t ws_bytes);
+    std::string describe(const GemmArgs& a, const std::array<std::uint32_t, 5>& align, std::size_t tried) const;
+    static bool is_fp8(const GemmArgs& a) { return a.fp8_a != GemmArgs::Fp8::none || a.fp8_b != GemmArgs::Fp8::none; }
 };
 
 }  // namespace preflight::runtime::cuda

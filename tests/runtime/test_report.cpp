@@ -44,18 +44,35 @@ TEST(RunReport, DryRunJsonHasMeasuredAndPredictedSideBySide) {
     EXPECT_DOUBLE_EQ(j["agreement"]["tracked_peak_relative_error"].get<double>(), 0.0);
 }
 
-TEST(RunReport, MeasuredThroughputUsesThePlannersFlops) {
+// A 2 s step of seq 1024 x mbs 4 per rank on H100s (989.4 dense bf16 TFLOP/s), the planner's
+// FLOPs 1e15 model / 1.25e15 hardware per step.
+RunReport measured_two_second_step(std::int64_t dp) {
     RunReport r;
     r.gpu = test::catalog_gpu("h100-sxm-80gb");
     r.plan.seq = 1024;
     r.plan.mbs = 4;
+    r.plan.dp = dp;
     r.predicted.model_flops_per_step = 1e15;
     r.predicted.hardware_flops_per_step = 1.25e15;
     r.measured.step_time_s = 2.0;
     fill_measured_throughput(r);
+    return r;
+}
+
+TEST(RunReport, MeasuredThroughputUsesThePlannersFlops) {
+    const RunReport r = measured_two_second_step(1);
     EXPECT_DOUBLE_EQ(*r.measured.tokens_per_s, 4096 / 2.0);
     EXPECT_DOUBLE_EQ(*r.measured.mfu, 1e15 / (2.0 * 989.4e12));
     EXPECT_DOUBLE_EQ(*r.measured.hfu, 1.25e15 / (2.0 * 989.4e12));
+}
+
+// One rank of dp 8 measured alone: the job's FLOPs are spread over 8 GPUs, so at the same step
+// time the MFU is an eighth of one GPU doing it all: 1e15 / (2 s * 8 * 989.4e12) = 6.32 %.
+TEST(RunReport, AnEmulatedRanksMfuSharesTheJobsFlopsOverItsGpus) {
+    const RunReport r = measured_two_second_step(8);
+    EXPECT_DOUBLE_EQ(*r.measured.tokens_per_s, 8 * 4096 / 2.0);
+    EXPECT_NEAR(*r.measured.mfu, 0.0632, 1e-4);
+    EXPECT_DOUBLE_EQ(*r.measured.hfu, 1.25e15 / (2.0 * 8 * 989.4e12));
 }
 
 TEST(RunReport, FailureSectionIsWritten) {

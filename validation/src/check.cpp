@@ -233,9 +233,11 @@ RunCheck check_report(const json& r, const std::string& id, const Tolerances& to
         // exposed data- and tensor-parallel communication.
         const double comm = em.emulated ? p.emulated_communication_s : 0.0;
         if (p.step_time_s) compare(rc, "step_time_s", *t, *p.step_time_s - comm, tol);
-        // Measured MFU with the planner's FLOP count (one definition for every source).
+        // Measured MFU with the planner's FLOP count (one definition for every source): the
+        // job's FLOPs over every GPU's peak for the step (an emulated rank stands for each).
         if (p.mfu && p.peak_flops_per_s)
-            compare(rc, "mfu", p.model_flops_per_step / (*t * *p.peak_flops_per_s), *p.mfu, tol);
+            compare(rc, "mfu", p.model_flops_per_step / (*t * static_cast<double>(plan.gpus()) * *p.peak_flops_per_s),
+                    *p.mfu, tol);
     }
     // Per-category memory at the peak, where the report breaks it down (overhead apart).
     if (m.contains("per_gpu_bytes") && m.at("per_gpu_bytes").is_object()) {

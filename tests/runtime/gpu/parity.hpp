@@ -23,6 +23,10 @@ inline ModelConfig dp_llama(std::int64_t layers = 2) {
 }
 inline ModelConfig dp_gpt(std::int64_t layers = 2) { return preflight::test::gpt_model(128, layers, 4, 300, 64); }
 
+// The bf16-mixed bound on the updated parameters' relative L2 difference (derived in
+// test_gpu_data_parallel.cpp): 2^-8, one bf16 ulp on every element at the least.
+inline constexpr double kBf16ParamL2 = 0x1p-8;
+
 struct Parity {
     double loss = 0, param_l2 = 0, param_max = 0;
 };

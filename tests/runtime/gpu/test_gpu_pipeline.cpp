@@ -1,7 +1,8 @@
 // Pipeline parallelism (1F1B) on the device. Label: gpu; skips without a device.
 //  - loopback parity: pp 2 and 4, alone and with dp 2 x tp 2, tied (GPT-2 style) and untied
 //    (Llama), against one GPU running the same global batch, 3 steps; bounds as the data-parallel
-//    test derives them (test_gpu_data_parallel.cpp): fp32 1e-5, bf16-mixed 1e-3 (the stages run
+//    test derives them (test_gpu_data_parallel.cpp): fp32 1e-5, bf16-mixed 1e-3 of the loss and
+//    2^-8 of the parameters' norm (the stages run
 //    the same kernels on the same micro-batches; only the tied embedding's two gradient copies
 //    are summed in another order);
 //  - an emulated stage (every send going nowhere, every receive zeros) tracks the peak of its
@@ -44,7 +45,7 @@ TEST(GpuPipeline, LoopbackParity) {
                 std::printf("loopback parity %-120s loss %.2e  params L2 %.2e  max %.2e\n", what.c_str(), r.loss,
                             r.param_l2, r.param_max);
                 EXPECT_LE(r.loss, fp32 ? 1e-5 : 1e-3) << what;
-                EXPECT_LE(r.param_l2, fp32 ? 1e-5 : 1e-3) << what;
+                EXPECT_LE(r.param_l2, fp32 ? 1e-5 : kBf16ParamL2) << what;
                 EXPECT_LE(r.param_max, 2 * lr * steps) << what;
             }
 }
