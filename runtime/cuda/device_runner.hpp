@@ -458,10 +458,13 @@ private:
             case OpKind::teardown: break;
             case OpKind::zero_grads: zero_gradients(t); break;
             case OpKind::tokens:
-            case OpKind::labels:
-                launch_synthetic_tokens(at<std::int64_t>(t, op.v[0]), d.b, d.s, d.vocab, seed_, step_,
-                                        P.data_micro_batch(op.phase.micro_batch), op.kind == OpKind::labels, stream);
+            case OpKind::labels: {
+                const TokenWindow w = token_window(P);
+                launch_synthetic_tokens(at<std::int64_t>(t, op.v[0]), d.b, d.s, w.vocab, seed_, step_,
+                                        P.data_micro_batch(op.phase.micro_batch), op.kind == OpKind::labels, stream,
+                                        w.first);
                 break;
+            }
             case OpKind::embedding_fwd:
                 launch_embedding_fwd<T>(at<std::int64_t>(t, op.v[0]), param<T>(t, op.p0), param<T>(t, op.p1),
                                         at<T>(t, op.v[1]), d.b, d.s, d.h, stream, d.vocab_begin, d.vocab_padded);

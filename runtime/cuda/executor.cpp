@@ -416,7 +416,7 @@ void collect_measurements(RunReport& r, const TrackingAllocator& alloc, cudaMemP
 RunReport run_on_device(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in, const RunOptions& opt) {
     using namespace cuda;
     RunReport r = report_for("device", model, gpu, plan_in, opt);
-    Program prog = build_program(model, r.plan, opt.rank);
+    Program prog = build_program(model, r.plan, opt.rank, opt.comm_backend == "emulated");
     prog.hyper = opt.hyper;
     use_model_rope(prog);
     r.measured.warmup_steps = opt.warmup;

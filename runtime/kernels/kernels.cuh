@@ -13,9 +13,10 @@ namespace preflight::runtime::cuda {
 
 using i64 = std::int64_t;
 
-// synthetic.cu: tokens [b, s] (positions 0..s-1) or labels (positions 1..s) from the seed.
+// synthetic.cu: tokens [b, s] (positions 0..s-1) or labels (positions 1..s) from the seed, each
+// plus `first` (an emulated tensor-parallel rank's own vocabulary rows: token_window, program.hpp).
 void launch_synthetic_tokens(std::int64_t* out, i64 b, i64 s, i64 vocab, std::uint64_t seed, i64 step, i64 micro_batch,
-                             bool labels, cudaStream_t stream);
+                             bool labels, cudaStream_t stream, i64 first = 0);
 
 // init.cu: parameter initialisation, fills, RoPE tables, fp32 gradient accumulation.
 // Element i is element local0 + i of a [*, cols] slice of the tensor whose (r, c) is the whole

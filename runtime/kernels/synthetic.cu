@@ -6,15 +6,16 @@
 namespace preflight::runtime::cuda {
 
 __global__ void synthetic_tokens_kernel(std::int64_t* out, i64 b, i64 s, i64 vocab, std::uint64_t seed, i64 step,
-                                        i64 mb, int shift) {
+                                        i64 mb, int shift, i64 first) {
     const i64 i = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x;
     if (i >= b * s) return;
-    out[i] = synthetic_token(seed, step, mb, i / s, i % s + shift, vocab);
+    out[i] = first + synthetic_token(seed, step, mb, i / s, i % s + shift, vocab);
 }
 
 void launch_synthetic_tokens(std::int64_t* out, i64 b, i64 s, i64 vocab, std::uint64_t seed, i64 step, i64 mb,
-                             bool labels, cudaStream_t stream) {
-    synthetic_tokens_kernel<<<grid_for(b * s, 256), 256, 0, stream>>>(out, b, s, vocab, seed, step, mb, labels ? 1 : 0);
+                             bool labels, cudaStream_t stream, i64 first) {
+    synthetic_tokens_kernel<<<grid_for(b * s, 256), 256, 0, stream>>>(out, b, s, vocab, seed, step, mb, labels ? 1 : 0,
+                                                                      first);
     PF_LAUNCH_CHECK();
 }
 

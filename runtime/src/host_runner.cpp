@@ -313,8 +313,9 @@ void HostRunner::run_compute(const Op& op) {
             double* p = at(op.v[0]);
             const int shift = op.kind == OpKind::labels ? 1 : 0;
             const std::int64_t mb = P.data_micro_batch(op.phase.micro_batch);
+            const TokenWindow w = token_window(P);
             for (std::int64_t i = 0; i < d.b * s; ++i)
-                p[i] = static_cast<double>(synthetic_token(seed_, step_, mb, i / s, i % s + shift, d.vocab));
+                p[i] = static_cast<double>(w.first + synthetic_token(seed_, step_, mb, i / s, i % s + shift, w.vocab));
             break;
         }
         case OpKind::embedding_fwd:

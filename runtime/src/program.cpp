@@ -193,7 +193,7 @@ void add_persistent_buffers(Builder& B) {
 
 }  // namespace
 
-Program build_program(const ModelConfig& model, const Plan& plan_in, std::int64_t rank) {
+Program build_program(const ModelConfig& model, const Plan& plan_in, std::int64_t rank, bool emulated) {
     const Plan plan = resolve_defaults(plan_in, model);
     validate_plan(plan, model);
     check_supported(model, plan);
@@ -208,6 +208,7 @@ Program build_program(const ModelConfig& model, const Plan& plan_in, std::int64_
     P.model = model;
     P.plan = plan;
     P.rank = rank;
+    P.emulated = emulated;
     const RankCoords at = rank_coords(plan, rank);
     P.tp_rank = at.tp;
     P.dp_rank = at.dp;

@@ -56,7 +56,7 @@ BufferId emit_row_parallel(Builder& B, std::vector<Op>& out, const std::string& 
                            bool run_gemm, BufferId& y) {
     Program& P = B.p_;
     const Dims& d = P.dims;
-    const bool adds = P.tp_rank == 0;
+    const bool adds = P.tp_rank == 0 || P.emulated;  // alone, no rank 0 adds them into the sum
     if (!d.sp) {
         if (run_gemm) y = B.act(y_name, d.h);
         const BufferId kept = emit_gemm_fwd(B, out, name, ph, in, B.full(y, d.h), w, adds ? bias : kNoParam,

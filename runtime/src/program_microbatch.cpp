@@ -32,7 +32,7 @@ BufferId emit_embedding_forward(Builder& B, std::int64_t mb, BufferId tokens) {
     o.v[0] = {tokens, d.b, d.s, d.s, 0};
     o.v[1] = B.full(e, d.h);
     o.p0 = P.wte;
-    o.p1 = P.tp_rank == 0 ? P.wpe : kNoParam;
+    o.p1 = P.tp_rank == 0 || P.emulated ? P.wpe : kNoParam;
     release_gathered(B, o, embedding_unit());
     return B.reduce_seq(P.step, layer_label(d, 1) + "attn norm in", {PhaseKind::forward, 1, mb}, e, d.h, kNoBuffer,
                         Category::activations);

@@ -349,5 +349,45 @@ TEST(TensorParallelParity, AnEmulatedTpRankRunsItsProgramAlone) {
     walk(prog, prog.teardown, alloc, table, &run, "teardown");
 }
 
+// Tensor-parallel rank 1 of 2 run alone, vocabulary 1000 (rank 1 holds rows 512..999). The
+// synthetic tokens are ids 0..255, all on rank 0's rows, and only rank 0 adds the residual into
+// the row-parallel sums: alone, rank 1 embeds every token as zero and its whole forward is zero,
+// so every logit is 0 and each token's loss is ln(488), its real rows, whatever the weights (on
+// an H200 such a rank's backward then overflowed bf16 at its norms: loss NaN at step 2, Llama-3-8B
+// tp 2 and Llama-3-70B tp 8). Built as an emulated rank, it takes its tokens in its own rows and
+// adds the residual itself: its logits, and so its loss, depend on the weights.
+TEST(TensorParallelParity, AnEmulatedTpRankAboveZeroRunsOnItsOwnVocabularyRows) {
+    const ModelConfig m = test::llama_model(16, 2, 4, 2, 24, 1000, 16);
+    const Plan p = micro_plan(2, 1, 0, Precision::bf16_mixed);
+    for (const bool emulated : {false, true}) {
+        const Program prog = build_program(m, p, 1, emulated);
+        ASSERT_EQ(prog.dims.vocab_begin, 512);
+        ASSERT_EQ(prog.dims.vocab_valid, 488);
+        HostEmulatedRank tp(prog.tp_rank, 2);
+        HostRunner run(prog, 9, nullptr, &tp);
+        const Program whole = build_program(m, single_gpu_plan(p));
+        run.params = shard_parameters(whole, ref::random_params(whole, 5, 0.4), prog);
+        DryBackend backend;
+        TrackingAllocator alloc(backend);
+        BufferTable table;
+        walk(prog, prog.setup, alloc, table, &run, "set-up");
+        walk(prog, prog.step, alloc, table, &run, "step", 1);
+        const double per_token = run.loss_sum / static_cast<double>(p.mbs * p.seq * p.grad_acc);
+        if (emulated)
+            EXPECT_GT(std::abs(per_token - std::log(488.0)), 1e-3);
+        else
+            EXPECT_NEAR(per_token, std::log(488.0), 1e-9);
+        walk(prog, prog.teardown, alloc, table, &run, "teardown");
+    }
+    // The emulated rank's buffers are the real rank's: the dry run (which --dry-run and the
+    // planner's preflight-runtime profile predict) is the same with and without.
+    for (const bool sp : {false, true}) {
+        Plan q = p;
+        q.sp = sp;
+        EXPECT_EQ(dry_run(build_program(m, q, 1, true), 1, false).peak_bytes,
+                  dry_run(build_program(m, q, 1, false), 1, false).peak_bytes);
+    }
+}
+
 }  // namespace
 }  // namespace preflight::runtime

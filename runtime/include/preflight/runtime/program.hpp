@@ -221,6 +221,12 @@ struct Program {
     // Ranks: global `rank` = tp_rank + tp * dp_rank (Megatron-LM's order: tensor-parallel ranks
     // adjacent, then data-parallel; megatron/core/parallel_state.py).
     std::int64_t rank = 0, dp_rank = 0, tp_rank = 0, pp_rank = 0;
+    // The rank runs alone (`preflight run --emulate-rank`, EmulatedComm): its tensor-parallel sums
+    // bring nothing from its peers. It then adds the residual and biases that only tensor-parallel
+    // rank 0 adds in a real group (without them its residual stream is lost at every layer), and
+    // takes its synthetic tokens from its own vocabulary rows (token_window below). The
+    // buffers, allocations and collectives are those of the real rank.
+    bool emulated = false;
     RuntimeLayout layout;
 
     // fp8-mixed (program_fp8.cpp): the layers' GEMMs take fp8 operands; the LM head stays bf16.
@@ -273,7 +279,8 @@ void check_supported(const ModelConfig& model, const Plan& plan);
 
 // Builds the program of global rank `rank` (0 <= rank < dp x tp x pp, numbered as rank_coords;
 // InputError naming --emulate-rank otherwise) for a resolved, validated, supported plan.
-Program build_program(const ModelConfig& model, const Plan& plan, std::int64_t rank = 0);
+// `emulated`: the rank runs alone (Program::emulated).
+Program build_program(const ModelConfig& model, const Plan& plan, std::int64_t rank = 0, bool emulated = false);
 // A global rank's place in the plan's grid: tensor-parallel ranks adjacent, then data-parallel,
 // then pipeline stages (Megatron-LM's default order tp-dp-pp, megatron/core/parallel_state.py):
 // rank = tp_rank + tp * (dp_rank + dp * pp_rank).
@@ -289,6 +296,20 @@ Plan single_gpu_plan(Plan plan);
 // Sets the RoPE base and scaling of `program.hyper` from its model (build_program does;
 // call again after replacing `hyper`).
 void use_model_rope(Program& program);
+
+// The ids the synthetic tokens and labels take: first + [0, min(vocab, kSyntheticVocab)) (synthetic.hpp).
+// Ids 0..255 lie on tensor-parallel rank 0's vocabulary rows only. In a real group the embedding's
+// tensor-parallel sum brings rank 0's rows to the other ranks; an emulated rank > 0 is alone, so with
+// those ids every token would embed as zero, the whole forward would be zero, and its backward would
+// grow by about 1/sqrt(norm eps) at every RMSNorm (at x = 0) until bf16 overflows and inf * 0 makes
+// the gradients NaN ("loss is not finite at step 2"). It takes the same sequences in its own rows.
+struct TokenWindow {
+    std::int64_t first = 0, vocab = 0;
+};
+inline TokenWindow token_window(const Program& P) {
+    if (P.emulated && P.dims.tp > 1 && P.dims.vocab_valid > 0) return {P.dims.vocab_begin, P.dims.vocab_valid};
+    return {0, P.dims.vocab};
+}
 
 // Whether the program has collectives: dp > 1, or a ZeRO stage (whose collectives are then
 // over one rank).
