@@ -51,7 +51,9 @@ public:
 // work either way. A gather that is not in place copies this rank's chunk into every chunk (the
 // other ranks' parameters are not on this device); an in-place one leaves the other chunks as
 // they are (the full buffer already holds parameters there). A send goes nowhere and a receive
-// gives zeros (the neighbouring stages are not here).
+// gives fresh values at an initialised model's scale (kEmulatedReceiveStd), as the neighbouring
+// stages are not here: from zeros a stage's forward would stay zero through every bias-free layer
+// (RMSNorm(0) = 0), its GEMMs would be timed on zeros and its norms' backward grow unbounded.
 class EmulatedComm final : public DeviceComm {
 public:
     EmulatedComm(std::int64_t rank, std::int64_t world) : rank_(rank), world_(world) {}
@@ -63,6 +65,7 @@ public:
 
 private:
     std::int64_t rank_, world_;
+    std::uint64_t receives_ = 0;  // each receive's values differ (the seed)
 };
 
 // `world` ranks, each driven by its own host thread with its own streams. A collective waits

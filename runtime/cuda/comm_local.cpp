@@ -3,6 +3,8 @@
 #include <stdexcept>
 
 #include "comm.hpp"
+#include "kernels.cuh"
+#include "preflight/runtime/synthetic.hpp"
 
 namespace preflight::runtime::cuda {
 
@@ -15,7 +17,15 @@ void EmulatedComm::all_gather(const void* in, void* out, i64 chunk, DType t, cud
 }
 
 void EmulatedComm::p2p(const void*, i64, int, void* recv, i64 recv_count, int, DType t, cudaStream_t s) {
-    if (recv) PF_CUDA_CHECK(cudaMemsetAsync(recv, 0, static_cast<std::size_t>(recv_count) * dtype_bytes(t), s));
+    if (!recv) return;
+    const std::uint64_t seed = emulated_receive_seed(rank_, ++receives_);
+    const auto sd = static_cast<float>(kEmulatedReceiveStd);
+    if (t == DType::bf16)
+        launch_init_normal<bf16>(static_cast<bf16*>(recv), nullptr, recv_count, sd, seed, s);
+    else if (t == DType::f32)
+        launch_init_normal<float>(static_cast<float*>(recv), nullptr, recv_count, sd, seed, s);
+    else
+        throw std::logic_error("emulated rank: pipeline receives are f32 or bf16");
 }
 
 namespace {

@@ -39,6 +39,14 @@ void HostEmulatedRank::all_gather(const double* in, double* out, std::int64_t ch
     (void)rank_;
 }
 
+void HostEmulatedRank::recv(double* buf, std::int64_t count, int) {
+    // Uniform on [-a, a] has standard deviation a / sqrt(3).
+    const double a = kEmulatedReceiveStd * std::sqrt(3.0);
+    const std::uint64_t seed = emulated_receive_seed(rank_, ++receives_);
+    for (std::int64_t i = 0; i < count; ++i)
+        buf[i] = a * (2.0 * synthetic_uniform(seed, static_cast<std::uint64_t>(i)) - 1.0);
+}
+
 class HostLoopbackGroup::Rank final : public HostCollectives {
 public:
     Rank(HostLoopbackGroup& g, std::int64_t r) : g_(g), r_(r) {}

@@ -18,6 +18,7 @@
 #include "preflight/planner/error.hpp"
 #include "preflight/runtime/host_runner.hpp"
 #include "preflight/runtime/reference_model.hpp"
+#include "preflight/runtime/synthetic.hpp"
 
 namespace preflight::runtime {
 namespace {
@@ -290,8 +291,8 @@ TEST(PipelineParity, RecomputeAndEagerAttentionToo) {
         }
 }
 
-// An emulated middle stage runs alone: it receives zeros for its input and gradients (the other
-// stages are not there), so its numbers are finite, and it has no loss of its own.
+// An emulated middle stage runs alone: it receives stand-in values for its input and gradients
+// (the other stages are not there), so its numbers are finite, and it has no loss of its own.
 TEST(PipelineParity, AnEmulatedStageRunsItsProgramAlone) {
     Plan p;
     p.seq = 6;
@@ -311,6 +312,37 @@ TEST(PipelineParity, AnEmulatedStageRunsItsProgramAlone) {
     EXPECT_EQ(run.loss_sum, 0.0);
     for (double v : run.buffer(prog.weights)) ASSERT_TRUE(std::isfinite(v));
     walk(prog, prog.teardown, alloc, table, &run, "teardown");
+}
+
+// An emulated last stage of a bias-free model: had it received zeros, RMSNorm(0) = 0 would keep
+// every layer's output and every logit at 0, each token's loss ln(300) whatever the weights (its
+// GEMMs timed on zeros, its norms' backward unbounded). It receives values at the init scale, so
+// its loss depends on its weights and the receives' standard deviation is kEmulatedReceiveStd.
+TEST(PipelineParity, AnEmulatedLastStageComputesOnWhatItReceives) {
+    Plan p;
+    p.seq = 6;
+    p.mbs = 2;
+    p.pp = 2;
+    p.grad_acc = 2;
+    const Program prog = build_program(micro_llama(), p, 1);
+    HostEmulatedRank dp(0, 1), tp(0, 1), pp(1, 2);
+    HostRunner run(prog, 9, {&dp, &tp, &pp, nullptr});
+    const Program whole = build_program(micro_llama(), single_gpu_plan(p));
+    run.params = shard_parameters(whole, ref::random_params(whole, 5, 0.4), prog);
+    DryBackend backend;
+    TrackingAllocator alloc(backend);
+    BufferTable table;
+    walk(prog, prog.setup, alloc, table, &run, "set-up");
+    walk(prog, prog.step, alloc, table, &run, "step", 1);
+    const double per_token = run.loss_sum / static_cast<double>(p.mbs * p.seq * p.grad_acc);
+    EXPECT_TRUE(std::isfinite(per_token));
+    EXPECT_GT(std::abs(per_token - std::log(300.0)), 1e-3);
+    walk(prog, prog.teardown, alloc, table, &run, "teardown");
+    std::vector<double> got(20000);
+    HostEmulatedRank(1, 2).recv(got.data(), static_cast<std::int64_t>(got.size()), -1);
+    double sum2 = 0;
+    for (double v : got) sum2 += v * v;
+    EXPECT_NEAR(std::sqrt(sum2 / static_cast<double>(got.size())), kEmulatedReceiveStd, 0.02 * kEmulatedReceiveStd);
 }
 
 }  // namespace

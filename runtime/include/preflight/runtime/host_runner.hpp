@@ -43,7 +43,8 @@ public:
 // One rank alone (preflight run --emulate-rank): every rank is taken to hold what this one holds,
 // so a mean or a max is the value itself and a sum is left as this rank's share (the other
 // ranks' partial sums are not here); a gather copies this rank's chunk into every chunk; a send
-// goes nowhere and a receive gives zeros.
+// goes nowhere and a receive gives fresh values of standard deviation kEmulatedReceiveStd
+// (uniform here; the device's are normal), as the device's emulated rank (cuda/comm.hpp) does.
 class HostEmulatedRank final : public HostCollectives {
 public:
     HostEmulatedRank(std::int64_t rank, std::int64_t world) : rank_(rank), world_(world) {}
@@ -51,10 +52,11 @@ public:
     void reduce_scatter(double*, std::int64_t, ReduceOp) override {}
     void all_gather(const double* in, double* out, std::int64_t chunk) override;
     void send(const double*, std::int64_t, int) override {}
-    void recv(double* buf, std::int64_t count, int) override { std::fill_n(buf, count, 0.0); }
+    void recv(double* buf, std::int64_t count, int) override;
 
 private:
     std::int64_t rank_, world_;
+    std::uint64_t receives_ = 0;
 };
 
 class HostLoopbackGroup {

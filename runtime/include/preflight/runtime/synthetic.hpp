@@ -23,6 +23,14 @@ PREFLIGHT_HD std::uint64_t mix64(std::uint64_t x) {
     return x ^ (x >> 31);
 }
 
+// What an emulated rank receives in place of a neighbouring pipeline stage's activations or
+// gradients (it is alone): values of an initialised model's scale (GPT-2's init std, 0.02), new
+// ones for each receive (`receive` counts them), never zeros (see cuda/comm.hpp EmulatedComm).
+inline constexpr double kEmulatedReceiveStd = 0.02;
+PREFLIGHT_HD std::uint64_t emulated_receive_seed(std::int64_t rank, std::uint64_t receive) {
+    return mix64(0x5eedull ^ mix64(static_cast<std::uint64_t>(rank) * 1000003ull + receive));
+}
+
 // Token at position t (0..s, s+1 positions; labels are positions 1..s) of sequence
 // `row` in micro-batch `micro_batch` of optimizer step `step`.
 PREFLIGHT_HD std::int64_t synthetic_token(std::uint64_t seed, std::int64_t step, std::int64_t micro_batch,
