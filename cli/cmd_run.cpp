@@ -173,7 +173,7 @@ void print_table(const runtime::RunReport& r) {
                       format_bytes(r.predicted.memory.peak_bytes)});
     t.rows.push_back({"step time", opt_seconds(r.measured.step_time_s), opt_seconds(r.predicted.step_time_s)});
     if (r.parallel.backend == "emulated")  // measured compute + the planner's exposed communication
-        t.rows.push_back({"step + predicted comm.", opt_seconds(r.parallel.step_time_with_predicted_communication_s),
+        t.rows.push_back({"step + pred. comm. + bubble", opt_seconds(r.parallel.step_time_with_predicted_communication_s),
                           opt_seconds(r.predicted.step_time_s)});
     t.rows.push_back({"MFU", opt_ratio(r.measured.mfu), opt_ratio(r.predicted.mfu)});
     t.rows.push_back({"HFU", opt_ratio(r.measured.hfu), opt_ratio(r.predicted.hfu)});
@@ -438,9 +438,10 @@ Command add_run_command(CLI::App& app) {
                     "Multi-GPU plans (--dp, --tp or --pp > 1, or a ZeRO stage): run rank R of the plan's dp x tp x pp "
                     "ranks alone on this GPU (R = tp_rank + tp x (dp_rank + dp x pp_stage): tensor-parallel ranks "
                     "adjacent, then data-parallel, then pipeline stages, as Megatron-LM numbers them), every collective "
-                    "a local op on the same buffers and a pipeline stage receiving zeros from its neighbours: its memory "
-                    "is what rank R of the real job holds (but for NCCL's own buffers, measured and reported), its step "
-                    "time the measured compute plus the planner's predicted communication; its loss is not the model's "
+                    "a local op on the same buffers and a pipeline stage receiving stand-in values (normal, std 0.02) from "
+                    "its neighbours: its memory is what rank R of the real job holds (but for NCCL's own buffers, "
+                    "measured and reported), its step time the measured compute plus the planner's predicted "
+                    "communication and pipeline bubble; its loss is not the model's "
                     "(the other ranks' partial sums are missing; stages before the last report none). With --dry-run: "
                     "the rank walked (default 0)");
     sub->add_option("--nproc-per-node", st->ranks.nproc_per_node,

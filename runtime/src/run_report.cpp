@@ -126,6 +126,8 @@ json predicted_json(const Predicted& p) {
     pj["step_time_s"] = opt(p.step_time_s);
     pj["dp_communication_s"] = opt(p.dp_communication_s);
     pj["tp_communication_s"] = opt(p.tp_communication_s);
+    pj["pp_communication_s"] = opt(p.pp_communication_s);
+    pj["pipeline_bubble_s"] = opt(p.pipeline_bubble_s);
     pj["tokens_per_s"] = opt(p.tokens_per_s);
     pj["mfu"] = opt(p.mfu);
     pj["hfu"] = opt(p.hfu);

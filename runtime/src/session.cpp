@@ -30,6 +30,8 @@ Predicted predict(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan
         p.step_time_s = t.step_time_s;
         p.dp_communication_s = t.dp_communication_s;
         p.tp_communication_s = t.tp_communication_s;
+        p.pp_communication_s = t.pp_communication_s;
+        p.pipeline_bubble_s = t.pipeline_bubble_s;
         p.tokens_per_s = t.tokens_per_s;
         p.mfu = t.mfu;
         p.hfu = t.hfu;

@@ -75,6 +75,25 @@ TEST(RunReport, AnEmulatedRanksMfuSharesTheJobsFlopsOverItsGpus) {
     EXPECT_DOUBLE_EQ(*r.measured.hfu, 1.25e15 / (2.0 * 8 * 989.4e12));
 }
 
+// An emulated rank waits for no peer: its measured step lacks the exposed data-, tensor- and
+// pipeline-parallel communication and the 1F1B bubble, all four (0.1 + 0.02 + 0.003 + 0.4 s).
+TEST(RunReport, AnEmulatedRanksStepLacksTheCommunicationAndTheBubble) {
+    Predicted p;
+    EXPECT_EQ(p.emulated_communication_s(), 0.0);
+    p.dp_communication_s = 0.1;
+    p.tp_communication_s = 0.02;
+    p.pp_communication_s = 0.003;
+    p.pipeline_bubble_s = 0.4;
+    EXPECT_DOUBLE_EQ(p.emulated_communication_s(), 0.523);
+    const auto j = run_report_to_json([&] {
+        RunReport r;
+        r.predicted = p;
+        return r;
+    }());
+    EXPECT_DOUBLE_EQ(j["predicted"]["pipeline_bubble_s"].get<double>(), 0.4);
+    EXPECT_DOUBLE_EQ(j["predicted"]["pp_communication_s"].get<double>(), 0.003);
+}
+
 TEST(RunReport, FailureSectionIsWritten) {
     RunReport r;
     r.status = "allocation-failed";

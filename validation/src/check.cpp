@@ -53,7 +53,7 @@ struct Prediction {
     MemoryReport memory;
     std::int64_t tracked_peak_bytes = 0;  // peak minus the modelled overhead
     std::optional<double> step_time_s, mfu;
-    double emulated_communication_s = 0;  // runtime: the step's exposed data- and tensor-parallel communication
+    double emulated_communication_s = 0;  // runtime: the step's exposed communication and pipeline bubble
     double model_flops_per_step = 0;
     std::optional<double> peak_flops_per_s;
 };
@@ -229,8 +229,8 @@ RunCheck check_report(const json& r, const std::string& id, const Tolerances& to
     const EmulatedRank em = emulated_rank(r);
     compare_memory(rc, m, p, em, tol);
     if (auto t = number(m, "step_time_s"); t && *t > 0) {
-        // An emulated rank's collectives are local: its step is the prediction without the
-        // exposed data- and tensor-parallel communication.
+        // An emulated rank's collectives are local and its receives wait for nobody: its step is
+        // the prediction without the exposed communication and the pipeline bubble.
         const double comm = em.emulated ? p.emulated_communication_s : 0.0;
         if (p.step_time_s) compare(rc, "step_time_s", *t, *p.step_time_s - comm, tol);
         // Measured MFU with the planner's FLOP count (one definition for every source): the

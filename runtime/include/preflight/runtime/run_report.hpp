@@ -85,8 +85,14 @@ struct Predicted {
     std::optional<double> step_time_s, tokens_per_s, mfu, hfu;
     std::optional<double> dp_communication_s;  // the step time's exposed data-parallel communication
     std::optional<double> tp_communication_s;  // its tensor-parallel collectives (exposed, Megatron-LM's default)
-    // What an emulated rank's measured step lacks: its collectives are local ops.
-    double emulated_communication_s() const { return dp_communication_s.value_or(0.0) + tp_communication_s.value_or(0.0); }
+    std::optional<double> pp_communication_s;  // its pipeline sends and receives
+    std::optional<double> pipeline_bubble_s;   // its 1F1B bubble, (pp - 1) stage slots
+    // What an emulated rank's measured step lacks: its collectives are local ops and its pipeline
+    // receives wait for no neighbour, so it has neither their time nor the bubble.
+    double emulated_communication_s() const {
+        return dp_communication_s.value_or(0.0) + tp_communication_s.value_or(0.0) + pp_communication_s.value_or(0.0) +
+               pipeline_bubble_s.value_or(0.0);
+    }
     double model_flops_per_step = 0, hardware_flops_per_step = 0;
 };
 
