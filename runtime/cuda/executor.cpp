@@ -183,6 +183,17 @@ void make_nccl_comms(const Program& prog, const RunOptions& opt, Comms& c) {
     }
 }
 
+// The device memory NCCL took since `before` (device_used_now) once `comm` has run one
+// collective, so that it has set up what a first collective needs.
+std::int64_t nccl_bytes_since(std::int64_t before, cuda::NcclComm& comm, cudaStream_t stream) {
+    void* probe = nullptr;
+    PF_CUDA_CHECK(cudaMalloc(&probe, 256));
+    comm.all_reduce(probe, 64, DType::f32, ReduceOp::sum, stream);
+    PF_CUDA_CHECK(cudaStreamSynchronize(stream));
+    PF_CUDA_CHECK(cudaFree(probe));
+    return device_used_now() - before;
+}
+
 Comms make_comms(const Program& prog, const RunOptions& opt, ParallelInfo& info, cudaStream_t stream) {
     using namespace cuda;
     Comms c;
@@ -190,8 +201,13 @@ Comms make_comms(const Program& prog, const RunOptions& opt, ParallelInfo& info,
     const NcclLibrary& nccl = nccl_library();
     info.nccl = nccl.version_or_error;
     if (opt.comm_backend == "nccl") {
+        const std::int64_t before = device_used_now();
         make_nccl_comms(prog, opt, c);
         info.backend = "nccl";
+        // One rank: every group is the world communicator, NCCL's whole footprint at world size 1,
+        // the same figure an emulated rank measures (several ranks: NCCL's buffers grow with the
+        // peers and are not measured apart).
+        if (prog.plan.gpus() == 1) info.nccl_world1_bytes = nccl_bytes_since(before, *c.world, stream);
         return c;
     }
     info.backend = "emulated";
@@ -204,12 +220,7 @@ Comms make_comms(const Program& prog, const RunOptions& opt, ParallelInfo& info,
     if (!nccl.ok) return c;
     const std::int64_t before = device_used_now();
     c.world1 = std::make_unique<NcclComm>(Rendezvous{});
-    void* probe = nullptr;  // one collective, so NCCL sets up what a first collective needs
-    PF_CUDA_CHECK(cudaMalloc(&probe, 256));
-    c.world1->all_reduce(probe, 64, DType::f32, ReduceOp::sum, stream);
-    PF_CUDA_CHECK(cudaStreamSynchronize(stream));
-    PF_CUDA_CHECK(cudaFree(probe));
-    info.nccl_world1_bytes = device_used_now() - before;
+    info.nccl_world1_bytes = nccl_bytes_since(before, *c.world1, stream);
     return c;
 }
 

@@ -123,4 +123,32 @@ TEST(CheckDriver, AnEmulatedRankSetsNcclAndCommunicationApart) {
     EXPECT_THROW(check_run_report_fields(j, "rank5.json"), InputError);
 }
 
+// An NCCL run of one rank (`run --nproc-per-node 1`, a ZeRO plan) measures its communicators'
+// memory the same way: 578 MiB on an H200 with NCCL 2.28.9, set apart from its driver peak. Its
+// collectives ran, so its step is compared whole.
+TEST(CheckDriver, AnNcclRunOfOneRankSetsItsNcclMemoryApart) {
+    const ModelConfig m = test::catalog_model("gpt2");
+    const GpuSpec g = test::catalog_gpu("h100-sxm-80gb");
+    Plan p;
+    p.seq = 1024;
+    p.mbs = 4;
+    p.zero = zero_optimizer_states;
+    runtime::RunOptions o;
+    o.timeline = false;
+    const runtime::RunReport r = runtime::dry_run_report(m, g, p, o);
+    ASSERT_TRUE(r.predicted.step_time_s);
+    json j = runtime::run_report_to_json(r);
+    j["mode"] = "device";
+    j["parallel"]["backend"] = "nccl";
+    const std::int64_t nccl = std::int64_t{578} << 20;
+    j["parallel"]["nccl_world1_bytes"] = nccl;
+    j["measured"]["device_used_peak_bytes"] = r.predicted.memory.peak_bytes + nccl;
+    j["measured"]["step_time_s"] = *r.predicted.step_time_s;
+    const RunCheck rc = check_report(j, "nccl-ws1", default_tolerances().at(kSourceRuntime), options());
+    ASSERT_NE(rc.find("peak_bytes"), nullptr);
+    EXPECT_DOUBLE_EQ(rc.find("peak_bytes")->measured, static_cast<double>(r.predicted.memory.peak_bytes));
+    ASSERT_NE(rc.find("step_time_s"), nullptr);
+    EXPECT_NEAR(rc.find("step_time_s")->relative_error, 0.0, 1e-12);
+}
+
 }  // namespace

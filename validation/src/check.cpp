@@ -136,7 +136,8 @@ void judge_out_of_memory(RunCheck& rc, const json& r, const GpuSpec& gpu, double
 
 namespace {
 
-// A runtime report of one data-parallel rank run alone (parallel.backend "emulated").
+// A runtime report of one rank run alone (parallel.backend "emulated"), and the world-size-1
+// NCCL memory a run measured (an emulated rank's, or an NCCL run's of one rank).
 struct EmulatedRank {
     bool emulated = false;
     std::int64_t rank = 0, world_size = 1, nccl_world1_bytes = 0;
@@ -144,12 +145,13 @@ struct EmulatedRank {
 EmulatedRank emulated_rank(const json& r) {
     EmulatedRank e;
     const auto p = r.find("parallel");
-    if (p == r.end() || !p->is_object() || p->value("backend", "") != "emulated") return e;
+    if (p == r.end() || !p->is_object()) return e;
+    const auto n = p->find("nccl_world1_bytes");
+    if (n != p->end() && n->is_number_integer()) e.nccl_world1_bytes = n->get<std::int64_t>();
+    if (p->value("backend", "") != "emulated") return e;
     e.emulated = true;
     e.rank = p->value("rank", std::int64_t{0});
     e.world_size = p->value("world_size", std::int64_t{1});
-    const auto n = p->find("nccl_world1_bytes");
-    if (n != p->end() && n->is_number_integer()) e.nccl_world1_bytes = n->get<std::int64_t>();
     return e;
 }
 
@@ -164,12 +166,12 @@ namespace {
 
 // GPU runs gate on the driver's figure: device used over the memory in use before the run's
 // context (CUDA context, library workspaces and the allocator's reserve included) against the
-// whole predicted peak; the tensor peak is then reported beside it. An emulated rank's figure
-// holds a world-size-1 NCCL communicator's own memory, measured and reported beside it: set
-// apart here, as the plan's NCCL buffers are not modelled.
+// whole predicted peak; the tensor peak is then reported beside it. An emulated rank's figure,
+// or an NCCL run's of one rank, holds a world-size-1 NCCL communicator's own memory, measured and
+// reported beside it: set apart here, as the plan's NCCL buffers are not modelled.
 void compare_memory(RunCheck& rc, const json& m, const Prediction& p, const EmulatedRank& em, const Tolerances& tol) {
     auto driver_peak = rc.mode == "device" ? number(m, "device_used_peak_bytes") : std::nullopt;
-    if (driver_peak && em.emulated) *driver_peak -= static_cast<double>(em.nccl_world1_bytes);
+    if (driver_peak) *driver_peak -= static_cast<double>(em.nccl_world1_bytes);
     if (driver_peak) {
         compare(rc, "peak_bytes", *driver_peak, static_cast<double>(p.memory.peak_bytes), tol);
         if (auto v = number(m, "tracked_peak_bytes"))
