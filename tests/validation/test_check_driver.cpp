@@ -117,6 +117,10 @@ TEST(CheckDriver, AnEmulatedRankSetsNcclAndCommunicationApart) {
     EXPECT_TRUE(rc.find("peak_bytes")->within);
     ASSERT_NE(rc.find("step_time_s"), nullptr);
     EXPECT_NEAR(rc.find("step_time_s")->relative_error, 0.0, 1e-12);
+    // Its MFU is the job's FLOPs over 8 GPUs for that step, against the same for the predicted one.
+    ASSERT_NE(rc.find("mfu"), nullptr);
+    EXPECT_NEAR(rc.find("mfu")->relative_error, 0.0, 1e-12);
+    EXPECT_NEAR(rc.find("mfu")->measured, r.predicted.model_flops_per_step / (compute * 8 * 989.4e12), 1e-12);
     EXPECT_NE(rc.note.find("emulated rank 5 of 8"), std::string::npos) << rc.note;
     // A report whose parallel section is malformed is bad input naming the field.
     j["parallel"]["rank"] = "five";

@@ -236,10 +236,14 @@ RunCheck check_report(const json& r, const std::string& id, const Tolerances& to
         const double comm = em.emulated ? p.emulated_communication_s : 0.0;
         if (p.step_time_s) compare(rc, "step_time_s", *t, *p.step_time_s - comm, tol);
         // Measured MFU with the planner's FLOP count (one definition for every source): the
-        // job's FLOPs over every GPU's peak for the step (an emulated rank stands for each).
-        if (p.mfu && p.peak_flops_per_s)
-            compare(rc, "mfu", p.model_flops_per_step / (*t * static_cast<double>(plan.gpus()) * *p.peak_flops_per_s),
-                    *p.mfu, tol);
+        // job's FLOPs over every GPU's peak for the step (an emulated rank stands for each),
+        // against the MFU of the step compared above (an emulated rank's, without its waits).
+        if (p.mfu && p.peak_flops_per_s && p.step_time_s && *p.step_time_s > comm) {
+            const auto mfu = [&](double step_s) {
+                return p.model_flops_per_step / (step_s * static_cast<double>(plan.gpus()) * *p.peak_flops_per_s);
+            };
+            compare(rc, "mfu", mfu(*t), comm > 0 ? mfu(*p.step_time_s - comm) : *p.mfu, tol);
+        }
     }
     // Per-category memory at the peak, where the report breaks it down (overhead apart).
     if (m.contains("per_gpu_bytes") && m.at("per_gpu_bytes").is_object()) {
