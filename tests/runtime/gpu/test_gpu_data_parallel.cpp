@@ -126,6 +126,10 @@ TEST(GpuDataParallel, NcclAtWorldSizeOneRunsAZeroPlan) {
         EXPECT_EQ(r.measured.tracked_peak_bytes, dry_peak(dp_gpt(), p, 0));
         EXPECT_TRUE(r.parallel.reduce_scatter_s.has_value());
         EXPECT_TRUE(r.parallel.all_gather_s.has_value());
+        // Its communicators' own memory, measured as an emulated rank's (578 MiB on an H200 with
+        // NCCL 2.28.9, 2026-11-28), which validate --check sets apart.
+        ASSERT_TRUE(r.parallel.nccl_world1_bytes.has_value());
+        EXPECT_GT(*r.parallel.nccl_world1_bytes, 0);
         for (double l : r.measured.losses) EXPECT_TRUE(std::isfinite(l));
         std::printf("NCCL %s, world size 1, ZeRO-%d: %d collectives a step, reduce-scatter %.6f s, all-gather %.6f s\n",
                     r.parallel.nccl.c_str(), zero, r.parallel.collectives_per_step, r.parallel.reduce_scatter_s.value_or(-1),

@@ -208,5 +208,37 @@ TEST(GpuTensorParallel, AnEmulatedTpRanksTrackedPeakEqualsItsDryRun) {
     }
 }
 
+// Deep enough to overflow bf16 had it run on zeros: Llama-style, 24 layers, vocabulary 1000, so
+// tensor-parallel rank 1 of 2 holds rows 512..999 and none of the synthetic ids 0..255. Before
+// Program::emulated such a rank's forward was zero and its backward grew ~100x per RMSNorm:
+// Llama-3-8B tp 2 and Llama-3-70B tp 8 ranks stopped with a NaN loss at step 2 on an H200. Now
+// every step's loss is finite and not ln(488), the all-zero forward's. The emulated last stage of
+// a pp 2 plan of it, which received zeros before, is checked the same way (its all-zero forward's
+// loss: ln(1000)).
+TEST(GpuTensorParallel, AnEmulatedRankAboveZeroTrainsOnFiniteNonZeroNumbers) {
+    PF_REQUIRE_GPU();
+    const ModelConfig m = preflight::test::llama_model(64, 24, 4, 2, 96, 1000, 64);
+    const GpuSpec gpu = preflight::test::catalog_gpu("h100-sxm-80gb");
+    for (auto [tp, pp, rank] : {std::tuple{2, 1, 1}, std::tuple{1, 2, 1}}) {
+        Plan p;
+        p.seq = 64;
+        p.mbs = 2;
+        p.grad_acc = 2;
+        p.tp = tp;
+        p.pp = pp;
+        RunOptions o;
+        o.steps = 3;
+        o.warmup = 0;
+        o.rank = rank;
+        const RunReport r = run_on_device(m, gpu, p, o);
+        ASSERT_EQ(r.status, "ok") << to_flags(p) << ": " << (r.failure ? r.failure->message : "");
+        ASSERT_EQ(r.measured.losses.size(), 3u) << to_flags(p);
+        for (double l : r.measured.losses) {
+            EXPECT_TRUE(std::isfinite(l)) << to_flags(p);
+            EXPECT_GT(std::abs(l - std::log(tp == 2 ? 488.0 : 1000.0)), 1e-3) << to_flags(p);
+        }
+    }
+}
+
 }  // namespace
 }  // namespace preflight::runtime
