@@ -371,10 +371,9 @@ private:
             }
     }
 
-    // A linear's forward, or (fc1 followed by its GeLU, epilogues on) deferred to run fused
-    // with the activation op. Not when a buffer fc1 reads is freed after it (sequence
-    // parallelism's all-gathered input, whose last reader fc1 is): deferred, the GEMM would
-    // read freed memory (seen on an H200: cuBLASLt refused its null input).
+    // A linear's forward, or (fc1 followed by its GeLU, epilogues on) deferred to run fused with
+    // the activation op; not when fc1 frees a buffer (sequence parallelism's all-gathered input):
+    // deferred, it would read freed memory (on an H200, cuBLASLt refused its null input).
     template <class T>
     void linear_fwd(const Op& op, const BufferTable& t) {
         const Op* next = fuse_gelu_ && op.free.empty() ? after(op, 1) : nullptr;
@@ -451,6 +450,13 @@ private:
                             d.heads, d.kv_heads, d.head_dim, stream);
     }
 
+    // The micro-batch's tokens or labels (an emulated tensor-parallel rank's in its own rows).
+    void synthetic_tokens(const Op& op, const BufferTable& t) {
+        const TokenWindow w = token_window(P);
+        launch_synthetic_tokens(at<std::int64_t>(t, op.v[0]), d.b, d.s, w.vocab, seed_, step_,
+                                P.data_micro_batch(op.phase.micro_batch), op.kind == OpKind::labels, stream, w.first);
+    }
+
     template <class T>
     void run_t(const Op& op, const BufferTable& t) {
         switch (op.kind) {
@@ -458,13 +464,7 @@ private:
             case OpKind::teardown: break;
             case OpKind::zero_grads: zero_gradients(t); break;
             case OpKind::tokens:
-            case OpKind::labels: {
-                const TokenWindow w = token_window(P);
-                launch_synthetic_tokens(at<std::int64_t>(t, op.v[0]), d.b, d.s, w.vocab, seed_, step_,
-                                        P.data_micro_batch(op.phase.micro_batch), op.kind == OpKind::labels, stream,
-                                        w.first);
-                break;
-            }
+            case OpKind::labels: synthetic_tokens(op, t); break;
             case OpKind::embedding_fwd:
                 launch_embedding_fwd<T>(at<std::int64_t>(t, op.v[0]), param<T>(t, op.p0), param<T>(t, op.p1),
                                         at<T>(t, op.v[1]), d.b, d.s, d.h, stream, d.vocab_begin, d.vocab_padded);

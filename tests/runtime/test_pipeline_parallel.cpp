@@ -15,6 +15,7 @@
 
 #include "catalog_fixture.hpp"
 #include "dry_run_compare.hpp"
+#include "host_step.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/runtime/host_runner.hpp"
 #include "preflight/runtime/reference_model.hpp"
@@ -301,17 +302,9 @@ TEST(PipelineParity, AnEmulatedStageRunsItsProgramAlone) {
     p.grad_acc = 5;
     const Program prog = build_program(micro_llama(), p, 1);
     HostEmulatedRank dp(0, 1), tp(0, 1), pp(1, 4);
-    HostRunner run(prog, 9, {&dp, &tp, &pp, nullptr});
-    const Program whole = build_program(micro_llama(), single_gpu_plan(p));
-    run.params = shard_parameters(whole, ref::random_params(whole, 5, 0.4), prog);
-    DryBackend backend;
-    TrackingAllocator alloc(backend);
-    BufferTable table;
-    walk(prog, prog.setup, alloc, table, &run, "set-up");
-    walk(prog, prog.step, alloc, table, &run, "step", 1);
-    EXPECT_EQ(run.loss_sum, 0.0);
-    for (double v : run.buffer(prog.weights)) ASSERT_TRUE(std::isfinite(v));
-    walk(prog, prog.teardown, alloc, table, &run, "teardown");
+    const test_support::HostStep s = test_support::run_host_step(micro_llama(), prog, {&dp, &tp, &pp, nullptr});
+    EXPECT_EQ(s.loss_sum, 0.0);
+    EXPECT_TRUE(s.weights_finite);
 }
 
 // An emulated last stage of a bias-free model: had it received zeros, RMSNorm(0) = 0 would keep
@@ -326,18 +319,10 @@ TEST(PipelineParity, AnEmulatedLastStageComputesOnWhatItReceives) {
     p.grad_acc = 2;
     const Program prog = build_program(micro_llama(), p, 1);
     HostEmulatedRank dp(0, 1), tp(0, 1), pp(1, 2);
-    HostRunner run(prog, 9, {&dp, &tp, &pp, nullptr});
-    const Program whole = build_program(micro_llama(), single_gpu_plan(p));
-    run.params = shard_parameters(whole, ref::random_params(whole, 5, 0.4), prog);
-    DryBackend backend;
-    TrackingAllocator alloc(backend);
-    BufferTable table;
-    walk(prog, prog.setup, alloc, table, &run, "set-up");
-    walk(prog, prog.step, alloc, table, &run, "step", 1);
-    const double per_token = run.loss_sum / static_cast<double>(p.mbs * p.seq * p.grad_acc);
+    const test_support::HostStep s = test_support::run_host_step(micro_llama(), prog, {&dp, &tp, &pp, nullptr});
+    const double per_token = s.loss_sum / static_cast<double>(p.mbs * p.seq * p.grad_acc);
     EXPECT_TRUE(std::isfinite(per_token));
     EXPECT_GT(std::abs(per_token - std::log(300.0)), 1e-3);
-    walk(prog, prog.teardown, alloc, table, &run, "teardown");
     std::vector<double> got(20000);
     HostEmulatedRank(1, 2).recv(got.data(), static_cast<std::int64_t>(got.size()), -1);
     double sum2 = 0;

@@ -15,6 +15,7 @@
 
 #include "catalog_fixture.hpp"
 #include "dry_run_compare.hpp"
+#include "host_step.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/runtime/host_runner.hpp"
 #include "preflight/runtime/reference_model.hpp"
@@ -337,16 +338,7 @@ TEST(TensorParallelParity, RecomputeEagerAttentionAndSgdToo) {
 TEST(TensorParallelParity, AnEmulatedTpRankRunsItsProgramAlone) {
     const Program prog = build_program(micro_llama(2), micro_plan(2, 2, 1, Precision::bf16_mixed), 3);
     HostEmulatedRank dp(prog.dp_rank, 2), tp(prog.tp_rank, 2);
-    HostRunner run(prog, 9, &dp, &tp);
-    run.params = shard_parameters(build_program(micro_llama(2), single_gpu_plan(prog.plan)),
-                                  ref::random_params(build_program(micro_llama(2), single_gpu_plan(prog.plan)), 5, 0.4), prog);
-    DryBackend backend;
-    TrackingAllocator alloc(backend);
-    BufferTable table;
-    walk(prog, prog.setup, alloc, table, &run, "set-up");
-    walk(prog, prog.step, alloc, table, &run, "step", 1);
-    EXPECT_TRUE(std::isfinite(run.loss_sum));
-    walk(prog, prog.teardown, alloc, table, &run, "teardown");
+    EXPECT_TRUE(std::isfinite(test_support::run_host_step(micro_llama(2), prog, {&dp, &tp, nullptr, nullptr}).loss_sum));
 }
 
 // Tensor-parallel rank 1 of 2 run alone, vocabulary 1000 (rank 1 holds rows 512..999). The
@@ -364,20 +356,12 @@ TEST(TensorParallelParity, AnEmulatedTpRankAboveZeroRunsOnItsOwnVocabularyRows) 
         ASSERT_EQ(prog.dims.vocab_begin, 512);
         ASSERT_EQ(prog.dims.vocab_valid, 488);
         HostEmulatedRank tp(prog.tp_rank, 2);
-        HostRunner run(prog, 9, nullptr, &tp);
-        const Program whole = build_program(m, single_gpu_plan(p));
-        run.params = shard_parameters(whole, ref::random_params(whole, 5, 0.4), prog);
-        DryBackend backend;
-        TrackingAllocator alloc(backend);
-        BufferTable table;
-        walk(prog, prog.setup, alloc, table, &run, "set-up");
-        walk(prog, prog.step, alloc, table, &run, "step", 1);
-        const double per_token = run.loss_sum / static_cast<double>(p.mbs * p.seq * p.grad_acc);
+        const test_support::HostStep s = test_support::run_host_step(m, prog, {nullptr, &tp, nullptr, nullptr});
+        const double per_token = s.loss_sum / static_cast<double>(p.mbs * p.seq * p.grad_acc);
         if (emulated)
             EXPECT_GT(std::abs(per_token - std::log(488.0)), 1e-3);
         else
             EXPECT_NEAR(per_token, std::log(488.0), 1e-9);
-        walk(prog, prog.teardown, alloc, table, &run, "teardown");
     }
     // The emulated rank's buffers are the real rank's: the dry run (which --dry-run and the
     // planner's preflight-runtime profile predict) is the same with and without.
