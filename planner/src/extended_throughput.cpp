@@ -276,9 +276,8 @@ void set_utilisation(const ModelConfig& model, const Plan& p, const ThroughputOp
     if (p.finetune != Finetune::full) lora_step_flops(model, p, opt, fc);
     t.model_flops_per_step = fc.model_flops_per_step;
     t.hardware_flops_per_step = fc.hardware_flops_per_step;
-    const double denom = t.step_time_s * static_cast<double>(t.gpus) * t.peak_flops_per_s;
-    t.mfu = t.model_flops_per_step / denom;
-    t.hfu = t.hardware_flops_per_step / denom;
+    t.mfu = flops_utilization(t.model_flops_per_step, t.step_time_s, t.gpus, t.peak_flops_per_s);
+    t.hfu = flops_utilization(t.hardware_flops_per_step, t.step_time_s, t.gpus, t.peak_flops_per_s);
 }
 
 // The breakdown rows the extensions change or add.

@@ -488,9 +488,8 @@ void finish_throughput(Throughput& out, const ModelConfig& model, const Plan& p,
     out.model_flops_per_step = fc.model_flops_per_step;
     out.hardware_flops_per_step = fc.hardware_flops_per_step;
     out.peak_flops_per_s = peak;
-    const double denom = out.step_time_s * static_cast<double>(out.gpus) * out.peak_flops_per_s;
-    out.mfu = out.model_flops_per_step / denom;
-    out.hfu = out.hardware_flops_per_step / denom;
+    out.mfu = flops_utilization(out.model_flops_per_step, out.step_time_s, out.gpus, out.peak_flops_per_s);
+    out.hfu = flops_utilization(out.hardware_flops_per_step, out.step_time_s, out.gpus, out.peak_flops_per_s);
     // Never print a NaN or infinity: a non-finite figure means an input out of range.
     for (const auto& [what, v] : {std::pair{"step_time_s", out.step_time_s}, std::pair{"tokens_per_s", out.tokens_per_s},
                                   std::pair{"mfu", out.mfu}, std::pair{"hfu", out.hfu}})

@@ -87,11 +87,9 @@ void fill_measured_throughput(RunReport& r) {
     const double t = *r.measured.step_time_s;
     r.measured.tokens_per_s = static_cast<double>(r.plan.global_batch_tokens()) / t;
     if (const auto peak = compute_peak(r.gpu, r.plan.precision)) {
-        // MFU / HFU (Chowdhery et al. 2022, app. B): the job's FLOPs per step / (step time * GPUs *
-        // peak). One rank measured alone (emulated) stands for every rank at its pace.
-        const double gpus_peak = static_cast<double>(r.plan.gpus()) * *peak;
-        r.measured.mfu = r.predicted.model_flops_per_step / (t * gpus_peak);
-        r.measured.hfu = r.predicted.hardware_flops_per_step / (t * gpus_peak);
+        // One rank measured alone (emulated) stands for every rank at its pace.
+        r.measured.mfu = flops_utilization(r.predicted.model_flops_per_step, t, r.plan.gpus(), *peak);
+        r.measured.hfu = flops_utilization(r.predicted.hardware_flops_per_step, t, r.plan.gpus(), *peak);
     }
 }
 

@@ -240,7 +240,7 @@ RunCheck check_report(const json& r, const std::string& id, const Tolerances& to
         // against the MFU of the step compared above (an emulated rank's, without its waits).
         if (p.mfu && p.peak_flops_per_s && p.step_time_s && *p.step_time_s > comm) {
             const auto mfu = [&](double step_s) {
-                return p.model_flops_per_step / (step_s * static_cast<double>(plan.gpus()) * *p.peak_flops_per_s);
+                return flops_utilization(p.model_flops_per_step, step_s, plan.gpus(), *p.peak_flops_per_s);
             };
             compare(rc, "mfu", mfu(*t), comm > 0 ? mfu(*p.step_time_s - comm) : *p.mfu, tol);
         }

@@ -218,6 +218,13 @@ std::optional<double> host_wait_probability(const ModelConfig& model, const GpuS
 // the GPU spec publishes none.
 std::optional<double> compute_peak_flops_per_s(const GpuSpec& gpu, Precision precision);
 
+// MFU or HFU (Chowdhery et al. 2022, app. B): a step's FLOPs (the whole job's) over the step time
+// times every GPU's dense peak. The one definition the planner, the runtime's report and
+// validate --check use.
+inline double flops_utilization(double flops_per_step, double step_time_s, std::int64_t gpus, double peak_flops_per_s) {
+    return flops_per_step / (step_time_s * static_cast<double>(gpus) * peak_flops_per_s);
+}
+
 // One GEMM, M x N x K (times `batch`), as the step model times it under `precision`'s kernels
 // (its GEMM constants; fp8-mixed: the fp8 figure against the fp8 peak): the larger of its FLOPs at
 // gemm_max * d / (d + half_dim) of the dense peak, d = min(M, N, K), and its operands' and result's
