@@ -75,18 +75,12 @@ RunReport dry_run_report(const ModelConfig& model, const GpuSpec& gpu, const Pla
     return r;
 }
 
-namespace {
-// Dense peak of the precision the GEMMs run in (fp32 recipe: fp32 CUDA cores).
-std::optional<double> compute_peak(const GpuSpec& gpu, Precision p) {
-    return p == Precision::fp32 ? gpu.peak.fp32_flops_per_s : gpu.peak.bf16_flops_per_s;
-}
-}  // namespace
-
 void fill_measured_throughput(RunReport& r) {
     if (!r.measured.step_time_s || *r.measured.step_time_s <= 0) return;
     const double t = *r.measured.step_time_s;
     r.measured.tokens_per_s = static_cast<double>(r.plan.global_batch_tokens()) / t;
-    if (const auto peak = compute_peak(r.gpu, r.plan.precision)) {
+    // The planner's peak for the recipe (fp8-mixed: the fp8 peak), as the predicted MFU beside it.
+    if (const auto peak = compute_peak_flops_per_s(r.gpu, r.plan.precision)) {
         // One rank measured alone (emulated) stands for every rank at its pace.
         r.measured.mfu = flops_utilization(r.predicted.model_flops_per_step, t, r.plan.gpus(), *peak);
         r.measured.hfu = flops_utilization(r.predicted.hardware_flops_per_step, t, r.plan.gpus(), *peak);

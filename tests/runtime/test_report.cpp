@@ -94,6 +94,22 @@ TEST(RunReport, AnEmulatedRanksStepLacksTheCommunicationAndTheBubble) {
     EXPECT_DOUBLE_EQ(j["predicted"]["pp_communication_s"].get<double>(), 0.003);
 }
 
+// An fp8-mixed step is measured against the H100's dense fp8 peak, 1,978.9 TFLOP/s, as its
+// predicted MFU is (throughput.hpp compute_peak_flops_per_s), not the bf16 one: 1e15 / (2 s *
+// 1978.9e12) = 25.3 %. (Until 2026-11-28 the runtime's own rule took bf16's, 50.5 %, beside an
+// fp8-based prediction.)
+TEST(RunReport, AnFp8StepsMfuUsesTheFp8Peak) {
+    RunReport r;
+    r.gpu = test::catalog_gpu("h100-sxm-80gb");
+    r.plan.seq = 1024;
+    r.plan.mbs = 4;
+    r.plan.precision = Precision::fp8_mixed;
+    r.predicted.model_flops_per_step = 1e15;
+    r.measured.step_time_s = 2.0;
+    fill_measured_throughput(r);
+    EXPECT_NEAR(*r.measured.mfu, 1e15 / (2.0 * 1978.9e12), 1e-12);
+}
+
 TEST(RunReport, FailureSectionIsWritten) {
     RunReport r;
     r.status = "allocation-failed";
