@@ -60,6 +60,7 @@ MemoryPrediction predict_memory(const ExternalRun& run, const GpuSpec& gpu, cons
         p.measured_rank_optimizer_allocated_bytes = stages.front().optimizer_step_allocated;
         for (const auto& s : stages) p.reserved_peak_bytes = std::max(p.reserved_peak_bytes, s.reserved_peak);
         p.device_need_bytes = p.reserved_peak_bytes + npb + std::max<std::int64_t>(0, c.verdict_margin_bytes);
+        p.point_need_bytes = p.device_need_bytes;
         p.fits = p.device_need_bytes <= gpu.memory_bytes;
         p.modelled = true;
     } catch (const InputError& e) {
@@ -132,6 +133,7 @@ MemoryPrediction predict_memory_default(const ExternalRun& run, const GpuSpec& g
         p.measured_rank_allocated_bytes = r.peak_bytes - r.at_peak.overhead;
         p.reserved_peak_bytes = r.peak_bytes;
         p.device_need_bytes = r.peak_bytes;
+        p.point_need_bytes = r.peak_bytes;
         p.fits = r.fits;
         p.modelled = true;
     } catch (const InputError& e) {
@@ -237,10 +239,9 @@ std::int64_t fit_verdict_margin(const std::vector<ExternalRun>& runs, const std:
         if (!runs[i].has_memory_verdict()) continue;
         ExternalRun as_given = runs[i];
         as_given.host_pace = expected[i];
-        const MemoryPrediction point = predict_memory(as_given, gpu, c);
         const MemoryPrediction judged = predict_memory_at_expected_pace(as_given, gpu, c);
-        if (point.modelled)
-            jobs.push_back({point.device_need_bytes, judged.range_top_need_bytes, runs[i].outcome == RunOutcome::oom});
+        if (judged.modelled)
+            jobs.push_back({judged.point_need_bytes, judged.range_top_need_bytes, runs[i].outcome == RunOutcome::oom});
     }
     std::int64_t best_margin = 0;
     double best_score = -1e300;

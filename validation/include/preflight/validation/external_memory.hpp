@@ -29,6 +29,7 @@ struct MemoryPrediction {
     std::optional<std::int64_t> measured_rank_optimizer_allocated_bytes;
     std::int64_t reserved_peak_bytes = 0;   // the most loaded stage
     std::int64_t device_need_bytes = 0;     // reserved_peak_bytes + memory outside PyTorch (+ margin)
+    std::int64_t point_need_bytes = 0;      // the same at the point, before any judgement at the range's top
     bool fits = false;
     // A host that runs ahead, as the planner judges it (predict_memory_at_expected_pace,
     // predict_memory_at_given_pace): its pool at the top of the range + the memory outside PyTorch
