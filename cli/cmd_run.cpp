@@ -1,5 +1,6 @@
 // `preflight run`: execute a plan on one GPU (CUDA runtime) and report measured next
 // to predicted; --dry-run walks the same step program with no device.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -45,6 +46,7 @@ struct RunState {
     bool no_cudnn = false;
     bool no_fused = false;
     bool op_times = false;
+    std::string allocator = "arena";
     std::string save_init;
     std::string report_file;
     RankFlags ranks;
@@ -150,7 +152,7 @@ void print_table(const runtime::RunReport& r) {
     print_parallel(r);
     if (r.device) std::cout << "# device: " << r.device->name << " (" << format_bytes(r.device->memory_bytes) << ")\n";
     std::cout << "# predicted with " << (r.gpu.runtime ? "the runtime's own constants (the GPU spec's \"runtime\": step time, "
-                                                         "non-tensor memory, pool slack)"
+                                                         "non-tensor memory, and pool slack for --allocator pool)"
                                                        : "the GPU's generic constants (its spec has no \"runtime\" block)");
     // A spec without runs of its own says which GPU they were measured on (calibration_from).
     if (r.gpu.runtime && r.gpu.runtime->provenance.rfind("transferred from ", 0) == 0) {
@@ -182,6 +184,14 @@ void print_table(const runtime::RunReport& r) {
                 describe(r.predicted.memory.peak_phase).c_str(), 100 * runtime::peak_relative_error(r));
     if (!r.measured.losses.empty()) std::printf("loss: first %.4f, last %.4f\n", r.measured.losses.front(), r.measured.losses.back());
     if (!r.measured.attention_backend.empty()) std::cout << "attention: " << r.measured.attention_backend << "\n";
+    if (r.measured.arena_bytes && r.measured.arena_live_peak_bytes)
+        std::printf("allocator: arena of %s planned, %.3f %% over the most bytes alive at once (%s)\n",
+                    format_bytes(*r.measured.arena_bytes).c_str(),
+                    100.0 * static_cast<double>(*r.measured.arena_bytes - *r.measured.arena_live_peak_bytes) /
+                        static_cast<double>(std::max<std::int64_t>(*r.measured.arena_live_peak_bytes, 1)),
+                    format_bytes(*r.measured.arena_live_peak_bytes).c_str());
+    else if (r.measured.allocator == "pool")
+        std::cout << "allocator: cudaMallocAsync pool (--allocator pool)\n";
     if (r.measured.driver.used_peak_bytes)
         std::printf("driver: device-used peak %s over the baseline (%s), pool reserved peak %s, NVML %s\n",
                     format_bytes(*r.measured.driver.used_peak_bytes).c_str(), r.measured.driver.baseline_source.c_str(),
@@ -280,6 +290,7 @@ runtime::RunOptions run_options(const RunState& st, const ModelConfig& model) {
     opt.hyper.rope_scaling = model.rope_scaling;
     opt.save_init_path = st.save_init;
     opt.op_times = st.op_times;
+    opt.allocator = st.allocator;
     opt.fuse_epilogues = !st.no_fused && !runtime::debug_sync_requested(false, std::getenv("PREFLIGHT_NO_FUSED_EPILOGUES"));
     opt.debug_sync = runtime::debug_sync_requested(st.debug_sync, std::getenv("PREFLIGHT_DEBUG_SYNC"));
     opt.cudnn_attention = !st.no_cudnn && !runtime::debug_sync_requested(false, std::getenv("PREFLIGHT_NO_CUDNN"));
@@ -431,6 +442,12 @@ Command add_run_command(CLI::App& app) {
                   "and after the last): where the step's time goes, by op kind and by GEMM shape with its TFLOP/s, in "
                   "the table and under measured.op_times in the JSON. That step is not a measured step: its time, "
                   "loss and collectives stay out of the step figures");
+    sub->add_option("--allocator", st->allocator,
+                    "Device memory for the buffers: arena (default: every buffer's offset planned before the run, "
+                    "one cudaMalloc of the planned size, which is the largest set of buffers alive at once: no "
+                    "allocator slack) | pool (cudaMallocAsync from the device's default pool, as runs recorded before "
+                    "2026-11-28: the pool keeps slack, which the prediction adds under full recompute)")
+        ->check(CLI::IsMember({"arena", "pool"}));
     sub->add_option("--save-init", st->save_init,
                     "Write the initial parameters (fp32, flat) to FILE and their index to FILE.json, for "
                     "validation/pytorch/train.py --init-from (device runs)");

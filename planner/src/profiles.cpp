@@ -104,13 +104,15 @@ FrameworkProfile runtime_profile() {
     return p;
 }
 
-GpuSpec gpu_for_profile(const GpuSpec& gpu, FrameworkProfile& profile) {
+GpuSpec gpu_for_profile(const GpuSpec& gpu, const FrameworkProfile& profile) {
     if (profile.name != "preflight-runtime" || !gpu.runtime) return gpu;
     GpuSpec g = gpu;
     g.efficiency = gpu.runtime->efficiency;
     g.efficiency.provenance = "the Preflight runtime's own, fitted on its device runs: " + gpu.runtime->provenance;
     g.overhead_bytes = gpu.runtime->overhead_bytes;
-    profile.full_recompute_pool_slack_fraction = gpu.runtime->full_recompute_pool_slack_fraction;
+    // full_recompute_pool_slack_fraction stays 0: the runtime plans its arena (runtime/include/
+    // preflight/runtime/arena.hpp) and keeps no pool slack; runtime::predict adds it for a run
+    // with the pool allocator.
     return g;
 }
 

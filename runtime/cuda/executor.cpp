@@ -1,7 +1,8 @@
 // The executor: runs a step program on device 0. Every allocation goes through the
-// same walk() and TrackingAllocator as the dry run, with a stream-ordered
-// cudaMallocAsync backend (no managed memory, no fallback: a failed allocation stops
-// the run with phase, request and free memory).
+// same walk() and TrackingAllocator as the dry run, with the planned arena (arena.hpp: one
+// cudaMalloc, each buffer at its planned offset) or the stream-ordered cudaMallocAsync pool
+// (`--allocator pool`); no managed memory, no fallback: a failed allocation stops the run
+// with phase, request and free memory.
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -12,6 +13,7 @@
 
 #include "comm.hpp"
 #include "device_runner.hpp"
+#include "preflight/runtime/arena.hpp"
 #include "preflight/runtime/nvml_probe.hpp"
 #include "preflight/runtime/runtime.hpp"
 #include "preflight/runtime/walker.hpp"
@@ -47,6 +49,62 @@ void save_initial_parameters(const Program& prog, const BufferTable& table, cons
     idx["tied_embeddings"] = prog.model.tied_embeddings;
     write_file_atomic(path + ".json", idx.dump(1) + "\n");
 }
+
+// The planned arena's device memory: one cudaMalloc of the whole plan or, when the device has
+// less, of as much as it gives (the run then fails, out of memory, at the first allocation whose
+// slot lies past it, so the report names that op as a pool run's would).
+class DeviceArena {
+public:
+    explicit DeviceArena(std::int64_t bytes) {
+        if (take(bytes)) return;
+        std::size_t free_b = 0, total_b = 0;
+        if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) return;
+        const auto free_now = static_cast<std::int64_t>(free_b);
+        for (std::int64_t margin : {std::int64_t{64} << 20, std::int64_t{256} << 20, std::int64_t{1} << 30, free_now / 2})
+            if (free_now > margin && take(free_now - margin)) return;
+    }
+    ~DeviceArena() {
+        if (base) (void)cudaFree(base);  // after a device fault this fails too: the context goes with the process
+        (void)cudaGetLastError();
+    }
+    DeviceArena(const DeviceArena&) = delete;
+    DeviceArena& operator=(const DeviceArena&) = delete;
+    void* base = nullptr;
+    std::int64_t capacity_bytes = 0;
+
+private:
+    bool take(std::int64_t bytes) {
+        const cudaError_t e = cudaMalloc(&base, static_cast<std::size_t>(std::max<std::int64_t>(bytes, 1)));
+        if (e == cudaSuccess) {
+            capacity_bytes = bytes;
+            return true;
+        }
+        base = nullptr;
+        if (classify_cuda_error(static_cast<int>(e)) != FailureKind::out_of_memory) cuda::cuda_fail(e, "cudaMalloc", __FILE__, __LINE__);
+        (void)cudaGetLastError();
+        return false;
+    }
+};
+
+// The buffers' device memory (RunOptions::allocator): the planned arena, or the pool.
+struct BufferMemory {
+    BufferMemory(const Program& prog, const std::string& allocator, cudaStream_t stream, Measured& m) : pool(stream) {
+        if (allocator != "arena" && allocator != "pool")
+            throw std::invalid_argument("allocator '" + allocator + "': arena or pool");
+        m.allocator = allocator;
+        if (allocator == "pool") return;
+        plan.emplace(plan_arena(prog));
+        m.arena_bytes = plan->arena_bytes;
+        m.arena_live_peak_bytes = plan->live_peak_bytes;
+        arena.emplace(plan->arena_bytes);
+        arena_backend.emplace(*plan, arena->base, arena->capacity_bytes);
+    }
+    AllocBackend& backend() { return arena_backend ? static_cast<AllocBackend&>(*arena_backend) : pool; }
+    cuda::CudaBackend pool;  // also what a device fault poisons
+    std::optional<ArenaPlan> plan;
+    std::optional<DeviceArena> arena;
+    std::optional<ArenaBackend> arena_backend;
+};
 
 // Device-used memory (total - free) now, or -1.
 std::int64_t device_used_now() {
@@ -460,8 +518,8 @@ RunReport run_on_device(const ModelConfig& model, const GpuSpec& gpu, const Plan
     sampler.sample();
 
     const auto t0 = std::chrono::steady_clock::now();
-    CudaBackend backend(stream);
-    TrackingAllocator alloc(backend, [t0] {
+    BufferMemory memory(prog, opt.allocator, stream, r.measured);
+    TrackingAllocator alloc(memory.backend(), [t0] {
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     });
     BufferTable table;
@@ -475,7 +533,7 @@ RunReport run_on_device(const ModelConfig& model, const GpuSpec& gpu, const Plan
         try {
             run_program(run);
         } catch (const std::exception&) {
-            record_failure(r, run.step_now, backend);
+            record_failure(r, run.step_now, memory.pool);
         }
         if (r.failure && r.failure->kind != to_string(FailureKind::device_fault)) {  // release what the failed run holds
             try {

@@ -99,6 +99,9 @@ json measured_json(const RunReport& r) {
     mj["per_gpu_bytes"] = contract_bytes_to_json(m.peak_breakdown, m_overhead);
     mj["overhead_bytes"] = opt(m.overhead_bytes);
     mj["pool_peak_bytes"] = opt(m.pool_peak_bytes);
+    mj["allocator"] = m.allocator.empty() ? json(nullptr) : json(m.allocator);
+    mj["arena_bytes"] = opt(m.arena_bytes);
+    mj["arena_live_peak_bytes"] = opt(m.arena_live_peak_bytes);
     mj["device_used_peak_bytes"] = opt(m.device_used_peak_bytes);
     mj["driver"] = driver_memory_json(m.driver);
     mj["debug_sync"] = m.debug_sync;

@@ -2,6 +2,7 @@
 
 #include "preflight/planner/profiles.hpp"
 #include "preflight/planner/throughput.hpp"
+#include "preflight/runtime/arena.hpp"
 #include "preflight/runtime/runtime.hpp"
 #include "preflight/runtime/walker.hpp"
 
@@ -16,6 +17,10 @@ Predicted predict(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan
     mo.pipeline_stage = rank_coords(plan, options.rank).pp;  // the rank's own stage
     // The runtime's own measured constants on this GPU, where the spec has them (GpuSpec::runtime).
     const GpuSpec own = gpu_for_profile(gpu, mo.profile);
+    // The pool's slack under full recompute exists only with the pool allocator; an arena holds
+    // its planned offsets and nothing more.
+    if (options.allocator == "pool" && gpu.runtime)
+        mo.profile.full_recompute_pool_slack_fraction = gpu.runtime->full_recompute_pool_slack_fraction;
     mo.timeline = true;
     p.memory = evaluate_memory(model, own, plan, mo);
     p.tracked_peak_bytes = p.memory.peak_bytes - p.memory.at_peak.overhead;
@@ -68,6 +73,12 @@ RunReport dry_run_report(const ModelConfig& model, const GpuSpec& gpu, const Pla
     use_model_rope(program);
     r.parallel.backend = has_collectives(program) ? "dry-run" : "none";
     const DryRunResult d = dry_run(program, 1, options.timeline);
+    r.measured.allocator = options.allocator;
+    if (options.allocator == "arena") {  // the arena a device run would take
+        const ArenaPlan arena = plan_arena(program);
+        r.measured.arena_bytes = arena.arena_bytes;
+        r.measured.arena_live_peak_bytes = arena.live_peak_bytes;
+    }
     r.measured.tracked_peak_bytes = d.peak_bytes;
     r.measured.peak_breakdown = d.peak_breakdown;
     r.measured.peak_where = d.peak_where;

@@ -28,6 +28,10 @@ bool timeline_keeps(const Program& program, const Op& op) {
 void walk(const Program& program, const std::vector<Op>& ops, TrackingAllocator& allocator, BufferTable& buffers,
           OpRunner* runner, const char* section, std::int64_t step) {
     buffers.resize(program.buffers.size(), nullptr);
+    allocator.begin_section(&ops == &program.setup      ? Section::setup
+                            : &ops == &program.step     ? Section::step
+                            : &ops == &program.teardown ? Section::teardown
+                                                        : Section::other);
     for (std::size_t i = 0; i < ops.size(); ++i) {
         const Op& op = ops[i];
         try {

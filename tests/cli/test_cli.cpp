@@ -239,7 +239,7 @@ TEST(CliCatalog, GpusSayWhereTheStepTimeConstantsComeFrom) {
 TEST(CliCatalog, RunDryRunNamesTheGpuATransferredRuntimeBlockWasMeasuredOn) {
     const auto h200 = run_preflight("run --dry-run --model gpt2 --seq 256 --gpu h200-sxm-141gb");
     ASSERT_EQ(h200.exit_code, 0) << h200.err;
-    EXPECT_NE(h200.out.find("pool slack), transferred from h100-sxm-80gb\n"), std::string::npos) << h200.out;
+    EXPECT_NE(h200.out.find("--allocator pool), transferred from h100-sxm-80gb\n"), std::string::npos) << h200.out;
     const auto h100 = run_preflight("run --dry-run --model gpt2 --seq 256 --gpu h100-sxm-80gb");
     EXPECT_EQ(h100.out.find("transferred from"), std::string::npos) << h100.out;
 }

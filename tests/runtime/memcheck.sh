@@ -3,7 +3,9 @@
 # model (GQA, RoPE, SwiGLU, flash attention, selective recompute, bf16-mixed with fp32
 # gradient accumulation over 2 micro-batches) and a GPT-2-style one (LayerNorm, GeLU,
 # biases, tied embeddings, eager attention, full recompute, fp32). Any memcheck error
-# fails the test (--error-exitcode 1).
+# fails the test (--error-exitcode 1). Both run with --allocator pool: each buffer is then an
+# allocation of its own, so a kernel that reads or writes past a buffer is caught; inside the
+# default arena it would land in a neighbouring buffer, which memcheck cannot see.
 # Usage: memcheck.sh PREFLIGHT_EXE TEST_DATA_DIR   (ctest: label gpu, SKIP_RETURN_CODE 77)
 set -u
 exe=$1
@@ -20,8 +22,8 @@ status=0
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 run() {
-    echo "+ $sanitizer --tool memcheck --error-exitcode 1 $exe run $* --steps 2 --warmup 0"
-    "$sanitizer" --tool memcheck --error-exitcode 1 "$exe" run "$@" --steps 2 --warmup 0 2>&1 | tee "$log"
+    echo "+ $sanitizer --tool memcheck --error-exitcode 1 $exe run $* --steps 2 --warmup 0 --allocator pool"
+    "$sanitizer" --tool memcheck --error-exitcode 1 "$exe" run "$@" --steps 2 --warmup 0 --allocator pool 2>&1 | tee "$log"
     local rc=${PIPESTATUS[0]}
     # preflight run exits 3 with these messages when the build has no CUDA runtime or sees no
     # device; any other exit 3 is a CUDA failure during the run, which fails the test.

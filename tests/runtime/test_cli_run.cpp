@@ -28,6 +28,30 @@ TEST(CliRun, DryRunPrintsMeasuredAndPredictedThatAgree) {
     EXPECT_GT(j["timeline"]["samples"].size(), 100u);
 }
 
+// The dry run plans the arena a device run takes (one allocation, each buffer at its planned
+// offset) and reports it beside the tracked peak; `--allocator pool` plans none and predicts the
+// pool's slack under full recompute on top of the same tensors.
+TEST(CliRun, TheDryRunPlansTheArenaAndThePoolAddsItsSlack) {
+    const std::string plan = "run --model llama-3.2-1b --seq 1024 --mbs 2 --recompute full --dry-run --format json";
+    const auto a = run(plan);
+    ASSERT_EQ(a.exit_code, 0) << a.out;
+    const auto arena = nlohmann::json::parse(a.out)["measured"];
+    EXPECT_EQ(arena["allocator"], "arena");
+    EXPECT_GE(arena["arena_bytes"].get<std::int64_t>(), arena["arena_live_peak_bytes"].get<std::int64_t>());
+    EXPECT_GE(arena["arena_live_peak_bytes"].get<std::int64_t>(), arena["tracked_peak_bytes"].get<std::int64_t>());
+    const auto p = run(plan + " --allocator pool");
+    ASSERT_EQ(p.exit_code, 0) << p.out;
+    const auto pool = nlohmann::json::parse(p.out);
+    EXPECT_EQ(pool["measured"]["allocator"], "pool");
+    EXPECT_TRUE(pool["measured"]["arena_bytes"].is_null());
+    EXPECT_EQ(pool["measured"]["tracked_peak_bytes"], arena["tracked_peak_bytes"]);
+    EXPECT_GT(pool["predicted"]["peak_bytes"].get<std::int64_t>(),
+              nlohmann::json::parse(a.out)["predicted"]["peak_bytes"].get<std::int64_t>());
+    const auto table = run("run --model gpt2 --seq 128 --dry-run");
+    EXPECT_NE(table.out.find("allocator: arena of "), std::string::npos) << table.out;
+    EXPECT_NE(run(plan + " --allocator buddy").exit_code, 0);
+}
+
 TEST(CliRun, WithoutAGpuExitsThree) {
     EXPECT_EQ(run("run --model gpt2 --seq 128 --steps 1").exit_code, 3);
 }

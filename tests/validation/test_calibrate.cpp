@@ -154,6 +154,41 @@ TEST(Calibrate, DevicePeakByFamilyUsesTheOtherFamiliesOverhead) {
     EXPECT_LE(r.device_peak_lofo_after.p50, 200.0 / (10240 + 500) + 1e-9);
 }
 
+// The pool's slack under full recompute is fitted on, and predicted for, runs with the pool
+// allocator only: pool runs that hold half a layer's activations beyond their tensors and
+// overhead, and arena runs beside them that hold none, give a slack of exactly 0.5 and predict
+// every run's device peak, held out by family, to the byte.
+TEST(Calibrate, PoolSlackComesFromPoolRunsAndAppliesToThemAlone) {
+    const GpuSpec spec = spec_without_host_floor();
+    std::vector<CalibrationRun> runs;
+    for (const char* name : {"gpt2", "gpt2-medium", "llama-3.2-1b"})
+        for (int k = 0; k < 4; ++k) {
+            CalibrationRun r;
+            r.id = std::string(name) + "-" + std::to_string(k);
+            r.model = test::catalog_model(name);
+            Plan p;
+            p.seq = 512;
+            p.mbs = k + 1;
+            p.recompute = Recompute::full;
+            r.plan = resolve_defaults(p, r.model);
+            r.step_time_s = 0.1 * (k + 1);
+            r.runtime_kernels = true;
+            r.pool_allocator = k % 2 == 0;
+            r.full_layer_activation_bytes = kGiB;
+            r.predicted_tracked_peak_bytes = 10 * kGiB;
+            r.tracked_peak_bytes = 10 * kGiB;
+            r.overhead_bytes = 600 * kMiB;
+            r.device_used_peak_bytes = 10 * kGiB + 600 * kMiB + (r.pool_allocator ? 512 * kMiB : 0);
+            runs.push_back(r);
+        }
+    const CalibrationResult r = calibrate(runs, spec, CalibrationTarget::runtime);
+    EXPECT_DOUBLE_EQ(r.pool_slack_fraction_after, 0.5);
+    EXPECT_GT(r.pool_slack_runs, 0);
+    EXPECT_LE(r.pool_slack_runs, 6);  // the pool runs of the training split, never an arena run
+    ASSERT_EQ(r.device_peak_lofo_after.n, 12);
+    EXPECT_EQ(r.device_peak_lofo_after.max, 0.0);
+}
+
 TEST(Calibrate, FromReportFilesToAFittedSpec) {
     const GpuSpec spec = test::catalog_gpu("h100-sxm-80gb");
     const auto runs = synthetic_runs(spec, 700 * kMiB);

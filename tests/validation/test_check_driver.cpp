@@ -82,6 +82,41 @@ TEST(CheckDriver, DryRunsKeepTheTrackedPeak) {
     EXPECT_EQ(rc.find("tracked_peak_bytes"), nullptr);
 }
 
+// A full-recompute run's prediction adds the pool's fitted slack (about one layer's activations)
+// only when the report says its buffers came from the cudaMallocAsync pool: "allocator": "pool",
+// or no allocator at all (every run recorded before the arena). An arena run keeps no slack.
+TEST(CheckDriver, OnlyAPoolRunIsPredictedWithThePoolsSlack) {
+    const ModelConfig m = test::catalog_model("llama-3.2-1b");
+    const GpuSpec g = test::catalog_gpu("h100-sxm-80gb");
+    ASSERT_TRUE(g.runtime.has_value());
+    Plan p;
+    p.seq = 1024;
+    p.mbs = 2;
+    p.recompute = Recompute::full;
+    runtime::RunOptions o;
+    o.timeline = false;
+    json report = runtime::run_report_to_json(runtime::dry_run_report(m, g, p, o));
+    report["mode"] = "device";
+    report["measured"]["device_used_peak_bytes"] = report["predicted"]["peak_bytes"];
+    Plan none = p;
+    none.recompute = Recompute::none;
+    const std::int64_t layer = runtime::predict(m, g, none, o).memory.activations_per_layer_bytes;
+    const auto predicted_peak = [&](const json& r) {
+        const RunCheck rc = check_report(r, "r", default_tolerances().at(kSourceRuntime), options());
+        return rc.find("peak_bytes") ? rc.find("peak_bytes")->predicted : -1.0;
+    };
+    ASSERT_EQ(report["measured"]["allocator"], "arena");
+    const double arena = predicted_peak(report);
+    EXPECT_DOUBLE_EQ(arena, report["predicted"]["peak_bytes"].get<double>());
+    report["measured"]["allocator"] = "pool";
+    const double pool = predicted_peak(report);
+    EXPECT_DOUBLE_EQ(pool - arena, std::round(g.runtime->full_recompute_pool_slack_fraction * static_cast<double>(layer)));
+    report["measured"].erase("allocator");
+    EXPECT_DOUBLE_EQ(predicted_peak(report), pool);
+    EXPECT_TRUE(ran_pool_allocator(json::object()));
+    EXPECT_FALSE(ran_pool_allocator(json{{"allocator", "arena"}}));
+}
+
 }  // namespace
 
 namespace {

@@ -107,6 +107,7 @@ std::optional<CalibrationRun> calibration_run(const json& j, const fs::path& f, 
     r.step_time_s = m.at("step_time_s").get<double>();
     r.own_attention_kernel = ran_own_attention_kernel(m);
     r.runtime_kernels = src == kSourceRuntime;
+    r.pool_allocator = r.runtime_kernels && ran_pool_allocator(m);
     r.tracked_peak_bytes = measured_bytes(m, "tracked_peak_bytes");
     r.overhead_bytes = measured_bytes(m, "overhead_bytes");
     r.device_used_peak_bytes = measured_bytes(m, "device_used_peak_bytes");
@@ -255,7 +256,9 @@ double column_sum_prior(const Efficiency& e, bool runtime, std::size_t runs) {
 
 // The pool's slack under full recompute, in bytes, for a slack fraction.
 double pool_slack_bytes(const CalibrationRun& r, double fraction) {
-    return r.plan.recompute == Recompute::full ? fraction * static_cast<double>(r.full_layer_activation_bytes) : 0.0;
+    return r.pool_allocator && r.plan.recompute == Recompute::full
+               ? fraction * static_cast<double>(r.full_layer_activation_bytes)
+               : 0.0;
 }
 
 // Device peak: the driver's figure where the report has it, else tensors + measured overhead.
@@ -374,11 +377,12 @@ ErrorStats leave_one_family_out_step_errors(const std::vector<CalibrationRun>& r
 }
 
 // Pool slack under full recompute (runtime): what the driver saw beyond tensors and overhead,
-// per byte of one layer's full activations, one figure per training run that recompute.
+// per byte of one layer's full activations, one figure per training run with the pool allocator
+// that recompute.
 std::vector<double> pool_slack_fractions(const std::vector<CalibrationRun>& train, std::int64_t overhead) {
     std::vector<double> fractions;
     for (const auto& t : train)
-        if (t.plan.recompute == Recompute::full && t.device_used_peak_bytes && t.tracked_peak_bytes &&
+        if (t.pool_allocator && t.plan.recompute == Recompute::full && t.device_used_peak_bytes && t.tracked_peak_bytes &&
             t.full_layer_activation_bytes > 0)
             fractions.push_back(
                 std::max(0.0, static_cast<double>(*t.device_used_peak_bytes - *t.tracked_peak_bytes - overhead)) /
@@ -437,7 +441,7 @@ CalibrationResult calibrate(const std::vector<CalibrationRun>& runs, const GpuSp
     r.target = target;
     r.before = gpu.efficiency;
     r.overhead_before = gpu.overhead_bytes;
-    r.pool_slack_fraction_before = profile.full_recompute_pool_slack_fraction;
+    r.pool_slack_fraction_before = runtime && gpu_in.runtime ? gpu_in.runtime->full_recompute_pool_slack_fraction : 0.0;
     r.train_runs = static_cast<int>(train.size());
     r.held_out_runs = static_cast<int>(held.size());
     r.after = fit_efficiency(train, gpu, runtime, r.iterations);

@@ -59,16 +59,18 @@ struct Prediction {
 };
 
 // own_attention_kernel: the runtime ran its own flash attention kernel, not cuDNN's (the
-// report's measured.attention_backend "kernel": cuDNN missing, refused, or --no-cudnn). `rank`:
+// report's measured.attention_backend "kernel": cuDNN missing, refused, or --no-cudnn).
+// pool_allocator: its buffers came from the cudaMallocAsync pool (ran_pool_allocator). `rank`:
 // the runtime report's rank (parallel.rank), whose pipeline stage the prediction is of.
 Prediction predict(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan, const std::string& source,
-                   bool own_attention_kernel, std::int64_t rank) {
+                   bool own_attention_kernel, bool pool_allocator, std::int64_t rank) {
     Prediction p;
     if (source == kSourceRuntime) {
         // The runtime's own prediction function, so --check and `preflight run` agree.
         runtime::RunOptions o;
         o.timeline = false;
         o.cudnn_attention = !own_attention_kernel;
+        o.allocator = pool_allocator ? "pool" : "arena";
         o.rank = rank;
         const runtime::Predicted r = runtime::predict(model, gpu, plan, o);
         p.memory = r.memory;
@@ -162,6 +164,11 @@ bool ran_own_attention_kernel(const json& measured) {
     return backend != measured.end() && backend->is_string() && backend->get<std::string>() == "kernel";
 }
 
+bool ran_pool_allocator(const json& measured) {
+    const auto a = measured.find("allocator");
+    return a == measured.end() || a->is_null() || (a->is_string() && a->get<std::string>() == "pool");
+}
+
 namespace {
 
 // GPU runs gate on the driver's figure: device used over the memory in use before the run's
@@ -221,7 +228,7 @@ RunCheck check_report(const json& r, const std::string& id, const Tolerances& to
     if (rank < 0 || rank >= plan.gpus())
         throw InputError(subject, "parallel.rank " + std::to_string(rank) + " is outside the plan's " +
                                       std::to_string(plan.gpus()) + " ranks");
-    const Prediction p = predict(model, gpu, plan, rc.source, ran_own_attention_kernel(m), rank);
+    const Prediction p = predict(model, gpu, plan, rc.source, ran_own_attention_kernel(m), ran_pool_allocator(m), rank);
 
     if (rc.status == "allocation-failed") {
         judge_out_of_memory(rc, r, gpu, static_cast<double>(p.memory.peak_bytes));

@@ -1,5 +1,5 @@
 // The driver's view of a device run (baseline-subtracted device-used peak, the samples at
-// the predicted peak op and after the first step, the pool's high-water marks, NVML), the
+// the predicted peak op and after the first step, the arena or the pool's high-water marks, NVML), the
 // debug-sync mode on a good run, and cuDNN attention against the runtime's kernel over a
 // few steps. Label: gpu. Skips without a device.
 #include <gtest/gtest.h>
@@ -53,8 +53,18 @@ TEST(GpuDriverMemory, DeviceUsedPeakCoversTheTrackedPeakAndIsSampledAtThePeakOp)
     // Everything the run allocated is device memory the driver sees.
     EXPECT_GE(*d.used_peak_bytes, r.measured.tracked_peak_bytes);
     EXPECT_GE(*d.at_peak_op_bytes, r.measured.tracked_peak_bytes);
-    ASSERT_TRUE(d.pool_reserved_peak_bytes.has_value());
-    EXPECT_GT(*d.pool_reserved_peak_bytes, 0);  // the step's transient buffers came from the pool
+    // The default arena: one cudaMalloc of the planned size holds every buffer, so the driver's
+    // peak is the non-tensor memory measured before it plus the arena, up to the driver's
+    // 2 MiB pages and any library workspace taken later.
+    ASSERT_EQ(r.measured.allocator, "arena");
+    ASSERT_TRUE(r.measured.arena_bytes && r.measured.overhead_bytes);
+    EXPECT_GE(*r.measured.arena_bytes, r.measured.tracked_peak_bytes);
+    const std::int64_t beyond = *d.used_peak_bytes - *r.measured.overhead_bytes - *r.measured.arena_bytes;
+    std::printf("arena %lld B (live peak %lld B); driver peak - overhead - arena = %lld B\n",
+                static_cast<long long>(*r.measured.arena_bytes),
+                static_cast<long long>(r.measured.arena_live_peak_bytes.value_or(-1)), static_cast<long long>(beyond));
+    EXPECT_GE(beyond, 0);
+    EXPECT_LT(beyond, std::int64_t{16} << 20);
     ASSERT_TRUE(r.measured.device_used_peak_bytes.has_value());
     EXPECT_EQ(*r.measured.device_used_peak_bytes, *d.used_peak_bytes);
     if (d.baseline_source == "nvml-before-context") {
@@ -65,6 +75,29 @@ TEST(GpuDriverMemory, DeviceUsedPeakCoversTheTrackedPeakAndIsSampledAtThePeakOp)
                        build_program(small_llama(), plan(Precision::bf16_mixed))
                            .step[static_cast<std::size_t>(peak_step_op(build_program(small_llama(), plan(Precision::bf16_mixed))))]),
               d.peak_op);
+}
+
+// `--allocator pool`: the buffers come from the cudaMallocAsync pool (its high-water marks are
+// set), and the run computes what the arena run computes: only the addresses differ.
+TEST(GpuDriverMemory, ThePoolAllocatorTrainsLikeTheArena) {
+    PF_REQUIRE_GPU();
+    const GpuSpec gpu = preflight::test::catalog_gpu("h100-sxm-80gb");
+    RunOptions o;
+    o.steps = 3;
+    o.warmup = 0;
+    const RunReport arena = run_on_device(small_llama(), gpu, plan(Precision::bf16_mixed), o);
+    o.allocator = "pool";
+    const RunReport pool = run_on_device(small_llama(), gpu, plan(Precision::bf16_mixed), o);
+    ASSERT_EQ(arena.status, "ok") << (arena.failure ? arena.failure->message : "");
+    ASSERT_EQ(pool.status, "ok") << (pool.failure ? pool.failure->message : "");
+    EXPECT_EQ(pool.measured.allocator, "pool");
+    EXPECT_FALSE(pool.measured.arena_bytes.has_value());
+    ASSERT_TRUE(pool.measured.driver.pool_reserved_peak_bytes.has_value());
+    EXPECT_GT(*pool.measured.driver.pool_reserved_peak_bytes, 0);  // the step's transient buffers came from the pool
+    EXPECT_EQ(arena.measured.tracked_peak_bytes, pool.measured.tracked_peak_bytes);
+    ASSERT_EQ(arena.measured.losses.size(), pool.measured.losses.size());
+    for (std::size_t i = 0; i < pool.measured.losses.size(); ++i)
+        EXPECT_NEAR(arena.measured.losses[i], pool.measured.losses[i], 1e-3 * pool.measured.losses[i]) << i;
 }
 
 TEST(GpuDriverMemory, DebugSyncRunIsCleanAndSaysSo) {

@@ -105,8 +105,8 @@ nlohmann::json efficiency_to_json(const Efficiency& e);
 // `preflight calibrate` on the runtime's device runs (data/measurements/<gpu>/): its
 // step-time efficiency (a C++ program launching kernels has none of a Python framework's
 // host time), its non-tensor device memory (CUDA context + cuBLAS/cuDNN handles, measured by
-// the driver) and its memory pool's slack under full recompute. Absent: the GPU's generic
-// constants.
+// the driver) and, for runs with its pool allocator (`--allocator pool`), that pool's slack
+// under full recompute. Absent: the GPU's generic constants.
 struct RuntimeCalibration {
     Efficiency efficiency;
     std::int64_t overhead_bytes = 0;

@@ -64,9 +64,10 @@ struct FrameworkProfile {
     // beside the attention gradients.
     bool flash_bwd_workspace = false;
     // Memory the device pool keeps beyond the tensors under full recompute, as a fraction of
-    // one layer's full activations: the runtime's cudaMallocAsync pool re-maps about one
-    // re-materialised layer while backward frees and re-allocates it in another order
-    // (fitted: GpuSpec::runtime). Counted in `overhead` (non-tensor memory).
+    // one layer's full activations: the runtime's cudaMallocAsync pool (`preflight run
+    // --allocator pool`; its default arena keeps none) re-maps about one re-materialised layer
+    // while backward frees and re-allocates it in another order (fitted: GpuSpec::runtime).
+    // Counted in `overhead` (non-tensor memory).
     double full_recompute_pool_slack_fraction = 0;
     // Precision recipes the framework can run (empty: every one); the plan search tries no other.
     std::vector<Precision> precisions;

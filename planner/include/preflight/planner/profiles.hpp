@@ -80,10 +80,11 @@ void check_runtime_fp8(const ModelConfig& model, const Plan& plan);
 void check_runtime_pipeline(const Plan& plan);
 
 // The GPU as a profile sees it: for preflight-runtime, the spec's own constants for that runtime
-// (GpuSpec::runtime: step-time efficiency, non-tensor memory) replace the generic ones and
-// `profile` takes its pool slack; any other profile, or a spec without the block, unchanged.
-// `preflight run`, `memory` and `plan` all predict the runtime through this one function.
-GpuSpec gpu_for_profile(const GpuSpec& gpu, FrameworkProfile& profile);
+// (GpuSpec::runtime: step-time efficiency, non-tensor memory) replace the generic ones; any
+// other profile, or a spec without the block, unchanged. `preflight run`, `memory` and `plan` all
+// predict the runtime through this one function. The block's pool slack is not taken: the runtime
+// plans its memory as one arena (runtime::predict adds the slack for `--allocator pool` runs).
+GpuSpec gpu_for_profile(const GpuSpec& gpu, const FrameworkProfile& profile);
 
 // Profile of plain PyTorch training a Hugging Face transformers model on one GPU
 // ("pytorch"; validation/pytorch/train.py): torch.autocast over fp32 parameters for the

@@ -18,6 +18,10 @@ namespace preflight::runtime {
 using CategoryBytes = std::array<std::int64_t, kCategoryCount>;
 std::int64_t total(const CategoryBytes& b);
 
+// Which part of a step program a walk goes through (walk() tells the backend as it starts):
+// a planned arena replays each section's offsets. `other`: ops that are none of the three.
+enum class Section : std::uint8_t { setup, step, teardown, other };
+
 // Raw allocation. allocate() returns nullptr when the device is out of memory (and only
 // then: never falls back); any other failure (a sticky fault left by an earlier kernel,
 // a lost device) throws DeviceError, so it is never reported as "does not fit".
@@ -30,6 +34,8 @@ public:
     virtual std::int64_t free_device_bytes() { return -1; }
     // Bytes the backend has reserved from the device (a pool's reserved memory), or -1.
     virtual std::int64_t reserved_bytes() { return -1; }
+    // A walk over section `s` starts (a step starts over at its first allocation).
+    virtual void begin_section(Section /*s*/) {}
     virtual const char* name() const = 0;
 };
 
@@ -108,6 +114,7 @@ public:
     std::int64_t live_allocations() const { return static_cast<std::int64_t>(live_.size()); }
     AllocBackend& backend() { return backend_; }
     void set_phase(PhaseKind k) { phase_ = k; }
+    void begin_section(Section s) { backend_.begin_section(s); }
 
 private:
     // Books a successful allocation; true when it set a new peak.

@@ -70,6 +70,9 @@ struct Measured {
     std::string peak_where;
     std::optional<std::int64_t> overhead_bytes;     // cudaMemGetInfo delta over context + library set-up
     std::optional<std::int64_t> pool_peak_bytes;    // stream-ordered pool's used-memory high-water mark
+    std::string allocator;                          // "arena" | "pool" (RunOptions::allocator)
+    std::optional<std::int64_t> arena_bytes;        // the planned arena (arena.hpp; dry runs and arena runs)
+    std::optional<std::int64_t> arena_live_peak_bytes;  // its lower bound: most 256-byte slots' bytes alive at once
     std::optional<std::int64_t> device_used_peak_bytes;  // total - free, lowest free seen
     std::optional<double> step_time_s;              // median over measured steps
     std::vector<double> step_times_s;

@@ -49,6 +49,11 @@ struct RunOptions {
     std::string comm_backend = "emulated";
     std::optional<Rendezvous> rendezvous;
     int device = 0;  // the CUDA device this process runs on (a rendezvous' local rank)
+    // Device memory for the program's buffers: "arena" (default; arena.hpp: every offset
+    // planned before the run, one cudaMalloc of the planned size, no allocator slack) or "pool"
+    // (cudaMallocAsync from the device's default pool, as every run recorded before 2026-11-28:
+    // the pool keeps slack beyond the tensors, which the prediction then adds under full recompute).
+    std::string allocator = "arena";
 };
 
 // What one rank of a multi-rank run ends with (loopback and host runs).

@@ -82,6 +82,9 @@ struct CheckOptions {
 // measured.attention_backend "kernel"; null in dry runs): its step time is predicted with the
 // attention on the FP32 units (ThroughputOptions::attention_on_fp32_units).
 bool ran_own_attention_kernel(const nlohmann::json& measured);
+// Whether a runtime report's buffers came from the cudaMallocAsync pool (measured.allocator
+// "pool", or no "allocator" at all: every run recorded before the planned arena), not the arena.
+bool ran_pool_allocator(const nlohmann::json& measured);
 
 // True for a JSON document that is a run report (`preflight run` or train.py).
 bool is_run_report(const nlohmann::json& j);

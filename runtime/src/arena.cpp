@@ -1,0 +1,192 @@
+#include "preflight/runtime/arena.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+#include <set>
+#include <stdexcept>
+
+#include "preflight/runtime/walker.hpp"
+
+namespace preflight::runtime {
+
+namespace {
+
+std::int64_t round_to_slot(std::int64_t bytes) {
+    const std::int64_t b = std::max<std::int64_t>(bytes, 1);
+    return (b + kArenaAlignBytes - 1) / kArenaAlignBytes * kArenaAlignBytes;
+}
+
+const char* section_name(Section s) {
+    switch (s) {
+        case Section::setup: return "set-up";
+        case Section::step: return "step";
+        case Section::teardown: return "teardown";
+        case Section::other: break;
+    }
+    return "other";
+}
+
+// Records every allocation's rounded size, its lifetime on one event clock (an allocation or a
+// release is one tick) and its place in its section.
+class TraceBackend final : public AllocBackend {
+public:
+    std::vector<Lifetime> lifetimes;
+    std::vector<std::pair<Section, std::size_t>> place;  // section, index inside it
+    std::array<std::size_t, 3> per_section{};
+
+    void begin_section(Section s) override {
+        if (s == Section::other) throw std::logic_error("an arena plan covers set-up, step and teardown only");
+        section_ = s;
+    }
+    void* allocate(std::int64_t bytes) override {
+        const std::size_t id = lifetimes.size();
+        lifetimes.push_back({round_to_slot(bytes), clock_++, -1});
+        place.emplace_back(section_, per_section[static_cast<std::size_t>(section_)]++);
+        void* p = reinterpret_cast<void*>(static_cast<std::uintptr_t>(id + 1) * kArenaAlignBytes);  // distinct, never null
+        live_.emplace(p, id);
+        return p;
+    }
+    void release(void* p) override {
+        auto it = live_.find(p);
+        if (it == live_.end()) return;
+        lifetimes[it->second].end = clock_++;
+        live_.erase(it);
+    }
+    const char* name() const override { return "arena trace"; }
+    std::set<std::size_t> live_ids() const {
+        std::set<std::size_t> s;
+        for (const auto& [p, id] : live_) s.insert(id);
+        return s;
+    }
+    std::int64_t now() const { return clock_; }
+
+private:
+    Section section_ = Section::setup;
+    std::int64_t clock_ = 0;
+    std::unordered_map<void*, std::size_t> live_;
+};
+
+// Most bytes alive at once (a sweep over the allocation and release ticks).
+std::int64_t live_peak(const std::vector<Lifetime>& v) {
+    std::vector<std::pair<std::int64_t, std::int64_t>> ticks;
+    ticks.reserve(2 * v.size());
+    for (const Lifetime& l : v) {
+        ticks.emplace_back(l.start, l.bytes);
+        ticks.emplace_back(l.end, -l.bytes);
+    }
+    std::sort(ticks.begin(), ticks.end());
+    std::int64_t now = 0, peak = 0;
+    for (const auto& [t, b] : ticks) {
+        now += b;
+        peak = std::max(peak, now);
+    }
+    return peak;
+}
+
+}  // namespace
+
+std::vector<std::int64_t> place_greedy_by_size(const std::vector<Lifetime>& v, std::int64_t* arena_bytes) {
+    const std::size_t n = v.size();
+    std::vector<std::int64_t> offset(n, 0);
+    std::vector<std::size_t> order(n);
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::stable_sort(order.begin(), order.end(), [&v](std::size_t a, std::size_t b) {
+        if (v[a].bytes != v[b].bytes) return v[a].bytes > v[b].bytes;
+        return v[a].end - v[a].start > v[b].end - v[b].start;
+    });
+    // The placed allocations by time bucket, so that placing one looks only at those alive
+    // near its lifetime (a long gradient accumulation has 1e5 allocations a step).
+    constexpr std::int64_t kBuckets = 4096;
+    std::int64_t t_end = 1;
+    for (const Lifetime& l : v) t_end = std::max(t_end, l.end);
+    const std::int64_t width = std::max<std::int64_t>(1, (t_end + kBuckets - 1) / kBuckets);
+    std::vector<std::vector<std::size_t>> bucket(static_cast<std::size_t>(t_end / width + 1));
+    std::vector<std::size_t> seen(n, std::numeric_limits<std::size_t>::max());
+    std::vector<std::pair<std::int64_t, std::int64_t>> busy;  // [begin, end) offsets alive beside it
+    std::int64_t top = 0;
+    for (std::size_t q = 0; q < n; ++q) {
+        const std::size_t i = order[q];
+        const Lifetime& x = v[i];
+        const auto b0 = static_cast<std::size_t>(x.start / width);
+        const auto b1 = static_cast<std::size_t>(std::max(x.start, x.end - 1) / width);
+        busy.clear();
+        for (std::size_t b = b0; b <= b1; ++b)
+            for (std::size_t j : bucket[b]) {
+                if (seen[j] == q) continue;
+                seen[j] = q;
+                if (v[j].start < x.end && x.start < v[j].end) busy.emplace_back(offset[j], offset[j] + v[j].bytes);
+            }
+        std::sort(busy.begin(), busy.end());
+        std::int64_t at = 0;  // first fit: the lowest gap that holds it
+        for (const auto& [lo, hi] : busy) {
+            if (lo >= at + x.bytes) break;
+            at = std::max(at, hi);
+        }
+        offset[i] = at;
+        top = std::max(top, at + x.bytes);
+        for (std::size_t b = b0; b <= b1; ++b) bucket[b].push_back(i);
+    }
+    if (arena_bytes) *arena_bytes = top;
+    return offset;
+}
+
+ArenaPlan plan_arena(const Program& program) {
+    TraceBackend trace;
+    TrackingAllocator alloc(trace);
+    BufferTable table;
+    walk(program, program.setup, alloc, table, nullptr, "set-up");
+    const std::set<std::size_t> before_step = trace.live_ids();
+    walk(program, program.step, alloc, table, nullptr, "step", 1);
+    if (trace.live_ids() != before_step)
+        throw std::logic_error("the step program ends a step with other buffers alive than it started with: one step's "
+                               "arena plan would not serve the next");
+    walk(program, program.teardown, alloc, table, nullptr, "teardown");
+    for (Lifetime& l : trace.lifetimes)
+        if (l.end < 0) l.end = trace.now();  // never released: held to the end
+
+    ArenaPlan plan;
+    const std::vector<std::int64_t> offset = place_greedy_by_size(trace.lifetimes, &plan.arena_bytes);
+    for (std::size_t s = 0; s < plan.slots.size(); ++s) plan.slots[s].resize(trace.per_section[s]);
+    for (std::size_t i = 0; i < trace.lifetimes.size(); ++i) {
+        const auto& [section, index] = trace.place[i];
+        plan.slots[static_cast<std::size_t>(section)][index] = {offset[i], trace.lifetimes[i].bytes};
+    }
+    plan.live_peak_bytes = live_peak(trace.lifetimes);
+    plan.allocations = static_cast<std::int64_t>(trace.lifetimes.size());
+    return plan;
+}
+
+ArenaBackend::ArenaBackend(const ArenaPlan& plan, void* base, std::int64_t capacity_bytes)
+    : plan_(plan), base_(static_cast<char*>(base)), capacity_(capacity_bytes) {}
+
+void ArenaBackend::begin_section(Section s) {
+    section_ = s;
+    next_ = 0;
+}
+
+void* ArenaBackend::allocate(std::int64_t bytes) {
+    if (section_ == Section::other) throw std::logic_error("an arena serves a step program's set-up, step and teardown only");
+    const std::vector<ArenaSlot>& slots = plan_.slots[static_cast<std::size_t>(section_)];
+    const auto fail = [&](const std::string& why) {
+        return std::logic_error(std::string("arena plan, ") + section_name(section_) + " allocation " +
+                                std::to_string(next_ + 1) + ": " + why);
+    };
+    if (next_ >= slots.size()) throw fail("the plan has only " + std::to_string(slots.size()) + " allocations there");
+    const ArenaSlot& slot = slots[next_];
+    if (round_to_slot(bytes) != slot.bytes)
+        throw fail("the run asks for " + std::to_string(bytes) + " bytes, the plan holds " + std::to_string(slot.bytes));
+    if (slot.offset_bytes + slot.bytes > capacity_) {  // past what the device gave: out of memory
+        ++next_;
+        return nullptr;
+    }
+    void* p = base_ + slot.offset_bytes;
+    if (!live_.emplace(p, slot.bytes).second) throw fail("its slot is still in use");
+    ++next_;
+    high_ = std::max(high_, slot.offset_bytes + slot.bytes);
+    return p;
+}
+
+void ArenaBackend::release(void* ptr) { live_.erase(ptr); }
+
+}  // namespace preflight::runtime
