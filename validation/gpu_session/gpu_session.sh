@@ -448,9 +448,10 @@ do_fp8() {  # fp8 / bf16 pairs of gpu_session_fp8_configs.json, each pair back t
     ensure_built cli-only || { note "fp8: no preflight binary"; return 1; }
     local pre=$build/cli/preflight fdir=$mdir/fp8 lines
     mkdir -p "$fdir"
-    lines=$(python3 -c "import json,sys; [print(c['id'], c['model'], c['seq'], c['mbs'], c['grad_acc'], c['recompute'], c['attention']) for c in json.load(open(sys.argv[1]))['configs']]" "$fp8_configs")
-    local id model seq mbs ga rc attn pr
-    while read -r id model seq mbs ga rc attn; do
+    # A config with "dp" runs one rank of that plan alone (--emulate-rank), its ZeRO stage "zero".
+    lines=$(python3 -c "import json,sys; [print(c['id'], c['model'], c['seq'], c['mbs'], c['grad_acc'], c['recompute'], c['attention'], ('--dp %d --zero %d --emulate-rank %d' % (c['dp'], c.get('zero', 0), c.get('rank', 0))) if c.get('dp', 1) > 1 else '') for c in json.load(open(sys.argv[1]))['configs']]" "$fp8_configs")
+    local id model seq mbs ga rc attn extra pr
+    while read -r id model seq mbs ga rc attn extra; do
         for pr in bf16-mixed fp8-mixed; do
             local rid="${id}_$pr"
             if [[ ${PREFLIGHT_REMEASURE:-0} != 1 ]] && python3 -c "import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if r.get('status') == 'ok' else 1)" "$fdir/$rid.json" 2>/dev/null; then
@@ -459,7 +460,7 @@ do_fp8() {  # fp8 / bf16 pairs of gpu_session_fp8_configs.json, each pair back t
             (( $(left) > 90 )) || { note "$rid: SKIPPED (budget: $(left)s left)"; continue; }
             evidence_run "$fdir/$rid.log" "$(left)" "$pre" run --model "$model" --gpu "$gpu" --seq "$seq" --mbs "$mbs" \
                 --grad-acc "$ga" --recompute "$rc" --attention "$attn" --precision "$pr" --steps "$steps" --warmup "$warmup" \
-                --op-times --report "$fdir/$rid.json"
+                $extra --op-times --report "$fdir/$rid.json"
             note "$rid: exit $? ($(python3 validation/gpu_session/gpu_session_summary.py --one "$fdir/$rid.json" 2>/dev/null))"
             pack
         done
