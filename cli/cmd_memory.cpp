@@ -56,7 +56,9 @@ void print_reserved(const MemoryReport& r) {
                   << (r.allocator_flush      ? ", the allocator's flush"
                       : r.host_pace_expected ? ", expected from the layout"
                                              : ", --host-pace")
-                  << wait_odds(r) << "), rounded up to 2 MiB segments\n";
+                  << wait_odds(r)
+                  << (r.unsure_pace_mix ? "; unsure, so both paces' pools weighted by those odds" : "")
+                  << "), rounded up to 2 MiB segments\n";
     if (r.allocator_flush && r.reserved_running_ahead_bytes)
         std::cout << "  allocator flush:     running ahead, the pool would reach "
                   << format_bytes(*r.reserved_running_ahead_bytes)

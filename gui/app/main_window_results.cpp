@@ -85,6 +85,9 @@ void MainWindow::showVerdict(const MemoryReport& r) {
                                                   ? QStringLiteral(" (a wait %1 % likely)")
                                                         .arg(100.0 * *r.host_wait_probability, 0, 'f', 0)
                                                   : QString()) +
+                                             (r.unsure_pace_mix ? QStringLiteral(" (unsure: the point pool weighs both "
+                                                                                 "paces' pools by those odds)")
+                                                                : QString()) +
                                              (r.allocator_flush ? QStringLiteral(" (running ahead, the pool would "
                                                                                  "outgrow the device: the allocator "
                                                                                  "frees its cache and the host waits)")

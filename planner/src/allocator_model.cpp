@@ -40,6 +40,11 @@ double host_wait_logit(const HostPaceModel& m, const std::array<double, kHostPac
            m.per_log2_tp_nodes_single_stage * x[3];
 }
 
+std::int64_t mix_unsure_pace(std::int64_t running_ahead_bytes, std::int64_t waiting_bytes, double wait_probability) {
+    const double p = std::clamp(wait_probability, 0.0, 1.0);
+    return std::llround((1.0 - p) * static_cast<double>(running_ahead_bytes) + p * static_cast<double>(waiting_bytes));
+}
+
 AllocatorConstants range_low_constants(const AllocatorConstants& c) {
     AllocatorConstants low = c;
     low.activation_fragmentation = low.loss_stage_fragmentation = low.pipeline_runahead_fragmentation = 0;

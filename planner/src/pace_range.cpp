@@ -18,6 +18,36 @@ std::string_view memory_verdict(const MemoryReport& r) {
     return r.fits ? "fits" : "does-not-fit";
 }
 
+namespace {
+
+// An unsure pace (allocator_model.hpp unsure_pace_band): r's reserved figures become its pace's and
+// `other`'s (the other pace, the same constants) weighted by the wait probability, and its point
+// need follows; a running-ahead need at the top of the range (`top_need`, 0 for none) stays
+// where it is higher.
+void mix_in_other_pace(MemoryReport& r, const MemoryReport& other, std::int64_t top_need) {
+    const double p = *r.host_wait_probability;
+    const bool ahead = r.host_pace == HostPace::runs_ahead;
+    const auto mix = [&](std::int64_t mine, std::int64_t theirs) {
+        return ahead ? mix_unsure_pace(mine, theirs, p) : mix_unsure_pace(theirs, mine, p);
+    };
+    r.peak_reserved_bytes = mix(r.peak_reserved_bytes, other.peak_reserved_bytes);
+    for (std::size_t i = 0; i < r.stage_reserved_bytes.size() && i < other.stage_reserved_bytes.size(); ++i)
+        r.stage_reserved_bytes[i] = mix(r.stage_reserved_bytes[i], other.stage_reserved_bytes[i]);
+    ReservedExtra& e = r.reserved_extra;
+    const ReservedExtra& o = other.reserved_extra;
+    e.activation_fragmentation_bytes = mix(e.activation_fragmentation_bytes, o.activation_fragmentation_bytes);
+    e.loss_stage_bytes = mix(e.loss_stage_bytes, o.loss_stage_bytes);
+    e.pipeline_runahead_bytes = mix(e.pipeline_runahead_bytes, o.pipeline_runahead_bytes);
+    e.constant_bytes = mix(e.constant_bytes, o.constant_bytes);
+    const std::int64_t point = r.peak_reserved_bytes + r.non_pytorch_bytes + r.verdict_margin_bytes;
+    r.device_peak_bytes = std::max(point, top_need);
+    r.need_at_range_top = top_need > point;
+    r.fits = r.device_peak_bytes <= r.capacity_bytes;
+    r.unsure_pace_mix = true;
+}
+
+}  // namespace
+
 void set_pace_range(MemoryReport& r, const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
                     MemoryOptions options) {
     const AllocatorConstants c = options.profile.allocator;
@@ -33,8 +63,10 @@ void set_pace_range(MemoryReport& r, const ModelConfig& model, const GpuSpec& gp
     options.host_pace = HostPace::runs_ahead;
     options.profile.allocator = range_high_constants(c);
     const MemoryReport high = evaluate_memory(model, gpu, plan, options);
+    std::int64_t top_need = 0;  // a running-ahead host's need at the top of the range
     if (r.host_pace == HostPace::runs_ahead) {  // expected or given: the need at the top of the range
         const std::int64_t top = range_top_need_bytes(high.peak_reserved_bytes, high.non_pytorch_bytes);
+        top_need = top;
         if (top > r.device_peak_bytes) {
             r.device_peak_bytes = top;
             r.need_at_range_top = true;
@@ -55,6 +87,13 @@ void set_pace_range(MemoryReport& r, const ModelConfig& model, const GpuSpec& gp
         waits.need_at_range_top = r.need_at_range_top;
         waits.fits = r.fits;
         r = std::move(waits);
+    }
+    if (r.host_pace_expected && !r.allocator_flush && r.host_wait_probability &&
+        unsure_pace(*r.host_wait_probability, c.unsure_pace_band)) {
+        options.profile.allocator = c;
+        options.timeline = false;
+        options.host_pace = r.host_pace == HostPace::runs_ahead ? HostPace::waits_each_micro_batch : HostPace::runs_ahead;
+        mix_in_other_pace(r, evaluate_memory(model, gpu, plan, options), top_need);
     }
     // The point (r, at the expected or given pace) lies inside: an upper-envelope term below its
     // median fit (a quantile fit need not order every coefficient) never pulls the top under it.

@@ -91,6 +91,9 @@ json memory_to_json(const MemoryReport& r) {
            // running-ahead need), else null.
            {"reserved_running_ahead_bytes",
             r.reserved_running_ahead_bytes ? json(*r.reserved_running_ahead_bytes) : json(nullptr)},
+           // The pace is expected and unsure: the reserved figures and the point need are both paces'
+           // weighted by host_wait_probability (allocator_model.hpp unsure_pace_band).
+           {"unsure_pace_mix", r.unsure_pace_mix},
            // fits | may-not-fit | does-not-fit, by the range below where there is one (memory_verdict).
            {"verdict", memory_verdict(r)},
            // [waits, runs-ahead] device need and reserved pool (pace-dependent allocator models), else null.

@@ -760,6 +760,53 @@ TEST(AllocatorModel, NanotronReportsTheRangeBetweenThePaces) {
     EXPECT_EQ(memory_verdict(d), d.fits ? "fits" : "does-not-fit");
 }
 
+// An unsure pace (allocator_model.hpp unsure_pace_band, 0.15 in the nanotron fit): the pools of
+// the two paces weighted by the wait probability. By hand: 10 GiB running ahead, 6 GiB waiting, a
+// wait 25 % likely: 0.75 x 10 + 0.25 x 6 = 9 GiB. Llama-3-8B at tp 8 on 32 nodes: the host-pace
+// model's logit is -5.93860 + 1.11862 x log2(32) = -0.3455, a wait 1 / (1 + e^0.3455) = 41.4 %
+// likely, inside [0.15, 0.85]: runs ahead, its point pool 0.586 x running ahead + 0.414 x waiting.
+TEST(AllocatorModel, AnUnsurePaceMixesBothPacesPools) {
+    constexpr std::int64_t GiB = std::int64_t{1} << 30;
+    EXPECT_EQ(mix_unsure_pace(10 * GiB, 6 * GiB, 0.25), 9 * GiB);
+    EXPECT_TRUE(unsure_pace(0.15, 0.15));
+    EXPECT_TRUE(unsure_pace(0.85, 0.15));
+    EXPECT_FALSE(unsure_pace(0.149, 0.15));
+    EXPECT_FALSE(unsure_pace(0.5, 0.5));  // a band of 0.5: never
+    const ModelConfig m = test::catalog_model("llama-3-8b");
+    const GpuSpec gpu = test::catalog_gpu("h100-sxm-80gb");
+    MemoryOptions o;
+    o.profile = *profile_by_name("nanotron");
+    ASSERT_DOUBLE_EQ(o.profile.allocator.unsure_pace_band, 0.15);
+    Plan p;
+    p.seq = 4096;
+    p.tp = 8;
+    p.sp = true;
+    p.dp = 32;
+    p.zero = zero_optimizer_states;
+    p.precision = Precision::bf16_mixed_fp32_grads;
+    const MemoryReport r = evaluate_memory(m, gpu, p, o);
+    ASSERT_TRUE(r.host_wait_probability);
+    const double wait = 1.0 / (1.0 + std::exp(5.93860 - 1.11862 * 5));
+    EXPECT_NEAR(*r.host_wait_probability, wait, 1e-4);
+    EXPECT_EQ(r.host_pace, HostPace::runs_ahead);
+    EXPECT_TRUE(r.unsure_pace_mix);
+    MemoryOptions stated = o;
+    stated.host_pace = HostPace::runs_ahead;
+    const MemoryReport ahead = evaluate_memory(m, gpu, p, stated);
+    stated.host_pace = HostPace::waits_each_micro_batch;
+    const MemoryReport waits = evaluate_memory(m, gpu, p, stated);
+    EXPECT_FALSE(ahead.unsure_pace_mix);  // a stated pace is taken as stated
+    EXPECT_GT(ahead.peak_reserved_bytes, waits.peak_reserved_bytes + 512 * (GiB >> 10));  // the loss-stage reserve
+    const double p_wait = *r.host_wait_probability;
+    EXPECT_EQ(r.peak_reserved_bytes, std::llround((1 - p_wait) * static_cast<double>(ahead.peak_reserved_bytes) +
+                                                  p_wait * static_cast<double>(waits.peak_reserved_bytes)));
+    EXPECT_GE(r.device_peak_bytes, r.peak_reserved_bytes + r.non_pytorch_bytes + r.verdict_margin_bytes);
+    EXPECT_LE(*r.reserved_low_bytes, r.peak_reserved_bytes);  // the point stays inside the range
+    EXPECT_GE(*r.reserved_high_bytes, r.peak_reserved_bytes);
+    EXPECT_TRUE(memory_to_json(r).at("unsure_pace_mix").get<bool>());
+    EXPECT_FALSE(memory_to_json(ahead).at("unsure_pace_mix").get<bool>());
+}
+
 // pool_outgrows_device: the top of the range plus the memory outside PyTorch over the capacity.
 // A plan expected to run ahead whose pool would outgrow the device is given at the waiting pace
 // (the allocator frees its cache and the host waits), its device need and verdict at the

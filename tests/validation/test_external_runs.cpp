@@ -293,9 +293,39 @@ TEST(ExternalMemory, APoolThatOutgrowsTheDeviceIsPredictedAsThePlannerGivesIt) {
     EXPECT_TRUE(r.allocator_flush);
     EXPECT_EQ(r.peak_reserved_bytes, p.measured_rank_reserved_bytes);
     EXPECT_EQ(r.device_peak_bytes, p.device_need_bytes);
-    // A pace read off the job (the training label, or a user's --host-pace) is taken as given.
-    EXPECT_EQ(predict_memory_at_expected_pace(waits, gpu, c).device_need_bytes,
+    // A pace read off the job (the training label, or a user's --host-pace) is taken as given: no
+    // flush, and no mix of an unsure pace.
+    EXPECT_EQ(predict_memory_at_given_pace(waits, gpu, c).device_need_bytes,
               predict_memory(waits, gpu, c).device_need_bytes);
+}
+
+// An unsure expected pace mixes both paces' pools in the check as in the planner: every sweep job
+// with one pipeline stage whose wait probability lies in the committed band gets the planner's
+// point pool and device need.
+TEST(ExternalMemory, AnUnsurePaceIsMixedAsThePlannerMixesIt) {
+    const ExternalDataset d = read_external_dataset(test::data_dir() / "measurements" / "external" / "nanotron-h100");
+    const GpuSpec gpu = test::catalog_gpu("h100-sxm-80gb");
+    const AllocatorConstants c = nanotron_allocator_constants();
+    MemoryOptions o;
+    o.profile = *profile_by_name("nanotron");
+    int mixed = 0;
+    for (const ExternalRun& run : d.runs) {
+        if (run.plan.pp != 1 || run.outcome != RunOutcome::ok || mixed >= 8) continue;
+        const std::optional<double> wait = host_wait_probability(run.model, gpu, run.plan, o.profile);
+        if (!wait || !unsure_pace(*wait, c.unsure_pace_band)) continue;
+        const MemoryReport r = evaluate_memory(run.model, gpu, run.plan, o);
+        if (r.allocator_flush) continue;
+        ExternalRun expected = run;
+        expected.host_pace = r.host_pace;
+        const MemoryPrediction p = predict_memory_at_expected_pace(expected, gpu, c);
+        ASSERT_TRUE(p.modelled) << run.id;
+        EXPECT_TRUE(r.unsure_pace_mix) << run.id;
+        EXPECT_EQ(p.measured_rank_reserved_bytes, r.peak_reserved_bytes) << run.id;
+        EXPECT_EQ(p.device_need_bytes, r.device_peak_bytes) << run.id;
+        EXPECT_EQ(p.fits, r.fits) << run.id;
+        ++mixed;
+    }
+    EXPECT_EQ(mixed, 8);
 }
 
 // A host that runs ahead fits only if it fits at the top of its range (allocator_model.hpp

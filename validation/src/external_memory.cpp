@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "preflight/planner/error.hpp"
@@ -74,25 +75,58 @@ namespace {
 // predict_memory as the planner reports it (pace_range.cpp set_pace_range): a host that runs ahead
 // is judged at the top of its range too; at an expected pace, a pool whose top outgrows the device
 // is given at the waiting pace.
+// An expected pace the host-pace model is unsure of (allocator_model.hpp unsure_pace_band), as
+// pace_range.cpp mixes it: both paces' pools weighted by the wait probability, the point need
+// from them, a running-ahead need at the top of the range kept where it is higher.
+void mix_unsure_pace_point(MemoryPrediction& p, const ExternalRun& run, const GpuSpec& gpu, const AllocatorConstants& c) {
+    if (c.unsure_pace_band >= 0.5) return;
+    FrameworkProfile nanotron = *profile_by_name("nanotron");
+    nanotron.allocator = c;
+    std::optional<double> wait;
+    try {
+        wait = host_wait_probability(run.model, gpu, run.plan, nanotron);
+    } catch (const InputError&) {
+    }
+    if (!wait || !unsure_pace(*wait, c.unsure_pace_band)) return;
+    ExternalRun other = run;
+    const bool ahead = run.host_pace == HostPace::runs_ahead;
+    other.host_pace = ahead ? HostPace::waits_each_micro_batch : HostPace::runs_ahead;
+    const MemoryPrediction o = predict_memory(other, gpu, c);
+    if (!o.modelled) return;
+    const auto mix = [&](std::int64_t mine, std::int64_t theirs) {
+        return ahead ? mix_unsure_pace(mine, theirs, *wait) : mix_unsure_pace(theirs, mine, *wait);
+    };
+    p.measured_rank_reserved_bytes = mix(p.measured_rank_reserved_bytes, o.measured_rank_reserved_bytes);
+    p.reserved_peak_bytes = mix(p.reserved_peak_bytes, o.reserved_peak_bytes);
+    p.point_need_bytes = p.reserved_peak_bytes + non_pytorch_bytes(c, gpu) + std::max<std::int64_t>(0, c.verdict_margin_bytes);
+    p.device_need_bytes = std::max(p.point_need_bytes, p.range_top_need_bytes);
+    p.fits = p.device_need_bytes <= gpu.memory_bytes;
+}
+
 MemoryPrediction predict_memory_as_planner(const ExternalRun& run, const GpuSpec& gpu, const AllocatorConstants& c,
                                            bool pace_expected) {
     MemoryPrediction p = predict_memory(run, gpu, c);
-    if (!p.modelled || run.host_pace != HostPace::runs_ahead) return p;
-    AllocatorConstants top = range_high_constants(c);
-    top.verdict_margin_bytes = 0;
-    const MemoryPrediction high = predict_memory(run, gpu, top);
-    if (!high.modelled) return p;
-    p.range_top_need_bytes = range_top_need_bytes(high.reserved_peak_bytes, non_pytorch_bytes(c, gpu));
-    p.device_need_bytes = std::max(p.device_need_bytes, p.range_top_need_bytes);
-    p.fits = p.device_need_bytes <= gpu.memory_bytes;
-    if (!pace_expected || !pool_outgrows_device(high.reserved_peak_bytes, non_pytorch_bytes(c, gpu), gpu.memory_bytes))
-        return p;
-    ExternalRun waiting = run;
-    waiting.host_pace = HostPace::waits_each_micro_batch;
-    const MemoryPrediction w = predict_memory(waiting, gpu, c);
-    p.measured_rank_reserved_bytes = w.measured_rank_reserved_bytes;
-    p.reserved_peak_bytes = w.reserved_peak_bytes;
-    return p;  // device_need_bytes and fits: the running-ahead need
+    if (!p.modelled) return p;
+    if (run.host_pace == HostPace::runs_ahead) {
+        AllocatorConstants top = range_high_constants(c);
+        top.verdict_margin_bytes = 0;
+        const MemoryPrediction high = predict_memory(run, gpu, top);
+        if (high.modelled) {
+            p.range_top_need_bytes = range_top_need_bytes(high.reserved_peak_bytes, non_pytorch_bytes(c, gpu));
+            p.device_need_bytes = std::max(p.device_need_bytes, p.range_top_need_bytes);
+            p.fits = p.device_need_bytes <= gpu.memory_bytes;
+            if (pace_expected && pool_outgrows_device(high.reserved_peak_bytes, non_pytorch_bytes(c, gpu), gpu.memory_bytes)) {
+                ExternalRun waiting = run;
+                waiting.host_pace = HostPace::waits_each_micro_batch;
+                const MemoryPrediction w = predict_memory(waiting, gpu, c);
+                p.measured_rank_reserved_bytes = w.measured_rank_reserved_bytes;
+                p.reserved_peak_bytes = w.reserved_peak_bytes;
+                return p;  // device_need_bytes and fits: the running-ahead need
+            }
+        }
+    }
+    if (pace_expected) mix_unsure_pace_point(p, run, gpu, c);
+    return p;
 }
 
 }  // namespace
@@ -219,7 +253,36 @@ std::vector<HostPace> expected_paces(const std::vector<ExternalRun>& runs, const
     return out;
 }
 
-// Step 3 of fit_memory_constants: the margin (64 MiB steps, 0..24 GiB) on top of the most loaded
+// Step 3 of fit_memory_constants: the unsure band (allocator_model.hpp unsure_pace_band), in 0.05
+// steps from 0.5 (no mix) down to 0, whose mixed point pools at the expected pace give the training
+// ok jobs the least 95th-percentile absolute relative error: the tail that the median fit of the
+// reserve terms leaves (a narrower band only when it is strictly better). The mix trades some of
+// the median for it (data set README, "An unsure pace").
+double fit_unsure_pace_band(const std::vector<ExternalRun>& runs, const std::vector<std::size_t>& ok,
+                            const GpuSpec& gpu, AllocatorConstants c) {
+    const std::vector<HostPace> expected = expected_paces(runs, gpu, c);
+    double best_band = 0.5, best_p95 = 1e300;
+    for (int step = 10; step >= 0; --step) {
+        c.unsure_pace_band = 0.05 * step;
+        std::vector<double> errors;
+        for (std::size_t i : ok) {
+            ExternalRun as_given = runs[i];
+            as_given.host_pace = expected[i];
+            const MemoryPrediction p = predict_memory_at_expected_pace(as_given, gpu, c);
+            if (!p.modelled) continue;
+            const double m = static_cast<double>(*runs[i].peak_reserved_bytes);
+            errors.push_back(std::fabs(static_cast<double>(p.measured_rank_reserved_bytes) - m) / m);
+        }
+        const double p95 = errors.empty() ? 1e300 : percentile(errors, 0.95);
+        if (p95 < best_p95 - 1e-12) {
+            best_p95 = p95;
+            best_band = c.unsure_pace_band;
+        }
+    }
+    return best_band;
+}
+
+// Step 4 of fit_memory_constants: the margin (64 MiB steps, 0..24 GiB) on top of the most loaded
 // stage's reserved peak + the memory outside PyTorch that gets the most fit/OOM verdicts right with
 // at most max_fit_but_oom of the predicted-fit jobs dying OOM; a job expected to run ahead fits only
 // if it also fits at the top of its range, as the planner judges it (range_top_need_bytes).
@@ -291,7 +354,9 @@ AllocatorConstants fit_memory_constants(const std::vector<ExternalRun>& runs, co
     // 2. The pace a user is told to expect, from the layout, on the paces the training jobs' step
     //    times show.
     c.pace = fit_host_pace_model(runs, train, gpu);
-    // 3. The verdict margin beyond the modelled reserved peak and the memory outside the pool,
+    // 3. Where that model is unsure, the point pool mixes both paces' (unsure_pace_band).
+    c.unsure_pace_band = fit_unsure_pace_band(runs, ok, gpu, c);
+    // 4. The verdict margin beyond the modelled reserved peak and the memory outside the pool,
     //    judged at that expected pace.
     c.verdict_margin_bytes = fit_verdict_margin(runs, train, gpu, c, max_fit_but_oom);
     char buf[256];
@@ -447,6 +512,7 @@ nlohmann::json constants_to_json(const AllocatorConstants& c) {
             // placeholder, not a byte count: null in JSON.
             {"non_pytorch_bytes", c.non_pytorch_bytes >= 0 ? nlohmann::json(c.non_pytorch_bytes) : nlohmann::json(nullptr)},
             {"verdict_margin_bytes", c.verdict_margin_bytes},
+            {"unsure_pace_band", c.unsure_pace_band},
             {"upper_envelope",
              {{"quantile", kRangeUpperQuantile},
               {"activation_fragmentation", c.upper_activation_fragmentation},

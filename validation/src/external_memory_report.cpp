@@ -50,7 +50,12 @@ std::string fitted_constants_sentence(const MemoryCrossValidation& cv) {
       << cv.fitted_on_all.pace.intercept << " + " << cv.fitted_on_all.pace.per_log2_nodes << " log2(nodes) + "
       << cv.fitted_on_all.pace.per_log2_tp_nodes_in_pipeline << " log2(nodes a tp group spans, with pp > 1) "
       << (cv.fitted_on_all.pace.per_log2_tp_nodes_single_stage < 0 ? "- " : "+ ")
-      << std::fabs(cv.fitted_on_all.pace.per_log2_tp_nodes_single_stage) << " log2(the same, with pp = 1) > 0.";
+      << std::fabs(cv.fitted_on_all.pace.per_log2_tp_nodes_single_stage) << " log2(the same, with pp = 1) > 0";
+    if (cv.fitted_on_all.unsure_pace_band < 0.5)
+        o << "; unsure where it gives a wait " << 100 * cv.fitted_on_all.unsure_pace_band << "-"
+          << 100 * (1 - cv.fitted_on_all.unsure_pace_band)
+          << " % likely: there the point pool is both paces' weighted by those odds";
+    o << ".";
     return o.str();
 }
 }  // namespace

@@ -4,7 +4,8 @@
 // refitted 2026-11-25, when the H100 spec's capacity became cudaMemGetInfo's total, 0.47 GiB less,
 // and 2026-11-27, when the expected host pace came from the host-pace model fitted beside it,
 // and again when that model gained the single-stage tp-across-nodes input, and 2026-11-28, when a
-// host that runs ahead came to be judged at the top of its range as well;
+// host that runs ahead came to be judged at the top of its range as well, and again that day when an
+// unsure pace came to mix both paces' pools;
 // all refitted 2026-11-25 after the ZeRO-1 gather gained its flat input copy and the
 // compute-cost split closed at a tie, as the sweep measures). The same fit's
 // held-out figures under 5-fold cross-validation by configuration are in that data set's README;
@@ -35,13 +36,17 @@ AllocatorConstants nanotron_allocator_constants() {
     c.pace.per_log2_nodes = 1.11862;
     c.pace.per_log2_tp_nodes_in_pipeline = 1.24171;
     c.pace.per_log2_tp_nodes_single_stage = -0.572448;
+    // Where that model gives a wait 15-85 % likely, the point pool is both paces' weighted by it
+    // (allocator_model.hpp unsure_pace_band; fitted to the training jobs' 95th-percentile error).
+    c.unsure_pace_band = 0.15;
     c.provenance =
         "fitted on the nanotron H100 sweep (1,622 jobs; 833 ok jobs for the reserved peak, 1,424 ok/oom jobs for "
         "the verdict margin; each job's host pace read off its step time), 2026-11-24; verdict margin refitted 2026-11-25; "
         "all refitted 2026-11-25 after the ZeRO-1 gather gained its flat input copy and the split closed at a tie; "
         "host-pace model and the range's upper envelope fitted, verdict margin refitted at the expected pace, 2026-11-27; "
         "host-pace model given the single-stage tp-across-nodes input and the margin refitted, 2026-11-27; "
-        "verdict margin refitted with a running-ahead plan judged at the top of its range too, 2026-11-28";
+        "verdict margin refitted with a running-ahead plan judged at the top of its range too, 2026-11-28; "
+        "unsure-pace band fitted, the margin refitted with it (unchanged), 2026-11-28";
     return c;
 }
 

@@ -105,6 +105,14 @@ struct AllocatorConstants {
     std::int64_t verdict_margin_bytes = 0;
     // The pace expected_host_pace gives when no --host-pace is stated (unfitted: runs ahead).
     HostPaceModel pace;
+    // An unsure pace: when the pace is expected (not given) and the host-pace model's wait
+    // probability p lies in [unsure_pace_band, 1 - unsure_pace_band], the point pool is the two
+    // paces' pools weighted by it, p x waiting + (1 - p) x running ahead (mix_unsure_pace), the
+    // expected pool under the model, instead of the pool of the likelier pace alone. 0.5 or more:
+    // never. Fitted on the training jobs (the band in 0.05 steps whose mix gives their point pools
+    // the least mean absolute relative error); on the nanotron sweep a pool measured between the two
+    // paces' is common where the model is unsure (data set README, "An unsure pace").
+    double unsure_pace_band = 0.5;
     // The four reserve terms above at their upper envelope, for the top of the range only
     // (range_high_constants): fitted at the kRangeUpperQuantile of the training jobs' relative
     // residuals instead of their median. All zero: not fitted, the top uses the terms above.
@@ -155,6 +163,13 @@ std::int64_t reserved_pool_bytes(std::int64_t allocated_bytes, const ReservedExt
 // sweep, 14 of the 16 held-out ok jobs this applies to lie nearer that pool than the running-ahead
 // one, and 9 of them also show the wait in their step time (data set README, "The allocator's flush").
 bool pool_outgrows_device(std::int64_t high_reserved_bytes, std::int64_t non_pytorch_bytes, std::int64_t capacity_bytes);
+
+// Whether a wait probability counts as unsure under `band` (AllocatorConstants::unsure_pace_band).
+inline bool unsure_pace(double wait_probability, double band) {
+    return band < 0.5 && wait_probability >= band && wait_probability <= 1.0 - band;
+}
+// p x waiting + (1 - p) x running ahead, rounded to a byte: the point pool of an unsure pace.
+std::int64_t mix_unsure_pace(std::int64_t running_ahead_bytes, std::int64_t waiting_bytes, double wait_probability);
 
 // What the device must hold for a host that runs ahead, at the top of its range: the most loaded
 // stage's pool there (range_high_constants) plus the memory outside PyTorch. A running-ahead plan's

@@ -276,6 +276,11 @@ struct MemoryReport {
     // the running-ahead point pool. Unset otherwise.
     bool allocator_flush = false;
     std::optional<std::int64_t> reserved_running_ahead_bytes;
+    // The pace is expected and unsure (allocator_model.hpp unsure_pace_band): the reserved figures
+    // (peak_reserved_bytes, stage_reserved_bytes, reserved_extra) and the point need in
+    // device_peak_bytes are the two paces' weighted by host_wait_probability; host_pace stays the
+    // likelier one.
+    bool unsure_pace_mix = false;
     // The host runs ahead (expected or given) and its pool at the top of the range plus the memory
     // outside PyTorch exceeds the point need: device_peak_bytes and fits are that need
     // (allocator_model.hpp range_top_need_bytes).
