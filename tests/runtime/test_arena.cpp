@@ -150,11 +150,16 @@ TEST(ArenaPlan, RealProgramsReplayWithoutOverlapAtTheLivePeak) {
     }
 }
 
+// GPT-2 small's step program at seq 256 and `mbs`.
+Program gpt2_program(std::int64_t mbs) {
+    const ModelConfig m = test::catalog_model("gpt2");
+    return build_program(m, resolve_defaults(plan_of(256, mbs, 1, Recompute::none), m), 0);
+}
+
 // A device that gives less than the plan: the walk fails, out of memory, at the first
 // allocation whose slot ends past what it gave, and the failure names that request.
 TEST(ArenaPlan, ASmallerArenaFailsAtTheFirstSlotPastIt) {
-    const ModelConfig m = test::catalog_model("gpt2");
-    const Program prog = build_program(m, resolve_defaults(plan_of(256, 2, 1, Recompute::none), m), 0);
+    const Program prog = gpt2_program(2);
     const ArenaPlan plan = plan_arena(prog);
     const std::int64_t capacity = plan.arena_bytes - 1;
     const ArenaSlot* first_past = nullptr;
@@ -178,9 +183,7 @@ TEST(ArenaPlan, ASmallerArenaFailsAtTheFirstSlotPastIt) {
 // A run whose requests differ from the plan's (another plan's program) stops with an error
 // naming the arena plan, never an overlap.
 TEST(ArenaPlan, ARunThatDiffersFromThePlanStops) {
-    const ModelConfig m = test::catalog_model("gpt2");
-    const Program small = build_program(m, resolve_defaults(plan_of(256, 1, 1, Recompute::none), m), 0);
-    const Program large = build_program(m, resolve_defaults(plan_of(256, 2, 1, Recompute::none), m), 0);
+    const Program small = gpt2_program(1), large = gpt2_program(2);
     const ArenaPlan plan = plan_arena(small);
     ArenaBackend arena(plan, reinterpret_cast<void*>(std::uintptr_t{1} << 40), plan.arena_bytes);
     TrackingAllocator alloc(arena);

@@ -129,21 +129,30 @@ TEST(Calibrate, RecoversKnownConstantsFromSyntheticRuns) {
 // fitted (median) on the other family's runs. GPT-2 runs hold 500 MiB outside the tensors, Llama
 // runs 700 MiB, all with 10 GiB of tensors predicted exactly: a GPT-2 run is predicted 200 MiB
 // high, 200 / (10,240 + 700) = 1.828 %; a Llama run 200 MiB low, 200 / (10,240 + 500) = 1.862 %.
+namespace {
+// Run k of `name` (seq 512, mbs k + 1, step 0.1 (k + 1) s) with 10 GiB of tensors, predicted exactly.
+CalibrationRun ten_gib_run(const char* name, int k, Recompute recompute = Recompute::none) {
+    CalibrationRun r;
+    r.id = std::string(name) + "-" + std::to_string(k);
+    r.model = test::catalog_model(name);
+    Plan p;
+    p.seq = 512;
+    p.mbs = k + 1;
+    p.recompute = recompute;
+    r.plan = resolve_defaults(p, r.model);
+    r.step_time_s = 0.1 * (k + 1);
+    r.predicted_tracked_peak_bytes = 10 * kGiB;
+    r.tracked_peak_bytes = 10 * kGiB;
+    return r;
+}
+}  // namespace
+
 TEST(Calibrate, DevicePeakByFamilyUsesTheOtherFamiliesOverhead) {
     const GpuSpec spec = spec_without_host_floor();
     std::vector<CalibrationRun> runs;
     for (const char* name : {"gpt2", "llama-3.2-1b"})
         for (int k = 0; k < 3; ++k) {
-            CalibrationRun r;
-            r.id = std::string(name) + "-" + std::to_string(k);
-            r.model = test::catalog_model(name);
-            Plan p;
-            p.seq = 512;
-            p.mbs = k + 1;
-            r.plan = resolve_defaults(p, r.model);
-            r.step_time_s = 0.1 * (k + 1);
-            r.predicted_tracked_peak_bytes = 10 * kGiB;
-            r.tracked_peak_bytes = 10 * kGiB;
+            CalibrationRun r = ten_gib_run(name, k);
             r.overhead_bytes = (std::string(name) == "gpt2" ? 500 : 700) * kMiB;
             runs.push_back(r);
         }
@@ -163,20 +172,10 @@ TEST(Calibrate, PoolSlackComesFromPoolRunsAndAppliesToThemAlone) {
     std::vector<CalibrationRun> runs;
     for (const char* name : {"gpt2", "gpt2-medium", "llama-3.2-1b"})
         for (int k = 0; k < 4; ++k) {
-            CalibrationRun r;
-            r.id = std::string(name) + "-" + std::to_string(k);
-            r.model = test::catalog_model(name);
-            Plan p;
-            p.seq = 512;
-            p.mbs = k + 1;
-            p.recompute = Recompute::full;
-            r.plan = resolve_defaults(p, r.model);
-            r.step_time_s = 0.1 * (k + 1);
+            CalibrationRun r = ten_gib_run(name, k, Recompute::full);
             r.runtime_kernels = true;
             r.pool_allocator = k % 2 == 0;
             r.full_layer_activation_bytes = kGiB;
-            r.predicted_tracked_peak_bytes = 10 * kGiB;
-            r.tracked_peak_bytes = 10 * kGiB;
             r.overhead_bytes = 600 * kMiB;
             r.device_used_peak_bytes = 10 * kGiB + 600 * kMiB + (r.pool_allocator ? 512 * kMiB : 0);
             runs.push_back(r);

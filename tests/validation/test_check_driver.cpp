@@ -4,6 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
 
 #include "catalog_fixture.hpp"
 #include "preflight/runtime/runtime.hpp"
@@ -71,6 +75,54 @@ TEST(CheckDriver, WithinToleranceWhenTheDriverAgrees) {
     const RunCheck rc = check_report(d.report, "r", default_tolerances().at(kSourceRuntime), options());
     ASSERT_NE(rc.find("peak_bytes"), nullptr);
     EXPECT_TRUE(rc.find("peak_bytes")->within);
+}
+
+// A folder's gate.json judges its device runs as a set: three runs 0.2 %, 0.4 % and 3 % off give
+// P50 0.4 % and P95 2.74 % (linear between the two largest: 0.4 + 0.9 x 2.6). A gate of P50 <= 1 %
+// and P95 <= 3 % over at least 3 runs passes; one of P95 <= 2 % fails, and so does one asking for
+// 4 runs; a malformed gate is bad input naming the file and the key.
+TEST(CheckDriver, AFolderGateJudgesItsRunsAsASet) {
+    namespace fs = std::filesystem;
+    const fs::path d = fs::temp_directory_path() / ("preflight-gate-" + std::to_string(::getpid()));
+    fs::remove_all(d);
+    fs::create_directories(d / "dp");
+    int k = 0;
+    for (double e : {0.002, 0.004, 0.03})
+        std::ofstream(d / "dp" / ("r" + std::to_string(k++) + ".json")) << device_run(e).report.dump();
+    CheckOptions o = options();
+    SourceTolerances tol = default_tolerances();
+    tol[kSourceRuntime]["peak_bytes"] = Tolerance{0, 0.05};  // every run within its own tolerance
+    o.tolerances = tol;
+    const auto with_gate = [&](const json& g) {
+        std::ofstream(d / "dp" / "gate.json") << g.dump();
+        return check_directory(d, o);
+    };
+    CheckResult r = with_gate({{"about", "test"}, {"peak_abs_error_p50_max", 0.01}, {"peak_abs_error_p95_max", 0.03},
+                               {"compared_runs_min", 3}});
+    ASSERT_EQ(r.gates.size(), 1u);
+    EXPECT_EQ(r.gates[0].compared, 3);
+    EXPECT_NEAR(r.gates[0].peak.p50, 0.004, 1e-9);
+    EXPECT_NEAR(r.gates[0].peak.p95, 0.0274, 1e-9);
+    EXPECT_TRUE(r.passed());
+    EXPECT_NE(summary_table(r).find("GATE PASS"), std::string::npos);
+    r = with_gate({{"peak_abs_error_p95_max", 0.02}});
+    EXPECT_FALSE(r.passed());
+    EXPECT_NE(summary_table(r).find("GATE FAIL"), std::string::npos) << summary_table(r);
+    EXPECT_FALSE(summary_to_json(r).at("gates")[0].at("passed").get<bool>());
+    r = with_gate({{"peak_abs_error_p50_max", 0.01}, {"compared_runs_min", 4}});
+    ASSERT_EQ(r.gates[0].failures.size(), 1u);
+    EXPECT_NE(r.gates[0].failures[0].find("fewer than compared_runs_min 4"), std::string::npos);
+    EXPECT_FALSE(r.passed());
+    for (const json& bad : {json{{"peak_abs_error_p50_max", 0.01}, {"peak_p50", 1}}, json{{"peak_abs_error_p50_max", -1}},
+                            json{{"compared_runs_min", 3}}}) {
+        try {
+            with_gate(bad);
+            ADD_FAILURE() << "accepted " << bad.dump();
+        } catch (const InputError& e) {
+            EXPECT_NE(std::string(e.what()).find("gate.json"), std::string::npos) << e.what();
+        }
+    }
+    fs::remove_all(d);
 }
 
 TEST(CheckDriver, DryRunsKeepTheTrackedPeak) {

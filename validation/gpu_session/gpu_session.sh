@@ -354,11 +354,24 @@ PY
     done <<<"$lines"
 }
 
+# write_gate DIR MIN ABOUT: DIR's gate.json (validate --check judges the folder's device runs as a
+# set: driver-peak error P50 <= 1 %, P95 <= 3 %, over at least MIN runs), unless it has one.
+write_gate() {
+    [[ -f $1/gate.json ]] && return 0
+    printf '{\n  "about": "%s",\n  "source": "preflight-runtime",\n  "peak_abs_error_p50_max": 0.01,\n  "peak_abs_error_p95_max": 0.03,\n  "compared_runs_min": %d\n}\n' \
+        "$3" "$2" >"$1/gate.json"
+}
+
 do_measure_ranks() {  # do_measure_ranks STAGE CONFIGS SUBDIR SELECTOR (all | id,id,...): emulated ranks of a plan
     local stage=$1 cfg=$2 sub=$3 sel=${4:-all}
     ensure_built cli-only || { note "$stage: no preflight binary"; return 1; }
     local pre=$build/cli/preflight ddir=$mdir/$sub lines
     mkdir -p "$ddir"
+    if [[ $sub == dp ]]; then
+        write_gate "$ddir" 12 "issue 32: the emulated data-parallel ranks (and NCCL world-size-1 runs), driver-measured peak against the preflight-runtime prediction"
+    else
+        write_gate "$ddir" 8 "issue 33: the emulated tensor-, sequence- and pipeline-parallel ranks, driver-measured peak against the preflight-runtime prediction"
+    fi
     lines=$(python3 - "$cfg" "$sel" <<'EOF'
 import json, sys
 sel = sys.argv[2]
@@ -448,6 +461,7 @@ do_fp8() {  # fp8 / bf16 pairs of gpu_session_fp8_configs.json, each pair back t
     ensure_built cli-only || { note "fp8: no preflight binary"; return 1; }
     local pre=$build/cli/preflight fdir=$mdir/fp8 lines
     mkdir -p "$fdir"
+    write_gate "$fdir" 12 "issue 34: the fp8-mixed runs and their bf16-mixed pairs, driver-measured peak against the preflight-runtime prediction"
     # A config with "dp" runs one rank of that plan alone (--emulate-rank), its ZeRO stage "zero".
     lines=$(python3 -c "import json,sys; [print(c['id'], c['model'], c['seq'], c['mbs'], c['grad_acc'], c['recompute'], c['attention'], ('--dp %d --zero %d --emulate-rank %d' % (c['dp'], c.get('zero', 0), c.get('rank', 0))) if c.get('dp', 1) > 1 else '') for c in json.load(open(sys.argv[1]))['configs']]" "$fp8_configs")
     local id model seq mbs ga rc attn extra pr

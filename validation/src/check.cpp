@@ -372,6 +372,7 @@ CheckResult check_directory(const fs::path& dir, const CheckOptions& options) {
     }
     if (result.runs.empty()) throw InputError("--check", dir.string() + " holds no run reports (*.json from `preflight run` or train.py)");
     summarize(result);
+    judge_folder_gates(result);
     return result;
 }
 

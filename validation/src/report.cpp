@@ -89,6 +89,18 @@ json summary_to_json(const CheckResult& r) {
                         {"note", run.note}, {"comparisons", cs}});
     }
     j["runs"] = runs;
+    json gates = json::array();
+    for (const FolderGate& g : r.gates)
+        gates.push_back({{"file", g.file.string()},
+                         {"source", g.source},
+                         {"peak_abs_error_p50_max", g.peak_p50_max ? json(*g.peak_p50_max) : json(nullptr)},
+                         {"peak_abs_error_p95_max", g.peak_p95_max ? json(*g.peak_p95_max) : json(nullptr)},
+                         {"compared_runs_min", g.compared_runs_min},
+                         {"compared", g.compared},
+                         {"peak_abs_error", {{"n", g.peak.n}, {"p50", g.peak.p50}, {"p95", g.peak.p95}, {"max", g.peak.max}}},
+                         {"failures", g.failures},
+                         {"passed", g.passed()}});
+    j["gates"] = gates;
     return j;
 }
 
@@ -120,9 +132,21 @@ std::string summary_table(const CheckResult& r) {
             if (!c.within) o << "; " << c.quantity << " measured/predicted " << fmt(c) << " (" << pct(c.relative_error) << ")";
         o << "\n";
     }
-    o << (r.passed()          ? "PASS: every run within its tolerance\n"
-          : !r.compared_any() ? "FAIL: no run was compared\n"
-                              : "FAIL: runs out of tolerance or not compared (listed above)\n");
+    for (const FolderGate& g : r.gates) {
+        o << (g.passed() ? "GATE PASS " : "GATE FAIL ") << g.file.string() << ": " << g.source << ", " << g.compared
+          << " device runs (at least " << g.compared_runs_min << "), peak error";
+        if (g.compared > 0) o << " P50 " << pct(g.peak.p50) << ", P95 " << pct(g.peak.p95);
+        if (g.peak_p50_max) o << " (P50 at most " << pct(*g.peak_p50_max) << ")";
+        if (g.peak_p95_max) o << " (P95 at most " << pct(*g.peak_p95_max) << ")";
+        for (const std::string& f : g.failures) o << "; " << f;
+        o << "\n";
+    }
+    o << (r.passed()          ? "PASS: every run within its tolerance"
+          : !r.compared_any() ? "FAIL: no run was compared"
+          : !r.gates_passed() && r.all.out_of_tolerance == 0 && r.all.not_compared == 0
+                              ? "FAIL: a folder gate is not met (listed above)"
+                              : "FAIL: runs out of tolerance or not compared (listed above)")
+      << (r.passed() && !r.gates.empty() ? ", every folder gate met\n" : "\n");
     return o.str();
 }
 

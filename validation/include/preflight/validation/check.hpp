@@ -61,16 +61,42 @@ struct SourceSummary {
     std::map<std::string, ErrorStats> categories;  // per-category |relative error| (own runtime)
 };
 
+// A gate.json in a folder under the checked one: the peak error of the device runs of one source
+// under that folder, judged as a set (check_gates.cpp). Keys: "source" (default
+// preflight-runtime), "peak_abs_error_p50_max", "peak_abs_error_p95_max" (fractions, finite and
+// >= 0), "compared_runs_min" (default 1: a gate over fewer runs fails, so none passes on
+// nothing), "about" (text). Any other key is bad input naming the file and the key.
+struct FolderGate {
+    std::filesystem::path file;
+    std::string source = "preflight-runtime";
+    std::optional<double> peak_p50_max, peak_p95_max;
+    int compared_runs_min = 1;
+    int compared = 0;          // device runs of the source under the folder with a peak comparison
+    ErrorStats peak;           // their |relative error| of the peak (the driver's figure on a GPU)
+    std::vector<std::string> failures;
+    bool passed() const { return failures.empty(); }
+};
+
 struct CheckResult {
     std::filesystem::path dir;
     std::vector<RunCheck> runs;
     std::map<std::string, SourceSummary> sources;
     SourceSummary all;
-    // Every run compared and within tolerance; a run that could not be compared fails, and so
-    // does a check that compared nothing.
+    std::vector<FolderGate> gates;  // every gate.json under dir
+    // Every run compared and within tolerance, and every folder gate met; a run that could not
+    // be compared fails, and so does a check that compared nothing.
     bool compared_any() const { return all.compared + all.judged_out_of_memory > 0; }
-    bool passed() const { return all.out_of_tolerance == 0 && all.not_compared == 0 && compared_any(); }
+    bool gates_passed() const {
+        for (const FolderGate& g : gates)
+            if (!g.passed()) return false;
+        return true;
+    }
+    bool passed() const { return all.out_of_tolerance == 0 && all.not_compared == 0 && compared_any() && gates_passed(); }
 };
+
+// Reads the gate.json files under result.dir and judges each on the runs under its folder.
+// Throws InputError naming the file and field for a malformed gate.
+void judge_folder_gates(CheckResult& result);
 
 struct CheckOptions {
     std::filesystem::path data_dir;                 // model and GPU catalog
