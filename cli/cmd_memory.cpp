@@ -31,13 +31,7 @@ std::string percent(double f) {
 
 // ", a wait 41 % likely": the host-pace model's probability, where the pace was expected from it.
 std::string wait_odds(const MemoryReport& r) {
-    if (!r.host_wait_probability) return "";
-    const double pct = 100.0 * *r.host_wait_probability;
-    if (pct < 1) return ", a wait under 1 % likely";
-    if (pct > 99) return ", a wait over 99 % likely";
-    char b[48];
-    std::snprintf(b, sizeof b, ", a wait %.0f %% likely", pct);
-    return b;
+    return r.host_wait_probability ? ", " + format_wait_odds(*r.host_wait_probability) : std::string();
 }
 
 // Profiles with a caching-allocator model: the pool, what lies outside it, the range the pool can

@@ -10,6 +10,7 @@
 #include "item_models.hpp"
 #include "main_window.hpp"
 #include "preflight/planner/extensions.hpp"
+#include "preflight/planner/format.hpp"
 #include "units.hpp"
 #include "widgets.hpp"
 
@@ -82,8 +83,7 @@ void MainWindow::showVerdict(const MemoryReport& r) {
                                     .arg(formatBytes(*r.device_peak_low_bytes), formatBytes(*r.device_peak_high_bytes),
                                          QString::fromStdString(std::string(to_string(r.host_pace))) +
                                              (r.host_wait_probability
-                                                  ? QStringLiteral(" (a wait %1 % likely)")
-                                                        .arg(100.0 * *r.host_wait_probability, 0, 'f', 0)
+                                                  ? " (" + QString::fromStdString(format_wait_odds(*r.host_wait_probability)) + ")"
                                                   : QString()) +
                                              (r.unsure_pace_mix ? QStringLiteral(" (unsure: the point pool weighs both "
                                                                                  "paces' pools by those odds)")

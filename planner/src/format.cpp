@@ -29,6 +29,15 @@ std::string group_digits(std::int64_t v) {
     return v < 0 ? "-" + s : s;
 }
 
+std::string format_wait_odds(double wait_probability) {
+    const double pct = 100.0 * wait_probability;
+    if (pct < 1) return "a wait under 1 % likely";
+    if (pct > 99) return "a wait over 99 % likely";
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "a wait %.0f %% likely", pct);
+    return buf;
+}
+
 std::string format_count(std::int64_t v) {
     char buf[32];
     const double d = static_cast<double>(v);
