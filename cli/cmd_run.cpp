@@ -192,14 +192,17 @@ void print_table(const runtime::RunReport& r) {
                     format_bytes(*r.measured.arena_live_peak_bytes).c_str());
     else if (r.measured.allocator == "pool")
         std::cout << "allocator: cudaMallocAsync pool (--allocator pool)\n";
-    if (r.measured.driver.used_peak_bytes)
-        std::printf("driver: device-used peak %s over the baseline (%s), pool reserved peak %s, NVML %s\n",
+    if (r.measured.driver.used_peak_bytes) {
+        // The buffers' memory: the arena taken in one piece, or the pool's reserved high-water mark.
+        const std::optional<std::int64_t> held =
+            r.measured.allocator == "arena" ? r.measured.arena_bytes : r.measured.driver.pool_reserved_peak_bytes;
+        std::printf("driver: device-used peak %s over the baseline (%s), %s %s, NVML %s\n",
                     format_bytes(*r.measured.driver.used_peak_bytes).c_str(), r.measured.driver.baseline_source.c_str(),
-                    r.measured.driver.pool_reserved_peak_bytes
-                        ? format_bytes(*r.measured.driver.pool_reserved_peak_bytes).c_str()
-                        : "n/a",
+                    r.measured.allocator == "arena" ? "arena" : "pool reserved peak",
+                    held ? format_bytes(*held).c_str() : "n/a",
                     r.measured.driver.nvml_used_peak_bytes ? format_bytes(*r.measured.driver.nvml_used_peak_bytes).c_str()
                                                            : r.measured.driver.nvml.c_str());
+    }
     if (r.parallel.collectives_per_step > 0)
         std::printf("collectives: %d a step (%s), all-reduce %s, reduce-scatter %s, all-gather %s%s\n",
                     r.parallel.collectives_per_step, format_bytes(static_cast<std::int64_t>(r.parallel.collective_bytes_per_step)).c_str(),
