@@ -96,8 +96,10 @@ std::vector<std::int64_t> place_greedy_by_size(const std::vector<Lifetime>& v, s
         return v[a].end - v[a].start > v[b].end - v[b].start;
     });
     // The placed allocations by time bucket, so that placing one looks only at those alive
-    // near its lifetime (a long gradient accumulation has 1e5 allocations a step).
-    constexpr std::int64_t kBuckets = 4096;
+    // near its lifetime (a long gradient accumulation has 1e5 allocations a step). 256 buckets:
+    // fewer lists to visit per lifetime than 4,096 and few false candidates (preflight_bench
+    // --benchmark_filter=Arena: 1.26 s against 2.41 s for 123,378 allocations; the same offsets).
+    constexpr std::int64_t kBuckets = 256;
     std::int64_t t_end = 1;
     for (const Lifetime& l : v) t_end = std::max(t_end, l.end);
     const std::int64_t width = std::max<std::int64_t>(1, (t_end + kBuckets - 1) / kBuckets);
