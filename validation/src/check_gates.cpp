@@ -3,7 +3,6 @@
 // tolerances of matrix.json judge each run alone.
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/user_file.hpp"
@@ -60,12 +59,6 @@ bool under(const fs::path& path, const fs::path& folder) {
     return !rel.empty() && *rel.begin() != "..";
 }
 
-std::string percent(double f) {
-    char b[32];
-    std::snprintf(b, sizeof b, "%.2f %%", 100.0 * f);
-    return b;
-}
-
 void judge(FolderGate& g, const std::vector<RunCheck>& runs) {
     std::vector<double> errors;
     const fs::path folder = g.file.parent_path();
@@ -80,9 +73,9 @@ void judge(FolderGate& g, const std::vector<RunCheck>& runs) {
                              std::to_string(g.compared_runs_min));
     if (g.compared == 0) return;
     if (g.peak_p50_max && g.peak.p50 > *g.peak_p50_max)
-        g.failures.push_back("peak error P50 " + percent(g.peak.p50) + " over " + percent(*g.peak_p50_max));
+        g.failures.push_back("peak error P50 " + percent_text(g.peak.p50) + " > " + percent_text(*g.peak_p50_max));
     if (g.peak_p95_max && g.peak.p95 > *g.peak_p95_max)
-        g.failures.push_back("peak error P95 " + percent(g.peak.p95) + " over " + percent(*g.peak_p95_max));
+        g.failures.push_back("peak error P95 " + percent_text(g.peak.p95) + " > " + percent_text(*g.peak_p95_max));
 }
 
 }  // namespace

@@ -257,10 +257,10 @@ std::vector<HostPace> expected_paces(const std::vector<ExternalRun>& runs, const
 // steps from 0.5 (no mix) down to 0, whose mixed point pools at the expected pace give the training
 // ok jobs the least 95th-percentile absolute relative error: the tail that the median fit of the
 // reserve terms leaves (a narrower band only when it is strictly better). The mix trades some of
-// the median for it (data set README, "An unsure pace").
+// the median for it (data set README, "An unsure pace"). `expected`: every run's expected pace
+// under c's host-pace model (expected_paces).
 double fit_unsure_pace_band(const std::vector<ExternalRun>& runs, const std::vector<std::size_t>& ok,
-                            const GpuSpec& gpu, AllocatorConstants c) {
-    const std::vector<HostPace> expected = expected_paces(runs, gpu, c);
+                            const GpuSpec& gpu, AllocatorConstants c, const std::vector<HostPace>& expected) {
     double best_band = 0.5, best_p95 = 1e300;
     for (int step = 10; step >= 0; --step) {
         c.unsure_pace_band = 0.05 * step;
@@ -285,9 +285,12 @@ double fit_unsure_pace_band(const std::vector<ExternalRun>& runs, const std::vec
 // Step 4 of fit_memory_constants: the margin (64 MiB steps, 0..24 GiB) on top of the most loaded
 // stage's reserved peak + the memory outside PyTorch that gets the most fit/OOM verdicts right with
 // at most max_fit_but_oom of the predicted-fit jobs dying OOM; a job expected to run ahead fits only
-// if it also fits at the top of its range, as the planner judges it (range_top_need_bytes).
+// if it also fits at the top of its range, as the planner judges it (range_top_need_bytes). The
+// verdict is given at the pace a user is told to expect (`expected`, as for the unsure band), so the
+// margin is fitted on the same predictions, not on the pace read off the job's step.
 std::int64_t fit_verdict_margin(const std::vector<ExternalRun>& runs, const std::vector<std::size_t>& train,
-                                const GpuSpec& gpu, AllocatorConstants c, double max_fit_but_oom) {
+                                const GpuSpec& gpu, AllocatorConstants c, const std::vector<HostPace>& expected,
+                                double max_fit_but_oom) {
     struct Job {
         std::int64_t point;  // reserved + outside PyTorch, no margin
         std::int64_t top;    // the top of the range + outside PyTorch for a host that runs ahead, else 0
@@ -295,9 +298,6 @@ std::int64_t fit_verdict_margin(const std::vector<ExternalRun>& runs, const std:
     };
     std::vector<Job> jobs;
     c.verdict_margin_bytes = 0;
-    // The verdict is given at the pace a user is told to expect, so the margin is fitted on the
-    // same predictions, not on the pace read off the job's step.
-    const std::vector<HostPace> expected = expected_paces(runs, gpu, c);
     for (std::size_t i : train) {
         if (!runs[i].has_memory_verdict()) continue;
         ExternalRun as_given = runs[i];
@@ -355,10 +355,11 @@ AllocatorConstants fit_memory_constants(const std::vector<ExternalRun>& runs, co
     //    times show.
     c.pace = fit_host_pace_model(runs, train, gpu);
     // 3. Where that model is unsure, the point pool mixes both paces' (unsure_pace_band).
-    c.unsure_pace_band = fit_unsure_pace_band(runs, ok, gpu, c);
+    const std::vector<HostPace> expected = expected_paces(runs, gpu, c);  // steps 3 and 4 judge at it
+    c.unsure_pace_band = fit_unsure_pace_band(runs, ok, gpu, c, expected);
     // 4. The verdict margin beyond the modelled reserved peak and the memory outside the pool,
     //    judged at that expected pace.
-    c.verdict_margin_bytes = fit_verdict_margin(runs, train, gpu, c, max_fit_but_oom);
+    c.verdict_margin_bytes = fit_verdict_margin(runs, train, gpu, c, expected, max_fit_but_oom);
     char buf[256];
     std::snprintf(buf, sizeof buf, "fitted on %zu jobs (%zu with a measured reserved peak, outcome ok)", train.size(),
                   ok.size());
