@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -10,6 +11,23 @@
 
 namespace preflight::cli {
 
+namespace {
+
+// A catalog entry that does not load, blamed on the folder that brought it in (--data-dir or
+// PREFLIGHT_DATA_DIR), not on --model/--gpu, which a listing never reads.
+template <class Load>
+auto load_listed(const std::string& data_dir_flag, Load load) {
+    try {
+        return load();
+    } catch (const InputError& e) {
+        const std::string what = e.what();
+        const std::string detail = what.substr(std::min(what.size(), e.subject().size() + 2));
+        throw InputError(data_dir_flag.empty() ? "PREFLIGHT_DATA_DIR" : "--data-dir", detail);
+    }
+}
+
+}  // namespace
+
 int run_models(const std::string& data_dir_flag, const std::string& format) {
     const auto dir = data_dir_of(data_dir_flag);
     nlohmann::json list = nlohmann::json::array();
@@ -21,7 +39,7 @@ int run_models(const std::string& data_dir_flag, const std::string& format) {
         throw InputError(data_dir_flag.empty() ? "PREFLIGHT_DATA_DIR" : "--data-dir",
                          "no model configs in '" + (dir / "models").string() + "' (no *.json files there)");
     for (const auto& name : names) {
-        const ModelConfig m = load_model(name, dir);
+        const ModelConfig m = load_listed(data_dir_flag, [&] { return load_model(name, dir); });
         const ParamCounts c = count_params(m);
         list.push_back({{"name", name},
                         {"family", to_string(m.family)},
@@ -62,7 +80,7 @@ int run_gpus(const std::string& data_dir_flag, const std::string& format) {
         throw InputError(data_dir_flag.empty() ? "PREFLIGHT_DATA_DIR" : "--data-dir",
                          "no GPU specs in '" + (dir / "gpus").string() + "' (no *.json files there)");
     for (const auto& name : names) {
-        const GpuSpec g = load_gpu(name, dir);
+        const GpuSpec g = load_listed(data_dir_flag, [&] { return load_gpu(name, dir); });
         list.push_back({{"name", name},
                         {"display_name", g.display_name},
                         {"memory_bytes", g.memory_bytes},

@@ -274,7 +274,9 @@ void print_table(const PlanCommandState& st, const ModelConfig& model, const Gpu
                   << " GPUs before judging its memory (the reasons are under the rejected families).\n";
     } else if (res.candidates.empty()) {
         std::cout << "NOTHING FITS: no plan of " << req.gpus << " GPUs reaches the batch under "
-                  << format_bytes(res.limit_bytes) << " per GPU.\n";
+                  << format_bytes(res.limit_bytes) << " per GPU"
+                  << (req.host_memory_bytes ? " and " + format_bytes(*req.host_memory_bytes) + " of host memory per node" : "")
+                  << ".\n";
     } else {
         print_candidates(res);
         print_recommendation(st, model, gpu, req, res);

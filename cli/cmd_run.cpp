@@ -1,6 +1,7 @@
 // `preflight run`: execute a plan on one GPU (CUDA runtime) and report measured next
 // to predicted; --dry-run walks the same step program with no device.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -66,6 +67,21 @@ std::string recorded_name(const nlohmann::json& doc, const char* key, const std:
         return it->at("name").get<std::string>();
     }
     throw InputError("--plan " + file, std::string(key) + " must be a name or an object with \"name\"");
+}
+
+// Steps a run measures or warms up with, at most: bounded time (a step of a large plan takes seconds).
+constexpr std::int64_t kMaxRunSteps = 100'000;
+
+// --seed read exactly: CLI11 alone would wrap -1 to 2^64 - 1 and saturate values past it.
+CLI::Validator exact_seed() {
+    return CLI::Validator(
+        [](std::string& value) -> std::string {
+            std::uint64_t seed = 0;
+            const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), seed);
+            if (ec == std::errc() && end == value.data() + value.size()) return "";
+            return "'" + value + "' is not a whole number from 0 to 18446744073709551615";
+        },
+        "SEED");
 }
 
 // Tolerance on the tracked peak, measured vs predicted (within 1 %).
@@ -426,9 +442,12 @@ Command add_run_command(CLI::App& app) {
     sub->add_option("--plan", st->plan_file,
                     "Plan JSON (a plan object, or a document with one under \"plan\"; - reads standard input); overrides "
                     "the plan flags, and its recorded model and GPU are used unless --model/--gpu are given");
-    sub->add_option("--steps", st->steps, "Measured steps (median step time over these) (default 10)");
-    sub->add_option("--warmup", st->warmup, "Warm-up steps excluded from timing (default 2)");
-    sub->add_option("--seed", st->seed, "Seed for initialisation and synthetic tokens (default 1234)");
+    sub->add_option("--steps", st->steps, "Measured steps (median step time over these) (default 10; at most 100,000)")
+        ->check(CLI::Range(std::int64_t{1}, kMaxRunSteps));
+    sub->add_option("--warmup", st->warmup, "Warm-up steps excluded from timing (default 2; at most 100,000)")
+        ->check(CLI::Range(std::int64_t{0}, kMaxRunSteps));
+    sub->add_option("--seed", st->seed, "Seed for initialisation and synthetic tokens (default 1234; 0 to 2^64 - 1)")
+        ->check(exact_seed());
     sub->add_option("--lr", st->lr, "Learning rate (default 1e-3)");
     sub->add_flag("--dry-run", st->dry_run, "Walk the step program's allocations with no device");
     sub->add_flag("--debug-sync", st->debug_sync,

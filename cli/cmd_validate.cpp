@@ -1,5 +1,6 @@
 // `preflight validate`: run a validation matrix on the GPU, one process per run
 // (--matrix M --out DIR), or compare recorded runs with today's planner (--check DIR).
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -176,8 +177,22 @@ ExternalOutcome check_external(const std::vector<fs::path>& datasets, const Vali
     return out;
 }
 
+// --report-dir is never the checked folder or inside it: the reports would land among the data
+// (and a later check would read them back).
+void check_report_dir_outside(const ValidateState& st) {
+    const fs::path out = fs::weakly_canonical(fs::absolute(st.report_dir));
+    const fs::path checked = fs::weakly_canonical(fs::absolute(st.check));
+    const auto [c, o] = std::mismatch(checked.begin(), checked.end(), out.begin(), out.end());
+    if (c == checked.end())
+        throw InputError("--report-dir", "'" + st.report_dir + "' is inside the checked folder '" + st.check +
+                                             "': give a folder outside it (the default is the build folder's validation-report/)");
+}
+
 int run_check(const ValidateState& st) {
-    if (st.report_dir_given) check_output_dir(st.report_dir, "--report-dir");  // before any work
+    if (st.report_dir_given) {  // before any work
+        check_output_dir(st.report_dir, "--report-dir");
+        check_report_dir_outside(st);
+    }
     validation::CheckOptions o;
     o.data_dir = data_dir_of(st.data_dir);
     if (!st.gpu.empty()) o.gpu = st.gpu;

@@ -67,6 +67,13 @@ int run_command_line(int argc, const char* const* argv) {
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
         if (arg == "--") break;
+        // An empty value would read as "not given" for some options (CLI11 leaves an optional
+        // empty): the default would be used silently. No flag takes an empty value.
+        if (arg.empty()) {
+            std::cerr << "preflight: an empty argument" << (i > 1 ? std::string(" after ") + argv[i - 1] : std::string())
+                      << ": give a value or leave the flag out\n";
+            return kExitBadInput;
+        }
         if (arg.size() > 3 && arg.rfind("--", 0) == 0 && arg.find('=') == arg.size() - 1) {
             std::cerr << "preflight: " << arg << ": nothing after '=' (write " << arg << "VALUE or "
                       << arg.substr(0, arg.size() - 1) << " VALUE)\n";

@@ -39,7 +39,8 @@ CLI::Validator count_in_any_notation() {
             } catch (const std::exception&) {
                 return "'" + value + "' is not a number";
             }
-            if (used != value.size()) return "'" + value + "' is not a number";
+            if (used != value.size() || std::isnan(v)) return "'" + value + "' is not a number";
+            if (!(v >= 1.0)) return "'" + value + "' is not a positive whole number";
             if (!std::isfinite(v) || v >= 9.2e18)
                 return "'" + value + "' is beyond the 64-bit integer range (9,223,372,036,854,775,807)";
             if (!(v >= 1.0) || v != static_cast<double>(static_cast<std::int64_t>(v)))
@@ -65,6 +66,21 @@ CLI::Validator count_at_most(std::int64_t bound, const std::string& bound_name) 
 
 namespace {
 
+// A whole number in decimal, exactly: CLI11 alone would clamp a value past 2^63 - 1 (and a
+// message would then show the clamped number, not what was typed).
+CLI::Validator exact_integer() {
+    return CLI::Validator(
+        [](std::string& value) -> std::string {
+            std::int64_t v = 0;
+            const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+            if (ec == std::errc::result_out_of_range)
+                return "'" + value + "' is beyond the 64-bit integer range (9,223,372,036,854,775,807)";
+            if (ec != std::errc() || end != value.data() + value.size()) return "'" + value + "' is not a whole number";
+            return "";
+        },
+        "INT");
+}
+
 // The option of one plan field: its type, its check (bound, range or names), its group.
 CLI::Option* add_field_option(CLI::App& app, const PlanField& field, PlanFlags::Slot& slot) {
     const std::string flag(field.flag), help(field.help);
@@ -76,7 +92,9 @@ CLI::Option* add_field_option(CLI::App& app, const PlanField& field, PlanFlags::
             if (!field.bound_name.empty())
                 o->transform(count_at_most(field.max, std::string(field.bound_name)));
             else if (field.max > 0)
-                o->check(CLI::Range(field.min, field.max));
+                o->check(exact_integer())->check(CLI::Range(field.min, field.max));
+            else
+                o->check(exact_integer());
             break;
         case FieldType::real: o = app.add_option(flag, slot.real, help); break;
         case FieldType::toggle: o = app.add_flag(flag, slot.toggle, help); break;

@@ -137,7 +137,7 @@ Degrees import_parallel(Flags& f, ImportedConfig& out) {
 // The world size on the launch line: torchrun / python -m torch.distributed.run
 // (--nproc_per_node or --nproc-per-node, --nnodes) or the deepspeed launcher (--num_gpus, --num_nodes).
 std::optional<std::pair<std::int64_t, ConfigSpot>> launch_gpus(const Script& s, const std::string& file,
-                                                               ImportedConfig& out) {
+                                                               ImportedConfig& out, bool gpus_given) {
     std::optional<std::int64_t> per_node, nodes;
     ConfigSpot spot{file, "", s.launch_line};
     for (std::size_t i = 0; i < s.launcher.size(); ++i) {
@@ -154,6 +154,8 @@ std::optional<std::pair<std::int64_t, ConfigSpot>> launch_gpus(const Script& s, 
             throw InputError(at.text(), "its value '" + value + "' uses $" + w.unresolved +
                                             ", which the script does not define (give --gpus)");
         if (value.find_first_not_of("0123456789") != std::string::npos) {
+            // Without --gpus the plan would fall back to the layout's own world size, silently.
+            if (!gpus_given) throw InputError(at.text(), "'" + value + "' is not a fixed count: give the GPU count with --gpus");
             out.warnings.push_back(at.text() + ": '" + value + "' is not a fixed count: the GPU count comes from --gpus");
             return std::nullopt;
         }
@@ -176,7 +178,7 @@ void import_batch(Flags& f, ImportedConfig& out, const Script& s, const ImportCo
     const Flag* global_flag = f.get("--global-batch-size");
     const auto global = f.integer("--global-batch-size", 1, limits::kMaxGlobalBatchTokens, "limits::kMaxGlobalBatchTokens");
     if (global) out.global_batch_sequences = global;
-    const auto launched = launch_gpus(s, f.file(), out);
+    const auto launched = launch_gpus(s, f.file(), out, ctx.gpus.has_value());
     if (launched) out.gpus = launched->first;
     if (launched && ctx.gpus && *ctx.gpus != launched->first)
         out.warnings.push_back(launched->second.text() + ": the launch line starts " + std::to_string(launched->first) +

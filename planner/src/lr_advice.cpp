@@ -8,8 +8,14 @@
 
 namespace preflight {
 
+namespace {
+constexpr double kMaxBaseLr = 1e3;
+}  // namespace
+
 LrAdvice lr_advice(double base_lr, double base_batch_tokens, double batch_tokens, Optimizer optimizer) {
-    if (!(base_lr > 0 && std::isfinite(base_lr))) throw InputError("--base-lr", "must be a positive number");
+    // Bounded so that the rules (up to 2^40 times it) stay finite: no learning rate is near 1,000.
+    if (!(base_lr > 0 && base_lr <= kMaxBaseLr))
+        throw InputError("--base-lr", "must be a positive number up to 1,000 (a learning rate)");
     // A whole number of tokens within the global-batch bound (limits.hpp), so the ratio and both
     // rules stay finite and the batch prints as the integer it is.
     if (!(base_batch_tokens >= 1 && base_batch_tokens <= static_cast<double>(limits::kMaxGlobalBatchTokens)) ||

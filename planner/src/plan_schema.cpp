@@ -369,6 +369,8 @@ std::string extension_flags(const Plan& plan) {
 void plan_fields_to_json(const Plan& plan, nlohmann::json& j) {
     for (const PlanField& f : plan_fields()) {
         if (!field_shown(f, f.in_json, plan)) continue;
+        // A count not yet resolved (seq 0: the model's default) is left out, as a file says "default".
+        if (f.type == FieldType::integer && f.min >= 1 && integer(f.get(plan)) < f.min) continue;
         std::visit([&](const auto& v) { j[std::string(f.key)] = v; }, f.get(plan));
     }
 }
@@ -380,6 +382,11 @@ FieldValue json_value(const PlanField& f, const nlohmann::json& v, const std::st
             if (!v.is_number_integer()) throw InputError(key, "must be an integer, got " + v.dump());
             if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
                 throw InputError(key, v.dump() + " is beyond the 64-bit integer range");
+            // A count written in a file is the count: 0 is not "the default" there (seq 0 is the
+            // in-memory stand-in for the model's default, which a file gives by leaving the key out).
+            if (f.min >= 1 && v.get<std::int64_t>() < f.min)
+                throw InputError(key, "must be a whole number >= " + std::to_string(f.min) + ", got " + v.dump() +
+                                          " (leave the key out for the default)");
             return v.get<std::int64_t>();
         case FieldType::real:
             if (!v.is_number()) throw InputError(key, "must be a number");

@@ -145,6 +145,8 @@ struct SearchState {
         std::string why;  // the rejection's reason: who refused it, and its InputError message
     };
     std::map<FamilyKey, Refusal> refused;
+    // Plans that fit the GPU but need more host memory per node than --host-memory (offload).
+    std::map<FamilyKey, Refusal> over_host_memory;
     std::int64_t plans_fitting = 0;
     std::vector<FittingPlan> top;  // the best top_k fitting plans, a heap whose front is the worst kept
 };
@@ -296,6 +298,17 @@ void evaluate_family(SearchState& st, const Plan& family, const std::vector<Shap
             }
             continue;
         }
+        // Offloaded states live in the host's memory: a plan needing more than --host-memory
+        // per node cannot run there, whichever search (plain or variant) built it.
+        if (st.req.host_memory_bytes && mem.host_bytes_per_node > *st.req.host_memory_bytes) {
+            auto& over = st.over_host_memory[{plan.zero, plan.dp, plan.tp, plan.pp}];
+            if (over.plans++ == 0) {
+                over.plan = plan;
+                over.why = "needs " + gib(mem.host_bytes_per_node) + " of host memory per node > --host-memory " +
+                           gib(*st.req.host_memory_bytes);
+            }
+            continue;
+        }
         fam.others_fit = true;
         const Throughput th = estimate_throughput(
             st.model, st.gpu, plan, throughput_options_for(st.req.memory.profile, st.model, plan, st.throughput));
@@ -363,8 +376,10 @@ void add_memory_rejections(SearchState& st) {
     for (auto& [key, r] : st.families) {
         if (r.plans == 0) continue;
         r.family = family_name(key);
+        const bool host = st.over_host_memory.count(key) > 0;
         r.reason = "ZeRO-" + std::to_string(std::get<0>(key)) + ": " + gib(r.peak_bytes) + " > " + gib(st.limit) +
                    (r.others_fit ? " from mbs " + str(r.plan.mbs) + " up (smaller micro-batches fit)"
+                    : host       ? " from mbs " + str(r.plan.mbs) + " up (smaller micro-batches need more host memory)"
                                  : " even at its smallest (mbs " + str(r.plan.mbs) + ", recompute " +
                                        std::string(to_string(r.plan.recompute)) + ", " +
                                        std::string(to_string(r.plan.precision)) + ")");
@@ -373,6 +388,14 @@ void add_memory_rejections(SearchState& st) {
     std::stable_sort(mem_rejections.begin(), mem_rejections.end(),
                      [](const Rejection& a, const Rejection& b) { return !a.others_fit && b.others_fit; });
     st.out.rejected.insert(st.out.rejected.begin(), mem_rejections.begin(), mem_rejections.end());
+    for (const auto& [key, over] : st.over_host_memory) {  // fit the GPU, not the host
+        Rejection r;
+        r.plan = over.plan;
+        r.plans = over.plans;
+        r.family = "host memory, " + family_name(key);
+        r.reason = over.why;
+        st.out.rejected.push_back(r);
+    }
     // Families whose every plan was refused before its memory was judged: the refusal's reason.
     for (const auto& [key, refusal] : st.refused) {
         const auto it = st.families.find(key);

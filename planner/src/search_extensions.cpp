@@ -143,29 +143,15 @@ SearchRequest variant_request(const SearchRequest& req, Offload off, std::int64_
     return r;
 }
 
-// Adds one variant's result: its candidates (those needing more host memory than given
-// are rejected) and its rejections, labelled with the variant.
-void merge_variant(const SearchRequest& req, const SearchRequest& r, SearchResult& res, SearchResult& out,
-                   std::vector<Candidate>& all) {
+// Adds one variant's result: its candidates (the search refused those needing more host
+// memory than given) and its rejections, labelled with the variant.
+void merge_variant(const SearchRequest& r, SearchResult& res, SearchResult& out, std::vector<Candidate>& all) {
     out.seq = res.seq;
     out.limit_bytes = res.limit_bytes;
     out.plans_evaluated += res.plans_evaluated;
     out.plans_fitting += res.plans_fitting;
     const std::string label = variant_label(r.pins);
-    for (Candidate& c : res.candidates) {
-        if (req.host_memory_bytes && c.memory.host_bytes_per_node > *req.host_memory_bytes) {
-            Rejection j;
-            j.plan = c.plan;
-            j.family = "host memory," + label;
-            j.reason = "needs " + gib(static_cast<double>(c.memory.host_bytes_per_node)) +
-                       " of host memory per node > --host-memory " + gib(static_cast<double>(*req.host_memory_bytes));
-            j.plans = 1;
-            out.rejected.push_back(j);
-            --out.plans_fitting;
-            continue;
-        }
-        all.push_back(std::move(c));
-    }
+    for (Candidate& c : res.candidates) all.push_back(std::move(c));
     for (Rejection& j : res.rejected) {
         if (!label.empty()) j.family += "," + label;
         out.rejected.push_back(std::move(j));
@@ -197,7 +183,7 @@ std::optional<SearchResult> search_extension_variants(const ModelConfig& model, 
                     } catch (const InputError&) {
                         continue;  // a variant no layout can run
                     }
-                    merge_variant(req, r, res, out, all);
+                    merge_variant(r, res, out, all);
                 }
     std::stable_sort(all.begin(), all.end(), ranks_before);
     if (all.size() > static_cast<std::size_t>(req.top_k)) all.resize(static_cast<std::size_t>(req.top_k));

@@ -2,6 +2,8 @@
 // published or hand-derived numbers (derivations in the comments).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "catalog_fixture.hpp"
 #include "preflight/planner/emit.hpp"
 #include "preflight/planner/error.hpp"
@@ -554,6 +556,37 @@ TEST(Search, FineTuningSearchesPeftRecipeAndOffloadNeedsHostMemory) {
     EXPECT_TRUE(search_plans(m, g, r).candidates.empty());
 }
 
+// Regression: with --offload pinned, the plain search ran without the variant merge that applied
+// --host-memory, and recommended Llama-3-8B with its optimizer offloaded on one node of 8 H100s
+// under a 64 GiB host limit. Offloaded: the fp32 master, both AdamW moments and the fp32
+// gradients, 16 B per parameter, 8.03e9 x 16 B = 119.7 GiB, all in the one node whatever the
+// sharding: over 64 GiB, under 128 GiB.
+TEST(Search, PinnedOffloadStillHonoursHostMemory) {
+    const ModelConfig m = catalog_model("llama-3-8b");
+    const GpuSpec g = catalog_gpu("h100-sxm-80gb");
+    SearchRequest r;
+    r.gpus = 8;
+    r.gbs_tokens = 4'194'304;
+    r.seq = 4096;
+    r.pins.offload = Offload::optimizer;
+    r.host_memory_bytes = 64 * kGiB;
+    const SearchResult tight = search_plans(m, g, r);
+    EXPECT_TRUE(tight.candidates.empty());
+    ASSERT_FALSE(tight.rejected.empty());
+    const bool named = std::any_of(tight.rejected.begin(), tight.rejected.end(), [](const Rejection& j) {
+        return j.reason.find("of host memory per node > --host-memory 64.00 GiB") != std::string::npos;
+    });
+    EXPECT_TRUE(named);
+    r.host_memory_bytes = 128 * kGiB;
+    const SearchResult roomy = search_plans(m, g, r);
+    ASSERT_FALSE(roomy.candidates.empty());
+    for (const Candidate& c : roomy.candidates) {
+        EXPECT_EQ(c.plan.offload, Offload::optimizer);
+        EXPECT_GT(c.memory.host_bytes_per_node, 119 * kGiB);
+        EXPECT_LE(c.memory.host_bytes_per_node, 128 * kGiB);
+    }
+}
+
 }  // namespace
 TEST(ExtensionBounds, HugeDegreesAreRefusedNamingTheFlagAndLimit) {
     // Regression: --cp 2^62 once printed "2 * cp = -9223372036854775808" (signed overflow).
@@ -586,3 +619,4 @@ TEST(ExtensionBounds, HugeDegreesAreRefusedNamingTheFlagAndLimit) {
 }
 
 }  // namespace preflight
+

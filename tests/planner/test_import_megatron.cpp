@@ -212,6 +212,12 @@ TEST(ImportMegatron, BadInputNamesFileFlagAndLine) {
     expect_input_error([] { import_text("--micro-batch-size 1\n--bf16\n--fp16\n"); }, {"bad.sh:3", "--fp16", "both"});
     expect_input_error([] { import_text("torchrun --nproc_per_node $GPUS pretrain_gpt.py --micro-batch-size 1\n"); },
                        {"bad.sh:1", "--nproc_per_node", "GPUS"});
+    // A launch count that is not a number, without --gpus: refused (was a warning, then a plan on
+    // the layout's own world size); with --gpus it is the count.
+    expect_input_error([] { import_text("torchrun --nproc_per_node abc pretrain_gpt.py --micro-batch-size 1\n"); },
+                       {"bad.sh:1", "--nproc_per_node", "'abc'", "give the GPU count with --gpus"});
+    EXPECT_TRUE(contains(import_text("torchrun --nproc_per_node abc pretrain_gpt.py --micro-batch-size 1\n", 8).warnings,
+                         "the GPU count comes from --gpus"));
     expect_input_error([] { import_text("--tensor-model-parallel-size 3\n--micro-batch-size 1\n", 8); },
                        {"bad.sh", "--gpus 8", "not a multiple"});
     expect_input_error([] { import_text("--num-layers 30\n--pipeline-model-parallel-size 4\n"

@@ -131,8 +131,14 @@ TEST(Check, CliExitCodesAndJson) {
     EXPECT_EQ(res.exit_code, 0) << res.err;
     EXPECT_NE(res.out.find("PASS"), std::string::npos);
     write(d / "step.json", device_report(gpt2_plan(2), 0.0, 0.60));  // step time 60 % off: out
-    res = test::run_preflight("validate --check '" + d.string() + "' --format json --report-dir '" +
-                              (d / "reports").string() + "'");
+    const fs::path reports = fresh_dir("cli-reports");
+    // Never inside the checked folder: refused before any work (exit 2, naming the flag).
+    res = test::run_preflight("validate --check '" + d.string() + "' --report-dir '" + (d / "reports").string() + "'");
+    EXPECT_EQ(res.exit_code, 2) << res.err;
+    EXPECT_NE(res.err.find("--report-dir"), std::string::npos) << res.err;
+    EXPECT_NE(res.err.find("inside the checked folder"), std::string::npos) << res.err;
+    EXPECT_FALSE(fs::exists(d / "reports"));
+    res = test::run_preflight("validate --check '" + d.string() + "' --format json --report-dir '" + reports.string() + "'");
     EXPECT_EQ(res.exit_code, 1) << res.err;
     const json j = json::parse(res.out);
     for (const char* k : {"runs", "peak_error_p50", "peak_error_p95", "peak_error_max", "step_time_error_p50",
@@ -140,8 +146,8 @@ TEST(Check, CliExitCodesAndJson) {
         EXPECT_TRUE(j.contains(k)) << k;
     EXPECT_FALSE(j.at("passed").get<bool>());
     EXPECT_EQ(j.at("out_of_tolerance").get<int>(), 1);
-    EXPECT_TRUE(fs::exists(d / "reports" / "validation-report.md"));
-    EXPECT_TRUE(fs::exists(d / "reports" / "validation-plot.svg"));
+    EXPECT_TRUE(fs::exists(reports / "validation-report.md"));
+    EXPECT_TRUE(fs::exists(reports / "validation-plot.svg"));
     // By default the reports go to the build folder, never into the checked folder.
     EXPECT_EQ(test::run_preflight("validate --check '" + d.string() + "'").exit_code, 1);
     EXPECT_FALSE(fs::exists(d / "validation-report.md"));

@@ -31,8 +31,9 @@ FolderGate gate_from_json(const json& j, const fs::path& file) {
         if (key == "about") {
             if (!value.is_string()) throw InputError(subject + ": about", "must be a string");
         } else if (key == "source") {
-            if (!value.is_string() || value.get<std::string>().empty())
-                throw InputError(subject + ": source", "must be a source name (preflight-runtime, pytorch)");
+            // A source no report carries would gate on nothing: refused, not a failed gate.
+            if (!value.is_string() || (value.get<std::string>() != kSourceRuntime && value.get<std::string>() != kSourcePytorch))
+                throw InputError(subject + ": source", "must be a source name (preflight-runtime, pytorch), got " + value.dump());
             g.source = value.get<std::string>();
         } else if (key == "peak_abs_error_p50_max") {
             g.peak_p50_max = fraction_field(j, key, subject);

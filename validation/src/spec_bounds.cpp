@@ -6,10 +6,18 @@
 
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/gpu.hpp"
+#include "preflight/planner/limits.hpp"
 
 namespace preflight::validation {
 
 using nlohmann::json;
+
+namespace {
+// A measured step outside [1 us, 1e7 s = 116 days] is no step time (one kernel launch takes a few
+// microseconds): a corrupt report, which would drive the step-time fit to nonsense.
+constexpr double kMinStepSeconds = 1e-6;
+constexpr double kMaxStepSeconds = 1e7;
+}  // namespace
 
 void check_fitted_spec(const json& spec, const std::string& subject) {
     if (!spec.is_object()) throw InputError(subject, "the fitted GPU spec is not a JSON object; not written");
@@ -74,6 +82,25 @@ void expect_named(const json& r, const char* key, const std::string& file) {
                                    (it->contains("name") ? it->at("name").dump() : "nothing"));
 }
 
+// What a run measured, as the checks and the calibration read it: byte figures are whole numbers
+// in [0, kMaxBytes] (2^64 - 1 would wrap to -1), the step time a finite number of seconds in
+// [kMinStepSeconds, kMaxStepSeconds]; absent or null is "not measured".
+void check_measured(const json& m, const std::string& file) {
+    for (const char* k : {"tracked_peak_bytes", "overhead_bytes", "device_used_peak_bytes"}) {
+        const auto it = m.find(k);
+        if (it == m.end() || it->is_null()) continue;
+        const bool whole = it->is_number_unsigned() ? it->get<std::uint64_t>() <= static_cast<std::uint64_t>(limits::kMaxBytes)
+                                                    : it->is_number_integer() && it->get<std::int64_t>() >= 0;
+        if (!whole)
+            throw InputError(file, std::string("measured.") + k + " must be a whole number of bytes in [0, 2^60], got " +
+                                       it->dump());
+    }
+    const auto t = m.find("step_time_s");
+    if (t != m.end() && !t->is_null() &&
+        !(t->is_number() && t->get<double>() >= kMinStepSeconds && t->get<double>() <= kMaxStepSeconds))
+        throw InputError(file, "measured.step_time_s must be a number of seconds in [1e-6, 1e7], got " + t->dump());
+}
+
 }  // namespace
 
 void check_run_report_fields(const json& r, const std::string& file) {
@@ -102,12 +129,7 @@ void check_run_report_fields(const json& r, const std::string& file) {
         for (const char* k : {"rank", "world_size", "nccl_world1_bytes"})
             expect(r.at("parallel"), k, &json::is_number_integer, "an integer", file, "parallel.");
     }
-    if (r.contains("measured"))
-        for (const char* k : {"tracked_peak_bytes", "overhead_bytes", "step_time_s"})
-            expect(r.at("measured"), k, &json::is_number, "a number", file, "measured.");
-    if (r.contains("measured") && r.at("measured").is_object() && r.at("measured").contains("overhead_bytes") &&
-        r.at("measured").at("overhead_bytes").is_number() && r.at("measured").at("overhead_bytes").get<double>() < 0)
-        throw InputError(file, "measured.overhead_bytes must be >= 0, got " + r.at("measured").at("overhead_bytes").dump());
+    if (r.contains("measured")) check_measured(r.at("measured"), file);
 }
 
 }  // namespace preflight::validation

@@ -31,7 +31,9 @@ inline constexpr FittedBound kFittedBounds[] = {
 void check_fitted_spec(const nlohmann::json& spec, const std::string& subject);
 
 // Throws InputError naming `file` and the field when a run report's fields that
-// calibration and --check read have the wrong JSON type.
+// calibration and --check read have the wrong JSON type or an impossible value (a negative
+// or fractional byte figure, a step time that is not a positive number of seconds); the
+// plan's values are checked where it is read (plan_from_json).
 void check_run_report_fields(const nlohmann::json& report, const std::string& file);
 
 }  // namespace preflight::validation

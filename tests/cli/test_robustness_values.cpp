@@ -1,0 +1,98 @@
+// Values that once stood in silently for something else (a CLI sweep of odd inputs, 2026-11-28):
+// an empty argument read as "not given", a seed that wrapped, a count clamped before its
+// message, a report's impossible figure compared or dropped, a plan file's 0 read as the default.
+// Each is now exit 2 naming the flag, file or key, with what was typed.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "user_files.hpp"
+
+namespace preflight {
+namespace {
+
+using nlohmann::json;
+using test::catalog;
+using test::expect_refused;
+using test::run_preflight;
+using test::Scratch;
+
+TEST(Values, AnEmptyArgumentIsRefusedNotTakenAsTheDefault) {
+    // Was: --dropout '' ran with dropout 0, --report '' wrote nothing and exit 0, --plan '' ran
+    // the flags' plan.
+    expect_refused("memory --model gpt2 --dropout ''", {"empty argument", "--dropout"});
+    expect_refused("run --dry-run --model gpt2 --report ''", {"empty argument", "--report"});
+    expect_refused("run --dry-run --plan ''", {"empty argument", "--plan"});
+    expect_refused("plan --model gpt2 --gpus 8 --headroom ''", {"empty argument", "--headroom"});
+}
+
+TEST(Values, NumbersAreReadExactlyAndMessagesShowWhatWasTyped) {
+    // Was: --seed -1 and --seed 2^64 both ran with seed 2^64 - 1.
+    expect_refused("run --dry-run --model gpt2 --seed -1", {"--seed", "'-1'"});
+    expect_refused("run --dry-run --model gpt2 --seed 18446744073709551616", {"--seed", "18446744073709551616"});
+    EXPECT_EQ(run_preflight("run --dry-run --model gpt2 --seq 128 --seed 18446744073709551615").exit_code, 0);
+    // Was: "--cp: 9223372036854775807 exceeds ...", the clamped value.
+    expect_refused("memory --model llama-3-8b --cp 18446744073709551616", {"--cp", "'18446744073709551616'", "64-bit"});
+    // Was: "'nan' is beyond the 64-bit integer range".
+    expect_refused("memory --model gpt2 --gpus nan", {"--gpus", "'nan' is not a number"});
+    expect_refused("memory --model gpt2 --zero abc", {"--zero", "'abc' is not a whole number"});
+    // Was: "Could not convert", no range.
+    expect_refused("run --dry-run --model gpt2 --warmup 99999999999", {"--warmup", "0 to 100000"});
+    expect_refused("run --dry-run --model gpt2 --steps 0", {"--steps", "1 to 100000"});
+    // Was: "linear rule: inf".
+    expect_refused("plan --model gpt2 --gpus 8 --gbs-tokens 524288 --base-lr 1e308 --base-batch 1", {"--base-lr", "1,000"});
+}
+
+TEST(Values, APlanFileCountOfZeroIsRefusedNotReadAsTheDefault) {
+    // Was: "seq": 0 ran at the model's default 1024.
+    Scratch s;
+    const std::string zero = s.write("seq0.json", json{{"seq", 0}, {"mbs", 1}});
+    expect_refused("run --dry-run --model gpt2 --plan " + zero, {"--plan", zero, "seq", "got 0"});
+    const std::string mbs = s.write("mbs0.json", json{{"seq", 128}, {"mbs", 0}});
+    expect_refused("run --dry-run --model gpt2 --plan " + mbs, {"--plan", mbs, "mbs", "got 0"});
+}
+
+// A committed runtime report with one measured figure replaced.
+std::string report_with(const Scratch& s, const std::string& key, const json& value) {
+    json r = json::parse(std::ifstream(std::string(PREFLIGHT_TEST_DATA_DIR) +
+                                       "/measurements/h100-sxm-80gb/gpt2-medium_s512_b8_none_bf16_eager.json"));
+    r["measured"][key] = value;
+    return s.write("reports/r.json", r);
+}
+
+TEST(Values, AReportsImpossibleFigureIsRefusedByCheckAndCalibrate) {
+    // Was: a step time of -1 or 0 was dropped (PASS), 1e308 printed "-nan %", a device peak "x"
+    // passed and -1 was compared as "-0.000 GiB".
+    for (const auto& [key, value] : {std::pair<std::string, json>{"step_time_s", -1}, {"step_time_s", 0},
+                                     {"step_time_s", 1e308}, {"step_time_s", 1e-300}, {"device_used_peak_bytes", "x"},
+                                     {"device_used_peak_bytes", -1}, {"tracked_peak_bytes", 1.5}}) {
+        SCOPED_TRACE(key + " = " + value.dump());
+        Scratch s;
+        const std::string file = report_with(s, key, value);
+        const std::string dir = (s.dir() / "reports").string();
+        expect_refused("validate --check " + dir + " --no-report-files", {file, "measured." + key});
+        expect_refused("calibrate " + dir + " --gpu h100-sxm-80gb", {file, "measured." + key});
+    }
+}
+
+TEST(Values, AGateWithAnUnknownSourceIsRefused) {
+    // Was: exit 1, a gate over 0 runs of source "bogus".
+    Scratch s;
+    report_with(s, "step_time_s", 0.1);
+    const std::string gate = s.write("reports/gate.json", json{{"source", "bogus"}, {"peak_abs_error_p50_max", 0.01}});
+    expect_refused("validate --check " + (s.dir() / "reports").string() + " --no-report-files", {gate, "source", "bogus"});
+}
+
+TEST(Values, ACatalogEntryThatDoesNotLoadBlamesTheDataDir) {
+    // Was: "--model: 'dd/models/broken.json' is not valid JSON" from `models`, which takes no --model.
+    Scratch s;
+    s.write("dd/models/gpt2.json", catalog("models", "gpt2"));
+    const std::string broken = s.write_text("dd/models/broken.json", "{\n");
+    const std::string dd = (s.dir() / "dd").string();
+    expect_refused("models --data-dir " + dd, {"--data-dir", broken}, {"--model"});
+}
+
+}  // namespace
+}  // namespace preflight
