@@ -316,6 +316,11 @@ int emit_recommendation(const PlanCommandState& st, const ModelConfig& model, co
     std::cout << e.text;
     std::cerr << "# preflight plan: emitted the recommendation (" << to_flags(best.plan) << ")\n";
     for (const auto& w : e.warnings) std::cerr << "# warning: " << w << "\n";
+    // The plan JSON is what `preflight run` reads; another framework's ranking may pick a recipe the
+    // runtime refuses (fp8-mixed with ZeRO-3, a GPipe schedule).
+    if (st.emit == "preflight" && st.flags.framework != "preflight-runtime")
+        std::cerr << "# note: ranked for --framework " << st.flags.framework
+                  << "; add --framework preflight-runtime to keep to plans `preflight run` executes\n";
     return kExitOk;
 }
 

@@ -196,6 +196,10 @@ void print_table(const runtime::RunReport& r) {
     t.rows.push_back({"MFU", opt_ratio(r.measured.mfu), opt_ratio(r.predicted.mfu)});
     t.rows.push_back({"HFU", opt_ratio(r.measured.hfu), opt_ratio(r.predicted.hfu)});
     std::cout << t.render();
+    if (r.mode == "dry-run")  // what a device run of this rank would meet
+        std::printf("fit: %s on %s (%s): predicted peak incl. overhead %s\n",
+                    r.predicted.memory.fits ? "fits" : "DOES NOT FIT", r.gpu.name.c_str(),
+                    format_bytes(r.predicted.memory.capacity_bytes).c_str(), format_bytes(r.predicted.memory.peak_bytes).c_str());
     std::printf("peak: %s; planner's peak phase: %s; agreement %.4f %%\n", r.measured.peak_where.c_str(),
                 describe(r.predicted.memory.peak_phase).c_str(), 100 * runtime::peak_relative_error(r));
     if (!r.measured.losses.empty()) std::printf("loss: first %.4f, last %.4f\n", r.measured.losses.front(), r.measured.losses.back());

@@ -94,6 +94,11 @@ TEST(PlanCli, EmitPreflightMegatronTorchtitan) {
     EXPECT_EQ(p.precision, preflight::Precision::bf16_mixed);
     EXPECT_EQ(p.gpus(), 8);
     EXPECT_EQ(p.global_batch_tokens(), 4194304);
+    // Ranked for another framework than the runtime's: said on stderr, the JSON untouched.
+    EXPECT_TRUE(has(pf.err, "add --framework preflight-runtime")) << pf.err;
+    const CliRun rt = run_preflight(pinned + " --framework preflight-runtime --emit preflight");
+    ASSERT_EQ(rt.exit_code, 0);
+    EXPECT_FALSE(has(rt.err, "add --framework preflight-runtime")) << rt.err;
 
     const CliRun mg = run_preflight(pinned + " --emit megatron");
     ASSERT_EQ(mg.exit_code, 0);

@@ -94,5 +94,15 @@ TEST(Values, ACatalogEntryThatDoesNotLoadBlamesTheDataDir) {
     expect_refused("models --data-dir " + dd, {"--data-dir", broken}, {"--model"});
 }
 
+TEST(Values, TheDryRunSaysWhetherThePlanFitsTheGpu) {
+    // Was: exit 0 and no verdict for a 1.5 TiB plan. GPT-2's logits alone at mbs 4096, seq 1024:
+    // 4096 x 1024 x 50,257 x 2 B = 393 GiB, far over an 80 GB H100.
+    const auto big = run_preflight("run --dry-run --model gpt2 --mbs 4096");
+    EXPECT_EQ(big.exit_code, 0) << big.err;
+    EXPECT_NE(big.out.find("fit: DOES NOT FIT on h100-sxm-80gb (79.18 GiB)"), std::string::npos) << big.out;
+    const auto small = run_preflight("run --dry-run --model gpt2");
+    EXPECT_NE(small.out.find("fit: fits on h100-sxm-80gb (79.18 GiB)"), std::string::npos) << small.out;
+}
+
 }  // namespace
 }  // namespace preflight
