@@ -157,6 +157,8 @@ void print_csv(const MemoryReport& r) {
 }  // namespace
 
 int run_memory(const PlanFlags& flags, bool show_timeline) {
+    if (show_timeline && flags.format == "csv")
+        throw InputError("--timeline", "has no CSV form: use --format table, or json (which always holds the timeline)");
     const auto dir = data_dir_of(flags.data_dir);
     const ModelConfig model = load_plan_model(flags, dir);
     const ResolvedPlan plan(flags.to_plan(), model);  // defaults filled and validated once

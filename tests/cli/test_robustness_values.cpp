@@ -94,6 +94,11 @@ TEST(Values, ACatalogEntryThatDoesNotLoadBlamesTheDataDir) {
     expect_refused("models --data-dir " + dd, {"--data-dir", broken}, {"--model"});
 }
 
+TEST(Values, ATimelineTheFormatCannotShowIsRefused) {
+    // Was: --timeline silently left out of the CSV.
+    expect_refused("memory --model gpt2 --timeline --format csv", {"--timeline", "CSV"});
+}
+
 TEST(Values, TheDryRunSaysWhetherThePlanFitsTheGpu) {
     // Was: exit 0 and no verdict for a 1.5 TiB plan. GPT-2's logits alone at mbs 4096, seq 1024:
     // 4096 x 1024 x 50,257 x 2 B = 393 GiB, far over an 80 GB H100.
