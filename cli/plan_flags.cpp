@@ -129,6 +129,7 @@ void add_plan_flags(CLI::App& app, PlanFlags& f) {
     app.add_option("--overhead-bytes", f.overhead_bytes,
                    "Per-GPU overhead (CUDA context, library workspaces) in bytes; overrides the GPU spec "
                    "(at most 2^50 = 1 PiB)")
+        ->check(exact_integer())
         ->check(CLI::Range(std::int64_t{0}, limits::kMaxDeviceBytes));
     app.add_option("--data-dir", f.data_dir, "Catalog folder (default: $PREFLIGHT_DATA_DIR or the built-in data/)");
 }

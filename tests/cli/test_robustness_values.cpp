@@ -38,6 +38,7 @@ TEST(Values, NumbersAreReadExactlyAndMessagesShowWhatWasTyped) {
     // Was: "'nan' is beyond the 64-bit integer range".
     expect_refused("memory --model gpt2 --gpus nan", {"--gpus", "'nan' is not a number"});
     expect_refused("memory --model gpt2 --zero abc", {"--zero", "'abc' is not a whole number"});
+    expect_refused("memory --model gpt2 --overhead-bytes 1e3", {"--overhead-bytes", "'1e3' is not a whole number"});
     // Was: "Could not convert", no range.
     expect_refused("run --dry-run --model gpt2 --warmup 99999999999", {"--warmup", "0 to 100000"});
     expect_refused("run --dry-run --model gpt2 --steps 0", {"--steps", "1 to 100000"});
