@@ -41,7 +41,8 @@ RankChoice choose_ranks(const RankFlags& f, const std::optional<runtime::Rendezv
                                                      "several nodes, launch with torchrun or srun)");
         return {RankMode::launcher, 0, std::nullopt};
     }
-    if (launched && !dry_run) {
+    // A dry run inside a launch, with no --emulate-rank, walks this process's rank: each rank its own.
+    if (launched && (!dry_run || !f.emulate_rank)) {
         const std::string var = env->source == "slurm" ? "SLURM_NTASKS" : "WORLD_SIZE";
         if (f.emulate_rank)
             throw InputError("--emulate-rank", "runs one rank alone; this process is rank " + std::to_string(env->rank) +
@@ -50,6 +51,7 @@ RankChoice choose_ranks(const RankFlags& f, const std::optional<runtime::Rendezv
         if (env->world_size != world)
             throw InputError("--dp", "the plan has " + n + " ranks (" + shape + ") but the launch has " +
                                          std::to_string(env->world_size) + " processes (" + var + ")");
+        if (dry_run) return {RankMode::alone, env->rank, std::nullopt};
         return {RankMode::nccl_rank, env->rank, env};
     }
     if (!dry_run && world > 1 && !f.emulate_rank)

@@ -36,6 +36,12 @@ TEST(RunRanks, ChoosesTheRankFromTheFlagsAndTheLaunch) {
     EXPECT_EQ(n.mode, RankMode::nccl_rank);
     EXPECT_EQ(n.rank, 6);
     EXPECT_EQ(n.launch->local_rank, 6);
+    // A dry run inside the launch walks this process's rank (was rank 0 for every process), alone;
+    // --emulate-rank still chooses another.
+    const RankChoice d = choose_ranks({}, job, dp(8), true);
+    EXPECT_EQ(d.mode, RankMode::alone);
+    EXPECT_EQ(d.rank, 6);
+    EXPECT_EQ(choose_ranks({2, 0}, job, dp(8), true).rank, 2);
 }
 
 TEST(RunRanks, RefusesWhatCannotRunNamingTheFlag) {
@@ -52,6 +58,7 @@ TEST(RunRanks, RefusesWhatCannotRunNamingTheFlag) {
     };
     refused([] { choose_ranks({}, std::nullopt, dp(8), false); }, "--emulate-rank");
     refused([&] { choose_ranks({}, job, dp(8), false); }, "--dp");
+    refused([&] { choose_ranks({}, job, dp(8), true); }, "--dp");  // a dry run walks the launch's rank
     refused([&] { choose_ranks({1, 0}, job, dp(4), false); }, "--emulate-rank");
     refused([] { choose_ranks({std::nullopt, 4}, std::nullopt, dp(8), false); }, "--nproc-per-node");
     refused([] { choose_ranks({std::nullopt, 8}, std::nullopt, dp(8), true); }, "--nproc-per-node");
