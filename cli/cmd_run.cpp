@@ -225,10 +225,12 @@ void print_table(const runtime::RunReport& r) {
     }
     if (r.parallel.collectives_per_step > 0)
         std::printf("collectives: %d a step (%s), all-reduce %s, reduce-scatter %s, all-gather %s%s\n",
-                    r.parallel.collectives_per_step, format_bytes(static_cast<std::int64_t>(r.parallel.collective_bytes_per_step)).c_str(),
+                    r.parallel.collectives_per_step, format_bytes(r.parallel.collective_bytes_per_step).c_str(),
                     opt_seconds(r.parallel.all_reduce_s).c_str(), opt_seconds(r.parallel.reduce_scatter_s).c_str(),
                     opt_seconds(r.parallel.all_gather_s).c_str(),
-                    r.parallel.backend == "nccl" ? "" : " (local ops, no bytes crossed GPUs)");
+                    r.parallel.backend == "nccl"      ? ""
+                    : r.parallel.backend == "dry-run" ? " (walked, not run: what a device run issues)"
+                                                      : " (local ops, no bytes crossed GPUs)");
     if (r.measured.debug_sync) std::cout << "debug-sync: synchronised after every op (step times not representative)\n";
     print_op_times(r);
     if (r.failure) std::cout << "FAILED (" << r.failure->kind << "): " << r.failure->message << "\n";
@@ -351,7 +353,7 @@ std::variant<runtime::RunReport, int> device_report(const ModelConfig& model, co
 // writes its own report file (rank_report_path) and, but for rank 0, prints nothing.
 int finish_run(const RunState& st, const runtime::RunReport& report, const RankChoice& ranks) {
     const std::string text = runtime::run_report_to_json(report).dump(2) + "\n";
-    const bool one_of_many = ranks.mode == RankMode::nccl_rank && report.parallel.world_size > 1;
+    const bool one_of_many = ranks.in_launch && report.parallel.world_size > 1;
     if (!st.report_file.empty())
         runtime::write_file_atomic(one_of_many ? rank_report_path(st.report_file, static_cast<int>(report.parallel.rank))
                                                : st.report_file,

@@ -51,8 +51,8 @@ RankChoice choose_ranks(const RankFlags& f, const std::optional<runtime::Rendezv
         if (env->world_size != world)
             throw InputError("--dp", "the plan has " + n + " ranks (" + shape + ") but the launch has " +
                                          std::to_string(env->world_size) + " processes (" + var + ")");
-        if (dry_run) return {RankMode::alone, env->rank, std::nullopt};
-        return {RankMode::nccl_rank, env->rank, env};
+        if (dry_run) return {RankMode::alone, env->rank, std::nullopt, true};
+        return {RankMode::nccl_rank, env->rank, env, true};
     }
     if (!dry_run && world > 1 && !f.emulate_rank)
         throw InputError("--emulate-rank", "this plan has " + n + " ranks (" + shape + "): measure one of them on this GPU "

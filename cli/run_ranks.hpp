@@ -23,6 +23,7 @@ struct RankChoice {
     RankMode mode = RankMode::alone;
     std::int64_t rank = 0;                      // alone: the rank walked or emulated
     std::optional<runtime::Rendezvous> launch;  // nccl_rank: this process's place in the job
+    bool in_launch = false;  // one process of a launched job (an NCCL rank, or a dry run walking its rank)
 };
 
 // Decides from the flags, the environment's rendezvous and the plan; throws InputError naming

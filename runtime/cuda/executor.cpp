@@ -452,7 +452,7 @@ void collect_comm(RunReport& r, const std::vector<cuda::DeviceRunner::CommTimes>
     p.reduce_scatter_s = cuda::median(rs);
     p.all_gather_s = cuda::median(ag);
     p.collectives_per_step = steps.back().count;
-    p.collective_bytes_per_step = steps.back().bytes;
+    p.collective_bytes_per_step = static_cast<std::int64_t>(steps.back().bytes);
     if (p.backend == "emulated" && r.measured.step_time_s && r.predicted.step_time_s)
         p.step_time_with_predicted_communication_s = *r.measured.step_time_s + r.predicted.emulated_communication_s();
 }

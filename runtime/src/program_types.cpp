@@ -163,6 +163,17 @@ bool is_collective(OpKind k) {
     return k == OpKind::all_reduce || k == OpKind::reduce_scatter || k == OpKind::all_gather;
 }
 
+CollectiveVolume step_collectives(const Program& p) {
+    CollectiveVolume v;
+    for (const Op& op : p.step) {
+        if (!is_collective(op.kind)) continue;
+        const BufferSpec& spec = p.buffers[static_cast<std::size_t>(op.v[0].buffer)];
+        ++v.count;
+        v.bytes += op.v[0].rows * op.v[0].cols * dtype_bytes(spec.dtype);
+    }
+    return v;
+}
+
 BufferId Program::optimizer_grads() const {
     return grad_shard != kNoBuffer ? grad_shard : grads_fp32 != kNoBuffer ? grads_fp32 : grads;
 }

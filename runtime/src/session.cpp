@@ -72,6 +72,9 @@ RunReport dry_run_report(const ModelConfig& model, const GpuSpec& gpu, const Pla
     program.hyper = options.hyper;
     use_model_rope(program);
     r.parallel.backend = has_collectives(program) ? "dry-run" : "none";
+    const CollectiveVolume collectives = step_collectives(program);  // what a device run would issue
+    r.parallel.collectives_per_step = collectives.count;
+    r.parallel.collective_bytes_per_step = collectives.bytes;
     const DryRunResult d = dry_run(program, 1, options.timeline);
     r.measured.allocator = options.allocator;
     if (options.allocator == "arena") {  // the arena a device run would take

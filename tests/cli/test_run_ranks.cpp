@@ -2,7 +2,14 @@
 // variables and the plan; the report file of each rank.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
 #include "preflight/planner/error.hpp"
+#include "run_cli.hpp"
 #include "run_ranks.hpp"
 
 namespace preflight::cli {
@@ -41,6 +48,7 @@ TEST(RunRanks, ChoosesTheRankFromTheFlagsAndTheLaunch) {
     const RankChoice d = choose_ranks({}, job, dp(8), true);
     EXPECT_EQ(d.mode, RankMode::alone);
     EXPECT_EQ(d.rank, 6);
+    EXPECT_TRUE(d.in_launch);  // its own report file (.rank6) and, not being rank 0, no output
     EXPECT_EQ(choose_ranks({2, 0}, job, dp(8), true).rank, 2);
 }
 
@@ -68,6 +76,39 @@ TEST(RunRanks, EachRankWritesItsOwnReport) {
     EXPECT_EQ(rank_report_path("run.json", 3), "run.rank3.json");
     EXPECT_EQ(rank_report_path("out/run", 0), "out/run.rank0");
     EXPECT_EQ(rank_report_path("out.d/run", 12), "out.d/run.rank12");
+}
+
+// A dry run reports the collectives a device run of the rank issues (was 0 for every plan).
+// GPT-2 with its vocabulary padded to 50,304 rows: 124,439,808 + 47 x 768 = 124,475,904
+// parameters. ZeRO-0 all-reduces the bf16 gradients once: 2 B each, 248,951,808 B. ZeRO-1 also
+// all-gathers the updated bf16 weights: twice that.
+TEST(RunRanks, ADryRunCountsTheCollectivesADeviceRunIssues) {
+    const auto bytes = [](int zero) {
+        const auto r = test::run_preflight("run --dry-run --model gpt2 --dp 2 --zero " + std::to_string(zero) +
+                                           " --emulate-rank 0 --format json");
+        EXPECT_EQ(r.exit_code, 0) << r.err;
+        const auto p = nlohmann::json::parse(r.out).at("parallel");
+        EXPECT_GT(p.at("collectives_per_step").get<int>(), 0);
+        EXPECT_TRUE(p.at("collective_bytes_per_step").is_number_integer());
+        return p.at("collective_bytes_per_step").get<std::int64_t>();
+    };
+    EXPECT_EQ(bytes(0), 248'951'808);
+    EXPECT_EQ(bytes(1), 2 * 248'951'808);
+}
+
+// A dry run in each process of a launch: rank 1 of 2 writes run.rank1.json and prints nothing
+// (rank 0 speaks for the job); run.json itself is not written.
+TEST(RunRanks, ADryRunInALaunchWritesItsRanksReportQuietly) {
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("preflight-ranks-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const std::string report = (dir / "run.json").string();
+    const auto r = test::run_preflight("run --model gpt2 --seq 128 --dp 2 --dry-run --report " + report,
+                                       "RANK=1 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_TRUE(std::filesystem::exists(dir / "run.rank1.json"));
+    EXPECT_FALSE(std::filesystem::exists(dir / "run.json"));
+    std::filesystem::remove_all(dir);
 }
 
 }  // namespace

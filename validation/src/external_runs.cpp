@@ -71,6 +71,30 @@ void check_targets(const nlohmann::json& t, const std::string& manifest) {
     }
 }
 
+// The gates each kind of data set reads: an evaluation-only set gates memory on peak_memory_error_*
+// (external_eval.cpp); a fitted one on its memory cross-validation's figures (external_memory_gate.cpp,
+// a framework with an allocator model: nanotron) and reads "folds". A key the set's kind never reads
+// would gate nothing: refused.
+void check_target_kinds(const ExternalDataset& d, const std::string& manifest) {
+    static const std::set<std::string> cross_validated_memory = {
+        "memory_verdict_accuracy_min", "fit_but_oom_fraction_max", "reserved_peak_abs_error_p50_max",
+        "reserved_peak_abs_error_p95_max", "reserved_peak_abs_error_p95_tp_inside_node_max",
+        "optimizer_allocated_abs_error_p95_max", "reserved_range_inside_fraction_min", "reserved_range_median_width_max"};
+    for (const auto& [key, v] : d.targets.items()) {
+        const std::string where = manifest + ": targets." + key;
+        const bool cv_memory = cross_validated_memory.count(key) > 0;
+        if (d.evaluation_only && (cv_memory || key == "folds"))
+            throw InputError(where, "gates a cross-validated data set, and this one is evaluation_only (its memory gates: "
+                                    "peak_memory_error_p50_max, peak_memory_error_p95_max)");
+        if (!d.evaluation_only && key.rfind("peak_memory_error_", 0) == 0)
+            throw InputError(where, "gates an evaluation-only data set; a fitted one gates memory with the "
+                                    "reserved_peak_abs_error_* figures of its cross-validation");
+        if (!d.evaluation_only && cv_memory && d.framework != "nanotron")
+            throw InputError(where, "gates the memory cross-validation, which needs a framework with an allocator "
+                                    "model (nanotron), got '" + d.framework + "'");
+    }
+}
+
 // Splits one CSV line on commas. The data sets have no quoted fields; a quote is refused
 // rather than mis-parsed.
 std::vector<std::string> split_csv(const std::string& line, const std::string& where) {
@@ -522,6 +546,7 @@ ExternalDataset read_external_dataset(const fs::path& folder, const fs::path& da
         if (!j["evaluation_only"].is_boolean()) throw InputError(manifest.string(), "\"evaluation_only\" must be true or false");
         d.evaluation_only = j["evaluation_only"].get<bool>();
     }
+    check_target_kinds(d, manifest.string());
     d.runs = d.schema == "published-runs" ? read_published_runs_csv(folder / csv, data_dir) : read_external_csv(folder / csv);
     select_rows(d, j, manifest.string());
     return d;

@@ -150,6 +150,16 @@ struct Op {
 };
 bool is_collective(OpKind k);
 
+// The collectives one step issues and the bytes of their buffers (each op's first view, as the
+// device runner hands it to the communicator): the run report's collectives_per_step and
+// collective_bytes_per_step, known from the program before anything runs.
+struct Program;
+struct CollectiveVolume {
+    int count = 0;
+    std::int64_t bytes = 0;
+};
+CollectiveVolume step_collectives(const Program& p);
+
 // Dimensions of the program (one micro-batch).
 struct Dims {
     std::int64_t s = 0, b = 0, rows = 0;  // rows = s*b tokens per micro-batch

@@ -114,7 +114,7 @@ struct ParallelInfo {
     // an emulated / loopback rank's local ops (no bytes cross GPUs then).
     std::optional<double> all_reduce_s, reduce_scatter_s, all_gather_s;
     int collectives_per_step = 0;
-    double collective_bytes_per_step = 0;
+    std::int64_t collective_bytes_per_step = 0;
     // Emulated ranks: the measured step (compute and local ops) plus the planner's predicted
     // exposed communication, labelled as such: the step time rank `rank` of the real job would see.
     std::optional<double> step_time_with_predicted_communication_s;
