@@ -75,7 +75,6 @@ constexpr std::size_t kMaxGemmShapes = 100000;  // per report: a step of the lar
 
 }  // namespace
 
-json errors_json(const ErrorStats& e) { return {{"n", e.n}, {"p50", e.p50}, {"p95", e.p95}, {"max", e.max}}; }
 
 std::vector<GemmSample> gemm_samples(const json& m) {
     std::vector<GemmSample> out;
@@ -126,11 +125,11 @@ json gemm_curves_json(const std::vector<GemmCurveFit>& fits) {
                        {"shapes", f.shapes},
                        {"before", {{"gemm_max_fraction_of_peak", f.max_fraction_before},
                                    {"gemm_half_efficiency_dim", f.half_dim_before},
-                                   {"error", errors_json(f.before)}}},
+                                   {"error", error_stats_json(f.before)}}},
                        {"after", {{"gemm_max_fraction_of_peak", f.max_fraction_after},
                                   {"gemm_half_efficiency_dim", f.half_dim_after},
-                                  {"error", errors_json(f.after)}}},
-                       {"error_leave_one_family_out", errors_json(f.by_family)}});
+                                  {"error", error_stats_json(f.after)}}},
+                       {"error_leave_one_family_out", error_stats_json(f.by_family)}});
     return out;
 }
 

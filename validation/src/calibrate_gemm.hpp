@@ -11,9 +11,6 @@
 
 namespace preflight::validation {
 
-// {"n", "p50", "p95", "max"} of an error sample.
-nlohmann::json errors_json(const ErrorStats& e);
-
 // measured.op_times.gemms of a run report (none when it has no op times); an entry that is not
 // what the runtime writes is an InputError naming its key.
 std::vector<GemmSample> gemm_samples(const nlohmann::json& measured);

@@ -31,7 +31,6 @@ std::optional<double> EvaluatedRun::memory_error() const {
 
 namespace {
 
-json stats_json(const ErrorStats& e) { return {{"n", e.n}, {"p50", e.p50}, {"p95", e.p95}, {"max", e.max}}; }
 
 // One row: the planner's prediction under the data set's framework profile and the row's
 // GPU spec (its committed, already fitted constants).
@@ -119,8 +118,8 @@ json per_row_json(const std::vector<EvaluatedRun>& rows) {
         if (!e.skipped.empty()) j["skipped"] = e.skipped;
         if (e.measured_tokens_per_s_per_gpu) j["measured_tokens_per_s_per_gpu"] = *e.measured_tokens_per_s_per_gpu;
         if (e.predicted_tokens_per_s_per_gpu) j["predicted_tokens_per_s_per_gpu"] = *e.predicted_tokens_per_s_per_gpu;
-        if (e.measured_peak_bytes) j["measured_peak_reserved_bytes"] = *e.measured_peak_bytes;
-        if (e.predicted_peak_bytes) j["predicted_peak_reserved_bytes"] = *e.predicted_peak_bytes;
+        if (e.measured_peak_bytes) j["measured_peak_reserved_bytes"] = std::llround(*e.measured_peak_bytes);
+        if (e.predicted_peak_bytes) j["predicted_peak_reserved_bytes"] = std::llround(*e.predicted_peak_bytes);
         out.push_back(j);
     }
     return out;
@@ -212,9 +211,9 @@ ExternalEvaluation evaluate_external_dataset(const ExternalDataset& d, const fs:
     ev.summary = {{"evaluation_only", true},
                   {"rows", d.runs.size()},
                   {"skipped", ev.skipped},
-                  {"tokens_per_s_per_gpu_error", stats_json(ev.tokens)},
+                  {"tokens_per_s_per_gpu_error", error_stats_json(ev.tokens)},
                   {"tokens_per_s_per_gpu_median_signed_error", ev.tokens_median_signed},
-                  {"peak_reserved_error", stats_json(ev.memory)},
+                  {"peak_reserved_error", error_stats_json(ev.memory)},
                   {"peak_reserved_median_signed_error", ev.memory_median_signed},
                   {"failures", ev.failures},
                   {"per_row", per_row_json(ev.rows)}};

@@ -488,7 +488,7 @@ MemoryCrossValidation memory_cross_validation(const std::vector<ExternalRun>& me
 }
 
 nlohmann::json figures_to_json(const MemoryFigures& f) {
-    auto stats = [](const ErrorStats& s) { return nlohmann::json{{"n", s.n}, {"p50", s.p50}, {"p95", s.p95}, {"max", s.max}}; };
+    const auto stats = error_stats_json;
     return {{"modelled", f.modelled},
             {"not_modelled", f.not_modelled},
             {"verdict_jobs", f.verdict_jobs},

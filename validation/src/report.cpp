@@ -11,7 +11,6 @@ using nlohmann::json;
 
 namespace {
 
-json stats_json(const ErrorStats& s) { return {{"n", s.n}, {"p50", s.p50}, {"p95", s.p95}, {"max", s.max}}; }
 
 json source_json(const SourceSummary& s) {
     json j = {{"runs", s.runs},
@@ -27,12 +26,12 @@ json source_json(const SourceSummary& s) {
               {"step_time_error_p95", s.step_time.n ? json(s.step_time.p95) : json(nullptr)},
               {"mfu_error_p50", s.mfu.n ? json(s.mfu.p50) : json(nullptr)},
               {"overhead_error_p50", s.overhead.n ? json(s.overhead.p50) : json(nullptr)},
-              {"peak_error", stats_json(s.peak)},
-              {"step_time_error", stats_json(s.step_time)},
-              {"mfu_error", stats_json(s.mfu)},
-              {"overhead_error", stats_json(s.overhead)}};
+              {"peak_error", error_stats_json(s.peak)},
+              {"step_time_error", error_stats_json(s.step_time)},
+              {"mfu_error", error_stats_json(s.mfu)},
+              {"overhead_error", error_stats_json(s.overhead)}};
     json cats = json::object();
-    for (const auto& [k, v] : s.categories) cats[k] = stats_json(v);
+    for (const auto& [k, v] : s.categories) cats[k] = error_stats_json(v);
     j["category_errors"] = cats;
     return j;
 }
@@ -78,9 +77,12 @@ json summary_to_json(const CheckResult& r) {
     for (const auto& run : r.runs) {
         json cs = json::object();
         for (const auto& c : run.comparisons) {
-            json cj = {{"measured", c.measured}, {"predicted", c.predicted}, {"relative_error", c.relative_error},
-                       {"within", c.within}};
-            if (c.tolerance) cj["tolerance"] = {{"abs", c.tolerance->abs}, {"rel", c.tolerance->rel}};
+            // Byte figures are whole bytes in every JSON the tool writes (docs/interface.md).
+            const bool bytes = c.quantity.size() > 6 && c.quantity.compare(c.quantity.size() - 6, 6, "_bytes") == 0;
+            const auto figure = [bytes](double v) { return bytes ? json(std::llround(v)) : json(v); };
+            json cj = {{"measured", figure(c.measured)}, {"predicted", figure(c.predicted)},
+                       {"relative_error", c.relative_error}, {"within", c.within}};
+            if (c.tolerance) cj["tolerance"] = {{"abs", figure(c.tolerance->abs)}, {"rel", c.tolerance->rel}};
             cs[c.quantity] = cj;
         }
         runs.push_back({{"id", run.id}, {"source", run.source}, {"mode", run.mode}, {"status", run.status},
@@ -97,7 +99,7 @@ json summary_to_json(const CheckResult& r) {
                          {"peak_abs_error_p95_max", g.peak_p95_max ? json(*g.peak_p95_max) : json(nullptr)},
                          {"compared_runs_min", g.compared_runs_min},
                          {"compared", g.compared},
-                         {"peak_abs_error", {{"n", g.peak.n}, {"p50", g.peak.p50}, {"p95", g.peak.p95}, {"max", g.peak.max}}},
+                         {"peak_abs_error", error_stats_json(g.peak)},
                          {"failures", g.failures},
                          {"passed", g.passed()}});
     j["gates"] = gates;

@@ -33,4 +33,9 @@ ErrorStats error_stats(const std::vector<double>& abs_errors) {
     return s;
 }
 
+nlohmann::json error_stats_json(const ErrorStats& s) {
+    const auto figure = [&](double v) { return s.n > 0 ? nlohmann::json(v) : nlohmann::json(nullptr); };
+    return {{"n", s.n}, {"p50", figure(s.p50)}, {"p95", figure(s.p95)}, {"max", figure(s.max)}};
+}
+
 }  // namespace preflight::validation

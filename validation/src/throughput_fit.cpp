@@ -301,21 +301,17 @@ ThroughputCv cross_validate_throughput(const std::vector<ThroughputSample>& samp
     return cv;
 }
 
-namespace {
-json stats_json(const ErrorStats& e) { return {{"n", e.n}, {"p50", e.p50}, {"p95", e.p95}, {"max", e.max}}; }
-}  // namespace
-
 json throughput_cv_to_json(const ThroughputCv& cv) {
     json folds = json::array();
     for (std::size_t k = 0; k < cv.fold_held_out.size(); ++k)
-        folds.push_back({{"fold", k}, {"held_out", stats_json(cv.fold_held_out[k])},
+        folds.push_back({{"fold", k}, {"held_out", error_stats_json(cv.fold_held_out[k])},
                          {"constants", efficiency_to_json(cv.fold_fits[k])}});
     return {{"folds", cv.folds},
             {"families", cv.families},
-            {"tokens_per_s_per_gpu_error_before", stats_json(cv.before)},
-            {"tokens_per_s_per_gpu_error_committed_constants", stats_json(cv.committed)},
-            {"tokens_per_s_per_gpu_error_held_out", stats_json(cv.held_out)},
-            {"tokens_per_s_per_gpu_error_in_sample", stats_json(cv.full_fit_in_sample)},
+            {"tokens_per_s_per_gpu_error_before", error_stats_json(cv.before)},
+            {"tokens_per_s_per_gpu_error_committed_constants", error_stats_json(cv.committed)},
+            {"tokens_per_s_per_gpu_error_held_out", error_stats_json(cv.held_out)},
+            {"tokens_per_s_per_gpu_error_in_sample", error_stats_json(cv.full_fit_in_sample)},
             {"per_fold", folds},
             {"fitted", efficiency_to_json(cv.full_fit)},
             {"evaluations", cv.evaluations}};

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace preflight::validation {
 
 // Percentile q in [0, 1] with linear interpolation between closest ranks
@@ -23,5 +25,7 @@ struct ErrorStats {
     double p50 = 0, p95 = 0, max = 0;
 };
 ErrorStats error_stats(const std::vector<double>& abs_errors);
+// {"n", "p50", "p95", "max"}; the three figures null over no sample (unknown, not 0).
+nlohmann::json error_stats_json(const ErrorStats& s);
 
 }  // namespace preflight::validation
