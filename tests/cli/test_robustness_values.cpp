@@ -78,6 +78,20 @@ TEST(Values, AReportsImpossibleFigureIsRefusedByCheckAndCalibrate) {
     }
 }
 
+TEST(Values, ARunReportWithoutItsMeasuredOrPlanIsRefusedNotSkipped) {
+    // Was: skipped as "another kind of document"; alone in its folder, "holds no run reports".
+    for (const char* key : {"measured", "plan"}) {
+        SCOPED_TRACE(key);
+        Scratch s;
+        const std::string kept = report_with(s, "step_time_s", 0.1);
+        json r = json::parse(std::ifstream(kept));
+        r.erase(key);
+        const std::string file = s.write("reports/broken.json", r);
+        expect_refused("validate --check " + (s.dir() / "reports").string() + " --no-report-files",
+                       {file, std::string(key) + " must be an object"});
+    }
+}
+
 TEST(Values, AGateWithAnUnknownSourceIsRefused) {
     // Was: exit 1, a gate over 0 runs of source "bogus".
     Scratch s;

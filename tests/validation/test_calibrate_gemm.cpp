@@ -116,6 +116,11 @@ TEST(GemmCurve, OpTimesAreReadFromReportsAndAMalformedEntryNamesItsKey) {
     EXPECT_EQ(r.runs_with_op_times, 1);
     EXPECT_TRUE(r.gemm_curves.empty());  // one 16-bit GEMM-only shape: too few to fit
     EXPECT_NE(calibration_table(r).find("fewer than 3 shapes"), std::string::npos) << calibration_table(r);
+    // The same shape timed in more runs is still one point of the curve (was: one "shape" a run).
+    for (const char* name : {"c.json", "e.json", "f.json"}) std::ofstream(d / name) << report(gemms).dump();
+    const auto repeated = load_calibration_runs(d, "h100-sxm-80gb", kSourceRuntime, test::data_dir());
+    EXPECT_TRUE(calibrate(repeated, test::catalog_gpu("h100-sxm-80gb"), CalibrationTarget::runtime).gemm_curves.empty());
+    for (const char* name : {"c.json", "e.json", "f.json"}) fs::remove(d / name);
 
     gemms[0]["m"] = -3;
     std::ofstream(d / "a.json") << report(gemms).dump();

@@ -4,8 +4,10 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/throughput.hpp"
@@ -25,6 +27,14 @@ struct Sample {
     Precision precision;
     std::string family;
 };
+
+// Distinct (m, n, k, batch) shapes among the samples: a two-constant curve needs three, and the
+// same product timed in many runs is still one point of it.
+int distinct_shapes(const std::vector<Sample>& samples) {
+    std::set<std::tuple<double, double, double, double>> shapes;
+    for (const Sample& s : samples) shapes.emplace(s.g.m, s.g.n, s.g.k, s.g.batch);
+    return static_cast<int>(shapes.size());
+}
 
 // The class's two constants in `e`: the 16-bit GEMM figures, or the fp32 recipe's.
 void set_curve(Efficiency& e, bool fp32, double max_fraction, double half_dim) {
@@ -173,11 +183,12 @@ std::vector<GemmCurveFit> fit_gemm_curves(const std::vector<CalibrationRun>& run
     }
     std::vector<GemmCurveFit> out;
     for (const auto& [fp32, samples] : by_class) {
-        if (samples.size() < 3) continue;
+        const int shapes = distinct_shapes(samples);
+        if (shapes < 3) continue;
         GemmCurveFit f;
         f.kernels = fp32 ? "fp32" : "16-bit";
         f.runs = class_runs[fp32];
-        f.shapes = static_cast<int>(samples.size());
+        f.shapes = shapes;
         const KernelEfficiency k0 = kernel_efficiency(gpu.efficiency, fp32 ? Precision::fp32 : Precision::bf16_mixed);
         f.max_fraction_before = k0.gemm_max_fraction_of_peak;
         f.half_dim_before = k0.gemm_half_efficiency_dim;
@@ -187,14 +198,14 @@ std::vector<GemmCurveFit> fit_gemm_curves(const std::vector<CalibrationRun>& run
         f.max_fraction_after = k1.gemm_max_fraction_of_peak;
         f.half_dim_after = k1.gemm_half_efficiency_dim;
         f.after = curve_errors(samples, fitted);
-        // Leave one model family out: its shapes predicted by a fit on the others' (at least 3).
+        // Leave one model family out: its shapes predicted by a fit on the others' (at least 3 distinct).
         std::vector<double> lofo;
         std::map<std::string, int> families;
         for (const Sample& s : samples) ++families[s.family];
         for (const auto& [family, n] : families) {
             std::vector<Sample> train, held;
             for (const Sample& s : samples) (s.family == family ? held : train).push_back(s);
-            if (train.size() < 3) continue;
+            if (distinct_shapes(train) < 3) continue;
             const GpuSpec other = fit_curve(train, gpu, fp32);
             for (const Sample& s : held) {
                 const double p = predicted_s(s, other);

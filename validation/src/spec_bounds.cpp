@@ -113,6 +113,9 @@ void check_run_report_fields(const json& r, const std::string& file) {
     expect(r, "message", &json::is_string, "a string", file);
     expect_named(r, "model", file);
     expect_named(r, "gpu", file);
+    for (const char* key : {"plan", "measured"})
+        if (!r.contains(key) || !r.at(key).is_object())
+            throw InputError(file, std::string(key) + " must be an object, got " + (r.contains(key) ? r.at(key).dump() : "nothing"));
     expect(r, "device", &json::is_object, "an object", file);
     expect(r, "plan", &json::is_object, "an object", file);
     expect(r, "measured", &json::is_object, "an object", file);
@@ -129,7 +132,7 @@ void check_run_report_fields(const json& r, const std::string& file) {
         for (const char* k : {"rank", "world_size", "nccl_world1_bytes"})
             expect(r.at("parallel"), k, &json::is_number_integer, "an integer", file, "parallel.");
     }
-    if (r.contains("measured")) check_measured(r.at("measured"), file);
+    check_measured(r.at("measured"), file);
 }
 
 }  // namespace preflight::validation
