@@ -1,4 +1,3 @@
-#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -20,9 +19,7 @@ auto load_listed(const std::string& data_dir_flag, Load load) {
     try {
         return load();
     } catch (const InputError& e) {
-        const std::string what = e.what();
-        const std::string detail = what.substr(std::min(what.size(), e.subject().size() + 2));
-        throw InputError(data_dir_flag.empty() ? "PREFLIGHT_DATA_DIR" : "--data-dir", detail);
+        throw InputError(data_dir_flag.empty() ? "PREFLIGHT_DATA_DIR" : "--data-dir", e.detail());
     }
 }
 

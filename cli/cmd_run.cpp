@@ -280,8 +280,7 @@ InputError blame_plan_file(const RunState& st, const InputError& e) {
         if (f.flag == e.subject()) key = f.key;
     const CLI::Option* given = st.sub ? st.sub->get_option_no_throw(e.subject()) : nullptr;
     if (key.empty() || (given && given->count() > 0)) return e;
-    const std::string what = e.what();
-    return InputError("--plan " + st.plan_file, key + ": " + what.substr(e.subject().size() + 2));
+    return InputError("--plan " + st.plan_file, key + ": " + e.detail());
 }
 
 // What `preflight run` cannot execute, and its bounds on the work of one step.

@@ -155,8 +155,7 @@ InputError located(const InputError& e, std::string_view text, const std::string
     for (const auto& [pointer, at] : key_lines(text))
         if (at <= line && (at > best || (at == best && pointer.size() > key.size()))) best = at, key = pointer;
     if (line == 0 || key.empty()) return e;
-    const std::string rest = message.rfind(e.subject() + ": ", 0) == 0 ? message.substr(e.subject().size() + 2) : message;
-    return InputError(ConfigSpot{file, dotted(key), line}.text(), rest);
+    return InputError(ConfigSpot{file, dotted(key), line}.text(), e.detail());
 }
 
 }  // namespace

@@ -92,6 +92,19 @@ TEST(Values, ARunReportWithoutItsMeasuredOrPlanIsRefusedNotSkipped) {
     }
 }
 
+TEST(Values, AReportsUnknownModelOrGpuNamesItsKeyNotAFlag) {
+    // Was: "--model: 'no-such-model' ...", a flag validate never took.
+    for (const char* key : {"model", "gpu"}) {
+        SCOPED_TRACE(key);
+        Scratch s;
+        json r = json::parse(std::ifstream(report_with(s, "step_time_s", 0.1)));
+        r[key]["name"] = "no-such-thing";
+        const std::string file = s.write("reports/r.json", r);
+        expect_refused("validate --check " + (s.dir() / "reports").string() + " --no-report-files",
+                       {file, std::string(key) + ".name", "no-such-thing"}, {"--model", "--gpu"});
+    }
+}
+
 TEST(Values, AGateWithAnUnknownSourceIsRefused) {
     // Was: exit 1, a gate over 0 runs of source "bogus".
     Scratch s;

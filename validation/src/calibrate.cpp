@@ -102,7 +102,7 @@ std::optional<CalibrationRun> calibration_run(const json& j, const fs::path& f, 
         return std::nullopt;
     CalibrationRun r;
     r.id = f.stem().string();
-    r.model = load_model(j.at("model").at("name").get<std::string>(), scan.data_dir);
+    r.model = load_recorded_model(j.at("model").at("name").get<std::string>(), scan.data_dir);
     r.plan = resolve_defaults(plan_from_json(j.at("plan")), r.model);
     r.step_time_s = m.at("step_time_s").get<double>();
     r.own_attention_kernel = ran_own_attention_kernel(m);

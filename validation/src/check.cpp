@@ -26,6 +26,14 @@ const Comparison* RunCheck::find(const std::string& quantity) const {
     return nullptr;
 }
 
+ModelConfig load_recorded_model(const std::string& name, const fs::path& data_dir) {
+    try {
+        return load_model(name, data_dir);
+    } catch (const InputError& e) {
+        throw InputError("model.name", e.detail());
+    }
+}
+
 bool is_run_report(const json& j) {
     const auto command = j.is_object() ? j.find("command") : j.end();
     // Its required keys are checked apart (check_run_report_fields): a run report without
@@ -219,8 +227,14 @@ RunCheck check_report(const json& r, const std::string& id, const Tolerances& to
     const std::string subject = "report " + id;
     if (rc.model.empty()) throw InputError(subject, "has no model.name");
     if (rc.gpu.empty()) throw InputError(subject, "has no gpu.name");
-    const ModelConfig model = load_model(rc.model, options.data_dir);
-    const GpuSpec gpu = load_gpu(rc.gpu, options.data_dir);
+    const ModelConfig model = load_recorded_model(rc.model, options.data_dir);
+    GpuSpec gpu;
+    try {
+        gpu = load_gpu(rc.gpu, options.data_dir);
+    } catch (const InputError& e) {
+        if (options.gpu) throw;  // --gpu named it
+        throw InputError("gpu.name", e.detail());
+    }
     const Plan plan = resolve_defaults(plan_from_json(rc.plan), model);
     const json& m = r.at("measured");
     const std::int64_t rank = r.contains("parallel") && r.at("parallel").is_object()

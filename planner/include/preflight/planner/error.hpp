@@ -15,6 +15,8 @@ public:
         : std::runtime_error(subject + ": " + message), subject_(std::move(subject)) {}
     // The field, flag or file the message is about (e.g. "--tp", "hidden_size").
     const std::string& subject() const noexcept { return subject_; }
+    // The message without "subject: ": to say the same of another subject (a key, a file).
+    std::string detail() const { return std::string(what()).substr(subject_.size() + 2); }
 
 private:
     std::string subject_;

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "preflight/planner/model.hpp"
 #include "preflight/validation/matrix.hpp"
 #include "preflight/validation/stats.hpp"
 
@@ -111,6 +112,9 @@ bool ran_own_attention_kernel(const nlohmann::json& measured);
 // Whether a runtime report's buffers came from the cudaMallocAsync pool (measured.allocator
 // "pool", or no "allocator" at all: every run recorded before the planned arena), not the arena.
 bool ran_pool_allocator(const nlohmann::json& measured);
+
+// The model a report names (model.name) from the catalog: a refusal names that key, not --model.
+ModelConfig load_recorded_model(const std::string& name, const std::filesystem::path& data_dir);
 
 // True for a JSON document that is a run report (`preflight run` or train.py).
 bool is_run_report(const nlohmann::json& j);
