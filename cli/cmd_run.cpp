@@ -223,14 +223,15 @@ void print_table(const runtime::RunReport& r) {
                     r.measured.driver.nvml_used_peak_bytes ? format_bytes(*r.measured.driver.nvml_used_peak_bytes).c_str()
                                                            : r.measured.driver.nvml.c_str());
     }
-    if (r.parallel.collectives_per_step > 0)
+    if (r.parallel.collectives_per_step > 0 && r.parallel.backend == "dry-run")
+        std::printf("collectives: %d a step over %s of buffers (walked, not run: what a device run issues)\n",
+                    r.parallel.collectives_per_step, format_bytes(r.parallel.collective_bytes_per_step).c_str());
+    else if (r.parallel.collectives_per_step > 0)
         std::printf("collectives: %d a step (%s), all-reduce %s, reduce-scatter %s, all-gather %s%s\n",
                     r.parallel.collectives_per_step, format_bytes(r.parallel.collective_bytes_per_step).c_str(),
                     opt_seconds(r.parallel.all_reduce_s).c_str(), opt_seconds(r.parallel.reduce_scatter_s).c_str(),
                     opt_seconds(r.parallel.all_gather_s).c_str(),
-                    r.parallel.backend == "nccl"      ? ""
-                    : r.parallel.backend == "dry-run" ? " (walked, not run: what a device run issues)"
-                                                      : " (local ops, no bytes crossed GPUs)");
+                    r.parallel.backend == "nccl" ? "" : " (local ops, no bytes crossed GPUs)");
     if (r.measured.debug_sync) std::cout << "debug-sync: synchronised after every op (step times not representative)\n";
     print_op_times(r);
     if (r.failure) std::cout << "FAILED (" << r.failure->kind << "): " << r.failure->message << "\n";
@@ -393,6 +394,8 @@ int run_command(const RunState& st) {
         plan = ResolvedPlan(plan, *model_read).plan();  // defaults filled and validated once
         check_runnable(st, *model_read, plan);
     } catch (const InputError& e) {
+        // A config key the runtime refuses (rope_scaling.rope_type): named with the model it came from.
+        if (e.subject().rfind("rope_scaling", 0) == 0) throw InputError("--model " + model_name, e.what());
         throw blame_plan_file(st, e);
     }
     const ModelConfig& model = *model_read;
@@ -500,15 +503,16 @@ Command add_run_command(CLI::App& app) {
         "Example:\n  preflight run --model gpt2 --seq 1024 --mbs 4 --steps 20 --format json\n"
         "  preflight run --model llama-3.2-1b --seq 2048 --recompute selective --dry-run\n"
         "  preflight run --model llama-3.2-1b --seq 2048 --mbs 4 --op-times   # where the step's time goes, op by op\n"
-        "  preflight plan --model llama-3-8b --gpus 8 --gbs-tokens 4194304 --emit preflight | \\\n"
+        "  preflight plan --model llama-3-8b --gpus 8 --gbs-tokens 4194304 --framework preflight-runtime \\\n"
+        "    --emit preflight | \\\n"
         "    preflight run --plan - --emulate-rank 0      # rank 0 of the recommendation, on this GPU\n"
         "  preflight run --model gpt2 --dp 8 --zero 1 --nproc-per-node 8   # eight local ranks over NCCL\n"
         "  preflight run --model llama-3-8b --seq 4096 --tp 2 --sp --pp 2 --grad-acc 4 --emulate-rank 3 --dry-run\n"
         "                                                  # the last stage's tensor-parallel rank 1, walked\n"
         "Exit codes: 0 ok; 1 allocation failed (report still written) or tracked peak off the prediction by > 1 %;\n"
         "2 bad input or a plan the runtime cannot run (fp16, dropout, MoE, GPipe or interleaved pipelines, ZeRO-2/3\n"
-        "with --pp > 1, fp8-mixed with --sp); 3 no GPU, no CUDA build, or a CUDA/cuBLASLt/NCCL failure during\n"
-        "the run (report still written).");
+        "with --pp > 1, fp8-mixed with --sp); 3 no GPU or no CUDA build (nothing written), or a CUDA/cuBLASLt/NCCL\n"
+        "failure during the run (report still written).");
     return {sub, [st, sub] {
                 apply_from(st->from, *sub, st->flags, std::nullopt, std::cerr);
                 return run_command(*st);

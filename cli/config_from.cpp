@@ -121,8 +121,10 @@ FromApplied apply_from(const FromFlags& from, const CLI::App& sub, PlanFlags& fl
         flags.framework = *c.framework;
         log << "# --from: --framework " << *c.framework << " (the config's; give --framework to model another)\n";
     }
-    if (c.compiled_loss && !given_on(sub, "--compiled-loss") && sub.get_option_no_throw("--compiled-loss"))
+    if (c.compiled_loss && !given_on(sub, "--compiled-loss") && sub.get_option_no_throw("--compiled-loss")) {
         flags.compiled_loss = true;
+        log << "# --from: --compiled-loss (the config compiles the model)\n";
+    }
     applied.tp_comm_overlap = c.tp_comm_overlap;
     applied.overlap_p2p_comm = c.overlap_p2p_comm;
     applied.gpus = c.gpus;

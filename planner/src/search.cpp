@@ -9,6 +9,7 @@
 
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/extensions.hpp"
+#include "preflight/planner/format.hpp"
 #include "preflight/planner/limits.hpp"
 #include "preflight/planner/search.hpp"
 #include "search_internal.hpp"
@@ -304,8 +305,8 @@ void evaluate_family(SearchState& st, const Plan& family, const std::vector<Shap
             auto& over = st.over_host_memory[{plan.zero, plan.dp, plan.tp, plan.pp}];
             if (over.plans++ == 0) {
                 over.plan = plan;
-                over.why = "needs " + gib(mem.host_bytes_per_node) + " of host memory per node > --host-memory " +
-                           gib(*st.req.host_memory_bytes);
+                over.why = "needs " + format_bytes(mem.host_bytes_per_node) + " of host memory per node > --host-memory " +
+                           format_bytes(*st.req.host_memory_bytes);
             }
             continue;
         }

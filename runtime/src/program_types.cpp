@@ -239,6 +239,10 @@ void check_supported(const ModelConfig& m, const Plan& p) {
     if (p.dropout != 0.0) no("--dropout", "must be 0 for `run` (dropout is not implemented by the runtime)");
     if (m.is_moe()) no("--model", "mixture-of-experts models are not implemented by the runtime");
     if (m.head_dim % 2 != 0 && m.position == PositionKind::rope) no("--model", "RoPE needs an even head_dim");
+    // Before the device: the RoPE tables (ref::rope_inv_freq) know no other scaling.
+    if (m.position == PositionKind::rope && !m.rope_scaling.type.empty() && m.rope_scaling.factor != 0 &&
+        m.rope_scaling.type != "llama3")
+        throw InputError("rope_scaling.rope_type", "'" + m.rope_scaling.type + "' is not implemented by the runtime (llama3 is)");
     if (m.head_dim > 128) no("--model", "head_dim above 128 is not supported by the attention kernels");
 }
 

@@ -137,6 +137,14 @@ TEST(ConfigFrom, FlagsBesideTheFileOverrideItsValues) {
     EXPECT_EQ(j["plan"]["dp"], 64);  // still from the file
 }
 
+// What the file turns on beyond the plan is said on stderr too (was: --compiled-loss silently).
+TEST(ConfigFrom, TheCompiledLossTheConfigTurnsOnIsSaid) {
+    const auto r = run_preflight("memory --format json --gpus 256 --from " + config("torchtitan/llama3_70b_hsdp_pp_fp8.toml"));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("# --from: --compiled-loss"), std::string::npos) << r.err;
+    EXPECT_EQ(json::parse(r.out).at("memory").at("compiled_loss"), true);
+}
+
 TEST(ConfigFrom, VerboseListsWhatWasReadAndIgnored) {
     const auto r = run_preflight("memory --from " + config("torchtitan/cli_llama3_8b.toml") + " --gpus 64 --verbose");
     EXPECT_EQ(r.exit_code, 0) << r.err;

@@ -127,6 +127,17 @@ TEST(Values, ATimelineTheFormatCannotShowIsRefused) {
     expect_refused("memory --model gpt2 --timeline --format csv", {"--timeline", "CSV"});
 }
 
+TEST(Values, ARopeScalingTheRuntimeCannotComputeIsRefusedBeforeTheDevice) {
+    // Was: accepted by the dry run and exit 3 (no GPU) from `run`, the config never named.
+    Scratch s;
+    json cfg = catalog("models", "llama-3.2-1b");
+    cfg["rope_scaling"]["rope_type"] = "weird";
+    const std::string file = s.write("weird.json", cfg);
+    expect_refused("run --dry-run --seq 128 --model " + file, {"--model", file, "rope_scaling.rope_type", "'weird'"});
+    expect_refused("run --seq 128 --model " + file, {"--model", file, "rope_scaling.rope_type"});
+    EXPECT_EQ(run_preflight("memory --seq 128 --model " + file).exit_code, 0);  // memory does not depend on it
+}
+
 TEST(Values, TheDryRunSaysWhetherThePlanFitsTheGpu) {
     // Was: exit 0 and no verdict for a 1.5 TiB plan. GPT-2's logits alone at mbs 4096, seq 1024:
     // 4096 x 1024 x 50,257 x 2 B = 393 GiB, far over an 80 GB H100.

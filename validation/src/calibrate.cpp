@@ -542,7 +542,9 @@ std::string calibration_table(const CalibrationResult& r) {
         row("fp32_attention_fraction", r.before.fp32_attention_fraction_of_peak, r.after.fp32_attention_fraction_of_peak);
         row("column_sum_row_s", r.before.column_sum_row_s, r.after.column_sum_row_s);
     }
-    row("overhead_bytes", static_cast<double>(r.overhead_before), static_cast<double>(r.overhead_after));
+    std::snprintf(b, sizeof b, "%-32s %14lld %14lld\n", "overhead_bytes", static_cast<long long>(r.overhead_before),
+                  static_cast<long long>(r.overhead_after));  // whole bytes, as everywhere
+    o << b;
     if (r.target == CalibrationTarget::runtime)
         row("full_recompute_pool_slack", r.pool_slack_fraction_before, r.pool_slack_fraction_after);
     auto err = [&](const char* n, const ErrorStats& x, const ErrorStats& y) {
