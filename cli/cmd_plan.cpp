@@ -471,9 +471,11 @@ Command add_plan_command(CLI::App& app) {
     add_from_flags(*sub, st->from, false);
     sub->add_option("--headroom", st->headroom,
                     "Keep plans whose peak <= (1 - headroom) * GPU memory (fraction, default 0.05)")
+        ->check(finite_real())
         ->group(g);
     sub->add_option("--batch-tolerance", st->batch_tolerance,
                     "Largest relative batch rounding a dp degree may need (fraction, default 0.05)")
+        ->check(finite_real())
         ->group(g);
     sub->add_option("--top-k", st->top_k, "Number of ranked plans to print (1 to 100, kMaxTopK; default 10)")->group(g);
     sub->add_option("--format", st->flags.format, "table (default) | json")
@@ -489,8 +491,11 @@ Command add_plan_command(CLI::App& app) {
         ->transform(count_in_any_notation())
         ->group(g);
     sub->add_option("--base-lr", st->base_lr, "Learning rate known to work at --base-batch (prints LR scaling advice)")
+        ->check(finite_real())
         ->group(g);
-    sub->add_option("--base-batch", st->base_batch, "Global batch in tokens that --base-lr was tuned for")->group(g);
+    sub->add_option("--base-batch", st->base_batch, "Global batch in tokens that --base-lr was tuned for")
+        ->check(finite_real())
+        ->group(g);
     sub->add_option("--host-memory", st->host_memory,
                     "Host (CPU) memory per node available for offloaded states, in bytes; with it the search also "
                     "weighs --offload optimizer/params and rejects plans needing more")

@@ -380,7 +380,7 @@ int finish_run(const RunState& st, const runtime::RunReport& report, const RankC
 
 int run_command(const RunState& st) {
     if (!(std::isfinite(st.lr) && st.lr > 0))
-        throw InputError("--lr", "must be a positive finite number, got " + std::to_string(st.lr));
+        throw InputError("--lr", "must be a positive finite number, got " + format_real(st.lr));
     if (!st.report_file.empty()) check_output_file(st.report_file, "--report");  // before any work
     const auto dir = data_dir_of(st.flags.data_dir);
     std::string model_name = st.flags.model, gpu_name = st.flags.gpu;
@@ -456,7 +456,7 @@ Command add_run_command(CLI::App& app) {
         ->check(CLI::Range(std::int64_t{0}, kMaxRunSteps));
     sub->add_option("--seed", st->seed, "Seed for initialisation and synthetic tokens (default 1234; 0 to 2^64 - 1)")
         ->check(exact_seed());
-    sub->add_option("--lr", st->lr, "Learning rate (default 1e-3)");
+    sub->add_option("--lr", st->lr, "Learning rate (default 1e-3)")->check(finite_real());
     sub->add_flag("--dry-run", st->dry_run, "Walk the step program's allocations with no device");
     sub->add_flag("--debug-sync", st->debug_sync,
                   "Synchronise and check after every op so a failure names the op (index, kind, layer); also "

@@ -13,6 +13,7 @@ namespace preflight::cli {
 // Byte and count formatting is the planner's, shared with the explorer.
 using preflight::format_bytes;
 using preflight::format_count;
+using preflight::format_real;
 using preflight::group_digits;
 // "989.4 TFLOP/s", or "N/A" when unknown.
 std::string format_rate(std::optional<double> v, const char* unit);

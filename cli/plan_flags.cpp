@@ -64,6 +64,19 @@ CLI::Validator count_at_most(std::int64_t bound, const std::string& bound_name) 
         "COUNT <= " + std::to_string(bound));
 }
 
+CLI::Validator finite_real() {
+    return CLI::Validator(
+        [](std::string& value) -> std::string {
+            double v = 0;
+            const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+            if (ec == std::errc::result_out_of_range) return "'" + value + "' is beyond the range of a number";
+            if (ec != std::errc() || end != value.data() + value.size() || !std::isfinite(v))
+                return "'" + value + "' is not a finite number";
+            return "";
+        },
+        "NUMBER");
+}
+
 namespace {
 
 // A whole number in decimal, exactly: CLI11 alone would clamp a value past 2^63 - 1 (and a
@@ -96,7 +109,7 @@ CLI::Option* add_field_option(CLI::App& app, const PlanField& field, PlanFlags::
             else
                 o->check(exact_integer());
             break;
-        case FieldType::real: o = app.add_option(flag, slot.real, help); break;
+        case FieldType::real: o = app.add_option(flag, slot.real, help)->check(finite_real()); break;
         case FieldType::toggle: o = app.add_flag(flag, slot.toggle, help); break;
         case FieldType::name:
             o = app.add_option(flag, slot.name, help);

@@ -59,6 +59,8 @@ ModelConfig load_plan_model(const PlanFlags& flags, const std::filesystem::path&
 CLI::Validator count_in_any_notation();
 // The same, also refusing values above `bound`, named `bound_name` in the message.
 CLI::Validator count_at_most(std::int64_t bound, const std::string& bound_name);
+// A finite decimal number, read exactly: 'nan', 'inf' and '1e400' are refused quoting what was typed.
+CLI::Validator finite_real();
 
 // Registers --model, --gpu, a flag per plan field (plan_schema.hpp), --overhead-bytes, --data-dir.
 void add_plan_flags(CLI::App& app, PlanFlags& f);

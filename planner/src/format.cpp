@@ -38,6 +38,12 @@ std::string format_wait_odds(double wait_probability) {
     return buf;
 }
 
+std::string format_real(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return buf;
+}
+
 std::string format_count(std::int64_t v) {
     char buf[32];
     const double d = static_cast<double>(v);

@@ -7,6 +7,7 @@
 
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/extensions.hpp"
+#include "preflight/planner/format.hpp"
 #include "preflight/planner/limits.hpp"
 #include "preflight/planner/model.hpp"
 
@@ -77,7 +78,7 @@ void validate_plan(const Plan& p, const ModelConfig& m) {
         if (v <= 0) throw InputError(flag, "must be a positive integer, got " + str(v));
     if (p.zero < 0 || p.zero > 3) throw InputError("--zero", "must be 0, 1, 2 or 3, got " + str(p.zero));
     if (!(p.dropout >= 0.0 && p.dropout < 1.0))
-        throw InputError("--dropout", "must be in [0, 1), got " + std::to_string(p.dropout));
+        throw InputError("--dropout", "must be in [0, 1), got " + format_real(p.dropout));
     if (p.fp8_scaling != Fp8Scaling::tensorwise && p.precision != Precision::fp8_mixed)
         throw InputError("--fp8-scaling", std::string(to_string(p.fp8_scaling)) +
                                               " scaling applies to --precision fp8-mixed only, got --precision " +

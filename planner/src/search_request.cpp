@@ -4,6 +4,7 @@
 
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/extensions.hpp"
+#include "preflight/planner/format.hpp"
 #include "preflight/planner/limits.hpp"
 #include "preflight/planner/search.hpp"
 #include "search_internal.hpp"
@@ -27,7 +28,7 @@ void validate_request(const ModelConfig& model, const GpuSpec& gpu, const Search
     if (req.seq > limits::kMaxSeq)
         throw InputError("--seq", str(req.seq) + " exceeds the limit kMaxSeq = " + str(limits::kMaxSeq));
     if (!(req.headroom >= 0.0 && req.headroom < 1.0))
-        throw InputError("--headroom", "must be a fraction in [0, 1), got " + std::to_string(req.headroom));
+        throw InputError("--headroom", "must be a fraction in [0, 1), got " + format_real(req.headroom));
     if (!(req.batch_tolerance >= 0.0)) throw InputError("--batch-tolerance", "must be >= 0");
     if (req.top_k < 1) throw InputError("--top-k", "must be at least 1");
     validate_memory_options(req.memory);

@@ -42,6 +42,10 @@ TEST(Values, NumbersAreReadExactlyAndMessagesShowWhatWasTyped) {
     // Was: "Could not convert", no range.
     expect_refused("run --dry-run --model gpt2 --warmup 99999999999", {"--warmup", "0 to 100000"});
     expect_refused("run --dry-run --model gpt2 --steps 0", {"--steps", "1 to 100000"});
+    // Was: "must be in [0, 1), got nan" / "got inf" / "got 1.500000".
+    expect_refused("memory --model gpt2 --dropout nan", {"--dropout", "'nan' is not a finite number"});
+    expect_refused("plan --model gpt2 --gpus 8 --gbs-tokens 524288 --headroom 1e400", {"--headroom", "'1e400' is beyond"});
+    expect_refused("memory --model gpt2 --dropout 1.5", {"--dropout", "got 1.5"}, {"1.500000"});
     // Was: "linear rule: inf".
     expect_refused("plan --model gpt2 --gpus 8 --gbs-tokens 524288 --base-lr 1e308 --base-batch 1", {"--base-lr", "1,000"});
 }

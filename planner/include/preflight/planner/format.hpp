@@ -13,6 +13,8 @@ std::string format_bytes(std::int64_t bytes);
 std::string group_digits(std::int64_t v);
 // "8.03 B", "124.4 M": decimal magnitudes for parameter and token counts.
 std::string format_count(std::int64_t v);
+// "1.5", "0.001", "1e+308": a value as a message quotes it (shortest %g form, 6 significant digits).
+std::string format_real(double v);
 // "a wait 41 % likely", "a wait under 1 % likely", "a wait over 99 % likely": the host-pace
 // model's probability of a wait (memory.hpp MemoryReport::host_wait_probability), whole percent.
 std::string format_wait_odds(double wait_probability);
