@@ -31,7 +31,6 @@ std::optional<double> EvaluatedRun::memory_error() const {
 
 namespace {
 
-
 // One row: the planner's prediction under the data set's framework profile and the row's
 // GPU spec (its committed, already fitted constants).
 EvaluatedRun evaluate_row(const ExternalRun& r, const ExternalDataset& d, const FrameworkProfile& profile,

@@ -13,6 +13,7 @@
 #include "preflight/planner/limits.hpp"
 #include "preflight/planner/plan_extensions.hpp"
 #include "preflight/planner/user_file.hpp"
+#include "preflight/validation/external_memory.hpp"
 
 namespace preflight::validation {
 
@@ -89,7 +90,7 @@ void check_target_kinds(const ExternalDataset& d, const std::string& manifest) {
         if (!d.evaluation_only && key.rfind("peak_memory_error_", 0) == 0)
             throw InputError(where, "gates an evaluation-only data set; a fitted one gates memory with the "
                                     "reserved_peak_abs_error_* figures of its cross-validation");
-        if (!d.evaluation_only && cv_memory && d.framework != "nanotron")
+        if (!d.evaluation_only && cv_memory && !has_memory_model(d))
             throw InputError(where, "gates the memory cross-validation, which needs a framework with an allocator "
                                     "model (nanotron), got '" + d.framework + "'");
     }
