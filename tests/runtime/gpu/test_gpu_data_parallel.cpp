@@ -94,6 +94,10 @@ TEST(GpuDataParallel, AnEmulatedRanksTrackedPeakEqualsItsDryRun) {
         EXPECT_EQ(r.measured.tracked_peak_bytes, r.predicted.tracked_peak_bytes) << "zero " << zero;
         for (double l : r.measured.losses) EXPECT_TRUE(std::isfinite(l));
         EXPECT_GT(r.parallel.collectives_per_step, 0);
+        // What the dry run reports (step_collectives) is what the device issued.
+        const CollectiveVolume planned = step_collectives(build_program(dp_llama(), p, 3));
+        EXPECT_EQ(r.parallel.collectives_per_step, planned.count) << "zero " << zero;
+        EXPECT_EQ(r.parallel.collective_bytes_per_step, planned.bytes) << "zero " << zero;
         if (cuda::nccl_library().ok) EXPECT_TRUE(r.parallel.nccl_world1_bytes.has_value());
         std::printf("emulated rank 3 of 4, ZeRO-%d: tracked %lld B, driver peak %lld B, NCCL world-1 %lld B, "
                     "step %.4f s (+ predicted communication %.4f s)\n",
