@@ -394,8 +394,10 @@ int run_command(const RunState& st) {
         plan = ResolvedPlan(plan, *model_read).plan();  // defaults filled and validated once
         check_runnable(st, *model_read, plan);
     } catch (const InputError& e) {
-        // A config key the runtime refuses (rope_scaling.rope_type): named with the model it came from.
-        if (e.subject().rfind("rope_scaling", 0) == 0) throw InputError("--model " + model_name, e.what());
+        // A config key the runtime refuses (rope_scaling.rope_type, hidden_act): named with the model it came from.
+        const std::string& key = e.subject();
+        if (key.rfind("rope_scaling", 0) == 0 || key == "hidden_act" || key == "activation_function")
+            throw InputError("--model " + model_name, e.what());
         throw blame_plan_file(st, e);
     }
     const ModelConfig& model = *model_read;

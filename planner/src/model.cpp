@@ -39,6 +39,14 @@ std::int64_t positive_int(const json& cfg, const char* key, bool required, std::
     return v;
 }
 
+// A string key, or `fallback` when absent or null.
+std::string text(const json& cfg, const char* key, const char* fallback) {
+    auto it = cfg.find(key);
+    if (it == cfg.end() || it->is_null()) return fallback;
+    if (!it->is_string()) throw InputError(key, "must be a string, got " + it->dump());
+    return it->get<std::string>();
+}
+
 bool boolean(const json& cfg, const char* key, bool fallback) {
     auto it = cfg.find(key);
     if (it == cfg.end() || it->is_null()) return fallback;
@@ -100,6 +108,7 @@ void read_gpt2(const json& cfg, ModelConfig& m) {
     m.tied_embeddings = boolean(cfg, "tie_word_embeddings", true);
     m.norm = NormKind::layernorm;
     m.mlp = MlpKind::gelu;
+    m.activation = text(cfg, "activation_function", "");  // GPT2Config's default: gelu_new
     m.position = PositionKind::learned;
     m.qkv_bias = m.out_bias = m.mlp_bias = true;
 }
@@ -163,6 +172,7 @@ void read_llama_family(const json& cfg, ModelConfig& m) {
     m.tied_embeddings = boolean(cfg, "tie_word_embeddings", false);
     m.norm = NormKind::rmsnorm;
     m.mlp = MlpKind::swiglu;
+    m.activation = text(cfg, "hidden_act", "");  // LlamaConfig's default: silu
     m.position = PositionKind::rope;
     // Qwen2 puts biases on q/k/v only (HF Qwen2Attention); Llama's attention_bias
     // switches on biases for q/k/v/o; mlp_bias on the MLP projections.

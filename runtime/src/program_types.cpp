@@ -226,6 +226,21 @@ std::vector<OptimizerRegion> optimizer_regions(const Program& P) {
     return out;
 }
 
+// The MLP nonlinearities the kernels compute: SiLU in the SwiGLU (swiglu.cu); GeLU in GPT-2's MLP
+// with the tanh approximation (gelu.cu), which stands for the exact erf form too (they differ by
+// under 1e-3, Hendrycks & Gimpel 2016, sec. 2). Any other would train another model, silently.
+namespace {
+void check_runtime_activation(const ModelConfig& m) {
+    const std::string& a = m.activation;
+    if (a.empty()) return;  // not named: the family's own
+    if (m.mlp == MlpKind::swiglu && a != "silu" && a != "swish")
+        throw InputError("hidden_act", "'" + a + "' is not implemented by the runtime (its SwiGLU computes silu)");
+    if (m.mlp == MlpKind::gelu && a != "gelu_new" && a != "gelu_pytorch_tanh" && a != "gelu" && a != "gelu_fast")
+        throw InputError("activation_function", "'" + a + "' is not implemented by the runtime (its GeLU MLP computes "
+                                                      "gelu_new, the tanh approximation)");
+}
+}  // namespace
+
 void check_supported(const ModelConfig& m, const Plan& p) {
     auto no = [](const char* flag, const std::string& why) {
         throw InputError(flag, why + " (the Preflight runtime executes data-, tensor- and pipeline-parallel plans; use "
@@ -244,6 +259,7 @@ void check_supported(const ModelConfig& m, const Plan& p) {
         m.rope_scaling.type != "llama3")
         throw InputError("rope_scaling.rope_type", "'" + m.rope_scaling.type + "' is not implemented by the runtime (llama3 is)");
     if (m.head_dim > 128) no("--model", "head_dim above 128 is not supported by the attention kernels");
+    check_runtime_activation(m);
 }
 
 }  // namespace preflight::runtime

@@ -142,6 +142,24 @@ TEST(Values, ARopeScalingTheRuntimeCannotComputeIsRefusedBeforeTheDevice) {
     EXPECT_EQ(run_preflight("memory --seq 128 --model " + file).exit_code, 0);  // memory does not depend on it
 }
 
+TEST(Values, AnActivationTheRuntimeDoesNotComputeIsRefusedByRunOnly) {
+    // Was: any hidden_act accepted, and `run` computed silu in its place.
+    Scratch s;
+    json llama = catalog("models", "llama-3.2-1b");
+    llama["hidden_act"] = "gelu";
+    const std::string file = s.write("geglu.json", llama);
+    expect_refused("run --dry-run --seq 128 --model " + file, {"--model", file, "hidden_act", "'gelu'"});
+    EXPECT_EQ(run_preflight("memory --seq 128 --model " + file).exit_code, 0);  // same shapes, same memory
+    json gpt2 = catalog("models", "gpt2");
+    gpt2["activation_function"] = "relu";
+    const std::string relu = s.write("relu.json", gpt2);
+    expect_refused("run --dry-run --seq 128 --model " + relu, {"--model", relu, "activation_function", "'relu'"});
+    // GeLU's exact form runs as the tanh approximation (MPT's configs name "gelu").
+    EXPECT_EQ(run_preflight("run --dry-run --seq 128 --model mpt-125m").exit_code, 0);
+    llama["hidden_act"] = 7;
+    expect_refused("memory --model " + s.write("seven.json", llama), {"hidden_act", "must be a string"});
+}
+
 TEST(Values, TheDryRunSaysWhetherThePlanFitsTheGpu) {
     // Was: exit 0 and no verdict for a 1.5 TiB plan. GPT-2's logits alone at mbs 4096, seq 1024:
     // 4096 x 1024 x 50,257 x 2 B = 393 GiB, far over an 80 GB H100.

@@ -48,6 +48,11 @@ struct ModelConfig {
     std::int64_t experts_per_token = 1;  // top-k routing
     double rope_theta = 10000.0;       // RoPE base (config rope_theta; Su et al. 2021)
     RopeScaling rope_scaling;          // config rope_scaling
+    // The MLP's nonlinearity as the config names it (Llama family hidden_act, GPT-2
+    // activation_function; empty: not named, the family's own, silu or gelu_new): memory and FLOPs
+    // do not depend on it; `preflight run` computes only the ones its kernels implement
+    // (runtime check_supported).
+    std::string activation;
 
     std::int64_t q_width() const { return heads * head_dim; }
     std::int64_t kv_width() const { return kv_heads * head_dim; }
