@@ -70,20 +70,6 @@ struct CalibrationScan {
     std::map<std::string, int> other_gpus;  // device runs of this source on other GPUs, by GPU
 };
 
-// A measured byte figure of a run report: absent or null is unknown; anything but a whole number
-// in [0, kMaxBytes] (2^64 - 1 would wrap to -1) is an InputError naming the key.
-std::optional<std::int64_t> measured_bytes(const json& m, const char* key) {
-    const auto it = m.find(key);
-    if (it == m.end() || it->is_null()) return std::nullopt;
-    if (it->is_number_unsigned() && it->get<std::uint64_t>() <= static_cast<std::uint64_t>(limits::kMaxBytes))
-        return static_cast<std::int64_t>(it->get<std::uint64_t>());
-    if (it->is_number_integer() && !it->is_number_unsigned() && it->get<std::int64_t>() >= 0 &&
-        it->get<std::int64_t>() <= limits::kMaxBytes)
-        return it->get<std::int64_t>();
-    throw InputError(std::string("measured.") + key,
-                     "must be a whole number of bytes in [0, 2^60] (kMaxBytes), got " + it->dump());
-}
-
 // The calibration run a report file holds, if it is a single-GPU device run of the source on the GPU.
 std::optional<CalibrationRun> calibration_run(const json& j, const fs::path& f, CalibrationScan& scan) {
     if (!is_run_report(j) || j.value("mode", "") != "device" || j.value("status", "ok") != "ok") return std::nullopt;

@@ -87,13 +87,11 @@ void expect_named(const json& r, const char* key, const std::string& file) {
 // [kMinStepSeconds, kMaxStepSeconds]; absent or null is "not measured".
 void check_measured(const json& m, const std::string& file) {
     for (const char* k : {"tracked_peak_bytes", "overhead_bytes", "device_used_peak_bytes"}) {
-        const auto it = m.find(k);
-        if (it == m.end() || it->is_null()) continue;
-        const bool whole = it->is_number_unsigned() ? it->get<std::uint64_t>() <= static_cast<std::uint64_t>(limits::kMaxBytes)
-                                                    : it->is_number_integer() && it->get<std::int64_t>() >= 0;
-        if (!whole)
-            throw InputError(file, std::string("measured.") + k + " must be a whole number of bytes in [0, 2^60], got " +
-                                       it->dump());
+        try {
+            (void)measured_bytes(m, k);
+        } catch (const InputError& e) {
+            throw InputError(file, e.subject() + " " + e.detail());
+        }
     }
     const auto t = m.find("step_time_s");
     if (t != m.end() && !t->is_null() &&
@@ -102,6 +100,18 @@ void check_measured(const json& m, const std::string& file) {
 }
 
 }  // namespace
+
+std::optional<std::int64_t> measured_bytes(const json& m, const char* key) {
+    const auto it = m.find(key);
+    if (it == m.end() || it->is_null()) return std::nullopt;
+    if (it->is_number_unsigned() && it->get<std::uint64_t>() <= static_cast<std::uint64_t>(limits::kMaxBytes))
+        return static_cast<std::int64_t>(it->get<std::uint64_t>());
+    if (it->is_number_integer() && !it->is_number_unsigned() && it->get<std::int64_t>() >= 0 &&
+        it->get<std::int64_t>() <= limits::kMaxBytes)
+        return it->get<std::int64_t>();
+    throw InputError(std::string("measured.") + key,
+                     "must be a whole number of bytes in [0, 2^60] (kMaxBytes), got " + it->dump());
+}
 
 void check_run_report_fields(const json& r, const std::string& file) {
     if (!r.is_object()) throw InputError(file, "a run report must be a JSON object");

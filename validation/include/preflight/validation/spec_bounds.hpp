@@ -3,6 +3,8 @@
 // and the spec must load back).
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json_fwd.hpp>
@@ -35,5 +37,10 @@ void check_fitted_spec(const nlohmann::json& spec, const std::string& subject);
 // or fractional byte figure, a step time that is not a positive number of seconds); the
 // plan's values are checked where it is read (plan_from_json).
 void check_run_report_fields(const nlohmann::json& report, const std::string& file);
+
+// A measured byte figure of a run report's "measured" object (the one reader of them): absent or
+// null is unknown; anything but a whole number in [0, kMaxBytes] (2^64 - 1 would wrap to -1) is an
+// InputError naming measured.<key>.
+std::optional<std::int64_t> measured_bytes(const nlohmann::json& measured, const char* key);
 
 }  // namespace preflight::validation
