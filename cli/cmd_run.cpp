@@ -189,6 +189,10 @@ void print_table(const runtime::RunReport& r) {
                                           : std::nullopt;
     t.rows.push_back({"peak incl. overhead", device_peak ? format_bytes(*device_peak) : std::string("n/a"),
                       format_bytes(r.predicted.memory.peak_bytes)});
+    // NCCL's own memory is measured, not predicted: the figure validate --check compares sets it apart.
+    if (device_peak && r.parallel.nccl_world1_bytes)
+        t.rows.push_back({"peak less NCCL's own", format_bytes(*device_peak - *r.parallel.nccl_world1_bytes),
+                          format_bytes(r.predicted.memory.peak_bytes)});
     t.rows.push_back({"step time", opt_seconds(r.measured.step_time_s), opt_seconds(r.predicted.step_time_s)});
     if (r.parallel.backend == "emulated")  // measured compute + the planner's exposed communication
         t.rows.push_back({"step + pred. comm. + bubble", opt_seconds(r.parallel.step_time_with_predicted_communication_s),

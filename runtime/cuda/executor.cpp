@@ -467,11 +467,14 @@ void collect_measurements(RunReport& r, const TrackingAllocator& alloc, cudaMemP
     m.peak_where = alloc.peak_where();
     r.timeline = alloc.timeline();
     std::uint64_t used_high = 0, reserved_high = 0;
-    if (cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &used_high) == cudaSuccess) {
+    // The pool's figures only when the buffers came from it: under the arena they would read 0
+    // (nothing was drawn from the pool), a number that looks measured but says nothing.
+    if (m.allocator != "pool") pool = nullptr;
+    if (pool && cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &used_high) == cudaSuccess) {
         m.pool_peak_bytes = static_cast<std::int64_t>(used_high);
         dm.pool_used_peak_bytes = static_cast<std::int64_t>(used_high);
     }
-    if (cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &reserved_high) == cudaSuccess)
+    if (pool && cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &reserved_high) == cudaSuccess)
         dm.pool_reserved_peak_bytes = static_cast<std::int64_t>(reserved_high);
     (void)cudaGetLastError();
     // The driver's figure: largest sampled device-used memory over the baseline.

@@ -109,7 +109,9 @@ tarball=$out/preflight-gpu-$stamp.tar.gz
 
 pack() {  # everything recorded so far -> one tarball + summary.txt in $OUT
     python3 validation/gpu_session/gpu_session_summary.py "$mdir" "$configs" >"$sdir/measurements.txt" 2>&1 || true
-    tar czf "$tarball.tmp" "$mdir" 2>/dev/null && mv -f "$tarball.tmp" "$tarball"
+    # Weight files (curves' init.bin: 4.9 GB for llama-3.2-1b) stay on the device: packing one
+    # outlasted a call's limit on 2026-11-28 and nothing came back.
+    tar czf "$tarball.tmp" --exclude='*.bin' --exclude='*.f32' "$mdir" 2>/dev/null && mv -f "$tarball.tmp" "$tarball"
     { cat "$summary"; echo; cat "$sdir/measurements.txt"; } >"$out/summary.txt" 2>/dev/null
 }
 trap pack EXIT
@@ -510,6 +512,7 @@ do_curves() {  # 200-step loss curves: ours (fp8-mixed, bf16-mixed) and PyTorch'
     python3 validation/pytorch/plot_curves.py "$cdir/curves.svg" --title "llama-3.2-1b, seq 512, mbs 4: loss per step" \
         "ours fp8-mixed=$cdir/ours-fp8-mixed.json" "ours bf16-mixed=$cdir/ours-bf16-mixed.json" \
         "PyTorch bf16-mixed=$cdir/pytorch-bf16-mixed-split1.json" "PyTorch fp32=$cdir/pytorch-fp32-split1.json" 2>>"$summary"
+    rm -f "$cdir/init.bin"  # 4x the model's parameters: not kept (its index .json stays)
     pack
 }
 

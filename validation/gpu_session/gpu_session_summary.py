@@ -65,13 +65,21 @@ def num(x, fmt="{:.4f}"):
     return "n/a" if x is None else fmt.format(x)
 
 
+def less(x, y):
+    return None if x is None else x - y
+
+
 def ours_row(r):
     m, p = r.get("measured", {}), r.get("predicted", {})
+    # NCCL's own world-size-1 memory (an emulated rank's, an NCCL run's of one rank) is measured,
+    # not predicted: set apart, as `validate --check` does.
+    nccl = (r.get("parallel") or {}).get("nccl_world1_bytes") or 0
     return {
         "status": r.get("status") if r.get("mode") == "device" else f"{r.get('status')} ({r.get('mode')})",
         "pred_peak": p.get("peak_bytes"),
-        "meas_peak": m.get("peak_bytes") if m.get("overhead_bytes") is not None else None,
-        "device_peak": m.get("device_used_peak_bytes"),
+        "meas_peak": less(m.get("peak_bytes"), nccl) if m.get("overhead_bytes") is not None else None,
+        "device_peak": less(m.get("device_used_peak_bytes"), nccl),
+        "nccl": nccl,
         "tracked_err": (r.get("agreement") or {}).get("tracked_peak_relative_error"),
         "pred_step": p.get("step_time_s"),
         "meas_step": m.get("step_time_s"),
@@ -110,7 +118,8 @@ def one(path):
         return "no report"
     if (r.get("measured") or {}).get("source") != "pytorch":
         o = ours_row(r)
-        return (f"{o['status']}; peak {gib(o['meas_peak'])} GiB vs predicted {gib(o['pred_peak'])} GiB "
+        apart = f" less NCCL's {gib(o['nccl'])} GiB" if o["nccl"] else ""
+        return (f"{o['status']}; peak{apart} {gib(o['meas_peak'])} GiB vs predicted {gib(o['pred_peak'])} GiB "
                 f"({pct(rel(o['meas_peak'], o['pred_peak']), 2)}); step {num(o['meas_step'])} s vs predicted "
                 f"{num(o['pred_step'])} s ({pct(rel(o['meas_step'], o['pred_step']))}); "
                 f"{num(o['tok_s'], '{:,.0f}')} tokens/s; MFU {pct(o['mfu']).lstrip('+')}; driver peak "

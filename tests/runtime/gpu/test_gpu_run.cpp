@@ -46,8 +46,12 @@ TEST(GpuRun, TrackedPeakEqualsTheDryRunForEveryPlanKind) {
                     for (double l : r.measured.losses) EXPECT_TRUE(std::isfinite(l));
                     ASSERT_TRUE(r.measured.step_time_s.has_value());
                     EXPECT_GT(*r.measured.step_time_s, 0);
-                    ASSERT_TRUE(r.measured.pool_peak_bytes.has_value());
-                    EXPECT_GE(*r.measured.pool_peak_bytes, r.measured.tracked_peak_bytes - d.persistent_bytes);
+                    // The default allocator is the planned arena: its live peak is the tracked
+                    // peak, and the stream-ordered pool, unused, reports nothing (not 0).
+                    ASSERT_EQ(r.measured.allocator, "arena");
+                    ASSERT_TRUE(r.measured.arena_live_peak_bytes.has_value());
+                    EXPECT_EQ(*r.measured.arena_live_peak_bytes, r.measured.tracked_peak_bytes);
+                    EXPECT_FALSE(r.measured.pool_peak_bytes.has_value());
                 }
 }
 

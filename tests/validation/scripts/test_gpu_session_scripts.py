@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""The GPU session's helper scripts on reports written here, figures worked by hand.
+
+  test_gpu_session_scripts.py REPO_ROOT
+
+compare_band.py: the band is the running maximum of |A - B| in nats, ours is judged by
+|ours - pytorch| over it, inside at >= 90 % of the steps. gpu_session_summary.py --one: an
+emulated rank's peak is compared with NCCL's world-size-1 memory set apart, as validate --check does.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+GIB = 1024 ** 3
+
+
+def write(path, obj):
+    with open(path, "w") as f:
+        json.dump(obj, f)
+
+
+def run(args):
+    return subprocess.run([sys.executable] + args, capture_output=True, text=True)
+
+
+def check(cond, what):
+    if not cond:
+        print("FAIL: " + what)
+        sys.exit(1)
+
+
+def test_band(root, tmp):
+    def curve(name, losses):
+        path = os.path.join(tmp, name)
+        write(path, {"status": "ok", "measured": {"loss": losses}})
+        return path
+    # Two correct runs differ by 0, 0.01, 0.03, 0.02 nats: the band is 0, 0.01, 0.03, 0.03.
+    a = curve("a.json", [3.0, 2.0, 1.0, 0.10])
+    b = curve("b.json", [3.0, 2.01, 1.03, 0.12])
+    # Ours differs from PyTorch (= a) by 0, 0.005, 0.02, 0.06: ratios 0, 0.5, 0.667, 2 -> 3 of 4 inside.
+    ours = curve("ours.json", [3.0, 2.005, 1.02, 0.16])
+    out = os.path.join(tmp, "band.json")
+    r = run([os.path.join(root, "validation/pytorch/compare_band.py"), a, b, "--ours", ours, "--pytorch", a, "--json", out])
+    check(r.returncode == 1, "3 of 4 steps inside (75 %% < 90 %%) is exit 1, got %d: %s" % (r.returncode, r.stderr))
+    band = json.load(open(out))
+    check(band["band_unit"] == "nats", "the band is in nats")
+    check([round(x, 9) for x in band["band"]] == [0.0, 0.01, 0.03, 0.03], "band %s" % band["band"])
+    check(band["inside_steps"] == 3, "inside %s" % band["inside_steps"])
+    check(abs(band["ratios"][3] - 2.0) < 1e-9, "last ratio %s" % band["ratios"][3])
+    check("4 steps: band 0.030000 nats at the end; ours inside it at 3 of 4 steps" in r.stdout, r.stdout)
+    # Near a loss of 0 the relative difference explodes (0.02 / 0.10 = 20 %) while the absolute one stays put.
+    check(" 20.000" in r.stdout, "the relative column is printed beside the band")
+
+
+def test_summary_sets_nccl_apart(root, tmp):
+    nccl = 606076928
+    pred = 4399200256
+    report = {"mode": "device", "status": "ok",
+              "parallel": {"backend": "emulated", "nccl_world1_bytes": nccl},
+              "measured": {"peak_bytes": pred + nccl, "overhead_bytes": 1, "device_used_peak_bytes": pred + nccl,
+                           "step_time_s": 0.1, "tokens_per_s": 1000.0, "mfu": 0.5, "loss": [], "attention_backend": "cudnn"},
+              "predicted": {"peak_bytes": pred, "step_time_s": 0.1, "mfu": 0.5}}
+    path = os.path.join(tmp, "rank.json")
+    write(path, report)
+    r = run([os.path.join(root, "validation/gpu_session/gpu_session_summary.py"), "--one", path])
+    check(r.returncode == 0, "summary exit %d: %s" % (r.returncode, r.stderr))
+    # 606,076,928 B = 0.56 GiB; with it set apart both peaks equal the prediction, 4.10 GiB.
+    check("peak less NCCL's 0.56 GiB 4.10 GiB vs predicted 4.10 GiB (+0.00%)" in r.stdout, r.stdout)
+    check("driver peak 4.10 GiB (+0.00%)" in r.stdout, r.stdout)
+
+
+def main():
+    root = sys.argv[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        test_band(root, tmp)
+        test_summary_sets_nccl_apart(root, tmp)
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
