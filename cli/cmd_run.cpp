@@ -183,15 +183,16 @@ void print_table(const runtime::RunReport& r) {
                       format_bytes(r.predicted.tracked_peak_bytes)});
     // Measured: the driver's device-used peak where there is one (what validate --check gates
     // on), else tensors plus the measured non-tensor memory.
-    const std::optional<std::int64_t> device_peak =
-        r.measured.driver.used_peak_bytes ? r.measured.driver.used_peak_bytes
-        : r.measured.overhead_bytes       ? std::optional<std::int64_t>(r.measured.tracked_peak_bytes + *r.measured.overhead_bytes)
-                                          : std::nullopt;
-    t.rows.push_back({"peak incl. overhead", device_peak ? format_bytes(*device_peak) : std::string("n/a"),
-                      format_bytes(r.predicted.memory.peak_bytes)});
+    std::string device_peak = "n/a";
+    if (r.measured.driver.used_peak_bytes)
+        device_peak = format_bytes(*r.measured.driver.used_peak_bytes);
+    else if (r.measured.overhead_bytes)
+        device_peak = format_bytes(r.measured.tracked_peak_bytes + *r.measured.overhead_bytes);
+    t.rows.push_back({"peak incl. overhead", device_peak, format_bytes(r.predicted.memory.peak_bytes)});
     // NCCL's own memory is measured, not predicted: the figure validate --check compares sets it apart.
-    if (device_peak && r.parallel.nccl_world1_bytes)
-        t.rows.push_back({"peak less NCCL's own", format_bytes(*device_peak - *r.parallel.nccl_world1_bytes),
+    const std::optional<std::int64_t>& driver_peak = r.measured.driver.used_peak_bytes;
+    if (driver_peak && r.parallel.nccl_world1_bytes)
+        t.rows.push_back({"peak less NCCL's own", format_bytes(*driver_peak - *r.parallel.nccl_world1_bytes),
                           format_bytes(r.predicted.memory.peak_bytes)});
     t.rows.push_back({"step time", opt_seconds(r.measured.step_time_s), opt_seconds(r.predicted.step_time_s)});
     if (r.parallel.backend == "emulated")  // measured compute + the planner's exposed communication

@@ -3,12 +3,15 @@
 // exposed data-parallel / ZeRO communication, the optimizer step and a fixed overhead.
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 #include "preflight/planner/collectives.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/extensions.hpp"
 #include "preflight/planner/throughput.hpp"
 #include "activations.hpp"
+#include "stage_params.hpp"
 
 namespace preflight {
 
@@ -206,39 +209,6 @@ LayerCost layer_cost(const ModelConfig& m, const Plan& p, const Rates& r, const 
     return c;
 }
 
-struct StageParams {
-    double first = 0, last = 0;  // TP-local parameters held by the first / last stage
-};
-
-StageParams stage_params(const ModelConfig& m, const Plan& p, std::int64_t layers_first, std::int64_t layers_last) {
-    StageParams sp;
-    const std::int64_t t = p.tp;
-    for (const ParamTensor& pt : param_tensors(m)) {
-        double local = 0;
-        switch (pt.split) {
-            case TpSplit::replicated: local = static_cast<double>(pt.numel()); break;
-            case TpSplit::column: local = static_cast<double>(pt.rows / t * pt.cols * pt.copies); break;
-            case TpSplit::row: local = static_cast<double>(pt.rows * (pt.cols / t) * pt.copies); break;
-            case TpSplit::vocab: local = static_cast<double>((pt.rows + t - 1) / t * pt.cols * pt.copies); break;
-        }
-        switch (pt.place) {
-            case TensorPlace::layer:
-                sp.first += local * static_cast<double>(layers_first);
-                if (p.pp > 1) sp.last += local * static_cast<double>(layers_last);
-                break;
-            case TensorPlace::embedding:
-                sp.first += local;
-                // Megatron keeps the tied word embedding on the last stage too for the output layer.
-                if (p.pp > 1 && m.tied_embeddings && pt.name == "word_embedding") sp.last += local;
-                break;
-            case TensorPlace::final_norm:
-            case TensorPlace::lm_head: (p.pp > 1 ? sp.last : sp.first) += local; break;
-        }
-    }
-    if (p.pp == 1) sp.last = sp.first;
-    return sp;
-}
-
 }  // namespace
 
 namespace {
@@ -386,16 +356,19 @@ struct Slot {
     double column_sums = 0;  // inside compute
 };
 
+// One stage's slot: n layers, plus the embedding on the first stage and the output layer on the last.
+Slot stage_slot(std::int64_t n, bool first, bool last, const LayerTimes& lt, const EdgeTimes& x) {
+    Slot sl;
+    sl.compute = static_cast<double>(n) * (lt.fwd + lt.bwd + lt.host) + (first ? x.embed_compute : 0.0) +
+                 (last ? x.head_fwd + x.head_bwd : 0.0);
+    sl.tp = static_cast<double>(n) * lt.tp + (first ? x.embed_tp : 0.0) + (last ? x.head_tp : 0.0);
+    sl.layers = n;
+    sl.column_sums = static_cast<double>(n) * lt.column_sums + (last ? x.head_column_sums : 0.0);
+    return sl;
+}
+
 Slot bottleneck_slot(const StageLayers& s, const LayerTimes& lt, const EdgeTimes& x, std::int64_t pp) {
-    auto stage = [&](std::int64_t n, bool first, bool last) {
-        Slot sl;
-        sl.compute = static_cast<double>(n) * (lt.fwd + lt.bwd + lt.host) + (first ? x.embed_compute : 0.0) +
-                     (last ? x.head_fwd + x.head_bwd : 0.0);
-        sl.tp = static_cast<double>(n) * lt.tp + (first ? x.embed_tp : 0.0) + (last ? x.head_tp : 0.0);
-        sl.layers = n;
-        sl.column_sums = static_cast<double>(n) * lt.column_sums + (last ? x.head_column_sums : 0.0);
-        return sl;
-    };
+    auto stage = [&](std::int64_t n, bool first, bool last) { return stage_slot(n, first, last, lt, x); };
     const Slot first = stage(s.first, true, pp == 1);
     const Slot last = stage(s.last, pp == 1, true);
     const Slot middle = s.custom && pp > 2 ? stage(s.middle_max, false, false) : Slot{};
@@ -533,8 +506,11 @@ ThroughputOptions throughput_options_for(const FrameworkProfile& profile, const 
 
 Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in,
                                const ThroughputOptions& opt) {
-    if (uses_extended_throughput(plan_in))  // fine-tuning, offload, schedules, cp, ep (extensions.hpp)
+    if (uses_extended_throughput(plan_in)) {  // fine-tuning, offload, schedules, cp, ep (extensions.hpp)
+        if (opt.own_stage >= 0 && plan_in.pp > 1)
+            throw std::invalid_argument("own_stage: a plan of 1F1B stages without extensions only");
         return estimate_extended_throughput(model, gpu, plan_in, opt);
+    }
     const Plan p = resolve_defaults(plan_in, model);
     validate_plan(p, model);
     const double peak = checked_peak_flops_per_s(gpu, p);
@@ -550,7 +526,17 @@ Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, con
                                       opt.selective_op_sac && activations::op_sac_applies(model), span_host_s);
     const EdgeTimes edges = edge_times(model, p, r, links.tp, opt);
     const StageLayers layers = stage_layers(model, p, opt);
-    const Slot slot = bottleneck_slot(layers, lt, edges, p.pp);
+    // ThroughputOptions::own_stage: that stage's layers (the framework's split or the planner's).
+    const bool own = opt.own_stage >= 0 && p.pp > 1;
+    if (opt.own_stage >= p.pp)
+        throw std::invalid_argument("own_stage " + std::to_string(opt.own_stage) + " of a plan with " +
+                                    std::to_string(p.pp) + " pipeline stages");
+    const bool own_first = own && opt.own_stage == 0, own_last = own && opt.own_stage == p.pp - 1;
+    const std::int64_t own_layers =
+        !own ? 0
+        : layers.custom ? opt.stage_layers[static_cast<std::size_t>(opt.own_stage)]
+                        : pipeline_stage_layers(p, model.layers, opt.own_stage);
+    const Slot slot = own ? stage_slot(own_layers, own_first, own_last, lt, edges) : bottleneck_slot(layers, lt, edges, p.pp);
     // Pipeline: each micro-batch's activation goes forward and its gradient back across a
     // stage boundary (scattered by TP under SP).
     const double sp_div = p.sp ? static_cast<double>(p.tp) : 1.0;
@@ -569,8 +555,12 @@ Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, con
     out.launch_overhead_s = m_count * static_cast<double>(slot.layers) * lt.host;
     out.compute_s -= out.launch_overhead_s;
     out.microbatch_sync_s = opt.cluster_stall ? microbatch_sync_s(e, p, links.nodes) : 0.0;
-    const StageParams sp = stage_params(model, p, layers.first, layers.last);
-    const double params = std::max(sp.first, sp.last);
+    const throughput_detail::StageParams sp = own ? throughput_detail::stage_params(model, p, own_layers, own_layers)
+                                                        : throughput_detail::stage_params(model, p, layers.first, layers.last);
+    const double params = !own      ? std::max(sp.first, sp.last)
+                          : own_first ? sp.first
+                          : own_last  ? sp.last
+                                      : sp.per_layer * static_cast<double>(own_layers);
     const double n_slot = static_cast<double>(slot.layers);
     out.dp_communication_s =
         dp_exposed_s(p, params, pb, opt.grad_bucket_bytes, links.dp, slot.layers, n_slot * lt.fwd, n_slot * lt.bwd);

@@ -131,6 +131,7 @@ json predicted_json(const Predicted& p) {
     pj["tp_communication_s"] = opt(p.tp_communication_s);
     pj["pp_communication_s"] = opt(p.pp_communication_s);
     pj["pipeline_bubble_s"] = opt(p.pipeline_bubble_s);
+    pj["emulated_step_time_s"] = opt(p.emulated_step_time_s);
     pj["tokens_per_s"] = opt(p.tokens_per_s);
     pj["mfu"] = opt(p.mfu);
     pj["hfu"] = opt(p.hfu);

@@ -31,7 +31,12 @@ Predicted predict(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan
         // Without cuDNN a 16-bit flash plan runs the runtime's own attention kernel (FP32 units).
         ThroughputOptions base;
         base.attention_on_fp32_units = !options.cudnn_attention;
-        const Throughput t = estimate_throughput(model, own, plan, throughput_options_for(mo.profile, model, plan, base));
+        ThroughputOptions topt = throughput_options_for(mo.profile, model, plan, base);
+        const Throughput t = estimate_throughput(model, own, plan, topt);
+        topt.own_stage = rank_coords(plan, options.rank).pp;
+        const Throughput alone = plan.pp > 1 ? estimate_throughput(model, own, plan, topt) : t;
+        p.emulated_step_time_s = alone.step_time_s - (alone.dp_communication_s + alone.tp_communication_s +
+                                                      alone.pp_communication_s + alone.pipeline_bubble_s);
         p.step_time_s = t.step_time_s;
         p.dp_communication_s = t.dp_communication_s;
         p.tp_communication_s = t.tp_communication_s;

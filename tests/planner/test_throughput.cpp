@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <stdexcept>
 #include <nlohmann/json.hpp>
 
 #include "catalog_fixture.hpp"
@@ -66,6 +67,48 @@ TEST(Throughput, PipelineBubbleIsPMinusOneOverM) {
     const Throughput t = estimate_throughput(m, g, p);
     EXPECT_NEAR(t.pipeline_bubble_s / (t.compute_s + t.tp_communication_s + t.pp_communication_s), 3.0 / 12.0, 1e-12);
     EXPECT_GT(t.pp_communication_s, 0);
+}
+
+// ThroughputOptions::own_stage: one stage's own work, as an emulated rank runs it alone. Llama-3-8B
+// at pp 4 puts 8 of its 32 layers on each stage; the last also holds the final norm and the
+// untied LM head, which make it the job's slowest stage.
+TEST(Throughput, AnOwnStageIsThatStagesWorkAlone) {
+    const ModelConfig m = load_model("llama-3-8b", kData);
+    const GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    Plan p = plan_8b();
+    p.dp = 2;
+    p.pp = 4;
+    p.grad_acc = 12;
+    const Throughput job = estimate_throughput(m, g, p);
+    auto stage = [&](std::int64_t s) {
+        ThroughputOptions o;
+        o.own_stage = s;
+        return estimate_throughput(m, g, p, o);
+    };
+    const Throughput first = stage(0), middle = stage(1), other_middle = stage(2), last = stage(3);
+    EXPECT_DOUBLE_EQ(last.compute_s, job.compute_s);  // the slowest stage is the job's pace
+    EXPECT_DOUBLE_EQ(last.step_time_s, job.step_time_s);
+    EXPECT_DOUBLE_EQ(middle.compute_s, other_middle.compute_s);
+    EXPECT_GT(first.compute_s, middle.compute_s);  // the embedding
+    EXPECT_GT(last.compute_s, first.compute_s);    // the head's GEMMs outweigh the embedding lookup
+    // The optimizer's memory traffic follows the stage's parameters. One layer: q, k, v, o
+    // (4096 x (4096 + 2 x 1024) + 4096 x 4096), gate, up, down (3 x 4096 x 14336), 2 norms of 4096:
+    // 218,112,000. Last stage: 8 layers + final norm (4096) + LM head (4096 x 128,256).
+    const double layer = 4096.0 * 6144 + 4096.0 * 4096 + 3 * 4096.0 * 14336 + 2 * 4096.0;
+    EXPECT_DOUBLE_EQ(layer, 218112000.0);
+    EXPECT_NEAR(middle.optimizer_s / last.optimizer_s, 8 * layer / (8 * layer + 4096 + 4096.0 * 128256), 1e-12);
+    EXPECT_NEAR(first.optimizer_s / last.optimizer_s, (8 * layer + 4096.0 * 128256) / (8 * layer + 4096 + 4096.0 * 128256),
+                1e-12);
+    // A stage that paces itself: its bubble is (p - 1) / m of its own slots.
+    EXPECT_NEAR(middle.pipeline_bubble_s / (middle.compute_s + middle.tp_communication_s + middle.pp_communication_s),
+                3.0 / 12.0, 1e-12);
+    ThroughputOptions past;
+    past.own_stage = 4;
+    EXPECT_THROW(estimate_throughput(m, g, p, past), std::invalid_argument);
+    p.pp = 1;  // one stage: own_stage 0 is the job
+    ThroughputOptions zero;
+    zero.own_stage = 0;
+    EXPECT_DOUBLE_EQ(estimate_throughput(m, g, p, zero).step_time_s, estimate_throughput(m, g, p).step_time_s);
 }
 
 TEST(Throughput, TensorParallelismCostsCollectives) {

@@ -15,6 +15,8 @@
 #include "preflight/validation/matrix.hpp"
 #include "preflight/validation/spec_bounds.hpp"
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/profiles.hpp"
+#include "preflight/planner/throughput.hpp"
 
 using namespace preflight;
 using namespace preflight::validation;
@@ -212,6 +214,43 @@ TEST(CheckDriver, AnEmulatedRankSetsNcclAndCommunicationApart) {
     // A report whose parallel section is malformed is bad input naming the field.
     j["parallel"]["rank"] = "five";
     EXPECT_THROW(check_run_report_fields(j, "rank5.json"), InputError);
+}
+
+// An emulated pipeline stage runs alone and paces itself: a middle stage of GPT-2 at pp 4 (3 of
+// its 12 layers, neither the embedding nor the output layer) is judged by its own work less its
+// communication and bubble, not by the slowest stage's step, which holds the LM head's GEMMs.
+TEST(CheckDriver, AnEmulatedPipelineStageIsJudgedByItsOwnWork) {
+    const ModelConfig m = test::catalog_model("gpt2");
+    const GpuSpec g = test::catalog_gpu("h100-sxm-80gb");
+    Plan p;
+    p.seq = 1024;
+    p.mbs = 8;
+    p.pp = 4;
+    p.grad_acc = 8;
+    runtime::RunOptions o;
+    o.timeline = false;
+    o.rank = 1;
+    const runtime::RunReport r = runtime::dry_run_report(m, g, p, o);
+    ASSERT_TRUE(r.predicted.step_time_s && r.predicted.emulated_step_time_s);
+    const double slowest_alone = *r.predicted.step_time_s - r.predicted.emulated_communication_s();
+    EXPECT_LT(*r.predicted.emulated_step_time_s, 0.9 * slowest_alone);
+    ThroughputOptions own;
+    own.own_stage = 1;
+    const Plan resolved = resolve_defaults(p, m);
+    const Throughput t = estimate_throughput(m, gpu_for_profile(g, runtime_profile()), resolved,
+                                             throughput_options_for(runtime_profile(), m, resolved, own));
+    EXPECT_NEAR(*r.predicted.emulated_step_time_s,
+                t.step_time_s - t.dp_communication_s - t.tp_communication_s - t.pp_communication_s - t.pipeline_bubble_s,
+                1e-12);
+    json j = runtime::run_report_to_json(r);
+    EXPECT_DOUBLE_EQ(j.at("predicted").at("emulated_step_time_s").get<double>(), *r.predicted.emulated_step_time_s);
+    j["mode"] = "device";
+    j["parallel"]["backend"] = "emulated";
+    j["measured"]["device_used_peak_bytes"] = r.predicted.memory.peak_bytes;
+    j["measured"]["step_time_s"] = *r.predicted.emulated_step_time_s;
+    const RunCheck rc = check_report(j, "stage1", default_tolerances().at(kSourceRuntime), options());
+    ASSERT_NE(rc.find("step_time_s"), nullptr);
+    EXPECT_NEAR(rc.find("step_time_s")->relative_error, 0.0, 1e-12);
 }
 
 // An NCCL run of one rank (`run --nproc-per-node 1`, a ZeRO plan) measures its communicators'

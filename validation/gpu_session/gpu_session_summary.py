@@ -74,6 +74,9 @@ def ours_row(r):
     # NCCL's own world-size-1 memory (an emulated rank's, an NCCL run's of one rank) is measured,
     # not predicted: set apart, as `validate --check` does.
     nccl = (r.get("parallel") or {}).get("nccl_world1_bytes") or 0
+    # An emulated rank's step is its own stage's work alone (predicted.emulated_step_time_s), as
+    # `validate --check` compares it; reports written before that field keep the job's step.
+    alone = (r.get("parallel") or {}).get("backend") == "emulated" and p.get("emulated_step_time_s") is not None
     return {
         "status": r.get("status") if r.get("mode") == "device" else f"{r.get('status')} ({r.get('mode')})",
         "pred_peak": p.get("peak_bytes"),
@@ -81,7 +84,8 @@ def ours_row(r):
         "device_peak": less(m.get("device_used_peak_bytes"), nccl),
         "nccl": nccl,
         "tracked_err": (r.get("agreement") or {}).get("tracked_peak_relative_error"),
-        "pred_step": p.get("step_time_s"),
+        "pred_step": p.get("emulated_step_time_s") if alone else p.get("step_time_s"),
+        "alone": alone,
         "meas_step": m.get("step_time_s"),
         "tok_s": m.get("tokens_per_s"),
         "mfu": m.get("mfu"),
@@ -121,6 +125,7 @@ def one(path):
         apart = f" less NCCL's {gib(o['nccl'])} GiB" if o["nccl"] else ""
         return (f"{o['status']}; peak{apart} {gib(o['meas_peak'])} GiB vs predicted {gib(o['pred_peak'])} GiB "
                 f"({pct(rel(o['meas_peak'], o['pred_peak']), 2)}); step {num(o['meas_step'])} s vs predicted "
+                f"{'(this stage alone) ' if o['alone'] else ''}"
                 f"{num(o['pred_step'])} s ({pct(rel(o['meas_step'], o['pred_step']))}); "
                 f"{num(o['tok_s'], '{:,.0f}')} tokens/s; MFU {pct(o['mfu']).lstrip('+')}; driver peak "
                 f"{gib(o['device_peak'])} GiB ({pct(rel(o['device_peak'], o['pred_peak']), 2)}); attention {o['attention']}"

@@ -114,9 +114,9 @@ Device calls (the `run` tool, from the repository root; each <= 10 min, of which
 at most PREFLIGHT_BUDGET_S = 540 s: it starts no new work past it and packs everything into
 $OUT/preflight-gpu-<stamp>.tar.gz + $OUT/summary.txt). See README.md, "GPU session runbook".
 
-  What the open issues still need (2026-11-28): the gpu tests again, the 200-step curves with
-  PyTorch's band (about 250 s), then the headline's three runs in one call:
-       run(command="PREFLIGHT_BUDGET_S=480 bash validation/gpu_session/gpu_session.sh check build test curves", carry=[".deps"], timeout_s=560)
+  What the open issues still need (2026-11-28): the 200-step curves with PyTorch's band (about
+  250 s), the gpu tests again, then the headline's three runs in one call:
+       run(command="PREFLIGHT_BUDGET_S=480 bash validation/gpu_session/gpu_session.sh check build curves test", carry=[".deps"], timeout_s=560)
        run(command="PREFLIGHT_REMEASURE=1 PREFLIGHT_BUDGET_S=200 bash validation/gpu_session/gpu_session.sh check build headline", carry=[".deps"], timeout_s=260)
 
   1) libraries, build, every gpu-labelled test, the headline plan (ours vs PyTorch eager and

@@ -61,7 +61,7 @@ def test_summary_sets_nccl_apart(root, tmp):
               "parallel": {"backend": "emulated", "nccl_world1_bytes": nccl},
               "measured": {"peak_bytes": pred + nccl, "overhead_bytes": 1, "device_used_peak_bytes": pred + nccl,
                            "step_time_s": 0.1, "tokens_per_s": 1000.0, "mfu": 0.5, "loss": [], "attention_backend": "cudnn"},
-              "predicted": {"peak_bytes": pred, "step_time_s": 0.1, "mfu": 0.5}}
+              "predicted": {"peak_bytes": pred, "step_time_s": 0.1, "emulated_step_time_s": 0.08, "mfu": 0.5}}
     path = os.path.join(tmp, "rank.json")
     write(path, report)
     r = run([os.path.join(root, "validation/gpu_session/gpu_session_summary.py"), "--one", path])
@@ -69,6 +69,8 @@ def test_summary_sets_nccl_apart(root, tmp):
     # 606,076,928 B = 0.56 GiB; with it set apart both peaks equal the prediction, 4.10 GiB.
     check("peak less NCCL's 0.56 GiB 4.10 GiB vs predicted 4.10 GiB (+0.00%)" in r.stdout, r.stdout)
     check("driver peak 4.10 GiB (+0.00%)" in r.stdout, r.stdout)
+    # Its step is judged against its own stage's work alone: 0.1 / 0.08 - 1 = +25 %.
+    check("step 0.1000 s vs predicted (this stage alone) 0.0800 s (+25.0%)" in r.stdout, r.stdout)
 
 
 def main():

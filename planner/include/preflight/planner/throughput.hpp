@@ -65,6 +65,11 @@ struct ThroughputOptions {
     // first stage holds the embedding, the last the output layer). Empty: the planner's
     // split (extra layers to the first stages).
     std::vector<std::int64_t> stage_layers;
+    // >= 0 (and pp > 1, 1F1B): the step of that pipeline stage's own work, as one rank of it run
+    // alone does it (`preflight run --emulate-rank`): its layers, its embedding or output layer,
+    // its parameters' optimizer step, with the slots, bubble and communication of a stage that
+    // paced itself. -1: the job's step, which the slowest stage sets for every rank.
+    std::int64_t own_stage = -1;
     // Sequence-parallel TP collectives issued asynchronously beside the GEMMs of the same
     // linear (nanotron tp_linear_async_communication in reduce-scatter mode): only the part of
     // each collective its GEMM does not cover is exposed. Off: every TP collective is exposed.

@@ -96,6 +96,10 @@ struct Predicted {
         return dp_communication_s.value_or(0.0) + tp_communication_s.value_or(0.0) + pp_communication_s.value_or(0.0) +
                pipeline_bubble_s.value_or(0.0);
     }
+    // The step an emulated rank runs alone: its own pipeline stage's work (ThroughputOptions::
+    // own_stage; at pp 1 the job's step) less that stage's exposed communication and bubble. A real
+    // stage waits for the slowest; one run alone does not.
+    std::optional<double> emulated_step_time_s;
     double model_flops_per_step = 0, hardware_flops_per_step = 0;
 };
 
