@@ -115,9 +115,10 @@ at most PREFLIGHT_BUDGET_S = 540 s: it starts no new work past it and packs ever
 $OUT/preflight-gpu-<stamp>.tar.gz + $OUT/summary.txt). See README.md, "GPU session runbook".
 
   What the open issues still need (2026-11-28): the 200-step curves with PyTorch's band (about
-  250 s), the gpu tests again, then the headline's three runs in one call:
+  250 s), the gpu tests again, then the headline's three runs in one call and the untied-embedding
+  loss curve:
        run(command="PREFLIGHT_BUDGET_S=480 bash validation/gpu_session/gpu_session.sh check build curves test", carry=[".deps"], timeout_s=560)
-       run(command="PREFLIGHT_REMEASURE=1 PREFLIGHT_BUDGET_S=200 bash validation/gpu_session/gpu_session.sh check build headline", carry=[".deps"], timeout_s=260)
+       run(command="PREFLIGHT_LOSS_MODEL=validation/gpu_session/models/llama-3.2-1b-untied.json PREFLIGHT_REMEASURE=1 PREFLIGHT_BUDGET_S=220 bash validation/gpu_session/gpu_session.sh check build headline losscurve", carry=[".deps"], timeout_s=280)
 
   1) libraries, build, every gpu-labelled test, the headline plan (ours vs PyTorch eager and
      torch.compile):
