@@ -18,6 +18,15 @@ namespace {
 const std::filesystem::path kData = PREFLIGHT_TEST_DATA_DIR;
 
 Plan plan_8b() { return test::llama3_8b_one_node_plan(); }
+
+// The same 8 GPUs as dp 2 x pp 4, 12 micro-batches a step.
+Plan pipeline_plan_8b() {
+    Plan p = plan_8b();
+    p.dp = 2;
+    p.pp = 4;
+    p.grad_acc = 12;
+    return p;
+}
 }  // namespace
 
 TEST(Throughput, MfuIsModelFlopsOverTimeGpusPeak) {
@@ -60,10 +69,7 @@ TEST(Throughput, PipelineBubbleIsPMinusOneOverM) {
     // Narayanan et al. 2021, sec. 2.2.1: 1F1B idles (p-1)/m of the steady-state time.
     const ModelConfig m = load_model("llama-3-8b", kData);
     const GpuSpec g = load_gpu("h100-sxm-80gb", kData);
-    Plan p = plan_8b();
-    p.dp = 2;
-    p.pp = 4;
-    p.grad_acc = 12;
+    const Plan p = pipeline_plan_8b();
     const Throughput t = estimate_throughput(m, g, p);
     EXPECT_NEAR(t.pipeline_bubble_s / (t.compute_s + t.tp_communication_s + t.pp_communication_s), 3.0 / 12.0, 1e-12);
     EXPECT_GT(t.pp_communication_s, 0);
@@ -75,10 +81,7 @@ TEST(Throughput, PipelineBubbleIsPMinusOneOverM) {
 TEST(Throughput, AnOwnStageIsThatStagesWorkAlone) {
     const ModelConfig m = load_model("llama-3-8b", kData);
     const GpuSpec g = load_gpu("h100-sxm-80gb", kData);
-    Plan p = plan_8b();
-    p.dp = 2;
-    p.pp = 4;
-    p.grad_acc = 12;
+    Plan p = pipeline_plan_8b();
     const Throughput job = estimate_throughput(m, g, p);
     auto stage = [&](std::int64_t s) {
         ThroughputOptions o;

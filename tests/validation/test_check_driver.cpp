@@ -175,29 +175,38 @@ TEST(CheckDriver, OnlyAPoolRunIsPredictedWithThePoolsSlack) {
 
 namespace {
 
+// Rank `rank` of a GPT-2 plan on an H100, walked by the dry run.
+runtime::RunReport gpt2_rank_dry_run(const Plan& p, std::int64_t rank) {
+    runtime::RunOptions o;
+    o.timeline = false;
+    o.rank = rank;
+    return runtime::dry_run_report(test::catalog_model("gpt2"), test::catalog_gpu("h100-sxm-80gb"), p, o);
+}
+
+// The report as an emulated rank's device run whose driver saw the predicted peak plus NCCL's
+// world-size-1 memory (`nccl_bytes`, recorded when > 0).
+json as_emulated_device_run(const runtime::RunReport& r, std::int64_t nccl_bytes) {
+    json j = runtime::run_report_to_json(r);
+    j["mode"] = "device";
+    j["parallel"]["backend"] = "emulated";
+    if (nccl_bytes > 0) j["parallel"]["nccl_world1_bytes"] = nccl_bytes;
+    j["measured"]["device_used_peak_bytes"] = r.predicted.memory.peak_bytes + nccl_bytes;
+    return j;
+}
+
 // An emulated rank (rank 5 of 8, ZeRO-1): its driver figure holds a world-size-1 NCCL
 // communicator's memory, set apart before the comparison, and its step (local collectives) is
 // compared with the prediction less the predicted exposed communication.
 TEST(CheckDriver, AnEmulatedRankSetsNcclAndCommunicationApart) {
-    const ModelConfig m = test::catalog_model("gpt2");
-    const GpuSpec g = test::catalog_gpu("h100-sxm-80gb");
     Plan p;
     p.seq = 512;
     p.mbs = 2;
     p.dp = 8;
     p.zero = zero_optimizer_states;
-    runtime::RunOptions o;
-    o.timeline = false;
-    o.rank = 5;
-    const runtime::RunReport r = runtime::dry_run_report(m, g, p, o);
+    const runtime::RunReport r = gpt2_rank_dry_run(p, 5);
     ASSERT_TRUE(r.predicted.step_time_s && r.predicted.dp_communication_s);
     ASSERT_GT(*r.predicted.dp_communication_s, 0);
-    json j = runtime::run_report_to_json(r);
-    j["mode"] = "device";
-    j["parallel"]["backend"] = "emulated";
-    const std::int64_t nccl = 96 << 20;
-    j["parallel"]["nccl_world1_bytes"] = nccl;
-    j["measured"]["device_used_peak_bytes"] = r.predicted.memory.peak_bytes + nccl;
+    json j = as_emulated_device_run(r, std::int64_t{96} << 20);
     const double compute = *r.predicted.step_time_s - *r.predicted.dp_communication_s;
     j["measured"]["step_time_s"] = compute;
     const RunCheck rc = check_report(j, "rank5", default_tolerances().at(kSourceRuntime), options());
@@ -227,10 +236,7 @@ TEST(CheckDriver, AnEmulatedPipelineStageIsJudgedByItsOwnWork) {
     p.mbs = 8;
     p.pp = 4;
     p.grad_acc = 8;
-    runtime::RunOptions o;
-    o.timeline = false;
-    o.rank = 1;
-    const runtime::RunReport r = runtime::dry_run_report(m, g, p, o);
+    const runtime::RunReport r = gpt2_rank_dry_run(p, 1);
     ASSERT_TRUE(r.predicted.step_time_s && r.predicted.emulated_step_time_s);
     const double slowest_alone = *r.predicted.step_time_s - r.predicted.emulated_communication_s();
     EXPECT_LT(*r.predicted.emulated_step_time_s, 0.9 * slowest_alone);
@@ -242,11 +248,8 @@ TEST(CheckDriver, AnEmulatedPipelineStageIsJudgedByItsOwnWork) {
     EXPECT_NEAR(*r.predicted.emulated_step_time_s,
                 t.step_time_s - t.dp_communication_s - t.tp_communication_s - t.pp_communication_s - t.pipeline_bubble_s,
                 1e-12);
-    json j = runtime::run_report_to_json(r);
+    json j = as_emulated_device_run(r, 0);
     EXPECT_DOUBLE_EQ(j.at("predicted").at("emulated_step_time_s").get<double>(), *r.predicted.emulated_step_time_s);
-    j["mode"] = "device";
-    j["parallel"]["backend"] = "emulated";
-    j["measured"]["device_used_peak_bytes"] = r.predicted.memory.peak_bytes;
     j["measured"]["step_time_s"] = *r.predicted.emulated_step_time_s;
     const RunCheck rc = check_report(j, "stage1", default_tolerances().at(kSourceRuntime), options());
     ASSERT_NE(rc.find("step_time_s"), nullptr);
