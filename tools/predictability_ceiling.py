@@ -11,6 +11,12 @@ learner that saw none of its fold), and prints the held-out errors beside Prefli
 If the best learner cannot reach a target either, the target asks for information the
 layout does not carry (run-to-run or cluster-state effects), not for a better formula.
 
+For the reserved peak it also asks the same of a range: gradient-boosted quantile regression
+(Koenker & Bassett 1978's pinball loss) learns a lower and an upper quantile of the log of
+measured / predicted from the layout columns and Preflight's own range, held out by fold, and
+the table gives how many measured peaks fall inside and the median width, beside Preflight's
+range (`predicted_reserved_low_bytes` .. `_high_bytes`).
+
 Needs scikit-learn and numpy (Debian: apt-get install python3-sklearn). CI runs only
 --columns-only (the CSV contract with the C++ writer, no packages needed): the analysis
 itself is not a test, its figures are recorded in the data set's README.
@@ -37,7 +43,8 @@ def load(path):
         sys.exit(2)
     need = set(LAYOUT) | {"zero_stage", "outcome", "memory_fold", "tokens_fold", "measured_reserved_bytes",
                           "predicted_reserved_bytes", "measured_tokens_per_s_per_gpu",
-                          "predicted_tokens_per_s_per_gpu"}
+                          "predicted_tokens_per_s_per_gpu", "predicted_reserved_low_bytes",
+                          "predicted_reserved_high_bytes"}
     missing = need - columns
     if missing:
         print(f"predictability_ceiling: {path}: not a jobs CSV from `preflight validate --check` "
@@ -78,6 +85,67 @@ def held_out_errors(np, make, X, y, folds, pred, meas):
     q = np.array(pred) * np.exp(corrected)
     m = np.array(meas)
     return np.abs(q - m) / m
+
+
+# The sweep reports its peaks in 0.1 GiB steps: a peak within half a step of an end counts as
+# inside, as `validate --check` counts it (validation/src/external_memory.cpp).
+ROUNDING_SLACK_BYTES = 0.05 * 2**30
+
+
+def range_rows(rows):
+    """The ok jobs with a measured peak, a prediction and Preflight's range."""
+    keys = ("measured_reserved_bytes", "predicted_reserved_bytes", "predicted_reserved_low_bytes",
+            "predicted_reserved_high_bytes")
+    out = []
+    for r in rows:
+        if r["outcome"] != "ok" or not all(r.get(k) for k in keys):
+            continue
+        m, p, lo, hi = (float(r[k]) for k in keys)
+        if min(m, p, lo, hi) > 0:
+            out.append((r, m, p, lo, hi))
+    return out
+
+
+def coverage_and_width(np, meas, low, high):
+    inside = (meas >= low - ROUNDING_SLACK_BYTES) & (meas <= high + ROUNDING_SLACK_BYTES)
+    return 100 * inside.mean(), 100 * np.median((high - low) / meas)
+
+
+def print_ranges(np, GradientBoostingRegressor, rows, seed):
+    jobs = range_rows(rows)
+    print()
+    print("| range of the reserved peak, ok jobs | jobs | measured inside | median width (of the peak) |")
+    print("|---|---|---|---|")
+    if len(jobs) < 20:
+        print(f"| (fewer than 20 jobs with a range: skipped) | {len(jobs)} | N/A | N/A |")
+        return
+    meas = np.array([j[1] for j in jobs])
+    pred = np.array([j[2] for j in jobs])
+    low = np.array([j[3] for j in jobs])
+    high = np.array([j[4] for j in jobs])
+    inside, width = coverage_and_width(np, meas, low, high)
+    print(f"| Preflight (held out) | {len(jobs)} | {inside:.1f} % | {width:.1f} % |")
+    # The layout, the prediction and where Preflight's range ends, relative to the prediction.
+    X = np.array([features(r, p) + [math.log(lo / p), math.log(hi / p)] for r, _, p, lo, hi in jobs])
+    y = np.log(meas / pred)
+    folds = np.array([int(j[0]["memory_fold"]) for j in jobs])
+    if len(set(folds.tolist())) < 2:
+        print(f"| learned quantiles | {len(jobs)} | N/A (one fold) | N/A |")
+        return
+    for lower in (0.05, 0.025, 0.01):
+        ends = []
+        for alpha in (lower, 1 - lower):
+            q = np.zeros_like(y)
+            for k in sorted(set(folds.tolist())):
+                test = folds == k
+                q[test] = GradientBoostingRegressor(
+                    loss="quantile", alpha=alpha, n_estimators=300, max_depth=3, learning_rate=0.05,
+                    min_samples_leaf=10, subsample=0.8, random_state=seed).fit(X[~test], y[~test]).predict(X[test])
+            ends.append(q)
+        lo_q, hi_q = ends[0], np.maximum(ends[0], ends[1])
+        inside, width = coverage_and_width(np, meas, pred * np.exp(lo_q), pred * np.exp(hi_q))
+        print(f"| Preflight + gradient boosting, quantiles {lower:g}-{1 - lower:g} | {len(jobs)} | "
+              f"{inside:.1f} % | {width:.1f} % |")
 
 
 def main():
@@ -133,6 +201,7 @@ def main():
                 continue
             print(f"| {name} | Preflight + {label} | {len(y)} | {100 * np.percentile(e, 50):.1f} % | "
                   f"{100 * np.percentile(e, 95):.1f} % |")
+    print_ranges(np, GradientBoostingRegressor, rows, a.seed)
     return 0
 
 
