@@ -98,6 +98,18 @@ std::int64_t reserved_pool_bytes(std::int64_t allocated, const ReservedExtra& ex
     return round_up(allocated + extra.total(), kTorchRoundLargeBytes);
 }
 
+PaceRules pace_rules(HostPace pace, bool pace_expected, std::optional<double> wait_probability,
+                     const AllocatorConstants& c, std::optional<std::int64_t> high_reserved_bytes,
+                     std::int64_t non_pytorch_bytes, std::int64_t capacity_bytes) {
+    PaceRules r;
+    if (pace == HostPace::runs_ahead && high_reserved_bytes) {
+        r.top_need_bytes = range_top_need_bytes(*high_reserved_bytes, non_pytorch_bytes);
+        r.flush = pace_expected && pool_outgrows_device(*high_reserved_bytes, non_pytorch_bytes, capacity_bytes);
+    }
+    r.mix = pace_expected && !r.flush && wait_probability && unsure_pace(*wait_probability, c.unsure_pace_band);
+    return r;
+}
+
 std::int64_t range_top_need_bytes(std::int64_t high_reserved_bytes, std::int64_t non_pytorch_bytes) {
     // Both terms are bounded by limits::kMaxBytes (2^60): their sum cannot overflow.
     return high_reserved_bytes + non_pytorch_bytes;

@@ -63,18 +63,17 @@ void set_pace_range(MemoryReport& r, const ModelConfig& model, const GpuSpec& gp
     options.host_pace = HostPace::runs_ahead;
     options.profile.allocator = range_high_constants(c);
     const MemoryReport high = evaluate_memory(model, gpu, plan, options);
-    std::int64_t top_need = 0;  // a running-ahead host's need at the top of the range
+    const PaceRules rules = pace_rules(r.host_pace, r.host_pace_expected, r.host_wait_probability, c,
+                                       high.peak_reserved_bytes, high.non_pytorch_bytes, high.capacity_bytes);
+    const std::int64_t top_need = rules.top_need_bytes;  // a running-ahead host's need at the top of the range
     if (r.host_pace == HostPace::runs_ahead) {  // expected or given: the need at the top of the range
-        const std::int64_t top = range_top_need_bytes(high.peak_reserved_bytes, high.non_pytorch_bytes);
-        top_need = top;
-        if (top > r.device_peak_bytes) {
-            r.device_peak_bytes = top;
+        if (top_need > r.device_peak_bytes) {
+            r.device_peak_bytes = top_need;
             r.need_at_range_top = true;
         }
         r.fits = r.device_peak_bytes <= r.capacity_bytes;
     }
-    if (r.host_pace == HostPace::runs_ahead && r.host_pace_expected &&
-        pool_outgrows_device(high.peak_reserved_bytes, high.non_pytorch_bytes, high.capacity_bytes)) {
+    if (rules.flush) {
         options.host_pace = HostPace::waits_each_micro_batch;
         options.profile.allocator = c;
         options.timeline = timeline;
@@ -88,8 +87,7 @@ void set_pace_range(MemoryReport& r, const ModelConfig& model, const GpuSpec& gp
         waits.fits = r.fits;
         r = std::move(waits);
     }
-    if (r.host_pace_expected && !r.allocator_flush && r.host_wait_probability &&
-        unsure_pace(*r.host_wait_probability, c.unsure_pace_band)) {
+    if (rules.mix) {
         options.profile.allocator = c;
         options.timeline = false;
         options.host_pace = r.host_pace == HostPace::runs_ahead ? HostPace::waits_each_micro_batch : HostPace::runs_ahead;

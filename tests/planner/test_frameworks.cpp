@@ -865,3 +865,41 @@ TEST(AllocatorModel, APoolThatOutgrowsTheDeviceIsGivenAtTheWaitingPace) {
     EXPECT_EQ(small.host_pace, HostPace::runs_ahead);
     EXPECT_TRUE(memory_to_json(small).at("reserved_running_ahead_bytes").is_null());
 }
+
+TEST(AllocatorModel, PaceRulesAreTheTopTheFlushAndTheMix) {
+    // The planner (pace_range.cpp) and the validation's nanotron path apply these rules; by hand,
+    // with a 20 GiB pool at the top of the range, 1 GiB outside PyTorch and an unsure band of 0.15.
+    constexpr std::int64_t GiB = std::int64_t{1} << 30;
+    AllocatorConstants c;
+    c.unsure_pace_band = 0.15;
+    const auto ahead = HostPace::runs_ahead, waits = HostPace::waits_each_micro_batch;
+    // Given (not expected), running ahead on an 80 GiB device: judged at 20 + 1 GiB, no flush, no mix.
+    PaceRules r = pace_rules(ahead, false, 0.5, c, 20 * GiB, GiB, 80 * GiB);
+    EXPECT_EQ(r.top_need_bytes, 21 * GiB);
+    EXPECT_FALSE(r.flush);
+    EXPECT_FALSE(r.mix);
+    // Expected and unsure (p = 0.5 inside [0.15, 0.85]) on the same device: mixed.
+    r = pace_rules(ahead, true, 0.5, c, 20 * GiB, GiB, 80 * GiB);
+    EXPECT_EQ(r.top_need_bytes, 21 * GiB);
+    EXPECT_FALSE(r.flush);
+    EXPECT_TRUE(r.mix);
+    // On a 16 GiB device the top (21 GiB) outgrows it: the flush, which the mix gives way to.
+    r = pace_rules(ahead, true, 0.5, c, 20 * GiB, GiB, 16 * GiB);
+    EXPECT_TRUE(r.flush);
+    EXPECT_FALSE(r.mix);
+    // A sure pace (p = 0.9, outside the band), or a band of 0.5 (no mix), or no probability: no mix.
+    EXPECT_FALSE(pace_rules(ahead, true, 0.9, c, 20 * GiB, GiB, 80 * GiB).mix);
+    EXPECT_FALSE(pace_rules(ahead, true, std::nullopt, c, 20 * GiB, GiB, 80 * GiB).mix);
+    AllocatorConstants never = c;
+    never.unsure_pace_band = 0.5;
+    EXPECT_FALSE(pace_rules(ahead, true, 0.5, never, 20 * GiB, GiB, 80 * GiB).mix);
+    // A waiting host has no top and no flush, whatever its pool at the top; unsure and expected, it mixes.
+    r = pace_rules(waits, true, 0.3, c, 20 * GiB, GiB, 16 * GiB);
+    EXPECT_EQ(r.top_need_bytes, 0);
+    EXPECT_FALSE(r.flush);
+    EXPECT_TRUE(r.mix);
+    // No top evaluated: nothing to judge at it and no flush.
+    r = pace_rules(ahead, true, 0.9, c, std::nullopt, GiB, 16 * GiB);
+    EXPECT_EQ(r.top_need_bytes, 0);
+    EXPECT_FALSE(r.flush);
+}

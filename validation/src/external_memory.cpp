@@ -72,29 +72,30 @@ MemoryPrediction predict_memory(const ExternalRun& run, const GpuSpec& gpu, cons
 
 namespace {
 
-// predict_memory as the planner reports it (pace_range.cpp set_pace_range): a host that runs ahead
-// is judged at the top of its range too; at an expected pace, a pool whose top outgrows the device
-// is given at the waiting pace.
-// An expected pace the host-pace model is unsure of (allocator_model.hpp unsure_pace_band), as
-// pace_range.cpp mixes it: both paces' pools weighted by the wait probability, the point need
-// from them, a running-ahead need at the top of the range kept where it is higher.
-void mix_unsure_pace_point(MemoryPrediction& p, const ExternalRun& run, const GpuSpec& gpu, const AllocatorConstants& c) {
-    if (c.unsure_pace_band >= 0.5) return;
+// The host-pace model's probability of a wait for this job's layout (nullopt if it cannot say).
+std::optional<double> wait_probability(const ExternalRun& run, const GpuSpec& gpu, const AllocatorConstants& c) {
+    if (c.unsure_pace_band >= 0.5) return std::nullopt;  // no mix under these constants: not needed
     FrameworkProfile nanotron = *profile_by_name("nanotron");
     nanotron.allocator = c;
-    std::optional<double> wait;
     try {
-        wait = host_wait_probability(run.model, gpu, run.plan, nanotron);
+        return host_wait_probability(run.model, gpu, run.plan, nanotron);
     } catch (const InputError&) {
+        return std::nullopt;
     }
-    if (!wait || !unsure_pace(*wait, c.unsure_pace_band)) return;
+}
+
+// An expected pace the host-pace model is unsure of (allocator_model.hpp pace_rules), as
+// pace_range.cpp mixes it: both paces' pools weighted by the wait probability `wait`, the point
+// need from them, a running-ahead need at the top of the range kept where it is higher.
+void mix_unsure_pace_point(MemoryPrediction& p, const ExternalRun& run, const GpuSpec& gpu, const AllocatorConstants& c,
+                           double wait) {
     ExternalRun other = run;
     const bool ahead = run.host_pace == HostPace::runs_ahead;
     other.host_pace = ahead ? HostPace::waits_each_micro_batch : HostPace::runs_ahead;
     const MemoryPrediction o = predict_memory(other, gpu, c);
     if (!o.modelled) return;
     const auto mix = [&](std::int64_t mine, std::int64_t theirs) {
-        return ahead ? mix_unsure_pace(mine, theirs, *wait) : mix_unsure_pace(theirs, mine, *wait);
+        return ahead ? mix_unsure_pace(mine, theirs, wait) : mix_unsure_pace(theirs, mine, wait);
     };
     p.measured_rank_reserved_bytes = mix(p.measured_rank_reserved_bytes, o.measured_rank_reserved_bytes);
     p.reserved_peak_bytes = mix(p.reserved_peak_bytes, o.reserved_peak_bytes);
@@ -103,30 +104,39 @@ void mix_unsure_pace_point(MemoryPrediction& p, const ExternalRun& run, const Gp
     p.fits = p.device_need_bytes <= gpu.memory_bytes;
 }
 
+// predict_memory as the planner reports it (pace_range.cpp set_pace_range), by the same rules
+// (allocator_model.hpp pace_rules): a host that runs ahead is judged at the top of its range too;
+// at an expected pace, a pool whose top outgrows the device is given at the waiting pace, and an
+// unsure pace's pool is the two paces' mixed.
 MemoryPrediction predict_memory_as_planner(const ExternalRun& run, const GpuSpec& gpu, const AllocatorConstants& c,
                                            bool pace_expected) {
     MemoryPrediction p = predict_memory(run, gpu, c);
     if (!p.modelled) return p;
+    std::optional<std::int64_t> high_reserved;
     if (run.host_pace == HostPace::runs_ahead) {
         AllocatorConstants top = range_high_constants(c);
         top.verdict_margin_bytes = 0;
-        const MemoryPrediction high = predict_memory(run, gpu, top);
-        if (high.modelled) {
-            p.range_top_need_bytes = range_top_need_bytes(high.reserved_peak_bytes, non_pytorch_bytes(c, gpu));
-            p.device_need_bytes = std::max(p.device_need_bytes, p.range_top_need_bytes);
-            p.fits = p.device_need_bytes <= gpu.memory_bytes;
-            if (pace_expected && pool_outgrows_device(high.reserved_peak_bytes, non_pytorch_bytes(c, gpu), gpu.memory_bytes)) {
-                ExternalRun waiting = run;
-                waiting.host_pace = HostPace::waits_each_micro_batch;
-                const MemoryPrediction w = predict_memory(waiting, gpu, c);
-                p.measured_rank_reserved_bytes = w.measured_rank_reserved_bytes;
-                p.reserved_peak_bytes = w.reserved_peak_bytes;
-                return p;  // device_need_bytes and fits: the running-ahead need
-            }
-        }
+        if (const MemoryPrediction high = predict_memory(run, gpu, top); high.modelled)
+            high_reserved = high.reserved_peak_bytes;
     }
-    if (pace_expected) mix_unsure_pace_point(p, run, gpu, c);
-    return p;
+    const std::optional<double> wait = pace_expected ? wait_probability(run, gpu, c) : std::nullopt;
+    const PaceRules rules =
+        pace_rules(run.host_pace, pace_expected, wait, c, high_reserved, non_pytorch_bytes(c, gpu), gpu.memory_bytes);
+    if (high_reserved) {
+        p.range_top_need_bytes = rules.top_need_bytes;
+        p.device_need_bytes = std::max(p.device_need_bytes, p.range_top_need_bytes);
+        p.fits = p.device_need_bytes <= gpu.memory_bytes;
+    }
+    if (rules.flush) {
+        ExternalRun waiting = run;
+        waiting.host_pace = HostPace::waits_each_micro_batch;
+        const MemoryPrediction w = predict_memory(waiting, gpu, c);
+        p.measured_rank_reserved_bytes = w.measured_rank_reserved_bytes;
+        p.reserved_peak_bytes = w.reserved_peak_bytes;
+    } else if (rules.mix) {
+        mix_unsure_pace_point(p, run, gpu, c, *wait);
+    }
+    return p;  // after the flush, device_need_bytes and fits: the running-ahead need
 }
 
 }  // namespace

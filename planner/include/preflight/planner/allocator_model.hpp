@@ -183,4 +183,21 @@ std::int64_t mix_unsure_pace(std::int64_t running_ahead_bytes, std::int64_t wait
 // README, "The verdict at the top of the range").
 std::int64_t range_top_need_bytes(std::int64_t high_reserved_bytes, std::int64_t non_pytorch_bytes);
 
+// What the rules above make of one plan's pace (pace_range.cpp applies them to a report, the
+// validation's nanotron path to its stage figures), from the pool at the top of the range
+// (`high_reserved_bytes`, range_high_constants; nullopt where it could not be evaluated):
+//  - a host that runs ahead is judged at range_top_need_bytes as well (0 for a waiting host);
+//  - an expected running-ahead pool whose top outgrows the device is given at the waiting pace
+//    (pool_outgrows_device: the allocator's flush), its device need and verdict kept;
+//  - otherwise an expected pace the host-pace model is unsure of (wait_probability inside
+//    unsure_pace_band) takes the two paces' pools mixed (mix_unsure_pace).
+struct PaceRules {
+    std::int64_t top_need_bytes = 0;
+    bool flush = false;
+    bool mix = false;
+};
+PaceRules pace_rules(HostPace pace, bool pace_expected, std::optional<double> wait_probability,
+                     const AllocatorConstants& c, std::optional<std::int64_t> high_reserved_bytes,
+                     std::int64_t non_pytorch_bytes, std::int64_t capacity_bytes);
+
 }  // namespace preflight
