@@ -74,14 +74,22 @@ def quantity(rows, measured_key, predicted_key, fold_key, keep):
     return X, y, folds, pred, meas
 
 
-def held_out_errors(np, make, X, y, folds, pred, meas):
+def held_out_predictions(np, make, X, y, folds):
+    """Each job's value from a learner (make()) fitted on the other folds; None with one fold."""
     X, y, folds = np.array(X), np.array(y), np.array(folds)
-    corrected = np.zeros_like(y)
+    out = np.zeros_like(y)
     for k in sorted(set(folds.tolist())):
         test = folds == k
         if test.all():
             return None  # one fold: nothing to train on
-        corrected[test] = make().fit(X[~test], y[~test]).predict(X[test])
+        out[test] = make().fit(X[~test], y[~test]).predict(X[test])
+    return out
+
+
+def held_out_errors(np, make, X, y, folds, pred, meas):
+    corrected = held_out_predictions(np, make, X, y, folds)
+    if corrected is None:
+        return None
     q = np.array(pred) * np.exp(corrected)
     m = np.array(meas)
     return np.abs(q - m) / m
@@ -133,15 +141,9 @@ def print_ranges(np, GradientBoostingRegressor, rows, seed):
         print(f"| learned quantiles | {len(jobs)} | N/A (one fold) | N/A |")
         return
     for lower in (0.05, 0.025, 0.01):
-        ends = []
-        for alpha in (lower, 1 - lower):
-            q = np.zeros_like(y)
-            for k in sorted(set(folds.tolist())):
-                test = folds == k
-                q[test] = GradientBoostingRegressor(
-                    loss="quantile", alpha=alpha, n_estimators=300, max_depth=3, learning_rate=0.05,
-                    min_samples_leaf=10, subsample=0.8, random_state=seed).fit(X[~test], y[~test]).predict(X[test])
-            ends.append(q)
+        ends = [held_out_predictions(np, lambda: GradientBoostingRegressor(
+            loss="quantile", alpha=alpha, n_estimators=300, max_depth=3, learning_rate=0.05,
+            min_samples_leaf=10, subsample=0.8, random_state=seed), X, y, folds) for alpha in (lower, 1 - lower)]
         lo_q, hi_q = ends[0], np.maximum(ends[0], ends[1])
         inside, width = coverage_and_width(np, meas, pred * np.exp(lo_q), pred * np.exp(hi_q))
         print(f"| Preflight + gradient boosting, quantiles {lower:g}-{1 - lower:g} | {len(jobs)} | "
