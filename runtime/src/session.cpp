@@ -8,6 +8,20 @@
 
 namespace preflight::runtime {
 
+namespace {
+// The step-time terms a prediction reports, copied from the planner's estimate.
+void set_step_terms(Predicted& p, const Throughput& t) {
+    p.step_time_s = t.step_time_s;
+    p.dp_communication_s = t.dp_communication_s;
+    p.tp_communication_s = t.tp_communication_s;
+    p.pp_communication_s = t.pp_communication_s;
+    p.pipeline_bubble_s = t.pipeline_bubble_s;
+    p.tokens_per_s = t.tokens_per_s;
+    p.mfu = t.mfu;
+    p.hfu = t.hfu;
+}
+}  // namespace
+
 Predicted predict(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in, const RunOptions& options) {
     const Plan plan = resolve_defaults(plan_in, model);
     Predicted p;
@@ -35,16 +49,11 @@ Predicted predict(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan
         const Throughput t = estimate_throughput(model, own, plan, topt);
         topt.own_stage = rank_coords(plan, options.rank).pp;
         const Throughput alone = plan.pp > 1 ? estimate_throughput(model, own, plan, topt) : t;
-        p.emulated_step_time_s = alone.step_time_s - (alone.dp_communication_s + alone.tp_communication_s +
-                                                      alone.pp_communication_s + alone.pipeline_bubble_s);
-        p.step_time_s = t.step_time_s;
-        p.dp_communication_s = t.dp_communication_s;
-        p.tp_communication_s = t.tp_communication_s;
-        p.pp_communication_s = t.pp_communication_s;
-        p.pipeline_bubble_s = t.pipeline_bubble_s;
-        p.tokens_per_s = t.tokens_per_s;
-        p.mfu = t.mfu;
-        p.hfu = t.hfu;
+        // What the stage alone lacks is the one sum Predicted::emulated_communication_s() defines.
+        Predicted own_stage;
+        set_step_terms(own_stage, alone);
+        p.emulated_step_time_s = alone.step_time_s - own_stage.emulated_communication_s();
+        set_step_terms(p, t);
     } catch (const std::exception&) {
         // No published peak for this precision on this GPU: throughput left unknown.
     }
