@@ -204,8 +204,8 @@ Command add_memory_command(CLI::App& app) {
         "  preflight memory --from train_configs/llama3_8b.toml --gpus 64   (a torchtitan job config)\n"
         "Exits 1 when the peak exceeds the GPU's memory.");
     return {sub, [state, sub] {
-                apply_from(state->from, *sub, state->flags, std::nullopt, std::cerr);
-                return run_memory(state->flags, state->timeline);
+                const FromApplied applied = apply_from(state->from, *sub, state->flags, std::nullopt, std::cerr);
+                return blaming_from_file(applied, [&] { return run_memory(state->flags, state->timeline); });
             }};
 }
 

@@ -436,8 +436,9 @@ int run_plan(PlanCommandState& st) {
 
 namespace {
 
-// --from: the GPU count, the global batch and the overlaps a config implies, where the flags give none.
-void take_from(PlanCommandState& st, const CLI::App& sub) {
+// --from: the GPU count, the global batch and the overlaps a config implies, where the flags give none;
+// returns what the config set (its origins blame its refused values on it).
+FromApplied take_from(PlanCommandState& st, const CLI::App& sub) {
     const bool gpus_given = sub.count("--gpus") > 0;
     const FromApplied a =
         apply_from(st.from, sub, st.flags, gpus_given ? std::optional<std::int64_t>(st.gpus) : std::nullopt, std::cerr);
@@ -449,6 +450,7 @@ void take_from(PlanCommandState& st, const CLI::App& sub) {
     if (!a.read && sub.count("--gbs-tokens") == 0) throw InputError("--gbs-tokens", "is required");
     st.tp_comm_overlap = st.tp_comm_overlap || (a.tp_comm_overlap && sub.count("--tp-comm-overlap") == 0);
     st.overlap_p2p_comm = st.overlap_p2p_comm || (a.overlap_p2p_comm && sub.count("--overlap-p2p-comm") == 0);
+    return a;
 }
 
 }  // namespace
@@ -523,8 +525,8 @@ Command add_plan_command(CLI::App& app) {
         "Example:\n  preflight plan --model llama-3-8b --gpu h100-sxm-80gb --gpus 8 --gbs-tokens 4194304 --seq 4096\n"
         "Exits 1 when no plan fits (and prints the smallest change that would), 2 on bad input.");
     return {sub, [st, sub] {
-                take_from(*st, *sub);
-                return run_plan(*st);
+                const FromApplied applied = take_from(*st, *sub);
+                return blaming_from_file(applied, [&] { return run_plan(*st); });
             }};
 }
 

@@ -176,6 +176,11 @@ void print_table(const runtime::RunReport& r) {
         std::cout << ", " << p.substr(0, p.find(" ("));
     }
     std::cout << "\n";
+    // Which peak MFU/HFU divide by, so a reader never compares an fp32 row's MFU with a bf16 row's.
+    const std::optional<double> peak = compute_peak_flops_per_s(r.gpu, r.plan.precision);
+    std::cout << "# MFU/HFU: of the dense " << compute_peak_name(r.plan.precision) << " peak, "
+              << format_rate(peak ? std::optional<double>(*peak / 1e12) : std::nullopt, "TFLOP/s")
+              << " per GPU (the GPU spec's)\n";
     Table t;
     t.header = {"", "measured", "predicted"};
     t.units = {"", "", ""};
@@ -521,8 +526,8 @@ Command add_run_command(CLI::App& app) {
         "with --pp > 1, fp8-mixed with --sp); 3 no GPU or no CUDA build (nothing written), or a CUDA/cuBLASLt/NCCL\n"
         "failure during the run (report still written).");
     return {sub, [st, sub] {
-                apply_from(st->from, *sub, st->flags, std::nullopt, std::cerr);
-                return run_command(*st);
+                const FromApplied applied = apply_from(st->from, *sub, st->flags, std::nullopt, std::cerr);
+                return blaming_from_file(applied, [&] { return run_command(*st); });
             }};
 }
 

@@ -49,8 +49,10 @@ void fill_slot(PlanFlags::Slot& slot, const ImportedField& value) {
     }
 }
 
-// The plan fields the config sets, except those given as flags; returns the flags text of what was taken.
-std::string fill_fields(const ImportedConfig& c, PlanFlags& flags, std::ostream& log, bool verbose) {
+// The plan fields the config sets, except those given as flags; returns the flags text of what was
+// taken, and records where each was read in `origins`.
+std::string fill_fields(const ImportedConfig& c, PlanFlags& flags, std::ostream& log, bool verbose,
+                        std::map<std::string, std::string>& origins) {
     const auto fields = plan_fields();
     std::string taken;
     for (const ImportedField& v : c.fields) {
@@ -62,6 +64,7 @@ std::string fill_fields(const ImportedConfig& c, PlanFlags& flags, std::ostream&
             continue;
         }
         fill_slot(flags.slots[i], v);
+        origins[std::string(fields[i].flag)] = v.from.text();
         Plan shown;  // the value as the command line writes it
         set_field(fields[i], shown, v.value, v.from.text());
         const std::string text = std::string(fields[i].flag) +
@@ -73,9 +76,11 @@ std::string fill_fields(const ImportedConfig& c, PlanFlags& flags, std::ostream&
     return taken;
 }
 
-void take_model(const ImportedConfig& c, const CLI::App& sub, PlanFlags& flags, std::ostream& log) {
+void take_model(const ImportedConfig& c, const CLI::App& sub, PlanFlags& flags, std::ostream& log,
+                std::map<std::string, std::string>& origins) {
     if (given_on(sub, "--model")) return;
     const std::string where = c.model_from ? c.model_from->text() : c.file;
+    origins["--model"] = where;
     if (c.model) {
         flags.model = *c.model;
         log << "# --from: model " << *c.model << " (" << where << ")\n";
@@ -113,10 +118,10 @@ FromApplied apply_from(const FromFlags& from, const CLI::App& sub, PlanFlags& fl
     }
     for (const std::string& w : c.warnings)
         log << "preflight: warning: " << (w.rfind(c.file, 0) == 0 ? "" : c.file + ": ") << w << "\n";
-    const std::string taken = fill_fields(c, flags, log, from.verbose);
+    const std::string taken = fill_fields(c, flags, log, from.verbose, applied.origins);
     log << "# --from " << c.file << " (" << to_string(c.format) << "): " << (taken.empty() ? "no plan values" : taken)
         << "\n";
-    take_model(c, sub, flags, log);
+    take_model(c, sub, flags, log, applied.origins);
     if (c.framework && !given_on(sub, "--framework") && sub.get_option_no_throw("--framework")) {
         flags.framework = *c.framework;
         log << "# --from: --framework " << *c.framework << " (the config's; give --framework to model another)\n";
@@ -147,6 +152,12 @@ FromApplied apply_from(const FromFlags& from, const CLI::App& sub, PlanFlags& fl
         log << "# --from: " << c.ignored.size() << " keys ignored on purpose (logging, checkpointing, data; "
             << "--verbose lists them)\n";
     return applied;
+}
+
+InputError blame_from_file(const FromApplied& applied, const InputError& e) {
+    const auto it = applied.origins.find(e.subject());
+    if (it == applied.origins.end()) return e;
+    return InputError(it->second, e.detail() + " (read as " + e.subject() + ")");
 }
 
 }  // namespace preflight::cli

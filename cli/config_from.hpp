@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -10,6 +11,7 @@
 #include <CLI/CLI.hpp>
 
 #include "plan_flags.hpp"
+#include "preflight/planner/error.hpp"
 
 namespace preflight::cli {
 
@@ -30,6 +32,8 @@ struct FromApplied {
     std::optional<std::int64_t> global_batch_sequences;  // the global batch the config names
     bool tp_comm_overlap = false;
     bool overlap_p2p_comm = false;
+    // Where each flag the config set was read ("--seq" -> "train.toml:12: [training] seq_len").
+    std::map<std::string, std::string> origins;
 };
 
 // Reads the --from file (nothing when not given) and writes each value it sets into `flags`
@@ -38,5 +42,19 @@ struct FromApplied {
 // Warnings go to `log` always; what was read and ignored on purpose only under --verbose.
 FromApplied apply_from(const FromFlags& from, const CLI::App& sub, PlanFlags& flags,
                        std::optional<std::int64_t> gpus, std::ostream& log);
+
+// A refusal of a value the --from config set (its flag not given) names the config's file, line
+// and key, as docs/interface.md promises for --from; any other error is returned unchanged.
+InputError blame_from_file(const FromApplied& applied, const InputError& e);
+
+// Runs a command's work, its refusals of the config's values blamed on the config.
+template <class Work>
+auto blaming_from_file(const FromApplied& applied, Work&& work) -> decltype(work()) {
+    try {
+        return work();
+    } catch (const InputError& e) {
+        throw blame_from_file(applied, e);
+    }
+}
 
 }  // namespace preflight::cli

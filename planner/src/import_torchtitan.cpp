@@ -364,8 +364,8 @@ std::string selective_option(const Toml& t, ImportedConfig& out, bool given_mode
     if (every == 1) return "full";  // every layer checkpointed in full
     out.warnings.push_back((v ? spot.key : std::string("[activation_checkpoint] selective_ac_option")) + " " +
                            std::to_string(every) + (v || given_mode ? "" : " (torchtitan's default)") +
-                           ": every " + std::to_string(every) +
-                           "-th layer checkpointed in full is not modelled; selective (attention core) planned as the "
+                           ": one layer in " + std::to_string(every) +
+                           " checkpointed in full is not modelled; selective (attention core) planned as the "
                            "closest");
     return "selective";
 }

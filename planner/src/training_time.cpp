@@ -15,6 +15,18 @@ std::optional<double> compute_peak_flops_per_s(const GpuSpec& gpu, Precision pre
     return std::nullopt;
 }
 
+const char* compute_peak_name(Precision precision) {
+    switch (precision) {
+        case Precision::fp32: return "fp32";
+        case Precision::bf16_mixed:
+        case Precision::bf16_mixed_fp32_grads:
+        case Precision::bf16: return "bf16";
+        case Precision::fp16_mixed: return "fp16";
+        case Precision::fp8_mixed: return "fp8";
+    }
+    return "unknown";
+}
+
 TrainingTime training_time(const Throughput& t, std::int64_t train_tokens) {
     TrainingTime r;
     if (t.tokens_per_step <= 0 || train_tokens <= 0) return r;

@@ -205,7 +205,33 @@ json run_report_to_json(const RunReport& r) {
     return j;
 }
 
-void write_file_atomic(const std::filesystem::path& path, const std::string& text) {
+namespace {
+
+// Writes into an existing file that rename() must not replace: a device such as /dev/null, a
+// FIFO, a terminal (what a shell redirection does with them).
+void write_in_place(const std::filesystem::path& path, const std::string& text) {
+    std::ofstream out(path, std::ios::binary);
+    if (!out) throw std::runtime_error(path.string() + ": cannot open it for writing");
+    out << text;
+    out.flush();
+    if (!out) throw std::runtime_error(path.string() + ": write failed");
+}
+
+}  // namespace
+
+void write_file_atomic(const std::filesystem::path& path_given, const std::string& text) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::file_status st = fs::status(path_given, ec);  // follows symbolic links
+    if (fs::exists(st) && !fs::is_regular_file(st) && !fs::is_directory(st)) return write_in_place(path_given, text);
+    // A symbolic link is written through: the file it names is replaced, the link is kept.
+    // A link may dangle (its file not written yet), so each hop is read rather than canonicalised.
+    fs::path path = path_given;
+    for (int hops = 0; fs::is_symlink(fs::symlink_status(path, ec)); ++hops) {
+        const fs::path target = fs::read_symlink(path, ec);
+        if (ec || hops == 40) throw std::runtime_error(path_given.string() + ": cannot follow the symbolic link");
+        path = target.is_absolute() ? target : path.parent_path() / target;
+    }
     const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
     std::string tmp_name = ".";  // hidden sibling, same filesystem, so rename() is atomic
     tmp_name += path.filename().string();
@@ -218,12 +244,10 @@ void write_file_atomic(const std::filesystem::path& path, const std::string& tex
         out << text;
         out.flush();
         if (!out) {
-            std::error_code ec;
             std::filesystem::remove(tmp, ec);
             throw std::runtime_error(path.string() + ": write failed");
         }
     }
-    std::error_code ec;
     std::filesystem::rename(tmp, path, ec);
     if (ec) {
         const std::string why = ec.message();  // before remove() reuses ec

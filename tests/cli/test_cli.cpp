@@ -244,6 +244,20 @@ TEST(CliCatalog, RunDryRunNamesTheGpuATransferredRuntimeBlockWasMeasuredOn) {
     EXPECT_EQ(h100.out.find("transferred from"), std::string::npos) << h100.out;
 }
 
+// The H100 SXM spec's dense peaks: 66.9 TFLOP/s fp32, 989.4 bf16, 1,978.9 fp8 (data/gpus).
+TEST(CliCatalog, RunTableNamesThePeakItsMfuDividesBy) {
+    const std::pair<const char*, const char*> cases[] = {
+        {"fp32", "# MFU/HFU: of the dense fp32 peak, 66.9 TFLOP/s per GPU"},
+        {"bf16-mixed", "# MFU/HFU: of the dense bf16 peak, 989.4 TFLOP/s per GPU"},
+        {"fp8-mixed", "# MFU/HFU: of the dense fp8 peak, 1978.9 TFLOP/s per GPU"}};
+    for (const auto& [precision, line] : cases) {
+        const auto r = run_preflight(std::string("run --dry-run --model llama-3.2-1b --seq 256 --gpu h100-sxm-80gb --precision ") +
+                                     precision);
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        EXPECT_NE(r.out.find(line), std::string::npos) << r.out;
+    }
+}
+
 TEST(CliHelp, TeachesTheFlags) {
     const auto r = run_preflight("memory --help");
     EXPECT_EQ(r.exit_code, 0);

@@ -172,6 +172,22 @@ TEST(ConfigFrom, BadValuesNameFileKeyAndLine) {
     expect_refused("memory --model gpt2 --from " + yaml, {"n.yaml", ":2", "dp"});
 }
 
+// A value the config set that the plan then refuses (llama-3-8b: 32 heads, 8,192 positions) names
+// the config's file, line and key, on all three commands; the same value given as a flag names the flag.
+TEST(ConfigFrom, ARefusedValueOfTheConfigNamesItsLine) {
+    Scratch s;
+    const std::string tp3 = s.write_text("tp3.toml", "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[parallelism]\n"
+                                                     "tensor_parallel_degree = 3\n");
+    for (const char* cmd : {"memory", "plan", "run --dry-run"})
+        expect_refused(std::string(cmd) + " --gpus 3 --from " + tp3, {"tp3.toml:5", "tensor_parallel_degree", "32", "(read as --tp)"});
+    const std::string seq = s.write_text("seq.toml", "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\n"
+                                                     "seq_len = 100000\n");
+    expect_refused("memory --gpus 8 --from " + seq, {"seq.toml:5", "seq_len", "8192"});
+    const auto flag = run_preflight("memory --gpus 3 --from " + tp3 + " --tp 5");
+    EXPECT_EQ(flag.exit_code, 2);
+    EXPECT_NE(flag.err.find("error: --tp: 5 does not divide"), std::string::npos) << flag.err;
+}
+
 TEST(ConfigFrom, UnreadableOrUnknownFilesAreExitTwo) {
     Scratch s;
     expect_refused("memory --from " + s.path("missing.toml"), {"--from", "missing.toml"});

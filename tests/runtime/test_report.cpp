@@ -3,6 +3,10 @@
 
 #include <fstream>
 #include <sstream>
+#include <thread>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "catalog_fixture.hpp"
 #include "preflight/runtime/runtime.hpp"
@@ -135,6 +139,44 @@ TEST(RunReport, AtomicWriteReplacesTheFileAndLeavesNoTemporary) {
     EXPECT_EQ(files, 1);
     EXPECT_THROW(write_file_atomic(dir / "missing" / "r.json", "x"), std::runtime_error);
     std::filesystem::remove_all(dir);
+}
+
+// `--report /dev/null`, `/dev/stdout` or a FIFO is written into, as a shell redirection writes,
+// and a link is written through: rename() over any of them would replace it with a plain file
+// (as root, /dev/null itself).
+TEST(RunReport, AtomicWriteWritesIntoAFifoAndThroughALink) {
+    namespace fs = std::filesystem;
+    const auto dir = fs::temp_directory_path() / ("preflight_rt_fifo_" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const auto fifo = dir / "pipe.json";
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    std::string got;
+    std::thread reader([&] {
+        std::ifstream in(fifo);
+        std::stringstream ss;
+        ss << in.rdbuf();
+        got = ss.str();
+    });
+    write_file_atomic(fifo, "{\"through\": \"fifo\"}");
+    reader.join();
+    EXPECT_EQ(got, "{\"through\": \"fifo\"}");
+    EXPECT_TRUE(fs::is_fifo(fs::symlink_status(fifo)));
+
+    const auto target = dir / "target.json";
+    const auto link = dir / "link.json";
+    fs::create_symlink("target.json", link);  // relative, and dangling until written
+    write_file_atomic(link, "one");
+    write_file_atomic(link, "two");
+    EXPECT_TRUE(fs::is_symlink(fs::symlink_status(link)));
+    std::ifstream in(target);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    EXPECT_EQ(ss.str(), "two");
+
+    write_file_atomic("/dev/null", "discarded");
+    EXPECT_TRUE(fs::is_character_file(fs::status("/dev/null")));
+    fs::remove_all(dir);
 }
 
 }  // namespace

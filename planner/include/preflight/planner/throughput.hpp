@@ -222,6 +222,8 @@ std::optional<double> host_wait_probability(const ModelConfig& model, const GpuS
 // default), bf16 recipes -> bf16, fp16-mixed -> fp16, fp8-mixed -> fp8. nullopt when
 // the GPU spec publishes none.
 std::optional<double> compute_peak_flops_per_s(const GpuSpec& gpu, Precision precision);
+// The name of that peak's number format: "fp32", "bf16", "fp16" or "fp8".
+const char* compute_peak_name(Precision precision);
 
 // MFU or HFU (Chowdhery et al. 2022, app. B): a step's FLOPs (the whole job's) over the step time
 // times every GPU's dense peak. The one definition the planner, the runtime's report and

@@ -149,7 +149,9 @@ nlohmann::json category_bytes_to_json(const CategoryBytes& b);
 nlohmann::json contract_bytes_to_json(const CategoryBytes& b, std::int64_t overhead);
 nlohmann::json run_report_to_json(const RunReport& r);
 
-// Writes `text` to `path` atomically: a temp file in the same folder, then rename.
+// Writes `text` to `path` atomically: a temp file in the same folder, then rename. A symbolic
+// link is written through (its target replaced, the link kept); an existing file that is not a
+// regular one (/dev/null, /dev/stdout, a FIFO) is written in place, never replaced.
 // Throws std::runtime_error naming the path on failure.
 void write_file_atomic(const std::filesystem::path& path, const std::string& text);
 
