@@ -59,7 +59,9 @@ struct RunState {
 // or "model": {"name": ...} (memory and run reports); empty when absent.
 std::string recorded_name(const nlohmann::json& doc, const char* key, const std::string& file) {
     auto it = doc.find(key);
-    if (it == doc.end() || it->is_null()) return {};
+    if (it == doc.end()) return {};
+    if (it->is_null())  // never the default model or GPU in its place
+        throw InputError("--plan " + file, std::string(key) + " is null: name one, or leave the key out for the default");
     if (it->is_string()) return it->get<std::string>();
     if (it->is_object() && it->contains("name")) {
         if (!it->at("name").is_string())
@@ -262,6 +264,36 @@ nlohmann::json read_plan_stdin() {
     return parse_json_text(text, "--plan -", "standard input");
 }
 
+// The keys a plan document holds (planner preflight_plan_document: the plan fields, the totals
+// plan_to_json adds, and at the top model, gpu and schema_version); any other is a typo that would
+// leave a field at its default without a word.
+void check_plan_document(const nlohmann::json& doc, bool top_level) {
+    for (const auto& [key, value] : doc.items()) {
+        bool known = key == "gpus" || key == "global_batch_tokens" ||
+                     (top_level && (key == "model" || key == "gpu" || key == "schema_version"));
+        for (const PlanField& f : plan_fields()) known = known || f.key == key;
+        if (!known)
+            throw InputError(key, "unknown key: a plan file holds the plan fields (docs/interface.md), model, gpu, "
+                                  "gpus, global_batch_tokens and schema_version");
+    }
+    if (const auto v = doc.find("schema_version"); v != doc.end() && *v != kSchemaVersion)
+        throw InputError("schema_version", v->dump() + ": this preflight reads plan files of schema version " +
+                                               std::to_string(kSchemaVersion));
+}
+
+// The totals a plan file records must be its fields' (gpus = dp x tp x pp, the global batch's
+// tokens): a file edited in one place and not the other is refused, not half believed.
+void check_plan_totals(const nlohmann::json& doc, const Plan& p) {
+    for (const auto& [key, value] : {std::pair{"gpus", p.gpus()}, std::pair{"global_batch_tokens", p.global_batch_tokens()}}) {
+        const auto v = doc.find(key);
+        if (v == doc.end()) continue;
+        if (!v->is_number_integer() || v->get<std::int64_t>() != value)
+            throw InputError(key, v->dump() + " differs from the plan's " + std::to_string(value) +
+                                      (std::string(key) == "gpus" ? " (dp x tp x pp)" : " (seq x mbs x grad_acc x dp)") +
+                                      ": correct it or leave the key out");
+    }
+}
+
 Plan plan_from_file(const RunState& st, const Plan& plan, std::string& model_name, std::string& gpu_name) {
     const auto j = st.plan_file == "-" ? read_plan_stdin() : read_json_file(st.plan_file, "--plan");
     if (!j.is_object()) throw InputError("--plan " + st.plan_file, "must hold a JSON object");
@@ -275,8 +307,13 @@ Plan plan_from_file(const RunState& st, const Plan& plan, std::string& model_nam
             throw InputError(flag, "'" + *name + "' differs from the " + key + " '" + recorded + "' recorded in --plan " +
                                        st.plan_file + " (leave " + flag + " out to use the file's)");
     }
+    const bool report = j.contains("plan");  // a run report, its plan under "plan"
+    const nlohmann::json& fields = report ? j["plan"] : j;
     try {
-        return plan_from_json(j.contains("plan") ? j["plan"] : j, plan);
+        if (fields.is_object()) check_plan_document(fields, !report);
+        const Plan read = plan_from_json(fields, plan);
+        check_plan_totals(fields, read);
+        return read;
     } catch (const InputError& e) {
         throw InputError("--plan " + st.plan_file, e.what());
     }

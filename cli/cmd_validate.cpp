@@ -196,8 +196,14 @@ int run_check(const ValidateState& st) {
     validation::CheckOptions o;
     o.data_dir = data_dir_of(st.data_dir);
     if (!st.gpu.empty()) o.gpu = st.gpu;
-    if (!st.tolerances_matrix.empty())
-        o.tolerances = validation::load_matrix(st.tolerances_matrix, validation::default_matrices_dir(), "--tolerances").tolerances;
+    if (!st.tolerances_matrix.empty()) {
+        const validation::Matrix m =
+            validation::load_matrix(st.tolerances_matrix, validation::default_matrices_dir(), "--tolerances");
+        if (!m.raw.contains("tolerances"))
+            throw InputError("--tolerances", st.tolerances_matrix + " has no \"tolerances\" block: every run would be "
+                                             "judged by the defaults");
+        o.tolerances = m.tolerances;
+    }
     // External measured data sets (folders with a dataset.json) are checked beside the run reports.
     const auto datasets = validation::find_external_datasets(st.check);
     std::optional<validation::CheckResult> r;

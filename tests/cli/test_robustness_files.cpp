@@ -50,6 +50,33 @@ TEST(UserFiles, NumberBeyondDoubleInAPlanFileNamesTheFileAndKey) {
     expect_refused("run --dry-run --model gpt2 --plan " + path, {"--plan", path, "line 2", "dropout"});
 }
 
+// A plan file's typo, a null model, or totals that disagree with its fields would run another
+// plan than the file says without a word (was: zero_stage 3 and micro_batch_size 4 ran --zero 0
+// --mbs 1; "model": null ran llama-3-8b): each is refused naming the file and the key.
+TEST(UserFiles, APlanFileKeyThatWouldBeIgnoredIsRefused) {
+    Scratch s;
+    const json ok = {{"schema_version", 1}, {"model", "gpt2"}, {"gpu", "h100-sxm-80gb"}, {"seq", 256}, {"mbs", 2},
+                     {"grad_acc", 1}, {"dp", 2}, {"tp", 1}, {"pp", 1}, {"zero", 1}, {"gpus", 2},
+                     {"global_batch_tokens", 1024}};  // 256 x 2 x 1 x 2
+    const auto run = run_preflight("run --dry-run --plan " + s.write("ok.json", ok));
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    const std::pair<json, std::vector<std::string>> bad[] = {
+        {{{"zero_stage", 3}}, {"zero_stage", "unknown key"}},
+        {{{"model", nullptr}}, {"model is null"}},
+        {{{"gpus", 3}}, {"gpus", "3 differs from the plan's 2"}},
+        {{{"global_batch_tokens", 4096}}, {"global_batch_tokens", "4096 differs from the plan's 1024"}},
+        {{{"schema_version", 2}}, {"schema_version", "2"}}};
+    for (const auto& [change, words] : bad) {
+        json doc = ok;
+        doc.update(change);
+        const std::string path = s.write("bad.json", doc);
+        const auto r = run_preflight("run --dry-run --plan " + path);
+        EXPECT_EQ(r.exit_code, 2) << change.dump() << "\n" << r.out;
+        EXPECT_NE(r.err.find("--plan " + path), std::string::npos) << r.err;
+        for (const auto& w : words) EXPECT_NE(r.err.find(w), std::string::npos) << w << " not in: " << r.err;
+    }
+}
+
 TEST(UserFiles, NumberBeyondDoubleInATolerancesFileNamesTheFileAndKey) {
     Scratch s;
     const json matrix = {{"name", "t"},
@@ -60,6 +87,17 @@ TEST(UserFiles, NumberBeyondDoubleInATolerancesFileNamesTheFileAndKey) {
     fs::create_directories(reports);
     expect_refused("validate --check " + reports + " --tolerances " + path + " --no-report-files",
                    {"--tolerances", path, "tolerances.preflight-runtime.peak_bytes.rel"}, {"--matrix"});
+}
+
+// A --tolerances file with no "tolerances" block would judge every run by the defaults: refused.
+TEST(UserFiles, ATolerancesFileWithoutTolerancesIsRefused) {
+    Scratch s;
+    const json matrix = {{"name", "t"}, {"runs", {{{"id", "a"}, {"model", "gpt2"}, {"plan", {{"seq", 128}}}}}}};
+    const std::string path = s.write("tol.json", matrix);
+    const std::string reports = (s.dir() / "reports").string();
+    fs::create_directories(reports);
+    expect_refused("validate --check " + reports + " --tolerances " + path + " --no-report-files",
+                   {"--tolerances", path, "no \"tolerances\" block"});
 }
 
 // --- 5. Spec figures that would make nonsense products are refused at load ---------------------

@@ -104,6 +104,21 @@ TEST(Matrix, BadInputNamesTheField) {
     EXPECT_THROW(matrix_from_json({{"name", "x"}, {"runs", json::array()}}, "m"), InputError);
     EXPECT_THROW(matrix_from_json({{"name", "x"}, {"runs", {ok_run}}, {"tolerances", {{"pytorch", {{"peak_bytes", {{"rel", -1}}}}}}}}, "m"),
                  InputError);
+    // A misspelt source, quantity or bound would leave the defaults judging: each is refused by name.
+    const std::pair<json, std::string> typos[] = {
+        {{{"preflight-runtim", {{"peak_bytes", {{"rel", 0}}}}}}, "m.tolerances.preflight-runtim"},
+        {{{"preflight-runtime", {{"peak_byte", {{"rel", 0}}}}}}, "m.tolerances.preflight-runtime.peak_byte"},
+        {{{"pytorch", {{"mfu", {{"relative", 0}}}}}}, "m.tolerances.pytorch.mfu.relative"}};
+    for (const auto& [tolerances, subject] : typos) {
+        try {
+            matrix_from_json({{"name", "x"}, {"runs", {ok_run}}, {"tolerances", tolerances}}, "m");
+            ADD_FAILURE() << subject;
+        } catch (const InputError& e) {
+            EXPECT_EQ(e.subject(), subject);
+        }
+    }
+    // A framework profile's name is a source (a report predicted by that profile).
+    EXPECT_NO_THROW(matrix_from_json({{"name", "x"}, {"runs", {ok_run}}, {"tolerances", {{"megatron", {{"mfu", {{"rel", 0.5}}}}}}}}, "m"));
 }
 
 TEST(Matrix, RunArgumentsAreThePlanFlags) {

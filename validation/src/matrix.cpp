@@ -8,6 +8,7 @@
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/plan_schema.hpp"
+#include "preflight/planner/profiles.hpp"
 #include "preflight/planner/report.hpp"
 
 namespace preflight::validation {
@@ -41,6 +42,8 @@ std::string at(const std::string& subject, const std::string& key) { return subj
 
 Tolerance tolerance_from_json(const json& j, const std::string& subject) {
     if (!j.is_object()) throw InputError(subject, "must be an object {\"abs\": number, \"rel\": number}");
+    for (const auto& [k, v] : j.items())
+        if (k != "abs" && k != "rel") throw InputError(at(subject, k), "unknown key: a tolerance has \"abs\" and \"rel\"");
     Tolerance t;
     for (const char* k : {"abs", "rel"}) {
         if (!j.contains(k)) continue;
@@ -79,8 +82,16 @@ Matrix matrix_from_json(const json& j, const std::string& subject) {
         if (!t.is_object()) throw InputError(at(subject, "tolerances"), "must be an object keyed by source");
         for (const auto& [source, quantities] : t.items()) {
             const std::string s = at(subject, "tolerances." + source);
+            // A misspelt source or quantity would leave the defaults judging without a word.
+            if (source != kSourceRuntime && source != kSourcePytorch && !profile_by_name(source))
+                throw InputError(s, "unknown source: a report's \"source\" is \"preflight-runtime\", \"pytorch\" or a "
+                                    "framework profile's name");
             if (!quantities.is_object()) throw InputError(s, "must be an object keyed by quantity");
-            for (const auto& [q, tol] : quantities.items()) m.tolerances[source][q] = tolerance_from_json(tol, at(s, q));
+            for (const auto& [q, tol] : quantities.items()) {
+                if (q != "peak_bytes" && q != "overhead_bytes" && q != "step_time_s" && q != "mfu")
+                    throw InputError(at(s, q), "unknown quantity: one of peak_bytes, overhead_bytes, step_time_s, mfu");
+                m.tolerances[source][q] = tolerance_from_json(tol, at(s, q));
+            }
         }
     }
     const json defaults = j.contains("defaults") ? j.at("defaults") : json::object();
