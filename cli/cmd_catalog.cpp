@@ -1,3 +1,4 @@
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -14,12 +15,15 @@ namespace {
 
 // A catalog entry that does not load, blamed on the folder that brought it in (--data-dir or
 // PREFLIGHT_DATA_DIR), not on --model/--gpu, which a listing never reads.
+// The message names the file, as for any file a user hands us (docs/interface.md).
 template <class Load>
-auto load_listed(const std::string& data_dir_flag, Load load) {
+auto load_listed(const std::string& data_dir_flag, const std::filesystem::path& file, Load load) {
     try {
         return load();
     } catch (const InputError& e) {
-        throw InputError(data_dir_flag.empty() ? "PREFLIGHT_DATA_DIR" : "--data-dir", e.detail());
+        const std::string what = e.detail();
+        throw InputError(data_dir_flag.empty() ? "PREFLIGHT_DATA_DIR" : "--data-dir",
+                         what.find(file.string()) != std::string::npos ? what : file.string() + ": " + what);
     }
 }
 
@@ -36,7 +40,7 @@ int run_models(const std::string& data_dir_flag, const std::string& format) {
         throw InputError(data_dir_flag.empty() ? "PREFLIGHT_DATA_DIR" : "--data-dir",
                          "no model configs in '" + (dir / "models").string() + "' (no *.json files there)");
     for (const auto& name : names) {
-        const ModelConfig m = load_listed(data_dir_flag, [&] { return load_model(name, dir); });
+        const ModelConfig m = load_listed(data_dir_flag, dir / "models" / (name + ".json"), [&] { return load_model(name, dir); });
         const ParamCounts c = count_params(m);
         list.push_back({{"name", name},
                         {"family", to_string(m.family)},
@@ -77,7 +81,7 @@ int run_gpus(const std::string& data_dir_flag, const std::string& format) {
         throw InputError(data_dir_flag.empty() ? "PREFLIGHT_DATA_DIR" : "--data-dir",
                          "no GPU specs in '" + (dir / "gpus").string() + "' (no *.json files there)");
     for (const auto& name : names) {
-        const GpuSpec g = load_listed(data_dir_flag, [&] { return load_gpu(name, dir); });
+        const GpuSpec g = load_listed(data_dir_flag, dir / "gpus" / (name + ".json"), [&] { return load_gpu(name, dir); });
         list.push_back({{"name", name},
                         {"display_name", g.display_name},
                         {"memory_bytes", g.memory_bytes},

@@ -114,7 +114,9 @@ nlohmann::json throughput_json(const Throughput& t) {
             {"breakdown", b}};
     if (t.offload_s > 0 || t.pcie_bytes_per_step > 0) {  // offload only
         j["offload_s"] = t.offload_s;
-        j["pcie_bytes_per_step"] = t.pcie_bytes_per_step;
+        // A byte figure is a whole number (docs/interface.md); past 2^62 it is no figure at all.
+        const double pcie = std::round(t.pcie_bytes_per_step);
+        j["pcie_bytes_per_step"] = std::isfinite(pcie) && pcie < 0x1p62 ? nlohmann::json(static_cast<std::int64_t>(pcie)) : nlohmann::json();
     }
     if (t.cp_ep_communication_s > 0) j["cp_ep_communication_s"] = t.cp_ep_communication_s;
     return j;

@@ -64,7 +64,8 @@ std::int64_t bytes(const json& j, const char* key, bool allow_zero) {
         throw InputError(key, it->dump() + " exceeds the limit kMaxDeviceBytes = " +
                                   std::to_string(limits::kMaxDeviceBytes) + " (1 PiB)");
     const auto v = it->get<std::int64_t>();
-    if (v < 0 || (!allow_zero && v == 0)) throw InputError(key, "must be positive");
+    if (v < 0 || (!allow_zero && v == 0))
+        throw InputError(key, std::string(allow_zero ? "must be 0 or more" : "must be positive") + ", got " + it->dump());
     if (v > limits::kMaxDeviceBytes)
         throw InputError(key, std::to_string(v) + " exceeds the limit kMaxDeviceBytes = " +
                                   std::to_string(limits::kMaxDeviceBytes) + " (1 PiB)");
@@ -125,6 +126,16 @@ Efficiency efficiency_from_json(const json& j) {
     auto it = j.find("efficiency");
     if (it == j.end() || it->is_null()) return e;
     if (!it->is_object()) throw InputError("efficiency", "must be a JSON object");
+    // A misspelt constant would leave the built-in default in its place without a word.
+    for (const auto& [key, value] : it->items()) {
+        bool known = key == "provenance";
+        for (const EfficiencyKey& k : kEfficiencyKeys) known = known || key == k.key;
+        if (!known) {
+            std::string names;
+            for (const EfficiencyKey& k : kEfficiencyKeys) names += (names.empty() ? "" : ", ") + std::string(k.key);
+            throw InputError("efficiency." + key, "unknown key; the constants are " + names + " and provenance");
+        }
+    }
     for (const EfficiencyKey& k : kEfficiencyKeys) {
         auto v = it->find(k.key);
         if (v == it->end()) continue;  // absent: the built-in default
@@ -223,10 +234,33 @@ void drop_superseded_transfer(json& spec) {
     if (own("efficiency") && own("runtime")) spec.erase("calibration_from");
 }
 
+namespace {
+
+// The keys of a GPU spec (data/gpus/*.json) and of its "runtime" block; any other is a typo
+// that would leave a figure unknown or at its default without a word.
+constexpr std::string_view kSpecKeys[] = {
+    "name", "display_name", "architecture", "memory_bytes", "peak_fp32_flops_per_s", "peak_tf32_flops_per_s",
+    "peak_bf16_flops_per_s", "peak_fp16_flops_per_s", "peak_fp8_flops_per_s", "hbm_bandwidth_bytes_per_s",
+    "intra_node_bandwidth_bytes_per_s", "gpus_per_node", "inter_node_bandwidth_bytes_per_s", "overhead_bytes",
+    "pcie_bandwidth_bytes_per_s", "efficiency", "sources", "runtime", "calibration_from"};
+constexpr std::string_view kRuntimeKeys[] = {"efficiency", "overhead_bytes", "full_recompute_pool_slack_fraction",
+                                             "provenance"};
+
+template <std::size_t N>
+void refuse_unknown_keys(const json& j, const std::string_view (&known)[N], const std::string& prefix) {
+    for (const auto& [key, value] : j.items())
+        if (std::find(std::begin(known), std::end(known), key) == std::end(known))
+            throw InputError(prefix + key, "unknown key in a GPU spec");
+}
+
+}  // namespace
+
 GpuSpec gpu_from_json(const json& j, const std::string& fallback_name) {
     if (!j.is_object()) throw InputError(fallback_name, "GPU spec must hold a JSON object");
+    refuse_unknown_keys(j, kSpecKeys, "");
     GpuSpec g;
     g.name = optional_string(j, "name", fallback_name);
+    if (g.name.empty()) throw InputError("name", "must be a non-empty name (or leave it out for the file's name)");
     g.display_name = optional_string(j, "display_name", g.name);
     g.architecture = optional_string(j, "architecture", "");
     g.memory_bytes = bytes(j, "memory_bytes", false);
@@ -249,6 +283,9 @@ GpuSpec gpu_from_json(const json& j, const std::string& fallback_name) {
                                               std::to_string(limits::kMaxGpusPerNode));
     g.gpus_per_node = static_cast<int>(it->get<std::int64_t>());
     g.overhead_bytes = bytes(j, "overhead_bytes", true);
+    if (g.overhead_bytes >= g.memory_bytes)
+        throw InputError("overhead_bytes", std::to_string(g.overhead_bytes) + " is not less than memory_bytes " +
+                                               std::to_string(g.memory_bytes) + ": no memory would be left for training");
     // Optional key (older spec files lack it): absent or null = unknown.
     if (j.contains("pcie_bandwidth_bytes_per_s")) g.pcie_bandwidth_bytes_per_s = optional_bandwidth(j, "pcie_bandwidth_bytes_per_s");
     if (auto s = j.find("sources"); s != j.end() && s->is_object())
@@ -264,6 +301,7 @@ GpuSpec gpu_from_json(const json& j, const std::string& fallback_name) {
     }
     if (auto r = j.find("runtime"); r != j.end() && !r->is_null()) {
         if (!r->is_object()) throw InputError("runtime", "must be a JSON object");
+        refuse_unknown_keys(*r, kRuntimeKeys, "runtime.");
         RuntimeCalibration rc;
         try {
             rc.efficiency = efficiency_from_json(*r);

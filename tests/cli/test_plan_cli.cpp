@@ -160,6 +160,22 @@ TEST(PlanCli, HugeAndTinyFiguresAreNotWrapped) {
     std::filesystem::remove(path);
 }
 
+// A byte figure is a whole number in JSON: with offload over 3 GPUs (ZeRO shards by 3) the
+// PCIe bytes per step were printed as 10154155349.333332.
+TEST(PlanCli, PcieBytesPerStepIsAWholeNumber) {
+    const CliRun r = run_preflight("plan --model qwen2.5-7b --gpus 3 --gbs-tokens 1099511627776 --seq 128 --headroom 0 "
+                                   "--batch-tolerance 0 --host-memory 1099511627776 --format json");
+    ASSERT_LE(r.exit_code, 1) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    int seen = 0;
+    for (const auto& c : j.at("candidates"))
+        if (c.contains("throughput") && c["throughput"].contains("pcie_bytes_per_step")) {
+            EXPECT_TRUE(c["throughput"]["pcie_bytes_per_step"].is_number_integer()) << c["throughput"].dump();
+            ++seen;
+        }
+    EXPECT_GT(seen, 0) << "no offload plan among the candidates";
+}
+
 // A small model's FLOPs per step print in a unit that keeps their digits: GPT-2 (124.4 M
 // parameters) at 8,192 tokens a step does 6 x 124.4e6 x 8,192 = 6.1e12 FLOPs in its parameters
 // alone, "6.x TFLOP" or more, never "0.0 PFLOP".

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -101,6 +102,31 @@ TEST(UserFiles, ATolerancesFileWithoutTolerancesIsRefused) {
 }
 
 // --- 5. Spec figures that would make nonsense products are refused at load ---------------------
+
+// A misspelt key of a GPU spec would leave the default or "unknown" in its place without a word;
+// an empty name or an overhead that leaves no memory would give figures for no GPU. Each is refused.
+TEST(UserFiles, GpuSpecTyposAndImpossibleFiguresAreRefused) {
+    Scratch s;
+    const json spec = catalog("gpus", "h100-sxm-80gb");
+    const std::pair<std::function<void(json&)>, std::vector<std::string>> cases[] = {
+        {[](json& j) { j["efficiency"]["gemm_max_fraction_of_peek"] = 0.7; },
+         {"efficiency.gemm_max_fraction_of_peek", "unknown key", "gemm_max_fraction_of_peak"}},
+        {[](json& j) { j["pcie_bandwith_bytes_per_s"] = 64e9; }, {"pcie_bandwith_bytes_per_s", "unknown key"}},
+        {[](json& j) { j["runtime"]["overhead_byte"] = 1; }, {"runtime.overhead_byte", "unknown key"}},
+        {[](json& j) { j["name"] = ""; }, {"name", "non-empty"}},
+        {[](json& j) { j["overhead_bytes"] = std::int64_t{1} << 45; }, {"overhead_bytes", "not less than memory_bytes"}},
+        {[](json& j) { j["overhead_bytes"] = -1; }, {"overhead_bytes", "0 or more, got -1"}}};
+    for (const auto& [change, words] : cases) {
+        json j = spec;
+        change(j);
+        const std::string path = s.write("gpu.json", j);
+        std::vector<std::string> all = {"--gpu", path};
+        all.insert(all.end(), words.begin(), words.end());
+        const auto r = run_preflight("memory --model gpt2 --gpu " + path);
+        EXPECT_EQ(r.exit_code, 2) << j.dump().substr(0, 200);
+        for (const auto& w : all) EXPECT_NE(r.err.find(w), std::string::npos) << w << " not in: " << r.err;
+    }
+}
 
 TEST(UserFiles, GpuSpecRatesOutsideTheirRangeNameTheKey) {
     // Was: peak_bf16_flops_per_s = 1e-300 loaded; plan printed "seq 0 (inf sequences) ... NOTHING FITS

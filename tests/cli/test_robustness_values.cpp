@@ -124,6 +124,15 @@ TEST(Values, ACatalogEntryThatDoesNotLoadBlamesTheDataDir) {
     const std::string broken = s.write_text("dd/models/broken.json", "{\n");
     const std::string dd = (s.dir() / "dd").string();
     expect_refused("models --data-dir " + dd, {"--data-dir", broken}, {"--model"});
+    // A value out of range is named with its file too (was: "--data-dir: vocab_size: must be positive, got 0").
+    json zero_vocab = catalog("models", "gpt2");
+    zero_vocab["vocab_size"] = 0;
+    const std::string bad = s.write("dd2/models/tiny.json", zero_vocab);
+    expect_refused("models --data-dir " + (s.dir() / "dd2").string(), {"--data-dir", bad, "vocab_size"});
+    json no_memory = catalog("gpus", "h100-sxm-80gb");
+    no_memory["memory_bytes"] = 0;
+    const std::string gpu = s.write("dd3/gpus/empty.json", no_memory);
+    expect_refused("gpus --data-dir " + (s.dir() / "dd3").string(), {"--data-dir", gpu, "memory_bytes"});
 }
 
 TEST(Values, ATimelineTheFormatCannotShowIsRefused) {
