@@ -101,6 +101,7 @@ FromApplied apply_from(const FromFlags& from, const CLI::App& sub, PlanFlags& fl
     FromApplied applied;
     if (from.file.empty()) {
         if (!from.format.empty()) throw InputError("--from-format", "needs --from FILE");
+        if (from.verbose) throw InputError("--verbose", "lists what --from read: give --from FILE");
         if (from.gpus)
             throw InputError("--gpus", "is read with --from only here; without a config give the layout with --dp, --tp "
                                        "and --pp (dp x tp x pp GPUs)");

@@ -179,6 +179,11 @@ std::optional<HostPace> host_pace(const PlanFlags& f) {
     if (f.host_pace == "expected") return std::nullopt;
     const auto p = parse_host_pace(f.host_pace);
     if (!p) throw InputError("--host-pace", "expected expected, runs-ahead or waits, got '" + f.host_pace + "'");
+    const FrameworkProfile profile = framework_profile(f);
+    if (!pace_changes_memory(profile.allocator, profile.verdict_on_reserved))
+        throw InputError("--host-pace", "changes nothing under --framework " + f.framework +
+                                            ": only a profile with a fitted caching-allocator model (nanotron) "
+                                            "charges memory by the host's pace");
     return *p;
 }
 

@@ -51,9 +51,7 @@ void mix_in_other_pace(MemoryReport& r, const MemoryReport& other, std::int64_t 
 void set_pace_range(MemoryReport& r, const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
                     MemoryOptions options) {
     const AllocatorConstants c = options.profile.allocator;
-    if (!options.pace_range || !options.profile.verdict_on_reserved ||
-        (c.loss_stage_fragmentation <= 0 && c.pipeline_runahead_fragmentation <= 0))
-        return;
+    if (!options.pace_range || !pace_changes_memory(c, options.profile.verdict_on_reserved)) return;
     if (r.host_pace_expected) r.host_wait_probability = host_wait_probability(model, gpu, plan, options.profile);
     const bool timeline = std::exchange(options.timeline, false);
     options.pace_range = false;

@@ -6,6 +6,7 @@
 
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/extensions.hpp"
+#include "preflight/planner/format.hpp"
 #include "preflight/planner/limits.hpp"
 
 namespace preflight {
@@ -161,9 +162,12 @@ void check_ep_against_model(const Plan& p, const ModelConfig& m) {
     }
 }
 
-void check_capacity_factor(const Plan& p) {
+void check_capacity_factor(const Plan& p, const ModelConfig& m) {
     if (!(p.moe_capacity_factor >= 1.0 && p.moe_capacity_factor <= 64.0))
-        throw InputError("--moe-capacity-factor", "must be in [1, 64]");
+        throw InputError("--moe-capacity-factor", "must be in [1, 64], got " + format_real(p.moe_capacity_factor));
+    // A dense model routes nothing: the factor would change no figure, so it is no setting to accept.
+    if (p.moe_capacity_factor != 1.0 && !m.is_moe())
+        throw InputError("--moe-capacity-factor", "applies to mixture-of-experts models; " + m.name + " has no experts");
 }
 
 }  // namespace
@@ -174,7 +178,7 @@ void validate_extension_settings(const Plan& p, const ModelConfig& m) {
     check_interleaved_chunks(p);
     check_cp_bounds(p);
     check_ep_against_model(p, m);
-    check_capacity_factor(p);
+    check_capacity_factor(p, m);
 }
 
 void validate_plan_extensions(const Plan& p, const ModelConfig& m) {
@@ -218,7 +222,7 @@ void validate_plan_extensions(const Plan& p, const ModelConfig& m) {
     if (p.ep > 1 && (p.dp * p.cp) % p.ep != 0)
         throw InputError("--ep", str(p.ep) + " does not divide the data-parallel ranks dp * cp = " + str(p.dp * p.cp) +
                                      " (experts are sharded over data-parallel ranks)");
-    check_capacity_factor(p);
+    check_capacity_factor(p, m);
 }
 
 bool uses_extended_states(const Plan& p) {

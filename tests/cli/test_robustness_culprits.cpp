@@ -28,6 +28,21 @@ TEST(Culprits, TolerancesFileErrorsNameTolerancesNotMatrix) {
                    {"--tolerances", "zzz"}, {"--matrix"});
 }
 
+// A flag that would change nothing is refused, as its close relatives are (--ep on a dense model,
+// --gpus without --from), rather than accepted and ignored.
+TEST(Culprits, AFlagThatWouldChangeNothingIsRefused) {
+    expect_refused("memory --model llama-3-8b --moe-capacity-factor 2", {"--moe-capacity-factor", "llama-3-8b", "no experts"});
+    expect_refused("memory --model llama-3-8b --moe-capacity-factor 100", {"--moe-capacity-factor", "[1, 64]", "100"});
+    expect_refused("memory --model gpt2 --verbose", {"--verbose", "--from"});
+    expect_refused("memory --model gpt2 --host-pace waits", {"--host-pace", "--framework megatron", "nanotron"});
+    expect_refused("plan --model gpt2 --gpus 8 --gbs-tokens 1048576 --framework torchtitan --host-pace runs-ahead",
+                   {"--host-pace", "--framework torchtitan"});
+    const auto nanotron = run_preflight("memory --model llama-3.2-1b --framework nanotron --precision bf16-mixed-fp32-grads --host-pace waits --dp 8 --zero 1");
+    EXPECT_LE(nanotron.exit_code, 1) << nanotron.err;
+    const auto moe = run_preflight("memory --model mixtral-8x7b --moe-capacity-factor 1.25 --dp 8 --ep 8 --zero 1");
+    EXPECT_LE(moe.exit_code, 1) << moe.err;
+}
+
 TEST(Culprits, VersionPrintsTheVersion) {
     // Was: "A subcommand is required", exit 2.
     const auto r = run_preflight("--version");

@@ -122,6 +122,13 @@ TEST(ImportNanotron, BadInputNamesFileKeyAndLine) {
                        {"run.yaml:11", "optimizer.zero_stage"});
     expect_input_error([] { import_text("parallelism:\n  tp: 1\n  pp: 1\n"); },
                        {"run.yaml", "parallelism.dp", "missing"});
+    // A key written twice: one copy would be read and the other ignored (was: "parallelism.dp: missing",
+    // pointing at a line that held dp).
+    expect_input_error([] { import_text("parallelism:\n  dp: 2\n  tp: 1\n  pp: 1\nparallelism:\n  dp: 4\n"); },
+                       {"run.yaml:5", "'parallelism' appears twice", "first on line 1"});
+    // A number past a double's range is named as such (was: "must be a whole number, got null").
+    expect_input_error([] { import_text(run("", "", "model:\n  model_config:\n    vocab_size: 1e400\n")); },
+                       {"run.yaml:12", "'1e400' is beyond the range of a double"});
 }
 
 TEST(ImportNanotron, IntegersAreRangeChecked) {

@@ -88,6 +88,9 @@ json Walk::mapping(const YAML::Node& node, const std::string& pointer, int depth
             throw InputError(at(kv.first), "a mapping key must be a plain value, not a mapping or a sequence");
         const std::string key = kv.first.Scalar();
         const std::string child = pointer + "/" + json_pointer_token(key);
+        if (out.contains(key))  // yaml-cpp keeps both; one would be read, the other ignored without a word
+            throw InputError(at(kv.first), "'" + key + "' appears twice in the same mapping (first on line " +
+                                               std::to_string(tree.lines.at(child)) + "): keep one");
         out[key] = convert(kv.second, child, depth + 1);
         tree.lines[child] = kv.first.Mark().line + 1;  // the line the key was written on
     }
@@ -110,9 +113,16 @@ json Walk::convert(const YAML::Node& node, const std::string& pointer, int depth
             for (const auto& item : node) out.push_back(convert(item, pointer + "/" + std::to_string(i++), depth + 1));
             return out;
         }
-        case YAML::NodeType::Scalar:
+        case YAML::NodeType::Scalar: {
             // yaml-cpp tags a plain scalar "?" and a quoted one "!": quoted text stays text.
-            return node.Tag() == "?" ? plain_scalar(node.Scalar()) : json(node.Scalar());
+            if (node.Tag() != "?") return json(node.Scalar());
+            json v = plain_scalar(node.Scalar());
+            // A number written past a double's range (1e400) is an error, never infinity or null.
+            // (.inf, spelled with an i, is YAML's infinity, which the readers refuse by key.)
+            if (v.is_number_float() && !std::isfinite(v.get<double>()) && node.Scalar().find_first_of("iI") == std::string::npos)
+                throw InputError(at(node), "'" + node.Scalar() + "' is beyond the range of a double");
+            return v;
+        }
         case YAML::NodeType::Null:
         case YAML::NodeType::Undefined: return nullptr;
     }

@@ -191,6 +191,13 @@ std::int64_t range_top_need_bytes(std::int64_t high_reserved_bytes, std::int64_t
 //    (pool_outgrows_device: the allocator's flush), its device need and verdict kept;
 //  - otherwise an expected pace the host-pace model is unsure of (wait_probability inside
 //    unsure_pace_band) takes the two paces' pools mixed (mix_unsure_pace).
+// Whether a profile's memory depends on the host's pace: its verdict reads the reserved pool and
+// the reserve terms charged only while the host runs ahead are fitted (non-zero). Only then do
+// --host-pace and the range between the two paces mean anything.
+inline bool pace_changes_memory(const AllocatorConstants& c, bool verdict_on_reserved) {
+    return verdict_on_reserved && (c.loss_stage_fragmentation > 0 || c.pipeline_runahead_fragmentation > 0);
+}
+
 struct PaceRules {
     std::int64_t top_need_bytes = 0;
     bool flush = false;
