@@ -96,6 +96,8 @@ Command add_calibrate_command(CLI::App& app) {
         "with the constants fitted on all jobs and their provenance (data set, date, fold errors).\n"
         "Otherwise only device runs with a measured step time are used (dry runs have none). The split is deterministic: a run\n"
         "is held out when FNV-1a(its id) mod 4 == 0; the fit sees the training runs only.\n"
+        "Example:\n  preflight calibrate data/measurements/h100-sxm-80gb               # runtime runs: held-out errors\n"
+        "  preflight calibrate data/measurements/external/nanotron-h100 --write-spec /tmp/h100.json\n"
         "Exit codes: 0 ok; 2 bad input or fewer than 2 usable runs.");
     return {sub, [st] { return run_calibrate(*st); }};
 }

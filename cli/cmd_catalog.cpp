@@ -136,12 +136,17 @@ CLI::App* add_catalog_sub(CLI::App& app, const char* name, const char* help, Cat
 Command add_models_command(CLI::App& app) {
     auto st = std::make_shared<CatalogState>();
     auto* sub = add_catalog_sub(app, "models", "List the model catalog (data/models) with exact parameter counts", *st);
+    sub->footer("Example:\n  preflight models                       # the catalog: names for --model, counts in parameters\n"
+                "  preflight models --data-dir my-data     # your own folder with models/*.json (Hugging Face config.json)\n"
+                "  preflight models --format json | jq '.models[].name'");
     return {sub, [st] { return run_models(st->data_dir, st->format); }};
 }
 
 Command add_gpus_command(CLI::App& app) {
     auto st = std::make_shared<CatalogState>();
     auto* sub = add_catalog_sub(app, "gpus", "List the GPU catalog (data/gpus): memory, dense peaks, bandwidths", *st);
+    sub->footer("Example:\n  preflight gpus                         # names for --gpu, memory in GiB, dense peaks in TFLOP/s\n"
+                "  preflight gpus --format json           # figures in bytes and FLOP/s, and where the step-time constants come from");
     return {sub, [st] { return run_gpus(st->data_dir, st->format); }};
 }
 

@@ -18,6 +18,7 @@
 #include "preflight/planner/checked.hpp"
 #include "preflight/planner/emit.hpp"
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/extensions.hpp"
 #include "preflight/planner/limits.hpp"
 #include "preflight/planner/lr_advice.hpp"
 #include "preflight/planner/report.hpp"
@@ -146,9 +147,12 @@ void print_header(const PlanCommandState& st, const ModelConfig& model, const Gp
     std::cout << ") on " << req.gpus << " x " << gpu.display_name << " ("
               << (req.gpus + node - 1) / node << " node" << ((req.gpus + node - 1) / node == 1 ? "" : "s") << " of "
               << node << ")\n";
+    // Sequences in the target: a whole number where seq divides it, else to one decimal.
+    const std::string sequences = req.gbs_tokens % res.seq == 0
+                                      ? group_digits(req.gbs_tokens / res.seq)
+                                      : fixed(static_cast<double>(req.gbs_tokens) / static_cast<double>(res.seq), 1);
     std::cout << "# target: " << group_digits(req.gbs_tokens) << " tokens per step at seq " << res.seq << " ("
-              << fixed(static_cast<double>(req.gbs_tokens) / static_cast<double>(res.seq), 1)
-              << " sequences); memory limit " << format_bytes(res.limit_bytes) << " = " << pct(1 - req.headroom, 0)
+              << sequences << " sequences); memory limit " << format_bytes(res.limit_bytes) << " = " << pct(1 - req.headroom, 0)
               << " of " << format_bytes(gpu.memory_bytes) << " (--headroom " << req.headroom << ")\n";
     std::cout << "# searched " << group_digits(res.plans_evaluated) << " plans (" << group_digits(res.plans_fitting)
               << " fit) in " << seconds(search_s) << "; ranked by predicted tokens/s, ties to less memory, then more dp"
@@ -184,6 +188,20 @@ void print_candidates(const SearchResult& res) {
                           group_digits(std::llround(c.throughput.tokens_per_s_per_gpu)),
                           fixed(100 * c.throughput.mfu, 1), fixed(100 * c.throughput.hfu, 1),
                           format_bytes(c.memory.peak_bytes)});
+    }
+    // Plans that differ only in an extension (offload, ep, cp, a schedule) would look like
+    // duplicate rows: where the ranked plans' extension flags differ, they get a column (flags
+    // every plan shares, such as a pinned --finetune, are in the recommendation's plan line).
+    bool extensions_differ = false;
+    for (const Candidate& c : res.candidates)
+        extensions_differ = extensions_differ || extension_flags(c.plan) != extension_flags(res.candidates.front().plan);
+    if (extensions_differ) {
+        t.header.push_back("also");
+        t.units.push_back("[flags]");
+        for (std::size_t i = 0; i < res.candidates.size(); ++i) {
+            const std::string ext = extension_flags(res.candidates[i].plan);
+            t.rows[i].push_back(ext.empty() ? "-" : ext.substr(1));  // extension_flags starts with a space
+        }
     }
     std::cout << t.render() << "\n";
 }
@@ -497,7 +515,9 @@ Command add_plan_command(CLI::App& app) {
     sub->add_option("--base-lr", st->base_lr, "Learning rate known to work at --base-batch (prints LR scaling advice)")
         ->check(finite_real())
         ->group(g);
-    sub->add_option("--base-batch", st->base_batch, "Global batch in tokens that --base-lr was tuned for")
+    sub->add_option("--base-batch", st->base_batch,
+                    "Global batch in tokens that --base-lr was tuned for (a whole number, 1 to 2^40; 1e6 allowed)")
+        ->type_name("TOKENS")
         ->check(finite_real())
         ->group(g);
     sub->add_option("--host-memory", st->host_memory,

@@ -24,7 +24,30 @@ failed (run: measured and predicted disagree; validate: out of tolerance),
 2 bad usage or bad input (the message names the flag, file or field),
 3 the GPU or a library it needs is unavailable, 4 internal error (a bug).
 Every byte figure in JSON is an integer number of bytes; times are seconds;
-ratios are fractions. Run `preflight SUBCOMMAND --help` for each command's flags.)";
+ratios are fractions. Run `preflight SUBCOMMAND --help` for each command's flags.
+
+Example:
+  preflight memory --model llama-3-8b --gpu h100-sxm-80gb --dp 8 --zero 1 --seq 4096
+  preflight plan --model llama-3-8b --gpu h100-sxm-80gb --gpus 8 --gbs-tokens 4194304
+  preflight run --model llama-3.2-1b --seq 2048 --mbs 2 --dry-run)";
+
+// CLI11's wording for the two errors it words least plainly, said as the other messages are:
+// what is wrong with which flag, and how to write it.
+std::string plain_parse_error(const CLI::ParseError& e) {
+    const std::string what = e.what();
+    if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr) {
+        const std::size_t colon = what.find(": At Most 1 required");
+        if (colon != std::string::npos) return what.substr(0, colon) + ": given more than once; give it once";
+    }
+    if (dynamic_cast<const CLI::ConversionError*>(&e) != nullptr && what.rfind("Could not convert: ", 0) == 0) {
+        const std::string rest = what.substr(19);  // "--sp = banana"
+        const std::size_t eq = rest.find(" = ");
+        if (eq != std::string::npos)
+            return rest.substr(0, eq) + ": a switch is on or off, got '" + rest.substr(eq + 3) + "' (write " +
+                   rest.substr(0, eq) + " alone for on, " + rest.substr(0, eq) + "=false or nothing for off)";
+    }
+    return what;
+}
 
 }  // namespace
 
@@ -91,7 +114,7 @@ int run_command_line(int argc, const char* const* argv) {
         std::cout << e.what() << "\n";
         return kExitOk;
     } catch (const CLI::ParseError& e) {
-        std::cerr << "preflight: " << e.what() << "\n";
+        std::cerr << "preflight: " << plain_parse_error(e) << "\n";
         if (app.get_subcommands().empty()) std::cerr << "Run `preflight --help` for the commands.\n";
         return kExitBadInput;
     }

@@ -234,10 +234,11 @@ void note_refusal(SearchState& st, const Plan& plan, const std::string& why) {
 // One plan judged on memory, out of the request's budget (bounded work).
 void spend_budget(SearchState& st) {
     if (st.req.budget->plans_left-- > 0) return;
+    // A mixture-of-experts model's expert-parallel degree multiplies the layouts: --ep narrows most.
     throw SearchTooLarge("--gpus", str(st.req.gpus) + " GPUs with this batch and these pins need more than kMaxSearchPlans = " +
-                                       str(limits::kMaxSearchPlans) +
-                                       " plans judged on memory (the search's limit); pin --tp, --pp, --zero, --recompute "
-                                       "or --precision to narrow it");
+                                       str(limits::kMaxSearchPlans) + " plans judged on memory (the search's limit); pin " +
+                                       (st.model.is_moe() ? "--ep, " : "") +
+                                       "--tp, --pp, --zero, --recompute or --precision to narrow it");
 }
 
 // Keeps a fitting plan if it ranks among the best top_k so far: memory stays O(top_k)

@@ -176,6 +176,17 @@ TEST(PlanCli, PcieBytesPerStepIsAWholeNumber) {
     EXPECT_GT(seen, 0) << "no offload plan among the candidates";
 }
 
+// Ranked plans that differ only in offload were printed as identical rows: the table gains an
+// "also" column with their extension flags where those differ (and only then).
+TEST(PlanCli, PlansThatDifferOnlyInAnExtensionSayHow) {
+    const CliRun r = run_preflight("plan --model qwen2.5-7b --gpus 3 --gbs-tokens 1099511627776 --seq 128 --headroom 0 "
+                                   "--batch-tolerance 0 --host-memory 1099511627776");
+    ASSERT_LE(r.exit_code, 1) << r.err;
+    EXPECT_TRUE(has(r.out, " also\n") && has(r.out, "[flags]") && has(r.out, "--offload optimizer")) << r.out;
+    const CliRun plain = run_preflight("plan --model gpt2 --gpus 1 --seq 1024 --gbs-tokens 8192");  // none: no column
+    EXPECT_FALSE(has(plain.out, "[flags]")) << plain.out;
+}
+
 // A small model's FLOPs per step print in a unit that keeps their digits: GPT-2 (124.4 M
 // parameters) at 8,192 tokens a step does 6 x 124.4e6 x 8,192 = 6.1e12 FLOPs in its parameters
 // alone, "6.x TFLOP" or more, never "0.0 PFLOP".

@@ -305,7 +305,7 @@ TEST(Robustness, HugeSearchSpaceIsRefusedNamingTheLimit) {
     // Fuzz finding: 400,000 GPUs took ~10 s under ASan. 720,720 GPUs (240 divisors) on
     // Mixtral-8x7B give 96 tp x pp layouts x 96 families x ~14 batch shapes, ~132,000 plans:
     // refused once the search has judged kMaxSearchPlans = 50,000, naming the pins that narrow it.
-    expect_refused("plan --model mixtral-8x7b --gpus 720720 --gbs-tokens 1e12", {"--gpus", "kMaxSearchPlans", "--tp"});
+    expect_refused("plan --model mixtral-8x7b --gpus 720720 --gbs-tokens 1e12", {"--gpus", "kMaxSearchPlans", "pin --ep, --tp"});
     // Pinning tp and pp narrows it to one layout: answered.
     const auto pinned = run_preflight("plan --model mixtral-8x7b --gpus 720720 --gbs-tokens 1e12 --tp 8 --pp 2");
     EXPECT_EQ(pinned.exit_code, 0) << pinned.err;

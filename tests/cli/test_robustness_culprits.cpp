@@ -43,6 +43,13 @@ TEST(Culprits, AFlagThatWouldChangeNothingIsRefused) {
     EXPECT_LE(moe.exit_code, 1) << moe.err;
 }
 
+// The command-line library's own wording ("Could not convert: --sp = banana", "At Most 1
+// required but received 2") is said plainly: the flag, what is wrong, how to write it.
+TEST(Culprits, ParseErrorsSayWhatIsWrongWithWhichFlag) {
+    expect_refused("memory --model gpt2 --sp=banana", {"--sp: a switch is on or off, got 'banana'", "--sp=false"});
+    expect_refused("memory --model gpt2 --seq 10 --seq 20", {"--seq: given more than once"});
+}
+
 TEST(Culprits, VersionPrintsTheVersion) {
     // Was: "A subcommand is required", exit 2.
     const auto r = run_preflight("--version");
