@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "commands.hpp"
+#include "invocation.hpp"
 #include "output_paths.hpp"
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/error.hpp"
@@ -39,6 +40,7 @@ struct ValidateState {
     std::string format = "table";
     bool no_report_files = false;
     bool report_dir_given = false;  // --report-dir "" is refused, not taken as absent
+    const CLI::App* sub = nullptr;  // the parsed subcommand, recorded in the JSON summary
 };
 
 // The matrix runs on the device (validation/matrix_runner.hpp); a device is needed before
@@ -225,6 +227,7 @@ int run_check(const ValidateState& st) {
     if (st.format == "json") {
         nlohmann::json j = r ? validation::summary_to_json(*r) : nlohmann::json::object();
         if (!datasets.empty()) j["external"] = ext.json;
+        if (st.sub) j["invocation"] = invocation_json(*st.sub, o.data_dir);
         std::cout << j.dump(2) << "\n";
     } else {
         if (r) std::cout << validation::summary_table(*r);
@@ -273,6 +276,7 @@ Command add_validate_command(CLI::App& app) {
         "Runs already recorded under --out are skipped (resume). Tolerances: |measured - predicted| <= abs + rel *\n"
         "predicted, per quantity and source, from the matrix.json next to the reports.\n"
         "Exit codes: 0 ok / every run within tolerance; 1 a run out of tolerance; 2 bad input; 3 no GPU or no CUDA build.");
+    st->sub = sub;
     return {sub, [st, sub] {
                 if (st->check.empty() && st->matrix.empty())
                     throw InputError("validate", "give --check DIR, or --matrix M with --out DIR");

@@ -146,6 +146,13 @@ TEST(Check, CliExitCodesAndJson) {
         EXPECT_TRUE(j.contains(k)) << k;
     EXPECT_FALSE(j.at("passed").get<bool>());
     EXPECT_EQ(j.at("out_of_tolerance").get<int>(), 1);
+    // The summary records the call that made it: version, arguments as given, environment.
+    const json& call = j.at("invocation");
+    EXPECT_EQ(call.at("preflight_version").get<std::string>().empty(), false);
+    EXPECT_EQ(call.at("arguments"), json({"validate", "--check", d.string(), "--report-dir", reports.string(), "--format",
+                                          "json"}));
+    EXPECT_TRUE(call.at("environment").contains("PREFLIGHT_DATA_DIR"));
+    EXPECT_EQ(call.at("environment").at("date_utc").get<std::string>().size(), 20u);  // 2026-11-29T00:00:00Z
     EXPECT_TRUE(fs::exists(reports / "validation-report.md"));
     EXPECT_TRUE(fs::exists(reports / "validation-plot.svg"));
     // By default the reports go to the build folder, never into the checked folder.
