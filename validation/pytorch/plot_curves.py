@@ -4,6 +4,8 @@
   plot_curves.py OUT.svg LABEL=REPORT.json [LABEL=REPORT.json ...] [--title TEXT]
 
 Each report's measured.loss is drawn against the step, one polyline per report, with a legend.
+A report that is missing or holds no loss (a run the session's budget skipped) is left out and
+named under the legend, so the curves that did run are still plotted; with none at all, exit 2.
 """
 import argparse
 import json
@@ -18,7 +20,7 @@ def main(argv):
     p.add_argument("curves", nargs="+")
     p.add_argument("--title", default="loss per step")
     a = p.parse_args(argv)
-    series = []
+    series, missing = [], []
     for c in a.curves:
         if "=" not in c:
             print("plot_curves.py: %s: give LABEL=REPORT.json" % c, file=sys.stderr)
@@ -26,10 +28,19 @@ def main(argv):
         label, path = c.split("=", 1)
         try:
             with open(path) as f:
-                series.append((label, [float(x) for x in json.load(f)["measured"]["loss"]]))
-        except (OSError, ValueError, KeyError) as e:
-            print("plot_curves.py: %s: %s" % (path, e), file=sys.stderr)
-            return 2
+                losses = [float(x) for x in json.load(f)["measured"]["loss"]]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            print("plot_curves.py: %s: left out (%s)" % (path, e), file=sys.stderr)
+            missing.append(label)
+            continue
+        if not losses:
+            print("plot_curves.py: %s: left out (no loss recorded)" % path, file=sys.stderr)
+            missing.append(label)
+            continue
+        series.append((label, losses))
+    if not series:
+        print("plot_curves.py: no report with a loss curve", file=sys.stderr)
+        return 2
     W, H, L, R, T, B = 720, 420, 60, 20, 40, 50
     steps = max(len(s) for _, s in series)
     lo = min(min(s) for _, s in series)
@@ -42,7 +53,9 @@ def main(argv):
            '<text x="%d" y="22" font-size="14">%s</text>' % (L, a.title),
            '<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>' % (L, H - B, W - R, H - B),
            '<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>' % (L, T, L, H - B),
-           '<text x="%d" y="%d" text-anchor="middle">step</text>' % ((L + W - R) // 2, H - 12)]
+           '<text x="%d" y="%d" text-anchor="middle">step</text>' % ((L + W - R) // 2, H - 12),
+           '<text x="14" y="%d" text-anchor="middle" transform="rotate(-90 14 %d)">loss (nats)</text>'
+           % ((T + H - B) // 2, (T + H - B) // 2)]
     for k in range(5):
         v = lo + (hi - lo) * k / 4
         out.append('<text x="%d" y="%.1f" text-anchor="end">%.3f</text>' % (L - 6, y(v) + 4, v))
@@ -51,6 +64,8 @@ def main(argv):
         color = COLORS[k % len(COLORS)]
         out.append('<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>' % (color, pts))
         out.append('<text x="%d" y="%d" fill="%s">%s</text>' % (W - R - 220, T + 16 * (k + 1), color, label))
+    for k, label in enumerate(missing):
+        out.append('<text x="%d" y="%d" fill="gray">not run: %s</text>' % (W - R - 220, T + 16 * (len(series) + k + 1), label))
     out.append("</svg>")
     with open(a.out, "w") as f:
         f.write("\n".join(out) + "\n")

@@ -6,6 +6,7 @@
 compare_band.py: the band is the running maximum of |A - B| in nats, ours is judged by
 |ours - pytorch| over it, inside at >= 90 % of the steps. gpu_session_summary.py --one: an
 emulated rank's peak is compared with NCCL's world-size-1 memory set apart, as validate --check does.
+plot_curves.py: the curves that ran are drawn and a missing one named.
 """
 import json
 import os
@@ -73,11 +74,28 @@ def test_summary_sets_nccl_apart(root, tmp):
     check("step 0.1000 s vs predicted (this stage alone) 0.0800 s (+25.0%)" in r.stdout, r.stdout)
 
 
+def test_plot_keeps_the_curves_that_ran(root, tmp):
+    # A run the budget skipped has no report: the others are still drawn, the missing one named.
+    ran = os.path.join(tmp, "ran.json")
+    write(ran, {"status": "ok", "measured": {"loss": [5.5, 4.0, 2.5]}})
+    svg = os.path.join(tmp, "curves.svg")
+    plot = os.path.join(root, "validation/pytorch/plot_curves.py")
+    r = run([plot, svg, "ours=" + ran, "PyTorch fp32=" + os.path.join(tmp, "absent.json")])
+    check(r.returncode == 0, "plot exit %d: %s" % (r.returncode, r.stderr))
+    text = open(svg).read()
+    check(text.count("<polyline") == 1 and "not run: PyTorch fp32" in text and "loss (nats)" in text, text[:400])
+    # Three points from x = 60 to x = 700 (720 wide, 60 left and 20 right margins): the middle one at 380.
+    check("380.0," in text, "middle point at x 380")
+    r = run([plot, svg, "none=" + os.path.join(tmp, "absent.json")])
+    check(r.returncode == 2, "no curve at all is exit 2, got %d" % r.returncode)
+
+
 def main():
     root = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
         test_band(root, tmp)
         test_summary_sets_nccl_apart(root, tmp)
+        test_plot_keeps_the_curves_that_ran(root, tmp)
     print("ok")
 
 
