@@ -309,14 +309,20 @@ Plan plan_from_file(const RunState& st, const Plan& plan, std::string& model_nam
     }
     const bool report = j.contains("plan");  // a run report, its plan under "plan"
     const nlohmann::json& fields = report ? j["plan"] : j;
+    Plan read;
     try {
         if (fields.is_object()) check_plan_document(fields, !report);
-        const Plan read = plan_from_json(fields, plan);
+        read = plan_from_json(fields, plan);
         check_plan_totals(fields, read);
-        return read;
     } catch (const InputError& e) {
         throw InputError("--plan " + st.plan_file, e.what());
     }
+    // A plan flag given beside the file overrides the file's value, as beside --from.
+    for (const PlanField& f : plan_fields()) {
+        const CLI::Option* given = st.sub ? st.sub->get_option_no_throw(std::string(f.flag)) : nullptr;
+        if (given != nullptr && given->count() > 0) set_field(f, read, f.get(plan), std::string(f.flag));
+    }
+    return read;
 }
 
 // A refusal of a plan value, model or GPU that the --plan file set (its flag not given):
@@ -497,8 +503,9 @@ Command add_run_command(CLI::App& app) {
     add_plan_flags(*sub, st->flags);
     add_from_flags(*sub, st->from, true);
     sub->add_option("--plan", st->plan_file,
-                    "Plan JSON (a plan object, or a document with one under \"plan\"; - reads standard input); overrides "
-                    "the plan flags, and its recorded model and GPU are used unless --model/--gpu are given");
+                    "Plan JSON (a plan object, or a document with one under \"plan\"; - reads standard input); plan "
+                    "flags given beside it override its values, and its recorded model and GPU are used unless "
+                    "--model/--gpu are given");
     sub->add_option("--steps", st->steps, "Measured steps (median step time over these) (default 10; at most 100,000)")
         ->check(CLI::Range(std::int64_t{1}, kMaxRunSteps));
     sub->add_option("--warmup", st->warmup, "Warm-up steps excluded from timing (default 2; at most 100,000)")

@@ -94,6 +94,62 @@ void take_model(const ImportedConfig& c, const CLI::App& sub, PlanFlags& flags, 
     }
 }
 
+void set_integer_field(PlanFlags& flags, std::string_view key, std::int64_t value) {
+    const auto fields = plan_fields();
+    for (std::size_t i = 0; i < fields.size(); ++i)
+        if (fields[i].key == key) {
+            flags.slots[i] = PlanFlags::Slot{};
+            flags.slots[i].integer = value;
+        }
+}
+
+// A layout flag beside the config (--tp, --pp, --cp) divides the config's GPUs anew: dp, and the
+// accumulation the config's global batch then implies, are derived again as the framework derives
+// them (the world size and the global batch stand), unless --dp / --grad-acc are given as well.
+// Without this the config's dp would stay and the job would silently grow (tp 2 -> 4 on 16 GPUs:
+// 32 GPUs planned).
+void rederive_layout(const ImportedConfig& c, const CLI::App& sub, PlanFlags& flags,
+                     std::optional<std::int64_t> world_given, std::map<std::string, std::string>& origins,
+                     std::ostream& log) {
+    std::string flag;
+    for (const char* f : {"--tp", "--pp", "--cp"})
+        if (flag.empty() && given_on(sub, f)) flag = f;
+    const std::optional<std::int64_t> world = c.gpus ? c.gpus : world_given;
+    if (flag.empty() || given_on(sub, "--dp") || !world) return;
+    const Plan p = flags.to_plan();
+    const std::int64_t model = checked_mul(checked_mul(p.tp, p.pp, flag), p.cp, flag);
+    const std::string gpus = "the config's " + std::to_string(*world) + " GPUs";
+    if (*world % model != 0)
+        throw InputError(flag, gpus + " are not a multiple of tp x pp x cp = " + std::to_string(model) +
+                                   ": give a layout that divides them, or --dp as well");
+    const std::int64_t dp = *world / model;
+    set_integer_field(flags, "dp", dp);
+    origins.erase("--dp");
+    std::string said = "--dp " + std::to_string(dp);
+    // The accumulation follows only where the config derives it from a global batch it names
+    // (Megatron's --global-batch-size, torchtitan's global_batch_size, DeepSpeed's train_batch_size);
+    // one the config sets itself (nanotron's batch_accumulation_per_replica) stands, as it would there.
+    const ImportedField* acc = c.field("grad_acc");
+    const bool acc_from_global =
+        acc != nullptr && (acc->from.key.find("global_batch_size") != std::string::npos ||
+                           acc->from.key.find("global-batch-size") != std::string::npos ||
+                           acc->from.key.find("train_batch_size") != std::string::npos);
+    const bool rederive_acc = acc_from_global && c.global_batch_sequences && !given_on(sub, "--grad-acc");
+    if (rederive_acc) {
+        const std::int64_t per_step = checked_mul(p.mbs, dp, flag);
+        if (*c.global_batch_sequences % per_step != 0)
+            throw InputError(flag, "the config's global batch of " + std::to_string(*c.global_batch_sequences) +
+                                       " sequences is not a multiple of mbs x dp = " + std::to_string(per_step) +
+                                       " with this layout: give --grad-acc as well");
+        set_integer_field(flags, "grad_acc", *c.global_batch_sequences / per_step);
+        origins.erase("--grad-acc");
+        said += " --grad-acc " + std::to_string(*c.global_batch_sequences / per_step);
+    }
+    log << "# --from: " << said << " (" << gpus
+        << (rederive_acc ? " and its global batch" : "")
+        << " divided anew for " << flag << ")\n";
+}
+
 }  // namespace
 
 FromApplied apply_from(const FromFlags& from, const CLI::App& sub, PlanFlags& flags,
@@ -123,6 +179,7 @@ FromApplied apply_from(const FromFlags& from, const CLI::App& sub, PlanFlags& fl
     log << "# --from " << c.file << " (" << to_string(c.format) << "): " << (taken.empty() ? "no plan values" : taken)
         << "\n";
     take_model(c, sub, flags, log, applied.origins);
+    rederive_layout(c, sub, flags, context.gpus, applied.origins, log);
     if (c.framework && !given_on(sub, "--framework") && sub.get_option_no_throw("--framework")) {
         flags.framework = *c.framework;
         log << "# --from: --framework " << *c.framework << " (the config's; give --framework to model another)\n";

@@ -183,9 +183,30 @@ TEST(ConfigFrom, ARefusedValueOfTheConfigNamesItsLine) {
     const std::string seq = s.write_text("seq.toml", "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\n"
                                                      "seq_len = 100000\n");
     expect_refused("memory --gpus 8 --from " + seq, {"seq.toml:5", "seq_len", "8192"});
-    const auto flag = run_preflight("memory --gpus 3 --from " + tp3 + " --tp 5");
+    const auto flag = run_preflight("memory --gpus 3 --from " + tp3 + " --tp 5 --dp 1");
     EXPECT_EQ(flag.exit_code, 2);
     EXPECT_NE(flag.err.find("error: --tp: 5 does not divide"), std::string::npos) << flag.err;
+}
+
+// A layout flag beside a config divides the config's GPUs anew (was: dp kept, the job silently
+// grown to 32 GPUs). Megatron's script launches 8 x 2 = 16 processes with --global-batch-size 128
+// and mbs 1: at tp 4, dp = 16 / 4 = 4 and grad_acc = 128 / (1 x 4) = 32. torchtitan's job on
+// --gpus 8 at tp 2: dp 4; it names no global batch, so its accumulation stays 1.
+TEST(ConfigFrom, ALayoutFlagBesideTheConfigKeepsItsGpus) {
+    const json mg = memory_json("--from " + config("megatron/cli_llama3_8b_tp2.sh") + " --tp 4");
+    EXPECT_EQ(mg["plan"]["tp"], 4);
+    EXPECT_EQ(mg["plan"]["dp"], 4);
+    EXPECT_EQ(mg["plan"]["grad_acc"], 32);
+    EXPECT_EQ(mg["plan"]["gpus"], 16);
+    const json tt = memory_json("--from " + config("torchtitan/cli_llama3_8b.toml") + " --gpus 8 --tp 2");
+    EXPECT_EQ(tt["plan"]["dp"], 4);
+    EXPECT_EQ(tt["plan"]["gpus"], 8);
+    EXPECT_EQ(tt["plan"]["grad_acc"], 1);
+    // --dp beside it as well: the user's layout stands.
+    EXPECT_EQ(memory_json("--from " + config("megatron/cli_llama3_8b_tp2.sh") + " --tp 4 --dp 2")["plan"]["dp"], 2);
+    expect_refused("memory --from " + config("megatron/cli_llama3_8b_tp2.sh") + " --tp 3", {"--tp", "16 GPUs", "3"});
+    const auto plan = run_preflight("plan --from " + config("megatron/cli_llama3_8b_tp2.sh") + " --tp 4");
+    EXPECT_LE(plan.exit_code, 1) << plan.err;
 }
 
 TEST(ConfigFrom, UnreadableOrUnknownFilesAreExitTwo) {

@@ -78,6 +78,16 @@ TEST(UserFiles, APlanFileKeyThatWouldBeIgnoredIsRefused) {
     }
 }
 
+// A plan flag beside --plan overrides the file's value, as beside --from (was: ignored, the
+// file's seq 256 run with no word).
+TEST(UserFiles, APlanFlagBesideThePlanFileOverridesIt) {
+    Scratch s;
+    const std::string path = s.write("plan.json", json{{"model", "gpt2"}, {"seq", 256}, {"mbs", 2}});
+    const auto r = run_preflight("run --dry-run --plan " + path + " --seq 512 --report " + s.path("r.json"));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("--seq 512 --mbs 2"), std::string::npos) << r.out;
+}
+
 TEST(UserFiles, NumberBeyondDoubleInATolerancesFileNamesTheFileAndKey) {
     Scratch s;
     const json matrix = {{"name", "t"},

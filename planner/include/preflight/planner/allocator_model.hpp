@@ -183,6 +183,13 @@ std::int64_t mix_unsure_pace(std::int64_t running_ahead_bytes, std::int64_t wait
 // README, "The verdict at the top of the range").
 std::int64_t range_top_need_bytes(std::int64_t high_reserved_bytes, std::int64_t non_pytorch_bytes);
 
+// Whether a profile's memory depends on the host's pace: its verdict reads the reserved pool and
+// the reserve terms charged only while the host runs ahead are fitted (non-zero). Only then do
+// --host-pace and the range between the two paces mean anything.
+inline bool pace_changes_memory(const AllocatorConstants& c, bool verdict_on_reserved) {
+    return verdict_on_reserved && (c.loss_stage_fragmentation > 0 || c.pipeline_runahead_fragmentation > 0);
+}
+
 // What the rules above make of one plan's pace (pace_range.cpp applies them to a report, the
 // validation's nanotron path to its stage figures), from the pool at the top of the range
 // (`high_reserved_bytes`, range_high_constants; nullopt where it could not be evaluated):
@@ -191,13 +198,6 @@ std::int64_t range_top_need_bytes(std::int64_t high_reserved_bytes, std::int64_t
 //    (pool_outgrows_device: the allocator's flush), its device need and verdict kept;
 //  - otherwise an expected pace the host-pace model is unsure of (wait_probability inside
 //    unsure_pace_band) takes the two paces' pools mixed (mix_unsure_pace).
-// Whether a profile's memory depends on the host's pace: its verdict reads the reserved pool and
-// the reserve terms charged only while the host runs ahead are fitted (non-zero). Only then do
-// --host-pace and the range between the two paces mean anything.
-inline bool pace_changes_memory(const AllocatorConstants& c, bool verdict_on_reserved) {
-    return verdict_on_reserved && (c.loss_stage_fragmentation > 0 || c.pipeline_runahead_fragmentation > 0);
-}
-
 struct PaceRules {
     std::int64_t top_need_bytes = 0;
     bool flush = false;
