@@ -27,7 +27,7 @@ nlohmann::json invocation_json(const CLI::App& sub, const std::filesystem::path&
     nlohmann::json args = nlohmann::json::array({sub.get_name()});
     for (const CLI::Option* o : sub.get_options()) {
         if (o->count() == 0 || o->get_name() == "--help") continue;
-        if (o->get_type_size() == 0) {  // a switch: its name alone
+        if (o->get_expected_max() == 0) {  // a switch (takes no value): its name alone
             args.push_back(o->get_name());
             continue;
         }

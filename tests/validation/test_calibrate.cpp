@@ -202,7 +202,7 @@ TEST(Calibrate, FromReportFilesToAFittedSpec) {
         std::ofstream(d / "preflight-runtime" / (r.id + ".json")) << j.dump();
     }
     // A dry run (no step time) and a PyTorch run are not used for the runtime's constants.
-    std::ofstream(d / "dry.json") << json{{"command", "run"}, {"mode", "dry-run"}, {"plan", {{"seq", 512}}},
+    std::ofstream(d / "dry.json") << json{{"command", "run"}, {"mode", "dry-run"}, {"status", "ok"}, {"plan", {{"seq", 512}}},
                                           {"model", {{"name", "gpt2"}}}, {"gpu", {{"name", "h100-sxm-80gb"}}},
                                           {"measured", {{"tracked_peak_bytes", 1}}}}.dump();
     const auto loaded = load_calibration_runs(d, "h100-sxm-80gb", kSourceRuntime, test::data_dir());

@@ -9,6 +9,7 @@
 #include "catalog_fixture.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/profiles.hpp"
+#include "preflight/planner/throughput.hpp"
 #include "preflight/runtime/runtime.hpp"
 #include "preflight/validation/check.hpp"
 #include "preflight/validation/stats.hpp"
@@ -138,7 +139,8 @@ TEST(Check, CliExitCodesAndJson) {
     EXPECT_NE(res.err.find("--report-dir"), std::string::npos) << res.err;
     EXPECT_NE(res.err.find("inside the checked folder"), std::string::npos) << res.err;
     EXPECT_FALSE(fs::exists(d / "reports"));
-    res = test::run_preflight("validate --check '" + d.string() + "' --format json --report-dir '" + reports.string() + "'");
+    res = test::run_preflight("validate --check '" + d.string() + "' --format json --report-dir '" + reports.string() +
+                              "' --gpu h100-sxm-80gb");
     EXPECT_EQ(res.exit_code, 1) << res.err;
     const json j = json::parse(res.out);
     for (const char* k : {"runs", "peak_error_p50", "peak_error_p95", "peak_error_max", "step_time_error_p50",
@@ -149,10 +151,14 @@ TEST(Check, CliExitCodesAndJson) {
     // The summary records the call that made it: version, arguments as given, environment.
     const json& call = j.at("invocation");
     EXPECT_EQ(call.at("preflight_version").get<std::string>().empty(), false);
-    EXPECT_EQ(call.at("arguments"), json({"validate", "--check", d.string(), "--report-dir", reports.string(), "--format",
-                                          "json"}));
+    EXPECT_EQ(call.at("arguments"), json({"validate", "--check", d.string(), "--gpu", "h100-sxm-80gb", "--report-dir",
+                                          reports.string(), "--format", "json"}));
     EXPECT_TRUE(call.at("environment").contains("PREFLIGHT_DATA_DIR"));
     EXPECT_EQ(call.at("environment").at("date_utc").get<std::string>().size(), 20u);  // 2026-11-29T00:00:00Z
+    // A switch is recorded by its name alone.
+    const auto flagged = test::run_preflight("validate --check '" + d.string() + "' --format json --no-report-files");
+    EXPECT_EQ(json::parse(flagged.out).at("invocation").at("arguments"),
+              json({"validate", "--check", d.string(), "--no-report-files", "--format", "json"}));
     EXPECT_TRUE(fs::exists(reports / "validation-report.md"));
     EXPECT_TRUE(fs::exists(reports / "validation-plot.svg"));
     // By default the reports go to the build folder, never into the checked folder.
@@ -198,6 +204,10 @@ TEST(Check, PytorchReportsArePredictedWithThePytorchProfileAndSummarizedApart) {
               {"plan", {{"seq", 512}, {"mbs", 2}, {"grad_acc", 1}, {"precision", "bf16-mixed"}}},
               {"measured", {{"tracked_peak_bytes", allocated + allocated / 50}, {"max_memory_reserved_bytes", allocated * 11 / 10}}},
               {"predicted", {{"profile", "pytorch"}}}};
+    // An ok device run measures its step: here the pytorch profile's own prediction (within tolerance).
+    const Plan resolved = resolve_defaults(gpt2_plan(2), m);
+    t["measured"]["step_time_s"] =
+        estimate_throughput(m, g, resolved, throughput_options_for(pytorch_profile(), m, resolved, {})).step_time_s;
     write(d / "torch.json", t);
     const CheckResult r = check_directory(d, options());
     ASSERT_EQ(r.sources.count("pytorch"), 1u);

@@ -48,6 +48,7 @@ Device device_run(double driver_error) {
     d.report["measured"]["device_used_peak_bytes"] =
         static_cast<std::int64_t>(std::llround(static_cast<double>(d.predicted_peak) * (1 + driver_error)));
     d.report["measured"]["tracked_peak_bytes"] = d.predicted_tracked;
+    d.report["measured"]["step_time_s"] = *r.predicted.step_time_s;  // an ok device run measures its step
     return d;
 }
 

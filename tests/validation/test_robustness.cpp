@@ -79,6 +79,25 @@ TEST(CheckRobustness, EmptyMeasuredFailsTheCheckNamingItsFile) {
     fs::remove_all(d);
 }
 
+// Was: an ok device run without its step time passed on memory alone (step time and MFU dropped
+// out of the comparison), and a report without "status" was read as ok.
+TEST(CheckRobustness, AnOkDeviceRunWithoutItsStepTimeOrAnyStatusIsNoPass) {
+    const fs::path d = fresh_dir("nostep");
+    json no_step = device_report();
+    no_step["measured"].erase("step_time_s");
+    write(d / "nostep.json", no_step);
+    auto r = test::run_preflight("validate --check " + d.string() + " --no-report-files");
+    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    EXPECT_NE(r.err.find("no measured step time"), std::string::npos) << r.err;
+    json no_status = device_report();
+    no_status.erase("status");
+    write(d / "nostep.json", no_status);
+    r = test::run_preflight("validate --check " + d.string() + " --no-report-files");
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    EXPECT_NE(r.err.find("status is missing"), std::string::npos) << r.err;
+    fs::remove_all(d);
+}
+
 TEST(CheckRobustness, WronglyTypedReportFieldsNameTheFileAndField) {
     // Was: "internal error: type must be string, but is number".
     for (const auto& [path, value] : {std::pair{"/model/name", json(42)}, std::pair{"/gpu/name", json(7)},

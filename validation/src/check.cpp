@@ -206,6 +206,18 @@ void compare_memory(RunCheck& rc, const json& m, const Prediction& p, const Emul
         compare(rc, "overhead_bytes", *v, static_cast<double>(p.memory.at_peak.overhead), tol);
 }
 
+// A report the check cannot pass on: nothing to compare, or an ok device run without the step
+// time it measured (its step time and MFU would drop out and it would pass on memory alone).
+void mark_incomplete(RunCheck& rc, const json& measured) {
+    if (rc.comparisons.empty() && rc.categories.empty()) {
+        rc.not_compared = true;
+        rc.note = "nothing to compare: \"measured\" holds no peak, overhead, step time or category";
+    } else if (rc.mode == "device" && rc.status == "ok" && !number(measured, "step_time_s")) {
+        rc.not_compared = true;
+        rc.note = "no measured step time in an ok device run: its step time and MFU cannot be compared";
+    }
+}
+
 }  // namespace
 
 RunCheck check_report(const json& r, const std::string& id, const Tolerances& tol, const CheckOptions& options) {
@@ -279,10 +291,7 @@ RunCheck check_report(const json& r, const std::string& id, const Tolerances& to
     if (em.emulated && rc.mode == "device")
         rc.note = "emulated rank " + std::to_string(em.rank) + " of " + std::to_string(em.world_size) +
                   ": NCCL's world-1 memory set apart from the peak, predicted communication from the step";
-    if (rc.comparisons.empty() && rc.categories.empty()) {
-        rc.not_compared = true;
-        rc.note = "nothing to compare: \"measured\" holds no peak, overhead, step time or category";
-    }
+    mark_incomplete(rc, m);
     return rc;
 }
 

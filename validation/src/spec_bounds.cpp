@@ -109,6 +109,12 @@ std::optional<std::int64_t> measured_bytes(const json& m, const char* key) {
     if (it->is_number_integer() && !it->is_number_unsigned() && it->get<std::int64_t>() >= 0 &&
         it->get<std::int64_t>() <= limits::kMaxBytes)
         return it->get<std::int64_t>();
+    // A whole number written with an exponent (1e+18) is still a whole number of bytes.
+    if (it->is_number_float()) {
+        const double v = it->get<double>();
+        if (std::isfinite(v) && v >= 0 && v <= static_cast<double>(limits::kMaxBytes) && std::floor(v) == v)
+            return static_cast<std::int64_t>(v);
+    }
     throw InputError(std::string("measured.") + key,
                      "must be a whole number of bytes in [0, 2^60] (kMaxBytes), got " + it->dump());
 }
@@ -118,6 +124,9 @@ void check_run_report_fields(const json& r, const std::string& file) {
     for (const char* key : {"command", "source"})
         if (r.contains(key) && !r.at(key).is_string())
             throw InputError(file, std::string(key) + " must be a string, got " + r.at(key).dump());
+    // Without them a report would be read as an ok device run (or skipped) without a word.
+    for (const char* key : {"mode", "status"})
+        if (!r.contains(key)) throw InputError(file, std::string(key) + " is missing: every run report records it");
     expect_one_of(r, "mode", {"device", "dry-run"}, file);
     expect_one_of(r, "status", {"ok", "allocation-failed", "error", "crashed"}, file);
     expect(r, "message", &json::is_string, "a string", file);
