@@ -140,6 +140,12 @@ void import_batch(Reader& r, const ImportContext& ctx, std::int64_t tp, std::int
     } else if (b.micro && !b.train && !b.acc) {
         b.acc = 1;
     }
+    // A global batch that cannot be divided without the data-parallel degree is the batch `plan`
+    // searches for; the layout it implies is unknown, which is said rather than left unsaid.
+    if (b.train && !dp)
+        r.out.warnings.push_back(train.text() + " " + std::to_string(*b.train) +
+                                 ": not divided into micro batch x accumulation x data-parallel without --gpus; "
+                                 "`plan` searches for this global batch, a fixed layout takes its flags' defaults");
     if (b.micro) set_field(r.out, "mbs", *b.micro, r.spot("train_micro_batch_size_per_gpu"));
     if (b.acc) set_field(r.out, "grad_acc", *b.acc, r.spot("gradient_accumulation_steps"));
     if (dp) {

@@ -183,6 +183,9 @@ TEST(ConfigFrom, ARefusedValueOfTheConfigNamesItsLine) {
     const std::string seq = s.write_text("seq.toml", "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\n"
                                                      "seq_len = 100000\n");
     expect_refused("memory --gpus 8 --from " + seq, {"seq.toml:5", "seq_len", "8192"});
+    // A refusal by the framework profile names the setting at fault, so the config's line is named.
+    expect_refused("memory --from " + config("nanotron/qwen_pp_zero1.yaml"),
+                   {"qwen_pp_zero1.yaml:76", "parallelism.pp_engine", "1F1B"});
     const auto flag = run_preflight("memory --gpus 3 --from " + tp3 + " --tp 5 --dp 1");
     EXPECT_EQ(flag.exit_code, 2);
     EXPECT_NE(flag.err.find("error: --tp: 5 does not divide"), std::string::npos) << flag.err;

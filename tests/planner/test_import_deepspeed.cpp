@@ -126,6 +126,8 @@ TEST(ImportDeepSpeed, PipelineExampleTwoOfThreeBatchKeysWithGpus) {
     EXPECT_EQ(integer(alone, "mbs"), 8);
     EXPECT_EQ(alone.field("grad_acc"), nullptr);  // needs the data-parallel size
     EXPECT_EQ(alone.global_batch_sequences, 256);
+    // Not divided without --gpus: said (was: the layout left at its defaults without a word).
+    EXPECT_TRUE(contains(alone.warnings, "train_batch_size 256: not divided into micro batch x accumulation x data-parallel"));
     const ImportedConfig c = import_fixture("dsexamples_pipeline_fp16.json", 16);
     EXPECT_EQ(integer(c, "pp"), 2);
     EXPECT_EQ(integer(c, "dp"), 8);         // 16 GPUs / pipeline 2

@@ -48,10 +48,16 @@ void validate_nanotron_plan(const Plan& p, const ModelConfig& m) {
     if (p.dropout > 0) throw InputError("--dropout", "nanotron's Llama has no dropout");
     if (m.is_moe() || m.family == ModelFamily::gpt2)
         throw InputError("--model", "the nanotron profile models Llama-shaped dense models");
-    if (p.finetune != Finetune::full || p.offload != Offload::none || p.pp_schedule != PpSchedule::one_f_one_b ||
-        p.cp != 1 || p.ep != 1)
-        throw InputError("--framework", "the nanotron profile models full pre-training with the 1F1B schedule "
-                                        "(no LoRA/QLoRA, offload, GPipe/interleaved schedules, --cp or --ep)");
+    // Each refusal names the setting at fault, so a config's line can be named for it (--from).
+    const std::pair<bool, const char*> outside[] = {{p.finetune != Finetune::full, "--finetune"},
+                                                    {p.offload != Offload::none, "--offload"},
+                                                    {p.pp_schedule != PpSchedule::one_f_one_b, "--pp-schedule"},
+                                                    {p.cp != 1, "--cp"},
+                                                    {p.ep != 1, "--ep"}};
+    for (const auto& [refused, flag] : outside)
+        if (refused)
+            throw InputError(flag, "the nanotron profile (--framework nanotron) models full pre-training with the "
+                                   "1F1B schedule (no LoRA/QLoRA, offload, GPipe/interleaved schedules, --cp or --ep)");
     limits::check_plan(p, m);  // documented bounds: no int64 overflow in the terms below
     // pp above the number of pipeline blocks is accepted: build_model leaves the trailing ranks
     // without blocks (they still hold the CUDA context and communicators).
