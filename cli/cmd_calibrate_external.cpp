@@ -1,10 +1,9 @@
-#include <chrono>
 #include <cstdio>
-#include <ctime>
 #include <iostream>
 
 #include "calibrate_external.hpp"
 #include "commands.hpp"
+#include "invocation.hpp"
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/runtime/run_report.hpp"
@@ -17,15 +16,6 @@
 namespace preflight::cli {
 
 namespace {
-
-std::string today_utc() {
-    const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    char b[16];
-    std::strftime(b, sizeof b, "%Y-%m-%d", &tm);
-    return b;
-}
 
 std::string pct(double x) {
     char b[32];
@@ -94,7 +84,7 @@ int run_calibrate_external(const std::vector<std::filesystem::path>& datasets, c
                 folds += (k ? ", " : "") + (g.cv.fold_held_out[k].n == 0 ? std::string("no job (no family fell in it)")
                                                                             : pct(g.cv.fold_held_out[k].p50) + "/" +
                                                                                   pct(g.cv.fold_held_out[k].p95));
-            e["provenance"] = "fitted by `preflight calibrate` on " + today_utc() + " from data set " + d.name + " (" +
+            e["provenance"] = "fitted by `preflight calibrate` on " + utc_now("%Y-%m-%d") + " from data set " + d.name + " (" +
                               std::to_string(g.cv.held_out.n) + " ok jobs with measured tokens/s; " + d.source +
                               "). Tokens/s per GPU |error|, " + std::to_string(g.cv.folds) +
                               "-fold cross-validation grouped by model/tp/pp family (" +

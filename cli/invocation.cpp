@@ -10,18 +10,14 @@
 
 namespace preflight::cli {
 
-namespace {
-
-std::string utc_now() {
+std::string utc_now(const char* strftime_format) {
     const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
     std::tm tm{};
     gmtime_r(&t, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    char buf[64];
+    std::strftime(buf, sizeof buf, strftime_format, &tm);
     return buf;
 }
-
-}  // namespace
 
 nlohmann::json invocation_json(const CLI::App& sub, const std::filesystem::path& data_dir) {
     nlohmann::json args = nlohmann::json::array({sub.get_name()});
@@ -42,7 +38,7 @@ nlohmann::json invocation_json(const CLI::App& sub, const std::filesystem::path&
             {"environment",
              {{"PREFLIGHT_DATA_DIR", env ? nlohmann::json(env) : nlohmann::json()},
               {"data_dir", data_dir.string()},
-              {"date_utc", utc_now()}}}};
+              {"date_utc", utc_now("%Y-%m-%dT%H:%M:%SZ")}}}};
 }
 
 }  // namespace preflight::cli

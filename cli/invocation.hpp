@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <string>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -13,5 +14,8 @@ namespace preflight::cli {
 //  "environment": {"PREFLIGHT_DATA_DIR": value | null, "data_dir": the catalog folder read,
 //  "date_utc": ISO 8601}}
 nlohmann::json invocation_json(const CLI::App& sub, const std::filesystem::path& data_dir);
+
+// The time now in UTC, written by strftime's format ("%Y-%m-%d": 2026-11-29).
+std::string utc_now(const char* strftime_format);
 
 }  // namespace preflight::cli
