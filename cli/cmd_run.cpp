@@ -18,6 +18,7 @@
 #include "config_from.hpp"
 #include "output_paths.hpp"
 #include "format.hpp"
+#include "invocation.hpp"
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/extensions.hpp"
@@ -405,7 +406,9 @@ std::variant<runtime::RunReport, int> device_report(const ModelConfig& model, co
 // Writes and prints the report; the exit code of the comparison. A rank of a multi-process job
 // writes its own report file (rank_report_path) and, but for rank 0, prints nothing.
 int finish_run(const RunState& st, const runtime::RunReport& report, const RankChoice& ranks) {
-    const std::string text = runtime::run_report_to_json(report).dump(2) + "\n";
+    nlohmann::json j = runtime::run_report_to_json(report);
+    if (st.sub) j["invocation"] = invocation_json(*st.sub, data_dir_of(st.flags.data_dir));  // version, arguments
+    const std::string text = j.dump(2) + "\n";
     const bool one_of_many = ranks.in_launch && report.parallel.world_size > 1;
     if (!st.report_file.empty())
         runtime::write_file_atomic(one_of_many ? rank_report_path(st.report_file, static_cast<int>(report.parallel.rank))

@@ -2,6 +2,13 @@
 // contract (docs/interface.md), exit codes, and error messages that name the flag.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
+
+
 #include <nlohmann/json.hpp>
 
 #include "preflight/planner/frameworks.hpp"
@@ -256,6 +263,21 @@ TEST(CliCatalog, RunTableNamesThePeakItsMfuDividesBy) {
         ASSERT_EQ(r.exit_code, 0) << r.err;
         EXPECT_NE(r.out.find(line), std::string::npos) << r.out;
     }
+}
+
+// A run report records the call that made it, as validate's JSON summary does.
+TEST(CliCatalog, RunReportRecordsItsInvocation) {
+    const auto path = std::filesystem::temp_directory_path() / ("preflight-invocation-" + std::to_string(::getpid()) + ".json");
+    const auto r = run_preflight("run --dry-run --model gpt2 --seq 256 --report " + path.string());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    nlohmann::json j;
+    std::ifstream(path) >> j;
+    const auto& args = j.at("invocation").at("arguments");
+    EXPECT_EQ(args.front(), "run");
+    EXPECT_NE(std::find(args.begin(), args.end(), "--dry-run"), args.end()) << args.dump();
+    EXPECT_NE(std::find(args.begin(), args.end(), "256"), args.end()) << args.dump();
+    EXPECT_FALSE(j.at("invocation").at("preflight_version").get<std::string>().empty());
+    std::filesystem::remove(path);
 }
 
 TEST(CliHelp, TeachesTheFlags) {
