@@ -270,9 +270,8 @@ nlohmann::json read_plan_stdin() {
 // leave a field at its default without a word.
 void check_plan_document(const nlohmann::json& doc, bool top_level) {
     for (const auto& [key, value] : doc.items()) {
-        bool known = key == "gpus" || key == "global_batch_tokens" ||
-                     (top_level && (key == "model" || key == "gpu" || key == "schema_version"));
-        for (const PlanField& f : plan_fields()) known = known || f.key == key;
+        const bool known = plan_field(key) != nullptr || key == "gpus" || key == "global_batch_tokens" ||
+                           (top_level && (key == "model" || key == "gpu" || key == "schema_version"));
         if (!known)
             throw InputError(key, "unknown key: a plan file holds the plan fields (docs/interface.md), model, gpu, "
                                   "gpus, global_batch_tokens and schema_version");
@@ -319,10 +318,8 @@ Plan plan_from_file(const RunState& st, const Plan& plan, std::string& model_nam
         throw InputError("--plan " + st.plan_file, e.what());
     }
     // A plan flag given beside the file overrides the file's value, as beside --from.
-    for (const PlanField& f : plan_fields()) {
-        const CLI::Option* given = st.sub ? st.sub->get_option_no_throw(std::string(f.flag)) : nullptr;
-        if (given != nullptr && given->count() > 0) set_field(f, read, f.get(plan), std::string(f.flag));
-    }
+    for (const PlanField& f : plan_fields())
+        if (st.sub && given_on(*st.sub, std::string(f.flag))) set_field(f, read, f.get(plan), std::string(f.flag));
     return read;
 }
 
@@ -333,8 +330,7 @@ InputError blame_plan_file(const RunState& st, const InputError& e) {
     std::string key = e.subject() == "--model" ? "model" : e.subject() == "--gpu" ? "gpu" : "";
     for (const PlanField& f : plan_fields())
         if (f.flag == e.subject()) key = f.key;
-    const CLI::Option* given = st.sub ? st.sub->get_option_no_throw(e.subject()) : nullptr;
-    if (key.empty() || (given && given->count() > 0)) return e;
+    if (key.empty() || (st.sub && given_on(*st.sub, e.subject()))) return e;
     return InputError("--plan " + st.plan_file, key + ": " + e.detail());
 }
 

@@ -277,11 +277,10 @@ Command add_validate_command(CLI::App& app) {
         "predicted, per quantity and source, from the matrix.json next to the reports.\n"
         "Exit codes: 0 ok / every run within tolerance; 1 a run out of tolerance; 2 bad input; 3 no GPU or no CUDA build.");
     st->sub = sub;
-    return {sub, [st, sub] {
+    return {sub, [st] {
                 if (st->check.empty() && st->matrix.empty())
                     throw InputError("validate", "give --check DIR, or --matrix M with --out DIR");
                 if (!st->matrix.empty() && st->out.empty()) throw InputError("--out", "required with --matrix");
-                (void)sub;
                 return st->check.empty() ? run_matrix(*st) : run_check(*st);
             }};
 }

@@ -28,12 +28,12 @@ void add_from_flags(CLI::App& app, FromFlags& from, bool gpus_flag) {
             ->group(g);
 }
 
-namespace {
-
 bool given_on(const CLI::App& sub, const std::string& flag) {
     const CLI::Option* o = sub.get_option_no_throw(flag);
     return o != nullptr && o->count() > 0;
 }
+
+namespace {
 
 // The slot of a plan field set from a config value. Its bounds and domain were checked when the
 // importer recorded it (import_values::set_field, naming file, line and key).
@@ -95,12 +95,9 @@ void take_model(const ImportedConfig& c, const CLI::App& sub, PlanFlags& flags, 
 }
 
 void set_integer_field(PlanFlags& flags, std::string_view key, std::int64_t value) {
-    const auto fields = plan_fields();
-    for (std::size_t i = 0; i < fields.size(); ++i)
-        if (fields[i].key == key) {
-            flags.slots[i] = PlanFlags::Slot{};
-            flags.slots[i].integer = value;
-        }
+    PlanFlags::Slot& slot = flags.slots[static_cast<std::size_t>(plan_field(key) - plan_fields().data())];
+    slot = PlanFlags::Slot{};
+    slot.integer = value;
 }
 
 // A layout flag beside the config (--tp, --pp, --cp) divides the config's GPUs anew: dp, and the

@@ -22,6 +22,9 @@ struct FromFlags {
     std::optional<std::int64_t> gpus;  // --gpus on memory and run (plan has its own)
 };
 
+// Whether `flag` was given on `sub`'s command line (false for a flag `sub` does not have).
+bool given_on(const CLI::App& sub, const std::string& flag);
+
 // Registers --from, --from-format and --verbose; with `gpus_flag` also --gpus (memory, run).
 void add_from_flags(CLI::App& app, FromFlags& from, bool gpus_flag);
 

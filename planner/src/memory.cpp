@@ -474,8 +474,7 @@ MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const
     MemoryOptions options = options_in;
     // The pace matters only to an allocator model with run-ahead terms; elsewhere the default
     // (what expected_host_pace gives a profile without a host-pace model) is never wrong for it.
-    const AllocatorConstants& ac = options.profile.allocator;
-    const bool pace_matters = ac.loss_stage_fragmentation > 0 || ac.pipeline_runahead_fragmentation > 0;
+    const bool pace_matters = has_run_ahead_terms(options.profile.allocator);
     if (!options.host_pace)
         options.host_pace = pace_matters ? expected_host_pace(model, gpu, plan_in, options.profile) : HostPace::runs_ahead;
     if (options.profile.evaluate) {  // the profile's own model

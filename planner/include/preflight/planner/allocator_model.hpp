@@ -183,11 +183,16 @@ std::int64_t mix_unsure_pace(std::int64_t running_ahead_bytes, std::int64_t wait
 // README, "The verdict at the top of the range").
 std::int64_t range_top_need_bytes(std::int64_t high_reserved_bytes, std::int64_t non_pytorch_bytes);
 
+// Whether the reserve terms charged only while the host runs ahead are fitted (non-zero): only
+// then does the host's pace change the reserved pool.
+inline bool has_run_ahead_terms(const AllocatorConstants& c) {
+    return c.loss_stage_fragmentation > 0 || c.pipeline_runahead_fragmentation > 0;
+}
+
 // Whether a profile's memory depends on the host's pace: its verdict reads the reserved pool and
-// the reserve terms charged only while the host runs ahead are fitted (non-zero). Only then do
-// --host-pace and the range between the two paces mean anything.
+// it has run-ahead terms. Only then do --host-pace and the range between the two paces mean anything.
 inline bool pace_changes_memory(const AllocatorConstants& c, bool verdict_on_reserved) {
-    return verdict_on_reserved && (c.loss_stage_fragmentation > 0 || c.pipeline_runahead_fragmentation > 0);
+    return verdict_on_reserved && has_run_ahead_terms(c);
 }
 
 // What the rules above make of one plan's pace (pace_range.cpp applies them to a report, the
