@@ -35,6 +35,7 @@ struct PlanCommandState {
     double headroom = 0.05;
     double batch_tolerance = 0.05;
     int top_k = 10;
+    std::int64_t max_plans = limits::kDefaultSearchPlans;
     std::string emit;
     std::optional<std::int64_t> train_tokens;
     std::optional<double> base_lr;
@@ -80,6 +81,7 @@ SearchRequest make_request(const PlanCommandState& st, const ModelConfig& model)
     r.headroom = st.headroom;
     r.batch_tolerance = st.batch_tolerance;
     r.top_k = st.top_k;
+    r.max_plans = st.max_plans;
     f.pin(r.pins);
     r.host_memory_bytes = st.host_memory;
     r.memory.overhead_bytes = f.overhead_bytes;
@@ -306,15 +308,15 @@ void print_table(const PlanCommandState& st, const ModelConfig& model, const Gpu
 }
 
 // Progress on stderr once a search has run for more than a second, then every second.
-std::function<void(std::int64_t, std::int64_t, std::int64_t)> search_progress() {
+std::function<void(std::int64_t, std::int64_t, std::int64_t)> search_progress(std::int64_t max_plans) {
     const auto started = std::chrono::steady_clock::now();
     auto last = started;
-    return [started, last](std::int64_t done, std::int64_t total, std::int64_t plans) mutable {
+    return [started, last, max_plans](std::int64_t done, std::int64_t total, std::int64_t plans) mutable {
         const auto now = std::chrono::steady_clock::now();
         if (now - started < std::chrono::seconds(1) || now - last < std::chrono::seconds(1)) return;
         last = now;
-        std::cerr << "preflight plan: searched " << done << " of " << total << " parallel layouts, "
-                  << plans << " plans evaluated, "
+        std::cerr << "preflight plan: " << group_digits(plans) << " plans judged of at most " << group_digits(max_plans)
+                  << " (--max-plans); this search (variant): " << done << " of " << total << " parallel layouts; "
                   << std::chrono::duration_cast<std::chrono::seconds>(now - started).count() << " s\n";
     };
 }
@@ -389,6 +391,7 @@ nlohmann::json plan_document(const PlanCommandState& st, const ModelConfig& mode
           {"headroom", req.headroom},
           {"limit_bytes", res.limit_bytes},
           {"batch_tolerance", req.batch_tolerance},
+          {"max_plans", req.max_plans},
           {"attention_flops", st.attention_flops},
           {"tp_comm_overlap", st.tp_comm_overlap},
           {"overlap_p2p_comm", st.overlap_p2p_comm}}},
@@ -431,7 +434,7 @@ int run_plan(PlanCommandState& st) {
     if (st.gbs_tokens == 0) st.gbs_tokens = from_batch_tokens(st, model);
     SearchRequest req = make_request(st, model);
     const GpuSpec gpu = gpu_for_profile(load_gpu(st.flags.gpu, dir), req.memory.profile);
-    req.progress = search_progress();
+    req.progress = search_progress(req.max_plans);
     std::optional<LrAdvice> lr;
     if (st.base_lr || st.base_batch) {
         if (!st.base_lr) throw InputError("--base-lr", "needed with --base-batch");
@@ -473,6 +476,19 @@ FromApplied take_from(PlanCommandState& st, const CLI::App& sub) {
     return a;
 }
 
+// What bounds the search's output and work: --top-k, --max-plans.
+void add_search_bounds(CLI::App& sub, PlanCommandState& st, const char* group) {
+    sub.add_option("--top-k", st.top_k, "Number of ranked plans to print (1 to 100, kMaxTopK; default 10)")
+        ->transform(count_at_most(limits::kMaxTopK, "kMaxTopK"))
+        ->group(group);
+    sub.add_option("--max-plans", st.max_plans,
+                   "Most plans the request may judge on memory, over the search and its \"nothing fits\" "
+                   "suggestions (default 500,000: 2 s or less; at most 10,000,000, kMaxSearchPlans). A request "
+                   "that needs more is refused (exit 2) naming the pins that narrow it")
+        ->transform(count_at_most(limits::kMaxSearchPlans, "kMaxSearchPlans"))
+        ->group(group);
+}
+
 }  // namespace
 
 Command add_plan_command(CLI::App& app) {
@@ -499,7 +515,7 @@ Command add_plan_command(CLI::App& app) {
                     "Largest relative batch rounding a dp degree may need (fraction, default 0.05)")
         ->check(finite_real())
         ->group(g);
-    sub->add_option("--top-k", st->top_k, "Number of ranked plans to print (1 to 100, kMaxTopK; default 10)")->group(g);
+    add_search_bounds(*sub, *st, g);
     sub->add_option("--format", st->flags.format, "table (default) | json")
         ->check(CLI::IsMember({"table", "json"}))
         ->group(g);

@@ -81,8 +81,10 @@ CLI::Validator exact_seed() {
         [](std::string& value) -> std::string {
             std::uint64_t seed = 0;
             const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), seed);
-            if (ec == std::errc() && end == value.data() + value.size()) return "";
-            return "'" + value + "' is not a whole number from 0 to 18446744073709551615";
+            if (ec != std::errc() || end != value.data() + value.size())
+                return "'" + value + "' is not a whole number from 0 to 18446744073709551615";
+            value = std::to_string(seed);  // CLI11 reads a leading 0 as octal: hand it decimal
+            return "";
         },
         "SEED");
 }
@@ -492,6 +494,28 @@ int run_command(const RunState& st) {
     return finish_run(st, std::get<runtime::RunReport>(outcome), ranks);
 }
 
+// How a multi-GPU plan's ranks run: --emulate-rank R alone, or --nproc-per-node local processes.
+void add_rank_options(CLI::App& sub, RunState& st) {
+    sub.add_option("--emulate-rank", st.emulate_rank,
+                   "Multi-GPU plans (--dp, --tp or --pp > 1, or a ZeRO stage): run rank R of the plan's dp x tp x pp "
+                   "ranks alone on this GPU (R = tp_rank + tp x (dp_rank + dp x pp_stage): tensor-parallel ranks "
+                   "adjacent, then data-parallel, then pipeline stages, as Megatron-LM numbers them), every collective "
+                   "a local op on the same buffers and a pipeline stage receiving stand-in values (normal, std 0.02) from "
+                   "its neighbours: its memory is what rank R of the real job holds (but for NCCL's own buffers, "
+                   "measured and reported), its step time the measured compute plus the planner's predicted "
+                   "communication and pipeline bubble; its loss is not the model's "
+                   "(the other ranks' partial sums are missing; stages before the last report none). With --dry-run: "
+                   "the rank walked (default 0)")
+        ->transform(exact_integer());
+    sub.add_option("--nproc-per-node", st.ranks.nproc_per_node,
+                   "Start one process per rank on this node (N = --dp x --tp x --pp), each on GPU LOCAL_RANK, "
+                   "collectives over NCCL; each rank writes --report with .rank<R> before the extension. On several "
+                   "nodes launch `preflight run` with torchrun or srun instead: RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/"
+                   "MASTER_PORT or SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID are read, the NCCL id handed over TCP "
+                   "(PREFLIGHT_COMM_INIT=fs and PREFLIGHT_NCCL_ID_FILE: through a shared file)")
+        ->transform(exact_integer());
+}
+
 }  // namespace
 
 Command add_run_command(CLI::App& app) {
@@ -506,11 +530,13 @@ Command add_run_command(CLI::App& app) {
                     "flags given beside it override its values, and its recorded model and GPU are used unless "
                     "--model/--gpu are given");
     sub->add_option("--steps", st->steps, "Measured steps (median step time over these) (default 10; at most 100,000)")
+        ->transform(exact_integer())
         ->check(CLI::Range(std::int64_t{1}, kMaxRunSteps));
     sub->add_option("--warmup", st->warmup, "Warm-up steps excluded from timing (default 2; at most 100,000)")
+        ->transform(exact_integer())
         ->check(CLI::Range(std::int64_t{0}, kMaxRunSteps));
     sub->add_option("--seed", st->seed, "Seed for initialisation and synthetic tokens (default 1234; 0 to 2^64 - 1)")
-        ->check(exact_seed());
+        ->transform(exact_seed());
     sub->add_option("--lr", st->lr, "Learning rate (default 1e-3)")->check(finite_real());
     sub->add_flag("--dry-run", st->dry_run, "Walk the step program's allocations with no device");
     sub->add_flag("--debug-sync", st->debug_sync,
@@ -536,22 +562,7 @@ Command add_run_command(CLI::App& app) {
     sub->add_option("--save-init", st->save_init,
                     "Write the initial parameters (fp32, flat) to FILE and their index to FILE.json, for "
                     "validation/pytorch/train.py --init-from (device runs)");
-    sub->add_option("--emulate-rank", st->emulate_rank,
-                    "Multi-GPU plans (--dp, --tp or --pp > 1, or a ZeRO stage): run rank R of the plan's dp x tp x pp "
-                    "ranks alone on this GPU (R = tp_rank + tp x (dp_rank + dp x pp_stage): tensor-parallel ranks "
-                    "adjacent, then data-parallel, then pipeline stages, as Megatron-LM numbers them), every collective "
-                    "a local op on the same buffers and a pipeline stage receiving stand-in values (normal, std 0.02) from "
-                    "its neighbours: its memory is what rank R of the real job holds (but for NCCL's own buffers, "
-                    "measured and reported), its step time the measured compute plus the planner's predicted "
-                    "communication and pipeline bubble; its loss is not the model's "
-                    "(the other ranks' partial sums are missing; stages before the last report none). With --dry-run: "
-                    "the rank walked (default 0)");
-    sub->add_option("--nproc-per-node", st->ranks.nproc_per_node,
-                    "Start one process per rank on this node (N = --dp x --tp x --pp), each on GPU LOCAL_RANK, "
-                    "collectives over NCCL; each rank writes --report with .rank<R> before the extension. On several "
-                    "nodes launch `preflight run` with torchrun or srun instead: RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/"
-                    "MASTER_PORT or SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID are read, the NCCL id handed over TCP "
-                    "(PREFLIGHT_COMM_INIT=fs and PREFLIGHT_NCCL_ID_FILE: through a shared file)");
+    add_rank_options(*sub, *st);
     sub->add_option("--report", st->report_file, "Also write the JSON report to this file (atomically)");
     sub->add_option("--format", st->flags.format, "table (default) | json")->check(CLI::IsMember({"table", "json"}));
     sub->footer(

@@ -27,9 +27,13 @@ CLI::Validator count_in_any_notation() {
                 if (ec == std::errc::result_out_of_range)
                     return "'" + value + "' is beyond the 64-bit integer range (9,223,372,036,854,775,807)";
                 if (exact < 1) return "'" + value + "' is not a positive whole number";
+                value = std::to_string(exact);  // CLI11 reads a leading 0 as octal: hand it decimal
                 return "";
             }
-            // ... and scientific notation ("4.194304e6") through a double.
+            // ... and decimal scientific notation ("4.194304e6") through a double (std::stod alone
+            // would also take hexadecimal "0x10", "inf" and leading blanks).
+            if (value.empty() || value.find_first_not_of("0123456789.eE+-") != std::string::npos)
+                return "'" + value + "' is not a number";
             std::size_t used = 0;
             double v = 0;
             try {
@@ -77,10 +81,6 @@ CLI::Validator finite_real() {
         "NUMBER");
 }
 
-namespace {
-
-// A whole number in decimal, exactly: CLI11 alone would clamp a value past 2^63 - 1 (and a
-// message would then show the clamped number, not what was typed).
 CLI::Validator exact_integer() {
     return CLI::Validator(
         [](std::string& value) -> std::string {
@@ -89,10 +89,13 @@ CLI::Validator exact_integer() {
             if (ec == std::errc::result_out_of_range)
                 return "'" + value + "' is beyond the 64-bit integer range (9,223,372,036,854,775,807)";
             if (ec != std::errc() || end != value.data() + value.size()) return "'" + value + "' is not a whole number";
+            value = std::to_string(v);  // CLI11 reads a leading 0 as octal (strtoll base 0): hand it decimal
             return "";
         },
         "INT");
 }
+
+namespace {
 
 // The option of one plan field: its type, its check (bound, range or names), its group.
 CLI::Option* add_field_option(CLI::App& app, const PlanField& field, PlanFlags::Slot& slot) {
@@ -105,9 +108,9 @@ CLI::Option* add_field_option(CLI::App& app, const PlanField& field, PlanFlags::
             if (!field.bound_name.empty())
                 o->transform(count_at_most(field.max, std::string(field.bound_name)));
             else if (field.max > 0)
-                o->check(exact_integer())->check(CLI::Range(field.min, field.max));
+                o->transform(exact_integer())->check(CLI::Range(field.min, field.max));
             else
-                o->check(exact_integer());
+                o->transform(exact_integer());
             break;
         case FieldType::real: o = app.add_option(flag, slot.real, help)->check(finite_real()); break;
         case FieldType::toggle: o = app.add_flag(flag, slot.toggle, help); break;
@@ -142,7 +145,7 @@ void add_plan_flags(CLI::App& app, PlanFlags& f) {
     app.add_option("--overhead-bytes", f.overhead_bytes,
                    "Per-GPU overhead (CUDA context, library workspaces) in bytes; overrides the GPU spec "
                    "(at most 2^50 = 1 PiB)")
-        ->check(exact_integer())
+        ->transform(exact_integer())
         ->check(CLI::Range(std::int64_t{0}, limits::kMaxDeviceBytes));
     app.add_option("--data-dir", f.data_dir, "Catalog folder (default: $PREFLIGHT_DATA_DIR or the built-in data/)");
 }

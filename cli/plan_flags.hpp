@@ -59,6 +59,9 @@ ModelConfig load_plan_model(const PlanFlags& flags, const std::filesystem::path&
 CLI::Validator count_in_any_notation();
 // The same, also refusing values above `bound`, named `bound_name` in the message.
 CLI::Validator count_at_most(std::int64_t bound, const std::string& bound_name);
+// A whole number in decimal, exactly, rewritten in plain decimal (use with ->transform): CLI11
+// alone reads '010' as octal 8 and '0x10' as 16, and clamps values past 2^63 - 1.
+CLI::Validator exact_integer();
 // A finite decimal number, read exactly: 'nan', 'inf' and '1e400' are refused quoting what was typed.
 CLI::Validator finite_real();
 

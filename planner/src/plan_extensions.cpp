@@ -203,6 +203,10 @@ void validate_plan_extensions(const Plan& p, const ModelConfig& m) {
     } else if (p.vpp != 1) {
         throw InputError("--vpp", "needs --pp-schedule interleaved");
     }
+    // With one stage there is no pipeline to schedule: Megatron-LM runs each micro-batch's
+    // forward and backward back to back (forward_backward_no_pipelining), so a GPipe plan of
+    // pp 1 would charge every micro-batch's activations for a schedule no framework runs.
+    if (p.pp_schedule == PpSchedule::gpipe && p.pp < 2) throw InputError("--pp-schedule", "gpipe needs --pp > 1");
     check_cp_bounds(p);
     // dp * tp * pp is within kMaxGpus (limits::check_plan), so this product cannot overflow.
     if (p.gpus() > limits::kMaxGpus)
@@ -219,10 +223,14 @@ void validate_plan_extensions(const Plan& p, const ModelConfig& m) {
             throw InputError("--sp", "seq / cp = " + str(p.seq / p.cp) + " is not divisible by --tp " + str(p.tp));
     }
     check_ep_against_model(p, m);
-    if (p.ep > 1 && (p.dp * p.cp) % p.ep != 0)
-        throw InputError("--ep", str(p.ep) + " does not divide the data-parallel ranks dp * cp = " + str(p.dp * p.cp) +
-                                     " (experts are sharded over data-parallel ranks)");
+    if (const std::string why = ep_data_parallel_problem(p); !why.empty()) throw InputError("--ep", why);
     check_capacity_factor(p, m);
+}
+
+std::string ep_data_parallel_problem(const Plan& p) {
+    if (p.ep <= 1 || (p.dp * p.cp) % p.ep == 0) return {};
+    return str(p.ep) + " does not divide the data-parallel ranks dp * cp = " + str(p.dp * p.cp) +
+           " (experts are sharded over data-parallel ranks)";
 }
 
 bool uses_extended_states(const Plan& p) {

@@ -222,21 +222,25 @@ std::vector<ZeroStage> searched_zeros(const PlanPins& pins, std::int64_t dp) {
     return {zero_none, zero_optimizer_states, zero_gradients, zero_weights};
 }
 
-// A plan refused before its memory was judged, counted against its family.
-void note_refusal(SearchState& st, const Plan& plan, const std::string& why) {
+// Plans refused before their memory was judged (`plan` the first), counted against their family.
+void note_refusal(SearchState& st, const Plan& plan, const std::string& why, std::int64_t plans = 1) {
     auto& refusal = st.refused[{plan.zero, plan.dp, plan.tp, plan.pp}];
-    if (refusal.plans++ == 0) {
+    if (refusal.plans == 0) {
         refusal.plan = plan;
         refusal.why = why;
     }
+    refusal.plans += plans;
 }
 
 // One plan judged on memory, out of the request's budget (bounded work).
 void spend_budget(SearchState& st) {
     if (st.req.budget->plans_left-- > 0) return;
     // A mixture-of-experts model's expert-parallel degree multiplies the layouts: --ep narrows most.
-    throw SearchTooLarge("--gpus", str(st.req.gpus) + " GPUs with this batch and these pins need more than kMaxSearchPlans = " +
-                                       str(limits::kMaxSearchPlans) + " plans judged on memory (the search's limit); pin " +
+    const SearchBudget& b = *st.req.budget;
+    throw SearchTooLarge("--gpus", str(b.gpus) + " GPUs with this batch and these pins need more than --max-plans " +
+                                       str(b.limit) + " plans judged on memory (default " +
+                                       str(limits::kDefaultSearchPlans) + ", at most " + str(limits::kMaxSearchPlans) +
+                                       " = kMaxSearchPlans): raise --max-plans, or pin " +
                                        (st.model.is_moe() ? "--ep, " : "") +
                                        "--tp, --pp, --zero, --recompute or --precision to narrow it");
 }
@@ -259,6 +263,15 @@ void keep_if_top(SearchState& st, FittingPlan fit) {
 // Evaluates one family (layout, sp, ZeRO, recompute, precision) over the batch shapes:
 // the fitting plans go to st.fits, the others count against the family.
 void evaluate_family(SearchState& st, const Plan& family, const std::vector<Shape>& shapes) {
+    // An expert-parallel degree that does not divide dp * cp refuses every batch shape alike:
+    // noted once for the family (an exception per shape was a quarter of a MoE search's time).
+    if (const std::string why = ep_data_parallel_problem(family); !why.empty() && !shapes.empty()) {
+        Plan first = family;
+        first.mbs = shapes.front().mbs;
+        first.grad_acc = shapes.front().grad_acc;
+        note_refusal(st, first, "the plan cannot run: --ep: " + why, static_cast<std::int64_t>(shapes.size()));
+        return;
+    }
     std::int64_t failed_mbs = 0, failed_cap = 0;
     for (const Shape& sh : shapes) {
         Plan plan = family;
@@ -353,7 +366,8 @@ void search_layouts(SearchState& st) {
     std::int64_t layouts_total = 0, layouts_done = 0;
     for (std::int64_t tp : divisors(gpus)) layouts_total += static_cast<std::int64_t>(divisors(gpus / tp).size());
     for (std::int64_t tp : divisors(gpus)) {
-        if (st.req.progress) st.req.progress(layouts_done, layouts_total, st.out.plans_evaluated);
+        if (st.req.progress)  // plans judged by every search of the request so far (extension variants too)
+            st.req.progress(layouts_done, layouts_total, st.req.budget->limit - st.req.budget->plans_left);
         layouts_done += static_cast<std::int64_t>(divisors(gpus / tp).size());
         if (pins.tp && tp != *pins.tp) continue;
         if (!tp_usable(st, tp)) continue;
@@ -501,15 +515,15 @@ void suggest_changes(const ModelConfig& model, const GpuSpec& gpu, const SearchR
 
 }  // namespace
 
-std::string search_budget_spent_note() {
-    return "(no further change tried: this request's searches have judged kMaxSearchPlans = " +
-           str(limits::kMaxSearchPlans) + " plans, the limit)";
+std::string search_budget_spent_note(const SearchRequest& req) {
+    return "(no further change tried: this request's searches have judged --max-plans " +
+           str(req.budget ? req.budget->limit : req.max_plans) + " plans, its limit)";
 }
 
 SearchResult search_plans(const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& request) {
     validate_request(model, gpu, request);
     SearchRequest req = request;
-    if (!req.budget) req.budget = std::make_shared<SearchBudget>();
+    if (!req.budget) req.budget = std::make_shared<SearchBudget>(SearchBudget{req.max_plans, req.max_plans, req.gpus});
     if (req.expand_variants)  // offload, cp, ep, LoRA recompute axes (search_extensions.cpp)
         if (auto merged = search_extension_variants(model, gpu, req)) return *merged;
     SearchResult out;
@@ -546,7 +560,7 @@ SearchResult search_plans(const ModelConfig& model, const GpuSpec& gpu, const Se
         try {
             suggest_changes(model, gpu, req, st.seq, out);
         } catch (const SearchTooLarge&) {
-            out.suggestions.push_back(search_budget_spent_note());
+            out.suggestions.push_back(search_budget_spent_note(req));
         }
     }
     if (req.expand_variants) refine_with_extensions(model, gpu, req, out);  // interleaving, LoRA/offload suggestions

@@ -76,8 +76,8 @@ void check_extension_pins(const SearchRequest& req, std::int64_t seq) {
         throw InputError("--cp", "sequence length " + str(seq) + " is not divisible by 2 * cp = " + str(2 * *pins.cp));
     if (pins.offload == Offload::optimizer_and_params && pins.zero && *pins.zero != 3)
         throw InputError("--offload", "'params' (ZeRO-Infinity parameter offload) needs --zero 3");
-    if (pins.pp_schedule == PpSchedule::interleaved && pins.pp && *pins.pp < 2)
-        throw InputError("--pp-schedule", "interleaved needs --pp > 1");
+    if (pins.pp_schedule && *pins.pp_schedule != PpSchedule::one_f_one_b && pins.pp && *pins.pp < 2)
+        throw InputError("--pp-schedule", std::string(to_string(*pins.pp_schedule)) + " needs --pp > 1");
     if (pins.vpp && *pins.vpp != 1 && pins.pp_schedule != PpSchedule::interleaved)
         throw InputError("--vpp", "needs --pp-schedule interleaved");
 }
@@ -195,7 +195,7 @@ std::optional<SearchResult> search_extension_variants(const ModelConfig& model, 
         try {
             out.suggestions = search_plans(model, gpu, r).suggestions;
         } catch (const SearchTooLarge&) {
-            out.suggestions.push_back(search_budget_spent_note());
+            out.suggestions.push_back(search_budget_spent_note(req));
         } catch (const InputError&) {
         }
     }
@@ -247,9 +247,9 @@ void refine_with_extensions(const ModelConfig& model, const GpuSpec& gpu, const 
         try {
             best = best_plan_after_change(model, gpu, r);
         } catch (const SearchTooLarge&) {  // the budget is spent: say so once
-            if (std::find(out.suggestions.begin(), out.suggestions.end(), search_budget_spent_note()) ==
+            if (std::find(out.suggestions.begin(), out.suggestions.end(), search_budget_spent_note(req)) ==
                 out.suggestions.end())
-                out.suggestions.push_back(search_budget_spent_note());
+                out.suggestions.push_back(search_budget_spent_note(req));
             return false;
         }
         if (!best) return false;

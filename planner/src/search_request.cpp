@@ -34,6 +34,9 @@ void validate_request(const ModelConfig& model, const GpuSpec& gpu, const Search
     validate_memory_options(req.memory);
     if (req.top_k > limits::kMaxTopK)
         throw InputError("--top-k", str(req.top_k) + " exceeds the limit kMaxTopK = " + str(limits::kMaxTopK));
+    if (req.max_plans < 1 || req.max_plans > limits::kMaxSearchPlans)
+        throw InputError("--max-plans", "must be in [1, " + str(limits::kMaxSearchPlans) + "] (kMaxSearchPlans), got " +
+                                            str(req.max_plans));
     const PlanPins& p = req.pins;
     const std::pair<const char*, const std::optional<std::int64_t>*> counts[] = {
         {"--mbs", &p.mbs}, {"--grad-acc", &p.grad_acc}, {"--dp", &p.dp}, {"--tp", &p.tp}, {"--pp", &p.pp}};

@@ -208,6 +208,12 @@ void run_cli_vector(const std::string& command, const std::vector<std::string>& 
     argv.insert(argv.end(), args.begin(), args.end());
     argv.push_back("--format");
     argv.push_back("json");
+    // The plan search's default bound (500,000 plans, up to 2 s in a release build) would be
+    // minutes under ASan: a fuzzed search judges at most 5,000 (seconds).
+    if (command == "plan") {
+        argv.push_back("--max-plans");
+        argv.push_back("5000");
+    }
     std::vector<const char*> cargv;
     for (const auto& a : argv) cargv.push_back(a.c_str());
 
@@ -284,15 +290,15 @@ std::vector<std::string> split_args(const std::string& s) {
         }
     }
     if (!cur.empty()) v.push_back(cur);
-    // Keep the harness in its sandbox: no file writes, no paths, no other --format,
-    // at most 24 arguments.
+    // Keep the harness in its sandbox: no file writes, no paths, no other --format or
+    // --max-plans, at most 24 arguments.
     std::vector<std::string> keep;
     for (std::size_t i = 0; i < v.size() && keep.size() < 24; ++i) {
         const std::string& a = v[i];
         if (a.find('/') != std::string::npos || a.find('\0') != std::string::npos) continue;
         if (a.rfind("--report", 0) == 0 || a.rfind("--write-spec", 0) == 0 || a.rfind("--out", 0) == 0 ||
             a.rfind("--format", 0) == 0 || a.rfind("--plan", 0) == 0 || a.rfind("--data-dir", 0) == 0 ||
-            a.rfind("--save-init", 0) == 0 || a.rfind("--init-from", 0) == 0) {
+            a.rfind("--save-init", 0) == 0 || a.rfind("--init-from", 0) == 0 || a.rfind("--max-plans", 0) == 0) {
             ++i;  // drop the flag and its value
             continue;
         }

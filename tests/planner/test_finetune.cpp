@@ -290,6 +290,36 @@ TEST(PipelineSchedule, InterleavedNeedsWholeChunks) {
     EXPECT_THROW(validate_plan(p, m), InputError);
 }
 
+// One stage has no pipeline to schedule (Megatron-LM's forward_backward_no_pipelining runs each
+// micro-batch's forward and backward back to back): GPipe and interleaved need pp > 1, and the
+// search refuses such a pin before it searches.
+TEST(PipelineSchedule, SchedulesOtherThan1F1BNeedTwoStages) {
+    const ModelConfig m = catalog_model("llama-3-8b");
+    Plan p;
+    p.seq = 4096;
+    p.grad_acc = 8;
+    p.pp_schedule = PpSchedule::gpipe;
+    try {
+        validate_plan(p, m);
+        ADD_FAILURE() << "GPipe over one stage was accepted";
+    } catch (const InputError& e) {
+        EXPECT_STREQ(e.what(), "--pp-schedule: gpipe needs --pp > 1");
+    }
+    p.pp = 2;
+    EXPECT_NO_THROW(validate_plan(p, m));
+    SearchRequest r;
+    r.gpus = 8;
+    r.gbs_tokens = 64 * 4096;
+    r.seq = 4096;
+    r.pins.pp_schedule = PpSchedule::gpipe;
+    r.pins.pp = 1;
+    EXPECT_THROW(search_plans(m, catalog_gpu("h100-sxm-80gb"), r), InputError);
+    r.pins.pp.reset();  // unpinned: only pipelines of two stages or more are ranked
+    const SearchResult out = search_plans(m, catalog_gpu("h100-sxm-80gb"), r);
+    ASSERT_FALSE(out.candidates.empty());
+    for (const Candidate& c : out.candidates) EXPECT_GE(c.plan.pp, 2);
+}
+
 // Llama 3.1 405B (126 layers) as Megatron-Bridge runs it: pp 8 x vpp 8 = 64 chunks divide
 // 126 + 2 = 128 with the embedding and the loss taking a layer slot each
 // (--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split): 2 layers

@@ -310,8 +310,8 @@ TEST(Search, PinnedSettingNoLayoutChangesIsRefusedUpFront) {
 }
 
 // When nothing fits, the suggestions search changed requests. The searches one request
-// makes (extension variants, suggestions) share one budget of limits::kMaxSearchPlans
-// plans judged; once it is spent the suggestions say so.
+// makes (extension variants, suggestions) share one budget of max_plans plans judged
+// (--max-plans); once it is spent the suggestions say so.
 TEST(Search, NothingFitsSuggestsTheSmallestChangeUntilTheBudgetIsSpent) {
     const ModelConfig m = load_model("llama-3-70b", kData);
     const GpuSpec g = load_gpu("h100-sxm-80gb", kData);
@@ -319,28 +319,42 @@ TEST(Search, NothingFitsSuggestsTheSmallestChangeUntilTheBudgetIsSpent) {
     const SearchResult fresh = search_plans(m, g, r);
     ASSERT_TRUE(fresh.candidates.empty());
     ASSERT_FALSE(fresh.suggestions.empty());
-    EXPECT_NE(fresh.suggestions[0], search_budget_spent_note());
+    EXPECT_NE(fresh.suggestions[0], search_budget_spent_note(r));
     ASSERT_GT(fresh.plans_evaluated, 0);
     // Exactly the main search's plans: it completes, the first suggestion search cannot start.
-    r.budget = std::make_shared<SearchBudget>(SearchBudget{fresh.plans_evaluated});
+    r.max_plans = fresh.plans_evaluated;
     const SearchResult spent = search_plans(m, g, r);
     EXPECT_EQ(spent.plans_evaluated, fresh.plans_evaluated);
     ASSERT_EQ(spent.suggestions.size(), 1u);
-    EXPECT_EQ(spent.suggestions[0], search_budget_spent_note());
-    EXPECT_NE(spent.suggestions[0].find("kMaxSearchPlans = 50000"), std::string::npos) << spent.suggestions[0];
+    EXPECT_EQ(spent.suggestions[0], "(no further change tried: this request's searches have judged --max-plans " +
+                                        std::to_string(fresh.plans_evaluated) + " plans, its limit)");
 }
 
 TEST(Search, RequestBeyondTheBudgetIsRefusedNamingGpus) {
     const ModelConfig m = load_model("llama-3-8b", kData);
     const GpuSpec g = load_gpu("h100-sxm-80gb", kData);
     SearchRequest r = llama3_8b_on_eight_gpus();
-    r.budget = std::make_shared<SearchBudget>(SearchBudget{10});
+    r.max_plans = 10;
     try {
         (void)search_plans(m, g, r);
         ADD_FAILURE() << "no SearchTooLarge";
     } catch (const SearchTooLarge& e) {
         EXPECT_EQ(e.subject(), "--gpus");
-        EXPECT_NE(std::string(e.what()).find("kMaxSearchPlans"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("8 GPUs with this batch and these pins need more than --max-plans 10 plans "
+                                             "judged on memory (default 500000, at most 10000000 = kMaxSearchPlans): "
+                                             "raise --max-plans, or pin --tp"),
+                  std::string::npos)
+            << e.what();
+    }
+    // The bound itself is checked: at least one plan, at most kMaxSearchPlans.
+    for (std::int64_t bad : {std::int64_t{0}, std::int64_t{-5}, std::int64_t{10'000'001}}) {
+        r.max_plans = bad;
+        try {
+            (void)search_plans(m, g, r);
+            ADD_FAILURE() << "--max-plans " << bad << " accepted";
+        } catch (const InputError& e) {
+            EXPECT_EQ(e.subject(), "--max-plans") << e.what();
+        }
     }
 }
 

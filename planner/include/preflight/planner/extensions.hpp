@@ -158,6 +158,10 @@ void adjust_layer_inventory(const ModelConfig& model, const Plan& plan, std::vec
 std::int64_t extension_transient_bytes(const ModelConfig& model, const Plan& plan);
 
 bool uses_extended_throughput(const Plan& plan);
+// Why the plan's expert-parallel degree cannot shard its experts over the data-parallel ranks
+// (ep not dividing dp * cp; the --ep message of validate_plan_extensions), or "" when it can.
+// It does not depend on the batch shape, so the search checks it once per family.
+std::string ep_data_parallel_problem(const Plan& plan);
 // The flag of the first setting that makes uses_extended_throughput true ("--finetune",
 // "--offload", "--pp-schedule", "--vpp", "--cp", "--ep", "--moe-capacity-factor"); "" when none.
 std::string extended_setting_flag(const Plan& plan);

@@ -42,16 +42,15 @@ struct PlanPins {
 // Work one plan request may spend, shared by every search it makes (extension variants,
 // "nothing fits" suggestions): plans judged on memory.
 struct SearchBudget {
-    std::int64_t plans_left = limits::kMaxSearchPlans;
+    std::int64_t limit = limits::kDefaultSearchPlans;  // the request's max_plans
+    std::int64_t plans_left = limit;
+    std::int64_t gpus = 0;  // the request's GPUs (a context-parallel variant searches gpus / cp)
 };
-// The request needs more than limits::kMaxSearchPlans plans judged (an InputError on --gpus).
+// The request needs more than its max_plans plans judged (an InputError on --gpus).
 class SearchTooLarge : public InputError {
 public:
     using InputError::InputError;
 };
-
-// The suggestion line that says the budget ran out before every change was tried.
-std::string search_budget_spent_note();
 
 struct SearchRequest {
     std::int64_t gpus = 1;
@@ -63,6 +62,9 @@ struct SearchRequest {
     // fraction of gbs_tokens; for each dp only the (mbs, grad_acc) pairs closest to the target are kept.
     double batch_tolerance = 0.05;
     int top_k = 10;
+    // Plans judged on memory over all the searches this request makes (--max-plans; 1 to
+    // limits::kMaxSearchPlans): past it the request is refused (SearchTooLarge).
+    std::int64_t max_plans = limits::kDefaultSearchPlans;
     bool suggest = true;         // when nothing fits, search relaxed requests for the smallest change
     // Highest ZeRO stage searched together with pipeline parallelism (pp > 1); 1 for
     // DeepSpeed, whose pipeline engine refuses ZeRO-2/3 (deepspeed/runtime/pipe/engine.py).
@@ -73,12 +75,17 @@ struct SearchRequest {
     // it is known (or --offload is pinned), and plans needing more are rejected.
     std::optional<std::int64_t> host_memory_bytes;
     bool expand_variants = true;  // internal: false inside search_extension_variants' own searches
-    // Called after each parallel layout (tp, pp) with layouts done, layouts in all and
-    // plans evaluated so far: callers show progress on long searches.
+    // Called after each tensor-parallel degree with the layouts (tp, pp) this search has done,
+    // its layouts in all, and the plans judged by every search of the request so far (the
+    // extension variants each search their own layouts): callers show progress on long searches.
     std::function<void(std::int64_t, std::int64_t, std::int64_t)> progress;
     // Internal: the budget this request's searches share; null starts a fresh one.
     std::shared_ptr<SearchBudget> budget;
 };
+
+// The suggestion line that says the request's budget (its max_plans) ran out before every
+// change was tried.
+std::string search_budget_spent_note(const SearchRequest& req);
 
 struct Candidate {
     Plan plan;
