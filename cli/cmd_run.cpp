@@ -338,22 +338,11 @@ InputError blame_plan_file(const RunState& st, const InputError& e) {
 
 // What `preflight run` cannot execute, and its bounds on the work of one step.
 void check_runnable(const RunState& st, const ModelConfig& model, const Plan& plan) {
-    runtime::check_supported(model, plan);  // names the flag (the pipeline schedule among them)
-    if (uses_extended_throughput(plan))  // the runtime executes pre-training plans only
-        throw InputError(extended_setting_flag(plan), "preflight run executes full pre-training plans only (no LoRA/QLoRA, offload, "
-                                       "GPipe/interleaved schedules, cp or ep): " + to_flags(plan));
+    // Names the flag: the pipeline schedule, the extensions, the bounds on a step's work
+    // (micro-batches, layer-steps) among them (the planner's check_runtime_plan).
+    runtime::check_supported(model, plan);
     if (st.steps < 1) throw InputError("--steps", "must be at least 1");
     if (st.warmup < 0) throw InputError("--warmup", "must be 0 or more");
-    // Bounded work: the runtime and the dry run walk every micro-batch and layer of a step.
-    if (plan.grad_acc > limits::kMaxRuntimeGradAcc)
-        throw InputError("--grad-acc", std::to_string(plan.grad_acc) + " exceeds the limit kMaxRuntimeGradAcc = " +
-                                           std::to_string(limits::kMaxRuntimeGradAcc) + " of `preflight run`");
-    // A rank walks its stage's layers: the first stage's are the most (the split's remainder goes first).
-    const std::int64_t layers = pipeline_stage_layers(plan, model.layers, 0);
-    if (plan.grad_acc * layers > limits::kMaxRuntimeLayerSteps)
-        throw InputError("--grad-acc", std::to_string(plan.grad_acc) + " micro-batches x " + std::to_string(layers) +
-                                           " layers a stage exceed the limit kMaxRuntimeLayerSteps = " +
-                                           std::to_string(limits::kMaxRuntimeLayerSteps) + " of `preflight run`");
 }
 
 runtime::RunOptions run_options(const RunState& st, const ModelConfig& model) {

@@ -247,6 +247,10 @@ void Explorer::startSearch(std::int64_t gpus, std::int64_t gbs_tokens) {
     req.pins.optimizer = current_->plan.optimizer;
     req.pins.attention = current_->plan.attention;
     req.pins.dropout = current_->plan.dropout;
+    // Settings no search varies are carried as chosen (as the CLI's PlanFlags::pin carries them):
+    // without them the ranking was another plan's (rowwise fp8 ranked at tensorwise speed).
+    req.pins.fixed.fp8_scaling = current_->plan.fp8_scaling;
+    req.pins.moe_capacity_factor = current_->plan.moe_capacity_factor;
     // Fine-tuning is the job, not a search axis; an offload mode chosen here is kept.
     req.pins.finetune = current_->plan.finetune;
     req.pins.lora = current_->plan.lora;

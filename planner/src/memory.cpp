@@ -477,6 +477,7 @@ MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const
     const bool pace_matters = has_run_ahead_terms(options.profile.allocator);
     if (!options.host_pace)
         options.host_pace = pace_matters ? expected_host_pace(model, gpu, plan_in, options.profile) : HostPace::runs_ahead;
+    if (options.profile.check_model) options.profile.check_model(model);
     if (options.profile.evaluate) {  // the profile's own model
         MemoryReport r = options.profile.evaluate(model, gpu, plan_in, options);
         r.host_pace = *options.host_pace;

@@ -30,48 +30,6 @@ RuntimeColumnSumRows runtime_column_sum_rows(const ModelConfig& model, const Pla
     return {2 * norm_rows + biases * rows, norm_rows};
 }
 
-void check_runtime_fp8(const ModelConfig& m, const Plan& p) {
-    if (p.precision != Precision::fp8_mixed) return;
-    const std::string why = " (the Preflight runtime's fp8-mixed recipe)";
-    if (p.fp8_scaling != Fp8Scaling::tensorwise)
-        throw InputError("--fp8-scaling", "rowwise scaling is not implemented by the runtime; use tensorwise" + why);
-    if (p.sp)
-        throw InputError("--sp", "sequence parallelism with fp8-mixed is not implemented by the runtime; use bf16-mixed "
-                                 "or drop --sp" + why);
-    if (p.zero == zero_weights)
-        throw InputError("--zero", "ZeRO-3 with fp8-mixed is not implemented by the runtime (its fp8 weight cache "
-                                   "follows the full weights); use --zero 0, 1 or 2" + why);
-    const std::pair<const char*, std::int64_t> dims[] = {{"hidden_size", m.hidden},
-                                                         {"heads x head_dim", m.q_width()},
-                                                         {"key/value heads x head_dim", m.kv_width()},
-                                                         {"intermediate_size", m.ffn_hidden},
-                                                         {"--seq x --mbs", p.seq * p.mbs}};
-    for (const auto& [what, v] : dims)
-        if (v % 16 != 0)
-            throw InputError(std::string(what) == "--seq x --mbs" ? "--seq" : "--model",
-                             std::string(what) + " = " + std::to_string(v) +
-                                 " is not a multiple of 16, as cuBLASLt's fp8 GEMMs need" + why);
-}
-
-void check_runtime_pipeline(const Plan& p) {
-    if (p.pp <= 1) return;
-    const std::string why = " (the Preflight runtime's pipeline runs 1F1B)";
-    if (p.pp_schedule != PpSchedule::one_f_one_b || p.vpp != 1)
-        throw InputError("--pp-schedule", "GPipe and interleaved schedules are not implemented by the runtime yet; use "
-                                          "1f1b" + why);
-    if (p.zero >= zero_gradients)
-        throw InputError("--zero", "ZeRO-2/3 with pipeline parallelism is not implemented by the runtime (Megatron-LM "
-                                   "and DeepSpeed pair pipelines with ZeRO-1 at most); use --zero 0 or 1" + why);
-}
-
-namespace {
-// The plans the runtime runs (check_supported's planner-side rules).
-void check_runtime_plan(const ModelConfig& m, const Plan& p) {
-    check_runtime_fp8(m, p);
-    check_runtime_pipeline(p);
-}
-}  // namespace
-
 FrameworkProfile runtime_profile() {
     FrameworkProfile p;
     p.name = "preflight-runtime";
@@ -93,6 +51,7 @@ FrameworkProfile runtime_profile() {
     // buffer (ZeRO-2/3), so there are no separate DDP buckets (grad_buckets_in_flight 0).
     p.runtime_shard_units = true;
     p.fp8_runtime_recipe = true;
+    p.check_model = &check_runtime_model;
     p.check_plan = &check_runtime_plan;
     p.adjust_throughput = &adjust_throughput_runtime;
     // Its attention speed is the "runtime" block's own attention fraction, fitted on its runs

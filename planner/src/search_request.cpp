@@ -32,6 +32,8 @@ void validate_request(const ModelConfig& model, const GpuSpec& gpu, const Search
     if (!(req.batch_tolerance >= 0.0)) throw InputError("--batch-tolerance", "must be >= 0");
     if (req.top_k < 1) throw InputError("--top-k", "must be at least 1");
     validate_memory_options(req.memory);
+    // A model the framework cannot run at all is bad input, not a table of refused families.
+    if (req.memory.profile.check_model) req.memory.profile.check_model(model);
     if (req.top_k > limits::kMaxTopK)
         throw InputError("--top-k", str(req.top_k) + " exceeds the limit kMaxTopK = " + str(limits::kMaxTopK));
     if (req.max_plans < 1 || req.max_plans > limits::kMaxSearchPlans)

@@ -226,40 +226,9 @@ std::vector<OptimizerRegion> optimizer_regions(const Program& P) {
     return out;
 }
 
-// The MLP nonlinearities the kernels compute: SiLU in the SwiGLU (swiglu.cu); GeLU in GPT-2's MLP
-// with the tanh approximation (gelu.cu), which stands for the exact erf form too (they differ by
-// under 1e-3, Hendrycks & Gimpel 2016, sec. 2). Any other would train another model, silently.
-namespace {
-void check_runtime_activation(const ModelConfig& m) {
-    const std::string& a = m.activation;
-    if (a.empty()) return;  // not named: the family's own
-    if (m.mlp == MlpKind::swiglu && a != "silu" && a != "swish")
-        throw InputError("hidden_act", "'" + a + "' is not implemented by the runtime (its SwiGLU computes silu)");
-    if (m.mlp == MlpKind::gelu && a != "gelu_new" && a != "gelu_pytorch_tanh" && a != "gelu" && a != "gelu_fast")
-        throw InputError("activation_function", "'" + a + "' is not implemented by the runtime (its GeLU MLP computes "
-                                                      "gelu_new, the tanh approximation)");
-}
-}  // namespace
-
 void check_supported(const ModelConfig& m, const Plan& p) {
-    auto no = [](const char* flag, const std::string& why) {
-        throw InputError(flag, why + " (the Preflight runtime executes data-, tensor- and pipeline-parallel plans; use "
-                                     "`preflight memory` to model this plan)");
-    };
-    check_runtime_pipeline(p);  // the planner's rule for the runtime's pipeline (profiles.hpp)
-    if (p.precision == Precision::fp16_mixed)
-        no("--precision", "fp16-mixed is not implemented by the runtime; use fp32, bf16-mixed, bf16-mixed-fp32-grads, "
-                          "bf16 or fp8-mixed");
-    check_runtime_fp8(m, p);  // the planner's rule for the runtime's fp8-mixed recipe (profiles.hpp)
-    if (p.dropout != 0.0) no("--dropout", "must be 0 for `run` (dropout is not implemented by the runtime)");
-    if (m.is_moe()) no("--model", "mixture-of-experts models are not implemented by the runtime");
-    if (m.head_dim % 2 != 0 && m.position == PositionKind::rope) no("--model", "RoPE needs an even head_dim");
-    // Before the device: the RoPE tables (ref::rope_inv_freq) know no other scaling.
-    if (m.position == PositionKind::rope && !m.rope_scaling.type.empty() && m.rope_scaling.factor != 0 &&
-        m.rope_scaling.type != "llama3")
-        throw InputError("rope_scaling.rope_type", "'" + m.rope_scaling.type + "' is not implemented by the runtime (llama3 is)");
-    if (m.head_dim > 128) no("--model", "head_dim above 128 is not supported by the attention kernels");
-    check_runtime_activation(m);
+    check_runtime_model(m);  // the planner's rules for what the runtime runs (runtime_support.cpp)
+    check_runtime_plan(m, p);
 }
 
 }  // namespace preflight::runtime

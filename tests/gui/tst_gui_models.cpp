@@ -205,6 +205,15 @@ private slots:
         QVERIFY(done.wait(120000));
         QVERIFY(c->rowCount() > 0);
         QCOMPARE(c->rows()[0].plan.gpus(), 16);
+        // Audit finding: the search dropped fp8 scaling, so a rowwise plan's candidates were
+        // tensorwise ones (their tokens/s the tensorwise figure). They keep the chosen scaling.
+        p.precision = Precision::fp8_mixed;
+        p.fp8_scaling = Fp8Scaling::rowwise;
+        QVERIFY(explorer_->setAll("llama-3-8b", "h100-sxm-80gb", p));
+        explorer_->startSearch(8, 1 << 20);
+        QVERIFY(done.wait(120000));
+        QVERIFY(c->rowCount() > 0);
+        for (const auto& row : c->rows()) QCOMPARE(row.plan.fp8_scaling, Fp8Scaling::rowwise);
     }
 };
 

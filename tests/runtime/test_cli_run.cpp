@@ -103,6 +103,39 @@ TEST(CliRun, UnsupportedPlanIsBadInput) {
     EXPECT_EQ(run("run --model gpt2 --seq 128 --steps 0 --dry-run").exit_code, 2);
 }
 
+// Audit finding (2026-11-29): under --framework preflight-runtime the search recommended plans
+// `run` refuses: Mixtral counted as a dense 7B model (its weights 2 B x mistral-7b's 7.24 B
+// parameters), gpt2 on one GPU at 1,048,576 tokens with mbs 1 x 1,024 micro-batches (12,288
+// layer-steps, over kMaxRuntimeLayerSteps = 4,096), and cp plans at long sequences. The profile
+// now applies run's own checks, so every plan it ranks is one `run` executes.
+TEST(CliRun, TheRuntimeProfileRecommendsOnlyPlansRunExecutes) {
+    const auto moe = run("plan --framework preflight-runtime --model mixtral-8x7b --gpu h200-sxm-141gb --gpus 1 "
+                         "--gbs-tokens 1048576");
+    EXPECT_EQ(moe.exit_code, 2);
+    EXPECT_NE(moe.err.find("--model: mixture-of-experts models are not implemented by the runtime"), std::string::npos)
+        << moe.err;
+    const auto dir = std::filesystem::temp_directory_path();
+    const auto plan = dir / "preflight_runtime_profile_plan.json";
+    for (const std::string& request :
+         {std::string("--model gpt2 --gpus 1 --gbs-tokens 1048576 --seq 1024"),
+          std::string("--model llama-3.2-3b --gpus 8 --gbs-tokens 1048576 --seq 131072")}) {
+        const auto ranked = run("plan --framework preflight-runtime --gpu h100-sxm-80gb " + request + " --format json");
+        ASSERT_EQ(ranked.exit_code, 0) << request << ": " << ranked.err;
+        const auto doc = nlohmann::json::parse(ranked.out);
+        ASSERT_FALSE(doc["candidates"].empty()) << request;
+        for (const auto& c : doc["candidates"]) {
+            EXPECT_LE(c["plan"]["grad_acc"].get<std::int64_t>(), 1024) << request;
+            EXPECT_EQ(c["plan"].value("cp", 1), 1) << request;
+        }
+        const auto emitted = run("plan --framework preflight-runtime --gpu h100-sxm-80gb " + request + " --emit preflight");
+        ASSERT_EQ(emitted.exit_code, 0) << request << ": " << emitted.err;
+        std::ofstream(plan) << emitted.out;
+        const auto walked = run("run --dry-run --plan " + plan.string());
+        EXPECT_EQ(walked.exit_code, 0) << request << ": " << walked.err;
+    }
+    std::filesystem::remove(plan);
+}
+
 TEST(CliRun, ReportFileAndPlanFile) {
     const auto dir = std::filesystem::temp_directory_path();
     const auto plan = dir / "preflight_run_plan.json";

@@ -21,6 +21,12 @@ namespace {
 
 std::string str(std::int64_t v) { return std::to_string(v); }
 
+// The models the profile was built and fitted for: nanotron's LlamaForTraining.
+void check_nanotron_model(const ModelConfig& m) {
+    if (m.is_moe() || m.family == ModelFamily::gpt2)
+        throw InputError("--model", "the nanotron profile models Llama-shaped dense models");
+}
+
 // Plans nanotron can build. Its own asserts: CausalSelfAttention (heads and key/value heads
 // divisible by tp), TensorParallelColumnLinear (out_features divisible by tp); ZeRO stages 0/1
 // only (config: zero_stage in [0, 1]); flash attention only in LlamaModel; recompute_layer is
@@ -46,8 +52,7 @@ void validate_nanotron_plan(const Plan& p, const ModelConfig& m) {
         throw InputError("--recompute", "nanotron checkpoints whole layers (recompute_layer): use none or full");
     if (p.attention != AttentionKind::flash) throw InputError("--attention", "nanotron's Llama uses flash attention");
     if (p.dropout > 0) throw InputError("--dropout", "nanotron's Llama has no dropout");
-    if (m.is_moe() || m.family == ModelFamily::gpt2)
-        throw InputError("--model", "the nanotron profile models Llama-shaped dense models");
+    check_nanotron_model(m);
     // Each refusal names the setting at fault, so a config's line can be named for it (--from).
     const std::pair<bool, const char*> outside[] = {{p.finetune != Finetune::full, "--finetune"},
                                                     {p.offload != Offload::none, "--offload"},
@@ -327,6 +332,7 @@ FrameworkProfile nanotron_profile() {
     p.logits_fp32_copy = true;
     p.norm_row_stats = true;  // TritonRMSNorm saves rstd
     p.vocab_pad_multiple = 1;
+    p.check_model = &check_nanotron_model;
     p.evaluate = &evaluate_memory_nanotron;
     p.adjust_throughput = &adjust_throughput_nanotron;
     p.verdict_on_reserved = true;

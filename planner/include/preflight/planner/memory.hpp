@@ -139,6 +139,9 @@ struct FrameworkProfile {
     std::int64_t allocation_granularity_bytes = 0;
 
     // --- Framework profiles with a memory model of their own (planner/src/profiles/).
+    // Refuses (InputError naming the flag) a model the framework cannot run at all, before any
+    // plan is evaluated or searched; nullptr = every valid model.
+    void (*check_model)(const ModelConfig&) = nullptr;
     // Refuses (InputError naming the flag) a plan the framework cannot run, before it is evaluated;
     // nullptr = every valid plan. The plan search lists such plans' families as refused.
     void (*check_plan)(const ModelConfig&, const Plan&) = nullptr;

@@ -78,6 +78,15 @@ void check_runtime_fp8(const ModelConfig& model, const Plan& plan);
 // with ZeRO 0-1 (as Megatron-LM and DeepSpeed pair pipelines with ZeRO-1 at most). Throws
 // InputError naming the flag otherwise; pp 1 passes.
 void check_runtime_pipeline(const Plan& plan);
+// The models the runtime executes: dense (no mixture of experts), head_dim at most 128 (and even
+// under RoPE), llama3 RoPE scaling or none, the MLP nonlinearity its kernels compute. Throws
+// InputError naming the flag or config key otherwise (planner/src/runtime_support.cpp).
+void check_runtime_model(const ModelConfig& model);
+// The plans the runtime executes: its pipeline and fp8 rules above, no fp16-mixed, no dropout,
+// full pre-training only (no LoRA/QLoRA, offload, cp or ep), and its bounds on one step's work
+// (limits::kMaxRuntimeGradAcc micro-batches, kMaxRuntimeLayerSteps micro-batches x layers of a
+// stage). The runtime's check_supported and the preflight-runtime profile's check_plan.
+void check_runtime_plan(const ModelConfig& model, const Plan& plan);
 
 // The GPU as a profile sees it: for preflight-runtime, the spec's own constants for that runtime
 // (GpuSpec::runtime: step-time efficiency, non-tensor memory) replace the generic ones; any

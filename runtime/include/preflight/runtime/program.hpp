@@ -284,7 +284,10 @@ struct OptimizerRegion {
 std::vector<OptimizerRegion> optimizer_regions(const Program& program);
 
 // Throws InputError naming the flag for a plan this runtime cannot run (fp16, dropout, MoE,
-// GPipe or interleaved pipelines, ZeRO-2/3 with pp > 1, fp8 with --sp, head_dim > 128).
+// GPipe or interleaved pipelines, ZeRO-2/3 with pp > 1, fp8 with --sp, head_dim > 128, LoRA,
+// offload, cp, ep, more micro-batches or layer-steps than its bounds): the planner's
+// check_runtime_model and check_runtime_plan (profiles.hpp), which the preflight-runtime
+// profile applies too.
 void check_supported(const ModelConfig& model, const Plan& plan);
 
 // Builds the program of global rank `rank` (0 <= rank < dp x tp x pp, numbered as rank_coords;

@@ -1,0 +1,103 @@
+// What the Preflight runtime executes (runtime/src/program*.cpp), as planner-side checks. The
+// runtime's check_supported (so `preflight run`) and the preflight-runtime profile's hooks (so
+// `memory`, `plan` and the explorer under --framework preflight-runtime) call the same ones: the
+// profile never recommends a plan `run` refuses.
+#include <string>
+
+#include "preflight/planner/error.hpp"
+#include "preflight/planner/extensions.hpp"
+#include "preflight/planner/limits.hpp"
+#include "preflight/planner/profiles.hpp"
+
+namespace preflight {
+
+namespace {
+
+[[noreturn]] void not_run(const char* flag, const std::string& why) {
+    throw InputError(flag, why + " (the Preflight runtime executes full pre-training of dense models, data-, tensor- "
+                                 "and pipeline-parallel; another --framework models this plan)");
+}
+
+// The MLP nonlinearities the kernels compute: SiLU in the SwiGLU (swiglu.cu); GeLU in GPT-2's MLP
+// with the tanh approximation (gelu.cu), which stands for the exact erf form too (they differ by
+// under 1e-3, Hendrycks & Gimpel 2016, sec. 2). Any other would train another model, silently.
+void check_runtime_activation(const ModelConfig& m) {
+    const std::string& a = m.activation;
+    if (a.empty()) return;  // not named: the family's own
+    if (m.mlp == MlpKind::swiglu && a != "silu" && a != "swish")
+        throw InputError("hidden_act", "'" + a + "' is not implemented by the runtime (its SwiGLU computes silu)");
+    if (m.mlp == MlpKind::gelu && a != "gelu_new" && a != "gelu_pytorch_tanh" && a != "gelu" && a != "gelu_fast")
+        throw InputError("activation_function", "'" + a + "' is not implemented by the runtime (its GeLU MLP computes "
+                                                      "gelu_new, the tanh approximation)");
+}
+
+}  // namespace
+
+void check_runtime_fp8(const ModelConfig& m, const Plan& p) {
+    if (p.precision != Precision::fp8_mixed) return;
+    const std::string why = " (the Preflight runtime's fp8-mixed recipe)";
+    if (p.fp8_scaling != Fp8Scaling::tensorwise)
+        throw InputError("--fp8-scaling", "rowwise scaling is not implemented by the runtime; use tensorwise" + why);
+    if (p.sp)
+        throw InputError("--sp", "sequence parallelism with fp8-mixed is not implemented by the runtime; use bf16-mixed "
+                                 "or drop --sp" + why);
+    if (p.zero == zero_weights)
+        throw InputError("--zero", "ZeRO-3 with fp8-mixed is not implemented by the runtime (its fp8 weight cache "
+                                   "follows the full weights); use --zero 0, 1 or 2" + why);
+    const std::pair<const char*, std::int64_t> dims[] = {{"hidden_size", m.hidden},
+                                                         {"heads x head_dim", m.q_width()},
+                                                         {"key/value heads x head_dim", m.kv_width()},
+                                                         {"intermediate_size", m.ffn_hidden},
+                                                         {"--seq x --mbs", p.seq * p.mbs}};
+    for (const auto& [what, v] : dims)
+        if (v % 16 != 0)
+            throw InputError(std::string(what) == "--seq x --mbs" ? "--seq" : "--model",
+                             std::string(what) + " = " + std::to_string(v) +
+                                 " is not a multiple of 16, as cuBLASLt's fp8 GEMMs need" + why);
+}
+
+void check_runtime_pipeline(const Plan& p) {
+    if (p.pp <= 1) return;
+    const std::string why = " (the Preflight runtime's pipeline runs 1F1B)";
+    if (p.pp_schedule != PpSchedule::one_f_one_b || p.vpp != 1)
+        throw InputError("--pp-schedule", "GPipe and interleaved schedules are not implemented by the runtime yet; use "
+                                          "1f1b" + why);
+    if (p.zero >= zero_gradients)
+        throw InputError("--zero", "ZeRO-2/3 with pipeline parallelism is not implemented by the runtime (Megatron-LM "
+                                   "and DeepSpeed pair pipelines with ZeRO-1 at most); use --zero 0 or 1" + why);
+}
+
+void check_runtime_model(const ModelConfig& m) {
+    if (m.is_moe()) not_run("--model", "mixture-of-experts models are not implemented by the runtime");
+    if (m.head_dim % 2 != 0 && m.position == PositionKind::rope) not_run("--model", "RoPE needs an even head_dim");
+    // The RoPE tables (runtime ref::rope_inv_freq) know no other scaling.
+    if (m.position == PositionKind::rope && !m.rope_scaling.type.empty() && m.rope_scaling.factor != 0 &&
+        m.rope_scaling.type != "llama3")
+        throw InputError("rope_scaling.rope_type", "'" + m.rope_scaling.type + "' is not implemented by the runtime (llama3 is)");
+    if (m.head_dim > 128) not_run("--model", "head_dim above 128 is not supported by the attention kernels");
+    check_runtime_activation(m);
+}
+
+void check_runtime_plan(const ModelConfig& m, const Plan& p) {
+    check_runtime_pipeline(p);
+    if (p.precision == Precision::fp16_mixed)
+        not_run("--precision", "fp16-mixed is not implemented by the runtime; use fp32, bf16-mixed, "
+                               "bf16-mixed-fp32-grads, bf16 or fp8-mixed");
+    check_runtime_fp8(m, p);
+    if (p.dropout != 0.0) not_run("--dropout", "must be 0 (dropout is not implemented by the runtime)");
+    if (uses_extended_throughput(p))
+        throw InputError(extended_setting_flag(p), "the Preflight runtime executes full pre-training plans only (no "
+                                                   "LoRA/QLoRA, offload, GPipe/interleaved schedules, cp or ep)");
+    // Bounded work: the runtime and its dry run walk every micro-batch and layer of a step.
+    if (p.grad_acc > limits::kMaxRuntimeGradAcc)
+        throw InputError("--grad-acc", std::to_string(p.grad_acc) + " exceeds the limit kMaxRuntimeGradAcc = " +
+                                           std::to_string(limits::kMaxRuntimeGradAcc) + " of `preflight run`");
+    // A rank walks its stage's layers: the first stage's are the most (the split's remainder goes first).
+    const std::int64_t layers = pipeline_stage_layers(p, m.layers, 0);
+    if (p.grad_acc * layers > limits::kMaxRuntimeLayerSteps)
+        throw InputError("--grad-acc", std::to_string(p.grad_acc) + " micro-batches x " + std::to_string(layers) +
+                                           " layers a stage exceed the limit kMaxRuntimeLayerSteps = " +
+                                           std::to_string(limits::kMaxRuntimeLayerSteps) + " of `preflight run`");
+}
+
+}  // namespace preflight
