@@ -301,6 +301,9 @@ void print_table(const PlanCommandState& st, const ModelConfig& model, const Gpu
                   << ".\n";
     } else {
         print_candidates(res);
+        double max_mfu = 0;
+        for (const Candidate& c : res.candidates) max_mfu = std::max({max_mfu, c.throughput.mfu, c.throughput.hfu});
+        std::cout << mfu_above_peak_note(max_mfu, st.attention_flops == "full");
         print_recommendation(st, model, gpu, req, res);
     }
     print_rejections(res);
@@ -512,7 +515,9 @@ Command add_plan_command(CLI::App& app) {
         ->check(finite_real())
         ->group(g);
     sub->add_option("--batch-tolerance", st->batch_tolerance,
-                    "Largest relative batch rounding a dp degree may need (fraction, default 0.05)")
+                    "Largest relative batch rounding a dp degree may need (fraction, default 0.05). With --mbs or "
+                    "--grad-acc pinned, a dp that cannot come within it is still searched, its plans ranked after "
+                    "those within it")
         ->check(finite_real())
         ->group(g);
     add_search_bounds(*sub, *st, g);

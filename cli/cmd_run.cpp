@@ -211,6 +211,10 @@ void print_table(const runtime::RunReport& r) {
     t.rows.push_back({"MFU", opt_ratio(r.measured.mfu), opt_ratio(r.predicted.mfu)});
     t.rows.push_back({"HFU", opt_ratio(r.measured.hfu), opt_ratio(r.predicted.hfu)});
     std::cout << t.render();
+    // The runtime's reports count attention FLOPs in full (the planner's default convention).
+    std::cout << mfu_above_peak_note(std::max({r.measured.mfu.value_or(0.0), r.predicted.mfu.value_or(0.0),
+                                               r.measured.hfu.value_or(0.0), r.predicted.hfu.value_or(0.0)}),
+                                     true);
     if (r.mode == "dry-run")  // what a device run of this rank would meet
         std::printf("fit: %s on %s (%s): predicted peak incl. overhead %s\n",
                     r.predicted.memory.fits ? "fits" : "DOES NOT FIT", r.gpu.name.c_str(),

@@ -80,4 +80,11 @@ std::string Table::render() const {
     return out;
 }
 
+std::string mfu_above_peak_note(double max_utilisation, bool attention_counted_full) {
+    if (!(max_utilisation > 1.0) || !attention_counted_full) return "";
+    return "# MFU/HFU above 100 % (up to " + fixed(100.0 * max_utilisation, 1) +
+           " %): attention FLOPs are counted in full (the PaLM/Megatron convention), twice the work a causal kernel "
+           "runs; `preflight plan --attention-flops causal` counts what runs. The step time is the same either way.\n";
+}
+
 }  // namespace preflight::cli

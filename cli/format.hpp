@@ -29,6 +29,11 @@ std::string format_flops(double flops);
 std::string fixed(double v, int digits);
 // A bar of `width` cells filled to fraction (clamped to [0, 1]).
 std::string bar(double fraction, int width);
+// The comment line under a table whose MFU or HFU passes 100 % with attention counted in full
+// (the PaLM/Megatron convention counts the s^2 work a causal kernel skips, so a step near the
+// peak at long sequences reads above it); "" when max_utilisation <= 1 or attention is counted
+// causal.
+std::string mfu_above_peak_note(double max_utilisation, bool attention_counted_full);
 
 // A plain aligned table: header row, a units row, then data rows. Column 0 is left
 // aligned, the rest right aligned.

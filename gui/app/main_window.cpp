@@ -1,5 +1,6 @@
 #include "main_window.hpp"
 
+#include <algorithm>
 #include <fstream>
 
 #include <QAction>
@@ -263,7 +264,11 @@ QWidget* MainWindow::buildSearchTab() {
     connect(search_button_, &QPushButton::clicked, this, [this] {
         search_button_->setEnabled(false);
         search_status_->setText(QStringLiteral("Searching…"));
-        explorer_->startSearch(gpu_count_->value(), search_gbs_->value());
+        // Was: with no valid plan yet the search did not start and the button stayed disabled.
+        if (!explorer_->startSearch(gpu_count_->value(), search_gbs_->value())) {
+            search_button_->setEnabled(true);
+            search_status_->setText(QStringLiteral("Not searched: no valid plan yet to take the recipe from"));
+        }
     });
     return search_page_;
 }
@@ -443,14 +448,29 @@ void MainWindow::loadPlan(const Plan& p0) {
     Plan p = p0;
     if (p.seq == 0)
         if (auto m = explorer_->inputModel()) p = resolve_defaults(p, *m);
+    // What the controls cannot show is said, never clamped, wrapped or dropped in silence: a
+    // count outside its control's range, and the settings the explorer has no control for.
+    QStringList unshown;
+    auto set_count = [&unshown](QSpinBox* box, std::int64_t v, const char* key) {
+        if (v < box->minimum() || v > box->maximum())
+            unshown << QStringLiteral("%1 %2 (shown as %3, the control's bound)")
+                           .arg(QLatin1String(key), groupDigits(v), groupDigits(std::clamp<std::int64_t>(v, box->minimum(), box->maximum())));
+        box->setValue(static_cast<int>(std::clamp<std::int64_t>(v, box->minimum(), box->maximum())));
+    };
+    const Plan defaults;
+    if (p.lora.dropout != defaults.lora.dropout) unshown << QStringLiteral("lora_dropout %1").arg(p.lora.dropout);
+    if (p.lora.alpha != defaults.lora.alpha) unshown << QStringLiteral("lora_alpha %1").arg(p.lora.alpha);
+    if (lora_targets_->findData(p.lora.targets) < 0) unshown << QStringLiteral("lora_targets (not one of the presets)");
+    if (p.moe_capacity_factor != defaults.moe_capacity_factor)
+        unshown << QStringLiteral("moe_capacity_factor %1").arg(p.moe_capacity_factor);
     syncing_ = true;
-    seq_->setValue(static_cast<int>(p.seq));
-    mbs_->setValue(static_cast<int>(p.mbs));
-    grad_acc_->setValue(static_cast<int>(p.grad_acc));
-    dp_->setValue(static_cast<int>(p.dp));
-    tp_->setValue(static_cast<int>(p.tp));
-    pp_->setValue(static_cast<int>(p.pp));
-    gpu_count_->setValue(static_cast<int>(p.gpus()));
+    set_count(seq_, p.seq, "seq");
+    set_count(mbs_, p.mbs, "mbs");
+    set_count(grad_acc_, p.grad_acc, "grad_acc");
+    set_count(dp_, p.dp, "dp");
+    set_count(tp_, p.tp, "tp");
+    set_count(pp_, p.pp, "pp");
+    gpu_count_->setValue(static_cast<int>(std::clamp<std::int64_t>(p.gpus(), gpu_count_->minimum(), gpu_count_->maximum())));
     sp_->setChecked(p.sp);
     zero_->setCurrentIndex(zero_->findData(p.zero));
     recompute_->setCurrentIndex(recompute_->findData(static_cast<int>(p.recompute)));
@@ -460,15 +480,18 @@ void MainWindow::loadPlan(const Plan& p0) {
     attention_->setCurrentIndex(attention_->findData(static_cast<int>(p.attention)));
     dropout_->setValue(p.dropout);
     finetune_->setCurrentIndex(finetune_->findData(static_cast<int>(p.finetune)));
-    lora_rank_->setValue(static_cast<int>(p.lora.rank));
+    set_count(lora_rank_, p.lora.rank, "lora_rank");
     if (const int i = lora_targets_->findData(p.lora.targets); i >= 0) lora_targets_->setCurrentIndex(i);
     offload_->setCurrentIndex(offload_->findData(static_cast<int>(p.offload)));
     pp_schedule_->setCurrentIndex(pp_schedule_->findData(static_cast<int>(p.pp_schedule)));
-    vpp_->setValue(static_cast<int>(p.vpp));
-    cp_->setValue(static_cast<int>(p.cp));
-    ep_->setValue(static_cast<int>(p.ep));
+    set_count(vpp_, p.vpp, "vpp");
+    set_count(cp_, p.cp, "cp");
+    set_count(ep_, p.ep, "ep");
     syncing_ = false;
     applyControls();
+    if (!unshown.isEmpty())
+        showNotice(QStringLiteral("the loaded plan's ") + unshown.join(QStringLiteral(", ")) +
+                   QStringLiteral(" cannot be shown here: the result is for the plan the controls show"));
 }
 
 // ------------------------------------------------------------------ results
@@ -480,7 +503,10 @@ void MainWindow::onError(const QString& msg) {
         error_banner_->clear();
         return;
     }
-    error_banner_->setText(QStringLiteral("<b>Not applied:</b> %1 — showing the last valid result.").arg(shown.toHtmlEscaped()));
+    // An evaluation error leaves the last valid result on screen; a notice is information.
+    error_banner_->setText(msg.isEmpty() ? QStringLiteral("<b>Note:</b> %1").arg(shown.toHtmlEscaped())
+                                         : QStringLiteral("<b>Not applied:</b> %1 — showing the last valid result.")
+                                               .arg(shown.toHtmlEscaped()));
     error_banner_->show();
 }
 

@@ -11,6 +11,7 @@
 #include <QLabel>
 #include <QPushButton>
 #include <QScrollArea>
+#include <QSignalBlocker>
 #include <QSpinBox>
 #include <QVBoxLayout>
 
@@ -204,8 +205,18 @@ void MainWindow::connectControls() {
     for (QSpinBox* s : {seq_, mbs_, grad_acc_, lora_rank_, vpp_, ep_})
         connect(s, &QSpinBox::valueChanged, this, [this] { applyControls(); });
     connect(cp_, &QSpinBox::valueChanged, this, [this] { onLayoutChanged(); });
-    for (QComboBox* c : {finetune_, lora_targets_, offload_, pp_schedule_})
+    for (QComboBox* c : {finetune_, lora_targets_, offload_})
         connect(c, &QComboBox::currentIndexChanged, this, [this] { applyControls(); });
+    connect(pp_schedule_, &QComboBox::currentIndexChanged, this, [this] {
+        // Two chunks per stage by default for the interleaved schedule, as the CLI's
+        // --pp-schedule interleaved (was: vpp stayed 1 and the plan was refused first).
+        if (!syncing_ && static_cast<PpSchedule>(pp_schedule_->currentData().toInt()) == PpSchedule::interleaved &&
+            vpp_->value() == 1) {
+            const QSignalBlocker quiet(vpp_);
+            vpp_->setValue(2);
+        }
+        applyControls();
+    });
     for (QSpinBox* s : {dp_, tp_, pp_}) connect(s, &QSpinBox::valueChanged, this, [this] { onLayoutChanged(); });
     connect(gpu_count_, &QSpinBox::valueChanged, this, [this] { onGpuCountChanged(); });
     connect(sp_, &QCheckBox::toggled, this, [this] { applyControls(); });

@@ -21,7 +21,8 @@ QString startSearchFromCommandLine(QWidget& window, Explorer& explorer, const QS
             .arg(gbs->maximum());
     // The box shows what is searched: the search reads the box, not the raw option.
     gbs->setValue(static_cast<int>(value));
-    explorer.startSearch(gpus->value(), gbs->value());
+    if (!explorer.startSearch(gpus->value(), gbs->value()))
+        return QStringLiteral("--search: no plan has been evaluated yet to search from (see the window's message)");
     return {};
 }
 

@@ -234,8 +234,8 @@ std::optional<Plan> Explorer::candidatePlan(int row) const {
     return rows[static_cast<std::size_t>(row)].plan;
 }
 
-void Explorer::startSearch(std::int64_t gpus, std::int64_t gbs_tokens) {
-    if (search_thread_ || !current_) return;
+bool Explorer::startSearch(std::int64_t gpus, std::int64_t gbs_tokens) {
+    if (search_thread_ || !current_) return false;
     SearchRequest req;
     req.gpus = gpus;
     req.gbs_tokens = gbs_tokens;
@@ -296,12 +296,16 @@ void Explorer::startSearch(std::int64_t gpus, std::int64_t gbs_tokens) {
                                   .arg(outcome->ms, 0, 'f', 0)
                                   .arg(outcome->result->candidates.size());
         } else {
+            // A failed search leaves no rows of an earlier one to be taken for its answer.
+            candidates_->setRows({});
+            rejected_->setRows({});
             search_summary_ = QStringLiteral("Search failed: ") + outcome->error;
         }
         emit searchFinished(outcome->error);
     });
     emit searchStarted();
     search_thread_->start();
+    return true;
 }
 
 }  // namespace preflight::gui

@@ -96,8 +96,10 @@ public:
     void setRunReport(std::optional<RunReport> report);
     const std::optional<RunReport>& runReport() const { return report_; }
 
-    // Plan search (runs on a worker thread; searchFinished() when done).
-    void startSearch(std::int64_t gpus, std::int64_t gbs_tokens);
+    // Plan search (runs on a worker thread; searchFinished() when done). False, and nothing
+    // started, while a search runs or before any plan has been evaluated (the search starts
+    // from its recipe).
+    bool startSearch(std::int64_t gpus, std::int64_t gbs_tokens);
     bool searchRunning() const { return search_thread_ != nullptr; }
     QStringList searchSuggestions() const { return search_suggestions_; }
     QString searchSummary() const { return search_summary_; }

@@ -1,7 +1,10 @@
 #include "run_report.hpp"
 
+#include <cmath>
+
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/limits.hpp"
 #include "units.hpp"
 
 namespace preflight::gui {
@@ -10,9 +13,25 @@ using nlohmann::json;
 
 namespace {
 
+// A byte count as the CLI's `validate --check` reads one: a whole number in [0, kMaxBytes = 2^60]
+// (1e+18 written as a float too); anything else is no figure. Was: any double cast to int64
+// (undefined past its range) and negatives kept, so an overlay read "-8192.0 PiB".
 std::optional<std::int64_t> as_bytes(const json& v) {
-    if (v.is_number_integer() || v.is_number_unsigned()) return v.get<std::int64_t>();
-    if (v.is_number_float()) return static_cast<std::int64_t>(v.get<double>());
+    if (v.is_number_unsigned()) {
+        const auto u = v.get<std::uint64_t>();
+        if (u > static_cast<std::uint64_t>(limits::kMaxBytes)) return std::nullopt;
+        return static_cast<std::int64_t>(u);
+    }
+    if (v.is_number_integer()) {
+        const auto i = v.get<std::int64_t>();
+        if (i < 0 || i > limits::kMaxBytes) return std::nullopt;
+        return i;
+    }
+    if (v.is_number_float()) {
+        const double d = v.get<double>();
+        if (!(d >= 0.0 && d <= static_cast<double>(limits::kMaxBytes)) || d != std::floor(d)) return std::nullopt;
+        return static_cast<std::int64_t>(d);
+    }
     return std::nullopt;
 }
 
@@ -37,7 +56,7 @@ ReportSide read_side(const json& side_in, const char* side_name, QStringList& no
 
     if (side.contains("peak_bytes")) {
         out.peak_bytes = as_bytes(side.at("peak_bytes"));
-        if (!out.peak_bytes) notes << where + ".peak_bytes: not a number, ignored";
+        if (!out.peak_bytes) notes << where + ".peak_bytes: not a byte count from 0 to 2^60, ignored";
     } else {
         notes << where + ".peak_bytes: missing";
     }
@@ -47,7 +66,7 @@ ReportSide read_side(const json& side_in, const char* side_name, QStringList& no
             const auto it = side.at("per_gpu_bytes").find(c.key);
             if (it == side.at("per_gpu_bytes").end()) continue;
             if (auto b = as_bytes(*it)) out.per_gpu_bytes[c.key] = *b;
-            else notes << where + ".per_gpu_bytes." + c.key + ": not a number, ignored";
+            else notes << where + ".per_gpu_bytes." + c.key + ": not a byte count from 0 to 2^60, ignored";
         }
     } else {
         notes << where + ".per_gpu_bytes: missing";

@@ -88,6 +88,9 @@ struct FittingPlan {
     // Fits at the top of its memory range too (MemoryReport::device_peak_high_bytes: the host
     // running ahead), not only at the expected pace.
     bool surely_fits = true;
+    // Its batch is within --batch-tolerance of the target (a pinned --mbs or --grad-acc can
+    // leave every shape of a dp outside it; such plans are kept, but rank after the others).
+    bool batch_within = true;
     std::int64_t order = 0;  // the n-th plan found to fit: the last tie-break, so the ranking is a total order
 };
 
@@ -96,6 +99,7 @@ struct FittingPlan {
 // accumulation steps).
 bool better(const FittingPlan& a, const FittingPlan& b) {
     if (a.surely_fits != b.surely_fits) return a.surely_fits;
+    if (a.batch_within != b.batch_within) return a.batch_within;
     const double scale = std::max(a.tokens_per_s, b.tokens_per_s);
     if (std::abs(a.tokens_per_s - b.tokens_per_s) > 1e-9 * scale) return a.tokens_per_s > b.tokens_per_s;
     if (a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
@@ -327,7 +331,8 @@ void evaluate_family(SearchState& st, const Plan& family, const std::vector<Shap
         fam.others_fit = true;
         const Throughput th = estimate_throughput(
             st.model, st.gpu, plan, throughput_options_for(st.req.memory.profile, st.model, plan, st.throughput));
-        keep_if_top(st, {plan, judged, th.tokens_per_s, sh.error, mem.device_peak_high_bytes.value_or(judged) <= st.limit});
+        keep_if_top(st, {plan, judged, th.tokens_per_s, sh.error, mem.device_peak_high_bytes.value_or(judged) <= st.limit,
+                         std::abs(sh.error) <= st.req.batch_tolerance});
     }
 }
 

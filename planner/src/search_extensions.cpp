@@ -23,12 +23,22 @@ std::string gib(double bytes) {
     return buf;
 }
 
-// The search's ranking: predicted tokens/s, ties to less memory.
-bool ranks_before(const Candidate& a, const Candidate& b) {
+// Predicted tokens/s, ties to less memory.
+bool ranks_by_speed(const Candidate& a, const Candidate& b) {
     const double scale = std::max(a.throughput.tokens_per_s, b.throughput.tokens_per_s);
     if (std::abs(a.throughput.tokens_per_s - b.throughput.tokens_per_s) > 1e-9 * scale)
         return a.throughput.tokens_per_s > b.throughput.tokens_per_s;
     return a.memory.peak_bytes < b.memory.peak_bytes;
+}
+
+// Merged variants' ranking, as one search's (search.cpp `better`): a batch within the tolerance
+// first (a pinned --mbs can leave some layouts outside it), then tokens/s, ties to less memory.
+auto ranks_before(double batch_tolerance) {
+    return [batch_tolerance](const Candidate& a, const Candidate& b) {
+        const bool a_in = std::abs(a.batch_error) <= batch_tolerance, b_in = std::abs(b.batch_error) <= batch_tolerance;
+        if (a_in != b_in) return a_in;
+        return ranks_by_speed(a, b);
+    };
 }
 
 std::string variant_label(const PlanPins& p) {
@@ -185,7 +195,7 @@ std::optional<SearchResult> search_extension_variants(const ModelConfig& model, 
                     }
                     merge_variant(r, res, out, all);
                 }
-    std::stable_sort(all.begin(), all.end(), ranks_before);
+    std::stable_sort(all.begin(), all.end(), ranks_before(req.batch_tolerance));
     if (all.size() > static_cast<std::size_t>(req.top_k)) all.resize(static_cast<std::size_t>(req.top_k));
     out.candidates = std::move(all);
     if (out.candidates.empty() && req.suggest) {
@@ -238,7 +248,7 @@ void refine_with_extensions(const ModelConfig& model, const GpuSpec& gpu, const 
                 }
             }
         }
-        if (changed) std::stable_sort(out.candidates.begin(), out.candidates.end(), ranks_before);
+        if (changed) std::stable_sort(out.candidates.begin(), out.candidates.end(), ranks_before(req.batch_tolerance));
     }
     if (!out.candidates.empty() || !req.suggest) return;
     // Nothing fits: what the extensions would change.

@@ -430,15 +430,13 @@ double optimizer_step_s(const Plan& p, double params, const PrecisionBytes& pb, 
     return memory_s(shard * bytes_per_param, r);
 }
 
-// Totals, MFU/HFU (Chowdhery et al. 2022, App. B; Korthikanti et al. 2022, sec. 6.3), the
-// finiteness check and the named breakdown.
-void finish_throughput(Throughput& out, const ModelConfig& model, const Plan& p, const ThroughputOptions& opt,
-                       double peak, double recompute_s) {
-    out.gpus = p.gpus();
-    FlopCounts fc = step_flops(model, p, opt.attention_flops);
+// The step's model and hardware FLOPs with attention counted under `convention`.
+FlopCounts counted_flops(const ModelConfig& model, const Plan& p, const ThroughputOptions& opt,
+                         AttentionFlops convention) {
+    FlopCounts fc = step_flops(model, p, convention);
     if (opt.selective_op_sac && p.recompute == Recompute::selective && activations::op_sac_applies(model)) {
         // torchtitan's op policy re-runs wk, wo and w3 rather than the attention core.
-        const ForwardFlopsPerToken f = forward_flops_per_token(model, p.seq, opt.attention_flops);
+        const ForwardFlopsPerToken f = forward_flops_per_token(model, p.seq, convention);
         const double h = static_cast<double>(model.hidden);
         const double rerun = 2.0 * h * static_cast<double>(model.kv_width()) + f.attention_out +
                              2.0 * h * static_cast<double>(model.ffn_hidden);
@@ -446,11 +444,26 @@ void finish_throughput(Throughput& out, const ModelConfig& model, const Plan& p,
         fc.hardware_flops_per_token += per_token;
         fc.hardware_flops_per_step += per_token * static_cast<double>(p.global_batch_tokens());
     }
-    // No GPU executes the FLOPs the MFU/HFU numerators count faster than its dense peak:
-    // the compute time is at least the counted hardware FLOPs per GPU at peak, so
-    // MFU <= HFU <= 1 under either attention convention (the time model charges a causal
-    // kernel for the causal work; the `full` numerator counts twice that).
-    const double floor_s = fc.hardware_flops_per_step / (static_cast<double>(out.gpus) * peak);
+    return fc;
+}
+
+// Totals, MFU/HFU (Chowdhery et al. 2022, App. B; Korthikanti et al. 2022, sec. 6.3), the
+// finiteness check and the named breakdown.
+void finish_throughput(Throughput& out, const ModelConfig& model, const Plan& p, const ThroughputOptions& opt,
+                       double peak, double recompute_s) {
+    out.gpus = p.gpus();
+    const FlopCounts fc = counted_flops(model, p, opt, opt.attention_flops);
+    // No GPU executes FLOPs faster than its dense peak: the compute time is at least the
+    // hardware FLOPs its kernels execute per GPU at peak. A causal flash kernel executes the
+    // causal half of the attention scores (attention_core above), eager attention the full
+    // s^2 work, whichever convention the MFU numerator counts in: --attention-flops changes
+    // MFU/HFU, never the step time. (So under `full` MFU can pass 100 % at long sequences,
+    // counting work no causal kernel runs; the CLI says so under its tables.)
+    const AttentionFlops executed = p.attention == AttentionKind::flash ? AttentionFlops::causal : AttentionFlops::full;
+    const double executed_flops = executed == opt.attention_flops
+                                      ? fc.hardware_flops_per_step
+                                      : counted_flops(model, p, opt, executed).hardware_flops_per_step;
+    const double floor_s = executed_flops / (static_cast<double>(out.gpus) * peak);
     if (out.compute_s + out.launch_overhead_s < floor_s) out.compute_s = floor_s - out.launch_overhead_s;
     out.step_time_s = out.compute_s + out.launch_overhead_s + out.tp_communication_s + out.pp_communication_s +
                       out.pipeline_bubble_s + out.microbatch_sync_s + out.dp_communication_s + out.optimizer_s +

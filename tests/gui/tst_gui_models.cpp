@@ -177,6 +177,21 @@ private slots:
         QVERIFY_THROWS_EXCEPTION(InputError, load_run_report(QString(GUI_TEST_INPUTS) + "/run_report_empty.json"));
         QVERIFY_THROWS_EXCEPTION(InputError, load_run_report(QString(GUI_TEST_INPUTS) + "/malformed_config.json"));
         QVERIFY_THROWS_EXCEPTION(InputError, parse_run_report(nlohmann::json::array()));
+        // Audit finding: impossible byte figures were kept ("-8192.0 PiB"; a double past int64
+        // was cast, undefined). A figure outside [0, 2^60] is no figure, and the note says so.
+        const nlohmann::json bad = {
+            {"measured",
+             {{"peak_bytes", -5},
+              {"per_gpu_bytes", {{"weights", 1e300}, {"gradients", 2.5}, {"optimizer_states", 1e+18}}},
+              {"timeline", nlohmann::json::array({{{"total_bytes", 18446744073709551615ULL}}})}}}};
+        const auto r = parse_run_report(bad);
+        QVERIFY(r.measured.has_value());
+        QVERIFY(!r.measured->peak_bytes.has_value());
+        QCOMPARE(r.measured->per_gpu_bytes.count("weights"), std::size_t{0});
+        QCOMPARE(r.measured->per_gpu_bytes.count("gradients"), std::size_t{0});
+        QCOMPARE(r.measured->per_gpu_bytes.at("optimizer_states"), std::int64_t{1000000000000000000});
+        QVERIFY(r.measured->timeline.empty());
+        QVERIFY(r.notes.join(" ").contains("measured.peak_bytes: not a byte count from 0 to 2^60, ignored"));
     }
 
     void searchModels() {

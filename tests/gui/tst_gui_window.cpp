@@ -127,6 +127,37 @@ private slots:
         QCOMPARE(shown_peak(explorer), peak);
     }
 
+    // Audit findings (2026-11-29): a loaded value outside its control's range was clamped (or
+    // wrapped: grad_acc 2^32 became 1) and settings without a control were dropped, silently;
+    // choosing the interleaved schedule left vpp at 1 and was refused first.
+    void loadedValuesTheControlsCannotShowAreNamed() {
+        Explorer explorer(PREFLIGHT_TEST_DATA_DIR);
+        MainWindow w(&explorer);
+        w.show();
+        auto* banner = child<QLabel>(w, "errorBanner");
+        Plan p;
+        p.seq = 4096;
+        p.grad_acc = 100000;
+        w.loadPlan(p);
+        QVERIFY(!banner->isHidden());
+        QVERIFY2(banner->text().contains("grad_acc 100,000 (shown as 65,536, the control&#x27;s bound)") ||
+                     banner->text().contains("grad_acc 100,000 (shown as 65,536, the control's bound)"),
+                 qPrintable(banner->text()));
+        QVERIFY2(banner->text().startsWith("<b>Note:</b>"), qPrintable(banner->text()));
+        QCOMPARE(child<QSpinBox>(w, "gradAcc")->value(), 65536);
+        p.grad_acc = 8;
+        p.lora.dropout = 0.1;
+        w.loadPlan(p);
+        QVERIFY2(banner->text().contains("lora_dropout 0.1"), qPrintable(banner->text()));
+        w.loadPlan(Plan{});
+        QVERIFY(banner->isHidden());
+
+        child<QSpinBox>(w, "pp")->setValue(2);
+        auto* schedule = child<QComboBox>(w, "ppSchedule");
+        schedule->setCurrentIndex(schedule->findData(static_cast<int>(PpSchedule::interleaved)));
+        QCOMPARE(child<QSpinBox>(w, "vpp")->value(), 2);
+    }
+
     // File → Import config: a torchtitan TOML sets the model and the plan; the GPU count fills its -1 degree.
     void importsAFrameworkConfig() {
         Explorer explorer(PREFLIGHT_TEST_DATA_DIR);

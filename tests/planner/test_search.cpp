@@ -330,6 +330,38 @@ TEST(Search, NothingFitsSuggestsTheSmallestChangeUntilTheBudgetIsSpent) {
                                         std::to_string(fresh.plans_evaluated) + " plans, its limit)");
 }
 
+// Audit finding (2026-11-29): with --mbs pinned the tolerance was skipped (a pinned shape may
+// reach the target from no dp) and the ranking by tokens/s put a +100 % batch first: 8 x 4096-token
+// sequences on 8 GPUs with mbs 2 is +100 % at dp 8 (16 sequences) but exact at dp 4 (tp or pp 2).
+// Plans within the tolerance now rank first; the others stay, after them.
+TEST(Search, PinnedMicroBatchRanksTheBatchWithinToleranceFirst) {
+    const ModelConfig m = load_model("llama-3-8b", kData);
+    const GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    SearchRequest r;
+    r.gpus = 8;
+    r.gbs_tokens = 8 * 4096;
+    r.seq = 4096;
+    r.batch_tolerance = 0;
+    r.pins.mbs = 2;
+    r.pins.precision = Precision::bf16_mixed;
+    r.top_k = 100;
+    const SearchResult res = search_plans(m, g, r);
+    ASSERT_FALSE(res.candidates.empty());
+    EXPECT_EQ(res.candidates.front().plan.global_batch_tokens(), 8 * 4096);
+    bool outside_seen = false;
+    for (const Candidate& c : res.candidates) {
+        const bool outside = c.batch_error != 0;
+        EXPECT_FALSE(outside_seen && !outside) << "an exact batch ranked after a +100 % one";
+        outside_seen = outside_seen || outside;
+    }
+    // With +100 % inside the tolerance, dp 8's 16 sequences are the fastest: what ranked first before.
+    r.batch_tolerance = 1.0;
+    const SearchResult loose = search_plans(m, g, r);
+    ASSERT_FALSE(loose.candidates.empty());
+    EXPECT_EQ(loose.candidates.front().plan.global_batch_tokens(), 16 * 4096);
+    EXPECT_EQ(loose.candidates.front().plan.dp, 8);
+}
+
 TEST(Search, RequestBeyondTheBudgetIsRefusedNamingGpus) {
     const ModelConfig m = load_model("llama-3-8b", kData);
     const GpuSpec g = load_gpu("h100-sxm-80gb", kData);

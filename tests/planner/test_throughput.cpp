@@ -570,6 +570,36 @@ TEST(Throughput, OwnAttentionKernelRunsOnTheFp32Units) {
 // 2 x (12 x 49,152 + 8,192) x 1e-7 = 0.1196032 s. Llama-3.2-1B (no biases, 16 layers): 2 norms a
 // layer, 2 x (16 x 16,384 + 8,192) x 1e-7 = 0.0540672 s. GPT-2 with tp 4 and sp: norms over 2,048
 // rows, 2 x 2,048 + 4 x 8,192 = 36,864 a layer, 2 x (12 x 36,864 + 2,048) x 1e-7 = 0.0888832 s.
+// Audit finding (2026-11-29): the compute-time floor (no GPU beats its dense peak) used the FLOPs
+// of the MFU convention, so --attention-flops full (twice a causal kernel's attention work)
+// lengthened the predicted step wherever attention ran near the peak: llama-3.2-1b at seq 65536
+// predicted 2.9137 s under full and 2.7922 s under causal. The floor is the work the kernels
+// execute (causal for flash); the convention changes MFU/HFU only, by the ratio of the counts.
+TEST(Throughput, AttentionFlopsConventionChangesMfuNotTheStepTime) {
+    const ModelConfig m = load_model("llama-3.2-1b", kData);
+    GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    g.efficiency.attention_fraction_of_peak = 1.0;  // attention at the peak: the floor binds
+    g.efficiency.gemm_max_fraction_of_peak = 1.0;
+    Plan p;
+    p.seq = 65536;
+    p.recompute = Recompute::full;
+    p = resolve_defaults(p, m);
+    ThroughputOptions full, causal;
+    full.attention_flops = AttentionFlops::full;
+    causal.attention_flops = AttentionFlops::causal;
+    const Throughput tf = estimate_throughput(m, g, p, full), tc = estimate_throughput(m, g, p, causal);
+    EXPECT_DOUBLE_EQ(tf.step_time_s, tc.step_time_s);
+    // Hardware FLOPs per token (Korthikanti et al. 2022, sec. 6.3, full recompute: 4 x forward),
+    // forward attention scores + values 4 s q_width per layer under full, half under causal:
+    // the two counts differ by 4 x 16 layers x 2 s q_width = 128 x 65536 x 2048 per token.
+    const double diff_per_token = 4.0 * 16.0 * 2.0 * 65536.0 * 2048.0;
+    EXPECT_NEAR(tf.hardware_flops_per_step - tc.hardware_flops_per_step, diff_per_token * 65536.0,
+                1e-9 * tf.hardware_flops_per_step);
+    EXPECT_NEAR(tf.hfu / tc.hfu, tf.hardware_flops_per_step / tc.hardware_flops_per_step, 1e-12);
+    // The executed work never beats the peak.
+    EXPECT_LE(tc.hfu, 1.0);
+}
+
 TEST(Throughput, RuntimeColumnSumsChargeTheirRowsUnderTheRuntimeProfile) {
     GpuSpec g = load_gpu("h100-sxm-80gb", kData);
     g.efficiency.column_sum_row_s = 1e-7;
