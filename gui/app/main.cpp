@@ -30,8 +30,13 @@ int main(int argc, char** argv) {
     const QCommandLineOption size("size", "Window size WxH.", "WxH", "1600x980");
     const QCommandLineOption shot("screenshot", "Render the window, save it to FILE (PNG) and exit.", "FILE");
     const QCommandLineOption search("search", "Run the plan search for this many tokens per step at start.", "TOKENS");
-    const QCommandLineOption data("data-dir", "Catalog folder (default: the compiled-in data/).", "DIR");
-    cli.addOptions({model, gpu, plan, report, tab, size, shot, search, data});
+    const QCommandLineOption data("data-dir", "Catalog folder (default: $PREFLIGHT_DATA_DIR, else the compiled-in data/).",
+                                  "DIR");
+    const QCommandLineOption framework("framework",
+                                       "Framework whose memory and step time to model (as `preflight memory --framework`): "
+                                       "megatron (default), nanotron, torchtitan, deepspeed, preflight-runtime, pytorch.",
+                                       "F");
+    cli.addOptions({model, gpu, plan, report, tab, size, shot, search, data, framework});
     cli.process(app);
 
     const std::filesystem::path data_dir =
@@ -40,15 +45,17 @@ int main(int argc, char** argv) {
     preflight::gui::MainWindow window(&explorer);
     if (const QStringList wh = cli.value(size).split('x'); wh.size() == 2) window.resize(wh[0].toInt(), wh[1].toInt());
 
+    if (cli.isSet(framework) && !window.selectFramework(cli.value(framework))) {
+        std::fprintf(stderr, "preflight-gui: --framework: unknown framework '%s'\n", qPrintable(cli.value(framework)));
+        return 2;
+    }
     if (cli.isSet(model)) window.selectModel(cli.value(model));
     if (cli.isSet(gpu)) window.selectGpu(cli.value(gpu));
-    if (cli.isSet(plan)) {
-        try {
-            window.loadPlan(preflight::plan_from_json(preflight::read_json_file(cli.value(plan).toStdString(), "--plan")));
-        } catch (const std::exception& e) {
-            std::fprintf(stderr, "preflight-gui: %s\n", e.what());
-        }
-    }
+    if (cli.isSet(plan))
+        if (const QString error = preflight::gui::loadPlanFromCommandLine(window, cli.value(plan), cli.isSet(model),
+                                                                          cli.isSet(gpu));
+            !error.isEmpty())
+            std::fprintf(stderr, "preflight-gui: %s\n", qPrintable(error));
     if (cli.isSet(report)) window.openRunReport(cli.value(report));
     window.tabs()->setCurrentIndex(cli.value(tab).toInt());
     window.show();

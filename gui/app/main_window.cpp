@@ -82,6 +82,7 @@ MainWindow::MainWindow(Explorer* explorer, QWidget* parent) : QMainWindow(parent
     connect(explorer_, &Explorer::evaluated, this, &MainWindow::onEvaluated);
     connect(explorer_, &Explorer::errorChanged, this, &MainWindow::onError);
     connect(explorer_, &Explorer::searchFinished, this, &MainWindow::onSearchFinished);
+    connect(explorer_, &Explorer::searchCleared, this, [this] { onSearchFinished({}); });
 
     // First evaluation: the default model and GPU of the CLI.
     const QStringList models = explorer_->catalogModels();

@@ -42,6 +42,8 @@ public:
     // Select a model / GPU by catalog name or file path (adds paths to the combo).
     bool selectModel(const QString& spec);
     bool selectGpu(const QString& spec);
+    // Select the framework profile (--framework); false with the banner for an unknown name.
+    bool selectFramework(const QString& name);
     // Puts a plan into the controls and evaluates it once.
     void loadPlan(const Plan& plan);
     bool openRunReport(const QString& path);
@@ -56,6 +58,8 @@ public:
 
     QTabWidget* tabs() const { return tabs_; }
     QString errorText() const;
+    // A message in the window's banner ("Note: ..."), until the next change of the inputs.
+    void showNotice(const QString& msg);
 
 private:
     QWidget* buildControls();  // main_window_controls.cpp
@@ -85,7 +89,6 @@ private:
     void showThroughput(const Evaluation& ev);
     void showRunReportOverlay(const MemoryReport& r);
     void onError(const QString& msg);
-    void showNotice(const QString& msg);
     void onSearchFinished(const QString& error);
     void onCandidateActivated(const QModelIndex& index);
 
@@ -96,6 +99,7 @@ private:
     QComboBox* model_ = nullptr;
     QComboBox* gpu_ = nullptr;
     QSpinBox* gpu_count_ = nullptr;
+    QComboBox* framework_ = nullptr;  // --framework
     QSpinBox* seq_ = nullptr;
     QSpinBox* mbs_ = nullptr;
     QSpinBox* grad_acc_ = nullptr;

@@ -68,6 +68,14 @@ QGroupBox* MainWindow::buildModelGroup() {
     gpu_count_ = spin("gpuCount", 1, 1 << 20, 1);
     gpu_count_->setToolTip(QStringLiteral("GPUs in the job = dp × tp × pp (changing it rescales dp)"));
     f1->addRow(QStringLiteral("GPU count"), gpu_count_);
+    framework_ = new QComboBox;
+    framework_->setObjectName(QStringLiteral("framework"));
+    for (const QString& f : Explorer::frameworks()) framework_->addItem(f, f);
+    framework_->setToolTip(QStringLiteral(
+        "Whose memory and step time are modelled, as `preflight memory --framework`: megatron (default), nanotron "
+        "(its caching-allocator pool: the verdict may read \"may not fit\" with the range the pool can take), "
+        "torchtitan, deepspeed, preflight-runtime (the plans `preflight run` executes), pytorch"));
+    f1->addRow(QStringLiteral("Framework"), framework_);
     connect(open_model, &QPushButton::clicked, this, [this] {
         const QString p = QFileDialog::getOpenFileName(this, QStringLiteral("Open model config.json"), {},
                                                        QStringLiteral("JSON (*.json);;All files (*)"));
@@ -225,6 +233,21 @@ void MainWindow::connectControls() {
     connect(dropout_, &QDoubleSpinBox::valueChanged, this, [this] { applyControls(); });
     connect(model_, &QComboBox::currentIndexChanged, this, [this] { onModelChosen(); });
     connect(gpu_, &QComboBox::currentIndexChanged, this, [this] { onGpuChosen(); });
+    connect(framework_, &QComboBox::currentIndexChanged, this, [this] {
+        if (syncing_) return;
+        explorer_->setFramework(framework_->currentData().toString());
+        if (!explorer_->hasError()) onError({});
+    });
+}
+
+bool MainWindow::selectFramework(const QString& name) {
+    const int i = framework_->findData(name);
+    if (i < 0) {
+        onError(QStringLiteral("--framework: unknown framework '%1' (%2)").arg(name, Explorer::frameworks().join(", ")));
+        return false;
+    }
+    framework_->setCurrentIndex(i);  // evaluates through the combo's signal
+    return explorer_->framework() == name;
 }
 
 }  // namespace preflight::gui

@@ -1,4 +1,5 @@
 // File → Import config…: a torchtitan, Megatron-LM, DeepSpeed or nanotron config into the controls.
+#include <QComboBox>
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
@@ -45,8 +46,12 @@ bool MainWindow::importConfig(const QString& path) {
         const QString model_path = write_model_config(c);
         if (model_path.isEmpty() || !selectModel(model_path)) return false;
     }
+    // The profile the config implies, as --from sets it when --framework is not given.
+    if (c.framework) selectFramework(QString::fromStdString(*c.framework));
     loadPlan(plan);
     QStringList notes;
+    if (!c.model && !c.model_config)  // `preflight ... --from` asks for --model here
+        notes << QStringLiteral("the config names no model: the model chosen here, %1, is used").arg(model_->currentText());
     for (const std::string& w : c.warnings) notes << QString::fromStdString(w);
     if (!notes.isEmpty()) showNotice(notes.join(QStringLiteral("\n")));
     statusBar()->showMessage(QStringLiteral("Imported %1 (%2): %3 settings, %4 warnings, %5 keys ignored on purpose")

@@ -106,16 +106,20 @@ void MainWindow::showVerdict(const MemoryReport& r) {
     } else {
         peak_label_->setToolTip(QString());
     }
+    // The figure the verdict judges: the device need (reserved pool + memory outside PyTorch)
+    // under a profile with an allocator model (nanotron), else the allocated peak with overhead.
+    const Evaluation* ev = explorer_->current();
+    const std::int64_t judged = ev && ev->profile.verdict_on_reserved ? r.device_peak_bytes : r.peak_bytes;
     if (!r.fits) {
-        verdict_label_->setText(QStringLiteral("OOM — over by %1").arg(formatBytes(r.peak_bytes - r.capacity_bytes)));
+        verdict_label_->setText(QStringLiteral("Does not fit — over by %1").arg(formatBytes(judged - r.capacity_bytes)));
         verdict_label_->setStyleSheet(QStringLiteral("color: #c01c28;"));
-    } else if (static_cast<double>(r.peak_bytes) > headroom_line) {
+    } else if (static_cast<double>(judged) > headroom_line) {
         verdict_label_->setText(QStringLiteral("Fits, inside the %1 % headroom — %2 free")
                                     .arg(100.0 * Explorer::kHeadroom, 0, 'f', 0)
-                                    .arg(formatBytes(r.capacity_bytes - r.peak_bytes)));
+                                    .arg(formatBytes(r.capacity_bytes - judged)));
         verdict_label_->setStyleSheet(QStringLiteral("color: #b36b00;"));
     } else {
-        verdict_label_->setText(QStringLiteral("Fits — %1 free").arg(formatBytes(r.capacity_bytes - r.peak_bytes)));
+        verdict_label_->setText(QStringLiteral("Fits — %1 free").arg(formatBytes(r.capacity_bytes - judged)));
         verdict_label_->setStyleSheet(QStringLiteral("color: #1a7f37;"));
     }
 }

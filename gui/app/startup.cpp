@@ -3,6 +3,9 @@
 #include <QSpinBox>
 
 #include "explorer.hpp"
+#include "main_window.hpp"
+#include "preflight/planner/catalog.hpp"
+#include "preflight/planner/report.hpp"
 
 namespace preflight::gui {
 
@@ -23,6 +26,24 @@ QString startSearchFromCommandLine(QWidget& window, Explorer& explorer, const QS
     gbs->setValue(static_cast<int>(value));
     if (!explorer.startSearch(gpus->value(), gbs->value()))
         return QStringLiteral("--search: no plan has been evaluated yet to search from (see the window's message)");
+    return {};
+}
+
+QString loadPlanFromCommandLine(MainWindow& window, const QString& path, bool model_given, bool gpu_given) {
+    try {
+        const nlohmann::json doc = read_json_file(path.toStdString(), "--plan");
+        if (doc.is_object()) {
+            if (!model_given && doc.contains("model") && doc.at("model").is_string())
+                window.selectModel(QString::fromStdString(doc.at("model").get<std::string>()));
+            if (!gpu_given && doc.contains("gpu") && doc.at("gpu").is_string())
+                window.selectGpu(QString::fromStdString(doc.at("gpu").get<std::string>()));
+        }
+        window.loadPlan(plan_from_json(doc));
+    } catch (const std::exception& e) {
+        const QString error = QString::fromUtf8(e.what());
+        window.showNotice(QStringLiteral("--plan: ") + error);
+        return error;
+    }
     return {};
 }
 

@@ -7,10 +7,16 @@
 namespace preflight::gui {
 
 class Explorer;
+class MainWindow;
 
 // --search TOKENS: checks the value, shows it in the search tab's global-batch box
 // ("gbsTokens") and starts the search for the GPU count box ("gpuCount") with exactly
 // the value shown. Returns an error message naming --search (empty when started).
 QString startSearchFromCommandLine(QWidget& window, Explorer& explorer, const QString& tokens);
+// --plan FILE: loads the plan into the controls. The model and GPU the file names (plan --emit
+// preflight) are used unless --model / --gpu were given, as `preflight run --plan` does (was:
+// ignored, so a Mixtral plan was shown on the default Llama-3-8B without a word). Returns the
+// error ("" on success), which the window's banner shows too.
+QString loadPlanFromCommandLine(MainWindow& window, const QString& path, bool model_given, bool gpu_given);
 
 }  // namespace preflight::gui

@@ -9,6 +9,7 @@
 #include "item_models.hpp"
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/profiles.hpp"
 #include "preflight/planner/report.hpp"
 
 namespace preflight::gui {
@@ -22,8 +23,9 @@ QStringList to_qt(const std::vector<std::string>& v) {
 }
 
 // Peak bytes of `plan` under each recompute mode; nullopt where the planner rejects it.
-void sweep_point(const ModelConfig& model, const GpuSpec& gpu, Plan plan, Sweep& sweep) {
-    const MemoryOptions opt;  // no timeline: only the peak is needed
+void sweep_point(const ModelConfig& model, const GpuSpec& gpu, const FrameworkProfile& profile, Plan plan, Sweep& sweep) {
+    MemoryOptions opt;  // no timeline: only the peak is needed
+    opt.profile = profile;
     for (std::size_t r = 0; r < 3; ++r) {
         plan.recompute = all_recomputes()[r];
         std::optional<std::int64_t> peak;
@@ -36,16 +38,20 @@ void sweep_point(const ModelConfig& model, const GpuSpec& gpu, Plan plan, Sweep&
     }
 }
 
-// Sequence lengths from one step to the model's context (capped at 32k, at least
-// twice the current seq), on a grid divisible by tp under SP; the current seq included.
-Sweep seq_sweep(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan) {
+// Sequence lengths from one step to the model's context (capped at 32k), on a grid the
+// layout can take (2 * cp, and tp * cp under SP); the current seq included.
+Sweep seq_sweep(const ModelConfig& model, const GpuSpec& gpu, const FrameworkProfile& profile, const Plan& plan) {
     Sweep s;
     s.axis = QStringLiteral("seq");
     s.current_x = plan.seq;
     std::int64_t upper = std::max<std::int64_t>(plan.seq * 2, 16384);
     upper = std::min<std::int64_t>(upper, std::max<std::int64_t>(std::min<std::int64_t>(model.max_positions, 32768), plan.seq));
     std::int64_t grain = upper >= 4096 ? 256 : 64;
-    if (plan.sp && plan.tp > 1) grain = std::lcm(grain, plan.tp);
+    // Lengths the plan's layout can take (validate_plan_extensions): 2 * cp chunks per sequence,
+    // and under SP each rank's seq / cp split over tp (was: tp only, so with cp 3 two points in
+    // three read "invalid").
+    if (plan.cp > 1) grain = std::lcm(grain, 2 * plan.cp);
+    if (plan.sp && plan.tp > 1) grain = std::lcm(grain, plan.tp * plan.cp);
     const std::int64_t step = std::max<std::int64_t>(grain, (upper / 20 + grain - 1) / grain * grain);
     for (std::int64_t x = step; x <= upper; x += step) s.xs.push_back(x);
     if (s.xs.empty() || s.xs.back() != upper) s.xs.push_back(upper);
@@ -55,13 +61,13 @@ Sweep seq_sweep(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan) 
     for (const auto x : s.xs) {
         Plan p = plan;
         p.seq = x;
-        sweep_point(model, gpu, p, s);
+        sweep_point(model, gpu, profile, p, s);
     }
     return s;
 }
 
 // Micro-batch sizes 1..16 (and the current one).
-Sweep mbs_sweep(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan) {
+Sweep mbs_sweep(const ModelConfig& model, const GpuSpec& gpu, const FrameworkProfile& profile, const Plan& plan) {
     Sweep s;
     s.axis = QStringLiteral("mbs");
     s.current_x = plan.mbs;
@@ -71,7 +77,7 @@ Sweep mbs_sweep(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan) 
     for (const auto x : s.xs) {
         Plan p = plan;
         p.mbs = x;
-        sweep_point(model, gpu, p, s);
+        sweep_point(model, gpu, profile, p, s);
     }
     return s;
 }
@@ -159,27 +165,52 @@ bool Explorer::setAll(const QString& model_spec, const QString& gpu_spec, const 
     return evaluate();
 }
 
+QStringList Explorer::frameworks() {
+    return {QStringLiteral("megatron"), QStringLiteral("nanotron"), QStringLiteral("torchtitan"),
+            QStringLiteral("deepspeed"), QStringLiteral("preflight-runtime"), QStringLiteral("pytorch")};
+}
+
+bool Explorer::setFramework(const QString& name) {
+    if (!profile_by_name(name.toStdString())) {
+        setError(QStringLiteral("--framework: unknown framework '%1' (%2)").arg(name, frameworks().join(QStringLiteral(", "))));
+        return false;
+    }
+    framework_ = name;
+    return evaluate();
+}
+
+QString Explorer::setUpKey() const {
+    return current_ ? QStringLiteral("%1 | %2 | %3")
+                          .arg(QString::fromStdString(current_->model.name), QString::fromStdString(current_->gpu.name),
+                               framework_)
+                    : QString();
+}
+
 bool Explorer::evaluate() {
     if (!model_ || !gpu_) return false;
     QElapsedTimer timer;
     timer.start();
     auto ev = std::make_unique<Evaluation>();
     try {
+        // As `preflight memory --framework F` builds its options (cli/cmd_memory.cpp run_memory).
+        ev->profile = *profile_by_name(framework_.toStdString());
         ev->model = *model_;
-        ev->gpu = *gpu_;
+        ev->gpu = gpu_for_profile(*gpu_, ev->profile);
         ev->plan = resolve_defaults(plan_, *model_);
         validate_plan(ev->plan, ev->model);
         MemoryOptions opt;
+        opt.profile = ev->profile;
         opt.timeline = true;  // as `preflight memory` does
         ev->memory = evaluate_memory(ev->model, ev->gpu, ev->plan, opt);
     } catch (const std::exception& e) {
         setError(QString::fromUtf8(e.what()));
         return false;
     }
-    ev->seq_sweep = seq_sweep(ev->model, ev->gpu, ev->plan);
-    ev->mbs_sweep = mbs_sweep(ev->model, ev->gpu, ev->plan);
+    ev->seq_sweep = seq_sweep(ev->model, ev->gpu, ev->profile, ev->plan);
+    ev->mbs_sweep = mbs_sweep(ev->model, ev->gpu, ev->profile, ev->plan);
     try {
-        ev->throughput = estimate_throughput(ev->model, ev->gpu, ev->plan);
+        ev->throughput = estimate_throughput(ev->model, ev->gpu, ev->plan,
+                                             throughput_options_for(ev->profile, ev->model, ev->plan, {}));
         ev->has_throughput = true;
     } catch (const std::exception& e) {
         ev->throughput_note = QString::fromUtf8(e.what());
@@ -189,6 +220,14 @@ bool Explorer::evaluate() {
     setError({});
     pushToModels();
     emit evaluated();
+    if (!searched_for_.isEmpty() && searched_for_ != setUpKey() && !search_thread_) {
+        candidates_->setRows({});
+        rejected_->setRows({});
+        search_suggestions_.clear();
+        search_summary_ = QStringLiteral("Results of the search for %1 cleared: the set-up changed").arg(searched_for_);
+        searched_for_.clear();
+        emit searchCleared();
+    }
     return true;
 }
 
@@ -242,6 +281,8 @@ bool Explorer::startSearch(std::int64_t gpus, std::int64_t gbs_tokens) {
     req.seq = current_->plan.seq;
     req.headroom = kHeadroom;
     req.top_k = 25;
+    // The framework chosen; current_->gpu is already the GPU as its profile sees it.
+    req.memory.profile = current_->profile;
     // The training recipe stays as chosen; the search picks the layout.
     req.pins.precision = current_->plan.precision;
     req.pins.optimizer = current_->plan.optimizer;
@@ -263,6 +304,7 @@ bool Explorer::startSearch(std::int64_t gpus, std::int64_t gbs_tokens) {
     auto outcome = std::make_shared<Outcome>();
     const ModelConfig model = current_->model;
     const GpuSpec gpu = current_->gpu;
+    searched_for_ = setUpKey();
     search_thread_ = QThread::create([outcome, model, gpu, req] {
         QElapsedTimer t;
         t.start();
@@ -299,6 +341,7 @@ bool Explorer::startSearch(std::int64_t gpus, std::int64_t gbs_tokens) {
             // A failed search leaves no rows of an earlier one to be taken for its answer.
             candidates_->setRows({});
             rejected_->setRows({});
+            searched_for_.clear();
             search_summary_ = QStringLiteral("Search failed: ") + outcome->error;
         }
         emit searchFinished(outcome->error);

@@ -47,7 +47,8 @@ struct Sweep {
 // Everything the views show for one valid input combination.
 struct Evaluation {
     ModelConfig model;
-    GpuSpec gpu;
+    GpuSpec gpu;  // as the framework profile sees it (gpu_for_profile), as `preflight memory` does
+    FrameworkProfile profile;  // --framework
     Plan plan;  // resolved (seq filled)
     MemoryReport memory;
     Sweep seq_sweep;
@@ -74,6 +75,11 @@ public:
     bool setGpu(const QString& spec);    // catalog name or path to a GPU spec JSON
     bool setPlan(const Plan& plan);      // seq 0 = the model's default
     bool setAll(const QString& model_spec, const QString& gpu_spec, const Plan& plan);
+    // --framework: whose memory and step time are modelled (megatron by default); an unknown
+    // name is refused (false, errorMessage()) and the last one kept.
+    bool setFramework(const QString& name);
+    QString framework() const { return framework_; }
+    static QStringList frameworks();  // the names --framework takes, megatron first
 
     // The inputs as last set (may be invalid); the current model's default seq.
     const Plan& inputPlan() const { return plan_; }
@@ -119,9 +125,13 @@ signals:
     void runReportChanged();
     void searchStarted();
     void searchFinished(const QString& error);  // empty on success
+    // The rows of the last search were cleared: the model, GPU or framework changed since, so a
+    // candidate would load a plan searched for another set-up (searchSummary() says so).
+    void searchCleared();
 
 private:
     bool evaluate();
+    QString setUpKey() const;  // model | GPU | framework of the current evaluation
     void setError(const QString& msg);
     void pushToModels();
 
@@ -130,11 +140,13 @@ private:
     std::optional<ModelConfig> model_;
     std::optional<GpuSpec> gpu_;
     Plan plan_;
+    QString framework_ = QStringLiteral("megatron");
     std::unique_ptr<Evaluation> current_;
     QString error_;
     std::optional<RunReport> report_;
 
     QThread* search_thread_ = nullptr;
+    QString searched_for_;  // "model | GPU | framework" of the rows shown; empty when none
     QStringList search_suggestions_;
     QString search_summary_;
 

@@ -73,32 +73,36 @@ std::int64_t bytes(const json& j, const char* key, bool allow_zero) {
 }
 
 // Every constant of the step-time model under its spec key, with the range the loader accepts:
-// (lo, hi], or [0, hi] where zero is allowed (a time or a dimension that may be absent, or a
-// figure whose 0 means "use the general one"); zero_means_fallback keys are not written at 0.
+// (0, hi] and at least lo, plus 0 where zero is allowed (a time or a dimension that may be
+// absent, or a figure whose 0 means "use the general one"); zero_means_fallback keys are not
+// written at 0. A fraction of a peak or a bandwidth is at least kMinFraction: below 1 % no GPU
+// trains (calibrate's bound on fitted fractions, validation/spec_bounds.hpp), and 1e-300 gave
+// "0 tokens/s" or a step-time error that named neither the file nor the key.
 // scalable: a fraction a calibration transfer may scale (CalibrationTransfer::efficiency_scale;
 // it must stay in (0, 1]). Times and dimensions are not: no part differs by a known factor there.
 struct EfficiencyKey {
     const char* key;
     double Efficiency::*member;
     bool zero_allowed;
-    double lo, hi;  // lo applies when zero is not allowed
+    double lo, hi;  // a nonzero value lies in [lo, hi] (and above 0)
     bool zero_means_fallback;
     bool scalable;
 };
+constexpr double kMinFraction = 0.01;
 constexpr EfficiencyKey kEfficiencyKeys[] = {
-    {"gemm_max_fraction_of_peak", &Efficiency::gemm_max_fraction_of_peak, false, 0, 1, false, true},
-    {"fp8_gemm_max_fraction_of_peak", &Efficiency::fp8_gemm_max_fraction_of_peak, false, 0, 1, false, true},
-    {"fp8_dynamic_gemm_max_fraction_of_peak", &Efficiency::fp8_dynamic_gemm_max_fraction_of_peak, true, 0, 1, true, true},
-    {"fp8_rowwise_gemm_max_fraction_of_peak", &Efficiency::fp8_rowwise_gemm_max_fraction_of_peak, true, 0, 1, true, true},
+    {"gemm_max_fraction_of_peak", &Efficiency::gemm_max_fraction_of_peak, false, kMinFraction, 1, false, true},
+    {"fp8_gemm_max_fraction_of_peak", &Efficiency::fp8_gemm_max_fraction_of_peak, false, kMinFraction, 1, false, true},
+    {"fp8_dynamic_gemm_max_fraction_of_peak", &Efficiency::fp8_dynamic_gemm_max_fraction_of_peak, true, kMinFraction, 1, true, true},
+    {"fp8_rowwise_gemm_max_fraction_of_peak", &Efficiency::fp8_rowwise_gemm_max_fraction_of_peak, true, kMinFraction, 1, true, true},
     {"gemm_half_efficiency_dim", &Efficiency::gemm_half_efficiency_dim, true, 0, 1e9, false, false},
-    {"attention_fraction_of_peak", &Efficiency::attention_fraction_of_peak, false, 0, 1, false, true},
-    {"fp32_gemm_max_fraction_of_peak", &Efficiency::fp32_gemm_max_fraction_of_peak, true, 0, 1, true, true},
+    {"attention_fraction_of_peak", &Efficiency::attention_fraction_of_peak, false, kMinFraction, 1, false, true},
+    {"fp32_gemm_max_fraction_of_peak", &Efficiency::fp32_gemm_max_fraction_of_peak, true, kMinFraction, 1, true, true},
     {"fp32_gemm_half_efficiency_dim", &Efficiency::fp32_gemm_half_efficiency_dim, true, 0, 1e9, true, false},
-    {"fp32_attention_fraction_of_peak", &Efficiency::fp32_attention_fraction_of_peak, true, 0, 1, true, true},
-    {"fused_attention_fraction_of_peak", &Efficiency::fused_attention_fraction_of_peak, true, 0, 1, true, true},
-    {"memory_bound_fraction_of_hbm", &Efficiency::memory_bound_fraction_of_hbm, false, 0, 1, false, true},
-    {"collective_bus_efficiency", &Efficiency::collective_bus_efficiency, false, 0, 1, false, true},
-    {"inter_node_bus_efficiency", &Efficiency::inter_node_bus_efficiency, false, 0, 1, false, true},
+    {"fp32_attention_fraction_of_peak", &Efficiency::fp32_attention_fraction_of_peak, true, kMinFraction, 1, true, true},
+    {"fused_attention_fraction_of_peak", &Efficiency::fused_attention_fraction_of_peak, true, kMinFraction, 1, true, true},
+    {"memory_bound_fraction_of_hbm", &Efficiency::memory_bound_fraction_of_hbm, false, kMinFraction, 1, false, true},
+    {"collective_bus_efficiency", &Efficiency::collective_bus_efficiency, false, kMinFraction, 1, false, true},
+    {"inter_node_bus_efficiency", &Efficiency::inter_node_bus_efficiency, false, kMinFraction, 1, false, true},
     {"intra_node_latency_s", &Efficiency::intra_node_latency_s, true, 0, 1, false, false},
     {"inter_node_latency_s", &Efficiency::inter_node_latency_s, true, 0, 1, false, false},
     {"layer_launch_overhead_s", &Efficiency::layer_launch_overhead_s, true, 0, 1, false, false},
@@ -118,7 +122,8 @@ std::string range_text(const EfficiencyKey& k) {
         o << v;
         return o.str();
     };
-    return k.zero_allowed ? "[0, " + num(k.hi) + "]" : "(" + num(k.lo) + ", " + num(k.hi) + "]";
+    const std::string nonzero = k.lo > 0 ? "in [" + num(k.lo) + ", " + num(k.hi) + "]" : "in (0, " + num(k.hi) + "]";
+    return k.zero_allowed ? (k.lo > 0 ? "0 or " + nonzero : "in [0, " + num(k.hi) + "]") : nonzero;
 }
 
 Efficiency efficiency_from_json(const json& j) {
@@ -142,8 +147,8 @@ Efficiency efficiency_from_json(const json& j) {
         const std::string subject = std::string("efficiency.") + k.key;
         if (!v->is_number()) throw InputError(subject, "must be a number");
         const double x = v->get<double>();
-        const bool in_range = (k.zero_allowed ? x >= 0 : x > k.lo) && x <= k.hi;  // NaN fails both
-        if (!in_range) throw InputError(subject, "must be in " + range_text(k) + ", got " + v->dump());
+        const bool in_range = ((k.zero_allowed && x == 0) || (x > 0 && x >= k.lo)) && x <= k.hi;  // NaN fails
+        if (!in_range) throw InputError(subject, "must be " + range_text(k) + ", got " + v->dump());
         e.*k.member = x;
     }
     if (auto p = it->find("provenance"); p != it->end()) {

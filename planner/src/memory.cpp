@@ -471,13 +471,13 @@ void validate_memory_options(const MemoryOptions& options) {
 MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in,
                              const MemoryOptions& options_in) {
     validate_memory_options(options_in);
+    if (options_in.profile.check_model) options_in.profile.check_model(model);  // before any figure of it
     MemoryOptions options = options_in;
     // The pace matters only to an allocator model with run-ahead terms; elsewhere the default
     // (what expected_host_pace gives a profile without a host-pace model) is never wrong for it.
     const bool pace_matters = has_run_ahead_terms(options.profile.allocator);
     if (!options.host_pace)
         options.host_pace = pace_matters ? expected_host_pace(model, gpu, plan_in, options.profile) : HostPace::runs_ahead;
-    if (options.profile.check_model) options.profile.check_model(model);
     if (options.profile.evaluate) {  // the profile's own model
         MemoryReport r = options.profile.evaluate(model, gpu, plan_in, options);
         r.host_pace = *options.host_pace;

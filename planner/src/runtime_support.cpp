@@ -15,7 +15,8 @@ namespace {
 
 [[noreturn]] void not_run(const char* flag, const std::string& why) {
     throw InputError(flag, why + " (the Preflight runtime executes full pre-training of dense models, data-, tensor- "
-                                 "and pipeline-parallel; another --framework models this plan)");
+                                 "and pipeline-parallel; `preflight memory` or `plan` under another --framework "
+                                 "models this plan)");
 }
 
 // The MLP nonlinearities the kernels compute: SiLU in the SwiGLU (swiglu.cu); GeLU in GPT-2's MLP

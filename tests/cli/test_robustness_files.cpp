@@ -125,7 +125,13 @@ TEST(UserFiles, GpuSpecTyposAndImpossibleFiguresAreRefused) {
         {[](json& j) { j["runtime"]["overhead_byte"] = 1; }, {"runtime.overhead_byte", "unknown key"}},
         {[](json& j) { j["name"] = ""; }, {"name", "non-empty"}},
         {[](json& j) { j["overhead_bytes"] = std::int64_t{1} << 45; }, {"overhead_bytes", "not less than memory_bytes"}},
-        {[](json& j) { j["overhead_bytes"] = -1; }, {"overhead_bytes", "0 or more, got -1"}}};
+        {[](json& j) { j["overhead_bytes"] = -1; }, {"overhead_bytes", "0 or more, got -1"}},
+        // Audit finding: 1e-300 loaded, and `plan` then failed on a step time naming neither the file
+        // nor the key. A fraction of a peak is at least 1 % (calibrate's bound on fitted fractions).
+        {[](json& j) { j["efficiency"]["gemm_max_fraction_of_peak"] = 1e-300; },
+         {"efficiency.gemm_max_fraction_of_peak", "must be in [0.01, 1], got 1e-300"}},
+        {[](json& j) { j["efficiency"]["fused_attention_fraction_of_peak"] = 0.001; },
+         {"efficiency.fused_attention_fraction_of_peak", "must be 0 or in [0.01, 1], got 0.001"}}};
     for (const auto& [change, words] : cases) {
         json j = spec;
         change(j);

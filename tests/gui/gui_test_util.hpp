@@ -25,9 +25,11 @@ inline QStringList plan_flags(const Plan& p) {
 
 // Runs `preflight memory ... --format json` and parses its stdout. Exit code 0
 // (fits) or 1 (does not fit) are both a result; anything else is a failure.
-inline nlohmann::json cli_memory(const QString& model, const QString& gpu, const Plan& p, QString* error) {
+inline nlohmann::json cli_memory(const QString& model, const QString& gpu, const Plan& p, QString* error,
+                                 const QString& framework = QStringLiteral("megatron")) {
     QProcess proc;
-    QStringList args{"memory", "--model", model, "--gpu", gpu, "--data-dir", PREFLIGHT_TEST_DATA_DIR, "--format", "json"};
+    QStringList args{"memory", "--model", model, "--gpu", gpu, "--data-dir", PREFLIGHT_TEST_DATA_DIR, "--format", "json",
+                     "--framework", framework};
     args << plan_flags(p);
     proc.start(PREFLIGHT_EXE, args);
     if (!proc.waitForFinished(60000)) {

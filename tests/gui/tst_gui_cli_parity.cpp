@@ -30,6 +30,7 @@ struct Case {
     const char* model;
     const char* gpu;
     Plan plan;
+    const char* framework = "megatron";
 };
 
 std::vector<Case> cases() {
@@ -84,6 +85,16 @@ std::vector<Case> cases() {
     f.seq = 8192, f.dp = 8, f.zero = ZeroStage{3}, f.recompute = Recompute::selective;
     f.precision = Precision::fp8_mixed, f.fp8_scaling = Fp8Scaling::rowwise;
     out.push_back({"fp8_rowwise_fsdp", "llama-3-8b", "h100-sxm-80gb", f});
+    // The "Framework" control (--framework). nanotron judges its caching-allocator pool: this
+    // plan's verdict is "may not fit", with the range the pool can take (audit finding: the
+    // explorer always modelled megatron and said "Fits — 22.41 GiB free").
+    Plan n;
+    n.seq = 4096, n.dp = 8, n.tp = 2, n.zero = ZeroStage{1}, n.mbs = 8, n.recompute = Recompute::full;
+    n.precision = Precision::bf16_mixed_fp32_grads;
+    out.push_back({"nanotron_may_not_fit", "llama-3-8b", "h100-sxm-80gb", n, "nanotron"});
+    Plan r;  // the runtime's own profile: the plans `preflight run` executes
+    r.seq = 1024, r.mbs = 8, r.dp = 2, r.zero = ZeroStage{1};
+    out.push_back({"runtime_profile", "gpt2-medium", "h200-sxm-141gb", r, "preflight-runtime"});
     return out;
 }
 
@@ -122,6 +133,7 @@ private slots:
         // Drive the widgets one by one, as a user would (intermediate states may be invalid).
         select_data(child<QComboBox>(w, "model"), QString(c.model));
         select_data(child<QComboBox>(w, "gpu"), QString(c.gpu));
+        select_data(child<QComboBox>(w, "framework"), QString(c.framework));
         child<QSpinBox>(w, "seq")->setValue(static_cast<int>(c.plan.seq));
         child<QSpinBox>(w, "mbs")->setValue(static_cast<int>(c.plan.mbs));
         child<QSpinBox>(w, "gradAcc")->setValue(static_cast<int>(c.plan.grad_acc));
@@ -143,7 +155,7 @@ private slots:
 
         // The CLI binary, same plan.
         QString err;
-        const json cli = test::cli_memory(c.model, c.gpu, c.plan, &err);
+        const json cli = test::cli_memory(c.model, c.gpu, c.plan, &err, QString(c.framework));
         QVERIFY2(err.isEmpty(), qPrintable(err));
         // And the library call the CLI makes.
         const json lib = explorer.memoryDocument();
@@ -166,8 +178,12 @@ private slots:
         QCOMPARE(m->index(8, BreakdownModel::PredictedBytes).data().toString(), groupDigits(peak));
         QVERIFY(child<QLabel>(w, "peakLabel")->text().contains(formatBytes(peak)));
         QVERIFY(child<QLabel>(w, "phaseLabel")->text().contains(QString::fromStdString(mem["peak_phase"].get<std::string>())));
-        const bool fits = mem["fits"].get<bool>();
-        QCOMPARE(child<QLabel>(w, "verdictLabel")->text().startsWith("OOM"), !fits);
+        const QString verdict = child<QLabel>(w, "verdictLabel")->text();
+        const std::string cli_verdict = mem["verdict"].get<std::string>();
+        QCOMPARE(verdict.startsWith("Does not fit"), cli_verdict == "does-not-fit");
+        QCOMPARE(verdict.startsWith("May not fit"), cli_verdict == "may-not-fit");
+        QCOMPARE(verdict.startsWith("Fits"), cli_verdict == "fits");
+        if (std::string(c.name) == "nanotron_may_not_fit") QCOMPARE(cli_verdict, std::string("may-not-fit"));
         QCOMPARE(child<QLabel>(w, "globalBatch")->text(),
                  groupDigits(cli["plan"]["global_batch_tokens"].get<qint64>()) + " tokens");
 

@@ -229,6 +229,17 @@ private slots:
         QVERIFY(done.wait(120000));
         QVERIFY(c->rowCount() > 0);
         for (const auto& row : c->rows()) QCOMPARE(row.plan.fp8_scaling, Fp8Scaling::rowwise);
+        // Audit finding: rows stayed after the model changed, so a double-click loaded a plan
+        // searched for another model. A new model, GPU or framework clears them, and says so.
+        QSignalSpy cleared(explorer_.get(), &Explorer::searchCleared);
+        QVERIFY(explorer_->setPlan(p));  // same set-up: kept
+        QVERIFY(c->rowCount() > 0);
+        QCOMPARE(cleared.count(), 0);
+        QVERIFY(explorer_->setModel("llama-3.2-1b"));
+        QCOMPARE(cleared.count(), 1);
+        QCOMPARE(c->rowCount(), 0);
+        QVERIFY2(explorer_->searchSummary().contains("llama-3-8b | h100-sxm-80gb | megatron"),
+                 qPrintable(explorer_->searchSummary()));
     }
 };
 

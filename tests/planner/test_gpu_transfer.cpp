@@ -196,8 +196,10 @@ TEST(GpuSpecEfficiency, WritesWhatTheLoaderReadsAndRefusesValuesOutOfRange) {
         return std::string();
     };
     EXPECT_NE(error_for("gemm_max_fraction_of_peak", 1.5).find("efficiency.gemm_max_fraction_of_peak"), std::string::npos);
-    EXPECT_NE(error_for("gemm_max_fraction_of_peak", 1.5).find("(0, 1]"), std::string::npos);
-    EXPECT_NE(error_for("gemm_max_fraction_of_peak", 0).find("(0, 1]"), std::string::npos);
+    EXPECT_NE(error_for("gemm_max_fraction_of_peak", 1.5).find("in [0.01, 1]"), std::string::npos);
+    EXPECT_NE(error_for("gemm_max_fraction_of_peak", 0).find("in [0.01, 1]"), std::string::npos);
+    EXPECT_NE(error_for("gemm_max_fraction_of_peak", 0.009).find("in [0.01, 1]"), std::string::npos);
+    EXPECT_EQ(error_for("gemm_max_fraction_of_peak", 0.01), "");
     EXPECT_NE(error_for("layer_launch_overhead_s", -0.001).find("[0, 1]"), std::string::npos);
     EXPECT_EQ(error_for("layer_launch_overhead_s", 0), "");  // zero allowed: no host floor
 }
