@@ -1,10 +1,13 @@
 #include "item_models.hpp"
 
+#include <cmath>
+
 #include <QBrush>
 #include <QColor>
 #include <QFont>
 
 #include "explorer.hpp"
+#include "preflight/planner/extensions.hpp"
 #include "preflight/planner/format.hpp"
 #include "units.hpp"
 
@@ -315,13 +318,25 @@ QVariant CandidatesModel::data(const QModelIndex& index, int role) const {
         case Precision: value = static_cast<int>(p.precision); text = sv(to_string(p.precision)); break;
         case Mbs: value = QVariant::fromValue<qint64>(p.mbs); break;
         case GradAcc: value = QVariant::fromValue<qint64>(p.grad_acc); break;
+        case Batch:
+            value = c.batch_error;
+            text = std::abs(c.batch_error) < 5e-5 ? QStringLiteral("exact")
+                                                  : QString::asprintf("%+.2f %%", 100.0 * c.batch_error);
+            break;
+        case Verdict: value = c.verdict; break;
+        case Also: {
+            const QString ext = QString::fromStdString(extension_flags(p)).trimmed();
+            value = ext;
+            text = ext.isEmpty() ? QStringLiteral("-") : ext;
+            break;
+        }
         case Peak: value = QVariant::fromValue<qint64>(c.peak_bytes); text = formatBytes(c.peak_bytes); break;
         case Free:
             value = QVariant::fromValue<qint64>(c.capacity_bytes - c.peak_bytes);
             text = formatBytes(c.capacity_bytes - c.peak_bytes);
             break;
         case StepTime: value = c.step_time_s; text = formatSeconds(c.step_time_s); break;
-        case TokensPerS: value = c.tokens_per_s; text = QString::number(c.tokens_per_s, 'f', 0) + " tok/s"; break;
+        case TokensPerS: value = c.tokens_per_s; text = groupDigits(std::llround(c.tokens_per_s)) + " tok/s"; break;
         case Mfu: value = c.mfu; text = QString::number(100.0 * c.mfu, 'f', 1) + " %"; break;
     }
     switch (role) {
@@ -352,8 +367,8 @@ QVariant CandidatesModel::data(const QModelIndex& index, int role) const {
 
 QVariant CandidatesModel::headerData(int section, Qt::Orientation o, int role) const {
     if (o != Qt::Horizontal || role != Qt::DisplayRole || section < 0 || section >= ColumnCount) return {};
-    static const char* names[] = {"Rank", "dp", "tp", "pp", "SP", "ZeRO", "Recompute", "Precision", "mbs",
-                                  "grad_acc", "Peak", "Free", "Step time", "Throughput", "MFU"};
+    static const char* names[] = {"Rank", "dp", "tp", "pp", "SP", "ZeRO", "Recompute", "Precision", "mbs", "grad_acc",
+                                  "Batch vs target", "Peak", "Free", "Verdict", "Step time", "Throughput", "MFU", "Also"};
     return QString::fromUtf8(names[section]);
 }
 

@@ -126,13 +126,17 @@ struct CandidateRow {
     double step_time_s = 0;
     double tokens_per_s = 0;
     double mfu = 0;
+    double batch_error = 0;  // (tokens per step - target) / target
+    QString verdict;         // memory_verdict: fits | may-not-fit | does-not-fit
 };
 
 class CandidatesModel : public QAbstractTableModel {
     Q_OBJECT
 public:
-    enum Column { Rank, Dp, Tp, Pp, Sp, Zero, Recompute, Precision, Mbs, GradAcc, Peak, Free, StepTime,
-                  TokensPerS, Mfu, ColumnCount };
+    // Batch, Verdict and Also as the CLI's table has them (batch vs target, the verdict, the
+    // extension flags: a row with --ep 2 no longer looks the same as one without).
+    enum Column { Rank, Dp, Tp, Pp, Sp, Zero, Recompute, Precision, Mbs, GradAcc, Batch, Peak, Free, Verdict, StepTime,
+                  TokensPerS, Mfu, Also, ColumnCount };
     using QAbstractTableModel::QAbstractTableModel;
 
     void setRows(std::vector<CandidateRow> rows);

@@ -11,6 +11,7 @@
 #include "explorer.hpp"
 #include "item_models.hpp"
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/extensions.hpp"
 #include "run_report.hpp"
 #include "units.hpp"
 
@@ -215,6 +216,15 @@ private slots:
         }
         QCOMPARE(proxy_->rowCount(), c->rowCount());
         QVERIFY(explorer_->rejectedModel()->rowCount() >= 0);
+        // The CLI table's columns: batch vs target, verdict, extension flags.
+        for (int row = 0; row < c->rowCount(); ++row) {
+            QCOMPARE(c->index(row, CandidatesModel::Batch).data().toString(), QString("exact"));  // 2^20 reached
+            QCOMPARE(c->index(row, CandidatesModel::Verdict).data().toString(), QString("fits"));
+            const std::string ext = extension_flags(c->rows()[static_cast<std::size_t>(row)].plan);
+            QCOMPARE(c->index(row, CandidatesModel::Also).data().toString(),
+                     ext.empty() ? QString("-") : QString::fromStdString(ext).trimmed());
+        }
+        QCOMPARE(c->headerData(CandidatesModel::Also, Qt::Horizontal).toString(), QString("Also"));
         // A second search replaces the rows (reset under the tester).
         explorer_->startSearch(16, 1 << 21);
         QVERIFY(done.wait(120000));
