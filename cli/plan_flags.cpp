@@ -158,7 +158,7 @@ void add_framework_flag(CLI::App& app, PlanFlags& f) {
                    "its verdict uses the reserved pool + CUDA context/NCCL). Attention runs at the GPU spec's "
                    "fused-kernel figure under megatron (TransformerEngine), at its FlashAttention-2 figure under the "
                    "others")
-        ->check(CLI::IsMember({"megatron", "nanotron", "torchtitan", "deepspeed", "preflight-runtime", "pytorch"}));
+        ->check(CLI::IsMember(framework_names()));
     app.add_option("--host-pace", f.host_pace,
                    "expected (default: what the profile's host-pace model predicts from the layout; nanotron on the "
                    "H100 sweep: waits from about 40 nodes, from 9 nodes when tp spans 4 nodes inside a pipeline, "

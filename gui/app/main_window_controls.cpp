@@ -242,10 +242,7 @@ void MainWindow::connectControls() {
 
 bool MainWindow::selectFramework(const QString& name) {
     const int i = framework_->findData(name);
-    if (i < 0) {
-        onError(QStringLiteral("--framework: unknown framework '%1' (%2)").arg(name, Explorer::frameworks().join(", ")));
-        return false;
-    }
+    if (i < 0) return explorer_->setFramework(name);  // refused: the explorer's message, in the banner
     framework_->setCurrentIndex(i);  // evaluates through the combo's signal
     return explorer_->framework() == name;
 }

@@ -165,10 +165,7 @@ bool Explorer::setAll(const QString& model_spec, const QString& gpu_spec, const 
     return evaluate();
 }
 
-QStringList Explorer::frameworks() {
-    return {QStringLiteral("megatron"), QStringLiteral("nanotron"), QStringLiteral("torchtitan"),
-            QStringLiteral("deepspeed"), QStringLiteral("preflight-runtime"), QStringLiteral("pytorch")};
-}
+QStringList Explorer::frameworks() { return to_qt(framework_names()); }
 
 bool Explorer::setFramework(const QString& name) {
     if (!profile_by_name(name.toStdString())) {

@@ -100,6 +100,10 @@ FrameworkProfile pytorch_profile() {
     return p;
 }
 
+std::vector<std::string> framework_names() {
+    return {"megatron", "nanotron", "torchtitan", "deepspeed", "preflight-runtime", "pytorch"};
+}
+
 std::optional<FrameworkProfile> profile_by_name(std::string_view name) {
     if (name == "megatron") return FrameworkProfile{};
     if (name == "preflight-runtime") return runtime_profile();

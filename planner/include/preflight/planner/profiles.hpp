@@ -6,7 +6,9 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "preflight/planner/memory.hpp"
 
@@ -109,6 +111,8 @@ FrameworkProfile pytorch_profile();
 inline constexpr std::int64_t kTorchBlockBytes = 512;
 inline constexpr std::int64_t kTorchSegmentBytes = 2 * kMiB;
 
+// The names profile_by_name takes (--framework), the default "megatron" first.
+std::vector<std::string> framework_names();
 // Profile by name ("megatron" = the default, "preflight-runtime", "pytorch", "nanotron",
 // "torchtitan", "deepspeed"; frameworks.hpp); nullopt if unknown.
 std::optional<FrameworkProfile> profile_by_name(std::string_view name);
