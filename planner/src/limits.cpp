@@ -3,6 +3,8 @@
 #include "preflight/planner/limits.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "preflight/planner/checked.hpp"
@@ -19,6 +21,67 @@ std::string str(std::int64_t v) { return std::to_string(v); }
 void at_most(const char* subject, std::int64_t v, std::int64_t bound, const char* bound_name) {
     if (v > bound)
         throw InputError(subject, str(v) + " exceeds the limit " + bound_name + " = " + str(bound));
+}
+
+// Layer units (one layer's activations of one micro-batch) the busiest stage holds at its
+// peak, an upper bound for every schedule and stage split the memory model builds.
+long double held_layer_units_bound(const Plan& p, const ModelConfig& m) {
+    using LD = long double;
+    const LD layers = static_cast<LD>(m.layers), pp = static_cast<LD>(p.pp), mb = static_cast<LD>(p.grad_acc);
+    // nanotron's compute-cost split (pipeline_split.cpp) gives a stage at most its 1/pp share of
+    // the cost of every layer plus the head, in layer costs, and one block more; the even split less.
+    const LD layer_cost = 4.0L * static_cast<LD>(m.heads) * static_cast<LD>(m.head_dim) * static_cast<LD>(m.hidden) +
+                          3.0L * static_cast<LD>(m.ffn_hidden) * static_cast<LD>(m.hidden);
+    const LD head_in_layers = static_cast<LD>(m.vocab) * static_cast<LD>(m.hidden) / std::max(layer_cost, 1.0L);
+    const LD stage_layers = std::min(layers, (layers + std::min(head_in_layers, layers)) / pp + 2.0L);
+    switch (p.pp_schedule) {
+        // GPipe holds every micro-batch (Huang et al. 2019); 1F1B at most pp (Narayanan et al. 2021, sec. 2.2).
+        case PpSchedule::gpipe: return mb * stage_layers;
+        case PpSchedule::one_f_one_b: return std::min(pp, mb) * stage_layers;
+        case PpSchedule::interleaved: {
+            // pipeline_schedule.cpp: at most (pp - 1) * 2 + (vpp - 1) * pp + 1 < pp * (vpp + 1) chunk
+            // micro-batches of (layers + 2) / (pp * vpp) layers each. A vpp beyond the layers is
+            // refused after this check (plan_extensions.cpp), so it is clamped here.
+            const LD vpp = static_cast<LD>(std::clamp<std::int64_t>(p.vpp, 1, m.layers));
+            return std::min(pp * (vpp + 1.0L), mb * vpp) * std::ceil((layers + 2.0L) / (pp * vpp));
+        }
+    }
+    return mb * layers;
+}
+
+// Upper bound (in long double, which cannot overflow here) on every byte figure the memory
+// model forms, term by term with generous per-element coefficients: each saved tensor is at
+// most 8 bytes per element, each score-sized one (softmax, masks, eager transients) counted 32
+// times. When this bound is below kMaxBytes (2^60), no int64 intermediate of the memory model
+// can overflow.
+void check_activation_bound(const Plan& p, const ModelConfig& m) {
+    using LD = long double;
+    const LD s = static_cast<LD>(p.seq), b = static_cast<LD>(p.mbs), sb = s * b;
+    const LD ept = static_cast<LD>(std::max<std::int64_t>(m.experts_per_token, 1));
+    const LD width_per_token = 64.0L * (static_cast<LD>(m.hidden) + static_cast<LD>(m.q_width()) +
+                                        2.0L * static_cast<LD>(m.kv_width()) + static_cast<LD>(m.experts) +
+                                        ept * static_cast<LD>(m.ffn_hidden));
+    const LD scores_per_token = 32.0L * static_cast<LD>(m.heads) * s;
+    const LD vocab_padded = static_cast<LD>(m.vocab) + 1024.0L * static_cast<LD>(p.tp);
+    // Expert-parallel all-to-all buffers: routed tokens (top-k, capacity factor <= 64) of
+    // width hidden, sent and received, <= 8 bytes each.
+    const LD all_to_all = sb * ept * 64.0L * static_cast<LD>(m.hidden) * 16.0L;
+    const LD units = held_layer_units_bound(p, m);
+    const LD bound_bytes = units * sb * (width_per_token + scores_per_token) +
+                           sb * (16.0L * vocab_padded + 64.0L * static_cast<LD>(m.hidden)) + all_to_all;
+    if (bound_bytes <= static_cast<LD>(kMaxBytes)) return;
+    // Name the flag that drives the figure: GPipe's micro-batches when they outnumber the
+    // stages, a sequence whose score matrix dominates, else the micro-batch (tokens = seq x mbs).
+    const bool gpipe_batches = p.pp_schedule == PpSchedule::gpipe && p.grad_acc > p.pp;
+    const bool scores = scores_per_token > width_per_token;
+    const char* flag = gpipe_batches ? "--grad-acc" : scores ? "--seq" : "--mbs";
+    char eib[32];
+    std::snprintf(eib, sizeof eib, "%.3Lg", bound_bytes / static_cast<LD>(kMaxBytes));
+    throw InputError(flag, "seq " + str(p.seq) + " x mbs " + str(p.mbs) + " of " + m.name + " (grad_acc " +
+                               str(p.grad_acc) + ", pp " + str(p.pp) + ") can hold up to " + eib +
+                               " EiB of activations and buffers per GPU (a conservative bound), beyond the 2^60 B "
+                               "(1 EiB) the memory model counts in: reduce " +
+                               flag + (gpipe_batches ? " (GPipe holds every micro-batch)" : ""));
 }
 
 }  // namespace
@@ -65,35 +128,7 @@ void check_plan(const Plan& p, const ModelConfig& m) {
     at_most("--seq x --mbs x --grad-acc x --dp (global batch in tokens)", tokens, kMaxGlobalBatchTokens,
             "kMaxGlobalBatchTokens");
 
-    // Upper bound (in long double, which cannot overflow here) on every byte figure the
-    // memory model forms, term by term with generous per-element coefficients: each
-    // saved tensor is at most 8 bytes per element, each score-sized one (softmax,
-    // masks, eager transients) counted 32 times. When this bound is below kMaxBytes
-    // (2^60), no int64 intermediate of the memory model can overflow.
-    using LD = long double;
-    const LD s = static_cast<LD>(p.seq), b = static_cast<LD>(p.mbs), sb = s * b;
-    const LD ept = static_cast<LD>(std::max<std::int64_t>(m.experts_per_token, 1));
-    const LD per_token_layer = 64.0L * (static_cast<LD>(m.hidden) + static_cast<LD>(m.q_width()) +
-                                        2.0L * static_cast<LD>(m.kv_width()) + static_cast<LD>(m.experts) +
-                                        ept * static_cast<LD>(m.ffn_hidden)) +
-                               32.0L * static_cast<LD>(m.heads) * s;
-    const LD layer = sb * per_token_layer;
-    const LD in_flight = static_cast<LD>(std::min(p.pp, p.grad_acc));
-    const LD vocab_padded = static_cast<LD>(m.vocab) + 1024.0L * static_cast<LD>(p.tp);
-    // Expert-parallel all-to-all buffers: routed tokens (top-k, capacity factor <= 64) of
-    // width hidden, sent and received, <= 8 bytes each.
-    const LD all_to_all = sb * ept * 64.0L * static_cast<LD>(m.hidden) * 16.0L;
-    const LD activations = static_cast<LD>(m.layers) * layer * in_flight +
-                           sb * (16.0L * vocab_padded + 64.0L * static_cast<LD>(m.hidden)) + all_to_all;
-    if (activations > static_cast<LD>(kMaxBytes)) {
-        // Name the flag that drives the figure: a sequence whose score matrix dominates,
-        // else the micro-batch (tokens per micro-batch = seq x mbs).
-        const bool scores = 32.0L * static_cast<LD>(m.heads) * s > per_token_layer / 2;
-        throw InputError(scores ? "--seq" : "--mbs",
-                         "seq " + str(p.seq) + " x mbs " + str(p.mbs) + " of " + m.name +
-                             " needs more than kMaxBytes = 2^60 B (1 EiB) of activations and buffers per GPU: reduce " +
-                             (scores ? "--seq" : "--mbs"));
-    }
+    check_activation_bound(p, m);
 }
 
 }  // namespace preflight::limits

@@ -152,6 +152,38 @@ TEST(Limits, LoraAdaptersBeyondTheParameterBoundAreNamed) {
     EXPECT_EQ(error_of([&] { validate_plan(p, mixtral); }), "");
 }
 
+TEST(Limits, TheByteBoundCountsTheLayersAndMicroBatchesOneStageHolds) {
+    // A 405B-shaped model (hidden 16,384, 126 layers, ffn 53,248). Under GPipe over 2 stages at
+    // seq 4,096 and 2^28 micro-batches (2^40 tokens), stage 0 holds 2^28 x 63 layers x about
+    // 34 x 16,384 B per token (Korthikanti et al. 2022, eq. 1) x 4,096 tokens ~ 2^65 B: the
+    // int64 sum wrapped to a plausible 901 TiB-sized figure. Now it is refused naming --grad-acc.
+    const ModelConfig big = test::llama_model(16384, 126, 128, 8, 53248, 128256, 131072);
+    Plan p;
+    p.seq = 4096;
+    p.pp = 2;
+    p.grad_acc = std::int64_t{1} << 28;
+    p.pp_schedule = PpSchedule::gpipe;
+    const std::string e = error_of([&] { validate_plan(p, big); });
+    EXPECT_EQ(e.rfind("--grad-acc", 0), 0u) << e;
+    EXPECT_NE(e.find("2^60"), std::string::npos) << e;
+    // 1F1B holds at most pp = 2 micro-batches: about 2 x 63 x 34 x 16,384 x 4,096 B ~ 0.3 TB.
+    p.pp_schedule = PpSchedule::one_f_one_b;
+    EXPECT_EQ(error_of([&] { validate_plan(p, big); }), "");
+
+    // 9.9e14 parameters over 4,096 stages of one layer each: a stage holds at most 4,096 micro-batches
+    // of one layer however many there are. The bound counted every layer of the model per
+    // micro-batch in flight and refused grad_acc >= 373 as over 1 EiB.
+    const ModelConfig near = test::llama_model(131072, 4096, 1024, 8, 524288, 1 << 24, 1 << 27);
+    Plan q;
+    q.seq = 4096;
+    q.tp = 8;
+    q.pp = 4096;
+    q.sp = true;
+    q.recompute = Recompute::full;
+    q.grad_acc = 100000;
+    EXPECT_EQ(error_of([&] { validate_plan(q, near); }), "");
+}
+
 TEST(Limits, ExpertAllToAllBuffersBeyondTheByteBoundAreNamed) {
     // One layer of 4,096 experts, top-4,096 routing, width 2^20, at seq 2^24: the routed tokens
     // 2^24 x 4,096 x capacity 64 = 2^42, times 2^20 x 2 bytes x 2 (sent + received) = 2^64 B,
