@@ -126,17 +126,19 @@ nlohmann::json throughput_json(const Throughput& t) {
 }
 
 nlohmann::json lr_json(const LrAdvice& a) {
+    // Token counts are whole numbers (lr_advice refuses a fractional base batch; --gbs-tokens is an integer).
     return {{"base_lr", a.base_lr},
-            {"base_batch_tokens", a.base_batch_tokens},
-            {"batch_tokens", a.batch_tokens},
+            {"base_batch_tokens", static_cast<std::int64_t>(a.base_batch_tokens)},
+            {"batch_tokens", static_cast<std::int64_t>(a.batch_tokens)},
             {"ratio", a.ratio},
             {"linear", {{"lr", a.linear.lr}, {"source", a.linear.source}}},
             {"square_root", {{"lr", a.square_root.lr}, {"source", a.square_root.source}}},
             {"preferred_rule", a.preferred},
             {"warmup_steps", a.warmup_steps},
-            {"warmup_tokens", a.warmup_tokens},
+            {"warmup_tokens", static_cast<std::int64_t>(a.warmup_tokens)},
             {"warmup_source", a.warmup_source},
-            {"caveat", a.caveat}};
+            {"caveat", a.caveat},
+            {"warnings", a.warnings}};
 }
 
 // The header lines: model, GPUs, target batch, memory limit, search size, constants' source.
@@ -279,13 +281,14 @@ void print_lr_advice(const SearchRequest& req, const std::optional<LrAdvice>& lr
     if (!lr) return;
     std::cout << "\n# learning rate for " << group_digits(static_cast<std::int64_t>(lr->batch_tokens))
               << " tokens per step from " << lr->base_lr << " at " << group_digits(static_cast<std::int64_t>(lr->base_batch_tokens))
-              << " (rules of thumb, not guarantees)\n";
+              << " tokens per step (rules of thumb, not guarantees)\n";
     std::cout << "linear rule:       " << lr->linear.lr << "   [" << lr->linear.source << "]\n";
     std::cout << "square-root rule:  " << lr->square_root.lr << "   [" << lr->square_root.source << "]\n";
     std::cout << "suggested rule:    " << lr->preferred << " (for " << to_string(req.pins.optimizer.value_or(Optimizer::adamw))
               << ")\n";
     std::cout << "warm-up:           " << group_digits(lr->warmup_steps) << " steps   [" << lr->warmup_source << "]\n";
     std::cout << "# " << lr->caveat << "\n";
+    for (const std::string& w : lr->warnings) std::cout << "# warning: " << w << "\n";
 }
 
 void print_table(const PlanCommandState& st, const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& req,

@@ -4,12 +4,35 @@
 #include <cmath>
 
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/format.hpp"
 #include "preflight/planner/limits.hpp"
 
 namespace preflight {
 
 namespace {
 constexpr double kMaxBaseLr = 1e3;
+// Goyal et al. 2017 checked the linear rule from 256 to 8,192 images per batch: 32x.
+constexpr double kCheckedBatchRatio = 32.0;
+// Adam-type: above every learning rate of GPT-3's table (at most 6.0e-4, Brown et al. 2020,
+// Table 2.1) by more than 16x. SGD: Goyal et al. 2017 reached 0.1 x 32 = 3.2.
+constexpr double kHighAdamLr = 1e-2;
+constexpr double kHighSgdLr = 10.0;
+
+std::vector<std::string> lr_warnings(const LrAdvice& a, Optimizer optimizer) {
+    std::vector<std::string> w;
+    if (a.ratio > kCheckedBatchRatio || a.ratio < 1.0 / kCheckedBatchRatio)
+        w.push_back("the target batch is " + format_real(a.ratio) +
+                    " x the base batch; the linear rule was checked up to 32 x (Goyal et al. 2017, 256 to 8,192 "
+                    "images): measure a short run at the new batch");
+    const double lr = a.preferred == "linear" ? a.linear.lr : a.square_root.lr;
+    const bool adam = optimizer == Optimizer::adamw;
+    if (lr > (adam ? kHighAdamLr : kHighSgdLr))
+        w.push_back("the " + a.preferred + " rule gives " + format_real(lr) +
+                    (adam ? ", more than 16 x GPT-3's largest Adam learning rate (6.0e-4, Brown et al. 2020, Table 2.1)"
+                          : ", beyond the 3.2 Goyal et al. 2017 reached with SGD") +
+                    ": check --base-lr and --base-batch");
+    return w;
+}
 }  // namespace
 
 LrAdvice lr_advice(double base_lr, double base_batch_tokens, double batch_tokens, Optimizer optimizer) {
@@ -44,6 +67,7 @@ LrAdvice lr_advice(double base_lr, double base_batch_tokens, double batch_tokens
                       "(Touvron et al. 2023)";
     a.caveat = "rules of thumb, not guarantees: both rules break down beyond the critical batch size "
                "(McCandlish et al. 2018); tune around these values";
+    a.warnings = lr_warnings(a, optimizer);
     return a;
 }
 

@@ -173,3 +173,21 @@ TEST(LrAdvice, LinearAndSquareRootRules) {
     }
     EXPECT_NO_THROW((void)lr_advice(3e-4, std::pow(2.0, 40), 1 << 22, Optimizer::adamw));
 }
+
+TEST(LrAdvice, WarnsBeyondWhereTheRulesWereChecked) {
+    // 4x the batch from 3e-4 (AdamW): square root 6e-4, nothing to warn about.
+    EXPECT_TRUE(lr_advice(3e-4, 1 << 20, 1 << 22, Optimizer::adamw).warnings.empty());
+    // 32x is Goyal et al.'s own range (256 to 8,192 images): 0.1 -> 3.2 under SGD, no warning.
+    EXPECT_TRUE(lr_advice(0.1, 256, 8192, Optimizer::sgd).warnings.empty());
+    // 64x the batch: beyond 32x; square root 8 x 3e-4 = 2.4e-3 stays under 0.01.
+    const LrAdvice wide = lr_advice(3e-4, 1 << 16, 1 << 22, Optimizer::adamw);
+    ASSERT_EQ(wide.warnings.size(), 1u);
+    EXPECT_NE(wide.warnings[0].find("64 x the base batch"), std::string::npos) << wide.warnings[0];
+    // The audit's case: 1,000 at one token to 4,194,304 tokens, square root 2,048,000.
+    const LrAdvice absurd = lr_advice(1000, 1, 1 << 22, Optimizer::adamw);
+    ASSERT_EQ(absurd.warnings.size(), 2u);
+    EXPECT_NE(absurd.warnings[1].find("2.048e+06"), std::string::npos) << absurd.warnings[1];
+    // 2e-3 at 4x: square root 4e-3 < 0.01; 4e-3 at 16x: 1.6e-2 > 0.01.
+    EXPECT_TRUE(lr_advice(2e-3, 1 << 20, 1 << 22, Optimizer::adamw).warnings.empty());
+    EXPECT_EQ(lr_advice(4e-3, 1 << 20, 1 << 24, Optimizer::adamw).warnings.size(), 1u);
+}

@@ -27,6 +27,7 @@ struct LrAdvice {
     double warmup_tokens = 0;
     std::string warmup_source;
     std::string caveat;            // "rules of thumb, not guarantees"
+    std::vector<std::string> warnings;  // a batch change or a rate beyond where the rules were checked
 };
 
 // Throws InputError naming --base-lr / --base-batch for non-positive values.
