@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "calibrate_external.hpp"
 #include "commands.hpp"
@@ -25,6 +26,34 @@ struct CalibrateState {
     bool gpu_given = false, no_memory = false;
 };
 
+// The GPU spec with the fitted constants and their provenance, checked (bounded, and it loads).
+nlohmann::json fitted_runtime_spec(const CalibrateState& st, const std::filesystem::path& data,
+                                   const validation::CalibrationResult& r) {
+    std::filesystem::path spec_path = st.gpu;
+    if (spec_path.extension() != ".json") spec_path = data / "gpus" / (st.gpu + ".json");
+    char b[512];
+    std::snprintf(b, sizeof b,
+                  "fitted by `preflight calibrate %s --gpu %s --source %s` from %d training runs (%d held out: "
+                  "FNV-1a(id) mod 4 == 0); held-out step-time error p50 %.2f %% -> %.2f %%, max %.2f %% -> %.2f %%",
+                  st.dir.c_str(), st.gpu.c_str(), st.source.c_str(), r.train_runs, r.held_out_runs,
+                  100 * r.step_held_before.p50, 100 * r.step_held_after.p50, 100 * r.step_held_before.max,
+                  100 * r.step_held_after.max);
+    std::string provenance = b;
+    if (r.target == validation::CalibrationTarget::runtime) {
+        std::snprintf(b, sizeof b,
+                      "; held-out driver-measured device peak error p50 %.2f %% -> %.2f %%, max %.2f %% -> %.2f %%; "
+                      "overhead_bytes: median non-tensor device memory of %d training runs; pool slack: median of %d "
+                      "training runs with full recompute",
+                      100 * r.device_peak_held_before.p50, 100 * r.device_peak_held_after.p50,
+                      100 * r.device_peak_held_before.max, 100 * r.device_peak_held_after.max, r.overhead_runs,
+                      r.pool_slack_runs);
+        provenance += b;
+    }
+    const auto spec = validation::calibrated_spec(read_json_file(spec_path, "--gpu"), r, provenance);
+    validation::check_fitted_spec(spec, "--write-spec " + st.write_spec);  // bounded, and it loads
+    return spec;
+}
+
 int run_calibrate(const CalibrateState& st) {
     if (!st.write_spec.empty()) check_output_file(st.write_spec, "--write-spec");  // before any work
     const auto data = data_dir_of(st.data_dir);
@@ -38,34 +67,16 @@ int run_calibrate(const CalibrateState& st) {
     const validation::CalibrationResult r = validation::calibrate(
         runs, gpu, st.source == validation::kSourceRuntime ? validation::CalibrationTarget::runtime
                                                            : validation::CalibrationTarget::generic);
+    // Refused before anything is printed.
+    check_fit_quality(st.dir, r.step_held_before.p50, r.step_held_after.p50, st.write_spec);
+    std::optional<nlohmann::json> spec;
+    if (!st.write_spec.empty()) spec = fitted_runtime_spec(st, data, r);
     if (st.format == "json")
         std::cout << validation::calibration_to_json(r).dump(2) << "\n";
     else
         std::cout << validation::calibration_table(r);
-    if (!st.write_spec.empty()) {
-        std::filesystem::path spec_path = st.gpu;
-        if (spec_path.extension() != ".json") spec_path = data / "gpus" / (st.gpu + ".json");
-        char b[512];
-        std::snprintf(b, sizeof b,
-                      "fitted by `preflight calibrate %s --gpu %s --source %s` from %d training runs (%d held out: "
-                      "FNV-1a(id) mod 4 == 0); held-out step-time error p50 %.2f %% -> %.2f %%, max %.2f %% -> %.2f %%",
-                      st.dir.c_str(), st.gpu.c_str(), st.source.c_str(), r.train_runs, r.held_out_runs,
-                      100 * r.step_held_before.p50, 100 * r.step_held_after.p50, 100 * r.step_held_before.max,
-                      100 * r.step_held_after.max);
-        std::string provenance = b;
-        if (r.target == validation::CalibrationTarget::runtime) {
-            std::snprintf(b, sizeof b,
-                          "; held-out driver-measured device peak error p50 %.2f %% -> %.2f %%, max %.2f %% -> %.2f %%; "
-                          "overhead_bytes: median non-tensor device memory of %d training runs; pool slack: median of %d "
-                          "training runs with full recompute",
-                          100 * r.device_peak_held_before.p50, 100 * r.device_peak_held_after.p50,
-                          100 * r.device_peak_held_before.max, 100 * r.device_peak_held_after.max, r.overhead_runs,
-                          r.pool_slack_runs);
-            provenance += b;
-        }
-        const auto spec = validation::calibrated_spec(read_json_file(spec_path, "--gpu"), r, provenance);
-        validation::check_fitted_spec(spec, "--write-spec " + st.write_spec);  // bounded, and it loads
-        runtime::write_file_atomic(st.write_spec, spec.dump(2) + "\n");
+    if (spec) {
+        runtime::write_file_atomic(st.write_spec, spec->dump(2) + "\n");
         std::cerr << "preflight calibrate: wrote " << st.write_spec << "\n";
     }
     return kExitOk;

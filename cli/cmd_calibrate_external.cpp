@@ -1,5 +1,6 @@
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include "calibrate_external.hpp"
 #include "commands.hpp"
@@ -23,7 +24,47 @@ std::string pct(double x) {
     return b;
 }
 
+// The GPU spec with the step-time constants fitted on every job of `d` and their provenance,
+// checked (bounded, and it loads) before anything is printed or written.
+nlohmann::json fitted_external_spec(const validation::ExternalDataset& d, const validation::ThroughputGate& g,
+                                    const CalibrateExternalOptions& o) {
+    std::filesystem::path spec_path = o.gpu.empty() ? d.gpu : o.gpu;
+    if (spec_path.extension() != ".json") spec_path = o.data_dir / "gpus" / (spec_path.string() + ".json");
+    nlohmann::json spec = read_json_file(spec_path, "--gpu");
+    nlohmann::json e = efficiency_to_json(g.cv.full_fit);
+    std::string folds;
+    for (std::size_t k = 0; k < g.cv.fold_held_out.size(); ++k)
+        folds += (k ? ", " : "") + (g.cv.fold_held_out[k].n == 0 ? std::string("no job (no family fell in it)")
+                                                                    : pct(g.cv.fold_held_out[k].p50) + "/" +
+                                                                          pct(g.cv.fold_held_out[k].p95));
+    e["provenance"] = "fitted by `preflight calibrate` on " + utc_now("%Y-%m-%d") + " from data set " + d.name + " (" +
+                      std::to_string(g.cv.held_out.n) + " ok jobs with measured tokens/s; " + d.source +
+                      "). Tokens/s per GPU |error|, " + std::to_string(g.cv.folds) +
+                      "-fold cross-validation grouped by model/tp/pp family (" + std::to_string(g.cv.families) +
+                      " families): held out P50 " + pct(g.cv.held_out.p50) + ", P95 " + pct(g.cv.held_out.p95) +
+                      " (uncalibrated defaults: P50 " + pct(g.cv.before.p50) + ", P95 " + pct(g.cv.before.p95) +
+                      "); per fold P50/P95: " + folds +
+                      ". Constants not in the fit keep the built-in defaults; the fitted ones carry a weak "
+                      "prior toward them, so a constant these runs cannot show stays at its default.";
+    spec["efficiency"] = e;
+    drop_superseded_transfer(spec);  // this fit replaces a transferred block
+    validation::check_fitted_spec(spec, "--write-spec " + o.write_spec);
+    return spec;
+}
+
 }  // namespace
+
+void check_fit_quality(const std::string& what, double held_out_before_p50, double held_out_after_p50,
+                       const std::string& write_spec) {
+    // Half the measured figure off after fitting: the runs do not look like this GPU's training
+    // steps (another GPU, times not in seconds, degenerate rows), whatever the fit printed.
+    if (held_out_after_p50 <= kPoorFitP50) return;
+    const std::string why = what + ": the held-out step-time error is " + pct(held_out_after_p50) +
+                            " (P50) after the fit, " + pct(held_out_before_p50) +
+                            " before it: check that the runs are training steps of this GPU (--gpu) with times in seconds";
+    if (!write_spec.empty()) throw InputError("--write-spec " + write_spec, why + "; not written");
+    std::cerr << "preflight: warning: " << why << "\n";
+}
 
 int run_calibrate_external(const std::vector<std::filesystem::path>& datasets, const CalibrateExternalOptions& o) {
     std::vector<validation::ExternalDataset> sets;
@@ -60,6 +101,10 @@ int run_calibrate_external(const std::vector<std::filesystem::path>& datasets, c
             j["memory"] = validation::memory_cv_to_json(mcv);
             memory_md = validation::memory_cv_markdown(d.runs, mcv);
         }
+        // Refused before anything is printed.
+        check_fit_quality(d.name, g.cv.before.p50, g.cv.held_out.p50, o.write_spec);
+        std::optional<nlohmann::json> spec;
+        if (!o.write_spec.empty()) spec = fitted_external_spec(d, g, o);
         if (o.format == "table") {
             std::cout << "# " << d.name << " (" << d.runs.size() << " jobs, " << d.framework << " on " << gpu.name
                       << ")\n\n## tokens/s per GPU\n\n"
@@ -74,29 +119,8 @@ int run_calibrate_external(const std::vector<std::filesystem::path>& datasets, c
             if (fit_memory) std::cout << "\n## memory\n\n" << memory_md << "\n";
         }
         all.push_back(j);
-        if (!o.write_spec.empty()) {
-            std::filesystem::path spec_path = o.gpu.empty() ? d.gpu : o.gpu;
-            if (spec_path.extension() != ".json") spec_path = o.data_dir / "gpus" / (spec_path.string() + ".json");
-            nlohmann::json spec = read_json_file(spec_path, "--gpu");
-            nlohmann::json e = efficiency_to_json(g.cv.full_fit);
-            std::string folds;
-            for (std::size_t k = 0; k < g.cv.fold_held_out.size(); ++k)
-                folds += (k ? ", " : "") + (g.cv.fold_held_out[k].n == 0 ? std::string("no job (no family fell in it)")
-                                                                            : pct(g.cv.fold_held_out[k].p50) + "/" +
-                                                                                  pct(g.cv.fold_held_out[k].p95));
-            e["provenance"] = "fitted by `preflight calibrate` on " + utc_now("%Y-%m-%d") + " from data set " + d.name + " (" +
-                              std::to_string(g.cv.held_out.n) + " ok jobs with measured tokens/s; " + d.source +
-                              "). Tokens/s per GPU |error|, " + std::to_string(g.cv.folds) +
-                              "-fold cross-validation grouped by model/tp/pp family (" +
-                              std::to_string(g.cv.families) + " families): held out P50 " + pct(g.cv.held_out.p50) +
-                              ", P95 " + pct(g.cv.held_out.p95) + " (uncalibrated defaults: P50 " +
-                              pct(g.cv.before.p50) + ", P95 " + pct(g.cv.before.p95) + "); per fold P50/P95: " + folds +
-                              ". Constants not in the fit keep the built-in defaults; the fitted ones carry a weak "
-                              "prior toward them, so a constant these runs cannot show stays at its default.";
-            spec["efficiency"] = e;
-            drop_superseded_transfer(spec);  // this fit replaces a transferred block
-            validation::check_fitted_spec(spec, "--write-spec " + o.write_spec);  // bounded, and it loads
-            runtime::write_file_atomic(o.write_spec, spec.dump(2) + "\n");
+        if (spec) {
+            runtime::write_file_atomic(o.write_spec, spec->dump(2) + "\n");
             std::cerr << "preflight calibrate: wrote " << o.write_spec << "\n";
         }
     }

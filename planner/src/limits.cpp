@@ -29,11 +29,12 @@ long double held_layer_units_bound(const Plan& p, const ModelConfig& m) {
     using LD = long double;
     const LD layers = static_cast<LD>(m.layers), pp = static_cast<LD>(p.pp), mb = static_cast<LD>(p.grad_acc);
     // nanotron's compute-cost split (pipeline_split.cpp) gives a stage at most its 1/pp share of
-    // the cost of every layer plus the head, in layer costs, and one block more; the even split less.
+    // the cost of every layer plus the head, in layer costs, and one block more; the even split
+    // less. A head costlier than (pp - 1) x the layers leaves every layer on stage 0.
     const LD layer_cost = 4.0L * static_cast<LD>(m.heads) * static_cast<LD>(m.head_dim) * static_cast<LD>(m.hidden) +
                           3.0L * static_cast<LD>(m.ffn_hidden) * static_cast<LD>(m.hidden);
     const LD head_in_layers = static_cast<LD>(m.vocab) * static_cast<LD>(m.hidden) / std::max(layer_cost, 1.0L);
-    const LD stage_layers = std::min(layers, (layers + std::min(head_in_layers, layers)) / pp + 2.0L);
+    const LD stage_layers = std::min(layers, (layers + head_in_layers) / pp + 2.0L);
     switch (p.pp_schedule) {
         // GPipe holds every micro-batch (Huang et al. 2019); 1F1B at most pp (Narayanan et al. 2021, sec. 2.2).
         case PpSchedule::gpipe: return mb * stage_layers;
@@ -58,9 +59,13 @@ void check_activation_bound(const Plan& p, const ModelConfig& m) {
     using LD = long double;
     const LD s = static_cast<LD>(p.seq), b = static_cast<LD>(p.mbs), sb = s * b;
     const LD ept = static_cast<LD>(std::max<std::int64_t>(m.experts_per_token, 1));
+    // The busiest expert's load (finetune.cpp): up to 64 x the balanced share, checked after this.
+    const LD capacity = std::isfinite(p.moe_capacity_factor) ? std::clamp(static_cast<LD>(p.moe_capacity_factor), 1.0L, 64.0L) : 64.0L;
+    // Routed tokens (top-k, activations.cpp) are saved at the MLP width and, dispatched and
+    // combined, at the hidden width: ept x capacity of each per token.
     const LD width_per_token = 64.0L * (static_cast<LD>(m.hidden) + static_cast<LD>(m.q_width()) +
                                         2.0L * static_cast<LD>(m.kv_width()) + static_cast<LD>(m.experts) +
-                                        ept * static_cast<LD>(m.ffn_hidden));
+                                        ept * capacity * (static_cast<LD>(m.ffn_hidden) + static_cast<LD>(m.hidden)));
     const LD scores_per_token = 32.0L * static_cast<LD>(m.heads) * s;
     const LD vocab_padded = static_cast<LD>(m.vocab) + 1024.0L * static_cast<LD>(p.tp);
     // Expert-parallel all-to-all buffers: routed tokens (top-k, capacity factor <= 64) of

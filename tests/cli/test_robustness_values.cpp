@@ -4,6 +4,8 @@
 // Each is now exit 2 naming the flag, file or key, with what was typed.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -13,6 +15,7 @@
 namespace preflight {
 namespace {
 
+namespace fs = std::filesystem;
 using nlohmann::json;
 using test::catalog;
 using test::expect_refused;
@@ -80,6 +83,39 @@ TEST(Values, AReportsImpossibleFigureIsRefusedByCheckAndCalibrate) {
         expect_refused("validate --check " + dir + " --no-report-files", {file, "measured." + key});
         expect_refused("calibrate " + dir + " --gpu h100-sxm-80gb", {file, "measured." + key});
     }
+}
+
+// The committed H100 runtime reports copied to `s`/runs with every measured step time set to `step_s`.
+std::string runs_with_step_time(const Scratch& s, double step_s) {
+    const fs::path from = fs::path(PREFLIGHT_TEST_DATA_DIR) / "measurements" / "h100-sxm-80gb";
+    for (const auto& e : fs::directory_iterator(from)) {
+        const std::string name = e.path().filename().string();
+        if (e.path().extension() != ".json" || name.find(".pytorch.") != std::string::npos) continue;
+        json r = json::parse(std::ifstream(e.path()));
+        if (!r.contains("measured") || !r["measured"].contains("step_time_s")) continue;
+        r["measured"]["step_time_s"] = step_s;
+        s.write("runs/" + name, r);
+    }
+    return (s.dir() / "runs").string();
+}
+
+TEST(Values, CalibrateOnRunsItCannotFitWritesNoSpecAndPrintsNothing) {
+    // Was (audit of 2026-11-29): every step time 1e-6 s fitted a spec with a 3.7e-14 GEMM
+    // half-efficiency width, exit 0, no word although the held-out error was 100 % before and
+    // after; at 1e7 s the fitted table was printed and then the spec refused (exit 2).
+    for (const double step_s : {1e-6, 1e7}) {
+        SCOPED_TRACE(step_s);
+        Scratch s;
+        const std::string dir = runs_with_step_time(s, step_s), spec = (s.dir() / "spec.json").string();
+        expect_refused("calibrate " + dir + " --write-spec " + spec, {"--write-spec", spec, "not written"});
+        EXPECT_FALSE(fs::exists(spec));
+    }
+    // Without --write-spec the fit is printed, with a warning on stderr.
+    Scratch s;
+    const auto r = run_preflight("calibrate " + runs_with_step_time(s, 1e-6));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("preflight: warning:"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("100.0 % (P50) after the fit"), std::string::npos) << r.err;
 }
 
 TEST(Values, ARunReportWithoutItsMeasuredOrPlanIsRefusedNotSkipped) {

@@ -184,6 +184,57 @@ TEST(Limits, TheByteBoundCountsTheLayersAndMicroBatchesOneStageHolds) {
     EXPECT_EQ(error_of([&] { validate_plan(q, near); }), "");
 }
 
+TEST(Limits, TheByteBoundCountsRoutedTokensAndAHeadHeavyStage) {
+    // Overflow audit of 2026-11-29, each an accepted plan whose int64 activation sum wrapped to a
+    // small figure and a false FITS on a 1 PiB GPU spec.
+    auto moe = [](std::int64_t hidden, std::int64_t ffn, std::int64_t layers, std::int64_t experts) {
+        ModelConfig m = test::catalog_model("mixtral-8x7b");
+        m.hidden = hidden;
+        m.ffn_hidden = ffn;
+        m.layers = layers;
+        m.heads = 1;
+        m.kv_heads = 1;
+        m.head_dim = 128;
+        m.experts = experts;
+        m.experts_per_token = experts;
+        m.vocab = 32000;
+        return m;
+    };
+    // Top-4,096 routing at hidden 16,384: dispatched tokens and expert outputs are 4,096 x 16,384
+    // x 2 B each per token per layer, ~2^28 B; x 16,384 layers x 2^21 tokens ~ 2^63 B (the bound
+    // counted hidden once per token).
+    Plan p;
+    p.seq = 2048;
+    p.mbs = 1536;
+    EXPECT_NE(error_of([&] { validate_plan(p, moe(16384, 16, 16384, 4096)); }).find("2^60"), std::string::npos);
+    // Capacity factor 64 on 64 routed experts of width 262,144 in fp32: 64 x 64 x 262,144 x 12 B
+    // per token per layer, x 64 layers x 2^23.6 tokens ~ 2^63 B (the bound left the factor out).
+    Plan q;
+    q.seq = 1024;
+    q.mbs = 12288;
+    q.precision = Precision::fp32;
+    q.moe_capacity_factor = 64;
+    EXPECT_NE(error_of([&] { validate_plan(q, moe(256, 262144, 64, 64)); }).find("2^60"), std::string::npos);
+    // An LM head (2^21 x 2^20) costlier than 383 x the 384 layers (4 x 2 x 2^20 + 3 x 2 x 2^20
+    // each): nanotron's cost split keeps every layer on stage 0, which holds 384 micro-batches of
+    // 384 layers x 2^23 tokens x about 8 x 2^20 B ~ 2^63 B.
+    ModelConfig head = test::catalog_model("llama-3-8b");
+    head.hidden = 1 << 20;
+    head.layers = 384;
+    head.heads = 1;
+    head.kv_heads = 1;
+    head.head_dim = 2;
+    head.ffn_hidden = 2;
+    head.vocab = 1 << 21;
+    Plan r;
+    r.seq = 1024;
+    r.mbs = 8192;
+    r.pp = 384;
+    r.grad_acc = 384;
+    r.precision = Precision::bf16;
+    EXPECT_NE(error_of([&] { validate_plan(r, head); }).find("2^60"), std::string::npos);
+}
+
 TEST(Limits, ExpertAllToAllBuffersBeyondTheByteBoundAreNamed) {
     // One layer of 4,096 experts, top-4,096 routing, width 2^20, at seq 2^24: the routed tokens
     // 2^24 x 4,096 x capacity 64 = 2^42, times 2^20 x 2 bytes x 2 (sent + received) = 2^64 B,
