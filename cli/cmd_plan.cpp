@@ -173,11 +173,13 @@ void print_header(const PlanCommandState& st, const ModelConfig& model, const Gp
     std::cout << "\n";
 }
 
-// The ranked candidates, one row each.
-void print_candidates(const SearchResult& res) {
+// The ranked candidates, one row each. `device_need`: the profile judges the fit on the device
+// need (reserved pool + outside PyTorch + margin), which the last column then shows.
+void print_candidates(const SearchResult& res, bool device_need) {
     Table t;
     t.header = {"rank", "dp", "tp", "pp", "sp", "zero", "recompute", "precision", "mbs", "grad_acc",
-                "tokens/step", "batch", "step", "tokens/s", "tokens/s/GPU", "MFU", "HFU", "peak"};
+                "tokens/step", "batch", "step", "tokens/s", "tokens/s/GPU", "MFU", "HFU",
+                device_need ? "device need" : "peak"};
     t.units = {"", "", "", "", "", "", "", "", "[seq]", "", "[tokens]", "[vs target]", "[s]", "[tokens/s]",
                "[tokens/s]", "[%]", "[%]", "[binary]"};
     int rank = 1;
@@ -191,7 +193,7 @@ void print_candidates(const SearchResult& res) {
                           fixed(c.throughput.step_time_s, 3), group_digits(std::llround(c.throughput.tokens_per_s)),
                           group_digits(std::llround(c.throughput.tokens_per_s_per_gpu)),
                           fixed(100 * c.throughput.mfu, 1), fixed(100 * c.throughput.hfu, 1),
-                          format_bytes(c.memory.peak_bytes)});
+                          format_bytes(device_need ? c.memory.device_peak_bytes : c.memory.peak_bytes)});
     }
     // Plans that differ only in an extension (offload, ep, cp, a schedule) would look like
     // duplicate rows: where the ranked plans' extension flags differ, they get a column (flags
@@ -225,14 +227,27 @@ void print_recommendation(const PlanCommandState& st, const ModelConfig& model, 
     else
         std::cout << " (target " << group_digits(req.gbs_tokens) << ", rounded by " << (best.batch_error > 0 ? "+" : "")
                   << pct(best.batch_error, 2) << ")\n";
+    // Only a pinned --mbs/--grad-acc lets a plan outside the tolerance through (docs/interface.md).
+    if (std::abs(best.batch_error) > req.batch_tolerance)
+        std::cout << "# warning: no plan within --batch-tolerance " << pct(req.batch_tolerance, 2)
+                  << " of the target exists with the pinned micro-batch settings on " << req.gpus
+                  << " GPUs: this batch is " << pct(std::abs(best.batch_error), 2) << (best.batch_error > 0 ? " over" : " under")
+                  << " it; unpin --mbs/--grad-acc or change --gpus\n";
     std::cout << "step time:   " << seconds(th.step_time_s) << "; " << format_figure(th.tokens_per_s)
               << " tokens/s total, " << format_figure(th.tokens_per_s_per_gpu) << " per GPU\n";
     std::cout << "MFU / HFU:   " << pct(th.mfu) << " / " << pct(th.hfu) << " of "
               << format_rate(th.peak_flops_per_s / 1e12, "TFLOP/s") << " dense " << to_string(best.plan.precision)
               << " peak per GPU (model " << format_flops(th.model_flops_per_step) << ", hardware "
               << format_flops(th.hardware_flops_per_step) << " per step)\n";
-    std::cout << "memory:      peak " << format_bytes(best.memory.peak_bytes) << " per GPU at "
-              << describe(best.memory.peak_phase) << " (limit " << format_bytes(res.limit_bytes) << ")\n";
+    if (req.memory.profile.verdict_on_reserved)  // judged on the device need, as `memory` judges it
+        std::cout << "memory:      device need " << format_bytes(best.memory.device_peak_bytes)
+                  << " per GPU (reserved pool + outside PyTorch"
+                  << (best.memory.verdict_margin_bytes > 0 ? " + margin" : "") << "; tensors peak at "
+                  << format_bytes(best.memory.peak_bytes) << " at " << describe(best.memory.peak_phase) << ") (limit "
+                  << format_bytes(res.limit_bytes) << ")\n";
+    else
+        std::cout << "memory:      peak " << format_bytes(best.memory.peak_bytes) << " per GPU at "
+                  << describe(best.memory.peak_phase) << " (limit " << format_bytes(res.limit_bytes) << ")\n";
     print_extension_lines(std::cout, model, gpu, best.plan, best.memory, th);
     if (st.train_tokens) {
         const TrainingTime tt = training_time(th, *st.train_tokens);
@@ -303,7 +318,7 @@ void print_table(const PlanCommandState& st, const ModelConfig& model, const Gpu
                   << (req.host_memory_bytes ? " and " + format_bytes(*req.host_memory_bytes) + " of host memory per node" : "")
                   << ".\n";
     } else {
-        print_candidates(res);
+        print_candidates(res, req.memory.profile.verdict_on_reserved);
         double max_mfu = 0;
         for (const Candidate& c : res.candidates) max_mfu = std::max({max_mfu, c.throughput.mfu, c.throughput.hfu});
         std::cout << mfu_above_peak_note(max_mfu, st.attention_flops == "full");

@@ -1,5 +1,7 @@
 // The explorer's control panel: one group box per part of the plan, and the
 // connections that re-evaluate on every change.
+#include <algorithm>
+
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -18,6 +20,7 @@
 #include "explorer.hpp"
 #include "main_window.hpp"
 #include "preflight/planner/plan_extensions.hpp"
+#include "preflight/planner/profiles.hpp"
 #include "widgets.hpp"
 
 namespace preflight::gui {
@@ -235,7 +238,19 @@ void MainWindow::connectControls() {
     connect(gpu_, &QComboBox::currentIndexChanged, this, [this] { onGpuChosen(); });
     connect(framework_, &QComboBox::currentIndexChanged, this, [this] {
         if (syncing_) return;
-        explorer_->setFramework(framework_->currentData().toString());
+        const QString name = framework_->currentData().toString();
+        // As the CLI's --framework without --precision: a framework that does not run the chosen
+        // recipe (nanotron: no bf16-mixed) starts from its first one.
+        if (const auto profile = profile_by_name(name.toStdString()); profile && !profile->precisions.empty()) {
+            const auto chosen = static_cast<Precision>(precision_->currentData().toInt());
+            if (std::find(profile->precisions.begin(), profile->precisions.end(), chosen) == profile->precisions.end()) {
+                syncing_ = true;
+                precision_->setCurrentIndex(precision_->findData(static_cast<int>(profile->precisions.front())));
+                syncing_ = false;
+                applyControls();
+            }
+        }
+        explorer_->setFramework(name);
         if (!explorer_->hasError()) onError({});
     });
 }

@@ -291,10 +291,11 @@ QVariant TimelineModel::headerData(int section, Qt::Orientation o, int role) con
 
 // ---------------------------------------------------------------- CandidatesModel
 
-void CandidatesModel::setRows(std::vector<CandidateRow> rows) {
+void CandidatesModel::setRows(std::vector<CandidateRow> rows, bool device_need) {
     beginResetModel();
     rows_ = std::move(rows);
-    endResetModel();
+    device_need_ = device_need;
+    endResetModel();  // views re-read the headers too
 }
 
 int CandidatesModel::rowCount(const QModelIndex& parent) const { return flat(parent) ? static_cast<int>(rows_.size()) : 0; }
@@ -369,6 +370,7 @@ QVariant CandidatesModel::headerData(int section, Qt::Orientation o, int role) c
     if (o != Qt::Horizontal || role != Qt::DisplayRole || section < 0 || section >= ColumnCount) return {};
     static const char* names[] = {"Rank", "dp", "tp", "pp", "SP", "ZeRO", "Recompute", "Precision", "mbs", "grad_acc",
                                   "Batch vs target", "Peak", "Free", "Verdict", "Step time", "Throughput", "MFU", "Also"};
+    if (section == Peak && device_need_) return QStringLiteral("Device need");
     return QString::fromUtf8(names[section]);
 }
 

@@ -139,7 +139,9 @@ public:
                   TokensPerS, Mfu, Also, ColumnCount };
     using QAbstractTableModel::QAbstractTableModel;
 
-    void setRows(std::vector<CandidateRow> rows);
+    // `device_need`: the rows' peak_bytes are the device need (the framework profile judges the
+    // fit on it, as the CLI's `plan` then shows), and the Peak column is headed so.
+    void setRows(std::vector<CandidateRow> rows, bool device_need = false);
     const std::vector<CandidateRow>& rows() const { return rows_; }
 
     int rowCount(const QModelIndex& parent = {}) const override;
@@ -149,6 +151,7 @@ public:
 
 private:
     std::vector<CandidateRow> rows_;
+    bool device_need_ = false;
 };
 
 struct RejectedRow {

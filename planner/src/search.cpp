@@ -220,10 +220,13 @@ std::vector<bool> searched_sps(const PlanPins& pins, std::int64_t tp) {
     return {false};
 }
 
-std::vector<ZeroStage> searched_zeros(const PlanPins& pins, std::int64_t dp) {
+std::vector<ZeroStage> searched_zeros(const PlanPins& pins, std::int64_t dp, int max_zero) {
     if (pins.zero) return {*pins.zero};
     if (dp == 1) return {zero_none};  // ZeRO over one rank shards nothing
-    return {zero_none, zero_optimizer_states, zero_gradients, zero_weights};
+    std::vector<ZeroStage> zeros;
+    for (ZeroStage z : {zero_none, zero_optimizer_states, zero_gradients, zero_weights})
+        if (z <= max_zero) zeros.push_back(z);  // the framework implements no higher stage
+    return zeros;
 }
 
 // Plans refused before their memory was judged (`plan` the first), counted against their family.
@@ -347,7 +350,7 @@ void search_layout(SearchState& st, std::int64_t tp, std::int64_t pp) {
     const std::vector<Shape> shapes = batch_shapes(st.req, st.seq, layout.dp);
     if (!batch_reachable(st, layout, shapes)) return;
     const std::vector<bool> sps = searched_sps(pins, tp);
-    const std::vector<ZeroStage> zeros = searched_zeros(pins, layout.dp);
+    const std::vector<ZeroStage> zeros = searched_zeros(pins, layout.dp, st.req.memory.profile.max_zero);
     for (Precision pr : st.precisions)
         for (bool sp : sps) {
             if (sp && (tp == 1 || st.seq % tp != 0)) continue;
@@ -548,6 +551,8 @@ SearchResult search_plans(const ModelConfig& model, const GpuSpec& gpu, const Se
     st.precisions = searched_precisions(gpu, pins, st.base, req.memory.profile, out);
     if (pins.recompute)
         st.recomputes.push_back(*pins.recompute);
+    else if (!req.memory.profile.recomputes.empty())
+        st.recomputes = req.memory.profile.recomputes;  // the modes the framework implements
     else
         st.recomputes.assign(all_recomputes().begin(), all_recomputes().end());
     st.throughput = req.throughput;

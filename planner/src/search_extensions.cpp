@@ -41,8 +41,9 @@ auto ranks_before(double batch_tolerance) {
     };
 }
 
-std::string variant_label(const PlanPins& p) {
+std::string variant_label(const PlanPins& p, bool recompute_varies) {
     std::string s;
+    if (recompute_varies && p.recompute) s += " recompute " + std::string(to_string(*p.recompute));
     if (p.offload && *p.offload != Offload::none) s += " offload " + std::string(to_string(*p.offload));
     if (p.cp && *p.cp > 1) s += " cp " + str(*p.cp);
     if (p.ep && *p.ep > 1) s += " ep " + str(*p.ep);
@@ -155,12 +156,14 @@ SearchRequest variant_request(const SearchRequest& req, Offload off, std::int64_
 
 // Adds one variant's result: its candidates (the search refused those needing more host
 // memory than given) and its rejections, labelled with the variant.
-void merge_variant(const SearchRequest& r, SearchResult& res, SearchResult& out, std::vector<Candidate>& all) {
+// `recompute_varies`: the variants split on recompute (fine-tuning), so a family's label names it.
+void merge_variant(const SearchRequest& r, bool recompute_varies, SearchResult& res, SearchResult& out,
+                   std::vector<Candidate>& all) {
     out.seq = res.seq;
     out.limit_bytes = res.limit_bytes;
     out.plans_evaluated += res.plans_evaluated;
     out.plans_fitting += res.plans_fitting;
-    const std::string label = variant_label(r.pins);
+    const std::string label = variant_label(r.pins, recompute_varies);
     for (Candidate& c : res.candidates) all.push_back(std::move(c));
     for (Rejection& j : res.rejected) {
         if (!label.empty()) j.family += "," + label;
@@ -193,7 +196,7 @@ std::optional<SearchResult> search_extension_variants(const ModelConfig& model, 
                     } catch (const InputError&) {
                         continue;  // a variant no layout can run
                     }
-                    merge_variant(r, res, out, all);
+                    merge_variant(r, v.recomputes.size() > 1, res, out, all);
                 }
     std::stable_sort(all.begin(), all.end(), ranks_before(req.batch_tolerance));
     if (all.size() > static_cast<std::size_t>(req.top_k)) all.resize(static_cast<std::size_t>(req.top_k));

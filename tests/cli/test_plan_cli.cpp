@@ -247,6 +247,42 @@ TEST(PlanCli, NanotronPipelineSearchIsNotRefused) {
     EXPECT_FALSE(plan.contains("pp_schedule"));  // 1F1B, the only schedule nanotron's profile models
 }
 
+TEST(PlanCli, NanotronSearchesWhatItRunsAndShowsWhatItJudges) {
+    // New-user audit, 2026-11-29: `memory --framework nanotron` without --precision was refused
+    // naming --precision ("got bf16-mixed", the default); the plan table listed 12 ZeRO-2/3
+    // families as rejected ("nanotron implements ZeRO stages 0 and 1 only") and showed the
+    // tensor peak while the fit was judged on the device need, 5-12 GiB above it.
+    const CliRun mem = run_preflight("memory --model llama-3.2-1b --framework nanotron --format json");
+    ASSERT_EQ(mem.exit_code, 0) << mem.err;
+    EXPECT_EQ(nlohmann::json::parse(mem.out).at("plan").at("precision"), "bf16-mixed-fp32-grads");
+    const std::string req = "plan --model llama-3-8b --gpus 8 --gbs-tokens 1000000 --framework nanotron";
+    const CliRun table = run_preflight(req);
+    ASSERT_EQ(table.exit_code, 0) << table.err;
+    EXPECT_FALSE(has(table.out, "ZeRO-2")) << table.out;
+    EXPECT_FALSE(has(table.out, "ZeRO-3")) << table.out;
+    EXPECT_TRUE(has(table.out, "device need")) << table.out;
+    const auto j = nlohmann::json::parse(run_preflight(req + " --format json").out);
+    for (const auto& c : j.at("candidates")) {
+        EXPECT_LE(c.at("plan").at("zero").get<int>(), 1);
+        EXPECT_NE(c.at("plan").at("recompute"), "selective");
+        const std::string pr = c.at("plan").at("precision");
+        EXPECT_TRUE(pr == "bf16" || pr == "bf16-mixed-fp32-grads") << pr;
+    }
+    // The first candidate's device need is the figure the table's last column prints.
+    const auto& best = j.at("candidates").at(0).at("memory");
+    EXPECT_GT(best.at("device_peak_bytes").get<std::int64_t>(), best.at("peak_bytes").get<std::int64_t>());
+}
+
+TEST(PlanCli, APinnedBatchOutsideTheToleranceIsWarnedAbout) {
+    // New-user audit: --mbs 3 --grad-acc 5 on 8 GPUs reach 491,520 of 4,194,304 tokens
+    // (-88.28 %), recommended with exit 0 and no word.
+    const CliRun r = run_preflight("plan --gpus 8 --gbs-tokens 4194304 --mbs 3 --grad-acc 5");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(has(r.out, "# warning: no plan within --batch-tolerance 5.00 %")) << r.out;
+    EXPECT_TRUE(has(r.out, "88.28 % under it")) << r.out;
+    EXPECT_FALSE(has(run_preflight("plan --gpus 8 --gbs-tokens 4194304 --mbs 2").out, "# warning: no plan within"));
+}
+
 
 
 // --tp-comm-overlap / --overlap-p2p-comm: Megatron-Bridge's Llama 3 70B H100 layout (tp 4 with

@@ -123,6 +123,20 @@ private slots:
         for (int i = 0; i < static_cast<int>(all.size()); ++i) QTest::newRow(all[static_cast<std::size_t>(i)].name) << i;
     }
 
+    void aFrameworkStartsFromARecipeItRuns() {
+        // New-user audit: --framework nanotron (and the explorer's control) with the default
+        // bf16-mixed, which nanotron does not run, was an error naming a --precision never given.
+        Explorer explorer(PREFLIGHT_TEST_DATA_DIR);
+        MainWindow w(&explorer);
+        w.show();
+        QCOMPARE(child<QComboBox>(w, "precision")->currentData().toInt(), static_cast<int>(Precision::bf16_mixed));
+        select_data(child<QComboBox>(w, "framework"), QString("nanotron"));
+        QVERIFY2(!explorer.hasError(), qPrintable(explorer.errorMessage()));
+        QCOMPARE(child<QComboBox>(w, "precision")->currentData().toInt(),
+                 static_cast<int>(Precision::bf16_mixed_fp32_grads));
+        QCOMPARE(explorer.current()->plan.precision, Precision::bf16_mixed_fp32_grads);
+    }
+
     void controlsMatchCli() {
         QFETCH(int, index);
         const Case c = cases()[static_cast<std::size_t>(index)];

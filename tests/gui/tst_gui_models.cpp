@@ -10,8 +10,11 @@
 
 #include "explorer.hpp"
 #include "item_models.hpp"
+#include "preflight/planner/catalog.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/extensions.hpp"
+#include "preflight/planner/memory.hpp"
+#include "preflight/planner/profiles.hpp"
 #include "run_report.hpp"
 #include "units.hpp"
 
@@ -250,6 +253,28 @@ private slots:
         QCOMPARE(c->rowCount(), 0);
         QVERIFY2(explorer_->searchSummary().contains("llama-3-8b | h100-sxm-80gb | megatron"),
                  qPrintable(explorer_->searchSummary()));
+        QCOMPARE(c->headerData(CandidatesModel::Peak, Qt::Horizontal).toString(), QString("Peak"));
+        // New-user audit: nanotron judges the device need (reserved pool + outside PyTorch +
+        // margin), so the column shows that figure, as the CLI's `plan` table does, not the
+        // tensor peak 10 GiB under it.
+        Plan n;
+        n.precision = Precision::bf16;
+        QVERIFY(explorer_->setAll("llama-3-8b", "h100-sxm-80gb", n));
+        QVERIFY(explorer_->setFramework("nanotron"));
+        explorer_->startSearch(8, 1 << 20);
+        QVERIFY(done.wait(120000));
+        QVERIFY(c->rowCount() > 0);
+        QCOMPARE(c->headerData(CandidatesModel::Peak, Qt::Horizontal).toString(), QString("Device need"));
+        MemoryOptions opt;
+        opt.profile = *profile_by_name("nanotron");
+        const ModelConfig model = load_model("llama-3-8b", PREFLIGHT_TEST_DATA_DIR);
+        const GpuSpec gpu = gpu_for_profile(load_gpu("h100-sxm-80gb", PREFLIGHT_TEST_DATA_DIR), opt.profile);
+        for (const auto& row : c->rows()) {
+            const MemoryReport r = evaluate_memory(model, gpu, row.plan, opt);
+            QCOMPARE(row.peak_bytes, r.device_peak_bytes);
+            QVERIFY(r.device_peak_bytes > r.peak_bytes);
+        }
+        QVERIFY(explorer_->setFramework("megatron"));
     }
 };
 

@@ -333,6 +333,11 @@ FrameworkProfile nanotron_profile() {
     p.norm_row_stats = true;  // TritonRMSNorm saves rstd
     p.vocab_pad_multiple = 1;
     p.check_model = &check_nanotron_model;
+    // What validate_nanotron_plan accepts: accumulate_grad_in_fp32 on (the sweep's setting) or
+    // off, ZeRO-0/1 (optim/zero.py), whole-layer recompute (recompute_layer).
+    p.precisions = {Precision::bf16_mixed_fp32_grads, Precision::bf16};
+    p.recomputes = {Recompute::none, Recompute::full};
+    p.max_zero = 1;
     p.evaluate = &evaluate_memory_nanotron;
     p.adjust_throughput = &adjust_throughput_nanotron;
     p.verdict_on_reserved = true;
