@@ -183,7 +183,16 @@ void import_batch(Flags& f, ImportedConfig& out, const Script& s, const ImportCo
     if (launched && ctx.gpus && *ctx.gpus != launched->first)
         out.warnings.push_back(launched->second.text() + ": the launch line starts " + std::to_string(launched->first) +
                                " processes; planned for --gpus " + std::to_string(*ctx.gpus));
-    if (!ctx.gpus && !launched) return;
+    if (!ctx.gpus && !launched) {
+        // Without the world size the global batch cannot be divided into dp x accumulation: said,
+        // not dropped (a fixed layout would otherwise run as dp 1, grad_acc 1 without a word).
+        if (global)
+            out.warnings.push_back(f.spot(*global_flag).text() + " " + std::to_string(*global) +
+                                   ": not divided into micro batch x accumulation x data-parallel without the world "
+                                   "size (no torchrun/deepspeed launch line): give --gpus; `plan` searches for this "
+                                   "global batch, a fixed layout takes its flags' defaults");
+        return;
+    }
     const std::int64_t gpus = ctx.gpus ? *ctx.gpus : launched->first;
     const ConfigSpot from = ctx.gpus ? f.default_spot("--gpus " + std::to_string(gpus)) : launched->second;
     const std::int64_t model = d.tp * d.pp * d.cp;

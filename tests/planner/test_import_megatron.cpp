@@ -156,6 +156,11 @@ TEST(ImportMegatron, ArgumentsFileMoeInterleavedFp8Offload) {
     EXPECT_EQ(n.field("dp"), nullptr);
     EXPECT_EQ(n.field("grad_acc"), nullptr);
     EXPECT_EQ(n.global_batch_sequences, 256);
+    // ... and said (new-user audit: `plan --emit megatron` then `memory --from` ran a global batch
+    // of 1,024 as dp 1 x grad_acc 1 without a word; DeepSpeed's train_batch_size was warned about).
+    EXPECT_TRUE(contains(n.warnings, "mixtral_8x7b_args.txt:26: --global-batch-size 256: not divided")) << n.warnings.size();
+    EXPECT_TRUE(contains(n.warnings, "give --gpus"));
+    EXPECT_FALSE(contains(c.warnings, "--global-batch-size 256: not divided"));  // 64 GPUs given: divided
 }
 
 TEST(ImportMegatron, RecomputeVariantsAndShellForms) {
