@@ -10,6 +10,7 @@
 #include "preflight/planner/memory_categories.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/report.hpp"
+#include "preflight/planner/throughput.hpp"
 
 namespace preflight::cli {
 
@@ -170,13 +171,29 @@ int run_memory(const PlanFlags& flags, bool show_timeline) {
     opt.compiled_loss = flags.compiled_loss;
     opt.timeline = true;
     const MemoryReport r = evaluate_memory(model, gpu, plan, opt);
+    // The memory figures hold whatever the GPU, but a recipe it publishes no peak for (fp8 on an
+    // A100: no FP8 tensor cores) is one `plan` does not search and `run` does not execute there.
+    if (!compute_peak_flops_per_s(gpu, plan.plan().precision))
+        std::cerr << "preflight: warning: " << gpu.name << " publishes no dense " << to_string(plan.plan().precision)
+                  << " peak (null in its spec: no such tensor-core mode, or no published figure), so `plan` does not "
+                     "search this recipe on it; the memory figures are what the plan would hold on a GPU that runs it\n";
     if (flags.format == "json")
         std::cout << memory_document(model, gpu, plan, r).dump(2) << "\n";
     else if (flags.format == "csv")
         print_csv(r);
     else
         print_table(model, gpu, plan, r, show_timeline, opt.profile.verdict_on_reserved);
-    return memory_verdict(r) == "fits" ? kExitOk : kExitDoesNotFit;
+    const bool fits = memory_verdict(r) == "fits";
+    // The next step a user needs after "does not fit": the search over layouts for the same job,
+    // which also names the smallest change that would fit when none does.
+    if (!fits && flags.format == "table" && !flags.model_config)
+        std::cout << "# next: preflight plan --model " << flags.model << " --gpu " << flags.gpu << " --gpus "
+                  << plan.plan().gpus() << " --gbs-tokens " << plan.plan().global_batch_tokens() << " --seq "
+                  << plan.plan().seq << " --precision " << to_string(plan.plan().precision)
+                  << (plan.plan().finetune != Finetune::full ? " --finetune " + std::string(to_string(plan.plan().finetune)) : "")
+                  << (flags.framework != "megatron" ? " --framework " + flags.framework : "")
+                  << "   (searches dp/tp/pp, ZeRO, recompute and micro-batch for this batch on these GPUs)\n";
+    return fits ? kExitOk : kExitDoesNotFit;
 }
 
 }  // namespace preflight::cli

@@ -582,7 +582,8 @@ Command add_plan_command(CLI::App& app) {
     sub->footer(
         "Searches dp*tp*pp = N (tp within a node unless pinned), micro-batch and accumulation closest to --gbs-tokens, ZeRO 0-3,\n"
         "recompute none/selective/full, sequence parallelism and precision; any plan flag pins its value.\n"
-        "Step time: per-op roofline with the GPU spec's \"efficiency\" constants (uncalibrated defaults).\n"
+        "Step time: per-op roofline with the GPU spec's \"efficiency\" constants, fitted on measured runs where its\n"
+        "provenance says so and uncalibrated defaults otherwise: the header's 'step-time constants:' line says which.\n"
         "Example:\n  preflight plan --model llama-3-8b --gpu h100-sxm-80gb --gpus 8 --gbs-tokens 4194304 --seq 4096\n"
         "Exits 1 when no plan fits (and prints the smallest change that would), 2 on bad input.");
     return {sub, [st, sub] {

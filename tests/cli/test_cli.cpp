@@ -170,6 +170,23 @@ TEST(CliMemory, DoesNotFitExitsOne) {
     EXPECT_EQ(nlohmann::json::parse(r.out).at("memory").at("fits"), false);
 }
 
+TEST(CliMemory, DoesNotFitNamesTheSearchThatFindsAFit) {
+    // New-user audit: "DOES NOT FIT, over by 43.01 GiB" and nothing on what to do next.
+    const auto r = run_preflight("memory --model llama-3-8b --dp 8 --zero 1 --mbs 4");
+    ASSERT_EQ(r.exit_code, 1) << r.err;
+    const std::string head = "# next: preflight ";
+    const std::size_t at = r.out.find(head);
+    ASSERT_NE(at, std::string::npos) << r.out;
+    const std::size_t end = r.out.find("   (", at);
+    const std::string next = r.out.substr(at + head.size(), end - at - head.size());
+    // 8 GPUs x 4 x 4096 tokens = 131,072, the recipe kept; the command it names runs and finds a fit.
+    EXPECT_EQ(next, "plan --model llama-3-8b --gpu h100-sxm-80gb --gpus 8 --gbs-tokens 131072 --seq 4096 --precision bf16-mixed");
+    EXPECT_EQ(run_preflight(next).exit_code, 0);
+    // A fitting plan, and machine formats, carry no such line.
+    EXPECT_EQ(run_preflight("memory --model llama-3-8b --dp 8 --zero 3").out.find(head), std::string::npos);
+    EXPECT_EQ(run_preflight("memory --model llama-3-8b --dp 8 --zero 1 --mbs 4 --format csv").out.find(head), std::string::npos);
+}
+
 TEST(CliMemory, ConfigPathWorksLikeACatalogName) {
     const auto by_name = run_preflight("memory --model gpt2 --format json");
     const auto by_path = run_preflight(std::string("memory --model ") + PREFLIGHT_TEST_DATA_DIR +
