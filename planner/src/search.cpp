@@ -220,13 +220,11 @@ std::vector<bool> searched_sps(const PlanPins& pins, std::int64_t tp) {
     return {false};
 }
 
-std::vector<ZeroStage> searched_zeros(const PlanPins& pins, std::int64_t dp, int max_zero) {
+std::vector<ZeroStage> searched_zeros(const PlanPins& pins, std::int64_t dp, const FrameworkProfile& profile) {
     if (pins.zero) return {*pins.zero};
     if (dp == 1) return {zero_none};  // ZeRO over one rank shards nothing
-    std::vector<ZeroStage> zeros;
-    for (ZeroStage z : {zero_none, zero_optimizer_states, zero_gradients, zero_weights})
-        if (z <= max_zero) zeros.push_back(z);  // the framework implements no higher stage
-    return zeros;
+    if (!profile.zero_stages.empty()) return profile.zero_stages;  // the stages the framework implements
+    return {zero_none, zero_optimizer_states, zero_gradients, zero_weights};
 }
 
 // Plans refused before their memory was judged (`plan` the first), counted against their family.
@@ -350,7 +348,7 @@ void search_layout(SearchState& st, std::int64_t tp, std::int64_t pp) {
     const std::vector<Shape> shapes = batch_shapes(st.req, st.seq, layout.dp);
     if (!batch_reachable(st, layout, shapes)) return;
     const std::vector<bool> sps = searched_sps(pins, tp);
-    const std::vector<ZeroStage> zeros = searched_zeros(pins, layout.dp, st.req.memory.profile.max_zero);
+    const std::vector<ZeroStage> zeros = searched_zeros(pins, layout.dp, st.req.memory.profile);
     for (Precision pr : st.precisions)
         for (bool sp : sps) {
             if (sp && (tp == 1 || st.seq % tp != 0)) continue;

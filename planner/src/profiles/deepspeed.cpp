@@ -23,6 +23,10 @@ FrameworkProfile deepspeed_profile() {
     // DeepSpeed leaves attention to the model code: PyTorch SDPA or the flash-attn package
     // (FlashAttention-2-class), not TransformerEngine's fused kernels.
     p.fused_attention = false;
+    // What a ds_config expresses (emit.cpp deepspeed_config): bf16 or fp16 with fp32 master
+    // weights, fp32 gradient accumulation (data_types.grad_accum_dtype), fp32. fp8 needs
+    // Transformer Engine outside the config and pure bf16 has no switch: the search tries neither.
+    p.precisions = {Precision::bf16_mixed, Precision::bf16_mixed_fp32_grads, Precision::fp16_mixed, Precision::fp32};
     return p;
 }
 

@@ -337,7 +337,7 @@ FrameworkProfile nanotron_profile() {
     // off, ZeRO-0/1 (optim/zero.py), whole-layer recompute (recompute_layer).
     p.precisions = {Precision::bf16_mixed_fp32_grads, Precision::bf16};
     p.recomputes = {Recompute::none, Recompute::full};
-    p.max_zero = 1;
+    p.zero_stages = {zero_none, zero_optimizer_states};
     p.evaluate = &evaluate_memory_nanotron;
     p.adjust_throughput = &adjust_throughput_nanotron;
     p.verdict_on_reserved = true;

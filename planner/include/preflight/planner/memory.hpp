@@ -72,10 +72,10 @@ struct FrameworkProfile {
     // Precision recipes the framework can run (empty: every one); the plan search tries no other,
     // and a plan that names none (no --precision) starts from the first.
     std::vector<Precision> precisions;
-    // Recompute modes the framework implements (empty: every one) and its highest ZeRO stage:
-    // the plan search tries no other (a pinned one is still judged, and refused by the profile).
+    // Recompute modes and ZeRO stages the framework implements (empty: every one): the plan
+    // search tries no other (a pinned one is still judged, and refused by the profile).
     std::vector<Recompute> recomputes;
-    int max_zero = 3;
+    std::vector<ZeroStage> zero_stages;
     // Model states, ZeRO shards, gathered parameters and unreduced gradients follow the Preflight
     // runtime's flat layout (runtime_layout.hpp): per-unit padding to dp equal chunks, ZeRO-3
     // gathers of one unit at a time (the next layer prefetched), ZeRO-2/3 gradients of the unit
