@@ -283,8 +283,8 @@ void print_rejections(const SearchResult& res) {
         }
         if (!r.rows.empty()) std::cout << r.render();
         if (partial > 0)
-            std::cout << "# and " << partial << " families whose smaller micro-batches fit (" << group_digits(partial_plans)
-                      << " larger plans over the limit; listed under --format json)\n";
+            std::cout << "# and " << count_of(partial, "family", "families") << " whose smaller micro-batches fit ("
+                      << count_of(partial_plans, "larger plan", "larger plans") << " over the limit; listed under --format json)\n";
     }
     if (!res.suggestions.empty()) {
         std::cout << "\n# the smallest change that would fit (first is smallest)\n";
@@ -310,10 +310,10 @@ void print_table(const PlanCommandState& st, const ModelConfig& model, const Gpu
                  const SearchResult& res, double search_s, const std::optional<LrAdvice>& lr) {
     print_header(st, model, gpu, req, res, search_s);
     if (res.candidates.empty() && res.plans_evaluated == 0 && !res.rejected.empty()) {
-        std::cout << "NO PLAN RUNS: the search refused every plan of " << req.gpus
-                  << " GPUs before judging its memory (the reasons are under the rejected families).\n";
+        std::cout << "NO PLAN RUNS: the search refused every plan of " << count_of(req.gpus, "GPU", "GPUs")
+                  << " before judging its memory (the reasons are under the rejected families).\n";
     } else if (res.candidates.empty()) {
-        std::cout << "NOTHING FITS: no plan of " << req.gpus << " GPUs reaches the batch under "
+        std::cout << "NOTHING FITS: no plan of " << count_of(req.gpus, "GPU", "GPUs") << " reaches the batch under "
                   << format_bytes(res.limit_bytes) << " per GPU"
                   << (req.host_memory_bytes ? " and " + format_bytes(*req.host_memory_bytes) + " of host memory per node" : "")
                   << ".\n";

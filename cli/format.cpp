@@ -87,4 +87,8 @@ std::string mfu_above_peak_note(double max_utilisation, bool attention_counted_f
            "runs; `preflight plan --attention-flops causal` counts what runs. The step time is the same either way.\n";
 }
 
+std::string count_of(std::int64_t n, const char* singular, const char* plural) {
+    return group_digits(n) + " " + (n == 1 ? singular : plural);
+}
+
 }  // namespace preflight::cli

@@ -4,6 +4,8 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <numeric>
+#include <vector>
 
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/extensions.hpp"
@@ -71,6 +73,23 @@ Plan resolve_defaults(Plan plan, const ModelConfig& model) {
     return plan;
 }
 
+namespace {
+
+// " (tp can be 1, 2, 4 or 8)": the degrees that divide the heads, the key/value heads and the
+// MLP width, as the refusal of any other names them.
+std::string tp_choices(const ModelConfig& m) {
+    const std::int64_t g = std::gcd(std::gcd(m.heads, m.kv_heads), m.ffn_hidden);
+    std::vector<std::int64_t> d;
+    for (std::int64_t i = 1; i <= g; ++i)  // g <= kMaxHeads = 16,384: a short loop
+        if (g % i == 0) d.push_back(i);
+    std::string s = " (tp can be ";
+    for (std::size_t i = 0; i < d.size(); ++i)
+        s += (i == 0 ? "" : i + 1 == d.size() ? " or " : ", ") + str(d[i]);
+    return s + ")";
+}
+
+}  // namespace
+
 void validate_plan(const Plan& p, const ModelConfig& m) {
     const std::pair<const char*, std::int64_t> counts[] = {
         {"--seq", p.seq}, {"--mbs", p.mbs}, {"--grad-acc", p.grad_acc}, {"--dp", p.dp}, {"--tp", p.tp}, {"--pp", p.pp}};
@@ -84,12 +103,14 @@ void validate_plan(const Plan& p, const ModelConfig& m) {
                                               " scaling applies to --precision fp8-mixed only, got --precision " +
                                               std::string(to_string(p.precision)));
     if (m.heads % p.tp != 0)
-        throw InputError("--tp", str(p.tp) + " does not divide the model's " + str(m.heads) + " attention heads");
+        throw InputError("--tp", str(p.tp) + " does not divide the model's " + str(m.heads) + " attention heads" +
+                                     tp_choices(m));
     // Megatron splits key/value groups across tensor-parallel ranks.
     if (m.kv_heads % p.tp != 0)
-        throw InputError("--tp", str(p.tp) + " does not divide the model's " + str(m.kv_heads) + " key/value heads");
+        throw InputError("--tp", str(p.tp) + " does not divide the model's " + str(m.kv_heads) + " key/value heads" +
+                                     tp_choices(m));
     if (m.ffn_hidden % p.tp != 0)
-        throw InputError("--tp", str(p.tp) + " does not divide the MLP width " + str(m.ffn_hidden));
+        throw InputError("--tp", str(p.tp) + " does not divide the MLP width " + str(m.ffn_hidden) + tp_choices(m));
     if (p.sp && p.tp == 1) throw InputError("--sp", "sequence parallelism needs --tp > 1");
     if (p.sp && p.seq % p.tp != 0)
         throw InputError("--sp", "sequence length " + str(p.seq) + " is not divisible by --tp " + str(p.tp));
