@@ -1,10 +1,12 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "commands.hpp"
 #include "config_from.hpp"
 #include "format.hpp"
+#include "plan_file.hpp"
 #include "preflight/planner/profiles.hpp"
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/memory_categories.hpp"
@@ -155,28 +157,56 @@ void print_csv(const MemoryReport& r) {
               << static_cast<double>(r.activations_per_layer_bytes) / cap << "\n";
 }
 
+// The memory figures hold whatever the GPU, but a recipe it publishes no peak for (fp8 on an
+// A100: no FP8 tensor cores) is one `plan` does not search and `run` does not execute there.
+void warn_unsearched_recipe(const GpuSpec& gpu, Precision precision) {
+    if (!compute_peak_flops_per_s(gpu, precision))
+        std::cerr << "preflight: warning: " << gpu.name << " publishes no dense " << to_string(precision)
+                  << " peak (null in its spec: no such tensor-core mode, or no published figure), so `plan` does not "
+                     "search this recipe on it; the memory figures are what the plan would hold on a GPU that runs it\n";
+}
+
+// The next step a user needs after "does not fit": the search over layouts for the same job,
+// which also names the smallest change that would fit when none does.
+void print_next_step(const std::string& model, const std::string& gpu, const Plan& p, const std::string& framework) {
+    std::cout << "# next: preflight plan --model " << model << " --gpu " << gpu << " --gpus " << p.gpus()
+              << " --gbs-tokens " << p.global_batch_tokens() << " --seq " << p.seq << " --precision "
+              << to_string(p.precision)
+              << (p.finetune != Finetune::full ? " --finetune " + std::string(to_string(p.finetune)) : "")
+              << (framework != "megatron" ? " --framework " + framework : "")
+              << "   (searches dp/tp/pp, ZeRO, recompute and micro-batch for this batch on these GPUs)\n";
+}
+
 }  // namespace
 
-int run_memory(const PlanFlags& flags, bool show_timeline) {
+int run_memory(const PlanFlags& flags, bool show_timeline, const std::string& plan_file, const CLI::App& sub) {
     if (show_timeline && flags.format == "csv")
         throw InputError("--timeline", "has no CSV form: use --format table, or json (which always holds the timeline)");
     const auto dir = data_dir_of(flags.data_dir);
-    const ModelConfig model = load_plan_model(flags, dir);
-    const ResolvedPlan plan(flags.to_plan(), model);  // defaults filled and validated once
+    std::string model_name = flags.model, gpu_name = flags.gpu;
+    Plan requested = flags.to_plan();
+    if (!plan_file.empty()) requested = plan_from_file(plan_file, sub, requested, model_name, gpu_name);
     MemoryOptions opt;
     opt.profile = framework_profile(flags);
-    const GpuSpec gpu = gpu_for_profile(load_gpu(flags.gpu, dir), opt.profile);
+    std::optional<ModelConfig> model_read;
+    std::optional<ResolvedPlan> resolved;
+    std::optional<GpuSpec> gpu_read;
+    try {
+        model_read = plan_file.empty() ? load_plan_model(flags, dir) : load_model(model_name, dir);
+        resolved.emplace(requested, *model_read);  // defaults filled and validated once
+        gpu_read = gpu_for_profile(load_gpu(gpu_name, dir), opt.profile);
+    } catch (const InputError& e) {
+        throw blame_plan_file(plan_file, sub, e);
+    }
+    const ModelConfig& model = *model_read;
+    const GpuSpec& gpu = *gpu_read;
+    const ResolvedPlan& plan = *resolved;
     opt.overhead_bytes = flags.overhead_bytes;
     opt.host_pace = host_pace(flags);
     opt.compiled_loss = flags.compiled_loss;
     opt.timeline = true;
     const MemoryReport r = evaluate_memory(model, gpu, plan, opt);
-    // The memory figures hold whatever the GPU, but a recipe it publishes no peak for (fp8 on an
-    // A100: no FP8 tensor cores) is one `plan` does not search and `run` does not execute there.
-    if (!compute_peak_flops_per_s(gpu, plan.plan().precision))
-        std::cerr << "preflight: warning: " << gpu.name << " publishes no dense " << to_string(plan.plan().precision)
-                  << " peak (null in its spec: no such tensor-core mode, or no published figure), so `plan` does not "
-                     "search this recipe on it; the memory figures are what the plan would hold on a GPU that runs it\n";
+    warn_unsearched_recipe(gpu, plan.plan().precision);
     if (flags.format == "json")
         std::cout << memory_document(model, gpu, plan, r).dump(2) << "\n";
     else if (flags.format == "csv")
@@ -184,15 +214,7 @@ int run_memory(const PlanFlags& flags, bool show_timeline) {
     else
         print_table(model, gpu, plan, r, show_timeline, opt.profile.verdict_on_reserved);
     const bool fits = memory_verdict(r) == "fits";
-    // The next step a user needs after "does not fit": the search over layouts for the same job,
-    // which also names the smallest change that would fit when none does.
-    if (!fits && flags.format == "table" && !flags.model_config)
-        std::cout << "# next: preflight plan --model " << flags.model << " --gpu " << flags.gpu << " --gpus "
-                  << plan.plan().gpus() << " --gbs-tokens " << plan.plan().global_batch_tokens() << " --seq "
-                  << plan.plan().seq << " --precision " << to_string(plan.plan().precision)
-                  << (plan.plan().finetune != Finetune::full ? " --finetune " + std::string(to_string(plan.plan().finetune)) : "")
-                  << (flags.framework != "megatron" ? " --framework " + flags.framework : "")
-                  << "   (searches dp/tp/pp, ZeRO, recompute and micro-batch for this batch on these GPUs)\n";
+    if (!fits && flags.format == "table" && !flags.model_config) print_next_step(model_name, gpu_name, plan, flags.framework);
     return fits ? kExitOk : kExitDoesNotFit;
 }
 
@@ -204,6 +226,7 @@ Command add_memory_command(CLI::App& app) {
     struct State {
         PlanFlags flags;
         FromFlags from;
+        std::string plan_file;
         bool timeline = false;
     };
     auto state = std::make_shared<State>();
@@ -212,6 +235,7 @@ Command add_memory_command(CLI::App& app) {
     add_plan_flags(*sub, state->flags);
     add_framework_flag(*sub, state->flags);
     add_from_flags(*sub, state->from, true);
+    add_plan_file_option(*sub, state->plan_file);
     sub->add_option("--format", state->flags.format, "table (default) | json | csv")
         ->check(CLI::IsMember({"table", "json", "csv"}));
     sub->add_flag("--timeline", state->timeline, "Also print the phase-by-phase timeline of one step (table format)");
@@ -219,10 +243,14 @@ Command add_memory_command(CLI::App& app) {
         "Example:\n  preflight memory --model llama-3-8b --gpu h100-sxm-80gb --zero 1 --dp 8 --seq 4096 "
         "--recompute selective\n"
         "  preflight memory --from train_configs/llama3_8b.toml --gpus 64   (a torchtitan job config)\n"
+        "  preflight plan --model llama-3-8b --gpus 8 --gbs-tokens 4194304 --emit preflight > p.json\n"
+        "  preflight memory --plan p.json --timeline   (the recommendation, phase by phase)\n"
         "Exits 1 when the peak exceeds the GPU's memory.");
     return {sub, [state, sub] {
                 const FromApplied applied = apply_from(state->from, *sub, state->flags, std::nullopt, std::cerr);
-                return blaming_from_file(applied, [&] { return run_memory(state->flags, state->timeline); });
+                return blaming_from_file(applied, [&] {
+                    return run_memory(state->flags, state->timeline, state->plan_file, *sub);
+                });
             }};
 }
 

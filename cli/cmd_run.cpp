@@ -29,6 +29,7 @@
 #include "preflight/runtime/errors.hpp"
 #include "preflight/runtime/device.hpp"
 #include "preflight/runtime/runtime.hpp"
+#include "plan_file.hpp"
 #include "run_ranks.hpp"
 
 namespace preflight::cli {
@@ -55,22 +56,6 @@ struct RunState {
     std::int64_t emulate_rank = 0;  // --emulate-rank (bound here; RankFlags gets it when given)
     CLI::App* sub = nullptr;  // to tell --model/--gpu given from their defaults
 };
-
-// The model or GPU name a plan document records: "model": "name" (plan --emit preflight)
-// or "model": {"name": ...} (memory and run reports); empty when absent.
-std::string recorded_name(const nlohmann::json& doc, const char* key, const std::string& file) {
-    auto it = doc.find(key);
-    if (it == doc.end()) return {};
-    if (it->is_null())  // never the default model or GPU in its place
-        throw InputError("--plan " + file, std::string(key) + " is null: name one, or leave the key out for the default");
-    if (it->is_string()) return it->get<std::string>();
-    if (it->is_object() && it->contains("name")) {
-        if (!it->at("name").is_string())
-            throw InputError("--plan " + file, std::string(key) + ".name must be a string, got " + it->at("name").dump());
-        return it->at("name").get<std::string>();
-    }
-    throw InputError("--plan " + file, std::string(key) + " must be a name or an object with \"name\"");
-}
 
 // Steps a run measures or warms up with, at most: bounded time (a step of a large plan takes seconds).
 constexpr std::int64_t kMaxRunSteps = 100'000;
@@ -256,90 +241,6 @@ void print_table(const runtime::RunReport& r) {
     if (r.failure) std::cout << "FAILED (" << r.failure->kind << "): " << r.failure->message << "\n";
 }
 
-// --plan FILE: a plan object, or any document holding one under "plan" (memory / run
-// reports). Its model and GPU are used unless --model / --gpu are given; given and
-// different, the file and the flags disagree.
-// --plan -: the plan JSON from standard input (e.g. `preflight plan --emit preflight | preflight run --plan -`).
-nlohmann::json read_plan_stdin() {
-    constexpr std::size_t kMaxPlanBytes = 16 << 20;
-    std::string text;
-    char buf[65536];
-    while (std::cin.read(buf, sizeof buf) || std::cin.gcount() > 0) {
-        text.append(buf, static_cast<std::size_t>(std::cin.gcount()));
-        if (text.size() > kMaxPlanBytes) throw InputError("--plan -", "standard input holds more than 16 MiB");
-    }
-    return parse_json_text(text, "--plan -", "standard input");
-}
-
-// The keys a plan document holds (planner preflight_plan_document: the plan fields, the totals
-// plan_to_json adds, and at the top model, gpu and schema_version); any other is a typo that would
-// leave a field at its default without a word.
-void check_plan_document(const nlohmann::json& doc, bool top_level) {
-    for (const auto& [key, value] : doc.items()) {
-        const bool known = plan_field(key) != nullptr || key == "gpus" || key == "global_batch_tokens" ||
-                           (top_level && (key == "model" || key == "gpu" || key == "schema_version"));
-        if (!known)
-            throw InputError(key, "unknown key: a plan file holds the plan fields (docs/interface.md), model, gpu, "
-                                  "gpus, global_batch_tokens and schema_version");
-    }
-    if (const auto v = doc.find("schema_version"); v != doc.end() && *v != kSchemaVersion)
-        throw InputError("schema_version", v->dump() + ": this preflight reads plan files of schema version " +
-                                               std::to_string(kSchemaVersion));
-}
-
-// The totals a plan file records must be its fields' (gpus = dp x tp x pp, the global batch's
-// tokens): a file edited in one place and not the other is refused, not half believed.
-void check_plan_totals(const nlohmann::json& doc, const Plan& p) {
-    for (const auto& [key, value] : {std::pair{"gpus", p.gpus()}, std::pair{"global_batch_tokens", p.global_batch_tokens()}}) {
-        const auto v = doc.find(key);
-        if (v == doc.end()) continue;
-        if (!v->is_number_integer() || v->get<std::int64_t>() != value)
-            throw InputError(key, v->dump() + " differs from the plan's " + std::to_string(value) +
-                                      (std::string(key) == "gpus" ? " (dp x tp x pp)" : " (seq x mbs x grad_acc x dp)") +
-                                      ": correct it or leave the key out");
-    }
-}
-
-Plan plan_from_file(const RunState& st, const Plan& plan, std::string& model_name, std::string& gpu_name) {
-    const auto j = st.plan_file == "-" ? read_plan_stdin() : read_json_file(st.plan_file, "--plan");
-    if (!j.is_object()) throw InputError("--plan " + st.plan_file, "must hold a JSON object");
-    for (auto [key, flag, name] : {std::tuple{"model", "--model", &model_name}, std::tuple{"gpu", "--gpu", &gpu_name}}) {
-        const std::string recorded = recorded_name(j, key, st.plan_file);
-        if (recorded.empty()) continue;
-        const bool given = st.sub && st.sub->count(flag) > 0;
-        if (!given)
-            *name = recorded;
-        else if (*name != recorded)
-            throw InputError(flag, "'" + *name + "' differs from the " + key + " '" + recorded + "' recorded in --plan " +
-                                       st.plan_file + " (leave " + flag + " out to use the file's)");
-    }
-    const bool report = j.contains("plan");  // a run report, its plan under "plan"
-    const nlohmann::json& fields = report ? j["plan"] : j;
-    Plan read;
-    try {
-        if (fields.is_object()) check_plan_document(fields, !report);
-        read = plan_from_json(fields, plan);
-        check_plan_totals(fields, read);
-    } catch (const InputError& e) {
-        throw InputError("--plan " + st.plan_file, e.what());
-    }
-    // A plan flag given beside the file overrides the file's value, as beside --from.
-    for (const PlanField& f : plan_fields())
-        if (st.sub && given_on(*st.sub, std::string(f.flag))) set_field(f, read, f.get(plan), std::string(f.flag));
-    return read;
-}
-
-// A refusal of a plan value, model or GPU that the --plan file set (its flag not given):
-// names the file and the key.
-InputError blame_plan_file(const RunState& st, const InputError& e) {
-    if (st.plan_file.empty()) return e;
-    std::string key = e.subject() == "--model" ? "model" : e.subject() == "--gpu" ? "gpu" : "";
-    for (const PlanField& f : plan_fields())
-        if (f.flag == e.subject()) key = f.key;
-    if (key.empty() || (st.sub && given_on(*st.sub, e.subject()))) return e;
-    return InputError("--plan " + st.plan_file, key + ": " + e.detail());
-}
-
 // What `preflight run` cannot execute, and its bounds on the work of one step.
 void check_runnable(const RunState& st, const ModelConfig& model, const Plan& plan) {
     // Names the flag: the pipeline schedule, the extensions, the bounds on a step's work
@@ -432,7 +333,7 @@ int run_command(const RunState& st) {
     const auto dir = data_dir_of(st.flags.data_dir);
     std::string model_name = st.flags.model, gpu_name = st.flags.gpu;
     Plan plan = st.flags.to_plan();
-    if (!st.plan_file.empty()) plan = plan_from_file(st, plan, model_name, gpu_name);
+    if (!st.plan_file.empty()) plan = plan_from_file(st.plan_file, *st.sub, plan, model_name, gpu_name);
     std::optional<ModelConfig> model_read;
     std::optional<GpuSpec> gpu_read;
     try {
@@ -445,7 +346,7 @@ int run_command(const RunState& st) {
         const std::string& key = e.subject();
         if (key.rfind("rope_scaling", 0) == 0 || key == "hidden_act" || key == "activation_function")
             throw InputError("--model " + model_name, e.what());
-        throw blame_plan_file(st, e);
+        throw blame_plan_file(st.plan_file, *st.sub, e);
     }
     const ModelConfig& model = *model_read;
     const GpuSpec& gpu = *gpu_read;
@@ -518,10 +419,7 @@ Command add_run_command(CLI::App& app) {
     st->sub = sub;
     add_plan_flags(*sub, st->flags);
     add_from_flags(*sub, st->from, true);
-    sub->add_option("--plan", st->plan_file,
-                    "Plan JSON (a plan object, or a document with one under \"plan\"; - reads standard input); plan "
-                    "flags given beside it override its values, and its recorded model and GPU are used unless "
-                    "--model/--gpu are given");
+    add_plan_file_option(*sub, st->plan_file);
     sub->add_option("--steps", st->steps, "Measured steps (median step time over these) (default 10; at most 100,000)")
         ->transform(exact_integer())
         ->check(CLI::Range(std::int64_t{1}, kMaxRunSteps));

@@ -38,7 +38,8 @@ Command add_validate_command(CLI::App& app);
 // `preflight calibrate` (cmd_calibrate.cpp): fit a GPU spec's efficiency constants to recorded runs.
 Command add_calibrate_command(CLI::App& app);
 
-int run_memory(const PlanFlags& flags, bool show_timeline);
+// `plan_file`: --plan (empty: none), read with `sub`'s given flags overriding its values.
+int run_memory(const PlanFlags& flags, bool show_timeline, const std::string& plan_file, const CLI::App& sub);
 int run_models(const std::string& data_dir, const std::string& format);
 int run_gpus(const std::string& data_dir, const std::string& format);
 

@@ -5,7 +5,8 @@
 #include "explorer.hpp"
 #include "main_window.hpp"
 #include "preflight/planner/catalog.hpp"
-#include "preflight/planner/report.hpp"
+#include "preflight/planner/error.hpp"
+#include "preflight/planner/plan_document.hpp"
 
 namespace preflight::gui {
 
@@ -31,14 +32,17 @@ QString startSearchFromCommandLine(QWidget& window, Explorer& explorer, const QS
 
 QString loadPlanFromCommandLine(MainWindow& window, const QString& path, bool model_given, bool gpu_given) {
     try {
-        const nlohmann::json doc = read_json_file(path.toStdString(), "--plan");
-        if (doc.is_object()) {
-            if (!model_given && doc.contains("model") && doc.at("model").is_string())
-                window.selectModel(QString::fromStdString(doc.at("model").get<std::string>()));
-            if (!gpu_given && doc.contains("gpu") && doc.at("gpu").is_string())
-                window.selectGpu(QString::fromStdString(doc.at("gpu").get<std::string>()));
+        // Read as `preflight memory --plan` reads it (plan_document.hpp): an unknown key, a null
+        // model or totals that disagree with the fields are refused, not left at a default.
+        PlanDocument doc;
+        try {
+            doc = read_plan_document(read_json_file(path.toStdString(), "--plan"));
+        } catch (const InputError& e) {
+            throw InputError(path.toStdString(), e.what());
         }
-        window.loadPlan(plan_from_json(doc));
+        if (!model_given && !doc.model.empty()) window.selectModel(QString::fromStdString(doc.model));
+        if (!gpu_given && !doc.gpu.empty()) window.selectGpu(QString::fromStdString(doc.gpu));
+        window.loadPlan(doc.plan);
     } catch (const std::exception& e) {
         const QString error = QString::fromUtf8(e.what());
         window.showNotice(QStringLiteral("--plan: ") + error);

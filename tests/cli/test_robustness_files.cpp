@@ -63,7 +63,7 @@ TEST(UserFiles, APlanFileKeyThatWouldBeIgnoredIsRefused) {
     EXPECT_EQ(run.exit_code, 0) << run.err;
     const std::pair<json, std::vector<std::string>> bad[] = {
         {{{"zero_stage", 3}}, {"zero_stage", "unknown key"}},
-        {{{"model", nullptr}}, {"model is null"}},
+        {{{"model", nullptr}}, {"model: null"}},
         {{{"gpus", 3}}, {"gpus", "3 differs from the plan's 2"}},
         {{{"global_batch_tokens", 4096}}, {"global_batch_tokens", "4096 differs from the plan's 1024"}},
         {{{"schema_version", 2}}, {"schema_version", "2"}}};
@@ -71,11 +71,24 @@ TEST(UserFiles, APlanFileKeyThatWouldBeIgnoredIsRefused) {
         json doc = ok;
         doc.update(change);
         const std::string path = s.write("bad.json", doc);
-        const auto r = run_preflight("run --dry-run --plan " + path);
-        EXPECT_EQ(r.exit_code, 2) << change.dump() << "\n" << r.out;
-        EXPECT_NE(r.err.find("--plan " + path), std::string::npos) << r.err;
-        for (const auto& w : words) EXPECT_NE(r.err.find(w), std::string::npos) << w << " not in: " << r.err;
+        // `memory --plan` reads the file as `run --plan` does (one reader, plan_document.hpp).
+        for (const std::string cmd : {"run --dry-run --plan ", "memory --plan "}) {
+            const auto r = run_preflight(cmd + path);
+            EXPECT_EQ(r.exit_code, 2) << cmd << change.dump() << "\n" << r.out;
+            EXPECT_NE(r.err.find("--plan " + path), std::string::npos) << r.err;
+            for (const auto& w : words) EXPECT_NE(r.err.find(w), std::string::npos) << w << " not in: " << r.err;
+        }
     }
+    // The file's plan is what memory judges: dp 2, ZeRO-1, gpt2 (the flags' default is llama-3-8b).
+    const auto mem = run_preflight("memory --format json --plan " + s.write("ok.json", ok));
+    ASSERT_EQ(mem.exit_code, 0) << mem.err;
+    const json m = json::parse(mem.out);
+    EXPECT_EQ(m["model"]["name"], "gpt2");
+    EXPECT_EQ(m["plan"]["dp"], 2);
+    EXPECT_EQ(m["plan"]["zero"], 1);
+    EXPECT_EQ(m["plan"]["mbs"], 2);
+    // --plan with --from: two sources of one plan.
+    EXPECT_EQ(run_preflight("memory --plan " + s.path("ok.json") + " --from " + s.path("ok.json")).exit_code, 2);
 }
 
 // A plan flag beside --plan overrides the file's value, as beside --from (was: ignored, the

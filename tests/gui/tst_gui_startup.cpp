@@ -1,8 +1,10 @@
 // preflight-gui's command-line start-up: --search TOKENS shows the searched batch in
 // the search tab's global-batch box and searches exactly that batch; bad values are
 // refused with a message naming --search.
+#include <QFile>
 #include <QSignalSpy>
 #include <QSpinBox>
+#include <QTemporaryDir>
 #include <QtTest>
 
 #include "explorer.hpp"
@@ -38,6 +40,30 @@ private slots:
         for (const char* bad : {"0", "-5", "abc", "1e400", "9999999999999"})
             QVERIFY2(startSearchFromCommandLine(w, explorer, QString::fromLatin1(bad)).startsWith("--search"), bad);
         QVERIFY(!explorer.searchRunning());
+    }
+
+    void aPlanFileIsReadAsTheCliReadsIt() {
+        // Was: a typo'd key (zero_stage) loaded the plan with ZeRO at its default without a word,
+        // and a memory report's plan (under "plan") was read from the top level.
+        QTemporaryDir dir;
+        auto write = [&](const char* name, const QByteArray& text) {
+            QFile f(dir.filePath(QString::fromLatin1(name)));
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write(text);
+            return;
+        };
+        write("typo.json", R"({"model": "gpt2", "seq": 256, "zero_stage": 3})");
+        write("report.json", R"({"model": {"name": "gpt2"}, "plan": {"seq": 512, "mbs": 2, "dp": 2, "zero": 1}})");
+        Explorer explorer(PREFLIGHT_TEST_DATA_DIR);
+        MainWindow w(&explorer);
+        const QString typo = loadPlanFromCommandLine(w, dir.filePath("typo.json"), false, false);
+        QVERIFY2(typo.contains("zero_stage") && typo.contains("unknown key"), qPrintable(typo));
+        QCOMPARE(loadPlanFromCommandLine(w, dir.filePath("report.json"), false, false), QString());
+        QVERIFY(explorer.current());
+        QCOMPARE(QString::fromStdString(explorer.current()->model.name), QString("gpt2"));
+        QCOMPARE(explorer.current()->plan.seq, 512);
+        QCOMPARE(explorer.current()->plan.mbs, 2);
+        QCOMPARE(explorer.current()->plan.zero, ZeroStage{1});
     }
 };
 

@@ -1,0 +1,71 @@
+// Strict reading of plan documents (plan_document.hpp).
+#include "preflight/planner/plan_document.hpp"
+
+#include <utility>
+
+#include "preflight/planner/error.hpp"
+#include "preflight/planner/plan_schema.hpp"
+#include "preflight/planner/report.hpp"
+
+namespace preflight {
+
+namespace {
+
+// "model": "name" (plan --emit preflight) or "model": {"name": ...} (memory and run reports).
+std::string recorded_name(const nlohmann::json& doc, const char* key) {
+    const auto it = doc.find(key);
+    if (it == doc.end()) return {};
+    if (it->is_null())  // never the default model or GPU in its place
+        throw InputError(key, "null: name one, or leave the key out for the default");
+    if (it->is_string()) return it->get<std::string>();
+    if (it->is_object() && it->contains("name")) {
+        if (!it->at("name").is_string())
+            throw InputError(std::string(key) + ".name", "must be a string, got " + it->at("name").dump());
+        return it->at("name").get<std::string>();
+    }
+    throw InputError(key, "must be a name or an object with \"name\"");
+}
+
+// The keys plan_to_json writes plus the document's own (model, gpu, schema_version at the top).
+void check_keys(const nlohmann::json& fields, bool top_level) {
+    for (const auto& [key, value] : fields.items()) {
+        const bool known = plan_field(key) != nullptr || key == "gpus" || key == "global_batch_tokens" ||
+                           (top_level && (key == "model" || key == "gpu" || key == "schema_version"));
+        if (!known)
+            throw InputError(key, "unknown key: a plan file holds the plan fields (docs/interface.md), model, gpu, "
+                                  "gpus, global_batch_tokens and schema_version");
+    }
+    if (const auto v = fields.find("schema_version"); v != fields.end() && *v != kSchemaVersion)
+        throw InputError("schema_version", v->dump() + ": this preflight reads plan files of schema version " +
+                                               std::to_string(kSchemaVersion));
+}
+
+// The totals a document records must be its fields': a file edited in one place and not the
+// other is refused, not half believed.
+void check_totals(const nlohmann::json& fields, const Plan& p) {
+    for (const auto& [key, value] : {std::pair{"gpus", p.gpus()}, std::pair{"global_batch_tokens", p.global_batch_tokens()}}) {
+        const auto v = fields.find(key);
+        if (v == fields.end()) continue;
+        if (!v->is_number_integer() || v->get<std::int64_t>() != value)
+            throw InputError(key, v->dump() + " differs from the plan's " + std::to_string(value) +
+                                      (std::string(key) == "gpus" ? " (dp x tp x pp)" : " (seq x mbs x grad_acc x dp)") +
+                                      ": correct it or leave the key out");
+    }
+}
+
+}  // namespace
+
+PlanDocument read_plan_document(const nlohmann::json& doc, const Plan& defaults) {
+    if (!doc.is_object()) throw InputError("plan", "must hold a JSON object");
+    PlanDocument d;
+    d.model = recorded_name(doc, "model");
+    d.gpu = recorded_name(doc, "gpu");
+    const bool report = doc.contains("plan");  // a memory or run report: its plan under "plan"
+    const nlohmann::json& fields = report ? doc.at("plan") : doc;
+    if (fields.is_object()) check_keys(fields, !report);
+    d.plan = plan_from_json(fields, defaults);
+    check_totals(fields, d.plan);
+    return d;
+}
+
+}  // namespace preflight
