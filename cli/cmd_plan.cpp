@@ -158,8 +158,9 @@ void print_header(const PlanCommandState& st, const ModelConfig& model, const Gp
     std::cout << "# target: " << group_digits(req.gbs_tokens) << " tokens per step at seq " << res.seq << " ("
               << sequences << " sequences); memory limit " << format_bytes(res.limit_bytes) << " = " << pct(1 - req.headroom, 0)
               << " of " << format_bytes(gpu.memory_bytes) << " (--headroom " << req.headroom << ")\n";
-    std::cout << "# searched " << group_digits(res.plans_evaluated) << " plans (" << group_digits(res.plans_fitting)
-              << " fit) in " << seconds(search_s) << "; ranked by predicted tokens/s, ties to less memory, then more dp"
+    std::cout << "# searched " << count_of(res.plans_evaluated, "plan", "plans") << " (" << group_digits(res.plans_fitting)
+              << " fit) in " << seconds(search_s)
+              << "; ranked by predicted tokens/s (within 0.1 %: less memory first), then more dp"
               << "\n# MFU/HFU against the dense peak of each plan's compute precision; attention FLOPs counted "
               << st.attention_flops << "\n";
     // The provenance's first clause ("fitted by ... from data set X", "uncalibrated defaults").

@@ -10,6 +10,7 @@
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/extensions.hpp"
 #include "preflight/planner/search.hpp"
+#include "search_internal.hpp"
 
 namespace preflight {
 
@@ -25,9 +26,8 @@ std::string gib(double bytes) {
 
 // Predicted tokens/s, ties to less memory.
 bool ranks_by_speed(const Candidate& a, const Candidate& b) {
-    const double scale = std::max(a.throughput.tokens_per_s, b.throughput.tokens_per_s);
-    if (std::abs(a.throughput.tokens_per_s - b.throughput.tokens_per_s) > 1e-9 * scale)
-        return a.throughput.tokens_per_s > b.throughput.tokens_per_s;
+    const std::int64_t sa = detail::speed_class(a.throughput.tokens_per_s), sb = detail::speed_class(b.throughput.tokens_per_s);
+    if (sa != sb) return sa > sb;
     return a.memory.peak_bytes < b.memory.peak_bytes;
 }
 
