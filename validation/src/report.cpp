@@ -109,7 +109,8 @@ json summary_to_json(const CheckResult& r) {
 std::string summary_table(const CheckResult& r) {
     std::ostringstream o;
     o << "# preflight validate --check " << r.dir.string() << ": " << r.all.runs << " runs, " << r.all.compared
-      << " compared (" << r.all.dry_runs << " dry runs), " << r.all.failed << " failed, " << r.all.out_of_tolerance
+      << " compared (" << r.all.dry_runs << " dry runs), " << r.all.failed << " stopped before measuring ("
+      << r.all.judged_out_of_memory << " out of memory, judged against the predicted peak), " << r.all.out_of_tolerance
       << " out of tolerance, " << r.all.not_compared << " not compared\n";
     char line[256];
     std::snprintf(line, sizeof line, "%-18s %5s %9s %9s %9s %9s %9s %9s %9s\n", "source", "runs", "peak p50",
