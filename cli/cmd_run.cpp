@@ -172,7 +172,8 @@ void print_table(const runtime::RunReport& r) {
               << format_rate(peak ? std::optional<double>(*peak / 1e12) : std::nullopt, "TFLOP/s")
               << " per GPU (the GPU spec's)\n";
     Table t;
-    t.header = {"", "measured", "predicted"};
+    // A dry run measures nothing: its tracked peak is what the walk allocated, no device involved.
+    t.header = {"", r.mode == "dry-run" ? "walked" : "measured", "predicted"};
     t.units = {"", "", ""};
     t.rows.push_back({"tracked peak", format_bytes(r.measured.tracked_peak_bytes),
                       format_bytes(r.predicted.tracked_peak_bytes)});
