@@ -353,15 +353,17 @@ void summarize(CheckResult& result) {
 
 namespace {
 
-// The nearest matrix.json from the report's folder up to `root`.
-std::optional<SourceTolerances> matrix_tolerances_for(const fs::path& report, const fs::path& root) {
+// The nearest matrix.json from the report's folder up to `root`, and its path.
+std::optional<std::pair<SourceTolerances, fs::path>> matrix_tolerances_for(const fs::path& report, const fs::path& root) {
     fs::path dir = report.parent_path();
     const fs::path stop = fs::weakly_canonical(root);
     for (;;) {
         const fs::path candidate = dir / "matrix.json";
         if (fs::exists(candidate)) {
             const json j = read_json_file(candidate, "matrix.json");
-            return interpret_user_json(candidate.string(), [&] { return matrix_from_json(j, candidate.string()); }).tolerances;
+            return std::pair{
+                interpret_user_json(candidate.string(), [&] { return matrix_from_json(j, candidate.string()); }).tolerances,
+                candidate};
         }
         if (fs::weakly_canonical(dir) == stop || !dir.has_parent_path() || dir.parent_path() == dir) break;
         dir = dir.parent_path();
@@ -384,14 +386,19 @@ CheckResult check_directory(const fs::path& dir, const CheckOptions& options) {
         const json j = read_json_file(f, "--check");
         if (!is_run_report(j)) continue;  // evidence, summaries, other documents
         check_run_report_fields(j, "--check " + f.string());  // errors name the file and field
+        const auto matrix = options.tolerances ? std::nullopt : matrix_tolerances_for(f, dir);
         const SourceTolerances all =
-            options.tolerances ? *options.tolerances : matrix_tolerances_for(f, dir).value_or(default_tolerances());
+            options.tolerances ? *options.tolerances : matrix ? matrix->first : default_tolerances();
         RunCheck rc = interpret_user_json("--check " + f.string(), [&] {
             const auto it = all.find(source_of(j));
             const Tolerances tol = it != all.end() ? it->second : default_tolerances()[kSourceRuntime];
             return check_report(j, f.stem().string(), tol, options);
         });
         rc.path = f;
+        // Named in an out-of-tolerance line: a subfolder checked alone does not see the matrix.json above it.
+        rc.tolerances_from = options.tolerances ? "--tolerances"
+                             : matrix            ? matrix->second.string()
+                                                 : "the defaults (no matrix.json between the report and " + dir.string() + ")";
         result.runs.push_back(std::move(rc));
     }
     if (result.runs.empty()) throw InputError("--check", dir.string() + " holds no run reports (*.json from `preflight run` or train.py)");

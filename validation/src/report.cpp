@@ -131,8 +131,13 @@ std::string summary_table(const CheckResult& r) {
         if (!run.out_of_tolerance) continue;
         o << "OUT OF TOLERANCE " << run.id << " (" << run.source << ")";
         if (!run.note.empty()) o << ": " << run.note;
-        for (const auto& c : run.comparisons)
-            if (!c.within) o << "; " << c.quantity << " measured/predicted " << fmt(c) << " (" << pct(c.relative_error) << ")";
+        for (const auto& c : run.comparisons) {
+            if (c.within) continue;
+            o << "; " << c.quantity << " measured/predicted " << fmt(c) << " (error " << pct(c.relative_error);
+            if (c.tolerance) o << ", tolerance " << pct(c.tolerance->rel) << (c.tolerance->abs > 0 ? " + an absolute term" : "");
+            o << ")";
+        }
+        if (!run.tolerances_from.empty()) o << "; tolerances from " << run.tolerances_from;
         o << "\n";
     }
     for (const FolderGate& g : r.gates) {

@@ -47,6 +47,7 @@ struct RunCheck {
     bool out_of_tolerance = false;
     bool not_compared = false;  // crashed, failed or nothing measured: the check fails on it
     std::string note;          // why a run was not compared, or what failed
+    std::string tolerances_from;  // --tolerances, the matrix.json read, or the defaults
     const Comparison* find(const std::string& quantity) const;
 };
 
