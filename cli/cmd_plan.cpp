@@ -159,7 +159,8 @@ void print_header(const PlanCommandState& st, const ModelConfig& model, const Gp
               << sequences << " sequences); memory limit " << format_bytes(res.limit_bytes) << " = " << pct(1 - req.headroom, 0)
               << " of " << format_bytes(gpu.memory_bytes) << " (--headroom " << req.headroom << ")\n";
     std::cout << "# searched " << count_of(res.plans_evaluated, "plan", "plans") << " (" << group_digits(res.plans_fitting)
-              << " fit) in " << seconds(search_s)
+              << " fit" << (res.plans_ruled_out > 0 ? ", " + group_digits(res.plans_ruled_out) + " larger ones not judged" : "")
+              << ") in " << seconds(search_s)
               << "; ranked by predicted tokens/s (within 0.1 %: less memory first), then more dp"
               << "\n# MFU/HFU against the dense peak of each plan's compute precision; attention FLOPs counted "
               << st.attention_flops << "\n";
@@ -420,6 +421,7 @@ nlohmann::json plan_document(const PlanCommandState& st, const ModelConfig& mode
         {"search",
          {{"plans_evaluated", res.plans_evaluated},
           {"plans_fitting", res.plans_fitting},
+          {"plans_ruled_out", res.plans_ruled_out},
           {"mbs_capped", res.mbs_capped},
           {"seconds", search_s}}},
         {"candidates", cands},

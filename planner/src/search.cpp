@@ -292,6 +292,7 @@ void evaluate_family(SearchState& st, const Plan& family, const std::vector<Shap
         const std::int64_t cap = std::min(plan.pp, sh.grad_acc);
         if (failed_mbs > 0 && sh.mbs >= failed_mbs && cap >= failed_cap) {
             ++fam.plans;
+            ++st.out.plans_ruled_out;
             continue;
         }
         spend_budget(st);

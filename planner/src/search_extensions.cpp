@@ -163,6 +163,7 @@ void merge_variant(const SearchRequest& r, bool recompute_varies, SearchResult& 
     out.limit_bytes = res.limit_bytes;
     out.plans_evaluated += res.plans_evaluated;
     out.plans_fitting += res.plans_fitting;
+    out.plans_ruled_out += res.plans_ruled_out;
     const std::string label = variant_label(r.pins, recompute_varies);
     for (Candidate& c : res.candidates) all.push_back(std::move(c));
     for (Rejection& j : res.rejected) {

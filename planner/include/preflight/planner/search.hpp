@@ -109,6 +109,9 @@ struct SearchResult {
     std::vector<std::string> suggestions;  // when nothing fits: the smallest change that would
     std::int64_t plans_evaluated = 0;  // memory + step time evaluated
     std::int64_t plans_fitting = 0;
+    // Plans not evaluated because one no larger (micro-batch, micro-batches in flight) of the
+    // same family did not fit; the rejected families' plan counts include them.
+    std::int64_t plans_ruled_out = 0;
     std::int64_t seq = 0;              // the resolved sequence length
     std::int64_t limit_bytes = 0;      // (1 - headroom) * GPU memory
     bool mbs_capped = false;           // micro-batches above limits::kMaxSearchMbs were not searched
