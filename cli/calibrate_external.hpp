@@ -19,10 +19,11 @@ struct CalibrateExternalOptions {
 // A held-out step-time error (P50, a fraction) above this after fitting draws a warning.
 inline constexpr double kPoorFitP50 = 0.5;
 
-// A fit that leaves the held-out P50 above kPoorFitP50: with --write-spec an InputError (the
-// spec is not written), else a `preflight: warning:` line on stderr.
-void check_fit_quality(const std::string& what, double held_out_before_p50, double held_out_after_p50,
-                       const std::string& write_spec);
+// A fit that leaves the held-out P50 of `error_name` ("step-time error", "tokens/s-per-GPU error")
+// above kPoorFitP50: with --write-spec an InputError (the spec is not written), else a
+// `preflight: warning:` line on stderr.
+void check_fit_quality(const std::string& what, const std::string& error_name, double held_out_before_p50,
+                       double held_out_after_p50, const std::string& write_spec);
 
 int run_calibrate_external(const std::vector<std::filesystem::path>& datasets, const CalibrateExternalOptions& o);
 

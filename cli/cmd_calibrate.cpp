@@ -68,7 +68,7 @@ int run_calibrate(const CalibrateState& st) {
         runs, gpu, st.source == validation::kSourceRuntime ? validation::CalibrationTarget::runtime
                                                            : validation::CalibrationTarget::generic);
     // Refused before anything is printed.
-    check_fit_quality(st.dir, r.step_held_before.p50, r.step_held_after.p50, st.write_spec);
+    check_fit_quality(st.dir, "step-time error", r.step_held_before.p50, r.step_held_after.p50, st.write_spec);
     std::optional<nlohmann::json> spec;
     if (!st.write_spec.empty()) spec = fitted_runtime_spec(st, data, r);
     if (st.format == "json")

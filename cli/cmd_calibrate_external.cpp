@@ -1,6 +1,7 @@
 #include <cstdio>
 #include <iostream>
 #include <optional>
+#include <sstream>
 
 #include "calibrate_external.hpp"
 #include "commands.hpp"
@@ -54,12 +55,12 @@ nlohmann::json fitted_external_spec(const validation::ExternalDataset& d, const 
 
 }  // namespace
 
-void check_fit_quality(const std::string& what, double held_out_before_p50, double held_out_after_p50,
-                       const std::string& write_spec) {
+void check_fit_quality(const std::string& what, const std::string& error_name, double held_out_before_p50,
+                       double held_out_after_p50, const std::string& write_spec) {
     // Half the measured figure off after fitting: the runs do not look like this GPU's training
     // steps (another GPU, times not in seconds, degenerate rows), whatever the fit printed.
     if (held_out_after_p50 <= kPoorFitP50) return;
-    const std::string why = what + ": the held-out step-time error is " + pct(held_out_after_p50) +
+    const std::string why = what + ": the held-out " + error_name + " is " + pct(held_out_after_p50) +
                             " (P50) after the fit, " + pct(held_out_before_p50) +
                             " before it: check that the runs are training steps of this GPU (--gpu) with times in seconds";
     if (!write_spec.empty()) throw InputError("--write-spec " + write_spec, why + "; not written");
@@ -77,13 +78,16 @@ int run_calibrate_external(const std::vector<std::filesystem::path>& datasets, c
     if (!o.write_spec.empty() && fitted_count > 1)
         throw InputError("--write-spec", std::to_string(fitted_count) + " data sets are fitted here (" + fitted +
                                              "), each for its own GPU: give the folder of the one to write");
+    // Printed and written once every data set is done: a refusal leaves stdout and the spec untouched.
     nlohmann::json all = nlohmann::json::array();
+    std::ostringstream table;
+    std::optional<nlohmann::json> spec;
     for (const validation::ExternalDataset& d : sets) {
         if (d.evaluation_only) {  // listed, never fitted on: its errors are held out by data set
             const auto ev = validation::evaluate_external_dataset(d, o.data_dir);
             if (o.format == "table")
-                std::cout << "# " << d.name << " (" << d.runs.size() << " rows, " << d.framework
-                          << "): never fitted on, not used by the fit (its README lists what was chosen with it in view)\n\n" << ev.markdown << "\n";
+                table << "# " << d.name << " (" << d.runs.size() << " rows, " << d.framework
+                      << "): never fitted on, not used by the fit (its README lists what was chosen with it in view)\n\n" << ev.markdown << "\n";
             all.push_back({{"name", d.name}, {"evaluation_only", true}, {"evaluation", ev.summary}});
             continue;
         }
@@ -101,28 +105,27 @@ int run_calibrate_external(const std::vector<std::filesystem::path>& datasets, c
             j["memory"] = validation::memory_cv_to_json(mcv);
             memory_md = validation::memory_cv_markdown(d.runs, mcv);
         }
-        // Refused before anything is printed.
-        check_fit_quality(d.name, g.cv.before.p50, g.cv.held_out.p50, o.write_spec);
-        std::optional<nlohmann::json> spec;
+        check_fit_quality(d.name, "tokens/s-per-GPU error", g.cv.before.p50, g.cv.held_out.p50, o.write_spec);
         if (!o.write_spec.empty()) spec = fitted_external_spec(d, g, o);
         if (o.format == "table") {
-            std::cout << "# " << d.name << " (" << d.runs.size() << " jobs, " << d.framework << " on " << gpu.name
-                      << ")\n\n## tokens/s per GPU\n\n"
-                      << g.markdown << "\n";
+            table << "# " << d.name << " (" << d.runs.size() << " jobs, " << d.framework << " on " << gpu.name
+                  << ")\n\n## tokens/s per GPU\n\n"
+                  << g.markdown << "\n";
             if (!g.refused.empty())
-                std::cout << g.refused.size() << " job(s) the planner refuses as plans are not scored (first: "
-                          << g.refused.front() << ")\n\n";
-            std::cout << "fitted step-time constants (all jobs):\n";
+                table << g.refused.size() << " job(s) the planner refuses as plans are not scored (first: "
+                      << g.refused.front() << ")\n\n";
+            table << "fitted step-time constants (all jobs):\n";
             const nlohmann::json f = efficiency_to_json(g.cv.full_fit);
             for (const auto& c : validation::fitted_step_constants())
-                std::cout << "  " << c.name << " = " << f.at(c.name).get<double>() << "\n";
-            if (fit_memory) std::cout << "\n## memory\n\n" << memory_md << "\n";
+                table << "  " << c.name << " = " << f.at(c.name).get<double>() << "\n";
+            if (fit_memory) table << "\n## memory\n\n" << memory_md << "\n";
         }
         all.push_back(j);
-        if (spec) {
-            runtime::write_file_atomic(o.write_spec, spec->dump(2) + "\n");
-            std::cerr << "preflight calibrate: wrote " << o.write_spec << "\n";
-        }
+    }
+    std::cout << table.str();
+    if (spec) {
+        runtime::write_file_atomic(o.write_spec, spec->dump(2) + "\n");
+        std::cerr << "preflight calibrate: wrote " << o.write_spec << "\n";
     }
     if (o.format == "json") std::cout << all.dump(2) << "\n";
     return kExitOk;

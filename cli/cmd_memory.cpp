@@ -168,10 +168,12 @@ void warn_unsearched_recipe(const GpuSpec& gpu, Precision precision) {
 
 // The next step a user needs after "does not fit": the search over layouts for the same job,
 // which also names the smallest change that would fit when none does.
-void print_next_step(const std::string& model, const std::string& gpu, const Plan& p, const std::string& framework) {
-    std::cout << "# next: preflight plan --model " << model << " --gpu " << gpu << " --gpus " << p.gpus()
-              << " --gbs-tokens " << p.global_batch_tokens() << " --seq " << p.seq << " --precision "
-              << to_string(p.precision)
+// The recipe is kept unless the GPU publishes no peak for it (`plan` would refuse the pin).
+void print_next_step(const std::string& model, const GpuSpec& gpu, const std::string& gpu_name, const Plan& p,
+                     const std::string& framework) {
+    std::cout << "# next: preflight plan --model " << model << " --gpu " << gpu_name << " --gpus " << p.gpus()
+              << " --gbs-tokens " << p.global_batch_tokens() << " --seq " << p.seq
+              << (compute_peak_flops_per_s(gpu, p.precision) ? " --precision " + std::string(to_string(p.precision)) : "")
               << (p.finetune != Finetune::full ? " --finetune " + std::string(to_string(p.finetune)) : "")
               << (framework != "megatron" ? " --framework " + framework : "")
               << "   (searches dp/tp/pp, ZeRO, recompute and micro-batch for this batch on these GPUs)\n";
@@ -214,7 +216,8 @@ int run_memory(const PlanFlags& flags, bool show_timeline, const std::string& pl
     else
         print_table(model, gpu, plan, r, show_timeline, opt.profile.verdict_on_reserved);
     const bool fits = memory_verdict(r) == "fits";
-    if (!fits && flags.format == "table" && !flags.model_config) print_next_step(model_name, gpu_name, plan, flags.framework);
+    if (!fits && flags.format == "table" && !flags.model_config)
+        print_next_step(model_name, gpu, gpu_name, plan, flags.framework);
     return fits ? kExitOk : kExitDoesNotFit;
 }
 

@@ -161,7 +161,7 @@ void print_header(const PlanCommandState& st, const ModelConfig& model, const Gp
     std::cout << "# searched " << count_of(res.plans_evaluated, "plan", "plans") << " (" << group_digits(res.plans_fitting)
               << " fit" << (res.plans_ruled_out > 0 ? ", " + group_digits(res.plans_ruled_out) + " larger ones not judged" : "")
               << ") in " << seconds(search_s)
-              << "; ranked by predicted tokens/s (within 0.1 %: less memory first), then more dp"
+              << "; ranked by predicted tokens/s in 0.1 % steps (less memory first within a step), then more dp"
               << "\n# MFU/HFU against the dense peak of each plan's compute precision; attention FLOPs counted "
               << st.attention_flops << "\n";
     // The provenance's first clause ("fitted by ... from data set X", "uncalibrated defaults").
@@ -232,8 +232,8 @@ void print_recommendation(const PlanCommandState& st, const ModelConfig& model, 
     // Only a pinned --mbs/--grad-acc lets a plan outside the tolerance through (docs/interface.md).
     if (std::abs(best.batch_error) > req.batch_tolerance)
         std::cout << "# warning: no plan within --batch-tolerance " << pct(req.batch_tolerance, 2)
-                  << " of the target exists with the pinned micro-batch settings on " << req.gpus
-                  << " GPUs: this batch is " << pct(std::abs(best.batch_error), 2) << (best.batch_error > 0 ? " over" : " under")
+                  << " of the target exists with the pinned micro-batch settings on " << count_of(req.gpus, "GPU", "GPUs")
+                  << ": this batch is " << pct(std::abs(best.batch_error), 2) << (best.batch_error > 0 ? " over" : " under")
                   << " it; unpin --mbs/--grad-acc or change --gpus\n";
     std::cout << "step time:   " << seconds(th.step_time_s) << "; " << format_figure(th.tokens_per_s)
               << " tokens/s total, " << format_figure(th.tokens_per_s_per_gpu) << " per GPU\n";

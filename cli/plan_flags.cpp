@@ -1,6 +1,5 @@
 #include "plan_flags.hpp"
 
-#include <algorithm>
 #include <charconv>
 #include <cmath>
 
@@ -217,13 +216,9 @@ Plan PlanFlags::to_plan() const {
         throw InputError(lora_flag, "LoRA flags need --finetune lora or qlora");
     // The interleaved schedule's default: two model chunks per stage.
     if (!given("vpp") && p.pp_schedule == PpSchedule::interleaved) p.vpp = 2;
-    // A framework that does not run the default recipe (nanotron: no bf16-mixed) starts from its first.
-    if (!given("precision")) {
-        const auto profile = profile_by_name(framework);
-        if (profile && !profile->precisions.empty() &&
-            std::find(profile->precisions.begin(), profile->precisions.end(), p.precision) == profile->precisions.end())
-            p.precision = profile->precisions.front();
-    }
+    // A framework that does not run the default recipe (nanotron: no bf16-mixed) starts from its own.
+    if (!given("precision"))
+        if (const auto profile = profile_by_name(framework)) p.precision = default_precision(*profile);
     return p;
 }
 

@@ -1,7 +1,5 @@
 // The explorer's control panel: one group box per part of the plan, and the
 // connections that re-evaluate on every change.
-#include <algorithm>
-
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -241,14 +239,12 @@ void MainWindow::connectControls() {
         const QString name = framework_->currentData().toString();
         // As the CLI's --framework without --precision: a framework that does not run the chosen
         // recipe (nanotron: no bf16-mixed) starts from its first one.
-        if (const auto profile = profile_by_name(name.toStdString()); profile && !profile->precisions.empty()) {
-            const auto chosen = static_cast<Precision>(precision_->currentData().toInt());
-            if (std::find(profile->precisions.begin(), profile->precisions.end(), chosen) == profile->precisions.end()) {
-                syncing_ = true;
-                precision_->setCurrentIndex(precision_->findData(static_cast<int>(profile->precisions.front())));
-                syncing_ = false;
-                applyControls();
-            }
+        if (const auto profile = profile_by_name(name.toStdString());
+            profile && !runs_precision(*profile, static_cast<Precision>(precision_->currentData().toInt()))) {
+            syncing_ = true;
+            precision_->setCurrentIndex(precision_->findData(static_cast<int>(default_precision(*profile))));
+            syncing_ = false;
+            applyControls();
         }
         explorer_->setFramework(name);
         if (!explorer_->hasError()) onError({});

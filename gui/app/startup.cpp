@@ -7,6 +7,7 @@
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/plan_document.hpp"
+#include "preflight/planner/profiles.hpp"
 
 namespace preflight::gui {
 
@@ -30,13 +31,16 @@ QString startSearchFromCommandLine(QWidget& window, Explorer& explorer, const QS
     return {};
 }
 
-QString loadPlanFromCommandLine(MainWindow& window, const QString& path, bool model_given, bool gpu_given) {
+QString loadPlanFromCommandLine(MainWindow& window, const QString& path, bool model_given, bool gpu_given,
+                                const QString& framework) {
     try {
         // Read as `preflight memory --plan` reads it (plan_document.hpp): an unknown key, a null
         // model or totals that disagree with the fields are refused, not left at a default.
         PlanDocument doc;
         try {
-            doc = read_plan_document(read_json_file(path.toStdString(), "--plan"));
+            Plan defaults;
+            if (const auto profile = profile_by_name(framework.toStdString())) defaults.precision = default_precision(*profile);
+            doc = read_plan_document(read_json_file(path.toStdString(), "--plan"), defaults);
         } catch (const InputError& e) {
             throw InputError(path.toStdString(), e.what());
         }

@@ -73,8 +73,6 @@ Plan resolve_defaults(Plan plan, const ModelConfig& model) {
     return plan;
 }
 
-namespace {
-
 // " (tp can be 1, 2, 4 or 8)": the degrees that divide the heads, the key/value heads and the
 // MLP width, as the refusal of any other names them.
 std::string tp_choices(const ModelConfig& m) {
@@ -87,8 +85,6 @@ std::string tp_choices(const ModelConfig& m) {
         s += (i == 0 ? "" : i + 1 == d.size() ? " or " : ", ") + str(d[i]);
     return s + ")";
 }
-
-}  // namespace
 
 void validate_plan(const Plan& p, const ModelConfig& m) {
     const std::pair<const char*, std::int64_t> counts[] = {

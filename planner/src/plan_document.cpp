@@ -48,7 +48,7 @@ void check_totals(const nlohmann::json& fields, const Plan& p) {
         if (v == fields.end()) continue;
         if (!v->is_number_integer() || v->get<std::int64_t>() != value)
             throw InputError(key, v->dump() + " differs from the plan's " + std::to_string(value) +
-                                      (std::string(key) == "gpus" ? " (dp x tp x pp)" : " (seq x mbs x grad_acc x dp)") +
+                                      (std::string(key) == "gpus" ? " (dp x tp x pp x cp)" : " (seq x mbs x grad_acc x dp)") +
                                       ": correct it or leave the key out");
     }
 }

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include "preflight/planner/profiles.hpp"
 
 #include "preflight/planner/error.hpp"
@@ -98,6 +99,15 @@ FrameworkProfile pytorch_profile() {
     p.allocation_granularity_bytes = kTorchBlockBytes;
     p.fused_attention = false;  // transformers' sdpa / flash_attention_2: FlashAttention-2-class kernels
     return p;
+}
+
+bool runs_precision(const FrameworkProfile& profile, Precision precision) {
+    return profile.precisions.empty() ||
+           std::find(profile.precisions.begin(), profile.precisions.end(), precision) != profile.precisions.end();
+}
+
+Precision default_precision(const FrameworkProfile& profile) {
+    return runs_precision(profile, Precision::bf16_mixed) ? Precision::bf16_mixed : profile.precisions.front();
 }
 
 std::vector<std::string> framework_names() {

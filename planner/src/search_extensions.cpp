@@ -9,6 +9,7 @@
 
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/extensions.hpp"
+#include "preflight/planner/profiles.hpp"
 #include "preflight/planner/search.hpp"
 #include "search_internal.hpp"
 
@@ -24,20 +25,21 @@ std::string gib(double bytes) {
     return buf;
 }
 
-// Predicted tokens/s, ties to less memory.
-bool ranks_by_speed(const Candidate& a, const Candidate& b) {
-    const std::int64_t sa = detail::speed_class(a.throughput.tokens_per_s), sb = detail::speed_class(b.throughput.tokens_per_s);
-    if (sa != sb) return sa > sb;
-    return a.memory.peak_bytes < b.memory.peak_bytes;
-}
-
-// Merged variants' ranking, as one search's (search.cpp `better`): a batch within the tolerance
-// first (a pinned --mbs can leave some layouts outside it), then tokens/s, ties to less memory.
-auto ranks_before(double batch_tolerance) {
-    return [batch_tolerance](const Candidate& a, const Candidate& b) {
-        const bool a_in = std::abs(a.batch_error) <= batch_tolerance, b_in = std::abs(b.batch_error) <= batch_tolerance;
+// Merged variants' ranking, as one search's (search.cpp `better`): plans that surely fit (at the
+// top of their memory range) first, then a batch within the tolerance (a pinned --mbs can leave
+// some layouts outside it), then tokens/s in 0.1 % classes, ties to less of the memory judged.
+auto ranks_before(const SearchRequest& req, std::int64_t limit_bytes) {
+    return [tolerance = req.batch_tolerance, profile = req.memory.profile, limit_bytes](const Candidate& a,
+                                                                                         const Candidate& b) {
+        const std::int64_t ja = detail::judged_bytes(a.memory, profile), jb = detail::judged_bytes(b.memory, profile);
+        const bool a_sure = a.memory.device_peak_high_bytes.value_or(ja) <= limit_bytes,
+                   b_sure = b.memory.device_peak_high_bytes.value_or(jb) <= limit_bytes;
+        if (a_sure != b_sure) return a_sure;
+        const bool a_in = std::abs(a.batch_error) <= tolerance, b_in = std::abs(b.batch_error) <= tolerance;
         if (a_in != b_in) return a_in;
-        return ranks_by_speed(a, b);
+        const std::int64_t sa = detail::speed_class(a.throughput.tokens_per_s), sb = detail::speed_class(b.throughput.tokens_per_s);
+        if (sa != sb) return sa > sb;
+        return ja < jb;
     };
 }
 
@@ -130,8 +132,17 @@ VariantAxes variant_axes(const ModelConfig& model, const GpuSpec& gpu, const Sea
     // PEFT trains fp32 adapters under bf16 (or fp16) autocast: the recipes that differ only in
     // how full-model states are kept are the same plan, so one is searched.
     v.precision = pins.precision;
-    if (pins.finetune != Finetune::full && !v.precision)
-        v.precision = compute_peak_flops_per_s(gpu, Precision::bf16_mixed) ? Precision::bf16_mixed : Precision::fp16_mixed;
+    if (pins.finetune != Finetune::full && !v.precision) {
+        // bf16 autocast where the GPU has bf16 tensor cores, else fp16; a framework that runs
+        // neither starts from its own recipe (and refuses fine-tuning with its own reason).
+        const FrameworkProfile& profile = req.memory.profile;
+        v.precision = runs_precision(profile, Precision::fp16_mixed) ? Precision::fp16_mixed : default_precision(profile);
+        for (Precision pr : {Precision::bf16_mixed, Precision::fp16_mixed})
+            if (runs_precision(profile, pr) && compute_peak_flops_per_s(gpu, pr)) {
+                v.precision = pr;
+                break;
+            }
+    }
     const bool params_need_zero3 =
         std::find(v.offloads.begin(), v.offloads.end(), Offload::optimizer_and_params) != v.offloads.end() && !pins.zero;
     v.needed = v.offloads.size() > 1 || v.cps.size() > 1 || v.cps.front() > 1 || v.eps.size() > 1 ||
@@ -199,7 +210,7 @@ std::optional<SearchResult> search_extension_variants(const ModelConfig& model, 
                     }
                     merge_variant(r, v.recomputes.size() > 1, res, out, all);
                 }
-    std::stable_sort(all.begin(), all.end(), ranks_before(req.batch_tolerance));
+    std::stable_sort(all.begin(), all.end(), ranks_before(req, out.limit_bytes));
     if (all.size() > static_cast<std::size_t>(req.top_k)) all.resize(static_cast<std::size_t>(req.top_k));
     out.candidates = std::move(all);
     if (out.candidates.empty() && req.suggest) {
@@ -217,43 +228,55 @@ std::optional<SearchResult> search_extension_variants(const ModelConfig& model, 
     return out;
 }
 
-void refine_with_extensions(const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& req,
-                            SearchResult& out) {
+namespace {
+
+// Interleaved 1F1B (Narayanan et al. 2021, sec. 2.2.2) for pipeline candidates: the bubble
+// shrinks by v at v times the pipeline sends and (p-1)/(p v) more activations. Swapped in where
+// the ranking prefers it.
+void refine_interleaved(const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& req, SearchResult& out) {
+    if (req.pins.pp_schedule) return;
     MemoryOptions mopt = req.memory;
     mopt.timeline = false;
     ThroughputOptions topt = req.throughput;
     topt.grad_bucket_bytes = req.memory.profile.grad_bucket_bytes;
-    // Interleaved 1F1B (Narayanan et al. 2021, sec. 2.2.2) for pipeline candidates: the
-    // bubble shrinks by v at v times the pipeline sends and (p-1)/(p v) more activations.
-    if (!req.pins.pp_schedule) {
-        bool changed = false;
-        for (Candidate& c : out.candidates) {
-            if (c.plan.pp < 2 || c.plan.pp_schedule != PpSchedule::one_f_one_b) continue;
-            for (std::int64_t v : {2, 4}) {
-                Plan p = c.plan;
-                p.pp_schedule = PpSchedule::interleaved;
-                p.vpp = v;
-                if (!extension_plan_problem(p, model).empty()) continue;
-                MemoryReport mem;
-                try {
-                    mem = evaluate_memory(model, gpu, p, mopt);
-                } catch (const InputError&) {
-                    continue;  // the framework cannot build it (nanotron has no interleaved schedule)
-                }
-                ++out.plans_evaluated;
-                if (mem.peak_bytes > out.limit_bytes) continue;
-                const Throughput th =
-                    estimate_throughput(model, gpu, p, throughput_options_for(req.memory.profile, model, p, topt));
-                if (th.tokens_per_s > c.throughput.tokens_per_s) {
-                    c.plan = p;
-                    c.memory = mem;
-                    c.throughput = th;
-                    changed = true;
-                }
+    bool changed = false;
+    for (Candidate& c : out.candidates) {
+        if (c.plan.pp < 2 || c.plan.pp_schedule != PpSchedule::one_f_one_b) continue;
+        for (std::int64_t v : {2, 4}) {
+            Plan p = c.plan;
+            p.pp_schedule = PpSchedule::interleaved;
+            p.vpp = v;
+            if (!extension_plan_problem(p, model).empty()) continue;
+            MemoryReport mem;
+            try {
+                mem = evaluate_memory(model, gpu, p, mopt);
+            } catch (const InputError&) {
+                continue;  // the framework cannot build it (nanotron has no interleaved schedule)
+            }
+            ++out.plans_evaluated;
+            const std::int64_t judged = detail::judged_bytes(mem, req.memory.profile);
+            if (judged > out.limit_bytes) continue;
+            const Throughput th =
+                estimate_throughput(model, gpu, p, throughput_options_for(req.memory.profile, model, p, topt));
+            // As the ranking weighs them: a faster 0.1 % class, or the same class in less memory.
+            const std::int64_t now = detail::speed_class(c.throughput.tokens_per_s),
+                               then = detail::speed_class(th.tokens_per_s);
+            if (then > now || (then == now && judged < detail::judged_bytes(c.memory, req.memory.profile))) {
+                c.plan = p;
+                c.memory = mem;
+                c.throughput = th;
+                changed = true;
             }
         }
-        if (changed) std::stable_sort(out.candidates.begin(), out.candidates.end(), ranks_before(req.batch_tolerance));
     }
+    if (changed) std::stable_sort(out.candidates.begin(), out.candidates.end(), ranks_before(req, out.limit_bytes));
+}
+
+}  // namespace
+
+void refine_with_extensions(const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& req,
+                            SearchResult& out) {
+    refine_interleaved(model, gpu, req, out);
     if (!out.candidates.empty() || !req.suggest) return;
     // Nothing fits: what the extensions would change.
     auto attempt = [&](const SearchRequest& r, const std::string& change) {

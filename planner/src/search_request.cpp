@@ -63,7 +63,8 @@ void validate_request(const ModelConfig& model, const GpuSpec& gpu, const Search
     if (p.dp && p.tp && p.pp && pinned != req.gpus)
         throw InputError("--gpus", "dp*tp*pp = " + str(pinned) + " but --gpus is " + str(req.gpus));
     if (p.tp) {
-        if (auto why = detail::tp_problem(model, *p.tp); !why.empty()) throw InputError("--tp", str(*p.tp) + " " + why);
+        if (auto why = detail::tp_problem(model, *p.tp); !why.empty())
+            throw InputError("--tp", str(*p.tp) + " " + why + tp_choices(model));
         // A pinned tp above the GPUs of a node is a runnable layout (its collectives cross the
         // network) and is modelled; only the search's own candidates keep tp inside a node.
     }

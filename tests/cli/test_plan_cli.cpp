@@ -268,9 +268,19 @@ TEST(PlanCli, NanotronSearchesWhatItRunsAndShowsWhatItJudges) {
         const std::string pr = c.at("plan").at("precision");
         EXPECT_TRUE(pr == "bf16" || pr == "bf16-mixed-fp32-grads") << pr;
     }
-    // The first candidate's device need is the figure the table's last column prints.
+    // The first candidate's device need, not its tensor peak, is the figure the table's row prints
+    // (format_bytes: two decimals under 100 GiB).
     const auto& best = j.at("candidates").at(0).at("memory");
-    EXPECT_GT(best.at("device_peak_bytes").get<std::int64_t>(), best.at("peak_bytes").get<std::int64_t>());
+    const auto gib = [](std::int64_t b) {
+        char s[32];
+        std::snprintf(s, sizeof s, "%.2f GiB", static_cast<double>(b) / (1 << 30));
+        return std::string(s);
+    };
+    const std::int64_t need = best.at("device_peak_bytes"), peak = best.at("peak_bytes");
+    ASSERT_LT(need, std::int64_t{100} << 30);
+    const std::string row = table.out.substr(table.out.find("\n1 "), 300);
+    EXPECT_TRUE(has(row.substr(0, row.find('\n', 1)), gib(need))) << row;
+    EXPECT_FALSE(has(row.substr(0, row.find('\n', 1)), gib(peak))) << row;
 }
 
 TEST(PlanCli, APinnedBatchOutsideTheToleranceIsWarnedAbout) {

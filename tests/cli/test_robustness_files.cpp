@@ -88,7 +88,9 @@ TEST(UserFiles, APlanFileKeyThatWouldBeIgnoredIsRefused) {
     EXPECT_EQ(m["plan"]["zero"], 1);
     EXPECT_EQ(m["plan"]["mbs"], 2);
     // --plan with --from: two sources of one plan.
-    EXPECT_EQ(run_preflight("memory --plan " + s.path("ok.json") + " --from " + s.path("ok.json")).exit_code, 2);
+    const auto both = run_preflight("memory --plan " + s.path("ok.json") + " --from " + s.path("ok.json"));
+    EXPECT_EQ(both.exit_code, 2);
+    EXPECT_NE(both.err.find("excludes"), std::string::npos) << both.err;
 }
 
 // A plan flag beside --plan overrides the file's value, as beside --from (was: ignored, the

@@ -64,6 +64,12 @@ private slots:
         QCOMPARE(explorer.current()->plan.seq, 512);
         QCOMPARE(explorer.current()->plan.mbs, 2);
         QCOMPARE(explorer.current()->plan.zero, ZeroStage{1});
+        // A file that names no recipe, under nanotron: nanotron's, as `memory --plan --framework nanotron` reads it.
+        write("norecipe.json", R"({"model": "llama-3.2-1b", "seq": 1024})");
+        QVERIFY(w.selectFramework("nanotron"));
+        QCOMPARE(loadPlanFromCommandLine(w, dir.filePath("norecipe.json"), false, false, "nanotron"), QString());
+        QCOMPARE(explorer.current()->plan.precision, Precision::bf16_mixed_fp32_grads);
+        QVERIFY2(!explorer.hasError(), qPrintable(explorer.errorMessage()));
     }
 };
 

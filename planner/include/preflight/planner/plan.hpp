@@ -90,6 +90,9 @@ Plan resolve_defaults(Plan plan, const ModelConfig& model);
 // Throws InputError naming the flag for an inconsistent plan (mbs 0, tp not
 // dividing heads, pp > layers, sp without tp, dropout out of [0,1), ...).
 void validate_plan(const Plan& plan, const ModelConfig& model);
+// " (tp can be 1, 2, 4 or 8)": the tensor-parallel degrees that divide the model's heads, key/value
+// heads and MLP width, appended to the refusal of any other.
+std::string tp_choices(const ModelConfig& model);
 
 // A plan with its defaults filled from the model (resolve_defaults) that passed
 // validate_plan: what a command builds once and hands to every model.

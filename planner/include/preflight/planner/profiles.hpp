@@ -117,4 +117,11 @@ std::vector<std::string> framework_names();
 // "torchtitan", "deepspeed"; frameworks.hpp); nullopt if unknown.
 std::optional<FrameworkProfile> profile_by_name(std::string_view name);
 
+// The recipe a plan that names none starts from: bf16-mixed, or the framework's first recipe when
+// it does not run bf16-mixed (nanotron: bf16-mixed-fp32-grads). `memory`/`plan` without
+// --precision, the explorer's Framework control and its --plan file all take it.
+Precision default_precision(const FrameworkProfile& profile);
+// Whether the framework runs `precision` (FrameworkProfile::precisions empty: every recipe).
+bool runs_precision(const FrameworkProfile& profile, Precision precision);
+
 }  // namespace preflight
