@@ -167,8 +167,8 @@ void warn_unsearched_recipe(const GpuSpec& gpu, Precision precision) {
 }
 
 // The next step a user needs after "does not fit": the search over layouts for the same job,
-// which also names the smallest change that would fit when none does.
-// The recipe is kept unless the GPU publishes no peak for it (`plan` would refuse the pin).
+// which also names the smallest change that would fit when none does. The recipe is kept
+// unless the GPU publishes no peak for it (`plan` would refuse the pin).
 void print_next_step(const std::string& model, const GpuSpec& gpu, const std::string& gpu_name, const Plan& p,
                      const std::string& framework) {
     std::cout << "# next: preflight plan --model " << model << " --gpu " << gpu_name << " --gpus " << p.gpus()

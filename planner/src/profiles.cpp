@@ -1,5 +1,6 @@
-#include <algorithm>
 #include "preflight/planner/profiles.hpp"
+
+#include <algorithm>
 
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/frameworks.hpp"

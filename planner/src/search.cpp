@@ -11,6 +11,7 @@
 #include "preflight/planner/extensions.hpp"
 #include "preflight/planner/format.hpp"
 #include "preflight/planner/limits.hpp"
+#include "preflight/planner/profiles.hpp"
 #include "preflight/planner/search.hpp"
 #include "search_internal.hpp"
 
@@ -95,8 +96,8 @@ struct FittingPlan {
 };
 
 // Ranking: plans that surely fit before those that may not, then predicted tokens/s (its 0.1 %
-// class, detail::speed_class), ties to less memory, then parallel data parallelism over sequential accumulation (larger dp, fewer
-// accumulation steps).
+// class, detail::speed_class), ties to less memory, then parallel data parallelism over
+// sequential accumulation (larger dp, fewer accumulation steps).
 bool better(const FittingPlan& a, const FittingPlan& b) {
     if (a.surely_fits != b.surely_fits) return a.surely_fits;
     if (a.batch_within != b.batch_within) return a.batch_within;
@@ -162,9 +163,7 @@ std::vector<Precision> searched_precisions(const GpuSpec& gpu, const PlanPins& p
     if (pins.precision) return {*pins.precision};
     std::vector<Precision> precisions;
     for (Precision pr : all_precisions()) {
-        if (!profile.precisions.empty() &&
-            std::find(profile.precisions.begin(), profile.precisions.end(), pr) == profile.precisions.end())
-            continue;  // the framework cannot run it: not a candidate
+        if (!runs_precision(profile, pr)) continue;  // the framework cannot run it: not a candidate
         if (compute_peak_flops_per_s(gpu, pr)) {
             precisions.push_back(pr);
             continue;

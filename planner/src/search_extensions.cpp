@@ -37,7 +37,8 @@ auto ranks_before(const SearchRequest& req, std::int64_t limit_bytes) {
         if (a_sure != b_sure) return a_sure;
         const bool a_in = std::abs(a.batch_error) <= tolerance, b_in = std::abs(b.batch_error) <= tolerance;
         if (a_in != b_in) return a_in;
-        const std::int64_t sa = detail::speed_class(a.throughput.tokens_per_s), sb = detail::speed_class(b.throughput.tokens_per_s);
+        const std::int64_t sa = detail::speed_class(a.throughput.tokens_per_s),
+                           sb = detail::speed_class(b.throughput.tokens_per_s);
         if (sa != sb) return sa > sb;
         return ja < jb;
     };

@@ -70,7 +70,8 @@ struct FrameworkProfile {
     // Counted in `overhead` (non-tensor memory).
     double full_recompute_pool_slack_fraction = 0;
     // Precision recipes the framework can run (empty: every one); the plan search tries no other,
-    // and a plan that names none (no --precision) starts from the first.
+    // and a plan that names none starts from bf16-mixed, or from the first when it is not one of
+    // them (default_precision, profiles.hpp).
     std::vector<Precision> precisions;
     // Recompute modes and ZeRO stages the framework implements (empty: every one): the plan
     // search tries no other (a pinned one is still judged, and refused by the profile).
