@@ -175,9 +175,10 @@ void print_header(const PlanCommandState& st, const ModelConfig& model, const Gp
     std::cout << "\n";
 }
 
-// The ranked candidates, one row each. `device_need`: the profile judges the fit on the device
-// need (reserved pool + outside PyTorch + margin), which the last column then shows.
-void print_candidates(const SearchResult& res, bool device_need) {
+// The ranked candidates, one row each; the last column is the memory the profile judges the fit
+// on (judged_bytes: the device need under nanotron and torchtitan, else the peak).
+void print_candidates(const SearchResult& res, const FrameworkProfile& profile) {
+    const bool device_need = profile.verdict_on_reserved;
     Table t;
     t.header = {"rank", "dp", "tp", "pp", "sp", "zero", "recompute", "precision", "mbs", "grad_acc",
                 "tokens/step", "batch", "step", "tokens/s", "tokens/s/GPU", "MFU", "HFU",
@@ -195,7 +196,7 @@ void print_candidates(const SearchResult& res, bool device_need) {
                           fixed(c.throughput.step_time_s, 3), group_digits(std::llround(c.throughput.tokens_per_s)),
                           group_digits(std::llround(c.throughput.tokens_per_s_per_gpu)),
                           fixed(100 * c.throughput.mfu, 1), fixed(100 * c.throughput.hfu, 1),
-                          format_bytes(device_need ? c.memory.device_peak_bytes : c.memory.peak_bytes)});
+                          format_bytes(judged_bytes(c.memory, profile))});
     }
     // Plans that differ only in an extension (offload, ep, cp, a schedule) would look like
     // duplicate rows: where the ranked plans' extension flags differ, they get a column (flags
@@ -320,7 +321,7 @@ void print_table(const PlanCommandState& st, const ModelConfig& model, const Gpu
                   << (req.host_memory_bytes ? " and " + format_bytes(*req.host_memory_bytes) + " of host memory per node" : "")
                   << ".\n";
     } else {
-        print_candidates(res, req.memory.profile.verdict_on_reserved);
+        print_candidates(res, req.memory.profile);
         double max_mfu = 0;
         for (const Candidate& c : res.candidates) max_mfu = std::max({max_mfu, c.throughput.mfu, c.throughput.hfu});
         std::cout << mfu_above_peak_note(max_mfu, st.attention_flops == "full");

@@ -109,7 +109,7 @@ void MainWindow::showVerdict(const MemoryReport& r) {
     // The figure the verdict judges: the device need (reserved pool + memory outside PyTorch)
     // under a profile with an allocator model (nanotron), else the allocated peak with overhead.
     const Evaluation* ev = explorer_->current();
-    const std::int64_t judged = ev && ev->profile.verdict_on_reserved ? r.device_peak_bytes : r.peak_bytes;
+    const std::int64_t judged = ev ? judged_bytes(r, ev->profile) : r.peak_bytes;
     if (!r.fits) {
         verdict_label_->setText(QStringLiteral("Does not fit — over by %1").arg(formatBytes(judged - r.capacity_bytes)));
         verdict_label_->setStyleSheet(QStringLiteral("color: #c01c28;"));

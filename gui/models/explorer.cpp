@@ -313,22 +313,21 @@ bool Explorer::startSearch(std::int64_t gpus, std::int64_t gbs_tokens) {
         outcome->ms = static_cast<double>(t.nsecsElapsed()) / 1e6;
     });
     search_thread_->setParent(this);
-    const bool device_need = req.memory.profile.verdict_on_reserved;  // what the search judged
-    connect(search_thread_, &QThread::finished, this, [this, outcome, gpus, gbs_tokens, device_need] {
+    connect(search_thread_, &QThread::finished, this, [this, outcome, gpus, gbs_tokens, profile = req.memory.profile] {
         search_thread_->deleteLater();
         search_thread_ = nullptr;
         search_suggestions_.clear();
         if (outcome->result) {
             std::vector<CandidateRow> rows;
             for (const auto& c : outcome->result->candidates)
-                rows.push_back({c.plan, device_need ? c.memory.device_peak_bytes : c.memory.peak_bytes,
+                rows.push_back({c.plan, judged_bytes(c.memory, profile),  // what the search judged
                                 c.memory.capacity_bytes, c.throughput.step_time_s,
                                 c.throughput.tokens_per_s, c.throughput.mfu, c.batch_error,
                                 QString::fromUtf8(std::string(memory_verdict(c.memory)).c_str())});
             std::vector<RejectedRow> rejected;
             for (const auto& r : outcome->result->rejected)
                 rejected.push_back({QString::fromStdString(r.family), QString::fromStdString(r.reason), r.plan});
-            candidates_->setRows(std::move(rows), device_need);
+            candidates_->setRows(std::move(rows), profile.verdict_on_reserved);
             rejected_->setRows(std::move(rejected));
             for (const auto& s : outcome->result->suggestions) search_suggestions_ << QString::fromStdString(s);
             search_summary_ = QStringLiteral("%1 GPUs, %2 tokens per step: %3 plans evaluated in %4 ms, %5 kept")

@@ -305,7 +305,7 @@ void evaluate_family(SearchState& st, const Plan& family, const std::vector<Shap
         ++st.out.plans_evaluated;
         // Profiles with an allocator model judge the device need (reserved pool + memory
         // outside PyTorch), the others the allocated peak + overhead.
-        const std::int64_t judged = detail::judged_bytes(mem, st.memory.profile);
+        const std::int64_t judged = judged_bytes(mem, st.memory.profile);
         if (judged > st.limit) {
             if (fam.plans == 0 || judged < fam.peak_bytes) {
                 fam.plan = plan;

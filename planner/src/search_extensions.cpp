@@ -31,7 +31,7 @@ std::string gib(double bytes) {
 auto ranks_before(const SearchRequest& req, std::int64_t limit_bytes) {
     return [tolerance = req.batch_tolerance, profile = req.memory.profile, limit_bytes](const Candidate& a,
                                                                                          const Candidate& b) {
-        const std::int64_t ja = detail::judged_bytes(a.memory, profile), jb = detail::judged_bytes(b.memory, profile);
+        const std::int64_t ja = judged_bytes(a.memory, profile), jb = judged_bytes(b.memory, profile);
         const bool a_sure = a.memory.device_peak_high_bytes.value_or(ja) <= limit_bytes,
                    b_sure = b.memory.device_peak_high_bytes.value_or(jb) <= limit_bytes;
         if (a_sure != b_sure) return a_sure;
@@ -255,14 +255,14 @@ void refine_interleaved(const ModelConfig& model, const GpuSpec& gpu, const Sear
                 continue;  // the framework cannot build it (nanotron has no interleaved schedule)
             }
             ++out.plans_evaluated;
-            const std::int64_t judged = detail::judged_bytes(mem, req.memory.profile);
+            const std::int64_t judged = judged_bytes(mem, req.memory.profile);
             if (judged > out.limit_bytes) continue;
             const Throughput th =
                 estimate_throughput(model, gpu, p, throughput_options_for(req.memory.profile, model, p, topt));
             // As the ranking weighs them: a faster 0.1 % class, or the same class in less memory.
             const std::int64_t now = detail::speed_class(c.throughput.tokens_per_s),
                                then = detail::speed_class(th.tokens_per_s);
-            if (then > now || (then == now && judged < detail::judged_bytes(c.memory, req.memory.profile))) {
+            if (then > now || (then == now && judged < judged_bytes(c.memory, req.memory.profile))) {
                 c.plan = p;
                 c.memory = mem;
                 c.throughput = th;

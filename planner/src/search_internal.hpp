@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <string>
 
-#include "preflight/planner/memory.hpp"
 #include "preflight/planner/model.hpp"
 
 namespace preflight::detail {
@@ -20,12 +19,6 @@ std::string tp_problem(const ModelConfig& m, std::int64_t t);
 // tolerance between pairs, keep the order a strict weak ordering (transitive ties) for the sorts.
 inline std::int64_t speed_class(double tokens_per_s) {
     return tokens_per_s > 0 ? static_cast<std::int64_t>(std::floor(std::log(tokens_per_s) / std::log1p(1e-3))) : 0;
-}
-
-// The memory a profile judges the fit on: the device need (reserved pool + memory outside
-// PyTorch + margin) where it models the caching allocator, else the allocated peak + overhead.
-inline std::int64_t judged_bytes(const MemoryReport& m, const FrameworkProfile& profile) {
-    return profile.verdict_on_reserved ? m.device_peak_bytes : m.peak_bytes;
 }
 
 }  // namespace preflight::detail

@@ -332,6 +332,13 @@ void validate_memory_options(const MemoryOptions& options);
 // "does-not-fit"; without a range, "fits" or "does-not-fit" as MemoryReport::fits says.
 std::string_view memory_verdict(const MemoryReport& r);
 
+// The memory a profile judges the fit on: the device need (reserved pool + memory outside
+// PyTorch + margin) where it models the caching allocator (verdict_on_reserved), else the
+// allocated peak + overhead. The search, the plan tables and the explorer show this figure.
+inline std::int64_t judged_bytes(const MemoryReport& r, const FrameworkProfile& profile) {
+    return profile.verdict_on_reserved ? r.device_peak_bytes : r.peak_bytes;
+}
+
 MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
                              const MemoryOptions& options = {});
 
