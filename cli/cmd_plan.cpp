@@ -161,7 +161,7 @@ void print_header(const PlanCommandState& st, const ModelConfig& model, const Gp
     std::cout << "# searched " << count_of(res.plans_evaluated, "plan", "plans") << " (" << group_digits(res.plans_fitting)
               << " fit" << (res.plans_ruled_out > 0 ? ", " + group_digits(res.plans_ruled_out) + " larger ones not judged" : "")
               << ") in " << seconds(search_s)
-              << "; ranked by predicted tokens/s in 0.1 % steps (less memory first within a step), then more dp"
+              << "; ranked by predicted tokens/s less up to 1 % for memory (near-ties go to more headroom)"
               << "\n# MFU/HFU against the dense peak of each plan's compute precision; attention FLOPs counted "
               << st.attention_flops << "\n";
     // The provenance's first clause ("fitted by ... from data set X", "uncalibrated defaults").

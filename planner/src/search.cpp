@@ -85,6 +85,7 @@ struct FittingPlan {
     Plan plan;
     std::int64_t peak_bytes;
     double tokens_per_s;
+    double score;  // detail::rank_score
     double error;
     // Fits at the top of its memory range too (MemoryReport::device_peak_high_bytes: the host
     // running ahead), not only at the expected pace.
@@ -95,14 +96,13 @@ struct FittingPlan {
     std::int64_t order = 0;  // the n-th plan found to fit: the last tie-break, so the ranking is a total order
 };
 
-// Ranking: plans that surely fit before those that may not, then predicted tokens/s (its 0.1 %
-// class, detail::speed_class), ties to less memory, then parallel data parallelism over
-// sequential accumulation (larger dp, fewer accumulation steps).
+// Ranking: plans that surely fit before those that may not, then the score (predicted tokens/s
+// less up to 1 % for memory, detail::rank_score), ties to less memory, then parallel data
+// parallelism over sequential accumulation (larger dp, fewer accumulation steps).
 bool better(const FittingPlan& a, const FittingPlan& b) {
     if (a.surely_fits != b.surely_fits) return a.surely_fits;
     if (a.batch_within != b.batch_within) return a.batch_within;
-    const std::int64_t sa = detail::speed_class(a.tokens_per_s), sb = detail::speed_class(b.tokens_per_s);
-    if (sa != sb) return sa > sb;
+    if (a.score != b.score) return a.score > b.score;
     if (a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
     if (a.plan.dp != b.plan.dp) return a.plan.dp > b.plan.dp;
     if (a.plan.grad_acc != b.plan.grad_acc) return a.plan.grad_acc < b.plan.grad_acc;
@@ -332,7 +332,7 @@ void evaluate_family(SearchState& st, const Plan& family, const std::vector<Shap
         fam.others_fit = true;
         const Throughput th = estimate_throughput(
             st.model, st.gpu, plan, throughput_options_for(st.req.memory.profile, st.model, plan, st.throughput));
-        keep_if_top(st, {plan, judged, th.tokens_per_s, sh.error, mem.device_peak_high_bytes.value_or(judged) <= st.limit,
+        keep_if_top(st, {plan, judged, th.tokens_per_s, detail::rank_score(th.tokens_per_s, judged, st.limit), sh.error, mem.device_peak_high_bytes.value_or(judged) <= st.limit,
                          std::abs(sh.error) <= st.req.batch_tolerance});
     }
 }

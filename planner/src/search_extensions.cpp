@@ -27,7 +27,8 @@ std::string gib(double bytes) {
 
 // Merged variants' ranking, as one search's (search.cpp `better`): plans that surely fit (at the
 // top of their memory range) first, then a batch within the tolerance (a pinned --mbs can leave
-// some layouts outside it), then tokens/s in 0.1 % classes, ties to less of the memory judged.
+// some layouts outside it), then the score (tokens/s less up to 1 % for the memory judged,
+// detail::rank_score), ties to less of that memory.
 auto ranks_before(const SearchRequest& req, std::int64_t limit_bytes) {
     return [tolerance = req.batch_tolerance, profile = req.memory.profile, limit_bytes](const Candidate& a,
                                                                                          const Candidate& b) {
@@ -37,8 +38,8 @@ auto ranks_before(const SearchRequest& req, std::int64_t limit_bytes) {
         if (a_sure != b_sure) return a_sure;
         const bool a_in = std::abs(a.batch_error) <= tolerance, b_in = std::abs(b.batch_error) <= tolerance;
         if (a_in != b_in) return a_in;
-        const std::int64_t sa = detail::speed_class(a.throughput.tokens_per_s),
-                           sb = detail::speed_class(b.throughput.tokens_per_s);
+        const double sa = detail::rank_score(a.throughput.tokens_per_s, ja, limit_bytes),
+                     sb = detail::rank_score(b.throughput.tokens_per_s, jb, limit_bytes);
         if (sa != sb) return sa > sb;
         return ja < jb;
     };
@@ -259,10 +260,11 @@ void refine_interleaved(const ModelConfig& model, const GpuSpec& gpu, const Sear
             if (judged > out.limit_bytes) continue;
             const Throughput th =
                 estimate_throughput(model, gpu, p, throughput_options_for(req.memory.profile, model, p, topt));
-            // As the ranking weighs them: a faster 0.1 % class, or the same class in less memory.
-            const std::int64_t now = detail::speed_class(c.throughput.tokens_per_s),
-                               then = detail::speed_class(th.tokens_per_s);
-            if (then > now || (then == now && judged < judged_bytes(c.memory, req.memory.profile))) {
+            // As the ranking weighs them: a higher score, or the same score in less memory.
+            const std::int64_t held = judged_bytes(c.memory, req.memory.profile);
+            const double now = detail::rank_score(c.throughput.tokens_per_s, held, out.limit_bytes),
+                         then = detail::rank_score(th.tokens_per_s, judged, out.limit_bytes);
+            if (then > now || (then == now && judged < held)) {
                 c.plan = p;
                 c.memory = mem;
                 c.throughput = th;
