@@ -1,6 +1,7 @@
 // Framework configurations for a plan.
 #include "preflight/planner/emit.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -133,6 +134,43 @@ void add_megatron_model_arguments(const ModelConfig& m, std::vector<std::string>
     }
 }
 
+// ZeRO over dp: Megatron's distributed optimizer (ZeRO-1), Megatron-FSDP (ZeRO-2), torch FSDP2 (ZeRO-3).
+void add_megatron_zero_arguments(const Plan& p, std::vector<std::string>& a, std::vector<std::string>* w) {
+    if (p.zero == 1) a.emplace_back("--use-distributed-optimizer");
+    if (p.zero == 2) {
+        // Megatron's distributed optimizer alone keeps a full gradient buffer (ZeRO-1 memory);
+        // Megatron-FSDP's optim_grads strategy shards the gradients too (arguments.py
+        // validate_args: it needs the fsdp_dtensor checkpoint format).
+        a.insert(a.end(), {"--use-distributed-optimizer", "--use-megatron-fsdp",
+                           "--data-parallel-sharding-strategy optim_grads", "--no-gradient-accumulation-fusion",
+                           "--ckpt-format fsdp_dtensor"});
+        warn(w, "ZeRO-2: emitted as Megatron-FSDP (--use-megatron-fsdp, sharding strategy optim_grads; "
+                "--use-custom-fsdp before its rename); its checkpoints are fsdp_dtensor, and it refuses "
+                "CUDA_DEVICE_MAX_CONNECTIONS=1");
+    }
+    if (p.zero == 3) {
+        a.emplace_back("--use-torch-fsdp2");
+        warn(w, "ZeRO-3: emitted as --use-torch-fsdp2 (Megatron-core >= 0.10); older versions have no ZeRO-3");
+    }
+}
+
+// torchrun starting the plan's world size: the most GPUs per node (at most gpus_per_node) that
+// divide it evenly, as torchrun starts the same count on every node. Megatron-LM's validate_args
+// asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with tp or cp > 1 before Blackwell, except under FSDP
+// (ZeRO-2/3 here), which wants it above 1.
+std::string megatron_launch_line(const Plan& p, std::int64_t gpus_per_node) {
+    const std::int64_t gpus = p.gpus();
+    std::int64_t per_node = gpus_per_node > 0 ? std::min(gpus, gpus_per_node) : gpus;
+    while (gpus % per_node != 0) --per_node;
+    const std::int64_t nodes = gpus / per_node;
+    std::string line = (p.tp > 1 || p.cp > 1) && p.zero < 2 ? "CUDA_DEVICE_MAX_CONNECTIONS=1 " : "";
+    line += "torchrun ";
+    line += nodes > 1 ? "--nnodes " + std::to_string(nodes) : "--standalone";
+    line += " --nproc-per-node " + std::to_string(per_node) + " pretrain_gpt.py";
+    if (nodes > 1) line = "# on each node, with its --node-rank and your --master-addr / --master-port:\n" + line;
+    return line;
+}
+
 }  // namespace
 
 std::string megatron_arguments(const ModelConfig& m, const Plan& p, std::vector<std::string>* w,
@@ -150,19 +188,7 @@ std::string megatron_arguments(const ModelConfig& m, const Plan& p, std::vector<
     arg("--tensor-model-parallel-size", s(p.tp));
     arg("--pipeline-model-parallel-size", s(p.pp));
     if (p.sp) arg("--sequence-parallel");
-    switch (p.zero) {
-        case 0: break;
-        case 1: arg("--use-distributed-optimizer"); break;
-        case 2:
-            arg("--use-distributed-optimizer");
-            warn(w, "ZeRO-2: Megatron's distributed optimizer shards optimizer states and reduce-scatters gradients "
-                    "but keeps a full gradient buffer (ZeRO-1 memory)");
-            break;
-        default:
-            arg("--use-torch-fsdp2");
-            warn(w, "ZeRO-3: emitted as --use-torch-fsdp2 (Megatron-core >= 0.10); older versions have no ZeRO-3");
-            break;
-    }
+    add_megatron_zero_arguments(p, a, w);
     if (p.dp > 1) arg("--overlap-grad-reduce");
     // The overlaps the step time was judged with (TransformerEngine userbuffers need sequence
     // parallelism; the p2p overlap applies to the interleaved schedule).
@@ -207,9 +233,10 @@ std::string megatron_arguments(const ModelConfig& m, const Plan& p, std::vector<
     for (std::string& x : megatron_extension_arguments(m, p, w)) a.push_back(std::move(x));
 
     std::ostringstream o;
-    o << "# Megatron-LM arguments (pretrain_gpt.py) from preflight plan: " << m.name << " on " << p.gpus()
+    o << "# Megatron-LM launch (pretrain_gpt.py) from preflight plan: " << m.name << " on " << p.gpus()
       << " GPUs, dp " << p.dp << " = world size / (tp " << p.tp << " * pp " << p.pp << "), grad_acc " << p.grad_acc
       << ", " << p.global_batch_tokens() << " tokens per step\n";
+    o << megatron_launch_line(p, opt.gpus_per_node) << " \\\n";
     for (std::size_t i = 0; i < a.size(); ++i) o << a[i] << (i + 1 < a.size() ? " \\\n" : "\n");
     return o.str();
 }
@@ -330,7 +357,12 @@ Emitted emit_plan(EmitFormat format, const ModelConfig& model, const GpuSpec& gp
                           "--overlap-p2p-comm), which this format does not carry");
     switch (format) {
         case EmitFormat::deepspeed: e.text = deepspeed_config(plan, &e.warnings).dump(2) + "\n"; break;
-        case EmitFormat::megatron: e.text = megatron_arguments(model, plan, &e.warnings, options); break;
+        case EmitFormat::megatron: {
+            EmitOptions o = options;
+            if (o.gpus_per_node == 0) o.gpus_per_node = gpu.gpus_per_node;
+            e.text = megatron_arguments(model, plan, &e.warnings, o);
+            break;
+        }
         case EmitFormat::torchtitan: e.text = torchtitan_toml(model, plan, &e.warnings, options); break;
         case EmitFormat::preflight: e.text = preflight_plan_document(model, gpu, plan).dump(2) + "\n"; break;
         case EmitFormat::peft: e.text = peft_config(model, plan, &e.warnings).dump(2) + "\n"; break;

@@ -237,7 +237,12 @@ namespace {
 void round_trip(const std::string& model_name, const Plan& plan) {
     const ModelConfig m = load_model(model_name, kData);
     const std::string text = megatron_arguments(m, plan);
+    // The launch line starts the plan's world size: read back with --gpus and without it.
     const ImportedConfig c = import_megatron(text, "emitted.args", ImportContext{plan.gpus()});
+    const ImportedConfig alone = import_megatron(text, "emitted.args", ImportContext{});
+    ASSERT_TRUE(alone.gpus) << text;
+    EXPECT_EQ(*alone.gpus, plan.gpus()) << text;
+    EXPECT_EQ(alone.fields.size(), c.fields.size()) << text;
     for (const char* key : {"seq", "mbs", "grad_acc", "dp", "tp", "pp", "sp", "zero", "recompute", "precision",
                             "optimizer", "dropout", "attention"})
         EXPECT_NE(c.field(key), nullptr) << key << " in\n" << text;
@@ -288,6 +293,37 @@ TEST(ImportMegatron, EmitImportRoundTrip) {
     Plan e = p;
     e.ep = 2, e.moe_capacity_factor = 1.25;
     round_trip("mixtral-8x7b", e);
+    Plan z2 = q;  // ZeRO-2: Megatron-FSDP's optim_grads, read back as ZeRO-2 (not the distributed optimizer's 1)
+    z2.zero = ZeroStage{2};
+    round_trip("llama-3-8b", z2);
+}
+
+// The launch line: torchrun starts the same count on every node, so 12 GPUs on 8-GPU nodes are
+// 2 nodes of 6; tensor parallelism needs CUDA_DEVICE_MAX_CONNECTIONS=1 (Megatron-LM validate_args,
+// before Blackwell) except under FSDP (ZeRO-2/3), which refuses 1.
+TEST(ImportMegatron, EmittedLaunchLineStartsThePlansWorldSize) {
+    const ModelConfig m = load_model("llama-3-8b", kData);
+    EmitOptions eight;
+    eight.gpus_per_node = 8;
+    Plan p;
+    p.dp = 8, p.tp = 2, p.zero = ZeroStage{1};
+    const auto first_lines = [&](const Plan& plan, const EmitOptions& o) {
+        const std::string t = megatron_arguments(m, plan, nullptr, o);
+        return t.substr(0, t.find("--num-layers"));
+    };
+    std::string head = first_lines(p, eight);
+    EXPECT_NE(head.find("\nCUDA_DEVICE_MAX_CONNECTIONS=1 torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py \\\n"),
+              std::string::npos) << head;
+    EXPECT_NE(head.find("--node-rank"), std::string::npos) << head;
+    p.dp = 6, p.tp = 2;
+    head = first_lines(p, eight);
+    EXPECT_NE(head.find("torchrun --nnodes 2 --nproc-per-node 6 pretrain_gpt.py"), std::string::npos) << head;
+    p.zero = ZeroStage{2};
+    EXPECT_EQ(first_lines(p, eight).find("CUDA_DEVICE_MAX_CONNECTIONS"), std::string::npos);
+    p.dp = 4, p.tp = 1, p.zero = ZeroStage{1};
+    head = first_lines(p, eight);
+    EXPECT_NE(head.find("\ntorchrun --standalone --nproc-per-node 4 pretrain_gpt.py \\\n"), std::string::npos) << head;
+    EXPECT_EQ(head.find("--node-rank"), std::string::npos) << head;
 }
 
 TEST(ImportMegatron, ConfigFileIsDetectedAsMegatron) {

@@ -25,6 +25,9 @@ struct EmitOptions {
     // p2p_overlap): the Megatron arguments carry them, other formats warn.
     bool tp_comm_overlap = false;
     bool overlap_p2p_comm = false;
+    // GPUs per node (GpuSpec::gpus_per_node; emit_plan sets it from the GPU): the Megatron launch
+    // line's --nnodes x --nproc-per-node. 0: every GPU on one node.
+    std::int64_t gpus_per_node = 0;
 };
 
 struct Emitted {
@@ -35,7 +38,8 @@ struct Emitted {
 // DeepSpeed ds_config: train_batch_size, train_micro_batch_size_per_gpu,
 // gradient_accumulation_steps, zero_optimization.stage, bf16/fp16, activation_checkpointing.
 nlohmann::json deepspeed_config(const Plan& plan, std::vector<std::string>* warnings = nullptr);
-// Megatron-LM pretrain_gpt.py arguments, one flag per line with '#' comments.
+// Megatron-LM pretrain_gpt.py arguments, one flag per line, after a torchrun launch line that
+// starts the plan's world size (so `--from` reads dp back), with '#' comments.
 std::string megatron_arguments(const ModelConfig& model, const Plan& plan, std::vector<std::string>* warnings = nullptr,
                                const EmitOptions& options = {});
 // torchtitan job-config TOML fragment ([training], [parallelism], [activation_checkpoint], ...).
