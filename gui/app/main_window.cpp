@@ -231,7 +231,8 @@ QWidget* MainWindow::buildSearchTab() {
     auto* hint = new QLabel(QStringLiteral(
         "Searches dp × tp × pp = GPU count, mbs, grad_acc, ZeRO and recompute with the recipe (precision, optimizer, "
         "attention, dropout) and seq pinned as set on the left. Keeps plans under the headroom line, ranked by "
-        "throughput; the recommendation is highlighted. Double-click a row to load it into the controls."));
+        "throughput less up to 1 % for memory (near-ties go to more headroom), as preflight plan ranks them; the "
+        "recommendation is highlighted. Double-click a row to load it into the controls."));
     hint->setWordWrap(true);
     v->addWidget(hint);
 
