@@ -99,7 +99,7 @@ json deepspeed_config(const Plan& p, std::vector<std::string>* w) {
 namespace {
 
 // Model shape (Megatron-LM arguments.py names).
-void add_megatron_model_arguments(const ModelConfig& m, std::vector<std::string>& a) {
+void add_megatron_model_arguments(const ModelConfig& m, std::vector<std::string>& a, std::vector<std::string>* w) {
     auto arg = [&](std::string flag, std::string value = {}) {
         a.push_back(value.empty() ? flag : flag + " " + value);
     };
@@ -118,6 +118,20 @@ void add_megatron_model_arguments(const ModelConfig& m, std::vector<std::string>
     arg("--position-embedding-type", m.position == PositionKind::rope ? "rope" : "learned_absolute");
     if (m.position == PositionKind::rope && m.rope_theta != 10000.0)
         arg("--rotary-base", s(static_cast<std::int64_t>(m.rope_theta)));
+    // Llama 3.1's frequency scaling (rotary_pos_embedding.py _apply_scaling: low 1, high 4,
+    // original context 8192 fixed; only the factor is a flag).
+    const RopeScaling& rs = m.rope_scaling;
+    if (rs.type == "llama3" && rs.factor > 0) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%g", rs.factor);
+        arg("--use-rope-scaling");
+        arg("--rope-scaling-factor", buf);
+        if (w && (rs.low_freq_factor != 1 || rs.high_freq_factor != 4 || rs.original_max_positions != 8192))
+            w->push_back("RoPE scaling: Megatron fixes the llama3 low/high frequency factors at 1 and 4 and the "
+                         "original context at 8192; this model's differ");
+    } else if (!rs.type.empty() && w) {
+        w->push_back("RoPE scaling '" + rs.type + "' has no Megatron-LM flag: the positions run unscaled");
+    }
     arg("--max-position-embeddings", s(m.max_positions));
     if (!m.tied_embeddings) arg("--untie-embeddings-and-output-weights");
     // Megatron's linear layers carry biases unless --disable-bias-linear (--add-qkv-bias puts
@@ -137,21 +151,18 @@ void add_megatron_model_arguments(const ModelConfig& m, std::vector<std::string>
 // ZeRO over dp: Megatron's distributed optimizer (ZeRO-1), Megatron-FSDP (ZeRO-2), torch FSDP2 (ZeRO-3).
 void add_megatron_zero_arguments(const Plan& p, std::vector<std::string>& a, std::vector<std::string>* w) {
     if (p.zero == 1) a.emplace_back("--use-distributed-optimizer");
-    if (p.zero == 2) {
-        // Megatron's distributed optimizer alone keeps a full gradient buffer (ZeRO-1 memory);
-        // Megatron-FSDP's optim_grads strategy shards the gradients too (arguments.py
-        // validate_args: it needs the fsdp_dtensor checkpoint format).
-        a.insert(a.end(), {"--use-distributed-optimizer", "--use-megatron-fsdp",
-                           "--data-parallel-sharding-strategy optim_grads", "--no-gradient-accumulation-fusion",
-                           "--ckpt-format fsdp_dtensor"});
-        warn(w, "ZeRO-2: emitted as Megatron-FSDP (--use-megatron-fsdp, sharding strategy optim_grads; "
-                "--use-custom-fsdp before its rename); its checkpoints are fsdp_dtensor, and it refuses "
+    if (p.zero < 2) return;
+    // Megatron's distributed optimizer alone keeps a full gradient buffer (ZeRO-1 memory);
+    // Megatron-FSDP shards the gradients (optim_grads) and the parameters too (optim_grads_params).
+    // arguments.py validate_args: it needs the fsdp_dtensor checkpoint format. (torch FSDP2,
+    // --use-torch-fsdp2, refuses pipelines, expert parallelism, tied embeddings and fp16.)
+    const std::string strategy = p.zero == 2 ? "optim_grads" : "optim_grads_params";
+    a.insert(a.end(), {"--use-distributed-optimizer", "--use-megatron-fsdp",
+                       "--data-parallel-sharding-strategy " + strategy, "--no-gradient-accumulation-fusion",
+                       "--ckpt-format fsdp_dtensor"});
+    warn(w, "ZeRO-" + std::to_string(p.zero) + ": emitted as Megatron-FSDP (--use-megatron-fsdp, sharding strategy " +
+                strategy + "; --use-custom-fsdp before its rename); its checkpoints are fsdp_dtensor, and it refuses "
                 "CUDA_DEVICE_MAX_CONNECTIONS=1");
-    }
-    if (p.zero == 3) {
-        a.emplace_back("--use-torch-fsdp2");
-        warn(w, "ZeRO-3: emitted as --use-torch-fsdp2 (Megatron-core >= 0.10); older versions have no ZeRO-3");
-    }
 }
 
 // torchrun starting the plan's world size: the most GPUs per node (at most gpus_per_node) that
@@ -180,7 +191,7 @@ std::string megatron_arguments(const ModelConfig& m, const Plan& p, std::vector<
         a.push_back(value.empty() ? flag : flag + " " + value);
     };
     const auto s = [](auto v) { return std::to_string(v); };
-    add_megatron_model_arguments(m, a);
+    add_megatron_model_arguments(m, a, w);
     // Plan.
     arg("--seq-length", s(p.seq));
     arg("--micro-batch-size", s(p.mbs));
@@ -193,7 +204,16 @@ std::string megatron_arguments(const ModelConfig& m, const Plan& p, std::vector<
     // The overlaps the step time was judged with (TransformerEngine userbuffers need sequence
     // parallelism; the p2p overlap applies to the interleaved schedule).
     if (opt.tp_comm_overlap && p.tp > 1 && p.sp) arg("--tp-comm-overlap");
-    if (opt.overlap_p2p_comm && p.pp_schedule == PpSchedule::interleaved) arg("--overlap-p2p-communication");
+    // Megatron overlaps the interleaved schedule's sends by default (arguments.py has only
+    // --no-overlap-p2p-communication); the step time was judged without it unless asked. Without
+    // the overlap validate_args wants more than 2 stages, so at pp 2 it stays on.
+    if (!opt.overlap_p2p_comm && p.pp_schedule == PpSchedule::interleaved) {
+        if (p.pp > 2)
+            arg("--no-overlap-p2p-communication");
+        else
+            warn(w, "the interleaved schedule at pp 2 runs with Megatron's p2p overlap (it refuses to turn it off "
+                    "there): the step time was judged without it (--overlap-p2p-comm judges it with)");
+    }
     switch (p.recompute) {
         case Recompute::none: break;
         case Recompute::selective: arg("--recompute-activations"); break;
@@ -203,30 +223,37 @@ std::string megatron_arguments(const ModelConfig& m, const Plan& p, std::vector<
             arg("--recompute-num-layers", "1");
             break;
     }
+    // With --bf16 Megatron keeps fp32 main gradients unless --grad-reduce-in-bf16 (arguments.py
+    // validate_args), so the recipes with 16-bit gradients ask for it.
     switch (p.precision) {
         case Precision::fp32: break;
-        case Precision::bf16_mixed: arg("--bf16"); break;
+        case Precision::bf16_mixed:
+            arg("--bf16");
+            arg("--grad-reduce-in-bf16");
+            break;
         case Precision::bf16_mixed_fp32_grads:
             arg("--bf16");
             arg("--accumulate-allreduce-grads-in-fp32");
+            warn(w, "bf16-mixed-fp32-grads: Megatron keeps one fp32 main gradient per parameter (4 B), not a bf16 "
+                    "gradient beside an fp32 accumulator (2 + 4 B as planned): it holds 2 B per parameter less");
             break;
         case Precision::bf16:
             arg("--bf16");
+            arg("--grad-reduce-in-bf16");
             warn(w, "Megatron keeps fp32 master weights with --bf16; pure bf16 (no master copy) has no switch");
             break;
         case Precision::fp16_mixed: arg("--fp16"); break;
         case Precision::fp8_mixed:
             arg("--bf16");
+            arg("--grad-reduce-in-bf16");
             arg("--fp8-format", "hybrid");  // Transformer Engine: e4m3 forward, e5m2 gradients
             if (p.fp8_scaling == Fp8Scaling::rowwise)
                 warn(w, "rowwise fp8 scaling is torchao's recipe; Transformer Engine's --fp8-format scales per "
                         "tensor, so this config runs tensorwise");
             break;
     }
-    if (p.attention == AttentionKind::flash)
-        arg("--use-flash-attn");
-    else
-        warn(w, "eager attention: leave out --use-flash-attn (and use --attention-backend unfused on Megatron-core)");
+    // TransformerConfig.attention_backend: auto picks Transformer Engine's flash or fused kernel.
+    arg("--attention-backend", p.attention == AttentionKind::flash ? "auto" : "unfused");
     arg("--attention-dropout", s(p.dropout));
     arg("--hidden-dropout", s(p.dropout));
     arg("--optimizer", p.optimizer == Optimizer::adamw ? "adam" : "sgd");  // Megatron's adam is AdamW (decoupled decay)
@@ -234,7 +261,8 @@ std::string megatron_arguments(const ModelConfig& m, const Plan& p, std::vector<
 
     std::ostringstream o;
     o << "# Megatron-LM launch (pretrain_gpt.py) from preflight plan: " << m.name << " on " << p.gpus()
-      << " GPUs, dp " << p.dp << " = world size / (tp " << p.tp << " * pp " << p.pp << "), grad_acc " << p.grad_acc
+      << " GPUs, dp " << p.dp << " = world size / (tp " << p.tp << " * pp " << p.pp
+      << (p.cp > 1 ? " * cp " + std::to_string(p.cp) : std::string()) << "), grad_acc " << p.grad_acc
       << ", " << p.global_batch_tokens() << " tokens per step\n";
     o << megatron_launch_line(p, opt.gpus_per_node) << " \\\n";
     for (std::size_t i = 0; i < a.size(); ++i) o << a[i] << (i + 1 < a.size() ? " \\\n" : "\n");
@@ -428,13 +456,22 @@ std::vector<std::string> megatron_extension_arguments(const ModelConfig& m, cons
         char buf[64];
         std::snprintf(buf, sizeof buf, "--moe-expert-capacity-factor %g", p.moe_capacity_factor);
         a.push_back(buf);
+        // TransformerConfig.moe_expert_capacity_factor: tokens past the capacity are dropped.
+        warn(w, "--moe-expert-capacity-factor makes Megatron drop the tokens past that capacity, which is what "
+                "bounds the expert buffers as planned; without it no token is dropped and they follow the routing");
     }
     if (p.offload != Offload::none) {
         a.push_back("--optimizer-cpu-offload");
         a.push_back("--optimizer-offload-fraction 1.0");
         a.push_back("--use-precision-aware-optimizer");
-        warn(w, "optimizer offload: --optimizer-cpu-offload needs Megatron-core >= 0.10 with the distributed "
-                "optimizer; parameter offload (ZeRO-Infinity) has no Megatron switch");
+        // megatron/core/optimizer: the precision-aware optimizer needs the distributed optimizer
+        // (ZeRO-1 here) and Adam.
+        if (p.zero != 1 || p.optimizer != Optimizer::adamw)
+            warn(w, "optimizer offload: Megatron's --optimizer-cpu-offload runs only with the distributed optimizer "
+                    "(ZeRO-1) and Adam; this plan (ZeRO-" + std::to_string(p.zero) + ", " +
+                        std::string(to_string(p.optimizer)) + ") will be refused at optimizer set-up");
+        warn(w, "optimizer offload: --optimizer-cpu-offload needs Megatron-core >= 0.10; parameter offload "
+                "(ZeRO-Infinity) has no Megatron switch");
     }
     if (p.finetune != Finetune::full)
         warn(w, "Megatron-LM has no LoRA/QLoRA: use NeMo's PEFT or Hugging Face PEFT (--emit peft)");

@@ -254,11 +254,22 @@ void import_precision(Flags& f, ImportedConfig& out) {
         if (format != "e4m3" && format != "hybrid")
             throw InputError(f.spot(*fp8).text(), "must be e4m3 or hybrid, got '" + format + "'");
         set_field(out, "precision", std::string("fp8-mixed"), f.spot(*fp8));
+        if (bf16 && !f.has("--grad-reduce-in-bf16"))
+            warn(out, f.spot(*fp8), "Megatron-LM keeps fp32 main gradients unless --grad-reduce-in-bf16: 2 B per "
+                                    "parameter above fp8-mixed's bf16 gradients, not planned");
         if (const auto recipe = f.text("--fp8-recipe"); recipe && *recipe != "delayed" && *recipe != "tensorwise")
             warn(out, f.spot(*f.get("--fp8-recipe")), "the " + *recipe + " fp8 recipe is not modelled: planned as tensorwise");
     } else if (bf16) {
-        const bool wide = fp32_grads != nullptr;
-        set_field(out, "precision", std::string(wide ? "bf16-mixed-fp32-grads" : "bf16-mixed"), f.spot(wide ? *fp32_grads : *bf16));
+        // validate_args: with --bf16 the gradients are accumulated and all-reduced in fp32 (one
+        // fp32 main gradient, 4 B per parameter) unless --grad-reduce-in-bf16.
+        const Flag* bf16_grads = f.get("--grad-reduce-in-bf16");
+        const bool wide = bf16_grads == nullptr;
+        set_field(out, "precision", std::string(wide ? "bf16-mixed-fp32-grads" : "bf16-mixed"),
+                  f.spot(fp32_grads ? *fp32_grads : bf16_grads ? *bf16_grads : *bf16));
+        if (wide && !fp32_grads)
+            warn(out, f.spot(*bf16), "Megatron-LM accumulates and all-reduces bf16 gradients in fp32 unless "
+                                     "--grad-reduce-in-bf16: planned as bf16-mixed-fp32-grads (2 + 4 B per parameter, "
+                                     "2 B above Megatron's one fp32 main gradient)");
     } else if (fp16) {
         set_field(out, "precision", std::string("fp16-mixed"), f.spot(*fp16));
     } else {
@@ -332,7 +343,10 @@ void import_offload_and_overlap(Flags& f, ImportedConfig& out) {
                                                                       "planned as the whole optimizer offloaded");
     }
     out.tp_comm_overlap = f.has("--tp-comm-overlap");
-    out.overlap_p2p_comm = f.has("--overlap-p2p-communication");
+    // Megatron-core since 0.4 overlaps by default and has only --no-overlap-p2p-communication; the
+    // step time charges the overlap where the older flag asks for it (off otherwise: conservative).
+    const bool no_overlap = f.has("--no-overlap-p2p-communication");
+    out.overlap_p2p_comm = f.has("--overlap-p2p-communication") && !no_overlap;
     if (const Flag* cap = f.get("--moe-expert-capacity-factor"))
         set_field(out, "moe_capacity_factor", *f.real("--moe-expert-capacity-factor", 1e-6, 1e6), f.spot(*cap));
 }

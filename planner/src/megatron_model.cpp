@@ -205,7 +205,7 @@ bool megatron_flag_ignored(std::string_view name) {
         "--use-legacy-models", "--transformer-impl", "--ft-", "--one-logger", "--straggler", "--rerun-", "--check-",
         "--no-check-", "--calculate-per-token-loss", "--cross-entropy-", "--no-bias-", "--no-masked-softmax-fusion",
         "--no-rope-fusion", "--apply-rope-fusion", "--bias-", "--masked-softmax-fusion", "--no-gradient-accumulation-fusion",
-        "--overlap-grad-reduce", "--overlap-param-gather", "--align-", "--ddp-", "--grad-reduce-in-bf16", "--async-save",
+        "--overlap-grad-reduce", "--overlap-param-gather", "--align-", "--ddp-", "--async-save",
         "--use-dist-ckpt", "--dist-ckpt-", "--use-checkpoint-", "--finetune", "--pretrained-checkpoint",
         "--auto-detect-ckpt-format", "--no-initialization", "--use-cpu-initialization", "--rotary-percent",
         "--apply-layernorm-1p", "--norm-epsilon", "--layernorm-epsilon", "--attention-softmax-in-fp32",

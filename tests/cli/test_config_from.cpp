@@ -69,7 +69,8 @@ TEST(ConfigFrom, MegatronScriptGivesDp8Zero1GradAcc16) {
     EXPECT_EQ(j["plan"]["zero"], 1);       // --use-distributed-optimizer
     EXPECT_EQ(j["plan"]["grad_acc"], 16);  // 128 / (mbs 1 x dp 8)
     EXPECT_EQ(j["plan"]["seq"], 8192);
-    EXPECT_EQ(j["plan"]["precision"], "bf16-mixed");
+    // --bf16 alone: Megatron-LM's validate_args accumulates and all-reduces the gradients in fp32.
+    EXPECT_EQ(j["plan"]["precision"], "bf16-mixed-fp32-grads");
     // The shape it spells out is Llama-3-8B's: 8,030,261,248 parameters (Meta's model card: 8.03 B).
     EXPECT_EQ(j["model"]["params"], 8030261248LL);
     const auto p = run_preflight("plan --format json --from " + config("megatron/cli_llama3_8b_tp2.sh"));

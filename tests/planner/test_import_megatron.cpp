@@ -192,7 +192,10 @@ TEST(ImportMegatron, MegatronsOwnAdjustmentsAndUndefinedArrays) {
     const ImportedConfig arr = import_text("torchrun --nproc_per_node 8 pretrain_gpt.py --micro-batch-size 1 \\\n"
                                            "  ${EXTRA_ARGS[@]} --bf16\n");
     EXPECT_TRUE(contains(arr.warnings, "bad.sh:2: ${EXTRA_ARGS[@]} is not defined"));
-    EXPECT_EQ(name(arr, "precision"), "bf16-mixed");
+    // validate_args: --bf16 accumulates and all-reduces gradients in fp32 unless --grad-reduce-in-bf16.
+    EXPECT_EQ(name(arr, "precision"), "bf16-mixed-fp32-grads");
+    EXPECT_TRUE(contains(arr.warnings, "bad.sh:2: --bf16: Megatron-LM accumulates and all-reduces bf16 gradients in fp32"));
+    EXPECT_EQ(name(import_text("--micro-batch-size 1 --bf16 --grad-reduce-in-bf16\n"), "precision"), "bf16-mixed");
     // --num-query-groups without --group-query-attention is multi-head attention.
     const ImportedConfig mha = import_text("--num-layers 2\n--hidden-size 256\n--num-attention-heads 4\n"
                                            "--num-query-groups 2\n--vocab-size 1000\n--max-position-embeddings 512\n");
