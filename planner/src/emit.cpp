@@ -165,6 +165,42 @@ void add_megatron_zero_arguments(const Plan& p, std::vector<std::string>& a, std
                 "CUDA_DEVICE_MAX_CONNECTIONS=1");
 }
 
+// Precision: --bf16 / --fp16 / Transformer Engine's --fp8-format.
+void add_megatron_precision_arguments(const Plan& p, std::vector<std::string>& a, std::vector<std::string>* w) {
+    auto arg = [&](std::string flag, std::string value = {}) {
+        a.push_back(value.empty() ? flag : flag + " " + value);
+    };
+    // With --bf16 Megatron keeps fp32 main gradients unless --grad-reduce-in-bf16 (arguments.py
+    // validate_args), so the recipes with 16-bit gradients ask for it.
+    switch (p.precision) {
+        case Precision::fp32: break;
+        case Precision::bf16_mixed:
+            arg("--bf16");
+            arg("--grad-reduce-in-bf16");
+            break;
+        case Precision::bf16_mixed_fp32_grads:
+            arg("--bf16");
+            arg("--accumulate-allreduce-grads-in-fp32");
+            warn(w, "bf16-mixed-fp32-grads: Megatron keeps one fp32 main gradient per parameter (4 B), not a bf16 "
+                    "gradient beside an fp32 accumulator (2 + 4 B as planned): it holds 2 B per parameter less");
+            break;
+        case Precision::bf16:
+            arg("--bf16");
+            arg("--grad-reduce-in-bf16");
+            warn(w, "Megatron keeps fp32 master weights with --bf16; pure bf16 (no master copy) has no switch");
+            break;
+        case Precision::fp16_mixed: arg("--fp16"); break;
+        case Precision::fp8_mixed:
+            arg("--bf16");
+            arg("--grad-reduce-in-bf16");
+            arg("--fp8-format", "hybrid");  // Transformer Engine: e4m3 forward, e5m2 gradients
+            if (p.fp8_scaling == Fp8Scaling::rowwise)
+                warn(w, "rowwise fp8 scaling is torchao's recipe; Transformer Engine's --fp8-format scales per "
+                        "tensor, so this config runs tensorwise");
+            break;
+    }
+}
+
 // torchrun starting the plan's world size: the most GPUs per node (at most gpus_per_node) that
 // divide it evenly, as torchrun starts the same count on every node. Megatron-LM's validate_args
 // asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with tp or cp > 1 before Blackwell, except under FSDP
@@ -223,35 +259,7 @@ std::string megatron_arguments(const ModelConfig& m, const Plan& p, std::vector<
             arg("--recompute-num-layers", "1");
             break;
     }
-    // With --bf16 Megatron keeps fp32 main gradients unless --grad-reduce-in-bf16 (arguments.py
-    // validate_args), so the recipes with 16-bit gradients ask for it.
-    switch (p.precision) {
-        case Precision::fp32: break;
-        case Precision::bf16_mixed:
-            arg("--bf16");
-            arg("--grad-reduce-in-bf16");
-            break;
-        case Precision::bf16_mixed_fp32_grads:
-            arg("--bf16");
-            arg("--accumulate-allreduce-grads-in-fp32");
-            warn(w, "bf16-mixed-fp32-grads: Megatron keeps one fp32 main gradient per parameter (4 B), not a bf16 "
-                    "gradient beside an fp32 accumulator (2 + 4 B as planned): it holds 2 B per parameter less");
-            break;
-        case Precision::bf16:
-            arg("--bf16");
-            arg("--grad-reduce-in-bf16");
-            warn(w, "Megatron keeps fp32 master weights with --bf16; pure bf16 (no master copy) has no switch");
-            break;
-        case Precision::fp16_mixed: arg("--fp16"); break;
-        case Precision::fp8_mixed:
-            arg("--bf16");
-            arg("--grad-reduce-in-bf16");
-            arg("--fp8-format", "hybrid");  // Transformer Engine: e4m3 forward, e5m2 gradients
-            if (p.fp8_scaling == Fp8Scaling::rowwise)
-                warn(w, "rowwise fp8 scaling is torchao's recipe; Transformer Engine's --fp8-format scales per "
-                        "tensor, so this config runs tensorwise");
-            break;
-    }
+    add_megatron_precision_arguments(p, a, w);
     // TransformerConfig.attention_backend: auto picks Transformer Engine's flash or fused kernel.
     arg("--attention-backend", p.attention == AttentionKind::flash ? "auto" : "unfused");
     arg("--attention-dropout", s(p.dropout));
