@@ -44,7 +44,15 @@ std::string torchtitan_extensions(const ModelConfig& m, const Plan& p, std::vect
 json deepspeed_config(const Plan& p, std::vector<std::string>* w) {
     // Keys as in the DeepSpeed configuration JSON reference (deepspeed.ai/docs/config-json).
     json c;
-    c["train_batch_size"] = global_sequences(p);  // = micro batch * accumulation * data-parallel size
+    // = micro batch * accumulation * data-parallel size. Without an mpu (config-only AutoTP, no
+    // Megatron-DeepSpeed) DeepSpeed takes the whole world as data-parallel (runtime/config.py
+    // _configure_train_batch_size), so with tensor or context parallelism the product would not hold.
+    if (p.tp * p.cp == 1)
+        c["train_batch_size"] = global_sequences(p);
+    else
+        warn(w, "train_batch_size left out: with tensor or context parallelism DeepSpeed counts every rank as "
+                "data-parallel unless it is handed the model-parallel groups (mpu); micro batch and accumulation "
+                "set the batch");
     c["train_micro_batch_size_per_gpu"] = p.mbs;
     c["gradient_accumulation_steps"] = p.grad_acc;
     c["zero_optimization"] = {{"stage", p.zero}, {"overlap_comm", true}, {"contiguous_gradients", true}};
@@ -52,7 +60,14 @@ json deepspeed_config(const Plan& p, std::vector<std::string>* w) {
         case Precision::bf16_mixed: c["bf16"] = {{"enabled", true}}; break;
         case Precision::bf16_mixed_fp32_grads:
             c["bf16"] = {{"enabled", true}};
-            c["data_types"] = {{"grad_accum_dtype", "fp32"}};
+            // engine.py _do_optimizer_sanity_check: bf16 with fp32 accumulation needs ZeRO (1-3);
+            // without it the mix raises NotImplementedError.
+            if (p.zero > 0)
+                c["data_types"] = {{"grad_accum_dtype", "fp32"}};
+            else
+                warn(w, "bf16-mixed-fp32-grads at ZeRO-0: DeepSpeed accumulates bf16 gradients in fp32 only under "
+                        "ZeRO 1-3 (it refuses the mix without ZeRO); emitted with bf16 gradients, 4 B per parameter "
+                        "less than planned");
             break;
         case Precision::bf16:
             c["bf16"] = {{"enabled", true}};
@@ -418,9 +433,10 @@ void deepspeed_extensions(const Plan& p, json& c, std::vector<std::string>* w) {
     // optimizations for FP16 training": device cpu, pin_memory).
     if (p.offload != Offload::none) {
         if (p.zero == 0) {
-            c["zero_optimization"]["stage"] = 2;
-            warn(w, "DeepSpeed offloads the optimizer only under ZeRO 1-3: stage 2 emitted (same memory at dp 1; "
-                    "ZeRO-Offload's own setting)");
+            // Stage 1, not 2: the pipeline engine refuses ZeRO-2/3 (runtime/pipe/engine.py).
+            c["zero_optimization"]["stage"] = 1;
+            warn(w, "DeepSpeed offloads the optimizer only under ZeRO 1-3: stage 1 emitted (the same memory at dp 1; "
+                    "above it the optimizer states are sharded as well)");
         }
         c["zero_optimization"]["offload_optimizer"] = {{"device", "cpu"}, {"pin_memory", true}};
         if (p.offload == Offload::optimizer_and_params)

@@ -40,7 +40,12 @@ TEST(Emit, DeepSpeedJsonHoldsThePlansNumbers) {
     const nlohmann::json j = nlohmann::json::parse(e.text);
     EXPECT_EQ(j.at("train_micro_batch_size_per_gpu"), 2);
     EXPECT_EQ(j.at("gradient_accumulation_steps"), 16);
-    EXPECT_EQ(j.at("train_batch_size"), 2 * 16 * 4);
+    // tp 2 without an mpu: DeepSpeed would count all 8 ranks as data-parallel (runtime/config.py), so
+    // train_batch_size is left out; at tp 1 it is micro x accumulation x dp.
+    EXPECT_FALSE(j.contains("train_batch_size"));
+    Plan flat = sample();
+    flat.tp = 1, flat.sp = false;
+    EXPECT_EQ(deepspeed_config(flat).at("train_batch_size"), 2 * 16 * 4);
     EXPECT_EQ(j.at("zero_optimization").at("stage"), 1);
     EXPECT_EQ(j.at("bf16").at("enabled"), true);
     EXPECT_FALSE(j.contains("fp16"));
@@ -55,6 +60,19 @@ TEST(Emit, DeepSpeedJsonHoldsThePlansNumbers) {
     EXPECT_EQ(f.at("fp16").at("enabled"), true);
     EXPECT_EQ(f.at("zero_optimization").at("stage"), 3);
     EXPECT_FALSE(f.contains("activation_checkpointing"));
+
+    // engine.py: bf16 with fp32 accumulation needs ZeRO, else NotImplementedError: no data_types at stage 0.
+    Plan wide = flat;
+    wide.precision = Precision::bf16_mixed_fp32_grads;
+    EXPECT_EQ(deepspeed_config(wide).at("data_types").at("grad_accum_dtype"), "fp32");
+    wide.zero = ZeroStage{0};
+    std::vector<std::string> said;
+    EXPECT_FALSE(deepspeed_config(wide, &said).contains("data_types"));
+    EXPECT_FALSE(said.empty());
+    // Offload at ZeRO-0 under a pipeline: stage 1 (the pipeline engine refuses ZeRO-2/3).
+    Plan off = flat;
+    off.zero = ZeroStage{0}, off.pp = 2, off.offload = Offload::optimizer;
+    EXPECT_EQ(deepspeed_config(off).at("zero_optimization").at("stage"), 1);
 }
 
 TEST(Emit, MegatronArguments) {
