@@ -306,9 +306,18 @@ const char* torchtitan_flavor(const ModelConfig& m) {
 void torchtitan_training(std::ostringstream& o, const Plan& p, std::vector<std::string>* w, const EmitOptions& opt) {
     o << "[training]\n";
     o << "seq_len = " << p.seq << "\n";
-    o << "local_batch_size = " << p.mbs << "\n";
-    o << "global_batch_size = " << global_sequences(p) << "  # gradient accumulation = global / (local * dp) = "
-      << p.grad_acc << "\n";
+    if (p.pp > 1) {
+        // distributed/pipeline_parallel.py: the schedule splits local_batch_size into micro-batches of
+        // pipeline_parallel_microbatch_size; accumulation would repeat whole pipeline steps (a full
+        // bubble each), so the plan's micro-batches are the pipeline's.
+        o << "local_batch_size = " << p.mbs * p.grad_acc << "  # " << p.grad_acc << " pipeline micro-batches of "
+          << p.mbs << "\n";
+        o << "global_batch_size = " << global_sequences(p) << "  # = local * dp: no accumulation outside the pipeline\n";
+    } else {
+        o << "local_batch_size = " << p.mbs << "\n";
+        o << "global_batch_size = " << global_sequences(p) << "  # gradient accumulation = global / (local * dp) = "
+          << p.grad_acc << "\n";
+    }
     std::string param = "bfloat16", reduce = "float32";
     switch (p.precision) {
         case Precision::fp32: param = "float32"; break;
@@ -325,8 +334,6 @@ void torchtitan_training(std::ostringstream& o, const Plan& p, std::vector<std::
     }
     o << "mixed_precision_param = \"" << param << "\"\n";
     o << "mixed_precision_reduce = \"" << reduce << "\"\n";
-    // torchtitan/components/loss.py build_cross_entropy_loss: training.compile compiles the loss too.
-    if (opt.compiled_loss) o << "compile = true  # the plan's memory assumes a compiled loss (--compiled-loss)\n";
     if (p.offload != Offload::none) {
         o << "enable_cpu_offload = true\n";
         warn(w, "torchtitan's enable_cpu_offload (FSDP2 CPUOffloadPolicy) moves parameters, gradients and optimizer "
@@ -345,7 +352,8 @@ std::string torchtitan_toml(const ModelConfig& m, const Plan& p, std::vector<std
     if (flavor != nullptr || p.precision == Precision::fp8_mixed) {
         o << "[model]\n";
         if (flavor != nullptr) o << "name = \"llama3\"\nflavor = \"" << flavor << "\"\n";
-        if (p.precision == Precision::fp8_mixed) o << "converters = [\"float8\"]\n";
+        // components/quantization/float8.py registers the converter as "quantize.linear.float8".
+        if (p.precision == Precision::fp8_mixed) o << "converters = [\"quantize.linear.float8\"]\n";
         o << "\n";
     } else {
         o << "# [model] name / flavor: torchtitan's registry entry for " << m.name << "\n";
@@ -357,6 +365,9 @@ std::string torchtitan_toml(const ModelConfig& m, const Plan& p, std::vector<std
     // reshard), ZeRO-0 -> pure replication (DDP).
     const std::int64_t replicate = p.zero == 0 ? p.dp : 1;
     const std::int64_t shard = p.zero == 0 ? 1 : p.dp;
+    if (p.zero == 0 && (p.tp > 1 || p.pp > 1 || p.cp > 1 || p.ep > 1))
+        warn(w, "ZeRO-0 with tp, pp, cp or ep above 1: torchtitan's DDP runs only when data parallelism is the "
+                "whole mesh (parallelize.py refuses it); plan with --framework torchtitan, which uses FSDP here");
     o << "[parallelism]\n";
     o << "data_parallel_replicate_degree = " << replicate << "\n";
     o << "data_parallel_shard_degree = " << shard << "\n";
@@ -381,10 +392,16 @@ std::string torchtitan_toml(const ModelConfig& m, const Plan& p, std::vector<std
     o << "\n[activation_checkpoint]\n";
     o << "mode = \"" << to_string(p.recompute) << "\"\n";
     if (p.recompute == Recompute::selective) o << "selective_ac_option = \"op\"\n";
-    if (p.precision == Precision::fp8_mixed) o << "\n[float8]\nrecipe_name = \"" << to_string(p.fp8_scaling) << "\"\n";
+    if (p.precision == Precision::fp8_mixed)
+        o << "\n[quantize.linear.float8]\nrecipe_name = \"" << to_string(p.fp8_scaling) << "\"\n";
+    // components/loss.py build_cross_entropy_loss: [compile] with "loss" in its components.
+    if (opt.compiled_loss)
+        o << "\n[compile]\nenable = true\ncomponents = [\"loss\"]  # the plan's memory assumes a compiled loss\n";
     if (p.attention == AttentionKind::eager) warn(w, "torchtitan uses SDPA (flash) attention; eager is not a switch");
     if (p.dropout > 0) warn(w, "dropout is set in the model definition, not the job config");
-    if (p.optimizer == Optimizer::sgd) o << "\n[optimizer]\nname = \"SGD\"\n";
+    if (p.optimizer == Optimizer::sgd)
+        warn(w, "torchtitan builds Adam and AdamW only (components/optimizer.py): SGD has no switch, and its default "
+                "AdamW holds 4 B per parameter more than planned");
     if (p.finetune != Finetune::full) warn(w, "torchtitan has no LoRA/QLoRA: use Hugging Face PEFT (--emit peft)");
     return o.str();
 }
@@ -507,14 +524,15 @@ std::string torchtitan_extensions(const ModelConfig& m, const Plan& p, std::vect
     std::string o;
     if (p.cp > 1) o += "context_parallel_degree = " + std::to_string(p.cp) + "\n";
     if (p.ep > 1) o += "expert_parallel_degree = " + std::to_string(p.ep) + "\n";
-    if (p.pp_schedule == PpSchedule::interleaved) {
+    if (p.pp_schedule == PpSchedule::interleaved)
         // torchtitan/distributed/pipeline_parallel.py: ceil((layers + first_less + last_less) /
-        // layers_per_stage) stages; the less-layer weights (default 1 each) count the embedding
-        // and the loss as a layer, so they are 0 when the chunks hold the layers alone.
+        // layers_per_stage) stages.
         o += "pipeline_parallel_layers_per_stage = " + std::to_string(interleaved_chunk_layers(p, m.layers)) + "\n";
-        if (!interleaved_counts_embedding_and_loss(p, m.layers))
-            o += "pipeline_parallel_first_stage_less_layers = 0\npipeline_parallel_last_stage_less_layers = 0\n";
-    }
+    // The less-layer weights (default 1 each) count the embedding and the loss as a layer, which
+    // leaves the first and last stage a layer short; 0 where the plan's stages hold the layers
+    // alone (every schedule but interleaved chunks that count them).
+    if (p.pp > 1 && !interleaved_counts_embedding_and_loss(p, m.layers))
+        o += "pipeline_parallel_first_stage_less_layers = 0\npipeline_parallel_last_stage_less_layers = 0\n";
     if (interleaved_counts_embedding_and_loss(p, m.layers))
         warn(w, "the model's " + std::to_string(m.layers) + " layers fill " + std::to_string(p.pp * p.vpp) +
                     " chunks only with the embedding and the loss counted as a layer each (torchtitan: check "

@@ -9,6 +9,8 @@
 #include "preflight/planner/emit.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/lr_advice.hpp"
+#include "preflight/planner/memory.hpp"
+#include "preflight/planner/profiles.hpp"
 #include "preflight/planner/report.hpp"
 
 using namespace preflight;
@@ -108,13 +110,13 @@ TEST(Emit, TorchtitanToml) {
     EXPECT_TRUE(has(t, "data_parallel_replicate_degree = 1\n"));
     EXPECT_TRUE(has(t, "tensor_parallel_degree = 2\n"));
     EXPECT_TRUE(has(t, "mode = \"selective\"\n"));
-    EXPECT_FALSE(has(t, "compile = true"));
-    // A plan judged with a compiled loss turns training.compile on (build_cross_entropy_loss compiles
-    // the loss with it); formats without that switch warn instead.
+    EXPECT_FALSE(has(t, "[compile]"));
+    // A plan judged with a compiled loss turns [compile] on for the loss (v0.2.2 components/loss.py
+    // build_cross_entropy_loss: enable and "loss" in components); formats without it warn instead.
     EmitOptions compiled;
     compiled.compiled_loss = true;
     const Emitted c = emit_plan(EmitFormat::torchtitan, m, g, p, compiled);
-    EXPECT_TRUE(has(c.text, "mixed_precision_reduce = \"float32\"\ncompile = true"));
+    EXPECT_TRUE(has(c.text, "\n[compile]\nenable = true\ncomponents = [\"loss\"]"));
     EXPECT_TRUE(c.warnings.empty());
     const Emitted ds = emit_plan(EmitFormat::deepspeed, m, g, p, compiled);
     ASSERT_EQ(ds.warnings.size(), emit_plan(EmitFormat::deepspeed, m, g, p).warnings.size() + 1);
@@ -123,12 +125,30 @@ TEST(Emit, TorchtitanToml) {
     const std::string ddp = torchtitan_toml(m, p);
     EXPECT_TRUE(has(ddp, "data_parallel_replicate_degree = 4\n"));
     EXPECT_TRUE(has(ddp, "data_parallel_shard_degree = 1\n"));
-    // torchao's Float8 recipe follows the plan's scaling; Megatron (Transformer Engine) has no
-    // rowwise recipe and says so.
+    // ... which torchtitan refuses beside tp 2 (DDP only as the whole mesh): said, and the
+    // torchtitan profile refuses the plan naming --zero.
+    std::vector<std::string> said;
+    torchtitan_toml(m, p, &said);
+    EXPECT_TRUE(std::any_of(said.begin(), said.end(), [](const std::string& s) { return has(s, "whole mesh"); }));
+    MemoryOptions tt;
+    tt.profile = *profile_by_name("torchtitan");
+    try {
+        evaluate_memory(m, g, p, tt);
+        ADD_FAILURE() << "torchtitan's ZeRO-0 beside tp 2 was judged";
+    } catch (const InputError& e) {
+        EXPECT_EQ(e.subject(), "--zero") << e.what();
+    }
+    Plan flat = p;
+    flat.tp = 1, flat.sp = false;
+    EXPECT_NO_THROW(evaluate_memory(m, g, flat, tt));
+    // torchao's Float8 recipe follows the plan's scaling, in v0.2.x's [quantize.linear.float8] table
+    // with its converter's registered name; Megatron (Transformer Engine) has no rowwise recipe and
+    // says so.
     p.precision = Precision::fp8_mixed;
-    EXPECT_TRUE(has(torchtitan_toml(m, p), "[float8]\nrecipe_name = \"tensorwise\"\n"));
+    EXPECT_TRUE(has(torchtitan_toml(m, p), "[quantize.linear.float8]\nrecipe_name = \"tensorwise\"\n"));
+    EXPECT_TRUE(has(torchtitan_toml(m, p), "converters = [\"quantize.linear.float8\"]\n"));
     p.fp8_scaling = Fp8Scaling::rowwise;
-    EXPECT_TRUE(has(torchtitan_toml(m, p), "[float8]\nrecipe_name = \"rowwise\"\n"));
+    EXPECT_TRUE(has(torchtitan_toml(m, p), "[quantize.linear.float8]\nrecipe_name = \"rowwise\"\n"));
     const Emitted mg = emit_plan(EmitFormat::megatron, m, g, p);
     EXPECT_TRUE(has(mg.text, "--fp8-format hybrid"));
     EXPECT_TRUE(std::any_of(mg.warnings.begin(), mg.warnings.end(),

@@ -1,12 +1,23 @@
 // torchtitan (pytorch/torchtitan) training Llama: FSDP2 over dp (the plan's --zero 3, or
 // ZeRO-0/1 semantics when the user pins them), DTensor tensor/sequence parallelism, bf16 params
 // with fp32 gradient reduction, fused AdamW, unfused cross-entropy in fp32.
+#include "preflight/planner/error.hpp"
 #include "preflight/planner/frameworks.hpp"
 #include "preflight/planner/throughput.hpp"
 
 namespace preflight {
 
 namespace {
+// models/llama3/infra/parallelize.py (v0.2.2): without FSDP (ZeRO-0 here) the data-parallel
+// replicas are DDP, which it applies only when data parallelism is the whole mesh ("DDP has not
+// supported > 1D parallelism"); and without FSDP no mixed-precision policy applies.
+void check_torchtitan_plan(const ModelConfig&, const Plan& p) {
+    if (p.zero == zero_none && (p.tp > 1 || p.pp > 1 || p.cp > 1 || p.ep > 1))
+        throw InputError("--zero", "torchtitan runs ZeRO-0 as DDP, which it applies only to data parallelism "
+                                   "alone (\"DDP has not supported > 1D parallelism\"): with tp, pp, cp or ep "
+                                   "above 1 use FSDP, --zero 2 or 3");
+}
+
 // torchtitan's step-time specifics: --recompute selective re-runs what its op policy does not
 // save (ThroughputOptions::selective_op_sac).
 void adjust_throughput_torchtitan(const ModelConfig&, const Plan&, ThroughputOptions& o) { o.selective_op_sac = true; }
@@ -46,6 +57,7 @@ FrameworkProfile torchtitan_profile() {
     // default, "2", checkpoints every other layer whole and is not this mode).
     p.selective_op_sac = true;
     p.adjust_throughput = &adjust_throughput_torchtitan;
+    p.check_plan = &check_torchtitan_plan;
     // models/llama3/model.py Attention: F.scaled_dot_product_attention, whose flash backend on
     // H100 is FlashAttention-2 (PyTorch's SDPA), not TransformerEngine's fused kernels.
     p.fused_attention = false;
