@@ -32,8 +32,20 @@ void nanotron_model(std::ostringstream& o, const ModelConfig& m, const Plan& p, 
     o << "model:\n";
     o << "  dtype: " << dtype << "\n";
     o << "  model_config:\n";
-    const bool qwen2 = m.qkv_bias && !m.out_bias;
-    o << (qwen2 ? "    is_qwen2_config: true\n    attention_bias: true\n" : "    is_llama_config: true\n");
+    // Context parallelism needs the ring attention of nanotron's Qwen2 model (models/qwen.py
+    // llama3_ring_attention; its Llama has none): a Llama shape goes there without attention bias.
+    const bool qwen2 = (m.qkv_bias && !m.out_bias) || p.cp > 1;
+    if (qwen2)
+        o << "    is_qwen2_config: true\n    attention_bias: " << (m.qkv_bias ? "true" : "false") << "\n";
+    else
+        o << "    is_llama_config: true\n";
+    if (p.cp > 1) {
+        // models_config.py Qwen2Config.__post_init__: the ring attention needs ring_attn_heads_k_stride.
+        o << "    _attn_implementation: llama3_ring_attention\n    ring_attn_heads_k_stride: 1\n";
+        if (!m.qkv_bias)
+            warn(w, "context parallelism: nanotron's ring attention is in its Qwen2 model only, so this Llama "
+                    "shape is emitted as a Qwen2 config without attention bias");
+    }
     o << "    hidden_size: " << m.hidden << "\n";
     o << "    intermediate_size: " << m.ffn_hidden << "\n";
     o << "    num_attention_heads: " << m.heads << "\n";
@@ -47,6 +59,8 @@ void nanotron_model(std::ostringstream& o, const ModelConfig& m, const Plan& p, 
     if (m.rope_scaling.type.empty()) {
         o << "    rope_scaling: null\n";
     } else {
+        warn(w, "rope_scaling: nanotron declares it but its models do not read it (src/nanotron/models): the "
+                "positions run unscaled");
         o << "    rope_scaling:\n";
         o << "      rope_type: " << m.rope_scaling.type << "\n";
         o << "      factor: " << number(m.rope_scaling.factor) << "\n";
@@ -73,10 +87,7 @@ void nanotron_parallelism(std::ostringstream& o, const Plan& p, std::vector<std:
     if (p.recompute == Recompute::selective)
         warn(w, "nanotron checkpoints whole layers only (recompute_layer): full recompute emitted for selective "
                 "(less memory, slower than planned)");
-    if (p.cp > 1) {
-        o << "  context_parallel_size: " << p.cp << "\n";
-        warn(w, "context_parallel_size: nanotron's ring attention is in its Qwen2 model (models/qwen.py) only");
-    }
+    if (p.cp > 1) o << "  context_parallel_size: " << p.cp << "\n";
     if (p.ep > 1) {
         o << "  expert_parallel_size: " << p.ep << "\n";
         warn(w, "expert_parallel_size applies to nanotron's MoE layers (Qwen2 moe_config) only");

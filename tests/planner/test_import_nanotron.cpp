@@ -251,4 +251,20 @@ TEST(ImportNanotron, EmitWarnsWhatNanotronCannotRun) {
     EXPECT_TRUE(any_contains(w, "selective"));
     EXPECT_EQ(parse_emit_format("nanotron"), EmitFormat::nanotron);
     EXPECT_EQ(to_string(EmitFormat::nanotron), "nanotron");
+
+    // Context parallelism runs only in nanotron's Qwen2 model, with its llama3 ring attention
+    // (Qwen2Config.__post_init__ needs ring_attn_heads_k_stride with it): a Llama shape is emitted
+    // as a Qwen2 config without attention bias, and the import reads the same plan back.
+    Plan cp;
+    cp.seq = 8192, cp.dp = 2, cp.tp = 2, cp.sp = true, cp.cp = 2, cp.zero = ZeroStage{1};
+    cp.precision = Precision::bf16_mixed_fp32_grads;
+    std::vector<std::string> said;
+    const std::string ring = nanotron_yaml(m, cp, &said);
+    EXPECT_TRUE(contains(ring, "    is_qwen2_config: true\n    attention_bias: false\n")) << ring;
+    EXPECT_TRUE(contains(ring, "    _attn_implementation: llama3_ring_attention\n    ring_attn_heads_k_stride: 1\n"));
+    EXPECT_TRUE(contains(ring, "  context_parallel_size: 2\n"));
+    EXPECT_TRUE(any_contains(said, "Qwen2 config without attention bias"));
+    const ImportedConfig back = import_nanotron(yaml_config_tree(ring, "ring.yaml"), {});
+    ASSERT_NE(back.field("cp"), nullptr);
+    EXPECT_EQ(std::get<std::int64_t>(back.field("cp")->value), 2);
 }
