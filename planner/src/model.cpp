@@ -193,6 +193,11 @@ ModelConfig model_from_hf_config(const json& cfg, const std::string& name) {
     ModelConfig m;
     m.name = name;
     m.family = family_of(cfg);
+    if (const auto it = cfg.find("architectures"); it != cfg.end() && !it->is_null()) {
+        if (!it->is_array() || (!it->empty() && !it->front().is_string()))
+            throw InputError("architectures", "must be a list of model class names");
+        if (!it->empty()) m.architecture = it->front().get<std::string>();
+    }
 
     if (m.family == ModelFamily::gpt2)
         read_gpt2(cfg, m);

@@ -93,18 +93,34 @@ std::string lora_targets_to_string(unsigned targets) {
     return s;
 }
 
-std::string lora_target_modules_json(unsigned targets, bool gpt2_names) {
+std::string lora_target_modules_json(unsigned targets, HfModuleNames names) {
     std::string s = "[";
     auto add = [&](std::string_view n) { s += (s.size() > 1 ? ", \"" : "\"") + std::string(n) + "\""; };
-    if (gpt2_names) {
-        // GPT-2 (transformers GPT2Attention / GPT2MLP): fused c_attn for q, k, v.
-        if (targets & (lora_q | lora_k | lora_v)) add("c_attn");
-        if (targets & lora_o) add("attn.c_proj");
-        if (targets & (lora_gate | lora_up)) add("c_fc");
-        if (targets & lora_down) add("mlp.c_proj");
-    } else {
-        for (const auto& [name, bit] : kTargetNames)
-            if (targets & bit) add(std::string(name) + "_proj");
+    const bool qkv = (targets & (lora_q | lora_k | lora_v)) != 0;
+    switch (names) {
+        case HfModuleNames::gpt2:  // transformers GPT2Attention / GPT2MLP: fused c_attn for q, k, v
+            if (qkv) add("c_attn");
+            if (targets & lora_o) add("attn.c_proj");
+            if (targets & (lora_gate | lora_up)) add("c_fc");
+            if (targets & lora_down) add("mlp.c_proj");
+            break;
+        case HfModuleNames::mpt:  // transformers MptAttention (fused Wqkv, out_proj) / MptMLP (no gate)
+            if (qkv) add("Wqkv");
+            if (targets & lora_o) add("out_proj");
+            if (targets & (lora_gate | lora_up)) add("up_proj");
+            if (targets & lora_down) add("down_proj");
+            break;
+        case HfModuleNames::mixtral:  // MixtralBlockSparseTop2MLP: act(w1 x) * w3 x, then w2
+            for (const auto& [name, bit] : kTargetNames)
+                if ((targets & bit) && (bit & (lora_q | lora_k | lora_v | lora_o))) add(std::string(name) + "_proj");
+            if (targets & lora_gate) add("w1");
+            if (targets & lora_down) add("w2");
+            if (targets & lora_up) add("w3");
+            break;
+        case HfModuleNames::llama:
+            for (const auto& [name, bit] : kTargetNames)
+                if (targets & bit) add(std::string(name) + "_proj");
+            break;
     }
     return s + "]";
 }

@@ -497,6 +497,36 @@ TEST(Extensions, PeftExportSaysWhatItChangesInTheRecipe) {
     EXPECT_TRUE(warnings.empty());
 }
 
+// Helper audit of the emitted configs: PEFT matches target_modules against the model class's own
+// module names. transformers MptAttention fuses q|k|v in Wqkv (then out_proj) and MptMLP has
+// up_proj / down_proj; MixtralBlockSparseTop2MLP names the experts' gate, down and up w1, w2, w3.
+// The Trainer's "sgd" has no momentum buffer, which the plan holds: said.
+TEST(Extensions, PeftTargetsUseTheModelClassesModuleNames) {
+    Plan p;
+    p.finetune = Finetune::lora;
+    p.lora = lora(8, kLoraAllLinear);
+    EXPECT_EQ(peft_config(catalog_model("mpt-7b"), p)["lora_config"]["target_modules"],
+              nlohmann::json({"Wqkv", "out_proj", "up_proj", "down_proj"}));
+    EXPECT_EQ(peft_config(catalog_model("gpt2"), p)["lora_config"]["target_modules"],
+              nlohmann::json({"c_attn", "attn.c_proj", "c_fc", "mlp.c_proj"}));
+    std::vector<std::string> warnings;
+    EXPECT_EQ(peft_config(catalog_model("mixtral-8x7b"), p, &warnings)["lora_config"]["target_modules"],
+              nlohmann::json({"q_proj", "k_proj", "v_proj", "o_proj", "w1", "w2", "w3"}));
+    EXPECT_TRUE(std::any_of(warnings.begin(), warnings.end(),
+                            [](const std::string& w) { return w.find("target_parameters") != std::string::npos; }));
+    p.lora = lora(8, lora_q | lora_v);
+    warnings.clear();
+    EXPECT_EQ(peft_config(catalog_model("mixtral-8x7b"), p, &warnings)["lora_config"]["target_modules"],
+              nlohmann::json({"q_proj", "v_proj"}));
+    EXPECT_TRUE(warnings.empty());
+    p.optimizer = Optimizer::sgd;
+    const auto sgd = peft_config(catalog_model("llama-3-8b"), p, &warnings);
+    EXPECT_EQ(sgd["training_arguments"]["optim"], "sgd");
+    EXPECT_EQ(sgd["max_length"], p.seq);
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_NE(warnings[0].find("momentum"), std::string::npos) << warnings[0];
+}
+
 TEST(Extensions, LoraStepIsCheaperThanFullFineTune) {
     // No weight-gradient GEMMs for frozen weights: the LoRA step must be faster than the full
     // fine-tune's at the same shape, and QLoRA pays for dequantisation on top of LoRA.

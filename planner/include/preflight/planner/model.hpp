@@ -53,6 +53,9 @@ struct ModelConfig {
     // do not depend on it; `preflight run` computes only the ones its kernels implement
     // (runtime check_supported).
     std::string activation;
+    // The config's model class ("architectures"[0], e.g. "MPTForCausalLM"; empty when not given):
+    // only the names of its modules depend on it (PEFT target_modules), never memory or FLOPs.
+    std::string architecture;
 
     std::int64_t q_width() const { return heads * head_dim; }
     std::int64_t kv_width() const { return kv_heads * head_dim; }
