@@ -465,6 +465,10 @@ void deepspeed_extensions(const Plan& p, json& c, std::vector<std::string>* w) {
         c["pipeline"] = {{"stages", p.pp},
                          {"partition", "parameters"},
                          {"activation_checkpoint_interval", p.recompute == Recompute::full ? 1 : 0}};
+        // Only activation_checkpoint_interval is read from it (pipe/engine.py); the stages and their
+        // partition come from the model's PipelineModule.
+        warn(w, "pipeline.stages and pipeline.partition record the plan; DeepSpeed takes them from the model: "
+                "PipelineModule(layers, num_stages=" + std::to_string(p.pp) + ", partition_method=\"parameters\")");
         if (p.pp_schedule != PpSchedule::one_f_one_b)
             warn(w, "DeepSpeed's pipeline engine runs 1F1B (TrainSchedule); the " + std::string(to_string(p.pp_schedule)) +
                         " schedule has no switch");
