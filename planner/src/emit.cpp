@@ -163,7 +163,7 @@ void add_megatron_model_arguments(const ModelConfig& m, std::vector<std::string>
     }
 }
 
-// ZeRO over dp: Megatron's distributed optimizer (ZeRO-1), Megatron-FSDP (ZeRO-2), torch FSDP2 (ZeRO-3).
+// ZeRO over dp: Megatron's distributed optimizer (ZeRO-1), Megatron-FSDP (ZeRO-2 and ZeRO-3).
 void add_megatron_zero_arguments(const Plan& p, std::vector<std::string>& a, std::vector<std::string>* w) {
     if (p.zero == 1) a.emplace_back("--use-distributed-optimizer");
     if (p.zero < 2) return;

@@ -20,10 +20,10 @@ json peft_config(const ModelConfig& m, const Plan& p, std::vector<std::string>* 
         warn(w, "a full fine-tune has no PEFT config: only the Trainer settings are emitted");
     } else {
         // peft.LoraConfig fields.
-        const HfModuleNames names = m.architecture == "MPTForCausalLM"   ? HfModuleNames::mpt
-                                    : m.family == ModelFamily::gpt2      ? HfModuleNames::gpt2
-                                    : m.family == ModelFamily::mixtral   ? HfModuleNames::mixtral
-                                                                         : HfModuleNames::llama;
+        const HfModuleNames names = m.architecture == "MPTForCausalLM" ? HfModuleNames::mpt
+                                    : m.family == ModelFamily::gpt2    ? HfModuleNames::gpt2
+                                    : m.family == ModelFamily::mixtral ? HfModuleNames::mixtral
+                                                                       : HfModuleNames::llama;
         json targets = json::parse(lora_target_modules_json(p.lora.targets, names));
         if (names == HfModuleNames::mixtral && (p.lora.targets & (lora_gate | lora_up | lora_down)) != 0)
             warn(w, "Mixtral's experts: transformers releases with MixtralBlockSparseTop2MLP name them w1 (gate), w3 "
@@ -35,8 +35,8 @@ json peft_config(const ModelConfig& m, const Plan& p, std::vector<std::string>* 
                             {"target_modules", targets},
                             {"bias", "none"},
                             {"task_type", "CAUSAL_LM"}};
-        if ((names == HfModuleNames::gpt2 || names == HfModuleNames::mpt) && (p.lora.targets & (lora_q | lora_k | lora_v)) != 0 &&
-            (p.lora.targets & (lora_q | lora_k | lora_v)) != (lora_q | lora_k | lora_v))
+        const unsigned qkv = p.lora.targets & (lora_q | lora_k | lora_v);
+        if ((names == HfModuleNames::gpt2 || names == HfModuleNames::mpt) && qkv != 0 && qkv != (lora_q | lora_k | lora_v))
             warn(w, std::string(names == HfModuleNames::mpt ? "MPT fuses q, k and v in Wqkv" : "GPT-2 fuses q, k and v in c_attn") +
                         ": PEFT adapts all three together");
     }

@@ -265,7 +265,7 @@ void import_precision(Flags& f, ImportedConfig& out) {
         const Flag* bf16_grads = f.get("--grad-reduce-in-bf16");
         const bool wide = bf16_grads == nullptr;
         set_field(out, "precision", std::string(wide ? "bf16-mixed-fp32-grads" : "bf16-mixed"),
-                  f.spot(fp32_grads ? *fp32_grads : bf16_grads ? *bf16_grads : *bf16));
+                  f.spot(bf16_grads ? *bf16_grads : fp32_grads ? *fp32_grads : *bf16));
         if (wide && !fp32_grads)
             warn(out, f.spot(*bf16), "Megatron-LM accumulates and all-reduces bf16 gradients in fp32 unless "
                                      "--grad-reduce-in-bf16: planned as bf16-mixed-fp32-grads (2 + 4 B per parameter, "

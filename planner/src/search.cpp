@@ -332,7 +332,8 @@ void evaluate_family(SearchState& st, const Plan& family, const std::vector<Shap
         fam.others_fit = true;
         const Throughput th = estimate_throughput(
             st.model, st.gpu, plan, throughput_options_for(st.req.memory.profile, st.model, plan, st.throughput));
-        keep_if_top(st, {plan, judged, th.tokens_per_s, detail::rank_score(th.tokens_per_s, judged, st.limit), sh.error, mem.device_peak_high_bytes.value_or(judged) <= st.limit,
+        keep_if_top(st, {plan, judged, th.tokens_per_s, detail::rank_score(th.tokens_per_s, judged, st.limit), sh.error,
+                         mem.device_peak_high_bytes.value_or(judged) <= st.limit,
                          std::abs(sh.error) <= st.req.batch_tolerance});
     }
 }
