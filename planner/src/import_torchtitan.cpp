@@ -475,7 +475,11 @@ void read_offload_compile_optimizer(const Toml& t, ImportedConfig& out) {
     const std::string name = t.text("optimizer", "name").value_or("AdamW");
     const ConfigSpot spot = t.spot("optimizer", "name");
     if (name == "AdamW" || name == "Adam") tv::set_imported(out, "optimizer", std::string("adamw"), spot);
-    else if (name == "SGD") tv::set_imported(out, "optimizer", std::string("sgd"), spot);
+    else if (name == "SGD") {
+        tv::set_imported(out, "optimizer", std::string("sgd"), spot);
+        out.warnings.push_back(spot.key + " \"SGD\": torchtitan's build_optimizers knows Adam and AdamW only (v0.2.2 "
+                               "components/optimizer.py) and refuses it; planned as SGD as written");
+    }
     else out.warnings.push_back(spot.key + " \"" + name + "\": not modelled; adamw planned");
 }
 
