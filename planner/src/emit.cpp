@@ -196,8 +196,9 @@ void add_megatron_precision_arguments(const Plan& p, std::vector<std::string>& a
         case Precision::bf16_mixed_fp32_grads:
             arg("--bf16");
             arg("--accumulate-allreduce-grads-in-fp32");
-            warn(w, "bf16-mixed-fp32-grads: Megatron keeps one fp32 main gradient per parameter (4 B), not a bf16 "
-                    "gradient beside an fp32 accumulator (2 + 4 B as planned): it holds 2 B per parameter less");
+            warn(w, "bf16-mixed-fp32-grads: Megatron keeps one fp32 main gradient per parameter (4 B, as "
+                    "--framework megatron plans it); a plan judged under nanotron's, DeepSpeed's or torchtitan's "
+                    "profile counted a bf16 gradient beside it, 2 B more");
             break;
         case Precision::bf16:
             arg("--bf16");

@@ -268,8 +268,8 @@ void import_precision(Flags& f, ImportedConfig& out) {
                   f.spot(bf16_grads ? *bf16_grads : fp32_grads ? *fp32_grads : *bf16));
         if (wide && !fp32_grads)
             warn(out, f.spot(*bf16), "Megatron-LM accumulates and all-reduces bf16 gradients in fp32 unless "
-                                     "--grad-reduce-in-bf16: planned as bf16-mixed-fp32-grads (2 + 4 B per parameter, "
-                                     "2 B above Megatron's one fp32 main gradient)");
+                                     "--grad-reduce-in-bf16: planned as bf16-mixed-fp32-grads (one fp32 main "
+                                     "gradient, 4 B per parameter, under --framework megatron)");
     } else if (fp16) {
         set_field(out, "precision", std::string("fp16-mixed"), f.spot(*fp16));
     } else {

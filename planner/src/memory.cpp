@@ -57,8 +57,7 @@ StateElements zero_elements(std::int64_t flat, std::int64_t per_tensor_shard, Ze
     return {zero == 3 ? shard : flat, zero >= 2 ? shard : flat, zero >= 1 ? shard : flat};
 }
 
-ModelStateBytes state_bytes(const StateElements& e, Precision precision, Optimizer optimizer) {
-    const PrecisionBytes pb = precision_bytes(precision);
+ModelStateBytes state_bytes(const StateElements& e, const PrecisionBytes& pb, Optimizer optimizer) {
     ModelStateBytes b;
     b.weights = e.weights * pb.weight;
     b.gradients = e.gradients * (pb.gradient + pb.gradient_accum);
@@ -129,10 +128,9 @@ StageParams stage_params(const ModelConfig& m, const Plan& p, const FrameworkPro
 
 // Profile: every state tensor is its own allocation, rounded up to the granularity.
 void pad_state_allocations(StageModel& st, const Plan& p, const FrameworkProfile& prof,
-                           const std::vector<ParamTensor>& tensors, Precision state_precision, int moment_bytes) {
+                           const std::vector<ParamTensor>& tensors, const PrecisionBytes& state_pb, int moment_bytes) {
     const std::int64_t granularity = prof.allocation_granularity_bytes;
     auto pad = [granularity](std::int64_t bytes) { return (granularity - bytes % granularity) % granularity; };
-    const PrecisionBytes state_pb = precision_bytes(state_precision);
     const int moments = optimizer_bytes_per_param(p.optimizer) / 4;
     for (const auto& t : tensors) {
         const std::int64_t count = t.place == TensorPlace::layer       ? st.layers
@@ -156,13 +154,14 @@ void add_model_states(StageModel& st, const ModelConfig& m, const Plan& p, const
     // Profile: under autocast with fp32 parameters the states are the fp32 recipe's.
     const bool amp = runs_amp(prof, p);
     const Precision state_precision = amp ? Precision::fp32 : p.precision;
-    st.states = state_bytes(zero_elements(params.flat, params.zero3, p.zero, p.dp), state_precision, p.optimizer);
+    const PrecisionBytes state_pb = profile_precision_bytes(state_precision, prof);
+    st.states = state_bytes(zero_elements(params.flat, params.zero3, p.zero, p.dp), state_pb, p.optimizer);
     const int param_bytes = amp ? 4 : pb.weight;
     const int moment_bytes = prof.optimizer_moments_param_dtype ? param_bytes : 4;
     if (prof.optimizer_moments_param_dtype)  // profile: moments at the parameter dtype
         st.states.optimizer_states = st.states.optimizer_states / 4 * moment_bytes;
     if (prof.allocation_granularity_bytes > 0 && p.zero == 0)
-        pad_state_allocations(st, p, prof, tensors, state_precision, moment_bytes);
+        pad_state_allocations(st, p, prof, tensors, state_pb, moment_bytes);
     if (uses_extended_states(p)) {  // fine-tuning, offload, expert parallelism (extensions.hpp)
         const StageStates x = extended_stage_states(m, p, prof, st.layers, st.first, st.last);
         st.states = x.gpu;
@@ -447,7 +446,7 @@ std::vector<ActivationTensor> kept_for_backward(std::vector<ActivationTensor> fu
 ModelStateBytes model_state_bytes(std::int64_t params, Precision precision, Optimizer optimizer, int zero,
                                   std::int64_t dp) {
     const auto stage = static_cast<ZeroStage>(zero);
-    return state_bytes(zero_elements(params, shard_elements(params, dp), stage, dp), precision, optimizer);
+    return state_bytes(zero_elements(params, shard_elements(params, dp), stage, dp), precision_bytes(precision), optimizer);
 }
 
 std::vector<ActivationTensor> layer_activation_inventory(const ModelConfig& model, const Plan& plan,

@@ -255,7 +255,7 @@ bool uses_extended_states(const Plan& p) {
 
 StageStates extended_stage_states(const ModelConfig& m, const Plan& p, const FrameworkProfile& prof,
                                   std::int64_t layers, bool first, bool last) {
-    const PrecisionBytes pb = precision_bytes(p.precision);
+    const PrecisionBytes pb = profile_precision_bytes(p.precision, prof);
     const bool lora = p.finetune != Finetune::full;
     const bool qlora = p.finetune == Finetune::qlora;
     const int moment_bytes = optimizer_bytes_per_param(p.optimizer);

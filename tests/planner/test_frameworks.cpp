@@ -558,6 +558,31 @@ TEST(NanotronProfile, SearchAndCliUseItsThroughputOptions) {
 // "runtime" block: the non-tensor memory measured on an H100 in cudaMemGetInfo's book, its
 // fitted efficiency), the same as `preflight run` predicts with; other profiles see the generic
 // spec. The block's pool slack is not the profile's: the runtime's arena keeps none.
+// Megatron-LM docs/user-guide/features/dist_optimizer.md: bf16 parameters with fp32 (main)
+// gradients take 18 B per parameter, 6 + 12/d with the distributed optimizer: 2 (bf16 weight) +
+// 4 (fp32 main gradient) + 4 (fp32 master) + 8 (Adam moments). nanotron's accumulate_grad_in_fp32
+// keeps its bf16 gradient beside the fp32 accumulator: 20 B.
+TEST(Frameworks, MegatronKeepsOneFp32MainGradientPerParameter) {
+    const ModelConfig m = test::catalog_model("llama-3-8b");
+    const GpuSpec g = test::catalog_gpu("h200-sxm-141gb");
+    Plan p;
+    p.seq = 1024, p.dp = 8, p.precision = Precision::bf16_mixed_fp32_grads;
+    auto states_per_param = [&](const FrameworkProfile& prof, int zero) {
+        p.zero = ZeroStage{zero};
+        MemoryOptions o;
+        o.profile = prof;
+        const MemoryBreakdown b = evaluate_memory(m, g, p, o).at_peak;
+        const double params = 8'030'261'248.0;
+        return static_cast<double>(b.weights + b.gradients + b.master_weights + b.optimizer_states) / params;
+    };
+    const FrameworkProfile megatron = *profile_by_name("megatron");
+    EXPECT_NEAR(states_per_param(megatron, 0), 18.0, 1e-6);
+    EXPECT_NEAR(states_per_param(megatron, 1), 6.0 + 12.0 / 8, 1e-6);
+    EXPECT_NEAR(states_per_param(*profile_by_name("nanotron"), 0), 20.0, 1e-6);
+    p.precision = Precision::bf16_mixed;  // --grad-reduce-in-bf16: bf16 main gradients
+    EXPECT_NEAR(states_per_param(megatron, 0), 16.0, 1e-6);
+}
+
 TEST(Frameworks, RuntimeProfileUsesTheSpecsRuntimeBlock) {
     const GpuSpec h100 = test::catalog_gpu("h100-sxm-80gb");
     ASSERT_TRUE(h100.runtime.has_value());

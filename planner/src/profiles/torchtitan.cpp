@@ -25,6 +25,7 @@ void adjust_throughput_torchtitan(const ModelConfig&, const Plan&, ThroughputOpt
 
 FrameworkProfile torchtitan_profile() {
     FrameworkProfile p;
+    p.fp32_main_grads_only = false;  // its fp32 accumulator sits beside the 16-bit gradients
     p.name = "torchtitan";
     // FSDP2 reduce-scatters each transformer block's gradients as they are produced: no DDP
     // buckets (torchtitan/distributed/parallel_dims + torch.distributed.fsdp.fully_shard); the

@@ -98,6 +98,13 @@ struct FrameworkProfile {
     // the residual stream stays fp32 because the embedding lookup is not an autocast op
     // (PyTorch docs, "Automatic Mixed Precision package - torch.amp", op lists).
     bool amp_fp32_parameters = false;
+    // bf16-mixed-fp32-grads keeps one fp32 main gradient per parameter, not a 16-bit gradient
+    // beside an fp32 accumulator: Megatron-LM's param.main_grad, into which each micro-batch's
+    // gradient is accumulated as soon as it is computed (docs/user-guide/features/dist_optimizer.md:
+    // bf16 parameters with fp32 gradients take 18 B per parameter, 6 + 12/d distributed). The
+    // other profiles keep their own accumulator beside the 16-bit gradients (nanotron's
+    // accumulate_grad_in_fp32).
+    bool fp32_main_grads_only = true;
     // Autocast caches the 16-bit cast of every fp32 leaf weight for the rest of the
     // autocast region, and linear saves that copy for backward (torch.amp docs,
     // `cache_enabled`). Counted under `weights` from a layer's forward to its backward.
@@ -335,6 +342,13 @@ std::string_view memory_verdict(const MemoryReport& r);
 // The memory a profile judges the fit on: the device need (reserved pool + memory outside
 // PyTorch + margin) where it models the caching allocator (verdict_on_reserved), else the
 // allocated peak + overhead. The search, the plan tables and the explorer show this figure.
+// The recipe's bytes per parameter as the profile keeps them (FrameworkProfile::fp32_main_grads_only).
+inline PrecisionBytes profile_precision_bytes(Precision precision, const FrameworkProfile& profile) {
+    PrecisionBytes pb = precision_bytes(precision);
+    if (profile.fp32_main_grads_only && pb.gradient_accum > 0) pb.gradient = 0;
+    return pb;
+}
+
 inline std::int64_t judged_bytes(const MemoryReport& r, const FrameworkProfile& profile) {
     return profile.verdict_on_reserved ? r.device_peak_bytes : r.peak_bytes;
 }
