@@ -162,6 +162,12 @@ std::optional<std::pair<std::int64_t, ConfigSpot>> launch_gpus(const Script& s, 
         (count ? per_node : nodes) = integer_text(value, at, 1, limits::kMaxGpus, "limits::kMaxGpus");
         if (count) spot = at;
     }
+    // torch.distributed.run: --nproc-per-node defaults to 1, so a torchrun line without it starts
+    // one process per node.
+    if (!per_node && s.launcher_name == "torchrun") {
+        per_node = 1;
+        spot.key = "torchrun --nproc-per-node (absent: 1)";
+    }
     if (!per_node) return std::nullopt;
     const std::int64_t gpus = *per_node * nodes.value_or(1);
     spot.key += " " + std::to_string(*per_node);
@@ -374,9 +380,17 @@ void classify_rest(Flags& f, ImportedConfig& out) {
         {"--empty-unused-memory-level", "emptying the CUDA cache between steps is not modelled"},
         {"--fp8-param-gather", "fp8 parameter copies for the all-gather are not modelled"},
         {"--distribute-saved-activations", "recompute inputs split over tensor parallel ranks are not modelled"},
-        {"--cpu-offloading", "activation and weight offload to the host is not modelled"}};
+        {"--cpu-offloading", "activation and weight offload to the host is not modelled"},
+        {"--num-distributed-optimizer-instances", "the optimizer states sharded over dp / N ranks (N instances; "
+                                                  "parallel_state.py) are not modelled: planned over dp, less memory "
+                                                  "than it holds"},
+        {"--step-batch-size-schedule", "the batch-size schedule is not modelled: planned at the full global batch"}};
+    // --no-position-embedding drops learned positions; under RoPE it changes nothing (arguments.py).
+    const bool rope = f.has("--use-rotary-position-embeddings") || f.text("--position-embedding-type") == "rope";
     for (const Flag* x : f.unread()) {
-        if (const auto k = known.find(x->name); k != known.end())
+        if (x->name == "--no-position-embedding" && rope)
+            out.ignored.push_back(x->name);
+        else if (const auto k = known.find(x->name); k != known.end())
             warn(out, f.spot(*x), k->second);
         else if (megatron_flag_ignored(x->name))
             out.ignored.push_back(x->name);

@@ -51,6 +51,9 @@ std::optional<std::pair<std::int64_t, ConfigSpot>> raw_vocab(Flags& f) {
     if (const Flag* v = f.get("--vocab-size"))
         return std::make_pair(import_values::integer_text(f.text(*v), f.spot(*v), 1, limits::kMaxVocab, "limits::kMaxVocab"),
                               f.spot(*v));
+    // pretrain_gpt.py's args_defaults: tokenizer_type GPT2BPETokenizer when none is named.
+    if (!f.get("--tokenizer-type") && !f.get("--tokenizer-model"))
+        return std::make_pair(50257, f.default_spot("--tokenizer-type (absent: pretrain_gpt.py's GPT2BPETokenizer)"));
     return std::nullopt;
 }
 
@@ -213,10 +216,10 @@ bool megatron_flag_ignored(std::string_view name) {
         "--account-for-loss-in-pipeline-split", "--use-precision-aware-optimizer", "--dataloader-type",
         "--reset-position-ids", "--reset-attention-mask", "--eod-mask-loss", "--object-storage-cache-path",
         "--per-split-data-args-path", "--full-validation", "--skip-train", "--tp-comm-overlap-cfg",
-        "--tp-comm-bootstrap-backend", "--nccl-", "--num-distributed-optimizer-instances", "--deterministic-mode",
+        "--tp-comm-bootstrap-backend", "--nccl-", "--deterministic-mode",
         "--moe-router-load-balancing-type", "--moe-aux-loss-coeff", "--moe-z-loss-coeff", "--moe-router-",
         "--moe-grouped-gemm", "--moe-token-dispatcher-type", "--moe-permute-fusion", "--use-flash-attn",
-        "--step-batch-size-schedule", "--no-persist-layer-norm", "--swiglu-", "--use-ring-exchange-p2p",
+        "--no-persist-layer-norm", "--swiglu-", "--use-ring-exchange-p2p",
         "--use-rotary-position-embeddings", "--log", "--timing", "--wandb", "--tensorboard", "--record-memory-history",
         "--memory-snapshot-path", "--no-async-tensor-model-parallel-allreduce", "--defer-embedding-wgrad-compute",
         "--use-tp-pp-dp-mapping", "--enable-ft-package"};

@@ -441,12 +441,15 @@ Script Interpreter::run(const std::vector<Raw>& toks) {
         const auto a = t.kind == Tok::word ? assignment(t.text) : std::nullopt;
         if (a && a->value.empty() && i + 1 < toks.size() && toks[i + 1].kind == Tok::open) {
             // NAME=( ... ) / NAME+=( ... ): an array, its elements split as words are.
-            Var& v = vars_[a->name];
-            if (!a->append || !v.array) v = Var{{}, true};
+            // Bash expands the elements before it assigns: NAME=("${NAME[@]}" more) keeps NAME's own.
+            std::vector<Word> values;
             std::size_t j = i + 2;
             for (; j < toks.size() && toks[j].kind != Tok::close; ++j)
                 if (toks[j].kind == Tok::word)
-                    for (Word& w : Expander(vars_, toks[j].line, true).run(toks[j].text)) v.values.push_back(std::move(w));
+                    for (Word& w : Expander(vars_, toks[j].line, true).run(toks[j].text)) values.push_back(std::move(w));
+            Var& v = vars_[a->name];
+            if (!a->append || !v.array) v = Var{{}, true};
+            for (Word& w : values) v.values.push_back(std::move(w));
             i = j;
         } else if (t.kind == Tok::word) {
             cmd.push_back(&t);

@@ -163,6 +163,30 @@ TEST(ImportMegatron, ArgumentsFileMoeInterleavedFp8Offload) {
     EXPECT_FALSE(contains(c.warnings, "--global-batch-size 256: not divided"));  // 64 GPUs given: divided
 }
 
+// Helper audit against real Megatron-LM scripts (d98e8a6): an array extended by its own expansion
+// keeps its elements (examples/megatron_fsdp: ARGS=("${ARGS[@]}" --use-megatron-fsdp ...)); a
+// torchrun line without --nproc-per-node starts torch.distributed.run's default of 1 process; with
+// no tokenizer named, pretrain_gpt.py's default GPT2BPETokenizer gives 50,257 tokens; the optimizer
+// instances Megatron shards over are said, not dropped.
+TEST(ImportMegatron, ShellAndLauncherDefaultsAsBashAndMegatronApplyThem) {
+    const ImportedConfig self = import_text("A=(\n  --micro-batch-size 2\n  --global-batch-size 64\n)\n"
+                                            "A=(\"${A[@]}\" --bf16)\n"
+                                            "torchrun --nproc_per_node 8 pretrain_gpt.py ${A[@]} --seq-length 512\n");
+    EXPECT_EQ(integer(self, "mbs"), 2);
+    EXPECT_EQ(integer(self, "grad_acc"), 4);  // 64 / (2 x dp 8)
+    EXPECT_EQ(name(self, "precision"), "bf16-mixed-fp32-grads");
+    const ImportedConfig one = import_text("torchrun pretrain_gpt.py --micro-batch-size 4 --global-batch-size 8\n");
+    ASSERT_TRUE(one.gpus);
+    EXPECT_EQ(*one.gpus, 1);
+    EXPECT_EQ(integer(one, "grad_acc"), 2);
+    const ImportedConfig gpt = import_text("--num-layers 2\n--hidden-size 256\n--num-attention-heads 4\n"
+                                           "--max-position-embeddings 512\n");
+    ASSERT_TRUE(gpt.model_config);
+    EXPECT_EQ((*gpt.model_config)["vocab_size"], 50304);  // 50,257 padded to a multiple of 128
+    const ImportedConfig inst = import_text("--micro-batch-size 1 --num-distributed-optimizer-instances 2\n");
+    EXPECT_TRUE(contains(inst.warnings, "--num-distributed-optimizer-instances: the optimizer states sharded"));
+}
+
 TEST(ImportMegatron, RecomputeVariantsAndShellForms) {
     const auto recompute = [](const std::string& flags) { return name(import_text("--micro-batch-size 1 " + flags), "recompute"); };
     EXPECT_EQ(recompute("--recompute-activations"), "selective");
