@@ -425,7 +425,7 @@ void read_fp8_recipe(const Toml& t, ImportedConfig& out) {
     tv::set_imported(out, "fp8_scaling", scaling, spot);
 }
 
-void read_precision(const Toml& t, ImportedConfig& out) {
+void read_precision(const Toml& t, const Degrees& d, ImportedConfig& out) {
     // job_config.py Training.mixed_precision_param (default bfloat16) and Training.dtype (default
     // float32; bfloat16 = everything in bf16, no fp32 copy).
     const ConfigSpot param_spot = t.spot("training", "mixed_precision_param");
@@ -444,6 +444,13 @@ void read_precision(const Toml& t, ImportedConfig& out) {
         read_fp8_recipe(t, out);
     } else if (dtype == "bfloat16") {
         tv::set_imported(out, "precision", std::string("bf16"), dtype_spot);
+    } else if (param == "bfloat16" && d.shard == 1 && d.cp == 1 && (d.tp > 1 || d.pp > 1)) {
+        // distributed/utils.py maybe_enable_amp: without FSDP (shard or cp above 1), tp or pp turns
+        // mixed precision off.
+        tv::set_imported(out, "precision", std::string("fp32"), param_spot);
+        out.warnings.push_back(param_spot.key + " \"bfloat16\": torchtitan applies it through FSDP only once tp or "
+                               "pp is above 1, and this layout has no FSDP (shard degree 1, no cp): the step runs "
+                               "in fp32 (maybe_enable_amp), planned as fp32");
     } else {
         tv::set_imported(out, "precision", std::string(param == "float32" ? "fp32" : "bf16-mixed"), param_spot);
     }
@@ -499,7 +506,7 @@ ImportedConfig import_torchtitan(const ConfigTree& tree, const ImportContext& co
     read_sharding(t, d, out);
     read_schedule(t, d, layers, out);
     read_recompute(t, out);
-    read_precision(t, out);
+    read_precision(t, d, out);
     read_offload_compile_optimizer(t, out);
     return out;
 }

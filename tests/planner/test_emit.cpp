@@ -141,6 +141,17 @@ TEST(Emit, TorchtitanToml) {
     Plan flat = p;
     flat.tp = 1, flat.sp = false;
     EXPECT_NO_THROW(evaluate_memory(m, g, flat, tt));
+    // dp 1 with tp 2 has no FSDP: maybe_enable_amp turns mixed precision off, so only fp32 runs.
+    Plan alone = p;
+    alone.dp = 1, alone.precision = Precision::bf16_mixed;
+    try {
+        evaluate_memory(m, g, alone, tt);
+        ADD_FAILURE() << "torchtitan's bf16-mixed without FSDP beside tp 2 was judged";
+    } catch (const InputError& e) {
+        EXPECT_EQ(e.subject(), "--precision") << e.what();
+    }
+    alone.precision = Precision::fp32;
+    EXPECT_NO_THROW(evaluate_memory(m, g, alone, tt));
     // torchao's Float8 recipe follows the plan's scaling, in v0.2.x's [quantize.linear.float8] table
     // with its converter's registered name; Megatron (Transformer Engine) has no rowwise recipe and
     // says so.

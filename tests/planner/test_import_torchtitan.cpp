@@ -202,7 +202,8 @@ std::vector<RoundTrip> torchtitan_plans() {
     rowwise.tp = 4, rowwise.sp = true, rowwise.precision = Precision::fp8_mixed, rowwise.fp8_scaling = Fp8Scaling::rowwise;
     v.push_back({"tp 4 + sp, fp8 rowwise, compiled loss", rowwise, true});
     Plan gpipe = base_plan(1, 0);
-    gpipe.pp = 2, gpipe.pp_schedule = PpSchedule::gpipe;
+    // dp 1: no FSDP, so with pp torchtitan trains in fp32 (maybe_enable_amp) and the import says so.
+    gpipe.pp = 2, gpipe.pp_schedule = PpSchedule::gpipe, gpipe.precision = Precision::fp32;
     v.push_back({"gpipe", gpipe});
     Plan interleaved = base_plan(2, 2);
     interleaved.pp = 4, interleaved.grad_acc = 8, interleaved.pp_schedule = PpSchedule::interleaved;

@@ -8,14 +8,20 @@
 namespace preflight {
 
 namespace {
-// models/llama3/infra/parallelize.py (v0.2.2): without FSDP (ZeRO-0 here) the data-parallel
-// replicas are DDP, which it applies only when data parallelism is the whole mesh ("DDP has not
-// supported > 1D parallelism"); and without FSDP no mixed-precision policy applies.
+// v0.2.2: FSDP runs when the shard degree or cp is above 1 (parallel_dims.py fsdp_enabled). Without
+// it the data-parallel replicas are DDP, which models/llama3/infra/parallelize.py applies only when
+// data parallelism is the whole mesh ("DDP has not supported > 1D parallelism"); and with tp or pp
+// but no FSDP, distributed/utils.py maybe_enable_amp turns mixed precision off (fp32 training).
 void check_torchtitan_plan(const ModelConfig&, const Plan& p) {
-    if (p.zero == zero_none && (p.tp > 1 || p.pp > 1 || p.cp > 1 || p.ep > 1))
+    const bool fsdp = (p.zero != zero_none && p.dp > 1) || p.cp > 1;
+    if (p.zero == zero_none && p.dp > 1 && p.cp == 1 && (p.tp > 1 || p.pp > 1 || p.ep > 1))
         throw InputError("--zero", "torchtitan runs ZeRO-0 as DDP, which it applies only to data parallelism "
-                                   "alone (\"DDP has not supported > 1D parallelism\"): with tp, pp, cp or ep "
-                                   "above 1 use FSDP, --zero 2 or 3");
+                                   "alone (\"DDP has not supported > 1D parallelism\"): with tp, pp or ep above 1 "
+                                   "use FSDP, --zero 2 or 3");
+    if (!fsdp && (p.tp > 1 || p.pp > 1) && p.precision != Precision::fp32 && p.precision != Precision::bf16)
+        throw InputError("--precision", "torchtitan runs mixed precision through FSDP only once tp or pp is above 1 "
+                                        "(maybe_enable_amp); without data-parallel sharding (dp > 1 with --zero 2 or "
+                                        "3) or cp the step is fp32: --precision fp32");
 }
 
 // torchtitan's step-time specifics: --recompute selective re-runs what its op policy does not
