@@ -83,6 +83,7 @@ void take_model(const ImportedConfig& c, const CLI::App& sub, PlanFlags& flags, 
     origins["--model"] = where;
     if (c.model) {
         flags.model = *c.model;
+        flags.context_follows_seq = c.context_follows_seq;
         log << "# --from: model " << *c.model << " (" << where << ")\n";
     } else if (c.model_config) {
         flags.model_config = *c.model_config;

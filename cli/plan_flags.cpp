@@ -1,5 +1,6 @@
 #include "plan_flags.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
@@ -12,7 +13,11 @@
 namespace preflight::cli {
 
 ModelConfig load_plan_model(const PlanFlags& flags, const std::filesystem::path& data_dir) {
-    if (!flags.model_config) return load_model(flags.model, data_dir);
+    if (!flags.model_config) {
+        ModelConfig m = load_model(flags.model, data_dir);
+        if (flags.context_follows_seq && flags.given("seq")) m.max_positions = std::max(m.max_positions, flags.to_plan().seq);
+        return m;
+    }
     const std::string name = std::filesystem::path(flags.model_config_name).filename().string();
     return interpret_user_json(flags.model_config_name, [&] { return model_from_hf_config(*flags.model_config, name); });
 }

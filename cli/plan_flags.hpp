@@ -42,6 +42,9 @@ struct PlanFlags {
     // as a Hugging Face config.json, used instead of --model; named after the config file.
     std::optional<nlohmann::json> model_config;
     std::string model_config_name;
+    // --from a config whose framework sizes the context from the sequence (torchtitan): the
+    // catalog model's max_position_embeddings is raised to --seq instead of refusing it.
+    bool context_follows_seq = false;
 
     // Plan with defaults for every unset flag (docs/interface.md defaults).
     Plan to_plan() const;

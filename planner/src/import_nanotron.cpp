@@ -138,6 +138,16 @@ json read_model_config(const Yaml& y, ImportedConfig& out) {
                                  {"max_position_embeddings", 2048, limits::kMaxPositions}};
     for (const ModelCount& c : counts)
         hf[std::string(c.key)] = y.integer(base + std::string(c.key), 1, c.max).value_or(c.fallback);
+    // trainer.py only logs that max_position_embeddings is ignored when the training sequence is
+    // longer (its rotary embedding takes the positions it is given): the context is the sequence's.
+    const auto seq = y.integer("tokens.sequence_length", 1, limits::kMaxSeq);
+    if (seq && *seq > hf["max_position_embeddings"].get<std::int64_t>()) {
+        out.warnings.push_back(y.spot(base + "max_position_embeddings").text() + ": " +
+                               std::to_string(hf["max_position_embeddings"].get<std::int64_t>()) +
+                               " positions, below tokens.sequence_length " + std::to_string(*seq) +
+                               ": nanotron ignores it and trains at the sequence length, and so does the plan");
+        hf["max_position_embeddings"] = *seq;
+    }
     const std::int64_t heads = hf["num_attention_heads"], hidden = hf["hidden_size"];
     // models_config.py LlamaConfig.num_key_value_heads (None = num_attention_heads).
     const std::int64_t kv = y.integer(base + "num_key_value_heads", 1, limits::kMaxHeads).value_or(heads);

@@ -173,6 +173,8 @@ std::int64_t read_model(const Toml& t, ImportedConfig& out) {
             if (flavor == f.flavor) {
                 out.model = std::string(f.catalog);
                 out.model_from = t.spot("model", t.find("model", "flavor") ? "flavor" : "name");
+                // models/llama3/model/args.py update_from_config: max_seq_len = the training seq_len.
+                out.context_follows_seq = true;
                 return f.layers;
             }
     out.warnings.push_back("[model] name \"" + name + "\", flavor \"" + flavor +
@@ -265,6 +267,14 @@ void read_batch(const Toml& t, const Degrees& d, ImportedConfig& out) {
         accumulation = global / per_step;
     }
     out.global_batch_sequences = global > 0 ? global : per_step;
+    // train.py: each accumulation step is its own pipeline schedule (its own fill and drain).
+    if (d.pp > 1 && accumulation > 1)
+        out.warnings.push_back(global_spot.key + ": " + std::to_string(accumulation) + " accumulation steps of " +
+                               std::to_string(chunks) + " pipeline micro-batches each: torchtitan runs every step as "
+                               "its own schedule with its own bubble; the plan runs the " +
+                               std::to_string(accumulation * chunks) + " micro-batches as one schedule (a smaller "
+                               "bubble than the job's; local_batch_size = micro-batch x " +
+                               std::to_string(accumulation * chunks) + " runs as planned)");
     tv::set_imported(out, "mbs", micro, micro_spot);
     tv::set_imported(out, "grad_acc", chunks * accumulation, global > 0 ? global_spot : micro_spot);
 }

@@ -182,8 +182,15 @@ TEST(ConfigFrom, ARefusedValueOfTheConfigNamesItsLine) {
     for (const char* cmd : {"memory", "plan", "run --dry-run"})
         expect_refused(std::string(cmd) + " --gpus 3 --from " + tp3, {"tp3.toml:5", "tensor_parallel_degree", "32", "(read as --tp)"});
     const std::string seq = s.write_text("seq.toml", "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\n"
-                                                     "seq_len = 100000\n");
-    expect_refused("memory --gpus 8 --from " + seq, {"seq.toml:5", "seq_len", "8192"});
+                                                     "seq_len = 20000000\n");
+    expect_refused("memory --gpus 8 --from " + seq, {"seq.toml:5", "seq_len", "kMaxSeq"});
+    // torchtitan sizes the context from seq_len (models/llama3/model/args.py update_from_config):
+    // a sequence past the catalog model's 8,192 positions is planned, not refused.
+    const std::string longer = s.write_text("long.toml", "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\n"
+                                                         "seq_len = 32768\n");
+    const auto planned = run_preflight("memory --format json --gpus 8 --from " + longer);
+    EXPECT_LE(planned.exit_code, 1) << planned.err;
+    EXPECT_EQ(json::parse(planned.out)["plan"]["seq"], 32768);
     // A refusal by the framework profile names the setting at fault, so the config's line is named.
     expect_refused("memory --from " + config("nanotron/qwen_pp_zero1.yaml"),
                    {"qwen_pp_zero1.yaml:76", "parallelism.pp_engine", "1F1B"});

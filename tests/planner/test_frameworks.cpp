@@ -581,6 +581,11 @@ TEST(Frameworks, MegatronKeepsOneFp32MainGradientPerParameter) {
     EXPECT_NEAR(states_per_param(*profile_by_name("nanotron"), 0), 20.0, 1e-6);
     p.precision = Precision::bf16_mixed;  // --grad-reduce-in-bf16: bf16 main gradients
     EXPECT_NEAR(states_per_param(megatron, 0), 16.0, 1e-6);
+    // torchtitan's training.dtype "bfloat16" keeps parameters, gradients and optimizer states in
+    // bf16 (config/job_config.py): 2 + 2 + 2 x 2 = 8 B, fully sharded over dp 8 (ZeRO-3) = 1 B.
+    p.precision = Precision::bf16;
+    EXPECT_NEAR(states_per_param(*profile_by_name("torchtitan"), 3), 8.0 / 8, 1e-3);
+    EXPECT_NEAR(states_per_param(megatron, 3), (2.0 + 2 + 8) / 8, 1e-3);  // fp32 moments elsewhere
 }
 
 TEST(Frameworks, RuntimeProfileUsesTheSpecsRuntimeBlock) {

@@ -65,6 +65,7 @@ FrameworkProfile torchtitan_profile() {
     p.selective_op_sac = true;
     p.adjust_throughput = &adjust_throughput_torchtitan;
     p.check_plan = &check_torchtitan_plan;
+    p.pure_bf16_moments_bf16 = true;
     // models/llama3/model.py Attention: F.scaled_dot_product_attention, whose flash backend on
     // H100 is FlashAttention-2 (PyTorch's SDPA), not TransformerEngine's fused kernels.
     p.fused_attention = false;

@@ -64,6 +64,9 @@ struct ImportedConfig {
     std::optional<std::string> model;            // catalog name the config names ("llama-3-8b")
     std::optional<nlohmann::json> model_config;  // or a Hugging Face config.json built from it (Megatron's shape)
     std::optional<ConfigSpot> model_from;        // where the model came from
+    // The framework sizes the model's context from the training sequence (torchtitan's
+    // update_from_config): a catalog model's max_position_embeddings does not bound --seq.
+    bool context_follows_seq = false;
     std::optional<std::int64_t> gpus;            // the world size the config implies (torchrun line, degrees)
     std::optional<std::int64_t> global_batch_sequences;  // the global batch the config names, when it names one
     std::optional<std::string> framework;        // the profile it implies: torchtitan, megatron, deepspeed, nanotron

@@ -128,6 +128,10 @@ struct FrameworkProfile {
     // Optimizer moments in the parameter dtype (torch.optim.AdamW: zeros_like(param))
     // rather than fp32.
     bool optimizer_moments_param_dtype = false;
+    // The same only for pure bf16 (no fp32 master copy), where the parameters the optimizer owns are
+    // bf16 (torchtitan's training.dtype "bfloat16": parameters, gradients and optimizer states in
+    // bf16, config/job_config.py); mixed recipes keep fp32 sharded parameters and fp32 moments.
+    bool pure_bf16_moments_bf16 = false;
     // Temporary moment-sized buffers the optimizer step allocates (torch.optim.AdamW's
     // foreach path: the sqrt(exp_avg_sq) denominator), counted under `buffers`.
     int optimizer_step_temp_moments = 0;
