@@ -325,14 +325,15 @@ void torchtitan_training(std::ostringstream& o, const Plan& p, std::vector<std::
         case Precision::bf16_mixed:
         case Precision::bf16_mixed_fp32_grads:
         case Precision::fp8_mixed: break;
-        case Precision::bf16:
-            warn(w, "torchtitan keeps fp32 sharded parameters under FSDP mixed precision; pure bf16 is not a switch");
-            break;
+        case Precision::bf16: break;  // training.dtype below
         case Precision::fp16_mixed:
             warn(w, "torchtitan's mixed_precision_param supports bfloat16 / float32; fp16 with loss scaling is not "
                     "offered, bfloat16 emitted");
             break;
     }
+    // job_config.py Training.dtype (v0.2.0+): "bfloat16" keeps parameters, gradients and optimizer
+    // states in bf16, the pure-bf16 recipe.
+    if (p.precision == Precision::bf16) o << "dtype = \"bfloat16\"\n";
     o << "mixed_precision_param = \"" << param << "\"\n";
     o << "mixed_precision_reduce = \"" << reduce << "\"\n";
     if (p.offload != Offload::none) {

@@ -192,6 +192,9 @@ Plan base_plan(std::int64_t dp, int zero) {
 std::vector<RoundTrip> torchtitan_plans() {
     std::vector<RoundTrip> v;
     v.push_back({"FSDP ZeRO-3, selective", base_plan(8, 3)});
+    Plan pure = base_plan(8, 3);
+    pure.precision = Precision::bf16;  // training.dtype "bfloat16" (v0.2.0+)
+    v.push_back({"FSDP ZeRO-3, pure bf16", pure});
     Plan ddp = base_plan(4, 0);
     ddp.tp = 2, ddp.sp = true, ddp.recompute = Recompute::full, ddp.precision = Precision::fp32;
     v.push_back({"DDP, tp + sp, full, fp32", ddp});

@@ -72,9 +72,10 @@ FrameworkProfile torchtitan_profile() {
     // What a job config expresses (emit.cpp torchtitan_*): the search tries no other. No ZeRO-1
     // (FSDP2 has no optimizer-only sharding: ZeRO-0 is DDP, ZeRO-2 reshard_after_forward "never",
     // ZeRO-3 "always"); mixed_precision_param bfloat16 or float32 with fp32 reduction, Float8 through
-    // torchao; no pure-bf16 or fp16 recipe. A pinned ZeRO-1 is still modelled.
+    // torchao, pure bf16 through training.dtype (v0.2.0+); no fp16 recipe. A pinned ZeRO-1 is still modelled.
     p.zero_stages = {zero_none, zero_gradients, zero_weights};
-    p.precisions = {Precision::bf16_mixed, Precision::bf16_mixed_fp32_grads, Precision::fp8_mixed, Precision::fp32};
+    p.precisions = {Precision::bf16_mixed, Precision::bf16_mixed_fp32_grads, Precision::fp8_mixed, Precision::fp32,
+                    Precision::bf16};
     // Float8 training: torchao Float8Linear with dynamic scaling (torchtitan/float8.py Float8Handler at
     // 9dec370; components/quantization/float8.py since), not TransformerEngine.
     p.fp8_dynamic_scaling = true;
