@@ -354,19 +354,17 @@ int emit_recommendation(const PlanCommandState& st, const ModelConfig& model, co
         return kExitDoesNotFit;
     }
     const Candidate& best = res.candidates.front();
-    EmitOptions options;
-    options.compiled_loss = st.flags.compiled_loss;
-    options.tp_comm_overlap = st.tp_comm_overlap;
-    options.overlap_p2p_comm = st.overlap_p2p_comm;
+    const EmitOptions options{st.flags.compiled_loss, st.tp_comm_overlap, st.overlap_p2p_comm};
     const Emitted e = emit_plan(*parse_emit_format(st.emit), model, gpu, best.plan, options);
     std::cout << e.text;
     std::cerr << "# preflight plan: emitted the recommendation (" << to_flags(best.plan) << ")\n";
     for (const auto& w : e.warnings) std::cerr << "# warning: " << w << "\n";
-    // The plan JSON is what `preflight run` reads; another framework's ranking may pick a recipe the
-    // runtime refuses (fp8-mixed with ZeRO-3, a GPipe schedule).
-    if (st.emit == "preflight" && st.flags.framework != "preflight-runtime")
-        std::cerr << "# note: ranked for --framework " << st.flags.framework
-                  << "; add --framework preflight-runtime to keep to plans `preflight run` executes\n";
+    // Another framework's ranking may pick what this one holds otherwise or refuses (the runtime,
+    // whose plan JSON `preflight run` reads: fp8-mixed with ZeRO-3, a GPipe schedule).
+    const std::string own = st.emit == "preflight" ? "preflight-runtime" : st.emit;
+    if (profile_by_name(own) && st.flags.framework != own)
+        std::cerr << "# note: ranked for --framework " << st.flags.framework << "; add --framework " << own
+                  << " to rank by what it runs and holds\n";
     return kExitOk;
 }
 
@@ -496,8 +494,11 @@ FromApplied take_from(PlanCommandState& st, const CLI::App& sub) {
     }
     st.from_global_sequences = a.global_batch_sequences;
     if (!a.read && sub.count("--gbs-tokens") == 0) throw InputError("--gbs-tokens", "is required");
+    // --emit megatron|deepspeed|torchtitan|nanotron ranks by that framework's profile unless one is named.
+    if (!a.read && !given_on(sub, "--framework") && profile_by_name(st.emit) && st.emit != "preflight") st.flags.framework = st.emit;
     st.tp_comm_overlap = st.tp_comm_overlap || (a.tp_comm_overlap && sub.count("--tp-comm-overlap") == 0);
-    st.overlap_p2p_comm = st.overlap_p2p_comm || (a.overlap_p2p_comm && sub.count("--overlap-p2p-comm") == 0);
+    const bool megatron = st.flags.framework == "megatron";  // Megatron-core overlaps the interleaved sends by default
+    st.overlap_p2p_comm = st.overlap_p2p_comm || (megatron && a.overlap_p2p_comm && sub.count("--overlap-p2p-comm") == 0);
     return a;
 }
 
@@ -574,7 +575,7 @@ Command add_plan_command(CLI::App& app) {
                   "with the GEMM beside it, so only what that GEMM does not cover costs time. --framework megatron only")
         ->group(g);
     sub->add_flag("--overlap-p2p-comm", st->overlap_p2p_comm,
-                  "Megatron's --overlap-p2p-communication (on in Megatron-Bridge whenever vpp > 1): with "
+                  "Megatron-core's p2p overlap (its default; --no-overlap-p2p-communication turns it off): with "
                   "--pp-schedule interleaved a chunk's pipeline sends run beside the next chunk's compute. "
                   "--framework megatron only")
         ->group(g);

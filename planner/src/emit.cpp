@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "preflight/planner/extensions.hpp"
+#include "preflight/planner/frameworks.hpp"
 #include "preflight/planner/report.hpp"
 
 namespace preflight {
@@ -52,7 +53,7 @@ json deepspeed_config(const Plan& p, std::vector<std::string>* w) {
     else
         warn(w, "train_batch_size left out: with tensor or context parallelism DeepSpeed counts every rank as "
                 "data-parallel unless it is handed the model-parallel groups (mpu); micro batch and accumulation "
-                "set the batch");
+                "set the batch (preflight memory --from reads this file back with --gpus " + std::to_string(p.gpus()) + ")");
     c["train_micro_batch_size_per_gpu"] = p.mbs;
     c["gradient_accumulation_steps"] = p.grad_acc;
     c["zero_optimization"] = {{"stage", p.zero}, {"overlap_comm", true}, {"contiguous_gradients", true}};
@@ -66,8 +67,8 @@ json deepspeed_config(const Plan& p, std::vector<std::string>* w) {
                 c["data_types"] = {{"grad_accum_dtype", "fp32"}};
             else
                 warn(w, "bf16-mixed-fp32-grads at ZeRO-0: DeepSpeed accumulates bf16 gradients in fp32 only under "
-                        "ZeRO 1-3 (it refuses the mix without ZeRO); emitted with bf16 gradients, 4 B per parameter "
-                        "less than planned");
+                        "ZeRO 1-3 (it refuses the mix without ZeRO); emitted with bf16 gradients, without the fp32 "
+                        "accumulator the plan counts");
             break;
         case Precision::bf16:
             c["bf16"] = {{"enabled", true}};
@@ -195,10 +196,7 @@ void add_megatron_precision_arguments(const Plan& p, std::vector<std::string>& a
             break;
         case Precision::bf16_mixed_fp32_grads:
             arg("--bf16");
-            arg("--accumulate-allreduce-grads-in-fp32");
-            warn(w, "bf16-mixed-fp32-grads: Megatron keeps one fp32 main gradient per parameter (4 B, as "
-                    "--framework megatron plans it); a plan judged under nanotron's, DeepSpeed's or torchtitan's "
-                    "profile counted a bf16 gradient beside it, 2 B more");
+            arg("--accumulate-allreduce-grads-in-fp32");  // one fp32 main gradient, as the megatron profile holds
             break;
         case Precision::bf16:
             arg("--bf16");
@@ -231,6 +229,10 @@ std::string megatron_launch_line(const Plan& p, std::int64_t gpus_per_node) {
     line += nodes > 1 ? "--nnodes " + std::to_string(nodes) : "--standalone";
     line += " --nproc-per-node " + std::to_string(per_node) + " pretrain_gpt.py";
     if (nodes > 1) line = "# on each node, with its --node-rank and your --master-addr / --master-port:\n" + line;
+    if (gpus_per_node > 0 && per_node != std::min(gpus, gpus_per_node))
+        line = "# " + std::to_string(gpus) + " GPUs do not fill nodes of " + std::to_string(gpus_per_node) +
+               " evenly: launched as " + std::to_string(nodes) + " x " + std::to_string(per_node) +
+               " (torchrun starts as many on every node), where the plan placed them on full nodes\n" + line;
     return line;
 }
 
@@ -367,9 +369,14 @@ std::string torchtitan_toml(const ModelConfig& m, const Plan& p, std::vector<std
     // reshard), ZeRO-0 -> pure replication (DDP).
     const std::int64_t replicate = p.zero == 0 ? p.dp : 1;
     const std::int64_t shard = p.zero == 0 ? 1 : p.dp;
-    if (p.zero == 0 && (p.tp > 1 || p.pp > 1 || p.cp > 1 || p.ep > 1))
-        warn(w, "ZeRO-0 with tp, pp, cp or ep above 1: torchtitan's DDP runs only when data parallelism is the "
-                "whole mesh (parallelize.py refuses it); plan with --framework torchtitan, which uses FSDP here");
+    // The torchtitan profile's own rules (profiles/torchtitan.cpp check_torchtitan_plan).
+    if (p.zero == 0 && p.dp > 1 && p.cp == 1 && (p.tp > 1 || p.pp > 1 || p.ep > 1))
+        warn(w, "ZeRO-0 with tp, pp or ep above 1: torchtitan's DDP runs only when data parallelism is the whole "
+                "mesh (parallelize.py refuses it); plan with --framework torchtitan, which uses FSDP here");
+    if (!torchtitan_fsdp_enabled(p) && (p.tp > 1 || p.pp > 1) && p.precision != Precision::fp32 &&
+        p.precision != Precision::bf16)
+        warn(w, "no FSDP (dp 1 or ZeRO-0, no cp) beside tp or pp: torchtitan turns mixed precision off "
+                "(maybe_enable_amp) and the step runs in fp32");
     o << "[parallelism]\n";
     o << "data_parallel_replicate_degree = " << replicate << "\n";
     o << "data_parallel_shard_degree = " << shard << "\n";

@@ -349,10 +349,10 @@ void import_offload_and_overlap(Flags& f, ImportedConfig& out) {
                                                                       "planned as the whole optimizer offloaded");
     }
     out.tp_comm_overlap = f.has("--tp-comm-overlap");
-    // Megatron-core since 0.4 overlaps by default and has only --no-overlap-p2p-communication; the
-    // step time charges the overlap where the older flag asks for it (off otherwise: conservative).
-    const bool no_overlap = f.has("--no-overlap-p2p-communication");
-    out.overlap_p2p_comm = f.has("--overlap-p2p-communication") && !no_overlap;
+    // Megatron-core since 0.4 overlaps the interleaved schedule's sends by default and has only
+    // --no-overlap-p2p-communication (the older --overlap-p2p-communication asked for it).
+    (void)f.has("--overlap-p2p-communication");
+    out.overlap_p2p_comm = !f.has("--no-overlap-p2p-communication");
     if (const Flag* cap = f.get("--moe-expert-capacity-factor"))
         set_field(out, "moe_capacity_factor", *f.real("--moe-expert-capacity-factor", 1e-6, 1e6), f.spot(*cap));
 }

@@ -234,6 +234,12 @@ Degrees read_parallelism(const Yaml& y, ImportedConfig& out) {
     if (const auto cp = y.integer("parallelism.context_parallel_size", 1, kMaxGpus)) {
         d.cp = *cp;
         tv::set_imported(out, "cp", d.cp, y.spot("parallelism.context_parallel_size"));
+        // models/qwen.py: only the llama3 ring attention exchanges K/V over the cp group.
+        if (d.cp > 1 && y.text("model.model_config._attn_implementation") != std::optional<std::string>("llama3_ring_attention"))
+            out.warnings.push_back(y.spot("parallelism.context_parallel_size").text() + ": " + std::to_string(d.cp) +
+                                   " without model_config._attn_implementation llama3_ring_attention (nanotron's Qwen2 "
+                                   "model only): the attention sees only its own sequence chunk; planned as cp " +
+                                   std::to_string(d.cp));
     }
     if (const auto ep = y.integer("parallelism.expert_parallel_size", 1, kMaxGpus))
         tv::set_imported(out, "ep", *ep, y.spot("parallelism.expert_parallel_size"));

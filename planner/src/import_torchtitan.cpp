@@ -449,12 +449,17 @@ void read_precision(const Toml& t, const Degrees& d, ImportedConfig& out) {
     // job_config.py Training.mixed_precision_reduce: float32 only.
     const std::string reduce = t.text("training", "mixed_precision_reduce").value_or("float32");
     if (reduce != "float32") out.warnings.push_back("[training] mixed_precision_reduce \"" + reduce + "\": not modelled");
-    if (float8_linears(t, out)) {
+    const bool no_amp = d.shard == 1 && d.cp == 1 && (d.tp > 1 || d.pp > 1);  // no FSDP beside tp or pp
+    const bool float8 = float8_linears(t, out);
+    if (float8 && no_amp && dtype != "bfloat16")
+        out.warnings.push_back("[model] converters: Float8 without FSDP beside tp or pp: the step is planned in fp32 "
+                               "(maybe_enable_amp), its Float8 GEMMs not modelled");
+    if (float8 && !no_amp) {
         tv::set_imported(out, "precision", std::string("fp8-mixed"), t.spot("model", "converters"));
         read_fp8_recipe(t, out);
     } else if (dtype == "bfloat16") {
         tv::set_imported(out, "precision", std::string("bf16"), dtype_spot);
-    } else if (param == "bfloat16" && d.shard == 1 && d.cp == 1 && (d.tp > 1 || d.pp > 1)) {
+    } else if (param == "bfloat16" && no_amp) {
         // distributed/utils.py maybe_enable_amp: without FSDP (shard or cp above 1), tp or pp turns
         // mixed precision off.
         tv::set_imported(out, "precision", std::string("fp32"), param_spot);

@@ -156,11 +156,8 @@ void add_model_states(StageModel& st, const ModelConfig& m, const Plan& p, const
     const Precision state_precision = amp ? Precision::fp32 : p.precision;
     const PrecisionBytes state_pb = profile_precision_bytes(state_precision, prof);
     st.states = state_bytes(zero_elements(params.flat, params.zero3, p.zero, p.dp), state_pb, p.optimizer);
-    const int param_bytes = amp ? 4 : pb.weight;
-    const bool param_dtype_moments =
-        prof.optimizer_moments_param_dtype || (prof.pure_bf16_moments_bf16 && state_precision == Precision::bf16);
-    const int moment_bytes = param_dtype_moments ? param_bytes : 4;
-    if (param_dtype_moments)  // profile: moments at the parameter dtype
+    const int moment_bytes = preflight::moment_bytes(prof, p.precision, amp);
+    if (moment_bytes != 4)  // profile: moments at the parameter dtype
         st.states.optimizer_states = st.states.optimizer_states / 4 * moment_bytes;
     if (prof.allocation_granularity_bytes > 0 && p.zero == 0)
         pad_state_allocations(st, p, prof, tensors, state_pb, moment_bytes);

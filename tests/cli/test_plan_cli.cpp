@@ -71,8 +71,11 @@ TEST(PlanCli, JsonCarriesTheContractKeys) {
     EXPECT_TRUE(j.at("rejected").at(0).at("reason").is_string());
 }
 
+// --emit deepspeed ranks by DeepSpeed's profile (what it holds: a bf16 gradient beside the fp32
+// accumulator, which the default Megatron profile does not count), as --framework deepspeed does.
 TEST(PlanCli, EmitDeepSpeedMatchesTheRecommendation) {
-    const nlohmann::json doc = nlohmann::json::parse(run_preflight(kDoneWhen + " --format json").out);
+    const nlohmann::json doc =
+        nlohmann::json::parse(run_preflight(kDoneWhen + " --framework deepspeed --format json").out);
     const auto& plan = doc.at("candidates").at(0).at("plan");
     const CliRun r = run_preflight(kDoneWhen + " --emit deepspeed");
     ASSERT_EQ(r.exit_code, 0);

@@ -552,12 +552,6 @@ TEST(NanotronProfile, SearchAndCliUseItsThroughputOptions) {
     EXPECT_DOUBLE_EQ(c.throughput.step_time_s, estimate_throughput(m, gpu, c.plan, expect).step_time_s);
 }
 
-
-
-// --framework preflight-runtime sees the GPU with the runtime's own constants (the spec's
-// "runtime" block: the non-tensor memory measured on an H100 in cudaMemGetInfo's book, its
-// fitted efficiency), the same as `preflight run` predicts with; other profiles see the generic
-// spec. The block's pool slack is not the profile's: the runtime's arena keeps none.
 // Megatron-LM docs/user-guide/features/dist_optimizer.md: bf16 parameters with fp32 (main)
 // gradients take 18 B per parameter, 6 + 12/d with the distributed optimizer: 2 (bf16 weight) +
 // 4 (fp32 main gradient) + 4 (fp32 master) + 8 (Adam moments). nanotron's accumulate_grad_in_fp32
@@ -586,8 +580,22 @@ TEST(Frameworks, MegatronKeepsOneFp32MainGradientPerParameter) {
     p.precision = Precision::bf16;
     EXPECT_NEAR(states_per_param(*profile_by_name("torchtitan"), 3), 8.0 / 8, 1e-3);
     EXPECT_NEAR(states_per_param(megatron, 3), (2.0 + 2 + 8) / 8, 1e-3);  // fp32 moments elsewhere
+    // ... and on the extended path too (expert parallelism, offload, LoRA: extended_stage_states).
+    const ModelConfig mx = test::catalog_model("mixtral-8x7b");
+    Plan e = p;
+    e.zero = ZeroStage{3};
+    MemoryOptions tt;
+    tt.profile = *profile_by_name("torchtitan");
+    const double ep1 = static_cast<double>(evaluate_memory(mx, g, e, tt).at_peak.optimizer_states);
+    e.ep = 2;
+    const double ep2 = static_cast<double>(evaluate_memory(mx, g, e, tt).at_peak.optimizer_states);
+    EXPECT_LT(ep2, ep1 * 1.01) << "bf16 moments at ep 2 as at ep 1";
 }
 
+// --framework preflight-runtime sees the GPU with the runtime's own constants (the spec's
+// "runtime" block: the non-tensor memory measured on an H100 in cudaMemGetInfo's book, its
+// fitted efficiency), the same as `preflight run` predicts with; other profiles see the generic
+// spec. The block's pool slack is not the profile's: the runtime's arena keeps none.
 TEST(Frameworks, RuntimeProfileUsesTheSpecsRuntimeBlock) {
     const GpuSpec h100 = test::catalog_gpu("h100-sxm-80gb");
     ASSERT_TRUE(h100.runtime.has_value());

@@ -320,6 +320,13 @@ TEST(ImportMegatron, EmitImportRoundTrip) {
     Plan e = p;
     e.ep = 2, e.moe_capacity_factor = 1.25;
     round_trip("mixtral-8x7b", e);
+    // Megatron-core's p2p overlap is on by default: a plan judged with it emits no flag and reads
+    // it back on; one judged without it emits --no-overlap-p2p-communication and reads it back off.
+    EmitOptions with;
+    with.overlap_p2p_comm = true;
+    const ModelConfig m8 = load_model("llama-3-8b", kData);
+    EXPECT_TRUE(import_megatron(megatron_arguments(m8, v, nullptr, with), "a", ImportContext{v.gpus()}).overlap_p2p_comm);
+    EXPECT_FALSE(import_megatron(megatron_arguments(m8, v), "b", ImportContext{v.gpus()}).overlap_p2p_comm);
     Plan z2 = q;  // ZeRO-2: Megatron-FSDP's optim_grads, read back as ZeRO-2 (not the distributed optimizer's 1)
     z2.zero = ZeroStage{2};
     round_trip("llama-3-8b", z2);

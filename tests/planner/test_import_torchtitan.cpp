@@ -128,6 +128,30 @@ TEST(ImportTorchtitan, OlderKeysAndSelectiveEveryNthLayer) {
     EXPECT_EQ(name_field(f, "recompute"), "full");
 }
 
+// v0.2.2: without FSDP (shard degree 1, no cp) tp or pp turns mixed precision off
+// (distributed/utils.py maybe_enable_amp), so bf16 is planned as fp32 and a Float8 job too, each
+// said; with data-parallel sharding the same job stays bf16-mixed. A pipeline whose global batch
+// adds accumulation steps runs each as its own schedule: said.
+TEST(ImportTorchtitan, NoFsdpBesideTpOrPpTrainsInFp32) {
+    const std::string tp_only = "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[parallelism]\n"
+                                "data_parallel_shard_degree = 1\ntensor_parallel_degree = 8\n";
+    const ImportedConfig alone = import_text(tp_only, 8);
+    EXPECT_EQ(name_field(alone, "precision"), "fp32");
+    EXPECT_TRUE(any_contains(alone.warnings, "maybe_enable_amp"));
+    const ImportedConfig f8 = import_text("[model]\nname = \"llama3\"\nflavor = \"8B\"\nconverters = [\"float8\"]\n"
+                                          "[parallelism]\ndata_parallel_shard_degree = 1\ntensor_parallel_degree = 8\n", 8);
+    EXPECT_EQ(name_field(f8, "precision"), "fp32");
+    EXPECT_TRUE(any_contains(f8.warnings, "Float8 without FSDP"));
+    const ImportedConfig sharded = import_text("[model]\nname = \"llama3\"\nflavor = \"8B\"\n[parallelism]\n"
+                                               "tensor_parallel_degree = 2\n", 8);
+    EXPECT_EQ(name_field(sharded, "precision"), "bf16-mixed");
+    const ImportedConfig acc = import_text("[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\n"
+                                           "local_batch_size = 8\nglobal_batch_size = 64\n[parallelism]\n"
+                                           "pipeline_parallel_degree = 4\npipeline_parallel_microbatch_size = 1\n", 8);
+    EXPECT_EQ(int_field(acc, "grad_acc"), 32);  // 64 / (8 x dp 2) = 4 steps of 8 micro-batches
+    EXPECT_TRUE(any_contains(acc.warnings, "its own schedule with its own bubble"));
+}
+
 TEST(ImportTorchtitan, BadInputNamesFileKeyAndLine) {
     // TOML syntax.
     expect_input_error([] { toml_config_tree("[training]\nseq_len = = 3\n", "bad.toml"); },

@@ -13,21 +13,23 @@ namespace {
 // data parallelism is the whole mesh ("DDP has not supported > 1D parallelism"); and with tp or pp
 // but no FSDP, distributed/utils.py maybe_enable_amp turns mixed precision off (fp32 training).
 void check_torchtitan_plan(const ModelConfig&, const Plan& p) {
-    const bool fsdp = (p.zero != zero_none && p.dp > 1) || p.cp > 1;
+    const bool fsdp = torchtitan_fsdp_enabled(p);
     if (p.zero == zero_none && p.dp > 1 && p.cp == 1 && (p.tp > 1 || p.pp > 1 || p.ep > 1))
         throw InputError("--zero", "torchtitan runs ZeRO-0 as DDP, which it applies only to data parallelism "
                                    "alone (\"DDP has not supported > 1D parallelism\"): with tp, pp or ep above 1 "
                                    "use FSDP, --zero 2 or 3");
     if (!fsdp && (p.tp > 1 || p.pp > 1) && p.precision != Precision::fp32 && p.precision != Precision::bf16)
         throw InputError("--precision", "torchtitan runs mixed precision through FSDP only once tp or pp is above 1 "
-                                        "(maybe_enable_amp); without data-parallel sharding (dp > 1 with --zero 2 or "
-                                        "3) or cp the step is fp32: --precision fp32");
+                                        "(maybe_enable_amp); without data-parallel sharding (dp > 1 with ZeRO) or cp "
+                                        "the step is fp32 or pure bf16: --precision fp32 or bf16");
 }
 
 // torchtitan's step-time specifics: --recompute selective re-runs what its op policy does not
 // save (ThroughputOptions::selective_op_sac).
 void adjust_throughput_torchtitan(const ModelConfig&, const Plan&, ThroughputOptions& o) { o.selective_op_sac = true; }
 }  // namespace
+
+bool torchtitan_fsdp_enabled(const Plan& p) { return (p.zero != zero_none && p.dp > 1) || p.cp > 1; }
 
 FrameworkProfile torchtitan_profile() {
     FrameworkProfile p;

@@ -73,7 +73,8 @@ struct ImportedConfig {
     // The config compiles the loss (torchtitan [compile] enable with "loss" among its components, or
     // the older [training] compile): the CLI turns on --compiled-loss (MemoryOptions::compiled_loss).
     bool compiled_loss = false;
-    // Megatron's communication overlaps (--tp-comm-overlap, --overlap-p2p-communication): the step
+    // Megatron's communication overlaps (--tp-comm-overlap; the p2p overlap unless
+    // --no-overlap-p2p-communication): the step
     // time options ThroughputOptions::tp_comm_overlap / p2p_overlap (EmitOptions writes them back).
     bool tp_comm_overlap = false;
     bool overlap_p2p_comm = false;

@@ -22,6 +22,9 @@ FrameworkProfile nanotron_profile();
 // compiled loss is MemoryOptions::compiled_loss), PyTorch's caching-allocator reserve as fitted on
 // the nanotron sweep; terms as in profiles/torchtitan.cpp.
 FrameworkProfile torchtitan_profile();
+// torchtitan v0.2.2 runs FSDP when the shard degree (dp under ZeRO 1-3) or cp is above 1
+// (parallel_dims.py fsdp_enabled); without it, tp or pp turns mixed precision off.
+bool torchtitan_fsdp_enabled(const Plan& plan);
 
 // DeepSpeed (microsoft/DeepSpeed) ZeRO-1/2/3 with its default bucket sizes; profiles/deepspeed.cpp.
 FrameworkProfile deepspeed_profile();

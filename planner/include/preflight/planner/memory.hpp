@@ -343,9 +343,6 @@ void validate_memory_options(const MemoryOptions& options);
 // "does-not-fit"; without a range, "fits" or "does-not-fit" as MemoryReport::fits says.
 std::string_view memory_verdict(const MemoryReport& r);
 
-// The memory a profile judges the fit on: the device need (reserved pool + memory outside
-// PyTorch + margin) where it models the caching allocator (verdict_on_reserved), else the
-// allocated peak + overhead. The search, the plan tables and the explorer show this figure.
 // The recipe's bytes per parameter as the profile keeps them (FrameworkProfile::fp32_main_grads_only).
 inline PrecisionBytes profile_precision_bytes(Precision precision, const FrameworkProfile& profile) {
     PrecisionBytes pb = precision_bytes(precision);
@@ -353,6 +350,19 @@ inline PrecisionBytes profile_precision_bytes(Precision precision, const Framewo
     return pb;
 }
 
+// Bytes of one optimizer moment per parameter: the parameter's own dtype where the profile keeps
+// the moments so (FrameworkProfile::optimizer_moments_param_dtype; pure_bf16_moments_bf16 for pure
+// bf16), fp32 otherwise. `amp`: the states are the fp32 recipe's (autocast with fp32 parameters).
+inline int moment_bytes(const FrameworkProfile& profile, Precision precision, bool amp) {
+    const int param_bytes = amp ? 4 : precision_bytes(precision).weight;
+    const bool param_dtype = profile.optimizer_moments_param_dtype ||
+                             (profile.pure_bf16_moments_bf16 && !amp && precision == Precision::bf16);
+    return param_dtype ? param_bytes : 4;
+}
+
+// The memory a profile judges the fit on: the device need (reserved pool + memory outside
+// PyTorch + margin) where it models the caching allocator (verdict_on_reserved), else the
+// allocated peak + overhead. The search, the plan tables and the explorer show this figure.
 inline std::int64_t judged_bytes(const MemoryReport& r, const FrameworkProfile& profile) {
     return profile.verdict_on_reserved ? r.device_peak_bytes : r.peak_bytes;
 }

@@ -80,8 +80,8 @@ struct ThroughputOptions {
     // backward, so only what that GEMM does not cover is exposed. Takes precedence over
     // tp_async_overlap. Off: Megatron's default, every TP collective exposed.
     bool tp_comm_overlap = false;
-    // Interleaved 1F1B with Megatron's overlap_p2p_comm (--overlap-p2p-communication; set by
-    // Megatron-Bridge whenever vpp > 1, training/comm_overlap.py _get_model_comm_overlap_cfgs): a
+    // Interleaved 1F1B with Megatron's overlap_p2p_comm (Megatron-core's default since 0.4, off with
+    // --no-overlap-p2p-communication; Megatron-Bridge sets it whenever vpp > 1): a
     // model chunk's sends and receives run beside the next chunk's compute, so only what that
     // compute does not cover is exposed. Applies to the interleaved schedule only.
     bool p2p_overlap = false;
