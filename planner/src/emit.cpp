@@ -306,7 +306,7 @@ const char* torchtitan_flavor(const ModelConfig& m) {
 }
 
 // [training] (torchtitan/config/job_config.py Training).
-void torchtitan_training(std::ostringstream& o, const Plan& p, std::vector<std::string>* w, const EmitOptions& opt) {
+void torchtitan_training(std::ostringstream& o, const Plan& p, std::vector<std::string>* w) {
     o << "[training]\n";
     o << "seq_len = " << p.seq << "\n";
     if (p.pp > 1) {
@@ -362,7 +362,7 @@ std::string torchtitan_toml(const ModelConfig& m, const Plan& p, std::vector<std
     } else {
         o << "# [model] name / flavor: torchtitan's registry entry for " << m.name << "\n";
     }
-    torchtitan_training(o, p, w, opt);
+    torchtitan_training(o, p, w);
     o << "\n";
 
     // ZeRO over dp -> FSDP2 sharding (ZeRO-3 = reshard after forward; ZeRO-2-like = never
