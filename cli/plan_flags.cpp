@@ -15,7 +15,8 @@ namespace preflight::cli {
 ModelConfig load_plan_model(const PlanFlags& flags, const std::filesystem::path& data_dir) {
     if (!flags.model_config) {
         ModelConfig m = load_model(flags.model, data_dir);
-        if (flags.context_follows_seq && flags.given("seq")) m.max_positions = std::max(m.max_positions, flags.to_plan().seq);
+        const auto& seq = flags.slots[static_cast<std::size_t>(plan_field("seq") - plan_fields().data())].integer;
+        if (flags.context_follows_seq && seq) m.max_positions = std::max(m.max_positions, *seq);
         return m;
     }
     const std::string name = std::filesystem::path(flags.model_config_name).filename().string();

@@ -183,31 +183,28 @@ void add_megatron_zero_arguments(const Plan& p, std::vector<std::string>& a, std
 
 // Precision: --bf16 / --fp16 / Transformer Engine's --fp8-format.
 void add_megatron_precision_arguments(const Plan& p, std::vector<std::string>& a, std::vector<std::string>* w) {
-    auto arg = [&](std::string flag, std::string value = {}) {
-        a.push_back(value.empty() ? flag : flag + " " + value);
-    };
     // With --bf16 Megatron keeps fp32 main gradients unless --grad-reduce-in-bf16 (arguments.py
     // validate_args), so the recipes with 16-bit gradients ask for it.
     switch (p.precision) {
         case Precision::fp32: break;
         case Precision::bf16_mixed:
-            arg("--bf16");
-            arg("--grad-reduce-in-bf16");
+            a.emplace_back("--bf16");
+            a.emplace_back("--grad-reduce-in-bf16");
             break;
         case Precision::bf16_mixed_fp32_grads:
-            arg("--bf16");
-            arg("--accumulate-allreduce-grads-in-fp32");  // one fp32 main gradient, as the megatron profile holds
+            a.emplace_back("--bf16");
+            a.emplace_back("--accumulate-allreduce-grads-in-fp32");  // one fp32 main gradient, as the megatron profile holds
             break;
         case Precision::bf16:
-            arg("--bf16");
-            arg("--grad-reduce-in-bf16");
+            a.emplace_back("--bf16");
+            a.emplace_back("--grad-reduce-in-bf16");
             warn(w, "Megatron keeps fp32 master weights with --bf16; pure bf16 (no master copy) has no switch");
             break;
-        case Precision::fp16_mixed: arg("--fp16"); break;
+        case Precision::fp16_mixed: a.emplace_back("--fp16"); break;
         case Precision::fp8_mixed:
-            arg("--bf16");
-            arg("--grad-reduce-in-bf16");
-            arg("--fp8-format", "hybrid");  // Transformer Engine: e4m3 forward, e5m2 gradients
+            a.emplace_back("--bf16");
+            a.emplace_back("--grad-reduce-in-bf16");
+            a.emplace_back("--fp8-format hybrid");  // Transformer Engine: e4m3 forward, e5m2 gradients
             if (p.fp8_scaling == Fp8Scaling::rowwise)
                 warn(w, "rowwise fp8 scaling is torchao's recipe; Transformer Engine's --fp8-format scales per "
                         "tensor, so this config runs tensorwise");

@@ -156,7 +156,7 @@ void add_model_states(StageModel& st, const ModelConfig& m, const Plan& p, const
     const Precision state_precision = amp ? Precision::fp32 : p.precision;
     const PrecisionBytes state_pb = profile_precision_bytes(state_precision, prof);
     st.states = state_bytes(zero_elements(params.flat, params.zero3, p.zero, p.dp), state_pb, p.optimizer);
-    const int moment_bytes = preflight::moment_bytes(prof, p.precision, amp);
+    const int moment_bytes = optimizer_moment_bytes(prof, p.precision, amp);
     if (moment_bytes != 4)  // profile: moments at the parameter dtype
         st.states.optimizer_states = st.states.optimizer_states / 4 * moment_bytes;
     if (prof.allocation_granularity_bytes > 0 && p.zero == 0)

@@ -255,9 +255,9 @@ bool uses_extended_states(const Plan& p) {
 }
 
 namespace {
-// AdamW's two moments (SGD's one) per parameter, at the profile's moment dtype (memory.hpp moment_bytes).
+// AdamW's two moments (SGD's one) per parameter, at the profile's moment dtype (memory.hpp optimizer_moment_bytes).
 int optimizer_state_bytes(const FrameworkProfile& prof, const Plan& p) {
-    return optimizer_bytes_per_param(p.optimizer) / 4 * moment_bytes(prof, p.precision, activations::runs_amp(prof, p));
+    return optimizer_bytes_per_param(p.optimizer) / 4 * optimizer_moment_bytes(prof, p.precision, activations::runs_amp(prof, p));
 }
 }  // namespace
 

@@ -353,7 +353,7 @@ inline PrecisionBytes profile_precision_bytes(Precision precision, const Framewo
 // Bytes of one optimizer moment per parameter: the parameter's own dtype where the profile keeps
 // the moments so (FrameworkProfile::optimizer_moments_param_dtype; pure_bf16_moments_bf16 for pure
 // bf16), fp32 otherwise. `amp`: the states are the fp32 recipe's (autocast with fp32 parameters).
-inline int moment_bytes(const FrameworkProfile& profile, Precision precision, bool amp) {
+inline int optimizer_moment_bytes(const FrameworkProfile& profile, Precision precision, bool amp) {
     const int param_bytes = amp ? 4 : precision_bytes(precision).weight;
     const bool param_dtype = profile.optimizer_moments_param_dtype ||
                              (profile.pure_bf16_moments_bf16 && !amp && precision == Precision::bf16);
