@@ -48,29 +48,7 @@ struct PlanCommandState {
     std::optional<std::int64_t> from_global_sequences;  // the global batch a --from config names
 };
 
-std::string seconds(double s) {
-    char buf[32];
-    if (s >= 1.0)
-        std::snprintf(buf, sizeof buf, "%.3f s", s);
-    else
-        std::snprintf(buf, sizeof buf, "%.1f ms", s * 1e3);
-    return buf;
-}
-
 std::string pct(double f, int digits = 1) { return fixed(100.0 * f, digits) + " %"; }
-
-std::string duration(double s) {
-    char buf[64];
-    if (s >= 86400 * 1e6)  // beyond a million days: three significant digits, never 19 of them
-        std::snprintf(buf, sizeof buf, "%.3g days", s / 86400);
-    else if (s >= 86400)
-        std::snprintf(buf, sizeof buf, "%.1f days", s / 86400);
-    else if (s >= 3600)
-        std::snprintf(buf, sizeof buf, "%.1f h", s / 3600);
-    else
-        std::snprintf(buf, sizeof buf, "%.0f s", s);
-    return buf;
-}
 
 SearchRequest make_request(const PlanCommandState& st, const ModelConfig& model) {
     const PlanFlags& f = st.flags;
@@ -160,7 +138,7 @@ void print_header(const PlanCommandState& st, const ModelConfig& model, const Gp
               << " of " << format_bytes(gpu.memory_bytes) << " (--headroom " << req.headroom << ")\n";
     std::cout << "# searched " << count_of(res.plans_evaluated, "plan", "plans") << " (" << group_digits(res.plans_fitting)
               << " fit" << (res.plans_ruled_out > 0 ? ", " + group_digits(res.plans_ruled_out) + " larger ones not judged" : "")
-              << ") in " << seconds(search_s)
+              << ") in " << format_seconds(search_s)
               << "; ranked by predicted tokens/s less up to 1 % for memory (near-ties go to more headroom)"
               << "\n# MFU/HFU against the dense peak of each plan's compute precision; attention FLOPs counted "
               << st.attention_flops << "\n";
@@ -236,7 +214,7 @@ void print_recommendation(const PlanCommandState& st, const ModelConfig& model, 
                   << " of the target exists with the pinned micro-batch settings on " << count_of(req.gpus, "GPU", "GPUs")
                   << ": this batch is " << pct(std::abs(best.batch_error), 2) << (best.batch_error > 0 ? " over" : " under")
                   << " it; unpin --mbs/--grad-acc or change --gpus\n";
-    std::cout << "step time:   " << seconds(th.step_time_s) << "; " << format_figure(th.tokens_per_s)
+    std::cout << "step time:   " << format_seconds(th.step_time_s) << "; " << format_figure(th.tokens_per_s)
               << " tokens/s total, " << format_figure(th.tokens_per_s_per_gpu) << " per GPU\n";
     std::cout << "MFU / HFU:   " << pct(th.mfu) << " / " << pct(th.hfu) << " of "
               << format_rate(th.peak_flops_per_s / 1e12, "TFLOP/s") << " dense " << to_string(best.plan.precision)
@@ -255,7 +233,7 @@ void print_recommendation(const PlanCommandState& st, const ModelConfig& model, 
     if (st.train_tokens) {
         const TrainingTime tt = training_time(th, *st.train_tokens);
         std::cout << "training:    " << group_digits(*st.train_tokens) << " tokens = " << group_digits(tt.steps)
-                  << " steps, " << duration(tt.wall_s) << " wall, " << format_figure(tt.gpu_hours)
+                  << " steps, " << format_duration(tt.wall_s) << " wall, " << format_figure(tt.gpu_hours)
                   << " GPU-hours\n";
     }
     std::cout << "\n# step time of the recommendation\n";
@@ -416,7 +394,8 @@ nlohmann::json plan_document(const PlanCommandState& st, const ModelConfig& mode
           {"max_plans", req.max_plans},
           {"attention_flops", st.attention_flops},
           {"tp_comm_overlap", st.tp_comm_overlap},
-          {"overlap_p2p_comm", st.overlap_p2p_comm}}},
+          {"overlap_p2p_comm", st.overlap_p2p_comm},
+          {"host_memory_bytes", st.host_memory ? nlohmann::json(*st.host_memory) : nlohmann::json(nullptr)}}},
         {"search",
          {{"plans_evaluated", res.plans_evaluated},
           {"plans_fitting", res.plans_fitting},
@@ -511,8 +490,28 @@ void add_search_bounds(CLI::App& sub, PlanCommandState& st, const char* group) {
                    "Most plans the request may judge on memory, over the search and its \"nothing fits\" "
                    "suggestions (default 500,000: 2 s or less; at most 10,000,000, kMaxSearchPlans). A request "
                    "that needs more is refused (exit 2) naming the pins that narrow it")
-        ->transform(count_at_most(limits::kMaxSearchPlans, "kMaxSearchPlans"))
+        ->transform(count_at_most(limits::kMaxSearchPlans, "kMaxSearchPlans", Suffix::read))
         ->group(group);
+}
+
+// What the plan adds beside the search: training time, learning-rate advice, host memory for offload.
+void add_advice_options(CLI::App& sub, PlanCommandState& st, const char* g) {
+    sub.add_option("--train-tokens", st.train_tokens, "Also estimate wall time and GPU-hours to train this many tokens (15T, 1.5e13)")
+        ->transform(count_in_any_notation(Suffix::read))
+        ->group(g);
+    sub.add_option("--base-lr", st.base_lr, "Learning rate known to work at --base-batch (prints LR scaling advice)")
+        ->check(finite_real())
+        ->group(g);
+    sub.add_option("--base-batch", st.base_batch,
+                   "Global batch in tokens that --base-lr was tuned for (a whole number, 1 to 2^40; 1e6, 1M, 4Mi allowed)")
+        ->type_name("TOKENS")
+        ->transform(count_at_most(limits::kMaxGlobalBatchTokens, "kMaxGlobalBatchTokens", Suffix::read))
+        ->group(g);
+    sub.add_option("--host-memory", st.host_memory,
+                   "Host (CPU) memory per node available for offloaded states, in bytes (2Ti, 1.5T, 2.2e12); with it "
+                   "the search also weighs --offload optimizer/params and rejects plans needing more")
+        ->transform(count_in_any_notation(Suffix::read))
+        ->group(g);
 }
 
 }  // namespace
@@ -529,8 +528,9 @@ Command add_plan_command(CLI::App& app) {
         ->transform(count_at_most(limits::kMaxGpus, "kMaxGpus"))
         ->group(g);
     sub->add_option("--gbs-tokens", st->gbs_tokens,
-                    "Target global batch in tokens (seq * mbs * grad_acc * dp; at most 2^40)")
-        ->transform(count_at_most(limits::kMaxGlobalBatchTokens, "kMaxGlobalBatchTokens"))
+                    "Target global batch in tokens (seq * mbs * grad_acc * dp): 4194304, 4.194304e6 or 4Mi (4 x 2^20; "
+                    "k M G T are powers of 10); at most 2^40")
+        ->transform(count_at_most(limits::kMaxGlobalBatchTokens, "kMaxGlobalBatchTokens", Suffix::read))
         ->group(g);
     add_from_flags(*sub, st->from, false);
     sub->add_option("--headroom", st->headroom,
@@ -553,22 +553,7 @@ Command add_plan_command(CLI::App& app) {
                     "(LoraConfig JSON + Trainer settings, with --finetune lora/qlora)")
         ->check(CLI::IsMember({"deepspeed", "megatron", "torchtitan", "nanotron", "preflight", "peft"}))
         ->group(g);
-    sub->add_option("--train-tokens", st->train_tokens, "Also estimate wall time and GPU-hours to train this many tokens")
-        ->transform(count_in_any_notation())
-        ->group(g);
-    sub->add_option("--base-lr", st->base_lr, "Learning rate known to work at --base-batch (prints LR scaling advice)")
-        ->check(finite_real())
-        ->group(g);
-    sub->add_option("--base-batch", st->base_batch,
-                    "Global batch in tokens that --base-lr was tuned for (a whole number, 1 to 2^40; 1e6 allowed)")
-        ->type_name("TOKENS")
-        ->check(finite_real())
-        ->group(g);
-    sub->add_option("--host-memory", st->host_memory,
-                    "Host (CPU) memory per node available for offloaded states, in bytes; with it the search also "
-                    "weighs --offload optimizer/params and rejects plans needing more")
-        ->transform(count_in_any_notation())
-        ->group(g);
+    add_advice_options(*sub, *st, g);
     sub->add_flag("--tp-comm-overlap", st->tp_comm_overlap,
                   "Megatron-Core with TransformerEngine userbuffers (Megatron --tp-comm-overlap; Megatron-Bridge turns "
                   "it on for its Llama 70B/405B recipes): with --sp each TP all-gather and reduce-scatter runs pipelined "

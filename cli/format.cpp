@@ -91,4 +91,26 @@ std::string count_of(std::int64_t n, const char* singular, const char* plural) {
     return group_digits(n) + " " + (n == 1 ? singular : plural);
 }
 
+std::string format_seconds(double s) {
+    char buf[32];
+    if (s >= 1.0)
+        std::snprintf(buf, sizeof buf, "%.3f s", s);
+    else
+        std::snprintf(buf, sizeof buf, "%.1f ms", s * 1e3);
+    return buf;
+}
+
+std::string format_duration(double s) {
+    char buf[64];
+    if (s >= 86400 * 1e6)  // beyond a million days: three significant digits, never 19 of them
+        std::snprintf(buf, sizeof buf, "%.3g days", s / 86400);
+    else if (s >= 86400)
+        std::snprintf(buf, sizeof buf, "%.1f days", s / 86400);
+    else if (s >= 3600)
+        std::snprintf(buf, sizeof buf, "%.1f h", s / 3600);
+    else
+        std::snprintf(buf, sizeof buf, "%.0f s", s);
+    return buf;
+}
+
 }  // namespace preflight::cli

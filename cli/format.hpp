@@ -25,6 +25,11 @@ std::string format_figure(double v);
 // at 1 or more, one digit after the point ("6.1 TFLOP", "215.9 PFLOP"); smaller counts as a
 // figure ("512 FLOP"); "N/A" when it is not finite.
 std::string format_flops(double flops);
+// A step time: "1.234 s" from one second up, "12.3 ms" below.
+std::string format_seconds(double s);
+// A wall time in the largest of s, h, days that reads well ("42 s", "3.5 h", "1389.1 days"), three
+// significant digits beyond a million days.
+std::string format_duration(double s);
 // v with `digits` digits after the point ("%.*f"): "12.35".
 std::string fixed(double v, int digits);
 // A bar of `width` cells filled to fraction (clamped to [0, 1]).

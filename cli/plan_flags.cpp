@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <utility>
 
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/profiles.hpp"
@@ -23,9 +27,67 @@ ModelConfig load_plan_model(const PlanFlags& flags, const std::filesystem::path&
     return interpret_user_json(flags.model_config_name, [&] { return model_from_hf_config(*flags.model_config, name); });
 }
 
-CLI::Validator count_in_any_notation() {
+namespace {
+
+// The multiplier a count's suffix names: SI decimal k/K, M, G or B (billion), T; IEC binary Ki,
+// Mi, Gi, Ti (4Mi = 4 x 2^20 = 4,194,304). 0 when `suffix` is none of them.
+std::int64_t suffix_multiplier(std::string_view suffix) {
+    static const std::pair<std::string_view, std::int64_t> known[] = {
+        {"k", 1'000}, {"K", 1'000}, {"M", 1'000'000}, {"G", 1'000'000'000}, {"B", 1'000'000'000},
+        {"T", 1'000'000'000'000}, {"Ki", 1LL << 10}, {"Mi", 1LL << 20}, {"Gi", 1LL << 30}, {"Ti", 1LL << 40}};
+    for (const auto& [name, factor] : known)
+        if (suffix == name) return factor;
+    return 0;
+}
+
+// "1.5M", "4Mi", "15T": a decimal mantissa (digits, at most one point) times the suffix's
+// multiplier, in exact integer arithmetic (a double would make 1.1K 1100.0000000000002).
+// nullopt when `value` has no known suffix; otherwise "" and `value` rewritten, or the refusal.
+std::optional<std::string> count_with_suffix(std::string& value) {
+    const std::size_t digits_end = value.find_first_not_of("0123456789.");
+    if (digits_end == std::string::npos || digits_end == 0) return std::nullopt;
+    const std::int64_t factor = suffix_multiplier(std::string_view(value).substr(digits_end));
+    if (factor == 0) return std::nullopt;
+    const std::string mantissa = value.substr(0, digits_end);
+    const std::size_t point = mantissa.find('.');
+    const std::string whole = mantissa.substr(0, point);
+    std::string fraction = point == std::string::npos ? "" : mantissa.substr(point + 1);
+    if (fraction.find('.') != std::string::npos || (whole.empty() && fraction.empty()))
+        return "'" + value + "' is not a number";
+    fraction.erase(fraction.find_last_not_of('0') + 1);  // "1.50M" is "1.5M"
+    if (fraction.size() > 18) return "'" + value + "' has more decimals than a count needs";
+    const std::string range = "'" + value + "' is beyond the 64-bit integer range (9,223,372,036,854,775,807)";
+    __extension__ using Wide = __int128;  // 10^19 x 2^40 < 2^127: no product below can wrap
+    Wide scaled = 0, divisor = 1;          // mantissa x 10^(fraction digits), exactly
+    for (const char c : whole + fraction) {
+        scaled = scaled * 10 + (c - '0');
+        if (scaled > static_cast<Wide>(INT64_MAX) * 10) return range;
+    }
+    for (std::size_t i = 0; i < fraction.size(); ++i) divisor *= 10;
+    const Wide product = scaled * factor;
+    if (product % divisor != 0) return "'" + value + "' is not a whole number";
+    const Wide count = product / divisor;
+    if (count > INT64_MAX) return range;
+    if (count < 1) return "'" + value + "' is not a positive whole number";
+    value = std::to_string(static_cast<std::int64_t>(count));
+    return "";
+}
+
+}  // namespace
+
+CLI::Validator count_in_any_notation(Suffix suffix) {
     return CLI::Validator(
-        [](std::string& value) -> std::string {
+        [suffix](std::string& value) -> std::string {
+            std::string as_written = value;
+            if (auto why = count_with_suffix(as_written)) {
+                if (suffix == Suffix::read) {
+                    value = as_written;
+                    return *why;
+                }
+                return "'" + value + "': this flag takes the number itself (a suffix would be ambiguous here: 8K is "
+                                     "8,000 or 8,192); suffixes are read by --gbs-tokens, --train-tokens, --host-memory "
+                                     "and --max-plans";
+            }
             // Plain integers exactly (from_chars: no silent clamping past 2^63 - 1) ...
             std::int64_t exact = 0;
             const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), exact);
@@ -39,7 +101,10 @@ CLI::Validator count_in_any_notation() {
             // ... and decimal scientific notation ("4.194304e6") through a double (std::stod alone
             // would also take hexadecimal "0x10", "inf" and leading blanks).
             if (value.empty() || value.find_first_not_of("0123456789.eE+-") != std::string::npos)
-                return "'" + value + "' is not a number";
+                return "'" + value + "' is not a number" +
+                       (suffix == Suffix::read ? " (a count is 4194304, 4.194304e6, or a number with one of the suffixes "
+                                                 "k K M G B T (powers of 10) or Ki Mi Gi Ti (powers of 2): 4Mi, 15T)"
+                                               : "");
             std::size_t used = 0;
             double v = 0;
             try {
@@ -58,11 +123,12 @@ CLI::Validator count_in_any_notation() {
             value = std::to_string(static_cast<std::int64_t>(v));
             return "";
         },
-        "COUNT (e.g. 4194304 or 4.194304e6)");
+        suffix == Suffix::read ? "COUNT (e.g. 4194304, 4.194304e6, 4Mi = 4 x 2^20 or 15T = 15e12)"
+                               : "COUNT (e.g. 4096 or 4.096e3)");
 }
 
-CLI::Validator count_at_most(std::int64_t bound, const std::string& bound_name) {
-    const CLI::Validator count = count_in_any_notation();
+CLI::Validator count_at_most(std::int64_t bound, const std::string& bound_name, Suffix suffix) {
+    const CLI::Validator count = count_in_any_notation(suffix);
     return CLI::Validator(
         [count, bound, bound_name](std::string& value) -> std::string {
             std::string why = count(value);

@@ -57,11 +57,15 @@ struct PlanFlags {
 // The model the flags name: --model, or the shape a --from config spelled out.
 ModelConfig load_plan_model(const PlanFlags& flags, const std::filesystem::path& data_dir);
 
-// Accepts counts written as integers or in scientific notation ("15e12", "4.194304e6")
-// and rewrites them as plain integers; rejects fractions and non-positive values.
-CLI::Validator count_in_any_notation();
+// Accepts counts written as integers, in scientific notation ("15e12", "4.194304e6") or with an
+// SI (k/K M G B T: powers of 10) or IEC (Ki Mi Gi Ti: powers of 2) suffix ("15T", "1.5M", "4Mi"),
+// and rewrites them as plain integers; rejects fractions and non-positive values. Suffixes are read
+// only where a count is of tokens, bytes or plans (Suffix::read): for a sequence length "8K" is
+// 8,192 to some and 8,000 to others, so plan fields refuse it and say why.
+enum class Suffix { refused, read };
+CLI::Validator count_in_any_notation(Suffix suffix = Suffix::refused);
 // The same, also refusing values above `bound`, named `bound_name` in the message.
-CLI::Validator count_at_most(std::int64_t bound, const std::string& bound_name);
+CLI::Validator count_at_most(std::int64_t bound, const std::string& bound_name, Suffix suffix = Suffix::refused);
 // A whole number in decimal, exactly, rewritten in plain decimal (use with ->transform): CLI11
 // alone reads '010' as octal 8 and '0x10' as 16, and clamps values past 2^63 - 1.
 CLI::Validator exact_integer();

@@ -53,6 +53,30 @@ TEST(Values, NumbersAreReadExactlyAndMessagesShowWhatWasTyped) {
     expect_refused("plan --model gpt2 --gpus 8 --gbs-tokens 524288 --base-lr 1e308 --base-batch 1", {"--base-lr", "1,000"});
 }
 
+TEST(Values, TokenAndByteCountsTakeSiAndIecSuffixesExactly) {
+    // "4M tokens" is how batches are quoted; the suffixes are read exactly: 4Mi = 4 x 2^20 =
+    // 4,194,304, 1.5M = 1,500,000, 15T = 15 x 10^12, 2Ti = 2 x 2^40 = 2,199,023,255,552 bytes,
+    // 0.5Mi = 524,288.
+    const auto r = run_preflight("plan --model gpt2 --gpus 8 --gbs-tokens 4Mi --train-tokens 15T --host-memory 2Ti "
+                                 "--base-lr 3e-4 --base-batch 0.5Mi --top-k 1 --format json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const json doc = json::parse(r.out);
+    EXPECT_EQ(doc["request"]["gbs_tokens"], 4194304);
+    EXPECT_EQ(doc["request"]["host_memory_bytes"], 2199023255552LL);
+    EXPECT_EQ(doc["candidates"][0]["training"]["train_tokens"], 15000000000000LL);
+    EXPECT_EQ(doc["lr_advice"]["base_batch_tokens"], 524288);
+    const auto m = run_preflight("plan --model gpt2 --gpus 8 --gbs-tokens 1.5M --top-k 1 --format json");
+    ASSERT_EQ(m.exit_code, 0) << m.err;
+    EXPECT_EQ(json::parse(m.out)["request"]["gbs_tokens"], 1500000);
+    EXPECT_TRUE(json::parse(m.out)["request"]["host_memory_bytes"].is_null());
+    // 4.2 x 2^20 = 4,404,019.2 is no whole token count; "MB" is no suffix of a count.
+    expect_refused("plan --model gpt2 --gpus 8 --gbs-tokens 4.2Mi", {"--gbs-tokens", "'4.2Mi' is not a whole number"});
+    expect_refused("plan --model gpt2 --gpus 8 --gbs-tokens 4MB", {"--gbs-tokens", "'4MB' is not a number", "Mi"});
+    // A sequence of "8K" is 8,000 to some and 8,192 to others: plan fields refuse a suffix, saying so.
+    expect_refused("plan --model gpt2 --gpus 8 --gbs-tokens 4Mi --seq 8K", {"--seq", "'8K'", "8,192"});
+    expect_refused("memory --model gpt2 --mbs 1K", {"--mbs", "'1K'"});
+}
+
 TEST(Values, APlanFileCountOfZeroIsRefusedNotReadAsTheDefault) {
     // Was: "seq": 0 ran at the model's default 1024.
     Scratch s;
