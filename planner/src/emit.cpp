@@ -176,6 +176,9 @@ void add_megatron_zero_arguments(const Plan& p, std::vector<std::string>& a, std
     a.insert(a.end(), {"--use-distributed-optimizer", "--use-megatron-fsdp",
                        "--data-parallel-sharding-strategy " + strategy, "--no-gradient-accumulation-fusion",
                        "--ckpt-format fsdp_dtensor"});
+    // Megatron-FSDP's main gradients take the parameters' dtype unless told (arguments.py
+    // --megatron-fsdp-main-grads-dtype, default auto; --accumulate-allreduce-grads-in-fp32 is not read).
+    if (p.precision == Precision::bf16_mixed_fp32_grads) a.emplace_back("--megatron-fsdp-main-grads-dtype fp32");
     warn(w, "ZeRO-" + std::to_string(p.zero) + ": emitted as Megatron-FSDP (--use-megatron-fsdp, sharding strategy " +
                 strategy + "; --use-custom-fsdp before its rename); its checkpoints are fsdp_dtensor, and it refuses "
                 "CUDA_DEVICE_MAX_CONNECTIONS=1");

@@ -247,6 +247,25 @@ void import_zero(Flags& f, ImportedConfig& out) {
     }
 }
 
+// Megatron-FSDP keeps its main gradients in --megatron-fsdp-main-grads-dtype (auto, the default:
+// the parameters' dtype, bf16), whatever --grad-reduce-in-bf16 or --accumulate-allreduce-grads-in-fp32
+// say (mcore_fsdp_adapter.py MixedPrecisionPolicy; param_and_grad_buffer.py _resolve_group_grad_dtype).
+void import_megatron_fsdp_grads(Flags& f, ImportedConfig& out) {
+    const Flag* dtype = f.get("--megatron-fsdp-main-grads-dtype");
+    const std::string d = dtype ? f.text(*dtype) : "auto";
+    if (d != "fp32" && d != "bf16" && d != "auto")
+        throw InputError(f.spot(*dtype).text(), "must be fp32, bf16 or auto with --bf16 (fp16 main gradients are not "
+                                                "modelled), got '" + d + "'");
+    set_field(out, "precision", std::string(d == "fp32" ? "bf16-mixed-fp32-grads" : "bf16-mixed"),
+              dtype ? f.spot(*dtype) : f.default_spot("--megatron-fsdp-main-grads-dtype (absent: auto, the bf16 parameters')"));
+    const Flag* bf16_grads = f.get("--grad-reduce-in-bf16");
+    const Flag* fp32_grads = f.get("--accumulate-allreduce-grads-in-fp32");
+    const Flag* contrary = d == "fp32" ? bf16_grads : fp32_grads;
+    if (contrary)
+        warn(out, f.spot(*contrary), "Megatron-FSDP keeps its main gradients in --megatron-fsdp-main-grads-dtype (" + d +
+                                         (d == "auto" ? ": bf16" : "") + "), not as this flag says");
+}
+
 // _add_mixed_precision_args: --bf16, --fp16, --accumulate-allreduce-grads-in-fp32; the
 // Transformer Engine fp8 flags (TransformerConfig.fp8: --fp8-format e4m3|hybrid, --fp8-recipe).
 void import_precision(Flags& f, ImportedConfig& out) {
@@ -260,11 +279,13 @@ void import_precision(Flags& f, ImportedConfig& out) {
         if (format != "e4m3" && format != "hybrid")
             throw InputError(f.spot(*fp8).text(), "must be e4m3 or hybrid, got '" + format + "'");
         set_field(out, "precision", std::string("fp8-mixed"), f.spot(*fp8));
-        if (bf16 && !f.has("--grad-reduce-in-bf16"))
+        if (bf16 && !f.has("--grad-reduce-in-bf16") && !f.has("--use-megatron-fsdp"))
             warn(out, f.spot(*fp8), "Megatron-LM keeps fp32 main gradients unless --grad-reduce-in-bf16: 2 B per "
                                     "parameter above fp8-mixed's bf16 gradients, not planned");
         if (const auto recipe = f.text("--fp8-recipe"); recipe && *recipe != "delayed" && *recipe != "tensorwise")
             warn(out, f.spot(*f.get("--fp8-recipe")), "the " + *recipe + " fp8 recipe is not modelled: planned as tensorwise");
+    } else if (bf16 && f.has("--use-megatron-fsdp")) {
+        import_megatron_fsdp_grads(f, out);
     } else if (bf16) {
         // validate_args: with --bf16 the gradients are accumulated and all-reduced in fp32 (one
         // fp32 main gradient, 4 B per parameter) unless --grad-reduce-in-bf16.

@@ -42,6 +42,10 @@ std::string describe(const Phase& p) {
 
 namespace {
 
+// Megatron-FSDP's floor on its communication unit (megatron_fsdp.py: "Cap to 1B elements"): the
+// reduce-scatter queue's capacity, twice the all-gather prefetch.
+constexpr std::int64_t kMegatronFsdpQueueElements = 1'000'000'000;
+
 // Elements held per category, before multiplying by bytes per element.
 struct StateElements {
     std::int64_t weights = 0, gradients = 0, optimizer = 0;
@@ -261,6 +265,38 @@ void add_embedding_and_head(StageModel& st, const ModelConfig& m, const Plan& p,
     if (prof.head_input_grad_with_logits) st.logits_peak += hidden_tokens * d.activation_bytes;
 }
 
+// Profile (megatron_fsdp): what Megatron-FSDP keeps under ZeRO-2/3 beyond the sharded states
+// (megatron/core/distributed/fsdp/src/megatron_fsdp/, Megatron-LM d98e8a6).
+void add_megatron_fsdp_buffers(StageModel& st, const Plan& p, const FrameworkProfile& prof, const StageParams& params) {
+    const std::int64_t unit = params.layer_local;  // an FSDP unit: one TransformerLayer (mcore_fsdp_adapter.py)
+    if (unit <= 0) return;
+    const PrecisionBytes state_pb = profile_precision_bytes(p.precision, prof);
+    // The main gradient dtype: --megatron-fsdp-main-grads-dtype, the emitted form (fp32 for the
+    // fp32-gradient recipes, else the parameters' dtype: _resolve_group_grad_dtype).
+    const int grad_bytes = state_pb.gradient + state_pb.gradient_accum;
+    // megatron_fsdp.py: suggested_communication_unit_size = 2 x a unit's elements under
+    // optim_grads_params, else the bucket size (none given: 1e9), at least 1e9; the reduce-scatter
+    // queue is that many elements, the all-gather prefetch half of it.
+    const std::int64_t capacity = std::max(kMegatronFsdpQueueElements, p.zero == 3 ? 2 * unit : 0);
+    // reduce_gradients: a ready bucket waits until the queue holds <= capacity elements, then
+    // joins it (wait_for_previous_grad_reduce), while the next layer's bucket fills.
+    st.fsdp_grad_unit_bytes = unit * grad_bytes;
+    st.fsdp_queue_units = capacity / unit + 1;
+    st.grad_buckets = 0;
+    st.layer_grad_bytes = 0;
+    // Optimizer step: a gradient shard not in the fp32 main weights' dtype is copied to it
+    // (param_and_grad_buffer.py update_main_grads: optimizer_grad.to(param.dtype)).
+    if (grad_bytes < 4 && state_pb.master > 0)
+        st.optimizer_temp += zero_elements(params.flat, params.zero3, p.zero, p.dp).gradients * 4;
+    if (p.zero < 3) return;
+    // AllGatherPipeline: buckets are prefetched until their elements reach capacity / 2.
+    st.gather_prefetch_layers = (capacity / 2 + unit - 1) / unit;
+    // Non-unit modules stay gathered for the whole run (docs/user-guide/features/megatron_fsdp.md:
+    // "Non-unit modules remain persistently un-sharded"), beside their shards.
+    st.states.weights += (params.flat - st.layers * unit) * precision_bytes(p.precision).weight;
+    st.gather_head = 0;
+}
+
 // Buffers: workspaces, RoPE tables, fp8 scaling state, ZeRO-3 gathers, autocast weight
 // copies, gradient buckets, and the overhead outside the framework.
 void add_buffers(StageModel& st, const ModelConfig& m, const GpuSpec& gpu, const Plan& p, const MemoryOptions& opt,
@@ -306,6 +342,10 @@ void add_buffers(StageModel& st, const ModelConfig& m, const GpuSpec& gpu, const
         st.autocast_head = params.head_local * 2;
     }
     if (p.dp > 1 && p.zero < 3) st.grad_buckets = prof.grad_bucket_bytes * prof.grad_buckets_in_flight;
+    // Offload and LoRA are not Megatron-FSDP's (`--emit megatron` warns that it cannot express them).
+    if (prof.megatron_fsdp && !prof.runtime_shard_units && p.zero >= 2 && p.offload == Offload::none &&
+        p.finetune == Finetune::full)
+        add_megatron_fsdp_buffers(st, p, prof, params);
     st.overhead = opt.overhead_bytes.value_or(gpu.overhead_bytes) + st.pool_slack;
 }
 
@@ -370,7 +410,7 @@ MemoryBreakdown snapshot(const StageModel& st, const Phase& ph, bool first_step)
             b.gradients += st.grad_accum_stage;  // 1F1B steady state: earlier micro-batches' backwards
             b.activations = earlier + st.act_embed + ph.layer * st.act_layer + st.fwd_transient;
             b.weights += ph.layer * st.autocast_layer;  // profile: copies made so far
-            b.buffers += std::max(st.gather_stage, st.gather_layer * (ph.layer < st.layers ? 2 : 1));
+            b.buffers += std::max(st.gather_stage, st.gather_layer * (1 + std::min(st.gather_prefetch_layers, st.layers - ph.layer)));
             break;
         case PhaseKind::output_loss:
             b.gradients += st.grad_accum_stage;
@@ -385,8 +425,9 @@ MemoryBreakdown snapshot(const StageModel& st, const Phase& ph, bool first_step)
             // Profile: copies still saved by layers 1..l; under full recompute the autocast
             // cache was cleared after forward and only the recomputed layer's copy exists.
             b.weights += (st.full_recompute ? 1 : ph.layer) * st.autocast_layer;
-            b.buffers += std::max(st.gather_stage, st.gather_layer * (ph.layer > 1 ? 2 : 1)) + st.layer_grad_bytes +
-                         st.grad_buckets + st.unit_grad_layer +
+            b.buffers += std::max(st.gather_stage, st.gather_layer * (1 + std::min(st.gather_prefetch_layers, ph.layer - 1))) +
+                         st.layer_grad_bytes + st.grad_buckets + st.unit_grad_layer +
+                         st.fsdp_grad_unit_bytes * (1 + std::min(st.fsdp_queue_units, st.layers - ph.layer)) +
                          (ph.layer < st.layers ? st.unit_grad_layer : st.last ? st.unit_grad_output : 0);
             break;
     }
@@ -401,7 +442,11 @@ MemoryBreakdown snapshot(const StageModel& st, const Phase& ph, bool first_step)
 template <class F>
 void for_each_phase(const StageModel& st, bool all_layers, F&& f) {
     const std::int64_t micro_batches = st.in_flight;
-    const std::int64_t lowest = all_layers ? 1 : std::max<std::int64_t>(st.layers - (st.runtime_units ? 1 : 0), 1);
+    // Layers gathered ahead and gradient buckets queued behind grow towards the stage's far end
+    // while activations shrink: the peak may lie up to that many layers from the last.
+    const std::int64_t window = std::max({std::int64_t{st.runtime_units ? 1 : 0}, st.gather_layer > 0 ? st.gather_prefetch_layers : 0,
+                                          st.fsdp_queue_units});
+    const std::int64_t lowest = all_layers ? 1 : std::max<std::int64_t>(st.layers - window, 1);
     f(Phase{PhaseKind::step_start, 0, 0});
     for (std::int64_t layer = lowest; layer <= st.layers; ++layer) f(Phase{PhaseKind::forward, layer, micro_batches});
     if (st.last) f(Phase{PhaseKind::output_loss, 0, micro_batches});

@@ -29,6 +29,11 @@ struct StageModel {
     std::int64_t gather_stage = 0;    // profile, ZeRO-3 with pp > 1: every parameter of the stage kept gathered
     std::int64_t grad_accum_stage = 0;  // profile, ZeRO-3 with pp > 1: unsharded gradients accumulated over micro-batches
     std::int64_t layer_grad_bytes = 0;  // ZeRO-3: a layer's full grads before reduce-scatter
+    std::int64_t gather_prefetch_layers = 1;  // ZeRO-3: layers gathered ahead of the current one
+    // Profile (megatron_fsdp), ZeRO-2/3: one layer's full-size gradient bucket, and how many of
+    // them the reduce-scatter queue holds beside the one being computed.
+    std::int64_t fsdp_grad_unit_bytes = 0;
+    std::int64_t fsdp_queue_units = 0;
     std::int64_t grad_buckets = 0;    // data-parallel gradient buckets in flight
     std::int64_t autocast_layer = 0;  // profile: one layer's autocast 16-bit weight copies
     std::int64_t autocast_head = 0;   // profile: the LM head's autocast copy

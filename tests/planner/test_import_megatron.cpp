@@ -330,6 +330,28 @@ TEST(ImportMegatron, EmitImportRoundTrip) {
     Plan z2 = q;  // ZeRO-2: Megatron-FSDP's optim_grads, read back as ZeRO-2 (not the distributed optimizer's 1)
     z2.zero = ZeroStage{2};
     round_trip("llama-3-8b", z2);
+    for (const Precision recipe : {Precision::bf16_mixed, Precision::bf16_mixed_fp32_grads}) {
+        Plan z3 = p;  // ZeRO-3: optim_grads_params, the main gradients' dtype spelled out where fp32
+        z3.zero = ZeroStage{3}, z3.precision = recipe;
+        round_trip("llama-3-8b", z3);
+    }
+}
+
+// Megatron-FSDP keeps its main gradients in --megatron-fsdp-main-grads-dtype, default auto (the
+// parameters' bf16), and reads neither --grad-reduce-in-bf16 nor
+// --accumulate-allreduce-grads-in-fp32 (mcore_fsdp_adapter.py MixedPrecisionPolicy, d98e8a6).
+TEST(ImportMegatron, MegatronFsdpGradientsTakeTheirOwnDtypeFlag) {
+    const std::string fsdp = "--micro-batch-size 1 --bf16 --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params ";
+    EXPECT_EQ(name(import_text(fsdp), "precision"), "bf16-mixed");
+    EXPECT_EQ(name(import_text(fsdp + "--megatron-fsdp-main-grads-dtype fp32"), "precision"), "bf16-mixed-fp32-grads");
+    const ImportedConfig ignored = import_text(fsdp + "--accumulate-allreduce-grads-in-fp32");
+    EXPECT_EQ(name(ignored, "precision"), "bf16-mixed");
+    EXPECT_TRUE(contains(ignored.warnings, "--accumulate-allreduce-grads-in-fp32: Megatron-FSDP keeps its main gradients in "
+                                           "--megatron-fsdp-main-grads-dtype (auto: bf16)"));
+    expect_input_error([&] { import_text(fsdp + "--megatron-fsdp-main-grads-dtype fp16"); },
+                       {"--megatron-fsdp-main-grads-dtype", "'fp16'"});
+    // Without Megatron-FSDP, --bf16 alone keeps fp32 main gradients (validate_args).
+    EXPECT_EQ(name(import_text("--micro-batch-size 1 --bf16 --use-distributed-optimizer"), "precision"), "bf16-mixed-fp32-grads");
 }
 
 // The launch line: torchrun starts the same count on every node, so 12 GPUs on 8-GPU nodes are

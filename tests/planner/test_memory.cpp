@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "catalog_fixture.hpp"
 #include "preflight/planner/error.hpp"
@@ -145,8 +146,43 @@ TEST(Memory, RecomputeOrdersMemory) {
     }
 }
 
+// The timeline entry of one phase (layer 0 for the phases without one).
+const TimelineEntry& entry(const MemoryReport& r, PhaseKind kind, std::int64_t layer) {
+    const auto e = std::find_if(r.timeline_steady.begin(), r.timeline_steady.end(), [&](const TimelineEntry& t) {
+        return t.phase.kind == kind && t.phase.layer == layer;
+    });
+    if (e == r.timeline_steady.end()) throw std::runtime_error("no such phase in the timeline");
+    return *e;
+}
+
+// Llama-3-8B, one decoder layer: q and o 4096 x 4096 each, k and v 1024 x 4096 each, gate, up
+// and down 4096 x 14336 each, two 4096 norms = 218,112,000 elements; seq 4096: RoPE's fp32
+// cos/sin tables 2 x 4096 x 128 x 4 B.
+constexpr std::int64_t kLlama3LayerElements = 218'112'000;
+constexpr std::int64_t kRopeTables = 2 * 4096 * 128 * 4;
+
 TEST(Memory, ZeroThreeBuffersHoldGatheredLayers) {
-    // ZeRO-3: during forward the current and the prefetched layer's 16-bit weights are gathered.
+    // ZeRO-3 as a plain FSDP: during forward the current and the prefetched layer's 16-bit
+    // weights are gathered (a profile without Megatron-FSDP's prefetch budget).
+    const ModelConfig m = test::catalog_model("llama-3-8b");
+    Plan p;
+    p.seq = 4096;
+    p.dp = 8;
+    p.zero = ZeroStage{3};
+    MemoryOptions o;
+    o.timeline = true;
+    o.profile.megatron_fsdp = false;
+    const MemoryReport r = evaluate_memory(m, h100(), p, o);
+    EXPECT_EQ(entry(r, PhaseKind::forward, 1).bytes.buffers, 2 * 2 * kLlama3LayerElements + kRopeTables);
+}
+
+// Megatron-FSDP (optim_grads_params, megatron_fsdp.py at Megatron-LM d98e8a6): its communication
+// unit is max(1e9, 2 x 218,112,000) = 1e9 elements and it prefetches buckets until they pass half
+// of it, ceil(5e8 / 218,112,000) = 3 layers ahead, so 4 layers (2 B each) are gathered until the
+// last layers leave fewer ahead; the embedding and the LM head (2 x 128,256 x 4,096) and the final
+// norm (4,096), outside the FSDP units, stay gathered beside the 2 B / 8 shards of all
+// 8,030,261,248 parameters.
+TEST(Memory, MegatronFsdpZeroThreePrefetchesToItsBudgetAndKeepsNonUnitModulesGathered) {
     const ModelConfig m = test::catalog_model("llama-3-8b");
     Plan p;
     p.seq = 4096;
@@ -155,11 +191,39 @@ TEST(Memory, ZeroThreeBuffersHoldGatheredLayers) {
     MemoryOptions o;
     o.timeline = true;
     const MemoryReport r = evaluate_memory(m, h100(), p, o);
-    const auto fwd = std::find_if(r.timeline_steady.begin(), r.timeline_steady.end(),
-                                  [](const TimelineEntry& e) { return e.phase.kind == PhaseKind::forward; });
-    ASSERT_NE(fwd, r.timeline_steady.end());
-    const std::int64_t rope_tables = 2 * 4096 * 128 * 4;
-    EXPECT_EQ(fwd->bytes.buffers, 2 * 2 * 218'112'000LL + rope_tables);
+    EXPECT_EQ(entry(r, PhaseKind::forward, 1).bytes.buffers, 4 * 2 * kLlama3LayerElements + kRopeTables);
+    EXPECT_EQ(entry(r, PhaseKind::forward, 31).bytes.buffers, 2 * 2 * kLlama3LayerElements + kRopeTables);
+    EXPECT_EQ(entry(r, PhaseKind::forward, 32).bytes.buffers, 1 * 2 * kLlama3LayerElements + kRopeTables);
+    const std::int64_t non_unit = 2 * 128'256LL * 4'096 + 4'096;
+    EXPECT_EQ(r.at_peak.weights, 2 * (8'030'261'248LL / 8) + 2 * non_unit);
+}
+
+// Megatron-FSDP's reduce-scatter queue (param_and_grad_buffer.py reduce_gradients,
+// wait_for_previous_grad_reduce): a layer's bucket joins once the queue holds at most 1e9
+// elements, floor(1e9 / 218,112,000) = 4 layers, so up to 5 queued buckets and the one being
+// filled: in backward layer l, 1 + min(5, 32 - l) full-size bf16 (bf16-mixed) or fp32 buckets.
+// ZeRO-2 has no gathers and no DDP buckets beside them. The optimizer step copies the bf16
+// gradient shard (8,030,261,248 / 8 elements) to fp32 (update_main_grads); fp32 main gradients
+// need no copy.
+TEST(Memory, MegatronFsdpQueuesFullLayerGradientsThroughBackward) {
+    const ModelConfig m = test::catalog_model("llama-3-8b");
+    Plan p;
+    p.seq = 4096;
+    p.dp = 8;
+    p.zero = ZeroStage{2};
+    p.precision = Precision::bf16_mixed;
+    MemoryOptions o;
+    o.timeline = true;
+    const MemoryReport r = evaluate_memory(m, h100(), p, o);
+    EXPECT_EQ(entry(r, PhaseKind::backward, 32).bytes.buffers, 1 * 2 * kLlama3LayerElements + kRopeTables);
+    EXPECT_EQ(entry(r, PhaseKind::backward, 30).bytes.buffers, 3 * 2 * kLlama3LayerElements + kRopeTables);
+    EXPECT_EQ(entry(r, PhaseKind::backward, 27).bytes.buffers, 6 * 2 * kLlama3LayerElements + kRopeTables);
+    EXPECT_EQ(entry(r, PhaseKind::backward, 1).bytes.buffers, 6 * 2 * kLlama3LayerElements + kRopeTables);
+    EXPECT_EQ(entry(r, PhaseKind::optimizer_step, 0).bytes.buffers, 4 * (8'030'261'248LL / 8) + kRopeTables);
+    p.precision = Precision::bf16_mixed_fp32_grads;
+    const MemoryReport wide = evaluate_memory(m, h100(), p, o);
+    EXPECT_EQ(entry(wide, PhaseKind::backward, 1).bytes.buffers, 6 * 4 * kLlama3LayerElements + kRopeTables);
+    EXPECT_EQ(entry(wide, PhaseKind::optimizer_step, 0).bytes.buffers, kRopeTables);
 }
 
 TEST(Memory, FitsComparesPeakWithCapacity) {

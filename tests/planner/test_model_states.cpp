@@ -82,7 +82,9 @@ TEST(ModelStates, Zero3ShardsEachTensorWithItsOwnPadding) {
     p.seq = 1024;
     p.dp = 7;
     p.zero = ZeroStage{3};
-    const MemoryReport r = evaluate_memory(m, gpu, p);
+    MemoryOptions o;
+    o.profile.megatron_fsdp = false;  // a plain FSDP: no module kept gathered beside its shards
+    const MemoryReport r = evaluate_memory(m, gpu, p, o);
     std::int64_t per_tensor = 0;
     for (const auto& t : param_tensors(m)) {
         const std::int64_t count = t.place == TensorPlace::layer ? m.layers : 1;

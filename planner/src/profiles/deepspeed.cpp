@@ -6,6 +6,7 @@ namespace preflight {
 FrameworkProfile deepspeed_profile() {
     FrameworkProfile p;
     p.fp32_main_grads_only = false;  // its fp32 accumulator sits beside the 16-bit gradients
+    p.megatron_fsdp = false;
     p.name = "deepspeed";
     // deepspeed/runtime/zero/config.py: reduce_bucket_size = 5e8 elements, contiguous_gradients
     // = True, overlap_comm defaults to True only for stage 3 (overlap_comm_valid).

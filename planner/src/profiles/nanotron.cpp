@@ -326,6 +326,7 @@ MemoryReport evaluate_memory_nanotron(const ModelConfig& model, const GpuSpec& g
 FrameworkProfile nanotron_profile() {
     FrameworkProfile p;
     p.fp32_main_grads_only = false;  // its fp32 accumulator sits beside the 16-bit gradients
+    p.megatron_fsdp = false;
     p.name = "nanotron";
     p.fused_attention = false;  // models/llama.py CoreAttention: flash-attn's FlashAttention-2
     p.grad_bucket_bytes = 25 * kMiB;  // config.model.ddp_bucket_cap_mb default 25
