@@ -146,6 +146,12 @@ void import_batch(Reader& r, const ImportContext& ctx, std::int64_t tp, std::int
         r.out.warnings.push_back(train.text() + " " + std::to_string(*b.train) +
                                  ": not divided into micro batch x accumulation x data-parallel without --gpus; "
                                  "`plan` searches for this global batch, a fixed layout takes its flags' defaults");
+    // A ds_config holds no world size (DeepSpeed takes it from the launcher): without a global
+    // batch to divide or --gpus, the data-parallel degree is the flags' (dp 1 unless --dp).
+    if (!b.train && !dp)
+        r.out.warnings.push_back(r.out.file + ": the data-parallel degree is the launcher's world size, which a "
+                                              "ds_config does not hold: dp 1 unless --gpus N or --dp D is given "
+                                              "(ZeRO shards over dp)");
     if (b.micro) set_field(r.out, "mbs", *b.micro, r.spot("train_micro_batch_size_per_gpu"));
     if (b.acc) set_field(r.out, "grad_acc", *b.acc, r.spot("gradient_accumulation_steps"));
     if (dp) {

@@ -160,6 +160,17 @@ TEST(ImportDeepSpeed, PrecisionDefaultsAndGradAccumDtype) {
     EXPECT_EQ(integer(tp, "mbs"), 8);  // 32 / (1 x 4)
 }
 
+// A ds_config holds no world size: with neither train_batch_size to divide nor --gpus the
+// data-parallel degree is unknown, and ZeRO's shards depend on it, so the import says so.
+TEST(ImportDeepSpeed, UnknownDataParallelDegreeIsSaid) {
+    const std::string zero2 = "{\"train_micro_batch_size_per_gpu\": 2, \"gradient_accumulation_steps\": 4, "
+                              "\"zero_optimization\": {\"stage\": 2}}";
+    EXPECT_TRUE(contains(import_text(zero2).warnings, "dp 1 unless --gpus N or --dp D is given"));
+    const ImportedConfig eight = import_text(zero2, 8);
+    EXPECT_EQ(integer(eight, "dp"), 8);
+    EXPECT_FALSE(contains(eight.warnings, "dp 1 unless"));
+}
+
 TEST(ImportDeepSpeed, BadValuesNameFileKeyAndLine) {
     expect_input_error([] { import_text("{\n  \"zero_optimization\": {\n    \"overlap_comm\": true,\n    \"stage\": 7\n  }\n}"); },
                        {"bad.json:4", "zero_optimization.stage", "7"});
