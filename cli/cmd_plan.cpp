@@ -488,7 +488,7 @@ void add_search_bounds(CLI::App& sub, PlanCommandState& st, const char* group) {
         ->group(group);
     sub.add_option("--max-plans", st.max_plans,
                    "Most plans the request may judge on memory, over the search and its \"nothing fits\" "
-                   "suggestions (default 500,000: 2 s or less; at most 10,000,000, kMaxSearchPlans). A request "
+                   "suggestions (default 500,000 or 500K: 2 s or less; at most 10,000,000, kMaxSearchPlans). A request "
                    "that needs more is refused (exit 2) naming the pins that narrow it")
         ->transform(count_at_most(limits::kMaxSearchPlans, "kMaxSearchPlans", Suffix::read))
         ->group(group);
@@ -528,8 +528,8 @@ Command add_plan_command(CLI::App& app) {
         ->transform(count_at_most(limits::kMaxGpus, "kMaxGpus"))
         ->group(g);
     sub->add_option("--gbs-tokens", st->gbs_tokens,
-                    "Target global batch in tokens (seq * mbs * grad_acc * dp): 4194304, 4.194304e6 or 4Mi (4 x 2^20; "
-                    "k M G T are powers of 10); at most 2^40")
+                    "Target global batch in tokens (seq * mbs * grad_acc * dp): 4194304, 4.194304e6 or 4Mi (Ki Mi Gi Ti: "
+                    "powers of 2; k/K M G/B T: of 10); at most 2^40")
         ->transform(count_at_most(limits::kMaxGlobalBatchTokens, "kMaxGlobalBatchTokens", Suffix::read))
         ->group(g);
     add_from_flags(*sub, st->from, false);

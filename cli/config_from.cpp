@@ -162,7 +162,7 @@ FromApplied apply_from(const FromFlags& from, const CLI::App& sub, PlanFlags& fl
         return applied;
     }
     applied.read = true;
-    const ImportContext context{gpus ? gpus : from.gpus};
+    const ImportContext context{gpus ? gpus : from.gpus, given_on(sub, "--dp")};
     const std::optional<ConfigFormat> forced =
         from.format.empty() ? std::nullopt : parse_config_format(from.format);
     ImportedConfig c;

@@ -55,18 +55,22 @@ std::optional<std::string> count_with_suffix(std::string& value) {
     if (fraction.find('.') != std::string::npos || (whole.empty() && fraction.empty()))
         return "'" + value + "' is not a number";
     fraction.erase(fraction.find_last_not_of('0') + 1);  // "1.50M" is "1.5M"
-    if (fraction.size() > 18) return "'" + value + "' has more decimals than a count needs";
     const std::string range = "'" + value + "' is beyond the 64-bit integer range (9,223,372,036,854,775,807)";
-    __extension__ using Wide = __int128;  // 10^19 x 2^40 < 2^127: no product below can wrap
-    Wide scaled = 0, divisor = 1;          // mantissa x 10^(fraction digits), exactly
-    for (const char c : whole + fraction) {
-        scaled = scaled * 10 + (c - '0');
-        if (scaled > static_cast<Wide>(INT64_MAX) * 10) return range;
-    }
+    const std::size_t lead = std::min(whole.find_first_not_of('0'), whole.size());
+    if (whole.size() - lead > 19) return range;  // >= 10^19 before the suffix
+    if (fraction.size() > 18) return "'" + value + "' has more decimals than a count needs";
+    // whole x factor + fraction x factor / 10^digits: each product < 10^19 x 2^40 < 2^127.
+    __extension__ using Wide = __int128;
+    const auto digits = [](const std::string& text) {
+        Wide v = 0;
+        for (const char c : text) v = v * 10 + (c - '0');
+        return v;
+    };
+    Wide divisor = 1;
     for (std::size_t i = 0; i < fraction.size(); ++i) divisor *= 10;
-    const Wide product = scaled * factor;
-    if (product % divisor != 0) return "'" + value + "' is not a whole number";
-    const Wide count = product / divisor;
+    const Wide fraction_part = digits(fraction) * factor;
+    if (fraction_part % divisor != 0) return "'" + value + "' is not a whole number";
+    const Wide count = digits(whole) * factor + fraction_part / divisor;
     if (count > INT64_MAX) return range;
     if (count < 1) return "'" + value + "' is not a positive whole number";
     value = std::to_string(static_cast<std::int64_t>(count));
@@ -85,8 +89,8 @@ CLI::Validator count_in_any_notation(Suffix suffix) {
                     return *why;
                 }
                 return "'" + value + "': this flag takes the number itself (a suffix would be ambiguous here: 8K is "
-                                     "8,000 or 8,192); suffixes are read by --gbs-tokens, --train-tokens, --host-memory "
-                                     "and --max-plans";
+                                     "8,000 or 8,192); suffixes are read by plan's --gbs-tokens, --train-tokens, "
+                                     "--base-batch, --host-memory and --max-plans";
             }
             // Plain integers exactly (from_chars: no silent clamping past 2^63 - 1) ...
             std::int64_t exact = 0;

@@ -71,9 +71,12 @@ json deepspeed_config(const Plan& p, std::vector<std::string>* w) {
                         "accumulator the plan counts");
             break;
         case Precision::bf16:
-            c["bf16"] = {{"enabled", true}};
-            warn(w, "DeepSpeed keeps fp32 master weights with bf16; the plan's pure-bf16 recipe (no master copy) "
-                    "has no DeepSpeed switch");
+            // runtime/config.py: bf16 master weights, gradients and optimizer states (ZeRO 1-3; the
+            // deepspeed profile refuses ZeRO-0, as DeepSpeed asserts).
+            c["bf16"] = {{"enabled", true}, {"bf16_master_weights_and_grads", true}, {"bf16_optimizer_states", true}};
+            if (p.zero == 0)
+                warn(w, "pure bf16 at ZeRO-0: DeepSpeed keeps bf16 master weights only under ZeRO 1-3 "
+                        "(bf16_master_weights_and_grads asserts a ZeRO stage); use --zero 1");
             break;
         case Precision::fp16_mixed:
             c["fp16"] = {{"enabled", true}, {"loss_scale", 0}, {"initial_scale_power", 16}};  // dynamic loss scaling
@@ -179,6 +182,11 @@ void add_megatron_zero_arguments(const Plan& p, std::vector<std::string>& a, std
     // Megatron-FSDP's main gradients take the parameters' dtype unless told (arguments.py
     // --megatron-fsdp-main-grads-dtype, default auto; --accumulate-allreduce-grads-in-fp32 is not read).
     if (p.precision == Precision::bf16_mixed_fp32_grads) a.emplace_back("--megatron-fsdp-main-grads-dtype fp32");
+    // Its main weights are an fp32 copy by default (--megatron-fsdp-main-params-dtype fp32), even
+    // beside fp32 parameters; auto optimizes the parameters themselves (param_and_grad_buffer.py:
+    // no main_weight_buffer), which is the fp32 and the pure-bf16 recipes.
+    if (p.precision == Precision::fp32 || p.precision == Precision::bf16)
+        a.emplace_back("--megatron-fsdp-main-params-dtype auto");
     warn(w, "ZeRO-" + std::to_string(p.zero) + ": emitted as Megatron-FSDP (--use-megatron-fsdp, sharding strategy " +
                 strategy + "; --use-custom-fsdp before its rename); its checkpoints are fsdp_dtensor, and it refuses "
                 "CUDA_DEVICE_MAX_CONNECTIONS=1");
@@ -201,7 +209,9 @@ void add_megatron_precision_arguments(const Plan& p, std::vector<std::string>& a
         case Precision::bf16:
             a.emplace_back("--bf16");
             a.emplace_back("--grad-reduce-in-bf16");
-            warn(w, "Megatron keeps fp32 master weights with --bf16; pure bf16 (no master copy) has no switch");
+            if (p.zero < 2)
+                warn(w, "Megatron keeps fp32 master weights with --bf16; pure bf16 (no master copy) has a switch only "
+                        "under Megatron-FSDP (ZeRO-2/3: --megatron-fsdp-main-params-dtype auto)");
             break;
         case Precision::fp16_mixed: a.emplace_back("--fp16"); break;
         case Precision::fp8_mixed:

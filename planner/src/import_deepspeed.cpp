@@ -148,7 +148,7 @@ void import_batch(Reader& r, const ImportContext& ctx, std::int64_t tp, std::int
                                  "`plan` searches for this global batch, a fixed layout takes its flags' defaults");
     // A ds_config holds no world size (DeepSpeed takes it from the launcher): without a global
     // batch to divide or --gpus, the data-parallel degree is the flags' (dp 1 unless --dp).
-    if (!b.train && !dp)
+    if (!b.train && !dp && !ctx.dp_given)
         r.out.warnings.push_back(r.out.file + ": the data-parallel degree is the launcher's world size, which a "
                                               "ds_config does not hold: dp 1 unless --gpus N or --dp D is given "
                                               "(ZeRO shards over dp)");
@@ -160,6 +160,23 @@ void import_batch(Reader& r, const ImportContext& ctx, std::int64_t tp, std::int
     }
     if (b.train) r.out.global_batch_sequences = *b.train;
     else if (b.micro && b.acc && dp) r.out.global_batch_sequences = *b.micro * *b.acc * *dp;
+}
+
+// bf16.bf16_master_weights_and_grads: ZeRO's master partition and gradients in bf16, the
+// optimizer states too with bf16_optimizer_states (runtime/config.py; docs/_pages/config-json.md),
+// which is the pure-bf16 recipe. Without bf16 states the fp32 moments must live on the host
+// (ZeRO-Offload): planned as pure bf16, said.
+bool bf16_master(Reader& r, const std::string& block) {
+    const std::string master = block + ".bf16_master_weights_and_grads", states = block + ".bf16_optimizer_states";
+    const auto flag = [&](const std::string& key) { return r.at(key) && boolean_json(*r.at(key), r.spot(key)); };
+    if (!flag(master)) {
+        if (flag(states)) throw InputError(r.spot(states).text(), "needs bf16_master_weights_and_grads (DeepSpeed asserts it)");
+        return false;
+    }
+    if (!flag(states))
+        r.warn(master, "bf16 master weights with fp32 optimizer states (kept on the host by ZeRO-Offload) are not "
+                       "modelled: planned as pure bf16, whose moments are bf16");
+    return true;
 }
 
 // bf16 / fp16 blocks (config.py get_bfloat16_enabled, get_fp16_enabled; "bfloat16" is bf16's old
@@ -182,6 +199,9 @@ void import_precision(Reader& r) {
     if (*fp16) {
         precision = "fp16-mixed";
         key = "fp16.enabled";
+    } else if (*bf16 && bf16_master(r, bf16_block)) {
+        precision = "bf16";
+        key = bf16_block + ".bf16_master_weights_and_grads";
     } else if (*bf16) {
         precision = "bf16-mixed";
         const json* acc = r.at("data_types.grad_accum_dtype");

@@ -247,23 +247,35 @@ void import_zero(Flags& f, ImportedConfig& out) {
     }
 }
 
-// Megatron-FSDP keeps its main gradients in --megatron-fsdp-main-grads-dtype (auto, the default:
-// the parameters' dtype, bf16), whatever --grad-reduce-in-bf16 or --accumulate-allreduce-grads-in-fp32
-// say (mcore_fsdp_adapter.py MixedPrecisionPolicy; param_and_grad_buffer.py _resolve_group_grad_dtype).
-void import_megatron_fsdp_grads(Flags& f, ImportedConfig& out) {
-    const Flag* dtype = f.get("--megatron-fsdp-main-grads-dtype");
-    const std::string d = dtype ? f.text(*dtype) : "auto";
-    if (d != "fp32" && d != "bf16" && d != "auto")
-        throw InputError(f.spot(*dtype).text(), "must be fp32, bf16 or auto with --bf16 (fp16 main gradients are not "
-                                                "modelled), got '" + d + "'");
-    set_field(out, "precision", std::string(d == "fp32" ? "bf16-mixed-fp32-grads" : "bf16-mixed"),
-              dtype ? f.spot(*dtype) : f.default_spot("--megatron-fsdp-main-grads-dtype (absent: auto, the bf16 parameters')"));
+// Megatron-FSDP's dtypes (mcore_fsdp_adapter.py MixedPrecisionPolicy, param_and_grad_buffer.py):
+// main gradients in --megatron-fsdp-main-grads-dtype (auto, the default: the parameters' bf16),
+// whatever --grad-reduce-in-bf16 or --accumulate-allreduce-grads-in-fp32 say; main weights in
+// --megatron-fsdp-main-params-dtype (fp32 by default; auto: none, the bf16 parameters are
+// optimized themselves, which is pure bf16).
+void import_megatron_fsdp_precision(Flags& f, ImportedConfig& out) {
+    const auto dtype = [&](const char* flag, const char* absent) -> std::pair<std::string, ConfigSpot> {
+        const Flag* x = f.get(flag);
+        const std::string d = x ? f.text(*x) : absent;
+        if (d != "fp32" && d != "bf16" && d != "auto")
+            throw InputError(f.spot(*x).text(), "must be fp32, bf16 or auto with --bf16 (fp16 is not modelled), got '" + d + "'");
+        return {d, x ? f.spot(*x) : f.default_spot(std::string(flag) + " (absent: " + absent + ")")};
+    };
+    const auto [grads, grads_at] = dtype("--megatron-fsdp-main-grads-dtype", "auto");
+    const auto [params, params_at] = dtype("--megatron-fsdp-main-params-dtype", "fp32");
     const Flag* bf16_grads = f.get("--grad-reduce-in-bf16");
     const Flag* fp32_grads = f.get("--accumulate-allreduce-grads-in-fp32");
-    const Flag* contrary = d == "fp32" ? bf16_grads : fp32_grads;
-    if (contrary)
-        warn(out, f.spot(*contrary), "Megatron-FSDP keeps its main gradients in --megatron-fsdp-main-grads-dtype (" + d +
-                                         (d == "auto" ? ": bf16" : "") + "), not as this flag says");
+    if (params != "fp32") {
+        set_field(out, "precision", std::string("bf16"), params_at);
+        if (params == "bf16")
+            warn(out, params_at, "a bf16 main-weight copy beside the bf16 parameters (2 B per parameter over dp) is "
+                                 "not modelled: planned as pure bf16");
+        if (grads == "fp32") warn(out, grads_at, "fp32 main gradients under pure bf16 are not modelled: planned as bf16");
+        return;
+    }
+    set_field(out, "precision", std::string(grads == "fp32" ? "bf16-mixed-fp32-grads" : "bf16-mixed"), grads_at);
+    if (const Flag* contrary = grads == "fp32" ? bf16_grads : fp32_grads)
+        warn(out, f.spot(*contrary), "Megatron-FSDP keeps its main gradients in --megatron-fsdp-main-grads-dtype (" + grads +
+                                         (grads == "auto" ? ": bf16" : "") + "), not as this flag says");
 }
 
 // _add_mixed_precision_args: --bf16, --fp16, --accumulate-allreduce-grads-in-fp32; the
@@ -285,7 +297,7 @@ void import_precision(Flags& f, ImportedConfig& out) {
         if (const auto recipe = f.text("--fp8-recipe"); recipe && *recipe != "delayed" && *recipe != "tensorwise")
             warn(out, f.spot(*f.get("--fp8-recipe")), "the " + *recipe + " fp8 recipe is not modelled: planned as tensorwise");
     } else if (bf16 && f.has("--use-megatron-fsdp")) {
-        import_megatron_fsdp_grads(f, out);
+        import_megatron_fsdp_precision(f, out);
     } else if (bf16) {
         // validate_args: with --bf16 the gradients are accumulated and all-reduced in fp32 (one
         // fp32 main gradient, 4 B per parameter) unless --grad-reduce-in-bf16.
@@ -301,6 +313,10 @@ void import_precision(Flags& f, ImportedConfig& out) {
         set_field(out, "precision", std::string("fp16-mixed"), f.spot(*fp16));
     } else {
         set_field(out, "precision", std::string("fp32"), f.default_spot("--bf16 / --fp16 (absent: fp32)"));
+        if (f.has("--use-megatron-fsdp") && f.text("--megatron-fsdp-main-params-dtype").value_or("fp32") != "auto")
+            warn(out, f.spot(*f.get("--use-megatron-fsdp")),
+                 "Megatron-FSDP keeps an fp32 main-weight copy beside fp32 parameters unless "
+                 "--megatron-fsdp-main-params-dtype auto: 4 B per parameter over dp, not planned");
     }
 }
 

@@ -42,10 +42,6 @@ std::string describe(const Phase& p) {
 
 namespace {
 
-// Megatron-FSDP's floor on its communication unit (megatron_fsdp.py: "Cap to 1B elements"): the
-// reduce-scatter queue's capacity, twice the all-gather prefetch.
-constexpr std::int64_t kMegatronFsdpQueueElements = 1'000'000'000;
-
 // Elements held per category, before multiplying by bytes per element.
 struct StateElements {
     std::int64_t weights = 0, gradients = 0, optimizer = 0;
@@ -89,20 +85,12 @@ std::int64_t tp_local_numel(const ParamTensor& p, std::int64_t tp, std::int64_t 
 
 
 // Parameter element counts of one stage (TP-local), summed over the tensors it owns.
-struct StageParams {
-    std::int64_t flat = 0;         // every element
-    std::int64_t zero3 = 0;        // ZeRO-3's per-tensor shards
-    std::int64_t gemm = 0;         // GEMM weights (fp8 copies)
-    std::int64_t gemm_zero3 = 0;   // their ZeRO-3 shards
-    std::int64_t layer_local = 0;  // one decoder layer
-    std::int64_t head_local = 0;   // the LM head (or the tied embedding) on the last stage
-};
 
 // Parameters this stage owns. Megatron keeps a copy of a tied word embedding on the last
 // stage for the output layer when pp > 1 (its gradient is all-reduced).
-StageParams stage_params(const ModelConfig& m, const Plan& p, const FrameworkProfile& prof, const StageModel& st,
+StageParamElements stage_params(const ModelConfig& m, const Plan& p, const FrameworkProfile& prof, const StageModel& st,
                          const std::vector<ParamTensor>& tensors) {
-    StageParams sp;
+    StageParamElements sp;
     for (const auto& t : tensors) {
         std::int64_t count = 0;
         switch (t.place) {
@@ -123,9 +111,13 @@ StageParams stage_params(const ModelConfig& m, const Plan& p, const FrameworkPro
             sp.gemm += count * local;
             sp.gemm_zero3 += count * shard_elements(local, p.dp);
         }
-        if (t.place == TensorPlace::layer) sp.layer_local += local;
+        // One layer as this rank holds it: expert copies split over ep ranks (plan_extensions.cpp).
+        if (t.place == TensorPlace::layer) sp.layer_local += t.copies > 1 ? local / p.ep : local;
         if (t.place == TensorPlace::lm_head || (t.name == "word_embedding" && st.last && m.tied_embeddings))
             sp.head_local += local;
+        if (t.place == TensorPlace::embedding && st.first) sp.embed_local += local;
+        if (t.place != TensorPlace::layer) sp.outside_layers += count * local;
+        if (t.name == "word_embedding" && st.first && st.last && m.tied_embeddings) sp.head_is_embedding = true;
     }
     return sp;
 }
@@ -152,7 +144,7 @@ void pad_state_allocations(StageModel& st, const Plan& p, const FrameworkProfile
 
 // Model states of the stage after ZeRO for the precision recipe (and the profile's additions).
 void add_model_states(StageModel& st, const ModelConfig& m, const Plan& p, const FrameworkProfile& prof,
-                      const std::vector<ParamTensor>& tensors, const StageParams& params) {
+                      const std::vector<ParamTensor>& tensors, const StageParamElements& params) {
     const PrecisionBytes pb = precision_bytes(p.precision);
     st.params_local = params.flat;
     // Profile: under autocast with fp32 parameters the states are the fp32 recipe's.
@@ -265,42 +257,10 @@ void add_embedding_and_head(StageModel& st, const ModelConfig& m, const Plan& p,
     if (prof.head_input_grad_with_logits) st.logits_peak += hidden_tokens * d.activation_bytes;
 }
 
-// Profile (megatron_fsdp): what Megatron-FSDP keeps under ZeRO-2/3 beyond the sharded states
-// (megatron/core/distributed/fsdp/src/megatron_fsdp/, Megatron-LM d98e8a6).
-void add_megatron_fsdp_buffers(StageModel& st, const Plan& p, const FrameworkProfile& prof, const StageParams& params) {
-    const std::int64_t unit = params.layer_local;  // an FSDP unit: one TransformerLayer (mcore_fsdp_adapter.py)
-    if (unit <= 0) return;
-    const PrecisionBytes state_pb = profile_precision_bytes(p.precision, prof);
-    // The main gradient dtype: --megatron-fsdp-main-grads-dtype, the emitted form (fp32 for the
-    // fp32-gradient recipes, else the parameters' dtype: _resolve_group_grad_dtype).
-    const int grad_bytes = state_pb.gradient + state_pb.gradient_accum;
-    // megatron_fsdp.py: suggested_communication_unit_size = 2 x a unit's elements under
-    // optim_grads_params, else the bucket size (none given: 1e9), at least 1e9; the reduce-scatter
-    // queue is that many elements, the all-gather prefetch half of it.
-    const std::int64_t capacity = std::max(kMegatronFsdpQueueElements, p.zero == 3 ? 2 * unit : 0);
-    // reduce_gradients: a ready bucket waits until the queue holds <= capacity elements, then
-    // joins it (wait_for_previous_grad_reduce), while the next layer's bucket fills.
-    st.fsdp_grad_unit_bytes = unit * grad_bytes;
-    st.fsdp_queue_units = capacity / unit + 1;
-    st.grad_buckets = 0;
-    st.layer_grad_bytes = 0;
-    // Optimizer step: a gradient shard not in the fp32 main weights' dtype is copied to it
-    // (param_and_grad_buffer.py update_main_grads: optimizer_grad.to(param.dtype)).
-    if (grad_bytes < 4 && state_pb.master > 0)
-        st.optimizer_temp += zero_elements(params.flat, params.zero3, p.zero, p.dp).gradients * 4;
-    if (p.zero < 3) return;
-    // AllGatherPipeline: buckets are prefetched until their elements reach capacity / 2.
-    st.gather_prefetch_layers = (capacity / 2 + unit - 1) / unit;
-    // Non-unit modules stay gathered for the whole run (docs/user-guide/features/megatron_fsdp.md:
-    // "Non-unit modules remain persistently un-sharded"), beside their shards.
-    st.states.weights += (params.flat - st.layers * unit) * precision_bytes(p.precision).weight;
-    st.gather_head = 0;
-}
-
 // Buffers: workspaces, RoPE tables, fp8 scaling state, ZeRO-3 gathers, autocast weight
 // copies, gradient buckets, and the overhead outside the framework.
 void add_buffers(StageModel& st, const ModelConfig& m, const GpuSpec& gpu, const Plan& p, const MemoryOptions& opt,
-                 const std::vector<ParamTensor>& tensors, const StageParams& params) {
+                 const std::vector<ParamTensor>& tensors, const StageParamElements& params) {
     const FrameworkProfile& prof = opt.profile;
     const PrecisionBytes pb = precision_bytes(p.precision);
     st.static_buffers += prof.workspace_bytes;  // profile: framework-owned workspaces (0 by default)
@@ -377,7 +337,7 @@ StageModel build_stage(const ModelConfig& m, const GpuSpec& gpu, const Plan& p, 
     st.first = place.first;
     st.last = place.last;
     st.layers = place.layers;
-    const StageParams params = stage_params(m, p, opt.profile, st, tensors);
+    const StageParamElements params = stage_params(m, p, opt.profile, st, tensors);
     add_model_states(st, m, p, opt.profile, tensors, params);
     const ActivationDims d = activation_dims(m, p, opt.profile);
     add_layer_activations(st, m, p, opt.profile, d, inventory);
@@ -405,7 +365,7 @@ MemoryBreakdown snapshot(const StageModel& st, const Phase& ph, bool first_step)
     switch (ph.kind) {
         case PhaseKind::step_start: break;
         case PhaseKind::optimizer_step: b.buffers += st.optimizer_temp; break;
-        case PhaseKind::grad_reduce: b.buffers += st.grad_buckets; break;
+        case PhaseKind::grad_reduce: b.buffers += st.grad_buckets + st.fsdp_end_of_backward_bytes; break;
         case PhaseKind::forward:
             b.gradients += st.grad_accum_stage;  // 1F1B steady state: earlier micro-batches' backwards
             b.activations = earlier + st.act_embed + ph.layer * st.act_layer + st.fwd_transient;
@@ -428,6 +388,7 @@ MemoryBreakdown snapshot(const StageModel& st, const Phase& ph, bool first_step)
             b.buffers += std::max(st.gather_stage, st.gather_layer * (1 + std::min(st.gather_prefetch_layers, ph.layer - 1))) +
                          st.layer_grad_bytes + st.grad_buckets + st.unit_grad_layer +
                          st.fsdp_grad_unit_bytes * (1 + std::min(st.fsdp_queue_units, st.layers - ph.layer)) +
+                         (st.layers - ph.layer < st.fsdp_head_backward_layers ? st.fsdp_head_grad_bytes : 0) +
                          (ph.layer < st.layers ? st.unit_grad_layer : st.last ? st.unit_grad_output : 0);
             break;
     }

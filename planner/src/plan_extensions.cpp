@@ -331,8 +331,8 @@ StageStates extended_stage_states(const ModelConfig& m, const Plan& p, const Fra
         }
     }
     if (p.offload != Offload::none) {
-        // Ren et al. 2021, sec. 4.1: fp32 master partition, moments and fp32 gradients on the host.
-        out.host_bytes = opt_elements * (4 + moment_bytes + 4);
+        // Ren et al. 2021, sec. 4.1: master partition, moments, gradients on the host (fp32; bf16 by a bf16 master).
+        out.host_bytes = opt_elements * (2 * (pb.master > 0 ? pb.master : 4) + moment_bytes);
         g.master_weights = 0;
         g.optimizer_states = 0;
         if (p.offload == Offload::optimizer_and_params) {

@@ -9,6 +9,19 @@
 
 namespace preflight::memory_detail {
 
+// Parameter element counts of one stage (TP-local), summed over the tensors it owns.
+struct StageParamElements {
+    std::int64_t flat = 0;         // every element
+    std::int64_t zero3 = 0;        // ZeRO-3's per-tensor shards
+    std::int64_t gemm = 0;         // GEMM weights (fp8 copies)
+    std::int64_t gemm_zero3 = 0;   // their ZeRO-3 shards
+    std::int64_t layer_local = 0;  // one decoder layer (this rank's experts under ep)
+    std::int64_t head_local = 0;   // the LM head (or the tied embedding) on the last stage
+    std::int64_t embed_local = 0;  // the embeddings (token, and learned positions) on the first stage
+    bool head_is_embedding = false;  // a tied LM head on the stage that also looks tokens up
+    std::int64_t outside_layers = 0;  // embeddings, final norm, LM head (a tied copy on the last stage)
+};
+
 // Everything about one pipeline stage that the phase snapshots need.
 struct StageModel {
     std::int64_t layers = 0;
@@ -34,6 +47,11 @@ struct StageModel {
     // them the reduce-scatter queue holds beside the one being computed.
     std::int64_t fsdp_grad_unit_bytes = 0;
     std::int64_t fsdp_queue_units = 0;
+    // ... the LM head's bucket, live through the first this-many layers of backward, and the
+    // queue with the embedding's bucket once backward ends.
+    std::int64_t fsdp_head_grad_bytes = 0;
+    std::int64_t fsdp_head_backward_layers = 0;
+    std::int64_t fsdp_end_of_backward_bytes = 0;
     std::int64_t grad_buckets = 0;    // data-parallel gradient buckets in flight
     std::int64_t autocast_layer = 0;  // profile: one layer's autocast 16-bit weight copies
     std::int64_t autocast_head = 0;   // profile: the LM head's autocast copy
@@ -54,6 +72,9 @@ struct StageModel {
     std::int64_t embed_bwd_act = 0;  // the residual gradient the embedding's backward reads
 };
 
+// Profile (megatron_fsdp, memory_fsdp.cpp): Megatron-FSDP's ZeRO-2/3 terms for the stage.
+void add_megatron_fsdp_buffers(StageModel& st, const Plan& p, const FrameworkProfile& prof,
+                               const StageParamElements& params);
 // Profile (runtime_shard_units, memory_runtime.cpp): the runtime's ZeRO buffers for the stage.
 void add_runtime_unit_buffers(StageModel& st, const ModelConfig& m, const Plan& p, const FrameworkProfile& prof);
 // Profile (runtime_units): a layer-1 phase's peak, the embedding ops' included.

@@ -552,6 +552,29 @@ TEST(NanotronProfile, SearchAndCliUseItsThroughputOptions) {
     EXPECT_DOUBLE_EQ(c.throughput.step_time_s, estimate_throughput(m, gpu, c.plan, expect).step_time_s);
 }
 
+// DeepSpeed's pure bf16 (bf16_master_weights_and_grads + bf16_optimizer_states, docs/_pages/
+// config-json.md): bf16 weights (2 B) and gradients (2 B), a bf16 master partition (2 B) and two
+// bf16 Adam moments (4 B) over the ZeRO-1 shard: 2 + 2 + 6 / 8 = 4.75 B per parameter at dp 8;
+// DeepSpeed asserts a ZeRO stage for it; offloaded, the host keeps the bf16 master, moments and
+// gradient partition, 2 + 4 + 2 = 8 B per parameter of the shard.
+TEST(Frameworks, DeepSpeedPureBf16KeepsABf16MasterPartition) {
+    const ModelConfig m = test::catalog_model("llama-3-8b");
+    const GpuSpec g = test::catalog_gpu("h200-sxm-141gb");
+    Plan p;
+    p.seq = 1024, p.dp = 8, p.zero = ZeroStage{1}, p.precision = Precision::bf16;
+    MemoryOptions o;
+    o.profile = deepspeed_profile();
+    const MemoryBreakdown b = evaluate_memory(m, g, p, o).at_peak;
+    const double params = 8'030'261'248.0;
+    EXPECT_NEAR(static_cast<double>(b.weights + b.gradients + b.master_weights + b.optimizer_states) / params,
+                2.0 + 2 + 6.0 / 8, 1e-6);
+    p.offload = Offload::optimizer;
+    EXPECT_NEAR(static_cast<double>(evaluate_memory(m, g, p, o).host_bytes_per_node) / (params / 8 * 8), 8.0, 1e-6);
+    p.offload = Offload::none;
+    p.zero = ZeroStage{0};
+    EXPECT_THROW((void)evaluate_memory(m, g, p, o), InputError);
+}
+
 // Megatron-LM docs/user-guide/features/dist_optimizer.md: bf16 parameters with fp32 (main)
 // gradients take 18 B per parameter, 6 + 12/d with the distributed optimizer: 2 (bf16 weight) +
 // 4 (fp32 main gradient) + 4 (fp32 master) + 8 (Adam moments). nanotron's accumulate_grad_in_fp32

@@ -160,6 +160,22 @@ TEST(ImportDeepSpeed, PrecisionDefaultsAndGradAccumDtype) {
     EXPECT_EQ(integer(tp, "mbs"), 8);  // 32 / (1 x 4)
 }
 
+// bf16.bf16_master_weights_and_grads with bf16_optimizer_states is pure bf16 (docs/_pages/config-json.md);
+// the master flag alone leaves fp32 moments on the host (not modelled, said); the states flag alone
+// DeepSpeed refuses (runtime/config.py).
+TEST(ImportDeepSpeed, Bf16MasterWeightsAndOptimizerStatesArePureBf16) {
+    const ImportedConfig pure = import_text("{\"zero_optimization\": {\"stage\": 1}, \"bf16\": {\"enabled\": true, "
+                                            "\"bf16_master_weights_and_grads\": true, \"bf16_optimizer_states\": true}}", 8);
+    EXPECT_EQ(name(pure, "precision"), "bf16");
+    EXPECT_FALSE(contains(pure.warnings, "not modelled"));
+    const ImportedConfig host = import_text("{\"zero_optimization\": {\"stage\": 2}, \"bf16\": {\"enabled\": true, "
+                                            "\"bf16_master_weights_and_grads\": true}}", 8);
+    EXPECT_EQ(name(host, "precision"), "bf16");
+    EXPECT_TRUE(contains(host.warnings, "bf16.bf16_master_weights_and_grads: bf16 master weights with fp32 optimizer states"));
+    expect_input_error([] { import_text("{\"bf16\": {\"enabled\": true,\n\"bf16_optimizer_states\": true}}"); },
+                       {"bad.json:2", "bf16.bf16_optimizer_states", "needs bf16_master_weights_and_grads"});
+}
+
 // A ds_config holds no world size: with neither train_batch_size to divide nor --gpus the
 // data-parallel degree is unknown, and ZeRO's shards depend on it, so the import says so.
 TEST(ImportDeepSpeed, UnknownDataParallelDegreeIsSaid) {
@@ -169,6 +185,9 @@ TEST(ImportDeepSpeed, UnknownDataParallelDegreeIsSaid) {
     const ImportedConfig eight = import_text(zero2, 8);
     EXPECT_EQ(integer(eight, "dp"), 8);
     EXPECT_FALSE(contains(eight.warnings, "dp 1 unless"));
+    // --dp beside --from sets the degree: nothing to say.
+    const ImportedConfig given = import_deepspeed(json_config_tree(zero2, "ds.json"), ImportContext{std::nullopt, true});
+    EXPECT_FALSE(contains(given.warnings, "dp 1 unless"));
 }
 
 TEST(ImportDeepSpeed, BadValuesNameFileKeyAndLine) {
@@ -212,6 +231,8 @@ TEST(ImportDeepSpeed, EmitImportRoundTrip) {
     plans.push_back(p);
     p.offload = Offload::none, p.pp = 4, p.dp = 2, p.optimizer = Optimizer::sgd, p.recompute = Recompute::none;
     plans.push_back(p);
+    p.pp = 1, p.dp = 8, p.zero = ZeroStage{1}, p.precision = Precision::bf16, p.optimizer = Optimizer::adamw;
+    plans.push_back(p);  // bf16_master_weights_and_grads with bf16_optimizer_states
     for (const Plan& plan : plans) {
         const std::string text = deepspeed_config(plan).dump(2);
         const ImportedConfig c = import_deepspeed(json_config_tree(text, "emitted.json"), ImportContext{plan.gpus()});

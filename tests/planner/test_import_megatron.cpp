@@ -330,7 +330,7 @@ TEST(ImportMegatron, EmitImportRoundTrip) {
     Plan z2 = q;  // ZeRO-2: Megatron-FSDP's optim_grads, read back as ZeRO-2 (not the distributed optimizer's 1)
     z2.zero = ZeroStage{2};
     round_trip("llama-3-8b", z2);
-    for (const Precision recipe : {Precision::bf16_mixed, Precision::bf16_mixed_fp32_grads}) {
+    for (const Precision recipe : {Precision::bf16_mixed, Precision::bf16_mixed_fp32_grads, Precision::bf16, Precision::fp32}) {
         Plan z3 = p;  // ZeRO-3: optim_grads_params, the main gradients' dtype spelled out where fp32
         z3.zero = ZeroStage{3}, z3.precision = recipe;
         round_trip("llama-3-8b", z3);
@@ -350,6 +350,14 @@ TEST(ImportMegatron, MegatronFsdpGradientsTakeTheirOwnDtypeFlag) {
                                            "--megatron-fsdp-main-grads-dtype (auto: bf16)"));
     expect_input_error([&] { import_text(fsdp + "--megatron-fsdp-main-grads-dtype fp16"); },
                        {"--megatron-fsdp-main-grads-dtype", "'fp16'"});
+    // Main weights: an fp32 copy by default, none with auto (the bf16 parameters are optimized
+    // themselves: pure bf16), and beside fp32 parameters an fp32 copy the fp32 recipe does not hold.
+    EXPECT_EQ(name(import_text(fsdp + "--megatron-fsdp-main-params-dtype auto"), "precision"), "bf16");
+    const ImportedConfig fp32 = import_text("--micro-batch-size 1 --use-megatron-fsdp\n");
+    EXPECT_EQ(name(fp32, "precision"), "fp32");
+    EXPECT_TRUE(contains(fp32.warnings, "fp32 main-weight copy beside fp32 parameters"));
+    EXPECT_FALSE(contains(import_text("--micro-batch-size 1 --use-megatron-fsdp --megatron-fsdp-main-params-dtype auto\n").warnings,
+                          "main-weight copy"));
     // Without Megatron-FSDP, --bf16 alone keeps fp32 main gradients (validate_args).
     EXPECT_EQ(name(import_text("--micro-batch-size 1 --bf16 --use-distributed-optimizer"), "precision"), "bf16-mixed-fp32-grads");
 }

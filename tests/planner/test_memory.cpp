@@ -199,9 +199,12 @@ TEST(Memory, MegatronFsdpZeroThreePrefetchesToItsBudgetAndKeepsNonUnitModulesGat
 }
 
 // Megatron-FSDP's reduce-scatter queue (param_and_grad_buffer.py reduce_gradients,
-// wait_for_previous_grad_reduce): a layer's bucket joins once the queue holds at most 1e9
-// elements, floor(1e9 / 218,112,000) = 4 layers, so up to 5 queued buckets and the one being
-// filled: in backward layer l, 1 + min(5, 32 - l) full-size bf16 (bf16-mixed) or fp32 buckets.
+// wait_for_previous_grad_reduce): a ready bucket joins once the queue holds at most 1e9 elements.
+// The LM head's bucket (128,256 x 4,096 = 525,336,576 elements) joins first, at the head's
+// backward, and stays while head + (n - 1) layers <= 1e9, n = 0 .. 3 layer buckets behind it
+// (474,663,424 / 218,112,000 = 2.2); layer buckets: floor(1e9 / 218,112,000) = 4 kept, so up to 5
+// queued and the one being filled: in backward layer l, 1 + min(5, 32 - l) full-size bf16
+// (bf16-mixed) or fp32 buckets. When backward ends the embedding's bucket joins 4 queued layers.
 // ZeRO-2 has no gathers and no DDP buckets beside them. The optimizer step copies the bf16
 // gradient shard (8,030,261,248 / 8 elements) to fp32 (update_main_grads); fp32 main gradients
 // need no copy.
@@ -215,15 +218,39 @@ TEST(Memory, MegatronFsdpQueuesFullLayerGradientsThroughBackward) {
     MemoryOptions o;
     o.timeline = true;
     const MemoryReport r = evaluate_memory(m, h100(), p, o);
-    EXPECT_EQ(entry(r, PhaseKind::backward, 32).bytes.buffers, 1 * 2 * kLlama3LayerElements + kRopeTables);
-    EXPECT_EQ(entry(r, PhaseKind::backward, 30).bytes.buffers, 3 * 2 * kLlama3LayerElements + kRopeTables);
+    const std::int64_t head = 128'256LL * 4'096;
+    EXPECT_EQ(entry(r, PhaseKind::backward, 32).bytes.buffers, 1 * 2 * kLlama3LayerElements + 2 * head + kRopeTables);
+    EXPECT_EQ(entry(r, PhaseKind::backward, 29).bytes.buffers, 4 * 2 * kLlama3LayerElements + 2 * head + kRopeTables);
+    EXPECT_EQ(entry(r, PhaseKind::backward, 28).bytes.buffers, 5 * 2 * kLlama3LayerElements + kRopeTables);
     EXPECT_EQ(entry(r, PhaseKind::backward, 27).bytes.buffers, 6 * 2 * kLlama3LayerElements + kRopeTables);
     EXPECT_EQ(entry(r, PhaseKind::backward, 1).bytes.buffers, 6 * 2 * kLlama3LayerElements + kRopeTables);
+    EXPECT_EQ(entry(r, PhaseKind::grad_reduce, 0).bytes.buffers, 2 * (4 * kLlama3LayerElements + head) + kRopeTables);
     EXPECT_EQ(entry(r, PhaseKind::optimizer_step, 0).bytes.buffers, 4 * (8'030'261'248LL / 8) + kRopeTables);
     p.precision = Precision::bf16_mixed_fp32_grads;
     const MemoryReport wide = evaluate_memory(m, h100(), p, o);
     EXPECT_EQ(entry(wide, PhaseKind::backward, 1).bytes.buffers, 6 * 4 * kLlama3LayerElements + kRopeTables);
     EXPECT_EQ(entry(wide, PhaseKind::optimizer_step, 0).bytes.buffers, kRopeTables);
+}
+
+// With expert parallelism an FSDP unit holds this rank's experts only. Mixtral-8x7B at ep 8, one
+// of its 8 experts per rank: attention 2 x 4,096^2 + 2 x 1,024 x 4,096 = 41,943,040, the router
+// 8 x 4,096, one expert's gate, up and down 3 x 4,096 x 14,336 = 176,160,768, two norms 8,192:
+// 218,144,768 elements; ceil(5e8 / 218,144,768) = 3 layers prefetched, so 4 gathered in forward
+// layer 1 (at ep 1 the 1,451,270,144-element unit passes the budget alone: 2 gathered).
+TEST(Memory, MegatronFsdpUnitsHoldThisRanksExperts) {
+    const ModelConfig m = test::catalog_model("mixtral-8x7b");
+    Plan p;
+    p.seq = 4096;
+    p.dp = 8;
+    p.ep = 8;
+    p.zero = ZeroStage{3};
+    MemoryOptions o;
+    o.timeline = true;
+    EXPECT_EQ(entry(evaluate_memory(m, h100(), p, o), PhaseKind::forward, 1).bytes.buffers,
+              4 * 2 * 218'144'768LL + kRopeTables);
+    p.ep = 1;
+    EXPECT_EQ(entry(evaluate_memory(m, h100(), p, o), PhaseKind::forward, 1).bytes.buffers,
+              2 * 2 * 1'451'270'144LL + kRopeTables);
 }
 
 TEST(Memory, FitsComparesPeakWithCapacity) {

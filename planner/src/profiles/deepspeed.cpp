@@ -1,7 +1,19 @@
 // DeepSpeed (microsoft/DeepSpeed) ZeRO with its default configuration.
+#include "preflight/planner/error.hpp"
 #include "preflight/planner/frameworks.hpp"
 
 namespace preflight {
+
+namespace {
+
+// runtime/config.py _do_error_check: bf16_master_weights_and_grads needs ZeRO stage 1, 2 or 3.
+void check_deepspeed_plan(const ModelConfig&, const Plan& p) {
+    if (p.precision == Precision::bf16 && p.zero == zero_none)
+        throw InputError("--zero", "DeepSpeed keeps pure bf16 (bf16_master_weights_and_grads) only under ZeRO stage "
+                                   "1, 2 or 3 (runtime/config.py asserts it): --zero 1 or above");
+}
+
+}  // namespace
 
 FrameworkProfile deepspeed_profile() {
     FrameworkProfile p;
@@ -26,9 +38,14 @@ FrameworkProfile deepspeed_profile() {
     // (FlashAttention-2-class), not TransformerEngine's fused kernels.
     p.fused_attention = false;
     // What a ds_config expresses (emit.cpp deepspeed_config): bf16 or fp16 with fp32 master
-    // weights, fp32 gradient accumulation (data_types.grad_accum_dtype), fp32. fp8 needs
-    // Transformer Engine outside the config and pure bf16 has no switch: the search tries neither.
-    p.precisions = {Precision::bf16_mixed, Precision::bf16_mixed_fp32_grads, Precision::fp16_mixed, Precision::fp32};
+    // weights, fp32 gradient accumulation (data_types.grad_accum_dtype), fp32, and pure bf16
+    // (bf16.bf16_master_weights_and_grads with bf16_optimizer_states: a bf16 master partition and
+    // bf16 moments, runtime/config.py). fp8 needs Transformer Engine outside the config: not tried.
+    p.precisions = {Precision::bf16_mixed, Precision::bf16_mixed_fp32_grads, Precision::fp16_mixed, Precision::fp32,
+                    Precision::bf16};
+    p.pure_bf16_master_bytes = 2;
+    p.pure_bf16_moments_bf16 = true;
+    p.check_plan = &check_deepspeed_plan;
     return p;
 }
 

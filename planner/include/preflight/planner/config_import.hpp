@@ -56,6 +56,7 @@ struct ImportedField {
 // What the user gave beside --from that an importer needs.
 struct ImportContext {
     std::optional<std::int64_t> gpus;  // --gpus: torchtitan's -1 degrees, Megatron's dp = gpus / (tp pp cp)
+    bool dp_given = false;             // --dp beside --from: the data-parallel degree is the flag's
 };
 
 struct ImportedConfig {

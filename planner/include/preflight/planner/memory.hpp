@@ -132,6 +132,10 @@ struct FrameworkProfile {
     // bf16 (torchtitan's training.dtype "bfloat16": parameters, gradients and optimizer states in
     // bf16, config/job_config.py); mixed recipes keep fp32 sharded parameters and fp32 moments.
     bool pure_bf16_moments_bf16 = false;
+    // Pure bf16 keeps a master copy of this many bytes per parameter over the optimizer shard (0:
+    // none, the parameters are the master): DeepSpeed's bf16_master_weights_and_grads keeps its ZeRO
+    // partition of the parameters in bf16 (docs/_pages/config-json.md "bf16"), beside the model's.
+    int pure_bf16_master_bytes = 0;
     // Temporary moment-sized buffers the optimizer step allocates (torch.optim.AdamW's
     // foreach path: the sqrt(exp_avg_sq) denominator), counted under `buffers`.
     int optimizer_step_temp_moments = 0;
@@ -352,10 +356,12 @@ void validate_memory_options(const MemoryOptions& options);
 // "does-not-fit"; without a range, "fits" or "does-not-fit" as MemoryReport::fits says.
 std::string_view memory_verdict(const MemoryReport& r);
 
-// The recipe's bytes per parameter as the profile keeps them (FrameworkProfile::fp32_main_grads_only).
+// The recipe's bytes per parameter as the profile keeps them (FrameworkProfile::fp32_main_grads_only,
+// pure_bf16_master_bytes).
 inline PrecisionBytes profile_precision_bytes(Precision precision, const FrameworkProfile& profile) {
     PrecisionBytes pb = precision_bytes(precision);
     if (profile.fp32_main_grads_only && pb.gradient_accum > 0) pb.gradient = 0;
+    if (precision == Precision::bf16 && profile.pure_bf16_master_bytes > 0) pb.master = profile.pure_bf16_master_bytes;
     return pb;
 }
 

@@ -1,0 +1,60 @@
+// The default (megatron) profile's ZeRO-2/3 as Megatron-FSDP runs them (FrameworkProfile::
+// megatron_fsdp), term by term with megatron/core/distributed/fsdp/src/megatron_fsdp/ at
+// Megatron-LM d98e8a6 (megatron_fsdp.py, param_and_grad_buffer.py), read on 2026-11-29.
+#include <algorithm>
+
+#include "stage_model.hpp"
+
+namespace preflight::memory_detail {
+
+namespace {
+// Megatron-FSDP's floor on its communication unit (megatron_fsdp.py: "Cap to 1B elements"): the
+// reduce-scatter queue's capacity, twice the all-gather prefetch.
+constexpr std::int64_t kMegatronFsdpQueueElements = 1'000'000'000;
+}  // namespace
+
+// What Megatron-FSDP keeps under ZeRO-2/3 beyond the sharded states.
+void add_megatron_fsdp_buffers(StageModel& st, const Plan& p, const FrameworkProfile& prof, const StageParamElements& params) {
+    const std::int64_t unit = params.layer_local;  // an FSDP unit: one TransformerLayer (mcore_fsdp_adapter.py)
+    if (unit <= 0) return;
+    const PrecisionBytes state_pb = profile_precision_bytes(p.precision, prof);
+    // The main gradient dtype: --megatron-fsdp-main-grads-dtype, the emitted form (fp32 for the
+    // fp32-gradient recipes, else the parameters' dtype: _resolve_group_grad_dtype).
+    const int grad_bytes = state_pb.gradient + state_pb.gradient_accum;
+    // megatron_fsdp.py: suggested_communication_unit_size = 2 x a unit's elements under
+    // optim_grads_params, else the bucket size (none given: 1e9), at least 1e9; the reduce-scatter
+    // queue is that many elements, the all-gather prefetch half of it.
+    // (With --overlap-grad-reduce, training.py: bucket_size = max(4e7, 1e6 x dp).)
+    const std::int64_t capacity = std::max(kMegatronFsdpQueueElements, p.zero == 3 ? 2 * unit : 1'000'000 * p.dp);
+    // reduce_gradients: a ready bucket waits until the queue holds <= capacity elements, then
+    // joins it (wait_for_previous_grad_reduce), while the next layer's bucket fills.
+    st.fsdp_grad_unit_bytes = unit * grad_bytes;
+    st.fsdp_queue_units = capacity / unit + 1;
+    // Modules outside the layers form buckets of their own (_get_parameter_groups). The LM head's
+    // (with the final norm's) joins the queue first, at the head's backward, and leaves it once the
+    // layers' buckets behind it pass the capacity; a tied embedding's, on a stage that also looks
+    // tokens up, waits for that lookup's gradient through the whole backward. The embedding's
+    // bucket joins last, after layer 1's backward: the queue then holds up to capacity beside it.
+    const std::int64_t head = params.head_local;
+    const bool head_waits = params.head_is_embedding;
+    st.fsdp_head_grad_bytes = head * grad_bytes;
+    // In the queue while the head and the n layer buckets before the newest fit the capacity:
+    // head + (n - 1) x unit <= capacity, i.e. for n = 0 .. (capacity - head) / unit + 1.
+    st.fsdp_head_backward_layers = head_waits ? st.layers : head <= capacity ? (capacity - head) / unit + 2 : 1;
+    st.fsdp_end_of_backward_bytes = (std::min(capacity / unit, st.layers) * unit + params.embed_local) * grad_bytes;
+    st.grad_buckets = 0;
+    st.layer_grad_bytes = 0;
+    // Optimizer step: a gradient shard not in the fp32 main weights' dtype is copied to it
+    // (param_and_grad_buffer.py update_main_grads: optimizer_grad.to(param.dtype)).
+    if (grad_bytes < 4 && state_pb.master > 0)
+        st.optimizer_temp += (p.zero == 3 ? params.zero3 : shard_elements(params.flat, p.dp)) * 4;
+    if (p.zero < 3) return;
+    // AllGatherPipeline: buckets are prefetched until their elements reach capacity / 2.
+    st.gather_prefetch_layers = (capacity / 2 + unit - 1) / unit;
+    // Non-unit modules stay gathered for the whole run (docs/user-guide/features/megatron_fsdp.md:
+    // "Non-unit modules remain persistently un-sharded"), beside their shards.
+    st.states.weights += params.outside_layers * precision_bytes(p.precision).weight;
+    st.gather_head = 0;
+}
+
+}  // namespace preflight::memory_detail
