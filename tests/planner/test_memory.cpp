@@ -161,18 +161,26 @@ const TimelineEntry& entry(const MemoryReport& r, PhaseKind kind, std::int64_t l
 constexpr std::int64_t kLlama3LayerElements = 218'112'000;
 constexpr std::int64_t kRopeTables = 2 * 4096 * 128 * 4;
 
-TEST(Memory, ZeroThreeBuffersHoldGatheredLayers) {
-    // ZeRO-3 as a plain FSDP: during forward the current and the prefetched layer's 16-bit
-    // weights are gathered (a profile without Megatron-FSDP's prefetch budget).
-    const ModelConfig m = test::catalog_model("llama-3-8b");
+// seq 4096 over dp 8 at a ZeRO stage, and its timeline under the default (megatron) profile, or
+// with Megatron-FSDP's terms off (a plain FSDP).
+Plan dp8(int zero) {
     Plan p;
     p.seq = 4096;
     p.dp = 8;
-    p.zero = ZeroStage{3};
+    p.zero = ZeroStage{zero};
+    return p;
+}
+MemoryReport timeline_of(const char* model, const Plan& p, bool megatron_fsdp = true) {
     MemoryOptions o;
     o.timeline = true;
-    o.profile.megatron_fsdp = false;
-    const MemoryReport r = evaluate_memory(m, h100(), p, o);
+    o.profile.megatron_fsdp = megatron_fsdp;
+    return evaluate_memory(test::catalog_model(model), h100(), p, o);
+}
+
+TEST(Memory, ZeroThreeBuffersHoldGatheredLayers) {
+    // ZeRO-3 as a plain FSDP: during forward the current and the prefetched layer's 16-bit
+    // weights are gathered (a profile without Megatron-FSDP's prefetch budget).
+    const MemoryReport r = timeline_of("llama-3-8b", dp8(3), false);
     EXPECT_EQ(entry(r, PhaseKind::forward, 1).bytes.buffers, 2 * 2 * kLlama3LayerElements + kRopeTables);
 }
 
@@ -183,14 +191,7 @@ TEST(Memory, ZeroThreeBuffersHoldGatheredLayers) {
 // norm (4,096), outside the FSDP units, stay gathered beside the 2 B / 8 shards of all
 // 8,030,261,248 parameters.
 TEST(Memory, MegatronFsdpZeroThreePrefetchesToItsBudgetAndKeepsNonUnitModulesGathered) {
-    const ModelConfig m = test::catalog_model("llama-3-8b");
-    Plan p;
-    p.seq = 4096;
-    p.dp = 8;
-    p.zero = ZeroStage{3};
-    MemoryOptions o;
-    o.timeline = true;
-    const MemoryReport r = evaluate_memory(m, h100(), p, o);
+    const MemoryReport r = timeline_of("llama-3-8b", dp8(3));
     EXPECT_EQ(entry(r, PhaseKind::forward, 1).bytes.buffers, 4 * 2 * kLlama3LayerElements + kRopeTables);
     EXPECT_EQ(entry(r, PhaseKind::forward, 31).bytes.buffers, 2 * 2 * kLlama3LayerElements + kRopeTables);
     EXPECT_EQ(entry(r, PhaseKind::forward, 32).bytes.buffers, 1 * 2 * kLlama3LayerElements + kRopeTables);
@@ -209,15 +210,9 @@ TEST(Memory, MegatronFsdpZeroThreePrefetchesToItsBudgetAndKeepsNonUnitModulesGat
 // gradient shard (8,030,261,248 / 8 elements) to fp32 (update_main_grads); fp32 main gradients
 // need no copy.
 TEST(Memory, MegatronFsdpQueuesFullLayerGradientsThroughBackward) {
-    const ModelConfig m = test::catalog_model("llama-3-8b");
-    Plan p;
-    p.seq = 4096;
-    p.dp = 8;
-    p.zero = ZeroStage{2};
+    Plan p = dp8(2);
     p.precision = Precision::bf16_mixed;
-    MemoryOptions o;
-    o.timeline = true;
-    const MemoryReport r = evaluate_memory(m, h100(), p, o);
+    const MemoryReport r = timeline_of("llama-3-8b", p);
     const std::int64_t head = 128'256LL * 4'096;
     EXPECT_EQ(entry(r, PhaseKind::backward, 32).bytes.buffers, 1 * 2 * kLlama3LayerElements + 2 * head + kRopeTables);
     EXPECT_EQ(entry(r, PhaseKind::backward, 29).bytes.buffers, 4 * 2 * kLlama3LayerElements + 2 * head + kRopeTables);
@@ -227,7 +222,7 @@ TEST(Memory, MegatronFsdpQueuesFullLayerGradientsThroughBackward) {
     EXPECT_EQ(entry(r, PhaseKind::grad_reduce, 0).bytes.buffers, 2 * (4 * kLlama3LayerElements + head) + kRopeTables);
     EXPECT_EQ(entry(r, PhaseKind::optimizer_step, 0).bytes.buffers, 4 * (8'030'261'248LL / 8) + kRopeTables);
     p.precision = Precision::bf16_mixed_fp32_grads;
-    const MemoryReport wide = evaluate_memory(m, h100(), p, o);
+    const MemoryReport wide = timeline_of("llama-3-8b", p);
     EXPECT_EQ(entry(wide, PhaseKind::backward, 1).bytes.buffers, 6 * 4 * kLlama3LayerElements + kRopeTables);
     EXPECT_EQ(entry(wide, PhaseKind::optimizer_step, 0).bytes.buffers, kRopeTables);
 }
@@ -238,19 +233,11 @@ TEST(Memory, MegatronFsdpQueuesFullLayerGradientsThroughBackward) {
 // 218,144,768 elements; ceil(5e8 / 218,144,768) = 3 layers prefetched, so 4 gathered in forward
 // layer 1 (at ep 1 the 1,451,270,144-element unit passes the budget alone: 2 gathered).
 TEST(Memory, MegatronFsdpUnitsHoldThisRanksExperts) {
-    const ModelConfig m = test::catalog_model("mixtral-8x7b");
-    Plan p;
-    p.seq = 4096;
-    p.dp = 8;
+    Plan p = dp8(3);
     p.ep = 8;
-    p.zero = ZeroStage{3};
-    MemoryOptions o;
-    o.timeline = true;
-    EXPECT_EQ(entry(evaluate_memory(m, h100(), p, o), PhaseKind::forward, 1).bytes.buffers,
-              4 * 2 * 218'144'768LL + kRopeTables);
+    EXPECT_EQ(entry(timeline_of("mixtral-8x7b", p), PhaseKind::forward, 1).bytes.buffers, 4 * 2 * 218'144'768LL + kRopeTables);
     p.ep = 1;
-    EXPECT_EQ(entry(evaluate_memory(m, h100(), p, o), PhaseKind::forward, 1).bytes.buffers,
-              2 * 2 * 1'451'270'144LL + kRopeTables);
+    EXPECT_EQ(entry(timeline_of("mixtral-8x7b", p), PhaseKind::forward, 1).bytes.buffers, 2 * 2 * 1'451'270'144LL + kRopeTables);
 }
 
 TEST(Memory, FitsComparesPeakWithCapacity) {
