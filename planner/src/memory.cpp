@@ -83,13 +83,10 @@ std::int64_t tp_local_numel(const ParamTensor& p, std::int64_t tp, std::int64_t 
     return p.numel();
 }
 
-
-// Parameter element counts of one stage (TP-local), summed over the tensors it owns.
-
-// Parameters this stage owns. Megatron keeps a copy of a tied word embedding on the last
-// stage for the output layer when pp > 1 (its gradient is all-reduced).
+// Parameters this stage owns (stage_model.hpp StageParamElements). Megatron keeps a copy of a
+// tied word embedding on the last stage for the output layer when pp > 1 (its gradient is all-reduced).
 StageParamElements stage_params(const ModelConfig& m, const Plan& p, const FrameworkProfile& prof, const StageModel& st,
-                         const std::vector<ParamTensor>& tensors) {
+                                const std::vector<ParamTensor>& tensors) {
     StageParamElements sp;
     for (const auto& t : tensors) {
         std::int64_t count = 0;

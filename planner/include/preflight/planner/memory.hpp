@@ -158,8 +158,8 @@ struct FrameworkProfile {
     // ZeRO-2/3 as Megatron-FSDP runs them (--use-megatron-fsdp with --data-parallel-sharding-strategy
     // optim_grads / optim_grads_params, the form `plan --emit megatron` gives them;
     // megatron/core/distributed/fsdp/src/megatron_fsdp at Megatron-LM d98e8a6): each layer's
-    // gradients are a full-size bucket until its reduce-scatter leaves a queue of up to
-    // kMegatronFsdpQueueElements; ZeRO-3 prefetches layers up to half that many elements ahead and
+    // gradients are a full-size bucket until its reduce-scatter leaves a queue of up to 1e9
+    // elements (memory_fsdp.cpp); ZeRO-3 prefetches layers up to half that many elements ahead and
     // keeps the modules outside the layers (embedding, final norm, LM head) gathered for the whole
     // run; with 16-bit main gradients the optimizer step makes an fp32 copy of the gradient shard.
     // Replaces the 2 x 25 MiB DDP buckets and ZeRO-3's one-layer gather and gradient terms.
