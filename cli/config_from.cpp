@@ -1,9 +1,12 @@
 #include "config_from.hpp"
 
+#include <iostream>
+
 #include "preflight/config_readers/config_readers.hpp"
 #include "preflight/planner/checked.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/limits.hpp"
+#include "preflight/planner/user_file.hpp"
 
 namespace preflight::cli {
 
@@ -11,8 +14,9 @@ void add_from_flags(CLI::App& app, FromFlags& from, bool gpus_flag) {
     const std::string g = "Starting from a framework config";
     app.add_option("--from", from.file,
                    "Read the plan from a torchtitan job TOML, a Megatron-LM launch script or arguments file, a "
-                   "DeepSpeed ds_config JSON (with --model) or a nanotron YAML; flags given beside it override the "
-                   "file's values. Unknown settings that change memory or speed are warned about by name")
+                   "DeepSpeed ds_config JSON (with --model) or a nanotron YAML ('-': standard input); flags given "
+                   "beside it override the file's values. Unknown settings that change memory or speed are warned "
+                   "about by name")
         ->group(g);
     app.add_option("--from-format", from.format, "Force the --from format: torchtitan | megatron | deepspeed | nanotron "
                                                  "(default: detected from the text)")
@@ -167,7 +171,11 @@ FromApplied apply_from(const FromFlags& from, const CLI::App& sub, PlanFlags& fl
         from.format.empty() ? std::nullopt : parse_config_format(from.format);
     ImportedConfig c;
     try {
-        c = import_config_file(from.file, forced, context);
+        // `--from -`: the config on standard input (`plan --emit megatron | preflight memory --from -`).
+        c = from.file == "-" ? import_config_text(read_user_text_stream(std::cin, "standard input", "-", limits::kMaxConfigFileBytes,
+                                                                        "a training config", "limits::kMaxConfigFileBytes"),
+                                                  "-", forced, context)
+                             : import_config_file(from.file, forced, context);
     } catch (const InputError& e) {
         throw InputError("--from", e.what());  // the file, and the line and key where known, follow
     }

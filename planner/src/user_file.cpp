@@ -127,15 +127,20 @@ std::string read_user_text_file(const fs::path& path, const std::string& subject
     require_regular_file(path, subject);
     std::ifstream in(path, std::ios::binary);
     if (!in) throw InputError(subject, "cannot open '" + path.string() + "': permission denied or unreadable");
+    return read_user_text_stream(in, quoted(path), subject, max_bytes, what, limit_name);
+}
+
+std::string read_user_text_stream(std::istream& in, const std::string& shown, const std::string& subject,
+                                  std::int64_t max_bytes, const std::string& what, const std::string& limit_name) {
     std::string text;
     char buf[65536];
     while (in.read(buf, sizeof buf) || in.gcount() > 0) {
         text.append(buf, static_cast<std::size_t>(in.gcount()));
         if (static_cast<std::int64_t>(text.size()) > max_bytes)
-            throw InputError(subject, quoted(path) + " is over " + std::to_string(max_bytes) + " bytes (" + limit_name +
+            throw InputError(subject, shown + " is over " + std::to_string(max_bytes) + " bytes (" + limit_name +
                                           "); is it really " + what + "?");
     }
-    if (in.bad()) throw InputError(subject, "cannot read '" + path.string() + "': read error");
+    if (in.bad()) throw InputError(subject, "cannot read " + shown + ": read error");
     return text;
 }
 

@@ -220,6 +220,17 @@ TEST(ConfigFrom, ALayoutFlagBesideTheConfigKeepsItsGpus) {
     EXPECT_LE(plan.exit_code, 1) << plan.err;
 }
 
+// `--from -` reads the config from standard input: the same plan as from the file, and a
+// refusal that names standard input.
+TEST(ConfigFrom, DashReadsTheConfigFromStandardInput) {
+    const json file = memory_json("--from " + config("megatron/cli_llama3_8b_tp2.sh"));
+    const json piped = memory_json("--from - < " + config("megatron/cli_llama3_8b_tp2.sh"));
+    ASSERT_TRUE(piped.is_object());
+    EXPECT_EQ(piped["plan"], file["plan"]);
+    EXPECT_EQ(piped["memory"]["peak_bytes"], file["memory"]["peak_bytes"]);
+    expect_refused("memory --from - < /dev/null", {"--from", "-", "--from-format"});
+}
+
 TEST(ConfigFrom, UnreadableOrUnknownFilesAreExitTwo) {
     Scratch s;
     expect_refused("memory --from " + s.path("missing.toml"), {"--from", "missing.toml"});

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <exception>
 #include <filesystem>
+#include <iosfwd>
 #include <string>
 
 #include <nlohmann/json_fwd.hpp>
@@ -24,6 +25,9 @@ void require_regular_file(const std::filesystem::path& path, const std::string& 
 // never held whole. `limit_name` names the constant (limits::kMax...).
 std::string read_user_text_file(const std::filesystem::path& path, const std::string& subject, std::int64_t max_bytes,
                                 const std::string& what, const std::string& limit_name);
+// The same for an open stream (standard input), `shown` naming it in the messages.
+std::string read_user_text_stream(std::istream& in, const std::string& shown, const std::string& subject,
+                                  std::int64_t max_bytes, const std::string& what, const std::string& limit_name);
 
 // Reads and parses a JSON file (at most limits::kMaxJsonFileBytes). A missing, non-regular,
 // oversized or unreadable file, malformed JSON (with nlohmann's line and column) and a number
