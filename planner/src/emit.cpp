@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "emit_warn.hpp"
 #include "preflight/planner/extensions.hpp"
 #include "preflight/planner/frameworks.hpp"
 #include "preflight/planner/report.hpp"
@@ -32,10 +33,9 @@ std::optional<EmitFormat> parse_emit_format(std::string_view s) {
     return std::nullopt;
 }
 
+using emit_detail::warn;
+
 namespace {
-void warn(std::vector<std::string>* w, std::string msg) {
-    if (w) w->push_back(std::move(msg));
-}
 std::int64_t global_sequences(const Plan& p) { return p.mbs * p.grad_acc * p.dp; }
 void deepspeed_extensions(const Plan& p, json& c, std::vector<std::string>* w);
 std::vector<std::string> megatron_extension_arguments(const ModelConfig& m, const Plan& p, std::vector<std::string>* w);
@@ -379,12 +379,11 @@ std::string torchtitan_toml(const ModelConfig& m, const Plan& p, std::vector<std
     // reshard), ZeRO-0 -> pure replication (DDP).
     const std::int64_t replicate = p.zero == 0 ? p.dp : 1;
     const std::int64_t shard = p.zero == 0 ? 1 : p.dp;
-    // The torchtitan profile's own rules (profiles/torchtitan.cpp check_torchtitan_plan).
-    if (p.zero == 0 && p.dp > 1 && p.cp == 1 && (p.tp > 1 || p.pp > 1 || p.ep > 1))
+    // The torchtitan profile's own rules (profiles/torchtitan.cpp check_torchtitan_plan), said.
+    if (torchtitan_ddp_beside_other_parallelism(p))
         warn(w, "ZeRO-0 with tp, pp or ep above 1: torchtitan's DDP runs only when data parallelism is the whole "
                 "mesh (parallelize.py refuses it); plan with --framework torchtitan, which uses FSDP here");
-    if (!torchtitan_fsdp_enabled(p) && (p.tp > 1 || p.pp > 1) && p.precision != Precision::fp32 &&
-        p.precision != Precision::bf16)
+    if (torchtitan_amp_off(p) && p.precision != Precision::fp32 && p.precision != Precision::bf16)
         warn(w, "no FSDP (dp 1 or ZeRO-0, no cp) beside tp or pp: torchtitan turns mixed precision off "
                 "(maybe_enable_amp) and the step runs in fp32");
     o << "[parallelism]\n";

@@ -4,15 +4,14 @@
 #include <cstdio>
 #include <sstream>
 
+#include "emit_warn.hpp"
 #include "preflight/planner/emit.hpp"
 
 namespace preflight {
 
-namespace {
+using emit_detail::warn;
 
-void warn(std::vector<std::string>* w, std::string msg) {
-    if (w) w->push_back(std::move(msg));
-}
+namespace {
 
 std::string number(double x) {
     char buf[40];

@@ -2,17 +2,15 @@
 // transformers.BitsAndBytesConfig and TrainingArguments keys, with the model class's own module
 // names for target_modules (plan_extensions.hpp HfModuleNames).
 #include "preflight/planner/emit.hpp"
+
+#include "emit_warn.hpp"
 #include "preflight/planner/extensions.hpp"
 
 namespace preflight {
 
 using nlohmann::json;
 
-namespace {
-void warn(std::vector<std::string>* w, std::string msg) {
-    if (w) w->push_back(std::move(msg));
-}
-}  // namespace
+using emit_detail::warn;
 
 json peft_config(const ModelConfig& m, const Plan& p, std::vector<std::string>* w) {
     json j;

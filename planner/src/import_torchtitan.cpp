@@ -9,6 +9,7 @@
 #include "import_flag_values.hpp"
 #include "import_tree_values.hpp"
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/frameworks.hpp"
 #include "preflight/planner/limits.hpp"
 
 namespace preflight {
@@ -449,7 +450,7 @@ void read_precision(const Toml& t, const Degrees& d, ImportedConfig& out) {
     // job_config.py Training.mixed_precision_reduce: float32 only.
     const std::string reduce = t.text("training", "mixed_precision_reduce").value_or("float32");
     if (reduce != "float32") out.warnings.push_back("[training] mixed_precision_reduce \"" + reduce + "\": not modelled");
-    const bool no_amp = d.shard == 1 && d.cp == 1 && (d.tp > 1 || d.pp > 1);  // no FSDP beside tp or pp
+    const bool no_amp = torchtitan_amp_off(d.shard, d.cp, d.tp, d.pp);  // no FSDP beside tp or pp
     const bool float8 = float8_linears(t, out);
     if (float8 && no_amp && dtype != "bfloat16")
         out.warnings.push_back("[model] converters: Float8 without FSDP beside tp or pp: the step is planned in fp32 "

@@ -57,12 +57,12 @@ StateElements zero_elements(std::int64_t flat, std::int64_t per_tensor_shard, Ze
     return {zero == 3 ? shard : flat, zero >= 2 ? shard : flat, zero >= 1 ? shard : flat};
 }
 
-ModelStateBytes state_bytes(const StateElements& e, const PrecisionBytes& pb, Optimizer optimizer) {
+ModelStateBytes state_bytes(const StateElements& e, const PrecisionBytes& pb, int optimizer_bytes) {
     ModelStateBytes b;
     b.weights = e.weights * pb.weight;
     b.gradients = e.gradients * (pb.gradient + pb.gradient_accum);
     b.master_weights = e.optimizer * pb.master;
-    b.optimizer_states = e.optimizer * optimizer_bytes_per_param(optimizer);
+    b.optimizer_states = e.optimizer * optimizer_bytes;
     return b;
 }
 
@@ -148,10 +148,9 @@ void add_model_states(StageModel& st, const ModelConfig& m, const Plan& p, const
     const bool amp = runs_amp(prof, p);
     const Precision state_precision = amp ? Precision::fp32 : p.precision;
     const PrecisionBytes state_pb = profile_precision_bytes(state_precision, prof);
-    st.states = state_bytes(zero_elements(params.flat, params.zero3, p.zero, p.dp), state_pb, p.optimizer);
+    st.states = state_bytes(zero_elements(params.flat, params.zero3, p.zero, p.dp), state_pb,
+                            optimizer_state_bytes(prof, p.precision, p.optimizer, amp));
     const int moment_bytes = optimizer_moment_bytes(prof, p.precision, amp);
-    if (moment_bytes != 4)  // profile: moments at the parameter dtype
-        st.states.optimizer_states = st.states.optimizer_states / 4 * moment_bytes;
     if (prof.allocation_granularity_bytes > 0 && p.zero == 0)
         pad_state_allocations(st, p, prof, tensors, state_pb, moment_bytes);
     if (uses_extended_states(p)) {  // fine-tuning, offload, expert parallelism (extensions.hpp)
@@ -448,7 +447,8 @@ std::vector<ActivationTensor> kept_for_backward(std::vector<ActivationTensor> fu
 ModelStateBytes model_state_bytes(std::int64_t params, Precision precision, Optimizer optimizer, int zero,
                                   std::int64_t dp) {
     const auto stage = static_cast<ZeroStage>(zero);
-    return state_bytes(zero_elements(params, shard_elements(params, dp), stage, dp), precision_bytes(precision), optimizer);
+    return state_bytes(zero_elements(params, shard_elements(params, dp), stage, dp), precision_bytes(precision),
+                       optimizer_bytes_per_param(optimizer));
 }
 
 std::vector<ActivationTensor> layer_activation_inventory(const ModelConfig& model, const Plan& plan,

@@ -254,19 +254,12 @@ bool uses_extended_states(const Plan& p) {
     return p.finetune != Finetune::full || p.offload != Offload::none || p.ep > 1;
 }
 
-namespace {
-// AdamW's two moments (SGD's one) per parameter, at the profile's moment dtype (memory.hpp optimizer_moment_bytes).
-int optimizer_state_bytes(const FrameworkProfile& prof, const Plan& p) {
-    return optimizer_bytes_per_param(p.optimizer) / 4 * optimizer_moment_bytes(prof, p.precision, activations::runs_amp(prof, p));
-}
-}  // namespace
-
 StageStates extended_stage_states(const ModelConfig& m, const Plan& p, const FrameworkProfile& prof,
                                   std::int64_t layers, bool first, bool last) {
     const PrecisionBytes pb = profile_precision_bytes(p.precision, prof);
     const bool lora = p.finetune != Finetune::full;
     const bool qlora = p.finetune == Finetune::qlora;
-    const int moment_bytes = optimizer_state_bytes(prof, p);
+    const int moment_bytes = optimizer_state_bytes(prof, p.precision, p.optimizer, activations::runs_amp(prof, p));
     StageStates out;
     ModelStateBytes& g = out.gpu;
     std::int64_t opt_elements = 0;  // elements of the optimizer partition (for the host copy)

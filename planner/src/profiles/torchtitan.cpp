@@ -8,17 +8,14 @@
 namespace preflight {
 
 namespace {
-// v0.2.2: FSDP runs when the shard degree or cp is above 1 (parallel_dims.py fsdp_enabled). Without
-// it the data-parallel replicas are DDP, which models/llama3/infra/parallelize.py applies only when
-// data parallelism is the whole mesh ("DDP has not supported > 1D parallelism"); and with tp or pp
-// but no FSDP, distributed/utils.py maybe_enable_amp turns mixed precision off (fp32 training).
+// v0.2.2: DDP only as the whole mesh, mixed precision only through FSDP once tp or pp is above 1
+// (frameworks.hpp).
 void check_torchtitan_plan(const ModelConfig&, const Plan& p) {
-    const bool fsdp = torchtitan_fsdp_enabled(p);
-    if (p.zero == zero_none && p.dp > 1 && p.cp == 1 && (p.tp > 1 || p.pp > 1 || p.ep > 1))
+    if (torchtitan_ddp_beside_other_parallelism(p))
         throw InputError("--zero", "torchtitan runs ZeRO-0 as DDP, which it applies only to data parallelism "
                                    "alone (\"DDP has not supported > 1D parallelism\"): with tp, pp or ep above 1 "
                                    "use FSDP, --zero 2 or 3");
-    if (!fsdp && (p.tp > 1 || p.pp > 1) && p.precision != Precision::fp32 && p.precision != Precision::bf16)
+    if (torchtitan_amp_off(p) && p.precision != Precision::fp32 && p.precision != Precision::bf16)
         throw InputError("--precision", "torchtitan runs mixed precision through FSDP only once tp or pp is above 1 "
                                         "(maybe_enable_amp); without data-parallel sharding (dp > 1 with ZeRO) or cp "
                                         "the step is fp32 or pure bf16: --precision fp32 or bf16");
@@ -29,7 +26,13 @@ void check_torchtitan_plan(const ModelConfig&, const Plan& p) {
 void adjust_throughput_torchtitan(const ModelConfig&, const Plan&, ThroughputOptions& o) { o.selective_op_sac = true; }
 }  // namespace
 
-bool torchtitan_fsdp_enabled(const Plan& p) { return (p.zero != zero_none && p.dp > 1) || p.cp > 1; }
+bool torchtitan_amp_off(std::int64_t shard, std::int64_t cp, std::int64_t tp, std::int64_t pp) {
+    return shard == 1 && cp == 1 && (tp > 1 || pp > 1);
+}
+bool torchtitan_amp_off(const Plan& p) { return torchtitan_amp_off(p.zero == zero_none ? 1 : p.dp, p.cp, p.tp, p.pp); }
+bool torchtitan_ddp_beside_other_parallelism(const Plan& p) {
+    return p.zero == zero_none && p.dp > 1 && p.cp == 1 && (p.tp > 1 || p.pp > 1 || p.ep > 1);
+}
 
 FrameworkProfile torchtitan_profile() {
     FrameworkProfile p;

@@ -23,8 +23,14 @@ FrameworkProfile nanotron_profile();
 // the nanotron sweep; terms as in profiles/torchtitan.cpp.
 FrameworkProfile torchtitan_profile();
 // torchtitan v0.2.2 runs FSDP when the shard degree (dp under ZeRO 1-3) or cp is above 1
-// (parallel_dims.py fsdp_enabled); without it, tp or pp turns mixed precision off.
-bool torchtitan_fsdp_enabled(const Plan& plan);
+// (parallel_dims.py fsdp_enabled); without it, tp or pp turns mixed precision off
+// (distributed/utils.py maybe_enable_amp) and the step runs in fp32 (or pure bf16). Given the
+// degrees (the importer's) or a plan (the profile's check and the emitter's warning).
+bool torchtitan_amp_off(std::int64_t shard, std::int64_t cp, std::int64_t tp, std::int64_t pp);
+bool torchtitan_amp_off(const Plan& plan);
+// ZeRO-0 is DDP, which torchtitan applies only when data parallelism is the whole mesh
+// (models/llama3/infra/parallelize.py: "DDP has not supported > 1D parallelism").
+bool torchtitan_ddp_beside_other_parallelism(const Plan& plan);
 
 // DeepSpeed (microsoft/DeepSpeed) ZeRO-1/2/3 with its default bucket sizes; profiles/deepspeed.cpp.
 FrameworkProfile deepspeed_profile();

@@ -375,6 +375,12 @@ inline int optimizer_moment_bytes(const FrameworkProfile& profile, Precision pre
     return param_dtype ? param_bytes : 4;
 }
 
+// Bytes of optimizer state per parameter: the optimizer's moments (AdamW two, SGD one), each at
+// optimizer_moment_bytes.
+inline int optimizer_state_bytes(const FrameworkProfile& profile, Precision precision, Optimizer optimizer, bool amp) {
+    return optimizer_bytes_per_param(optimizer) / 4 * optimizer_moment_bytes(profile, precision, amp);
+}
+
 // The memory a profile judges the fit on: the device need (reserved pool + memory outside
 // PyTorch + margin) where it models the caching allocator (verdict_on_reserved), else the
 // allocated peak + overhead. The search, the plan tables and the explorer show this figure.
