@@ -57,15 +57,19 @@ void check_runtime_fp8(const ModelConfig& m, const Plan& p) {
                                  " is not a multiple of 16, as cuBLASLt's fp8 GEMMs need" + why);
 }
 
-void check_runtime_pipeline(const Plan& p) {
+void check_runtime_pipeline(const ModelConfig& m, const Plan& p) {
     if (p.pp <= 1) return;
     const std::string why = " (the Preflight runtime's pipeline runs 1F1B)";
     if (p.pp_schedule != PpSchedule::one_f_one_b || p.vpp != 1)
         throw InputError("--pp-schedule", "GPipe and interleaved schedules are not implemented by the runtime yet; use "
                                           "1f1b" + why);
-    if (p.zero >= zero_gradients)
-        throw InputError("--zero", "ZeRO-2/3 with pipeline parallelism is not implemented by the runtime (Megatron-LM "
-                                   "and DeepSpeed pair pipelines with ZeRO-1 at most); use --zero 0 or 1" + why);
+    // A tied word embedding lives on the first and the last stage; their gradients are summed once
+    // the micro-batches are done (Megatron-LM's finalize_model_grads), which ZeRO-2/3's reduce-scatter
+    // of every micro-batch would have to wait for, keeping the whole unit's gradients all step.
+    if (p.zero >= zero_gradients && m.tied_embeddings)
+        throw InputError("--zero", "ZeRO-2/3 with pipeline parallelism and a tied word embedding (on the first and the "
+                                   "last stage) is not implemented by the runtime; use --zero 0 or 1, or a model with "
+                                   "tie_word_embeddings false" + why);
 }
 
 void check_runtime_model(const ModelConfig& m) {
@@ -80,7 +84,7 @@ void check_runtime_model(const ModelConfig& m) {
 }
 
 void check_runtime_plan(const ModelConfig& m, const Plan& p) {
-    check_runtime_pipeline(p);
+    check_runtime_pipeline(m, p);
     if (p.precision == Precision::fp16_mixed)
         not_run("--precision", "fp16-mixed is not implemented by the runtime; use fp32, bf16-mixed, "
                                "bf16-mixed-fp32-grads, bf16 or fp8-mixed");

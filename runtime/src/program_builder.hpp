@@ -245,9 +245,14 @@ void output_end(Builder& B, std::vector<Op>& out, const Phase& ph, bool reduce);
 // gradient buffer; after it, the embedding's gradients reduced (and waited for under ZeRO-2/3).
 void embedding_backward_begin(Builder& B, std::vector<Op>& out, const Phase& ph);
 void embedding_backward_end(Builder& B, std::vector<Op>& out, const Phase& ph, bool reduce);
+// A later pipeline stage, after its input gradient is sent: ZeRO-2/3 wait for the reduction still
+// in flight (its first layer's) and free its buffer, so that a micro-batch's template leaves
+// nothing in flight for the forwards 1F1B interleaves with it.
+void stage_backward_end(Builder& B, std::vector<Op>& out, const Phase& ph);
 // Pipeline parallelism with a tied word embedding: after the last micro-batch, its gradient on
 // the first stage and its copy's on the last are summed (Megatron-LM's embedding group), then
-// the unit holding it reduced over the data-parallel ranks (ZeRO-0/1; ZeRO-2/3 are refused).
+// the unit holding it reduced over the data-parallel ranks (ZeRO-0/1; ZeRO-2/3 are refused with a
+// tied embedding, runtime_support.cpp).
 void tie_embedding_grads(Builder& B, std::vector<Op>& out);
 // After the last micro-batch: ZeRO-0/1 with an fp32 accumulation buffer reduce it now, unit by
 // unit; then the compute stream waits for every collective before the optimizer.

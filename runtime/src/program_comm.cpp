@@ -214,6 +214,10 @@ void embedding_backward_end(Builder& B, std::vector<Op>& out, const Phase& ph, b
     if (grads_sharded(P)) finish_reductions(B, out, ph, 0);
 }
 
+void stage_backward_end(Builder& B, std::vector<Op>& out, const Phase& ph) {
+    if (grads_sharded(B.p_)) finish_reductions(B, out, ph, 0);
+}
+
 void tie_embedding_grads(Builder& B, std::vector<Op>& out) {
     Program& P = B.p_;
     if (!tied_across_stages(P)) return;

@@ -228,6 +228,7 @@ void emit_backward_pass(Builder& B, std::int64_t mb, const ForwardState& s, bool
         embedding_backward_end(B, P.step, emb, reduce);
     } else {
         emit_send(B, dres, emb, -1);
+        stage_backward_end(B, P.step, emb);
     }
     if (P.grads_fp32 != kNoBuffer)  // grad_accumulate: fp32 buffer += 16-bit gradients, which are then zeroed
         B.emit(P.step, OpKind::grad_accumulate, "accumulate gradients in fp32", emb);

@@ -188,6 +188,34 @@ TEST(PipelineDryRun, Llama3_8bPp4FirstAndLastStage) {
     EXPECT_LT(last.dry, first.dry);  // the last stage holds one micro-batch (and the head)
 }
 
+// ZeRO-2/3 under 1F1B, untied Llama-2-7B (32 layers): every micro-batch reduce-scatters its
+// layers' gradients, ZeRO-3 gathers each layer for its forward and again for its backward; each
+// stage's dry run equals the planner to the byte, alone and beside tensor and sequence parallelism.
+TEST(PipelineDryRun, ZeroTwoAndThreeEqualThePlannerToTheByte) {
+    int ranks = 0;
+    const ModelConfig m = test::catalog_model("llama-2-7b");
+    for (std::int64_t pp : {2, 4})
+        for (std::int64_t ga : {1, 3, 8})
+            for (Recompute rc : all_recomputes())
+                for (Precision pr : {Precision::bf16_mixed, Precision::bf16_mixed_fp32_grads, Precision::fp8_mixed})
+                    for (auto [tp, zero] : {std::pair{1, 2}, std::pair{1, 3}, std::pair{2, 2}, std::pair{2, 3}}) {
+                        if (pr == Precision::fp8_mixed && (tp > 1 || zero == 3)) continue;  // refused with fp8
+                        Plan p = pp_plan(pp, ga, 2, zero);
+                        p.tp = tp;
+                        p.sp = tp > 1;
+                        p.recompute = rc;
+                        p.precision = pr;
+                        for (std::int64_t s = 0; s < pp; ++s) {
+                            const std::int64_t rank = (s + 1) * 2 * tp - 1;
+                            const test_support::Compared c = test_support::compare_with_planner(m, p, rank);
+                            EXPECT_EQ(c.dry, c.planned) << to_flags(p) << " stage " << s << ": " << c.where;
+                            EXPECT_EQ(c.dry_phase, c.planned_phase) << to_flags(p) << " stage " << s;
+                            ++ranks;
+                        }
+                    }
+    EXPECT_EQ(ranks, (2 + 4) * 3 * 3 * (2 * 4 + 1));  // stages x micro-batch counts x recomputes x recipes
+}
+
 TEST(PipelineProgram, RefusesWhatTheRuntimeDoesNotRunNamingTheFlag) {
     const ModelConfig m = test::catalog_model("gpt2");
     auto refused = [&](Plan p, const std::string& flag) {
@@ -198,8 +226,9 @@ TEST(PipelineProgram, RefusesWhatTheRuntimeDoesNotRunNamingTheFlag) {
             EXPECT_EQ(e.subject(), flag) << e.what();
         }
     };
-    refused(pp_plan(2, 4, 2, 2), "--zero");
+    refused(pp_plan(2, 4, 2, 2), "--zero");  // GPT-2's word embedding is tied
     refused(pp_plan(2, 4, 2, 3), "--zero");
+    EXPECT_NO_THROW(build_program(test::catalog_model("llama-2-7b"), pp_plan(2, 4, 2, 3)));  // untied
     Plan gpipe = pp_plan(2, 4);
     gpipe.pp_schedule = PpSchedule::gpipe;
     refused(gpipe, "--pp-schedule");
@@ -274,6 +303,37 @@ TEST(PipelineParity, PpAloneAndWithTensorAndDataParallelismMatchOneGpu) {
     std::printf("pp 2 / 4, dp 2 x tp 2 x pp 2 / 4 vs one GPU, 3 steps, %d cases: worst loss %.2e, worst parameter %.2e\n",
                 cases, worst.loss, worst.param);
     EXPECT_EQ(cases, 2 * 2 * 3 * 2);
+}
+
+// ZeRO-2/3 (untied: a tied embedding is refused) at dp 2, alone and beside tp 2 with sequence
+// parallelism: every micro-batch's reduce-scatter adds into the shard, the stages' updates and
+// the last stages' loss are one GPU's.
+TEST(PipelineParity, ZeroTwoAndThreeMatchOneGpu) {
+    int cases = 0;
+    Worst worst;
+    for (Precision pr : {Precision::fp32, Precision::bf16_mixed_fp32_grads})
+        for (auto [pp, ga] : {std::pair{2, 3}, std::pair{4, 6}, std::pair{4, 2}})
+            for (auto [tp, zero] : {std::pair{1, 2}, std::pair{1, 3}, std::pair{2, 2}, std::pair{2, 3}}) {
+                Plan p;
+                p.seq = 6;
+                p.mbs = 2;
+                p.pp = pp;
+                p.grad_acc = ga;
+                p.dp = 2;
+                p.tp = tp;
+                p.sp = tp > 1;
+                p.zero = static_cast<ZeroStage>(zero);
+                p.precision = pr;
+                const Worst w = compare(micro_llama(), p, 3);
+                EXPECT_LE(w.loss, 1e-9) << to_flags(p);
+                EXPECT_LE(w.param, 1e-9) << to_flags(p);
+                worst.loss = std::max(worst.loss, w.loss);
+                worst.param = std::max(worst.param, w.param);
+                ++cases;
+            }
+    std::printf("ZeRO-2/3 x pp 2 / 4 (dp 2, tp 1 / 2) vs one GPU, 3 steps, %d cases: worst loss %.2e, worst parameter %.2e\n",
+                cases, worst.loss, worst.param);
+    EXPECT_EQ(cases, 2 * 3 * 4);
 }
 
 TEST(PipelineParity, RecomputeAndEagerAttentionToo) {

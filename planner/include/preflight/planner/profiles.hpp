@@ -76,10 +76,11 @@ FrameworkProfile runtime_profile();
 // runtime's check_supported and the preflight-runtime profile (FrameworkProfile::check_plan) both
 // call it. Other precisions pass.
 void check_runtime_fp8(const ModelConfig& model, const Plan& plan);
-// The runtime's pipeline (runtime/src/program_microbatch.cpp) runs 1F1B without virtual stages,
-// with ZeRO 0-1 (as Megatron-LM and DeepSpeed pair pipelines with ZeRO-1 at most). Throws
-// InputError naming the flag otherwise; pp 1 passes.
-void check_runtime_pipeline(const Plan& plan);
+// The runtime's pipeline (runtime/src/program_microbatch.cpp) runs 1F1B without virtual stages;
+// ZeRO-2/3 only with an untied word embedding (a tied one's two copies are summed after the last
+// micro-batch, which a reduce-scatter every micro-batch cannot wait for). Throws InputError naming
+// the flag otherwise; pp 1 passes.
+void check_runtime_pipeline(const ModelConfig& model, const Plan& plan);
 // The models the runtime executes: dense (no mixture of experts), head_dim at most 128 (and even
 // under RoPE), llama3 RoPE scaling or none, the MLP nonlinearity its kernels compute. Throws
 // InputError naming the flag or config key otherwise (planner/src/runtime_support.cpp).
