@@ -167,7 +167,12 @@ void add_model_states(StageModel& st, const ModelConfig& m, const Plan& p, const
     if (prof.optimizer_step_temp_moments > 0)
         st.optimizer_temp = prof.optimizer_step_temp_moments * st.params_local * moment_bytes;
     // fp8 weight caches are held beside the 16-bit weights (and sharded like them under ZeRO-3).
-    st.states.weights += (p.zero == 3 ? params.gemm_zero3 : params.gemm) * pb.fp8_weight_copies;
+    // Profile: the runtime under ZeRO-3 casts a layer after each gather of it into a cache that lives
+    // as long as the gathered layer (runtime/src/program_fp8.cpp add_unit_fp8_buffers).
+    if (prof.runtime_shard_units && p.zero == 3)
+        st.unit_fp8_layer = st.layers > 0 ? params.gemm / st.layers * pb.fp8_weight_copies : 0;
+    else
+        st.states.weights += (p.zero == 3 ? params.gemm_zero3 : params.gemm) * pb.fp8_weight_copies;
 }
 
 // One layer's kept activations under the recompute mode (one filter over the inventory)
@@ -366,7 +371,8 @@ MemoryBreakdown snapshot(const StageModel& st, const Phase& ph, bool first_step)
             b.gradients += st.grad_accum_stage;  // 1F1B steady state: earlier micro-batches' backwards
             b.activations = earlier + st.act_embed + ph.layer * st.act_layer + st.fwd_transient;
             b.weights += ph.layer * st.autocast_layer;  // profile: copies made so far
-            b.buffers += std::max(st.gather_stage, st.gather_layer * (1 + std::min(st.gather_prefetch_layers, st.layers - ph.layer)));
+            b.buffers += std::max(st.gather_stage, st.gather_layer * (1 + std::min(st.gather_prefetch_layers, st.layers - ph.layer))) +
+                         st.unit_fp8_layer;
             break;
         case PhaseKind::output_loss:
             b.gradients += st.grad_accum_stage;
@@ -382,7 +388,7 @@ MemoryBreakdown snapshot(const StageModel& st, const Phase& ph, bool first_step)
             // cache was cleared after forward and only the recomputed layer's copy exists.
             b.weights += (st.full_recompute ? 1 : ph.layer) * st.autocast_layer;
             b.buffers += std::max(st.gather_stage, st.gather_layer * (1 + std::min(st.gather_prefetch_layers, ph.layer - 1))) +
-                         st.layer_grad_bytes + st.grad_buckets + st.unit_grad_layer +
+                         st.layer_grad_bytes + st.grad_buckets + st.unit_grad_layer + st.unit_fp8_layer +
                          st.fsdp_grad_unit_bytes * (1 + std::min(st.fsdp_queue_units, st.layers - ph.layer)) +
                          (st.layers - ph.layer < st.fsdp_head_backward_layers ? st.fsdp_head_grad_bytes : 0) +
                          (ph.layer < st.layers ? st.unit_grad_layer : st.last ? st.unit_grad_output : 0);

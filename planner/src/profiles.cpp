@@ -21,6 +21,7 @@ void adjust_throughput_runtime(const ModelConfig& model, const Plan& plan, Throu
     o.grad_bucket_bytes = runtime_unit_elements(model, vocab_rows, plan.tp).embedding *
                           (pb.gradient_accum > 0 ? pb.gradient_accum : pb.gradient);
     o.runtime_column_sums = true;
+    o.fp8_casts_gathered_weights = plan.zero == zero_weights && plan.precision == Precision::fp8_mixed;
 }
 
 }  // namespace

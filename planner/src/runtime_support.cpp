@@ -42,9 +42,6 @@ void check_runtime_fp8(const ModelConfig& m, const Plan& p) {
     if (p.sp)
         throw InputError("--sp", "sequence parallelism with fp8-mixed is not implemented by the runtime; use bf16-mixed "
                                  "or drop --sp" + why);
-    if (p.zero == zero_weights)
-        throw InputError("--zero", "ZeRO-3 with fp8-mixed is not implemented by the runtime (its fp8 weight cache "
-                                   "follows the full weights); use --zero 0, 1 or 2" + why);
     const std::pair<const char*, std::int64_t> dims[] = {{"hidden_size", m.hidden},
                                                          {"heads x head_dim", m.q_width()},
                                                          {"key/value heads x head_dim", m.kv_width()},

@@ -65,6 +65,7 @@ struct LayerCost {
     double op_sac_gemm = 0, op_sac_tp = 0;
     double tp_bwd_s = 0;  // the conjugate collectives (Shoeybi et al. 2019, fig. 3), exposed part
     double column_sums_bwd = 0;  // the runtime's latency-bound column sums (Efficiency::column_sum_row_s)
+    double weight_cast = 0;      // fp8 under the runtime's ZeRO-3: the gathered layer's weights cast, per pass
     double gemm_bwd() const { return 2.0 * gemm_fwd; }  // dgrad + wgrad, same shapes
     double mem_bwd() const { return 2.0 * mem_fwd; }    // reads input + output grad, writes input grad
     double tp_bwd() const { return tp_bwd_s; }
@@ -186,6 +187,10 @@ LayerCost layer_cost(const ModelConfig& m, const Plan& p, const Rates& r, const 
     c.mem_fwd = memory_s(bytes, r);
     if (opt.runtime_column_sums)
         c.column_sums_bwd = static_cast<double>(runtime_column_sum_rows(m, p).per_layer) * r.e->column_sum_row_s;
+    // amax reads the 16-bit weights, the cast reads them again and writes W and W^T (1 B each):
+    // 2 + 2 + 2 bytes per element of the layer's GEMM weights (runtime/kernels/amax.cu, fp8_cast.cu).
+    if (opt.fp8_casts_gathered_weights)
+        c.weight_cast = memory_s(6.0 * (h * (qw + 2.0 * kvw) + qw * h + (mats_in + 1.0) * f * h) / t, r);
 
     // Tensor parallel: two all-reduces of the b*s*h output per layer in forward (after
     // attention and after the MLP), two in backward; with sequence parallelism each
@@ -276,8 +281,8 @@ LayerTimes layer_times(const LayerCost& lc, const Plan& p, const Efficiency& e, 
     } else if (p.recompute == Recompute::selective) {
         t.recompute = lc.attn_fwd;  // attention core only (Korthikanti et al. 2022, sec. 5)
     }
-    t.fwd = lc.gemm_fwd + lc.attn_fwd + lc.mem_fwd;
-    t.bwd = lc.gemm_bwd() + lc.attn_bwd + lc.mem_bwd() + lc.column_sums_bwd + t.recompute;
+    t.fwd = lc.gemm_fwd + lc.attn_fwd + lc.mem_fwd + lc.weight_cast;
+    t.bwd = lc.gemm_bwd() + lc.attn_bwd + lc.mem_bwd() + lc.column_sums_bwd + lc.weight_cast + t.recompute;
     t.column_sums = lc.column_sums_bwd;
     t.tp = lc.tp_fwd + lc.tp_bwd() + recompute_tp;
     // Host-side dispatch of one layer's forward and backward (fitted; 0 by default): the GPU

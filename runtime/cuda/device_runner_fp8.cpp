@@ -15,19 +15,25 @@ std::uint8_t* bytes_at(const BufferTable& t, const View& v) {
     return v.buffer == kNoBuffer ? nullptr : static_cast<std::uint8_t*>(t[static_cast<std::size_t>(v.buffer)]) + v.offset;
 }
 
+// Where W (then W^T) of an fp8 layer GEMM weight sits: the step's cache, or its unit's under ZeRO-3.
+std::uint8_t* weight_cache(const Program& P, const BufferTable& t, ParamId w) {
+    const auto i = static_cast<std::size_t>(w);
+    return static_cast<std::uint8_t*>(t[static_cast<std::size_t>(P.fp8_weight_buffer[i])]) + P.fp8_weight_offset[i];
+}
+
 GemmArgs::Fp8 fp8_kind(DType d) { return d == DType::f8e5m2 ? GemmArgs::Fp8::e5m2 : GemmArgs::Fp8::e4m3; }
 
 }  // namespace
 
 void DeviceRunner::run_fp8(const Op& op, const BufferTable& t) {
-    if (op.kind == OpKind::fp8_cast_weights) {  // every layer GEMM weight: W and W^T into the cache
-        std::uint8_t* cache = static_cast<std::uint8_t*>(t[static_cast<std::size_t>(P.fp8_weights)]);
+    if (op.kind == OpKind::fp8_cast_weights) {  // every layer GEMM weight (or unit op.unit's): W and W^T into its cache
         for (std::size_t i = 0; i < P.params.size(); ++i) {
             if (P.fp8_weight_offset[i] < 0) continue;
             const ParamSpec& ps = P.params[i];
+            if (op.unit >= 0 && ps.unit != op.unit) continue;
             const bf16* w = param<bf16>(t, static_cast<ParamId>(i));
             float* slot = slot_ptr(P, t, P.fp8_weight_slot[i]);
-            std::uint8_t* w8 = cache + P.fp8_weight_offset[i];
+            std::uint8_t* w8 = weight_cache(P, t, static_cast<ParamId>(i));
             launch_amax<bf16>(w, ps.rows, ps.cols, ps.cols, slot, stream);
             launch_fp8_cast<bf16>(w, ps.rows, ps.cols, ps.cols, slot, false, w8, w8 + ps.numel(), stream);
         }
@@ -48,8 +54,7 @@ void DeviceRunner::run_fp8(const Op& op, const BufferTable& t) {
 // gradient from the bf16 dY (v2). Every product takes both operands K-major.
 void DeviceRunner::fp8_linear(const Op& op, const BufferTable& t) {
     const ParamSpec& ps = P.params[static_cast<std::size_t>(op.p0)];
-    const std::uint8_t* w8 = static_cast<const std::uint8_t*>(t[static_cast<std::size_t>(P.fp8_weights)]) +
-                             P.fp8_weight_offset[static_cast<std::size_t>(op.p0)];
+    const std::uint8_t* w8 = weight_cache(P, t, op.p0);
     const std::int64_t N = ps.rows, K = ps.cols;
     const View &v0 = op.v[0], &v1 = op.v[1];
     GemmArgs g;

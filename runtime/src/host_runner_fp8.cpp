@@ -38,13 +38,15 @@ void HostRunner::quantize_into(At at, std::int64_t rows, std::int64_t cols, DTyp
 double HostRunner::scale_inv(int slot) { return buf_.at(P.fp8_scales).at(static_cast<std::size_t>(2 * slot + 1)); }
 
 void HostRunner::run_fp8(const Op& op) {
-    if (op.kind == OpKind::fp8_cast_weights) {
+    if (op.kind == OpKind::fp8_cast_weights) {  // every layer GEMM weight (or unit op.unit's) into its cache
         for (std::size_t i = 0; i < P.params.size(); ++i) {
             const std::int64_t off = P.fp8_weight_offset[i];
             if (off < 0) continue;
             const ParamSpec& ps = P.params[i];
-            const double* w = buf_.at(P.weights).data() + P.weight_at(static_cast<ParamId>(i)).offset;
-            double* cache = buf_.at(P.fp8_weights).data() + off;
+            if (op.unit >= 0 && ps.unit != op.unit) continue;
+            const ParamRef at_w = P.weight_at(static_cast<ParamId>(i));
+            const double* w = buf_.at(at_w.buffer).data() + at_w.offset;
+            double* cache = buf_.at(P.fp8_weight_buffer[i]).data() + off;
             quantize_into([&](std::int64_t r, std::int64_t c) { return w[r * ps.cols + c]; }, ps.rows, ps.cols,
                           DType::f8e4m3, cache, cache + ps.numel(), P.fp8_weight_slot[i]);
         }
@@ -64,7 +66,8 @@ void HostRunner::run_fp8(const Op& op) {
 // kept X8^T (v1), the bias gradient from the bf16 dY (v2).
 void HostRunner::run_fp8_linear(const Op& op) {
     const ParamSpec& ps = P.params[static_cast<std::size_t>(op.p0)];
-    const double* cache = buf_.at(P.fp8_weights).data() + P.fp8_weight_offset[static_cast<std::size_t>(op.p0)];
+    const auto wi = static_cast<std::size_t>(op.p0);
+    const double* cache = buf_.at(P.fp8_weight_buffer[wi]).data() + P.fp8_weight_offset[wi];
     const double s = scale_inv(op.scale_a) * scale_inv(op.scale_b);
     const std::int64_t N = ps.rows, K = ps.cols;
     if (op.kind == OpKind::linear_fwd) {  // Y[M, N] = s X8 W8^T (+ b) (+ residual)

@@ -230,7 +230,7 @@ Program build_program(const ModelConfig& model, const Plan& plan_in, std::int64_
     add_parameters(B);
     add_persistent_buffers(B);
     B.emit(P.step, OpKind::zero_grads, "zero gradients and loss", {PhaseKind::step_start, 0, 0});
-    if (P.fp8)  // fp8_cast_weights: the updated weights into the fp8 cache, once per step
+    if (P.fp8 && P.fp8_weights != kNoBuffer)  // fp8_cast_weights: the updated weights into the fp8 cache, once a step
         B.emit(P.step, OpKind::fp8_cast_weights, "fp8 cast of the layers' weights", {PhaseKind::step_start, 0, 0});
     emit_micro_batches(B);
     tie_embedding_grads(B, P.step);

@@ -197,6 +197,12 @@ enum class Fp8Operand { input = 0, weight = 1, grad = 2 };
 std::int32_t fp8_slot(std::int64_t layer, int gemm, Fp8Operand o);
 // The fp8 weight cache and the scale slots (after the parameters, before the set-up op).
 void add_fp8_buffers(Builder& B);
+// ZeRO-3: each layer unit's fp8 cache (after the set-up op: allocated by the unit's casts).
+void add_unit_fp8_buffers(Builder& B);
+// ZeRO-3, after unit u's gather has been waited for: its GEMM weights cast into its fp8 cache
+// (allocated here, freed with the gathered unit by release_gathered). Nothing for a unit
+// without layer GEMMs, or without ZeRO-3 and fp8.
+void cast_unit_fp8(Builder& B, std::vector<Op>& out, std::size_t u, const Phase& ph);
 // Forward of a layer GEMM. Under fp8 (a weight with an fp8 copy): the input cast (a row-major
 // copy for the GEMM, freed after it; a transposed one kept for the weight gradient, returned),
 // `free_input` letting the bf16 input go with the cast, then the fp8 GEMM (unless `run_gemm` is

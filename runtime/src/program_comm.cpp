@@ -121,6 +121,7 @@ void add_unit_buffers(Builder& B) {
         if (zero3(P)) P.unit_weights[u] = B.buffer(unit_name(s) + " gathered parameters", Category::sharding, P.weight, s.padded);
         if (grads_sharded(P)) P.unit_grads[u] = B.buffer(unit_name(s) + " unreduced gradients", Category::sharding, P.grad, s.padded);
     }
+    add_unit_fp8_buffers(B);
 }
 
 void gather_unit(Builder& B, std::vector<Op>& out, std::size_t u, const Phase& ph) {
@@ -143,7 +144,9 @@ void wait_gathered(Builder& B, std::vector<Op>& out, std::size_t u, const Phase&
 }  // namespace
 
 void release_gathered(Builder& B, Op& last, std::size_t u) {
-    if (zero3(B.p_)) last.free.push_back(B.p_.unit_weights[u]);
+    if (!zero3(B.p_)) return;
+    last.free.push_back(B.p_.unit_weights[u]);
+    if (!B.p_.unit_fp8.empty() && B.p_.unit_fp8[u] != kNoBuffer) last.free.push_back(B.p_.unit_fp8[u]);
 }
 
 void layer_forward_gathers(Builder& B, std::vector<Op>& out, std::int64_t l, const Phase& ph) {
@@ -152,6 +155,7 @@ void layer_forward_gathers(Builder& B, std::vector<Op>& out, std::int64_t l, con
     if (l == 1) gather_unit(B, out, layer_unit(P, 1), ph);  // later layers were prefetched
     if (l < P.dims.layers) gather_unit(B, out, layer_unit(P, l + 1), ph);
     wait_gathered(B, out, layer_unit(P, l), ph);
+    cast_unit_fp8(B, out, layer_unit(P, l), ph);
 }
 
 void layer_backward_begin(Builder& B, std::vector<Op>& out, std::int64_t l, const Phase& ph) {
@@ -160,6 +164,7 @@ void layer_backward_begin(Builder& B, std::vector<Op>& out, std::int64_t l, cons
         if (l == P.dims.layers) gather_unit(B, out, layer_unit(P, l), ph);  // earlier layers were prefetched
         if (l > 1) gather_unit(B, out, layer_unit(P, l - 1), ph);
         wait_gathered(B, out, layer_unit(P, l), ph);
+        cast_unit_fp8(B, out, layer_unit(P, l), ph);
     }
     if (grads_sharded(P)) begin_unit_grads(B, out, layer_unit(P, l), ph);
 }

@@ -5,8 +5,10 @@
 // transposed, B not"), so each tensor is cast row-major for one GEMM and transposed for another
 // (as Transformer Engine keeps "row-wise" and "column-wise" data): forward X (row-major) with W;
 // data gradient dY (row-major) with W^T; weight gradient dY^T with X^T, X^T kept from the forward.
-// The weights are cast once per step into a cache of W and W^T. Master weights, optimizer, the
-// non-GEMM ops, the attention products and the LM head stay as in bf16-mixed.
+// The weights are cast once per step into a cache of W and W^T; under ZeRO-3, a layer's after each
+// gather of it, into a cache that lives as long as the gathered layer (torchao's Float8 under FSDP2
+// without fp8 all-gather casts the gathered bf16 weight the same way). Master weights, optimizer,
+// the non-GEMM ops, the attention products and the LM head stay as in bf16-mixed.
 #include "program_builder.hpp"
 
 namespace preflight::runtime::program_detail {
@@ -26,6 +28,9 @@ std::vector<std::pair<ParamId, int>> layer_gemm_weights(const Program& P) {
     }
     return v;
 }
+
+// ZeRO-3 holds no full weights: each layer unit is cast after its gathers, into its own cache.
+bool per_unit_cache(const Program& P) { return P.plan.zero == zero_weights; }
 
 bool has_fp8_copy(const Program& P, ParamId w) {
     return P.fp8 && w != kNoParam && P.fp8_weight_slot[static_cast<std::size_t>(w)] >= 0;
@@ -64,17 +69,49 @@ void add_fp8_buffers(Builder& B) {
     Program& P = B.p_;
     P.fp8_weight_offset.assign(P.params.size(), -1);
     P.fp8_weight_slot.assign(P.params.size(), -1);
+    P.fp8_weight_buffer.assign(P.params.size(), kNoBuffer);
     if (!P.fp8) return;
-    std::int64_t cache = 0;
+    const bool per_unit = per_unit_cache(P);
+    std::int64_t cache = 0, unit = -1;
     for (auto [w, j] : layer_gemm_weights(P)) {
         const ParamSpec& ps = P.params[static_cast<std::size_t>(w)];
+        if (per_unit && ps.unit != unit) unit = ps.unit, cache = 0;  // offsets within the unit's cache
         P.fp8_weight_offset[static_cast<std::size_t>(w)] = cache;
         P.fp8_weight_slot[static_cast<std::size_t>(w)] = fp8_slot(ps.layer, j, Fp8Operand::weight);
         cache += 2 * ps.numel();  // W [N, K] and W^T [K, N]
     }
-    P.fp8_weights = B.buffer("fp8 weight cache (W, W^T)", Category::weights, DType::f8e4m3, cache);
+    if (!per_unit) {
+        P.fp8_weights = B.buffer("fp8 weight cache (W, W^T)", Category::weights, DType::f8e4m3, cache);
+        for (auto [w, j] : layer_gemm_weights(P)) P.fp8_weight_buffer[static_cast<std::size_t>(w)] = P.fp8_weights;
+    }
     P.fp8_scales = B.buffer("fp8 scales (amax, dequantization factor)", Category::workspace, DType::f32,
                             2 * P.dims.layers * kGemmsPerLayer * 3);
+}
+
+void add_unit_fp8_buffers(Builder& B) {
+    Program& P = B.p_;
+    if (!P.fp8 || !per_unit_cache(P)) return;
+    std::vector<std::int64_t> elements(P.layout.units.size(), 0);
+    for (auto [w, j] : layer_gemm_weights(P)) {
+        const ParamSpec& ps = P.params[static_cast<std::size_t>(w)];
+        elements[static_cast<std::size_t>(ps.unit)] += 2 * ps.numel();
+    }
+    P.unit_fp8.assign(P.layout.units.size(), kNoBuffer);
+    for (std::size_t u = 0; u < elements.size(); ++u)
+        if (elements[u] > 0)
+            P.unit_fp8[u] = B.buffer(unit_name(P.layout.units[u]) + " fp8 weights (W, W^T)", Category::sharding,
+                                     DType::f8e4m3, elements[u]);
+    for (auto [w, j] : layer_gemm_weights(P))
+        P.fp8_weight_buffer[static_cast<std::size_t>(w)] = P.unit_fp8[static_cast<std::size_t>(P.params[static_cast<std::size_t>(w)].unit)];
+}
+
+void cast_unit_fp8(Builder& B, std::vector<Op>& out, std::size_t u, const Phase& ph) {
+    Program& P = B.p_;
+    if (P.unit_fp8.empty() || P.unit_fp8[u] == kNoBuffer) return;
+    // fp8_cast_weights (one unit): the gathered unit's GEMM weights into its cache (allocated here)
+    Op& o = B.emit(out, OpKind::fp8_cast_weights, unit_name(P.layout.units[u]) + " fp8 cast of the gathered weights", ph);
+    o.unit = static_cast<std::int64_t>(u);
+    o.alloc = {P.unit_fp8[u]};
 }
 
 BufferId emit_gemm_fwd(Builder& B, std::vector<Op>& out, const std::string& name, const Phase& ph, const View& in,

@@ -647,9 +647,9 @@ TEST(Frameworks, RuntimeProfileUsesTheSpecsRuntimeBlock) {
     EXPECT_EQ(gpu_for_profile(bare, again).overhead_bytes, h100.overhead_bytes);
 }
 
-// The runtime runs fp32, bf16-mixed, bf16-mixed-fp32-grads, bf16 and fp8-mixed (tensorwise, ZeRO
-// 0-2): a search under its profile never proposes fp16-mixed, which the H100 spec publishes a peak
-// for, nor an fp8 plan the runtime refuses.
+// The runtime runs fp32, bf16-mixed, bf16-mixed-fp32-grads, bf16 and fp8-mixed (tensorwise,
+// without sequence parallelism): a search under its profile never proposes fp16-mixed, which the
+// H100 spec publishes a peak for, nor an fp8 plan the runtime refuses.
 TEST(Frameworks, RuntimeProfileSearchesOnlyThePrecisionsTheRuntimeRuns) {
     const ModelConfig m = test::catalog_model("llama-3.2-1b");
     SearchRequest r;
@@ -666,23 +666,23 @@ TEST(Frameworks, RuntimeProfileSearchesOnlyThePrecisionsTheRuntimeRuns) {
         EXPECT_NE(c.plan.precision, Precision::fp16_mixed);
         if (c.plan.precision == Precision::fp8_mixed) {
             fp8 = true;
-            EXPECT_NE(c.plan.zero, zero_weights);
+            EXPECT_FALSE(c.plan.sp);
         }
     }
     EXPECT_TRUE(fp8);
-    // The runtime's fp8 rule is the profile's: ZeRO-3 with fp8 is refused naming --zero.
+    // The runtime's fp8 rule is the profile's: fp8 with sequence parallelism is refused naming --sp.
     Plan p;
     p.seq = 2048;
     p.precision = Precision::fp8_mixed;
-    p.dp = 2;
-    p.zero = zero_weights;
+    p.tp = 2;
+    p.sp = true;
     MemoryOptions mo;
     mo.profile = runtime_profile();
     try {
         evaluate_memory(m, gpu, p, mo);
-        ADD_FAILURE() << "the runtime profile evaluated fp8-mixed with ZeRO-3";
+        ADD_FAILURE() << "the runtime profile evaluated fp8-mixed with --sp";
     } catch (const InputError& e) {
-        EXPECT_EQ(e.subject(), "--zero");
+        EXPECT_EQ(e.subject(), "--sp");
     }
 }
 

@@ -644,6 +644,38 @@ TEST(Throughput, RuntimeColumnSumsChargeTheirRowsUnderTheRuntimeProfile) {
     }
 }
 
+// The runtime's fp8-mixed under ZeRO-3 casts each gathered layer's GEMM weights after each gather
+// (forward and backward): an amax read (2 B), a cast read (2 B) and W, W^T written (1 + 1 B) per
+// element. Llama-3.2-1B: a layer's GEMM weights are 2048 x (2048 + 2 x 512) q|k|v + 2048 x 2048
+// out + 3 x 8192 x 2048 gate|up|down = 60,817,408 elements, 364,904,448 B per cast; 2 casts x 16
+// layers x 2 micro-batches at 0.75 x 3.35 TB/s = 9.2951 ms more compute. ZeRO-2 casts once a step
+// (not charged), and no other profile asks for it.
+TEST(Throughput, RuntimeFp8ZeroThreeChargesTheGatheredWeightCasts) {
+    GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    const ModelConfig m = load_model("llama-3.2-1b", kData);
+    Plan p;
+    p.seq = 1024;
+    p.mbs = 4;
+    p.grad_acc = 2;
+    p.dp = 2;
+    p.zero = zero_weights;
+    p.precision = Precision::fp8_mixed;
+    p = resolve_defaults(p, m);
+    const ThroughputOptions runtime = throughput_options_for(runtime_profile(), m, p, {});
+    EXPECT_TRUE(runtime.fp8_casts_gathered_weights);
+    ThroughputOptions without = runtime;
+    without.fp8_casts_gathered_weights = false;
+    const double extra_s = estimate_throughput(m, g, p, runtime).compute_s - estimate_throughput(m, g, p, without).compute_s;
+    EXPECT_NEAR(extra_s, 0.00929508, 1e-6 * 0.00929508);
+    Plan z2 = p;
+    z2.zero = zero_gradients;
+    EXPECT_FALSE(throughput_options_for(runtime_profile(), m, z2, {}).fp8_casts_gathered_weights);
+    Plan bf = p;
+    bf.precision = Precision::bf16_mixed;
+    EXPECT_FALSE(throughput_options_for(runtime_profile(), m, bf, {}).fp8_casts_gathered_weights);
+    EXPECT_FALSE(throughput_options_for(torchtitan_profile(), m, p, {}).fp8_casts_gathered_weights);
+}
+
 // fp8 GEMMs run at the figure of the recipe's kernels: Transformer Engine's by default,
 // torchao's dynamic tensorwise scaling under a framework that uses it (torchtitan), torchao's
 // rowwise whenever the plan asks for rowwise; a figure the spec lacks (0) falls back in that

@@ -95,10 +95,11 @@ TEST(Fp8Program, TheHostStepTracksBf16MixedWithinTheQuantizationBound) {
             }
 }
 
-// The weights are cast once per step and each micro-batch's tensors with their own amax: dp ranks
-// with ZeRO 0-2 see exactly the one-GPU micro-batches' casts, so parity holds to double rounding.
+// The weights are cast once per step (ZeRO-3: each gathered layer after each gather, the same
+// whole weights) and each micro-batch's tensors with their own amax: dp ranks with ZeRO 0-3 see
+// exactly the one-GPU micro-batches' casts, so parity holds to double rounding.
 TEST(Fp8Program, DataParallelRanksMatchOneGpu) {
-    for (int zero : {0, 1, 2}) {
+    for (int zero : {0, 1, 2, 3}) {
         Plan multi = plan_of(Precision::fp8_mixed, Recompute::none, AttentionKind::flash);
         multi.grad_acc = 1;
         multi.dp = 2;

@@ -145,9 +145,8 @@ TEST(Program, RefusesPlansTheRuntimeCannotRunNamingTheFlag) {
     refused([](Plan& p) { p.pp = 2, p.pp_schedule = PpSchedule::gpipe; }, "--pp-schedule");
     refused([](Plan& p) { p.dropout = 0.1; }, "--dropout");
     refused([](Plan& p) { p.precision = Precision::fp16_mixed; }, "--precision");
-    // fp8-mixed runs with per-tensor scaling, ZeRO up to 2 and GEMM dimensions multiples of 16.
+    // fp8-mixed runs with per-tensor scaling and GEMM dimensions multiples of 16 (ZeRO-3 too).
     refused([](Plan& p) { p.precision = Precision::fp8_mixed, p.fp8_scaling = Fp8Scaling::rowwise; }, "--fp8-scaling");
-    refused([](Plan& p) { p.precision = Precision::fp8_mixed, p.dp = 2, p.zero = zero_weights; }, "--zero");
     refused([](Plan& p) { p.precision = Precision::fp8_mixed, p.seq = 250; }, "--seq");
     EXPECT_THROW(build_program(test::catalog_model("mixtral-8x7b"), plan_of(256, 1, 1, Recompute::none,
                                                                              Precision::bf16_mixed, AttentionKind::flash)),

@@ -8,7 +8,10 @@
 //  - A whole fp8 step's gradients against the host executor of the same program (HostRunner)
 //    fed the device's weights: the device rounds activations to bf16, which moves the fp8 casts'
 //    amax and ties a little: per-tensor relative 2-norm within 0.1, the loss within 1e-2.
-//  - A device run's tracked peak equals its dry run.
+//  - A device run's tracked peak equals its dry run, and so does an emulated ZeRO-3 rank's.
+//  - Loopback data-parallel ranks (dp 2, ZeRO 0-3; ZeRO-3 casts each gathered layer after each
+//    gather) against one GPU running the same micro-batches: the ranks cast the same weights and
+//    micro-batches, so the bf16-mixed bounds hold (loss 1e-3, parameters 2^-8 in relative L2).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,6 +20,7 @@
 #include "gemm.cuh"
 #include "gpu_util.hpp"
 #include "kernels.cuh"
+#include "parity.hpp"
 #include "preflight/runtime/device.hpp"
 #include "preflight/runtime/host_runner.hpp"
 #include "preflight/runtime/reference.hpp"
@@ -182,6 +186,36 @@ TEST(GpuFp8, ARunsTrackedPeakEqualsItsDryRun) {
     ASSERT_EQ(r.status, "ok") << (r.failure ? r.failure->message : "");
     EXPECT_EQ(r.measured.tracked_peak_bytes, dry_run(build_program(fp8_llama(), p), 1, false).peak_bytes);
     for (double l : r.measured.losses) EXPECT_TRUE(std::isfinite(l));
+    // An emulated ZeRO-3 rank: each layer's fp8 cache comes and goes with its gathers.
+    p.dp = 2;
+    p.zero = zero_weights;
+    o.rank = 1;
+    const RunReport z3 = run_on_device(fp8_llama(), preflight::test::catalog_gpu("h100-sxm-80gb"), p, o);
+    ASSERT_EQ(z3.status, "ok") << (z3.failure ? z3.failure->message : "");
+    EXPECT_EQ(z3.measured.tracked_peak_bytes, dry_run(build_program(fp8_llama(), p, 1), 1, false).peak_bytes);
+    EXPECT_EQ(z3.measured.tracked_peak_bytes, z3.predicted.tracked_peak_bytes);
+    for (double l : z3.measured.losses) EXPECT_TRUE(std::isfinite(l));
+}
+
+TEST(GpuFp8, LoopbackDataParallelRanksMatchOneGpuUnderEveryZeroStage) {
+    PF_REQUIRE_GPU();
+    const int steps = 3;
+    const double lr = RunOptions{}.hyper.lr;
+    for (int zero : {0, 1, 2, 3}) {
+        Plan p;
+        p.seq = 64;
+        p.mbs = 2;
+        p.dp = 2;
+        p.zero = static_cast<ZeroStage>(zero);
+        p.precision = Precision::fp8_mixed;
+        const Parity r = parity(dp_llama(), p, steps);
+        const std::string what = to_flags(p);
+        std::printf("fp8 loopback parity %-100s loss %.2e  params L2 %.2e  max %.2e\n", what.c_str(), r.loss, r.param_l2,
+                    r.param_max);
+        EXPECT_LE(r.loss, 1e-3) << what;
+        EXPECT_LE(r.param_l2, kBf16ParamL2) << what;
+        EXPECT_LE(r.param_max, 2 * lr * steps) << what;
+    }
 }
 
 }  // namespace

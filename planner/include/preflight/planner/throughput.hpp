@@ -119,6 +119,10 @@ struct ThroughputOptions {
     // The Preflight runtime's column-sum kernels (Efficiency::column_sum_row_s): each micro-batch's
     // backward charges runtime_column_sum_rows(...) x column_sum_row_s. Set by the runtime profile.
     bool runtime_column_sums = false;
+    // The Preflight runtime's fp8-mixed under ZeRO-3 casts each gathered layer's GEMM weights (an
+    // amax pass and a cast into W and W^T) after each gather, in forward and in backward, where
+    // ZeRO 0-2 cast them once a step. Set by the runtime profile.
+    bool fp8_casts_gathered_weights = false;
 };
 
 // Rows the Preflight runtime's column-sum kernels walk in one micro-batch's backward

@@ -104,7 +104,8 @@ enum class OpKind : std::uint8_t {
     // fp8-mixed (program_fp8.cpp): per-tensor current scaling. fp8_cast: v0 (bf16) quantized with
     // its amax into v1 (row-major, may be empty) and v2 (transposed, may be empty); the amax and the
     // dequantization factor go to scale slot `scale_a`. fp8_cast_weights: every layer GEMM weight
-    // into the fp8 weight cache (W and W^T, scale slot Program::fp8_weight_slot).
+    // into the fp8 weight cache (W and W^T, scale slot Program::fp8_weight_slot); with `unit` >= 0
+    // (ZeRO-3) only that gathered unit's, into its own cache (Program::unit_fp8[unit], allocated).
     fp8_cast, fp8_cast_weights,
     // Vocabulary-parallel cross-entropy (tp > 1; Megatron-LM's vocab_parallel_cross_entropy): ce_max
     // writes each row's largest local logit (v0 logits, v1 out [rows]); after the tensor-parallel max,
@@ -137,7 +138,7 @@ struct Op {
     std::array<View, 6> v{};
     ParamId p0 = kNoParam, p1 = kNoParam;
     bool accumulate = false;  // add into the output (beta = 1) instead of overwriting
-    std::int64_t unit = -1;   // collectives, unit_grads_begin: the shard unit (Program::layout.units)
+    std::int64_t unit = -1;   // collectives, unit_grads_begin, fp8_cast_weights: the shard unit (layout.units)
     int comm_back = 0;        // comm_wait: 0 = the latest collective issued, 1 = the one before, ...
     std::int8_t send_peer = 0, recv_peer = 0;  // p2p: +1 the next stage, -1 the previous one
     // fp8-mixed: the scale slots (Program::fp8_scales) of the op's fp8 operands: fp8_cast writes
@@ -241,12 +242,16 @@ struct Program {
 
     // fp8-mixed (program_fp8.cpp): the layers' GEMMs take fp8 operands; the LM head stays bf16.
     // fp8_weights caches W (E4M3, [N, K]) and W^T ([K, N]) of every layer GEMM weight, cast once
-    // per step; fp8_scales holds two fp32 per scale slot (amax, dequantization factor), three slots
-    // per layer GEMM (its input, its weight, its output gradient).
+    // per step. Under ZeRO-3 there are no full weights to cast: each layer unit has a cache of its
+    // own (unit_fp8), cast from the gathered unit after each of its gathers (forward and backward)
+    // and freed with it. fp8_scales holds two fp32 per scale slot (amax, dequantization factor),
+    // three slots per layer GEMM (its input, its weight, its output gradient).
     bool fp8 = false;
     BufferId fp8_weights = kNoBuffer, fp8_scales = kNoBuffer;
-    std::vector<std::int64_t> fp8_weight_offset;  // per ParamId: W's offset in fp8_weights (W^T after it), -1 none
+    std::vector<std::int64_t> fp8_weight_offset;  // per ParamId: W's offset in its cache (W^T after it), -1 none
+    std::vector<BufferId> fp8_weight_buffer;      // per ParamId: the cache holding W (fp8_weights or unit_fp8[unit])
     std::vector<std::int32_t> fp8_weight_slot;    // per ParamId: W's scale slot, -1 none
+    std::vector<BufferId> unit_fp8;               // per unit, ZeRO-3: its fp8 cache (kNoBuffer: none)
     std::vector<BufferId> unit_weights, unit_grads;
     BufferId optimizer_grads() const;
     // Where parameter `id`'s weights / gradients are while an op runs (a gathered unit or the
