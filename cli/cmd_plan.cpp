@@ -338,7 +338,7 @@ int emit_recommendation(const PlanCommandState& st, const ModelConfig& model, co
     std::cerr << "# preflight plan: emitted the recommendation (" << to_flags(best.plan) << ")\n";
     for (const auto& w : e.warnings) std::cerr << "# warning: " << w << "\n";
     // Another framework's ranking may pick what this one holds otherwise or refuses (the runtime,
-    // whose plan JSON `preflight run` reads: fp8-mixed with --sp, a GPipe schedule).
+    // whose plan JSON `preflight run` reads: rowwise fp8 scaling, a GPipe schedule).
     const std::string own = st.emit == "preflight" ? "preflight-runtime" : st.emit;
     if (profile_by_name(own) && st.flags.framework != own)
         std::cerr << "# note: ranked for --framework " << st.flags.framework << "; add --framework " << own

@@ -108,10 +108,16 @@ std::vector<ActivationTensor> full_inventory(const ModelConfig& m, const Plan& p
     };
     auto sp_item = [&](std::string_view n, std::int64_t bytes) { v.push_back({n, bytes / sp_div, false}); };
     const std::int64_t norm_stats = m.norm == NormKind::layernorm ? 8 : 4;  // fp32 mean+rstd / rstd per row
+    // Profile: the runtime's fp8 keeps the transposed fp8 copy of the gathered norm output (all the
+    // rows) for the column-parallel weight gradients, not the rank's rows (program_layer.cpp).
+    const bool runtime_fp8 = prof.fp8_runtime_recipe && p.precision == Precision::fp8_mixed;
+    auto norm_out_item = [&](std::string_view n) {
+        v.push_back({n, tokens * d.hidden * d.gemm_input_bytes / (runtime_fp8 ? 1 : sp_div), false});
+    };
 
     sp_item("attention norm input", tokens * d.hidden * d.activation_bytes);
     if (prof.norm_row_stats) sp_item("attention norm statistics", tokens * norm_stats);
-    sp_item("QKV GEMM input (norm output)", tokens * d.hidden * d.gemm_input_bytes);
+    norm_out_item("QKV GEMM input (norm output)");
     tp_item("Q (after RoPE)", tokens * d.q_width * d.activation_bytes);
     tp_item("K (after RoPE)", tokens * d.kv_width * d.activation_bytes);
     tp_item("V", tokens * d.kv_width * d.activation_bytes);
@@ -129,12 +135,12 @@ std::vector<ActivationTensor> full_inventory(const ModelConfig& m, const Plan& p
     }
     tp_item("attention output (out-proj GEMM input)", tokens * d.q_width * d.gemm_input_bytes);
     // Profile: under fp8 the out-proj input above is its fp8 copy; flash's backward reads the bf16 output.
-    if (prof.fp8_runtime_recipe && p.precision == Precision::fp8_mixed && p.attention == AttentionKind::flash)
+    if (runtime_fp8 && p.attention == AttentionKind::flash)
         tp_item("attention output (bf16, flash backward input)", tokens * d.q_width * d.activation_bytes);
     if (drop) sp_item("attention residual dropout mask", tokens * d.hidden * 1);
     sp_item("MLP norm input", tokens * d.hidden * d.activation_bytes);
     if (prof.norm_row_stats) sp_item("MLP norm statistics", tokens * norm_stats);
-    sp_item("MLP GEMM input (norm output)", tokens * d.hidden * d.gemm_input_bytes);
+    norm_out_item("MLP GEMM input (norm output)");
     // Tokens through each expert: a dense MLP sees every token once; top-k routing k times.
     const std::int64_t routed = tokens * (m.is_moe() ? m.experts_per_token : 1);
     if (m.is_moe()) {

@@ -72,12 +72,20 @@ std::int64_t runtime_fp8_backward_transient(const ModelConfig& m, const activati
 //  - the output gradient gathered for a row-parallel GEMM, with its input gradient d(attn out);
 //  - flash attention's backward (d(attn out), d(q|k|v), its workspace), or eager's (d(attn out),
 //    dP and dS; then dS, d(attn out) and d(q|k|v)).
+// Under fp8 each GEMM's output gradient is cast first (row-major and transposed, 1 byte each) and
+// the column-parallel weight gradients read the kept fp8 copy, so nothing is gathered again:
+//  - a column-parallel GEMM: its output gradient and the casts (2 x its bytes) with the input
+//    gradient at full rows, [s, b, h];
+//  - a row-parallel GEMM: the output gradient gathered, [s, b, h], and its casts (as much again)
+//    with its input gradient d(gate|up) or d(attn out).
 std::int64_t runtime_sp_backward_transient(const ModelConfig& m, const Plan& p, const activations::ActivationDims& d) {
     const std::int64_t tokens = d.seq * d.micro_batch, a = d.activation_bytes;
     const std::int64_t full = tokens * d.hidden * a, rows = full / d.tp;
     const std::int64_t dgu = (m.mlp == MlpKind::swiglu ? 2 : 1) * tokens * d.ffn_hidden * a / d.tp;
     const std::int64_t dqkv = tokens * (d.q_width + 2 * d.kv_width) * a / d.tp, dattn = tokens * d.q_width * a / d.tp;
-    std::int64_t widest = std::max({full + rows + dgu, full + rows + dqkv, full + dattn});
+    std::int64_t widest = p.precision == Precision::fp8_mixed
+                              ? std::max({full + 2 * dgu, full + 2 * dqkv, 2 * full + dgu, 2 * full + dattn})
+                              : std::max({full + rows + dgu, full + rows + dqkv, full + dattn});
     if (p.attention == AttentionKind::flash) {
         const std::int64_t ws = runtime_flash_bwd_workspace_bytes(d.micro_batch, m.heads / p.tp,
                                                                   std::max<std::int64_t>(1, m.kv_heads / p.tp), d.seq,

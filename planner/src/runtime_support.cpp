@@ -2,6 +2,7 @@
 // runtime's check_supported (so `preflight run`) and the preflight-runtime profile's hooks (so
 // `memory`, `plan` and the explorer under --framework preflight-runtime) call the same ones: the
 // profile never recommends a plan `run` refuses.
+#include <algorithm>
 #include <string>
 
 #include "preflight/planner/error.hpp"
@@ -39,19 +40,19 @@ void check_runtime_fp8(const ModelConfig& m, const Plan& p) {
     const std::string why = " (the Preflight runtime's fp8-mixed recipe)";
     if (p.fp8_scaling != Fp8Scaling::tensorwise)
         throw InputError("--fp8-scaling", "rowwise scaling is not implemented by the runtime; use tensorwise" + why);
-    if (p.sp)
-        throw InputError("--sp", "sequence parallelism with fp8-mixed is not implemented by the runtime; use bf16-mixed "
-                                 "or drop --sp" + why);
-    const std::pair<const char*, std::int64_t> dims[] = {{"hidden_size", m.hidden},
-                                                         {"heads x head_dim", m.q_width()},
-                                                         {"key/value heads x head_dim", m.kv_width()},
-                                                         {"intermediate_size", m.ffn_hidden},
+    // A tensor-parallel rank's GEMMs take its slice of the widths (tp divides them: validate_plan).
+    const std::int64_t tp = std::max<std::int64_t>(p.tp, 1);
+    const std::string per_rank = tp > 1 ? " / --tp" : "";
+    const std::pair<std::string, std::int64_t> dims[] = {{"hidden_size", m.hidden},
+                                                         {"heads x head_dim" + per_rank, m.q_width() / tp},
+                                                         {"key/value heads x head_dim" + per_rank, m.kv_width() / tp},
+                                                         {"intermediate_size" + per_rank, m.ffn_hidden / tp},
                                                          {"--seq x --mbs", p.seq * p.mbs}};
     for (const auto& [what, v] : dims)
         if (v % 16 != 0)
-            throw InputError(std::string(what) == "--seq x --mbs" ? "--seq" : "--model",
-                             std::string(what) + " = " + std::to_string(v) +
-                                 " is not a multiple of 16, as cuBLASLt's fp8 GEMMs need" + why);
+            throw InputError(what == "--seq x --mbs" ? "--seq" : "--model",
+                             what + " = " + std::to_string(v) + " is not a multiple of 16, as cuBLASLt's fp8 GEMMs need" +
+                                 why);
 }
 
 void check_runtime_pipeline(const ModelConfig& m, const Plan& p) {

@@ -64,11 +64,21 @@ BufferId emit_row_parallel(Builder& B, std::vector<Op>& out, const std::string& 
         if (run_gemm) B.tp_all_reduce(out, name, ph, B.full(y, d.h));
         return kept;
     }
-    if (!run_gemm) return kNoBuffer;  // fp8 with sequence parallelism is refused (check_supported)
+    if (!run_gemm) return emit_gemm_fwd(B, out, name, ph, in, View{}, w, kNoParam, View{}, free_input, false);
     const BufferId partial = B.act(name + " partial sums", d.h, Category::temporary);
-    emit_gemm_fwd(B, out, name, ph, in, B.full(partial, d.h), w, adds ? bias : kNoParam, View{}, free_input, true);
+    const BufferId kept = emit_gemm_fwd(B, out, name, ph, in, B.full(partial, d.h), w, adds ? bias : kNoParam, View{},
+                                        free_input, true);
     y = B.reduce_seq(out, y_name, ph, partial, d.h, res, Category::activations);
-    return kNoBuffer;
+    return kept;
+}
+
+// After a column-parallel GEMM (`gemm`) whose input `rows` was all-gathered into `gathered`
+// (sequence parallelism): bf16 frees the gathered copy there and keeps the rows, gathered again
+// for the weight gradient; fp8 freed the gathered copy with its cast (emit_gemm_fwd) and keeps
+// the cast's transposed copy of all the rows instead, so the rows go too.
+void release_gathered_input(const Program& P, Op& gemm, BufferId gathered, BufferId rows) {
+    if (gathered == rows) return;
+    gemm.free.push_back(P.fp8 ? rows : gathered);
 }
 
 // Attention probabilities, eager: scores = Q K^T / sqrt(d) (transient, freed by the
@@ -147,7 +157,7 @@ void emit_mlp_forward(Builder& B, std::vector<Op>& out, std::int64_t l, const st
     const BufferId xg = B.gather_seq(out, n + "mlp norm out", ph, f.xn2, d.h);
     f.xn2_8t = emit_gemm_fwd(B, out, n + "up proj", ph, B.full(xg, d.h), B.full(f.up, d.up_width), lp.up_w, lp.up_b,
                              {}, P.fp8);
-    if (xg != f.xn2) out.back().free.push_back(xg);
+    release_gathered_input(P, out.back(), xg, f.xn2);
     f.act = B.act(n + "down in", d.ffn);
     {  // swiglu_fwd: v0 = gate|up, v1 = silu(gate)*up. gelu_fwd: v0 = fc1 out, v1 = gelu(.)
         Op& o = B.emit(out, P.model.mlp == MlpKind::swiglu ? OpKind::swiglu_fwd : OpKind::gelu_fwd, n + "activation",
@@ -181,7 +191,7 @@ LayerFwd emit_layer_forward(Builder& B, std::vector<Op>& out, std::int64_t l, st
     const BufferId xg = B.gather_seq(out, n + "attn norm out", ph, f.xn1, d.h);
     f.xn1_8t = emit_gemm_fwd(B, out, n + "qkv proj", ph, B.full(xg, d.h), B.full(f.qkv, d.qkv_width), lp.qkv_w,
                              lp.qkv_b, {}, P.fp8);
-    if (xg != f.xn1) out.back().free.push_back(xg);
+    release_gathered_input(P, out.back(), xg, f.xn1);
     if (P.model.position == PositionKind::rope) {  // rope_fwd: v0 = qkv (in place on Q and K)
         Op& o = B.emit(out, OpKind::rope_fwd, n + "rope", ph);
         o.v[0] = B.full(f.qkv, d.qkv_width);
@@ -303,11 +313,18 @@ std::vector<BufferId> emit_recompute(Builder& B, std::vector<Op>& out, std::int6
 // all-reduced in place; with it (Korthikanti et al. 2022, fig. 5's g, backward) they are
 // reduce-scattered to the rank's rows before the input is gathered again for the weight
 // gradient (Megatron-LM keeps the rows only), so the two [rows, h] tensors are not held at once.
+// Under fp8 the forward kept the fp8 transposed copy of all the rows (`x8t`): the weight gradient
+// reads it, then the input gradient is reduce-scattered; nothing is gathered again.
 BufferId emit_column_parallel_bwd(Builder& B, std::vector<Op>& out, const std::string& name, const std::string& x_name,
                                   const std::string& dx_name, const Phase& ph, const View& dy, BufferId x, BufferId x8t,
                                   ParamId w, ParamId b, BufferId dy_buffer) {
     const Dims& d = B.d_;
     const BufferId dx = B.act(d.sp ? dx_name + " partial sums" : dx_name, d.h, Category::temporary);
+    if (d.sp && x8t != kNoBuffer) {  // fp8: the weight gradient reads the kept copy of all the rows
+        emit_gemm_bwd(B, out, name, ph, dy, View{kNoBuffer, d.rows, d.h, d.h, 0}, x8t, B.full(dx, d.h), w, b, {dx});
+        out.back().free.push_back(dy_buffer);
+        return B.reduce_seq(out, dx_name, ph, dx, d.h, kNoBuffer, Category::temporary);
+    }
     if (!d.sp) {
         emit_gemm_bwd(B, out, name, ph, dy, B.full(x, d.h), x8t, B.full(dx, d.h), w, b, {dx});
         out.back().free.push_back(dy_buffer);

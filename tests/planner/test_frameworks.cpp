@@ -647,9 +647,9 @@ TEST(Frameworks, RuntimeProfileUsesTheSpecsRuntimeBlock) {
     EXPECT_EQ(gpu_for_profile(bare, again).overhead_bytes, h100.overhead_bytes);
 }
 
-// The runtime runs fp32, bf16-mixed, bf16-mixed-fp32-grads, bf16 and fp8-mixed (tensorwise,
-// without sequence parallelism): a search under its profile never proposes fp16-mixed, which the
-// H100 spec publishes a peak for, nor an fp8 plan the runtime refuses.
+// The runtime runs fp32, bf16-mixed, bf16-mixed-fp32-grads, bf16 and fp8-mixed (tensorwise): a
+// search under its profile never proposes fp16-mixed, which the H100 spec publishes a peak for,
+// nor an fp8 plan the runtime refuses.
 TEST(Frameworks, RuntimeProfileSearchesOnlyThePrecisionsTheRuntimeRuns) {
     const ModelConfig m = test::catalog_model("llama-3.2-1b");
     SearchRequest r;
@@ -666,23 +666,22 @@ TEST(Frameworks, RuntimeProfileSearchesOnlyThePrecisionsTheRuntimeRuns) {
         EXPECT_NE(c.plan.precision, Precision::fp16_mixed);
         if (c.plan.precision == Precision::fp8_mixed) {
             fp8 = true;
-            EXPECT_FALSE(c.plan.sp);
+            EXPECT_EQ(c.plan.fp8_scaling, Fp8Scaling::tensorwise);
         }
     }
     EXPECT_TRUE(fp8);
-    // The runtime's fp8 rule is the profile's: fp8 with sequence parallelism is refused naming --sp.
+    // The runtime's fp8 rule is the profile's: rowwise scaling is refused naming --fp8-scaling.
     Plan p;
     p.seq = 2048;
     p.precision = Precision::fp8_mixed;
-    p.tp = 2;
-    p.sp = true;
+    p.fp8_scaling = Fp8Scaling::rowwise;
     MemoryOptions mo;
     mo.profile = runtime_profile();
     try {
         evaluate_memory(m, gpu, p, mo);
-        ADD_FAILURE() << "the runtime profile evaluated fp8-mixed with --sp";
+        ADD_FAILURE() << "the runtime profile evaluated fp8-mixed with rowwise scaling";
     } catch (const InputError& e) {
-        EXPECT_EQ(e.subject(), "--sp");
+        EXPECT_EQ(e.subject(), "--fp8-scaling");
     }
 }
 

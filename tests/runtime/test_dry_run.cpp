@@ -165,15 +165,18 @@ namespace {
 // fp8-mixed, where the peak is in a layer's backward at the casts of an output gradient (an
 // MLP-heavy model with a small vocabulary): the up projection's and q|k|v's fp8 gradient copies
 // are what the planner's runtime profile adds; with data parallelism and ZeRO 0-3 too (ZeRO-3:
-// each layer's fp8 cache beside its gathered weights, from its cast to its release).
+// each layer's fp8 cache beside its gathered weights, from its cast to its release), and at tp 2
+// with sequence parallelism (the gathered output gradients and their casts, the kept fp8 copy
+// of every row of the norm outputs).
 TEST(DryRun, Fp8PeaksAtTheGradientCastsMatchThePlanner) {
     const GpuSpec& gpu = h100();
     int plans = 0, at_casts = 0;
-    for (std::int64_t ffn : {512, 2048, 8192})
+    for (std::int64_t ffn : {128, 512, 2048, 8192})
         for (const bool llama : {true, false})
             for (auto rc : all_recomputes())
                 for (auto at : {AttentionKind::flash, AttentionKind::eager})
-                    for (int zero : {0, 2, 3}) {
+                    for (int zero : {0, 2, 3})
+                        for (std::int64_t tp : {1, 2}) {
                         const ModelConfig m = llama ? test::llama_model(256, 4, 4, 2, ffn, 1000, 1024)
                                                     : test::gpt_model(256, 4, 4, 1000, 1024);
                         ModelConfig mm = m;
@@ -182,11 +185,13 @@ TEST(DryRun, Fp8PeaksAtTheGradientCastsMatchThePlanner) {
                         p.seq = 512;
                         p.mbs = 4;
                         p.dp = zero > 0 ? 4 : 1;
+                        p.tp = tp;
+                        p.sp = tp > 1;
                         p.zero = static_cast<ZeroStage>(zero);
                         p.precision = Precision::fp8_mixed;
                         p.recompute = rc;
                         p.attention = at;
-                        const DryRunResult d = dry_run(build_program(mm, p, p.dp - 1), 1, false);
+                        const DryRunResult d = dry_run(build_program(mm, p, p.gpus() - 1), 1, false);
                         MemoryOptions mo;
                         mo.profile = runtime_profile();
                         mo.overhead_bytes = 0;
@@ -196,8 +201,39 @@ TEST(DryRun, Fp8PeaksAtTheGradientCastsMatchThePlanner) {
                         ++plans;
                         if (d.peak_where.find("proj dgrad") != std::string::npos) ++at_casts;
                     }
-    EXPECT_EQ(plans, 3 * 2 * 3 * 2 * 3);
+    EXPECT_EQ(plans, 4 * 2 * 3 * 2 * 3 * 2);
     EXPECT_GT(at_casts, 20);  // the grid reaches the casts' peak
+}
+
+// fp8 with sequence parallelism where the hidden width outweighs a rank's MLP slice (tp 4,
+// Llama-3-70B's shape at tp 8 has it too): the peak is the row-parallel projection's gathered
+// output gradient with its two fp8 casts beside its input gradient.
+TEST(DryRun, Fp8SequenceParallelPeaksAtTheGatheredOutputGradientMatchThePlanner) {
+    const ModelConfig m = test::llama_model(256, 4, 8, 4, 256, 1000, 1024);
+    int plans = 0, at_row_parallel = 0;
+    for (auto rc : all_recomputes())
+        for (auto at : {AttentionKind::flash, AttentionKind::eager})
+            for (auto [dp, zero] : {std::pair{1, 0}, std::pair{2, 1}, std::pair{2, 3}}) {
+                Plan p;
+                p.seq = 512;
+                p.mbs = 4;
+                p.tp = 4;
+                p.sp = true;
+                p.dp = dp;
+                p.zero = static_cast<ZeroStage>(zero);
+                p.precision = Precision::fp8_mixed;
+                p.recompute = rc;
+                p.attention = at;
+                const DryRunResult d = dry_run(build_program(m, p, p.gpus() - 1), 1, false);
+                MemoryOptions mo;
+                mo.profile = runtime_profile();
+                mo.overhead_bytes = 0;
+                EXPECT_EQ(d.peak_bytes, evaluate_memory(m, h100(), p, mo).peak_bytes) << to_flags(p) << ": " << d.peak_where;
+                ++plans;
+                if (d.peak_where.find("down proj") != std::string::npos) ++at_row_parallel;
+            }
+    EXPECT_EQ(plans, 3 * 2 * 3);
+    EXPECT_GT(at_row_parallel, 0);
 }
 
 }  // namespace

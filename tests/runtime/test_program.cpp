@@ -141,13 +141,22 @@ TEST(Program, RefusesPlansTheRuntimeCannotRunNamingTheFlag) {
             EXPECT_EQ(e.subject(), flag);
         }
     };
-    refused([](Plan& p) { p.tp = 2, p.sp = true, p.precision = Precision::fp8_mixed; }, "--sp");
     refused([](Plan& p) { p.pp = 2, p.pp_schedule = PpSchedule::gpipe; }, "--pp-schedule");
     refused([](Plan& p) { p.dropout = 0.1; }, "--dropout");
     refused([](Plan& p) { p.precision = Precision::fp16_mixed; }, "--precision");
-    // fp8-mixed runs with per-tensor scaling and GEMM dimensions multiples of 16 (ZeRO-3 too).
+    // fp8-mixed runs with per-tensor scaling and GEMM dimensions multiples of 16 (ZeRO-3 and --sp too).
     refused([](Plan& p) { p.precision = Precision::fp8_mixed, p.fp8_scaling = Fp8Scaling::rowwise; }, "--fp8-scaling");
     refused([](Plan& p) { p.precision = Precision::fp8_mixed, p.seq = 250; }, "--seq");
+    // ... and a tensor-parallel rank's slices too: 96 / 4 = 24 columns of the MLP per rank.
+    try {
+        Plan p = plan_of(256, 1, 1, Recompute::none, Precision::fp8_mixed, AttentionKind::flash);
+        p.tp = 4;
+        build_program(test::llama_model(64, 2, 4, 4, 96, 64, 256), p);
+        ADD_FAILURE() << "accepted fp8 GEMMs 24 wide";
+    } catch (const InputError& e) {
+        EXPECT_EQ(e.subject(), "--model");
+        EXPECT_NE(std::string(e.what()).find("intermediate_size / --tp = 24"), std::string::npos) << e.what();
+    }
     EXPECT_THROW(build_program(test::catalog_model("mixtral-8x7b"), plan_of(256, 1, 1, Recompute::none,
                                                                              Precision::bf16_mixed, AttentionKind::flash)),
                  InputError);

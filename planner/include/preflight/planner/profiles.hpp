@@ -71,8 +71,8 @@ inline std::int64_t runtime_flash_bwd_workspace_bytes(std::int64_t b, std::int64
 FrameworkProfile runtime_profile();
 
 // The runtime's fp8-mixed recipe (runtime/src/program_fp8.cpp) runs per-tensor (tensorwise)
-// scaling without sequence parallelism, and GEMM dimensions that are multiples of 16 (cuBLASLt's
-// fp8 GEMMs). Throws InputError naming the flag otherwise; the
+// scaling and GEMM dimensions that are multiples of 16 (cuBLASLt's fp8 GEMMs), a tensor-parallel
+// rank's slices of them included. Throws InputError naming the flag otherwise; the
 // runtime's check_supported and the preflight-runtime profile (FrameworkProfile::check_plan) both
 // call it. Other precisions pass.
 void check_runtime_fp8(const ModelConfig& model, const Plan& plan);
