@@ -92,15 +92,24 @@ void check_runtime_plan(const ModelConfig& m, const Plan& p) {
         throw InputError(extended_setting_flag(p), "the Preflight runtime executes full pre-training plans only (no "
                                                    "LoRA/QLoRA, offload, GPipe/interleaved schedules, cp or ep)");
     // Bounded work: the runtime and its dry run walk every micro-batch and layer of a step.
-    if (p.grad_acc > limits::kMaxRuntimeGradAcc)
-        throw InputError("--grad-acc", std::to_string(p.grad_acc) + " exceeds the limit kMaxRuntimeGradAcc = " +
-                                           std::to_string(limits::kMaxRuntimeGradAcc) + " of `preflight run`");
     // A rank walks its stage's layers: the first stage's are the most (the split's remainder goes first).
     const std::int64_t layers = pipeline_stage_layers(p, m.layers, 0);
+    // What a step holds at once is reached by max(2, pp) micro-batches: the later ones reuse the
+    // buffers of those in flight (1F1B holds at most pp; the first and the reducing last micro-batch
+    // differ only without a pipeline), so that many measure the same per-GPU peak.
+    const std::int64_t same_peak = std::max<std::int64_t>(2, p.pp);
+    const std::string hint = same_peak < p.grad_acc && same_peak * layers <= limits::kMaxRuntimeLayerSteps
+                                 ? "; --grad-acc " + std::to_string(same_peak) +
+                                       " holds the same per-GPU peak (later micro-batches reuse the buffers of those in "
+                                       "flight) and runs"
+                                 : "";
+    if (p.grad_acc > limits::kMaxRuntimeGradAcc)
+        throw InputError("--grad-acc", std::to_string(p.grad_acc) + " exceeds the limit kMaxRuntimeGradAcc = " +
+                                           std::to_string(limits::kMaxRuntimeGradAcc) + " of `preflight run`" + hint);
     if (p.grad_acc * layers > limits::kMaxRuntimeLayerSteps)
         throw InputError("--grad-acc", std::to_string(p.grad_acc) + " micro-batches x " + std::to_string(layers) +
                                            " layers a stage exceed the limit kMaxRuntimeLayerSteps = " +
-                                           std::to_string(limits::kMaxRuntimeLayerSteps) + " of `preflight run`");
+                                           std::to_string(limits::kMaxRuntimeLayerSteps) + " of `preflight run`" + hint);
 }
 
 }  // namespace preflight

@@ -147,7 +147,9 @@ TEST(Robustness, DryRunGradAccIsBounded) {
     expect_refused("run --dry-run --model gpt2 --seq 128 --grad-acc 65536", {"--grad-acc", "kMaxRuntimeGradAcc"});
     // Was: 12.5 s and 1.1 GB (39 s under ASan; a fuzz timeout) for 635 micro-batches x 32
     // layers = 20,320 layer-steps. 4,096 is the limit: 128 x 32 runs, 129 x 32 is refused.
-    expect_refused("run --dry-run --seq 64 --grad-acc 129 --recompute full", {"--grad-acc", "kMaxRuntimeLayerSteps"});
+    // The refusal names the micro-batch count that holds the same peak and runs (2 without a pipeline).
+    expect_refused("run --dry-run --seq 64 --grad-acc 129 --recompute full",
+                   {"--grad-acc", "kMaxRuntimeLayerSteps", "--grad-acc 2 holds the same per-GPU peak"});
     const auto ok = run_preflight("run --dry-run --seq 64 --grad-acc 128 --recompute full");
     EXPECT_EQ(ok.exit_code, 0) << ok.err;
 }

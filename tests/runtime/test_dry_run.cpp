@@ -236,5 +236,45 @@ TEST(DryRun, Fp8SequenceParallelPeaksAtTheGatheredOutputGradientMatchThePlanner)
     EXPECT_GT(at_row_parallel, 0);
 }
 
+// `run` refuses a step over its work bounds naming --grad-acc max(2, pp) as holding the same
+// per-GPU peak (runtime_support.cpp): micro-batches beyond those in flight reuse their buffers.
+// Every stage's dry run at that count and at a larger one: the same peak, to the byte.
+TEST(DryRun, MaxOfTwoAndPpMicroBatchesHoldTheStepsPeak) {
+    const ModelConfig untied = test::llama_model(256, 8, 4, 2, 512, 1000, 1024);
+    struct Case {
+        ModelConfig m;
+        Plan p;
+    };
+    auto plan = [](std::int64_t dp, std::int64_t tp, std::int64_t pp, int zero, Precision pr) {
+        Plan p;
+        p.seq = 256;
+        p.mbs = 2;
+        p.dp = dp;
+        p.tp = tp;
+        p.sp = tp > 1;
+        p.pp = pp;
+        p.zero = static_cast<ZeroStage>(zero);
+        p.precision = pr;
+        return p;
+    };
+    int compared = 0;
+    for (const Case& c : {Case{test::catalog_model("gpt2"), plan(2, 1, 1, 1, Precision::bf16_mixed_fp32_grads)},
+                          Case{test::catalog_model("gpt2"), plan(1, 2, 4, 0, Precision::bf16_mixed)},
+                          Case{untied, plan(2, 1, 2, 2, Precision::fp8_mixed)},
+                          Case{untied, plan(2, 2, 4, 3, Precision::bf16_mixed)},
+                          Case{untied, plan(4, 2, 1, 0, Precision::fp8_mixed)}})
+        for (std::int64_t stage = 0; stage < c.p.pp; ++stage) {
+            const std::int64_t rank = stage * c.p.dp * c.p.tp;
+            Plan at = c.p, more = c.p;
+            at.grad_acc = std::max<std::int64_t>(2, c.p.pp);
+            more.grad_acc = at.grad_acc + 7;
+            EXPECT_EQ(dry_run(build_program(c.m, at, rank), 1, false).peak_bytes,
+                      dry_run(build_program(c.m, more, rank), 1, false).peak_bytes)
+                << c.m.name << " " << to_flags(at) << " stage " << stage;
+            ++compared;
+        }
+    EXPECT_EQ(compared, 1 + 4 + 2 + 4 + 1);
+}
+
 }  // namespace
 }  // namespace preflight::runtime
