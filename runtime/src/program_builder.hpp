@@ -251,9 +251,12 @@ void output_end(Builder& B, std::vector<Op>& out, const Phase& ph, bool reduce);
 // gradient buffer; after it, the embedding's gradients reduced (and waited for under ZeRO-2/3).
 void embedding_backward_begin(Builder& B, std::vector<Op>& out, const Phase& ph);
 void embedding_backward_end(Builder& B, std::vector<Op>& out, const Phase& ph, bool reduce);
-// A later pipeline stage, after its input gradient is sent: ZeRO-2/3 wait for the reduction still
-// in flight (its first layer's) and free its buffer, so that a micro-batch's template leaves
-// nothing in flight for the forwards 1F1B interleaves with it.
+// A later pipeline stage, after its input gradient is sent: ZeRO-2/3 reduce-scatter its first
+// layer's gradients (held back so that the send does not queue behind them), wait for it and free
+// the buffer, so that a micro-batch's template leaves nothing in flight for the forwards 1F1B
+// interleaves with it. (The send then ends the template with this wait after it, so it is not
+// paired with the next forward's receive as append_as pairs them otherwise: a lone send, then a
+// lone receive.)
 void stage_backward_end(Builder& B, std::vector<Op>& out, const Phase& ph);
 // Pipeline parallelism with a tied word embedding: after the last micro-batch, its gradient on
 // the first stage and its copy's on the last are summed (Megatron-LM's embedding group), then

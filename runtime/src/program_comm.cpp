@@ -172,8 +172,13 @@ void layer_backward_begin(Builder& B, std::vector<Op>& out, std::int64_t l, cons
 void layer_backward_end(Builder& B, std::vector<Op>& out, std::int64_t l, const Phase& ph, bool reduce) {
     Program& P = B.p_;
     release_gathered(B, out.back(), layer_unit(P, l));
-    if (grads_sharded(P) || (reduce && !reduces_after_accumulation(P))) emit_reduction(B, out, layer_unit(P, l), ph);
-    if (grads_sharded(P)) finish_reductions(B, out, ph, 1);  // the one before layer l's: overlapped with layer l
+    // ZeRO-2/3 on a later pipeline stage: the first layer's reduce-scatter waits until the input
+    // gradient is sent (stage_backward_end), so that the send, on the same communication stream,
+    // does not queue behind it on the pipeline's critical path.
+    const bool after_send = grads_sharded(P) && l == 1 && !P.dims.first_stage;
+    if (!after_send && (grads_sharded(P) || (reduce && !reduces_after_accumulation(P))))
+        emit_reduction(B, out, layer_unit(P, l), ph);
+    if (grads_sharded(P)) finish_reductions(B, out, ph, after_send ? 0 : 1);  // the one before layer l's: overlapped with layer l
 }
 
 void output_gathers(Builder& B, std::vector<Op>& out, const Phase& ph) {
@@ -220,7 +225,9 @@ void embedding_backward_end(Builder& B, std::vector<Op>& out, const Phase& ph, b
 }
 
 void stage_backward_end(Builder& B, std::vector<Op>& out, const Phase& ph) {
-    if (grads_sharded(B.p_)) finish_reductions(B, out, ph, 0);
+    if (!grads_sharded(B.p_)) return;
+    emit_reduction(B, out, layer_unit(B.p_, 1), ph);
+    finish_reductions(B, out, ph, 0);
 }
 
 void tie_embedding_grads(Builder& B, std::vector<Op>& out) {

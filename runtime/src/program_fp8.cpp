@@ -9,6 +9,8 @@
 // gather of it, into a cache that lives as long as the gathered layer (torchao's Float8 under FSDP2
 // without fp8 all-gather casts the gathered bf16 weight the same way). Master weights, optimizer,
 // the non-GEMM ops, the attention products and the LM head stay as in bf16-mixed.
+#include <stdexcept>
+
 #include "program_builder.hpp"
 
 namespace preflight::runtime::program_detail {
@@ -140,6 +142,8 @@ void emit_gemm_bwd(Builder& B, std::vector<Op>& out, const std::string& name, co
                    const View& x, BufferId x8t, const View& dx, ParamId w, ParamId b, std::vector<BufferId> alloc_dx) {
     Program& P = B.p_;
     if (!has_fp8_copy(P, w)) {
+        // The fp8 path reads only x's width; the bf16 weight gradient reads x itself.
+        if (x.buffer == kNoBuffer) throw std::logic_error(name + ": a bf16 weight gradient without its input");
         emit_linear_bwd(B, out, name, ph, dy, x, dx, w, b, std::move(alloc_dx));
         return;
     }

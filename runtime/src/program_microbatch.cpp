@@ -252,7 +252,8 @@ std::vector<Op> take_from(Program& P, std::size_t from) {
 // Appends a template's ops as micro-batch mb's. A send to the next stage followed by a receive
 // from it (or to and from the previous one) become one p2p op, as Megatron-LM's
 // send_forward_recv_backward and send_backward_recv_forward pair them, so that neighbouring
-// stages never wait on each other's lone sends.
+// stages never wait on each other's lone sends. (Under ZeRO-2/3 a later stage's backward ends
+// with its first layer's reduce-scatter after its send: those two stay apart, stage_backward_end.)
 void append_as(Program& P, const std::vector<Op>& t, std::int64_t mb) {
     for (std::size_t i = 0; i < t.size(); ++i) {
         Op o = t[i];

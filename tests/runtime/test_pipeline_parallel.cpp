@@ -141,6 +141,29 @@ TEST(PipelineSchedule, SendsAndReceivesPairAsMegatronDoes) {
     }
 }
 
+// ZeRO-2/3 on a later stage: each backward's input-gradient send is issued before the stage's
+// first layer's reduce-scatter, which then goes right after it on the communication stream (so the
+// send does not queue behind a layer's reduction on the pipeline's critical path), and the
+// reduction is waited for before the template ends.
+TEST(PipelineSchedule, ZeroTwoSendsTheInputGradientBeforeTheFirstLayersReduction) {
+    const ModelConfig m = test::llama_model(64, 8, 4, 2, 96, 1000, 256);  // untied
+    for (int zero : {2, 3})
+        for (std::int64_t s = 1; s < 4; ++s) {
+            const Program P = build_program(m, pp_plan(4, 6, 2, zero), 2 * s);
+            int sends = 0;
+            for (std::size_t i = 0; i + 2 < P.step.size(); ++i) {
+                const Op& op = P.step[i];
+                if (op.kind != OpKind::p2p || op.send_peer != -1) continue;
+                ++sends;
+                const Op& next = P.step[i + 1];
+                EXPECT_EQ(next.kind, OpKind::reduce_scatter) << describe(P, next);
+                EXPECT_EQ(next.unit, 0) << describe(P, next);  // a later stage's unit 0 is its first layer
+                EXPECT_EQ(P.step[i + 2].kind, OpKind::comm_wait) << describe(P, P.step[i + 2]);
+            }
+            EXPECT_EQ(sends, 6) << "zero " << zero << " stage " << s;
+        }
+}
+
 TEST(PipelineDryRun, EveryStageEqualsThePlannerToTheByte) {
     int ranks = 0;
     std::map<PhaseKind, int> phases;
