@@ -162,6 +162,14 @@ TEST(DryRun, ReportCarriesPredictionAndAgreement) {
 namespace preflight::runtime {
 namespace {
 
+// The preflight-runtime profile's peak for the plan, the overhead outside the tensors left out.
+std::int64_t runtime_peak(const ModelConfig& m, const Plan& p) {
+    MemoryOptions mo;
+    mo.profile = runtime_profile();
+    mo.overhead_bytes = 0;
+    return evaluate_memory(m, h100(), p, mo).peak_bytes;
+}
+
 // fp8-mixed, where the peak is in a layer's backward at the casts of an output gradient (an
 // MLP-heavy model with a small vocabulary): the up projection's and q|k|v's fp8 gradient copies
 // are what the planner's runtime profile adds; with data parallelism and ZeRO 0-3 too (ZeRO-3:
@@ -169,7 +177,6 @@ namespace {
 // with sequence parallelism (the gathered output gradients and their casts, the kept fp8 copy
 // of every row of the norm outputs).
 TEST(DryRun, Fp8PeaksAtTheGradientCastsMatchThePlanner) {
-    const GpuSpec& gpu = h100();
     int plans = 0, at_casts = 0;
     for (std::int64_t ffn : {128, 512, 2048, 8192})
         for (const bool llama : {true, false})
@@ -192,12 +199,8 @@ TEST(DryRun, Fp8PeaksAtTheGradientCastsMatchThePlanner) {
                         p.recompute = rc;
                         p.attention = at;
                         const DryRunResult d = dry_run(build_program(mm, p, p.gpus() - 1), 1, false);
-                        MemoryOptions mo;
-                        mo.profile = runtime_profile();
-                        mo.overhead_bytes = 0;
-                        const MemoryReport r = evaluate_memory(mm, gpu, p, mo);
-                        EXPECT_EQ(d.peak_bytes, r.peak_bytes) << mm.name << " ffn " << ffn << " " << to_flags(p) << ": "
-                                                              << d.peak_where;
+                        EXPECT_EQ(d.peak_bytes, runtime_peak(mm, p)) << mm.name << " ffn " << ffn << " " << to_flags(p)
+                                                                      << ": " << d.peak_where;
                         ++plans;
                         if (d.peak_where.find("proj dgrad") != std::string::npos) ++at_casts;
                     }
@@ -225,10 +228,7 @@ TEST(DryRun, Fp8SequenceParallelPeaksAtTheGatheredOutputGradientMatchThePlanner)
                 p.recompute = rc;
                 p.attention = at;
                 const DryRunResult d = dry_run(build_program(m, p, p.gpus() - 1), 1, false);
-                MemoryOptions mo;
-                mo.profile = runtime_profile();
-                mo.overhead_bytes = 0;
-                EXPECT_EQ(d.peak_bytes, evaluate_memory(m, h100(), p, mo).peak_bytes) << to_flags(p) << ": " << d.peak_where;
+                EXPECT_EQ(d.peak_bytes, runtime_peak(m, p)) << to_flags(p) << ": " << d.peak_where;
                 ++plans;
                 if (d.peak_where.find("down proj") != std::string::npos) ++at_row_parallel;
             }

@@ -177,21 +177,27 @@ TEST(GpuTensorParallel, LoopbackParity) {
         }
 }
 
+// tp 2 over seq 64 x mbs 2 with 2 micro-batches, beside dp ranks under a ZeRO stage.
+Plan tp2_plan(std::int64_t dp, int zero) {
+    Plan p;
+    p.seq = 64;
+    p.mbs = 2;
+    p.grad_acc = 2;
+    p.tp = 2;
+    p.dp = dp;
+    p.zero = static_cast<ZeroStage>(zero);
+    return p;
+}
+
 TEST(GpuTensorParallel, AnEmulatedTpRanksTrackedPeakEqualsItsDryRun) {
     PF_REQUIRE_GPU();
     const GpuSpec gpu = preflight::test::catalog_gpu("h100-sxm-80gb");
     for (auto [dp, zero, sp, fp8] : {std::tuple{1, 0, false, false}, std::tuple{2, 1, false, false},
                                      std::tuple{2, 3, false, false}, std::tuple{1, 0, true, false},
                                      std::tuple{2, 1, true, false}, std::tuple{1, 0, true, true}, std::tuple{2, 3, true, true}}) {
-        Plan p;
+        Plan p = tp2_plan(dp, zero);
         p.sp = sp;
         if (fp8) p.precision = Precision::fp8_mixed;
-        p.seq = 64;
-        p.mbs = 2;
-        p.grad_acc = 2;
-        p.tp = 2;
-        p.dp = dp;
-        p.zero = static_cast<ZeroStage>(zero);
         RunOptions o;
         o.steps = 2;
         o.warmup = 1;
@@ -222,13 +228,7 @@ TEST(GpuTensorParallel, Fp8WithSequenceParallelismAgreesWithout) {
     const int steps = 3;
     const double lr = RunOptions{}.hyper.lr;
     for (auto [dp, zero] : {std::pair{1, 0}, std::pair{2, 3}}) {
-        Plan p;
-        p.seq = 64;
-        p.mbs = 2;
-        p.grad_acc = 2;
-        p.tp = 2;
-        p.dp = dp;
-        p.zero = static_cast<ZeroStage>(zero);
+        Plan p = tp2_plan(dp, zero);
         p.precision = Precision::fp8_mixed;
         RunOptions o;
         o.seed = 21;
