@@ -357,7 +357,7 @@ MemoryBreakdown snapshot(const StageModel& st, const Phase& ph, bool first_step)
     b.optimizer_states = st.states.optimizer_states;
     if (first_step && ph.kind != PhaseKind::optimizer_step) b.optimizer_states = 0;
     b.overhead = st.overhead;
-    b.buffers = st.static_buffers;
+    b.buffers = st.static_buffers + (ph.kind == PhaseKind::optimizer_step ? 0 : st.tied_unit_grads);
 
     const std::int64_t per_micro_batch = st.layers * st.act_layer + st.act_embed + st.act_head;
     const std::int64_t earlier = st.earlier_layer_units >= 0
@@ -400,8 +400,9 @@ MemoryBreakdown snapshot(const StageModel& st, const Phase& ph, bool first_step)
 // Calls f(phase) for the phases in step order of one stage; `all_layers` false keeps only
 // the ones that can hold the peak (activations grow through forward and shrink through
 // backward, so the last layer's; under the runtime's ZeRO buffers also the one before it, which
-// holds two layer units where the last holds one, or one beside the head's). A visitor, not a
-// vector: the search judges every plan through it.
+// holds two layer units where the last holds one, or one beside the head's; and on its first
+// stage layer 1's, where its embedding ops hold the gathered embedding or its gradients,
+// with_embedding_point). A visitor, not a vector: the search judges every plan through it.
 template <class F>
 void for_each_phase(const StageModel& st, bool all_layers, F&& f) {
     const std::int64_t micro_batches = st.in_flight;
@@ -410,10 +411,13 @@ void for_each_phase(const StageModel& st, bool all_layers, F&& f) {
     const std::int64_t window = std::max({std::int64_t{st.runtime_units ? 1 : 0}, st.gather_layer > 0 ? st.gather_prefetch_layers : 0,
                                           st.fsdp_queue_units});
     const std::int64_t lowest = all_layers ? 1 : std::max<std::int64_t>(st.layers - window, 1);
+    const bool embedding_points = st.runtime_units && st.first && lowest > 1;
     f(Phase{PhaseKind::step_start, 0, 0});
+    if (embedding_points) f(Phase{PhaseKind::forward, 1, micro_batches});
     for (std::int64_t layer = lowest; layer <= st.layers; ++layer) f(Phase{PhaseKind::forward, layer, micro_batches});
     if (st.last) f(Phase{PhaseKind::output_loss, 0, micro_batches});
     for (std::int64_t layer = st.layers; layer >= lowest; --layer) f(Phase{PhaseKind::backward, layer, micro_batches});
+    if (embedding_points) f(Phase{PhaseKind::backward, 1, micro_batches});
     f(Phase{PhaseKind::grad_reduce, 0, 0});
     f(Phase{PhaseKind::optimizer_step, 0, 0});
 }

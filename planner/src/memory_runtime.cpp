@@ -30,26 +30,42 @@ void add_runtime_unit_buffers(StageModel& st, const ModelConfig& m, const Plan& 
     st.unit_grad_layer = b.grad_layer;
     st.unit_grad_output = b.grad_output;
     st.unit_grad_embed = b.grad_embedding;
+    // ZeRO-2/3 with a word embedding tied across pipeline stages: the unit holding it (the
+    // embedding on the first stage, the head with the copy on the last) keeps its gradients from
+    // the step's start until they are summed and reduce-scattered (program_comm.cpp
+    // open_tied_unit_grads, tie_embedding_grads), instead of opening them in each backward.
+    if (p.zero >= zero_gradients && m.tied_embeddings && p.pp > 1) {
+        if (st.first) st.tied_unit_grads = b.grad_embedding, st.unit_grad_embed = 0;
+        if (st.last) st.tied_unit_grads = b.grad_output, st.unit_grad_output = 0;
+    }
     const std::int64_t hidden_act = p.seq * p.mbs * m.hidden * precision_bytes(p.precision).activation;
     // Sequence parallelism: the whole [s, b, h] (partial embeddings before their reduce-scatter, or
     // the gathered gradient) beside the rank's rows (layer 1's input, or the residual gradient).
     const std::int64_t rows_share = p.sp && p.tp > 1 ? hidden_act / p.tp : 0;
-    st.embed_fwd_act = hidden_act + rows_share;
+    st.embed_fwd_act = hidden_act;
+    st.embed_fwd_rows = rows_share;
     st.embed_bwd_act = hidden_act + rows_share;
 }
 
 // Profile (runtime_units): the runtime's embedding ops, in the phases of layer 1, hold the
-// token ids, one [s, b, h] activation (layer 1's input in forward, the residual gradient in
-// backward) and the embedding unit (gathered under ZeRO-3 in forward, its unreduced gradients
-// under ZeRO-2/3 in backward) beside the states; the phase's peak is the larger of that and
-// the layer's.
+// token ids and one [s, b, h] activation beside the states: in forward the embedding's output
+// beside the embedding unit gathered for it (ZeRO-3, freed with the op), then under sequence
+// parallelism that output beside the rank's rows of layer 1's input; in backward the residual
+// gradient (gathered beside its rows under sequence parallelism) beside the embedding's
+// unreduced gradients (ZeRO-2/3). The phase's peak is the larger of that and the layer's.
 MemoryBreakdown with_embedding_point(const StageModel& st, const Phase& ph, const MemoryBreakdown& layer_point,
                                      std::int64_t earlier) {
     if (!st.runtime_units || !st.first || ph.layer != 1) return layer_point;
-    const bool fwd = ph.kind == PhaseKind::forward;
     MemoryBreakdown e = layer_point;
-    e.activations = earlier + st.act_embed + (fwd ? st.embed_fwd_act : st.embed_bwd_act);
-    e.buffers = st.static_buffers + (fwd ? st.gather_embed : st.unit_grad_embed);
+    e.buffers = st.static_buffers + st.tied_unit_grads;
+    if (ph.kind == PhaseKind::forward) {
+        const bool at_gather = st.gather_embed >= st.embed_fwd_rows;
+        e.activations = earlier + st.act_embed + st.embed_fwd_act + (at_gather ? 0 : st.embed_fwd_rows);
+        e.buffers += at_gather ? st.gather_embed : 0;
+    } else {
+        e.activations = earlier + st.act_embed + st.embed_bwd_act;
+        e.buffers += st.unit_grad_embed;
+    }
     return e.total() > layer_point.total() ? e : layer_point;
 }
 

@@ -62,12 +62,15 @@ void check_runtime_pipeline(const ModelConfig& m, const Plan& p) {
         throw InputError("--pp-schedule", "GPipe and interleaved schedules are not implemented by the runtime yet; use "
                                           "1f1b" + why);
     // A tied word embedding lives on the first and the last stage; their gradients are summed once
-    // the micro-batches are done (Megatron-LM's finalize_model_grads), which ZeRO-2/3's reduce-scatter
-    // of every micro-batch would have to wait for, keeping the whole unit's gradients all step.
-    if (p.zero >= zero_gradients && m.tied_embeddings)
-        throw InputError("--zero", "ZeRO-2/3 with pipeline parallelism and a tied word embedding (on the first and the "
-                                   "last stage) is not implemented by the runtime; use --zero 0 or 1, or a model with "
-                                   "tie_word_embeddings false" + why);
+    // the micro-batches are done (Megatron-LM's finalize_model_grads), so under ZeRO-2/3 the unit
+    // holding it keeps its 16-bit gradients all step (program_comm.cpp open_tied_unit_grads): a
+    // recipe that accumulates gradients in fp32 would lose that there.
+    if (p.zero >= zero_gradients && m.tied_embeddings && precision_bytes(p.precision).gradient_accum > 0)
+        throw InputError("--zero", "ZeRO-2/3 with pipeline parallelism and a tied word embedding under " +
+                                       std::string(to_string(p.precision)) +
+                                       " is not implemented by the runtime (the tied unit would accumulate its "
+                                       "gradients over the micro-batches in 16 bits, not fp32); use --zero 0 or 1, "
+                                       "or --precision bf16-mixed" + why);
 }
 
 void check_runtime_model(const ModelConfig& m) {

@@ -232,6 +232,7 @@ Program build_program(const ModelConfig& model, const Plan& plan_in, std::int64_
     B.emit(P.step, OpKind::zero_grads, "zero gradients and loss", {PhaseKind::step_start, 0, 0});
     if (P.fp8 && P.fp8_weights != kNoBuffer)  // fp8_cast_weights: the updated weights into the fp8 cache, once a step
         B.emit(P.step, OpKind::fp8_cast_weights, "fp8 cast of the layers' weights", {PhaseKind::step_start, 0, 0});
+    open_tied_unit_grads(B, P.step);
     emit_micro_batches(B);
     tie_embedding_grads(B, P.step);
     reduce_accumulated(B, P.step);

@@ -260,8 +260,11 @@ void embedding_backward_end(Builder& B, std::vector<Op>& out, const Phase& ph, b
 void stage_backward_end(Builder& B, std::vector<Op>& out, const Phase& ph);
 // Pipeline parallelism with a tied word embedding: after the last micro-batch, its gradient on
 // the first stage and its copy's on the last are summed (Megatron-LM's embedding group), then
-// the unit holding it reduced over the data-parallel ranks (ZeRO-0/1; ZeRO-2/3 are refused with a
-// tied embedding, runtime_support.cpp).
+// the unit holding it reduced over the data-parallel ranks. Under ZeRO-2/3 that unit's gradient
+// buffer is opened at the step's start (open_tied_unit_grads) and kept, accumulating, through the
+// micro-batches (a reduce-scatter every micro-batch could not be summed with the other stage's
+// copy), reduce-scattered here and freed.
+void open_tied_unit_grads(Builder& B, std::vector<Op>& out);
 void tie_embedding_grads(Builder& B, std::vector<Op>& out);
 // After the last micro-batch: ZeRO-0/1 with an fp32 accumulation buffer reduce it now, unit by
 // unit; then the compute stream waits for every collective before the optimizer.

@@ -100,6 +100,9 @@ bool tied_across_stages(const Program& P) {
 bool defers_reduction(const Program& P, std::size_t u) {
     return tied_across_stages(P) && u == (P.dims.first_stage ? std::size_t{0} : P.layout.units.size() - 1);
 }
+// ZeRO-2/3: that unit's gradients stay in their unit buffer from the step's start, accumulated
+// over the micro-batches, until the two copies are summed; only then is it reduce-scattered.
+bool holds_tied_unit(const Program& P, std::size_t u) { return grads_sharded(P) && defers_reduction(P, u); }
 
 }  // namespace
 
@@ -192,7 +195,7 @@ void output_gathers(Builder& B, std::vector<Op>& out, const Phase& ph) {
 void output_grads_begin(Builder& B, std::vector<Op>& out, const Phase& ph) {
     Program& P = B.p_;
     if (!grads_sharded(P)) return;
-    begin_unit_grads(B, out, head_unit(P), ph);
+    if (!holds_tied_unit(P, head_unit(P))) begin_unit_grads(B, out, head_unit(P), ph);
     if (tied_output(P)) begin_unit_grads(B, out, embedding_unit(), ph);
 }
 
@@ -201,7 +204,7 @@ void output_end(Builder& B, std::vector<Op>& out, const Phase& ph, bool reduce) 
     release_gathered(B, out.back(), head_unit(P));
     if (tied_output(P)) release_gathered(B, out.back(), embedding_unit());
     if (grads_sharded(P)) {
-        emit_reduction(B, out, head_unit(P), ph);
+        if (!holds_tied_unit(P, head_unit(P))) emit_reduction(B, out, head_unit(P), ph);
         // A tied embedding's gradient so far (the head's share): reduced now, its buffer freed,
         // and opened again for the embedding's own backward.
         if (tied_output(P)) emit_reduction(B, out, embedding_unit(), ph);
@@ -214,12 +217,13 @@ void embedding_backward_begin(Builder& B, std::vector<Op>& out, const Phase& ph)
     Program& P = B.p_;
     if (!grads_sharded(P)) return;
     finish_reductions(B, out, ph, 0);
-    begin_unit_grads(B, out, embedding_unit(), ph);
+    if (!holds_tied_unit(P, embedding_unit())) begin_unit_grads(B, out, embedding_unit(), ph);
 }
 
 void embedding_backward_end(Builder& B, std::vector<Op>& out, const Phase& ph, bool reduce) {
     Program& P = B.p_;
-    if (grads_sharded(P) || (reduce && !reduces_after_accumulation(P) && !defers_reduction(P, embedding_unit())))
+    if ((grads_sharded(P) && !holds_tied_unit(P, embedding_unit())) ||
+        (reduce && !reduces_after_accumulation(P) && !defers_reduction(P, embedding_unit())))
         emit_reduction(B, out, embedding_unit(), ph);
     if (grads_sharded(P)) finish_reductions(B, out, ph, 0);
 }
@@ -230,18 +234,28 @@ void stage_backward_end(Builder& B, std::vector<Op>& out, const Phase& ph) {
     finish_reductions(B, out, ph, 0);
 }
 
+void open_tied_unit_grads(Builder& B, std::vector<Op>& out) {
+    Program& P = B.p_;
+    const std::size_t u = P.dims.first_stage ? embedding_unit() : head_unit(P);
+    if (holds_tied_unit(P, u)) begin_unit_grads(B, out, u, {PhaseKind::step_start, 0, 0});
+}
+
 void tie_embedding_grads(Builder& B, std::vector<Op>& out) {
     Program& P = B.p_;
     if (!tied_across_stages(P)) return;
     const Phase ph{PhaseKind::grad_reduce, 0, 0};
     const ParamSpec& ps = P.params[static_cast<std::size_t>(P.dims.first_stage ? P.wte : P.head)];
-    // all_reduce (embedding group, sum): v0 = the tied tensor's accumulated gradient, in place
+    const std::size_t u = P.dims.first_stage ? embedding_unit() : head_unit(P);
+    // all_reduce (embedding group, sum): v0 = the tied tensor's accumulated gradient, in place (in
+    // its unit buffer under ZeRO-2/3)
     Op& o = B.emit_collective(out, OpKind::all_reduce, "word embedding gradient (first + last stage) all-reduce", ph, -1);
     o.group = CommGroup::embedding;
     o.reduce = ReduceOp::sum;
-    o.v[0] = {P.optimizer_grads(), 1, ps.numel(), ps.numel(), ps.offset};
-    const std::size_t u = P.dims.first_stage ? embedding_unit() : head_unit(P);
+    const ParamRef at = P.grad_at(P.dims.first_stage ? P.wte : P.head);
+    o.v[0] = holds_tied_unit(P, u) ? View{at.buffer, 1, ps.numel(), ps.numel(), at.offset}
+                                   : View{P.optimizer_grads(), 1, ps.numel(), ps.numel(), ps.offset};
     if (data_parallel(P) && !reduces_after_accumulation(P)) emit_reduction(B, out, u, ph);
+    if (holds_tied_unit(P, u)) finish_reductions(B, out, ph, 0);
 }
 
 void reduce_accumulated(Builder& B, std::vector<Op>& out) {

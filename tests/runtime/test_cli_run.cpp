@@ -96,7 +96,7 @@ TEST(CliRun, TheCudaBackendIsLoadedOnlyWhenADeviceIsAsked) {
 
 TEST(CliRun, UnsupportedPlanIsBadInput) {
     EXPECT_EQ(run("run --model gpt2 --seq 128 --pp 2 --pp-schedule gpipe --dry-run").exit_code, 2);
-    EXPECT_EQ(run("run --model gpt2 --seq 128 --pp 2 --dp 2 --zero 2 --dry-run").exit_code, 2);
+    EXPECT_EQ(run("run --model gpt2 --seq 128 --pp 2 --dp 2 --zero 2 --precision bf16-mixed-fp32-grads --dry-run").exit_code, 2);
     EXPECT_EQ(run("run --model gpt2 --seq 128 --tp 5 --dry-run").exit_code, 2);  // 12 heads do not split 5 ways
     EXPECT_EQ(run("run --model gpt2 --seq 128 --precision fp16-mixed --dry-run").exit_code, 2);
     EXPECT_EQ(run("run --model gpt2 --seq 120 --precision fp8-mixed --dry-run").exit_code, 2);  // not a multiple of 16

@@ -210,17 +210,20 @@ TEST(PipelineDryRun, Llama3_8bPp4FirstAndLastStage) {
     EXPECT_LT(last.dry, first.dry);  // the last stage holds one micro-batch (and the head)
 }
 
-// ZeRO-2/3 under 1F1B, untied Llama-2-7B (32 layers): every micro-batch reduce-scatters its
-// layers' gradients, ZeRO-3 gathers each layer for its forward and again for its backward; each
-// stage's dry run equals the planner to the byte, alone and beside tensor and sequence parallelism.
+// ZeRO-2/3 under 1F1B, untied Llama-2-7B (32 layers) and the tied Llama-3.2-1B and GPT-2: every
+// micro-batch reduce-scatters its layers' gradients (a tied embedding's unit keeps its gradients
+// all step), ZeRO-3 gathers each layer for its forward and again for its backward; each stage's
+// dry run equals the planner to the byte, alone and beside tensor and sequence parallelism.
 TEST(PipelineDryRun, ZeroTwoAndThreeEqualThePlannerToTheByte) {
     int ranks = 0;
-    const ModelConfig m = test::catalog_model("llama-2-7b");
+    for (const char* name : {"llama-2-7b", "llama-3.2-1b", "gpt2"})
     for (std::int64_t pp : {2, 4})
         for (std::int64_t ga : {1, 3, 8})
             for (Recompute rc : all_recomputes())
                 for (Precision pr : {Precision::bf16_mixed, Precision::bf16_mixed_fp32_grads, Precision::fp8_mixed})
                     for (auto [tp, zero] : {std::pair{1, 2}, std::pair{1, 3}, std::pair{2, 2}, std::pair{2, 3}}) {
+                        const ModelConfig m = test::catalog_model(name);
+                        if (m.tied_embeddings && pr == Precision::bf16_mixed_fp32_grads) continue;  // refused
                         Plan p = pp_plan(pp, ga, 2, zero);
                         p.tp = tp;
                         p.sp = tp > 1;
@@ -229,12 +232,13 @@ TEST(PipelineDryRun, ZeroTwoAndThreeEqualThePlannerToTheByte) {
                         for (std::int64_t s = 0; s < pp; ++s) {
                             const std::int64_t rank = (s + 1) * 2 * tp - 1;
                             const test_support::Compared c = test_support::compare_with_planner(m, p, rank);
-                            EXPECT_EQ(c.dry, c.planned) << to_flags(p) << " stage " << s << ": " << c.where;
-                            EXPECT_EQ(c.dry_phase, c.planned_phase) << to_flags(p) << " stage " << s;
+                            EXPECT_EQ(c.dry, c.planned) << name << " " << to_flags(p) << " stage " << s << ": " << c.where;
+                            EXPECT_EQ(c.dry_phase, c.planned_phase) << name << " " << to_flags(p) << " stage " << s;
                             ++ranks;
                         }
                     }
-    EXPECT_EQ(ranks, (2 + 4) * 3 * 3 * 3 * 4);  // stages x micro-batch counts x recomputes x recipes x (tp, ZeRO)
+    // stages x micro-batch counts x recomputes x (tp, ZeRO) x recipes (the tied models without fp32 accumulation)
+    EXPECT_EQ(ranks, (2 + 4) * 3 * 3 * 4 * (3 + 2 + 2));
 }
 
 TEST(PipelineProgram, RefusesWhatTheRuntimeDoesNotRunNamingTheFlag) {
@@ -247,9 +251,12 @@ TEST(PipelineProgram, RefusesWhatTheRuntimeDoesNotRunNamingTheFlag) {
             EXPECT_EQ(e.subject(), flag) << e.what();
         }
     };
-    refused(pp_plan(2, 4, 2, 2), "--zero");  // GPT-2's word embedding is tied
-    refused(pp_plan(2, 4, 2, 3), "--zero");
-    EXPECT_NO_THROW(build_program(test::catalog_model("llama-2-7b"), pp_plan(2, 4, 2, 3)));  // untied
+    // GPT-2's word embedding is tied: under ZeRO-2/3 its unit keeps 16-bit gradients all step.
+    Plan fp32_grads = pp_plan(2, 4, 2, 2);
+    fp32_grads.precision = Precision::bf16_mixed_fp32_grads;
+    refused(fp32_grads, "--zero");
+    EXPECT_NO_THROW(build_program(m, pp_plan(2, 4, 2, 3)));
+    EXPECT_NO_THROW(build_program(test::catalog_model("llama-2-7b"), fp32_grads));  // untied
     Plan gpipe = pp_plan(2, 4);
     gpipe.pp_schedule = PpSchedule::gpipe;
     refused(gpipe, "--pp-schedule");
@@ -326,15 +333,18 @@ TEST(PipelineParity, PpAloneAndWithTensorAndDataParallelismMatchOneGpu) {
     EXPECT_EQ(cases, 2 * 2 * 3 * 2);
 }
 
-// ZeRO-2/3 (untied: a tied embedding is refused) at dp 2, alone and beside tp 2 with sequence
-// parallelism: every micro-batch's reduce-scatter adds into the shard, the stages' updates and
-// the last stages' loss are one GPU's.
+// ZeRO-2/3 at dp 2, alone and beside tp 2 with sequence parallelism: every micro-batch's
+// reduce-scatter adds into the shard (a tied embedding's unit: once, after its two copies are
+// summed), the stages' updates and the last stages' loss are one GPU's.
 TEST(PipelineParity, ZeroTwoAndThreeMatchOneGpu) {
     int cases = 0;
     Worst worst;
-    for (Precision pr : {Precision::fp32, Precision::bf16_mixed_fp32_grads})
+    for (const ModelConfig& m : {micro_llama(), micro_gpt()})
+    for (Precision pr : {Precision::fp32, Precision::bf16_mixed_fp32_grads, Precision::bf16_mixed})
         for (auto [pp, ga] : {std::pair{2, 3}, std::pair{4, 6}, std::pair{4, 2}})
             for (auto [tp, zero] : {std::pair{1, 2}, std::pair{1, 3}, std::pair{2, 2}, std::pair{2, 3}}) {
+                // a tied embedding keeps 16-bit unit gradients all step: not under fp32 accumulation
+                if (m.tied_embeddings && pr == Precision::bf16_mixed_fp32_grads) continue;
                 Plan p;
                 p.seq = 6;
                 p.mbs = 2;
@@ -345,16 +355,17 @@ TEST(PipelineParity, ZeroTwoAndThreeMatchOneGpu) {
                 p.sp = tp > 1;
                 p.zero = static_cast<ZeroStage>(zero);
                 p.precision = pr;
-                const Worst w = compare(micro_llama(), p, 3);
-                EXPECT_LE(w.loss, 1e-9) << to_flags(p);
-                EXPECT_LE(w.param, 1e-9) << to_flags(p);
+                const Worst w = compare(m, p, 3);
+                EXPECT_LE(w.loss, 1e-9) << m.name << " " << to_flags(p);
+                EXPECT_LE(w.param, 1e-9) << m.name << " " << to_flags(p);
                 worst.loss = std::max(worst.loss, w.loss);
                 worst.param = std::max(worst.param, w.param);
                 ++cases;
             }
-    std::printf("ZeRO-2/3 x pp 2 / 4 (dp 2, tp 1 / 2) vs one GPU, 3 steps, %d cases: worst loss %.2e, worst parameter %.2e\n",
+    std::printf("ZeRO-2/3 x pp 2 / 4 (dp 2, tp 1 / 2; untied and tied) vs one GPU, 3 steps, %d cases: worst loss %.2e, "
+                "worst parameter %.2e\n",
                 cases, worst.loss, worst.param);
-    EXPECT_EQ(cases, 2 * 3 * 4);
+    EXPECT_EQ(cases, (3 + 2) * 3 * 4);
 }
 
 TEST(PipelineParity, RecomputeAndEagerAttentionToo) {

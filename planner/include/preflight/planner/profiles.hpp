@@ -77,9 +77,9 @@ FrameworkProfile runtime_profile();
 // call it. Other precisions pass.
 void check_runtime_fp8(const ModelConfig& model, const Plan& plan);
 // The runtime's pipeline (runtime/src/program_microbatch.cpp) runs 1F1B without virtual stages;
-// ZeRO-2/3 only with an untied word embedding (a tied one's two copies are summed after the last
-// micro-batch, which a reduce-scatter every micro-batch cannot wait for). Throws InputError naming
-// the flag otherwise; pp 1 passes.
+// with a tied word embedding ZeRO-2/3 keep that unit's 16-bit gradients all step (its two copies
+// are summed after the last micro-batch), so not under a recipe that accumulates in fp32. Throws
+// InputError naming the flag otherwise; pp 1 passes.
 void check_runtime_pipeline(const ModelConfig& model, const Plan& plan);
 // The models the runtime executes: dense (no mixture of experts), head_dim at most 128 (and even
 // under RoPE), llama3 RoPE scaling or none, the MLP nonlinearity its kernels compute. Throws
