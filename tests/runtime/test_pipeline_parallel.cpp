@@ -304,6 +304,29 @@ Worst compare(const ModelConfig& m, const Plan& multi, int steps) {
     return w;
 }
 
+// A micro pipeline plan (seq 6, mbs 2) and its parity against one GPU, 3 steps, within 1e-9,
+// folded into the worst seen so far.
+Plan parity_plan(std::int64_t pp, std::int64_t ga, std::int64_t dp, std::int64_t tp, int zero, Precision pr) {
+    Plan p;
+    p.seq = 6;
+    p.mbs = 2;
+    p.pp = pp;
+    p.grad_acc = ga;
+    p.dp = dp;
+    p.tp = tp;
+    p.sp = tp > 1;
+    p.zero = static_cast<ZeroStage>(zero);
+    p.precision = pr;
+    return p;
+}
+void expect_parity(const ModelConfig& m, const Plan& p, Worst& worst) {
+    const Worst w = compare(m, p, 3);
+    EXPECT_LE(w.loss, 1e-9) << m.name << " " << to_flags(p);
+    EXPECT_LE(w.param, 1e-9) << m.name << " " << to_flags(p);
+    worst.loss = std::max(worst.loss, w.loss);
+    worst.param = std::max(worst.param, w.param);
+}
+
 TEST(PipelineParity, PpAloneAndWithTensorAndDataParallelismMatchOneGpu) {
     int cases = 0;
     Worst worst;
@@ -311,21 +334,7 @@ TEST(PipelineParity, PpAloneAndWithTensorAndDataParallelismMatchOneGpu) {
         for (Precision pr : {Precision::fp32, Precision::bf16_mixed_fp32_grads})
             for (auto [pp, ga] : {std::pair{2, 3}, std::pair{4, 6}, std::pair{4, 2}})
                 for (auto [dp, tp, zero] : {std::tuple{1, 1, 0}, std::tuple{2, 2, 1}}) {
-                    Plan p;
-                    p.seq = 6;
-                    p.mbs = 2;
-                    p.pp = pp;
-                    p.grad_acc = ga;
-                    p.dp = dp;
-                    p.tp = tp;
-                    p.sp = tp > 1;
-                    p.zero = static_cast<ZeroStage>(zero);
-                    p.precision = pr;
-                    const Worst w = compare(m, p, 3);
-                    EXPECT_LE(w.loss, 1e-9) << m.name << " " << to_flags(p);
-                    EXPECT_LE(w.param, 1e-9) << m.name << " " << to_flags(p);
-                    worst.loss = std::max(worst.loss, w.loss);
-                    worst.param = std::max(worst.param, w.param);
+                    expect_parity(m, parity_plan(pp, ga, dp, tp, zero, pr), worst);
                     ++cases;
                 }
     std::printf("pp 2 / 4, dp 2 x tp 2 x pp 2 / 4 vs one GPU, 3 steps, %d cases: worst loss %.2e, worst parameter %.2e\n",
@@ -340,28 +349,14 @@ TEST(PipelineParity, ZeroTwoAndThreeMatchOneGpu) {
     int cases = 0;
     Worst worst;
     for (const ModelConfig& m : {micro_llama(), micro_gpt()})
-    for (Precision pr : {Precision::fp32, Precision::bf16_mixed_fp32_grads, Precision::bf16_mixed})
-        for (auto [pp, ga] : {std::pair{2, 3}, std::pair{4, 6}, std::pair{4, 2}})
-            for (auto [tp, zero] : {std::pair{1, 2}, std::pair{1, 3}, std::pair{2, 2}, std::pair{2, 3}}) {
-                // a tied embedding keeps 16-bit unit gradients all step: not under fp32 accumulation
-                if (m.tied_embeddings && pr == Precision::bf16_mixed_fp32_grads) continue;
-                Plan p;
-                p.seq = 6;
-                p.mbs = 2;
-                p.pp = pp;
-                p.grad_acc = ga;
-                p.dp = 2;
-                p.tp = tp;
-                p.sp = tp > 1;
-                p.zero = static_cast<ZeroStage>(zero);
-                p.precision = pr;
-                const Worst w = compare(m, p, 3);
-                EXPECT_LE(w.loss, 1e-9) << m.name << " " << to_flags(p);
-                EXPECT_LE(w.param, 1e-9) << m.name << " " << to_flags(p);
-                worst.loss = std::max(worst.loss, w.loss);
-                worst.param = std::max(worst.param, w.param);
-                ++cases;
-            }
+        for (Precision pr : {Precision::fp32, Precision::bf16_mixed_fp32_grads, Precision::bf16_mixed})
+            for (auto [pp, ga] : {std::pair{2, 3}, std::pair{4, 6}, std::pair{4, 2}})
+                for (auto [tp, zero] : {std::pair{1, 2}, std::pair{1, 3}, std::pair{2, 2}, std::pair{2, 3}}) {
+                    // a tied embedding keeps 16-bit unit gradients all step: not under fp32 accumulation
+                    if (m.tied_embeddings && pr == Precision::bf16_mixed_fp32_grads) continue;
+                    expect_parity(m, parity_plan(pp, ga, 2, tp, zero, pr), worst);
+                    ++cases;
+                }
     std::printf("ZeRO-2/3 x pp 2 / 4 (dp 2, tp 1 / 2; untied and tied) vs one GPU, 3 steps, %d cases: worst loss %.2e, "
                 "worst parameter %.2e\n",
                 cases, worst.loss, worst.param);
