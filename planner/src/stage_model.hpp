@@ -69,7 +69,7 @@ struct StageModel {
     std::int64_t unit_grad_layer = 0, unit_grad_output = 0, unit_grad_embed = 0;
     std::int64_t gather_embed = 0;
     std::int64_t unit_fp8_layer = 0;  // ZeRO-3 fp8: the layer's fp8 weight cache, cast after each gather of it
-    std::int64_t tied_unit_grads = 0;  // ZeRO-2/3, pp > 1: the tied embedding's unit gradients, held until the optimizer
+    std::int64_t tied_unit_grads = 0;  // ZeRO-2/3, pp > 1: the tied embedding's unit gradients, step start to grad_reduce
     std::int64_t embed_fwd_act = 0;   // the embedding's output ([s, b, h]: layer 1's input, or its partial sums)
     std::int64_t embed_fwd_rows = 0;  // sequence parallelism: the rank's rows of layer 1's input beside them
     std::int64_t embed_bwd_act = 0;  // the residual gradient the embedding's backward reads

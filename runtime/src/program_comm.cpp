@@ -8,7 +8,9 @@
 //    the updated parameters all-gathered in place after the optimizer (llm.c, PR #421);
 //  - ZeRO-2: gradients sharded too: each unit's gradients live in a buffer of their own from the
 //    unit's first gradient op until its reduce-scatter, which runs every micro-batch while the
-//    next unit's backward computes, and is added into the rank's gradient shard;
+//    next unit's backward computes, and is added into the rank's gradient shard (but for a word
+//    embedding tied across pipeline stages, whose unit holds its buffer all step and is
+//    reduce-scattered once, after its two copies are summed: tie_embedding_grads);
 //  - ZeRO-3: parameters sharded too: each unit is all-gathered before its forward and again
 //    before its backward, the next layer's gather prefetched, and freed after its last use
 //    (PyTorch FSDP's FlatParameter per layer, forward and backward prefetch).

@@ -103,8 +103,10 @@ void add_unit_fp8_buffers(Builder& B) {
         if (elements[u] > 0)
             P.unit_fp8[u] = B.buffer(unit_name(P.layout.units[u]) + " fp8 weights (W, W^T)", Category::sharding,
                                      DType::f8e4m3, elements[u]);
-    for (auto [w, j] : layer_gemm_weights(P))
-        P.fp8_weight_buffer[static_cast<std::size_t>(w)] = P.unit_fp8[static_cast<std::size_t>(P.params[static_cast<std::size_t>(w)].unit)];
+    for (auto [w, j] : layer_gemm_weights(P)) {
+        const auto i = static_cast<std::size_t>(w);
+        P.fp8_weight_buffer[i] = P.unit_fp8[static_cast<std::size_t>(P.params[i].unit)];
+    }
 }
 
 void cast_unit_fp8(Builder& B, std::vector<Op>& out, std::size_t u, const Phase& ph) {
