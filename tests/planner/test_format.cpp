@@ -1,6 +1,8 @@
 // Number formatting shared by the CLI, the explorer and the reports (format.hpp).
 #include <gtest/gtest.h>
 
+#include <cstdint>
+
 #include "preflight/planner/format.hpp"
 
 namespace preflight {
@@ -10,6 +12,14 @@ TEST(Format, BytesCountsAndDigits) {
     EXPECT_EQ(format_bytes(0), "0 B");
     EXPECT_EQ(format_bytes(std::int64_t{512} << 20), "512.0 MiB");
     EXPECT_EQ(group_digits(8030261248), "8,030,261,248");
+    // Group boundaries, signs and the extremes of int64 (INT64_MIN's magnitude has no int64 negation).
+    EXPECT_EQ(group_digits(0), "0");
+    EXPECT_EQ(group_digits(999), "999");
+    EXPECT_EQ(group_digits(1000), "1,000");
+    EXPECT_EQ(group_digits(-123456), "-123,456");
+    EXPECT_EQ(group_digits(-1234567), "-1,234,567");
+    EXPECT_EQ(group_digits(INT64_MAX), "9,223,372,036,854,775,807");
+    EXPECT_EQ(group_digits(INT64_MIN), "-9,223,372,036,854,775,808");
     EXPECT_EQ(format_count(8030261248), "8.03 B");
 }
 
