@@ -1,5 +1,6 @@
 #include "plan_file.hpp"
 
+#include <cstdint>
 #include <iostream>
 #include <tuple>
 
@@ -12,14 +13,11 @@ namespace preflight::cli {
 
 namespace {
 
+// The bounded reader `--from -` and every user file go through (user_file.hpp), at 16 MiB.
 nlohmann::json read_plan_stdin() {
-    constexpr std::size_t kMaxPlanBytes = 16 << 20;
-    std::string text;
-    char buf[65536];
-    while (std::cin.read(buf, sizeof buf) || std::cin.gcount() > 0) {
-        text.append(buf, static_cast<std::size_t>(std::cin.gcount()));
-        if (text.size() > kMaxPlanBytes) throw InputError("--plan -", "standard input holds more than 16 MiB");
-    }
+    constexpr std::int64_t kMaxPlanBytes = std::int64_t{16} << 20;
+    const std::string text =
+        read_user_text_stream(std::cin, "standard input", "--plan -", kMaxPlanBytes, "a plan JSON", "--plan -'s 16 MiB");
     return parse_json_text(text, "--plan -", "standard input");
 }
 

@@ -307,15 +307,10 @@ Worst compare(const ModelConfig& m, const Plan& multi, int steps) {
 // A micro pipeline plan (seq 6, mbs 2) and its parity against one GPU, 3 steps, within 1e-9,
 // folded into the worst seen so far.
 Plan parity_plan(std::int64_t pp, std::int64_t ga, std::int64_t dp, std::int64_t tp, int zero, Precision pr) {
-    Plan p;
+    Plan p = pp_plan(pp, ga, dp, zero);
     p.seq = 6;
-    p.mbs = 2;
-    p.pp = pp;
-    p.grad_acc = ga;
-    p.dp = dp;
     p.tp = tp;
     p.sp = tp > 1;
-    p.zero = static_cast<ZeroStage>(zero);
     p.precision = pr;
     return p;
 }
