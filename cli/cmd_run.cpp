@@ -205,6 +205,12 @@ void print_table(const runtime::RunReport& r) {
         std::printf("fit: %s on %s (%s): predicted peak incl. overhead %s\n",
                     r.predicted.memory.fits ? "fits" : "DOES NOT FIT", r.gpu.name.c_str(),
                     format_bytes(r.predicted.memory.capacity_bytes).c_str(), format_bytes(r.predicted.memory.peak_bytes).c_str());
+    if (const auto& most = r.predicted.most_loaded_stage) {  // the rank that decides whether the plan fits
+        const std::int64_t rank = r.parallel.tp_rank + r.plan.tp * (r.parallel.dp_rank + r.plan.dp * most->stage);
+        std::printf("most loaded: pipeline stage %lld (--emulate-rank %lld), predicted peak incl. overhead %s: %s\n",
+                    static_cast<long long>(most->stage), static_cast<long long>(rank), format_bytes(most->peak_bytes).c_str(),
+                    most->fits ? "fits" : "DOES NOT FIT");
+    }
     std::printf("peak: %s; planner's peak phase: %s; agreement %.4f %%\n", r.measured.peak_where.c_str(),
                 describe(r.predicted.memory.peak_phase).c_str(), 100 * runtime::peak_relative_error(r));
     if (!r.measured.losses.empty()) std::printf("loss: first %.4f, last %.4f\n", r.measured.losses.front(), r.measured.losses.back());

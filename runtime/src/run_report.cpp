@@ -132,6 +132,10 @@ json predicted_json(const Predicted& p) {
     pj["pp_communication_s"] = opt(p.pp_communication_s);
     pj["pipeline_bubble_s"] = opt(p.pipeline_bubble_s);
     pj["emulated_step_time_s"] = opt(p.emulated_step_time_s);
+    pj["most_loaded_stage"] = p.most_loaded_stage ? json{{"stage", p.most_loaded_stage->stage},
+                                                         {"peak_bytes", p.most_loaded_stage->peak_bytes},
+                                                         {"fits", p.most_loaded_stage->fits}}
+                                                  : json(nullptr);
     pj["tokens_per_s"] = opt(p.tokens_per_s);
     pj["mfu"] = opt(p.mfu);
     pj["hfu"] = opt(p.hfu);

@@ -38,6 +38,14 @@ Predicted predict(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan
     mo.timeline = true;
     p.memory = evaluate_memory(model, own, plan, mo);
     p.tracked_peak_bytes = p.memory.peak_bytes - p.memory.at_peak.overhead;
+    if (plan.pp > 1) {  // the stage with the highest peak, when it is another one
+        MemoryOptions every_stage = mo;
+        every_stage.pipeline_stage.reset();
+        every_stage.timeline = false;
+        const MemoryReport most = evaluate_memory(model, own, plan, every_stage);
+        if (most.pipeline_stage != *mo.pipeline_stage && most.peak_bytes > p.memory.peak_bytes)
+            p.most_loaded_stage = Predicted::Stage{most.pipeline_stage, most.peak_bytes, most.fits};
+    }
     const FlopCounts fc = step_flops(model, plan);
     p.model_flops_per_step = fc.model_flops_per_step;
     p.hardware_flops_per_step = fc.hardware_flops_per_step;

@@ -180,3 +180,32 @@ TEST(CliRun, DiagnosticFlagsAreAcceptedAndTheReportHasTheDriverSection) {
 }
 
 }  // namespace
+
+// A pipeline stage walked alone says nothing of whether the plan fits: the stage that decides it
+// is named, with the rank that walks it. Llama-3-70B at tp 4, pp 4, 8 micro-batches on an H100:
+// the last stage (rank 15) fits, while stage 0 holds 4 micro-batches' activations of its 20
+// layers, not 1 (1F1B), and does not. Its line gives the peak rank 3's own dry run predicts.
+TEST(CliRun, AStageWalkedAloneNamesTheMostLoadedStage) {
+    const std::string plan = "run --model llama-3-70b --seq 4096 --tp 4 --pp 4 --grad-acc 8 --dry-run";
+    const auto last = run(plan + " --emulate-rank 15");
+    ASSERT_EQ(last.exit_code, 0) << last.err;
+    EXPECT_NE(last.out.find("fit: fits on h100-sxm-80gb"), std::string::npos) << last.out;
+    const auto first = run(plan + " --emulate-rank 3 --format json");
+    ASSERT_EQ(first.exit_code, 0) << first.err;
+    const auto j = nlohmann::json::parse(first.out);
+    EXPECT_FALSE(j["predicted"]["fits"].get<bool>());
+    EXPECT_TRUE(j["predicted"]["most_loaded_stage"].is_null());  // rank 3 is on it
+    const std::string line = "most loaded: pipeline stage 0 (--emulate-rank 3), predicted peak incl. overhead ";
+    const std::size_t at = last.out.find(line);
+    ASSERT_NE(at, std::string::npos) << last.out;
+    const std::string rest = last.out.substr(at + line.size(), last.out.find('\n', at) - at - line.size());
+    const double gib = static_cast<double>(j["predicted"]["peak_bytes"].get<std::int64_t>()) / (1024.0 * 1024.0 * 1024.0);
+    char want[64];
+    std::snprintf(want, sizeof want, "%.1f GiB: DOES NOT FIT", gib);
+    EXPECT_EQ(rest, want);
+    const auto report = run(plan + " --emulate-rank 15 --format json");
+    const auto most = nlohmann::json::parse(report.out)["predicted"]["most_loaded_stage"];
+    EXPECT_EQ(most["stage"], 0);
+    EXPECT_EQ(most["peak_bytes"], j["predicted"]["peak_bytes"]);
+    EXPECT_FALSE(most["fits"].get<bool>());
+}

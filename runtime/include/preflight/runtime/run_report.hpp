@@ -101,6 +101,15 @@ struct Predicted {
     // stage waits for the slowest; one run alone does not.
     std::optional<double> emulated_step_time_s;
     double model_flops_per_step = 0, hardware_flops_per_step = 0;
+    // A pipeline plan whose most loaded stage (the planner's highest predicted peak) is not this
+    // rank's: that stage, and its peak incl. overhead and verdict on this GPU. A run of this rank
+    // says nothing of whether that stage fits (nullopt: pp 1, or this rank is on it).
+    struct Stage {
+        std::int64_t stage = 0;
+        std::int64_t peak_bytes = 0;
+        bool fits = false;
+    };
+    std::optional<Stage> most_loaded_stage;
 };
 
 // Where a run sits in the plan's world and how its collectives ran.
