@@ -4,7 +4,9 @@
 // addresses, and the arena is no larger than the most bytes alive at once.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
+#include <random>
 #include <stdexcept>
 
 #include "catalog_fixture.hpp"
@@ -42,6 +44,59 @@ TEST(ArenaPlacement, EqualSizesLongerLivedFirstAndDisjointOnesShare) {
     const std::vector<std::int64_t> off = place_greedy_by_size(v, &top);
     EXPECT_EQ(off, (std::vector<std::int64_t>{512, 0, 256, 256}));
     EXPECT_EQ(top, 768);
+}
+
+// The brute-force reference of greedy by size: each allocation, largest first (equal sizes: the
+// longer-lived first, then the earlier), at the lowest offset clear of every placed one alive
+// beside it, found by looking at all of them.
+std::vector<std::int64_t> greedy_by_size_reference(const std::vector<Lifetime>& v) {
+    std::vector<std::size_t> order(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&v](std::size_t a, std::size_t b) {
+        if (v[a].bytes != v[b].bytes) return v[a].bytes > v[b].bytes;
+        return v[a].end - v[a].start > v[b].end - v[b].start;
+    });
+    std::vector<std::int64_t> offset(v.size(), -1);
+    for (std::size_t q = 0; q < order.size(); ++q) {
+        const Lifetime& x = v[order[q]];
+        std::int64_t at = 0;
+        for (bool moved = true; moved;) {  // past every placed overlap until none is left
+            moved = false;
+            for (std::size_t p = 0; p < q; ++p) {
+                const Lifetime& y = v[order[p]];
+                const std::int64_t lo = offset[order[p]];
+                const bool in_time = y.start < x.end && x.start < y.end;
+                if (in_time && lo < at + x.bytes && at < lo + y.bytes) {
+                    at = lo + y.bytes;
+                    moved = true;
+                }
+            }
+        }
+        offset[order[q]] = at;
+    }
+    return offset;
+}
+
+// The bucketed placement against the reference on random lifetimes: one tick to the whole clock,
+// shared start ticks, and clocks long enough that most lifetimes sit in one of the 256 buckets.
+TEST(ArenaPlacement, BucketedPlacementEqualsTheBruteForceReference) {
+    std::mt19937_64 rng(7);
+    for (int trial = 0; trial < 40; ++trial) {
+        const auto clock = static_cast<std::uint64_t>(2 + rng() % 5000);
+        std::vector<Lifetime> v(1 + rng() % 400);
+        for (Lifetime& l : v) {
+            l.bytes = 256 * static_cast<std::int64_t>(1 + rng() % 8);
+            l.start = static_cast<std::int64_t>(rng() % (clock - 1));
+            const auto longest = trial % 4 == 0 ? std::uint64_t{4} : clock - static_cast<std::uint64_t>(l.start);
+            l.end = l.start + 1 + static_cast<std::int64_t>(rng() % longest);
+        }
+        const std::vector<std::int64_t> want = greedy_by_size_reference(v);
+        std::int64_t top = 0;
+        ASSERT_EQ(place_greedy_by_size(v, &top), want) << "trial " << trial;
+        std::int64_t want_top = 0;
+        for (std::size_t i = 0; i < v.size(); ++i) want_top = std::max(want_top, want[i] + v[i].bytes);
+        EXPECT_EQ(top, want_top);
+    }
 }
 
 // Forwards to the arena and checks, on every allocation, that the returned range overlaps no
