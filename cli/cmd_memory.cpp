@@ -102,7 +102,7 @@ void print_table(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
     std::cout << "; this GPU owns " << group_digits(r.params_on_gpu) << " before ZeRO sharding\n";
     if (plan.pp > 1)
         std::cout << "# most loaded pipeline stage: " << r.pipeline_stage << " (" << r.layers_on_stage
-                  << " layers, " << r.micro_batches_in_flight << " micro-batches in flight)\n";
+                  << " layers, " << count_of(r.micro_batches_in_flight, "micro-batch", "micro-batches") << " in flight)\n";
     std::cout << "# per GPU, steady state, at the peak phase\n\n";
 
     Table t;
@@ -176,7 +176,7 @@ void print_next_step(const std::string& model, const GpuSpec& gpu, const std::st
               << (compute_peak_flops_per_s(gpu, p.precision) ? " --precision " + std::string(to_string(p.precision)) : "")
               << (p.finetune != Finetune::full ? " --finetune " + std::string(to_string(p.finetune)) : "")
               << (framework != "megatron" ? " --framework " + framework : "")
-              << "   (searches dp/tp/pp, ZeRO, recompute and micro-batch for this batch on these GPUs)\n";
+              << "   # searches dp/tp/pp, ZeRO, recompute and micro-batch for this batch on these GPUs\n";
 }
 
 }  // namespace

@@ -326,6 +326,12 @@ std::function<void(std::int64_t, std::int64_t, std::int64_t)> search_progress(st
 // --emit: the recommendation in a framework's form (exit 1 when nothing fits).
 int emit_recommendation(const PlanCommandState& st, const ModelConfig& model, const GpuSpec& gpu,
                         const SearchResult& res) {
+    if (res.candidates.empty() && res.plans_evaluated == 0 && !res.rejected.empty()) {
+        std::cerr << "preflight: no plan runs under --framework " << st.flags.framework << ", nothing to emit: "
+                  << res.rejected.front().reason << " (`plan` without --emit lists every refused family)\n";
+        for (const auto& s : res.suggestions) std::cerr << "# " << s << "\n";
+        return kExitDoesNotFit;
+    }
     if (res.candidates.empty()) {
         std::cerr << "preflight: nothing fits, nothing to emit\n";
         for (const auto& s : res.suggestions) std::cerr << "# " << s << "\n";

@@ -33,8 +33,17 @@ Example:
 
 // CLI11's wording for the two errors it words least plainly, said as the other messages are:
 // what is wrong with which flag, and how to write it.
-std::string plain_parse_error(const CLI::ParseError& e) {
+std::string plain_parse_error(const CLI::ParseError& e, const CLI::App& app) {
     const std::string what = e.what();
+    // Arguments no option takes: named in the order given, with where the command's options are.
+    if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr && !app.get_subcommands().empty()) {
+        const CLI::App& sub = *app.get_subcommands().front();
+        std::string given;
+        for (const std::string& a : sub.remaining()) given += (given.empty() ? "" : " ") + a;
+        if (given.empty()) return what;
+        return "not an option of `preflight " + sub.get_name() + "`: " + given + " (`preflight " + sub.get_name() +
+               " --help` lists what it takes)";
+    }
     if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr) {
         const std::size_t colon = what.find(": At Most 1 required");
         if (colon != std::string::npos) return what.substr(0, colon) + ": given more than once; give it once";
@@ -80,7 +89,7 @@ int run_command_line(int argc, const char* const* argv) {
             names += (names.empty() ? "" : ", ") + c.sub->get_name();
         }
         if (!known) {
-            std::cerr << "preflight: unknown command '" << argv[1] << "' (commands: " << names << ")\n";
+            std::cerr << "preflight: error: unknown command '" << argv[1] << "' (commands: " << names << ")\n";
             return kExitBadInput;
         }
     }
@@ -98,7 +107,7 @@ int run_command_line(int argc, const char* const* argv) {
             return kExitBadInput;
         }
         if (arg.size() > 3 && arg.rfind("--", 0) == 0 && arg.find('=') == arg.size() - 1) {
-            std::cerr << "preflight: " << arg << ": nothing after '=' (write " << arg << "VALUE or "
+            std::cerr << "preflight: error: " << arg << ": nothing after '=' (write " << arg << "VALUE or "
                       << arg.substr(0, arg.size() - 1) << " VALUE)\n";
             return kExitBadInput;
         }
@@ -114,7 +123,7 @@ int run_command_line(int argc, const char* const* argv) {
         std::cout << e.what() << "\n";
         return kExitOk;
     } catch (const CLI::ParseError& e) {
-        std::cerr << "preflight: " << plain_parse_error(e) << "\n";
+        std::cerr << "preflight: error: " << plain_parse_error(e, app) << "\n";
         if (app.get_subcommands().empty()) std::cerr << "Run `preflight --help` for the commands.\n";
         return kExitBadInput;
     }

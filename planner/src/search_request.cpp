@@ -84,6 +84,10 @@ void validate_request(const ModelConfig& model, const GpuSpec& gpu, const Search
         throw InputError("--seq", str(seq) + " exceeds the model's " + str(model.max_positions) +
                                       (model.position == PositionKind::learned ? " learned positions"
                                                                                : " positions (max_position_embeddings)"));
+    // Sequence parallelism splits each sequence's tokens over the tp ranks (validate_plan's rule):
+    // with both pinned, no layout repairs it.
+    if (p.sp && *p.sp && p.tp && seq % *p.tp != 0)
+        throw InputError("--sp", "sequence length " + str(seq) + " is not divisible by --tp " + str(*p.tp));
     // Pinned extension settings that no layout repairs (LoRA rank, capacity factor, ...) are
     // bad input: refused here, not searched and reported as "nothing fits".
     Plan pinned_settings;

@@ -177,7 +177,7 @@ TEST(CliMemory, DoesNotFitNamesTheSearchThatFindsAFit) {
     const std::string head = "# next: preflight ";
     const std::size_t at = r.out.find(head);
     ASSERT_NE(at, std::string::npos) << r.out;
-    const std::size_t end = r.out.find("   (", at);
+    const std::size_t end = r.out.find("   # ", at);  // a shell comment: the line pastes as it is
     const std::string next = r.out.substr(at + head.size(), end - at - head.size());
     // 8 GPUs x 4 x 4096 tokens = 131,072, the recipe kept; the command it names runs and finds a fit.
     EXPECT_EQ(next, "plan --model llama-3-8b --gpu h100-sxm-80gb --gpus 8 --gbs-tokens 131072 --seq 4096 --precision bf16-mixed");

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -109,9 +110,18 @@ TEST(PlanCli, EmitPreflightMegatronTorchtitan) {
     EXPECT_TRUE(has(mg.out, "--use-distributed-optimizer"));
     EXPECT_TRUE(has(mg.out, "--bf16"));
 
-    const CliRun tt = run_preflight(pinned + " --emit torchtitan");
+    // --emit torchtitan ranks by torchtitan's profile, whose FSDP2 has no ZeRO-1: nothing to emit,
+    // and the reason; at ZeRO-2 (FSDP without resharding) the same batch is emitted.
+    const CliRun refused = run_preflight(pinned + " --emit torchtitan");
+    EXPECT_EQ(refused.exit_code, 1);
+    EXPECT_TRUE(refused.out.empty()) << refused.out;
+    EXPECT_TRUE(has(refused.err, "no plan runs under --framework torchtitan, nothing to emit: ")) << refused.err;
+    EXPECT_TRUE(has(refused.err, "no optimizer-only sharding (ZeRO-1)")) << refused.err;
+    const std::string zero2 = kDoneWhen + " --precision bf16-mixed --zero 2 --framework torchtitan";
+    const preflight::Plan p2 = preflight::plan_from_json(nlohmann::json::parse(run_preflight(zero2 + " --emit preflight").out));
+    const CliRun tt = run_preflight(zero2 + " --emit torchtitan");
     ASSERT_EQ(tt.exit_code, 0);
-    EXPECT_TRUE(has(tt.out, "local_batch_size = " + std::to_string(p.mbs) + "\n"));
+    EXPECT_TRUE(has(tt.out, "local_batch_size = " + std::to_string(p2.mbs) + "\n"));
     EXPECT_TRUE(has(tt.out, "[parallelism]"));
 }
 
@@ -331,4 +341,35 @@ TEST(PlanCli, MegatronCommunicationOverlaps) {
     const CliRun refused = run_preflight(layout + " --tp-comm-overlap --framework nanotron");
     EXPECT_EQ(refused.exit_code, 2);
     EXPECT_TRUE(has(refused.err, "--tp-comm-overlap")) << refused.err;
+}
+
+TEST(PlanCli, APinOutsideWhatTheFrameworkRunsIsRefusedWithItsReason) {
+    // New-user audit, 2026-11-29: `--framework torchtitan --zero 1` was ranked and emitted as
+    // FSDP without resharding (ZeRO-2) while its memory counted ZeRO-1's unsharded gradients; fp16
+    // under torchtitan and fp8 under deepspeed were ranked though neither config expresses them.
+    const std::string req = "plan --model llama-3-8b --gpus 8 --gbs-tokens 1000000 --format json --framework ";
+    const std::tuple<std::string, std::string, std::string> pins[] = {
+        {"torchtitan --zero 1", "--zero: torchtitan's FSDP2 has no optimizer-only sharding", "ZeRO-1"},
+        {"torchtitan --precision fp16-mixed", "--precision: torchtitan has no fp16 recipe", "fp16"},
+        {"deepspeed --precision fp8-mixed", "--precision: a ds_config has no fp8 recipe", "fp8"}};
+    for (const auto& [pin, reason, what] : pins) {
+        const CliRun r = run_preflight(req + pin);
+        ASSERT_EQ(r.exit_code, 1) << pin << ": " << r.err;
+        const auto j = nlohmann::json::parse(r.out);
+        EXPECT_TRUE(j.at("candidates").empty()) << pin;
+        ASSERT_FALSE(j.at("rejected").empty()) << pin;
+        EXPECT_TRUE(has(j.at("rejected").at(0).dump(), reason)) << j.at("rejected").at(0).dump();
+        const CliRun mem = run_preflight("memory --model llama-3-8b --dp 8 --framework " + pin);
+        EXPECT_EQ(mem.exit_code, 2) << what;
+        EXPECT_TRUE(has(mem.err, reason)) << mem.err;
+    }
+}
+
+TEST(PlanCli, SequenceParallelismThatCannotSplitTheSequenceIsBadInput) {
+    // New-user audit, 2026-11-29: 1,024 tokens do not split over 5 ranks; the search judged 0
+    // plans and answered "NOTHING FITS ... choose a larger GPU or a smaller model".
+    const CliRun r = run_preflight("plan --model gpt2-xl --gpus 10 --gbs-tokens 1000000 --seq 1024 --tp 5 --sp");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_TRUE(has(r.err, "--sp: sequence length 1024 is not divisible by --tp 5")) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
 }

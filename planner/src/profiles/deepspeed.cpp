@@ -8,6 +8,9 @@ namespace {
 
 // runtime/config.py _do_error_check: bf16_master_weights_and_grads needs ZeRO stage 1, 2 or 3.
 void check_deepspeed_plan(const ModelConfig&, const Plan& p) {
+    if (p.precision == Precision::fp8_mixed)
+        throw InputError("--precision", "a ds_config has no fp8 recipe (DeepSpeed's fp8 runs Transformer Engine's "
+                                        "layers, outside the config this profile models): --precision bf16-mixed");
     if (p.precision == Precision::bf16 && p.zero == zero_none)
         throw InputError("--zero", "DeepSpeed keeps pure bf16 (bf16_master_weights_and_grads) only under ZeRO stage "
                                    "1, 2 or 3 (runtime/config.py asserts it): --zero 1 or above");

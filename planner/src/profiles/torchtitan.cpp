@@ -11,6 +11,15 @@ namespace {
 // v0.2.2: DDP only as the whole mesh, mixed precision only through FSDP once tp or pp is above 1
 // (frameworks.hpp).
 void check_torchtitan_plan(const ModelConfig&, const Plan& p) {
+    // Its job config expresses no ZeRO-1 and no fp16 (emit.cpp torchtitan_*): a plan judged as
+    // either would be another plan than the one its config runs.
+    if (p.zero == zero_optimizer_states)
+        throw InputError("--zero", "torchtitan's FSDP2 has no optimizer-only sharding (ZeRO-1): --zero 2 keeps the "
+                                   "parameters gathered and shards gradients and optimizer states "
+                                   "(fsdp_reshard_after_forward \"never\"), --zero 3 reshards the parameters too");
+    if (p.precision == Precision::fp16_mixed)
+        throw InputError("--precision", "torchtitan has no fp16 recipe (training.mixed_precision_param is bfloat16 or "
+                                        "float32, torchtitan/config/configs.py): --precision bf16-mixed");
     if (torchtitan_ddp_beside_other_parallelism(p))
         throw InputError("--zero", "torchtitan runs ZeRO-0 as DDP, which it applies only to data parallelism "
                                    "alone (\"DDP has not supported > 1D parallelism\"): with tp, pp or ep above 1 "
@@ -78,7 +87,8 @@ FrameworkProfile torchtitan_profile() {
     // What a job config expresses (emit.cpp torchtitan_*): the search tries no other. No ZeRO-1
     // (FSDP2 has no optimizer-only sharding: ZeRO-0 is DDP, ZeRO-2 reshard_after_forward "never",
     // ZeRO-3 "always"); mixed_precision_param bfloat16 or float32 with fp32 reduction, Float8 through
-    // torchao, pure bf16 through training.dtype (v0.2.0+); no fp16 recipe. A pinned ZeRO-1 is still modelled.
+    // torchao, pure bf16 through training.dtype (v0.2.0+); no fp16 recipe. A pinned ZeRO-1 or fp16 is refused
+    // (check_torchtitan_plan).
     p.zero_stages = {zero_none, zero_gradients, zero_weights};
     p.precisions = {Precision::bf16_mixed, Precision::bf16_mixed_fp32_grads, Precision::fp8_mixed, Precision::fp32,
                     Precision::bf16};
