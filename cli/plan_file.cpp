@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "config_from.hpp"
+#include "preflight/planner/checked.hpp"
 #include "preflight/planner/plan_document.hpp"
 #include "preflight/planner/plan_schema.hpp"
 #include "preflight/planner/user_file.hpp"
@@ -19,6 +20,47 @@ nlohmann::json read_plan_stdin() {
     const std::string text =
         read_user_text_stream(std::cin, "standard input", "--plan -", kMaxPlanBytes, "a plan JSON", "--plan -'s 16 MiB");
     return parse_json_text(text, "--plan -", "standard input");
+}
+
+// The file's own plan, a key it leaves out at the plan's default (not at a flag given beside it):
+// the world and the global batch a layout flag divides anew.
+Plan file_own_plan(const nlohmann::json& j, const CLI::App& sub, const std::string& file) {
+    if (!given_on(sub, "--tp") && !given_on(sub, "--pp") && !given_on(sub, "--cp")) return {};
+    try {
+        return read_plan_document(j).plan;
+    } catch (const InputError& e) {  // it counts its GPUs with a flag's value: which layout it means is unknown
+        throw InputError("--plan " + file, std::string(e.what()) + " without the flags beside it: give --dp as well");
+    }
+}
+
+// A layout flag beside the file (--tp, --pp, --cp) divides the file's GPUs anew, as beside --from
+// (config_from.cpp rederive_layout): dp, and the accumulation that keeps the file's global batch,
+// are derived again unless --dp / --grad-acc are given too. Without it the job silently grew
+// (a dp 32 plan with --tp 2 became 64 GPUs).
+void rederive_layout(const Plan& in_file, const CLI::App& sub, Plan& plan, const std::string& file) {
+    std::string flag;
+    for (const char* f : {"--tp", "--pp", "--cp"})
+        if (flag.empty() && given_on(sub, f)) flag = f;
+    if (flag.empty() || given_on(sub, "--dp")) return;
+    const std::int64_t world = in_file.gpus();  // within kMaxGpus: the file's plan was checked
+    const std::int64_t model = checked_mul(checked_mul(plan.tp, plan.pp, flag), plan.cp, flag);
+    const std::string gpus = "--plan " + file + "'s " + std::to_string(world) + " GPUs";
+    if (world % model != 0)
+        throw InputError(flag, gpus + " are not a multiple of tp x pp x cp = " + std::to_string(model) +
+                                   ": give a layout that divides them, or --dp as well");
+    plan.dp = world / model;
+    std::string said = "--dp " + std::to_string(plan.dp);
+    if (!given_on(sub, "--grad-acc")) {  // the file's global batch of sequences stands
+        const std::int64_t sequences = in_file.mbs * in_file.grad_acc * in_file.dp, per_step = plan.mbs * plan.dp;
+        if (sequences % per_step != 0)
+            throw InputError(flag, "--plan " + file + "'s global batch of " + std::to_string(sequences) +
+                                       " sequences is not a multiple of mbs x dp = " + std::to_string(per_step) +
+                                       " with this layout: give --grad-acc as well");
+        plan.grad_acc = sequences / per_step;
+        said += " --grad-acc " + std::to_string(plan.grad_acc);
+    }
+    std::cerr << "# --plan: " << said << " (" << gpus << (given_on(sub, "--grad-acc") ? "" : " and its global batch")
+              << " divided anew for " << flag << ")\n";
 }
 
 }  // namespace
@@ -50,8 +92,10 @@ Plan plan_from_file(const std::string& file, const CLI::App& sub, const Plan& fl
                                        "' recorded in --plan " + file + " (leave " + flag + " out to use the file's)");
     }
     // A plan flag given beside the file overrides the file's value, as beside --from.
+    const Plan in_file = file_own_plan(j, sub, file);
     for (const PlanField& f : plan_fields())
         if (given_on(sub, std::string(f.flag))) set_field(f, doc.plan, f.get(flags_plan), std::string(f.flag));
+    rederive_layout(in_file, sub, doc.plan, file);
     return doc.plan;
 }
 

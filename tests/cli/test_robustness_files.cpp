@@ -103,6 +103,29 @@ TEST(UserFiles, APlanFlagBesideThePlanFileOverridesIt) {
     EXPECT_NE(r.out.find("--seq 512 --mbs 2"), std::string::npos) << r.out;
 }
 
+// A layout flag beside --plan divides the file's GPUs anew, as beside --from (new-user audit,
+// 2026-11-29: a dp 8 plan file with --tp 2 became 16 GPUs, silently). dp 8 x mbs 2 x grad_acc 3
+// is 48 sequences on 8 GPUs: at tp 2, dp 4 and grad_acc 48 / (2 x 4) = 6 keep both.
+TEST(UserFiles, ALayoutFlagBesideThePlanFileKeepsItsGpusAndBatch) {
+    Scratch s;
+    const std::string path = s.write("plan.json", json{{"model", "gpt2"}, {"seq", 256}, {"mbs", 2}, {"grad_acc", 3}, {"dp", 8}});
+    const auto r = run_preflight("memory --plan " + path + " --tp 2 --format json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const json plan = json::parse(r.out).at("plan");
+    EXPECT_EQ(plan.at("dp"), 4);
+    EXPECT_EQ(plan.at("tp"), 2);
+    EXPECT_EQ(plan.at("grad_acc"), 6);
+    EXPECT_NE(r.err.find("# --plan: --dp 4 --grad-acc 6 ("), std::string::npos) << r.err;
+    // --dp given as well: the flags stand as given; --grad-acc given: the batch changes with them.
+    EXPECT_EQ(json::parse(run_preflight("memory --plan " + path + " --tp 2 --dp 8 --format json").out).at("plan").at("dp"), 8);
+    const json own = json::parse(run_preflight("memory --plan " + path + " --tp 2 --grad-acc 5 --format json").out).at("plan");
+    EXPECT_EQ(own.at("dp"), 4);
+    EXPECT_EQ(own.at("grad_acc"), 5);
+    // A layout that does not divide the file's GPUs, or its batch, is refused naming the flag.
+    expect_refused("memory --plan " + path + " --tp 3", {"--tp", "8 GPUs are not a multiple of tp x pp x cp = 3"});
+    expect_refused("memory --plan " + path + " --pp 2 --mbs 5", {"--pp", "48 sequences is not a multiple of mbs x dp = 20"});
+}
+
 TEST(UserFiles, NumberBeyondDoubleInATolerancesFileNamesTheFileAndKey) {
     Scratch s;
     const json matrix = {{"name", "t"},
