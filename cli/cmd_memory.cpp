@@ -91,11 +91,13 @@ void print_reserved(const MemoryReport& r) {
 }
 
 void print_table(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan, const MemoryReport& r,
-                 bool show_timeline, bool reserved_verdict) {
+                 bool show_timeline, const FrameworkProfile& profile) {
+    const bool reserved_verdict = profile.verdict_on_reserved;
     const double cap = static_cast<double>(r.capacity_bytes);
     std::cout << "# preflight memory: " << model.name << " on " << gpu.display_name << " ("
               << format_bytes(gpu.memory_bytes) << " per GPU)\n"
-              << "# plan: " << to_flags(plan) << (r.compiled_loss ? " --compiled-loss" : "") << "\n"
+              << "# plan: " << to_flags(plan) << (r.compiled_loss ? " --compiled-loss" : "")
+              << (profile.name != "megatron" ? " --framework " + profile.name : "") << "\n"
               << "# model: " << format_count(r.params.total) << " parameters (" << group_digits(r.params.total)
               << ")";
     if (r.params.active != r.params.total) std::cout << ", " << format_count(r.params.active) << " active per token";
@@ -181,13 +183,15 @@ void print_next_step(const std::string& model, const GpuSpec& gpu, const std::st
 
 }  // namespace
 
-int run_memory(const PlanFlags& flags, bool show_timeline, const std::string& plan_file, const CLI::App& sub) {
+int run_memory(const PlanFlags& flags_in, bool show_timeline, const std::string& plan_file, const CLI::App& sub) {
+    PlanFlags flags = flags_in;  // a --plan file may name the framework profile
     if (show_timeline && flags.format == "csv")
         throw InputError("--timeline", "has no CSV form: use --format table, or json (which always holds the timeline)");
     const auto dir = data_dir_of(flags.data_dir);
     std::string model_name = flags.model, gpu_name = flags.gpu;
     Plan requested = flags.to_plan();
-    if (!plan_file.empty()) requested = plan_from_file(plan_file, sub, requested, model_name, gpu_name);
+    if (!plan_file.empty())
+        requested = plan_from_file(plan_file, sub, requested, model_name, gpu_name, &flags.framework);
     MemoryOptions opt;
     opt.profile = framework_profile(flags);
     std::optional<ModelConfig> model_read;
@@ -210,11 +214,11 @@ int run_memory(const PlanFlags& flags, bool show_timeline, const std::string& pl
     const MemoryReport r = evaluate_memory(model, gpu, plan, opt);
     warn_unsearched_recipe(gpu, plan.plan().precision);
     if (flags.format == "json")
-        std::cout << memory_document(model, gpu, plan, r).dump(2) << "\n";
+        std::cout << memory_document(model, gpu, plan, r, opt.profile.name).dump(2) << "\n";
     else if (flags.format == "csv")
         print_csv(r);
     else
-        print_table(model, gpu, plan, r, show_timeline, opt.profile.verdict_on_reserved);
+        print_table(model, gpu, plan, r, show_timeline, opt.profile);
     const bool fits = memory_verdict(r) == "fits";
     if (!fits && flags.format == "table" && !flags.model_config)
         print_next_step(model_name, gpu, gpu_name, plan, flags.framework);

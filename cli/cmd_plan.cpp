@@ -338,7 +338,11 @@ int emit_recommendation(const PlanCommandState& st, const ModelConfig& model, co
         return kExitDoesNotFit;
     }
     const Candidate& best = res.candidates.front();
-    const EmitOptions options{st.flags.compiled_loss, st.tp_comm_overlap, st.overlap_p2p_comm};
+    EmitOptions options;
+    options.compiled_loss = st.flags.compiled_loss;
+    options.tp_comm_overlap = st.tp_comm_overlap;
+    options.overlap_p2p_comm = st.overlap_p2p_comm;
+    options.framework = st.flags.framework;
     const Emitted e = emit_plan(*parse_emit_format(st.emit), model, gpu, best.plan, options);
     std::cout << e.text;
     std::cerr << "# preflight plan: emitted the recommendation (" << to_flags(best.plan) << ")\n";
@@ -392,6 +396,7 @@ nlohmann::json plan_document(const PlanCommandState& st, const ModelConfig& mode
         {"gpu", {{"name", gpu.name}, {"memory_bytes", gpu.memory_bytes}}},
         {"request",
          {{"gpus", req.gpus},
+          {"framework", req.memory.profile.name},
           {"gbs_tokens", req.gbs_tokens},
           {"seq", res.seq},
           {"headroom", req.headroom},

@@ -74,7 +74,7 @@ void add_plan_file_option(CLI::App& sub, std::string& file) {
 }
 
 Plan plan_from_file(const std::string& file, const CLI::App& sub, const Plan& flags_plan, std::string& model_name,
-                    std::string& gpu_name) {
+                    std::string& gpu_name, std::string* framework) {
     const nlohmann::json j = file == "-" ? read_plan_stdin() : read_json_file(file, "--plan");
     PlanDocument doc;
     try {
@@ -91,6 +91,8 @@ Plan plan_from_file(const std::string& file, const CLI::App& sub, const Plan& fl
             throw InputError(flag, "'" + *name + "' differs from the " + std::string(flag + 2) + " '" + *recorded +
                                        "' recorded in --plan " + file + " (leave " + flag + " out to use the file's)");
     }
+    // The profile the file was ranked or judged under, unless --framework names another.
+    if (framework != nullptr && !doc.framework.empty() && !given_on(sub, "--framework")) *framework = doc.framework;
     // A plan flag given beside the file overrides the file's value, as beside --from.
     const Plan in_file = file_own_plan(j, sub, file);
     for (const PlanField& f : plan_fields())

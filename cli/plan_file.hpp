@@ -19,7 +19,7 @@ void add_plan_file_option(CLI::App& sub, std::string& file);
 // --model / --gpu were given; given and different, the file and the flags disagree (InputError).
 // Errors in the file name "--plan FILE" and the key.
 Plan plan_from_file(const std::string& file, const CLI::App& sub, const Plan& flags_plan, std::string& model_name,
-                    std::string& gpu_name);
+                    std::string& gpu_name, std::string* framework = nullptr);
 
 // A refusal of a plan value, model or GPU that the --plan file set (its flag not given): named
 // with the file and the key; any other error unchanged (also when `file` is empty).

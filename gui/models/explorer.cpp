@@ -244,7 +244,7 @@ nlohmann::json Explorer::planJson() const {
 
 nlohmann::json Explorer::memoryDocument() const {
     if (!current_) return {};
-    return memory_document(current_->model, current_->gpu, current_->plan, current_->memory);
+    return memory_document(current_->model, current_->gpu, current_->plan, current_->memory, current_->profile.name);
 }
 
 bool Explorer::openRunReport(const QString& path) {

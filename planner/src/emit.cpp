@@ -424,11 +424,12 @@ std::string torchtitan_toml(const ModelConfig& m, const Plan& p, std::vector<std
     return o.str();
 }
 
-json preflight_plan_document(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan) {
+json preflight_plan_document(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan, const std::string& framework) {
     json j = plan_to_json(plan);
     j["schema_version"] = kSchemaVersion;
     j["model"] = model.name;
     j["gpu"] = gpu.name;
+    if (!framework.empty()) j["framework"] = framework;
     return j;
 }
 
@@ -450,7 +451,7 @@ Emitted emit_plan(EmitFormat format, const ModelConfig& model, const GpuSpec& gp
             break;
         }
         case EmitFormat::torchtitan: e.text = torchtitan_toml(model, plan, &e.warnings, options); break;
-        case EmitFormat::preflight: e.text = preflight_plan_document(model, gpu, plan).dump(2) + "\n"; break;
+        case EmitFormat::preflight: e.text = preflight_plan_document(model, gpu, plan, options.framework).dump(2) + "\n"; break;
         case EmitFormat::peft: e.text = peft_config(model, plan, &e.warnings).dump(2) + "\n"; break;
         case EmitFormat::nanotron: e.text = nanotron_yaml(model, plan, &e.warnings); break;
     }

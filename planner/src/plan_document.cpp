@@ -5,6 +5,7 @@
 
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/plan_schema.hpp"
+#include "preflight/planner/profiles.hpp"
 #include "preflight/planner/report.hpp"
 
 namespace preflight {
@@ -30,10 +31,10 @@ std::string recorded_name(const nlohmann::json& doc, const char* key) {
 void check_keys(const nlohmann::json& fields, bool top_level) {
     for (const auto& [key, value] : fields.items()) {
         const bool known = plan_field(key) != nullptr || key == "gpus" || key == "global_batch_tokens" ||
-                           (top_level && (key == "model" || key == "gpu" || key == "schema_version"));
+                           (top_level && (key == "model" || key == "gpu" || key == "schema_version" || key == "framework"));
         if (!known)
             throw InputError(key, "unknown key: a plan file holds the plan fields (docs/interface.md), model, gpu, "
-                                  "gpus, global_batch_tokens and schema_version");
+                                  "framework, gpus, global_batch_tokens and schema_version");
     }
     if (const auto v = fields.find("schema_version"); v != fields.end() && *v != kSchemaVersion)
         throw InputError("schema_version", v->dump() + ": this preflight reads plan files of schema version " +
@@ -53,6 +54,28 @@ void check_totals(const nlohmann::json& fields, const Plan& p) {
     }
 }
 
+// "framework" at the top (plan --emit preflight, memory --format json), else a run report's
+// predicted.profile: the profile's name, checked.
+std::string recorded_framework(const nlohmann::json& doc) {
+    const nlohmann::json* v = nullptr;
+    std::string key = "framework";
+    if (const auto it = doc.find("framework"); it != doc.end()) {
+        v = &*it;
+    } else if (const auto p = doc.find("predicted"); p != doc.end() && p->is_object() && p->contains("profile")) {
+        v = &p->at("profile");
+        key = "predicted.profile";
+    }
+    if (v == nullptr) return {};
+    if (!v->is_string()) throw InputError(key, "must be a framework profile's name, got " + v->dump());
+    const std::string name = v->get<std::string>();
+    if (!profile_by_name(name)) {
+        std::string names;
+        for (const std::string& n : framework_names()) names += (names.empty() ? "" : ", ") + n;
+        throw InputError(key, "'" + name + "' is not a framework profile (" + names + ")");
+    }
+    return name;
+}
+
 }  // namespace
 
 PlanDocument read_plan_document(const nlohmann::json& doc, const Plan& defaults) {
@@ -60,6 +83,7 @@ PlanDocument read_plan_document(const nlohmann::json& doc, const Plan& defaults)
     PlanDocument d;
     d.model = recorded_name(doc, "model");
     d.gpu = recorded_name(doc, "gpu");
+    d.framework = recorded_framework(doc);
     const bool report = doc.contains("plan");  // a memory or run report: its plan under "plan"
     const nlohmann::json& fields = report ? doc.at("plan") : doc;
     if (fields.is_object()) check_keys(fields, !report);

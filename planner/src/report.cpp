@@ -118,8 +118,10 @@ json memory_to_json(const MemoryReport& r) {
     return m;
 }
 
-json memory_document(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan, const MemoryReport& r) {
+json memory_document(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan, const MemoryReport& r,
+                     const std::string& framework) {
     return json{{"schema_version", kSchemaVersion},
+                {"framework", framework},
                 {"model", {{"name", model.name}, {"params", r.params.total}, {"params_active", r.params.active}}},
                 {"gpu", {{"name", gpu.name}, {"memory_bytes", gpu.memory_bytes}}},
                 {"plan", plan_to_json(resolve_defaults(plan, model))},

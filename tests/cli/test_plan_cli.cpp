@@ -373,3 +373,37 @@ TEST(PlanCli, SequenceParallelismThatCannotSplitTheSequenceIsBadInput) {
     EXPECT_TRUE(has(r.err, "--sp: sequence length 1024 is not divisible by --tp 5")) << r.err;
     EXPECT_TRUE(r.out.empty()) << r.out;
 }
+
+TEST(PlanCli, APlanFileCarriesTheFrameworkItWasRankedUnder) {
+    // New-user audit, 2026-11-29: `plan --framework nanotron --emit preflight | memory --plan -`
+    // was judged under megatron (58.41 GiB) while the plan had ranked at a 69.15 GiB device need.
+    const std::string req = "plan --model llama-3-8b --gpus 8 --gbs-tokens 1000000 --framework nanotron";
+    const CliRun emitted = run_preflight(req + " --emit preflight");
+    ASSERT_EQ(emitted.exit_code, 0) << emitted.err;
+    EXPECT_EQ(nlohmann::json::parse(emitted.out).at("framework"), "nanotron");
+    EXPECT_EQ(nlohmann::json::parse(run_preflight(req + " --format json").out).at("request").at("framework"), "nanotron");
+    const std::string path = testing::TempDir() + "/nanotron_plan.json";
+    std::ofstream(path) << emitted.out;
+    const auto judged = [&](const std::string& extra) {
+        const CliRun r = run_preflight("memory --plan " + path + extra + " --format json");
+        EXPECT_EQ(r.exit_code, 0) << r.err;
+        return nlohmann::json::parse(r.out);
+    };
+    const auto from_file = judged(""), as_nanotron = judged(" --framework nanotron"), as_megatron = judged(" --framework megatron");
+    EXPECT_EQ(from_file.at("framework"), "nanotron");
+    EXPECT_EQ(from_file.at("memory"), as_nanotron.at("memory"));
+    EXPECT_EQ(as_megatron.at("framework"), "megatron");  // the flag names another: it wins
+    EXPECT_NE(as_megatron.at("memory").at("peak_bytes"), from_file.at("memory").at("peak_bytes"));
+    // The memory report read back as a plan keeps it; the table's plan line names it.
+    const std::string report = testing::TempDir() + "/nanotron_memory.json";
+    std::ofstream(report) << from_file.dump();
+    EXPECT_TRUE(has(run_preflight("memory --plan " + report).out, "--attention flash --framework nanotron\n"));
+    // A name that is no profile is refused naming the file and key.
+    auto bad = nlohmann::json::parse(emitted.out);
+    bad["framework"] = "megatorch";
+    const std::string bad_path = testing::TempDir() + "/bad_framework.json";
+    std::ofstream(bad_path) << bad.dump();
+    const CliRun refused = run_preflight("memory --plan " + bad_path);
+    EXPECT_EQ(refused.exit_code, 2);
+    EXPECT_TRUE(has(refused.err, "framework: 'megatorch' is not a framework profile")) << refused.err;
+}

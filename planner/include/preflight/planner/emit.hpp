@@ -28,6 +28,8 @@ struct EmitOptions {
     // GPUs per node (GpuSpec::gpus_per_node; emit_plan sets it from the GPU): the Megatron launch
     // line's --nnodes x --nproc-per-node. 0: every GPU on one node.
     std::int64_t gpus_per_node = 0;
+    // The framework profile the plan was ranked under: the preflight plan document records it.
+    std::string framework;
 };
 
 struct Emitted {
@@ -50,8 +52,10 @@ std::string torchtitan_toml(const ModelConfig& model, const Plan& plan, std::vec
 // interleaved schedules, LoRA, non-Llama models).
 std::string nanotron_yaml(const ModelConfig& model, const Plan& plan, std::vector<std::string>* warnings = nullptr);
 // The plan document `preflight run` reads: plan_to_json's object (readable by
-// plan_from_json) plus schema_version, model and gpu names.
-nlohmann::json preflight_plan_document(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan);
+// plan_from_json) plus schema_version, model and gpu names, and the framework profile it was
+// ranked under (EmitOptions::framework; left out when empty).
+nlohmann::json preflight_plan_document(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
+                                       const std::string& framework = "");
 
 // Hugging Face PEFT LoraConfig (+ BitsAndBytesConfig for QLoRA) and the Trainer's batch,
 // precision and gradient-checkpointing settings, as one JSON object. Fine-tuning plans only.

@@ -16,12 +16,15 @@ struct PlanDocument {
     Plan plan;
     std::string model;  // the model name it records ("model": "name" or {"name": ...}); empty: none
     std::string gpu;    // likewise the GPU
+    // The framework profile it was ranked or judged under ("framework": name at the top of a plan
+    // file or memory report; a run report's predicted.profile); empty: none recorded.
+    std::string framework;
 };
 
 // The plan fields over `defaults`. Throws InputError whose subject is the key at fault (the caller
 // names the file): an unknown key, a null or malformed model/gpu, a bad value, a schema version
 // this build does not read, gpus or global_batch_tokens that are not the fields' dp x tp x pp or
-// seq x mbs x grad_acc x dp.
+// seq x mbs x grad_acc x dp, a framework that is not a profile's name.
 PlanDocument read_plan_document(const nlohmann::json& doc, const Plan& defaults = {});
 
 }  // namespace preflight

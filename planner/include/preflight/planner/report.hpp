@@ -19,8 +19,9 @@ Plan plan_from_json(const nlohmann::json& j, Plan defaults = {});
 nlohmann::json breakdown_to_json(const MemoryBreakdown& b);
 // The contract's "memory" object plus extra detail (stage, inventory, first step, timeline).
 nlohmann::json memory_to_json(const MemoryReport& r);
-// The whole `preflight memory --format json` document.
+// The whole `preflight memory --format json` document; `framework` is the profile it was judged
+// under (--framework), so a plan read back from it is judged the same way.
 nlohmann::json memory_document(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
-                               const MemoryReport& r);
+                               const MemoryReport& r, const std::string& framework);
 
 }  // namespace preflight
