@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
     if (cli.isSet(gpu)) window.selectGpu(cli.value(gpu));
     if (cli.isSet(plan))
         if (const QString error = preflight::gui::loadPlanFromCommandLine(window, cli.value(plan), cli.isSet(model),
-                                                                          cli.isSet(gpu), explorer.framework());
+                                                                          cli.isSet(gpu), explorer.framework(), cli.isSet(framework));
             !error.isEmpty())
             std::fprintf(stderr, "preflight-gui: %s\n", qPrintable(error));
     if (cli.isSet(report)) window.openRunReport(cli.value(report));

@@ -32,7 +32,7 @@ QString startSearchFromCommandLine(QWidget& window, Explorer& explorer, const QS
 }
 
 QString loadPlanFromCommandLine(MainWindow& window, const QString& path, bool model_given, bool gpu_given,
-                                const QString& framework) {
+                                const QString& framework, bool framework_given) {
     try {
         // Read as `preflight memory --plan` reads it (plan_document.hpp): an unknown key, a null
         // model or totals that disagree with the fields are refused, not left at a default.
@@ -46,6 +46,8 @@ QString loadPlanFromCommandLine(MainWindow& window, const QString& path, bool mo
         }
         if (!model_given && !doc.model.empty()) window.selectModel(QString::fromStdString(doc.model));
         if (!gpu_given && !doc.gpu.empty()) window.selectGpu(QString::fromStdString(doc.gpu));
+        // The profile the plan was ranked under (plan_document.hpp), as `preflight memory --plan` takes it.
+        if (!framework_given && !doc.framework.empty()) window.selectFramework(QString::fromStdString(doc.framework));
         window.loadPlan(doc.plan);
     } catch (const std::exception& e) {
         const QString error = QString::fromUtf8(e.what());

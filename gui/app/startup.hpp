@@ -17,8 +17,9 @@ QString startSearchFromCommandLine(QWidget& window, Explorer& explorer, const QS
 // preflight) are used unless --model / --gpu were given, as `preflight run --plan` does (was:
 // ignored, so a Mixtral plan was shown on the default Llama-3-8B without a word). Returns the
 // error ("" on success), which the window's banner shows too. A recipe the file leaves out is the
-// framework's default (default_precision), as `preflight memory --plan --framework F` takes it.
+// framework's default (default_precision), as `preflight memory --plan --framework F` takes it; the
+// framework the file records is selected unless --framework was given.
 QString loadPlanFromCommandLine(MainWindow& window, const QString& path, bool model_given, bool gpu_given,
-                                const QString& framework = QStringLiteral("megatron"));
+                                const QString& framework = QStringLiteral("megatron"), bool framework_given = false);
 
 }  // namespace preflight::gui

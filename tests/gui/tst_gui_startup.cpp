@@ -70,6 +70,13 @@ private slots:
         QCOMPARE(loadPlanFromCommandLine(w, dir.filePath("norecipe.json"), false, false, "nanotron"), QString());
         QCOMPARE(explorer.current()->plan.precision, Precision::bf16_mixed_fp32_grads);
         QVERIFY2(!explorer.hasError(), qPrintable(explorer.errorMessage()));
+        // The framework a file records (plan --emit preflight) is selected, unless --framework was given.
+        write("torchtitan.json", R"({"model": "llama-3.2-1b", "seq": 1024, "dp": 2, "zero": 3, "framework": "torchtitan"})");
+        QCOMPARE(loadPlanFromCommandLine(w, dir.filePath("torchtitan.json"), false, false, "nanotron"), QString());
+        QCOMPARE(explorer.framework(), QString("torchtitan"));
+        QVERIFY(w.selectFramework("megatron"));
+        QCOMPARE(loadPlanFromCommandLine(w, dir.filePath("torchtitan.json"), false, false, "megatron", true), QString());
+        QCOMPARE(explorer.framework(), QString("megatron"));
     }
 };
 
