@@ -168,6 +168,14 @@ void print_table(const runtime::RunReport& r) {
     std::cout << "\n";
     // Which peak MFU/HFU divide by, so a reader never compares an fp32 row's MFU with a bf16 row's.
     const std::optional<double> peak = compute_peak_flops_per_s(r.gpu, r.plan.precision);
+    if (!peak)  // e.g. fp8 on an A100: no such tensor-core mode, so nothing to divide by
+        std::cerr << "preflight: warning: " << r.gpu.name << " publishes no dense " << to_string(r.plan.precision)
+                  << " peak (null in its spec: no such tensor-core mode, or no published figure), so MFU and HFU are "
+                     "N/A"
+                  << (r.plan.precision == Precision::fp8_mixed
+                          ? "; a device run of fp8-mixed needs fp8 tensor cores (compute capability 8.9 or later)"
+                          : "")
+                  << "\n";
     std::cout << "# MFU/HFU: of the dense " << compute_peak_name(r.plan.precision) << " peak, "
               << format_rate(peak ? std::optional<double>(*peak / 1e12) : std::nullopt, "TFLOP/s")
               << " per GPU (the GPU spec's)\n";

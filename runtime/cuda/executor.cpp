@@ -14,6 +14,7 @@
 #include "comm.hpp"
 #include "device_runner.hpp"
 #include "preflight/runtime/arena.hpp"
+#include "preflight/runtime/errors.hpp"
 #include "preflight/runtime/nvml_probe.hpp"
 #include "preflight/runtime/runtime.hpp"
 #include "preflight/runtime/walker.hpp"
@@ -502,6 +503,10 @@ RunReport run_on_device(const ModelConfig& model, const GpuSpec& gpu, const Plan
     DriverSampler sampler{dm, nvml};
     const std::int64_t used_after_context = create_context(sampler, nvml.used_bytes(), opt.device);
     r.device = query_device(opt.device);
+    // A GPU this build has no kernel image for, or fp8 without fp8 tensor cores: said before the first op.
+    if (const std::string why = device_support_problem(r.device->compute_capability, PREFLIGHT_CUDA_ARCHS, prog.fp8);
+        !why.empty())
+        throw DeviceError(FailureKind::no_device, 0, "cudaGetDeviceProperties", why);
     cudaStream_t stream = nullptr;
     PF_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     cudaMemPool_t pool = nullptr;

@@ -1,6 +1,8 @@
 #include "preflight/runtime/errors.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
 
 namespace preflight::runtime {
 
@@ -93,6 +95,45 @@ OpError::OpError(OpLocation at_, FailureKind kind_, int code_, const std::string
 bool debug_sync_requested(bool flag, const char* env_value) {
     if (flag) return true;
     return env_value != nullptr && env_value[0] != '\0' && std::strcmp(env_value, "0") != 0;
+}
+
+namespace {
+// Whether one CMAKE_CUDA_ARCHITECTURES entry gives a device of capability `cc` an image it loads;
+// nullopt for an entry that names no architecture number ("native", "all", "all-major").
+std::optional<bool> entry_runs_on(std::string_view entry, int cc) {
+    std::size_t digits = 0;
+    while (digits < entry.size() && digits < 4 && entry[digits] >= '0' && entry[digits] <= '9') ++digits;
+    if (digits == 0) return std::nullopt;
+    int arch = 0;
+    for (std::size_t i = 0; i < digits; ++i) arch = arch * 10 + (entry[i] - '0');
+    const std::string_view suffix = entry.substr(digits);
+    if (suffix == "-real") return cc / 10 == arch / 10 && cc >= arch;  // SASS: same major, minor at or above
+    if (suffix == "a" || suffix == "a-real") return cc == arch;  // architecture-specific features
+    return cc >= arch;  // "N" and "N-virtual" embed PTX, which the driver compiles for later devices
+}
+}  // namespace
+
+std::string device_support_problem(int cc, std::string_view built_archs, bool fp8) {
+    const auto version = [](int c) { return std::to_string(c / 10) + "." + std::to_string(c % 10); };
+    bool judged = false, runs = false, symbolic = false;  // symbolic: "native" and the like, not judged
+    for (std::size_t at = 0; at <= built_archs.size();) {
+        const std::size_t end = std::min(built_archs.find(';', at), built_archs.size());
+        if (const std::optional<bool> r = entry_runs_on(built_archs.substr(at, end - at), cc)) {
+            judged = true;
+            runs = runs || *r;
+        } else if (end > at) {
+            symbolic = true;
+        }
+        at = end + 1;
+    }
+    if (judged && !runs && !symbolic)
+        return "this build's kernels are compiled for CMAKE_CUDA_ARCHITECTURES=" + std::string(built_archs) +
+               " and this GPU has compute capability " + version(cc) + ": rebuild with -DCMAKE_CUDA_ARCHITECTURES=" +
+               std::to_string(cc);
+    if (fp8 && cc < 89)
+        return "fp8-mixed needs fp8 tensor cores (compute capability 8.9 or later: Ada, Hopper, Blackwell) and this "
+               "GPU has compute capability " + version(cc) + ": --precision bf16-mixed";
+    return "";
 }
 
 }  // namespace preflight::runtime

@@ -209,3 +209,14 @@ TEST(CliRun, AStageWalkedAloneNamesTheMostLoadedStage) {
     EXPECT_EQ(most["peak_bytes"], j["predicted"]["peak_bytes"]);
     EXPECT_FALSE(most["fits"].get<bool>());
 }
+
+// fp8 on a GPU whose spec has no fp8 peak (the A100's tensor cores have none): the walk is what
+// the plan holds, MFU has nothing to divide by, and a device run there would be refused.
+TEST(CliRun, Fp8OnAGpuWithoutFp8TensorCoresIsWarnedAbout) {
+    const auto r = run("run --model llama-3.2-1b --gpu a100-sxm-80gb --seq 1024 --precision fp8-mixed --dry-run");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("preflight: warning: a100-sxm-80gb publishes no dense fp8-mixed peak"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("needs fp8 tensor cores (compute capability 8.9 or later)"), std::string::npos) << r.err;
+    EXPECT_EQ(run("run --model llama-3.2-1b --gpu h100-sxm-80gb --seq 1024 --precision fp8-mixed --dry-run").err.find("warning"),
+              std::string::npos);
+}

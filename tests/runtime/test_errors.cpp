@@ -158,5 +158,30 @@ TEST(Nvml, AbsentDriverIsReportedNotThrown) {
     EXPECT_FALSE(probe.used_bytes().has_value());
 }
 
+
+// Which GPUs a build serves (CMAKE_CUDA_ARCHITECTURES, CUDA's compatibility rules: an "N" entry
+// embeds PTX that the driver compiles for any later GPU, an "N-real" one runs on major N/10 at
+// minor N%10 and above, "Na" on N alone), and fp8 from compute capability 8.9 (Ada) on.
+TEST(DeviceSupport, TheBuildsArchitecturesAndFp8TensorCores) {
+    EXPECT_EQ(device_support_problem(90, "90", false), "");   // H100 / H200
+    EXPECT_EQ(device_support_problem(100, "90", true), "");   // B200 through the PTX
+    EXPECT_NE(device_support_problem(100, "90-real", false).find("rebuild with -DCMAKE_CUDA_ARCHITECTURES=100"),
+              std::string::npos);
+    EXPECT_NE(device_support_problem(100, "90a", false), "");
+    EXPECT_EQ(device_support_problem(86, "80-real", false), "");  // A10 / RTX 30 on sm_80 code
+    const std::string a100 = device_support_problem(80, "90", false);
+    EXPECT_NE(a100.find("compiled for CMAKE_CUDA_ARCHITECTURES=90 and this GPU has compute capability 8.0"),
+              std::string::npos) << a100;
+    EXPECT_NE(a100.find("-DCMAKE_CUDA_ARCHITECTURES=80"), std::string::npos) << a100;
+    EXPECT_EQ(device_support_problem(80, "80;90", false), "");
+    const std::string fp8 = device_support_problem(80, "80;90", true);
+    EXPECT_NE(fp8.find("fp8-mixed needs fp8 tensor cores"), std::string::npos) << fp8;
+    EXPECT_NE(fp8.find("compute capability 8.0"), std::string::npos) << fp8;
+    EXPECT_EQ(device_support_problem(89, "89", true), "");  // L40S
+    // Not judged: what "native" or "all" builds for is decided by the toolchain; fp8 still is.
+    EXPECT_EQ(device_support_problem(75, "native", false), "");
+    EXPECT_NE(device_support_problem(75, "native", true), "");
+}
+
 }  // namespace
 }  // namespace preflight::runtime

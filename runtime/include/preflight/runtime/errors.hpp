@@ -81,4 +81,12 @@ public:
 // environment variable PREFLIGHT_DEBUG_SYNC is set to anything but "" or "0".
 bool debug_sync_requested(bool flag, const char* env_value);
 
+// Why this build cannot run a plan on a device of compute capability `cc` (major x 10 + minor),
+// "" when it can: its kernels, compiled for `built_archs` (CMAKE_CUDA_ARCHITECTURES, e.g. "90" or
+// "80;90-real"), have no image the device loads (N: code for N and PTX that later devices JIT;
+// N-real: code for major N/10 at minor N%10 or above; N-virtual: PTX only; a non-numeric entry
+// such as "native" or "all" is not judged), or the plan is fp8-mixed and the device has no fp8
+// tensor cores (compute capability 8.9, Ada, and later).
+std::string device_support_problem(int cc, std::string_view built_archs, bool fp8);
+
 }  // namespace preflight::runtime
