@@ -220,15 +220,18 @@ void print_recommendation(const PlanCommandState& st, const ModelConfig& model, 
               << format_rate(th.peak_flops_per_s / 1e12, "TFLOP/s") << " dense " << to_string(best.plan.precision)
               << " peak per GPU (model " << format_flops(th.model_flops_per_step) << ", hardware "
               << format_flops(th.hardware_flops_per_step) << " per step)\n";
+    // With a pipeline, the stage that peaks (`preflight run --emulate-rank` walks its ranks).
+    const std::string where = describe(best.memory.peak_phase) +
+                              (best.plan.pp > 1 ? " of pipeline stage " + std::to_string(best.memory.pipeline_stage) : "");
     if (req.memory.profile.verdict_on_reserved)  // judged on the device need, as `memory` judges it
         std::cout << "memory:      device need " << format_bytes(best.memory.device_peak_bytes)
                   << " per GPU (reserved pool + outside PyTorch"
                   << (best.memory.verdict_margin_bytes > 0 ? " + margin" : "") << "; tensors peak at "
-                  << format_bytes(best.memory.peak_bytes) << " at " << describe(best.memory.peak_phase) << ") (limit "
+                  << format_bytes(best.memory.peak_bytes) << " at " << where << ") (limit "
                   << format_bytes(res.limit_bytes) << ")\n";
     else
-        std::cout << "memory:      peak " << format_bytes(best.memory.peak_bytes) << " per GPU at "
-                  << describe(best.memory.peak_phase) << " (limit " << format_bytes(res.limit_bytes) << ")\n";
+        std::cout << "memory:      peak " << format_bytes(best.memory.peak_bytes) << " per GPU at " << where
+                  << " (limit " << format_bytes(res.limit_bytes) << ")\n";
     print_extension_lines(std::cout, model, gpu, best.plan, best.memory, th);
     if (st.train_tokens) {
         const TrainingTime tt = training_time(th, *st.train_tokens);

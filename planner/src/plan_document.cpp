@@ -32,9 +32,14 @@ void check_keys(const nlohmann::json& fields, bool top_level) {
     for (const auto& [key, value] : fields.items()) {
         const bool known = plan_field(key) != nullptr || key == "gpus" || key == "global_batch_tokens" ||
                            (top_level && (key == "model" || key == "gpu" || key == "schema_version" || key == "framework"));
+        // `plan --format json` output holds ranked candidates, not one plan: say which output is one.
+        const std::string hint = top_level && key == "candidates"
+                                     ? " (this is `plan --format json` output: `plan ... --emit preflight` writes the "
+                                       "recommendation as a plan file)"
+                                     : "";
         if (!known)
             throw InputError(key, "unknown key: a plan file holds the plan fields (docs/interface.md), model, gpu, "
-                                  "framework, gpus, global_batch_tokens and schema_version");
+                                  "framework, gpus, global_batch_tokens and schema_version" + hint);
     }
     if (const auto v = fields.find("schema_version"); v != fields.end() && *v != kSchemaVersion)
         throw InputError("schema_version", v->dump() + ": this preflight reads plan files of schema version " +
