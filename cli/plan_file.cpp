@@ -25,7 +25,7 @@ nlohmann::json read_plan_stdin() {
 // The file's own plan, a key it leaves out at the plan's default (not at a flag given beside it):
 // the world and the global batch a layout flag divides anew.
 Plan file_own_plan(const nlohmann::json& j, const CLI::App& sub, const std::string& file) {
-    if (!given_on(sub, "--tp") && !given_on(sub, "--pp") && !given_on(sub, "--cp")) return {};
+    if (given_on(sub, "--dp") || (!given_on(sub, "--tp") && !given_on(sub, "--pp") && !given_on(sub, "--cp"))) return {};
     try {
         return read_plan_document(j).plan;
     } catch (const InputError& e) {  // it counts its GPUs with a flag's value: which layout it means is unknown
@@ -51,7 +51,8 @@ void rederive_layout(const Plan& in_file, const CLI::App& sub, Plan& plan, const
     plan.dp = world / model;
     std::string said = "--dp " + std::to_string(plan.dp);
     if (!given_on(sub, "--grad-acc")) {  // the file's global batch of sequences stands
-        const std::int64_t sequences = in_file.mbs * in_file.grad_acc * in_file.dp, per_step = plan.mbs * plan.dp;
+        const std::int64_t sequences = checked_mul(checked_mul(in_file.mbs, in_file.grad_acc, flag), in_file.dp, flag);
+        const std::int64_t per_step = checked_mul(plan.mbs, plan.dp, flag);
         if (sequences % per_step != 0)
             throw InputError(flag, "--plan " + file + "'s global batch of " + std::to_string(sequences) +
                                        " sequences is not a multiple of mbs x dp = " + std::to_string(per_step) +
