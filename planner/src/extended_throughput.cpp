@@ -231,11 +231,13 @@ void apply_offload(const ModelConfig& model, const GpuSpec& gpu, const Plan& p, 
     t.pcie_bytes_per_step = tr.total();
 }
 
-// Step time as the sum of its parts, then tokens per second.
+// Step time as the sum of its parts (the base estimate's, throughput.cpp, plus the extensions'),
+// then tokens per second. The host dispatch and the micro-batch synchronisation were left out
+// until 2026-11-29: an interleaved plan's step was short by its host dispatch and ranked too high.
 void finish_step_time(const Plan& p, const Deltas& d, Throughput& t) {
-    t.step_time_s = t.compute_s + d.adapters_s + d.dequant_s + t.tp_communication_s + t.pp_communication_s +
-                    t.pipeline_bubble_s + t.dp_communication_s + t.optimizer_s + t.overhead_s +
-                    t.cp_ep_communication_s + t.offload_s;
+    t.step_time_s = t.compute_s + t.launch_overhead_s + d.adapters_s + d.dequant_s + t.tp_communication_s +
+                    t.pp_communication_s + t.pipeline_bubble_s + t.microbatch_sync_s + t.dp_communication_s +
+                    t.optimizer_s + t.overhead_s + t.cp_ep_communication_s + t.offload_s;
     t.gpus = p.gpus();
     t.tokens_per_step = p.global_batch_tokens();
     t.tokens_per_s = static_cast<double>(t.tokens_per_step) / t.step_time_s;

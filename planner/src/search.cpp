@@ -154,7 +154,7 @@ struct SearchState {
     // Plans that fit the GPU but need more host memory per node than --host-memory (offload).
     std::map<FamilyKey, Refusal> over_host_memory;
     std::int64_t plans_fitting = 0;
-    std::vector<FittingPlan> top;  // the best top_k fitting plans, a heap whose front is the worst kept
+    std::vector<FittingPlan> top;  // the best fitting plans (refine_pool), a heap whose front is the worst kept
 };
 
 // Precision: pinned, or every recipe whose compute peak the GPU publishes (the others rejected).
@@ -249,12 +249,12 @@ void spend_budget(SearchState& st) {
                                        "--tp, --pp, --zero, --recompute or --precision to narrow it");
 }
 
-// Keeps a fitting plan if it ranks among the best top_k so far: memory stays O(top_k)
+// Keeps a fitting plan if it ranks among the best refine_pool so far: memory stays bounded
 // however many plans fit (a 400,000-GPU search finds tens of thousands).
 void keep_if_top(SearchState& st, FittingPlan fit) {
     fit.order = st.plans_fitting++;
     auto& top = st.top;
-    if (top.size() == static_cast<std::size_t>(st.req.top_k)) {
+    if (top.size() == static_cast<std::size_t>(refine_pool(st.req))) {
         if (!better(fit, top.front())) return;
         std::pop_heap(top.begin(), top.end(), better);
         top.back() = std::move(fit);
@@ -522,6 +522,10 @@ void suggest_changes(const ModelConfig& model, const GpuSpec& gpu, const SearchR
 
 }  // namespace
 
+int refine_pool(const SearchRequest& req) {
+    return req.pins.pp_schedule ? req.top_k : std::max(req.top_k, static_cast<int>(limits::kMaxTopK));
+}
+
 std::string search_budget_spent_note(const SearchRequest& req) {
     return "(no further change tried: this request's searches have judged --max-plans " +
            str(req.budget ? req.budget->limit : req.max_plans) + " plans, its limit)";
@@ -573,6 +577,8 @@ SearchResult search_plans(const ModelConfig& model, const GpuSpec& gpu, const Se
         }
     }
     if (req.expand_variants) refine_with_extensions(model, gpu, req, out);  // interleaving, LoRA/offload suggestions
+    if (req.expand_variants && out.candidates.size() > static_cast<std::size_t>(req.top_k))
+        out.candidates.resize(static_cast<std::size_t>(req.top_k));  // the pool refined, the top_k shown
     return out;
 }
 

@@ -157,6 +157,7 @@ SearchRequest variant_request(const SearchRequest& req, Offload off, std::int64_
                               const std::optional<Recompute>& rc, const std::optional<Precision>& precision) {
     SearchRequest r = req;
     r.expand_variants = false;
+    r.top_k = refine_pool(req);  // each variant's best plans, for the refinement of the merged pool
     r.pins.offload = off;
     r.pins.cp = cp;
     r.pins.ep = ep;
@@ -213,7 +214,8 @@ std::optional<SearchResult> search_extension_variants(const ModelConfig& model, 
                     merge_variant(r, v.recomputes.size() > 1, res, out, all);
                 }
     std::stable_sort(all.begin(), all.end(), ranks_before(req, out.limit_bytes));
-    if (all.size() > static_cast<std::size_t>(req.top_k)) all.resize(static_cast<std::size_t>(req.top_k));
+    // The pool the interleaved refinement looks at; search_plans shows the top_k after it.
+    if (all.size() > static_cast<std::size_t>(refine_pool(req))) all.resize(static_cast<std::size_t>(refine_pool(req)));
     out.candidates = std::move(all);
     if (out.candidates.empty() && req.suggest) {
         // The plain search's smallest changes for the first variant, then the extensions'.
@@ -227,6 +229,8 @@ std::optional<SearchResult> search_extension_variants(const ModelConfig& model, 
         }
     }
     refine_with_extensions(model, gpu, req, out);
+    if (out.candidates.size() > static_cast<std::size_t>(req.top_k))
+        out.candidates.resize(static_cast<std::size_t>(req.top_k));  // the pool refined, the top_k shown
     return out;
 }
 

@@ -452,3 +452,31 @@ TEST(Search, KeepingTheTopKAsItGoesRanksLikeAFullSort) {
     }
     expect_ranked_by_score(wide);
 }
+
+// How many plans are shown never changes which are recommended: the interleaved refinement looks at
+// the same pool of fitting plans whatever --top-k is. Until 2026-11-29 it refined the top_k alone
+// (Llama-3-8B on 8 H100s at 1,000 micro-batches ranked one plan first at --top-k 1, another at 2).
+// Here 8 micro-batches over 4 stages leave a 3/8 bubble, and interleaving wins.
+TEST(Search, TheTopKShownNeverChangesTheRanking) {
+    const ModelConfig m = load_model("llama-3-8b", kData);
+    const GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    SearchRequest r = llama3_8b_on_eight_gpus();
+    r.gbs_tokens = 262'144;
+    r.seq = 4096;
+    r.pins.pp = 4;
+    r.pins.grad_acc = 8;
+    r.top_k = 10;
+    const SearchResult ten = search_plans(m, g, r);
+    ASSERT_EQ(ten.candidates.size(), 10u);
+    EXPECT_EQ(ten.candidates.front().plan.pp_schedule, PpSchedule::interleaved) << to_flags(ten.candidates.front().plan);
+    for (int k : {1, 2, 5}) {
+        r.top_k = k;
+        const SearchResult few = search_plans(m, g, r);
+        ASSERT_EQ(few.candidates.size(), static_cast<std::size_t>(k));
+        for (int i = 0; i < k; ++i)
+            EXPECT_EQ(to_flags(few.candidates[static_cast<std::size_t>(i)].plan),
+                      to_flags(ten.candidates[static_cast<std::size_t>(i)].plan))
+                << "top-k " << k << ", rank " << i + 1;
+        EXPECT_EQ(few.plans_evaluated, ten.plans_evaluated);
+    }
+}

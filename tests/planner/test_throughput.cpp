@@ -393,6 +393,40 @@ TEST(Throughput, OverlappedPipelineSendsHideBehindTheNextChunk) {
                      estimate_throughput(m, slow, one_f_one_b, plain).pp_communication_s);
 }
 
+// The step is the sum of the rows the breakdown prints, for the base estimate and for every
+// extension's (interleaved schedule, LoRA, offload, cp), with a host dispatch and a micro-batch
+// synchronisation charged. Until 2026-11-29 the extensions' step left both out: an interleaved
+// plan with a 1.57 s host dispatch was 43.50 s against its rows' 45.07 s, and outranked 1F1B.
+TEST(Throughput, TheStepIsTheSumOfItsBreakdownWithEveryExtension) {
+    const ModelConfig m = load_model("llama-3-8b", kData);
+    GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    g.efficiency.layer_launch_overhead_s = 1.0;  // far above a layer's GPU work: the gap shows
+    g.efficiency.microbatch_sync_s = 0.5;
+    g.efficiency.microbatch_sync_half_nodes = 1.0;
+    g.efficiency.microbatch_sync_node_exponent = 1.0;
+    Plan pipeline = plan_8b();
+    pipeline.dp = 2, pipeline.tp = 2, pipeline.pp = 4, pipeline.sp = true, pipeline.zero = zero_none;
+    pipeline.mbs = 1, pipeline.grad_acc = 16;  // 16 GPUs: 2 nodes, so the synchronisation is charged
+    Plan interleaved = pipeline;
+    interleaved.pp_schedule = PpSchedule::interleaved, interleaved.vpp = 2;
+    Plan lora = pipeline;
+    lora.finetune = Finetune::lora;
+    Plan offload = plan_8b();
+    offload.zero = zero_gradients, offload.offload = Offload::optimizer;
+    Plan cp = pipeline;
+    cp.cp = 2, cp.seq = 8192;
+    for (const Plan& p : {pipeline, interleaved, lora, offload, cp}) {
+        SCOPED_TRACE(to_flags(p));
+        ThroughputOptions opt = nanotron_throughput_options(m, p);  // charges the synchronisation
+        opt.breakdown = true;
+        const Throughput t = estimate_throughput(m, g, p, opt);
+        double rows = 0;
+        for (const auto& s : t.breakdown) rows += s.seconds;
+        EXPECT_GT(t.launch_overhead_s, 0.0);
+        EXPECT_NEAR(t.step_time_s, rows, 1e-9 * t.step_time_s);
+    }
+}
+
 TEST(Throughput, TheFittedClusterStallIsChargedOnlyUnderTheNanotronProfile) {
     // A spec whose stall constants give, at 32 nodes, x = (32 / 32)^2 = 1 and so half the full
     // stall: 2.0 s * 1 / (1 + 1) = 1.0 s per micro-batch with a pipeline. With 4 micro-batches

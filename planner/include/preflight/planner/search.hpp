@@ -86,6 +86,10 @@ struct SearchRequest {
 // The suggestion line that says the request's budget (its max_plans) ran out before every
 // change was tried.
 std::string search_budget_spent_note(const SearchRequest& req);
+// Internal: how many fitting plans a search keeps for the interleaved refinement, which may lift
+// any pipeline plan among them (search_extensions.cpp): kMaxTopK whatever --top-k shows, so the
+// recommendation does not depend on how many plans are printed (it did: --top-k 1 and 2 differed).
+int refine_pool(const SearchRequest& req);
 
 struct Candidate {
     Plan plan;
