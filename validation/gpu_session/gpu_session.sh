@@ -191,6 +191,7 @@ do_check
 
 # ---- stages -----------------------------------------------------------------------------
 built=""  # "full" or "cli" once this invocation has built
+build_failed=0  # a failed build is not retried by each later stage
 do_build() {
     local gtest_dir="" tests=OFF
     if [[ -f $deps/googletest/CMakeLists.txt ]]; then
@@ -220,9 +221,12 @@ do_build() {
     local target=()
     [[ ${1:-} == cli-only ]] && target=(--target preflight)
     local t0=$SECONDS
+    # `timeout 0` is no limit at all: with the budget spent, no build starts.
+    if (( $(left) < 30 )); then note "build SKIPPED (budget: $(left)s left)"; build_failed=1; return 1; fi
     note "build: cmake --build $build -j $jobs ${target[*]}"
     if ! timeout "$(left)" cmake --build "$build" -j "$jobs" "${target[@]}" >"$sdir/build.log" 2>&1; then
-        note "build FAILED (tail of build.log):"; grep -E "error|FAILED" "$sdir/build.log" | head -30 | tee -a "$summary"; return 1
+        note "build FAILED (tail of build.log):"; grep -E "error|FAILED" "$sdir/build.log" | head -30 | tee -a "$summary"
+        build_failed=1; return 1
     fi
     note "build ok in $((SECONDS - t0))s ($(grep -c 'warning' "$sdir/build.log") warning lines)"
     built=${1:-full}
@@ -232,6 +236,7 @@ do_build() {
 # Full build (incremental: a no-op when up to date) unless this invocation did it already;
 # `cli-only` is enough for the measurements and accepts an existing binary.
 ensure_built() {
+    if (( build_failed )); then note "no build: it failed or was skipped earlier in this call"; return 1; fi
     if [[ ${1:-} == cli-only ]]; then
         [[ -n $built || -x $build/cli/preflight ]] && return 0
         do_build cli-only
@@ -259,6 +264,11 @@ do_ctest() {  # do_ctest NAME CTEST_ARGS...
 # Runs one command with the evidence log: command line, nvidia-smi header and state, full output.
 evidence_run() {  # evidence_run LOG TIMEOUT_S CMD...
     local log=$1 limit=$2; shift 2
+    # `timeout 0` is no limit at all (and a negative one an error): with under 5 s left nothing starts.
+    if (( limit < 5 )); then
+        { echo "# command: $*"; echo "# SKIPPED: ${limit}s of the session budget left"; } >"$log"
+        return 124
+    fi
     {
         echo "# command: $*"
         echo "# cwd: $root"
@@ -490,28 +500,38 @@ do_curves() {  # 200-step loss curves: ours (fp8-mixed, bf16-mixed) and PyTorch'
     local plan=(--model llama-3.2-1b --gpu "$gpu" --seq 512 --mbs 4 --lr 1e-3 --seed 1234)
     evidence_run "$cdir/ours-bf16-mixed.log" "$(left)" "$pre" run "${plan[@]}" --precision bf16-mixed --steps "$n" --warmup 0 \
         --save-init "$cdir/init.bin" --report "$cdir/ours-bf16-mixed.json"
+    note "curves: ours bf16-mixed exit $?"
+    pack  # each run's log is kept even if the call is cut off later
     evidence_run "$cdir/ours-fp8-mixed.log" "$(left)" "$pre" run "${plan[@]}" --precision fp8-mixed --steps "$n" --warmup 0 \
         --report "$cdir/ours-fp8-mixed.json"
-    local prec split
+    note "curves: ours fp8-mixed exit $?"
+    pack
+    # PyTorch's curves are loss records, kept as *.report: `validate --check` re-predicts every
+    # *.json report's memory, and a --split 2 run's peak is not the plan's.
+    local prec split guard
     for prec in bf16-mixed fp32; do
+        guard=$([[ $prec == fp32 ]] && echo 120 || echo 75)  # what one 200-step run takes, with margin
         for split in 1 2; do  # the same recipe, data and start; only the reduction order differs
-            (( $(left) > 60 )) || { note "curves: PyTorch $prec split $split SKIPPED (budget)"; continue; }
+            [[ -f $cdir/init.bin ]] || { note "curves: PyTorch $prec split $split SKIPPED (no init.bin: our bf16 run failed)"; continue; }
+            (( $(left) > guard )) || { note "curves: PyTorch $prec split $split SKIPPED (budget: $(left)s left)"; continue; }
             evidence_run "$cdir/pytorch-$prec-split$split.log" "$(left)" python3 "$train" --config data/models/llama-3.2-1b.json \
                 --model-name llama-3.2-1b --gpu "$gpu" --seq 512 --mbs 4 --precision "$prec" --steps "$n" --warmup 0 \
                 --lr 1e-3 --seed 1234 --init-from "$cdir/init.bin" --data preflight --split "$split" \
-                --report "$cdir/pytorch-$prec-split$split.json"
+                --report "$cdir/pytorch-$prec-split$split.report"
+            note "curves: PyTorch $prec split $split exit $?"
+            pack
         done
     done
-    python3 validation/pytorch/compare_band.py "$cdir/pytorch-bf16-mixed-split1.json" "$cdir/pytorch-bf16-mixed-split2.json" \
-        --ours "$cdir/ours-bf16-mixed.json" --pytorch "$cdir/pytorch-bf16-mixed-split1.json" --json "$cdir/band-bf16-mixed.json" \
+    python3 validation/pytorch/compare_band.py "$cdir/pytorch-bf16-mixed-split1.report" "$cdir/pytorch-bf16-mixed-split2.report" \
+        --ours "$cdir/ours-bf16-mixed.json" --pytorch "$cdir/pytorch-bf16-mixed-split1.report" --json "$cdir/band-bf16-mixed.json" \
         >"$cdir/band-bf16-mixed.txt" 2>&1
     note "curves: bf16 band: $(tail -1 "$cdir/band-bf16-mixed.txt")"
-    python3 validation/pytorch/compare_band.py "$cdir/pytorch-fp32-split1.json" "$cdir/pytorch-fp32-split2.json" \
+    python3 validation/pytorch/compare_band.py "$cdir/pytorch-fp32-split1.report" "$cdir/pytorch-fp32-split2.report" \
         --json "$cdir/band-fp32.json" >"$cdir/band-fp32.txt" 2>&1
     note "curves: fp32 band: $(tail -1 "$cdir/band-fp32.txt")"
     python3 validation/pytorch/plot_curves.py "$cdir/curves.svg" --title "llama-3.2-1b, seq 512, mbs 4: loss per step" \
         "ours fp8-mixed=$cdir/ours-fp8-mixed.json" "ours bf16-mixed=$cdir/ours-bf16-mixed.json" \
-        "PyTorch bf16-mixed=$cdir/pytorch-bf16-mixed-split1.json" "PyTorch fp32=$cdir/pytorch-fp32-split1.json" 2>>"$summary"
+        "PyTorch bf16-mixed=$cdir/pytorch-bf16-mixed-split1.report" "PyTorch fp32=$cdir/pytorch-fp32-split1.report" 2>>"$summary"
     rm -f "$cdir/init.bin"  # 4x the model's parameters: not kept (its index .json stays)
     pack
 }
@@ -566,11 +586,17 @@ do_losscurve() {
         local tag=$base ours_args=()
         read -r -a ours_args <<<"$v"
         (( ${#ours_args[@]} )) && tag=${base}_ours$(printf '%s' "${ours_args[*]}" | tr -d ' ')
-        if (( $(left) < 60 )); then note "losscurve $tag: SKIPPED (budget: $(left)s left)"; continue; fi
+        if (( $(left) < 75 )); then note "losscurve $tag: SKIPPED (budget: $(left)s left)"; continue; fi
         evidence_run "$dir/$tag.preflight.log" "$(left)" "$build/cli/preflight" run --model "$model" --gpu "$gpu" \
             --seq "$seq" --mbs "$mbs" --precision "$prec" --attention flash --steps "$n" --warmup 0 --seed 1234 \
             --lr "$lr" "${ours_args[@]}" --save-init "$dir/$tag.init.f32" --report "$dir/$tag.preflight.$ext"
-        note "losscurve $tag: preflight run exit $?"
+        local ours_rc=$?
+        note "losscurve $tag: preflight run exit $ours_rc"
+        pack
+        if [[ ! -f $dir/$tag.init.f32 ]]; then  # exit 1 (peak off the prediction) still ran and saved them
+            note "losscurve $tag: PyTorch's curve SKIPPED (our run, exit $ours_rc, left no initial weights to start it from)"
+            continue
+        fi
         if [[ -z $pt_json ]]; then
             pt_json=$dir/$tag.pytorch.$ext
             evidence_run "$dir/$tag.pytorch.log" "$(left)" python3 validation/pytorch/train.py \
