@@ -219,9 +219,9 @@ std::vector<bool> searched_sps(const PlanPins& pins, std::int64_t tp) {
     return {false};
 }
 
-std::vector<ZeroStage> searched_zeros(const PlanPins& pins, std::int64_t dp, const FrameworkProfile& profile) {
+std::vector<ZeroStage> searched_zeros(const PlanPins& pins, std::int64_t dp_cp, const FrameworkProfile& profile) {
     if (pins.zero) return {*pins.zero};
-    if (dp == 1) return {zero_none};  // ZeRO over one rank shards nothing
+    if (dp_cp == 1) return {zero_none};  // ZeRO shards over dp x cp ranks (memory.cpp): one shards nothing
     if (!profile.zero_stages.empty()) return profile.zero_stages;  // the stages the framework implements
     return {zero_none, zero_optimizer_states, zero_gradients, zero_weights};
 }
@@ -349,7 +349,7 @@ void search_layout(SearchState& st, std::int64_t tp, std::int64_t pp) {
     const std::vector<Shape> shapes = batch_shapes(st.req, st.seq, layout.dp);
     if (!batch_reachable(st, layout, shapes)) return;
     const std::vector<bool> sps = searched_sps(pins, tp);
-    const std::vector<ZeroStage> zeros = searched_zeros(pins, layout.dp, st.req.memory.profile);
+    const std::vector<ZeroStage> zeros = searched_zeros(pins, layout.dp * st.base.cp, st.req.memory.profile);
     for (Precision pr : st.precisions)
         for (bool sp : sps) {
             if (sp && (tp == 1 || st.seq % tp != 0)) continue;
@@ -457,10 +457,11 @@ bool try_change(const ModelConfig& model, const GpuSpec& gpu, const SearchReques
     const std::optional<Candidate> best = best_plan_after_change(model, gpu, r);
     if (!best) return false;
     const Candidate& c = *best;
-    char buf[256];
-    std::snprintf(buf, sizeof buf, "%s: then dp %lld, tp %lld, pp %lld, ZeRO-%d, recompute %s, mbs %lld fits at %s",
+    char buf[320];
+    const std::string cp = c.plan.cp > 1 ? ", cp " + str(c.plan.cp) : "";
+    std::snprintf(buf, sizeof buf, "%s: then dp %lld, tp %lld, pp %lld%s, ZeRO-%d, recompute %s, mbs %lld fits at %s",
                   change.c_str(), static_cast<long long>(c.plan.dp), static_cast<long long>(c.plan.tp),
-                  static_cast<long long>(c.plan.pp), static_cast<int>(c.plan.zero),
+                  static_cast<long long>(c.plan.pp), cp.c_str(), static_cast<int>(c.plan.zero),
                   std::string(to_string(c.plan.recompute)).c_str(), static_cast<long long>(c.plan.mbs),
                   gib(c.memory.peak_bytes).c_str());
     out.suggestions.push_back(buf);
@@ -505,12 +506,13 @@ void suggest_changes(const ModelConfig& model, const GpuSpec& gpu, const SearchR
         r.seq = s;
         if (attempt(r, "--seq " + str(s) + " (shorter sequence, same tokens per step)")) break;
     }
-    const std::int64_t gpus = req.gpus;
+    // A cp variant searches its GPUs / cp (variant_request): the suggestion names the job's count.
+    const std::int64_t gpus = req.gpus, cp = req.pins.cp.value_or(1);
     for (std::int64_t n = 2 * gpus; n <= 64 * gpus; n *= 2) {
         r = req;
         r.gpus = n;
         r.pins.dp.reset();
-        if (attempt(r, "--gpus " + str(n) + " (more GPUs)")) break;
+        if (attempt(r, "--gpus " + str(n * cp) + " (more GPUs)")) break;
     }
     if (out.suggestions.empty() && out.plans_evaluated == 0 && !out.rejected.empty())
         out.suggestions.push_back("no plan was judged on memory: the search refused every plan it built (each rejected "
@@ -522,7 +524,7 @@ void suggest_changes(const ModelConfig& model, const GpuSpec& gpu, const SearchR
 
 }  // namespace
 
-int refine_pool(const SearchRequest& req) {
+int refine_pool(const SearchRequest& req) {  // search.hpp: the pool refined, then the top_k shown
     return req.pins.pp_schedule ? req.top_k : std::max(req.top_k, static_cast<int>(limits::kMaxTopK));
 }
 
@@ -577,8 +579,7 @@ SearchResult search_plans(const ModelConfig& model, const GpuSpec& gpu, const Se
         }
     }
     if (req.expand_variants) refine_with_extensions(model, gpu, req, out);  // interleaving, LoRA/offload suggestions
-    if (req.expand_variants && out.candidates.size() > static_cast<std::size_t>(req.top_k))
-        out.candidates.resize(static_cast<std::size_t>(req.top_k));  // the pool refined, the top_k shown
+    if (req.expand_variants) out.candidates.resize(std::min(out.candidates.size(), static_cast<std::size_t>(req.top_k)));
     return out;
 }
 

@@ -480,3 +480,34 @@ TEST(Search, TheTopKShownNeverChangesTheRanking) {
         EXPECT_EQ(few.plans_evaluated, ten.plans_evaluated);
     }
 }
+
+// ZeRO shards over the dp x cp ranks (memory.cpp, Megatron-LM's distributed optimizer), so a
+// context-parallel layout with dp 1 searches the ZeRO stages too. Llama-3-8B at seq 8192 on
+// 4 H100s, all of them cp: ZeRO-0 keeps 16 B per parameter, 128 GB, on each GPU and nothing
+// fits; sharded over the 4 ranks it does (plan edge-case audit, 2026-11-29: "NOTHING FITS").
+TEST(Search, ContextParallelRanksShardZeroWithoutDataParallelism) {
+    const ModelConfig m = load_model("llama-3-8b", kData);
+    const GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    SearchRequest r = llama3_8b_on_eight_gpus();
+    r.gpus = 4;
+    r.seq = 8192;
+    r.pins.cp = 4;
+    const SearchResult res = search_plans(m, g, r);
+    ASSERT_FALSE(res.candidates.empty());
+    const Plan& best = res.candidates.front().plan;
+    EXPECT_EQ(best.cp, 4);
+    EXPECT_EQ(best.dp, 1);
+    EXPECT_GE(static_cast<int>(best.zero), 1);
+    // With the stage pinned at 0 nothing fits, and the "more GPUs" change names the job's count
+    // (cp x the dp x tp x pp it searched), which `plan` accepts with --cp 4.
+    r.pins.zero = zero_none;
+    const SearchResult none = search_plans(m, g, r);
+    EXPECT_TRUE(none.candidates.empty());
+    int more_gpus = 0;
+    for (const std::string& s : none.suggestions)
+        if (s.find("(more GPUs)") != std::string::npos) {
+            ++more_gpus;
+            EXPECT_EQ(s.rfind("--gpus 8 (more GPUs): then dp 1, tp 1, pp 2, cp 4, ZeRO-0", 0), 0u) << s;  // 1 x 1 x 2 x 4
+        }
+    EXPECT_EQ(more_gpus, 1);
+}
