@@ -110,7 +110,6 @@ bool better(const FittingPlan& a, const FittingPlan& b) {
 }
 
 }  // namespace
-
 namespace detail {
 // Why tensor parallelism of degree t cannot split the model (empty when it can).
 std::string tp_problem(const ModelConfig& m, std::int64_t t) {
@@ -120,7 +119,6 @@ std::string tp_problem(const ModelConfig& m, std::int64_t t) {
     return {};
 }
 }  // namespace detail
-
 namespace {
 
 // Memory rejections are grouped by ZeRO stage and parallel layout (dp, tp, pp).
@@ -219,11 +217,13 @@ std::vector<bool> searched_sps(const PlanPins& pins, std::int64_t tp) {
     return {false};
 }
 
-std::vector<ZeroStage> searched_zeros(const PlanPins& pins, std::int64_t dp_cp, const FrameworkProfile& profile) {
+std::vector<ZeroStage> searched_zeros(const PlanPins& pins, std::int64_t dp_cp, std::int64_t pp, const FrameworkProfile& profile) {
     if (pins.zero) return {*pins.zero};
     if (dp_cp == 1) return {zero_none};  // ZeRO shards over dp x cp ranks (memory.cpp): one shards nothing
-    if (!profile.zero_stages.empty()) return profile.zero_stages;  // the stages the framework implements
-    return {zero_none, zero_optimizer_states, zero_gradients, zero_weights};
+    std::vector<ZeroStage> z = profile.zero_stages;  // the stages the framework implements (empty: all)
+    if (z.empty()) z = {zero_none, zero_optimizer_states, zero_gradients, zero_weights};
+    if (pp > 1) std::erase_if(z, [&](ZeroStage s) { return s > profile.max_zero_with_pp; });
+    return z;
 }
 
 // Plans refused before their memory was judged (`plan` the first), counted against their family.
@@ -349,7 +349,7 @@ void search_layout(SearchState& st, std::int64_t tp, std::int64_t pp) {
     const std::vector<Shape> shapes = batch_shapes(st.req, st.seq, layout.dp);
     if (!batch_reachable(st, layout, shapes)) return;
     const std::vector<bool> sps = searched_sps(pins, tp);
-    const std::vector<ZeroStage> zeros = searched_zeros(pins, layout.dp * st.base.cp, st.req.memory.profile);
+    const std::vector<ZeroStage> zeros = searched_zeros(pins, layout.dp * st.base.cp, pp, st.req.memory.profile);
     for (Precision pr : st.precisions)
         for (bool sp : sps) {
             if (sp && (tp == 1 || st.seq % tp != 0)) continue;

@@ -407,3 +407,31 @@ TEST(PlanCli, APlanFileCarriesTheFrameworkItWasRankedUnder) {
     EXPECT_EQ(refused.exit_code, 2);
     EXPECT_TRUE(has(refused.err, "framework: 'megatorch' is not a framework profile")) << refused.err;
 }
+
+TEST(PlanCli, DeepSpeedsProfileRanksOnlyWhatItsPipelineEngineRuns) {
+    // Plan edge-case audit, 2026-11-29: ranks 1-4 of Llama-3-70B on 16 GPUs under deepspeed were
+    // ZeRO-2/3 beside pp 2 (one interleaved), which runtime/pipe/engine.py refuses; --emit
+    // deepspeed then emitted rank 5 without a word.
+    const std::string req = "plan --model llama-3-70b --gpus 16 --gbs-tokens 1048576 --seq 4096 --framework deepspeed";
+    const CliRun r = run_preflight(req + " --top-k 20 --format json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    for (const auto& c : j.at("candidates")) {
+        const auto& p = c.at("plan");
+        if (p.at("pp").get<int>() > 1) {
+            EXPECT_LE(p.at("zero").get<int>(), 1) << p.dump();
+            EXPECT_FALSE(p.contains("pp_schedule")) << p.dump();  // 1F1B, the default, is left out
+        }
+    }
+    const std::pair<std::string, std::string> pins[] = {
+        {" --dp 8 --pp 2 --zero 3", "--zero: DeepSpeed's pipeline engine refuses ZeRO-2 and ZeRO-3"},
+        {" --dp 8 --pp 2 --zero 1 --grad-acc 8 --pp-schedule interleaved --vpp 2", "--pp-schedule: DeepSpeed's pipeline engine runs 1F1B only"},
+        {" --dp 8 --zero 0 --offload optimizer", "--zero: DeepSpeed offloads the optimizer of a ZeRO stage"}};
+    for (const auto& [pin, reason] : pins) {
+        const CliRun mem = run_preflight("memory --model llama-3-8b --framework deepspeed" + pin);
+        EXPECT_EQ(mem.exit_code, 2) << pin;
+        EXPECT_TRUE(has(mem.err, reason)) << mem.err;
+    }
+    // ZeRO-0 with the optimizer offloaded over one data-parallel rank is stage 1's job: judged.
+    EXPECT_EQ(run_preflight("memory --model llama-3.2-1b --framework deepspeed --zero 0 --offload optimizer").exit_code, 0);
+}

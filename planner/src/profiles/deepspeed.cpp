@@ -8,6 +8,19 @@ namespace {
 
 // runtime/config.py _do_error_check: bf16_master_weights_and_grads needs ZeRO stage 1, 2 or 3.
 void check_deepspeed_plan(const ModelConfig&, const Plan& p) {
+    // runtime/pipe/engine.py asserts "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism";
+    // its PipelineEngine runs one schedule, TrainSchedule (runtime/pipe/schedule.py): 1F1B.
+    if (p.pp > 1 && p.zero > zero_optimizer_states)
+        throw InputError("--zero", "DeepSpeed's pipeline engine refuses ZeRO-2 and ZeRO-3 (runtime/pipe/engine.py): "
+                                   "--zero 0 or 1 with --pp > 1");
+    if (p.pp > 1 && p.pp_schedule != PpSchedule::one_f_one_b)
+        throw InputError("--pp-schedule", "DeepSpeed's pipeline engine runs 1F1B only (TrainSchedule, "
+                                          "runtime/pipe/schedule.py): --pp-schedule 1f1b");
+    // ZeRO-Offload is a ZeRO optimizer's (zero_optimization.offload_optimizer): stage 1 and above.
+    // Over one data-parallel rank stage 1 shards nothing, so ZeRO-0 is the same job there.
+    if (p.offload != Offload::none && p.zero == zero_none && p.dp * p.cp > 1)
+        throw InputError("--zero", "DeepSpeed offloads the optimizer of a ZeRO stage (zero_optimization."
+                                   "offload_optimizer): --zero 1 or above with --offload");
     if (p.precision == Precision::fp8_mixed)
         throw InputError("--precision", "a ds_config has no fp8 recipe (DeepSpeed's fp8 runs Transformer Engine's "
                                         "layers, outside the config this profile models): --precision bf16-mixed");
@@ -49,6 +62,7 @@ FrameworkProfile deepspeed_profile() {
     p.pure_bf16_master_bytes = 2;
     p.pure_bf16_moments_bf16 = true;
     p.check_plan = &check_deepspeed_plan;
+    p.max_zero_with_pp = zero_optimizer_states;  // runtime/pipe/engine.py
     return p;
 }
 

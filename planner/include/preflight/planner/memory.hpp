@@ -77,6 +77,8 @@ struct FrameworkProfile {
     // search tries no other (a pinned one is still judged, and refused by the profile).
     std::vector<Recompute> recomputes;
     std::vector<ZeroStage> zero_stages;
+    // The highest ZeRO stage it runs beside a pipeline (pp > 1): the search tries none above it.
+    ZeroStage max_zero_with_pp = zero_weights;
     // Model states, ZeRO shards, gathered parameters and unreduced gradients follow the Preflight
     // runtime's flat layout (runtime_layout.hpp): per-unit padding to dp equal chunks, ZeRO-3
     // gathers of one unit at a time (the next layer prefetched), ZeRO-2/3 gradients of the unit
