@@ -24,6 +24,7 @@
 #include "preflight/planner/extensions.hpp"
 #include "preflight/planner/limits.hpp"
 #include "preflight/planner/plan_schema.hpp"
+#include "preflight/planner/profiles.hpp"
 #include "preflight/planner/report.hpp"
 #include "preflight/planner/throughput.hpp"
 #include "preflight/runtime/errors.hpp"
@@ -54,6 +55,7 @@ struct RunState {
     std::string report_file;
     RankFlags ranks;
     std::int64_t emulate_rank = 0;  // --emulate-rank (bound here; RankFlags gets it when given)
+    std::string ranked_for;         // --framework: what a pasted `plan:` line was ranked for
     CLI::App* sub = nullptr;  // to tell --model/--gpu given from their defaults
 };
 
@@ -345,6 +347,9 @@ int run_command(const RunState& st) {
     if (!(std::isfinite(st.lr) && st.lr > 0))
         throw InputError("--lr", "must be a positive finite number, got " + format_real(st.lr));
     if (!st.report_file.empty()) check_output_file(st.report_file, "--report");  // before any work
+    if (!st.ranked_for.empty() && st.ranked_for != "preflight-runtime")
+        std::cerr << "# note: --framework " << st.ranked_for << ": the plan was ranked for " << st.ranked_for
+                  << "; run predicts what the Preflight runtime keeps and runs (its own profile, preflight-runtime)\n";
     const auto dir = data_dir_of(st.flags.data_dir);
     std::string model_name = st.flags.model, gpu_name = st.flags.gpu;
     Plan plan = st.flags.to_plan();
@@ -435,6 +440,11 @@ Command add_run_command(CLI::App& app) {
     add_plan_flags(*sub, st->flags);
     add_from_flags(*sub, st->from, true);
     add_plan_file_option(*sub, st->plan_file);
+    // `plan`'s plan: line names the framework it ranked for, so it pastes here as into `memory`.
+    sub->add_option("--framework", st->ranked_for,
+                    "The framework a pasted `plan:` line was ranked for; run predicts what the Preflight runtime "
+                    "keeps and runs (--framework preflight-runtime's profile) whatever it names")
+        ->check(CLI::IsMember(framework_names()));
     sub->add_option("--steps", st->steps, "Measured steps (median step time over these) (default 10; at most 100,000)")
         ->transform(exact_integer())
         ->check(CLI::Range(std::int64_t{1}, kMaxRunSteps));

@@ -435,3 +435,22 @@ TEST(PlanCli, DeepSpeedsProfileRanksOnlyWhatItsPipelineEngineRuns) {
     // ZeRO-0 with the optimizer offloaded over one data-parallel rank is stage 1's job: judged.
     EXPECT_EQ(run_preflight("memory --model llama-3.2-1b --framework deepspeed --zero 0 --offload optimizer").exit_code, 0);
 }
+
+TEST(PlanCli, ThePlanLinePastesIntoMemoryAndRunAsRanked) {
+    // Plan edge-case audit, 2026-11-29: the plan: line of a torchtitan ranking, pasted into
+    // `memory`, was judged as Megatron's (92.26 GB, DOES NOT FIT) while it had ranked as fitting.
+    const CliRun r = run_preflight("plan --model llama-3.2-1b --gpus 8 --gbs-tokens 1048576 --seq 2048 --framework torchtitan");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::size_t at = r.out.find("\nplan:        ");
+    ASSERT_NE(at, std::string::npos) << r.out;
+    const std::string flags = r.out.substr(at + 14, r.out.find('\n', at + 1) - at - 14);
+    EXPECT_TRUE(flags.ends_with(" --framework torchtitan")) << flags;
+    const CliRun mem = run_preflight("memory --model llama-3.2-1b " + flags + " --format json");
+    ASSERT_EQ(mem.exit_code, 0) << mem.err;
+    EXPECT_EQ(nlohmann::json::parse(mem.out).at("framework"), "torchtitan");
+    const CliRun dry = run_preflight("run --dry-run --model llama-3.2-1b " + flags);
+    EXPECT_TRUE(has(dry.err, "# note: --framework torchtitan: the plan was ranked for torchtitan")) << dry.err;
+    // The default framework's line is as before: no --framework.
+    const CliRun mg = run_preflight("plan --model llama-3.2-1b --gpus 8 --gbs-tokens 1048576 --seq 2048");
+    EXPECT_FALSE(has(mg.out, "--framework")) << mg.out;
+}
