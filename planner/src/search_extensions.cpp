@@ -218,9 +218,11 @@ std::optional<SearchResult> search_extension_variants(const ModelConfig& model, 
     if (all.size() > static_cast<std::size_t>(refine_pool(req))) all.resize(static_cast<std::size_t>(refine_pool(req)));
     out.candidates = std::move(all);
     if (out.candidates.empty() && req.suggest) {
-        // The plain search's smallest changes for the first variant, then the extensions'.
+        // The plain search's smallest changes for the first variant, then the extensions'. Of the
+        // recompute modes searched (fine-tuning: none, full), the last holds the least: changes
+        // judged under `none` alone said "no single change fits" where 2 GPUs fit with full.
         const SearchRequest r =
-            variant_request(req, v.offloads.front(), v.cps.front(), v.eps.front(), v.recomputes.front(), v.precision);
+            variant_request(req, v.offloads.front(), v.cps.front(), v.eps.front(), v.recomputes.back(), v.precision);
         try {
             out.suggestions = search_plans(model, gpu, r).suggestions;
         } catch (const SearchTooLarge&) {

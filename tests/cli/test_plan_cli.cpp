@@ -454,3 +454,14 @@ TEST(PlanCli, ThePlanLinePastesIntoMemoryAndRunAsRanked) {
     const CliRun mg = run_preflight("plan --model llama-3.2-1b --gpus 8 --gbs-tokens 1048576 --seq 2048");
     EXPECT_FALSE(has(mg.out, "--framework")) << mg.out;
 }
+
+TEST(PlanCli, AFineTuningSearchThatFitsNothingSuggestsWhatFitsWithRecompute) {
+    // Plan edge-case audit, 2026-11-29: QLoRA of Llama-3-70B on one L40S was told "no single change
+    // tried fits (... up to 64 GPUs)" although 2 GPUs fit with full recompute: the changes were
+    // judged without recompute only.
+    const CliRun r = run_preflight("plan --model llama-3-70b --gpu l40s --gpus 1 --gbs-tokens 262144 --seq 4096 --finetune qlora");
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_TRUE(has(r.out, "--gpus 2 (more GPUs): then dp 2, tp 1, pp 1, ZeRO-3, recompute full")) << r.out;
+    EXPECT_FALSE(has(r.out, "no single change tried fits")) << r.out;
+    EXPECT_EQ(run_preflight("plan --model llama-3-70b --gpu l40s --gpus 2 --gbs-tokens 262144 --seq 4096 --finetune qlora").exit_code, 0);
+}
