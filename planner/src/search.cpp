@@ -19,13 +19,8 @@ namespace preflight {
 
 namespace {
 
-std::string str(std::int64_t v) { return std::to_string(v); }
-
-std::string gib(std::int64_t bytes) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(bytes) / static_cast<double>(kGiB));
-    return buf;
-}
+using detail::gib;
+using detail::str;
 
 std::vector<std::int64_t> divisors(std::int64_t n) {
     // Pairs (d, n/d) up to sqrt(n): O(sqrt n) work, ascending order.
@@ -451,77 +446,6 @@ void rank_candidates(SearchState& st) {
     }
 }
 
-// Searches the changed request; when something fits, records the change as a suggestion.
-bool try_change(const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& r, const std::string& change,
-                SearchResult& out) {
-    const std::optional<Candidate> best = best_plan_after_change(model, gpu, r);
-    if (!best) return false;
-    const Candidate& c = *best;
-    char buf[320];
-    const std::string cp = c.plan.cp > 1 ? ", cp " + str(c.plan.cp) : "";
-    std::snprintf(buf, sizeof buf, "%s: then dp %lld, tp %lld, pp %lld%s, ZeRO-%d, recompute %s, mbs %lld fits at %s",
-                  change.c_str(), static_cast<long long>(c.plan.dp), static_cast<long long>(c.plan.tp),
-                  static_cast<long long>(c.plan.pp), cp.c_str(), static_cast<int>(c.plan.zero),
-                  std::string(to_string(c.plan.recompute)).c_str(), static_cast<long long>(c.plan.mbs),
-                  gib(c.memory.peak_bytes).c_str());
-    out.suggestions.push_back(buf);
-    return true;
-}
-
-// When nothing fits: the smallest change that makes something fit, least disruptive first.
-void suggest_changes(const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& req, std::int64_t seq,
-                     SearchResult& out) {
-    const PlanPins& pins = req.pins;
-    auto attempt = [&](const SearchRequest& r, const std::string& change) { return try_change(model, gpu, r, change, out); };
-    SearchRequest r = req;
-    if (pins.zero && *pins.zero != 3) {
-        r.pins.zero = zero_weights;
-        attempt(r, "--zero 3 (shard weights, gradients and optimizer states over dp)");
-    }
-    if (pins.recompute && *pins.recompute != Recompute::full) {
-        r = req;
-        r.pins.recompute = Recompute::full;
-        attempt(r, "--recompute full (keep only each layer's input)");
-    }
-    if (pins.precision && (*pins.precision == Precision::fp32 || *pins.precision == Precision::bf16_mixed_fp32_grads)) {
-        r = req;
-        r.pins.precision = Precision::bf16_mixed;
-        attempt(r, "--precision bf16-mixed");
-    }
-    if (pins.tp || pins.pp || pins.dp) {
-        r = req;
-        r.pins.tp.reset();
-        r.pins.pp.reset();
-        r.pins.dp.reset();
-        attempt(r, "unpin --dp/--tp/--pp (let the search use tensor and pipeline parallelism)");
-    }
-    if (pins.mbs || pins.grad_acc) {
-        r = req;
-        r.pins.mbs.reset();
-        r.pins.grad_acc.reset();
-        attempt(r, "unpin --mbs/--grad-acc");
-    }
-    for (std::int64_t s = seq / 2; s >= 128; s /= 2) {
-        r = req;
-        r.seq = s;
-        if (attempt(r, "--seq " + str(s) + " (shorter sequence, same tokens per step)")) break;
-    }
-    // A cp variant searches its GPUs / cp (variant_request): the suggestion names the job's count.
-    const std::int64_t gpus = req.gpus, cp = req.pins.cp.value_or(1);
-    for (std::int64_t n = 2 * gpus; n <= 64 * gpus; n *= 2) {
-        r = req;
-        r.gpus = n;
-        r.pins.dp.reset();
-        if (attempt(r, "--gpus " + str(n * cp) + " (more GPUs)")) break;
-    }
-    if (out.suggestions.empty() && out.plans_evaluated == 0 && !out.rejected.empty())
-        out.suggestions.push_back("no plan was judged on memory: the search refused every plan it built (each rejected "
-                                  "family says why); change the flag the refusal names");
-    if (out.suggestions.empty())
-        out.suggestions.push_back("no single change tried fits (ZeRO-3, full recompute, TP/PP, sequence down to 128, "
-                                  "up to " + str(64 * gpus) + " GPUs): choose a larger GPU or a smaller model");
-}
-
 }  // namespace
 
 int refine_pool(const SearchRequest& req) {  // search.hpp: the pool refined, then the top_k shown
@@ -573,7 +497,7 @@ SearchResult search_plans(const ModelConfig& model, const GpuSpec& gpu, const Se
     rank_candidates(st);
     if (out.candidates.empty() && req.suggest) {
         try {
-            suggest_changes(model, gpu, req, st.seq, out);
+            detail::suggest_changes(model, gpu, req, st.seq, out);
         } catch (const SearchTooLarge&) {
             out.suggestions.push_back(search_budget_spent_note(req));
         }

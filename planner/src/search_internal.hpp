@@ -3,11 +3,22 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
+#include "preflight/planner/gpu.hpp"
 #include "preflight/planner/model.hpp"
+#include "preflight/planner/search.hpp"
 
 namespace preflight::detail {
+
+inline std::string str(std::int64_t v) { return std::to_string(v); }
+
+inline std::string gib(std::int64_t bytes) {  // "12.34 GiB"
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(bytes) / static_cast<double>(kGiB));
+    return buf;
+}
 
 // Why tensor parallelism of degree t cannot split the model ("does not divide the 32
 // attention heads"), "" when it can.
@@ -25,5 +36,10 @@ inline double rank_score(double tokens_per_s, std::int64_t judged_bytes, std::in
         limit_bytes > 0 ? std::clamp(static_cast<double>(judged_bytes) / static_cast<double>(limit_bytes), 0.0, 1.0) : 0.0;
     return tokens_per_s * (1.0 - kRankMemoryWeight * share);
 }
+
+// Nothing fits `req` (at sequence length `seq`): the single changes that would fit, lightest
+// first, into out.suggestions (search_suggest.cpp); SearchTooLarge once the budget is spent.
+void suggest_changes(const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& req, std::int64_t seq,
+                     SearchResult& out);
 
 }  // namespace preflight::detail

@@ -465,3 +465,20 @@ TEST(PlanCli, AFineTuningSearchThatFitsNothingSuggestsWhatFitsWithRecompute) {
     EXPECT_FALSE(has(r.out, "no single change tried fits")) << r.out;
     EXPECT_EQ(run_preflight("plan --model llama-3-70b --gpu l40s --gpus 2 --gbs-tokens 262144 --seq 4096 --finetune qlora").exit_code, 0);
 }
+
+TEST(PlanCli, ThePinnedStageOrModeIsChangedToTheLightestThatFits) {
+    // Plan edge-case audit, 2026-11-29: each refused pin was answered with the heaviest change
+    // (--zero 3, --recompute full) where a lighter one fits and runs faster.
+    const std::string req = "plan --model llama-3-8b --gpus 8 --gbs-tokens 1000000 --seq 4096 --framework ";
+    const std::pair<std::string, std::string> cases[] = {
+        {"torchtitan --zero 1", "  --zero 2 (shard gradients and optimizer states over dp): then dp 8"},
+        {"deepspeed --precision bf16 --zero 0", "  --zero 1 (shard optimizer states over dp): then dp 8"},
+        {"nanotron --recompute selective", "  --recompute none: then dp 8"}};
+    for (const auto& [pin, first] : cases) {
+        const CliRun r = run_preflight(req + pin);
+        const std::string head = "# the smallest change that would fit (first is smallest)\n";
+        const std::size_t at = r.out.find(head);
+        ASSERT_NE(at, std::string::npos) << pin << "\n" << r.out;
+        EXPECT_EQ(r.out.compare(at + head.size(), first.size(), first), 0) << pin << "\n" << r.out.substr(at, 300);
+    }
+}
