@@ -134,7 +134,7 @@ void print_header(const PlanCommandState& st, const ModelConfig& model, const Gp
                                       ? group_digits(req.gbs_tokens / res.seq)
                                       : fixed(static_cast<double>(req.gbs_tokens) / static_cast<double>(res.seq), 1);
     std::cout << "# target: " << group_digits(req.gbs_tokens) << " tokens per step at seq " << res.seq << " ("
-              << sequences << " sequences); memory limit " << format_bytes(res.limit_bytes) << " = " << pct(1 - req.headroom, 0)
+              << sequences << (sequences == "1" ? " sequence" : " sequences") << "); memory limit " << format_bytes(res.limit_bytes) << " = " << pct(1 - req.headroom, 0)
               << " of " << format_bytes(gpu.memory_bytes) << " (--headroom " << req.headroom << ")\n";
     std::cout << "# searched " << count_of(res.plans_evaluated, "plan", "plans") << " (" << group_digits(res.plans_fitting)
               << " fit" << (res.plans_ruled_out > 0 ? ", " + group_digits(res.plans_ruled_out) + " larger ones not judged" : "")
@@ -170,7 +170,7 @@ void print_candidates(const SearchResult& res, const FrameworkProfile& profile) 
                           p.sp ? "on" : "off", std::to_string(p.zero), std::string(to_string(p.recompute)),
                           std::string(to_string(p.precision)), std::to_string(p.mbs), std::to_string(p.grad_acc),
                           group_digits(p.global_batch_tokens()),
-                          c.batch_error == 0 ? "exact" : (c.batch_error > 0 ? "+" : "") + pct(c.batch_error, 2),
+                          c.batch_error == 0 ? "exact" : signed_batch_error(c.batch_error),
                           fixed(c.throughput.step_time_s, 3), group_digits(std::llround(c.throughput.tokens_per_s)),
                           group_digits(std::llround(c.throughput.tokens_per_s_per_gpu)),
                           fixed(100 * c.throughput.mfu, 1), fixed(100 * c.throughput.hfu, 1),
@@ -207,8 +207,8 @@ void print_recommendation(const PlanCommandState& st, const ModelConfig& model, 
     if (best.batch_error == 0)
         std::cout << " (exactly the target)\n";
     else
-        std::cout << " (target " << group_digits(req.gbs_tokens) << ", rounded by " << (best.batch_error > 0 ? "+" : "")
-                  << pct(best.batch_error, 2) << ")\n";
+        std::cout << " (target " << group_digits(req.gbs_tokens) << ", rounded by " << signed_batch_error(best.batch_error)
+                  << ")\n";
     // Only a pinned --mbs/--grad-acc lets a plan outside the tolerance through (docs/interface.md).
     if (std::abs(best.batch_error) > req.batch_tolerance)
         std::cout << "# warning: no plan within --batch-tolerance " << pct(req.batch_tolerance, 2)

@@ -87,6 +87,13 @@ std::string mfu_above_peak_note(double max_utilisation, bool attention_counted_f
            "runs; `preflight plan --attention-flops causal` counts what runs. The step time is the same either way.\n";
 }
 
+std::string signed_batch_error(double e) {
+    const bool tiny = std::abs(e) < 5e-5;
+    std::string s = e > 0 ? "+" : tiny ? "-" : "";  // appended to, not `"+" + s` (GCC 12's -Wrestrict)
+    if (tiny) return s.append("<0.01 %");
+    return s.append(fixed(100.0 * e, 2)).append(" %");
+}
+
 std::string count_of(std::int64_t n, const char* singular, const char* plural) {
     return group_digits(n) + " " + (n == 1 ? singular : plural);
 }

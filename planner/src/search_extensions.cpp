@@ -45,12 +45,13 @@ auto ranks_before(const SearchRequest& req, std::int64_t limit_bytes) {
     };
 }
 
-std::string variant_label(const PlanPins& p, bool recompute_varies) {
+std::string variant_label(const PlanPins& p, bool recompute_varies) {  // " recompute none, offload optimizer"
     std::string s;
-    if (recompute_varies && p.recompute) s += " recompute " + std::string(to_string(*p.recompute));
-    if (p.offload && *p.offload != Offload::none) s += " offload " + std::string(to_string(*p.offload));
-    if (p.cp && *p.cp > 1) s += " cp " + str(*p.cp);
-    if (p.ep && *p.ep > 1) s += " ep " + str(*p.ep);
+    const auto add = [&s](const std::string& part) { s += (s.empty() ? " " : ", ") + part; };
+    if (recompute_varies && p.recompute) add("recompute " + std::string(to_string(*p.recompute)));
+    if (p.offload && *p.offload != Offload::none) add("offload " + std::string(to_string(*p.offload)));
+    if (p.cp && *p.cp > 1) add("cp " + str(*p.cp));
+    if (p.ep && *p.ep > 1) add("ep " + str(*p.ep));
     return s;
 }
 
