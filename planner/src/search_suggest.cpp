@@ -28,9 +28,9 @@ bool try_change(const ModelConfig& model, const GpuSpec& gpu, const SearchReques
     return true;
 }
 
-// When nothing fits: the smallest change that makes something fit, least disruptive first.
 }  // namespace
 
+// When nothing fits: the smallest change that makes something fit, least disruptive first.
 void suggest_changes(const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& req, std::int64_t seq,
                      SearchResult& out) {
     const PlanPins& pins = req.pins;
@@ -90,6 +90,5 @@ void suggest_changes(const ModelConfig& model, const GpuSpec& gpu, const SearchR
         out.suggestions.push_back("no single change tried fits (ZeRO-3, full recompute, TP/PP, sequence down to 128, "
                                   "up to " + str(64 * gpus) + " GPUs): choose a larger GPU or a smaller model");
 }
-
 
 }  // namespace preflight::detail
