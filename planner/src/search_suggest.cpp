@@ -36,6 +36,10 @@ void suggest_changes(const ModelConfig& model, const GpuSpec& gpu, const SearchR
     const PlanPins& pins = req.pins;
     auto attempt = [&](const SearchRequest& r, const std::string& change) { return try_change(model, gpu, r, change, out); };
     SearchRequest r = req;
+    if (req.host_memory_bytes) {  // the host limit may be what refuses every plan (offload)
+        r.host_memory_bytes.reset();
+        attempt(r, "--host-memory left out (more host memory per node than " + gib(*req.host_memory_bytes) + ")");
+    }
     // The pinned ZeRO stage and recompute mode: the first other one that fits, lightest first (a
     // stage the framework refuses may have a lighter neighbour that runs: torchtitan's ZeRO-1, 2).
     const char* shards[] = {"", "optimizer states", "gradients and optimizer states", "weights, gradients and optimizer states"};

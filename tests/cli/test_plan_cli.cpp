@@ -482,3 +482,15 @@ TEST(PlanCli, ThePinnedStageOrModeIsChangedToTheLightestThatFits) {
         EXPECT_EQ(r.out.compare(at + head.size(), first.size(), first), 0) << pin << "\n" << r.out.substr(at, 300);
     }
 }
+
+TEST(PlanCli, AHostMemoryLimitThatRefusesEveryPlanIsNamed) {
+    // Plan edge-case audit, 2026-11-29: with the optimizer offloaded and --host-memory 1G nothing
+    // fits, and the advice was "choose a larger GPU or a smaller model" though without the host
+    // limit the same request fits.
+    const std::string req = "plan --model llama-3-70b --gpus 8 --gbs-tokens 1048576 --seq 4096 --offload optimizer";
+    const CliRun r = run_preflight(req + " --host-memory 1G");
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_TRUE(has(r.out, "  --host-memory left out (more host memory per node than 0.93 GiB): then ")) << r.out;
+    EXPECT_FALSE(has(r.out, "choose a larger GPU or a smaller model")) << r.out;
+    EXPECT_EQ(run_preflight(req).exit_code, 0);
+}
