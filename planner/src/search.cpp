@@ -193,10 +193,12 @@ bool batch_reachable(SearchState& st, const Plan& layout, const std::vector<Shap
     const PlanPins& pins = st.req.pins;
     if (pins.mbs || pins.grad_acc || std::abs(shapes.front().error) <= st.req.batch_tolerance) return true;
     Rejection r;
+    r.family = "batch dp " + str(layout.dp);
+    for (const Rejection& seen : st.out.rejected)  // one row per dp: its batch shapes depend on dp alone
+        if (seen.family == r.family) return false;
     r.plan = layout;
     r.plan.mbs = shapes.front().mbs;
     r.plan.grad_acc = shapes.front().grad_acc;
-    r.family = "batch dp " + str(layout.dp);
     char buf[160];
     std::snprintf(buf, sizeof buf, "dp %lld reaches at best %lld tokens per step (%+.1f %% of %lld)",
                   static_cast<long long>(layout.dp), static_cast<long long>(r.plan.global_batch_tokens()),

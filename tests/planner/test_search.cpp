@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <memory>
 
 #include "preflight/planner/catalog.hpp"
@@ -510,4 +511,22 @@ TEST(Search, ContextParallelRanksShardZeroWithoutDataParallelism) {
             EXPECT_EQ(s.rfind("--gpus 8 (more GPUs): then dp 1, tp 1, pp 2, cp 4, ZeRO-0", 0), 0u) << s;  // 1 x 1 x 2 x 4
         }
     EXPECT_EQ(more_gpus, 1);
+}
+
+// A dp whose batch shapes miss the target is listed once, however many tp x pp layouts share it
+// (plan edge-case audit, 2026-11-29: at 8,192 GPUs "batch dp 2048" was listed three times).
+TEST(Search, ADataParallelDegreeThatMissesTheBatchIsListedOnce) {
+    const ModelConfig m = load_model("llama-3-8b", kData);
+    const GpuSpec g = load_gpu("h100-sxm-80gb", kData);
+    SearchRequest r = llama3_8b_on_eight_gpus();
+    r.gpus = 8192;
+    r.gbs_tokens = 4'000'000;
+    r.seq = 4096;
+    const SearchResult res = search_plans(m, g, r);
+    std::map<std::string, int> rows;
+    for (const Rejection& rej : res.rejected)
+        if (rej.family.rfind("batch dp ", 0) == 0) ++rows[rej.family];
+    // 4,000,000 / 4,096 = 976.6 sequences: dp 2048 and above reach at best one sequence a rank.
+    EXPECT_EQ(rows.count("batch dp 2048"), 1u);
+    for (const auto& [family, n] : rows) EXPECT_EQ(n, 1) << family;
 }
