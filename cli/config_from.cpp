@@ -105,7 +105,7 @@ void set_integer_field(PlanFlags& flags, std::string_view key, std::int64_t valu
     slot.integer = value;
 }
 
-// A layout flag beside the config (--tp, --pp, --cp) divides the config's GPUs anew: dp, and the
+// A layout flag beside the config divides the config's GPUs anew (divide_anew): dp, and the
 // accumulation the config's global batch then implies, are derived again as the framework derives
 // them (the world size and the global batch stand), unless --dp / --grad-acc are given as well.
 // Without this the config's dp would stay and the job would silently grow (tp 2 -> 4 on 16 GPUs:
@@ -113,21 +113,9 @@ void set_integer_field(PlanFlags& flags, std::string_view key, std::int64_t valu
 void rederive_layout(const ImportedConfig& c, const CLI::App& sub, PlanFlags& flags,
                      std::optional<std::int64_t> world_given, std::map<std::string, std::string>& origins,
                      std::ostream& log) {
-    std::string flag;
-    for (const char* f : {"--tp", "--pp", "--cp"})
-        if (flag.empty() && given_on(sub, f)) flag = f;
+    const std::string flag = layout_flag_without_dp(sub);
     const std::optional<std::int64_t> world = c.gpus ? c.gpus : world_given;
-    if (flag.empty() || given_on(sub, "--dp") || !world) return;
-    const Plan p = flags.to_plan();
-    const std::int64_t model = checked_mul(checked_mul(p.tp, p.pp, flag), p.cp, flag);
-    const std::string gpus = "the config's " + std::to_string(*world) + " GPUs";
-    if (*world % model != 0)
-        throw InputError(flag, gpus + " are not a multiple of tp x pp x cp = " + std::to_string(model) +
-                                   ": give a layout that divides them, or --dp as well");
-    const std::int64_t dp = *world / model;
-    set_integer_field(flags, "dp", dp);
-    origins.erase("--dp");
-    std::string said = "--dp " + std::to_string(dp);
+    if (flag.empty() || !world) return;
     // The accumulation follows only where the config derives it from a global batch it names
     // (Megatron's --global-batch-size, torchtitan's global_batch_size, DeepSpeed's train_batch_size);
     // one the config sets itself (nanotron's batch_accumulation_per_replica) stands, as it would there.
@@ -137,22 +125,48 @@ void rederive_layout(const ImportedConfig& c, const CLI::App& sub, PlanFlags& fl
                            acc->from.key.find("global-batch-size") != std::string::npos ||
                            acc->from.key.find("train_batch_size") != std::string::npos);
     const bool rederive_acc = acc_from_global && c.global_batch_sequences && !given_on(sub, "--grad-acc");
-    if (rederive_acc) {
-        const std::int64_t per_step = checked_mul(p.mbs, dp, flag);
-        if (*c.global_batch_sequences % per_step != 0)
-            throw InputError(flag, "the config's global batch of " + std::to_string(*c.global_batch_sequences) +
-                                       " sequences is not a multiple of mbs x dp = " + std::to_string(per_step) +
-                                       " with this layout: give --grad-acc as well");
-        set_integer_field(flags, "grad_acc", *c.global_batch_sequences / per_step);
+    const DividedAnew d = divide_anew(flags.to_plan(), *world, rederive_acc ? c.global_batch_sequences : std::nullopt,
+                                      flag, "the config's", "--from", log);
+    set_integer_field(flags, "dp", d.dp);
+    origins.erase("--dp");
+    if (d.grad_acc) {
+        set_integer_field(flags, "grad_acc", *d.grad_acc);
         origins.erase("--grad-acc");
-        said += " --grad-acc " + std::to_string(*c.global_batch_sequences / per_step);
     }
-    log << "# --from: " << said << " (" << gpus
-        << (rederive_acc ? " and its global batch" : "")
-        << " divided anew for " << flag << ")\n";
 }
 
 }  // namespace
+
+std::string layout_flag_without_dp(const CLI::App& sub) {
+    if (given_on(sub, "--dp")) return "";
+    for (const char* f : {"--tp", "--pp", "--cp"})
+        if (given_on(sub, f)) return f;
+    return "";
+}
+
+DividedAnew divide_anew(const Plan& p, std::int64_t world, std::optional<std::int64_t> sequences, const std::string& flag,
+                        const std::string& source, const std::string& log_label, std::ostream& log) {
+    const std::int64_t model = checked_mul(checked_mul(p.tp, p.pp, flag), p.cp, flag);
+    const std::string gpus = source + " " + std::to_string(world) + " GPUs";
+    if (world % model != 0)
+        throw InputError(flag, gpus + " are not a multiple of tp x pp x cp = " + std::to_string(model) +
+                                   ": give a layout that divides them, or --dp as well");
+    DividedAnew d;
+    d.dp = world / model;
+    std::string said = "--dp " + std::to_string(d.dp);
+    if (sequences) {
+        const std::int64_t per_step = checked_mul(p.mbs, d.dp, flag);
+        if (*sequences % per_step != 0)
+            throw InputError(flag, source + " global batch of " + std::to_string(*sequences) +
+                                       " sequences is not a multiple of mbs x dp = " + std::to_string(per_step) +
+                                       " with this layout: give --grad-acc as well");
+        d.grad_acc = *sequences / per_step;
+        said += " --grad-acc " + std::to_string(*d.grad_acc);
+    }
+    log << "# " << log_label << ": " << said << " (" << gpus << (sequences ? " and its global batch" : "")
+        << " divided anew for " << flag << ")\n";
+    return d;
+}
 
 FromApplied apply_from(const FromFlags& from, const CLI::App& sub, PlanFlags& flags,
                        std::optional<std::int64_t> gpus, std::ostream& log) {

@@ -25,6 +25,21 @@ struct FromFlags {
 // Whether `flag` was given on `sub`'s command line (false for a flag `sub` does not have).
 bool given_on(const CLI::App& sub, const std::string& flag);
 
+// A plan's source (a --from config, a --plan file) beside a layout flag (--tp, --pp, --cp) given
+// without --dp: the source's GPUs are divided anew, so the job does not silently grow.
+// layout_flag_without_dp is that flag ("" when none). divide_anew gives the dp that spreads
+// `world` GPUs over p's tp x pp x cp and, with `sequences` (the source's global batch), the
+// accumulation that keeps it at p's mbs; either not dividing is InputError naming `flag`. It says
+// what it derived on `log` ("# --from: --dp 4 --grad-acc 122 (the config's 32 GPUs and its global
+// batch divided anew for --tp)"); `source` says whose GPUs ("the config's", "--plan F's").
+std::string layout_flag_without_dp(const CLI::App& sub);
+struct DividedAnew {
+    std::int64_t dp = 1;
+    std::optional<std::int64_t> grad_acc;  // with `sequences` only
+};
+DividedAnew divide_anew(const Plan& p, std::int64_t world, std::optional<std::int64_t> sequences, const std::string& flag,
+                        const std::string& source, const std::string& log_label, std::ostream& log);
+
 // Registers --from, --from-format and --verbose; with `gpus_flag` also --gpus (memory, run).
 void add_from_flags(CLI::App& app, FromFlags& from, bool gpus_flag);
 

@@ -40,10 +40,11 @@ std::string bar(double fraction, int width);
 // causal.
 std::string mfu_above_peak_note(double max_utilisation, bool attention_counted_full);
 
-// "1 GPU", "8 GPUs", "1,024 plans": a count with digit grouping and its noun, singular at 1.
 // A batch's distance from its target (a fraction) with its sign, "+1.58 %"; under 0.005 % (a huge
 // target) "+<0.01 %" or "-<0.01 %", never "-0.00 %".
 std::string signed_batch_error(double e);
+
+// "1 GPU", "8 GPUs", "1,024 plans": a count with digit grouping and its noun, singular at 1.
 std::string count_of(std::int64_t n, const char* singular, const char* plural);
 
 // A plain aligned table: header row, a units row, then data rows. Column 0 is left

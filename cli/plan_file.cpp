@@ -25,7 +25,7 @@ nlohmann::json read_plan_stdin() {
 // The file's own plan, a key it leaves out at the plan's default (not at a flag given beside it):
 // the world and the global batch a layout flag divides anew.
 Plan file_own_plan(const nlohmann::json& j, const CLI::App& sub, const std::string& file) {
-    if (given_on(sub, "--dp") || (!given_on(sub, "--tp") && !given_on(sub, "--pp") && !given_on(sub, "--cp"))) return {};
+    if (layout_flag_without_dp(sub).empty()) return {};
     try {
         return read_plan_document(j).plan;
     } catch (const InputError& e) {  // it counts its GPUs with a flag's value: which layout it means is unknown
@@ -33,35 +33,18 @@ Plan file_own_plan(const nlohmann::json& j, const CLI::App& sub, const std::stri
     }
 }
 
-// A layout flag beside the file (--tp, --pp, --cp) divides the file's GPUs anew, as beside --from
-// (config_from.cpp rederive_layout): dp, and the accumulation that keeps the file's global batch,
-// are derived again unless --dp / --grad-acc are given too. Without it the job silently grew
-// (a dp 32 plan with --tp 2 became 64 GPUs).
+// A layout flag beside the file divides the file's GPUs anew, as beside --from (divide_anew): dp,
+// and the accumulation that keeps the file's global batch unless --grad-acc is given too. Without
+// it the job silently grew (a dp 32 plan with --tp 2 became 64 GPUs).
 void rederive_layout(const Plan& in_file, const CLI::App& sub, Plan& plan, const std::string& file) {
-    std::string flag;
-    for (const char* f : {"--tp", "--pp", "--cp"})
-        if (flag.empty() && given_on(sub, f)) flag = f;
-    if (flag.empty() || given_on(sub, "--dp")) return;
-    const std::int64_t world = in_file.gpus();  // within kMaxGpus: the file's plan was checked
-    const std::int64_t model = checked_mul(checked_mul(plan.tp, plan.pp, flag), plan.cp, flag);
-    const std::string gpus = "--plan " + file + "'s " + std::to_string(world) + " GPUs";
-    if (world % model != 0)
-        throw InputError(flag, gpus + " are not a multiple of tp x pp x cp = " + std::to_string(model) +
-                                   ": give a layout that divides them, or --dp as well");
-    plan.dp = world / model;
-    std::string said = "--dp " + std::to_string(plan.dp);
-    if (!given_on(sub, "--grad-acc")) {  // the file's global batch of sequences stands
-        const std::int64_t sequences = checked_mul(checked_mul(in_file.mbs, in_file.grad_acc, flag), in_file.dp, flag);
-        const std::int64_t per_step = checked_mul(plan.mbs, plan.dp, flag);
-        if (sequences % per_step != 0)
-            throw InputError(flag, "--plan " + file + "'s global batch of " + std::to_string(sequences) +
-                                       " sequences is not a multiple of mbs x dp = " + std::to_string(per_step) +
-                                       " with this layout: give --grad-acc as well");
-        plan.grad_acc = sequences / per_step;
-        said += " --grad-acc " + std::to_string(plan.grad_acc);
-    }
-    std::cerr << "# --plan: " << said << " (" << gpus << (given_on(sub, "--grad-acc") ? "" : " and its global batch")
-              << " divided anew for " << flag << ")\n";
+    const std::string flag = layout_flag_without_dp(sub);
+    if (flag.empty()) return;
+    const std::optional<std::int64_t> sequences =  // in_file was checked: within the plan bounds
+        given_on(sub, "--grad-acc") ? std::nullopt
+                                    : std::optional(checked_mul(checked_mul(in_file.mbs, in_file.grad_acc, flag), in_file.dp, flag));
+    const DividedAnew d = divide_anew(plan, in_file.gpus(), sequences, flag, "--plan " + file + "'s", "--plan", std::cerr);
+    plan.dp = d.dp;
+    if (d.grad_acc) plan.grad_acc = *d.grad_acc;
 }
 
 }  // namespace
