@@ -504,8 +504,7 @@ SearchResult search_plans(const ModelConfig& model, const GpuSpec& gpu, const Se
             out.suggestions.push_back(search_budget_spent_note(req));
         }
     }
-    if (req.expand_variants) refine_with_extensions(model, gpu, req, out);  // interleaving, LoRA/offload suggestions
-    if (req.expand_variants) out.candidates.resize(std::min(out.candidates.size(), static_cast<std::size_t>(req.top_k)));
+    if (req.expand_variants) refine_with_extensions(model, gpu, req, out);  // interleaving, top_k, LoRA/offload suggestions
     return out;
 }
 

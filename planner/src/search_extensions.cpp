@@ -17,13 +17,8 @@ namespace preflight {
 
 namespace {
 
-std::string str(std::int64_t v) { return std::to_string(v); }
-
-std::string gib(double bytes) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / static_cast<double>(kGiB));
-    return buf;
-}
+using detail::gib;
+using detail::str;
 
 // Merged variants' ranking, as one search's (search.cpp `better`): plans that surely fit (at the
 // top of their memory range) first, then a batch within the tolerance (a pinned --mbs can leave
@@ -215,8 +210,8 @@ std::optional<SearchResult> search_extension_variants(const ModelConfig& model, 
                     merge_variant(r, v.recomputes.size() > 1, res, out, all);
                 }
     std::stable_sort(all.begin(), all.end(), ranks_before(req, out.limit_bytes));
-    // The pool the interleaved refinement looks at; search_plans shows the top_k after it.
-    if (all.size() > static_cast<std::size_t>(refine_pool(req))) all.resize(static_cast<std::size_t>(refine_pool(req)));
+    // The pool the interleaved refinement looks at; refine_with_extensions cuts it to the top_k.
+    all.resize(std::min(all.size(), static_cast<std::size_t>(refine_pool(req))));
     out.candidates = std::move(all);
     if (out.candidates.empty() && req.suggest) {
         // The plain search's smallest changes for the first variant, then the extensions'. Of the
@@ -232,8 +227,6 @@ std::optional<SearchResult> search_extension_variants(const ModelConfig& model, 
         }
     }
     refine_with_extensions(model, gpu, req, out);
-    if (out.candidates.size() > static_cast<std::size_t>(req.top_k))
-        out.candidates.resize(static_cast<std::size_t>(req.top_k));  // the pool refined, the top_k shown
     return out;
 }
 
@@ -287,6 +280,7 @@ void refine_interleaved(const ModelConfig& model, const GpuSpec& gpu, const Sear
 void refine_with_extensions(const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& req,
                             SearchResult& out) {
     refine_interleaved(model, gpu, req, out);
+    out.candidates.resize(std::min(out.candidates.size(), static_cast<std::size_t>(req.top_k)));  // the pool refined, the top_k shown
     if (!out.candidates.empty() || !req.suggest) return;
     // Nothing fits: what the extensions would change.
     auto attempt = [&](const SearchRequest& r, const std::string& change) {
@@ -302,9 +296,9 @@ void refine_with_extensions(const ModelConfig& model, const GpuSpec& gpu, const 
         if (!best) return false;
         const Candidate& c = *best;
         std::string line = change + ": then " + to_flags(c.plan) + " fits at " +
-                           gib(static_cast<double>(c.memory.peak_bytes)) + " per GPU";
+                           gib(c.memory.peak_bytes) + " per GPU";
         if (c.memory.host_bytes_per_node > 0)
-            line += " with " + gib(static_cast<double>(c.memory.host_bytes_per_node)) + " of host memory per node";
+            line += " with " + gib(c.memory.host_bytes_per_node) + " of host memory per node";
         char buf[64];
         std::snprintf(buf, sizeof buf, ", %.3f s per step", c.throughput.step_time_s);
         out.suggestions.push_back(line + buf);

@@ -142,8 +142,9 @@ void apply_extension_pins(const PlanPins& pins, Plan& plan);
 // Why a plan's extension fields do not fit its layout ("--vpp: ..."), "" when they do: the
 // search lists such plans as refused, with this reason.
 std::string extension_plan_problem(const Plan& plan, const ModelConfig& model);
-// Interleaved-schedule refinements of the ranked pipeline candidates, and, when nothing fits,
-// suggestions the extensions offer (LoRA / QLoRA, offload with its host memory).
+// Interleaved-schedule refinements of the ranked pipeline candidates (the refine_pool kept), then
+// the request's top_k of them, and, when nothing fits, suggestions the extensions offer (LoRA /
+// QLoRA, offload with its host memory).
 void refine_with_extensions(const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& request,
                             SearchResult& result);
 
