@@ -159,7 +159,7 @@ void add_model_states(StageModel& st, const ModelConfig& m, const Plan& p, const
         st.host_bytes = x.host_bytes;
     }
     if (prof.runtime_shard_units) {  // profile: the runtime's flat layout and ZeRO shards (runtime_layout.hpp)
-        const RuntimeStageSpan span{st.first, st.last, 1, st.layers};
+        const RuntimeStageSpan span{st.first, st.last, 1, st.layers, {}};
         const RuntimeLayout layout =
             runtime_layout(m, p, padded_vocab(m.vocab, p.tp, prof.vocab_pad_multiple) / p.tp, span);
         st.states = runtime_model_states(layout, p.precision, p.optimizer);
@@ -319,6 +319,8 @@ void set_micro_batches_in_flight(StageModel& st, const ModelConfig& m, const Pla
         if (p.pp_schedule == PpSchedule::interleaved)
             st.earlier_layer_units = pipeline_held_layer_units(p, m.layers, stage) - st.layers;
     }
+    // Profile: the runtime's own schedule, chunk by chunk, to the byte.
+    if (st.runtime_units && p.pp_schedule == PpSchedule::interleaved) st.chunk_views = runtime_chunk_views(st, m, p, stage);
 }
 
 // What a stage's states and per-micro-batch activations depend on besides the plan:
@@ -360,7 +362,8 @@ MemoryBreakdown snapshot(const StageModel& st, const Phase& ph, bool first_step)
     b.buffers = st.static_buffers + (ph.kind == PhaseKind::optimizer_step ? 0 : st.tied_unit_grads);
 
     const std::int64_t per_micro_batch = st.layers * st.act_layer + st.act_embed + st.act_head;
-    const std::int64_t earlier = st.earlier_layer_units >= 0
+    const std::int64_t earlier = st.earlier_fwd >= 0 ? (ph.kind == PhaseKind::backward ? st.earlier_bwd : st.earlier_fwd)
+                                 : st.earlier_layer_units >= 0
                                      ? st.earlier_layer_units * st.act_layer + (st.in_flight - 1) * (st.act_embed + st.act_head)
                                      : (st.in_flight - 1) * per_micro_batch;
     switch (ph.kind) {
@@ -391,20 +394,22 @@ MemoryBreakdown snapshot(const StageModel& st, const Phase& ph, bool first_step)
                          st.layer_grad_bytes + st.grad_buckets + st.unit_grad_layer + st.unit_fp8_layer +
                          st.fsdp_grad_unit_bytes * (1 + std::min(st.fsdp_queue_units, st.layers - ph.layer)) +
                          (st.layers - ph.layer < st.fsdp_head_backward_layers ? st.fsdp_head_grad_bytes : 0) +
-                         (ph.layer < st.layers ? st.unit_grad_layer : st.last ? st.unit_grad_output : 0);
+                         (ph.layer < st.layers                                ? st.unit_grad_layer
+                          : st.last && !st.output_grads_freed_in_forward ? st.unit_grad_output
+                                                                          : 0);
             break;
     }
     return ph.kind == PhaseKind::forward || ph.kind == PhaseKind::backward ? with_embedding_point(st, ph, b, earlier) : b;
 }
 
-// Calls f(phase) for the phases in step order of one stage; `all_layers` false keeps only
-// the ones that can hold the peak (activations grow through forward and shrink through
-// backward, so the last layer's; under the runtime's ZeRO buffers also the one before it, which
-// holds two layer units where the last holds one, or one beside the head's; and on its first
-// stage layer 1's, where its embedding ops hold the gathered embedding or its gradients,
-// with_embedding_point). A visitor, not a vector: the search judges every plan through it.
+// Calls f(phase) for the forward, output and backward phases of one stage's micro-batch;
+// `all_layers` false keeps only the ones that can hold the peak (activations grow through
+// forward and shrink through backward, so the last layer's; under the runtime's ZeRO buffers also
+// the one before it, which holds two layer units where the last holds one, or one beside the
+// head's; and on its first stage layer 1's, where its embedding ops hold the gathered embedding
+// or its gradients, with_embedding_point).
 template <class F>
-void for_each_phase(const StageModel& st, bool all_layers, F&& f) {
+void for_each_pass_phase(const StageModel& st, bool all_layers, F&& f) {
     const std::int64_t micro_batches = st.in_flight;
     // Layers gathered ahead and gradient buckets queued behind grow towards the stage's far end
     // while activations shrink: the peak may lie up to that many layers from the last.
@@ -412,14 +417,34 @@ void for_each_phase(const StageModel& st, bool all_layers, F&& f) {
                                           st.fsdp_queue_units});
     const std::int64_t lowest = all_layers ? 1 : std::max<std::int64_t>(st.layers - window, 1);
     const bool embedding_points = st.runtime_units && st.first && lowest > 1;
-    f(Phase{PhaseKind::step_start, 0, 0});
     if (embedding_points) f(Phase{PhaseKind::forward, 1, micro_batches});
     for (std::int64_t layer = lowest; layer <= st.layers; ++layer) f(Phase{PhaseKind::forward, layer, micro_batches});
     if (st.last) f(Phase{PhaseKind::output_loss, 0, micro_batches});
     for (std::int64_t layer = st.layers; layer >= lowest; --layer) f(Phase{PhaseKind::backward, layer, micro_batches});
     if (embedding_points) f(Phase{PhaseKind::backward, 1, micro_batches});
-    f(Phase{PhaseKind::grad_reduce, 0, 0});
-    f(Phase{PhaseKind::optimizer_step, 0, 0});
+}
+
+// Calls f(model, phase, shown) for the phases in step order of one stage: `model` is the stage
+// or, under the runtime's interleaved schedule, the chunk view whose pass the phase is in, `shown`
+// the phase with its layer counted on the stage. A visitor, not a vector: the search judges every
+// plan through it.
+template <class F>
+void for_each_phase(const StageModel& st, bool all_layers, F&& f) {
+    f(st, Phase{PhaseKind::step_start, 0, 0}, Phase{PhaseKind::step_start, 0, 0});
+    if (st.chunk_views.empty()) {
+        for_each_pass_phase(st, all_layers, [&](const Phase& ph) { f(st, ph, ph); });
+    } else {
+        for (const StageModel::ChunkView& v : st.chunk_views) {
+            const StageModel view = chunk_view_model(st, v);
+            for_each_pass_phase(view, all_layers, [&](const Phase& ph) {
+                Phase shown = ph;
+                if (ph.layer > 0) shown.layer += v.first_layer - 1;
+                f(view, ph, shown);
+            });
+        }
+    }
+    f(st, Phase{PhaseKind::grad_reduce, 0, 0}, Phase{PhaseKind::grad_reduce, 0, 0});
+    f(st, Phase{PhaseKind::optimizer_step, 0, 0}, Phase{PhaseKind::optimizer_step, 0, 0});
 }
 
 struct PeakAt {
@@ -430,9 +455,9 @@ struct PeakAt {
 
 PeakAt peak_of(const StageModel& st, bool first_step) {
     PeakAt best;
-    for_each_phase(st, false, [&](const Phase& ph) {
-        const MemoryBreakdown b = snapshot(st, ph, first_step);
-        if (b.total() > best.bytes) best = {b.total(), ph, b};
+    for_each_phase(st, false, [&](const StageModel& at, const Phase& ph, const Phase& shown) {
+        const MemoryBreakdown b = snapshot(at, ph, first_step);
+        if (b.total() > best.bytes) best = {b.total(), shown, b};
     });
     return best;
 }
@@ -550,9 +575,9 @@ MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const
     r.first_step_peak_bytes = first.bytes;
     r.first_step_peak_phase = first.phase;
     if (options.timeline) {
-        for_each_phase(worst, true, [&](const Phase& ph) {
-            r.timeline_steady.push_back({ph, snapshot(worst, ph, false)});
-            r.timeline_first.push_back({ph, snapshot(worst, ph, true)});
+        for_each_phase(worst, true, [&](const StageModel& at, const Phase& ph, const Phase& shown) {
+            r.timeline_steady.push_back({shown, snapshot(at, ph, false)});
+            r.timeline_first.push_back({shown, snapshot(at, ph, true)});
         });
     }
     set_pace_range(r, model, gpu, plan_in, options);  // last: it may replace the whole report

@@ -2,6 +2,7 @@
 // (runtime/src/program_comm.cpp), the peaks of its embedding ops, and its fp8 gradient casts.
 #include <algorithm>
 
+#include "preflight/planner/extensions.hpp"
 #include "preflight/planner/profiles.hpp"
 #include "preflight/planner/runtime_layout.hpp"
 #include "stage_model.hpp"
@@ -20,7 +21,7 @@ std::int64_t padded_vocab_rows(const ModelConfig& m, const Plan& p, const Framew
 // in output+loss); ZeRO-2/3 hold the gradients of the unit being computed and of the one being
 // reduce-scattered meanwhile (the output layer's during output+loss and layer L's backward).
 void add_runtime_unit_buffers(StageModel& st, const ModelConfig& m, const Plan& p, const FrameworkProfile& prof) {
-    const RuntimeStageSpan span{st.first, st.last, 1, st.layers};
+    const RuntimeStageSpan span{st.first, st.last, 1, st.layers, {}};
     const RuntimeLayout layout = runtime_layout(m, p, padded_vocab_rows(m, p, prof), span);
     const RuntimeUnitBuffers b = runtime_unit_buffers(m, layout, p.precision);
     st.runtime_units = true;
@@ -67,6 +68,68 @@ MemoryBreakdown with_embedding_point(const StageModel& st, const Phase& ph, cons
         e.buffers += st.unit_grad_embed;
     }
     return e.total() > layer_point.total() ? e : layer_point;
+}
+
+std::vector<StageModel::ChunkView> runtime_chunk_views(const StageModel& st, const ModelConfig& m, const Plan& p,
+                                                       std::int64_t stage) {
+    const std::vector<StageChunk> chunks = pipeline_stage_chunks(p, m.layers, stage);
+    const std::size_t v = chunks.size();
+    // The residual gradient [s/tp (sp), b, h] the loss leaves for the model's last chunk's backward.
+    const std::int64_t dres = p.seq * p.mbs * m.hidden * precision_bytes(p.precision).activation / (p.sp && p.tp > 1 ? p.tp : 1);
+    std::vector<StageModel::ChunkView> views(v);
+    std::vector<std::int64_t> held_bytes(v);
+    std::int64_t first_layer = 1;
+    for (std::size_t c = 0; c < v; ++c) {
+        StageModel::ChunkView& w = views[c];
+        w.first = st.first && c == 0;
+        w.last = st.last && c + 1 == v;
+        w.layers = chunks[c].layers;
+        w.first_layer = first_layer;
+        first_layer += w.layers;
+        held_bytes[c] = w.layers * st.act_layer + (w.first ? st.act_embed : 0) + (w.last ? dres : 0);
+    }
+    // Walk the stage's steps. A pass computes beside every chunk micro-batch held (a backward
+    // less its own), the activations and gradients received for later passes, and the outputs
+    // computed but not yet sent (a steady-state forward's, through the backward after it): the
+    // last two each one [s/tp (sp), b, h] buffer, as dres.
+    std::int64_t held = 0, queued = 0, unsent = 0;
+    for (const PipelineStep& step : interleaved_stage_steps(p, stage)) {
+        if (!step.compute) {
+            queued += (step.recv_forward ? 1 : 0) + (step.recv_backward ? 1 : 0);
+            unsent -= static_cast<std::int64_t>(step.sends.size());
+            continue;
+        }
+        const PipelinePass& ps = step.pass;
+        StageModel::ChunkView& w = views[static_cast<std::size_t>(ps.chunk)];
+        const std::int64_t own = held_bytes[static_cast<std::size_t>(ps.chunk)];
+        const bool received = ps.forward ? !w.first : !w.last;
+        queued -= received ? 1 : 0;
+        const bool sent = ps.forward ? !w.last : !w.first;
+        if (ps.forward) {
+            w.earlier_fwd = std::max(w.earlier_fwd, held + (queued + unsent) * dres);
+            held += own;
+        } else {
+            held -= own;
+            w.earlier_bwd = std::max(w.earlier_bwd, held + (queued + unsent) * dres);
+        }
+        unsent += sent ? 1 : 0;
+    }
+    return views;
+}
+
+StageModel chunk_view_model(const StageModel& st, const StageModel::ChunkView& v) {
+    StageModel view = st;
+    view.chunk_views.clear();
+    view.first = v.first;
+    view.last = v.last;
+    view.layers = v.layers;
+    view.act_embed = v.first ? st.act_embed : 0;
+    view.act_head = v.last ? st.act_head : 0;
+    view.earlier_fwd = v.earlier_fwd;
+    view.earlier_bwd = v.earlier_bwd;
+    view.view_first_layer = v.first_layer;
+    view.output_grads_freed_in_forward = true;  // program_comm.cpp output_pass_end
+    return view;
 }
 
 // Profile (runtime/src/program_fp8.cpp): a layer GEMM's backward casts its output gradient to fp8

@@ -74,7 +74,10 @@ RuntimeLayout runtime_layout(const ModelConfig& model, const Plan& plan, std::in
     };
     if (span.first) add(UnitKind::embedding, 0, e.embedding);
     const std::int64_t layers = span.layers < 0 ? model.layers : span.layers;
-    for (std::int64_t l = span.first_layer; l < span.first_layer + layers; ++l) add(UnitKind::layer, l, e.layer);
+    for (std::int64_t i = 0; i < layers; ++i) {
+        const std::size_t at = static_cast<std::size_t>(i);
+        add(UnitKind::layer, at < span.model_layers.size() ? span.model_layers[at] : span.first_layer + i, e.layer);
+    }
     if (span.last) add(UnitKind::head, 0, e.head);
     if (!L.sharded()) L.shard_elements = L.full_elements;
     return L;

@@ -57,10 +57,18 @@ void check_runtime_fp8(const ModelConfig& m, const Plan& p) {
 
 void check_runtime_pipeline(const ModelConfig& m, const Plan& p) {
     if (p.pp <= 1) return;
-    const std::string why = " (the Preflight runtime's pipeline runs 1F1B)";
-    if (p.pp_schedule != PpSchedule::one_f_one_b || p.vpp != 1)
-        throw InputError("--pp-schedule", "GPipe and interleaved schedules are not implemented by the runtime yet; use "
-                                          "1f1b" + why);
+    const std::string why = " (the Preflight runtime's pipeline runs 1F1B, plain or interleaved)";
+    if (p.pp_schedule == PpSchedule::gpipe)
+        throw InputError("--pp-schedule", "GPipe is not implemented by the runtime; use 1f1b or interleaved" + why);
+    if (p.pp_schedule == PpSchedule::interleaved)
+        for (std::int64_t stage = 0; stage < p.pp; ++stage)
+            for (const StageChunk& c : pipeline_stage_chunks(p, m.layers, stage))
+                if (c.layers == 0)  // the embedding's or the loss's slot fills a whole chunk
+                    throw InputError("--vpp", "a model chunk of pipeline stage " + std::to_string(stage) +
+                                                  " holds no decoder layer (pp * vpp = " + std::to_string(p.pp * p.vpp) +
+                                                  " chunks for " + std::to_string(m.layers) +
+                                                  " layers and the embedding's and loss's slots); use a smaller --vpp" +
+                                                  why);
     // A tied word embedding lives on the first and the last stage; their gradients are summed once
     // the micro-batches are done (Megatron-LM's finalize_model_grads), so under ZeRO-2/3 the unit
     // holding it keeps its 16-bit gradients all step (program_comm.cpp open_tied_unit_grads): a
@@ -91,16 +99,21 @@ void check_runtime_plan(const ModelConfig& m, const Plan& p) {
                                "bf16-mixed-fp32-grads, bf16 or fp8-mixed");
     check_runtime_fp8(m, p);
     if (p.dropout != 0.0) not_run("--dropout", "must be 0 (dropout is not implemented by the runtime)");
-    if (uses_extended_throughput(p))
+    Plan without_schedule = p;  // the interleaved schedule is the runtime's (check_runtime_pipeline)
+    without_schedule.pp_schedule = PpSchedule::one_f_one_b;
+    without_schedule.vpp = 1;
+    if (uses_extended_throughput(without_schedule) || p.pp_schedule == PpSchedule::gpipe)
         throw InputError(extended_setting_flag(p), "the Preflight runtime executes full pre-training plans only (no "
-                                                   "LoRA/QLoRA, offload, GPipe/interleaved schedules, cp or ep)");
+                                                   "LoRA/QLoRA, offload, GPipe schedule, cp or ep)");
     // Bounded work: the runtime and its dry run walk every micro-batch and layer of a step.
     // A rank walks its stage's layers: the first stage's are the most (the split's remainder goes first).
     const std::int64_t layers = pipeline_stage_layers(p, m.layers, 0);
     // What a step holds at once is reached by max(2, pp) micro-batches: the later ones reuse the
     // buffers of those in flight (1F1B holds at most pp; the first and the reducing last micro-batch
-    // differ only without a pipeline), so that many measure the same per-GPU peak.
-    const std::int64_t same_peak = std::max<std::int64_t>(2, p.pp);
+    // differ only without a pipeline), so that many measure the same per-GPU peak. The interleaved
+    // schedule's first stage warms up with pp v + pp - 2 chunk micro-batches: 2 pp fill it.
+    const std::int64_t same_peak =
+        p.pp_schedule == PpSchedule::interleaved ? 2 * p.pp : std::max<std::int64_t>(2, p.pp);
     const std::string hint = same_peak < p.grad_acc && same_peak * layers <= limits::kMaxRuntimeLayerSteps
                                  ? "; --grad-acc " + std::to_string(same_peak) +
                                        " holds the same per-GPU peak (later micro-batches reuse the buffers of those in "

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "activations.hpp"
 #include "preflight/planner/memory.hpp"
@@ -73,6 +74,19 @@ struct StageModel {
     std::int64_t embed_fwd_act = 0;   // the embedding's output ([s, b, h]: layer 1's input, or its partial sums)
     std::int64_t embed_fwd_rows = 0;  // sequence parallelism: the rank's rows of layer 1's input beside them
     std::int64_t embed_bwd_act = 0;  // the residual gradient the embedding's backward reads
+    // Profile (runtime_units), interleaved schedule: each model chunk of the stage runs as a pass
+    // of its own (first/last: it begins or ends the model; layers; its first stage layer), beside
+    // the most that the stage's other chunk micro-batches hold during its forwards and its
+    // backwards (runtime_chunk_views). `earlier_fwd` >= 0 marks a view: snapshot takes it, or
+    // `earlier_bwd` in backward, as the bytes held from earlier passes.
+    struct ChunkView {
+        bool first = false, last = false;
+        std::int64_t layers = 0, first_layer = 1, earlier_fwd = 0, earlier_bwd = 0;
+    };
+    std::vector<ChunkView> chunk_views;
+    std::int64_t earlier_fwd = -1, earlier_bwd = -1;
+    bool output_grads_freed_in_forward = false;  // a view: ZeRO-2/3 wait for the head's reduction in its forward
+    std::int64_t view_first_layer = 1;  // a view's first stage layer (its phases' layer 1)
 };
 
 // Profile (megatron_fsdp, memory_fsdp.cpp): Megatron-FSDP's ZeRO-2/3 terms for the stage.
@@ -85,6 +99,15 @@ MemoryBreakdown with_embedding_point(const StageModel& st, const Phase& ph, cons
                                      std::int64_t earlier);
 // Profile (fp8_runtime_recipe): the widest point of a layer's backward with its fp8 gradient casts.
 std::int64_t runtime_fp8_backward_transient(const ModelConfig& m, const activations::ActivationDims& d);
+// Profile (runtime_units), interleaved schedule: the stage's chunk views, from the runtime's
+// steps (interleaved_stage_steps) and what a chunk micro-batch holds between its forward and its
+// backward: its layers' activations, the token ids on the model's first chunk, the residual
+// gradient of the loss on the model's last (runtime/src/program_interleaved.cpp); beside them the
+// activations and gradients received ahead of their passes and the outputs not yet sent.
+std::vector<StageModel::ChunkView> runtime_chunk_views(const StageModel& st, const ModelConfig& m, const Plan& p,
+                                                       std::int64_t stage);
+// A chunk view's own stage model: the view's placement, layers and earlier bytes on st's states.
+StageModel chunk_view_model(const StageModel& st, const StageModel::ChunkView& v);
 std::int64_t runtime_sp_backward_transient(const ModelConfig& m, const Plan& p, const activations::ActivationDims& d);
 
 }  // namespace preflight::memory_detail

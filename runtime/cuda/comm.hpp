@@ -10,6 +10,7 @@
 
 #include <cuda_runtime.h>
 
+#include <array>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -26,6 +27,15 @@
 
 namespace preflight::runtime::cuda {
 
+// One send or receive of a pipeline exchange (DeviceComm::p2p): `count` elements at `data`, to or
+// from the rank `peer` places away around the group (ring_rank).
+struct P2pPart {
+    void* data = nullptr;
+    i64 count = 0;
+    int peer = 0;
+};
+using P2pParts = std::array<P2pPart, 2>;
+
 class DeviceComm {
 public:
     virtual ~DeviceComm() = default;
@@ -38,12 +48,11 @@ public:
     // `out` (one chunk per rank) receives every rank's `chunk` elements from `in`; in place when
     // in == out + rank * chunk (ncclAllGather).
     virtual void all_gather(const void* in, void* out, i64 chunk, DType t, cudaStream_t s) = 0;
-    // Pipeline: `send_count` elements of `send` to the rank `send_peer` places away in the group
-    // and `recv_count` into `recv` from the rank `recv_peer` away, both at once (either may be
-    // null: ncclSend / ncclRecv in one group, so that neighbours exchanging both ways never wait
-    // on each other).
-    virtual void p2p(const void* send, i64 send_count, int send_peer, void* recv, i64 recv_count, int recv_peer,
-                     DType t, cudaStream_t s) = 0;
+    // Pipeline: each send's `count` elements to the rank `peer` places away around the group and
+    // each receive's from the rank `peer` away, all at once (a part with null `data` is skipped:
+    // ncclSend / ncclRecv in one group, so that neighbours exchanging both ways never wait on each
+    // other). Sends to one peer meet its receives from this rank in the order given.
+    virtual void p2p(const P2pParts& sends, const P2pParts& recvs, DType t, cudaStream_t s) = 0;
 };
 
 // One rank alone: a mean or a max over ranks that all hold this rank's values is the value
@@ -61,7 +70,7 @@ public:
     void all_reduce(void*, i64, DType, ReduceOp, cudaStream_t) override {}
     void reduce_scatter(void*, i64, DType, ReduceOp, cudaStream_t) override {}
     void all_gather(const void* in, void* out, i64 chunk, DType t, cudaStream_t s) override;
-    void p2p(const void*, i64, int, void* recv, i64 recv_count, int, DType t, cudaStream_t s) override;
+    void p2p(const P2pParts& sends, const P2pParts& recvs, DType t, cudaStream_t s) override;
 
 private:
     std::int64_t rank_, world_;
@@ -129,8 +138,7 @@ public:
     void all_reduce(void* buf, i64 count, DType t, ReduceOp op, cudaStream_t s) override;
     void reduce_scatter(void* buf, i64 chunk, DType t, ReduceOp op, cudaStream_t s) override;
     void all_gather(const void* in, void* out, i64 chunk, DType t, cudaStream_t s) override;
-    void p2p(const void* send, i64 send_count, int send_peer, void* recv, i64 recv_count, int recv_peer, DType t,
-             cudaStream_t s) override;
+    void p2p(const P2pParts& sends, const P2pParts& recvs, DType t, cudaStream_t s) override;
     // The ranks of this communicator with the same `color`, ordered by `key` (ncclCommSplit,
     // NCCL 2.18): a data-, tensor-parallel, pipeline or embedding group of the world. Collective
     // over every rank; a rank outside every group of the kind passes kNoColor and gets null.

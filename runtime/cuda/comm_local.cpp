@@ -16,16 +16,18 @@ void EmulatedComm::all_gather(const void* in, void* out, i64 chunk, DType t, cud
         PF_CUDA_CHECK(cudaMemcpyAsync(o + static_cast<std::size_t>(k) * bytes, in, bytes, cudaMemcpyDeviceToDevice, s));
 }
 
-void EmulatedComm::p2p(const void*, i64, int, void* recv, i64 recv_count, int, DType t, cudaStream_t s) {
-    if (!recv) return;
-    const std::uint64_t seed = emulated_receive_seed(rank_, ++receives_);
-    const auto sd = static_cast<float>(kEmulatedReceiveStd);
-    if (t == DType::bf16)
-        launch_init_normal<bf16>(static_cast<bf16*>(recv), nullptr, recv_count, sd, seed, s);
-    else if (t == DType::f32)
-        launch_init_normal<float>(static_cast<float*>(recv), nullptr, recv_count, sd, seed, s);
-    else
-        throw std::logic_error("emulated rank: pipeline receives are f32 or bf16");
+void EmulatedComm::p2p(const P2pParts&, const P2pParts& recvs, DType t, cudaStream_t s) {
+    for (const P2pPart& r : recvs) {
+        if (!r.data) continue;
+        const std::uint64_t seed = emulated_receive_seed(rank_, ++receives_);
+        const auto sd = static_cast<float>(kEmulatedReceiveStd);
+        if (t == DType::bf16)
+            launch_init_normal<bf16>(static_cast<bf16*>(r.data), nullptr, r.count, sd, seed, s);
+        else if (t == DType::f32)
+            launch_init_normal<float>(static_cast<float*>(r.data), nullptr, r.count, sd, seed, s);
+        else
+            throw std::logic_error("emulated rank: pipeline receives are f32 or bf16");
+    }
 }
 
 namespace {
@@ -52,11 +54,12 @@ public:
     void all_gather(const void* in, void* out, i64 chunk, DType t, cudaStream_t s) override {
         g_.arrive(r_, {LoopbackKind::all_gather, LoopbackReduce::mean, in, out, chunk, t, s});
     }
-    void p2p(const void* send, i64 send_count, int send_peer, void* recv, i64 recv_count, int recv_peer, DType t,
-             cudaStream_t s) override {
+    void p2p(const P2pParts& sends, const P2pParts& recvs, DType t, cudaStream_t s) override {
         const auto bytes = [t](i64 n) { return static_cast<std::size_t>(n) * dtype_bytes(t); };
-        if (send) g_.post(r_, r_ + send_peer, send, bytes(send_count), s);  // buffered: never waits
-        if (recv) g_.take(r_ + recv_peer, r_, recv, bytes(recv_count), s);
+        for (const P2pPart& o : sends)  // buffered: never waits
+            if (o.data) g_.post(r_, ring_rank(r_, o.peer, g_.world()), o.data, bytes(o.count), s);
+        for (const P2pPart& i : recvs)
+            if (i.data) g_.take(ring_rank(r_, i.peer, g_.world()), r_, i.data, bytes(i.count), s);
     }
 
 private:

@@ -163,14 +163,17 @@ void NcclComm::all_gather(const void* in, void* out, i64 chunk, DType t, cudaStr
           "ncclAllGather");
 }
 
-void NcclComm::p2p(const void* send, i64 send_count, int send_peer, void* recv, i64 recv_count, int recv_peer, DType t,
-                   cudaStream_t s) {
+void NcclComm::p2p(const P2pParts& sends, const P2pParts& recvs, DType t, cudaStream_t s) {
     auto* c = static_cast<ncclComm_t>(comm_);
     check(api().group_start(), "ncclGroupStart");
-    if (send)
-        check(api().send(send, static_cast<std::size_t>(send_count), nccl_type(t), rank_ + send_peer, c, s), "ncclSend");
-    if (recv)
-        check(api().recv(recv, static_cast<std::size_t>(recv_count), nccl_type(t), rank_ + recv_peer, c, s), "ncclRecv");
+    for (const P2pPart& o : sends)
+        if (o.data)
+            check(api().send(o.data, static_cast<std::size_t>(o.count), nccl_type(t), ring_rank(rank_, o.peer, world_), c, s),
+                  "ncclSend");
+    for (const P2pPart& i : recvs)
+        if (i.data)
+            check(api().recv(i.data, static_cast<std::size_t>(i.count), nccl_type(t), ring_rank(rank_, i.peer, world_), c, s),
+                  "ncclRecv");
     check(api().group_end(), "ncclGroupEnd");
 }
 
@@ -193,7 +196,7 @@ NcclComm::~NcclComm() = default;
 void NcclComm::all_reduce(void*, i64, DType, ReduceOp, cudaStream_t) {}
 void NcclComm::reduce_scatter(void*, i64, DType, ReduceOp, cudaStream_t) {}
 void NcclComm::all_gather(const void*, void*, i64, DType, cudaStream_t) {}
-void NcclComm::p2p(const void*, i64, int, void*, i64, int, DType, cudaStream_t) {}
+void NcclComm::p2p(const P2pParts&, const P2pParts&, DType, cudaStream_t) {}
 std::unique_ptr<NcclComm> NcclComm::split(int, int) { return nullptr; }
 #endif
 

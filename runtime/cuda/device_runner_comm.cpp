@@ -102,8 +102,9 @@ void DeviceRunner::run_p2p(const Op& op, const BufferTable& t) {
     };
     PF_CUDA_CHECK(cudaEventRecord(ready_, stream));
     PF_CUDA_CHECK(cudaStreamWaitEvent(comm_stream_, ready_, 0));
-    comm->p2p(ptr(op.v[0]), op.v[0].rows * op.v[0].cols, op.send_peer, ptr(op.v[1]), op.v[1].rows * op.v[1].cols,
-              op.recv_peer, P.act, comm_stream_);
+    auto part = [&](std::size_t v, int peer) { return P2pPart{ptr(op.v[v]), op.v[v].rows * op.v[v].cols, peer}; };
+    comm->p2p({part(0, op.send_peer), part(2, op.send2_peer)}, {part(1, op.recv_peer), part(3, op.recv2_peer)}, P.act,
+              comm_stream_);
     PF_CUDA_CHECK(cudaEventRecord(ready_, comm_stream_));
     PF_CUDA_CHECK(cudaStreamWaitEvent(stream, ready_, 0));
 }

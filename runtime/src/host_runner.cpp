@@ -59,8 +59,12 @@ public:
     void all_gather(const double* in, double* out, std::int64_t chunk) override {
         g_.arrive(r_, {Kind::all_gather, in, out, chunk});
     }
-    void send(const double* buf, std::int64_t count, int peer) override { g_.post(r_, r_ + peer, buf, count); }
-    void recv(double* buf, std::int64_t count, int peer) override { g_.take(r_ + peer, r_, buf, count); }
+    void send(const double* buf, std::int64_t count, int peer) override {
+        g_.post(r_, ring_rank(r_, peer, g_.world_), buf, count);
+    }
+    void recv(double* buf, std::int64_t count, int peer) override {
+        g_.take(ring_rank(r_, peer, g_.world_), r_, buf, count);
+    }
 
 private:
     HostLoopbackGroup& g_;
@@ -257,8 +261,10 @@ void HostRunner::run_data_parallel(const Op& op) {
         case OpKind::unit_grads_begin: std::fill_n(at(op.v[0]), op.v[0].cols, 0.0); break;
         case OpKind::comm_wait: break;  // host collectives complete when called
         case OpKind::p2p:  // a send is buffered, so sending first never waits on the peer's receive
-            if (op.v[0].buffer != kNoBuffer) comm(CommGroup::pp).send(at(op.v[0]), op.v[0].rows * op.v[0].cols, op.send_peer);
-            if (op.v[1].buffer != kNoBuffer) comm(CommGroup::pp).recv(at(op.v[1]), op.v[1].rows * op.v[1].cols, op.recv_peer);
+            for (auto [v, peer] : {std::pair{std::size_t{0}, op.send_peer}, std::pair{std::size_t{2}, op.send2_peer}})
+                if (op.v[v].buffer != kNoBuffer) comm(CommGroup::pp).send(at(op.v[v]), op.v[v].rows * op.v[v].cols, peer);
+            for (auto [v, peer] : {std::pair{std::size_t{1}, op.recv_peer}, std::pair{std::size_t{3}, op.recv2_peer}})
+                if (op.v[v].buffer != kNoBuffer) comm(CommGroup::pp).recv(at(op.v[v]), op.v[v].rows * op.v[v].cols, peer);
             break;
         case OpKind::all_reduce: comm(op.group).all_reduce(at(op.v[0]), op.v[0].rows * op.v[0].cols, op.reduce); break;
         case OpKind::reduce_scatter: {

@@ -57,7 +57,12 @@ Dims program_dims(const ModelConfig& model, const Plan& plan, const RankCoords& 
     d.first_stage = at.pp == 0;
     d.last_stage = at.pp == plan.pp - 1;
     d.layers = pipeline_stage_layers(plan, model.layers, at.pp);
-    for (std::int64_t s = 0; s < at.pp; ++s) d.first_layer += pipeline_stage_layers(plan, model.layers, s);
+    std::int64_t local = 1;
+    for (const StageChunk& c : pipeline_stage_chunks(plan, model.layers, at.pp)) {
+        d.chunks.push_back({local, c.layers, c.first_layer});
+        local += c.layers;
+    }
+    d.first_layer = d.chunks.front().first_model;
     d.max_positions = model.max_positions;
     d.grad_acc = plan.grad_acc;
     return d;
@@ -98,7 +103,7 @@ LayerParams add_layer_parameters(Builder& B, const ModelConfig& model, std::int6
     const TpSlice bias_qkv{sl.qkv, sl.qkv_rows, 1, 0}, bias_up{sl.up, sl.up_rows, 1, 0};
     const TpSlice row_out{{}, d.h, sl.q_cols, sl.q_col_begin}, row_down{{}, d.h, sl.f_cols, sl.f_col_begin};
     LayerParams lp;
-    const std::string n = "layers." + std::to_string(d.first_layer + l - 1) + ".";  // the model's index
+    const std::string n = "layers." + std::to_string(d.model_layer(l)) + ".";  // the model's index
     lp.norm1_w = B.param(n + "attn_norm.weight", d.h, 1, l, false);
     if (ln) lp.norm1_b = B.param(n + "attn_norm.bias", d.h, 1, l, false);
     lp.qkv_w = B.param(n + "qkv_proj.weight", d.qkv_width, d.h, l, true, column_qkv);
@@ -216,7 +221,9 @@ Program build_program(const ModelConfig& model, const Plan& plan_in, std::int64_
     use_model_rope(P);
     P.dims = program_dims(model, plan, at);
     const Dims& d = P.dims;
-    P.layout = runtime_layout(model, plan, d.vocab_padded, {d.first_stage, d.last_stage, d.first_layer, d.layers});
+    RuntimeStageSpan span{d.first_stage, d.last_stage, d.first_layer, d.layers, {}};
+    for (std::int64_t l = 1; l <= d.layers; ++l) span.model_layers.push_back(d.model_layer(l));
+    P.layout = runtime_layout(model, plan, d.vocab_padded, span);
     // Precision recipes (docs/interface.md table): compute copy, gradients, master.
     const PrecisionBytes pb = precision_bytes(plan.precision);
     P.act = pb.activation == 4 ? DType::f32 : DType::bf16;
@@ -247,6 +254,18 @@ Program build_program(const ModelConfig& model, const Plan& plan_in, std::int64_
 void use_model_rope(Program& P) {
     P.hyper.rope_base = P.model.rope_theta;
     P.hyper.rope_scaling = P.model.rope_scaling;
+}
+
+std::size_t Dims::chunk_of(std::int64_t l) const {
+    std::size_t c = 0;
+    while (c + 1 < chunks.size() && l >= chunks[c + 1].first) ++c;
+    return c;
+}
+
+std::int64_t Dims::model_layer(std::int64_t l) const {
+    if (chunks.empty()) return first_layer + l - 1;
+    const LayerChunk& c = chunks[chunk_of(l)];
+    return c.first_model + l - c.first;
 }
 
 std::string describe(const Program&, const Op& op) { return preflight::describe(op.phase) + ": " + op.name; }

@@ -143,7 +143,7 @@ void emit_micro_batches(Builder& B);
 // "L<n> ": the prefix of the buffer and op names of the stage's layer l, n its index in the model.
 inline std::string layer_label(const Dims& d, std::int64_t l) {
     std::string s = "L";  // appended piecewise: GCC 12 warns (-Wrestrict) on "L" + to_string(l)
-    s += std::to_string(d.first_layer + l - 1);
+    s += std::to_string(d.model_layer(l));
     s += ' ';
     return s;
 }
@@ -233,9 +233,11 @@ void add_unit_buffers(Builder& B);
 // buffer is freed with `last`, the last op that reads it.
 void gather_unit(Builder& B, std::vector<Op>& out, std::size_t u, const Phase& ph);
 void release_gathered(Builder& B, Op& last, std::size_t u);
-// ZeRO-3, forward of layer l: layer l's gather (at layer 1) and the prefetch of layer l + 1.
+// ZeRO-3, forward of layer l: layer l's gather (at its chunk's first layer) and the prefetch of
+// layer l + 1 (within the chunk).
 void layer_forward_gathers(Builder& B, std::vector<Op>& out, std::int64_t l, const Phase& ph);
-// ZeRO-3, backward of layer l: layer l's gather (at the last layer) and the prefetch of l - 1;
+// ZeRO-3, backward of layer l: layer l's gather (at its chunk's last layer) and the prefetch of
+// l - 1 (within the chunk);
 // ZeRO-2/3: layer l's gradient buffer.
 void layer_backward_begin(Builder& B, std::vector<Op>& out, std::int64_t l, const Phase& ph);
 // After layer l's backward: its gathered parameters released; its gradients reduced (ZeRO-0/1
@@ -247,17 +249,21 @@ void layer_backward_end(Builder& B, std::vector<Op>& out, std::int64_t l, const 
 void output_gathers(Builder& B, std::vector<Op>& out, const Phase& ph);
 void output_grads_begin(Builder& B, std::vector<Op>& out, const Phase& ph);
 void output_end(Builder& B, std::vector<Op>& out, const Phase& ph, bool reduce);
+// After the model's last chunk's forward under the interleaved schedule: ZeRO-2/3 wait for the
+// head's reduce-scatter and free its buffer there (1F1B overlaps it with the backward that
+// follows; the interleaved schedule's next pass may be another chunk's).
+void output_pass_end(Builder& B, std::vector<Op>& out, const Phase& ph);
 // Embedding backward: ZeRO-2/3 wait for the pending reductions and open the embedding's
 // gradient buffer; after it, the embedding's gradients reduced (and waited for under ZeRO-2/3).
 void embedding_backward_begin(Builder& B, std::vector<Op>& out, const Phase& ph);
 void embedding_backward_end(Builder& B, std::vector<Op>& out, const Phase& ph, bool reduce);
-// A later pipeline stage, after its input gradient is sent: ZeRO-2/3 reduce-scatter its first
-// layer's gradients (held back so that the send does not queue behind them), wait for it and free
+// A model chunk after the first, after its input gradient is sent: ZeRO-2/3 reduce-scatter its
+// first layer's (`first_layer`) gradients (held back so that the send does not queue behind them), wait for it and free
 // the buffer, so that a micro-batch's template leaves nothing in flight for the forwards 1F1B
 // interleaves with it. (The send then ends the template with this wait after it, so it is not
 // paired with the next forward's receive as append_as pairs them otherwise: a lone send, then a
 // lone receive.)
-void stage_backward_end(Builder& B, std::vector<Op>& out, const Phase& ph);
+void stage_backward_end(Builder& B, std::vector<Op>& out, std::int64_t first_layer, const Phase& ph);
 // Pipeline parallelism with a tied word embedding: after the last micro-batch, its gradient on
 // the first stage and its copy's on the last are summed (Megatron-LM's embedding group), then
 // the unit holding it reduced over the data-parallel ranks. Under ZeRO-2/3 that unit's gradient
@@ -277,5 +283,22 @@ void wait_all(Builder& B, std::vector<Op>& out, const Phase& ph);
 void reduce_sequence_parallel_grads(Builder& B, std::vector<Op>& out);
 // After the optimizer: ZeRO-1/2 all-gather the updated parameters in place, unit by unit.
 void gather_updated(Builder& B, std::vector<Op>& out);
+
+// What a chunk micro-batch's forward leaves for its backward.
+struct ForwardState {
+    BufferId tokens = kNoBuffer;
+    std::vector<LayerFwd> saved;  // the chunk's layers, first to last
+    BufferId dres = kNoBuffer;    // the model's last chunk: dLoss/d(last layer output)
+};
+// The forward and the backward of model chunk `chunk` on micro-batch mb, each with its receive
+// first (but the model's first chunk's forward and last chunk's backward) and its send last (but
+// the model's last chunk's forward and first chunk's backward; under ZeRO-2/3 a backward's send is
+// followed by its first layer's reduction); `reduce`: the pass reduces its gradients (ZeRO-0/1).
+ForwardState emit_forward_pass(Builder& B, std::size_t chunk, std::int64_t mb, bool reduce);
+void emit_backward_pass(Builder& B, std::size_t chunk, std::int64_t mb, const ForwardState& s, bool reduce);
+// Ops appended to the step since `from`, taken out of it (a template).
+std::vector<Op> take_from(Program& P, std::size_t from);
+// The interleaved schedule's step (program_interleaved.cpp).
+void emit_interleaved(Builder& B);
 
 }  // namespace preflight::runtime::program_detail

@@ -157,8 +157,10 @@ void release_gathered(Builder& B, Op& last, std::size_t u) {
 void layer_forward_gathers(Builder& B, std::vector<Op>& out, std::int64_t l, const Phase& ph) {
     Program& P = B.p_;
     if (!zero3(P)) return;
-    if (l == 1) gather_unit(B, out, layer_unit(P, 1), ph);  // later layers were prefetched
-    if (l < P.dims.layers) gather_unit(B, out, layer_unit(P, l + 1), ph);
+    // Within the layer's model chunk: the next chunk's forward is another pass, later.
+    const Dims::LayerChunk& c = P.dims.chunks[P.dims.chunk_of(l)];
+    if (l == c.first) gather_unit(B, out, layer_unit(P, l), ph);  // later layers were prefetched
+    if (l < c.first + c.layers - 1) gather_unit(B, out, layer_unit(P, l + 1), ph);
     wait_gathered(B, out, layer_unit(P, l), ph);
     cast_unit_fp8(B, out, layer_unit(P, l), ph);
 }
@@ -166,8 +168,9 @@ void layer_forward_gathers(Builder& B, std::vector<Op>& out, std::int64_t l, con
 void layer_backward_begin(Builder& B, std::vector<Op>& out, std::int64_t l, const Phase& ph) {
     Program& P = B.p_;
     if (zero3(P)) {
-        if (l == P.dims.layers) gather_unit(B, out, layer_unit(P, l), ph);  // earlier layers were prefetched
-        if (l > 1) gather_unit(B, out, layer_unit(P, l - 1), ph);
+        const Dims::LayerChunk& c = P.dims.chunks[P.dims.chunk_of(l)];
+        if (l == c.first + c.layers - 1) gather_unit(B, out, layer_unit(P, l), ph);  // earlier layers were prefetched
+        if (l > c.first) gather_unit(B, out, layer_unit(P, l - 1), ph);
         wait_gathered(B, out, layer_unit(P, l), ph);
         cast_unit_fp8(B, out, layer_unit(P, l), ph);
     }
@@ -177,10 +180,11 @@ void layer_backward_begin(Builder& B, std::vector<Op>& out, std::int64_t l, cons
 void layer_backward_end(Builder& B, std::vector<Op>& out, std::int64_t l, const Phase& ph, bool reduce) {
     Program& P = B.p_;
     release_gathered(B, out.back(), layer_unit(P, l));
-    // ZeRO-2/3 on a later pipeline stage: the first layer's reduce-scatter waits until the input
-    // gradient is sent (stage_backward_end), so that the send, on the same communication stream,
-    // does not queue behind it on the pipeline's critical path.
-    const bool after_send = grads_sharded(P) && l == 1 && !P.dims.first_stage;
+    // ZeRO-2/3 on a chunk that does not begin the model: its first layer's reduce-scatter waits
+    // until the input gradient is sent (stage_backward_end), so that the send, on the same
+    // communication stream, does not queue behind it on the pipeline's critical path.
+    const std::size_t chunk = P.dims.chunk_of(l);
+    const bool after_send = grads_sharded(P) && l == P.dims.chunks[chunk].first && !P.dims.model_first(chunk);
     if (!after_send && (grads_sharded(P) || (reduce && !reduces_after_accumulation(P))))
         emit_reduction(B, out, layer_unit(P, l), ph);
     if (grads_sharded(P)) finish_reductions(B, out, ph, after_send ? 0 : 1);  // the one before layer l's: overlapped with layer l
@@ -215,6 +219,10 @@ void output_end(Builder& B, std::vector<Op>& out, const Phase& ph, bool reduce) 
     }
 }
 
+void output_pass_end(Builder& B, std::vector<Op>& out, const Phase& ph) {
+    if (grads_sharded(B.p_) && B.p_.plan.pp_schedule == PpSchedule::interleaved) finish_reductions(B, out, ph, 0);
+}
+
 void embedding_backward_begin(Builder& B, std::vector<Op>& out, const Phase& ph) {
     Program& P = B.p_;
     if (!grads_sharded(P)) return;
@@ -230,9 +238,9 @@ void embedding_backward_end(Builder& B, std::vector<Op>& out, const Phase& ph, b
     if (grads_sharded(P)) finish_reductions(B, out, ph, 0);
 }
 
-void stage_backward_end(Builder& B, std::vector<Op>& out, const Phase& ph) {
+void stage_backward_end(Builder& B, std::vector<Op>& out, std::int64_t first_layer, const Phase& ph) {
     if (!grads_sharded(B.p_)) return;
-    emit_reduction(B, out, layer_unit(B.p_, 1), ph);
+    emit_reduction(B, out, layer_unit(B.p_, first_layer), ph);
     finish_reductions(B, out, ph, 0);
 }
 

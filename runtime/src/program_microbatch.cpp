@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/extensions.hpp"
 #include "program_builder.hpp"
 
 namespace preflight::runtime::program_detail {
@@ -155,29 +156,28 @@ void emit_send(Builder& B, BufferId x, const Phase& ph, int to) {
     o.free = {x};
 }
 
-// What a micro-batch's forward leaves for its backward.
-struct ForwardState {
-    BufferId tokens = kNoBuffer;
-    std::vector<LayerFwd> saved;
-    BufferId dres = kNoBuffer;  // last stage: dLoss/d(last layer output)
-};
+}  // namespace
 
-// Forward of micro-batch mb on the stage: the embedding (first stage) or the previous stage's
-// output received, the stage's layers, then the output and loss (last stage) or the output sent
-// to the next stage. `reduce`: the output layer reduces its gradients.
-ForwardState emit_forward_pass(Builder& B, std::int64_t mb, bool reduce) {
+// Forward of model chunk `chunk` on micro-batch mb: the embedding (the model's first chunk) or
+// the previous chunk's output received (from the previous stage; the first stage's later chunks
+// from the last stage's), the chunk's layers, then the output and loss (the model's last chunk)
+// or the output sent on. `reduce`: the output layer reduces its gradients.
+ForwardState emit_forward_pass(Builder& B, std::size_t chunk, std::int64_t mb, bool reduce) {
     Program& P = B.p_;
     const Dims& d = P.dims;
+    const Dims::LayerChunk& c = d.chunks[chunk];
+    const std::int64_t last_layer = c.first + c.layers - 1;
     const Recompute recompute = P.plan.recompute;
     ForwardState s;
     BufferId x = kNoBuffer;
-    if (d.first_stage) {
+    if (d.model_first(chunk)) {
         s.tokens = B.buffer("tokens", Category::activations, DType::i64, d.rows);
         x = emit_embedding_forward(B, mb, s.tokens);
     } else {
-        x = emit_recv(B, layer_label(d, 1) + "attn norm in", {PhaseKind::forward, 1, mb}, -1, Category::activations);
+        x = emit_recv(B, layer_label(d, c.first) + "attn norm in", {PhaseKind::forward, c.first, mb}, -1,
+                      Category::activations);
     }
-    for (std::int64_t l = 1; l <= d.layers; ++l) {
+    for (std::int64_t l = c.first; l <= last_layer; ++l) {
         layer_forward_gathers(B, P.step, l, {PhaseKind::forward, l, mb});
         // Selective recompute drops the attention core right after use; full recompute
         // keeps only the layer input (everything else goes with the layer's last op).
@@ -190,30 +190,34 @@ ForwardState emit_forward_pass(Builder& B, std::int64_t mb, bool reduce) {
         s.saved.push_back(f);
         x = f.out;
     }
-    if (d.last_stage)
+    if (d.model_last(chunk)) {
         s.dres = emit_output_and_loss(B, mb, x, reduce);
-    else
-        emit_send(B, x, {PhaseKind::forward, d.layers, mb}, +1);
+        output_pass_end(B, P.step, {PhaseKind::output_loss, 0, mb});
+    } else {
+        emit_send(B, x, {PhaseKind::forward, last_layer, mb}, +1);
+    }
     return s;
 }
 
-// Backward of micro-batch mb: the output gradient received (but on the last stage), the
-// stage's layers, then the embedding's backward (first stage) or the input gradient sent to the
-// previous stage; the fp32 accumulation of the micro-batch's gradients.
-void emit_backward_pass(Builder& B, std::int64_t mb, const ForwardState& s, bool reduce) {
+// Backward of model chunk `chunk` on micro-batch mb: the output gradient received (but on the
+// model's last chunk), the chunk's layers, then the embedding's backward (the model's first
+// chunk) or the input gradient sent back; the fp32 accumulation of the pass's gradients.
+void emit_backward_pass(Builder& B, std::size_t chunk, std::int64_t mb, const ForwardState& s, bool reduce) {
     Program& P = B.p_;
     const Dims& d = P.dims;
-    const BufferId dres = d.last_stage ? s.dres
-                                       : emit_recv(B, "d residual", {PhaseKind::backward, d.layers, mb}, +1,
-                                                   Category::temporary);
-    for (std::int64_t l = d.layers; l >= 1; --l) {
+    const Dims::LayerChunk& c = d.chunks[chunk];
+    const std::int64_t last_layer = c.first + c.layers - 1;
+    const BufferId dres = d.model_last(chunk) ? s.dres
+                                              : emit_recv(B, "d residual", {PhaseKind::backward, last_layer, mb}, +1,
+                                                          Category::temporary);
+    for (std::int64_t l = last_layer; l >= c.first; --l) {
         const Phase ph{PhaseKind::backward, l, mb};
         layer_backward_begin(B, P.step, l, ph);
-        emit_layer_backward(B, P.step, l, mb, s.saved[static_cast<std::size_t>(l - 1)], dres);
+        emit_layer_backward(B, P.step, l, mb, s.saved[static_cast<std::size_t>(l - c.first)], dres);
         layer_backward_end(B, P.step, l, ph, reduce);
     }
-    const Phase emb{PhaseKind::backward, 1, mb};
-    if (d.first_stage) {
+    const Phase emb{PhaseKind::backward, c.first, mb};
+    if (d.model_first(chunk)) {
         embedding_backward_begin(B, P.step, emb);
         const BufferId dg = B.gather_seq(P.step, "d embedding out", emb, dres, d.h);  // sequence parallelism
         {  // embedding_bwd: v0 = tokens, v1 = dres; p0/p1 word/position embedding grads
@@ -228,17 +232,10 @@ void emit_backward_pass(Builder& B, std::int64_t mb, const ForwardState& s, bool
         embedding_backward_end(B, P.step, emb, reduce);
     } else {
         emit_send(B, dres, emb, -1);
-        stage_backward_end(B, P.step, emb);
+        stage_backward_end(B, P.step, c.first, emb);
     }
     if (P.grads_fp32 != kNoBuffer)  // grad_accumulate: fp32 buffer += 16-bit gradients, which are then zeroed
         B.emit(P.step, OpKind::grad_accumulate, "accumulate gradients in fp32", emb);
-}
-
-// One micro-batch, forward then backward, with the data-parallel collectives around them
-// (program_comm.cpp; `reduce`: this micro-batch reduces its gradients).
-void emit_micro_batch(Builder& B, std::int64_t mb, bool reduce) {
-    const ForwardState s = emit_forward_pass(B, mb, reduce);
-    emit_backward_pass(B, mb, s, reduce);
 }
 
 // Ops appended to the step since `from`, taken out of it (a template).
@@ -248,6 +245,16 @@ std::vector<Op> take_from(Program& P, std::size_t from) {
     P.step.resize(from);
     return t;
 }
+
+namespace {
+
+// One micro-batch, forward then backward, with the data-parallel collectives around them
+// (program_comm.cpp; `reduce`: this micro-batch reduces its gradients).
+void emit_micro_batch(Builder& B, std::int64_t mb, bool reduce) {
+    const ForwardState s = emit_forward_pass(B, 0, mb, reduce);
+    emit_backward_pass(B, 0, mb, s, reduce);
+}
+
 
 // Appends a template's ops as micro-batch mb's. A send to the next stage followed by a receive
 // from it (or to and from the previous one) become one p2p op, as Megatron-LM's
@@ -274,44 +281,67 @@ void append_as(Program& P, const std::vector<Op>& t, std::int64_t mb) {
     }
 }
 
-// 1F1B on stage i of p with m micro-batches: min(p - i - 1, m) forwards warm the pipeline up,
-// then each forward is followed by the backward of the oldest micro-batch in flight, then the
-// remaining backwards; so at most k = min(p - i, m) micro-batches are in flight, and micro-batch
-// j reuses the buffers of micro-batch j - k (k buffer sets, each a template emitted once).
-// ZeRO-0/1 reduce in the last micro-batch, whose templates are their own.
-void emit_one_f_one_b(Builder& B) {
+// A pipeline stage's passes (planner pipeline_stage_order: 1F1B, or interleaved over its model
+// chunks). Chunk c's micro-batches in flight at once take buffer slots, each a pair of forward
+// and backward templates emitted once: micro-batch j takes the lowest slot free when its forward
+// starts (1F1B: slot (j - 1) % k with k = min(p - stage, m)), and its backward frees it. ZeRO-0/1
+// reduce in the last micro-batch, whose templates are their own for every chunk.
+void emit_pipeline(Builder& B) {
     Program& P = B.p_;
-    const std::int64_t p = P.dims.pp, i = P.pp_rank, m = P.dims.grad_acc;
-    const std::int64_t warmup = std::min(p - i - 1, m), k = std::min(p - i, m);
+    const std::int64_t m = P.dims.grad_acc;
+    const std::size_t chunks = P.dims.chunks.size();
+    const std::vector<PipelinePass> order = pipeline_stage_order(P.plan, P.pp_rank);
+    // The slot of each forward and backward (in order), and the slots each chunk needs.
+    std::vector<std::int64_t> slot_of(order.size(), -1);
+    std::vector<std::vector<std::int64_t>> held(chunks);  // per chunk: the micro-batch in each slot, 0 = free
+    std::vector<std::vector<std::int64_t>> at(chunks, std::vector<std::int64_t>(static_cast<std::size_t>(m) + 1, -1));
+    for (std::size_t k = 0; k < order.size(); ++k) {
+        const PipelinePass& ps = order[k];
+        std::vector<std::int64_t>& h = held[static_cast<std::size_t>(ps.chunk)];
+        std::int64_t& slot = at[static_cast<std::size_t>(ps.chunk)][static_cast<std::size_t>(ps.micro_batch)];
+        if (ps.forward) {
+            const auto free = std::find(h.begin(), h.end(), 0);
+            slot = free - h.begin();
+            if (free == h.end()) h.push_back(0);
+            h[static_cast<std::size_t>(slot)] = ps.micro_batch;
+        } else {
+            h[static_cast<std::size_t>(slot)] = 0;
+        }
+        slot_of[k] = slot;
+    }
     const bool reduce = data_parallel(P);
-    std::vector<std::vector<Op>> fwd, bwd;
-    std::vector<ForwardState> state;
-    for (std::int64_t slot = 0; slot < k; ++slot) {
-        const std::size_t from = P.step.size();
-        state.push_back(emit_forward_pass(B, slot + 1, false));
-        fwd.push_back(take_from(P, from));
+    std::vector<std::vector<std::vector<Op>>> fwd(chunks), bwd(chunks);
+    std::vector<std::vector<ForwardState>> state(chunks);
+    for (std::size_t c = 0; c < chunks; ++c)
+        for (std::size_t slot = 0; slot < held[c].size(); ++slot) {
+            const std::size_t from = P.step.size();
+            state[c].push_back(emit_forward_pass(B, c, static_cast<std::int64_t>(slot) + 1, false));
+            fwd[c].push_back(take_from(P, from));
+        }
+    for (std::size_t c = 0; c < chunks; ++c)
+        for (std::size_t slot = 0; slot < held[c].size(); ++slot) {
+            const std::size_t from = P.step.size();
+            emit_backward_pass(B, c, static_cast<std::int64_t>(slot) + 1, state[c][slot], false);
+            bwd[c].push_back(take_from(P, from));
+        }
+    // The last micro-batch's own templates, on buffers of their own (those of its slot are free
+    // by then too; separate ones keep the templates independent).
+    std::vector<std::vector<Op>> fwd_last(chunks), bwd_last(chunks);
+    for (std::size_t c = 0; c < chunks; ++c) {
+        std::size_t from = P.step.size();
+        const ForwardState last = emit_forward_pass(B, c, m, reduce);
+        fwd_last[c] = take_from(P, from);
+        from = P.step.size();
+        emit_backward_pass(B, c, m, last, reduce);
+        bwd_last[c] = take_from(P, from);
     }
-    for (std::int64_t slot = 0; slot < k; ++slot) {
-        const std::size_t from = P.step.size();
-        emit_backward_pass(B, slot + 1, state[static_cast<std::size_t>(slot)], false);
-        bwd.push_back(take_from(P, from));
+    for (std::size_t k = 0; k < order.size(); ++k) {
+        const PipelinePass& ps = order[k];
+        const std::size_t c = static_cast<std::size_t>(ps.chunk), slot = static_cast<std::size_t>(slot_of[k]);
+        const std::vector<Op>& t = ps.micro_batch == m ? (ps.forward ? fwd_last[c] : bwd_last[c])
+                                                       : (ps.forward ? fwd[c][slot] : bwd[c][slot]);
+        append_as(P, t, ps.micro_batch);
     }
-    // The last micro-batch's own templates, on buffers of its own (those of slot (m - 1) % k are
-    // free by then too; separate ones keep the templates independent).
-    std::size_t from = P.step.size();
-    const ForwardState last = emit_forward_pass(B, m, reduce);
-    const std::vector<Op> fwd_last = take_from(P, from);
-    from = P.step.size();
-    emit_backward_pass(B, m, last, reduce);
-    const std::vector<Op> bwd_last = take_from(P, from);
-    auto forward = [&](std::int64_t j) { append_as(P, j == m ? fwd_last : fwd[static_cast<std::size_t>((j - 1) % k)], j); };
-    auto backward = [&](std::int64_t j) { append_as(P, j == m ? bwd_last : bwd[static_cast<std::size_t>((j - 1) % k)], j); };
-    for (std::int64_t j = 1; j <= warmup; ++j) forward(j);
-    for (std::int64_t j = warmup + 1; j <= m; ++j) {
-        forward(j);
-        backward(j - warmup);
-    }
-    for (std::int64_t j = m - warmup + 1; j <= m; ++j) backward(j);
 }
 
 }  // namespace
@@ -319,11 +349,14 @@ void emit_one_f_one_b(Builder& B) {
 // Micro-batches 2.. run the same ops on the same buffers as a template micro-batch (each
 // buffer is freed within its micro-batch): copies with their index, so the program's buffer
 // table does not grow with gradient accumulation. ZeRO-0/1 reduce only in the last
-// micro-batch, which then has a template of its own. Across pipeline stages: 1F1B.
+// micro-batch, which then has a template of its own. Across pipeline stages: emit_pipeline.
 void emit_micro_batches(Builder& B) {
     Program& P = B.p_;
     if (P.dims.pp > 1) {
-        emit_one_f_one_b(B);
+        if (P.plan.pp_schedule == PpSchedule::interleaved)
+            emit_interleaved(B);
+        else
+            emit_pipeline(B);
         return;
     }
     const std::int64_t K = P.dims.grad_acc;

@@ -153,7 +153,8 @@ RankCoords rank_coords(const Plan& plan, std::int64_t rank) {
 
 Plan single_gpu_plan(Plan plan) {
     plan.grad_acc *= plan.dp;
-    plan.dp = plan.tp = plan.pp = 1;
+    plan.dp = plan.tp = plan.pp = plan.vpp = 1;
+    plan.pp_schedule = PpSchedule::one_f_one_b;
     plan.zero = zero_none;
     plan.sp = false;
     return plan;

@@ -1,5 +1,6 @@
 #include <algorithm>
 
+#include "preflight/planner/extensions.hpp"
 #include "preflight/planner/profiles.hpp"
 #include "preflight/planner/throughput.hpp"
 #include "preflight/runtime/arena.hpp"
@@ -55,13 +56,17 @@ Predicted predict(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan
         base.attention_on_fp32_units = !options.cudnn_attention;
         ThroughputOptions topt = throughput_options_for(mo.profile, model, plan, base);
         const Throughput t = estimate_throughput(model, own, plan, topt);
-        topt.own_stage = rank_coords(plan, options.rank).pp;
-        const Throughput alone = plan.pp > 1 ? estimate_throughput(model, own, plan, topt) : t;
-        // What the stage alone lacks is the one sum Predicted::emulated_communication_s() defines.
-        Predicted own_stage;
-        set_step_terms(own_stage, alone);
-        p.emulated_step_time_s = alone.step_time_s - own_stage.emulated_communication_s();
         set_step_terms(p, t);
+        // A stage alone: the step-time model has it for 1F1B stages only (an interleaved
+        // stage's alone time is left unknown).
+        if (plan.pp == 1 || !uses_extended_throughput(plan)) {
+            topt.own_stage = rank_coords(plan, options.rank).pp;
+            const Throughput alone = plan.pp > 1 ? estimate_throughput(model, own, plan, topt) : t;
+            // What the stage alone lacks is the one sum Predicted::emulated_communication_s() defines.
+            Predicted own_stage;
+            set_step_terms(own_stage, alone);
+            p.emulated_step_time_s = alone.step_time_s - own_stage.emulated_communication_s();
+        }
     } catch (const std::exception&) {
         // No published peak for this precision on this GPU: throughput left unknown.
     }

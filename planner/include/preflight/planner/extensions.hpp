@@ -109,6 +109,50 @@ std::int64_t interleaved_chunk_layers(const Plan& plan, std::int64_t model_layer
 // embedding and loss slots, v chunks of (layers + 2) / (p v) with the first stage's first
 // chunk and the last stage's last chunk one layer short.
 std::int64_t pipeline_stage_layers(const Plan& plan, std::int64_t model_layers, std::int64_t stage);
+// One model chunk of a pipeline stage: `layers` decoder layers from the model's layer
+// `first_layer` (1-based). A 1F1B or GPipe stage is one chunk; an interleaved stage v of them,
+// chunk c being the model's virtual stage c * p + stage (Narayanan et al. 2021, sec. 2.2.2;
+// Megatron-LM's get_num_layers_to_build, with the embedding's and loss's slots when they count).
+struct StageChunk {
+    std::int64_t first_layer = 1;
+    std::int64_t layers = 0;
+};
+std::vector<StageChunk> pipeline_stage_chunks(const Plan& plan, std::int64_t model_layers, std::int64_t stage);
+// One forward or backward pass of a stage's step: model chunk `chunk` (0-based) on micro-batch
+// `micro_batch` (1-based).
+struct PipelinePass {
+    bool forward = true;
+    std::int64_t chunk = 0;
+    std::int64_t micro_batch = 1;
+    bool operator==(const PipelinePass&) const = default;
+};
+// The passes of stage `stage` in the order it runs them. 1F1B: min(p - stage - 1, m) forwards,
+// then one forward and the oldest backward in turn, then the remaining backwards (Narayanan et
+// al. 2021, sec. 2.2.1). Interleaved (m a multiple of p): the same with (p - stage - 1) * 2 +
+// (v - 1) * p warm-up forwards (at most m v), forwards taking chunk 0 for p micro-batches, then
+// chunk 1 for the same p, ..., and backwards the chunks in reverse (Megatron-LM schedules.py,
+// get_schedule_table with microbatch_group_size_per_vp_stage = p). GPipe: every forward, then
+// every backward.
+std::vector<PipelinePass> pipeline_stage_order(const Plan& plan, std::int64_t stage);
+// One step of an interleaved stage's program: a pass computed, or one grouped exchange with the
+// neighbouring stages (Megatron-LM's send_forward_recv_forward, send_backward_recv_backward and
+// send_forward_backward_recv_forward_backward: every send and receive of the step at once).
+struct PipelineStep {
+    bool compute = false;
+    PipelinePass pass;                    // compute: the pass
+    std::vector<PipelinePass> sends;      // exchange: the passes whose output (a forward's) or input
+                                          // gradient (a backward's) goes to the next or previous stage
+    bool recv_forward = false;            // exchange: an activation comes from the previous stage
+    bool recv_backward = false;           // exchange: a gradient comes from the next stage
+};
+// The steps of stage `stage` under the interleaved schedule, as Megatron-LM runs them without p2p
+// overlap (schedules.py, forward_backward_pipelining_with_interleaving): a receive before the
+// warm-up; each warm-up forward, then its exchange; each steady-state forward and backward, then
+// one exchange for both; each cool-down backward, then its exchange. Received activations and
+// gradients are queued by chunk: the n-th activation received is the input of the n-th forward
+// that takes one (every forward but the model's first chunk's), the n-th gradient that of the n-th
+// backward that takes one (every backward but the model's last chunk's).
+std::vector<PipelineStep> interleaved_stage_steps(const Plan& plan, std::int64_t stage);
 // Idle fraction: (p - 1) / m for GPipe and 1F1B, (p - 1) / (v m) interleaved
 // (Narayanan et al. 2021, sec. 2.2).
 double pipeline_bubble_fraction(const Plan& plan);

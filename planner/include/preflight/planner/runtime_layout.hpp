@@ -84,6 +84,9 @@ struct RuntimeStageSpan {
     bool first = true, last = true;
     std::int64_t first_layer = 1;
     std::int64_t layers = -1;  // -1: every layer of the model
+    // The model's index of each of the stage's layers, in order, when they are not first_layer,
+    // first_layer + 1, ... (an interleaved stage's chunks); they only name the units.
+    std::vector<std::int64_t> model_layers;
 };
 
 // The layout of a stage's units for a resolved plan (dp, tp and zero): the embedding unit on the

@@ -116,12 +116,18 @@ enum class OpKind : std::uint8_t {
     // Sequence parallelism: v2 = v0 (this rank's rows of a reduce-scattered buffer) + v1 (the
     // residual, may be empty), allocated here: the [rows/tp, cols] shard the norms work on.
     seq_chunk,
-    // Pipeline parallelism (program_pipeline.cpp): v0 (may be empty) sent to the stage
+    // Pipeline parallelism (program_microbatch.cpp): v0 (may be empty) sent to the stage
     // `send_peer` away, v1 (may be empty, allocated here) received from the stage `recv_peer`
-    // away, both at once (Megatron-LM's send_forward_recv_backward and the like); the compute
-    // stream waits for both, so the sent buffer may be freed after it.
+    // away (around the ring of stages: the interleaved schedule's last stage feeds the first;
+    // ring_rank); the interleaved schedule also sends v2 to `send2_peer` and receives v3
+    // (allocated here) from `recv2_peer`. All at once (Megatron-LM's send_forward_recv_backward
+    // and the like); the compute stream waits for them, so the sent buffers may be freed after.
     p2p,
 };
+// The rank `peer` places from `rank` around a group of `world` ranks (a p2p op's peers).
+constexpr int ring_rank(std::int64_t rank, int peer, std::int64_t world) {
+    return static_cast<int>(((rank + peer) % world + world) % world);
+}
 // Collectives run over the data-parallel group (a rank's peers at its tensor-parallel rank and
 // stage), the tensor-parallel group (its peers at its data-parallel rank and stage), the pipeline
 // (its stages at its data- and tensor-parallel ranks: p2p) or the embedding group (the first and
@@ -141,6 +147,7 @@ struct Op {
     std::int64_t unit = -1;   // collectives, unit_grads_begin, fp8_cast_weights: the shard unit (layout.units)
     int comm_back = 0;        // comm_wait: 0 = the latest collective issued, 1 = the one before, ...
     std::int8_t send_peer = 0, recv_peer = 0;  // p2p: +1 the next stage, -1 the previous one
+    std::int8_t send2_peer = 0, recv2_peer = 0;  // p2p: a second send (v2) and receive (v3) in the same group
     // fp8-mixed: the scale slots (Program::fp8_scales) of the op's fp8 operands: fp8_cast writes
     // scale_a; an fp8 GEMM reads its A operand's (scale_a) and B operand's (scale_b) factors.
     std::int32_t scale_a = -1, scale_b = -1;
@@ -175,10 +182,22 @@ struct Dims {
     // hold srows = rows / tp contiguous rows of the micro-batch (rows without it).
     bool sp = false;
     std::int64_t srows = 0;
-    // Pipeline parallelism: `layers` above are the stage's, layer l of the stage being the
-    // model's layer first_layer + l - 1; the first stage holds the embedding, the last the head.
+    // Pipeline parallelism: `layers` above are the stage's; the first stage holds the embedding,
+    // the last the head. The stage's layers come in model chunks (one, but v under the
+    // interleaved schedule): chunk c holds stage layers first .. first + layers - 1, the model's
+    // layers first_model .. (planner pipeline_stage_chunks). first_layer: chunk 0's first_model.
+    struct LayerChunk {
+        std::int64_t first = 1, layers = 0, first_model = 1;
+    };
     std::int64_t pp = 1, first_layer = 1;
     bool first_stage = true, last_stage = true;
+    std::vector<LayerChunk> chunks;
+    // The chunk holding stage layer l (1-based), and the model's index of that layer.
+    std::size_t chunk_of(std::int64_t l) const;
+    std::int64_t model_layer(std::int64_t l) const;
+    // The chunk begins the model (the embedding's) or ends it (the head's).
+    bool model_first(std::size_t chunk) const { return first_stage && chunk == 0; }
+    bool model_last(std::size_t chunk) const { return last_stage && chunk + 1 == chunks.size(); }
 };
 
 struct LayerParams {
