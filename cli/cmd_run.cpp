@@ -491,9 +491,11 @@ Command add_run_command(CLI::App& app) {
         "  preflight run --model gpt2 --dp 8 --zero 1 --nproc-per-node 8   # eight local ranks over NCCL\n"
         "  preflight run --model llama-3-8b --seq 4096 --tp 2 --sp --pp 2 --grad-acc 4 --emulate-rank 3 --dry-run\n"
         "                                                  # the last stage's tensor-parallel rank 1, walked\n"
+        "  preflight run --model llama-3-8b --pp 4 --pp-schedule interleaved --vpp 2 --grad-acc 8 --dry-run\n"
+        "                                                  # stage 0 of an interleaved pipeline, 2 chunks a stage\n"
         "Exit codes: 0 ok; 1 allocation failed (report still written) or tracked peak off the prediction by > 1 %;\n"
-        "2 bad input or a plan the runtime cannot run (fp16, dropout, MoE, GPipe or interleaved pipelines, rowwise\n"
-        "fp8, cp or ep, a step over its work bounds: docs/interface.md lists them); 3 no GPU or no CUDA build\n"
+        "2 bad input or a plan the runtime cannot run (fp16, dropout, MoE, a GPipe pipeline, rowwise fp8, cp or\n"
+        "ep, a step over its work bounds: docs/interface.md lists them); 3 no GPU or no CUDA build\n"
         "(nothing written), or a CUDA/cuBLASLt/NCCL failure during the run (report still written).");
     return {sub, [st, sub] {
                 const FromApplied applied = apply_from(st->from, *sub, st->flags, std::nullopt, std::cerr);

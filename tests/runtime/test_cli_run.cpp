@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -134,6 +135,43 @@ TEST(CliRun, TheRuntimeProfileRecommendsOnlyPlansRunExecutes) {
         EXPECT_EQ(walked.exit_code, 0) << request << ": " << walked.err;
     }
     std::filesystem::remove(plan);
+}
+
+// Since 2026-11-30 the runtime runs the interleaved schedule: an interleaved plan that `plan`
+// ranks under the runtime's own profile (Llama-3-70B on 512 H100s: tp 4 x pp 4, 4 chunks a
+// stage) walks, each stage's tracked peak equal to the prediction, and GPipe is still refused.
+TEST(CliRun, AnInterleavedPlanTheRuntimeProfileRanksWalksAsPredicted) {
+    const auto ranked = run("plan --framework preflight-runtime --model llama-3-70b --gpu h100-sxm-80gb --gpus 512 "
+                            "--gbs-tokens 2M --seq 8192 --format json");
+    ASSERT_EQ(ranked.exit_code, 0) << ranked.err;
+    const auto doc = nlohmann::json::parse(ranked.out);
+    nlohmann::json plan;
+    for (const auto& c : doc["candidates"])
+        if (c["plan"].value("pp_schedule", "") == "interleaved") {
+            plan = c["plan"];
+            break;
+        }
+    ASSERT_FALSE(plan.is_null()) << "no interleaved candidate ranked";
+    const std::int64_t dp = plan["dp"], tp = plan["tp"], pp = plan["pp"];
+    plan["model"] = "llama-3-70b";
+    plan["gpu"] = "h100-sxm-80gb";
+    plan["gpus"] = dp * tp * pp;
+    plan["global_batch_tokens"] = plan["seq"].get<std::int64_t>() * plan["mbs"].get<std::int64_t>() *
+                                  plan["grad_acc"].get<std::int64_t>() * dp;
+    const auto file = std::filesystem::temp_directory_path() / "preflight_interleaved_plan.json";
+    std::ofstream(file) << plan.dump();
+    for (std::int64_t stage : {std::int64_t{0}, pp - 1}) {
+        const auto walked = run("run --dry-run --format json --plan " + file.string() + " --emulate-rank " +
+                                std::to_string(stage * dp * tp));
+        ASSERT_EQ(walked.exit_code, 0) << walked.err;
+        const auto j = nlohmann::json::parse(walked.out);
+        EXPECT_EQ(j["plan"]["pp_schedule"], "interleaved");
+        EXPECT_EQ(j["measured"]["tracked_peak_bytes"], j["predicted"]["tracked_peak_bytes"]) << "stage " << stage;
+    }
+    std::filesystem::remove(file);
+    const auto gpipe = run("run --model gpt2 --seq 128 --pp 2 --pp-schedule gpipe --dry-run");
+    EXPECT_EQ(gpipe.exit_code, 2);
+    EXPECT_NE(gpipe.err.find("--pp-schedule: GPipe is not implemented by the runtime"), std::string::npos) << gpipe.err;
 }
 
 // Audit finding (2026-11-29): at seq 131072 the dry run predicted HFU 122.9 % with no word on why:
