@@ -1,4 +1,4 @@
-// Pipeline parallelism (1F1B) on the device. Label: gpu; skips without a device.
+// Pipeline parallelism (1F1B, and interleaved 1F1B) on the device. Label: gpu; skips without a device.
 //  - loopback parity: pp 2 and 4, alone and with dp 2 x tp 2, tied (GPT-2 style) and untied
 //    (Llama), also ZeRO-2 at dp 2 and ZeRO-3 at dp 2 x tp 2 (every micro-batch reduce-scattered; a
 //    tied embedding's unit once, after its copies are summed), against one GPU running the same global batch, 3 steps; bounds as the data-parallel
@@ -75,6 +75,63 @@ TEST(GpuPipeline, AnEmulatedStagesTrackedPeakEqualsItsDryRun) {
         for (double l : r.measured.losses) EXPECT_TRUE(std::isfinite(l));
         std::printf("emulated stage %lld of 4: tracked %lld B, step %.4f s\n", static_cast<long long>(stage),
                     static_cast<long long>(r.measured.tracked_peak_bytes), r.measured.step_time_s.value_or(-1));
+    }
+}
+
+// The interleaved schedule (since 2026-11-30): its grouped exchanges of up to two sends and two
+// receives around the ring of stages, on the loopback group; the same bounds as 1F1B's.
+TEST(GpuPipeline, InterleavedLoopbackParity) {
+    PF_REQUIRE_GPU();
+    const int steps = 3;
+    const double lr = RunOptions{}.hyper.lr;
+    for (const ModelConfig& m : {dp_llama(8), dp_gpt(8)})
+        for (auto [pp, vpp, ga, dp, tp, zero] : {std::tuple{2, 2, 4, 1, 1, 0}, std::tuple{4, 2, 4, 1, 1, 0},
+                                                 std::tuple{2, 4, 2, 2, 2, 1}, std::tuple{2, 2, 4, 2, 1, 2}})
+            for (Precision pr : {Precision::fp32, Precision::bf16_mixed}) {
+                Plan p;
+                p.seq = 64;
+                p.mbs = 2;
+                p.pp = pp;
+                p.vpp = vpp;
+                p.pp_schedule = PpSchedule::interleaved;
+                p.grad_acc = ga;
+                p.dp = dp;
+                p.tp = tp;
+                p.sp = tp > 1;
+                p.zero = static_cast<ZeroStage>(zero);
+                p.precision = pr;
+                const Parity r = parity(m, p, steps);
+                const bool fp32 = pr == Precision::fp32;
+                const std::string what = m.name + " " + to_flags(p);
+                std::printf("interleaved loopback parity %-120s loss %.2e  params L2 %.2e  max %.2e\n", what.c_str(),
+                            r.loss, r.param_l2, r.param_max);
+                EXPECT_LE(r.loss, fp32 ? 1e-5 : 1e-3) << what;
+                EXPECT_LE(r.param_l2, fp32 ? 1e-5 : kBf16ParamL2) << what;
+                EXPECT_LE(r.param_max, 2 * lr * steps) << what;
+            }
+}
+
+TEST(GpuPipeline, AnEmulatedInterleavedStagesTrackedPeakEqualsItsDryRun) {
+    PF_REQUIRE_GPU();
+    const GpuSpec gpu = preflight::test::catalog_gpu("h100-sxm-80gb");
+    for (std::int64_t stage : {0, 1}) {
+        Plan p;
+        p.seq = 64;
+        p.mbs = 2;
+        p.pp = 2;
+        p.vpp = 2;
+        p.pp_schedule = PpSchedule::interleaved;
+        p.grad_acc = 4;
+        RunOptions o;
+        o.steps = 2;
+        o.warmup = 1;
+        o.rank = stage;
+        const RunReport r = run_on_device(dp_llama(8), gpu, p, o);
+        ASSERT_EQ(r.status, "ok") << (r.failure ? r.failure->message : "");
+        EXPECT_EQ(r.measured.tracked_peak_bytes, dry_run(build_program(dp_llama(8), p, stage), 1, false).peak_bytes);
+        EXPECT_EQ(r.measured.tracked_peak_bytes, r.predicted.tracked_peak_bytes) << "stage " << stage;
+        EXPECT_EQ(r.measured.losses.empty(), stage != 1);
+        for (double l : r.measured.losses) EXPECT_TRUE(std::isfinite(l));
     }
 }
 
