@@ -93,7 +93,9 @@ std::vector<StageModel::ChunkView> runtime_chunk_views(const StageModel& st, con
     // computed but not yet sent (a steady-state forward's, through the backward after it): the
     // last two each one [s/tp (sp), b, h] buffer, as dres.
     std::int64_t held = 0, queued = 0, unsent = 0;
-    for (const PipelineStep& step : interleaved_stage_steps(p, stage)) {
+    const std::vector<PipelineStep> steps = interleaved_stage_steps(p, stage);
+    for (std::size_t at = 0; at < steps.size(); ++at) {
+        const PipelineStep& step = steps[at];
         if (!step.compute) {
             queued += (step.recv_forward ? 1 : 0) + (step.recv_backward ? 1 : 0);
             unsent -= static_cast<std::int64_t>(step.sends.size());
@@ -110,10 +112,15 @@ std::vector<StageModel::ChunkView> runtime_chunk_views(const StageModel& st, con
             held += own;
         } else {
             held -= own;
-            w.earlier_bwd = std::max(w.earlier_bwd, held + (queued + unsent) * dres);
+            if (held + (queued + unsent) * dres > w.earlier_bwd || w.backward_at == 0)
+                w.earlier_bwd = std::max(w.earlier_bwd, held + (queued + unsent) * dres), w.backward_at = at;
         }
         unsent += sent ? 1 : 0;
     }
+    // The views in the order their backwards reach their most: of two that peak alike, the earlier
+    // is the one a walk of the step meets first (the phase a dry run names).
+    std::stable_sort(views.begin(), views.end(),
+                     [](const auto& a, const auto& b) { return a.backward_at < b.backward_at; });
     return views;
 }
 

@@ -82,6 +82,7 @@ struct StageModel {
     struct ChunkView {
         bool first = false, last = false;
         std::int64_t layers = 0, first_layer = 1, earlier_fwd = 0, earlier_bwd = 0;
+        std::size_t backward_at = 0;  // the step whose backward first holds earlier_bwd beside it
     };
     std::vector<ChunkView> chunk_views;
     std::int64_t earlier_fwd = -1, earlier_bwd = -1;
