@@ -57,11 +57,19 @@ Predicted predict(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan
         ThroughputOptions topt = throughput_options_for(mo.profile, model, plan, base);
         const Throughput t = estimate_throughput(model, own, plan, topt);
         set_step_terms(p, t);
-        // A stage alone: the step-time model has it for 1F1B stages only (an interleaved
-        // stage's alone time is left unknown).
-        if (plan.pp == 1 || !uses_extended_throughput(plan)) {
+        // A stage alone runs its passes back to back: an interleaved stage the same work as a
+        // 1F1B stage of its layers (the schedule orders the passes, the emulated rank's
+        // communication and bubble are set apart below), so it is timed as one.
+        Plan stage_plan = plan;
+        if (plan.pp_schedule == PpSchedule::interleaved) {
+            stage_plan.pp_schedule = PpSchedule::one_f_one_b;
+            stage_plan.vpp = 1;
+            topt.stage_layers.clear();
+            for (std::int64_t s = 0; s < plan.pp; ++s) topt.stage_layers.push_back(pipeline_stage_layers(plan, model.layers, s));
+        }
+        if (plan.pp == 1 || !uses_extended_throughput(stage_plan)) {
             topt.own_stage = rank_coords(plan, options.rank).pp;
-            const Throughput alone = plan.pp > 1 ? estimate_throughput(model, own, plan, topt) : t;
+            const Throughput alone = plan.pp > 1 ? estimate_throughput(model, own, stage_plan, topt) : t;
             // What the stage alone lacks is the one sum Predicted::emulated_communication_s() defines.
             Predicted own_stage;
             set_step_terms(own_stage, alone);
