@@ -159,6 +159,8 @@ std::vector<ActivationTensor> full_inventory(const ModelConfig& m, const Plan& p
     }
     if (m.is_moe()) sp_item("expert outputs (for weighted combine)", routed * d.hidden * d.activation_bytes);
     if (drop) sp_item("MLP residual dropout mask", tokens * d.hidden * 1);
+    // Profile: each of the four kept fp8 inputs carries its own scales (program_fp8.cpp).
+    if (runtime_fp8) v.push_back({"fp8 input scales (4 GEMMs, amax and dequantization factor)", 4 * kRuntimeFp8KeptScaleBytes, false});
     adjust_layer_inventory(m, p, v);  // LoRA / QLoRA, MoE capacity (extensions.hpp)
     return v;
 }

@@ -47,6 +47,9 @@ void DeviceRunner::run_fp8(const Op& op, const BufferTable& t) {
     float* slot = slot_ptr(P, t, op.scale_a);
     launch_amax<bf16>(x, in.rows, in.cols, in.ld, slot, stream);
     launch_fp8_cast<bf16>(x, in.rows, in.cols, in.ld, slot, e5m2, bytes_at(t, op.v[1]), bytes_at(t, op.v[2]), stream);
+    if (op.kept_scale)  // the kept X^T's own amax and dequantization factor, after its elements (Op::kept_scale)
+        PF_CUDA_CHECK(cudaMemcpyAsync(bytes_at(t, op.v[2]) + in.rows * in.cols, slot, 2 * sizeof(float),
+                                      cudaMemcpyDeviceToDevice, stream));
 }
 
 // Forward: Y [M, N] = X8 [M, K] W8 [N, K]^T (+ bias, + residual); data gradient: dX [M, K] =
@@ -63,7 +66,9 @@ void DeviceRunner::fp8_linear(const Op& op, const BufferTable& t) {
     g.lda = v0.ld;
     g.fp8_a = fp8_kind(P.buffers[static_cast<std::size_t>(v0.buffer)].dtype);
     g.a_scale = slot_ptr(P, t, op.scale_a) + 1;
-    g.b_scale = slot_ptr(P, t, op.scale_b) + 1;
+    // The weight gradient dequantises X^T (v1) by the factor its cast kept after it (Op::kept_scale).
+    g.b_scale = op.kept_scale ? reinterpret_cast<float*>(bytes_at(t, v1) + v1.rows * v1.cols) + 1
+                              : slot_ptr(P, t, op.scale_b) + 1;
     if (op.kind == OpKind::linear_fwd) {
         g.M = v0.rows, g.N = N, g.K = K;
         g.B = w8, g.ldb = K, g.fp8_b = GemmArgs::Fp8::e4m3;

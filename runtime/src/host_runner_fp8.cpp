@@ -2,6 +2,7 @@
 // the fp8 GEMMs, computed as the device computes them (reference.hpp quantize_fp8 semantics):
 // the quantized operands' product times both dequantization factors, then the bias and the
 // residual in bf16's place (double here).
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -59,6 +60,10 @@ void HostRunner::run_fp8(const Op& op) {
     quantize_into([&](std::int64_t r, std::int64_t c) { return src[r * in.ld + c]; }, in.rows, in.cols, t,
                   op.v[1].buffer != kNoBuffer ? at(op.v[1]) : nullptr, op.v[2].buffer != kNoBuffer ? at(op.v[2]) : nullptr,
                   op.scale_a);
+    if (op.kept_scale) {  // the kept X^T's own amax and dequantization factor, after its elements
+        const double* s = buf_.at(P.fp8_scales).data() + 2 * op.scale_a;
+        std::copy(s, s + 2, at(op.v[2]) + in.rows * in.cols);
+    }
 }
 
 // The fp8 GEMMs of a linear (program_fp8.cpp emit_gemm_fwd / emit_gemm_bwd): forward X8 (v0) with
@@ -68,7 +73,9 @@ void HostRunner::run_fp8_linear(const Op& op) {
     const ParamSpec& ps = P.params[static_cast<std::size_t>(op.p0)];
     const auto wi = static_cast<std::size_t>(op.p0);
     const double* cache = buf_.at(P.fp8_weight_buffer[wi]).data() + P.fp8_weight_offset[wi];
-    const double s = scale_inv(op.scale_a) * scale_inv(op.scale_b);
+    // The weight gradient dequantises X^T by the factor its cast kept with it (Op::kept_scale).
+    const double x_scale_inv = op.kept_scale ? at(op.v[1])[op.v[1].rows * op.v[1].cols + 1] : scale_inv(op.scale_b);
+    const double s = scale_inv(op.scale_a) * x_scale_inv;
     const std::int64_t N = ps.rows, K = ps.cols;
     if (op.kind == OpKind::linear_fwd) {  // Y[M, N] = s X8 W8^T (+ b) (+ residual)
         const View &x = op.v[0], &y = op.v[1];

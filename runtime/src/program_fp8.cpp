@@ -11,6 +11,7 @@
 // the non-GEMM ops, the attention products and the LM head stay as in bf16-mixed.
 #include <stdexcept>
 
+#include "preflight/planner/profiles.hpp"
 #include "program_builder.hpp"
 
 namespace preflight::runtime::program_detail {
@@ -128,8 +129,10 @@ BufferId emit_gemm_fwd(Builder& B, std::vector<Op>& out, const std::string& name
     const std::int32_t ws = P.fp8_weight_slot[static_cast<std::size_t>(w)], xs = ws - 1;
     const BufferId x8 = run_gemm ? B.buffer(name + " input fp8", Category::temporary, DType::f8e4m3, in.rows * in.cols)
                                  : kNoBuffer;
-    const BufferId x8t = B.buffer(name + " input fp8 (transposed)", Category::activations, DType::f8e4m3, in.rows * in.cols);
+    const BufferId x8t = B.buffer(name + " input fp8 (transposed)", Category::activations, DType::f8e4m3,
+                                  in.rows * in.cols + kRuntimeFp8KeptScaleBytes);
     Op& cast = emit_cast(B, out, name, ph, in, x8, x8t, xs);
+    cast.kept_scale = true;
     if (free_input) cast.free.push_back(in.buffer);
     if (!run_gemm) return x8t;
     emit_linear_fwd(B, out, name, ph, whole_of(P, x8, in.rows, in.cols), y, w, b, residual);
@@ -164,6 +167,7 @@ void emit_gemm_bwd(Builder& B, std::vector<Op>& out, const std::string& name, co
     wgrad.v[2] = dy;
     wgrad.scale_a = gs;
     wgrad.scale_b = xs;
+    wgrad.kept_scale = true;
     wgrad.free.push_back(g8);
     wgrad.free.push_back(g8t);
 }

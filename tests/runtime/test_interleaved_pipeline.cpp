@@ -341,6 +341,23 @@ TEST(InterleavedParity, ZeroTwoAndThreeMatchOneGpu) {
             }
 }
 
+// fp8-mixed: each kept transposed input carries the dequantisation factor of its own cast. Until
+// 2026-11-29 the weight gradient read the layer's scale slot, which the forward of a later
+// micro-batch in flight had overwritten: every pipeline stage but 1F1B's last scaled its weight
+// gradients by another micro-batch's amax ratio. A pipeline now matches one GPU in fp8 too.
+TEST(InterleavedParity, Fp8PipelinesMatchOneGpu) {
+    const ModelConfig m = test::llama_model(32, 8, 4, 4, 32, 300, 16);  // fp8 widths: multiples of 16
+    for (auto [pp, vpp] : {std::pair{2, 1}, std::pair{2, 2}, std::pair{4, 2}}) {
+        Plan p = interleaved(pp, vpp, 2 * pp);
+        if (vpp == 1) p.pp_schedule = PpSchedule::one_f_one_b;
+        p.seq = 8;
+        p.precision = Precision::fp8_mixed;
+        const auto [loss, param] = worst_against_one_gpu(m, p);
+        EXPECT_LE(loss, 1e-9) << to_flags(p);
+        EXPECT_LE(param, 1e-9) << to_flags(p);
+    }
+}
+
 // 10 layers in 6 chunks (pp 2, v 3): the embedding and the loss take a slot each, so the first
 // stage's first chunk and the last stage's last hold one layer, the others two.
 TEST(InterleavedParity, EmbeddingAndLossSlotsMatchOneGpu) {

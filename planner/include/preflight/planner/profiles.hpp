@@ -22,6 +22,9 @@ inline constexpr std::int64_t kRuntimeGemmWorkspaceBytes = 32 * kMiB;
 inline constexpr std::int64_t kRuntimeScalarsBytes = 256;
 // Vocabulary padded to a multiple of 128 rows so the LM-head GEMMs stay aligned (as llm.c / Megatron).
 inline constexpr std::int64_t kRuntimeVocabPadMultiple = 128;
+// fp8-mixed: a layer GEMM's kept transposed input carries its amax and dequantization factor
+// (2 x fp32) after its elements, for its weight gradient (runtime/src/program_fp8.cpp).
+inline constexpr std::int64_t kRuntimeFp8KeptScaleBytes = 8;
 
 // Flash-attention backward workspace of the runtime for 16-bit activations, sized for
 // cuDNN's fused flash attention backward: an fp32 dQ accumulator [b, heads, s, d] and the

@@ -144,6 +144,11 @@ struct Op {
     std::array<View, 6> v{};
     ParamId p0 = kNoParam, p1 = kNoParam;
     bool accumulate = false;  // add into the output (beta = 1) instead of overwriting
+    // fp8: the kept transposed input X^T carries its own amax and dequantization factor (2 x f32)
+    // after its elements: an fp8_cast writes them there (v2), the weight gradient's
+    // linear_bwd_weight reads them (v1) instead of scale slot scale_b, which a later micro-batch's
+    // forward of the layer may have overwritten (pipeline stages hold several in flight).
+    bool kept_scale = false;
     std::int64_t unit = -1;   // collectives, unit_grads_begin, fp8_cast_weights: the shard unit (layout.units)
     int comm_back = 0;        // comm_wait: 0 = the latest collective issued, 1 = the one before, ...
     std::int8_t send_peer = 0, recv_peer = 0;  // p2p: +1 the next stage, -1 the previous one
