@@ -106,8 +106,10 @@ void check_runtime_plan(const ModelConfig& m, const Plan& p) {
         throw InputError(extended_setting_flag(p), "the Preflight runtime executes full pre-training plans only (no "
                                                    "LoRA/QLoRA, offload, GPipe schedule, cp or ep)");
     // Bounded work: the runtime and its dry run walk every micro-batch and layer of a step.
-    // A rank walks its stage's layers: the first stage's are the most (the split's remainder goes first).
-    const std::int64_t layers = pipeline_stage_layers(p, m.layers, 0);
+    // A rank walks its stage's layers: the most are the first stage's under the even split (its
+    // remainder goes first), a middle stage's under the interleaved embedding and loss slots.
+    std::int64_t layers = 0;
+    for (std::int64_t s = 0; s < p.pp; ++s) layers = std::max(layers, pipeline_stage_layers(p, m.layers, s));
     // What a step holds at once is reached by max(2, pp) micro-batches: the later ones reuse the
     // buffers of those in flight (1F1B holds at most pp; the first and the reducing last micro-batch
     // differ only without a pipeline), so that many measure the same per-GPU peak. The interleaved

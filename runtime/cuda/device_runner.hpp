@@ -522,9 +522,7 @@ private:
             case OpKind::loss_accumulate:
                 launch_loss_sum(at<float>(t, op.v[0]), d.rows, base<float>(t, P.scalars), stream);
                 break;
-            case OpKind::grad_accumulate:
-                launch_grad_accumulate(base<float>(t, P.grads_fp32), base<bf16>(t, P.grads), P.param_elements, stream);
-                break;
+            case OpKind::grad_accumulate: accumulate_grads(op, t); break;
             case OpKind::optimizer: optimizer(t); break;
             case OpKind::unit_grads_begin:
             case OpKind::all_reduce:
@@ -570,6 +568,7 @@ private:
     template <class T>
     void init_parameters(const BufferTable& t);
     void zero_gradients(const BufferTable& t);
+    void accumulate_grads(const Op& op, const BufferTable& t);  // grad_accumulate
     void optimizer(const BufferTable& t);
     void adamw_region(const OptimizerRegion& r, const BufferTable& t);
     void sgd_region(const OptimizerRegion& r, const BufferTable& t);

@@ -144,7 +144,11 @@ void HostRunner::run_elementwise(const Op& op) {
         case OpKind::grad_accumulate: {
             Vec& acc = buf_.at(P.grads_fp32);
             Vec& gr = buf_.at(P.grads);
-            for (std::size_t i = 0; i < acc.size(); ++i) acc[i] += gr[i], gr[i] = 0.0;
+            // v0: the region (a model chunk's units), else the whole buffer.
+            const bool region = op.v[0].buffer != kNoBuffer;
+            const auto from = static_cast<std::size_t>(region ? op.v[0].offset : 0);
+            const std::size_t to = region ? from + static_cast<std::size_t>(op.v[0].cols) : acc.size();
+            for (std::size_t i = from; i < to; ++i) acc[i] += gr[i], gr[i] = 0.0;
             break;
         }
         default: throw std::logic_error("HostRunner: op kind " + std::string(to_string(op.kind)) + " not handled");

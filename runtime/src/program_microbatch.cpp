@@ -234,8 +234,16 @@ void emit_backward_pass(Builder& B, std::size_t chunk, std::int64_t mb, const Fo
         emit_send(B, dres, emb, -1);
         stage_backward_end(B, P.step, c.first, emb);
     }
-    if (P.grads_fp32 != kNoBuffer)  // grad_accumulate: fp32 buffer += 16-bit gradients, which are then zeroed
-        B.emit(P.step, OpKind::grad_accumulate, "accumulate gradients in fp32", emb);
+    if (P.grads_fp32 != kNoBuffer) {  // grad_accumulate: fp32 buffer += 16-bit gradients, which are then zeroed
+        Op& o = B.emit(P.step, OpKind::grad_accumulate, "accumulate gradients in fp32", emb);
+        // v0 (several chunks on the stage): only this chunk's units, which lie together in the layout.
+        if (d.chunks.size() > 1) {
+            const ShardUnit& lo = P.layout.units[d.model_first(chunk) ? embedding_unit() : layer_unit(P, c.first)];
+            const ShardUnit& hi = P.layout.units[d.model_last(chunk) ? head_unit(P) : layer_unit(P, last_layer)];
+            const std::int64_t n = hi.begin + hi.padded - lo.begin;
+            o.v[0] = {P.grads_fp32, 1, n, n, lo.begin};
+        }
+    }
 }
 
 // Ops appended to the step since `from`, taken out of it (a template).

@@ -183,13 +183,17 @@ TEST(InterleavedSchedule, EveryStagesSendsMeetTheirReceivesWithoutDeadlock) {
     const ModelConfig slots = test::llama_model(64, 22, 4, 2, 96, 1000, 256);
     for (auto [pp, vpp] : {std::pair{2, 6}, std::pair{3, 4}, std::pair{4, 3}})
         for (std::int64_t k : {1, 2}) EXPECT_EQ(play_plan(slots, interleaved(pp, vpp, k * pp)), "") << pp << " x " << vpp;
-    // 1F1B too, and the checker does catch a deadlock: two stages that each send first, lone.
-    EXPECT_EQ(play_plan(m, [] {
-                  Plan p = interleaved(4, 1, 6);
-                  p.pp_schedule = PpSchedule::one_f_one_b;
-                  return p;
-              }()),
-              "");
+    // 1F1B too, whose sends never wrap around the ring (the comms would carry a stray one there:
+    // ring_rank), and the checker does catch a deadlock: two stages that each send first, lone.
+    Plan one_f_one_b = interleaved(4, 1, 6);
+    one_f_one_b.pp_schedule = PpSchedule::one_f_one_b;
+    EXPECT_EQ(play_plan(m, one_f_one_b), "");
+    for (std::int64_t s : {0, 3})
+        for (const Op& op : build_program(m, one_f_one_b, s).step) {
+            if (op.kind != OpKind::p2p) continue;
+            for (int peer : {op.send_peer, op.recv_peer, op.send2_peer, op.recv2_peer})
+                EXPECT_TRUE(s == 0 ? peer >= 0 : peer <= 0) << "stage " << s << ": " << op.name;
+        }
     const P2p send_to_0{{{0, 8}}, {}}, send_to_1{{{1, 8}}, {}}, recv_from_0{{}, {{0, 8}}}, recv_from_1{{}, {{1, 8}}};
     EXPECT_NE(play({{send_to_1, recv_from_1}, {send_to_0, recv_from_0}}), "");
     EXPECT_EQ(play({{send_to_1, recv_from_1}, {recv_from_0, send_to_0}}), "");
