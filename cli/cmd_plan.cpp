@@ -442,10 +442,6 @@ std::int64_t from_batch_tokens(const PlanCommandState& st, const ModelConfig& mo
 }  // namespace
 
 int run_plan(PlanCommandState& st) {
-    // --emit's output is the framework's own form, so a JSON request cannot be honoured silently.
-    if (!st.emit.empty() && st.flags.format == "json")
-        throw InputError("--format", "json does not apply with --emit " + st.emit +
-                                         ", which prints that framework's own form (drop one of the two)");
     const auto dir = data_dir_of(st.flags.data_dir);
     const ModelConfig model = load_plan_model(st.flags, dir);
     if (st.gbs_tokens == 0) st.gbs_tokens = from_batch_tokens(st, model);
@@ -479,6 +475,7 @@ namespace {
 // --from: the GPU count, the global batch and the overlaps a config implies, where the flags give none;
 // returns what the config set (its origins blame its refused values on it).
 FromApplied take_from(PlanCommandState& st, const CLI::App& sub) {
+    check_emit_flags(sub, st.emit, st.flags.format);
     const bool gpus_given = sub.count("--gpus") > 0;
     const FromApplied a =
         apply_from(st.from, sub, st.flags, gpus_given ? std::optional<std::int64_t>(st.gpus) : std::nullopt, std::cerr);
@@ -536,7 +533,7 @@ Command add_plan_command(CLI::App& app) {
     auto* sub = app.add_subcommand(
         "plan", "Search plans for N GPUs and a global batch: ranked by predicted tokens/s, with MFU/HFU, step time, "
                 "rejected families, exports");
-    add_plan_flags(*sub, st->flags);
+    add_plan_flags(*sub, st->flags, true);
     add_framework_flag(*sub, st->flags);
     auto* g = "Search";
     sub->add_option("--gpus", st->gpus, "Number of GPUs (dp * tp * pp = N; searched tp stays inside a node, a pinned --tp may span nodes; at most 2^20)")

@@ -210,7 +210,29 @@ FieldValue slot_value(const PlanField& field, const PlanFlags::Slot& slot) {
 
 }  // namespace
 
-void add_plan_flags(CLI::App& app, PlanFlags& f) {
+namespace {
+
+// `plan`'s help: a layout, batch-shape or recipe flag left out is searched, so its "(default X)"
+// would say what the search does not keep.
+void say_searched(CLI::App& app) {
+    for (const char* name : {"--mbs", "--grad-acc", "--dp", "--tp", "--pp", "--sp", "--zero", "--recompute", "--precision"}) {
+        CLI::Option* o = app.get_option_no_throw(name);
+        if (o == nullptr) continue;
+        std::string d = o->get_description();
+        const std::size_t at = d.find("(default ");
+        if (at == std::string::npos) {
+            d += " (searched when not given)";
+        } else {
+            const std::size_t end = d.find_first_of(";)", at);
+            d.replace(at, end - at, "(searched when not given");
+        }
+        o->description(d);
+    }
+}
+
+}  // namespace
+
+void add_plan_flags(CLI::App& app, PlanFlags& f, bool searched) {
     app.add_option("--model", f.model,
                    "Catalog name (see `preflight models`) or path to a Hugging Face config.json")
         ->capture_default_str();
@@ -224,6 +246,19 @@ void add_plan_flags(CLI::App& app, PlanFlags& f) {
         ->transform(exact_integer())
         ->check(CLI::Range(std::int64_t{0}, limits::kMaxDeviceBytes));
     app.add_option("--data-dir", f.data_dir, "Catalog folder (default: $PREFLIGHT_DATA_DIR or the built-in data/)");
+    if (searched) say_searched(app);
+}
+
+void check_emit_flags(const CLI::App& sub, const std::string& emit, const std::string& format) {
+    if (emit.empty()) return;
+    // --emit's output is the framework's own form, so a JSON request cannot be honoured silently.
+    if (format == "json")
+        throw InputError("--format", "json does not apply with --emit " + emit +
+                                         ", which prints that framework's own form (drop one of the two)");
+    // It prints the recommendation alone: a count of ranked plans to show would change nothing.
+    if (sub.count("--top-k") > 0)
+        throw InputError("--top-k", "does not apply with --emit " + emit +
+                                        ", which prints the recommendation alone (drop one of the two)");
 }
 
 void add_framework_flag(CLI::App& app, PlanFlags& f) {

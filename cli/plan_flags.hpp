@@ -73,7 +73,10 @@ CLI::Validator exact_integer();
 CLI::Validator finite_real();
 
 // Registers --model, --gpu, a flag per plan field (plan_schema.hpp), --overhead-bytes, --data-dir.
-void add_plan_flags(CLI::App& app, PlanFlags& f);
+// `searched`: plan's help (the layout, batch shape and recipe flags are searched when not given).
+void add_plan_flags(CLI::App& app, PlanFlags& f, bool searched = false);
+// plan --emit: --format json or --top-k beside it change nothing it prints (InputError naming the flag).
+void check_emit_flags(const CLI::App& sub, const std::string& emit, const std::string& format);
 // Extra lines of a plan or memory report for the extensions in use (nothing for a
 // pre-training plan): adapters and frozen base, host memory and PCIe traffic, pipeline
 // schedule, context/expert parallelism.

@@ -102,7 +102,7 @@ std::vector<PlanField> core_fields() {
     t.back().get = [](const Plan& p) -> FieldValue { return p.tp; };
     t.back().set = [](Plan& p, const FieldValue& v) { return p.tp = integer(v), true; };
     t.back().pin = [](PlanPins& s, const Plan& p) { s.tp = p.tp; };
-    t.push_back(count("pp", "--pp", "Pipeline-parallel stages, 1F1B schedule (default 1)", kMaxGpus, "kMaxGpus"));
+    t.push_back(count("pp", "--pp", "Pipeline-parallel stages, in the --pp-schedule (default 1)", kMaxGpus, "kMaxGpus"));
     t.back().get = [](const Plan& p) -> FieldValue { return p.pp; };
     t.back().set = [](Plan& p, const FieldValue& v) { return p.pp = integer(v), true; };
     t.back().pin = [](PlanPins& s, const Plan& p) { s.pp = p.pp; };

@@ -133,6 +133,11 @@ TEST(PlanCli, EmitRefusesJsonAndAnEmptyValue) {
     EXPECT_EQ(both.exit_code, 2);
     EXPECT_TRUE(both.out.empty()) << both.out;
     EXPECT_TRUE(has(both.err, "--format: json does not apply with --emit torchtitan")) << both.err;
+    // --emit prints the recommendation alone, so --top-k would change nothing (audit, 2026-11-29).
+    const CliRun top = run_preflight(kDoneWhen + " --emit preflight --top-k 3");
+    EXPECT_EQ(top.exit_code, 2);
+    EXPECT_TRUE(top.out.empty()) << top.out;
+    EXPECT_TRUE(has(top.err, "--top-k: does not apply with --emit preflight")) << top.err;
 
     const CliRun empty = run_preflight(kDoneWhen + " --emit= torchtitan");
     EXPECT_EQ(empty.exit_code, 2);
