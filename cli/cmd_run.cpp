@@ -221,8 +221,14 @@ void print_table(const runtime::RunReport& r) {
                     static_cast<long long>(most->stage), static_cast<long long>(rank), format_bytes(most->peak_bytes).c_str(),
                     most->fits ? "fits" : "DOES NOT FIT");
     }
-    std::printf("peak: %s; planner's peak phase: %s; agreement %.4f %%\n", r.measured.peak_where.c_str(),
-                describe(r.predicted.memory.peak_phase).c_str(), 100 * runtime::peak_relative_error(r));
+    // The planner's phase counts the micro-batches held at once (the walk's names the one it is in).
+    Phase planned = r.predicted.memory.peak_phase;
+    const std::int64_t held = planned.micro_batch;
+    planned.micro_batch = 0;
+    std::string where = describe(planned);
+    if (held > 0) where += " (" + count_of(held, "micro-batch", "micro-batches") + " in flight)";
+    std::printf("peak: %s; planner's peak phase: %s; agreement %.4f %%\n", r.measured.peak_where.c_str(), where.c_str(),
+                100 * runtime::peak_relative_error(r));
     if (!r.measured.losses.empty()) std::printf("loss: first %.4f, last %.4f\n", r.measured.losses.front(), r.measured.losses.back());
     if (!r.measured.attention_backend.empty()) std::cout << "attention: " << r.measured.attention_backend << "\n";
     if (r.measured.arena_bytes && r.measured.arena_live_peak_bytes)
