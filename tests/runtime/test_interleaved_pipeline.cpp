@@ -188,6 +188,13 @@ TEST(InterleavedSchedule, EveryStagesSendsMeetTheirReceivesWithoutDeadlock) {
     Plan one_f_one_b = interleaved(4, 1, 6);
     one_f_one_b.pp_schedule = PpSchedule::one_f_one_b;
     EXPECT_EQ(play_plan(m, one_f_one_b), "");
+    for (int zero : {2, 3})
+        for (auto [pp, ga] : {std::pair{2, 3}, std::pair{4, 2}, std::pair{4, 8}}) {
+            // ZeRO-2/3 end a later stage's backward with a lone send (its first layer's reduction after it)
+            Plan z = interleaved(pp, 1, ga, 1, zero);
+            z.pp_schedule = PpSchedule::one_f_one_b;
+            EXPECT_EQ(play_plan(m, z), "") << to_flags(z);
+        }
     for (std::int64_t s : {0, 3})
         for (const Op& op : build_program(m, one_f_one_b, s).step) {
             if (op.kind != OpKind::p2p) continue;
