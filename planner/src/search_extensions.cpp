@@ -296,7 +296,8 @@ void refine_with_extensions(const ModelConfig& model, const GpuSpec& gpu, const 
         if (!best) return false;
         const Candidate& c = *best;
         std::string line = change + ": then " + to_flags(c.plan) + " fits at " +
-                           gib(c.memory.peak_bytes) + " per GPU";
+                           gib(judged_bytes(c.memory, req.memory.profile)) +
+                           (req.memory.profile.verdict_on_reserved ? " device need" : "") + " per GPU";
         if (c.memory.host_bytes_per_node > 0)
             line += " with " + gib(c.memory.host_bytes_per_node) + " of host memory per node";
         char buf[64];

@@ -19,11 +19,13 @@ bool try_change(const ModelConfig& model, const GpuSpec& gpu, const SearchReques
     const Candidate& c = *best;
     char buf[320];
     const std::string cp = c.plan.cp > 1 ? ", cp " + str(c.plan.cp) : "";
-    std::snprintf(buf, sizeof buf, "%s: then dp %lld, tp %lld, pp %lld%s, ZeRO-%d, recompute %s, mbs %lld fits at %s",
+    // The memory the profile judges the fit on: a device need where it models the allocator.
+    const bool need = r.memory.profile.verdict_on_reserved;
+    std::snprintf(buf, sizeof buf, "%s: then dp %lld, tp %lld, pp %lld%s, ZeRO-%d, recompute %s, mbs %lld fits at %s%s",
                   change.c_str(), static_cast<long long>(c.plan.dp), static_cast<long long>(c.plan.tp),
                   static_cast<long long>(c.plan.pp), cp.c_str(), static_cast<int>(c.plan.zero),
                   std::string(to_string(c.plan.recompute)).c_str(), static_cast<long long>(c.plan.mbs),
-                  gib(c.memory.peak_bytes).c_str());
+                  gib(judged_bytes(c.memory, r.memory.profile)).c_str(), need ? " device need" : "");
     out.suggestions.push_back(buf);
     return true;
 }

@@ -488,6 +488,22 @@ TEST(PlanCli, ThePinnedStageOrModeIsChangedToTheLightestThatFits) {
     }
 }
 
+TEST(PlanCli, ASuggestionQuotesTheMemoryTheProfileJudges) {
+    // Audit, 2026-11-29: under nanotron, which judges the fit on the device need (its pool, what
+    // lies outside PyTorch and a margin), "--gpus 8 ... fits at 63.81 GiB" quoted the tensors' peak.
+    const std::string req = "plan --framework nanotron --model llama-3-70b --gpu h100-sxm-80gb --gbs-tokens 1M --seq 4096";
+    const CliRun r = run_preflight(req + " --gpus 4");
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    const CliRun at8 = run_preflight(req + " --gpus 8 --format json");
+    ASSERT_EQ(at8.exit_code, 0) << at8.err;
+    const auto best = nlohmann::json::parse(at8.out)["candidates"][0]["memory"];
+    char need[32];
+    std::snprintf(need, sizeof need, "%.2f GiB", best["device_peak_bytes"].get<double>() / (1024.0 * 1024 * 1024));
+    EXPECT_TRUE(has(r.out, "--gpus 8 (more GPUs): then dp 1, tp 8, pp 1, ZeRO-0, recompute none, mbs 1 fits at " +
+                               std::string(need) + " device need"))
+        << r.out;
+}
+
 TEST(PlanCli, AHostMemoryLimitThatRefusesEveryPlanIsNamed) {
     // Plan edge-case audit, 2026-11-29: with the optimizer offloaded and --host-memory 1G nothing
     // fits, and the advice was "choose a larger GPU or a smaller model" though without the host
