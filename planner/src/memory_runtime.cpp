@@ -112,8 +112,9 @@ std::vector<StageModel::ChunkView> runtime_chunk_views(const StageModel& st, con
             held += own;
         } else {
             held -= own;
-            if (held + (queued + unsent) * dres > w.earlier_bwd || w.backward_at == 0)
-                w.earlier_bwd = std::max(w.earlier_bwd, held + (queued + unsent) * dres), w.backward_at = at;
+            const std::int64_t beside = held + (queued + unsent) * dres;
+            // backward_at 0: none yet (step 0 is an exchange or a forward).
+            if (w.backward_at == 0 || beside > w.earlier_bwd) w.earlier_bwd = beside, w.backward_at = at;
         }
         unsent += sent ? 1 : 0;
     }
@@ -134,7 +135,6 @@ StageModel chunk_view_model(const StageModel& st, const StageModel::ChunkView& v
     view.act_head = v.last ? st.act_head : 0;
     view.earlier_fwd = v.earlier_fwd;
     view.earlier_bwd = v.earlier_bwd;
-    view.view_first_layer = v.first_layer;
     view.output_grads_freed_in_forward = true;  // program_comm.cpp output_pass_end
     return view;
 }

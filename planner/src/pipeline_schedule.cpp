@@ -143,15 +143,14 @@ std::vector<PipelineStep> interleaved_stage_steps(const Plan& p, std::int64_t st
 
 std::vector<PipelinePass> pipeline_stage_order(const Plan& p, std::int64_t stage) {
     const std::int64_t total = p.grad_acc * schedule_chunks(p), warmup = warmup_passes(p, stage);
-    auto pass = [&](std::int64_t k, bool forward) { return kth_pass(p, k, forward); };
     std::vector<PipelinePass> order;
     order.reserve(static_cast<std::size_t>(2 * total));
-    for (std::int64_t k = 0; k < warmup; ++k) order.push_back(pass(k, true));
+    for (std::int64_t k = 0; k < warmup; ++k) order.push_back(kth_pass(p, k, true));
     for (std::int64_t k = 0; k < total - warmup; ++k) {
-        order.push_back(pass(k + warmup, true));
-        order.push_back(pass(k, false));
+        order.push_back(kth_pass(p, k + warmup, true));
+        order.push_back(kth_pass(p, k, false));
     }
-    for (std::int64_t k = total - warmup; k < total; ++k) order.push_back(pass(k, false));
+    for (std::int64_t k = total - warmup; k < total; ++k) order.push_back(kth_pass(p, k, false));
     return order;
 }
 

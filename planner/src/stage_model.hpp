@@ -87,7 +87,6 @@ struct StageModel {
     std::vector<ChunkView> chunk_views;
     std::int64_t earlier_fwd = -1, earlier_bwd = -1;
     bool output_grads_freed_in_forward = false;  // a view: ZeRO-2/3 wait for the head's reduction in its forward
-    std::int64_t view_first_layer = 1;  // a view's first stage layer (its phases' layer 1)
 };
 
 // Profile (megatron_fsdp, memory_fsdp.cpp): Megatron-FSDP's ZeRO-2/3 terms for the stage.
