@@ -135,23 +135,36 @@ void emit_interleaved(Builder& B) {
         }
         // p2p: v0 a forward's output to the next stage, v2 a backward's input gradient to the
         // previous one; v1 an activation from the previous stage, v3 a gradient from the next.
-        Op& o = B.emit(P.step, OpKind::p2p, "exchange", last_phase);
+        Op& o = B.emit(P.step, OpKind::p2p, "exchange:", last_phase);
+        // "activation of micro-batch 3, chunk 1": what a send or receive carries, for the op's name.
+        auto what = [](const PipelinePass& ps) {
+            std::string s = ps.forward ? " activation of micro-batch " : " gradient of micro-batch ";
+            s += std::to_string(ps.micro_batch);
+            s += ", chunk ";
+            s += std::to_string(ps.chunk);
+            return s;
+        };
         for (const PipelinePass& ps : st.sends) {
             const Op& send = template_of(ps).send;
-            o.name += std::string(" send ") + (ps.forward ? "activation" : "gradient");
+            o.name += " send";
+            o.name += what(ps);
+            o.name += ';';
             o.v[ps.forward ? 0 : 2] = send.v[0];
             (ps.forward ? o.send_peer : o.send2_peer) = send.send_peer;
             o.free.insert(o.free.end(), send.free.begin(), send.free.end());
         }
-        auto receive = [&](const PipelinePass& ps, std::size_t v, std::int8_t& peer, const char* what) {
+        auto receive = [&](const PipelinePass& ps, std::size_t v, std::int8_t& peer) {
             const Op& recv = template_of(ps).recv;
-            o.name += std::string(" receive ") + what;
+            o.name += " receive";
+            o.name += what(ps);
+            o.name += ';';
             o.v[v] = recv.v[1];
             peer = recv.recv_peer;
             o.alloc.insert(o.alloc.end(), recv.alloc.begin(), recv.alloc.end());
         };
-        if (st.recv_forward) receive(takers.forward[received_forward++], 1, o.recv_peer, "activation");
-        if (st.recv_backward) receive(takers.backward[received_backward++], 3, o.recv2_peer, "gradient");
+        if (st.recv_forward) receive(takers.forward[received_forward++], 1, o.recv_peer);
+        if (st.recv_backward) receive(takers.backward[received_backward++], 3, o.recv2_peer);
+        o.name.pop_back();  // the last ';'
     }
 }
 
