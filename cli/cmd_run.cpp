@@ -239,6 +239,14 @@ void print_table(const runtime::RunReport& r) {
                     format_bytes(*r.measured.arena_live_peak_bytes).c_str());
     else if (r.measured.allocator == "pool")
         std::cout << "allocator: cudaMallocAsync pool (--allocator pool)\n";
+    // The arena is taken whole at the start: a plan whose tensors fit can still not get it.
+    const std::int64_t overhead = r.predicted.memory.at_peak.overhead;
+    if (r.predicted.memory.fits && r.measured.arena_bytes &&
+        *r.measured.arena_bytes + overhead > r.predicted.memory.capacity_bytes)
+        std::printf("allocator: WARNING: the arena and the overhead (%s) exceed the %s the GPU has: a device run would "
+                    "fail to allocate it (--allocator pool takes memory as the step asks)\n",
+                    format_bytes(*r.measured.arena_bytes + overhead).c_str(),
+                    format_bytes(r.predicted.memory.capacity_bytes).c_str());
     if (r.measured.driver.used_peak_bytes) {
         // The buffers' memory: the arena taken in one piece, or the pool's reserved high-water mark.
         const std::optional<std::int64_t> held =

@@ -86,13 +86,15 @@ std::int64_t live_peak(const std::vector<Lifetime>& v) {
 
 }  // namespace
 
-std::vector<std::int64_t> place_greedy_by_size(const std::vector<Lifetime>& v, std::int64_t* arena_bytes) {
+std::vector<std::int64_t> place_greedy_by_size(const std::vector<Lifetime>& v, std::int64_t* arena_bytes,
+                                               EqualSizes ties) {
     const std::size_t n = v.size();
     std::vector<std::int64_t> offset(n, 0);
     std::vector<std::size_t> order(n);
     std::iota(order.begin(), order.end(), std::size_t{0});
-    std::stable_sort(order.begin(), order.end(), [&v](std::size_t a, std::size_t b) {
+    std::stable_sort(order.begin(), order.end(), [&v, ties](std::size_t a, std::size_t b) {
         if (v[a].bytes != v[b].bytes) return v[a].bytes > v[b].bytes;
+        if (ties == EqualSizes::earlier_first) return v[a].start < v[b].start;
         return v[a].end - v[a].start > v[b].end - v[b].start;
     });
     // The placed allocations by time bucket, so that placing one looks only at those alive
@@ -148,7 +150,10 @@ ArenaPlan plan_arena(const Program& program) {
         if (l.end < 0) l.end = trace.now();  // never released: held to the end
 
     ArenaPlan plan;
-    const std::vector<std::int64_t> offset = place_greedy_by_size(trace.lifetimes, &plan.arena_bytes);
+    std::vector<std::int64_t> offset = place_greedy_by_size(trace.lifetimes, &plan.arena_bytes);
+    std::int64_t earlier_first_bytes = 0;
+    std::vector<std::int64_t> other = place_greedy_by_size(trace.lifetimes, &earlier_first_bytes, EqualSizes::earlier_first);
+    if (earlier_first_bytes < plan.arena_bytes) offset = std::move(other), plan.arena_bytes = earlier_first_bytes;
     for (std::size_t s = 0; s < plan.slots.size(); ++s) plan.slots[s].resize(trace.per_section[s]);
     for (std::size_t i = 0; i < trace.lifetimes.size(); ++i) {
         const auto& [section, index] = trace.place[i];

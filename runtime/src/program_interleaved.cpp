@@ -82,46 +82,60 @@ Slots assign_slots(const Program& P, const std::vector<PipelineStep>& steps, con
     return s;
 }
 
-}  // namespace
+// The pass templates: per chunk and buffer slot, and the last micro-batch's own (ZeRO-0/1 reduce
+// in it), each with its receive and send taken out.
+struct Templates {
+    std::vector<std::vector<PassTemplate>> fwd, bwd;
+    std::vector<PassTemplate> fwd_last, bwd_last;
+    const Slots* slots = nullptr;
+    std::int64_t m = 1;
+    const PassTemplate& of(const PipelinePass& ps) const {
+        const auto c = static_cast<std::size_t>(ps.chunk);
+        if (ps.micro_batch == m) return ps.forward ? fwd_last[c] : bwd_last[c];
+        const std::size_t slot = slots->of.at({ps.chunk, ps.micro_batch});
+        return ps.forward ? fwd[c][slot] : bwd[c][slot];
+    }
+};
 
-void emit_interleaved(Builder& B) {
+Templates make_templates(Builder& B, const Slots& slots) {
     Program& P = B.p_;
-    const std::int64_t m = P.dims.grad_acc;
     const std::size_t chunks = P.dims.chunks.size();
-    const std::vector<PipelineStep> steps = interleaved_stage_steps(P.plan, P.pp_rank);
-    const Takers takers = takers_of(P, steps);
-    const Slots slots = assign_slots(P, steps, takers);
-    // Templates per chunk and slot, and the last micro-batch's own (ZeRO-0/1 reduce in it).
-    const bool reduce = data_parallel(P);
-    std::vector<std::vector<PassTemplate>> fwd(chunks), bwd(chunks);
+    Templates t{std::vector<std::vector<PassTemplate>>(chunks), std::vector<std::vector<PassTemplate>>(chunks),
+                std::vector<PassTemplate>(chunks), std::vector<PassTemplate>(chunks), &slots, P.dims.grad_acc};
     std::vector<std::vector<ForwardState>> state(chunks);
     for (std::size_t c = 0; c < chunks; ++c)
         for (std::size_t slot = 0; slot < slots.per_chunk[c]; ++slot) {
             const std::size_t from = P.step.size();
             state[c].push_back(emit_forward_pass(B, c, static_cast<std::int64_t>(slot) + 1, false));
-            fwd[c].push_back(split_template(take_from(P, from)));
+            t.fwd[c].push_back(split_template(take_from(P, from)));
         }
     for (std::size_t c = 0; c < chunks; ++c)
         for (std::size_t slot = 0; slot < slots.per_chunk[c]; ++slot) {
             const std::size_t from = P.step.size();
             emit_backward_pass(B, c, static_cast<std::int64_t>(slot) + 1, state[c][slot], false);
-            bwd[c].push_back(split_template(take_from(P, from)));
+            t.bwd[c].push_back(split_template(take_from(P, from)));
         }
-    std::vector<PassTemplate> fwd_last(chunks), bwd_last(chunks);
+    const bool reduce = data_parallel(P);
     for (std::size_t c = 0; c < chunks; ++c) {
         std::size_t from = P.step.size();
-        const ForwardState last = emit_forward_pass(B, c, m, reduce);
-        fwd_last[c] = split_template(take_from(P, from));
+        const ForwardState last = emit_forward_pass(B, c, t.m, reduce);
+        t.fwd_last[c] = split_template(take_from(P, from));
         from = P.step.size();
-        emit_backward_pass(B, c, m, last, reduce);
-        bwd_last[c] = split_template(take_from(P, from));
+        emit_backward_pass(B, c, t.m, last, reduce);
+        t.bwd_last[c] = split_template(take_from(P, from));
     }
-    auto template_of = [&](const PipelinePass& ps) -> const PassTemplate& {
-        const std::size_t c = static_cast<std::size_t>(ps.chunk);
-        if (ps.micro_batch == m) return ps.forward ? fwd_last[c] : bwd_last[c];
-        const std::size_t slot = slots.of.at({ps.chunk, ps.micro_batch});
-        return ps.forward ? fwd[c][slot] : bwd[c][slot];
-    };
+    return t;
+}
+
+}  // namespace
+
+void emit_interleaved(Builder& B) {
+    Program& P = B.p_;
+    const std::vector<PipelineStep> steps = interleaved_stage_steps(P.plan, P.pp_rank);
+    const Takers takers = takers_of(P, steps);
+    const Slots slots = assign_slots(P, steps, takers);
+    const Templates templates = make_templates(B, slots);
+    auto template_of = [&](const PipelinePass& ps) -> const PassTemplate& { return templates.of(ps); };
     std::size_t received_forward = 0, received_backward = 0;
     Phase last_phase{PhaseKind::forward, P.dims.chunks.front().first, 1};
     for (const PipelineStep& st : steps) {

@@ -36,6 +36,16 @@ TEST(ArenaPlacement, GreedyBySizeByHand) {
     EXPECT_EQ(top, 1536);
 }
 
+// A staircase of equal sizes, as the interleaved schedule's chunk micro-batches overlap: A [0, 4),
+// B [1, 6), C [5, 9), D [7, 10). Earlier first: A at 0, B beside it at 256, C at 0 (A has
+// ended), D at 256 (B has ended): 512 bytes.
+TEST(ArenaPlacement, EqualSizesEarlierFirstByHand) {
+    const std::vector<Lifetime> v = {{256, 0, 4}, {256, 1, 6}, {256, 5, 9}, {256, 7, 10}};
+    std::int64_t top = 0;
+    EXPECT_EQ(place_greedy_by_size(v, &top, EqualSizes::earlier_first), (std::vector<std::int64_t>{0, 256, 0, 256}));
+    EXPECT_EQ(top, 512);
+}
+
 // Equal sizes: the longer-lived goes first and lower. A stack of 3 nested lifetimes packs into
 // 3 x 256 bytes; two that never meet share one slot.
 TEST(ArenaPlacement, EqualSizesLongerLivedFirstAndDisjointOnesShare) {
@@ -49,11 +59,12 @@ TEST(ArenaPlacement, EqualSizesLongerLivedFirstAndDisjointOnesShare) {
 // The brute-force reference of greedy by size: each allocation, largest first (equal sizes: the
 // longer-lived first, then the earlier), at the lowest offset clear of every placed one alive
 // beside it, found by looking at all of them.
-std::vector<std::int64_t> greedy_by_size_reference(const std::vector<Lifetime>& v) {
+std::vector<std::int64_t> greedy_by_size_reference(const std::vector<Lifetime>& v, EqualSizes ties) {
     std::vector<std::size_t> order(v.size());
     for (std::size_t i = 0; i < v.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&v](std::size_t a, std::size_t b) {
+    std::stable_sort(order.begin(), order.end(), [&v, ties](std::size_t a, std::size_t b) {
         if (v[a].bytes != v[b].bytes) return v[a].bytes > v[b].bytes;
+        if (ties == EqualSizes::earlier_first) return v[a].start < v[b].start;
         return v[a].end - v[a].start > v[b].end - v[b].start;
     });
     std::vector<std::int64_t> offset(v.size(), -1);
@@ -90,12 +101,14 @@ TEST(ArenaPlacement, BucketedPlacementEqualsTheBruteForceReference) {
             const auto longest = trial % 4 == 0 ? std::uint64_t{4} : clock - static_cast<std::uint64_t>(l.start);
             l.end = l.start + 1 + static_cast<std::int64_t>(rng() % longest);
         }
-        const std::vector<std::int64_t> want = greedy_by_size_reference(v);
-        std::int64_t top = 0;
-        ASSERT_EQ(place_greedy_by_size(v, &top), want) << "trial " << trial;
-        std::int64_t want_top = 0;
-        for (std::size_t i = 0; i < v.size(); ++i) want_top = std::max(want_top, want[i] + v[i].bytes);
-        EXPECT_EQ(top, want_top);
+        for (EqualSizes ties : {EqualSizes::longer_lived_first, EqualSizes::earlier_first}) {
+            const std::vector<std::int64_t> want = greedy_by_size_reference(v, ties);
+            std::int64_t top = 0;
+            ASSERT_EQ(place_greedy_by_size(v, &top, ties), want) << "trial " << trial;
+            std::int64_t want_top = 0;
+            for (std::size_t i = 0; i < v.size(); ++i) want_top = std::max(want_top, want[i] + v[i].bytes);
+            EXPECT_EQ(top, want_top);
+        }
     }
 }
 

@@ -45,7 +45,8 @@ struct ArenaPlan {
     }
 };
 
-// Plans `program`'s allocations (walks set-up, one step and teardown without a device). Throws
+// Plans `program`'s allocations (walks set-up, one step and teardown without a device): greedy by
+// size with either tie-break between equal sizes (EqualSizes), keeping the smaller arena. Throws
 // std::logic_error when a step leaves a buffer it allocated alive (a plan for one step would not
 // serve the next).
 ArenaPlan plan_arena(const Program& program);
@@ -56,7 +57,12 @@ struct Lifetime {
     std::int64_t bytes = 0;  // already rounded
     std::int64_t start = 0, end = 0;
 };
-std::vector<std::int64_t> place_greedy_by_size(const std::vector<Lifetime>& lifetimes, std::int64_t* arena_bytes);
+// Equal sizes go longer-lived first (nested lifetimes stack), or earlier first (the interleaved
+// schedule's chunk micro-batches, whose lifetimes overlap in a staircase: longer-lived first left
+// Llama-3-70B's interleaved stage 14.7 % over its live peak, earlier first 0.2 %).
+enum class EqualSizes { longer_lived_first, earlier_first };
+std::vector<std::int64_t> place_greedy_by_size(const std::vector<Lifetime>& lifetimes, std::int64_t* arena_bytes,
+                                               EqualSizes ties = EqualSizes::longer_lived_first);
 
 // Hands out the planned offsets inside [base, base + capacity_bytes), replaying the plan
 // section by section (walk() says which section starts). An allocation whose slot ends past the
