@@ -226,7 +226,10 @@ void print_table(const runtime::RunReport& r) {
     const std::int64_t held = planned.micro_batch;
     planned.micro_batch = 0;
     std::string where = describe(planned);
-    if (held > 0) where += " (" + count_of(held, "micro-batch", "micro-batches") + " in flight)";
+    const bool chunks = r.plan.pp_schedule == PpSchedule::interleaved;  // it counts model-chunk micro-batches
+    if (held > 0)
+        where += " (" + count_of(held, chunks ? "chunk micro-batch" : "micro-batch", chunks ? "chunk micro-batches" : "micro-batches") +
+                 " in flight)";
     std::printf("peak: %s; planner's peak phase: %s; agreement %.4f %%\n", r.measured.peak_where.c_str(), where.c_str(),
                 100 * runtime::peak_relative_error(r));
     if (!r.measured.losses.empty()) std::printf("loss: first %.4f, last %.4f\n", r.measured.losses.front(), r.measured.losses.back());
@@ -259,8 +262,9 @@ void print_table(const runtime::RunReport& r) {
                                                            : r.measured.driver.nvml.c_str());
     }
     if (r.parallel.collectives_per_step > 0 && r.parallel.backend == "dry-run")
-        std::printf("collectives: %d a step over %s of buffers (walked, not run: what a device run issues)\n",
-                    r.parallel.collectives_per_step, format_bytes(r.parallel.collective_bytes_per_step).c_str());
+        std::printf("collectives: %d a step over %s of buffers (walked, not run: what a device run issues%s)\n",
+                    r.parallel.collectives_per_step, format_bytes(r.parallel.collective_bytes_per_step).c_str(),
+                    r.plan.pp > 1 ? "; pipeline sends and receives apart" : "");
     else if (r.parallel.collectives_per_step > 0)
         std::printf("collectives: %d a step (%s), all-reduce %s, reduce-scatter %s, all-gather %s%s\n",
                     r.parallel.collectives_per_step, format_bytes(r.parallel.collective_bytes_per_step).c_str(),

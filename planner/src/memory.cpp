@@ -319,8 +319,12 @@ void set_micro_batches_in_flight(StageModel& st, const ModelConfig& m, const Pla
         if (p.pp_schedule == PpSchedule::interleaved)
             st.earlier_layer_units = pipeline_held_layer_units(p, m.layers, stage) - st.layers;
     }
-    // Profile: the runtime's own schedule, chunk by chunk, to the byte.
-    if (st.runtime_units && p.pp_schedule == PpSchedule::interleaved) st.chunk_views = runtime_chunk_views(st, m, p, stage);
+    // Profile: the runtime's own schedule, chunk by chunk, to the byte; in flight counts the
+    // chunk micro-batches held at once (at most m v).
+    if (st.runtime_units && p.pp_schedule == PpSchedule::interleaved) {
+        st.chunk_views = runtime_chunk_views(st, m, p, stage);
+        st.in_flight = pipeline_in_flight(p, stage);
+    }
 }
 
 // What a stage's states and per-micro-batch activations depend on besides the plan:
@@ -455,9 +459,14 @@ struct PeakAt {
 
 PeakAt peak_of(const StageModel& st, bool first_step) {
     PeakAt best;
+    std::size_t best_at = 0;
     for_each_phase(st, false, [&](const StageModel& at, const Phase& ph, const Phase& shown) {
         const MemoryBreakdown b = snapshot(at, ph, first_step);
-        if (b.total() > best.bytes) best = {b.total(), shown, b};
+        // Of two chunk views' backwards that peak alike, the one a walk of the step meets first
+        // names the peak (the phase a dry run names).
+        const bool earlier_view = b.total() == best.bytes && ph.kind == PhaseKind::backward &&
+                                  best.phase.kind == PhaseKind::backward && at.view_backward_at < best_at;
+        if (b.total() > best.bytes || earlier_view) best = {b.total(), shown, b}, best_at = at.view_backward_at;
     });
     return best;
 }

@@ -118,10 +118,6 @@ std::vector<StageModel::ChunkView> runtime_chunk_views(const StageModel& st, con
         }
         unsent += sent ? 1 : 0;
     }
-    // The views in the order their backwards reach their most: of two that peak alike, the earlier
-    // is the one a walk of the step meets first (the phase a dry run names).
-    std::stable_sort(views.begin(), views.end(),
-                     [](const auto& a, const auto& b) { return a.backward_at < b.backward_at; });
     return views;
 }
 
@@ -135,6 +131,7 @@ StageModel chunk_view_model(const StageModel& st, const StageModel::ChunkView& v
     view.act_head = v.last ? st.act_head : 0;
     view.earlier_fwd = v.earlier_fwd;
     view.earlier_bwd = v.earlier_bwd;
+    view.view_backward_at = v.backward_at;
     view.output_grads_freed_in_forward = true;  // program_comm.cpp output_pass_end
     return view;
 }

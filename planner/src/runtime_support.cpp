@@ -59,7 +59,7 @@ void check_runtime_pipeline(const ModelConfig& m, const Plan& p) {
     if (p.pp <= 1) return;
     const std::string why = " (the Preflight runtime's pipeline runs 1F1B, plain or interleaved)";
     if (p.pp_schedule == PpSchedule::gpipe)
-        throw InputError("--pp-schedule", "GPipe is not implemented by the runtime; use 1f1b or interleaved" + why);
+        throw InputError("--pp-schedule", "GPipe is not implemented by the runtime; use 1f1b or interleaved");
     if (p.pp_schedule == PpSchedule::interleaved)
         for (std::int64_t stage = 0; stage < p.pp; ++stage)
             for (const StageChunk& c : pipeline_stage_chunks(p, m.layers, stage))
@@ -125,7 +125,8 @@ void check_runtime_plan(const ModelConfig& m, const Plan& p) {
         throw InputError("--grad-acc", std::to_string(p.grad_acc) + " exceeds the limit kMaxRuntimeGradAcc = " +
                                            std::to_string(limits::kMaxRuntimeGradAcc) + " of `preflight run`" + hint);
     if (p.grad_acc * layers > limits::kMaxRuntimeLayerSteps)
-        throw InputError("--grad-acc", std::to_string(p.grad_acc) + " micro-batches x " + std::to_string(layers) +
+        throw InputError("--grad-acc", std::to_string(p.grad_acc) + (p.grad_acc == 1 ? " micro-batch x " : " micro-batches x ") +
+                                           std::to_string(layers) +
                                            " layers a stage exceed the limit kMaxRuntimeLayerSteps = " +
                                            std::to_string(limits::kMaxRuntimeLayerSteps) + " of `preflight run`" + hint);
 }

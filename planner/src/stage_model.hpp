@@ -87,6 +87,7 @@ struct StageModel {
     std::vector<ChunkView> chunk_views;
     std::int64_t earlier_fwd = -1, earlier_bwd = -1;
     bool output_grads_freed_in_forward = false;  // a view: ZeRO-2/3 wait for the head's reduction in its forward
+    std::size_t view_backward_at = 0;  // a view: its ChunkView::backward_at
 };
 
 // Profile (megatron_fsdp, memory_fsdp.cpp): Megatron-FSDP's ZeRO-2/3 terms for the stage.
