@@ -19,7 +19,9 @@ namespace preflight {
 
 namespace {
 
+using detail::batch_shapes;
 using detail::gib;
+using detail::Shape;
 using detail::str;
 
 std::vector<std::int64_t> divisors(std::int64_t n) {
@@ -32,47 +34,6 @@ std::vector<std::int64_t> divisors(std::int64_t n) {
         }
     low.insert(low.end(), high.rbegin(), high.rend());
     return low;
-}
-
-struct Shape {
-    std::int64_t mbs, grad_acc;
-    double error;  // signed relative batch error
-};
-
-// (mbs, grad_acc) pairs for one dp degree: the pairs whose global batch is closest to
-// the target (all of them, so the search can trade micro-batch size for accumulation).
-std::vector<Shape> batch_shapes(const SearchRequest& req, std::int64_t seq, std::int64_t dp) {
-    const double target = static_cast<double>(req.gbs_tokens);
-    const double per_replica = target / static_cast<double>(seq * dp);  // sequences per replica
-    auto make = [&](std::int64_t mbs, std::int64_t ga) {
-        const double achieved = static_cast<double>(seq) * static_cast<double>(mbs) * static_cast<double>(ga) *
-                                static_cast<double>(dp);  // in double: pinned shapes may exceed int64
-        return Shape{mbs, ga, (achieved - target) / target};
-    };
-    auto nearest_ga = [&](std::int64_t mbs) {
-        return std::max<std::int64_t>(1, std::llround(per_replica / static_cast<double>(mbs)));
-    };
-    if (req.pins.mbs && req.pins.grad_acc) return {make(*req.pins.mbs, *req.pins.grad_acc)};
-    if (req.pins.mbs) return {make(*req.pins.mbs, nearest_ga(*req.pins.mbs))};
-    if (req.pins.grad_acc) {
-        const std::int64_t mbs =
-            std::max<std::int64_t>(1, std::llround(per_replica / static_cast<double>(*req.pins.grad_acc)));
-        return {make(mbs, *req.pins.grad_acc)};
-    }
-    // Bounded work: micro-batches above limits::kMaxSearchMbs sequences are not enumerated.
-    const std::int64_t max_mbs = std::clamp<std::int64_t>(
-        static_cast<std::int64_t>(std::min(std::ceil(per_replica), 1e18)), 1, limits::kMaxSearchMbs);
-    std::vector<Shape> all;
-    double best = 1e300;
-    for (std::int64_t mbs = 1; mbs <= max_mbs; ++mbs) {
-        const Shape s = make(mbs, nearest_ga(mbs));
-        best = std::min(best, std::abs(s.error));
-        all.push_back(s);
-    }
-    std::vector<Shape> keep;
-    for (const Shape& s : all)
-        if (std::abs(s.error) <= best * (1 + 1e-9) + 1e-12) keep.push_back(s);
-    return keep;
 }
 
 // A plan that fits, with what the ranking needs.
@@ -112,6 +73,42 @@ std::string tp_problem(const ModelConfig& m, std::int64_t t) {
     if (m.kv_heads % t != 0) return "does not divide the " + str(m.kv_heads) + " key/value heads";
     if (m.ffn_hidden % t != 0) return "does not divide the MLP width " + str(m.ffn_hidden);
     return {};
+}
+
+std::vector<Shape> batch_shapes(const SearchRequest& req, std::int64_t seq, std::int64_t dp, std::int64_t grad_acc_step) {
+    const double target = static_cast<double>(req.gbs_tokens);
+    const double per_replica = target / static_cast<double>(seq * dp);  // sequences per replica
+    auto make = [&](std::int64_t mbs, std::int64_t ga) {
+        const double achieved = static_cast<double>(seq) * static_cast<double>(mbs) * static_cast<double>(ga) *
+                                static_cast<double>(dp);  // in double: pinned shapes may exceed int64
+        return Shape{mbs, ga, (achieved - target) / target};
+    };
+    const auto step = static_cast<double>(std::max<std::int64_t>(grad_acc_step, 1));
+    auto nearest_ga = [&](std::int64_t mbs) {  // the nearest multiple of the step, at least one step
+        const double steps = std::max(1.0, static_cast<double>(std::llround(per_replica / static_cast<double>(mbs) / step)));
+        return static_cast<std::int64_t>(steps * step);
+    };
+    if (req.pins.mbs && req.pins.grad_acc) return {make(*req.pins.mbs, *req.pins.grad_acc)};
+    if (req.pins.mbs) return {make(*req.pins.mbs, nearest_ga(*req.pins.mbs))};
+    if (req.pins.grad_acc) {
+        const std::int64_t mbs =
+            std::max<std::int64_t>(1, std::llround(per_replica / static_cast<double>(*req.pins.grad_acc)));
+        return {make(mbs, *req.pins.grad_acc)};
+    }
+    // Bounded work: micro-batches above limits::kMaxSearchMbs sequences are not enumerated.
+    const std::int64_t max_mbs = std::clamp<std::int64_t>(
+        static_cast<std::int64_t>(std::min(std::ceil(per_replica), 1e18)), 1, limits::kMaxSearchMbs);
+    std::vector<Shape> all;
+    double best = 1e300;
+    for (std::int64_t mbs = 1; mbs <= max_mbs; ++mbs) {
+        const Shape s = make(mbs, nearest_ga(mbs));
+        best = std::min(best, std::abs(s.error));
+        all.push_back(s);
+    }
+    std::vector<Shape> keep;
+    for (const Shape& s : all)
+        if (std::abs(s.error) <= best * (1 + 1e-9) + 1e-12) keep.push_back(s);
+    return keep;
 }
 }  // namespace detail
 namespace {
@@ -194,7 +191,9 @@ bool batch_reachable(SearchState& st, const Plan& layout, const std::vector<Shap
     if (pins.mbs || pins.grad_acc || std::abs(shapes.front().error) <= st.req.batch_tolerance) return true;
     Rejection r;
     r.family = "batch dp " + str(layout.dp);
-    for (const Rejection& seen : st.out.rejected)  // one row per dp: its batch shapes depend on dp alone
+    // One row per dp: its batch shapes depend on dp alone (and on pp under a pinned interleaved schedule).
+    if (pins.pp_schedule == PpSchedule::interleaved && layout.pp > 1) r.family += " pp " + str(layout.pp);
+    for (const Rejection& seen : st.out.rejected)
         if (seen.family == r.family) return false;
     r.plan = layout;
     r.plan.mbs = shapes.front().mbs;
@@ -343,7 +342,9 @@ void search_layout(SearchState& st, std::int64_t tp, std::int64_t pp) {
     layout.pp = pp;
     layout.dp = st.req.gpus / (tp * pp);
     if (pins.dp && layout.dp != *pins.dp) return;
-    const std::vector<Shape> shapes = batch_shapes(st.req, st.seq, layout.dp);
+    // A pinned interleaved schedule takes whole groups of pp micro-batches (Megatron-LM).
+    const bool interleaved = pins.pp_schedule == PpSchedule::interleaved && pp > 1;
+    const std::vector<Shape> shapes = batch_shapes(st.req, st.seq, layout.dp, interleaved ? pp : 1);
     if (!batch_reachable(st, layout, shapes)) return;
     const std::vector<bool> sps = searched_sps(pins, tp);
     const std::vector<ZeroStage> zeros = searched_zeros(pins, layout.dp * st.base.cp, pp, st.req.memory.profile);
@@ -451,7 +452,10 @@ void rank_candidates(SearchState& st) {
 }  // namespace
 
 int refine_pool(const SearchRequest& req) {  // search.hpp: the pool refined, then the top_k shown
-    return req.pins.pp_schedule ? req.top_k : std::max(req.top_k, static_cast<int>(limits::kMaxTopK));
+    // Nothing is refined when the schedule is pinned, but for the chunks of a pinned interleaved one.
+    const PlanPins& pins = req.pins;
+    const bool nothing = pins.pp_schedule && (*pins.pp_schedule != PpSchedule::interleaved || pins.vpp);
+    return nothing ? req.top_k : std::max(req.top_k, static_cast<int>(limits::kMaxTopK));
 }
 
 std::string search_budget_spent_note(const SearchRequest& req) {

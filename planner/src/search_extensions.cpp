@@ -5,6 +5,7 @@
 // extensions would change when nothing fits.
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <cstdio>
 
 #include "preflight/planner/error.hpp"
@@ -40,10 +41,11 @@ auto ranks_before(const SearchRequest& req, std::int64_t limit_bytes) {
     };
 }
 
-std::string variant_label(const PlanPins& p, bool recompute_varies) {  // " recompute none, offload optimizer"
+std::string variant_label(const PlanPins& p, bool recompute_varies, bool vpp_varies) {  // " recompute none, offload optimizer"
     std::string s;
     const auto add = [&s](const std::string& part) { s += (s.empty() ? " " : ", ") + part; };
     if (recompute_varies && p.recompute) add("recompute " + std::string(to_string(*p.recompute)));
+    if (vpp_varies && p.vpp) add("vpp " + str(*p.vpp));
     if (p.offload && *p.offload != Offload::none) add("offload " + std::string(to_string(*p.offload)));
     if (p.cp && *p.cp > 1) add("cp " + str(*p.cp));
     if (p.ep && *p.ep > 1) add("ep " + str(*p.ep));
@@ -100,6 +102,7 @@ struct VariantAxes {
     std::vector<std::int64_t> cps;
     std::vector<std::int64_t> eps;
     std::vector<std::optional<Recompute>> recomputes;
+    std::vector<std::optional<std::int64_t>> vpps;  // a pinned interleaved schedule's chunks, 2 and 4 when not pinned
     std::optional<Precision> precision;
     bool needed = false;  // false: the plain search covers the request
 };
@@ -125,6 +128,10 @@ VariantAxes variant_axes(const ModelConfig& model, const GpuSpec& gpu, const Sea
         for (std::int64_t ep : {2, 4, 8, 16})
             if (model.experts % ep == 0 && N % ep == 0) v.eps.push_back(ep);
     v.recomputes = {pins.recompute};
+    v.vpps = {pins.vpp};
+    // A pinned interleaved schedule without --vpp: fewer, larger chunks hold more at once or less
+    // (Llama-3-70B at pp 4, 16 micro-batches: 110 layer activations in flight with 2, 95 with 4).
+    if (pins.pp_schedule == PpSchedule::interleaved && !pins.vpp) v.vpps = {2, 4};
     // HF/PEFT checkpoint whole decoder layers (gradient_checkpointing_enable) or nothing.
     if (pins.finetune != Finetune::full && !pins.recompute) v.recomputes = {Recompute::none, Recompute::full};
     // PEFT trains fp32 adapters under bf16 (or fp16) autocast: the recipes that differ only in
@@ -144,14 +151,16 @@ VariantAxes variant_axes(const ModelConfig& model, const GpuSpec& gpu, const Sea
     const bool params_need_zero3 =
         std::find(v.offloads.begin(), v.offloads.end(), Offload::optimizer_and_params) != v.offloads.end() && !pins.zero;
     v.needed = v.offloads.size() > 1 || v.cps.size() > 1 || v.cps.front() > 1 || v.eps.size() > 1 ||
-               v.recomputes.size() > 1 || params_need_zero3 || v.precision != pins.precision;
+               v.recomputes.size() > 1 || v.vpps.size() > 1 || params_need_zero3 || v.precision != pins.precision;
     return v;
 }
 
 // The plain search of one variant (offload, cp, ep, recompute, precision pinned).
 SearchRequest variant_request(const SearchRequest& req, Offload off, std::int64_t cp, std::int64_t ep,
-                              const std::optional<Recompute>& rc, const std::optional<Precision>& precision) {
+                              const std::optional<Recompute>& rc, const std::optional<Precision>& precision,
+                              const std::optional<std::int64_t>& vpp) {
     SearchRequest r = req;
+    r.pins.vpp = vpp;
     r.expand_variants = false;
     r.top_k = refine_pool(req);  // each variant's best plans, for the refinement of the merged pool
     r.pins.offload = off;
@@ -166,15 +175,16 @@ SearchRequest variant_request(const SearchRequest& req, Offload off, std::int64_
 
 // Adds one variant's result: its candidates (the search refused those needing more host
 // memory than given) and its rejections, labelled with the variant.
-// `recompute_varies`: the variants split on recompute (fine-tuning), so a family's label names it.
-void merge_variant(const SearchRequest& r, bool recompute_varies, SearchResult& res, SearchResult& out,
+// `recompute_varies`, `vpp_varies`: the variants split on recompute (fine-tuning) or on a pinned
+// interleaved schedule's chunks, so a family's label names it.
+void merge_variant(const SearchRequest& r, bool recompute_varies, bool vpp_varies, SearchResult& res, SearchResult& out,
                    std::vector<Candidate>& all) {
     out.seq = res.seq;
     out.limit_bytes = res.limit_bytes;
     out.plans_evaluated += res.plans_evaluated;
     out.plans_fitting += res.plans_fitting;
     out.plans_ruled_out += res.plans_ruled_out;
-    const std::string label = variant_label(r.pins, recompute_varies);
+    const std::string label = variant_label(r.pins, recompute_varies, vpp_varies);
     for (Candidate& c : res.candidates) all.push_back(std::move(c));
     for (Rejection& j : res.rejected) {
         if (!label.empty()) j.family += "," + label;
@@ -196,19 +206,20 @@ std::optional<SearchResult> search_extension_variants(const ModelConfig& model, 
     for (Offload off : v.offloads)
         for (std::int64_t cp : v.cps)
             for (std::int64_t ep : v.eps)
-                for (const auto& rc : v.recomputes) {
-                    SearchRequest r = variant_request(req, off, cp, ep, rc, v.precision);
-                    r.suggest = false;
-                    SearchResult res;
-                    try {
-                        res = search_plans(model, gpu, r);
-                    } catch (const SearchTooLarge&) {
-                        throw;  // the request, not the variant: refused whole
-                    } catch (const InputError&) {
-                        continue;  // a variant no layout can run
+                for (const auto& rc : v.recomputes)
+                    for (const auto& vpp : v.vpps) {
+                        SearchRequest r = variant_request(req, off, cp, ep, rc, v.precision, vpp);
+                        r.suggest = false;
+                        SearchResult res;
+                        try {
+                            res = search_plans(model, gpu, r);
+                        } catch (const SearchTooLarge&) {
+                            throw;  // the request, not the variant: refused whole
+                        } catch (const InputError&) {
+                            continue;  // a variant no layout can run
+                        }
+                        merge_variant(r, v.recomputes.size() > 1, v.vpps.size() > 1, res, out, all);
                     }
-                    merge_variant(r, v.recomputes.size() > 1, res, out, all);
-                }
     std::stable_sort(all.begin(), all.end(), ranks_before(req, out.limit_bytes));
     // The pool the interleaved refinement looks at; refine_with_extensions cuts it to the top_k.
     all.resize(std::min(all.size(), static_cast<std::size_t>(refine_pool(req))));
@@ -217,8 +228,8 @@ std::optional<SearchResult> search_extension_variants(const ModelConfig& model, 
         // The plain search's smallest changes for the first variant, then the extensions'. Of the
         // recompute modes searched (fine-tuning: none, full), the last holds the least: changes
         // judged under `none` alone said "no single change fits" where 2 GPUs fit with full.
-        const SearchRequest r =
-            variant_request(req, v.offloads.front(), v.cps.front(), v.eps.front(), v.recomputes.back(), v.precision);
+        const SearchRequest r = variant_request(req, v.offloads.front(), v.cps.front(), v.eps.front(), v.recomputes.back(),
+                                                v.precision, v.vpps.front());
         try {
             out.suggestions = search_plans(model, gpu, r).suggestions;
         } catch (const SearchTooLarge&) {
@@ -232,47 +243,69 @@ std::optional<SearchResult> search_extension_variants(const ModelConfig& model, 
 
 namespace {
 
+// The batch shapes an interleaved variant of a pipeline plan may take: its own when its
+// accumulation is a whole number of groups of pp micro-batches (Megatron-LM's requirement), else,
+// unless --grad-acc is pinned, dp's closest shapes that are, within the batch tolerance.
+std::vector<detail::Shape> interleaved_shapes(const SearchRequest& req, const Candidate& c) {
+    const Plan& plan = c.plan;
+    if (plan.grad_acc % plan.pp == 0 || req.pins.grad_acc) return {{plan.mbs, plan.grad_acc, c.batch_error}};
+    std::vector<detail::Shape> shapes = detail::batch_shapes(req, plan.seq, plan.dp, plan.pp);
+    std::erase_if(shapes, [&](const detail::Shape& s) { return std::abs(s.error) > req.batch_tolerance; });
+    return shapes;
+}
+
 // Interleaved 1F1B (Narayanan et al. 2021, sec. 2.2.2) for pipeline candidates: the bubble
 // shrinks by v at v times the pipeline sends and (p-1)/(p v) more activations. Swapped in where
-// the ranking prefers it.
+// the ranking prefers it; v is chosen here too when the schedule is pinned and --vpp is not.
 void refine_interleaved(const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& req, SearchResult& out) {
-    if (req.pins.pp_schedule) return;
+    if (req.pins.pp_schedule && (*req.pins.pp_schedule != PpSchedule::interleaved || req.pins.vpp)) return;
     MemoryOptions mopt = req.memory;
     mopt.timeline = false;
     ThroughputOptions topt = req.throughput;
     topt.grad_bucket_bytes = req.memory.profile.grad_bucket_bytes;
     bool changed = false;
     for (Candidate& c : out.candidates) {
-        if (c.plan.pp < 2 || c.plan.pp_schedule != PpSchedule::one_f_one_b) continue;
-        for (std::int64_t v : {2, 4}) {
-            Plan p = c.plan;
-            p.pp_schedule = PpSchedule::interleaved;
-            p.vpp = v;
-            if (!extension_plan_problem(p, model).empty()) continue;
-            MemoryReport mem;
-            try {
-                mem = evaluate_memory(model, gpu, p, mopt);
-            } catch (const InputError&) {
-                continue;  // the framework cannot build it (nanotron has no interleaved schedule)
+        if (c.plan.pp < 2 || c.plan.pp_schedule == PpSchedule::gpipe) continue;
+        const Plan was = c.plan;
+        for (const detail::Shape& shape : interleaved_shapes(req, c))
+            for (std::int64_t v : {2, 4}) {
+                Plan p = was;
+                p.pp_schedule = PpSchedule::interleaved;
+                p.vpp = v;
+                p.mbs = shape.mbs;
+                p.grad_acc = shape.grad_acc;
+                const bool same = c.plan.pp_schedule == PpSchedule::interleaved && c.plan.vpp == v &&
+                                  c.plan.mbs == shape.mbs && c.plan.grad_acc == shape.grad_acc;
+                if (same || !extension_plan_problem(p, model).empty()) continue;
+                MemoryReport mem;
+                try {
+                    mem = evaluate_memory(model, gpu, p, mopt);
+                } catch (const InputError&) {
+                    continue;  // the framework cannot build it (nanotron has no interleaved schedule)
+                }
+                ++out.plans_evaluated;
+                const std::int64_t judged = judged_bytes(mem, req.memory.profile);
+                if (judged > out.limit_bytes) continue;
+                const Throughput th =
+                    estimate_throughput(model, gpu, p, throughput_options_for(req.memory.profile, model, p, topt));
+                // As the ranking weighs them: a higher score, or the same score in less memory.
+                const std::int64_t held = judged_bytes(c.memory, req.memory.profile);
+                const double now = detail::rank_score(c.throughput.tokens_per_s, held, out.limit_bytes),
+                             then = detail::rank_score(th.tokens_per_s, judged, out.limit_bytes);
+                if (then > now || (then == now && judged < held)) {
+                    c.plan = p;
+                    c.batch_error = shape.error;
+                    c.memory = mem;
+                    c.throughput = th;
+                    changed = true;
+                }
             }
-            ++out.plans_evaluated;
-            const std::int64_t judged = judged_bytes(mem, req.memory.profile);
-            if (judged > out.limit_bytes) continue;
-            const Throughput th =
-                estimate_throughput(model, gpu, p, throughput_options_for(req.memory.profile, model, p, topt));
-            // As the ranking weighs them: a higher score, or the same score in less memory.
-            const std::int64_t held = judged_bytes(c.memory, req.memory.profile);
-            const double now = detail::rank_score(c.throughput.tokens_per_s, held, out.limit_bytes),
-                         then = detail::rank_score(th.tokens_per_s, judged, out.limit_bytes);
-            if (then > now || (then == now && judged < held)) {
-                c.plan = p;
-                c.memory = mem;
-                c.throughput = th;
-                changed = true;
-            }
-        }
     }
-    if (changed) std::stable_sort(out.candidates.begin(), out.candidates.end(), ranks_before(req, out.limit_bytes));
+    if (!changed) return;
+    std::stable_sort(out.candidates.begin(), out.candidates.end(), ranks_before(req, out.limit_bytes));
+    // Two pipeline plans of one layout whose shapes differ may both become the same interleaved one.
+    std::set<std::string> seen;
+    std::erase_if(out.candidates, [&seen](const Candidate& c) { return !seen.insert(to_flags(c.plan)).second; });
 }
 
 }  // namespace

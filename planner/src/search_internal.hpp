@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "preflight/planner/gpu.hpp"
 #include "preflight/planner/model.hpp"
@@ -36,6 +37,17 @@ inline double rank_score(double tokens_per_s, std::int64_t judged_bytes, std::in
         limit_bytes > 0 ? std::clamp(static_cast<double>(judged_bytes) / static_cast<double>(limit_bytes), 0.0, 1.0) : 0.0;
     return tokens_per_s * (1.0 - kRankMemoryWeight * share);
 }
+
+// One batch shape: mbs and grad_acc, and the signed relative error of its global batch.
+struct Shape {
+    std::int64_t mbs, grad_acc;
+    double error;
+};
+// (mbs, grad_acc) pairs for one dp degree: the pairs whose global batch is closest to the target
+// (all of them, so the search can trade micro-batch size for accumulation), grad_acc a multiple of
+// `grad_acc_step` (the interleaved schedule's pp) unless pinned (search.cpp).
+std::vector<Shape> batch_shapes(const SearchRequest& req, std::int64_t seq, std::int64_t dp,
+                                std::int64_t grad_acc_step = 1);
 
 // Nothing fits `req` (at sequence length `seq`): the single changes that would fit, lightest
 // first, into out.suggestions (search_suggest.cpp); SearchTooLarge once the budget is spent.

@@ -488,6 +488,30 @@ TEST(PlanCli, ThePinnedStageOrModeIsChangedToTheLightestThatFits) {
     }
 }
 
+TEST(PlanCli, AnInterleavedScheduleTakesWholeGroupsOfPpMicroBatchesAndItsChunksAreSearched) {
+    // User audit, 2026-11-29: 4,000,000 tokens at seq 8192 over dp 32 is 15.26 sequences a replica;
+    // the nearest accumulation, 15, is no whole number of groups of pp = 4 micro-batches
+    // (Megatron-LM's interleaved schedule), so a pinned interleaved search refused every family
+    // ("NO PLAN RUNS") and an unpinned one never tried 16. A pinned schedule also kept 2 chunks,
+    // though with 4 Llama-3-70B holds 95 layer activations in flight at pp 4 against 110 and fits in fp8.
+    const std::string req = "plan --model llama-3-70b --gpu h100-sxm-80gb --gpus 512 --gbs-tokens 4M --seq 8192 "
+                            "--framework preflight-runtime --format json";
+    const CliRun pinned = run_preflight(req + " --dp 32 --tp 4 --pp 4 --pp-schedule interleaved");
+    ASSERT_EQ(pinned.exit_code, 0) << pinned.err;
+    const auto best = nlohmann::json::parse(pinned.out)["candidates"][0]["plan"];
+    EXPECT_EQ(best["grad_acc"], 16);
+    EXPECT_EQ(best["vpp"], 4);
+    EXPECT_EQ(best["precision"], "fp8-mixed");
+    const CliRun open = run_preflight(req);
+    ASSERT_EQ(open.exit_code, 0) << open.err;
+    bool found = false;
+    const auto doc = nlohmann::json::parse(open.out);  // kept: a temporary's member would dangle in the loop
+    for (const auto& c : doc["candidates"])
+        found = found || (c["plan"].value("pp_schedule", "") == "interleaved" && c["plan"]["grad_acc"] == 16 &&
+                          c["plan"]["tp"] == 4 && c["plan"]["pp"] == 4);
+    EXPECT_TRUE(found) << "no interleaved dp 32 x tp 4 x pp 4 plan at 16 micro-batches among the candidates";
+}
+
 TEST(PlanCli, ASuggestionQuotesTheMemoryTheProfileJudges) {
     // Audit, 2026-11-29: under nanotron, which judges the fit on the device need (its pool, what
     // lies outside PyTorch and a margin), "--gpus 8 ... fits at 63.81 GiB" quoted the tensors' peak.
