@@ -47,6 +47,14 @@ void rederive_layout(const Plan& in_file, const CLI::App& sub, Plan& plan, const
     if (d.grad_acc) plan.grad_acc = *d.grad_acc;
 }
 
+// The model chunks a schedule takes when neither the file nor a flag says: 2 for the interleaved
+// schedule (the flags' default), 1 for the others (a --pp-schedule 1f1b beside an interleaved file).
+void default_chunks(const nlohmann::json& j, const CLI::App& sub, Plan& plan) {
+    const nlohmann::json& keys = j.contains("plan") && j["plan"].is_object() ? j["plan"] : j;
+    if (given_on(sub, "--vpp") || (keys.contains("vpp") && !given_on(sub, "--pp-schedule"))) return;
+    plan.vpp = plan.pp_schedule == PpSchedule::interleaved ? 2 : 1;
+}
+
 }  // namespace
 
 void add_plan_file_option(CLI::App& sub, std::string& file) {
@@ -82,6 +90,7 @@ Plan plan_from_file(const std::string& file, const CLI::App& sub, const Plan& fl
     for (const PlanField& f : plan_fields())
         if (given_on(sub, std::string(f.flag))) set_field(f, doc.plan, f.get(flags_plan), std::string(f.flag));
     rederive_layout(in_file, sub, doc.plan, file);
+    default_chunks(j, sub, doc.plan);
     return doc.plan;
 }
 

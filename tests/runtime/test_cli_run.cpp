@@ -168,6 +168,16 @@ TEST(CliRun, AnInterleavedPlanTheRuntimeProfileRanksWalksAsPredicted) {
         EXPECT_EQ(j["plan"]["pp_schedule"], "interleaved");
         EXPECT_EQ(j["measured"]["tracked_peak_bytes"], j["predicted"]["tracked_peak_bytes"]) << "stage " << stage;
     }
+    // A file that leaves vpp out takes the flags' default, 2 chunks; --pp-schedule 1f1b beside an
+    // interleaved file takes 1 (user audit: both were refused naming the file's vpp).
+    plan.erase("vpp");
+    std::ofstream(file) << plan.dump();
+    const auto defaulted = run("run --dry-run --format json --plan " + file.string());
+    ASSERT_EQ(defaulted.exit_code, 0) << defaulted.err;
+    EXPECT_EQ(nlohmann::json::parse(defaulted.out)["plan"]["vpp"], 2);
+    const auto plain = run("run --dry-run --format json --pp-schedule 1f1b --plan " + file.string());
+    ASSERT_EQ(plain.exit_code, 0) << plain.err;
+    EXPECT_EQ(nlohmann::json::parse(plain.out)["plan"].value("vpp", 1), 1);
     std::filesystem::remove(file);
     // A stage alone runs the same passes under either schedule: Llama-3-8B's 8 layers a stage at
     // pp 4 are timed alike (the whole plan's step is shorter interleaved: a smaller bubble).
