@@ -218,7 +218,8 @@ void add_lora_fields(std::vector<PlanField>& t) {
 void add_parallel_fields(std::vector<PlanField>& t) {
     t.push_back(field("vpp", "--vpp",
                       "Model chunks per pipeline stage for --pp-schedule interleaved (default 2 there, else 1; "
-                      "Megatron --num-layers-per-virtual-pipeline-stage = layers / (pp * vpp))",
+                      "pp * vpp divides the layers, or layers + 2 with the embedding and the loss taking a layer "
+                      "slot each, as Megatron's --account-for-embedding/loss-in-pipeline-split)",
                       kExtensionGroup, FieldType::integer));
     t.back().get = [](const Plan& p) -> FieldValue { return p.vpp; };
     t.back().set = [](Plan& p, const FieldValue& v) { return p.vpp = integer(v), true; };
