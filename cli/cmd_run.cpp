@@ -155,6 +155,31 @@ void print_op_times(const runtime::RunReport& r) {
     if (!g.rows.empty()) std::cout << g.render();
 }
 
+// The planner's peak phase: it counts the micro-batches held at once (the walk's names the one it
+// is in), model-chunk micro-batches under the interleaved schedule.
+std::string planned_peak_phase(const runtime::RunReport& r) {
+    Phase planned = r.predicted.memory.peak_phase;
+    const std::int64_t held = planned.micro_batch;
+    planned.micro_batch = 0;
+    std::string where = describe(planned);
+    const bool chunks = r.plan.pp_schedule == PpSchedule::interleaved;
+    if (held > 0)
+        where += " (" + count_of(held, chunks ? "chunk micro-batch" : "micro-batch", chunks ? "chunk micro-batches" : "micro-batches") +
+                 " in flight)";
+    return where;
+}
+
+// The arena is taken whole at the start: a plan whose tensors fit can still not get it.
+void warn_arena_over_capacity(const runtime::RunReport& r) {
+    const std::int64_t overhead = r.predicted.memory.at_peak.overhead;
+    if (r.predicted.memory.fits && r.measured.arena_bytes &&
+        *r.measured.arena_bytes + overhead > r.predicted.memory.capacity_bytes)
+        std::printf("allocator: WARNING: the arena and the overhead (%s) exceed the %s the GPU has: a device run would "
+                    "fail to allocate it (--allocator pool takes memory as the step asks)\n",
+                    format_bytes(*r.measured.arena_bytes + overhead).c_str(),
+                    format_bytes(r.predicted.memory.capacity_bytes).c_str());
+}
+
 void print_table(const runtime::RunReport& r) {
     std::cout << "# preflight run (" << r.mode << "): " << r.model.name << "\n# plan: " << to_flags(r.plan) << "\n";
     print_parallel(r);
@@ -221,17 +246,8 @@ void print_table(const runtime::RunReport& r) {
                     static_cast<long long>(most->stage), static_cast<long long>(rank), format_bytes(most->peak_bytes).c_str(),
                     most->fits ? "fits" : "DOES NOT FIT");
     }
-    // The planner's phase counts the micro-batches held at once (the walk's names the one it is in).
-    Phase planned = r.predicted.memory.peak_phase;
-    const std::int64_t held = planned.micro_batch;
-    planned.micro_batch = 0;
-    std::string where = describe(planned);
-    const bool chunks = r.plan.pp_schedule == PpSchedule::interleaved;  // it counts model-chunk micro-batches
-    if (held > 0)
-        where += " (" + count_of(held, chunks ? "chunk micro-batch" : "micro-batch", chunks ? "chunk micro-batches" : "micro-batches") +
-                 " in flight)";
-    std::printf("peak: %s; planner's peak phase: %s; agreement %.4f %%\n", r.measured.peak_where.c_str(), where.c_str(),
-                100 * runtime::peak_relative_error(r));
+    std::printf("peak: %s; planner's peak phase: %s; agreement %.4f %%\n", r.measured.peak_where.c_str(),
+                planned_peak_phase(r).c_str(), 100 * runtime::peak_relative_error(r));
     if (!r.measured.losses.empty()) std::printf("loss: first %.4f, last %.4f\n", r.measured.losses.front(), r.measured.losses.back());
     if (!r.measured.attention_backend.empty()) std::cout << "attention: " << r.measured.attention_backend << "\n";
     if (r.measured.arena_bytes && r.measured.arena_live_peak_bytes)
@@ -242,14 +258,7 @@ void print_table(const runtime::RunReport& r) {
                     format_bytes(*r.measured.arena_live_peak_bytes).c_str());
     else if (r.measured.allocator == "pool")
         std::cout << "allocator: cudaMallocAsync pool (--allocator pool)\n";
-    // The arena is taken whole at the start: a plan whose tensors fit can still not get it.
-    const std::int64_t overhead = r.predicted.memory.at_peak.overhead;
-    if (r.predicted.memory.fits && r.measured.arena_bytes &&
-        *r.measured.arena_bytes + overhead > r.predicted.memory.capacity_bytes)
-        std::printf("allocator: WARNING: the arena and the overhead (%s) exceed the %s the GPU has: a device run would "
-                    "fail to allocate it (--allocator pool takes memory as the step asks)\n",
-                    format_bytes(*r.measured.arena_bytes + overhead).c_str(),
-                    format_bytes(r.predicted.memory.capacity_bytes).c_str());
+    warn_arena_over_capacity(r);
     if (r.measured.driver.used_peak_bytes) {
         // The buffers' memory: the arena taken in one piece, or the pool's reserved high-water mark.
         const std::optional<std::int64_t> held =

@@ -48,10 +48,14 @@ void rederive_layout(const Plan& in_file, const CLI::App& sub, Plan& plan, const
 }
 
 // The model chunks a schedule takes when neither the file nor a flag says: 2 for the interleaved
-// schedule (the flags' default), 1 for the others (a --pp-schedule 1f1b beside an interleaved file).
+// schedule (the flags' default), 1 for the others (a --pp-schedule 1f1b beside an interleaved
+// file). The file's own vpp stands while its schedule does (restated by the flag or not).
 void default_chunks(const nlohmann::json& j, const CLI::App& sub, Plan& plan) {
     const nlohmann::json& keys = j.contains("plan") && j["plan"].is_object() ? j["plan"] : j;
-    if (given_on(sub, "--vpp") || (keys.contains("vpp") && !given_on(sub, "--pp-schedule"))) return;
+    const bool same_schedule = !keys.contains("pp_schedule") || !keys["pp_schedule"].is_string()
+                                   ? plan.pp_schedule == PpSchedule::one_f_one_b
+                                   : keys["pp_schedule"].get<std::string>() == to_string(plan.pp_schedule);
+    if (given_on(sub, "--vpp") || (keys.contains("vpp") && same_schedule)) return;
     plan.vpp = plan.pp_schedule == PpSchedule::interleaved ? 2 : 1;
 }
 

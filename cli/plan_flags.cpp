@@ -228,6 +228,10 @@ void say_searched(CLI::App& app) {
         }
         o->description(d);
     }
+    // The schedule and its chunks: the search tries interleaved with 2 and 4 chunks (unless pinned).
+    for (const char* name : {"--pp-schedule", "--vpp"})
+        if (CLI::Option* o = app.get_option_no_throw(name))
+            o->description(o->get_description() + "; plan: searched when not given (interleaved with 2 and 4 chunks)");
 }
 
 }  // namespace

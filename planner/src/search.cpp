@@ -346,6 +346,15 @@ void search_layout(SearchState& st, std::int64_t tp, std::int64_t pp) {
     const bool interleaved = pins.pp_schedule == PpSchedule::interleaved && pp > 1;
     const std::vector<Shape> shapes = batch_shapes(st.req, st.seq, layout.dp, interleaved ? pp : 1);
     if (!batch_reachable(st, layout, shapes)) return;
+    if (interleaved && pins.grad_acc && *pins.grad_acc % pp != 0) {  // every family alike: refused once
+        Plan first = layout;
+        first.mbs = shapes.front().mbs;
+        first.grad_acc = shapes.front().grad_acc;
+        note_refusal(st, first, "the plan cannot run: --grad-acc: " + str(*pins.grad_acc) +
+                                    " micro-batches is not a multiple of --pp " + str(pp) +
+                                    " (Megatron-LM's interleaved schedule requires it)");
+        return;
+    }
     const std::vector<bool> sps = searched_sps(pins, tp);
     const std::vector<ZeroStage> zeros = searched_zeros(pins, layout.dp * st.base.cp, pp, st.req.memory.profile);
     for (Precision pr : st.precisions)

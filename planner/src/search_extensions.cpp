@@ -91,6 +91,9 @@ void check_extension_pins(const SearchRequest& req, std::int64_t seq) {
         throw InputError("--offload", "'params' (ZeRO-Infinity parameter offload) needs --zero 3");
     if (pins.pp_schedule && *pins.pp_schedule != PpSchedule::one_f_one_b && pins.pp && *pins.pp < 2)
         throw InputError("--pp-schedule", std::string(to_string(*pins.pp_schedule)) + " needs --pp > 1");
+    if (pins.pp_schedule == PpSchedule::interleaved && pins.pp && pins.grad_acc && *pins.grad_acc % *pins.pp != 0)
+        throw InputError("--grad-acc", str(*pins.grad_acc) + " micro-batches is not a multiple of --pp " + str(*pins.pp) +
+                                           " (Megatron-LM's interleaved schedule requires it)");
     if (pins.vpp && *pins.vpp != 1 && pins.pp_schedule != PpSchedule::interleaved)
         throw InputError("--vpp", "needs --pp-schedule interleaved");
 }

@@ -166,8 +166,6 @@ OptimizerArgs region_args(const Program& P, const OptimizerRegion& r, const Buff
 
 }  // namespace
 
-// AdamW in as few launches as possible: a region at a time, up to kAdamwMaxTensors tensors per
-// launch (a tensor's alignment padding included).
 // grad_accumulate: the fp32 gradients += the 16-bit ones, then zeroed; over v0 (a model chunk's
 // units) when the op has one, else every parameter.
 void DeviceRunner::accumulate_grads(const Op& op, const BufferTable& t) {
@@ -175,6 +173,9 @@ void DeviceRunner::accumulate_grads(const Op& op, const BufferTable& t) {
     const std::int64_t from = region ? op.v[0].offset : 0, count = region ? op.v[0].cols : P.param_elements;
     launch_grad_accumulate(base<float>(t, P.grads_fp32) + from, base<bf16>(t, P.grads) + from, count, stream);
 }
+
+// AdamW in as few launches as possible: a region at a time, up to kAdamwMaxTensors tensors per
+// launch (a tensor's alignment padding included).
 
 void DeviceRunner::adamw_region(const OptimizerRegion& r, const BufferTable& t) {
     const OptimizerArgs a = region_args(P, r, t, step_);

@@ -258,7 +258,8 @@ void output_pass_end(Builder& B, std::vector<Op>& out, const Phase& ph);
 void embedding_backward_begin(Builder& B, std::vector<Op>& out, const Phase& ph);
 void embedding_backward_end(Builder& B, std::vector<Op>& out, const Phase& ph, bool reduce);
 // A model chunk after the first, after its input gradient is sent: ZeRO-2/3 reduce-scatter its
-// first layer's (`first_layer`) gradients (held back so that the send does not queue behind them), wait for it and free
+// first layer's (`first_layer`) gradients (under the interleaved schedule the send leaves the pass
+// for the exchange after it, so this reduce-scatter and its wait come first: exposed, not modelled) (held back so that the send does not queue behind them), wait for it and free
 // the buffer, so that a micro-batch's template leaves nothing in flight for the forwards 1F1B
 // interleaves with it. (The send then ends the template with this wait after it, so it is not
 // paired with the next forward's receive as append_as pairs them otherwise: a lone send, then a

@@ -5,6 +5,7 @@
 // buffer slot; its receive and send are taken out of it and issued in the exchanges instead.
 #include <algorithm>
 #include <map>
+#include <stdexcept>
 
 #include "preflight/planner/extensions.hpp"
 #include "program_builder.hpp"
@@ -72,7 +73,7 @@ Slots assign_slots(const Program& P, const std::vector<PipelineStep>& steps, con
     std::size_t received = 0;
     for (const PipelineStep& st : steps) {
         if (!st.compute) {
-            if (st.recv_forward) start(takers.forward[received++]);
+            if (st.recv_forward) start(takers.forward.at(received++));
         } else if (st.pass.forward && P.dims.model_first(static_cast<std::size_t>(st.pass.chunk))) {
             start(st.pass);
         } else if (!st.pass.forward) {
@@ -159,6 +160,7 @@ void emit_interleaved(Builder& B) {
             return s;
         };
         for (const PipelinePass& ps : st.sends) {
+            if (!template_of(ps).has_send) throw std::logic_error("interleaved schedule: a send from a pass that has none");
             const Op& send = template_of(ps).send;
             o.name += " send";
             o.name += what(ps);
@@ -168,6 +170,7 @@ void emit_interleaved(Builder& B) {
             o.free.insert(o.free.end(), send.free.begin(), send.free.end());
         }
         auto receive = [&](const PipelinePass& ps, std::size_t v, std::int8_t& peer) {
+            if (!template_of(ps).has_recv) throw std::logic_error("interleaved schedule: a receive for a pass that takes none");
             const Op& recv = template_of(ps).recv;
             o.name += " receive";
             o.name += what(ps);
@@ -176,8 +179,8 @@ void emit_interleaved(Builder& B) {
             peer = recv.recv_peer;
             o.alloc.insert(o.alloc.end(), recv.alloc.begin(), recv.alloc.end());
         };
-        if (st.recv_forward) receive(takers.forward[received_forward++], 1, o.recv_peer);
-        if (st.recv_backward) receive(takers.backward[received_backward++], 3, o.recv2_peer);
+        if (st.recv_forward) receive(takers.forward.at(received_forward++), 1, o.recv_peer);
+        if (st.recv_backward) receive(takers.backward.at(received_backward++), 3, o.recv2_peer);
         o.name.pop_back();  // the last ';'
     }
 }

@@ -1,7 +1,8 @@
 // The micro-batches of a rank's step program: the embedding (first stage), the stage's layers,
 // the output and loss (last stage), their backward, and the order they run in: one after the
 // other on a single stage, 1F1B across pipeline stages (PipeDream-Flush, Narayanan et al. 2021,
-// sec. 2.2), with the activations and gradients that cross stages sent point to point.
+// sec. 2.2), with the activations and gradients that cross stages sent point to point. A model
+// chunk's passes serve the interleaved schedule too (program_interleaved.cpp).
 #include <algorithm>
 
 #include "preflight/planner/error.hpp"

@@ -499,9 +499,14 @@ TEST(PlanCli, AnInterleavedScheduleTakesWholeGroupsOfPpMicroBatchesAndItsChunksA
     const CliRun pinned = run_preflight(req + " --dp 32 --tp 4 --pp 4 --pp-schedule interleaved");
     ASSERT_EQ(pinned.exit_code, 0) << pinned.err;
     const auto best = nlohmann::json::parse(pinned.out)["candidates"][0]["plan"];
-    EXPECT_EQ(best["grad_acc"], 16);
+    EXPECT_EQ(best["grad_acc"], 16);  // by hand: 15.26 sequences a replica, to a multiple of pp = 4
+    // The ranking's outcome (its step-time model), recorded: 4 chunks and fp8, which fits only with 4.
     EXPECT_EQ(best["vpp"], 4);
     EXPECT_EQ(best["precision"], "fp8-mixed");
+    // A pinned accumulation that is no whole number of groups of a pinned pp is bad input.
+    const CliRun five = run_preflight(req + " --pp 4 --pp-schedule interleaved --grad-acc 5");
+    EXPECT_EQ(five.exit_code, 2);
+    EXPECT_TRUE(has(five.err, "--grad-acc: 5 micro-batches is not a multiple of --pp 4")) << five.err;
     const CliRun open = run_preflight(req);
     ASSERT_EQ(open.exit_code, 0) << open.err;
     bool found = false;

@@ -170,6 +170,10 @@ TEST(CliRun, AnInterleavedPlanTheRuntimeProfileRanksWalksAsPredicted) {
     }
     // A file that leaves vpp out takes the flags' default, 2 chunks; --pp-schedule 1f1b beside an
     // interleaved file takes 1 (user audit: both were refused naming the file's vpp).
+    // Restating the file's own schedule keeps its chunks (review: it had reset them to 2).
+    const auto restated = run("run --dry-run --format json --pp-schedule interleaved --plan " + file.string());
+    ASSERT_EQ(restated.exit_code, 0) << restated.err;
+    EXPECT_EQ(nlohmann::json::parse(restated.out)["plan"]["vpp"], plan["vpp"]);
     plan.erase("vpp");
     std::ofstream(file) << plan.dump();
     const auto defaulted = run("run --dry-run --format json --plan " + file.string());

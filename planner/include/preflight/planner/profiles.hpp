@@ -79,8 +79,8 @@ FrameworkProfile runtime_profile();
 // runtime's check_supported and the preflight-runtime profile (FrameworkProfile::check_plan) both
 // call it. Other precisions pass.
 void check_runtime_fp8(const ModelConfig& model, const Plan& plan);
-// The runtime's pipeline (runtime/src/program_microbatch.cpp) runs 1F1B without virtual stages;
-// with a tied word embedding ZeRO-2/3 keep that unit's 16-bit gradients all step (its two copies
+// The runtime's pipeline (runtime/src/program_microbatch.cpp, program_interleaved.cpp) runs 1F1B or
+// interleaved 1F1B (every model chunk with a layer), not GPipe; with a tied word embedding ZeRO-2/3 keep that unit's 16-bit gradients all step (its two copies
 // are summed after the last micro-batch), so not under a recipe that accumulates in fp32. Throws
 // InputError naming the flag otherwise; pp 1 passes.
 void check_runtime_pipeline(const ModelConfig& model, const Plan& plan);

@@ -313,8 +313,8 @@ struct OptimizerRegion {
 std::vector<OptimizerRegion> optimizer_regions(const Program& program);
 
 // Throws InputError naming the flag for a plan this runtime cannot run (fp16, dropout, MoE,
-// GPipe or interleaved pipelines, ZeRO-2/3 with pp > 1 and a tied embedding under
-// bf16-mixed-fp32-grads, rowwise fp8, head_dim > 128, LoRA, offload, cp, ep, more micro-batches
+// a GPipe pipeline or an interleaved chunk without a layer, ZeRO-2/3 with pp > 1 and a tied
+// embedding under bf16-mixed-fp32-grads, rowwise fp8, head_dim > 128, LoRA, offload, cp, ep, more micro-batches
 // or layer-steps than its bounds): the planner's
 // check_runtime_model and check_runtime_plan (profiles.hpp), which the preflight-runtime
 // profile applies too.

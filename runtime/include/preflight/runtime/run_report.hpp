@@ -89,7 +89,7 @@ struct Predicted {
     std::optional<double> dp_communication_s;  // the step time's exposed data-parallel communication
     std::optional<double> tp_communication_s;  // its tensor-parallel collectives (exposed, Megatron-LM's default)
     std::optional<double> pp_communication_s;  // its pipeline sends and receives
-    std::optional<double> pipeline_bubble_s;   // its 1F1B bubble, (pp - 1) stage slots
+    std::optional<double> pipeline_bubble_s;   // its pipeline bubble, (pp - 1) / m of the ideal step (/ v interleaved)
     // What an emulated rank's measured step lacks: its collectives are local ops and its pipeline
     // receives wait for no neighbour, so it has neither their time nor the bubble.
     double emulated_communication_s() const {
