@@ -137,7 +137,7 @@ TEST(CliRun, TheRuntimeProfileRecommendsOnlyPlansRunExecutes) {
     std::filesystem::remove(plan);
 }
 
-// Since 2026-11-30 the runtime runs the interleaved schedule: an interleaved plan that `plan`
+// Since 2026-11-29 the runtime runs the interleaved schedule: an interleaved plan that `plan`
 // ranks under the runtime's own profile (Llama-3-70B on 512 H100s: tp 4 x pp 4, 4 chunks a
 // stage) walks, each stage's tracked peak equal to the prediction, and GPipe is still refused.
 TEST(CliRun, AnInterleavedPlanTheRuntimeProfileRanksWalksAsPredicted) {

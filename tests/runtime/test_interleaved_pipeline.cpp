@@ -15,6 +15,7 @@
 
 #include "catalog_fixture.hpp"
 #include "dry_run_compare.hpp"
+#include "pipeline_support.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/extensions.hpp"
 #include "preflight/runtime/arena.hpp"
@@ -37,11 +38,7 @@ Plan interleaved(std::int64_t pp, std::int64_t vpp, std::int64_t grad_acc, std::
     return p;
 }
 
-bool has_tensor(const Program& P, const std::string& name) {
-    for (const ParamSpec& ps : P.params)
-        if (ps.name == name) return true;
-    return false;
-}
+using test_support::has_tensor;
 
 // Llama-3.2-1B's 16 layers at pp 2, v 2: 4 layers a chunk; stage 0 holds the model's layers 1-4
 // and 9-12 with the embedding, stage 1 layers 5-8 and 13-16 with the head.
@@ -306,30 +303,10 @@ TEST(InterleavedProgram, RefusesAChunkWithoutLayersAndGpipeNamingTheFlag) {
 ModelConfig micro_llama() { return test::llama_model(16, 8, 4, 2, 24, 300, 16); }  // untied
 ModelConfig micro_gpt() { return test::gpt_model(16, 8, 2, 300, 16); }             // tied, learned positions
 
-// The plan's ranks against one GPU running the same global batch, 3 steps: the last stages' mean
-// loss and every updated parameter, relative.
+// The plan's ranks against one GPU running the same global batch, 3 steps.
 std::pair<double, double> worst_against_one_gpu(const ModelConfig& m, const Plan& multi) {
-    const int steps = 3;
-    const Program whole = build_program(m, single_gpu_plan(multi));
-    std::vector<Program> many;
-    for (std::int64_t r = 0; r < multi.gpus(); ++r) many.push_back(build_program(m, multi, r));
-    const std::vector<double> init = ref::random_params(whole, 5, 0.4);
-    const std::vector<RankResult> a = run_host_ranks(whole, {whole}, init, 77, steps);
-    const std::vector<RankResult> b = run_host_ranks(whole, many, init, 77, steps);
-    double loss = 0, param = 0, scale = 0;
-    for (int s = 0; s < steps; ++s) {
-        double mean = 0;
-        int n = 0;
-        for (std::size_t r = 0; r < many.size(); ++r)
-            if (many[r].dims.last_stage) mean += b[r].losses[static_cast<std::size_t>(s)], ++n;
-        const double want = a[0].losses[static_cast<std::size_t>(s)];
-        loss = std::max(loss, std::abs(mean / n - want) / want);
-    }
-    for (std::size_t i = 0; i < init.size(); ++i) {
-        param = std::max(param, std::abs(b[0].updated[i] - a[0].updated[i]));
-        scale = std::max(scale, std::abs(a[0].updated[i]));
-    }
-    return {loss, param / scale};
+    const test_support::Worst w = test_support::compare_with_one_gpu(m, multi, 3);
+    return {w.loss, w.param};
 }
 
 TEST(InterleavedParity, MatchesOneGpuAloneAndWithDataAndTensorParallelism) {

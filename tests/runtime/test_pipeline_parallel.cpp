@@ -16,6 +16,7 @@
 #include "catalog_fixture.hpp"
 #include "dry_run_compare.hpp"
 #include "host_step.hpp"
+#include "pipeline_support.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/runtime/host_runner.hpp"
 #include "preflight/runtime/reference_model.hpp"
@@ -37,11 +38,7 @@ Plan pp_plan(std::int64_t pp, std::int64_t grad_acc, std::int64_t dp = 1, int ze
     return p;
 }
 
-bool has_tensor(const Program& P, const std::string& name) {
-    for (const ParamSpec& ps : P.params)
-        if (ps.name == name) return true;
-    return false;
-}
+using test_support::has_tensor;
 
 // Llama-3-8B (32 layers) at pp 4: 8 layers a stage, the model's layers 1-8, 9-16, 17-24, 25-32;
 // the embedding on stage 0, the final norm and LM head on stage 3. Ranks are tp-dp-pp ordered:
@@ -273,36 +270,8 @@ TEST(PipelineProgram, RefusesWhatTheRuntimeDoesNotRunNamingTheFlag) {
 ModelConfig micro_llama() { return test::llama_model(16, 4, 4, 2, 24, 300, 16); }  // untied
 ModelConfig micro_gpt() { return test::gpt_model(16, 4, 2, 300, 16); }             // tied, learned positions
 
-struct Worst {
-    double loss = 0, param = 0;
-};
-
-// The plan's ranks against one GPU running the same global batch; the loss is the last stages'.
-Worst compare(const ModelConfig& m, const Plan& multi, int steps) {
-    const Program whole = build_program(m, single_gpu_plan(multi));
-    std::vector<Program> many;
-    for (std::int64_t r = 0; r < multi.gpus(); ++r) many.push_back(build_program(m, multi, r));
-    const Vec init = ref::random_params(whole, 5, 0.4);
-    const std::vector<RankResult> a = run_host_ranks(whole, {whole}, init, 77, steps);
-    const std::vector<RankResult> b = run_host_ranks(whole, many, init, 77, steps);
-    Worst w;
-    for (int s = 0; s < steps; ++s) {
-        double mean = 0;
-        int n = 0;
-        for (std::size_t r = 0; r < many.size(); ++r)
-            if (many[r].dims.last_stage) mean += b[r].losses[static_cast<std::size_t>(s)], ++n;
-        mean /= n;
-        const double want = a[0].losses[static_cast<std::size_t>(s)];
-        w.loss = std::max(w.loss, std::abs(mean - want) / want);
-    }
-    double scale = 0;
-    for (std::size_t i = 0; i < init.size(); ++i) {
-        w.param = std::max(w.param, std::abs(b[0].updated[i] - a[0].updated[i]));
-        scale = std::max(scale, std::abs(a[0].updated[i]));
-    }
-    w.param /= scale;
-    return w;
-}
+using test_support::Worst;
+Worst compare(const ModelConfig& m, const Plan& multi, int steps) { return test_support::compare_with_one_gpu(m, multi, steps); }
 
 // A micro pipeline plan (seq 6, mbs 2) and its parity against one GPU, 3 steps, within 1e-9,
 // folded into the worst seen so far.

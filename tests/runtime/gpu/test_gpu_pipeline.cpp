@@ -23,33 +23,39 @@ namespace {
 
 using namespace test;
 
+// A pipeline plan (seq 64, mbs 2) on the loopback group against one GPU, 3 steps, within the
+// data-parallel test's bounds; `schedule`: its --pp-schedule and --vpp.
+void expect_loopback_parity(const ModelConfig& m, std::int64_t pp, std::int64_t ga, std::int64_t dp, std::int64_t tp,
+                            int zero, Precision pr, PpSchedule schedule = PpSchedule::one_f_one_b, std::int64_t vpp = 1) {
+    const int steps = 3;
+    Plan p;
+    p.seq = 64;
+    p.mbs = 2;
+    p.pp = pp;
+    p.pp_schedule = schedule;
+    p.vpp = vpp;
+    p.grad_acc = ga;
+    p.dp = dp;
+    p.tp = tp;
+    p.sp = tp > 1;
+    p.zero = static_cast<ZeroStage>(zero);
+    p.precision = pr;
+    const Parity r = parity(m, p, steps);
+    const bool fp32 = pr == Precision::fp32;
+    const std::string what = m.name + " " + to_flags(p);
+    std::printf("loopback parity %-120s loss %.2e  params L2 %.2e  max %.2e\n", what.c_str(), r.loss, r.param_l2,
+                r.param_max);
+    EXPECT_LE(r.loss, fp32 ? 1e-5 : 1e-3) << what;
+    EXPECT_LE(r.param_l2, fp32 ? 1e-5 : kBf16ParamL2) << what;
+    EXPECT_LE(r.param_max, 2 * RunOptions{}.hyper.lr * steps) << what;
+}
+
 TEST(GpuPipeline, LoopbackParity) {
     PF_REQUIRE_GPU();
-    const int steps = 3;
-    const double lr = RunOptions{}.hyper.lr;
     for (const ModelConfig& m : {dp_llama(4), dp_gpt(4)})
         for (auto [pp, ga, dp, tp, zero] : {std::tuple{2, 3, 1, 1, 0}, std::tuple{4, 6, 1, 1, 0}, std::tuple{2, 4, 2, 2, 1},
                                             std::tuple{2, 4, 2, 1, 2}, std::tuple{2, 4, 2, 2, 3}})
-            for (Precision pr : {Precision::fp32, Precision::bf16_mixed}) {
-                Plan p;
-                p.seq = 64;
-                p.mbs = 2;
-                p.pp = pp;
-                p.grad_acc = ga;
-                p.dp = dp;
-                p.tp = tp;
-                p.sp = tp > 1;
-                p.zero = static_cast<ZeroStage>(zero);
-                p.precision = pr;
-                const Parity r = parity(m, p, steps);
-                const bool fp32 = pr == Precision::fp32;
-                const std::string what = m.name + " " + to_flags(p);
-                std::printf("loopback parity %-120s loss %.2e  params L2 %.2e  max %.2e\n", what.c_str(), r.loss,
-                            r.param_l2, r.param_max);
-                EXPECT_LE(r.loss, fp32 ? 1e-5 : 1e-3) << what;
-                EXPECT_LE(r.param_l2, fp32 ? 1e-5 : kBf16ParamL2) << what;
-                EXPECT_LE(r.param_max, 2 * lr * steps) << what;
-            }
+            for (Precision pr : {Precision::fp32, Precision::bf16_mixed}) expect_loopback_parity(m, pp, ga, dp, tp, zero, pr);
 }
 
 TEST(GpuPipeline, AnEmulatedStagesTrackedPeakEqualsItsDryRun) {
@@ -78,37 +84,15 @@ TEST(GpuPipeline, AnEmulatedStagesTrackedPeakEqualsItsDryRun) {
     }
 }
 
-// The interleaved schedule (since 2026-11-30): its grouped exchanges of up to two sends and two
+// The interleaved schedule (since 2026-11-29): its grouped exchanges of up to two sends and two
 // receives around the ring of stages, on the loopback group; the same bounds as 1F1B's.
 TEST(GpuPipeline, InterleavedLoopbackParity) {
     PF_REQUIRE_GPU();
-    const int steps = 3;
-    const double lr = RunOptions{}.hyper.lr;
     for (const ModelConfig& m : {dp_llama(8), dp_gpt(8)})
         for (auto [pp, vpp, ga, dp, tp, zero] : {std::tuple{2, 2, 4, 1, 1, 0}, std::tuple{4, 2, 4, 1, 1, 0},
                                                  std::tuple{2, 4, 2, 2, 2, 1}, std::tuple{2, 2, 4, 2, 1, 2}})
-            for (Precision pr : {Precision::fp32, Precision::bf16_mixed}) {
-                Plan p;
-                p.seq = 64;
-                p.mbs = 2;
-                p.pp = pp;
-                p.vpp = vpp;
-                p.pp_schedule = PpSchedule::interleaved;
-                p.grad_acc = ga;
-                p.dp = dp;
-                p.tp = tp;
-                p.sp = tp > 1;
-                p.zero = static_cast<ZeroStage>(zero);
-                p.precision = pr;
-                const Parity r = parity(m, p, steps);
-                const bool fp32 = pr == Precision::fp32;
-                const std::string what = m.name + " " + to_flags(p);
-                std::printf("interleaved loopback parity %-120s loss %.2e  params L2 %.2e  max %.2e\n", what.c_str(),
-                            r.loss, r.param_l2, r.param_max);
-                EXPECT_LE(r.loss, fp32 ? 1e-5 : 1e-3) << what;
-                EXPECT_LE(r.param_l2, fp32 ? 1e-5 : kBf16ParamL2) << what;
-                EXPECT_LE(r.param_max, 2 * lr * steps) << what;
-            }
+            for (Precision pr : {Precision::fp32, Precision::bf16_mixed})
+                expect_loopback_parity(m, pp, ga, dp, tp, zero, pr, PpSchedule::interleaved, vpp);
 }
 
 TEST(GpuPipeline, AnEmulatedInterleavedStagesTrackedPeakEqualsItsDryRun) {
