@@ -461,10 +461,7 @@ void rank_candidates(SearchState& st) {
 }  // namespace
 
 int refine_pool(const SearchRequest& req) {  // search.hpp: the pool refined, then the top_k shown
-    // Nothing is refined when the schedule is pinned, but for the chunks of a pinned interleaved one.
-    const PlanPins& pins = req.pins;
-    const bool nothing = pins.pp_schedule && (*pins.pp_schedule != PpSchedule::interleaved || pins.vpp);
-    return nothing ? req.top_k : std::max(req.top_k, static_cast<int>(limits::kMaxTopK));
+    return req.pins.pp_schedule ? req.top_k : std::max(req.top_k, static_cast<int>(limits::kMaxTopK));
 }
 
 std::string search_budget_spent_note(const SearchRequest& req) {

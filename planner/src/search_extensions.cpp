@@ -5,6 +5,7 @@
 // extensions would change when nothing fits.
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 #include <cstdio>
 
@@ -195,6 +196,29 @@ void merge_variant(const SearchRequest& r, bool recompute_varies, bool vpp_varie
     }
 }
 
+// A rejected family refused alike for every chunk count of a pinned interleaved schedule (a tp
+// that splits no heads, a batch no shape reaches) is one row, without the ", vpp N" label.
+void merge_chunk_rows(std::vector<Rejection>& rows, std::size_t chunk_counts) {
+    const auto base = [](const std::string& family) {
+        const std::size_t at = family.rfind(", vpp ");
+        return at == std::string::npos ? family : family.substr(0, at);
+    };
+    std::map<std::pair<std::string, std::string>, std::size_t> alike;
+    for (const Rejection& r : rows) ++alike[{base(r.family), r.reason}];
+    std::set<std::pair<std::string, std::string>> kept;
+    std::vector<Rejection> out;
+    for (Rejection& r : rows) {
+        const std::pair<std::string, std::string> key{base(r.family), r.reason};
+        if (alike[key] < chunk_counts) {
+            out.push_back(std::move(r));
+        } else if (kept.insert(key).second) {
+            r.family = key.first;
+            out.push_back(std::move(r));
+        }
+    }
+    rows = std::move(out);
+}
+
 }  // namespace
 
 std::optional<SearchResult> search_extension_variants(const ModelConfig& model, const GpuSpec& gpu,
@@ -223,6 +247,7 @@ std::optional<SearchResult> search_extension_variants(const ModelConfig& model, 
                         }
                         merge_variant(r, v.recomputes.size() > 1, v.vpps.size() > 1, res, out, all);
                     }
+    if (v.vpps.size() > 1) merge_chunk_rows(out.rejected, v.vpps.size());
     std::stable_sort(all.begin(), all.end(), ranks_before(req, out.limit_bytes));
     // The pool the interleaved refinement looks at; refine_with_extensions cuts it to the top_k.
     all.resize(std::min(all.size(), static_cast<std::size_t>(refine_pool(req))));
@@ -259,9 +284,9 @@ std::vector<detail::Shape> interleaved_shapes(const SearchRequest& req, const Ca
 
 // Interleaved 1F1B (Narayanan et al. 2021, sec. 2.2.2) for pipeline candidates: the bubble
 // shrinks by v at v times the pipeline sends and (p-1)/(p v) more activations. Swapped in where
-// the ranking prefers it; v is chosen here too when the schedule is pinned and --vpp is not.
+// the ranking prefers it. (A pinned interleaved schedule's chunks are a variant axis instead.)
 void refine_interleaved(const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& req, SearchResult& out) {
-    if (req.pins.pp_schedule && (*req.pins.pp_schedule != PpSchedule::interleaved || req.pins.vpp)) return;
+    if (req.pins.pp_schedule) return;
     MemoryOptions mopt = req.memory;
     mopt.timeline = false;
     ThroughputOptions topt = req.throughput;

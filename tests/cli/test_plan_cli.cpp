@@ -503,6 +503,13 @@ TEST(PlanCli, AnInterleavedScheduleTakesWholeGroupsOfPpMicroBatchesAndItsChunksA
     // The ranking's outcome (its step-time model), recorded: 4 chunks and fp8, which fits only with 4.
     EXPECT_EQ(best["vpp"], 4);
     EXPECT_EQ(best["precision"], "fp8-mixed");
+    // A family refused alike for both chunk counts is one row, without a ", vpp N" label (review:
+    // "tp 16, vpp 2" and "tp 16, vpp 4" said the same).
+    const CliRun table = run_preflight("plan --model llama-3-70b --gpu h100-sxm-80gb --gpus 512 --gbs-tokens 4M "
+                                       "--seq 8192 --framework preflight-runtime --pp 4 --pp-schedule interleaved");
+    ASSERT_EQ(table.exit_code, 0) << table.err;
+    EXPECT_TRUE(has(table.out, "\ntp 16 ")) << table.out;
+    EXPECT_FALSE(has(table.out, "tp 16, vpp")) << table.out;
     // A pinned accumulation that is no whole number of groups of a pinned pp is bad input.
     const CliRun five = run_preflight(req + " --pp 4 --pp-schedule interleaved --grad-acc 5");
     EXPECT_EQ(five.exit_code, 2);
