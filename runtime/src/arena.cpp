@@ -150,16 +150,19 @@ ArenaPlan plan_arena(const Program& program) {
         if (l.end < 0) l.end = trace.now();  // never released: held to the end
 
     ArenaPlan plan;
+    plan.live_peak_bytes = live_peak(trace.lifetimes);
     std::vector<std::int64_t> offset = place_greedy_by_size(trace.lifetimes, &plan.arena_bytes);
-    std::int64_t earlier_first_bytes = 0;
-    std::vector<std::int64_t> other = place_greedy_by_size(trace.lifetimes, &earlier_first_bytes, EqualSizes::earlier_first);
-    if (earlier_first_bytes < plan.arena_bytes) offset = std::move(other), plan.arena_bytes = earlier_first_bytes;
+    if (plan.arena_bytes > plan.live_peak_bytes) {  // at the live peak no placement does better
+        std::int64_t earlier_first_bytes = 0;
+        std::vector<std::int64_t> other =
+            place_greedy_by_size(trace.lifetimes, &earlier_first_bytes, EqualSizes::earlier_first);
+        if (earlier_first_bytes < plan.arena_bytes) offset = std::move(other), plan.arena_bytes = earlier_first_bytes;
+    }
     for (std::size_t s = 0; s < plan.slots.size(); ++s) plan.slots[s].resize(trace.per_section[s]);
     for (std::size_t i = 0; i < trace.lifetimes.size(); ++i) {
         const auto& [section, index] = trace.place[i];
         plan.slots[static_cast<std::size_t>(section)][index] = {offset[i], trace.lifetimes[i].bytes};
     }
-    plan.live_peak_bytes = live_peak(trace.lifetimes);
     plan.allocations = static_cast<std::int64_t>(trace.lifetimes.size());
     return plan;
 }

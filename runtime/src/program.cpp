@@ -62,7 +62,6 @@ Dims program_dims(const ModelConfig& model, const Plan& plan, const RankCoords& 
         d.chunks.push_back({local, c.layers, c.first_layer});
         local += c.layers;
     }
-    d.first_layer = d.chunks.front().first_model;
     d.max_positions = model.max_positions;
     d.grad_acc = plan.grad_acc;
     return d;
@@ -221,7 +220,7 @@ Program build_program(const ModelConfig& model, const Plan& plan_in, std::int64_
     use_model_rope(P);
     P.dims = program_dims(model, plan, at);
     const Dims& d = P.dims;
-    RuntimeStageSpan span{d.first_stage, d.last_stage, d.first_layer, d.layers, {}};
+    RuntimeStageSpan span{d.first_stage, d.last_stage, d.first_layer(), d.layers, {}};
     for (std::int64_t l = 1; l <= d.layers; ++l) span.model_layers.push_back(d.model_layer(l));
     P.layout = runtime_layout(model, plan, d.vocab_padded, span);
     // Precision recipes (docs/interface.md table): compute copy, gradients, master.
@@ -263,7 +262,7 @@ std::size_t Dims::chunk_of(std::int64_t l) const {
 }
 
 std::int64_t Dims::model_layer(std::int64_t l) const {
-    if (chunks.empty()) return first_layer + l - 1;
+    if (chunks.empty()) return l;
     const LayerChunk& c = chunks[chunk_of(l)];
     return c.first_model + l - c.first;
 }

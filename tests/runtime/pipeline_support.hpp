@@ -1,4 +1,4 @@
-// Shared by the pipeline tests (1F1B and interleaved): whether a stage holds a tensor, and a
+// Shared by the pipeline tests (1F1B and interleaved): their plan, whether a stage holds a tensor, and a
 // plan's ranks on the host executor against one GPU running the same global batch.
 #pragma once
 
@@ -12,6 +12,18 @@
 #include "preflight/runtime/reference_model.hpp"
 
 namespace preflight::runtime::test_support {
+
+// A pipeline plan of the tests: seq 128, mbs 2, 1F1B.
+inline Plan pipeline_plan(std::int64_t pp, std::int64_t grad_acc, std::int64_t dp = 1, int zero = 0) {
+    Plan p;
+    p.seq = 128;
+    p.mbs = 2;
+    p.pp = pp;
+    p.grad_acc = grad_acc;
+    p.dp = dp;
+    p.zero = static_cast<ZeroStage>(zero);
+    return p;
+}
 
 inline bool has_tensor(const Program& P, const std::string& name) {
     for (const ParamSpec& ps : P.params)

@@ -26,15 +26,9 @@ namespace preflight::runtime {
 namespace {
 
 Plan interleaved(std::int64_t pp, std::int64_t vpp, std::int64_t grad_acc, std::int64_t dp = 1, int zero = 0) {
-    Plan p;
-    p.seq = 128;
-    p.mbs = 2;
-    p.pp = pp;
+    Plan p = test_support::pipeline_plan(pp, grad_acc, dp, zero);
     p.vpp = vpp;
     p.pp_schedule = PpSchedule::interleaved;
-    p.grad_acc = grad_acc;
-    p.dp = dp;
-    p.zero = static_cast<ZeroStage>(zero);
     return p;
 }
 
@@ -183,14 +177,12 @@ TEST(InterleavedSchedule, EveryStagesSendsMeetTheirReceivesWithoutDeadlock) {
         for (std::int64_t k : {1, 2}) EXPECT_EQ(play_plan(slots, interleaved(pp, vpp, k * pp)), "") << pp << " x " << vpp;
     // 1F1B too, whose sends never wrap around the ring (the comms would carry a stray one there:
     // ring_rank), and the checker does catch a deadlock: two stages that each send first, lone.
-    Plan one_f_one_b = interleaved(4, 1, 6);
-    one_f_one_b.pp_schedule = PpSchedule::one_f_one_b;
+    const Plan one_f_one_b = test_support::pipeline_plan(4, 6);
     EXPECT_EQ(play_plan(m, one_f_one_b), "");
     for (int zero : {2, 3})
         for (auto [pp, ga] : {std::pair{2, 3}, std::pair{4, 2}, std::pair{4, 8}}) {
             // ZeRO-2/3 end a later stage's backward with a lone send (its first layer's reduction after it)
-            Plan z = interleaved(pp, 1, ga, 1, zero);
-            z.pp_schedule = PpSchedule::one_f_one_b;
+            const Plan z = test_support::pipeline_plan(pp, ga, 1, zero);
             EXPECT_EQ(play_plan(m, z), "") << to_flags(z);
         }
     for (std::int64_t s : {0, 3})
@@ -288,7 +280,7 @@ TEST(InterleavedProgram, RefusesAChunkWithoutLayersAndGpipeNamingTheFlag) {
     } catch (const InputError& e) {
         EXPECT_EQ(e.subject(), "--vpp") << e.what();
     }
-    Plan gpipe = interleaved(2, 1, 4);
+    Plan gpipe = test_support::pipeline_plan(2, 4);
     gpipe.pp_schedule = PpSchedule::gpipe;
     try {
         build_program(m, gpipe);

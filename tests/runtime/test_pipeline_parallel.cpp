@@ -28,14 +28,7 @@ namespace {
 using Vec = std::vector<double>;
 
 Plan pp_plan(std::int64_t pp, std::int64_t grad_acc, std::int64_t dp = 1, int zero = 0) {
-    Plan p;
-    p.seq = 128;
-    p.mbs = 2;
-    p.pp = pp;
-    p.grad_acc = grad_acc;
-    p.dp = dp;
-    p.zero = static_cast<ZeroStage>(zero);
-    return p;
+    return test_support::pipeline_plan(pp, grad_acc, dp, zero);
 }
 
 using test_support::has_tensor;
@@ -52,7 +45,7 @@ TEST(PipelineLayout, Llama3_8bStagesByHand) {
         EXPECT_EQ(P.pp_rank, s);
         EXPECT_EQ(P.dp_rank, 1);
         EXPECT_EQ(P.dims.layers, 8);
-        EXPECT_EQ(P.dims.first_layer, first[s]);
+        EXPECT_EQ(P.dims.first_layer(), first[s]);
         EXPECT_EQ(has_tensor(P, "word_embedding"), s == 0);
         EXPECT_EQ(has_tensor(P, "lm_head.weight"), s == 3);
         EXPECT_EQ(has_tensor(P, "final_norm.weight"), s == 3);

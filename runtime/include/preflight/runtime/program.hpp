@@ -190,16 +190,18 @@ struct Dims {
     // Pipeline parallelism: `layers` above are the stage's; the first stage holds the embedding,
     // the last the head. The stage's layers come in model chunks (one, but v under the
     // interleaved schedule): chunk c holds stage layers first .. first + layers - 1, the model's
-    // layers first_model .. (planner pipeline_stage_chunks). first_layer: chunk 0's first_model.
+    // layers first_model .. (planner pipeline_stage_chunks).
     struct LayerChunk {
         std::int64_t first = 1, layers = 0, first_model = 1;
     };
-    std::int64_t pp = 1, first_layer = 1;
+    std::int64_t pp = 1;
     bool first_stage = true, last_stage = true;
     std::vector<LayerChunk> chunks;
     // The chunk holding stage layer l (1-based), and the model's index of that layer.
     std::size_t chunk_of(std::int64_t l) const;
     std::int64_t model_layer(std::int64_t l) const;
+    // The model's index of the stage's first layer (chunk 0's first; 1 without chunks).
+    std::int64_t first_layer() const { return chunks.empty() ? 1 : chunks.front().first_model; }
     // The chunk begins the model (the embedding's) or ends it (the head's).
     bool model_first(std::size_t chunk) const { return first_stage && chunk == 0; }
     bool model_last(std::size_t chunk) const { return last_stage && chunk + 1 == chunks.size(); }
