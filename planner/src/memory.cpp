@@ -403,7 +403,9 @@ MemoryBreakdown snapshot(const StageModel& st, const Phase& ph, bool first_step)
                                                                           : 0);
             break;
     }
-    return ph.kind == PhaseKind::forward || ph.kind == PhaseKind::backward ? with_embedding_point(st, ph, b, earlier) : b;
+    if (ph.kind != PhaseKind::forward && ph.kind != PhaseKind::backward) return b;
+    if (st.layers == 0) b.activations = 0, b.buffers = 0;  // a chunk of the embedding alone: its ops only
+    return with_embedding_point(st, ph, b, earlier);
 }
 
 // Calls f(phase) for the forward, output and backward phases of one stage's micro-batch;
@@ -420,7 +422,8 @@ void for_each_pass_phase(const StageModel& st, bool all_layers, F&& f) {
     const std::int64_t window = std::max({std::int64_t{st.runtime_units ? 1 : 0}, st.gather_layer > 0 ? st.gather_prefetch_layers : 0,
                                           st.fsdp_queue_units});
     const std::int64_t lowest = all_layers ? 1 : std::max<std::int64_t>(st.layers - window, 1);
-    const bool embedding_points = st.runtime_units && st.first && lowest > 1;
+    // (A chunk of the embedding alone, interleaved: its ops are the pass.)
+    const bool embedding_points = st.runtime_units && st.first && (lowest > 1 || st.layers == 0);
     if (embedding_points) f(Phase{PhaseKind::forward, 1, micro_batches});
     for (std::int64_t layer = lowest; layer <= st.layers; ++layer) f(Phase{PhaseKind::forward, layer, micro_batches});
     if (st.last) f(Phase{PhaseKind::output_loss, 0, micro_batches});

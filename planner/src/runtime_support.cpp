@@ -60,15 +60,6 @@ void check_runtime_pipeline(const ModelConfig& m, const Plan& p) {
     const std::string why = " (the Preflight runtime's pipeline runs 1F1B, plain or interleaved)";
     if (p.pp_schedule == PpSchedule::gpipe)
         throw InputError("--pp-schedule", "GPipe is not implemented by the runtime; use 1f1b or interleaved");
-    if (p.pp_schedule == PpSchedule::interleaved)
-        for (std::int64_t stage = 0; stage < p.pp; ++stage)
-            for (const StageChunk& c : pipeline_stage_chunks(p, m.layers, stage))
-                if (c.layers == 0)  // the embedding's or the loss's slot fills a whole chunk
-                    throw InputError("--vpp", "a model chunk of pipeline stage " + std::to_string(stage) +
-                                                  " holds no decoder layer (pp * vpp = " + std::to_string(p.pp * p.vpp) +
-                                                  " chunks for " + std::to_string(m.layers) +
-                                                  " layers and the embedding's and loss's slots); use a smaller --vpp" +
-                                                  why);
     // A tied word embedding lives on the first and the last stage; their gradients are summed once
     // the micro-batches are done (Megatron-LM's finalize_model_grads), so under ZeRO-2/3 the unit
     // holding it keeps its 16-bit gradients all step (program_comm.cpp open_tied_unit_grads): a

@@ -217,7 +217,9 @@ void emit_backward_pass(Builder& B, std::size_t chunk, std::int64_t mb, const Fo
         emit_layer_backward(B, P.step, l, mb, s.saved[static_cast<std::size_t>(l - c.first)], dres);
         layer_backward_end(B, P.step, l, ph, reduce);
     }
-    const Phase emb{PhaseKind::backward, c.first, mb};
+    // The loss's own chunk (no decoder layer) ends its backward in its output pass's phase.
+    const Phase emb = c.layers == 0 && !d.model_first(chunk) ? Phase{PhaseKind::output_loss, 0, mb}
+                                                              : Phase{PhaseKind::backward, c.first, mb};
     if (d.model_first(chunk)) {
         embedding_backward_begin(B, P.step, emb);
         const BufferId dg = B.gather_seq(P.step, "d embedding out", emb, dres, d.h);  // sequence parallelism
@@ -233,14 +235,23 @@ void emit_backward_pass(Builder& B, std::size_t chunk, std::int64_t mb, const Fo
         embedding_backward_end(B, P.step, emb, reduce);
     } else {
         emit_send(B, dres, emb, -1);
-        stage_backward_end(B, P.step, c.first, emb);
+        // The loss's own chunk (interleaved, no decoder layer) has no first layer to reduce: the
+        // head's gradients were reduced at the end of its output pass (output_pass_end).
+        if (c.layers > 0) stage_backward_end(B, P.step, c.first, emb);
     }
     if (P.grads_fp32 != kNoBuffer) {  // grad_accumulate: fp32 buffer += 16-bit gradients, which are then zeroed
         Op& o = B.emit(P.step, OpKind::grad_accumulate, "accumulate gradients in fp32", emb);
         // v0 (several chunks on the stage): only this chunk's units, which lie together in the layout.
         if (d.chunks.size() > 1) {
-            const ShardUnit& lo = P.layout.units[d.model_first(chunk) ? embedding_unit() : layer_unit(P, c.first)];
-            const ShardUnit& hi = P.layout.units[d.model_last(chunk) ? head_unit(P) : layer_unit(P, last_layer)];
+            // A chunk without decoder layers holds the embedding's unit or the head's alone.
+            const std::size_t lo_unit = d.model_first(chunk) ? embedding_unit()
+                                        : c.layers > 0     ? layer_unit(P, c.first)
+                                                           : head_unit(P);
+            const std::size_t hi_unit = d.model_last(chunk) ? head_unit(P)
+                                        : c.layers > 0    ? layer_unit(P, last_layer)
+                                                          : embedding_unit();
+            const ShardUnit& lo = P.layout.units[lo_unit];
+            const ShardUnit& hi = P.layout.units[hi_unit];
             const std::int64_t n = hi.begin + hi.padded - lo.begin;
             o.v[0] = {P.grads_fp32, 1, n, n, lo.begin};
         }

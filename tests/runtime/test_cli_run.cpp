@@ -195,6 +195,23 @@ TEST(CliRun, AnInterleavedPlanTheRuntimeProfileRanksWalksAsPredicted) {
     EXPECT_NE(gpipe.err.find("--pp-schedule: GPipe is not implemented by the runtime"), std::string::npos) << gpipe.err;
 }
 
+// Llama-3.1-405B on 512 L40S, as the megatron profile ranks it first: dp 4 x tp 2 x pp 64 x v 2 is
+// 128 model chunks for 126 layers, so the embedding's slot and the loss's are chunks of their own,
+// with no decoder layer (Megatron-LM's account_for_embedding/loss_in_pipeline_split). Until
+// 2026-11-30 the runtime refused the plan (`--vpp`); its first and last stages now walk as predicted.
+TEST(CliRun, ChunksOfTheEmbeddingOrTheLossAloneWalkAsPredicted) {
+    const std::string plan = "run --dry-run --format json --model llama-3.1-405b --gpu l40s --seq 2048 --mbs 1 "
+                             "--grad-acc 256 --dp 4 --tp 2 --pp 64 --sp --zero 1 --recompute full --precision fp8-mixed "
+                             "--pp-schedule interleaved --vpp 2 --emulate-rank ";
+    for (int rank : {0, 63 * 8}) {
+        const auto walked = run(plan + std::to_string(rank));
+        ASSERT_EQ(walked.exit_code, 0) << walked.err;
+        const auto j = nlohmann::json::parse(walked.out);
+        EXPECT_EQ(j["measured"]["tracked_peak_bytes"], j["predicted"]["tracked_peak_bytes"]) << "rank " << rank;
+        EXPECT_TRUE(j["predicted"]["fits"].get<bool>()) << "rank " << rank;
+    }
+}
+
 // Audit finding (2026-11-29): at seq 131072 the dry run predicted HFU 122.9 % with no word on why:
 // attention counted in full (the PaLM convention) is twice what the causal kernel runs. The table
 // now says so; at seq 1024 nothing passes 100 % and no line is printed.

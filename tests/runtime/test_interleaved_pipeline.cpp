@@ -244,6 +244,33 @@ TEST(InterleavedDryRun, ZeroTwoAndThreeEqualThePlannerToTheByte) {
   }
 }
 
+// Chunks of the embedding or the loss alone: GPT-2 at pp 2 x vpp 7 (14 slots for 12 layers), Llama-3.2-1B
+// at pp 2 x vpp 9 and pp 3 x vpp 6 (18 for 16), every stage, against the planner's runtime profile.
+TEST(InterleavedDryRun, ChunksOfTheEmbeddingOrTheLossAloneEqualThePlannerToTheByte) {
+    int ranks = 0;
+    const std::tuple<const char*, int, int> shapes[] = {{"gpt2", 2, 7}, {"llama-3.2-1b", 2, 9}, {"llama-3.2-1b", 3, 6}};
+    for (const auto& [name, pp, vpp] : shapes)
+        for (Recompute rc : all_recomputes())
+            for (Precision pr : {Precision::bf16_mixed, Precision::bf16_mixed_fp32_grads, Precision::fp8_mixed})
+                for (auto [dp, tp, zero] : {std::tuple{1, 1, 0}, std::tuple{2, 1, 1}, std::tuple{1, 2, 0},
+                                            std::tuple{2, 1, 2}, std::tuple{2, 2, 3}}) {
+                    if (zero >= 2 && pr == Precision::bf16_mixed_fp32_grads) continue;  // tied: refused
+                    Plan p = interleaved(pp, vpp, 2 * pp, dp, zero);
+                    p.tp = tp;
+                    p.sp = tp > 1;
+                    p.recompute = rc;
+                    p.precision = pr;
+                    for (std::int64_t s = 0; s < pp; ++s) {
+                        const test_support::Compared c =
+                            test_support::compare_with_planner(test::catalog_model(name), p, s * dp * tp);
+                        EXPECT_EQ(c.dry, c.planned) << name << " " << to_flags(p) << " stage " << s << ": " << c.where;
+                        EXPECT_EQ(c.dry_phase, c.planned_phase) << name << " " << to_flags(p) << " stage " << s;
+                        ++ranks;
+                    }
+                }
+    EXPECT_EQ(ranks, (2 + 2 + 3) * 3 * (3 * 5 - 2));
+}
+
 // The work-bound hint (check_runtime_plan): 2 pp micro-batches hold the peak of 4 pp and 6 pp.
 TEST(InterleavedDryRun, TwicePpMicroBatchesHoldTheSamePeakAsMore) {
     const ModelConfig m = test::catalog_model("llama-3.2-1b");
@@ -272,22 +299,40 @@ TEST(InterleavedProgram, TheArenaOfAnInterleavedStageIsNearItsLivePeak) {
     EXPECT_LT(a.fragmentation(), 0.005) << a.arena_bytes << " for " << a.live_peak_bytes;
 }
 
-TEST(InterleavedProgram, RefusesAChunkWithoutLayersAndGpipeNamingTheFlag) {
-    const ModelConfig m = test::catalog_model("gpt2");  // 12 layers: 14 slots at pp 2 x vpp 7, one layer a chunk
-    try {
-        build_program(m, interleaved(2, 7, 2));
-        ADD_FAILURE() << "accepted a chunk holding only the embedding";
-    } catch (const InputError& e) {
-        EXPECT_EQ(e.subject(), "--vpp") << e.what();
-    }
+TEST(InterleavedProgram, RefusesGpipeNamingTheFlag) {
     Plan gpipe = test_support::pipeline_plan(2, 4);
     gpipe.pp_schedule = PpSchedule::gpipe;
     try {
-        build_program(m, gpipe);
+        build_program(test::catalog_model("gpt2"), gpipe);
         ADD_FAILURE() << "accepted GPipe";
     } catch (const InputError& e) {
         EXPECT_EQ(e.subject(), "--pp-schedule") << e.what();
     }
+}
+
+// GPT-2's 12 layers at pp 2 x vpp 7: 14 slots, the embedding's and the loss's among them, one a
+// chunk (Megatron-LM's account_for_embedding/loss_in_pipeline_split). Virtual stage g = c * 2 + s
+// holds slot g: stage 0 the embedding alone in its first chunk, then layers 2, 4, .., 12; stage 1
+// layers 1, 3, .., 11, then the loss alone. Until 2026-11-30 the runtime refused such chunks;
+// Llama-3.1-405B's 126 layers at pp 8 x vpp 16 (128 slots) are one.
+TEST(InterleavedLayout, ChunksOfTheEmbeddingOrTheLossAloneByHand) {
+    const ModelConfig m = test::catalog_model("gpt2");
+    const Plan p = interleaved(2, 7, 2);
+    const Program first = build_program(m, p, 0), last = build_program(m, p, 1);
+    ASSERT_EQ(first.dims.chunks.size(), 7u);
+    EXPECT_EQ(first.dims.chunks[0].layers, 0);
+    EXPECT_EQ(last.dims.chunks[6].layers, 0);
+    for (std::size_t c = 1; c < 7; ++c) {
+        EXPECT_EQ(first.dims.chunks[c].layers, 1);
+        EXPECT_EQ(first.dims.chunks[c].first_model, 2 * static_cast<std::int64_t>(c)) << c;
+        EXPECT_EQ(last.dims.chunks[c - 1].first_model, 2 * static_cast<std::int64_t>(c) - 1) << c;
+    }
+    EXPECT_EQ(first.dims.layers, 6);
+    EXPECT_EQ(last.dims.layers, 6);
+    EXPECT_TRUE(has_tensor(first, "word_embedding"));
+    EXPECT_TRUE(has_tensor(first, "layers.12.qkv_proj.weight"));
+    EXPECT_FALSE(has_tensor(first, "layers.11.qkv_proj.weight"));
+    EXPECT_TRUE(has_tensor(last, "layers.11.qkv_proj.weight"));
 }
 
 // ---- parity on the host ----------------------------------------------------------------------
@@ -369,6 +414,31 @@ TEST(InterleavedParity, EmbeddingAndLossSlotsMatchOneGpu) {
         EXPECT_LE(loss, 1e-9) << to_flags(p);
         EXPECT_LE(param, 1e-9) << to_flags(p);
     }
+}
+
+// Chunks of the embedding or the loss alone (6 layers at pp 2 x vpp 4: 8 slots), against one GPU:
+// ZeRO 0-3 (under ZeRO-2/3 the loss's chunk has no layer of its own to reduce after its send: the
+// head's gradients are reduced at the end of its output pass), with tensor and sequence
+// parallelism, the fp32 accumulation (each pass accumulates its chunk's units alone), tied.
+TEST(InterleavedParity, ChunksOfTheEmbeddingOrTheLossAloneMatchOneGpu) {
+    int cases = 0;
+    for (const ModelConfig& m : {test::llama_model(16, 6, 4, 2, 24, 300, 16), test::gpt_model(16, 6, 2, 300, 16)})
+        for (auto [dp, tp, zero] : {std::tuple{1, 1, 0}, std::tuple{2, 1, 1}, std::tuple{2, 1, 2}, std::tuple{2, 1, 3},
+                                    std::tuple{1, 2, 0}})
+            for (Precision pr : {Precision::fp32, Precision::bf16_mixed_fp32_grads}) {
+                if (m.tied_embeddings && zero >= 2 && pr == Precision::bf16_mixed_fp32_grads) continue;  // refused
+                Plan p = interleaved(2, 4, 4, dp, zero);
+                p.seq = 6;
+                p.tp = tp;
+                p.sp = tp > 1;
+                p.precision = pr;
+                ASSERT_EQ(build_program(m, p, 0).dims.chunks[0].layers, 0);
+                const auto [loss, param] = worst_against_one_gpu(m, p);
+                EXPECT_LE(loss, 1e-9) << m.name << " " << to_flags(p);
+                EXPECT_LE(param, 1e-9) << m.name << " " << to_flags(p);
+                ++cases;
+            }
+    EXPECT_EQ(cases, 2 * 5 * 2 - 2);
 }
 
 }  // namespace
