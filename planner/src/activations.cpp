@@ -203,20 +203,26 @@ std::int64_t layer_input_bytes(const ActivationDims& d) {
 
 // Within-layer working memory. Forward: eager attention holds the raw s^2 scores
 // while the softmax output is written. Backward: the residual-stream gradient in
-// and out, plus the largest op's input gradients (eager: dP and dS; MLP: the
-// gradients of its widest intermediates).
+// and out, plus the largest op's input gradients (eager: dP and dS in the softmax
+// backward, then dS beside d(q|k|v) as the scores' gradient is multiplied out, the
+// wider at sequences under about 3 x head_dim; MLP: the gradients of its widest
+// intermediates).
 std::int64_t forward_transient(const ModelConfig&, const Plan& p, const ActivationDims& d) {
     if (p.attention != AttentionKind::eager) return 0;
     return d.heads * d.seq * d.seq * d.micro_batch * d.activation_bytes / d.tp;
 }
 std::int64_t backward_transient(const ModelConfig& m, const Plan& p, const ActivationDims& d) {
-    const std::int64_t residual = 2 * d.seq * d.micro_batch * d.hidden * d.residual_bytes / (d.sp ? d.tp : 1);
+    const std::int64_t residual = d.seq * d.micro_batch * d.hidden * d.residual_bytes / (d.sp ? d.tp : 1);
     const std::int64_t routed = d.seq * d.micro_batch * (m.is_moe() ? m.experts_per_token : 1);
     const std::int64_t mlp = (m.mlp == MlpKind::swiglu ? 2 : 1) * routed * d.ffn_hidden * d.activation_bytes / d.tp;
-    const std::int64_t attn = p.attention == AttentionKind::eager
-                                  ? 2 * d.heads * d.seq * d.seq * d.micro_batch * d.activation_bytes / d.tp
-                                  : 0;
-    return residual + std::max(mlp, attn);
+    if (p.attention != AttentionKind::eager) return 2 * residual + mlp;
+    // Eager attention's backward beside the residual gradient: d(attn out), this rank's heads only
+    // (not a second residual-wide gradient), and the score gradients.
+    const std::int64_t tokens = d.seq * d.micro_batch;
+    const std::int64_t scores = d.heads * d.seq * tokens * d.activation_bytes / d.tp;
+    const std::int64_t dattn = tokens * d.q_width * d.activation_bytes / d.tp;
+    const std::int64_t dqkv = tokens * (d.q_width + 2 * d.kv_width) * d.activation_bytes / d.tp;
+    return residual + std::max(residual + mlp, dattn + std::max(2 * scores, scores + dqkv));
 }
 
 }  // namespace preflight::activations

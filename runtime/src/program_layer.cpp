@@ -428,9 +428,9 @@ void emit_eager_backward(Builder& B, std::vector<Op>& out, const std::string& n,
 
 }  // namespace
 
-// Working buffers follow the planner's backward transient (memory.cpp backward_transient):
-// dres + one more [rows, h] gradient + the widest op's gradients (MLP: dgate|dup; eager
-// attention: dP and dS).
+// Working buffers follow the planner's backward transient (activations.cpp backward_transient):
+// dres + one more [rows, h] gradient + the widest op's gradients (MLP: dgate|dup), or dres +
+// d(attn out) + eager attention's (dP and dS, then dS and d(q|k|v)).
 void emit_layer_backward(Builder& B, std::vector<Op>& out, std::int64_t l, std::int64_t mb, const LayerFwd& saved,
                          BufferId dres) {
     Program& P = B.p_;

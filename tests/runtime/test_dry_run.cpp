@@ -7,6 +7,7 @@
 #include <map>
 
 #include "catalog_fixture.hpp"
+#include "dry_run_compare.hpp"
 #include "preflight/planner/profiles.hpp"
 #include "preflight/runtime/runtime.hpp"
 #include "preflight/runtime/walker.hpp"
@@ -84,6 +85,32 @@ TEST(DryRun, PeakMatchesThePlannerWithinOnePercentOverTheGrid) {
     EXPECT_GT(g.peak_phases[PhaseKind::output_loss], 0);
     EXPECT_GT(g.peak_phases[PhaseKind::backward], 0);
     EXPECT_EQ(g.plans, (2 + 2 + 3) * 3 * 2 * 3 * 5 * 2);  // gpt2 family: seq <= 1024 positions
+}
+
+// Eager attention's backward where a layer holds the peak (pipeline stage 0, no head): the softmax
+// backward holds dP and dS beside d(attn out), then dQKV holds dS beside d(q|k|v), the wider below
+// about 3 x head_dim tokens. Audit finding (2026-11-30): the planner counted neither dQKV's point
+// (GPT-2 at seq 128: 196,608 B under) nor, without sequence parallelism, that d(attn out) is this
+// tensor-parallel rank's heads only (a whole [s, b, h] over).
+TEST(DryRun, EagerAttentionBackwardEqualsThePlannerToTheByte) {
+    int walks = 0;
+    for (const char* name : {"gpt2", "gpt2-medium", "llama-3.2-1b"})  // GQA in the last
+        for (std::int64_t seq : {64, 128, 512})
+            for (auto [tp, sp] : {std::pair{1, false}, std::pair{2, false}, std::pair{2, true}})
+                for (Precision pr : {Precision::bf16_mixed, Precision::fp32}) {
+                    Plan p;
+                    p.seq = seq;
+                    p.mbs = 2;
+                    p.pp = 2;
+                    p.tp = tp;
+                    p.sp = sp;
+                    p.precision = pr;
+                    p.attention = AttentionKind::eager;
+                    const test_support::Compared c = test_support::compare_with_planner(test::catalog_model(name), p, 0);
+                    EXPECT_EQ(c.dry, c.planned) << name << " " << to_flags(p) << ": " << c.where;
+                    ++walks;
+                }
+    EXPECT_EQ(walks, 3 * 3 * 3 * 2);
 }
 
 TEST(DryRun, PersistentBytesAreTheModelStatesPlusWorkspace) {
