@@ -35,7 +35,9 @@ public:
     std::vector<std::pair<Section, std::size_t>> place;  // section, index inside it
     std::array<std::size_t, 3> per_section{};
 
+    bool other_is_step = false;  // a shortened copy of the step program is walked as the step
     void begin_section(Section s) override {
+        if (s == Section::other && other_is_step) s = Section::step;
         if (s == Section::other) throw std::logic_error("an arena plan covers set-up, step and teardown only");
         section_ = s;
     }
@@ -135,13 +137,17 @@ std::vector<std::int64_t> place_greedy_by_size(const std::vector<Lifetime>& v, s
     return offset;
 }
 
-ArenaPlan plan_arena(const Program& program) {
+namespace {
+
+// The plan of the program with `step` walked as its step (the program's own, or a shortened copy).
+ArenaPlan plan_walk(const Program& program, const std::vector<Op>& step) {
     TraceBackend trace;
+    trace.other_is_step = &step != &program.step;
     TrackingAllocator alloc(trace);
     BufferTable table;
     walk(program, program.setup, alloc, table, nullptr, "set-up");
     const std::set<std::size_t> before_step = trace.live_ids();
-    walk(program, program.step, alloc, table, nullptr, "step", 1);
+    walk(program, step, alloc, table, nullptr, "step", 1);
     if (trace.live_ids() != before_step)
         throw std::logic_error("the step program ends a step with other buffers alive than it started with: one step's "
                                "arena plan would not serve the next");
@@ -164,6 +170,79 @@ ArenaPlan plan_arena(const Program& program) {
         plan.slots[static_cast<std::size_t>(section)][index] = {offset[i], trace.lifetimes[i].bytes};
     }
     plan.allocations = static_cast<std::int64_t>(trace.lifetimes.size());
+    return plan;
+}
+
+// The step's micro-batches as op ranges [begin, end) of program.step, 1-based (index 0 unused),
+// when they follow one another (ops of micro-batch 0 only before the first and after the last);
+// empty otherwise.
+std::vector<std::pair<std::size_t, std::size_t>> micro_batch_blocks(const Program& program) {
+    const std::vector<Op>& step = program.step;
+    std::vector<std::pair<std::size_t, std::size_t>> blocks(1);
+    for (std::size_t i = 0; i < step.size(); ++i) {
+        const std::int64_t mb = step[i].phase.micro_batch;
+        if (mb == 0) continue;  // before the first block or after the last (else the next block fails below)
+        if (mb == static_cast<std::int64_t>(blocks.size()) - 1 && blocks.back().second == i) {
+            ++blocks.back().second;  // the current block goes on
+        } else if (mb == static_cast<std::int64_t>(blocks.size()) && (blocks.size() == 1 || blocks.back().second == i)) {
+            blocks.emplace_back(i, i + 1);  // the next block starts right after the current one
+        } else {
+            return {};
+        }
+    }
+    return blocks;
+}
+
+// Whether two op ranges allocate and free the same buffers in the same order.
+bool same_pattern(const std::vector<Op>& ops, std::pair<std::size_t, std::size_t> a, std::pair<std::size_t, std::size_t> b) {
+    if (a.second - a.first != b.second - b.first) return false;
+    for (std::size_t k = 0; k < a.second - a.first; ++k)
+        if (ops[a.first + k].alloc != ops[b.first + k].alloc || ops[a.first + k].free != ops[b.first + k].free) return false;
+    return true;
+}
+
+std::size_t allocations_in(const std::vector<Op>& ops, std::pair<std::size_t, std::size_t> r) {
+    std::size_t n = 0;
+    for (std::size_t k = r.first; k < r.second; ++k) n += ops[k].alloc.size();
+    return n;
+}
+
+}  // namespace
+
+// A long gradient accumulation without a pipeline repeats one micro-batch's ops on the same
+// buffers (program_microbatch.cpp emit_micro_batches). Placing every allocation costs about
+// allocations x buffers alive at once (1e6 x 2e3 on Llama-3-70B at 488 micro-batches: 16 s), so
+// the plan is made on a copy of the step without micro-batches 4 .. K-2 and extended: where
+// micro-batches 2 .. K-2 allocate alike and micro-batches 2 and 3 got the same offsets, every
+// micro-batch in between takes micro-batch 3's (each boundary between two of them is then the one
+// between 2 and 3, which the shortened plan placed, and the last of them meets K-1 as 3 did).
+// Otherwise, and with a pipeline (whose micro-batches in flight overlap), every allocation is placed.
+ArenaPlan plan_arena(const Program& program) {
+    constexpr std::size_t kShortenFrom = 8;  // micro-batches
+    const auto blocks = program.dims.pp == 1 ? micro_batch_blocks(program) : std::vector<std::pair<std::size_t, std::size_t>>{};
+    const std::size_t K = blocks.empty() ? 0 : blocks.size() - 1;
+    bool periodic = K >= kShortenFrom;
+    for (std::size_t j = 3; periodic && j <= K - 2; ++j) periodic = same_pattern(program.step, blocks[2], blocks[j]);
+    if (!periodic) return plan_walk(program, program.step);
+
+    std::vector<Op> shortened(program.step.begin(), program.step.begin() + static_cast<std::ptrdiff_t>(blocks[3].second));
+    shortened.insert(shortened.end(), program.step.begin() + static_cast<std::ptrdiff_t>(blocks[K - 1].first),
+                     program.step.end());
+    ArenaPlan plan = plan_walk(program, shortened);
+    std::vector<ArenaSlot>& step = plan.slots[static_cast<std::size_t>(Section::step)];
+    const std::size_t before = allocations_in(program.step, {0, blocks[2].first});
+    const std::size_t per = allocations_in(program.step, blocks[2]);
+    const auto slot_of = [&](std::size_t at) { return step.begin() + static_cast<std::ptrdiff_t>(at); };
+    if (!std::equal(slot_of(before), slot_of(before + per), slot_of(before + per),
+                    [](const ArenaSlot& a, const ArenaSlot& b) { return a.offset_bytes == b.offset_bytes && a.bytes == b.bytes; }))
+        return plan_walk(program, program.step);
+    const std::vector<ArenaSlot> third(slot_of(before + per), slot_of(before + 2 * per));
+    std::vector<ArenaSlot> full(step.begin(), slot_of(before + 2 * per));
+    full.reserve(step.size() + (K - 5) * per);
+    for (std::size_t j = 4; j <= K - 2; ++j) full.insert(full.end(), third.begin(), third.end());
+    full.insert(full.end(), slot_of(before + 2 * per), step.end());
+    step = std::move(full);
+    plan.allocations += static_cast<std::int64_t>((K - 5) * per);
     return plan;
 }
 

@@ -183,6 +183,27 @@ std::vector<Case> cases() {
     Plan fp8 = plan_of(256, 2, 1, Recompute::none);
     fp8.precision = Precision::fp8_mixed;
     c.push_back({"llama-3.2-1b", fp8, 0});
+    // Long accumulations, planned on a shortened step and extended (plan_arena): ZeRO 0-3, the last
+    // micro-batch reducing (ZeRO-0/1 with dp) or every one (ZeRO-2/3), tp with --sp, fp8, fp32
+    // accumulation.
+    c.push_back({"gpt2", plan_of(256, 1, 12, Recompute::none), 0});
+    for (ZeroStage z : {ZeroStage::zero_optimizer_states, ZeroStage::zero_gradients, ZeroStage::zero_weights}) {
+        Plan dp = plan_of(256, 1, 9, z == ZeroStage::zero_weights ? Recompute::full : Recompute::selective);
+        dp.dp = 2;
+        dp.zero = z;
+        c.push_back({"llama-3.2-1b", dp, 1});
+    }
+    Plan long_tp = tp;
+    long_tp.grad_acc = 8;
+    c.push_back({"llama-3.2-1b", long_tp, 0});
+    Plan long_fp8 = fp8;
+    long_fp8.grad_acc = 10;
+    c.push_back({"llama-3.2-1b", long_fp8, 0});
+    Plan fp32_grads = plan_of(256, 1, 8, Recompute::none);
+    fp32_grads.precision = Precision::bf16_mixed_fp32_grads;
+    fp32_grads.dp = 2;
+    fp32_grads.zero = ZeroStage::zero_optimizer_states;
+    c.push_back({"gpt2", fp32_grads, 0});
     return c;
 }
 

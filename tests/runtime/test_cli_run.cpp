@@ -107,7 +107,7 @@ TEST(CliRun, UnsupportedPlanIsBadInput) {
 // Audit finding (2026-11-29): under --framework preflight-runtime the search recommended plans
 // `run` refuses: Mixtral counted as a dense 7B model (its weights 2 B x mistral-7b's 7.24 B
 // parameters), gpt2 on one GPU at 1,048,576 tokens with mbs 1 x 1,024 micro-batches (12,288
-// layer-steps, over kMaxRuntimeLayerSteps = 4,096), and cp plans at long sequences. The profile
+// layer-steps, over the bound of 4,096 then), and cp plans at long sequences. The profile
 // now applies run's own checks, so every plan it ranks is one `run` executes.
 TEST(CliRun, TheRuntimeProfileRecommendsOnlyPlansRunExecutes) {
     const auto moe = run("plan --framework preflight-runtime --model mixtral-8x7b --gpu h200-sxm-141gb --gpus 1 "

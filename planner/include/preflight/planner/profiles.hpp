@@ -91,7 +91,8 @@ void check_runtime_model(const ModelConfig& model);
 // The plans the runtime executes: its pipeline and fp8 rules above, no fp16-mixed, no dropout,
 // full pre-training only (no LoRA/QLoRA, offload, cp or ep), and its bounds on one step's work
 // (limits::kMaxRuntimeGradAcc micro-batches, kMaxRuntimeLayerSteps micro-batches x layers of a
-// stage). The runtime's check_supported and the preflight-runtime profile's check_plan.
+// stage, kMaxRuntimeLayerStepsWithoutPipeline without a pipeline). The runtime's check_supported
+// and the preflight-runtime profile's check_plan.
 void check_runtime_plan(const ModelConfig& model, const Plan& plan);
 
 // The GPU as a profile sees it: for preflight-runtime, the spec's own constants for that runtime
