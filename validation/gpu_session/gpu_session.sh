@@ -46,7 +46,8 @@
 #     curves       200-step loss curves (PREFLIGHT_CURVE_STEPS) of llama-3.2-1b: ours in fp8-mixed and
 #                  bf16-mixed from one start, PyTorch in bf16-mixed and fp32 from it twice each (train.py
 #                  --split 1 and 2: only the reduction order differs), the band of correct runs
-#                  (compare_band.py) and curves.svg, in data/measurements/<gpu>/curves/
+#                  (compare_band.py) and curves.svg, in data/measurements/<gpu>/curves/; a curve already
+#                  recorded there is not run again (PREFLIGHT_REMEASURE=1 runs it again)
 #     all          check build test headline losscurve memcheck measure
 #
 # Everything recorded lands under data/measurements/<gpu>/ (session logs in
