@@ -214,15 +214,19 @@ std::size_t allocations_in(const std::vector<Op>& ops, std::pair<std::size_t, st
 // allocations x buffers alive at once (1e6 x 2e3 on Llama-3-70B at 488 micro-batches: 16 s), so
 // the plan is made on a copy of the step without micro-batches 4 .. K-2 and extended: where
 // micro-batches 2 .. K-2 allocate alike and micro-batches 2 and 3 got the same offsets, every
-// micro-batch in between takes micro-batch 3's (each boundary between two of them is then the one
-// between 2 and 3, which the shortened plan placed, and the last of them meets K-1 as 3 did).
+// micro-batch in between takes micro-batch 3's. Valid because walk() refuses to allocate a live
+// buffer: a buffer micro-batch j allocates is freed before micro-batch j + 1 allocates it again,
+// so it lives at most into the next micro-batch; each boundary between two of the repeated ones
+// is then the one between 2 and 3, which the shortened plan placed, and the last of them meets
+// K-1 as 3 did; a buffer from before micro-batch 2 that none of them allocates either dies within
+// micro-batch 2 or outlives them all, as in the shortened walk.
 // Otherwise, and with a pipeline (whose micro-batches in flight overlap), every allocation is placed.
 ArenaPlan plan_arena(const Program& program) {
     constexpr std::size_t kShortenFrom = 8;  // micro-batches
     const auto blocks = program.dims.pp == 1 ? micro_batch_blocks(program) : std::vector<std::pair<std::size_t, std::size_t>>{};
     const std::size_t K = blocks.empty() ? 0 : blocks.size() - 1;
     bool periodic = K >= kShortenFrom;
-    for (std::size_t j = 3; periodic && j <= K - 2; ++j) periodic = same_pattern(program.step, blocks[2], blocks[j]);
+    for (std::size_t j = 3; periodic && j + 2 <= K; ++j) periodic = same_pattern(program.step, blocks[2], blocks[j]);
     if (!periodic) return plan_walk(program, program.step);
 
     std::vector<Op> shortened(program.step.begin(), program.step.begin() + static_cast<std::ptrdiff_t>(blocks[3].second));
@@ -237,12 +241,14 @@ ArenaPlan plan_arena(const Program& program) {
                     [](const ArenaSlot& a, const ArenaSlot& b) { return a.offset_bytes == b.offset_bytes && a.bytes == b.bytes; }))
         return plan_walk(program, program.step);
     const std::vector<ArenaSlot> third(slot_of(before + per), slot_of(before + 2 * per));
-    std::vector<ArenaSlot> full(step.begin(), slot_of(before + 2 * per));
+    std::vector<ArenaSlot> full;
     full.reserve(step.size() + (K - 5) * per);
-    for (std::size_t j = 4; j <= K - 2; ++j) full.insert(full.end(), third.begin(), third.end());
+    full.insert(full.end(), step.begin(), slot_of(before + 2 * per));
+    for (std::size_t j = 4; j + 2 <= K; ++j) full.insert(full.end(), third.begin(), third.end());
     full.insert(full.end(), slot_of(before + 2 * per), step.end());
     step = std::move(full);
     plan.allocations += static_cast<std::int64_t>((K - 5) * per);
+    plan.extended_micro_batches = static_cast<std::int64_t>(K - 5);
     return plan;
 }
 

@@ -38,6 +38,9 @@ struct ArenaPlan {
     std::int64_t arena_bytes = 0;      // end of the highest slot
     std::int64_t live_peak_bytes = 0;  // most rounded bytes alive at once: no arena can be smaller
     std::int64_t allocations = 0;
+    // Micro-batches whose slots repeat micro-batch 3's (a long accumulation without a pipeline,
+    // planned on five of its micro-batches: plan_arena); 0 when every allocation was placed.
+    std::int64_t extended_micro_batches = 0;
     // Over the live peak, as a fraction of it (0 when the plan reached the bound).
     double fragmentation() const {
         return live_peak_bytes > 0 ? static_cast<double>(arena_bytes - live_peak_bytes) / static_cast<double>(live_peak_bytes)
