@@ -70,9 +70,10 @@ inline constexpr std::int64_t kMaxRuntimeGradAcc = 1024;
 inline constexpr std::int64_t kMaxRuntimeLayerSteps = 4096;
 // Without a pipeline the micro-batches repeat one micro-batch's ops and the arena is planned on a
 // few of them, then extended (runtime plan_arena), so the dry run grows linearly: at 16,384
-// layer-steps 0.4-0.9 s and 240-480 MB in a release build (Llama-3-8B, 512 micro-batches, full
-// recompute: 0.43 s, 237 MB; with tp 2 --sp, ZeRO-3 and fp8: about twice that), under ASan a few
-// seconds, inside the fuzzer's 10 s. (Placing every allocation took 12.5 s at 20,320.)
+// layer-steps 0.4-0.9 s and 240-490 MB in a release build (Llama-3-8B, 512 micro-batches, full
+// recompute: 0.43 s, 237 MB; selective with tp 2 --sp, ZeRO-3 and fp8: 0.82 s, 485 MB, where
+// placing every allocation took 5.3 s); under ASan that plan takes 7.8 s in libFuzzer's
+// single-input run, which executes it twice: inside the fuzzer's 10 s an execution.
 inline constexpr std::int64_t kMaxRuntimeLayerStepsWithoutPipeline = 16384;
 
 // Model fields against the bounds above (InputError names the config.json field).
