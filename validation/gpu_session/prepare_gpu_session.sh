@@ -114,15 +114,14 @@ Device calls (the `run` tool, from the repository root; each <= 10 min, of which
 at most PREFLIGHT_BUDGET_S = 540 s: it starts no new work past it and packs everything into
 $OUT/preflight-gpu-<stamp>.tar.gz + $OUT/summary.txt). See README.md, "GPU session runbook".
 
-  What the open issues still need (2026-11-29): the gpu tests again (about 70 s), the 200-step
-  curves with PyTorch's band (about 360 s: two fp32 runs of about 100 s each), then the headline's
-  three runs in one call and the untied-embedding loss curve (about 210 s warm). 15 minutes of
-  device time do not hold both calls whole: the first call's stages are in order of need (a stage
-  the budget cuts leaves its finished runs packed), and the second takes what is left:
-       run(command="PREFLIGHT_BUDGET_S=500 bash validation/gpu_session/gpu_session.sh check build test curves", carry=[".deps"], timeout_s=560)
-  then at once (the machine goes back after 30 s idle; a fresh one rebuilds), with B = the
-  `status` tool's budget_left_s less 60, at most 220:
-       run(command="PREFLIGHT_LOSS_MODEL=validation/gpu_session/models/llama-3.2-1b-untied.json PREFLIGHT_REMEASURE=1 PREFLIGHT_BUDGET_S=B bash validation/gpu_session/gpu_session.sh check headline losscurve", carry=[".deps"], timeout_s=B+60)
+  What the open issues still need (2026-11-30): PyTorch's 200-step fp32 pair from our initial
+  weights (the curves stage resumes: it skips the curves recorded, writes the initial weights
+  again in a one-step run, then runs the two fp32 runs of about 100 s each; about 360 s with the
+  build):
+       run(command="PREFLIGHT_BUDGET_S=480 bash validation/gpu_session/gpu_session.sh check build curves", carry=[".deps"], timeout_s=540)
+  then at once, with what is left (the machine goes back after 30 s idle; B = the `status` tool's
+  budget_left_s less 60), the gpu tests on the warm build (about 100 s):
+       run(command="PREFLIGHT_BUDGET_S=B bash validation/gpu_session/gpu_session.sh check test", carry=[".deps"], timeout_s=B+60)
   and give_back.
 
   1) libraries, build, every gpu-labelled test, the headline plan (ours vs PyTorch eager and
