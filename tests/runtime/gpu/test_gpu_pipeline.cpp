@@ -15,6 +15,7 @@
 
 #include "gpu_util.hpp"
 #include "parity.hpp"
+#include "../pipeline_support.hpp"
 #include "preflight/runtime/device.hpp"
 #include "preflight/runtime/walker.hpp"
 
@@ -28,17 +29,12 @@ using namespace test;
 void expect_loopback_parity(const ModelConfig& m, std::int64_t pp, std::int64_t ga, std::int64_t dp, std::int64_t tp,
                             int zero, Precision pr, PpSchedule schedule = PpSchedule::one_f_one_b, std::int64_t vpp = 1) {
     const int steps = 3;
-    Plan p;
+    Plan p = test_support::pipeline_plan(pp, ga, dp, zero);
     p.seq = 64;
-    p.mbs = 2;
-    p.pp = pp;
     p.pp_schedule = schedule;
     p.vpp = vpp;
-    p.grad_acc = ga;
-    p.dp = dp;
     p.tp = tp;
     p.sp = tp > 1;
-    p.zero = static_cast<ZeroStage>(zero);
     p.precision = pr;
     const Parity r = parity(m, p, steps);
     const bool fp32 = pr == Precision::fp32;
