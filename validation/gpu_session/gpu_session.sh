@@ -47,7 +47,10 @@
 #                  bf16-mixed from one start, PyTorch in bf16-mixed and fp32 from it twice each (train.py
 #                  --split 1 and 2: only the reduction order differs), the band of correct runs
 #                  (compare_band.py) and curves.svg, in data/measurements/<gpu>/curves/; a curve already
-#                  recorded there is not run again (PREFLIGHT_REMEASURE=1 runs it again)
+#                  recorded there is not run again (PREFLIGHT_REMEASURE=1 runs it again). Last, budget
+#                  allowing, PyTorch bf16-mixed rounded where ours rounds (train.py --bf16-residual
+#                  --bf16-param-grads), judged against ours and against PyTorch by the same band: is the
+#                  early offset of ours from PyTorch where the two round?
 #     all          check build test headline losscurve memcheck measure
 #
 # Everything recorded lands under data/measurements/<gpu>/ (session logs in
@@ -506,6 +509,9 @@ do_curves() {  # 200-step loss curves: ours (fp8-mixed, bf16-mixed) and PyTorch'
     local pre=$build/cli/preflight cdir=$mdir/curves n=${PREFLIGHT_CURVE_STEPS:-200} train=validation/pytorch/train.py
     mkdir -p "$cdir"
     local plan=(--model llama-3.2-1b --gpu "$gpu" --seq 512 --mbs 4 --lr 1e-3 --seed 1234)
+    local as_ours=pytorch-bf16-mixed-rounded-as-ours-split1  # the diagnostic run, last
+    local pt_args=(--config data/models/llama-3.2-1b.json --model-name llama-3.2-1b --gpu "$gpu" --seq 512 --mbs 4
+        --steps "$n" --warmup 0 --lr 1e-3 --seed 1234 --init-from "$cdir/init.bin" --data preflight)
     # Resumable: a curve already recorded (status ok) is not run again unless PREFLIGHT_REMEASURE=1.
     # The initial weights are not kept between calls (4x the parameters); when our bf16 curve is
     # recorded but a PyTorch one is missing, a one-step run of the same plan and seed writes them
@@ -513,7 +519,8 @@ do_curves() {  # 200-step loss curves: ours (fp8-mixed, bf16-mixed) and PyTorch'
     if curve_recorded "$cdir/ours-bf16-mixed.json"; then
         note "curves: ours bf16-mixed already recorded"
         if ! curve_recorded "$cdir/pytorch-fp32-split1.report" || ! curve_recorded "$cdir/pytorch-fp32-split2.report" ||
-            ! curve_recorded "$cdir/pytorch-bf16-mixed-split1.report" || ! curve_recorded "$cdir/pytorch-bf16-mixed-split2.report"; then
+            ! curve_recorded "$cdir/pytorch-bf16-mixed-split1.report" || ! curve_recorded "$cdir/pytorch-bf16-mixed-split2.report" ||
+            ! curve_recorded "$cdir/$as_ours.report"; then
             evidence_run "$sdir/curves-init.log" "$(left)" "$pre" run "${plan[@]}" --precision bf16-mixed --steps 1 --warmup 0 \
                 --save-init "$cdir/init.bin"
             note "curves: initial weights written again (one step, seed 1234) exit $?"
@@ -541,10 +548,8 @@ do_curves() {  # 200-step loss curves: ours (fp8-mixed, bf16-mixed) and PyTorch'
             curve_recorded "$cdir/pytorch-$prec-split$split.report" && { note "curves: PyTorch $prec split $split already recorded"; continue; }
             [[ -f $cdir/init.bin ]] || { note "curves: PyTorch $prec split $split SKIPPED (no init.bin: our bf16 run failed)"; continue; }
             (( $(left) > guard )) || { note "curves: PyTorch $prec split $split SKIPPED (budget: $(left)s left)"; continue; }
-            evidence_run "$cdir/pytorch-$prec-split$split.log" "$(left)" python3 "$train" --config data/models/llama-3.2-1b.json \
-                --model-name llama-3.2-1b --gpu "$gpu" --seq 512 --mbs 4 --precision "$prec" --steps "$n" --warmup 0 \
-                --lr 1e-3 --seed 1234 --init-from "$cdir/init.bin" --data preflight --split "$split" \
-                --report "$cdir/pytorch-$prec-split$split.report"
+            evidence_run "$cdir/pytorch-$prec-split$split.log" "$(left)" python3 "$train" "${pt_args[@]}" \
+                --precision "$prec" --split "$split" --report "$cdir/pytorch-$prec-split$split.report"
             note "curves: PyTorch $prec split $split exit $?"
             pack
         done
@@ -556,6 +561,32 @@ do_curves() {  # 200-step loss curves: ours (fp8-mixed, bf16-mixed) and PyTorch'
     python3 validation/pytorch/compare_band.py "$cdir/pytorch-fp32-split1.report" "$cdir/pytorch-fp32-split2.report" \
         --json "$cdir/band-fp32.json" >"$cdir/band-fp32.txt" 2>&1
     note "curves: fp32 band: $(tail -1 "$cdir/band-fp32.txt")"
+    # Diagnostic (README, "Loss curves": the early offset): PyTorch rounding the residual stream,
+    # its gradient and every parameter gradient to bf16 where ours does. Ours against it, and it
+    # against PyTorch, each judged by the band and by the window medians.
+    if curve_recorded "$cdir/$as_ours.report"; then
+        note "curves: PyTorch bf16-mixed rounded as ours already recorded"
+    elif [[ ! -f $cdir/init.bin ]]; then
+        note "curves: PyTorch bf16-mixed rounded as ours SKIPPED (no init.bin)"
+    elif (( $(left) <= 75 )); then
+        note "curves: PyTorch bf16-mixed rounded as ours SKIPPED (budget: $(left)s left)"
+    else
+        evidence_run "$cdir/$as_ours.log" "$(left)" python3 "$train" "${pt_args[@]}" --precision bf16-mixed --split 1 \
+            --bf16-residual --bf16-param-grads --report "$cdir/$as_ours.report"
+        note "curves: PyTorch bf16-mixed rounded as ours exit $?"
+        pack
+    fi
+    if [[ -f $cdir/$as_ours.report ]]; then
+        local ab=("$cdir/pytorch-bf16-mixed-split1.report" "$cdir/pytorch-bf16-mixed-split2.report")
+        python3 validation/pytorch/compare_band.py "${ab[@]}" --ours "$cdir/ours-bf16-mixed.json" \
+            --pytorch "$cdir/$as_ours.report" --json "$cdir/band-ours-vs-rounded-as-ours.json" \
+            >"$cdir/band-ours-vs-rounded-as-ours.txt" 2>&1
+        note "curves: ours vs PyTorch rounded as ours: $(grep '^# steps 1-' "$cdir/band-ours-vs-rounded-as-ours.txt")"
+        python3 validation/pytorch/compare_band.py "${ab[@]}" --ours "$cdir/$as_ours.report" \
+            --pytorch "${ab[0]}" --json "$cdir/band-rounded-as-ours-vs-pytorch.json" \
+            >"$cdir/band-rounded-as-ours-vs-pytorch.txt" 2>&1
+        note "curves: PyTorch rounded as ours vs PyTorch: $(grep '^# steps 1-' "$cdir/band-rounded-as-ours-vs-pytorch.txt")"
+    fi
     python3 validation/pytorch/plot_curves.py "$cdir/curves.svg" --title "llama-3.2-1b, seq 512, mbs 4: loss per step" \
         "ours fp8-mixed=$cdir/ours-fp8-mixed.json" "ours bf16-mixed=$cdir/ours-bf16-mixed.json" \
         "PyTorch bf16-mixed=$cdir/pytorch-bf16-mixed-split1.report" "PyTorch fp32=$cdir/pytorch-fp32-split1.report" 2>>"$summary"

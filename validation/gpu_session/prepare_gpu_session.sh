@@ -116,9 +116,11 @@ $OUT/preflight-gpu-<stamp>.tar.gz + $OUT/summary.txt). See README.md, "GPU sessi
 
   What the open issues still need (2026-11-30): PyTorch's 200-step fp32 pair from our initial
   weights (the curves stage resumes: it skips the curves recorded, writes the initial weights
-  again in a one-step run, then runs the two fp32 runs of about 100 s each; about 360 s with the
-  build):
-       run(command="PREFLIGHT_BUDGET_S=480 bash validation/gpu_session/gpu_session.sh check build curves", carry=[".deps"], timeout_s=540)
+  again in a one-step run, then runs the two fp32 runs of about 110 s each; about 360 s with the
+  build), then, with the budget left (about 60 s), the early-offset diagnostic: PyTorch bf16-mixed
+  rounded where ours rounds (train.py --bf16-residual --bf16-param-grads), judged against ours and
+  against PyTorch (curves/band-*-rounded-as-ours*.txt):
+       run(command="PREFLIGHT_BUDGET_S=500 bash validation/gpu_session/gpu_session.sh check build curves", carry=[".deps"], timeout_s=560)
   then at once, with what is left (the machine goes back after 30 s idle; B = the `status` tool's
   budget_left_s less 60), the gpu tests on the warm build (about 100 s):
        run(command="PREFLIGHT_BUDGET_S=B bash validation/gpu_session/gpu_session.sh check test", carry=[".deps"], timeout_s=B+60)

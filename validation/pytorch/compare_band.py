@@ -11,8 +11,9 @@ With --ours / --pytorch (our runtime's curve and PyTorch's, same init and data: 
 stage), each step's |ours - pytorch| is divided by the band: inside when the ratio is at most 1.
 The band is absolute, not relative: on the learnable synthetic data the loss falls towards 0,
 where a relative difference grows without bound (an H200 call on 2026-11-28 printed a relative
-band of 1362 % at step 200); the relative figures are printed beside it. Prints the table and a
-summary; exit 0 when ours is inside the band at >= 90 % of the steps (or no ours given), 1 when
+band of 1362 % at step 200); the relative figures are printed beside it. Prints the table, the median per-step difference over
+each window of steps (--windows, default 1-50, 51-100 and 101 to the end: the early steps, the
+fast fall, the tail) and a summary; exit 0 when ours is inside the band at >= 90 % of the steps (or no ours given), 1 when
 not, 2 on bad input.
 """
 import argparse
@@ -32,6 +33,23 @@ def relative(diff, base):
     return abs(diff) / abs(base) if base else float("inf")
 
 
+def median(xs):
+    s = sorted(xs)
+    n = len(s)
+    return None if n == 0 else (s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2]))
+
+
+def windows_of(ends, n):
+    """[(first, last)] 1-based and inclusive: 1..ends[0], ends[0]+1..ends[1], ..., up to n."""
+    out, first = [], 1
+    for e in sorted(set(ends)) + [n]:
+        last = min(e, n)
+        if last >= first:
+            out.append((first, last))
+        first = last + 1
+    return out
+
+
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("a")
@@ -39,7 +57,18 @@ def main(argv):
     p.add_argument("--ours")
     p.add_argument("--pytorch")
     p.add_argument("--json", help="write the per-step band (and ratios) here")
+    p.add_argument("--windows", default="50,100",
+                   help="last steps of the windows the medians are taken over (default 50,100: steps 1-50, "
+                        "51-100 and 101 to the end)")
     a = p.parse_args(argv)
+    try:
+        ends = [int(x) for x in a.windows.split(",") if x.strip()]
+        if any(e < 1 for e in ends):
+            raise ValueError
+    except ValueError:
+        print("compare_band.py: --windows takes positive step numbers separated by commas, got %r" % a.windows,
+              file=sys.stderr)
+        return 2
     if bool(a.ours) != bool(a.pytorch):
         print("compare_band.py: --ours and --pytorch go together", file=sys.stderr)
         return 2
@@ -64,7 +93,19 @@ def main(argv):
             line += "   %22.6f   %7.3f   %5.2f%s" % (d, 100 * relative(d, pt[i]), r, "" if r <= 1 else "  <-- outside")
         print(line)
     inside = sum(1 for r in ratios if r <= 1)
-    summary = {"steps": n, "band_unit": "nats", "band_final": band[-1] if band else None, "band": band}
+    summary = {"steps": n, "band_unit": "nats", "band_final": band[-1] if band else None, "band": band,
+               "windows": []}
+    for first, last in windows_of(ends, n):
+        w = {"first_step": first, "last_step": last,
+             "median_a_vs_b_nats": median([abs(A[i] - B[i]) for i in range(first - 1, last)])}
+        line = "# steps %d-%d: median |A - B| %.6f nats" % (first, last, w["median_a_vs_b_nats"])
+        if ours:
+            w["median_ours_vs_pytorch_nats"] = median([abs(ours[i] - pt[i]) for i in range(first - 1, last)])
+            line += ", median |ours - pytorch| %.6f nats" % w["median_ours_vs_pytorch_nats"]
+            if w["median_a_vs_b_nats"] > 0:
+                line += " (%.2f x)" % (w["median_ours_vs_pytorch_nats"] / w["median_a_vs_b_nats"])
+        summary["windows"].append(w)
+        print(line)
     if ours:
         summary.update({"ratios": ratios, "inside_steps": inside, "inside_fraction": inside / n if n else 0.0})
         print("%d steps: band %.6f nats at the end; ours inside it at %d of %d steps" % (n, band[-1], inside, n))

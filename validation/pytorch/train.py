@@ -68,6 +68,11 @@ def parse_args(argv):
     p.add_argument("--bf16-residual", action="store_true",
                    help="diagnostic, bf16-mixed only: round the residual stream and its gradient to bf16 at "
                         "every norm's input, as the Preflight runtime keeps them (autocast keeps both in fp32)")
+    p.add_argument("--bf16-param-grads", action="store_true",
+                   help="diagnostic, bf16-mixed only: round every parameter's gradient to bf16 before it is "
+                        "accumulated, as the Preflight runtime stores them (autocast's are fp32: the norm weights', "
+                        "the embedding's scatter and, tied, its sum with the head's). With --bf16-residual, "
+                        "PyTorch rounds where the runtime does")
     a = p.parse_args(argv)
     for name in ("seq", "mbs", "grad_acc", "steps"):
         if getattr(a, name) < 1:
@@ -78,6 +83,8 @@ def parse_args(argv):
         p.error("--split must be at least 1 and divide --mbs")
     if a.bf16_residual and a.precision not in ("bf16-mixed", "bf16-mixed-fp32-grads"):
         p.error("--bf16-residual needs --precision bf16-mixed or bf16-mixed-fp32-grads")
+    if a.bf16_param_grads and a.precision not in ("bf16-mixed", "bf16-mixed-fp32-grads"):
+        p.error("--bf16-param-grads needs --precision bf16-mixed or bf16-mixed-fp32-grads")
     return a
 
 
@@ -252,6 +259,20 @@ def round_residual_stream_to_bf16(model, torch):
     print("train.py: --bf16-residual: rounding at %d norm inputs" % len(norms), file=sys.stderr)
 
 
+def round_param_grads_to_bf16(model, torch):
+    """Each backward's gradient of every parameter rounded to bf16 before it is accumulated into
+    .grad: the Preflight runtime's bf16-mixed writes every gradient in bf16 (the norm weights' in
+    norm_bwd_weights_kernel, runtime/kernels/norm.cu; the embedding's rows, summed in fp32 over
+    the tokens and added once to the bf16 gradient that already holds a tied head's, in
+    embedding_bwd_kernel, runtime/kernels/embedding.cu). Autocast's matrix gradients come out of
+    bf16 GEMMs already; the norm weights' and the embedding's are fp32. A tensor hook on a leaf
+    sees the sum of all its uses (a tied weight's two), as the runtime's single bf16 add does."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    for p in params:
+        p.register_hook(lambda g: g.to(torch.bfloat16).to(g.dtype))
+    print("train.py: --bf16-param-grads: rounding the gradients of %d parameters" % len(params), file=sys.stderr)
+
+
 def main(argv):
     a = parse_args(argv)
     if a.recompute == "selective":
@@ -341,6 +362,9 @@ def main(argv):
     if a.bf16_residual:
         round_residual_stream_to_bf16(model, torch)
         report["measured"]["bf16_residual"] = True
+    if a.bf16_param_grads:
+        round_param_grads_to_bf16(model, torch)
+        report["measured"]["bf16_param_grads"] = True
     if a.recompute == "full":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     report["measured"]["compiled"] = bool(a.compile)

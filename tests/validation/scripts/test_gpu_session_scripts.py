@@ -4,8 +4,8 @@
   test_gpu_session_scripts.py REPO_ROOT
 
 compare_band.py: the band is the running maximum of |A - B| in nats, ours is judged by
-|ours - pytorch| over it, inside at >= 90 % of the steps. gpu_session_summary.py --one: an
-emulated rank's peak is compared with NCCL's world-size-1 memory set apart, as validate --check does.
+|ours - pytorch| over it, inside at >= 90 % of the steps; the medians of both per window of steps.
+gpu_session_summary.py --one: an emulated rank's peak is compared with NCCL's world-size-1 memory set apart, as validate --check does.
 plot_curves.py: the curves that ran are drawn and a missing one named.
 """
 import json
@@ -53,6 +53,19 @@ def test_band(root, tmp):
     check("4 steps: band 0.030000 nats at the end; ours inside it at 3 of 4 steps" in r.stdout, r.stdout)
     # Near a loss of 0 the relative difference explodes (0.02 / 0.10 = 20 %) while the absolute one stays put.
     check(" 20.000" in r.stdout, "the relative column is printed beside the band")
+    # Default windows (1-50, 51-100, 101-): 4 steps make one window, 1-4. Median of |A - B|
+    # {0, 0.01, 0.02, 0.03} is 0.015; of |ours - pytorch| {0, 0.005, 0.02, 0.06}, 0.0125.
+    check(len(band["windows"]) == 1 and band["windows"][0]["first_step"] == 1 and band["windows"][0]["last_step"] == 4,
+          "windows %s" % band["windows"])
+    check(abs(band["windows"][0]["median_a_vs_b_nats"] - 0.015) < 1e-12, "median %s" % band["windows"])
+    check(abs(band["windows"][0]["median_ours_vs_pytorch_nats"] - 0.0125) < 1e-12, "median %s" % band["windows"])
+    # --windows 2: steps 1-2 (medians 0.005 and 0.0025: 0.50 x) and 3-4 (0.025 and 0.04: 1.60 x).
+    r = run([os.path.join(root, "validation/pytorch/compare_band.py"), a, b, "--ours", ours, "--pytorch", a,
+             "--windows", "2"])
+    check("# steps 1-2: median |A - B| 0.005000 nats, median |ours - pytorch| 0.002500 nats (0.50 x)" in r.stdout, r.stdout)
+    check("# steps 3-4: median |A - B| 0.025000 nats, median |ours - pytorch| 0.040000 nats (1.60 x)" in r.stdout, r.stdout)
+    r = run([os.path.join(root, "validation/pytorch/compare_band.py"), a, b, "--windows", "0"])
+    check(r.returncode == 2 and "--windows" in r.stderr, "--windows 0 is bad input: %d %s" % (r.returncode, r.stderr))
 
 
 def test_summary_sets_nccl_apart(root, tmp):
