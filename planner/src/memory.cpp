@@ -510,10 +510,9 @@ std::int64_t layer_activation_bytes(const ModelConfig& model, const Plan& plan, 
 void validate_memory_options(const MemoryOptions& options) {
     limits::check_overhead_bytes(options.overhead_bytes);
     if (options.compiled_loss && (options.profile.evaluate || options.profile.loss_fp32_logit_buffers == 0))
-        throw InputError("--compiled-loss", "the " + options.profile.name +
-                                                " profile does not model PyTorch's eager cross-entropy, whose fp32 "
-                                                "buffers a compiled loss removes; --compiled-loss applies to "
-                                                "--framework torchtitan and pytorch");
+        throw InputError("--compiled-loss", "the " + options.profile.name + " profile does not model PyTorch's eager "
+                                            "cross-entropy, whose fp32 buffers a compiled loss removes; --compiled-loss "
+                                            "applies to --framework torchtitan and pytorch");
 }
 
 MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in,
@@ -521,8 +520,7 @@ MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const
     validate_memory_options(options_in);
     if (options_in.profile.check_model) options_in.profile.check_model(model);  // before any figure of it
     MemoryOptions options = options_in;
-    // The pace matters only to an allocator model with run-ahead terms; elsewhere the default
-    // (what expected_host_pace gives a profile without a host-pace model) is never wrong for it.
+    // The pace matters only to an allocator model with run-ahead terms; elsewhere the default is never wrong.
     const bool pace_matters = has_run_ahead_terms(options.profile.allocator);
     if (!options.host_pace)
         options.host_pace = pace_matters ? expected_host_pace(model, gpu, plan_in, options.profile) : HostPace::runs_ahead;
@@ -545,7 +543,7 @@ MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const
     r.capacity_bytes = gpu.memory_bytes;
     StageModel worst;
     std::vector<std::pair<StagePlace, StageModel>> built;  // at most first, last and two middle layer counts
-    built.reserve(4);
+    std::vector<std::int64_t> host_by_stage(static_cast<std::size_t>(plan.pp), 0);  // one GPU's, per stage
     if (options.pipeline_stage && (*options.pipeline_stage < 0 || *options.pipeline_stage >= plan.pp))
         throw InputError("--pp", "stage " + std::to_string(*options.pipeline_stage) + " is outside the plan's stages 0.." +
                                      std::to_string(plan.pp - 1));
@@ -556,6 +554,7 @@ MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const
         if (it == built.end())
             it = built.insert(built.end(), {place, build_stage(model, gpu, plan, options, place, tensors, inventory)});
         StageModel st = it->second;
+        host_by_stage[static_cast<std::size_t>(stage)] = st.host_bytes;
         set_micro_batches_in_flight(st, model, plan, stage);
         const PeakAt pk = peak_of(st, false);
         if (pk.bytes > r.peak_bytes) {
@@ -573,8 +572,10 @@ MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const
     r.layer_inventory = kept_for_backward(inventory, model, plan, options.profile);
     r.fits = r.peak_bytes <= gpu.memory_bytes;
     r.host_bytes_per_gpu = worst.host_bytes;
-    r.host_bytes_per_node = checked_mul(worst.host_bytes, std::min<std::int64_t>(user_plan.gpus(), std::max(1, gpu.gpus_per_node)),
-                                        "--offload (host bytes per GPU x GPUs per node)");
+    // One stage asked for (an emulated rank) fills its node; else the busiest node's ranks (offload.cpp).
+    const std::int64_t node = std::min<std::int64_t>(user_plan.gpus(), std::max(1, gpu.gpus_per_node));
+    r.host_bytes_per_node = options.pipeline_stage ? checked_mul(worst.host_bytes, node, "--offload (host bytes per node)")
+                                                   : host_bytes_per_node(host_by_stage, user_plan.gpus() / plan.pp, node);
     // One micro-batch's bf16 hidden state on this rank (plan is the context-parallel rank's plan).
     const std::int64_t loss_hidden_bytes =
         checked_mul(checked_mul(plan.seq, plan.mbs, "--seq x --mbs"), 2 * model.hidden, "tokens x hidden x 2 B");

@@ -2,7 +2,37 @@
 // al. 2021): which model states live in host memory and what crosses PCIe each step.
 #include "preflight/planner/extensions.hpp"
 
+#include <algorithm>
+
+#include "preflight/planner/checked.hpp"
+
 namespace preflight {
+
+std::int64_t host_bytes_per_node(const std::vector<std::int64_t>& host_bytes_by_stage, std::int64_t ranks_per_stage,
+                                 std::int64_t gpus_per_node) {
+    const auto stages = static_cast<std::int64_t>(host_bytes_by_stage.size());
+    const std::int64_t ranks = stages * ranks_per_stage;  // the plan's GPUs (limits::kMaxGpus)
+    const std::int64_t node = std::clamp<std::int64_t>(gpus_per_node, 1, std::max<std::int64_t>(ranks, 1));
+    // before[s]: host bytes of every rank of stages 0..s-1. Each term is a GPU's host bytes (a
+    // checked product) times at most kMaxGpus ranks.
+    std::vector<std::int64_t> before(static_cast<std::size_t>(stages) + 1, 0);
+    for (std::int64_t s = 0; s < stages; ++s)
+        before[static_cast<std::size_t>(s) + 1] =
+            checked_add(before[static_cast<std::size_t>(s)],
+                        checked_mul(host_bytes_by_stage[static_cast<std::size_t>(s)], ranks_per_stage,
+                                    "--offload (host bytes per GPU x ranks per stage)"),
+                        "--offload (host bytes of the job)");
+    auto upto = [&](std::int64_t r) {  // host bytes of ranks 0..r-1
+        const std::int64_t s = r / ranks_per_stage;
+        return s >= stages ? before.back()
+                           : before[static_cast<std::size_t>(s)] +
+                                 host_bytes_by_stage[static_cast<std::size_t>(s)] * (r % ranks_per_stage);
+    };
+    std::int64_t most = 0;
+    for (std::int64_t first = 0; first < ranks; first += node)
+        most = std::max(most, upto(std::min(first + node, ranks)) - upto(first));
+    return most;
+}
 
 OffloadSplit offload_state_bytes(std::int64_t params, Precision precision, Optimizer optimizer, int zero,
                                  std::int64_t dp, Offload offload) {

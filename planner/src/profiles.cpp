@@ -24,7 +24,47 @@ void adjust_throughput_runtime(const ModelConfig& model, const Plan& plan, Throu
     o.fp8_casts_gathered_weights = plan.zero == zero_weights && plan.precision == Precision::fp8_mixed;
 }
 
+// Megatron-LM's validate_args (megatron/training/arguments.py at d98e8a6, the divisibility
+// assert after the virtual-pipeline block) splits the decoder layers evenly over the stages:
+// without --decoder-first/last-pipeline-num-layers, which this profile does not model, pp must
+// divide the layers (+1 each with --account-for-embedding/loss-in-pipeline-split, which only the
+// interleaved plans use: validate_plan_extensions checks those).
+void check_megatron_plan(const ModelConfig& m, const Plan& p) {
+    if (p.pp < 2 || p.pp_schedule == PpSchedule::interleaved || m.layers % p.pp == 0) return;
+    std::string dividing;
+    for (std::int64_t d = 2; d <= m.layers; ++d)  // layers are bounded (limits::check_model)
+        if (m.layers % d == 0) dividing += (dividing.empty() ? "" : ", ") + std::to_string(d);
+    throw InputError("--pp", "Megatron-LM splits the " + std::to_string(m.layers) + " decoder layers evenly and " +
+                                 "refuses pp " + std::to_string(p.pp) + ", which does not divide them (arguments.py " +
+                                 "validate_args; an uneven split needs --decoder-first/last-pipeline-num-layers, not "
+                                 "modelled): pp dividing " + std::to_string(m.layers) + ": " +
+                                 (dividing.empty() ? "none but 1" : dividing));
+}
+
+// Plain PyTorch on one GPU (validation/pytorch/train.py): no DistributedDataParallel, no
+// sharding, no model parallelism (its memory has no DDP buckets or collectives).
+void check_pytorch_plan(const ModelConfig&, const Plan& p) {
+    const char* flag = p.dp > 1 ? "--dp" : p.tp > 1 ? "--tp" : p.pp > 1 ? "--pp" : p.cp > 1 ? "--cp" : p.ep > 1 ? "--ep"
+                                                                                                      : nullptr;
+    if (flag)
+        throw InputError(flag, "the pytorch profile models one GPU (a Hugging Face model under plain PyTorch, as "
+                               "validation/pytorch/train.py runs it: no DistributedDataParallel buckets, no model "
+                               "parallelism); for several GPUs use --framework torchtitan, deepspeed or megatron");
+    if (p.zero > 0)
+        throw InputError("--zero", "the pytorch profile models one GPU without ZeRO; for ZeRO/FSDP use --framework "
+                                   "deepspeed or torchtitan");
+    if (p.precision == Precision::fp8_mixed || p.precision == Precision::fp16_mixed)
+        throw InputError("--precision", "the pytorch profile runs train.py's recipes: fp32, bf16-mixed, "
+                                        "bf16-mixed-fp32-grads, bf16 (no fp16 loss scaling, no fp8)");
+}
+
 }  // namespace
+
+FrameworkProfile megatron_profile() {
+    FrameworkProfile p;  // the defaults describe Megatron-LM (memory.hpp)
+    p.check_plan = &check_megatron_plan;
+    return p;
+}
 
 RuntimeColumnSumRows runtime_column_sum_rows(const ModelConfig& model, const Plan& plan) {
     const std::int64_t rows = plan.seq * plan.mbs;  // checked by validate_plan: well inside int64
@@ -105,6 +145,9 @@ FrameworkProfile pytorch_profile() {
     p.optimizer_step_temp_moments = 1;  // foreach AdamW: _foreach_sqrt(exp_avg_sqs)
     p.allocation_granularity_bytes = kTorchBlockBytes;
     p.fused_attention = false;  // transformers' sdpa / flash_attention_2: FlashAttention-2-class kernels
+    p.check_plan = &check_pytorch_plan;
+    // train.py's recipes (PRECISIONS): no fp16 loss scaling, no fp8.
+    p.precisions = {Precision::fp32, Precision::bf16_mixed, Precision::bf16_mixed_fp32_grads, Precision::bf16};
     return p;
 }
 
@@ -122,7 +165,7 @@ std::vector<std::string> framework_names() {
 }
 
 std::optional<FrameworkProfile> profile_by_name(std::string_view name) {
-    if (name == "megatron") return FrameworkProfile{};
+    if (name == "megatron") return megatron_profile();
     if (name == "preflight-runtime") return runtime_profile();
     if (name == "pytorch") return pytorch_profile();
     if (name == "nanotron") return nanotron_profile();

@@ -179,6 +179,36 @@ TEST(Offload, ZeroOffloadPaperSplit) {
     EXPECT_EQ(z.host_bytes, 4 * n + n / 2);
 }
 
+// Ranks run stage-slowest (Megatron-LM's tp-cp-ep-dp-pp order): by hand, stages holding 10, 20,
+// 30, 40 B a rank. 2 ranks a stage, nodes of 4: {10, 10, 20, 20} = 60 and {30, 30, 40, 40} =
+// 140. 3 ranks a stage: {10, 10, 10, 20} = 50, {20, 20, 30, 30} = 100, {30, 40, 40, 40} = 150.
+// A node larger than the job holds it all: 2 x (10 + 20 + 30 + 40) = 200.
+TEST(Offload, HostBytesPerNodeSumsTheNodesOwnRanks) {
+    const std::vector<std::int64_t> stages{10, 20, 30, 40};
+    EXPECT_EQ(host_bytes_per_node(stages, 2, 4), 140);
+    EXPECT_EQ(host_bytes_per_node(stages, 3, 4), 150);
+    EXPECT_EQ(host_bytes_per_node(stages, 2, 16), 200);
+    EXPECT_EQ(host_bytes_per_node(stages, 1, 1), 40);
+}
+
+// One node of 8 at dp 1, ZeRO-0, offloading the optimizer: the node holds one copy of the fp32
+// states whichever way the model is split, 8,030,261,248 x 16 B. Under pp 8 this was the busiest
+// stage's 20.83 GiB times 8 (166.6 GiB, 39 % high); tp 8 holds the 65 norm vectors (4,096 each)
+// on every rank, 7 x 65 x 4,096 x 16 B more.
+TEST(Offload, HostBytesPerNodeOfAPipelineIsTheSumOverItsStages) {
+    const ModelConfig m = catalog_model("llama-3-8b");
+    const GpuSpec g = catalog_gpu("h100-sxm-80gb");
+    Plan p;
+    p.seq = 4096;
+    p.grad_acc = 8;
+    p.offload = Offload::optimizer;
+    p.pp = 8;
+    EXPECT_EQ(evaluate_memory(m, g, p).host_bytes_per_node, 8'030'261'248LL * 16);
+    p.pp = 1;
+    p.tp = 8;
+    EXPECT_EQ(evaluate_memory(m, g, p).host_bytes_per_node, 8'030'261'248LL * 16 + 7LL * 65 * 4096 * 16);
+}
+
 TEST(Offload, MemoryReportHostBytesAndPcieTraffic) {
     const ModelConfig m = catalog_model("llama-3-8b");
     const GpuSpec g = catalog_gpu("h100-sxm-80gb");

@@ -68,6 +68,14 @@ struct OffloadSplit {
 OffloadSplit offload_state_bytes(std::int64_t params, Precision precision, Optimizer optimizer, int zero,
                                  std::int64_t dp, Offload offload);
 
+// Host bytes of the busiest node: ranks are laid out with the pipeline stage slowest
+// (Megatron-LM's default order tp-cp-ep-dp-pp, torchtitan's mesh, DeepSpeed's
+// PipeDataParallelTopology), so `ranks_per_stage` consecutive ranks share a stage and a node holds
+// `gpus_per_node` consecutive ranks. host_bytes_by_stage[s]: one rank of stage s. The largest
+// node's sum, by prefix sums over the ranks (O(1) a node).
+std::int64_t host_bytes_per_node(const std::vector<std::int64_t>& host_bytes_by_stage, std::int64_t ranks_per_stage,
+                                 std::int64_t gpus_per_node);
+
 // Assumptions the offload step time needs beyond the GPU spec.
 struct OffloadAssumptions {
     // Host memory bandwidth the CPU optimizer step achieves per GPU (DeepSpeed's CPU-Adam is

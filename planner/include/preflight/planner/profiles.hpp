@@ -103,7 +103,7 @@ void check_runtime_plan(const ModelConfig& model, const Plan& plan);
 GpuSpec gpu_for_profile(const GpuSpec& gpu, const FrameworkProfile& profile);
 
 // Profile of plain PyTorch training a Hugging Face transformers model on one GPU
-// ("pytorch"; validation/pytorch/train.py): torch.autocast over fp32 parameters for the
+// ("pytorch"; validation/pytorch/train.py; dp, tp, pp, cp, ep > 1, ZeRO and fp16/fp8 refused): torch.autocast over fp32 parameters for the
 // mixed recipes (fp32 gradients, no master copy, fp32 residual stream, cached 16-bit
 // weight copies), HF's eager modules' saved tensors, SDPA flash or eager attention,
 // unfused fp32 cross-entropy over the logits, torch.optim.AdamW (lazy moments in the
@@ -115,6 +115,10 @@ FrameworkProfile pytorch_profile();
 // segments, larger ones are rounded to 2 MiB (kRoundLarge) when reserved.
 inline constexpr std::int64_t kTorchBlockBytes = 512;
 inline constexpr std::int64_t kTorchSegmentBytes = 2 * kMiB;
+
+// Megatron-LM ("megatron", the default): FrameworkProfile's defaults, and a check that refuses
+// what its validate_args refuses (a pipeline whose stages do not split the layers evenly).
+FrameworkProfile megatron_profile();
 
 // The names profile_by_name takes (--framework), the default "megatron" first.
 std::vector<std::string> framework_names();

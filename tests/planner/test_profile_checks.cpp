@@ -1,0 +1,89 @@
+// What a framework profile refuses because the framework itself refuses it (the profile's
+// check_plan), named by the flag: the refusals come from the frameworks' code, cited per test.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "catalog_fixture.hpp"
+#include "preflight/planner/error.hpp"
+#include "preflight/planner/frameworks.hpp"
+#include "preflight/planner/memory.hpp"
+#include "preflight/planner/profiles.hpp"
+
+using namespace preflight;
+
+namespace {
+
+// Llama-3-70B's shape: 80 layers.
+Plan pipeline_plan(std::int64_t pp) {
+    Plan p;
+    p.seq = 4096;
+    p.mbs = 1;
+    p.grad_acc = 2 * pp;
+    p.pp = pp;
+    p.tp = 8;
+    p.sp = true;
+    p.precision = Precision::bf16_mixed;
+    return p;
+}
+
+std::string refusal(const FrameworkProfile& profile, const ModelConfig& m, const Plan& p, std::string* message = nullptr) {
+    MemoryOptions o;
+    o.profile = profile;
+    try {
+        evaluate_memory(m, test::catalog_gpu("h100-sxm-80gb"), p, o);
+    } catch (const InputError& e) {
+        if (message) *message = e.what();
+        return e.subject();
+    }
+    return {};
+}
+
+}  // namespace
+
+// Megatron-LM d98e8a6, megatron/training/arguments.py validate_args: without
+// --decoder-first/last-pipeline-num-layers it asserts num_layers % pp == 0. 80 layers: pp 12
+// (80 = 6 x 12 + 8) is refused, and the message lists the degrees that divide 80 (2, 4, 5, 8,
+// 10, 16, 20, 40, 80); pp 8 and 10 run. DeepSpeed's PipelineModule (partition_method
+// "parameters") takes an uneven split, so its profile accepts pp 12.
+TEST(ProfileChecks, MegatronRefusesAPipelineThatDoesNotSplitTheLayersEvenly) {
+    const ModelConfig m = test::catalog_model("llama-3-70b");
+    ASSERT_EQ(m.layers, 80);
+    const FrameworkProfile megatron = *profile_by_name("megatron");
+    std::string message;
+    EXPECT_EQ(refusal(megatron, m, pipeline_plan(12), &message), "--pp");
+    EXPECT_NE(message.find("pp dividing 80: 2, 4, 5, 8, 10, 16, 20, 40, 80"), std::string::npos) << message;
+    EXPECT_EQ(refusal(megatron, m, pipeline_plan(8)), "");
+    EXPECT_EQ(refusal(megatron, m, pipeline_plan(10)), "");
+    EXPECT_EQ(refusal(deepspeed_profile(), m, pipeline_plan(12)), "");
+}
+
+// The pytorch profile is validation/pytorch/train.py: one GPU, no DDP, no ZeRO, and the
+// recipes its PRECISIONS list (fp32, bf16-mixed, bf16-mixed-fp32-grads, bf16).
+TEST(ProfileChecks, PytorchModelsOneGpuAndTheRecipesTrainPyRuns) {
+    const ModelConfig m = test::catalog_model("llama-3.2-1b");
+    const FrameworkProfile torch = pytorch_profile();
+    Plan p;
+    p.seq = 2048;
+    p.mbs = 1;
+    p.precision = Precision::bf16_mixed;
+    EXPECT_EQ(refusal(torch, m, p), "");
+    Plan dp = p;
+    dp.dp = 8;
+    EXPECT_EQ(refusal(torch, m, dp), "--dp");
+    Plan tp = p;
+    tp.tp = 2;
+    EXPECT_EQ(refusal(torch, m, tp), "--tp");
+    Plan pp = p;
+    pp.pp = 2;
+    EXPECT_EQ(refusal(torch, m, pp), "--pp");
+    Plan zero = p;
+    zero.zero = zero_optimizer_states;
+    EXPECT_EQ(refusal(torch, m, zero), "--zero");
+    Plan fp8 = p;
+    fp8.precision = Precision::fp8_mixed;
+    EXPECT_EQ(refusal(torch, m, fp8), "--precision");
+    EXPECT_FALSE(runs_precision(torch, Precision::fp8_mixed));
+    EXPECT_FALSE(runs_precision(torch, Precision::fp16_mixed));
+    EXPECT_TRUE(runs_precision(torch, Precision::bf16));
+}
