@@ -135,6 +135,24 @@ void rederive_layout(const ImportedConfig& c, const CLI::App& sub, PlanFlags& fl
     }
 }
 
+// A --tp beside the config (without --sp) runs the config's sequence parallelism at the new
+// degree, as the framework would: on at tp > 1 where the config asks for it, off at tp 1 (every
+// one of them turns it off there: Megatron's validate_args, torchtitan's apply_tp, nanotron's
+// modes need a tp group).
+void reapply_sequence_parallelism(const ImportedConfig& c, const CLI::App& sub, PlanFlags& flags,
+                                  std::map<std::string, std::string>& origins, std::ostream& log) {
+    if (!c.sp_with_tp || !given_on(sub, "--tp") || given_on(sub, "--sp")) return;
+    PlanFlags::Slot& slot = flags.slots[static_cast<std::size_t>(plan_field("sp") - plan_fields().data())];
+    const bool on = *c.sp_with_tp && flags.to_plan().tp > 1;
+    if (slot.toggle == on) return;
+    slot = PlanFlags::Slot{};
+    slot.toggle = on;
+    if (on) origins["--sp"] = c.file;
+    else origins.erase("--sp");
+    log << "# --from: --sp" << (on ? "" : " off") << " (the config's sequence parallelism at --tp "
+        << flags.to_plan().tp << ")\n";
+}
+
 }  // namespace
 
 std::string layout_flag_without_dp(const CLI::App& sub) {
@@ -200,6 +218,7 @@ FromApplied apply_from(const FromFlags& from, const CLI::App& sub, PlanFlags& fl
         << "\n";
     take_model(c, sub, flags, log, applied.origins);
     rederive_layout(c, sub, flags, context.gpus, applied.origins, log);
+    reapply_sequence_parallelism(c, sub, flags, applied.origins, log);
     if (c.framework && !given_on(sub, "--framework") && sub.get_option_no_throw("--framework")) {
         flags.framework = *c.framework;
         log << "# --from: --framework " << *c.framework << " (the config's; give --framework to model another)\n";

@@ -114,6 +114,7 @@ Degrees import_parallel(Flags& f, ImportedConfig& out) {
     // validate_args turns sequence parallelism off when tensor parallelism is (tp 1).
     const Flag* sp = f.get("--sequence-parallel");
     set_field(out, "sp", sp != nullptr && d.tp > 1, sp ? f.spot(*sp) : f.default_spot("--sequence-parallel (absent: off)"));
+    out.sp_with_tp = sp != nullptr;
     if (sp && d.tp == 1) out.ignored.push_back("--sequence-parallel (off at tensor parallel 1, as Megatron turns it off)");
     const Flag* per_stage = f.get("--num-layers-per-virtual-pipeline-stage");
     const Flag* stages = f.get("--num-virtual-stages-per-pipeline-rank");

@@ -250,6 +250,7 @@ Degrees read_parallelism(const Yaml& y, ImportedConfig& out) {
     std::transform(mode.begin(), mode.end(), mode.begin(), [](unsigned char c) { return std::toupper(c); });
     if (mode != "ALL_REDUCE" && mode != "REDUCE_SCATTER")
         throw InputError(y.spot("parallelism.tp_mode").text(), "unknown mode '" + mode + "' (ALL_REDUCE, REDUCE_SCATTER)");
+    out.sp_with_tp = mode == "REDUCE_SCATTER";
     if (d.tp > 1) tv::set_imported(out, "sp", mode == "REDUCE_SCATTER", y.spot("parallelism.tp_mode"));
     // ParallelismArgs.pp_engine (default afab = all forward, all backward: GPipe; utils_config.py
     // cast_str_to_pipeline_engine).

@@ -307,6 +307,7 @@ void read_sharding(const Toml& t, const Degrees& d, ImportedConfig& out) {
     tv::set_imported(out, "zero", zero, t.find("parallelism", "fsdp_reshard_after_forward") ? reshard_spot : shard_spot);
     // torchtitan's tensor parallelism shards the norms by sequence (parallelize.py apply_tp:
     // SequenceParallel on attention_norm / ffn_norm): sequence parallelism whenever tp > 1.
+    out.sp_with_tp = true;
     if (d.tp > 1) tv::set_imported(out, "sp", true, t.spot("parallelism", "tensor_parallel_degree"));
 }
 

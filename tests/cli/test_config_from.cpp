@@ -220,6 +220,22 @@ TEST(ConfigFrom, ALayoutFlagBesideTheConfigKeepsItsGpus) {
     EXPECT_LE(plan.exit_code, 1) << plan.err;
 }
 
+// A --tp beside the config runs the config's sequence parallelism at the new degree, as the
+// framework would (was: the file's own tp decided it, so --tp 2 planned no SP where the framework
+// runs it, and --tp 1 was refused blaming the file's SP line). Megatron's script sets
+// --sequence-parallel at tp 2: on at tp 4, off at tp 1 (16 GPUs: dp 16). torchtitan shards the
+// norms by sequence whenever tp > 1 (apply_tp): its tp-1 TOML at --tp 2 runs SP. nanotron's
+// REDUCE_SCATTER at tp 2: off at --tp 1.
+TEST(ConfigFrom, ALayoutFlagBesideTheConfigRunsItsSequenceParallelismAtTheNewDegree) {
+    const std::string mg = "--from " + config("megatron/cli_llama3_8b_tp2.sh");
+    EXPECT_EQ(memory_json(mg + " --tp 4")["plan"]["sp"], true);
+    const json mg1 = memory_json(mg + " --tp 1");
+    EXPECT_EQ(mg1["plan"]["sp"], false);
+    EXPECT_EQ(mg1["plan"]["dp"], 16);
+    EXPECT_EQ(memory_json("--from " + config("torchtitan/cli_llama3_8b.toml") + " --gpus 8 --tp 2")["plan"]["sp"], true);
+    EXPECT_EQ(memory_json("--from " + config("nanotron/cli_llama_1b.yaml") + " --tp 1")["plan"]["sp"], false);
+}
+
 // `--from -` reads the config from standard input: the same plan as from the file, and a
 // refusal that names standard input.
 TEST(ConfigFrom, DashReadsTheConfigFromStandardInput) {

@@ -79,6 +79,10 @@ struct ImportedConfig {
     // time options ThroughputOptions::tp_comm_overlap / p2p_overlap (EmitOptions writes them back).
     bool tp_comm_overlap = false;
     bool overlap_p2p_comm = false;
+    // Whether the framework runs sequence parallelism whenever tp > 1 in this config (Megatron's
+    // --sequence-parallel, torchtitan always, nanotron's tp_mode REDUCE_SCATTER); nullopt when the
+    // config has no say (DeepSpeed). A --tp beside --from applies it at the new degree.
+    std::optional<bool> sp_with_tp;
     std::vector<ImportedField> fields;           // in file order; each field at most once
     std::vector<std::string> ignored;            // keys known and ignored on purpose ("[checkpoint] enable")
     std::vector<std::string> warnings;           // keys that change memory or speed that are not modelled
