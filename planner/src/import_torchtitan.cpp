@@ -1,10 +1,13 @@
 // torchtitan job-config TOML -> plan values. The keys are torchtitan's JobConfig dataclasses
 // (torchtitan/config/job_config.py; torchtitan/config_manager.py before mid-2025) as of the last
 // TOML release (pytorch/torchtitan 238fa99, 2026-02, before the Python config registry), with
-// the older names still found in configs: [training] batch_size and compile, [float8].
+// the older names still found in configs: [training] batch_size and compile, [float8], and the
+// degrees before the [parallelism] table (785c34c, 2025-03-18): in [training] and [experimental].
 // A comment on each mapping names the dataclass field that defines the key.
 #include <algorithm>
 #include <cctype>
+#include <utility>
+#include <vector>
 
 #include "import_flag_values.hpp"
 #include "import_tree_values.hpp"
@@ -27,20 +30,40 @@ std::string label(std::string_view section, std::string_view key) {
     return s;
 }
 
+// Where torchtitan's config_manager.py kept a [parallelism] key before that table existed
+// (785c34c, 2025-03-18): the data-parallel and tensor degrees and the FSDP reshard in
+// [training], the pipeline and context degrees and the schedule in [experimental]; "" for the rest.
+std::string_view legacy_section(std::string_view key) {
+    for (std::string_view k : {"data_parallel_replicate_degree", "data_parallel_shard_degree", "tensor_parallel_degree",
+                               "fsdp_reshard_after_forward"})
+        if (key == k) return "training";
+    for (std::string_view k : {"pipeline_parallel_degree", "pipeline_parallel_schedule", "context_parallel_degree"})
+        if (key == k) return "experimental";
+    return "";
+}
+
 // The parsed TOML with the spot of each [section] key.
 struct Toml {
     const ConfigTree& tree;
 
-    tv::Path path(std::string_view section, std::string_view key) const {
+    static tv::Path path_in(std::string_view section, std::string_view key) {
         tv::Path p = tv::split_dotted(section);
         p.emplace_back(key);
         return p;
     }
+    // The section a key is read from: a [parallelism] key the file writes only where torchtitan
+    // kept it before that table is read there (its line and label name where it is written).
+    std::string_view section_of(std::string_view section, std::string_view key) const {
+        const std::string_view old = section == "parallelism" ? legacy_section(key) : "";
+        if (old.empty() || tv::find_value(tree.root, path_in(section, key))) return section;
+        return tv::find_value(tree.root, path_in(old, key)) ? old : section;
+    }
+    tv::Path path(std::string_view section, std::string_view key) const { return path_in(section_of(section, key), key); }
     const json* find(std::string_view section, std::string_view key) const {
         return tv::find_value(tree.root, path(section, key));
     }
     ConfigSpot spot(std::string_view section, std::string_view key) const {
-        return tv::spot_of(tree, path(section, key), label(section, key));
+        return tv::spot_of(tree, path(section, key), label(section_of(section, key), key));
     }
     std::optional<std::string> text(std::string_view section, std::string_view key) const {
         const json* v = find(section, key);
@@ -76,7 +99,10 @@ const std::vector<SectionRule>& section_rules() {
         // FaultTolerance, Experimental, Validation, Debug: no memory or speed bearing.
         {"job", {}, {}, true}, {"profiling", {}, {}, true}, {"metrics", {}, {}, true},
         {"lr_scheduler", {}, {}, true}, {"checkpoint", {}, {}, true}, {"comm", {}, {}, true},
-        {"memory_estimation", {}, {}, true}, {"fault_tolerance", {}, {}, true}, {"experimental", {}, {}, true},
+        {"memory_estimation", {}, {}, true}, {"fault_tolerance", {}, {}, true},
+        // config_manager.py Experimental before 785c34c: the pipeline and context degrees (legacy_section).
+        {"experimental", {"pipeline_parallel_degree", "pipeline_parallel_schedule", "pipeline_parallel_microbatches",
+                          "context_parallel_degree"}, {}, true},
         {"validation", {}, {}, true}, {"debug", {}, {}, true},
         // job_config.py Model
         {"model", {"name", "flavor", "converters"}, {"hf_assets_path", "tokenizer_path", "print_after_conversion"}},
@@ -85,7 +111,10 @@ const std::vector<SectionRule>& section_rules() {
         // job_config.py Training
         {"training",
          {"local_batch_size", "batch_size", "global_batch_size", "seq_len", "enable_cpu_offload",
-          "mixed_precision_param", "mixed_precision_reduce", "dtype", "compile"},
+          "mixed_precision_param", "mixed_precision_reduce", "dtype", "compile",
+          // config_manager.py Training before 785c34c (legacy_section)
+          "data_parallel_replicate_degree", "data_parallel_shard_degree", "tensor_parallel_degree",
+          "fsdp_reshard_after_forward"},
          {"dataset", "dataset_path", "max_norm", "steps", "gc_freq", "gc_debug", "seed", "deterministic",
           "dataloader", "warmup_steps"}},
         // job_config.py Parallelism
@@ -145,9 +174,11 @@ void classify(const Toml& t, const std::string& section, const json& table, Impo
         if (r == nullptr) {  // an unknown [section], or a stray key at the top or in a container
             out.warnings.push_back(value.is_object() ? "[" + sub + "]: not modelled (unknown section)"
                                                      : not_modelled(t, section, key));
+        } else if (listed(r->read, key)) {
+            continue;  // read where it belongs
         } else if (r->ignore_all || listed(r->ignored, key)) {
             out.ignored.push_back(label(section, key));
-        } else if (!listed(r->read, key)) {
+        } else {
             // A switch left off changes nothing; anything else is a setting the planner lacks.
             if (value.is_boolean() && !value.get<bool>()) out.ignored.push_back(label(section, key));
             else out.warnings.push_back(not_modelled(t, section, key));
@@ -243,7 +274,16 @@ void read_batch(const Toml& t, const Degrees& d, ImportedConfig& out) {
     const std::int64_t local = training_count(t, local_key, "mbs", 8, out);
     std::int64_t micro = local, chunks = 1;
     ConfigSpot micro_spot = t.spot("training", local_key);
-    if (d.pp > 1) {
+    if (d.pp > 1 && t.find("experimental", "pipeline_parallel_degree")) {
+        // config_manager.py Experimental.pipeline_parallel_microbatches before 785c34c (default:
+        // the pp degree, distributed/pipeline.py): the local batch split into that many.
+        micro_spot = t.spot("experimental", "pipeline_parallel_microbatches");
+        chunks = t.integer("experimental", "pipeline_parallel_microbatches", d.pp, 1, limits::kMaxMbs);
+        if (local % chunks != 0)
+            throw InputError(micro_spot.text(), std::to_string(chunks) + " micro-batches do not divide [training] " +
+                                                    std::string(local_key) + " " + std::to_string(local));
+        micro = local / chunks;
+    } else if (d.pp > 1) {
         // job_config.py Parallelism.pipeline_parallel_microbatch_size (default 1): the pipeline's
         // micro-batch; the local batch runs as local / microbatch of them.
         micro_spot = t.spot("parallelism", "pipeline_parallel_microbatch_size");
@@ -410,9 +450,19 @@ bool float8_linears(const Toml& t, ImportedConfig& out) {
     const ConfigSpot spot = t.spot("model", "converters");
     bool fp8 = false;
     if (v != nullptr) {
-        if (!v->is_array()) throw InputError(spot.text(), "must be a list of converter names, got " + import_values::shown(*v));
-        for (const json& c : *v) {
-            const std::string name = tv::read_string(c, spot);
+        // A comma-separated string before e0d2de6 (2025-04-18; config_manager.py string_list).
+        std::vector<std::string> names;
+        if (v->is_string()) {
+            std::string part;
+            for (char ch : v->get<std::string>() + ",")
+                if (ch != ',') part += ch;
+                else if (!part.empty()) names.push_back(std::exchange(part, {}));
+        } else if (v->is_array()) {
+            for (const json& c : *v) names.push_back(tv::read_string(c, spot));
+        } else {
+            throw InputError(spot.text(), "must be a list of converter names, got " + import_values::shown(*v));
+        }
+        for (const std::string& name : names) {
             if (name == "float8" || name == "quantize.linear.float8") fp8 = true;
             else out.warnings.push_back(spot.key + " \"" + name + "\": not modelled (MX / grouped-GEMM quantisation)");
         }

@@ -128,6 +128,38 @@ TEST(ImportTorchtitan, OlderKeysAndSelectiveEveryNthLayer) {
     EXPECT_EQ(name_field(f, "recompute"), "full");
 }
 
+// Before the [parallelism] table (torchtitan 785c34c, 2025-03-18) config_manager.py kept the
+// data-parallel and tensor degrees in [training] and the pipeline and context degrees in
+// [experimental], whose pipeline_parallel_microbatches (default: pp) split the local batch; and
+// converters was a comma-separated string until e0d2de6 (2025-04-18). The 2025-02 Llama 3 70B
+// shape on 64 GPUs with pp 4: tp 8 x pp 4 leaves shard 64 / 32 = 2; batch 8 in pp = 4
+// micro-batches of 2 (was: tp and pp dropped, tp 1 pp 1 planned, 211 GiB; the string refused).
+TEST(ImportTorchtitan, DegreesBeforeTheParallelismTableAreReadWhereTheyWereWritten) {
+    const ImportedConfig c = import_text(
+        "[model]\nname = \"llama3\"\nflavor = \"70B\"\nconverters = \"float8\"\n"         // lines 1-4
+        "[training]\nbatch_size = 8\nseq_len = 8192\n"                                   // 5-7
+        "data_parallel_shard_degree = -1\ntensor_parallel_degree = 8\n"                  // 8-9
+        "[experimental]\npipeline_parallel_degree = 4\ncontext_parallel_degree = 1\n",   // 10-12
+        64);
+    EXPECT_EQ(int_field(c, "tp"), 8);
+    EXPECT_EQ(int_field(c, "pp"), 4);
+    EXPECT_EQ(int_field(c, "dp"), 2);
+    EXPECT_EQ(int_field(c, "mbs"), 2);
+    EXPECT_EQ(int_field(c, "grad_acc"), 4);
+    EXPECT_EQ(name_field(c, "precision"), "fp8-mixed");
+    ASSERT_NE(c.field("tp"), nullptr);
+    EXPECT_EQ(c.field("tp")->from.line, 9);
+    EXPECT_NE(c.field("tp")->from.text().find("[training] tensor_parallel_degree"), std::string::npos)
+        << c.field("tp")->from.text();
+    EXPECT_FALSE(any_contains(c.warnings, "tensor_parallel_degree"));
+    // pipeline_parallel_microbatches 8: micro-batches of 1.
+    const ImportedConfig m = import_text(
+        "[training]\nbatch_size = 8\nseq_len = 2048\ndata_parallel_shard_degree = 2\n"
+        "[experimental]\npipeline_parallel_degree = 2\npipeline_parallel_microbatches = 8\n");
+    EXPECT_EQ(int_field(m, "mbs"), 1);
+    EXPECT_EQ(int_field(m, "grad_acc"), 8);
+}
+
 // v0.2.2: without FSDP (shard degree 1, no cp) tp or pp turns mixed precision off
 // (distributed/utils.py maybe_enable_amp), so bf16 is planned as fp32 and a Float8 job too, each
 // said; with data-parallel sharding the same job stays bf16-mixed. A pipeline whose global batch
