@@ -71,8 +71,9 @@ const std::vector<SectionRule>& section_rules() {
           "ring_attn_heads_k_stride", "rope_seq_len_interpolation_factor"}},
         // parallelism_config.py ParallelismArgs
         {"parallelism",
-         {"dp", "tp", "pp", "pp_engine", "tp_mode", "recompute_layer", "context_parallel_size", "expert_parallel_size"},
-         {"tp_linear_async_communication", "tp_recompute_allgather"}},
+         {"dp", "tp", "pp", "pp_engine", "tp_mode", "recompute_layer", "context_parallel_size", "expert_parallel_size",
+          "tp_recompute_allgather"},
+         {"tp_linear_async_communication"}},
         // config.py TokensArgs
         {"tokens",
          {"sequence_length", "micro_batch_size", "batch_accumulation_per_replica"},
@@ -252,6 +253,13 @@ Degrees read_parallelism(const Yaml& y, ImportedConfig& out) {
         throw InputError(y.spot("parallelism.tp_mode").text(), "unknown mode '" + mode + "' (ALL_REDUCE, REDUCE_SCATTER)");
     out.sp_with_tp = mode == "REDUCE_SCATTER";
     if (d.tp > 1) tv::set_imported(out, "sp", mode == "REDUCE_SCATTER", y.spot("parallelism.tp_mode"));
+    // ParallelismArgs.tp_recompute_allgather (default true): false makes a column-parallel linear
+    // in REDUCE_SCATTER mode save its all-gathered input, not its shard
+    // (parallel/tensor_parallel/functional.py, save_for_backward(gathered_tensor, ...)).
+    if (d.tp > 1 && mode == "REDUCE_SCATTER" && !y.flag("parallelism.tp_recompute_allgather").value_or(true))
+        out.warnings.push_back(y.spot("parallelism.tp_recompute_allgather").text() +
+                               ": false keeps each column-parallel linear's all-gathered input (tp x its shard): "
+                               "not modelled, the job holds more activation memory than planned");
     // ParallelismArgs.pp_engine (default afab = all forward, all backward: GPipe; utils_config.py
     // cast_str_to_pipeline_engine).
     const std::string engine = y.text("parallelism.pp_engine").value_or("afab");

@@ -81,6 +81,20 @@ TEST(ImportNanotron, TinyLlamaExample) {
     EXPECT_EQ(int_field(d, "grad_acc"), 4);
 }
 
+// ParallelismArgs.tp_recompute_allgather: false makes a REDUCE_SCATTER column-parallel linear save
+// its all-gathered input (functional.py save_for_backward(gathered_tensor, ...)): not modelled,
+// so warned with its line (was: ignored on purpose whatever its value). true (the default), or
+// ALL_REDUCE mode where nothing is gathered, says nothing.
+TEST(ImportNanotron, TpRecomputeAllgatherOffIsWarned) {
+    const ImportedConfig off = import_text(run("  tp_mode: REDUCE_SCATTER\n  tp_recompute_allgather: false\n"));
+    EXPECT_TRUE(any_contains(off.warnings, "tp_recompute_allgather")) << "no warning";
+    EXPECT_TRUE(any_contains(off.warnings, ":6")) << "the line (6) is named";
+    const ImportedConfig on = import_text(run("  tp_mode: REDUCE_SCATTER\n  tp_recompute_allgather: true\n"));
+    EXPECT_FALSE(any_contains(on.warnings, "tp_recompute_allgather"));
+    const ImportedConfig all_reduce = import_text(run("  tp_mode: ALL_REDUCE\n  tp_recompute_allgather: false\n"));
+    EXPECT_FALSE(any_contains(all_reduce.warnings, "tp_recompute_allgather"));
+}
+
 TEST(ImportNanotron, QwenPipelineZero1) {
     const ImportedConfig c = import_fixture("qwen_pp_zero1.yaml");
     EXPECT_EQ(int_field(c, "dp"), 8);
