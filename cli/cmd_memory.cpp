@@ -173,7 +173,8 @@ void warn_unsearched_recipe(const GpuSpec& gpu, Precision precision) {
 // unless the GPU publishes no peak for it (`plan` would refuse the pin).
 void print_next_step(const std::string& model, const GpuSpec& gpu, const std::string& gpu_name, const Plan& p,
                      const std::string& framework) {
-    std::cout << "# next: preflight plan --model " << model << " --gpu " << gpu_name << " --gpus " << p.gpus()
+    std::cout << "# next: preflight plan --model " << shell_word(model) << " --gpu " << shell_word(gpu_name)
+              << " --gpus " << p.gpus()
               << " --gbs-tokens " << p.global_batch_tokens() << " --seq " << p.seq
               << (compute_peak_flops_per_s(gpu, p.precision) ? " --precision " + std::string(to_string(p.precision)) : "")
               << (p.finetune != Finetune::full ? " --finetune " + std::string(to_string(p.finetune)) : "")

@@ -1,8 +1,10 @@
 #include "format.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <string_view>
 #include <utility>
 
 namespace preflight::cli {
@@ -118,6 +120,16 @@ std::string format_duration(double s) {
     else
         std::snprintf(buf, sizeof buf, "%.0f s", s);
     return buf;
+}
+
+std::string shell_word(const std::string& word) {
+    const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || std::string_view("_./:=@%+,-").find(c) != std::string_view::npos;
+    });
+    if (plain) return word;
+    std::string out = "'";
+    for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
 }
 
 }  // namespace preflight::cli

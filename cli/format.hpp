@@ -46,6 +46,9 @@ std::string signed_batch_error(double e);
 
 // "1 GPU", "8 GPUs", "1,024 plans": a count with digit grouping and its noun, singular at 1.
 std::string count_of(std::int64_t n, const char* singular, const char* plural);
+// `word` as one POSIX shell word: unchanged when it holds only [A-Za-z0-9_./:=@%+,-], else in
+// single quotes (each ' written '\''), so a printed command line pastes as it reads.
+std::string shell_word(const std::string& word);
 
 // A plain aligned table: header row, a units row, then data rows. Column 0 is left
 // aligned, the rest right aligned.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 
 #include "preflight/planner/frameworks.hpp"
 #include "run_cli.hpp"
+#include "user_files.hpp"
 
 namespace preflight {
 namespace {
@@ -185,6 +187,23 @@ TEST(CliMemory, DoesNotFitNamesTheSearchThatFindsAFit) {
     // A fitting plan, and machine formats, carry no such line.
     EXPECT_EQ(run_preflight("memory --model llama-3-8b --dp 8 --zero 3").out.find(head), std::string::npos);
     EXPECT_EQ(run_preflight("memory --model llama-3-8b --dp 8 --zero 1 --mbs 4 --format csv").out.find(head), std::string::npos);
+}
+
+// The # next: line is a command to paste: a model path with a space (or a quote) is one shell
+// word there (was: `--model my 8b.json`, which `plan` refused: "not an option: 8b.json").
+TEST(CliMemory, TheNextCommandQuotesAPathWithASpace) {
+    const test::Scratch dir;
+    std::ifstream in(std::string(PREFLIGHT_TEST_DATA_DIR) + "/models/llama-3-8b.json");
+    const std::string path = dir.write_text("my 8b's.json", std::string(std::istreambuf_iterator<char>(in), {}));
+    const std::string quoted = "'" + path.substr(0, path.rfind('/') + 1) + "my 8b'\\''s.json'";
+    const auto r = run_preflight("memory --model " + quoted + " --dp 8 --zero 1 --mbs 4");
+    ASSERT_EQ(r.exit_code, 1) << r.err;
+    const std::string head = "# next: preflight ";
+    const std::size_t at = r.out.find(head);
+    ASSERT_NE(at, std::string::npos) << r.out;
+    const std::string next = r.out.substr(at + head.size(), r.out.find("   # ", at) - at - head.size());
+    EXPECT_NE(next.find("--model " + quoted + " --gpu"), std::string::npos) << next;
+    EXPECT_EQ(run_preflight(next).exit_code, 0) << next;
 }
 
 TEST(CliMemory, ConfigPathWorksLikeACatalogName) {
