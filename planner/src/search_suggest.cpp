@@ -21,11 +21,14 @@ bool try_change(const ModelConfig& model, const GpuSpec& gpu, const SearchReques
     const std::string cp = c.plan.cp > 1 ? ", cp " + str(c.plan.cp) : "";
     // The memory the profile judges the fit on: a device need where it models the allocator.
     const bool need = r.memory.profile.verdict_on_reserved;
-    std::snprintf(buf, sizeof buf, "%s: then dp %lld, tp %lld, pp %lld%s, ZeRO-%d, recompute %s, mbs %lld fits at %s%s",
+    // The recipe and sequence parallelism too: the fit may rest on them (the search weighs fp8 and
+    // pure bf16), and `memory` with the layout alone would judge another plan.
+    std::snprintf(buf, sizeof buf, "%s: then dp %lld, tp %lld%s, pp %lld%s, ZeRO-%d, recompute %s, %s, mbs %lld fits at %s%s",
                   change.c_str(), static_cast<long long>(c.plan.dp), static_cast<long long>(c.plan.tp),
-                  static_cast<long long>(c.plan.pp), cp.c_str(), static_cast<int>(c.plan.zero),
-                  std::string(to_string(c.plan.recompute)).c_str(), static_cast<long long>(c.plan.mbs),
-                  gib(judged_bytes(c.memory, r.memory.profile)).c_str(), need ? " device need" : "");
+                  c.plan.sp ? " --sp" : "", static_cast<long long>(c.plan.pp), cp.c_str(), static_cast<int>(c.plan.zero),
+                  std::string(to_string(c.plan.recompute)).c_str(), std::string(to_string(c.plan.precision)).c_str(),
+                  static_cast<long long>(c.plan.mbs), gib(judged_bytes(c.memory, r.memory.profile)).c_str(),
+                  need ? " device need" : "");
     out.suggestions.push_back(buf);
     return true;
 }

@@ -537,7 +537,8 @@ TEST(PlanCli, ASuggestionQuotesTheMemoryTheProfileJudges) {
     const auto best = nlohmann::json::parse(at8.out)["candidates"][0]["memory"];
     char need[32];
     std::snprintf(need, sizeof need, "%.2f GiB", best["device_peak_bytes"].get<double>() / (1024.0 * 1024 * 1024));
-    EXPECT_TRUE(has(r.out, "--gpus 8 (more GPUs): then dp 1, tp 8, pp 1, ZeRO-0, recompute none, mbs 1 fits at " +
+    // The recipe and sequence parallelism the fit rests on are named too (audit 2026-11-30).
+    EXPECT_TRUE(has(r.out, "--gpus 8 (more GPUs): then dp 1, tp 8 --sp, pp 1, ZeRO-0, recompute none, bf16, mbs 1 fits at " +
                                std::string(need) + " device need"))
         << r.out;
 }
