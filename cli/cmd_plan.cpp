@@ -135,7 +135,8 @@ void print_header(const PlanCommandState& st, const ModelConfig& model, const Gp
                                       : fixed(static_cast<double>(req.gbs_tokens) / static_cast<double>(res.seq), 1);
     std::cout << "# target: " << group_digits(req.gbs_tokens) << " tokens per step at seq " << res.seq << " ("
               << sequences << (sequences == "1" ? " sequence" : " sequences") << "); memory limit " << format_bytes(res.limit_bytes) << " = " << pct(1 - req.headroom, 0)
-              << " of " << format_bytes(gpu.memory_bytes) << " (--headroom " << req.headroom << ")\n";
+              << " of " << format_bytes(gpu.memory_bytes) << " (--headroom " << req.headroom << ")"
+              << (req.host_memory_bytes ? "; host memory " + format_bytes(*req.host_memory_bytes) + " per node" : "") << "\n";
     std::cout << "# searched " << count_of(res.plans_evaluated, "plan", "plans") << " (" << group_digits(res.plans_fitting)
               << " fit" << (res.plans_ruled_out > 0 ? ", " + group_digits(res.plans_ruled_out) + " larger ones not judged" : "")
               << ") in " << format_seconds(search_s)
