@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <set>
 
 #include "import_flag_values.hpp"
 #include "megatron_flags.hpp"
@@ -21,8 +22,8 @@ Flags::Flags(const std::vector<Word>& arguments, std::string file) : file_(std::
     for (const Word& w : arguments) {
         if (w.text.rfind("--", 0) == 0 && w.text.size() > 2) {
             const std::size_t eq = w.text.find('=');
-            list_.push_back({w.text.substr(0, eq), w.line, {}});
-            if (eq != std::string::npos) list_.back().values.push_back({w.text.substr(eq + 1), w.line, w.unresolved});
+            list_.push_back({w.text.substr(0, eq), w.line, {}, w.branch});
+            if (eq != std::string::npos) list_.back().values.push_back({w.text.substr(eq + 1), w.line, w.unresolved, w.branch});
         } else if (list_.empty()) {
             stray_.push_back(w);
         } else {
@@ -66,14 +67,19 @@ std::optional<double> Flags::real(std::string_view name, double min, double max)
     return import_values::real_text(text(*f), spot(*f), min, max);
 }
 
+std::vector<const Flag*> Flags::last() const {
+    std::vector<const Flag*> out;
+    std::set<std::string_view> seen;
+    for (auto it = list_.rbegin(); it != list_.rend(); ++it)
+        if (seen.insert(it->name).second) out.push_back(&*it);
+    std::reverse(out.begin(), out.end());
+    return out;
+}
+
 std::vector<const Flag*> Flags::unread() const {
     std::vector<const Flag*> out;
-    for (std::size_t i = 0; i < list_.size(); ++i) {
-        if (read_.count(list_[i].name)) continue;
-        bool later = false;
-        for (std::size_t j = i + 1; j < list_.size() && !later; ++j) later = list_[j].name == list_[i].name;
-        if (!later) out.push_back(&list_[i]);
-    }
+    for (const Flag* f : last())
+        if (!read_.count(f->name)) out.push_back(f);
     return out;
 }
 
@@ -437,6 +443,37 @@ void classify_rest(Flags& f, ImportedConfig& out) {
     }
 }
 
+// Values read through a conditional the script reader could not decide (megatron_script.hpp:
+// every branch read): one warning per conditional, naming its line and the flags it reached,
+// except flags left out on purpose (paths, logging).
+void warn_undecided(const Script& s, Flags& f, ImportedConfig& out) {
+    std::map<int, std::vector<std::string>> reached;
+    const auto add = [&](int line, const std::string& what) {
+        if (line != 0) reached[line].push_back(what);
+    };
+    for (const Word& w : s.launcher)
+        if (w.branch != 0) {
+            add(w.branch, "the " + s.launcher_name + " launch line");
+            break;
+        }
+    for (const Flag* x : f.last()) {
+        if (!f.was_read(x->name) && megatron_flag_ignored(x->name)) continue;
+        int line = x->branch;
+        for (const Word& w : x->values) line = line != 0 ? line : w.branch;
+        add(line, x->name);
+    }
+    std::map<int, std::string> why;
+    for (const megatron_script::Undecided& u : s.undecided) why[u.line] = u.what;
+    for (const auto& [line, names] : reached) {
+        std::string list;
+        for (std::size_t i = 0; i < names.size() && i < 6; ++i) list += (i ? ", " : "") + names[i];
+        if (names.size() > 6) list += " and " + std::to_string(names.size() - 6) + " more";
+        const auto w = why.find(line);
+        out.warnings.push_back(f.file() + ":" + std::to_string(line) + ": " +
+                               (w != why.end() ? w->second : "not evaluated: every branch is read") + " (" + list + ")");
+    }
+}
+
 }  // namespace
 
 ImportedConfig import_megatron(std::string_view text, const std::string& file, const ImportContext& context) {
@@ -458,10 +495,10 @@ ImportedConfig import_megatron(std::string_view text, const std::string& file, c
     import_offload_and_overlap(flags, out);
     import_megatron_model(flags, out, d.tp);
     classify_rest(flags, out);
+    warn_undecided(script, flags, out);
     if (script.launches > 1)
-        out.warnings.push_back(file + ":" + std::to_string(script.launch_line) + ": the script has " +
-                               std::to_string(script.launches) + " launch lines (conditionals are not evaluated): "
-                               "the first is read");
+        out.warnings.push_back(file + ":" + std::to_string(script.launch_line) + ": the script runs " +
+                               std::to_string(script.launches) + " launch lines: the first is read");
     std::stable_sort(out.fields.begin(), out.fields.end(), [](const ImportedField& a, const ImportedField& b) {
         return (a.from.line == 0 ? INT32_MAX : a.from.line) < (b.from.line == 0 ? INT32_MAX : b.from.line);
     });

@@ -19,6 +19,7 @@ struct Flag {
     std::string name;         // "--micro-batch-size"
     int line = 0;             // where the flag was written
     std::vector<Word> values;  // the words after it up to the next --flag
+    int branch = 0;           // the name's Word::branch: an undecided conditional it was read through
 };
 
 class Flags {
@@ -40,8 +41,11 @@ public:
                                         std::string_view what = {});
     std::optional<double> real(std::string_view name, double min, double max);
 
+    // Each flag's last occurrence (the one argparse keeps), in the order written.
+    std::vector<const Flag*> last() const;
     // Flags never read, in the order written (their last occurrence), and words before the first flag.
     std::vector<const Flag*> unread() const;
+    bool was_read(std::string_view name) const { return read_.count(name) > 0; }
     const std::vector<Word>& stray() const { return stray_; }
     const std::vector<Flag>& all() const { return list_; }
     const std::string& file() const { return file_; }

@@ -1,395 +1,26 @@
 // A small reader of the shell that Megatron-LM launch scripts are written in (megatron_script.hpp):
-// a lexer into words and operators with their lines, then an interpreter that keeps variables
-// and arrays, expands words and finds the launch line. Our own code (no shell is run).
+// the lexer and word expansion of megatron_shell.cpp, then an interpreter that walks the
+// grammar of bash's compound commands (GNU Bash manual, "Shell Commands": lists, pipelines,
+// if, case, while / until / for, groups), keeps variables and arrays, runs the branches a
+// decided test takes and finds the launch line. Our own code (no shell is run).
 #include "megatron_script.hpp"
 
-#include <cctype>
-#include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <set>
+
+#include "megatron_shell.hpp"
 
 namespace preflight::megatron_script {
 
 namespace {
 
-enum class Tok { word, separator, open, close, redirect };
+using namespace shell;
 
-struct Raw {
-    Tok kind = Tok::word;
-    std::string text;  // a word as written (quotes and $ references kept)
-    int line = 0;
-};
-
-bool name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
-bool name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
-
-// The end (one past) of the group opened at s[i] ('(' or '{'), skipping quoted text.
-std::size_t group_end(std::string_view s, std::size_t i) {
-    const char open = s[i], close = open == '(' ? ')' : '}';
-    int depth = 0;
-    for (; i < s.size(); ++i) {
-        const char c = s[i];
-        if (c == '\\') {
-            ++i;
-        } else if (c == '\'' || c == '"') {
-            for (++i; i < s.size() && s[i] != c; ++i)
-                if (c == '"' && s[i] == '\\') ++i;
-        } else if (c == open) {
-            ++depth;
-        } else if (c == close && --depth == 0) {
-            return i + 1;
-        }
-    }
-    return s.size();
-}
-
-// The end (one past) of the quoted text starting at s[i] (a quote character).
-std::size_t quote_end(std::string_view s, std::size_t i) {
-    const char q = s[i];
-    for (++i; i < s.size() && s[i] != q; ++i) {
-        if (q == '"' && s[i] == '\\') ++i;
-        else if (q == '"' && s[i] == '$' && i + 1 < s.size() && (s[i + 1] == '(' || s[i + 1] == '{'))
-            i = group_end(s, i + 1) - 1;
-    }
-    return std::min(i + 1, s.size());
-}
-
-class Lexer {
-public:
-    explicit Lexer(std::string_view s) : s_(s) {}
-
-    std::vector<Raw> run() {
-        while (i_ < s_.size()) step();
-        flush();
-        return out_;
-    }
-
-private:
-    void flush() {
-        if (in_word_) out_.push_back({Tok::word, word_, word_line_});
-        word_.clear();
-        in_word_ = false;
-    }
-    void op(Tok kind) {
-        flush();
-        out_.push_back({kind, "", line_});
-    }
-    // Copies s[i, end) into the word, counting its newlines.
-    void take(std::size_t end) {
-        if (!in_word_) word_line_ = line_;
-        in_word_ = true;
-        for (; i_ < end; ++i_) {
-            if (s_[i_] == '\n') ++line_;
-            word_ += s_[i_];
-        }
-    }
-    void step() {
-        const char c = s_[i_];
-        const char next = i_ + 1 < s_.size() ? s_[i_ + 1] : '\0';
-        if (c == '\\' && (next == '\n' || (next == '\r' && i_ + 2 < s_.size() && s_[i_ + 2] == '\n'))) {
-            i_ += next == '\n' ? 2 : 3;  // a continuation: the command goes on
-            ++line_;
-        } else if (c == '\n') {
-            op(Tok::separator);
-            ++line_, ++i_;
-        } else if (c == ' ' || c == '\t' || c == '\r') {
-            flush(), ++i_;
-        } else if (c == '#' && !in_word_) {
-            while (i_ < s_.size() && s_[i_] != '\n') ++i_;
-        } else if (c == ';' || c == '&' || c == '|') {
-            op(Tok::separator), ++i_;
-        } else if (c == '>' || c == '<') {
-            if (in_word_ && word_.find_first_not_of("0123456789") == std::string::npos) in_word_ = false, word_.clear();
-            op(Tok::redirect);
-            for (++i_; i_ < s_.size() && (s_[i_] == '>' || s_[i_] == '&');) ++i_;
-        } else if (c == '(' || c == ')') {
-            op(c == '(' ? Tok::open : Tok::close), ++i_;
-        } else if (c == '\'' || c == '"') {
-            take(quote_end(s_, i_));
-        } else if (c == '\\') {
-            take(std::min(i_ + 2, s_.size()));
-        } else if (c == '$' && (next == '(' || next == '{')) {
-            take(group_end(s_, i_ + 1));
-        } else if (c == '`') {
-            const std::size_t end = s_.find('`', i_ + 1);
-            take(end == std::string_view::npos ? s_.size() : end + 1);
-        } else {
-            take(i_ + 1);
-        }
-    }
-
-    std::string_view s_;
-    std::size_t i_ = 0;
-    int line_ = 1;
-    std::vector<Raw> out_;
-    std::string word_;
-    int word_line_ = 0;
-    bool in_word_ = false;
-};
-
-struct Var {
-    std::vector<Word> values;  // a scalar holds one
-    bool array = false;
-};
-using Vars = std::map<std::string, Var>;
-
-std::optional<std::int64_t> arithmetic(std::string_view expr, const Vars& vars);
-
-// Expands one raw word: quotes removed, references replaced, unquoted expansions split on
-// whitespace when `split` (a command's words; an assignment's value is not split).
-class Expander {
-public:
-    Expander(const Vars& vars, int line, bool split) : vars_(vars), line_(line), split_(split), cur_line_(line) {}
-
-    std::vector<Word> run(std::string_view raw) {
-        for (std::size_t i = 0; i < raw.size();) i = step(raw, i);
-        end_word();
-        return out_;
-    }
-    // The expansion as one string (an assignment's value, a default), and what it left unresolved.
-    std::string joined(std::string_view raw, std::string* unresolved = nullptr) {
-        std::string s;
-        for (const Word& w : run(raw)) {
-            s += (s.empty() ? "" : " ") + w.text;
-            if (unresolved && unresolved->empty()) *unresolved = w.unresolved;
-        }
-        return s;
-    }
-
-private:
-    void end_word() {
-        if (have_) out_.push_back({cur_, cur_line_, unresolved_});
-        cur_.clear();
-        unresolved_.clear();
-        have_ = false;
-        cur_line_ = line_;
-    }
-    void append(std::string_view t, int line, const std::string& unresolved) {
-        if (cur_.empty()) cur_line_ = line;
-        cur_ += t;
-        have_ = true;
-        if (unresolved_.empty()) unresolved_ = unresolved;
-    }
-    // Text from an expansion: unquoted, its whitespace separates words.
-    void add(std::string_view t, bool quoted, int line, const std::string& unresolved = {}) {
-        if (quoted || !split_) return append(t, line, unresolved);
-        std::size_t i = 0;
-        while (i < t.size()) {
-            const bool space = t[i] == ' ' || t[i] == '\t' || t[i] == '\n';
-            if (space) {
-                end_word();
-                while (i < t.size() && (t[i] == ' ' || t[i] == '\t' || t[i] == '\n')) ++i;
-                continue;
-            }
-            std::size_t j = i;
-            while (j < t.size() && t[j] != ' ' && t[j] != '\t' && t[j] != '\n') ++j;
-            append(t.substr(i, j - i), line, unresolved);
-            i = j;
-        }
-    }
-    void unresolved(std::string_view written, const std::string& name) { append(written, line_, name); }
-
-    std::size_t step(std::string_view raw, std::size_t i);
-    std::size_t reference(std::string_view raw, std::size_t i);
-    void parameter(std::string_view inner, std::string_view written);
-    void add_var(const Var& v, bool all_elements);
-
-    const Vars& vars_;
-    int line_;
-    bool split_;
-    bool dq_ = false;
-    std::vector<Word> out_;
-    std::string cur_, unresolved_;
-    int cur_line_;
-    bool have_ = false;
-};
-
-std::size_t Expander::step(std::string_view raw, std::size_t i) {
-    const char c = raw[i];
-    if (c == '\'' && !dq_) {
-        const std::size_t end = raw.find('\'', i + 1);
-        const std::size_t stop = end == std::string_view::npos ? raw.size() : end;
-        append(raw.substr(i + 1, stop - i - 1), line_, {});
-        return std::min(stop + 1, raw.size());
-    }
-    if (c == '"') {
-        dq_ = !dq_;
-        append("", line_, {});
-        return i + 1;
-    }
-    if (c == '\\' && i + 1 < raw.size()) {
-        const char n = raw[i + 1];
-        if (dq_ && std::string_view("$`\"\\").find(n) == std::string_view::npos) append("\\", line_, {});
-        append(std::string_view(&raw[i + 1], 1), line_, {});
-        return i + 2;
-    }
-    if (c == '$') return reference(raw, i);
-    if (c == '`') {
-        const std::size_t end = raw.find('`', i + 1);
-        const std::size_t stop = end == std::string_view::npos ? raw.size() : end + 1;
-        unresolved(raw.substr(i, stop - i), "`...`");
-        return stop;
-    }
-    append(std::string_view(&raw[i], 1), line_, {});
-    return i + 1;
-}
-
-// A $ reference at raw[i]: $((arithmetic)), $(command), ${parameter}, $NAME, $1.
-std::size_t Expander::reference(std::string_view raw, std::size_t i) {
-    const char n = i + 1 < raw.size() ? raw[i + 1] : '\0';
-    if (n == '(' || n == '{') {
-        const std::size_t end = group_end(raw, i + 1);
-        const std::string_view written = raw.substr(i, end - i);
-        if (n == '{') {
-            parameter(raw.substr(i + 2, end - i - 3), written);
-        } else if (i + 2 < raw.size() && raw[i + 2] == '(') {
-            const auto v = arithmetic(Expander(vars_, line_, false).joined(raw.substr(i + 3, end > i + 5 ? end - i - 5 : 0)), vars_);
-            if (v) add(std::to_string(*v), true, line_);
-            else unresolved(written, std::string(written));
-        } else {
-            unresolved(written, "$(...)");
-        }
-        return end;
-    }
-    std::size_t j = i + 1;
-    if (name_start(n)) {
-        while (j < raw.size() && name_char(raw[j])) ++j;
-    } else if (std::isdigit(static_cast<unsigned char>(n)) || std::string_view("@*#?$!-").find(n) != std::string_view::npos) {
-        ++j;
-    } else {
-        append("$", line_, {});
-        return i + 1;
-    }
-    parameter(raw.substr(i + 1, j - i - 1), raw.substr(i, j - i));
-    return j;
-}
-
-// ${NAME}, ${NAME[@]}, ${NAME:-default} (also -, :=, =, :+, +); anything else stays unresolved.
-void Expander::parameter(std::string_view inner, std::string_view written) {
-    std::size_t j = 0;
-    if (!inner.empty() && name_start(inner[0]))
-        while (j < inner.size() && name_char(inner[j])) ++j;
-    else if (!inner.empty() && std::isdigit(static_cast<unsigned char>(inner[0])))
-        while (j < inner.size() && std::isdigit(static_cast<unsigned char>(inner[j]))) ++j;
-    const std::string name(inner.substr(0, j));
-    bool all = false;
-    if (inner.substr(j, 3) == "[@]" || inner.substr(j, 3) == "[*]") all = true, j += 3;
-    else if (inner.substr(j, 3) == "[0]") j += 3;
-    const std::string_view rest = inner.substr(j);
-    const auto it = vars_.find(name);
-    const bool set = it != vars_.end();
-    const bool empty = !set || it->second.values.empty() || (it->second.values.size() == 1 && it->second.values[0].text.empty());
-    if (name.empty() || (!rest.empty() && rest.find_first_of("-=+") != (rest[0] == ':' ? 1u : 0u))) {
-        return unresolved(written, std::string(written));
-    }
-    if (!rest.empty()) {
-        const bool colon = rest[0] == ':';
-        const char opc = rest[colon ? 1 : 0];
-        const std::string_view word = rest.substr(colon ? 2 : 1);
-        const bool missing = colon ? empty : !set;
-        if (opc == '+') {
-            if (!missing) add(Expander(vars_, line_, false).joined(word), dq_, line_);
-            return;
-        }
-        if (missing) {
-            std::string why;
-            const std::string v = Expander(vars_, line_, false).joined(word, &why);
-            return add(v, dq_, line_, why);
-        }
-    }
-    if (!set) return unresolved(written, name);
-    add_var(it->second, all);
-}
-
-void Expander::add_var(const Var& v, bool all_elements) {
-    if (!all_elements || !v.array) {
-        if (!v.values.empty()) add(v.values[0].text, dq_, v.array ? v.values[0].line : line_, v.values[0].unresolved);
-        return;
-    }
-    for (std::size_t k = 0; k < v.values.size(); ++k) {
-        if (k > 0 && (dq_ || split_)) end_word();
-        else if (k > 0) append(" ", line_, {});
-        add(v.values[k].text, dq_, v.values[k].line, v.values[k].unresolved);
-    }
-}
-
-// $(( )) over integers: + - * / % and parentheses, numbers and variable names (after the $
-// references in it were expanded). nullopt for anything else, a division by zero or an overflow.
-class Arithmetic {
-public:
-    Arithmetic(std::string_view s, const Vars& vars) : s_(s), vars_(vars) {}
-    std::optional<std::int64_t> run() {
-        const std::int64_t v = sum();
-        skip();
-        if (!ok_ || i_ != s_.size()) return std::nullopt;
-        return v;
-    }
-
-private:
-    void skip() {
-        while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
-    }
-    bool eat(char c) {
-        skip();
-        if (i_ < s_.size() && s_[i_] == c) return ++i_, true;
-        return false;
-    }
-    std::int64_t apply(char op, std::int64_t a, std::int64_t b) {
-        std::int64_t r = 0;
-        if (op == '+') ok_ = ok_ && !__builtin_add_overflow(a, b, &r);
-        if (op == '-') ok_ = ok_ && !__builtin_sub_overflow(a, b, &r);
-        if (op == '*') ok_ = ok_ && !__builtin_mul_overflow(a, b, &r);
-        if (op == '/' || op == '%') {
-            ok_ = ok_ && b != 0 && !(a == INT64_MIN && b == -1);
-            if (ok_) r = op == '/' ? a / b : a % b;
-        }
-        return r;
-    }
-    std::int64_t sum() {
-        std::int64_t v = product();
-        for (char op = 0; ok_ && ((op = '+', eat('+')) || (op = '-', eat('-')));) v = apply(op, v, product());
-        return v;
-    }
-    std::int64_t product() {
-        std::int64_t v = factor();
-        for (char op = 0; ok_ && ((op = '*', eat('*')) || (op = '/', eat('/')) || (op = '%', eat('%')));)
-            v = apply(op, v, factor());
-        return v;
-    }
-    std::int64_t factor() {
-        if (eat('(')) {
-            const std::int64_t v = sum();
-            ok_ = ok_ && eat(')');
-            return v;
-        }
-        if (eat('-')) return apply('-', 0, factor());
-        skip();
-        const std::size_t start = i_;
-        while (i_ < s_.size() && name_char(s_[i_])) ++i_;
-        const std::string token(s_.substr(start, i_ - start));
-        if (token.empty()) return ok_ = false, 0;
-        std::string digits = token;
-        if (name_start(token[0])) {
-            const auto it = vars_.find(token);
-            if (it == vars_.end() || it->second.values.empty()) return ok_ = false, 0;
-            digits = it->second.values[0].text;
-        }
-        std::int64_t v = 0;
-        for (char c : digits) {
-            if (!std::isdigit(static_cast<unsigned char>(c))) return ok_ = false, 0;
-            v = apply('+', apply('*', v, 10), c - '0');
-        }
-        return digits.empty() ? (ok_ = false, 0) : v;
-    }
-
-    std::string_view s_;
-    const Vars& vars_;
-    std::size_t i_ = 0;
-    bool ok_ = true;
-};
-
-std::optional<std::int64_t> arithmetic(std::string_view expr, const Vars& vars) { return Arithmetic(expr, vars).run(); }
+// Compound commands nested deeper than this are read as plain words (no script nests so deep;
+// it bounds the recursion on arbitrary input).
+constexpr int kMaxNesting = 200;
 
 // NAME=value / NAME+=value: the name, whether it appends, and the value as written.
 struct Assignment {
@@ -408,95 +39,437 @@ std::optional<Assignment> assignment(std::string_view word) {
 
 // Words a command starts with that do not change what it runs.
 bool prefix_word(const std::string& w) {
-    static const std::set<std::string> words{"then", "else", "do", "done", "fi", "{", "}", "!", "export", "local",
-                                             "readonly", "declare", "typeset", "time", "exec", "nohup", "env"};
+    static const std::set<std::string> words{"export", "local", "readonly", "declare", "typeset", "time", "exec", "nohup",
+                                             "env", "eval"};
     return words.count(w) > 0 || (w.size() > 1 && w[0] == '-' && w[1] != '-');
 }
 // Commands that never launch training (their words may still name a .py file).
 bool inert_command(const std::string& w) {
-    static const std::set<std::string> words{"if", "elif", "while", "until", "for", "case", "[[", "[", "test", "echo",
-                                             "printf", "mkdir", "cd", "exit", "set", "source", ".", "cp", "rm", "ls",
-                                             "cat", "return", "shift", "trap", "wait", "sleep", "unset", "read"};
+    static const std::set<std::string> words{"echo", "printf", "mkdir", "cd", "exit", "set", "source", ".", "cp", "rm",
+                                             "ls", "cat", "return", "shift", "trap", "wait", "sleep", "unset", "read",
+                                             "break", "continue"};
+    return words.count(w) > 0;
+}
+// Reserved words that close or continue a compound command: a list stops before them.
+bool closing_word(const std::string& w) {
+    static const std::set<std::string> words{"then", "elif", "else", "fi", "do", "done", "esac", "}"};
     return words.count(w) > 0;
 }
 
+int first(int a, int b) { return a != 0 ? a : b; }
+
+// Whether commands run here, and the line of the innermost undecided conditional around them.
+struct Ctx {
+    bool run = true;
+    int branch = 0;
+};
+
+// A simple command's word, or an array assignment NAME=( elements ).
+struct Item {
+    const Raw* word = nullptr;
+    bool array = false;
+    std::vector<const Raw*> elements;
+};
+
+using Ends = std::initializer_list<std::string_view>;
+
 class Interpreter {
 public:
-    Script run(const std::vector<Raw>& toks);
+    explicit Interpreter(std::vector<Raw> toks) : toks_(std::move(toks)) {}
+    Script run();
 
 private:
-    void command(const std::vector<const Raw*>& words);
-    void assign(const Raw& w, const Assignment& a);
-    void launch(const std::vector<Word>& all, std::size_t script_at, int line);
+    const Raw* peek(std::size_t ahead = 0) const { return at_ + ahead < toks_.size() ? &toks_[at_ + ahead] : nullptr; }
+    bool kind_at(Tok k, std::size_t ahead = 0) const { return peek(ahead) && peek(ahead)->kind == k; }
+    bool word_at(std::string_view w) const { return kind_at(Tok::word) && peek()->text == w; }
+    bool op_at(std::string_view o) const { return kind_at(Tok::op) && peek()->text == o; }
+    void eat_word(std::string_view w) { at_ += word_at(w) ? 1 : 0; }
+    void skip_separators() { while (kind_at(Tok::separator)) ++at_; }
+    bool ends_here(Ends ends) const;
 
+    Status list(Ctx c, Ends ends);
+    Status and_or(Ctx c);
+    Status pipeline(Ctx c);
+    Status command(Ctx c);
+    Status compound(Ctx c);
+    Status if_clause(Ctx c);
+    Status case_clause(Ctx c);
+    Truth patterns(const Word& subject);
+    Status while_loop(Ctx c);
+    Status for_loop(Ctx c);
+    Status group(Ctx c, Tok close);
+    Status arithmetic_command();
+    Status double_bracket(Ctx c);
+    Status simple(Ctx c);
+    Status execute(Ctx c, const std::vector<Item>& items);
+    Status single_bracket(const std::vector<Item>& items, std::size_t k);
+    void assign(const Raw& w, const Assignment& a, int branch);
+    void assign_array(const Assignment& a, const Item& item, int branch);
+    void launch(const std::vector<Word>& all, std::size_t script_at, int line);
+    int note(int line, std::string what);
+
+    std::vector<Raw> toks_;
+    std::size_t at_ = 0;
+    int depth_ = 0;
     Vars vars_;
     Script script_;
+    std::map<int, std::size_t> noted_;  // line -> its entry in script_.undecided
     std::vector<Word> plain_;  // commands that are --flags (an arguments file)
 };
 
-Script Interpreter::run(const std::vector<Raw>& toks) {
-    std::vector<const Raw*> cmd;
-    for (std::size_t i = 0; i < toks.size(); ++i) {
-        const Raw& t = toks[i];
-        const auto a = t.kind == Tok::word ? assignment(t.text) : std::nullopt;
-        if (a && a->value.empty() && i + 1 < toks.size() && toks[i + 1].kind == Tok::open) {
-            // NAME=( ... ) / NAME+=( ... ): an array, its elements split as words are.
-            // Bash expands the elements before it assigns: NAME=("${NAME[@]}" more) keeps NAME's own.
-            std::vector<Word> values;
-            std::size_t j = i + 2;
-            for (; j < toks.size() && toks[j].kind != Tok::close; ++j)
-                if (toks[j].kind == Tok::word)
-                    for (Word& w : Expander(vars_, toks[j].line, true).run(toks[j].text)) values.push_back(std::move(w));
-            Var& v = vars_[a->name];
-            if (!a->append || !v.array) v = Var{{}, true};
-            for (Word& w : values) v.values.push_back(std::move(w));
-            i = j;
-        } else if (t.kind == Tok::word) {
-            cmd.push_back(&t);
-        } else if (t.kind == Tok::redirect) {
-            if (i + 1 < toks.size() && toks[i + 1].kind == Tok::word) ++i;  // its target
-        } else {
-            command(cmd);
-            cmd.clear();
-        }
-    }
-    command(cmd);
+Script Interpreter::run() {
+    while (peek()) list({}, {});
     if (script_.launches == 0) script_.arguments = std::move(plain_);
     return std::move(script_);
 }
 
-void Interpreter::assign(const Raw& w, const Assignment& a) {
-    std::string unresolved;
-    std::string value = Expander(vars_, w.line, false).joined(a.value, &unresolved);
-    Var& v = vars_[a.name];
-    if (a.append && v.array) {
-        v.values.push_back({value, w.line, unresolved});
-        return;
+// The undecided conditional at `line` (said once per line: an if, case or loop there is named
+// before a && / || list inside its test); returns the line.
+int Interpreter::note(int line, std::string what) {
+    const auto [at, added] = noted_.emplace(line, script_.undecided.size());
+    if (added) {
+        script_.undecided.push_back({line, std::move(what)});
+    } else if (std::string& was = script_.undecided[at->second].what;
+               was.rfind("condition before", 0) == 0 && what.rfind("condition before", 0) != 0) {
+        was = std::move(what);
     }
-    if (a.append && !v.values.empty()) value = v.values[0].text + value;
-    v = Var{{Word{value, w.line, unresolved}}, false};
+    return line;
 }
 
-void Interpreter::command(const std::vector<const Raw*>& words) {
+bool Interpreter::ends_here(Ends ends) const {
+    const Raw* t = peek();
+    for (const std::string_view e : ends)
+        if (((t->kind == Tok::word || t->kind == Tok::op) && t->text == e) || (t->kind == Tok::close && e == ")"))
+            return true;
+    return false;
+}
+
+// Commands up to one of `ends` (not taken); the status of the last.
+Status Interpreter::list(Ctx c, Ends ends) {
+    Status last;
+    while (true) {
+        skip_separators();
+        if (!peek() || ends_here(ends)) return last;
+        const std::size_t before = at_;
+        last = and_or(c);
+        if (at_ == before) ++at_;  // a token no rule takes: passed over
+    }
+}
+
+// a && b || c: each runs as the status before it says; after an undecided one, it is read, marked.
+Status Interpreter::and_or(Ctx c) {
+    Status st = pipeline(c);
+    while (op_at("&&") || op_at("||")) {
+        const bool both = op_at("&&");
+        const int line = peek()->line;
+        ++at_;
+        skip_separators();
+        const bool runs = st.truth != (both ? Truth::no : Truth::yes);
+        Ctx next{c.run && runs, first(st.branch, c.branch)};
+        if (next.run && st.truth == Truth::unknown)
+            next.branch = note(line, std::string("condition before ") + (both ? "&&" : "||") + " not evaluated: what follows it is read");
+        const Status rhs = pipeline(next);
+        if (!runs) continue;
+        const Truth stays = both ? Truth::no : Truth::yes;  // unknown && no is no; unknown || yes is yes
+        st.truth = st.truth == Truth::unknown && rhs.truth != stays ? Truth::unknown : rhs.truth;
+        st.branch = first(st.branch, rhs.branch);
+    }
+    return st;
+}
+
+Status Interpreter::pipeline(Ctx c) {
+    bool negate = false;
+    for (; word_at("!"); ++at_) negate = !negate;
+    Status st = command(c);
+    while (op_at("|")) {
+        ++at_;
+        skip_separators();
+        st = command(c);
+    }
+    if (negate && st.truth != Truth::unknown) st.truth = st.truth == Truth::yes ? Truth::no : Truth::yes;
+    return st;
+}
+
+Status Interpreter::command(Ctx c) {
+    const Raw* t = peek();
+    if (!t) return {};
+    if (depth_ < kMaxNesting) {
+        ++depth_;
+        const std::size_t before = at_;
+        const Status st = compound(c);
+        --depth_;
+        if (at_ != before) return st;
+    }
+    if ((t->kind == Tok::word && closing_word(t->text)) || t->kind == Tok::close || t->kind == Tok::op)
+        return ++at_, Status{};  // a stray fi, done, ) or ;;: passed over
+    return simple(c);
+}
+
+// if, case, loops, { } and ( ) groups, (( )), function definitions; nothing taken otherwise.
+Status Interpreter::compound(Ctx c) {
+    const Raw& t = *peek();
+    if (t.kind == Tok::open) return kind_at(Tok::open, 1) ? arithmetic_command() : group(c, Tok::close);
+    if (t.kind != Tok::word) return {};
+    if (t.text == "if") return if_clause(c);
+    if (t.text == "case") return case_clause(c);
+    if (t.text == "while" || t.text == "until") return while_loop(c);
+    if (t.text == "for") return for_loop(c);
+    if (t.text == "{") return group(c, Tok::word);
+    const bool keyword = t.text == "function";
+    const bool parens = kind_at(Tok::open, keyword ? 2 : 1) && kind_at(Tok::close, keyword ? 3 : 2);
+    if (!keyword && (!parens || assignment(t.text))) return {};  // NAME=() is an empty array
+    // A function's body is read where it is defined (launch scripts call theirs once).
+    at_ += (keyword ? 2 : 1) + (parens ? 2 : 0);
+    skip_separators();
+    return command(c);
+}
+
+// if / elif / else / fi: the first branch whose test holds runs; an undecided test's branch is
+// read, and so are the later ones, marked with its line.
+Status Interpreter::if_clause(Ctx c) {
+    bool taken = false;
+    int taint = 0;
+    do {
+        const int line = peek()->line;
+        ++at_;  // if / elif
+        const bool live = c.run && !taken;
+        const Status test = list({live, c.branch}, {"then"});
+        eat_word("then");
+        Ctx body{false, c.branch};
+        if (live) {
+            if (test.truth == Truth::unknown) taint = first(note(line, "if-condition not evaluated: both branches are read"), taint);
+            taint = first(taint, test.branch);
+            body = {test.truth != Truth::no, first(taint, c.branch)};
+            taken = test.truth == Truth::yes;
+        }
+        list(body, {"elif", "else", "fi"});
+    } while (word_at("elif"));
+    if (word_at("else")) {
+        ++at_;
+        list({c.run && !taken, first(taint, c.branch)}, {"fi"});
+    }
+    eat_word("fi");
+    return {};
+}
+
+// case WORD in PATTERN) ... ;; esac: the first arm a pattern matches runs; undecided ones are read, marked.
+Status Interpreter::case_clause(Ctx c) {
+    const int line = peek()->line;
+    ++at_;
+    Word subject;
+    if (kind_at(Tok::word)) {
+        subject = Expander(vars_, peek()->line, false).joined(peek()->text).word();
+        ++at_;
+    }
+    eat_word("in");
+    bool taken = false;
+    int taint = subject.branch;
+    if (c.run && !subject.unresolved.empty()) taint = note(line, "case not evaluated: every branch is read");
+    while (true) {
+        skip_separators();
+        if (!peek() || word_at("esac")) break;
+        const std::size_t before = at_;
+        const int arm = peek()->line;
+        const Truth m = patterns(subject);
+        Ctx body{false, c.branch};
+        if (c.run && !taken) {
+            if (m == Truth::unknown && subject.unresolved.empty())
+                taint = first(note(arm, "case pattern not evaluated: its branch is read"), taint);
+            body = {m != Truth::no, first(taint, c.branch)};
+            taken = m == Truth::yes;
+        }
+        list(body, {";;", "esac"});
+        if (op_at(";;")) ++at_;
+        if (at_ == before) ++at_;
+    }
+    eat_word("esac");
+    return {};
+}
+
+// ( PATTERN | PATTERN ... ): yes when one matches, unknown when one may.
+Truth Interpreter::patterns(const Word& subject) {
+    if (kind_at(Tok::open)) ++at_;
+    Truth m = Truth::no;
+    while (kind_at(Tok::word)) {
+        const Truth p = case_match(subject, peek()->text, vars_, peek()->line);
+        if (p == Truth::yes) m = Truth::yes;
+        else if (p == Truth::unknown && m == Truth::no) m = Truth::unknown;
+        ++at_;
+        if (!op_at("|")) break;
+        ++at_;
+    }
+    if (kind_at(Tok::close)) ++at_;
+    return m;
+}
+
+// while / until TEST; do BODY; done: the body is read once (not where the test never holds), marked.
+Status Interpreter::while_loop(Ctx c) {
+    const int line = peek()->line;
+    const bool until = peek()->text == "until";
+    ++at_;
+    const Status test = list(c, {"do"});
+    eat_word("do");
+    Ctx body{c.run && test.truth != (until ? Truth::yes : Truth::no), c.branch};
+    if (body.run) body.branch = note(line, "loop not evaluated: its body is read once");
+    list(body, {"done"});
+    eat_word("done");
+    return {};
+}
+
+// for NAME in WORDS / for (( ... )); do BODY; done: the body is read once, marked.
+Status Interpreter::for_loop(Ctx c) {
+    const int line = peek()->line;
+    int parens = 0;
+    for (++at_; peek() && !(parens == 0 && (kind_at(Tok::separator) || word_at("do"))); ++at_)
+        parens += kind_at(Tok::open) ? 1 : kind_at(Tok::close) ? -1 : 0;
+    skip_separators();
+    eat_word("do");
+    Ctx body = c;
+    if (c.run) body.branch = note(line, "loop not evaluated: its body is read once");
+    list(body, {"done"});
+    eat_word("done");
+    return {};
+}
+
+// { LIST } (close: the word "}") or ( LIST ) (close: the ")" token).
+Status Interpreter::group(Ctx c, Tok close) {
+    ++at_;
+    const Status st = list(c, {close == Tok::word ? "}" : ")"});
+    at_ += (close == Tok::word ? word_at("}") : kind_at(Tok::close)) ? 1 : 0;
+    return st;
+}
+
+// (( EXPRESSION )): passed over; its status is not decided.
+Status Interpreter::arithmetic_command() {
+    int depth = 0;
+    do depth += kind_at(Tok::open) ? 1 : kind_at(Tok::close) ? -1 : 0;
+    while (++at_ < toks_.size() && depth > 0);
+    return {Truth::unknown, 0};
+}
+
+// [[ EXPRESSION ]]: && || ( ) < > are its operators there, its words are not split.
+Status Interpreter::double_bracket(Ctx c) {
+    std::vector<TestArg> args;
+    for (++at_; peek() && !word_at("]]") && !kind_at(Tok::separator); ++at_) {
+        const Raw& t = *peek();
+        if (t.kind == Tok::word) args.push_back({Expander(vars_, t.line, false).joined(t.text).word(), false});
+        else args.push_back({Word{t.text, t.line, {}, 0}, true});
+    }
+    const bool closed = word_at("]]");
+    eat_word("]]");
+    if (!c.run) return {};
+    if (!closed) return {Truth::unknown, 0};
+    return evaluate_test(args, true, vars_);
+}
+
+Status Interpreter::simple(Ctx c) {
+    if (word_at("[[")) return double_bracket(c);
+    std::vector<Item> items;
+    while (const Raw* t = peek()) {
+        if (t->kind == Tok::redirect) {
+            at_ += kind_at(Tok::word, 1) ? 2 : 1;  // and its target
+            continue;
+        }
+        if (t->kind != Tok::word) break;
+        ++at_;
+        Item item{t, false, {}};
+        const auto a = assignment(t->text);
+        if (a && a->value.empty() && kind_at(Tok::open)) {
+            // NAME=( ... ) / NAME+=( ... ): an array, its elements split as words are.
+            item.array = true;
+            for (++at_; peek() && !kind_at(Tok::close); ++at_)
+                if (kind_at(Tok::word)) item.elements.push_back(peek());
+            at_ += kind_at(Tok::close) ? 1 : 0;
+        }
+        items.push_back(std::move(item));
+    }
+    return c.run ? execute(c, items) : Status{};
+}
+
+// [ EXPRESSION ] / test EXPRESSION: its words split as a command's are.
+Status Interpreter::single_bracket(const std::vector<Item>& items, std::size_t k) {
+    std::vector<TestArg> args;
+    for (std::size_t i = k + 1; i < items.size(); ++i)
+        for (const Value& v : Expander(vars_, items[i].word->line, true).run(items[i].word->text)) args.push_back({v.word(), false});
+    if (items[k].word->text == "[") {
+        if (args.empty() || args.back().word.text != "]") return {Truth::unknown, 0};
+        args.pop_back();
+    }
+    return evaluate_test(args, false, vars_);
+}
+
+// A simple command: its status is a test's, yes for assignments and the commands that set up a
+// launch (cd, mkdir, echo: taken to succeed, so `cd DIR && torchrun ...` is read plainly), and
+// not decided for any other command (its exit status is not known here).
+Status Interpreter::execute(Ctx c, const std::vector<Item>& items) {
     std::size_t k = 0;
-    while (k < words.size() && prefix_word(words[k]->text)) ++k;
-    if (k < words.size() && inert_command(words[k]->text)) return;
-    for (std::optional<Assignment> a; k < words.size() && (a = assignment(words[k]->text)); ++k) assign(*words[k], *a);
-    if (k == words.size()) return;
+    while (k < items.size() && !items[k].array && prefix_word(items[k].word->text)) ++k;
+    if (k == items.size()) return {};
+    const std::string& head = items[k].word->text;
+    if (head == "[" || head == "test") return single_bracket(items, k);
+    if (head == "false") return {Truth::no, 0};
+    if (inert_command(head) || head == "true" || head == ":") return {};
+    for (std::optional<Assignment> a; k < items.size() && (a = assignment(items[k].word->text)); ++k) {
+        if (items[k].array) assign_array(*a, items[k], c.branch);
+        else assign(*items[k].word, *a, c.branch);
+    }
+    if (k == items.size()) return {};
+    const Status ran{Truth::unknown, 0};
     std::vector<Word> all;
-    for (std::size_t i = k; i < words.size(); ++i)
-        for (Word& w : Expander(vars_, words[i]->line, true).run(words[i]->text)) all.push_back(std::move(w));
-    if (all.empty()) return;
+    for (std::size_t i = k; i < items.size(); ++i)
+        for (const Value& v : Expander(vars_, items[i].word->line, true).run(items[i].word->text)) {
+            all.push_back(v.word());
+            all.back().branch = first(all.back().branch, c.branch);
+        }
+    if (all.empty()) return {};
     if (all[0].text.rfind("--", 0) == 0) {
         plain_.insert(plain_.end(), all.begin(), all.end());
-        return;
+        return {};
     }
     for (std::size_t p = 0; p < all.size(); ++p) {
         const std::string& t = all[p].text;
         if (t.size() > 3 && t.compare(t.size() - 3, 3, ".py") == 0 && t[0] != '-' &&
-            t.find_first_of(" \t") == std::string::npos)
-            return launch(all, p, words[k]->line);
+            t.find_first_of(" \t") == std::string::npos) {
+            launch(all, p, items[k].word->line);
+            break;
+        }
     }
+    return ran;
+}
+
+// Pieces without a branch of their own take the one they were assigned under.
+void mark(Value& v, int branch) {
+    for (Piece& p : v.pieces) p.branch = first(p.branch, branch);
+}
+
+void Interpreter::assign(const Raw& w, const Assignment& a, int branch) {
+    Value value = Expander(vars_, w.line, false).joined(a.value);
+    mark(value, branch);
+    Var& v = vars_[a.name];
+    if (a.append && v.array) {
+        v.values.push_back(std::move(value));
+        return;
+    }
+    if (a.append && !v.values.empty()) {
+        Value whole = v.values[0];
+        whole.pieces.insert(whole.pieces.end(), value.pieces.begin(), value.pieces.end());
+        value = std::move(whole);
+    }
+    v = Var{{std::move(value)}, false};
+}
+
+void Interpreter::assign_array(const Assignment& a, const Item& item, int branch) {
+    // Bash expands the elements before it assigns: NAME=("${NAME[@]}" more) keeps NAME's own.
+    std::vector<Value> values;
+    for (const Raw* e : item.elements)
+        for (Value& v : Expander(vars_, e->line, true).run(e->text)) {
+            mark(v, branch);
+            values.push_back(std::move(v));
+        }
+    Var& v = vars_[a.name];
+    if (!a.append) v = Var{{}, true};
+    v.array = true;  // NAME+=( ... ) on a scalar: its value is element 0
+    for (Value& x : values) v.values.push_back(std::move(x));
 }
 
 void Interpreter::launch(const std::vector<Word>& all, std::size_t script_at, int line) {
@@ -515,6 +488,6 @@ void Interpreter::launch(const std::vector<Word>& all, std::size_t script_at, in
 
 }  // namespace
 
-Script read_script(std::string_view text) { return Interpreter().run(Lexer(text).run()); }
+Script read_script(std::string_view text) { return Interpreter(lex(text)).run(); }
 
 }  // namespace preflight::megatron_script

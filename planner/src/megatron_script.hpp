@@ -1,10 +1,15 @@
 // The shell subset Megatron-LM launch scripts are written in (examples/llama/*.sh,
 // examples/gpt3/train_gpt3_175b_distributed.sh): NAME=value and NAME=${NAME:-default}
 // variables, bash arrays NAME=( ... ) and NAME+=( ... ), $NAME / ${NAME} / ${ARR[@]} and
-// $(( )) arithmetic, quotes, comments, backslash continuations and a torchrun (or python,
-// deepspeed) line running pretrain_*.py. A plain arguments file (one --flag per line, as
-// preflight's --emit megatron writes it) is a script whose commands are all --flags.
-// Conditionals and loops are not evaluated: every branch's assignments are read, in order.
+// $(( )) arithmetic, quotes, comments, backslash continuations, here-documents (skipped) and a
+// torchrun (or python, deepspeed) line running pretrain_*.py. A plain arguments file (one
+// --flag per line, as preflight's --emit megatron writes it) is a script whose commands are
+// all --flags.
+// if/elif/else, case and && / || run the branch their test takes where the test can be decided
+// ([ ], [[ ]], test: = == != -n -z -eq -ne -lt -le -gt -ge, ! && || -a -o; case with literal
+// patterns and *); where it cannot (a variable the script leaves open, a file test, a command's
+// status), every branch is read in order and the words read through it name that line. Loop
+// bodies are read once, so marked too.
 #pragma once
 
 #include <string>
@@ -13,13 +18,23 @@
 
 namespace preflight::megatron_script {
 
-// One word after expansion, with the line it was written on (an array element keeps the
-// line of its definition). `unresolved` names the variable the word needed and the script
-// does not define ("CHECKPOINT_PATH", "$(...)"); the word then holds the reference as written.
+// One word after expansion, with the line it was written on (a word from a variable keeps the
+// line of its definition, each line of a string over several lines its own). `unresolved`
+// names the variable the word needed and the script does not define ("CHECKPOINT_PATH",
+// "$(...)"); the word then holds the reference as written.
+// `branch` is the line of a conditional the reader could not decide (Script::undecided) that
+// the word's value passed through, 0 when none.
 struct Word {
     std::string text;
     int line = 0;
     std::string unresolved;
+    int branch = 0;
+};
+
+// A conditional or loop whose test was not decided: every branch was read.
+struct Undecided {
+    int line = 0;
+    std::string what;  // "if-condition not evaluated: both branches are read"
 };
 
 struct Script {
@@ -28,6 +43,7 @@ struct Script {
     int launch_line = 0;          // the line of the launch command
     std::vector<Word> arguments;  // the training script's arguments (--num-layers 32 ...)
     int launches = 0;             // launch lines seen (the first one is read)
+    std::vector<Undecided> undecided;  // in the order met; each line once
 };
 
 Script read_script(std::string_view text);

@@ -396,3 +396,171 @@ TEST(ImportMegatron, ConfigFileIsDetectedAsMegatron) {
         EXPECT_EQ(import_config_file(path, std::nullopt, ImportContext{}).format, ConfigFormat::megatron) << f;
     }
 }
+
+// Helper audit D1 (Megatron-DeepSpeed@4efb479 examples_deepspeed/pretrain_llama2_distributed.sh):
+// activation_checkpoint="false", then an if adding the recompute flags, which bash does not run;
+// every branch's assignments were applied, so the job was planned with full recompute, silently.
+// A here-document (its JSON braces) sits between, as in that script.
+TEST(ImportMegatron, AnIfWhoseTestFailsIsNotRead) {
+    const std::string script =
+        "activation_checkpoint=\"false\"\n"                                                   // 1
+        "LOG_TO_WANDB=0\n"                                                                    // 2
+        "WANDB_ARGS=\n"                                                                       // 3
+        "if [ $LOG_TO_WANDB -eq 1 ]\n"                                                        // 4
+        "then\n"                                                                              // 5
+        "WANDB_ARGS=\"--wandb-project x\"\n"                                                  // 6
+        "fi\n"                                                                                // 7
+        "cat <<EOT > ds.json\n"                                                               // 8
+        "{\n"                                                                                 // 9
+        "  \"train_batch_size\" : 32\n"                                                       // 10
+        "}\n"                                                                                 // 11
+        "EOT\n"                                                                               // 12
+        "ds_args=\" --deepspeed\"\n"                                                          // 13
+        "if [ \"${activation_checkpoint}\" = \"true\" ]; then\n"                              // 14
+        "  ds_args=\"--recompute-granularity full --recompute-method uniform ${ds_args}\"\n"  // 15
+        "fi\n"                                                                                // 16
+        "torchrun --nproc_per_node 8 pretrain_gpt.py --micro-batch-size 4 \\\n"               // 17
+        "  $WANDB_ARGS $ds_args\n";                                                           // 18
+    const ImportedConfig off = import_text(script);
+    EXPECT_EQ(name(off, "recompute"), "none");
+    EXPECT_EQ(off.field("mbs")->from.line, 17);  // the here-document's lines are counted, not read
+    EXPECT_FALSE(contains(off.ignored, "--wandb-project"));  // LOG_TO_WANDB=0: not passed
+    EXPECT_FALSE(contains(off.warnings, "not evaluated"));
+    std::string on = script;
+    on.replace(on.find("\"false\""), 7, "\"true\"");
+    const ImportedConfig full = import_text(on);
+    EXPECT_EQ(name(full, "recompute"), "full");
+    EXPECT_EQ(full.field("recompute")->from.line, 15);  // where the string holding the flag is written
+}
+
+// Helper audit D1, derived from Megatron-LM@d98e8a6 examples/llama/train_llama3_8b_h100_fp8.sh with
+// its documented knob DTYPE="bf16": the fp8 array extension must not apply.
+TEST(ImportMegatron, DoubleBracketTestPicksTheDtypeBranch) {
+    const auto script = [](const std::string& dtype) {
+        return "DTYPE=\"" + dtype + "\"\n"
+               "DTYPE_ARGS=()\n"
+               "if [[ \"$DTYPE\" == \"fp8\" ]]; then\n"
+               "    DTYPE_ARGS+=(\n"
+               "        \"--fp8-format hybrid\"\n"
+               "        \"--fp8-param-gather\"\n"
+               "    )\n"
+               "fi\n"
+               "torchrun --nproc_per_node 8 pretrain_gpt.py --micro-batch-size 1 --bf16 --grad-reduce-in-bf16 ${DTYPE_ARGS[@]}\n";
+    };
+    const ImportedConfig bf16 = import_text(script("bf16"));
+    EXPECT_EQ(name(bf16, "precision"), "bf16-mixed");
+    EXPECT_TRUE(bf16.warnings.empty()) << bf16.warnings.front();  // DTYPE_ARGS=() is an empty array, defined
+    EXPECT_EQ(name(import_text(script("fp8")), "precision"), "fp8-mixed");
+}
+
+// The tests a launch script decides: [ ] with = == != -n -z -eq -gt, [[ ]] with && and !=, test,
+// !, elif / else, nested ifs, && / || lists, case with a|b) and *).
+TEST(ImportMegatron, DecidedTestsAndCaseArmsRunTheirBranchOnly) {
+    const auto script = [](const std::string& size, const std::string& a) {
+        return "SIZE=" + size + "\nA=" + a + "\n"
+               "case $SIZE in\n"
+               "  1B) TP=1 ;;\n"
+               "  7B|8B) TP=4 ;;\n"
+               "  *) TP=8 ;;\n"
+               "esac\n"
+               "if [ -z \"$A\" ]; then MBS=8\n"
+               "elif [ \"$A\" == \"y\" ]; then MBS=4\n"
+               "elif [ -n \"$A\" ]; then\n"
+               "  if [[ $A != x ]]; then MBS=3; else MBS=2; fi\n"
+               "else MBS=1\n"
+               "fi\n"
+               "ZERO=1\n"
+               "[ \"$A\" = x ] && SEQ=1024 || SEQ=2048\n"
+               "if ! test \"$A\" = x; then SEQ=$((SEQ * 2)); fi\n"
+               "OPT=\n"
+               "if [[ $ZERO -gt 0 && -n $A ]]; then OPT=--use-distributed-optimizer; fi\n"
+               "cd /workspace && torchrun --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size $TP \\\n"
+               "  --micro-batch-size $MBS --seq-length $SEQ $OPT\n";  // cd is taken to succeed
+    };
+    const ImportedConfig x = import_text(script("8B", "x"));
+    EXPECT_EQ(integer(x, "tp"), 4);      // 7B|8B)
+    EXPECT_EQ(integer(x, "mbs"), 2);     // -n "x", then [[ x != x ]] false: else
+    EXPECT_EQ(integer(x, "seq"), 1024);  // [ x = x ] && SEQ=1024; ! test x = x fails
+    EXPECT_EQ(integer(x, "zero"), 1);    // 1 -gt 0 && -n x
+    EXPECT_FALSE(contains(x.warnings, "not evaluated"));
+    const ImportedConfig y = import_text(script("1B", "y"));
+    EXPECT_EQ(integer(y, "tp"), 1);
+    EXPECT_EQ(integer(y, "mbs"), 4);     // "y" == "y"
+    EXPECT_EQ(integer(y, "seq"), 4096);  // [ y = x ] fails: || SEQ=2048; ! test y = x: 2048 x 2
+    EXPECT_EQ(integer(y, "zero"), 1);
+    const ImportedConfig empty = import_text(script("70B", ""));
+    EXPECT_EQ(integer(empty, "tp"), 8);  // *)
+    EXPECT_EQ(integer(empty, "mbs"), 8);  // -z ""
+    EXPECT_EQ(integer(empty, "zero"), 0);  // -n "" fails: no distributed optimizer
+    EXPECT_FALSE(contains(empty.warnings, "not evaluated"));
+}
+
+// A test the reader cannot decide ($1, a file test, a case on a variable the script leaves open,
+// a loop): every branch is read in order, as before, and said where it reaches a value read.
+TEST(ImportMegatron, UndecidedTestsReadEveryBranchAndSayWhere) {
+    const ImportedConfig c = import_text(
+        "if [ \"$1\" = \"big\" ]; then\n"                   // 1
+        "  MBS=4\n"                                          // 2
+        "else\n"                                             // 3
+        "  MBS=2\n"                                          // 4
+        "fi\n"                                               // 5
+        "if [ ! -f \"$CKPT\" ]; then\n"                     // 6
+        "  echo \"no checkpoint\"\n"                         // 7
+        "fi\n"                                               // 8
+        "case $RUN in\n"                                     // 9
+        "  a) EXTRA=\"--wandb-project a\" ;;\n"              // 10
+        "  *) EXTRA=\"--wandb-project b\" ;;\n"              // 11
+        "esac\n"                                             // 12
+        "case \"$MODEL\" in\n"                               // 13
+        "  small) TP=1 ;;\n"                                 // 14
+        "  *) TP=2 ;;\n"                                     // 15
+        "esac\n"                                             // 16
+        "ARGS=; for i in 1 2; do ARGS=\"$ARGS --sequence-parallel\"; done\n"  // 17
+        "if nvidia-smi -L > /dev/null; then PP=2; else PP=1; fi\n"  // 18: a command's status
+        "torchrun --nproc_per_node 8 pretrain_gpt.py --micro-batch-size $MBS $EXTRA \\\n"
+        "  --tensor-model-parallel-size $TP $ARGS --pipeline-model-parallel-size $PP\n");
+    EXPECT_EQ(integer(c, "mbs"), 2);  // both branches read, in order: the last assignment stands
+    EXPECT_EQ(integer(c, "tp"), 2);
+    EXPECT_TRUE(toggle(c, "sp"));
+    EXPECT_TRUE(contains(c.warnings, "bad.sh:1: if-condition not evaluated: both branches are read (--micro-batch-size)"));
+    EXPECT_TRUE(contains(c.warnings, "bad.sh:13: case not evaluated: every branch is read (--tensor-model-parallel-size)"));
+    EXPECT_TRUE(contains(c.warnings, "bad.sh:17: loop not evaluated: its body is read once (--sequence-parallel)"));
+    EXPECT_EQ(integer(c, "pp"), 1);
+    EXPECT_TRUE(contains(c.warnings, "bad.sh:18: if-condition not evaluated: both branches are read (--pipeline-model-parallel-size)"));
+    EXPECT_FALSE(contains(c.warnings, "bad.sh:6:"));  // nothing read passes through the file test
+    EXPECT_FALSE(contains(c.warnings, "bad.sh:9:"));  // only a flag left out on purpose (--wandb-project)
+}
+
+// Helper audit D5 (configs/derived/min_bleed.sh; the options="..." style of Megatron-DeepSpeed's
+// and older Megatron-LM's scripts): one unresolved reference in a string made each of its words
+// unresolved. Only the word holding it is now; each flag keeps the line it is written on.
+TEST(ImportMegatron, AnUnresolvedReferenceMarksOnlyItsOwnWord) {
+    const ImportedConfig c = import_text(
+        "DATA=$1\n"
+        "ARGS=\"--num-layers 2 --hidden-size 256 --num-attention-heads 4 --seq-length 128 --max-position-embeddings 128 --micro-batch-size 2 --data-path $DATA\"\n"
+        "torchrun --nproc_per_node 1 pretrain_gpt.py $ARGS\n");
+    EXPECT_EQ(integer(c, "seq"), 128);
+    EXPECT_EQ(integer(c, "mbs"), 2);
+    EXPECT_EQ(c.field("seq")->from.line, 2);
+    ASSERT_TRUE(c.model_config);
+    EXPECT_EQ((*c.model_config)["n_embd"], 256);
+    EXPECT_EQ((*c.model_config)["n_layer"], 2);
+    EXPECT_TRUE(contains(c.ignored, "--data-path"));
+    // A string over several lines (backslash-newlines inside the quotes, which bash removes): each
+    // flag on its own line, the $(...) only in --tensorboard-dir's value.
+    const ImportedConfig m = import_text(
+        "HOST=$(hostname)\n"                   // 1
+        "OPTS=\" \\\n"                         // 2
+        "  --micro-batch-size 2 \\\n"          // 3
+        "  --tensorboard-dir ${HOST} \\\n"     // 4
+        "  --seq-length 256\"\n"               // 5
+        "torchrun --nproc_per_node 1 pretrain_gpt.py ${OPTS}\n");
+    EXPECT_EQ(integer(m, "mbs"), 2);
+    EXPECT_EQ(m.field("mbs")->from.line, 3);
+    EXPECT_EQ(integer(m, "seq"), 256);
+    EXPECT_EQ(m.field("seq")->from.line, 5);
+    EXPECT_FALSE(contains(m.warnings, "is not a --flag"));  // the backslashes are gone
+    // The word that holds the reference is still refused where it is read.
+    expect_input_error([] { import_text("ARGS=\"--micro-batch-size $1 --seq-length 128\"\ntorchrun pretrain_gpt.py $ARGS\n"); },
+                       {"bad.sh:1", "--micro-batch-size", "'$1'", "uses $1,"});
+}

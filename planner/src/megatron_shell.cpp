@@ -1,0 +1,458 @@
+// The launch-script reader's lexer, variables and word expansion (megatron_shell.hpp): bash's
+// quoting, parameter expansion and word splitting as the GNU Bash manual ("Shell Expansions",
+// "Quoting") describes them, for the subset launch scripts use. Our own code (no shell is run).
+#include "megatron_shell.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <climits>
+
+namespace preflight::megatron_script::shell {
+
+bool name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
+bool name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+namespace {
+
+// The end (one past) of the group opened at s[i] ('(' or '{'), skipping quoted text.
+std::size_t group_end(std::string_view s, std::size_t i) {
+    const char open = s[i], close = open == '(' ? ')' : '}';
+    int depth = 0;
+    for (; i < s.size(); ++i) {
+        const char c = s[i];
+        if (c == '\\') {
+            ++i;
+        } else if (c == '\'' || c == '"') {
+            for (++i; i < s.size() && s[i] != c; ++i)
+                if (c == '"' && s[i] == '\\') ++i;
+        } else if (c == open) {
+            ++depth;
+        } else if (c == close && --depth == 0) {
+            return i + 1;
+        }
+    }
+    return s.size();
+}
+
+// The end (one past) of the quoted text starting at s[i] (a quote character).
+std::size_t quote_end(std::string_view s, std::size_t i) {
+    const char q = s[i];
+    for (++i; i < s.size() && s[i] != q; ++i) {
+        if (q == '"' && s[i] == '\\') ++i;
+        else if (q == '"' && s[i] == '$' && i + 1 < s.size() && (s[i + 1] == '(' || s[i + 1] == '{'))
+            i = group_end(s, i + 1) - 1;
+    }
+    return std::min(i + 1, s.size());
+}
+
+class Lexer {
+public:
+    explicit Lexer(std::string_view s) : s_(s) {}
+
+    std::vector<Raw> run() {
+        while (i_ < s_.size()) step();
+        flush();
+        return out_;
+    }
+
+private:
+    void flush() {
+        if (in_word_) out_.push_back({Tok::word, word_, word_line_});
+        word_.clear();
+        in_word_ = false;
+    }
+    void op(Tok kind, std::string text, std::size_t length) {
+        flush();
+        out_.push_back({kind, std::move(text), line_});
+        i_ += length;
+    }
+    // Copies s[i, end) into the word, counting its newlines.
+    void take(std::size_t end) {
+        if (!in_word_) word_line_ = line_;
+        in_word_ = true;
+        for (; i_ < end; ++i_) {
+            if (s_[i_] == '\n') ++line_;
+            word_ += s_[i_];
+        }
+    }
+    void newline() {
+        op(Tok::separator, "\n", 1);
+        ++line_;
+        if (!heredoc_.empty()) skip_heredoc();
+    }
+    // The lines of a here-document up to its delimiter (bash "Here Documents"; <<- strips leading tabs).
+    void skip_heredoc() {
+        while (i_ < s_.size()) {
+            std::size_t end = s_.find('\n', i_);
+            if (end == std::string_view::npos) end = s_.size();
+            std::string_view line = s_.substr(i_, end - i_);
+            if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+            while (strip_tabs_ && !line.empty() && line.front() == '\t') line.remove_prefix(1);
+            i_ = std::min(end + 1, s_.size());
+            ++line_;
+            if (line == heredoc_) break;
+        }
+        heredoc_.clear();
+    }
+    // << WORD: the delimiter (quotes removed) becomes the redirect's target word.
+    void heredoc_start() {
+        op(Tok::redirect, "<", 2);
+        strip_tabs_ = i_ < s_.size() && s_[i_] == '-';
+        if (strip_tabs_) ++i_;
+        while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t')) ++i_;
+        std::string delimiter;
+        for (; i_ < s_.size() && std::string_view(" \t\r\n;&|<>()").find(s_[i_]) == std::string_view::npos; ++i_)
+            if (s_[i_] != '\'' && s_[i_] != '"' && s_[i_] != '\\') delimiter += s_[i_];
+        out_.push_back({Tok::word, delimiter, line_});
+        heredoc_ = delimiter;
+    }
+    void redirect() {
+        const char c = s_[i_];
+        if (in_word_ && word_.find_first_not_of("0123456789") == std::string::npos) in_word_ = false, word_.clear();
+        if (c == '<' && s_.substr(i_, 2) == "<<" && s_.substr(i_, 3) != "<<<" && heredoc_.empty()) return heredoc_start();
+        op(Tok::redirect, std::string(1, c == '&' ? '>' : c), 1);
+        while (i_ < s_.size() && (s_[i_] == '>' || s_[i_] == '<' || s_[i_] == '&')) ++i_;
+    }
+    void control() {
+        const char c = s_[i_];
+        const char next = i_ + 1 < s_.size() ? s_[i_ + 1] : '\0';
+        if (c == ';') return next == ';' ? op(Tok::op, ";;", 2) : op(Tok::separator, ";", 1);
+        if (c == '&' && next == '>') return redirect();
+        if (c == '&') return next == '&' ? op(Tok::op, "&&", 2) : op(Tok::separator, "&", 1);
+        if (next == '|') return op(Tok::op, "||", 2);
+        op(Tok::op, "|", next == '&' ? 2 : 1);  // |& pipes stderr too
+    }
+    void step() {
+        const char c = s_[i_];
+        const char next = i_ + 1 < s_.size() ? s_[i_ + 1] : '\0';
+        if (c == '\\' && (next == '\n' || (next == '\r' && i_ + 2 < s_.size() && s_[i_ + 2] == '\n'))) {
+            i_ += next == '\n' ? 2 : 3;  // a continuation: the command goes on
+            ++line_;
+        } else if (c == '\n') {
+            newline();
+        } else if (c == ' ' || c == '\t' || c == '\r') {
+            flush(), ++i_;
+        } else if (c == '#' && !in_word_) {
+            while (i_ < s_.size() && s_[i_] != '\n') ++i_;
+        } else if (c == ';' || c == '&' || c == '|') {
+            control();
+        } else if (c == '>' || c == '<') {
+            redirect();
+        } else if (c == '(' || c == ')') {
+            op(c == '(' ? Tok::open : Tok::close, std::string(1, c), 1);
+        } else if (c == '\'' || c == '"') {
+            take(quote_end(s_, i_));
+        } else if (c == '\\') {
+            take(std::min(i_ + 2, s_.size()));
+        } else if (c == '$' && (next == '(' || next == '{')) {
+            take(group_end(s_, i_ + 1));
+        } else if (c == '`') {
+            const std::size_t end = s_.find('`', i_ + 1);
+            take(end == std::string_view::npos ? s_.size() : end + 1);
+        } else {
+            take(i_ + 1);
+        }
+    }
+
+    std::string_view s_;
+    std::size_t i_ = 0;
+    int line_ = 1;
+    std::vector<Raw> out_;
+    std::string word_;
+    int word_line_ = 0;
+    bool in_word_ = false;
+    std::string heredoc_;  // the delimiter of a here-document whose body starts at the next line
+    bool strip_tabs_ = false;
+};
+
+}  // namespace
+
+std::vector<Raw> lex(std::string_view text) { return Lexer(text).run(); }
+
+std::string Value::text() const {
+    std::string s;
+    for (const Piece& p : pieces) s += p.text;
+    return s;
+}
+
+Word Value::word() const {
+    Word w{text(), line, {}, 0};
+    for (const Piece& p : pieces) {
+        if (w.unresolved.empty()) w.unresolved = p.unresolved;
+        if (w.branch == 0) w.branch = p.branch;
+    }
+    return w;
+}
+
+std::vector<Value> Expander::run(std::string_view raw) {
+    for (std::size_t i = 0; i < raw.size();) i = step(raw, i);
+    end_word();
+    return std::move(out_);
+}
+
+Value Expander::joined(std::string_view raw) {
+    Value v;
+    v.line = line_;
+    for (Value& w : run(raw)) {
+        if (!v.pieces.empty()) v.pieces.push_back({" ", {}, 0, w.line});
+        for (Piece& p : w.pieces) v.pieces.push_back(std::move(p));
+    }
+    return v;
+}
+
+void Expander::end_word() {
+    if (have_) {
+        cur_.line = cur_line_;
+        out_.push_back(std::move(cur_));
+    }
+    cur_ = Value{};
+    cur_chars_ = 0;
+    have_ = false;
+    cur_line_ = line_;
+}
+
+void Expander::append(std::string_view t, int line, const std::string& unresolved, int branch) {
+    if (cur_chars_ == 0) cur_line_ = line;
+    cur_chars_ += t.size();
+    have_ = true;
+    Piece* last = cur_.pieces.empty() ? nullptr : &cur_.pieces.back();
+    if (last && last->unresolved == unresolved && last->branch == branch && last->line == line)
+        last->text += t;
+    else
+        cur_.pieces.push_back({std::string(t), unresolved, branch, line});
+}
+
+// Text from an expansion: unquoted, its whitespace separates words (bash "Word Splitting").
+// A reference left unresolved stays one word: what it expands to is not known.
+void Expander::add(std::string_view t, bool quoted, int line, const std::string& unresolved, int branch) {
+    if (quoted || !split_ || !unresolved.empty()) return append(t, line, unresolved, branch);
+    std::size_t i = 0;
+    while (i < t.size()) {
+        const bool space = t[i] == ' ' || t[i] == '\t' || t[i] == '\n';
+        if (space) {
+            end_word();
+            while (i < t.size() && (t[i] == ' ' || t[i] == '\t' || t[i] == '\n')) ++i;
+            continue;
+        }
+        std::size_t j = i;
+        while (j < t.size() && t[j] != ' ' && t[j] != '\t' && t[j] != '\n') ++j;
+        append(t.substr(i, j - i), line, unresolved, branch);
+        i = j;
+    }
+}
+
+// A variable's value, piece by piece: an unresolved piece marks only the words it falls in.
+void Expander::add_value(const Value& v, bool quoted) {
+    for (const Piece& p : v.pieces) add(p.text, quoted, p.line, p.unresolved, p.branch);
+}
+
+void Expander::literal(std::string_view t) {
+    for (const char c : t) {
+        append(std::string_view(&c, 1), line_);
+        if (c == '\n') ++line_;
+    }
+}
+
+std::size_t Expander::step(std::string_view raw, std::size_t i) {
+    const char c = raw[i];
+    if (c == '\'' && !dq_) {
+        const std::size_t end = raw.find('\'', i + 1);
+        const std::size_t stop = end == std::string_view::npos ? raw.size() : end;
+        append("", line_);
+        literal(raw.substr(i + 1, stop - i - 1));
+        return std::min(stop + 1, raw.size());
+    }
+    if (c == '"') {
+        dq_ = !dq_;
+        append("", line_);
+        return i + 1;
+    }
+    if (c == '\\' && i + 1 < raw.size()) {
+        const char n = raw[i + 1];
+        // Inside double quotes a backslash-newline is removed (bash "Double Quotes"), as outside.
+        if (dq_ && (n == '\n' || (n == '\r' && raw.substr(i + 2, 1) == "\n"))) {
+            ++line_;
+            return i + (n == '\n' ? 2 : 3);
+        }
+        if (dq_ && std::string_view("$`\"\\").find(n) == std::string_view::npos) append("\\", line_);
+        literal(raw.substr(i + 1, 1));
+        return i + 2;
+    }
+    if (c == '$') return reference(raw, i);
+    if (c == '`') {
+        const std::size_t end = raw.find('`', i + 1);
+        const std::size_t stop = end == std::string_view::npos ? raw.size() : end + 1;
+        unresolved(raw.substr(i, stop - i), "`...`");
+        return stop;
+    }
+    literal(raw.substr(i, 1));
+    return i + 1;
+}
+
+// A $ reference at raw[i]: $((arithmetic)), $(command), ${parameter}, $NAME, $1.
+std::size_t Expander::reference(std::string_view raw, std::size_t i) {
+    const char n = i + 1 < raw.size() ? raw[i + 1] : '\0';
+    if (n == '(' || n == '{') {
+        const std::size_t end = group_end(raw, i + 1);
+        const std::string_view written = raw.substr(i, end - i);
+        if (depth_ >= kMaxNesting) {
+            unresolved(written, std::string(written));
+        } else if (n == '{') {
+            parameter(raw.substr(i + 2, end - i - 3), written);
+        } else if (i + 2 < raw.size() && raw[i + 2] == '(') {
+            const std::string_view inner = raw.substr(i + 3, end > i + 5 ? end - i - 5 : 0);
+            const auto v = arithmetic(Expander(vars_, line_, false, depth_ + 1).joined(inner).text(), vars_);
+            if (v) add(std::to_string(*v), true, line_);
+            else unresolved(written, std::string(written));
+        } else {
+            unresolved(written, "$(...)");
+        }
+        return end;
+    }
+    std::size_t j = i + 1;
+    if (name_start(n)) {
+        while (j < raw.size() && name_char(raw[j])) ++j;
+    } else if (std::isdigit(static_cast<unsigned char>(n)) || std::string_view("@*#?$!-").find(n) != std::string_view::npos) {
+        ++j;
+    } else {
+        append("$", line_);
+        return i + 1;
+    }
+    parameter(raw.substr(i + 1, j - i - 1), raw.substr(i, j - i));
+    return j;
+}
+
+// ${NAME}, ${NAME[@]}, ${NAME:-default} (also -, :=, =, :+, +); anything else stays unresolved.
+void Expander::parameter(std::string_view inner, std::string_view written) {
+    std::size_t j = 0;
+    if (!inner.empty() && name_start(inner[0]))
+        while (j < inner.size() && name_char(inner[j])) ++j;
+    else if (!inner.empty() && std::isdigit(static_cast<unsigned char>(inner[0])))
+        while (j < inner.size() && std::isdigit(static_cast<unsigned char>(inner[j]))) ++j;
+    const std::string name(inner.substr(0, j));
+    bool all = false;
+    if (inner.substr(j, 3) == "[@]" || inner.substr(j, 3) == "[*]") all = true, j += 3;
+    else if (inner.substr(j, 3) == "[0]") j += 3;
+    const std::string_view rest = inner.substr(j);
+    const auto it = vars_.find(name);
+    const bool set = it != vars_.end();
+    const bool empty = !set || it->second.values.empty() || (it->second.values.size() == 1 && it->second.values[0].text().empty());
+    if (name.empty() || (!rest.empty() && rest.find_first_of("-=+") != (rest[0] == ':' ? 1u : 0u))) {
+        return unresolved(written, std::string(written));
+    }
+    if (!rest.empty()) {
+        const bool colon = rest[0] == ':';
+        const char opc = rest[colon ? 1 : 0];
+        const std::string_view word = rest.substr(colon ? 2 : 1);
+        const bool missing = colon ? empty : !set;
+        if (opc == '+') {
+            if (!missing) add_value(Expander(vars_, line_, false, depth_ + 1).joined(word), dq_);
+            return;
+        }
+        if (missing) return add_value(Expander(vars_, line_, false, depth_ + 1).joined(word), dq_);
+    }
+    if (!set) return unresolved(written, name);
+    add_var(it->second, all);
+}
+
+void Expander::add_var(const Var& v, bool all_elements) {
+    if (!all_elements || !v.array) {
+        if (!v.values.empty()) add_value(v.values[0], dq_);
+        return;
+    }
+    for (std::size_t k = 0; k < v.values.size(); ++k) {
+        if (k > 0 && (dq_ || split_)) end_word();
+        else if (k > 0) append(" ", line_);
+        add_value(v.values[k], dq_);
+    }
+}
+
+namespace {
+
+// $(( )) over integers: + - * / % and parentheses, numbers and variable names (after the $
+// references in it were expanded). nullopt for anything else, a division by zero or an overflow.
+class Arithmetic {
+public:
+    Arithmetic(std::string_view s, const Vars& vars) : s_(s), vars_(vars) {}
+    std::optional<std::int64_t> run() {
+        const std::int64_t v = sum();
+        skip();
+        if (!ok_ || i_ != s_.size()) return std::nullopt;
+        return v;
+    }
+
+private:
+    void skip() {
+        while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
+    }
+    bool eat(char c) {
+        skip();
+        if (i_ < s_.size() && s_[i_] == c) return ++i_, true;
+        return false;
+    }
+    std::int64_t apply(char op, std::int64_t a, std::int64_t b) {
+        std::int64_t r = 0;
+        if (op == '+') ok_ = ok_ && !__builtin_add_overflow(a, b, &r);
+        if (op == '-') ok_ = ok_ && !__builtin_sub_overflow(a, b, &r);
+        if (op == '*') ok_ = ok_ && !__builtin_mul_overflow(a, b, &r);
+        if (op == '/' || op == '%') {
+            ok_ = ok_ && b != 0 && !(a == INT64_MIN && b == -1);
+            if (ok_) r = op == '/' ? a / b : a % b;
+        }
+        return r;
+    }
+    std::int64_t sum() {
+        std::int64_t v = product();
+        for (char op = 0; ok_ && ((op = '+', eat('+')) || (op = '-', eat('-')));) v = apply(op, v, product());
+        return v;
+    }
+    std::int64_t product() {
+        std::int64_t v = factor();
+        for (char op = 0; ok_ && ((op = '*', eat('*')) || (op = '/', eat('/')) || (op = '%', eat('%')));)
+            v = apply(op, v, factor());
+        return v;
+    }
+    std::int64_t factor() {
+        if (++depth_ > 256) ok_ = false;  // deeper nesting than any script: not evaluated
+        const std::int64_t v = ok_ ? primary() : 0;
+        --depth_;
+        return v;
+    }
+    std::int64_t primary() {
+        if (eat('(')) {
+            const std::int64_t v = sum();
+            ok_ = ok_ && eat(')');
+            return v;
+        }
+        if (eat('-')) return apply('-', 0, factor());
+        skip();
+        const std::size_t start = i_;
+        while (i_ < s_.size() && name_char(s_[i_])) ++i_;
+        const std::string token(s_.substr(start, i_ - start));
+        if (token.empty()) return ok_ = false, 0;
+        std::string digits = token;
+        if (name_start(token[0])) {
+            const auto it = vars_.find(token);
+            if (it == vars_.end() || it->second.values.empty()) return ok_ = false, 0;
+            digits = it->second.values[0].text();
+        }
+        std::int64_t v = 0;
+        for (char c : digits) {
+            if (!std::isdigit(static_cast<unsigned char>(c))) return ok_ = false, 0;
+            v = apply('+', apply('*', v, 10), c - '0');
+        }
+        return digits.empty() ? (ok_ = false, 0) : v;
+    }
+
+    std::string_view s_;
+    const Vars& vars_;
+    std::size_t i_ = 0;
+    int depth_ = 0;
+    bool ok_ = true;
+};
+
+}  // namespace
+
+std::optional<std::int64_t> arithmetic(std::string_view expr, const Vars& vars) { return Arithmetic(expr, vars).run(); }
+
+}  // namespace preflight::megatron_script::shell

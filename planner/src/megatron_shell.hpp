@@ -1,0 +1,123 @@
+// The pieces of the launch-script reader (megatron_script.hpp) below its interpreter: the lexer
+// into words and operators with their lines, variables, the expansion of a word ($NAME, ${...},
+// $(( )), quotes) and the tests of [ ], [[ ]] and case patterns. Internal to the planner.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "megatron_script.hpp"
+
+namespace preflight::megatron_script::shell {
+
+// separator: newline ; & (text "\n", ";", "&"); op: && || | ;; ; redirect: < > (text "<" or ">").
+enum class Tok { word, separator, op, open, close, redirect };
+
+struct Raw {
+    Tok kind = Tok::word;
+    std::string text;  // a word as written (quotes and $ references kept); an operator's characters
+    int line = 0;
+};
+
+// The script as tokens; a here-document's body is skipped (its delimiter stays as the target word).
+std::vector<Raw> lex(std::string_view text);
+
+// Text with what it needed: the variable the script does not define (Word::unresolved) and the
+// line of the undecided conditional it passed through (Word::branch).
+struct Piece {
+    std::string text;
+    std::string unresolved;
+    int branch = 0;
+    int line = 0;  // where the text was written (a string over several lines: each line's own)
+};
+
+// One word, or a variable's value: its pieces in order (one unresolved reference in a string
+// leaves the other words of that string resolved).
+struct Value {
+    std::vector<Piece> pieces;
+    int line = 0;
+    std::string text() const;
+    Word word() const;  // the first unresolved reference and branch of its pieces
+};
+
+struct Var {
+    std::vector<Value> values;  // a scalar holds one
+    bool array = false;
+};
+using Vars = std::map<std::string, Var>;
+
+bool name_start(char c);
+bool name_char(char c);
+
+// $(( )) over integers (+ - * / % and parentheses, numbers and variable names); nullopt for
+// anything else, a division by zero or an overflow.
+std::optional<std::int64_t> arithmetic(std::string_view expr, const Vars& vars);
+
+// Expands one raw word: quotes removed, references replaced, unquoted expansions split on
+// whitespace when `split` (a command's words; an assignment's value and [[ ]] operands are not split).
+class Expander {
+public:
+    // `depth`: the ${...} / $(( )) this expansion is nested in (past kMaxNesting: left unresolved,
+    // which bounds the recursion on arbitrary input).
+    Expander(const Vars& vars, int line, bool split, int depth = 0)
+        : vars_(vars), line_(line), split_(split), depth_(depth), cur_line_(line) {}
+    static constexpr int kMaxNesting = 64;
+
+    std::vector<Value> run(std::string_view raw);
+    // The expansion as one value (an assignment's, a default's): its words joined by a space.
+    Value joined(std::string_view raw);
+
+private:
+    void end_word();
+    void append(std::string_view t, int line, const std::string& unresolved = {}, int branch = 0);
+    void add(std::string_view t, bool quoted, int line, const std::string& unresolved = {}, int branch = 0);
+    void add_value(const Value& v, bool quoted);
+    void literal(std::string_view t);  // text as written, its newlines counted
+    void unresolved(std::string_view written, const std::string& name) { append(written, line_, name); }
+
+    std::size_t step(std::string_view raw, std::size_t i);
+    std::size_t reference(std::string_view raw, std::size_t i);
+    void parameter(std::string_view inner, std::string_view written);
+    void add_var(const Var& v, bool all_elements);
+
+    const Vars& vars_;
+    int line_;
+    bool split_;
+    int depth_;
+    bool dq_ = false;
+    std::vector<Value> out_;
+    Value cur_;
+    int cur_line_;
+    std::size_t cur_chars_ = 0;
+    bool have_ = false;
+};
+
+// A test's or a command's outcome: yes (status 0), no, or unknown (not decided), with the line
+// of the undecided conditional its operands passed through (0: none).
+enum class Truth { no, yes, unknown };
+struct Status {
+    Truth truth = Truth::yes;
+    int branch = 0;
+};
+
+// One argument of a test: an expanded word, or (inside [[ ]]) an operator token: && || ( ) < >.
+struct TestArg {
+    Word word;
+    bool op = false;
+};
+
+// The arguments of [ ... ] / test ... (double_bracket false) or [[ ... ]] (true), without the
+// brackets: = == != (in [[ ]] a right side with * ? [ is a pattern: unknown), -n -z, a lone
+// string, -eq -ne -lt -le -gt -ge over integers, ! ( ) and -a -o or && ||. File tests and
+// anything else are unknown, and so is an operand the script leaves unresolved.
+Status evaluate_test(const std::vector<TestArg>& args, bool double_bracket, const Vars& vars);
+
+// A case pattern as written against the subject's value: a literal (quotes removed) or a lone
+// unquoted *; any other glob is unknown.
+Truth case_match(const Word& subject, std::string_view raw_pattern, const Vars& vars, int line);
+
+}  // namespace preflight::megatron_script::shell
