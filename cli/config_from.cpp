@@ -198,7 +198,8 @@ FromApplied apply_from(const FromFlags& from, const CLI::App& sub, PlanFlags& fl
         return applied;
     }
     applied.read = true;
-    const ImportContext context{gpus ? gpus : from.gpus, given_on(sub, "--dp")};
+    const ImportContext context{gpus ? gpus : from.gpus, given_on(sub, "--dp"),
+                                given_on(sub, "--grad-acc") || given_on(sub, "--gbs-tokens")};
     const std::optional<ConfigFormat> forced =
         from.format.empty() ? std::nullopt : parse_config_format(from.format);
     ImportedConfig c;

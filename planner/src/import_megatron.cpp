@@ -32,6 +32,11 @@ Flags::Flags(const std::vector<Word>& arguments, std::string file) : file_(std::
     }
 }
 
+std::string reference(const Word& w) {
+    const bool written = !w.unresolved.empty() && (w.unresolved[0] == '$' || w.unresolved[0] == '`');
+    return (written ? "" : "$") + w.unresolved;
+}
+
 const Flag* Flags::get(std::string_view name) {
     read_.emplace(name);
     for (auto it = list_.rbegin(); it != list_.rend(); ++it)
@@ -44,8 +49,7 @@ std::string Flags::text(const Flag& f) const {
     const Word& v = f.values.front();
     if (!v.unresolved.empty())
         throw InputError(spot(f).text(), "its value '" + v.text + "' (line " + std::to_string(v.line) + ") uses " +
-                                             (v.unresolved[0] == '$' || v.unresolved[0] == '`' ? "" : "$") +
-                                             v.unresolved + ", which the script does not define");
+                                             reference(v) + ", which the script does not define");
     return v.text;
 }
 
@@ -95,6 +99,10 @@ using megatron_script::Flags;
 using megatron_script::Script;
 using megatron_script::Word;
 using namespace import_values;
+
+void warn(ImportedConfig& out, const ConfigSpot& at, const std::string& message) {
+    out.warnings.push_back(at.text() + ": " + message);
+}
 
 // An integer plan field from a flag (bounds of the field), or its Megatron default when absent.
 std::optional<std::int64_t> field_flag(Flags& f, ImportedConfig& out, std::string_view field, std::string_view flag,
@@ -157,13 +165,14 @@ std::optional<std::pair<std::int64_t, ConfigSpot>> launch_gpus(const Script& s, 
         const bool node = name == "--nnodes" || name == "--num_nodes" || name == "--num-nodes";
         if (!count && !node) continue;
         const ConfigSpot at{file, s.launcher_name + " " + name, s.launcher[i].line};
-        if (!w.unresolved.empty())
-            throw InputError(at.text(), "its value '" + value + "' uses $" + w.unresolved +
-                                            ", which the script does not define (give --gpus)");
-        if (value.find_first_not_of("0123456789") != std::string::npos) {
-            // Without --gpus the plan would fall back to the layout's own world size, silently.
-            if (!gpus_given) throw InputError(at.text(), "'" + value + "' is not a fixed count: give the GPU count with --gpus");
-            out.warnings.push_back(at.text() + ": '" + value + "' is not a fixed count: the GPU count comes from --gpus");
+        // A count the script leaves open ($SLURM_GPUS_ON_NODE) or that is not a number (gpu, auto):
+        // --gpus gives it (docs/interface.md "--from"); without --gpus the plan would fall back to
+        // the layout's own world size, silently, so it is refused.
+        const std::string why = !w.unresolved.empty() ? "uses " + reference(w) + ", which the script does not define"
+                                                      : "is not a fixed count";
+        if (!w.unresolved.empty() || value.find_first_not_of("0123456789") != std::string::npos) {
+            if (!gpus_given) throw InputError(at.text(), "'" + value + "' " + why + ": give the GPU count with --gpus");
+            out.warnings.push_back(at.text() + ": '" + value + "' " + why + ": the GPU count comes from --gpus");
             return std::nullopt;
         }
         (count ? per_node : nodes) = integer_text(value, at, 1, limits::kMaxGpus, "limits::kMaxGpus");
@@ -183,13 +192,32 @@ std::optional<std::pair<std::int64_t, ConfigSpot>> launch_gpus(const Script& s, 
     return std::make_pair(gpus, spot);
 }
 
+// --global-batch-size, or nullopt when absent or left open by the script (bs=$4) while the flags
+// beside --from give the batch (ImportContext::batch_given: they override the file, docs/interface.md).
+std::optional<std::int64_t> global_batch(Flags& f, ImportedConfig& out, const ImportContext& ctx, bool& dropped) {
+    const Flag* g = f.get("--global-batch-size");
+    dropped = false;
+    if (g && !g->values.empty() && !g->values[0].unresolved.empty()) {
+        const Word& v = g->values[0];
+        const std::string open = "its value '" + v.text + "' (line " + std::to_string(v.line) + ") uses " + reference(v) +
+                                 ", which the script does not define";
+        if (!ctx.batch_given)
+            throw InputError(f.spot(*g).text(), open + " (give --grad-acc, or --gbs-tokens on plan, to plan without it)");
+        warn(out, f.spot(*g), open + ": not read, the batch comes from the flags beside --from");
+        dropped = true;
+        return std::nullopt;
+    }
+    return f.integer("--global-batch-size", 1, limits::kMaxGlobalBatchTokens, "limits::kMaxGlobalBatchTokens");
+}
+
 // _add_training_args: micro_batch_size, global_batch_size (default micro x dp: no accumulation);
 // dp = world / (tp pp cp) and accumulation = global / (micro dp) (megatron/core/num_microbatches_calculator.py).
 void import_batch(Flags& f, ImportedConfig& out, const Script& s, const ImportContext& ctx, const Degrees& d) {
     if (!field_flag(f, out, "seq", "--seq-length")) field_flag(f, out, "seq", "--encoder-seq-length");
     const auto mbs = field_flag(f, out, "mbs", "--micro-batch-size");
     const Flag* global_flag = f.get("--global-batch-size");
-    const auto global = f.integer("--global-batch-size", 1, limits::kMaxGlobalBatchTokens, "limits::kMaxGlobalBatchTokens");
+    bool dropped = false;
+    const auto global = global_batch(f, out, ctx, dropped);
     if (global) out.global_batch_sequences = global;
     const auto launched = launch_gpus(s, f.file(), out, ctx.gpus.has_value());
     if (launched) out.gpus = launched->first;
@@ -213,7 +241,7 @@ void import_batch(Flags& f, ImportedConfig& out, const Script& s, const ImportCo
                                            "tensor x pipeline x context parallel = " + std::to_string(model) +
                                            (ctx.gpus ? "" : " (give the real GPU count with --gpus)"));
     set_integer_text(out, "dp", std::to_string(dp), from);
-    if (!mbs) return;
+    if (!mbs || dropped) return;
     if (!global) {
         set_field(out, "grad_acc", std::int64_t{1}, f.default_spot("--global-batch-size (absent: micro batch x dp)"));
         return;
@@ -226,10 +254,6 @@ void import_batch(Flags& f, ImportedConfig& out, const Script& s, const ImportCo
     if (f.has("--rampup-batch-size"))
         out.warnings.push_back(f.spot(*f.get("--rampup-batch-size")).text() + ": the batch-size ramp-up is not "
                                                                              "modelled: planned at the full global batch");
-}
-
-void warn(ImportedConfig& out, const ConfigSpot& at, const std::string& message) {
-    out.warnings.push_back(at.text() + ": " + message);
 }
 
 // _add_distributed_args: use_distributed_optimizer (ZeRO-1), use_torch_fsdp2 (ZeRO-3), and

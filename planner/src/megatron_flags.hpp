@@ -22,6 +22,9 @@ struct Flag {
     int branch = 0;           // the name's Word::branch: an undecided conditional it was read through
 };
 
+// The reference a word needed and the script does not define, as written: "$DATA", "$(...)", "`...`".
+std::string reference(const Word& w);
+
 class Flags {
 public:
     Flags(const std::vector<Word>& arguments, std::string file);

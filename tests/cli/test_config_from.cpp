@@ -236,6 +236,24 @@ TEST(ConfigFrom, ALayoutFlagBesideTheConfigRunsItsSequenceParallelismAtTheNewDeg
     EXPECT_EQ(memory_json("--from " + config("nanotron/cli_llama_1b.yaml") + " --tp 1")["plan"]["sp"], false);
 }
 
+// Helper audit D6 / D7: a launch count and a global batch the script leaves open
+// ($SLURM_GPUS_ON_NODE, bs=$4) come from --gpus and --grad-acc beside --from, as the messages ask:
+// dp = 16 GPUs / (tp 1 x pp 1) = 16, mbs 2 from the file, accumulation 3 from the flag.
+TEST(ConfigFrom, FlagsBesideAScriptStandInForWhatItLeavesOpen) {
+    Scratch s;
+    const std::string script = s.write_text(
+        "open.sh", "bs=$4\ntorchrun --nproc_per_node $SLURM_GPUS_ON_NODE pretrain_gpt.py --num-layers 2 --hidden-size 256 "
+                   "--num-attention-heads 4 --seq-length 128 --max-position-embeddings 128 --micro-batch-size 2 "
+                   "--global-batch-size $bs\n");
+    const json j = memory_json("--from " + script + " --gpus 16 --grad-acc 3");
+    ASSERT_TRUE(j.is_object());
+    EXPECT_EQ(j["plan"]["dp"], 16);
+    EXPECT_EQ(j["plan"]["mbs"], 2);
+    EXPECT_EQ(j["plan"]["grad_acc"], 3);
+    expect_refused("memory --from " + script + " --gpus 16", {"open.sh:2", "--global-batch-size", "$4", "give --grad-acc"});
+    expect_refused("memory --from " + script + " --grad-acc 3", {"open.sh:2", "--nproc_per_node", "give the GPU count with --gpus"});
+}
+
 // `--from -` reads the config from standard input: the same plan as from the file, and a
 // refusal that names standard input.
 TEST(ConfigFrom, DashReadsTheConfigFromStandardInput) {

@@ -564,3 +564,40 @@ TEST(ImportMegatron, AnUnresolvedReferenceMarksOnlyItsOwnWord) {
     expect_input_error([] { import_text("ARGS=\"--micro-batch-size $1 --seq-length 128\"\ntorchrun pretrain_gpt.py $ARGS\n"); },
                        {"bad.sh:1", "--micro-batch-size", "'$1'", "uses $1,"});
 }
+
+// Helper audit D6: a launcher count the script leaves open is the count --gpus gives, as the
+// message asked; without --gpus it is refused, the reference written once ($NAME, not $$NAME).
+TEST(ImportMegatron, AnOpenLauncherCountTakesGpusFromTheFlag) {
+    const std::string slurm = "torchrun --nproc_per_node $SLURM_GPUS_ON_NODE --nnodes $SLURM_NNODES pretrain_gpt.py "
+                              "--micro-batch-size 2 --global-batch-size 64\n";
+    const ImportedConfig c = import_text(slurm, 16);
+    EXPECT_FALSE(c.gpus);
+    EXPECT_EQ(integer(c, "dp"), 16);
+    EXPECT_EQ(integer(c, "grad_acc"), 2);  // 64 / (2 x 16)
+    EXPECT_TRUE(contains(c.warnings, "bad.sh:1: torchrun --nproc_per_node: '$SLURM_GPUS_ON_NODE' uses "
+                                     "$SLURM_GPUS_ON_NODE, which the script does not define: the GPU count comes from --gpus"));
+    expect_input_error([&] { import_text(slurm); },
+                       {"bad.sh:1", "--nproc_per_node", "uses $SLURM_GPUS_ON_NODE,", "give the GPU count with --gpus"});
+    // Megatron-LM's detxoify_lm script: $RANDOM in the same string as the count (D5 then D6).
+    const ImportedConfig d = import_text(
+        "GPUS_PER_NODE=16\nMASTER_PORT=$(($RANDOM + 1024))\n"
+        "DISTRIBUTED_ARGS=\"--nproc_per_node $GPUS_PER_NODE --nnodes 1 --master_port $MASTER_PORT\"\n"
+        "python -m torch.distributed.run $DISTRIBUTED_ARGS finetune_gpt.py --micro-batch-size 4 --global-batch-size 64\n");
+    EXPECT_EQ(d.gpus, 16);
+    EXPECT_EQ(integer(d, "dp"), 16);
+    EXPECT_EQ(integer(d, "grad_acc"), 1);  // 64 / (4 x 16)
+}
+
+// Helper audit D7 (Megatron-LM's detxoify_lm script: bs=$4 ... --global-batch-size $bs): with the
+// batch given beside --from (--grad-acc, plan's --gbs-tokens) the open global batch is not read.
+TEST(ImportMegatron, AnOpenGlobalBatchIsNotNeededWhenTheBatchIsGiven) {
+    const std::string script = "bs=$4\ntorchrun --nproc_per_node 16 pretrain_gpt.py --micro-batch-size 4 --global-batch-size $bs\n";
+    const ImportedConfig c = import_megatron(script, "bad.sh", ImportContext{std::nullopt, false, true});
+    EXPECT_EQ(integer(c, "dp"), 16);
+    EXPECT_EQ(integer(c, "mbs"), 4);
+    EXPECT_EQ(c.field("grad_acc"), nullptr);  // the flag gives it
+    EXPECT_FALSE(c.global_batch_sequences);
+    EXPECT_TRUE(contains(c.warnings, "bad.sh:2: --global-batch-size: its value '$4' (line 1) uses $4, which the script "
+                                     "does not define: not read"));
+    expect_input_error([&] { import_text(script); }, {"bad.sh:2", "--global-batch-size", "$4", "give --grad-acc"});
+}

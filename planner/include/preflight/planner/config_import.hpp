@@ -57,6 +57,9 @@ struct ImportedField {
 struct ImportContext {
     std::optional<std::int64_t> gpus;  // --gpus: torchtitan's -1 degrees, Megatron's dp = gpus / (tp pp cp)
     bool dp_given = false;             // --dp beside --from: the data-parallel degree is the flag's
+    // --grad-acc (or plan's --gbs-tokens) beside --from: the batch is the flags', so a global
+    // batch the config leaves open (Megatron's --global-batch-size $4) is not needed.
+    bool batch_given = false;
 };
 
 struct ImportedConfig {
