@@ -352,15 +352,23 @@ void import_precision(Flags& f, ImportedConfig& out) {
 }
 
 // TransformerConfig.recompute_granularity (full | selective), recompute_method (uniform | block),
-// recompute_num_layers; the older --recompute-activations (= selective).
+// recompute_num_layers; the older --recompute-activations (= selective). Megatron-DeepSpeed's
+// --checkpoint-activations recomputes every transformer layer, whatever the granularity says
+// (Megatron-DeepSpeed@4efb479 megatron/arguments.py:864, megatron/model/transformer.py:2082-2089
+// _checkpointed_forward), in chunks of --checkpoint-num-layers (default 1) under DeepSpeed's checkpointing.
 void import_recompute(Flags& f, ImportedConfig& out) {
+    const Flag* whole = f.get("--checkpoint-activations");
     const Flag* granularity = f.get("--recompute-granularity");
     const Flag* activations = f.get("--recompute-activations");
-    const std::string g = granularity ? f.text(*granularity) : activations ? "selective" : "none";
+    const std::string g = whole ? "full" : granularity ? f.text(*granularity) : activations ? "selective" : "none";
     if (g != "none" && g != "full" && g != "selective")
         throw InputError(f.spot(*granularity).text(), "must be full or selective, got '" + g + "'");
-    const ConfigSpot at = granularity ? f.spot(*granularity) : activations ? f.spot(*activations)
-                                                                            : f.default_spot("--recompute-granularity (absent: none)");
+    const ConfigSpot at = whole ? f.spot(*whole) : granularity ? f.spot(*granularity) : activations ? f.spot(*activations)
+                                                 : f.default_spot("--recompute-granularity (absent: none)");
+    if (const auto chunk = f.integer("--checkpoint-num-layers", 1, limits::kMaxLayers, "limits::kMaxLayers");
+        whole && chunk.value_or(1) != 1)
+        warn(out, at, "--checkpoint-num-layers " + std::to_string(*chunk) + ": grouped recompute is not modelled: "
+                      "planned as full recompute of every layer");
     set_field(out, "recompute", g, at);
     const auto method = f.text("--recompute-method");
     const auto layers = f.integer("--recompute-num-layers", 1, limits::kMaxLayers, "limits::kMaxLayers");

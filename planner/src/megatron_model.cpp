@@ -76,6 +76,22 @@ struct Shape {
     std::optional<double> rope_scaling;  // --use-rope-scaling: Llama 3.1's, this factor
 };
 
+// Megatron-DeepSpeed's --num-key-value-heads: grouped-query attention whenever it differs from
+// the heads, no --group-query-attention needed (Megatron-DeepSpeed@4efb479 megatron/arguments.py:443-449
+// defaults it to the heads; megatron/model/transformer.py:526 use_gqa = heads != kv heads).
+// Beside Megatron-LM's --num-query-groups (with --group-query-attention), that one stands.
+void read_kv_heads(Flags& f, Shape& s, ImportedConfig& out, bool groups_given) {
+    const Flag* x = f.get("--num-key-value-heads");
+    if (!x) return;
+    const std::int64_t kv = import_values::integer_text(f.text(*x), f.spot(*x), 1, limits::kMaxHeads, "limits::kMaxHeads");
+    if (s.heads % kv != 0)
+        throw InputError(f.spot(*x).text(), std::to_string(kv) + " does not divide --num-attention-heads " + std::to_string(s.heads));
+    if (groups_given && kv != s.kv_heads)
+        out.warnings.push_back(f.spot(*x).text() + ": differs from --num-query-groups " + std::to_string(s.kv_heads) +
+                               ": planned with --num-query-groups");
+    if (!groups_given) s.kv_heads = kv;
+}
+
 // The attention and MLP widths: --kv-channels (default hidden / heads), --group-query-attention
 // with --num-query-groups, --ffn-hidden-size (default 4h; 8h/3 rounded down to 64 with --swiglu)
 // (megatron/training/arguments.py validate_args; TransformerConfig kv_channels, num_query_groups).
@@ -91,6 +107,7 @@ void read_widths(Flags& f, Shape& s, ImportedConfig& out) {
     if (groups && !gqa)  // TransformerConfig.num_query_groups takes effect with --group-query-attention only
         out.warnings.push_back(f.spot(*f.get("--num-query-groups")).text() + ": without --group-query-attention "
                                                                             "Megatron uses multi-head attention: ignored");
+    read_kv_heads(f, s, out, gqa && groups);
     s.swiglu = f.has("--swiglu");
     const auto ffn_default = s.swiglu ? s.hidden * 8 / 192 * 64 : s.hidden * 4;
     s.ffn = f.integer("--ffn-hidden-size", 1, limits::kMaxWidth, "limits::kMaxWidth").value_or(ffn_default);
@@ -101,10 +118,13 @@ void read_widths(Flags& f, Shape& s, ImportedConfig& out) {
 // _add_network_size_args; TransformerConfig normalization, add_bias_linear, add_qkv_bias,
 // num_moe_experts / --num-experts, moe_router_topk, moe_ffn_hidden_size).
 void read_layout(Flags& f, Shape& s, ImportedConfig& out) {
-    const std::string norm = f.text("--normalization").value_or("LayerNorm");
-    s.rmsnorm = norm == "RMSNorm";
-    if (norm != "RMSNorm" && norm != "LayerNorm")
-        out.warnings.push_back(f.spot(*f.get("--normalization")).text() + ": " + norm + " is modelled as LayerNorm");
+    // Megatron-LM's choices are LayerNorm | RMSNorm, Megatron-DeepSpeed's layernorm | rmsnorm
+    // (Megatron-DeepSpeed@4efb479 megatron/arguments.py:647-648).
+    const std::string norm = lower(f.text("--normalization").value_or("LayerNorm"));
+    s.rmsnorm = norm == "rmsnorm";
+    if (norm != "rmsnorm" && norm != "layernorm")
+        out.warnings.push_back(f.spot(*f.get("--normalization")).text() + ": " + *f.text("--normalization") +
+                               " is modelled as LayerNorm");
     const std::string pos = f.has("--use-rotary-position-embeddings") ? "rope"
                                                                       : f.text("--position-embedding-type").value_or("learned_absolute");
     s.rope = pos == "rope" || pos == "yarn" || pos == "mrope";

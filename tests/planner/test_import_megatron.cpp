@@ -601,3 +601,37 @@ TEST(ImportMegatron, AnOpenGlobalBatchIsNotNeededWhenTheBatchIsGiven) {
                                      "does not define: not read"));
     expect_input_error([&] { import_text(script); }, {"bad.sh:2", "--global-batch-size", "$4", "give --grad-acc"});
 }
+
+// Helper audit D11: Megatron-DeepSpeed's spellings of what Megatron-LM models
+// (Megatron-DeepSpeed@4efb479 megatron/arguments.py): --checkpoint-activations (full recompute),
+// --normalization rmsnorm / layernorm, --num-key-value-heads (GQA without --group-query-attention).
+TEST(ImportMegatron, MegatronDeepSpeedFlagsMeanWhatMegatronLmsDo) {
+    const ImportedConfig ckpt = import_text("--micro-batch-size 1\n--checkpoint-activations\n");
+    EXPECT_EQ(name(ckpt, "recompute"), "full");
+    EXPECT_EQ(ckpt.field("recompute")->from.line, 2);
+    EXPECT_FALSE(contains(ckpt.warnings, "--checkpoint-activations"));
+    EXPECT_TRUE(contains(import_text("--micro-batch-size 1 --checkpoint-activations --checkpoint-num-layers 2\n").warnings,
+                         "--checkpoint-num-layers 2: grouped recompute is not modelled"));
+    const std::string shape = "--num-layers 2\n--hidden-size 256\n--num-attention-heads 16\n--vocab-size 1000\n"
+                              "--max-position-embeddings 512\n";
+    const ImportedConfig llama = import_text(shape + "--num-key-value-heads 4\n--swiglu\n--normalization rmsnorm\n"
+                                                     "--use-rotary-position-embeddings\n");
+    ASSERT_TRUE(llama.model_config);
+    const nlohmann::json& j = *llama.model_config;
+    EXPECT_EQ(j["model_type"], "llama");
+    EXPECT_EQ(j["num_attention_heads"], 16);
+    EXPECT_EQ(j["num_key_value_heads"], 4);
+    EXPECT_EQ(j["head_dim"], 16);             // 256 / 16
+    EXPECT_EQ(j["intermediate_size"], 640);   // 8 x 256 / 3 rounded down to a multiple of 64
+    EXPECT_TRUE(llama.warnings.empty()) << llama.warnings.front();
+    const ImportedConfig ln = import_text(shape + "--normalization layernorm\n");
+    EXPECT_EQ((*ln.model_config)["model_type"], "gpt2");
+    EXPECT_FALSE(contains(ln.warnings, "modelled as LayerNorm"));
+    // Megatron-LM's --num-query-groups (with --group-query-attention) stands beside it.
+    const ImportedConfig both = import_text(shape + "--swiglu\n--group-query-attention\n--num-query-groups 2\n"
+                                                    "--num-key-value-heads 4\n");
+    EXPECT_EQ((*both.model_config)["num_key_value_heads"], 2);
+    EXPECT_TRUE(contains(both.warnings, "bad.sh:9: --num-key-value-heads: differs from --num-query-groups 2"));
+    expect_input_error([&] { import_text(shape + "--num-key-value-heads 3\n"); },
+                       {"bad.sh:6", "--num-key-value-heads", "3 does not divide --num-attention-heads 16"});
+}
