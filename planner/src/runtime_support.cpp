@@ -80,6 +80,10 @@ void check_runtime_model(const ModelConfig& m) {
         m.rope_scaling.type != "llama3")
         throw InputError("rope_scaling.rope_type", "'" + m.rope_scaling.type + "' is not implemented by the runtime (llama3 is)");
     if (m.head_dim > 128) not_run("--model", "head_dim above 128 is not supported by the attention kernels");
+    if (m.layers > limits::kMaxRuntimeLayers)
+        not_run("--model", std::to_string(m.layers) + " layers: the runtime plans its memory for at most " +
+                               std::to_string(limits::kMaxRuntimeLayers) + " (limits::kMaxRuntimeLayers; its arena's "
+                               "placement grows with the cube of the layers)");
     check_runtime_activation(m);
 }
 

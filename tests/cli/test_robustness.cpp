@@ -161,6 +161,24 @@ TEST(Robustness, DryRunGradAccIsBounded) {
     }
 }
 
+TEST(Robustness, DryRunOfAVeryDeepModelIsBounded) {
+    // A read-only audit (2026-11-30): one micro-batch of an 8,192-layer model passed the
+    // layer-step bounds (8,192 x 2 = 16,384 without a pipeline) and its arena placement, which
+    // grows about as the cube of the layers, ran past 600 s. The runtime takes 256 layers at most
+    // (kMaxRuntimeLayers); 256 runs, 257 is refused naming --model.
+    Scratch s;
+    json cfg = catalog("models", "gpt2");
+    cfg["n_embd"] = 64;
+    cfg["n_head"] = 4;
+    cfg["vocab_size"] = 256;
+    cfg["n_positions"] = 64;
+    cfg["n_layer"] = 257;
+    expect_refused("run --dry-run --seq 64 --model " + s.write("deep.json", cfg), {"--model", "257 layers", "kMaxRuntimeLayers"});
+    cfg["n_layer"] = 256;
+    const auto ok = run_preflight("run --dry-run --seq 64 --model " + s.write("deep256.json", cfg));
+    EXPECT_EQ(ok.exit_code, 0) << ok.err;
+}
+
 // --- Messages that name the field; no silent truncation ---------------------------------
 
 TEST(Robustness, GpuSpecFieldsOfTheWrongTypeAreNamed) {

@@ -63,10 +63,15 @@ inline constexpr std::int64_t kMaxTopK = 100;
 inline constexpr std::int64_t kMaxFolds = 100;
 // The dry run and the runtime walk one step op by op: at most this many micro-batches
 // (--grad-acc) and this many layer-steps (layers x grad_acc) per step: Llama-3.2-1B up to
-// --grad-acc 256, GPT-2 up to 341. A layer-step is ~30 ops (full recompute, eager
-// attention). The costliest case is one micro-batch of a 4,096-layer model (every op
-// distinct and in the timeline): 2.4 s in a release dry run, ~7 s under ASan.
+// --grad-acc 256, GPT-2 up to 341. A layer-step is ~30 ops (full recompute, eager attention).
 inline constexpr std::int64_t kMaxRuntimeGradAcc = 1024;
+// The arena is planned over the allocations alive together, which grow with the layers whose
+// activations a micro-batch keeps: the placement's cost rises about as the cube of the model's
+// layers (release dry run of one micro-batch, a 64-wide GPT-2 shape, no recompute: 256 layers
+// 0.52 s, 512 2.1 s, 1,024 9.4 s, 4,096 222 s; a read-only audit, 2026-11-30). So the runtime
+// takes at most 256 layers (the catalog's deepest, Llama-3.1-405B, has 126): 1.3-1.5 s at
+// 8-64 micro-batches.
+inline constexpr std::int64_t kMaxRuntimeLayers = 256;
 inline constexpr std::int64_t kMaxRuntimeLayerSteps = 4096;
 // Without a pipeline the micro-batches repeat one micro-batch's ops and the arena is planned on a
 // few of them, then extended (runtime plan_arena), so the dry run grows linearly: at 16,384
