@@ -1,7 +1,11 @@
 #include "preflight/planner/catalog.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -33,15 +37,61 @@ std::vector<std::string> stems(const fs::path& dir) {
     return v;
 }
 
-// A name in the catalog folder, else a path; the error lists the catalog.
+// Lower case, without '-', '_', '.' and spaces: "Llama-3-8B", "llama3_8b" and "llama-3-8b" meet.
+std::string folded(const std::string& s) {
+    std::string out;
+    for (char c : s)
+        if (c != '-' && c != '_' && c != '.' && c != ' ') out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+}
+
+// Levenshtein distance (insertions, deletions, substitutions), one row at a time.
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+    std::vector<std::size_t> row(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+        std::size_t diagonal = row[0];
+        row[0] = i;
+        for (std::size_t j = 1; j <= b.size(); ++j) {
+            const std::size_t up = row[j];
+            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+            diagonal = up;
+        }
+    }
+    return row[b.size()];
+}
+
+// Up to three catalog names close to what was typed, folded: those it begins (or is part of)
+// first, shortest first ("h100": h100-sxm-80gb, h100-pcie-80gb), then those within a quarter of
+// its length in edits (at least 2), nearest first. Names are short and the catalog small.
+std::vector<std::string> near_names(const std::string& spec, const std::vector<std::string>& names) {
+    const std::string typed = folded(spec.size() > 256 ? spec.substr(0, 256) : spec);
+    if (typed.empty()) return {};
+    const std::size_t allowed = std::max<std::size_t>(2, typed.size() / 4);
+    std::vector<std::tuple<int, std::size_t, std::string>> near;
+    for (const auto& n : names) {
+        const std::string f = folded(n);
+        if (f.find(typed) != std::string::npos) near.emplace_back(0, f.size(), n);
+        else if (const std::size_t d = edit_distance(typed, f); d <= allowed) near.emplace_back(1, d, n);
+    }
+    std::sort(near.begin(), near.end());
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < near.size() && i < 3; ++i) out.push_back(std::get<2>(near[i]));
+    return out;
+}
+
+// A name in the catalog folder, else a path; the error names the nearest catalog names and lists the catalog.
 fs::path resolve(const std::string& spec, const fs::path& folder, const std::string& flag) {
     const fs::path in_catalog = folder / (spec + ".json");
     std::error_code ec;
     if (spec.find('/') == std::string::npos && fs::is_regular_file(in_catalog, ec)) return in_catalog;
     if (fs::exists(spec, ec)) return spec;
-    std::string names;
-    for (const auto& n : stems(folder)) names += (names.empty() ? "" : ", ") + n;
+    const std::vector<std::string> all = stems(folder);
+    std::string names, near;
+    for (const auto& n : all) names += (names.empty() ? "" : ", ") + n;
+    for (const auto& n : near_names(spec, all)) near += (near.empty() ? "" : " or ") + ("'" + n + "'");
     throw InputError(flag, "'" + spec + "' is neither a catalog name nor a readable file" +
+                               (near.empty() ? "" : "; did you mean " + near + "?") +
                                (names.empty() ? " (catalog folder " + folder.string() + " is empty or missing)"
                                               : " (catalog: " + names + ")"));
 }

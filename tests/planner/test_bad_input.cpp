@@ -117,7 +117,7 @@ TEST(BadInput, SequenceBeyondLearnedPositions) {
 
 TEST(BadInput, UnknownCatalogNameListsTheCatalog) {
     try {
-        load_model("llama-9", test::data_dir());
+        load_model("llama-9", preflight::test::data_dir());
         FAIL() << "no error";
     } catch (const InputError& e) {
         EXPECT_EQ(e.subject(), "--model");
@@ -126,10 +126,10 @@ TEST(BadInput, UnknownCatalogNameListsTheCatalog) {
 }
 
 TEST(BadInput, UnreadableAndMalformedFiles) {
-    EXPECT_EQ(subject_of([] { load_model("/nonexistent/dir/config.json", test::data_dir()); }), "--model");
+    EXPECT_EQ(subject_of([] { load_model("/nonexistent/dir/config.json", preflight::test::data_dir()); }), "--model");
     const auto path = std::filesystem::temp_directory_path() / "preflight_bad_config.json";
     std::ofstream(path) << "{ \"model_type\": \"llama\", ";
-    EXPECT_EQ(subject_of([&] { load_model(path.string(), test::data_dir()); }), "--model");
+    EXPECT_EQ(subject_of([&] { load_model(path.string(), preflight::test::data_dir()); }), "--model");
     std::filesystem::remove(path);
 }
 
@@ -148,6 +148,29 @@ TEST(BadInput, GpuSpecMissingKeyAndExplicitUnknownPeak) {
 
 TEST(BadInput, A100HasNoFp8Peak) {
     EXPECT_FALSE(test::catalog_gpu("a100-sxm-80gb").peak.fp8_flops_per_s.has_value());
+}
+
+std::string unknown_name_error(const std::string& spec, bool gpu) {
+    try {
+        if (gpu) load_gpu(spec, preflight::test::data_dir());
+        else load_model(spec, preflight::test::data_dir());
+    } catch (const InputError& e) {
+        return e.what();
+    }
+    return "accepted";
+}
+
+// A name that is not in the catalog names the nearest catalog names (was: the whole catalog only):
+// case, '-', '_' and '.' aside, "Llama-3-8B" and "llama3-8b" are llama-3-8b; "H100" begins both
+// H100 specs, the shorter (h100-sxm-80gb, 13 letters folded) first; "mistral" begins mistral-7b.
+TEST(BadInput, AnUnknownCatalogNameNamesTheNearest) {
+    EXPECT_NE(unknown_name_error("Llama-3-8B", false).find("did you mean 'llama-3-8b'"), std::string::npos);
+    EXPECT_NE(unknown_name_error("llama3-8b", false).find("did you mean 'llama-3-8b'"), std::string::npos);
+    EXPECT_NE(unknown_name_error("mistral", false).find("did you mean 'mistral-7b'"), std::string::npos);
+    const std::string h100 = unknown_name_error("H100", true);
+    EXPECT_NE(h100.find("did you mean 'h100-sxm-80gb' or 'h100-pcie-80gb'"), std::string::npos) << h100;
+    EXPECT_NE(h100.find("(catalog: "), std::string::npos) << h100;
+    EXPECT_EQ(unknown_name_error("zzzzzzzzzz", false).find("did you mean"), std::string::npos);
 }
 
 }  // namespace
