@@ -379,10 +379,8 @@ nlohmann::json plan_document(const PlanCommandState& st, const ModelConfig& mode
                            {"rounding", c.batch_error}}}};
         if (st.train_tokens) {
             const TrainingTime tt = training_time(c.throughput, *st.train_tokens);
-            j["training"] = {{"train_tokens", *st.train_tokens},
-                             {"steps", tt.steps},
-                             {"wall_s", tt.wall_s},
-                             {"gpu_hours", tt.gpu_hours}};
+            j["training"] = {
+                {"train_tokens", *st.train_tokens}, {"steps", tt.steps}, {"wall_s", tt.wall_s}, {"gpu_hours", tt.gpu_hours}};
         }
         cands.push_back(std::move(j));
     }
@@ -395,6 +393,9 @@ nlohmann::json plan_document(const PlanCommandState& st, const ModelConfig& mode
                        // N/A unless the family was rejected for memory (its representative's peak).
                        {"peak_bytes", r.peak_bytes > 0 ? nlohmann::json(r.peak_bytes) : nlohmann::json(nullptr)},
                        {"others_fit", r.others_fit}});
+    nlohmann::json suggested = nlohmann::json::array();
+    for (const SuggestedPlan& s : res.suggested)
+        suggested.push_back({{"change", s.change}, {"plan", plan_to_json(s.plan)}, {"judged_bytes", s.judged_bytes}});
     nlohmann::json doc{
         {"schema_version", kSchemaVersion},
         {"model", {{"name", model.name}, {"params", pc.total}, {"params_active", pc.active}}},
@@ -420,7 +421,8 @@ nlohmann::json plan_document(const PlanCommandState& st, const ModelConfig& mode
           {"seconds", search_s}}},
         {"candidates", cands},
         {"rejected", rej},
-        {"suggestions", res.suggestions}};
+        {"suggestions", res.suggestions},
+        {"suggested", suggested}};
     if (lr) doc["lr_advice"] = lr_json(*lr);
     return doc;
 }

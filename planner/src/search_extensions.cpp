@@ -259,7 +259,9 @@ std::optional<SearchResult> search_extension_variants(const ModelConfig& model, 
         const SearchRequest r = variant_request(req, v.offloads.front(), v.cps.front(), v.eps.front(), v.recomputes.back(),
                                                 v.precision, v.vpps.front());
         try {
-            out.suggestions = search_plans(model, gpu, r).suggestions;
+            SearchResult plain = search_plans(model, gpu, r);
+            out.suggestions = std::move(plain.suggestions);
+            out.suggested = std::move(plain.suggested);
         } catch (const SearchTooLarge&) {
             out.suggestions.push_back(search_budget_spent_note(req));
         } catch (const InputError&) {
@@ -364,6 +366,7 @@ void refine_with_extensions(const ModelConfig& model, const GpuSpec& gpu, const 
         char buf[64];
         std::snprintf(buf, sizeof buf, ", %.3f s per step", c.throughput.step_time_s);
         out.suggestions.push_back(line + buf);
+        out.suggested.push_back({change, c.plan, judged_bytes(c.memory, req.memory.profile)});
         return true;
     };
     if (!req.pins.offload && !req.host_memory_bytes) {

@@ -30,6 +30,7 @@ bool try_change(const ModelConfig& model, const GpuSpec& gpu, const SearchReques
                   static_cast<long long>(c.plan.mbs), gib(judged_bytes(c.memory, r.memory.profile)).c_str(),
                   need ? " device need" : "");
     out.suggestions.push_back(buf);
+    out.suggested.push_back({change, c.plan, judged_bytes(c.memory, r.memory.profile)});
     return true;
 }
 

@@ -543,6 +543,27 @@ TEST(PlanCli, ASuggestionQuotesTheMemoryTheProfileJudges) {
         << r.out;
 }
 
+// When nothing fits, the JSON gives each suggestion's plan and the bytes its fit is judged on
+// ("suggested"), not only the prose line: re-fed to `memory --plan`, each plan peaks at those bytes.
+TEST(PlanCli, SuggestionsCarryTheirPlanAndBytesInJson) {
+    const CliRun r = run_preflight("plan --model llama-3-8b --gpu a100-sxm-80gb --gpus 1 --gbs-tokens 4096 --seq 4096 "
+                                   "--format json");
+    ASSERT_EQ(r.exit_code, 1) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    ASSERT_FALSE(j.at("suggested").empty());
+    EXPECT_EQ(j["suggested"].size(), j["suggestions"].size());
+    const auto& first = j["suggested"][0];
+    EXPECT_EQ(first["change"], "--gpus 2 (more GPUs)");
+    EXPECT_TRUE(j["suggestions"][0].get<std::string>().rfind(first["change"].get<std::string>(), 0) == 0);
+    ASSERT_TRUE(first["judged_bytes"].is_number_integer());
+    const std::string path = (std::filesystem::temp_directory_path() / "preflight-suggested-plan.json").string();
+    std::ofstream(path) << first["plan"].dump();
+    const CliRun m = run_preflight("memory --model llama-3-8b --gpu a100-sxm-80gb --plan " + path + " --format json");
+    std::filesystem::remove(path);
+    ASSERT_LE(m.exit_code, 1) << m.err;
+    EXPECT_EQ(nlohmann::json::parse(m.out)["memory"]["peak_bytes"], first["judged_bytes"]);
+}
+
 TEST(PlanCli, AHostMemoryLimitThatRefusesEveryPlanIsNamed) {
     // Plan edge-case audit, 2026-11-29: with the optimizer offloaded and --host-memory 1G nothing
     // fits, and the advice was "choose a larger GPU or a smaller model" though without the host

@@ -107,10 +107,19 @@ struct Rejection {
     bool others_fit = false;         // some plan of the same family fits
 };
 
+// A suggested change with the plan that then fits and the memory the fit is judged on (bytes;
+// a device need where the profile judges the allocator's pool).
+struct SuggestedPlan {
+    std::string change;
+    Plan plan;
+    std::int64_t judged_bytes = 0;
+};
+
 struct SearchResult {
     std::vector<Candidate> candidates;  // ranked; [0] is the recommendation
     std::vector<Rejection> rejected;
     std::vector<std::string> suggestions;  // when nothing fits: the smallest change that would
+    std::vector<SuggestedPlan> suggested;  // the suggestions that name a plan, with it, in order
     std::int64_t plans_evaluated = 0;  // memory + step time evaluated
     std::int64_t plans_fitting = 0;
     // Plans not evaluated because one no larger (micro-batch, micro-batches in flight) of the
