@@ -314,7 +314,8 @@ void read_optimizer(const Yaml& y, ImportedConfig& out) {
     else if (dtype == "float32") precision = "fp32";
     else if (dtype == "float16") {
         precision = "fp16-mixed";
-        out.warnings.push_back("model.dtype float16: nanotron trains fp16 without loss scaling; fp16-mixed planned");
+        out.warnings.push_back("model.dtype float16: read as fp16-mixed (nanotron trains fp16 without loss scaling), which "
+                               "the nanotron profile does not model: add --framework megatron or deepspeed to plan it");
     } else {
         throw InputError(y.spot("model.dtype").text(), "unknown dtype '" + dtype + "' (bfloat16, float32, float16)");
     }

@@ -28,8 +28,9 @@ std::vector<std::string> lr_warnings(const LrAdvice& a, Optimizer optimizer) {
     const bool adam = optimizer == Optimizer::adamw;
     if (lr > (adam ? kHighAdamLr : kHighSgdLr))
         w.push_back("the " + a.preferred + " rule gives " + format_real(lr) +
-                    (adam ? ", more than 16 x GPT-3's largest Adam learning rate (6.0e-4, Brown et al. 2020, Table 2.1)"
-                          : ", beyond the 3.2 Goyal et al. 2017 reached with SGD") +
+                    (adam ? ", above 0.01, over 16 x GPT-3's largest Adam learning rate (6.0e-4, Brown et al. 2020, "
+                            "Table 2.1)"
+                          : ", above 10, about 3 x the 3.2 Goyal et al. 2017 reached with SGD") +
                     ": check --base-lr and --base-batch");
     return w;
 }

@@ -62,7 +62,8 @@ void validate_nanotron_plan(const Plan& p, const ModelConfig& m) {
     for (const auto& [refused, flag] : outside)
         if (refused)
             throw InputError(flag, "the nanotron profile (--framework nanotron) models full pre-training with the "
-                                   "1F1B schedule (no LoRA/QLoRA, offload, GPipe/interleaved schedules, --cp or --ep)");
+                                   "1F1B schedule (no LoRA/QLoRA, offload, GPipe/interleaved schedules, --cp or --ep); "
+                                   "--framework megatron models them");
     limits::check_plan(p, m);  // documented bounds: no int64 overflow in the terms below
     // pp above the number of pipeline blocks is accepted: build_model leaves the trailing ranks
     // without blocks (they still hold the CUDA context and communicators).
