@@ -103,8 +103,8 @@ void print_table(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
     if (r.params.active != r.params.total) std::cout << ", " << format_count(r.params.active) << " active per token";
     std::cout << "; this GPU owns " << group_digits(r.params_on_gpu) << " before ZeRO sharding\n";
     if (plan.pp > 1)
-        std::cout << "# most loaded pipeline stage: " << r.pipeline_stage << " (" << r.layers_on_stage
-                  << " layers, " << count_of(r.micro_batches_in_flight, "micro-batch", "micro-batches") << " in flight)\n";
+        std::cout << "# most loaded pipeline stage: " << r.pipeline_stage << " ("
+                  << count_of(r.layers_on_stage, "layer", "layers") << ", " << count_of(r.micro_batches_in_flight, "micro-batch", "micro-batches") << " in flight)\n";
     std::cout << "# per GPU, steady state, at the peak phase\n\n";
 
     Table t;

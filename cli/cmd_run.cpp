@@ -322,7 +322,7 @@ std::variant<runtime::RunReport, int> device_report(const ModelConfig& model, co
         return kExitNoDevice;
     }
     if (runtime::device_count() == 0) {
-        std::cerr << "preflight run: no CUDA device is available (use --dry-run to walk the plan without a GPU)\n";
+        std::cerr << "preflight: error: run: no CUDA device is available (use --dry-run to walk the plan without a GPU)\n";
         return kExitNoDevice;
     }
     if (opt.device >= runtime::device_count()) {

@@ -102,7 +102,7 @@ int run_command_line(int argc, const char* const* argv) {
         // An empty value would read as "not given" for some options (CLI11 leaves an optional
         // empty): the default would be used silently. No flag takes an empty value.
         if (arg.empty()) {
-            std::cerr << "preflight: an empty argument" << (i > 1 ? std::string(" after ") + argv[i - 1] : std::string())
+            std::cerr << "preflight: error: an empty argument" << (i > 1 ? std::string(" after ") + argv[i - 1] : std::string())
                       << ": give a value or leave the flag out\n";
             return kExitBadInput;
         }

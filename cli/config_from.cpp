@@ -2,6 +2,7 @@
 
 #include <iostream>
 
+#include "format.hpp"
 #include "preflight/config_readers/config_readers.hpp"
 #include "preflight/planner/checked.hpp"
 #include "preflight/planner/error.hpp"
@@ -247,7 +248,8 @@ FromApplied apply_from(const FromFlags& from, const CLI::App& sub, PlanFlags& fl
     if (from.verbose)
         for (const std::string& k : c.ignored) log << "#   ignored on purpose: " << k << "\n";
     else if (!c.ignored.empty())
-        log << "# --from: " << c.ignored.size() << " keys ignored on purpose (logging, checkpointing, data; "
+        log << "# --from: " << count_of(static_cast<std::int64_t>(c.ignored.size()), "key", "keys")
+            << " ignored on purpose (logging, checkpointing, data; "
             << "--verbose lists them)\n";
     return applied;
 }

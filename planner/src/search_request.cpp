@@ -78,7 +78,7 @@ void validate_request(const ModelConfig& model, const GpuSpec& gpu, const Search
     const std::int64_t seq = req.seq > 0 ? req.seq : std::min(model.max_positions, kDefaultSeqCap);
     // A batch below one sequence is a request error, not a memory problem.
     if (req.gbs_tokens < seq)
-        throw InputError("--gbs-tokens", str(req.gbs_tokens) + " tokens is less than one sequence of " + str(seq) +
+        throw InputError("--gbs-tokens", str(req.gbs_tokens) + (req.gbs_tokens == 1 ? " token" : " tokens") + " is less than one sequence of " + str(seq) +
                                              " tokens (--seq): the global batch holds at least one sequence");
     if (seq > model.max_positions)
         throw InputError("--seq", str(seq) + " exceeds the model's " + str(model.max_positions) +
