@@ -232,9 +232,15 @@ FromApplied apply_from(const FromFlags& from, const CLI::App& sub, PlanFlags& fl
     applied.tp_comm_overlap = c.tp_comm_overlap;
     applied.overlap_p2p_comm = c.overlap_p2p_comm;
     applied.gpus = c.gpus;
-    if (context.gpus && c.gpus && *context.gpus != *c.gpus)
+    if (context.gpus && c.gpus && *context.gpus != *c.gpus) {
+        // Megatron's dp comes from --gpus where given (N / (tp x pp x cp)); other configs' degrees stand.
+        const Plan p = flags.to_plan();
         log << "preflight: warning: --gpus " << *context.gpus << " differs from the " << *c.gpus << " GPUs the config "
-            << c.file << " lays out; its degrees stand unless flags override them\n";
+            << c.file << " lays out; "
+            << (p.gpus() == *context.gpus ? "planned on --gpus (dp " + std::to_string(p.dp) + ")"
+                                          : "its degrees stand (" + std::to_string(p.gpus()) + " GPUs) unless flags override them")
+            << "\n";
+    }
     if (!applied.gpus) {  // the layout's world size, dp x tp x pp x cp (each at most kMaxGpus: checked)
         const Plan p = flags.to_plan();
         const std::int64_t world =

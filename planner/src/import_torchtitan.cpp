@@ -200,9 +200,19 @@ std::int64_t read_model(const Toml& t, ImportedConfig& out) {
     // torchtitan's model registry (torchtitan/models/llama3/__init__.py llama3_configs).
     const std::string name = t.text("model", "name").value_or("llama3");
     const std::string flavor = t.text("model", "flavor").value_or("debugmodel");
+    // 8B_flex and 8B_varlen (models/llama3/__init__.py, v0.2.x): the 8B shape with FlexAttention or
+    // variable-length attention over a block-causal mask; neither keeps the scores, as flash does.
+    std::string base = flavor;
+    for (std::string_view suffix : {"_flex", "_varlen"})
+        if (base.size() > suffix.size() && base.ends_with(suffix)) {
+            base.resize(base.size() - suffix.size());
+            out.warnings.push_back("[model] flavor \"" + flavor + "\": the " + base + " shape with " +
+                                   std::string(suffix.substr(1)) + " attention over a block-causal mask, planned as "
+                                   "flash attention over a causal one");
+        }
     if (name == "llama3")
         for (const Flavor& f : kLlama3Flavors)
-            if (flavor == f.flavor) {
+            if (base == f.flavor) {
                 out.model = std::string(f.catalog);
                 out.model_from = t.spot("model", t.find("model", "flavor") ? "flavor" : "name");
                 // models/llama3/model/args.py update_from_config: max_seq_len = the training seq_len.

@@ -160,6 +160,18 @@ TEST(ImportTorchtitan, DegreesBeforeTheParallelismTableAreReadWhereTheyWereWritt
     EXPECT_EQ(int_field(m, "grad_acc"), 8);
 }
 
+// torchtitan v0.2.x's 8B_flex and 8B_varlen are the 8B shape with FlexAttention or varlen
+// attention over a block-causal mask (models/llama3/__init__.py): llama-3-8b, the attention said.
+TEST(ImportTorchtitan, FlexAndVarlenFlavorsAreTheirBaseShape) {
+    for (const char* flavor : {"8B_flex", "8B_varlen"}) {
+        const ImportedConfig c = import_text("[model]\nname = \"llama3\"\nflavor = \"" + std::string(flavor) + "\"\n" +
+                                             job("", ""));
+        ASSERT_TRUE(c.model) << flavor;
+        EXPECT_EQ(*c.model, "llama-3-8b");
+        EXPECT_TRUE(any_contains(c.warnings, "block-causal")) << flavor;
+    }
+}
+
 // v0.2.2: without FSDP (shard degree 1, no cp) tp or pp turns mixed precision off
 // (distributed/utils.py maybe_enable_amp), so bf16 is planned as fp32 and a Float8 job too, each
 // said; with data-parallel sharding the same job stays bf16-mixed. A pipeline whose global batch
