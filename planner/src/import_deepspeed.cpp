@@ -179,6 +179,22 @@ bool bf16_master(Reader& r, const std::string& block) {
     return true;
 }
 
+// data_types.grad_accum_dtype by DeepSpeed's DtypeEnum names (runtime/config.py: fp32 is also
+// "float32", "float", "torch.float32"; bf16 and fp16 as theirs): true for fp32, false for a 16-bit
+// one or none; another name is refused, as DeepSpeed's DtypeEnum lookup refuses it.
+bool accumulates_in_fp32(Reader& r) {
+    const json* acc = r.at("data_types.grad_accum_dtype");
+    if (!acc || r.is_auto("data_types.grad_accum_dtype")) return false;
+    const ConfigSpot spot = r.spot("data_types.grad_accum_dtype");
+    const std::string name = string_json(*acc, spot);
+    for (const char* fp32 : {"fp32", "float32", "float", "torch.float32"})
+        if (name == fp32) return true;
+    for (const char* half : {"bf16", "bfloat16", "torch.bfloat16", "fp16", "float16", "half", "torch.float16"})
+        if (name == half) return false;
+    throw InputError(spot.text(), "'" + name + "' is not a DeepSpeed dtype (fp32, float32, float, torch.float32; "
+                                  "bf16, bfloat16; fp16, float16, half)");
+}
+
 // bf16 / fp16 blocks (config.py get_bfloat16_enabled, get_fp16_enabled; "bfloat16" is bf16's old
 // name) and data_types.grad_accum_dtype (config.py get_data_types_params).
 void import_precision(Reader& r) {
@@ -204,8 +220,7 @@ void import_precision(Reader& r) {
         key = bf16_block + ".bf16_master_weights_and_grads";
     } else if (*bf16) {
         precision = "bf16-mixed";
-        const json* acc = r.at("data_types.grad_accum_dtype");
-        if (acc && string_json(*acc, r.spot("data_types.grad_accum_dtype")) == "fp32") {
+        if (accumulates_in_fp32(r)) {
             precision = "bf16-mixed-fp32-grads";
             key = "data_types.grad_accum_dtype";
         }

@@ -160,6 +160,26 @@ TEST(ImportDeepSpeed, PrecisionDefaultsAndGradAccumDtype) {
     EXPECT_EQ(integer(tp, "mbs"), 8);  // 32 / (1 x 4)
 }
 
+// data_types.grad_accum_dtype takes DeepSpeed's DtypeEnum names (runtime/config.py: "float32",
+// "float" and "torch.float32" are fp32; was: only "fp32" read, the others planned as bf16 grads);
+// a name DtypeEnum does not know is refused naming the key, as DeepSpeed refuses it.
+TEST(ImportDeepSpeed, GradAccumDtypeTakesDeepSpeedsNames) {
+    const auto with = [](const std::string& dtype) {
+        return import_text("{\"bf16\": {\"enabled\": true}, \"zero_optimization\": {\"stage\": 2}, "
+                           "\"data_types\": {\"grad_accum_dtype\": \"" + dtype + "\"}}");
+    };
+    for (const char* fp32 : {"fp32", "float32", "float", "torch.float32"})
+        EXPECT_EQ(name(with(fp32), "precision"), "bf16-mixed-fp32-grads") << fp32;
+    for (const char* half : {"bf16", "bfloat16", "torch.bfloat16"})
+        EXPECT_EQ(name(with(half), "precision"), "bf16-mixed") << half;
+    try {
+        with("bfp16");
+        ADD_FAILURE() << "'bfp16' accepted";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("data_types.grad_accum_dtype"), std::string::npos) << e.what();
+    }
+}
+
 // bf16.bf16_master_weights_and_grads with bf16_optimizer_states is pure bf16 (docs/_pages/config-json.md);
 // the master flag alone leaves fp32 moments on the host (not modelled, said); the states flag alone
 // DeepSpeed refuses (runtime/config.py).

@@ -87,3 +87,17 @@ TEST(ProfileChecks, PytorchModelsOneGpuAndTheRecipesTrainPyRuns) {
     EXPECT_FALSE(runs_precision(torch, Precision::fp16_mixed));
     EXPECT_TRUE(runs_precision(torch, Precision::bf16));
 }
+
+// DeepSpeed's engine.py (_configure_optimizer) refuses bf16 parameters with fp32 gradient
+// accumulation without ZeRO ("unsupported mix of model_dtype and grad_accum_dtype"); under
+// ZeRO-1 it runs (BF16_Optimizer).
+TEST(ProfileChecks, DeepSpeedAccumulatesBf16InFp32OnlyUnderZero) {
+    const ModelConfig m = test::catalog_model("llama-3.2-1b");
+    Plan p;
+    p.seq = 2048;
+    p.dp = 8;
+    p.precision = Precision::bf16_mixed_fp32_grads;
+    EXPECT_EQ(refusal(deepspeed_profile(), m, p), "--zero");
+    p.zero = zero_optimizer_states;
+    EXPECT_EQ(refusal(deepspeed_profile(), m, p), "");
+}
