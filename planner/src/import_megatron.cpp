@@ -509,7 +509,12 @@ void warn_undecided(const Script& s, Flags& f, ImportedConfig& out) {
 }  // namespace
 
 ImportedConfig import_megatron(std::string_view text, const std::string& file, const ImportContext& context) {
-    const Script script = megatron_script::read_script(text);
+    Script script;
+    try {
+        script = megatron_script::read_script(text);
+    } catch (const InputError& e) {  // the reader names the line: FILE:LINE
+        throw InputError(file + ":" + e.subject(), e.detail());
+    }
     if (script.arguments.empty())
         throw InputError(file, "no Megatron arguments found (neither a pretrain_*.py launch line nor --flag lines)");
     Flags flags(script.arguments, file);

@@ -450,10 +450,12 @@ void Interpreter::assign(const Raw& w, const Assignment& a, int branch) {
         v.values.push_back(std::move(value));
         return;
     }
-    if (a.append && !v.values.empty()) {
-        Value whole = v.values[0];
-        whole.pieces.insert(whole.pieces.end(), value.pieces.begin(), value.pieces.end());
-        value = std::move(whole);
+    if (a.append && !v.values.empty()) {  // extended in place: no copy of what it holds
+        Value& whole = v.values[0];
+        for (Piece& p : value.pieces) add_piece(whole, std::move(p), w.line);
+        v.values.resize(1);
+        v.array = false;
+        return;
     }
     v = Var{{std::move(value)}, false};
 }

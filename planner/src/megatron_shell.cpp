@@ -7,6 +7,8 @@
 #include <cctype>
 #include <climits>
 
+#include "preflight/planner/error.hpp"
+
 namespace preflight::megatron_script::shell {
 
 bool name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
@@ -138,6 +140,8 @@ private:
             control();
         } else if (c == '>' || c == '<') {
             redirect();
+        } else if (c == '(' && next == '(' && !in_word_) {
+            take(group_end(s_, i_));  // (( arithmetic )): one word; its < and > are not redirects
         } else if (c == '(' || c == ')') {
             op(c == '(' ? Tok::open : Tok::close, std::string(1, c), 1);
         } else if (c == '\'' || c == '"') {
@@ -169,6 +173,23 @@ private:
 
 std::vector<Raw> lex(std::string_view text) { return Lexer(text).run(); }
 
+void add_piece(Value& value, Piece p, int line) {
+    if (value.chars + p.text.size() > kMaxValueChars)
+        throw InputError(std::to_string(line), "a value grows past " + std::to_string(kMaxValueChars) +
+                                                             " characters (kMaxValueChars): the script repeats a "
+                                                             "variable into itself");
+    value.chars += p.text.size();
+    Piece* last = value.pieces.empty() ? nullptr : &value.pieces.back();
+    const bool same = last && last->unresolved == p.unresolved && last->branch == p.branch && last->line == p.line;
+    if (!last || (!same && value.pieces.size() < kMaxPieces)) {
+        value.pieces.push_back(std::move(p));
+        return;
+    }
+    last->text += p.text;
+    if (last->unresolved.empty()) last->unresolved = std::move(p.unresolved);
+    if (last->branch == 0) last->branch = p.branch;
+}
+
 std::string Value::text() const {
     std::string s;
     for (const Piece& p : pieces) s += p.text;
@@ -194,8 +215,8 @@ Value Expander::joined(std::string_view raw) {
     Value v;
     v.line = line_;
     for (Value& w : run(raw)) {
-        if (!v.pieces.empty()) v.pieces.push_back({" ", {}, 0, w.line});
-        for (Piece& p : w.pieces) v.pieces.push_back(std::move(p));
+        if (!v.pieces.empty()) add_piece(v, {" ", {}, 0, w.line}, line_);
+        for (Piece& p : w.pieces) add_piece(v, std::move(p), line_);
     }
     return v;
 }
@@ -215,11 +236,7 @@ void Expander::append(std::string_view t, int line, const std::string& unresolve
     if (cur_chars_ == 0) cur_line_ = line;
     cur_chars_ += t.size();
     have_ = true;
-    Piece* last = cur_.pieces.empty() ? nullptr : &cur_.pieces.back();
-    if (last && last->unresolved == unresolved && last->branch == branch && last->line == line)
-        last->text += t;
-    else
-        cur_.pieces.push_back({std::string(t), unresolved, branch, line});
+    add_piece(cur_, {std::string(t), unresolved, branch, line}, line_);
 }
 
 // Text from an expansion: unquoted, its whitespace separates words (bash "Word Splitting").
@@ -290,6 +307,34 @@ std::size_t Expander::step(std::string_view raw, std::size_t i) {
 }
 
 // A $ reference at raw[i]: $((arithmetic)), $(command), ${parameter}, $NAME, $1.
+namespace {
+
+// The first undecided branch among a value's pieces, else `fallback`.
+int first_branch(const Value& v, int fallback) {
+    for (const Piece& p : v.pieces)
+        if (p.branch != 0) return p.branch;
+    return fallback;
+}
+
+// The first undecided branch among the variables an arithmetic expression names bare (N in $((N+1))).
+int arithmetic_names_branch(std::string_view expr, const Vars& vars) {
+    for (std::size_t i = 0; i < expr.size();) {
+        if (!name_start(expr[i])) {
+            ++i;
+            continue;
+        }
+        std::size_t j = i;
+        while (j < expr.size() && name_char(expr[j])) ++j;
+        const auto it = vars.find(std::string(expr.substr(i, j - i)));
+        if (it != vars.end() && !it->second.values.empty())
+            if (const int b = first_branch(it->second.values[0], 0)) return b;
+        i = j;
+    }
+    return 0;
+}
+
+}  // namespace
+
 std::size_t Expander::reference(std::string_view raw, std::size_t i) {
     const char n = i + 1 < raw.size() ? raw[i + 1] : '\0';
     if (n == '(' || n == '{') {
@@ -301,8 +346,10 @@ std::size_t Expander::reference(std::string_view raw, std::size_t i) {
             parameter(raw.substr(i + 2, end - i - 3), written);
         } else if (i + 2 < raw.size() && raw[i + 2] == '(') {
             const std::string_view inner = raw.substr(i + 3, end > i + 5 ? end - i - 5 : 0);
-            const auto v = arithmetic(Expander(vars_, line_, false, depth_ + 1).joined(inner).text(), vars_);
-            if (v) add(std::to_string(*v), true, line_);
+            const Value e = Expander(vars_, line_, false, depth_ + 1).joined(inner);
+            const auto v = arithmetic(e.text(), vars_);
+            // The result carries the undecided branch any of its operands came through.
+            if (v) add(std::to_string(*v), true, line_, {}, first_branch(e, arithmetic_names_branch(e.text(), vars_)));
             else unresolved(written, std::string(written));
         } else {
             unresolved(written, "$(...)");
@@ -345,11 +392,19 @@ void Expander::parameter(std::string_view inner, std::string_view written) {
         const char opc = rest[colon ? 1 : 0];
         const std::string_view word = rest.substr(colon ? 2 : 1);
         const bool missing = colon ? empty : !set;
+        // Which word stands depends on NAME: it carries the undecided branch NAME came through.
+        const int branch = set && !it->second.values.empty() ? first_branch(it->second.values[0], 0) : 0;
+        const auto alternative = [&] {
+            Value v = Expander(vars_, line_, false, depth_ + 1).joined(word);
+            for (Piece& p : v.pieces)
+                if (p.branch == 0) p.branch = branch;
+            add_value(v, dq_);
+        };
         if (opc == '+') {
-            if (!missing) add_value(Expander(vars_, line_, false, depth_ + 1).joined(word), dq_);
+            if (!missing) alternative();
             return;
         }
-        if (missing) return add_value(Expander(vars_, line_, false, depth_ + 1).joined(word), dq_);
+        if (missing) return alternative();
     }
     if (!set) return unresolved(written, name);
     add_var(it->second, all);

@@ -40,9 +40,19 @@ struct Piece {
 struct Value {
     std::vector<Piece> pieces;
     int line = 0;
+    std::size_t chars = 0;  // the pieces' text, summed (add_piece)
     std::string text() const;
     Word word() const;  // the first unresolved reference and branch of its pieces
 };
+
+// Adds `p` to a value's pieces: merged into the last where both carry the same marks and line;
+// past kMaxPieces merged whatever the line (the merged text keeps the first's line; an unresolved
+// mark or undecided branch on either stays), so a value built line by line (A+=" x", A="$A x")
+// stays a few pieces to copy. Throws InputError naming `line` when the value's text would pass
+// kMaxValueChars (A="$A$A" doubles it each line).
+inline constexpr std::size_t kMaxPieces = 64;
+inline constexpr std::size_t kMaxValueChars = std::size_t{1} << 18;
+void add_piece(Value& value, Piece p, int line);
 
 struct Var {
     std::vector<Value> values;  // a scalar holds one

@@ -635,3 +635,29 @@ TEST(ImportMegatron, MegatronDeepSpeedFlagsMeanWhatMegatronLmsDo) {
     expect_input_error([&] { import_text(shape + "--num-key-value-heads 3\n"); },
                        {"bad.sh:6", "--num-key-value-heads", "3 does not divide --num-attention-heads 16"});
 }
+
+// Review of 2026-11-30 (helper-40): what a value depends on carries its undecided branch through
+// ${NAME:+word}, ${NAME:-word} and $(( )) (was: the warning lost, the branch's value planned
+// silently); (( ... )) is one arithmetic word, its << no here-document (was: the rest of the
+// script swallowed); a value built line by line stays cheap to extend, and one that doubles
+// itself is refused at kMaxValueChars naming its line (was: minutes, or gigabytes).
+TEST(ImportMegatron, BranchesReachThroughExpansionsAndValuesStayBounded) {
+    const ImportedConfig c = import_text(
+        "if [ \"$1\" = sp ]; then SP=1; TPV=2; fi\n"                                    // 1
+        "N=${TPV:-1}\nTP=$((N))\n(( x = 1 << 3 ))\n"                                     // 2-4
+        "torchrun --nproc_per_node 4 pretrain_gpt.py --micro-batch-size 1 --global-batch-size 4 "
+        "--tensor-model-parallel-size $TP ${SP:+--sequence-parallel}\n");                // 5
+    EXPECT_EQ(integer(c, "tp"), 2);
+    EXPECT_TRUE(toggle(c, "sp"));
+    EXPECT_TRUE(contains(c.warnings, "bad.sh:1: if-condition not evaluated: both branches are read "
+                                     "(--tensor-model-parallel-size, --sequence-parallel)"));
+    std::string grown = "A=\"--micro-batch-size 2 --global-batch-size 8\"\n";
+    for (int i = 0; i < 10000; ++i) grown += "A+=\" --seq-length 128\"\n";  // 170,042 characters
+    const ImportedConfig g = import_text(grown + "torchrun --nproc_per_node 4 pretrain_gpt.py $A\n");
+    EXPECT_EQ(integer(g, "mbs"), 2);
+    EXPECT_EQ(integer(g, "seq"), 128);
+    std::string doubled = "A=x\n";
+    for (int i = 0; i < 40; ++i) doubled += "A=\"$A$A\"\n";
+    // 2^18 characters (kMaxValueChars) are passed on the 19th doubling: line 20.
+    expect_input_error([&] { import_text(doubled + "torchrun pretrain_gpt.py $A\n"); }, {"bad.sh:20", "kMaxValueChars"});
+}
