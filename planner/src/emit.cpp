@@ -8,6 +8,7 @@
 #include "emit_warn.hpp"
 #include "preflight/planner/extensions.hpp"
 #include "preflight/planner/frameworks.hpp"
+#include "preflight/planner/profiles.hpp"
 #include "preflight/planner/report.hpp"
 
 namespace preflight {
@@ -262,6 +263,9 @@ std::string megatron_arguments(const ModelConfig& m, const Plan& p, std::vector<
     arg("--global-batch-size", s(global_sequences(p)));  // Megatron derives accumulation = global / (micro * dp)
     arg("--tensor-model-parallel-size", s(p.tp));
     arg("--pipeline-model-parallel-size", s(p.pp));
+    if (const std::string why = pipeline_split_problem(megatron_profile(), m, p); !why.empty())
+        warn(w, why + ": Megatron-LM refuses this launch as it stands (the plan puts the remainder on the first "
+                      "stages; rank it with --framework megatron for a pp that divides them)");
     if (p.sp) arg("--sequence-parallel");
     add_megatron_zero_arguments(p, a, w);
     if (p.dp > 1) arg("--overlap-grad-reduce");

@@ -24,23 +24,6 @@ void adjust_throughput_runtime(const ModelConfig& model, const Plan& plan, Throu
     o.fp8_casts_gathered_weights = plan.zero == zero_weights && plan.precision == Precision::fp8_mixed;
 }
 
-// Megatron-LM's validate_args (megatron/training/arguments.py at d98e8a6, the divisibility
-// assert after the virtual-pipeline block) splits the decoder layers evenly over the stages:
-// without --decoder-first/last-pipeline-num-layers, which this profile does not model, pp must
-// divide the layers (+1 each with --account-for-embedding/loss-in-pipeline-split, which only the
-// interleaved plans use: validate_plan_extensions checks those).
-void check_megatron_plan(const ModelConfig& m, const Plan& p) {
-    if (p.pp < 2 || p.pp_schedule == PpSchedule::interleaved || m.layers % p.pp == 0) return;
-    std::string dividing;
-    for (std::int64_t d = 2; d <= m.layers; ++d)  // layers are bounded (limits::check_model)
-        if (m.layers % d == 0) dividing += (dividing.empty() ? "" : ", ") + std::to_string(d);
-    throw InputError("--pp", "Megatron-LM splits the " + std::to_string(m.layers) + " decoder layers evenly and " +
-                                 "refuses pp " + std::to_string(p.pp) + ", which does not divide them (arguments.py " +
-                                 "validate_args; an uneven split needs --decoder-first/last-pipeline-num-layers, not "
-                                 "modelled): pp dividing " + std::to_string(m.layers) + ": " +
-                                 (dividing.empty() ? "none but 1" : dividing));
-}
-
 // Plain PyTorch on one GPU (validation/pytorch/train.py): no DistributedDataParallel, no
 // sharding, no model parallelism (its memory has no DDP buckets or collectives).
 void check_pytorch_plan(const ModelConfig&, const Plan& p) {
@@ -62,8 +45,19 @@ void check_pytorch_plan(const ModelConfig&, const Plan& p) {
 
 FrameworkProfile megatron_profile() {
     FrameworkProfile p;  // the defaults describe Megatron-LM (memory.hpp)
-    p.check_plan = &check_megatron_plan;
+    p.pipeline_split_divides_layers = true;
     return p;
+}
+
+// The divisibility assert after the virtual-pipeline block of validate_args (d98e8a6); the
+// interleaved schedule is checked apart (validate_plan_extensions: layers or layers + 2).
+std::string pipeline_split_problem(const FrameworkProfile& profile, const ModelConfig& m, const Plan& p) {
+    if (!profile.pipeline_split_divides_layers || p.pp < 2 || p.pp_schedule == PpSchedule::interleaved ||
+        m.layers % p.pp == 0)
+        return {};
+    return "pp " + std::to_string(p.pp) + " does not divide the " + std::to_string(m.layers) +
+           " layers: Megatron-LM splits them evenly (validate_args) unless --decoder-first/last-pipeline-num-layers "
+           "give an uneven split";
 }
 
 RuntimeColumnSumRows runtime_column_sum_rows(const ModelConfig& model, const Plan& plan) {

@@ -185,6 +185,25 @@ bool tp_usable(SearchState& st, std::int64_t tp) {
     return false;
 }
 
+// False (and one rejection per pp) when the framework refuses a pipeline of pp stages over the
+// model's layers (pipeline_split_problem: Megatron-LM's even split).
+bool pp_usable(SearchState& st, std::int64_t pp) {
+    Plan layout = st.base;
+    layout.pp = pp;
+    if (layout.pp_schedule == PpSchedule::interleaved) return true;  // validate_plan_extensions' rule
+    const std::string why = pipeline_split_problem(st.req.memory.profile, st.model, layout);
+    if (why.empty()) return true;
+    const std::string family = "pp " + str(pp);
+    for (const Rejection& seen : st.out.rejected)
+        if (seen.family == family) return false;
+    Rejection r;
+    r.plan = layout;
+    r.family = family;
+    r.reason = why;
+    st.out.rejected.push_back(r);
+    return false;
+}
+
 // False (and a rejection) when no (mbs, grad_acc) brings dp replicas within the batch tolerance.
 bool batch_reachable(SearchState& st, const Plan& layout, const std::vector<Shape>& shapes) {
     const PlanPins& pins = st.req.pins;
@@ -388,6 +407,7 @@ void search_layouts(SearchState& st) {
         for (std::int64_t pp : divisors(gpus / tp)) {
             if (pins.pp && pp != *pins.pp) continue;
             if (pp > st.model.layers) continue;
+            if (!pp_usable(st, pp)) continue;
             search_layout(st, tp, pp);
         }
     }

@@ -174,6 +174,12 @@ struct FrameworkProfile {
     // Refuses (InputError naming the flag) a model the framework cannot run at all, before any
     // plan is evaluated or searched; nullptr = every valid model.
     void (*check_model)(const ModelConfig&) = nullptr;
+    // Megatron-LM splits the decoder layers evenly: validate_args (megatron/training/arguments.py at
+    // d98e8a6) asserts that pp divides them unless --decoder-first/last-pipeline-num-layers give
+    // an uneven split, which the planner models as the remainder on the first stages. The search
+    // tries only pp that divide the layers (pipeline_split_problem), `memory` warns, `--emit
+    // megatron` warns; the interleaved schedule's own rule is validate_plan_extensions'.
+    bool pipeline_split_divides_layers = false;
     // Refuses (InputError naming the flag) a plan the framework cannot run, before it is evaluated;
     // nullptr = every valid plan. The plan search lists such plans' families as refused.
     void (*check_plan)(const ModelConfig&, const Plan&) = nullptr;

@@ -116,9 +116,12 @@ FrameworkProfile pytorch_profile();
 inline constexpr std::int64_t kTorchBlockBytes = 512;
 inline constexpr std::int64_t kTorchSegmentBytes = 2 * kMiB;
 
-// Megatron-LM ("megatron", the default): FrameworkProfile's defaults, and a check that refuses
-// what its validate_args refuses (a pipeline whose stages do not split the layers evenly).
+// Megatron-LM ("megatron", the default): FrameworkProfile's defaults, with its even pipeline split
+// (pipeline_split_divides_layers).
 FrameworkProfile megatron_profile();
+// Why the framework would refuse a 1F1B pipeline of `pp` stages over the model's layers (empty when
+// it runs it): under a profile with pipeline_split_divides_layers, pp must divide the layers.
+std::string pipeline_split_problem(const FrameworkProfile& profile, const ModelConfig& model, const Plan& plan);
 
 // The names profile_by_name takes (--framework), the default "megatron" first.
 std::vector<std::string> framework_names();
