@@ -1,6 +1,5 @@
 // The plan search's "smallest change that would fit" (search_internal.hpp suggest_changes): each
 // change a request could make, searched; those that fit are listed, lightest first.
-#include <cstdio>
 #include <string>
 
 #include "preflight/planner/format.hpp"
@@ -17,20 +16,12 @@ bool try_change(const ModelConfig& model, const GpuSpec& gpu, const SearchReques
     const std::optional<Candidate> best = best_plan_after_change(model, gpu, r);
     if (!best) return false;
     const Candidate& c = *best;
-    char buf[320];
-    const std::string cp = c.plan.cp > 1 ? ", cp " + str(c.plan.cp) : "";
-    // The memory the profile judges the fit on: a device need where it models the allocator.
-    const bool need = r.memory.profile.verdict_on_reserved;
-    // The recipe and sequence parallelism too: the fit may rest on them (the search weighs fp8 and
-    // pure bf16), and `memory` with the layout alone would judge another plan.
-    std::snprintf(buf, sizeof buf, "%s: then dp %lld, tp %lld%s, pp %lld%s, ZeRO-%d, recompute %s, %s, mbs %lld fits at %s%s",
-                  change.c_str(), static_cast<long long>(c.plan.dp), static_cast<long long>(c.plan.tp),
-                  c.plan.sp ? " --sp" : "", static_cast<long long>(c.plan.pp), cp.c_str(), static_cast<int>(c.plan.zero),
-                  std::string(to_string(c.plan.recompute)).c_str(), std::string(to_string(c.plan.precision)).c_str(),
-                  static_cast<long long>(c.plan.mbs), gib(judged_bytes(c.memory, r.memory.profile)).c_str(),
-                  need ? " device need" : "");
-    out.suggestions.push_back(buf);
-    out.suggested.push_back({change, c.plan, judged_bytes(c.memory, r.memory.profile)});
+    // The plan in full, as `memory` takes it (its recipe, --sp, schedule and accumulation too: the
+    // fit may rest on any of them, and a summary re-checked with `memory` judged another plan).
+    const std::int64_t judged = judged_bytes(c.memory, r.memory.profile);
+    out.suggestions.push_back(change + ": then " + to_flags(c.plan) + " fits at " + gib(judged) +
+                              (r.memory.profile.verdict_on_reserved ? " device need" : ""));
+    out.suggested.push_back({change, c.plan, judged});
     return true;
 }
 

@@ -468,7 +468,8 @@ TEST(PlanCli, AFineTuningSearchThatFitsNothingSuggestsWhatFitsWithRecompute) {
     // judged without recompute only.
     const CliRun r = run_preflight("plan --model llama-3-70b --gpu l40s --gpus 1 --gbs-tokens 262144 --seq 4096 --finetune qlora");
     EXPECT_EQ(r.exit_code, 1) << r.err;
-    EXPECT_TRUE(has(r.out, "--gpus 2 (more GPUs): then dp 2, tp 1, pp 1, ZeRO-3, recompute full")) << r.out;
+    EXPECT_TRUE(has(r.out, "--gpus 2 (more GPUs): then --seq 4096 --mbs 2 --grad-acc 16 --dp 2 --tp 1 --pp 1 --zero 3 "
+                           "--recompute full")) << r.out;
     EXPECT_FALSE(has(r.out, "no single change tried fits")) << r.out;
     EXPECT_EQ(run_preflight("plan --model llama-3-70b --gpu l40s --gpus 2 --gbs-tokens 262144 --seq 4096 --finetune qlora").exit_code, 0);
 }
@@ -478,9 +479,11 @@ TEST(PlanCli, ThePinnedStageOrModeIsChangedToTheLightestThatFits) {
     // (--zero 3, --recompute full) where a lighter one fits and runs faster.
     const std::string req = "plan --model llama-3-8b --gpus 8 --gbs-tokens 1000000 --seq 4096 --framework ";
     const std::pair<std::string, std::string> cases[] = {
-        {"torchtitan --zero 1", "  --zero 2 (shard gradients and optimizer states over dp): then dp 8"},
-        {"deepspeed --precision bf16 --zero 0", "  --zero 1 (shard optimizer states over dp): then dp 8"},
-        {"nanotron --recompute selective", "  --recompute none: then dp 8"}};
+        {"torchtitan --zero 1", "  --zero 2 (shard gradients and optimizer states over dp): then --seq 4096 --mbs 1 "
+                                "--grad-acc 31 --dp 8"},
+        {"deepspeed --precision bf16 --zero 0", "  --zero 1 (shard optimizer states over dp): then --seq 4096 --mbs 1 "
+                                                "--grad-acc 31 --dp 8"},
+        {"nanotron --recompute selective", "  --recompute none: then --seq 4096 --mbs 1 --grad-acc 31 --dp 8"}};
     for (const auto& [pin, first] : cases) {
         const CliRun r = run_preflight(req + pin);
         const std::string head = "# the smallest change that would fit (first is smallest)\n";
@@ -537,8 +540,10 @@ TEST(PlanCli, ASuggestionQuotesTheMemoryTheProfileJudges) {
     const auto best = nlohmann::json::parse(at8.out)["candidates"][0]["memory"];
     char need[32];
     std::snprintf(need, sizeof need, "%.2f GiB", best["device_peak_bytes"].get<double>() / (1024.0 * 1024 * 1024));
-    // The recipe and sequence parallelism the fit rests on are named too (audit 2026-11-30).
-    EXPECT_TRUE(has(r.out, "--gpus 8 (more GPUs): then dp 1, tp 8 --sp, pp 1, ZeRO-0, recompute none, bf16, mbs 1 fits at " +
+    // The plan in full, as `memory` takes it (audits 2026-11-30: a summary left out the recipe,
+    // --sp, the schedule and the accumulation the fit rested on).
+    EXPECT_TRUE(has(r.out, "--gpus 8 (more GPUs): then --seq 4096 --mbs 1 --grad-acc 244 --dp 1 --tp 8 --pp 1 --sp --zero 0 "
+                           "--recompute none --precision bf16 --optimizer adamw --attention flash fits at " +
                                std::string(need) + " device need"))
         << r.out;
 }

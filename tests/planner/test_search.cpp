@@ -508,7 +508,9 @@ TEST(Search, ContextParallelRanksShardZeroWithoutDataParallelism) {
     for (const std::string& s : none.suggestions)
         if (s.find("(more GPUs)") != std::string::npos) {
             ++more_gpus;
-            EXPECT_EQ(s.rfind("--gpus 8 (more GPUs): then dp 1, tp 1, pp 2, cp 4, ZeRO-0", 0), 0u) << s;  // 1 x 1 x 2 x 4
+            EXPECT_EQ(s.rfind("--gpus 8 (more GPUs): then --seq 8192 --mbs 1 --grad-acc 512 --dp 1 --tp 1 --pp 2 --zero 0", 0),
+                      0u) << s;  // 1 x 1 x 2 x 4
+            EXPECT_NE(s.find(" --cp 4 fits at"), std::string::npos) << s;
         }
     EXPECT_EQ(more_gpus, 1);
 }
