@@ -255,9 +255,7 @@ void print_recommendation(const PlanCommandState& st, const ModelConfig& model, 
 void print_rejections(const SearchResult& res) {
     if (!res.rejected.empty()) {
         std::cout << "\n# rejected families and why\n";
-        Table r;
-        r.header = {"family", "plans", "reason"};
-        r.units = {"", "[count]", ""};
+        Table r{{"family", "plans", "reason"}, {"", "[count]", ""}, {}, /*text_last=*/true};
         std::int64_t partial = 0, partial_plans = 0;
         for (const Rejection& j : res.rejected) {
             if (j.others_fit) {  // only its larger micro-batches are over the limit

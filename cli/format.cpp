@@ -70,7 +70,7 @@ std::string Table::render() const {
             const std::string cell = i < r.size() ? r[i] : "";
             const std::string pad(w[i] - std::min(w[i], columns(cell)), ' ');
             // First column and a trailing untitled column (bars) align left, numbers right.
-            const bool left = i == 0 || (i + 1 == w.size() && header[i].empty());
+            const bool left = i == 0 || (i + 1 == w.size() && (header[i].empty() || text_last));
             out += left ? (i == 0 ? "" : "  ") + cell + pad : "  " + pad + cell;
         }
         while (!out.empty() && out.back() == ' ') out.pop_back();

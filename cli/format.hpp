@@ -56,6 +56,7 @@ struct Table {
     std::vector<std::string> header;
     std::vector<std::string> units;
     std::vector<std::vector<std::string>> rows;
+    bool text_last = false;  // the last column is prose (a reason): aligned left, never padded
     std::string render() const;
 };
 

@@ -71,6 +71,7 @@ std::vector<std::string> near_names(const std::string& spec, const std::vector<s
     std::vector<std::tuple<int, std::size_t, std::string>> near;
     for (const auto& n : names) {
         const std::string f = folded(n);
+        if (f == typed) return {n};  // the same name but for case and separators: that one alone
         if (f.find(typed) != std::string::npos) near.emplace_back(0, f.size(), n);
         else if (const std::size_t d = edit_distance(typed, f); d <= allowed) near.emplace_back(1, d, n);
     }

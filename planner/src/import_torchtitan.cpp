@@ -175,7 +175,10 @@ void classify(const Toml& t, const std::string& section, const json& table, Impo
             out.warnings.push_back(value.is_object() ? "[" + sub + "]: not modelled (unknown section)"
                                                      : not_modelled(t, section, key));
         } else if (listed(r->read, key)) {
-            continue;  // read where it belongs
+            // An older table's degree beside [parallelism]'s own: the newer one is read.
+            if (legacy_section(key) == section && tv::find_value(t.tree.root, Toml::path_in("parallelism", key)))
+                out.warnings.push_back(label(section, key) + ": superseded by [parallelism] " + key + ", which is read" +
+                                       (t.spot(section, key).line > 0 ? " (line " + std::to_string(t.spot(section, key).line) + ")" : ""));
         } else if (r->ignore_all || listed(r->ignored, key)) {
             out.ignored.push_back(label(section, key));
         } else {
@@ -460,13 +463,18 @@ bool float8_linears(const Toml& t, ImportedConfig& out) {
     const ConfigSpot spot = t.spot("model", "converters");
     bool fp8 = false;
     if (v != nullptr) {
-        // A comma-separated string before e0d2de6 (2025-04-18; config_manager.py string_list).
+        // A comma-separated string before e0d2de6 (2025-04-18; config_manager.py string_list, whose
+        // entries are stripped of surrounding spaces).
         std::vector<std::string> names;
         if (v->is_string()) {
             std::string part;
             for (char ch : v->get<std::string>() + ",")
-                if (ch != ',') part += ch;
-                else if (!part.empty()) names.push_back(std::exchange(part, {}));
+                if (ch != ',') {
+                    if (ch != ' ' || !part.empty()) part += ch;
+                } else {
+                    while (!part.empty() && part.back() == ' ') part.pop_back();
+                    if (!part.empty()) names.push_back(std::exchange(part, {}));
+                }
         } else if (v->is_array()) {
             for (const json& c : *v) names.push_back(tv::read_string(c, spot));
         } else {

@@ -88,8 +88,10 @@ void suggest_changes(const ModelConfig& model, const GpuSpec& gpu, const SearchR
         out.suggestions.push_back("no plan was judged on memory: the search refused every plan it built (each rejected "
                                   "family says why); change the flag the refusal names");
     if (out.suggestions.empty())
-        out.suggestions.push_back("no single change tried fits (ZeRO-3, full recompute, TP/PP, sequence down to 128, "
-                                  "up to " + str(64 * gpus) + " GPUs): choose a larger GPU or a smaller model");
+        out.suggestions.push_back("no single change tried fits under --framework " + req.memory.profile.name +
+                                  " (ZeRO-3, full recompute, TP/PP and up to " + str(64 * gpus) +
+                                  " GPUs where it runs them, sequence down to 128): choose a larger GPU, a smaller "
+                                  "model or another --framework");
 }
 
 }  // namespace preflight::detail

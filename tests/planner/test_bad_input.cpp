@@ -164,7 +164,7 @@ std::string unknown_name_error(const std::string& spec, bool gpu) {
 // case, '-', '_' and '.' aside, "Llama-3-8B" and "llama3-8b" are llama-3-8b; "H100" begins both
 // H100 specs, the shorter (h100-sxm-80gb, 13 letters folded) first; "mistral" begins mistral-7b.
 TEST(BadInput, AnUnknownCatalogNameNamesTheNearest) {
-    EXPECT_NE(unknown_name_error("Llama-3-8B", false).find("did you mean 'llama-3-8b'"), std::string::npos);
+    EXPECT_NE(unknown_name_error("Llama-3-8B", false).find("did you mean 'llama-3-8b'?"), std::string::npos);
     EXPECT_NE(unknown_name_error("llama3-8b", false).find("did you mean 'llama-3-8b'"), std::string::npos);
     EXPECT_NE(unknown_name_error("mistral", false).find("did you mean 'mistral-7b'"), std::string::npos);
     const std::string h100 = unknown_name_error("H100", true);

@@ -152,6 +152,14 @@ TEST(ImportTorchtitan, DegreesBeforeTheParallelismTableAreReadWhereTheyWereWritt
     EXPECT_NE(c.field("tp")->from.text().find("[training] tensor_parallel_degree"), std::string::npos)
         << c.field("tp")->from.text();
     EXPECT_FALSE(any_contains(c.warnings, "tensor_parallel_degree"));
+    // Beside [parallelism]'s own key the older table's is superseded, said (review 2026-11-30);
+    // the converters string's entries are stripped, as string_list strips them.
+    const ImportedConfig both = import_text("[training]\nbatch_size = 8\nseq_len = 2048\ntensor_parallel_degree = 4\n"
+                                            "[parallelism]\ndata_parallel_shard_degree = 4\ntensor_parallel_degree = 2\n"
+                                            "[model]\nconverters = \"mx, float8\"\n");
+    EXPECT_EQ(int_field(both, "tp"), 2);
+    EXPECT_TRUE(any_contains(both.warnings, "[training] tensor_parallel_degree: superseded by [parallelism]"));
+    EXPECT_EQ(name_field(both, "precision"), "fp8-mixed");
     // pipeline_parallel_microbatches 8: micro-batches of 1.
     const ImportedConfig m = import_text(
         "[training]\nbatch_size = 8\nseq_len = 2048\ndata_parallel_shard_degree = 2\n"
