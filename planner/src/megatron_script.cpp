@@ -11,6 +11,7 @@
 #include <set>
 
 #include "megatron_shell.hpp"
+#include "preflight/planner/error.hpp"
 
 namespace preflight::megatron_script {
 
@@ -471,7 +472,17 @@ void Interpreter::assign_array(const Assignment& a, const Item& item, int branch
     Var& v = vars_[a.name];
     if (!a.append) v = Var{{}, true};
     v.array = true;  // NAME+=( ... ) on a scalar: its value is element 0
-    for (Value& x : values) v.values.push_back(std::move(x));
+    std::size_t chars = 0;
+    for (const Value& x : v.values) chars += x.chars;
+    for (Value& x : values) {
+        chars += x.chars;
+        if (v.values.size() >= shell::kMaxArrayElements || chars > shell::kMaxValueChars)
+            throw InputError(std::to_string(item.word ? item.word->line : 0), "array " + a.name + " grows past " +
+                                                           std::to_string(shell::kMaxArrayElements) + " elements or " +
+                                                           std::to_string(shell::kMaxValueChars) +
+                                                           " characters (kMaxArrayElements, kMaxValueChars)");
+        v.values.push_back(std::move(x));
+    }
 }
 
 void Interpreter::launch(const std::vector<Word>& all, std::size_t script_at, int line) {

@@ -52,6 +52,9 @@ struct Value {
 // kMaxValueChars (A="$A$A" doubles it each line).
 inline constexpr std::size_t kMaxPieces = 64;
 inline constexpr std::size_t kMaxValueChars = std::size_t{1} << 18;
+// An array holds at most this many elements, and their text at most kMaxValueChars together
+// (A=("${A[@]}" "${A[@]}") doubles it each line; launch scripts' arrays hold tens).
+inline constexpr std::size_t kMaxArrayElements = 4096;
 void add_piece(Value& value, Piece p, int line);
 
 struct Var {

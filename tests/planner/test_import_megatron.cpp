@@ -660,4 +660,8 @@ TEST(ImportMegatron, BranchesReachThroughExpansionsAndValuesStayBounded) {
     for (int i = 0; i < 40; ++i) doubled += "A=\"$A$A\"\n";
     // 2^18 characters (kMaxValueChars) are passed on the 19th doubling: line 20.
     expect_input_error([&] { import_text(doubled + "torchrun pretrain_gpt.py $A\n"); }, {"bad.sh:20", "kMaxValueChars"});
+    // An array that doubles: 2^12 = 4,096 elements after line 13 (kMaxArrayElements), refused on line 14.
+    std::string array = "A=(x)\n";
+    for (int i = 0; i < 40; ++i) array += "A=(\"${A[@]}\" \"${A[@]}\")\n";
+    expect_input_error([&] { import_text(array + "torchrun pretrain_gpt.py ${A[@]}\n"); }, {"bad.sh:14", "kMaxArrayElements"});
 }

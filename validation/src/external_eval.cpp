@@ -69,7 +69,16 @@ EvaluatedRun evaluate_row(const ExternalRun& r, const ExternalDataset& d, const 
         MemoryOptions mo;
         mo.profile = profile;
         mo.compiled_loss = r.loss_compiled;
-        const MemoryReport m = evaluate_memory(r.model, gpu, r.plan, mo);
+        MemoryReport m;
+        try {  // a profile may refuse what its framework does not run (check_plan): the row is skipped
+            m = evaluate_memory(r.model, gpu, r.plan, mo);
+        } catch (const InputError& x) {
+            e = EvaluatedRun{};
+            e.run = &r;
+            e.gpu = r.gpu.empty() ? d.gpu : r.gpu;
+            e.skipped = std::string("the ") + profile.name + " profile refuses the plan: " + x.what();
+            return e;
+        }
         // The pool PyTorch reserves (CUDA context and NCCL outside it, as in the measurement).
         e.predicted_peak_bytes = static_cast<double>(m.peak_reserved_bytes > 0 ? m.peak_reserved_bytes
                                                                                 : m.peak_bytes - m.at_peak.overhead);
