@@ -6,6 +6,7 @@
 #include "preflight/planner/extensions.hpp"
 #include "preflight/planner/format.hpp"
 #include "preflight/planner/limits.hpp"
+#include "preflight/planner/profiles.hpp"
 #include "preflight/planner/search.hpp"
 #include "search_internal.hpp"
 
@@ -13,6 +14,26 @@ namespace preflight {
 
 namespace {
 std::string str(std::int64_t v) { return std::to_string(v); }
+
+// A pinned tp or pp that cannot split the model (or that the framework refuses to split it by)
+// whatever else the search picks.
+void check_pinned_split(const ModelConfig& model, const SearchRequest& req) {
+    const PlanPins& p = req.pins;
+    if (p.tp) {
+        if (auto why = detail::tp_problem(model, *p.tp); !why.empty())
+            throw InputError("--tp", str(*p.tp) + " " + why + tp_choices(model));
+        // A pinned tp above the GPUs of a node is a runnable layout (its collectives cross the
+        // network) and is modelled; only the search's own candidates keep tp inside a node.
+    }
+    if (p.pp && *p.pp > model.layers)
+        throw InputError("--pp", str(*p.pp) + " pipeline stages exceed the model's " + str(model.layers) + " layers");
+    if (p.pp && p.pp_schedule.value_or(PpSchedule::one_f_one_b) != PpSchedule::interleaved) {
+        Plan pinned;
+        pinned.pp = *p.pp;
+        if (const std::string why = pipeline_split_problem(req.memory.profile, model, pinned); !why.empty())
+            throw InputError("--pp", why);
+    }
+}
 }  // namespace
 
 void validate_request(const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& req) {
@@ -62,14 +83,7 @@ void validate_request(const ModelConfig& model, const GpuSpec& gpu, const Search
                          "pinned dp*tp*pp = " + str(pinned) + " does not divide --gpus " + str(req.gpus));
     if (p.dp && p.tp && p.pp && pinned != req.gpus)
         throw InputError("--gpus", "dp*tp*pp = " + str(pinned) + " but --gpus is " + str(req.gpus));
-    if (p.tp) {
-        if (auto why = detail::tp_problem(model, *p.tp); !why.empty())
-            throw InputError("--tp", str(*p.tp) + " " + why + tp_choices(model));
-        // A pinned tp above the GPUs of a node is a runnable layout (its collectives cross the
-        // network) and is modelled; only the search's own candidates keep tp inside a node.
-    }
-    if (p.pp && *p.pp > model.layers)
-        throw InputError("--pp", str(*p.pp) + " pipeline stages exceed the model's " + str(model.layers) + " layers");
+    check_pinned_split(model, req);
     if (p.sp && *p.sp && p.tp && *p.tp == 1) throw InputError("--sp", "sequence parallelism needs --tp > 1");
     if (p.precision && !compute_peak_flops_per_s(gpu, *p.precision))
         throw InputError("--precision", gpu.name + " publishes no dense peak for " +
@@ -78,7 +92,8 @@ void validate_request(const ModelConfig& model, const GpuSpec& gpu, const Search
     const std::int64_t seq = req.seq > 0 ? req.seq : std::min(model.max_positions, kDefaultSeqCap);
     // A batch below one sequence is a request error, not a memory problem.
     if (req.gbs_tokens < seq)
-        throw InputError("--gbs-tokens", str(req.gbs_tokens) + (req.gbs_tokens == 1 ? " token" : " tokens") + " is less than one sequence of " + str(seq) +
+        throw InputError("--gbs-tokens", str(req.gbs_tokens) + (req.gbs_tokens == 1 ? " token" : " tokens") +
+                                             " is less than one sequence of " + str(seq) +
                                              " tokens (--seq): the global batch holds at least one sequence");
     if (seq > model.max_positions)
         throw InputError("--seq", str(seq) + " exceeds the model's " + str(model.max_positions) +

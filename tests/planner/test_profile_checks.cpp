@@ -69,6 +69,14 @@ TEST(ProfileChecks, MegatronSearchesOnlyPipelinesThatSplitTheLayersEvenly) {
     bool rejected_12 = false;
     for (const Rejection& r : res.rejected) rejected_12 |= r.family == "pp 12";
     EXPECT_TRUE(rejected_12);
+    // Pinned, it is refused before the search, naming --pp (as a pinned tp that splits no head is).
+    req.pins.pp = 12;
+    try {
+        search_plans(m, test::catalog_gpu("h100-sxm-80gb"), req);
+        ADD_FAILURE() << "--pp 12 searched";
+    } catch (const InputError& e) {
+        EXPECT_EQ(e.subject(), "--pp");
+    }
 }
 
 // The pytorch profile is validation/pytorch/train.py: one GPU, no DDP, no ZeRO, and the
