@@ -113,6 +113,7 @@ private:
     std::size_t at_ = 0;
     int depth_ = 0;
     Vars vars_;
+    shell::Budget budget_;  // what the script's expansions produce in all (kMaxScriptChars)
     Script script_;
     std::map<int, std::size_t> noted_;  // line -> its entry in script_.undecided
     std::vector<Word> plain_;  // commands that are --flags (an arguments file)
@@ -259,7 +260,7 @@ Status Interpreter::case_clause(Ctx c) {
     ++at_;
     Word subject;
     if (kind_at(Tok::word)) {
-        subject = Expander(vars_, peek()->line, false).joined(peek()->text).word();
+        subject = Expander(vars_, peek()->line, false, 0, &budget_).joined(peek()->text).word();
         ++at_;
     }
     eat_word("in");
@@ -353,7 +354,7 @@ Status Interpreter::double_bracket(Ctx c) {
     std::vector<TestArg> args;
     for (++at_; peek() && !word_at("]]") && !kind_at(Tok::separator); ++at_) {
         const Raw& t = *peek();
-        if (t.kind == Tok::word) args.push_back({Expander(vars_, t.line, false).joined(t.text).word(), false});
+        if (t.kind == Tok::word) args.push_back({Expander(vars_, t.line, false, 0, &budget_).joined(t.text).word(), false});
         else args.push_back({Word{t.text, t.line, {}, 0}, true});
     }
     const bool closed = word_at("]]");
@@ -391,7 +392,7 @@ Status Interpreter::simple(Ctx c) {
 Status Interpreter::single_bracket(const std::vector<Item>& items, std::size_t k) {
     std::vector<TestArg> args;
     for (std::size_t i = k + 1; i < items.size(); ++i)
-        for (const Value& v : Expander(vars_, items[i].word->line, true).run(items[i].word->text)) args.push_back({v.word(), false});
+        for (const Value& v : Expander(vars_, items[i].word->line, true, 0, &budget_).run(items[i].word->text)) args.push_back({v.word(), false});
     if (items[k].word->text == "[") {
         if (args.empty() || args.back().word.text != "]") return {Truth::unknown, 0};
         args.pop_back();
@@ -418,7 +419,7 @@ Status Interpreter::execute(Ctx c, const std::vector<Item>& items) {
     const Status ran{Truth::unknown, 0};
     std::vector<Word> all;
     for (std::size_t i = k; i < items.size(); ++i)
-        for (const Value& v : Expander(vars_, items[i].word->line, true).run(items[i].word->text)) {
+        for (const Value& v : Expander(vars_, items[i].word->line, true, 0, &budget_).run(items[i].word->text)) {
             all.push_back(v.word());
             all.back().branch = first(all.back().branch, c.branch);
         }
@@ -443,17 +444,39 @@ void mark(Value& v, int branch) {
     for (Piece& p : v.pieces) p.branch = first(p.branch, branch);
 }
 
-void Interpreter::assign(const Raw& w, const Assignment& a, int branch) {
-    Value value = Expander(vars_, w.line, false).joined(a.value);
+// NAME="$NAME rest" (or "${NAME}rest") on a scalar NAME is NAME+="rest": the rest, extended in
+// place (bash copies the value; reading it so keeps a value built line by line linear).
+std::optional<std::string> self_append_rest(const Assignment& a, const Vars& vars) {
+    const auto it = vars.find(a.name);
+    if (a.append || it == vars.end() || it->second.array || it->second.values.size() != 1) return std::nullopt;
+    const std::string_view raw = a.value;
+    for (const std::string ref : {"\"$" + a.name, "\"${" + a.name + "}"}) {
+        if (raw.substr(0, ref.size()) != ref) continue;
+        const std::size_t end = ref.size();
+        if (ref.back() != '}' && end < raw.size() && name_char(raw[end])) continue;  // "$NAMEX": another name
+        return "\"" + std::string(raw.substr(end));
+    }
+    return std::nullopt;
+}
+
+void Interpreter::assign(const Raw& w, const Assignment& a_in, int branch) {
+    const std::optional<std::string> rest = self_append_rest(a_in, vars_);  // a.value views it
+    Assignment a = a_in;
+    if (rest) a.value = *rest, a.append = true;
+    Value value = Expander(vars_, w.line, false, 0, &budget_).joined(a.value);
     mark(value, branch);
     Var& v = vars_[a.name];
     if (a.append && v.array) {
+        if (v.values.size() >= shell::kMaxArrayElements)
+            throw InputError(std::to_string(w.line), "array " + a.name + " grows past " +
+                                                         std::to_string(shell::kMaxArrayElements) +
+                                                         " elements (kMaxArrayElements)");
         v.values.push_back(std::move(value));
         return;
     }
     if (a.append && !v.values.empty()) {  // extended in place: no copy of what it holds
         Value& whole = v.values[0];
-        for (Piece& p : value.pieces) add_piece(whole, std::move(p), w.line);
+        for (Piece& p : value.pieces) add_piece(whole, std::move(p), w.line, &budget_);
         v.values.resize(1);
         v.array = false;
         return;
@@ -465,7 +488,7 @@ void Interpreter::assign_array(const Assignment& a, const Item& item, int branch
     // Bash expands the elements before it assigns: NAME=("${NAME[@]}" more) keeps NAME's own.
     std::vector<Value> values;
     for (const Raw* e : item.elements)
-        for (Value& v : Expander(vars_, e->line, true).run(e->text)) {
+        for (Value& v : Expander(vars_, e->line, true, 0, &budget_).run(e->text)) {
             mark(v, branch);
             values.push_back(std::move(v));
         }

@@ -173,21 +173,22 @@ private:
 
 std::vector<Raw> lex(std::string_view text) { return Lexer(text).run(); }
 
-void add_piece(Value& value, Piece p, int line) {
+void add_piece(Value& value, Piece p, int line, Budget* budget) {
+    if (budget && ((budget->chars += p.text.size()) > kMaxScriptChars || ++budget->pieces > kMaxScriptPieces))
+        throw InputError(std::to_string(line), "the script's expansions pass " + std::to_string(kMaxScriptChars) +
+                                                   " characters or " + std::to_string(kMaxScriptPieces) +
+                                                   " parts (kMaxScriptChars, kMaxScriptPieces): it grows its "
+                                                   "variables without end");
     if (value.chars + p.text.size() > kMaxValueChars)
         throw InputError(std::to_string(line), "a value grows past " + std::to_string(kMaxValueChars) +
-                                                             " characters (kMaxValueChars): the script repeats a "
-                                                             "variable into itself");
+                                                   " characters (kMaxValueChars)");
     value.chars += p.text.size();
     Piece* last = value.pieces.empty() ? nullptr : &value.pieces.back();
-    const bool same = last && last->unresolved == p.unresolved && last->branch == p.branch && last->line == p.line;
-    if (!last || (!same && value.pieces.size() < kMaxPieces)) {
+    const bool same_marks = last && last->unresolved == p.unresolved && last->branch == p.branch;
+    if (same_marks && (last->line == p.line || value.pieces.size() >= kMaxPieces))
+        last->text += p.text;
+    else
         value.pieces.push_back(std::move(p));
-        return;
-    }
-    last->text += p.text;
-    if (last->unresolved.empty()) last->unresolved = std::move(p.unresolved);
-    if (last->branch == 0) last->branch = p.branch;
 }
 
 std::string Value::text() const {
@@ -215,8 +216,8 @@ Value Expander::joined(std::string_view raw) {
     Value v;
     v.line = line_;
     for (Value& w : run(raw)) {
-        if (!v.pieces.empty()) add_piece(v, {" ", {}, 0, w.line}, line_);
-        for (Piece& p : w.pieces) add_piece(v, std::move(p), line_);
+        if (!v.pieces.empty()) add_piece(v, {" ", {}, 0, w.line}, line_, budget_);
+        for (Piece& p : w.pieces) add_piece(v, std::move(p), line_, budget_);
     }
     return v;
 }
@@ -236,7 +237,7 @@ void Expander::append(std::string_view t, int line, const std::string& unresolve
     if (cur_chars_ == 0) cur_line_ = line;
     cur_chars_ += t.size();
     have_ = true;
-    add_piece(cur_, {std::string(t), unresolved, branch, line}, line_);
+    add_piece(cur_, {std::string(t), unresolved, branch, line}, line_, budget_);
 }
 
 // Text from an expansion: unquoted, its whitespace separates words (bash "Word Splitting").
@@ -346,7 +347,7 @@ std::size_t Expander::reference(std::string_view raw, std::size_t i) {
             parameter(raw.substr(i + 2, end - i - 3), written);
         } else if (i + 2 < raw.size() && raw[i + 2] == '(') {
             const std::string_view inner = raw.substr(i + 3, end > i + 5 ? end - i - 5 : 0);
-            const Value e = Expander(vars_, line_, false, depth_ + 1).joined(inner);
+            const Value e = Expander(vars_, line_, false, depth_ + 1, budget_).joined(inner);
             const auto v = arithmetic(e.text(), vars_);
             // The result carries the undecided branch any of its operands came through.
             if (v) add(std::to_string(*v), true, line_, {}, first_branch(e, arithmetic_names_branch(e.text(), vars_)));
@@ -395,7 +396,7 @@ void Expander::parameter(std::string_view inner, std::string_view written) {
         // Which word stands depends on NAME: it carries the undecided branch NAME came through.
         const int branch = set && !it->second.values.empty() ? first_branch(it->second.values[0], 0) : 0;
         const auto alternative = [&] {
-            Value v = Expander(vars_, line_, false, depth_ + 1).joined(word);
+            Value v = Expander(vars_, line_, false, depth_ + 1, budget_).joined(word);
             for (Piece& p : v.pieces)
                 if (p.branch == 0) p.branch = branch;
             add_value(v, dq_);

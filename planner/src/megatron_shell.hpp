@@ -45,17 +45,27 @@ struct Value {
     Word word() const;  // the first unresolved reference and branch of its pieces
 };
 
-// Adds `p` to a value's pieces: merged into the last where both carry the same marks and line;
-// past kMaxPieces merged whatever the line (the merged text keeps the first's line; an unresolved
-// mark or undecided branch on either stays), so a value built line by line (A+=" x", A="$A x")
-// stays a few pieces to copy. Throws InputError naming `line` when the value's text would pass
-// kMaxValueChars (A="$A$A" doubles it each line).
+// What one script's expansions may produce in all (every piece of text added to a word or value,
+// copies included): bounds the reader's time and memory on any file (A="x$A" over 10^5 lines,
+// A="$A$A", many variables), far above what launch scripts produce (kilobytes).
+inline constexpr std::size_t kMaxScriptChars = std::size_t{1} << 27;
+inline constexpr std::size_t kMaxScriptPieces = std::size_t{1} << 21;
+struct Budget {
+    std::size_t chars = 0;
+    std::size_t pieces = 0;
+};
+
+// Adds `p` to a value's pieces, merged into the last where both carry the same marks (unresolved
+// reference, undecided branch) and line; past kMaxPieces also where only the line differs (the
+// merged text keeps the first's line), so a value built line by line stays a few pieces to copy.
+// Pieces with other marks are never merged: an unresolved mark covers its own words only. Throws
+// InputError naming `line` past kMaxValueChars or the script's budget (nullptr: none).
 inline constexpr std::size_t kMaxPieces = 64;
-inline constexpr std::size_t kMaxValueChars = std::size_t{1} << 18;
+inline constexpr std::size_t kMaxValueChars = std::size_t{1} << 24;
 // An array holds at most this many elements, and their text at most kMaxValueChars together
 // (A=("${A[@]}" "${A[@]}") doubles it each line; launch scripts' arrays hold tens).
 inline constexpr std::size_t kMaxArrayElements = 4096;
-void add_piece(Value& value, Piece p, int line);
+void add_piece(Value& value, Piece p, int line, Budget* budget);
 
 struct Var {
     std::vector<Value> values;  // a scalar holds one
@@ -76,8 +86,8 @@ class Expander {
 public:
     // `depth`: the ${...} / $(( )) this expansion is nested in (past kMaxNesting: left unresolved,
     // which bounds the recursion on arbitrary input).
-    Expander(const Vars& vars, int line, bool split, int depth = 0)
-        : vars_(vars), line_(line), split_(split), depth_(depth), cur_line_(line) {}
+    Expander(const Vars& vars, int line, bool split, int depth = 0, Budget* budget = nullptr)
+        : vars_(vars), budget_(budget), line_(line), split_(split), depth_(depth), cur_line_(line) {}
     static constexpr int kMaxNesting = 64;
 
     std::vector<Value> run(std::string_view raw);
@@ -98,6 +108,7 @@ private:
     void add_var(const Var& v, bool all_elements);
 
     const Vars& vars_;
+    Budget* budget_;
     int line_;
     bool split_;
     int depth_;

@@ -658,8 +658,23 @@ TEST(ImportMegatron, BranchesReachThroughExpansionsAndValuesStayBounded) {
     EXPECT_EQ(integer(g, "seq"), 128);
     std::string doubled = "A=x\n";
     for (int i = 0; i < 40; ++i) doubled += "A=\"$A$A\"\n";
-    // 2^18 characters (kMaxValueChars) are passed on the 19th doubling: line 20.
-    expect_input_error([&] { import_text(doubled + "torchrun pretrain_gpt.py $A\n"); }, {"bad.sh:20", "kMaxValueChars"});
+    // 2^24 characters (kMaxValueChars) are passed on the 25th doubling: line 26.
+    expect_input_error([&] { import_text(doubled + "torchrun pretrain_gpt.py $A\n"); }, {"bad.sh:26", "kMaxValueChars"});
+    // Past kMaxPieces, pieces merge only with pieces of the same marks: an unresolved reference
+    // among 70 extensions (review 2026-11-30: it spread over the later flags, tp 4 and pp 2 lost).
+    std::string many = "ARGS=\"--micro-batch-size 1 --global-batch-size 8\"\n";
+    for (int i = 0; i < 70; ++i) many += "ARGS+=\" --log-interval 1\"\n";
+    many += "ARGS+=\" --load $CHECKPOINT_PATH\"\nARGS+=\" --tensor-model-parallel-size 4\"\n"
+            "ARGS+=\" --pipeline-model-parallel-size 2\"\ntorchrun --nproc_per_node 8 pretrain_gpt.py $ARGS\n";
+    const ImportedConfig m = import_text(many);
+    EXPECT_EQ(integer(m, "tp"), 4);
+    EXPECT_EQ(integer(m, "pp"), 2);
+    // A="$A rest" extends A in place (bash's result, read linearly): 5,000 extensions of a data blend.
+    std::string blend = "B=\"\"\n";
+    for (int i = 0; i < 5000; ++i) blend += "B=\"$B 0.0002 /data/shard_" + std::to_string(i) + "\"\n";
+    const ImportedConfig b = import_text(blend + "torchrun --nproc_per_node 8 pretrain_gpt.py --data-path $B "
+                                                 "--micro-batch-size 2 --global-batch-size 16\n");
+    EXPECT_EQ(integer(b, "mbs"), 2);
     // An array that doubles: 2^12 = 4,096 elements after line 13 (kMaxArrayElements), refused on line 14.
     std::string array = "A=(x)\n";
     for (int i = 0; i < 40; ++i) array += "A=(\"${A[@]}\" \"${A[@]}\")\n";
