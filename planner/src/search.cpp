@@ -192,7 +192,10 @@ bool pp_usable(SearchState& st, std::int64_t pp) {
     layout.pp = pp;
     if (layout.pp_schedule == PpSchedule::interleaved) return true;  // validate_plan_extensions' rule
     const std::string why = pipeline_split_problem(st.req.memory.profile, st.model, layout);
-    if (why.empty()) return true;
+    // Megatron's interleaved schedule may still split layers + 2 slots (the embedding and the loss
+    // taking one each): searched, refined into interleaved plans, its 1F1B plans dropped
+    // (drop_unlaunchable_pipelines).
+    if (why.empty() || (st.model.layers + 2) % pp == 0) return true;
     const std::string family = "pp " + str(pp);
     for (const Rejection& seen : st.out.rejected)
         if (seen.family == family) return false;
@@ -535,7 +538,14 @@ SearchResult search_plans(const ModelConfig& model, const GpuSpec& gpu, const Se
         }
     }
     if (req.expand_variants) refine_with_extensions(model, gpu, req, out);  // interleaving, top_k, LoRA/offload suggestions
+    else drop_unlaunchable_pipelines(model, req, out);
     return out;
+}
+
+void drop_unlaunchable_pipelines(const ModelConfig& model, const SearchRequest& req, SearchResult& out) {
+    std::erase_if(out.candidates, [&](const Candidate& c) {
+        return !pipeline_split_problem(req.memory.profile, model, c.plan).empty();
+    });
 }
 
 std::optional<Candidate> best_plan_after_change(const ModelConfig& model, const GpuSpec& gpu, SearchRequest r) {

@@ -343,6 +343,7 @@ void refine_interleaved(const ModelConfig& model, const GpuSpec& gpu, const Sear
 void refine_with_extensions(const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& req,
                             SearchResult& out) {
     refine_interleaved(model, gpu, req, out);
+    drop_unlaunchable_pipelines(model, req, out);
     out.candidates.resize(std::min(out.candidates.size(), static_cast<std::size_t>(req.top_k)));  // the pool refined, the top_k shown
     if (!out.candidates.empty() || !req.suggest) return;
     // Nothing fits: what the extensions would change.

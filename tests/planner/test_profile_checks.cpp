@@ -122,3 +122,27 @@ TEST(ProfileChecks, DeepSpeedAccumulatesBf16InFp32OnlyUnderZero) {
     p.zero = zero_optimizer_states;
     EXPECT_EQ(refusal(deepspeed_profile(), m, p), "");
 }
+
+// Review of 2026-11-30 (helper-42): the even-split rule must not hide what Megatron's interleaved
+// schedule runs with the embedding and the loss taking a slot each (validate_args: layers + 2).
+// Llama-3.1-405B's 126 layers: pp 16 and 32 split 128 slots; its 1F1B plans there are dropped,
+// their interleaved refinements kept (this morning's binary ranked pp 32 x vpp 4 first on 128
+// GPUs; a pass that judged every pp as 1F1B alone ranked a plan of half its speed).
+TEST(ProfileChecks, MegatronKeepsInterleavedPlansOfLayersPlusTwoSlots) {
+    const ModelConfig m = test::catalog_model("llama-3.1-405b");
+    ASSERT_EQ(m.layers, 126);
+    SearchRequest req;
+    req.gpus = 128;
+    req.gbs_tokens = 16 * 1024 * 1024;
+    req.memory.profile = *profile_by_name("megatron");
+    const SearchResult res = search_plans(m, test::catalog_gpu("h100-sxm-80gb"), req);
+    ASSERT_FALSE(res.candidates.empty());
+    bool slots = false;
+    for (const Candidate& c : res.candidates) {
+        if (m.layers % c.plan.pp == 0) continue;
+        EXPECT_EQ(c.plan.pp_schedule, PpSchedule::interleaved) << "a 1F1B pp " << c.plan.pp << " kept";
+        EXPECT_EQ((m.layers + 2) % (c.plan.pp * c.plan.vpp), 0) << "pp " << c.plan.pp << " x vpp " << c.plan.vpp;
+        slots = true;
+    }
+    EXPECT_TRUE(slots) << "no interleaved plan over layers + 2 slots ranked";
+}

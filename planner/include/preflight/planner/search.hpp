@@ -154,6 +154,9 @@ std::string extension_plan_problem(const Plan& plan, const ModelConfig& model);
 // Interleaved-schedule refinements of the ranked pipeline candidates (the refine_pool kept), then
 // the request's top_k of them, and, when nothing fits, suggestions the extensions offer (LoRA /
 // QLoRA, offload with its host memory).
+// Drops the candidates the framework would refuse to launch as they stand (a 1F1B pipeline
+// Megatron-LM cannot split: pipeline_split_problem); searched for their interleaved refinements.
+void drop_unlaunchable_pipelines(const ModelConfig& model, const SearchRequest& request, SearchResult& result);
 void refine_with_extensions(const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& request,
                             SearchResult& result);
 
