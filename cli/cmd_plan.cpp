@@ -393,7 +393,8 @@ nlohmann::json plan_document(const PlanCommandState& st, const ModelConfig& mode
                        {"others_fit", r.others_fit}});
     nlohmann::json suggested = nlohmann::json::array();
     for (const SuggestedPlan& s : res.suggested)
-        suggested.push_back({{"change", s.change}, {"plan", plan_to_json(s.plan)}, {"judged_bytes", s.judged_bytes}});
+        suggested.push_back({{"change", s.change}, {"plan", plan_to_json(s.plan)}, {"judged_bytes", s.judged_bytes},
+                             {"flags", to_flags(s.plan) + request_flags(req)}});
     nlohmann::json doc{
         {"schema_version", kSchemaVersion},
         {"model", {{"name", model.name}, {"params", pc.total}, {"params_active", pc.active}}},

@@ -7,6 +7,7 @@
 #include <map>
 #include <tuple>
 
+#include "preflight/planner/allocator_model.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/extensions.hpp"
 #include "preflight/planner/format.hpp"
@@ -540,6 +541,13 @@ SearchResult search_plans(const ModelConfig& model, const GpuSpec& gpu, const Se
     if (req.expand_variants) refine_with_extensions(model, gpu, req, out);  // interleaving, top_k, LoRA/offload suggestions
     else drop_unlaunchable_pipelines(model, req, out);
     return out;
+}
+
+std::string request_flags(const SearchRequest& req) {
+    const std::string& framework = req.memory.profile.name;
+    return (framework.empty() || framework == "megatron" ? std::string() : " --framework " + framework) +
+           (req.memory.compiled_loss ? " --compiled-loss" : "") +
+           (req.memory.host_pace ? " --host-pace " + std::string(to_string(*req.memory.host_pace)) : "");
 }
 
 void drop_unlaunchable_pipelines(const ModelConfig& model, const SearchRequest& req, SearchResult& out) {

@@ -359,7 +359,7 @@ void refine_with_extensions(const ModelConfig& model, const GpuSpec& gpu, const 
         }
         if (!best) return false;
         const Candidate& c = *best;
-        std::string line = change + ": then " + to_flags(c.plan) + " fits at " +
+        std::string line = change + ": then " + to_flags(c.plan) + request_flags(r) + " fits at " +
                            gib(judged_bytes(c.memory, req.memory.profile)) +
                            (req.memory.profile.verdict_on_reserved ? " device need" : "") + " per GPU";
         if (c.memory.host_bytes_per_node > 0)

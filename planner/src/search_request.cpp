@@ -30,7 +30,9 @@ void check_pinned_split(const ModelConfig& model, const SearchRequest& req) {
     if (p.pp && p.pp_schedule.value_or(PpSchedule::one_f_one_b) != PpSchedule::interleaved) {
         Plan pinned;
         pinned.pp = *p.pp;
-        if (const std::string why = pipeline_split_problem(req.memory.profile, model, pinned); !why.empty())
+        // A pp that splits layers + 2 may run interleaved (the search drops its 1F1B plans).
+        if (const std::string why = pipeline_split_problem(req.memory.profile, model, pinned);
+            !why.empty() && ((model.layers + 2) % *p.pp != 0 || p.pp_schedule))
             throw InputError("--pp", why);
     }
 }

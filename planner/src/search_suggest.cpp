@@ -19,7 +19,7 @@ bool try_change(const ModelConfig& model, const GpuSpec& gpu, const SearchReques
     // The plan in full, as `memory` takes it (its recipe, --sp, schedule and accumulation too: the
     // fit may rest on any of them, and a summary re-checked with `memory` judged another plan).
     const std::int64_t judged = judged_bytes(c.memory, r.memory.profile);
-    out.suggestions.push_back(change + ": then " + to_flags(c.plan) + " fits at " + gib(judged) +
+    out.suggestions.push_back(change + ": then " + to_flags(c.plan) + request_flags(r) + " fits at " + gib(judged) +
                               (r.memory.profile.verdict_on_reserved ? " device need" : ""));
     out.suggested.push_back({change, c.plan, judged});
     return true;

@@ -543,7 +543,7 @@ TEST(PlanCli, ASuggestionQuotesTheMemoryTheProfileJudges) {
     // The plan in full, as `memory` takes it (audits 2026-11-30: a summary left out the recipe,
     // --sp, the schedule and the accumulation the fit rested on).
     EXPECT_TRUE(has(r.out, "--gpus 8 (more GPUs): then --seq 4096 --mbs 1 --grad-acc 244 --dp 1 --tp 8 --pp 1 --sp --zero 0 "
-                           "--recompute none --precision bf16 --optimizer adamw --attention flash fits at " +
+                           "--recompute none --precision bf16 --optimizer adamw --attention flash --framework nanotron fits at " +
                                std::string(need) + " device need"))
         << r.out;
 }
@@ -567,6 +567,18 @@ TEST(PlanCli, SuggestionsCarryTheirPlanAndBytesInJson) {
     std::filesystem::remove(path);
     ASSERT_LE(m.exit_code, 1) << m.err;
     EXPECT_EQ(nlohmann::json::parse(m.out)["memory"]["peak_bytes"], first["judged_bytes"]);
+    // Its "flags" carry the request's settings too (review 2026-11-30: a torchtitan suggestion with
+    // a compiled loss re-checked without them judged another plan): pasted into memory, the
+    // device need it claims (torchtitan judges the device need).
+    const CliRun tt = run_preflight("plan --model llama-3-8b --gpu a100-sxm-40gb --gpus 1 --gbs-tokens 8192 --seq 4096 "
+                                    "--framework torchtitan --compiled-loss --format json");
+    ASSERT_EQ(tt.exit_code, 1) << tt.err;
+    const auto s0 = nlohmann::json::parse(tt.out)["suggested"][0];
+    const std::string flags = s0["flags"].get<std::string>();
+    EXPECT_NE(flags.find(" --framework torchtitan --compiled-loss"), std::string::npos) << flags;
+    const CliRun again = run_preflight("memory --model llama-3-8b --gpu a100-sxm-40gb " + flags + " --format json");
+    ASSERT_LE(again.exit_code, 1) << again.err;
+    EXPECT_EQ(nlohmann::json::parse(again.out)["memory"]["device_peak_bytes"], s0["judged_bytes"]);
 }
 
 TEST(PlanCli, AHostMemoryLimitThatRefusesEveryPlanIsNamed) {
