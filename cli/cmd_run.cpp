@@ -318,7 +318,7 @@ runtime::RunOptions run_options(const RunState& st, const ModelConfig& model) {
 std::variant<runtime::RunReport, int> device_report(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
                                                     const runtime::RunOptions& opt) {
     if (const auto why = runtime::device_backend_unavailable_reason(); !why.empty()) {
-        std::cerr << "preflight run: " << why << "; use --dry-run to walk the plan without a GPU\n";
+        std::cerr << "preflight: error: run: " << why << "; use --dry-run to walk the plan without a GPU\n";
         return kExitNoDevice;
     }
     if (runtime::device_count() == 0) {
@@ -326,7 +326,7 @@ std::variant<runtime::RunReport, int> device_report(const ModelConfig& model, co
         return kExitNoDevice;
     }
     if (opt.device >= runtime::device_count()) {
-        std::cerr << "preflight run: this rank's GPU (LOCAL_RANK " << opt.device << ") is not among the "
+        std::cerr << "preflight: error: run: this rank's GPU (LOCAL_RANK " << opt.device << ") is not among the "
                   << runtime::device_count() << " visible\n";
         return kExitNoDevice;
     }
@@ -334,7 +334,7 @@ std::variant<runtime::RunReport, int> device_report(const ModelConfig& model, co
         return runtime::run_on_device(model, gpu, plan, opt);
     } catch (const runtime::DeviceError& e) {
         // Before the first op (context, stream, library handles): no report to write.
-        std::cerr << "preflight run: the device could not be set up: " << e.what() << "\n";
+        std::cerr << "preflight: error: run: the device could not be set up: " << e.what() << "\n";
         return runtime::exit_code_for(e.kind) == 1 ? kExitDoesNotFit : kExitNoDevice;
     }
 }
@@ -402,11 +402,11 @@ int run_command(const RunState& st) {
     const RankChoice ranks = choose_ranks(rf, runtime::rendezvous_from_env(std::getenv), plan, st.dry_run);
     if (ranks.mode == RankMode::launcher) {
         if (const auto why = runtime::device_backend_unavailable_reason(); !why.empty()) {
-            std::cerr << "preflight run: " << why << "; use --dry-run --emulate-rank R to walk a rank without a GPU\n";
+            std::cerr << "preflight: error: run: " << why << "; use --dry-run --emulate-rank R to walk a rank without a GPU\n";
             return kExitNoDevice;
         }
         if (const int visible = runtime::device_count(); visible < rf.nproc_per_node) {
-            std::cerr << "preflight run: --nproc-per-node " << rf.nproc_per_node << " needs " << rf.nproc_per_node
+            std::cerr << "preflight: error: run: --nproc-per-node " << rf.nproc_per_node << " needs " << rf.nproc_per_node
                       << " GPUs on this node; " << visible << " visible (use --dry-run --emulate-rank R to walk a rank)\n";
             return kExitNoDevice;
         }

@@ -54,15 +54,15 @@ int run_matrix(const ValidateState& st) {
     const bool pytorch = st.framework == validation::kSourcePytorch;
     if (!pytorch) {
         if (const auto why = runtime::device_backend_unavailable_reason(); !why.empty()) {
-            std::cerr << "preflight validate: " << why << "; `validate --check DIR` needs none\n";
+            std::cerr << "preflight: error: validate: " << why << "; `validate --check DIR` needs none\n";
             return kExitNoDevice;
         }
         if (runtime::device_count() == 0) {
-            std::cerr << "preflight validate: no CUDA device is available; `validate --check DIR` needs none\n";
+            std::cerr << "preflight: error: validate: no CUDA device is available; `validate --check DIR` needs none\n";
             return kExitNoDevice;
         }
     } else if (!validation::capture_command("nvidia-smi -L")) {
-        std::cerr << "preflight validate: no GPU (nvidia-smi -L failed); the PyTorch runs need one\n";
+        std::cerr << "preflight: error: validate: no GPU (nvidia-smi -L failed); the PyTorch runs need one\n";
         return kExitNoDevice;
     }
     o.data_dir = data;

@@ -65,8 +65,10 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
 // first, shortest first ("h100": h100-sxm-80gb, h100-pcie-80gb), then those within a quarter of
 // its length in edits (at least 2), nearest first. Names are short and the catalog small.
 std::vector<std::string> near_names(const std::string& spec, const std::vector<std::string>& names) {
-    const std::string typed = folded(spec.size() > 256 ? spec.substr(0, 256) : spec);
-    if (typed.empty()) return {};
+    std::string name = spec.size() > 256 ? spec.substr(0, 256) : spec;
+    if (name.size() > 5 && name.ends_with(".json")) name.resize(name.size() - 5);  // "llama-3-8b.json"
+    const std::string typed = folded(name);
+    if (typed.size() < 3) return {};  // "a", "ll": part of too many names to point at one
     const std::size_t allowed = std::max<std::size_t>(2, typed.size() / 4);
     std::vector<std::tuple<int, std::size_t, std::string>> near;
     for (const auto& n : names) {

@@ -171,6 +171,9 @@ TEST(BadInput, AnUnknownCatalogNameNamesTheNearest) {
     EXPECT_NE(h100.find("did you mean 'h100-sxm-80gb' or 'h100-pcie-80gb'"), std::string::npos) << h100;
     EXPECT_NE(h100.find("(catalog: "), std::string::npos) << h100;
     EXPECT_EQ(unknown_name_error("zzzzzzzzzz", false).find("did you mean"), std::string::npos);
+    // A catalog file's name, and too short a string to point at one name (review 2026-11-30).
+    EXPECT_NE(unknown_name_error("llama-3-8b.json", false).find("did you mean 'llama-3-8b'?"), std::string::npos);
+    EXPECT_EQ(unknown_name_error("ll", false).find("did you mean"), std::string::npos);
 }
 
 }  // namespace

@@ -28,8 +28,8 @@ void check_deepspeed_plan(const ModelConfig&, const Plan& p) {
     // must equal data_types.grad_accum_dtype, else NotImplementedError("unsupported mix ...").
     if (p.precision == Precision::bf16_mixed_fp32_grads && p.zero == zero_none)
         throw InputError("--zero", "DeepSpeed accumulates bf16 gradients in fp32 (data_types.grad_accum_dtype fp32) "
-                                   "only under ZeRO (engine.py refuses the mix without it): --zero 1 or above, or "
-                                   "--precision bf16-mixed");
+                                   "only under ZeRO (engine.py refuses the mix without it, v0.19.6; some older releases "
+                                   "ran it): --zero 1 or above, or --precision bf16-mixed");
     if (p.precision == Precision::bf16 && p.zero == zero_none)
         throw InputError("--zero", "DeepSpeed keeps pure bf16 (bf16_master_weights_and_grads) only under ZeRO stage "
                                    "1, 2 or 3 (runtime/config.py asserts it): --zero 1 or above");
