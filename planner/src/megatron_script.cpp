@@ -450,7 +450,7 @@ std::optional<std::string> self_append_rest(const Assignment& a, const Vars& var
     const auto it = vars.find(a.name);
     if (a.append || it == vars.end() || it->second.array || it->second.values.size() != 1) return std::nullopt;
     const std::string_view raw = a.value;
-    for (const std::string ref : {"\"$" + a.name, "\"${" + a.name + "}"}) {
+    for (const std::string& ref : {"\"$" + a.name, "\"${" + a.name + "}"}) {
         if (raw.substr(0, ref.size()) != ref) continue;
         const std::size_t end = ref.size();
         if (ref.back() != '}' && end < raw.size() && name_char(raw[end])) continue;  // "$NAMEX": another name
