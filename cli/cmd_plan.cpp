@@ -394,7 +394,7 @@ nlohmann::json plan_document(const PlanCommandState& st, const ModelConfig& mode
     nlohmann::json suggested = nlohmann::json::array();
     for (const SuggestedPlan& s : res.suggested)
         suggested.push_back({{"change", s.change}, {"plan", plan_to_json(s.plan)}, {"judged_bytes", s.judged_bytes},
-                             {"flags", to_flags(s.plan) + request_flags(req)}});
+                             {"flags", s.flags}});
     nlohmann::json doc{
         {"schema_version", kSchemaVersion},
         {"model", {{"name", model.name}, {"params", pc.total}, {"params_active", pc.active}}},

@@ -144,14 +144,14 @@ void reapply_sequence_parallelism(const ImportedConfig& c, const CLI::App& sub, 
                                   std::map<std::string, std::string>& origins, std::ostream& log) {
     if (!c.sp_with_tp || !given_on(sub, "--tp") || given_on(sub, "--sp")) return;
     PlanFlags::Slot& slot = flags.slots[static_cast<std::size_t>(plan_field("sp") - plan_fields().data())];
-    const bool on = *c.sp_with_tp && flags.to_plan().tp > 1;
+    const std::int64_t tp = flags.to_plan().tp;
+    const bool on = *c.sp_with_tp && tp > 1;
     if (slot.toggle == on) return;
     slot = PlanFlags::Slot{};
     slot.toggle = on;
     if (on) origins["--sp"] = c.file;
     else origins.erase("--sp");
-    log << "# --from: --sp" << (on ? "" : " off") << " (the config's sequence parallelism at --tp "
-        << flags.to_plan().tp << ")\n";
+    log << "# --from: --sp" << (on ? "" : " off") << " (the config's sequence parallelism at --tp " << tp << ")\n";
 }
 
 }  // namespace

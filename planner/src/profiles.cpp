@@ -60,6 +60,14 @@ std::string pipeline_split_problem(const FrameworkProfile& profile, const ModelC
            "give an uneven split";
 }
 
+std::string pipeline_degree_problem(const FrameworkProfile& profile, const ModelConfig& m, std::int64_t pp) {
+    Plan p;
+    p.pp = pp;
+    std::string why = pipeline_split_problem(profile, m, p);
+    if (!why.empty() && (m.layers + 2) % pp == 0) why.clear();
+    return why;
+}
+
 RuntimeColumnSumRows runtime_column_sum_rows(const ModelConfig& model, const Plan& plan) {
     const std::int64_t rows = plan.seq * plan.mbs;  // checked by validate_plan: well inside int64
     const std::int64_t norm_rows = plan.sp ? rows / plan.tp : rows;

@@ -186,22 +186,24 @@ bool tp_usable(SearchState& st, std::int64_t tp) {
     return false;
 }
 
+// Whether a family of this name is already listed as rejected (one row each).
+bool already_rejected(const SearchState& st, const std::string& family) {
+    for (const Rejection& seen : st.out.rejected)
+        if (seen.family == family) return true;
+    return false;
+}
+
 // False (and one rejection per pp) when the framework refuses a pipeline of pp stages over the
 // model's layers (pipeline_split_problem: Megatron-LM's even split).
 bool pp_usable(SearchState& st, std::int64_t pp) {
-    Plan layout = st.base;
-    layout.pp = pp;
-    if (layout.pp_schedule == PpSchedule::interleaved) return true;  // validate_plan_extensions' rule
-    const std::string why = pipeline_split_problem(st.req.memory.profile, st.model, layout);
-    // Megatron's interleaved schedule may still split layers + 2 slots (the embedding and the loss
-    // taking one each): searched, refined into interleaved plans, its 1F1B plans dropped
-    // (drop_unlaunchable_pipelines).
-    if (why.empty() || (st.model.layers + 2) % pp == 0) return true;
+    if (st.base.pp_schedule == PpSchedule::interleaved) return true;  // validate_plan_extensions' rule
+    const std::string why = pipeline_degree_problem(st.req.memory.profile, st.model, pp);
+    if (why.empty()) return true;
     const std::string family = "pp " + str(pp);
-    for (const Rejection& seen : st.out.rejected)
-        if (seen.family == family) return false;
+    if (already_rejected(st, family)) return false;
     Rejection r;
-    r.plan = layout;
+    r.plan = st.base;
+    r.plan.pp = pp;
     r.family = family;
     r.reason = why;
     st.out.rejected.push_back(r);
@@ -216,8 +218,7 @@ bool batch_reachable(SearchState& st, const Plan& layout, const std::vector<Shap
     r.family = "batch dp " + str(layout.dp);
     // One row per dp: its batch shapes depend on dp alone (and on pp under a pinned interleaved schedule).
     if (pins.pp_schedule == PpSchedule::interleaved && layout.pp > 1) r.family += " pp " + str(layout.pp);
-    for (const Rejection& seen : st.out.rejected)
-        if (seen.family == r.family) return false;
+    if (already_rejected(st, r.family)) return false;
     r.plan = layout;
     r.plan.mbs = shapes.front().mbs;
     r.plan.grad_acc = shapes.front().grad_acc;

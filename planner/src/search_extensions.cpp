@@ -359,15 +359,15 @@ void refine_with_extensions(const ModelConfig& model, const GpuSpec& gpu, const 
         }
         if (!best) return false;
         const Candidate& c = *best;
-        std::string line = change + ": then " + to_flags(c.plan) + request_flags(r) + " fits at " +
-                           gib(judged_bytes(c.memory, req.memory.profile)) +
+        const SuggestedPlan& s = out.suggested.emplace_back(change, c.plan, judged_bytes(c.memory, req.memory.profile),
+                                                            to_flags(c.plan) + request_flags(r));
+        std::string line = change + ": then " + s.flags + " fits at " + gib(s.judged_bytes) +
                            (req.memory.profile.verdict_on_reserved ? " device need" : "") + " per GPU";
         if (c.memory.host_bytes_per_node > 0)
             line += " with " + gib(c.memory.host_bytes_per_node) + " of host memory per node";
         char buf[64];
         std::snprintf(buf, sizeof buf, ", %.3f s per step", c.throughput.step_time_s);
         out.suggestions.push_back(line + buf);
-        out.suggested.push_back({change, c.plan, judged_bytes(c.memory, req.memory.profile)});
         return true;
     };
     if (!req.pins.offload && !req.host_memory_bytes) {

@@ -28,12 +28,11 @@ void check_pinned_split(const ModelConfig& model, const SearchRequest& req) {
     if (p.pp && *p.pp > model.layers)
         throw InputError("--pp", str(*p.pp) + " pipeline stages exceed the model's " + str(model.layers) + " layers");
     if (p.pp && p.pp_schedule.value_or(PpSchedule::one_f_one_b) != PpSchedule::interleaved) {
-        Plan pinned;
+        Plan pinned;  // a schedule pinned other than interleaved: that split; else any schedule's
         pinned.pp = *p.pp;
-        // A pp that splits layers + 2 may run interleaved (the search drops its 1F1B plans).
-        if (const std::string why = pipeline_split_problem(req.memory.profile, model, pinned);
-            !why.empty() && ((model.layers + 2) % *p.pp != 0 || p.pp_schedule))
-            throw InputError("--pp", why);
+        const std::string why = p.pp_schedule ? pipeline_split_problem(req.memory.profile, model, pinned)
+                                              : pipeline_degree_problem(req.memory.profile, model, *p.pp);
+        if (!why.empty()) throw InputError("--pp", why);
     }
 }
 }  // namespace

@@ -18,10 +18,10 @@ bool try_change(const ModelConfig& model, const GpuSpec& gpu, const SearchReques
     const Candidate& c = *best;
     // The plan in full, as `memory` takes it (its recipe, --sp, schedule and accumulation too: the
     // fit may rest on any of them, and a summary re-checked with `memory` judged another plan).
-    const std::int64_t judged = judged_bytes(c.memory, r.memory.profile);
-    out.suggestions.push_back(change + ": then " + to_flags(c.plan) + request_flags(r) + " fits at " + gib(judged) +
+    const SuggestedPlan& s =
+        out.suggested.emplace_back(change, c.plan, judged_bytes(c.memory, r.memory.profile), to_flags(c.plan) + request_flags(r));
+    out.suggestions.push_back(change + ": then " + s.flags + " fits at " + gib(s.judged_bytes) +
                               (r.memory.profile.verdict_on_reserved ? " device need" : ""));
-    out.suggested.push_back({change, c.plan, judged});
     return true;
 }
 

@@ -51,6 +51,8 @@ EvaluatedRun evaluate_row(const ExternalRun& r, const ExternalDataset& d, const 
     const GpuSpec& gpu = it->second;
     try {
         validate_plan(r.plan, r.model);
+        // A profile may refuse a plan its framework does not run: the memory is not evaluated then.
+        if (r.peak_reserved_bytes && profile.check_plan) profile.check_plan(r.model, r.plan);
     } catch (const InputError& x) {
         e.skipped = std::string("the planner refuses the plan: ") + x.what();
         return e;
@@ -69,16 +71,7 @@ EvaluatedRun evaluate_row(const ExternalRun& r, const ExternalDataset& d, const 
         MemoryOptions mo;
         mo.profile = profile;
         mo.compiled_loss = r.loss_compiled;
-        MemoryReport m;
-        try {  // a profile may refuse what its framework does not run (check_plan): the row is skipped
-            m = evaluate_memory(r.model, gpu, r.plan, mo);
-        } catch (const InputError& x) {
-            e = EvaluatedRun{};
-            e.run = &r;
-            e.gpu = r.gpu.empty() ? d.gpu : r.gpu;
-            e.skipped = std::string("the ") + profile.name + " profile refuses the plan: " + x.what();
-            return e;
-        }
+        const MemoryReport m = evaluate_memory(r.model, gpu, r.plan, mo);
         // The pool PyTorch reserves (CUDA context and NCCL outside it, as in the measurement).
         e.predicted_peak_bytes = static_cast<double>(m.peak_reserved_bytes > 0 ? m.peak_reserved_bytes
                                                                                 : m.peak_bytes - m.at_peak.overhead);

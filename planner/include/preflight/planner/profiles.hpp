@@ -122,6 +122,10 @@ FrameworkProfile megatron_profile();
 // Why the framework would refuse a 1F1B pipeline of `pp` stages over the model's layers (empty when
 // it runs it): under a profile with pipeline_split_divides_layers, pp must divide the layers.
 std::string pipeline_split_problem(const FrameworkProfile& profile, const ModelConfig& model, const Plan& plan);
+// The same for every schedule of a pp-stage pipeline (empty when one runs it): a pp that splits
+// layers + 2 may still run interleaved, the embedding and the loss taking a slot each (the search
+// keeps those plans and drops the 1F1B ones: drop_unlaunchable_pipelines).
+std::string pipeline_degree_problem(const FrameworkProfile& profile, const ModelConfig& model, std::int64_t pp);
 
 // The names profile_by_name takes (--framework), the default "megatron" first.
 std::vector<std::string> framework_names();

@@ -107,12 +107,14 @@ struct Rejection {
     bool others_fit = false;         // some plan of the same family fits
 };
 
-// A suggested change with the plan that then fits and the memory the fit is judged on (bytes;
-// a device need where the profile judges the allocator's pool).
+// A suggested change with the plan that then fits, the memory the fit is judged on (bytes; a
+// device need where the profile judges the allocator's pool) and the plan's flags with the
+// request's own (to_flags + request_flags: they paste into `memory`).
 struct SuggestedPlan {
     std::string change;
     Plan plan;
     std::int64_t judged_bytes = 0;
+    std::string flags;
 };
 
 struct SearchResult {
