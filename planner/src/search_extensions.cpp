@@ -359,8 +359,8 @@ void refine_with_extensions(const ModelConfig& model, const GpuSpec& gpu, const 
         }
         if (!best) return false;
         const Candidate& c = *best;
-        const SuggestedPlan& s = out.suggested.emplace_back(change, c.plan, judged_bytes(c.memory, req.memory.profile),
-                                                            to_flags(c.plan) + request_flags(r));
+        const SuggestedPlan& s = out.suggested.emplace_back(
+            SuggestedPlan{change, c.plan, judged_bytes(c.memory, req.memory.profile), to_flags(c.plan) + request_flags(r)});
         std::string line = change + ": then " + s.flags + " fits at " + gib(s.judged_bytes) +
                            (req.memory.profile.verdict_on_reserved ? " device need" : "") + " per GPU";
         if (c.memory.host_bytes_per_node > 0)

@@ -18,8 +18,9 @@ bool try_change(const ModelConfig& model, const GpuSpec& gpu, const SearchReques
     const Candidate& c = *best;
     // The plan in full, as `memory` takes it (its recipe, --sp, schedule and accumulation too: the
     // fit may rest on any of them, and a summary re-checked with `memory` judged another plan).
-    const SuggestedPlan& s =
-        out.suggested.emplace_back(change, c.plan, judged_bytes(c.memory, r.memory.profile), to_flags(c.plan) + request_flags(r));
+    // Braced, not emplace_back(args...): clang 14 (the fuzz build) has no parenthesized aggregate init.
+    const SuggestedPlan& s = out.suggested.emplace_back(
+        SuggestedPlan{change, c.plan, judged_bytes(c.memory, r.memory.profile), to_flags(c.plan) + request_flags(r)});
     out.suggestions.push_back(change + ": then " + s.flags + " fits at " + gib(s.judged_bytes) +
                               (r.memory.profile.verdict_on_reserved ? " device need" : ""));
     return true;
