@@ -225,4 +225,20 @@ std::int64_t backward_transient(const ModelConfig& m, const Plan& p, const Activ
     return residual + std::max(residual + mlp, dattn + std::max(2 * scores, scores + dqkv));
 }
 
+// What a layer keeps for backward out of its full saved set under the plan's recompute.
+std::vector<ActivationTensor> kept_for_backward(std::vector<ActivationTensor> full, const ModelConfig& model,
+                                                const Plan& plan, const FrameworkProfile& profile) {
+    switch (plan.recompute) {
+        case Recompute::none: return full;
+        case Recompute::selective:
+            if (profile.selective_op_sac && op_sac_applies(model))
+                return op_sac_inventory(model, plan, activation_dims(model, plan, profile));
+            std::erase_if(full, [](const ActivationTensor& t) { return t.attention_core; });
+            return full;
+        case Recompute::full: return {{"layer input", layer_input_bytes(activation_dims(model, plan, profile)), false}};
+    }
+    return full;
+}
+
+
 }  // namespace preflight::activations

@@ -31,6 +31,9 @@ bool op_sac_applies(const ModelConfig& m);
 // What a layer keeps under that policy (FrameworkProfile::selective_op_sac); empty where
 // op_sac_applies is false.
 std::vector<ActivationTensor> op_sac_inventory(const ModelConfig& m, const Plan& p, const ActivationDims& d);
+// What a layer keeps for backward out of its full saved set under the plan's recompute.
+std::vector<ActivationTensor> kept_for_backward(std::vector<ActivationTensor> full, const ModelConfig& model,
+                                                const Plan& plan, const FrameworkProfile& profile);
 // Layer input kept under full recompute (Korthikanti et al. 2022, sec. 4.3, eq. 5).
 std::int64_t layer_input_bytes(const ActivationDims& d);
 // Within-layer working memory of the forward and of the backward.

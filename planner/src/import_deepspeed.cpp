@@ -343,6 +343,28 @@ const std::set<std::string>& zero_ignored_keys() {
     return keys;
 }
 
+// The deepspeed profile charges ZeRO-1/2 as `--emit deepspeed` configures them: overlap_comm and
+// contiguous_gradients on (memory_deepspeed.cpp). zero/config.py defaults overlap_comm to false
+// below stage 3; stage_1_and_2.py then keeps one reduce bucket, and ZeRO-1 reduces no gradient
+// before backward ends (process_gradients).
+void warn_bucket_settings(Reader& r, std::int64_t stage) {
+    if (stage != 1 && stage != 2) return;
+    const json* overlap = r.at("zero_optimization.overlap_comm");
+    if (!overlap || *overlap != true) {
+        const std::string key = overlap ? "zero_optimization.overlap_comm" : "zero_optimization.overlap_comm (absent: false)";
+        r.warn(key, stage == 1 ? "planned with overlap_comm on (as --emit deepspeed writes it); with it off ZeRO-1 "
+                                 "holds every 16-bit gradient (2 B per parameter) at the end of backward, where the "
+                                 "plan counts the rank's partition, and one reduce bucket instead of two"
+                               : "planned with overlap_comm on (as --emit deepspeed writes it); with it off ZeRO-2 "
+                                 "keeps one reduce bucket instead of two (5e8 elements less)");
+    }
+    const json* contiguous = r.at("zero_optimization.contiguous_gradients");
+    if (contiguous && *contiguous == false)
+        r.warn("zero_optimization.contiguous_gradients", "false: planned with contiguous gradients (the default); without "
+                                                         "them per-parameter gradients replace the reduce buckets and "
+                                                         "the partition buffer, which is not modelled");
+}
+
 // zero_optimization.stage (zero/config.py ZeroStageEnum, default 0) and the rest of the block.
 void import_zero(Reader& r) {
     const json* z = r.at("zero_optimization");
@@ -354,6 +376,7 @@ void import_zero(Reader& r) {
     else
         set_field(r.out, "zero", std::int64_t{0}, {r.out.file, "zero_optimization.stage (absent: 0)", 0});
     import_offload(r, stage);
+    warn_bucket_settings(r, stage);
     if (!z) return;
     for (const auto& [key, value] : z->items()) {
         const std::string dotted = "zero_optimization." + key;

@@ -71,6 +71,10 @@ std::int64_t padded_vocab(std::int64_t vocab, std::int64_t tp, std::int64_t pad_
     return (vocab + unit - 1) / unit * unit;
 }
 
+}  // namespace
+
+namespace memory_detail {
+
 // Elements of one parameter tensor held by one tensor-parallel rank (Shoeybi et al.
 // 2019, sec. 3: column/row-parallel linears; vocab-parallel embedding).
 std::int64_t tp_local_numel(const ParamTensor& p, std::int64_t tp, std::int64_t vocab_pad) {
@@ -82,6 +86,10 @@ std::int64_t tp_local_numel(const ParamTensor& p, std::int64_t tp, std::int64_t 
     }
     return p.numel();
 }
+
+}  // namespace memory_detail
+
+namespace {
 
 // Parameters this stage owns (stage_model.hpp StageParamElements). Megatron keeps a copy of a
 // tied word embedding on the last stage for the output layer when pp > 1 (its gradient is all-reduced).
@@ -307,6 +315,7 @@ void add_buffers(StageModel& st, const ModelConfig& m, const GpuSpec& gpu, const
     if (prof.megatron_fsdp && !prof.runtime_shard_units && p.zero >= 2 && p.offload == Offload::none &&
         p.finetune == Finetune::full)
         add_megatron_fsdp_buffers(st, p, prof, params);
+    if (prof.deepspeed_zero_optimizer) add_deepspeed_terms(st, p, prof, tensors, params);
     st.overhead = opt.overhead_bytes.value_or(gpu.overhead_bytes) + st.pool_slack;
 }
 
@@ -355,7 +364,7 @@ StageModel build_stage(const ModelConfig& m, const GpuSpec& gpu, const Plan& p, 
 
 // Memory held at one phase of the micro-batch that reaches the stage's peak (the
 // in_flight-th: the earlier ones' activations are still held).
-MemoryBreakdown snapshot(const StageModel& st, const Phase& ph, bool first_step) {
+MemoryBreakdown generic_snapshot(const StageModel& st, const Phase& ph, bool first_step) {
     MemoryBreakdown b;
     b.weights = st.states.weights;
     b.master_weights = st.states.master_weights;
@@ -408,6 +417,11 @@ MemoryBreakdown snapshot(const StageModel& st, const Phase& ph, bool first_step)
     return with_embedding_point(st, ph, b, earlier);
 }
 
+MemoryBreakdown snapshot(const StageModel& st, const Phase& ph, bool first_step) {
+    // Profile: DeepSpeed's gradient lifetimes (memory_deepspeed.cpp).
+    return with_deepspeed_phase(st, ph, generic_snapshot(st, ph, first_step));
+}
+
 // Calls f(phase) for the forward, output and backward phases of one stage's micro-batch;
 // `all_layers` false keeps only the ones that can hold the peak (activations grow through
 // forward and shrink through backward, so the last layer's; under the runtime's ZeRO buffers also
@@ -418,9 +432,10 @@ template <class F>
 void for_each_pass_phase(const StageModel& st, bool all_layers, F&& f) {
     const std::int64_t micro_batches = st.in_flight;
     // Layers gathered ahead and gradient buckets queued behind grow towards the stage's far end
-    // while activations shrink: the peak may lie up to that many layers from the last.
+    // while activations shrink: the peak may lie up to that many layers from the last (DeepSpeed's
+    // gradients grow through backward: any layer).
     const std::int64_t window = std::max({std::int64_t{st.runtime_units ? 1 : 0}, st.gather_layer > 0 ? st.gather_prefetch_layers : 0,
-                                          st.fsdp_queue_units});
+                                          st.fsdp_queue_units, st.deepspeed.on ? st.layers : 0});
     const std::int64_t lowest = all_layers ? 1 : std::max<std::int64_t>(st.layers - window, 1);
     // (A chunk of the embedding alone, interleaved: its ops are the pass.)
     const bool embedding_points = st.runtime_units && st.first && (lowest > 1 || st.layers == 0);
@@ -472,21 +487,6 @@ PeakAt peak_of(const StageModel& st, bool first_step) {
         if (b.total() > best.bytes || earlier_view) best = {b.total(), shown, b}, best_at = at.view_backward_at;
     });
     return best;
-}
-
-// What a layer keeps for backward out of its full saved set under the plan's recompute.
-std::vector<ActivationTensor> kept_for_backward(std::vector<ActivationTensor> full, const ModelConfig& model,
-                                                const Plan& plan, const FrameworkProfile& profile) {
-    switch (plan.recompute) {
-        case Recompute::none: return full;
-        case Recompute::selective:
-            if (profile.selective_op_sac && op_sac_applies(model))
-                return op_sac_inventory(model, plan, activation_dims(model, plan, profile));
-            std::erase_if(full, [](const ActivationTensor& t) { return t.attention_core; });
-            return full;
-        case Recompute::full: return {{"layer input", layer_input_bytes(activation_dims(model, plan, profile)), false}};
-    }
-    return full;
 }
 
 }  // namespace

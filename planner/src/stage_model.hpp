@@ -23,6 +23,21 @@ struct StageParamElements {
     std::int64_t outside_layers = 0;  // embeddings, final norm, LM head (a tied copy on the last stage)
 };
 
+// Profile (deepspeed_zero_optimizer, memory_deepspeed.cpp): DeepSpeed's gradient lifetimes and
+// buffers, phase by phase, replacing the generic gradients term (pp 1, no offload, full training).
+struct DeepSpeedStage {
+    bool on = false;
+    bool accumulates = false;  // grad_acc > 1: later micro-batches run beside the earlier ones' gradients
+    ZeroStage zero = zero_none;
+    std::int64_t full_grads = 0;       // every 16-bit param.grad of the stage
+    std::int64_t layer_grads = 0, head_grads = 0, embed_grads = 0;  // one layer's, the LM head's, the embeddings'
+    std::int64_t partition_grads = 0;  // ZeRO-1/2 grads_in_partition (the busiest rank's)
+    std::int64_t ipg_buffers = 0;      // ZeRO-1/2: the two reduce buckets (contiguous_gradients, overlap_comm)
+    std::int64_t large_head_grads = 0, large_embed_grads = 0;  // ZeRO-1: gradients above a bucket, kept to the epilogue
+    std::int64_t reduce_buffer = 0;    // ZeRO-0: the flattened all-reduce buffer
+    std::int64_t step_copies = 0;      // the optimizer step's gradient copies (or overflow check), at their widest
+};
+
 // Everything about one pipeline stage that the phase snapshots need.
 struct StageModel {
     std::int64_t layers = 0;
@@ -88,7 +103,16 @@ struct StageModel {
     std::int64_t earlier_fwd = -1, earlier_bwd = -1;
     bool output_grads_freed_in_forward = false;  // a view: ZeRO-2/3 wait for the head's reduction in its forward
     std::size_t view_backward_at = 0;  // a view: its ChunkView::backward_at
+    DeepSpeedStage deepspeed;
 };
+
+// A tensor's elements on one tensor-parallel rank (vocabulary padded to pad_multiple x tp).
+std::int64_t tp_local_numel(const ParamTensor& p, std::int64_t tp, std::int64_t vocab_pad);
+// Profile (deepspeed_zero_optimizer, memory_deepspeed.cpp): DeepSpeed's terms for the stage, and
+// a phase's snapshot with them.
+void add_deepspeed_terms(StageModel& st, const Plan& p, const FrameworkProfile& prof,
+                         const std::vector<ParamTensor>& tensors, const StageParamElements& params);
+MemoryBreakdown with_deepspeed_phase(const StageModel& st, const Phase& ph, MemoryBreakdown b);
 
 // Profile (megatron_fsdp, memory_fsdp.cpp): Megatron-FSDP's ZeRO-2/3 terms for the stage.
 void add_megatron_fsdp_buffers(StageModel& st, const Plan& p, const FrameworkProfile& prof,

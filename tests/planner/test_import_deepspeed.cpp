@@ -275,3 +275,21 @@ TEST(ImportDeepSpeed, ConfigFileIsDetectedAsDeepSpeed) {
     EXPECT_EQ(c.file, path);
     EXPECT_EQ(integer(c, "dp"), 8);
 }
+
+// The deepspeed profile charges ZeRO-1/2 with overlap_comm on, as --emit deepspeed writes it;
+// zero/config.py defaults it to false below stage 3 (overlap_comm_valid), so a config that leaves
+// it out or turns it off is warned at its line, and contiguous_gradients false likewise.
+TEST(ImportDeepSpeed, OverlapCommOffBelowStage3IsWarned) {
+    const ImportedConfig absent = import_text("{\n  \"train_micro_batch_size_per_gpu\": 1,\n  \"zero_optimization\": "
+                                              "{\"stage\": 1}\n}", 8);
+    EXPECT_TRUE(contains(absent.warnings, "zero_optimization.overlap_comm (absent: false)"));
+    EXPECT_TRUE(contains(absent.warnings, "every 16-bit gradient"));
+    const ImportedConfig off = import_text("{\n  \"zero_optimization\": {\n    \"stage\": 2,\n    \"overlap_comm\": "
+                                           "false,\n    \"contiguous_gradients\": false\n  }\n}", 8);
+    EXPECT_TRUE(contains(off.warnings, "bad.json:4: zero_optimization.overlap_comm"));
+    EXPECT_TRUE(contains(off.warnings, "one reduce bucket instead of two"));
+    EXPECT_TRUE(contains(off.warnings, "bad.json:5: zero_optimization.contiguous_gradients"));
+    // Stage 3 defaults it on, and a stage-0 config has no ZeRO buckets: nothing to say.
+    EXPECT_FALSE(contains(import_text("{\"zero_optimization\": {\"stage\": 3}}", 8).warnings, "overlap_comm"));
+    EXPECT_FALSE(contains(import_text("{\"zero_optimization\": {\"stage\": 0}}", 8).warnings, "overlap_comm"));
+}

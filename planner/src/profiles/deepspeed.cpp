@@ -1,4 +1,4 @@
-// DeepSpeed (microsoft/DeepSpeed) ZeRO with its default configuration.
+// DeepSpeed (deepspeedai/DeepSpeed) ZeRO with the zero_optimization block `--emit deepspeed` writes.
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/frameworks.hpp"
 
@@ -42,16 +42,13 @@ FrameworkProfile deepspeed_profile() {
     p.fp32_main_grads_only = false;  // its fp32 accumulator sits beside the 16-bit gradients
     p.megatron_fsdp = false;
     p.name = "deepspeed";
-    // deepspeed/runtime/zero/config.py: reduce_bucket_size = 5e8 elements, contiguous_gradients
-    // = True, overlap_comm defaults to True only for stage 3 (overlap_comm_valid).
-    // deepspeed/runtime/zero/stage_1_and_2.py DeepSpeedZeroOptimizer.backward: with
-    // contiguous_gradients it allocates ipg_buffer = one reduce_bucket_size tensor in the
-    // parameter dtype (a second one under overlap_comm) before each backward. Counted here as
-    // one 5e8-element bf16 bucket in flight.
+    // ZeRO's buckets, gradient lifetimes and step copies (memory_deepspeed.cpp) as the block
+    // `--emit deepspeed` writes: overlap_comm and contiguous_gradients on, default bucket sizes.
+    p.deepspeed_zero_optimizer = true;
+    // Where those terms do not apply (DeepSpeed's pipeline engine, offload, fine-tuning, fp32
+    // accumulation): one 5e8-element 16-bit bucket (zero/config.py reduce_bucket_size) in flight.
     p.grad_bucket_bytes = 500'000'000LL * 2;
     p.grad_buckets_in_flight = 1;
-    // The optimizer's fp32 state partitions are created at initialisation
-    // (DeepSpeedZeroOptimizer.initialize_optimizer_states zero-fills them before training).
     p.logits_fp32_copy = true;
     p.norm_row_stats = false;
     p.vocab_pad_multiple = 1;

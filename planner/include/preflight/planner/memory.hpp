@@ -166,6 +166,13 @@ struct FrameworkProfile {
     // run; with 16-bit main gradients the optimizer step makes an fp32 copy of the gradient shard.
     // Replaces the 2 x 25 MiB DDP buckets and ZeRO-3's one-layer gather and gradient terms.
     bool megatron_fsdp = true;
+    // DeepSpeed's ZeRO optimizers (planner/src/memory_deepspeed.cpp, from DeepSpeed v0.19.6's
+    // stage_1_and_2.py, stage3.py and fused_optimizer.py): 16-bit gradients exist from the first
+    // backward to the step (none in the first forward), ZeRO-1/2 keep the rank's partition of them
+    // whole-tensor (grads_in_partition) and two reduce buckets, ZeRO-3 one persistent bucket, and the
+    // optimizer step copies the gradients to fp32. One pipeline stage, no offload, full training;
+    // otherwise the generic terms.
+    bool deepspeed_zero_optimizer = false;
     // Allocation granularity: each model-state tensor is rounded up to this many bytes
     // (PyTorch CUDACachingAllocator: kMinBlockSize = 512). 0 = no rounding.
     std::int64_t allocation_granularity_bytes = 0;

@@ -1,0 +1,132 @@
+// The deepspeed profile's ZeRO terms (planner/src/memory_deepspeed.cpp), worked by hand from
+// DeepSpeed v0.19.6 (edaa722): runtime/zero/stage_1_and_2.py, stage3.py, fp16/fused_optimizer.py.
+//
+// Case: Llama-3-8B (data/models), dp 8, seq 4096, mbs 1, bf16-mixed. Hand figures:
+//  - P = 8,030,261,248 parameters, untied: embedding and LM head 128,256 x 4,096 = 525,336,576
+//    each, a layer 218,112,000 (q, o 4,096^2; k, v 1,024 x 4,096; gate, up, down 14,336 x 4,096;
+//    two 4,096 norms), final norm 4,096.
+//  - partition_size = P / 8 = 1,003,782,656 elements.
+//  - grads_in_partition holds every tensor overlapping a rank's partition, whole. Walking the flat
+//    buffer (embedding, 32 x [q k v o gate up down norm norm], norm, head), rank 5's partition
+//    [5,018,913,280, 6,022,695,936) starts inside a layer's up projection and ends inside another's
+//    down projection: 1,090,560,000 elements (the most of the 8 ranks), 2,181,120,000 B in bf16.
+//  - The step's copies: flatten (2 B) + .to(fp32) (4 B) of the partition = 6 x 1,003,782,656 =
+//    6,022,695,936 B; the overflow check before it: 11 B x the largest piece (the 525,336,576-element
+//    embedding or head) = 5,778,702,336 B; the wider is the step's.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "catalog_fixture.hpp"
+#include "preflight/planner/frameworks.hpp"
+#include "preflight/planner/memory.hpp"
+
+using namespace preflight;
+
+namespace {
+
+constexpr std::int64_t kParams = 8'030'261'248;
+constexpr std::int64_t kPartition = 1'003'782'656;
+constexpr std::int64_t kBusiestPartitionGradBytes = 2'181'120'000;
+constexpr std::int64_t kLayerGradBytes = 218'112'000LL * 2;
+constexpr std::int64_t kHeadGradBytes = 525'336'576LL * 2;
+constexpr std::int64_t kTwoBucketsBytes = 2 * 500'000'000LL * 2;  // overlap_comm: two 5e8-element bf16 buckets
+
+MemoryReport deepspeed_report(int zero, std::int64_t grad_acc, Precision precision = Precision::bf16_mixed,
+                              Recompute recompute = Recompute::none) {
+    Plan p;
+    p.seq = 4096, p.mbs = 1, p.dp = 8, p.grad_acc = grad_acc, p.zero = ZeroStage{zero};
+    p.precision = precision, p.recompute = recompute;
+    MemoryOptions o;
+    o.profile = deepspeed_profile();
+    o.timeline = true;
+    return evaluate_memory(test::catalog_model("llama-3-8b"), test::catalog_gpu("h100-sxm-80gb"), p, o);
+}
+
+const MemoryBreakdown& at(const MemoryReport& r, PhaseKind kind, std::int64_t layer = 0) {
+    const auto e = std::find_if(r.timeline_steady.begin(), r.timeline_steady.end(), [&](const TimelineEntry& t) {
+        return t.phase.kind == kind && t.phase.layer == layer;
+    });
+    if (e == r.timeline_steady.end()) throw std::runtime_error("no such phase in the timeline");
+    return e->bytes;
+}
+
+}  // namespace
+
+// stage_1_and_2.py: gradients appear in backward (the engine's zero_grad set them to None after the
+// last step); ZeRO-1 reduces only at the accumulation boundary, so with grad_acc 2 the second
+// micro-batch's forward runs beside every 16-bit param.grad and the two buckets setup_buckets
+// allocated at the first micro-batch's first gradient hook (released at the boundary's epilogue).
+TEST(DeepSpeedMemory, Zero1GradientsAppearInBackwardAndWaitForTheBoundary) {
+    const MemoryReport one = deepspeed_report(1, 1);
+    EXPECT_EQ(at(one, PhaseKind::output_loss).gradients, 0);
+    EXPECT_EQ(at(one, PhaseKind::forward, 32).gradients, 0);
+    // Backward's first layer: the partition buffer, the layer's own gradients while they are being
+    // computed, and the LM head's, which is above a bucket and stays as param.grad to the epilogue.
+    EXPECT_EQ(at(one, PhaseKind::backward, 32).gradients,
+              kBusiestPartitionGradBytes + kLayerGradBytes + kHeadGradBytes);
+    EXPECT_EQ(at(one, PhaseKind::backward, 32).buffers - at(one, PhaseKind::output_loss).buffers, kTwoBucketsBytes);
+
+    const MemoryReport two = deepspeed_report(1, 2);
+    EXPECT_EQ(at(two, PhaseKind::output_loss).gradients, 2 * kParams);
+    EXPECT_EQ(at(two, PhaseKind::output_loss).buffers - at(one, PhaseKind::output_loss).buffers, kTwoBucketsBytes);
+}
+
+// ZeRO-2 reduces in every backward; its epilogue releases the buckets and grads_in_partition but
+// keeps the first micro-batch's partition as the accumulator (all_grad_tensors) beside the next.
+TEST(DeepSpeedMemory, Zero2KeepsThePartitionAsTheAccumulator) {
+    const MemoryReport one = deepspeed_report(2, 1);
+    EXPECT_EQ(at(one, PhaseKind::output_loss).gradients, 0);
+    EXPECT_EQ(at(one, PhaseKind::backward, 32).gradients, kBusiestPartitionGradBytes + kLayerGradBytes);
+    const MemoryReport two = deepspeed_report(2, 2);
+    EXPECT_EQ(at(two, PhaseKind::output_loss).gradients, kBusiestPartitionGradBytes);
+    EXPECT_EQ(at(two, PhaseKind::backward, 32).gradients, 2 * kBusiestPartitionGradBytes + kLayerGradBytes);
+}
+
+// step(): the overflow check, then flatten + .to(fp32) of the partition's gradients while
+// grads_in_partition still holds them. Under full recompute the step is the peak.
+TEST(DeepSpeedMemory, Zero1And2StepCopiesTheGradientsToFp32) {
+    for (int zero : {1, 2}) {
+        const MemoryReport r = deepspeed_report(zero, 1, Precision::bf16_mixed, Recompute::full);
+        const MemoryBreakdown& step = at(r, PhaseKind::optimizer_step);
+        EXPECT_EQ(step.gradients, kBusiestPartitionGradBytes) << zero;
+        EXPECT_EQ(step.buffers - at(r, PhaseKind::step_start).buffers, std::max<std::int64_t>(6 * kPartition, 11 * 525'336'576LL));
+        EXPECT_EQ(r.peak_phase.kind, PhaseKind::optimizer_step) << zero;
+    }
+}
+
+// stage3.py: one reduce_bucket_size bucket allocated at initialisation and kept (1e9 B in bf16);
+// the step's flatten(...).to(fp32) of a sub-group. The rank's shards add up to 1,003,782,656
+// elements and reach sub_group_size (1e9) only with the last (the head's 65,667,072), so the whole
+// partition is one sub-group: 6 x 1,003,782,656 B. Pure bf16 keeps no master copy under ZeRO-3
+// (the bf16 partition is its own master), where ZeRO-1/2 clone it.
+TEST(DeepSpeedMemory, Zero3KeepsABucketAndCopiesASubGroupAtTheStep) {
+    const MemoryReport r = deepspeed_report(3, 1, Precision::bf16_mixed, Recompute::full);
+    EXPECT_EQ(at(r, PhaseKind::step_start).buffers, 1'000'000'000 + 4'194'304);  // + RoPE's fp32 cos/sin
+    EXPECT_EQ(at(r, PhaseKind::optimizer_step).buffers - at(r, PhaseKind::step_start).buffers, 6 * kPartition);
+    EXPECT_EQ(deepspeed_report(3, 1, Precision::bf16).at_peak.master_weights, 0);
+    EXPECT_EQ(deepspeed_report(2, 1, Precision::bf16).at_peak.master_weights, 2 * kPartition);
+}
+
+// stage_1_and_2.py clones the fp32 partition even when the model is fp32 (4 B x partition), and
+// its buckets hold the model dtype: 2 x 5e8 x 4 B.
+TEST(DeepSpeedMemory, Fp32ZeroClonesTheMasterPartition) {
+    const MemoryReport r = deepspeed_report(2, 1, Precision::fp32);
+    EXPECT_EQ(at(r, PhaseKind::step_start).master_weights, 4 * kPartition);
+    EXPECT_EQ(at(r, PhaseKind::backward, 32).buffers - at(r, PhaseKind::output_loss).buffers, 2 * 500'000'000LL * 4);
+}
+
+// Without ZeRO, FP16_Optimizer (bf16 and fp16): param.grad from backward to the step, where it
+// builds fp32 copies of every gradient and then their flat concatenation (4 + 4 B per parameter)
+// before the 16-bit gradients are dropped.
+TEST(DeepSpeedMemory, Zero0StepBuildsTwoFp32GradientCopies) {
+    const MemoryReport r = deepspeed_report(0, 1);
+    EXPECT_EQ(at(r, PhaseKind::output_loss).gradients, 0);
+    EXPECT_EQ(at(r, PhaseKind::backward, 32).gradients, kHeadGradBytes + kLayerGradBytes);
+    const MemoryBreakdown& step = at(r, PhaseKind::optimizer_step);
+    EXPECT_EQ(step.gradients, 2 * kParams);
+    EXPECT_EQ(step.buffers - at(r, PhaseKind::step_start).buffers, 8 * kParams);
+    // engine.py buffered_allreduce_fallback: one 5e8-element bf16 buffer at the reduction.
+    EXPECT_EQ(at(r, PhaseKind::grad_reduce).buffers - at(r, PhaseKind::step_start).buffers, 1'000'000'000);
+}
