@@ -10,6 +10,10 @@
 // patterns and *); where it cannot (a variable the script leaves open, a file test, a command's
 // status), every branch is read in order and the words read through it name that line. Loop
 // bodies are read once, so marked too.
+// A function's body is read at each call, with the variables as they are there, its words as
+// $1 ... and "$@", `local` names and `return` honoured (one no command calls is read at the end,
+// marked, only where nothing else launches); ${NAME:=word} and ${NAME=word} assign (`: ${TP:=2}`);
+// eval reads its words again as commands (eval "$CMD" with CMD holding the launch line).
 #pragma once
 
 #include <string>

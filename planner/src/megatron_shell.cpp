@@ -347,7 +347,7 @@ std::size_t Expander::reference(std::string_view raw, std::size_t i) {
             parameter(raw.substr(i + 2, end - i - 3), written);
         } else if (i + 2 < raw.size() && raw[i + 2] == '(') {
             const std::string_view inner = raw.substr(i + 3, end > i + 5 ? end - i - 5 : 0);
-            const Value e = Expander(vars_, line_, false, depth_ + 1, budget_).joined(inner);
+            const Value e = nested().joined(inner);
             const auto v = arithmetic(e.text(), vars_);
             // The result carries the undecided branch any of its operands came through.
             if (v) add(std::to_string(*v), true, line_, {}, first_branch(e, arithmetic_names_branch(e.text(), vars_)));
@@ -370,17 +370,36 @@ std::size_t Expander::reference(std::string_view raw, std::size_t i) {
     return j;
 }
 
+Expander Expander::nested() const {
+    Expander e(vars_, line_, false, depth_ + 1, budget_);
+    if (assign_to_) e.assigning(*assign_to_, assign_branch_);
+    return e;
+}
+
+// ${NAME:=word} assigns NAME when it is unset or empty, ${NAME=word} when it is unset (bash
+// "Shell Parameter Expansion"); a positional or special parameter, or an element, is not assigned.
+void Expander::assign_default(const std::string& name, const Value& v) {
+    if (!assign_to_ || name.empty() || !name_start(name[0])) return;
+    Value kept = v;
+    for (Piece& p : kept.pieces) p.branch = p.branch != 0 ? p.branch : assign_branch_;
+    (*assign_to_)[name] = Var{{std::move(kept)}, false};
+}
+
 // ${NAME}, ${NAME[@]}, ${NAME:-default} (also -, :=, =, :+, +); anything else stays unresolved.
+// Inside a function call "$@" and "$*" are its arguments (bash "Special Parameters"; both read as "$@").
 void Expander::parameter(std::string_view inner, std::string_view written) {
     std::size_t j = 0;
     if (!inner.empty() && name_start(inner[0]))
         while (j < inner.size() && name_char(inner[j])) ++j;
     else if (!inner.empty() && std::isdigit(static_cast<unsigned char>(inner[0])))
         while (j < inner.size() && std::isdigit(static_cast<unsigned char>(inner[j]))) ++j;
-    const std::string name(inner.substr(0, j));
-    bool all = false;
-    if (inner.substr(j, 3) == "[@]" || inner.substr(j, 3) == "[*]") all = true, j += 3;
+    const bool arguments = (inner == "@" || inner == "*") && vars_.count("@") > 0;
+    const std::string name = arguments ? "@" : std::string(inner.substr(0, j));
+    bool all = arguments;
+    if (arguments) j = 1;
+    else if (inner.substr(j, 3) == "[@]" || inner.substr(j, 3) == "[*]") all = true, j += 3;
     else if (inner.substr(j, 3) == "[0]") j += 3;
+    const bool element = j > name.size() && !arguments;
     const std::string_view rest = inner.substr(j);
     const auto it = vars_.find(name);
     const bool set = it != vars_.end();
@@ -391,21 +410,18 @@ void Expander::parameter(std::string_view inner, std::string_view written) {
     if (!rest.empty()) {
         const bool colon = rest[0] == ':';
         const char opc = rest[colon ? 1 : 0];
-        const std::string_view word = rest.substr(colon ? 2 : 1);
         const bool missing = colon ? empty : !set;
-        // Which word stands depends on NAME: it carries the undecided branch NAME came through.
-        const int branch = set && !it->second.values.empty() ? first_branch(it->second.values[0], 0) : 0;
-        const auto alternative = [&] {
-            Value v = Expander(vars_, line_, false, depth_ + 1, budget_).joined(word);
-            for (Piece& p : v.pieces)
-                if (p.branch == 0) p.branch = branch;
-            add_value(v, dq_);
-        };
-        if (opc == '+') {
-            if (!missing) alternative();
+        if (opc == '+' ? missing : !missing) {
+            if (opc != '+') return add_var(it->second, all);
             return;
         }
-        if (missing) return alternative();
+        // Which word stands depends on NAME: it carries the undecided branch NAME came through.
+        const int branch = set && !it->second.values.empty() ? first_branch(it->second.values[0], 0) : 0;
+        Value v = nested().joined(rest.substr(colon ? 2 : 1));
+        for (Piece& p : v.pieces)
+            if (p.branch == 0) p.branch = branch;
+        if (opc == '=' && !element) assign_default(name, v);
+        return add_value(v, dq_);
     }
     if (!set) return unresolved(written, name);
     add_var(it->second, all);

@@ -93,6 +93,13 @@ public:
     std::vector<Value> run(std::string_view raw);
     // The expansion as one value (an assignment's, a default's): its words joined by a space.
     Value joined(std::string_view raw);
+    // ${NAME:=word} / ${NAME=word} assign NAME in `vars` (the map this expansion reads), the
+    // value marked with `branch`; without this call they only substitute.
+    Expander& assigning(Vars& vars, int branch) {
+        assign_to_ = &vars;
+        assign_branch_ = branch;
+        return *this;
+    }
 
 private:
     void end_word();
@@ -105,10 +112,14 @@ private:
     std::size_t step(std::string_view raw, std::size_t i);
     std::size_t reference(std::string_view raw, std::size_t i);
     void parameter(std::string_view inner, std::string_view written);
+    Expander nested() const;  // for a default's word or an arithmetic's text: one deeper, not split
+    void assign_default(const std::string& name, const Value& v);
     void add_var(const Var& v, bool all_elements);
 
     const Vars& vars_;
     Budget* budget_;
+    Vars* assign_to_ = nullptr;
+    int assign_branch_ = 0;
     int line_;
     bool split_;
     int depth_;

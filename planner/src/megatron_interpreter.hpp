@@ -1,0 +1,145 @@
+// The launch-script reader's interpreter (megatron_script.hpp), shared by its two files:
+// megatron_script.cpp walks the grammar of bash's compound commands, megatron_commands.cpp runs
+// a simple command (assignments, the launch line, function calls, eval). Internal to the planner.
+#pragma once
+
+#include <deque>
+#include <initializer_list>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "megatron_script.hpp"
+#include "megatron_shell.hpp"
+
+namespace preflight::megatron_script::interp {
+
+using namespace shell;
+
+// Compound commands nested deeper than this are read as plain words (no script nests so deep;
+// it bounds the recursion on arbitrary input).
+inline constexpr int kMaxNesting = 200;
+// Function calls and evals nested deeper than this are not read (a function that calls itself
+// with a test the reader cannot decide would not end); the tokens read through calls, in all,
+// are bounded too (f1() { f0; f0; }, f2() { f1; f1; } ... doubles them at each level).
+inline constexpr int kMaxCallNesting = 32;
+inline constexpr std::size_t kMaxCallTokens = std::size_t{1} << 20;
+
+// NAME=value / NAME+=value: the name, whether it appends, and the value as written.
+struct Assignment {
+    std::string name;
+    bool append = false;
+    std::string_view value;
+};
+std::optional<Assignment> assignment(std::string_view word);
+
+// Words a command starts with that do not change what it runs (eval among them: what follows is read).
+bool prefix_word(const std::string& w);
+
+inline int first(int a, int b) { return a != 0 ? a : b; }
+
+// Whether commands run here, and the line of the innermost undecided conditional around them.
+struct Ctx {
+    bool run = true;
+    int branch = 0;
+};
+
+// A simple command's word, or an array assignment NAME=( elements ).
+struct Item {
+    const Raw* word = nullptr;
+    bool array = false;
+    std::vector<const Raw*> elements;
+};
+
+using Ends = std::initializer_list<std::string_view>;
+
+// A function the script defined: where its body's tokens are (read at each call).
+struct Function {
+    const std::vector<Raw>* source = nullptr;
+    std::size_t start = 0;
+    int line = 0;
+    int branch = 0;  // the undecided conditional it was defined under
+    int order = 0;
+};
+
+// A function call being read: the positional parameters and `local` variables it hides, to be
+// restored when it returns (nullopt: the name was not set before).
+struct Frame {
+    std::map<std::string, std::optional<Var>> saved;
+    int branch = 0;  // the branch the call was read under: a `return` under it ends the body
+    bool returned = false;
+};
+
+class Interpreter {
+public:
+    explicit Interpreter(std::vector<Raw> toks) : toks_(&sources_.emplace_back(std::move(toks))) {}
+    Script run();
+
+private:
+    const Raw* peek(std::size_t ahead = 0) const { return at_ + ahead < toks_->size() ? &(*toks_)[at_ + ahead] : nullptr; }
+    bool kind_at(Tok k, std::size_t ahead = 0) const { return peek(ahead) && peek(ahead)->kind == k; }
+    bool word_at(std::string_view w) const { return kind_at(Tok::word) && peek()->text == w; }
+    bool op_at(std::string_view o) const { return kind_at(Tok::op) && peek()->text == o; }
+    void eat_word(std::string_view w) { at_ += word_at(w) ? 1 : 0; }
+    void skip_separators() { while (kind_at(Tok::separator)) ++at_; }
+    bool ends_here(Ends ends) const;
+    bool returned() const { return !frames_.empty() && frames_.back().returned; }
+    // An expansion in this script: its budget, and ${NAME:=word} assigning under `branch`.
+    Expander expander(int line, bool split, int branch) {
+        return Expander(vars_, line, split, 0, &budget_).assigning(vars_, branch);
+    }
+
+    // megatron_script.cpp: the grammar.
+    Status list(Ctx c, Ends ends);
+    Status and_or(Ctx c);
+    Status pipeline(Ctx c);
+    Status command(Ctx c);
+    Status compound(Ctx c);
+    Status define(Ctx c, bool keyword, bool parens);
+    Status if_clause(Ctx c);
+    Status case_clause(Ctx c);
+    Truth patterns(const Word& subject);
+    Status while_loop(Ctx c);
+    Status for_loop(Ctx c);
+    Status group(Ctx c, Tok close);
+    Status arithmetic_command();
+    Status double_bracket(Ctx c);
+    Status simple(Ctx c);
+    Status single_bracket(const std::vector<Item>& items, std::size_t k, int branch);
+    int note(int line, std::string what);
+
+    // megatron_commands.cpp: simple commands.
+    Status execute(Ctx c, const std::vector<Item>& items);
+    void expand_only(const std::vector<Item>& items, std::size_t from, int branch);
+    void make_local(const std::vector<Item>& items, std::size_t from);
+    void assign(const Raw& w, const Assignment& a, int branch);
+    void assign_array(const Assignment& a, const Item& item, int branch);
+    void launch(const std::vector<Word>& all, std::size_t script_at, int line);
+    Status call(const Function& f, const std::vector<Value>& args, Ctx c, int line);
+    void bind_positional(Frame& frame, const std::vector<Value>& args, int line);
+    void restore(Frame& frame);
+    Status eval(Ctx c, const std::vector<Value>& args, int line);
+    Status read_tokens(const std::vector<Raw>* source, std::size_t start, Ctx c, bool one_command, int line);
+    void spend(std::size_t tokens, int line);  // tokens read through calls and evals (kMaxCallTokens)
+    void call_uncalled();
+
+    std::deque<std::vector<Raw>> sources_;  // the script's tokens, then each eval's (never moved: a deque)
+    const std::vector<Raw>* toks_;          // the tokens being read
+    std::size_t at_ = 0;
+    int depth_ = 0;
+    Vars vars_;
+    shell::Budget budget_;  // what the script's expansions produce in all (kMaxScriptChars)
+    Script script_;
+    std::map<int, std::size_t> noted_;  // line -> its entry in script_.undecided
+    std::vector<Word> plain_;  // commands that are --flags (an arguments file)
+    std::map<std::string, Function> functions_;
+    std::set<std::string> named_;  // the words commands start with, run or not (an uncalled function is none)
+    std::vector<Frame> frames_;    // the function calls being read, innermost last
+    int calls_ = 0;                // function calls and evals nested now
+    std::size_t call_tokens_ = 0;  // tokens read through calls, in all (kMaxCallTokens)
+};
+
+}  // namespace preflight::megatron_script::interp
