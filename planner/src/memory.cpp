@@ -435,7 +435,7 @@ void for_each_pass_phase(const StageModel& st, bool all_layers, F&& f) {
     // while activations shrink: the peak may lie up to that many layers from the last (DeepSpeed's
     // gradients grow through backward: any layer).
     const std::int64_t window = std::max({std::int64_t{st.runtime_units ? 1 : 0}, st.gather_layer > 0 ? st.gather_prefetch_layers : 0,
-                                          st.fsdp_queue_units, st.deepspeed.on ? st.layers : 0});
+                                          st.fsdp_queue_units, st.deepspeed.kind != DeepSpeedOptimizer::none ? st.layers : 0});
     const std::int64_t lowest = all_layers ? 1 : std::max<std::int64_t>(st.layers - window, 1);
     // (A chunk of the embedding alone, interleaved: its ops are the pass.)
     const bool embedding_points = st.runtime_units && st.first && (lowest > 1 || st.layers == 0);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "preflight/planner/checked.hpp"
+#include "preflight/planner/plan.hpp"
 #include "stage_model.hpp"
 
 namespace preflight::memory_detail {
@@ -75,53 +76,58 @@ std::int64_t largest_sub_group(const std::vector<std::int64_t>& sizes, std::int6
     return largest;
 }
 
-}  // namespace
+// Without ZeRO: FP16_Optimizer (bf16 and fp16; fp32 runs the bare optimizer), the engine's
+// all-reduce of the 16-bit gradients.
+void add_fused_optimizer_terms(DeepSpeedStage& ds, const Plan& p, const StageParamElements& params,
+                               std::int64_t dtype_bytes) {
+    ds.kind = DeepSpeedOptimizer::unsharded;
+    // engine.py buffered_allreduce_fallback flattens the gradients 5e8 elements at a time.
+    ds.reduce_buffer = p.dp > 1 ? kAllreduceBufferElements * dtype_bytes : 0;
+    // fused_optimizer.py step: a list of fp32 copies of every 16-bit gradient, then their flat
+    // concatenation, while the 16-bit gradients still exist.
+    ds.step_copies = dtype_bytes == 4 ? 0 : checked_mul(params.flat, 8, "stage parameters x 8 B");
+}
 
-void add_deepspeed_terms(StageModel& st, const Plan& p, const FrameworkProfile& prof,
-                         const std::vector<ParamTensor>& tensors, const StageParamElements& params) {
-    // DeepSpeed's pipeline engine, offload and fine-tuning keep the generic model's terms.
-    if (p.pp > 1 || p.offload != Offload::none || p.finetune != Finetune::full) return;
-    const bool fp32 = p.precision == Precision::fp32;
-    if (!fp32 && p.precision != Precision::bf16_mixed && p.precision != Precision::fp16_mixed &&
-        p.precision != Precision::bf16)
-        return;  // bf16-mixed-fp32-grads: DeepSpeed's fp32 accumulators (BF16_Optimizer), generic terms
-    DeepSpeedStage& ds = st.deepspeed;
-    ds.on = true;
-    ds.accumulates = p.grad_acc > 1;
-    const std::int64_t dtype_bytes = fp32 ? 4 : 2;  // the model's (and the gradients') dtype
-    // Master partition dtype: fp32, or bf16 under bf16_master_weights_and_grads.
-    const std::int64_t master_bytes = p.precision == Precision::bf16 ? prof.pure_bf16_master_bytes : 4;
-    const std::vector<std::int64_t> sizes = flat_order(p, prof, st, tensors);
-    ds.zero = p.zero;
-    ds.full_grads = checked_mul(params.flat, dtype_bytes, "stage parameters x gradient bytes");
-    ds.layer_grads = params.layer_local * dtype_bytes;
-    ds.head_grads = params.head_local * dtype_bytes;
-    ds.embed_grads = params.embed_local * dtype_bytes;
-    st.grad_buckets = 0;  // replaced by DeepSpeed's own buffers below
-    if (p.zero == zero_none) {
-        // engine.py buffered_allreduce_fallback flattens the gradients 5e8 elements at a time.
-        ds.reduce_buffer = p.dp > 1 ? kAllreduceBufferElements * dtype_bytes : 0;
-        // fused_optimizer.py step: a list of fp32 copies of every 16-bit gradient, then their flat
-        // concatenation, while the 16-bit gradients still exist; fp32 runs the bare optimizer.
-        ds.step_copies = fp32 ? 0 : checked_mul(params.flat, 8, "stage parameters x 8 B");
-        return;
-    }
-    if (p.zero == zero_weights) {
-        // stage3.py: one IPG bucket of reduce_bucket_size in the communication dtype, allocated at
-        // initialisation and kept; pure bf16's master partition is the bf16 partition itself
-        // (same dtype and device: no copy).
-        st.static_buffers += kReduceBucketElements * dtype_bytes;
-        if (p.precision == Precision::bf16) st.states.master_weights = 0;
-        // _prepare_fp32_grad_for_sub_group: flatten(averaged_gradients[sub_group]).to(fp32), one
-        // sub-group at a time.
-        const std::int64_t sub_group = largest_sub_group(sizes, p.dp);
-        ds.step_copies = sub_group * dtype_bytes + (master_bytes != dtype_bytes ? sub_group * master_bytes : 0);
-        return;
-    }
-    // ZeRO-1/2 (stage_1_and_2.py). partition_size = ceil(flat / dp).
+// BF16_Optimizer (bf16_optimizer.py), which engine.py _do_optimizer_sanity_check picks for bf16
+// beside a pipeline without ZeRO, and for ZeRO-1 with fp32 gradient accumulation: an fp32 master
+// partition, a flat high-precision gradient buffer of every parameter in grad_accum_dtype (zeroed,
+// never freed) beside the 16-bit param.grad, reduced in place.
+void add_bf16_optimizer_terms(StageModel& st, DeepSpeedStage& ds, const Plan& p, const StageParamElements& params,
+                              std::int64_t accum_bytes) {
+    ds.kind = DeepSpeedOptimizer::unsharded;
     const std::int64_t partition = shard_elements(params.flat, p.dp);
+    st.states.master_weights = partition * 4;
+    st.states.optimizer_states = partition * optimizer_bytes_per_param(p.optimizer);
+    ds.persistent_grads = checked_mul(params.flat, accum_bytes, "stage parameters x accumulation bytes");
+    // step: the gradient partition .to(fp32), no copy when it already is.
+    ds.step_copies = accum_bytes == 4 ? 0 : partition * 4;
+}
+
+// stage3.py: one IPG bucket of reduce_bucket_size in the communication (model) dtype, allocated
+// at initialisation and kept; the gradient partitions in grad_accum_dtype (grad_partitions_flat_buffer);
+// pure bf16's master partition is the bf16 partition itself (same dtype and device: no copy).
+void add_zero3_terms(StageModel& st, DeepSpeedStage& ds, const Plan& p, const StageParamElements& params,
+                     const std::vector<std::int64_t>& sizes, std::int64_t dtype_bytes, std::int64_t master_bytes) {
+    ds.kind = DeepSpeedOptimizer::zero3;
+    st.static_buffers += kReduceBucketElements * dtype_bytes;
+    if (p.precision == Precision::bf16) st.states.master_weights = 0;
+    const std::int64_t grad_bytes = p.precision == Precision::bf16_mixed_fp32_grads ? 4 : dtype_bytes;
+    st.states.gradients = params.zero3 * grad_bytes;
+    // _prepare_fp32_grad_for_sub_group: flatten(averaged_gradients[sub_group]).to(fp32), one
+    // sub-group at a time.
+    const std::int64_t sub_group = largest_sub_group(sizes, p.dp);
+    ds.step_copies = sub_group * grad_bytes + (master_bytes != grad_bytes ? sub_group * master_bytes : 0);
+}
+
+// DeepSpeedZeroOptimizer (stage_1_and_2.py). Its gradients stay in the model dtype under fp32
+// accumulation too (ZeRO-2: use_grad_accum_attribute is off where gradients are partitioned).
+void add_zero12_terms(StageModel& st, DeepSpeedStage& ds, const Plan& p, const StageParamElements& params,
+                      const std::vector<std::int64_t>& sizes, std::int64_t dtype_bytes, std::int64_t master_bytes) {
+    ds.kind = DeepSpeedOptimizer::zero12;
+    ds.zero_one = p.zero == zero_optimizer_states;
+    const std::int64_t partition = shard_elements(params.flat, p.dp);  // partition_size = ceil(flat / dp)
     // The fp32 master partition is a clone even when the model is fp32 (weights_partition ... .clone()).
-    if (fp32) st.states.master_weights = partition * 4;
+    if (p.precision == Precision::fp32) st.states.master_weights = partition * 4;
     ds.partition_grads = busiest_partition_overlap(sizes, partition, p.dp) * dtype_bytes;
     // setup_buckets: contiguous_gradients allocates one reduce_bucket_size buffer in the model dtype
     // at the first gradient hook, overlap_comm a second (double buffering).
@@ -138,69 +144,92 @@ void add_deepspeed_terms(StageModel& st, const Plan& p, const FrameworkProfile& 
     // step: flatten(averaged_gradients) then .to(master dtype) (no copy when it already is); the bf16
     // and fp16 overflow check (check_grad_overflow) runs first, one gradient piece at a time.
     const std::int64_t step_copy = partition * dtype_bytes + (master_bytes != dtype_bytes ? partition * master_bytes : 0);
-    const std::int64_t overflow = fp32 ? 0 : largest_piece(sizes, partition) * kOverflowCheckBytesPerElement;
+    const std::int64_t overflow = dtype_bytes == 4 ? 0 : largest_piece(sizes, partition) * kOverflowCheckBytesPerElement;
     ds.step_copies = std::max(step_copy, overflow);
+}
+
+}  // namespace
+
+void add_deepspeed_terms(StageModel& st, const Plan& p, const FrameworkProfile& prof,
+                         const std::vector<ParamTensor>& tensors, const StageParamElements& params) {
+    // Offload and fine-tuning keep the generic model's terms (fp8 is refused by the profile).
+    if (p.offload != Offload::none || p.finetune != Finetune::full || p.precision == Precision::fp8_mixed) return;
+    const bool fp32_accum = p.precision == Precision::bf16_mixed_fp32_grads;
+    // engine.py _do_optimizer_sanity_check: the cases that run BF16_Optimizer.
+    const bool bf16_optimizer = (p.zero == zero_none && p.pp > 1 && p.precision == Precision::bf16_mixed) ||
+                                (fp32_accum && p.zero == zero_optimizer_states);
+    if (p.pp > 1 && !bf16_optimizer) return;  // the pipeline engine's other optimizers: generic terms
+    DeepSpeedStage& ds = st.deepspeed;
+    ds.grad_acc = p.grad_acc;
+    const std::int64_t dtype_bytes = p.precision == Precision::fp32 ? 4 : 2;  // the model's (param.grad's) dtype
+    // Master partition dtype: fp32, or bf16 under bf16_master_weights_and_grads.
+    const std::int64_t master_bytes = p.precision == Precision::bf16 ? prof.pure_bf16_master_bytes : 4;
+    ds.full_grads = checked_mul(params.flat, dtype_bytes, "stage parameters x gradient bytes");
+    ds.layer_grads = params.layer_local * dtype_bytes;
+    ds.head_grads = params.head_local * dtype_bytes;
+    ds.embed_grads = params.embed_local * dtype_bytes;
+    st.grad_buckets = 0;  // replaced by DeepSpeed's own buffers
+    const std::vector<std::int64_t> sizes = flat_order(p, prof, st, tensors);
+    if (bf16_optimizer) return add_bf16_optimizer_terms(st, ds, p, params, fp32_accum ? 4 : 2);
+    if (p.zero == zero_none) return add_fused_optimizer_terms(ds, p, params, dtype_bytes);
+    if (p.zero == zero_weights) return add_zero3_terms(st, ds, p, params, sizes, dtype_bytes, master_bytes);
+    add_zero12_terms(st, ds, p, params, sizes, dtype_bytes, master_bytes);
 }
 
 MemoryBreakdown with_deepspeed_phase(const StageModel& st, const Phase& ph, MemoryBreakdown b) {
     const DeepSpeedStage& ds = st.deepspeed;
-    if (!ds.on) return b;
-    if (ds.zero == zero_weights) {  // gradients and buckets as the generic ZeRO-3 terms; the step's copy
-        if (ph.kind == PhaseKind::optimizer_step) b.buffers += ds.step_copies;
-        return b;
-    }
+    if (ds.kind == DeepSpeedOptimizer::none) return b;
+    if (ph.kind == PhaseKind::optimizer_step) b.buffers += ds.step_copies;
+    if (ds.kind == DeepSpeedOptimizer::zero3) return b;  // its gradients and gathers: the generic ZeRO-3 terms
+    // With more micro-batches than the stage holds at once, a later one runs beside the gradients
+    // of those before it (pp 1: any accumulation).
+    const bool accumulates = ds.grad_acc > st.in_flight;
     const bool before_backward = ph.kind == PhaseKind::step_start || ph.kind == PhaseKind::forward ||
                                  ph.kind == PhaseKind::output_loss;
+    const bool beside_earlier = accumulates && ph.kind != PhaseKind::step_start;
     // A layer's 16-bit gradients while autograd computes them, before their hook moves them on.
     const std::int64_t computing = ph.kind == PhaseKind::backward ? ds.layer_grads : 0;
-    // Layers whose gradients backward has reached at backward layer l (head first).
-    const std::int64_t reached = st.layers - ph.layer + 1;
-    switch (ds.zero) {
-        case zero_none:
-            // param.grad from the first backward to the step (zero_grad sets them to None); with
-            // accumulation every later micro-batch runs beside all of them.
-            if (ph.kind == PhaseKind::step_start) b.gradients = 0;
-            else if (before_backward) b.gradients = ds.accumulates ? ds.full_grads : 0;
-            else if (ph.kind == PhaseKind::backward && !ds.accumulates)
-                b.gradients = (st.last ? ds.head_grads : 0) + reached * ds.layer_grads;
-            else b.gradients = ds.full_grads;
-            if (ph.kind == PhaseKind::grad_reduce) b.buffers += ds.reduce_buffer;
-            if (ph.kind == PhaseKind::optimizer_step) b.buffers += ds.step_copies;
-            return b;
-        case zero_optimizer_states:
-            // ZeRO-1 reduces only at the accumulation boundary (engine.py allreduce_gradients): the
-            // earlier micro-batches accumulate full param.grad and keep the IPG buffers until the
-            // boundary's epilogue (_release_ipg_buffers); at the boundary each hook moves its
-            // gradient into a bucket, and the rank's partition into grads_in_partition.
-            if (before_backward) {
-                b.gradients = ds.accumulates && ph.kind != PhaseKind::step_start ? ds.full_grads : 0;
-                if (ds.accumulates && ph.kind != PhaseKind::step_start) b.buffers += ds.ipg_buffers;
-            } else if (ph.kind == PhaseKind::backward) {
-                const std::int64_t unreduced = ds.accumulates ? (st.first ? ds.embed_grads : 0) + ph.layer * ds.layer_grads : 0;
-                b.gradients = unreduced + computing + ds.partition_grads + ds.large_head_grads;
-                b.buffers += ds.ipg_buffers;
-            } else if (ph.kind == PhaseKind::grad_reduce) {
-                b.gradients = ds.partition_grads + ds.large_head_grads + ds.large_embed_grads;
-                b.buffers += ds.ipg_buffers;
-            } else {
-                b.gradients = ds.partition_grads;
-                b.buffers += ds.step_copies;
-            }
-            return b;
-        default:
-            // ZeRO-2 reduces in every backward and releases its buckets and grads_in_partition at
-            // each epilogue; with accumulation the first micro-batch's partition stays as the
-            // accumulator (all_grad_tensors) beside the next one's.
-            if (before_backward) {
-                b.gradients = ds.accumulates && ph.kind != PhaseKind::step_start ? ds.partition_grads : 0;
-            } else if (ph.kind == PhaseKind::optimizer_step) {
-                b.gradients = ds.partition_grads;
-                b.buffers += ds.step_copies;
-            } else {
-                b.gradients = (ds.accumulates ? 2 : 1) * ds.partition_grads + computing;
-                b.buffers += ds.ipg_buffers;
-            }
-            return b;
+    if (ds.kind == DeepSpeedOptimizer::unsharded) {
+        // param.grad from the first backward to the step (zero_grad sets them to None), growing
+        // through that backward (head first; layers st.layers..l at backward layer l).
+        if (before_backward) b.gradients = beside_earlier ? ds.full_grads : 0;
+        else if (ph.kind == PhaseKind::backward && !accumulates)
+            b.gradients = (st.last ? ds.head_grads : 0) + (st.layers - ph.layer + 1) * ds.layer_grads;
+        else b.gradients = ds.full_grads;
+        b.gradients += ds.persistent_grads;
+        if (ph.kind == PhaseKind::grad_reduce) b.buffers += ds.reduce_buffer;
+        return b;
+    }
+    if (ds.zero_one) {
+        // ZeRO-1 reduces only at the accumulation boundary (engine.py allreduce_gradients): the
+        // earlier micro-batches accumulate full param.grad and keep the buckets until the
+        // boundary's epilogue (_release_ipg_buffers); at the boundary each hook moves its gradient
+        // into a bucket, and the rank's partition into grads_in_partition.
+        if (before_backward) {
+            b.gradients = beside_earlier ? ds.full_grads : 0;
+            if (beside_earlier) b.buffers += ds.ipg_buffers;
+        } else if (ph.kind == PhaseKind::backward) {
+            const std::int64_t unreduced = accumulates ? (st.first ? ds.embed_grads : 0) + ph.layer * ds.layer_grads : 0;
+            b.gradients = unreduced + computing + ds.partition_grads + ds.large_head_grads;
+            b.buffers += ds.ipg_buffers;
+        } else if (ph.kind == PhaseKind::grad_reduce) {
+            b.gradients = ds.partition_grads + ds.large_head_grads + ds.large_embed_grads;
+            b.buffers += ds.ipg_buffers;
+        } else {
+            b.gradients = ds.partition_grads;
+        }
+        return b;
+    }
+    // ZeRO-2 reduces in every backward and releases its buckets and grads_in_partition at each
+    // epilogue; with accumulation the first micro-batch's partition stays as the accumulator
+    // (all_grad_tensors) beside the next one's.
+    if (before_backward) {
+        b.gradients = beside_earlier ? ds.partition_grads : 0;
+    } else if (ph.kind == PhaseKind::optimizer_step) {
+        b.gradients = ds.partition_grads;
+    } else {
+        b.gradients = (accumulates ? 2 : 1) * ds.partition_grads + computing;
+        b.buffers += ds.ipg_buffers;
     }
     return b;
 }

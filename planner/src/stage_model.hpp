@@ -23,19 +23,21 @@ struct StageParamElements {
     std::int64_t outside_layers = 0;  // embeddings, final norm, LM head (a tied copy on the last stage)
 };
 
-// Profile (deepspeed_zero_optimizer, memory_deepspeed.cpp): DeepSpeed's gradient lifetimes and
-// buffers, phase by phase, replacing the generic gradients term (pp 1, no offload, full training).
+// Profile (deepspeed_zero_optimizer, memory_deepspeed.cpp): which DeepSpeed optimizer holds the
+// gradients, their lifetimes and its buffers, phase by phase (none: the generic terms).
+enum class DeepSpeedOptimizer { none, unsharded, zero12, zero3 };
 struct DeepSpeedStage {
-    bool on = false;
-    bool accumulates = false;  // grad_acc > 1: later micro-batches run beside the earlier ones' gradients
-    ZeroStage zero = zero_none;
-    std::int64_t full_grads = 0;       // every 16-bit param.grad of the stage
+    DeepSpeedOptimizer kind = DeepSpeedOptimizer::none;  // unsharded: FP16_Optimizer, BF16_Optimizer, bare
+    bool zero_one = false;           // zero12: ZeRO-1 (reduces only at the accumulation boundary)
+    std::int64_t grad_acc = 1;
+    std::int64_t full_grads = 0;     // every 16-bit param.grad of the stage
     std::int64_t layer_grads = 0, head_grads = 0, embed_grads = 0;  // one layer's, the LM head's, the embeddings'
-    std::int64_t partition_grads = 0;  // ZeRO-1/2 grads_in_partition (the busiest rank's)
-    std::int64_t ipg_buffers = 0;      // ZeRO-1/2: the two reduce buckets (contiguous_gradients, overlap_comm)
+    std::int64_t persistent_grads = 0;  // BF16_Optimizer's flat high-precision gradient buffer
+    std::int64_t partition_grads = 0;   // ZeRO-1/2 grads_in_partition (the busiest rank's)
+    std::int64_t ipg_buffers = 0;       // ZeRO-1/2: the two reduce buckets (contiguous_gradients, overlap_comm)
     std::int64_t large_head_grads = 0, large_embed_grads = 0;  // ZeRO-1: gradients above a bucket, kept to the epilogue
-    std::int64_t reduce_buffer = 0;    // ZeRO-0: the flattened all-reduce buffer
-    std::int64_t step_copies = 0;      // the optimizer step's gradient copies (or overflow check), at their widest
+    std::int64_t reduce_buffer = 0;     // FP16_Optimizer: the engine's flattened all-reduce buffer
+    std::int64_t step_copies = 0;       // the optimizer step's gradient copies (or overflow check), at their widest
 };
 
 // Everything about one pipeline stage that the phase snapshots need.

@@ -34,9 +34,9 @@ constexpr std::int64_t kHeadGradBytes = 525'336'576LL * 2;
 constexpr std::int64_t kTwoBucketsBytes = 2 * 500'000'000LL * 2;  // overlap_comm: two 5e8-element bf16 buckets
 
 MemoryReport deepspeed_report(int zero, std::int64_t grad_acc, Precision precision = Precision::bf16_mixed,
-                              Recompute recompute = Recompute::none) {
+                              Recompute recompute = Recompute::none, std::int64_t dp = 8, std::int64_t pp = 1) {
     Plan p;
-    p.seq = 4096, p.mbs = 1, p.dp = 8, p.grad_acc = grad_acc, p.zero = ZeroStage{zero};
+    p.seq = 4096, p.mbs = 1, p.dp = dp, p.pp = pp, p.grad_acc = grad_acc, p.zero = ZeroStage{zero};
     p.precision = precision, p.recompute = recompute;
     MemoryOptions o;
     o.profile = deepspeed_profile();
@@ -129,4 +129,39 @@ TEST(DeepSpeedMemory, Zero0StepBuildsTwoFp32GradientCopies) {
     EXPECT_EQ(step.buffers - at(r, PhaseKind::step_start).buffers, 8 * kParams);
     // engine.py buffered_allreduce_fallback: one 5e8-element bf16 buffer at the reduction.
     EXPECT_EQ(at(r, PhaseKind::grad_reduce).buffers - at(r, PhaseKind::step_start).buffers, 1'000'000'000);
+}
+
+// engine.py _do_optimizer_sanity_check picks BF16_Optimizer for bf16 beside a pipeline without ZeRO:
+// it shards the fp32 master (and so the moments) over dp and keeps a flat bf16 gradient buffer of
+// every parameter (grad_accum_dtype = the model's) beside param.grad, reduced in place. dp 2 x pp 4:
+// stage 0 holds the embedding and 8 layers, 525,336,576 + 8 x 218,112,000 = 2,270,232,576
+// parameters, 1,135,116,288 a dp rank's partition.
+TEST(DeepSpeedMemory, PipelineWithoutZeroShardsTheMasterInBf16Optimizer) {
+    const MemoryReport r = deepspeed_report(0, 8, Precision::bf16_mixed, Recompute::none, 2, 4);
+    ASSERT_EQ(r.pipeline_stage, 0);
+    EXPECT_EQ(r.at_peak.master_weights, 4 * 1'135'116'288LL);
+    EXPECT_EQ(r.at_peak.optimizer_states, 8 * 1'135'116'288LL);
+    // 8 micro-batches, 4 in flight on stage 0: the peak micro-batch runs beside the earlier ones'
+    // param.grad (2 B) and the flat buffer (2 B).
+    EXPECT_EQ(r.at_peak.gradients, 4 * 2'270'232'576LL);
+    EXPECT_EQ(at(r, PhaseKind::step_start).gradients, 2 * 2'270'232'576LL);  // the buffer alone
+    // step: the partition of the bf16 buffer .to(fp32).
+    EXPECT_EQ(at(r, PhaseKind::optimizer_step).buffers - at(r, PhaseKind::step_start).buffers, 4 * 1'135'116'288LL);
+}
+
+// data_types.grad_accum_dtype fp32: ZeRO-1 runs BF16_Optimizer with an fp32 buffer of every
+// gradient (4 B x P, kept) and param.grad only from backward; ZeRO-2's gradients stay bf16
+// (use_grad_accum_attribute is off where gradients are partitioned), so it is bf16-mixed's ZeRO-2;
+// ZeRO-3 keeps its gradient partitions in fp32 (grad_partitions_flat_buffer) and flattens a
+// sub-group of them, already fp32, at the step.
+TEST(DeepSpeedMemory, Fp32AccumulationFollowsTheOptimizerDeepSpeedPicks) {
+    const MemoryReport one = deepspeed_report(1, 1, Precision::bf16_mixed_fp32_grads);
+    EXPECT_EQ(at(one, PhaseKind::output_loss).gradients, 4 * kParams);
+    EXPECT_EQ(at(one, PhaseKind::backward, 32).gradients, 4 * kParams + kHeadGradBytes + kLayerGradBytes);
+    EXPECT_EQ(at(one, PhaseKind::optimizer_step).buffers, at(one, PhaseKind::step_start).buffers);
+    const MemoryReport two = deepspeed_report(2, 1, Precision::bf16_mixed_fp32_grads);
+    EXPECT_EQ(at(two, PhaseKind::backward, 32).gradients, kBusiestPartitionGradBytes + kLayerGradBytes);
+    const MemoryReport three = deepspeed_report(3, 1, Precision::bf16_mixed_fp32_grads);
+    EXPECT_EQ(at(three, PhaseKind::step_start).gradients, 4 * kPartition);
+    EXPECT_EQ(at(three, PhaseKind::optimizer_step).buffers - at(three, PhaseKind::step_start).buffers, 4 * kPartition);
 }
