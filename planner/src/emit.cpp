@@ -219,6 +219,8 @@ void add_megatron_precision_arguments(const Plan& p, std::vector<std::string>& a
             a.emplace_back("--bf16");
             a.emplace_back("--grad-reduce-in-bf16");
             a.emplace_back("--fp8-format hybrid");  // Transformer Engine: e4m3 forward, e5m2 gradients
+            // Transformer Engine fp8 parameters, gathered in fp8 by the distributed optimizer (fp8_params.cpp).
+            if (p.fp8_param_gather) a.emplace_back("--fp8-param-gather");
             if (p.fp8_scaling == Fp8Scaling::rowwise)
                 warn(w, "rowwise fp8 scaling is torchao's recipe; Transformer Engine's --fp8-format scales per "
                         "tensor, so this config runs tensorwise");

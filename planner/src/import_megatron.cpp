@@ -309,6 +309,23 @@ void import_megatron_fsdp_precision(Flags& f, ImportedConfig& out) {
                                          (grads == "auto" ? ": bf16" : "") + "), not as this flag says");
 }
 
+// --fp8-param-gather (_add_transformer_engine_args): Transformer Engine fp8 parameters, planned
+// under fp8 with the distributed optimizer (fp8_params.cpp). Megatron-LM refuses it without fp8
+// (TransformerConfig: "fp8_param must be used together with fp8 mode") and without a sharded
+// optimizer (validate_args); under FSDP its fp8 parameters are not modelled.
+void import_fp8_param_gather(Flags& f, ImportedConfig& out) {
+    const Flag* x = f.get("--fp8-param-gather");
+    if (!x) return;
+    const bool fp8 = f.has("--fp8-format");
+    const bool fsdp = f.has("--use-megatron-fsdp") || f.has("--use-torch-fsdp2");
+    if (fp8 && !fsdp && f.has("--use-distributed-optimizer")) return set_field(out, "fp8_param_gather", true, f.spot(*x));
+    warn(out, f.spot(*x), !fp8   ? "Megatron-LM refuses it without --fp8-format (fp8_param must be used together with fp8 "
+                                   "mode): planned without it"
+                          : fsdp ? "fp8 parameters under FSDP are not modelled: planned with bf16 parameters"
+                                 : "Megatron-LM refuses it without --use-distributed-optimizer (validate_args): planned "
+                                   "without it");
+}
+
 // _add_mixed_precision_args: --bf16, --fp16, --accumulate-allreduce-grads-in-fp32; the
 // Transformer Engine fp8 flags (TransformerConfig.fp8: --fp8-format e4m3|hybrid, --fp8-recipe).
 void import_precision(Flags& f, ImportedConfig& out) {
@@ -454,7 +471,6 @@ void classify_rest(Flags& f, ImportedConfig& out) {
         {"--deepspeed-config", "Megatron-DeepSpeed's ds_config is not read from here; import it with --from"},
         {"--zero-stage", "Megatron-DeepSpeed's ZeRO stage is set in its ds_config; import that file with --from"},
         {"--empty-unused-memory-level", "emptying the CUDA cache between steps is not modelled"},
-        {"--fp8-param-gather", "fp8 parameter copies for the all-gather are not modelled"},
         {"--distribute-saved-activations", "recompute inputs split over tensor parallel ranks are not modelled"},
         {"--cpu-offloading", "activation and weight offload to the host is not modelled"},
         {"--num-distributed-optimizer-instances", "the optimizer states sharded over dp / N ranks (N instances; "
@@ -526,6 +542,7 @@ ImportedConfig import_megatron(std::string_view text, const std::string& file, c
     import_batch(flags, out, script, context, d);
     import_zero(flags, out);
     import_precision(flags, out);
+    import_fp8_param_gather(flags, out);
     import_recompute(flags, out);
     import_dropout(flags, out);
     import_kernels(flags, out);

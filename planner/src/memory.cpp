@@ -19,27 +19,6 @@ namespace preflight {
 using namespace activations;
 using namespace memory_detail;
 
-std::string_view to_string(PhaseKind k) {
-    switch (k) {
-        case PhaseKind::step_start: return "step start";
-        case PhaseKind::forward: return "forward";
-        case PhaseKind::output_loss: return "output+loss";
-        case PhaseKind::backward: return "backward";
-        case PhaseKind::grad_reduce: return "gradient reduction";
-        case PhaseKind::optimizer_step: return "optimizer step";
-    }
-    return "?";
-}
-
-std::string describe(const Phase& p) {
-    std::string s(to_string(p.kind));
-    if (p.kind == PhaseKind::forward || p.kind == PhaseKind::backward) s += " layer " + std::to_string(p.layer);
-    if (p.micro_batch > 0 && (p.kind == PhaseKind::forward || p.kind == PhaseKind::backward ||
-                              p.kind == PhaseKind::output_loss))
-        s += " (micro-batch " + std::to_string(p.micro_batch) + ")";
-    return s;
-}
-
 namespace {
 
 // Elements held per category, before multiplying by bytes per element.
@@ -172,15 +151,16 @@ void add_model_states(StageModel& st, const ModelConfig& m, const Plan& p, const
             runtime_layout(m, p, padded_vocab(m.vocab, p.tp, prof.vocab_pad_multiple) / p.tp, span);
         st.states = runtime_model_states(layout, p.precision, p.optimizer);
     }
-    if (prof.optimizer_step_temp_moments > 0)
-        st.optimizer_temp = prof.optimizer_step_temp_moments * st.params_local * moment_bytes;
-    // fp8 weight caches are held beside the 16-bit weights (and sharded like them under ZeRO-3).
+    st.optimizer_temp = prof.optimizer_step_temp_moments * st.params_local * moment_bytes;  // profile (0: none)
+    // fp8 weight caches are held beside the 16-bit weights (and sharded like them under ZeRO-3);
+    // under --fp8-param-gather the layers' caches are their weights (fp8_params.cpp).
     // Profile: the runtime under ZeRO-3 casts a layer after each gather of it into a cache that lives
     // as long as the gathered layer (runtime/src/program_fp8.cpp add_unit_fp8_buffers).
     if (prof.runtime_shard_units && p.zero == 3)
         st.unit_fp8_layer = st.layers > 0 ? params.gemm / st.layers * pb.fp8_weight_copies : 0;
     else
-        st.states.weights += (p.zero == 3 ? params.gemm_zero3 : params.gemm) * pb.fp8_weight_copies;
+        st.states.weights += (p.zero == 3 ? params.gemm_zero3 : params.gemm) * pb.fp8_weight_copies -
+                             fp8_param_gather_saved_bytes(p, tensors, st.layers);
 }
 
 // One layer's kept activations under the recompute mode (one filter over the inventory)
@@ -507,8 +487,9 @@ std::int64_t layer_activation_bytes(const ModelConfig& model, const Plan& plan, 
     return sum_bytes(layer_activation_inventory(model, plan, profile));
 }
 
-void validate_memory_options(const MemoryOptions& options) {
+void validate_memory_options(const MemoryOptions& options, const Plan& plan) {
     limits::check_overhead_bytes(options.overhead_bytes);
+    check_fp8_param_gather_profile(plan, options.profile);
     if (options.compiled_loss && (options.profile.evaluate || options.profile.loss_fp32_logit_buffers == 0))
         throw InputError("--compiled-loss", "the " + options.profile.name + " profile does not model PyTorch's eager "
                                             "cross-entropy, whose fp32 buffers a compiled loss removes; --compiled-loss "
@@ -517,7 +498,7 @@ void validate_memory_options(const MemoryOptions& options) {
 
 MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan_in,
                              const MemoryOptions& options_in) {
-    validate_memory_options(options_in);
+    validate_memory_options(options_in, plan_in);
     if (options_in.profile.check_model) options_in.profile.check_model(model);  // before any figure of it
     MemoryOptions options = options_in;
     // The pace matters only to an allocator model with run-ahead terms; elsewhere the default is never wrong.

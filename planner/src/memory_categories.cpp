@@ -1,5 +1,9 @@
 #include "preflight/planner/memory_categories.hpp"
 
+#include <string>
+
+#include "preflight/planner/memory.hpp"
+
 namespace preflight {
 
 const std::array<MemoryCategory, kMemoryCategoryCount>& memory_categories() {
@@ -15,6 +19,28 @@ const std::array<MemoryCategory, kMemoryCategoryCount>& memory_categories() {
         {"overhead", "Overhead", "CUDA context + library workspaces", &MemoryBreakdown::overhead},
     }};
     return table;
+}
+
+// Phase names (memory.hpp), as the timeline and the peak line print them.
+std::string_view to_string(PhaseKind k) {
+    switch (k) {
+        case PhaseKind::step_start: return "step start";
+        case PhaseKind::forward: return "forward";
+        case PhaseKind::output_loss: return "output+loss";
+        case PhaseKind::backward: return "backward";
+        case PhaseKind::grad_reduce: return "gradient reduction";
+        case PhaseKind::optimizer_step: return "optimizer step";
+    }
+    return "?";
+}
+
+std::string describe(const Phase& p) {
+    std::string s(to_string(p.kind));
+    if (p.kind == PhaseKind::forward || p.kind == PhaseKind::backward) s += " layer " + std::to_string(p.layer);
+    if (p.micro_batch > 0 && (p.kind == PhaseKind::forward || p.kind == PhaseKind::backward ||
+                              p.kind == PhaseKind::output_loss))
+        s += " (micro-batch " + std::to_string(p.micro_batch) + ")";
+    return s;
 }
 
 }  // namespace preflight

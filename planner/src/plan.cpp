@@ -98,6 +98,7 @@ void validate_plan(const Plan& p, const ModelConfig& m) {
         throw InputError("--fp8-scaling", std::string(to_string(p.fp8_scaling)) +
                                               " scaling applies to --precision fp8-mixed only, got --precision " +
                                               std::string(to_string(p.precision)));
+    validate_fp8_param_gather(p);
     if (m.heads % p.tp != 0)
         throw InputError("--tp", str(p.tp) + " does not divide the model's " + str(m.heads) + " attention heads" +
                                      tp_choices(m));

@@ -157,6 +157,15 @@ void add_recipe_fields(std::vector<PlanField>& t) {
     t.back().in_json = Shown::non_default;
     t.back().get = [](const Plan& p) -> FieldValue { return std::string(to_string(p.fp8_scaling)); };
     t.back().set = [](Plan& p, const FieldValue& v) { return set_enum(p.fp8_scaling, v, parse_fp8_scaling); };
+    t.push_back(field("fp8_param_gather", "--fp8-param-gather",
+                      "With fp8-mixed and --zero 1 (--framework megatron): Megatron-LM's --fp8-param-gather, the "
+                      "decoder layers' GEMM weights kept as Transformer Engine fp8 parameters (no bf16 copy; the "
+                      "fp32 main weights stay) and all-gathered in fp8 (default off)",
+                      kPlanGroup, FieldType::toggle));
+    t.back().in_flags = Shown::non_default;
+    t.back().in_json = Shown::non_default;
+    t.back().get = [](const Plan& p) -> FieldValue { return p.fp8_param_gather; };
+    t.back().set = [](Plan& p, const FieldValue& v) { return p.fp8_param_gather = std::get<bool>(v), true; };
     t.push_back(field("optimizer", "--optimizer", "adamw (2 fp32 moments) | sgd (1 fp32 momentum) (default adamw)",
                       kPlanGroup, FieldType::name));
     t.back().choices = names({Optimizer::adamw, Optimizer::sgd});

@@ -80,6 +80,7 @@ FrameworkProfile runtime_profile() {
     // Each micro-batch's bf16 gradients, accumulated into fp32 across micro-batches (program.cpp).
     p.fp32_main_grads_only = false;
     p.megatron_fsdp = false;
+    p.fp8_param_gather = false;
     p.name = "preflight-runtime";
     // Gradients are reduced per shard unit (runtime_layout.hpp) in place: no bucket copies.
     p.grad_bucket_bytes = 0;
@@ -127,6 +128,7 @@ FrameworkProfile pytorch_profile() {
     FrameworkProfile p;
     p.fp32_main_grads_only = false;  // autocast: fp32 parameters and gradients, no 16-bit ones
     p.megatron_fsdp = false;
+    p.fp8_param_gather = false;
     p.name = "pytorch";
     p.grad_bucket_bytes = 0;  // one GPU, no DistributedDataParallel
     p.grad_buckets_in_flight = 0;

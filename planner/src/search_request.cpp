@@ -53,7 +53,7 @@ void validate_request(const ModelConfig& model, const GpuSpec& gpu, const Search
         throw InputError("--headroom", "must be a fraction in [0, 1), got " + format_real(req.headroom));
     if (!(req.batch_tolerance >= 0.0)) throw InputError("--batch-tolerance", "must be >= 0");
     if (req.top_k < 1) throw InputError("--top-k", "must be at least 1");
-    validate_memory_options(req.memory);
+    validate_memory_options(req.memory, req.pins.fixed);
     // A model the framework cannot run at all is bad input, not a table of refused families.
     if (req.memory.profile.check_model) req.memory.profile.check_model(model);
     if (req.top_k > limits::kMaxTopK)
@@ -76,6 +76,10 @@ void validate_request(const ModelConfig& model, const GpuSpec& gpu, const Search
                                        ") is refused by the target framework (at most ZeRO-" +
                                        std::to_string(req.max_zero_with_pp) + " with pp > 1)");
     if (p.dropout && !(*p.dropout >= 0.0 && *p.dropout < 1.0)) throw InputError("--dropout", "must be in [0, 1)");
+    // Megatron-LM runs --fp8-param-gather with fp8 and its distributed optimizer only (fp8_params.cpp).
+    if (p.fixed.fp8_param_gather && (p.precision != Precision::fp8_mixed || p.zero != zero_optimizer_states))
+        throw InputError("--fp8-param-gather", "is searched only with --precision fp8-mixed and --zero 1 pinned "
+                                               "(Megatron-LM runs it with fp8 and its distributed optimizer)");
     for (const auto& [flag, v] : {std::pair{"--dp", p.dp}, std::pair{"--tp", p.tp}, std::pair{"--pp", p.pp}})
         if (v && *v > req.gpus) throw InputError(flag, str(*v) + " exceeds --gpus " + str(req.gpus));
     const std::int64_t pinned = p.dp.value_or(1) * p.tp.value_or(1) * p.pp.value_or(1);  // each <= 2^20

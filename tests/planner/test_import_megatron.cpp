@@ -320,6 +320,9 @@ TEST(ImportMegatron, EmitImportRoundTrip) {
     Plan e = p;
     e.ep = 2, e.moe_capacity_factor = 1.25;
     round_trip("mixtral-8x7b", e);
+    Plan f = v;  // Transformer Engine fp8 parameters: --fp8-param-gather beside the distributed optimizer
+    f.fp8_param_gather = true;
+    round_trip("llama-3-8b", f);
     // Megatron-core's p2p overlap is on by default: a plan judged with it emits no flag and reads
     // it back on; one judged without it emits --no-overlap-p2p-communication and reads it back off.
     EmitOptions with;
@@ -451,6 +454,38 @@ TEST(ImportMegatron, DoubleBracketTestPicksTheDtypeBranch) {
     EXPECT_EQ(name(bf16, "precision"), "bf16-mixed");
     EXPECT_TRUE(bf16.warnings.empty()) << bf16.warnings.front();  // DTYPE_ARGS=() is an empty array, defined
     EXPECT_EQ(name(import_text(script("fp8")), "precision"), "fp8-mixed");
+}
+
+// Megatron-LM d98e8a6 examples/llama/train_llama3_8b_h100_fp8.sh passes --fp8-param-gather with
+// --fp8-format hybrid and the distributed optimizer: the plan flag of that name, read from its line.
+// Megatron-LM refuses it without fp8 or without a sharded optimizer, and FSDP's fp8 parameters are
+// not modelled: warned, planned without it.
+TEST(ImportMegatron, Fp8ParamGatherBesideFp8AndTheDistributedOptimizer) {
+    const auto script = [](const std::string& extra) {
+        return "DTYPE_ARGS=(\n"                              // 1
+               "    \"--fp8-format hybrid\"\n"                // 2
+               "    \"--fp8-param-gather\"\n"                 // 3
+               ")\n"                                         // 4
+               "torchrun --nproc_per_node 8 pretrain_gpt.py --micro-batch-size 1 --global-batch-size 128 --bf16 "
+               "--grad-reduce-in-bf16 ${DTYPE_ARGS[@]} " + extra + "\n";
+    };
+    const ImportedConfig c = import_text(script("--use-distributed-optimizer"));
+    EXPECT_EQ(name(c, "precision"), "fp8-mixed");
+    EXPECT_EQ(integer(c, "zero"), 1);
+    ASSERT_NE(c.field("fp8_param_gather"), nullptr);
+    EXPECT_TRUE(toggle(c, "fp8_param_gather"));
+    EXPECT_EQ(c.field("fp8_param_gather")->from.line, 3);
+    EXPECT_FALSE(contains(c.warnings, "fp8-param-gather")) << c.warnings.front();
+    const ImportedConfig z0 = import_text(script(""));
+    EXPECT_EQ(z0.field("fp8_param_gather"), nullptr);
+    EXPECT_TRUE(contains(z0.warnings, "without --use-distributed-optimizer"));
+    const ImportedConfig fsdp = import_text(script("--use-distributed-optimizer --use-megatron-fsdp"));
+    EXPECT_EQ(fsdp.field("fp8_param_gather"), nullptr);
+    EXPECT_TRUE(contains(fsdp.warnings, "under FSDP are not modelled"));
+    const ImportedConfig bf16 = import_text(
+        "torchrun --nproc_per_node 8 pretrain_gpt.py --bf16 --use-distributed-optimizer --fp8-param-gather\n");
+    EXPECT_EQ(bf16.field("fp8_param_gather"), nullptr);
+    EXPECT_TRUE(contains(bf16.warnings, "without --fp8-format"));
 }
 
 // The tests a launch script decides: [ ] with = == != -n -z -eq -gt, [[ ]] with && and !=, test,

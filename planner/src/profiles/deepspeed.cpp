@@ -41,6 +41,7 @@ FrameworkProfile deepspeed_profile() {
     FrameworkProfile p;
     p.fp32_main_grads_only = false;  // its fp32 accumulator sits beside the 16-bit gradients
     p.megatron_fsdp = false;
+    p.fp8_param_gather = false;
     p.name = "deepspeed";
     // ZeRO's buckets, gradient lifetimes and step copies (memory_deepspeed.cpp) as the block
     // `--emit deepspeed` writes: overlap_comm and contiguous_gradients on, default bucket sizes.

@@ -91,6 +91,9 @@ struct FrameworkProfile {
     // flash attention's bf16 output is kept beside its fp8 copy (the flash backward reads it);
     // the casts' transient copies in the backward (runtime_fp8_backward_transient).
     bool fp8_runtime_recipe = false;
+    // Runs --fp8-param-gather (Megatron-LM with Transformer Engine: fp8 primary weights under the
+    // distributed optimizer, fp8_params.cpp); the other profiles refuse the flag.
+    bool fp8_param_gather = true;
 
     // --- Fields the PyTorch profile needs (profiles.hpp, pytorch_profile()): plain
     // PyTorch with Hugging Face transformers modules on one GPU. Every default below
@@ -362,8 +365,11 @@ void apply_allocator_model(MemoryReport& r, const AllocatorConstants& c, bool ve
                            std::int64_t loss_hidden_bytes, HostPace pace);
 
 // Throws InputError naming the flag for options no plan can use (an overhead beyond the documented
-// bound, --compiled-loss under a profile whose loss is not PyTorch's eager cross-entropy).
-void validate_memory_options(const MemoryOptions& options);
+// bound, --compiled-loss under a profile whose loss is not PyTorch's eager cross-entropy) or that
+// the plan cannot take under the options' profile (--fp8-param-gather beside any but Megatron-LM's).
+void validate_memory_options(const MemoryOptions& options, const Plan& plan);
+// --fp8-param-gather under a profile that does not run it: InputError naming the flag (fp8_params.cpp).
+void check_fp8_param_gather_profile(const Plan& plan, const FrameworkProfile& profile);
 
 // Evaluates a validated plan. Throws InputError for an invalid plan or options.
 // The verdict of a report, by its range where it has one (MemoryReport::device_peak_low/high_bytes):

@@ -57,6 +57,9 @@ struct Plan {
     Optimizer optimizer = Optimizer::adamw;
     AttentionKind attention = AttentionKind::flash;
     Fp8Scaling fp8_scaling = Fp8Scaling::tensorwise;  // fp8-mixed only
+    // Megatron-LM's --fp8-param-gather (fp8-mixed, ZeRO-1, --framework megatron): the decoder layers'
+    // GEMM weights are Transformer Engine fp8 parameters, with no 16-bit copy (fp8_params.cpp).
+    bool fp8_param_gather = false;
     double dropout = 0.0;
     // Fine-tuning, offload, pipeline schedule, context / expert parallelism
     // (plan_extensions.hpp); the defaults are pre-training's plan.
@@ -90,6 +93,9 @@ Plan resolve_defaults(Plan plan, const ModelConfig& model);
 // Throws InputError naming the flag for an inconsistent plan (mbs 0, tp not
 // dividing heads, pp > layers, sp without tp, dropout out of [0,1), ...).
 void validate_plan(const Plan& plan, const ModelConfig& model);
+// The part of validate_plan for --fp8-param-gather (fp8_params.cpp): it needs --precision fp8-mixed
+// and --zero 1 (Megatron-LM's distributed optimizer), without fine-tuning or offload.
+void validate_fp8_param_gather(const Plan& plan);
 // " (tp can be 1, 2, 4 or 8)": the tensor-parallel degrees that divide the model's heads, key/value
 // heads and MLP width, appended to the refusal of any other.
 std::string tp_choices(const ModelConfig& model);

@@ -1,0 +1,156 @@
+// Megatron-LM's --fp8-param-gather (Plan::fp8_param_gather, planner/src/fp8_params.cpp): the
+// decoder layers' GEMM weights as Transformer Engine fp8 parameters, by hand for Llama-3-8B at the
+// layout of NVIDIA's fp8 example (Megatron-LM d98e8a6 examples/llama/train_llama3_8b_h100_fp8.sh:
+// tp 1, pp 1, cp 1, micro-batch 1, seq 8192, global batch 128 on 8 GPUs, distributed optimizer,
+// no recompute), and the refusals.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "catalog_fixture.hpp"
+#include "preflight/planner/emit.hpp"
+#include "preflight/planner/error.hpp"
+#include "preflight/planner/memory.hpp"
+#include "preflight/planner/plan_schema.hpp"
+#include "preflight/planner/profiles.hpp"
+#include "preflight/planner/search.hpp"
+
+namespace preflight {
+namespace {
+
+// Llama-3-8B's decoder-layer GEMM weights per layer: q and o 4096 x 4096, k and v 1024 x 4096,
+// gate, up and down 14336 x 4096.
+constexpr std::int64_t kLayerGemm = 2 * 4096LL * 4096 + 2 * 1024LL * 4096 + 3 * 14336LL * 4096;
+static_assert(kLayerGemm == 218'103'808);
+constexpr std::int64_t kParams = 8'030'261'248;  // every parameter (untied head)
+constexpr std::int64_t kHead = 128'256LL * 4096;  // the LM head, a GEMM weight kept bf16 by Megatron
+
+Plan nvidia_fp8_example() {
+    Plan p;
+    p.seq = 8192, p.mbs = 1, p.grad_acc = 16, p.dp = 8, p.zero = ZeroStage{1};
+    p.precision = Precision::fp8_mixed;
+    return p;
+}
+
+MemoryReport evaluate(const Plan& p, const FrameworkProfile& profile = megatron_profile()) {
+    MemoryOptions o;
+    o.profile = profile;
+    return evaluate_memory(test::catalog_model("llama-3-8b"), test::catalog_gpu("h100-sxm-80gb"), p, o);
+}
+
+void expect_refused(const Plan& p, const std::string& needle, const FrameworkProfile& profile = megatron_profile()) {
+    try {
+        evaluate(p, profile);
+        ADD_FAILURE() << "not refused: " << to_flags(p);
+    } catch (const InputError& e) {
+        EXPECT_EQ(e.subject(), "--fp8-param-gather") << e.what();
+        EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+}
+
+// Without the flag each layer GEMM weight holds bf16 (2 B) + the fp8 cache and its transpose
+// (2 B); with it the fp8 parameter and its transpose (2 B): 2 B x 32 x 218,103,808 =
+// 13,958,643,712 B = 13.0 GiB less, and nothing else moves.
+TEST(Fp8ParamGather, Llama3NvidiaExampleDropsTheBf16LayerWeights) {
+    const Plan off = nvidia_fp8_example();
+    Plan on = off;
+    on.fp8_param_gather = true;
+    const MemoryReport a = evaluate(off), b = evaluate(on);
+    // Before: 2 B per parameter + 2 B per GEMM weight (the 32 layers' and the LM head's).
+    EXPECT_EQ(a.at_peak.weights, 2 * kParams + 2 * (32 * kLayerGemm + kHead));
+    EXPECT_EQ(a.at_peak.weights, 31'069'839'360);
+    EXPECT_EQ(b.at_peak.weights, 17'111'195'648);
+    EXPECT_EQ(a.at_peak.weights - b.at_peak.weights, 2 * 32 * kLayerGemm);
+    EXPECT_EQ(a.at_peak.weights - b.at_peak.weights, 13LL << 30);
+    EXPECT_EQ(a.at_peak.master_weights, b.at_peak.master_weights);
+    EXPECT_EQ(a.at_peak.gradients, b.at_peak.gradients);
+    EXPECT_EQ(a.at_peak.optimizer_states, b.at_peak.optimizer_states);
+    EXPECT_EQ(a.at_peak.activations, b.at_peak.activations);
+    EXPECT_EQ(a.at_peak.buffers, b.at_peak.buffers);
+    EXPECT_EQ(a.peak_bytes - b.peak_bytes, 13LL << 30);
+    EXPECT_FALSE(a.fits);  // the example, as the planner judged it before the flag was modelled
+    EXPECT_TRUE(b.fits);   // ... and with it, as it runs
+}
+
+// Tensor parallelism splits the layer GEMM weights: the saving is per rank; a pipeline stage saves
+// for its own layers only; expert copies count per expert-parallel rank.
+TEST(Fp8ParamGather, SavingFollowsTheRanksShareOfTheLayers) {
+    Plan p = nvidia_fp8_example();
+    p.tp = 2, p.dp = 4, p.pp = 2, p.grad_acc = 32;
+    Plan q = p;
+    q.fp8_param_gather = true;
+    MemoryOptions o;
+    o.pipeline_stage = 1;
+    const ModelConfig m = test::catalog_model("llama-3-8b");
+    const GpuSpec g = test::catalog_gpu("h100-sxm-80gb");
+    const std::int64_t saved = evaluate_memory(m, g, p, o).at_peak.weights - evaluate_memory(m, g, q, o).at_peak.weights;
+    EXPECT_EQ(saved, 2 * 16 * kLayerGemm / 2);  // 16 layers on the stage, half of each on this tp rank
+}
+
+TEST(Fp8ParamGather, RefusedWhereMegatronRefusesItOrItIsNotModelled) {
+    Plan p = nvidia_fp8_example();
+    p.fp8_param_gather = true;
+    Plan bf16 = p;
+    bf16.precision = Precision::bf16_mixed;
+    expect_refused(bf16, "--precision fp8-mixed");
+    Plan z0 = p;
+    z0.zero = ZeroStage{0};
+    expect_refused(z0, "distributed optimizer");
+    Plan z3 = p;
+    z3.zero = ZeroStage{3};
+    expect_refused(z3, "Megatron-FSDP");
+    Plan offload = p;
+    offload.offload = Offload::optimizer;
+    expect_refused(offload, "--offload");
+    for (const std::string name : {"torchtitan", "deepspeed", "preflight-runtime", "pytorch", "nanotron"})
+        expect_refused(p, "use --framework megatron", *profile_by_name(name));
+    EXPECT_NO_THROW(evaluate(p));
+}
+
+// The plan's flags and JSON carry it only when on; --emit megatron prints Megatron's flag.
+TEST(Fp8ParamGather, FlagsJsonAndEmit) {
+    Plan p = nvidia_fp8_example();
+    EXPECT_EQ(to_flags(p).find("--fp8-param-gather"), std::string::npos);
+    p.fp8_param_gather = true;
+    EXPECT_NE(to_flags(p).find("--precision fp8-mixed --fp8-param-gather"), std::string::npos) << to_flags(p);
+    nlohmann::json j;
+    plan_fields_to_json(p, j);
+    EXPECT_EQ(j.at("fp8_param_gather"), true);
+    Plan back;
+    plan_fields_from_json(j, back);
+    EXPECT_TRUE(back.fp8_param_gather);
+    const std::string args = megatron_arguments(test::catalog_model("llama-3-8b"), p);
+    EXPECT_NE(args.find("--fp8-format hybrid"), std::string::npos) << args;
+    EXPECT_NE(args.find("--fp8-param-gather"), std::string::npos) << args;
+    EXPECT_NE(args.find("--use-distributed-optimizer"), std::string::npos) << args;
+    p.fp8_param_gather = false;
+    EXPECT_EQ(megatron_arguments(test::catalog_model("llama-3-8b"), p).find("--fp8-param-gather"), std::string::npos);
+}
+
+// The search keeps it on every plan, and takes it only with fp8-mixed and ZeRO-1 pinned.
+TEST(Fp8ParamGather, SearchNeedsFp8AndZeroOnePinned) {
+    const ModelConfig m = test::catalog_model("llama-3-8b");
+    const GpuSpec g = test::catalog_gpu("h100-sxm-80gb");
+    SearchRequest req;
+    req.gpus = 8;
+    req.gbs_tokens = 128 * 8192;
+    req.seq = 8192;
+    req.pins.fixed.fp8_param_gather = true;
+    try {
+        validate_request(m, g, req);
+        ADD_FAILURE() << "not refused";
+    } catch (const InputError& e) {
+        EXPECT_EQ(e.subject(), "--fp8-param-gather");
+    }
+    req.pins.precision = Precision::fp8_mixed;
+    req.pins.zero = ZeroStage{1};
+    req.pins.tp = 1, req.pins.pp = 1;
+    const SearchResult r = search_plans(m, g, req);
+    ASSERT_FALSE(r.candidates.empty());
+    for (const Candidate& c : r.candidates) EXPECT_TRUE(c.plan.fp8_param_gather) << to_flags(c.plan);
+    req.memory.profile = *profile_by_name("torchtitan");
+    EXPECT_THROW(validate_request(m, g, req), InputError);
+}
+
+}  // namespace
+}  // namespace preflight
