@@ -68,11 +68,9 @@ std::int64_t fp8_param_gather_saved_bytes(const Plan& p, const std::vector<Param
     std::int64_t elements = 0;  // the stage's layer GEMM weights on this rank
     for (const ParamTensor& t : tensors) {
         if (t.place != TensorPlace::layer || !t.gemm_weight) continue;
-        // Column- or row-parallel over tp (Shoeybi et al. 2019, sec. 3); expert copies over ep.
-        const std::int64_t per_copy = t.split == TpSplit::column ? t.rows / p.tp * t.cols
-                                      : t.split == TpSplit::row  ? t.rows * (t.cols / p.tp)
-                                                                 : t.rows * t.cols;
-        elements += layers * (t.copies > 1 ? t.copies / p.ep : t.copies) * per_copy;
+        // The rank's share, as stage_params counts a layer: tp-split, expert copies over ep.
+        const std::int64_t local = tp_local_numel(t, p.tp, 1);
+        elements += layers * (t.copies > 1 ? local / p.ep : local);
     }
     // Each loses its 16-bit weight (2 B); its fp8 data and transpose are the fp8_weight_copies kept.
     return elements * precision_bytes(p.precision).weight;

@@ -90,7 +90,9 @@ StageParamElements stage_params(const ModelConfig& m, const Plan& p, const Frame
         const std::int64_t local = tp_local_numel(t, p.tp, prof.vocab_pad_multiple);
         sp.flat += count * local;
         sp.zero3 += count * shard_elements(local, p.dp);
-        const bool fp8_copy = t.gemm_weight && (!prof.fp8_runtime_recipe || t.place == TensorPlace::layer);
+        // fp8 copies of the layers' GEMM weights: Megatron-Core's LM head is a plain ColumnParallelLinear
+        // (gpt_model.py at d98e8a6; TE's only under MXFP8), the runtime's stays bf16; torchao converts it.
+        const bool fp8_copy = t.gemm_weight && (t.place == TensorPlace::layer || prof.fp8_dynamic_scaling);
         if (fp8_copy) {
             sp.gemm += count * local;
             sp.gemm_zero3 += count * shard_elements(local, p.dp);
@@ -223,8 +225,9 @@ void add_embedding_and_head(StageModel& st, const ModelConfig& m, const Plan& p,
     const std::int64_t hidden_tokens = tokens * d.hidden;
     // Final norm input and its output (the LM-head GEMM input), int64 labels. Profile: the GEMM
     // saves its all-gathered input (the whole sequence) under sequence parallelism.
-    // Profile: an LM head kept in bf16 under fp8 keeps its input at the activation dtype.
-    const int head_input_bytes = prof.fp8_runtime_recipe ? d.activation_bytes : d.gemm_input_bytes;
+    // An LM head kept in bf16 under fp8 (Megatron-Core's, the runtime's) keeps its input at the
+    // activation dtype; torchao's Float8Linear head saves the fp8 cast.
+    const int head_input_bytes = prof.fp8_dynamic_scaling ? d.gemm_input_bytes : d.activation_bytes;
     const std::int64_t head_gemm_input = hidden_tokens * head_input_bytes / (prof.head_saves_gathered_input ? 1 : sp_div);
     st.act_head = hidden_tokens * d.activation_bytes / sp_div + head_gemm_input + tokens * 8;
     if (prof.hf_module_inventory)  // profile: the final norm as in hf_inventory
