@@ -346,6 +346,7 @@ int emit_recommendation(const PlanCommandState& st, const ModelConfig& model, co
     options.tp_comm_overlap = st.tp_comm_overlap;
     options.overlap_p2p_comm = st.overlap_p2p_comm;
     options.framework = st.flags.framework;
+    options.deepspeed_zero = framework_profile(st.flags).deepspeed_zero;
     const Emitted e = emit_plan(*parse_emit_format(st.emit), model, gpu, best.plan, options);
     std::cout << e.text;
     std::cerr << "# preflight plan: emitted the recommendation (" << to_flags(best.plan) << ")\n";

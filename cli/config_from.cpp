@@ -225,6 +225,14 @@ FromApplied apply_from(const FromFlags& from, const CLI::App& sub, PlanFlags& fl
         flags.framework = *c.framework;
         log << "# --from: --framework " << *c.framework << " (the config's; give --framework to model another)\n";
     }
+    if (c.deepspeed_zero) {
+        flags.deepspeed_zero = c.deepspeed_zero;
+        const DeepSpeedZeroSettings& z = *c.deepspeed_zero;
+        log << "# --from: DeepSpeed buckets: reduce_bucket_size "
+            << (z.reduce_bucket_hidden_squared ? std::string("auto (hidden_size^2, as the Trainer fills it)")
+                                               : std::to_string(z.reduce_bucket_elements) + " elements")
+            << ", overlap_comm " << (z.overlap_comm ? "on" : "off") << " (under --framework deepspeed)\n";
+    }
     if (c.compiled_loss && !given_on(sub, "--compiled-loss") && sub.get_option_no_throw("--compiled-loss")) {
         flags.compiled_loss = true;
         log << "# --from: --compiled-loss (the config compiles the model)\n";

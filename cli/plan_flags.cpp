@@ -306,8 +306,9 @@ std::optional<HostPace> host_pace(const PlanFlags& f) {
 }
 
 FrameworkProfile framework_profile(const PlanFlags& f) {
-    const auto p = profile_by_name(f.framework);
+    auto p = profile_by_name(f.framework);
     if (!p) throw InputError("--framework", "unknown framework '" + f.framework + "'");
+    if (f.deepspeed_zero && p->deepspeed_zero_optimizer) p->deepspeed_zero = *f.deepspeed_zero;
     return *p;
 }
 

@@ -45,6 +45,9 @@ struct PlanFlags {
     // --from a config whose framework sizes the context from the sequence (torchtitan): the
     // catalog model's max_position_embeddings is raised to --seq instead of refusing it.
     bool context_follows_seq = false;
+    // --from a ds_config: its bucket settings replace the deepspeed profile's defaults
+    // (FrameworkProfile::deepspeed_zero; framework_profile applies them).
+    std::optional<DeepSpeedZeroSettings> deepspeed_zero;
 
     // Plan with defaults for every unset flag (docs/interface.md defaults).
     Plan to_plan() const;

@@ -43,7 +43,7 @@ std::vector<std::string> megatron_extension_arguments(const ModelConfig& m, cons
 std::string torchtitan_extensions(const ModelConfig& m, const Plan& p, std::vector<std::string>* w);
 }  // namespace
 
-json deepspeed_config(const Plan& p, std::vector<std::string>* w) {
+json deepspeed_config(const Plan& p, std::vector<std::string>* w, const DeepSpeedZeroSettings& buckets) {
     // Keys as in the DeepSpeed configuration JSON reference (deepspeed.ai/docs/config-json).
     json c;
     // = micro batch * accumulation * data-parallel size. Without an mpu (config-only AutoTP, no
@@ -57,7 +57,13 @@ json deepspeed_config(const Plan& p, std::vector<std::string>* w) {
                 "set the batch (preflight memory --from reads this file back with --gpus " + std::to_string(p.gpus()) + ")");
     c["train_micro_batch_size_per_gpu"] = p.mbs;
     c["gradient_accumulation_steps"] = p.grad_acc;
-    c["zero_optimization"] = {{"stage", p.zero}, {"overlap_comm", true}, {"contiguous_gradients", true}};
+    // The buckets the deepspeed profile charged (memory_deepspeed.cpp): reduce_bucket_size where it is
+    // not zero/config.py's default ("auto" where the Trainer fills it), overlap_comm as judged.
+    c["zero_optimization"] = {{"stage", p.zero}, {"overlap_comm", buckets.overlap_comm}, {"contiguous_gradients", true}};
+    if (buckets.reduce_bucket_hidden_squared)
+        c["zero_optimization"]["reduce_bucket_size"] = "auto";
+    else if (buckets.reduce_bucket_elements != DeepSpeedZeroSettings{}.reduce_bucket_elements)
+        c["zero_optimization"]["reduce_bucket_size"] = buckets.reduce_bucket_elements;
     switch (p.precision) {
         case Precision::bf16_mixed: c["bf16"] = {{"enabled", true}}; break;
         case Precision::bf16_mixed_fp32_grads:
@@ -449,7 +455,7 @@ Emitted emit_plan(EmitFormat format, const ModelConfig& model, const GpuSpec& gp
         warn(&e.warnings, "the plan's step time assumes Megatron's communication overlap (--tp-comm-overlap / "
                           "--overlap-p2p-comm), which this format does not carry");
     switch (format) {
-        case EmitFormat::deepspeed: e.text = deepspeed_config(plan, &e.warnings).dump(2) + "\n"; break;
+        case EmitFormat::deepspeed: e.text = deepspeed_config(plan, &e.warnings, options.deepspeed_zero).dump(2) + "\n"; break;
         case EmitFormat::megatron: {
             EmitOptions o = options;
             if (o.gpus_per_node == 0) o.gpus_per_node = gpu.gpus_per_node;

@@ -57,8 +57,13 @@ void validate_fp8_param_gather(const Plan& p) {
 
 void check_fp8_param_gather_profile(const Plan& plan, const FrameworkProfile& profile) {
     if (!plan.fp8_param_gather || profile.fp8_param_gather) return;
+    // `preflight run` executes Preflight's own runtime (profile preflight-runtime), whatever --framework says.
+    const std::string remedy = profile.fp8_runtime_recipe
+                                   ? "Preflight's runtime keeps bf16 weights beside their fp8 casts: drop it from run "
+                                     "(memory and plan model it under --framework megatron)"
+                                   : "use --framework megatron";
     throw InputError(kFlag, "is Megatron-LM's (Transformer Engine fp8 parameters under its distributed optimizer): "
-                            "the " + profile.name + " profile does not run it; use --framework megatron");
+                            "the " + profile.name + " profile does not run it; " + remedy);
 }
 
 namespace memory_detail {

@@ -321,7 +321,7 @@ void import_offload(Reader& r, std::int64_t stage) {
 // zero_optimization keys that change GPU memory the plan does not model (zero/config.py).
 const std::set<std::string>& zero_memory_keys() {
     static const std::set<std::string> keys{
-        "reduce_bucket_size", "allgather_bucket_size", "stage3_prefetch_bucket_size", "prefetch_bucket_size",
+        "allgather_bucket_size", "stage3_prefetch_bucket_size", "prefetch_bucket_size",
         "stage3_max_live_parameters", "max_live_parameters", "stage3_max_reuse_distance", "max_reuse_distance",
         "stage3_param_persistence_threshold", "param_persistence_threshold", "stage3_model_persistence_threshold",
         "model_persistence_threshold", "sub_group_size", "zero_hpz_partition_size", "zero_quantized_weights",
@@ -333,7 +333,7 @@ const std::set<std::string>& zero_memory_keys() {
 // zero_optimization keys known and left out on purpose: communication schedule, checkpointing, checks.
 const std::set<std::string>& zero_ignored_keys() {
     static const std::set<std::string> keys{
-        "overlap_comm", "contiguous_gradients", "reduce_scatter", "allgather_partitions",
+        "contiguous_gradients", "reduce_scatter", "allgather_partitions",
         "use_multi_rank_bucket_allreduce", "load_from_fp32_weights", "elastic_checkpoint", "ignore_unused_parameters",
         "legacy_stage1", "round_robin_gradients", "stage3_gather_16bit_weights_on_model_save",
         "gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save", "memory_efficient_linear",
@@ -343,23 +343,35 @@ const std::set<std::string>& zero_ignored_keys() {
     return keys;
 }
 
-// The deepspeed profile charges ZeRO-1/2 as `--emit deepspeed` configures them: overlap_comm and
-// contiguous_gradients on (memory_deepspeed.cpp). zero/config.py defaults overlap_comm to false
-// below stage 3; stage_1_and_2.py then keeps one reduce bucket, and ZeRO-1 reduces no gradient
-// before backward ends (process_gradients).
-void warn_bucket_settings(Reader& r, std::int64_t stage) {
-    if (stage != 1 && stage != 2) return;
-    const json* overlap = r.at("zero_optimization.overlap_comm");
-    if (!overlap || *overlap != true) {
-        const std::string key = overlap ? "zero_optimization.overlap_comm" : "zero_optimization.overlap_comm (absent: false)";
-        r.warn(key, stage == 1 ? "planned with overlap_comm on (as --emit deepspeed writes it); with it off ZeRO-1 "
-                                 "holds every 16-bit gradient (2 B per parameter) at the end of backward, where the "
-                                 "plan counts the rank's partition, and one reduce bucket instead of two"
-                               : "planned with overlap_comm on (as --emit deepspeed writes it); with it off ZeRO-2 "
-                                 "keeps one reduce bucket instead of two (5e8 elements less)");
+// reduce_bucket_size: a whole count of elements (zero/config.py: pp_int, ge=0), which JSON often
+// writes as a float ("5e8"); bounded so that no byte count built on it can wrap.
+std::int64_t bucket_elements(const json& v, const ConfigSpot& spot) {
+    constexpr std::int64_t kMaxBucketElements = std::int64_t{1} << 40;
+    if (v.is_number_float()) {
+        const double d = v.get<double>();
+        if (!(d >= 0 && d <= static_cast<double>(kMaxBucketElements)) || d != static_cast<double>(static_cast<std::int64_t>(d)))
+            throw InputError(spot.text(), "must be a whole number of elements from 0 to 2^40, got " + import_values::shown(v));
+        return static_cast<std::int64_t>(d);
     }
+    return import_values::integer_json(v, spot, 0, kMaxBucketElements, "2^40 elements");
+}
+
+// The settings that size DeepSpeed's gradient buckets (DeepSpeedZeroSettings, the deepspeed
+// profile's terms): reduce_bucket_size ("auto": the Hugging Face Trainer's hidden_size x
+// hidden_size) and overlap_comm (zero/config.py overlap_comm_valid: absent, on at stage 3 only).
+void import_bucket_settings(Reader& r, std::int64_t stage) {
+    DeepSpeedZeroSettings z;
+    z.overlap_comm = stage == 3;
+    if (const json* v = r.at("zero_optimization.overlap_comm"))
+        z.overlap_comm = import_values::boolean_json(*v, r.spot("zero_optimization.overlap_comm"));
+    const std::string bucket = "zero_optimization.reduce_bucket_size";
+    if (r.at(bucket) && r.at(bucket)->is_string() && r.at(bucket)->get<std::string>() == "auto")
+        z.reduce_bucket_hidden_squared = true;
+    else if (const json* v = r.at(bucket))
+        z.reduce_bucket_elements = bucket_elements(*v, r.spot(bucket));
+    r.out.deepspeed_zero = z;
     const json* contiguous = r.at("zero_optimization.contiguous_gradients");
-    if (contiguous && *contiguous == false)
+    if (contiguous && *contiguous == false && stage >= 1)
         r.warn("zero_optimization.contiguous_gradients", "false: planned with contiguous gradients (the default); without "
                                                          "them per-parameter gradients replace the reduce buckets and "
                                                          "the partition buffer, which is not modelled");
@@ -376,12 +388,13 @@ void import_zero(Reader& r) {
     else
         set_field(r.out, "zero", std::int64_t{0}, {r.out.file, "zero_optimization.stage (absent: 0)", 0});
     import_offload(r, stage);
-    warn_bucket_settings(r, stage);
+    import_bucket_settings(r, stage);
     if (!z) return;
     for (const auto& [key, value] : z->items()) {
         const std::string dotted = "zero_optimization." + key;
         if (key == "stage" || key == "offload_optimizer" || key == "offload_param" || key == "cpu_offload" ||
-            key == "cpu_offload_param" || zero_ignored_keys().count(key))
+            key == "cpu_offload_param" || key == "reduce_bucket_size" || key == "overlap_comm" ||
+            zero_ignored_keys().count(key))
             continue;
         if (value.is_string() && value.get<std::string>() == "auto")
             r.out.ignored.push_back(dotted + ": auto (filled by the Trainer)");

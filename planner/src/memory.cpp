@@ -298,7 +298,7 @@ void add_buffers(StageModel& st, const ModelConfig& m, const GpuSpec& gpu, const
     if (prof.megatron_fsdp && !prof.runtime_shard_units && p.zero >= 2 && p.offload == Offload::none &&
         p.finetune == Finetune::full)
         add_megatron_fsdp_buffers(st, p, prof, params);
-    if (prof.deepspeed_zero_optimizer) add_deepspeed_terms(st, p, prof, tensors, params);
+    if (prof.deepspeed_zero_optimizer) add_deepspeed_terms(st, m, p, prof, tensors, params);
     st.overhead = opt.overhead_bytes.value_or(gpu.overhead_bytes) + st.pool_slack;
 }
 
@@ -413,7 +413,10 @@ MemoryBreakdown snapshot(const StageModel& st, const Phase& ph, bool first_step)
 // or its gradients, with_embedding_point).
 template <class F>
 void for_each_pass_phase(const StageModel& st, bool all_layers, F&& f) {
-    const std::int64_t micro_batches = st.in_flight;
+    // (Profile: DeepSpeed's gradients accumulate over micro-batches, so with more of them than the stage
+    // holds its peak micro-batch is the next one, which runs beside the earlier ones' gradients.)
+    const bool after_earlier = st.deepspeed.kind != DeepSpeedOptimizer::none && st.deepspeed.grad_acc > st.in_flight;
+    const std::int64_t micro_batches = st.in_flight + (after_earlier ? 1 : 0);
     // Layers gathered ahead and gradient buckets queued behind grow towards the stage's far end
     // while activations shrink: the peak may lie up to that many layers from the last (DeepSpeed's
     // gradients grow through backward: any layer).

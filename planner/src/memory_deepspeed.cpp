@@ -19,7 +19,6 @@ namespace {
 
 // zero/config.py: reduce_bucket_size = 5e8 elements, sub_group_size = 1e9 elements;
 // engine.py MEMORY_OPT_ALLREDUCE_SIZE = 5e8 elements (buffered_allreduce_fallback without ZeRO).
-constexpr std::int64_t kReduceBucketElements = 500'000'000;
 constexpr std::int64_t kSubGroupElements = 1'000'000'000;
 constexpr std::int64_t kAllreduceBufferElements = 500'000'000;
 // stage_1_and_2.py _has_inf_or_nan: x.float() (4 B), isnan (1 B), isinf (1 B), logical_or (1 B)
@@ -27,7 +26,9 @@ constexpr std::int64_t kAllreduceBufferElements = 500'000'000;
 constexpr std::int64_t kOverflowCheckBytesPerElement = 11;
 
 // The stage's tensors in the order DeepSpeed flattens them (model.parameters(): the embeddings,
-// each layer's tensors, the final norm, the LM head), TP-local element counts.
+// each layer's tensors, the final norm, the LM head), TP-local element counts. Within a layer the
+// planner's own order (norm, attention, norm, MLP); model code may register the norms elsewhere,
+// which moves a few norm vectors across a partition's edge.
 std::vector<std::int64_t> flat_order(const Plan& p, const FrameworkProfile& prof, const StageModel& st,
                                      const std::vector<ParamTensor>& tensors) {
     std::vector<std::int64_t> out;
@@ -101,15 +102,28 @@ void add_bf16_optimizer_terms(StageModel& st, DeepSpeedStage& ds, const Plan& p,
     ds.persistent_grads = checked_mul(params.flat, accum_bytes, "stage parameters x accumulation bytes");
     // step: the gradient partition .to(fp32), no copy when it already is.
     ds.step_copies = accum_bytes == 4 ? 0 : partition * 4;
+    // engine.py buffered_allreduce_fallback reduces the buffer (get_grads_for_reduction: one flat
+    // tensor, so allreduce_bucket's flatten is a view) in communication_data_type, bf16 under bf16:
+    // an fp32 buffer is copied whole to bf16 for the all-reduce and back.
+    if (accum_bytes == 4 && p.dp > 1) ds.reduce_buffer = checked_mul(params.flat, 2, "stage parameters x 2 B");
 }
+
+// Element sizes and the reduce bucket of one plan under DeepSpeed.
+struct Widths {
+    std::int64_t dtype_bytes = 2;      // the model's (param.grad's) dtype
+    std::int64_t master_bytes = 4;     // the master partition's: fp32, or bf16 (bf16_master_weights_and_grads)
+    std::int64_t bucket_elements = 0;  // reduce_bucket_size
+    bool overlap_comm = true;
+};
 
 // stage3.py: one IPG bucket of reduce_bucket_size in the communication (model) dtype, allocated
 // at initialisation and kept; the gradient partitions in grad_accum_dtype (grad_partitions_flat_buffer);
 // pure bf16's master partition is the bf16 partition itself (same dtype and device: no copy).
 void add_zero3_terms(StageModel& st, DeepSpeedStage& ds, const Plan& p, const StageParamElements& params,
-                     const std::vector<std::int64_t>& sizes, std::int64_t dtype_bytes, std::int64_t master_bytes) {
+                     const std::vector<std::int64_t>& sizes, const Widths& w) {
     ds.kind = DeepSpeedOptimizer::zero3;
-    st.static_buffers += kReduceBucketElements * dtype_bytes;
+    const std::int64_t dtype_bytes = w.dtype_bytes, master_bytes = w.master_bytes;
+    st.static_buffers += checked_mul(w.bucket_elements, dtype_bytes, "reduce_bucket_size x bytes");
     if (p.precision == Precision::bf16) st.states.master_weights = 0;
     const std::int64_t grad_bytes = p.precision == Precision::bf16_mixed_fp32_grads ? 4 : dtype_bytes;
     st.states.gradients = params.zero3 * grad_bytes;
@@ -122,25 +136,36 @@ void add_zero3_terms(StageModel& st, DeepSpeedStage& ds, const Plan& p, const St
 // DeepSpeedZeroOptimizer (stage_1_and_2.py). Its gradients stay in the model dtype under fp32
 // accumulation too (ZeRO-2: use_grad_accum_attribute is off where gradients are partitioned).
 void add_zero12_terms(StageModel& st, DeepSpeedStage& ds, const Plan& p, const StageParamElements& params,
-                      const std::vector<std::int64_t>& sizes, std::int64_t dtype_bytes, std::int64_t master_bytes) {
+                      const std::vector<ParamTensor>& tensors, const std::vector<std::int64_t>& sizes, const Widths& w) {
     ds.kind = DeepSpeedOptimizer::zero12;
     ds.zero_one = p.zero == zero_optimizer_states;
+    ds.overlap_comm = w.overlap_comm;
+    const std::int64_t dtype_bytes = w.dtype_bytes, master_bytes = w.master_bytes;
     const std::int64_t partition = shard_elements(params.flat, p.dp);  // partition_size = ceil(flat / dp)
     // The fp32 master partition is a clone even when the model is fp32 (weights_partition ... .clone()).
     if (p.precision == Precision::fp32) st.states.master_weights = partition * 4;
     ds.partition_grads = busiest_partition_overlap(sizes, partition, p.dp) * dtype_bytes;
     // setup_buckets: contiguous_gradients allocates one reduce_bucket_size buffer in the model dtype
     // at the first gradient hook, overlap_comm a second (double buffering).
-    ds.ipg_buffers = 2 * kReduceBucketElements * dtype_bytes;
+    ds.ipg_buffers = checked_mul(w.overlap_comm ? 2 * w.bucket_elements : w.bucket_elements, dtype_bytes,
+                                 "reduce_bucket_size x bytes");
     // reduce_independent_p_g_buckets_and_remove_grads: a parameter above reduce_bucket_size is
     // reduced from its own param.grad, not copied into a bucket; ZeRO-1 leaves that gradient in
-    // place until the epilogue clears param.grad (ZeRO-2 clears or moves it at once). The LM head's
-    // from the first backward layer, the embedding's from its backward, after the last layer.
+    // place until the epilogue clears param.grad (ZeRO-2 clears or moves it at once), except for
+    // the rank's own partition, moved to grads_in_partition (not subtracted: an upper bound). The
+    // LM head's from the first backward layer, each layer's after its backward, the embedding's
+    // after the last layer. (Expert parallelism keeps the generic terms: every copy is the rank's.)
     if (p.zero == zero_optimizer_states) {
-        if (params.head_local > kReduceBucketElements) ds.large_head_grads = params.head_local * dtype_bytes;
-        if (!params.head_is_embedding && params.embed_local > kReduceBucketElements)
+        if (params.head_local > w.bucket_elements) ds.large_head_grads = params.head_local * dtype_bytes;
+        if (!params.head_is_embedding && params.embed_local > w.bucket_elements)
             ds.large_embed_grads = params.embed_local * dtype_bytes;
+        for (const ParamTensor& t : tensors)
+            if (t.place == TensorPlace::layer && tp_local_numel(t, p.tp, 1) / t.copies > w.bucket_elements)
+                ds.large_layer_grads += tp_local_numel(t, p.tp, 1) * dtype_bytes;
     }
+    // A tied embedding's gradient collects the LM head's and the lookup's: its hook fires after the
+    // lookup's backward, so the head's contribution is held through the whole backward.
+    if (params.head_is_embedding) ds.tied_head_grads = params.head_local * dtype_bytes;
     // step: flatten(averaged_gradients) then .to(master dtype) (no copy when it already is); the bf16
     // and fp16 overflow check (check_grad_overflow) runs first, one gradient piece at a time.
     const std::int64_t step_copy = partition * dtype_bytes + (master_bytes != dtype_bytes ? partition * master_bytes : 0);
@@ -150,7 +175,7 @@ void add_zero12_terms(StageModel& st, DeepSpeedStage& ds, const Plan& p, const S
 
 }  // namespace
 
-void add_deepspeed_terms(StageModel& st, const Plan& p, const FrameworkProfile& prof,
+void add_deepspeed_terms(StageModel& st, const ModelConfig& m, const Plan& p, const FrameworkProfile& prof,
                          const std::vector<ParamTensor>& tensors, const StageParamElements& params) {
     // Offload and fine-tuning keep the generic model's terms (fp8 is refused by the profile).
     if (p.offload != Offload::none || p.finetune != Finetune::full || p.precision == Precision::fp8_mixed) return;
@@ -159,76 +184,111 @@ void add_deepspeed_terms(StageModel& st, const Plan& p, const FrameworkProfile& 
     const bool bf16_optimizer = (p.zero == zero_none && p.pp > 1 && p.precision == Precision::bf16_mixed) ||
                                 (fp32_accum && p.zero == zero_optimizer_states);
     if (p.pp > 1 && !bf16_optimizer) return;  // the pipeline engine's other optimizers: generic terms
+    // Expert parallelism splits DeepSpeed's expert parameter groups apart (not traced): generic terms.
+    if (p.ep > 1) return;
     DeepSpeedStage& ds = st.deepspeed;
     ds.grad_acc = p.grad_acc;
-    const std::int64_t dtype_bytes = p.precision == Precision::fp32 ? 4 : 2;  // the model's (param.grad's) dtype
-    // Master partition dtype: fp32, or bf16 under bf16_master_weights_and_grads.
-    const std::int64_t master_bytes = p.precision == Precision::bf16 ? prof.pure_bf16_master_bytes : 4;
+    const DeepSpeedZeroSettings& z = prof.deepspeed_zero;
+    const Widths w{p.precision == Precision::fp32 ? 4 : 2, p.precision == Precision::bf16 ? prof.pure_bf16_master_bytes : 4,
+                   z.reduce_bucket_hidden_squared ? m.hidden * m.hidden : z.reduce_bucket_elements, z.overlap_comm};
+    const std::int64_t dtype_bytes = w.dtype_bytes;
     ds.full_grads = checked_mul(params.flat, dtype_bytes, "stage parameters x gradient bytes");
     ds.layer_grads = params.layer_local * dtype_bytes;
     ds.head_grads = params.head_local * dtype_bytes;
     ds.embed_grads = params.embed_local * dtype_bytes;
+    // AccumulateGrad adds each new gradient into param.grad, and DeepSpeed's hook moves it on, one
+    // tensor at a time: at most the layer's largest tensor's (one expert's) in flight.
+    for (const ParamTensor& t : tensors)
+        if (t.place == TensorPlace::layer)
+            ds.tensor_grads = std::max(ds.tensor_grads, tp_local_numel(t, p.tp, 1) / t.copies * dtype_bytes);
     st.grad_buckets = 0;  // replaced by DeepSpeed's own buffers
     const std::vector<std::int64_t> sizes = flat_order(p, prof, st, tensors);
     if (bf16_optimizer) return add_bf16_optimizer_terms(st, ds, p, params, fp32_accum ? 4 : 2);
     if (p.zero == zero_none) return add_fused_optimizer_terms(ds, p, params, dtype_bytes);
-    if (p.zero == zero_weights) return add_zero3_terms(st, ds, p, params, sizes, dtype_bytes, master_bytes);
-    add_zero12_terms(st, ds, p, params, sizes, dtype_bytes, master_bytes);
+    if (p.zero == zero_weights) return add_zero3_terms(st, ds, p, params, sizes, w);
+    add_zero12_terms(st, ds, p, params, tensors, sizes, w);
 }
+
+namespace {
+
+// Where a phase lies in the step, for the gradients DeepSpeed holds there.
+struct PhasePlace {
+    bool before_backward = false;  // step start, a forward or the loss
+    bool accumulates = false;      // a later micro-batch runs beside the earlier ones' gradients
+    bool beside_earlier = false;   // before backward, beside them
+    std::int64_t computing = 0;    // a new gradient before autograd accumulates it or its hook moves it
+    std::int64_t reached = 0;      // layers whose gradients backward has reached (head first)
+};
+
+// param.grad from the first backward to the step (zero_grad sets them to None), growing through
+// that backward; with accumulation, whole from the second micro-batch on.
+std::int64_t unreduced_grads(const StageModel& st, const DeepSpeedStage& ds, const Phase& ph, const PhasePlace& at) {
+    if (at.before_backward) return at.beside_earlier ? ds.full_grads : 0;
+    if (ph.kind == PhaseKind::backward && !at.accumulates) return (st.last ? ds.head_grads : 0) + at.reached * ds.layer_grads;
+    return ds.full_grads + at.computing;
+}
+
+// ZeRO-1 reduces only at the accumulation boundary (engine.py allreduce_gradients), so the earlier
+// micro-batches accumulate whole param.grad and keep the bucket(s) setup_buckets allocated at their
+// first gradient hook until the boundary's epilogue (_release_ipg_buffers). With overlap_comm the
+// boundary's hooks move each gradient into a bucket and the rank's partition into
+// grads_in_partition as backward goes; without it reduce_gradients does so after backward.
+void zero1_phase(const StageModel& st, const DeepSpeedStage& ds, const Phase& ph, const PhasePlace& at,
+                 MemoryBreakdown& b) {
+    const bool in_backward = ph.kind == PhaseKind::backward || ph.kind == PhaseKind::grad_reduce;
+    if (at.beside_earlier || in_backward) b.buffers += ds.ipg_buffers;
+    if (ph.kind == PhaseKind::optimizer_step) {
+        b.gradients = ds.partition_grads;
+    } else if (!ds.overlap_comm) {
+        b.gradients = unreduced_grads(st, ds, ph, at) + (ph.kind == PhaseKind::grad_reduce ? ds.partition_grads : 0);
+    } else if (at.before_backward) {
+        b.gradients = at.beside_earlier ? ds.full_grads : 0;
+    } else if (ph.kind == PhaseKind::backward) {
+        const std::int64_t unreduced = at.accumulates ? (st.first ? ds.embed_grads : 0) + ph.layer * ds.layer_grads : 0;
+        b.gradients = unreduced + at.computing + ds.partition_grads + std::max(ds.large_head_grads, ds.tied_head_grads) +
+                      (st.layers - ph.layer) * ds.large_layer_grads;
+    } else {
+        b.gradients = ds.partition_grads + ds.large_head_grads + st.layers * ds.large_layer_grads + ds.large_embed_grads;
+    }
+}
+
+}  // namespace
 
 MemoryBreakdown with_deepspeed_phase(const StageModel& st, const Phase& ph, MemoryBreakdown b) {
     const DeepSpeedStage& ds = st.deepspeed;
     if (ds.kind == DeepSpeedOptimizer::none) return b;
     if (ph.kind == PhaseKind::optimizer_step) b.buffers += ds.step_copies;
     if (ds.kind == DeepSpeedOptimizer::zero3) return b;  // its gradients and gathers: the generic ZeRO-3 terms
-    // With more micro-batches than the stage holds at once, a later one runs beside the gradients
-    // of those before it (pp 1: any accumulation).
-    const bool accumulates = ds.grad_acc > st.in_flight;
-    const bool before_backward = ph.kind == PhaseKind::step_start || ph.kind == PhaseKind::forward ||
-                                 ph.kind == PhaseKind::output_loss;
-    const bool beside_earlier = accumulates && ph.kind != PhaseKind::step_start;
-    // A layer's 16-bit gradients while autograd computes them, before their hook moves them on.
-    const std::int64_t computing = ph.kind == PhaseKind::backward ? ds.layer_grads : 0;
+    PhasePlace at;
+    at.before_backward = ph.kind == PhaseKind::step_start || ph.kind == PhaseKind::forward ||
+                         ph.kind == PhaseKind::output_loss;
+    // With more micro-batches than the stage holds at once (pp 1: any accumulation).
+    at.accumulates = ds.grad_acc > st.in_flight;
+    at.beside_earlier = at.accumulates && ph.kind != PhaseKind::step_start && at.before_backward;
+    at.computing = ph.kind == PhaseKind::backward ? ds.tensor_grads : 0;
+    at.reached = st.layers - ph.layer + 1;
     if (ds.kind == DeepSpeedOptimizer::unsharded) {
-        // param.grad from the first backward to the step (zero_grad sets them to None), growing
-        // through that backward (head first; layers st.layers..l at backward layer l).
-        if (before_backward) b.gradients = beside_earlier ? ds.full_grads : 0;
-        else if (ph.kind == PhaseKind::backward && !accumulates)
-            b.gradients = (st.last ? ds.head_grads : 0) + (st.layers - ph.layer + 1) * ds.layer_grads;
-        else b.gradients = ds.full_grads;
-        b.gradients += ds.persistent_grads;
+        b.gradients = (ph.kind == PhaseKind::optimizer_step || ph.kind == PhaseKind::grad_reduce
+                           ? ds.full_grads
+                           : unreduced_grads(st, ds, ph, at)) +
+                      ds.persistent_grads;
         if (ph.kind == PhaseKind::grad_reduce) b.buffers += ds.reduce_buffer;
         return b;
     }
     if (ds.zero_one) {
-        // ZeRO-1 reduces only at the accumulation boundary (engine.py allreduce_gradients): the
-        // earlier micro-batches accumulate full param.grad and keep the buckets until the
-        // boundary's epilogue (_release_ipg_buffers); at the boundary each hook moves its gradient
-        // into a bucket, and the rank's partition into grads_in_partition.
-        if (before_backward) {
-            b.gradients = beside_earlier ? ds.full_grads : 0;
-            if (beside_earlier) b.buffers += ds.ipg_buffers;
-        } else if (ph.kind == PhaseKind::backward) {
-            const std::int64_t unreduced = accumulates ? (st.first ? ds.embed_grads : 0) + ph.layer * ds.layer_grads : 0;
-            b.gradients = unreduced + computing + ds.partition_grads + ds.large_head_grads;
-            b.buffers += ds.ipg_buffers;
-        } else if (ph.kind == PhaseKind::grad_reduce) {
-            b.gradients = ds.partition_grads + ds.large_head_grads + ds.large_embed_grads;
-            b.buffers += ds.ipg_buffers;
-        } else {
-            b.gradients = ds.partition_grads;
-        }
+        zero1_phase(st, ds, ph, at, b);
         return b;
     }
     // ZeRO-2 reduces in every backward and releases its buckets and grads_in_partition at each
     // epilogue; with accumulation the first micro-batch's partition stays as the accumulator
     // (all_grad_tensors) beside the next one's.
-    if (before_backward) {
-        b.gradients = beside_earlier ? ds.partition_grads : 0;
+    if (at.before_backward) {
+        b.gradients = at.beside_earlier ? ds.partition_grads : 0;
     } else if (ph.kind == PhaseKind::optimizer_step) {
         b.gradients = ds.partition_grads;
     } else {
-        b.gradients = (accumulates ? 2 : 1) * ds.partition_grads + computing;
+        b.gradients = (at.accumulates ? 2 : 1) * ds.partition_grads + at.computing;
+        if (ph.kind == PhaseKind::backward) b.gradients += ds.tied_head_grads;
         b.buffers += ds.ipg_buffers;
     }
     return b;

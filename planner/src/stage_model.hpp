@@ -29,14 +29,18 @@ enum class DeepSpeedOptimizer { none, unsharded, zero12, zero3 };
 struct DeepSpeedStage {
     DeepSpeedOptimizer kind = DeepSpeedOptimizer::none;  // unsharded: FP16_Optimizer, BF16_Optimizer, bare
     bool zero_one = false;           // zero12: ZeRO-1 (reduces only at the accumulation boundary)
+    bool overlap_comm = true;        // zero12: the hooks reduce as backward goes (ZeRO-1: at the boundary)
     std::int64_t grad_acc = 1;
     std::int64_t full_grads = 0;     // every 16-bit param.grad of the stage
     std::int64_t layer_grads = 0, head_grads = 0, embed_grads = 0;  // one layer's, the LM head's, the embeddings'
+    std::int64_t tensor_grads = 0;   // the largest layer tensor's (one expert's)
+    std::int64_t tied_head_grads = 0;  // a tied embedding's: the LM head's part, held through backward
     std::int64_t persistent_grads = 0;  // BF16_Optimizer's flat high-precision gradient buffer
     std::int64_t partition_grads = 0;   // ZeRO-1/2 grads_in_partition (the busiest rank's)
     std::int64_t ipg_buffers = 0;       // ZeRO-1/2: the two reduce buckets (contiguous_gradients, overlap_comm)
-    std::int64_t large_head_grads = 0, large_embed_grads = 0;  // ZeRO-1: gradients above a bucket, kept to the epilogue
-    std::int64_t reduce_buffer = 0;     // FP16_Optimizer: the engine's flattened all-reduce buffer
+    // ZeRO-1: gradients of tensors above a bucket, kept to the epilogue (one layer's, summed)
+    std::int64_t large_head_grads = 0, large_embed_grads = 0, large_layer_grads = 0;
+    std::int64_t reduce_buffer = 0;     // the engine's all-reduce copy (flattened, or cast to bf16)
     std::int64_t step_copies = 0;       // the optimizer step's gradient copies (or overflow check), at their widest
 };
 
@@ -112,7 +116,7 @@ struct StageModel {
 std::int64_t tp_local_numel(const ParamTensor& p, std::int64_t tp, std::int64_t vocab_pad);
 // Profile (deepspeed_zero_optimizer, memory_deepspeed.cpp): DeepSpeed's terms for the stage, and
 // a phase's snapshot with them.
-void add_deepspeed_terms(StageModel& st, const Plan& p, const FrameworkProfile& prof,
+void add_deepspeed_terms(StageModel& st, const ModelConfig& m, const Plan& p, const FrameworkProfile& prof,
                          const std::vector<ParamTensor>& tensors, const StageParamElements& params);
 MemoryBreakdown with_deepspeed_phase(const StageModel& st, const Phase& ph, MemoryBreakdown b);
 

@@ -7,7 +7,7 @@
 //    two 4,096 norms), final norm 4,096.
 //  - partition_size = P / 8 = 1,003,782,656 elements.
 //  - grads_in_partition holds every tensor overlapping a rank's partition, whole. Walking the flat
-//    buffer (embedding, 32 x [q k v o gate up down norm norm], norm, head), rank 5's partition
+//    buffer (embedding, 32 x [norm q k v o norm gate up down], norm, head), rank 5's partition
 //    [5,018,913,280, 6,022,695,936) starts inside a layer's up projection and ends inside another's
 //    down projection: 1,090,560,000 elements (the most of the 8 ranks), 2,181,120,000 B in bf16.
 //  - The step's copies: flatten (2 B) + .to(fp32) (4 B) of the partition = 6 x 1,003,782,656 =
@@ -30,16 +30,19 @@ constexpr std::int64_t kParams = 8'030'261'248;
 constexpr std::int64_t kPartition = 1'003'782'656;
 constexpr std::int64_t kBusiestPartitionGradBytes = 2'181'120'000;
 constexpr std::int64_t kLayerGradBytes = 218'112'000LL * 2;
+constexpr std::int64_t kTensorGradBytes = 14'336LL * 4'096 * 2;  // gate, up or down: a layer's largest
 constexpr std::int64_t kHeadGradBytes = 525'336'576LL * 2;
 constexpr std::int64_t kTwoBucketsBytes = 2 * 500'000'000LL * 2;  // overlap_comm: two 5e8-element bf16 buckets
 
 MemoryReport deepspeed_report(int zero, std::int64_t grad_acc, Precision precision = Precision::bf16_mixed,
-                              Recompute recompute = Recompute::none, std::int64_t dp = 8, std::int64_t pp = 1) {
+                              Recompute recompute = Recompute::none, std::int64_t dp = 8, std::int64_t pp = 1,
+                              const DeepSpeedZeroSettings& buckets = {}) {
     Plan p;
     p.seq = 4096, p.mbs = 1, p.dp = dp, p.pp = pp, p.grad_acc = grad_acc, p.zero = ZeroStage{zero};
     p.precision = precision, p.recompute = recompute;
     MemoryOptions o;
     o.profile = deepspeed_profile();
+    o.profile.deepspeed_zero = buckets;
     o.timeline = true;
     return evaluate_memory(test::catalog_model("llama-3-8b"), test::catalog_gpu("h100-sxm-80gb"), p, o);
 }
@@ -62,10 +65,11 @@ TEST(DeepSpeedMemory, Zero1GradientsAppearInBackwardAndWaitForTheBoundary) {
     const MemoryReport one = deepspeed_report(1, 1);
     EXPECT_EQ(at(one, PhaseKind::output_loss).gradients, 0);
     EXPECT_EQ(at(one, PhaseKind::forward, 32).gradients, 0);
-    // Backward's first layer: the partition buffer, the layer's own gradients while they are being
-    // computed, and the LM head's, which is above a bucket and stays as param.grad to the epilogue.
+    // Backward's first layer: the partition buffer, a tensor's new gradient before its hook moves
+    // it into a bucket, and the LM head's, which is above a bucket and stays as param.grad to the
+    // epilogue.
     EXPECT_EQ(at(one, PhaseKind::backward, 32).gradients,
-              kBusiestPartitionGradBytes + kLayerGradBytes + kHeadGradBytes);
+              kBusiestPartitionGradBytes + kTensorGradBytes + kHeadGradBytes);
     EXPECT_EQ(at(one, PhaseKind::backward, 32).buffers - at(one, PhaseKind::output_loss).buffers, kTwoBucketsBytes);
 
     const MemoryReport two = deepspeed_report(1, 2);
@@ -78,10 +82,10 @@ TEST(DeepSpeedMemory, Zero1GradientsAppearInBackwardAndWaitForTheBoundary) {
 TEST(DeepSpeedMemory, Zero2KeepsThePartitionAsTheAccumulator) {
     const MemoryReport one = deepspeed_report(2, 1);
     EXPECT_EQ(at(one, PhaseKind::output_loss).gradients, 0);
-    EXPECT_EQ(at(one, PhaseKind::backward, 32).gradients, kBusiestPartitionGradBytes + kLayerGradBytes);
+    EXPECT_EQ(at(one, PhaseKind::backward, 32).gradients, kBusiestPartitionGradBytes + kTensorGradBytes);
     const MemoryReport two = deepspeed_report(2, 2);
     EXPECT_EQ(at(two, PhaseKind::output_loss).gradients, kBusiestPartitionGradBytes);
-    EXPECT_EQ(at(two, PhaseKind::backward, 32).gradients, 2 * kBusiestPartitionGradBytes + kLayerGradBytes);
+    EXPECT_EQ(at(two, PhaseKind::backward, 32).gradients, 2 * kBusiestPartitionGradBytes + kTensorGradBytes);
 }
 
 // step(): the overflow check, then flatten + .to(fp32) of the partition's gradients while
@@ -142,8 +146,8 @@ TEST(DeepSpeedMemory, PipelineWithoutZeroShardsTheMasterInBf16Optimizer) {
     EXPECT_EQ(r.at_peak.master_weights, 4 * 1'135'116'288LL);
     EXPECT_EQ(r.at_peak.optimizer_states, 8 * 1'135'116'288LL);
     // 8 micro-batches, 4 in flight on stage 0: the peak micro-batch runs beside the earlier ones'
-    // param.grad (2 B) and the flat buffer (2 B).
-    EXPECT_EQ(r.at_peak.gradients, 4 * 2'270'232'576LL);
+    // param.grad (2 B) and the flat buffer (2 B), a tensor's new gradient being added in.
+    EXPECT_EQ(r.at_peak.gradients, 4 * 2'270'232'576LL + kTensorGradBytes);
     EXPECT_EQ(at(r, PhaseKind::step_start).gradients, 2 * 2'270'232'576LL);  // the buffer alone
     // step: the partition of the bf16 buffer .to(fp32).
     EXPECT_EQ(at(r, PhaseKind::optimizer_step).buffers - at(r, PhaseKind::step_start).buffers, 4 * 1'135'116'288LL);
@@ -160,8 +164,80 @@ TEST(DeepSpeedMemory, Fp32AccumulationFollowsTheOptimizerDeepSpeedPicks) {
     EXPECT_EQ(at(one, PhaseKind::backward, 32).gradients, 4 * kParams + kHeadGradBytes + kLayerGradBytes);
     EXPECT_EQ(at(one, PhaseKind::optimizer_step).buffers, at(one, PhaseKind::step_start).buffers);
     const MemoryReport two = deepspeed_report(2, 1, Precision::bf16_mixed_fp32_grads);
-    EXPECT_EQ(at(two, PhaseKind::backward, 32).gradients, kBusiestPartitionGradBytes + kLayerGradBytes);
+    EXPECT_EQ(at(two, PhaseKind::backward, 32).gradients, kBusiestPartitionGradBytes + kTensorGradBytes);
     const MemoryReport three = deepspeed_report(3, 1, Precision::bf16_mixed_fp32_grads);
     EXPECT_EQ(at(three, PhaseKind::step_start).gradients, 4 * kPartition);
     EXPECT_EQ(at(three, PhaseKind::optimizer_step).buffers - at(three, PhaseKind::step_start).buffers, 4 * kPartition);
+}
+
+// A ds_config's own buckets (FrameworkProfile::deepspeed_zero, from --from): the Hugging Face
+// Trainer's "auto" reduce_bucket_size is hidden_size^2 = 16,777,216 elements, two bf16 buckets
+// 67,108,864 B. With buckets that small, ZeRO-1 reduces every tensor above one from its own
+// param.grad and keeps it to the epilogue: gate, up and down (58,720,256 elements each; q and o
+// are exactly hidden^2, not above), the LM head and the embedding.
+TEST(DeepSpeedMemory, BucketsFollowTheConfigsReduceBucketSize) {
+    DeepSpeedZeroSettings hf;
+    hf.reduce_bucket_hidden_squared = true;
+    const MemoryReport two = deepspeed_report(2, 1, Precision::bf16_mixed, Recompute::none, 8, 1, hf);
+    EXPECT_EQ(at(two, PhaseKind::backward, 32).buffers - at(two, PhaseKind::output_loss).buffers, 2 * 4096LL * 4096 * 2);
+    const MemoryReport one = deepspeed_report(1, 1, Precision::bf16_mixed, Recompute::none, 8, 1, hf);
+    const std::int64_t large_layer_bytes = 3 * kTensorGradBytes;
+    EXPECT_EQ(at(one, PhaseKind::backward, 30).gradients,
+              kBusiestPartitionGradBytes + kTensorGradBytes + kHeadGradBytes + 2 * large_layer_bytes);
+    EXPECT_EQ(at(one, PhaseKind::grad_reduce).gradients,
+              kBusiestPartitionGradBytes + 2 * kHeadGradBytes + 32 * large_layer_bytes);
+}
+
+// overlap_comm off (zero/config.py's default below stage 3): one bucket; ZeRO-1's hooks then only
+// allocate it, and reduce_gradients moves the gradients after backward, so a one-micro-batch step
+// holds its param.grad as they grow (head, then layer by layer) and all of them at the reduction.
+TEST(DeepSpeedMemory, OverlapCommOffKeepsOneBucketAndZero1ReducesAfterBackward) {
+    DeepSpeedZeroSettings off;
+    off.overlap_comm = false;
+    const MemoryReport one = deepspeed_report(1, 1, Precision::bf16_mixed, Recompute::none, 8, 1, off);
+    EXPECT_EQ(at(one, PhaseKind::output_loss).gradients, 0);
+    EXPECT_EQ(at(one, PhaseKind::backward, 31).gradients, kHeadGradBytes + 2 * kLayerGradBytes);
+    EXPECT_EQ(at(one, PhaseKind::backward, 31).buffers - at(one, PhaseKind::output_loss).buffers, 1'000'000'000);
+    EXPECT_EQ(at(one, PhaseKind::grad_reduce).gradients, 2 * kParams + kBusiestPartitionGradBytes);
+    const MemoryReport two = deepspeed_report(2, 1, Precision::bf16_mixed, Recompute::none, 8, 1, off);
+    EXPECT_EQ(at(two, PhaseKind::backward, 32).buffers - at(two, PhaseKind::output_loss).buffers, 1'000'000'000);
+}
+
+// BF16_Optimizer with fp32 accumulation: engine.py buffered_allreduce_fallback hands allreduce_bucket
+// the one flat fp32 buffer (a view, no flatten copy), which casts it whole to bf16
+// (communication_data_type) for the all-reduce: 2 B per parameter at the reduction.
+TEST(DeepSpeedMemory, Fp32AccumulationIsReducedThroughABf16CopyOfTheBuffer) {
+    const MemoryReport r = deepspeed_report(1, 1, Precision::bf16_mixed_fp32_grads);
+    EXPECT_EQ(at(r, PhaseKind::grad_reduce).buffers - at(r, PhaseKind::step_start).buffers, 2 * kParams);
+    EXPECT_EQ(r.peak_phase.kind, PhaseKind::grad_reduce);
+}
+
+// A tied embedding (Llama-3.2-1B: 128,256 x 2,048 = 262,668,288 elements, also the LM head): its
+// hook fires after the lookup's backward, so the head's 525,336,576 B are held through backward.
+// ZeRO-2 at dp 8: P = 1,235,814,400, partition 154,476,800; walking embedding, 16 x [norm q k v o
+// norm gate up down], norm, the busiest rank (1) overlaps the whole embedding and the first layers'
+// tensors up to its end, 323,489,792 elements (646,979,584 B); a layer's largest tensor is
+// 8,192 x 2,048 (33,554,432 B).
+TEST(DeepSpeedMemory, TiedEmbeddingHoldsTheHeadsGradientThroughBackward) {
+    Plan p;
+    p.seq = 4096, p.mbs = 1, p.dp = 8, p.zero = ZeroStage{2};
+    MemoryOptions o;
+    o.profile = deepspeed_profile();
+    o.timeline = true;
+    const MemoryReport r = evaluate_memory(test::catalog_model("llama-3.2-1b"), test::catalog_gpu("h100-sxm-80gb"), p, o);
+    EXPECT_EQ(at(r, PhaseKind::backward, 16).gradients, 646'979'584 + 33'554'432 + 525'336'576);
+    EXPECT_EQ(at(r, PhaseKind::grad_reduce).gradients, 646'979'584);
+}
+
+// Expert parallelism splits DeepSpeed's expert parameter groups (not traced here): the generic
+// terms stand, gradients charged at every phase.
+TEST(DeepSpeedMemory, ExpertParallelismKeepsTheGenericTerms) {
+    Plan p;
+    p.seq = 4096, p.mbs = 1, p.dp = 64, p.ep = 8, p.zero = ZeroStage{1}, p.recompute = Recompute::full;
+    MemoryOptions o;
+    o.profile = deepspeed_profile();
+    o.timeline = true;
+    const MemoryReport r = evaluate_memory(test::catalog_model("mixtral-8x7b"), test::catalog_gpu("h100-sxm-80gb"), p, o);
+    EXPECT_GT(at(r, PhaseKind::output_loss).gradients, 0);
+    EXPECT_EQ(at(r, PhaseKind::output_loss).gradients, at(r, PhaseKind::optimizer_step).gradients);
 }

@@ -102,8 +102,10 @@ TEST(Fp8ParamGather, RefusedWhereMegatronRefusesItOrItIsNotModelled) {
     Plan offload = p;
     offload.offload = Offload::optimizer;
     expect_refused(offload, "--offload");
-    for (const std::string name : {"torchtitan", "deepspeed", "preflight-runtime", "pytorch", "nanotron"})
+    for (const std::string name : {"torchtitan", "deepspeed", "pytorch", "nanotron"})
         expect_refused(p, "use --framework megatron", *profile_by_name(name));
+    // `preflight run` executes Preflight's runtime whatever --framework says: drop the flag there.
+    expect_refused(p, "drop it from run", *profile_by_name("preflight-runtime"));
     EXPECT_NO_THROW(evaluate(p));
 }
 

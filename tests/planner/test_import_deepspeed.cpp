@@ -92,7 +92,11 @@ TEST(ImportDeepSpeed, HuggingFaceZero2WithAutoValues) {
     EXPECT_TRUE(contains(c.ignored, "gradient_clipping"));
     EXPECT_TRUE(contains(c.ignored, "steps_per_print"));
     EXPECT_TRUE(contains(c.warnings, "zero_optimization.allgather_bucket_size"));
-    EXPECT_TRUE(contains(c.warnings, ":40: zero_optimization.reduce_bucket_size"));
+    // reduce_bucket_size 2e8 and overlap_comm true size the deepspeed profile's buckets.
+    ASSERT_TRUE(c.deepspeed_zero);
+    EXPECT_EQ(c.deepspeed_zero->reduce_bucket_elements, 200'000'000);
+    EXPECT_TRUE(c.deepspeed_zero->overlap_comm);
+    EXPECT_FALSE(contains(c.warnings, "reduce_bucket_size"));
     EXPECT_FALSE(contains(c.warnings, "overlap_comm"));
 }
 
@@ -110,7 +114,7 @@ TEST(ImportDeepSpeed, HuggingFaceZero3ParamOffloadAllThreeBatchKeys) {
     EXPECT_TRUE(contains(c.warnings, "activation_checkpointing"));
     EXPECT_TRUE(contains(c.warnings, "zero_optimization.sub_group_size"));
     EXPECT_TRUE(contains(c.warnings, "zero_optimization.stage3_max_live_parameters"));
-    EXPECT_TRUE(contains(c.ignored, "zero_optimization.reduce_bucket_size: auto"));
+    EXPECT_TRUE(c.deepspeed_zero->reduce_bucket_hidden_squared);  // "auto": the Trainer's hidden_size^2
     EXPECT_TRUE(contains(c.ignored, "flops_profiler"));
     // Fields in file order.
     for (std::size_t i = 1; i < c.fields.size(); ++i)
@@ -276,20 +280,27 @@ TEST(ImportDeepSpeed, ConfigFileIsDetectedAsDeepSpeed) {
     EXPECT_EQ(integer(c, "dp"), 8);
 }
 
-// The deepspeed profile charges ZeRO-1/2 with overlap_comm on, as --emit deepspeed writes it;
-// zero/config.py defaults it to false below stage 3 (overlap_comm_valid), so a config that leaves
-// it out or turns it off is warned at its line, and contiguous_gradients false likewise.
-TEST(ImportDeepSpeed, OverlapCommOffBelowStage3IsWarned) {
+// The bucket settings the deepspeed profile charges (DeepSpeedZeroSettings): overlap_comm as the
+// file says, absent on at stage 3 only (zero/config.py overlap_comm_valid); reduce_bucket_size as
+// a whole count (JSON's 5e8 float too), "auto" as the Trainer's hidden_size^2; contiguous_gradients
+// false is warned at its line (not modelled).
+TEST(ImportDeepSpeed, BucketSettingsAreReadForTheProfile) {
     const ImportedConfig absent = import_text("{\n  \"train_micro_batch_size_per_gpu\": 1,\n  \"zero_optimization\": "
                                               "{\"stage\": 1}\n}", 8);
-    EXPECT_TRUE(contains(absent.warnings, "zero_optimization.overlap_comm (absent: false)"));
-    EXPECT_TRUE(contains(absent.warnings, "every 16-bit gradient"));
-    const ImportedConfig off = import_text("{\n  \"zero_optimization\": {\n    \"stage\": 2,\n    \"overlap_comm\": "
-                                           "false,\n    \"contiguous_gradients\": false\n  }\n}", 8);
-    EXPECT_TRUE(contains(off.warnings, "bad.json:4: zero_optimization.overlap_comm"));
-    EXPECT_TRUE(contains(off.warnings, "one reduce bucket instead of two"));
-    EXPECT_TRUE(contains(off.warnings, "bad.json:5: zero_optimization.contiguous_gradients"));
-    // Stage 3 defaults it on, and a stage-0 config has no ZeRO buckets: nothing to say.
-    EXPECT_FALSE(contains(import_text("{\"zero_optimization\": {\"stage\": 3}}", 8).warnings, "overlap_comm"));
-    EXPECT_FALSE(contains(import_text("{\"zero_optimization\": {\"stage\": 0}}", 8).warnings, "overlap_comm"));
+    ASSERT_TRUE(absent.deepspeed_zero);
+    EXPECT_FALSE(absent.deepspeed_zero->overlap_comm);
+    EXPECT_EQ(absent.deepspeed_zero->reduce_bucket_elements, 500'000'000);
+    EXPECT_TRUE(import_text("{\"zero_optimization\": {\"stage\": 3}}", 8).deepspeed_zero->overlap_comm);
+    const ImportedConfig set = import_text("{\n  \"zero_optimization\": {\n    \"stage\": 2,\n    \"overlap_comm\": "
+                                           "true,\n    \"reduce_bucket_size\": 2e8,\n    \"contiguous_gradients\": false\n  }\n}", 8);
+    EXPECT_TRUE(set.deepspeed_zero->overlap_comm);
+    EXPECT_EQ(set.deepspeed_zero->reduce_bucket_elements, 200'000'000);
+    EXPECT_FALSE(contains(set.warnings, "reduce_bucket_size"));
+    EXPECT_TRUE(contains(set.warnings, "bad.json:6: zero_optimization.contiguous_gradients"));
+    EXPECT_TRUE(import_text("{\"zero_optimization\": {\"stage\": 2, \"reduce_bucket_size\": \"auto\"}}", 8)
+                    .deepspeed_zero->reduce_bucket_hidden_squared);
+    for (const char* bad : {"-5", "1.5", "\"big\"", "1e300"})
+        expect_input_error([&] { import_text(std::string("{\"zero_optimization\": {\"stage\": 2, \"reduce_bucket_size\": ") +
+                                             bad + "}}", 8); },
+                           {"bad.json", "zero_optimization.reduce_bucket_size"});
 }

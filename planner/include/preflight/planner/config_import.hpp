@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "preflight/planner/memory.hpp"
 #include "preflight/planner/plan_schema.hpp"
 
 namespace preflight {
@@ -86,6 +87,9 @@ struct ImportedConfig {
     // --sequence-parallel, torchtitan always, nanotron's tp_mode REDUCE_SCATTER); nullopt when the
     // config has no say (DeepSpeed). A --tp beside --from applies it at the new degree.
     std::optional<bool> sp_with_tp;
+    // A ds_config's bucket settings (reduce_bucket_size, overlap_comm): the deepspeed profile's
+    // FrameworkProfile::deepspeed_zero under --from. nullopt for the other formats.
+    std::optional<DeepSpeedZeroSettings> deepspeed_zero;
     std::vector<ImportedField> fields;           // in file order; each field at most once
     std::vector<std::string> ignored;            // keys known and ignored on purpose ("[checkpoint] enable")
     std::vector<std::string> warnings;           // keys that change memory or speed that are not modelled

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "preflight/planner/gpu.hpp"
+#include "preflight/planner/memory.hpp"
 #include "preflight/planner/model.hpp"
 #include "preflight/planner/plan.hpp"
 
@@ -30,6 +31,9 @@ struct EmitOptions {
     std::int64_t gpus_per_node = 0;
     // The framework profile the plan was ranked under: the preflight plan document records it.
     std::string framework;
+    // The bucket settings the deepspeed profile judged the plan with (a --from ds_config's, or the
+    // defaults): the ds_config carries them.
+    DeepSpeedZeroSettings deepspeed_zero;
 };
 
 struct Emitted {
@@ -39,7 +43,8 @@ struct Emitted {
 
 // DeepSpeed ds_config: train_batch_size, train_micro_batch_size_per_gpu,
 // gradient_accumulation_steps, zero_optimization.stage, bf16/fp16, activation_checkpointing.
-nlohmann::json deepspeed_config(const Plan& plan, std::vector<std::string>* warnings = nullptr);
+nlohmann::json deepspeed_config(const Plan& plan, std::vector<std::string>* warnings = nullptr,
+                                const DeepSpeedZeroSettings& buckets = {});
 // Megatron-LM pretrain_gpt.py arguments, one flag per line, after a torchrun launch line that
 // starts the plan's world size (so `--from` reads dp back), with '#' comments.
 std::string megatron_arguments(const ModelConfig& model, const Plan& plan, std::vector<std::string>* warnings = nullptr,

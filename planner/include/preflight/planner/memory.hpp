@@ -23,6 +23,18 @@ struct MemoryReport;
 struct MemoryOptions;
 struct ThroughputOptions;
 
+// The zero_optimization settings of a ds_config that size DeepSpeed's gradient buffers
+// (deepspeed/runtime/zero/config.py): the defaults are what `--emit deepspeed` writes; `--from` a
+// ds_config takes the file's (FrameworkProfile::deepspeed_zero).
+struct DeepSpeedZeroSettings {
+    std::int64_t reduce_bucket_elements = 500'000'000;  // reduce_bucket_size (zero/config.py default 5e8)
+    // reduce_bucket_size "auto": the Hugging Face Trainer writes hidden_size x hidden_size
+    // (transformers integrations/deepspeed.py trainer_config_finalize), known only with the model.
+    bool reduce_bucket_hidden_squared = false;
+    bool overlap_comm = true;  // zero/config.py defaults it to stage == 3; --emit deepspeed writes true
+    bool operator==(const DeepSpeedZeroSettings&) const = default;
+};
+
 // What a training framework keeps beyond the analytic minimum. The default
 // describes Megatron-LM-style training (persistent contiguous gradient buffers,
 // fused vocab-parallel cross-entropy).
@@ -174,8 +186,9 @@ struct FrameworkProfile {
     // backward to the step (none in the first forward), ZeRO-1/2 keep the rank's partition of them
     // whole-tensor (grads_in_partition) and two reduce buckets, ZeRO-3 one persistent bucket, and the
     // optimizer step copies the gradients to fp32. One pipeline stage, no offload, full training;
-    // otherwise the generic terms.
+    // otherwise the generic terms. The buckets follow deepspeed_zero.
     bool deepspeed_zero_optimizer = false;
+    DeepSpeedZeroSettings deepspeed_zero;
     // Allocation granularity: each model-state tensor is rounded up to this many bytes
     // (PyTorch CUDACachingAllocator: kMinBlockSize = 512). 0 = no rounding.
     std::int64_t allocation_granularity_bytes = 0;
