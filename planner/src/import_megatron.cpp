@@ -531,8 +531,10 @@ ImportedConfig import_megatron(std::string_view text, const std::string& file, c
     } catch (const InputError& e) {  // the reader names the line: FILE:LINE
         throw InputError(file + ":" + e.subject(), e.detail());
     }
+    std::string cut;  // calls the nesting bound left unread: said always (megatron_script.hpp)
+    for (const megatron_script::Undecided& u : script.not_read) cut += "; " + file + ":" + std::to_string(u.line) + ": " + u.what;
     if (script.arguments.empty())
-        throw InputError(file, "no Megatron arguments found (neither a pretrain_*.py launch line nor --flag lines)");
+        throw InputError(file, "no Megatron arguments found (neither a pretrain_*.py launch line nor --flag lines)" + cut);
     Flags flags(script.arguments, file);
     ImportedConfig out;
     out.format = ConfigFormat::megatron;
@@ -550,6 +552,8 @@ ImportedConfig import_megatron(std::string_view text, const std::string& file, c
     import_megatron_model(flags, out, d.tp);
     classify_rest(flags, out);
     warn_undecided(script, flags, out);
+    for (const megatron_script::Undecided& u : script.not_read)
+        out.warnings.push_back(file + ":" + std::to_string(u.line) + ": " + u.what);
     if (script.launches > 1)
         out.warnings.push_back(file + ":" + std::to_string(script.launch_line) + ": the script runs " +
                                std::to_string(script.launches) + " launch lines: the first is read");

@@ -42,12 +42,14 @@ bool inert_command(const std::string& w) {
 // words are read again as commands; a name the script defined as a function is called.
 Status Interpreter::execute(Ctx c, const std::vector<Item>& items) {
     std::size_t k = 0;
-    bool evaluated = false;
+    bool evaluated = false, local = false;
     for (; k < items.size() && !items[k].array && prefix_word(items[k].word->text); ++k) {
         const std::string& w = items[k].word->text;
         evaluated = evaluated || w == "eval";
-        if (!frames_.empty() && (w == "local" || w == "declare" || w == "typeset")) make_local(items, k + 1);
+        if (!frames_.empty() && (w == "local" || w == "declare" || w == "typeset")) local = make_local(items, k + 1);
     }
+    // `eval -- WORDS`, `exec -- ...`: -- ends the options (bash "Shell Builtin Commands").
+    if (k > 0 && k < items.size() && !items[k].array && items[k].word->text == "--") ++k;
     if (k == items.size()) return {};
     const int line = items[k].word->line;
     if (!evaluated) {
@@ -55,21 +57,26 @@ Status Interpreter::execute(Ctx c, const std::vector<Item>& items) {
         if (head == "[" || head == "test") return single_bracket(items, k, c.branch);
         if (head == "false") return {Truth::no, 0};
         if (head == "return" && !frames_.empty() && c.branch == frames_.back().branch) frames_.back().returned = true;
+        if (head == "shift" || head == "set") return positional(items, k, c.branch);
+        if (head == "break" || head == "continue") return loop_control(items, k, c.branch);
+        if (head == "let" || head.rfind("((", 0) == 0) return arithmetic_assign(items, k, c.branch);
+        if (head == "read") return {Truth::unknown, 0};  // a line or end of input: not known (`while read`)
         if (inert_command(head) || head == "true" || head == ":") return expand_only(items, k + 1, c.branch), Status{};
         for (std::optional<Assignment> a; k < items.size() && (a = assignment(items[k].word->text)); ++k) {
-            if (items[k].array) assign_array(*a, items[k], c.branch);
-            else assign(*items[k].word, *a, c.branch);
+            if (items[k].array) assign_array(*a, items[k], c.branch, local);
+            else assign(*items[k].word, *a, c.branch, local);
         }
     }
     std::vector<Value> values;
     for (std::size_t i = k; i < items.size(); ++i)
         for (Value& v : expander(items[i].word->line, true, c.branch).run(items[i].word->text)) values.push_back(std::move(v));
     if (values.empty()) return {};
-    if (evaluated) return eval(c, values, line);
+    if (evaluated) return eval(c, std::move(values), line);
     const Word name = values[0].word();
     if (const auto f = functions_.find(name.text); f != functions_.end() && name.unresolved.empty()) {
         named_.insert(name.text);  // called, if through eval or a variable
-        return call(f->second, std::vector<Value>(values.begin() + 1, values.end()), c, line);
+        values.erase(values.begin());
+        return call(f->second, std::move(values), c, line);
     }
     std::vector<Word> all;
     for (const Value& v : values) {
@@ -103,18 +110,17 @@ void Interpreter::expand_only(const std::vector<Item>& items, std::size_t from, 
 }
 
 // `local NAME[=value]` (declare, typeset) in a function: NAME is the call's own until it returns
-// (bash "Shell Functions"); `local NAME` alone leaves it unset there.
-void Interpreter::make_local(const std::vector<Item>& items, std::size_t from) {
+// (bash "Shell Functions"); `local NAME` alone leaves it unset there, and NAME=value is saved
+// where it is assigned (after its value is expanded: `local TP=$TP` reads the caller's). False
+// for `declare -g` (global).
+bool Interpreter::make_local(const std::vector<Item>& items, std::size_t from) {
     for (std::size_t i = from; i < items.size(); ++i) {
         const std::string& w = items[i].word->text;
-        if (w.size() > 1 && w[0] == '-' && w.find('g') != std::string::npos) return;  // declare -g: global
-        const auto a = assignment(w);
-        const std::string name = a ? a->name : w;
-        if (name.empty() || !name_start(name[0]) || !std::all_of(name.begin(), name.end(), name_char)) continue;
-        const auto it = vars_.find(name);
-        const bool added = frames_.back().saved.emplace(name, it == vars_.end() ? std::nullopt : std::optional<Var>(it->second)).second;
-        if (added && !a && it != vars_.end()) vars_.erase(it);
+        if (w.size() > 1 && w[0] == '-' && w.find('g') != std::string::npos) return false;
+        if (assignment(w) || w.empty() || !name_start(w[0]) || !std::all_of(w.begin(), w.end(), name_char)) continue;
+        save_local(w);
     }
+    return true;
 }
 
 namespace {
@@ -141,13 +147,16 @@ std::optional<std::string> self_append_rest(const Assignment& a, const Vars& var
 
 }  // namespace
 
-void Interpreter::assign(const Raw& w, const Assignment& a_in, int branch) {
-    const std::optional<std::string> rest = self_append_rest(a_in, vars_);  // a.value views it
+void Interpreter::assign(const Raw& w, const Assignment& a_in, int branch, bool local) {
+    const std::optional<std::string> rest = local ? std::nullopt : self_append_rest(a_in, vars_);  // a.value views it
     Assignment a = a_in;
     if (rest) a.value = *rest, a.append = true;
     Value value = expander(w.line, false, branch).joined(a.value);
     mark(value, branch);
-    Var& v = vars_[a.name];
+    if (local) save_local(a.name), a.append = false;
+    const auto was = vars_.find(a.name);
+    const bool extend = a.append && was != vars_.end() && (was->second.array || !was->second.values.empty());
+    Var& v = var_for_write(a.name, extend);
     if (a.append && v.array) {
         if (v.values.size() >= shell::kMaxArrayElements)
             throw InputError(std::to_string(w.line), "array " + a.name + " grows past " +
@@ -166,7 +175,8 @@ void Interpreter::assign(const Raw& w, const Assignment& a_in, int branch) {
     v = Var{{std::move(value)}, false};
 }
 
-void Interpreter::assign_array(const Assignment& a, const Item& item, int branch) {
+void Interpreter::assign_array(const Assignment& a_in, const Item& item, int branch, bool local) {
+    Assignment a = a_in;
     // Bash expands the elements before it assigns: NAME=("${NAME[@]}" more) keeps NAME's own.
     std::vector<Value> values;
     for (const Raw* e : item.elements)
@@ -174,7 +184,8 @@ void Interpreter::assign_array(const Assignment& a, const Item& item, int branch
             mark(v, branch);
             values.push_back(std::move(v));
         }
-    Var& v = vars_[a.name];
+    if (local) save_local(a.name), a.append = false;
+    Var& v = var_for_write(a.name, a.append && vars_.count(a.name) > 0);
     if (!a.append) v = Var{{}, true};
     v.array = true;  // NAME+=( ... ) on a scalar: its value is element 0
     std::size_t chars = 0;
@@ -206,12 +217,21 @@ void Interpreter::launch(const std::vector<Word>& all, std::size_t script_at, in
 
 // A call of a function the script defined: its body read here, with the variables as they are
 // now and the call's words as $1 ... and "$@" (bash "Shell Functions", "Positional Parameters").
-// Its status is not decided (`return N` is not read).
-Status Interpreter::call(const Function& f, const std::vector<Value>& args, Ctx c, int line) {
-    if (calls_ >= kMaxCallNesting) return {Truth::unknown, 0};
+// Its status is not decided (`return N` is not read). The words are moved into the call's
+// frame: a call costs what its words hold, not what the script's variables do.
+Status Interpreter::call(const Function& f, std::vector<Value> args, Ctx c, int line, bool given) {
+    if (calls_ >= kMaxCallNesting) {
+        cut(line, "function " + f.name + " is called past " + std::to_string(kMaxCallNesting) +
+                      " nested calls and evals: its body is not read there (what it sets or launches is not known)");
+        return {Truth::unknown, 0};
+    }
     Frame frame;
     frame.branch = first(c.branch, f.branch);
-    bind_positional(frame, args, line);
+    frame.args.sure = args.size();
+    for (std::size_t i = 0; i < args.size() && frame.args.sure == args.size(); ++i)
+        if (!args[i].word().unresolved.empty()) frame.args.sure = i;  // it may split into any number of words
+    frame.args.values = std::move(args);
+    frame.args.script = !given;
     frames_.push_back(std::move(frame));
     read_tokens(f.source, f.start, {true, frames_.back().branch}, true, line);
     restore(frames_.back());
@@ -219,42 +239,31 @@ Status Interpreter::call(const Function& f, const std::vector<Value>& args, Ctx 
     return {Truth::unknown, 0};
 }
 
-// The call's words as $1, $2 ... and "$@"; the caller's are kept in `frame` until it returns.
-void Interpreter::bind_positional(Frame& frame, const std::vector<Value>& args, int line) {
-    for (auto it = vars_.begin(); it != vars_.end();) {
-        if (name_start(it->first[0])) {
-            ++it;
-            continue;
-        }
-        frame.saved.emplace(it->first, std::move(it->second));
-        it = vars_.erase(it);
-    }
-    Var all{{}, true};
-    for (std::size_t i = 0; i < args.size(); ++i) {
-        Value v;
-        v.line = args[i].line;
-        for (const Piece& p : args[i].pieces) add_piece(v, p, line, &budget_);  // copies count (kMaxScriptChars)
-        vars_[std::to_string(i + 1)] = Var{{v}, false};
-        all.values.push_back(std::move(v));
-    }
-    vars_["@"] = std::move(all);
-}
-
-// What the call hid (the caller's positional parameters, the names made local) as it was.
+// What the call hid (the names made local) as it was.
 void Interpreter::restore(Frame& frame) {
-    for (auto it = vars_.begin(); it != vars_.end();) it = name_start(it->first[0]) ? std::next(it) : vars_.erase(it);
     for (auto& [name, var] : frame.saved) {
         if (var) vars_[name] = std::move(*var);
         else vars_.erase(name);
     }
 }
 
+// A call or eval the nesting bound cut: said at its line, whatever is read later (its effects
+// are not known), and named if the script is then found to launch nothing.
+void Interpreter::cut(int line, std::string what) {
+    if (cut_lines_.insert(line).second) script_.not_read.push_back({line, std::move(what)});
+}
+
 // eval WORDS: the words, expanded and joined by spaces, read again as commands (bash "Bourne
 // Shell Builtins": eval), so CMD="torchrun ... pretrain_gpt.py $ARGS"; eval "$CMD" launches. Each
 // line of the text keeps the script line its first word was written on; what is read carries
 // the first undecided branch the text came through.
-Status Interpreter::eval(Ctx c, const std::vector<Value>& args, int line) {
-    if (calls_ >= kMaxCallNesting) return {Truth::unknown, 0};
+Status Interpreter::eval(Ctx c, std::vector<Value> args, int line) {
+    if (calls_ >= kMaxCallNesting) {
+        cut(line, "eval past " + std::to_string(kMaxCallNesting) +
+                      " nested calls and evals: its text is not read there (what it sets or launches is not known)");
+        return {Truth::unknown, 0};
+    }
+    if (!args.empty() && args[0].text() == "--") args.erase(args.begin());  // eval -- WORDS
     std::string text;
     std::vector<int> lines{line};  // the script line of each line of `text`
     bool line_start = true;
@@ -305,15 +314,17 @@ Status Interpreter::read_tokens(const std::vector<Raw>* source, std::size_t star
 
 void Interpreter::spend(std::size_t tokens, int line) {
     if ((call_tokens_ += tokens) > kMaxCallTokens)
-        throw InputError(std::to_string(line), "the script's function calls and evals read more than " +
+        throw InputError(std::to_string(line), "the script's function calls, evals and loops read more than " +
                                                    std::to_string(kMaxCallTokens) +
-                                                   " words (kMaxCallTokens): they call themselves without end");
+                                                   " words (kMaxCallTokens): they run without end");
 }
 
 // A function the script defines and never names as a command does not run in bash. When the
-// script launches nothing else, the bodies of those are read at the end, in the order defined,
-// with the variables as the script leaves them, and every value read through one names its line
-// (a launch line in a function some other script calls is read, said, not lost).
+// script launches nothing else, the uncalled ones are read at the end in the order defined, each
+// on trial from the variables as the script leaves them, called with no arguments: one that
+// launches is kept (the values read through it name its line), one that does not is undone, so
+// a helper bash never runs changes nothing (a launch line in a function some other script calls
+// is read, said, not lost).
 void Interpreter::call_uncalled() {
     std::vector<std::pair<const std::string*, const Function*>> uncalled;
     for (const auto& [name, f] : functions_)
@@ -321,8 +332,14 @@ void Interpreter::call_uncalled() {
     std::sort(uncalled.begin(), uncalled.end(), [](const auto& a, const auto& b) { return a.second->order < b.second->order; });
     for (const auto& [name, f] : uncalled) {
         if (script_.launches > 0) return;
-        const int line = note(f->line, "function " + *name + " is defined but never called: its body is read at the end");
-        call(*f, {}, {true, line}, f->line);
+        const int line = note(f->line, "function " + *name + " is defined but never called: its body is read at the end, "
+                                                          "called with no arguments");
+        begin_subshell();
+        const Function body = *f;  // the map may change under the call
+        const std::size_t plain = plain_.size();
+        call(body, {}, {true, line}, f->line, false);
+        end_subshell(script_.launches > 0);
+        if (script_.launches == 0) plain_.resize(plain);
     }
 }
 

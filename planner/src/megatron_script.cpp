@@ -6,6 +6,7 @@
 #include "megatron_script.hpp"
 
 #include <set>
+#include <utility>
 
 #include "megatron_interpreter.hpp"
 
@@ -84,17 +85,31 @@ Status Interpreter::and_or(Ctx c) {
     return st;
 }
 
+// A | B | C: with more than one command each runs in a subshell (bash "Pipelines", "Command
+// Execution Environment"), so what it assigns does not reach the rest of the script. Whether a
+// compound command is piped is known only after it: it is read as a subshell on trial and kept.
 Status Interpreter::pipeline(Ctx c) {
     bool negate = false;
     for (; word_at("!"); ++at_) negate = !negate;
+    const bool trial = c.run && (compound_at() || simple_piped());
+    if (trial) begin_subshell();
     Status st = command(c);
+    if (trial) end_subshell(!op_at("|"));
     while (op_at("|")) {
         ++at_;
         skip_separators();
+        if (c.run) begin_subshell();
         st = command(c);
+        if (c.run) end_subshell(false);
     }
     if (negate && st.truth != Truth::unknown) st.truth = st.truth == Truth::yes ? Truth::no : Truth::yes;
     return st;
+}
+
+bool Interpreter::compound_at() const {
+    if (!kind_at(Tok::word)) return false;
+    static const std::set<std::string> words{"if", "case", "while", "until", "for", "select", "{", "function"};
+    return words.count(peek()->text) > 0 || (kind_at(Tok::open, 1) && kind_at(Tok::close, 2));
 }
 
 Status Interpreter::command(Ctx c) {
@@ -138,8 +153,13 @@ Status Interpreter::define(Ctx c, bool keyword, bool parens) {
     skip_separators();
     const std::size_t start = at_;
     command({false, c.branch});
-    if (c.run && !returned() && name && name->kind == Tok::word)
-        functions_[name->text] = Function{toks_, start, line, c.branch, static_cast<int>(functions_.size())};
+    if (c.run && !stopped() && name && name->kind == Tok::word) {
+        if (!journals_.empty() && journals_.back().functions.count(name->text) == 0) {
+            const auto was = functions_.find(name->text);
+            journals_.back().functions.emplace(name->text, was == functions_.end() ? std::nullopt : std::optional<Function>(was->second));
+        }
+        functions_[name->text] = Function{toks_, start, line, c.branch, static_cast<int>(functions_.size()), name->text};
+    }
     return {};
 }
 
@@ -221,18 +241,61 @@ Truth Interpreter::patterns(const Word& subject) {
     return m;
 }
 
-// while / until TEST; do BODY; done: the body is read once (not where the test never holds), marked.
+// while / until TEST; do BODY; done, run as bash runs it while its test is decided (bash
+// "Looping Constructs"): the test read again after each pass, `break` and `continue` followed,
+// at most kMaxLoopPasses passes (their words counted in kMaxCallTokens); a pass that launches
+// ends it (later passes cannot change the launch read). Where the test is not decided, or a
+// break is under one, the body is read once more, marked (loop_once).
 Status Interpreter::while_loop(Ctx c) {
     const int line = peek()->line;
     const bool until = peek()->text == "until";
     ++at_;
-    const Status test = list(c, {"do"});
-    eat_word("do");
-    Ctx body{c.run && test.truth != (until ? Truth::yes : Truth::no), c.branch};
-    if (body.run) body.branch = note(line, "loop not evaluated: its body is read once");
-    list(body, {"done"});
+    const std::size_t test_at = at_;
+    if (stopped()) c.run = false;
+    loops_.push_back({c.branch, frames_.size()});
+    for (int pass = 0;; ++pass) {
+        at_ = test_at;
+        const Status test = list(c, {"do"});
+        eat_word("do");
+        const std::size_t body = at_;
+        Truth holds = test.truth;
+        if (until && holds != Truth::unknown) holds = holds == Truth::yes ? Truth::no : Truth::yes;
+        if (!c.run || holds == Truth::no || returned()) {
+            list({false, c.branch}, {"done"});
+            break;
+        }
+        const bool spent = call_tokens_ > kMaxCallTokens / 2;  // leave the rest to calls after the loop
+        if (holds == Truth::unknown || test.branch != 0 || loops_.back().undecided || pass >= kMaxLoopPasses || spent) {
+            loop_once(c, line, test_at, body,
+                      pass == 0 ? "loop not evaluated: its body is read once"
+                                : "loop not evaluated after " + std::to_string(pass) + " passes: its body is read once more");
+            break;
+        }
+        const int launches = script_.launches;
+        list(c, {"done"});
+        if (pass > 0) spend(at_ - test_at, line);
+        if (std::exchange(loops_.back().stop, 0) == 1 || returned() || script_.launches != launches) break;
+    }
+    loops_.pop_back();
     eat_word("done");
     return {};
+}
+
+// An undecided loop's body, read once marked with its line. A loop that shifts or sets the
+// positional parameters (an argument loop) makes them not known first, so a `case "$1"` in it
+// reads every branch and each flag it sets is said.
+void Interpreter::loop_once(Ctx c, int line, std::size_t test, std::size_t body, std::string what) {
+    at_ = body;
+    list({false, c.branch}, {"done"});
+    for (std::size_t i = test; i < at_; ++i)
+        if ((*toks_)[i].kind == Tok::word && ((*toks_)[i].text == "shift" || (*toks_)[i].text == "set")) {
+            journal_args();
+            lose(args());
+            break;
+        }
+    at_ = body;
+    loops_.back().once = true;
+    list({true, note(line, std::move(what))}, {"done"});
 }
 
 // for NAME in WORDS / for (( ... )); do BODY; done: the body is read once, marked.
@@ -245,15 +308,24 @@ Status Interpreter::for_loop(Ctx c) {
     eat_word("do");
     Ctx body = c;
     if (c.run) body.branch = note(line, "loop not evaluated: its body is read once");
+    Loop once;
+    once.frames = frames_.size();
+    once.once = true;
+    loops_.push_back(once);
     list(body, {"done"});
+    loops_.pop_back();
     eat_word("done");
     return {};
 }
 
-// { LIST } (close: the word "}") or ( LIST ) (close: the ")" token).
+// { LIST } (close: the word "}") or ( LIST ) (close: the ")" token: a subshell, what it assigns
+// put back at its end; bash "Grouping Commands").
 Status Interpreter::group(Ctx c, Tok close) {
     ++at_;
+    const bool subshell = close == Tok::close && c.run;
+    if (subshell) begin_subshell();
     const Status st = list(c, {close == Tok::word ? "}" : ")"});
+    if (subshell) end_subshell(false);
     at_ += (close == Tok::word ? word_at("}") : kind_at(Tok::close)) ? 1 : 0;
     return st;
 }
@@ -307,7 +379,7 @@ Status Interpreter::simple(Ctx c) {
         }
         items.push_back(std::move(item));
     }
-    return c.run && !returned() ? execute(c, items) : Status{};
+    return c.run && !stopped() ? execute(c, items) : Status{};
 }
 
 // [ EXPRESSION ] / test EXPRESSION: its words split as a command's are.

@@ -8,12 +8,15 @@
 // if/elif/else, case and && / || run the branch their test takes where the test can be decided
 // ([ ], [[ ]], test: = == != -n -z -eq -ne -lt -le -gt -ge, ! && || -a -o; case with literal
 // patterns and *); where it cannot (a variable the script leaves open, a file test, a command's
-// status), every branch is read in order and the words read through it name that line. Loop
-// bodies are read once, so marked too.
+// status), every branch is read in order and the words read through it name that line. A while
+// / until loop whose test is decided runs pass by pass (break, continue); other loop bodies are
+// read once, so marked too.
 // A function's body is read at each call, with the variables as they are there, its words as
-// $1 ... and "$@", `local` names and `return` honoured (one no command calls is read at the end,
-// marked, only where nothing else launches); ${NAME:=word} and ${NAME=word} assign (`: ${TP:=2}`);
-// eval reads its words again as commands (eval "$CMD" with CMD holding the launch line).
+// $1 ..., "$@" and $# (shift and set -- change them), `local` names and `return` honoured (one no
+// command calls is read at the end on trial, marked, only where nothing else launches); ( ) and
+// the commands of a pipeline keep their assignments; ${NAME:=word}, ${NAME=word}, (( NAME = ... ))
+// and let assign (`: ${TP:=2}`); eval reads its words again as commands (eval "$CMD" with CMD
+// holding the launch line).
 #pragma once
 
 #include <string>
@@ -48,6 +51,7 @@ struct Script {
     std::vector<Word> arguments;  // the training script's arguments (--num-layers 32 ...)
     int launches = 0;             // launch lines seen (the first one is read)
     std::vector<Undecided> undecided;  // in the order met; each line once
+    std::vector<Undecided> not_read;   // calls and evals past the nesting bound: always said
 };
 
 Script read_script(std::string_view text);

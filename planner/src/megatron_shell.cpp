@@ -317,7 +317,8 @@ int first_branch(const Value& v, int fallback) {
     return fallback;
 }
 
-// The first undecided branch among the variables an arithmetic expression names bare (N in $((N+1))).
+}  // namespace
+
 int arithmetic_names_branch(std::string_view expr, const Vars& vars) {
     for (std::size_t i = 0; i < expr.size();) {
         if (!name_start(expr[i])) {
@@ -333,8 +334,6 @@ int arithmetic_names_branch(std::string_view expr, const Vars& vars) {
     }
     return 0;
 }
-
-}  // namespace
 
 std::size_t Expander::reference(std::string_view raw, std::size_t i) {
     const char n = i + 1 < raw.size() ? raw[i + 1] : '\0';
@@ -372,28 +371,59 @@ std::size_t Expander::reference(std::string_view raw, std::size_t i) {
 
 Expander Expander::nested() const {
     Expander e(vars_, line_, false, depth_ + 1, budget_);
-    if (assign_to_) e.assigning(*assign_to_, assign_branch_);
+    e.args_ = args_;
+    if (assign_) e.assigning(assign_, assign_branch_);
     return e;
 }
 
 // ${NAME:=word} assigns NAME when it is unset or empty, ${NAME=word} when it is unset (bash
 // "Shell Parameter Expansion"); a positional or special parameter, or an element, is not assigned.
 void Expander::assign_default(const std::string& name, const Value& v) {
-    if (!assign_to_ || name.empty() || !name_start(name[0])) return;
+    if (!assign_ || name.empty() || !name_start(name[0])) return;
     Value kept = v;
     for (Piece& p : kept.pieces) p.branch = p.branch != 0 ? p.branch : assign_branch_;
-    (*assign_to_)[name] = Var{{std::move(kept)}, false};
+    assign_(name, std::move(kept));
+}
+
+// A variable, or the positional parameter $N / "$@" ("Positional Parameters"): set, unset, or
+// not known (the script's own "$@"; past an unresolved word or a shift over one).
+Expander::Found Expander::find(const std::string& name, bool arguments, Ref& ref) const {
+    if (!arguments && (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0])) || name[0] == '0')) {
+        const auto it = vars_.find(name);
+        if (it == vars_.end()) return Found::unset;
+        ref = {it->second.values.data(), it->second.values.data() + it->second.values.size(), it->second.array};
+        return Found::set;
+    }
+    const std::vector<Value>* values = args_ ? &args_->values : nullptr;
+    if (arguments) {
+        if (!args_ || !args_->all) return Found::unknown;
+        ref = {values->data(), values->data() + values->size(), true};
+        return Found::set;
+    }
+    const std::size_t n = name.size() > 6 ? SIZE_MAX : std::stoul(name);
+    if (args_ && n <= args_->sure) {
+        ref = {values->data() + n - 1, values->data() + n, false};
+        return Found::set;
+    }
+    if (!args_ || args_->script) return Found::unset;
+    return args_->sure == values->size() ? Found::empty : Found::unknown;
 }
 
 // ${NAME}, ${NAME[@]}, ${NAME:-default} (also -, :=, =, :+, +); anything else stays unresolved.
-// Inside a function call "$@" and "$*" are its arguments (bash "Special Parameters"; both read as "$@").
+// Inside a function call "$@" and "$*" are its arguments and $# their number (bash "Special
+// Parameters"; both read as "$@").
 void Expander::parameter(std::string_view inner, std::string_view written) {
+    if (inner == "#") {
+        if (args_ && !args_->script && args_->sure == args_->values.size())
+            return add(std::to_string(args_->values.size()), true, line_);
+        return unresolved(written, std::string(written));
+    }
     std::size_t j = 0;
     if (!inner.empty() && name_start(inner[0]))
         while (j < inner.size() && name_char(inner[j])) ++j;
     else if (!inner.empty() && std::isdigit(static_cast<unsigned char>(inner[0])))
         while (j < inner.size() && std::isdigit(static_cast<unsigned char>(inner[j]))) ++j;
-    const bool arguments = (inner == "@" || inner == "*") && vars_.count("@") > 0;
+    const bool arguments = inner == "@" || inner == "*";
     const std::string name = arguments ? "@" : std::string(inner.substr(0, j));
     bool all = arguments;
     if (arguments) j = 1;
@@ -401,41 +431,43 @@ void Expander::parameter(std::string_view inner, std::string_view written) {
     else if (inner.substr(j, 3) == "[0]") j += 3;
     const bool element = j > name.size() && !arguments;
     const std::string_view rest = inner.substr(j);
-    const auto it = vars_.find(name);
-    const bool set = it != vars_.end();
-    const bool empty = !set || it->second.values.empty() || (it->second.values.size() == 1 && it->second.values[0].text().empty());
-    if (name.empty() || (!rest.empty() && rest.find_first_of("-=+") != (rest[0] == ':' ? 1u : 0u))) {
+    if (name.empty() || (!rest.empty() && rest.find_first_of("-=+") != (rest[0] == ':' ? 1u : 0u)))
         return unresolved(written, std::string(written));
-    }
+    Ref ref;
+    const Found found = find(name, arguments, ref);
+    if (found == Found::unknown) return unresolved(written, arguments ? std::string(written) : name);
+    const bool set = found == Found::set;
+    const bool empty = !set || ref.begin == ref.end || (ref.end - ref.begin == 1 && ref.begin->text().empty());
     if (!rest.empty()) {
         const bool colon = rest[0] == ':';
         const char opc = rest[colon ? 1 : 0];
         const bool missing = colon ? empty : !set;
         if (opc == '+' ? missing : !missing) {
-            if (opc != '+') return add_var(it->second, all);
+            if (opc != '+') return add_var(ref, all);
             return;
         }
         // Which word stands depends on NAME: it carries the undecided branch NAME came through.
-        const int branch = set && !it->second.values.empty() ? first_branch(it->second.values[0], 0) : 0;
+        const int branch = set && ref.begin != ref.end ? first_branch(*ref.begin, 0) : 0;
         Value v = nested().joined(rest.substr(colon ? 2 : 1));
         for (Piece& p : v.pieces)
             if (p.branch == 0) p.branch = branch;
         if (opc == '=' && !element) assign_default(name, v);
         return add_value(v, dq_);
     }
+    if (found == Found::empty) return;
     if (!set) return unresolved(written, name);
-    add_var(it->second, all);
+    add_var(ref, all);
 }
 
-void Expander::add_var(const Var& v, bool all_elements) {
-    if (!all_elements || !v.array) {
-        if (!v.values.empty()) add_value(v.values[0], dq_);
+void Expander::add_var(const Ref& r, bool all_elements) {
+    if (!all_elements || !r.array) {
+        if (r.begin != r.end) add_value(*r.begin, dq_);
         return;
     }
-    for (std::size_t k = 0; k < v.values.size(); ++k) {
-        if (k > 0 && (dq_ || split_)) end_word();
-        else if (k > 0) append(" ", line_);
-        add_value(v.values[k], dq_);
+    for (const Value* k = r.begin; k != r.end; ++k) {
+        if (k != r.begin && (dq_ || split_)) end_word();
+        else if (k != r.begin) append(" ", line_);
+        add_value(*k, dq_);
     }
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -73,12 +74,27 @@ struct Var {
 };
 using Vars = std::map<std::string, Var>;
 
+// The positional parameters $1 ... of a function call, or of the script after `set --` (bash
+// "Positional Parameters"). $1 .. $sure are known, and past them, where all are, $N is empty;
+// past an unresolved word (which may split into any number of words), or a shift over one,
+// they are not known. `script`: not given here (the script's own, an uncalled function's): $#
+// unresolved, $N past `sure` as an unset variable (${1:-word} its word); `all`: "$@" is
+// `values` (false for the script's own: unresolved).
+struct Args {
+    std::vector<Value> values;
+    std::size_t sure = 0;
+    bool script = false;
+    bool all = true;
+};
+
 bool name_start(char c);
 bool name_char(char c);
 
 // $(( )) over integers (+ - * / % and parentheses, numbers and variable names); nullopt for
 // anything else, a division by zero or an overflow.
 std::optional<std::int64_t> arithmetic(std::string_view expr, const Vars& vars);
+// The first undecided branch among the variables an arithmetic expression names bare (N in $((N+1))).
+int arithmetic_names_branch(std::string_view expr, const Vars& vars);
 
 // Expands one raw word: quotes removed, references replaced, unquoted expansions split on
 // whitespace when `split` (a command's words; an assignment's value and [[ ]] operands are not split).
@@ -93,11 +109,17 @@ public:
     std::vector<Value> run(std::string_view raw);
     // The expansion as one value (an assignment's, a default's): its words joined by a space.
     Value joined(std::string_view raw);
-    // ${NAME:=word} / ${NAME=word} assign NAME in `vars` (the map this expansion reads), the
-    // value marked with `branch`; without this call they only substitute.
-    Expander& assigning(Vars& vars, int branch) {
-        assign_to_ = &vars;
+    // ${NAME:=word} / ${NAME=word} assign NAME through `assign` (into the map this expansion
+    // reads), the value marked with `branch`; without this call they only substitute.
+    using Assign = std::function<void(const std::string&, Value)>;
+    Expander& assigning(Assign assign, int branch) {
+        assign_ = std::move(assign);
         assign_branch_ = branch;
+        return *this;
+    }
+    // $1 ... "$@" $# from `args` (nullptr: the script's own, not known).
+    Expander& with_args(const Args* args) {
+        args_ = args;
         return *this;
     }
 
@@ -114,11 +136,20 @@ private:
     void parameter(std::string_view inner, std::string_view written);
     Expander nested() const;  // for a default's word or an arithmetic's text: one deeper, not split
     void assign_default(const std::string& name, const Value& v);
-    void add_var(const Var& v, bool all_elements);
+    // What a name refers to: a variable's values, or positional parameters ($1: one, "$@": all).
+    struct Ref {
+        const Value* begin = nullptr;
+        const Value* end = nullptr;
+        bool array = false;
+    };
+    enum class Found { set, unset, empty, unknown };  // empty: past a call's known parameters
+    Found find(const std::string& name, bool arguments, Ref& ref) const;
+    void add_var(const Ref& r, bool all_elements);
 
     const Vars& vars_;
+    const Args* args_ = nullptr;
     Budget* budget_;
-    Vars* assign_to_ = nullptr;
+    Assign assign_;
     int assign_branch_ = 0;
     int line_;
     bool split_;

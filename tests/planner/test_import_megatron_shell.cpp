@@ -76,7 +76,7 @@ TEST(ImportMegatronScript, AnUncalledFunctionIsReadAtTheEndOnlyWhenNothingElseLa
         "TP=8\n");                                                            // 4
     EXPECT_EQ(integer(c, "tp"), 8);
     EXPECT_TRUE(contains(c.warnings, "bad.sh:1: function launch is defined but never called: its body is read at "
-                                     "the end (the torchrun launch line, --micro-batch-size"));
+                                     "the end, called with no arguments (the torchrun launch line, --micro-batch-size"));
     // Beside a launch line of its own, the uncalled function's assignments do not apply.
     const ImportedConfig top = import_text("big() { TP=8; }\nTP=2\n" + kLaunch + "--tensor-model-parallel-size $TP\n");
     EXPECT_EQ(integer(top, "tp"), 2);
