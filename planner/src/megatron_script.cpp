@@ -265,15 +265,22 @@ Status Interpreter::while_loop(Ctx c) {
             break;
         }
         const bool spent = call_tokens_ > kMaxCallTokens / 2;  // leave the rest to calls after the loop
-        if (holds == Truth::unknown || test.branch != 0 || loops_.back().undecided || pass >= kMaxLoopPasses || spent) {
+        if (holds == Truth::unknown || test.branch != 0 || pass >= kMaxLoopPasses || spent) {
             loop_once(c, line, test_at, body,
                       pass == 0 ? "loop not evaluated: its body is read once"
                                 : "loop not evaluated after " + std::to_string(pass) + " passes: its body is read once more");
             break;
         }
         const int launches = script_.launches;
+        begin_subshell();  // a pass with a break under an undecided test is undone, then read marked
         list(c, {"done"});
+        const bool undecided = loops_.back().undecided;
+        end_subshell(!undecided);
         if (pass > 0) spend(at_ - test_at, line);
+        if (undecided) {
+            loop_once(c, line, test_at, body, "loop not evaluated: a break or continue in it is not decided; its body is read once");
+            break;
+        }
         if (std::exchange(loops_.back().stop, 0) == 1 || returned() || script_.launches != launches) break;
     }
     loops_.pop_back();
@@ -295,6 +302,7 @@ void Interpreter::loop_once(Ctx c, int line, std::size_t test, std::size_t body,
         }
     at_ = body;
     loops_.back().once = true;
+    loops_.back().stop = 0;
     list({true, note(line, std::move(what))}, {"done"});
 }
 

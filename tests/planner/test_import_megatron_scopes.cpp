@@ -86,6 +86,12 @@ TEST(ImportMegatronScript, AnArgumentLoopIsRunOrSaidForEveryFlag) {
         kLaunch + "--tensor-model-parallel-size $TP\n");
     EXPECT_EQ(integer(brk, "tp"), 2);
     EXPECT_FALSE(contains(brk.warnings, "not evaluated"));
+    // A break under a test the reader cannot decide: the pass is read as undecided, said.
+    const ImportedConfig maybe = import_text("TP=1\nwhile true; do\n  if [ -f x ]; then break; fi\n  TP=2; break\ndone\n" +
+                                             kLaunch + "--tensor-model-parallel-size $TP\n");
+    EXPECT_EQ(integer(maybe, "tp"), 2);
+    EXPECT_TRUE(contains(maybe.warnings, "bad.sh:2: loop not evaluated: a break or continue in it is not decided; its "
+                                         "body is read once (--tensor-model-parallel-size)"));
     // An argument the reader does not know: $# is not known, every arm is read and each flag
     // any arm sets is named.
     const ImportedConfig open = import_text(parse + "parse_args --big $EXTRA\n" + line);
