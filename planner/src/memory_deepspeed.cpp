@@ -87,6 +87,9 @@ void add_fused_optimizer_terms(DeepSpeedStage& ds, const Plan& p, const StagePar
     // fused_optimizer.py step: a list of fp32 copies of every 16-bit gradient, then their flat
     // concatenation, while the 16-bit gradients still exist.
     ds.step_copies = dtype_bytes == 4 ? 0 : checked_mul(params.flat, 8, "stage parameters x 8 B");
+    // initialize_optimizer_states runs optimizer.step() on zero gradients at construction: the
+    // moments exist before the first step (the bare optimizer's are lazy).
+    ds.moments_at_init = dtype_bytes != 4;
 }
 
 // BF16_Optimizer (bf16_optimizer.py), which engine.py _do_optimizer_sanity_check picks for bf16
@@ -257,6 +260,7 @@ void zero1_phase(const StageModel& st, const DeepSpeedStage& ds, const Phase& ph
 MemoryBreakdown with_deepspeed_phase(const StageModel& st, const Phase& ph, MemoryBreakdown b) {
     const DeepSpeedStage& ds = st.deepspeed;
     if (ds.kind == DeepSpeedOptimizer::none) return b;
+    if (ds.moments_at_init) b.optimizer_states = st.states.optimizer_states;
     if (ph.kind == PhaseKind::optimizer_step) b.buffers += ds.step_copies;
     if (ds.kind == DeepSpeedOptimizer::zero3) return b;  // its gradients and gathers: the generic ZeRO-3 terms
     PhasePlace at;

@@ -42,6 +42,7 @@ struct DeepSpeedStage {
     std::int64_t large_head_grads = 0, large_embed_grads = 0, large_layer_grads = 0;
     std::int64_t reduce_buffer = 0;     // the engine's all-reduce copy (flattened, or cast to bf16)
     std::int64_t step_copies = 0;       // the optimizer step's gradient copies (or overflow check), at their widest
+    bool moments_at_init = false;       // FP16_Optimizer: the moments exist before the first step
 };
 
 // Everything about one pipeline stage that the phase snapshots need.

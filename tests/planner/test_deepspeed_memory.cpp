@@ -133,6 +133,12 @@ TEST(DeepSpeedMemory, Zero0StepBuildsTwoFp32GradientCopies) {
     EXPECT_EQ(step.buffers - at(r, PhaseKind::step_start).buffers, 8 * kParams);
     // engine.py buffered_allreduce_fallback: one 5e8-element bf16 buffer at the reduction.
     EXPECT_EQ(at(r, PhaseKind::grad_reduce).buffers - at(r, PhaseKind::step_start).buffers, 1'000'000'000);
+    // fused_optimizer.py initialize_optimizer_states steps once on zero gradients at construction:
+    // the first step's forward already holds the fp32 moments (8 B per parameter).
+    const auto first = std::find_if(r.timeline_first.begin(), r.timeline_first.end(),
+                                    [](const TimelineEntry& t) { return t.phase.kind == PhaseKind::output_loss; });
+    ASSERT_NE(first, r.timeline_first.end());
+    EXPECT_EQ(first->bytes.optimizer_states, 8 * kParams);
 }
 
 // engine.py _do_optimizer_sanity_check picks BF16_Optimizer for bf16 beside a pipeline without ZeRO:
