@@ -136,6 +136,19 @@ void rederive_layout(const ImportedConfig& c, const CLI::App& sub, PlanFlags& fl
     }
 }
 
+// A ds_config's bucket settings, for the deepspeed profile (framework_profile applies them).
+void take_deepspeed_buckets(const ImportedConfig& c, PlanFlags& flags, std::ostream& log) {
+    if (!c.deepspeed_zero) return;
+    flags.deepspeed_zero = c.deepspeed_zero;
+    const DeepSpeedZeroSettings& z = *c.deepspeed_zero;
+    log << "# --from: DeepSpeed buckets: reduce_bucket_size "
+        << (z.reduce_bucket_hidden_squared ? std::string("auto (hidden_size^2, as the Trainer fills it)")
+                                           : std::to_string(z.reduce_bucket_elements) + " elements")
+        << ", overlap_comm "
+        << (!z.overlap_comm ? "absent (DeepSpeed's default: on at ZeRO-3 only)" : *z.overlap_comm ? "on" : "off")
+        << " (under --framework deepspeed)\n";
+}
+
 // A --tp beside the config (without --sp) runs the config's sequence parallelism at the new
 // degree, as the framework would: on at tp > 1 where the config asks for it, off at tp 1 (every
 // one of them turns it off there: Megatron's validate_args, torchtitan's apply_tp, nanotron's
@@ -225,14 +238,7 @@ FromApplied apply_from(const FromFlags& from, const CLI::App& sub, PlanFlags& fl
         flags.framework = *c.framework;
         log << "# --from: --framework " << *c.framework << " (the config's; give --framework to model another)\n";
     }
-    if (c.deepspeed_zero) {
-        flags.deepspeed_zero = c.deepspeed_zero;
-        const DeepSpeedZeroSettings& z = *c.deepspeed_zero;
-        log << "# --from: DeepSpeed buckets: reduce_bucket_size "
-            << (z.reduce_bucket_hidden_squared ? std::string("auto (hidden_size^2, as the Trainer fills it)")
-                                               : std::to_string(z.reduce_bucket_elements) + " elements")
-            << ", overlap_comm " << (z.overlap_comm ? "on" : "off") << " (under --framework deepspeed)\n";
-    }
+    take_deepspeed_buckets(c, flags, log);
     if (c.compiled_loss && !given_on(sub, "--compiled-loss") && sub.get_option_no_throw("--compiled-loss")) {
         flags.compiled_loss = true;
         log << "# --from: --compiled-loss (the config compiles the model)\n";

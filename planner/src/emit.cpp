@@ -58,8 +58,10 @@ json deepspeed_config(const Plan& p, std::vector<std::string>* w, const DeepSpee
     c["train_micro_batch_size_per_gpu"] = p.mbs;
     c["gradient_accumulation_steps"] = p.grad_acc;
     // The buckets the deepspeed profile charged (memory_deepspeed.cpp): reduce_bucket_size where it is
-    // not zero/config.py's default ("auto" where the Trainer fills it), overlap_comm as judged.
-    c["zero_optimization"] = {{"stage", p.zero}, {"overlap_comm", buckets.overlap_comm}, {"contiguous_gradients", true}};
+    // not zero/config.py's default ("auto" where the Trainer fills it), overlap_comm as judged (left
+    // out where the judged config left it to DeepSpeed's default).
+    c["zero_optimization"] = {{"stage", p.zero}, {"contiguous_gradients", true}};
+    if (buckets.overlap_comm) c["zero_optimization"]["overlap_comm"] = *buckets.overlap_comm;
     if (buckets.reduce_bucket_hidden_squared)
         c["zero_optimization"]["reduce_bucket_size"] = "auto";
     else if (buckets.reduce_bucket_elements != DeepSpeedZeroSettings{}.reduce_bucket_elements)
@@ -451,6 +453,10 @@ Emitted emit_plan(EmitFormat format, const ModelConfig& model, const GpuSpec& gp
     if (options.compiled_loss && format != EmitFormat::torchtitan)
         warn(&e.warnings, "the plan's memory assumes a torch.compile'd loss (--compiled-loss); compile your loss "
                           "function, or an eager cross-entropy holds up to 14 B more per logit than planned");
+    if (plan.fp8_param_gather && format != EmitFormat::megatron && format != EmitFormat::preflight)
+        warn(&e.warnings, "the plan keeps the decoder layers' GEMM weights as fp8 parameters (--fp8-param-gather, "
+                          "Megatron-LM's), which this format cannot express: the job keeps bf16 weights beside their "
+                          "fp8 copies, 2 B more per such weight than planned");
     if ((options.tp_comm_overlap || options.overlap_p2p_comm) && format != EmitFormat::megatron)
         warn(&e.warnings, "the plan's step time assumes Megatron's communication overlap (--tp-comm-overlap / "
                           "--overlap-p2p-comm), which this format does not carry");

@@ -346,22 +346,22 @@ const std::set<std::string>& zero_ignored_keys() {
 // reduce_bucket_size: a whole count of elements (zero/config.py: pp_int, ge=0), which JSON often
 // writes as a float ("5e8"); bounded so that no byte count built on it can wrap.
 std::int64_t bucket_elements(const json& v, const ConfigSpot& spot) {
-    constexpr std::int64_t kMaxBucketElements = std::int64_t{1} << 40;
-    if (v.is_number_float()) {
-        const double d = v.get<double>();
-        if (!(d >= 0 && d <= static_cast<double>(kMaxBucketElements)) || d != static_cast<double>(static_cast<std::int64_t>(d)))
-            throw InputError(spot.text(), "must be a whole number of elements from 0 to 2^40, got " + import_values::shown(v));
-        return static_cast<std::int64_t>(d);
-    }
-    return import_values::integer_json(v, spot, 0, kMaxBucketElements, "2^40 elements");
+    constexpr double kMaxBucketElements = 1099511627776.0;  // 2^40
+    const double d = v.is_number() ? v.get<double>() : -1;
+    // A whole number within the bound is exactly representable as a double (2^40 < 2^53).
+    if (v.is_number_unsigned() ? v.get<std::uint64_t>() > (std::uint64_t{1} << 40)
+                               : !(d >= 0 && d <= kMaxBucketElements) || d != static_cast<double>(static_cast<std::int64_t>(d)))
+        throw InputError(spot.text(), "must be a whole number of elements from 0 to 2^40 (1,099,511,627,776), got " +
+                                          import_values::shown(v));
+    return v.is_number_integer() ? v.get<std::int64_t>() : static_cast<std::int64_t>(d);
 }
 
 // The settings that size DeepSpeed's gradient buckets (DeepSpeedZeroSettings, the deepspeed
 // profile's terms): reduce_bucket_size ("auto": the Hugging Face Trainer's hidden_size x
-// hidden_size) and overlap_comm (zero/config.py overlap_comm_valid: absent, on at stage 3 only).
+// hidden_size) and overlap_comm (absent: zero/config.py's default for the plan's stage).
 void import_bucket_settings(Reader& r, std::int64_t stage) {
     DeepSpeedZeroSettings z;
-    z.overlap_comm = stage == 3;
+    z.overlap_comm = std::nullopt;  // DeepSpeed's default for whatever stage the plan runs
     if (const json* v = r.at("zero_optimization.overlap_comm"))
         z.overlap_comm = import_values::boolean_json(*v, r.spot("zero_optimization.overlap_comm"));
     const std::string bucket = "zero_optimization.reduce_bucket_size";

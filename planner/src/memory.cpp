@@ -92,13 +92,14 @@ StageParamElements stage_params(const ModelConfig& m, const Plan& p, const Frame
         sp.zero3 += count * shard_elements(local, p.dp);
         // fp8 copies of the layers' GEMM weights: Megatron-Core's LM head is a plain ColumnParallelLinear
         // (gpt_model.py at d98e8a6; TE's only under MXFP8), the runtime's stays bf16; torchao converts it.
+        // One layer as this rank holds it: expert copies split over ep ranks (plan_extensions.cpp).
+        const std::int64_t rank_local = t.copies > 1 ? local / p.ep : local;
         const bool fp8_copy = t.gemm_weight && (t.place == TensorPlace::layer || prof.fp8_dynamic_scaling);
         if (fp8_copy) {
-            sp.gemm += count * local;
-            sp.gemm_zero3 += count * shard_elements(local, p.dp);
+            sp.gemm += count * rank_local;
+            sp.gemm_zero3 += count * shard_elements(rank_local, p.dp);
         }
-        // One layer as this rank holds it: expert copies split over ep ranks (plan_extensions.cpp).
-        if (t.place == TensorPlace::layer) sp.layer_local += t.copies > 1 ? local / p.ep : local;
+        if (t.place == TensorPlace::layer) sp.layer_local += rank_local;
         if (t.place == TensorPlace::lm_head || (t.name == "word_embedding" && st.last && m.tied_embeddings))
             sp.head_local += local;
         if (t.place == TensorPlace::embedding && st.first) sp.embed_local += local;

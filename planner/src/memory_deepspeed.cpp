@@ -1,6 +1,7 @@
-// Profile (deepspeed_zero_optimizer): DeepSpeed's ZeRO optimizers term by term, as the
-// zero_optimization block `--emit deepspeed` writes them (overlap_comm and contiguous_gradients on,
-// reduce_bucket_size and sub_group_size at their defaults). Read from DeepSpeed v0.19.6 (edaa722):
+// Profile (deepspeed_zero_optimizer): DeepSpeed's ZeRO optimizers term by term, with the buckets
+// of FrameworkProfile::deepspeed_zero (`--emit deepspeed`'s overlap_comm on and default
+// reduce_bucket_size, or a `--from` ds_config's) and contiguous_gradients on, sub_group_size at its
+// default. Read from DeepSpeed v0.19.6 (edaa722):
 // runtime/zero/stage_1_and_2.py (DeepSpeedZeroOptimizer, ZeRO-1/2), runtime/zero/stage3.py
 // (ZeRO-3), runtime/fp16/fused_optimizer.py (FP16_Optimizer, which also runs bf16 without ZeRO:
 // engine.py _do_optimizer_sanity_check returns DDP_BFLOAT16), runtime/engine.py
@@ -44,18 +45,33 @@ std::vector<std::int64_t> flat_order(const Plan& p, const FrameworkProfile& prof
 
 // stage_1_and_2.py copy_grads_in_partition: grads_in_partition holds every parameter that overlaps
 // the rank's partition of the flat buffer, whole (sum of params_in_partition numel). The busiest
-// rank's count, for partitions of `partition` elements.
+// rank's count, for partitions of `partition` elements. Only a rank whose range holds a tensor's
+// first or last element can overlap more than one tensor; any other lies inside one tensor and
+// overlaps it alone: so those ranks, and each tensor that covers a whole rank, are all that is
+// looked at (prefix sums, no per-rank table: dp may be 2^20).
 std::int64_t busiest_partition_overlap(const std::vector<std::int64_t>& sizes, std::int64_t partition,
                                        std::int64_t ranks) {
-    std::vector<std::int64_t> per_rank(static_cast<std::size_t>(ranks), 0);
-    std::int64_t start = 0;
-    for (const std::int64_t n : sizes) {
-        if (n == 0) continue;
-        const std::int64_t first = start / partition, last = std::min((start + n - 1) / partition, ranks - 1);
-        for (std::int64_t r = first; r <= last; ++r) per_rank[static_cast<std::size_t>(r)] += n;
-        start += n;
+    std::vector<std::int64_t> ends;  // ends[i] = elements up to and including tensor i
+    ends.reserve(sizes.size());
+    std::int64_t total = 0;
+    for (const std::int64_t n : sizes) ends.push_back(total += n);
+    // The elements of the tensors overlapping [lo, hi).
+    const auto overlap = [&](std::int64_t lo, std::int64_t hi) {
+        const auto first = std::upper_bound(ends.begin(), ends.end(), lo);  // first tensor ending after lo
+        const auto last = std::lower_bound(ends.begin(), ends.end(), hi);   // the tensor holding hi - 1
+        if (first == ends.end()) return std::int64_t{0};
+        const std::int64_t before = first == ends.begin() ? 0 : *(first - 1);
+        return (last == ends.end() ? total : *last) - before;
+    };
+    std::int64_t busiest = 0, start = 0;
+    for (std::size_t i = 0; i < sizes.size(); start = ends[i], ++i) {
+        if (sizes[i] == 0) continue;
+        for (const std::int64_t r : {start / partition, std::min((ends[i] - 1) / partition, ranks - 1)})
+            busiest = std::max(busiest, overlap(r * partition, std::min(r * partition + partition, total)));
+        const std::int64_t whole_from = (start + partition - 1) / partition;  // ranks inside the tensor
+        if (whole_from < ranks && (whole_from + 1) * partition <= ends[i]) busiest = std::max(busiest, sizes[i]);
     }
-    return *std::max_element(per_rank.begin(), per_rank.end());
+    return busiest;
 }
 
 // The largest piece of one tensor inside a partition (what one overflow check reads).
@@ -193,7 +209,8 @@ void add_deepspeed_terms(StageModel& st, const ModelConfig& m, const Plan& p, co
     ds.grad_acc = p.grad_acc;
     const DeepSpeedZeroSettings& z = prof.deepspeed_zero;
     const Widths w{p.precision == Precision::fp32 ? 4 : 2, p.precision == Precision::bf16 ? prof.pure_bf16_master_bytes : 4,
-                   z.reduce_bucket_hidden_squared ? m.hidden * m.hidden : z.reduce_bucket_elements, z.overlap_comm};
+                   z.reduce_bucket_hidden_squared ? m.hidden * m.hidden : z.reduce_bucket_elements,
+                   z.overlap_comm.value_or(p.zero == zero_weights)};
     const std::int64_t dtype_bytes = w.dtype_bytes;
     ds.full_grads = checked_mul(params.flat, dtype_bytes, "stage parameters x gradient bytes");
     ds.layer_grads = params.layer_local * dtype_bytes;
@@ -248,8 +265,9 @@ void zero1_phase(const StageModel& st, const DeepSpeedStage& ds, const Phase& ph
         b.gradients = at.beside_earlier ? ds.full_grads : 0;
     } else if (ph.kind == PhaseKind::backward) {
         const std::int64_t unreduced = at.accumulates ? (st.first ? ds.embed_grads : 0) + ph.layer * ds.layer_grads : 0;
+        // (layer l's tensors above a bucket counted whole while its backward runs: an upper bound)
         b.gradients = unreduced + at.computing + ds.partition_grads + std::max(ds.large_head_grads, ds.tied_head_grads) +
-                      (st.layers - ph.layer) * ds.large_layer_grads;
+                      at.reached * ds.large_layer_grads;
     } else {
         b.gradients = ds.partition_grads + ds.large_head_grads + st.layers * ds.large_layer_grads + ds.large_embed_grads;
     }

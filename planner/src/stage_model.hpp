@@ -14,7 +14,7 @@ namespace preflight::memory_detail {
 struct StageParamElements {
     std::int64_t flat = 0;         // every element
     std::int64_t zero3 = 0;        // ZeRO-3's per-tensor shards
-    std::int64_t gemm = 0;         // GEMM weights (fp8 copies)
+    std::int64_t gemm = 0;         // GEMM weights with an fp8 copy (this expert-parallel rank's experts)
     std::int64_t gemm_zero3 = 0;   // their ZeRO-3 shards
     std::int64_t layer_local = 0;  // one decoder layer (this rank's experts under ep)
     std::int64_t head_local = 0;   // the LM head (or the tied embedding) on the last stage

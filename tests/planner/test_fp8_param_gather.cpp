@@ -125,6 +125,11 @@ TEST(Fp8ParamGather, FlagsJsonAndEmit) {
     EXPECT_NE(args.find("--fp8-format hybrid"), std::string::npos) << args;
     EXPECT_NE(args.find("--fp8-param-gather"), std::string::npos) << args;
     EXPECT_NE(args.find("--use-distributed-optimizer"), std::string::npos) << args;
+    // Other frameworks' forms cannot say it: warned, since their job keeps 2 B more per weight.
+    const Emitted tt = emit_plan(EmitFormat::torchtitan, test::catalog_model("llama-3-8b"),
+                                 test::catalog_gpu("h100-sxm-80gb"), p, EmitOptions{});
+    ASSERT_FALSE(tt.warnings.empty());
+    EXPECT_NE(tt.warnings.front().find("--fp8-param-gather"), std::string::npos) << tt.warnings.front();
     p.fp8_param_gather = false;
     EXPECT_EQ(megatron_arguments(test::catalog_model("llama-3-8b"), p).find("--fp8-param-gather"), std::string::npos);
 }
@@ -155,4 +160,24 @@ TEST(Fp8ParamGather, SearchNeedsFp8AndZeroOnePinned) {
 }
 
 }  // namespace
+// Expert parallelism: a rank holds its own experts' weights, so their fp8 copies (and the flag's
+// saving) are its share. Mixtral-8x7B at ep 8, one expert a rank: a layer's GEMM weights are
+// q and o (4,096^2 each), k and v (1,024 x 4,096 each) and one expert's gate, up and down
+// (14,336 x 4,096 each): 41,943,040 + 176,160,768 = 218,103,808 elements, their fp8 copy and
+// transpose 2 B each: 32 x 436,207,616 = 13,958,643,712 B beside the bf16 weights (the router is
+// no GEMM weight of Transformer Engine's; the LM head stays bf16).
+TEST(Fp8ParamGather, ExpertParallelRanksCopyOnlyTheirOwnExperts) {
+    Plan p;
+    p.seq = 4096, p.mbs = 1, p.dp = 8, p.ep = 8, p.zero = ZeroStage{1}, p.recompute = Recompute::full;
+    MemoryOptions o;
+    o.profile = megatron_profile();
+    const ModelConfig m = test::catalog_model("mixtral-8x7b");
+    const GpuSpec g = test::catalog_gpu("h100-sxm-80gb");
+    const std::int64_t bf16 = evaluate_memory(m, g, p, o).at_peak.weights;
+    p.precision = Precision::fp8_mixed;
+    EXPECT_EQ(evaluate_memory(m, g, p, o).at_peak.weights - bf16, 13'958'643'712);
+    p.fp8_param_gather = true;
+    EXPECT_EQ(evaluate_memory(m, g, p, o).at_peak.weights, bf16);
+}
+
 }  // namespace preflight

@@ -95,7 +95,7 @@ TEST(ImportDeepSpeed, HuggingFaceZero2WithAutoValues) {
     // reduce_bucket_size 2e8 and overlap_comm true size the deepspeed profile's buckets.
     ASSERT_TRUE(c.deepspeed_zero);
     EXPECT_EQ(c.deepspeed_zero->reduce_bucket_elements, 200'000'000);
-    EXPECT_TRUE(c.deepspeed_zero->overlap_comm);
+    EXPECT_EQ(c.deepspeed_zero->overlap_comm, std::optional<bool>(true));
     EXPECT_FALSE(contains(c.warnings, "reduce_bucket_size"));
     EXPECT_FALSE(contains(c.warnings, "overlap_comm"));
 }
@@ -281,19 +281,18 @@ TEST(ImportDeepSpeed, ConfigFileIsDetectedAsDeepSpeed) {
 }
 
 // The bucket settings the deepspeed profile charges (DeepSpeedZeroSettings): overlap_comm as the
-// file says, absent on at stage 3 only (zero/config.py overlap_comm_valid); reduce_bucket_size as
+// file says, absent left to zero/config.py's default for the plan's stage; reduce_bucket_size as
 // a whole count (JSON's 5e8 float too), "auto" as the Trainer's hidden_size^2; contiguous_gradients
 // false is warned at its line (not modelled).
 TEST(ImportDeepSpeed, BucketSettingsAreReadForTheProfile) {
     const ImportedConfig absent = import_text("{\n  \"train_micro_batch_size_per_gpu\": 1,\n  \"zero_optimization\": "
                                               "{\"stage\": 1}\n}", 8);
     ASSERT_TRUE(absent.deepspeed_zero);
-    EXPECT_FALSE(absent.deepspeed_zero->overlap_comm);
+    EXPECT_FALSE(absent.deepspeed_zero->overlap_comm.has_value());  // DeepSpeed's default for the plan's stage
     EXPECT_EQ(absent.deepspeed_zero->reduce_bucket_elements, 500'000'000);
-    EXPECT_TRUE(import_text("{\"zero_optimization\": {\"stage\": 3}}", 8).deepspeed_zero->overlap_comm);
     const ImportedConfig set = import_text("{\n  \"zero_optimization\": {\n    \"stage\": 2,\n    \"overlap_comm\": "
                                            "true,\n    \"reduce_bucket_size\": 2e8,\n    \"contiguous_gradients\": false\n  }\n}", 8);
-    EXPECT_TRUE(set.deepspeed_zero->overlap_comm);
+    EXPECT_EQ(set.deepspeed_zero->overlap_comm, std::optional<bool>(true));
     EXPECT_EQ(set.deepspeed_zero->reduce_bucket_elements, 200'000'000);
     EXPECT_FALSE(contains(set.warnings, "reduce_bucket_size"));
     EXPECT_TRUE(contains(set.warnings, "bad.json:6: zero_optimization.contiguous_gradients"));

@@ -1,26 +1,15 @@
 // The launch-script reader's positional parameters, loops, subshells and bounds (audit of
-// 2026-12, helper-46: shift / set -- ignored, calls cut by the nesting bound unsaid, subshell
+// 2026-11-30, helper-46: shift / set -- ignored, calls cut by the nesting bound unsaid, subshell
 // and pipeline assignments leaking, uncalled helpers applied, calls costing the whole variable
 // table). Hand-written scripts; the values asserted are the ones bash uses.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <string>
 
-#include "preflight/planner/config_import.hpp"
-#include "tree_import_helpers.hpp"
+#include "megatron_script_test_helpers.hpp"
 
 using namespace preflight;
-
-namespace {
-
-ImportedConfig import_text(const std::string& text) { return import_megatron(text, "bad.sh", ImportContext{}); }
-std::int64_t integer(const ImportedConfig& c, const std::string& key) { return test::tree_import::int_field(c, key); }
-bool contains(const std::vector<std::string>& v, const std::string& needle) { return test::tree_import::any_contains(v, needle); }
-
-const std::string kLaunch = "torchrun --nproc_per_node 8 pretrain_gpt.py --micro-batch-size 1 --global-batch-size 64 ";
-
-}  // namespace
+using namespace preflight::test::megatron_script;
 
 // A1: `shift` and `set --` were ignored in a function: $1 and "$@" kept the call's words, tp 2
 // was read where bash uses 4, silently. They now change the parameters as bash's builtins do.
@@ -184,11 +173,9 @@ TEST(ImportMegatronScript, CallsDoNotCostTheVariableTable) {
     for (int i = 1; i <= 15; ++i)
         text += "f" + std::to_string(i) + "() { f" + std::to_string(i - 1) + "; f" + std::to_string(i - 1) + "; }\n";
     text += "f15\n" + kLaunch + "--tensor-model-parallel-size 2\n";
-    const auto start = std::chrono::steady_clock::now();
+    // Read to the end (about 0.2 s where it took minutes; tests assert no wall-clock time).
     const ImportedConfig c = import_text(text);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     EXPECT_EQ(integer(c, "tp"), 2);
-    EXPECT_LT(seconds, 10.0);  // about 0.2 s; was minutes
 }
 
 // A6, A7: eval -- WORDS reads WORDS; (( NAME = EXPR )) and let assign, or leave NAME unresolved.

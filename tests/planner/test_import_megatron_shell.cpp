@@ -1,24 +1,14 @@
 // The launch-script reader's shell functions, ${NAME:=word} defaults and eval (audit of
-// 2026-12, helper-43): each gave a wrong plan or no plan, silently. Hand-written scripts in the
+// 2026-11-30, helper-43): each gave a wrong plan or no plan, silently. Hand-written scripts in the
 // shapes real launch scripts use; the plan's values are asserted.
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "preflight/planner/config_import.hpp"
-#include "tree_import_helpers.hpp"
+#include "megatron_script_test_helpers.hpp"
 
 using namespace preflight;
-
-namespace {
-
-ImportedConfig import_text(const std::string& text) { return import_megatron(text, "bad.sh", ImportContext{}); }
-std::int64_t integer(const ImportedConfig& c, const std::string& key) { return test::tree_import::int_field(c, key); }
-bool contains(const std::vector<std::string>& v, const std::string& needle) { return test::tree_import::any_contains(v, needle); }
-
-const std::string kLaunch = "torchrun --nproc_per_node 8 pretrain_gpt.py --micro-batch-size 1 --global-batch-size 64 ";
-
-}  // namespace
+using namespace preflight::test::megatron_script;
 
 // Gap 1: a function's body was read where it was defined, before TP and PP were set: tp and pp
 // came out unresolved (exit 2) or as an earlier value. It is read at the call now, with the

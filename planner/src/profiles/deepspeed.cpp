@@ -43,11 +43,12 @@ FrameworkProfile deepspeed_profile() {
     p.megatron_fsdp = false;
     p.fp8_param_gather = false;
     p.name = "deepspeed";
-    // ZeRO's buckets, gradient lifetimes and step copies (memory_deepspeed.cpp) as the block
-    // `--emit deepspeed` writes: overlap_comm and contiguous_gradients on, default bucket sizes.
+    // ZeRO's buckets, gradient lifetimes and step copies (memory_deepspeed.cpp), the buckets as
+    // deepspeed_zero says: by default the block `--emit deepspeed` writes (overlap_comm and
+    // contiguous_gradients on, reduce_bucket_size 5e8), under --from the ds_config's.
     p.deepspeed_zero_optimizer = true;
-    // Where those terms do not apply (DeepSpeed's pipeline engine, offload, fine-tuning, fp32
-    // accumulation): one 5e8-element 16-bit bucket (zero/config.py reduce_bucket_size) in flight.
+    // Where those terms do not apply (the pipeline engine's optimizers but BF16_Optimizer, offload,
+    // fine-tuning, expert parallelism): one 5e8-element 16-bit bucket in flight.
     p.grad_bucket_bytes = 500'000'000LL * 2;
     p.grad_buckets_in_flight = 1;
     p.logits_fp32_copy = true;

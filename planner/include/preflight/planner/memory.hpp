@@ -31,7 +31,9 @@ struct DeepSpeedZeroSettings {
     // reduce_bucket_size "auto": the Hugging Face Trainer writes hidden_size x hidden_size
     // (transformers integrations/deepspeed.py trainer_config_finalize), known only with the model.
     bool reduce_bucket_hidden_squared = false;
-    bool overlap_comm = true;  // zero/config.py defaults it to stage == 3; --emit deepspeed writes true
+    // overlap_comm: --emit deepspeed writes true; nullopt (a ds_config without it) is zero/config.py's
+    // default, on at ZeRO-3 only (overlap_comm_valid), decided by the plan's stage.
+    std::optional<bool> overlap_comm = true;
     bool operator==(const DeepSpeedZeroSettings&) const = default;
 };
 
@@ -185,8 +187,10 @@ struct FrameworkProfile {
     // stage_1_and_2.py, stage3.py and fused_optimizer.py): 16-bit gradients exist from the first
     // backward to the step (none in the first forward), ZeRO-1/2 keep the rank's partition of them
     // whole-tensor (grads_in_partition) and two reduce buckets, ZeRO-3 one persistent bucket, and the
-    // optimizer step copies the gradients to fp32. One pipeline stage, no offload, full training;
-    // otherwise the generic terms. The buckets follow deepspeed_zero.
+    // optimizer step copies the gradients to fp32; BF16_Optimizer where DeepSpeed picks it (beside a
+    // pipeline without ZeRO, ZeRO-1 with fp32 accumulation). The pipeline engine's other
+    // optimizers, offload, LoRA and expert parallelism keep the generic terms. The buckets follow
+    // deepspeed_zero.
     bool deepspeed_zero_optimizer = false;
     DeepSpeedZeroSettings deepspeed_zero;
     // Allocation granularity: each model-state tensor is rounded up to this many bytes
