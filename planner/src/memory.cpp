@@ -90,10 +90,10 @@ StageParamElements stage_params(const ModelConfig& m, const Plan& p, const Frame
         const std::int64_t local = tp_local_numel(t, p.tp, prof.vocab_pad_multiple);
         sp.flat += count * local;
         sp.zero3 += count * shard_elements(local, p.dp);
-        // fp8 copies of the layers' GEMM weights: Megatron-Core's LM head is a plain ColumnParallelLinear
-        // (gpt_model.py at d98e8a6; TE's only under MXFP8), the runtime's stays bf16; torchao converts it.
         // One layer as this rank holds it: expert copies split over ep ranks (plan_extensions.cpp).
         const std::int64_t rank_local = t.copies > 1 ? local / p.ep : local;
+        // fp8 copies of the layers' GEMM weights: Megatron-Core's LM head is a plain ColumnParallelLinear
+        // (gpt_model.py at d98e8a6; TE's only under MXFP8), the runtime's stays bf16; torchao converts it.
         const bool fp8_copy = t.gemm_weight && (t.place == TensorPlace::layer || prof.fp8_dynamic_scaling);
         if (fp8_copy) {
             sp.gemm += count * rank_local;
