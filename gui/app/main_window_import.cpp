@@ -46,7 +46,9 @@ bool MainWindow::importConfig(const QString& path) {
         const QString model_path = write_model_config(c);
         if (model_path.isEmpty() || !selectModel(model_path)) return false;
     }
-    // The profile the config implies, as --from sets it when --framework is not given.
+    // The profile the config implies, as --from sets it when --framework is not given, and a
+    // ds_config's buckets (cli/config_from.cpp take_deepspeed_buckets).
+    explorer_->setDeepSpeedBuckets(c.deepspeed_zero);
     if (c.framework) selectFramework(QString::fromStdString(*c.framework));
     loadPlan(plan);
     QStringList notes;

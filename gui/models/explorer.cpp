@@ -191,6 +191,7 @@ bool Explorer::evaluate() {
     try {
         // As `preflight memory --framework F` builds its options (cli/cmd_memory.cpp run_memory).
         ev->profile = *profile_by_name(framework_.toStdString());
+        if (deepspeed_zero_ && ev->profile.deepspeed_zero_optimizer) ev->profile.deepspeed_zero = *deepspeed_zero_;
         ev->model = *model_;
         ev->gpu = gpu_for_profile(*gpu_, ev->profile);
         ev->plan = resolve_defaults(plan_, *model_);

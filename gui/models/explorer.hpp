@@ -80,6 +80,10 @@ public:
     bool setFramework(const QString& name);
     QString framework() const { return framework_; }
     static QStringList frameworks();  // the names --framework takes, megatron first
+    // An imported ds_config's bucket settings, as `--from` hands them to the deepspeed profile
+    // (FrameworkProfile::deepspeed_zero); nullopt: the profile's defaults. Taken at the next evaluation.
+    void setDeepSpeedBuckets(std::optional<DeepSpeedZeroSettings> buckets) { deepspeed_zero_ = buckets; }
+    std::optional<DeepSpeedZeroSettings> deepSpeedBuckets() const { return deepspeed_zero_; }
 
     // The inputs as last set (may be invalid); the current model's default seq.
     const Plan& inputPlan() const { return plan_; }
@@ -141,6 +145,7 @@ private:
     std::optional<GpuSpec> gpu_;
     Plan plan_;
     QString framework_ = QStringLiteral("megatron");
+    std::optional<DeepSpeedZeroSettings> deepspeed_zero_;
     std::unique_ptr<Evaluation> current_;
     QString error_;
     std::optional<RunReport> report_;

@@ -179,6 +179,26 @@ private slots:
         QVERIFY(no_dialogs());
     }
 
+    // A ds_config's bucket settings reach the deepspeed profile as `--from` hands them over:
+    // reduce_bucket_size "auto" (hidden_size^2), overlap_comm absent (DeepSpeed's default).
+    void importsADeepSpeedConfigsBuckets() {
+        Explorer explorer(PREFLIGHT_TEST_DATA_DIR);
+        MainWindow w(&explorer);
+        w.show();
+        child<QSpinBox>(w, "gpuCount")->setValue(8);
+        QVERIFY(w.importConfig(QString(GUI_TEST_INPUTS) + "/import_deepspeed.json"));
+        QCOMPARE(explorer.framework(), QString("deepspeed"));
+        QVERIFY(explorer.deepSpeedBuckets().has_value());
+        QVERIFY(explorer.current() != nullptr);
+        const DeepSpeedZeroSettings& z = explorer.current()->profile.deepspeed_zero;
+        QVERIFY(z.reduce_bucket_hidden_squared);
+        QVERIFY(!z.overlap_comm.has_value());
+        // Another format's config puts the profile's defaults back.
+        QVERIFY(w.importConfig(QString(GUI_TEST_INPUTS) + "/import_torchtitan.toml"));
+        QVERIFY(!explorer.deepSpeedBuckets().has_value());
+        QVERIFY(no_dialogs());
+    }
+
     void measuredOverlay() {
         Explorer explorer(PREFLIGHT_TEST_DATA_DIR);
         MainWindow w(&explorer);
