@@ -16,14 +16,14 @@
 //    each all-gather by tensor/utils.py post_all_gather_processing): 1 B + 1 B per element, the
 //    two bytes PrecisionBytes::fp8_weight_copies already charges for the cache (module/base.py
 //    quantize_weight keeps a bf16 weight's fp8 workspace with its transpose across micro-batches).
-// So the flag takes away exactly the 16-bit weight of each layer GEMM weight. The LM head (a plain
+// So the flag takes away exactly the 16-bit weight of each layer GEMM weight (memory.cpp
+// add_model_states: the GEMM weights that carry an fp8 copy). The LM head (a plain
 // ColumnParallelLinear, gpt_model.py), the embedding and the norms stay bf16.
 #include <string>
 
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/memory.hpp"
 #include "preflight/planner/plan.hpp"
-#include "stage_model.hpp"
 
 namespace preflight {
 
@@ -65,22 +65,5 @@ void check_fp8_param_gather_profile(const Plan& plan, const FrameworkProfile& pr
     throw InputError(kFlag, "is Megatron-LM's (Transformer Engine fp8 parameters under its distributed optimizer): "
                             "the " + profile.name + " profile does not run it; " + remedy);
 }
-
-namespace memory_detail {
-
-std::int64_t fp8_param_gather_saved_bytes(const Plan& p, const std::vector<ParamTensor>& tensors, std::int64_t layers) {
-    if (!p.fp8_param_gather) return 0;
-    std::int64_t elements = 0;  // the stage's layer GEMM weights on this rank
-    for (const ParamTensor& t : tensors) {
-        if (t.place != TensorPlace::layer || !t.gemm_weight) continue;
-        // The rank's share, as stage_params counts a layer: tp-split, expert copies over ep.
-        const std::int64_t local = tp_local_numel(t, p.tp, 1);
-        elements += layers * (t.copies > 1 ? local / p.ep : local);
-    }
-    // Each loses its 16-bit weight (2 B); its fp8 data and transpose are the fp8_weight_copies kept.
-    return elements * precision_bytes(p.precision).weight;
-}
-
-}  // namespace memory_detail
 
 }  // namespace preflight

@@ -156,14 +156,15 @@ void add_model_states(StageModel& st, const ModelConfig& m, const Plan& p, const
     }
     st.optimizer_temp = prof.optimizer_step_temp_moments * st.params_local * moment_bytes;  // profile (0: none)
     // fp8 weight caches are held beside the 16-bit weights (and sharded like them under ZeRO-3);
-    // under --fp8-param-gather the layers' caches are their weights (fp8_params.cpp).
+    // under --fp8-param-gather (Megatron-LM, ZeRO-1 only) the fp8 data and transpose are the layers'
+    // GEMM weights themselves, whose 16-bit copy goes (fp8_params.cpp).
     // Profile: the runtime under ZeRO-3 casts a layer after each gather of it into a cache that lives
     // as long as the gathered layer (runtime/src/program_fp8.cpp add_unit_fp8_buffers).
     if (prof.runtime_shard_units && p.zero == 3)
         st.unit_fp8_layer = st.layers > 0 ? params.gemm / st.layers * pb.fp8_weight_copies : 0;
     else
         st.states.weights += (p.zero == 3 ? params.gemm_zero3 : params.gemm) * pb.fp8_weight_copies -
-                             fp8_param_gather_saved_bytes(p, tensors, st.layers);
+                             (p.fp8_param_gather ? params.gemm * pb.weight : 0);
 }
 
 // One layer's kept activations under the recompute mode (one filter over the inventory)

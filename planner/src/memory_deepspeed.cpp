@@ -178,9 +178,10 @@ void add_zero12_terms(StageModel& st, DeepSpeedStage& ds, const Plan& p, const S
         if (params.head_local > w.bucket_elements) ds.large_head_grads = params.head_local * dtype_bytes;
         if (!params.head_is_embedding && params.embed_local > w.bucket_elements)
             ds.large_embed_grads = params.embed_local * dtype_bytes;
-        for (const ParamTensor& t : tensors)
-            if (t.place == TensorPlace::layer && tp_local_numel(t, p.tp, 1) / t.copies > w.bucket_elements)
-                ds.large_layer_grads += tp_local_numel(t, p.tp, 1) * dtype_bytes;
+        for (const ParamTensor& t : tensors) {
+            const std::int64_t local = tp_local_numel(t, p.tp, 1);
+            if (t.place == TensorPlace::layer && local / t.copies > w.bucket_elements) ds.large_layer_grads += local * dtype_bytes;
+        }
     }
     // A tied embedding's gradient collects the LM head's and the lookup's: its hook fires after the
     // lookup's backward, so the head's contribution is held through the whole backward.
@@ -290,10 +291,7 @@ MemoryBreakdown with_deepspeed_phase(const StageModel& st, const Phase& ph, Memo
     at.computing = ph.kind == PhaseKind::backward ? ds.tensor_grads : 0;
     at.reached = st.layers - ph.layer + 1;
     if (ds.kind == DeepSpeedOptimizer::unsharded) {
-        b.gradients = (ph.kind == PhaseKind::optimizer_step || ph.kind == PhaseKind::grad_reduce
-                           ? ds.full_grads
-                           : unreduced_grads(st, ds, ph, at)) +
-                      ds.persistent_grads;
+        b.gradients = unreduced_grads(st, ds, ph, at) + ds.persistent_grads;
         if (ph.kind == PhaseKind::grad_reduce) b.buffers += ds.reduce_buffer;
         return b;
     }

@@ -359,10 +359,7 @@ void refine_with_extensions(const ModelConfig& model, const GpuSpec& gpu, const 
         }
         if (!best) return false;
         const Candidate& c = *best;
-        const SuggestedPlan& s = out.suggested.emplace_back(
-            SuggestedPlan{change, c.plan, judged_bytes(c.memory, req.memory.profile), to_flags(c.plan) + request_flags(r)});
-        std::string line = change + ": then " + s.flags + " fits at " + gib(s.judged_bytes) +
-                           (req.memory.profile.verdict_on_reserved ? " device need" : "") + " per GPU";
+        std::string line = detail::record_suggestion(out, change, c, r) + " per GPU";
         if (c.memory.host_bytes_per_node > 0)
             line += " with " + gib(c.memory.host_bytes_per_node) + " of host memory per node";
         char buf[64];

@@ -49,6 +49,11 @@ struct Shape {
 std::vector<Shape> batch_shapes(const SearchRequest& req, std::int64_t seq, std::int64_t dp,
                                 std::int64_t grad_acc_step = 1);
 
+// Records `change` and the plan `c` that then fits under request `r` (SearchResult::suggested: the
+// plan in full, as `memory` takes its flags) and returns the start of its suggestion line,
+// "CHANGE: then FLAGS fits at N GiB[ device need]" (search_suggest.cpp).
+std::string record_suggestion(SearchResult& out, const std::string& change, const Candidate& c, const SearchRequest& r);
+
 // Nothing fits `req` (at sequence length `seq`): the single changes that would fit, lightest
 // first, into out.suggestions (search_suggest.cpp); SearchTooLarge once the budget is spent.
 void suggest_changes(const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& req, std::int64_t seq,

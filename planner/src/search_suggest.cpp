@@ -8,6 +8,16 @@
 
 namespace preflight::detail {
 
+std::string record_suggestion(SearchResult& out, const std::string& change, const Candidate& c, const SearchRequest& r) {
+    // The plan in full, as `memory` takes it (its recipe, --sp, schedule and accumulation too: the
+    // fit may rest on any of them, and a summary re-checked with `memory` judged another plan).
+    // Braced, not emplace_back(args...): clang 14 (the fuzz build) has no parenthesized aggregate init.
+    const SuggestedPlan& s = out.suggested.emplace_back(
+        SuggestedPlan{change, c.plan, judged_bytes(c.memory, r.memory.profile), to_flags(c.plan) + request_flags(r)});
+    return change + ": then " + s.flags + " fits at " + gib(s.judged_bytes) +
+           (r.memory.profile.verdict_on_reserved ? " device need" : "");
+}
+
 namespace {
 
 // Searches the changed request; when something fits, records the change as a suggestion.
@@ -15,14 +25,7 @@ bool try_change(const ModelConfig& model, const GpuSpec& gpu, const SearchReques
                 SearchResult& out) {
     const std::optional<Candidate> best = best_plan_after_change(model, gpu, r);
     if (!best) return false;
-    const Candidate& c = *best;
-    // The plan in full, as `memory` takes it (its recipe, --sp, schedule and accumulation too: the
-    // fit may rest on any of them, and a summary re-checked with `memory` judged another plan).
-    // Braced, not emplace_back(args...): clang 14 (the fuzz build) has no parenthesized aggregate init.
-    const SuggestedPlan& s = out.suggested.emplace_back(
-        SuggestedPlan{change, c.plan, judged_bytes(c.memory, r.memory.profile), to_flags(c.plan) + request_flags(r)});
-    out.suggestions.push_back(change + ": then " + s.flags + " fits at " + gib(s.judged_bytes) +
-                              (r.memory.profile.verdict_on_reserved ? " device need" : ""));
+    out.suggestions.push_back(record_suggestion(out, change, *best, r));
     return true;
 }
 

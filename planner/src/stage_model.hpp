@@ -121,9 +121,6 @@ void add_deepspeed_terms(StageModel& st, const ModelConfig& m, const Plan& p, co
                          const std::vector<ParamTensor>& tensors, const StageParamElements& params);
 MemoryBreakdown with_deepspeed_phase(const StageModel& st, const Phase& ph, MemoryBreakdown b);
 
-// --fp8-param-gather (fp8_params.cpp): the bytes of 16-bit weights the stage no longer holds, its
-// `layers` decoder layers' GEMM weights being Transformer Engine fp8 parameters (0 without the flag).
-std::int64_t fp8_param_gather_saved_bytes(const Plan& p, const std::vector<ParamTensor>& tensors, std::int64_t layers);
 // Profile (megatron_fsdp, memory_fsdp.cpp): Megatron-FSDP's ZeRO-2/3 terms for the stage.
 void add_megatron_fsdp_buffers(StageModel& st, const Plan& p, const FrameworkProfile& prof,
                                const StageParamElements& params);
