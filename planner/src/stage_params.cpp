@@ -16,6 +16,7 @@ StageParams stage_params(const ModelConfig& m, const Plan& p, std::int64_t layer
         switch (pt.place) {
             case TensorPlace::layer:
                 sp.per_layer += local;
+                if (pt.gemm_weight) sp.gemm_per_layer += local;
                 sp.first += local * static_cast<double>(layers_first);
                 if (p.pp > 1) sp.last += local * static_cast<double>(layers_last);
                 break;

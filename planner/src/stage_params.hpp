@@ -12,6 +12,7 @@ namespace preflight::throughput_detail {
 struct StageParams {
     double first = 0, last = 0;  // TP-local parameters held by the first / last stage
     double per_layer = 0;        // TP-local parameters of one decoder layer
+    double gemm_per_layer = 0;   // of which GEMM weights (ParamTensor::gemm_weight)
 };
 
 // TP-local parameters of the first stage (its layers and the embedding) and of the last (its

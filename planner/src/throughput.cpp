@@ -12,6 +12,7 @@
 #include "preflight/planner/throughput.hpp"
 #include "activations.hpp"
 #include "stage_params.hpp"
+#include "throughput_totals.hpp"
 
 namespace preflight {
 
@@ -390,12 +391,14 @@ double microbatch_sync_s(const Efficiency& e, const Plan& p, std::int64_t nodes)
 // Exposed data-parallel / ZeRO communication per step (Rajbhandari et al. 2020, sec. 7:
 // ZeRO-0..2 move 2*Psi per step, ZeRO-3 3*Psi). Bucketed reductions overlap the backward
 // pass; the last bucket cannot (Li et al. 2020, PyTorch DDP, sec. 3.2.3).
-double dp_exposed_s(const Plan& p, double params, const PrecisionBytes& pb, std::int64_t bucket_bytes,
-                    const LinkTier& dp_link, std::int64_t slot_layers, double mb_fwd, double mb_bwd) {
+// `weight_bytes`: the stage's weights as they are gathered (gathered_weight_bytes).
+double dp_exposed_s(const Plan& p, double params, double weight_bytes, const PrecisionBytes& pb,
+                    std::int64_t bucket_bytes, const LinkTier& dp_link, std::int64_t slot_layers, double mb_fwd,
+                    double mb_bwd) {
     if (p.dp <= 1) return 0.0;
     const int grad_reduce_bytes = pb.gradient_accum > 0 ? 4 : pb.gradient;  // fp32 buffer is what gets reduced
     const double G = params * grad_reduce_bytes;
-    const double W = params * pb.weight;
+    const double W = weight_bytes;
     const double bucket_share = std::min(1.0, static_cast<double>(bucket_bytes) / std::max(G, 1.0));
     const double m_count = static_cast<double>(p.grad_acc);
     auto overlapped = [&](double comm, double window, double tail) { return std::max(comm - window, tail); };
@@ -422,6 +425,16 @@ double dp_exposed_s(const Plan& p, double params, const PrecisionBytes& pb, std:
     }
 }
 
+// The bytes a weight all-gather moves for `params` weights of which `layers` decoder layers'
+// GEMM weights: under --fp8-param-gather Megatron-LM's distributed optimizer gathers those as
+// their 1-byte fp8 data (param_and_grad_buffer.py: uint8 parameter buffer; fp8_params.cpp), the
+// rest at the 16-bit width.
+double gathered_weight_bytes(const Plan& p, double params, const throughput_detail::StageParams& sp,
+                             std::int64_t layers, const PrecisionBytes& pb) {
+    const double fp8 = p.fp8_param_gather ? sp.gemm_per_layer * static_cast<double>(layers) : 0.0;
+    return (params - fp8) * pb.weight + fp8 * 1.0;
+}
+
 // Optimizer step: a memory-bound pass over this GPU's shard of the states.
 double optimizer_step_s(const Plan& p, double params, const PrecisionBytes& pb, const Rates& r) {
     const double shard = p.zero >= 1 ? params / static_cast<double>(p.dp) : params;
@@ -433,73 +446,6 @@ double optimizer_step_s(const Plan& p, double params, const PrecisionBytes& pb, 
     else
         bytes_per_param += 2.0 * pb.weight;  // update the weights in place
     return memory_s(shard * bytes_per_param, r);
-}
-
-// The step's model and hardware FLOPs with attention counted under `convention`.
-FlopCounts counted_flops(const ModelConfig& model, const Plan& p, const ThroughputOptions& opt,
-                         AttentionFlops convention) {
-    FlopCounts fc = step_flops(model, p, convention);
-    if (opt.selective_op_sac && p.recompute == Recompute::selective && activations::op_sac_applies(model)) {
-        // torchtitan's op policy re-runs wk, wo and w3 rather than the attention core.
-        const ForwardFlopsPerToken f = forward_flops_per_token(model, p.seq, convention);
-        const double h = static_cast<double>(model.hidden);
-        const double rerun = 2.0 * h * static_cast<double>(model.kv_width()) + f.attention_out +
-                             2.0 * h * static_cast<double>(model.ffn_hidden);
-        const double per_token = static_cast<double>(model.layers) * (rerun - f.attention_core());
-        fc.hardware_flops_per_token += per_token;
-        fc.hardware_flops_per_step += per_token * static_cast<double>(p.global_batch_tokens());
-    }
-    return fc;
-}
-
-// Totals, MFU/HFU (Chowdhery et al. 2022, App. B; Korthikanti et al. 2022, sec. 6.3), the
-// finiteness check and the named breakdown.
-void finish_throughput(Throughput& out, const ModelConfig& model, const Plan& p, const ThroughputOptions& opt,
-                       double peak, double recompute_s) {
-    out.gpus = p.gpus();
-    const FlopCounts fc = counted_flops(model, p, opt, opt.attention_flops);
-    // No GPU executes FLOPs faster than its dense peak: the compute time is at least the
-    // hardware FLOPs its kernels execute per GPU at peak. A causal flash kernel executes the
-    // causal half of the attention scores (attention_core above), eager attention the full
-    // s^2 work, whichever convention the MFU numerator counts in: --attention-flops changes
-    // MFU/HFU, never the step time. (So under `full` MFU can pass 100 % at long sequences,
-    // counting work no causal kernel runs; the CLI says so under its tables.)
-    const AttentionFlops executed = p.attention == AttentionKind::flash ? AttentionFlops::causal : AttentionFlops::full;
-    const double executed_flops = executed == opt.attention_flops
-                                      ? fc.hardware_flops_per_step
-                                      : counted_flops(model, p, opt, executed).hardware_flops_per_step;
-    const double floor_s = executed_flops / (static_cast<double>(out.gpus) * peak);
-    if (out.compute_s + out.launch_overhead_s < floor_s) out.compute_s = floor_s - out.launch_overhead_s;
-    out.step_time_s = out.compute_s + out.launch_overhead_s + out.tp_communication_s + out.pp_communication_s +
-                      out.pipeline_bubble_s + out.microbatch_sync_s + out.dp_communication_s + out.optimizer_s +
-                      out.overhead_s;
-    out.tokens_per_step = p.global_batch_tokens();
-    out.tokens_per_s = static_cast<double>(out.tokens_per_step) / out.step_time_s;
-    out.tokens_per_s_per_gpu = out.tokens_per_s / static_cast<double>(out.gpus);
-    out.model_flops_per_step = fc.model_flops_per_step;
-    out.hardware_flops_per_step = fc.hardware_flops_per_step;
-    out.peak_flops_per_s = peak;
-    out.mfu = flops_utilization(out.model_flops_per_step, out.step_time_s, out.gpus, out.peak_flops_per_s);
-    out.hfu = flops_utilization(out.hardware_flops_per_step, out.step_time_s, out.gpus, out.peak_flops_per_s);
-    // Never print a NaN or infinity: a non-finite figure means an input out of range.
-    for (const auto& [what, v] : {std::pair{"step_time_s", out.step_time_s}, std::pair{"tokens_per_s", out.tokens_per_s},
-                                  std::pair{"mfu", out.mfu}, std::pair{"hfu", out.hfu}})
-        if (!(std::isfinite(v) && v > 0))
-            throw InputError(what, "the step-time model gives " + std::to_string(v) + " for plan " + to_flags(p) +
-                                       ": an input (GPU spec rates, efficiency constants, plan) is out of range");
-    if (opt.breakdown)
-        out.breakdown = {{"forward + backward compute", out.compute_s - recompute_s - out.column_sums_s},
-                         {"recompute", recompute_s},
-                         {"host dispatch (per layer and micro-batch)", out.launch_overhead_s},
-                         {"tensor-parallel collectives", out.tp_communication_s},
-                         {"pipeline sends", out.pp_communication_s},
-                         {"pipeline bubble", out.pipeline_bubble_s},
-                         {"micro-batch synchronisation", out.microbatch_sync_s},
-                         {"data-parallel communication (exposed)", out.dp_communication_s},
-                         {"optimizer step", out.optimizer_s},
-                         {"fixed overhead", out.overhead_s}};
-    if (opt.breakdown && opt.runtime_column_sums)  // the runtime's own kernels, apart (Efficiency::column_sum_row_s)
-        out.breakdown.insert(out.breakdown.begin() + 1, {"bias/norm weight-gradient column sums", out.column_sums_s});
 }
 
 double checked_peak_flops_per_s(const GpuSpec& gpu, const Plan& p) {
@@ -579,12 +525,14 @@ Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, con
                           : own_first ? sp.first
                           : own_last  ? sp.last
                                       : sp.per_layer * static_cast<double>(own_layers);
+    const std::int64_t params_layers = own ? own_layers : sp.first >= sp.last ? layers.first : layers.last;
     const double n_slot = static_cast<double>(slot.layers);
-    out.dp_communication_s =
-        dp_exposed_s(p, params, pb, opt.grad_bucket_bytes, links.dp, slot.layers, n_slot * lt.fwd, n_slot * lt.bwd);
+    out.dp_communication_s = dp_exposed_s(p, params, gathered_weight_bytes(p, params, sp, params_layers, pb), pb,
+                                          opt.grad_bucket_bytes, links.dp, slot.layers, n_slot * lt.fwd,
+                                          n_slot * lt.bwd);
     out.optimizer_s = optimizer_step_s(p, params, pb, r);
     out.overhead_s = e.step_overhead_s;
-    finish_throughput(out, model, p, opt, peak, n_slot * lt.recompute * m_count);
+    throughput_detail::finish_throughput(out, model, p, opt, peak, n_slot * lt.recompute * m_count);
     return out;
 }
 
