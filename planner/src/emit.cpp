@@ -100,6 +100,15 @@ json deepspeed_config(const Plan& p, std::vector<std::string>* w, const DeepSpee
             c["fp16"] = {{"enabled", false}};
             break;
     }
+    // engine.py _configure_basic_optimizer builds a config optimizer torch.optim names (SGD) from its
+    // params; AdamW is left to the training script (FusedAdam, torch's AdamW or the Trainer's).
+    if (p.optimizer == Optimizer::sgd) {
+        c["optimizer"] = {{"type", "SGD"}, {"params", {{"momentum", 0.9}}}};
+        // zero/utils.py ZERO_SUPPORTED_OPTIMIZERS lacks torch.optim.SGD: engine.py asserts without the key.
+        if (p.zero > 0) c["zero_allow_untested_optimizer"] = true;
+        warn(w, "optimizer: torch.optim.SGD with momentum 0.9 (the one momentum buffer per weight the plan counts; "
+                "momentum 0 keeps none); set optimizer.params.lr, torch's default is 0.001");
+    }
     if (p.recompute != Recompute::none) {
         c["activation_checkpointing"] = {{"partition_activations", p.tp > 1},
                                          {"contiguous_memory_optimization", false},

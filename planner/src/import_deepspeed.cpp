@@ -266,6 +266,14 @@ void import_optimizer(Reader& r) {
         set_field(r.out, "optimizer", std::string("sgd"), r.spot("optimizer.type"));
         if (name != "sgd")
             r.warn("optimizer.type", type->get<std::string>() + " keeps one state per weight: planned as sgd");
+        // zero/utils.py ZERO_SUPPORTED_OPTIMIZERS lacks torch.optim.SGD; engine.py
+        // _do_optimizer_sanity_check asserts under ZeRO unless zero_allow_untested_optimizer is true.
+        const json* stage = r.at("zero_optimization.stage");
+        const json* allow = r.at("zero_allow_untested_optimizer");
+        if (name == "sgd" && stage && stage->is_number_integer() && stage->get<std::int64_t>() > 0 &&
+            !(allow && allow->is_boolean() && allow->get<bool>()))
+            r.warn("optimizer.type", "DeepSpeed refuses torch.optim.SGD under ZeRO (not among its tested optimizers) "
+                                     "unless \"zero_allow_untested_optimizer\": true; planned as if it were set");
     } else {
         r.warn("optimizer.type", "optimizer '" + type->get<std::string>() + "' is not modelled (adamw or sgd)");
     }

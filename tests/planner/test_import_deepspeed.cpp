@@ -269,7 +269,33 @@ TEST(ImportDeepSpeed, EmitImportRoundTrip) {
         if (plan.pp > 1) EXPECT_NE(c.field("pp"), nullptr);
         if (plan.offload != Offload::none) EXPECT_NE(c.field("offload"), nullptr);
         if (plan.recompute == Recompute::full) EXPECT_NE(c.field("recompute"), nullptr);
+        if (plan.optimizer == Optimizer::sgd) EXPECT_NE(c.field("optimizer"), nullptr) << text;
+        EXPECT_FALSE(contains(c.warnings, "zero_allow_untested_optimizer")) << text;
     }
+}
+
+// torch.optim.SGD is not among ZeRO's tested optimizers (deepspeed/runtime/zero/utils.py
+// ZERO_SUPPORTED_OPTIMIZERS): engine.py _do_optimizer_sanity_check asserts under ZeRO 1-3 unless
+// "zero_allow_untested_optimizer" is true. The emitted SGD config sets it and momentum (the one
+// buffer per weight the plan counts); a read config without it is warned about.
+TEST(ImportDeepSpeed, SgdUnderZeroNeedsTheUntestedOptimizerKey) {
+    Plan p;
+    p.seq = 2048, p.dp = 8, p.zero = ZeroStage{2}, p.optimizer = Optimizer::sgd;
+    const nlohmann::json c = deepspeed_config(p);
+    EXPECT_EQ(c.at("optimizer").at("type"), "SGD");
+    EXPECT_EQ(c.at("optimizer").at("params").at("momentum"), 0.9);
+    EXPECT_EQ(c.at("zero_allow_untested_optimizer"), true);
+    p.zero = ZeroStage{0};
+    EXPECT_FALSE(deepspeed_config(p).contains("zero_allow_untested_optimizer"));
+    const std::string base = R"({"train_micro_batch_size_per_gpu": 1, "optimizer": {"type": "SGD"},
+                                 "zero_optimization": {"stage": 1})";
+    const ImportedConfig refused = import_text(base + "}", 8);
+    EXPECT_EQ(name(refused, "optimizer"), "sgd");
+    EXPECT_TRUE(contains(refused.warnings, "zero_allow_untested_optimizer")) << refused.warnings.size();
+    const ImportedConfig allowed = import_text(base + ", \"zero_allow_untested_optimizer\": true}", 8);
+    EXPECT_FALSE(contains(allowed.warnings, "zero_allow_untested_optimizer"));
+    EXPECT_FALSE(contains(import_text(R"({"train_micro_batch_size_per_gpu": 1, "optimizer": {"type": "SGD"}})", 8).warnings,
+                          "zero_allow_untested_optimizer"));
 }
 
 TEST(ImportDeepSpeed, ConfigFileIsDetectedAsDeepSpeed) {
