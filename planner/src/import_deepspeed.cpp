@@ -253,6 +253,19 @@ void import_checkpointing(Reader& r) {
 // deepspeed/runtime/engine.py _configure_basic_optimizer).
 void import_optimizer(Reader& r) {
     const json* type = r.at("optimizer.type");
+    // The deepspeed profile counts DeepSpeed's FusedAdam (emit_deepspeed.cpp deepspeed_optimizer):
+    // under ZeRO, torch's AdamW (the script's, or optimizer.params.torch_adam) steps with an fp32
+    // temporary (without ZeRO, FP16_UnfusedOptimizer's step takes what FP16_Optimizer's does).
+    const json* torch_adam = r.at("optimizer.params.torch_adam");
+    const json* stage = r.at("zero_optimization.stage");
+    const bool zero = stage && stage->is_number_integer() && stage->get<std::int64_t>() > 0;
+    const json* offload = r.at("zero_optimization.offload_optimizer.device");  // DeepSpeedCPUAdam steps on the host
+    const bool host_step = offload && offload->is_string() && lower(offload->get<std::string>()) != "none";
+    if (zero && !host_step && (!type || (torch_adam && torch_adam->is_boolean() && torch_adam->get<bool>())))
+        r.warn(type ? "optimizer.params.torch_adam" : "optimizer",
+               std::string(type ? "torch.optim.AdamW" : "absent: the training script's optimizer") +
+                   " is counted as DeepSpeed's FusedAdam; torch.optim.AdamW's foreach step holds 4 B more per "
+                   "element it updates");
     if (!type) return;
     const std::string name = lower(string_json(*type, r.spot("optimizer.type")));
     static const std::set<std::string> adam{"adam", "adamw", "fusedadam", "cpuadam", "deepspeedcpuadam"};
@@ -268,10 +281,8 @@ void import_optimizer(Reader& r) {
             r.warn("optimizer.type", type->get<std::string>() + " keeps one state per weight: planned as sgd");
         // zero/utils.py ZERO_SUPPORTED_OPTIMIZERS lacks torch.optim.SGD; engine.py
         // _do_optimizer_sanity_check asserts under ZeRO unless zero_allow_untested_optimizer is true.
-        const json* stage = r.at("zero_optimization.stage");
         const json* allow = r.at("zero_allow_untested_optimizer");
-        if (name == "sgd" && stage && stage->is_number_integer() && stage->get<std::int64_t>() > 0 &&
-            !(allow && allow->is_boolean() && allow->get<bool>()))
+        if (name == "sgd" && zero && !(allow && allow->is_boolean() && allow->get<bool>()))
             r.warn("optimizer.type", "DeepSpeed refuses torch.optim.SGD under ZeRO (not among its tested optimizers) "
                                      "unless \"zero_allow_untested_optimizer\": true; planned as if it were set");
     } else {

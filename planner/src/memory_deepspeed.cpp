@@ -5,8 +5,10 @@
 // runtime/zero/stage_1_and_2.py (DeepSpeedZeroOptimizer, ZeRO-1/2), runtime/zero/stage3.py
 // (ZeRO-3), runtime/fp16/fused_optimizer.py (FP16_Optimizer, which also runs bf16 without ZeRO:
 // engine.py _do_optimizer_sanity_check returns DDP_BFLOAT16), runtime/engine.py
-// (allreduce_gradients, buffered_allreduce_fallback). Never measured: no DeepSpeed memory figure
-// has been recorded in this project.
+// (allreduce_gradients, buffered_allreduce_fallback). The optimizer is DeepSpeed's FusedAdam (a
+// config "optimizer" block), which steps without temporaries (torch's foreach AdamW would add an fp32
+// one per element: emit_deepspeed.cpp deepspeed_optimizer says so). Never measured: no DeepSpeed
+// memory figure has been recorded in this project.
 #include <algorithm>
 #include <vector>
 

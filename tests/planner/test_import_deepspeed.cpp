@@ -298,6 +298,32 @@ TEST(ImportDeepSpeed, SgdUnderZeroNeedsTheUntestedOptimizerKey) {
                           "zero_allow_untested_optimizer"));
 }
 
+// The deepspeed profile counts DeepSpeed's FusedAdam; torch.optim.AdamW's foreach step
+// (_multi_tensor_adam's _foreach_sqrt) holds an fp32 temporary per element, so a ZeRO config that
+// leaves the optimizer to the script (or asks torch_adam) says so, and so does --emit deepspeed.
+// Without ZeRO, FP16_UnfusedOptimizer's fp32 gradients (4 B) and that temporary (4 B) equal
+// FP16_Optimizer's two fp32 copies (8 B): nothing to say; offloaded, DeepSpeedCPUAdam steps on the host.
+TEST(ImportDeepSpeed, AdamWIsCountedAsDeepSpeedsFusedAdam) {
+    const std::string zero2 = R"({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2})";
+    EXPECT_TRUE(contains(import_text(zero2 + "}", 8).warnings, "FusedAdam"));
+    EXPECT_TRUE(contains(import_text(zero2 + R"(, "optimizer": {"type": "AdamW", "params": {"torch_adam": true}}})", 8).warnings,
+                         "torch.optim.AdamW is counted as DeepSpeed's FusedAdam"));
+    EXPECT_FALSE(contains(import_text(zero2 + R"(, "optimizer": {"type": "AdamW"}})", 8).warnings, "FusedAdam"));
+    EXPECT_FALSE(contains(import_text(R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}})", 8).warnings,
+                          "FusedAdam"));
+    EXPECT_FALSE(contains(import_text(R"({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2,
+                                        "offload_optimizer": {"device": "cpu"}}})", 8).warnings, "FusedAdam"));
+    Plan p;
+    p.seq = 2048, p.dp = 8, p.zero = ZeroStage{2};
+    std::vector<std::string> w;
+    deepspeed_config(p, &w);
+    EXPECT_TRUE(contains(w, "FusedAdam"));
+    p.zero = ZeroStage{0};
+    w.clear();
+    deepspeed_config(p, &w);
+    EXPECT_FALSE(contains(w, "FusedAdam"));
+}
+
 TEST(ImportDeepSpeed, ConfigFileIsDetectedAsDeepSpeed) {
     const std::string path = (kConfigs / "deepspeed" / "hf_zero3_offload_bf16.json").string();
     const ImportedConfig c = import_config_file(path, std::nullopt, ImportContext{});
