@@ -176,10 +176,11 @@ struct TestArg {
     bool op = false;
 };
 
-// The arguments of [ ... ] / test ... (double_bracket false) or [[ ... ]] (true), without the
-// brackets: = == != (in [[ ]] a right side with * ? [ is a pattern: unknown), -n -z, a lone
-// string, -eq -ne -lt -le -gt -ge over integers, ! ( ) and -a -o or && ||. File tests and
-// anything else are unknown, and so is an operand the script leaves unresolved.
+// (megatron_shell_conditions.cpp) The arguments of [ ... ] / test ... (double_bracket false) or
+// [[ ... ]] (true), without the brackets: = == != (in [[ ]] a right side with * ? [ is a
+// pattern: unknown), -n -z, a lone string, -eq -ne -lt -le -gt -ge over integers, ! ( ) and
+// -a -o or && ||. File tests and anything else are unknown, and so is an operand the script
+// leaves unresolved.
 Status evaluate_test(const std::vector<TestArg>& args, bool double_bracket, const Vars& vars);
 
 // A case pattern as written against the subject's value: a literal (quotes removed) or a lone
