@@ -143,10 +143,13 @@ void add_model_states(StageModel& st, const ModelConfig& m, const Plan& p, const
     const int moment_bytes = optimizer_moment_bytes(prof, p.precision, amp);
     if (prof.allocation_granularity_bytes > 0 && p.zero == 0)
         pad_state_allocations(st, p, prof, tensors, state_pb, moment_bytes);
+    // Elements the optimizer steps on the GPU: the adapters under LoRA, none when it runs on the host.
+    std::int64_t stepped = st.params_local;
     if (uses_extended_states(p)) {  // fine-tuning, offload, expert parallelism (extensions.hpp)
         const StageStates x = extended_stage_states(m, p, prof, st.layers, st.first, st.last);
         st.states = x.gpu;
         st.host_bytes = x.host_bytes;
+        stepped = p.offload != Offload::none ? 0 : p.finetune != Finetune::full ? x.trainable_params : stepped;
     }
     if (prof.runtime_shard_units) {  // profile: the runtime's flat layout and ZeRO shards (runtime_layout.hpp)
         const RuntimeStageSpan span{st.first, st.last, 1, st.layers, {}};
@@ -154,7 +157,7 @@ void add_model_states(StageModel& st, const ModelConfig& m, const Plan& p, const
             runtime_layout(m, p, padded_vocab(m.vocab, p.tp, prof.vocab_pad_multiple) / p.tp, span);
         st.states = runtime_model_states(layout, p.precision, p.optimizer);
     }
-    st.optimizer_temp = prof.optimizer_step_temp_moments * st.params_local * moment_bytes;  // profile (0: none)
+    st.optimizer_temp = prof.optimizer_step_temp_moments * stepped * moment_bytes;  // profile (0: none)
     // fp8 weight caches are held beside the 16-bit weights (and sharded like them under ZeRO-3);
     // under --fp8-param-gather (Megatron-LM, ZeRO-1 only) the fp8 data and transpose are the layers'
     // GEMM weights themselves, whose 16-bit copy goes (fp8_params.cpp).
@@ -290,8 +293,10 @@ void add_buffers(StageModel& st, const ModelConfig& m, const GpuSpec& gpu, const
     if (runs_amp(prof, p) && prof.autocast_weight_copies) {
         // Profile: 16-bit (2-byte) autocast copies of the GEMM weights; head_local holds the
         // LM head (or the tied embedding) on the last stage.
+        // QLoRA's NF4 layer weights are no fp32 leaves: bitsandbytes' MatMul4Bit dequantizes them per
+        // use and saves the packed weight for backward, so autocast neither caches nor saves a copy.
         for (const auto& t : tensors)
-            if (t.gemm_weight && t.place == TensorPlace::layer)
+            if (t.gemm_weight && t.place == TensorPlace::layer && p.finetune != Finetune::qlora)
                 st.autocast_layer += tp_local_numel(t, p.tp, prof.vocab_pad_multiple) * 2;
         st.autocast_head = params.head_local * 2;
     }

@@ -8,6 +8,7 @@
 #include "preflight/planner/emit.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/extensions.hpp"
+#include "preflight/planner/profiles.hpp"
 #include "preflight/planner/report.hpp"
 #include "preflight/planner/search.hpp"
 
@@ -127,6 +128,39 @@ TEST(Lora, ModelStatesFrozenBf16BaseAndFp32Adapters) {
     EXPECT_EQ(r.at_peak.gradients, 3'407'872LL * 4);
     EXPECT_EQ(r.at_peak.master_weights, 0);
     EXPECT_EQ(r.at_peak.optimizer_states, 3'407'872LL * 8);
+}
+
+// The pytorch profile (torch.autocast over fp32 parameters, foreach AdamW) under LoRA on
+// Llama-3-8B, PEFT's default adapters (q and v, rank 8: 3,407,872 parameters):
+//  - the optimizer steps the adapters only: _foreach_sqrt's temporary is 3,407,872 x 4 B;
+//  - each frozen fp32 GEMM weight is cast per use (autocast caches only leaves that require grad)
+//    and the linear saves that bf16 cast for its input gradient: 2 B per weight element held
+//    until the layer's backward, one layer's 218,103,808 more per forward layer;
+//  - QLoRA's NF4 weights are dequantized per use by bitsandbytes, which saves the packed weight:
+//    no bf16 copy stays.
+TEST(Lora, PytorchProfileStepsAndSavesOnlyWhatItShould) {
+    const ModelConfig m = catalog_model("llama-3-8b");
+    Plan p;
+    p.seq = 2048, p.recompute = Recompute::full, p.finetune = Finetune::lora;
+    MemoryOptions o;
+    o.profile = pytorch_profile();
+    o.timeline = true;
+    auto at = [](const MemoryReport& r, PhaseKind kind, std::int64_t layer) {
+        for (const TimelineEntry& e : r.timeline_steady)
+            if (e.phase.kind == kind && e.phase.layer == layer) return e.bytes;
+        ADD_FAILURE() << "no phase";
+        return MemoryBreakdown{};
+    };
+    const MemoryReport lora_r = evaluate_memory(m, catalog_gpu("h100-sxm-80gb"), p, o);
+    EXPECT_EQ(at(lora_r, PhaseKind::optimizer_step, 0).buffers - at(lora_r, PhaseKind::forward, 1).buffers,
+              3'407'872LL * 4);
+    EXPECT_EQ(at(lora_r, PhaseKind::forward, 32).weights - at(lora_r, PhaseKind::forward, 1).weights,
+              31 * 218'103'808LL * 2);
+    p.finetune = Finetune::qlora;
+    const MemoryReport qlora_r = evaluate_memory(m, catalog_gpu("h100-sxm-80gb"), p, o);
+    EXPECT_EQ(at(qlora_r, PhaseKind::forward, 32).weights, at(qlora_r, PhaseKind::forward, 1).weights);
+    EXPECT_EQ(at(qlora_r, PhaseKind::optimizer_step, 0).buffers - at(qlora_r, PhaseKind::forward, 1).buffers,
+              3'407'872LL * 4);
 }
 
 TEST(Lora, ActivationsOfFrozenLayersAndAdapters) {
