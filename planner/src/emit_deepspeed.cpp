@@ -164,6 +164,13 @@ json deepspeed_config(const Plan& p, std::vector<std::string>* w, const DeepSpee
         warn(w, "pipeline parallelism is set in code: deepspeed.pipe.PipelineModule(num_stages=" + std::to_string(p.pp) +
                     ")");
     if (p.sp) warn(w, "sequence parallelism has no DeepSpeed config key (Megatron-DeepSpeed: --sequence-parallel)");
+    // What the model and the script set, which a ds_config has no key for: said, so that nothing
+    // the plan was judged with is lost on the way (memory --from reads the file at the default seq).
+    warn(w, "the sequence length " + std::to_string(p.seq) + " is the training script's (its data's max length); "
+            "preflight memory --from reads this file back with --seq " + std::to_string(p.seq));
+    if (p.dropout > 0) warn(w, "dropout is set in the model's config (attention and hidden dropout), not the ds_config");
+    if (p.attention == AttentionKind::eager)
+        warn(w, "eager attention is the model's (Hugging Face: attn_implementation=\"eager\"), not a ds_config key");
     deepspeed_extensions(p, c, w);
     return c;
 }

@@ -324,6 +324,19 @@ TEST(ImportDeepSpeed, AdamWIsCountedAsDeepSpeedsFusedAdam) {
     EXPECT_FALSE(contains(w, "FusedAdam"));
 }
 
+// A ds_config has no key for the sequence length, dropout or the attention kernel: each is said,
+// so a plan judged at seq 8192 is not read back at the default 4096 unnoticed.
+TEST(ImportDeepSpeed, EmitSaysWhatTheConfigCannotHold) {
+    Plan p;
+    p.seq = 8192, p.dp = 8, p.zero = ZeroStage{1}, p.dropout = 0.1, p.attention = AttentionKind::eager;
+    std::vector<std::string> w;
+    const nlohmann::json c = deepspeed_config(p, &w);
+    EXPECT_TRUE(contains(w, "--seq 8192"));
+    EXPECT_TRUE(contains(w, "dropout"));
+    EXPECT_TRUE(contains(w, "attn_implementation"));
+    EXPECT_EQ(c.dump().find("8192"), std::string::npos);
+}
+
 TEST(ImportDeepSpeed, ConfigFileIsDetectedAsDeepSpeed) {
     const std::string path = (kConfigs / "deepspeed" / "hf_zero3_offload_bf16.json").string();
     const ImportedConfig c = import_config_file(path, std::nullopt, ImportContext{});
