@@ -41,11 +41,33 @@ void check_pytorch_plan(const ModelConfig&, const Plan& p) {
                                         "bf16-mixed-fp32-grads, bf16 (no fp16 loss scaling, no fp8)");
 }
 
+// What Megatron-LM (d98e8a6) cannot run, as `--emit megatron` writes it (emit.cpp).
+void check_megatron_plan(const ModelConfig&, const Plan& p) {
+    // megatron/core/optimizer: --optimizer-cpu-offload needs --use-precision-aware-optimizer, which
+    // needs the distributed optimizer and Adam; parameters stay on the GPU (no ZeRO-Infinity).
+    if (p.offload == Offload::optimizer_and_params)
+        throw InputError("--offload", "Megatron-LM offloads the optimizer only (--optimizer-cpu-offload); parameter "
+                                      "offload is DeepSpeed's ZeRO-Infinity: --offload optimizer, or --framework "
+                                      "deepspeed");
+    if (p.offload == Offload::optimizer && (p.zero != zero_optimizer_states || p.optimizer != Optimizer::adamw))
+        throw InputError("--offload", "Megatron-LM's --optimizer-cpu-offload runs with its distributed optimizer "
+                                      "(--zero 1) and Adam only (the precision-aware optimizer), got --zero " +
+                                          std::to_string(p.zero) + " --optimizer " + std::string(to_string(p.optimizer)));
+    // Megatron-LM keeps fp32 main weights beside --bf16 parameters (its optimizer's main params are
+    // fp32 or fp16, --main-params-dtype); only Megatron-FSDP has bf16 main parameters.
+    if (p.precision == Precision::bf16 && p.zero < zero_gradients)
+        throw InputError("--precision", "pure bf16 (no fp32 master copy) runs under Megatron-LM only through "
+                                        "Megatron-FSDP (--zero 2 or 3, --megatron-fsdp-main-params-dtype auto); with "
+                                        "its distributed optimizer or without ZeRO it keeps fp32 main weights: "
+                                        "--precision bf16-mixed, or --zero 2 or 3");
+}
+
 }  // namespace
 
 FrameworkProfile megatron_profile() {
     FrameworkProfile p;  // the defaults describe Megatron-LM (memory.hpp)
     p.pipeline_split_divides_layers = true;
+    p.check_plan = &check_megatron_plan;
     return p;
 }
 

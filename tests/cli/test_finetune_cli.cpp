@@ -52,17 +52,20 @@ TEST(FinetuneCli, FullFineTuneExplainsWhyNothingFitsAndWhatWould) {
     EXPECT_TRUE(has(r.out, "even at its smallest"));
     EXPECT_TRUE(has(r.out, "# the smallest change that would fit"));
     EXPECT_TRUE(has(r.out, "--finetune lora"));
-    EXPECT_TRUE(has(r.out, "--offload"));
+    // ZeRO-Infinity is DeepSpeed's: the megatron profile (the default) refuses parameter offload.
+    EXPECT_FALSE(has(r.out, "--offload params"));
+    EXPECT_TRUE(has(run_preflight(kFull + " --framework deepspeed").out, "--offload params"));
 }
 
 TEST(FinetuneCli, MemoryShowsHostBytesWhenOffloading) {
     const auto r = run_preflight(
-        "memory --model llama-3-8b --gpu h100-sxm-80gb --seq 2048 --zero 2 --recompute full --offload optimizer");
+        "memory --model llama-3-8b --gpu h100-sxm-80gb --seq 2048 --zero 2 --recompute full --offload optimizer "
+        "--framework deepspeed");
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
     EXPECT_TRUE(has(r.out, "host memory:")) << r.out;
     const auto j = nlohmann::json::parse(
         run_preflight("memory --model llama-3-8b --gpu h100-sxm-80gb --seq 2048 --zero 2 --offload optimizer "
-                      "--format json")
+                      "--framework deepspeed --format json")
             .out);
     EXPECT_EQ(j["memory"]["host_bytes_per_gpu"], 8'030'261'248LL * 16);
     EXPECT_EQ(j["plan"]["offload"], "optimizer");

@@ -258,7 +258,7 @@ private slots:
         // margin), so the column shows that figure, as the CLI's `plan` table does, not the
         // tensor peak 10 GiB under it.
         Plan n;
-        n.precision = Precision::bf16;
+        n.precision = Precision::bf16_mixed_fp32_grads;  // runs under megatron (current) and nanotron
         QVERIFY(explorer_->setAll("llama-3-8b", "h100-sxm-80gb", n));
         QVERIFY(explorer_->setFramework("nanotron"));
         explorer_->startSearch(8, 1 << 20);

@@ -123,6 +123,50 @@ TEST(ProfileChecks, DeepSpeedAccumulatesBf16InFp32OnlyUnderZero) {
     EXPECT_EQ(refusal(deepspeed_profile(), m, p), "");
 }
 
+// Megatron-LM d98e8a6: --optimizer-cpu-offload needs the precision-aware optimizer, which needs
+// the distributed optimizer (ZeRO-1) and Adam (megatron/core/optimizer); parameters are never
+// offloaded (that is DeepSpeed's ZeRO-Infinity); --bf16 keeps fp32 main weights unless
+// Megatron-FSDP (ZeRO-2/3) is asked for bf16 main parameters. The search proposes none of them.
+TEST(ProfileChecks, MegatronRefusesWhatItsOptimizerCannotRun) {
+    const ModelConfig m = test::catalog_model("llama-3.2-1b");
+    const FrameworkProfile mega = megatron_profile();
+    Plan p;
+    p.seq = 2048, p.dp = 8, p.zero = zero_optimizer_states, p.offload = Offload::optimizer;
+    EXPECT_EQ(refusal(mega, m, p), "");
+    p.zero = zero_gradients;
+    EXPECT_EQ(refusal(mega, m, p), "--offload");
+    p.zero = zero_weights, p.offload = Offload::optimizer_and_params;
+    EXPECT_EQ(refusal(mega, m, p), "--offload");
+    EXPECT_EQ(refusal(deepspeed_profile(), m, p), "");
+    p.offload = Offload::none, p.precision = Precision::bf16;
+    EXPECT_EQ(refusal(mega, m, p), "");
+    p.zero = zero_optimizer_states;
+    EXPECT_EQ(refusal(mega, m, p), "--precision");
+    SearchRequest r;
+    r.gpus = 8, r.gbs_tokens = 1 << 20, r.top_k = 100, r.host_memory_bytes = 2LL << 40;
+    r.memory.profile = mega;
+    const SearchResult res = search_plans(m, test::catalog_gpu("a100-sxm-80gb"), r);
+    ASSERT_FALSE(res.candidates.empty());
+    for (const auto& c : res.candidates) {
+        EXPECT_NE(c.plan.offload, Offload::optimizer_and_params) << to_flags(c.plan);
+        if (c.plan.precision == Precision::bf16) EXPECT_GE(c.plan.zero, zero_gradients) << to_flags(c.plan);
+    }
+}
+
+// A ds_config expresses neither Megatron-style sequence parallelism nor ring-attention context
+// parallelism (audit of 2026-11-30: `plan --framework deepspeed` ranked an --sp plan whose
+// emitted config read back 15 GB heavier).
+TEST(ProfileChecks, DeepSpeedRanksOnlyWhatItsConfigExpresses) {
+    const ModelConfig m = test::catalog_model("llama-3.2-1b");
+    Plan p;
+    p.seq = 2048, p.dp = 4, p.tp = 2, p.zero = zero_optimizer_states;
+    EXPECT_EQ(refusal(deepspeed_profile(), m, p), "");
+    p.sp = true;
+    EXPECT_EQ(refusal(deepspeed_profile(), m, p), "--sp");
+    p.sp = false, p.cp = 2, p.dp = 2;
+    EXPECT_EQ(refusal(deepspeed_profile(), m, p), "--cp");
+}
+
 // Review of 2026-11-30 (helper-42): the even-split rule must not hide what Megatron's interleaved
 // schedule runs with the embedding and the loss taking a slot each (validate_args: layers + 2).
 // Llama-3.1-405B's 126 layers: pp 16 and 32 split 128 slots; its 1F1B plans there are dropped,
