@@ -267,8 +267,11 @@ void torchtitan_training(std::ostringstream& o, const Plan& p, std::vector<std::
     switch (p.precision) {
         case Precision::fp32: param = "float32"; break;
         case Precision::bf16_mixed:
-        case Precision::bf16_mixed_fp32_grads:
         case Precision::fp8_mixed: break;
+        case Precision::bf16_mixed_fp32_grads:
+            warn(w, "bf16-mixed-fp32-grads: torchtitan reduces into fp32 sharded gradients with no separate "
+                    "accumulator, so this config runs bf16-mixed (memory --from reads it so: one fp32 gradient)");
+            break;
         case Precision::bf16: break;  // training.dtype below
         case Precision::fp16_mixed:
             warn(w, "torchtitan's mixed_precision_param supports bfloat16 / float32; fp16 with loss scaling is not "

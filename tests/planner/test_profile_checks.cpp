@@ -5,6 +5,7 @@
 #include <string>
 
 #include "catalog_fixture.hpp"
+#include "preflight/planner/emit.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/frameworks.hpp"
 #include "preflight/planner/memory.hpp"
@@ -165,6 +166,25 @@ TEST(ProfileChecks, DeepSpeedRanksOnlyWhatItsConfigExpresses) {
     EXPECT_EQ(refusal(deepspeed_profile(), m, p), "--sp");
     p.sp = false, p.cp = 2, p.dp = 2;
     EXPECT_EQ(refusal(deepspeed_profile(), m, p), "--cp");
+}
+
+// torchtitan's FSDP2 (MixedPrecisionPolicy param bf16, reduce fp32) keeps fp32 sharded parameters
+// and reduces into their fp32 sharded gradients: 4 + 4 B, what bf16-mixed's weight 2 + master 4 +
+// gradient 2 count. Its config cannot ask for a second, fp32 accumulator (audit of 2026-11-30:
+// bf16-mixed-fp32-grads was charged 3.74 GiB more for the same TOML).
+TEST(ProfileChecks, TorchtitanReducesIntoFp32ShardsWithoutAnAccumulator) {
+    const ModelConfig m = test::catalog_model("llama-3.2-1b");
+    Plan p;
+    p.seq = 2048, p.dp = 8, p.zero = zero_weights, p.precision = Precision::bf16_mixed;
+    EXPECT_EQ(refusal(torchtitan_profile(), m, p), "");
+    p.precision = Precision::bf16_mixed_fp32_grads;
+    EXPECT_EQ(refusal(torchtitan_profile(), m, p), "--precision");
+    EXPECT_FALSE(runs_precision(torchtitan_profile(), Precision::bf16_mixed_fp32_grads));
+    std::vector<std::string> w;
+    torchtitan_toml(m, p, &w, EmitOptions{});
+    bool said = false;
+    for (const std::string& line : w) said = said || line.find("runs bf16-mixed") != std::string::npos;
+    EXPECT_TRUE(said);
 }
 
 // Review of 2026-11-30 (helper-42): the even-split rule must not hide what Megatron's interleaved

@@ -20,6 +20,14 @@ void check_torchtitan_plan(const ModelConfig&, const Plan& p) {
     if (p.precision == Precision::fp16_mixed)
         throw InputError("--precision", "torchtitan has no fp16 recipe (training.mixed_precision_param is bfloat16 or "
                                         "float32, torchtitan/config/configs.py): --precision bf16-mixed");
+    // FSDP2's MixedPrecisionPolicy(param bf16, reduce fp32) reduces each bf16 gradient into the fp32
+    // sharded gradient of the fp32 sharded parameter: 4 B of parameter and 4 B of gradient, what
+    // bf16-mixed's 2 + 4 (master) and 2 count. bf16-mixed-fp32-grads would add a 4 B accumulator
+    // that does not exist, and its job config is bf16-mixed's (emit.cpp torchtitan_training).
+    if (p.precision == Precision::bf16_mixed_fp32_grads)
+        throw InputError("--precision", "torchtitan reduces its bf16 gradients into fp32 sharded gradients "
+                                        "(mixed_precision_reduce \"float32\"), with no separate accumulator: that job "
+                                        "is --precision bf16-mixed under this profile");
     if (torchtitan_ddp_beside_other_parallelism(p))
         throw InputError("--zero", "torchtitan runs ZeRO-0 as DDP, which it applies only to data parallelism "
                                    "alone (\"DDP has not supported > 1D parallelism\"): with tp, pp or ep above 1 "
@@ -88,11 +96,10 @@ FrameworkProfile torchtitan_profile() {
     // What a job config expresses (emit.cpp torchtitan_*): the search tries no other. No ZeRO-1
     // (FSDP2 has no optimizer-only sharding: ZeRO-0 is DDP, ZeRO-2 reshard_after_forward "never",
     // ZeRO-3 "always"); mixed_precision_param bfloat16 or float32 with fp32 reduction, Float8 through
-    // torchao, pure bf16 through training.dtype (v0.2.0+); no fp16 recipe. A pinned ZeRO-1 or fp16 is refused
-    // (check_torchtitan_plan).
+    // torchao, pure bf16 through training.dtype (v0.2.0+); no fp16 recipe. A pinned ZeRO-1, fp16 or
+    // bf16-mixed-fp32-grads is refused (check_torchtitan_plan).
     p.zero_stages = {zero_none, zero_gradients, zero_weights};
-    p.precisions = {Precision::bf16_mixed, Precision::bf16_mixed_fp32_grads, Precision::fp8_mixed, Precision::fp32,
-                    Precision::bf16};
+    p.precisions = {Precision::bf16_mixed, Precision::fp8_mixed, Precision::fp32, Precision::bf16};
     // Float8 training: torchao Float8Linear with dynamic scaling (torchtitan/float8.py Float8Handler at
     // 9dec370; components/quantization/float8.py since), not TransformerEngine.
     p.fp8_dynamic_scaling = true;
