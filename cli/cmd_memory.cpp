@@ -121,7 +121,10 @@ void print_table(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
 
     std::cout << "peak phase:            " << describe(r.peak_phase) << "\n";
     std::cout << "first step peak:       " << format_bytes(r.first_step_peak_bytes) << " at "
-              << describe(r.first_step_peak_phase) << " (optimizer moments not yet allocated)\n";
+              << describe(r.first_step_peak_phase)
+              << (r.first_step_peak_phase.kind == PhaseKind::optimizer_step
+                      ? " (the optimizer moments allocated in it)\n"
+                      : " (optimizer moments not yet allocated)\n");
     std::cout << "activations per layer: " << format_bytes(r.activations_per_layer_bytes) << " ("
               << group_digits(r.activations_per_layer_bytes) << " B, one micro-batch, recompute "
               << to_string(plan.recompute) << ")\n";

@@ -184,6 +184,37 @@ TEST(NanotronProfile, VerdictUsesReservedPlusOutsidePytorch) {
     EXPECT_EQ(memory_to_json(ahead).at("device_peak_source"), at_top > point ? "range-top" : "point");
 }
 
+// peak_bytes is the most tensors held at once (+ overhead), whichever phase holds them; the
+// reserved pool the verdict judges may peak at another. Audit of 2026-11-30: Qwen2.5-7B, dp 8,
+// grad-acc 4, full recompute, pure bf16: mbs 4 reported 75.36 GB at the loss (its largest pool)
+// under mbs 2's 77.60 GB at the end of the backward, which mbs 4 holds more of.
+TEST(NanotronProfile, PeakIsTheLargestAllocationOverTheStagesPhases) {
+    const ModelConfig m = test::catalog_model("qwen2.5-7b");
+    const GpuSpec gpu = test::catalog_gpu("h100-sxm-80gb");
+    MemoryOptions o;
+    o.profile = *profile_by_name("nanotron");
+    o.timeline = true;
+    Plan p;
+    p.seq = 2048, p.dp = 8, p.grad_acc = 4, p.recompute = Recompute::full, p.precision = Precision::bf16;
+    std::int64_t previous = 0;
+    for (const std::int64_t mbs : {1, 2, 4}) {
+        p.mbs = mbs;
+        const MemoryReport r = evaluate_memory(m, gpu, p, o);
+        ASSERT_EQ(r.timeline_steady.size(), 4u);
+        EXPECT_EQ(r.timeline_steady[0].phase.kind, PhaseKind::output_loss);
+        EXPECT_EQ(r.timeline_steady[1].phase.layer, 28);  // backward from the last layer ...
+        EXPECT_EQ(r.timeline_steady[2].phase.layer, 1);   // ... to the first
+        EXPECT_EQ(r.timeline_steady[3].phase.kind, PhaseKind::optimizer_step);
+        std::int64_t most = 0;
+        for (const TimelineEntry& e : r.timeline_steady) most = std::max(most, e.bytes.total());
+        EXPECT_EQ(r.peak_bytes, most) << "mbs " << mbs;
+        EXPECT_EQ(r.peak_allocated_bytes, r.peak_bytes - r.at_peak.overhead);
+        EXPECT_GE(r.peak_reserved_bytes, r.peak_allocated_bytes);
+        EXPECT_GE(r.peak_bytes, previous) << "mbs " << mbs;
+        previous = r.peak_bytes;
+    }
+}
+
 // The loss-stage term: extra reserved bytes per byte of the micro-batch's hidden state
 // (4096 tokens x 2048 x 2 B = 16 MiB for the 1B at mbs 1), charged on the stage that runs the
 // loss while its tensors are live, and nowhere else.

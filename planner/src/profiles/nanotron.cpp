@@ -220,23 +220,30 @@ void stage_peaks(NanotronStageMemory& s, std::int64_t per_mb, std::int64_t logit
     const MemoryBreakdown bwd_start = breakdown(s.activations + s.backward_transient, logits_bwd, 0, 0);
     const MemoryBreakdown bwd_end = breakdown((s.in_flight - 1) * per_mb + s.backward_transient, 0, s.bf16_grads, 0);
     const MemoryBreakdown opt = breakdown(0, 0, 0, s.zero1_gather);
-    const std::pair<PhaseKind, const MemoryBreakdown*> phases[] = {{PhaseKind::output_loss, &fwd},
-                                                                   {PhaseKind::backward, &bwd_start},
-                                                                   {PhaseKind::backward, &bwd_end},
-                                                                   {PhaseKind::optimizer_step, &opt}};
+    // The last micro-batch's loss, its backward at the stage's last layer and at its first.
+    const std::int64_t layers = s.blocks.layers, mb = s.in_flight;
+    s.phases = {{{PhaseKind::output_loss, 0, mb}, fwd},
+                {{PhaseKind::backward, layers, mb}, bwd_start},
+                {{PhaseKind::backward, std::min<std::int64_t>(layers, 1), mb}, bwd_end},
+                {{PhaseKind::optimizer_step, 0, 0}, opt}};
     s.allocated_peak = -1;
     s.reserved_peak = -1;
     s.optimizer_step_allocated = opt.total() - opt.overhead;
-    for (const auto& [kind, b] : phases) {
+    for (const TimelineEntry& e : s.phases) {
+        const MemoryBreakdown* b = &e.bytes;
         const std::int64_t allocated = b->total() - b->overhead;
         const std::int64_t loss_hidden = b->logits_and_loss > 0 ? pool.loss_hidden : 0;
         const std::int64_t runahead = b->activations > 0 ? pool.runahead_hidden : 0;
         const ReservedExtra extra = reserved_extra(b->activations, loss_hidden, runahead, *pool.alloc);
         const std::int64_t reserved = reserved_pool_bytes(allocated, extra);
-        s.allocated_peak = std::max(s.allocated_peak, allocated);
+        if (allocated > s.allocated_peak) {
+            s.allocated_peak = allocated;
+            s.allocated_peak_phase = e.phase;
+            s.at_allocated_peak = *b;
+        }
         if (reserved > s.reserved_peak) {
             s.reserved_peak = reserved;
-            s.peak_phase = kind;
+            s.peak_phase = e.phase.kind;
             s.at_peak = *b;
             s.reserved_extra = extra;
             s.loss_hidden_at_peak = loss_hidden;
@@ -297,14 +304,14 @@ MemoryReport evaluate_memory_nanotron(const ModelConfig& model, const GpuSpec& g
     r.layers_on_stage = s.blocks.layers;
     r.micro_batches_in_flight = s.in_flight;
     r.params_on_gpu = s.params_local;
-    r.at_peak = s.at_peak;
+    // peak_bytes keeps its contract meaning: the most tensors allocated at once + overhead, at the
+    // phase that holds them (the reserved pool, which the verdict judges, may peak at another).
+    r.at_peak = s.at_allocated_peak;
     r.activations_per_layer_bytes = s.activations_per_layer;
     r.layer_inventory = {{"layer activations (nanotron inventory)", s.activations_per_layer, false}};
-    r.peak_phase = {s.peak_phase, s.peak_phase == PhaseKind::optimizer_step ? 0 : s.blocks.layers,
-                    s.peak_phase == PhaseKind::optimizer_step ? 0 : s.in_flight};
-    // peak_bytes keeps its contract meaning: allocated tensors at the peak + overhead.
-    r.peak_bytes = s.at_peak.total();
-    r.peak_allocated_bytes = r.peak_bytes - s.at_peak.overhead;
+    r.peak_phase = s.allocated_peak_phase;
+    r.peak_bytes = r.at_peak.total();
+    r.peak_allocated_bytes = s.allocated_peak;
     r.peak_reserved_bytes = s.reserved_peak;
     r.reserved_extra = s.reserved_extra;
     r.verdict_margin_bytes = std::max<std::int64_t>(0, c.verdict_margin_bytes);
@@ -313,13 +320,17 @@ MemoryReport evaluate_memory_nanotron(const ModelConfig& model, const GpuSpec& g
                                                  : r.peak_bytes <= r.capacity_bytes;
     // Optimizer moments exist from the first step on (torch.optim creates them lazily, inside
     // the first step); the first step's forward/backward runs without them.
-    r.first_step_peak_bytes = r.peak_bytes - (s.peak_phase == PhaseKind::optimizer_step ? 0 : s.at_peak.optimizer_states);
-    r.first_step_peak_phase = r.peak_phase;
-    if (options.timeline) {
-        r.timeline_steady.push_back({r.peak_phase, s.at_peak});
-        MemoryBreakdown first = s.at_peak;
-        if (s.peak_phase != PhaseKind::optimizer_step) first.optimizer_states = 0;
-        r.timeline_first.push_back({r.peak_phase, first});
+    r.first_step_peak_bytes = -1;
+    for (const TimelineEntry& e : s.phases) {
+        MemoryBreakdown first = e.bytes;
+        if (e.phase.kind != PhaseKind::optimizer_step) first.optimizer_states = 0;
+        if (first.total() > r.first_step_peak_bytes) {
+            r.first_step_peak_bytes = first.total();
+            r.first_step_peak_phase = e.phase;
+        }
+        if (!options.timeline) continue;
+        r.timeline_steady.push_back(e);
+        r.timeline_first.push_back({e.phase, first});
     }
     return r;
 }

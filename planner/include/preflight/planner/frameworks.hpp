@@ -56,10 +56,13 @@ struct NanotronStageMemory {
     std::int64_t backward_transient = 0;    // gradients of one layer's activations
     std::int64_t logits_working_set = 0;    // bf16 logits + fp32 cast, or the fp32 cast + its shifted copy
     std::int64_t allocated_peak = 0;
+    Phase allocated_peak_phase;             // the phase with the most tensors ...
+    MemoryBreakdown at_allocated_peak;      // ... and its breakdown (allocated_peak + overhead)
+    std::vector<TimelineEntry> phases;      // every phase the stage is judged at, in step order
     std::int64_t optimizer_step_allocated = 0;  // tensors during the optimizer step (model states, buffers, ZeRO-1 gather)
     std::int64_t reserved_peak = 0;
-    PhaseKind peak_phase = PhaseKind::forward;
-    MemoryBreakdown at_peak;                // overhead = the memory outside PyTorch
+    PhaseKind peak_phase = PhaseKind::forward;  // the phase with the largest reserved pool ...
+    MemoryBreakdown at_peak;                // ... and its breakdown; overhead = the memory outside PyTorch
     ReservedExtra reserved_extra;           // reserved_peak beyond at_peak's tensors, by cause
     std::int64_t loss_hidden_at_peak = 0;   // s*b*h*2 the loss-stage term charged at the peak (0: loss not live)
     std::int64_t runahead_hidden_at_peak = 0;  // s*b*h*2 x layers x (in-flight - 2) the run-ahead term charged
