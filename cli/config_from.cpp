@@ -2,6 +2,7 @@
 
 #include <iostream>
 
+#include "commands.hpp"
 #include "format.hpp"
 #include "preflight/config_readers/config_readers.hpp"
 #include "preflight/planner/checked.hpp"
@@ -213,7 +214,10 @@ FromApplied apply_from(const FromFlags& from, const CLI::App& sub, PlanFlags& fl
     }
     applied.read = true;
     const ImportContext context{gpus ? gpus : from.gpus, given_on(sub, "--dp"),
-                                given_on(sub, "--grad-acc") || given_on(sub, "--gbs-tokens")};
+                                given_on(sub, "--grad-acc") || given_on(sub, "--gbs-tokens"),
+                                given_on(sub, "--model") ? std::optional<std::int64_t>(
+                                                               load_plan_model(flags, data_dir_of(flags.data_dir)).layers)
+                                                         : std::nullopt};
     const std::optional<ConfigFormat> forced =
         from.format.empty() ? std::nullopt : parse_config_format(from.format);
     ImportedConfig c;

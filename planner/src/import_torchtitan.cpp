@@ -197,8 +197,8 @@ struct Flavor {
 };
 constexpr Flavor kLlama3Flavors[] = {{"8B", "llama-3-8b", 32}, {"70B", "llama-3-70b", 80}, {"405B", "llama-3.1-405b", 126}};
 
-// The model's layer count when the config names a catalog model (0 otherwise).
-std::int64_t read_model(const Toml& t, ImportedConfig& out) {
+// The model's layer count when the config names a catalog model (0 otherwise; `given`: --model's).
+std::int64_t read_model(const Toml& t, ImportedConfig& out, bool given) {
     // job_config.py Model.name (default "llama3") and Model.flavor (default "debugmodel"): keys of
     // torchtitan's model registry (torchtitan/models/llama3/__init__.py llama3_configs).
     const std::string name = t.text("model", "name").value_or("llama3");
@@ -222,8 +222,9 @@ std::int64_t read_model(const Toml& t, ImportedConfig& out) {
                 out.context_follows_seq = true;
                 return f.layers;
             }
-    out.warnings.push_back("[model] name \"" + name + "\", flavor \"" + flavor +
-                           "\": no catalog model matches this torchtitan model; give --model");
+    if (!given)
+        out.warnings.push_back("[model] name \"" + name + "\", flavor \"" + flavor +
+                               "\": no catalog model matches this torchtitan model; give --model");
     return 0;
 }
 
@@ -585,7 +586,7 @@ ImportedConfig import_torchtitan(const ConfigTree& tree, const ImportContext& co
     if (!tree.root.is_object()) throw InputError(tree.file, "a torchtitan config is a TOML document of [tables]");
     const Toml t{tree};
     classify(t, "", tree.root, out);
-    const std::int64_t layers = read_model(t, out);
+    const std::int64_t layers = context.model_layers.value_or(read_model(t, out, context.model_layers.has_value()));
     const Degrees d = read_degrees(t, context, out);
     read_batch(t, d, out);
     read_sharding(t, d, out);

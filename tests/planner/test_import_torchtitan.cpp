@@ -382,3 +382,24 @@ TEST(ImportTorchtitan, NonAsciiTextNeverReachesTomlppsUnicodeTables) {
                        {"bytes.toml:2", "not valid UTF-8"});
 }
 
+
+// The virtual stages per rank follow the model's layer count: --model beside --from gives it where
+// the config names no catalog model (audit of 2026-11-30: `plan --emit torchtitan` of Llama-3.2-1B,
+// 16 layers, read back with --model warned "give --model" and planned vpp 2 instead of 4).
+// 16 layers at 2 per stage (the first and last stage no lighter) over pp 2: 8 stages, 4 per rank.
+TEST(ImportTorchtitan, ModelFlagGivesTheLayersTheVirtualStagesNeed) {
+    const std::string text = "[model]\nname = \"llama3\"\nflavor = \"1B_custom\"\n[parallelism]\n"
+                             "data_parallel_shard_degree = 4\npipeline_parallel_degree = 2\n"
+                             "pipeline_parallel_schedule = \"Interleaved1F1B\"\npipeline_parallel_layers_per_stage = 2\n"
+                             "pipeline_parallel_first_stage_less_layers = 0\npipeline_parallel_last_stage_less_layers = 0\n";
+    const ImportedConfig alone = import_text(text, 8);
+    EXPECT_EQ(alone.field("vpp"), nullptr);
+    EXPECT_TRUE(any_contains(alone.warnings, "give --model"));
+    ImportContext ctx;
+    ctx.gpus = 8;
+    ctx.model_layers = 16;
+    const ImportedConfig given = import_torchtitan(toml_config_tree(text, "job.toml"), ctx);
+    EXPECT_EQ(int_field(given, "vpp"), 4);
+    EXPECT_FALSE(any_contains(given.warnings, "give --model"));
+    EXPECT_FALSE(any_contains(given.warnings, "give --vpp"));
+}

@@ -61,6 +61,8 @@ struct ImportContext {
     // --grad-acc (or plan's --gbs-tokens) beside --from: the batch is the flags', so a global
     // batch the config leaves open (Megatron's --global-batch-size $4) is not needed.
     bool batch_given = false;
+    // --model beside --from: its decoder layers (torchtitan's virtual stages per rank need them).
+    std::optional<std::int64_t> model_layers = std::nullopt;
 };
 
 struct ImportedConfig {
