@@ -94,6 +94,12 @@ PlanDocument read_plan_document(const nlohmann::json& doc, const Plan& defaults)
     if (fields.is_object()) check_keys(fields, !report);
     d.plan = plan_from_json(fields, defaults);
     check_totals(fields, d.plan);
+    // As on the command line (--lora-rank without --finetune): adapter settings of a plan that
+    // trains every weight would be dropped unseen.
+    if (fields.is_object() && d.plan.finetune == Finetune::full)
+        for (const PlanField& f : plan_fields())
+            if (f.in_json == Shown::finetuning && fields.contains(std::string(f.key)))
+                throw InputError(std::string(f.key), "LoRA settings need \"finetune\": \"lora\" or \"qlora\"");
     return d;
 }
 

@@ -66,7 +66,9 @@ TEST(UserFiles, APlanFileKeyThatWouldBeIgnoredIsRefused) {
         {{{"model", nullptr}}, {"model: null"}},
         {{{"gpus", 3}}, {"gpus", "3 differs from the plan's 2"}},
         {{{"global_batch_tokens", 4096}}, {"global_batch_tokens", "4096 differs from the plan's 1024"}},
-        {{{"schema_version", 2}}, {"schema_version", "2"}}};
+        {{{"schema_version", 2}}, {"schema_version", "2"}},
+        // LoRA settings without a fine-tune: dropped unseen before (audit of 2026-11-30).
+        {{{"lora_rank", 4}}, {"lora_rank", "\"finetune\": \"lora\" or \"qlora\""}}};
     for (const auto& [change, words] : bad) {
         json doc = ok;
         doc.update(change);
