@@ -454,15 +454,21 @@ void import_offload_and_overlap(Flags& f, ImportedConfig& out) {
 void classify_rest(Flags& f, ImportedConfig& out) {
     for (const Word& w : f.stray())
         out.warnings.push_back(f.file() + ":" + std::to_string(w.line) + ": '" + w.text + "' is not a --flag: skipped");
-    // An array the script never defines may have held arguments: say that they were not read.
-    const auto undefined_array = [&](const Word& w) {
-        if (w.text.rfind("${", 0) == 0 && (w.text.find("[@]") != std::string::npos || w.text.find("[*]") != std::string::npos))
+    // An array the script never defines may have held arguments, and so may a variable standing
+    // alone where no flag's value goes (after a flag's first value, or before any flag; unquoted,
+    // bash splits it into words): say that they were not read.
+    const auto undefined_array = [&](const Word& w, bool value_slot) {
+        const bool array =
+            w.text.rfind("${", 0) == 0 && (w.text.find("[@]") != std::string::npos || w.text.find("[*]") != std::string::npos);
+        const bool alone = !value_slot && !w.unresolved.empty() &&
+                           (w.text == "$" + w.unresolved || w.text == "${" + w.unresolved + "}");
+        if (array || alone)
             out.warnings.push_back(f.file() + ":" + std::to_string(w.line) + ": " + w.text + " is not defined in the "
                                    "script: the arguments it holds are not read");
     };
     for (const Flag& x : f.all())
-        for (const Word& w : x.values) undefined_array(w);
-    for (const Word& w : f.stray()) undefined_array(w);
+        for (std::size_t i = 0; i < x.values.size(); ++i) undefined_array(x.values[i], i == 0);
+    for (const Word& w : f.stray()) undefined_array(w, false);
     // Known flags that change memory or speed in ways the plan does not model.
     static const std::map<std::string, std::string, std::less<>> known{
         {"--deepspeed", "Megatron-DeepSpeed: ZeRO, precision and offload live in its ds_config; import that file "

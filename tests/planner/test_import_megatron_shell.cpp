@@ -151,3 +151,16 @@ TEST(ImportMegatronScript, EvalReadsTheLaunchLineItHolds) {
     EXPECT_EQ(integer(f, "tp"), 4);
     EXPECT_EQ(integer(f, "dp"), 1);
 }
+
+// A variable the script never defines, alone where arguments go (bash splits it into words, which
+// the launch environment may fill), is said not to be read; the first value of a flag is that
+// flag's (refused only when its value is read: --data-path $4 is not).
+TEST(ImportMegatronScript, AnUndefinedVariableWhereArgumentsGoIsSaid) {
+    const ImportedConfig c = import_text(kLaunch + "--data-path $DATA $MORE_ARGS\n");
+    EXPECT_TRUE(contains(c.warnings, "bad.sh:1: $MORE_ARGS is not defined in the script: the arguments it holds are "
+                                     "not read"));
+    EXPECT_FALSE(contains(c.warnings, "$DATA is not defined"));
+    EXPECT_TRUE(contains(import_text("torchrun --nproc_per_node 8 pretrain_gpt.py ${EXTRA} --micro-batch-size 1 "
+                                     "--global-batch-size 64\n").warnings,
+                         "${EXTRA} is not defined in the script"));
+}
