@@ -34,10 +34,10 @@ std::optional<EmitFormat> parse_emit_format(std::string_view s) {
     return std::nullopt;
 }
 
+using emit_detail::global_sequences;
 using emit_detail::warn;
 
 namespace {
-std::int64_t global_sequences(const Plan& p) { return p.mbs * p.grad_acc * p.dp; }
 std::vector<std::string> megatron_extension_arguments(const ModelConfig& m, const Plan& p, std::vector<std::string>* w);
 std::string torchtitan_extensions(const ModelConfig& m, const Plan& p, std::vector<std::string>* w);
 }  // namespace

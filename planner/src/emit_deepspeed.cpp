@@ -10,11 +10,10 @@
 namespace preflight {
 
 using nlohmann::json;
+using emit_detail::global_sequences;
 using emit_detail::warn;
 
 namespace {
-
-std::int64_t global_sequences(const Plan& p) { return p.mbs * p.grad_acc * p.dp; }
 
 // The recipe: bf16 / fp16 blocks and data_types (runtime/config.py).
 void deepspeed_precision(const Plan& p, json& c, std::vector<std::string>* w) {
