@@ -218,8 +218,7 @@ int run_memory(const PlanFlags& flags_in, bool show_timeline, const std::string&
     const MemoryReport r = evaluate_memory(model, gpu, plan, opt);
     warn_unsearched_recipe(gpu, plan.plan().precision);
     if (const std::string why = pipeline_split_problem(opt.profile, model, plan.plan()); !why.empty())
-        std::cerr << "preflight: warning: " << why << "; planned with the remainder on the first stages ("
-                  << "--from a script with those flags: their split is not modelled)\n";
+        std::cerr << "preflight: warning: " << why << "; planned with the remainder on the first stages\n";
     if (flags.format == "json")
         std::cout << memory_document(model, gpu, plan, r, opt.profile.name).dump(2) << "\n";
     else if (flags.format == "csv")

@@ -191,6 +191,9 @@ std::string megatron_arguments(const ModelConfig& m, const Plan& p, std::vector<
     arg("--global-batch-size", s(global_sequences(p)));  // Megatron derives accumulation = global / (micro * dp)
     arg("--tensor-model-parallel-size", s(p.tp));
     arg("--pipeline-model-parallel-size", s(p.pp));
+    // The plan's uneven split (pipeline_uneven.cpp: transformer_block.py get_num_layers_to_build).
+    if (p.pp_first_stage_layers > 0) arg("--decoder-first-pipeline-num-layers", s(p.pp_first_stage_layers));
+    if (p.pp_last_stage_layers > 0) arg("--decoder-last-pipeline-num-layers", s(p.pp_last_stage_layers));
     if (const std::string why = pipeline_split_problem(megatron_profile(), m, p); !why.empty())
         warn(w, why + ": Megatron-LM refuses this launch as it stands (the plan puts the remainder on the first "
                       "stages; rank it with --framework megatron for a pp that divides them)");
@@ -378,6 +381,10 @@ Emitted emit_plan(EmitFormat format, const ModelConfig& model, const GpuSpec& gp
         warn(&e.warnings, "the plan keeps the decoder layers' GEMM weights as fp8 parameters (--fp8-param-gather, "
                           "Megatron-LM's), which this format cannot express: the job keeps bf16 weights beside their "
                           "fp8 copies, 2 B more per such weight than planned");
+    if (has_uneven_pipeline_split(plan) && format != EmitFormat::megatron && format != EmitFormat::preflight)
+        warn(&e.warnings, "the plan splits the layers unevenly over the pipeline stages (--pp-first-stage-layers / "
+                          "--pp-last-stage-layers, Megatron-LM's), which this format cannot express: the job splits "
+                          "them its own way, not as planned");
     if ((options.tp_comm_overlap || options.overlap_p2p_comm) && format != EmitFormat::megatron)
         warn(&e.warnings, "the plan's step time assumes Megatron's communication overlap (--tp-comm-overlap / "
                           "--overlap-p2p-comm), which this format does not carry");

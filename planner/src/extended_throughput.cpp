@@ -109,7 +109,10 @@ Rates rates_for(const GpuSpec& gpu, const Plan& p, const Throughput& t, const Pr
 Shape shape_of(const ModelConfig& model, const Plan& p, const Plan& base, const PrecisionBytes& pb) {
     Shape sh;
     sh.m = static_cast<double>(p.grad_acc);
-    sh.L = static_cast<double>((model.layers + p.pp - 1) / p.pp);  // layers on the busiest stage
+    // Layers on the busiest stage: the even split's first, or the most of an uneven split (pipeline_uneven.cpp).
+    const std::vector<std::int64_t> split = uneven_pipeline_stage_layers(p, model.layers);
+    sh.L = static_cast<double>(split.empty() ? (model.layers + p.pp - 1) / p.pp
+                                              : *std::max_element(split.begin(), split.end()));
     sh.tp = static_cast<double>(p.tp);
     sh.s_local = static_cast<double>(base.seq);
     sh.b = static_cast<double>(p.mbs);

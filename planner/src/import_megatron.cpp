@@ -90,6 +90,7 @@ std::vector<const Flag*> Flags::unread() const {
 }  // namespace megatron_script
 
 void import_megatron_model(megatron_script::Flags& flags, ImportedConfig& out, std::int64_t tp);
+void import_megatron_pipeline_split(megatron_script::Flags& flags, ImportedConfig& out);  // import_megatron_split.cpp
 bool megatron_flag_ignored(std::string_view name);
 
 namespace {
@@ -546,6 +547,7 @@ ImportedConfig import_megatron(std::string_view text, const std::string& file, c
     out.format = ConfigFormat::megatron;
     out.file = file;
     out.framework = "megatron";
+    import_megatron_pipeline_split(flags, out);  // first: validate_args refuses it beside the vpp flag
     const Degrees d = import_parallel(flags, out);
     import_batch(flags, out, script, context, d);
     import_zero(flags, out);

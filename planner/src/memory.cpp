@@ -503,6 +503,7 @@ std::int64_t layer_activation_bytes(const ModelConfig& model, const Plan& plan, 
 void validate_memory_options(const MemoryOptions& options, const Plan& plan) {
     limits::check_overhead_bytes(options.overhead_bytes);
     check_fp8_param_gather_profile(plan, options.profile);
+    check_uneven_pipeline_split_profile(plan, options.profile);
     if (options.compiled_loss && (options.profile.evaluate || options.profile.loss_fp32_logit_buffers == 0))
         throw InputError("--compiled-loss", "the " + options.profile.name + " profile does not model PyTorch's eager "
                                             "cross-entropy, whose fp32 buffers a compiled loss removes; --compiled-loss "

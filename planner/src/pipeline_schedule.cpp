@@ -35,6 +35,14 @@ std::int64_t interleaved_chunk_layers(const Plan& p, std::int64_t model_layers) 
 }
 
 std::int64_t pipeline_stage_layers(const Plan& p, std::int64_t model_layers, std::int64_t stage) {
+    if (has_uneven_pipeline_split(p)) {
+        // Megatron-LM transformer_block.py get_num_layers_to_build: the given first / last stage counts,
+        // the rest evenly over the stages between (validate_uneven_pipeline_split: they divide).
+        const std::int64_t first = p.pp_first_stage_layers, last = p.pp_last_stage_layers;
+        if (stage == 0 && first > 0) return first;
+        if (stage == p.pp - 1 && last > 0) return last;
+        return (model_layers - first - last) / (p.pp - (first > 0 ? 1 : 0) - (last > 0 ? 1 : 0));
+    }
     if (interleaved_counts_embedding_and_loss(p, model_layers))
         return interleaved_chunk_layers(p, model_layers) * p.vpp - (stage == 0 ? 1 : 0) - (stage == p.pp - 1 ? 1 : 0);
     return even_stage_layers(model_layers, p.pp, stage);

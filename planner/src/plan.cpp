@@ -113,6 +113,7 @@ void validate_plan(const Plan& p, const ModelConfig& m) {
         throw InputError("--sp", "sequence length " + str(p.seq) + " is not divisible by --tp " + str(p.tp));
     if (p.pp > m.layers)
         throw InputError("--pp", str(p.pp) + " pipeline stages exceed the model's " + str(m.layers) + " layers");
+    validate_uneven_pipeline_split(p, m);
     // Learned positions have no row past the table; RoPE models are refused alike (one
     // rule for every family), since training beyond the context the config declares needs
     // a config that declares it (a longer max_position_embeddings, rope scaling).

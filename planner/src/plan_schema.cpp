@@ -256,6 +256,30 @@ void add_parallel_fields(std::vector<PlanField>& t) {
     for (std::size_t i = t.size() - 4; i < t.size(); ++i) t[i].in_flags = t[i].in_json = Shown::non_default;
 }
 
+// Megatron-LM's --decoder-first/last-pipeline-num-layers (pipeline_uneven.cpp); not search axes: a
+// given value goes to PlanPins::fixed, on every searched plan.
+void add_pipeline_split_fields(std::vector<PlanField>& t) {
+    t.push_back(field("pp_first_stage_layers", "--pp-first-stage-layers",
+                      "Decoder layers on the first pipeline stage, the rest split evenly over the stages after it "
+                      "(Megatron-LM's --decoder-first-pipeline-num-layers; --framework megatron, 1f1b or gpipe; "
+                      "default 0: the even split)",
+                      kExtensionGroup, FieldType::integer));
+    t.back().get = [](const Plan& p) -> FieldValue { return p.pp_first_stage_layers; };
+    t.back().set = [](Plan& p, const FieldValue& v) { return p.pp_first_stage_layers = integer(v), true; };
+    t.push_back(field("pp_last_stage_layers", "--pp-last-stage-layers",
+                      "Decoder layers on the last pipeline stage, the rest split evenly over the stages before it "
+                      "(Megatron-LM's --decoder-last-pipeline-num-layers; default 0: the even split)",
+                      kExtensionGroup, FieldType::integer));
+    t.back().get = [](const Plan& p) -> FieldValue { return p.pp_last_stage_layers; };
+    t.back().set = [](Plan& p, const FieldValue& v) { return p.pp_last_stage_layers = integer(v), true; };
+    for (std::size_t i = t.size() - 2; i < t.size(); ++i) {
+        t[i].in_flags = t[i].in_json = Shown::non_default;
+        t[i].min = 0;
+        t[i].max = limits::kMaxLayers;
+        t[i].domain = "0 (not given) or a number of decoder layers up to limits::kMaxLayers";
+    }
+}
+
 void add_extension_fields(std::vector<PlanField>& t) {
     t.push_back(field("finetune", "--finetune",
                       "full (default: every weight trained, pre-training accounting) | lora (frozen 16-bit base + "
@@ -288,6 +312,7 @@ void add_extension_fields(std::vector<PlanField>& t) {
     t.back().set = [](Plan& p, const FieldValue& v) { return set_enum(p.pp_schedule, v, parse_pp_schedule); };
     t.back().pin = [](PlanPins& s, const Plan& p) { s.pp_schedule = p.pp_schedule; };
     add_parallel_fields(t);
+    add_pipeline_split_fields(t);
 }
 
 std::vector<PlanField> make_fields() {

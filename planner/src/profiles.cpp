@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/extensions.hpp"
 #include "preflight/planner/frameworks.hpp"
 #include "preflight/planner/runtime_layout.hpp"
 #include "preflight/planner/throughput.hpp"
@@ -71,15 +72,16 @@ FrameworkProfile megatron_profile() {
     return p;
 }
 
-// The divisibility assert after the virtual-pipeline block of validate_args (d98e8a6); the
+// The divisibility assert after the virtual-pipeline block of validate_args (d98e8a6), skipped with
+// --decoder-first/last-pipeline-num-layers (validate_uneven_pipeline_split has their rule); the
 // interleaved schedule is checked apart (validate_plan_extensions: layers or layers + 2).
 std::string pipeline_split_problem(const FrameworkProfile& profile, const ModelConfig& m, const Plan& p) {
     if (!profile.pipeline_split_divides_layers || p.pp < 2 || p.pp_schedule == PpSchedule::interleaved ||
-        m.layers % p.pp == 0)
+        m.layers % p.pp == 0 || has_uneven_pipeline_split(p))
         return {};
     return "pp " + std::to_string(p.pp) + " does not divide the " + std::to_string(m.layers) +
            " layers: Megatron-LM splits them evenly (validate_args) unless --decoder-first/last-pipeline-num-layers "
-           "give an uneven split";
+           "give an uneven split (--pp-first-stage-layers / --pp-last-stage-layers)";
 }
 
 std::string pipeline_degree_problem(const FrameworkProfile& profile, const ModelConfig& m, std::int64_t pp) {
@@ -103,6 +105,7 @@ FrameworkProfile runtime_profile() {
     p.fp32_main_grads_only = false;
     p.megatron_fsdp = false;
     p.fp8_param_gather = false;
+    p.uneven_pipeline_split = false;
     p.name = "preflight-runtime";
     // Gradients are reduced per shard unit (runtime_layout.hpp) in place: no bucket copies.
     p.grad_bucket_bytes = 0;
@@ -151,6 +154,7 @@ FrameworkProfile pytorch_profile() {
     p.fp32_main_grads_only = false;  // autocast: fp32 parameters and gradients, no 16-bit ones
     p.megatron_fsdp = false;
     p.fp8_param_gather = false;
+    p.uneven_pipeline_split = false;
     p.name = "pytorch";
     p.grad_bucket_bytes = 0;  // one GPU, no DistributedDataParallel
     p.grad_buckets_in_flight = 0;

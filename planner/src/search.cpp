@@ -196,7 +196,8 @@ bool already_rejected(const SearchState& st, const std::string& family) {
 // False (and one rejection per pp) when the framework refuses a pipeline of pp stages over the
 // model's layers (pipeline_split_problem: Megatron-LM's even split).
 bool pp_usable(SearchState& st, std::int64_t pp) {
-    if (st.base.pp_schedule == PpSchedule::interleaved) return true;  // validate_plan_extensions' rule
+    // validate_plan_extensions' rule; a pinned uneven split's (validate_request: pp pinned, checked there)
+    if (st.base.pp_schedule == PpSchedule::interleaved || has_uneven_pipeline_split(st.base)) return true;
     const std::string why = pipeline_degree_problem(st.req.memory.profile, st.model, pp);
     if (why.empty()) return true;
     const std::string family = "pp " + str(pp);

@@ -27,7 +27,15 @@ void check_pinned_split(const ModelConfig& model, const SearchRequest& req) {
     }
     if (p.pp && *p.pp > model.layers)
         throw InputError("--pp", str(*p.pp) + " pipeline stages exceed the model's " + str(model.layers) + " layers");
-    if (p.pp && p.pp_schedule.value_or(PpSchedule::one_f_one_b) != PpSchedule::interleaved) {
+    if (has_uneven_pipeline_split(p.fixed)) {  // Megatron-LM's uneven split (pipeline_uneven.cpp)
+        if (!p.pp)
+            throw InputError(p.fixed.pp_first_stage_layers ? "--pp-first-stage-layers" : "--pp-last-stage-layers",
+                             "is searched only with --pp pinned (the split places layers on one pipeline degree)");
+        Plan pinned = p.fixed;
+        pinned.pp = *p.pp;
+        pinned.pp_schedule = p.pp_schedule.value_or(PpSchedule::one_f_one_b);
+        validate_uneven_pipeline_split(pinned, model);
+    } else if (p.pp && p.pp_schedule.value_or(PpSchedule::one_f_one_b) != PpSchedule::interleaved) {
         Plan pinned;  // a schedule pinned other than interleaved: that split; else any schedule's
         pinned.pp = *p.pp;
         const std::string why = p.pp_schedule ? pipeline_split_problem(req.memory.profile, model, pinned)

@@ -335,22 +335,24 @@ EdgeTimes edge_times(const ModelConfig& model, const Plan& p, const Rates& r, co
 struct StageLayers {
     std::int64_t first = 0, last = 0, middle_max = 0;
     bool custom = false;
+    std::vector<std::int64_t> split;  // every stage's layers when custom
 };
 
-// Extra layers go to the first stages (as memory.cpp assigns them), unless the caller
-// passes a framework's own split (first stage holds the embedding, last the head).
+// Extra layers go to the first stages (as memory.cpp assigns them), unless the caller passes a
+// framework's own split or the plan gives Megatron-LM's uneven one (pipeline_uneven.cpp); the
+// first stage holds the embedding, the last the head.
 StageLayers stage_layers(const ModelConfig& model, const Plan& p, const ThroughputOptions& opt) {
     StageLayers s;
     s.first = model.layers / p.pp + (model.layers % p.pp > 0 ? 1 : 0);
     s.last = p.pp == 1 ? s.first : model.layers / p.pp;
     s.middle_max = s.first;
-    s.custom = static_cast<std::int64_t>(opt.stage_layers.size()) == p.pp && p.pp > 1;
+    s.split = opt.stage_layers.empty() ? uneven_pipeline_stage_layers(p, model.layers) : opt.stage_layers;
+    s.custom = static_cast<std::int64_t>(s.split.size()) == p.pp && p.pp > 1;
     if (s.custom) {
-        s.first = opt.stage_layers.front();
-        s.last = opt.stage_layers.back();
+        s.first = s.split.front();
+        s.last = s.split.back();
         s.middle_max = 0;
-        for (std::size_t i = 1; i + 1 < opt.stage_layers.size(); ++i)
-            s.middle_max = std::max(s.middle_max, opt.stage_layers[i]);
+        for (std::size_t i = 1; i + 1 < s.split.size(); ++i) s.middle_max = std::max(s.middle_max, s.split[i]);
     }
     return s;
 }
@@ -496,10 +498,8 @@ Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, con
         throw std::invalid_argument("own_stage " + std::to_string(opt.own_stage) + " of a plan with " +
                                     std::to_string(p.pp) + " pipeline stages");
     const bool own_first = own && opt.own_stage == 0, own_last = own && opt.own_stage == p.pp - 1;
-    const std::int64_t own_layers =
-        !own ? 0
-        : layers.custom ? opt.stage_layers[static_cast<std::size_t>(opt.own_stage)]
-                        : pipeline_stage_layers(p, model.layers, opt.own_stage);
+    const std::int64_t own_layers = !own ? 0 : layers.custom ? layers.split[static_cast<std::size_t>(opt.own_stage)]
+                                                             : pipeline_stage_layers(p, model.layers, opt.own_stage);
     const Slot slot = own ? stage_slot(own_layers, own_first, own_last, lt, edges) : bottleneck_slot(layers, lt, edges, p.pp);
     // Pipeline: each micro-batch's activation goes forward and its gradient back across a
     // stage boundary (scattered by TP under SP).

@@ -323,6 +323,9 @@ TEST(ImportMegatron, EmitImportRoundTrip) {
     Plan f = v;  // Transformer Engine fp8 parameters: --fp8-param-gather beside the distributed optimizer
     f.fp8_param_gather = true;
     round_trip("llama-3-8b", f);
+    Plan u = p;  // Megatron-LM's uneven split: --decoder-first/last-pipeline-num-layers, 6 / 10 / 10 / 6
+    u.pp = 4, u.dp = 2, u.pp_first_stage_layers = 6, u.pp_last_stage_layers = 6;
+    round_trip("llama-3-8b", u);
     // Megatron-core's p2p overlap is on by default: a plan judged with it emits no flag and reads
     // it back on; one judged without it emits --no-overlap-p2p-communication and reads it back off.
     EmitOptions with;
@@ -454,6 +457,33 @@ TEST(ImportMegatron, DoubleBracketTestPicksTheDtypeBranch) {
     EXPECT_EQ(name(bf16, "precision"), "bf16-mixed");
     EXPECT_TRUE(bf16.warnings.empty()) << bf16.warnings.front();  // DTYPE_ARGS=() is an empty array, defined
     EXPECT_EQ(name(import_text(script("fp8")), "precision"), "fp8-mixed");
+}
+
+// --decoder-first/last-pipeline-num-layers are the plan's uneven split (pipeline_uneven.cpp), read
+// from their lines; what Megatron-LM refuses beside them (validate_args, TransformerConfig) and the
+// interleaved schedule (not modelled) are exit 2 naming the script's flag.
+TEST(ImportMegatron, UnevenPipelineSplitFlags) {
+    const std::string launch = "torchrun --nproc_per_node 8 pretrain_gpt.py \\\n"                // 1
+                               "  --pipeline-model-parallel-size 4 \\\n"                            // 2
+                               "  --decoder-first-pipeline-num-layers 6 \\\n"                       // 3
+                               "  --decoder-last-pipeline-num-layers 6";                                // 4
+    const ImportedConfig c = import_text(launch + "\n");
+    EXPECT_EQ(integer(c, "pp_first_stage_layers"), 6);
+    EXPECT_EQ(integer(c, "pp_last_stage_layers"), 6);
+    EXPECT_EQ(c.field("pp_first_stage_layers")->from.line, 3);
+    EXPECT_EQ(c.field("pp_last_stage_layers")->from.line, 4);
+    EXPECT_FALSE(contains(c.warnings, "pipeline-num-layers")) << c.warnings.front();
+    const ImportedConfig last = import_text("torchrun pretrain_gpt.py --decoder-last-pipeline-num-layers 5\n");
+    EXPECT_EQ(last.field("pp_first_stage_layers"), nullptr);
+    EXPECT_EQ(integer(last, "pp_last_stage_layers"), 5);
+    expect_input_error([&] { import_text(launch + " --num-layers-per-virtual-pipeline-stage 2\n"); },
+                       {"bad.sh:3", "--decoder-first-pipeline-num-layers", "--num-virtual-stages-per-pipeline-rank"});
+    expect_input_error([&] { import_text(launch + " --account-for-embedding-in-pipeline-split\n"); },
+                       {"bad.sh:3", "--account-for-embedding-in-pipeline-split"});
+    expect_input_error([&] { import_text(launch + " --num-virtual-stages-per-pipeline-rank 2\n"); },
+                       {"bad.sh:3", "not modelled"});
+    expect_input_error([] { import_text("torchrun pretrain_gpt.py --decoder-first-pipeline-num-layers 0\n"); },
+                       {"bad.sh:1", "--decoder-first-pipeline-num-layers", "0"});
 }
 
 // Megatron-LM d98e8a6 examples/llama/train_llama3_8b_h100_fp8.sh passes --fp8-param-gather with

@@ -51,6 +51,7 @@ FrameworkProfile deepspeed_profile() {
     p.fp32_main_grads_only = false;  // its fp32 accumulator sits beside the 16-bit gradients
     p.megatron_fsdp = false;
     p.fp8_param_gather = false;
+    p.uneven_pipeline_split = false;
     p.name = "deepspeed";
     // ZeRO's buckets, gradient lifetimes and step copies (memory_deepspeed.cpp), the buckets as
     // deepspeed_zero says: by default the block `--emit deepspeed` writes (overlap_comm and

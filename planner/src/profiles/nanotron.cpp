@@ -340,6 +340,7 @@ FrameworkProfile nanotron_profile() {
     p.fp32_main_grads_only = false;  // its fp32 accumulator sits beside the 16-bit gradients
     p.megatron_fsdp = false;
     p.fp8_param_gather = false;
+    p.uneven_pipeline_split = false;
     p.name = "nanotron";
     p.fused_attention = false;  // models/llama.py CoreAttention: flash-attn's FlashAttention-2
     p.grad_bucket_bytes = 25 * kMiB;  // config.model.ddp_bucket_cap_mb default 25

@@ -56,6 +56,7 @@ FrameworkProfile torchtitan_profile() {
     p.fp32_main_grads_only = false;  // its fp32 accumulator sits beside the 16-bit gradients
     p.megatron_fsdp = false;
     p.fp8_param_gather = false;
+    p.uneven_pipeline_split = false;
     p.name = "torchtitan";
     // FSDP2 reduce-scatters each transformer block's gradients as they are produced: no DDP
     // buckets (torchtitan/distributed/parallel_dims + torch.distributed.fsdp.fully_shard); the

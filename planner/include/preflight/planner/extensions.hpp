@@ -113,10 +113,16 @@ bool interleaved_counts_embedding_and_loss(const Plan& plan, std::int64_t model_
 // Layers per model chunk of the interleaved schedule: layers / (p v), or (layers + 2) / (p v)
 // when the embedding and the loss take a slot each.
 std::int64_t interleaved_chunk_layers(const Plan& plan, std::int64_t model_layers);
-// Decoder layers on pipeline stage `stage`: the extra layers to the first stages; with the
-// embedding and loss slots, v chunks of (layers + 2) / (p v) with the first stage's first
-// chunk and the last stage's last chunk one layer short.
+// Decoder layers on pipeline stage `stage`: Megatron-LM's uneven split where the plan gives one
+// (pp_first_stage_layers / pp_last_stage_layers, pipeline_uneven.cpp), else the extra layers to
+// the first stages; with the embedding and loss slots, v chunks of (layers + 2) / (p v) with the
+// first stage's first chunk and the last stage's last chunk one layer short.
 std::int64_t pipeline_stage_layers(const Plan& plan, std::int64_t model_layers, std::int64_t stage);
+// Whether the plan gives Megatron-LM's uneven split (--pp-first-stage-layers / --pp-last-stage-layers).
+bool has_uneven_pipeline_split(const Plan& plan);
+// The uneven split's decoder layers per stage (pp entries; validate_uneven_pipeline_split's rule
+// assumed), or an empty list for a plan without one.
+std::vector<std::int64_t> uneven_pipeline_stage_layers(const Plan& plan, std::int64_t model_layers);
 // One model chunk of a pipeline stage: `layers` decoder layers from the model's layer
 // `first_layer` (1-based). A 1F1B or GPipe stage is one chunk; an interleaved stage v of them,
 // chunk c being the model's virtual stage c * p + stage (Narayanan et al. 2021, sec. 2.2.2;

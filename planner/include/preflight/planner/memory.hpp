@@ -108,6 +108,10 @@ struct FrameworkProfile {
     // Runs --fp8-param-gather (Megatron-LM with Transformer Engine: fp8 primary weights under the
     // distributed optimizer, fp8_params.cpp); the other profiles refuse the flag.
     bool fp8_param_gather = true;
+    // Runs Megatron-LM's uneven pipeline split, --decoder-first/last-pipeline-num-layers
+    // (Plan::pp_first_stage_layers / pp_last_stage_layers, pipeline_uneven.cpp); the other profiles
+    // refuse the plan flags.
+    bool uneven_pipeline_split = true;
 
     // --- Fields the PyTorch profile needs (profiles.hpp, pytorch_profile()): plain
     // PyTorch with Hugging Face transformers modules on one GPU. Every default below
@@ -203,9 +207,11 @@ struct FrameworkProfile {
     void (*check_model)(const ModelConfig&) = nullptr;
     // Megatron-LM splits the decoder layers evenly: validate_args (megatron/training/arguments.py at
     // d98e8a6) asserts that pp divides them unless --decoder-first/last-pipeline-num-layers give
-    // an uneven split, which the planner models as the remainder on the first stages. The search
-    // tries only pp that divide the layers (pipeline_split_problem), `memory` warns, `--emit
-    // megatron` warns; the interleaved schedule's own rule is validate_plan_extensions'.
+    // an uneven split (the plan's pp_first_stage_layers / pp_last_stage_layers, modelled stage by
+    // stage: pipeline_uneven.cpp). Without that split the search tries only pp that divide the
+    // layers (pipeline_split_problem); `memory` of such a plan warns and evaluates it with the
+    // remainder on the first stages, `--emit megatron` warns; the interleaved schedule's own rule
+    // is validate_plan_extensions'.
     bool pipeline_split_divides_layers = false;
     // Refuses (InputError naming the flag) a plan the framework cannot run, before it is evaluated;
     // nullptr = every valid plan. The plan search lists such plans' families as refused.
@@ -383,10 +389,14 @@ void apply_allocator_model(MemoryReport& r, const AllocatorConstants& c, bool ve
 
 // Throws InputError naming the flag for options no plan can use (an overhead beyond the documented
 // bound, --compiled-loss under a profile whose loss is not PyTorch's eager cross-entropy) or that
-// the plan cannot take under the options' profile (--fp8-param-gather beside any but Megatron-LM's).
+// the plan cannot take under the options' profile (--fp8-param-gather or an uneven pipeline split
+// beside any but Megatron-LM's).
 void validate_memory_options(const MemoryOptions& options, const Plan& plan);
 // --fp8-param-gather under a profile that does not run it: InputError naming the flag (fp8_params.cpp).
 void check_fp8_param_gather_profile(const Plan& plan, const FrameworkProfile& profile);
+// --pp-first/last-stage-layers under a profile that does not run Megatron-LM's uneven split:
+// InputError naming the flag (pipeline_uneven.cpp).
+void check_uneven_pipeline_split_profile(const Plan& plan, const FrameworkProfile& profile);
 
 // Evaluates a validated plan. Throws InputError for an invalid plan or options.
 // The verdict of a report, by its range where it has one (MemoryReport::device_peak_low/high_bytes):

@@ -68,6 +68,11 @@ struct Plan {
     Offload offload = Offload::none;
     PpSchedule pp_schedule = PpSchedule::one_f_one_b;
     std::int64_t vpp = 1;  // model chunks per pipeline stage (interleaved schedule)
+    // Megatron-LM's --decoder-first/last-pipeline-num-layers (--framework megatron, 1F1B or GPipe):
+    // the decoder layers on the first / last pipeline stage, the rest split evenly over the
+    // stages between (pipeline_uneven.cpp). 0 = not given; both 0 = the even split.
+    std::int64_t pp_first_stage_layers = 0;
+    std::int64_t pp_last_stage_layers = 0;
     std::int64_t cp = 1;   // context-parallel degree (sequence split over cp ranks, ring attention)
     std::int64_t ep = 1;   // expert-parallel degree (MoE experts split over ep of the dp ranks)
     double moe_capacity_factor = 1.0;  // assumed busiest expert's load / the balanced load
@@ -96,6 +101,9 @@ void validate_plan(const Plan& plan, const ModelConfig& model);
 // The part of validate_plan for --fp8-param-gather (fp8_params.cpp): it needs --precision fp8-mixed
 // and --zero 1 (Megatron-LM's distributed optimizer), without fine-tuning or offload.
 void validate_fp8_param_gather(const Plan& plan);
+// The part of validate_plan for --pp-first-stage-layers / --pp-last-stage-layers (pipeline_uneven.cpp):
+// Megatron-LM's rule (TransformerConfig.__post_init__, "Uneven PP") and what the planner does not model.
+void validate_uneven_pipeline_split(const Plan& plan, const ModelConfig& model);
 // " (tp can be 1, 2, 4 or 8)": the tensor-parallel degrees that divide the model's heads, key/value
 // heads and MLP width, appended to the refusal of any other.
 std::string tp_choices(const ModelConfig& model);
