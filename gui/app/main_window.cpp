@@ -465,6 +465,9 @@ void MainWindow::loadPlan(const Plan& p0) {
     if (lora_targets_->findData(p.lora.targets) < 0) unshown << QStringLiteral("lora_targets (not one of the presets)");
     if (p.moe_capacity_factor != defaults.moe_capacity_factor)
         unshown << QStringLiteral("moe_capacity_factor %1").arg(p.moe_capacity_factor);
+    if (p.fp8_param_gather) unshown << QStringLiteral("fp8_param_gather");
+    if (p.pp_first_stage_layers > 0) unshown << QStringLiteral("pp_first_stage_layers %1").arg(p.pp_first_stage_layers);
+    if (p.pp_last_stage_layers > 0) unshown << QStringLiteral("pp_last_stage_layers %1").arg(p.pp_last_stage_layers);
     syncing_ = true;
     set_count(seq_, p.seq, "seq");
     set_count(mbs_, p.mbs, "mbs");

@@ -149,6 +149,11 @@ private slots:
         p.lora.dropout = 0.1;
         w.loadPlan(p);
         QVERIFY2(banner->text().contains("lora_dropout 0.1"), qPrintable(banner->text()));
+        // Megatron-LM's settings without a control (a launch script's import gives them).
+        Plan split;
+        split.seq = 4096, split.pp = 4, split.grad_acc = 8, split.pp_first_stage_layers = 6;
+        w.loadPlan(split);
+        QVERIFY2(banner->text().contains("pp_first_stage_layers 6"), qPrintable(banner->text()));
         w.loadPlan(Plan{});
         QVERIFY(banner->isHidden());
 
