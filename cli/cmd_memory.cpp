@@ -2,6 +2,8 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <set>
+#include <string_view>
 
 #include "commands.hpp"
 #include "config_from.hpp"
@@ -10,6 +12,8 @@
 #include "preflight/planner/profiles.hpp"
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/memory_categories.hpp"
+#include "preflight/planner/plan_schema.hpp"
+#include "preflight/planner/search.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/report.hpp"
 #include "preflight/planner/throughput.hpp"
@@ -43,7 +47,11 @@ std::string wait_odds(const MemoryReport& r) {
 void print_reserved(const MemoryReport& r) {
     std::cout << "allocated peak:        " << format_bytes(r.peak_allocated_bytes) << " (tensors)\n"
               << "reserved peak:         " << format_bytes(r.peak_reserved_bytes)
-              << " (PyTorch caching-allocator pool, stage " << r.pipeline_stage << ")\n";
+              << " (PyTorch caching-allocator pool, stage " << r.pipeline_stage
+              << (r.reserved_peak_phase ? ", at " + describe(*r.reserved_peak_phase) + " over its " +
+                                              format_bytes(r.reserved_peak_tensor_bytes) + " of tensors"
+                                        : std::string())
+              << ")\n";
     if (r.reserved_extra.total() > 0)
         std::cout << "  beyond the tensors:  " << format_bytes(r.reserved_extra.activation_fragmentation_bytes)
                   << " activation fragmentation + " << format_bytes(r.reserved_extra.loss_stage_bytes)
@@ -171,17 +179,36 @@ void warn_unsearched_recipe(const GpuSpec& gpu, Precision precision) {
                      "search this recipe on it; the memory figures are what the plan would hold on a GPU that runs it\n";
 }
 
+// The plan's settings that define the job rather than its layout, where not at their default
+// (the optimizer, attention, dropout, fine-tuning and its adapters, offload, cp, ep, ...): `plan`
+// keeps them as given, so it searches this job.
+std::string job_flags(const Plan& p) {
+    static const std::set<std::string_view> layout{"seq", "mbs", "grad_acc", "dp", "tp", "pp", "sp", "zero",
+                                                   "recompute", "precision", "pp_schedule", "vpp",
+                                                   "pp_first_stage_layers", "pp_last_stage_layers", "fp8_param_gather"};
+    std::string s;
+    for (const PlanField& f : plan_fields()) {
+        if (layout.count(f.key) || !field_shown(f, Shown::non_default, p)) continue;
+        (s += ' ') += f.flag;
+        if (f.type != FieldType::toggle) (s += ' ') += field_text(f, p);
+    }
+    // plan takes --fp8-param-gather only with the distributed optimizer pinned (fp8_params.cpp).
+    if (p.fp8_param_gather) s += " --zero 1 --fp8-param-gather";
+    return s;
+}
+
 // The next step a user needs after "does not fit": the search over layouts for the same job,
 // which also names the smallest change that would fit when none does. The recipe is kept
 // unless the GPU publishes no peak for it (`plan` would refuse the pin).
 void print_next_step(const std::string& model, const GpuSpec& gpu, const std::string& gpu_name, const Plan& p,
-                     const std::string& framework) {
+                     const MemoryOptions& opt) {
+    SearchRequest same;
+    same.memory = opt;  // --framework, --compiled-loss, --host-pace, --overhead-bytes (request_flags)
     std::cout << "# next: preflight plan --model " << shell_word(model) << " --gpu " << shell_word(gpu_name)
               << " --gpus " << p.gpus()
               << " --gbs-tokens " << p.global_batch_tokens() << " --seq " << p.seq
               << (compute_peak_flops_per_s(gpu, p.precision) ? " --precision " + std::string(to_string(p.precision)) : "")
-              << (p.finetune != Finetune::full ? " --finetune " + std::string(to_string(p.finetune)) : "")
-              << (framework != "megatron" ? " --framework " + framework : "")
+              << job_flags(p) << request_flags(same)
               << "   # searches dp/tp/pp, ZeRO, recompute and micro-batch for this batch on these GPUs\n";
 }
 
@@ -227,7 +254,7 @@ int run_memory(const PlanFlags& flags_in, bool show_timeline, const std::string&
         print_table(model, gpu, plan, r, show_timeline, opt.profile);
     const bool fits = memory_verdict(r) == "fits";
     if (!fits && flags.format == "table" && !flags.model_config)
-        print_next_step(model_name, gpu, gpu_name, plan, flags.framework);
+        print_next_step(model_name, gpu, gpu_name, plan, opt);
     return fits ? kExitOk : kExitDoesNotFit;
 }
 
@@ -258,7 +285,8 @@ Command add_memory_command(CLI::App& app) {
         "  preflight memory --from train_configs/llama3_8b.toml --gpus 64   (a torchtitan job config)\n"
         "  preflight plan --model llama-3-8b --gpus 8 --gbs-tokens 4194304 --emit preflight > p.json\n"
         "  preflight memory --plan p.json --timeline   (the recommendation, phase by phase)\n"
-        "Exits 1 when the peak exceeds the GPU's memory.");
+        "Exits 0 when the verdict is FITS, 1 when it is not (the peak, or under nanotron and torchtitan the "
+        "device need, over the GPU's memory, or may be: MAY NOT FIT), 2 on bad input.");
     return {sub, [state, sub] {
                 const FromApplied applied = apply_from(state->from, *sub, state->flags, std::nullopt, std::cerr);
                 return blaming_from_file(applied, [&] {

@@ -200,8 +200,8 @@ void print_recommendation(const PlanCommandState& st, const ModelConfig& model, 
     const Candidate& best = res.candidates.front();
     const Throughput& th = best.throughput;
     std::cout << "# recommendation (rank 1)\n";
-    std::cout << "plan:        " << to_flags(best.plan)  // with the ranking framework: pastes into memory and run
-              << (req.memory.profile.name != "megatron" ? " --framework " + req.memory.profile.name : "") << "\n";
+    // With the request's framework and memory settings (request_flags): pastes into memory and run.
+    std::cout << "plan:        " << to_flags(best.plan) << request_flags(req) << "\n";
     std::cout << "batch:       " << group_digits(best.plan.global_batch_tokens()) << " tokens per step = seq "
               << best.plan.seq << " x mbs " << best.plan.mbs << " x grad_acc " << best.plan.grad_acc << " x dp "
               << best.plan.dp;

@@ -274,7 +274,8 @@ Command add_validate_command(CLI::App& app) {
         "  preflight validate --check data/measurements --format json         (CPU)\n"
         "Each run executes in its own process; an OOM or a crash loses only that run and is recorded as such.\n"
         "Runs already recorded under --out are skipped (resume). Tolerances: |measured - predicted| <= abs + rel *\n"
-        "predicted, per quantity and source, from the matrix.json next to the reports.\n"
+        "predicted, per quantity and source, from the nearest matrix.json between a report's folder and DIR\n"
+        "(else --tolerances or the defaults).\n"
         "Exit codes: 0 ok / every run within tolerance; 1 a run out of tolerance; 2 bad input; 3 no GPU or no CUDA build.");
     st->sub = sub;
     return {sub, [st] {

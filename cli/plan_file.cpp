@@ -64,8 +64,9 @@ void default_chunks(const nlohmann::json& j, const CLI::App& sub, Plan& plan) {
 void add_plan_file_option(CLI::App& sub, std::string& file) {
     auto* opt = sub.add_option("--plan", file,
                                "Plan JSON (a plan object, or a document with one under \"plan\"; - reads standard "
-                               "input); plan flags given beside it override its values, and its recorded model and "
-                               "GPU are used unless --model/--gpu are given");
+                               "input); plan flags given beside it override its values; its recorded model and GPU "
+                               "are used (--model/--gpu beside it must name the same ones, or give them where the "
+                               "file records none)");
     if (auto* from = sub.get_option_no_throw("--from")) opt->excludes(from);
 }
 

@@ -133,6 +133,11 @@ Degrees import_parallel(Flags& f, ImportedConfig& out) {
     if (sp && d.tp == 1) out.ignored.push_back("--sequence-parallel (off at tensor parallel 1, as Megatron turns it off)");
     const Flag* per_stage = f.get("--num-layers-per-virtual-pipeline-stage");
     const Flag* stages = f.get("--num-virtual-stages-per-pipeline-rank");
+    // validate_args: a virtual pipeline size of 1 is none (virtual_pipeline_model_parallel_size = None).
+    if (stages && f.integer("--num-virtual-stages-per-pipeline-rank", 1, limits::kMaxLayers, "limits::kMaxLayers") == 1) {
+        out.ignored.push_back("--num-virtual-stages-per-pipeline-rank 1 (no virtual pipeline, as validate_args reads it)");
+        stages = nullptr;
+    }
     if (stages) {
         set_integer_text(out, "vpp", f.text(*stages), f.spot(*stages));
     } else if (per_stage) {
@@ -143,7 +148,12 @@ Degrees import_parallel(Flags& f, ImportedConfig& out) {
         if (!layers) throw InputError(at.text(), "needs --num-layers to give the model chunks per stage");
         const std::int64_t vpp = exact_quotient(*layers, n * d.pp, at, "--num-layers " + std::to_string(*layers) +
                                  " is not a multiple of " + std::to_string(n) + " layers x pipeline size " + std::to_string(d.pp));
-        set_field(out, "vpp", vpp, at);
+        if (vpp == 1) {  // one chunk a stage: validate_args makes it no virtual pipeline, as above
+            out.ignored.push_back("--num-layers-per-virtual-pipeline-stage (one chunk a stage: no virtual pipeline)");
+            per_stage = nullptr;
+        } else {
+            set_field(out, "vpp", vpp, at);
+        }
     }
     if (stages || per_stage)
         set_field(out, "pp_schedule", std::string("interleaved"), f.spot(stages ? *stages : *per_stage));

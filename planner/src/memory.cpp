@@ -143,14 +143,17 @@ void add_model_states(StageModel& st, const ModelConfig& m, const Plan& p, const
     const int moment_bytes = optimizer_moment_bytes(prof, p.precision, amp);
     if (prof.allocation_granularity_bytes > 0 && p.zero == 0)
         pad_state_allocations(st, p, prof, tensors, state_pb, moment_bytes);
-    // Elements the optimizer steps on the GPU: the adapters under LoRA, none when it runs on the host.
+    // Elements the optimizer steps on the GPU: its ZeRO shard of the trainable ones (the adapters
+    // under LoRA, the rank's experts under ep), none when it runs on the host.
     std::int64_t stepped = st.params_local;
     if (uses_extended_states(p)) {  // fine-tuning, offload, expert parallelism (extensions.hpp)
         const StageStates x = extended_stage_states(m, p, prof, st.layers, st.first, st.last);
         st.states = x.gpu;
         st.host_bytes = x.host_bytes;
-        stepped = p.offload != Offload::none ? 0 : p.finetune != Finetune::full ? x.trainable_params : stepped;
+        stepped = p.offload != Offload::none ? 0 : x.trainable_params;
     }
+    if (p.zero >= 1) stepped = shard_elements(stepped, p.dp);
+    if (prof.fsdp2_fp32_grad_shards && !uses_extended_states(p)) add_fsdp2_grad_shards(st, p, params);
     if (prof.runtime_shard_units) {  // profile: the runtime's flat layout and ZeRO shards (runtime_layout.hpp)
         const RuntimeStageSpan span{st.first, st.last, 1, st.layers, {}};
         const RuntimeLayout layout =
@@ -299,6 +302,7 @@ void add_buffers(StageModel& st, const ModelConfig& m, const GpuSpec& gpu, const
             if (t.gemm_weight && t.place == TensorPlace::layer && p.finetune != Finetune::qlora)
                 st.autocast_layer += tp_local_numel(t, p.tp, prof.vocab_pad_multiple) * 2;
         st.autocast_head = params.head_local * 2;
+        st.autocast_cached = p.finetune == Finetune::full;  // trainable weights (stage_model.hpp)
     }
     if (p.dp > 1 && p.zero < 3) st.grad_buckets = prof.grad_bucket_bytes * prof.grad_buckets_in_flight;
     // Offload and LoRA are not Megatron-FSDP's (`--emit megatron` warns that it cannot express them).
@@ -376,7 +380,7 @@ MemoryBreakdown generic_snapshot(const StageModel& st, const Phase& ph, bool fir
         case PhaseKind::forward:
             b.gradients += st.grad_accum_stage;  // 1F1B steady state: earlier micro-batches' backwards
             b.activations = earlier + st.act_embed + ph.layer * st.act_layer + st.fwd_transient;
-            b.weights += ph.layer * st.autocast_layer;  // profile: copies made so far
+            b.weights += (autocast_layers_held(st, ph.layer - 1) + 1) * st.autocast_layer;  // profile: so far
             b.buffers += std::max(st.gather_stage, st.gather_layer * (1 + std::min(st.gather_prefetch_layers, st.layers - ph.layer))) +
                          st.unit_fp8_layer;
             break;
@@ -384,7 +388,7 @@ MemoryBreakdown generic_snapshot(const StageModel& st, const Phase& ph, bool fir
             b.gradients += st.grad_accum_stage;
             b.activations = earlier + per_micro_batch;
             b.logits_and_loss = st.logits_peak;
-            b.weights += st.layers * st.autocast_layer + st.autocast_head;
+            b.weights += autocast_layers_held(st, st.layers) * st.autocast_layer + st.autocast_head;
             b.buffers += std::max(st.gather_stage, st.gather_head) + st.unit_grad_output;
             break;
         case PhaseKind::backward:

@@ -1,6 +1,7 @@
 // The default (megatron) profile's ZeRO-2/3 as Megatron-FSDP runs them (FrameworkProfile::
 // megatron_fsdp), term by term with megatron/core/distributed/fsdp/src/megatron_fsdp/ at
-// Megatron-LM d98e8a6 (megatron_fsdp.py, param_and_grad_buffer.py), read on 2026-11-29.
+// Megatron-LM d98e8a6 (megatron_fsdp.py, param_and_grad_buffer.py), read on 2026-11-29; and
+// PyTorch FSDP2's gradient shards (torchtitan's profile).
 #include <algorithm>
 
 #include "stage_model.hpp"
@@ -55,6 +56,16 @@ void add_megatron_fsdp_buffers(StageModel& st, const Plan& p, const FrameworkPro
     // "Non-unit modules remain persistently un-sharded"), beside their shards.
     st.states.weights += params.outside_layers * precision_bytes(p.precision).weight;
     st.gather_head = 0;
+}
+
+// FSDP2 (torch.distributed.fsdp.fully_shard) keeps the sharded gradient in the sharded parameter's
+// dtype, fp32 under torchtitan's MixedPrecisionPolicy(param bf16, reduce fp32): a mixed recipe's
+// 2 B weight shard + 4 B master + 2 B gradient count its 4 B parameter and 4 B gradient shards
+// under ZeRO-3, but under ZeRO-2 the weights are the gathered bf16 ones, so the gradient lacks 2 B.
+void add_fsdp2_grad_shards(StageModel& st, const Plan& p, const StageParamElements& params) {
+    const PrecisionBytes pb = precision_bytes(p.precision);
+    if (p.zero == zero_gradients && pb.gradient == 2 && pb.gradient_accum == 0 && pb.master == 4)
+        st.states.gradients += shard_elements(params.flat, p.dp) * 2;
 }
 
 }  // namespace preflight::memory_detail

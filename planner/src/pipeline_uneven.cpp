@@ -84,8 +84,9 @@ void validate_uneven_pipeline_split(const Plan& p, const ModelConfig& m) {
         if (v > m.layers) throw InputError(flag, str(v) + " layers exceed the model's " + str(m.layers));
     }
     if (p.pp < 2)
-        throw InputError(split_flag(p), "places layers on the first or last of several pipeline stages and needs "
-                                        "--pp > 1, got --pp " + str(p.pp) + " (one stage holds every layer)");
+        throw InputError(split_flag(p), "places layers on the first or last of several pipeline stages: at --pp " +
+                                            str(p.pp) + " one stage holds every layer, so it is not modelled there "
+                                            "(leave it out)");
     // Megatron-LM runs it with --num-virtual-stages-per-pipeline-rank (each stage's layers a multiple
     // of the chunks, transformer_layer.py's chunk offsets); the planner's interleaved chunks are even.
     if (p.pp_schedule == PpSchedule::interleaved)

@@ -160,8 +160,8 @@ void add_recipe_fields(std::vector<PlanField>& t) {
     t.push_back(field("fp8_param_gather", "--fp8-param-gather",
                       "With fp8-mixed and --zero 1 (--framework megatron): Megatron-LM's --fp8-param-gather, the "
                       "decoder layers' GEMM weights kept as Transformer Engine fp8 parameters (no bf16 copy; the "
-                      "fp32 main weights stay): 2 B less per such weight; the step time still charges the weights' "
-                      "all-gather at 2 B (default off)",
+                      "fp32 main weights stay): 2 B less per such weight, and the step's all-gather of updated "
+                      "weights moves them at 1 B (default off)",
                       kPlanGroup, FieldType::toggle));
     t.back().in_flags = Shown::non_default;
     t.back().in_json = Shown::non_default;

@@ -44,15 +44,17 @@ void check_pytorch_plan(const ModelConfig&, const Plan& p) {
 
 // What Megatron-LM (d98e8a6) cannot run, as `--emit megatron` writes it (emit.cpp).
 void check_megatron_plan(const ModelConfig&, const Plan& p) {
-    // megatron/core/optimizer: --optimizer-cpu-offload needs --use-precision-aware-optimizer, which
-    // needs the distributed optimizer and Adam; parameters stay on the GPU (no ZeRO-Infinity).
+    // --optimizer-cpu-offload needs --use-precision-aware-optimizer (arguments.py validate_args), which
+    // needs Adam (optimizer_config.py __post_init__) and the distributed optimizer (optimizer/__init__.py);
+    // under Megatron-FSDP (ZeRO-2/3) it is not modelled. Parameters stay on the GPU (no ZeRO-Infinity).
     if (p.offload == Offload::optimizer_and_params)
         throw InputError("--offload", "Megatron-LM offloads the optimizer only (--optimizer-cpu-offload); parameter "
                                       "offload is DeepSpeed's ZeRO-Infinity: --offload optimizer, or --framework "
                                       "deepspeed");
     if (p.offload == Offload::optimizer && (p.zero != zero_optimizer_states || p.optimizer != Optimizer::adamw))
-        throw InputError("--offload", "Megatron-LM's --optimizer-cpu-offload runs with its distributed optimizer "
-                                      "(--zero 1) and Adam only (the precision-aware optimizer), got --zero " +
+        throw InputError("--offload", "Megatron-LM's --optimizer-cpu-offload runs through the precision-aware "
+                                      "optimizer, which needs Adam and the distributed optimizer (modelled as --zero 1; "
+                                      "not under Megatron-FSDP): --zero 1 --optimizer adamw, got --zero " +
                                           std::to_string(p.zero) + " --optimizer " + std::string(to_string(p.optimizer)));
     // Megatron-LM keeps fp32 main weights beside --bf16 parameters (its optimizer's main params are
     // fp32 or fp16, --main-params-dtype); only Megatron-FSDP has bf16 main parameters.
@@ -68,6 +70,7 @@ void check_megatron_plan(const ModelConfig&, const Plan& p) {
 FrameworkProfile megatron_profile() {
     FrameworkProfile p;  // the defaults describe Megatron-LM (memory.hpp)
     p.pipeline_split_divides_layers = true;
+    p.offload_needs_zero = true;
     p.check_plan = &check_megatron_plan;
     return p;
 }

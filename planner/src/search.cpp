@@ -240,7 +240,10 @@ std::vector<bool> searched_sps(const PlanPins& pins, std::int64_t tp) {
 
 std::vector<ZeroStage> searched_zeros(const PlanPins& pins, std::int64_t dp_cp, std::int64_t pp, const FrameworkProfile& profile) {
     if (pins.zero) return {*pins.zero};
-    if (dp_cp == 1) return {zero_none};  // ZeRO shards over dp x cp ranks (memory.cpp): one shards nothing
+    // ZeRO shards over dp x cp ranks (memory.cpp): one shards nothing, but a framework may offload
+    // the optimizer only under a stage (FrameworkProfile::offload_needs_zero).
+    if (dp_cp == 1)
+        return {pins.offload == Offload::optimizer && profile.offload_needs_zero ? zero_optimizer_states : zero_none};
     std::vector<ZeroStage> z = profile.zero_stages;  // the stages the framework implements (empty: all)
     if (z.empty()) z = {zero_none, zero_optimizer_states, zero_gradients, zero_weights};
     if (pp > 1) std::erase_if(z, [&](ZeroStage s) { return s > profile.max_zero_with_pp; });
@@ -549,7 +552,8 @@ std::string request_flags(const SearchRequest& req) {
     const std::string& framework = req.memory.profile.name;
     return (framework.empty() || framework == "megatron" ? std::string() : " --framework " + framework) +
            (req.memory.compiled_loss ? " --compiled-loss" : "") +
-           (req.memory.host_pace ? " --host-pace " + std::string(to_string(*req.memory.host_pace)) : "");
+           (req.memory.host_pace ? " --host-pace " + std::string(to_string(*req.memory.host_pace)) : "") +
+           (req.memory.overhead_bytes ? " --overhead-bytes " + std::to_string(*req.memory.overhead_bytes) : "");
 }
 
 void drop_unlaunchable_pipelines(const ModelConfig& model, const SearchRequest& req, SearchResult& out) {

@@ -521,11 +521,17 @@ Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, con
     out.microbatch_sync_s = opt.cluster_stall ? microbatch_sync_s(e, p, links.nodes) : 0.0;
     const throughput_detail::StageParams sp = own ? throughput_detail::stage_params(model, p, own_layers, own_layers)
                                                         : throughput_detail::stage_params(model, p, layers.first, layers.last);
-    const double params = !own      ? std::max(sp.first, sp.last)
+    // The most parameters a stage holds: the first's, the last's or, under a framework's split
+    // (nanotron's, Megatron-LM's uneven one), a middle stage's.
+    const double middle = layers.custom && p.pp > 2 ? sp.per_layer * static_cast<double>(layers.middle_max) : 0.0;
+    const double params = !own      ? std::max({sp.first, sp.last, middle})
                           : own_first ? sp.first
                           : own_last  ? sp.last
                                       : sp.per_layer * static_cast<double>(own_layers);
-    const std::int64_t params_layers = own ? own_layers : sp.first >= sp.last ? layers.first : layers.last;
+    const std::int64_t params_layers = own                                       ? own_layers
+                                       : middle > std::max(sp.first, sp.last)   ? layers.middle_max
+                                       : sp.first >= sp.last                    ? layers.first
+                                                                                 : layers.last;
     const double n_slot = static_cast<double>(slot.layers);
     out.dp_communication_s = dp_exposed_s(p, params, gathered_weight_bytes(p, params, sp, params_layers, pb), pb,
                                           opt.grad_bucket_bytes, links.dp, slot.layers, n_slot * lt.fwd,

@@ -189,6 +189,27 @@ TEST(CliMemory, DoesNotFitNamesTheSearchThatFindsAFit) {
     EXPECT_EQ(run_preflight("memory --model llama-3-8b --dp 8 --zero 1 --mbs 4 --format csv").out.find(head), std::string::npos);
 }
 
+// The # next: line searches the same job: the adapters, optimizer and memory settings too (audit of
+// 2026-11-30: a rank-256 all-linear LoRA's line said only --finetune lora, and its search
+// recommended rank 8 on q,v).
+TEST(CliMemory, TheNextCommandKeepsTheJobsOwnSettings) {
+    const auto r = run_preflight("memory --model llama-3-8b --gpu rtx-4090 --seq 2048 --finetune lora --lora-rank 256 "
+                                 "--lora-targets all-linear --recompute full --optimizer sgd --dropout 0.1 "
+                                 "--overhead-bytes 2000000000");
+    ASSERT_EQ(r.exit_code, 1) << r.err;
+    const std::string head = "# next: preflight ";
+    const std::size_t at = r.out.find(head);
+    ASSERT_NE(at, std::string::npos) << r.out;
+    const std::string next = r.out.substr(at + head.size(), r.out.find("   # ", at) - at - head.size());
+    for (const char* kept : {" --lora-rank 256", " --lora-targets q,k,v,o,gate,up,down", " --finetune lora", " --optimizer sgd",
+                             " --dropout 0.1", " --overhead-bytes 2000000000"})
+        EXPECT_NE(next.find(kept), std::string::npos) << kept << " not in: " << next;
+    EXPECT_EQ(next.find(" --recompute"), std::string::npos) << next;  // the layout is the search's
+    const auto searched = run_preflight(next + " --format json");
+    ASSERT_LE(searched.exit_code, 1) << searched.err;
+    for (const auto& c : nlohmann::json::parse(searched.out)["candidates"]) EXPECT_EQ(c["plan"]["lora_rank"], 256);
+}
+
 // The # next: line is a command to paste: a model path with a space (or a quote) is one shell
 // word there (was: `--model my 8b.json`, which `plan` refused: "not an option: 8b.json").
 TEST(CliMemory, TheNextCommandQuotesAPathWithASpace) {

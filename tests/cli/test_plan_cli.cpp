@@ -593,3 +593,20 @@ TEST(PlanCli, AHostMemoryLimitThatRefusesEveryPlanIsNamed) {
     EXPECT_FALSE(has(r.out, "choose a larger GPU or a smaller model")) << r.out;
     EXPECT_EQ(run_preflight(req).exit_code, 0);
 }
+
+// The recommendation's plan: line carries the request's memory settings as the suggestion lines do
+// (audit of 2026-11-30: pasted without --compiled-loss, a torchtitan plan's peak went from
+// 20,507,071,308 to 31,013,802,828 B).
+TEST(PlanCli, TheRecommendationLinePastesIntoMemoryAsRanked) {
+    const std::string req = "plan --model llama-3.2-1b --gpus 8 --gbs-tokens 1Mi --framework torchtitan --compiled-loss";
+    const CliRun table = run_preflight(req);
+    ASSERT_EQ(table.exit_code, 0) << table.err;
+    const std::size_t at = table.out.find("\nplan:        ");
+    ASSERT_NE(at, std::string::npos) << table.out;
+    const std::string line = table.out.substr(at + 14, table.out.find('\n', at + 1) - at - 14);
+    EXPECT_NE(line.find(" --framework torchtitan --compiled-loss"), std::string::npos) << line;
+    const auto ranked = nlohmann::json::parse(run_preflight(req + " --format json").out)["candidates"][0];
+    const CliRun pasted = run_preflight("memory --model llama-3.2-1b " + line + " --format json");
+    ASSERT_EQ(pasted.exit_code, 0) << pasted.err;
+    EXPECT_EQ(nlohmann::json::parse(pasted.out)["memory"]["peak_bytes"], ranked["memory"]["peak_bytes"]);
+}

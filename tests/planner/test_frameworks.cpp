@@ -212,6 +212,11 @@ TEST(NanotronProfile, PeakIsTheLargestAllocationOverTheStagesPhases) {
         EXPECT_GE(r.peak_reserved_bytes, r.peak_allocated_bytes);
         EXPECT_GE(r.peak_bytes, previous) << "mbs " << mbs;
         previous = r.peak_bytes;
+        // The pool's own phase, where it is another, is named with its tensors.
+        if (mbs == 4) EXPECT_TRUE(r.reserved_peak_phase.has_value());
+        if (!r.reserved_peak_phase) continue;
+        EXPECT_EQ(r.reserved_peak_phase->kind, PhaseKind::output_loss);
+        EXPECT_EQ(r.reserved_peak_tensor_bytes, r.timeline_steady[0].bytes.total() - r.timeline_steady[0].bytes.overhead);
     }
 }
 

@@ -152,6 +152,16 @@ TEST(ProfileChecks, MegatronRefusesWhatItsOptimizerCannotRun) {
         EXPECT_NE(c.plan.offload, Offload::optimizer_and_params) << to_flags(c.plan);
         if (c.plan.precision == Precision::bf16) EXPECT_GE(c.plan.zero, zero_gradients) << to_flags(c.plan);
     }
+    // On one GPU the search plans ZeRO-0 (one rank shards nothing), but Megatron-LM offloads only
+    // under its distributed optimizer: the offload plans are ZeRO-1 (audit of 2026-11-30: Llama-3-8B
+    // on one H100 with host memory said NOTHING FITS, refusing every offload plan at ZeRO-0).
+    SearchRequest one;
+    one.gpus = 1, one.gbs_tokens = 64 * 1024, one.host_memory_bytes = 2LL << 40;
+    one.memory.profile = mega;
+    const SearchResult single = search_plans(test::catalog_model("llama-3-8b"), test::catalog_gpu("h100-sxm-80gb"), one);
+    ASSERT_FALSE(single.candidates.empty());
+    EXPECT_EQ(single.candidates.front().plan.offload, Offload::optimizer);
+    EXPECT_EQ(single.candidates.front().plan.zero, zero_optimizer_states);
 }
 
 // A ds_config expresses neither Megatron-style sequence parallelism nor ring-attention context
@@ -169,9 +179,11 @@ TEST(ProfileChecks, DeepSpeedRanksOnlyWhatItsConfigExpresses) {
 }
 
 // torchtitan's FSDP2 (MixedPrecisionPolicy param bf16, reduce fp32) keeps fp32 sharded parameters
-// and reduces into their fp32 sharded gradients: 4 + 4 B, what bf16-mixed's weight 2 + master 4 +
-// gradient 2 count. Its config cannot ask for a second, fp32 accumulator (audit of 2026-11-30:
-// bf16-mixed-fp32-grads was charged 3.74 GiB more for the same TOML).
+// and reduces into their fp32 sharded gradients. Its config cannot ask for a second, fp32
+// accumulator (audit of 2026-11-30: bf16-mixed-fp32-grads was charged 3.74 GiB more for the same
+// TOML). Under ZeRO-3 bf16-mixed's weight 2 + master 4 + gradient 2 B count the 4 + 4 B shards;
+// under ZeRO-2 (parameters kept gathered in bf16) the gradient shard is 4 B: Llama-3.2-1B's
+// 1,235,814,400 parameters over dp 8 are 154,476,800 a rank, 617,907,200 B of fp32 gradients.
 TEST(ProfileChecks, TorchtitanReducesIntoFp32ShardsWithoutAnAccumulator) {
     const ModelConfig m = test::catalog_model("llama-3.2-1b");
     Plan p;
@@ -180,6 +192,11 @@ TEST(ProfileChecks, TorchtitanReducesIntoFp32ShardsWithoutAnAccumulator) {
     p.precision = Precision::bf16_mixed_fp32_grads;
     EXPECT_EQ(refusal(torchtitan_profile(), m, p), "--precision");
     EXPECT_FALSE(runs_precision(torchtitan_profile(), Precision::bf16_mixed_fp32_grads));
+    Plan z2 = p;
+    z2.precision = Precision::bf16_mixed, z2.zero = zero_gradients;
+    MemoryOptions o;
+    o.profile = torchtitan_profile();
+    EXPECT_EQ(evaluate_memory(m, test::catalog_gpu("h100-sxm-80gb"), z2, o).at_peak.gradients, 617'907'200);
     std::vector<std::string> w;
     torchtitan_toml(m, p, &w, EmitOptions{});
     bool said = false;

@@ -125,7 +125,7 @@ TEST(UnevenPipelineSplit, RefusedWhereMegatronRefusesItOrItIsNotModelled) {
     expect_refused(layout(0, -1), last, "positive");
     Plan one = layout(0, 32);
     one.pp = 1;
-    expect_refused(one, last, "--pp > 1");
+    expect_refused(one, last, "not modelled there");
     Plan interleaved = layout(6, 6);
     interleaved.pp_schedule = PpSchedule::interleaved;
     interleaved.vpp = 2;
@@ -176,6 +176,29 @@ TEST(UnevenPipelineSplit, StepTimeFollowsTheBusiestStage) {
     EXPECT_DOUBLE_EQ(uneven, estimate_throughput(m, g, layout(0, 0), given).step_time_s);
     EXPECT_LT(uneven, even);
     EXPECT_GT(estimate_throughput(m, g, layout(2, 2)).step_time_s, even);
+}
+
+// The data-parallel reduction and the optimizer step cover the stage that holds the most
+// parameters: at 6 / 10 / 10 / 6 a middle stage's 10 x 218,112,000 = 2,181,120,000, more than the
+// first's 6 layers + the 525,336,576-row embedding (1,834,008,576) or the last's 6 layers + the
+// final norm + the head (1,834,012,672). Judged alone (own_stage 1: that stage's own parameters)
+// it gives the same figures (review of 2026-11-30: the busiest stage's max covered only the
+// first and the last).
+TEST(UnevenPipelineSplit, ReductionAndStepCoverTheStageWithTheMostParameters) {
+    const ModelConfig m = test::catalog_model("llama-3-8b");
+    const GpuSpec g = test::catalog_gpu("h100-sxm-80gb");
+    Plan p = layout(6, 6);
+    p.dp = 2, p.zero = ZeroStage{1};
+    const Throughput job = estimate_throughput(m, g, p);
+    ThroughputOptions alone;
+    alone.own_stage = 1;
+    const Throughput middle = estimate_throughput(m, g, p, alone);
+    EXPECT_GT(job.optimizer_s, 0.0);
+    EXPECT_DOUBLE_EQ(job.optimizer_s, middle.optimizer_s);
+    EXPECT_DOUBLE_EQ(job.dp_communication_s, middle.dp_communication_s);
+    alone.own_stage = 0;
+    EXPECT_NEAR(estimate_throughput(m, g, p, alone).optimizer_s / job.optimizer_s, 1'834'008'576.0 / 2'181'120'000.0,
+                1e-12);
 }
 
 // 32 layers do not split over pp 3 evenly (a refused --pp); 10 / 12 / 10 does. The search keeps

@@ -74,6 +74,15 @@ TEST(Stats, PercentileInterpolatesLinearly) {
     EXPECT_DOUBLE_EQ(percentile({}, 0.5), 0.0);
 }
 
+// A gate failure names both figures with the decimals that tell them apart (audit of 2026-11-30:
+// a P50 gate of 1e-7 failed by a 0.01 % error read "0.0 % > 0.0 %").
+TEST(Stats, ExceedsTextTellsTheTwoFiguresApart) {
+    EXPECT_EQ(exceeds_text(0.012, 0.01), "1.2 % > 1.0 %");
+    EXPECT_EQ(exceeds_text(0.0001, 1e-7), "0.01 % > 0.00 %");
+    EXPECT_EQ(exceeds_text(0.95, 0.98, " < "), "95.0 % < 98.0 %");
+    EXPECT_EQ(exceeds_text(0.010004, 0.01), "1.0004 % > 1.0000 %");
+}
+
 TEST(Check, SummaryPercentilesOfSyntheticRuns) {
     const fs::path d = fresh_dir("pct");
     const double errors[] = {0.01, -0.02, 0.03, 0.04, -0.10};

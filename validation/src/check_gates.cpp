@@ -74,9 +74,9 @@ void judge(FolderGate& g, const std::vector<RunCheck>& runs) {
                              std::to_string(g.compared_runs_min));
     if (g.compared == 0) return;
     if (g.peak_p50_max && g.peak.p50 > *g.peak_p50_max)
-        g.failures.push_back("peak error P50 " + percent_text(g.peak.p50) + " > " + percent_text(*g.peak_p50_max));
+        g.failures.push_back("peak error P50 " + exceeds_text(g.peak.p50, *g.peak_p50_max));
     if (g.peak_p95_max && g.peak.p95 > *g.peak_p95_max)
-        g.failures.push_back("peak error P95 " + percent_text(g.peak.p95) + " > " + percent_text(*g.peak_p95_max));
+        g.failures.push_back("peak error P95 " + exceeds_text(g.peak.p95, *g.peak_p95_max));
 }
 
 }  // namespace

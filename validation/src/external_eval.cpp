@@ -101,7 +101,7 @@ void apply_targets(ExternalEvaluation& ev, const ExternalDataset& d) {
             ev.failures.push_back(std::string(what) + ": only " + std::to_string(e.n) + " rows compared, target " +
                                   std::to_string(min_rows) + " (compared_rows_min)");
         else if (value > t.get<double>())
-            ev.failures.push_back(std::string(what) + " " + percent_text(value) + " > target " + percent_text(t.get<double>()) + " (" +
+            ev.failures.push_back(std::string(what) + " " + exceeds_text(value, t.get<double>(), " > target ") + " (" +
                                   key + ")");
     };
     gate("tokens_per_s_per_gpu_error_p50_max", ev.tokens, ev.tokens.p50, "tokens/s per GPU |error| P50");

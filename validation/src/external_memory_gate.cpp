@@ -75,10 +75,10 @@ std::vector<std::string> range_gate_failures(const RangeFigures& r, const nlohma
         return out;
     }
     if (t.contains(keys[0]) && r.inside_fraction < t.at(keys[0]).get<double>())
-        out.push_back("measured reserved peak inside the predicted range for " + percent_text(r.inside_fraction) + " < " +
-                      percent_text(t.at(keys[0]).get<double>()));
+        out.push_back("measured reserved peak inside the predicted range for " +
+                      exceeds_text(r.inside_fraction, t.at(keys[0]).get<double>(), " < "));
     if (t.contains(keys[1]) && r.median_width > t.at(keys[1]).get<double>())
-        out.push_back("predicted range median width " + percent_text(r.median_width) + " > " + percent_text(t.at(keys[1]).get<double>()));
+        out.push_back("predicted range median width " + exceeds_text(r.median_width, t.at(keys[1]).get<double>()));
     return out;
 }
 
@@ -109,18 +109,17 @@ std::vector<std::string> memory_gate_failures(const MemoryFigures& f, const nloh
         too_few("optimizer_allocated_abs_error_p95_max", f.optimizer_allocated.n, "optimizer-step allocated error"))
         return out;
     if (auto v = num("memory_verdict_accuracy_min"); v && f.verdict_accuracy < *v)
-        out.push_back("fit/OOM verdict right on " + percent_text(f.verdict_accuracy) + " < " + percent_text(*v));
+        out.push_back("fit/OOM verdict right on " + exceeds_text(f.verdict_accuracy, *v, " < "));
     if (auto v = num("fit_but_oom_fraction_max"); v && f.fit_but_oom_fraction > *v)
-        out.push_back("predicted-fit jobs that died OOM " + percent_text(f.fit_but_oom_fraction) + " > " + percent_text(*v));
+        out.push_back("predicted-fit jobs that died OOM " + exceeds_text(f.fit_but_oom_fraction, *v));
     if (auto v = num("reserved_peak_abs_error_p50_max"); v && f.reserved_ok.p50 > *v)
-        out.push_back("reserved-peak error P50 " + percent_text(f.reserved_ok.p50) + " > " + percent_text(*v));
+        out.push_back("reserved-peak error P50 " + exceeds_text(f.reserved_ok.p50, *v));
     if (auto v = num("reserved_peak_abs_error_p95_max"); v && f.reserved_ok.p95 > *v)
-        out.push_back("reserved-peak error P95 " + percent_text(f.reserved_ok.p95) + " > " + percent_text(*v));
+        out.push_back("reserved-peak error P95 " + exceeds_text(f.reserved_ok.p95, *v));
     if (auto v = num("reserved_peak_abs_error_p95_tp_inside_node_max"); v && f.reserved_ok_tp_inside_node.p95 > *v)
-        out.push_back("reserved-peak error P95, tp inside a node, " + percent_text(f.reserved_ok_tp_inside_node.p95) + " > " +
-                      percent_text(*v));
+        out.push_back("reserved-peak error P95, tp inside a node, " + exceeds_text(f.reserved_ok_tp_inside_node.p95, *v));
     if (auto v = num("optimizer_allocated_abs_error_p95_max"); v && f.optimizer_allocated.p95 > *v)
-        out.push_back("optimizer-step allocated error P95 " + percent_text(f.optimizer_allocated.p95) + " > " + percent_text(*v));
+        out.push_back("optimizer-step allocated error P95 " + exceeds_text(f.optimizer_allocated.p95, *v));
     return out;
 }
 

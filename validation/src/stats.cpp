@@ -23,6 +23,18 @@ std::string percent_text(double fraction) {
     return b;
 }
 
+std::string exceeds_text(double value, double limit, const char* between) {
+    char v[48], l[48];
+    // The fewest decimals (1 to 6) that tell the two apart: a gate of 1e-7 failed by 0.01 % was
+    // reported as "0.0 % > 0.0 %".
+    for (int decimals = 1; decimals <= 6; ++decimals) {
+        std::snprintf(v, sizeof v, "%.*f %%", decimals, 100.0 * value);
+        std::snprintf(l, sizeof l, "%.*f %%", decimals, 100.0 * limit);
+        if (std::string(v) != l) break;
+    }
+    return std::string(v) + between + l;
+}
+
 ErrorStats error_stats(const std::vector<double>& abs_errors) {
     ErrorStats s;
     s.n = static_cast<int>(abs_errors.size());

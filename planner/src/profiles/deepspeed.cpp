@@ -21,15 +21,16 @@ void check_deepspeed_plan(const ModelConfig&, const Plan& p) {
     if (p.offload != Offload::none && p.zero == zero_none && p.dp * p.cp > 1)
         throw InputError("--zero", "DeepSpeed offloads the optimizer of a ZeRO stage (zero_optimization."
                                    "offload_optimizer): --zero 1 or above with --offload");
-    // The ds_config (emit.cpp deepspeed_config) has no switch for Megatron-style sequence parallelism
-    // or ring-attention context parallelism; DeepSpeed-Ulysses splits sequences its own way, set up
-    // in the model code: plans the config cannot express are not ranked.
+    // The ds_config (emit_deepspeed.cpp) has no switch for Megatron-style sequence parallelism, and
+    // its sequence_parallel_size is DeepSpeed-Ulysses (runtime/config.py), not the ring attention of
+    // --cp: plans the config cannot express are not ranked.
     if (p.sp)
         throw InputError("--sp", "a ds_config has no sequence-parallel switch (Megatron-DeepSpeed's "
                                  "--sequence-parallel is model code): --sp off under --framework deepspeed");
     if (p.cp > 1)
-        throw InputError("--cp", "a ds_config has no context-parallel (ring attention) switch; DeepSpeed-Ulysses "
-                                 "splits sequences differently, in the model code: --cp 1 under --framework deepspeed");
+        throw InputError("--cp", "the context parallelism --cp models is ring attention, which DeepSpeed does not "
+                                 "run (a ds_config's sequence_parallel_size is DeepSpeed-Ulysses, an all-to-all over "
+                                 "attention heads): --cp 1 under --framework deepspeed");
     if (p.precision == Precision::fp8_mixed)
         throw InputError("--precision", "a ds_config has no fp8 recipe (DeepSpeed's fp8 runs Transformer Engine's "
                                         "layers, outside the config this profile models): --precision bf16-mixed");

@@ -244,6 +244,7 @@ void stage_peaks(NanotronStageMemory& s, std::int64_t per_mb, std::int64_t logit
         if (reserved > s.reserved_peak) {
             s.reserved_peak = reserved;
             s.peak_phase = e.phase.kind;
+            s.reserved_peak_phase = e.phase;
             s.at_peak = *b;
             s.reserved_extra = extra;
             s.loss_hidden_at_peak = loss_hidden;
@@ -313,6 +314,11 @@ MemoryReport evaluate_memory_nanotron(const ModelConfig& model, const GpuSpec& g
     r.peak_bytes = r.at_peak.total();
     r.peak_allocated_bytes = s.allocated_peak;
     r.peak_reserved_bytes = s.reserved_peak;
+    if (s.reserved_peak_phase.kind != s.allocated_peak_phase.kind ||
+        s.reserved_peak_phase.layer != s.allocated_peak_phase.layer) {
+        r.reserved_peak_phase = s.reserved_peak_phase;
+        r.reserved_peak_tensor_bytes = s.at_peak.total() - s.at_peak.overhead;
+    }
     r.reserved_extra = s.reserved_extra;
     r.verdict_margin_bytes = std::max<std::int64_t>(0, c.verdict_margin_bytes);
     r.device_peak_bytes = s.reserved_peak + non_pytorch + r.verdict_margin_bytes;

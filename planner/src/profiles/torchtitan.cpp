@@ -21,9 +21,9 @@ void check_torchtitan_plan(const ModelConfig&, const Plan& p) {
         throw InputError("--precision", "torchtitan has no fp16 recipe (training.mixed_precision_param is bfloat16 or "
                                         "float32, torchtitan/config/configs.py): --precision bf16-mixed");
     // FSDP2's MixedPrecisionPolicy(param bf16, reduce fp32) reduces each bf16 gradient into the fp32
-    // sharded gradient of the fp32 sharded parameter: 4 B of parameter and 4 B of gradient, what
-    // bf16-mixed's 2 + 4 (master) and 2 count. bf16-mixed-fp32-grads would add a 4 B accumulator
-    // that does not exist, and its job config is bf16-mixed's (emit.cpp torchtitan_training).
+    // sharded gradient of the fp32 sharded parameter (bf16-mixed with add_fsdp2_grad_shards counts
+    // them). bf16-mixed-fp32-grads would add a 4 B accumulator that does not exist, and its job
+    // config is bf16-mixed's (emit.cpp torchtitan_training).
     if (p.precision == Precision::bf16_mixed_fp32_grads)
         throw InputError("--precision", "torchtitan reduces its bf16 gradients into fp32 sharded gradients "
                                         "(mixed_precision_reduce \"float32\"), with no separate accumulator: that job "
@@ -53,7 +53,8 @@ bool torchtitan_ddp_beside_other_parallelism(const Plan& p) {
 
 FrameworkProfile torchtitan_profile() {
     FrameworkProfile p;
-    p.fp32_main_grads_only = false;  // its fp32 accumulator sits beside the 16-bit gradients
+    p.fp32_main_grads_only = false;
+    p.fsdp2_fp32_grad_shards = true;  // the sharded gradients are fp32 (memory_fsdp.cpp)
     p.megatron_fsdp = false;
     p.fp8_param_gather = false;
     p.uneven_pipeline_split = false;

@@ -157,8 +157,9 @@ std::string extension_plan_problem(const Plan& plan, const ModelConfig& model);
 // the request's top_k of them, and, when nothing fits, suggestions the extensions offer (LoRA /
 // QLoRA, offload with its host memory).
 // The request's settings beside the plan that its memory depends on, as flags (" --framework
-// deepspeed --compiled-loss --host-pace waits"; empty under the defaults): a suggestion's plan
-// with them pastes into `memory` and gives the bytes it claims.
+// deepspeed --compiled-loss --host-pace waits --overhead-bytes N"; empty under the defaults): a
+// suggestion's plan, or the recommendation's, with them pastes into `memory` and gives the bytes
+// it claims.
 std::string request_flags(const SearchRequest& request);
 // Drops the candidates the framework would refuse to launch as they stand (a 1F1B pipeline
 // Megatron-LM cannot split: pipeline_split_problem); searched for their interleaved refinements.

@@ -18,6 +18,8 @@ inline double relative_error(double predicted, double measured) { return (predic
 
 // A fraction as a percentage with one decimal, the reports' form: 0.1234 -> "12.3 %".
 std::string percent_text(double fraction);
+// "value % > limit %" (`between` joins them), with the fewest decimals, 1 to 6, that tell the two apart.
+std::string exceeds_text(double value, double limit, const char* between = " > ");
 
 // Summary of a sample of |relative errors|.
 struct ErrorStats {
