@@ -294,15 +294,16 @@ void add_buffers(StageModel& st, const ModelConfig& m, const GpuSpec& gpu, const
             st.grad_accum_stage = params.flat * 4;
     }
     if (runs_amp(prof, p) && prof.autocast_weight_copies) {
-        // Profile: 16-bit (2-byte) autocast copies of the GEMM weights; head_local holds the
-        // LM head (or the tied embedding) on the last stage.
-        // QLoRA's NF4 layer weights are no fp32 leaves: bitsandbytes' MatMul4Bit dequantizes them per
-        // use and saves the packed weight for backward, so autocast neither caches nor saves a copy.
-        for (const auto& t : tensors)
-            if (t.gemm_weight && t.place == TensorPlace::layer && p.finetune != Finetune::qlora)
-                st.autocast_layer += tp_local_numel(t, p.tp, prof.vocab_pad_multiple) * 2;
-        st.autocast_head = params.head_local * 2;
-        st.autocast_cached = p.finetune == Finetune::full;  // trainable weights (stage_model.hpp)
+        // Profile: bf16 autocast copies of the fp32 GEMM weights (autocast_mode.cpp casts fp32 only,
+        // caching leaves that require grad); head_local: the LM head (or tied embedding). LoRA's frozen
+        // base is 16-bit: no cast. QLoRA's layers are NF4 (MatMul4Bit dequantizes per use), its head
+        // fp32 (prepare_model_for_kbit_training): that cast is saved for backward.
+        if (p.finetune == Finetune::full)
+            for (const auto& t : tensors)
+                if (t.gemm_weight && t.place == TensorPlace::layer)
+                    st.autocast_layer += tp_local_numel(t, p.tp, prof.vocab_pad_multiple) * 2;
+        if (p.finetune == Finetune::full || (p.finetune == Finetune::qlora && p.lora.fp32_non_quantized))
+            st.autocast_head = params.head_local * 2;
     }
     if (p.dp > 1 && p.zero < 3) st.grad_buckets = prof.grad_bucket_bytes * prof.grad_buckets_in_flight;
     // Offload and LoRA are not Megatron-FSDP's (`--emit megatron` warns that it cannot express them).
@@ -380,7 +381,7 @@ MemoryBreakdown generic_snapshot(const StageModel& st, const Phase& ph, bool fir
         case PhaseKind::forward:
             b.gradients += st.grad_accum_stage;  // 1F1B steady state: earlier micro-batches' backwards
             b.activations = earlier + st.act_embed + ph.layer * st.act_layer + st.fwd_transient;
-            b.weights += (autocast_layers_held(st, ph.layer - 1) + 1) * st.autocast_layer;  // profile: so far
+            b.weights += ph.layer * st.autocast_layer;  // profile: copies made so far
             b.buffers += std::max(st.gather_stage, st.gather_layer * (1 + std::min(st.gather_prefetch_layers, st.layers - ph.layer))) +
                          st.unit_fp8_layer;
             break;
@@ -388,7 +389,7 @@ MemoryBreakdown generic_snapshot(const StageModel& st, const Phase& ph, bool fir
             b.gradients += st.grad_accum_stage;
             b.activations = earlier + per_micro_batch;
             b.logits_and_loss = st.logits_peak;
-            b.weights += autocast_layers_held(st, st.layers) * st.autocast_layer + st.autocast_head;
+            b.weights += st.layers * st.autocast_layer + st.autocast_head;
             b.buffers += std::max(st.gather_stage, st.gather_head) + st.unit_grad_output;
             break;
         case PhaseKind::backward:

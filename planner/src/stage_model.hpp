@@ -78,10 +78,6 @@ struct StageModel {
     std::int64_t grad_buckets = 0;    // data-parallel gradient buckets in flight
     std::int64_t autocast_layer = 0;  // profile: one layer's autocast 16-bit weight copies
     std::int64_t autocast_head = 0;   // profile: the LM head's autocast copy
-    // The copies are autocast's cache (autocast_mode.cpp cached_cast: casts of fp32 leaves that
-    // require grad, kept until the autocast region ends); a frozen weight's cast (LoRA) is only
-    // saved by its GEMM for backward, which a checkpointed layer does not keep.
-    bool autocast_cached = true;
     std::int64_t optimizer_temp = 0;  // profile: optimizer-step temporaries
     bool full_recompute = false;
     std::int64_t overhead = 0;
@@ -130,11 +126,7 @@ void add_megatron_fsdp_buffers(StageModel& st, const Plan& p, const FrameworkPro
                                const StageParamElements& params);
 // Profile (fsdp2_fp32_grad_shards, memory_fsdp.cpp): PyTorch FSDP2's fp32 gradient shards.
 void add_fsdp2_grad_shards(StageModel& st, const Plan& p, const StageParamElements& params);
-// Layers whose autocast weight copies are still held once `done` layers' forwards ran: all of them,
-// but none of a frozen weight's under full recompute (autocast_cached).
-inline std::int64_t autocast_layers_held(const StageModel& st, std::int64_t done) {
-    return st.full_recompute && !st.autocast_cached ? 0 : done;
-}
+
 // Profile (runtime_shard_units, memory_runtime.cpp): the runtime's ZeRO buffers for the stage.
 void add_runtime_unit_buffers(StageModel& st, const ModelConfig& m, const Plan& p, const FrameworkProfile& prof);
 // Profile (runtime_units): a layer-1 phase's peak, the embedding ops' included.
