@@ -47,7 +47,8 @@ std::string wait_odds(const MemoryReport& r) {
 void print_reserved(const MemoryReport& r) {
     std::cout << "allocated peak:        " << format_bytes(r.peak_allocated_bytes) << " (tensors)\n"
               << "reserved peak:         " << format_bytes(r.peak_reserved_bytes)
-              << " (PyTorch caching-allocator pool, stage " << r.pipeline_stage
+              << " (PyTorch caching-allocator pool, stage "
+              << (r.reserved_peak_phase ? r.reserved_peak_stage : r.pipeline_stage)
               << (r.reserved_peak_phase ? ", at " + describe(*r.reserved_peak_phase) + " over its " +
                                               format_bytes(r.reserved_peak_tensor_bytes) + " of tensors"
                                         : std::string())

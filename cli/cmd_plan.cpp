@@ -12,6 +12,7 @@
 
 #include "commands.hpp"
 #include "config_from.hpp"
+#include "emit_note.hpp"
 #include "format.hpp"
 #include "preflight/planner/profiles.hpp"
 #include "preflight/planner/catalog.hpp"
@@ -353,10 +354,8 @@ int emit_recommendation(const PlanCommandState& st, const ModelConfig& model, co
     for (const auto& w : e.warnings) std::cerr << "# warning: " << w << "\n";
     // Another framework's ranking may pick what this one holds otherwise or refuses (the runtime,
     // whose plan JSON `preflight run` reads: rowwise fp8 scaling, a GPipe schedule).
-    const std::string own = st.emit == "preflight" ? "preflight-runtime" : st.emit;
-    if (profile_by_name(own) && st.flags.framework != own)
-        std::cerr << "# note: ranked for --framework " << st.flags.framework << "; add --framework " << own
-                  << " to rank by what it runs and holds\n";
+    std::cerr << emit_framework_note(model, gpu, best.plan, st.flags.framework,
+                                     st.emit == "preflight" ? "preflight-runtime" : st.emit);
     return kExitOk;
 }
 

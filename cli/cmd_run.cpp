@@ -289,6 +289,9 @@ void print_table(const runtime::RunReport& r) {
 void check_runnable(const RunState& st, const ModelConfig& model, const Plan& plan) {
     // Names the flag: the pipeline schedule, the extensions, the bounds on a step's work
     // (micro-batches, layer-steps) among them (the planner's check_runtime_plan).
+    // Megatron-LM's settings the runtime does not run, refused before any device is looked for.
+    check_fp8_param_gather_profile(plan, runtime_profile());
+    check_uneven_pipeline_split_profile(plan, runtime_profile());
     runtime::check_supported(model, plan);
     if (st.steps < 1) throw InputError("--steps", "must be at least 1");
     if (st.warmup < 0) throw InputError("--warmup", "must be 0 or more");

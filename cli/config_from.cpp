@@ -232,6 +232,10 @@ FromApplied apply_from(const FromFlags& from, const CLI::App& sub, PlanFlags& fl
     }
     for (const std::string& w : c.warnings)
         log << "preflight: warning: " << (w.rfind(c.file, 0) == 0 ? "" : c.file + ": ") << w << "\n";
+    // A ds_config holds no sequence length (the script's data decides it): said unless --seq gives it.
+    if (c.format == ConfigFormat::deepspeed && !given_on(sub, "--seq") && sub.get_option_no_throw("--seq"))
+        log << "preflight: warning: " << c.file << ": a ds_config has no sequence length: planned at the model's "
+               "default (its context, capped at 4096); give --seq\n";
     const std::string taken = fill_fields(c, flags, log, from.verbose, applied.origins);
     log << "# --from " << c.file << " (" << to_string(c.format) << "): " << (taken.empty() ? "no plan values" : taken)
         << "\n";

@@ -59,8 +59,6 @@ void deepspeed_precision(const Plan& p, json& c, std::vector<std::string>* w) {
 void deepspeed_optimizer(const Plan& p, json& c, std::vector<std::string>* w) {
     if (p.optimizer == Optimizer::sgd) {
         c["optimizer"] = {{"type", "SGD"}, {"params", {{"momentum", 0.9}}}};
-        // zero/utils.py ZERO_SUPPORTED_OPTIMIZERS lacks torch.optim.SGD: engine.py asserts without the key.
-        if (p.zero > 0) c["zero_allow_untested_optimizer"] = true;
         warn(w, "optimizer: torch.optim.SGD with momentum 0.9 (the one momentum buffer per weight the plan counts; "
                 "momentum 0 keeps none); set optimizer.params.lr, torch's default is 0.001");
         return;
@@ -171,6 +169,10 @@ json deepspeed_config(const Plan& p, std::vector<std::string>* w, const DeepSpee
     if (p.attention == AttentionKind::eager)
         warn(w, "eager attention is the model's (Hugging Face: attn_implementation=\"eager\"), not a ds_config key");
     deepspeed_extensions(p, c, w);
+    // zero/utils.py ZERO_SUPPORTED_OPTIMIZERS lacks torch.optim.SGD: engine.py asserts under ZeRO
+    // without the key (the stage written, which offload may have raised to 1).
+    if (p.optimizer == Optimizer::sgd && c["zero_optimization"]["stage"].get<int>() > 0)
+        c["zero_allow_untested_optimizer"] = true;
     return c;
 }
 

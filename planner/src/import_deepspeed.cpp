@@ -281,6 +281,11 @@ void import_optimizer(Reader& r) {
             r.warn("optimizer.type", type->get<std::string>() + " keeps one state per weight: planned as sgd");
         // zero/utils.py ZERO_SUPPORTED_OPTIMIZERS lacks torch.optim.SGD; engine.py
         // _do_optimizer_sanity_check asserts under ZeRO unless zero_allow_untested_optimizer is true.
+        // torch.optim.SGD's momentum defaults to 0, which keeps no buffer; the plan's SGD keeps one.
+        const json* momentum = r.at("optimizer.params.momentum");
+        if (name == "sgd" && !(momentum && momentum->is_number() && momentum->get<double>() != 0.0))
+            r.warn("optimizer.params.momentum", "torch.optim.SGD at momentum 0 (its default) keeps no momentum "
+                                                "buffer; planned with one, 4 B per parameter more than the job holds");
         const json* allow = r.at("zero_allow_untested_optimizer");
         if (name == "sgd" && zero && !(allow && allow->is_boolean() && allow->get<bool>()))
             r.warn("optimizer.type", "DeepSpeed refuses torch.optim.SGD under ZeRO (not among its tested optimizers) "

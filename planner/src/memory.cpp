@@ -153,7 +153,7 @@ void add_model_states(StageModel& st, const ModelConfig& m, const Plan& p, const
         stepped = p.offload != Offload::none ? 0 : x.trainable_params;
     }
     if (p.zero >= 1) stepped = shard_elements(stepped, p.dp);
-    if (prof.fsdp2_fp32_grad_shards && !uses_extended_states(p)) add_fsdp2_grad_shards(st, p, params);
+    if (prof.fsdp2_fp32_grad_shards && !uses_extended_states(p)) add_fsdp2_shards(st, p, params);
     if (prof.runtime_shard_units) {  // profile: the runtime's flat layout and ZeRO shards (runtime_layout.hpp)
         const RuntimeStageSpan span{st.first, st.last, 1, st.layers, {}};
         const RuntimeLayout layout =

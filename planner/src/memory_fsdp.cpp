@@ -58,14 +58,19 @@ void add_megatron_fsdp_buffers(StageModel& st, const Plan& p, const FrameworkPro
     st.gather_head = 0;
 }
 
-// FSDP2 (torch.distributed.fsdp.fully_shard) keeps the sharded gradient in the sharded parameter's
-// dtype, fp32 under torchtitan's MixedPrecisionPolicy(param bf16, reduce fp32): a mixed recipe's
-// 2 B weight shard + 4 B master + 2 B gradient count its 4 B parameter and 4 B gradient shards
-// under ZeRO-3, but under ZeRO-2 the weights are the gathered bf16 ones, so the gradient lacks 2 B.
-void add_fsdp2_grad_shards(StageModel& st, const Plan& p, const StageParamElements& params) {
+// FSDP2 (torch.distributed.fsdp.fully_shard) under ZeRO-2 (reshard_after_forward False): the
+// gathered parameters stay beside their shard (_sharded_param_data), and the sharded gradient
+// takes the sharded parameter's dtype, fp32 under torchtitan's MixedPrecisionPolicy(param bf16,
+// reduce fp32). ZeRO-3 as the recipes count it: a mixed recipe's 2 B weight shard + 4 B master +
+// 2 B gradient are its 4 B parameter and 4 B gradient shards. Under ZeRO-2 a mixed recipe's master
+// is the fp32 shard but its gradient lacks 2 B; a recipe without a master (pure bf16, fp32) lacks
+// the parameter shard.
+void add_fsdp2_shards(StageModel& st, const Plan& p, const StageParamElements& params) {
+    if (p.zero != zero_gradients) return;
     const PrecisionBytes pb = precision_bytes(p.precision);
-    if (p.zero == zero_gradients && pb.gradient == 2 && pb.gradient_accum == 0 && pb.master == 4)
-        st.states.gradients += shard_elements(params.flat, p.dp) * 2;
+    const std::int64_t shard = shard_elements(params.flat, p.dp);
+    if (pb.master == 4 && pb.gradient == 2 && pb.gradient_accum == 0) st.states.gradients += shard * 2;
+    if (pb.master == 0) st.states.weights += shard * pb.weight;
 }
 
 }  // namespace preflight::memory_detail

@@ -254,6 +254,21 @@ bool uses_extended_states(const Plan& p) {
     return p.finetune != Finetune::full || p.offload != Offload::none || p.ep > 1;
 }
 
+namespace {
+
+// One copy of a tensor on one tensor-parallel rank (the vocabulary padded as the profile pads it).
+std::int64_t tp_local_copy(const ParamTensor& t, const Plan& p, const FrameworkProfile& prof) {
+    switch (t.split) {
+        case TpSplit::replicated: return t.rows * t.cols;
+        case TpSplit::column: return t.rows / p.tp * t.cols;
+        case TpSplit::row: return t.rows * (t.cols / p.tp);
+        case TpSplit::vocab: return padded_vocab_local(t.rows, p.tp, prof.vocab_pad_multiple) * t.cols;
+    }
+    return t.rows * t.cols;
+}
+
+}  // namespace
+
 StageStates extended_stage_states(const ModelConfig& m, const Plan& p, const FrameworkProfile& prof,
                                   std::int64_t layers, bool first, bool last) {
     const PrecisionBytes pb = profile_precision_bytes(p.precision, prof);
@@ -263,6 +278,10 @@ StageStates extended_stage_states(const ModelConfig& m, const Plan& p, const Fra
     StageStates out;
     ModelStateBytes& g = out.gpu;
     std::int64_t opt_elements = 0;  // elements of the optimizer partition (for the host copy)
+    // DeepSpeed with its optimizer offloaded under ZeRO-2/3 moves each reduced gradient straight
+    // into the fp32 host partition (stage_1_and_2.py / stage3.py: self.device 'cpu' with offload;
+    // async_inplace_copy_grad_to_fp32_buffer_from_gpu): no gradient partition stays on the GPU.
+    const bool host_grads = prof.deepspeed_zero_optimizer && p.offload != Offload::none && p.zero >= 2;
     // Shard of n elements over a ZeRO group of `ranks` (sharded when `on`).
     auto part = [](std::int64_t n, std::int64_t ranks, bool on) { return on ? shard_elements(n, ranks) : n; };
     for (const ParamTensor& t : param_tensors(m)) {
@@ -280,17 +299,11 @@ StageStates extended_stage_states(const ModelConfig& m, const Plan& p, const Fra
         const bool expert = t.copies > 1;
         const std::int64_t copies = expert ? t.copies / p.ep : t.copies;
         const std::int64_t group = expert ? p.dp / p.ep : p.dp;
-        std::int64_t per_copy = t.rows * t.cols;
-        switch (t.split) {
-            case TpSplit::replicated: break;
-            case TpSplit::column: per_copy = t.rows / p.tp * t.cols; break;
-            case TpSplit::row: per_copy = t.rows * (t.cols / p.tp); break;
-            case TpSplit::vocab: per_copy = padded_vocab_local(t.rows, p.tp, prof.vocab_pad_multiple) * t.cols; break;
-        }
+        const std::int64_t per_copy = tp_local_copy(t, p, prof);
         const std::int64_t n = count * copies * per_copy;
         if (!lora) {
             g.weights += part(n, group, p.zero == 3) * pb.weight;
-            g.gradients += part(n, group, p.zero >= 2) * (pb.gradient + pb.gradient_accum);
+            g.gradients += host_grads ? 0 : part(n, group, p.zero >= 2) * (pb.gradient + pb.gradient_accum);
             const std::int64_t o = part(n, group, p.zero >= 1);
             g.master_weights += o * pb.master;
             g.optimizer_states += o * moment_bytes;
@@ -316,7 +329,7 @@ StageStates extended_stage_states(const ModelConfig& m, const Plan& p, const Fra
             const bool targeted = (lora_target_bit(t.name) & p.lora.targets) != 0;
             if (!targeted) continue;
             g.weights += part(a, group, p.zero == 3) * 4;
-            g.gradients += part(a, group, p.zero >= 2) * 4;
+            g.gradients += host_grads ? 0 : part(a, group, p.zero >= 2) * 4;
             const std::int64_t o = part(a, group, p.zero >= 1);
             g.optimizer_states += o * moment_bytes;
             opt_elements += o;

@@ -68,6 +68,7 @@ json memory_to_json(const MemoryReport& r) {
            {"peak_reserved_bytes", r.peak_reserved_bytes},
            // The phase the pool peaks at where it is not the tensors' peak phase, else null.
            {"reserved_peak_phase", r.reserved_peak_phase ? json(describe(*r.reserved_peak_phase)) : json(nullptr)},
+           {"reserved_peak_stage", r.reserved_peak_phase ? json(r.reserved_peak_stage) : json(nullptr)},
            {"non_pytorch_bytes", r.non_pytorch_bytes},
            {"verdict_margin_bytes", r.verdict_margin_bytes},
            {"device_peak_bytes", r.device_peak_bytes},

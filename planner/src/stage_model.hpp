@@ -124,8 +124,8 @@ MemoryBreakdown with_deepspeed_phase(const StageModel& st, const Phase& ph, Memo
 // Profile (megatron_fsdp, memory_fsdp.cpp): Megatron-FSDP's ZeRO-2/3 terms for the stage.
 void add_megatron_fsdp_buffers(StageModel& st, const Plan& p, const FrameworkProfile& prof,
                                const StageParamElements& params);
-// Profile (fsdp2_fp32_grad_shards, memory_fsdp.cpp): PyTorch FSDP2's fp32 gradient shards.
-void add_fsdp2_grad_shards(StageModel& st, const Plan& p, const StageParamElements& params);
+// Profile (fsdp2_fp32_grad_shards, memory_fsdp.cpp): PyTorch FSDP2's shards beside ZeRO-2's gathered weights.
+void add_fsdp2_shards(StageModel& st, const Plan& p, const StageParamElements& params);
 
 // Profile (runtime_shard_units, memory_runtime.cpp): the runtime's ZeRO buffers for the stage.
 void add_runtime_unit_buffers(StageModel& st, const ModelConfig& m, const Plan& p, const FrameworkProfile& prof);

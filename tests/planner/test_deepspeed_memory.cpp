@@ -21,6 +21,7 @@
 #include "catalog_fixture.hpp"
 #include "preflight/planner/frameworks.hpp"
 #include "preflight/planner/memory.hpp"
+#include "preflight/planner/profiles.hpp"
 
 using namespace preflight;
 
@@ -251,4 +252,25 @@ TEST(DeepSpeedMemory, ExpertParallelismKeepsTheGenericTerms) {
     const MemoryReport r = evaluate_memory(test::catalog_model("mixtral-8x7b"), test::catalog_gpu("h100-sxm-80gb"), p, o);
     EXPECT_GT(at(r, PhaseKind::output_loss).gradients, 0);
     EXPECT_EQ(at(r, PhaseKind::output_loss).gradients, at(r, PhaseKind::optimizer_step).gradients);
+}
+
+// Optimizer offload (the generic ZeRO-Offload terms): under ZeRO-2/3 DeepSpeed copies each reduced
+// gradient straight into its fp32 host partition (stage_1_and_2.py: self.device is 'cpu' with
+// cpu_offload, async_inplace_copy_grad_to_fp32_buffer_from_gpu before grads_in_partition is made;
+// stage3.py likewise), so no gradient partition is held on the GPU; ZeRO-1 still accumulates the
+// 16-bit gradients on the GPU (2 B x 8,030,261,248) until the boundary.
+TEST(DeepSpeedMemory, OffloadedZero2And3KeepTheirGradientPartitionsOnTheHost) {
+    Plan p;
+    p.seq = 4096, p.mbs = 1, p.dp = 8, p.zero = ZeroStage{2}, p.offload = Offload::optimizer;
+    MemoryOptions o;
+    o.profile = deepspeed_profile();
+    const ModelConfig m = test::catalog_model("llama-3-8b");
+    const GpuSpec g = test::catalog_gpu("h100-sxm-80gb");
+    EXPECT_EQ(evaluate_memory(m, g, p, o).at_peak.gradients, 0);
+    p.zero = ZeroStage{3};
+    EXPECT_EQ(evaluate_memory(m, g, p, o).at_peak.gradients, 0);
+    p.zero = ZeroStage{1};
+    EXPECT_EQ(evaluate_memory(m, g, p, o).at_peak.gradients, 2 * kParams);
+    o.profile = megatron_profile();  // Megatron-LM's offload keeps its gradient buffer on the GPU
+    EXPECT_GT(evaluate_memory(m, g, p, o).at_peak.gradients, 0);
 }

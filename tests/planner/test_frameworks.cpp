@@ -2,6 +2,8 @@
 // from the frameworks' code (file and function named at each assertion), not read back.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "catalog_fixture.hpp"
 #include "preflight/planner/allocator_model.hpp"
 #include "preflight/planner/error.hpp"
@@ -218,6 +220,18 @@ TEST(NanotronProfile, PeakIsTheLargestAllocationOverTheStagesPhases) {
         EXPECT_EQ(r.reserved_peak_phase->kind, PhaseKind::output_loss);
         EXPECT_EQ(r.reserved_peak_tensor_bytes, r.timeline_steady[0].bytes.total() - r.timeline_steady[0].bytes.overhead);
     }
+    // Over the stages too: with a pipeline the pool's stage (the loss's, the last) need not hold the
+    // most tensors (audit of 2026-11-30: pp 4 reported stage 3's 36.86 GB beside stage 0's 39.98 GB).
+    Plan q;
+    q.seq = 4096, q.pp = 4, q.mbs = 4, q.tp = 2, q.dp = 2, q.precision = Precision::bf16_mixed_fp32_grads;
+    o.timeline = false;
+    const MemoryReport r = evaluate_memory(m, gpu, q, o);
+    const auto most = std::max_element(r.stage_allocated_bytes.begin(), r.stage_allocated_bytes.end());
+    EXPECT_EQ(r.peak_allocated_bytes, *most);
+    EXPECT_EQ(r.pipeline_stage, most - r.stage_allocated_bytes.begin());
+    EXPECT_EQ(r.peak_reserved_bytes, *std::max_element(r.stage_reserved_bytes.begin(), r.stage_reserved_bytes.end()));
+    if (r.reserved_peak_phase)
+        EXPECT_EQ(r.stage_reserved_bytes[static_cast<std::size_t>(r.reserved_peak_stage)], r.peak_reserved_bytes);
 }
 
 // The loss-stage term: extra reserved bytes per byte of the micro-batch's hidden state

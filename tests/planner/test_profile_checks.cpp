@@ -197,6 +197,11 @@ TEST(ProfileChecks, TorchtitanReducesIntoFp32ShardsWithoutAnAccumulator) {
     MemoryOptions o;
     o.profile = torchtitan_profile();
     EXPECT_EQ(evaluate_memory(m, test::catalog_gpu("h100-sxm-80gb"), z2, o).at_peak.gradients, 617'907'200);
+    // Pure bf16 at ZeRO-2: the gathered bf16 weights (2,471,628,800 B) and, beside them, the bf16
+    // shard FSDP2 keeps (154,476,800 x 2 B).
+    z2.precision = Precision::bf16;
+    EXPECT_EQ(evaluate_memory(m, test::catalog_gpu("h100-sxm-80gb"), z2, o).at_peak.weights,
+              2'471'628'800 + 308'953'600);
     std::vector<std::string> w;
     torchtitan_toml(m, p, &w, EmitOptions{});
     bool said = false;

@@ -294,14 +294,18 @@ MemoryReport evaluate_memory_nanotron(const ModelConfig& model, const GpuSpec& g
     r.params = count_params(model);
     r.capacity_bytes = gpu.memory_bytes;
     r.non_pytorch_bytes = non_pytorch;
-    std::size_t worst = 0;
+    // The verdict judges the stage with the largest pool; peak_bytes is the most tensors any stage
+    // holds (another stage's, where a pool reserve around the loss makes the difference).
+    std::size_t worst = 0, most = 0;
     for (std::size_t i = 0; i < stages.size(); ++i) {
         r.stage_allocated_bytes.push_back(stages[i].allocated_peak);
         r.stage_reserved_bytes.push_back(stages[i].reserved_peak);
         if (stages[i].reserved_peak > stages[worst].reserved_peak) worst = i;
+        if (stages[i].allocated_peak > stages[most].allocated_peak) most = i;
     }
-    const NanotronStageMemory& s = stages[worst];
-    r.pipeline_stage = static_cast<std::int64_t>(worst);
+    const NanotronStageMemory& s = stages[most];
+    const NanotronStageMemory& pool = stages[worst];
+    r.pipeline_stage = static_cast<std::int64_t>(most);
     r.layers_on_stage = s.blocks.layers;
     r.micro_batches_in_flight = s.in_flight;
     r.params_on_gpu = s.params_local;
@@ -313,15 +317,16 @@ MemoryReport evaluate_memory_nanotron(const ModelConfig& model, const GpuSpec& g
     r.peak_phase = s.allocated_peak_phase;
     r.peak_bytes = r.at_peak.total();
     r.peak_allocated_bytes = s.allocated_peak;
-    r.peak_reserved_bytes = s.reserved_peak;
-    if (s.reserved_peak_phase.kind != s.allocated_peak_phase.kind ||
-        s.reserved_peak_phase.layer != s.allocated_peak_phase.layer) {
-        r.reserved_peak_phase = s.reserved_peak_phase;
-        r.reserved_peak_tensor_bytes = s.at_peak.total() - s.at_peak.overhead;
+    r.peak_reserved_bytes = pool.reserved_peak;
+    if (worst != most || pool.reserved_peak_phase.kind != s.allocated_peak_phase.kind ||
+        pool.reserved_peak_phase.layer != s.allocated_peak_phase.layer) {
+        r.reserved_peak_stage = static_cast<std::int64_t>(worst);
+        r.reserved_peak_phase = pool.reserved_peak_phase;
+        r.reserved_peak_tensor_bytes = pool.at_peak.total() - pool.at_peak.overhead;
     }
-    r.reserved_extra = s.reserved_extra;
+    r.reserved_extra = pool.reserved_extra;
     r.verdict_margin_bytes = std::max<std::int64_t>(0, c.verdict_margin_bytes);
-    r.device_peak_bytes = s.reserved_peak + non_pytorch + r.verdict_margin_bytes;
+    r.device_peak_bytes = pool.reserved_peak + non_pytorch + r.verdict_margin_bytes;
     r.fits = options.profile.verdict_on_reserved ? r.device_peak_bytes <= r.capacity_bytes
                                                  : r.peak_bytes <= r.capacity_bytes;
     // Optimizer moments exist from the first step on (torch.optim creates them lazily, inside

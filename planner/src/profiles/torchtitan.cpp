@@ -21,7 +21,7 @@ void check_torchtitan_plan(const ModelConfig&, const Plan& p) {
         throw InputError("--precision", "torchtitan has no fp16 recipe (training.mixed_precision_param is bfloat16 or "
                                         "float32, torchtitan/config/configs.py): --precision bf16-mixed");
     // FSDP2's MixedPrecisionPolicy(param bf16, reduce fp32) reduces each bf16 gradient into the fp32
-    // sharded gradient of the fp32 sharded parameter (bf16-mixed with add_fsdp2_grad_shards counts
+    // sharded gradient of the fp32 sharded parameter (bf16-mixed with add_fsdp2_shards counts
     // them). bf16-mixed-fp32-grads would add a 4 B accumulator that does not exist, and its job
     // config is bf16-mixed's (emit.cpp torchtitan_training).
     if (p.precision == Precision::bf16_mixed_fp32_grads)
@@ -54,7 +54,7 @@ bool torchtitan_ddp_beside_other_parallelism(const Plan& p) {
 FrameworkProfile torchtitan_profile() {
     FrameworkProfile p;
     p.fp32_main_grads_only = false;
-    p.fsdp2_fp32_grad_shards = true;  // the sharded gradients are fp32 (memory_fsdp.cpp)
+    p.fsdp2_fp32_grad_shards = true;  // FSDP2 shards beside ZeRO-2 gathers, fp32 gradients (memory_fsdp.cpp)
     p.megatron_fsdp = false;
     p.fp8_param_gather = false;
     p.uneven_pipeline_split = false;

@@ -217,8 +217,9 @@ struct FrameworkProfile {
     // (Megatron-LM: --optimizer-cpu-offload needs its distributed optimizer): the search then plans
     // --offload optimizer at dp 1 as ZeRO-1, which shards nothing there.
     bool offload_needs_zero = false;
-    // PyTorch FSDP2's gradient shards are fp32, the sharded parameter's dtype (torchtitan's
-    // MixedPrecisionPolicy reduces in fp32): memory_fsdp.cpp add_fsdp2_grad_shards.
+    // PyTorch FSDP2 under ZeRO-2 keeps each parameter's shard beside the gathered copy, and its
+    // gradient shards are fp32, the sharded parameter's dtype (torchtitan's MixedPrecisionPolicy
+    // reduces in fp32): memory_fsdp.cpp add_fsdp2_shards.
     bool fsdp2_fp32_grad_shards = false;
     // Refuses (InputError naming the flag) a plan the framework cannot run, before it is evaluated;
     // nullptr = every valid plan. The plan search lists such plans' families as refused.
@@ -344,9 +345,10 @@ struct MemoryReport {
     std::int64_t non_pytorch_bytes = 0;
     std::int64_t verdict_margin_bytes = 0;  // fitted margin (allocator_model.hpp), in device_peak_bytes
     ReservedExtra reserved_extra;           // the reserved pool beyond the allocated peak, by cause
-    // Where the pool peaks at another phase than the tensors (nanotron: the reserve around the
-    // loss), that phase and its tensors, which reserved_extra is beyond; unset otherwise.
+    // Where the pool peaks at another phase or stage than the tensors (nanotron: the reserve around
+    // the loss), that phase, stage and its tensors, which reserved_extra is beyond; unset otherwise.
     std::optional<Phase> reserved_peak_phase;
+    std::int64_t reserved_peak_stage = 0;
     std::int64_t reserved_peak_tensor_bytes = 0;
     HostPace host_pace = HostPace::runs_ahead;  // the pace the report was made under
     bool host_pace_expected = true;             // from expected_host_pace (MemoryOptions::host_pace unset)
