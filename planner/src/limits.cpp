@@ -9,6 +9,7 @@
 
 #include "preflight/planner/checked.hpp"
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/extensions.hpp"
 #include "preflight/planner/model.hpp"
 #include "preflight/planner/plan.hpp"
 
@@ -35,8 +36,8 @@ long double held_layer_units_bound(const Plan& p, const ModelConfig& m) {
                           3.0L * static_cast<LD>(m.ffn_hidden) * static_cast<LD>(m.hidden);
     const LD head_in_layers = static_cast<LD>(m.vocab) * static_cast<LD>(m.hidden) / std::max(layer_cost, 1.0L);
     // An uneven split (pipeline_uneven.cpp) may put up to every layer but one per other stage on one stage.
-    const bool uneven = p.pp_first_stage_layers != 0 || p.pp_last_stage_layers != 0;
-    const LD stage_layers = uneven ? layers : std::min(layers, (layers + head_in_layers) / pp + 2.0L);
+    const LD stage_layers =
+        has_uneven_pipeline_split(p) ? layers : std::min(layers, (layers + head_in_layers) / pp + 2.0L);
     switch (p.pp_schedule) {
         // GPipe holds every micro-batch (Huang et al. 2019); 1F1B at most pp (Narayanan et al. 2021, sec. 2.2).
         case PpSchedule::gpipe: return mb * stage_layers;

@@ -243,7 +243,6 @@ void stage_peaks(NanotronStageMemory& s, std::int64_t per_mb, std::int64_t logit
         }
         if (reserved > s.reserved_peak) {
             s.reserved_peak = reserved;
-            s.peak_phase = e.phase.kind;
             s.reserved_peak_phase = e.phase;
             s.at_peak = *b;
             s.reserved_extra = extra;

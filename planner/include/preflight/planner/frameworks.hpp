@@ -61,8 +61,7 @@ struct NanotronStageMemory {
     std::vector<TimelineEntry> phases;      // every phase the stage is judged at, in step order
     std::int64_t optimizer_step_allocated = 0;  // tensors during the optimizer step (model states, buffers, ZeRO-1 gather)
     std::int64_t reserved_peak = 0;
-    PhaseKind peak_phase = PhaseKind::forward;  // the phase with the largest reserved pool ...
-    Phase reserved_peak_phase;              // ... in full ...
+    Phase reserved_peak_phase;              // the phase with the largest reserved pool ...
     MemoryBreakdown at_peak;                // ... and its breakdown; overhead = the memory outside PyTorch
     ReservedExtra reserved_extra;           // reserved_peak beyond at_peak's tensors, by cause
     std::int64_t loss_hidden_at_peak = 0;   // s*b*h*2 the loss-stage term charged at the peak (0: loss not live)
