@@ -9,6 +9,7 @@
 
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/extensions.hpp"
+#include "stage_params.hpp"
 
 namespace preflight {
 
@@ -106,13 +107,13 @@ Rates rates_for(const GpuSpec& gpu, const Plan& p, const Throughput& t, const Pr
 }
 
 // The per-rank dimensions of the plan.
-Shape shape_of(const ModelConfig& model, const Plan& p, const Plan& base, const PrecisionBytes& pb) {
+Shape shape_of(const ModelConfig& model, const Plan& p, const Plan& base, const PrecisionBytes& pb,
+               const throughput_detail::StageLayers& layers) {
     Shape sh;
     sh.m = static_cast<double>(p.grad_acc);
-    // Layers on the busiest stage: the even split's first, or the most of an uneven split (pipeline_uneven.cpp).
-    const std::vector<std::int64_t> split = uneven_pipeline_stage_layers(p, model.layers);
-    sh.L = static_cast<double>(split.empty() ? (model.layers + p.pp - 1) / p.pp
-                                              : *std::max_element(split.begin(), split.end()));
+    // Layers on the busiest stage: the even split's first, or the most of a custom split.
+    sh.L = static_cast<double>(layers.custom ? *std::max_element(layers.split.begin(), layers.split.end())
+                                             : layers.first);
     sh.tp = static_cast<double>(p.tp);
     sh.s_local = static_cast<double>(base.seq);
     sh.b = static_cast<double>(p.mbs);
@@ -194,14 +195,16 @@ void add_lora_compute(const ModelConfig& model, const Plan& p, const Rates& r, c
 // Trainable parameters on this GPU after ZeRO sharding; for LoRA also the adapters'
 // optimizer step and the reduced gradient volume.
 double trainable_shard(const ModelConfig& model, const Plan& p, const PrecisionBytes& pb, const Rates& r,
-                       double tp, Throughput& t) {
-    // Trainable parameters on this GPU (before ZeRO) for the optimizer, the gradient
-    // reduction and offload.
-    const ParamCounts pc = count_params(model);
-    const double stage_params = static_cast<double>(pc.total) / static_cast<double>(p.pp) / tp;
+                       const throughput_detail::StageLayers& layers, const Shape& sh, Throughput& t) {
+    // Trainable TP-local parameters (before ZeRO) for the optimizer, the gradient reduction and
+    // offload: the stage with the most parameters, as the base model's reduction and step
+    // (throughput.cpp); LoRA's adapters on the stage with the most layers.
+    const double stage_params =
+        throughput_detail::busiest_stage(throughput_detail::stage_params(model, p, layers.first, layers.last), layers, p)
+            .params;
     const double trainable = p.finetune == Finetune::full
                                  ? stage_params
-                                 : static_cast<double>(lora_params(model, p.lora)) / static_cast<double>(p.pp) / tp;
+                                 : static_cast<double>(lora_params_per_layer(model, p.lora, p.tp)) * sh.L;
     const double zero_ranks = static_cast<double>(p.dp * p.cp);
     const double shard = p.zero >= 1 ? trainable / zero_ranks : trainable;
     if (p.finetune != Finetune::full) {
@@ -315,7 +318,8 @@ Throughput estimate_extended_throughput(const ModelConfig& model, const GpuSpec&
 
     const PrecisionBytes pb = precision_bytes(p.precision);
     const Rates r = rates_for(gpu, p, t, pb, opt);
-    const Shape sh = shape_of(model, p, base, pb);
+    const throughput_detail::StageLayers layers = throughput_detail::stage_layers(model, p, opt);
+    const Shape sh = shape_of(model, p, base, pb, layers);
     const double m = sh.m;
     const double old_per_mb = (t.compute_s + t.tp_communication_s + t.pp_communication_s) / m;
 
@@ -323,7 +327,7 @@ Throughput estimate_extended_throughput(const ModelConfig& model, const GpuSpec&
     if (p.cp > 1) add_context_parallel(model, gpu, p, r, sh, d);
     if (p.ep > 1 && model.is_moe()) add_expert_parallel(model, gpu, p, sh, d);
     if (p.finetune != Finetune::full) add_lora_compute(model, p, r, sh, d);
-    const double shard = trainable_shard(model, p, pb, r, sh.tp, t);
+    const double shard = trainable_shard(model, p, pb, r, layers, sh, t);
 
     // Pipeline schedule: the bubble is (p-1) slots of the busiest stage's per-micro-batch
     // time (GPipe as 1F1B), divided by v when interleaved, whose chunks also cross v times

@@ -331,32 +331,6 @@ EdgeTimes edge_times(const ModelConfig& model, const Plan& p, const Rates& r, co
     return x;
 }
 
-// Layers on the first, last and most loaded middle stage.
-struct StageLayers {
-    std::int64_t first = 0, last = 0, middle_max = 0;
-    bool custom = false;
-    std::vector<std::int64_t> split;  // every stage's layers when custom
-};
-
-// Extra layers go to the first stages (as memory.cpp assigns them), unless the caller passes a
-// framework's own split or the plan gives Megatron-LM's uneven one (pipeline_uneven.cpp); the
-// first stage holds the embedding, the last the head.
-StageLayers stage_layers(const ModelConfig& model, const Plan& p, const ThroughputOptions& opt) {
-    StageLayers s;
-    s.first = model.layers / p.pp + (model.layers % p.pp > 0 ? 1 : 0);
-    s.last = p.pp == 1 ? s.first : model.layers / p.pp;
-    s.middle_max = s.first;
-    s.split = opt.stage_layers.empty() ? uneven_pipeline_stage_layers(p, model.layers) : opt.stage_layers;
-    s.custom = static_cast<std::int64_t>(s.split.size()) == p.pp && p.pp > 1;
-    if (s.custom) {
-        s.first = s.split.front();
-        s.last = s.split.back();
-        s.middle_max = 0;
-        for (std::size_t i = 1; i + 1 < s.split.size(); ++i) s.middle_max = std::max(s.middle_max, s.split[i]);
-    }
-    return s;
-}
-
 // The slowest stage sets the 1F1B slot: its compute and TP time per micro-batch.
 struct Slot {
     double compute = 0, tp = 0;
@@ -375,7 +349,7 @@ Slot stage_slot(std::int64_t n, bool first, bool last, const LayerTimes& lt, con
     return sl;
 }
 
-Slot bottleneck_slot(const StageLayers& s, const LayerTimes& lt, const EdgeTimes& x, std::int64_t pp) {
+Slot bottleneck_slot(const throughput_detail::StageLayers& s, const LayerTimes& lt, const EdgeTimes& x, std::int64_t pp) {
     auto stage = [&](std::int64_t n, bool first, bool last) { return stage_slot(n, first, last, lt, x); };
     const Slot first = stage(s.first, true, pp == 1);
     const Slot last = stage(s.last, pp == 1, true);
@@ -491,7 +465,7 @@ Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, con
     const LayerTimes lt = layer_times(layer_cost(model, p, r, links.tp, opt), p, e,
                                       opt.selective_op_sac && activations::op_sac_applies(model), span_host_s);
     const EdgeTimes edges = edge_times(model, p, r, links.tp, opt);
-    const StageLayers layers = stage_layers(model, p, opt);
+    const throughput_detail::StageLayers layers = throughput_detail::stage_layers(model, p, opt);
     // ThroughputOptions::own_stage: that stage's layers (the framework's split or the planner's).
     const bool own = opt.own_stage >= 0 && p.pp > 1;
     if (opt.own_stage >= p.pp)
@@ -521,17 +495,12 @@ Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, con
     out.microbatch_sync_s = opt.cluster_stall ? microbatch_sync_s(e, p, links.nodes) : 0.0;
     const throughput_detail::StageParams sp = own ? throughput_detail::stage_params(model, p, own_layers, own_layers)
                                                         : throughput_detail::stage_params(model, p, layers.first, layers.last);
-    // The most parameters a stage holds: the first's, the last's or, under a framework's split
-    // (nanotron's, Megatron-LM's uneven one), a middle stage's.
-    const double middle = layers.custom && p.pp > 2 ? sp.per_layer * static_cast<double>(layers.middle_max) : 0.0;
-    const double params = !own      ? std::max({sp.first, sp.last, middle})
+    const throughput_detail::BusiestStage busiest = throughput_detail::busiest_stage(sp, layers, p);
+    const double params = !own      ? busiest.params
                           : own_first ? sp.first
                           : own_last  ? sp.last
                                       : sp.per_layer * static_cast<double>(own_layers);
-    const std::int64_t params_layers = own                                       ? own_layers
-                                       : middle > std::max(sp.first, sp.last)   ? layers.middle_max
-                                       : sp.first >= sp.last                    ? layers.first
-                                                                                 : layers.last;
+    const std::int64_t params_layers = own ? own_layers : busiest.layers;
     const double n_slot = static_cast<double>(slot.layers);
     out.dp_communication_s = dp_exposed_s(p, params, gathered_weight_bytes(p, params, sp, params_layers, pb), pb,
                                           opt.grad_bucket_bytes, links.dp, slot.layers, n_slot * lt.fwd,

@@ -271,6 +271,28 @@ TEST(Offload, MemoryReportHostBytesAndPcieTraffic) {
     EXPECT_EQ(t.optimizer_s, 0.0);
 }
 
+TEST(Offload, CpuStepCoversThePipelineStageWithTheMostParameters) {
+    // Llama-3-8B at pp 4: 8 decoder layers of 218,112,000 parameters a stage; the last stage
+    // adds the final norm (4,096) and the output layer (128,256 x 4,096 = 525,336,576):
+    // 2,270,236,672, against 8,030,261,248 / 4 = 2,007,565,312 for an even share. The CPU
+    // step reads and writes 30 B per parameter at the assumed host bandwidth, so its change
+    // between two bandwidths isolates the parameter count.
+    const ModelConfig m = catalog_model("llama-3-8b");
+    const GpuSpec g = catalog_gpu("h100-sxm-80gb");
+    Plan p;
+    p.seq = 2048;
+    p.pp = 4;
+    p.grad_acc = 8;
+    p.zero = ZeroStage{1};
+    p.offload = Offload::optimizer;
+    OffloadAssumptions fast, slow;
+    fast.host_bandwidth_bytes_per_s_per_gpu = 60e9;
+    slow.host_bandwidth_bytes_per_s_per_gpu = 30e9;
+    const double cpu_step_delta_s = estimate_extended_throughput(m, g, p, {}, slow).offload_s -
+                                    estimate_extended_throughput(m, g, p, {}, fast).offload_s;
+    EXPECT_NEAR(cpu_step_delta_s, 2'270'236'672.0 * 30.0 * (1.0 / 30e9 - 1.0 / 60e9), 1e-9);
+}
+
 TEST(Offload, NeedsPcieBandwidthInTheSpec) {
     GpuSpec g = catalog_gpu("h100-sxm-80gb");
     ASSERT_TRUE(g.pcie_bandwidth_bytes_per_s.has_value());
