@@ -45,6 +45,7 @@ const Flag* Flags::get(std::string_view name) {
 }
 
 std::string Flags::text(const Flag& f) const {
+    value_read_.insert(f.name);
     if (f.values.empty()) throw InputError(spot(f).text(), "needs a value");
     const Word& v = f.values.front();
     if (!v.unresolved.empty())
@@ -466,8 +467,8 @@ void classify_rest(Flags& f, ImportedConfig& out) {
     for (const Word& w : f.stray())
         out.warnings.push_back(f.file() + ":" + std::to_string(w.line) + ": '" + w.text + "' is not a --flag: skipped");
     // An array the script never defines may have held arguments, and so may a variable standing
-    // alone where no flag's value goes (after a flag's first value, or before any flag; unquoted,
-    // bash splits it into words): say that they were not read.
+    // alone where no flag's value goes (after a flag's first value, after a toggle, or before any
+    // flag; unquoted, bash splits it into words): say that they were not read.
     const auto undefined_array = [&](const Word& w, bool value_slot) {
         const bool array =
             w.text.rfind("${", 0) == 0 && (w.text.find("[@]") != std::string::npos || w.text.find("[*]") != std::string::npos);
@@ -478,7 +479,8 @@ void classify_rest(Flags& f, ImportedConfig& out) {
                                    "script: the arguments it holds are not read");
     };
     for (const Flag& x : f.all())
-        for (std::size_t i = 0; i < x.values.size(); ++i) undefined_array(x.values[i], i == 0);
+        for (std::size_t i = 0; i < x.values.size(); ++i)
+            undefined_array(x.values[i], i == 0 && (!f.was_read(x.name) || f.value_was_read(x.name)));
     for (const Word& w : f.stray()) undefined_array(w, false);
     // Known flags that change memory or speed in ways the plan does not model.
     static const std::map<std::string, std::string, std::less<>> known{

@@ -49,6 +49,8 @@ public:
     // Flags never read, in the order written (their last occurrence), and words before the first flag.
     std::vector<const Flag*> unread() const;
     bool was_read(std::string_view name) const { return read_.count(name) > 0; }
+    // Read for its value (text, integer, real), not only for its presence (a toggle).
+    bool value_was_read(std::string_view name) const { return value_read_.count(name) > 0; }
     const std::vector<Word>& stray() const { return stray_; }
     const std::vector<Flag>& all() const { return list_; }
     const std::string& file() const { return file_; }
@@ -58,6 +60,7 @@ private:
     std::vector<Flag> list_;
     std::vector<Word> stray_;
     std::set<std::string, std::less<>> read_;
+    mutable std::set<std::string, std::less<>> value_read_;
 };
 
 }  // namespace preflight::megatron_script

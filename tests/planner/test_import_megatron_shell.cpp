@@ -163,4 +163,7 @@ TEST(ImportMegatronScript, AnUndefinedVariableWhereArgumentsGoIsSaid) {
     EXPECT_TRUE(contains(import_text("torchrun --nproc_per_node 8 pretrain_gpt.py ${EXTRA} --micro-batch-size 1 "
                                      "--global-batch-size 64\n").warnings,
                          "${EXTRA} is not defined in the script"));
+    // After a toggle (--sequence-parallel takes no value) the first word is not a value either.
+    const ImportedConfig t = import_text(kLaunch + "--tensor-model-parallel-size 2 --sequence-parallel $MORE_ARGS\n");
+    EXPECT_TRUE(contains(t.warnings, "$MORE_ARGS is not defined in the script"));
 }
