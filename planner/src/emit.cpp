@@ -417,6 +417,9 @@ std::vector<std::string> megatron_extension_arguments(const ModelConfig& m, cons
         a.push_back("--num-virtual-stages-per-pipeline-rank " + std::to_string(p.vpp));
         a.push_back("--account-for-embedding-in-pipeline-split");
         a.push_back("--account-for-loss-in-pipeline-split");
+    } else if (p.pp_schedule == PpSchedule::interleaved && has_uneven_pipeline_split(p)) {
+        // validate_args refuses --num-layers-per-virtual-pipeline-stage beside the uneven split.
+        a.push_back("--num-virtual-stages-per-pipeline-rank " + std::to_string(p.vpp));
     } else if (p.pp_schedule == PpSchedule::interleaved) {
         a.push_back("--num-layers-per-virtual-pipeline-stage " + std::to_string(m.layers / (p.pp * p.vpp)));
     }

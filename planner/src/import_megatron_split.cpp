@@ -32,11 +32,6 @@ void import_megatron_pipeline_split(Flags& f, ImportedConfig& out) {
         if (f.has(other))
             throw InputError(at, std::string("Megatron-LM refuses the uneven split with ") + other +
                                      " (TransformerConfig.__post_init__: they cannot be set at the same time)");
-    // validate_args turns --num-virtual-stages-per-pipeline-rank 1 into no virtual pipeline.
-    if (f.has("--num-virtual-stages-per-pipeline-rank") &&
-        f.integer("--num-virtual-stages-per-pipeline-rank", 1, limits::kMaxLayers, "limits::kMaxLayers") != 1)
-        throw InputError(at, "the uneven split with the interleaved schedule (--num-virtual-stages-per-pipeline-rank) "
-                             "is not modelled: the planner's model chunks split the layers evenly");
     // TransformerConfig.__post_init__: "num_layers_in_first/last_pipeline_stage must be larger than 0".
     const std::pair<const Flag*, const char*> given[] = {{first, "pp_first_stage_layers"},
                                                          {last, "pp_last_stage_layers"}};

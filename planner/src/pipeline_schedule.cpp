@@ -25,8 +25,10 @@ std::int64_t pipeline_in_flight(const Plan& p, std::int64_t stage) {
 }
 
 bool interleaved_counts_embedding_and_loss(const Plan& p, std::int64_t model_layers) {
+    // Megatron-LM's TransformerConfig refuses the embedding / loss slots beside the uneven split.
     const std::int64_t chunks = p.pp * p.vpp;
-    return p.pp_schedule == PpSchedule::interleaved && model_layers % chunks != 0 && (model_layers + 2) % chunks == 0;
+    return p.pp_schedule == PpSchedule::interleaved && !has_uneven_pipeline_split(p) && model_layers % chunks != 0 &&
+           (model_layers + 2) % chunks == 0;
 }
 
 std::int64_t interleaved_chunk_layers(const Plan& p, std::int64_t model_layers) {
@@ -51,11 +53,31 @@ std::int64_t pipeline_stage_layers(const Plan& p, std::int64_t model_layers, std
 std::int64_t pipeline_held_layer_units(const Plan& p, std::int64_t model_layers, std::int64_t stage) {
     if (p.pp_schedule == PpSchedule::interleaved) {
         // Each chunk micro-batch holds one chunk of layers (a full chunk: an upper bound for
-        // the one chunk that is a layer short when the embedding and loss take a slot).
-        return pipeline_in_flight(p, stage) * interleaved_chunk_layers(p, model_layers);
+        // the one chunk that is a layer short when the embedding and loss take a slot); under the
+        // uneven split a chunk is the stage's layers / v (transformer_block.py get_num_layers_to_build).
+        const std::int64_t chunk = has_uneven_pipeline_split(p) ? pipeline_stage_layers(p, model_layers, stage) / p.vpp
+                                                                : interleaved_chunk_layers(p, model_layers);
+        return pipeline_in_flight(p, stage) * chunk;
     }
     return pipeline_in_flight(p, stage) * pipeline_stage_layers(p, model_layers, stage);
 }
+
+namespace {
+
+// Megatron-LM transformer_layer.py get_transformer_layer_offset, uneven split with virtual stages:
+// round c holds the model's layers [c T, (c + 1) T), T = layers / v; within it the first stage
+// takes first / v, each middle stage middle-per-stage / v, the last last / v, in stage order.
+std::vector<StageChunk> uneven_interleaved_chunks(const Plan& p, std::int64_t model_layers, std::int64_t stage) {
+    const std::int64_t v = p.vpp, round = model_layers / v;
+    std::int64_t before = 0;  // layers of the earlier stages within a round
+    for (std::int64_t s = 0; s < stage; ++s) before += pipeline_stage_layers(p, model_layers, s) / v;
+    const std::int64_t per_chunk = pipeline_stage_layers(p, model_layers, stage) / v;
+    std::vector<StageChunk> chunks;
+    for (std::int64_t c = 0; c < v; ++c) chunks.push_back({c * round + before + 1, per_chunk});
+    return chunks;
+}
+
+}  // namespace
 
 std::vector<StageChunk> pipeline_stage_chunks(const Plan& p, std::int64_t model_layers, std::int64_t stage) {
     if (p.pp_schedule != PpSchedule::interleaved) {
@@ -63,6 +85,7 @@ std::vector<StageChunk> pipeline_stage_chunks(const Plan& p, std::int64_t model_
         for (std::int64_t s = 0; s < stage; ++s) c.first_layer += pipeline_stage_layers(p, model_layers, s);
         return {c};
     }
+    if (has_uneven_pipeline_split(p)) return uneven_interleaved_chunks(p, model_layers, stage);
     // Virtual stage g = c * p + stage holds layer slots [g C, (g + 1) C); slot 0 is the
     // embedding's and slot layers + 1 the loss's when they count, else slot j is layer j + 1.
     const std::int64_t per_chunk = interleaved_chunk_layers(p, model_layers);

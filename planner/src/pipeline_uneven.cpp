@@ -10,8 +10,9 @@
 //    stages do not divide; it refuses the split beside --account-for-embedding/loss-in-pipeline-split
 //    and --pipeline-model-parallel-layout;
 //  - validate_args skips its "pp divides the layers" assert when either flag is given, and refuses
-//    them with --num-layers-per-virtual-pipeline-stage; with --num-virtual-stages-per-pipeline-rank
-//    (the interleaved schedule) Megatron-LM runs them, which the planner does not model.
+//    them with --num-layers-per-virtual-pipeline-stage; with --num-virtual-stages-per-pipeline-rank v
+//    (the interleaved schedule) TransformerConfig wants the first, the last and each middle stage's
+//    layers divisible by v, each stage's chunk holding its layers / v (pipeline_schedule.cpp).
 #include <string>
 
 #include "preflight/planner/error.hpp"
@@ -65,6 +66,29 @@ void check_middle_stages(const Plan& p, const ModelConfig& m) {
                                             "divisible by the middle pipeline model parallel size')");
 }
 
+// TransformerConfig.__post_init__ "Uneven PP" with virtual stages: the first, the last and each
+// middle stage's layers split into v whole chunks.
+void check_virtual_chunks(const Plan& p, const ModelConfig& m) {
+    const std::int64_t v = p.vpp;
+    if (v < 1) return;  // validate_plan_extensions refuses it (check_vpp_bounds)
+    const std::pair<const char*, std::int64_t> given[] = {{"first", p.pp_first_stage_layers},
+                                                          {"last", p.pp_last_stage_layers}};
+    for (const auto& [which, layers] : given)
+        if (layers > 0 && layers % v != 0)
+            throw InputError(std::string("--pp-") + which + "-stage-layers",
+                             str(layers) + " layers on the " + which + " stage do not split into --vpp " + str(v) +
+                                 " model chunks (Megatron-LM: 'number of layers at " + which +
+                                 " stage ... must be divisible by virtual pipeline parallel degree')");
+    const std::int64_t middle = p.pp - (p.pp_first_stage_layers > 0 ? 1 : 0) - (p.pp_last_stage_layers > 0 ? 1 : 0);
+    if (middle == 0) return;
+    const std::int64_t per_stage = pipeline_stage_layers(p, m.layers, p.pp_first_stage_layers > 0 ? 1 : 0);
+    if (per_stage % v != 0)
+        throw InputError("--vpp", split_text(p) + " leaves " + str(per_stage) + " layers on each middle stage, " +
+                                      "which do not split into " + str(v) + " model chunks (Megatron-LM: 'number of "
+                                      "layers on each middle pipeline rank ... must be divisible by virtual pipeline "
+                                      "parallel degree')");
+}
+
 }  // namespace
 
 bool has_uneven_pipeline_split(const Plan& p) { return p.pp_first_stage_layers != 0 || p.pp_last_stage_layers != 0; }
@@ -87,12 +111,8 @@ void validate_uneven_pipeline_split(const Plan& p, const ModelConfig& m) {
         throw InputError(split_flag(p), "places layers on the first or last of several pipeline stages: at --pp " +
                                             str(p.pp) + " one stage holds every layer, so it is not modelled there "
                                             "(leave it out)");
-    // Megatron-LM runs it with --num-virtual-stages-per-pipeline-rank (each stage's layers a multiple
-    // of the chunks, transformer_layer.py's chunk offsets); the planner's interleaved chunks are even.
-    if (p.pp_schedule == PpSchedule::interleaved)
-        throw InputError(split_flag(p), "with --pp-schedule interleaved is not modelled (the planner's model "
-                                        "chunks split the layers evenly); plan it with --pp-schedule 1f1b");
     check_middle_stages(p, m);
+    if (p.pp_schedule == PpSchedule::interleaved) check_virtual_chunks(p, m);
 }
 
 void check_uneven_pipeline_split_profile(const Plan& plan, const FrameworkProfile& profile) {

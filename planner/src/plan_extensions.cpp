@@ -210,7 +210,9 @@ void validate_plan_extensions(const Plan& p, const ModelConfig& m) {
     if (p.pp_schedule == PpSchedule::interleaved) {
         if (p.pp < 2) throw InputError("--pp-schedule", "interleaved needs --pp > 1");
         check_interleaved_chunks(p);
-        if (m.layers % (p.pp * p.vpp) != 0 && !interleaved_counts_embedding_and_loss(p, m.layers))
+        // Under the uneven split the stages' own counts must divide (validate_uneven_pipeline_split).
+        if (!has_uneven_pipeline_split(p) && m.layers % (p.pp * p.vpp) != 0 &&
+            !interleaved_counts_embedding_and_loss(p, m.layers))
             throw InputError("--vpp", "pp * vpp = " + str(p.pp * p.vpp) + " divides neither the model's " +
                                           str(m.layers) + " layers nor layers + 2 (Megatron-LM needs whole chunks; "
                                           "its embedding and loss can take one layer slot each)");

@@ -288,8 +288,9 @@ std::vector<detail::Shape> interleaved_shapes(const SearchRequest& req, const Ca
 // shrinks by v at v times the pipeline sends and (p-1)/(p v) more activations. Swapped in where
 // the ranking prefers it. (A pinned interleaved schedule's chunks are a variant axis instead.)
 void refine_interleaved(const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& req, SearchResult& out) {
-    // A pinned uneven split is not modelled interleaved (validate_uneven_pipeline_split).
-    if (req.pins.pp_schedule || has_uneven_pipeline_split(req.pins.fixed)) return;
+    // Under a pinned uneven split, chunk counts its stages do not divide fail evaluate_memory's
+    // validate_uneven_pipeline_split and are skipped below.
+    if (req.pins.pp_schedule) return;
     MemoryOptions mopt = req.memory;
     mopt.timeline = false;
     ThroughputOptions topt = req.throughput;

@@ -52,8 +52,8 @@ TEST(CliUnevenPipelineSplit, RefusedNamingTheFlag) {
                    {"--pp-first-stage-layers", "2 does not divide 21"});
     expect_refused(kLayout + " --pp-last-stage-layers 5 --framework torchtitan",
                    {"--pp-last-stage-layers", "--framework megatron"});
-    expect_refused(kLayout + " --pp-first-stage-layers 6 --pp-last-stage-layers 6 --pp-schedule interleaved",
-                   {"--pp-first-stage-layers", "interleaved"});
+    expect_refused(kLayout + " --pp-first-stage-layers 6 --pp-last-stage-layers 6 --pp-schedule interleaved --vpp 4",
+                   {"--pp-first-stage-layers", "do not split into --vpp 4"});
     expect_refused("plan --model llama-3-8b --gpu h100-sxm-80gb --gpus 24 --gbs-tokens 393216 --seq 4096 "
                    "--pp-first-stage-layers 10 --pp-last-stage-layers 10",
                    {"--pp-first-stage-layers", "--pp pinned"});

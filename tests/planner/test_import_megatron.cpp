@@ -480,8 +480,11 @@ TEST(ImportMegatron, UnevenPipelineSplitFlags) {
                        {"bad.sh:3", "--decoder-first-pipeline-num-layers", "--num-virtual-stages-per-pipeline-rank"});
     expect_input_error([&] { import_text(launch + " --account-for-embedding-in-pipeline-split\n"); },
                        {"bad.sh:3", "--account-for-embedding-in-pipeline-split"});
-    expect_input_error([&] { import_text(launch + " --num-virtual-stages-per-pipeline-rank 2\n"); },
-                       {"bad.sh:3", "not modelled"});
+    // With --num-virtual-stages-per-pipeline-rank Megatron-LM runs it interleaved.
+    const ImportedConfig v = import_text(launch + " --num-virtual-stages-per-pipeline-rank 2\n");
+    EXPECT_EQ(integer(v, "vpp"), 2);
+    EXPECT_EQ(name(v, "pp_schedule"), "interleaved");
+    EXPECT_EQ(integer(v, "pp_first_stage_layers"), 6);
     expect_input_error([] { import_text("torchrun pretrain_gpt.py --decoder-first-pipeline-num-layers 0\n"); },
                        {"bad.sh:1", "--decoder-first-pipeline-num-layers", "0"});
 }

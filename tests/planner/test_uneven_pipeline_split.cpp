@@ -126,14 +126,46 @@ TEST(UnevenPipelineSplit, RefusedWhereMegatronRefusesItOrItIsNotModelled) {
     Plan one = layout(0, 32);
     one.pp = 1;
     expect_refused(one, last, "not modelled there");
+    // Interleaved: TransformerConfig wants each stage's layers in whole chunks. 6 / 10 / 10 / 6
+    // at 4 chunks: the first stage's 6 do not split; at 3: each middle stage's 10 do not.
     Plan interleaved = layout(6, 6);
     interleaved.pp_schedule = PpSchedule::interleaved;
-    interleaved.vpp = 2;
-    expect_refused(interleaved, first, "interleaved is not modelled");
+    interleaved.vpp = 4;
+    expect_refused(interleaved, first, "6 layers on the first stage do not split into --vpp 4");
+    interleaved.vpp = 3;
+    interleaved.grad_acc = 12;  // a multiple of pp (4) as the interleaved schedule needs
+    expect_refused(interleaved, "--vpp", "10 layers on each middle stage");
     for (const std::string name : {"torchtitan", "deepspeed", "pytorch", "nanotron"})
         expect_refused(layout(6, 6), first, "use --framework megatron", *profile_by_name(name));
     expect_refused(layout(0, 6), last, "drop it from run", *profile_by_name("preflight-runtime"));
     EXPECT_NO_THROW(evaluate(layout(6, 6)));
+}
+
+// Interleaved with 2 chunks a stage over 6 / 10 / 10 / 6 (Megatron-LM transformer_layer.py
+// get_transformer_layer_offset): each round of 16 layers gives the stages 3, 5, 5 and 3 in order,
+// so stage 1 holds layers 4-8 and 20-24. Megatron-LM's interleaved warm-up on stage s is
+// (pp - s - 1) * 2 + (v - 1) * pp forwards, one more before the first backward frees a chunk:
+// stage 0 11, stage 1 9, stage 3 5 chunk micro-batches, at 3, 5 and 3 layers each.
+TEST(UnevenPipelineSplit, InterleavedChunksFollowMegatronsOffsets) {
+    Plan p = layout(6, 6);
+    p.pp_schedule = PpSchedule::interleaved;
+    p.vpp = 2;
+    const std::vector<std::pair<std::int64_t, std::int64_t>> expected[] = {
+        {{1, 3}, {17, 3}}, {{4, 5}, {20, 5}}, {{9, 5}, {25, 5}}, {{14, 3}, {30, 3}}};
+    for (std::int64_t s = 0; s < 4; ++s) {
+        const std::vector<StageChunk> chunks = pipeline_stage_chunks(p, 32, s);
+        ASSERT_EQ(chunks.size(), 2u) << "stage " << s;
+        for (std::size_t c = 0; c < 2; ++c) {
+            EXPECT_EQ(chunks[c].first_layer, expected[s][c].first) << "stage " << s << " chunk " << c;
+            EXPECT_EQ(chunks[c].layers, expected[s][c].second) << "stage " << s << " chunk " << c;
+        }
+    }
+    EXPECT_EQ(pipeline_held_layer_units(p, 32, 0), 11 * 3);
+    EXPECT_EQ(pipeline_held_layer_units(p, 32, 1), 9 * 5);
+    EXPECT_EQ(pipeline_held_layer_units(p, 32, 3), 5 * 3);
+    // Stage 1 at its peak holds 45 layers' activations against 1F1B's 3 micro-batches x 10 = 30.
+    const std::int64_t A = evaluate(layout(0, 0)).activations_per_layer_bytes;
+    EXPECT_EQ(evaluate(p, 1).at_peak.activations - evaluate(layout(6, 6), 1).at_peak.activations, 15 * A);
 }
 
 // The plan's flags and JSON carry the split only when given; --emit megatron prints Megatron's flags.
