@@ -80,6 +80,20 @@ TEST(CheckDriver, WithinToleranceWhenTheDriverAgrees) {
     EXPECT_TRUE(rc.find("peak_bytes")->within);
 }
 
+// Without NVML the runtime's baseline is taken after its CUDA context, so its driver peak leaves
+// the context out (548,995,072 B on the H200): such a peak is not compared, the tracked one is,
+// and the note says why.
+TEST(CheckDriver, ADriverPeakWithoutTheContextIsNotCompared) {
+    Device d = device_run(-0.02);
+    d.report["measured"]["driver"]["baseline_source"] = "cudaMemGetInfo-after-context";
+    const RunCheck rc = check_report(d.report, "r", default_tolerances().at(kSourceRuntime), options());
+    const Comparison* pk = rc.find("peak_bytes");
+    ASSERT_NE(pk, nullptr);
+    EXPECT_DOUBLE_EQ(pk->measured, static_cast<double>(d.predicted_tracked));  // the tracked peak instead
+    EXPECT_EQ(rc.find("tracked_peak_bytes"), nullptr);
+    EXPECT_NE(rc.note.find("without the CUDA context"), std::string::npos) << rc.note;
+}
+
 // A folder's gate.json judges its device runs as a set: three runs 0.2 %, 0.4 % and 3 % off give
 // P50 0.4 % and P95 2.74 % (linear between the two largest: 0.4 + 0.9 x 2.6). A gate of P50 <= 1 %
 // and P95 <= 3 % over at least 3 runs passes; one of P95 <= 2 % fails, and so does one asking for

@@ -36,7 +36,8 @@
 #     measure-mp[:id,id]  the same for the tensor-, sequence- and pipeline-parallel ranks of
 #                  gpu_session_mp_configs.json, into data/measurements/<gpu>/mp/
 #     nccl         NCCL at world size 1 through the launcher (`preflight run --nproc-per-node 1`, ZeRO-1 and
-#                  ZeRO-3 gpt2): data/measurements/<gpu>/dp/nccl-ws1-*.rank0.json and logs
+#                  ZeRO-3 gpt2): data/measurements/<gpu>/dp/nccl-ws1-*.json and logs (a world of one
+#                  writes the report under its own name, no .rankN suffix: cmd_run.cpp)
 #     fp8          fp8-mixed against bf16-mixed: every pair of gpu_session_fp8_configs.json back to back
 #                  (data/measurements/<gpu>/fp8/<id>_<precision>.json and logs)
 #     optimes[:G]  per-op times (`preflight run --op-times`, 1 warm-up + 3 steps) for the plans of
@@ -97,6 +98,11 @@ if [[ -n ${PREFLIGHT_GPU:-} ]]; then
     gpu=$PREFLIGHT_GPU
 else
     case "$gpu_name" in
+        # The NVL cards have other peaks and memory than the SXM specs; the catalog has no spec for them.
+        *H200*NVL* | *H100*NVL*)
+            echo "gpu_session: '$gpu_name' has no spec in data/gpus (the NVL cards' peaks differ from the SXM" \
+                 "ones); add one and set PREFLIGHT_GPU to its name" >&2
+            exit 3 ;;
         *H200*) gpu=h200-sxm-141gb ;;
         *H100*PCIe*) gpu=h100-pcie-80gb ;;
         *H100*) gpu=h100-sxm-80gb ;;
@@ -318,8 +324,10 @@ do_measure() {  # do_measure SELECTOR (all | group letter | id,id,...)
     # Local: the caller's variables (do_headline's id) must survive the loop's reads.
     local id model seq mbs ga rc prec attn
     while read -r id model seq mbs ga rc prec attn; do
-        # Resume: a plan already recorded on a device (report ok, and PyTorch's report there or not
-        # applicable) is not run again unless PREFLIGHT_REMEASURE=1.
+        # Resume: a plan already recorded on a device by today's runtime (report ok, its memory from the
+        # arena allocator, and PyTorch's report there or not applicable) is not run again unless
+        # PREFLIGHT_REMEASURE=1. Reports of the cudaMallocAsync pool era (before the arena, no
+        # measured.allocator) are measured again: their driver peaks describe a runtime gone since.
         if [[ ${PREFLIGHT_REMEASURE:-0} != 1 ]] && python3 - "$mdir/$id.json" "$mdir/$id.pytorch.json" "$rc" "$pytorch" "$train" <<'PY'
 import json, os, sys
 ours, theirs, rc, pytorch, train = sys.argv[1:]
@@ -327,7 +335,7 @@ try:
     r = json.load(open(ours))
 except (OSError, ValueError):
     sys.exit(1)
-done = r.get("mode") == "device" and r.get("status") == "ok"
+done = r.get("mode") == "device" and r.get("status") == "ok" and (r.get("measured") or {}).get("allocator") == "arena"
 needs_pt = pytorch == "1" and os.path.exists(train) and rc != "selective"
 sys.exit(0 if done and (not needs_pt or os.path.exists(theirs)) else 1)
 PY
@@ -428,10 +436,13 @@ do_nccl() {  # NCCL at world size 1, through the launcher (the one NCCL run a si
     local pre=$build/cli/preflight ddir=$mdir/dp z
     mkdir -p "$ddir"
     for z in 1 3; do
+        if [[ ${PREFLIGHT_REMEASURE:-0} != 1 ]] && python3 -c "import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if r.get('mode')=='device' and r.get('status')=='ok' else 1)" "$ddir/nccl-ws1-gpt2-z$z.json" 2>/dev/null; then
+            note "nccl ZeRO-$z: already recorded (set PREFLIGHT_REMEASURE=1 to measure again)"; continue
+        fi
         (( $(left) > 60 )) || { note "nccl ZeRO-$z: SKIPPED (budget)"; continue; }
         evidence_run "$ddir/nccl-ws1-gpt2-z$z.log" "$(left)" "$pre" run --model gpt2 --gpu "$gpu" --seq 1024 --mbs 4 \
             --grad-acc 2 --zero "$z" --nproc-per-node 1 --steps "$dp_steps" --warmup "$dp_warmup" --report "$ddir/nccl-ws1-gpt2-z$z.json"
-        note "nccl ZeRO-$z: exit $? ($(python3 validation/gpu_session/gpu_session_summary.py --one "$ddir/nccl-ws1-gpt2-z$z.rank0.json" 2>/dev/null))"
+        note "nccl ZeRO-$z: exit $? ($(python3 validation/gpu_session/gpu_session_summary.py --one "$ddir/nccl-ws1-gpt2-z$z.json" 2>/dev/null))"
         pack
     done
 }

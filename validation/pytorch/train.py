@@ -371,15 +371,16 @@ def main(argv):
     report["measured"]["attn_implementation"] = impl
     if a.compile:
         model = torch.compile(model)
+    # Weight decay on the matrices (embeddings, projections, head) only, not on norm weights and
+    # biases: the Preflight runtime's decay flags (runtime/src/program.cpp). AdamW decouples it;
+    # SGD adds it to the gradient before the momentum, as the runtime's sgd_kernel does.
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}]
     if a.optimizer == "adamw":
-        # Weight decay on the matrices (embeddings, projections, head) only, not on norm weights
-        # and biases: the Preflight runtime's decay flags (runtime/src/program.cpp).
-        decay = [p for p in model.parameters() if p.dim() >= 2]
-        no_decay = [p for p in model.parameters() if p.dim() < 2]
-        opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-                                lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
+        opt = torch.optim.AdamW(groups, lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
     else:
-        opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
+        opt = torch.optim.SGD(groups, lr=a.lr, momentum=0.9)
 
     # SDPA backend: FlashAttention for 16-bit inputs, the memory-efficient kernel for fp32.
     from contextlib import nullcontext

@@ -55,6 +55,40 @@ TEST(GpuRun, TrackedPeakEqualsTheDryRunForEveryPlanKind) {
                 }
 }
 
+// From 8 micro-batches without a pipeline the arena is planned on five of them and extended over
+// the rest (arena.cpp, kShortenFrom): 12 micro-batches run in it as in the stream-ordered pool,
+// loss for loss, and its live peak is the dry run's.
+TEST(GpuRun, ALongAccumulationRunsInItsExtendedArenaAsInThePool) {
+    PF_REQUIRE_GPU();
+    const GpuSpec gpu = preflight::test::catalog_gpu("h100-sxm-80gb");
+    for (auto zero : {zero_none, zero_weights}) {
+        Plan p;
+        p.seq = 128;
+        p.mbs = 2;
+        p.grad_acc = 12;
+        p.zero = zero;
+        p.precision = Precision::bf16_mixed;
+        RunOptions o;
+        o.steps = 3;
+        o.warmup = 0;
+        const RunReport arena = run_on_device(tiny_llama(), gpu, p, o);
+        o.allocator = "pool";
+        const RunReport pool = run_on_device(tiny_llama(), gpu, p, o);
+        ASSERT_EQ(arena.status, "ok") << (arena.failure ? arena.failure->message : "");
+        ASSERT_EQ(pool.status, "ok") << (pool.failure ? pool.failure->message : "");
+        ASSERT_EQ(arena.measured.allocator, "arena");
+        EXPECT_EQ(arena.measured.tracked_peak_bytes, dry_run(build_program(tiny_llama(), p)).peak_bytes);
+        ASSERT_TRUE(arena.measured.arena_live_peak_bytes.has_value());
+        EXPECT_EQ(*arena.measured.arena_live_peak_bytes, arena.measured.tracked_peak_bytes);
+        ASSERT_EQ(arena.measured.losses.size(), pool.measured.losses.size());
+        for (std::size_t i = 0; i < arena.measured.losses.size(); ++i) {
+            EXPECT_TRUE(std::isfinite(arena.measured.losses[i]));
+            EXPECT_NEAR(arena.measured.losses[i], pool.measured.losses[i], 1e-5 * std::abs(pool.measured.losses[i]))
+                << "step " << i;
+        }
+    }
+}
+
 TEST(GpuRun, LossFallsOnTheSyntheticTaskWithin100Steps) {
     PF_REQUIRE_GPU();
     const GpuSpec gpu = preflight::test::catalog_gpu("h100-sxm-80gb");

@@ -113,6 +113,9 @@ bool ran_own_attention_kernel(const nlohmann::json& measured);
 // Whether a runtime report's buffers came from the cudaMallocAsync pool (measured.allocator
 // "pool", or no "allocator" at all: every run recorded before the planned arena), not the arena.
 bool ran_pool_allocator(const nlohmann::json& measured);
+// Whether a runtime report's driver peak leaves out the CUDA context (measured.driver.baseline_source
+// "cudaMemGetInfo-after-context": no NVML baseline): such a peak is not compared with the prediction.
+bool driver_peak_without_context(const nlohmann::json& measured);
 
 // The model a report names (model.name) from the catalog: a refusal names that key, not --model.
 ModelConfig load_recorded_model(const std::string& name, const std::filesystem::path& data_dir);
