@@ -300,8 +300,7 @@ void print_table(const PlanCommandState& st, const ModelConfig& model, const Gpu
     } else if (res.candidates.empty()) {
         std::cout << "NOTHING FITS: no plan of " << count_of(req.gpus, "GPU", "GPUs") << " reaches the batch under "
                   << format_bytes(res.limit_bytes) << " per GPU"
-                  << (req.host_memory_bytes ? " and " + format_bytes(*req.host_memory_bytes) + " of host memory per node" : "")
-                  << ".\n";
+                  << (req.host_memory_bytes ? " and " + format_bytes(*req.host_memory_bytes) + " of host memory per node" : "") << ".\n";
     } else {
         print_candidates(res, req.memory.profile);
         double max_mfu = 0;
@@ -348,6 +347,8 @@ int emit_recommendation(const PlanCommandState& st, const ModelConfig& model, co
     options.overlap_p2p_comm = st.overlap_p2p_comm;
     options.framework = st.flags.framework;
     options.deepspeed_zero = framework_profile(st.flags).deepspeed_zero;
+    options.model_reference = plan_file_model(st.flags);  // what --plan loads back (plan_flags.hpp)
+    options.gpu_reference = st.flags.gpu;
     const Emitted e = emit_plan(*parse_emit_format(st.emit), model, gpu, best.plan, options);
     std::cout << e.text;
     std::cerr << "# preflight plan: emitted the recommendation (" << to_flags(best.plan) << ")\n";

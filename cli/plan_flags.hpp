@@ -57,6 +57,11 @@ struct PlanFlags {
     bool given(std::string_view key) const;
 };
 
+// The model a plan document records so that `--plan` loads the same one: the --model as given
+// (a file's display name may be a catalog name's: a 16-layer llama-3-8b.json), unless a --from
+// config spelt the shape out (then its name, which `--plan` cannot load: `memory --from` judges it).
+inline std::string plan_file_model(const PlanFlags& f) { return f.model_config ? std::string() : f.model; }
+
 // The model the flags name: --model, or the shape a --from config spelled out.
 ModelConfig load_plan_model(const PlanFlags& flags, const std::filesystem::path& data_dir);
 

@@ -81,7 +81,8 @@ std::vector<ActivationTensor> hf_inventory(const ModelConfig& m, const Plan& p, 
 
 // Profile addition: a mixed recipe run under torch.autocast with fp32 parameters.
 bool runs_amp(const FrameworkProfile& prof, const Plan& p) {
-    return prof.amp_fp32_parameters &&
+    const bool without_fsdp = prof.amp_without_fsdp && p.zero == zero_none && p.cp <= 1;
+    return (prof.amp_fp32_parameters || without_fsdp) &&
            (p.precision == Precision::bf16_mixed || p.precision == Precision::bf16_mixed_fp32_grads ||
             p.precision == Precision::fp16_mixed);
 }
@@ -134,8 +135,10 @@ std::vector<ActivationTensor> full_inventory(const ModelConfig& m, const Plan& p
         tp_item("softmax log-sum-exp (fp32)", d.heads * tokens * 4, true);
     }
     tp_item("attention output (out-proj GEMM input)", tokens * d.q_width * d.gemm_input_bytes);
-    // Profile: under fp8 the out-proj input above is its fp8 copy; flash's backward reads the bf16 output.
-    if (runtime_fp8 && p.attention == AttentionKind::flash)
+    // Profile: under fp8 the out-proj input above is its fp8 copy; flash's backward reads the bf16
+    // output (the runtime's, and Transformer Engine's fused attention under Megatron-LM).
+    const bool te_fp8 = p.precision == Precision::fp8_mixed && prof.fp8_attention_output_16bit_kept;
+    if ((runtime_fp8 || te_fp8) && p.attention == AttentionKind::flash)
         tp_item("attention output (bf16, flash backward input)", tokens * d.q_width * d.activation_bytes);
     if (drop) sp_item("attention residual dropout mask", tokens * d.hidden * 1);
     sp_item("MLP norm input", tokens * d.hidden * d.activation_bytes);
@@ -157,7 +160,9 @@ std::vector<ActivationTensor> full_inventory(const ModelConfig& m, const Plan& p
         tp_item("GeLU input (fc1 output)", routed * d.ffn_hidden * d.activation_bytes);
         tp_item("fc2 GEMM input (GeLU output)", routed * d.ffn_hidden * d.gemm_input_bytes);
     }
-    if (m.is_moe()) sp_item("expert outputs (for weighted combine)", routed * d.hidden * d.activation_bytes);
+    // Profile: Megatron-LM weights the expert outputs inside the activation and keeps none for the combine.
+    if (m.is_moe() && !prof.moe_probs_in_activation)
+        sp_item("expert outputs (for weighted combine)", routed * d.hidden * d.activation_bytes);
     if (drop) sp_item("MLP residual dropout mask", tokens * d.hidden * 1);
     // Profile: each of the four kept fp8 inputs carries its own scales (program_fp8.cpp).
     if (runtime_fp8) v.push_back({"fp8 input scales (4 GEMMs, amax and dequantization factor)", 4 * kRuntimeFp8KeptScaleBytes, false});

@@ -321,6 +321,10 @@ std::string torchtitan_toml(const ModelConfig& m, const Plan& p, std::vector<std
     if (torchtitan_ddp_beside_other_parallelism(p))
         warn(w, "ZeRO-0 with tp, pp or ep above 1: torchtitan's DDP runs only when data parallelism is the whole "
                 "mesh (parallelize.py refuses it); plan with --framework torchtitan, which uses FSDP here");
+    if (p.cp > 1 && p.zero == 0)
+        warn(w, "ZeRO-0 with cp: torchtitan shards with FSDP over the shard x cp ranks whenever cp is above 1 "
+                "(parallel_dims.py fsdp_enabled), so the job holds less than planned; plan with --framework "
+                "torchtitan, which plans --zero 2 or 3 there");
     if (torchtitan_amp_off(p) && p.precision != Precision::fp32 && p.precision != Precision::bf16)
         warn(w, "no FSDP (dp 1 or ZeRO-0, no cp) beside tp or pp: torchtitan turns mixed precision off "
                 "(maybe_enable_amp) and the step runs in fp32");
@@ -362,12 +366,12 @@ std::string torchtitan_toml(const ModelConfig& m, const Plan& p, std::vector<std
     return o.str();
 }
 
-json preflight_plan_document(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan, const std::string& framework) {
+json preflight_plan_document(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan, const EmitOptions& opt) {
     json j = plan_to_json(plan);
     j["schema_version"] = kSchemaVersion;
-    j["model"] = model.name;
-    j["gpu"] = gpu.name;
-    if (!framework.empty()) j["framework"] = framework;
+    j["model"] = opt.model_reference.empty() ? model.name : opt.model_reference;
+    j["gpu"] = opt.gpu_reference.empty() ? gpu.name : opt.gpu_reference;
+    if (!opt.framework.empty()) j["framework"] = opt.framework;
     return j;
 }
 
@@ -397,7 +401,7 @@ Emitted emit_plan(EmitFormat format, const ModelConfig& model, const GpuSpec& gp
             break;
         }
         case EmitFormat::torchtitan: e.text = torchtitan_toml(model, plan, &e.warnings, options); break;
-        case EmitFormat::preflight: e.text = preflight_plan_document(model, gpu, plan, options.framework).dump(2) + "\n"; break;
+        case EmitFormat::preflight: e.text = preflight_plan_document(model, gpu, plan, options).dump(2) + "\n"; break;
         case EmitFormat::peft: e.text = peft_config(model, plan, &e.warnings).dump(2) + "\n"; break;
         case EmitFormat::nanotron: e.text = nanotron_yaml(model, plan, &e.warnings); break;
     }

@@ -453,6 +453,11 @@ void import_offload_and_overlap(Flags& f, ImportedConfig& out) {
             warn(out, f.spot(*f.get("--optimizer-offload-fraction")), "partial optimizer offload is not modelled: "
                                                                       "planned as the whole optimizer offloaded");
     }
+    // The precision-aware optimizer steps on the 16-bit gradients themselves (distrib_optimizer.py
+    // decoupled_grad): no fp32 copy at the step, which the plan charges (memory_fsdp.cpp).
+    if (const Flag* aware = f.get("--use-precision-aware-optimizer"); aware && !f.has("--optimizer-cpu-offload"))
+        warn(out, f.spot(*aware), "the optimizer step's fp32 copy of 16-bit main gradients, which this optimizer does "
+                                  "not make, is planned: up to 4 B per parameter the rank steps more at that step");
     out.tp_comm_overlap = f.has("--tp-comm-overlap");
     // Megatron-core since 0.4 overlaps the interleaved schedule's sends by default and has only
     // --no-overlap-p2p-communication (the older --overlap-p2p-communication asked for it).

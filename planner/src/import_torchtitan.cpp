@@ -345,8 +345,10 @@ void read_sharding(const Toml& t, const Degrees& d, ImportedConfig& out) {
         throw InputError(reshard_spot.text(), "unknown policy '" + reshard + "' (default, always, never)");
     const ConfigSpot shard_spot = t.spot("parallelism", "data_parallel_shard_degree");
     std::int64_t zero = 0;  // replicate only (DDP), or a single data-parallel rank
-    if (d.shard > 1) {
-        // FSDP2 over the shard degree: ZeRO-3, or ZeRO-2-like when parameters stay gathered.
+    // parallel_dims.py fsdp_enabled: dp_shard or cp above 1. FSDP2 shards over the shard x cp ranks,
+    // as the plan's ZeRO shards over dp x cp (context_parallel_rank_plan).
+    if (d.shard > 1 || d.cp > 1) {
+        // FSDP2: ZeRO-3, or ZeRO-2-like when parameters stay gathered.
         zero = reshard == "never" || (reshard == "default" && d.pp > 1) ? 2 : 3;
         if (d.replicate > 1)
             out.warnings.push_back("[parallelism] data_parallel_replicate_degree " + std::to_string(d.replicate) +
@@ -355,9 +357,6 @@ void read_sharding(const Toml& t, const Degrees& d, ImportedConfig& out) {
                                    " shard ranks only; the plan shards ZeRO-" + std::to_string(zero) + " over all dp " +
                                    std::to_string(d.dp()) + " (less memory than the job holds)");
     }
-    if (d.cp > 1)
-        out.warnings.push_back("[parallelism] context_parallel_degree: torchtitan's FSDP shards over the shard x cp "
-                               "ranks; the plan's ZeRO shards over dp only (more memory than the job holds)");
     tv::set_imported(out, "zero", zero, t.find("parallelism", "fsdp_reshard_after_forward") ? reshard_spot : shard_spot);
     // torchtitan's tensor parallelism shards the norms by sequence (parallelize.py apply_tp:
     // SequenceParallel on attention_norm / ffn_norm): sequence parallelism whenever tp > 1.

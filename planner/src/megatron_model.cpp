@@ -233,7 +233,7 @@ bool megatron_flag_ignored(std::string_view name) {
         "--auto-detect-ckpt-format", "--no-initialization", "--use-cpu-initialization", "--rotary-percent",
         "--apply-layernorm-1p", "--norm-epsilon", "--layernorm-epsilon", "--attention-softmax-in-fp32",
         "--apply-query-key-layer-scaling", "--account-for-embedding-in-pipeline-split",
-        "--account-for-loss-in-pipeline-split", "--use-precision-aware-optimizer", "--dataloader-type",
+        "--account-for-loss-in-pipeline-split", "--dataloader-type",
         "--reset-position-ids", "--reset-attention-mask", "--eod-mask-loss", "--object-storage-cache-path",
         "--per-split-data-args-path", "--full-validation", "--skip-train", "--tp-comm-overlap-cfg",
         "--tp-comm-bootstrap-backend", "--nccl-", "--deterministic-mode",

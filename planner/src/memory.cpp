@@ -160,7 +160,7 @@ void add_model_states(StageModel& st, const ModelConfig& m, const Plan& p, const
             runtime_layout(m, p, padded_vocab(m.vocab, p.tp, prof.vocab_pad_multiple) / p.tp, span);
         st.states = runtime_model_states(layout, p.precision, p.optimizer);
     }
-    st.optimizer_temp = prof.optimizer_step_temp_moments * stepped * moment_bytes;  // profile (0: none)
+    st.optimizer_temp = optimizer_step_temp_bytes(p, prof, state_pb, stepped, moment_bytes);
     // fp8 weight caches are held beside the 16-bit weights (and sharded like them under ZeRO-3);
     // under --fp8-param-gather (Megatron-LM, ZeRO-1 only) the fp8 data and transpose are the layers'
     // GEMM weights themselves, whose 16-bit copy goes (fp8_params.cpp).
@@ -305,7 +305,7 @@ void add_buffers(StageModel& st, const ModelConfig& m, const GpuSpec& gpu, const
         if (p.finetune == Finetune::full || (p.finetune == Finetune::qlora && p.lora.fp32_non_quantized))
             st.autocast_head = params.head_local * 2;
     }
-    if (p.dp > 1 && p.zero < 3) st.grad_buckets = prof.grad_bucket_bytes * prof.grad_buckets_in_flight;
+    add_ddp_buckets(st, p, prof, params);
     // Offload and LoRA are not Megatron-FSDP's (`--emit megatron` warns that it cannot express them).
     if (prof.megatron_fsdp && !prof.runtime_shard_units && p.zero >= 2 && p.offload == Offload::none &&
         p.finetune == Finetune::full)

@@ -1,9 +1,10 @@
 // The default (megatron) profile's ZeRO-2/3 as Megatron-FSDP runs them (FrameworkProfile::
 // megatron_fsdp), term by term with megatron/core/distributed/fsdp/src/megatron_fsdp/ at
 // Megatron-LM d98e8a6 (megatron_fsdp.py, param_and_grad_buffer.py), read on 2026-11-29; and
-// PyTorch FSDP2's gradient shards (torchtitan's profile).
+// PyTorch FSDP2's gradient shards (torchtitan's profile); DDP's buckets; the optimizer step's temporaries.
 #include <algorithm>
 
+#include "activations.hpp"
 #include "stage_model.hpp"
 
 namespace preflight::memory_detail {
@@ -13,6 +14,27 @@ namespace {
 // reduce-scatter queue's capacity, twice the all-gather prefetch.
 constexpr std::int64_t kMegatronFsdpQueueElements = 1'000'000'000;
 }  // namespace
+
+void add_ddp_buckets(StageModel& st, const Plan& p, const FrameworkProfile& prof, const StageParamElements& params) {
+    if (p.dp <= 1 || p.zero >= 3) return;
+    st.grad_buckets = prof.grad_bucket_bytes * prof.grad_buckets_in_flight;
+    // Profile: DDP's flat bucket copy of the gradients, in their dtype (fp32 under autocast).
+    if (prof.ddp_gradient_bucket_copy && p.zero == zero_none)
+        st.static_buffers += params.flat * (activations::runs_amp(prof, p) ? 4 : profile_precision_bytes(p.precision, prof).gradient);
+}
+
+std::int64_t optimizer_step_temp_bytes(const Plan& p, const FrameworkProfile& prof, const PrecisionBytes& state_pb,
+                                       std::int64_t stepped, int moment_bytes) {
+    std::int64_t bytes = prof.optimizer_step_temp_moments * stepped * moment_bytes;  // profile (0: none)
+    // Megatron-LM (FrameworkProfile::main_grad_fp32_copy_at_step): 4 B per stepped element when the
+    // main gradients are 16-bit beside fp32 main weights; under ZeRO-2/3 Megatron-FSDP makes its own
+    // copy (add_megatron_fsdp_buffers below); LoRA's adapters keep fp32 gradients.
+    const int main_grad_bytes = state_pb.gradient_accum > 0 ? state_pb.gradient_accum : state_pb.gradient;
+    if (prof.main_grad_fp32_copy_at_step && p.zero <= 1 && p.finetune == Finetune::full && main_grad_bytes < 4 &&
+        state_pb.master > 0)
+        bytes += stepped * 4;
+    return bytes;
+}
 
 // What Megatron-FSDP keeps under ZeRO-2/3 beyond the sharded states.
 void add_megatron_fsdp_buffers(StageModel& st, const Plan& p, const FrameworkProfile& prof, const StageParamElements& params) {

@@ -107,6 +107,9 @@ FrameworkProfile runtime_profile() {
     // Each micro-batch's bf16 gradients, accumulated into fp32 across micro-batches (program.cpp).
     p.fp32_main_grads_only = false;
     p.megatron_fsdp = false;
+    p.main_grad_fp32_copy_at_step = false;
+    p.moe_probs_in_activation = false;
+    p.fp8_attention_output_16bit_kept = false;
     p.fp8_param_gather = false;
     p.uneven_pipeline_split = false;
     p.name = "preflight-runtime";
@@ -156,6 +159,9 @@ FrameworkProfile pytorch_profile() {
     FrameworkProfile p;
     p.fp32_main_grads_only = false;  // autocast: fp32 parameters and gradients, no 16-bit ones
     p.megatron_fsdp = false;
+    p.main_grad_fp32_copy_at_step = false;
+    p.moe_probs_in_activation = false;
+    p.fp8_attention_output_16bit_kept = false;
     p.fp8_param_gather = false;
     p.uneven_pipeline_split = false;
     p.name = "pytorch";

@@ -124,6 +124,13 @@ MemoryBreakdown with_deepspeed_phase(const StageModel& st, const Phase& ph, Memo
 // Profile (megatron_fsdp, memory_fsdp.cpp): Megatron-FSDP's ZeRO-2/3 terms for the stage.
 void add_megatron_fsdp_buffers(StageModel& st, const Plan& p, const FrameworkProfile& prof,
                                const StageParamElements& params);
+// Data-parallel gradient buckets (memory_fsdp.cpp): the profile's DDP buckets in flight, or the
+// whole gradient copy PyTorch DDP keeps (FrameworkProfile::ddp_gradient_bucket_copy).
+void add_ddp_buckets(StageModel& st, const Plan& p, const FrameworkProfile& prof, const StageParamElements& params);
+// Temporaries of the optimizer step over `stepped` elements (memory_fsdp.cpp): the profile's
+// moment-sized ones, and Megatron-LM's fp32 copy of 16-bit main gradients outside Megatron-FSDP.
+std::int64_t optimizer_step_temp_bytes(const Plan& p, const FrameworkProfile& prof, const PrecisionBytes& state_pb,
+                                       std::int64_t stepped, int moment_bytes);
 // Profile (fsdp2_fp32_grad_shards, memory_fsdp.cpp): PyTorch FSDP2's shards beside ZeRO-2's gathered weights.
 void add_fsdp2_shards(StageModel& st, const Plan& p, const StageParamElements& params);
 

@@ -229,6 +229,11 @@ TEST(Offload, HostBytesPerNodeSumsTheNodesOwnRanks) {
     EXPECT_EQ(host_bytes_per_node(stages, 3, 4), 150);
     EXPECT_EQ(host_bytes_per_node(stages, 2, 16), 200);
     EXPECT_EQ(host_bytes_per_node(stages, 1, 1), 40);
+    // 10, 40, 10 B a rank over 10 ranks a stage, nodes of 3: the nodes across the boundaries hold
+    // {10, 40, 40} = 90 and {40, 40, 10} = 90, the two wholly inside the middle stage 3 x 40 = 120.
+    EXPECT_EQ(host_bytes_per_node({10, 40, 10}, 10, 3), 120);
+    // 2^20 GPUs in two stages of 5 and 7 B a rank, nodes of 8: 8 x 7 = 56.
+    EXPECT_EQ(host_bytes_per_node({5, 7}, std::int64_t{1} << 19, 8), 56);
 }
 
 // One node of 8 at dp 1, ZeRO-0, offloading the optimizer: the node holds one copy of the fp32

@@ -288,6 +288,11 @@ std::vector<RoundTrip> torchtitan_plans() {
     interleaved.pp = 4, interleaved.grad_acc = 8, interleaved.pp_schedule = PpSchedule::interleaved;
     interleaved.vpp = 2, interleaved.cp = 2;
     v.push_back({"interleaved vpp 2, cp 2", interleaved});
+    // dp 1 with cp 2: torchtitan's FSDP shards over the shard x cp ranks (parallel_dims.py
+    // fsdp_enabled), as the plan's ZeRO-2 shards over dp x cp: read back as ZeRO-2, not DDP's 0.
+    Plan cp_only = base_plan(1, 2);
+    cp_only.tp = 2, cp_only.sp = true, cp_only.pp = 4, cp_only.cp = 2, cp_only.grad_acc = 8;
+    v.push_back({"dp 1, cp 2, ZeRO-2", cp_only});
     Plan offload = base_plan(8, 3);
     offload.offload = Offload::optimizer_and_params;  // (no SGD: torchtitan builds Adam and AdamW only)
     v.push_back({"offload params", offload});

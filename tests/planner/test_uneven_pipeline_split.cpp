@@ -1,7 +1,7 @@
 // Megatron-LM's uneven pipeline split, --decoder-first/last-pipeline-num-layers (the plan's
 // pp_first_stage_layers / pp_last_stage_layers, planner/src/pipeline_uneven.cpp), worked by hand
 // for Llama-3-8B (32 decoder layers) on H100 80GB: seq 4096, micro-batch 1, 8 micro-batches,
-// pp 4, 1F1B, bf16-mixed, no recompute, tp 1, dp 1. Megatron-LM's rule (transformer_block.py
+// pp 4, 1F1B, bf16-mixed-fp32-grads, no recompute, tp 1, dp 1. Megatron-LM's rule (transformer_block.py
 // get_num_layers_to_build): the first and last stage take the given counts, the stages between
 // split the rest evenly.
 #include <gtest/gtest.h>
@@ -31,6 +31,9 @@ static_assert(kLayerParams == 218'112'000);
 Plan layout(std::int64_t first, std::int64_t last) {
     Plan p;
     p.seq = 4096, p.mbs = 1, p.grad_acc = 8, p.pp = 4;
+    // fp32 main gradients (Megatron-LM's --bf16): no fp32 copy at the optimizer step, so every
+    // stage's peak is in its backward, where the activations below are compared.
+    p.precision = Precision::bf16_mixed_fp32_grads;
     p.pp_first_stage_layers = first;
     p.pp_last_stage_layers = last;
     return p;

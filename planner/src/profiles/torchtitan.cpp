@@ -28,6 +28,9 @@ void check_torchtitan_plan(const ModelConfig&, const Plan& p) {
         throw InputError("--precision", "torchtitan reduces its bf16 gradients into fp32 sharded gradients "
                                         "(mixed_precision_reduce \"float32\"), with no separate accumulator: that job "
                                         "is --precision bf16-mixed under this profile");
+    if (p.cp > 1 && p.zero == zero_none)
+        throw InputError("--zero", "torchtitan shards with FSDP over the shard x cp ranks whenever context "
+                                   "parallelism is on (parallel_dims.py fsdp_enabled): --zero 2 or 3 with --cp");
     if (torchtitan_ddp_beside_other_parallelism(p))
         throw InputError("--zero", "torchtitan runs ZeRO-0 as DDP, which it applies only to data parallelism "
                                    "alone (\"DDP has not supported > 1D parallelism\"): with tp, pp or ep above 1 "
@@ -56,6 +59,15 @@ FrameworkProfile torchtitan_profile() {
     p.fp32_main_grads_only = false;
     p.fsdp2_fp32_grad_shards = true;  // FSDP2 shards beside ZeRO-2 gathers, fp32 gradients (memory_fsdp.cpp)
     p.megatron_fsdp = false;
+    p.main_grad_fp32_copy_at_step = false;
+    p.moe_probs_in_activation = false;
+    p.fp8_attention_output_16bit_kept = false;
+    // Without FSDP (ZeRO-0: DDP over dp alone, or one GPU) the step runs under torch.autocast over
+    // fp32 parameters (maybe_enable_amp), which caches each weight's bf16 cast for its backward,
+    // and DDP keeps a bucket copy of the gradients (apply_ddp: replicate, bucket_cap_mb 100).
+    p.amp_without_fsdp = true;
+    p.autocast_weight_copies = true;
+    p.ddp_gradient_bucket_copy = true;
     p.fp8_param_gather = false;
     p.uneven_pipeline_split = false;
     p.name = "torchtitan";

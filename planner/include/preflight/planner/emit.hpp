@@ -31,6 +31,10 @@ struct EmitOptions {
     std::int64_t gpus_per_node = 0;
     // The framework profile the plan was ranked under: the preflight plan document records it.
     std::string framework;
+    // What the preflight plan document records as its model and GPU, so that `--plan` loads the
+    // same ones: the --model / --gpu as given (a catalog name, or the file the user named, whose
+    // display name may be a catalog name's). Empty: ModelConfig::name / GpuSpec::name.
+    std::string model_reference, gpu_reference;
     // The bucket settings the deepspeed profile judged the plan with (a --from ds_config's, or the
     // defaults): the ds_config carries them.
     DeepSpeedZeroSettings deepspeed_zero;
@@ -57,10 +61,11 @@ std::string torchtitan_toml(const ModelConfig& model, const Plan& plan, std::vec
 // interleaved schedules, LoRA, non-Llama models).
 std::string nanotron_yaml(const ModelConfig& model, const Plan& plan, std::vector<std::string>* warnings = nullptr);
 // The plan document `preflight run` reads: plan_to_json's object (readable by
-// plan_from_json) plus schema_version, model and gpu names, and the framework profile it was
-// ranked under (EmitOptions::framework; left out when empty).
+// plan_from_json) plus schema_version, the model and GPU (EmitOptions::model_reference /
+// gpu_reference, else their names), and the framework profile it was ranked under
+// (EmitOptions::framework; left out when empty).
 nlohmann::json preflight_plan_document(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
-                                       const std::string& framework = "");
+                                       const EmitOptions& options = {});
 
 // Hugging Face PEFT LoraConfig (+ BitsAndBytesConfig for QLoRA) and the Trainer's batch,
 // precision and gradient-checkpointing settings, as one JSON object. Fine-tuning plans only.

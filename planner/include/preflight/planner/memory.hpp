@@ -121,6 +121,15 @@ struct FrameworkProfile {
     // the residual stream stays fp32 because the embedding lookup is not an autocast op
     // (PyTorch docs, "Automatic Mixed Precision package - torch.amp", op lists).
     bool amp_fp32_parameters = false;
+    // The same only without FSDP (ZeRO-0, no context parallelism): torchtitan v0.2.2's
+    // maybe_enable_amp (distributed/utils.py) runs torch.autocast over the fp32 model for DDP and
+    // single-GPU training, and leaves mixed precision to fully_shard otherwise.
+    bool amp_without_fsdp = false;
+    // PyTorch DDP with gradient_as_bucket_view=False (its default; torchtitan's apply_ddp calls
+    // replicate(model, bucket_cap_mb=100)) keeps its own flat copy of every gradient in its
+    // buckets for the whole run (DistributedDataParallel docs: the view "saves" the total
+    // gradients' size): counted under `buffers` at ZeRO-0 over dp > 1.
+    bool ddp_gradient_bucket_copy = false;
     // bf16-mixed-fp32-grads keeps one fp32 main gradient per parameter, not a 16-bit gradient
     // beside an fp32 accumulator: Megatron-LM's param.main_grad, into which each micro-batch's
     // gradient is accumulated as soon as it is computed (docs/user-guide/features/dist_optimizer.md:
@@ -187,6 +196,20 @@ struct FrameworkProfile {
     // run; with 16-bit main gradients the optimizer step makes an fp32 copy of the gradient shard.
     // Replaces the 2 x 25 MiB DDP buckets and ZeRO-3's one-layer gather and gradient terms.
     bool megatron_fsdp = true;
+    // Megatron-LM's optimizer step outside Megatron-FSDP gives each fp32 main parameter it steps an
+    // fp32 copy of its 16-bit main gradient (optimizer.py _copy_model_grads_to_main_grads,
+    // distrib_optimizer.py copy_group_grads: main_grad.float()), dropped by the next step's
+    // zero_grad; with fp32 main gradients .float() is the gradient itself.
+    bool main_grad_fp32_copy_at_step = true;
+    // Megatron-LM's MoE layer multiplies the routing probabilities inside the expert activation
+    // (experts.py weighted_bias_swiglu_impl with permuted_probs) and unpermutes without them, so the
+    // experts' outputs are not saved for a weighted combine, as the other frameworks' combine saves.
+    bool moe_probs_in_activation = true;
+    // Transformer Engine under fp8 (Megatron-LM's default delayed recipe) keeps the fused attention's
+    // 16-bit output for its backward beside the out-projection's fp8 copy of it (TE backends.py saves
+    // out_f16 when attention itself is not fp8; attention.py sets save_original_input only for
+    // other recipes).
+    bool fp8_attention_output_16bit_kept = true;
     // DeepSpeed's ZeRO optimizers (planner/src/memory_deepspeed.cpp, from DeepSpeed v0.19.6's
     // stage_1_and_2.py, stage3.py and fused_optimizer.py): 16-bit gradients exist from the first
     // backward to the step (none in the first forward), ZeRO-1/2 keep the rank's partition of them
