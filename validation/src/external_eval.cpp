@@ -80,34 +80,68 @@ EvaluatedRun evaluate_row(const ExternalRun& r, const ExternalDataset& d, const 
 }
 
 double median(std::vector<double> v) { return percentile(std::move(v), 0.5); }
+// A median signed error over no row is unknown: null, as error_stats_json's figures.
+json signed_json(const ErrorStats& e, double v) { return e.n > 0 ? json(v) : json(nullptr); }
 
-// The data set's "targets" (external_eval.hpp) against today's figures.
+// The quantities the data set's rows measure: a row states the figure, compared or not.
+struct Measured {
+    bool tokens = false, memory = false;
+};
+Measured measured_quantities(const ExternalDataset& d) {
+    Measured m;
+    for (const ExternalRun& r : d.runs) {
+        m.tokens = m.tokens || r.tokens_per_s_per_gpu.has_value();
+        m.memory = m.memory || r.peak_reserved_bytes.has_value();
+    }
+    return m;
+}
+
+// The data set's "targets" (external_eval.hpp) against today's figures. Every quantity the rows
+// measure, or a target names, rests on at least compared_rows_min compared rows (default 1),
+// whether or not a figure target names it: a check that compared nothing never passes
+// (docs/interface.md, exit status 1).
 void apply_targets(ExternalEvaluation& ev, const ExternalDataset& d) {
     const std::string manifest = (d.folder / "dataset.json").string();
-    // The fewest rows every gated figure may rest on (default 1: none passes on nothing).
     int min_rows = 1;
     if (d.targets.contains("compared_rows_min")) {
         const json& t = d.targets.at("compared_rows_min");
         if (!t.is_number_integer()) throw InputError(manifest, "targets.compared_rows_min must be an integer");
         min_rows = t.get<int>();
     }
-    auto gate = [&](const char* key, const ErrorStats& e, double value, const char* what) {
-        if (!d.targets.contains(key)) return;
-        const json& t = d.targets.at(key);
-        if (!t.is_number()) throw InputError(manifest, std::string("targets.") + key + " must be a number");
+    const Measured measured = measured_quantities(d);
+    auto gated = [&](const char* prefix) {
+        for (const auto& [key, value] : d.targets.items())
+            if (key.rfind(prefix, 0) == 0) return true;
+        return false;
+    };
+    auto enough_rows = [&](bool in_view, const ErrorStats& e, const char* what) {
+        if (!in_view) return false;
         if (e.n == 0)
-            ev.failures.push_back(std::string(what) + ": no row compared, the figure is unknown");
+            ev.failures.push_back(std::string(what) + ": no row compared, the figures are unknown");
         else if (e.n < min_rows)
             ev.failures.push_back(std::string(what) + ": only " + std::to_string(e.n) + " rows compared, target " +
                                   std::to_string(min_rows) + " (compared_rows_min)");
-        else if (value > t.get<double>())
+        return e.n >= min_rows && e.n > 0;
+    };
+    const bool tokens_in_view = measured.tokens || gated("tokens_per_s_per_gpu_error_");
+    const bool memory_in_view = measured.memory || gated("peak_memory_error_");
+    if (!tokens_in_view && !memory_in_view)
+        ev.failures.push_back("no row states a measured tokens/s per GPU or peak memory: nothing was compared");
+    const bool tokens = enough_rows(tokens_in_view, ev.tokens, "tokens/s per GPU");
+    const bool memory = enough_rows(memory_in_view, ev.memory, "reserved peak");
+    // A figure is judged against its target only when it rests on enough rows.
+    auto gate = [&](bool judged, const char* key, double value, const char* what) {
+        if (!d.targets.contains(key)) return;
+        const json& t = d.targets.at(key);
+        if (!t.is_number()) throw InputError(manifest, std::string("targets.") + key + " must be a number");
+        if (judged && value > t.get<double>())
             ev.failures.push_back(std::string(what) + " " + exceeds_text(value, t.get<double>(), " > target ") + " (" +
                                   key + ")");
     };
-    gate("tokens_per_s_per_gpu_error_p50_max", ev.tokens, ev.tokens.p50, "tokens/s per GPU |error| P50");
-    gate("tokens_per_s_per_gpu_error_p95_max", ev.tokens, ev.tokens.p95, "tokens/s per GPU |error| P95");
-    gate("peak_memory_error_p50_max", ev.memory, ev.memory.p50, "reserved-peak |error| P50");
-    gate("peak_memory_error_p95_max", ev.memory, ev.memory.p95, "reserved-peak |error| P95");
+    gate(tokens, "tokens_per_s_per_gpu_error_p50_max", ev.tokens.p50, "tokens/s per GPU |error| P50");
+    gate(tokens, "tokens_per_s_per_gpu_error_p95_max", ev.tokens.p95, "tokens/s per GPU |error| P95");
+    gate(memory, "peak_memory_error_p50_max", ev.memory.p50, "reserved-peak |error| P50");
+    gate(memory, "peak_memory_error_p95_max", ev.memory.p95, "reserved-peak |error| P95");
 }
 
 json per_row_json(const std::vector<EvaluatedRun>& rows) {
@@ -134,14 +168,19 @@ std::string evaluation_markdown(const ExternalEvaluation& ev, std::size_t rows) 
     o << "Never fitted on: predictions with the GPU specs' committed constants (nothing fitted on this data set; "
          "its README lists the choices made with its errors in view). Errors are (predicted - measured) / measured.\n\n"
          "| quantity | rows compared | P50 abs. | P95 abs. | max abs. | median signed |\n|---|---|---|---|---|---|\n";
-    std::snprintf(b, sizeof b, "| tokens/s per GPU | %d | %s | %s | %s | %s |\n", ev.tokens.n, percent_text(ev.tokens.p50).c_str(),
-                  percent_text(ev.tokens.p95).c_str(), percent_text(ev.tokens.max).c_str(), percent_text(ev.tokens_median_signed).c_str());
+    // A figure over no row is unknown: N/A, never 0.0 %.
+    auto stat = [](const ErrorStats& e, double v) { return e.n > 0 ? percent_text(v) : std::string("N/A"); };
+    std::snprintf(b, sizeof b, "| tokens/s per GPU | %d | %s | %s | %s | %s |\n", ev.tokens.n,
+                  stat(ev.tokens, ev.tokens.p50).c_str(), stat(ev.tokens, ev.tokens.p95).c_str(),
+                  stat(ev.tokens, ev.tokens.max).c_str(), stat(ev.tokens, ev.tokens_median_signed).c_str());
     o << b;
-    const bool memory = ev.memory.n > 0;
+    // The memory row wherever a row states a measured peak, compared or not.
+    const bool memory = std::any_of(ev.rows.begin(), ev.rows.end(),
+                                    [](const EvaluatedRun& e) { return e.run->peak_reserved_bytes.has_value(); });
     if (memory) {
         std::snprintf(b, sizeof b, "| peak reserved memory | %d | %s | %s | %s | %s |\n", ev.memory.n,
-                      percent_text(ev.memory.p50).c_str(), percent_text(ev.memory.p95).c_str(), percent_text(ev.memory.max).c_str(),
-                      percent_text(ev.memory_median_signed).c_str());
+                      stat(ev.memory, ev.memory.p50).c_str(), stat(ev.memory, ev.memory.p95).c_str(),
+                      stat(ev.memory, ev.memory.max).c_str(), stat(ev.memory, ev.memory_median_signed).c_str());
         o << b;
     }
     o << "\n" << ev.skipped << " of " << rows << " rows not compared";
@@ -213,9 +252,9 @@ ExternalEvaluation evaluate_external_dataset(const ExternalDataset& d, const fs:
                   {"rows", d.runs.size()},
                   {"skipped", ev.skipped},
                   {"tokens_per_s_per_gpu_error", error_stats_json(ev.tokens)},
-                  {"tokens_per_s_per_gpu_median_signed_error", ev.tokens_median_signed},
+                  {"tokens_per_s_per_gpu_median_signed_error", signed_json(ev.tokens, ev.tokens_median_signed)},
                   {"peak_reserved_error", error_stats_json(ev.memory)},
-                  {"peak_reserved_median_signed_error", ev.memory_median_signed},
+                  {"peak_reserved_median_signed_error", signed_json(ev.memory, ev.memory_median_signed)},
                   {"failures", ev.failures},
                   {"per_row", per_row_json(ev.rows)}};
     ev.markdown = evaluation_markdown(ev, d.runs.size());

@@ -40,7 +40,10 @@ struct ExternalEvaluation {
 
 // Targets read from dataset.json (all optional): tokens_per_s_per_gpu_error_p50_max,
 // tokens_per_s_per_gpu_error_p95_max, peak_memory_error_p50_max, peak_memory_error_p95_max,
-// compared_rows_min. Throws InputError for a target that is not a number.
+// compared_rows_min. Each quantity a row measures (tokens/s per GPU, the reserved peak) or a
+// target names fails when fewer than compared_rows_min rows (default 1) compared it, targets or
+// none, and so does a set with no such quantity: a check that compared nothing never passes.
+// Throws InputError for a target that is not a number.
 ExternalEvaluation evaluate_external_dataset(const ExternalDataset& d, const std::filesystem::path& data_dir);
 
 }  // namespace preflight::validation
