@@ -306,8 +306,32 @@ Efficiency fit_efficiency(const std::vector<CalibrationRun>& train, const GpuSpe
     return e;
 }
 
-// Leave-one-out: each run predicted by constants fitted on all the others (small run sets).
-ErrorStats leave_one_out_step_errors(const std::vector<CalibrationRun>& runs, const GpuSpec& gpu, bool runtime) {
+// The spec a held-out refit of `runs` starts from: the built-in defaults (what an empty
+// "efficiency" block gives) for every constant a fit on all of `runs` determines, so a held-out
+// figure rests on its training fold alone (the committed constants were fitted on every run, the
+// held-out ones included). The rest stay the spec's: constants the fit never moves (collectives,
+// fp8, latencies), and the fp32 kernels' where `runs` hold too few fp32 runs to fit them (then
+// no fit on these runs chose them: the H200's come from the H100's runs).
+GpuSpec held_out_start(const GpuSpec& gpu, bool runtime, const std::vector<CalibrationRun>& runs) {
+    const Efficiency d{};
+    GpuSpec g = gpu;
+    Efficiency& e = g.efficiency;
+    e.gemm_max_fraction_of_peak = d.gemm_max_fraction_of_peak;
+    e.gemm_half_efficiency_dim = d.gemm_half_efficiency_dim;
+    e.attention_fraction_of_peak = d.attention_fraction_of_peak;
+    e.memory_bound_fraction_of_hbm = d.memory_bound_fraction_of_hbm;
+    e.step_overhead_s = d.step_overhead_s;
+    if (runtime) {
+        if (fits_fp32_kernels(runs)) keep_fp32_kernels(e, d);  // 0: start from the 16-bit figures
+        e.column_sum_row_s = d.column_sum_row_s;               // 0: start at kColumnSumRowStartS
+    }
+    return g;
+}
+
+// Leave-one-out: each run predicted by constants fitted on all the others (small run sets),
+// each refit started from the built-in defaults (held_out_start).
+ErrorStats leave_one_out_step_errors(const std::vector<CalibrationRun>& runs, const GpuSpec& spec, bool runtime) {
+    const GpuSpec gpu = held_out_start(spec, runtime, runs);
     std::vector<double> e;
     for (std::size_t i = 0; i < runs.size(); ++i) {
         std::vector<CalibrationRun> train;
@@ -344,9 +368,11 @@ std::vector<FamilySplit> family_splits(const std::vector<CalibrationRun>& runs) 
 }
 
 // Leave-one-model-family-out: the runs of each family predicted by constants fitted on every other
-// family's runs, so a figure says how the step model carries to a family it was never fitted on.
-ErrorStats leave_one_family_out_step_errors(const std::vector<CalibrationRun>& runs, const GpuSpec& gpu, bool runtime,
+// family's runs, so a figure says how the step model carries to a family it was never fitted on;
+// each refit starts from the built-in defaults (held_out_start).
+ErrorStats leave_one_family_out_step_errors(const std::vector<CalibrationRun>& runs, const GpuSpec& spec, bool runtime,
                                             std::vector<std::string>& families) {
+    const GpuSpec gpu = held_out_start(spec, runtime, runs);
     std::vector<double> e;
     for (const FamilySplit& split : family_splits(runs)) {
         families.push_back(split.family);
