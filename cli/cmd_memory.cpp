@@ -44,7 +44,7 @@ std::string wait_odds(const MemoryReport& r) {
 // Profiles with a caching-allocator model: the pool, what lies outside it, the range the pool can
 // take where the model has one (allocator_model.hpp range_low_constants / range_high_constants),
 // and the verdict by it.
-void print_reserved(const MemoryReport& r) {
+void print_reserved(const MemoryReport& r, const FrameworkProfile& profile) {
     std::cout << "allocated peak:        " << format_bytes(r.peak_allocated_bytes) << " (tensors)\n"
               << "reserved peak:         " << format_bytes(r.peak_reserved_bytes)
               << " (PyTorch caching-allocator pool, stage "
@@ -87,7 +87,7 @@ void print_reserved(const MemoryReport& r) {
                   << format_bytes(*r.device_peak_high_bytes) << " (host runs ahead, fragmentation at its 95th percentile)\n";
     if (verdict == "fits")
         std::cout << "verdict:               FITS, "
-                  << format_bytes(r.capacity_bytes - r.device_peak_high_bytes.value_or(r.device_peak_bytes))
+                  << format_bytes(free_bytes(r, profile))
                   << " free of " << format_bytes(r.capacity_bytes)
                   << (r.device_peak_high_bytes ? " (device need, top of the range)\n" : " (device need)\n");
     else if (verdict == "may-not-fit")
@@ -139,9 +139,9 @@ void print_table(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
               << to_string(plan.recompute) << ")\n";
     print_extension_memory_lines(std::cout, model, plan, r);  // fine-tuning, offload, schedules, cp, ep
     if (reserved_verdict) {
-        print_reserved(r);
+        print_reserved(r, profile);
     } else if (r.fits)
-        std::cout << "verdict:               FITS, " << format_bytes(r.capacity_bytes - r.peak_bytes)
+        std::cout << "verdict:               FITS, " << format_bytes(free_bytes(r, profile))
                   << " free of " << format_bytes(r.capacity_bytes) << "\n";
     else
         std::cout << "verdict:               DOES NOT FIT, over by " << format_bytes(r.peak_bytes - r.capacity_bytes)

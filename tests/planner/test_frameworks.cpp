@@ -872,6 +872,30 @@ TEST(AllocatorModel, NanotronReportsTheRangeBetweenThePaces) {
     EXPECT_EQ(memory_verdict(d), d.fits ? "fits" : "does-not-fit");
 }
 
+// The figure a fit is judged on and the free memory `preflight memory` prints for a plan that
+// fits (memory.hpp fit_bytes, free_bytes), on a report made by hand: 80 GiB of capacity, a peak
+// of 20 GiB, a device need of 24 GiB inside the range 21 ... 31 GiB. A profile that judges the
+// peak: 80 - 20 = 60 GiB free; one that judges the device need, from the top of the range:
+// 80 - 31 = 49 GiB; the same without a range: 80 - 24 = 56 GiB. nanotron and torchtitan judge the
+// device need, megatron the peak.
+TEST(AllocatorModel, FreeMemoryIsCountedFromWhatTheVerdictWeighs) {
+    constexpr std::int64_t GiB = std::int64_t{1} << 30;
+    MemoryReport r;
+    r.capacity_bytes = 80 * GiB, r.peak_bytes = 20 * GiB, r.device_peak_bytes = 24 * GiB;
+    r.device_peak_low_bytes = 21 * GiB, r.device_peak_high_bytes = 31 * GiB;
+    FrameworkProfile peak, need;
+    need.verdict_on_reserved = true;
+    EXPECT_EQ(fit_bytes(r, peak), 20 * GiB);
+    EXPECT_EQ(free_bytes(r, peak), 60 * GiB);
+    EXPECT_EQ(fit_bytes(r, need), 31 * GiB);
+    EXPECT_EQ(free_bytes(r, need), 49 * GiB);
+    r.device_peak_low_bytes.reset(), r.device_peak_high_bytes.reset();
+    EXPECT_EQ(free_bytes(r, need), 56 * GiB);
+    EXPECT_TRUE(profile_by_name("nanotron")->verdict_on_reserved);
+    EXPECT_TRUE(profile_by_name("torchtitan")->verdict_on_reserved);
+    EXPECT_FALSE(profile_by_name("megatron")->verdict_on_reserved);
+}
+
 // An unsure pace (allocator_model.hpp unsure_pace_band, 0.15 in the nanotron fit): the pools of
 // the two paces weighted by the wait probability. By hand: 10 GiB running ahead, 6 GiB waiting, a
 // wait 25 % likely: 0.75 x 10 + 0.25 x 6 = 9 GiB. Llama-3-8B at tp 8 on 32 nodes: the host-pace

@@ -472,6 +472,20 @@ inline std::int64_t judged_bytes(const MemoryReport& r, const FrameworkProfile& 
     return profile.verdict_on_reserved ? r.device_peak_bytes : r.peak_bytes;
 }
 
+// The figure a fit is judged on against the capacity: under a profile that models the caching
+// allocator (verdict_on_reserved) the device need at the top of its range where the report has
+// one (memory_verdict: "fits" needs the high end under the capacity), else the device need;
+// under the others the allocated peak + overhead. `preflight memory` counts the free memory of a
+// plan that fits from it (free_bytes); the explorer's headline and sweeps show it.
+inline std::int64_t fit_bytes(const MemoryReport& r, const FrameworkProfile& profile) {
+    return profile.verdict_on_reserved ? r.device_peak_high_bytes.value_or(r.device_peak_bytes) : r.peak_bytes;
+}
+
+// The free memory `preflight memory` prints for a plan that fits: the capacity less fit_bytes.
+inline std::int64_t free_bytes(const MemoryReport& r, const FrameworkProfile& profile) {
+    return r.capacity_bytes - fit_bytes(r, profile);
+}
+
 MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
                              const MemoryOptions& options = {});
 
