@@ -22,6 +22,7 @@ class QWidget;
 
 namespace preflight {
 struct MemoryReport;
+struct FrameworkProfile;
 }
 
 namespace preflight::gui {
@@ -83,6 +84,7 @@ private:
     void onModelChosen();
     void onGpuChosen();
     void onEvaluated();  // main_window_results.cpp
+    void showHeadline(const MemoryReport& r, const FrameworkProfile& profile);
     void showVerdict(const MemoryReport& r);
     void showSummaryLines(const Evaluation& ev);
     void showDetails(const Evaluation& ev);

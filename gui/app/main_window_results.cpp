@@ -50,6 +50,23 @@ QString extensionRows(const Evaluation& ev) {
     return rows;
 }
 
+// The device need's range in the headline's tooltip (host waiting, every block reused ... running
+// ahead, fragmentation at its 95th percentile), with the pace this view takes; empty without one.
+QString range_tooltip(const MemoryReport& r) {
+    if (!r.device_peak_low_bytes || !r.device_peak_high_bytes || *r.device_peak_low_bytes == *r.device_peak_high_bytes)
+        return {};
+    QString pace = QString::fromStdString(std::string(to_string(r.host_pace)));
+    if (r.host_wait_probability) pace += " (" + QString::fromStdString(format_wait_odds(*r.host_wait_probability)) + ")";
+    if (r.unsure_pace_mix) pace += QStringLiteral(" (unsure: the point pool weighs both paces' pools by those odds)");
+    if (r.allocator_flush)
+        pace += QStringLiteral(" (running ahead, the pool would outgrow the device: the allocator frees its cache and "
+                               "the host waits)");
+    if (r.need_at_range_top) pace += QStringLiteral("; a host that runs ahead is judged at the top of the range");
+    return QStringLiteral("Device need %1 (host waits, every freed block reused) to %2 (host runs ahead, "
+                          "fragmentation at its 95th percentile); this view's pace: %3")
+        .arg(formatBytes(*r.device_peak_low_bytes), formatBytes(*r.device_peak_high_bytes), pace);
+}
+
 }  // namespace
 
 void MainWindow::onEvaluated() {
@@ -67,59 +84,58 @@ void MainWindow::onEvaluated() {
                                  .arg(ev->seq_sweep.xs.size() + ev->mbs_sweep.xs.size()));
 }
 
-void MainWindow::showVerdict(const MemoryReport& r) {
-    const double frac = r.capacity_bytes > 0 ? static_cast<double>(r.peak_bytes) / static_cast<double>(r.capacity_bytes) : 0;
-    peak_label_->setText(QStringLiteral("Peak %1 of %2 (%3 %)")
-                             .arg(formatBytes(r.peak_bytes), formatBytes(r.capacity_bytes))
-                             .arg(100.0 * frac, 0, 'f', 1));
-    const double headroom_line = (1.0 - Explorer::kHeadroom) * static_cast<double>(r.capacity_bytes);
-    // Profiles whose allocator model depends on the host pace (nanotron): the device need's range
-    // (host waiting, every block reused ... running ahead, fragmentation at its 95th percentile),
-    // and the verdict by it (memory_verdict).
-    if (r.device_peak_low_bytes && r.device_peak_high_bytes && *r.device_peak_low_bytes != *r.device_peak_high_bytes) {
-        peak_label_->setToolTip(QStringLiteral("Device need %1 (host waits, every freed block reused) to %2 (host runs ahead, "
-                                               "fragmentation at its 95th percentile); "
-                                               "this view's pace: %3")
-                                    .arg(formatBytes(*r.device_peak_low_bytes), formatBytes(*r.device_peak_high_bytes),
-                                         QString::fromStdString(std::string(to_string(r.host_pace))) +
-                                             (r.host_wait_probability
-                                                  ? " (" + QString::fromStdString(format_wait_odds(*r.host_wait_probability)) + ")"
-                                                  : QString()) +
-                                             (r.unsure_pace_mix ? QStringLiteral(" (unsure: the point pool weighs both "
-                                                                                 "paces' pools by those odds)")
-                                                                : QString()) +
-                                             (r.allocator_flush ? QStringLiteral(" (running ahead, the pool would "
-                                                                                 "outgrow the device: the allocator "
-                                                                                 "frees its cache and the host waits)")
-                                                                : QString()) +
-                                                 (r.need_at_range_top ? QStringLiteral("; a host that runs ahead is "
-                                                                                       "judged at the top of the range")
-                                                                      : QString())));
-        if (memory_verdict(r) == "may-not-fit") {
-            verdict_label_->setText(QStringLiteral("May not fit — %1 lies inside the range %2 … %3; it fits only if "
-                                                   "the host waits for the GPU or the pool fragments less")
-                                        .arg(formatBytes(r.capacity_bytes), formatBytes(*r.device_peak_low_bytes),
-                                             formatBytes(*r.device_peak_high_bytes)));
-            verdict_label_->setStyleSheet(QStringLiteral("color: #b36b00;"));
-            return;
-        }
-    } else {
-        peak_label_->setToolTip(QString());
+// The headline figure: what the fit is judged on against the capacity. Under a profile that
+// models the caching allocator (nanotron, torchtitan) that is the device need (reserved pool +
+// memory outside PyTorch), with the range the pool can take where the profile has one; the
+// tensors' peak (allocated + overhead) follows it. Elsewhere the peak.
+void MainWindow::showHeadline(const MemoryReport& r, const FrameworkProfile& profile) {
+    const std::int64_t fit = fit_bytes(r, profile);
+    const double frac = r.capacity_bytes > 0 ? static_cast<double>(fit) / static_cast<double>(r.capacity_bytes) : 0;
+    if (!profile.verdict_on_reserved) {
+        peak_label_->setText(QStringLiteral("Peak %1 of %2 (%3 %)")
+                                 .arg(formatBytes(r.peak_bytes), formatBytes(r.capacity_bytes))
+                                 .arg(100.0 * frac, 0, 'f', 1));
+        return;
     }
-    // The figure the verdict judges: the device need (reserved pool + memory outside PyTorch)
-    // under a profile with an allocator model (nanotron), else the allocated peak with overhead.
+    const bool range =
+        r.device_peak_low_bytes && r.device_peak_high_bytes && *r.device_peak_low_bytes != *r.device_peak_high_bytes;
+    peak_label_->setText(
+        (range ? QStringLiteral("Device need %1 of %2, range %3 … %4 (%5 % at the top)")
+                     .arg(formatBytes(r.device_peak_bytes), formatBytes(r.capacity_bytes),
+                          formatBytes(*r.device_peak_low_bytes), formatBytes(*r.device_peak_high_bytes))
+               : QStringLiteral("Device need %1 of %2 (%5 %)")
+                     .arg(formatBytes(r.device_peak_bytes), formatBytes(r.capacity_bytes)))
+            .arg(100.0 * frac, 0, 'f', 1) +
+        QStringLiteral("\nPeak %1 (tensors + overhead)").arg(formatBytes(r.peak_bytes)));
+}
+
+// The verdict as `preflight memory` gives it (cli/cmd_memory.cpp): memory_verdict, the free memory
+// of a plan that fits from the same planner call (free_bytes: the device need at the top of its
+// range under nanotron), the excess of one that does not from judged_bytes.
+void MainWindow::showVerdict(const MemoryReport& r) {
     const Evaluation* ev = explorer_->current();
-    const std::int64_t judged = ev ? judged_bytes(r, ev->profile) : r.peak_bytes;
-    if (!r.fits) {
-        verdict_label_->setText(QStringLiteral("Does not fit — over by %1").arg(formatBytes(judged - r.capacity_bytes)));
+    const FrameworkProfile profile = ev ? ev->profile : FrameworkProfile{};
+    showHeadline(r, profile);
+    peak_label_->setToolTip(range_tooltip(r));
+    const std::string_view verdict = memory_verdict(r);
+    if (verdict == "may-not-fit") {
+        verdict_label_->setText(QStringLiteral("May not fit — %1 lies inside the range %2 … %3; it fits only if "
+                                               "the host waits for the GPU or the pool fragments less")
+                                    .arg(formatBytes(r.capacity_bytes), formatBytes(r.device_peak_low_bytes.value_or(0)),
+                                         formatBytes(r.device_peak_high_bytes.value_or(0))));
+        verdict_label_->setStyleSheet(QStringLiteral("color: #b36b00;"));
+    } else if (verdict != "fits") {
+        verdict_label_->setText(QStringLiteral("Does not fit — over by %1")
+                                    .arg(formatBytes(judged_bytes(r, profile) - r.capacity_bytes)));
         verdict_label_->setStyleSheet(QStringLiteral("color: #c01c28;"));
-    } else if (static_cast<double>(judged) > headroom_line) {
+    } else if (const double headroom_line = (1.0 - Explorer::kHeadroom) * static_cast<double>(r.capacity_bytes);
+               static_cast<double>(fit_bytes(r, profile)) > headroom_line) {
         verdict_label_->setText(QStringLiteral("Fits, inside the %1 % headroom — %2 free")
                                     .arg(100.0 * Explorer::kHeadroom, 0, 'f', 0)
-                                    .arg(formatBytes(r.capacity_bytes - judged)));
+                                    .arg(formatBytes(free_bytes(r, profile))));
         verdict_label_->setStyleSheet(QStringLiteral("color: #b36b00;"));
     } else {
-        verdict_label_->setText(QStringLiteral("Fits — %1 free").arg(formatBytes(r.capacity_bytes - judged)));
+        verdict_label_->setText(QStringLiteral("Fits — %1 free").arg(formatBytes(free_bytes(r, profile))));
         verdict_label_->setStyleSheet(QStringLiteral("color: #1a7f37;"));
     }
 }

@@ -324,7 +324,8 @@ bool Explorer::startSearch(std::int64_t gpus, std::int64_t gbs_tokens) {
                 rows.push_back({c.plan, judged_bytes(c.memory, profile),  // what the search judged
                                 c.memory.capacity_bytes, c.throughput.step_time_s,
                                 c.throughput.tokens_per_s, c.throughput.mfu, c.batch_error,
-                                QString::fromUtf8(std::string(memory_verdict(c.memory)).c_str())});
+                                QString::fromUtf8(std::string(memory_verdict(c.memory)).c_str()),
+                                free_bytes(c.memory, profile)});  // as `preflight memory` counts it
             std::vector<RejectedRow> rejected;
             for (const auto& r : outcome->result->rejected)
                 rejected.push_back({QString::fromStdString(r.family), QString::fromStdString(r.reason), r.plan});

@@ -333,8 +333,8 @@ QVariant CandidatesModel::data(const QModelIndex& index, int role) const {
         }
         case Peak: value = QVariant::fromValue<qint64>(c.peak_bytes); text = formatBytes(c.peak_bytes); break;
         case Free:
-            value = QVariant::fromValue<qint64>(c.capacity_bytes - c.peak_bytes);
-            text = formatBytes(c.capacity_bytes - c.peak_bytes);
+            value = QVariant::fromValue<qint64>(c.free_bytes);
+            text = formatBytes(c.free_bytes);
             break;
         case StepTime: value = c.step_time_s; text = formatSeconds(c.step_time_s); break;
         case TokensPerS: value = c.tokens_per_s; text = groupDigits(std::llround(c.tokens_per_s)) + " tok/s"; break;

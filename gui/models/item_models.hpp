@@ -128,6 +128,9 @@ struct CandidateRow {
     double mfu = 0;
     double batch_error = 0;  // (tokens per step - target) / target
     QString verdict;         // memory_verdict: fits | may-not-fit | does-not-fit
+    // The free memory as `preflight memory` counts it (free_bytes: under nanotron from the top of
+    // the device need's range, so not always capacity - peak_bytes).
+    std::int64_t free_bytes = 0;
 };
 
 class CandidatesModel : public QAbstractTableModel {
