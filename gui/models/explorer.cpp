@@ -22,19 +22,25 @@ QStringList to_qt(const std::vector<std::string>& v) {
     return out;
 }
 
-// Peak bytes of `plan` under each recompute mode; nullopt where the planner rejects it.
+// What the verdict weighs for `plan` under each recompute mode (fit_bytes, as `preflight memory`
+// counts it) and the verdict; nullopt and "" where the planner rejects it.
 void sweep_point(const ModelConfig& model, const GpuSpec& gpu, const FrameworkProfile& profile, Plan plan, Sweep& sweep) {
-    MemoryOptions opt;  // no timeline: only the peak is needed
+    MemoryOptions opt;  // no timeline: only the peak and the device need are needed
     opt.profile = profile;
+    sweep.device_need = profile.verdict_on_reserved;
     for (std::size_t r = 0; r < 3; ++r) {
         plan.recompute = all_recomputes()[r];
-        std::optional<std::int64_t> peak;
+        std::optional<std::int64_t> bytes;
+        std::string_view verdict;
         try {
             validate_plan(plan, model);
-            peak = evaluate_memory(model, gpu, plan, opt).peak_bytes;
+            const MemoryReport m = evaluate_memory(model, gpu, plan, opt);
+            bytes = fit_bytes(m, profile);
+            verdict = memory_verdict(m);
         } catch (const InputError&) {
         }
-        sweep.peaks[r].push_back(peak);
+        sweep.peaks[r].push_back(bytes);
+        sweep.verdicts[r].push_back(verdict);
     }
 }
 

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include <QObject>
@@ -35,12 +36,19 @@ class TimelineModel;
 class CandidatesModel;
 class RejectedModel;
 
-// Peak memory against one plan field, for none / selective / full recompute.
+// The memory a fit is judged on against one plan field, for none / selective / full recompute:
+// the figure `preflight memory` weighs against the capacity (fit_bytes: the peak, or under a
+// profile that models the caching allocator the device need at the top of its range) and the
+// verdict it gives for each point.
 struct Sweep {
     QString axis;                      // "seq" or "mbs"
+    bool device_need = false;          // the profile judges the device need (verdict_on_reserved)
     std::vector<std::int64_t> xs;
-    // peaks[recompute][i]; nullopt where the planner rejects the plan.
+    // peaks[recompute][i]: fit_bytes of the point; nullopt where the planner rejects the plan.
     std::array<std::vector<std::optional<std::int64_t>>, 3> peaks;
+    // verdicts[recompute][i]: memory_verdict of the point (fits | may-not-fit | does-not-fit),
+    // empty where the planner rejects the plan.
+    std::array<std::vector<std::string_view>, 3> verdicts;
     std::int64_t current_x = 0;
 };
 

@@ -1,5 +1,6 @@
 #include "item_models.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include <QBrush>
@@ -125,14 +126,21 @@ void SweepModel::setSweep(const Sweep* sweep, std::int64_t capacity) {
     beginResetModel();
     xs_.clear();
     rows_.clear();
+    verdicts_.clear();
     capacity_ = capacity;
+    device_need_ = false;
     if (sweep) {
         axis_ = sweep->axis;
         xs_ = sweep->xs;
         current_x_ = sweep->current_x;
+        device_need_ = sweep->device_need;
         rows_.resize(xs_.size());
+        verdicts_.resize(xs_.size());
         for (std::size_t i = 0; i < xs_.size(); ++i)
-            for (std::size_t r = 0; r < 3; ++r) rows_[i][r] = sweep->peaks[r][i];
+            for (std::size_t r = 0; r < 3; ++r) {
+                rows_[i][r] = sweep->peaks[r][i];
+                verdicts_[i][r] = sweep->verdicts[r][i];
+            }
     }
     endResetModel();
 }
@@ -144,12 +152,18 @@ QVariant SweepModel::data(const QModelIndex& index, int role) const {
     if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid)) return {};
     const auto i = static_cast<std::size_t>(index.row());
     const bool is_x = index.column() == X;
-    const auto& cell = is_x ? std::optional<std::int64_t>() : rows_[i][static_cast<std::size_t>(index.column() - 1)];
+    const auto col = static_cast<std::size_t>(std::max(index.column() - 1, 0));
+    const auto& cell = is_x ? std::optional<std::int64_t>() : rows_[i][col];
+    // The marks follow the point's verdict (memory_verdict), as `preflight memory` gives it.
+    const std::string_view verdict = is_x ? std::string_view() : verdicts_[i][col];
+    const bool oom = verdict == "does-not-fit", may_not_fit = verdict == "may-not-fit";
     switch (role) {
         case Qt::DisplayRole:
             if (is_x) return QString::number(xs_[i]);
             if (!cell) return QStringLiteral("invalid");
-            return formatBytes(*cell) + (*cell > capacity_ ? QStringLiteral("  (OOM)") : QString());
+            return formatBytes(*cell) + (oom           ? QStringLiteral("  (OOM)")
+                                         : may_not_fit ? QStringLiteral("  (may not fit)")
+                                                       : QString());
         case BytesRole:
             if (is_x || !cell) return {};
             return QVariant::fromValue<qint64>(*cell);
@@ -157,10 +171,14 @@ QVariant SweepModel::data(const QModelIndex& index, int role) const {
             if (is_x) return QVariant::fromValue<qint64>(xs_[i]);
             if (!cell) return {};
             return QVariant::fromValue<qint64>(*cell);
+        case VerdictRole:
+            if (is_x || !cell) return {};
+            return QString::fromLatin1(verdict.data(), static_cast<qsizetype>(verdict.size()));
         case CurrentRole: return xs_[i] == current_x_;
         case Qt::TextAlignmentRole: return int(Qt::AlignRight | Qt::AlignVCenter);
         case Qt::ForegroundRole:
-            if (cell && *cell > capacity_) return QBrush(QColor(0xc0, 0x1c, 0x28));
+            if (oom) return QBrush(QColor(0xc0, 0x1c, 0x28));
+            if (may_not_fit) return QBrush(QColor(0xb3, 0x6b, 0x00));
             if (!is_x && !cell) return QBrush(Qt::gray);
             break;
         case Qt::FontRole:
@@ -177,11 +195,14 @@ QVariant SweepModel::data(const QModelIndex& index, int role) const {
 
 QVariant SweepModel::headerData(int section, Qt::Orientation o, int role) const {
     if (o != Qt::Horizontal || role != Qt::DisplayRole || section < 0 || section >= ColumnCount) return {};
+    // Under a profile that judges the device need, the figure is that need at the top of its
+    // range (fit_bytes), not the tensors' peak.
+    const QString what = device_need_ ? QStringLiteral("Device need") : QStringLiteral("Peak");
     switch (section) {
         case X: return axis_ == QLatin1String("seq") ? QStringLiteral("seq [tokens]") : QStringLiteral("mbs [sequences]");
-        case None: return QStringLiteral("Peak, recompute none");
-        case Selective: return QStringLiteral("Peak, selective");
-        case Full: return QStringLiteral("Peak, full");
+        case None: return what + QStringLiteral(", recompute none");
+        case Selective: return what + QStringLiteral(", selective");
+        case Full: return what + QStringLiteral(", full");
     }
     return {};
 }

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include <QAbstractTableModel>
@@ -25,6 +26,7 @@ enum Roles {
     ValueRole,                     // numeric value for sorting / charts (double or qint64)
     KeyRole,                       // contract key of a category row, phase kind of a timeline row
     CurrentRole,                   // bool: row of the current plan (sweeps) / the recommendation
+    VerdictRole,                   // memory_verdict of a sweep point: fits | may-not-fit | does-not-fit
 };
 
 // "8,030,261,248" (the exact integer, digit-grouped).
@@ -60,7 +62,8 @@ private:
     std::optional<ReportSide> measured_;
 };
 
-// Peak memory against seq or mbs for none / selective / full recompute.
+// The memory a fit is judged on (Sweep: the peak, or the device need at the top of its range)
+// against seq or mbs for none / selective / full recompute, marked by each point's verdict.
 class SweepModel : public QAbstractTableModel {
     Q_OBJECT
 public:
@@ -71,6 +74,7 @@ public:
     QString axis() const { return axis_; }
     std::int64_t capacityBytes() const { return capacity_; }
     std::int64_t currentX() const { return current_x_; }
+    bool deviceNeed() const { return device_need_; }  // the figures are device needs, not peaks
 
     int rowCount(const QModelIndex& parent = {}) const override;
     int columnCount(const QModelIndex& parent = {}) const override;
@@ -81,8 +85,10 @@ private:
     QString axis_ = QStringLiteral("seq");
     std::vector<std::int64_t> xs_;
     std::vector<std::array<std::optional<std::int64_t>, 3>> rows_;
+    std::vector<std::array<std::string_view, 3>> verdicts_;
     std::int64_t capacity_ = 0;
     std::int64_t current_x_ = 0;
+    bool device_need_ = false;
 };
 
 // The phases of one step: steady state, first step, measured (when loaded).
