@@ -1,5 +1,7 @@
 // What the explorer shows for an evaluated plan: the verdict, the summary lines, the
 // details table, the step time and the run-report overlay.
+#include <cmath>
+
 #include <QFileInfo>
 #include <QLabel>
 #include <QStatusBar>
@@ -195,7 +197,7 @@ void MainWindow::showThroughput(const Evaluation& ev) {
         const Throughput& t = ev.throughput;
         throughput_label_->setText(QStringLiteral("Step %1 · %2 tokens/s · MFU %3 % · HFU %4 %")
                                        .arg(formatSeconds(t.step_time_s))
-                                       .arg(groupDigits(static_cast<std::int64_t>(t.tokens_per_s)))
+                                       .arg(groupDigits(std::llround(t.tokens_per_s)))  // as the CLI rounds it
                                        .arg(100.0 * t.mfu, 0, 'f', 1)
                                        .arg(100.0 * t.hfu, 0, 'f', 1));
         QStringList slices;
