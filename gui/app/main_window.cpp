@@ -361,8 +361,7 @@ void MainWindow::applyControls() {
     notice_.clear();
     const Plan p = planFromControls();
     fp8_scaling_->setEnabled(p.precision == Precision::fp8_mixed);
-    gbs_label_->setText(QStringLiteral("%1 tokens").arg(groupDigits(p.global_batch_tokens())));
-    explorer_->setPlan(p);
+    explorer_->setPlan(p);  // the global batch shown is the evaluated plan's (onEvaluated, onError)
     if (!explorer_->hasError()) onError({});
 }
 
@@ -446,59 +445,6 @@ bool MainWindow::selectGpu(const QString& spec) {
     return ok;
 }
 
-void MainWindow::loadPlan(const Plan& p0) {
-    Plan p = p0;
-    if (p.seq == 0)
-        if (auto m = explorer_->inputModel()) p = resolve_defaults(p, *m);
-    // What the controls cannot show is said, never clamped, wrapped or dropped in silence: a
-    // count outside its control's range, and the settings the explorer has no control for.
-    QStringList unshown;
-    auto set_count = [&unshown](QSpinBox* box, std::int64_t v, const char* key) {
-        if (v < box->minimum() || v > box->maximum())
-            unshown << QStringLiteral("%1 %2 (shown as %3, the control's bound)")
-                           .arg(QLatin1String(key), groupDigits(v), groupDigits(std::clamp<std::int64_t>(v, box->minimum(), box->maximum())));
-        box->setValue(static_cast<int>(std::clamp<std::int64_t>(v, box->minimum(), box->maximum())));
-    };
-    const Plan defaults;
-    if (p.lora.dropout != defaults.lora.dropout) unshown << QStringLiteral("lora_dropout %1").arg(p.lora.dropout);
-    if (p.lora.alpha != defaults.lora.alpha) unshown << QStringLiteral("lora_alpha %1").arg(p.lora.alpha);
-    if (lora_targets_->findData(p.lora.targets) < 0) unshown << QStringLiteral("lora_targets (not one of the presets)");
-    if (p.moe_capacity_factor != defaults.moe_capacity_factor)
-        unshown << QStringLiteral("moe_capacity_factor %1").arg(p.moe_capacity_factor);
-    if (p.fp8_param_gather) unshown << QStringLiteral("fp8_param_gather");
-    if (p.pp_first_stage_layers > 0) unshown << QStringLiteral("pp_first_stage_layers %1").arg(p.pp_first_stage_layers);
-    if (p.pp_last_stage_layers > 0) unshown << QStringLiteral("pp_last_stage_layers %1").arg(p.pp_last_stage_layers);
-    syncing_ = true;
-    set_count(seq_, p.seq, "seq");
-    set_count(mbs_, p.mbs, "mbs");
-    set_count(grad_acc_, p.grad_acc, "grad_acc");
-    set_count(dp_, p.dp, "dp");
-    set_count(tp_, p.tp, "tp");
-    set_count(pp_, p.pp, "pp");
-    gpu_count_->setValue(static_cast<int>(std::clamp<std::int64_t>(p.gpus(), gpu_count_->minimum(), gpu_count_->maximum())));
-    sp_->setChecked(p.sp);
-    zero_->setCurrentIndex(zero_->findData(p.zero));
-    recompute_->setCurrentIndex(recompute_->findData(static_cast<int>(p.recompute)));
-    precision_->setCurrentIndex(precision_->findData(static_cast<int>(p.precision)));
-    fp8_scaling_->setCurrentIndex(fp8_scaling_->findData(static_cast<int>(p.fp8_scaling)));
-    optimizer_->setCurrentIndex(optimizer_->findData(static_cast<int>(p.optimizer)));
-    attention_->setCurrentIndex(attention_->findData(static_cast<int>(p.attention)));
-    dropout_->setValue(p.dropout);
-    finetune_->setCurrentIndex(finetune_->findData(static_cast<int>(p.finetune)));
-    set_count(lora_rank_, p.lora.rank, "lora_rank");
-    if (const int i = lora_targets_->findData(p.lora.targets); i >= 0) lora_targets_->setCurrentIndex(i);
-    offload_->setCurrentIndex(offload_->findData(static_cast<int>(p.offload)));
-    pp_schedule_->setCurrentIndex(pp_schedule_->findData(static_cast<int>(p.pp_schedule)));
-    set_count(vpp_, p.vpp, "vpp");
-    set_count(cp_, p.cp, "cp");
-    set_count(ep_, p.ep, "ep");
-    syncing_ = false;
-    applyControls();
-    if (!unshown.isEmpty())
-        showNotice(QStringLiteral("the loaded plan's ") + unshown.join(QStringLiteral(", ")) +
-                   QStringLiteral(" cannot be shown here: the result is for the plan the controls show"));
-}
-
 // ------------------------------------------------------------------ results
 
 void MainWindow::onError(const QString& msg) {
@@ -508,7 +454,11 @@ void MainWindow::onError(const QString& msg) {
         error_banner_->clear();
         return;
     }
-    // An evaluation error leaves the last valid result on screen; a notice is information.
+    // An evaluation error leaves the last valid result on screen; a notice is information. The
+    // global batch beside that result stays its own: a refused plan's is not shown.
+    const Evaluation* ev = explorer_->current();
+    if (!msg.isEmpty() && (!ev || ev->plan.global_batch_tokens() != planFromControls().global_batch_tokens()))
+        gbs_label_->setText(QStringLiteral("— (plan not applied)"));
     error_banner_->setText(msg.isEmpty() ? QStringLiteral("<b>Note:</b> %1").arg(shown.toHtmlEscaped())
                                          : QStringLiteral("<b>Not applied:</b> %1 — showing the last valid result.")
                                                .arg(shown.toHtmlEscaped()));

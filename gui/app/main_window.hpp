@@ -45,8 +45,10 @@ public:
     bool selectGpu(const QString& spec);
     // Select the framework profile (--framework); false with the banner for an unknown name.
     bool selectFramework(const QString& name);
-    // Puts a plan into the controls and evaluates it once.
-    void loadPlan(const Plan& plan);
+    // Puts a plan into the controls and evaluates it once. A count beyond its control's bound
+    // that the planner refuses leaves the controls as they were: the plan is not loaded, the note
+    // says why with the plan's own values, and that reason is returned (empty when loaded).
+    QString loadPlan(const Plan& plan);
     bool openRunReport(const QString& path);
     // A torchtitan TOML, Megatron-LM script, DeepSpeed JSON or nanotron YAML into the controls
     // (model, plan; the GPU count feeds torchtitan's -1 degrees); false with a notice on bad input.

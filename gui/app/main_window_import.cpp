@@ -1,5 +1,10 @@
-// File → Import config…: a torchtitan, Megatron-LM, DeepSpeed or nanotron config into the controls.
+// Plans into the controls (loadPlan: --plan, a run report's plan, a search candidate) and
+// File → Import config…: a torchtitan, Megatron-LM, DeepSpeed or nanotron config.
+#include <algorithm>
+
+#include <QCheckBox>
 #include <QComboBox>
+#include <QDoubleSpinBox>
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
@@ -8,6 +13,7 @@
 #include <QStringList>
 
 #include "explorer.hpp"
+#include "item_models.hpp"
 #include "main_window.hpp"
 #include "preflight/config_readers/config_readers.hpp"
 #include "preflight/planner/error.hpp"
@@ -28,6 +34,72 @@ QString write_model_config(const ImportedConfig& c) {
 }
 
 }  // namespace
+
+QString MainWindow::loadPlan(const Plan& p0) {
+    Plan p = p0;
+    if (p.seq == 0)
+        if (auto m = explorer_->inputModel()) p = resolve_defaults(p, *m);
+    // What the controls cannot show is said, never clamped, wrapped or dropped in silence: a
+    // count outside its control's range, and the settings the explorer has no control for.
+    QStringList unshown;
+    const auto outside = [](const QSpinBox* box, std::int64_t v) { return v < box->minimum() || v > box->maximum(); };
+    auto set_count = [&unshown, &outside](QSpinBox* box, std::int64_t v, const char* key) {
+        if (outside(box, v))
+            unshown << QStringLiteral("%1 %2 (shown as %3, the control's bound)")
+                           .arg(QLatin1String(key), groupDigits(v), groupDigits(std::clamp<std::int64_t>(v, box->minimum(), box->maximum())));
+        box->setValue(static_cast<int>(std::clamp<std::int64_t>(v, box->minimum(), box->maximum())));
+    };
+    // A count beyond its control's bound is first put to the planner as the plan has it: where it
+    // refuses the plan, the plan is not loaded and the note quotes the planner's message on its
+    // own values (as `preflight memory --plan` does), not on the clamped ones; the controls and
+    // their result stay as they were.
+    if (outside(seq_, p.seq) || outside(mbs_, p.mbs) || outside(grad_acc_, p.grad_acc) || outside(dp_, p.dp) ||
+        outside(tp_, p.tp) || outside(pp_, p.pp) || outside(lora_rank_, p.lora.rank) || outside(vpp_, p.vpp) ||
+        outside(cp_, p.cp) || outside(ep_, p.ep))
+        if (const QString refused = explorer_->planRefusal(p); !refused.isEmpty()) {
+            showNotice(QStringLiteral("plan not loaded: ") + refused);
+            return refused;
+        }
+    const Plan defaults;
+    if (p.lora.dropout != defaults.lora.dropout) unshown << QStringLiteral("lora_dropout %1").arg(p.lora.dropout);
+    if (p.lora.alpha != defaults.lora.alpha) unshown << QStringLiteral("lora_alpha %1").arg(p.lora.alpha);
+    if (lora_targets_->findData(p.lora.targets) < 0) unshown << QStringLiteral("lora_targets (not one of the presets)");
+    if (p.moe_capacity_factor != defaults.moe_capacity_factor)
+        unshown << QStringLiteral("moe_capacity_factor %1").arg(p.moe_capacity_factor);
+    if (p.fp8_param_gather) unshown << QStringLiteral("fp8_param_gather");
+    if (p.pp_first_stage_layers > 0) unshown << QStringLiteral("pp_first_stage_layers %1").arg(p.pp_first_stage_layers);
+    if (p.pp_last_stage_layers > 0) unshown << QStringLiteral("pp_last_stage_layers %1").arg(p.pp_last_stage_layers);
+    syncing_ = true;
+    set_count(seq_, p.seq, "seq");
+    set_count(mbs_, p.mbs, "mbs");
+    set_count(grad_acc_, p.grad_acc, "grad_acc");
+    set_count(dp_, p.dp, "dp");
+    set_count(tp_, p.tp, "tp");
+    set_count(pp_, p.pp, "pp");
+    gpu_count_->setValue(static_cast<int>(std::clamp<std::int64_t>(p.gpus(), gpu_count_->minimum(), gpu_count_->maximum())));
+    sp_->setChecked(p.sp);
+    zero_->setCurrentIndex(zero_->findData(p.zero));
+    recompute_->setCurrentIndex(recompute_->findData(static_cast<int>(p.recompute)));
+    precision_->setCurrentIndex(precision_->findData(static_cast<int>(p.precision)));
+    fp8_scaling_->setCurrentIndex(fp8_scaling_->findData(static_cast<int>(p.fp8_scaling)));
+    optimizer_->setCurrentIndex(optimizer_->findData(static_cast<int>(p.optimizer)));
+    attention_->setCurrentIndex(attention_->findData(static_cast<int>(p.attention)));
+    dropout_->setValue(p.dropout);
+    finetune_->setCurrentIndex(finetune_->findData(static_cast<int>(p.finetune)));
+    set_count(lora_rank_, p.lora.rank, "lora_rank");
+    if (const int i = lora_targets_->findData(p.lora.targets); i >= 0) lora_targets_->setCurrentIndex(i);
+    offload_->setCurrentIndex(offload_->findData(static_cast<int>(p.offload)));
+    pp_schedule_->setCurrentIndex(pp_schedule_->findData(static_cast<int>(p.pp_schedule)));
+    set_count(vpp_, p.vpp, "vpp");
+    set_count(cp_, p.cp, "cp");
+    set_count(ep_, p.ep, "ep");
+    syncing_ = false;
+    applyControls();
+    if (!unshown.isEmpty())
+        showNotice(QStringLiteral("the loaded plan's ") + unshown.join(QStringLiteral(", ")) +
+                   QStringLiteral(" cannot be shown here: the result is for the plan the controls show"));
+    return {};
+}
 
 bool MainWindow::importConfig(const QString& path) {
     ImportedConfig c;

@@ -75,6 +75,7 @@ void MainWindow::onEvaluated() {
     const Evaluation* ev = explorer_->current();
     if (!ev) return;
     const MemoryReport& r = ev->memory;
+    gbs_label_->setText(QStringLiteral("%1 tokens").arg(groupDigits(ev->plan.global_batch_tokens())));
     showVerdict(r);
     showSummaryLines(*ev);
     showDetails(*ev);

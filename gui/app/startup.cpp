@@ -48,7 +48,8 @@ QString loadPlanFromCommandLine(MainWindow& window, const QString& path, bool mo
         if (!gpu_given && !doc.gpu.empty()) window.selectGpu(QString::fromStdString(doc.gpu));
         // The profile the plan was ranked under (plan_document.hpp), as `preflight memory --plan` takes it.
         if (!framework_given && !doc.framework.empty()) window.selectFramework(QString::fromStdString(doc.framework));
-        window.loadPlan(doc.plan);
+        if (const QString refused = window.loadPlan(doc.plan); !refused.isEmpty())
+            return QStringLiteral("%1: plan not loaded: %2").arg(path, refused);
     } catch (const std::exception& e) {
         const QString error = QString::fromUtf8(e.what());
         window.showNotice(QStringLiteral("--plan: ") + error);

@@ -9,6 +9,7 @@
 #include "item_models.hpp"
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/plan_schema.hpp"
 #include "preflight/planner/profiles.hpp"
 #include "preflight/planner/report.hpp"
 
@@ -189,23 +190,44 @@ QString Explorer::setUpKey() const {
                     : QString();
 }
 
+void Explorer::evaluateMemory(Evaluation& ev, const Plan& plan) const {
+    // As `preflight memory --framework F` builds its options (cli/cmd_memory.cpp run_memory).
+    ev.profile = *profile_by_name(framework_.toStdString());
+    if (deepspeed_zero_ && ev.profile.deepspeed_zero_optimizer) ev.profile.deepspeed_zero = *deepspeed_zero_;
+    ev.model = *model_;
+    ev.gpu = gpu_for_profile(*gpu_, ev.profile);
+    ev.plan = resolve_defaults(plan, *model_);
+    validate_plan(ev.plan, ev.model);
+    MemoryOptions opt;
+    opt.profile = ev.profile;
+    opt.timeline = true;  // as `preflight memory` does
+    ev.memory = evaluate_memory(ev.model, ev.gpu, ev.plan, opt);
+}
+
+QString Explorer::planRefusal(const Plan& plan) const {
+    if (!model_ || !gpu_) return {};
+    Evaluation ev;
+    try {
+        evaluateMemory(ev, plan);
+    } catch (const InputError& e) {
+        // A field's flag named by its key, as `preflight memory --plan` blames the file's field
+        // (cli/plan_file.cpp blame_plan_file): "seq: 100000000000 exceeds ...".
+        for (const PlanField& f : plan_fields())
+            if (f.flag == e.subject()) return QString::fromStdString(std::string(f.key) + ": " + e.detail());
+        return QString::fromUtf8(e.what());
+    } catch (const std::exception& e) {
+        return QString::fromUtf8(e.what());
+    }
+    return {};
+}
+
 bool Explorer::evaluate() {
     if (!model_ || !gpu_) return false;
     QElapsedTimer timer;
     timer.start();
     auto ev = std::make_unique<Evaluation>();
     try {
-        // As `preflight memory --framework F` builds its options (cli/cmd_memory.cpp run_memory).
-        ev->profile = *profile_by_name(framework_.toStdString());
-        if (deepspeed_zero_ && ev->profile.deepspeed_zero_optimizer) ev->profile.deepspeed_zero = *deepspeed_zero_;
-        ev->model = *model_;
-        ev->gpu = gpu_for_profile(*gpu_, ev->profile);
-        ev->plan = resolve_defaults(plan_, *model_);
-        validate_plan(ev->plan, ev->model);
-        MemoryOptions opt;
-        opt.profile = ev->profile;
-        opt.timeline = true;  // as `preflight memory` does
-        ev->memory = evaluate_memory(ev->model, ev->gpu, ev->plan, opt);
+        evaluateMemory(*ev, plan_);
     } catch (const std::exception& e) {
         setError(QString::fromUtf8(e.what()));
         return false;

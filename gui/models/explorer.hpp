@@ -83,6 +83,10 @@ public:
     bool setGpu(const QString& spec);    // catalog name or path to a GPU spec JSON
     bool setPlan(const Plan& plan);      // seq 0 = the model's default
     bool setAll(const QString& model_spec, const QString& gpu_spec, const Plan& plan);
+    // Why the planner refuses `plan` with the current model, GPU and framework, its fields named
+    // by their plan-file keys as `preflight memory --plan` names them ("seq: 100000000000 exceeds
+    // ..."); empty when it takes it. Changes nothing (no evaluation is kept, no error recorded).
+    QString planRefusal(const Plan& plan) const;
     // --framework: whose memory and step time are modelled (megatron by default); an unknown
     // name is refused (false, errorMessage()) and the last one kept.
     bool setFramework(const QString& name);
@@ -143,6 +147,8 @@ signals:
 
 private:
     bool evaluate();
+    // The memory report of `plan` under the current inputs, into `ev`; throws the planner's error.
+    void evaluateMemory(Evaluation& ev, const Plan& plan) const;
     QString setUpKey() const;  // model | GPU | framework of the current evaluation
     void setError(const QString& msg);
     void pushToModels();
