@@ -23,6 +23,27 @@ inline QStringList plan_flags(const Plan& p) {
     return a;
 }
 
+// One run of the CLI binary: its exit code and what it printed.
+struct CliRun {
+    int code = -1;
+    QString out, err;
+};
+
+// Runs `preflight memory --model M --gpu G --framework F <plan flags> <extra>`.
+inline CliRun run_cli_memory(const QString& model, const QString& gpu, const Plan& p, const QString& framework,
+                             const QStringList& extra = {}) {
+    QProcess proc;
+    QStringList args{"memory", "--model", model, "--gpu", gpu, "--data-dir", PREFLIGHT_TEST_DATA_DIR, "--framework", framework};
+    args << plan_flags(p) << extra;
+    proc.start(PREFLIGHT_EXE, args);
+    CliRun run;
+    if (!proc.waitForFinished(60000)) return run;
+    run.code = proc.exitStatus() == QProcess::NormalExit ? proc.exitCode() : -1;
+    run.out = QString::fromUtf8(proc.readAllStandardOutput());
+    run.err = QString::fromUtf8(proc.readAllStandardError());
+    return run;
+}
+
 // Runs `preflight memory ... --format json` and parses its stdout. Exit code 0
 // (fits) or 1 (does not fit) are both a result; anything else is a failure.
 inline nlohmann::json cli_memory(const QString& model, const QString& gpu, const Plan& p, QString* error,

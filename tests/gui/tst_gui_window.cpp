@@ -106,6 +106,18 @@ private slots:
         child<QSpinBox>(w, "tp")->setValue(1);
         QCOMPARE(shown_peak(explorer), peak);
 
+        // A refused plan's global batch is not shown beside the last valid result (audit finding,
+        // 2026-12: seq 100,000 read "100,000 tokens" beside the result for seq 4096).
+        auto* gbs = child<QLabel>(w, "globalBatch");
+        const int seq = child<QSpinBox>(w, "seq")->value();
+        QCOMPARE(gbs->text(), QStringLiteral("4,096 tokens"));  // seq 4096 x mbs 1 x grad-acc 1 x dp 1
+        child<QSpinBox>(w, "seq")->setValue(100000);  // llama-3-8b has 8192 positions
+        QVERIFY2(banner->text().contains("100000 exceeds"), qPrintable(banner->text()));
+        QVERIFY2(!gbs->text().contains("100,000"), qPrintable(gbs->text()));
+        QCOMPARE(shown_peak(explorer), peak);
+        child<QSpinBox>(w, "seq")->setValue(seq);
+        QCOMPARE(gbs->text(), QStringLiteral("4,096 tokens"));
+
         // A malformed config.json and a config with a bad field: message names the file / field.
         const QString before = explorer.modelSpec();
         QVERIFY(!w.selectModel(QString(GUI_TEST_INPUTS) + "/malformed_config.json"));
