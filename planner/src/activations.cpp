@@ -81,7 +81,9 @@ std::vector<ActivationTensor> hf_inventory(const ModelConfig& m, const Plan& p, 
 
 // Profile addition: a mixed recipe run under torch.autocast with fp32 parameters.
 bool runs_amp(const FrameworkProfile& prof, const Plan& p) {
-    const bool without_fsdp = prof.amp_without_fsdp && p.zero == zero_none && p.cp <= 1;
+    // Without FSDP torchtitan runs autocast only for dp alone (with tp or pp it turns mixed precision
+    // off, and its profile refuses the mixed recipes there).
+    const bool without_fsdp = prof.amp_without_fsdp && p.zero == zero_none && p.cp <= 1 && p.tp == 1 && p.pp == 1;
     return (prof.amp_fp32_parameters || without_fsdp) &&
            (p.precision == Precision::bf16_mixed || p.precision == Precision::bf16_mixed_fp32_grads ||
             p.precision == Precision::fp16_mixed);

@@ -102,16 +102,21 @@ RuntimeColumnSumRows runtime_column_sum_rows(const ModelConfig& model, const Pla
     return {2 * norm_rows + biases * rows, norm_rows};
 }
 
-FrameworkProfile runtime_profile() {
+FrameworkProfile non_megatron_profile() {
     FrameworkProfile p;
-    // Each micro-batch's bf16 gradients, accumulated into fp32 across micro-batches (program.cpp).
-    p.fp32_main_grads_only = false;
     p.megatron_fsdp = false;
     p.main_grad_fp32_copy_at_step = false;
     p.moe_probs_in_activation = false;
     p.fp8_attention_output_16bit_kept = false;
     p.fp8_param_gather = false;
     p.uneven_pipeline_split = false;
+    return p;
+}
+
+FrameworkProfile runtime_profile() {
+    FrameworkProfile p = non_megatron_profile();
+    // Each micro-batch's bf16 gradients, accumulated into fp32 across micro-batches (program.cpp).
+    p.fp32_main_grads_only = false;
     p.name = "preflight-runtime";
     // Gradients are reduced per shard unit (runtime_layout.hpp) in place: no bucket copies.
     p.grad_bucket_bytes = 0;
@@ -156,14 +161,8 @@ GpuSpec gpu_for_profile(const GpuSpec& gpu, const FrameworkProfile& profile) {
 }
 
 FrameworkProfile pytorch_profile() {
-    FrameworkProfile p;
+    FrameworkProfile p = non_megatron_profile();
     p.fp32_main_grads_only = false;  // autocast: fp32 parameters and gradients, no 16-bit ones
-    p.megatron_fsdp = false;
-    p.main_grad_fp32_copy_at_step = false;
-    p.moe_probs_in_activation = false;
-    p.fp8_attention_output_16bit_kept = false;
-    p.fp8_param_gather = false;
-    p.uneven_pipeline_split = false;
     p.name = "pytorch";
     p.grad_bucket_bytes = 0;  // one GPU, no DistributedDataParallel
     p.grad_buckets_in_flight = 0;

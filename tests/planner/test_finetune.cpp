@@ -361,6 +361,9 @@ TEST(PipelineSchedule, InterleavedHoldsOnePlusPMinusOneOverPvMore) {
     a.pp = 8;
     a.grad_acc = 32;
     a.recompute = Recompute::full;
+    // fp32 main gradients: no fp32 copy at the optimizer step, whose peak would otherwise hide the
+    // activations' (Megatron-LM's main_grad.float() under 16-bit main gradients).
+    a.precision = Precision::bf16_mixed_fp32_grads;
     Plan b = a;
     b.pp_schedule = PpSchedule::interleaved;
     b.vpp = 2;

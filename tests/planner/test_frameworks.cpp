@@ -377,7 +377,9 @@ Plan torchtitan_8b_selective(std::int64_t dp) { return torchtitan_plan(8192, 2, 
 // (the reduce-scatter outputs) = 17,168 B per token.
 TEST(TorchtitanProfile, OpSelectiveRecomputeKeepsWhatItsPolicySaves) {
     const ModelConfig m = test::catalog_model("llama-3-8b");
-    const Plan p = torchtitan_8b_selective(1);
+    // Over FSDP (dp 8, ZeRO-3): bf16 compute. Without FSDP (dp 1) torchtitan runs autocast over
+    // fp32 parameters, whose residual stream is fp32 (maybe_enable_amp).
+    const Plan p = torchtitan_8b_selective(8);
     const FrameworkProfile tt = *profile_by_name("torchtitan");
     const auto kept = layer_activation_inventory(m, p, tt);
     std::int64_t total = 0;

@@ -48,14 +48,8 @@ void check_deepspeed_plan(const ModelConfig&, const Plan& p) {
 }  // namespace
 
 FrameworkProfile deepspeed_profile() {
-    FrameworkProfile p;
+    FrameworkProfile p = non_megatron_profile();
     p.fp32_main_grads_only = false;  // its fp32 accumulator sits beside the 16-bit gradients
-    p.megatron_fsdp = false;
-    p.main_grad_fp32_copy_at_step = false;
-    p.moe_probs_in_activation = false;
-    p.fp8_attention_output_16bit_kept = false;
-    p.fp8_param_gather = false;
-    p.uneven_pipeline_split = false;
     p.name = "deepspeed";
     // ZeRO's buckets, gradient lifetimes and step copies (memory_deepspeed.cpp), the buckets as
     // deepspeed_zero says: by default the block `--emit deepspeed` writes (overlap_comm and

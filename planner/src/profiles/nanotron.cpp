@@ -346,14 +346,8 @@ MemoryReport evaluate_memory_nanotron(const ModelConfig& model, const GpuSpec& g
 }
 
 FrameworkProfile nanotron_profile() {
-    FrameworkProfile p;
+    FrameworkProfile p = non_megatron_profile();
     p.fp32_main_grads_only = false;  // its fp32 accumulator sits beside the 16-bit gradients
-    p.megatron_fsdp = false;
-    p.main_grad_fp32_copy_at_step = false;
-    p.moe_probs_in_activation = false;
-    p.fp8_attention_output_16bit_kept = false;
-    p.fp8_param_gather = false;
-    p.uneven_pipeline_split = false;
     p.name = "nanotron";
     p.fused_attention = false;  // models/llama.py CoreAttention: flash-attn's FlashAttention-2
     p.grad_bucket_bytes = 25 * kMiB;  // config.model.ddp_bucket_cap_mb default 25

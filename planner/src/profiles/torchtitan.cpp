@@ -55,21 +55,15 @@ bool torchtitan_ddp_beside_other_parallelism(const Plan& p) {
 }
 
 FrameworkProfile torchtitan_profile() {
-    FrameworkProfile p;
+    FrameworkProfile p = non_megatron_profile();
     p.fp32_main_grads_only = false;
     p.fsdp2_fp32_grad_shards = true;  // FSDP2 shards beside ZeRO-2 gathers, fp32 gradients (memory_fsdp.cpp)
-    p.megatron_fsdp = false;
-    p.main_grad_fp32_copy_at_step = false;
-    p.moe_probs_in_activation = false;
-    p.fp8_attention_output_16bit_kept = false;
     // Without FSDP (ZeRO-0: DDP over dp alone, or one GPU) the step runs under torch.autocast over
     // fp32 parameters (maybe_enable_amp), which caches each weight's bf16 cast for its backward,
     // and DDP keeps a bucket copy of the gradients (apply_ddp: replicate, bucket_cap_mb 100).
     p.amp_without_fsdp = true;
     p.autocast_weight_copies = true;
     p.ddp_gradient_bucket_copy = true;
-    p.fp8_param_gather = false;
-    p.uneven_pipeline_split = false;
     p.name = "torchtitan";
     // FSDP2 reduce-scatters each transformer block's gradients as they are produced: no DDP
     // buckets (torchtitan/distributed/parallel_dims + torch.distributed.fsdp.fully_shard); the

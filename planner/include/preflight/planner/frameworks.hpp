@@ -18,6 +18,11 @@ namespace preflight {
 // with the caching-allocator constants fitted on the Ultra-Scale Playbook sweep.
 FrameworkProfile nanotron_profile();
 
+// The default FrameworkProfile describes Megatron-LM; another framework's profile starts from this
+// one, with Megatron-LM's own terms off: Megatron-FSDP, the fp32 gradient copy at the optimizer
+// step, the MoE and fp8 activation rules, --fp8-param-gather and the uneven pipeline split.
+FrameworkProfile non_megatron_profile();
+
 // torchtitan (pytorch/torchtitan): FSDP2/DTensor training of Llama, its blocks run eagerly (a
 // compiled loss is MemoryOptions::compiled_loss), PyTorch's caching-allocator reserve as fitted on
 // the nanotron sweep; terms as in profiles/torchtitan.cpp.
