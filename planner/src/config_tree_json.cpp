@@ -7,6 +7,7 @@
 
 #include "preflight/planner/config_import.hpp"
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/limits.hpp"
 #include "preflight/planner/user_file.hpp"
 
 namespace preflight {
@@ -74,23 +75,28 @@ std::string read_string(std::string_view text, std::size_t& i) {
     return out;
 }
 
+// An open object or array; the pointer of the innermost one is the scanner's `path`.
 struct Frame {
     bool array = false;
-    std::string pointer;  // of this object or array
+    std::size_t path_size = 0;  // the path's length around this frame (its parent's pointer)
     std::int64_t index = 0;
     bool want_key = true;
     std::string key;  // the member being read
 };
 
-// The pointer of a value opened inside `top`.
-std::string child_pointer(const Frame& top) {
-    return top.pointer + "/" + (top.array ? std::to_string(top.index) : json_pointer_token(top.key));
-}
+// The token of the value `top` is reading: its index or its key.
+std::string child_token(const Frame& top) { return top.array ? std::to_string(top.index) : json_pointer_token(top.key); }
 
-// Every object key's JSON pointer -> its 1-based line.
+// Every object key's JSON pointer -> its 1-based line. Linear in the text: one path string grows
+// and shrinks as arrays and objects open and close (no pointer per open frame), the scan stops
+// past limits::kMaxJsonDepth levels (a text that deep is refused), and once the pointers kept
+// would hold more than 4 bytes per byte of text, later keys are kept without a line.
 std::map<std::string, int> key_lines(std::string_view text) {
     std::map<std::string, int> lines;
     std::vector<Frame> stack;
+    std::string path;
+    const std::size_t budget = 4 * text.size() + 4096;
+    std::size_t kept = 0;
     int line = 1;
     for (std::size_t i = 0; i < text.size();) {
         const char c = text[i];
@@ -100,17 +106,22 @@ std::map<std::string, int> key_lines(std::string_view text) {
             if (!stack.empty() && !stack.back().array && stack.back().want_key) {
                 stack.back().key = std::move(s);
                 stack.back().want_key = false;
-                lines.emplace(child_pointer(stack.back()), at);
+                std::string pointer = path + "/" + json_pointer_token(stack.back().key);
+                kept += pointer.size();
+                if (kept <= budget) lines.emplace(std::move(pointer), at);
             }
             continue;
         }
         if (c == '\n') ++line;
         if (c == '{' || c == '[') {
+            if (stack.size() >= static_cast<std::size_t>(limits::kMaxJsonDepth)) break;
             Frame f;
             f.array = c == '[';
-            f.pointer = stack.empty() ? "" : child_pointer(stack.back());
+            f.path_size = path.size();
+            if (!stack.empty()) path += "/" + child_token(stack.back());
             stack.push_back(std::move(f));
         } else if ((c == '}' || c == ']') && !stack.empty()) {
+            path.resize(stack.back().path_size);
             stack.pop_back();
         } else if (c == ',' && !stack.empty()) {
             if (stack.back().array)

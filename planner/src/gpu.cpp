@@ -13,6 +13,7 @@
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/limits.hpp"
 #include "preflight/planner/throughput.hpp"
+#include "preflight/planner/shown_value.hpp"
 
 namespace preflight {
 
@@ -24,7 +25,7 @@ namespace {
 std::string optional_string(const json& j, const char* key, const std::string& fallback) {
     auto it = j.find(key);
     if (it == j.end() || it->is_null()) return fallback;
-    if (!it->is_string()) throw InputError(key, "must be a string, got " + it->dump());
+    if (!it->is_string()) throw InputError(key, "must be a string, got " + shown_json(*it));
     return it->get<std::string>();
 }
 
@@ -61,11 +62,11 @@ std::int64_t bytes(const json& j, const char* key, bool allow_zero) {
     if (it == j.end()) throw InputError(key, "missing from GPU spec");
     if (!it->is_number_integer()) throw InputError(key, "must be an integer number of bytes");
     if (it->is_number_unsigned() && it->get<std::uint64_t>() > static_cast<std::uint64_t>(limits::kMaxDeviceBytes))
-        throw InputError(key, it->dump() + " exceeds the limit kMaxDeviceBytes = " +
+        throw InputError(key, shown_json(*it) + " exceeds the limit kMaxDeviceBytes = " +
                                   std::to_string(limits::kMaxDeviceBytes) + " (1 PiB)");
     const auto v = it->get<std::int64_t>();
     if (v < 0 || (!allow_zero && v == 0))
-        throw InputError(key, std::string(allow_zero ? "must be 0 or more" : "must be positive") + ", got " + it->dump());
+        throw InputError(key, std::string(allow_zero ? "must be 0 or more" : "must be positive") + ", got " + shown_json(*it));
     if (v > limits::kMaxDeviceBytes)
         throw InputError(key, std::to_string(v) + " exceeds the limit kMaxDeviceBytes = " +
                                   std::to_string(limits::kMaxDeviceBytes) + " (1 PiB)");
@@ -148,7 +149,7 @@ Efficiency efficiency_from_json(const json& j) {
         if (!v->is_number()) throw InputError(subject, "must be a number");
         const double x = v->get<double>();
         const bool in_range = ((k.zero_allowed && x == 0) || (x > 0 && x >= k.lo)) && x <= k.hi;  // NaN fails
-        if (!in_range) throw InputError(subject, "must be " + range_text(k) + ", got " + v->dump());
+        if (!in_range) throw InputError(subject, "must be " + range_text(k) + ", got " + shown_json(*v));
         e.*k.member = x;
     }
     if (auto p = it->find("provenance"); p != it->end()) {
@@ -284,7 +285,7 @@ GpuSpec gpu_from_json(const json& j, const std::string& fallback_name) {
         throw InputError("gpus_per_node", "must be a positive integer");
     if (it->is_number_unsigned() ? it->get<std::uint64_t>() > static_cast<std::uint64_t>(limits::kMaxGpusPerNode)
                                  : it->get<std::int64_t>() > limits::kMaxGpusPerNode)
-        throw InputError("gpus_per_node", it->dump() + " exceeds the limit kMaxGpusPerNode = " +
+        throw InputError("gpus_per_node", shown_json(*it) + " exceeds the limit kMaxGpusPerNode = " +
                                               std::to_string(limits::kMaxGpusPerNode));
     g.gpus_per_node = static_cast<int>(it->get<std::int64_t>());
     g.overhead_bytes = bytes(j, "overhead_bytes", true);

@@ -9,6 +9,7 @@
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/limits.hpp"
 #include "preflight/planner/plan_schema.hpp"
+#include "preflight/planner/shown_value.hpp"
 
 namespace preflight::import_values {
 
@@ -29,9 +30,7 @@ std::int64_t in_bounds(std::int64_t v, const ConfigSpot& spot, std::int64_t min,
 
 }  // namespace
 
-std::string shown(const nlohmann::json& v) {
-    return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
+std::string shown(const nlohmann::json& v) { return shown_json(v); }
 
 std::int64_t integer_text(std::string_view text, const ConfigSpot& spot, std::int64_t min, std::int64_t max,
                           std::string_view what) {

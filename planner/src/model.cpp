@@ -5,6 +5,7 @@
 #include "preflight/planner/checked.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/limits.hpp"
+#include "preflight/planner/shown_value.hpp"
 
 namespace preflight {
 
@@ -31,9 +32,9 @@ std::int64_t positive_int(const json& cfg, const char* key, bool required, std::
         if (required) throw InputError(key, "missing from config.json");
         return fallback;
     }
-    if (!it->is_number_integer()) throw InputError(key, "must be an integer, got " + it->dump());
+    if (!it->is_number_integer()) throw InputError(key, "must be an integer, got " + shown_json(*it));
     if (it->is_number_unsigned() && it->get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
-        throw InputError(key, it->dump() + " is beyond the 64-bit integer range");
+        throw InputError(key, shown_json(*it) + " is beyond the 64-bit integer range");
     const auto v = it->get<std::int64_t>();
     if (v <= 0) throw InputError(key, "must be positive, got " + std::to_string(v));
     return v;
@@ -43,14 +44,14 @@ std::int64_t positive_int(const json& cfg, const char* key, bool required, std::
 std::string text(const json& cfg, const char* key, const char* fallback) {
     auto it = cfg.find(key);
     if (it == cfg.end() || it->is_null()) return fallback;
-    if (!it->is_string()) throw InputError(key, "must be a string, got " + it->dump());
+    if (!it->is_string()) throw InputError(key, "must be a string, got " + shown_json(*it));
     return it->get<std::string>();
 }
 
 bool boolean(const json& cfg, const char* key, bool fallback) {
     auto it = cfg.find(key);
     if (it == cfg.end() || it->is_null()) return fallback;
-    if (!it->is_boolean()) throw InputError(key, "must be true or false, got " + it->dump());
+    if (!it->is_boolean()) throw InputError(key, "must be true or false, got " + shown_json(*it));
     return it->get<bool>();
 }
 
@@ -64,8 +65,8 @@ ModelFamily family_of(const json& cfg) {
     if (t == "mistral") return ModelFamily::mistral;
     if (t == "qwen2") return ModelFamily::qwen2;
     if (t == "mixtral") return ModelFamily::mixtral;
-    throw InputError("model_type", "unsupported model family '" + t +
-                                       "' (supported: gpt2, llama, mistral, qwen2, mixtral)");
+    throw InputError("model_type", "unsupported model family " + shown_json(*it) +
+                                       " (supported: gpt2, llama, mistral, qwen2, mixtral)");
 }
 
 }  // namespace
@@ -118,7 +119,7 @@ std::string rope_scaling_type(const json& scaling) {
     for (const char* key : {"rope_type", "type"}) {
         const auto it = scaling.find(key);
         if (it == scaling.end() || it->is_null()) continue;
-        if (!it->is_string()) throw InputError(std::string("rope_scaling.") + key, "must be a string, got " + it->dump());
+        if (!it->is_string()) throw InputError(std::string("rope_scaling.") + key, "must be a string, got " + shown_json(*it));
         return it->get<std::string>();
     }
     return "unknown";
@@ -128,17 +129,17 @@ std::string rope_scaling_type(const json& scaling) {
 void read_rope(const json& cfg, ModelConfig& m) {
     if (auto it = cfg.find("rope_theta"); it != cfg.end() && !it->is_null()) {
         if (!it->is_number() || it->get<double>() <= 1.0)
-            throw InputError("rope_theta", "must be a number above 1, got " + it->dump());
+            throw InputError("rope_theta", "must be a number above 1, got " + shown_json(*it));
         m.rope_theta = it->get<double>();
     }
     if (auto it = cfg.find("rope_scaling"); it != cfg.end() && !it->is_null()) {
-        if (!it->is_object()) throw InputError("rope_scaling", "must be an object or null, got " + it->dump());
+        if (!it->is_object()) throw InputError("rope_scaling", "must be an object or null, got " + shown_json(*it));
         m.rope_scaling.type = rope_scaling_type(*it);
         auto num = [&](const char* key, double fallback) {
             const auto f = it->find(key);
             if (f == it->end()) return fallback;
             if (!f->is_number() || f->get<double>() <= 0)
-                throw InputError(std::string("rope_scaling.") + key, "must be a positive number, got " + f->dump());
+                throw InputError(std::string("rope_scaling.") + key, "must be a positive number, got " + shown_json(*f));
             return f->get<double>();
         };
         m.rope_scaling.factor = num("factor", 0);

@@ -7,6 +7,7 @@
 #include "preflight/planner/plan_schema.hpp"
 #include "preflight/planner/profiles.hpp"
 #include "preflight/planner/report.hpp"
+#include "preflight/planner/shown_value.hpp"
 
 namespace preflight {
 
@@ -21,7 +22,7 @@ std::string recorded_name(const nlohmann::json& doc, const char* key) {
     if (it->is_string()) return it->get<std::string>();
     if (it->is_object() && it->contains("name")) {
         if (!it->at("name").is_string())
-            throw InputError(std::string(key) + ".name", "must be a string, got " + it->at("name").dump());
+            throw InputError(std::string(key) + ".name", "must be a string, got " + shown_json(it->at("name")));
         return it->at("name").get<std::string>();
     }
     throw InputError(key, "must be a name or an object with \"name\"");
@@ -42,7 +43,7 @@ void check_keys(const nlohmann::json& fields, bool top_level) {
                                   "framework, gpus, global_batch_tokens and schema_version" + hint);
     }
     if (const auto v = fields.find("schema_version"); v != fields.end() && *v != kSchemaVersion)
-        throw InputError("schema_version", v->dump() + ": this preflight reads plan files of schema version " +
+        throw InputError("schema_version", shown_json(*v) + ": this preflight reads plan files of schema version " +
                                                std::to_string(kSchemaVersion));
 }
 
@@ -53,7 +54,7 @@ void check_totals(const nlohmann::json& fields, const Plan& p) {
         const auto v = fields.find(key);
         if (v == fields.end()) continue;
         if (!v->is_number_integer() || v->get<std::int64_t>() != value)
-            throw InputError(key, v->dump() + " differs from the plan's " + std::to_string(value) +
+            throw InputError(key, shown_json(*v) + " differs from the plan's " + std::to_string(value) +
                                       (std::string(key) == "gpus" ? " (dp x tp x pp x cp)" : " (seq x mbs x grad_acc x dp)") +
                                       ": correct it or leave the key out");
     }
@@ -71,7 +72,7 @@ std::string recorded_framework(const nlohmann::json& doc) {
         key = "predicted.profile";
     }
     if (v == nullptr) return {};
-    if (!v->is_string()) throw InputError(key, "must be a framework profile's name, got " + v->dump());
+    if (!v->is_string()) throw InputError(key, "must be a framework profile's name, got " + shown_json(*v));
     const std::string name = v->get<std::string>();
     if (!profile_by_name(name)) {
         std::string names;

@@ -11,6 +11,7 @@
 #include "preflight/planner/extensions.hpp"
 #include "preflight/planner/limits.hpp"
 #include "preflight/planner/search.hpp"
+#include "preflight/planner/shown_value.hpp"
 
 namespace preflight {
 
@@ -415,13 +416,13 @@ namespace {
 FieldValue json_value(const PlanField& f, const nlohmann::json& v, const std::string& key) {
     switch (f.type) {
         case FieldType::integer:
-            if (!v.is_number_integer()) throw InputError(key, "must be an integer, got " + v.dump());
+            if (!v.is_number_integer()) throw InputError(key, "must be an integer, got " + shown_json(v));
             if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
-                throw InputError(key, v.dump() + " is beyond the 64-bit integer range");
+                throw InputError(key, shown_json(v) + " is beyond the 64-bit integer range");
             // A count written in a file is the count: 0 is not "the default" there (seq 0 is the
             // in-memory stand-in for the model's default, which a file gives by leaving the key out).
             if (f.min >= 1 && v.get<std::int64_t>() < f.min)
-                throw InputError(key, "must be a whole number >= " + std::to_string(f.min) + ", got " + v.dump() +
+                throw InputError(key, "must be a whole number >= " + std::to_string(f.min) + ", got " + shown_json(v) +
                                           " (leave the key out for the default)");
             return v.get<std::int64_t>();
         case FieldType::real:

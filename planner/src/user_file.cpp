@@ -103,12 +103,48 @@ std::string overflowing_token(const std::string& message) {
     return open != std::string::npos && close > open ? message.substr(open + 1, close - open - 1) : "";
 }
 
+// The 1-based line where `text` opens its (limit + 1)-th nested array or object, strings skipped.
+std::size_t line_past_depth(const std::string& text, int limit) {
+    std::size_t line = 1;
+    int depth = 0;
+    bool in_string = false;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (c == '\n') ++line;
+        if (in_string) {
+            if (c == '\\') ++i;
+            else if (c == '"') in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > limit) return line;
+        } else if (c == ']' || c == '}') {
+            --depth;
+        }
+    }
+    return 0;
+}
+
+// The refusal of a value nested deeper than limits::kMaxJsonDepth, naming where and the key
+// holding it (its first 60 characters: the path itself is up to 64 levels long).
+InputError too_deep(const std::string& text, const std::string& subject, const std::string& where, std::string key) {
+    if (key.size() > 60) key = key.substr(0, 60) + "...";
+    const std::size_t line = line_past_depth(text, limits::kMaxJsonDepth);
+    return InputError(subject, where + (line ? " line " + std::to_string(line) : "") +
+                                   " nests arrays and objects deeper than " + std::to_string(limits::kMaxJsonDepth) +
+                                   " levels (limits::kMaxJsonDepth)" + (key.empty() ? "" : " in \"" + key + "\"") +
+                                   "; no file Preflight reads nests more than a few");
+}
+
 }  // namespace
 
 json parse_json_text(const std::string& text, const std::string& subject, const std::string& where) {
     KeyPath path;
     try {
-        return json::parse(text, [&path](int, json::parse_event_t event, json& parsed) {
+        return json::parse(text, [&](int depth, json::parse_event_t event, json& parsed) {
+            // depth: the arrays and objects open around this one (0 for the top-level value).
+            const bool opens = event == json::parse_event_t::object_start || event == json::parse_event_t::array_start;
+            if (opens && depth >= limits::kMaxJsonDepth) throw too_deep(text, subject, where, path.text());
             return path.on_event(event, parsed);
         });
     } catch (const json::out_of_range& e) {

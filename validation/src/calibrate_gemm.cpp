@@ -13,6 +13,7 @@
 #include "preflight/planner/throughput.hpp"
 #include "preflight/validation/calibrate.hpp"
 #include "preflight/validation/nelder_mead.hpp"
+#include "preflight/planner/shown_value.hpp"
 #include "calibrate_gemm.hpp"
 
 namespace preflight::validation {
@@ -91,7 +92,7 @@ std::vector<GemmSample> gemm_samples(const json& m) {
     const auto ot = m.find("op_times");
     if (ot == m.end() || ot->is_null()) return out;
     if (!ot->is_object() || !ot->contains("gemms") || !ot->at("gemms").is_array())
-        throw InputError("measured.op_times", "must be null or an object with a \"gemms\" array, got " + ot->dump().substr(0, 80));
+        throw InputError("measured.op_times", "must be null or an object with a \"gemms\" array, got " + shown_json(*ot));
     const json& gs = ot->at("gemms");
     if (gs.size() > kMaxGemmShapes)
         throw InputError("measured.op_times.gemms", "lists " + std::to_string(gs.size()) + " shapes, more than " +
@@ -99,12 +100,12 @@ std::vector<GemmSample> gemm_samples(const json& m) {
     for (std::size_t i = 0; i < gs.size(); ++i) {
         const std::string at = "measured.op_times.gemms[" + std::to_string(i) + "]";
         const json& g = gs[i];
-        if (!g.is_object()) throw InputError(at, "must be an object, got " + g.dump().substr(0, 80));
+        if (!g.is_object()) throw InputError(at, "must be an object, got " + shown_json(g));
         // A dimension, batch or count: a whole number in [1, 2^40]; the time: finite and > 0.
         auto whole = [&](const char* key) {
             const auto it = g.find(key);
             if (it == g.end() || !it->is_number_integer() || it->get<std::int64_t>() < 1 || it->get<std::int64_t>() > (std::int64_t{1} << 40))
-                throw InputError(at + "." + key, "must be a whole number in [1, 2^40], got " + (it == g.end() ? "nothing" : it->dump()));
+                throw InputError(at + "." + key, "must be a whole number in [1, 2^40], got " + (it == g.end() ? "nothing" : shown_json(*it)));
             return it->get<std::int64_t>();
         };
         GemmSample s;
@@ -120,7 +121,7 @@ std::vector<GemmSample> gemm_samples(const json& m) {
         s.count = whole("count");
         const auto t = g.find("time_s");
         if (t == g.end() || !t->is_number() || !std::isfinite(t->get<double>()) || t->get<double>() <= 0)
-            throw InputError(at + ".time_s", "must be a finite number of seconds > 0, got " + (t == g.end() ? "nothing" : t->dump()));
+            throw InputError(at + ".time_s", "must be a finite number of seconds > 0, got " + (t == g.end() ? "nothing" : shown_json(*t)));
         s.time_s = t->get<double>();
         out.push_back(s);
     }

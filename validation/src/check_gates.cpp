@@ -7,6 +7,7 @@
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/user_file.hpp"
 #include "preflight/validation/check.hpp"
+#include "preflight/planner/shown_value.hpp"
 
 namespace preflight::validation {
 
@@ -18,7 +19,7 @@ namespace {
 double fraction_field(const json& j, const std::string& key, const std::string& subject) {
     const json& v = j.at(key);
     if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
-        throw InputError(subject + ": " + key, "must be a finite fraction >= 0 (0.01 is 1 %), got " + v.dump());
+        throw InputError(subject + ": " + key, "must be a finite fraction >= 0 (0.01 is 1 %), got " + shown_json(v));
     return v.get<double>();
 }
 
@@ -33,7 +34,7 @@ FolderGate gate_from_json(const json& j, const fs::path& file) {
         } else if (key == "source") {
             // A source no report carries would gate on nothing: refused, not a failed gate.
             if (!value.is_string() || (value.get<std::string>() != kSourceRuntime && value.get<std::string>() != kSourcePytorch))
-                throw InputError(subject + ": source", "must be a source name (preflight-runtime, pytorch), got " + value.dump());
+                throw InputError(subject + ": source", "must be a source name (preflight-runtime, pytorch), got " + shown_json(value));
             g.source = value.get<std::string>();
         } else if (key == "peak_abs_error_p50_max") {
             g.peak_p50_max = fraction_field(j, key, subject);
@@ -41,7 +42,7 @@ FolderGate gate_from_json(const json& j, const fs::path& file) {
             g.peak_p95_max = fraction_field(j, key, subject);
         } else if (key == "compared_runs_min") {
             if (!value.is_number_integer() || value.get<std::int64_t>() < 1 || value.get<std::int64_t>() > 1'000'000)
-                throw InputError(subject + ": compared_runs_min", "must be a whole number in [1, 1000000], got " + value.dump());
+                throw InputError(subject + ": compared_runs_min", "must be a whole number in [1, 1000000], got " + shown_json(value));
             g.compared_runs_min = static_cast<int>(value.get<std::int64_t>());
         } else {
             throw InputError(subject + ": " + key,

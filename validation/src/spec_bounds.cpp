@@ -7,6 +7,7 @@
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/gpu.hpp"
 #include "preflight/planner/limits.hpp"
+#include "preflight/planner/shown_value.hpp"
 
 namespace preflight::validation {
 
@@ -30,7 +31,7 @@ void check_fitted_spec(const json& spec, const std::string& subject) {
         const json& v = spec.at("efficiency").at(name);
         const double x = v.is_number() ? v.get<double>() : NAN;
         if (!(std::isfinite(x) && x >= b.lo && x <= b.hi))
-            throw InputError(subject, "fitted " + key + " = " + v.dump() + " is outside its bound [" +
+            throw InputError(subject, "fitted " + key + " = " + shown_json(v) + " is outside its bound [" +
                                           json(b.lo).dump() + ", " + json(b.hi).dump() + "] (" + b.why +
                                           "); not written: the runs do not constrain it");
     }
@@ -40,7 +41,7 @@ void check_fitted_spec(const json& spec, const std::string& subject) {
                                   ? spec.at("memory_bytes").get<double>()
                                   : 0.0;
         if (!v.is_number_integer() || v.get<double>() < 0 || (memory > 0 && v.get<double>() > memory))
-            throw InputError(subject, "fitted overhead_bytes = " + v.dump() + " is outside its bound [0, memory_bytes = " +
+            throw InputError(subject, "fitted overhead_bytes = " + shown_json(v) + " is outside its bound [0, memory_bytes = " +
                                           json(memory).dump() + "]; not written");
     }
     try {
@@ -55,7 +56,7 @@ namespace {
 void expect(const json& j, const char* key, bool (json::*is)() const noexcept, const char* type, const std::string& file,
             const std::string& prefix = "") {
     if (!j.is_object() || !j.contains(key) || j.at(key).is_null()) return;
-    if (!(j.at(key).*is)()) throw InputError(file, prefix + key + " must be " + type + ", got " + j.at(key).dump());
+    if (!(j.at(key).*is)()) throw InputError(file, prefix + key + " must be " + type + ", got " + shown_json(j.at(key)));
 }
 
 // `key`, when present, is one of `allowed` (null is not: the readers take the key's absence
@@ -68,7 +69,7 @@ void expect_one_of(const json& r, const char* key, std::initializer_list<const c
         if (v.is_string() && v.get<std::string>() == a) return;
         names += (names.empty() ? "" : ", ") + std::string(a);
     }
-    throw InputError(file, std::string(key) + " must be one of " + names + ", got " + v.dump());
+    throw InputError(file, std::string(key) + " must be one of " + names + ", got " + shown_json(v));
 }
 
 // `key` is an object holding a string "name" (model, gpu): every reader predicts from them.
@@ -76,10 +77,10 @@ void expect_named(const json& r, const char* key, const std::string& file) {
     const auto it = r.find(key);
     if (it == r.end() || !it->is_object())
         throw InputError(file, std::string(key) + " must be an object {\"name\": ...}, got " +
-                                   (it == r.end() ? "nothing" : it->dump()));
+                                   (it == r.end() ? "nothing" : shown_json(*it)));
     if (!it->contains("name") || !it->at("name").is_string())
         throw InputError(file, std::string(key) + ".name must be a string, got " +
-                                   (it->contains("name") ? it->at("name").dump() : "nothing"));
+                                   (it->contains("name") ? shown_json(it->at("name")) : "nothing"));
 }
 
 // What a run measured, as the checks and the calibration read it: byte figures are whole numbers
@@ -96,7 +97,7 @@ void check_measured(const json& m, const std::string& file) {
     const auto t = m.find("step_time_s");
     if (t != m.end() && !t->is_null() &&
         !(t->is_number() && t->get<double>() >= kMinStepSeconds && t->get<double>() <= kMaxStepSeconds))
-        throw InputError(file, "measured.step_time_s must be a number of seconds in [1e-6, 1e7], got " + t->dump());
+        throw InputError(file, "measured.step_time_s must be a number of seconds in [1e-6, 1e7], got " + shown_json(*t));
 }
 
 }  // namespace
@@ -116,14 +117,14 @@ std::optional<std::int64_t> measured_bytes(const json& m, const char* key) {
             return static_cast<std::int64_t>(v);
     }
     throw InputError(std::string("measured.") + key,
-                     "must be a whole number of bytes in [0, 2^60] (kMaxBytes), got " + it->dump());
+                     "must be a whole number of bytes in [0, 2^60] (kMaxBytes), got " + shown_json(*it));
 }
 
 void check_run_report_fields(const json& r, const std::string& file) {
     if (!r.is_object()) throw InputError(file, "a run report must be a JSON object");
     for (const char* key : {"command", "source"})
         if (r.contains(key) && !r.at(key).is_string())
-            throw InputError(file, std::string(key) + " must be a string, got " + r.at(key).dump());
+            throw InputError(file, std::string(key) + " must be a string, got " + shown_json(r.at(key)));
     // Without them a report would be read as an ok device run (or skipped) without a word.
     for (const char* key : {"mode", "status"})
         if (!r.contains(key)) throw InputError(file, std::string(key) + " is missing: every run report records it");
@@ -134,7 +135,7 @@ void check_run_report_fields(const json& r, const std::string& file) {
     expect_named(r, "gpu", file);
     for (const char* key : {"plan", "measured"})
         if (!r.contains(key) || !r.at(key).is_object())
-            throw InputError(file, std::string(key) + " must be an object, got " + (r.contains(key) ? r.at(key).dump() : "nothing"));
+            throw InputError(file, std::string(key) + " must be an object, got " + (r.contains(key) ? shown_json(r.at(key)) : "nothing"));
     expect(r, "device", &json::is_object, "an object", file);
     expect(r, "plan", &json::is_object, "an object", file);
     expect(r, "measured", &json::is_object, "an object", file);

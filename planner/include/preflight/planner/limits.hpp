@@ -42,6 +42,11 @@ inline constexpr std::int64_t kMaxConfigFileBytes = std::int64_t{1} << 24;  // a
 // A JSON file users hand us (model config, GPU spec, plan, run report, matrix): 64 MiB, over 100x
 // the largest run report the runtime writes (a GPT-2 XL report with every allocation, ~0.5 MB).
 inline constexpr std::int64_t kMaxJsonFileBytes = std::int64_t{1} << 26;
+// Nesting of arrays and objects in a JSON file users hand us (and a --from ds_config): 64
+// levels, as the YAML and TOML config readers allow; the deepest file Preflight writes (a run
+// report) nests 5. Deeper is refused when read, so no recursive walk of the value (nlohmann's
+// dump, copy, comparison) can exhaust the stack.
+inline constexpr int kMaxJsonDepth = 64;
 // A measured data set's CSV: 64 MiB, about 200 times the nanotron sweep's 1,622 rows.
 inline constexpr std::int64_t kMaxDataSetCsvBytes = std::int64_t{1} << 26;
 

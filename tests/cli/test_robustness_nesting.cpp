@@ -1,0 +1,65 @@
+// Input robustness through the binary (audit of fix60): a value nested 100,000 levels deep in
+// any JSON file a user hands us (was: a segfault, exit 139, or minutes and gigabytes for a
+// ds_config), names that would inject lines into an emitted script, a rope_theta cast past
+// int64, and counts with more digits than a double holds.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "user_files.hpp"
+
+namespace preflight {
+namespace {
+
+using nlohmann::json;
+using test::catalog;
+using test::expect_refused;
+using test::run_preflight;
+using test::Scratch;
+
+std::string deep() { return std::string(100000, '[') + std::string(100000, ']'); }
+
+// `j` written with the number 123456.5 replaced by 100,000 nested arrays.
+std::string write_deep(const Scratch& s, const std::string& name, const json& j) { return s.write(name, j, deep()); }
+
+void expect_short_refusal(const std::string& args, const std::string& file) {
+    expect_refused(args, {file, "deeper than 64 levels (limits::kMaxJsonDepth)"});
+    const auto r = run_preflight(args, "timeout 60 env");
+    EXPECT_LT(r.err.size(), 1000u) << r.err.substr(0, 2000);
+}
+
+TEST(Nesting, DeepValueInEveryUserJsonFileIsExit2WithAShortMessage) {
+    Scratch s;
+    json model = catalog("models", "llama-3-8b");
+    model["hidden_size"] = 123456.5;
+    const std::string m = write_deep(s, "deep-model.json", model);
+    expect_short_refusal("memory --model " + m, m);
+    json gpu = catalog("gpus", "h100-sxm-80gb");
+    gpu["memory_bytes"] = 123456.5;
+    const std::string g = write_deep(s, "deep-gpu.json", gpu);
+    expect_short_refusal("memory --model gpt2 --gpu " + g, g);
+    const std::string p = write_deep(s, "deep-plan.json", json{{"seq", 123456.5}});
+    expect_short_refusal("memory --model gpt2 --plan " + p, p);
+    const std::string r = write_deep(s, "runs/run.json", json{{"mode", "dry-run"}, {"status", 123456.5}});
+    expect_short_refusal("validate --check " + s.path("runs") + " --no-report-files", r);
+    const std::string c = write_deep(s, "data/models/deep.json", model);
+    expect_short_refusal("models --data-dir " + s.path("data"), c);
+    const std::string d = s.write_text("ds.json", "{\"train_micro_batch_size_per_gpu\": " + deep() + "}");
+    expect_short_refusal("memory --from " + d + " --model llama-3-8b --gpus 8", d);
+}
+
+TEST(Nesting, AWrongValueIsShownInAFewCharacters) {
+    Scratch s;
+    json model = catalog("models", "llama-3-8b");
+    model["hidden_size"] = json::array();
+    for (int i = 0; i < 100000; ++i) model["hidden_size"].push_back(i);
+    const std::string m = s.write("wide.json", model);
+    expect_refused("memory --model " + m, {m, "hidden_size: must be an integer, got [0, 1, 2", "(an array of 100000 values)"});
+    const auto r = run_preflight("memory --model " + m);
+    EXPECT_LT(r.err.size(), 600u) << r.err.substr(0, 2000);
+}
+
+}  // namespace
+}  // namespace preflight

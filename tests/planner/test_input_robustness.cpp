@@ -1,0 +1,116 @@
+// Input robustness (audit of fix60): values nested past any config's depth, values shown in
+// messages, numbers cast past an integer's range, names echoed into emitted files, numbers
+// with a leading zero read as the framework reads them, and messages that say what happened.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "preflight/config_readers/config_readers.hpp"
+#include "preflight/planner/catalog.hpp"
+#include "preflight/planner/config_import.hpp"
+#include "preflight/planner/emit.hpp"
+#include "preflight/planner/error.hpp"
+#include "preflight/planner/gpu.hpp"
+#include "preflight/planner/model.hpp"
+#include "preflight/planner/shown_value.hpp"
+#include "preflight/planner/user_file.hpp"
+#include "tree_import_helpers.hpp"
+
+using namespace preflight;
+using nlohmann::json;
+using test::tree_import::expect_input_error;
+using test::tree_import::int_field;
+
+namespace {
+
+const std::filesystem::path kData = PREFLIGHT_TEST_DATA_DIR;
+
+std::string nested(std::size_t levels) { return std::string(levels, '[') + std::string(levels, ']'); }
+
+json llama() {
+    std::ifstream in(kData / "models" / "llama-3-8b.json");
+    return json::parse(in);
+}
+
+std::string message_of(const std::function<void()>& run) {
+    try {
+        run();
+    } catch (const InputError& e) {
+        return e.what();
+    }
+    ADD_FAILURE() << "no InputError";
+    return "";
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+// --- 1. Deep nesting and the values messages show ---------------------------------------------
+
+TEST(InputRobustness, JsonNestedPastTheLimitIsRefusedWhenParsed) {
+    // 100,000 levels: nlohmann's dump() of it recursed until the stack overflowed (exit 139).
+    const std::string text = "{\"hidden_size\": " + nested(100000) + "}";
+    const std::string m = message_of([&] { parse_json_text(text, "--model", "'deep.json'"); });
+    EXPECT_NE(m.find("'deep.json'"), std::string::npos) << m;
+    EXPECT_NE(m.find("deeper than 64 levels (limits::kMaxJsonDepth)"), std::string::npos) << m;
+    EXPECT_NE(m.find("hidden_size"), std::string::npos) << m;
+    EXPECT_LT(m.size(), 400u) << m;
+    // 64 levels are read (the top-level object is one of them); 65 are not.
+    EXPECT_NO_THROW(parse_json_text("{\"a\": " + nested(63) + "}", "f", "'f'"));
+    EXPECT_THROW(parse_json_text("{\"a\": " + nested(64) + "}", "f", "'f'"), InputError);
+    // Brackets inside strings are no nesting.
+    EXPECT_NO_THROW(parse_json_text("{\"a\": \"" + nested(1000) + "\"}", "f", "'f'"));
+}
+
+TEST(InputRobustness, ValuesInMessagesAreShownBoundedly) {
+    EXPECT_EQ(shown_json(json(42)), "42");
+    EXPECT_EQ(shown_json(json("a\nb")), "\"a\\nb\"");  // control characters escaped
+    EXPECT_EQ(shown_json(json::parse(nested(60))), "[[[[...]]]]");  // walked 3 levels deep
+    json wide = json::array();
+    for (int i = 0; i < 100000; ++i) wide.push_back(i);
+    const std::string w = shown_json(wide);
+    EXPECT_LT(w.size(), 100u) << w;
+    EXPECT_EQ(w.rfind("[0, 1, 2, ", 0), 0u) << w;
+    EXPECT_NE(w.find(", ...] (an array of 100000 values)"), std::string::npos) << w;
+    EXPECT_LT(shown_json(json(std::string(100000, 'x'))).size(), 80u);
+    // A model key holding a wide array: the message stays one short line.
+    json cfg = llama();
+    cfg["hidden_size"] = wide;
+    const std::string m = message_of([&] { model_from_hf_config(cfg, "wide"); });
+    EXPECT_NE(m.find("hidden_size: must be an integer, got [0, 1, 2"), std::string::npos) << m;
+    EXPECT_LT(m.size(), 200u) << m;
+}
+
+TEST(InputRobustness, DeepJsonConfigIsRefusedInLinearTime) {
+    // A ds_config 100,000 levels deep: a JSON pointer kept per open level made this quadratic
+    // (60 s and 5 GB); refused at the depth limit naming the file.
+    const std::string text = "{\"train_micro_batch_size_per_gpu\": " + nested(100000) + "}";
+    const auto t0 = std::chrono::steady_clock::now();
+    expect_input_error([&] { import_config_text(text, "ds.json", std::nullopt, {}); },
+                       {"ds.json", "deeper than 64 levels", "kMaxJsonDepth"});
+    EXPECT_LT(seconds_since(t0), 5.0);
+    // A syntax error after deep nesting: its line search stops at the limit too.
+    const std::string broken = "{\"a\": " + std::string(200000, '[') + "x";
+    const auto t1 = std::chrono::steady_clock::now();
+    expect_input_error([&] { import_config_text(broken, "ds.json", std::nullopt, {}); }, {"ds.json"});
+    EXPECT_LT(seconds_since(t1), 5.0);
+    // Keys under nesting keep their lines.
+    const ConfigTree t = json_config_tree("{\n\"a\": {\n\"b\": [1, {\n\"c\": 2}]}}\n", "ok.json");
+    EXPECT_EQ(t.line_of("/a"), 2);
+    EXPECT_EQ(t.line_of("/a/b"), 3);
+    EXPECT_EQ(t.line_of("/a/b/1/c"), 4);
+}
+
+// --- 7. Messages that say what happened -------------------------------------------------------
+
