@@ -2,6 +2,7 @@
 #include "preflight/planner/emit.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
@@ -44,6 +45,21 @@ std::string torchtitan_extensions(const ModelConfig& m, const Plan& p, std::vect
 
 namespace {
 
+// Megatron-LM's --rotary-base is an int (arguments.py, type=int): a fractional rope_theta is
+// written rounded, with a warning; printed from the double, never cast to an integer type.
+std::string rotary_base(double theta, std::vector<std::string>* w) {
+    char buf[64];
+    const double whole = std::round(theta);
+    std::snprintf(buf, sizeof buf, "%.0f", whole);
+    if (whole != theta) {
+        char given[40];
+        std::snprintf(given, sizeof given, "%.17g", theta);
+        warn(w, std::string("rope_theta ") + given + ": Megatron-LM's --rotary-base takes an integer, " + buf +
+                    " written");
+    }
+    return buf;
+}
+
 // Model shape (Megatron-LM arguments.py names).
 void add_megatron_model_arguments(const ModelConfig& m, std::vector<std::string>& a, std::vector<std::string>* w) {
     auto arg = [&](std::string flag, std::string value = {}) {
@@ -63,7 +79,7 @@ void add_megatron_model_arguments(const ModelConfig& m, std::vector<std::string>
     if (m.norm == NormKind::rmsnorm) arg("--normalization", "RMSNorm");
     arg("--position-embedding-type", m.position == PositionKind::rope ? "rope" : "learned_absolute");
     if (m.position == PositionKind::rope && m.rope_theta != 10000.0)
-        arg("--rotary-base", s(static_cast<std::int64_t>(m.rope_theta)));
+        arg("--rotary-base", rotary_base(m.rope_theta, w));
     // Llama 3.1's frequency scaling (rotary_pos_embedding.py _apply_scaling: low 1, high 4,
     // original context 8192 fixed; only the factor is a flag).
     const RopeScaling& rs = m.rope_scaling;

@@ -1,5 +1,7 @@
 #include "preflight/planner/model.hpp"
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include "preflight/planner/checked.hpp"
@@ -125,11 +127,28 @@ std::string rope_scaling_type(const json& scaling) {
     return "unknown";
 }
 
+// The largest RoPE base read: 1e12, as the Megatron importer bounds --rotary-base (the catalog's
+// largest is 1e6), so every emitter writes it as the whole number or decimal it is.
+constexpr double kMaxRopeTheta = 1e12;
+
+// rope_scaling.original_max_position_embeddings: a whole number of positions (1024, or 1024.0)
+// up to limits::kMaxPositions, never a fraction cut or a 1e300 cast past the int64 range.
+std::int64_t original_positions(const json& scaling) {
+    const auto f = scaling.find("original_max_position_embeddings");
+    if (f == scaling.end()) return 8192;
+    const char* key = "rope_scaling.original_max_position_embeddings";
+    const double v = f->is_number() ? f->get<double>() : 0;
+    if (!f->is_number() || !(v >= 1 && v <= static_cast<double>(limits::kMaxPositions)) || std::floor(v) != v)
+        throw InputError(key, "must be a whole number of positions from 1 to " + std::to_string(limits::kMaxPositions) +
+                                  " (limits::kMaxPositions), got " + shown_json(*f));
+    return f->is_number_integer() ? f->get<std::int64_t>() : static_cast<std::int64_t>(v);
+}
+
 // RoPE base and scaling (rope_theta, rope_scaling) of a Llama-family config.
 void read_rope(const json& cfg, ModelConfig& m) {
     if (auto it = cfg.find("rope_theta"); it != cfg.end() && !it->is_null()) {
-        if (!it->is_number() || it->get<double>() <= 1.0)
-            throw InputError("rope_theta", "must be a number above 1, got " + shown_json(*it));
+        if (!it->is_number() || !(it->get<double>() > 1.0 && it->get<double>() <= kMaxRopeTheta))
+            throw InputError("rope_theta", "must be a number above 1 and at most 1e12, got " + shown_json(*it));
         m.rope_theta = it->get<double>();
     }
     if (auto it = cfg.find("rope_scaling"); it != cfg.end() && !it->is_null()) {
@@ -145,8 +164,7 @@ void read_rope(const json& cfg, ModelConfig& m) {
         m.rope_scaling.factor = num("factor", 0);
         m.rope_scaling.low_freq_factor = num("low_freq_factor", 1);
         m.rope_scaling.high_freq_factor = num("high_freq_factor", 4);
-        m.rope_scaling.original_max_positions =
-            static_cast<std::int64_t>(num("original_max_position_embeddings", 8192));
+        m.rope_scaling.original_max_positions = original_positions(*it);
         if (m.rope_scaling.type == "llama3" && m.rope_scaling.high_freq_factor <= m.rope_scaling.low_freq_factor)
             throw InputError("rope_scaling.high_freq_factor", "must exceed low_freq_factor");
     }

@@ -61,5 +61,13 @@ TEST(Nesting, AWrongValueIsShownInAFewCharacters) {
     EXPECT_LT(r.err.size(), 600u) << r.err.substr(0, 2000);
 }
 
+TEST(Nesting, RopeThetaBeyondItsBoundIsRefusedNotCast) {
+    Scratch s;
+    json model = catalog("models", "llama-3-8b");
+    model["rope_theta"] = 1e20;  // was --rotary-base -9223372036854775808
+    const std::string m = s.write("big-theta.json", model);
+    expect_refused("plan --model " + m + " --gpus 8 --gbs-tokens 1Mi --emit megatron", {m, "rope_theta", "1e12"});
+}
+
 }  // namespace
 }  // namespace preflight

@@ -112,5 +112,34 @@ TEST(InputRobustness, DeepJsonConfigIsRefusedInLinearTime) {
     EXPECT_EQ(t.line_of("/a/b/1/c"), 4);
 }
 
+// --- 3. Numbers beyond an integer's range ---------------------------------------------------
+
+TEST(InputRobustness, ModelLoaderBoundsRopeValues) {
+    json cfg = llama();
+    cfg["rope_theta"] = 1e20;  // was cast to int64: --rotary-base -9223372036854775808
+    expect_input_error([&] { model_from_hf_config(cfg, "m"); }, {"rope_theta", "at most 1e12", "1e+20"});
+    for (const json& bad : {json(1e300), json(8192.5), json(0), json("8192")}) {
+        json c = llama();
+        c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8}, {"original_max_position_embeddings", bad}};
+        expect_input_error([&] { model_from_hf_config(c, "m"); },
+                           {"rope_scaling.original_max_position_embeddings", "whole number"});
+    }
+    json ok = llama();
+    ok["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8}, {"original_max_position_embeddings", 8192.0}};
+    EXPECT_EQ(model_from_hf_config(ok, "m").rope_scaling.original_max_positions, 8192);
+}
+
+TEST(InputRobustness, MegatronRotaryBaseIsWrittenWithoutACast) {
+    ModelConfig m = load_model("llama-3-8b", kData);
+    Plan p;
+    p.seq = 4096, p.dp = 8;
+    m.rope_theta = 1e12;
+    EXPECT_NE(megatron_arguments(m, p).find("--rotary-base 1000000000000 "), std::string::npos);
+    m.rope_theta = 500000.5;  // Megatron-LM's --rotary-base is an int: rounded, and said
+    std::vector<std::string> w;
+    EXPECT_NE(megatron_arguments(m, p, &w).find("--rotary-base 500001 "), std::string::npos);
+    EXPECT_TRUE(test::tree_import::any_contains(w, "rope_theta 500000.5: Megatron-LM's --rotary-base takes an integer"));
+}
+
 // --- 7. Messages that say what happened -------------------------------------------------------
 
