@@ -11,6 +11,7 @@
 #include "preflight/planner/frameworks.hpp"
 #include "preflight/planner/profiles.hpp"
 #include "preflight/planner/report.hpp"
+#include "preflight/planner/shown_value.hpp"
 
 namespace preflight {
 
@@ -92,7 +93,7 @@ void add_megatron_model_arguments(const ModelConfig& m, std::vector<std::string>
             w->push_back("RoPE scaling: Megatron fixes the llama3 low/high frequency factors at 1 and 4 and the "
                          "original context at 8192; this model's differ");
     } else if (!rs.type.empty() && w) {
-        w->push_back("RoPE scaling '" + rs.type + "' has no Megatron-LM flag: the positions run unscaled");
+        w->push_back("RoPE scaling '" + one_line(rs.type) + "' has no Megatron-LM flag: the positions run unscaled");
     }
     arg("--max-position-embeddings", s(m.max_positions));
     if (!m.tied_embeddings) arg("--untie-embeddings-and-output-weights");
@@ -247,7 +248,7 @@ std::string megatron_arguments(const ModelConfig& m, const Plan& p, std::vector<
     for (std::string& x : megatron_extension_arguments(m, p, w)) a.push_back(std::move(x));
 
     std::ostringstream o;
-    o << "# Megatron-LM launch (pretrain_gpt.py) from preflight plan: " << m.name << " on " << p.gpus()
+    o << "# Megatron-LM launch (pretrain_gpt.py) from preflight plan: " << one_line(m.name) << " on " << p.gpus()
       << " GPUs, dp " << p.dp << " = world size / (tp " << p.tp << " * pp " << p.pp
       << (p.cp > 1 ? " * cp " + std::to_string(p.cp) : std::string()) << "), grad_acc " << p.grad_acc
       << ", " << p.global_batch_tokens() << " tokens per step\n";
@@ -313,7 +314,7 @@ void torchtitan_training(std::ostringstream& o, const Plan& p, std::vector<std::
 
 std::string torchtitan_toml(const ModelConfig& m, const Plan& p, std::vector<std::string>* w, const EmitOptions& opt) {
     std::ostringstream o;
-    o << "# torchtitan job config fragment from preflight plan: " << m.name << " on " << p.gpus() << " GPUs, "
+    o << "# torchtitan job config fragment from preflight plan: " << one_line(m.name) << " on " << p.gpus() << " GPUs, "
       << p.global_batch_tokens() << " tokens per step\n";
     // One table per section: a second [training] or [parallelism] header is invalid TOML.
     const char* flavor = torchtitan_flavor(m);
@@ -324,7 +325,7 @@ std::string torchtitan_toml(const ModelConfig& m, const Plan& p, std::vector<std
         if (p.precision == Precision::fp8_mixed) o << "converters = [\"quantize.linear.float8\"]\n";
         o << "\n";
     } else {
-        o << "# [model] name / flavor: torchtitan's registry entry for " << m.name << "\n";
+        o << "# [model] name / flavor: torchtitan's registry entry for " << one_line(m.name) << "\n";
     }
     torchtitan_training(o, p, w);
     o << "\n";

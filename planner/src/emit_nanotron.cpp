@@ -1,11 +1,14 @@
 // A plan as a nanotron YAML config fragment. Keys as huggingface/nanotron defines them:
 // src/nanotron/config/config.py (ModelArgs, TokensArgs, OptimizerArgs), parallelism_config.py
 // (ParallelismArgs) and models_config.py (LlamaConfig, Qwen2Config); import_nanotron reads it back.
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <sstream>
 
 #include "emit_warn.hpp"
 #include "preflight/planner/emit.hpp"
+#include "preflight/planner/shown_value.hpp"
 
 namespace preflight {
 
@@ -17,6 +20,21 @@ std::string number(double x) {
     char buf[40];
     std::snprintf(buf, sizeof buf, "%.17g", x);
     return buf;
+}
+
+// `s` as a YAML string: plain where it is a letter then letters, digits, '_' and '-' (llama3,
+// dynamic) and no word PyYAML resolves otherwise (yes, off, null), else double-quoted (JSON's
+// escapes are YAML's), so no text can end the line, start a key or become another type.
+std::string yaml_string(const std::string& s) {
+    std::string lower;
+    for (char c : s) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const bool word = lower == "yes" || lower == "no" || lower == "on" || lower == "off" || lower == "true" ||
+                      lower == "false" || lower == "null" || lower == "y" || lower == "n";
+    const bool plain = !s.empty() && !word && std::isalpha(static_cast<unsigned char>(s.front())) &&
+                       std::all_of(s.begin(), s.end(), [](char c) {
+                           return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+                       });
+    return plain ? s : nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 // model: dtype and model_config (a LlamaConfig, or a Qwen2Config with q/k/v biases).
@@ -61,7 +79,7 @@ void nanotron_model(std::ostringstream& o, const ModelConfig& m, const Plan& p, 
         warn(w, "rope_scaling: nanotron declares it but its models do not read it (src/nanotron/models): the "
                 "positions run unscaled");
         o << "    rope_scaling:\n";
-        o << "      rope_type: " << m.rope_scaling.type << "\n";
+        o << "      rope_type: " << yaml_string(m.rope_scaling.type) << "\n";
         o << "      factor: " << number(m.rope_scaling.factor) << "\n";
         o << "      low_freq_factor: " << number(m.rope_scaling.low_freq_factor) << "\n";
         o << "      high_freq_factor: " << number(m.rope_scaling.high_freq_factor) << "\n";
@@ -126,7 +144,7 @@ void nanotron_optimizer(std::ostringstream& o, const Plan& p, std::vector<std::s
 
 std::string nanotron_yaml(const ModelConfig& m, const Plan& p, std::vector<std::string>* w) {
     std::ostringstream o;
-    o << "# nanotron config fragment from preflight plan: " << m.name << " on " << p.gpus() << " GPUs, "
+    o << "# nanotron config fragment from preflight plan: " << one_line(m.name) << " on " << p.gpus() << " GPUs, "
       << p.global_batch_tokens() << " tokens per step\n";
     nanotron_model(o, m, p, w);
     nanotron_parallelism(o, p, w);

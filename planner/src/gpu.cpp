@@ -269,6 +269,9 @@ GpuSpec gpu_from_json(const json& j, const std::string& fallback_name) {
     if (g.name.empty()) throw InputError("name", "must be a non-empty name (or leave it out for the file's name)");
     g.display_name = optional_string(j, "display_name", g.name);
     g.architecture = optional_string(j, "architecture", "");
+    require_printable_name(g.name, "name", j.contains("name") ? "the GPU's name" : "the GPU's name (its file's name)");
+    require_printable_name(g.display_name, "display_name", "the GPU's display name");
+    require_printable_name(g.architecture, "architecture", "the GPU's architecture");
     g.memory_bytes = bytes(j, "memory_bytes", false);
     g.peak.fp32_flops_per_s = optional_flops(j, "peak_fp32_flops_per_s");
     g.peak.tf32_flops_per_s = optional_flops(j, "peak_tf32_flops_per_s");

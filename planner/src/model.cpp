@@ -122,6 +122,7 @@ std::string rope_scaling_type(const json& scaling) {
         const auto it = scaling.find(key);
         if (it == scaling.end() || it->is_null()) continue;
         if (!it->is_string()) throw InputError(std::string("rope_scaling.") + key, "must be a string, got " + shown_json(*it));
+        require_printable_name(it->get<std::string>(), std::string("rope_scaling.") + key, "the RoPE scaling type");
         return it->get<std::string>();
     }
     return "unknown";
@@ -209,6 +210,7 @@ void read_llama_family(const json& cfg, ModelConfig& m) {
 
 ModelConfig model_from_hf_config(const json& cfg, const std::string& name) {
     if (!cfg.is_object()) throw InputError(name, "config.json must hold a JSON object");
+    require_printable_name(name, "name", "the model's name (its file's name)");
     ModelConfig m;
     m.name = name;
     m.family = family_of(cfg);

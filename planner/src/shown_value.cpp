@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "preflight/planner/error.hpp"
+
 namespace preflight {
 
 using nlohmann::json;
@@ -57,6 +59,27 @@ void trim_to_code_point(std::string& s) {
     if (back < s.size() && static_cast<unsigned char>(s[s.size() - 1 - back]) >= 0xC0) s.resize(s.size() - 1 - back);
 }
 
+// True when `s` is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
+bool valid_utf8(std::string_view s) {
+    for (std::size_t i = 0; i < s.size();) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        const std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+        if (n == 0 || i + n > s.size()) return false;
+        unsigned cp = n == 1 ? c : c & (0x7F >> n);
+        for (std::size_t k = 1; k < n; ++k) {
+            const auto d = static_cast<unsigned char>(s[i + k]);
+            if ((d & 0xC0) != 0x80) return false;
+            cp = (cp << 6) | (d & 0x3F);
+        }
+        const unsigned least[] = {0, 0, 0x80, 0x800, 0x10000};
+        if (cp < least[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+        i += n;
+    }
+    return true;
+}
+
+bool control(char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7F; }
+
 }  // namespace
 
 std::string shown_json(const json& v) {
@@ -72,6 +95,23 @@ std::string shown_json(const json& v) {
     if (cut && v.is_array()) out += " (an array of " + std::to_string(v.size()) + " values)";
     if (cut && v.is_object()) out += " (an object of " + std::to_string(v.size()) + " keys)";
     return out;
+}
+
+void require_printable_name(const std::string& name, const std::string& subject, const std::string& what) {
+    if (!valid_utf8(name))
+        throw InputError(subject, what + " " + json_text(json(name)) + " is not valid UTF-8; rename it");
+    for (char c : name)
+        if (control(c))
+            throw InputError(subject, what + " " + json_text(json(name)) +
+                                          " holds a control character (a newline, tab or escape): it would be "
+                                          "echoed into emitted scripts, configs and table headers; rename it");
+}
+
+std::string one_line(std::string_view text) {
+    std::string s(text);
+    for (char& c : s)
+        if (control(c)) c = '?';
+    return s;
 }
 
 }  // namespace preflight

@@ -24,6 +24,13 @@ std::string deep() { return std::string(100000, '[') + std::string(100000, ']');
 // `j` written with the number 123456.5 replaced by 100,000 nested arrays.
 std::string write_deep(const Scratch& s, const std::string& name, const json& j) { return s.write(name, j, deep()); }
 
+// Single-quoted for the shell the tests run the binary through.
+std::string quoted(const std::string& text) {
+    std::string q = "'";
+    for (char c : text) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+}
+
 void expect_short_refusal(const std::string& args, const std::string& file) {
     expect_refused(args, {file, "deeper than 64 levels (limits::kMaxJsonDepth)"});
     const auto r = run_preflight(args, "timeout 60 env");
@@ -67,6 +74,26 @@ TEST(Nesting, RopeThetaBeyondItsBoundIsRefusedNotCast) {
     model["rope_theta"] = 1e20;  // was --rotary-base -9223372036854775808
     const std::string m = s.write("big-theta.json", model);
     expect_refused("plan --model " + m + " --gpus 8 --gbs-tokens 1Mi --emit megatron", {m, "rope_theta", "1e12"});
+}
+
+TEST(Nesting, ModelAndGpuNamesCannotInjectLines) {
+    Scratch s;
+    const json model = catalog("models", "llama-3-8b");
+    const std::string evil = s.write("a\ntouch pwned; #.json", model);
+    expect_refused("plan --model " + quoted(evil) + " --gpus 8 --gbs-tokens 1Mi --emit megatron",
+                   {"name", "control character"});
+    json gpu = catalog("gpus", "h100-sxm-80gb");
+    gpu["display_name"] = "H100\n# fits: yes";
+    const std::string g = s.write("g.json", gpu);
+    expect_refused("memory --model gpt2 --gpu " + g, {g, "display_name", "control character"});
+    // Quotes are no control characters: the name stays on the script's comment line.
+    const std::string quotes = s.write("a\"b'c $(touch pwned).json", model);
+    const auto r = run_preflight("plan --model " + quoted(quotes) + " --gpus 8 --gbs-tokens 1Mi --emit megatron");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out.rfind("# Megatron-LM launch (pretrain_gpt.py) from preflight plan: a\"b'c $(touch pwned) on 8 GPUs", 0), 0u)
+        << r.out.substr(0, 300);
+    EXPECT_EQ(r.out.find("\ntouch"), std::string::npos);
+    EXPECT_EQ(r.out.find('#', 1), std::string::npos) << r.out;  // the one comment is the first line
 }
 
 }  // namespace

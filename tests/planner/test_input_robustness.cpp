@@ -141,5 +141,38 @@ TEST(InputRobustness, MegatronRotaryBaseIsWrittenWithoutACast) {
     EXPECT_TRUE(test::tree_import::any_contains(w, "rope_theta 500000.5: Megatron-LM's --rotary-base takes an integer"));
 }
 
+// --- 4. Names echoed into emitted files -----------------------------------------------------
+
+TEST(InputRobustness, NamesWithControlCharactersAreRefused) {
+    expect_input_error([] { model_from_hf_config(llama(), "a\ntouch pwned; #"); },
+                       {"name", "\"a\\ntouch pwned; #\"", "control character"});
+    expect_input_error([] { model_from_hf_config(llama(), std::string("bad\xff", 4)); }, {"not valid UTF-8"});
+    json spec;
+    std::ifstream(kData / "gpus" / "h100-sxm-80gb.json") >> spec;
+    spec["display_name"] = "H100\nFAKE";
+    expect_input_error([&] { gpu_from_json(spec, "g"); }, {"display_name", "control character"});
+    json c = llama();
+    c["rope_scaling"] = {{"rope_type", "llama3\nx: 1"}, {"factor", 8}};
+    expect_input_error([&] { model_from_hf_config(c, "m"); }, {"rope_scaling.rope_type", "control character"});
+}
+
+TEST(InputRobustness, QuotesInNamesStayInsideTheirCommentOrString) {
+    ModelConfig m = load_model("llama-3-8b", kData);
+    m.name = "a\"b'c $(touch pwned)";
+    Plan p;
+    p.seq = 4096, p.dp = 8;
+    const std::string script = megatron_arguments(m, p);
+    EXPECT_EQ(script.rfind("# Megatron-LM launch (pretrain_gpt.py) from preflight plan: a\"b'c $(touch pwned) on", 0), 0u);
+    EXPECT_EQ(std::count(script.begin(), script.end(), '#'), 1) << script;  // one comment line, the first
+    // A rope type that is no plain YAML word is written double-quoted and reads back as itself.
+    m.rope_scaling.type = "yes: no";
+    m.rope_scaling.factor = 8;
+    const std::string yaml = nanotron_yaml(m, p);
+    EXPECT_NE(yaml.find("rope_type: \"yes: no\"\n"), std::string::npos) << yaml;
+    EXPECT_EQ(yaml_config_tree(yaml, "n.yaml").root["model"]["model_config"]["rope_scaling"]["rope_type"], "yes: no");
+    m.rope_scaling.type = "llama3";
+    EXPECT_NE(nanotron_yaml(m, p).find("rope_type: llama3\n"), std::string::npos);
+}
+
 // --- 7. Messages that say what happened -------------------------------------------------------
 
