@@ -174,5 +174,27 @@ TEST(InputRobustness, QuotesInNamesStayInsideTheirCommentOrString) {
     EXPECT_NE(nanotron_yaml(m, p).find("rope_type: llama3\n"), std::string::npos);
 }
 
+// --- 5. Leading zeros as the framework reads them -------------------------------------------
+
+TEST(InputRobustness, YamlLeadingZeroIsOctalAsPyYamlReadsIt) {
+    // nanotron loads its config with PyYAML's SafeLoader (YAML 1.1): 010 is 8, 08 a string.
+    const ConfigTree t = yaml_config_tree("a: 010\nb: -07\nc: 08\nd: 0\ne: 00\nf: '010'\ng: 10\n", "s.yaml");
+    EXPECT_EQ(t.root.at("a"), 8);
+    EXPECT_EQ(t.root.at("b"), -7);
+    EXPECT_EQ(t.root.at("c"), "08");
+    EXPECT_EQ(t.root.at("d"), 0);
+    EXPECT_EQ(t.root.at("e"), 0);
+    EXPECT_EQ(t.root.at("f"), "010");
+    EXPECT_EQ(t.root.at("g"), 10);
+    const std::string config = "parallelism:\n  dp: 2\n  tp: 1\n  pp: 1\n"
+                               "tokens:\n  sequence_length: 1024\n  micro_batch_size: 1\n";
+    const ImportedConfig c =
+        import_nanotron(yaml_config_tree(config + "  batch_accumulation_per_replica: 010\n", "n.yaml"), {});
+    EXPECT_EQ(int_field(c, "grad_acc"), 8);
+    expect_input_error(
+        [&] { import_nanotron(yaml_config_tree(config + "  batch_accumulation_per_replica: 09\n", "n.yaml"), {}); },
+        {"n.yaml:8", "batch_accumulation_per_replica", "\"09\""});
+}
+
 // --- 7. Messages that say what happened -------------------------------------------------------
 

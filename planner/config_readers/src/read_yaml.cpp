@@ -1,12 +1,14 @@
 // YAML text -> ConfigTree through yaml-cpp (YAML::Load; mappings -> objects, sequences ->
 // arrays, plain scalars resolved as YAML 1.2's core schema: integers, floats, true/false,
-// null/~, else strings; quoted scalars stay strings). Bounded for hostile input: at most
-// kMaxDepth levels of nesting and kMaxValues values, so anchors and aliases (which yaml-cpp
-// shares, and a walk expands) cannot blow up a small file.
+// null/~, else strings; quoted scalars stay strings), except an integer with a leading zero,
+// read as PyYAML (YAML 1.1, nanotron's loader) reads it: 010 is octal 8. Bounded for hostile
+// input: at most kMaxDepth levels of nesting and kMaxValues values, so anchors and aliases
+// (which yaml-cpp shares, and a walk expands) cannot blow up a small file.
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 
 #include <yaml-cpp/yaml.h>
 
@@ -51,8 +53,26 @@ bool plain_float(std::string_view s) {
     return (whole.empty() || digits(whole)) && (frac.empty() || digits(frac)) && !(whole.empty() && frac.empty());
 }
 
-// A plain scalar's value under the core schema.
+// An integer written with a leading zero ("010", "-07", "08"), as PyYAML reads it: nanotron loads
+// its config with yaml.load(..., Loader=SafeLoader), YAML 1.1, whose int resolver takes
+// [-+]?0[0-7_]+ as octal (010 is 8, where YAML 1.2's core schema reads 10) and leaves a leading 0
+// followed by an 8 or 9 a string ("08"), which no integer read takes. nullopt for other text.
+std::optional<json> leading_zero_integer(std::string_view s) {
+    const bool negative = !s.empty() && s.front() == '-';
+    if (!s.empty() && (s.front() == '-' || s.front() == '+')) s.remove_prefix(1);
+    if (s.size() < 2 || s.front() != '0' || !digits(s)) return std::nullopt;
+    if (s.find_first_of("89") != std::string_view::npos) return json(std::string(negative ? "-" : "") + std::string(s));
+    std::int64_t v = 0;
+    for (char c : s) {
+        if (v > (std::numeric_limits<std::int64_t>::max() >> 3)) return json(std::strtod(std::string(s).c_str(), nullptr));
+        v = v * 8 + (c - '0');
+    }
+    return json(negative ? -v : v);
+}
+
+// A plain scalar's value under the core schema, integers with a leading zero as PyYAML reads them.
 json plain_scalar(const std::string& s) {
+    if (auto octal = leading_zero_integer(s)) return *octal;
     if (plain_integer(s)) {
         errno = 0;
         char* end = nullptr;
