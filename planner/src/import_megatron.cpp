@@ -32,10 +32,7 @@ Flags::Flags(const std::vector<Word>& arguments, std::string file) : file_(std::
     }
 }
 
-std::string reference(const Word& w) {
-    const bool written = !w.unresolved.empty() && (w.unresolved[0] == '$' || w.unresolved[0] == '`');
-    return (written ? "" : "$") + w.unresolved;
-}
+std::string reference(const Word& w) { return open_reference(w.unresolved); }
 
 const Flag* Flags::get(std::string_view name) {
     read_.emplace(name);
@@ -50,7 +47,7 @@ std::string Flags::text(const Flag& f) const {
     const Word& v = f.values.front();
     if (!v.unresolved.empty())
         throw InputError(spot(f).text(), "its value '" + v.text + "' (line " + std::to_string(v.line) + ") uses " +
-                                             reference(v) + ", which the script does not define");
+                                             reference(v));
     return v.text;
 }
 
@@ -180,7 +177,7 @@ std::optional<std::pair<std::int64_t, ConfigSpot>> launch_gpus(const Script& s, 
         // A count the script leaves open ($SLURM_GPUS_ON_NODE) or that is not a number (gpu, auto):
         // --gpus gives it (docs/interface.md "--from"); without --gpus the plan would fall back to
         // the layout's own world size, silently, so it is refused.
-        const std::string why = !w.unresolved.empty() ? "uses " + reference(w) + ", which the script does not define"
+        const std::string why = !w.unresolved.empty() ? "uses " + reference(w)
                                                       : "is not a fixed count";
         if (!w.unresolved.empty() || value.find_first_not_of("0123456789") != std::string::npos) {
             if (!gpus_given) throw InputError(at.text(), "'" + value + "' " + why + ": give the GPU count with --gpus");
@@ -211,8 +208,7 @@ std::optional<std::int64_t> global_batch(Flags& f, ImportedConfig& out, const Im
     dropped = false;
     if (g && !g->values.empty() && !g->values[0].unresolved.empty()) {
         const Word& v = g->values[0];
-        const std::string open = "its value '" + v.text + "' (line " + std::to_string(v.line) + ") uses " + reference(v) +
-                                 ", which the script does not define";
+        const std::string open = "its value '" + v.text + "' (line " + std::to_string(v.line) + ") uses " + reference(v);
         if (!ctx.batch_given)
             throw InputError(f.spot(*g).text(), open + " (give --grad-acc, or --gbs-tokens on plan, to plan without it)");
         warn(out, f.spot(*g), open + ": not read, the batch comes from the flags beside --from");

@@ -134,7 +134,8 @@ Status Interpreter::arithmetic_assign(const std::vector<Item>& items, std::size_
         std::string e = v.text();
         if (!let) e = e.size() >= 4 ? e.substr(2, e.size() - 4) : std::string();
         const auto a = arithmetic_assignment(e);
-        const auto value = arithmetic(a ? a->second : e, vars_);
+        std::string why;
+        const auto value = arithmetic(a ? a->second : e, vars_, &why);
         const bool step = e.find("++") != std::string::npos || e.find("--") != std::string::npos;  // i++: the old value's
         st = {value && !step ? (*value != 0 ? Truth::yes : Truth::no) : Truth::unknown, 0};
         if (!a) continue;
@@ -142,7 +143,11 @@ Status Interpreter::arithmetic_assign(const std::vector<Item>& items, std::size_
         Value out;
         out.line = items[k].word->line;
         const std::string text = value ? std::to_string(*value) : "$((" + e + "))";
-        add_piece(out, {text, value ? std::string() : text, first(from, branch), out.line}, out.line, &budget_);
+        const std::string inside = v.word().unresolved;
+        const std::string open = value            ? std::string()
+                                 : inside.empty() ? text + kOpenWhy + "which cannot be evaluated: " + why
+                                                  : text + kOpenWhy + "whose " + shown_reference(inside) + " the script does not define";
+        add_piece(out, {text, open, first(from, branch), out.line}, out.line, &budget_);
         set_var(a->first, Var{{std::move(out)}, false});
     }
     return st;

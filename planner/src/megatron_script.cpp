@@ -407,4 +407,16 @@ Status Interpreter::single_bracket(const std::vector<Item>& items, std::size_t k
 
 Script read_script(std::string_view text) { return interp::Interpreter(shell::lex(text)).run(); }
 
+std::string shown_reference(const std::string& unresolved) {
+    const std::string written = unresolved.substr(0, unresolved.find(kOpenWhy));
+    const bool as_written = !written.empty() && (written[0] == '$' || written[0] == '`');
+    return (as_written ? "" : "$") + written;
+}
+
+std::string open_reference(const std::string& unresolved) {
+    const std::size_t mark = unresolved.find(kOpenWhy);
+    return shown_reference(unresolved) + ", " +
+           (mark == std::string::npos ? "which the script does not define" : unresolved.substr(mark + 1));
+}
+
 }  // namespace preflight::megatron_script

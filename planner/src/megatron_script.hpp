@@ -38,6 +38,16 @@ struct Word {
     int branch = 0;
 };
 
+// Word::unresolved of a reference the reader does not evaluate ("$((SEQ<<1))", "${SEQ%96}")
+// holds, after this mark, the clause that says why ("which cannot be evaluated: '<<' is ...");
+// without it, the name or reference is one the script does not define.
+inline constexpr char kOpenWhy = '\x1f';
+// The reference of Word::unresolved as a message shows it: $NAME, or as written.
+std::string shown_reference(const std::string& unresolved);
+// What a word uses and why it is open: "$SEQ, which the script does not define",
+// "$((SEQ<<1)), which cannot be evaluated: '<<' is an operator ...".
+std::string open_reference(const std::string& unresolved);
+
 // A conditional or loop whose test was not decided: every branch was read.
 struct Undecided {
     int line = 0;

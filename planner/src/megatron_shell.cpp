@@ -347,10 +347,15 @@ std::size_t Expander::reference(std::string_view raw, std::size_t i) {
         } else if (i + 2 < raw.size() && raw[i + 2] == '(') {
             const std::string_view inner = raw.substr(i + 3, end > i + 5 ? end - i - 5 : 0);
             const Value e = nested().joined(inner);
-            const auto v = arithmetic(e.text(), vars_);
+            std::string why;
+            const auto v = arithmetic(e.text(), vars_, &why);
+            const std::string inside = e.word().unresolved;
             // The result carries the undecided branch any of its operands came through.
             if (v) add(std::to_string(*v), true, line_, {}, first_branch(e, arithmetic_names_branch(e.text(), vars_)));
-            else unresolved(written, std::string(written));
+            else if (!inside.empty())
+                unresolved(written, std::string(written) + kOpenWhy + "whose " + shown_reference(inside) +
+                                        " the script does not define");
+            else unresolved(written, std::string(written) + kOpenWhy + "which cannot be evaluated: " + why);
         } else {
             unresolved(written, "$(...)");
         }
@@ -409,6 +414,18 @@ Expander::Found Expander::find(const std::string& name, bool arguments, Ref& ref
     return args_->sure == values->size() ? Found::empty : Found::unknown;
 }
 
+namespace {
+
+// Why ${inner} is left open: a form of parameter expansion the reader does not expand.
+std::string not_expanded(std::string_view inner) {
+    const std::string forms = "the reader expands ${NAME}, ${NAME[@]}, ${NAME:-word}, ${NAME:=word} and ${NAME:+word} "
+                              "(also without ':')";
+    if (inner.size() > 1 && inner[0] == '#') return "a length, which the reader does not expand (" + forms + ")";
+    return "which the reader does not expand (" + forms + ")";
+}
+
+}  // namespace
+
 // ${NAME}, ${NAME[@]}, ${NAME:-default} (also -, :=, =, :+, +); anything else stays unresolved.
 // Inside a function call "$@" and "$*" are its arguments and $# their number (bash "Special
 // Parameters"; both read as "$@").
@@ -432,7 +449,7 @@ void Expander::parameter(std::string_view inner, std::string_view written) {
     const bool element = j > name.size() && !arguments;
     const std::string_view rest = inner.substr(j);
     if (name.empty() || (!rest.empty() && rest.find_first_of("-=+") != (rest[0] == ':' ? 1u : 0u)))
-        return unresolved(written, std::string(written));
+        return unresolved(written, std::string(written) + kOpenWhy + not_expanded(inner));
     Ref ref;
     const Found found = find(name, arguments, ref);
     if (found == Found::unknown) return unresolved(written, arguments ? std::string(written) : name);
@@ -470,93 +487,5 @@ void Expander::add_var(const Ref& r, bool all_elements) {
         add_value(*k, dq_);
     }
 }
-
-namespace {
-
-// $(( )) over integers: + - * / % and parentheses, numbers and variable names (after the $
-// references in it were expanded). nullopt for anything else, a division by zero or an overflow.
-class Arithmetic {
-public:
-    Arithmetic(std::string_view s, const Vars& vars) : s_(s), vars_(vars) {}
-    std::optional<std::int64_t> run() {
-        const std::int64_t v = sum();
-        skip();
-        if (!ok_ || i_ != s_.size()) return std::nullopt;
-        return v;
-    }
-
-private:
-    void skip() {
-        while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
-    }
-    bool eat(char c) {
-        skip();
-        if (i_ < s_.size() && s_[i_] == c) return ++i_, true;
-        return false;
-    }
-    std::int64_t apply(char op, std::int64_t a, std::int64_t b) {
-        std::int64_t r = 0;
-        if (op == '+') ok_ = ok_ && !__builtin_add_overflow(a, b, &r);
-        if (op == '-') ok_ = ok_ && !__builtin_sub_overflow(a, b, &r);
-        if (op == '*') ok_ = ok_ && !__builtin_mul_overflow(a, b, &r);
-        if (op == '/' || op == '%') {
-            ok_ = ok_ && b != 0 && !(a == INT64_MIN && b == -1);
-            if (ok_) r = op == '/' ? a / b : a % b;
-        }
-        return r;
-    }
-    std::int64_t sum() {
-        std::int64_t v = product();
-        for (char op = 0; ok_ && ((op = '+', eat('+')) || (op = '-', eat('-')));) v = apply(op, v, product());
-        return v;
-    }
-    std::int64_t product() {
-        std::int64_t v = factor();
-        for (char op = 0; ok_ && ((op = '*', eat('*')) || (op = '/', eat('/')) || (op = '%', eat('%')));)
-            v = apply(op, v, factor());
-        return v;
-    }
-    std::int64_t factor() {
-        if (++depth_ > 256) ok_ = false;  // deeper nesting than any script: not evaluated
-        const std::int64_t v = ok_ ? primary() : 0;
-        --depth_;
-        return v;
-    }
-    std::int64_t primary() {
-        if (eat('(')) {
-            const std::int64_t v = sum();
-            ok_ = ok_ && eat(')');
-            return v;
-        }
-        if (eat('-')) return apply('-', 0, factor());
-        skip();
-        const std::size_t start = i_;
-        while (i_ < s_.size() && name_char(s_[i_])) ++i_;
-        const std::string token(s_.substr(start, i_ - start));
-        if (token.empty()) return ok_ = false, 0;
-        std::string digits = token;
-        if (name_start(token[0])) {
-            const auto it = vars_.find(token);
-            if (it == vars_.end() || it->second.values.empty()) return ok_ = false, 0;
-            digits = it->second.values[0].text();
-        }
-        std::int64_t v = 0;
-        for (char c : digits) {
-            if (!std::isdigit(static_cast<unsigned char>(c))) return ok_ = false, 0;
-            v = apply('+', apply('*', v, 10), c - '0');
-        }
-        return digits.empty() ? (ok_ = false, 0) : v;
-    }
-
-    std::string_view s_;
-    const Vars& vars_;
-    std::size_t i_ = 0;
-    int depth_ = 0;
-    bool ok_ = true;
-};
-
-}  // namespace
-
-std::optional<std::int64_t> arithmetic(std::string_view expr, const Vars& vars) { return Arithmetic(expr, vars).run(); }
 
 }  // namespace preflight::megatron_script::shell

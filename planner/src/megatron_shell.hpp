@@ -90,9 +90,12 @@ struct Args {
 bool name_start(char c);
 bool name_char(char c);
 
-// $(( )) over integers (+ - * / % and parentheses, numbers and variable names); nullopt for
-// anything else, a division by zero or an overflow.
-std::optional<std::int64_t> arithmetic(std::string_view expr, const Vars& vars);
+// $(( )) over 64-bit integers (megatron_arithmetic.cpp): + - * / % and parentheses, numbers as
+// bash reads them (0x hex, a leading 0 octal, BASE#DIGITS) and variable names holding one;
+// nullopt for anything else (another operator, a name not defined or holding no number, a
+// division by zero, an overflow), `why` (when given) then saying which ("its SEQ is not defined
+// by the script", "'<<' is not evaluated ...").
+std::optional<std::int64_t> arithmetic(std::string_view expr, const Vars& vars, std::string* why = nullptr);
 // The first undecided branch among the variables an arithmetic expression names bare (N in $((N+1))).
 int arithmetic_names_branch(std::string_view expr, const Vars& vars);
 

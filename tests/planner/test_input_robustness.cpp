@@ -196,5 +196,41 @@ TEST(InputRobustness, YamlLeadingZeroIsOctalAsPyYamlReadsIt) {
         {"n.yaml:8", "batch_accumulation_per_replica", "\"09\""});
 }
 
+TEST(InputRobustness, MegatronArithmeticReadsNumbersAsBashDoes) {
+    const auto seq = [](const std::string& script) {
+        return int_field(import_megatron(script + "--micro-batch-size 1 --global-batch-size 8\n", "s.sh", ImportContext{8}),
+                         "seq");
+    };
+    EXPECT_EQ(seq("SEQ=010\n--seq-length $((SEQ*1))\n"), 8);  // bash: a leading 0 is octal
+    EXPECT_EQ(seq("SEQ=010\n--seq-length $SEQ\n"), 10);        // argparse's int("010") is 10
+    EXPECT_EQ(seq("--seq-length $((0x100))\n"), 256);
+    EXPECT_EQ(seq("--seq-length $((2#1000000000))\n"), 512);
+    EXPECT_EQ(seq("--seq-length $((10#0128))\n"), 128);
+    EXPECT_EQ(seq("--seq-length $((64#g0))\n"), 16 * 64);
+    expect_input_error([] { import_megatron("SEQ=08\n--seq-length $((SEQ*1))\n", "s.sh", ImportContext{8}); },
+                       {"s.sh:2", "--seq-length", "'08' is not a number in base 8 (bash reads a leading 0 as octal)"});
+}
+
 // --- 7. Messages that say what happened -------------------------------------------------------
+
+TEST(InputRobustness, MegatronSaysWhyAnExpansionIsOpen) {
+    const std::pair<std::string, std::string> cases[] = {
+        {"--seq-length $((2**63))", "'**' is an operator the reader does not evaluate"},
+        {"--seq-length $((9223372036854775807+1))", "its result is beyond 64-bit integers"},
+        {"SEQ=4096\n--seq-length $((SEQ<<1))", "'<<' is an operator the reader does not evaluate"},
+        {"SEQ=4096\n--seq-length $((SEQ/0))", "it divides by zero"},
+        {"--seq-length $((SEQ*2))", "its SEQ is not defined by the script"},
+        {"SEQ=4096\n--seq-length ${SEQ%96}", "${SEQ%96}, which the reader does not expand"},
+        {"SEQ=4096\n--seq-length ${#SEQ}", "${#SEQ}, a length, which the reader does not expand"},
+        {"--seq-length $((1 + $N))", "whose $N the script does not define"},
+    };
+    for (const auto& [script, why] : cases) {
+        const std::string m = message_of([&] { import_megatron(script + "\n", "s.sh", ImportContext{8}); });
+        EXPECT_NE(m.find("--seq-length"), std::string::npos) << m;
+        EXPECT_NE(m.find(why), std::string::npos) << script << "\n" << m;
+        if (script.find("$N") == std::string::npos && script.find("SEQ*2") == std::string::npos) {
+            EXPECT_EQ(m.find("does not define"), std::string::npos) << m;
+        }
+    }
+}
 
