@@ -77,6 +77,45 @@ std::optional<std::string> count_with_suffix(std::string& value) {
     return "";
 }
 
+// A count written in decimal notation with an optional fraction and exponent ("4.194304e6",
+// "4096.0", "+5"), read exactly from its digits: "" and `value` rewritten as the integer, or why
+// not. Digits D with exponent X: D x 10^X is whole only when the trailing digits X removes are 0.
+std::string exact_decimal_count(std::string& value) {
+    const std::string not_number = "'" + value + "' is not a number";
+    std::string_view s = value;
+    const bool negative = !s.empty() && s.front() == '-';
+    if (!s.empty() && (s.front() == '-' || s.front() == '+')) s.remove_prefix(1);
+    const std::size_t e = s.find_first_of("eE");
+    const std::string_view mantissa = s.substr(0, e);
+    std::int64_t exponent = 0;
+    if (e != std::string_view::npos) {
+        std::string_view x = s.substr(e + 1);
+        const bool minus = !x.empty() && x.front() == '-';
+        if (!x.empty() && (x.front() == '-' || x.front() == '+')) x.remove_prefix(1);
+        if (x.empty() || x.find_first_not_of("0123456789") != std::string_view::npos) return not_number;
+        for (const char c : x) exponent = std::min<std::int64_t>(exponent * 10 + (c - '0'), 1'000'000);
+        if (minus) exponent = -exponent;
+    }
+    const std::size_t point = mantissa.find('.');
+    const std::string_view whole = mantissa.substr(0, point);
+    const std::string_view fraction = point == std::string_view::npos ? std::string_view() : mantissa.substr(point + 1);
+    std::string digits = std::string(whole) + std::string(fraction);
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) return not_number;
+    exponent -= static_cast<std::int64_t>(fraction.size());
+    digits.erase(0, std::min(digits.find_first_not_of('0'), digits.size()));
+    while (!digits.empty() && digits.back() == '0') digits.pop_back(), ++exponent;
+    if (digits.empty() || negative) return "'" + value + "' is not a positive whole number";
+    if (exponent < 0) return "'" + value + "' is not a whole number";
+    const std::string range = "'" + value + "' is beyond the 64-bit integer range (9,223,372,036,854,775,807)";
+    if (static_cast<std::int64_t>(digits.size()) + exponent > 19) return range;
+    std::uint64_t count = 0;  // < 10^19 < 2^64
+    for (const char c : digits) count = count * 10 + static_cast<std::uint64_t>(c - '0');
+    for (std::int64_t i = 0; i < exponent; ++i) count *= 10;
+    if (count > static_cast<std::uint64_t>(INT64_MAX)) return range;
+    value = std::to_string(count);
+    return "";
+}
+
 }  // namespace
 
 CLI::Validator count_in_any_notation(Suffix suffix) {
@@ -102,30 +141,14 @@ CLI::Validator count_in_any_notation(Suffix suffix) {
                 value = std::to_string(exact);  // CLI11 reads a leading 0 as octal: hand it decimal
                 return "";
             }
-            // ... and decimal scientific notation ("4.194304e6") through a double (std::stod alone
-            // would also take hexadecimal "0x10", "inf" and leading blanks).
+            // ... and decimal scientific notation ("4.194304e6"), read exactly as text (a double
+            // would round 1048575.99999999999 to 1048576; std::stod also takes "0x10" and "inf").
             if (value.empty() || value.find_first_not_of("0123456789.eE+-") != std::string::npos)
                 return "'" + value + "' is not a number" +
                        (suffix == Suffix::read ? " (a count is 4194304, 4.194304e6, or a number with one of the suffixes "
                                                  "k K M G B T (powers of 10) or Ki Mi Gi Ti (powers of 2): 4Mi, 15T)"
                                                : "");
-            std::size_t used = 0;
-            double v = 0;
-            try {
-                v = std::stod(value, &used);
-            } catch (const std::out_of_range&) {
-                return "'" + value + "' is beyond the 64-bit integer range (9,223,372,036,854,775,807)";
-            } catch (const std::exception&) {
-                return "'" + value + "' is not a number";
-            }
-            if (used != value.size() || std::isnan(v)) return "'" + value + "' is not a number";
-            if (!(v >= 1.0)) return "'" + value + "' is not a positive whole number";
-            if (!std::isfinite(v) || v >= 9.2e18)
-                return "'" + value + "' is beyond the 64-bit integer range (9,223,372,036,854,775,807)";
-            if (!(v >= 1.0) || v != static_cast<double>(static_cast<std::int64_t>(v)))
-                return "'" + value + "' is not a positive whole number";
-            value = std::to_string(static_cast<std::int64_t>(v));
-            return "";
+            return exact_decimal_count(value);
         },
         suffix == Suffix::read ? "COUNT (e.g. 4194304, 4.194304e6, 4Mi = 4 x 2^20 or 15T = 15e12)"
                                : "COUNT (e.g. 4096 or 4.096e3)");

@@ -96,5 +96,21 @@ TEST(Nesting, ModelAndGpuNamesCannotInjectLines) {
     EXPECT_EQ(r.out.find('#', 1), std::string::npos) << r.out;  // the one comment is the first line
 }
 
+TEST(Nesting, CountsAreReadExactlyFromTheirDigits) {
+    // A double rounds these to whole numbers: 1048575.99999999999 was planned as 1,048,576.
+    for (const char* v : {"1048575.99999999999", "4194304.0000000001", "4.1943040000000001e6", "1e-1"})
+        expect_refused(std::string("plan --model llama-3-8b --gpus 8 --gbs-tokens ") + v, {"--gbs-tokens", v, "whole"});
+    expect_refused("memory --model gpt2 --seq 1024.00000000000001", {"--seq", "1024.00000000000001", "whole"});
+    expect_refused("memory --model gpt2 --seq 1e999999999999", {"--seq", "64-bit"});
+    const auto ok = run_preflight("memory --model gpt2 --seq 1.024e3 --mbs 2.0 --format json");
+    ASSERT_EQ(ok.exit_code, 0) << ok.err;
+    const json j = json::parse(ok.out);
+    EXPECT_EQ(j["plan"]["seq"], 1024);
+    EXPECT_EQ(j["plan"]["mbs"], 2);
+    const auto gbs = run_preflight("plan --model llama-3-8b --gpus 8 --gbs-tokens 0.4194304e7 --format json");
+    ASSERT_EQ(gbs.exit_code, 0) << gbs.err;
+    EXPECT_EQ(json::parse(gbs.out)["request"]["gbs_tokens"], 4194304);
+}
+
 }  // namespace
 }  // namespace preflight
