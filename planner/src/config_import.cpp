@@ -84,6 +84,15 @@ bool yaml_key_line(std::string_view line) {
     return i > 0 && i < line.size() && line[i] == ':' && (i + 1 == line.size() || line[i + 1] == ' ');
 }
 
+// The opening of a JSON array ("[", "[]", "[{", "[[1, 2]]", "[4, 8]"), which no TOML table
+// header ("[training]", "[[a.b]]") is: nothing, ']', '{' or a comma after the brackets.
+bool json_array_line(std::string_view line) {
+    if (line.empty() || line.front() != '[') return false;
+    std::string_view rest = line;
+    while (!rest.empty() && rest.front() == '[') rest = trimmed(rest.substr(1));
+    return rest.empty() || rest.front() == ']' || rest.front() == '{' || rest.find(',') != std::string_view::npos;
+}
+
 }  // namespace
 
 std::optional<ConfigFormat> detect_config_format(std::string_view text) {
@@ -102,7 +111,8 @@ std::optional<ConfigFormat> detect_config_format(std::string_view text) {
         any_flag = any_flag || line.rfind("--", 0) == 0 || line.find(" --") != std::string_view::npos;
         if (decided) continue;
         decided = true;  // a shell line decides nothing itself: the flags below do
-        if (line.front() == '{') first = ConfigFormat::deepspeed;
+        // A JSON array is DeepSpeed's format too, refused there as no object (was: read as TOML).
+        if (line.front() == '{' || json_array_line(line)) first = ConfigFormat::deepspeed;
         else if (line.rfind("---", 0) == 0 || yaml_key_line(line)) first = ConfigFormat::nanotron;
         else if (table) first = ConfigFormat::torchtitan;
         else if (line.rfind("--", 0) == 0) first = ConfigFormat::megatron;

@@ -100,11 +100,11 @@ Batch read_batch(Reader& r) {
     Batch b;
     const auto read = [&](const char* key, std::string_view field, std::optional<std::int64_t>& into) {
         if (!r.at(key) || r.is_auto(key)) return;
-        const Bounds bounds = field_bounds(field);
-        into = integer_json(*r.at(key), r.spot(key), bounds.min,
-                            field == "dp" ? limits::kMaxGlobalBatchTokens : bounds.max, bounds.what);
+        Bounds bounds = field_bounds(field);
+        if (field.empty()) bounds = {1, limits::kMaxGlobalBatchTokens, "limits::kMaxGlobalBatchTokens"};
+        into = integer_json(*r.at(key), r.spot(key), bounds.min, bounds.max, bounds.what);
     };
-    read("train_batch_size", "dp", b.train);  // sequences: bounded like the global batch in tokens
+    read("train_batch_size", "", b.train);  // sequences: bounded like the global batch in tokens
     read("train_micro_batch_size_per_gpu", "mbs", b.micro);
     read("gradient_accumulation_steps", "grad_acc", b.acc);
     return b;

@@ -1,5 +1,7 @@
 #include "preflight/planner/shown_value.hpp"
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include "preflight/planner/error.hpp"
@@ -27,6 +29,11 @@ std::string shown_string(const std::string& s) {
 void append_shown(const json& v, int depth, std::string& out, bool& cut) {
     if (v.is_string()) {
         out += shown_string(v.get_ref<const std::string&>());
+        return;
+    }
+    if (v.is_number_float() && !std::isfinite(v.get<double>())) {  // JSON writes null for them
+        const double x = v.get<double>();
+        out += std::isnan(x) ? "nan" : x > 0 ? "inf" : "-inf";
         return;
     }
     if (!v.is_array() && !v.is_object()) {

@@ -84,6 +84,8 @@ TEST(InputRobustness, ValuesInMessagesAreShownBoundedly) {
     EXPECT_EQ(w.rfind("[0, 1, 2, ", 0), 0u) << w;
     EXPECT_NE(w.find(", ...] (an array of 100000 values)"), std::string::npos) << w;
     EXPECT_LT(shown_json(json(std::string(100000, 'x'))).size(), 80u);
+    EXPECT_EQ(shown_json(json(std::numeric_limits<double>::infinity())), "inf");  // JSON would write null
+    EXPECT_EQ(shown_json(json(std::nan(""))), "nan");
     // A model key holding a wide array: the message stays one short line.
     json cfg = llama();
     cfg["hidden_size"] = wide;
@@ -234,3 +236,37 @@ TEST(InputRobustness, MegatronSaysWhyAnExpansionIsOpen) {
     }
 }
 
+TEST(InputRobustness, InfinityAndNanAreNamedNotNull) {
+    const std::string m = message_of([] {
+        import_nanotron(yaml_config_tree("parallelism:\n  dp: 2\n  tp: 1\n  pp: 1\n"
+                                         "tokens:\n  sequence_length: 1024\n  micro_batch_size: .inf\n",
+                                         "n.yaml"),
+                        {});
+    });
+    EXPECT_NE(m.find("got inf"), std::string::npos) << m;
+    EXPECT_EQ(m.find("null"), std::string::npos) << m;
+    EXPECT_TRUE(yaml_config_tree("a: .nan\n", "n.yaml").root.at("a").is_number_float());
+    const std::string t = message_of([] {
+        import_torchtitan(toml_config_tree("[training]\nlocal_batch_size = nan\n", "t.toml"), ImportContext{8});
+    });
+    EXPECT_NE(t.find("got nan"), std::string::npos) << t;
+}
+
+TEST(InputRobustness, DeepSpeedBatchNamesItsOwnBound) {
+    const std::string m = message_of([] {
+        import_config_text("{\"train_batch_size\": -64}", "ds.json", std::nullopt, {});
+    });
+    EXPECT_NE(m.find("ds.json:1: train_batch_size"), std::string::npos) << m;
+    EXPECT_NE(m.find("limits::kMaxGlobalBatchTokens"), std::string::npos) << m;
+    EXPECT_EQ(m.find("kMaxGpus"), std::string::npos) << m;
+}
+
+TEST(InputRobustness, TopLevelJsonArrayIsJsonNotToml) {
+    for (const char* text : {"[]", "[\n  {\"a\": 1}\n]", "[4, 8]", "[[1, 2]]"}) {
+        EXPECT_EQ(detect_config_format(text), ConfigFormat::deepspeed) << text;
+        expect_input_error([&] { import_config_text(text, "top.json", std::nullopt, {}); },
+                           {"top.json", "must hold an object", "array"});
+    }
+    EXPECT_EQ(detect_config_format("[training]\nseq_len = 8\n"), ConfigFormat::torchtitan);
+    EXPECT_EQ(detect_config_format("[[a.b]]\nx = 1\n"), ConfigFormat::torchtitan);
+}

@@ -83,6 +83,7 @@ json plain_scalar(const std::string& s) {
     if (plain_float(s)) return std::strtod(s.c_str(), nullptr);
     if (s == ".inf" || s == ".Inf" || s == ".INF" || s == "+.inf") return std::numeric_limits<double>::infinity();
     if (s == "-.inf" || s == "-.Inf" || s == "-.INF") return -std::numeric_limits<double>::infinity();
+    if (s == ".nan" || s == ".NaN" || s == ".NAN") return std::numeric_limits<double>::quiet_NaN();
     if (s == "true" || s == "True" || s == "TRUE") return true;
     if (s == "false" || s == "False" || s == "FALSE") return false;
     if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
@@ -138,8 +139,9 @@ json Walk::convert(const YAML::Node& node, const std::string& pointer, int depth
             if (node.Tag() != "?") return json(node.Scalar());
             json v = plain_scalar(node.Scalar());
             // A number written past a double's range (1e400) is an error, never infinity or null.
-            // (.inf, spelled with an i, is YAML's infinity, which the readers refuse by key.)
-            if (v.is_number_float() && !std::isfinite(v.get<double>()) && node.Scalar().find_first_of("iI") == std::string::npos)
+            // (.inf and .nan, spelled with an i or an n, are YAML's infinity and not-a-number, which
+            // the readers refuse by key.)
+            if (v.is_number_float() && !std::isfinite(v.get<double>()) && node.Scalar().find_first_of("iInN") == std::string::npos)
                 throw InputError(at(node), "'" + node.Scalar() + "' is beyond the range of a double");
             return v;
         }
