@@ -106,7 +106,9 @@ std::map<std::string, int> key_lines(std::string_view text) {
             if (!stack.empty() && !stack.back().array && stack.back().want_key) {
                 stack.back().key = std::move(s);
                 stack.back().want_key = false;
-                std::string pointer = path + "/" + json_pointer_token(stack.back().key);
+                std::string pointer = path;  // appended in steps: GCC 12's -Wrestrict misreads path + "/" + ...
+                pointer += '/';
+                pointer += json_pointer_token(stack.back().key);
                 kept += pointer.size();
                 if (kept <= budget) lines.emplace(std::move(pointer), at);
             }
@@ -118,7 +120,10 @@ std::map<std::string, int> key_lines(std::string_view text) {
             Frame f;
             f.array = c == '[';
             f.path_size = path.size();
-            if (!stack.empty()) path += "/" + child_token(stack.back());
+            if (!stack.empty()) {
+                path += '/';
+                path += child_token(stack.back());
+            }
             stack.push_back(std::move(f));
         } else if ((c == '}' || c == ']') && !stack.empty()) {
             path.resize(stack.back().path_size);

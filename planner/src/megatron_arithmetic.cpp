@@ -25,7 +25,8 @@ int digit_value(char c, int base) {
 // `t` read as bash reads a number in $(( )): 0x/0X hex, a leading 0 octal (SEQ=010 is 8),
 // BASE#DIGITS with a base from 2 to 64, else decimal. "" when it reads, else why not.
 std::string bash_number(std::string_view t, std::int64_t& v) {
-    const std::string shown = "'" + std::string(t) + "'";
+    std::string shown(1, '\'');  // appended in steps: GCC 12's -Wrestrict misreads "'" + std::string(t)
+    shown.append(t).push_back('\'');
     int base = 10;
     std::string_view digits = t;
     if (const std::size_t hash = t.find('#'); hash != std::string_view::npos) {
