@@ -242,6 +242,7 @@ int run_memory(const PlanFlags& flags_in, bool show_timeline, const std::string&
     opt.overhead_bytes = flags.overhead_bytes;
     opt.host_pace = host_pace(flags);
     opt.compiled_loss = flags.compiled_loss;
+    opt.tp_comm_overlap = flags.tp_comm_overlap && opt.profile.name == "megatron";  // TE's userbuffers
     opt.timeline = true;
     const MemoryReport r = evaluate_memory(model, gpu, plan, opt);
     warn_unsearched_recipe(gpu, plan.plan().precision);

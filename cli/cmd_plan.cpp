@@ -71,7 +71,7 @@ SearchRequest make_request(const PlanCommandState& st, const ModelConfig& model)
     if ((st.tp_comm_overlap || st.overlap_p2p_comm) && f.framework != "megatron")
         throw InputError(st.tp_comm_overlap ? "--tp-comm-overlap" : "--overlap-p2p-comm",
                          "Megatron-Core's communication overlap: --framework megatron only, got '" + f.framework + "'");
-    r.throughput.tp_comm_overlap = st.tp_comm_overlap;
+    r.throughput.tp_comm_overlap = r.memory.tp_comm_overlap = st.tp_comm_overlap;
     r.throughput.p2p_overlap = st.overlap_p2p_comm;
     // DeepSpeed's PipelineEngine asserts ZeRO stage < 2 (deepspeed/runtime/pipe/engine.py):
     // a recommendation emitted for it must not combine pp > 1 with ZeRO-2/3.
@@ -570,9 +570,9 @@ Command add_plan_command(CLI::App& app) {
         ->group(g);
     add_advice_options(*sub, *st, g);
     sub->add_flag("--tp-comm-overlap", st->tp_comm_overlap,
-                  "Megatron-Core with TransformerEngine userbuffers (Megatron --tp-comm-overlap; Megatron-Bridge turns "
-                  "it on for its Llama 70B/405B recipes): with --sp each TP all-gather and reduce-scatter runs pipelined "
-                  "with the GEMM beside it, so only what that GEMM does not cover costs time. --framework megatron only")
+                  "Megatron-Core with TransformerEngine userbuffers (Megatron's flag; on in Megatron-Bridge's Llama 70B/405B recipes): "
+                  "with --sp each TP all-gather and reduce-scatter runs pipelined with its GEMM, so only what the GEMM does not cover "
+                  "costs time; its 12 buffers (seq x mbs / cp x hidden) are held in memory. --framework megatron only")
         ->group(g);
     sub->add_flag("--overlap-p2p-comm", st->overlap_p2p_comm,
                   "Megatron-core's p2p overlap (its default; --no-overlap-p2p-communication turns it off): with "

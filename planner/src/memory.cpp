@@ -263,7 +263,7 @@ void add_buffers(StageModel& st, const ModelConfig& m, const GpuSpec& gpu, const
                  const std::vector<ParamTensor>& tensors, const StageParamElements& params) {
     const FrameworkProfile& prof = opt.profile;
     const PrecisionBytes pb = precision_bytes(p.precision);
-    st.static_buffers += prof.workspace_bytes;  // profile: framework-owned workspaces (0 by default)
+    st.static_buffers += prof.workspace_bytes + te_userbuffer_bytes(p, m, opt);  // workspaces (profile), userbuffers
     if (m.position == PositionKind::rope) st.static_buffers += 2 * p.seq * m.head_dim * 4;  // fp32 cos/sin tables
     if (p.precision == Precision::fp8_mixed && prof.fp8_runtime_recipe) {
         // Profile: current scaling, an amax and a dequantization factor (fp32) for the input, the

@@ -1,7 +1,8 @@
 // The default (megatron) profile's ZeRO-2/3 as Megatron-FSDP runs them (FrameworkProfile::
 // megatron_fsdp), term by term with megatron/core/distributed/fsdp/src/megatron_fsdp/ at
 // Megatron-LM d98e8a6 (megatron_fsdp.py, param_and_grad_buffer.py), read on 2026-11-29; and
-// PyTorch FSDP2's gradient shards (torchtitan's profile); DDP's buckets; the optimizer step's temporaries.
+// PyTorch FSDP2's gradient shards (torchtitan's profile); DDP's buckets; TE's userbuffers; the optimizer step's
+// temporaries.
 #include <algorithm>
 
 #include "activations.hpp"
@@ -21,6 +22,18 @@ void add_ddp_buckets(StageModel& st, const Plan& p, const FrameworkProfile& prof
     // Profile: DDP's flat bucket copy of the gradients, in their dtype (fp32 under autocast).
     if (prof.ddp_gradient_bucket_copy && p.zero == zero_none)
         st.static_buffers += params.flat * (activations::runs_amp(prof, p) ? 4 : profile_precision_bytes(p.precision, prof).gradient);
+}
+
+std::int64_t te_userbuffer_bytes(const Plan& p, const ModelConfig& m, const MemoryOptions& opt) {
+    if (!opt.tp_comm_overlap || p.tp < 2 || !p.sp) return 0;
+    // Transformer Engine (d0067d0) module/base.py initialize_ub, as Megatron-LM's initialize.py
+    // calls it: one buffer of [seq x mbs / cp, hidden] for each of 12 GEMMs (qkv/fc1 fprop and
+    // proj/fc2 dgrad ring-exchange, proj/fc2 fprop pipelined, qkv/fc1 dgrad and wgrad bulk, proj/fc2
+    // wgrad external; comm_gemm_overlap.cpp: a ring-exchange all-gather buffer is the shape's
+    // size too), registered outside PyTorch's allocator. Under fp8 the 8 all-gather ones hold
+    // uint8, the 4 reduce-scatter ones the 16-bit dtype. `p` is the cp rank's plan: seq / cp.
+    const std::int64_t rows_by_hidden = p.seq * p.mbs * m.hidden;
+    return rows_by_hidden * (p.precision == Precision::fp8_mixed ? 8 * 1 + 4 * 2 : 12 * 2);
 }
 
 std::int64_t optimizer_step_temp_bytes(const Plan& p, const FrameworkProfile& prof, const PrecisionBytes& state_pb,

@@ -127,6 +127,9 @@ void add_megatron_fsdp_buffers(StageModel& st, const Plan& p, const FrameworkPro
 // Data-parallel gradient buckets (memory_fsdp.cpp): the profile's DDP buckets in flight, or the
 // whole gradient copy PyTorch DDP keeps (FrameworkProfile::ddp_gradient_bucket_copy).
 void add_ddp_buckets(StageModel& st, const Plan& p, const FrameworkProfile& prof, const StageParamElements& params);
+// Transformer Engine's userbuffers under --tp-comm-overlap (MemoryOptions::tp_comm_overlap,
+// memory_fsdp.cpp); 0 without it, without tensor or sequence parallelism.
+std::int64_t te_userbuffer_bytes(const Plan& p, const ModelConfig& m, const MemoryOptions& opt);
 // Temporaries of the optimizer step over `stepped` elements (memory_fsdp.cpp): the profile's
 // moment-sized ones, and Megatron-LM's fp32 copy of 16-bit main gradients outside Megatron-FSDP.
 std::int64_t optimizer_step_temp_bytes(const Plan& p, const FrameworkProfile& prof, const PrecisionBytes& state_pb,

@@ -84,6 +84,34 @@ TEST(FrameworkTerms, TransformerEngineKeepsTheBf16AttentionOutputUnderFp8) {
     EXPECT_EQ(layer_activation_bytes(m, p, megatron_profile()), layer_activation_bytes(m, p, without));
 }
 
+// Megatron-LM's --tp-comm-overlap: Transformer Engine's 12 userbuffers of [seq x mbs / cp, hidden]
+// (module/base.py initialize_ub). Llama-3-8B, seq 4096, tp 2 with --sp: 4,096 x 4,096 x 12 x 2 B =
+// 402,653,184 B under bf16; under fp8 the 8 all-gather buffers are uint8: x (8 + 4 x 2) = 268,435,456
+// B; at cp 2 half the rows; none without sequence parallelism (Megatron-LM requires it).
+TEST(FrameworkTerms, TpCommOverlapHoldsTransformerEnginesUserbuffers) {
+    Plan p;
+    p.seq = 4096, p.tp = 2, p.sp = true, p.recompute = Recompute::full;
+    p.precision = Precision::bf16_mixed_fp32_grads;
+    const auto added = [](const Plan& plan) {
+        MemoryOptions o;
+        const ModelConfig m = test::catalog_model("llama-3-8b");
+        const GpuSpec g = test::catalog_gpu("h100-sxm-80gb");
+        const std::int64_t without = evaluate_memory(m, g, plan, o).peak_bytes;
+        o.tp_comm_overlap = true;
+        return evaluate_memory(m, g, plan, o).peak_bytes - without;
+    };
+    EXPECT_EQ(added(p), 402'653'184);
+    Plan f8 = p;
+    f8.precision = Precision::fp8_mixed;
+    EXPECT_EQ(added(f8), 268'435'456);
+    Plan cp = p;
+    cp.cp = 2;
+    EXPECT_EQ(added(cp), 402'653'184 / 2);
+    Plan no_sp = p;
+    no_sp.sp = false;
+    EXPECT_EQ(added(no_sp), 0);
+}
+
 // Llama-3.2-1B (1,235,814,400 parameters, tied embedding) under torchtitan at ZeRO-0: fp32
 // parameters under autocast, 4,943,257,600 B with no master copy (not 2 B + a 4 B master); over
 // dp 8 DDP's buckets hold another fp32 copy of the gradients, 4,943,257,600 B.

@@ -338,6 +338,10 @@ struct MemoryOptions {
     // own, so only the logits and their gradient (activation dtype) are charged. Profiles whose
     // loss is PyTorch's eager F.cross_entropy only (loss_fp32_logit_buffers > 0); InputError otherwise.
     bool compiled_loss = false;
+    // Megatron-LM's --tp-comm-overlap (plan --tp-comm-overlap, a launch script's flag): Transformer
+    // Engine's userbuffers for the GEMM-overlapped TP collectives, held outside PyTorch's allocator
+    // for the whole run (te_userbuffer_bytes, memory_fsdp.cpp).
+    bool tp_comm_overlap = false;
     bool timeline = false;                       // fill MemoryReport::timeline_*
     // Pipeline parallelism: evaluate this stage only (0-based; a rank's own prediction), instead
     // of the stage with the highest peak. Must lie in 0..pp-1.
