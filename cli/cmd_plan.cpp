@@ -490,7 +490,7 @@ FromApplied take_from(PlanCommandState& st, const CLI::App& sub) {
     if (!a.read && sub.count("--gbs-tokens") == 0) throw InputError("--gbs-tokens", "is required");
     // --emit megatron|deepspeed|torchtitan|nanotron ranks by that framework's profile unless one is named.
     if (!a.read && !given_on(sub, "--framework") && profile_by_name(st.emit)) st.flags.framework = st.emit;
-    st.tp_comm_overlap = st.tp_comm_overlap || (a.tp_comm_overlap && sub.count("--tp-comm-overlap") == 0);
+    st.tp_comm_overlap = st.tp_comm_overlap || (st.flags.tp_comm_overlap && sub.count("--tp-comm-overlap") == 0);
     const bool megatron = st.flags.framework == "megatron";  // Megatron-core overlaps the interleaved sends by default
     st.overlap_p2p_comm = st.overlap_p2p_comm || (megatron && a.overlap_p2p_comm && sub.count("--overlap-p2p-comm") == 0);
     return a;

@@ -251,8 +251,7 @@ FromApplied apply_from(const FromFlags& from, const CLI::App& sub, PlanFlags& fl
         flags.compiled_loss = true;
         log << "# --from: --compiled-loss (the config compiles the model)\n";
     }
-    applied.tp_comm_overlap = c.tp_comm_overlap;
-    flags.tp_comm_overlap = c.tp_comm_overlap;  // memory: Transformer Engine's userbuffers
+    flags.tp_comm_overlap = c.tp_comm_overlap;  // plan's step time and, both commands, TE's userbuffers
     applied.overlap_p2p_comm = c.overlap_p2p_comm;
     applied.gpus = c.gpus;
     if (context.gpus && c.gpus && *context.gpus != *c.gpus) {

@@ -48,8 +48,7 @@ struct FromApplied {
     bool read = false;                    // --from was given
     std::optional<std::int64_t> gpus;     // the world size the config implies (or dp * tp * pp * cp)
     std::optional<std::int64_t> global_batch_sequences;  // the global batch the config names
-    bool tp_comm_overlap = false;
-    bool overlap_p2p_comm = false;
+    bool overlap_p2p_comm = false;  // (--tp-comm-overlap lands in PlanFlags::tp_comm_overlap)
     // Where each flag the config set was read ("--seq" -> "train.toml:12: [training] seq_len").
     std::map<std::string, std::string> origins;
 };

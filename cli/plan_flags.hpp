@@ -38,7 +38,7 @@ struct PlanFlags {
     std::string framework = "megatron";  // --framework (memory, plan)
     std::string host_pace = "expected";  // --host-pace (memory, plan)
     bool compiled_loss = false;            // --compiled-loss (memory, plan)
-    bool tp_comm_overlap = false;          // a --from Megatron script's --tp-comm-overlap (memory)
+    bool tp_comm_overlap = false;          // a --from Megatron script's --tp-comm-overlap
     // --from: a model shape the config spells out (Megatron's arguments, nanotron's model_config)
     // as a Hugging Face config.json, used instead of --model; named after the config file.
     std::optional<nlohmann::json> model_config;
