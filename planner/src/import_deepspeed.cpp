@@ -100,8 +100,8 @@ Batch read_batch(Reader& r) {
     Batch b;
     const auto read = [&](const char* key, std::string_view field, std::optional<std::int64_t>& into) {
         if (!r.at(key) || r.is_auto(key)) return;
-        Bounds bounds = field_bounds(field);
-        if (field.empty()) bounds = {1, limits::kMaxGlobalBatchTokens, "limits::kMaxGlobalBatchTokens"};
+        const Bounds bounds = field.empty() ? Bounds{1, limits::kMaxGlobalBatchTokens, "limits::kMaxGlobalBatchTokens"}
+                                            : field_bounds(field);
         into = integer_json(*r.at(key), r.spot(key), bounds.min, bounds.max, bounds.what);
     };
     read("train_batch_size", "", b.train);  // sequences: bounded like the global batch in tokens
