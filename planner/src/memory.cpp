@@ -257,13 +257,14 @@ void add_embedding_and_head(StageModel& st, const ModelConfig& m, const Plan& p,
     if (prof.head_input_grad_with_logits) st.logits_peak += hidden_tokens * d.activation_bytes;
 }
 
-// Buffers: workspaces, RoPE tables, fp8 scaling state, ZeRO-3 gathers, autocast weight
-// copies, gradient buckets, and the overhead outside the framework.
+// Buffers: workspaces, Megatron-LM's userbuffers and sequence-parallel LM-head gather, RoPE tables,
+// fp8 scaling state, ZeRO-3 gathers, autocast weight copies, gradient buckets, and the overhead
+// outside the framework.
 void add_buffers(StageModel& st, const ModelConfig& m, const GpuSpec& gpu, const Plan& p, const MemoryOptions& opt,
                  const std::vector<ParamTensor>& tensors, const StageParamElements& params) {
     const FrameworkProfile& prof = opt.profile;
     const PrecisionBytes pb = precision_bytes(p.precision);
-    st.static_buffers += prof.workspace_bytes + te_userbuffer_bytes(p, m, opt);  // workspaces (profile), userbuffers
+    st.static_buffers += prof.workspace_bytes + te_userbuffer_bytes(p, m, opt) + sp_head_gather_bytes(p, m, prof, st.last);
     if (m.position == PositionKind::rope) st.static_buffers += 2 * p.seq * m.head_dim * 4;  // fp32 cos/sin tables
     if (p.precision == Precision::fp8_mixed && prof.fp8_runtime_recipe) {
         // Profile: current scaling, an amax and a dequantization factor (fp32) for the input, the
@@ -314,8 +315,7 @@ void add_buffers(StageModel& st, const ModelConfig& m, const GpuSpec& gpu, const
     st.overhead = opt.overhead_bytes.value_or(gpu.overhead_bytes) + st.pool_slack;
 }
 
-// 1F1B (Narayanan et al. 2021, sec. 2.2): stage i holds up to p - i micro-batches;
-// GPipe and interleaved 1F1B in extensions.hpp.
+// 1F1B (Narayanan et al. 2021, sec. 2.2): stage i holds up to p - i micro-batches; GPipe, interleaved: extensions.hpp.
 void set_micro_batches_in_flight(StageModel& st, const ModelConfig& m, const Plan& p, std::int64_t stage) {
     st.in_flight = std::min<std::int64_t>(p.pp - stage, p.grad_acc);
     if (p.pp_schedule != PpSchedule::one_f_one_b) {

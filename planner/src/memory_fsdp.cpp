@@ -24,6 +24,13 @@ void add_ddp_buckets(StageModel& st, const Plan& p, const FrameworkProfile& prof
         st.static_buffers += params.flat * (activations::runs_amp(prof, p) ? 4 : profile_precision_bytes(p.precision, prof).gradient);
 }
 
+std::int64_t sp_head_gather_bytes(const Plan& p, const ModelConfig& m, const FrameworkProfile& prof, bool last) {
+    if (!prof.sp_head_gather_buffer || !last || p.tp < 2 || !p.sp) return 0;
+    // core/tensor_parallel/layers.py (d98e8a6): [seq x mbs, hidden] in the input's dtype (the
+    // 16-bit activation; fp8 recipes keep the LM head in bf16); `p` is the cp rank's plan, seq / cp.
+    return p.seq * p.mbs * m.hidden * precision_bytes(p.precision).activation;
+}
+
 std::int64_t te_userbuffer_bytes(const Plan& p, const ModelConfig& m, const MemoryOptions& opt) {
     if (!opt.tp_comm_overlap || p.tp < 2 || !p.sp) return 0;
     // Transformer Engine (d0067d0) module/base.py initialize_ub, as Megatron-LM's initialize.py

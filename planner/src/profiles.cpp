@@ -108,6 +108,7 @@ FrameworkProfile non_megatron_profile() {
     p.main_grad_fp32_copy_at_step = false;
     p.moe_probs_in_activation = false;
     p.fp8_attention_output_16bit_kept = false;
+    p.sp_head_gather_buffer = false;
     p.fp8_param_gather = false;
     p.uneven_pipeline_split = false;
     return p;

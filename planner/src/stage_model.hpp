@@ -130,6 +130,9 @@ void add_ddp_buckets(StageModel& st, const Plan& p, const FrameworkProfile& prof
 // Transformer Engine's userbuffers under --tp-comm-overlap (MemoryOptions::tp_comm_overlap,
 // memory_fsdp.cpp); 0 without it, without tensor or sequence parallelism.
 std::int64_t te_userbuffer_bytes(const Plan& p, const ModelConfig& m, const MemoryOptions& opt);
+// Megatron-LM's LM head under sequence parallelism (FrameworkProfile::sp_head_gather_buffer): the
+// global memory buffer its input is all-gathered into, on the last stage (`last`), held all run.
+std::int64_t sp_head_gather_bytes(const Plan& p, const ModelConfig& m, const FrameworkProfile& prof, bool last);
 // Temporaries of the optimizer step over `stepped` elements (memory_fsdp.cpp): the profile's
 // moment-sized ones, and Megatron-LM's fp32 copy of 16-bit main gradients outside Megatron-FSDP.
 std::int64_t optimizer_step_temp_bytes(const Plan& p, const FrameworkProfile& prof, const PrecisionBytes& state_pb,

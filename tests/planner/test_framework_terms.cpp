@@ -6,6 +6,8 @@
 //    inside the activation);
 //  - Transformer Engine under fp8 keeps the attention's bf16 output beside the out-projection's
 //    fp8 copy (backends.py saves out_f16);
+//  - Megatron-LM's sequence-parallel LM head holds its all-gather buffer all run, and its DDP
+//    reduces in place (no bucket copies);
 //  - torchtitan without FSDP trains under torch.autocast over fp32 parameters, and its DDP keeps
 //    a bucket copy of the gradients.
 #include <gtest/gtest.h>
@@ -110,6 +112,43 @@ TEST(FrameworkTerms, TpCommOverlapHoldsTransformerEnginesUserbuffers) {
     Plan no_sp = p;
     no_sp.sp = false;
     EXPECT_EQ(added(no_sp), 0);
+}
+
+// Megatron-LM's LM head under sequence parallelism all-gathers its input into the global memory
+// buffer, held all run: Llama-3-8B at seq 4096, micro-batch 2, tp 2: 4,096 x 2 x 4,096 x 2 B =
+// 67,108,864 B on the last stage, none on the others, none without --sp; at cp 2 half the rows.
+// Its gradients are reduced in place in the main-gradient buffer: dp 2 adds no bucket.
+TEST(FrameworkTerms, MegatronHoldsTheSequenceParallelHeadGatherAndNoDdpBuckets) {
+    Plan p;
+    p.seq = 4096, p.mbs = 2, p.tp = 2, p.sp = true, p.recompute = Recompute::full;
+    p.precision = Precision::bf16_mixed;
+    FrameworkProfile without = megatron_profile();
+    without.sp_head_gather_buffer = false;
+    const auto peak = [](const Plan& plan, const FrameworkProfile& profile, std::int64_t stage) {
+        MemoryOptions o;
+        o.profile = profile;
+        o.pipeline_stage = stage;
+        return evaluate_memory(test::catalog_model("llama-3-8b"), test::catalog_gpu("h100-sxm-80gb"), plan, o)
+            .peak_bytes;
+    };
+    const auto added = [&](const Plan& plan, std::int64_t stage) {
+        return peak(plan, megatron_profile(), stage) - peak(plan, without, stage);
+    };
+    EXPECT_EQ(added(p, 0), 67'108'864);
+    Plan cp = p;
+    cp.cp = 2;
+    EXPECT_EQ(added(cp, 0), 67'108'864 / 2);
+    Plan no_sp = p;
+    no_sp.sp = false;
+    EXPECT_EQ(added(no_sp, 0), 0);
+    Plan pp = p;
+    pp.pp = 2, pp.grad_acc = 2;
+    EXPECT_EQ(added(pp, 0), 0);
+    EXPECT_EQ(added(pp, 1), 67'108'864);
+    // dp 2 under ZeRO-0 adds no gradient bucket: the same peak as dp 1.
+    Plan dp = p;
+    dp.dp = 2;
+    EXPECT_EQ(peak(dp, megatron_profile(), 0), peak(p, megatron_profile(), 0));
 }
 
 // Llama-3.2-1B (1,235,814,400 parameters, tied embedding) under torchtitan at ZeRO-0: fp32

@@ -42,10 +42,13 @@ struct DeepSpeedZeroSettings {
 // fused vocab-parallel cross-entropy).
 struct FrameworkProfile {
     std::string name = "megatron";
-    // Gradient communication bucket (PyTorch DDP's default bucket_cap_mb = 25) and
-    // how many are in flight while backward overlaps the reduction.
+    // Gradient communication bucket (PyTorch DDP's default bucket_cap_mb = 25; the step-time model's
+    // last, exposed, reduction) and how many copies of one the framework holds while backward
+    // overlaps the reduction (nanotron's DDP: 2). None under Megatron-LM: its buckets are views into
+    // the contiguous main-gradient buffer, all-reduced or reduce-scattered in place
+    // (core/distributed/param_and_grad_buffer.py start_grad_sync, d98e8a6).
     std::int64_t grad_bucket_bytes = 25 * kMiB;
-    int grad_buckets_in_flight = 2;
+    int grad_buckets_in_flight = 0;
     // Cross-entropy upcasts the logits to fp32 (fused kernels keep one fp32 copy).
     bool logits_fp32_copy = true;
     // Keep each norm's per-row statistics (mean/rstd, fp32); Korthikanti et al.
@@ -194,7 +197,7 @@ struct FrameworkProfile {
     // elements (memory_fsdp.cpp); ZeRO-3 prefetches layers up to half that many elements ahead and
     // keeps the modules outside the layers (embedding, final norm, LM head) gathered for the whole
     // run; with 16-bit main gradients the optimizer step makes an fp32 copy of the gradient shard.
-    // Replaces the 2 x 25 MiB DDP buckets and ZeRO-3's one-layer gather and gradient terms.
+    // Replaces ZeRO-3's one-layer gather and gradient terms.
     bool megatron_fsdp = true;
     // Megatron-LM's optimizer step outside Megatron-FSDP gives each fp32 main parameter it steps an
     // fp32 copy of its 16-bit main gradient (optimizer.py _copy_model_grads_to_main_grads,
@@ -210,6 +213,12 @@ struct FrameworkProfile {
     // out_f16 when attention itself is not fp8; attention.py sets save_original_input only for
     // other recipes).
     bool fp8_attention_output_16bit_kept = true;
+    // Megatron-LM's LM head under sequence parallelism (tensor_parallel.ColumnParallelLinear, the
+    // output layer outside MXFP8) all-gathers its input into the global memory buffer "mpu"
+    // (core/tensor_parallel/layers.py LinearWithGradAccumulationAndAsyncCommunication,
+    // core/utils.py GlobalMemoryBuffer, d98e8a6): seq x mbs x hidden in the input's dtype, allocated
+    // at the first forward and held for the whole run; the head saves its un-gathered input.
+    bool sp_head_gather_buffer = true;
     // DeepSpeed's ZeRO optimizers (planner/src/memory_deepspeed.cpp, from DeepSpeed v0.19.6's
     // stage_1_and_2.py, stage3.py and fused_optimizer.py): 16-bit gradients exist from the first
     // backward to the step (none in the first forward), ZeRO-1/2 keep the rank's partition of them
