@@ -14,6 +14,7 @@
 #include "config_from.hpp"
 #include "emit_note.hpp"
 #include "format.hpp"
+#include "plan_json.hpp"
 #include "preflight/planner/profiles.hpp"
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/checked.hpp"
@@ -44,7 +45,8 @@ struct PlanCommandState {
     std::string attention_flops = "full";
     std::optional<std::int64_t> host_memory;
     bool tp_comm_overlap = false;   // --tp-comm-overlap
-    bool overlap_p2p_comm = false;  // --overlap-p2p-comm
+    bool overlap_p2p_comm = false;     // --overlap-p2p-comm, or Megatron-LM's default (take_from)
+    bool no_overlap_p2p_comm = false;  // --no-overlap-p2p-comm
     FromFlags from;                 // --from, --from-format, --verbose
     std::optional<std::int64_t> from_global_sequences;  // the global batch a --from config names
 };
@@ -78,30 +80,6 @@ SearchRequest make_request(const PlanCommandState& st, const ModelConfig& model)
     if (st.emit == "deepspeed") r.max_zero_with_pp = 1;
     (void)model;
     return r;
-}
-
-nlohmann::json throughput_json(const Throughput& t) {
-    nlohmann::json b = nlohmann::json::array();
-    for (const auto& s : t.breakdown) b.push_back({{"name", s.name}, {"seconds", s.seconds}});
-    nlohmann::json j = {{"step_time_s", t.step_time_s},
-            {"tokens_per_s", t.tokens_per_s},
-            {"tokens_per_s_per_gpu", t.tokens_per_s_per_gpu},
-            {"mfu", t.mfu},
-            {"hfu", t.hfu},
-            {"model_flops_per_step", t.model_flops_per_step},
-            {"hardware_flops_per_step", t.hardware_flops_per_step},
-            {"peak_flops_per_s", t.peak_flops_per_s},
-            {"gpus", t.gpus},
-            {"tokens_per_step", t.tokens_per_step},
-            {"breakdown", b}};
-    if (t.offload_s > 0 || t.pcie_bytes_per_step > 0) {  // offload only
-        j["offload_s"] = t.offload_s;
-        // A byte figure is a whole number (docs/interface.md); past 2^62 it is no figure at all.
-        const double pcie = std::round(t.pcie_bytes_per_step);
-        j["pcie_bytes_per_step"] = std::isfinite(pcie) && pcie < 0x1p62 ? nlohmann::json(static_cast<std::int64_t>(pcie)) : nlohmann::json();
-    }
-    if (t.cp_ep_communication_s > 0) j["cp_ep_communication_s"] = t.cp_ep_communication_s;
-    return j;
 }
 
 nlohmann::json lr_json(const LrAdvice& a) {
@@ -179,12 +157,15 @@ void print_candidates(const SearchResult& res, const FrameworkProfile& profile) 
                           format_bytes(judged_bytes(c.memory, profile))});
     }
     // Plans that differ only in an extension (offload, ep, cp, a schedule) would look like
-    // duplicate rows: where the ranked plans' extension flags differ, they get a column (flags
-    // every plan shares, such as a pinned --finetune, are in the recommendation's plan line).
-    bool extensions_differ = false;
-    for (const Candidate& c : res.candidates)
-        extensions_differ = extensions_differ || extension_flags(c.plan) != extension_flags(res.candidates.front().plan);
-    if (extensions_differ) {
+    // duplicate rows, and rows that share a layout one (all interleaved) like plain 1F1B ones: they
+    // get a column where the flags differ or one of the shared ones is no fine-tuning flag (those,
+    // pinned, are in the recommendation's plan line).
+    const std::string first = res.candidates.empty() ? std::string() : extension_flags(res.candidates.front().plan);
+    bool extensions_shown = false;
+    for (const char* layout_flag : {"--offload", "--pp-schedule", "--cp", "--ep", "--pp-first", "--pp-last"})
+        extensions_shown = extensions_shown || first.find(layout_flag) != std::string::npos;
+    for (const Candidate& c : res.candidates) extensions_shown = extensions_shown || extension_flags(c.plan) != first;
+    if (extensions_shown) {
         t.header.push_back("also");
         t.units.push_back("[flags]");
         for (std::size_t i = 0; i < res.candidates.size(); ++i) {
@@ -491,8 +472,14 @@ FromApplied take_from(PlanCommandState& st, const CLI::App& sub) {
     // --emit megatron|deepspeed|torchtitan|nanotron ranks by that framework's profile unless one is named.
     if (!a.read && !given_on(sub, "--framework") && profile_by_name(st.emit)) st.flags.framework = st.emit;
     st.tp_comm_overlap = st.tp_comm_overlap || (st.flags.tp_comm_overlap && sub.count("--tp-comm-overlap") == 0);
-    const bool megatron = st.flags.framework == "megatron";  // Megatron-core overlaps the interleaved sends by default
-    st.overlap_p2p_comm = st.overlap_p2p_comm || (megatron && a.overlap_p2p_comm && sub.count("--overlap-p2p-comm") == 0);
+    // Megatron-core overlaps the interleaved schedule's sends by default (arguments.py has only
+    // --no-overlap-p2p-communication): on under --framework megatron unless turned off here or in
+    // the --from script.
+    const bool megatron = st.flags.framework == "megatron";
+    if (st.no_overlap_p2p_comm)
+        st.overlap_p2p_comm = false;
+    else if (!st.overlap_p2p_comm)
+        st.overlap_p2p_comm = megatron && (!a.read || a.overlap_p2p_comm);
     return a;
 }
 
@@ -574,10 +561,16 @@ Command add_plan_command(CLI::App& app) {
                   "with --sp each TP all-gather and reduce-scatter runs pipelined with its GEMM, so only what the GEMM does not cover "
                   "costs time; its 12 buffers (seq x mbs / cp x hidden) are held in memory. --framework megatron only")
         ->group(g);
-    sub->add_flag("--overlap-p2p-comm", st->overlap_p2p_comm,
-                  "Megatron-core's p2p overlap (its default; --no-overlap-p2p-communication turns it off): with "
-                  "--pp-schedule interleaved a chunk's pipeline sends run beside the next chunk's compute. "
-                  "--framework megatron only")
+    CLI::Option* p2p = sub->add_flag("--overlap-p2p-comm", st->overlap_p2p_comm,
+                                     "Megatron-core's p2p overlap, on by default under --framework megatron as in "
+                                     "Megatron-LM (a --from script's --no-overlap-p2p-communication turns it off): with "
+                                     "--pp-schedule interleaved a chunk's pipeline sends run beside the next chunk's "
+                                     "compute. --framework megatron only");
+    p2p->group(g);
+    sub->add_flag("--no-overlap-p2p-comm", st->no_overlap_p2p_comm,
+                  "Judge interleaved plans with each pipeline send exposed (Megatron-LM's "
+                  "--no-overlap-p2p-communication, which --emit megatron then writes at pp > 2)")
+        ->excludes(p2p)
         ->group(g);
     sub->add_option("--attention-flops", st->attention_flops,
                     "Attention FLOPs in MFU/HFU: full (default; PaLM/Megatron convention, 4*s*q_width per token per "
@@ -586,7 +579,8 @@ Command add_plan_command(CLI::App& app) {
         ->group(g);
     sub->footer(
         "Searches dp*tp*pp = N (tp within a node unless pinned), micro-batch and accumulation closest to --gbs-tokens, ZeRO 0-3,\n"
-        "recompute none/selective/full, sequence parallelism and precision; any plan flag pins its value.\n"
+        "recompute none/selective/full, sequence parallelism and the recipes with fp32 master weights (pure bf16 only when\n"
+        "--precision pins it, fp16-mixed only on GPUs without bf16); any plan flag pins its value.\n"
         "Step time: per-op roofline with the GPU spec's \"efficiency\" constants, fitted on measured runs where its\n"
         "provenance says so and uncalibrated defaults otherwise: the header's 'step-time constants:' line says which.\n"
         "Example:\n  preflight plan --model llama-3-8b --gpu h100-sxm-80gb --gpus 8 --gbs-tokens 4194304 --seq 4096\n"

@@ -235,8 +235,11 @@ bool Explorer::evaluate() {
     ev->seq_sweep = seq_sweep(ev->model, ev->gpu, ev->profile, ev->plan);
     ev->mbs_sweep = mbs_sweep(ev->model, ev->gpu, ev->profile, ev->plan);
     try {
+        // Megatron-LM overlaps the interleaved schedule's pipeline sends by default: `plan` judges so.
+        ThroughputOptions base;
+        base.p2p_overlap = ev->profile.name == "megatron";
         ev->throughput = estimate_throughput(ev->model, ev->gpu, ev->plan,
-                                             throughput_options_for(ev->profile, ev->model, ev->plan, {}));
+                                             throughput_options_for(ev->profile, ev->model, ev->plan, base));
         ev->has_throughput = true;
     } catch (const std::exception& e) {
         ev->throughput_note = QString::fromUtf8(e.what());

@@ -221,14 +221,14 @@ std::string megatron_arguments(const ModelConfig& m, const Plan& p, std::vector<
     // parallelism; the p2p overlap applies to the interleaved schedule).
     if (opt.tp_comm_overlap && p.tp > 1 && p.sp) arg("--tp-comm-overlap");
     // Megatron overlaps the interleaved schedule's sends by default (arguments.py has only
-    // --no-overlap-p2p-communication); the step time was judged without it unless asked. Without
+    // --no-overlap-p2p-communication), as `plan` judges them unless --no-overlap-p2p-comm. Without
     // the overlap validate_args wants more than 2 stages, so at pp 2 it stays on.
     if (!opt.overlap_p2p_comm && p.pp_schedule == PpSchedule::interleaved) {
         if (p.pp > 2)
             arg("--no-overlap-p2p-communication");
         else
             warn(w, "the interleaved schedule at pp 2 runs with Megatron's p2p overlap (it refuses to turn it off "
-                    "there): the step time was judged without it (--overlap-p2p-comm judges it with)");
+                    "there): the step time was judged without it (--no-overlap-p2p-comm)");
     }
     switch (p.recompute) {
         case Recompute::none: break;

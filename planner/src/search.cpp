@@ -152,9 +152,15 @@ struct SearchState {
 std::vector<Precision> searched_precisions(const GpuSpec& gpu, const PlanPins& pins, const Plan& base,
                                            const FrameworkProfile& profile, SearchResult& out) {
     if (pins.precision) return {*pins.precision};
+    // Unpinned, the search offers the recipes frameworks train with by default, with fp32 master
+    // weights: pure bf16 (no master copy) only when --precision asks for it (a suggestion when
+    // nothing fits), fp16-mixed (loss scaling) only on GPUs without a bf16 peak.
+    const bool bf16_mixed_searched =
+        runs_precision(profile, Precision::bf16_mixed) && compute_peak_flops_per_s(gpu, Precision::bf16_mixed);
     std::vector<Precision> precisions;
     for (Precision pr : all_precisions()) {
         if (!runs_precision(profile, pr)) continue;  // the framework cannot run it: not a candidate
+        if (pr == Precision::bf16 || (pr == Precision::fp16_mixed && bf16_mixed_searched)) continue;
         if (compute_peak_flops_per_s(gpu, pr)) {
             precisions.push_back(pr);
             continue;
@@ -236,6 +242,14 @@ std::vector<bool> searched_sps(const PlanPins& pins, std::int64_t tp) {
     if (pins.sp) return {*pins.sp};
     if (tp > 1) return {false, true};
     return {false};
+}
+
+// Architectures before Blackwell (the GPU spec's "architecture"), where Megatron-LM asks for
+// CUDA_DEVICE_MAX_CONNECTIONS=1 under tensor or context parallelism.
+bool pre_blackwell(const GpuSpec& gpu) {
+    for (const char* a : {"volta", "turing", "ampere", "ada", "hopper"})
+        if (gpu.architecture == a) return true;
+    return false;
 }
 
 std::vector<ZeroStage> searched_zeros(const PlanPins& pins, std::int64_t dp_cp, std::int64_t pp, const FrameworkProfile& profile) {
@@ -384,7 +398,12 @@ void search_layout(SearchState& st, std::int64_t tp, std::int64_t pp) {
         return;
     }
     const std::vector<bool> sps = searched_sps(pins, tp);
-    const std::vector<ZeroStage> zeros = searched_zeros(pins, layout.dp * st.base.cp, pp, st.req.memory.profile);
+    std::vector<ZeroStage> zeros = searched_zeros(pins, layout.dp * st.base.cp, pp, st.req.memory.profile);
+    // Megatron-LM warns against tp or cp beside Megatron-FSDP (ZeRO-2/3) before Blackwell (arguments.py
+    // validate_args, d98e8a6: FSDP asserts CUDA_DEVICE_MAX_CONNECTIONS != 1): unpinned, left out.
+    if (!pins.zero && st.req.memory.profile.megatron_fsdp && (tp > 1 || st.base.cp > 1) &&
+        pre_blackwell(st.gpu))
+        std::erase_if(zeros, [](ZeroStage z) { return z >= zero_gradients; });
     for (Precision pr : st.precisions)
         for (bool sp : sps) {
             if (sp && (tp == 1 || st.seq % tp != 0)) continue;
@@ -543,8 +562,10 @@ SearchResult search_plans(const ModelConfig& model, const GpuSpec& gpu, const Se
             out.suggestions.push_back(search_budget_spent_note(req));
         }
     }
-    if (req.expand_variants) refine_with_extensions(model, gpu, req, out);  // interleaving, top_k, LoRA/offload suggestions
-    else drop_unlaunchable_pipelines(model, req, out);
+    // Interleaving, top_k, LoRA/offload suggestions. A variant's own search (expand_variants off)
+    // keeps the pipeline plans the framework cannot split: the merged pool's refinement replaces
+    // them by their interleaved forms, then drops what is left of them.
+    if (req.expand_variants) refine_with_extensions(model, gpu, req, out);
     return out;
 }
 

@@ -122,11 +122,13 @@ VariantAxes variant_axes(const ModelConfig& model, const GpuSpec& gpu, const Sea
     else
         v.offloads = {Offload::none};
     v.cps = {pins.cp.value_or(1)};
-    // Context parallelism pays off only when one sequence's activations dominate: searched
-    // from 32k tokens (flash attention only).
-    if (!pins.cp && seq >= 32768 && pins.attention.value_or(AttentionKind::flash) == AttentionKind::flash)
+    // Context parallelism pays off only when one sequence's activations dominate (flash attention
+    // only): from 8k tokens while each cp rank keeps 4k of them (Megatron-Bridge's Llama-3 recipes
+    // run cp 2 at seq 8,192), from 32k tokens any cp up to 16 (the Llama 3 paper's long-context
+    // layout, Table 4, runs cp 16 at 131,072).
+    if (!pins.cp && seq >= 8192 && pins.attention.value_or(AttentionKind::flash) == AttentionKind::flash)
         for (std::int64_t cp : {2, 4, 8, 16})
-            if (N % cp == 0 && seq % (2 * cp) == 0) v.cps.push_back(cp);
+            if (N % cp == 0 && seq % (2 * cp) == 0 && (seq >= 32768 || seq / cp >= 4096)) v.cps.push_back(cp);
     v.eps = {pins.ep.value_or(1)};
     if (!pins.ep && model.is_moe())
         for (std::int64_t ep : {2, 4, 8, 16})
@@ -284,6 +286,10 @@ std::vector<detail::Shape> interleaved_shapes(const SearchRequest& req, const Ca
     return shapes;
 }
 
+// The most model chunks per stage the interleaved refinement tries (Megatron-Bridge's Llama-3.1-405B
+// recipe runs 8 at pp 8; every count from 2 whose split Megatron-LM accepts is tried).
+constexpr std::int64_t kMaxSearchedChunks = 16;
+
 // Interleaved 1F1B (Narayanan et al. 2021, sec. 2.2.2) for pipeline candidates: the bubble
 // shrinks by v at v times the pipeline sends and (p-1)/(p v) more activations. Swapped in where
 // the ranking prefers it. (A pinned interleaved schedule's chunks are a variant axis instead.)
@@ -299,8 +305,12 @@ void refine_interleaved(const ModelConfig& model, const GpuSpec& gpu, const Sear
     for (Candidate& c : out.candidates) {
         if (c.plan.pp < 2 || c.plan.pp_schedule == PpSchedule::gpipe) continue;
         const Plan was = c.plan;
+        // A split the framework refuses (Megatron-LM: pp must divide the layers outside the
+        // interleaved schedule; drop_unlaunchable_pipelines removes it next) is replaced by any
+        // interleaved form that fits, however it scores.
+        bool launchable = pipeline_split_problem(req.memory.profile, model, was).empty();
         for (const detail::Shape& shape : interleaved_shapes(req, c))
-            for (std::int64_t v : {2, 4}) {
+            for (std::int64_t v = 2; v <= kMaxSearchedChunks && v * was.pp <= model.layers + 2; ++v) {
                 Plan p = was;
                 p.pp_schedule = PpSchedule::interleaved;
                 p.vpp = v;
@@ -324,7 +334,8 @@ void refine_interleaved(const ModelConfig& model, const GpuSpec& gpu, const Sear
                 const std::int64_t held = judged_bytes(c.memory, req.memory.profile);
                 const double now = detail::rank_score(c.throughput.tokens_per_s, held, out.limit_bytes),
                              then = detail::rank_score(th.tokens_per_s, judged, out.limit_bytes);
-                if (then > now || (then == now && judged < held)) {
+                if (!launchable || then > now || (then == now && judged < held)) {
+                    launchable = true;
                     c.plan = p;
                     c.batch_error = shape.error;
                     c.memory = mem;

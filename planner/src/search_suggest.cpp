@@ -3,6 +3,7 @@
 #include <string>
 
 #include "preflight/planner/format.hpp"
+#include "preflight/planner/profiles.hpp"
 #include "preflight/planner/search.hpp"
 #include "search_internal.hpp"
 
@@ -61,6 +62,13 @@ void suggest_changes(const ModelConfig& model, const GpuSpec& gpu, const SearchR
         r = req;
         r.pins.precision = Precision::bf16_mixed;
         attempt(r, "--precision bf16-mixed");
+    }
+    // Pure bf16 is not searched unpinned (search.cpp searched_precisions): offered here.
+    if (!pins.precision && runs_precision(req.memory.profile, Precision::bf16) &&
+        compute_peak_flops_per_s(gpu, Precision::bf16)) {
+        r = req;
+        r.pins.precision = Precision::bf16;
+        attempt(r, "--precision bf16 (pure bf16: no fp32 master weights, less stable than mixed precision)");
     }
     if (pins.tp || pins.pp || pins.dp) {
         r = req;

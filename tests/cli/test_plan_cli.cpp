@@ -324,14 +324,23 @@ TEST(PlanCli, MegatronCommunicationOverlaps) {
         "plan --model llama-3-70b --gpu h100-sxm-80gb --gpus 64 --gbs-tokens 1048576 --seq 8192 --mbs 1 --grad-acc 64 "
         "--dp 2 --tp 4 --pp 8 --sp --zero 1 --recompute none --precision fp8-mixed --attention flash "
         "--pp-schedule interleaved --vpp 5";
-    const CliRun plain = run_preflight(layout + " --format json");
+    const CliRun plain = run_preflight(layout + " --no-overlap-p2p-comm --format json");
     const CliRun overlapped = run_preflight(layout + " --tp-comm-overlap --overlap-p2p-comm --format json");
+    const CliRun by_default = run_preflight(layout + " --format json");
     ASSERT_EQ(plain.exit_code, 0) << plain.err;
     ASSERT_EQ(overlapped.exit_code, 0) << overlapped.err;
+    ASSERT_EQ(by_default.exit_code, 0) << by_default.err;
     const auto a = nlohmann::json::parse(plain.out), b = nlohmann::json::parse(overlapped.out);
     EXPECT_EQ(a.at("request").at("tp_comm_overlap"), false);
+    EXPECT_EQ(a.at("request").at("overlap_p2p_comm"), false);
     EXPECT_EQ(b.at("request").at("tp_comm_overlap"), true);
     EXPECT_EQ(b.at("request").at("overlap_p2p_comm"), true);
+    // Megatron-LM's default: the p2p overlap on, the TP overlap off.
+    const auto d = nlohmann::json::parse(by_default.out);
+    EXPECT_EQ(d.at("request").at("tp_comm_overlap"), false);
+    EXPECT_EQ(d.at("request").at("overlap_p2p_comm"), true);
+    EXPECT_LT(d.at("candidates").at(0).at("throughput").at("step_time_s").get<double>(),
+              a.at("candidates").at(0).at("throughput").at("step_time_s").get<double>());
     const auto& ta = a.at("candidates").at(0).at("throughput");
     const auto& tb = b.at("candidates").at(0).at("throughput");
     EXPECT_LT(tb.at("step_time_s").get<double>(), ta.at("step_time_s").get<double>());
@@ -346,9 +355,11 @@ TEST(PlanCli, MegatronCommunicationOverlaps) {
     // Megatron-core overlaps the interleaved sends by default (arguments.py has only the --no- flag):
     // the plan judged with the overlap says nothing, the one judged without it turns it off.
     EXPECT_FALSE(has(emitted.out, "overlap-p2p-communication")) << emitted.out;
-    const CliRun without = run_preflight(layout + " --emit megatron");
+    EXPECT_FALSE(has(run_preflight(layout + " --emit megatron").out, "overlap-p2p-communication"));
+    const CliRun without = run_preflight(layout + " --no-overlap-p2p-comm --emit megatron");
     EXPECT_FALSE(has(without.out, "--tp-comm-overlap"));
     EXPECT_TRUE(has(without.out, "--no-overlap-p2p-communication \\\n")) << without.out;
+    EXPECT_EQ(run_preflight(layout + " --overlap-p2p-comm --no-overlap-p2p-comm").exit_code, 2);
     const CliRun refused = run_preflight(layout + " --tp-comm-overlap --framework nanotron");
     EXPECT_EQ(refused.exit_code, 2);
     EXPECT_TRUE(has(refused.err, "--tp-comm-overlap")) << refused.err;
@@ -400,11 +411,12 @@ TEST(PlanCli, APlanFileCarriesTheFrameworkItWasRankedUnder) {
         EXPECT_EQ(r.exit_code, 0) << r.err;
         return nlohmann::json::parse(r.out);
     };
-    // (Pure bf16 at ZeRO-1, as nanotron ranks it: DeepSpeed runs it, Megatron-LM does not.)
-    const auto from_file = judged(""), as_nanotron = judged(" --framework nanotron"), as_other = judged(" --framework deepspeed");
+    // (bf16-mixed-fp32-grads at ZeRO-1 with sequence parallelism, as nanotron ranks it: Megatron-LM
+    // runs it too; DeepSpeed has no sequence-parallel switch.)
+    const auto from_file = judged(""), as_nanotron = judged(" --framework nanotron"), as_other = judged(" --framework megatron");
     EXPECT_EQ(from_file.at("framework"), "nanotron");
     EXPECT_EQ(from_file.at("memory"), as_nanotron.at("memory"));
-    EXPECT_EQ(as_other.at("framework"), "deepspeed");  // the flag names another: it wins
+    EXPECT_EQ(as_other.at("framework"), "megatron");  // the flag names another: it wins
     EXPECT_NE(as_other.at("memory").at("peak_bytes"), from_file.at("memory").at("peak_bytes"));
     // The memory report read back as a plan keeps it; the table's plan line names it.
     const std::string report = testing::TempDir() + "/nanotron_memory.json";
@@ -488,7 +500,7 @@ TEST(PlanCli, ThePinnedStageOrModeIsChangedToTheLightestThatFits) {
                                 "--grad-acc 31 --dp 8"},
         {"deepspeed --precision bf16 --zero 0", "  --zero 1 (shard optimizer states over dp): then --seq 4096 --mbs 1 "
                                                 "--grad-acc 31 --dp 8"},
-        {"nanotron --recompute selective", "  --recompute none: then --seq 4096 --mbs 1 --grad-acc 31 --dp 8"}};
+        {"nanotron --recompute selective", "  --recompute none: then --seq 4096 --mbs 1 --grad-acc 61 --dp 4 --tp 2"}};
     for (const auto& [pin, first] : cases) {
         const CliRun r = run_preflight(req + pin);
         const std::string head = "# the smallest change that would fit (first is smallest)\n";
@@ -537,7 +549,9 @@ TEST(PlanCli, AnInterleavedScheduleTakesWholeGroupsOfPpMicroBatchesAndItsChunksA
 TEST(PlanCli, ASuggestionQuotesTheMemoryTheProfileJudges) {
     // Audit, 2026-11-29: under nanotron, which judges the fit on the device need (its pool, what
     // lies outside PyTorch and a margin), "--gpus 8 ... fits at 63.81 GiB" quoted the tensors' peak.
-    const std::string req = "plan --framework nanotron --model llama-3-70b --gpu h100-sxm-80gb --gbs-tokens 1M --seq 4096";
+    // (Pure bf16, pinned: the recipe that fits Llama-3-70B on 8 GPUs under nanotron.)
+    const std::string req =
+        "plan --framework nanotron --model llama-3-70b --gpu h100-sxm-80gb --gbs-tokens 1M --seq 4096 --precision bf16";
     const CliRun r = run_preflight(req + " --gpus 4");
     EXPECT_EQ(r.exit_code, 1) << r.err;
     const CliRun at8 = run_preflight(req + " --gpus 8 --format json");

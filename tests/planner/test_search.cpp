@@ -508,10 +508,14 @@ TEST(Search, ContextParallelRanksShardZeroWithoutDataParallelism) {
     for (const std::string& s : none.suggestions)
         if (s.find("(more GPUs)") != std::string::npos) {
             ++more_gpus;
-            // 1 x 2 x 1 x 4 (bf16-mixed at ZeRO-0 also holds the fp32 gradient copy at the step, so
-            // the 16-bit recipe over tp 2 is what fits)
-            EXPECT_EQ(s.rfind("--gpus 8 (more GPUs): then --seq 8192 --mbs 4 --grad-acc 128 --dp 1 --tp 2 --pp 1 --sp --zero 0", 0),
-                      0u) << s;
+            // 1 x 2 x 1 x 4 (pure bf16 is searched only when pinned, and bf16-mixed at ZeRO-0 also
+            // holds the fp32 copy of its 16-bit gradients at the step, so the fp32-gradient recipe
+            // over tp 2 is what fits)
+            EXPECT_EQ(s.rfind("--gpus 8 (more GPUs): then --seq 8192 --mbs 1 --grad-acc 512 --dp 1 --tp 2 --pp 1 --sp --zero 0 "
+                              "--recompute none --precision bf16-mixed-fp32-grads",
+                              0),
+                      0u)
+                << s;
             EXPECT_NE(s.find(" --cp 4 fits at"), std::string::npos) << s;
         }
     EXPECT_EQ(more_gpus, 1);

@@ -1,0 +1,33 @@
+// The plan command's JSON pieces (plan_json.hpp).
+#include "plan_json.hpp"
+
+#include <cmath>
+#include <cstdint>
+
+namespace preflight::cli {
+
+nlohmann::json throughput_json(const Throughput& t) {
+    nlohmann::json b = nlohmann::json::array();
+    for (const auto& s : t.breakdown) b.push_back({{"name", s.name}, {"seconds", s.seconds}});
+    nlohmann::json j = {{"step_time_s", t.step_time_s},
+            {"tokens_per_s", t.tokens_per_s},
+            {"tokens_per_s_per_gpu", t.tokens_per_s_per_gpu},
+            {"mfu", t.mfu},
+            {"hfu", t.hfu},
+            {"model_flops_per_step", t.model_flops_per_step},
+            {"hardware_flops_per_step", t.hardware_flops_per_step},
+            {"peak_flops_per_s", t.peak_flops_per_s},
+            {"gpus", t.gpus},
+            {"tokens_per_step", t.tokens_per_step},
+            {"breakdown", b}};
+    if (t.offload_s > 0 || t.pcie_bytes_per_step > 0) {  // offload only
+        j["offload_s"] = t.offload_s;
+        // A byte figure is a whole number (docs/interface.md); past 2^62 it is no figure at all.
+        const double pcie = std::round(t.pcie_bytes_per_step);
+        j["pcie_bytes_per_step"] = std::isfinite(pcie) && pcie < 0x1p62 ? nlohmann::json(static_cast<std::int64_t>(pcie)) : nlohmann::json();
+    }
+    if (t.cp_ep_communication_s > 0) j["cp_ep_communication_s"] = t.cp_ep_communication_s;
+    return j;
+}
+
+}  // namespace preflight::cli
