@@ -169,6 +169,19 @@ void print_csv(const MemoryReport& r) {
     std::cout << "capacity," << r.capacity_bytes << ",1\n";
     std::cout << "activations_per_layer," << r.activations_per_layer_bytes << ","
               << static_cast<double>(r.activations_per_layer_bytes) / cap << "\n";
+    // The verdict's own figures, after the rows above (kept in their order): the device need, the
+    // ends of its range (empty cells where the profile gives none) and the verdict, as in JSON.
+    std::cout << "device_peak," << r.device_peak_bytes << "," << static_cast<double>(r.device_peak_bytes) / cap << "\n";
+    const auto range_row = [&](const char* key, const std::optional<std::int64_t>& end) {
+        std::cout << key << ",";
+        if (end) std::cout << *end << "," << static_cast<double>(*end) / cap;
+        else std::cout << ",";
+        std::cout << "\n";
+    };
+    range_row("device_peak_range_low", r.device_peak_low_bytes);
+    range_row("device_peak_range_high", r.device_peak_high_bytes);
+    std::cout << "fits," << (r.fits ? 1 : 0) << ",\n";
+    std::cout << "verdict," << memory_verdict(r) << ",\n";
 }
 
 // The memory figures hold whatever the GPU, but a recipe it publishes no peak for (fp8 on an

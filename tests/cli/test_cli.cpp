@@ -75,6 +75,27 @@ TEST(CliMemory, CsvHasHeaderAndCategories) {
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.out.rfind("category,bytes,fraction_of_capacity\n", 0), 0u);
     EXPECT_NE(r.out.find("\npeak,"), std::string::npos);
+    // The verdict's rows follow the figures (audit 62 item 1); no range under the default profile.
+    EXPECT_NE(r.out.find("\nactivations_per_layer,"), std::string::npos);
+    const std::string tail = r.out.substr(r.out.find("\ndevice_peak,") + 1);
+    EXPECT_EQ(tail, "device_peak,3680501760,0.0432911\ndevice_peak_range_low,,\ndevice_peak_range_high,,\n"
+                    "fits,1,\nverdict,fits,\n");
+}
+
+// Audit 62 item 1: under nanotron the CSV said peak 88 % of the GPU while memory exited 1 (the
+// verdict rests on the device need and its range, which the CSV left out).
+TEST(CliMemory, CsvCarriesTheDeviceNeedItsRangeAndTheVerdict) {
+    const auto r = run_preflight("memory --framework nanotron --model llama-3.2-3b --dp 8 --zero 1 --mbs 8 --seq 4096 "
+                                 "--recompute full --format csv");
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    const std::size_t at = r.out.find("\nactivations_per_layer,");
+    ASSERT_NE(at, std::string::npos) << r.out;
+    EXPECT_EQ(r.out.substr(r.out.find('\n', at + 1) + 1),
+              "device_peak,88363499520,1.03936\n"
+              "device_peak_range_low,74956406784,0.881659\n"
+              "device_peak_range_high,88430608384,1.04015\n"
+              "fits,0,\n"
+              "verdict,may-not-fit,\n");
 }
 
 // The reserved pool beyond the tensors, by cause: the parts and the allocated peak make the
