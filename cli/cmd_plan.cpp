@@ -90,7 +90,7 @@ nlohmann::json lr_json(const LrAdvice& a) {
             {"ratio", a.ratio},
             {"linear", {{"lr", a.linear.lr}, {"source", a.linear.source}}},
             {"square_root", {{"lr", a.square_root.lr}, {"source", a.square_root.source}}},
-            {"preferred_rule", a.preferred},
+            {"preferred_rule", a.preferred == "linear" ? "linear" : "square_root"},  // a key of lr_advice
             {"warmup_steps", a.warmup_steps},
             {"warmup_tokens", static_cast<std::int64_t>(a.warmup_tokens)},
             {"warmup_source", a.warmup_source},

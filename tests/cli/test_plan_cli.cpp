@@ -159,6 +159,20 @@ TEST(PlanCli, TrainTokensAndLearningRate) {
     EXPECT_TRUE(has(r.out, "rules of thumb"));
 }
 
+// Audit 62 item 2: preferred_rule was "square-root" while the rule's object is under
+// "square_root", so lr_advice[lr_advice["preferred_rule"]] failed; it names the key now.
+TEST(PlanCli, ThePreferredRuleNamesAKeyOfTheAdvice) {
+    const std::string lr = " --base-lr 3e-4 --base-batch 1048576 --format json";
+    const CliRun adamw = run_preflight(kDoneWhen + lr);
+    ASSERT_EQ(adamw.exit_code, 0) << adamw.err;
+    const nlohmann::json a = nlohmann::json::parse(adamw.out).at("lr_advice");
+    EXPECT_EQ(a.at("preferred_rule"), "square_root");
+    EXPECT_DOUBLE_EQ(a.at(a.at("preferred_rule").get<std::string>()).at("lr").get<double>(), 6e-4);
+    const CliRun sgd = run_preflight(kDoneWhen + " --optimizer sgd" + lr);
+    ASSERT_EQ(sgd.exit_code, 0) << sgd.err;
+    EXPECT_EQ(nlohmann::json::parse(sgd.out).at("lr_advice").at("preferred_rule"), "linear");
+}
+
 // Issue 37, item 5: a slow but valid GPU (every peak 1 MFLOP/s) and 9e18 training tokens printed
 // "0 tokens/s total" and "-9,223,372,036,854,775,808 GPU-hours" (an int64 cast of 1.2e19 hours).
 // The figures are printed as what they are, with three significant digits where digits would not do.
