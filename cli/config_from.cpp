@@ -73,11 +73,12 @@ std::string fill_fields(const ImportedConfig& c, PlanFlags& flags, std::ostream&
         origins[std::string(fields[i].flag)] = v.from.text();
         Plan shown;  // the value as the command line writes it
         set_field(fields[i], shown, v.value, v.from.text());
+        // A switch the file turns off is its default: no flag (the echo pastes as flags).
+        const bool off = fields[i].type == FieldType::toggle && !std::get<bool>(v.value);
         const std::string text = std::string(fields[i].flag) +
-                                 (fields[i].type == FieldType::toggle ? (std::get<bool>(v.value) ? "" : " off")
-                                                                      : " " + field_text(fields[i], shown));
-        taken += (taken.empty() ? "" : " ") + text;
-        if (verbose) log << "#   " << v.from.text() << " -> " << text << "\n";
+                                 (fields[i].type == FieldType::toggle ? "" : " " + field_text(fields[i], shown));
+        if (!off) taken += (taken.empty() ? "" : " ") + text;
+        if (verbose) log << "#   " << v.from.text() << " -> " << (off ? "no " + text : text) << "\n";
     }
     return taken;
 }
@@ -165,7 +166,7 @@ void reapply_sequence_parallelism(const ImportedConfig& c, const CLI::App& sub, 
     slot.toggle = on;
     if (on) origins["--sp"] = c.file;
     else origins.erase("--sp");
-    log << "# --from: --sp" << (on ? "" : " off") << " (the config's sequence parallelism at --tp " << tp << ")\n";
+    log << "# --from: " << (on ? "--sp" : "no --sp") << " (the config's sequence parallelism at --tp " << tp << ")\n";
 }
 
 }  // namespace

@@ -146,6 +146,28 @@ TEST(ConfigFrom, TheCompiledLossTheConfigTurnsOnIsSaid) {
     EXPECT_EQ(json::parse(r.out).at("memory").at("compiled_loss"), true);
 }
 
+// Audit 62 item 3: the echo wrote a switch the file turns off as `--sp off`, which the command
+// line refuses ("not an option: off"); it leaves it out now, so the echoed flags paste as they are
+// and give the plan the file gives.
+TEST(ConfigFrom, TheEchoedFlagsPasteIntoTheCommandLine) {
+    Scratch s;
+    const auto emit = run_preflight("plan --model llama-3-8b --gpus 8 --gbs-tokens 4Mi --emit megatron");
+    ASSERT_EQ(emit.exit_code, 0) << emit.err;
+    const std::string script = s.write_text("launch.sh", emit.out);
+    const auto from = run_preflight("memory --format json --from " + script);
+    ASSERT_EQ(from.exit_code, 0) << from.err;
+    const std::string head = "# --from " + script + " (megatron): ";
+    ASSERT_EQ(from.err.rfind(head, 0), 0u) << from.err;
+    const std::string flags = from.err.substr(head.size(), from.err.find('\n') - head.size());
+    EXPECT_EQ(flags, "--dp 8 --seq 4096 --mbs 1 --grad-acc 128 --tp 1 --pp 1 --zero 2 --precision fp8-mixed "
+                     "--attention flash --dropout 0 --optimizer adamw --recompute none");
+    const auto pasted = run_preflight("memory --format json --model llama-3-8b " + flags);
+    ASSERT_EQ(pasted.exit_code, 0) << pasted.err;
+    EXPECT_EQ(json::parse(pasted.out).at("plan"), json::parse(from.out).at("plan"));
+    const auto verbose = run_preflight("memory --verbose --from " + script);
+    EXPECT_NE(verbose.err.find(" -> no --sp\n"), std::string::npos) << verbose.err;
+}
+
 TEST(ConfigFrom, VerboseListsWhatWasReadAndIgnored) {
     const auto r = run_preflight("memory --from " + config("torchtitan/cli_llama3_8b.toml") + " --gpus 64 --verbose");
     EXPECT_EQ(r.exit_code, 0) << r.err;
