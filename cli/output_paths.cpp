@@ -33,18 +33,19 @@ void check_output_file(const std::string& path, const std::string& flag) {
 
 void check_output_dir(const std::string& path, const std::string& flag) {
     if (path.empty()) throw InputError(flag, "must name a folder, got an empty path");
-    // The nearest part of the path that exists must be a folder (the rest is created).
-    for (fs::path p = fs::path(path).lexically_normal(); !p.empty(); p = p.parent_path()) {
-        const fs::file_type t = type_of(p);
-        if (missing(t)) {
-            if (p == p.parent_path()) break;
-            continue;
-        }
-        if (t == fs::file_type::directory) return;
-        throw InputError(flag, p.string() == fs::path(path).lexically_normal().string()
-                                   ? "'" + path + "' is not a folder"
-                                   : "cannot make the folder '" + path + "': '" + p.string() + "' is not a folder");
-    }
+    // The folder itself may be made, not the folders above it: a typo in a parent would
+    // otherwise send the files into a fresh stray tree (as check_output_file refuses it).
+    fs::path p = fs::path(path).lexically_normal();
+    if (!p.has_filename() && p.has_parent_path()) p = p.parent_path();  // "out/" is "out"
+    const fs::file_type t = type_of(p);
+    if (t == fs::file_type::directory) return;
+    if (!missing(t)) throw InputError(flag, "'" + path + "' is not a folder");
+    const fs::path parent = p.has_parent_path() && p.parent_path() != p ? p.parent_path() : fs::path(".");
+    const fs::file_type up = type_of(parent);
+    if (missing(up))
+        throw InputError(flag, "cannot make the folder '" + path + "': its parent '" + parent.string() + "' does not exist");
+    if (up != fs::file_type::directory)
+        throw InputError(flag, "cannot make the folder '" + path + "': '" + parent.string() + "' is not a folder");
 }
 
 }  // namespace preflight::cli

@@ -11,8 +11,8 @@ namespace preflight::cli {
 // folder exists (it is not created).
 void check_output_file(const std::string& path, const std::string& flag);
 
-// `path`, given with `flag`, is a folder or can be made one: not empty, not a file, and
-// every part of it that exists is a folder.
+// `path`, given with `flag`, is a folder or can be made one: not empty, not a file, and its
+// parent folder exists (only the last part is created).
 void check_output_dir(const std::string& path, const std::string& flag);
 
 }  // namespace preflight::cli

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "catalog_fixture.hpp"
 #include "user_files.hpp"
 
 namespace preflight {
@@ -106,6 +107,24 @@ TEST(Culprits, ReportDirThatIsAFileOrEmptyIsRefused) {
     expect_refused("validate --check " + reports + " --report-dir " + file, {"--report-dir", file});
     expect_refused("validate --check " + reports + " --report-dir " + file + "/sub", {"--report-dir", file});
     expect_refused("validate --check " + reports + " --report-dir ''", {"--report-dir", "empty"});
+}
+
+// Audit 62 item 6: --report-dir made any missing path (a typo in a parent made a stray tree),
+// while --report and --write-spec refuse a missing folder. Only the last part is made now.
+TEST(Culprits, ReportDirWhoseParentIsMissingIsRefused) {
+    Scratch s;
+    const std::string reports = (s.dir() / "reports").string();
+    fs::create_directories(reports);
+    const std::string stray = (s.dir() / "typo" / "a" / "b").string();
+    expect_refused("validate --check " + reports + " --report-dir " + stray,
+                   {"--report-dir", "cannot make the folder '" + stray + "': its parent '" + (s.dir() / "typo" / "a").string() +
+                                        "' does not exist"});
+    EXPECT_FALSE(fs::exists(s.dir() / "typo"));
+    // The last part alone is made, written "out/" too.
+    const std::string runs = (test::data_dir() / "measurements" / "h100-sxm-80gb").string();
+    const auto made = run_preflight("validate --check " + runs + " --report-dir " + (s.dir() / "out/").string());
+    EXPECT_EQ(made.exit_code, 0) << made.err;
+    EXPECT_TRUE(fs::exists(s.dir() / "out" / "validation-report.md"));
 }
 
 }  // namespace
