@@ -198,14 +198,8 @@ int run_check(const ValidateState& st) {
     validation::CheckOptions o;
     o.data_dir = data_dir_of(st.data_dir);
     if (!st.gpu.empty()) o.gpu = st.gpu;
-    if (!st.tolerances_matrix.empty()) {
-        const validation::Matrix m =
-            validation::load_matrix(st.tolerances_matrix, validation::default_matrices_dir(), "--tolerances");
-        if (!m.raw.contains("tolerances"))
-            throw InputError("--tolerances", st.tolerances_matrix + " has no \"tolerances\" block: every run would be "
-                                             "judged by the defaults");
-        o.tolerances = m.tolerances;
-    }
+    if (!st.tolerances_matrix.empty())
+        o.tolerances = validation::load_tolerances(st.tolerances_matrix, validation::default_matrices_dir());
     // External measured data sets (folders with a dataset.json) are checked beside the run reports.
     const auto datasets = validation::find_external_datasets(st.check);
     std::optional<validation::CheckResult> r;
@@ -256,11 +250,13 @@ Command add_validate_command(CLI::App& app) {
         ->check(CLI::IsMember({validation::kSourceRuntime, validation::kSourcePytorch}));
     sub->add_option("--gpu", st->gpu, "GPU spec for the predictions (default: the matrix's / each report's)");
     sub->add_option("--tolerances", st->tolerances_matrix,
-                    "Take tolerances from this matrix instead of the matrix.json files found (with --check)");
+                    "Take tolerances from this file's \"tolerances\" block (a matrix, or a file with that block "
+                    "alone) instead of the matrix.json files found (with --check)");
     sub->add_option("--report-dir", st->report_dir,
                     "Where --check writes validation-report.md, validation-plot.svg and the external data sets' "
                     "reports, with external-<name>-jobs.csv: each job's held-out predictions beside its "
-                    "measurements (default: validation-report/ in the build folder; never the checked folder)")
+                    "measurements (default: validation-report/ in the build folder; never the checked folder; made if "
+                    "missing, but its parent folder must exist)")
         ->each([st](const std::string&) { st->report_dir_given = true; });
     sub->add_flag("--no-report-files", st->no_report_files, "--check writes no markdown or SVG");
     sub->add_option("--python", st->python, "Python interpreter for --framework pytorch (default python3)");

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "preflight/planner/user_file.hpp"
+#include "catalog_fixture.hpp"
 #include "user_files.hpp"
 
 namespace preflight {
@@ -149,6 +150,25 @@ TEST(UserFiles, ATolerancesFileWithoutTolerancesIsRefused) {
     fs::create_directories(reports);
     expect_refused("validate --check " + reports + " --tolerances " + path + " --no-report-files",
                    {"--tolerances", path, "no \"tolerances\" block"});
+}
+
+// Audit 62 item 7: a --tolerances file had to be a whole matrix ("tol.json.name: must be a
+// string", then "runs: must be a non-empty array") though only its tolerances are read.
+TEST(UserFiles, ATolerancesFileNeedsOnlyItsTolerances) {
+    Scratch s;
+    // No tolerance at all on the peak: the check reads it (exit 1, the runs judged by it).
+    const std::string path = s.write("tol.json", {{"tolerances", {{"preflight-runtime", {{"peak_bytes", {{"abs", 0}, {"rel", 0}}}}}}}});
+    const std::string runs = (test::data_dir() / "measurements" / "h100-sxm-80gb").string();
+    const auto r = run_preflight("validate --check " + runs + " --tolerances " + path + " --no-report-files");
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_EQ(r.err, "");
+    EXPECT_NE(r.out.find("(error 0.05 %, tolerance 0.00 %); tolerances from --tolerances\n"), std::string::npos) << r.out;
+    const std::string bad = s.write("bad.json", {{"tolerances", {{"preflight-runtime", {{"peak", {{"rel", 0.5}}}}}}}});
+    expect_refused("validate --check " + runs + " --tolerances " + bad + " --no-report-files",
+                   {"--tolerances " + bad + ": tolerances.preflight-runtime.peak: unknown quantity"});
+    const std::string none = s.write("none.json", {{"name", "t"}});
+    expect_refused("validate --check " + runs + " --tolerances " + none + " --no-report-files",
+                   {"--tolerances " + none + ": tolerances: the file has no \"tolerances\" block"});
 }
 
 // --- 5. Spec figures that would make nonsense products are refused at load ---------------------

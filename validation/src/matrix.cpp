@@ -60,6 +60,30 @@ int positive_int(const json& j, const char* key, int fallback, const std::string
     return j.at(key).get<int>();
 }
 
+// A "tolerances" object (its key path in `subject`) over `into`, source by source and quantity
+// by quantity; a misspelt source or quantity would leave the defaults judging without a word.
+void read_tolerances(const json& t, const std::string& subject, SourceTolerances& into) {
+    if (!t.is_object()) throw InputError(subject, "must be an object keyed by source");
+    for (const auto& [source, quantities] : t.items()) {
+        const std::string s = at(subject, source);
+        if (source != kSourceRuntime && source != kSourcePytorch && !profile_by_name(source))
+            throw InputError(s, "unknown source: a report's \"source\" is \"preflight-runtime\", \"pytorch\" or a "
+                                "framework profile's name");
+        if (!quantities.is_object()) throw InputError(s, "must be an object keyed by quantity");
+        for (const auto& [q, tol] : quantities.items()) {
+            if (q != "peak_bytes" && q != "overhead_bytes" && q != "step_time_s" && q != "mfu")
+                throw InputError(at(s, q), "unknown quantity: one of peak_bytes, overhead_bytes, step_time_s, mfu");
+            into[source][q] = tolerance_from_json(tol, at(s, q));
+        }
+    }
+}
+
+std::filesystem::path matrix_path(const std::string& spec, const std::filesystem::path& matrices_dir) {
+    std::filesystem::path path = spec;
+    if (spec.find('/') == std::string::npos && path.extension() != ".json") path = matrices_dir / (spec + ".json");
+    return path;
+}
+
 }  // namespace
 
 Matrix matrix_from_json(const json& j, const std::string& subject) {
@@ -77,23 +101,7 @@ Matrix matrix_from_json(const json& j, const std::string& subject) {
         m.gpu = j.at("gpu").get<std::string>();
     }
     m.tolerances = default_tolerances();
-    if (j.contains("tolerances")) {
-        const json& t = j.at("tolerances");
-        if (!t.is_object()) throw InputError(at(subject, "tolerances"), "must be an object keyed by source");
-        for (const auto& [source, quantities] : t.items()) {
-            const std::string s = at(subject, "tolerances." + source);
-            // A misspelt source or quantity would leave the defaults judging without a word.
-            if (source != kSourceRuntime && source != kSourcePytorch && !profile_by_name(source))
-                throw InputError(s, "unknown source: a report's \"source\" is \"preflight-runtime\", \"pytorch\" or a "
-                                    "framework profile's name");
-            if (!quantities.is_object()) throw InputError(s, "must be an object keyed by quantity");
-            for (const auto& [q, tol] : quantities.items()) {
-                if (q != "peak_bytes" && q != "overhead_bytes" && q != "step_time_s" && q != "mfu")
-                    throw InputError(at(s, q), "unknown quantity: one of peak_bytes, overhead_bytes, step_time_s, mfu");
-                m.tolerances[source][q] = tolerance_from_json(tol, at(s, q));
-            }
-        }
-    }
+    if (j.contains("tolerances")) read_tolerances(j.at("tolerances"), at(subject, "tolerances"), m.tolerances);
     const json defaults = j.contains("defaults") ? j.at("defaults") : json::object();
     if (!defaults.is_object()) throw InputError(at(subject, "defaults"), "must be an object");
     const int steps = positive_int(defaults, "steps", 10, at(subject, "defaults"), 1);
@@ -137,10 +145,24 @@ std::filesystem::path default_matrices_dir() {
 }
 
 Matrix load_matrix(const std::string& spec, const std::filesystem::path& matrices_dir, const std::string& flag) {
-    std::filesystem::path path = spec;
-    if (spec.find('/') == std::string::npos && path.extension() != ".json") path = matrices_dir / (spec + ".json");
+    const std::filesystem::path path = matrix_path(spec, matrices_dir);
     const json j = read_json_file(path, flag);
     return interpret_user_json(flag, [&] { return matrix_from_json(j, path.string()); });
+}
+
+SourceTolerances load_tolerances(const std::string& spec, const std::filesystem::path& matrices_dir,
+                                 const std::string& flag) {
+    const std::filesystem::path path = matrix_path(spec, matrices_dir);
+    const json j = read_json_file(path, flag);
+    // Subjects "FLAG FILE: KEY"; only "tolerances" is read (a whole matrix's other keys are not).
+    return interpret_user_json(flag + " " + path.string(), [&] {
+        if (!j.is_object()) throw InputError("tolerances", "the file must hold a JSON object with a \"tolerances\" block");
+        if (!j.contains("tolerances"))
+            throw InputError("tolerances", "the file has no \"tolerances\" block: every run would be judged by the defaults");
+        SourceTolerances t = default_tolerances();
+        read_tolerances(j.at("tolerances"), "tolerances", t);
+        return t;
+    });
 }
 
 std::vector<std::string> run_arguments(const MatrixRun& run, const std::string& gpu) {

@@ -56,6 +56,11 @@ Matrix matrix_from_json(const nlohmann::json& j, const std::string& subject);
 // name `flag` (--matrix, --tolerances), the file and the field.
 Matrix load_matrix(const std::string& spec, const std::filesystem::path& matrices_dir,
                    const std::string& flag = "--matrix");
+// A `--tolerances` file (`spec` as for load_matrix): a JSON object whose "tolerances" block is
+// read over the defaults; its other keys (a whole matrix's "name", "runs", ...) are optional and
+// not read. Errors have the subject "FLAG FILE" and name the key ("FLAG FILE: tolerances.mfu.x: ...").
+SourceTolerances load_tolerances(const std::string& spec, const std::filesystem::path& matrices_dir,
+                                 const std::string& flag = "--tolerances");
 // validation/matrices of the source tree (compiled in), or $PREFLIGHT_MATRICES_DIR.
 std::filesystem::path default_matrices_dir();
 
