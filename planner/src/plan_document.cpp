@@ -97,10 +97,16 @@ PlanDocument read_plan_document(const nlohmann::json& doc, const Plan& defaults)
     check_totals(fields, d.plan);
     // As on the command line (--lora-rank without --finetune): adapter settings of a plan that
     // trains every weight would be dropped unseen.
-    if (fields.is_object() && d.plan.finetune == Finetune::full)
-        for (const PlanField& f : plan_fields())
-            if (f.in_json == Shown::finetuning && fields.contains(std::string(f.key)))
+    // Written null (plan_to_json: no adapters), a setting is not there; beside adapters it must be.
+    if (fields.is_object())
+        for (const PlanField& f : plan_fields()) {
+            const auto v = fields.find(std::string(f.key));
+            if (f.in_json != Shown::finetuning || v == fields.end()) continue;
+            if (d.plan.finetune == Finetune::full && !v->is_null())
                 throw InputError(std::string(f.key), "LoRA settings need \"finetune\": \"lora\" or \"qlora\"");
+            if (d.plan.finetune != Finetune::full && v->is_null())
+                throw InputError(std::string(f.key), "null: give the adapters' value, or leave the key out for the default");
+        }
     return d;
 }
 

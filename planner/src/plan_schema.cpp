@@ -254,7 +254,7 @@ void add_parallel_fields(std::vector<PlanField>& t) {
     t.back().get = [](const Plan& p) -> FieldValue { return p.moe_capacity_factor; };
     t.back().set = [](Plan& p, const FieldValue& v) { return p.moe_capacity_factor = real(v), true; };
     t.back().pin = [](PlanPins& s, const Plan& p) { s.moe_capacity_factor = p.moe_capacity_factor; };
-    for (std::size_t i = t.size() - 4; i < t.size(); ++i) t[i].in_flags = t[i].in_json = Shown::non_default;
+    for (std::size_t i = t.size() - 4; i < t.size(); ++i) t[i].in_flags = Shown::non_default;  // JSON: always
 }
 
 // Megatron-LM's --decoder-first/last-pipeline-num-layers (pipeline_uneven.cpp); not search axes: a
@@ -288,7 +288,7 @@ void add_extension_fields(std::vector<PlanField>& t) {
                       "Dettmers et al. 2023)",
                       kExtensionGroup, FieldType::name));
     t.back().choices = names({Finetune::full, Finetune::lora, Finetune::qlora});
-    t.back().in_flags = t.back().in_json = Shown::non_default;
+    t.back().in_flags = Shown::non_default;
     t.back().get = [](const Plan& p) -> FieldValue { return std::string(to_string(p.finetune)); };
     t.back().set = [](Plan& p, const FieldValue& v) { return set_enum(p.finetune, v, parse_finetune); };
     t.back().pin = [](PlanPins& s, const Plan& p) { s.finetune = p.finetune; };
@@ -299,7 +299,7 @@ void add_extension_fields(std::vector<PlanField>& t) {
                       "--zero 3)",
                       kExtensionGroup, FieldType::name));
     t.back().choices = names({Offload::none, Offload::optimizer, Offload::optimizer_and_params});
-    t.back().in_flags = t.back().in_json = Shown::non_default;
+    t.back().in_flags = Shown::non_default;
     t.back().get = [](const Plan& p) -> FieldValue { return std::string(to_string(p.offload)); };
     t.back().set = [](Plan& p, const FieldValue& v) { return set_enum(p.offload, v, parse_offload); };
     t.back().pin = [](PlanPins& s, const Plan& p) { s.offload = p.offload; };
@@ -308,7 +308,7 @@ void add_extension_fields(std::vector<PlanField>& t) {
                       "gpipe (all m held) | interleaved (v chunks per stage, bubble (p-1)/(v m); Narayanan et al. 2021)",
                       kExtensionGroup, FieldType::name));
     t.back().choices = names({PpSchedule::one_f_one_b, PpSchedule::gpipe, PpSchedule::interleaved});
-    t.back().in_flags = t.back().in_json = Shown::non_default;
+    t.back().in_flags = Shown::non_default;
     t.back().get = [](const Plan& p) -> FieldValue { return std::string(to_string(p.pp_schedule)); };
     t.back().set = [](Plan& p, const FieldValue& v) { return set_enum(p.pp_schedule, v, parse_pp_schedule); };
     t.back().pin = [](PlanPins& s, const Plan& p) { s.pp_schedule = p.pp_schedule; };
@@ -405,7 +405,11 @@ std::string extension_flags(const Plan& plan) {
 
 void plan_fields_to_json(const Plan& plan, nlohmann::json& j) {
     for (const PlanField& f : plan_fields()) {
-        if (!field_shown(f, f.in_json, plan)) continue;
+        if (!field_shown(f, f.in_json, plan)) {
+            // The adapters' settings of a plan without adapters: not applicable, null (the key kept).
+            if (f.in_json == Shown::finetuning) j[std::string(f.key)] = nullptr;
+            continue;
+        }
         // A count not yet resolved (seq 0: the model's default) is left out, as a file says "default".
         if (f.type == FieldType::integer && f.min >= 1 && integer(f.get(plan)) < f.min) continue;
         std::visit([&](const auto& v) { j[std::string(f.key)] = v; }, f.get(plan));
@@ -443,6 +447,9 @@ void plan_fields_from_json(const nlohmann::json& j, Plan& plan) {
     for (const PlanField& f : plan_fields()) {
         const std::string key(f.key);
         if (!j.contains(key)) continue;
+        // An adapter setting null is not applicable (plan_fields_to_json): as left out here;
+        // read_plan_document refuses it beside adapters.
+        if (f.in_json == Shown::finetuning && j.at(key).is_null()) continue;
         set_field(f, plan, json_value(f, j.at(key), key), key);
     }
 }

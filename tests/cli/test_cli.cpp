@@ -62,6 +62,38 @@ TEST(CliMemory, JsonCarriesEveryContractKey) {
     EXPECT_EQ(cats.at("optimizer_states"), 8 * (8'030'261'248LL / 8));
 }
 
+// Audit 62 item 8: "plan" holds every plan flag, resolved; the extension keys were left out at
+// their defaults (KeyError in scripts). The adapters' settings without adapters are null. The
+// report reads back as a --plan file to the same plan, and so does a LoRA plan's.
+TEST(CliMemory, JsonPlanHoldsEveryPlanFlagAtItsDefaultToo) {
+    test::Scratch s;
+    const auto r = run_preflight(std::string(kIssueCommand) + " --format json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto plan = nlohmann::json::parse(r.out).at("plan");
+    EXPECT_EQ(plan.at("pp_schedule"), "1f1b");
+    EXPECT_EQ(plan.at("vpp"), 1);
+    EXPECT_EQ(plan.at("cp"), 1);
+    EXPECT_EQ(plan.at("ep"), 1);
+    EXPECT_EQ(plan.at("moe_capacity_factor"), 1.0);
+    EXPECT_EQ(plan.at("offload"), "none");
+    EXPECT_EQ(plan.at("finetune"), "full");
+    for (const char* k : {"lora_rank", "lora_alpha", "lora_targets", "lora_dropout"}) EXPECT_TRUE(plan.at(k).is_null()) << k;
+    for (const std::string& extra : {std::string(), std::string(" --finetune lora --lora-rank 16")}) {
+        const auto first = run_preflight(std::string(kIssueCommand) + extra + " --format json");
+        ASSERT_EQ(first.exit_code, 0) << first.err;
+        const std::string file = s.write_text("report.json", first.out);
+        const auto again = run_preflight("memory --plan " + file + " --format json");
+        ASSERT_EQ(again.exit_code, 0) << again.err;
+        EXPECT_EQ(nlohmann::json::parse(again.out).at("plan"), nlohmann::json::parse(first.out).at("plan")) << extra;
+    }
+    // run --plan reads the report as well (its runtime refuses LoRA, so the plan without it).
+    const auto first = run_preflight(std::string(kIssueCommand) + " --format json");
+    const std::string file = s.write_text("report.json", first.out);
+    const auto run = run_preflight("run --dry-run --plan " + file + " --format json");
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    EXPECT_EQ(nlohmann::json::parse(run.out).at("plan"), nlohmann::json::parse(first.out).at("plan"));
+}
+
 TEST(CliMemory, TableShowsEveryCategoryAndTheVerdict) {
     const auto r = run_preflight(kIssueCommand);
     ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -278,7 +278,7 @@ TEST(PlanCli, NanotronPipelineSearchIsNotRefused) {
     const auto j = nlohmann::json::parse(r.out);
     const auto& plan = j.at("candidates").at(0).at("plan");
     EXPECT_EQ(plan.at("pp"), 2);
-    EXPECT_FALSE(plan.contains("pp_schedule"));  // 1F1B, the only schedule nanotron's profile models
+    EXPECT_EQ(plan.at("pp_schedule"), "1f1b");  // the only schedule nanotron's profile models
 }
 
 TEST(PlanCli, NanotronSearchesWhatItRunsAndShowsWhatItJudges) {
@@ -458,7 +458,7 @@ TEST(PlanCli, DeepSpeedsProfileRanksOnlyWhatItsPipelineEngineRuns) {
         const auto& p = c.at("plan");
         if (p.at("pp").get<int>() > 1) {
             EXPECT_LE(p.at("zero").get<int>(), 1) << p.dump();
-            EXPECT_FALSE(p.contains("pp_schedule")) << p.dump();  // 1F1B, the default, is left out
+            EXPECT_EQ(p.at("pp_schedule"), "1f1b") << p.dump();  // DeepSpeed's TrainSchedule
         }
     }
     const std::pair<std::string, std::string> pins[] = {

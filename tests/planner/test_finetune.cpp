@@ -509,9 +509,19 @@ TEST(Extensions, DefaultsChangeNothing) {
     EXPECT_FALSE(uses_extended_states(p));
     EXPECT_FALSE(uses_extended_throughput(p));
     EXPECT_EQ(extension_flags(p), "");
+    // Every plan flag's key is written, at its default too (audit 62 item 8: scripts read them);
+    // the adapters' settings of a plan without adapters are null, not applicable.
     const auto j = plan_to_json(p);
-    EXPECT_FALSE(j.contains("finetune"));
-    EXPECT_FALSE(j.contains("cp"));
+    EXPECT_EQ(j.at("finetune"), "full");
+    EXPECT_EQ(j.at("offload"), "none");
+    EXPECT_EQ(j.at("pp_schedule"), "1f1b");
+    EXPECT_EQ(j.at("vpp"), 1);
+    EXPECT_EQ(j.at("cp"), 1);
+    EXPECT_EQ(j.at("ep"), 1);
+    EXPECT_EQ(j.at("moe_capacity_factor"), 1.0);
+    for (const char* k : {"lora_rank", "lora_alpha", "lora_targets", "lora_dropout"}) EXPECT_TRUE(j.at(k).is_null()) << k;
+    EXPECT_FALSE(j.contains("fp8_scaling"));  // documented: only when rowwise
+    EXPECT_EQ(plan_to_json(plan_from_json(j)), j);
 }
 
 TEST(Extensions, JsonRoundTrip) {
