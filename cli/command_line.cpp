@@ -1,6 +1,8 @@
 // The whole `preflight` command line in one call (main() and the fuzz target use it).
+#include <algorithm>
 #include <iostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -9,6 +11,7 @@
 
 #include "commands.hpp"
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/shown_value.hpp"
 
 #ifndef PREFLIGHT_VERSION
 #define PREFLIGHT_VERSION "unknown"
@@ -58,6 +61,41 @@ std::string plain_parse_error(const CLI::ParseError& e, const CLI::App& app) {
     return what;
 }
 
+// A command-line value a message shows is cut to about a line (docs/interface.md): its first
+// kShownValueChars bytes (not inside a UTF-8 sequence), then "... (N characters)". Every
+// message passes here, so a 100 kB --model or --framework does not flood a CI log.
+std::string cut_long_arguments(std::string message, int argc, const char* const* argv) {
+    std::vector<std::string> longs;
+    for (int i = 1; i < argc; ++i)
+        if (std::string_view(argv[i]).size() > 2 * kShownValueChars) longs.emplace_back(argv[i]);
+    std::sort(longs.begin(), longs.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
+    for (const std::string& arg : longs) {
+        std::size_t keep = kShownValueChars;
+        while (keep > 0 && (static_cast<unsigned char>(arg[keep]) & 0xC0) == 0x80) --keep;
+        const std::string shown = arg.substr(0, keep) + "... (" + std::to_string(arg.size()) + " characters)";
+        for (std::size_t at = message.find(arg); at != std::string::npos; at = message.find(arg, at + shown.size()))
+            message.replace(at, arg.size(), shown);
+    }
+    return message;
+}
+
+// CLI11 reads `--flag=` (nothing after '=') as `--flag` and takes the next argument as its
+// value, so `--emit= --format json` would mean `--emit --format`: refused instead, as is an empty
+// argument, which would read as "not given" for some options (CLI11 leaves an optional empty) and
+// so use the default silently. No flag takes an empty value. "" when neither is there.
+std::string empty_value_problem(int argc, const char* const* argv) {
+    for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        if (arg == "--") break;
+        if (arg.empty())
+            return "an empty argument" + (i > 1 ? std::string(" after ") + argv[i - 1] : std::string()) +
+                   ": give a value or leave the flag out";
+        if (arg.size() > 3 && arg.rfind("--", 0) == 0 && arg.find('=') == arg.size() - 1)
+            return arg + ": nothing after '=' (write " + arg + "VALUE or " + arg.substr(0, arg.size() - 1) + " VALUE)";
+    }
+    return "";
+}
+
 }  // namespace
 
 int run_command_line(int argc, const char* const* argv) {
@@ -89,28 +127,15 @@ int run_command_line(int argc, const char* const* argv) {
             names += (names.empty() ? "" : ", ") + c.sub->get_name();
         }
         if (!known) {
-            std::cerr << "preflight: error: unknown command '" << argv[1] << "' (commands: " << names << ")\n";
+            std::cerr << cut_long_arguments("preflight: error: unknown command '" + std::string(argv[1]) +
+                                                "' (commands: " + names + ")\n", argc, argv);
             return kExitBadInput;
         }
     }
 
-    // CLI11 reads `--flag=` (nothing after '=') as `--flag` and takes the next argument as its
-    // value, so `--emit= --format json` would mean `--emit --format`: refuse the empty value instead.
-    for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        if (arg == "--") break;
-        // An empty value would read as "not given" for some options (CLI11 leaves an optional
-        // empty): the default would be used silently. No flag takes an empty value.
-        if (arg.empty()) {
-            std::cerr << "preflight: error: an empty argument" << (i > 1 ? std::string(" after ") + argv[i - 1] : std::string())
-                      << ": give a value or leave the flag out\n";
-            return kExitBadInput;
-        }
-        if (arg.size() > 3 && arg.rfind("--", 0) == 0 && arg.find('=') == arg.size() - 1) {
-            std::cerr << "preflight: error: " << arg << ": nothing after '=' (write " << arg << "VALUE or "
-                      << arg.substr(0, arg.size() - 1) << " VALUE)\n";
-            return kExitBadInput;
-        }
+    if (const std::string why = empty_value_problem(argc, argv); !why.empty()) {
+        std::cerr << cut_long_arguments("preflight: error: " + why, argc, argv) << "\n";
+        return kExitBadInput;
     }
 
     try {
@@ -123,7 +148,7 @@ int run_command_line(int argc, const char* const* argv) {
         std::cout << e.what() << "\n";
         return kExitOk;
     } catch (const CLI::ParseError& e) {
-        std::cerr << "preflight: error: " << plain_parse_error(e, app) << "\n";
+        std::cerr << cut_long_arguments("preflight: error: " + plain_parse_error(e, app), argc, argv) << "\n";
         if (app.get_subcommands().empty()) std::cerr << "Run `preflight --help` for the commands.\n";
         return kExitBadInput;
     }
@@ -132,7 +157,7 @@ int run_command_line(int argc, const char* const* argv) {
         for (const auto& c : commands)
             if (c.sub->parsed()) return c.run();
     } catch (const preflight::InputError& e) {
-        std::cerr << "preflight: error: " << e.what() << "\n";
+        std::cerr << cut_long_arguments(std::string("preflight: error: ") + e.what(), argc, argv) << "\n";
         return kExitBadInput;
     } catch (const std::exception& e) {
         std::cerr << "preflight: internal error (please report it with the command line): " << e.what() << "\n";

@@ -129,7 +129,7 @@ CLI::Validator count_in_any_notation(Suffix suffix) {
                 }
                 return "'" + value + "': this flag takes the number itself (a suffix would be ambiguous here: 8K is "
                                      "8,000 or 8,192); suffixes are read by plan's --gbs-tokens, --train-tokens, "
-                                     "--base-batch, --host-memory and --max-plans";
+                                     "--base-batch, --host-memory and --max-plans, and by --overhead-bytes";
             }
             // Plain integers exactly (from_chars: no silent clamping past 2^63 - 1) ...
             std::int64_t exact = 0;
@@ -154,17 +154,34 @@ CLI::Validator count_in_any_notation(Suffix suffix) {
                                : "COUNT (e.g. 4096 or 4.096e3)");
 }
 
-CLI::Validator count_at_most(std::int64_t bound, const std::string& bound_name, Suffix suffix) {
+CLI::Validator count_at_most(std::int64_t bound, const std::string& bound_name, Suffix suffix, const std::string& why) {
     const CLI::Validator count = count_in_any_notation(suffix);
     return CLI::Validator(
-        [count, bound, bound_name](std::string& value) -> std::string {
-            std::string why = count(value);
-            if (!why.empty()) return why;
+        [count, bound, bound_name, why](std::string& value) -> std::string {
+            std::string refused = count(value);
+            if (!refused.empty()) return refused;
             if (std::stoll(value) > bound)
-                return value + " exceeds the limit " + bound_name + " = " + std::to_string(bound);
+                return value + " exceeds the limit " + bound_name + " = " + std::to_string(bound) +
+                       (why.empty() ? "" : " (" + why + ")");
             return "";
         },
         "COUNT <= " + std::to_string(bound));
+}
+
+CLI::Validator byte_count_or_zero(std::int64_t bound, const std::string& bound_name) {
+    const CLI::Validator count = count_at_most(bound, bound_name, Suffix::read);
+    return CLI::Validator(
+        [count](std::string& value) -> std::string {
+            // 0 ("0", "00") is a byte count here; every other value reads as --host-memory's.
+            std::int64_t zero = -1;
+            const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), zero);
+            if (ec == std::errc() && end == value.data() + value.size() && zero == 0) {
+                value = "0";
+                return "";
+            }
+            return count(value);
+        },
+        "BYTES (e.g. 1073741824, 1e9, 1Gi = 2^30 or 1.5G)");
 }
 
 CLI::Validator finite_real() {
@@ -205,7 +222,7 @@ CLI::Option* add_field_option(CLI::App& app, const PlanField& field, PlanFlags::
             o = app.add_option(flag, slot.integer, help);
             // Counts are bounded (limits.hpp) so no byte figure can overflow; the bound is named when exceeded.
             if (!field.bound_name.empty())
-                o->transform(count_at_most(field.max, std::string(field.bound_name)));
+                o->transform(count_at_most(field.max, std::string(field.bound_name), Suffix::refused, std::string(field.domain)));
             else if (field.max > 0)
                 o->transform(exact_integer())->check(CLI::Range(field.min, field.max));
             else
@@ -269,9 +286,9 @@ void add_plan_flags(CLI::App& app, PlanFlags& f, bool searched) {
     for (std::size_t i = 0; i < fields.size(); ++i) add_field_option(app, fields[i], f.slots[i]);
     app.add_option("--overhead-bytes", f.overhead_bytes,
                    "Per-GPU overhead (CUDA context, library workspaces) in bytes; overrides the GPU spec "
-                   "(at most 2^50 = 1 PiB)")
-        ->transform(exact_integer())
-        ->check(CLI::Range(std::int64_t{0}, limits::kMaxDeviceBytes));
+                   "(0 to 2^50 = 1 PiB; 1e9, 512Mi, 1.5G allowed)")
+        ->type_name("BYTES")
+        ->transform(byte_count_or_zero(limits::kMaxDeviceBytes, "kMaxDeviceBytes"));
     app.add_option("--data-dir", f.data_dir, "Catalog folder (default: $PREFLIGHT_DATA_DIR or the built-in data/)");
     if (searched) say_searched(app);
 }

@@ -74,10 +74,13 @@ ModelConfig load_plan_model(const PlanFlags& flags, const std::filesystem::path&
 enum class Suffix { refused, read };
 CLI::Validator count_in_any_notation(Suffix suffix = Suffix::refused);
 // The same, also refusing values above `bound`, named `bound_name` in the message.
-CLI::Validator count_at_most(std::int64_t bound, const std::string& bound_name, Suffix suffix = Suffix::refused);
+CLI::Validator count_at_most(std::int64_t bound, const std::string& bound_name, Suffix suffix = Suffix::refused,
+                              const std::string& why = "");
 // A whole number in decimal, exactly, rewritten in plain decimal (use with ->transform): CLI11
 // alone reads '010' as octal 8 and '0x10' as 16, and clamps values past 2^63 - 1.
 CLI::Validator exact_integer();
+// A byte count from 0 to `bound` (limits.hpp `bound_name`), written as count_in_any_notation(Suffix::read) reads it.
+CLI::Validator byte_count_or_zero(std::int64_t bound, const std::string& bound_name);
 // A finite decimal number, read exactly: 'nan', 'inf' and '1e400' are refused quoting what was typed.
 CLI::Validator finite_real();
 

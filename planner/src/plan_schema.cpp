@@ -88,8 +88,12 @@ std::vector<PlanField> core_fields() {
     t.back().set = [](Plan& p, const FieldValue& v) { return p.mbs = integer(v), true; };
     t.back().pin = [](PlanPins& s, const Plan& p) { s.mbs = p.mbs; };
     t.back().runtime = true;
-    t.push_back(count("grad_acc", "--grad-acc", "Gradient accumulation steps per optimizer step (default 1)",
+    t.push_back(count("grad_acc", "--grad-acc",
+                      "Gradient accumulation steps per optimizer step (default 1; at most 2^40, as each step adds a "
+                      "token at least to the global batch)",
                       kMaxGlobalBatchTokens, "kMaxGlobalBatchTokens"));
+    // Said beside the bound's name when a value passes it: a step count under a token limit.
+    t.back().domain = "each accumulation step adds at least one token to the global batch, which that limit bounds";
     t.back().get = [](const Plan& p) -> FieldValue { return p.grad_acc; };
     t.back().set = [](Plan& p, const FieldValue& v) { return p.grad_acc = integer(v), true; };
     t.back().pin = [](PlanPins& s, const Plan& p) { s.grad_acc = p.grad_acc; };

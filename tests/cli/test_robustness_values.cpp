@@ -31,6 +31,37 @@ TEST(Values, AnEmptyArgumentIsRefusedNotTakenAsTheDefault) {
     expect_refused("plan --model gpt2 --gpus 8 --headroom ''", {"empty argument", "--headroom"});
 }
 
+// Audit 62 items 9 and 10: --overhead-bytes 1e9 was "not a whole number" and 1Gi got no hint; it
+// reads a byte count as --host-memory does now, 0 too. A step count over its bound says why a token
+// limit bounds it. A 100 kB --model or --framework was echoed whole; it is cut to about a line.
+TEST(Values, ByteCountsStepCountsAndLongValuesInMessages) {
+    const auto overhead = [](const std::string& v) {
+        const auto r = run_preflight("memory --model gpt2 --format json --overhead-bytes " + v);
+        EXPECT_EQ(r.exit_code, 0) << v << ": " << r.err;
+        return json::parse(r.out).at("memory").at("per_gpu_bytes").at("overhead").get<std::int64_t>();
+    };
+    EXPECT_EQ(overhead("1e9"), 1'000'000'000);
+    EXPECT_EQ(overhead("1Gi"), 1'073'741'824);
+    EXPECT_EQ(overhead("1.5G"), 1'500'000'000);
+    EXPECT_EQ(overhead("0"), 0);
+    expect_refused("memory --model gpt2 --overhead-bytes 1.5", {"--overhead-bytes", "'1.5' is not a whole number"});
+    expect_refused("memory --model gpt2 --overhead-bytes 2Pi",
+                   {"--overhead-bytes", "'2Pi' is not a number (a count is 4194304, 4.194304e6, or a number with one"});
+    expect_refused("memory --model gpt2 --overhead-bytes 2e15",
+                   {"--overhead-bytes: 2000000000000000 exceeds the limit kMaxDeviceBytes = 1125899906842624"});
+    expect_refused("memory --model gpt2 --grad-acc 1099511627777",
+                   {"--grad-acc: 1099511627777 exceeds the limit kMaxGlobalBatchTokens = 1099511627776 (each "
+                    "accumulation step adds at least one token to the global batch, which that limit bounds)"});
+    const std::string a(100000, 'a');
+    for (const std::string& flag : {std::string("--model"), std::string("--framework"), std::string("--gpu")}) {
+        const auto r = run_preflight("memory " + flag + " " + a, "timeout 60 env");
+        EXPECT_EQ(r.exit_code, 2) << flag;
+        EXPECT_LT(r.err.size(), 600u) << flag << ": " << r.err.substr(0, 600);
+        EXPECT_NE(r.err.find(flag), std::string::npos) << r.err.substr(0, 600);
+        EXPECT_NE(r.err.find(std::string(60, 'a') + "... (100000 characters)"), std::string::npos) << r.err.substr(0, 600);
+    }
+}
+
 TEST(Values, NumbersAreReadExactlyAndMessagesShowWhatWasTyped) {
     // Was: --seed -1 and --seed 2^64 both ran with seed 2^64 - 1.
     expect_refused("run --dry-run --model gpt2 --seed -1", {"--seed", "'-1'"});
@@ -41,7 +72,7 @@ TEST(Values, NumbersAreReadExactlyAndMessagesShowWhatWasTyped) {
     // Was: "'nan' is beyond the 64-bit integer range".
     expect_refused("memory --model gpt2 --gpus nan", {"--gpus", "'nan' is not a number"});
     expect_refused("memory --model gpt2 --zero abc", {"--zero", "'abc' is not a whole number"});
-    expect_refused("memory --model gpt2 --overhead-bytes 1e3", {"--overhead-bytes", "'1e3' is not a whole number"});
+    expect_refused("memory --model gpt2 --overhead-bytes 1e-3", {"--overhead-bytes", "'1e-3' is not a whole number"});
     // Was: "Could not convert", no range.
     expect_refused("run --dry-run --model gpt2 --warmup 99999999999", {"--warmup", "0 to 100000"});
     expect_refused("run --dry-run --model gpt2 --steps 0", {"--steps", "1 to 100000"});
