@@ -109,7 +109,8 @@ Command add_calibrate_command(CLI::App& app) {
         "is held out when FNV-1a(its id) mod 4 == 0; the fit sees the training runs only.\n"
         "Example:\n  preflight calibrate data/measurements/h100-sxm-80gb               # runtime runs: held-out errors\n"
         "  preflight calibrate data/measurements/external/nanotron-h100 --write-spec /tmp/h100.json\n"
-        "Exit codes: 0 ok; 2 bad input or fewer than 2 usable runs.");
+        "Exit codes: 0 ok; 2 bad input, fewer than 2 usable runs, or with --write-spec a fit that would not load or\n"
+        "leaves the held-out step-time error's P50 over 50 % (nothing written; without --write-spec a warning).");
     return {sub, [st] { return run_calibrate(*st); }};
 }
 

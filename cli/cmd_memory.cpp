@@ -301,7 +301,8 @@ Command add_memory_command(CLI::App& app) {
         "  preflight plan --model llama-3-8b --gpus 8 --gbs-tokens 4194304 --emit preflight > p.json\n"
         "  preflight memory --plan p.json --timeline   (the recommendation, phase by phase)\n"
         "Exits 0 when the verdict is FITS, 1 when it is not (the peak, or under nanotron and torchtitan the "
-        "device need, over the GPU's memory, or may be: MAY NOT FIT), 2 on bad input.");
+        "device need, over the GPU's memory, or may be: MAY NOT FIT), 2 on bad input (the message names the flag, "
+        "file or key), 4 on an internal error.");
     return {sub, [state, sub] {
                 const FromApplied applied = apply_from(state->from, *sub, state->flags, std::nullopt, std::cerr);
                 return blaming_from_file(applied, [&] {

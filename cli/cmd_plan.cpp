@@ -526,7 +526,7 @@ Command add_plan_command(CLI::App& app) {
     add_plan_flags(*sub, st->flags, true);
     add_framework_flag(*sub, st->flags);
     auto* g = "Search";
-    sub->add_option("--gpus", st->gpus, "Number of GPUs (dp * tp * pp = N; searched tp stays inside a node, a pinned --tp may span nodes; at most 2^20)")
+    sub->add_option("--gpus", st->gpus, "Number of GPUs (dp * tp * pp * cp = N; searched tp stays inside a node, a pinned --tp may span nodes; at most 2^20)")
         ->transform(count_at_most(limits::kMaxGpus, "kMaxGpus"))
         ->group(g);
     sub->add_option("--gbs-tokens", st->gbs_tokens,
@@ -536,9 +536,9 @@ Command add_plan_command(CLI::App& app) {
         ->group(g);
     add_from_flags(*sub, st->from, false);
     sub->add_option("--headroom", st->headroom,
-                    "Keep plans whose peak <= (1 - headroom) * GPU memory (fraction, default 0.05)")
-        ->check(finite_real())
-        ->group(g);
+                    "Keep plans whose judged memory (the peak; under nanotron and torchtitan the device need) <= (1 - headroom) * "
+                    "GPU memory (a fraction in [0, 1), default 0.05)")
+        ->check(finite_real())->group(g);
     sub->add_option("--batch-tolerance", st->batch_tolerance,
                     "Largest relative batch rounding a dp degree may need (fraction, default 0.05). With --mbs or "
                     "--grad-acc pinned, a dp that cannot come within it is still searched, its plans ranked after "

@@ -272,7 +272,9 @@ Command add_validate_command(CLI::App& app) {
         "Runs already recorded under --out are skipped (resume). Tolerances: |measured - predicted| <= abs + rel *\n"
         "predicted, per quantity and source, from the nearest matrix.json between a report's folder and DIR\n"
         "(else --tolerances or the defaults).\n"
-        "Exit codes: 0 ok / every run within tolerance; 1 a run out of tolerance; 2 bad input; 3 no GPU or no CUDA build.");
+        "Exit codes: 0 ok / every run compared and within tolerance; 1 a run out of tolerance, a run that could not\n"
+        "be compared (crashed, failed, nothing to compare), or no run compared at all; 2 bad input (also a DIR\n"
+        "with no run report and no data set); 3 no GPU or no CUDA build.");
     st->sub = sub;
     return {sub, [st] {
                 if (st->check.empty() && st->matrix.empty())

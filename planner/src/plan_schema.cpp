@@ -187,7 +187,7 @@ void add_recipe_fields(std::vector<PlanField>& t) {
     t.back().set = [](Plan& p, const FieldValue& v) { return set_enum(p.attention, v, parse_attention); };
     t.back().pin = [](PlanPins& s, const Plan& p) { s.attention = p.attention; };
     t.back().runtime = true;
-    t.push_back(field("dropout", "--dropout", "Dropout probability; > 0 keeps dropout masks (default 0)", kPlanGroup,
+    t.push_back(field("dropout", "--dropout", "Dropout probability in [0, 1); > 0 keeps dropout masks (default 0)", kPlanGroup,
                       FieldType::real));
     t.back().in_flags = Shown::non_default;
     t.back().get = [](const Plan& p) -> FieldValue { return p.dropout; };
@@ -196,12 +196,12 @@ void add_recipe_fields(std::vector<PlanField>& t) {
 }
 
 void add_lora_fields(std::vector<PlanField>& t) {
-    t.push_back(field("lora_rank", "--lora-rank", "LoRA rank r (default 8, PEFT LoraConfig's)", kExtensionGroup,
+    t.push_back(field("lora_rank", "--lora-rank", "LoRA rank r, 1 to the model's hidden size (default 8, PEFT LoraConfig's)", kExtensionGroup,
                       FieldType::integer));
     t.back().get = [](const Plan& p) -> FieldValue { return p.lora.rank; };
     t.back().set = [](Plan& p, const FieldValue& v) { return p.lora.rank = integer(v), true; };
     t.push_back(field("lora_alpha", "--lora-alpha",
-                      "LoRA alpha; the update is scaled by alpha / r (default 8, PEFT's; no effect on memory)",
+                      "LoRA alpha, a positive number; the update is scaled by alpha / r (default 8, PEFT's; no effect on memory)",
                       kExtensionGroup, FieldType::real));
     t.back().get = [](const Plan& p) -> FieldValue { return p.lora.alpha; };
     t.back().set = [](Plan& p, const FieldValue& v) { return p.lora.alpha = real(v), true; };
@@ -241,7 +241,7 @@ void add_parallel_fields(std::vector<PlanField>& t) {
     t.back().pin = [](PlanPins& s, const Plan& p) { s.vpp = p.vpp; };
     t.push_back(field("cp", "--cp",
                       "Context-parallel degree: each sequence split over cp GPUs, ring attention exchanging K/V "
-                      "(default 1; GPUs = dp * tp * pp * cp)",
+                      "(default 1; 2 * cp must divide --seq; flash attention; GPUs = dp * tp * pp * cp)",
                       kExtensionGroup, FieldType::integer));
     t.back().get = [](const Plan& p) -> FieldValue { return p.cp; };
     t.back().set = [](Plan& p, const FieldValue& v) { return p.cp = integer(v), true; };
@@ -252,8 +252,8 @@ void add_parallel_fields(std::vector<PlanField>& t) {
     t.back().set = [](Plan& p, const FieldValue& v) { return p.ep = integer(v), true; };
     t.back().pin = [](PlanPins& s, const Plan& p) { s.ep = p.ep; };
     t.push_back(field("moe_capacity_factor", "--moe-capacity-factor",
-                      "Assumed load of the busiest expert over the balanced load (router imbalance; default 1.0 = "
-                      "perfectly balanced)",
+                      "Assumed load of the busiest expert over the balanced load, 1 to 64 (router imbalance; default 1.0 = "
+                      "perfectly balanced; MoE models only)",
                       kExtensionGroup, FieldType::real));
     t.back().get = [](const Plan& p) -> FieldValue { return p.moe_capacity_factor; };
     t.back().set = [](Plan& p, const FieldValue& v) { return p.moe_capacity_factor = real(v), true; };

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <utility>
+#include <vector>
 
 #include <unistd.h>
 
@@ -395,6 +397,24 @@ TEST(CliHelp, TeachesTheFlags) {
     EXPECT_EQ(r.exit_code, 0);
     for (const char* k : {"--recompute", "selective", "--zero", "--precision", "bf16-mixed-fp32-grads", "Example"})
         EXPECT_NE(r.out.find(k), std::string::npos) << k;
+}
+
+// Audit 62 item 13: the bounds the planner enforces and each command's exit codes are in --help.
+TEST(CliHelp, SaysTheBoundsAndTheExitCodes) {
+    const std::pair<const char*, std::vector<const char*>> expected[] = {
+        {"memory --help",
+         {"Dropout probability in [0, 1)", "balanced load, 1 to 64", "1 to the model's hidden size",
+          "LoRA alpha, a positive number", "2 * cp must divide --seq", "2 on bad input", "4 on an internal error"}},
+        {"plan --help", {"dp * tp * pp * cp = N", "judged memory (the peak; under nanotron and torchtitan the device need)",
+                         "a fraction in [0, 1)"}},
+        {"validate --help", {"or no run compared at all", "made if missing, but its parent folder must exist"}},
+        {"calibrate --help", {"held-out step-time error's P50 over 50 %"}},
+    };
+    for (const auto& [command, words] : expected) {
+        const auto r = run_preflight(command);
+        EXPECT_EQ(r.exit_code, 0) << command;
+        for (const char* w : words) EXPECT_NE(r.out.find(w), std::string::npos) << command << ": " << w << "\n" << r.out;
+    }
 }
 
 }  // namespace
