@@ -89,8 +89,8 @@ std::vector<PlanField> core_fields() {
     t.back().pin = [](PlanPins& s, const Plan& p) { s.mbs = p.mbs; };
     t.back().runtime = true;
     t.push_back(count("grad_acc", "--grad-acc",
-                      "Gradient accumulation steps per optimizer step (default 1; at most 2^40, as each step adds a "
-                      "token at least to the global batch)",
+                      "Gradient accumulation steps per optimizer step (default 1; at most 2^40: each step adds at "
+                      "least one token to the global batch)",
                       kMaxGlobalBatchTokens, "kMaxGlobalBatchTokens"));
     // Said beside the bound's name when a value passes it: a step count under a token limit.
     t.back().domain = "each accumulation step adds at least one token to the global batch, which that limit bounds";
@@ -187,8 +187,8 @@ void add_recipe_fields(std::vector<PlanField>& t) {
     t.back().set = [](Plan& p, const FieldValue& v) { return set_enum(p.attention, v, parse_attention); };
     t.back().pin = [](PlanPins& s, const Plan& p) { s.attention = p.attention; };
     t.back().runtime = true;
-    t.push_back(field("dropout", "--dropout", "Dropout probability in [0, 1); > 0 keeps dropout masks (default 0)", kPlanGroup,
-                      FieldType::real));
+    t.push_back(field("dropout", "--dropout", "Dropout probability in [0, 1); > 0 keeps dropout masks (default 0)",
+                      kPlanGroup, FieldType::real));
     t.back().in_flags = Shown::non_default;
     t.back().get = [](const Plan& p) -> FieldValue { return p.dropout; };
     t.back().set = [](Plan& p, const FieldValue& v) { return p.dropout = real(v), true; };
@@ -196,12 +196,14 @@ void add_recipe_fields(std::vector<PlanField>& t) {
 }
 
 void add_lora_fields(std::vector<PlanField>& t) {
-    t.push_back(field("lora_rank", "--lora-rank", "LoRA rank r, 1 to the model's hidden size (default 8, PEFT LoraConfig's)", kExtensionGroup,
+    t.push_back(field("lora_rank", "--lora-rank",
+                      "LoRA rank r, 1 to the model's hidden size (default 8, PEFT LoraConfig's)", kExtensionGroup,
                       FieldType::integer));
     t.back().get = [](const Plan& p) -> FieldValue { return p.lora.rank; };
     t.back().set = [](Plan& p, const FieldValue& v) { return p.lora.rank = integer(v), true; };
     t.push_back(field("lora_alpha", "--lora-alpha",
-                      "LoRA alpha, a positive number; the update is scaled by alpha / r (default 8, PEFT's; no effect on memory)",
+                      "LoRA alpha, a positive number; the update is scaled by alpha / r (default 8, PEFT's; no "
+                      "effect on memory)",
                       kExtensionGroup, FieldType::real));
     t.back().get = [](const Plan& p) -> FieldValue { return p.lora.alpha; };
     t.back().set = [](Plan& p, const FieldValue& v) { return p.lora.alpha = real(v), true; };
@@ -252,8 +254,8 @@ void add_parallel_fields(std::vector<PlanField>& t) {
     t.back().set = [](Plan& p, const FieldValue& v) { return p.ep = integer(v), true; };
     t.back().pin = [](PlanPins& s, const Plan& p) { s.ep = p.ep; };
     t.push_back(field("moe_capacity_factor", "--moe-capacity-factor",
-                      "Assumed load of the busiest expert over the balanced load, 1 to 64 (router imbalance; default 1.0 = "
-                      "perfectly balanced; MoE models only)",
+                      "Assumed load of the busiest expert over the balanced load, 1 to 64 (router imbalance; "
+                      "default 1.0 = perfectly balanced; MoE models only)",
                       kExtensionGroup, FieldType::real));
     t.back().get = [](const Plan& p) -> FieldValue { return p.moe_capacity_factor; };
     t.back().set = [](Plan& p, const FieldValue& v) { return p.moe_capacity_factor = real(v), true; };
