@@ -149,6 +149,12 @@ void take_deepspeed_buckets(const ImportedConfig& c, PlanFlags& flags, std::ostr
         << ", overlap_comm "
         << (!z.overlap_comm ? "absent (DeepSpeed's default: on at ZeRO-3 only)" : *z.overlap_comm ? "on" : "off")
         << " (under --framework deepspeed)\n";
+    const DeepSpeedZeroSettings defaults;
+    if (z.sub_group_elements != defaults.sub_group_elements || z.max_live_elements != defaults.max_live_elements ||
+        z.prefetch_elements != defaults.prefetch_elements)
+        log << "# --from: DeepSpeed ZeRO-3: sub_group_size " << z.sub_group_elements << ", stage3_max_live_parameters "
+            << z.max_live_elements << ", stage3_prefetch_bucket_size " << z.prefetch_elements
+            << " elements (under --framework deepspeed --zero 3)\n";
 }
 
 // A --tp beside the config (without --sp) runs the config's sequence parallelism at the new

@@ -139,6 +139,14 @@ json deepspeed_config(const Plan& p, std::vector<std::string>* w, const DeepSpee
         c["zero_optimization"]["reduce_bucket_size"] = "auto";
     else if (buckets.reduce_bucket_elements != DeepSpeedZeroSettings{}.reduce_bucket_elements)
         c["zero_optimization"]["reduce_bucket_size"] = buckets.reduce_bucket_elements;
+    // ZeRO-3's sub-group and prefetcher (memory_deepspeed.cpp add_zero3_terms), where not the defaults.
+    const DeepSpeedZeroSettings defaults;
+    if (p.zero == zero_weights && buckets.sub_group_elements != defaults.sub_group_elements)
+        c["zero_optimization"]["sub_group_size"] = buckets.sub_group_elements;
+    if (p.zero == zero_weights && buckets.max_live_elements != defaults.max_live_elements)
+        c["zero_optimization"]["stage3_max_live_parameters"] = buckets.max_live_elements;
+    if (p.zero == zero_weights && buckets.prefetch_elements != defaults.prefetch_elements)
+        c["zero_optimization"]["stage3_prefetch_bucket_size"] = buckets.prefetch_elements;
     deepspeed_precision(p, c, w);
     deepspeed_optimizer(p, c, w);
     if (p.recompute != Recompute::none) {

@@ -345,12 +345,18 @@ void import_offload(Reader& r, std::int64_t stage) {
 // zero_optimization keys that change GPU memory the plan does not model (zero/config.py).
 const std::set<std::string>& zero_memory_keys() {
     static const std::set<std::string> keys{
-        "allgather_bucket_size", "stage3_prefetch_bucket_size", "prefetch_bucket_size",
-        "stage3_max_live_parameters", "max_live_parameters", "stage3_max_reuse_distance", "max_reuse_distance",
+        "allgather_bucket_size", "stage3_max_reuse_distance", "max_reuse_distance",
         "stage3_param_persistence_threshold", "param_persistence_threshold", "stage3_model_persistence_threshold",
-        "model_persistence_threshold", "sub_group_size", "zero_hpz_partition_size", "zero_quantized_weights",
+        "model_persistence_threshold", "zero_hpz_partition_size", "zero_quantized_weights",
         "zero_quantized_nontrainable_weights", "zero_quantized_gradients", "mics_shard_size",
         "mics_hierarchical_params_gather", "zenflow"};
+    return keys;
+}
+
+// zero_optimization keys import_zero3_settings reads (and their aliases).
+const std::set<std::string>& zero3_read_keys() {
+    static const std::set<std::string> keys{"sub_group_size", "stage3_max_live_parameters", "max_live_parameters",
+                                            "stage3_prefetch_bucket_size", "prefetch_bucket_size"};
     return keys;
 }
 
@@ -367,8 +373,8 @@ const std::set<std::string>& zero_ignored_keys() {
     return keys;
 }
 
-// reduce_bucket_size: a whole count of elements (zero/config.py: pp_int, ge=0), which JSON often
-// writes as a float ("5e8"); bounded so that no byte count built on it can wrap.
+// reduce_bucket_size and the ZeRO-3 counts: a whole count of elements (zero/config.py: pp_int,
+// ge=0), which JSON often writes as a float ("5e8"); bounded so that no byte count built on it can wrap.
 std::int64_t bucket_elements(const json& v, const ConfigSpot& spot) {
     constexpr double kMaxBucketElements = 1099511627776.0;  // 2^40
     const double d = v.is_number() ? v.get<double>() : -1;
@@ -378,6 +384,33 @@ std::int64_t bucket_elements(const json& v, const ConfigSpot& spot) {
         throw InputError(spot.text(), "must be a whole number of elements from 0 to 2^40 (1,099,511,627,776), got " +
                                           import_values::shown(v));
     return v.is_number_integer() ? v.get<std::int64_t>() : static_cast<std::int64_t>(d);
+}
+
+// ZeRO-3's sub_group_size, stage3_max_live_parameters and stage3_prefetch_bucket_size (zero/config.py
+// DeepSpeedZeroConfig, each also under its alias without "stage3_"): the optimizer step's sub-group
+// and the prefetcher's live window (memory_deepspeed.cpp add_zero3_terms). "auto" keeps the default
+// (the Trainer fills only the prefetch size, 0.9 hidden^2, which leaves the prefetcher on).
+void import_zero3_settings(Reader& r, DeepSpeedZeroSettings& z, std::int64_t stage) {
+    // The key given (the first of its names that is present), or "" when neither is.
+    const auto given = [&](std::initializer_list<const char*> names) {
+        for (const char* name : names)
+            if (r.at(std::string("zero_optimization.") + name)) return std::string("zero_optimization.") + name;
+        return std::string();
+    };
+    const auto read = [&](const std::string& dotted, std::int64_t& into) {
+        if (!dotted.empty() && !r.is_auto(dotted)) into = bucket_elements(*r.at(dotted), r.spot(dotted));
+    };
+    read(given({"sub_group_size"}), z.sub_group_elements);
+    const std::string live = given({"stage3_max_live_parameters", "max_live_parameters"});
+    const std::string prefetch = given({"stage3_prefetch_bucket_size", "prefetch_bucket_size"});
+    read(live, z.max_live_elements);
+    read(prefetch, z.prefetch_elements);
+    // partitioned_param_coordinator.py fetch_sub_module prefetches only with both above 0 (said at
+    // ZeRO-3, or a stage the Trainer fills).
+    if ((z.max_live_elements == 0 || z.prefetch_elements == 0) && (stage == 3 || stage < 0))
+        r.warn(z.prefetch_elements == 0 ? prefetch : live,
+               "0 turns ZeRO-3's prefetcher off: planned with the current and the next layer gathered (the "
+               "parameters stage3_max_reuse_distance keeps are not modelled)");
 }
 
 // The settings that size DeepSpeed's gradient buckets (DeepSpeedZeroSettings, the deepspeed
@@ -393,6 +426,7 @@ void import_bucket_settings(Reader& r, std::int64_t stage) {
         z.reduce_bucket_hidden_squared = true;
     else if (const json* v = r.at(bucket))
         z.reduce_bucket_elements = bucket_elements(*v, r.spot(bucket));
+    import_zero3_settings(r, z, stage);
     r.out.deepspeed_zero = z;
     const json* contiguous = r.at("zero_optimization.contiguous_gradients");
     if (contiguous && *contiguous == false && stage >= 1)
@@ -418,7 +452,7 @@ void import_zero(Reader& r) {
         const std::string dotted = "zero_optimization." + key;
         if (key == "stage" || key == "offload_optimizer" || key == "offload_param" || key == "cpu_offload" ||
             key == "cpu_offload_param" || key == "reduce_bucket_size" || key == "overlap_comm" ||
-            zero_ignored_keys().count(key))
+            zero3_read_keys().count(key) || zero_ignored_keys().count(key))
             continue;
         if (value.is_string() && value.get<std::string>() == "auto")
             r.out.ignored.push_back(dotted + ": auto (filled by the Trainer)");

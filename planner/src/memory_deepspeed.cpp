@@ -1,7 +1,7 @@
-// Profile (deepspeed_zero_optimizer): DeepSpeed's ZeRO optimizers term by term, with the buckets
+// Profile (deepspeed_zero_optimizer): DeepSpeed's ZeRO optimizers term by term, with the settings
 // of FrameworkProfile::deepspeed_zero (`--emit deepspeed`'s overlap_comm on and default
-// reduce_bucket_size, or a `--from` ds_config's) and contiguous_gradients on, sub_group_size at its
-// default. Read from DeepSpeed v0.19.6 (edaa722):
+// reduce_bucket_size, sub_group_size and ZeRO-3 prefetcher, or a `--from` ds_config's) and
+// contiguous_gradients on, with or without offload_optimizer. Read from DeepSpeed v0.19.6 (edaa722):
 // runtime/zero/stage_1_and_2.py (DeepSpeedZeroOptimizer, ZeRO-1/2), runtime/zero/stage3.py
 // (ZeRO-3), runtime/fp16/fused_optimizer.py (FP16_Optimizer, which also runs bf16 without ZeRO:
 // engine.py _do_optimizer_sanity_check returns DDP_BFLOAT16), runtime/engine.py
@@ -20,9 +20,8 @@ namespace preflight::memory_detail {
 
 namespace {
 
-// zero/config.py: reduce_bucket_size = 5e8 elements, sub_group_size = 1e9 elements;
-// engine.py MEMORY_OPT_ALLREDUCE_SIZE = 5e8 elements (buffered_allreduce_fallback without ZeRO).
-constexpr std::int64_t kSubGroupElements = 1'000'000'000;
+// engine.py MEMORY_OPT_ALLREDUCE_SIZE = 5e8 elements (buffered_allreduce_fallback without ZeRO);
+// reduce_bucket_size and sub_group_size are DeepSpeedZeroSettings' (zero/config.py defaults).
 constexpr std::int64_t kAllreduceBufferElements = 500'000'000;
 // stage_1_and_2.py _has_inf_or_nan: x.float() (4 B), isnan (1 B), isinf (1 B), logical_or (1 B)
 // and .float() of that (4 B) are alive together: 11 B per element of the gradient it checks.
@@ -85,14 +84,20 @@ std::int64_t largest_piece(const std::vector<std::int64_t>& sizes, std::int64_t 
 
 // stage3.py _create_fp16_sub_groups: the rank's parameter shards (ceil(numel / dp) each, in order)
 // close a sub-group once it reaches sub_group_size, so one may exceed it by its last shard.
-std::int64_t largest_sub_group(const std::vector<std::int64_t>& sizes, std::int64_t ranks) {
+std::int64_t largest_sub_group(const std::vector<std::int64_t>& sizes, std::int64_t ranks,
+                               std::int64_t sub_group_elements) {
     std::int64_t largest = 0, open = 0;
     for (const std::int64_t n : sizes) {
         open += shard_elements(n, ranks);
         largest = std::max(largest, open);
-        if (open >= kSubGroupElements) open = 0;
+        if (open >= sub_group_elements) open = 0;
     }
     return largest;
+}
+
+// The stage's largest tensor (TP-local elements).
+std::int64_t largest_tensor(const std::vector<std::int64_t>& sizes) {
+    return sizes.empty() ? 0 : *std::max_element(sizes.begin(), sizes.end());
 }
 
 // Without ZeRO: FP16_Optimizer (bf16 and fp16; fp32 runs the bare optimizer), the engine's
@@ -135,23 +140,74 @@ struct Widths {
     std::int64_t master_bytes = 4;     // the master partition's: fp32, or bf16 (bf16_master_weights_and_grads)
     std::int64_t bucket_elements = 0;  // reduce_bucket_size
     bool overlap_comm = true;
+    bool offload = false;  // offload_optimizer: the optimizer and its gradient partition live on the host
 };
 
 // stage3.py: one IPG bucket of reduce_bucket_size in the communication (model) dtype, allocated
-// at initialisation and kept; the gradient partitions in grad_accum_dtype (grad_partitions_flat_buffer);
-// pure bf16's master partition is the bf16 partition itself (same dtype and device: no copy).
-void add_zero3_terms(StageModel& st, DeepSpeedStage& ds, const Plan& p, const StageParamElements& params,
-                     const std::vector<std::int64_t>& sizes, const Widths& w) {
+// at initialisation and kept whatever the offload (_setup_for_real_optimizer); the gradient
+// partitions in grad_accum_dtype (grad_partitions_flat_buffer, on self.device: the host under
+// offload_optimizer); pure bf16's master partition is the bf16 partition itself (no copy).
+void add_zero3_terms(StageModel& st, DeepSpeedStage& ds, const Plan& p, const DeepSpeedZeroSettings& z,
+                     const StageParamElements& params, const std::vector<std::int64_t>& sizes, const Widths& w) {
     ds.kind = DeepSpeedOptimizer::zero3;
     const std::int64_t dtype_bytes = w.dtype_bytes, master_bytes = w.master_bytes;
-    st.static_buffers += checked_mul(w.bucket_elements, dtype_bytes, "reduce_bucket_size x bytes");
+    const std::int64_t bucket_bytes = checked_mul(w.bucket_elements, dtype_bytes, "reduce_bucket_size x bytes");
+    st.static_buffers += bucket_bytes;
     if (p.precision == Precision::bf16) st.states.master_weights = 0;
     const std::int64_t grad_bytes = p.precision == Precision::bf16_mixed_fp32_grads ? 4 : dtype_bytes;
-    st.states.gradients = params.zero3 * grad_bytes;
-    // _prepare_fp32_grad_for_sub_group: flatten(averaged_gradients[sub_group]).to(fp32), one
-    // sub-group at a time.
-    const std::int64_t sub_group = largest_sub_group(sizes, p.dp);
-    ds.step_copies = sub_group * grad_bytes + (master_bytes != grad_bytes ? sub_group * master_bytes : 0);
+    st.states.gradients = w.offload ? 0 : params.zero3 * grad_bytes;
+    // _prepare_sub_group: without offload, _prepare_fp32_grad_for_sub_group's
+    // flatten(averaged_gradients[sub_group]).to(fp32), one sub-group of sub_group_size at a time;
+    // offloaded, the host steps on its own fp32 gradients.
+    const std::int64_t sub_group = largest_sub_group(sizes, p.dp, z.sub_group_elements);
+    ds.step_copies = w.offload ? 0 : sub_group * grad_bytes + (master_bytes != grad_bytes ? sub_group * master_bytes : 0);
+    // partitioned_param_coordinator.py fetch_sub_module: every module hook prefetches up to
+    // min(max_live - n_available, prefetch_bucket_size) elements of the trace, one parameter past
+    // the bound at most, and params it keeps for reuse stay counted in n_available: with the
+    // prefetcher on, the gathered 16-bit weights stay within stage3_max_live_parameters plus the
+    // largest tensor from forward through backward (in place of the generic current + next layer).
+    // Prefetching off, the generic layers stand (what reuse distance keeps is not modelled).
+    if (z.prefetch_elements > 0 && z.max_live_elements > 0) {
+        const std::int64_t live = std::min(params.flat, checked_add(z.max_live_elements, largest_tensor(sizes),
+                                                                    "stage3_max_live_parameters + largest tensor"));
+        st.gather_stage = live * precision_bytes(p.precision).weight;
+        st.gather_layer = st.gather_head = 0;
+    }
+    // __avg_scatter_grads -> coalesced_collectives.py reduce_scatter_coalesced: torch.cat of the
+    // bucket's gradients into a padded flat copy (at most reduce_bucket_size elements) while the
+    // next tensor's gradient waits outside the bucket (in place of a whole layer's gradients).
+    st.layer_grad_bytes = ds.tensor_grads + std::min(bucket_bytes, checked_mul(params.flat, dtype_bytes, "grads"));
+}
+
+// DeepSpeedZeroOptimizer (stage_1_and_2.py) with offload_optimizer (cpu_offload; self.device 'cpu').
+void add_zero12_offload_terms(StageModel& st, DeepSpeedStage& ds, const Plan& p, const std::vector<std::int64_t>& sizes,
+                              std::int64_t partition, std::int64_t dtype_bytes) {
+    const std::int64_t largest = largest_tensor(sizes);
+    // copy_grads_in_partition (cpu_offload): each reduced gradient of the rank's partition is
+    // copied into the host's fp32 partition (async_inplace_copy_grad_to_fp32_buffer_from_gpu), no
+    // grads_in_partition is made, and step() runs the optimizer on the host, then copies the
+    // pinned bf16 partition back in place: no gradient partition and no step copies on the GPU.
+    ds.partition_grads = 0;
+    ds.step_copies = 0;
+    // __init__: temp_grad_buffer_for_gpu_offload, torch.zeros(largest_param_numel) in the model
+    // dtype on the GPU, kept (accumulation through the host stages through it).
+    st.static_buffers += checked_mul(largest, dtype_bytes, "largest parameter x bytes");
+    // copy_grads_in_partition -> update_offload_overflow_tracker_for_param_grad: _has_inf_or_nan of
+    // the whole param.grad of each parameter in the partition, as its bucket is reduced (every
+    // dtype; x.float() copies nothing in fp32): at most the largest tensor's, charged through
+    // backward and the reduction (an upper bound for the rank holding it).
+    const std::int64_t check_bytes = kOverflowCheckBytesPerElement - (dtype_bytes == 4 ? 4 : 0);
+    ds.offload_overflow_check = checked_mul(largest, check_bytes, "largest parameter x overflow check bytes");
+    // Host: param_buffer_of_bit16_for_cpu_offload_groups (a bit16 copy of the partition, pinned by
+    // default) and temp_grad_buffer_for_cpu_offload (largest_param_numel, model dtype); with
+    // accumulation, async_accumulate_grad_in_cpu_via_gpu's accumulated_grads_in_cpu, one whole
+    // param.dtype buffer per parameter overlapping the partition (the busiest rank's).
+    std::int64_t host = checked_add(checked_mul(partition, dtype_bytes, "partition x bytes"),
+                                    checked_mul(largest, dtype_bytes, "largest parameter x bytes"), "host buffers");
+    if (p.grad_acc > 1)
+        host = checked_add(host, checked_mul(busiest_partition_overlap(sizes, partition, p.dp), dtype_bytes, "accumulated"),
+                           "host buffers");
+    st.host_bytes = checked_add(st.host_bytes, host, "--offload (host bytes per GPU)");
 }
 
 // DeepSpeedZeroOptimizer (stage_1_and_2.py). Its gradients stay in the model dtype under fp32
@@ -163,8 +219,9 @@ void add_zero12_terms(StageModel& st, DeepSpeedStage& ds, const Plan& p, const S
     ds.overlap_comm = w.overlap_comm;
     const std::int64_t dtype_bytes = w.dtype_bytes, master_bytes = w.master_bytes;
     const std::int64_t partition = shard_elements(params.flat, p.dp);  // partition_size = ceil(flat / dp)
-    // The fp32 master partition is a clone even when the model is fp32 (weights_partition ... .clone()).
-    if (p.precision == Precision::fp32) st.states.master_weights = partition * 4;
+    // The fp32 master partition is a clone even when the model is fp32 (weights_partition ... .clone()),
+    // on the host under offload (self.device 'cpu').
+    if (p.precision == Precision::fp32 && !w.offload) st.states.master_weights = partition * 4;
     ds.partition_grads = busiest_partition_overlap(sizes, partition, p.dp) * dtype_bytes;
     // setup_buckets: contiguous_gradients allocates one reduce_bucket_size buffer in the model dtype
     // at the first gradient hook, overlap_comm a second (double buffering).
@@ -193,18 +250,24 @@ void add_zero12_terms(StageModel& st, DeepSpeedStage& ds, const Plan& p, const S
     const std::int64_t step_copy = partition * dtype_bytes + (master_bytes != dtype_bytes ? partition * master_bytes : 0);
     const std::int64_t overflow = dtype_bytes == 4 ? 0 : largest_piece(sizes, partition) * kOverflowCheckBytesPerElement;
     ds.step_copies = std::max(step_copy, overflow);
+    if (w.offload) add_zero12_offload_terms(st, ds, p, sizes, partition, w.dtype_bytes);
 }
 
 }  // namespace
 
 void add_deepspeed_terms(StageModel& st, const ModelConfig& m, const Plan& p, const FrameworkProfile& prof,
                          const std::vector<ParamTensor>& tensors, const StageParamElements& params) {
-    // Offload and fine-tuning keep the generic model's terms (fp8 is refused by the profile).
-    if (p.offload != Offload::none || p.finetune != Finetune::full || p.precision == Precision::fp8_mixed) return;
+    // Fine-tuning keeps the generic model's terms (fp8 is refused by the profile).
+    if (p.finetune != Finetune::full || p.precision == Precision::fp8_mixed) return;
     const bool fp32_accum = p.precision == Precision::bf16_mixed_fp32_grads;
-    // engine.py _do_optimizer_sanity_check: the cases that run BF16_Optimizer.
+    const bool offload = p.offload != Offload::none;
+    // Offloaded ZeRO-1 with fp32 accumulation keeps a separate grad_accum attribute
+    // (stage_1_and_2.py use_grad_accum_attribute), not traced here: generic terms.
+    if (offload && fp32_accum && p.zero == zero_optimizer_states) return;
+    // engine.py _do_optimizer_sanity_check: the cases that run BF16_Optimizer (ZeRO-1 with fp32
+    // accumulation only when not zero_cpu_offload).
     const bool bf16_optimizer = (p.zero == zero_none && p.pp > 1 && p.precision == Precision::bf16_mixed) ||
-                                (fp32_accum && p.zero == zero_optimizer_states);
+                                (fp32_accum && p.zero == zero_optimizer_states && !offload);
     if (p.pp > 1 && !bf16_optimizer) return;  // the pipeline engine's other optimizers: generic terms
     // Expert parallelism splits DeepSpeed's expert parameter groups apart (not traced): generic terms.
     if (p.ep > 1) return;
@@ -213,7 +276,7 @@ void add_deepspeed_terms(StageModel& st, const ModelConfig& m, const Plan& p, co
     const DeepSpeedZeroSettings& z = prof.deepspeed_zero;
     const Widths w{p.precision == Precision::fp32 ? 4 : 2, p.precision == Precision::bf16 ? prof.pure_bf16_master_bytes : 4,
                    z.reduce_bucket_hidden_squared ? m.hidden * m.hidden : z.reduce_bucket_elements,
-                   z.overlap_comm.value_or(p.zero == zero_weights)};
+                   z.overlap_comm.value_or(p.zero == zero_weights), offload};
     const std::int64_t dtype_bytes = w.dtype_bytes;
     ds.full_grads = checked_mul(params.flat, dtype_bytes, "stage parameters x gradient bytes");
     ds.layer_grads = params.layer_local * dtype_bytes;
@@ -228,7 +291,7 @@ void add_deepspeed_terms(StageModel& st, const ModelConfig& m, const Plan& p, co
     const std::vector<std::int64_t> sizes = flat_order(p, prof, st, tensors);
     if (bf16_optimizer) return add_bf16_optimizer_terms(st, ds, p, params, fp32_accum ? 4 : 2);
     if (p.zero == zero_none) return add_fused_optimizer_terms(ds, p, params, dtype_bytes);
-    if (p.zero == zero_weights) return add_zero3_terms(st, ds, p, params, sizes, w);
+    if (p.zero == zero_weights) return add_zero3_terms(st, ds, p, z, params, sizes, w);
     add_zero12_terms(st, ds, p, params, tensors, sizes, w);
 }
 
@@ -260,6 +323,7 @@ void zero1_phase(const StageModel& st, const DeepSpeedStage& ds, const Phase& ph
                  MemoryBreakdown& b) {
     const bool in_backward = ph.kind == PhaseKind::backward || ph.kind == PhaseKind::grad_reduce;
     if (at.beside_earlier || in_backward) b.buffers += ds.ipg_buffers;
+    if (in_backward) b.buffers += ds.offload_overflow_check;
     if (ph.kind == PhaseKind::optimizer_step) {
         b.gradients = ds.partition_grads;
     } else if (!ds.overlap_comm) {
@@ -311,7 +375,7 @@ MemoryBreakdown with_deepspeed_phase(const StageModel& st, const Phase& ph, Memo
     } else {
         b.gradients = (at.accumulates ? 2 : 1) * ds.partition_grads + at.computing;
         if (ph.kind == PhaseKind::backward) b.gradients += ds.tied_head_grads;
-        b.buffers += ds.ipg_buffers;
+        b.buffers += ds.ipg_buffers + ds.offload_overflow_check;
     }
     return b;
 }

@@ -42,6 +42,7 @@ struct DeepSpeedStage {
     std::int64_t large_head_grads = 0, large_embed_grads = 0, large_layer_grads = 0;
     std::int64_t reduce_buffer = 0;     // the engine's all-reduce copy (flattened, or cast to bf16)
     std::int64_t step_copies = 0;       // the optimizer step's gradient copies (or overflow check), at their widest
+    std::int64_t offload_overflow_check = 0;  // zero12 offload: one partition gradient's overflow check, in backward
     bool moments_at_init = false;       // FP16_Optimizer: the moments exist before the first step
 };
 
@@ -62,7 +63,9 @@ struct StageModel {
     std::int64_t static_buffers = 0;  // RoPE tables, fp8 scaling state
     std::int64_t gather_layer = 0;    // ZeRO-3: one layer's gathered weights
     std::int64_t gather_head = 0;     // ZeRO-3: gathered LM head / embedding
-    std::int64_t gather_stage = 0;    // profile, ZeRO-3 with pp > 1: every parameter of the stage kept gathered
+    // Profile, ZeRO-3: gathered weights held from forward through backward whatever the layer (FSDP
+    // with pp > 1: every parameter of the stage; DeepSpeed: its prefetcher's live parameters).
+    std::int64_t gather_stage = 0;
     std::int64_t grad_accum_stage = 0;  // profile, ZeRO-3 with pp > 1: unsharded gradients accumulated over micro-batches
     std::int64_t layer_grad_bytes = 0;  // ZeRO-3: a layer's full grads before reduce-scatter
     std::int64_t gather_prefetch_layers = 1;  // ZeRO-3: layers gathered ahead of the current one

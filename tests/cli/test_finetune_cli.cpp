@@ -67,7 +67,10 @@ TEST(FinetuneCli, MemoryShowsHostBytesWhenOffloading) {
         run_preflight("memory --model llama-3-8b --gpu h100-sxm-80gb --seq 2048 --zero 2 --offload optimizer "
                       "--framework deepspeed --format json")
             .out);
-    EXPECT_EQ(j["memory"]["host_bytes_per_gpu"], 8'030'261'248LL * 16);
+    // fp32 master, fp32 gradient partition and two moments (16 B x 8,030,261,248 at dp 1), and
+    // DeepSpeed's host staging buffers (stage_1_and_2.py): the bit16 partition copy (2 B each) and
+    // temp_grad_buffer_for_cpu_offload of the largest parameter (2 B x 525,336,576).
+    EXPECT_EQ(j["memory"]["host_bytes_per_gpu"], 8'030'261'248LL * 18 + 525'336'576LL * 2);
     EXPECT_EQ(j["plan"]["offload"], "optimizer");
 }
 

@@ -254,23 +254,127 @@ TEST(DeepSpeedMemory, ExpertParallelismKeepsTheGenericTerms) {
     EXPECT_EQ(at(r, PhaseKind::output_loss).gradients, at(r, PhaseKind::optimizer_step).gradients);
 }
 
-// Optimizer offload (the generic ZeRO-Offload terms): under ZeRO-2/3 DeepSpeed copies each reduced
-// gradient straight into its fp32 host partition (stage_1_and_2.py: self.device is 'cpu' with
-// cpu_offload, async_inplace_copy_grad_to_fp32_buffer_from_gpu before grads_in_partition is made;
-// stage3.py likewise), so no gradient partition is held on the GPU; ZeRO-1 still accumulates the
-// 16-bit gradients on the GPU (2 B x 8,030,261,248) until the boundary.
-TEST(DeepSpeedMemory, OffloadedZero2And3KeepTheirGradientPartitionsOnTheHost) {
+// Optimizer offload: under ZeRO-1/2/3 DeepSpeed copies each reduced gradient of the rank's partition
+// straight into its fp32 host partition (stage_1_and_2.py copy_grads_in_partition, cpu_offload;
+// stage3.py's grad_partitions_flat_buffer on self.device, the CPU), so no gradient partition is held on
+// the GPU; ZeRO-1 with overlap_comm off (its default) still holds every 16-bit gradient until
+// reduce_gradients after backward (2 B x 8,030,261,248 at the reduction).
+TEST(DeepSpeedMemory, OffloadedZeroKeepsNoGradientPartitionOnTheGpu) {
     Plan p;
     p.seq = 4096, p.mbs = 1, p.dp = 8, p.zero = ZeroStage{2}, p.offload = Offload::optimizer;
     MemoryOptions o;
     o.profile = deepspeed_profile();
+    o.timeline = true;
     const ModelConfig m = test::catalog_model("llama-3-8b");
     const GpuSpec g = test::catalog_gpu("h100-sxm-80gb");
-    EXPECT_EQ(evaluate_memory(m, g, p, o).at_peak.gradients, 0);
+    EXPECT_EQ(at(evaluate_memory(m, g, p, o), PhaseKind::optimizer_step).gradients, 0);
     p.zero = ZeroStage{3};
     EXPECT_EQ(evaluate_memory(m, g, p, o).at_peak.gradients, 0);
     p.zero = ZeroStage{1};
-    EXPECT_EQ(evaluate_memory(m, g, p, o).at_peak.gradients, 2 * kParams);
+    o.profile.deepspeed_zero.overlap_comm = false;
+    EXPECT_EQ(at(evaluate_memory(m, g, p, o), PhaseKind::grad_reduce).gradients, 2 * kParams);
     o.profile = megatron_profile();  // Megatron-LM's offload keeps its gradient buffer on the GPU
     EXPECT_GT(evaluate_memory(m, g, p, o).at_peak.gradients, 0);
+}
+
+namespace {
+
+MemoryReport offload_report(int zero, std::int64_t grad_acc = 1, const DeepSpeedZeroSettings& buckets = {}) {
+    Plan p;
+    p.seq = 4096, p.mbs = 1, p.dp = 8, p.grad_acc = grad_acc, p.zero = ZeroStage{zero}, p.offload = Offload::optimizer;
+    MemoryOptions o;
+    o.profile = deepspeed_profile();
+    o.profile.deepspeed_zero = buckets;
+    o.timeline = true;
+    return evaluate_memory(test::catalog_model("llama-3-8b"), test::catalog_gpu("h100-sxm-80gb"), p, o);
+}
+
+constexpr std::int64_t kLargestTensor = 525'336'576;  // the embedding, and the LM head
+constexpr std::int64_t kRopeBytes = 4'194'304;          // fp32 cos/sin tables, 2 x 4,096 x 128 x 4 B
+
+}  // namespace
+
+// ZeRO-1 + offload with overlap_comm on (process_gradients reduces in the hooks at the boundary):
+// each gradient is copied into a bucket and param.grad repointed there (.data = the bucket's view),
+// the rank's share goes to the host, so backward layer 32 holds a tensor's new gradient (gate, up
+// or down: 117,440,512 B) and the LM head's, above a 5e8 bucket and kept as param.grad to the
+// epilogue (1,050,673,152 B), not the 16 GB of whole gradients. Kept from __init__:
+// temp_grad_buffer_for_gpu_offload, largest parameter x 2 B = 1,050,673,152 B (+ RoPE's tables at
+// step start). In backward beside the two 5e8 x 2 B buckets: the overflow check of the largest
+// parameter's gradient (update_offload_overflow_tracker_for_param_grad -> _has_inf_or_nan:
+// 11 B x 525,336,576 = 5,778,702,336 B). No step copies: the optimizer steps on the host.
+TEST(DeepSpeedMemory, OffloadedZero1WithOverlapCommHoldsOnlyBuckets) {
+    const MemoryReport r = offload_report(1);
+    EXPECT_EQ(at(r, PhaseKind::step_start).buffers, kRopeBytes + 2 * kLargestTensor);
+    EXPECT_EQ(at(r, PhaseKind::backward, 32).gradients, kTensorGradBytes + kHeadGradBytes);
+    EXPECT_EQ(at(r, PhaseKind::backward, 32).buffers - at(r, PhaseKind::output_loss).buffers,
+              kTwoBucketsBytes + 11 * kLargestTensor);
+    EXPECT_EQ(at(r, PhaseKind::optimizer_step).buffers, at(r, PhaseKind::step_start).buffers);
+    EXPECT_EQ(at(r, PhaseKind::optimizer_step).gradients, 0);
+    // Host, per GPU: the fp32 master, its fp32 .grad and both moments (16 B x the 1,003,782,656-element
+    // partition), param_buffer_of_bit16_for_cpu_offload_groups (2 B x partition) and
+    // temp_grad_buffer_for_cpu_offload (2 B x largest parameter):
+    // 18 x 1,003,782,656 + 1,050,673,152 = 19,118,760,960 B.
+    EXPECT_EQ(r.host_bytes_per_gpu, 19'118'760'960);
+    // With accumulation, accumulated_grads_in_cpu: one bf16 buffer per parameter overlapping the
+    // partition, whole (the busiest rank's 1,090,560,000 elements, 2,181,120,000 B).
+    EXPECT_EQ(offload_report(1, 2).host_bytes_per_gpu, 19'118'760'960 + kBusiestPartitionGradBytes);
+}
+
+// ZeRO-2 + offload honours the config's buckets: overlap_comm off and reduce_bucket_size 5e7 keep
+// one 5e7 x 2 B = 1e8 B bucket in backward (was one 5e8 bucket whatever the config said).
+TEST(DeepSpeedMemory, OffloadedZero2FollowsTheConfigsBuckets) {
+    DeepSpeedZeroSettings small;
+    small.overlap_comm = false;
+    small.reduce_bucket_elements = 50'000'000;
+    const MemoryReport r = offload_report(2, 1, small);
+    EXPECT_EQ(at(r, PhaseKind::backward, 32).gradients, kTensorGradBytes);
+    EXPECT_EQ(at(r, PhaseKind::backward, 32).buffers - at(r, PhaseKind::output_loss).buffers,
+              100'000'000 + 11 * kLargestTensor);
+    EXPECT_EQ(at(r, PhaseKind::output_loss).buffers, kRopeBytes + 2 * kLargestTensor);
+}
+
+// ZeRO-3 + offload: the reduce bucket (5e8 x 2 B) is allocated at initialisation whatever the
+// offload (stage3.py _setup_for_real_optimizer) and no step copies are made on the GPU
+// (_prepare_sub_group skips _prepare_fp32_grad_for_sub_group when offloaded).
+TEST(DeepSpeedMemory, OffloadedZero3KeepsItsBucket) {
+    const MemoryReport r = offload_report(3);
+    EXPECT_EQ(at(r, PhaseKind::step_start).buffers, 1'000'000'000 + kRopeBytes);
+    EXPECT_EQ(at(r, PhaseKind::optimizer_step).buffers, 1'000'000'000 + kRopeBytes);
+}
+
+// sub_group_size 1e8 (stage3.py _create_fp16_sub_groups): the rank's shards, 1/8 of each tensor in
+// order, close a sub-group once it reaches 1e8. The first: the embedding's 65,667,072, layer 1's
+// 27,264,000 and layer 2's norm, q, k, v, o, norm and gate (512 + 2,097,152 + 524,288 + 524,288 +
+// 2,097,152 + 512 + 7,340,032 = 12,583,936): 105,515,008 elements, the largest (the next ones
+// close at 101,715,456 to 103,812,608, the last holds 80,347,648 with the head). Step copies:
+// flatten (2 B) + .to(fp32) (4 B) = 6 x 105,515,008 = 633,090,048 B (6,022,695,936 at the default 1e9).
+TEST(DeepSpeedMemory, Zero3StepCopiesFollowSubGroupSize) {
+    DeepSpeedZeroSettings z;
+    z.sub_group_elements = 100'000'000;
+    const MemoryReport r = deepspeed_report(3, 1, Precision::bf16_mixed, Recompute::full, 8, 1, z);
+    EXPECT_EQ(at(r, PhaseKind::optimizer_step).buffers - at(r, PhaseKind::step_start).buffers, 633'090'048);
+}
+
+// ZeRO-3's prefetcher (partitioned_param_coordinator.py fetch_sub_module) gathers ahead until
+// stage3_max_live_parameters (1e9) are available, overshooting by at most one parameter (the
+// largest, 525,336,576): (1e9 + 525,336,576) x 2 B = 3,050,673,152 B gathered from forward through
+// backward. In backward, reduce_scatter_coalesced's torch.cat of a full bucket (5e8 x 2 B) beside
+// the next tensor's gradient (gate, up or down: 117,440,512 B). At live 1e8: (1e8 + 525,336,576) x
+// 2 = 1,250,673,152 B. With the prefetcher off (stage3_prefetch_bucket_size 0): the current and the
+// next layer, 2 x 218,112,000 x 2 = 872,448,000 B.
+TEST(DeepSpeedMemory, Zero3HoldsTheLiveParametersAndTheCoalescedCopy) {
+    const std::int64_t fixed = 1'000'000'000 + kRopeBytes;  // the reduce bucket and RoPE's tables
+    const MemoryReport r = deepspeed_report(3, 1);
+    EXPECT_EQ(at(r, PhaseKind::forward, 16).buffers, fixed + 3'050'673'152);
+    EXPECT_EQ(at(r, PhaseKind::output_loss).buffers, fixed + 3'050'673'152);
+    EXPECT_EQ(at(r, PhaseKind::backward, 16).buffers, fixed + 3'050'673'152 + kTensorGradBytes + 1'000'000'000);
+    DeepSpeedZeroSettings small;
+    small.max_live_elements = 100'000'000;
+    EXPECT_EQ(at(deepspeed_report(3, 1, Precision::bf16_mixed, Recompute::none, 8, 1, small), PhaseKind::forward, 16).buffers,
+              fixed + 1'250'673'152);
+    DeepSpeedZeroSettings off;
+    off.prefetch_elements = 0;
+    EXPECT_EQ(at(deepspeed_report(3, 1, Precision::bf16_mixed, Recompute::none, 8, 1, off), PhaseKind::forward, 16).buffers,
+              fixed + 872'448'000);
 }

@@ -112,8 +112,13 @@ TEST(ImportDeepSpeed, HuggingFaceZero3ParamOffloadAllThreeBatchKeys) {
     EXPECT_EQ(c.global_batch_sequences, 64);
     EXPECT_EQ(name(c, "recompute"), "full");
     EXPECT_TRUE(contains(c.warnings, "activation_checkpointing"));
-    EXPECT_TRUE(contains(c.warnings, "zero_optimization.sub_group_size"));
-    EXPECT_TRUE(contains(c.warnings, "zero_optimization.stage3_max_live_parameters"));
+    // sub_group_size, stage3_max_live_parameters and stage3_prefetch_bucket_size are read (at their
+    // defaults here: 1e9, 1e9, 5e7); stage3_max_reuse_distance is still said not to be modelled.
+    EXPECT_FALSE(contains(c.warnings, "zero_optimization.sub_group_size"));
+    EXPECT_FALSE(contains(c.warnings, "zero_optimization.stage3_max_live_parameters"));
+    EXPECT_FALSE(contains(c.warnings, "zero_optimization.stage3_prefetch_bucket_size"));
+    EXPECT_TRUE(contains(c.warnings, "zero_optimization.stage3_max_reuse_distance"));
+    EXPECT_EQ(c.deepspeed_zero->sub_group_elements, 1'000'000'000);
     EXPECT_TRUE(c.deepspeed_zero->reduce_bucket_hidden_squared);  // "auto": the Trainer's hidden_size^2
     EXPECT_TRUE(contains(c.ignored, "flops_profiler"));
     // Fields in file order.
@@ -376,4 +381,32 @@ TEST(ImportDeepSpeed, BucketSettingsAreReadForTheProfile) {
         expect_input_error([&] { import_text(std::string("{\"zero_optimization\": {\"stage\": 2, \"reduce_bucket_size\": ") +
                                              bad + "}}", 8); },
                            {"bad.json", "zero_optimization.reduce_bucket_size"});
+}
+
+// ZeRO-3's sub_group_size, stage3_max_live_parameters (or max_live_parameters) and
+// stage3_prefetch_bucket_size (zero/config.py DeepSpeedZeroConfig) size the deepspeed profile's
+// optimizer-step copies and gathered window; "auto" keeps the default; 0 for either prefetcher key
+// turns the prefetcher off, which is said at the key's line.
+TEST(ImportDeepSpeed, ZeroThreeSubGroupAndLiveParametersAreRead) {
+    const ImportedConfig c = import_text("{\n  \"zero_optimization\": {\n    \"stage\": 3,\n    \"sub_group_size\": 1e8,"
+                                         "\n    \"max_live_parameters\": 3e8,\n    \"stage3_prefetch_bucket_size\": "
+                                         "\"auto\"\n  }\n}", 8);
+    ASSERT_TRUE(c.deepspeed_zero);
+    EXPECT_EQ(c.deepspeed_zero->sub_group_elements, 100'000'000);
+    EXPECT_EQ(c.deepspeed_zero->max_live_elements, 300'000'000);
+    EXPECT_EQ(c.deepspeed_zero->prefetch_elements, 50'000'000);
+    EXPECT_TRUE(contains(c.ignored, "zero_optimization.stage3_prefetch_bucket_size: auto"));
+    EXPECT_FALSE(contains(c.warnings, "not modelled"));
+    const ImportedConfig off = import_text("{\"zero_optimization\": {\"stage\": 3,\n\"stage3_prefetch_bucket_size\": 0}}", 8);
+    EXPECT_EQ(off.deepspeed_zero->prefetch_elements, 0);
+    EXPECT_TRUE(contains(off.warnings, "bad.json:2: zero_optimization.stage3_prefetch_bucket_size: 0 turns"));
+    expect_input_error([] { import_text("{\"zero_optimization\": {\"stage\": 3, \"sub_group_size\": -1}}", 8); },
+                       {"bad.json", "zero_optimization.sub_group_size"});
+    // --emit deepspeed writes them back where they are not the defaults (ZeRO-3 only).
+    Plan p;
+    p.zero = zero_weights, p.dp = 8;
+    const nlohmann::json emitted = deepspeed_config(p, nullptr, *c.deepspeed_zero);
+    EXPECT_EQ(emitted["zero_optimization"]["sub_group_size"], 100'000'000);
+    EXPECT_EQ(emitted["zero_optimization"]["stage3_max_live_parameters"], 300'000'000);
+    EXPECT_FALSE(emitted["zero_optimization"].contains("stage3_prefetch_bucket_size"));
 }

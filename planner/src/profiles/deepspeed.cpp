@@ -51,12 +51,14 @@ FrameworkProfile deepspeed_profile() {
     FrameworkProfile p = non_megatron_profile();
     p.fp32_main_grads_only = false;  // its fp32 accumulator sits beside the 16-bit gradients
     p.name = "deepspeed";
-    // ZeRO's buckets, gradient lifetimes and step copies (memory_deepspeed.cpp), the buckets as
-    // deepspeed_zero says: by default the block `--emit deepspeed` writes (overlap_comm and
-    // contiguous_gradients on, reduce_bucket_size 5e8), under --from the ds_config's.
+    // ZeRO's buckets, gradient lifetimes, step copies and ZeRO-3's gathered window
+    // (memory_deepspeed.cpp), as deepspeed_zero says: by default the block `--emit deepspeed` writes
+    // (overlap_comm and contiguous_gradients on, reduce_bucket_size 5e8, sub_group_size and the ZeRO-3
+    // prefetcher at zero/config.py's defaults), under --from the ds_config's.
     p.deepspeed_zero_optimizer = true;
-    // Where those terms do not apply (the pipeline engine's optimizers but BF16_Optimizer, offload,
-    // fine-tuning, expert parallelism): one 5e8-element 16-bit bucket in flight.
+    // Where those terms do not apply (the pipeline engine's optimizers but BF16_Optimizer, offloaded
+    // ZeRO-1 with fp32 accumulation, fine-tuning, expert parallelism): one 5e8-element 16-bit bucket
+    // in flight.
     p.grad_bucket_bytes = 500'000'000LL * 2;
     p.grad_buckets_in_flight = 1;
     p.logits_fp32_copy = true;

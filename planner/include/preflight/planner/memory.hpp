@@ -34,6 +34,12 @@ struct DeepSpeedZeroSettings {
     // overlap_comm: --emit deepspeed writes true; nullopt (a ds_config without it) is zero/config.py's
     // default, on at ZeRO-3 only (overlap_comm_valid), decided by the plan's stage.
     std::optional<bool> overlap_comm = true;
+    // ZeRO-3 (zero/config.py defaults): sub_group_size, the elements of one optimizer-step sub-group
+    // (1e9); stage3_max_live_parameters (1e9) and stage3_prefetch_bucket_size (5e7), the gathered
+    // parameters the prefetcher keeps live and fetches ahead at a time.
+    std::int64_t sub_group_elements = 1'000'000'000;
+    std::int64_t max_live_elements = 1'000'000'000;
+    std::int64_t prefetch_elements = 50'000'000;
     bool operator==(const DeepSpeedZeroSettings&) const = default;
 };
 
