@@ -195,14 +195,6 @@ void print_table(const runtime::RunReport& r) {
     std::cout << "\n";
     // Which peak MFU/HFU divide by, so a reader never compares an fp32 row's MFU with a bf16 row's.
     const std::optional<double> peak = compute_peak_flops_per_s(r.gpu, r.plan.precision);
-    if (!peak)  // e.g. fp8 on an A100: no such tensor-core mode, so nothing to divide by
-        std::cerr << "preflight: warning: " << r.gpu.name << " publishes no dense " << to_string(r.plan.precision)
-                  << " peak (null in its spec: no such tensor-core mode, or no published figure), so MFU and HFU are "
-                     "N/A"
-                  << (r.plan.precision == Precision::fp8_mixed
-                          ? "; a device run of fp8-mixed needs fp8 tensor cores (compute capability 8.9 or later)"
-                          : "")
-                  << "\n";
     std::cout << "# MFU/HFU: of the dense " << compute_peak_name(r.plan.precision) << " peak, "
               << format_rate(peak ? std::optional<double>(*peak / 1e12) : std::nullopt, "TFLOP/s")
               << " per GPU (the GPU spec's)\n";
@@ -342,6 +334,18 @@ std::variant<runtime::RunReport, int> device_report(const ModelConfig& model, co
     }
 }
 
+// Whatever the format: a GPU spec without a dense peak for the recipe (e.g. fp8 on an A100: no such
+// tensor-core mode) leaves MFU and HFU with nothing to divide by.
+void warn_no_dense_peak(const runtime::RunReport& r) {
+    if (compute_peak_flops_per_s(r.gpu, r.plan.precision)) return;
+    std::cerr << "preflight: warning: " << r.gpu.name << " publishes no dense " << to_string(r.plan.precision)
+              << " peak (null in its spec: no such tensor-core mode, or no published figure), so MFU and HFU are N/A"
+              << (r.plan.precision == Precision::fp8_mixed
+                      ? "; a device run of fp8-mixed needs fp8 tensor cores (compute capability 8.9 or later)"
+                      : "")
+              << "\n";
+}
+
 // Writes and prints the report; the exit code of the comparison. A rank of a multi-process job
 // writes its own report file (rank_report_path) and, but for rank 0, prints nothing.
 int finish_run(const RunState& st, const runtime::RunReport& report, const RankChoice& ranks) {
@@ -353,6 +357,7 @@ int finish_run(const RunState& st, const runtime::RunReport& report, const RankC
         runtime::write_file_atomic(one_of_many ? rank_report_path(st.report_file, static_cast<int>(report.parallel.rank))
                                                : st.report_file,
                                    text);
+    if (!(one_of_many && report.parallel.rank != 0)) warn_no_dense_peak(report);
     if (one_of_many && report.parallel.rank != 0) {
         // quiet: rank 0 speaks for the job
     } else if (st.flags.format == "json") {

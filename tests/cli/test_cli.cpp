@@ -377,6 +377,19 @@ TEST(CliCatalog, RunTableNamesThePeakItsMfuDividesBy) {
     }
 }
 
+// A spec without a dense peak for the recipe (fp8 on an A100) is warned on stderr in every format
+// (contract audit, 2026-11-30: --format json said nothing while its MFU and HFU were null).
+TEST(CliCatalog, RunWarnsOfAMissingDensePeakInEveryFormat) {
+    for (const char* format : {"table", "json"}) {
+        const auto r = run_preflight(std::string("run --dry-run --model llama-3.2-1b --seq 256 --gpu a100-sxm-80gb "
+                                                 "--precision fp8-mixed --format ") +
+                                     format);
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        EXPECT_NE(r.err.find("preflight: warning: a100-sxm-80gb publishes no dense fp8-mixed peak"), std::string::npos)
+            << format << ": " << r.err;
+    }
+}
+
 // A run report records the call that made it, as validate's JSON summary does.
 TEST(CliCatalog, RunReportRecordsItsInvocation) {
     const auto path = std::filesystem::temp_directory_path() / ("preflight-invocation-" + std::to_string(::getpid()) + ".json");

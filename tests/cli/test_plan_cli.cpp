@@ -449,8 +449,9 @@ TEST(PlanCli, APlanFileCarriesTheFrameworkItWasRankedUnder) {
 TEST(PlanCli, DeepSpeedsProfileRanksOnlyWhatItsPipelineEngineRuns) {
     // Plan edge-case audit, 2026-11-29: ranks 1-4 of Llama-3-70B on 16 GPUs under deepspeed were
     // ZeRO-2/3 beside pp 2 (one interleaved), which runtime/pipe/engine.py refuses; --emit
-    // deepspeed then emitted rank 5 without a word.
-    const std::string req = "plan --model llama-3-70b --gpus 16 --gbs-tokens 1048576 --seq 4096 --framework deepspeed";
+    // deepspeed then emitted rank 5 without a word. (Pure bf16, pinned: what fits there.)
+    const std::string req =
+        "plan --model llama-3-70b --gpus 16 --gbs-tokens 1048576 --seq 4096 --framework deepspeed --precision bf16";
     const CliRun r = run_preflight(req + " --top-k 20 --format json");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto j = nlohmann::json::parse(r.out);
