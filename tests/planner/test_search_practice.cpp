@@ -17,6 +17,17 @@ const std::filesystem::path kData = PREFLIGHT_TEST_DATA_DIR;
 SearchResult search(const std::string& model, const std::string& gpu, const SearchRequest& r) {
     return search_plans(load_model(model, kData), load_gpu(gpu, kData), r);
 }
+
+// Llama-3-70B on 64 GPUs, 2M tokens a step at seq 8192 (Megatron-Bridge's Llama-3 70B pretraining
+// shape), the top 100 plans.
+SearchRequest llama3_70b_on_64_gpus() {
+    SearchRequest r;
+    r.gpus = 64;
+    r.gbs_tokens = 1 << 21;
+    r.seq = 8192;
+    r.top_k = 100;
+    return r;
+}
 }  // namespace
 
 // Megatron-Bridge's Llama-3.1-405B H100 layout pins tp 8, pp 8, cp 2 (its recipe: vpp 8). The 126
@@ -86,11 +97,7 @@ TEST(SearchPractice, PureBf16IsASuggestionWhenNothingElseFits) {
 // recipes run cp 2 at 8,192): cp 2 is searched at seq 8192, cp 4 (2,048 tokens a rank) is not; from
 // 32k tokens any cp up to 16.
 TEST(SearchPractice, ContextParallelismIsSearchedFromEightThousandTokens) {
-    SearchRequest r;
-    r.gpus = 64;
-    r.gbs_tokens = 1 << 21;
-    r.seq = 8192;
-    r.top_k = 100;
+    SearchRequest r = llama3_70b_on_64_gpus();
     const SearchResult res = search("llama-3-70b", "h100-sxm-80gb", r);
     bool cp2 = false;
     for (const Candidate& c : res.candidates) {
@@ -106,11 +113,7 @@ TEST(SearchPractice, ContextParallelismIsSearchedFromEightThousandTokens) {
 // a stage) take 2, 5 or 10 chunks (pp x vpp divides 80; 82 = 2 x 41 adds none), and Megatron-Bridge's
 // recipe runs 5, which the refinement never tried when it took only 2 and 4.
 TEST(SearchPractice, TheInterleavedRefinementTriesEveryChunkCountThatSplits) {
-    SearchRequest r;
-    r.gpus = 64;
-    r.gbs_tokens = 1 << 21;
-    r.seq = 8192;
-    r.top_k = 100;
+    SearchRequest r = llama3_70b_on_64_gpus();
     r.pins.tp = 4, r.pins.pp = 8, r.pins.cp = 1, r.pins.sp = true;
     const SearchResult res = search("llama-3-70b", "h100-sxm-80gb", r);
     ASSERT_FALSE(res.candidates.empty());
@@ -127,11 +130,7 @@ TEST(SearchPractice, TheInterleavedRefinementTriesEveryChunkCountThatSplits) {
 // wants CUDA_DEVICE_MAX_CONNECTIONS=1, FSDP asserts it is not): unpinned, the search leaves ZeRO-2/3
 // with tp or cp > 1 out on Hopper, keeps it on Blackwell, and keeps it when --zero pins it.
 TEST(SearchPractice, MegatronFsdpIsKeptApartFromTensorParallelismBeforeBlackwell) {
-    SearchRequest r;
-    r.gpus = 64;
-    r.gbs_tokens = 1 << 21;
-    r.seq = 8192;
-    r.top_k = 100;
+    SearchRequest r = llama3_70b_on_64_gpus();
     const auto fsdp_beside_tp = [](const SearchResult& res) {
         int n = 0;
         for (const Candidate& c : res.candidates)
