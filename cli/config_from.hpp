@@ -48,7 +48,9 @@ struct FromApplied {
     bool read = false;                    // --from was given
     std::optional<std::int64_t> gpus;     // the world size the config implies (or dp * tp * pp * cp)
     std::optional<std::int64_t> global_batch_sequences;  // the global batch the config names
-    bool overlap_p2p_comm = false;  // (--tp-comm-overlap lands in PlanFlags::tp_comm_overlap)
+    // false: a Megatron-LM script's --no-overlap-p2p-communication (--tp-comm-overlap lands in
+    // PlanFlags::tp_comm_overlap)
+    bool overlap_p2p_comm = true;
     // Where each flag the config set was read ("--seq" -> "train.toml:12: [training] seq_len").
     std::map<std::string, std::string> origins;
 };

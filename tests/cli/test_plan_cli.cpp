@@ -374,6 +374,18 @@ TEST(PlanCli, MegatronCommunicationOverlaps) {
     EXPECT_FALSE(has(without.out, "--tp-comm-overlap"));
     EXPECT_TRUE(has(without.out, "--no-overlap-p2p-communication \\\n")) << without.out;
     EXPECT_EQ(run_preflight(layout + " --overlap-p2p-comm --no-overlap-p2p-comm").exit_code, 2);
+    // Read back, the script's --no-overlap-p2p-communication turns it off; a config of another
+    // framework says nothing of it, and --framework megatron takes Megatron's default.
+    const std::string script = testing::TempDir() + "/no_p2p_overlap.sh";
+    std::ofstream(script) << without.out;
+    const auto read_back = [](const std::string& args) {
+        const CliRun r = run_preflight("plan " + args + " --format json");
+        EXPECT_EQ(r.exit_code, 0) << r.err;
+        return r.exit_code == 0 ? nlohmann::json::parse(r.out).at("request").at("overlap_p2p_comm").get<bool>() : true;
+    };
+    EXPECT_FALSE(read_back("--from " + script));
+    EXPECT_TRUE(read_back("--from " + std::string(PREFLIGHT_TEST_CONFIG_DIR) +
+                          "/torchtitan/llama3_8b.toml --gpus 8 --framework megatron"));
     const CliRun refused = run_preflight(layout + " --tp-comm-overlap --framework nanotron");
     EXPECT_EQ(refused.exit_code, 2);
     EXPECT_TRUE(has(refused.err, "--tp-comm-overlap")) << refused.err;
