@@ -259,8 +259,7 @@ FromApplied apply_from(const FromFlags& from, const CLI::App& sub, PlanFlags& fl
         log << "# --from: --compiled-loss (the config compiles the model)\n";
     }
     flags.tp_comm_overlap = c.tp_comm_overlap;  // plan's step time and, both commands, TE's userbuffers
-    // Off only where a Megatron-LM script turns it off (--no-overlap-p2p-communication): another
-    // framework's config says nothing of it, and --framework megatron then takes Megatron's default.
+    // Off only where a Megatron-LM script turns it off; other configs leave Megatron's default on.
     applied.overlap_p2p_comm = c.format != ConfigFormat::megatron || c.overlap_p2p_comm;
     applied.gpus = c.gpus;
     if (context.gpus && c.gpus && *context.gpus != *c.gpus) {
