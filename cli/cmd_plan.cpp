@@ -70,8 +70,8 @@ SearchRequest make_request(const PlanCommandState& st, const ModelConfig& model)
     r.memory.host_pace = host_pace(f);
     r.memory.compiled_loss = f.compiled_loss;
     r.throughput.attention_flops = *parse_attention_flops(st.attention_flops);
-    if ((st.tp_comm_overlap || st.overlap_p2p_comm) && f.framework != "megatron")
-        throw InputError(st.tp_comm_overlap ? "--tp-comm-overlap" : "--overlap-p2p-comm",
+    if ((st.tp_comm_overlap || st.overlap_p2p_comm || st.no_overlap_p2p_comm) && f.framework != "megatron")
+        throw InputError(st.tp_comm_overlap ? "--tp-comm-overlap" : st.no_overlap_p2p_comm ? "--no-overlap-p2p-comm" : "--overlap-p2p-comm",
                          "Megatron-Core's communication overlap: --framework megatron only, got '" + f.framework + "'");
     r.throughput.tp_comm_overlap = r.memory.tp_comm_overlap = st.tp_comm_overlap;
     r.throughput.p2p_overlap = st.overlap_p2p_comm;
@@ -216,6 +216,11 @@ void print_recommendation(const PlanCommandState& st, const ModelConfig& model, 
     else
         std::cout << "memory:      peak " << format_bytes(best.memory.peak_bytes) << " per GPU at " << where
                   << " (limit " << format_bytes(res.limit_bytes) << ")\n";
+    // Plans that surely fit rank first: when the best may not, none surely does (as `memory` says).
+    if (memory_verdict(best.memory) == "may-not-fit")
+        std::cout << "# warning: MAY NOT FIT: the device need's range, " << format_bytes(*best.memory.device_peak_low_bytes)
+                  << " to " << format_bytes(*best.memory.device_peak_high_bytes) << ", crosses the GPU's "
+                  << format_bytes(best.memory.capacity_bytes) << "; no plan searched surely fits\n";
     print_extension_lines(std::cout, model, gpu, best.plan, best.memory, th);
     if (st.train_tokens) {
         const TrainingTime tt = training_time(th, *st.train_tokens);
@@ -325,7 +330,8 @@ int emit_recommendation(const PlanCommandState& st, const ModelConfig& model, co
     EmitOptions options;
     options.compiled_loss = st.flags.compiled_loss;
     options.tp_comm_overlap = st.tp_comm_overlap;
-    options.overlap_p2p_comm = st.overlap_p2p_comm;
+    // Ranked under another framework, the launch keeps Megatron-LM's default overlap.
+    options.overlap_p2p_comm = st.overlap_p2p_comm || st.flags.framework != "megatron";
     options.framework = st.flags.framework;
     options.deepspeed_zero = framework_profile(st.flags).deepspeed_zero;
     options.model_reference = plan_file_model(st.flags);  // what --plan loads back (plan_flags.hpp)

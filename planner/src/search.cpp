@@ -562,9 +562,8 @@ SearchResult search_plans(const ModelConfig& model, const GpuSpec& gpu, const Se
             out.suggestions.push_back(search_budget_spent_note(req));
         }
     }
-    // Interleaving, top_k, LoRA/offload suggestions. A variant's own search (expand_variants off)
-    // keeps the pipeline plans the framework cannot split: the merged pool's refinement replaces
-    // them by their interleaved forms, then drops what is left of them.
+    // Interleaving, top_k, LoRA/offload suggestions. A variant's own search (expand_variants off) keeps
+    // the pipelines the framework cannot split: the merged pool's refinement (or best_plan_after_change's) takes them.
     if (req.expand_variants) refine_with_extensions(model, gpu, req, out);
     return out;
 }
@@ -588,6 +587,7 @@ std::optional<Candidate> best_plan_after_change(const ModelConfig& model, const 
     r.top_k = 1;
     try {
         SearchResult s = search_plans(model, gpu, r);
+                if (!r.expand_variants) refine_with_extensions(model, gpu, r, s);  // a variant's own search: unrefined
         if (s.candidates.empty()) return std::nullopt;
         return std::move(s.candidates.front());
     } catch (const SearchTooLarge&) {

@@ -145,3 +145,20 @@ TEST(SearchPractice, MegatronFsdpIsKeptApartFromTensorParallelismBeforeBlackwell
     ASSERT_FALSE(pinned.candidates.empty());
     EXPECT_EQ(fsdp_beside_tp(pinned), static_cast<int>(pinned.candidates.size()));
 }
+
+// The "nothing fits" suggestions name plans Megatron-LM can split: Llama-3.1-405B's 126 layers on
+// 64 H100 fit nowhere, and the more-GPUs change used to name a 1F1B pipeline of 16 stages (126 is
+// no multiple of 16) from the cp variant's own search, which skipped the interleaved refinement.
+TEST(SearchPractice, SuggestedPipelinesSplitAsMegatronSplitsThem) {
+    SearchRequest r;
+    r.gpus = 64;
+    r.gbs_tokens = 1 << 22;
+    r.seq = 8192;
+    r.memory.profile = megatron_profile();  // what `plan` ranks by (FrameworkProfile{} splits unevenly)
+    const ModelConfig m = load_model("llama-3.1-405b", kData);
+    const SearchResult res = search_plans(m, load_gpu("h100-sxm-80gb", kData), r);
+    EXPECT_TRUE(res.candidates.empty());
+    ASSERT_FALSE(res.suggested.empty());
+    for (const SuggestedPlan& s : res.suggested)
+        EXPECT_EQ(pipeline_split_problem(megatron_profile(), m, s.plan), "") << s.change;
+}

@@ -56,6 +56,10 @@ FrameworkProfile deepspeed_profile() {
     // (overlap_comm and contiguous_gradients on, reduce_bucket_size 5e8, sub_group_size and the ZeRO-3
     // prefetcher at zero/config.py's defaults), under --from the ds_config's.
     p.deepspeed_zero_optimizer = true;
+    // DeepSpeed checkpoints whole layers (runtime/activation_checkpointing/checkpointing.py
+    // checkpoint, or the model's gradient checkpointing), with no selective mode: the search tries
+    // none and full (a pinned selective is judged, and --emit deepspeed warns that it has no switch).
+    p.recomputes = {Recompute::none, Recompute::full};
     // Where those terms do not apply (the pipeline engine's optimizers but BF16_Optimizer, offloaded
     // ZeRO-1 with fp32 accumulation, fine-tuning, expert parallelism): one 5e8-element 16-bit bucket
     // in flight.

@@ -17,6 +17,11 @@ void check_torchtitan_plan(const ModelConfig&, const Plan& p) {
         throw InputError("--zero", "torchtitan's FSDP2 has no optimizer-only sharding (ZeRO-1): --zero 2 keeps the "
                                    "parameters gathered and shards gradients and optimizer states "
                                    "(fsdp_reshard_after_forward \"never\"), --zero 3 reshards the parameters too");
+    // apply_tp (models/llama3/infra/parallelize.py, v0.2.2): the norms are SequenceParallel and the
+    // blocks' inputs Shard(1) whenever tp > 1; torchtitan has no tensor parallelism without it.
+    if (p.tp > 1 && !p.sp)
+        throw InputError("--sp", "torchtitan's tensor parallelism shards the norms and the layer inputs over the "
+                                 "sequence (apply_tp: SequenceParallel, Shard(1)): with --tp above 1 give --sp");
     if (p.precision == Precision::fp16_mixed)
         throw InputError("--precision", "torchtitan has no fp16 recipe (training.mixed_precision_param is bfloat16 or "
                                         "float32, torchtitan/config/configs.py): --precision bf16-mixed");
