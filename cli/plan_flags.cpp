@@ -269,12 +269,12 @@ void say_searched(CLI::App& app) {
         o->description(d);
     }
     // The schedule and its chunks: the search tries interleaved with every chunk count from 2 to 16
-    // that splits the layers (2 and 4 when the schedule alone is pinned).
+    // that splits the layers.
     for (const char* name : {"--pp-schedule", "--vpp"})
         if (CLI::Option* o = app.get_option_no_throw(name))
             o->description(o->get_description() +
                            "; plan: searched when not given (interleaved with each chunk count from 2 to 16 that splits "
-                           "the layers; 2 and 4 when --pp-schedule interleaved is given alone)");
+                           "the layers)");
 }
 
 }  // namespace

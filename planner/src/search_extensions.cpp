@@ -99,6 +99,10 @@ void check_extension_pins(const SearchRequest& req, std::int64_t seq) {
         throw InputError("--vpp", "needs --pp-schedule interleaved");
 }
 
+// The most model chunks per stage the search tries (Megatron-Bridge's Llama-3.1-405B recipe runs 8
+// at pp 8; every count from 2 whose split Megatron-LM accepts is tried).
+constexpr std::int64_t kMaxSearchedChunks = 16;
+
 // The extension axes a request varies: offload, cp, ep, the recompute modes a fine-tune
 // offers, and the one precision a fine-tune searches.
 struct VariantAxes {
@@ -137,7 +141,12 @@ VariantAxes variant_axes(const ModelConfig& model, const GpuSpec& gpu, const Sea
     v.vpps = {pins.vpp};
     // A pinned interleaved schedule without --vpp: fewer, larger chunks hold more at once or less
     // (Llama-3-70B at pp 4, 16 micro-batches: 110 layer activations in flight with 2, 95 with 4).
-    if (pins.pp_schedule == PpSchedule::interleaved && !pins.vpp) v.vpps = {2, 4};
+    // The chunk counts the refinement tries, those that can split the layers (or layers + 2).
+    if (pins.pp_schedule == PpSchedule::interleaved && !pins.vpp) {
+        v.vpps.clear();
+        for (std::int64_t c = 2; c <= kMaxSearchedChunks; ++c)
+            if (model.layers % c == 0 || (model.layers + 2) % c == 0) v.vpps.push_back(c);
+    }
     // HF/PEFT checkpoint whole decoder layers (gradient_checkpointing_enable) or nothing.
     if (pins.finetune != Finetune::full && !pins.recompute) v.recomputes = {Recompute::none, Recompute::full};
     // PEFT trains fp32 adapters under bf16 (or fp16) autocast: the recipes that differ only in
@@ -198,25 +207,34 @@ void merge_variant(const SearchRequest& r, bool recompute_varies, bool vpp_varie
     }
 }
 
-// A rejected family refused alike for every chunk count of a pinned interleaved schedule (a tp
-// that splits no heads, a batch no shape reaches) is one row, without the ", vpp N" label.
+// One row per rejected family of a pinned interleaved schedule's chunk counts: refused alike for
+// every count (a tp that splits no heads, a batch no shape reaches), without the ", vpp N" label;
+// else the count that came closest (the smallest peak of those rejected on memory, or the first).
 void merge_chunk_rows(std::vector<Rejection>& rows, std::size_t chunk_counts) {
-    const auto base = [](const std::string& family) {
+    const auto base = [](std::string family) {  // the label less its ", vpp N" (a ", cp C" after it stays)
         const std::size_t at = family.rfind(", vpp ");
-        return at == std::string::npos ? family : family.substr(0, at);
+        if (at != std::string::npos) family.erase(at, family.find(", ", at + 2) == std::string::npos
+                                                          ? std::string::npos
+                                                          : family.find(", ", at + 2) - at);
+        return family;
     };
     std::map<std::pair<std::string, std::string>, std::size_t> alike;
-    for (const Rejection& r : rows) ++alike[{base(r.family), r.reason}];
-    std::set<std::pair<std::string, std::string>> kept;
+    std::map<std::string, std::size_t> closest;  // base family -> index of its row kept
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        const std::string b = base(rows[i].family);
+        ++alike[{b, rows[i].reason}];
+        const auto [it, first] = closest.emplace(b, i);
+        const Rejection& kept = rows[it->second];
+        if (!first && rows[i].peak_bytes > 0 && (kept.peak_bytes == 0 || rows[i].peak_bytes < kept.peak_bytes))
+            it->second = i;
+    }
     std::vector<Rejection> out;
-    for (Rejection& r : rows) {
-        const std::pair<std::string, std::string> key{base(r.family), r.reason};
-        if (alike[key] < chunk_counts) {
-            out.push_back(std::move(r));
-        } else if (kept.insert(key).second) {
-            r.family = key.first;
-            out.push_back(std::move(r));
-        }
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        Rejection& r = rows[i];
+        const std::string b = base(r.family);
+        if (closest[b] != i) continue;
+        if (alike[{b, r.reason}] >= chunk_counts) r.family = b;
+        out.push_back(std::move(r));
     }
     rows = std::move(out);
 }
@@ -285,10 +303,6 @@ std::vector<detail::Shape> interleaved_shapes(const SearchRequest& req, const Ca
     std::erase_if(shapes, [&](const detail::Shape& s) { return std::abs(s.error) > req.batch_tolerance; });
     return shapes;
 }
-
-// The most model chunks per stage the interleaved refinement tries (Megatron-Bridge's Llama-3.1-405B
-// recipe runs 8 at pp 8; every count from 2 whose split Megatron-LM accepts is tried).
-constexpr std::int64_t kMaxSearchedChunks = 16;
 
 // Interleaved 1F1B (Narayanan et al. 2021, sec. 2.2.2) for pipeline candidates: the bubble
 // shrinks by v at v times the pipeline sends and (p-1)/(p v) more activations. Swapped in where

@@ -549,8 +549,9 @@ TEST(PlanCli, AnInterleavedScheduleTakesWholeGroupsOfPpMicroBatchesAndItsChunksA
     ASSERT_EQ(pinned.exit_code, 0) << pinned.err;
     const auto best = nlohmann::json::parse(pinned.out)["candidates"][0]["plan"];
     EXPECT_EQ(best["grad_acc"], 16);  // by hand: 15.26 sequences a replica, to a multiple of pp = 4
-    // The ranking's outcome (its step-time model), recorded: 4 chunks and fp8, which fits only with 4.
-    EXPECT_EQ(best["vpp"], 4);
+    // The ranking's outcome (its step-time model), recorded: of the counts that split the 80 layers
+    // (2, 4, 5, 8, 10, 16; 2 and 4 only until 2026-11-30, when 4 won), 10 chunks, in fp8.
+    EXPECT_EQ(best["vpp"], 10);
     EXPECT_EQ(best["precision"], "fp8-mixed");
     // A family refused alike for both chunk counts is one row, without a ", vpp N" label (review:
     // "tp 16, vpp 2" and "tp 16, vpp 4" said the same).

@@ -4,6 +4,9 @@
 // kept apart from tensor/context parallelism before Blackwell.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/frameworks.hpp"
 #include "preflight/planner/profiles.hpp"
@@ -161,4 +164,28 @@ TEST(SearchPractice, SuggestedPipelinesSplitAsMegatronSplitsThem) {
     ASSERT_FALSE(res.suggested.empty());
     for (const SuggestedPlan& s : res.suggested)
         EXPECT_EQ(pipeline_split_problem(megatron_profile(), m, s.plan), "") << s.change;
+}
+
+// A pinned interleaved schedule tries every chunk count that can split the layers (Llama-3.1-405B:
+// 126 or 128 = 126 + 2 slots; 2, 3, 4, 6, 7, 8, 9, 14, 16) and lists each rejected family once,
+// at the count that came closest, with its context-parallel label kept.
+TEST(SearchPractice, APinnedInterleavedScheduleListsEachRejectedFamilyOnce) {
+    SearchRequest r;
+    r.gpus = 1024;
+    r.gbs_tokens = 1 << 22;
+    r.seq = 8192;
+    r.memory.profile = megatron_profile();
+    r.pins.pp_schedule = PpSchedule::interleaved;
+    const SearchResult res = search("llama-3.1-405b", "h100-sxm-80gb", r);
+    ASSERT_FALSE(res.candidates.empty());
+    std::map<std::string, int> rows;
+    for (const Rejection& j : res.rejected) {
+        std::string base = j.family;
+        if (const std::size_t at = base.find(", vpp "); at != std::string::npos) {
+            const std::size_t next = base.find(", ", at + 2);
+            base.erase(at, next == std::string::npos ? std::string::npos : next - at);
+        }
+        EXPECT_EQ(++rows[base], 1) << j.family;
+        if (j.plan.cp > 1) EXPECT_NE(j.family.find(", cp " + std::to_string(j.plan.cp)), std::string::npos) << j.family;
+    }
 }
