@@ -64,7 +64,7 @@ ReportSide read_side(const json& side_in, const char* side_name, QStringList& no
     if (side.contains("per_gpu_bytes") && side.at("per_gpu_bytes").is_object()) {
         for (const auto& c : categories()) {
             const auto it = side.at("per_gpu_bytes").find(c.key);
-            if (it == side.at("per_gpu_bytes").end()) continue;
+            if (it == side.at("per_gpu_bytes").end() || it->is_null()) continue;  // null: unknown (a dry run's overhead)
             if (auto b = as_bytes(*it)) out.per_gpu_bytes[c.key] = *b;
             else notes << where + ".per_gpu_bytes." + c.key + ": not a byte count from 0 to 2^60, ignored";
         }

@@ -70,20 +70,23 @@ json device_json(const std::optional<DeviceInfo>& device) {
             {"compute_capability", device->compute_capability}};
 }
 
+// A label the run did not record (a dry run reads no driver) is unknown: null, not "".
+json label(const std::string& s) { return s.empty() ? json(nullptr) : json(s); }
+
 json driver_memory_json(const DriverMemory& d) {
     return {{"baseline_bytes", opt(d.baseline_bytes)},
-            {"baseline_source", d.baseline_source},
+            {"baseline_source", label(d.baseline_source)},
             {"context_bytes", opt(d.context_bytes)},
             {"libraries_bytes", opt(d.libraries_bytes)},
             {"after_setup_bytes", opt(d.after_setup_bytes)},
             {"at_peak_op_bytes", opt(d.at_peak_op_bytes)},
-            {"peak_op", d.peak_op},
+            {"peak_op", label(d.peak_op)},
             {"after_warmup_bytes", opt(d.after_warmup_bytes)},
             {"used_peak_bytes", opt(d.used_peak_bytes)},
             {"pool_reserved_peak_bytes", opt(d.pool_reserved_peak_bytes)},
             {"pool_used_peak_bytes", opt(d.pool_used_peak_bytes)},
             {"nvml_used_peak_bytes", opt(d.nvml_used_peak_bytes)},
-            {"nvml", d.nvml},
+            {"nvml", label(d.nvml)},
             {"samples", d.samples}};
 }
 
@@ -97,6 +100,8 @@ json measured_json(const RunReport& r) {
     mj["peak_op"] = m.peak_where;
     mj["bytes_by_category"] = category_bytes_to_json(m.peak_breakdown);
     mj["per_gpu_bytes"] = contract_bytes_to_json(m.peak_breakdown, m_overhead);
+    // Without a device the memory outside the tensors is unknown (overhead_bytes null): not 0.
+    if (!m.overhead_bytes) mj["per_gpu_bytes"]["overhead"] = nullptr;
     mj["overhead_bytes"] = opt(m.overhead_bytes);
     mj["pool_peak_bytes"] = opt(m.pool_peak_bytes);
     mj["allocator"] = m.allocator.empty() ? json(nullptr) : json(m.allocator);

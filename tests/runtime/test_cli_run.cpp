@@ -250,6 +250,11 @@ TEST(CliRun, DiagnosticFlagsAreAcceptedAndTheReportHasTheDriverSection) {
     ASSERT_TRUE(j["measured"].contains("driver"));
     EXPECT_TRUE(j["measured"]["driver"]["used_peak_bytes"].is_null());
     EXPECT_TRUE(j["measured"]["device_used_peak_bytes"].is_null());
+    // So are the memory outside the tensors and the driver's labels (contract audit, 2026-11-30:
+    // they read 0 and "").
+    EXPECT_TRUE(j["measured"]["per_gpu_bytes"]["overhead"].is_null());
+    EXPECT_TRUE(j["measured"]["overhead_bytes"].is_null());
+    for (const char* key : {"baseline_source", "nvml", "peak_op"}) EXPECT_TRUE(j["measured"]["driver"][key].is_null()) << key;
     const auto help = run("run --help");
     for (const char* flag : {"--debug-sync", "PREFLIGHT_DEBUG_SYNC", "--no-cudnn", "--save-init"})
         EXPECT_NE(help.out.find(flag), std::string::npos) << flag;

@@ -177,7 +177,9 @@ bool driver_peak_without_context(const json& measured) {
     // Without NVML the runtime's baseline is the memory used after its CUDA context
     // (executor.cpp create_context), so its driver peak leaves the context out.
     const auto d = measured.find("driver");
-    return d != measured.end() && d->is_object() && d->value("baseline_source", std::string()) == "cudaMemGetInfo-after-context";
+    if (d == measured.end() || !d->is_object()) return false;
+    const auto source = d->find("baseline_source");  // null in a dry run
+    return source != d->end() && source->is_string() && source->get<std::string>() == "cudaMemGetInfo-after-context";
 }
 
 bool ran_pool_allocator(const json& measured) {
