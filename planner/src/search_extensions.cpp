@@ -213,10 +213,9 @@ void merge_variant(const SearchRequest& r, bool recompute_varies, bool vpp_varie
 void merge_chunk_rows(std::vector<Rejection>& rows, std::size_t chunk_counts) {
     const auto base = [](std::string family) {  // the label less its ", vpp N" (a ", cp C" after it stays)
         const std::size_t at = family.rfind(", vpp ");
-        if (at != std::string::npos) family.erase(at, family.find(", ", at + 2) == std::string::npos
-                                                          ? std::string::npos
-                                                          : family.find(", ", at + 2) - at);
-        return family;
+        if (at == std::string::npos) return family;
+        const std::size_t next = family.find(", ", at + 2);
+        return family.erase(at, next == std::string::npos ? std::string::npos : next - at);
     };
     std::map<std::pair<std::string, std::string>, std::size_t> alike;
     std::map<std::string, std::size_t> closest;  // base family -> index of its row kept
