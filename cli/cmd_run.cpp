@@ -97,7 +97,8 @@ void print_parallel(const runtime::RunReport& r) {
     const runtime::ParallelInfo& p = r.parallel;
     if (p.backend == "none") return;
     std::cout << "# rank " << p.rank << " of " << p.world_size << " (data-parallel rank " << p.dp_rank
-              << ", tensor-parallel rank " << p.tp_rank << ", pipeline stage " << p.pp_rank << "), collectives: " << p.backend;
+              << ", tensor-parallel rank " << p.tp_rank << ", pipeline stage " << p.pp_rank
+              << (r.plan.cp > 1 ? ", context-parallel rank " + std::to_string(p.cp_rank) : "") << "), collectives: " << p.backend;
     if (p.backend == "emulated")
         std::cout << " (this rank alone: collectives are local ops; communication time is the planner's prediction)";
     if (p.backend == "dry-run") std::cout << " (walked, not run)";
@@ -233,7 +234,8 @@ void print_table(const runtime::RunReport& r) {
                     r.predicted.memory.fits ? "fits" : "DOES NOT FIT", r.gpu.name.c_str(),
                     format_bytes(r.predicted.memory.capacity_bytes).c_str(), format_bytes(r.predicted.memory.peak_bytes).c_str());
     if (const auto& most = r.predicted.most_loaded_stage) {  // the rank that decides whether the plan fits
-        const std::int64_t rank = r.parallel.tp_rank + r.plan.tp * (r.parallel.dp_rank + r.plan.dp * most->stage);
+        const std::int64_t rank =
+            r.parallel.tp_rank + r.plan.tp * (r.parallel.cp_rank + r.plan.cp * (r.parallel.dp_rank + r.plan.dp * most->stage));
         std::printf("most loaded: pipeline stage %lld (--emulate-rank %lld), predicted peak incl. overhead %s: %s\n",
                     static_cast<long long>(most->stage), static_cast<long long>(rank), format_bytes(most->peak_bytes).c_str(),
                     most->fits ? "fits" : "DOES NOT FIT");
@@ -446,10 +448,11 @@ int run_command(const RunState& st) {
 // How a multi-GPU plan's ranks run: --emulate-rank R alone, or --nproc-per-node local processes.
 void add_rank_options(CLI::App& sub, RunState& st) {
     sub.add_option("--emulate-rank", st.emulate_rank,
-                   "Multi-GPU plans (--dp, --tp or --pp > 1, or a ZeRO stage): run rank R of the plan's dp x tp x pp "
-                   "ranks alone on this GPU (R = tp_rank + tp x (dp_rank + dp x pp_stage): tensor-parallel ranks "
-                   "adjacent, then data-parallel, then pipeline stages, as Megatron-LM numbers them), every collective "
-                   "a local op on the same buffers and a pipeline stage receiving stand-in values (normal, std 0.02) from "
+                   "Multi-GPU plans (--dp, --tp, --pp or --cp > 1, or a ZeRO stage): run rank R of the plan's dp x tp x "
+                   "pp x cp ranks alone on this GPU (R = tp_rank + tp x (cp_rank + cp x (dp_rank + dp x pp_stage)): "
+                   "tensor-parallel ranks adjacent, then context-parallel, then data-parallel, then pipeline stages, as "
+                   "Megatron-LM numbers them), every collective a local op on the same buffers (a context-parallel "
+                   "rank gathers its own K and V in place of its peers') and a pipeline stage receiving stand-in values (normal, std 0.02) from "
                    "its neighbours: its memory is what rank R of the real job holds (but for NCCL's own buffers, "
                    "measured and reported), its step time the measured compute plus the planner's predicted "
                    "communication and pipeline bubble; its loss is not the model's "
@@ -457,7 +460,7 @@ void add_rank_options(CLI::App& sub, RunState& st) {
                    "the rank walked (default 0)")
         ->transform(exact_integer());
     sub.add_option("--nproc-per-node", st.ranks.nproc_per_node,
-                   "Start one process per rank on this node (N = --dp x --tp x --pp), each on GPU LOCAL_RANK, "
+                   "Start one process per rank on this node (N = --dp x --tp x --pp x --cp), each on GPU LOCAL_RANK, "
                    "collectives over NCCL; each rank writes --report with .rank<R> before the extension. On several "
                    "nodes launch `preflight run` with torchrun or srun instead: RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/"
                    "MASTER_PORT or SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID are read, the NCCL id handed over TCP "

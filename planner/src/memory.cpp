@@ -194,22 +194,16 @@ void add_layer_activations(StageModel& st, const ModelConfig& m, const Plan& p, 
     }
     st.fwd_transient = forward_transient(m, p, d);
     st.bwd_transient = backward_transient(m, p, d);
-    if (prof.flash_bwd_workspace && p.attention == AttentionKind::flash) {
-        // Profile: flash backward holds dres, d(attn out), dqkv and its workspace
-        // (profiles.hpp) at once; the residual term already counts dres and one [s,b,h].
-        const std::int64_t tokens = d.seq * d.micro_batch;
-        const std::int64_t attn_bwd =
-            tokens * (d.q_width + d.q_width + 2 * d.kv_width) * d.activation_bytes / d.tp +
-            runtime_flash_bwd_workspace_bytes(d.micro_batch, m.heads / p.tp, std::max<std::int64_t>(1, m.kv_heads / p.tp), d.seq, m.head_dim,
-                                              d.activation_bytes) -
-            tokens * d.hidden * d.residual_bytes;
-        st.bwd_transient = std::max(st.bwd_transient, 2 * tokens * d.hidden * d.residual_bytes + attn_bwd);
-    }
+    // Profile: the runtime gathers K and V (runtime_cp_kv_bytes) where others keep ring buffers.
+    const std::int64_t cp_kv = prof.cp_gathers_kv ? runtime_cp_kv_bytes(m, p) : 0;
+    if (prof.flash_bwd_workspace && p.attention == AttentionKind::flash)
+        st.bwd_transient = std::max(st.bwd_transient, runtime_flash_backward_transient(m, p, d) + cp_kv);
     if (prof.fp8_runtime_recipe && p.precision == Precision::fp8_mixed)
         st.bwd_transient = std::max(st.bwd_transient, runtime_fp8_backward_transient(m, d));
     if (prof.runtime_shard_units && d.sp && d.tp > 1) st.bwd_transient = runtime_sp_backward_transient(m, p, d);
-    st.fwd_transient += extension_transient_bytes(m, p);
-    st.bwd_transient += extension_transient_bytes(m, p);
+    const std::int64_t ext = extension_transient_bytes(m, p) - (cp_kv > 0 ? cp_ring_buffer_bytes(m, p) : 0);
+    st.fwd_transient = std::max(st.fwd_transient, cp_kv) + ext;
+    st.bwd_transient += ext;
     // One layer re-materialised (profile: its kept input is shared, not copied).
     if (p.recompute == Recompute::full)
         st.bwd_transient += st.act_layer_full - (prof.full_recompute_shares_input ? layer_input_bytes(d) : 0);

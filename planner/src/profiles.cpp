@@ -22,6 +22,9 @@ void adjust_throughput_runtime(const ModelConfig& model, const Plan& plan, Throu
     o.grad_bucket_bytes = runtime_unit_elements(model, vocab_rows, plan.tp).embedding *
                           (pb.gradient_accum > 0 ? pb.gradient_accum : pb.gradient);
     o.runtime_column_sums = true;
+    // Context parallelism's attention runs the runtime's own kernel, never cuDNN's (its queries sit
+    // at their sequence positions: runtime/cuda/device_runner.hpp flash_fwd).
+    if (plan.cp > 1) o.attention_on_fp32_units = true;
     o.fp8_casts_gathered_weights = plan.zero == zero_weights && plan.precision == Precision::fp8_mixed;
 }
 
@@ -137,6 +140,7 @@ FrameworkProfile runtime_profile() {
     // buffer (ZeRO-2/3), so there are no separate DDP buckets (grad_buckets_in_flight 0).
     p.runtime_shard_units = true;
     p.fp8_runtime_recipe = true;
+    p.cp_gathers_kv = true;
     p.check_model = &check_runtime_model;
     p.check_plan = &check_runtime_plan;
     p.adjust_throughput = &adjust_throughput_runtime;

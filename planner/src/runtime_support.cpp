@@ -15,8 +15,8 @@ namespace preflight {
 namespace {
 
 [[noreturn]] void not_run(const char* flag, const std::string& why) {
-    throw InputError(flag, why + " (the Preflight runtime executes full pre-training of dense models, data-, tensor- "
-                                 "and pipeline-parallel; `preflight memory` or `plan` under another --framework "
+    throw InputError(flag, why + " (the Preflight runtime executes full pre-training of dense models, data-, tensor-, "
+                                 "pipeline- and context-parallel; `preflight memory` or `plan` under another --framework "
                                  "models this plan)");
 }
 
@@ -94,12 +94,19 @@ void check_runtime_plan(const ModelConfig& m, const Plan& p) {
                                "bf16-mixed-fp32-grads, bf16 or fp8-mixed");
     check_runtime_fp8(m, p);
     if (p.dropout != 0.0) not_run("--dropout", "must be 0 (dropout is not implemented by the runtime)");
-    Plan without_schedule = p;  // the interleaved schedule is the runtime's (check_runtime_pipeline)
-    without_schedule.pp_schedule = PpSchedule::one_f_one_b;
-    without_schedule.vpp = 1;
-    if (uses_extended_throughput(without_schedule) || p.pp_schedule == PpSchedule::gpipe)
-        throw InputError(extended_setting_flag(p), "the Preflight runtime executes full pre-training plans only (no "
-                                                   "LoRA/QLoRA, offload, GPipe schedule, cp or ep)");
+    // The interleaved schedule (check_runtime_pipeline) and context parallelism (K and V
+    // all-gathered, program_cp.cpp; RoPE models: learned positions would need the same map) are
+    // the runtime's; the error names the setting that is not.
+    Plan runs = p;
+    runs.pp_schedule = PpSchedule::one_f_one_b;
+    runs.vpp = 1;
+    if (p.cp > 1 && m.position != PositionKind::rope)
+        not_run("--cp", "context parallelism is implemented by the runtime for RoPE models only (this model has "
+                        "learned positions)");
+    runs.cp = 1;
+    if (uses_extended_throughput(runs))
+        throw InputError(extended_setting_flag(runs), "the Preflight runtime executes full pre-training plans only (no "
+                                                      "LoRA/QLoRA, offload or ep)");
     // Bounded work: the runtime and its dry run walk every micro-batch and layer of a step.
     // A rank walks its stage's layers: the most are the first stage's under the even split (its
     // remainder goes first), a middle stage's under the interleaved embedding and loss slots.

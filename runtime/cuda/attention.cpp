@@ -17,6 +17,10 @@ AttentionEngine::AttentionEngine(const Program& program, bool want_cudnn) : prog
         note_ = "attention: the runtime's flash kernel (cuDNN attention switched off)";
         return;
     }
+    if (d.cp > 1) {  // queries at their sequence positions against the gathered K and V (program_cp.cpp)
+        note_ = "attention: the runtime's flash kernel (context parallelism: cuDNN is not used for it)";
+        return;
+    }
     std::string why;
     sdpa_ = CudnnSdpa::create(d.b, d.s, d.heads, d.kv_heads, d.head_dim,
                               runtime_flash_bwd_workspace_bytes(d.b, d.heads, d.kv_heads, d.s, d.head_dim, 2),

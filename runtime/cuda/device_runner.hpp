@@ -423,38 +423,12 @@ private:
         launch_gelu_bwd<T>(at<T>(t, op.v[1]), at<T>(t, op.v[0]), at<T>(t, op.v[0]), d.rows * d.ffn, stream);
     }
 
-    // Flash attention: cuDNN's fused kernels for bf16 when the engine is set, else our kernel.
-    template <class T>
-    void flash_fwd(const Op& op, const BufferTable& t) {
-        if constexpr (std::is_same_v<T, bf16>) {
-            if (attention_) {
-                attention_->forward(at<T>(t, op.v[0]), at<T>(t, op.v[1]), at<float>(t, op.v[2]), stream);
-                return;
-            }
-        }
-        launch_flash_fwd<T>(at<T>(t, op.v[0]), at<T>(t, op.v[1]), at<float>(t, op.v[2]), d.b, d.s, d.heads,
-                            d.kv_heads, d.head_dim, stream);
-    }
-
-    template <class T>
-    void flash_bwd(const Op& op, const BufferTable& t) {
-        if constexpr (std::is_same_v<T, bf16>) {
-            if (attention_) {
-                attention_->backward(at<T>(t, op.v[0]), at<T>(t, op.v[1]), at<float>(t, op.v[2]), at<T>(t, op.v[3]),
-                                     at<T>(t, op.v[4]), at<std::uint8_t>(t, op.v[5]), op.v[5].cols, stream);
-                return;
-            }
-        }
-        launch_flash_bwd<T>(at<T>(t, op.v[0]), at<T>(t, op.v[1]), at<float>(t, op.v[2]), at<T>(t, op.v[3]),
-                            at<T>(t, op.v[4]), reinterpret_cast<float*>(at<std::uint8_t>(t, op.v[5])), d.b, d.s,
-                            d.heads, d.kv_heads, d.head_dim, stream);
-    }
-
     // The micro-batch's tokens or labels (an emulated tensor-parallel rank's in its own rows).
     void synthetic_tokens(const Op& op, const BufferTable& t) {
         const TokenWindow w = token_window(P);
         launch_synthetic_tokens(at<std::int64_t>(t, op.v[0]), d.b, d.s, w.vocab, seed_, step_,
-                                P.data_micro_batch(op.phase.micro_batch), op.kind == OpKind::labels, stream, w.first);
+                                P.data_micro_batch(op.phase.micro_batch), op.kind == OpKind::labels, stream, w.first,
+                                d.cp, d.cp_rank);
     }
 
     template <class T>
@@ -498,8 +472,8 @@ private:
                 launch_rope<T>(at<T>(t, op.v[0]), base<float>(t, P.rope_cos), base<float>(t, P.rope_sin), d.b, d.s, d.heads,
                                d.kv_heads, d.head_dim, op.kind == OpKind::rope_bwd, stream);
                 break;
-            case OpKind::flash_fwd: flash_fwd<T>(op, t); break;
-            case OpKind::flash_bwd: flash_bwd<T>(op, t); break;
+            case OpKind::flash_fwd:
+            case OpKind::flash_bwd: run_flash(op, t); break;
             case OpKind::eager_scores:
             case OpKind::eager_pv:
             case OpKind::eager_dp:
@@ -530,6 +504,10 @@ private:
             case OpKind::all_gather:
             case OpKind::comm_wait: run_data_parallel(op, t); break;
             case OpKind::p2p: run_p2p(op, t); break;
+            case OpKind::cp_kv_pack:
+            case OpKind::cp_kv_order:
+            case OpKind::cp_kv_unorder:
+            case OpKind::cp_kv_unpack: run_cp(op, t); break;
         }
     }
 
@@ -575,6 +553,12 @@ private:
     // The collectives and waits, and the pipeline's sends and receives (device_runner_comm.cpp).
     void run_data_parallel(const Op& op, const BufferTable& t);
     void run_p2p(const Op& op, const BufferTable& t);
+    // Flash attention (device_runner_attention.cpp): cuDNN's fused kernels for bf16 when the
+    // engine is set, else the runtime's kernel; under context parallelism always the runtime's
+    // kernel, its queries at their sequence positions against the whole sequence's K and V, and
+    // the K|V moves (run_cp).
+    void run_flash(const Op& op, const BufferTable& t);
+    void run_cp(const Op& op, const BufferTable& t);
     // fp8-mixed (device_runner_fp8.cpp): the casts, and a linear whose operands are fp8.
     bool fp8_operands(const Op& op) const {
         return P.fp8 && is_fp8(P.buffers[static_cast<std::size_t>(op.v[0].buffer)].dtype);

@@ -122,8 +122,9 @@ void DeviceRunner::init(const BufferTable& t) {
         // model's rope_theta and rope_scaling), so both use the same frequencies.
         const std::size_t n = static_cast<std::size_t>(d.s * d.head_dim);
         std::vector<double> c(n), sn(n);
-        ref::rope_tables(c.data(), sn.data(), d.s, d.head_dim,
-                         ref::rope_inv_freq(d.head_dim, P.hyper.rope_base, P.hyper.rope_scaling));
+        // Under context parallelism row t is at the rank's position cp_position(t) (rope_tables_cp).
+        const ref::AttnShape a{d.b, d.s, d.heads, d.kv_heads, d.head_dim, d.cp, d.cp_rank};
+        ref::rope_tables_cp(c.data(), sn.data(), a, ref::rope_inv_freq(d.head_dim, P.hyper.rope_base, P.hyper.rope_scaling));
         std::vector<float> cf(c.begin(), c.end()), sf(sn.begin(), sn.end());
         PF_CUDA_CHECK(cudaMemcpyAsync(base<float>(t, P.rope_cos), cf.data(), n * 4, cudaMemcpyHostToDevice, stream));
         PF_CUDA_CHECK(cudaMemcpyAsync(base<float>(t, P.rope_sin), sf.data(), n * 4, cudaMemcpyHostToDevice, stream));

@@ -226,7 +226,7 @@ void make_nccl_comms(const Program& prog, const RunOptions& opt, Comms& c) {
     const std::int64_t world = prog.plan.gpus();
     if (opt.rendezvous->world_size != world)
         throw std::invalid_argument("the rendezvous has " + std::to_string(opt.rendezvous->world_size) +
-                                    " ranks but the plan has " + std::to_string(world) + " (dp x tp x pp)");
+                                    " ranks but the plan has " + std::to_string(world) + " (dp x tp x pp x cp)");
     c.world = std::make_unique<cuda::NcclComm>(*opt.rendezvous);
     for (int k = 0; k < kCommGroups; ++k) {  // every rank splits for the same kinds in the same order
         const auto g = static_cast<CommGroup>(k);
@@ -235,6 +235,7 @@ void make_nccl_comms(const Program& prog, const RunOptions& opt, Comms& c) {
             continue;
         }
         if (g == CommGroup::embedding && !(prog.model.tied_embeddings && prog.plan.pp > 1)) continue;
+        if (g == CommGroup::cp && prog.dims.cp <= 1) continue;
         const int color = member(prog, g) ? static_cast<int>(prog.group_key(g)) : cuda::NcclComm::kNoColor;
         std::unique_ptr<cuda::NcclComm> part = c.world->split(color, static_cast<int>(prog.group_rank(g)));
         c.by_group[static_cast<std::size_t>(k)] = part.get();

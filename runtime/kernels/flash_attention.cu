@@ -3,6 +3,11 @@
 // Backward recomputes probabilities from the LSE in two kernels (dQ; dK and dV),
 // so nothing is accumulated with atomics. GQA: query head h reads KV head h / g.
 // CPU reference: ref::attention_fwd / ref::attention_bwd.
+// Context parallelism (runtime/src/program_cp.cpp): the rank's queries sit at positions
+// cp_position(t) of their sequence and read K and V from a separate [b, cp s, 2 kv d] buffer of the
+// whole sequence, whose gradients go to a buffer of the same shape; CPU reference:
+// ref::attention_fwd_cp / ref::attention_bwd_cp. Without it the positions are the rows and K, V
+// are read from (and their gradients written to) the q|k|v rows themselves.
 //
 // Layout inside a warp: 8 rows (queries, or keys in the dK/dV kernel) of 4 lanes;
 // lane c of a row owns elements c, c+4, c+8, ... of the head dimension (d <= 128,
@@ -10,6 +15,7 @@
 // conflict-free broadcasts.
 #include "common.cuh"
 #include "kernels.cuh"
+#include "preflight/runtime/context_parallel.hpp"
 
 namespace preflight::runtime::cuda {
 namespace {
@@ -18,13 +24,18 @@ constexpr int kTile = 32;         // queries per block / keys per tile
 constexpr int kWarps = 4;         // 4 warps x 8 rows = 32 rows
 constexpr int kMaxPerLane = 32;   // d / 4 for d = 128
 
+// s queries of each sequence in rows C wide; S keys in rows KC wide, K at column koff, V after it.
 struct Geo {
     i64 s, heads, kv, d, C, qw;
     float scale;
+    i64 S, KC, koff, cp, cp_rank;
     __device__ i64 q(i64 b, i64 t, i64 h) const { return (b * s + t) * C + h * d; }
-    __device__ i64 k(i64 b, i64 t, i64 kh) const { return (b * s + t) * C + heads * d + kh * d; }
-    __device__ i64 v(i64 b, i64 t, i64 kh) const { return (b * s + t) * C + (heads + kv) * d + kh * d; }
+    __device__ i64 k(i64 b, i64 u, i64 kh) const { return (b * S + u) * KC + koff + kh * d; }
+    __device__ i64 v(i64 b, i64 u, i64 kh) const { return (b * S + u) * KC + koff + (kv + kh) * d; }
     __device__ i64 o(i64 b, i64 t, i64 h) const { return (b * s + t) * qw + h * d; }
+    __device__ i64 pos(i64 t) const { return cp_position(t, s, cp, cp_rank); }
+    // The last key any query of the tile starting at q0 reads (positions rise with t).
+    __device__ i64 last_key(i64 q0) const { return pos(q0 + 32 - 1 < s - 1 ? q0 + 32 - 1 : s - 1); }
 };
 
 __device__ __forceinline__ float group4_sum(float v) {
@@ -33,25 +44,26 @@ __device__ __forceinline__ float group4_sum(float v) {
     return v;
 }
 
-// Loads keys [k0, k0 + 32) of KV head kh into Ks, Vs (zeros past s).
+// Loads keys [k0, k0 + 32) of KV head kh into Ks, Vs (zeros past S).
 template <class T>
-__device__ void load_kv_tile(const T* qkv, const Geo& g, i64 b, i64 kh, i64 k0, float (*Ks)[128], float (*Vs)[128]) {
+__device__ void load_kv_tile(const T* kvp, const Geo& g, i64 b, i64 kh, i64 k0, float (*Ks)[128], float (*Vs)[128]) {
     for (int idx = threadIdx.x; idx < kTile * g.d; idx += blockDim.x) {
         const int j = idx / static_cast<int>(g.d), i = idx % static_cast<int>(g.d);
         const i64 u = k0 + j;
-        Ks[j][i] = u < g.s ? to_f(qkv[g.k(b, u, kh) + i]) : 0.f;
-        Vs[j][i] = u < g.s ? to_f(qkv[g.v(b, u, kh) + i]) : 0.f;
+        Ks[j][i] = u < g.S ? to_f(kvp[g.k(b, u, kh) + i]) : 0.f;
+        Vs[j][i] = u < g.S ? to_f(kvp[g.v(b, u, kh) + i]) : 0.f;
     }
 }
 
 template <class T>
-__global__ void __launch_bounds__(128) flash_fwd_kernel(const T* qkv, T* out, float* lse, Geo g) {
+__global__ void __launch_bounds__(128) flash_fwd_kernel(const T* qkv, const T* kvp, T* out, float* lse, Geo g) {
     __shared__ float Ks[kTile][128], Vs[kTile][128];
     const i64 bh = blockIdx.y, b = bh / g.heads, h = bh % g.heads, kh = h / (g.heads / g.kv);
     const i64 q0 = static_cast<i64>(blockIdx.x) * kTile;
     const int lane = threadIdx.x % 32, c = lane % 4;
     const i64 t_raw = q0 + (threadIdx.x / 32) * 8 + lane / 4;
     const i64 t = t_raw < g.s ? t_raw : g.s - 1;  // rows past s compute a copy, write nothing
+    const i64 pt = g.pos(t);
     const int per = static_cast<int>(g.d / 4);
     float q[kMaxPerLane], acc[kMaxPerLane];
 #pragma unroll
@@ -60,12 +72,12 @@ __global__ void __launch_bounds__(128) flash_fwd_kernel(const T* qkv, T* out, fl
         acc[e] = 0.f;
     }
     float m = -INFINITY, l = 0.f;
-    const i64 last = q0 + kTile - 1 < g.s - 1 ? q0 + kTile - 1 : g.s - 1;
+    const i64 last = g.last_key(q0);
     for (i64 k0 = 0; k0 <= last; k0 += kTile) {
         __syncthreads();
-        load_kv_tile(qkv, g, b, kh, k0, Ks, Vs);
+        load_kv_tile(kvp, g, b, kh, k0, Ks, Vs);
         __syncthreads();
-        if (!__any_sync(0xffffffffu, t >= k0)) continue;
+        if (!__any_sync(0xffffffffu, pt >= k0)) continue;
         float sc[kTile];
         float mt = -INFINITY;
 #pragma unroll
@@ -75,7 +87,7 @@ __global__ void __launch_bounds__(128) flash_fwd_kernel(const T* qkv, T* out, fl
             for (int e = 0; e < kMaxPerLane; ++e)
                 if (e < per) part += q[e] * Ks[j][c + 4 * e];
             const float full = group4_sum(part) * g.scale;
-            sc[j] = k0 + j <= t ? full : -INFINITY;
+            sc[j] = k0 + j <= pt ? full : -INFINITY;
             mt = fmaxf(mt, sc[j]);
         }
         const float mn = fmaxf(m, mt);
@@ -116,7 +128,7 @@ __global__ void flash_dsum_kernel(const T* out, const T* dout, float* dsum, Geo 
 
 // dQ = scale * sum_u dS_tu K_u, dS = P (dP - D), P recomputed from the LSE.
 template <class T>
-__global__ void __launch_bounds__(128) flash_dq_kernel(const T* qkv, const float* lse, const T* dout,
+__global__ void __launch_bounds__(128) flash_dq_kernel(const T* qkv, const T* kvp, const float* lse, const T* dout,
                                                        const float* dsum, T* dqkv, Geo g) {
     __shared__ float Ks[kTile][128], Vs[kTile][128];
     const i64 bh = blockIdx.y, b = bh / g.heads, h = bh % g.heads, kh = h / (g.heads / g.kv);
@@ -124,6 +136,7 @@ __global__ void __launch_bounds__(128) flash_dq_kernel(const T* qkv, const float
     const int lane = threadIdx.x % 32, c = lane % 4;
     const i64 t_raw = q0 + (threadIdx.x / 32) * 8 + lane / 4;
     const i64 t = t_raw < g.s ? t_raw : g.s - 1;
+    const i64 pt = g.pos(t);
     const int per = static_cast<int>(g.d / 4);
     float q[kMaxPerLane], dO[kMaxPerLane], dq[kMaxPerLane];
 #pragma unroll
@@ -133,12 +146,12 @@ __global__ void __launch_bounds__(128) flash_dq_kernel(const T* qkv, const float
         dq[e] = 0.f;
     }
     const float L = lse[bh * g.s + t], D = dsum[bh * g.s + t];
-    const i64 last = q0 + kTile - 1 < g.s - 1 ? q0 + kTile - 1 : g.s - 1;
+    const i64 last = g.last_key(q0);
     for (i64 k0 = 0; k0 <= last; k0 += kTile) {
         __syncthreads();
-        load_kv_tile(qkv, g, b, kh, k0, Ks, Vs);
+        load_kv_tile(kvp, g, b, kh, k0, Ks, Vs);
         __syncthreads();
-        if (!__any_sync(0xffffffffu, t >= k0)) continue;
+        if (!__any_sync(0xffffffffu, pt >= k0)) continue;
 #pragma unroll 4
         for (int j = 0; j < kTile; ++j) {
             float ps = 0.f, pd = 0.f;
@@ -149,7 +162,7 @@ __global__ void __launch_bounds__(128) flash_dq_kernel(const T* qkv, const float
                     pd += dO[e] * Vs[j][c + 4 * e];
                 }
             const float sc = group4_sum(ps) * g.scale, dp = group4_sum(pd);
-            const float p = k0 + j <= t ? __expf(sc - L) : 0.f;
+            const float p = k0 + j <= pt ? __expf(sc - L) : 0.f;
             const float ds = p * (dp - D);
 #pragma unroll
             for (int e = 0; e < kMaxPerLane; ++e)
@@ -162,28 +175,32 @@ __global__ void __launch_bounds__(128) flash_dq_kernel(const T* qkv, const float
             if (e < per) dqkv[g.q(b, t, h) + c + 4 * e] = from_f<T>(dq[e] * g.scale);
 }
 
-// dK_u = scale * sum_{h in group, t >= u} dS_tu Q_t; dV_u = sum P_tu dO_t. One block per
+// dK_u = scale * sum_{h in group, pos(t) >= u} dS_tu Q_t; dV_u = sum P_tu dO_t. One block per
 // 32 keys of one KV head; each warp owns 8 keys (4 lanes each), queries stream through smem.
+// K, V are read from kvp and their gradients written to dkvp (both the q|k|v rows without cp).
 template <class T>
-__global__ void __launch_bounds__(128) flash_dkv_kernel(const T* qkv, const float* lse, const T* dout,
-                                                        const float* dsum, T* dqkv, Geo g) {
+__global__ void __launch_bounds__(128) flash_dkv_kernel(const T* qkv, const T* kvp, const float* lse, const T* dout,
+                                                        const float* dsum, T* dkvp, Geo g) {
     __shared__ float Qs[kTile][128], dOs[kTile][128], Ls[kTile], Ds[kTile];
     const i64 bk = blockIdx.y, b = bk / g.kv, kh = bk % g.kv, group = g.heads / g.kv;
     const i64 k0 = static_cast<i64>(blockIdx.x) * kTile;
     const int lane = threadIdx.x % 32, c = lane % 4;
     const i64 u_raw = k0 + (threadIdx.x / 32) * 8 + lane / 4;
-    const i64 u = u_raw < g.s ? u_raw : g.s - 1;
+    const i64 u = u_raw < g.S ? u_raw : g.S - 1;
     const int per = static_cast<int>(g.d / 4);
     float k[kMaxPerLane], v[kMaxPerLane], dk[kMaxPerLane], dv[kMaxPerLane];
 #pragma unroll
     for (int e = 0; e < kMaxPerLane; ++e) {
-        k[e] = e < per ? to_f(qkv[g.k(b, u, kh) + c + 4 * e]) : 0.f;
-        v[e] = e < per ? to_f(qkv[g.v(b, u, kh) + c + 4 * e]) : 0.f;
+        k[e] = e < per ? to_f(kvp[g.k(b, u, kh) + c + 4 * e]) : 0.f;
+        v[e] = e < per ? to_f(kvp[g.v(b, u, kh) + c + 4 * e]) : 0.f;
         dk[e] = dv[e] = 0.f;
     }
     for (i64 j = 0; j < group; ++j) {
         const i64 h = kh * group + j, bh = b * g.heads + h;
-        for (i64 q0 = k0; q0 < g.s; q0 += kTile) {
+        // Without cp no query before k0 reads these keys; with it a tile is skipped (by the whole
+        // block at once) when its last position is before them.
+        for (i64 q0 = g.cp > 1 ? 0 : k0; q0 < g.s; q0 += kTile) {
+            if (g.last_key(q0) < k0) continue;
             __syncthreads();
             for (int idx = threadIdx.x; idx < kTile * g.d; idx += blockDim.x) {
                 const int r = idx / static_cast<int>(g.d), i = idx % static_cast<int>(g.d);
@@ -208,7 +225,7 @@ __global__ void __launch_bounds__(128) flash_dkv_kernel(const T* qkv, const floa
                         pd += dOs[r][c + 4 * e] * v[e];
                     }
                 const float sc = group4_sum(ps) * g.scale, dp = group4_sum(pd);
-                const float p = (t < g.s && u_raw <= t && u_raw < g.s) ? __expf(sc - Ls[r]) : 0.f;
+                const float p = (t < g.s && u_raw <= g.pos(t) && u_raw < g.S) ? __expf(sc - Ls[r]) : 0.f;
                 const float ds = p * (dp - Ds[r]);
 #pragma unroll
                 for (int e = 0; e < kMaxPerLane; ++e)
@@ -219,21 +236,56 @@ __global__ void __launch_bounds__(128) flash_dkv_kernel(const T* qkv, const floa
             }
         }
     }
-    if (u_raw < g.s)
+    if (u_raw < g.S)
 #pragma unroll
         for (int e = 0; e < kMaxPerLane; ++e)
             if (e < per) {
-                dqkv[g.k(b, u, kh) + c + 4 * e] = from_f<T>(dk[e] * g.scale);
-                dqkv[g.v(b, u, kh) + c + 4 * e] = from_f<T>(dv[e]);
+                dkvp[g.k(b, u, kh) + c + 4 * e] = from_f<T>(dk[e] * g.scale);
+                dkvp[g.v(b, u, kh) + c + 4 * e] = from_f<T>(dv[e]);
             }
 }
 
-Geo geometry(i64 s, i64 heads, i64 kv, i64 d) {
-    return {s, heads, kv, d, (heads + 2 * kv) * d, heads * d, static_cast<float>(1.0 / sqrt(static_cast<double>(d)))};
+// Without cp: K and V in the q|k|v rows (S = s). With it: kv [b, cp s, 2 kv d].
+Geo geometry(i64 s, i64 heads, i64 kv, i64 d, i64 cp = 1, i64 cp_rank = 0) {
+    const i64 C = (heads + 2 * kv) * d;
+    Geo g{s, heads, kv, d, C, heads * d, static_cast<float>(1.0 / sqrt(static_cast<double>(d))), s, C, heads * d, 1, 0};
+    if (cp > 1) {
+        g.S = cp * s;
+        g.KC = 2 * kv * d;
+        g.koff = 0;
+        g.cp = cp;
+        g.cp_rank = cp_rank;
+    }
+    return g;
 }
 
 void check_head_dim(i64 d) {
     if (d > 128 || d % 4 != 0) throw std::runtime_error("flash attention: head_dim must be a multiple of 4, at most 128");
+}
+
+template <class T>
+void flash_fwd(const T* qkv, const T* kvp, T* out, float* lse, i64 b, const Geo& g, cudaStream_t stream) {
+    check_head_dim(g.d);
+    const dim3 grid(static_cast<unsigned>((g.s + kTile - 1) / kTile), static_cast<unsigned>(b * g.heads));
+    flash_fwd_kernel<T><<<grid, 32 * kWarps, 0, stream>>>(qkv, kvp, out, lse, g);
+    PF_LAUNCH_CHECK();
+}
+
+template <class T>
+void flash_bwd(const T* qkv, const T* kvp, const T* out, const float* lse, const T* dout, T* dqkv, T* dkvp, float* dsum,
+               i64 b, const Geo& g, cudaStream_t stream) {
+    check_head_dim(g.d);
+    const i64 rows = b * g.heads * g.s;
+    flash_dsum_kernel<T><<<grid_for(rows, 8), 256, 0, stream>>>(out, dout, dsum, g, rows);
+    PF_LAUNCH_CHECK();
+    const unsigned q_tiles = static_cast<unsigned>((g.s + kTile - 1) / kTile);
+    const unsigned k_tiles = static_cast<unsigned>((g.S + kTile - 1) / kTile);
+    flash_dq_kernel<T><<<dim3(q_tiles, static_cast<unsigned>(b * g.heads)), 32 * kWarps, 0, stream>>>(
+        qkv, kvp, lse, dout, dsum, dqkv, g);
+    PF_LAUNCH_CHECK();
+    flash_dkv_kernel<T><<<dim3(k_tiles, static_cast<unsigned>(b * g.kv)), 32 * kWarps, 0, stream>>>(
+        qkv, kvp, lse, dout, dsum, dkvp, g);
+    PF_LAUNCH_CHECK();
 }
 
 }  // namespace
@@ -241,27 +293,26 @@ void check_head_dim(i64 d) {
 template <class T>
 void launch_flash_fwd(const T* qkv, T* out, float* lse, i64 b, i64 s, i64 heads, i64 kv_heads, i64 d,
                       cudaStream_t stream) {
-    check_head_dim(d);
-    const dim3 grid(static_cast<unsigned>((s + kTile - 1) / kTile), static_cast<unsigned>(b * heads));
-    flash_fwd_kernel<T><<<grid, 32 * kWarps, 0, stream>>>(qkv, out, lse, geometry(s, heads, kv_heads, d));
-    PF_LAUNCH_CHECK();
+    flash_fwd(qkv, qkv, out, lse, b, geometry(s, heads, kv_heads, d), stream);
 }
 
 template <class T>
 void launch_flash_bwd(const T* qkv, const T* out, const float* lse, const T* dout, T* dqkv, float* dsum, i64 b, i64 s,
                       i64 heads, i64 kv_heads, i64 d, cudaStream_t stream) {
-    check_head_dim(d);
-    const Geo g = geometry(s, heads, kv_heads, d);
-    const i64 rows = b * heads * s;
-    flash_dsum_kernel<T><<<grid_for(rows, 8), 256, 0, stream>>>(out, dout, dsum, g, rows);
-    PF_LAUNCH_CHECK();
-    const unsigned tiles = static_cast<unsigned>((s + kTile - 1) / kTile);
-    flash_dq_kernel<T><<<dim3(tiles, static_cast<unsigned>(b * heads)), 32 * kWarps, 0, stream>>>(qkv, lse, dout, dsum,
-                                                                                                   dqkv, g);
-    PF_LAUNCH_CHECK();
-    flash_dkv_kernel<T><<<dim3(tiles, static_cast<unsigned>(b * kv_heads)), 32 * kWarps, 0, stream>>>(qkv, lse, dout,
-                                                                                                      dsum, dqkv, g);
-    PF_LAUNCH_CHECK();
+    flash_bwd(qkv, qkv, out, lse, dout, dqkv, dqkv, dsum, b, geometry(s, heads, kv_heads, d), stream);
+}
+
+template <class T>
+void launch_flash_fwd_cp(const T* qkv, const T* kv, T* out, float* lse, i64 b, i64 s, i64 heads, i64 kv_heads, i64 d,
+                         i64 cp, i64 cp_rank, cudaStream_t stream) {
+    flash_fwd(qkv, kv, out, lse, b, geometry(s, heads, kv_heads, d, cp, cp_rank), stream);
+}
+
+template <class T>
+void launch_flash_bwd_cp(const T* qkv, const T* kv, const T* out, const float* lse, const T* dout, T* dqkv, T* dkv,
+                         float* dsum, i64 b, i64 s, i64 heads, i64 kv_heads, i64 d, i64 cp, i64 cp_rank,
+                         cudaStream_t stream) {
+    flash_bwd(qkv, kv, out, lse, dout, dqkv, dkv, dsum, b, geometry(s, heads, kv_heads, d, cp, cp_rank), stream);
 }
 
 template void launch_flash_fwd<float>(const float*, float*, float*, i64, i64, i64, i64, i64, cudaStream_t);
@@ -270,5 +321,13 @@ template void launch_flash_bwd<float>(const float*, const float*, const float*, 
                                       i64, i64, i64, cudaStream_t);
 template void launch_flash_bwd<bf16>(const bf16*, const bf16*, const float*, const bf16*, bf16*, float*, i64, i64, i64,
                                      i64, i64, cudaStream_t);
+template void launch_flash_fwd_cp<float>(const float*, const float*, float*, float*, i64, i64, i64, i64, i64, i64, i64,
+                                         cudaStream_t);
+template void launch_flash_fwd_cp<bf16>(const bf16*, const bf16*, bf16*, float*, i64, i64, i64, i64, i64, i64, i64,
+                                        cudaStream_t);
+template void launch_flash_bwd_cp<float>(const float*, const float*, const float*, const float*, const float*, float*,
+                                         float*, float*, i64, i64, i64, i64, i64, i64, i64, cudaStream_t);
+template void launch_flash_bwd_cp<bf16>(const bf16*, const bf16*, const bf16*, const float*, const bf16*, bf16*, bf16*,
+                                        float*, i64, i64, i64, i64, i64, i64, i64, cudaStream_t);
 
 }  // namespace preflight::runtime::cuda

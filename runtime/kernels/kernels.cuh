@@ -14,9 +14,10 @@ namespace preflight::runtime::cuda {
 using i64 = std::int64_t;
 
 // synthetic.cu: tokens [b, s] (positions 0..s-1) or labels (positions 1..s) from the seed, each
-// plus `first` (an emulated tensor-parallel rank's own vocabulary rows: token_window, program.hpp).
+// plus `first` (an emulated tensor-parallel rank's own vocabulary rows: token_window, program.hpp);
+// under context parallelism those at cp rank `cp_rank`'s positions (context_parallel.hpp).
 void launch_synthetic_tokens(std::int64_t* out, i64 b, i64 s, i64 vocab, std::uint64_t seed, i64 step, i64 micro_batch,
-                             bool labels, cudaStream_t stream, i64 first = 0);
+                             bool labels, cudaStream_t stream, i64 first = 0, i64 cp = 1, i64 cp_rank = 0);
 
 // init.cu: parameter initialisation, fills, RoPE tables, fp32 gradient accumulation.
 // Element i is element local0 + i of a [*, cols] slice of the tensor whose (r, c) is the whole
@@ -120,6 +121,28 @@ void launch_flash_fwd(const T* qkv, T* out, float* lse, i64 b, i64 s, i64 heads,
 template <class T>
 void launch_flash_bwd(const T* qkv, const T* out, const float* lse, const T* dout, T* dqkv, float* dsum, i64 b, i64 s,
                       i64 heads, i64 kv_heads, i64 d, cudaStream_t stream);
+// Context parallelism: the rank's s queries of each sequence (Q columns of qkv) at cp rank cp_rank's
+// positions (context_parallel.hpp) against kv [b, cp s, 2 kv d] (K | V of the whole sequence, in
+// sequence order); the backward writes dQ into dqkv's Q columns and the whole sequence's dK | dV
+// into dkv (overwritten).
+template <class T>
+void launch_flash_fwd_cp(const T* qkv, const T* kv, T* out, float* lse, i64 b, i64 s, i64 heads, i64 kv_heads, i64 d,
+                         i64 cp, i64 cp_rank, cudaStream_t stream);
+template <class T>
+void launch_flash_bwd_cp(const T* qkv, const T* kv, const T* out, const float* lse, const T* dout, T* dqkv, T* dkv,
+                         float* dsum, i64 b, i64 s, i64 heads, i64 kv_heads, i64 d, i64 cp, i64 cp_rank,
+                         cudaStream_t stream);
+
+// cp_kv.cu: context parallelism's K|V moves (program.hpp OpKind::cp_kv_*; CPU reference ref::cp_kv_*):
+// pack a rank's K|V columns (at q_width in qkv rows C wide) into rows of their own [b s, W] (the
+// all-gather's input; it fills the rank-major [cp][b s rows, W]), order that buffer into sequence
+// order [b, cp s, W], unorder back, unpack the rank's chunk into the K|V columns. W = 2 kv_width.
+enum class CpKvMove : int { pack, order, unorder, unpack };
+struct CpKvShape {
+    i64 b = 1, s = 1, cp = 1, cp_rank = 0, C = 0, q_width = 0, W = 0;
+};
+template <class T>
+void launch_cp_kv(const T* src, T* dst, CpKvMove move, const CpKvShape& g, cudaStream_t stream);
 
 // cross_entropy.cu: logits [rows, vocab_padded] -> dlogits in place (scaled), loss per row;
 // loss_sum: total += sum(loss rows) (one block, deterministic).

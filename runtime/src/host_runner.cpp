@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "preflight/runtime/context_parallel.hpp"
 #include "preflight/runtime/reference.hpp"
 #include "preflight/runtime/synthetic.hpp"
 
@@ -211,7 +212,11 @@ void HostRunner::run(const Op& op, const BufferTable&) {
         case OpKind::eager_pv:
         case OpKind::eager_dp:
         case OpKind::eager_softmax_bwd:
-        case OpKind::eager_dqkv: run_attention(op); break;
+        case OpKind::eager_dqkv:
+        case OpKind::cp_kv_pack:
+        case OpKind::cp_kv_order:
+        case OpKind::cp_kv_unorder:
+        case OpKind::cp_kv_unpack: run_attention(op); break;
         case OpKind::fp8_cast:
         case OpKind::fp8_cast_weights: run_fp8(op); break;
         case OpKind::linear_fwd:
@@ -329,7 +334,8 @@ void HostRunner::run_compute(const Op& op) {
             const std::int64_t mb = P.data_micro_batch(op.phase.micro_batch);
             const TokenWindow w = token_window(P);
             for (std::int64_t i = 0; i < d.b * s; ++i)
-                p[i] = static_cast<double>(w.first + synthetic_token(seed_, step_, mb, i / s, i % s + shift, w.vocab));
+                p[i] = static_cast<double>(
+                    w.first + synthetic_token(seed_, step_, mb, i / s, cp_position(i % s, s, d.cp, d.cp_rank) + shift, w.vocab));
             break;
         }
         case OpKind::embedding_fwd:

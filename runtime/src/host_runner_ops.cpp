@@ -12,9 +12,18 @@
 namespace preflight::runtime {
 
 void HostRunner::run_attention(const Op& op) {
-    const ref::AttnShape a{d.b, d.s, d.heads, d.kv_heads, d.head_dim};
+    const ref::AttnShape a{d.b, d.s, d.heads, d.kv_heads, d.head_dim, d.cp, d.cp_rank};
     switch (op.kind) {
-        case OpKind::flash_fwd: ref::attention_fwd(at(op.v[0]), at(op.v[1]), at(op.v[2]), a); break;
+        case OpKind::flash_fwd:
+            if (d.cp > 1)
+                ref::attention_fwd_cp(at(op.v[0]), at(op.v[3]), at(op.v[1]), at(op.v[2]), a);
+            else
+                ref::attention_fwd(at(op.v[0]), at(op.v[1]), at(op.v[2]), a);
+            break;
+        case OpKind::cp_kv_pack: ref::cp_kv_pack(at(op.v[0]), at(op.v[1]), a); break;
+        case OpKind::cp_kv_order: ref::cp_kv_order(at(op.v[0]), at(op.v[1]), a); break;
+        case OpKind::cp_kv_unorder: ref::cp_kv_unorder(at(op.v[0]), at(op.v[1]), a); break;
+        case OpKind::cp_kv_unpack: ref::cp_kv_unpack(at(op.v[0]), at(op.v[1]), a); break;
         case OpKind::flash_bwd: {
             // The kernel reads O and the log-sum-exp: they must be live (not NaN-poisoned).
             const double* o = at(op.v[1]);
@@ -23,7 +32,10 @@ void HostRunner::run_attention(const Op& op) {
                 if (std::isnan(o[i])) throw std::logic_error(describe(P, op) + " reads a dead attention output");
             for (std::int64_t i = 0; i < d.b * d.heads * d.s; ++i)
                 if (std::isnan(l[i])) throw std::logic_error(describe(P, op) + " reads a dead log-sum-exp");
-            ref::attention_bwd(at(op.v[0]), at(op.v[3]), at(op.v[4]), a);
+            if (d.cp > 1)
+                ref::attention_bwd_cp(at(op.v[0]), at(op.v[6]), at(op.v[3]), at(op.v[4]), at(op.v[7]), a);
+            else
+                ref::attention_bwd(at(op.v[0]), at(op.v[3]), at(op.v[4]), a);
             break;
         }
         case OpKind::eager_softmax: {
@@ -98,7 +110,7 @@ void HostRunner::run_eager(const Op& op) {
 
 void HostRunner::run_elementwise(const Op& op) {
     const std::int64_t R = d.rows;
-    const ref::AttnShape a{d.b, d.s, d.heads, d.kv_heads, d.head_dim};
+    const ref::AttnShape a{d.b, d.s, d.heads, d.kv_heads, d.head_dim, d.cp, d.cp_rank};
     switch (op.kind) {
         case OpKind::rope_fwd: ref::rope_fwd(at(op.v[0]), a, inv_freq_); break;
         case OpKind::rope_bwd: ref::rope_bwd(at(op.v[0]), a, inv_freq_); break;

@@ -198,15 +198,18 @@ void add_persistent_buffers(Builder& B) {
 }  // namespace
 
 Program build_program(const ModelConfig& model, const Plan& plan_in, std::int64_t rank, bool emulated) {
-    const Plan plan = resolve_defaults(plan_in, model);
-    validate_plan(plan, model);
-    check_supported(model, plan);
-    const std::int64_t world = plan.gpus();
+    const Plan whole = resolve_defaults(plan_in, model);
+    validate_plan(whole, model);
+    check_supported(model, whole);
+    const std::int64_t world = whole.gpus();
     if (rank < 0 || rank >= world)
         throw InputError("--emulate-rank", "rank " + std::to_string(rank) + " is outside the plan's ranks 0.." +
-                                               std::to_string(world - 1) + " (--dp " + std::to_string(plan.dp) +
-                                               " x --tp " + std::to_string(plan.tp) + " x --pp " +
-                                               std::to_string(plan.pp) + ")");
+                                               std::to_string(world - 1) + " (--dp " + std::to_string(whole.dp) +
+                                               " x --tp " + std::to_string(whole.tp) + " x --pp " +
+                                               std::to_string(whole.pp) +
+                                               (whole.cp > 1 ? " x --cp " + std::to_string(whole.cp) : "") + ")");
+    // Under context parallelism the rank's view: dp x cp ranks, seq / cp tokens (program.hpp).
+    const Plan plan = context_parallel_rank_plan(whole);
 
     Program P;
     P.model = model;
@@ -219,6 +222,9 @@ Program build_program(const ModelConfig& model, const Plan& plan_in, std::int64_
     P.pp_rank = at.pp;
     use_model_rope(P);
     P.dims = program_dims(model, plan, at);
+    P.dims.cp = whole.cp;
+    P.dims.cp_rank = at.dp % whole.cp;
+    P.dims.s_full = whole.seq;
     const Dims& d = P.dims;
     RuntimeStageSpan span{d.first_stage, d.last_stage, d.first_layer(), d.layers, {}};
     for (std::int64_t l = 1; l <= d.layers; ++l) span.model_layers.push_back(d.model_layer(l));

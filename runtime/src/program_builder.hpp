@@ -191,6 +191,16 @@ void emit_norm_bwd(Builder& B, std::vector<Op>& out, const std::string& name, co
                    BufferId dy, BufferId dx, bool accumulate, ParamId w, ParamId b, std::vector<BufferId> alloc,
                    std::vector<BufferId> free);
 
+// --- Context parallelism (program_cp.cpp): K and V all-gathered over the cp ranks (Llama 3 paper,
+// sec. 3.3.2). emit_cp_gather_kv returns the whole sequence's K|V in sequence order, [b x s_full,
+// 2 kv_width] (allocated; the caller frees it); emit_cp_scatter_dkv sums the whole sequence's
+// dK|dV (`dkv`, freed) over the cp ranks and writes this rank's rows into dqkv's K|V columns.
+BufferId emit_cp_gather_kv(Builder& B, std::vector<Op>& out, const std::string& n, const Phase& ph, BufferId qkv);
+void emit_cp_scatter_dkv(Builder& B, std::vector<Op>& out, const std::string& n, const Phase& ph, BufferId dkv,
+                         BufferId dqkv);
+// The [b x s_full, 2 kv_width] view of such a buffer.
+View cp_kv_view(const Dims& d, BufferId b);
+
 // --- fp8-mixed (program_fp8.cpp). Scale slots: three per layer GEMM (0 qkv, 1 out, 2 up,
 // 3 down): its input, its weight, its output gradient.
 enum class Fp8Operand { input = 0, weight = 1, grad = 2 };

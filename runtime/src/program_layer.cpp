@@ -111,7 +111,9 @@ BufferId emit_eager_probabilities(Builder& B, std::vector<Op>& out, const std::s
 BufferId emit_flash_forward(Builder& B, std::vector<Op>& out, const std::string& prefix, const Phase& ph,
                             const LayerFwd& f, bool alloc_output) {
     const Dims& d = B.d_;
-    // flash_fwd: v0 = qkv, v1 = out, v2 = log-sum-exp [b, heads, s] fp32
+    // Context parallelism: the whole sequence's K|V gathered first (program_cp.cpp), freed after.
+    const BufferId kv = d.cp > 1 ? emit_cp_gather_kv(B, out, prefix, ph, f.qkv) : kNoBuffer;
+    // flash_fwd: v0 = qkv, v1 = out, v2 = log-sum-exp [b, heads, s] fp32, v3 = cp: K|V in sequence order
     const BufferId lse = B.buffer(prefix + "softmax lse", Category::activations, DType::f32, d.b * d.heads * d.s);
     Op& o = B.emit(out, OpKind::flash_fwd, prefix + "flash attention", ph);
     o.alloc = {lse};
@@ -119,6 +121,10 @@ BufferId emit_flash_forward(Builder& B, std::vector<Op>& out, const std::string&
     o.v[0] = B.full(f.qkv, d.qkv_width);
     o.v[1] = B.full(f.attn, d.q_width);
     o.v[2] = B.lse(lse);
+    if (kv != kNoBuffer) {
+        o.v[3] = cp_kv_view(d, kv);
+        o.free.push_back(kv);
+    }
     return lse;
 }
 
@@ -131,7 +137,7 @@ void emit_attention_core_forward(Builder& B, std::vector<Op>& out, const std::st
     f.attn = B.act(n + "attn out", d.q_width);
     if (P.plan.attention == AttentionKind::flash) {
         f.core = emit_flash_forward(B, out, n, ph, f, true);
-        if (!keep_core) out.back().free = {f.core};
+        if (!keep_core) out.back().free.push_back(f.core);
         return;
     }
     f.core = emit_eager_probabilities(B, out, n, ph, f.qkv);
@@ -376,6 +382,11 @@ void emit_flash_backward(Builder& B, std::vector<Op>& out, const std::string& n,
     // flash_bwd: v0 = qkv, v1 = out, v2 = lse, v3 = dOut, v4 = dqkv, v5 = workspace (u8): cuDNN's
     // fp32 dQ accumulator and softmax sum for 16-bit activations; the kernel's D = rowsum(dO*O)
     // fp32 in its first b*heads*s floats (profiles.hpp runtime_flash_bwd_workspace_bytes).
+    // Context parallelism: v6 = the whole sequence's K|V (gathered again), v7 = its dK|dV.
+    const BufferId kv = d.cp > 1 ? emit_cp_gather_kv(B, out, n, ph, f.qkv) : kNoBuffer;
+    const BufferId dkv = d.cp > 1 ? B.buffer(n + "cp d k|v (sequence order)", Category::temporary, P.act,
+                                             d.b * d.s_full * 2 * d.kv_width)
+                                  : kNoBuffer;
     const BufferId dsum =
         B.buffer(n + "flash bwd workspace", Category::temporary, DType::u8,
                  runtime_flash_bwd_workspace_bytes(d.b, d.heads, d.kv_heads, d.s, d.head_dim, dtype_bytes(P.act)));
@@ -389,6 +400,12 @@ void emit_flash_backward(Builder& B, std::vector<Op>& out, const std::string& n,
     const std::int64_t ws_bytes = P.buffers[static_cast<std::size_t>(dsum)].elements;
     o.v[5] = {dsum, 1, ws_bytes, ws_bytes, 0};
     o.free = {dsum, dattn};
+    if (kv == kNoBuffer) return;
+    o.alloc.push_back(dkv);
+    o.v[6] = cp_kv_view(d, kv);
+    o.v[7] = cp_kv_view(d, dkv);
+    o.free.push_back(kv);
+    emit_cp_scatter_dkv(B, out, n, ph, dkv, dqkv);
 }
 
 // Eager attention backward into dqkv (allocated here): dP, the softmax backward, dQKV; frees dattn.

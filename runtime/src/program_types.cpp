@@ -107,6 +107,10 @@ std::string_view to_string(OpKind k) {
         case OpKind::ce_sums: return "ce_sums";
         case OpKind::seq_chunk: return "seq_chunk";
         case OpKind::p2p: return "p2p";
+        case OpKind::cp_kv_pack: return "cp_kv_pack";
+        case OpKind::cp_kv_order: return "cp_kv_order";
+        case OpKind::cp_kv_unorder: return "cp_kv_unorder";
+        case OpKind::cp_kv_unpack: return "cp_kv_unpack";
     }
     return "?";
 }
@@ -123,6 +127,7 @@ std::int64_t Program::group_size(CommGroup g) const {
         case CommGroup::tp: return plan.tp;
         case CommGroup::pp: return plan.pp;
         case CommGroup::embedding: return 2;
+        case CommGroup::cp: return dims.cp;
     }
     return 1;
 }
@@ -133,6 +138,7 @@ std::int64_t Program::group_rank(CommGroup g) const {
         case CommGroup::tp: return tp_rank;
         case CommGroup::pp: return pp_rank;
         case CommGroup::embedding: return dims.first_stage ? 0 : 1;
+        case CommGroup::cp: return dims.cp_rank;
     }
     return 0;
 }
@@ -143,17 +149,20 @@ std::int64_t Program::group_key(CommGroup g) const {
         case CommGroup::tp: return dp_rank + plan.dp * pp_rank;
         case CommGroup::pp:
         case CommGroup::embedding: return tp_rank + plan.tp * dp_rank;
+        case CommGroup::cp: return tp_rank + plan.tp * (dp_rank / dims.cp + plan.dp / dims.cp * pp_rank);
     }
     return 0;
 }
 
 RankCoords rank_coords(const Plan& plan, std::int64_t rank) {
-    return {rank / plan.tp % plan.dp, rank % plan.tp, rank / (plan.tp * plan.dp)};
+    const std::int64_t cp = std::max<std::int64_t>(1, plan.cp);
+    return {rank / (plan.tp * cp) % plan.dp, rank % plan.tp, rank / (plan.tp * cp * plan.dp), rank / plan.tp % cp};
 }
 
 Plan single_gpu_plan(Plan plan) {
-    plan.grad_acc *= plan.dp;
-    plan.dp = plan.tp = plan.pp = plan.vpp = 1;
+    plan.grad_acc *= plan.dp;  // the cp ranks of a data-parallel rank share its sequences
+    plan.dp = plan.tp = plan.pp = plan.vpp = plan.cp = 1;
+    plan.cp_full_seq = 0;
     plan.pp_schedule = PpSchedule::one_f_one_b;
     plan.zero = zero_none;
     plan.sp = false;

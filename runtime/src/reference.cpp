@@ -1,5 +1,6 @@
 #include "preflight/runtime/reference.hpp"
 
+#include "preflight/runtime/context_parallel.hpp"
 #include "preflight/planner/error.hpp"
 
 #include <algorithm>
@@ -170,7 +171,8 @@ void rope_apply(double* qkv, const AttnShape& a, const std::vector<double>& inv_
             for (i64 hh = 0; hh < a.heads + a.kv_heads; ++hh) {  // Q heads then K heads
                 double* v = qkv + (bb * a.s + t) * C + hh * d;
                 for (i64 i = 0; i < half; ++i) {
-                    const double ang = static_cast<double>(t) * inv_freq[static_cast<std::size_t>(i)];
+                    const double ang = static_cast<double>(cp_position(t, a.s, a.cp, a.cp_rank)) *
+                                       inv_freq[static_cast<std::size_t>(i)];
                     const double c = std::cos(ang), sn = sign * std::sin(ang);
                     const double x0 = v[i], x1 = v[i + half];
                     v[i] = x0 * c - x1 * sn;

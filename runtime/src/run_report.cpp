@@ -155,6 +155,7 @@ json parallel_json(const ParallelInfo& p) {
             {"dp_rank", p.dp_rank},
             {"tp_rank", p.tp_rank},
             {"pp_rank", p.pp_rank},
+            {"cp_rank", p.cp_rank},
             {"backend", p.backend},
             {"nccl", p.nccl.empty() ? json(nullptr) : json(p.nccl)},
             {"nccl_world1_bytes", opt(p.nccl_world1_bytes)},

@@ -51,7 +51,8 @@ Predicted predict(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan
     p.model_flops_per_step = fc.model_flops_per_step;
     p.hardware_flops_per_step = fc.hardware_flops_per_step;
     try {
-        // Without cuDNN a 16-bit flash plan runs the runtime's own attention kernel (FP32 units).
+        // Without cuDNN a 16-bit flash plan runs the runtime's own attention kernel (FP32 units);
+        // so does a context-parallel plan (the profile's adjust_throughput sets it).
         ThroughputOptions base;
         base.attention_on_fp32_units = !options.cudnn_attention;
         ThroughputOptions topt = throughput_options_for(mo.profile, model, plan, base);
@@ -96,6 +97,7 @@ RunReport report_for(const std::string& mode, const ModelConfig& model, const Gp
     r.parallel.dp_rank = at.dp;
     r.parallel.tp_rank = at.tp;
     r.parallel.pp_rank = at.pp;
+    r.parallel.cp_rank = at.cp;
     r.predicted = predict(model, gpu, r.plan, options);
     return r;
 }

@@ -36,6 +36,26 @@ TEST(CliRanks, DryRunOfAnyRankEqualsItsPredictionAndSaysWhichRank) {
     EXPECT_EQ(one["parallel"]["backend"], "none");
 }
 
+// Context parallelism: rank R = tp_rank + tp x (cp_rank + cp x dp_rank); rank 5 of dp 2 x tp 2 x cp 2
+// is tensor-parallel rank 1, context-parallel rank 0, data-parallel rank 1.
+TEST(CliRanks, ACpRankSaysWhereItSitsAndWalksWhatThePlannerPredicts) {
+    const auto r = run("run --model llama-3.2-1b --seq 8192 --dp 2 --tp 2 --sp --cp 2 --zero 1 --emulate-rank 5 --dry-run "
+                       "--format json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["parallel"]["world_size"], 8);
+    EXPECT_EQ(j["parallel"]["tp_rank"], 1);
+    EXPECT_EQ(j["parallel"]["cp_rank"], 0);
+    EXPECT_EQ(j["parallel"]["dp_rank"], 1);
+    EXPECT_EQ(j["measured"]["tracked_peak_bytes"], j["predicted"]["tracked_peak_bytes"]);
+    const auto table = run("run --model llama-3.2-1b --seq 8192 --cp 2 --emulate-rank 1 --dry-run");
+    ASSERT_EQ(table.exit_code, 0) << table.err;
+    EXPECT_NE(table.out.find("context-parallel rank 1"), std::string::npos) << table.out;
+    const auto gpt = run("run --model gpt2 --seq 1024 --cp 2 --dry-run");
+    EXPECT_EQ(gpt.exit_code, 2);
+    EXPECT_NE(gpt.err.find("--cp"), std::string::npos) << gpt.err;
+}
+
 TEST(CliRanks, ARunOfManyRanksMustSayWhichToRun) {
     const auto r = run("run --model gpt2 --seq 128 --dp 8 --zero 1");
     EXPECT_EQ(r.exit_code, 2);

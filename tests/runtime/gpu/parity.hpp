@@ -40,7 +40,7 @@ inline Parity parity(const ModelConfig& m, const Plan& multi, int steps) {
     const auto a = run_ranks_on_device(m, single_gpu_plan(multi), o, steps);
     const auto b = run_ranks_on_device(m, multi, o, steps);
     Parity p;
-    const std::size_t last_stage = b.size() - static_cast<std::size_t>(multi.dp * multi.tp);  // ranks are tp-dp-pp ordered
+    const std::size_t last_stage = b.size() - static_cast<std::size_t>(multi.dp * multi.tp * multi.cp);  // tp-cp-dp-pp order
     for (int s = 0; s < steps; ++s) {
         double mean = 0;
         for (std::size_t r = last_stage; r < b.size(); ++r)

@@ -114,6 +114,13 @@ struct FrameworkProfile {
     // flash attention's bf16 output is kept beside its fp8 copy (the flash backward reads it);
     // the casts' transient copies in the backward (runtime_fp8_backward_transient).
     bool fp8_runtime_recipe = false;
+    // Context parallelism as the Preflight runtime runs it (runtime/src/program_cp.cpp): each layer
+    // all-gathers the whole sequence's K and V over the cp ranks (Llama 3 paper, sec. 3.3.2) instead
+    // of circulating them around a ring: in the forward the gathered chunks and their copy in
+    // sequence order (2 x the whole sequence's K and V) at once; in the backward the gathered K and
+    // V again beside their gradients for the whole sequence, with flash attention's own terms
+    // (runtime_cp_kv_bytes). No ring buffers (cp_ring_buffer_bytes).
+    bool cp_gathers_kv = false;
     // Runs --fp8-param-gather (Megatron-LM with Transformer Engine: fp8 primary weights under the
     // distributed optimizer, fp8_params.cpp); the other profiles refuse the flag.
     bool fp8_param_gather = true;

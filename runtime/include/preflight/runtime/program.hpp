@@ -123,6 +123,14 @@ enum class OpKind : std::uint8_t {
     // (allocated here) from `recv2_peer`. All at once (Megatron-LM's send_forward_recv_backward
     // and the like); the compute stream waits for them, so the sent buffers may be freed after.
     p2p,
+    // Context parallelism (program_cp.cpp; Llama 3 paper, sec. 3.3.2: K and V all-gathered over the
+    // cp ranks). cp_kv_pack: v0's K|V columns (q|k|v, this rank's rows) into v1 ([rows, 2 kv_width],
+    // which the all-gather reads into the rank-major [cp x rows, 2 kv_width]). cp_kv_order: v0 (gathered, rank-major)
+    // into v1 ([b x cp s, 2 kv_width], sequence order). cp_kv_unorder: the inverse, v0 (sequence
+    // order) into v1 (rank-major). cp_kv_unpack: this rank's chunk of v0 into v1's K|V columns.
+    // With cp, flash_fwd reads K and V from v3 (sequence order) and flash_bwd from v6, writing the
+    // query gradient into v4's Q columns and the whole sequence's dK|dV into v7.
+    cp_kv_pack, cp_kv_order, cp_kv_unorder, cp_kv_unpack,
 };
 // The rank `peer` places from `rank` around a group of `world` ranks (a p2p op's peers).
 constexpr int ring_rank(std::int64_t rank, int peer, std::int64_t world) {
@@ -131,9 +139,11 @@ constexpr int ring_rank(std::int64_t rank, int peer, std::int64_t world) {
 // Collectives run over the data-parallel group (a rank's peers at its tensor-parallel rank and
 // stage), the tensor-parallel group (its peers at its data-parallel rank and stage), the pipeline
 // (its stages at its data- and tensor-parallel ranks: p2p) or the embedding group (the first and
-// last stage, which both hold a tied word embedding), and reduce by mean, sum or max.
-enum class CommGroup : std::uint8_t { dp, tp, pp, embedding };
-inline constexpr int kCommGroups = 4;
+// last stage, which both hold a tied word embedding) or the context-parallel group (the cp ranks
+// sharing its sequences: data-parallel ranks of one block of cp under context parallelism), and
+// reduce by mean, sum or max.
+enum class CommGroup : std::uint8_t { dp, tp, pp, embedding, cp };
+inline constexpr int kCommGroups = 5;
 enum class ReduceOp : std::uint8_t { mean, sum, max };
 std::string_view to_string(OpKind k);
 
@@ -141,7 +151,7 @@ struct Op {
     OpKind kind = OpKind::init_params;
     std::string name;  // e.g. "L3 qkv"
     Phase phase;       // planner phase (kind, 1-based layer, 1-based micro-batch)
-    std::array<View, 6> v{};
+    std::array<View, 8> v{};
     ParamId p0 = kNoParam, p1 = kNoParam;
     bool accumulate = false;  // add into the output (beta = 1) instead of overwriting
     // fp8: the kept transposed input X^T carries its own amax and dequantization factor (2 x f32)
@@ -195,6 +205,9 @@ struct Dims {
         std::int64_t first = 1, layers = 0, first_model = 1;
     };
     std::int64_t pp = 1;
+    // Context parallelism: the rank holds s = s_full / cp tokens of each sequence, chunks cp_rank
+    // and 2 cp - 1 - cp_rank of its 2 cp equal chunks (context_parallel.hpp cp_position).
+    std::int64_t cp = 1, cp_rank = 0, s_full = 0;
     bool first_stage = true, last_stage = true;
     std::vector<LayerChunk> chunks;
     // The chunk holding stage layer l (1-based), and the model's index of that layer.
@@ -256,7 +269,10 @@ struct Program {
     // where the stage has none). The reduced gradient the optimizer reads: grad_shard, else
     // grads_fp32, else grads.
     // Ranks: global `rank` = tp_rank + tp * dp_rank (Megatron-LM's order: tensor-parallel ranks
-    // adjacent, then data-parallel; megatron/core/parallel_state.py).
+    // adjacent, then data-parallel; megatron/core/parallel_state.py). Under context parallelism
+    // `plan` is the rank's view (context_parallel_rank_plan: dp x cp ranks, seq / cp) and dp_rank
+    // = cp_rank + cp x the data-parallel rank: gradients are averaged and ZeRO shards cut over the
+    // dp x cp ranks, as Megatron-LM's data-parallel-with-context-parallel group does.
     std::int64_t rank = 0, dp_rank = 0, tp_rank = 0, pp_rank = 0;
     // The rank runs alone (`preflight run --emulate-rank`, EmulatedComm): its tensor-parallel sums
     // bring nothing from its peers. It then adds the residual and biases that only tensor-parallel
@@ -286,7 +302,9 @@ struct Program {
     ParamRef grad_at(ParamId id) const;
     // The global index of micro-batch `mb` of this rank: the synthetic data of dp ranks with
     // grad_acc micro-batches each are those of one GPU with dp * grad_acc micro-batches.
-    std::int64_t data_micro_batch(std::int64_t mb) const { return dp_rank * dims.grad_acc + mb; }
+    // Under context parallelism dp_rank counts the dp x cp ranks (cp adjacent): the cp ranks of one
+    // block share their sequences.
+    std::int64_t data_micro_batch(std::int64_t mb) const { return dp_rank / dims.cp * dims.grad_acc + mb; }
     // The ranks of a collective's group and this rank's place among them.
     std::int64_t group_size(CommGroup g) const;
     std::int64_t group_rank(CommGroup g) const;
@@ -316,21 +334,23 @@ std::vector<OptimizerRegion> optimizer_regions(const Program& program);
 
 // Throws InputError naming the flag for a plan this runtime cannot run (fp16, dropout, MoE,
 // a GPipe pipeline or an interleaved chunk without a layer, ZeRO-2/3 with pp > 1 and a tied
-// embedding under bf16-mixed-fp32-grads, rowwise fp8, head_dim > 128, LoRA, offload, cp, ep, more micro-batches
+// embedding under bf16-mixed-fp32-grads, rowwise fp8, head_dim > 128, LoRA, offload, cp without RoPE, ep, more micro-batches
 // or layer-steps than its bounds): the planner's
 // check_runtime_model and check_runtime_plan (profiles.hpp), which the preflight-runtime
 // profile applies too.
 void check_supported(const ModelConfig& model, const Plan& plan);
 
-// Builds the program of global rank `rank` (0 <= rank < dp x tp x pp, numbered as rank_coords;
+// Builds the program of global rank `rank` (0 <= rank < dp x tp x pp x cp, numbered as rank_coords;
 // InputError naming --emulate-rank otherwise) for a resolved, validated, supported plan.
 // `emulated`: the rank runs alone (Program::emulated).
 Program build_program(const ModelConfig& model, const Plan& plan, std::int64_t rank = 0, bool emulated = false);
 // A global rank's place in the plan's grid: tensor-parallel ranks adjacent, then data-parallel,
 // then pipeline stages (Megatron-LM's default order tp-dp-pp, megatron/core/parallel_state.py):
 // rank = tp_rank + tp * (dp_rank + dp * pp_rank).
+// Under context parallelism the cp ranks come between: rank = tp_rank + tp * (cp_rank + cp *
+// (dp_rank + dp * pp_rank)) (Megatron-LM's order tp-cp-dp-pp).
 struct RankCoords {
-    std::int64_t dp = 0, tp = 0, pp = 0;
+    std::int64_t dp = 0, tp = 0, pp = 0, cp = 0;
 };
 RankCoords rank_coords(const Plan& plan, std::int64_t rank);
 

@@ -32,9 +32,13 @@ void rmsnorm_bwd(const double* x, const double* w, const double* dy, double* dx,
                  double eps, bool accumulate);
 
 // Layout of the fused projection output per token: [Q (heads*d) | K (kv_heads*d) | V (kv_heads*d)].
+// Under context parallelism s is the rank's tokens of each sequence (s / cp of them), at the
+// positions context_parallel.hpp gives cp rank `cp_rank` (RoPE angles, attention masks).
 struct AttnShape {
     i64 b = 1, s = 1, heads = 1, kv_heads = 1, d = 1;
+    i64 cp = 1, cp_rank = 0;
     i64 qkv_width() const { return (heads + 2 * kv_heads) * d; }
+    i64 kv_width() const { return kv_heads * d; }
 };
 
 // RoPE (Su et al. 2021), rotate-half layout (HF Llama): pairs (i, i + d/2) of each Q
@@ -47,6 +51,8 @@ void rope_tables(double* cos_t, double* sin_t, i64 s, i64 d, double base);  // [
 std::vector<double> rope_inv_freq(i64 d, double base, const RopeScaling& scaling);
 // Tables and rotation from explicit inverse frequencies (d/2 of them).
 void rope_tables(double* cos_t, double* sin_t, i64 s, i64 d, const std::vector<double>& inv_freq);
+// The same for cp rank `cp_rank`'s s tokens: row t at the position cp_position(t) (reference_cp.cpp).
+void rope_tables_cp(double* cos_t, double* sin_t, const AttnShape& a, const std::vector<double>& inv_freq);
 void rope_fwd(double* qkv, const AttnShape& a, const std::vector<double>& inv_freq);
 void rope_bwd(double* dqkv, const AttnShape& a, const std::vector<double>& inv_freq);
 void rope_fwd(double* qkv, const AttnShape& a, double base);
@@ -61,6 +67,22 @@ void attention_bwd(const double* qkv, const double* dout, double* dqkv, const At
 // dS = P * (dP - rowsum(P * dP)).
 void attention_probs(const double* qkv, double* probs, const AttnShape& a);
 void softmax_bwd(const double* p, const double* dp, double* ds, i64 rows, i64 cols);
+
+// Context parallelism (reference_cp.cpp; runtime/src/program_cp.cpp). `kv` [b, cp s, 2 kv_width]:
+// the whole sequence's K | V in sequence order; the rank's queries (Q columns of its qkv rows, at
+// its positions) attend causally to them. Forward: out, lse as attention_fwd. Backward: dQ into
+// dqkv's Q columns (its K|V columns untouched), the whole sequence's dK | dV into dkv (overwritten).
+void attention_fwd_cp(const double* qkv, const double* kv, double* out, double* lse, const AttnShape& a);
+void attention_bwd_cp(const double* qkv, const double* kv, const double* dout, double* dqkv, double* dkv,
+                      const AttnShape& a);
+// The K|V moves: `pack` the K|V columns of the rank's qkv rows into rows of their own [b s, 2
+// kv_width] (what the all-gather sends; it fills the rank-major [cp][b s rows, 2 kv_width]);
+// `order` that buffer into sequence order [b, cp s]; `unorder` the inverse; `unpack` the rank's
+// chunk of it into qkv's K|V columns.
+void cp_kv_pack(const double* qkv, double* rows_out, const AttnShape& a);
+void cp_kv_order(const double* gathered, double* ordered, const AttnShape& a);
+void cp_kv_unorder(const double* ordered, double* gathered, const AttnShape& a);
+void cp_kv_unpack(const double* gathered, double* qkv, const AttnShape& a);
 
 // GeLU, tanh approximation (Hendrycks & Gimpel 2016; GPT-2).
 void gelu_fwd(const double* x, double* y, i64 n);

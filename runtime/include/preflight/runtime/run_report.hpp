@@ -114,9 +114,9 @@ struct Predicted {
 
 // Where a run sits in the plan's world and how its collectives ran.
 struct ParallelInfo {
-    std::int64_t world_size = 1;  // the plan's ranks (dp x tp x pp)
+    std::int64_t world_size = 1;  // the plan's ranks (dp x tp x pp x cp)
     std::int64_t rank = 0;        // the rank this report is of
-    std::int64_t dp_rank = 0, tp_rank = 0, pp_rank = 0;  // its coordinates (program.hpp rank_coords)
+    std::int64_t dp_rank = 0, tp_rank = 0, pp_rank = 0, cp_rank = 0;  // its coordinates (program.hpp rank_coords)
     // "none" (no collectives: dp 1 without ZeRO) | "dry-run" | "emulated" | "nccl" | "loopback"
     std::string backend = "none";
     std::string nccl;  // the NCCL library's version, or why it was not loaded ("" when not needed)
