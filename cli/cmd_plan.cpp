@@ -330,8 +330,8 @@ int emit_recommendation(const PlanCommandState& st, const ModelConfig& model, co
     EmitOptions options;
     options.compiled_loss = st.flags.compiled_loss;
     options.tp_comm_overlap = st.tp_comm_overlap;
-    // Ranked under another framework, the launch keeps Megatron-LM's default overlap.
-    options.overlap_p2p_comm = st.overlap_p2p_comm || st.flags.framework != "megatron";
+    // Ranked under a framework without the overlap, the launch keeps Megatron-LM's default overlap.
+    options.overlap_p2p_comm = st.overlap_p2p_comm || !framework_profile(st.flags).p2p_overlap_by_default;
     options.framework = st.flags.framework;
     options.deepspeed_zero = framework_profile(st.flags).deepspeed_zero;
     options.model_reference = plan_file_model(st.flags);  // what --plan loads back (plan_flags.hpp)
@@ -478,14 +478,13 @@ FromApplied take_from(PlanCommandState& st, const CLI::App& sub) {
     // --emit megatron|deepspeed|torchtitan|nanotron ranks by that framework's profile unless one is named.
     if (!a.read && !given_on(sub, "--framework") && profile_by_name(st.emit)) st.flags.framework = st.emit;
     st.tp_comm_overlap = st.tp_comm_overlap || (st.flags.tp_comm_overlap && sub.count("--tp-comm-overlap") == 0);
-    // Megatron-core overlaps the interleaved schedule's sends by default (arguments.py has only
-    // --no-overlap-p2p-communication): on under --framework megatron unless turned off here or in
-    // the --from script.
-    const bool megatron = st.flags.framework == "megatron";
+    // The profile's default overlap of the interleaved schedule's sends (Megatron-core's), unless
+    // turned off here or in the --from script.
+    const bool by_default = framework_profile(st.flags).p2p_overlap_by_default;
     if (st.no_overlap_p2p_comm)
         st.overlap_p2p_comm = false;
     else if (!st.overlap_p2p_comm)
-        st.overlap_p2p_comm = megatron && (!a.read || a.overlap_p2p_comm);
+        st.overlap_p2p_comm = by_default && (!a.read || a.overlap_p2p_comm);
     return a;
 }
 

@@ -235,9 +235,10 @@ bool Explorer::evaluate() {
     ev->seq_sweep = seq_sweep(ev->model, ev->gpu, ev->profile, ev->plan);
     ev->mbs_sweep = mbs_sweep(ev->model, ev->gpu, ev->profile, ev->plan);
     try {
-        // Megatron-LM overlaps the interleaved schedule's pipeline sends by default: `plan` judges so.
+        // The profile's default overlap of the interleaved schedule's pipeline sends (Megatron-LM's
+        // is on): `plan` judges so.
         ThroughputOptions base;
-        base.p2p_overlap = ev->profile.name == "megatron";
+        base.p2p_overlap = ev->profile.p2p_overlap_by_default;
         ev->throughput = estimate_throughput(ev->model, ev->gpu, ev->plan,
                                              throughput_options_for(ev->profile, ev->model, ev->plan, base));
         ev->has_throughput = true;

@@ -114,6 +114,7 @@ FrameworkProfile non_megatron_profile() {
     p.sp_head_gather_buffer = false;
     p.fp8_param_gather = false;
     p.uneven_pipeline_split = false;
+    p.p2p_overlap_by_default = false;
     return p;
 }
 

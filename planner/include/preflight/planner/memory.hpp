@@ -128,6 +128,10 @@ struct FrameworkProfile {
     // (Plan::pp_first_stage_layers / pp_last_stage_layers, pipeline_uneven.cpp); the other profiles
     // refuse the plan flags.
     bool uneven_pipeline_split = true;
+    // Overlaps the interleaved schedule's pipeline sends with compute unless a plan turns it off
+    // (ThroughputOptions::p2p_overlap): Megatron-core's overlap_p2p_comm, on by default (arguments.py
+    // has only --no-overlap-p2p-communication). `plan`, `--emit megatron` and the explorer start from it.
+    bool p2p_overlap_by_default = true;
 
     // --- Fields the PyTorch profile needs (profiles.hpp, pytorch_profile()): plain
     // PyTorch with Hugging Face transformers modules on one GPU. Every default below
