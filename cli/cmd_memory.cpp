@@ -137,7 +137,7 @@ void print_table(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
     std::cout << "activations per layer: " << format_bytes(r.activations_per_layer_bytes) << " ("
               << group_digits(r.activations_per_layer_bytes) << " B, one micro-batch, recompute "
               << to_string(plan.recompute) << ")\n";
-    print_extension_memory_lines(std::cout, model, plan, r);  // fine-tuning, offload, schedules, cp, ep
+    print_extension_memory_lines(std::cout, model, plan, r, profile);  // fine-tuning, offload, schedules, cp, ep
     if (reserved_verdict) {
         print_reserved(r, profile);
     } else if (r.fits)

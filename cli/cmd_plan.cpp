@@ -221,7 +221,7 @@ void print_recommendation(const PlanCommandState& st, const ModelConfig& model, 
         std::cout << "# warning: MAY NOT FIT: the device need's range, " << format_bytes(*best.memory.device_peak_low_bytes)
                   << " to " << format_bytes(*best.memory.device_peak_high_bytes) << ", crosses the GPU's "
                   << format_bytes(best.memory.capacity_bytes) << "; no plan searched surely fits\n";
-    print_extension_lines(std::cout, model, gpu, best.plan, best.memory, th);
+    print_extension_lines(std::cout, model, gpu, best.plan, best.memory, th, req.memory.profile);
     if (st.train_tokens) {
         const TrainingTime tt = training_time(th, *st.train_tokens);
         std::cout << "training:    " << group_digits(*st.train_tokens) << " tokens = " << group_digits(tt.steps)

@@ -10,7 +10,7 @@
 namespace preflight::cli {
 
 void print_extension_memory_lines(std::ostream& os, const ModelConfig& model, const Plan& plan,
-                                  const MemoryReport& memory) {
+                                  const MemoryReport& memory, const FrameworkProfile& profile) {
     if (plan.finetune != Finetune::full) {
         const std::int64_t adapters = lora_params(model, plan.lora);
         const FrozenBase base = frozen_base(model, plan);
@@ -39,10 +39,14 @@ void print_extension_memory_lines(std::ostream& os, const ModelConfig& model, co
         os << "pipeline schedule:     " << to_string(plan.pp_schedule)
            << (plan.pp_schedule == PpSchedule::interleaved ? " with " + std::to_string(plan.vpp) + " chunks per stage" : "")
            << ", bubble " << fixed(100.0 * pipeline_bubble_fraction(plan), 1) << " % of the ideal step\n";
-    if (plan.cp > 1)
-        os << "context parallel:      " << plan.cp << " ranks per sequence (" << plan.seq / plan.cp
-           << " tokens each), ring K/V buffers "
-           << format_bytes(cp_ring_buffer_bytes(model, context_parallel_rank_plan(plan))) << "\n";
+    if (plan.cp > 1) {
+        const Plan rank = context_parallel_rank_plan(plan);
+        os << "context parallel:      " << plan.cp << " ranks per sequence (" << plan.seq / plan.cp << " tokens each), "
+           << (profile.cp_gathers_kv ? "gathered K/V buffers " + format_bytes(cp_gathered_kv_bytes(model, rank)) +
+                                           " (all-gather, two copies of the sequence's K and V)"
+                                     : "ring K/V buffers " + format_bytes(cp_ring_buffer_bytes(model, rank)))
+           << "\n";
+    }
     if (plan.ep > 1)
         os << "expert parallel:       " << model.experts / plan.ep << " of " << model.experts
            << " experts per GPU; all-to-all buffers " << format_bytes(ep_all_to_all_buffer_bytes(model, plan))
@@ -50,8 +54,8 @@ void print_extension_memory_lines(std::ostream& os, const ModelConfig& model, co
 }
 
 void print_extension_lines(std::ostream& os, const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
-                           const MemoryReport& memory, const Throughput& th) {
-    print_extension_memory_lines(os, model, plan, memory);
+                           const MemoryReport& memory, const Throughput& th, const FrameworkProfile& profile) {
+    print_extension_memory_lines(os, model, plan, memory, profile);
     if (plan.offload != Offload::none) {
         const OffloadAssumptions oa;
         os << "PCIe:                  " << fixed(th.pcie_bytes_per_step / 1e9, 2) << " GB per GPU per step over "

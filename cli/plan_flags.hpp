@@ -92,10 +92,11 @@ void check_emit_flags(const CLI::App& sub, const std::string& emit, const std::s
 // Extra lines of a plan or memory report for the extensions in use (nothing for a
 // pre-training plan): adapters and frozen base, host memory and PCIe traffic, pipeline
 // schedule, context/expert parallelism.
+// `profile`: the one the plan was judged under (context parallelism's buffers are its own).
 void print_extension_lines(std::ostream& os, const ModelConfig& model, const GpuSpec& gpu, const Plan& plan,
-                           const MemoryReport& memory, const Throughput& throughput);
+                           const MemoryReport& memory, const Throughput& throughput, const FrameworkProfile& profile);
 void print_extension_memory_lines(std::ostream& os, const ModelConfig& model, const Plan& plan,
-                                  const MemoryReport& memory);
+                                  const MemoryReport& memory, const FrameworkProfile& profile);
 
 // Registers --framework, --host-pace and --compiled-loss (memory, plan): the framework profile the
 // memory model follows, whether its loop waits for the GPU every micro-batch, whether its loss is

@@ -196,7 +196,7 @@ QGroupBox* MainWindow::buildExtensionGroup() {
     vpp_ = spin("vpp", 1, 64, 1);
     vpp_->setToolTip(QStringLiteral("Model chunks per pipeline stage (interleaved schedule)"));
     cp_ = spin("cp", 1, 1024, 1);
-    cp_->setToolTip(QStringLiteral("Context parallel: each sequence split over cp GPUs (ring attention); GPUs = dp × tp × pp × cp"));
+    cp_->setToolTip(QStringLiteral("Context parallel: each sequence split over cp GPUs (ring attention; the Preflight runtime all-gathers K/V); GPUs = dp × tp × pp × cp"));
     ep_ = spin("ep", 1, 1024, 1);
     ep_->setToolTip(QStringLiteral("Expert parallel (MoE): experts split over ep of the dp ranks"));
     f5->addRow(QStringLiteral("Fine-tuning"), finetune_);

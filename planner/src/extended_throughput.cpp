@@ -126,7 +126,7 @@ Shape shape_of(const ModelConfig& model, const Plan& p, const Plan& base, const 
 
 // Context parallelism: ring-attention work and the exposed K/V exchange.
 void add_context_parallel(const ModelConfig& model, const GpuSpec& gpu, const Plan& p, const Rates& r,
-                          const Shape& sh, Deltas& d) {
+                          const Shape& sh, const ThroughputOptions& opt, Deltas& d) {
     const double m = sh.m, L = sh.L, tp = sh.tp, s_local = sh.s_local, b = sh.b, M = sh.M, ab = sh.ab;
     // Context parallelism: the base model charged a causal flash kernel for (s/cp)^2 per
     // rank; with load-balanced ring attention each rank computes (s/cp) x s, cp times more.
@@ -138,6 +138,10 @@ void add_context_parallel(const ModelConfig& model, const GpuSpec& gpu, const Pl
     // behind the attention of the chunk in hand where the link keeps up.
     const double kv_bytes = (cp - 1.0) * 2.0 * M * static_cast<double>(model.kv_width()) / tp * ab;
     const double bus = bus_for(p.tp * p.cp, gpu);
+    if (opt.cp_all_gather_kv) {  // (cp - 1) / cp of the sequence's K/V in each gather, as in the reduce-scatter
+        d.extra_comm += m * L * (3.0 + rc) * kv_bytes / bus;
+        return;
+    }
     const double fwd = std::max(0.0, kv_bytes / bus - cp * attn_fwd);
     const double bwd = std::max(0.0, 2.0 * kv_bytes / bus - cp * 2.5 * attn_fwd);
     d.extra_comm += m * L * (fwd * (1.0 + (sh.full_rc ? 1.0 : 0.0)) + bwd);
@@ -324,7 +328,7 @@ Throughput estimate_extended_throughput(const ModelConfig& model, const GpuSpec&
     const double old_per_mb = (t.compute_s + t.tp_communication_s + t.pp_communication_s) / m;
 
     Deltas d;
-    if (p.cp > 1) add_context_parallel(model, gpu, p, r, sh, d);
+    if (p.cp > 1) add_context_parallel(model, gpu, p, r, sh, opt, d);
     if (p.ep > 1 && model.is_moe()) add_expert_parallel(model, gpu, p, sh, d);
     if (p.finetune != Finetune::full) add_lora_compute(model, p, r, sh, d);
     const double shard = trainable_shard(model, p, pb, r, layers, sh, t);

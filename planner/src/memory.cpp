@@ -194,8 +194,8 @@ void add_layer_activations(StageModel& st, const ModelConfig& m, const Plan& p, 
     }
     st.fwd_transient = forward_transient(m, p, d);
     st.bwd_transient = backward_transient(m, p, d);
-    // Profile: the runtime gathers K and V (runtime_cp_kv_bytes) where others keep ring buffers.
-    const std::int64_t cp_kv = prof.cp_gathers_kv ? runtime_cp_kv_bytes(m, p) : 0;
+    // Profile: the runtime gathers K and V (cp_gathered_kv_bytes) where others keep ring buffers.
+    const std::int64_t cp_kv = prof.cp_gathers_kv ? cp_gathered_kv_bytes(m, p) : 0;
     if (prof.flash_bwd_workspace && p.attention == AttentionKind::flash)
         st.bwd_transient = std::max(st.bwd_transient, runtime_flash_backward_transient(m, p, d) + cp_kv);
     if (prof.fp8_runtime_recipe && p.precision == Precision::fp8_mixed)

@@ -172,8 +172,8 @@ std::int64_t runtime_sp_backward_transient(const ModelConfig& m, const Plan& p, 
     if (p.attention == AttentionKind::flash) {
         const std::int64_t ws = runtime_flash_bwd_workspace_bytes(d.micro_batch, m.heads / p.tp,
                                                                   std::max<std::int64_t>(1, m.kv_heads / p.tp), d.seq,
-                                                                  m.head_dim, a);
-        widest = std::max(widest, dattn + dqkv + ws + runtime_cp_kv_bytes(m, p));
+                                                                  m.head_dim, a, p.cp_full_seq > p.seq);
+        widest = std::max(widest, dattn + dqkv + ws + cp_gathered_kv_bytes(m, p));
     } else {
         const std::int64_t scores = d.heads * d.seq * d.seq * d.micro_batch * a / d.tp;
         widest = std::max({widest, dattn + 2 * scores, scores + dattn + dqkv});
@@ -188,17 +188,8 @@ std::int64_t runtime_flash_backward_transient(const ModelConfig& m, const Plan& 
     return 2 * tokens * d.hidden * d.residual_bytes +
            tokens * (d.q_width + d.q_width + 2 * d.kv_width) * d.activation_bytes / d.tp +
            runtime_flash_bwd_workspace_bytes(d.micro_batch, m.heads / p.tp, std::max<std::int64_t>(1, m.kv_heads / p.tp),
-                                             d.seq, m.head_dim, d.activation_bytes) -
+                                             d.seq, m.head_dim, d.activation_bytes, p.cp_full_seq > p.seq) -
            tokens * d.hidden * d.residual_bytes;
-}
-
-std::int64_t runtime_cp_kv_bytes(const ModelConfig& m, const Plan& rank_view) {
-    if (rank_view.cp_full_seq <= rank_view.seq) return 0;
-    // runtime/src/program_cp.cpp: the whole sequence's K and V ([b, cp x s, 2 x kv_width / tp]) twice:
-    // gathered in rank order and copied into sequence order (forward), or gathered and their
-    // gradients (backward, beside flash attention's own buffers).
-    return 2 * rank_view.mbs * rank_view.cp_full_seq * 2 * m.kv_width() / rank_view.tp *
-           precision_bytes(rank_view.precision).activation;
 }
 
 }  // namespace preflight::memory_detail

@@ -237,7 +237,7 @@ void validate_plan_extensions(const Plan& p, const ModelConfig& m) {
         if (p.seq % (2 * p.cp) != 0)
             throw InputError("--cp", "sequence length " + str(p.seq) + " is not divisible by 2 * cp = " + str(2 * p.cp));
         if (p.attention != AttentionKind::flash)
-            throw InputError("--attention", "context parallelism runs ring attention on flash kernels; use flash");
+            throw InputError("--attention", "context parallelism runs on flash attention kernels (ring or all-gather); use flash");
         if (p.sp && (p.seq / p.cp) % p.tp != 0)
             throw InputError("--sp", "seq / cp = " + str(p.seq / p.cp) + " is not divisible by --tp " + str(p.tp));
     }
@@ -369,6 +369,13 @@ std::int64_t cp_ring_buffer_bytes(const ModelConfig& m, const Plan& rank_view) {
     const std::int64_t chunk = rank_view.seq * rank_view.mbs * m.kv_width() / rank_view.tp *
                                precision_bytes(rank_view.precision).activation;
     return 2 * 2 * 2 * chunk;
+}
+
+std::int64_t cp_gathered_kv_bytes(const ModelConfig& m, const Plan& rank_view) {
+    if (rank_view.cp_full_seq <= rank_view.seq) return 0;
+    // [b, cp x s, 2 x kv_width / tp] at the activation dtype, two of them.
+    return 2 * rank_view.mbs * rank_view.cp_full_seq * 2 * m.kv_width() / rank_view.tp *
+           precision_bytes(rank_view.precision).activation;
 }
 
 std::int64_t ep_all_to_all_buffer_bytes(const ModelConfig& m, const Plan& p) {

@@ -242,8 +242,9 @@ void add_parallel_fields(std::vector<PlanField>& t) {
     t.back().set = [](Plan& p, const FieldValue& v) { return p.vpp = integer(v), true; };
     t.back().pin = [](PlanPins& s, const Plan& p) { s.vpp = p.vpp; };
     t.push_back(field("cp", "--cp",
-                      "Context-parallel degree: each sequence split over cp GPUs, ring attention exchanging K/V "
-                      "(default 1; 2 * cp must divide --seq; flash attention; GPUs = dp * tp * pp * cp)",
+                      "Context-parallel degree: each sequence split over cp GPUs, ring attention exchanging K/V (the "
+                      "Preflight runtime and its profile: K/V all-gathered) (default 1; 2 * cp must divide --seq; flash "
+                      "attention; GPUs = dp * tp * pp * cp)",
                       kExtensionGroup, FieldType::integer));
     t.back().get = [](const Plan& p) -> FieldValue { return p.cp; };
     t.back().set = [](Plan& p, const FieldValue& v) { return p.cp = integer(v), true; };

@@ -23,8 +23,12 @@ void adjust_throughput_runtime(const ModelConfig& model, const Plan& plan, Throu
                           (pb.gradient_accum > 0 ? pb.gradient_accum : pb.gradient);
     o.runtime_column_sums = true;
     // Context parallelism's attention runs the runtime's own kernel, never cuDNN's (its queries sit
-    // at their sequence positions: runtime/cuda/device_runner.hpp flash_fwd).
-    if (plan.cp > 1) o.attention_on_fp32_units = true;
+    // at their sequence positions: runtime/cuda/device_runner_attention.cpp run_flash), and its K/V
+    // exchange is the all-gather's.
+    if (plan.cp > 1) {
+        o.attention_on_fp32_units = true;
+        o.cp_all_gather_kv = true;
+    }
     o.fp8_casts_gathered_weights = plan.zero == zero_weights && plan.precision == Precision::fp8_mixed;
 }
 

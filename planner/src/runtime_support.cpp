@@ -40,17 +40,19 @@ void check_runtime_fp8(const ModelConfig& m, const Plan& p) {
     const std::string why = " (the Preflight runtime's fp8-mixed recipe)";
     if (p.fp8_scaling != Fp8Scaling::tensorwise)
         throw InputError("--fp8-scaling", "rowwise scaling is not implemented by the runtime; use tensorwise" + why);
-    // A tensor-parallel rank's GEMMs take its slice of the widths (tp divides them: validate_plan).
-    const std::int64_t tp = std::max<std::int64_t>(p.tp, 1);
+    // A tensor-parallel rank's GEMMs take its slice of the widths (tp divides them: validate_plan), a
+    // context-parallel rank's its seq / cp tokens of each sequence.
+    const std::int64_t tp = std::max<std::int64_t>(p.tp, 1), cp = std::max<std::int64_t>(p.cp, 1);
     const std::string per_rank = tp > 1 ? " / --tp" : "";
+    const std::string rows = cp > 1 ? "--seq / --cp x --mbs" : "--seq x --mbs";
     const std::pair<std::string, std::int64_t> dims[] = {{"hidden_size", m.hidden},
                                                          {"heads x head_dim" + per_rank, m.q_width() / tp},
                                                          {"key/value heads x head_dim" + per_rank, m.kv_width() / tp},
                                                          {"intermediate_size" + per_rank, m.ffn_hidden / tp},
-                                                         {"--seq x --mbs", p.seq * p.mbs}};
+                                                         {rows, p.seq / cp * p.mbs}};
     for (const auto& [what, v] : dims)
         if (v % 16 != 0)
-            throw InputError(what == "--seq x --mbs" ? "--seq" : "--model",
+            throw InputError(what == rows ? "--seq" : "--model",
                              what + " = " + std::to_string(v) + " is not a multiple of 16, as cuBLASLt's fp8 GEMMs need" +
                                  why);
 }

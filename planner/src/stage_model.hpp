@@ -162,8 +162,6 @@ StageModel chunk_view_model(const StageModel& st, const StageModel::ChunkView& v
 std::int64_t runtime_sp_backward_transient(const ModelConfig& m, const Plan& p, const activations::ActivationDims& d);
 // Profile (flash_bwd_workspace): a layer's transient bytes during flash attention's backward.
 std::int64_t runtime_flash_backward_transient(const ModelConfig& m, const Plan& p, const activations::ActivationDims& d);
-// Profile (cp_gathers_kv): the runtime's context-parallel K and V buffers beside a layer's
-// attention, forward and backward (2 x the whole sequence's K and V); 0 without cp. On a rank view.
-std::int64_t runtime_cp_kv_bytes(const ModelConfig& m, const Plan& rank_view);
+
 
 }  // namespace preflight::memory_detail

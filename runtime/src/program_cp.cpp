@@ -4,7 +4,7 @@
 // peers; its queries attend to them at their own positions. The backward gathers K and V again
 // (nothing of the whole sequence is kept between the passes) and returns the whole sequence's dK
 // and dV to their owners with a reduce-scatter (a sum over the cp ranks). The planner's
-// preflight-runtime profile counts these buffers (memory_runtime.cpp runtime_cp_kv_bytes).
+// preflight-runtime profile counts these buffers (plan_extensions.cpp cp_gathered_kv_bytes).
 #include "program_builder.hpp"
 
 namespace preflight::runtime::program_detail {

@@ -389,7 +389,7 @@ void emit_flash_backward(Builder& B, std::vector<Op>& out, const std::string& n,
                                   : kNoBuffer;
     const BufferId dsum =
         B.buffer(n + "flash bwd workspace", Category::temporary, DType::u8,
-                 runtime_flash_bwd_workspace_bytes(d.b, d.heads, d.kv_heads, d.s, d.head_dim, dtype_bytes(P.act)));
+                 runtime_flash_bwd_workspace_bytes(d.b, d.heads, d.kv_heads, d.s, d.head_dim, dtype_bytes(P.act), d.cp > 1));
     Op& o = B.emit(out, OpKind::flash_bwd, n + "flash attention bwd", ph);
     o.alloc = {dqkv, dsum};
     o.v[0] = B.full(f.qkv, d.qkv_width);

@@ -51,6 +51,12 @@ TEST(CliRanks, ACpRankSaysWhereItSitsAndWalksWhatThePlannerPredicts) {
     const auto table = run("run --model llama-3.2-1b --seq 8192 --cp 2 --emulate-rank 1 --dry-run");
     ASSERT_EQ(table.exit_code, 0) << table.err;
     EXPECT_NE(table.out.find("context-parallel rank 1"), std::string::npos) << table.out;
+    // Qwen2.5-7B at 32k, cp 4, tp 2: a rank's K|V chunk is 8,192 tokens x 4 KV heads x 128 / 2 x 2 B =
+    // 4 MiB; ring attention keeps 8 of them (32 MiB), the runtime the whole sequence's K|V twice (64 MiB).
+    const std::string qwen = "memory --model qwen2.5-7b --seq 32768 --cp 4 --tp 2 --sp --dp 2 --zero 1";
+    const auto ring = run(qwen), gathered = run(qwen + " --framework preflight-runtime");
+    EXPECT_NE(ring.out.find("ring K/V buffers 32.00 MiB"), std::string::npos) << ring.out;
+    EXPECT_NE(gathered.out.find("gathered K/V buffers 64.00 MiB"), std::string::npos) << gathered.out;
     const auto gpt = run("run --model gpt2 --seq 1024 --cp 2 --dry-run");
     EXPECT_EQ(gpt.exit_code, 2);
     EXPECT_NE(gpt.err.find("--cp"), std::string::npos) << gpt.err;

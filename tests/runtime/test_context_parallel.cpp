@@ -16,6 +16,7 @@
 #include "preflight/runtime/host_runner.hpp"
 #include "preflight/runtime/reference.hpp"
 #include "preflight/runtime/reference_model.hpp"
+#include "preflight/runtime/runtime.hpp"
 
 namespace preflight::runtime {
 namespace {
@@ -223,7 +224,7 @@ TEST(ContextParallel, CpRanksMatchOneGpuRunningWholeSequences) {
 }
 
 // What each cp rank's program allocates is what the planner's preflight-runtime profile predicts
-// (memory_runtime.cpp runtime_cp_kv_bytes): the peak and the phase it falls in, at 8k and 32k.
+// (plan_extensions.cpp cp_gathered_kv_bytes): the peak and the phase it falls in, at 8k and 32k.
 TEST(ContextParallel, DryRunsEqualThePlanner) {
     int plans = 0;
     for (const char* name : {"qwen2.5-7b", "llama-3.2-3b"})  // 32k and 128k positions
@@ -249,6 +250,43 @@ TEST(ContextParallel, DryRunsEqualThePlanner) {
                     }
                 }
     EXPECT_EQ(plans, 2 * 2 * 3 * 2 * 2);
+}
+
+// fp8's cuBLASLt GEMMs need a rank's rows, seq / cp x mbs, to be a multiple of 16: 8,208 tokens at
+// cp 2 leave 4,104 (16 x 256.5) and are refused, naming --seq; 8,224 leave 4,112 (16 x 257).
+TEST(ContextParallel, Fp8NeedsEachRanksRowsAMultipleOf16) {
+    Plan p;
+    p.seq = 8208;
+    p.cp = 2;
+    p.precision = Precision::fp8_mixed;
+    const ModelConfig m = test::catalog_model("llama-3.2-1b");
+    try {
+        check_supported(m, resolve_defaults(p, m));
+        ADD_FAILURE() << "4,104 rows a rank were accepted for fp8";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("--seq / --cp x --mbs = 4104"), std::string::npos) << e.what();
+    }
+    p.seq = 8224;
+    EXPECT_NO_THROW(check_supported(m, resolve_defaults(p, m)));
+}
+
+// The runtime's K/V exchange is waited for at once (program_cp.cpp): per layer and micro-batch three
+// all-gathers (forward, recomputed forward, backward) and one reduce-scatter, each moving (cp - 1) /
+// cp of the sequence's K|V. Llama-3.2-1B (16 layers, 8 KV heads of 64) at seq 8192, cp 2, selective
+// recompute, 2 micro-batches: (cp - 1) x 2 x 4,096 tokens x 512 x 2 B = 8,388,608 B a collective,
+// 2 x 16 x 4 of them over the H100's NVLink at the runtime's bus efficiency.
+TEST(ContextParallel, PredictedExchangeIsEveryGatherAndReduceScatterExposed) {
+    Plan p;
+    p.seq = 8192;
+    p.cp = 2;
+    p.grad_acc = 2;
+    p.recompute = Recompute::selective;
+    const GpuSpec gpu = test::catalog_gpu("h100-sxm-80gb");
+    ASSERT_TRUE(gpu.runtime.has_value());
+    const double bus = gpu.intra_node_bandwidth_bytes_per_s * gpu.runtime->efficiency.collective_bus_efficiency;
+    const Predicted pr = predict(test::catalog_model("llama-3.2-1b"), gpu, p, RunOptions{});
+    ASSERT_TRUE(pr.cp_communication_s.has_value());
+    EXPECT_NEAR(*pr.cp_communication_s, 2 * 16 * 4 * 8388608.0 / bus, 1e-9);
 }
 
 // Learned positions would need the same placement in the embedding: refused, naming --cp.

@@ -21,6 +21,8 @@ TEST(FlashWorkspace, BytesByHand) {
     // An accumulator that is not a multiple of 256 bytes is rounded up before the engine region:
     // 1*3*5*(8+1)*4 = 540 -> 768, + 1*3*5*8*4 + 256 = 736.
     EXPECT_EQ(runtime_flash_bwd_workspace_bytes(1, 3, 1, 5, 8, 2), 768 + 736);
+    // Under context parallelism the runtime's kernel runs in bf16 too: its D alone, 1,048,576.
+    EXPECT_EQ(runtime_flash_bwd_workspace_bytes(4, 32, 8, 2048, 64, 2, true), 1048576);
 }
 
 TEST(FlashWorkspace, ProgramAllocatesItInEveryFlashBackward) {

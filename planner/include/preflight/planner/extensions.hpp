@@ -180,6 +180,10 @@ Plan context_parallel_rank_plan(const Plan& plan);
 // Ring attention (Liu et al. 2023): K/V chunks in flight (send + receive), forward; the
 // backward also moves dK/dV. Bytes per GPU, on a rank view.
 std::int64_t cp_ring_buffer_bytes(const ModelConfig& model, const Plan& rank_view);
+// All-gather context parallelism as the Preflight runtime runs it (Llama 3 paper, sec. 3.3.2;
+// runtime/src/program_cp.cpp): the whole sequence's K and V twice beside a layer's attention
+// (gathered and in sequence order, or gathered and their gradients). Bytes per GPU, on a rank view.
+std::int64_t cp_gathered_kv_bytes(const ModelConfig& model, const Plan& rank_view);
 // Expert parallelism: dispatch and combine all-to-all buffers of the routed tokens.
 std::int64_t ep_all_to_all_buffer_bytes(const ModelConfig& model, const Plan& plan);
 

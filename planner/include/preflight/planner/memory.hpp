@@ -119,7 +119,7 @@ struct FrameworkProfile {
     // of circulating them around a ring: in the forward the gathered chunks and their copy in
     // sequence order (2 x the whole sequence's K and V) at once; in the backward the gathered K and
     // V again beside their gradients for the whole sequence, with flash attention's own terms
-    // (runtime_cp_kv_bytes). No ring buffers (cp_ring_buffer_bytes).
+    // (cp_gathered_kv_bytes). No ring buffers (cp_ring_buffer_bytes).
     bool cp_gathers_kv = false;
     // Runs --fp8-param-gather (Megatron-LM with Transformer Engine: fp8 primary weights under the
     // distributed optimizer, fp8_params.cpp); the other profiles refuse the flag.

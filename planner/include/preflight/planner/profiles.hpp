@@ -55,9 +55,11 @@ inline std::int64_t runtime_flash_bwd_accumulator_bytes(std::int64_t b, std::int
     return (raw + kRuntimeCudnnAlignBytes - 1) / kRuntimeCudnnAlignBytes * kRuntimeCudnnAlignBytes;
 }
 
+// `own_kernel`: the runtime's kernel runs whatever the dtype (context parallelism never uses cuDNN).
 inline std::int64_t runtime_flash_bwd_workspace_bytes(std::int64_t b, std::int64_t heads, std::int64_t kv_heads,
-                                                      std::int64_t s, std::int64_t head_dim, int activation_bytes) {
-    if (activation_bytes == 4) return b * heads * s * 4;  // the kernel's D = rowsum(dO * O)
+                                                      std::int64_t s, std::int64_t head_dim, int activation_bytes,
+                                                      bool own_kernel = false) {
+    if (activation_bytes == 4 || own_kernel) return b * heads * s * 4;  // the kernel's D = rowsum(dO * O)
     return runtime_flash_bwd_accumulator_bytes(b, heads, s, head_dim) +
            runtime_cudnn_gqa_engine_workspace_bytes(b, heads, kv_heads, s, head_dim);
 }
@@ -89,7 +91,7 @@ void check_runtime_pipeline(const ModelConfig& model, const Plan& plan);
 // InputError naming the flag or config key otherwise (planner/src/runtime_support.cpp).
 void check_runtime_model(const ModelConfig& model);
 // The plans the runtime executes: its pipeline and fp8 rules above, no fp16-mixed, no dropout,
-// full pre-training only (no LoRA/QLoRA, offload, cp or ep), and its bounds on one step's work
+// full pre-training only (no LoRA/QLoRA, offload or ep; cp for RoPE models), and its bounds on one step's work
 // (limits::kMaxRuntimeGradAcc micro-batches, kMaxRuntimeLayerSteps micro-batches x layers of a
 // stage, kMaxRuntimeLayerStepsWithoutPipeline without a pipeline). The runtime's check_supported
 // and the preflight-runtime profile's check_plan.

@@ -119,6 +119,11 @@ struct ThroughputOptions {
     // The Preflight runtime's column-sum kernels (Efficiency::column_sum_row_s): each micro-batch's
     // backward charges runtime_column_sum_rows(...) x column_sum_row_s. Set by the runtime profile.
     bool runtime_column_sums = false;
+    // Context parallelism all-gather based, as the Preflight runtime runs it (runtime/src/program_cp.cpp):
+    // each layer gathers the whole sequence's K and V in the forward, again in a recomputed forward
+    // and in the backward, and reduce-scatters dK and dV, each waited for at once (nothing hidden
+    // behind attention, as ring attention hides its hops). Set by the runtime profile.
+    bool cp_all_gather_kv = false;
     // The Preflight runtime's fp8-mixed under ZeRO-3 casts each gathered layer's GEMM weights (an
     // amax pass and a cast into W and W^T) after each gather, in forward and in backward, where
     // ZeRO 0-2 cast them once a step. Set by the runtime profile.

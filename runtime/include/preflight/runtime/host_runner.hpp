@@ -157,9 +157,9 @@ void unshard_parameters(const Program& whole, const Program& rank, const std::ve
 // full layout: all of it without ZeRO sharding, else the rank's chunk of every unit.
 void assemble_parameters(const Program& P, const std::vector<double>& rank_buffer, std::vector<double>& full);
 
-// Runs `steps` steps of every rank of one plan (dp x tp x pp ranks, global rank order), each in
-// its own thread with loopback groups for its data-, tensor-parallel, pipeline and embedding
-// peers, from the whole model's parameters `whole_params` (laid out as `whole`, the plan's
+// Runs `steps` steps of every rank of one plan (dp x tp x pp x cp ranks, global rank order), each
+// in its own thread with loopback groups for its data-, tensor-, context-parallel, pipeline and
+// embedding peers, from the whole model's parameters `whole_params` (laid out as `whole`, the plan's
 // single-GPU program). Returns each rank's losses (0 on stages without the loss) and the
 // parameters after the last step in `whole`'s layout, assembled from every rank's shards,
 // slices and stages (the same for every rank). Rethrows the first rank's failure.

@@ -90,11 +90,12 @@ struct Predicted {
     std::optional<double> tp_communication_s;  // its tensor-parallel collectives (exposed, Megatron-LM's default)
     std::optional<double> pp_communication_s;  // its pipeline sends and receives
     std::optional<double> pipeline_bubble_s;   // its pipeline bubble, (pp - 1) / m of the ideal step (/ v interleaved)
+    std::optional<double> cp_communication_s;  // its context-parallel K/V all-gathers and dK/dV reduce-scatters
     // What an emulated rank's measured step lacks: its collectives are local ops and its pipeline
     // receives wait for no neighbour, so it has neither their time nor the bubble.
     double emulated_communication_s() const {
         return dp_communication_s.value_or(0.0) + tp_communication_s.value_or(0.0) + pp_communication_s.value_or(0.0) +
-               pipeline_bubble_s.value_or(0.0);
+               pipeline_bubble_s.value_or(0.0) + cp_communication_s.value_or(0.0);
     }
     // The step an emulated rank runs alone: its own pipeline stage's work (ThroughputOptions::
     // own_stage; at pp 1 the job's step) less that stage's exposed communication and bubble. A real
