@@ -223,6 +223,30 @@ TEST(ContextParallel, CpRanksMatchOneGpuRunningWholeSequences) {
     EXPECT_EQ(n, 12);
 }
 
+// cp 3 (chunks of 2 tokens) and cp 2 under the interleaved schedule (4 layers, pp 2 x 2 chunks of one
+// layer, the chunks' passes in Megatron-LM's order) also match one GPU.
+TEST(ContextParallel, Cp3AndAnInterleavedPipelineMatchOneGpu) {
+    Plan three;
+    three.seq = 12;
+    three.mbs = 2;
+    three.grad_acc = 2;
+    three.cp = 3;
+    three.zero = ZeroStage{1};
+    Plan inter;
+    inter.seq = 16;
+    inter.mbs = 1;
+    inter.grad_acc = 2;
+    inter.pp = 2;
+    inter.pp_schedule = PpSchedule::interleaved;
+    inter.vpp = 2;
+    inter.cp = 2;
+    for (const auto& [m, p] : {std::pair{micro_llama(), three}, std::pair{test::llama_model(16, 4, 4, 2, 24, 13, 32), inter}}) {
+        const Worst w = compare(m, p, 2);
+        EXPECT_LE(w.loss, 1e-9) << to_flags(p);
+        EXPECT_LE(w.param, 1e-9) << to_flags(p);
+    }
+}
+
 // What each cp rank's program allocates is what the planner's preflight-runtime profile predicts
 // (plan_extensions.cpp cp_gathered_kv_bytes): the peak and the phase it falls in, at 8k and 32k.
 TEST(ContextParallel, DryRunsEqualThePlanner) {
