@@ -122,9 +122,13 @@ $OUT/preflight-gpu-<stamp>.tar.gz + $OUT/summary.txt). See README.md, "GPU sessi
   against PyTorch (curves/band-*-rounded-as-ours*.txt):
        run(command="PREFLIGHT_BUDGET_S=500 bash validation/gpu_session/gpu_session.sh check build curves", carry=[".deps"], timeout_s=560)
   then at once, with what is left (the machine goes back after 30 s idle; B = the `status` tool's
-  budget_left_s less 60), the gpu tests on the warm build (about 100 s):
+  budget_left_s less 60), the gpu tests on the warm build (about 100 s; since 2026-11-30 they
+  include context parallelism's first device checks: CpKernels.* (the cp flash kernels and K|V
+  moves against the CPU reference), GpuContextParallel.LoopbackParity and
+  GpuContextParallel.AnEmulatedCpRanksTrackedPeakEqualsItsDryRun, none run on a GPU yet):
        run(command="PREFLIGHT_BUDGET_S=B bash validation/gpu_session/gpu_session.sh check test", carry=[".deps"], timeout_s=B+60)
-  and give_back.
+  and give_back. The two context-parallel ranks at the end of the measure-mp set (about 90 s and
+  140 s) wait for a later session.
 
   1) libraries, build, every gpu-labelled test, the headline plan (ours vs PyTorch eager and
      torch.compile):
