@@ -32,6 +32,16 @@ std::int64_t in_bounds(std::int64_t v, const ConfigSpot& spot, std::int64_t min,
 
 std::string shown(const nlohmann::json& v) { return shown_json(v); }
 
+std::string numeric_text_note(const nlohmann::json& v) {
+    if (!v.is_string() || v.get<std::string>().empty()) return "";
+    const std::string& s = v.get_ref<const std::string&>();
+    char* end = nullptr;
+    std::strtod(s.c_str(), &end);
+    if (end != s.c_str() + s.size()) return "";
+    return " (text, not a number: quoted, or a YAML form PyYAML, nanotron's loader, keeps as text: a float needs a "
+           "dot and a signed exponent, 1.0e-4 or 1.0e+3, and an integer plain digits)";
+}
+
 std::int64_t integer_text(std::string_view text, const ConfigSpot& spot, std::int64_t min, std::int64_t max,
                           std::string_view what) {
     std::size_t i = 0;
@@ -67,7 +77,7 @@ double real_text(std::string_view text, const ConfigSpot& spot, double min, doub
 std::int64_t integer_json(const nlohmann::json& v, const ConfigSpot& spot, std::int64_t min, std::int64_t max,
                           std::string_view what) {
     if (!v.is_number_integer())
-        throw InputError(spot.text(), "must be a whole number, got " + shown(v));
+        throw InputError(spot.text(), "must be a whole number, got " + shown(v) + numeric_text_note(v));
     if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
         throw InputError(spot.text(), shown(v) + " is beyond the 64-bit integer range (must be " +
                                           bound_text(min, max, what) + ")");

@@ -61,7 +61,8 @@ bool read_bool(const json& v, const ConfigSpot& spot) { return import_values::bo
 std::string read_string(const json& v, const ConfigSpot& spot) { return import_values::string_json(v, spot); }
 
 double read_number(const json& v, const ConfigSpot& spot) {
-    if (!v.is_number()) throw InputError(spot.text(), "must be a number, got " + import_values::shown(v));
+    if (!v.is_number())
+        throw InputError(spot.text(), "must be a number, got " + import_values::shown(v) + import_values::numeric_text_note(v));
     return v.get<double>();
 }
 

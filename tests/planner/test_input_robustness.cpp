@@ -198,6 +198,33 @@ TEST(InputRobustness, YamlLeadingZeroIsOctalAsPyYamlReadsIt) {
         {"n.yaml:8", "batch_accumulation_per_replica", "\"09\""});
 }
 
+// PyYAML's resolver (YAML 1.1) beyond leading zeros: yes/no/on/off are booleans, and a float needs a
+// dot and a signed exponent, so 1e-4 and 1.0e4 stay text (nanotron would get a str there); a numeric
+// read of such text says why it is text.
+TEST(InputRobustness, YamlScalarsResolveAsPyYamlResolvesThem) {
+    const ConfigTree t = yaml_config_tree(
+        "a: yes\nb: Off\nc: ON\nd: 1e-4\ne: 1.0e4\nf: 1.0e-4\ng: 1.5\nh: .5\ni: -.5\nj: 2.\nk: y\nl: 1.0e+3\n", "s.yaml");
+    EXPECT_EQ(t.root.at("a"), true);
+    EXPECT_EQ(t.root.at("b"), false);
+    EXPECT_EQ(t.root.at("c"), true);
+    EXPECT_EQ(t.root.at("d"), "1e-4");
+    EXPECT_EQ(t.root.at("e"), "1.0e4");
+    EXPECT_DOUBLE_EQ(t.root.at("f").get<double>(), 1.0e-4);
+    EXPECT_DOUBLE_EQ(t.root.at("g").get<double>(), 1.5);
+    EXPECT_DOUBLE_EQ(t.root.at("h").get<double>(), 0.5);
+    EXPECT_EQ(t.root.at("i"), "-.5");
+    EXPECT_DOUBLE_EQ(t.root.at("j").get<double>(), 2.0);
+    EXPECT_EQ(t.root.at("k"), "y");  // not in PyYAML's bool resolver
+    EXPECT_DOUBLE_EQ(t.root.at("l").get<double>(), 1000.0);
+    const std::string config = "parallelism:\n  dp: 2\n  tp: 1\n  pp: 1\n"
+                               "tokens:\n  sequence_length: 1024\n  micro_batch_size: 1\n";
+    EXPECT_NO_THROW(import_nanotron(
+        yaml_config_tree(config + "model:\n  model_config:\n    tie_word_embeddings: yes\n", "n.yaml"), {}));
+    expect_input_error(
+        [&] { import_nanotron(yaml_config_tree(config + "  batch_accumulation_per_replica: 1e1\n", "n.yaml"), {}); },
+        {"n.yaml:8", "batch_accumulation_per_replica", "\"1e1\"", "PyYAML"});
+}
+
 TEST(InputRobustness, MegatronArithmeticReadsNumbersAsBashDoes) {
     const auto seq = [](const std::string& script) {
         return int_field(import_megatron(script + "--micro-batch-size 1 --global-batch-size 8\n", "s.sh", ImportContext{8}),

@@ -1,7 +1,8 @@
 // YAML text -> ConfigTree through yaml-cpp (YAML::Load; mappings -> objects, sequences ->
-// arrays, plain scalars resolved as YAML 1.2's core schema: integers, floats, true/false,
-// null/~, else strings; quoted scalars stay strings), except an integer with a leading zero,
-// read as PyYAML (YAML 1.1, nanotron's loader) reads it: 010 is octal 8. Bounded for hostile
+// arrays; quoted scalars stay strings), plain scalars resolved as PyYAML's SafeLoader resolves them
+// (YAML 1.1; nanotron loads its config with it): decimal integers, an integer with a leading zero
+// octal (010 is 8), a float only with a dot and, after an e, a signed exponent (1.0e-4; 1e-4 and
+// 1.0e4 are text), true/false and yes/no/on/off in three casings, null/~, else strings. Bounded for hostile
 // input: at most kMaxDepth levels of nesting and kMaxValues values, so anchors and aliases
 // (which yaml-cpp shares, and a walk expands) cannot blow up a small file.
 #include <cerrno>
@@ -37,20 +38,33 @@ bool plain_integer(std::string_view s) {
     return digits(s);
 }
 
-// YAML 1.2 core schema float: [-+]? ( \. [0-9]+ | [0-9]+ ( \. [0-9]* )? ) ( [eE] [-+]? [0-9]+ )?
+// PyYAML's float (resolver.py, YAML 1.1): [-+]? [0-9]+ \. [0-9]* ( [eE] [-+] [0-9]+ )?, or
+// \. [0-9]+ ( [eE] [-+] [0-9]+ )? without a sign; a dot is needed, and an exponent's sign
+// (underscores and sexagesimal forms are left as text, which every numeric read refuses).
 bool plain_float(std::string_view s) {
-    if (!s.empty() && (s.front() == '-' || s.front() == '+')) s.remove_prefix(1);
+    const bool signed_mantissa = !s.empty() && (s.front() == '-' || s.front() == '+');
+    if (signed_mantissa) s.remove_prefix(1);
     const std::size_t e = s.find_first_of("eE");
     std::string_view mantissa = s.substr(0, e);
     if (e != std::string_view::npos) {
         std::string_view exponent = s.substr(e + 1);
-        if (!exponent.empty() && (exponent.front() == '-' || exponent.front() == '+')) exponent.remove_prefix(1);
-        if (!digits(exponent)) return false;
+        if (exponent.empty() || (exponent.front() != '-' && exponent.front() != '+')) return false;
+        if (!digits(exponent.substr(1))) return false;
     }
     const std::size_t dot = mantissa.find('.');
-    if (dot == std::string_view::npos) return digits(mantissa);
+    if (dot == std::string_view::npos) return false;
     const std::string_view whole = mantissa.substr(0, dot), frac = mantissa.substr(dot + 1);
-    return (whole.empty() || digits(whole)) && (frac.empty() || digits(frac)) && !(whole.empty() && frac.empty());
+    if (whole.empty()) return !signed_mantissa && digits(frac);
+    return digits(whole) && (frac.empty() || digits(frac));
+}
+
+// PyYAML's bool (resolver.py, YAML 1.1): true/false, yes/no and on/off, each lower, capitalised or upper.
+std::optional<bool> plain_bool(std::string_view s) {
+    for (std::string_view t : {"true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON"})
+        if (s == t) return true;
+    for (std::string_view f : {"false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF"})
+        if (s == f) return false;
+    return std::nullopt;
 }
 
 // An integer written with a leading zero ("010", "-07", "08"), as PyYAML reads it: nanotron loads
@@ -70,9 +84,26 @@ std::optional<json> leading_zero_integer(std::string_view s) {
     return json(negative ? -v : v);
 }
 
-// A plain scalar's value under the core schema, integers with a leading zero as PyYAML reads them.
+// PyYAML's hexadecimal and binary integers, [-+]?0x[0-9a-fA-F]+ and [-+]?0b[01]+ (0x1F is 31);
+// nullopt for other text, and for one past int64 (left as text, which integer reads refuse).
+std::optional<json> radix_integer(std::string_view s) {
+    const bool negative = !s.empty() && s.front() == '-';
+    if (!s.empty() && (s.front() == '-' || s.front() == '+')) s.remove_prefix(1);
+    if (s.size() < 3 || s[0] != '0' || (s[1] != 'x' && s[1] != 'b')) return std::nullopt;
+    const int radix = s[1] == 'x' ? 16 : 2;
+    std::int64_t v = 0;
+    for (char c : s.substr(2)) {
+        const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : 99;
+        if (digit >= radix || v > (std::numeric_limits<std::int64_t>::max() - digit) / radix) return std::nullopt;
+        v = v * radix + digit;
+    }
+    return json(negative ? -v : v);
+}
+
+// A plain scalar's value as PyYAML's SafeLoader resolves it.
 json plain_scalar(const std::string& s) {
     if (auto octal = leading_zero_integer(s)) return *octal;
+    if (auto other_radix = radix_integer(s)) return *other_radix;
     if (plain_integer(s)) {
         errno = 0;
         char* end = nullptr;
@@ -84,8 +115,7 @@ json plain_scalar(const std::string& s) {
     if (s == ".inf" || s == ".Inf" || s == ".INF" || s == "+.inf") return std::numeric_limits<double>::infinity();
     if (s == "-.inf" || s == "-.Inf" || s == "-.INF") return -std::numeric_limits<double>::infinity();
     if (s == ".nan" || s == ".NaN" || s == ".NAN") return std::numeric_limits<double>::quiet_NaN();
-    if (s == "true" || s == "True" || s == "TRUE") return true;
-    if (s == "false" || s == "False" || s == "FALSE") return false;
+    if (const std::optional<bool> b = plain_bool(s)) return *b;
     if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
     return s;
 }
