@@ -45,8 +45,7 @@ struct PlanCommandState {
     std::string attention_flops = "full";
     std::optional<std::int64_t> host_memory;
     bool tp_comm_overlap = false;   // --tp-comm-overlap
-    bool overlap_p2p_comm = false;     // --overlap-p2p-comm, or Megatron-LM's default (take_from)
-    bool no_overlap_p2p_comm = false;  // --no-overlap-p2p-comm
+    bool overlap_p2p_comm = false, no_overlap_p2p_comm = false;  // the flags, or the profile's default (take_from)
     FromFlags from;                 // --from, --from-format, --verbose
     std::optional<std::int64_t> from_global_sequences;  // the global batch a --from config names
 };
@@ -70,7 +69,9 @@ SearchRequest make_request(const PlanCommandState& st, const ModelConfig& model)
     r.memory.host_pace = host_pace(f);
     r.memory.compiled_loss = f.compiled_loss;
     r.throughput.attention_flops = *parse_attention_flops(st.attention_flops);
-    if ((st.tp_comm_overlap || st.overlap_p2p_comm || st.no_overlap_p2p_comm) && f.framework != "megatron")
+    // take_from sets overlap_p2p_comm where the profile overlaps by default: no request then.
+    const bool p2p_flag = st.no_overlap_p2p_comm || (st.overlap_p2p_comm && !r.memory.profile.p2p_overlap_by_default);
+    if ((st.tp_comm_overlap || p2p_flag) && f.framework != "megatron")
         throw InputError(st.tp_comm_overlap ? "--tp-comm-overlap" : st.no_overlap_p2p_comm ? "--no-overlap-p2p-comm" : "--overlap-p2p-comm",
                          "Megatron-Core's communication overlap: --framework megatron only, got '" + f.framework + "'");
     r.throughput.tp_comm_overlap = r.memory.tp_comm_overlap = st.tp_comm_overlap;

@@ -38,8 +38,8 @@ std::string numeric_text_note(const nlohmann::json& v) {
     char* end = nullptr;
     std::strtod(s.c_str(), &end);
     if (end != s.c_str() + s.size()) return "";
-    return " (text, not a number: quoted, or a YAML form PyYAML, nanotron's loader, keeps as text: a float needs a "
-           "dot and a signed exponent, 1.0e-4 or 1.0e+3, and an integer plain digits)";
+    return " (text, not a number: quoted, or in a nanotron YAML a form PyYAML keeps as text: a float needs a dot and "
+           "a signed exponent, 1.0e-4 for 1e-4, and 08 is no octal number)";
 }
 
 std::int64_t integer_text(std::string_view text, const ConfigSpot& spot, std::int64_t min, std::int64_t max,

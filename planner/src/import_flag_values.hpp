@@ -16,8 +16,9 @@ namespace preflight::import_values {
 // A value as messages show it: JSON text, invalid UTF-8 in a string (a YAML file may hold any
 // bytes) replaced rather than thrown on (nlohmann's dump throws type_error.316).
 std::string shown(const nlohmann::json& v);
-// For a value read as text that reads as a number (a quoted one, or a YAML form PyYAML keeps as text,
-// such as 1e-4 or 1.0e4): a note saying so, to append to a "must be a number" message; "" otherwise.
+// For a value read as text that reads as a number (a quoted one in any format, or in a nanotron
+// YAML a form PyYAML keeps as text, such as 1e-4, 1.0e4 or 08): a note saying so, to append to a
+// "must be a number" message; "" otherwise.
 std::string numeric_text_note(const nlohmann::json& v);
 
 // A whole number written in decimal ("8", "-1"; "8.0", "1e3", "x" and "" are refused) within

@@ -216,6 +216,20 @@ TEST(InputRobustness, YamlScalarsResolveAsPyYamlResolvesThem) {
     EXPECT_DOUBLE_EQ(t.root.at("j").get<double>(), 2.0);
     EXPECT_EQ(t.root.at("k"), "y");  // not in PyYAML's bool resolver
     EXPECT_DOUBLE_EQ(t.root.at("l").get<double>(), 1000.0);
+    // Underscores between digits (PyYAML's constructor drops them), hex, binary, +.inf; -08 stays
+    // text with its sign; sexagesimal 1:30 (90 to PyYAML) is left as text, which numeric reads refuse.
+    const ConfigTree u = yaml_config_tree(
+        "a: 4_096\nb: 0x1_0\nc: 0b10_00\nd: 01_0\ne: 500_000.0\nf: +.Inf\ng: -08\nh: 1:30\ni: 0\nj: -0x8\n", "u.yaml");
+    EXPECT_EQ(u.root.at("a"), 4096);
+    EXPECT_EQ(u.root.at("b"), 16);
+    EXPECT_EQ(u.root.at("c"), 8);
+    EXPECT_EQ(u.root.at("d"), 8);
+    EXPECT_DOUBLE_EQ(u.root.at("e").get<double>(), 500000.0);
+    EXPECT_TRUE(std::isinf(u.root.at("f").get<double>()));
+    EXPECT_EQ(u.root.at("g"), "-08");
+    EXPECT_EQ(u.root.at("h"), "1:30");
+    EXPECT_EQ(u.root.at("i"), 0);
+    EXPECT_EQ(u.root.at("j"), -8);
     const std::string config = "parallelism:\n  dp: 2\n  tp: 1\n  pp: 1\n"
                                "tokens:\n  sequence_length: 1024\n  micro_batch_size: 1\n";
     EXPECT_NO_THROW(import_nanotron(

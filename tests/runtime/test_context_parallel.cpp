@@ -276,6 +276,36 @@ TEST(ContextParallel, DryRunsEqualThePlanner) {
     EXPECT_EQ(plans, 2 * 2 * 3 * 2 * 2);
 }
 
+// Where a cp rank's peak falls in a layer's flash attention backward (a small vocabulary keeps the
+// output layer below it: 8 heads of 128, 256 tokens, 64k at cp 2 and 4), its K/V buffers and the
+// kernel's workspace decide the peak: the walk still equals the planner to the byte.
+TEST(ContextParallel, DryRunsPeakingInTheFlashBackwardEqualThePlanner) {
+    const ModelConfig m = test::llama_model(1024, 2, 8, 8, 2048, 256, 131072);
+    int flash_peaks = 0, plans = 0;
+    for (std::int64_t cp : {2, 4})
+        for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full})
+            for (auto [tp, sp] : {std::pair{1, false}, std::pair{2, true}})
+                for (Precision pr : {Precision::bf16_mixed, Precision::fp32}) {
+                    Plan p;
+                    p.seq = 65536;
+                    p.grad_acc = 2;
+                    p.dp = 2;
+                    p.tp = tp;
+                    p.sp = sp;
+                    p.cp = cp;
+                    p.zero = ZeroStage{1};
+                    p.recompute = rc;
+                    p.precision = pr;
+                    const test_support::Compared c = test_support::compare_with_planner(m, p, p.gpus() - 1);
+                    EXPECT_EQ(c.dry, c.planned) << to_flags(p) << ": dry run peak at " << c.where;
+                    EXPECT_EQ(c.dry_phase, c.planned_phase) << to_flags(p) << ": dry run peak at " << c.where;
+                    flash_peaks += c.where.find("flash attention bwd") != std::string::npos ? 1 : 0;
+                    ++plans;
+                }
+    std::printf("cp walks peaking in the flash backward: %d of %d\n", flash_peaks, plans);
+    EXPECT_GE(flash_peaks, plans / 2);
+}
+
 // fp8's cuBLASLt GEMMs need a rank's rows, seq / cp x mbs, to be a multiple of 16: 8,208 tokens at
 // cp 2 leave 4,104 (16 x 256.5) and are refused, naming --seq; 8,224 leave 4,112 (16 x 257).
 TEST(ContextParallel, Fp8NeedsEachRanksRowsAMultipleOf16) {

@@ -1,8 +1,9 @@
 // YAML text -> ConfigTree through yaml-cpp (YAML::Load; mappings -> objects, sequences ->
 // arrays; quoted scalars stay strings), plain scalars resolved as PyYAML's SafeLoader resolves them
-// (YAML 1.1; nanotron loads its config with it): decimal integers, an integer with a leading zero
-// octal (010 is 8), a float only with a dot and, after an e, a signed exponent (1.0e-4; 1e-4 and
-// 1.0e4 are text), true/false and yes/no/on/off in three casings, null/~, else strings. Bounded for hostile
+// (YAML 1.1; nanotron loads its config with it): decimal, octal (a leading zero: 010 is 8), hex
+// and binary integers with underscores allowed, a float only with a dot and, after an e, a signed
+// exponent (1.0e-4; 1e-4 and 1.0e4 are text), true/false and yes/no/on/off in three casings,
+// null/~, else strings (sexagesimal 1:30 too). Bounded for hostile
 // input: at most kMaxDepth levels of nesting and kMaxValues values, so anchors and aliases
 // (which yaml-cpp shares, and a walk expands) cannot blow up a small file.
 #include <cerrno>
@@ -32,15 +33,63 @@ bool digits(std::string_view s) {
     return true;
 }
 
-// YAML 1.2 core schema int: [-+]? [0-9]+ (hex and octal forms are left as strings).
-bool plain_integer(std::string_view s) {
-    if (!s.empty() && (s.front() == '-' || s.front() == '+')) s.remove_prefix(1);
-    return digits(s);
+// Non-empty, every character in `set` or an underscore (PyYAML's resolver takes underscores
+// between digits, and its constructor drops them: 4_096 is 4096).
+bool spelled(std::string_view s, std::string_view set) {
+    if (s.empty()) return false;
+    for (char c : s)
+        if (c != '_' && set.find(c) == std::string_view::npos) return false;
+    return true;
 }
 
-// PyYAML's float (resolver.py, YAML 1.1): [-+]? [0-9]+ \. [0-9]* ( [eE] [-+] [0-9]+ )?, or
-// \. [0-9]+ ( [eE] [-+] [0-9]+ )? without a sign; a dot is needed, and an exponent's sign
-// (underscores and sexagesimal forms are left as text, which every numeric read refuses).
+std::string without_underscores(std::string_view s) {
+    std::string out;
+    for (char c : s)
+        if (c != '_') out += c;
+    return out;
+}
+
+constexpr std::string_view kDecimal = "0123456789", kOctal = "01234567", kHex = "0123456789abcdefABCDEF";
+
+// PyYAML's int (resolver.py, YAML 1.1): [-+]? then 0b[01_]+, 0x[0-9a-fA-F_]+, 0[0-7_]+ (octal:
+// 010 is 8, where YAML 1.2 reads 10), 0, or [1-9][0-9_]* (sexagesimal 1:30 is left as text).
+// nanotron loads its config with yaml.load(..., Loader=SafeLoader). A leading 0 followed by an 8
+// or 9 ("08") is no int there: text, which no integer read takes. Past int64: a float, which
+// integer reads refuse. nullopt for text that is no int.
+std::optional<json> pyyaml_int(std::string_view s) {
+    const bool negative = !s.empty() && s.front() == '-';
+    if (!s.empty() && (s.front() == '-' || s.front() == '+')) s.remove_prefix(1);
+    int radix = 10;
+    std::string_view body = s;
+    if (s.size() > 2 && s.substr(0, 2) == "0b" && spelled(s.substr(2), "01")) {
+        radix = 2;
+        body = s.substr(2);
+    } else if (s.size() > 2 && s.substr(0, 2) == "0x" && spelled(s.substr(2), kHex)) {
+        radix = 16;
+        body = s.substr(2);
+    } else if (s.size() > 1 && s.front() == '0' && spelled(s.substr(1), kOctal)) {
+        radix = 8;
+        body = s.substr(1);
+    } else if (s != "0" && !(!s.empty() && s.front() >= '1' && s.front() <= '9' && spelled(s, kDecimal))) {
+        return std::nullopt;
+    }
+    std::int64_t v = 0;
+    double approx = 0;
+    bool overflow = false;
+    for (char c : body) {
+        if (c == '_') continue;
+        const int digit = c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
+        approx = approx * radix + digit;
+        overflow = overflow || v > (std::numeric_limits<std::int64_t>::max() - digit) / radix;
+        if (!overflow) v = v * radix + digit;
+    }
+    if (overflow) return json(negative ? -approx : approx);
+    return json(negative ? -v : v);
+}
+
+// PyYAML's float (resolver.py, YAML 1.1): [-+]? [0-9][0-9_]* \. [0-9_]* ( [eE] [-+] [0-9]+ )?, or
+// \. [0-9_]+ ( [eE] [-+] [0-9]+ )? without a sign: a dot is needed, and an exponent's sign (1e-4
+// and 1.0e4 are text; sexagesimal floats too).
 bool plain_float(std::string_view s) {
     const bool signed_mantissa = !s.empty() && (s.front() == '-' || s.front() == '+');
     if (signed_mantissa) s.remove_prefix(1);
@@ -54,8 +103,8 @@ bool plain_float(std::string_view s) {
     const std::size_t dot = mantissa.find('.');
     if (dot == std::string_view::npos) return false;
     const std::string_view whole = mantissa.substr(0, dot), frac = mantissa.substr(dot + 1);
-    if (whole.empty()) return !signed_mantissa && digits(frac);
-    return digits(whole) && (frac.empty() || digits(frac));
+    if (whole.empty()) return !signed_mantissa && spelled(frac, kDecimal);
+    return whole.front() >= '0' && whole.front() <= '9' && spelled(whole, kDecimal) && (frac.empty() || spelled(frac, kDecimal));
 }
 
 // PyYAML's bool (resolver.py, YAML 1.1): true/false, yes/no and on/off, each lower, capitalised or upper.
@@ -67,53 +116,14 @@ std::optional<bool> plain_bool(std::string_view s) {
     return std::nullopt;
 }
 
-// An integer written with a leading zero ("010", "-07", "08"), as PyYAML reads it: nanotron loads
-// its config with yaml.load(..., Loader=SafeLoader), YAML 1.1, whose int resolver takes
-// [-+]?0[0-7_]+ as octal (010 is 8, where YAML 1.2's core schema reads 10) and leaves a leading 0
-// followed by an 8 or 9 a string ("08"), which no integer read takes. nullopt for other text.
-std::optional<json> leading_zero_integer(std::string_view s) {
-    const bool negative = !s.empty() && s.front() == '-';
-    if (!s.empty() && (s.front() == '-' || s.front() == '+')) s.remove_prefix(1);
-    if (s.size() < 2 || s.front() != '0' || !digits(s)) return std::nullopt;
-    if (s.find_first_of("89") != std::string_view::npos) return json(std::string(negative ? "-" : "") + std::string(s));
-    std::int64_t v = 0;
-    for (char c : s) {
-        if (v > (std::numeric_limits<std::int64_t>::max() >> 3)) return json(std::strtod(std::string(s).c_str(), nullptr));
-        v = v * 8 + (c - '0');
-    }
-    return json(negative ? -v : v);
-}
-
-// PyYAML's hexadecimal and binary integers, [-+]?0x[0-9a-fA-F]+ and [-+]?0b[01]+ (0x1F is 31);
-// nullopt for other text, and for one past int64 (left as text, which integer reads refuse).
-std::optional<json> radix_integer(std::string_view s) {
-    const bool negative = !s.empty() && s.front() == '-';
-    if (!s.empty() && (s.front() == '-' || s.front() == '+')) s.remove_prefix(1);
-    if (s.size() < 3 || s[0] != '0' || (s[1] != 'x' && s[1] != 'b')) return std::nullopt;
-    const int radix = s[1] == 'x' ? 16 : 2;
-    std::int64_t v = 0;
-    for (char c : s.substr(2)) {
-        const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : 99;
-        if (digit >= radix || v > (std::numeric_limits<std::int64_t>::max() - digit) / radix) return std::nullopt;
-        v = v * radix + digit;
-    }
-    return json(negative ? -v : v);
-}
-
 // A plain scalar's value as PyYAML's SafeLoader resolves it.
 json plain_scalar(const std::string& s) {
-    if (auto octal = leading_zero_integer(s)) return *octal;
-    if (auto other_radix = radix_integer(s)) return *other_radix;
-    if (plain_integer(s)) {
-        errno = 0;
-        char* end = nullptr;
-        const long long v = std::strtoll(s.c_str(), &end, 10);
-        if (errno != ERANGE) return static_cast<std::int64_t>(v);
-        return std::strtod(s.c_str(), nullptr);  // beyond int64: a float, which integer reads refuse
-    }
-    if (plain_float(s)) return std::strtod(s.c_str(), nullptr);
-    if (s == ".inf" || s == ".Inf" || s == ".INF" || s == "+.inf") return std::numeric_limits<double>::infinity();
-    if (s == "-.inf" || s == "-.Inf" || s == "-.INF") return -std::numeric_limits<double>::infinity();
+    if (std::optional<json> i = pyyaml_int(s)) return *i;
+    if (plain_float(s)) return std::strtod(without_underscores(s).c_str(), nullptr);
+    const std::string_view unsigned_part = !s.empty() && (s.front() == '-' || s.front() == '+')
+                                               ? std::string_view(s).substr(1) : std::string_view(s);
+    if (unsigned_part == ".inf" || unsigned_part == ".Inf" || unsigned_part == ".INF")
+        return s.front() == '-' ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
     if (s == ".nan" || s == ".NaN" || s == ".NAN") return std::numeric_limits<double>::quiet_NaN();
     if (const std::optional<bool> b = plain_bool(s)) return *b;
     if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;

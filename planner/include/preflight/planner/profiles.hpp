@@ -35,7 +35,8 @@ inline constexpr std::int64_t kRuntimeFp8KeptScaleBytes = 8;
 // aligned): runtime_cudnn_gqa_engine_workspace_bytes. Other engine workspace comes from the
 // cuBLASLt workspace (one stream: never in use at once). The runtime's own kernel (fp32 path,
 // or when cuDNN is absent) uses the first b*heads*s floats, so the memory is the same
-// whichever runs.
+// whichever runs; under context parallelism, where cuDNN never runs, only those floats are
+// allocated (`own_kernel`).
 inline constexpr std::int64_t kRuntimeCudnnAlignBytes = 256;
 
 // cuDNN 9's GQA backward engine workspace: b*heads*s*d*4 + 256 bytes (measured on an H100 with
