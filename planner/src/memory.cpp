@@ -249,6 +249,12 @@ void add_embedding_and_head(StageModel& st, const ModelConfig& m, const Plan& p,
     // Profile addition (off by default): the LM-head input gradient written while the
     // logits gradient is alive.
     if (prof.head_input_grad_with_logits) st.logits_peak += hidden_tokens * d.activation_bytes;
+    // Profile (runtime's emit_output_and_loss): the logits gone, the final norm's backward holds the head's
+    // input gradient (the rank's rows under sequence parallelism), the residual gradient it writes and its
+    // row statistics (2 x fp32), no longer the head's gathered input: above the logits with a small vocabulary.
+    if (prof.runtime_shard_units)
+        st.logits_peak = std::max(st.logits_peak, (2 * hidden_tokens * d.activation_bytes + tokens * 8) / sp_div -
+                                                      (sp_div > 1 ? head_gemm_input : 0));
 }
 
 // Buffers: workspaces, Megatron-LM's userbuffers and sequence-parallel LM-head gather, RoPE tables,

@@ -113,6 +113,28 @@ TEST(DryRun, EagerAttentionBackwardEqualsThePlannerToTheByte) {
     EXPECT_EQ(walks, 3 * 3 * 3 * 2);
 }
 
+// With a small vocabulary the output layer's peak is the final norm's backward, after the logits
+// went: the head's input gradient and the residual gradient (2 x 32,768 x 1,024 x 4 B in fp32) and
+// the norm's row statistics (32,768 x 8 B). The planner counted the logits point only and was
+// 16 B a token short at tp 2 (found by a review on 2026-11-30).
+TEST(DryRun, FinalNormBackwardPeakEqualsThePlanner) {
+    const ModelConfig m = test::llama_model(1024, 2, 8, 2, 2048, 256, 131072);
+    int final_norm_peaks = 0;
+    for (auto [tp, sp] : {std::pair{1, false}, std::pair{2, false}, std::pair{2, true}})
+        for (Precision pr : {Precision::fp32, Precision::bf16_mixed}) {
+            Plan p;
+            p.seq = 32768;
+            p.tp = tp;
+            p.sp = sp;
+            p.precision = pr;
+            const test_support::Compared c = test_support::compare_with_planner(m, p, 0);
+            EXPECT_EQ(c.dry, c.planned) << to_flags(p) << ": dry run peak at " << c.where;
+            EXPECT_EQ(c.dry_phase, c.planned_phase) << to_flags(p) << ": dry run peak at " << c.where;
+            final_norm_peaks += c.where.find("final norm bwd") != std::string::npos ? 1 : 0;
+        }
+    EXPECT_GE(final_norm_peaks, 1);
+}
+
 TEST(DryRun, PersistentBytesAreTheModelStatesPlusWorkspace) {
     const ModelConfig m = test::catalog_model("gpt2");
     Plan p;
