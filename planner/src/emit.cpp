@@ -162,6 +162,9 @@ void add_megatron_precision_arguments(const Plan& p, std::vector<std::string>& a
             a.emplace_back("--bf16");
             a.emplace_back("--grad-reduce-in-bf16");
             a.emplace_back("--fp8-format hybrid");  // Transformer Engine: e4m3 forward, e5m2 gradients
+            // Delayed scaling, whose amax history the profile counts (memory.cpp); Megatron-LM's default
+            // today (TransformerConfig.fp8_recipe), written so a change of default cannot change the job.
+            a.emplace_back("--fp8-recipe delayed");
             // Transformer Engine fp8 parameters, gathered in fp8 by the distributed optimizer (fp8_params.cpp).
             if (p.fp8_param_gather) a.emplace_back("--fp8-param-gather");
             if (p.fp8_scaling == Fp8Scaling::rowwise)

@@ -162,6 +162,7 @@ TEST(Emit, TorchtitanToml) {
     EXPECT_TRUE(has(torchtitan_toml(m, p), "[quantize.linear.float8]\nrecipe_name = \"rowwise\"\n"));
     const Emitted mg = emit_plan(EmitFormat::megatron, m, g, p);
     EXPECT_TRUE(has(mg.text, "--fp8-format hybrid"));
+    EXPECT_TRUE(has(mg.text, "--fp8-recipe delayed"));  // the recipe whose amax history is counted
     EXPECT_TRUE(std::any_of(mg.warnings.begin(), mg.warnings.end(),
                             [](const std::string& w) { return has(w, "rowwise fp8 scaling"); }));
 }
