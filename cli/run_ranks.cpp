@@ -16,6 +16,7 @@
 
 #include "commands.hpp"
 #include "preflight/planner/error.hpp"
+#include "preflight/runtime/program.hpp"
 
 namespace preflight::cli {
 
@@ -23,8 +24,7 @@ RankChoice choose_ranks(const RankFlags& f, const std::optional<runtime::Rendezv
                         bool dry_run) {
     const std::int64_t world = plan.gpus();
     const std::string n = std::to_string(world);
-    const std::string shape = "--dp " + std::to_string(plan.dp) + " x --tp " + std::to_string(plan.tp) + " x --pp " +
-                              std::to_string(plan.pp) + (plan.cp > 1 ? " x --cp " + std::to_string(plan.cp) : "");
+    const std::string shape = runtime::rank_grid_text(plan);
     // A process torchrun, srun or --nproc-per-node started, for a plan with collectives (a world of
     // one included: NCCL over one rank).
     const bool launched = env && (env->world_size > 1 || world > 1 || plan.zero != zero_none);

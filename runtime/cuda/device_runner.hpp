@@ -134,6 +134,12 @@ public:
     }
     const float* loss_sum(const BufferTable& t) const { return static_cast<const float*>(t[static_cast<std::size_t>(P.scalars)]); }
 
+    // A view's first element (also for the runner's helpers in its .cpp files).
+    template <class T>
+    static T* at(const BufferTable& t, const View& v) {
+        return static_cast<T*>(t[static_cast<std::size_t>(v.buffer)]) + v.offset;
+    }
+
 private:
     const Program& P;
     const Dims& d;
@@ -156,10 +162,6 @@ private:
     std::vector<std::pair<OpKind, double>> issued_kinds_;  // kind and bytes of each collective issued this step
     std::int64_t issued_ = 0;                        // collectives issued this step
 
-    template <class T>
-    static T* at(const BufferTable& t, const View& v) {
-        return static_cast<T*>(t[static_cast<std::size_t>(v.buffer)]) + v.offset;
-    }
     template <class T>
     static T* base(const BufferTable& t, BufferId b) {
         return b == kNoBuffer ? nullptr : static_cast<T*>(t[static_cast<std::size_t>(b)]);

@@ -10,24 +10,23 @@ namespace preflight::runtime::cuda {
 
 namespace {
 
+// The runner's view access, for the helpers below.
 template <class T>
-T* view_at(const BufferTable& t, const View& v) {
-    return static_cast<T*>(t[static_cast<std::size_t>(v.buffer)]) + v.offset;
-}
+constexpr T* (*at)(const BufferTable&, const View&) = &DeviceRunner::at<T>;
 
 template <class T>
 void run_cp_as(const Program& P, const Op& op, const BufferTable& t, cudaStream_t stream) {
     const Dims& d = P.dims;
     switch (op.kind) {
         case OpKind::flash_fwd:  // v0 qkv, v1 out, v2 lse, v3 K|V in sequence order
-            launch_flash_fwd_cp<T>(view_at<T>(t, op.v[0]), view_at<T>(t, op.v[3]), view_at<T>(t, op.v[1]),
-                                   view_at<float>(t, op.v[2]), d.b, d.s, d.heads, d.kv_heads, d.head_dim, d.cp,
+            launch_flash_fwd_cp<T>(at<T>(t, op.v[0]), at<T>(t, op.v[3]), at<T>(t, op.v[1]),
+                                   at<float>(t, op.v[2]), d.b, d.s, d.heads, d.kv_heads, d.head_dim, d.cp,
                                    d.cp_rank, stream);
             return;
         case OpKind::flash_bwd:  // v3 dOut, v4 dqkv (Q columns), v5 workspace, v6 K|V, v7 dK|dV
-            launch_flash_bwd_cp<T>(view_at<T>(t, op.v[0]), view_at<T>(t, op.v[6]), view_at<T>(t, op.v[1]),
-                                   view_at<float>(t, op.v[2]), view_at<T>(t, op.v[3]), view_at<T>(t, op.v[4]),
-                                   view_at<T>(t, op.v[7]), reinterpret_cast<float*>(view_at<std::uint8_t>(t, op.v[5])),
+            launch_flash_bwd_cp<T>(at<T>(t, op.v[0]), at<T>(t, op.v[6]), at<T>(t, op.v[1]),
+                                   at<float>(t, op.v[2]), at<T>(t, op.v[3]), at<T>(t, op.v[4]),
+                                   at<T>(t, op.v[7]), reinterpret_cast<float*>(at<std::uint8_t>(t, op.v[5])),
                                    d.b, d.s, d.heads, d.kv_heads, d.head_dim, d.cp, d.cp_rank, stream);
             return;
         default: break;
@@ -37,19 +36,19 @@ void run_cp_as(const Program& P, const Op& op, const BufferTable& t, cudaStream_
                           : op.kind == OpKind::cp_kv_unorder ? CpKvMove::unorder
                                                              : CpKvMove::unpack;
     const CpKvShape g{d.b, d.s, d.cp, d.cp_rank, d.qkv_width, d.q_width, 2 * d.kv_width};
-    launch_cp_kv<T>(view_at<T>(t, op.v[0]), view_at<T>(t, op.v[1]), move, g, stream);
+    launch_cp_kv<T>(at<T>(t, op.v[0]), at<T>(t, op.v[1]), move, g, stream);
 }
 
 template <class T>
 void flash_as(const Program& P, const Op& op, const BufferTable& t, cudaStream_t stream) {
     const Dims& d = P.dims;
     if (op.kind == OpKind::flash_fwd)  // v0 qkv, v1 out, v2 lse
-        launch_flash_fwd<T>(view_at<T>(t, op.v[0]), view_at<T>(t, op.v[1]), view_at<float>(t, op.v[2]), d.b, d.s,
+        launch_flash_fwd<T>(at<T>(t, op.v[0]), at<T>(t, op.v[1]), at<float>(t, op.v[2]), d.b, d.s,
                             d.heads, d.kv_heads, d.head_dim, stream);
     else  // v3 dOut, v4 dqkv, v5 workspace
-        launch_flash_bwd<T>(view_at<T>(t, op.v[0]), view_at<T>(t, op.v[1]), view_at<float>(t, op.v[2]),
-                            view_at<T>(t, op.v[3]), view_at<T>(t, op.v[4]),
-                            reinterpret_cast<float*>(view_at<std::uint8_t>(t, op.v[5])), d.b, d.s, d.heads, d.kv_heads,
+        launch_flash_bwd<T>(at<T>(t, op.v[0]), at<T>(t, op.v[1]), at<float>(t, op.v[2]),
+                            at<T>(t, op.v[3]), at<T>(t, op.v[4]),
+                            reinterpret_cast<float*>(at<std::uint8_t>(t, op.v[5])), d.b, d.s, d.heads, d.kv_heads,
                             d.head_dim, stream);
 }
 
@@ -60,10 +59,10 @@ void DeviceRunner::run_flash(const Op& op, const BufferTable& t) {
     if (P.act == DType::f32) return flash_as<float>(P, op, t, stream);
     if (!attention_) return flash_as<bf16>(P, op, t, stream);
     if (op.kind == OpKind::flash_fwd)
-        attention_->forward(view_at<bf16>(t, op.v[0]), view_at<bf16>(t, op.v[1]), view_at<float>(t, op.v[2]), stream);
+        attention_->forward(at<bf16>(t, op.v[0]), at<bf16>(t, op.v[1]), at<float>(t, op.v[2]), stream);
     else
-        attention_->backward(view_at<bf16>(t, op.v[0]), view_at<bf16>(t, op.v[1]), view_at<float>(t, op.v[2]),
-                             view_at<bf16>(t, op.v[3]), view_at<bf16>(t, op.v[4]), view_at<std::uint8_t>(t, op.v[5]),
+        attention_->backward(at<bf16>(t, op.v[0]), at<bf16>(t, op.v[1]), at<float>(t, op.v[2]),
+                             at<bf16>(t, op.v[3]), at<bf16>(t, op.v[4]), at<std::uint8_t>(t, op.v[5]),
                              op.v[5].cols, stream);
 }
 

@@ -204,10 +204,7 @@ Program build_program(const ModelConfig& model, const Plan& plan_in, std::int64_
     const std::int64_t world = whole.gpus();
     if (rank < 0 || rank >= world)
         throw InputError("--emulate-rank", "rank " + std::to_string(rank) + " is outside the plan's ranks 0.." +
-                                               std::to_string(world - 1) + " (--dp " + std::to_string(whole.dp) +
-                                               " x --tp " + std::to_string(whole.tp) + " x --pp " +
-                                               std::to_string(whole.pp) +
-                                               (whole.cp > 1 ? " x --cp " + std::to_string(whole.cp) : "") + ")");
+                                               std::to_string(world - 1) + " (" + rank_grid_text(whole) + ")");
     // Under context parallelism the rank's view: dp x cp ranks, seq / cp tokens (program.hpp).
     const Plan plan = context_parallel_rank_plan(whole);
 

@@ -159,6 +159,11 @@ RankCoords rank_coords(const Plan& plan, std::int64_t rank) {
     return {rank / (plan.tp * cp) % plan.dp, rank % plan.tp, rank / (plan.tp * cp * plan.dp), rank / plan.tp % cp};
 }
 
+std::string rank_grid_text(const Plan& plan) {
+    return "--dp " + std::to_string(plan.dp) + " x --tp " + std::to_string(plan.tp) + " x --pp " + std::to_string(plan.pp) +
+           (plan.cp > 1 ? " x --cp " + std::to_string(plan.cp) : "");
+}
+
 Plan single_gpu_plan(Plan plan) {
     plan.grad_acc *= plan.dp;  // the cp ranks of a data-parallel rank share its sequences
     plan.dp = plan.tp = plan.pp = plan.vpp = plan.cp = 1;

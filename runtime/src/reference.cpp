@@ -150,13 +150,21 @@ std::vector<double> rope_inv_freq(i64 d, double base, const RopeScaling& sc) {
     return f;
 }
 
-void rope_tables(double* cos_t, double* sin_t, i64 s, i64 d, const std::vector<double>& inv_freq) {
-    for (i64 t = 0; t < s; ++t)
-        for (i64 i = 0; i < d; ++i) {
-            const double ang = static_cast<double>(t) * inv_freq[static_cast<std::size_t>(i % (d / 2))];
-            cos_t[t * d + i] = std::cos(ang);
-            sin_t[t * d + i] = std::sin(ang);
+void rope_tables_cp(double* cos_t, double* sin_t, const AttnShape& a, const std::vector<double>& inv_freq) {
+    for (i64 t = 0; t < a.s; ++t)
+        for (i64 i = 0; i < a.d; ++i) {
+            const double ang = static_cast<double>(cp_position(t, a.s, a.cp, a.cp_rank)) *
+                               inv_freq[static_cast<std::size_t>(i % (a.d / 2))];
+            cos_t[t * a.d + i] = std::cos(ang);
+            sin_t[t * a.d + i] = std::sin(ang);
         }
+}
+
+void rope_tables(double* cos_t, double* sin_t, i64 s, i64 d, const std::vector<double>& inv_freq) {
+    AttnShape a;
+    a.s = s;
+    a.d = d;
+    rope_tables_cp(cos_t, sin_t, a, inv_freq);
 }
 
 void rope_tables(double* cos_t, double* sin_t, i64 s, i64 d, double base) {

@@ -95,16 +95,6 @@ void attention_bwd_cp(const double* qkv, const double* kv, const double* dout, d
             }
 }
 
-void rope_tables_cp(double* cos_t, double* sin_t, const AttnShape& a, const std::vector<double>& inv_freq) {
-    for (i64 t = 0; t < a.s; ++t)
-        for (i64 i = 0; i < a.d; ++i) {
-            const double ang = static_cast<double>(cp_position(t, a.s, a.cp, a.cp_rank)) *
-                               inv_freq[static_cast<std::size_t>(i % (a.d / 2))];
-            cos_t[t * a.d + i] = std::cos(ang);
-            sin_t[t * a.d + i] = std::sin(ang);
-        }
-}
-
 void cp_kv_pack(const double* qkv, double* rows_out, const AttnShape& a) {
     const i64 C = a.qkv_width(), W = 2 * a.kv_width(), rows = a.b * a.s;
     for (i64 r = 0; r < rows; ++r) std::copy_n(qkv + r * C + a.heads * a.d, W, rows_out + r * W);

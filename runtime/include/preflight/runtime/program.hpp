@@ -353,6 +353,8 @@ struct RankCoords {
     std::int64_t dp = 0, tp = 0, pp = 0, cp = 0;
 };
 RankCoords rank_coords(const Plan& plan, std::int64_t rank);
+// The plan's rank grid for messages: "--dp D x --tp T x --pp P", with " x --cp C" when cp > 1.
+std::string rank_grid_text(const Plan& plan);
 
 // The plan on one GPU with the same global batch: dp = tp = 1, grad_acc x dp, no ZeRO or
 // sequence parallelism (the reference of the parity checks, and the whole model's layout).

@@ -51,7 +51,7 @@ void rope_tables(double* cos_t, double* sin_t, i64 s, i64 d, double base);  // [
 std::vector<double> rope_inv_freq(i64 d, double base, const RopeScaling& scaling);
 // Tables and rotation from explicit inverse frequencies (d/2 of them).
 void rope_tables(double* cos_t, double* sin_t, i64 s, i64 d, const std::vector<double>& inv_freq);
-// The same for cp rank `cp_rank`'s s tokens: row t at the position cp_position(t) (reference_cp.cpp).
+// The same for cp rank `cp_rank`'s s tokens: row t at the position cp_position(t).
 void rope_tables_cp(double* cos_t, double* sin_t, const AttnShape& a, const std::vector<double>& inv_freq);
 void rope_fwd(double* qkv, const AttnShape& a, const std::vector<double>& inv_freq);
 void rope_bwd(double* dqkv, const AttnShape& a, const std::vector<double>& inv_freq);
