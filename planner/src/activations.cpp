@@ -95,6 +95,14 @@ ActivationDims activation_dims(const ModelConfig& m, const Plan& p, const Framew
             pb.gemm_input, runs_amp(prof, p) ? 4 : pb.activation};
 }
 
+// Profile (runtime/src/program_moe.cpp): each token's k gate weights (fp32) and the i64 routing
+// table (reference_moe.hpp: slot and expert per pair, pair per slot, E + 1 offsets) in place of
+// the router's probabilities.
+static void add_runtime_routing(std::vector<ActivationTensor>& v, const ModelConfig& m, std::int64_t routed) {
+    v.push_back({"gate weights (fp32)", routed * 4, false});
+    v.push_back({"routing table (i64)", (3 * routed + m.experts + 1) * 8, false});
+}
+
 // Full per-layer saved set, before recompute filtering. Item sizes follow
 // Korthikanti et al. 2022, sec. 4.1 (eq. 1), generalised to GQA, SwiGLU, MoE and
 // flash attention; `tp_div` tensors are split by TP (eq. 2), the rest only by SP (eq. 3).
@@ -148,10 +156,13 @@ std::vector<ActivationTensor> full_inventory(const ModelConfig& m, const Plan& p
     norm_out_item("MLP GEMM input (norm output)");
     // Tokens through each expert: a dense MLP sees every token once; top-k routing k times.
     const std::int64_t routed = tokens * (m.is_moe() ? m.experts_per_token : 1);
-    if (m.is_moe()) {
-        sp_item("router probabilities (fp32)", tokens * m.experts * 4);
-        sp_item("dispatched tokens (expert GEMM input)", routed * d.hidden * d.gemm_input_bytes);
-    }
+    // Profile: the runtime routes all of a micro-batch's tokens on every tensor-parallel rank, so its
+    // dispatched tokens and expert outputs are not split by sp (program_moe.cpp).
+    const std::int64_t routed_div = prof.moe_routing_table ? 1 : sp_div;
+    if (m.is_moe() && prof.moe_routing_table) add_runtime_routing(v, m, routed);
+    if (m.is_moe() && !prof.moe_routing_table) sp_item("router probabilities (fp32)", tokens * m.experts * 4);
+    if (m.is_moe())
+        v.push_back({"dispatched tokens (expert GEMM input)", routed * d.hidden * d.gemm_input_bytes / routed_div, false});
     if (m.mlp == MlpKind::swiglu) {
         // SwiGLU (Shazeer 2020): silu(gate) * up; backward needs gate and up, the
         // product feeds the down projection.
@@ -164,7 +175,7 @@ std::vector<ActivationTensor> full_inventory(const ModelConfig& m, const Plan& p
     }
     // Profile: Megatron-LM weights the expert outputs inside the activation and keeps none for the combine.
     if (m.is_moe() && !prof.moe_probs_in_activation)
-        sp_item("expert outputs (for weighted combine)", routed * d.hidden * d.activation_bytes);
+        v.push_back({"expert outputs (for weighted combine)", routed * d.hidden * d.activation_bytes / routed_div, false});
     if (drop) sp_item("MLP residual dropout mask", tokens * d.hidden * 1);
     // Profile: each of the four kept fp8 inputs carries its own scales (program_fp8.cpp).
     if (runtime_fp8) v.push_back({"fp8 input scales (4 GEMMs, amax and dequantization factor)", 4 * kRuntimeFp8KeptScaleBytes, false});

@@ -193,14 +193,9 @@ void add_layer_activations(StageModel& st, const ModelConfig& m, const Plan& p, 
         case Recompute::full: st.act_layer = layer_input_bytes(d); break;
     }
     st.fwd_transient = forward_transient(m, p, d);
-    st.bwd_transient = backward_transient(m, p, d);
+    st.bwd_transient = profile_backward_transient(m, p, prof, d, backward_transient(m, p, d));
     // Profile: the runtime gathers K and V (cp_gathered_kv_bytes) where others keep ring buffers.
     const std::int64_t cp_kv = prof.cp_gathers_kv ? cp_gathered_kv_bytes(m, p) : 0;
-    if (prof.flash_bwd_workspace && p.attention == AttentionKind::flash)
-        st.bwd_transient = std::max(st.bwd_transient, runtime_flash_backward_transient(m, p, d) + cp_kv);
-    if (prof.fp8_runtime_recipe && p.precision == Precision::fp8_mixed)
-        st.bwd_transient = std::max(st.bwd_transient, runtime_fp8_backward_transient(m, d));
-    if (prof.runtime_shard_units && d.sp && d.tp > 1) st.bwd_transient = runtime_sp_backward_transient(m, p, d);
     const std::int64_t ext = extension_transient_bytes(m, p) - (cp_kv > 0 ? cp_ring_buffer_bytes(m, p) : 0);
     st.fwd_transient = std::max(st.fwd_transient, cp_kv) + ext;
     st.bwd_transient += ext;

@@ -147,6 +147,25 @@ std::int64_t runtime_fp8_backward_transient(const ModelConfig& m, const activati
     return residual + std::max(up, qkv) * tokens * (d.activation_bytes + 2) / d.tp;
 }
 
+// Profile (runtime/src/program_moe.cpp emit_moe_backward): the MoE MLP's backward beside the residual
+// gradient (its rows under sp), op by op: the output gradient gathered (sp) for the combine's backward
+// (d expert outputs dy, d gate weights), the routing's (+ d router logits), the down dgrad (+ d(gate|up)
+// of this rank's slice, dy freed after its wgrad), the up dgrad (+ d dispatched tokens, dy's size;
+// d(gate|up) freed after its wgrad), the dispatch's backward (+ d norm output of all the rows, partial
+// sums under tp), the router's weight gradient (+ its input gathered again, sp), the reduce-scatter's
+// rows (sp), then the norm's (its row statistics).
+static std::int64_t runtime_moe_backward_transient(const ModelConfig& m, const activations::ActivationDims& d) {
+    const bool sp = d.sp && d.tp > 1;
+    const std::int64_t tokens = d.seq * d.micro_batch, rows = sp ? tokens / d.tp : tokens;
+    const std::int64_t routed = tokens * m.experts_per_token, a = d.activation_bytes;
+    const std::int64_t dy = routed * d.hidden * a, dg = routed * 4, dl = tokens * m.experts * a;
+    const std::int64_t dgu = routed * 2 * d.ffn_hidden * a / d.tp, dn = tokens * d.hidden * a, stats = rows * 2 * 4;
+    const std::int64_t gathered = sp ? tokens * d.hidden * a : 0, dn_rows = sp ? rows * d.hidden * a : 0;
+    const std::int64_t dres = rows * d.hidden * d.residual_bytes;
+    return dres + std::max({gathered + dy + dg, dy + dg + dl, dy + dl + dgu, dl + dy + dn, dl + dn + gathered,
+                            dn + dn_rows, (sp ? dn_rows : dn) + stats});
+}
+
 // Profile (runtime/src/program_layer.cpp, sequence parallelism): a layer's backward holds the
 // residual gradient's rows (s = [s/tp, b, h]) beside the widest of
 //  - a column-parallel GEMM's input gradient at full rows before its reduce-scatter, then the
@@ -164,7 +183,8 @@ std::int64_t runtime_fp8_backward_transient(const ModelConfig& m, const activati
 std::int64_t runtime_sp_backward_transient(const ModelConfig& m, const Plan& p, const activations::ActivationDims& d) {
     const std::int64_t tokens = d.seq * d.micro_batch, a = d.activation_bytes;
     const std::int64_t full = tokens * d.hidden * a, rows = full / d.tp;
-    const std::int64_t dgu = (m.mlp == MlpKind::swiglu ? 2 : 1) * tokens * d.ffn_hidden * a / d.tp;
+    // A mixture of experts' MLP has its own (runtime_moe_backward_transient).
+    const std::int64_t dgu = m.is_moe() ? 0 : (m.mlp == MlpKind::swiglu ? 2 : 1) * tokens * d.ffn_hidden * a / d.tp;
     const std::int64_t dqkv = tokens * (d.q_width + 2 * d.kv_width) * a / d.tp, dattn = tokens * d.q_width * a / d.tp;
     std::int64_t widest = p.precision == Precision::fp8_mixed
                               ? std::max({full + 2 * dgu, full + 2 * dqkv, 2 * full + dgu, 2 * full + dattn})
@@ -179,6 +199,19 @@ std::int64_t runtime_sp_backward_transient(const ModelConfig& m, const Plan& p, 
         widest = std::max({widest, dattn + 2 * scores, scores + dattn + dqkv});
     }
     return rows + widest;
+}
+
+std::int64_t profile_backward_transient(const ModelConfig& m, const Plan& p, const FrameworkProfile& prof,
+                                        const activations::ActivationDims& d, std::int64_t generic) {
+    const std::int64_t moe = prof.moe_routing_table && m.is_moe() ? runtime_moe_backward_transient(m, d) : 0;
+    std::int64_t t = std::max(generic, moe);
+    // The runtime gathers K and V (cp_gathered_kv_bytes) where others keep ring buffers.
+    const std::int64_t cp_kv = prof.cp_gathers_kv ? cp_gathered_kv_bytes(m, p) : 0;
+    if (prof.flash_bwd_workspace && p.attention == AttentionKind::flash)
+        t = std::max(t, runtime_flash_backward_transient(m, p, d) + cp_kv);
+    if (prof.fp8_runtime_recipe && p.precision == Precision::fp8_mixed) t = std::max(t, runtime_fp8_backward_transient(m, d));
+    if (prof.runtime_shard_units && d.sp && d.tp > 1) t = std::max(runtime_sp_backward_transient(m, p, d), moe);
+    return t;
 }
 
 std::int64_t runtime_flash_backward_transient(const ModelConfig& m, const Plan& p, const activations::ActivationDims& d) {

@@ -46,6 +46,14 @@ RuntimeUnitElements runtime_unit_elements(const ModelConfig& m, std::int64_t voc
     e.layer = (ln ? 2 : 1) * a + runtime_align(qkv * h) + (m.qkv_bias ? runtime_align(qkv) : 0) + runtime_align(h * q) +
               (m.out_bias ? a : 0) + (ln ? 2 : 1) * a + runtime_align(up * h) + (m.mlp_bias ? runtime_align(up) : 0) +
               runtime_align(h * f) + (m.mlp_bias ? a : 0);
+    // Mixture of experts (runtime check_runtime_model: SwiGLU experts without biases): the MLP is
+    // the router [E, h] and the experts' stacked gate|up [E 2f, h] and down [E h, f].
+    if (m.is_moe())
+        e.layer = (ln ? 2 : 1) * a + runtime_align(qkv * h) + (m.qkv_bias ? runtime_align(qkv) : 0) +
+                  runtime_align(h * q) + (m.out_bias ? a : 0) + (ln ? 2 : 1) * a +
+                  runtime_align(checked_mul(m.experts, h, "experts x hidden")) +
+                  runtime_align(checked_mul(checked_mul(m.experts, up, "experts x MLP width"), h, "expert weights")) +
+                  runtime_align(checked_mul(checked_mul(m.experts, h, "experts x hidden"), f, "expert weights"));
     e.head = (ln ? 2 : 1) * a + (!m.tied_embeddings || head_copies_embedding ? vocab : 0);
     return e;
 }

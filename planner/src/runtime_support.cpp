@@ -15,9 +15,9 @@ namespace preflight {
 namespace {
 
 [[noreturn]] void not_run(const char* flag, const std::string& why) {
-    throw InputError(flag, why + " (the Preflight runtime executes full pre-training of dense models, data-, tensor-, "
-                                 "pipeline- and context-parallel; `preflight memory` or `plan` under another --framework "
-                                 "models this plan)");
+    throw InputError(flag, why + " (the Preflight runtime executes full pre-training of dense models and of "
+                                 "Mixtral's mixtures of experts, data-, tensor-, pipeline- and context-parallel; "
+                                 "`preflight memory` or `plan` under another --framework models this plan)");
 }
 
 // The MLP nonlinearities the kernels compute: SiLU in the SwiGLU (swiglu.cu); GeLU in GPT-2's MLP
@@ -75,7 +75,13 @@ void check_runtime_pipeline(const ModelConfig& m, const Plan& p) {
 }
 
 void check_runtime_model(const ModelConfig& m) {
-    if (m.is_moe()) not_run("--model", "mixture-of-experts models are not implemented by the runtime");
+    // Mixture of experts: Mixtral's sparse MLP (SwiGLU experts without biases, top-k routing).
+    if (m.is_moe() && (m.mlp != MlpKind::swiglu || m.mlp_bias))
+        not_run("--model", "mixture-of-experts models are implemented by the runtime with SwiGLU experts without "
+                           "biases (Mixtral's) only");
+    if (m.experts > limits::kMaxRuntimeExperts)
+        not_run("--model", std::to_string(m.experts) + " experts a layer: the runtime routes at most " +
+                               std::to_string(limits::kMaxRuntimeExperts) + " (limits::kMaxRuntimeExperts)");
     if (m.head_dim % 2 != 0 && m.position == PositionKind::rope) not_run("--model", "RoPE needs an even head_dim");
     // The RoPE tables (runtime ref::rope_inv_freq) know no other scaling.
     if (m.position == PositionKind::rope && !m.rope_scaling.type.empty() && m.rope_scaling.factor != 0 &&
@@ -96,6 +102,16 @@ void check_runtime_plan(const ModelConfig& m, const Plan& p) {
                                "bf16-mixed-fp32-grads, bf16 or fp8-mixed");
     check_runtime_fp8(m, p);
     if (p.dropout != 0.0) not_run("--dropout", "must be 0 (dropout is not implemented by the runtime)");
+    if (m.is_moe() && p.ep > 1)
+        not_run("--ep", "expert parallelism is not implemented by the runtime: each GPU runs every expert; use --ep 1 "
+                        "(the experts' states sharded by ZeRO over --dp)");
+    if (m.is_moe() && p.moe_capacity_factor != 1.0)
+        not_run("--moe-capacity-factor", "the runtime's experts are dropless (each token's k choices get a slot: rows x "
+                                         "k slots whatever the load), so a capacity factor does not describe it; leave "
+                                         "it at 1");
+    if (m.is_moe() && p.precision == Precision::fp8_mixed)
+        not_run("--precision", "fp8-mixed experts are not implemented by the runtime; use bf16-mixed, "
+                               "bf16-mixed-fp32-grads, bf16 or fp32 for a mixture-of-experts model");
     // The interleaved schedule (check_runtime_pipeline) and context parallelism (K and V
     // all-gathered, program_cp.cpp; RoPE models: learned positions would need the same map) are
     // the runtime's; the error names the setting that is not.

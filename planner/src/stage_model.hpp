@@ -150,6 +150,11 @@ MemoryBreakdown with_embedding_point(const StageModel& st, const Phase& ph, cons
                                      std::int64_t earlier);
 // Profile (fp8_runtime_recipe): the widest point of a layer's backward with its fp8 gradient casts.
 std::int64_t runtime_fp8_backward_transient(const ModelConfig& m, const activations::ActivationDims& d);
+// A layer's backward working memory under the profile's own kernels and buffers (memory_runtime.cpp):
+// `generic` (activations.cpp backward_transient) or the larger of the runtime's flash attention, fp8
+// casts, MoE MLP and sequence-parallel gathers where the profile has them.
+std::int64_t profile_backward_transient(const ModelConfig& m, const Plan& p, const FrameworkProfile& prof,
+                                        const activations::ActivationDims& d, std::int64_t generic);
 // Profile (runtime_units), interleaved schedule: the stage's chunk views, from the runtime's
 // steps (interleaved_stage_steps) and what a chunk micro-batch holds between its forward and its
 // backward: its layers' activations, the token ids on the model's first chunk, the residual

@@ -458,15 +458,9 @@ private:
                                    at<float>(t, op.v[3]), grad<T>(t, op.p0), grad<T>(t, op.p1), op.v[0].rows, d.h,
                                    norm_eps(), layernorm(), op.accumulate, stream);
                 break;
-            case OpKind::linear_fwd:
-                if (fp8_operands(op)) fp8_linear(op, t); else linear_fwd<T>(op, t);
-                break;
-            case OpKind::linear_bwd_data:
-                if (fp8_operands(op)) fp8_linear(op, t); else linear_bwd_data<T>(op, t);
-                break;
-            case OpKind::linear_bwd_weight:
-                if (fp8_operands(op)) fp8_linear(op, t); else gemm_linear_bwd_weight<T>(op, t);
-                break;
+            case OpKind::linear_fwd: fp8_operands(op) ? fp8_linear(op, t) : linear_fwd<T>(op, t); break;
+            case OpKind::linear_bwd_data: fp8_operands(op) ? fp8_linear(op, t) : linear_bwd_data<T>(op, t); break;
+            case OpKind::linear_bwd_weight: fp8_operands(op) ? fp8_linear(op, t) : gemm_linear_bwd_weight<T>(op, t); break;
             case OpKind::fp8_cast:
             case OpKind::fp8_cast_weights: run_fp8(op, t); break;
             case OpKind::rope_fwd:
@@ -487,8 +481,8 @@ private:
                 launch_causal_softmax_bwd<T>(at<T>(t, op.v[0]), at<T>(t, op.v[1]), at<T>(t, op.v[2]), op.v[0].rows, d.s,
                                              stream);
                 break;
-            case OpKind::swiglu_fwd: launch_swiglu_fwd<T>(at<T>(t, op.v[0]), at<T>(t, op.v[1]), d.rows, d.ffn, stream); break;
-            case OpKind::swiglu_bwd: launch_swiglu_bwd<T>(at<T>(t, op.v[1]), at<T>(t, op.v[0]), d.rows, d.ffn, stream); break;
+            case OpKind::swiglu_fwd:
+            case OpKind::swiglu_bwd: swiglu<T>(op, t); break;
             case OpKind::gelu_fwd: gelu_fwd<T>(op, t); break;
             case OpKind::gelu_bwd: gelu_bwd<T>(op, t); break;
             case OpKind::cross_entropy:
@@ -510,6 +504,9 @@ private:
             case OpKind::cp_kv_order:
             case OpKind::cp_kv_unorder:
             case OpKind::cp_kv_unpack: run_cp(op, t); break;
+            case OpKind::moe_route: case OpKind::moe_dispatch: case OpKind::moe_linear_fwd:
+            case OpKind::moe_linear_bwd_data: case OpKind::moe_linear_bwd_weight: case OpKind::moe_combine:
+            case OpKind::moe_combine_bwd: case OpKind::moe_route_bwd: case OpKind::moe_dispatch_bwd: run_moe<T>(op, t); break;
         }
     }
 
@@ -567,7 +564,13 @@ private:
     }
     void run_fp8(const Op& op, const BufferTable& t);
     void fp8_linear(const Op& op, const BufferTable& t);
-
+    // Mixture of experts (device_runner_moe.cpp; program_moe.cpp emits the ops): the routing,
+    // dispatch and combine kernels (moe.cu) and the experts' grouped GEMMs (moe_expert_gemms).
+    template <class T>
+    void run_moe(const Op& op, const BufferTable& t);
+    // SwiGLU forward or backward on the view's rows (a micro-batch's, or rows x k expert slots).
+    template <class T>
+    void swiglu(const Op& op, const BufferTable& t);
 };
 
 inline double median(std::vector<double> v) {

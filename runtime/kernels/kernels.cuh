@@ -107,6 +107,37 @@ void launch_swiglu_fwd(const T* gu, T* act, i64 rows, i64 f, cudaStream_t stream
 template <class T>
 void launch_swiglu_bwd(const T* gu, T* dgu, i64 rows, i64 f, cudaStream_t stream);
 
+// moe.cu: the mixture-of-experts MLP (Mixtral's sparse MLP, Jiang et al. 2024, sec. 2.1; program.hpp
+// OpKind::moe_*; CPU reference ref::moe_*, reference_moe.hpp, which lays out the i64 routing table
+// of rows k (token, choice) pairs: routing_elements(rows, k, E) = 3 rows k + E + 1). Row-major,
+// contiguous tensors: logits / dlogits [rows, E] (T), gates / dgates [rows, k] (fp32), x / dx / out
+// / res [rows, h], the slots xd / y / dy / dxd [rows k, h] (T). The experts' GEMMs are cuBLASLt
+// products per expert (DeviceRunner, device_runner_moe.cpp).
+inline constexpr i64 kMoeMaxExperts = 256;  // the routing sort's shared memory (one block)
+// Top-k of each row (the lower index first on a tie), gates = softmax over the chosen logits, and
+// the whole routing table (a stable counting sort by expert, deterministic). 1 <= k <= experts.
+template <class T>
+void launch_moe_route(const T* logits, float* gates, i64* routing, i64 rows, i64 experts, i64 k, cudaStream_t stream);
+// xd[s] = x[pair(s) / k].
+template <class T>
+void launch_moe_dispatch(const T* x, const i64* routing, i64 rows, i64 k, i64 h, T* xd, cudaStream_t stream);
+// out[t] = res[t] (res may be null) + sum_j gates[t, j] y[slot(t k + j)].
+template <class T>
+void launch_moe_combine(const T* y, const float* gates, const i64* routing, const T* res, i64 rows, i64 k, i64 h,
+                        T* out, cudaStream_t stream);
+// dy[slot(t k + j)] = gates[t, j] dout[t]; dgates[t, j] = <dout[t], y[slot(t k + j)]>.
+template <class T>
+void launch_moe_combine_bwd(const T* dout, const T* y, const float* gates, const i64* routing, i64 rows, i64 k, i64 h,
+                            T* dy, float* dgates, cudaStream_t stream);
+// dlogits[t, e_j] = g_j (dg_j - sum_m g_m dg_m) for the chosen experts e_j, 0 elsewhere (overwritten).
+template <class T>
+void launch_moe_route_bwd(const float* dgates, const float* gates, const i64* routing, i64 rows, i64 experts, i64 k,
+                          T* dlogits, cudaStream_t stream);
+// dx[t] (= or += when accumulate) sum_j dxd[slot(t k + j)].
+template <class T>
+void launch_moe_dispatch_bwd(const T* dxd, const i64* routing, i64 rows, i64 k, i64 h, T* dx, bool accumulate,
+                             cudaStream_t stream);
+
 // softmax.cu: causal row softmax for eager attention over [b*heads*s, s] (row r is query r % s).
 template <class T>
 void launch_causal_softmax_fwd(const T* scores, T* probs, i64 rows, i64 s, cudaStream_t stream);

@@ -219,6 +219,15 @@ void HostRunner::run(const Op& op, const BufferTable&) {
         case OpKind::cp_kv_unpack: run_attention(op); break;
         case OpKind::fp8_cast:
         case OpKind::fp8_cast_weights: run_fp8(op); break;
+        case OpKind::moe_route:
+        case OpKind::moe_dispatch:
+        case OpKind::moe_linear_fwd:
+        case OpKind::moe_linear_bwd_data:
+        case OpKind::moe_linear_bwd_weight:
+        case OpKind::moe_combine:
+        case OpKind::moe_combine_bwd:
+        case OpKind::moe_route_bwd:
+        case OpKind::moe_dispatch_bwd: run_moe(op); break;
         case OpKind::linear_fwd:
         case OpKind::linear_bwd_data:
         case OpKind::linear_bwd_weight:

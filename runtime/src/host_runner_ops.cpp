@@ -114,13 +114,15 @@ void HostRunner::run_elementwise(const Op& op) {
     switch (op.kind) {
         case OpKind::rope_fwd: ref::rope_fwd(at(op.v[0]), a, inv_freq_); break;
         case OpKind::rope_bwd: ref::rope_bwd(at(op.v[0]), a, inv_freq_); break;
-        case OpKind::swiglu_fwd: ref::swiglu_fwd(at(op.v[0]), at(op.v[1]), R, d.ffn); break;
+        // The view's rows: a micro-batch's, or a mixture of experts' rows x k slots.
+        case OpKind::swiglu_fwd: ref::swiglu_fwd(at(op.v[0]), at(op.v[1]), op.v[0].rows, d.ffn); break;
         case OpKind::swiglu_bwd: {  // v0: dact in the first f of 2f columns in, dgate|dup out; v1: gate|up
-            Vec dact(static_cast<std::size_t>(R * d.ffn)), dgu(static_cast<std::size_t>(R * 2 * d.ffn));
+            const std::int64_t n = op.v[0].rows;
+            Vec dact(static_cast<std::size_t>(n * d.ffn)), dgu(static_cast<std::size_t>(n * 2 * d.ffn));
             const double* in = at(op.v[0]);
-            for (std::int64_t r = 0; r < R; ++r)
+            for (std::int64_t r = 0; r < n; ++r)
                 for (std::int64_t c = 0; c < d.ffn; ++c) dact[static_cast<std::size_t>(r * d.ffn + c)] = in[r * 2 * d.ffn + c];
-            ref::swiglu_bwd(at(op.v[1]), dact.data(), dgu.data(), R, d.ffn);
+            ref::swiglu_bwd(at(op.v[1]), dact.data(), dgu.data(), n, d.ffn);
             std::copy(dgu.begin(), dgu.end(), at(op.v[0]));
             break;
         }

@@ -47,6 +47,8 @@ Dims program_dims(const ModelConfig& model, const Plan& plan, const RankCoords& 
     d.qkv_width = d.q_width + 2 * d.kv_width;
     d.ffn = model.ffn_hidden / d.tp;
     d.up_width = model.mlp == MlpKind::swiglu ? 2 * d.ffn : d.ffn;
+    d.experts = model.experts;
+    d.topk = model.is_moe() ? model.experts_per_token : 1;
     d.vocab = model.vocab;
     // Same padding as the planner's runtime profile (vocab_pad_multiple, times tp).
     const std::int64_t unit = kRuntimeVocabPadMultiple * d.tp;
@@ -111,6 +113,19 @@ LayerParams add_layer_parameters(Builder& B, const ModelConfig& model, std::int6
     if (model.out_bias) lp.out_b = B.param(n + "o_proj.bias", d.h, 1, l, false);
     lp.norm2_w = B.param(n + "mlp_norm.weight", d.h, 1, l, false);
     if (ln) lp.norm2_b = B.param(n + "mlp_norm.bias", d.h, 1, l, false);
+    if (d.moe()) {  // check_runtime_model: SwiGLU experts without biases
+        // The router replicated; each expert's gate|up column-parallel and down row-parallel, as
+        // the dense MLP's (Megatron-LM's expert tensor parallelism at its default, tp).
+        std::vector<RowBlock> up;
+        for (std::int64_t e = 0; e < d.experts; ++e)
+            for (const RowBlock& b : sl.up) up.push_back({e * d.up_width + b.local_begin, e * sl.up_rows + b.global_begin, b.rows});
+        lp.router_w = B.param(n + "router.weight", d.experts, d.h, l, true);
+        lp.up_w = B.param(n + "experts.gate_up_proj.weight", d.experts * d.up_width, d.h, l, true,
+                          {up, d.experts * sl.up_rows, d.h, 0});
+        lp.down_w = B.param(n + "experts.down_proj.weight", d.experts * d.h, d.ffn, l, true,
+                            {{}, d.experts * d.h, sl.f_cols, sl.f_col_begin});
+        return lp;
+    }
     lp.up_w = B.param(n + (swiglu ? "gate_up_proj.weight" : "fc1.weight"), d.up_width, d.h, l, true, column_up);
     if (model.mlp_bias)
         lp.up_b = B.param(n + (swiglu ? "gate_up_proj.bias" : "fc1.bias"), d.up_width, 1, l, false, bias_up);

@@ -155,6 +155,9 @@ struct LayerFwd {
     BufferId x = kNoBuffer, xn1 = kNoBuffer, qkv = kNoBuffer, core = kNoBuffer, attn = kNoBuffer, x1 = kNoBuffer,
              xn2 = kNoBuffer, up = kNoBuffer, act = kNoBuffer, out = kNoBuffer;
     BufferId xn1_8t = kNoBuffer, attn_8t = kNoBuffer, xn2_8t = kNoBuffer, act_8t = kNoBuffer;
+    // Mixture of experts (program_moe.cpp): gate weights, routing table, the dispatched tokens and
+    // the experts' outputs (up and act above are the experts', [rows k, .]).
+    BufferId gates = kNoBuffer, routing = kNoBuffer, xd = kNoBuffer, y = kNoBuffer;
 };
 
 // What a layer keeps for its backward, but its input x and its attention core (listed apart).
@@ -173,6 +176,13 @@ LayerFwd emit_layer_forward(Builder& B, std::vector<Op>& out, std::int64_t l, st
 // dLoss/d(layer input).
 void emit_layer_backward(Builder& B, std::vector<Op>& out, std::int64_t l, std::int64_t mb, const LayerFwd& saved,
                          BufferId dres);
+
+// Mixture of experts (program_moe.cpp): the MLP half of layer l after its norm (f.xn2), and its
+// backward down to the norm output's gradient (returned, allocated here).
+void emit_moe_forward(Builder& B, std::vector<Op>& out, std::int64_t l, const std::string& n, const Phase& ph,
+                      LayerFwd& f, bool produce_output);
+BufferId emit_moe_backward(Builder& B, std::vector<Op>& out, const std::string& n, const Phase& ph,
+                           const LayerParams& lp, const LayerFwd& f, BufferId dres);
 
 // Forward of a linear: y = in W^T + b (+ residual), y's buffer allocated by the op.
 void emit_linear_fwd(Builder& B, std::vector<Op>& out, const std::string& name, const Phase& ph, const View& in,

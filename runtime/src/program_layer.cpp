@@ -159,6 +159,7 @@ void emit_mlp_forward(Builder& B, std::vector<Op>& out, std::int64_t l, const st
     const LayerParams& lp = P.layer_params[static_cast<std::size_t>(l - 1)];
     f.xn2 = B.seq_act(n + "mlp norm out", d.h);
     emit_norm_fwd(B, out, n + "mlp norm", ph, f.x1, f.xn2, lp.norm2_w, lp.norm2_b);
+    if (d.moe()) return emit_moe_forward(B, out, l, n, ph, f, produce_output);
     f.up = B.act(n + (P.model.mlp == MlpKind::swiglu ? "gate|up" : "fc1 out"), d.up_width);
     const BufferId xg = B.gather_seq(out, n + "mlp norm out", ph, f.xn2, d.h);
     f.xn2_8t = emit_gemm_fwd(B, out, n + "up proj", ph, B.full(xg, d.h), B.full(f.up, d.up_width), lp.up_w, lp.up_b,
@@ -277,6 +278,7 @@ void emit_norm_bwd(Builder& B, std::vector<Op>& out, const std::string& name, co
 }
 
 std::vector<BufferId> layer_kept(const Program& P, const LayerFwd& f) {
+    if (P.dims.moe()) return {f.xn1, f.qkv, f.attn, f.x1, f.xn2, f.gates, f.routing, f.xd, f.up, f.act, f.y};
     if (!P.fp8) return {f.xn1, f.qkv, f.attn, f.x1, f.xn2, f.up, f.act};
     std::vector<BufferId> v = {f.xn1_8t, f.qkv, f.attn_8t, f.x1, f.xn2_8t, f.up, f.act_8t};
     if (P.plan.attention == AttentionKind::flash) v.push_back(f.attn);
@@ -354,6 +356,11 @@ void emit_mlp_backward(Builder& B, std::vector<Op>& out, const std::string& n, c
                        const LayerFwd& f, BufferId dres) {
     Program& P = B.p_;
     const Dims& d = P.dims;
+    if (d.moe()) {
+        const BufferId dn = emit_moe_backward(B, out, n, ph, lp, f, dres);
+        emit_norm_bwd(B, out, n + "mlp norm bwd", ph, f.x1, dn, dres, true, lp.norm2_w, lp.norm2_b, {}, {dn});
+        return;
+    }
     // dGU [rows, up_width]: the down dgrad writes dA into its first f columns, the
     // activation backward turns it into d(gate)|d(up) (GeLU: d(fc1 out)) in place.
     const BufferId dgu = B.act(n + "d gate|up", d.up_width, Category::temporary);

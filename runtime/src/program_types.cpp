@@ -111,6 +111,15 @@ std::string_view to_string(OpKind k) {
         case OpKind::cp_kv_order: return "cp_kv_order";
         case OpKind::cp_kv_unorder: return "cp_kv_unorder";
         case OpKind::cp_kv_unpack: return "cp_kv_unpack";
+        case OpKind::moe_route: return "moe_route";
+        case OpKind::moe_dispatch: return "moe_dispatch";
+        case OpKind::moe_linear_fwd: return "moe_linear_fwd";
+        case OpKind::moe_linear_bwd_data: return "moe_linear_bwd_data";
+        case OpKind::moe_linear_bwd_weight: return "moe_linear_bwd_weight";
+        case OpKind::moe_combine: return "moe_combine";
+        case OpKind::moe_combine_bwd: return "moe_combine_bwd";
+        case OpKind::moe_route_bwd: return "moe_route_bwd";
+        case OpKind::moe_dispatch_bwd: return "moe_dispatch_bwd";
     }
     return "?";
 }

@@ -108,18 +108,16 @@ TEST(CliRun, UnsupportedPlanIsBadInput) {
 // `run` refuses: Mixtral counted as a dense 7B model (its weights 2 B x mistral-7b's 7.24 B
 // parameters), gpt2 on one GPU at 1,048,576 tokens with mbs 1 x 1,024 micro-batches (12,288
 // layer-steps, over the bound of 4,096 then), and cp plans at long sequences. The profile
-// now applies run's own checks, so every plan it ranks is one `run` executes.
+// now applies run's own checks, so every plan it ranks is one `run` executes. Since 2026-11-30 the
+// runtime runs Mixtral's experts (program_moe.cpp) without expert parallelism or fp8, and the
+// profile ranks such plans: none with --ep or fp8-mixed, its first one walked.
 TEST(CliRun, TheRuntimeProfileRecommendsOnlyPlansRunExecutes) {
-    const auto moe = run("plan --framework preflight-runtime --model mixtral-8x7b --gpu h200-sxm-141gb --gpus 1 "
-                         "--gbs-tokens 1048576");
-    EXPECT_EQ(moe.exit_code, 2);
-    EXPECT_NE(moe.err.find("--model: mixture-of-experts models are not implemented by the runtime"), std::string::npos)
-        << moe.err;
     const auto dir = std::filesystem::temp_directory_path();
     const auto plan = dir / "preflight_runtime_profile_plan.json";
     for (const std::string& request :
          {std::string("--model gpt2 --gpus 1 --gbs-tokens 1048576 --seq 1024"),
-          std::string("--model llama-3.2-3b --gpus 8 --gbs-tokens 1048576 --seq 131072")}) {
+          std::string("--model llama-3.2-3b --gpus 8 --gbs-tokens 1048576 --seq 131072"),
+          std::string("--model mixtral-8x7b --gpus 64 --gbs-tokens 2097152 --seq 4096")}) {
         const auto ranked = run("plan --framework preflight-runtime --gpu h100-sxm-80gb " + request + " --format json");
         ASSERT_EQ(ranked.exit_code, 0) << request << ": " << ranked.err;
         const auto doc = nlohmann::json::parse(ranked.out);
@@ -127,6 +125,9 @@ TEST(CliRun, TheRuntimeProfileRecommendsOnlyPlansRunExecutes) {
         for (const auto& c : doc["candidates"]) {
             EXPECT_LE(c["plan"]["grad_acc"].get<std::int64_t>(), 1024) << request;
             EXPECT_EQ(c["plan"].value("cp", 1), 1) << request;
+            EXPECT_EQ(c["plan"].value("ep", 1), 1) << request;
+            if (request.find("mixtral") != std::string::npos)
+                EXPECT_NE(c["plan"].value("precision", ""), "fp8-mixed") << request;
         }
         const auto emitted = run("plan --framework preflight-runtime --gpu h100-sxm-80gb " + request + " --emit preflight");
         ASSERT_EQ(emitted.exit_code, 0) << request << ": " << emitted.err;

@@ -77,6 +77,10 @@ inline constexpr std::int64_t kMaxRuntimeGradAcc = 1024;
 // takes at most 256 layers (the catalog's deepest, Llama-3.1-405B, has 126): 1.3-1.5 s at
 // 8-64 micro-batches.
 inline constexpr std::int64_t kMaxRuntimeLayers = 256;
+// The runtime sorts a micro-batch's (token, expert) pairs by expert in one thread block whose
+// shared memory holds 136 B per expert (runtime/kernels/moe.cu): at most 256 experts a layer
+// (Mixtral has 8; DeepSeek-V3, among the widest public configs, 256).
+inline constexpr std::int64_t kMaxRuntimeExperts = 256;
 inline constexpr std::int64_t kMaxRuntimeLayerSteps = 4096;
 // Without a pipeline the micro-batches repeat one micro-batch's ops and the arena is planned on a
 // few of them, then extended (runtime plan_arena), so the dry run grows linearly: at 16,384

@@ -225,6 +225,11 @@ struct FrameworkProfile {
     // (experts.py weighted_bias_swiglu_impl with permuted_probs) and unpermutes without them, so the
     // experts' outputs are not saved for a weighted combine, as the other frameworks' combine saves.
     bool moe_probs_in_activation = true;
+    // The Preflight runtime's MoE (runtime/src/program_moe.cpp) keeps each token's k gate weights
+    // (fp32) and an i64 routing table (slots, offsets, experts) in place of the router's
+    // probabilities, and its backward holds the router logits' gradient beside the experts'
+    // (memory_runtime.cpp runtime_moe_backward_transient).
+    bool moe_routing_table = false;
     // Transformer Engine under fp8 (Megatron-LM's default delayed recipe) keeps the fused attention's
     // 16-bit output for its backward beside the out-projection's fp8 copy of it (TE backends.py saves
     // out_f16 when attention itself is not fp8; attention.py sets save_original_input only for

@@ -119,6 +119,7 @@ private:
     void run_eager(const Op& op);        // host_runner_ops.cpp
     void run_embedding(const Op& op);    // host_runner_ops.cpp
     void vocab_parallel_cross_entropy(const Op& op);  // host_runner_ops.cpp
+    void run_moe(const Op& op);          // host_runner_moe.cpp
     void run_fp8(const Op& op);          // host_runner_fp8.cpp
     void run_fp8_linear(const Op& op);   // host_runner_fp8.cpp
     template <class At>

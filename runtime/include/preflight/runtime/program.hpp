@@ -131,6 +131,22 @@ enum class OpKind : std::uint8_t {
     // With cp, flash_fwd reads K and V from v3 (sequence order) and flash_bwd from v6, writing the
     // query gradient into v4's Q columns and the whole sequence's dK|dV into v7.
     cp_kv_pack, cp_kv_order, cp_kv_unorder, cp_kv_unpack,
+    // Mixture of experts (program_moe.cpp; Mixtral's token-choice top-k routing, dropless): the
+    // routing buffer (i64, Dims::routing_elements) holds, for the rows x k (token, choice) pairs
+    // numbered t k + j, the slot each goes to [0, rows k), then for each slot its pair, then the
+    // E + 1 expert offsets of the slots (expert e's are [off[e], off[e+1]), pairs in order),
+    // then each pair's expert. moe_route: v0 = router logits [rows, E] -> v1 = gate weights
+    // [rows, k] f32 (softmax over the k largest logits) and v2 = routing. moe_dispatch: v0 = x
+    // [rows, h], v2 = routing -> v1 = [rows k, h], slot s holding its pair's token. moe_linear_fwd /
+    // bwd_data / bwd_weight: linear_* on each expert's slots (v2 = routing), p0 = the experts'
+    // weights stacked [E N, K]. moe_combine: v3 (allocated) = v4 (residual) + sum_j v1[t, j] v0[slot(t, j)]
+    // (v0 = expert outputs [rows k, h], v2 = routing). moe_combine_bwd: v0 = dOut [rows, h], v1 =
+    // expert outputs, v2 = gate weights, v3 = routing -> v4 = d expert outputs [rows k, h], v5 = d gate
+    // weights [rows, k] f32. moe_route_bwd: v0 = d gate weights, v1 = gate weights, v2 = routing ->
+    // v3 = d router logits [rows, E]. moe_dispatch_bwd: v0 = d dispatched [rows k, h], v2 = routing
+    // -> v1 = dx [rows, h] (+= when accumulate).
+    moe_route, moe_dispatch, moe_linear_fwd, moe_linear_bwd_data, moe_linear_bwd_weight, moe_combine,
+    moe_combine_bwd, moe_route_bwd, moe_dispatch_bwd,
 };
 // The rank `peer` places from `rank` around a group of `world` ranks (a p2p op's peers).
 constexpr int ring_rank(std::int64_t rank, int peer, std::int64_t world) {
@@ -208,6 +224,12 @@ struct Dims {
     // Context parallelism: the rank holds s = s_full / cp tokens of each sequence, chunks cp_rank
     // and 2 cp - 1 - cp_rank of its 2 cp equal chunks (context_parallel.hpp cp_position).
     std::int64_t cp = 1, cp_rank = 0, s_full = 0;
+    // Mixture of experts: `experts` per layer (1: dense), each token routed to `topk` of them;
+    // ffn and up_width above are one expert's.
+    std::int64_t experts = 1, topk = 1;
+    bool moe() const { return experts > 1; }
+    // The routing buffer's i64 elements: slot per pair, pair per slot, expert offsets, expert per pair.
+    std::int64_t routing_elements() const { return 3 * rows * topk + experts + 1; }
     bool first_stage = true, last_stage = true;
     std::vector<LayerChunk> chunks;
     // The chunk holding stage layer l (1-based), and the model's index of that layer.
@@ -224,6 +246,7 @@ struct LayerParams {
     ParamId norm1_w = kNoParam, norm1_b = kNoParam, qkv_w = kNoParam, qkv_b = kNoParam, out_w = kNoParam,
             out_b = kNoParam, norm2_w = kNoParam, norm2_b = kNoParam, up_w = kNoParam, up_b = kNoParam,
             down_w = kNoParam, down_b = kNoParam;
+    ParamId router_w = kNoParam;  // MoE: [E, h]; up_w / down_w then stack the experts' [E up_width, h] / [E h, ffn]
 };
 
 // Training hyper-parameters and initialisation (not part of the plan).

@@ -1,0 +1,258 @@
+// Mixture of experts in the runtime (runtime/src/program_moe.cpp; Mixtral's sparse MLP): the
+// routing by hand, the host program's gradients against central finite differences of its own
+// loss, the ranks of MoE plans against one GPU (loopback ranks in threads, in double), the
+// refusals, and each rank's dry run against the planner's preflight-runtime profile.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
+
+#include "catalog_fixture.hpp"
+#include "dry_run_compare.hpp"
+#include "host_parity.hpp"
+#include "preflight/runtime/host_runner.hpp"
+#include "preflight/runtime/reference_model.hpp"
+#include "preflight/runtime/reference_moe.hpp"
+#include "preflight/runtime/runtime.hpp"
+
+namespace preflight::runtime {
+namespace {
+
+using Vec = std::vector<double>;
+using I64 = std::vector<std::int64_t>;
+
+// A Mixtral-shaped config: RMSNorm, RoPE, GQA, `experts` SwiGLU experts of width ffn, top-k.
+ModelConfig micro_mixtral(std::int64_t layers = 2, std::int64_t experts = 4, std::int64_t k = 2) {
+    nlohmann::json cfg = {{"model_type", "mixtral"},        {"hidden_size", 16},         {"num_hidden_layers", layers},
+                          {"num_attention_heads", 4},       {"num_key_value_heads", 2},  {"intermediate_size", 24},
+                          {"vocab_size", 13},               {"max_position_embeddings", 32},
+                          {"num_local_experts", experts},   {"num_experts_per_tok", k},  {"tie_word_embeddings", false}};
+    return model_from_hf_config(cfg, "mixtral-test");
+}
+
+// Two tokens, four experts, top 2. Token 0's logits (1, 3, 2, 3): experts 1 and 3 tie at 3 (the
+// lower index first), gates e^0 / (e^0 + e^0) = 1/2 each. Token 1's (0, ln 3, 0, 0): expert 1, then
+// 0 (first of the tied zeros), gates 3/4 and 1/4. Expert 0 gets pair 3 (slot 0), expert 1 pairs
+// 0 and 2 (slots 1, 2), expert 3 pair 1 (slot 3).
+TEST(Moe, RoutingByHand) {
+    const Vec logits = {1, 3, 2, 3, 0, std::log(3.0), 0, 0};
+    Vec gates(4);
+    I64 r(static_cast<std::size_t>(ref::routing_elements(2, 2, 4)));
+    ref::moe_route(logits.data(), 2, 4, 2, gates.data(), r.data());
+    EXPECT_NEAR(gates[0], 0.5, 1e-15);
+    EXPECT_NEAR(gates[1], 0.5, 1e-15);
+    EXPECT_NEAR(gates[2], 0.75, 1e-15);
+    EXPECT_NEAR(gates[3], 0.25, 1e-15);
+    const I64 want = {1, 3, 2, 0,  // slot of pair 0..3
+                      3, 0, 2, 1,  // pair of slot 0..3
+                      0, 1, 3, 3, 4,  // offsets of experts 0..3, end
+                      1, 3, 1, 0};  // expert of pair 0..3
+    EXPECT_EQ(r, want);
+    // Combine: out[t] = res + sum_j gate y[slot]; y rows 10, 20, 30, 40 (h = 1).
+    const Vec y = {10, 20, 30, 40}, res = {1, 2};
+    Vec out(2);
+    ref::moe_combine(y.data(), gates.data(), r.data(), res.data(), 2, 2, 4, 1, out.data());
+    EXPECT_DOUBLE_EQ(out[0], 1 + 0.5 * 20 + 0.5 * 40);
+    EXPECT_DOUBLE_EQ(out[1], 2 + 0.75 * 30 + 0.25 * 10);
+    // Routing backward: dl_j = g_j (dg_j - sum_m g_m dg_m); token 0, dg (2, 4): 1/2 (2 - 3), 1/2 (4 - 3).
+    const Vec dg = {2, 4, 0, 0};
+    Vec dl(8);
+    ref::moe_route_bwd(dg.data(), gates.data(), r.data(), 2, 4, 2, dl.data());
+    const Vec want_dl = {0, -0.5, 0, 0.5, 0, 0, 0, 0};
+    EXPECT_EQ(dl, want_dl);
+}
+
+// One step's loss of a program on the host from `params` (a single GPU plan).
+double host_loss(const Program& P, const Vec& params, Vec* grads = nullptr) {
+    HostRunner host(P, 77);
+    host.params = params;
+    DryBackend backend;
+    TrackingAllocator alloc(backend);
+    BufferTable table;
+    walk(P, P.setup, alloc, table, &host, "set-up");
+    walk(P, P.step, alloc, table, &host, "step", 1);
+    if (grads) *grads = host.buffer(P.grads);
+    walk(P, P.teardown, alloc, table, &host, "teardown");
+    return host.loss_sum / static_cast<double>(P.dims.rows * P.dims.grad_acc);
+}
+
+// The program's gradients of the router, the experts and the norm before them equal central finite
+// differences of its own loss, for every recompute mode: the backward of the routing, the combine,
+// the dispatch and the experts' GEMMs is checked against the forward alone.
+TEST(Moe, GradientsEqualFiniteDifferencesOfTheLoss) {
+    const ModelConfig m = micro_mixtral();
+    int checked = 0;
+    for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full}) {
+        Plan p;
+        p.seq = 6;
+        p.mbs = 2;
+        p.grad_acc = 2;
+        p.recompute = rc;
+        p.precision = Precision::fp32;
+        const Program P = build_program(m, p);
+        const Vec params = ref::random_params(P, 5, 0.4);
+        Vec grads;
+        host_loss(P, params, &grads);
+        for (const ParamSpec& ps : P.params) {
+            if (ps.layer == 0) continue;
+            for (std::int64_t i : {std::int64_t{0}, ps.numel() / 2 + 1, ps.numel() - 1}) {
+                const std::size_t at = static_cast<std::size_t>(ps.offset + i);
+                const double eps = 1e-5;
+                Vec plus = params, minus = params;
+                plus[at] += eps;
+                minus[at] -= eps;
+                const double fd = (host_loss(P, plus) - host_loss(P, minus)) / (2 * eps);
+                EXPECT_NEAR(grads[at], fd, 1e-7 + 1e-6 * std::abs(fd)) << ps.name << "[" << i << "] " << to_string(rc);
+                ++checked;
+            }
+        }
+    }
+    EXPECT_EQ(checked, 3 * 2 * 7 * 3);  // modes x layers x tensors (2 norms, q|k|v, out, router, 2 experts) x 3
+}
+
+// The ranks of MoE plans match one GPU running the same global batch: data parallelism under every
+// ZeRO stage (the experts' weights, gradients and states sharded with the layer's unit), tensor
+// parallelism with and without sp (each rank a slice of every expert, the gate weights' gradient
+// summed over the ranks), pipeline stages (plain and interleaved), context parallelism (a rank routes
+// its own tokens: routing is per token), every recompute mode, fp32 and bf16-mixed, top-1 and top-2.
+TEST(Moe, RanksMatchOneGpu) {
+    struct Case {
+        std::int64_t dp, tp, pp, cp;
+        bool sp;
+        int zero;
+        Recompute rc;
+        std::int64_t k;
+    };
+    const Case cases[] = {
+        {2, 1, 1, 1, false, 0, Recompute::none, 2},      {2, 1, 1, 1, false, 1, Recompute::full, 2},
+        {2, 1, 1, 1, false, 2, Recompute::selective, 1}, {2, 1, 1, 1, false, 3, Recompute::none, 2},
+        {1, 1, 2, 1, false, 0, Recompute::full, 2},      {1, 1, 1, 2, false, 0, Recompute::none, 2},
+        {2, 1, 2, 1, false, 1, Recompute::selective, 2}, {2, 1, 1, 2, false, 3, Recompute::full, 1},
+        {1, 2, 1, 1, false, 0, Recompute::none, 2},      {1, 2, 1, 1, true, 0, Recompute::selective, 2},
+        {2, 2, 1, 1, true, 3, Recompute::full, 2},       {1, 2, 2, 1, true, 1, Recompute::none, 1},
+        {1, 2, 1, 2, false, 2, Recompute::full, 2},
+    };
+    test_support::Worst worst;
+    int n = 0;
+    for (const Case& c : cases)
+        for (Precision pr : {Precision::fp32, Precision::bf16_mixed}) {
+            Plan p;
+            p.seq = 8;
+            p.mbs = 2;
+            p.grad_acc = 2;
+            p.dp = c.dp;
+            p.tp = c.tp;
+            p.sp = c.sp;
+            p.pp = c.pp;
+            p.cp = c.cp;
+            p.zero = static_cast<ZeroStage>(c.zero);
+            p.recompute = c.rc;
+            p.precision = pr;
+            const test_support::Worst w = test_support::compare(micro_mixtral(2, 4, c.k), p, 2);
+            EXPECT_LE(w.loss, 1e-9) << to_flags(p) << " top-" << c.k;
+            EXPECT_LE(w.param, 1e-9) << to_flags(p) << " top-" << c.k;
+            worst.loss = std::max(worst.loss, w.loss);
+            worst.param = std::max(worst.param, w.param);
+            ++n;
+        }
+    Plan inter;  // 4 layers, pp 2 x 2 chunks of one layer
+    inter.seq = 8;
+    inter.grad_acc = 2;
+    inter.pp = 2;
+    inter.pp_schedule = PpSchedule::interleaved;
+    inter.vpp = 2;
+    const test_support::Worst w = test_support::compare(micro_mixtral(4, 4, 2), inter, 2);
+    EXPECT_LE(w.loss, 1e-9);
+    EXPECT_LE(w.param, 1e-9);
+    std::printf("MoE ranks vs one GPU, 2 steps, %d cases + interleaved: worst loss %.2e, worst parameter %.2e (relative)\n",
+                n, std::max(worst.loss, w.loss), std::max(worst.param, w.param));
+    EXPECT_EQ(n, 26);
+}
+
+// What the runtime does not run with experts is refused naming the flag: fp8 experts, expert
+// parallelism, a capacity factor (its experts are dropless), more experts than its routing kernel sorts.
+TEST(Moe, RefusalsNameTheFlag) {
+    const ModelConfig m = test::catalog_model("mixtral-8x7b");
+    auto refused = [&](Plan p, const std::string& flag) {
+        try {
+            check_supported(m, resolve_defaults(p, m));
+            ADD_FAILURE() << to_flags(p) << " was accepted";
+        } catch (const InputError& e) {
+            EXPECT_EQ(e.subject(), flag) << e.what();
+        }
+    };
+    Plan fp8;
+    fp8.precision = Precision::fp8_mixed;
+    refused(fp8, "--precision");
+    Plan ep;
+    ep.dp = 8;
+    ep.ep = 8;
+    refused(ep, "--ep");
+    Plan cf;
+    cf.moe_capacity_factor = 1.25;
+    refused(cf, "--moe-capacity-factor");
+    // The routing kernel's bound: 257 experts a layer are refused naming the model.
+    nlohmann::json wide = {{"model_type", "mixtral"},      {"hidden_size", 64},         {"num_hidden_layers", 2},
+                           {"num_attention_heads", 4},     {"num_key_value_heads", 4},  {"intermediate_size", 64},
+                           {"vocab_size", 100},            {"max_position_embeddings", 64},
+                           {"num_local_experts", 257},     {"num_experts_per_tok", 2}};
+    try {
+        check_supported(model_from_hf_config(wide, "wide"), Plan{});
+        ADD_FAILURE() << "257 experts were accepted";
+    } catch (const InputError& e) {
+        EXPECT_EQ(e.subject(), "--model") << e.what();
+        EXPECT_NE(std::string(e.what()).find("257 experts a layer"), std::string::npos) << e.what();
+    }
+    Plan ok;
+    ok.dp = 4;
+    ok.tp = 2;
+    ok.sp = true;
+    ok.zero = ZeroStage{3};
+    EXPECT_NO_THROW(check_supported(m, resolve_defaults(ok, m)));
+}
+
+// What each MoE rank's program allocates is what the planner's preflight-runtime profile predicts
+// (activations.cpp: the gate weights and routing table; memory_runtime.cpp: the MoE backward):
+// the peak and its phase, for Mixtral-8x7B and two small MoEs (top-2 of 16, top-1 of 4), over
+// recompute modes, precisions, ZeRO stages, pipeline stages and tensor parallelism with and without sp.
+TEST(Moe, DryRunsEqualThePlanner) {
+    const ModelConfig small = [] {
+        nlohmann::json cfg = {{"model_type", "mixtral"}, {"hidden_size", 512},  {"num_hidden_layers", 4},
+                              {"num_attention_heads", 8},  {"num_key_value_heads", 2}, {"intermediate_size", 1024},
+                              {"vocab_size", 1000},        {"max_position_embeddings", 8192},
+                              {"num_local_experts", 16},   {"num_experts_per_tok", 2}};
+        return model_from_hf_config(cfg, "small-moe");
+    }();
+    int plans = 0;
+    for (const ModelConfig& m : {test::catalog_model("mixtral-8x7b"), small, micro_mixtral(4, 4, 1)})
+        for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full})
+            for (Precision pr : {Precision::bf16_mixed, Precision::fp32})
+                for (auto [pp, zero, tp, sp] : {std::tuple{4, 1, 1, false}, std::tuple{1, 3, 1, false},
+                                                std::tuple{1, 1, 2, false}, std::tuple{2, 3, 2, true}}) {
+                    Plan p;
+                    p.tp = tp;
+                    p.sp = sp;
+                    p.seq = m.max_positions >= 4096 ? 4096 : 16;
+                    p.mbs = 1;
+                    p.grad_acc = 4;
+                    p.dp = 2;
+                    p.pp = m.layers % pp == 0 ? pp : 1;
+                    p.zero = static_cast<ZeroStage>(zero);
+                    p.recompute = rc;
+                    p.precision = pr;
+                    for (std::int64_t rank : {std::int64_t{0}, p.gpus() - 1}) {
+                        const test_support::Compared c = test_support::compare_with_planner(m, p, rank);
+                        const std::string what = m.name + " " + to_flags(p) + " rank " + std::to_string(rank);
+                        EXPECT_EQ(c.dry, c.planned) << what << ": dry run peak at " << c.where;
+                        EXPECT_EQ(c.dry_phase, c.planned_phase) << what << ": dry run peak at " << c.where;
+                        ++plans;
+                    }
+                }
+    EXPECT_EQ(plans, 3 * 3 * 2 * 4 * 2);
+}
+
+}  // namespace
+}  // namespace preflight::runtime
