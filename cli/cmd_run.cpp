@@ -194,6 +194,9 @@ void print_table(const runtime::RunReport& r) {
         std::cout << ", " << p.substr(0, p.find(" ("));
     }
     std::cout << "\n";
+    if (r.model.is_moe())  // program_moe.cpp; no run of it has been timed yet
+        std::cout << "# mixture of experts: its step time is not fitted on runs of its own (one GEMM per expert with "
+                     "slots, the host reading each routing's expert offsets): the dense GEMMs' rate is assumed\n";
     // Which peak MFU/HFU divide by, so a reader never compares an fp32 row's MFU with a bf16 row's.
     const std::optional<double> peak = compute_peak_flops_per_s(r.gpu, r.plan.precision);
     std::cout << "# MFU/HFU: of the dense " << compute_peak_name(r.plan.precision) << " peak, "

@@ -125,10 +125,13 @@ $OUT/preflight-gpu-<stamp>.tar.gz + $OUT/summary.txt). See README.md, "GPU sessi
   budget_left_s less 60), the gpu tests on the warm build (about 100 s; since 2026-11-30 they
   include context parallelism's first device checks: CpKernels.* (the cp flash kernels and K|V
   moves against the CPU reference), GpuContextParallel.LoopbackParity and
-  GpuContextParallel.AnEmulatedCpRanksTrackedPeakEqualsItsDryRun, none run on a GPU yet):
+  GpuContextParallel.AnEmulatedCpRanksTrackedPeakEqualsItsDryRun, none run on a GPU yet; and the
+  mixture of experts' (MoeKernels/*: routing, dispatch, combine and grouped GEMMs against the CPU
+  reference; GpuMoe.*: a Mixtral-shaped step's gradients against the host executor):
        run(command="PREFLIGHT_BUDGET_S=B bash validation/gpu_session/gpu_session.sh check test", carry=[".deps"], timeout_s=B+60)
   and give_back. The two context-parallel ranks at the end of the measure-mp set (about 90 s and
-  140 s) wait for a later session.
+  140 s) and the two Mixtral-8x7B ranks after them (tp 2 x pp 8 --sp, first and last stage) wait
+  for a later session.
 
   1) libraries, build, every gpu-labelled test, the headline plan (ours vs PyTorch eager and
      torch.compile):
