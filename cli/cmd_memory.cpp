@@ -235,15 +235,16 @@ int run_memory(const PlanFlags& flags_in, bool show_timeline, const std::string&
     const auto dir = data_dir_of(flags.data_dir);
     std::string model_name = flags.model, gpu_name = flags.gpu;
     Plan requested = flags.to_plan();
+    std::optional<nlohmann::json> file_model;  // a --from config's model shape the plan file carries
     if (!plan_file.empty())
-        requested = plan_from_file(plan_file, sub, requested, model_name, gpu_name, &flags.framework);
+        requested = plan_from_file(plan_file, sub, requested, model_name, gpu_name, &flags.framework, &file_model);
     MemoryOptions opt;
     opt.profile = framework_profile(flags);
     std::optional<ModelConfig> model_read;
     std::optional<ResolvedPlan> resolved;
     std::optional<GpuSpec> gpu_read;
     try {
-        model_read = plan_file.empty() ? load_plan_model(flags, dir) : load_model(model_name, dir);
+        model_read = plan_file.empty() ? load_plan_model(flags, dir) : plan_file_model_config(model_name, file_model, dir);
         resolved.emplace(requested, *model_read);  // defaults filled and validated once
         gpu_read = gpu_for_profile(load_gpu(gpu_name, dir), opt.profile);
     } catch (const InputError& e) {

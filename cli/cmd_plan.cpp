@@ -335,7 +335,8 @@ int emit_recommendation(const PlanCommandState& st, const ModelConfig& model, co
     options.overlap_p2p_comm = st.overlap_p2p_comm || !framework_profile(st.flags).p2p_overlap_by_default;
     options.framework = st.flags.framework;
     options.deepspeed_zero = framework_profile(st.flags).deepspeed_zero;
-    options.model_reference = plan_file_model(st.flags);  // what --plan loads back (plan_flags.hpp)
+    options.model_reference = plan_file_model(st.flags);  // what --plan loads back (plan_flags.hpp), or the
+    options.model_config = st.flags.model_config;         // shape a --from config spelt out, carried whole
     options.gpu_reference = st.flags.gpu;
     const Emitted e = emit_plan(*parse_emit_format(st.emit), model, gpu, best.plan, options);
     std::cout << e.text;
@@ -479,8 +480,7 @@ FromApplied take_from(PlanCommandState& st, const CLI::App& sub) {
     // --emit megatron|deepspeed|torchtitan|nanotron ranks by that framework's profile unless one is named.
     if (!a.read && !given_on(sub, "--framework") && profile_by_name(st.emit)) st.flags.framework = st.emit;
     st.tp_comm_overlap = st.tp_comm_overlap || (st.flags.tp_comm_overlap && sub.count("--tp-comm-overlap") == 0);
-    // The profile's default overlap of the interleaved schedule's sends (Megatron-core's), unless
-    // turned off here or in the --from script.
+    // The profile's default overlap of the interleaved sends (Megatron-core's) unless turned off here or in --from.
     const bool by_default = framework_profile(st.flags).p2p_overlap_by_default;
     if (st.no_overlap_p2p_comm)
         st.overlap_p2p_comm = false;

@@ -393,11 +393,12 @@ int run_command(const RunState& st) {
     const auto dir = data_dir_of(st.flags.data_dir);
     std::string model_name = st.flags.model, gpu_name = st.flags.gpu;
     Plan plan = st.flags.to_plan();
-    if (!st.plan_file.empty()) plan = plan_from_file(st.plan_file, *st.sub, plan, model_name, gpu_name);
+    std::optional<nlohmann::json> file_model;  // a --from config's model shape the plan file carries
+    if (!st.plan_file.empty()) plan = plan_from_file(st.plan_file, *st.sub, plan, model_name, gpu_name, nullptr, &file_model);
     std::optional<ModelConfig> model_read;
     std::optional<GpuSpec> gpu_read;
     try {
-        model_read = st.plan_file.empty() ? load_plan_model(st.flags, dir) : load_model(model_name, dir);
+        model_read = st.plan_file.empty() ? load_plan_model(st.flags, dir) : plan_file_model_config(model_name, file_model, dir);
         gpu_read = load_gpu(gpu_name, dir);
         plan = ResolvedPlan(plan, *model_read).plan();  // defaults filled and validated once
         check_runnable(st, *model_read, plan);

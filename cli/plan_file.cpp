@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "config_from.hpp"
+#include "preflight/planner/catalog.hpp"
 #include "preflight/planner/checked.hpp"
 #include "preflight/planner/plan_document.hpp"
 #include "preflight/planner/plan_schema.hpp"
@@ -71,7 +72,7 @@ void add_plan_file_option(CLI::App& sub, std::string& file) {
 }
 
 Plan plan_from_file(const std::string& file, const CLI::App& sub, const Plan& flags_plan, std::string& model_name,
-                    std::string& gpu_name, std::string* framework) {
+                    std::string& gpu_name, std::string* framework, std::optional<nlohmann::json>* model_config) {
     const nlohmann::json j = file == "-" ? read_plan_stdin() : read_json_file(file, "--plan");
     PlanDocument doc;
     try {
@@ -88,6 +89,15 @@ Plan plan_from_file(const std::string& file, const CLI::App& sub, const Plan& fl
             throw InputError(flag, "'" + *name + "' differs from the " + std::string(flag + 2) + " '" + *recorded +
                                        "' recorded in --plan " + file + " (leave " + flag + " out to use the file's)");
     }
+    // A --from config's model shape, carried whole: read here, so that its errors name the file.
+    if (doc.model_config && model_config != nullptr) {
+        try {
+            model_from_hf_config(*doc.model_config, doc.model);
+        } catch (const InputError& e) {
+            throw InputError("--plan " + file, "model_config." + e.subject() + ": " + e.detail());
+        }
+        *model_config = doc.model_config;
+    }
     // The profile the file was ranked or judged under, unless --framework names another.
     if (framework != nullptr && !doc.framework.empty() && !given_on(sub, "--framework")) *framework = doc.framework;
     // A plan flag given beside the file overrides the file's value, as beside --from.
@@ -97,6 +107,11 @@ Plan plan_from_file(const std::string& file, const CLI::App& sub, const Plan& fl
     rederive_layout(in_file, sub, doc.plan, file);
     default_chunks(j, sub, doc.plan);
     return doc.plan;
+}
+
+ModelConfig plan_file_model_config(const std::string& name, const std::optional<nlohmann::json>& config,
+                                   const std::filesystem::path& data_dir) {
+    return config ? model_from_hf_config(*config, name) : load_model(name, data_dir);
 }
 
 InputError blame_plan_file(const std::string& file, const CLI::App& sub, const InputError& e) {

@@ -392,6 +392,7 @@ json preflight_plan_document(const ModelConfig& model, const GpuSpec& gpu, const
     j["model"] = opt.model_reference.empty() ? model.name : opt.model_reference;
     j["gpu"] = opt.gpu_reference.empty() ? gpu.name : opt.gpu_reference;
     if (!opt.framework.empty()) j["framework"] = opt.framework;
+    if (opt.model_config) j["model_config"] = *opt.model_config;
     return j;
 }
 

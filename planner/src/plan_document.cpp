@@ -32,7 +32,8 @@ std::string recorded_name(const nlohmann::json& doc, const char* key) {
 void check_keys(const nlohmann::json& fields, bool top_level) {
     for (const auto& [key, value] : fields.items()) {
         const bool known = plan_field(key) != nullptr || key == "gpus" || key == "global_batch_tokens" ||
-                           (top_level && (key == "model" || key == "gpu" || key == "schema_version" || key == "framework"));
+                           (top_level && (key == "model" || key == "gpu" || key == "schema_version" || key == "framework" ||
+                                          key == "model_config"));
         // `plan --format json` output holds ranked candidates, not one plan: say which output is one.
         const std::string hint = top_level && key == "candidates"
                                      ? " (this is `plan --format json` output: `plan ... --emit preflight` writes the "
@@ -40,7 +41,7 @@ void check_keys(const nlohmann::json& fields, bool top_level) {
                                      : "";
         if (!known)
             throw InputError(key, "unknown key: a plan file holds the plan fields (docs/interface.md), model, gpu, "
-                                  "framework, gpus, global_batch_tokens and schema_version" + hint);
+                                  "framework, gpus, global_batch_tokens, schema_version and model_config" + hint);
     }
     if (const auto v = fields.find("schema_version"); v != fields.end() && *v != kSchemaVersion)
         throw InputError("schema_version", shown_json(*v) + ": this preflight reads plan files of schema version " +
@@ -90,6 +91,11 @@ PlanDocument read_plan_document(const nlohmann::json& doc, const Plan& defaults)
     d.model = recorded_name(doc, "model");
     d.gpu = recorded_name(doc, "gpu");
     d.framework = recorded_framework(doc);
+    if (const auto it = doc.find("model_config"); it != doc.end()) {
+        if (!it->is_object()) throw InputError("model_config", "must be a config.json object, got " + shown_json(*it));
+        if (d.model.empty()) throw InputError("model_config", "needs \"model\": the name the model goes by");
+        d.model_config = *it;
+    }
     const bool report = doc.contains("plan");  // a memory or run report: its plan under "plan"
     const nlohmann::json& fields = report ? doc.at("plan") : doc;
     if (fields.is_object()) check_keys(fields, !report);

@@ -96,6 +96,38 @@ TEST(UserFiles, APlanFileKeyThatWouldBeIgnoredIsRefused) {
     EXPECT_NE(both.err.find("excludes"), std::string::npos) << both.err;
 }
 
+// A --from config that spells out its model's shape (a Megatron-LM script, a nanotron YAML) has no
+// model file to name: `plan --emit preflight` carries the shape as "model_config" (config.json form)
+// and `run --plan` / `memory --plan` build the model from it. Was: the plan file named the script
+// ("cli_llama3_8b_tp2.sh"), which no catalog or file holds, and --plan refused it (exit 2).
+TEST(UserFiles, APlanFileFromAFrameworkConfigCarriesItsModel) {
+    Scratch s;
+    const std::string script = std::string(PREFLIGHT_TEST_CONFIG_DIR) + "/megatron/cli_llama3_8b_tp2.sh";
+    const auto emitted = run_preflight("plan --from " + script + " --gpu h100-sxm-80gb --emit preflight");
+    ASSERT_EQ(emitted.exit_code, 0) << emitted.err;
+    const json doc = json::parse(emitted.out);
+    ASSERT_TRUE(doc.contains("model_config")) << emitted.out;
+    EXPECT_EQ(doc["model"], "cli_llama3_8b_tp2.sh");
+    // The script's shape (its --num-layers 32, --hidden-size 4096, 8 query groups, ffn 14336).
+    EXPECT_EQ(doc["model_config"]["num_hidden_layers"], 32);
+    EXPECT_EQ(doc["model_config"]["hidden_size"], 4096);
+    EXPECT_EQ(doc["model_config"]["num_key_value_heads"], 8);
+    EXPECT_EQ(doc["model_config"]["intermediate_size"], 14336);
+    const std::string path = s.write("from.json", doc);
+    for (const std::string cmd : {"run --dry-run --plan ", "memory --plan "}) {
+        const auto r = run_preflight(cmd + path);
+        EXPECT_EQ(r.exit_code, 0) << cmd << r.err;
+        EXPECT_NE(r.out.find("cli_llama3_8b_tp2.sh"), std::string::npos) << cmd << r.out;
+    }
+    // A shape the config reader refuses names the file and the key.
+    json bad = doc;
+    bad["model_config"]["hidden_size"] = -1;
+    expect_refused("run --dry-run --plan " + s.write("bad.json", bad), {"--plan", "model_config.hidden_size"});
+    bad = doc;
+    bad["model_config"] = "llama";
+    expect_refused("memory --plan " + s.write("bad2.json", bad), {"--plan", "model_config", "config.json object"});
+}
+
 // A plan flag beside --plan overrides the file's value, as beside --from (was: ignored, the
 // file's seq 256 run with no word).
 TEST(UserFiles, APlanFlagBesideThePlanFileOverridesIt) {

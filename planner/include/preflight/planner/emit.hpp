@@ -35,6 +35,9 @@ struct EmitOptions {
     // same ones: the --model / --gpu as given (a catalog name, or the file the user named, whose
     // display name may be a catalog name's). Empty: ModelConfig::name / GpuSpec::name.
     std::string model_reference, gpu_reference;
+    // A model shape a --from config spells out (no file or catalog entry to name): the preflight
+    // plan document carries it as "model_config" (Hugging Face config.json form), which --plan reads.
+    std::optional<nlohmann::json> model_config;
     // The bucket settings the deepspeed profile judged the plan with (a --from ds_config's, or the
     // defaults): the ds_config carries them.
     DeepSpeedZeroSettings deepspeed_zero;

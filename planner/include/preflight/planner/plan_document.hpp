@@ -4,6 +4,7 @@
 // field at its default without a word, and totals that disagree with the fields are refused.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -19,6 +20,10 @@ struct PlanDocument {
     // The framework profile it was ranked or judged under ("framework": name at the top of a plan
     // file or memory report; a run report's predicted.profile); empty: none recorded.
     std::string framework;
+    // "model_config" at the top of a plan file: the model in Hugging Face config.json form, which
+    // `plan --from CONFIG --emit preflight` writes for a model shape the config spells out (it has no
+    // file or catalog entry of its own to name); absent otherwise.
+    std::optional<nlohmann::json> model_config;
 };
 
 // The plan fields over `defaults`. Throws InputError whose subject is the key at fault (the caller
