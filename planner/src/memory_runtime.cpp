@@ -210,7 +210,14 @@ std::int64_t profile_backward_transient(const ModelConfig& m, const Plan& p, con
     if (prof.flash_bwd_workspace && p.attention == AttentionKind::flash)
         t = std::max(t, runtime_flash_backward_transient(m, p, d) + cp_kv);
     if (prof.fp8_runtime_recipe && p.precision == Precision::fp8_mixed) t = std::max(t, runtime_fp8_backward_transient(m, d));
-    if (prof.runtime_shard_units && d.sp && d.tp > 1) t = std::max(runtime_sp_backward_transient(m, p, d), moe);
+    if (prof.runtime_shard_units && d.sp && d.tp > 1) return std::max(runtime_sp_backward_transient(m, p, d), moe);
+    // Without sp, the q|k|v projection's input gradient [s, b, h] beside d(q|k|v) and the residual
+    // gradient (program_layer.cpp emit_column_parallel_bwd): wider than flash's point when tp splits
+    // q|k|v but not h (a helper-70 audit found it with a top-1 MoE of narrow experts, and a dense twin).
+    const std::int64_t tokens = d.seq * d.micro_batch;
+    if (prof.runtime_shard_units)
+        t = std::max(t, tokens * d.hidden * (d.residual_bytes + d.activation_bytes) +
+                            tokens * (d.q_width + 2 * d.kv_width) * d.activation_bytes / d.tp);
     return t;
 }
 

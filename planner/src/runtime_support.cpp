@@ -100,6 +100,9 @@ void check_runtime_plan(const ModelConfig& m, const Plan& p) {
     if (p.precision == Precision::fp16_mixed)
         not_run("--precision", "fp16-mixed is not implemented by the runtime; use fp32, bf16-mixed, "
                                "bf16-mixed-fp32-grads, bf16 or fp8-mixed");
+    if (m.is_moe() && p.precision == Precision::fp8_mixed)  // before the fp8 GEMMs' shape checks
+        not_run("--precision", "fp8-mixed experts are not implemented by the runtime; use bf16-mixed, "
+                               "bf16-mixed-fp32-grads, bf16 or fp32 for a mixture-of-experts model");
     check_runtime_fp8(m, p);
     if (p.dropout != 0.0) not_run("--dropout", "must be 0 (dropout is not implemented by the runtime)");
     if (m.is_moe() && p.ep > 1)
@@ -109,9 +112,6 @@ void check_runtime_plan(const ModelConfig& m, const Plan& p) {
         not_run("--moe-capacity-factor", "the runtime's experts are dropless (each token's k choices get a slot: rows x "
                                          "k slots whatever the load), so a capacity factor does not describe it; leave "
                                          "it at 1");
-    if (m.is_moe() && p.precision == Precision::fp8_mixed)
-        not_run("--precision", "fp8-mixed experts are not implemented by the runtime; use bf16-mixed, "
-                               "bf16-mixed-fp32-grads, bf16 or fp32 for a mixture-of-experts model");
     // The interleaved schedule (check_runtime_pipeline) and context parallelism (K and V
     // all-gathered, program_cp.cpp; RoPE models: learned positions would need the same map) are
     // the runtime's; the error names the setting that is not.

@@ -135,6 +135,30 @@ TEST(DryRun, FinalNormBackwardPeakEqualsThePlanner) {
     EXPECT_GE(final_norm_peaks, 1);
 }
 
+// Without sp, the q|k|v projection's input gradient [s, b, h] is computed beside d(q|k|v) and the
+// residual gradient; with tp splitting q|k|v but not h, and a narrow MLP (ffn 64 of h 256), that
+// point is the layer's widest and the walk peaks there: the planner counts it (a helper-70 audit
+// found the runtime profile 7,936 B short on this dense shape at tp 2, ZeRO-3, fp32).
+TEST(DryRun, QkvInputGradientPeakEqualsThePlanner) {
+    const ModelConfig m = test::llama_model(256, 2, 8, 8, 64, 2048, 8192);
+    int qkv_peaks = 0;
+    for (std::int64_t tp : {1, 2, 4})
+        for (Precision pr : {Precision::fp32, Precision::bf16_mixed})
+            for (int zero : {0, 3}) {
+                Plan p;
+                p.seq = 16;
+                p.tp = tp;
+                p.dp = zero == 3 ? 2 : 1;
+                p.zero = static_cast<ZeroStage>(zero);
+                p.precision = pr;
+                const test_support::Compared c = test_support::compare_with_planner(m, p, 0);
+                EXPECT_EQ(c.dry, c.planned) << to_flags(p) << ": dry run peak at " << c.where;
+                EXPECT_EQ(c.dry_phase, c.planned_phase) << to_flags(p) << ": dry run peak at " << c.where;
+                qkv_peaks += c.where.find("qkv proj dgrad") != std::string::npos ? 1 : 0;
+            }
+    EXPECT_GE(qkv_peaks, 1);
+}
+
 TEST(DryRun, PersistentBytesAreTheModelStatesPlusWorkspace) {
     const ModelConfig m = test::catalog_model("gpt2");
     Plan p;
