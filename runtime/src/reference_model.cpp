@@ -1,6 +1,8 @@
 #include "preflight/runtime/reference_model.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <numeric>
 #include <random>
 
 #include "preflight/runtime/reference.hpp"
@@ -97,6 +99,82 @@ private:
             rmsnorm_bwd(x.data(), w(wt), dy.data(), dx.data(), g(wt), d.rows, d.h, P.hyper.norm_eps, accumulate);
     }
 
+    // Mixtral's sparse MLP for one token, written as HF transformers' MixtralSparseMoeBlock computes
+    // it (apart from the runtime's routing table, reference_moe.hpp): p = softmax over all E router
+    // logits, the k largest (the lower index first on a tie), gates = p / sum of the chosen p, and
+    // out += sum_j gate_j down_e(silu(gate_e x) * up_e x). With `dout`, the backward instead: the
+    // experts', the gates' (through the renormalised softmax) and the router's gradients added to g_
+    // and the input gradient written to dx.
+    void sparse_moe(const LayerParams& lp, const double* x, double* out, const double* dout, double* dx) const {
+        const i64 h = d.h, f = d.ffn, E = d.experts, k = d.topk;
+        const double* router = w(lp.router_w);
+        std::vector<double> logit(static_cast<std::size_t>(E)), p(logit.size());
+        for (i64 e = 0; e < E; ++e) logit[static_cast<std::size_t>(e)] = std::inner_product(x, x + h, router + e * h, 0.0);
+        const double top = *std::max_element(logit.begin(), logit.end());
+        double z = 0;
+        for (i64 e = 0; e < E; ++e) z += p[static_cast<std::size_t>(e)] = std::exp(logit[static_cast<std::size_t>(e)] - top);
+        for (double& v : p) v /= z;
+        std::vector<i64> order(static_cast<std::size_t>(E));
+        std::iota(order.begin(), order.end(), i64{0});
+        std::stable_sort(order.begin(), order.end(), [&](i64 a, i64 b) { return p[static_cast<std::size_t>(a)] > p[static_cast<std::size_t>(b)]; });
+        double chosen = 0;
+        for (i64 j = 0; j < k; ++j) chosen += p[static_cast<std::size_t>(order[static_cast<std::size_t>(j)])];
+        std::vector<double> gate(static_cast<std::size_t>(k)), dgate(gate.size());
+        for (i64 j = 0; j < k; ++j) {
+            const i64 e = order[static_cast<std::size_t>(j)];
+            gate[static_cast<std::size_t>(j)] = p[static_cast<std::size_t>(e)] / chosen;
+            const double* Wg = w(lp.up_w) + e * 2 * f * h;  // expert e's gate rows, then its up rows
+            const double* Wu = Wg + f * h;
+            const double* Wd = w(lp.down_w) + e * h * f;
+            std::vector<double> gv(static_cast<std::size_t>(f)), uv(gv.size()), a(gv.size()), da(gv.size());
+            for (i64 c = 0; c < f; ++c) {
+                gv[static_cast<std::size_t>(c)] = std::inner_product(x, x + h, Wg + c * h, 0.0);
+                uv[static_cast<std::size_t>(c)] = std::inner_product(x, x + h, Wu + c * h, 0.0);
+                const double sg = 1 / (1 + std::exp(-gv[static_cast<std::size_t>(c)]));
+                a[static_cast<std::size_t>(c)] = gv[static_cast<std::size_t>(c)] * sg * uv[static_cast<std::size_t>(c)];
+            }
+            for (i64 r = 0; r < h; ++r) {
+                const double y = std::inner_product(a.begin(), a.end(), Wd + r * f, 0.0);
+                if (!dout) {
+                    out[r] += gate[static_cast<std::size_t>(j)] * y;
+                    continue;
+                }
+                dgate[static_cast<std::size_t>(j)] += dout[r] * y;  // d gate_j = <dout, expert output>
+                const double dy = gate[static_cast<std::size_t>(j)] * dout[r];
+                double* dWd = g(lp.down_w) + e * h * f + r * f;
+                for (i64 c = 0; c < f; ++c) {
+                    dWd[c] += dy * a[static_cast<std::size_t>(c)];
+                    da[static_cast<std::size_t>(c)] += dy * Wd[r * f + c];
+                }
+            }
+            if (!dout) continue;
+            double* dWg = g(lp.up_w) + e * 2 * f * h;
+            double* dWu = dWg + f * h;
+            for (i64 c = 0; c < f; ++c) {  // silu(g) u: d g = da u silu'(g), d u = da silu(g)
+                const double gc = gv[static_cast<std::size_t>(c)], sg = 1 / (1 + std::exp(-gc));
+                const double dg = da[static_cast<std::size_t>(c)] * uv[static_cast<std::size_t>(c)] * sg * (1 + gc * (1 - sg));
+                const double du = da[static_cast<std::size_t>(c)] * gc * sg;
+                for (i64 i = 0; i < h; ++i) {
+                    dWg[c * h + i] += dg * x[i];
+                    dWu[c * h + i] += du * x[i];
+                    dx[i] += dg * Wg[c * h + i] + du * Wu[c * h + i];
+                }
+            }
+        }
+        if (!dout) return;
+        // gate_j = p_ej / sum_m p_em = softmax over the chosen logits: d logit_ej = gate_j (dgate_j - sum_m gate_m dgate_m).
+        const double dot = std::inner_product(gate.begin(), gate.end(), dgate.begin(), 0.0);
+        for (i64 j = 0; j < k; ++j) {
+            const i64 e = order[static_cast<std::size_t>(j)];
+            const double dl = gate[static_cast<std::size_t>(j)] * (dgate[static_cast<std::size_t>(j)] - dot);
+            double* dR = g(lp.router_w) + e * h;
+            for (i64 i = 0; i < h; ++i) {
+                dR[i] += dl * x[i];
+                dx[i] += dl * router[e * h + i];
+            }
+        }
+    }
+
     // program.cpp emit_layer_forward, op for op.
     Vec layer_forward(i64 l, Vec x, LayerSaved& s) const {
         const LayerParams& lp = P.layer_params[static_cast<std::size_t>(l - 1)];
@@ -112,6 +190,12 @@ private:
         linear_fwd(s.attn.data(), w(lp.out_w), w(lp.out_b), x.data(), s.x1.data(), R, h, d.q_width);
         s.xn2 = zeros(R * h);
         norm_fwd(s.x1, lp.norm2_w, lp.norm2_b, s.xn2);
+        if (d.moe()) {  // out = x1 + the experts' gate-weighted outputs (sparse_moe below)
+            Vec out = s.x1;
+            for (i64 t = 0; t < R; ++t) sparse_moe(lp, s.xn2.data() + t * h, out.data() + t * h, nullptr, nullptr);
+            s.x = std::move(x);
+            return out;
+        }
         s.up = zeros(R * d.up_width);
         linear_fwd(s.xn2.data(), w(lp.up_w), w(lp.up_b), nullptr, s.up.data(), R, d.up_width, h);
         s.act = zeros(R * d.ffn);
@@ -129,14 +213,22 @@ private:
     void layer_backward(i64 l, const LayerSaved& s, Vec& dres) const {
         const LayerParams& lp = P.layer_params[static_cast<std::size_t>(l - 1)];
         const i64 R = d.rows, h = d.h;
-        // MLP: out = x1 + down(act(up(norm2(x1)))).
-        Vec dact = zeros(R * d.ffn), dup = zeros(R * d.up_width), dxn2 = zeros(R * h);
-        linear_bwd(dres.data(), s.act.data(), w(lp.down_w), dact.data(), g(lp.down_w), g(lp.down_b), R, h, d.ffn);
-        if (swiglu_)
-            swiglu_bwd(s.up.data(), dact.data(), dup.data(), R, d.ffn);
-        else
-            gelu_bwd(s.up.data(), dact.data(), dup.data(), R * d.ffn);
-        linear_bwd(dup.data(), s.xn2.data(), w(lp.up_w), dxn2.data(), g(lp.up_w), g(lp.up_b), R, d.up_width, h);
+        // MLP: out = x1 + down(act(up(norm2(x1)))), or the experts' (sparse_moe).
+        Vec dxn2 = zeros(R * h);
+        if (d.moe()) {
+            for (i64 t = 0; t < R; ++t) {
+                Vec unused(static_cast<std::size_t>(h));
+                sparse_moe(lp, s.xn2.data() + t * h, unused.data(), dres.data() + t * h, dxn2.data() + t * h);
+            }
+        } else {
+            Vec dact = zeros(R * d.ffn), dup = zeros(R * d.up_width);
+            linear_bwd(dres.data(), s.act.data(), w(lp.down_w), dact.data(), g(lp.down_w), g(lp.down_b), R, h, d.ffn);
+            if (swiglu_)
+                swiglu_bwd(s.up.data(), dact.data(), dup.data(), R, d.ffn);
+            else
+                gelu_bwd(s.up.data(), dact.data(), dup.data(), R * d.ffn);
+            linear_bwd(dup.data(), s.xn2.data(), w(lp.up_w), dxn2.data(), g(lp.up_w), g(lp.up_b), R, d.up_width, h);
+        }
         norm_bwd(s.x1, lp.norm2_w, lp.norm2_b, dxn2, dres, true);  // dres += through the norm: now dLoss/dx1
         // Attention: x1 = x + out_proj(attention(rope(qkv(norm1(x))))).
         Vec dattn = zeros(R * d.q_width), dqkv = zeros(R * d.qkv_width), dxn1 = zeros(R * h);

@@ -22,6 +22,15 @@ ModelConfig micro_llama() { return preflight::test::llama_model(8, 2, 2, 1, 12, 
 // positions (16), vocabulary 11, tied embeddings.
 ModelConfig micro_gpt() { return preflight::test::gpt_model(8, 2, 2, 11, 16); }
 
+// Mixtral style: the Llama shape above with 4 SwiGLU experts of width 12 a layer, top-2 routing.
+ModelConfig micro_mixtral() {
+    const nlohmann::json cfg = {{"model_type", "mixtral"}, {"hidden_size", 8},  {"num_hidden_layers", 2},
+                                {"num_attention_heads", 2}, {"num_key_value_heads", 1}, {"intermediate_size", 12},
+                                {"vocab_size", 11},         {"max_position_embeddings", 16},
+                                {"num_local_experts", 4},   {"num_experts_per_tok", 2}};
+    return model_from_hf_config(cfg, "mixtral-test");
+}
+
 Program micro_program(const ModelConfig& m, std::int64_t grad_acc) {
     Plan p;
     p.seq = 5;
@@ -86,6 +95,12 @@ TEST(ReferenceModel, LlamaGradientsMatchCentralFiniteDifferences) {
 
 TEST(ReferenceModel, Gpt2GradientsMatchCentralFiniteDifferences) {
     expect_gradients_match_finite_differences(micro_gpt());
+}
+
+// The sparse MLP's backward (the experts', the renormalised top-k softmax's and the router's): a
+// tie in the routing would make the loss non-differentiable, and random parameters make none.
+TEST(ReferenceModel, MixtralGradientsMatchCentralFiniteDifferences) {
+    expect_gradients_match_finite_differences(micro_mixtral());
 }
 
 // All matrices, embeddings and biases zero, norm weights one: every hidden state is 0
