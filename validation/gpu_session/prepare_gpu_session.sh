@@ -127,7 +127,8 @@ $OUT/preflight-gpu-<stamp>.tar.gz + $OUT/summary.txt). See README.md, "GPU sessi
   moves against the CPU reference), GpuContextParallel.LoopbackParity and
   GpuContextParallel.AnEmulatedCpRanksTrackedPeakEqualsItsDryRun, none run on a GPU yet; and the
   mixture of experts' (MoeKernels/*: routing, dispatch, combine and grouped GEMMs against the CPU
-  reference; GpuMoe.*: a Mixtral-shaped step's gradients against the host executor):
+  reference; GpuMoe.*: a Mixtral-shaped bf16 step against the host executor; GpuGradients.Fp32*
+  now has a Mixtral-shaped model against the whole-model reference):
        run(command="PREFLIGHT_BUDGET_S=B bash validation/gpu_session/gpu_session.sh check test", carry=[".deps"], timeout_s=B+60)
   and give_back. The two context-parallel ranks at the end of the measure-mp set (about 90 s and
   140 s) and the two Mixtral-8x7B ranks after them (tp 2 x pp 8 --sp, first and last stage) wait

@@ -103,4 +103,16 @@ inline void expect_close(const std::vector<double>& got, const std::vector<doubl
                        << " > tol " << tol;
 }
 
+// The one-step plans of the gradient checks: seq 32, two sequences a micro-batch, one GPU.
+inline Plan step_plan(Precision pr, Recompute rc, AttentionKind at, std::int64_t grad_acc) {
+    Plan p;
+    p.seq = 32;
+    p.mbs = 2;
+    p.grad_acc = grad_acc;
+    p.precision = pr;
+    p.recompute = rc;
+    p.attention = at;
+    return p;
+}
+
 }  // namespace preflight::runtime::test

@@ -36,6 +36,15 @@ ModelConfig grad_llama() {
 }
 // LayerNorm, GeLU 4h, biases, learned positions, tied embeddings.
 ModelConfig grad_gpt() { return preflight::test::gpt_model(128, 2, 4, 300, 64); }
+// The Llama shape above with 4 SwiGLU experts of width 160 a layer, top-2 (Mixtral's sparse MLP:
+// the reference computes it as HF's MixtralSparseMoeBlock, the device through its routing table).
+ModelConfig grad_mixtral() {
+    nlohmann::json cfg = {{"model_type", "mixtral"},      {"hidden_size", 128},       {"num_hidden_layers", 2},
+                          {"num_attention_heads", 4},     {"num_key_value_heads", 2}, {"intermediate_size", 160},
+                          {"vocab_size", 300},            {"max_position_embeddings", 64},
+                          {"num_local_experts", 4},       {"num_experts_per_tok", 2}, {"tie_word_embeddings", false}};
+    return model_from_hf_config(cfg, "grad-mixtral");
+}
 
 struct Bounds {
     double elem_rtol, elem_atol, norm_rtol, loss_rtol;
@@ -82,31 +91,22 @@ void expect_gradients_match(const ModelConfig& m, const Plan& plan, const Bounds
                 loss, worst_norm);
 }
 
-Plan grad_plan(Precision pr, Recompute rc, AttentionKind at, std::int64_t grad_acc) {
-    Plan p;
-    p.seq = 32;
-    p.mbs = 2;
-    p.grad_acc = grad_acc;
-    p.precision = pr;
-    p.recompute = rc;
-    p.attention = at;
-    return p;
-}
+using test::step_plan;
 
 TEST(GpuGradients, Fp32MatchesTheCpuReferenceForEveryRecomputeAndAttention) {
     PF_REQUIRE_GPU();
-    for (const ModelConfig& m : {grad_llama(), grad_gpt()})
+    for (const ModelConfig& m : {grad_llama(), grad_gpt(), grad_mixtral()})
         for (auto rc : all_recomputes())
             for (auto at : {AttentionKind::flash, AttentionKind::eager})
-                expect_gradients_match(m, grad_plan(Precision::fp32, rc, at, 2), kFp32);
+                expect_gradients_match(m, step_plan(Precision::fp32, rc, at, 2), kFp32);
 }
 
 TEST(GpuGradients, Bf16RecipesMatchTheCpuReferenceWithinBf16Bounds) {
     PF_REQUIRE_GPU();
     for (const ModelConfig& m : {grad_llama(), grad_gpt()})
         for (auto at : {AttentionKind::flash, AttentionKind::eager}) {
-            expect_gradients_match(m, grad_plan(Precision::bf16_mixed, Recompute::none, at, 1), kBf16);
-            expect_gradients_match(m, grad_plan(Precision::bf16_mixed_fp32_grads, Recompute::selective, at, 2), kBf16);
+            expect_gradients_match(m, step_plan(Precision::bf16_mixed, Recompute::none, at, 1), kBf16);
+            expect_gradients_match(m, step_plan(Precision::bf16_mixed_fp32_grads, Recompute::selective, at, 2), kBf16);
         }
 }
 
