@@ -11,6 +11,7 @@
 #include <cstring>
 #include <limits>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -151,6 +152,9 @@ private:
     AttentionEngine* attention_ = nullptr;
     bool fuse_gelu_ = false;
     const Op* deferred_fc1_ = nullptr;    // the fc1 GEMM waiting for its activation op
+    // The expert offsets read back per routing table (its device address): every grouped GEMM of a
+    // layer's forward and backward reads the same table, which only moe_route writes (and forgets here).
+    std::map<const void*, std::vector<std::int64_t>> moe_offsets_;
     const Op* skip_gelu_bwd_ = nullptr;   // done by the fc2 dgrad's epilogue
     const Op* sample_op_ = nullptr;
     std::function<void()> sample_hook_;

@@ -101,6 +101,7 @@ void DeviceRunner::run_moe(const Op& op, const BufferTable& t) {
         case OpKind::moe_route:  // v0 = logits -> v1 = gates, v2 = routing
             expect_view(op, 0, rows, E);
             expect_view(op, 1, rows, k);
+            moe_offsets_.erase(routing);  // a new table at this address: its offsets are read again
             launch_moe_route<T>(at<T>(t, op.v[0]), at<float>(t, op.v[1]), routing, rows, E, k, stream);
             break;
         case OpKind::moe_dispatch:  // v0 = x -> v1 = the slots
@@ -122,7 +123,10 @@ void DeviceRunner::run_moe(const Op& op, const BufferTable& t) {
                                        std::to_string(yv.rows) + ", " + std::to_string(N) + "] against the stacked " +
                                        ps.name + " [" + std::to_string(ps.rows) + ", " + std::to_string(ps.cols) + "]");
             T* w = op.kind == OpKind::moe_linear_bwd_weight ? grad<T>(t, op.p0) : param<T>(t, op.p0);
-            const std::vector<std::int64_t> off = moe_expert_offsets(routing, pairs, E, stream);
+            auto cached = moe_offsets_.find(routing);  // one read-back (a stream sync) per routing
+            if (cached == moe_offsets_.end())
+                cached = moe_offsets_.emplace(routing, moe_expert_offsets(routing, pairs, E, stream)).first;
+            const std::vector<std::int64_t>& off = cached->second;
             for (const GemmArgs& g :
                  moe_expert_gemms(op.kind, off, at<T>(t, xv), xv.ld, at<T>(t, yv), yv.ld, w, N, K, sizeof(T)))
                 run_gemm(g);
