@@ -98,9 +98,21 @@ ActivationDims activation_dims(const ModelConfig& m, const Plan& p, const Framew
 // Profile (runtime/src/program_moe.cpp): each token's k gate weights (fp32) and the i64 routing
 // table (reference_moe.hpp: slot and expert per pair, pair per slot, E + 1 offsets) in place of
 // the router's probabilities.
-static void add_runtime_routing(std::vector<ActivationTensor>& v, const ModelConfig& m, std::int64_t routed) {
+// Profile (runtime/src/program_moe.cpp): the runtime's MoE MLP keeps its norm output (the rank's rows),
+// each token's k gate weights (fp32) and the i64 routing table (reference_moe.hpp: slot and expert
+// per pair, pair per slot, E + 1 offsets) in place of the router's probabilities, the dispatched
+// tokens and the experts' outputs of all the micro-batch's tokens (every tensor-parallel rank routes
+// them all), and its slice of the experts' gate, up and SwiGLU outputs; all 16-bit, under fp8-mixed too.
+static void add_runtime_moe_mlp(std::vector<ActivationTensor>& v, const ModelConfig& m, const ActivationDims& d) {
+    const std::int64_t tokens = d.seq * d.micro_batch, routed = tokens * m.experts_per_token, a = d.activation_bytes;
+    v.push_back({"MLP norm output (router and dispatch input)", tokens * d.hidden * a / (d.sp ? d.tp : 1), false});
     v.push_back({"gate weights (fp32)", routed * 4, false});
     v.push_back({"routing table (i64)", (3 * routed + m.experts + 1) * 8, false});
+    v.push_back({"dispatched tokens (expert GEMM input)", routed * d.hidden * a, false});
+    v.push_back({"gate projection output", routed * d.ffn_hidden * a / d.tp, false});
+    v.push_back({"up projection output", routed * d.ffn_hidden * a / d.tp, false});
+    v.push_back({"down GEMM input (silu(gate)*up)", routed * d.ffn_hidden * a / d.tp, false});
+    v.push_back({"expert outputs (for weighted combine)", routed * d.hidden * a, false});
 }
 
 // Full per-layer saved set, before recompute filtering. Item sizes follow
@@ -153,17 +165,18 @@ std::vector<ActivationTensor> full_inventory(const ModelConfig& m, const Plan& p
     if (drop) sp_item("attention residual dropout mask", tokens * d.hidden * 1);
     sp_item("MLP norm input", tokens * d.hidden * d.activation_bytes);
     if (prof.norm_row_stats) sp_item("MLP norm statistics", tokens * norm_stats);
-    norm_out_item("MLP GEMM input (norm output)");
+    const bool runtime_moe = m.is_moe() && prof.runtime_moe;
+    if (runtime_moe) add_runtime_moe_mlp(v, m, d);
+    if (!runtime_moe) norm_out_item("MLP GEMM input (norm output)");
     // Tokens through each expert: a dense MLP sees every token once; top-k routing k times.
     const std::int64_t routed = tokens * (m.is_moe() ? m.experts_per_token : 1);
-    // Profile: the runtime routes all of a micro-batch's tokens on every tensor-parallel rank, so its
-    // dispatched tokens and expert outputs are not split by sp (program_moe.cpp).
-    const std::int64_t routed_div = prof.moe_routing_table ? 1 : sp_div;
-    if (m.is_moe() && prof.moe_routing_table) add_runtime_routing(v, m, routed);
-    if (m.is_moe() && !prof.moe_routing_table) sp_item("router probabilities (fp32)", tokens * m.experts * 4);
-    if (m.is_moe())
-        v.push_back({"dispatched tokens (expert GEMM input)", routed * d.hidden * d.gemm_input_bytes / routed_div, false});
-    if (m.mlp == MlpKind::swiglu) {
+    if (m.is_moe() && !runtime_moe) {
+        sp_item("router probabilities (fp32)", tokens * m.experts * 4);
+        sp_item("dispatched tokens (expert GEMM input)", routed * d.hidden * d.gemm_input_bytes);
+    }
+    if (runtime_moe) {
+        // add_runtime_moe_mlp above holds the experts' saved tensors.
+    } else if (m.mlp == MlpKind::swiglu) {
         // SwiGLU (Shazeer 2020): silu(gate) * up; backward needs gate and up, the
         // product feeds the down projection.
         tp_item("gate projection output", routed * d.ffn_hidden * d.activation_bytes);
@@ -174,11 +187,14 @@ std::vector<ActivationTensor> full_inventory(const ModelConfig& m, const Plan& p
         tp_item("fc2 GEMM input (GeLU output)", routed * d.ffn_hidden * d.gemm_input_bytes);
     }
     // Profile: Megatron-LM weights the expert outputs inside the activation and keeps none for the combine.
-    if (m.is_moe() && !prof.moe_probs_in_activation)
-        v.push_back({"expert outputs (for weighted combine)", routed * d.hidden * d.activation_bytes / routed_div, false});
+    if (m.is_moe() && !runtime_moe && !prof.moe_probs_in_activation)
+        sp_item("expert outputs (for weighted combine)", routed * d.hidden * d.activation_bytes);
     if (drop) sp_item("MLP residual dropout mask", tokens * d.hidden * 1);
-    // Profile: each of the four kept fp8 inputs carries its own scales (program_fp8.cpp).
-    if (runtime_fp8) v.push_back({"fp8 input scales (4 GEMMs, amax and dequantization factor)", 4 * kRuntimeFp8KeptScaleBytes, false});
+    // Profile: each kept fp8 input carries its own scales (program_fp8.cpp): four GEMMs', two with experts.
+    if (runtime_fp8)
+        v.push_back({runtime_moe ? "fp8 input scales (2 GEMMs, amax and dequantization factor)"
+                                 : "fp8 input scales (4 GEMMs, amax and dequantization factor)",
+                     (runtime_moe ? 2 : 4) * kRuntimeFp8KeptScaleBytes, false});
     adjust_layer_inventory(m, p, v);  // LoRA / QLoRA, MoE capacity (extensions.hpp)
     return v;
 }

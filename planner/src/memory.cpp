@@ -94,7 +94,9 @@ StageParamElements stage_params(const ModelConfig& m, const Plan& p, const Frame
         const std::int64_t rank_local = t.copies > 1 ? local / p.ep : local;
         // fp8 copies of the layers' GEMM weights: Megatron-Core's LM head is a plain ColumnParallelLinear
         // (gpt_model.py at d98e8a6; TE's only under MXFP8), the runtime's stays bf16; torchao converts it.
-        const bool fp8_copy = t.gemm_weight && (t.place == TensorPlace::layer || prof.fp8_dynamic_scaling);
+        // The runtime's experts stay 16-bit (runtime_moe): no fp8 copies of theirs.
+        const bool fp8_copy = t.gemm_weight && (t.place == TensorPlace::layer || prof.fp8_dynamic_scaling) &&
+                              !(prof.runtime_moe && t.copies > 1);
         if (fp8_copy) {
             sp.gemm += count * rank_local;
             sp.gemm_zero3 += count * shard_elements(rank_local, p.dp);

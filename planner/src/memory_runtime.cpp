@@ -143,7 +143,8 @@ StageModel chunk_view_model(const StageModel& st, const StageModel::ChunkView& v
 std::int64_t runtime_fp8_backward_transient(const ModelConfig& m, const activations::ActivationDims& d) {
     const std::int64_t tokens = d.seq * d.micro_batch;
     const std::int64_t residual = 2 * tokens * d.hidden * d.residual_bytes / (d.sp ? d.tp : 1);
-    const std::int64_t up = (m.mlp == MlpKind::swiglu ? 2 : 1) * d.ffn_hidden, qkv = d.q_width + 2 * d.kv_width;
+    // The runtime's MoE MLP casts nothing (its experts stay 16-bit).
+    const std::int64_t up = m.is_moe() ? 0 : (m.mlp == MlpKind::swiglu ? 2 : 1) * d.ffn_hidden, qkv = d.q_width + 2 * d.kv_width;
     return residual + std::max(up, qkv) * tokens * (d.activation_bytes + 2) / d.tp;
 }
 
@@ -203,7 +204,7 @@ std::int64_t runtime_sp_backward_transient(const ModelConfig& m, const Plan& p, 
 
 std::int64_t profile_backward_transient(const ModelConfig& m, const Plan& p, const FrameworkProfile& prof,
                                         const activations::ActivationDims& d, std::int64_t generic) {
-    const std::int64_t moe = prof.moe_routing_table && m.is_moe() ? runtime_moe_backward_transient(m, d) : 0;
+    const std::int64_t moe = prof.runtime_moe && m.is_moe() ? runtime_moe_backward_transient(m, d) : 0;
     std::int64_t t = std::max(generic, moe);
     // The runtime gathers K and V (cp_gathered_kv_bytes) where others keep ring buffers.
     const std::int64_t cp_kv = prof.cp_gathers_kv ? cp_gathered_kv_bytes(m, p) : 0;

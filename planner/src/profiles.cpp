@@ -146,7 +146,7 @@ FrameworkProfile runtime_profile() {
     p.runtime_shard_units = true;
     p.fp8_runtime_recipe = true;
     p.cp_gathers_kv = true;
-    p.moe_routing_table = true;
+    p.runtime_moe = true;
     p.check_model = &check_runtime_model;
     p.check_plan = &check_runtime_plan;
     p.adjust_throughput = &adjust_throughput_runtime;

@@ -20,12 +20,16 @@ namespace {
 
 constexpr int kGemmsPerLayer = 4;  // qkv, out, up (gate|up or fc1), down (fc2)
 
-// The layer GEMM weights, their layer and index.
+// The layer GEMM weights, their layer and index. A mixture of experts' router and experts stay
+// 16-bit, as torchtitan's Float8LinearConverter leaves its grouped experts (fp8 experts are its
+// separate Float8GroupedExpertsConverter, components/quantization/float8.py): only the attention's
+// q|k|v and output projections take fp8 there.
 std::vector<std::pair<ParamId, int>> layer_gemm_weights(const Program& P) {
     std::vector<std::pair<ParamId, int>> v;
     for (const LayerParams& lp : P.layer_params) {
         v.emplace_back(lp.qkv_w, 0);
         v.emplace_back(lp.out_w, 1);
+        if (P.dims.moe()) continue;
         v.emplace_back(lp.up_w, 2);
         v.emplace_back(lp.down_w, 3);
     }

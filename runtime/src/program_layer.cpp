@@ -278,10 +278,16 @@ void emit_norm_bwd(Builder& B, std::vector<Op>& out, const std::string& name, co
 }
 
 std::vector<BufferId> layer_kept(const Program& P, const LayerFwd& f) {
-    if (P.dims.moe()) return {f.xn1, f.qkv, f.attn, f.x1, f.xn2, f.gates, f.routing, f.xd, f.up, f.act, f.y};
-    if (!P.fp8) return {f.xn1, f.qkv, f.attn, f.x1, f.xn2, f.up, f.act};
-    std::vector<BufferId> v = {f.xn1_8t, f.qkv, f.attn_8t, f.x1, f.xn2_8t, f.up, f.act_8t};
-    if (P.plan.attention == AttentionKind::flash) v.push_back(f.attn);
+    // fp8: the attention's GEMM inputs as their kept fp8 copies (flash's backward reads its bf16
+    // output too); a mixture of experts' MLP keeps its own, 16-bit (program_moe.cpp).
+    std::vector<BufferId> v;
+    for (BufferId b : {P.fp8 ? f.xn1_8t : f.xn1, f.qkv, P.fp8 ? f.attn_8t : f.attn, f.x1}) v.push_back(b);
+    if (P.fp8 && P.plan.attention == AttentionKind::flash) v.push_back(f.attn);
+    if (P.dims.moe()) {
+        for (BufferId b : {f.xn2, f.gates, f.routing, f.xd, f.up, f.act, f.y}) v.push_back(b);
+        return v;
+    }
+    for (BufferId b : {P.fp8 ? f.xn2_8t : f.xn2, f.up, P.fp8 ? f.act_8t : f.act}) v.push_back(b);
     return v;
 }
 

@@ -311,6 +311,8 @@ TEST(GpuMoe, Bf16StepGradientsMatchTheHostExecutorWithinBf16Bounds) {
     constexpr StepBounds kBf16{1e-2, 0, 0, 0.25, 0.1};  // no element bound: see the header
     expect_step_matches_host(step_plan(Precision::bf16_mixed, Recompute::none, AttentionKind::flash, 1), kBf16);
     expect_step_matches_host(step_plan(Precision::bf16_mixed_fp32_grads, Recompute::full, AttentionKind::flash, 2), kBf16);
+    // fp8-mixed: the attention's GEMMs in fp8 (the host emulates the same casts), the experts bf16.
+    expect_step_matches_host(step_plan(Precision::fp8_mixed, Recompute::selective, AttentionKind::flash, 1), kBf16);
 }
 
 }  // namespace

@@ -227,9 +227,11 @@ struct FrameworkProfile {
     bool moe_probs_in_activation = true;
     // The Preflight runtime's MoE (runtime/src/program_moe.cpp) keeps each token's k gate weights
     // (fp32) and an i64 routing table (slots, offsets, experts) in place of the router's
-    // probabilities, and its backward holds the router logits' gradient beside the experts'
-    // (memory_runtime.cpp runtime_moe_backward_transient).
-    bool moe_routing_table = false;
+    // probabilities, routes all of a micro-batch's tokens on every tensor-parallel rank, runs its
+    // experts' GEMMs in 16 bits under fp8-mixed (no fp8 copies of their weights or inputs), and its
+    // backward holds the router logits' gradient beside the experts' (memory_runtime.cpp
+    // runtime_moe_backward_transient).
+    bool runtime_moe = false;
     // Transformer Engine under fp8 (Megatron-LM's default delayed recipe) keeps the fused attention's
     // 16-bit output for its backward beside the out-projection's fp8 copy of it (TE backends.py saves
     // out_f16 when attention itself is not fp8; attention.py sets save_original_input only for
