@@ -95,9 +95,6 @@ ActivationDims activation_dims(const ModelConfig& m, const Plan& p, const Framew
             pb.gemm_input, runs_amp(prof, p) ? 4 : pb.activation};
 }
 
-// Profile (runtime/src/program_moe.cpp): each token's k gate weights (fp32) and the i64 routing
-// table (reference_moe.hpp: slot and expert per pair, pair per slot, E + 1 offsets) in place of
-// the router's probabilities.
 // Profile (runtime/src/program_moe.cpp): the runtime's MoE MLP keeps its norm output (the rank's rows),
 // each token's k gate weights (fp32) and the i64 routing table (reference_moe.hpp: slot and expert
 // per pair, pair per slot, E + 1 offsets) in place of the router's probabilities, the dispatched

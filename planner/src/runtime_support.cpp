@@ -4,6 +4,7 @@
 // profile never recommends a plan `run` refuses.
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/extensions.hpp"
@@ -45,12 +46,12 @@ void check_runtime_fp8(const ModelConfig& m, const Plan& p) {
     const std::int64_t tp = std::max<std::int64_t>(p.tp, 1), cp = std::max<std::int64_t>(p.cp, 1);
     const std::string per_rank = tp > 1 ? " / --tp" : "";
     const std::string rows = cp > 1 ? "--seq / --cp x --mbs" : "--seq x --mbs";
-    const std::pair<std::string, std::int64_t> dims[] = {{"hidden_size", m.hidden},
-                                                         {"heads x head_dim" + per_rank, m.q_width() / tp},
-                                                         {"key/value heads x head_dim" + per_rank, m.kv_width() / tp},
-                                                         // (a mixture of experts' run 16-bit: program_fp8.cpp)
-                                                         {"intermediate_size" + per_rank, m.is_moe() ? 16 : m.ffn_hidden / tp},
-                                                         {rows, p.seq / cp * p.mbs}};
+    std::vector<std::pair<std::string, std::int64_t>> dims = {{"hidden_size", m.hidden},
+                                                              {"heads x head_dim" + per_rank, m.q_width() / tp},
+                                                              {"key/value heads x head_dim" + per_rank, m.kv_width() / tp},
+                                                              {rows, p.seq / cp * p.mbs}};
+    // A mixture of experts' MLP runs 16-bit (program_fp8.cpp): its width takes no fp8 GEMM.
+    if (!m.is_moe()) dims.emplace_back("intermediate_size" + per_rank, m.ffn_hidden / tp);
     for (const auto& [what, v] : dims)
         if (v % 16 != 0)
             throw InputError(what == rows ? "--seq" : "--model",
