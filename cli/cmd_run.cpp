@@ -535,10 +535,14 @@ Command add_run_command(CLI::App& app) {
         "                                                  # the last stage's tensor-parallel rank 1, walked\n"
         "  preflight run --model llama-3-8b --pp 4 --pp-schedule interleaved --vpp 2 --grad-acc 8 --dry-run\n"
         "                                                  # stage 0 of an interleaved pipeline, 2 chunks a stage\n"
+        "  preflight run --model qwen2.5-7b --seq 16384 --cp 4 --tp 2 --sp --emulate-rank 3 --dry-run\n"
+        "                                                  # a context-parallel rank (K and V all-gathered)\n"
+        "  preflight run --model mixtral-8x7b --seq 4096 --tp 2 --sp --pp 8 --grad-acc 8 --emulate-rank 0 --dry-run\n"
+        "                                                  # a Mixtral rank: every expert, each a 1/tp slice\n"
         "Exit codes: 0 ok; 1 allocation failed (report still written) or tracked peak off the prediction by > 1 %;\n"
-        "2 bad input or a plan the runtime cannot run (fp16, dropout, MoE, a GPipe pipeline, rowwise fp8, cp or\n"
-        "ep, a step over its work bounds: docs/interface.md lists them); 3 no GPU or no CUDA build\n"
-        "(nothing written), or a CUDA/cuBLASLt/NCCL failure during the run (report still written).");
+        "2 bad input or a plan the runtime cannot run (fp16, dropout, expert parallelism, a GPipe pipeline,\n"
+        "rowwise fp8, cp without RoPE, a step over its work bounds: docs/interface.md lists them); 3 no GPU or\n"
+        "no CUDA build (nothing written), or a CUDA/cuBLASLt/NCCL failure during the run (report still written).");
     return {sub, [st, sub] {
                 const FromApplied applied = apply_from(st->from, *sub, st->flags, std::nullopt, std::cerr);
                 return blaming_from_file(applied, [&] { return run_command(*st); });

@@ -95,6 +95,25 @@ TEST(CliRun, TheCudaBackendIsLoadedOnlyWhenADeviceIsAsked) {
 #endif
 }
 
+// Every dry-run example `run --help` shows runs as written (exit 0): the help teaches only what works.
+TEST(CliRun, TheHelpsDryRunExamplesRun) {
+    const auto help = run("run --help");
+    ASSERT_EQ(help.exit_code, 0);
+    std::istringstream lines(help.out);
+    std::string line;
+    int ran = 0;
+    while (std::getline(lines, line)) {
+        const auto at = line.find("preflight run ");
+        if (at == std::string::npos || line.find("--dry-run") == std::string::npos) continue;
+        std::string cmd = line.substr(at + std::string("preflight ").size());
+        cmd = cmd.substr(0, cmd.find(" #"));
+        const auto r = run(cmd);
+        EXPECT_EQ(r.exit_code, 0) << cmd << "\n" << r.err;
+        ++ran;
+    }
+    EXPECT_GE(ran, 5);
+}
+
 TEST(CliRun, UnsupportedPlanIsBadInput) {
     EXPECT_EQ(run("run --model gpt2 --seq 128 --pp 2 --pp-schedule gpipe --dry-run").exit_code, 2);
     EXPECT_EQ(run("run --model gpt2 --seq 128 --pp 2 --dp 2 --zero 2 --precision bf16-mixed-fp32-grads --dry-run").exit_code, 2);
