@@ -217,9 +217,15 @@ TEST(InputRobustness, YamlScalarsResolveAsPyYamlResolvesThem) {
     EXPECT_EQ(t.root.at("k"), "y");  // not in PyYAML's bool resolver
     EXPECT_DOUBLE_EQ(t.root.at("l").get<double>(), 1000.0);
     // Underscores between digits (PyYAML's constructor drops them), hex, binary, +.inf; -08 stays
-    // text with its sign; sexagesimal 1:30 (90 to PyYAML) is left as text, which numeric reads refuse.
+    // text with its sign; sexagesimal (base 60) ints and floats as PyYAML's constructor reads them:
+    // 1:30 = 90, -1:0:0 = -3600, 1:30.5 = 90.5; 08:30 (a leading 0) and 1:60 (a part past 59) are text.
     const ConfigTree u = yaml_config_tree(
-        "a: 4_096\nb: 0x1_0\nc: 0b10_00\nd: 01_0\ne: 500_000.0\nf: +.Inf\ng: -08\nh: 1:30\ni: 0\nj: -0x8\n", "u.yaml");
+        "a: 4_096\nb: 0x1_0\nc: 0b10_00\nd: 01_0\ne: 500_000.0\nf: +.Inf\ng: -08\nh: 1:30\ni: 0\nj: -0x8\n"
+        "k: -1:0:0\nl: 1:30.5\nm: 08:30\nn: 1:60\n", "u.yaml");
+    EXPECT_EQ(u.root.at("k"), -3600);
+    EXPECT_DOUBLE_EQ(u.root.at("l").get<double>(), 90.5);
+    EXPECT_EQ(u.root.at("m"), "08:30");
+    EXPECT_EQ(u.root.at("n"), "1:60");
     EXPECT_EQ(u.root.at("a"), 4096);
     EXPECT_EQ(u.root.at("b"), 16);
     EXPECT_EQ(u.root.at("c"), 8);
@@ -227,7 +233,7 @@ TEST(InputRobustness, YamlScalarsResolveAsPyYamlResolvesThem) {
     EXPECT_DOUBLE_EQ(u.root.at("e").get<double>(), 500000.0);
     EXPECT_TRUE(std::isinf(u.root.at("f").get<double>()));
     EXPECT_EQ(u.root.at("g"), "-08");
-    EXPECT_EQ(u.root.at("h"), "1:30");
+    EXPECT_EQ(u.root.at("h"), 90);
     EXPECT_EQ(u.root.at("i"), 0);
     EXPECT_EQ(u.root.at("j"), -8);
     const std::string config = "parallelism:\n  dp: 2\n  tp: 1\n  pp: 1\n"

@@ -3,14 +3,16 @@
 // (YAML 1.1; nanotron loads its config with it): decimal, octal (a leading zero: 010 is 8), hex
 // and binary integers with underscores allowed, a float only with a dot and, after an e, a signed
 // exponent (1.0e-4; 1e-4 and 1.0e4 are text), true/false and yes/no/on/off in three casings,
-// null/~, else strings (sexagesimal 1:30 too). Bounded for hostile
+// null/~, sexagesimal 1:30 (90) and 1:30.5, else strings. Bounded for hostile
 // input: at most kMaxDepth levels of nesting and kMaxValues values, so anchors and aliases
 // (which yaml-cpp shares, and a walk expands) cannot blow up a small file.
 #include <cerrno>
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <optional>
+#include <string>
 
 #include <yaml-cpp/yaml.h>
 
@@ -51,8 +53,36 @@ std::string without_underscores(std::string_view s) {
 
 constexpr std::string_view kDecimal = "0123456789", kOctal = "01234567", kHex = "0123456789abcdefABCDEF";
 
+// PyYAML's sexagesimal (base 60) forms (resolver.py, YAML 1.1): an int [1-9][0-9_]* (: [0-5]?[0-9])+
+// and a float [0-9][0-9_]* (: [0-5]?[0-9])+ \. [0-9_]* (its constructor: each part times 60 to the
+// power of the parts after it, 1:30 = 90, 1:30.5 = 90.5). The value, or nullopt when `s` (unsigned,
+// underscores in the first part allowed) is neither; `fraction` says which form to take.
+std::optional<double> sexagesimal(std::string_view s, bool fraction) {
+    const std::size_t colon = s.find(':');
+    if (colon == std::string_view::npos || colon == 0 || !spelled(s.substr(0, colon), kDecimal)) return std::nullopt;
+    if (!fraction && s.front() == '0') return std::nullopt;
+    std::string_view rest = s.substr(colon + 1), tail;
+    if (fraction) {
+        const std::size_t dot = rest.find('.');
+        if (dot == std::string_view::npos) return std::nullopt;
+        tail = rest.substr(dot + 1);
+        rest = rest.substr(0, dot);
+        if (!tail.empty() && !spelled(tail, kDecimal)) return std::nullopt;
+    }
+    double value = std::strtod(without_underscores(s.substr(0, colon)).c_str(), nullptr);
+    for (std::size_t at = 0; at <= rest.size();) {  // each ":"-separated part: one or two digits, below 60
+        const std::size_t end = std::min(rest.find(':', at), rest.size());
+        const std::string_view part = rest.substr(at, end - at);
+        if (part.empty() || part.size() > 2 || !digits(part) || (part.size() == 2 && part.front() > '5')) return std::nullopt;
+        value = value * 60 + std::stoi(std::string(part));
+        at = end + 1;
+    }
+    if (fraction && !tail.empty()) value += std::strtod(("0." + without_underscores(tail)).c_str(), nullptr);
+    return value;
+}
+
 // PyYAML's int (resolver.py, YAML 1.1): [-+]? then 0b[01_]+, 0x[0-9a-fA-F_]+, 0[0-7_]+ (octal:
-// 010 is 8, where YAML 1.2 reads 10), 0, or [1-9][0-9_]* (sexagesimal 1:30 is left as text).
+// 010 is 8, where YAML 1.2 reads 10), 0, [1-9][0-9_]*, or sexagesimal (1:30 is 90).
 // nanotron loads its config with yaml.load(..., Loader=SafeLoader). A leading 0 followed by an 8
 // or 9 ("08") is no int there: text, which no integer read takes. Past int64: a float, which
 // integer reads refuse. nullopt for text that is no int.
@@ -70,6 +100,10 @@ std::optional<json> pyyaml_int(std::string_view s) {
     } else if (s.size() > 1 && s.front() == '0' && spelled(s.substr(1), kOctal)) {
         radix = 8;
         body = s.substr(1);
+    } else if (const std::optional<double> base60 = sexagesimal(s, false)) {
+        const double v = negative ? -*base60 : *base60;
+        if (std::abs(v) < 9.0e18) return json(static_cast<std::int64_t>(v));  // exact below 2^53; bounded past it
+        return json(v);
     } else if (s != "0" && !(!s.empty() && s.front() >= '1' && s.front() <= '9' && spelled(s, kDecimal))) {
         return std::nullopt;
     }
@@ -89,7 +123,7 @@ std::optional<json> pyyaml_int(std::string_view s) {
 
 // PyYAML's float (resolver.py, YAML 1.1): [-+]? [0-9][0-9_]* \. [0-9_]* ( [eE] [-+] [0-9]+ )?, or
 // \. [0-9_]+ ( [eE] [-+] [0-9]+ )? without a sign: a dot is needed, and an exponent's sign (1e-4
-// and 1.0e4 are text; sexagesimal floats too).
+// and 1.0e4 are text; sexagesimal floats: plain_scalar).
 bool plain_float(std::string_view s) {
     const bool signed_mantissa = !s.empty() && (s.front() == '-' || s.front() == '+');
     if (signed_mantissa) s.remove_prefix(1);
@@ -122,6 +156,7 @@ json plain_scalar(const std::string& s) {
     if (plain_float(s)) return std::strtod(without_underscores(s).c_str(), nullptr);
     const std::string_view unsigned_part = !s.empty() && (s.front() == '-' || s.front() == '+')
                                                ? std::string_view(s).substr(1) : std::string_view(s);
+    if (const std::optional<double> base60 = sexagesimal(unsigned_part, true)) return s.front() == '-' ? -*base60 : *base60;
     if (unsigned_part == ".inf" || unsigned_part == ".Inf" || unsigned_part == ".INF")
         return s.front() == '-' ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
     if (s == ".nan" || s == ".NaN" || s == ".NAN") return std::numeric_limits<double>::quiet_NaN();
