@@ -30,6 +30,7 @@ void adjust_throughput_runtime(const ModelConfig& model, const Plan& plan, Throu
         o.cp_all_gather_kv = true;
     }
     o.fp8_casts_gathered_weights = plan.zero == zero_weights && plan.precision == Precision::fp8_mixed;
+    o.moe_experts_16bit = model.is_moe();  // program_fp8.cpp: the experts stay 16-bit under fp8-mixed
 }
 
 // Plain PyTorch on one GPU (validation/pytorch/train.py): no DistributedDataParallel, no

@@ -29,6 +29,7 @@ struct Rates {
     double half_dim = 0;    // GEMM dimension at half of gemm_max
     double attn_fraction = 0;  // flash attention kernels' fraction of attn_peak
     bool fp8 = false;       // GEMM inputs are cast to fp8 first
+    double gemm16_peak = 0, gemm16_max = 0;  // the dense 16-bit rate and its max fraction (16-bit GEMMs under fp8)
 };
 
 // GEMM (M x K) by (K x N): a shape-dependent fraction of the dense peak,
@@ -164,8 +165,11 @@ LayerCost layer_cost(const ModelConfig& m, const Plan& p, const Rates& r, const 
         // Each expert sees M*k/E tokens on average (balanced routing assumed).
         const double E = static_cast<double>(m.experts);
         const double Me = std::max(1.0, M * static_cast<double>(m.experts_per_token) / E);
-        c.gemm_fwd += E * (gemm_s(Me, mats_in * f / t, h, r) + gemm_s(Me, h, f / t, r));
-        c.gemm_fwd += gemm_s(M, E, h, r);  // router
+        Rates re = r;  // the experts' and the router's GEMMs: fp8's, or 16-bit ones beside fp8 (moe_experts_16bit)
+        if (r.fp8 && opt.moe_experts_16bit)
+            re.gemm_peak = r.gemm16_peak, re.gemm_max = r.gemm16_max, re.gemm_in_bytes = r.act_bytes, re.fp8 = false;
+        c.gemm_fwd += E * (gemm_s(Me, mats_in * f / t, h, re) + gemm_s(Me, h, f / t, re));
+        c.gemm_fwd += gemm_s(M, E, h, re);  // router
     } else {
         c.gemm_fwd += col[1] + row[1];
         // torchtitan's op policy saves the 1st, 3rd, 5th and 7th mm (wq, wv, w1, w2) of a SwiGLU
@@ -190,8 +194,9 @@ LayerCost layer_cost(const ModelConfig& m, const Plan& p, const Rates& r, const 
         c.column_sums_bwd = static_cast<double>(runtime_column_sum_rows(m, p).per_layer) * r.e->column_sum_row_s;
     // amax reads the 16-bit weights, the cast reads them again and writes W and W^T (1 B each):
     // 2 + 2 + 2 bytes per element of the layer's GEMM weights (runtime/kernels/amax.cu, fp8_cast.cu).
-    if (opt.fp8_casts_gathered_weights)
-        c.weight_cast = memory_s(6.0 * (h * (qw + 2.0 * kvw) + qw * h + (mats_in + 1.0) * f * h) / t, r);
+    if (opt.fp8_casts_gathered_weights)  // (a 16-bit MoE MLP casts none)
+        c.weight_cast = memory_s(6.0 * (h * (qw + 2.0 * kvw) + qw * h +
+                                        (m.is_moe() && opt.moe_experts_16bit ? 0.0 : (mats_in + 1.0) * f * h)) / t, r);
 
     // Tensor parallel: two all-reduces of the b*s*h output per layer in forward (after
     // attention and after the MLP), two in backward; with sequence parallelism each
@@ -235,6 +240,10 @@ Rates step_rates(const GpuSpec& gpu, const Plan& p, double peak, const Throughpu
     const KernelEfficiency k =
         kernel_efficiency(e, p.precision, opt.fused_attention, {p.fp8_scaling, opt.fp8_dynamic_scaling});
     r.gemm_max = r.fp8 ? k.fp8_gemm_max_fraction_of_peak : k.gemm_max_fraction_of_peak;
+    if (r.fp8) {  // the bf16 rate of 16-bit GEMMs beside fp8 ones (moe_experts_16bit)
+        r.gemm16_peak = compute_peak_flops_per_s(gpu, Precision::bf16_mixed).value_or(peak);
+        r.gemm16_max = kernel_efficiency(e, Precision::bf16_mixed).gemm_max_fraction_of_peak;
+    }
     r.half_dim = k.gemm_half_efficiency_dim;
     r.act_bytes = pb.activation;
     return r;

@@ -174,7 +174,8 @@ TEST(Moe, RanksMatchOneGpu) {
 
 // fp8-mixed: the attention's q|k|v and output GEMMs take fp8 operands, the router and the experts
 // stay bf16 (program_fp8.cpp layer_gemm_weights). Data-parallel ranks under ZeRO 0-3 and pipeline
-// stages cast the same tensors one GPU casts (per micro-batch, per tensor), so they match it.
+// stages, with every recompute mode, cast the same tensors one GPU casts (per micro-batch, per
+// tensor), so they match it (tensor and context parallelism cast slices: their amax differs).
 TEST(Moe, Fp8RanksMatchOneGpu) {
     nlohmann::json cfg = {{"model_type", "mixtral"},  {"hidden_size", 32},        {"num_hidden_layers", 2},
                           {"num_attention_heads", 2}, {"num_key_value_heads", 1}, {"intermediate_size", 24},
@@ -182,8 +183,10 @@ TEST(Moe, Fp8RanksMatchOneGpu) {
                           {"num_local_experts", 4},   {"num_experts_per_tok", 2}};
     const ModelConfig m = model_from_hf_config(cfg, "mixtral-fp8-test");  // q|k|v widths 32, 16, 16
     int n = 0;
-    for (auto [dp, pp, zero] : {std::tuple{2, 1, 0}, std::tuple{2, 1, 1}, std::tuple{2, 1, 3}, std::tuple{1, 2, 0}}) {
+    for (auto [dp, pp, zero, rc] : {std::tuple{2, 1, 0, Recompute::none}, std::tuple{2, 1, 1, Recompute::full},
+                                    std::tuple{2, 1, 3, Recompute::selective}, std::tuple{1, 2, 0, Recompute::full}}) {
         Plan p;
+        p.recompute = rc;
         p.seq = 16;
         p.grad_acc = 2;
         p.dp = dp;

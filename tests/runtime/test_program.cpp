@@ -50,12 +50,18 @@ public:
 };
 
 TEST(Program, EveryOperandIsLiveAndInBoundsForEveryPlanKind) {
-    for (const char* name : {"gpt2", "llama-3.2-1b"}) {
-        const ModelConfig m = test::catalog_model(name);
+    // A Mixtral shape (4 experts, top-2) whose attention widths take fp8 GEMMs (h 32, q 32, k|v 16).
+    const nlohmann::json moe = {{"model_type", "mixtral"},  {"hidden_size", 32},        {"num_hidden_layers", 2},
+                                {"num_attention_heads", 2}, {"num_key_value_heads", 1}, {"intermediate_size", 24},
+                                {"vocab_size", 100},        {"max_position_embeddings", 256},
+                                {"num_local_experts", 4},   {"num_experts_per_tok", 2}};
+    for (const ModelConfig& m : {test::catalog_model("gpt2"), test::catalog_model("llama-3.2-1b"),
+                                 model_from_hf_config(moe, "mixtral-test")}) {
+        const std::string& name = m.name;
         for (auto rc : all_recomputes())
             for (auto at : {AttentionKind::flash, AttentionKind::eager})
                 for (auto pr : {Precision::fp32, Precision::bf16_mixed, Precision::bf16_mixed_fp32_grads,
-                                Precision::bf16})
+                                Precision::bf16, Precision::fp8_mixed})
                     for (auto opt : {Optimizer::adamw, Optimizer::sgd}) {
                         Plan p = plan_of(128, 2, 2, rc, pr, at);
                         p.optimizer = opt;

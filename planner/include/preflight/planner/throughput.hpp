@@ -128,6 +128,10 @@ struct ThroughputOptions {
     // amax pass and a cast into W and W^T) after each gather, in forward and in backward, where
     // ZeRO 0-2 cast them once a step. Set by the runtime profile.
     bool fp8_casts_gathered_weights = false;
+    // Under fp8-mixed a mixture of experts' router and experts run 16-bit GEMMs (the Preflight
+    // runtime's: runtime/src/program_fp8.cpp), at the dense bf16 rate, with no casts. Set by the
+    // runtime profile.
+    bool moe_experts_16bit = false;
 };
 
 // Rows the Preflight runtime's column-sum kernels walk in one micro-batch's backward
