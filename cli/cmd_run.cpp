@@ -540,8 +540,8 @@ Command add_run_command(CLI::App& app) {
         "  preflight run --model mixtral-8x7b --seq 4096 --tp 2 --sp --pp 8 --grad-acc 8 --emulate-rank 0 --dry-run\n"
         "                                                  # a Mixtral rank: every expert, each a 1/tp slice\n"
         "Exit codes: 0 ok; 1 allocation failed (report still written) or tracked peak off the prediction by > 1 %;\n"
-        "2 bad input or a plan the runtime cannot run (fp16, dropout, expert parallelism, a GPipe pipeline,\n"
-        "rowwise fp8, cp without RoPE, a step over its work bounds: docs/interface.md lists them); 3 no GPU or\n"
+        "2 bad input or a plan the runtime cannot run (fp16, dropout, a GPipe pipeline, rowwise fp8, cp without\n"
+        "RoPE or beside ep, a step over its work bounds: docs/interface.md lists them); 3 no GPU or\n"
         "no CUDA build (nothing written), or a CUDA/cuBLASLt/NCCL failure during the run (report still written).");
     return {sub, [st, sub] {
                 const FromApplied applied = apply_from(st->from, *sub, st->flags, std::nullopt, std::cerr);

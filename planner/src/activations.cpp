@@ -5,6 +5,7 @@
 
 #include "preflight/planner/extensions.hpp"
 #include "preflight/planner/profiles.hpp"
+#include "preflight/planner/runtime_layout.hpp"
 
 namespace preflight::activations {
 
@@ -100,16 +101,21 @@ ActivationDims activation_dims(const ModelConfig& m, const Plan& p, const Framew
 // per pair, pair per slot, E + 1 offsets) in place of the router's probabilities, the dispatched
 // tokens and the experts' outputs of all the micro-batch's tokens (every tensor-parallel rank routes
 // them all), and its slice of the experts' gate, up and SwiGLU outputs; all 16-bit, under fp8-mixed too.
-static void add_runtime_moe_mlp(std::vector<ActivationTensor>& v, const ModelConfig& m, const ActivationDims& d) {
-    const std::int64_t tokens = d.seq * d.micro_batch, routed = tokens * m.experts_per_token, a = d.activation_bytes;
+// Under expert parallelism the routing covers the ep block's tokens and the expert rows are the
+// rank's experts' capacity (runtime_moe_rows).
+static void add_runtime_moe_mlp(std::vector<ActivationTensor>& v, const ModelConfig& m, const Plan& p,
+                                const ActivationDims& d) {
+    const std::int64_t tokens = d.seq * d.micro_batch, a = d.activation_bytes;
+    const RuntimeMoeRows r = runtime_moe_rows(m, p, tokens);
+    const std::int64_t pairs = r.routed_tokens * m.experts_per_token, S = r.slots;
     v.push_back({"MLP norm output (router and dispatch input)", tokens * d.hidden * a / (d.sp ? d.tp : 1), false});
-    v.push_back({"gate weights (fp32)", routed * 4, false});
-    v.push_back({"routing table (i64)", (3 * routed + m.experts + 1) * 8, false});
-    v.push_back({"dispatched tokens (expert GEMM input)", routed * d.hidden * a, false});
-    v.push_back({"gate projection output", routed * d.ffn_hidden * a / d.tp, false});
-    v.push_back({"up projection output", routed * d.ffn_hidden * a / d.tp, false});
-    v.push_back({"down GEMM input (silu(gate)*up)", routed * d.ffn_hidden * a / d.tp, false});
-    v.push_back({"expert outputs (for weighted combine)", routed * d.hidden * a, false});
+    v.push_back({"gate weights (fp32)", pairs * 4, false});
+    v.push_back({"routing table (i64)", (3 * pairs + m.experts + 1) * 8, false});
+    v.push_back({"expert rows: dispatched tokens", S * d.hidden * a, false});
+    v.push_back({"expert rows: gate projection output", S * d.ffn_hidden * a / d.tp, false});
+    v.push_back({"expert rows: up projection output", S * d.ffn_hidden * a / d.tp, false});
+    v.push_back({"expert rows: SwiGLU output (down GEMM input)", S * d.ffn_hidden * a / d.tp, false});
+    v.push_back({"expert rows: expert outputs (for the weighted combine)", S * d.hidden * a, false});
 }
 
 // Full per-layer saved set, before recompute filtering. Item sizes follow
@@ -163,7 +169,7 @@ std::vector<ActivationTensor> full_inventory(const ModelConfig& m, const Plan& p
     sp_item("MLP norm input", tokens * d.hidden * d.activation_bytes);
     if (prof.norm_row_stats) sp_item("MLP norm statistics", tokens * norm_stats);
     const bool runtime_moe = m.is_moe() && prof.runtime_moe;
-    if (runtime_moe) add_runtime_moe_mlp(v, m, d);
+    if (runtime_moe) add_runtime_moe_mlp(v, m, p, d);
     if (!runtime_moe) norm_out_item("MLP GEMM input (norm output)");
     // Tokens through each expert: a dense MLP sees every token once; top-k routing k times.
     const std::int64_t routed = tokens * (m.is_moe() ? m.experts_per_token : 1);

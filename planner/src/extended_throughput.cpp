@@ -148,10 +148,20 @@ void add_context_parallel(const ModelConfig& model, const GpuSpec& gpu, const Pl
 }
 
 // Expert parallelism: the exposed dispatch and combine all-to-all.
-void add_expert_parallel(const ModelConfig& model, const GpuSpec& gpu, const Plan& p, const Shape& sh, Deltas& d) {
+void add_expert_parallel(const ModelConfig& model, const GpuSpec& gpu, const Plan& p, const Shape& sh,
+                         const ThroughputOptions& opt, Deltas& d) {
+    const double ep = static_cast<double>(p.ep);
+    if (opt.ep_all_gather_tokens) {
+        // The runtime's (program_moe.cpp): per MoE layer the block's tokens all-gathered and the
+        // partial combine reduce-scattered in forward (the gather again under full recompute), the
+        // output gradient all-gathered and the input gradient reduce-scattered in backward; each
+        // moves (ep - 1) x the rank's tokens x h, waited for at once.
+        const double per = (ep - 1.0) * sh.M * sh.h * sh.ab / bus_for(p.tp * p.cp * p.ep, gpu);
+        d.extra_comm += sh.m * sh.L * per * (4.0 + (sh.full_rc ? 1.0 : 0.0));
+        return;
+    }
     // Expert parallelism: dispatch and combine all-to-all per MoE layer forward, the same
     // backward (and again under full recompute); (ep-1)/ep of the routed tokens leave the rank.
-    const double ep = static_cast<double>(p.ep);
     const double bytes = sh.M * static_cast<double>(model.experts_per_token) * sh.h * sh.ab * p.moe_capacity_factor *
                          (ep - 1.0) / ep;
     const double per = 2.0 * bytes / bus_for(p.tp * p.cp * p.ep, gpu);
@@ -329,7 +339,7 @@ Throughput estimate_extended_throughput(const ModelConfig& model, const GpuSpec&
 
     Deltas d;
     if (p.cp > 1) add_context_parallel(model, gpu, p, r, sh, opt, d);
-    if (p.ep > 1 && model.is_moe()) add_expert_parallel(model, gpu, p, sh, d);
+    if (p.ep > 1 && model.is_moe()) add_expert_parallel(model, gpu, p, sh, opt, d);
     if (p.finetune != Finetune::full) add_lora_compute(model, p, r, sh, d);
     const double shard = trainable_shard(model, p, pb, r, layers, sh, t);
 

@@ -198,7 +198,9 @@ void add_layer_activations(StageModel& st, const ModelConfig& m, const Plan& p, 
     st.bwd_transient = profile_backward_transient(m, p, prof, d, backward_transient(m, p, d));
     // Profile: the runtime gathers K and V (cp_gathered_kv_bytes) where others keep ring buffers.
     const std::int64_t cp_kv = prof.cp_gathers_kv ? cp_gathered_kv_bytes(m, p) : 0;
-    const std::int64_t ext = extension_transient_bytes(m, p) - (cp_kv > 0 ? cp_ring_buffer_bytes(m, p) : 0);
+    // (the runtime's expert parallelism gathers tokens in place of the all-to-all buffers: runtime_moe)
+    const std::int64_t ext = extension_transient_bytes(m, p) - (cp_kv > 0 ? cp_ring_buffer_bytes(m, p) : 0) -
+                             (prof.runtime_moe ? ep_all_to_all_buffer_bytes(m, p) : 0);
     st.fwd_transient = std::max(st.fwd_transient, cp_kv) + ext;
     st.bwd_transient += ext;
     // One layer re-materialised (profile: its kept input is shared, not copied).

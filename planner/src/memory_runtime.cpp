@@ -149,22 +149,27 @@ std::int64_t runtime_fp8_backward_transient(const ModelConfig& m, const activati
 }
 
 // Profile (runtime/src/program_moe.cpp emit_moe_backward): the MoE MLP's backward beside the residual
-// gradient (its rows under sp), op by op: the output gradient gathered (sp) for the combine's backward
-// (d expert outputs dy, d gate weights), the routing's (+ d router logits), the down dgrad (+ d(gate|up)
-// of this rank's slice, dy freed after its wgrad), the up dgrad (+ d dispatched tokens, dy's size;
-// d(gate|up) freed after its wgrad), the dispatch's backward (+ d norm output of all the rows, partial
-// sums under tp), the router's weight gradient (+ its input gathered again, sp), the reduce-scatter's
-// rows (sp), then the norm's (its row statistics).
-static std::int64_t runtime_moe_backward_transient(const ModelConfig& m, const activations::ActivationDims& d) {
+// gradient (its rows under sp), op by op: the output gradient gathered (sp, then over the ep block)
+// for the combine's backward (d expert rows dy, d gate weights), the routing's (+ d router logits),
+// the down dgrad (+ d(gate|up) of this rank's slice, dy freed after its wgrad), the up dgrad (+ d
+// dispatched rows, dy's size; d(gate|up) freed after its wgrad), the dispatch's backward (+ the routed
+// tokens' gradient, partial sums under tp and ep), its reduce-scatter's rows (ep), the router's
+// weight gradient (+ its input gathered again, sp), the reduce-scatter's rows (sp), then the norm's
+// (its row statistics). Expert rows and routed tokens: runtime_moe_rows.
+static std::int64_t runtime_moe_backward_transient(const ModelConfig& m, const Plan& p, const activations::ActivationDims& d) {
     const bool sp = d.sp && d.tp > 1;
-    const std::int64_t tokens = d.seq * d.micro_batch, rows = sp ? tokens / d.tp : tokens;
-    const std::int64_t routed = tokens * m.experts_per_token, a = d.activation_bytes;
-    const std::int64_t dy = routed * d.hidden * a, dg = routed * 4, dl = tokens * m.experts * a;
-    const std::int64_t dgu = routed * 2 * d.ffn_hidden * a / d.tp, dn = tokens * d.hidden * a, stats = rows * 2 * 4;
+    const std::int64_t tokens = d.seq * d.micro_batch, rows = sp ? tokens / d.tp : tokens, a = d.activation_bytes;
+    const RuntimeMoeRows r = runtime_moe_rows(m, p, tokens);
+    const bool ep = r.routed_tokens > tokens;
+    const std::int64_t pairs = r.routed_tokens * m.experts_per_token;
+    const std::int64_t dy = r.slots * d.hidden * a, dg = pairs * 4, dl = r.routed_tokens * m.experts * a;
+    const std::int64_t dgu = r.slots * 2 * d.ffn_hidden * a / d.tp, dn = tokens * d.hidden * a, stats = rows * 2 * 4;
     const std::int64_t gathered = sp ? tokens * d.hidden * a : 0, dn_rows = sp ? rows * d.hidden * a : 0;
+    const std::int64_t block = ep ? r.routed_tokens * d.hidden * a : 0, dx = ep ? block : dn;
     const std::int64_t dres = rows * d.hidden * d.residual_bytes;
-    return dres + std::max({gathered + dy + dg, dy + dg + dl, dy + dl + dgu, dl + dy + dn, dl + dn + gathered,
-                            dn + dn_rows, (sp ? dn_rows : dn) + stats});
+    return dres + std::max({gathered + block, (ep ? block : gathered) + dy + dg, dy + dg + dl, dy + dl + dgu,
+                            dl + dgu + dy, dl + dy + dx, ep ? dl + dx + dn : 0, dl + dn + gathered, dn + dn_rows,
+                            (sp ? dn_rows : dn) + stats});
 }
 
 // Profile (runtime/src/program_layer.cpp, sequence parallelism): a layer's backward holds the
@@ -204,7 +209,7 @@ std::int64_t runtime_sp_backward_transient(const ModelConfig& m, const Plan& p, 
 
 std::int64_t profile_backward_transient(const ModelConfig& m, const Plan& p, const FrameworkProfile& prof,
                                         const activations::ActivationDims& d, std::int64_t generic) {
-    const std::int64_t moe = prof.runtime_moe && m.is_moe() ? runtime_moe_backward_transient(m, d) : 0;
+    const std::int64_t moe = prof.runtime_moe && m.is_moe() ? runtime_moe_backward_transient(m, p, d) : 0;
     std::int64_t t = std::max(generic, moe);
     // The runtime gathers K and V (cp_gathered_kv_bytes) where others keep ring buffers.
     const std::int64_t cp_kv = prof.cp_gathers_kv ? cp_gathered_kv_bytes(m, p) : 0;

@@ -31,6 +31,7 @@ void adjust_throughput_runtime(const ModelConfig& model, const Plan& plan, Throu
     }
     o.fp8_casts_gathered_weights = plan.zero == zero_weights && plan.precision == Precision::fp8_mixed;
     o.moe_experts_16bit = model.is_moe();  // program_fp8.cpp: the experts stay 16-bit under fp8-mixed
+    o.ep_all_gather_tokens = true;          // program_moe.cpp: expert parallelism's token exchange
 }
 
 // Plain PyTorch on one GPU (validation/pytorch/train.py): no DistributedDataParallel, no

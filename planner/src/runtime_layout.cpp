@@ -1,6 +1,7 @@
 #include "preflight/planner/runtime_layout.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "preflight/planner/checked.hpp"
 
@@ -15,6 +16,7 @@ std::string unit_name(const ShardUnit& u) {
     switch (u.kind) {
         case UnitKind::embedding: return "embedding";
         case UnitKind::head: return "head";
+        case UnitKind::experts: return "layer " + std::to_string(u.layer) + " experts";
         case UnitKind::layer: break;
     }
     return "layer " + std::to_string(u.layer);
@@ -33,7 +35,7 @@ const ShardUnit* RuntimeLayout::first_layer() const {
 }
 
 RuntimeUnitElements runtime_unit_elements(const ModelConfig& m, std::int64_t vocab_rows, std::int64_t tp,
-                                          bool head_copies_embedding) {
+                                          bool head_copies_embedding, std::int64_t ep) {
     const std::int64_t h = m.hidden, a = runtime_align(h);
     const bool ln = m.norm == NormKind::layernorm;
     const std::int64_t q = m.q_width() / tp, qkv = q + 2 * (m.kv_width() / tp);
@@ -48,14 +50,33 @@ RuntimeUnitElements runtime_unit_elements(const ModelConfig& m, std::int64_t voc
               runtime_align(h * f) + (m.mlp_bias ? a : 0);
     // Mixture of experts (runtime check_runtime_model: SwiGLU experts without biases): the MLP is
     // the router [E, h] and the experts' stacked gate|up [E 2f, h] and down [E h, f].
-    if (m.is_moe())
+    // Under expert parallelism (ep > 1) the rank's E / ep experts are a unit of their own.
+    if (m.is_moe()) {
+        const std::int64_t local = m.experts / std::max<std::int64_t>(ep, 1);
+        const std::int64_t experts =
+            runtime_align(checked_mul(checked_mul(local, up, "experts x MLP width"), h, "expert weights")) +
+            runtime_align(checked_mul(checked_mul(local, h, "experts x hidden"), f, "expert weights"));
         e.layer = (ln ? 2 : 1) * a + runtime_align(qkv * h) + (m.qkv_bias ? runtime_align(qkv) : 0) +
                   runtime_align(h * q) + (m.out_bias ? a : 0) + (ln ? 2 : 1) * a +
-                  runtime_align(checked_mul(m.experts, h, "experts x hidden")) +
-                  runtime_align(checked_mul(checked_mul(m.experts, up, "experts x MLP width"), h, "expert weights")) +
-                  runtime_align(checked_mul(checked_mul(m.experts, h, "experts x hidden"), f, "expert weights"));
+                  runtime_align(checked_mul(m.experts, h, "experts x hidden")) + (ep > 1 ? 0 : experts);
+        e.experts = ep > 1 ? experts : 0;
+    }
     e.head = (ln ? 2 : 1) * a + (!m.tied_embeddings || head_copies_embedding ? vocab : 0);
     return e;
+}
+
+RuntimeMoeRows runtime_moe_rows(const ModelConfig& m, const Plan& p, std::int64_t tokens) {
+    RuntimeMoeRows r;
+    const std::int64_t ep = m.is_moe() ? std::max<std::int64_t>(p.ep, 1) : 1, k = m.is_moe() ? m.experts_per_token : 1;
+    r.routed_tokens = ep * tokens;
+    if (ep <= 1) {
+        r.slots = tokens * k;
+        return r;
+    }
+    const double balanced = static_cast<double>(r.routed_tokens * k) / static_cast<double>(m.experts);
+    r.capacity = std::min<std::int64_t>(r.routed_tokens, static_cast<std::int64_t>(std::ceil(p.moe_capacity_factor * balanced)));
+    r.slots = m.experts / ep * r.capacity;
+    return r;
 }
 
 RuntimeLayout runtime_layout(const ModelConfig& model, const Plan& plan, std::int64_t vocab_rows,
@@ -63,17 +84,19 @@ RuntimeLayout runtime_layout(const ModelConfig& model, const Plan& plan, std::in
     RuntimeLayout L;
     L.dp = plan.dp;
     L.zero = plan.zero;
-    const RuntimeUnitElements e =
-        runtime_unit_elements(model, vocab_rows, plan.tp, span.last && !span.first && model.tied_embeddings);
-    auto add = [&L](UnitKind kind, std::int64_t layer, std::int64_t elements) {
+    const RuntimeUnitElements e = runtime_unit_elements(model, vocab_rows, plan.tp,
+                                                        span.last && !span.first && model.tied_embeddings, plan.ep);
+    auto add = [&L, &plan](UnitKind kind, std::int64_t layer, std::int64_t elements) {
         ShardUnit u;
         u.kind = kind;
         u.layer = layer;
         u.elements = elements;
-        // ZeRO >= 1: dp equal chunks, each aligned (Rajbhandari et al. 2020, sec. 5: each rank
-        // owns 1/N_d of the states); the last ranks' chunks hold the padding.
-        u.chunk = L.sharded() ? runtime_align((elements + L.dp - 1) / L.dp) : elements;
-        u.padded = L.sharded() ? checked_mul(u.chunk, L.dp, "shard chunk x --dp") : elements;
+        // A layer's experts are shared by the dp / ep ranks holding them (expert parallelism).
+        u.ranks = kind == UnitKind::experts ? L.dp / std::max<std::int64_t>(plan.ep, 1) : L.dp;
+        // ZeRO >= 1: equal chunks over the unit's ranks, each aligned (Rajbhandari et al. 2020, sec. 5:
+        // each rank owns 1/N_d of the states); the last ranks' chunks hold the padding.
+        u.chunk = L.sharded() ? runtime_align((elements + u.ranks - 1) / u.ranks) : elements;
+        u.padded = L.sharded() ? checked_mul(u.chunk, u.ranks, "shard chunk x --dp") : elements;
         u.begin = L.full_elements;
         u.shard_begin = L.shard_elements;
         L.full_elements = checked_add(L.full_elements, u.padded, "parameters (padded for --dp)");
@@ -84,7 +107,9 @@ RuntimeLayout runtime_layout(const ModelConfig& model, const Plan& plan, std::in
     const std::int64_t layers = span.layers < 0 ? model.layers : span.layers;
     for (std::int64_t i = 0; i < layers; ++i) {
         const std::size_t at = static_cast<std::size_t>(i);
-        add(UnitKind::layer, at < span.model_layers.size() ? span.model_layers[at] : span.first_layer + i, e.layer);
+        const std::int64_t layer = at < span.model_layers.size() ? span.model_layers[at] : span.first_layer + i;
+        add(UnitKind::layer, layer, e.layer);
+        if (e.experts > 0) add(UnitKind::experts, layer, e.experts);
     }
     if (span.last) add(UnitKind::head, 0, e.head);
     if (!L.sharded()) L.shard_elements = L.full_elements;
@@ -100,7 +125,11 @@ RuntimeUnitBuffers runtime_unit_buffers(const ModelConfig& model, const RuntimeL
     RuntimeUnitBuffers b;
     const PrecisionBytes pb = precision_bytes(precision);
     auto padded = [](const ShardUnit* u) { return u ? u->padded : 0; };
-    const std::int64_t emb = padded(L.embedding()), layer = padded(L.first_layer());
+    // A layer's gathered and unreduced buffers: its unit and, under expert parallelism, its experts'.
+    const ShardUnit* first = L.first_layer();
+    const ShardUnit* experts = first && first + 1 < L.units.data() + L.units.size() && first[1].kind == UnitKind::experts
+                                   ? first + 1 : nullptr;
+    const std::int64_t emb = padded(L.embedding()), layer = padded(first) + padded(experts);
     const std::int64_t output = padded(L.head()) + (L.head() && model.tied_embeddings ? emb : 0);
     if (L.zero == zero_weights) {
         b.gather_embedding = emb * pb.weight;

@@ -17,7 +17,7 @@ namespace {
 
 [[noreturn]] void not_run(const char* flag, const std::string& why) {
     throw InputError(flag, why + " (the Preflight runtime executes full pre-training of dense models and of "
-                                 "Mixtral's mixtures of experts, data-, tensor-, pipeline- and context-parallel; "
+                                 "Mixtral's mixtures of experts, data-, tensor-, pipeline-, context- and expert-parallel; "
                                  "`preflight memory` or `plan` under another --framework models this plan)");
 }
 
@@ -104,13 +104,16 @@ void check_runtime_plan(const ModelConfig& m, const Plan& p) {
                                "bf16-mixed-fp32-grads, bf16 or fp8-mixed");
     check_runtime_fp8(m, p);
     if (p.dropout != 0.0) not_run("--dropout", "must be 0 (dropout is not implemented by the runtime)");
-    if (m.is_moe() && p.ep > 1)
-        not_run("--ep", "expert parallelism is not implemented by the runtime: each GPU runs every expert; use --ep 1 "
-                        "(the experts' states sharded by ZeRO over --dp)");
-    if (m.is_moe() && p.moe_capacity_factor != 1.0)
-        not_run("--moe-capacity-factor", "the runtime's experts are dropless (each token's k choices get a slot: rows x "
-                                         "k slots whatever the load), so a capacity factor does not describe it; leave "
-                                         "it at 1");
+    // Expert parallelism (program_moe.cpp): the ep consecutive data-parallel ranks of a block exchange
+    // their tokens; with cp the blocks would mix sequences' chunks.
+    if (m.is_moe() && p.ep > 1 && p.cp > 1)
+        not_run("--cp", "context parallelism beside expert parallelism is not implemented by the runtime; use --cp 1 "
+                        "or --ep 1");
+    if (m.is_moe() && p.ep <= 1 && p.moe_capacity_factor != 1.0)
+        not_run("--moe-capacity-factor", "without expert parallelism the runtime's experts are dropless (each token's k "
+                                         "choices get a slot: rows x k slots whatever the load), so a capacity factor "
+                                         "does not describe them; leave it at 1, or give --ep (each expert then takes at "
+                                         "most the factor times its balanced share of the block's tokens)");
     // The interleaved schedule (check_runtime_pipeline) and context parallelism (K and V
     // all-gathered, program_cp.cpp; RoPE models: learned positions would need the same map) are
     // the runtime's; the error names the setting that is not.
@@ -121,6 +124,7 @@ void check_runtime_plan(const ModelConfig& m, const Plan& p) {
         not_run("--cp", "context parallelism is implemented by the runtime for RoPE models only (this model has "
                         "learned positions)");
     runs.cp = 1;
+    if (m.is_moe()) runs.ep = 1, runs.moe_capacity_factor = 1.0;  // expert parallelism: program_moe.cpp
     if (uses_extended_throughput(runs))
         throw InputError(extended_setting_flag(runs), "the Preflight runtime executes full pre-training plans only (no "
                                                       "LoRA/QLoRA, offload or ep)");

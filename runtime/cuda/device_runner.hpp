@@ -572,6 +572,7 @@ private:
     // dispatch and combine kernels (moe.cu) and the experts' grouped GEMMs (moe_expert_gemms).
     template <class T>
     void run_moe(const Op& op, const BufferTable& t);
+    const std::vector<std::int64_t>& expert_rows(const std::int64_t* routing, std::int64_t pairs);
     // SwiGLU forward or backward on the view's rows (a micro-batch's, or rows x k expert slots).
     template <class T>
     void swiglu(const Op& op, const BufferTable& t);

@@ -6,6 +6,7 @@
 // the slot-major operands and its block of the stacked weight.
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "device_runner.hpp"
@@ -90,9 +91,27 @@ std::vector<std::int64_t> moe_expert_offsets(const std::int64_t* routing, std::i
     return off;
 }
 
+// The first row of each local expert and the end: C each under expert parallelism (no read-back),
+// else the routing's offsets, read back once per routing table (a stream sync) and cached by its
+// address until moe_route writes there again.
+const std::vector<std::int64_t>& DeviceRunner::expert_rows(const std::int64_t* routing, std::int64_t pairs) {
+    const Dims& d = P.dims;
+    auto cached = moe_offsets_.find(routing);
+    if (cached != moe_offsets_.end()) return cached->second;
+    std::vector<std::int64_t> off;
+    if (d.capacity > 0)
+        for (std::int64_t i = 0; i <= d.local_experts; ++i) off.push_back(i * d.capacity);
+    else
+        off = moe_expert_offsets(routing, pairs, d.experts, stream);
+    return moe_offsets_.emplace(routing, std::move(off)).first->second;
+}
+
 template <class T>
 void DeviceRunner::run_moe(const Op& op, const BufferTable& t) {
-    const std::int64_t E = d.experts, k = d.topk, rows = d.rows, pairs = rows * k, h = d.h;
+    // The router sees the ep block's tokens (ep x rows under expert parallelism); the expert
+    // buffers hold this rank's experts' rows (MoeSlots, reference_moe.hpp ExpertSlots).
+    const std::int64_t E = d.experts, k = d.topk, rows = d.route_rows(), pairs = rows * k, h = d.h, S = d.slots();
+    const MoeSlots slots{E, d.expert0, d.local_experts, d.capacity};
     // Every op reads the routing table (v2; v3 for the combine's backward); moe_route writes it.
     const int rv = op.kind == OpKind::moe_combine_bwd ? 3 : 2;
     expect_view(op, rv, 1, d.routing_elements());
@@ -106,8 +125,8 @@ void DeviceRunner::run_moe(const Op& op, const BufferTable& t) {
             break;
         case OpKind::moe_dispatch:  // v0 = x -> v1 = the slots
             expect_view(op, 0, rows, h);
-            expect_view(op, 1, pairs, h);
-            launch_moe_dispatch<T>(at<T>(t, op.v[0]), routing, rows, k, h, at<T>(t, op.v[1]), stream);
+            expect_view(op, 1, S, h);
+            launch_moe_dispatch<T>(at<T>(t, op.v[0]), routing, rows, k, h, slots, at<T>(t, op.v[1]), stream);
             break;
         case OpKind::moe_linear_fwd:  // v0 = X [pairs, K], v1 = Y [pairs, N]; p0 = W [E N, K]
         case OpKind::moe_linear_bwd_data:  // v0 = dY [pairs, N], v1 = dX [pairs, K] (a window: ld >= K)
@@ -117,38 +136,36 @@ void DeviceRunner::run_moe(const Op& op, const BufferTable& t) {
             const View& yv = fwd ? op.v[1] : op.v[0];
             const std::int64_t N = yv.cols, K = xv.cols;
             const ParamSpec& ps = P.params[static_cast<std::size_t>(op.p0)];
-            if (xv.rows != pairs || yv.rows != pairs || xv.ld < K || yv.ld < N || ps.rows != E * N || ps.cols != K)
+            if (xv.rows != S || yv.rows != S || xv.ld < K || yv.ld < N || ps.rows != d.local_experts * N || ps.cols != K)
                 throw std::logic_error("DeviceRunner: " + op.name + ": grouped linear operands [" +
                                        std::to_string(xv.rows) + ", " + std::to_string(K) + "] / [" +
                                        std::to_string(yv.rows) + ", " + std::to_string(N) + "] against the stacked " +
                                        ps.name + " [" + std::to_string(ps.rows) + ", " + std::to_string(ps.cols) + "]");
             T* w = op.kind == OpKind::moe_linear_bwd_weight ? grad<T>(t, op.p0) : param<T>(t, op.p0);
-            auto cached = moe_offsets_.find(routing);  // one read-back (a stream sync) per routing
-            if (cached == moe_offsets_.end())
-                cached = moe_offsets_.emplace(routing, moe_expert_offsets(routing, pairs, E, stream)).first;
-            const std::vector<std::int64_t>& off = cached->second;
-            for (const GemmArgs& g :
-                 moe_expert_gemms(op.kind, off, at<T>(t, xv), xv.ld, at<T>(t, yv), yv.ld, w, N, K, sizeof(T)))
+            const std::vector<std::int64_t>& off = expert_rows(routing, pairs);
+            for (GemmArgs g : moe_expert_gemms(op.kind, off, at<T>(t, xv), xv.ld, at<T>(t, yv), yv.ld, w, N, K, sizeof(T))) {
+                if (op.kind == OpKind::moe_linear_bwd_weight) g.alpha = op.scale;  // 1 / ep (program_moe.cpp)
                 run_gemm(g);
+            }
             break;
         }
         case OpKind::moe_combine:  // v0 = expert outputs, v1 = gates, v3 = out, v4 = residual (may be empty)
-            expect_view(op, 0, pairs, h);
+            expect_view(op, 0, S, h);
             expect_view(op, 1, rows, k);
             expect_view(op, 3, rows, h);
             if (op.v[4].buffer != kNoBuffer) expect_view(op, 4, rows, h);
             launch_moe_combine<T>(at<T>(t, op.v[0]), at<float>(t, op.v[1]), routing,
-                                  op.v[4].buffer == kNoBuffer ? nullptr : at<T>(t, op.v[4]), rows, k, h,
+                                  op.v[4].buffer == kNoBuffer ? nullptr : at<T>(t, op.v[4]), rows, k, h, slots,
                                   at<T>(t, op.v[3]), stream);
             break;
         case OpKind::moe_combine_bwd:  // v0 = dOut, v1 = expert outputs, v2 = gates -> v4 = dy, v5 = d gates
             expect_view(op, 0, rows, h);
-            expect_view(op, 1, pairs, h);
+            expect_view(op, 1, S, h);
             expect_view(op, 2, rows, k);
-            expect_view(op, 4, pairs, h);
+            expect_view(op, 4, S, h);
             expect_view(op, 5, rows, k);
             launch_moe_combine_bwd<T>(at<T>(t, op.v[0]), at<T>(t, op.v[1]), at<float>(t, op.v[2]), routing, rows, k, h,
-                                      at<T>(t, op.v[4]), at<float>(t, op.v[5]), stream);
+                                      slots, at<T>(t, op.v[4]), at<float>(t, op.v[5]), stream);
             break;
         case OpKind::moe_route_bwd:  // v0 = d gates, v1 = gates -> v3 = d logits
             expect_view(op, 0, rows, k);
@@ -158,9 +175,9 @@ void DeviceRunner::run_moe(const Op& op, const BufferTable& t) {
                                     at<T>(t, op.v[3]), stream);
             break;
         case OpKind::moe_dispatch_bwd:  // v0 = d slots -> v1 = dx (+= when accumulate)
-            expect_view(op, 0, pairs, h);
+            expect_view(op, 0, S, h);
             expect_view(op, 1, rows, h);
-            launch_moe_dispatch_bwd<T>(at<T>(t, op.v[0]), routing, rows, k, h, at<T>(t, op.v[1]), op.accumulate,
+            launch_moe_dispatch_bwd<T>(at<T>(t, op.v[0]), routing, rows, k, h, slots, at<T>(t, op.v[1]), op.accumulate,
                                        stream);
             break;
         default: throw std::logic_error("DeviceRunner: not a mixture-of-experts op");

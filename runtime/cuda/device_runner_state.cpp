@@ -95,7 +95,7 @@ void DeviceRunner::init_parameters(const BufferTable& t) {
         if (!shard_weights && !(shard_master && master)) continue;
         // This rank's chunk of the tensor's unit: [first, first + chunk) of the full layout.
         const ShardUnit& u = P.layout.units[static_cast<std::size_t>(ps.unit)];
-        const std::int64_t first = u.begin + P.dp_rank * u.chunk;
+        const std::int64_t first = u.begin + P.unit_rank(u) * u.chunk;
         const std::int64_t lo = std::max(first, ps.offset), hi = std::min(first + u.chunk, ps.offset + ps.numel());
         const std::int64_t at = u.shard_begin + (lo - first);
         if (hi <= lo) continue;

@@ -236,6 +236,7 @@ void make_nccl_comms(const Program& prog, const RunOptions& opt, Comms& c) {
         }
         if (g == CommGroup::embedding && !(prog.model.tied_embeddings && prog.plan.pp > 1)) continue;
         if (g == CommGroup::cp && prog.dims.cp <= 1) continue;
+        if ((g == CommGroup::ep || g == CommGroup::edp) && prog.dims.ep <= 1) continue;  // expert parallelism only
         const int color = member(prog, g) ? static_cast<int>(prog.group_key(g)) : cuda::NcclComm::kNoColor;
         std::unique_ptr<cuda::NcclComm> part = c.world->split(color, static_cast<int>(prog.group_rank(g)));
         c.by_group[static_cast<std::size_t>(k)] = part.get();

@@ -17,7 +17,7 @@ namespace {
 
 // One rank's run: set-up, `steps` steps, its state read back into `full`, teardown.
 void run_rank(const Program& prog, const RunOptions& opt, const std::array<cuda::DeviceComm*, kCommGroups>& comms,
-              int steps, RankResult& out, std::vector<double>& full, std::mutex& assembly) {
+              int steps, RankResult& out, const std::vector<std::vector<double>*>& fulls, std::mutex& assembly) {
     using namespace cuda;
     PF_CUDA_CHECK(cudaSetDevice(0));
     cudaStream_t stream = nullptr;
@@ -45,8 +45,9 @@ void run_rank(const Program& prog, const RunOptions& opt, const std::array<cuda:
             const BufferId state = prog.master_weights != kNoBuffer ? prog.master_weights : prog.weights;
             const std::vector<double> mine = download_buffer(prog, table, state, stream);
             {
-                std::lock_guard<std::mutex> lock(assembly);
-                assemble_parameters(prog, mine, full);
+                std::lock_guard<std::mutex> lock(assembly);  // each ep rank's layout (host_runner.cpp run_one_rank)
+                for (std::size_t e = 0; e < fulls.size(); ++e)
+                    assemble_parameters(prog, mine, *fulls[e], static_cast<std::int64_t>(e) != prog.group_rank(CommGroup::ep));
             }
             walk(prog, prog.teardown, alloc, table, &runner, "teardown");
             PF_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -89,16 +90,20 @@ std::vector<RankResult> run_ranks_on_device(const ModelConfig& model, const Plan
             comms[r][static_cast<std::size_t>(k)] = grp->rank(static_cast<int>(P.group_rank(g)));
         }
     std::vector<RankResult> out(programs.size());
-    std::map<std::int64_t, std::vector<double>> per_group;  // a data-parallel group's full layout, from its shards
+    // A data-parallel group's full layout per ep rank (the experts it holds), from its shards.
+    std::map<std::pair<std::int64_t, std::int64_t>, std::vector<double>> per_group;
     for (const Program& P : programs)
-        per_group[P.group_key(CommGroup::dp)].assign(static_cast<std::size_t>(P.param_elements), 0.0);
+        per_group[{P.group_key(CommGroup::dp), P.group_rank(CommGroup::ep)}].assign(static_cast<std::size_t>(P.param_elements), 0.0);
     std::mutex assembly;
     std::exception_ptr first_error;
     auto body = [&](std::size_t r) {
         try {
             std::array<cuda::DeviceComm*, kCommGroups> mine{};
             for (int k = 0; k < kCommGroups; ++k) mine[static_cast<std::size_t>(k)] = comms[r][static_cast<std::size_t>(k)].get();
-            run_rank(programs[r], opt, mine, steps, out[r], per_group.at(programs[r].group_key(CommGroup::dp)), assembly);
+            const Program& P = programs[r];
+            std::vector<std::vector<double>*> fulls;
+            for (std::int64_t e = 0; e < P.group_size(CommGroup::ep); ++e) fulls.push_back(&per_group.at({P.group_key(CommGroup::dp), e}));
+            run_rank(P, opt, mine, steps, out[r], fulls, assembly);
         } catch (...) {
             {
                 std::lock_guard<std::mutex> lock(assembly);
@@ -114,7 +119,8 @@ std::vector<RankResult> run_ranks_on_device(const ModelConfig& model, const Plan
     if (first_error) std::rethrow_exception(first_error);
     std::vector<double> full(static_cast<std::size_t>(whole.param_elements), 0.0);
     for (const Program& P : programs)
-        if (P.dp_rank == 0) unshard_parameters(whole, P, per_group.at(P.group_key(CommGroup::dp)), full);
+        if (P.group_rank(CommGroup::edp) == 0)
+            unshard_parameters(whole, P, per_group.at({P.group_key(CommGroup::dp), P.group_rank(CommGroup::ep)}), full);
     for (auto& r : out) r.updated = full;
     return out;
 }

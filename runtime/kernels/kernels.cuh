@@ -118,25 +118,32 @@ inline constexpr i64 kMoeMaxExperts = 256;  // the routing sort's shared memory 
 // the whole routing table (a stable counting sort by expert, deterministic). 1 <= k <= experts.
 template <class T>
 void launch_moe_route(const T* logits, float* gates, i64* routing, i64 rows, i64 experts, i64 k, cudaStream_t stream);
-// xd[s] = x[pair(s) / k].
+// Where the rank's experts' rows are (reference_moe.hpp ExpertSlots): experts first .. first +
+// count - 1 of `experts`; capacity 0: the routing's own slots (every expert local), else C rows per
+// local expert (its first C pairs, zeros after them; expert parallelism).
+struct MoeSlots {
+    i64 experts = 0, first = 0, count = 0, capacity = 0;
+};
+// The rank's expert rows: row local_row(p) = x[p / k] (capacity layout: zeros where unfilled).
 template <class T>
-void launch_moe_dispatch(const T* x, const i64* routing, i64 rows, i64 k, i64 h, T* xd, cudaStream_t stream);
-// out[t] = res[t] (res may be null) + sum_j gates[t, j] y[slot(t k + j)].
+void launch_moe_dispatch(const T* x, const i64* routing, i64 rows, i64 k, i64 h, MoeSlots s, T* xd, cudaStream_t stream);
+// out[t] = res[t] (res may be null) + sum over the rank's kept pairs of gates[t, j] y[local_row(t k + j)].
 template <class T>
 void launch_moe_combine(const T* y, const float* gates, const i64* routing, const T* res, i64 rows, i64 k, i64 h,
-                        T* out, cudaStream_t stream);
-// dy[slot(t k + j)] = gates[t, j] dout[t]; dgates[t, j] = <dout[t], y[slot(t k + j)]>.
+                        MoeSlots s, T* out, cudaStream_t stream);
+// The rank's kept pairs: dy[row] = gates[t, j] dout[t], dgates[t, j] = <dout[t], y[row]>; the others'
+// dgates 0; the capacity layout's unfilled rows of dy 0.
 template <class T>
 void launch_moe_combine_bwd(const T* dout, const T* y, const float* gates, const i64* routing, i64 rows, i64 k, i64 h,
-                            T* dy, float* dgates, cudaStream_t stream);
+                            MoeSlots s, T* dy, float* dgates, cudaStream_t stream);
 // dlogits[t, e_j] = g_j (dg_j - sum_m g_m dg_m) for the chosen experts e_j, 0 elsewhere (overwritten).
 template <class T>
 void launch_moe_route_bwd(const float* dgates, const float* gates, const i64* routing, i64 rows, i64 experts, i64 k,
                           T* dlogits, cudaStream_t stream);
-// dx[t] (= or += when accumulate) sum_j dxd[slot(t k + j)].
+// dx[t] (= or += when accumulate) sum over the rank's kept pairs of dxd[local_row(t k + j)].
 template <class T>
-void launch_moe_dispatch_bwd(const T* dxd, const i64* routing, i64 rows, i64 k, i64 h, T* dx, bool accumulate,
-                             cudaStream_t stream);
+void launch_moe_dispatch_bwd(const T* dxd, const i64* routing, i64 rows, i64 k, i64 h, MoeSlots s, T* dx,
+                             bool accumulate, cudaStream_t stream);
 
 // softmax.cu: causal row softmax for eager attention over [b*heads*s, s] (row r is query r % s).
 template <class T>

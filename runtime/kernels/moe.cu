@@ -18,6 +18,16 @@ namespace preflight::runtime::cuda {
 __host__ __device__ __forceinline__ i64 moe_offsets_at(i64 pairs) { return 2 * pairs; }
 __host__ __device__ __forceinline__ i64 moe_expert_of_at(i64 pairs, i64 experts) { return 2 * pairs + experts + 1; }
 
+// The row of pair p in the rank's expert buffers, or -1 (another rank's expert, or dropped past the
+// capacity): ref::local_row.
+__device__ __forceinline__ i64 moe_local_row(const i64* routing, i64 pairs, const MoeSlots& s, i64 p) {
+    const i64 e = routing[moe_expert_of_at(pairs, s.experts) + p];
+    if (e < s.first || e >= s.first + s.count) return -1;
+    if (s.capacity == 0) return routing[p];
+    const i64 j = routing[p] - routing[moe_offsets_at(pairs) + e];
+    return j < s.capacity ? (e - s.first) * s.capacity + j : -1;
+}
+
 // Top-k routing of each token (one thread per token row): the k largest logits, the lower expert
 // index first on a tie (ref::moe_route's order), and the gates = softmax over the chosen k
 // (Mixtral sec. 2.1: softmax(TopK(x W_g)); equal to HF's softmax over all E renormalised over the
@@ -132,16 +142,30 @@ __global__ void moe_dispatch_vec_kernel(const T* x, const i64* routing, i64 pair
     store16(xd + s * h + c, load16(x + routing[pairs + s] / k * h + c));
 }
 
+// Dispatch in the capacity layout (expert parallelism): row i C + j of local expert i takes its
+// j-th pair's token while j is below the expert's pair count, zero after.
+template <class T>
+__global__ void moe_dispatch_capacity_kernel(const T* x, const i64* routing, i64 pairs, i64 k, i64 h, MoeSlots s, T* xd) {
+    const i64 i = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x;
+    if (i >= s.count * s.capacity * h) return;
+    const i64 row = i / h, c = i % h, e = s.first + row / s.capacity, j = row % s.capacity;
+    const i64 begin = routing[moe_offsets_at(pairs) + e], n = routing[moe_offsets_at(pairs) + e + 1] - begin;
+    xd[i] = j < n ? x[routing[pairs + begin + j] / k * h + c] : from_f<T>(0.f);
+}
+
 // Combine (ref::moe_combine; Mixtral sec. 2.1, y = sum_j G(x)_j E_j(x)): out[t] = res[t] (res may
 // be null) + sum_j gates[t, j] y[slot(t k + j)], one thread per output element, fp32 in j order.
 template <class T>
 __global__ void moe_combine_kernel(const T* y, const float* gates, const i64* routing, const T* res, i64 rows, i64 k,
-                                   i64 h, T* out) {
+                                   i64 h, MoeSlots s, T* out) {
     const i64 i = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x;
     if (i >= rows * h) return;
     const i64 t = i / h, c = i % h;
     float acc = res ? to_f(res[i]) : 0.f;
-    for (i64 j = 0; j < k; ++j) acc += gates[t * k + j] * to_f(y[routing[t * k + j] * h + c]);
+    for (i64 j = 0; j < k; ++j) {
+        const i64 row = moe_local_row(routing, rows * k, s, t * k + j);
+        if (row >= 0) acc += gates[t * k + j] * to_f(y[row * h + c]);
+    }
     out[i] = from_f<T>(acc);
 }
 
@@ -150,17 +174,21 @@ __global__ void moe_combine_kernel(const T* y, const float* gates, const i64* ro
 // gate weight's, fp32; the warp's lanes stride over h, then a warp sum: deterministic).
 template <class T>
 __global__ void moe_combine_bwd_kernel(const T* dout, const T* y, const float* gates, const i64* routing, i64 pairs,
-                                       i64 k, i64 h, T* dy, float* dgates) {
+                                       i64 k, i64 h, MoeSlots s, T* dy, float* dgates) {
     const i64 p = (blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x) / 32;  // the same for the whole warp
     const int lane = static_cast<int>(threadIdx.x % 32);
     if (p >= pairs) return;
-    const i64 t = p / k, s = routing[p];
+    const i64 t = p / k, row = moe_local_row(routing, pairs, s, p);
+    if (row < 0) {  // another rank's expert, or dropped: no gradient from this rank
+        if (lane == 0) dgates[p] = 0.f;
+        return;
+    }
     const float g = gates[p];
     float dot = 0.f;
     for (i64 c = lane; c < h; c += 32) {
         const float d = to_f(dout[t * h + c]);
-        dy[s * h + c] = from_f<T>(g * d);
-        dot += d * to_f(y[s * h + c]);
+        dy[row * h + c] = from_f<T>(g * d);
+        dot += d * to_f(y[row * h + c]);
     }
     dot = warp_sum(dot);
     if (lane == 0) dgates[p] = dot;
@@ -186,13 +214,16 @@ __global__ void moe_route_bwd_kernel(const float* dgates, const float* gates, co
 // The dispatch's backward (ref::moe_dispatch_bwd): dx[t] (= or += when accumulate) sum_j
 // dxd[slot(t k + j)], one thread per element, fp32 in j order after the old value.
 template <class T>
-__global__ void moe_dispatch_bwd_kernel(const T* dxd, const i64* routing, i64 rows, i64 k, i64 h, T* dx,
+__global__ void moe_dispatch_bwd_kernel(const T* dxd, const i64* routing, i64 rows, i64 k, i64 h, MoeSlots s, T* dx,
                                         bool accumulate) {
     const i64 i = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x;
     if (i >= rows * h) return;
     const i64 t = i / h, c = i % h;
     float acc = accumulate ? to_f(dx[i]) : 0.f;
-    for (i64 j = 0; j < k; ++j) acc += to_f(dxd[routing[t * k + j] * h + c]);
+    for (i64 j = 0; j < k; ++j) {
+        const i64 row = moe_local_row(routing, rows * k, s, t * k + j);
+        if (row >= 0) acc += to_f(dxd[row * h + c]);
+    }
     dx[i] = from_f<T>(acc);
 }
 
@@ -214,9 +245,16 @@ void launch_moe_route(const T* logits, float* gates, i64* routing, i64 rows, i64
 }
 
 template <class T>
-void launch_moe_dispatch(const T* x, const i64* routing, i64 rows, i64 k, i64 h, T* xd, cudaStream_t stream) {
+void launch_moe_dispatch(const T* x, const i64* routing, i64 rows, i64 k, i64 h, MoeSlots s, T* xd, cudaStream_t stream) {
     constexpr int N = Pack16<T>::N;
     const i64 pairs = rows * k;
+    if (s.capacity > 0) {  // expert parallelism: the rank's experts' C rows each
+        if (s.count * s.capacity * h == 0) return;
+        moe_dispatch_capacity_kernel<T><<<grid_for(s.count * s.capacity * h, 256), 256, 0, stream>>>(x, routing, pairs, k,
+                                                                                                  h, s, xd);
+        PF_LAUNCH_CHECK();
+        return;
+    }
     if (pairs * h == 0) return;
     if (h % N == 0 && aligned16(x, xd))
         moe_dispatch_vec_kernel<T><<<grid_for(pairs * h / N, 256), 256, 0, stream>>>(x, routing, pairs, k, h, xd);
@@ -227,18 +265,20 @@ void launch_moe_dispatch(const T* x, const i64* routing, i64 rows, i64 k, i64 h,
 
 template <class T>
 void launch_moe_combine(const T* y, const float* gates, const i64* routing, const T* res, i64 rows, i64 k, i64 h,
-                        T* out, cudaStream_t stream) {
+                        MoeSlots s, T* out, cudaStream_t stream) {
     if (rows * h == 0) return;
-    moe_combine_kernel<T><<<grid_for(rows * h, 256), 256, 0, stream>>>(y, gates, routing, res, rows, k, h, out);
+    moe_combine_kernel<T><<<grid_for(rows * h, 256), 256, 0, stream>>>(y, gates, routing, res, rows, k, h, s, out);
     PF_LAUNCH_CHECK();
 }
 
 template <class T>
 void launch_moe_combine_bwd(const T* dout, const T* y, const float* gates, const i64* routing, i64 rows, i64 k, i64 h,
-                            T* dy, float* dgates, cudaStream_t stream) {
+                            MoeSlots s, T* dy, float* dgates, cudaStream_t stream) {
     const i64 pairs = rows * k;
+    if (s.capacity > 0)  // rows no pair fills stay 0 (their GEMMs run on them)
+        PF_CUDA_CHECK(cudaMemsetAsync(dy, 0, static_cast<std::size_t>(s.count * s.capacity * h) * sizeof(T), stream));
     if (pairs == 0) return;
-    moe_combine_bwd_kernel<T><<<grid_for(pairs * 32, 256), 256, 0, stream>>>(dout, y, gates, routing, pairs, k, h, dy,
+    moe_combine_bwd_kernel<T><<<grid_for(pairs * 32, 256), 256, 0, stream>>>(dout, y, gates, routing, pairs, k, h, s, dy,
                                                                              dgates);
     PF_LAUNCH_CHECK();
 }
@@ -253,21 +293,22 @@ void launch_moe_route_bwd(const float* dgates, const float* gates, const i64* ro
 }
 
 template <class T>
-void launch_moe_dispatch_bwd(const T* dxd, const i64* routing, i64 rows, i64 k, i64 h, T* dx, bool accumulate,
-                             cudaStream_t stream) {
+void launch_moe_dispatch_bwd(const T* dxd, const i64* routing, i64 rows, i64 k, i64 h, MoeSlots s, T* dx,
+                             bool accumulate, cudaStream_t stream) {
     if (rows * h == 0) return;
-    moe_dispatch_bwd_kernel<T><<<grid_for(rows * h, 256), 256, 0, stream>>>(dxd, routing, rows, k, h, dx, accumulate);
+    moe_dispatch_bwd_kernel<T><<<grid_for(rows * h, 256), 256, 0, stream>>>(dxd, routing, rows, k, h, s, dx, accumulate);
     PF_LAUNCH_CHECK();
 }
 
 #define PF_MOE_INSTANTIATE(T)                                                                                        \
     template void launch_moe_route<T>(const T*, float*, i64*, i64, i64, i64, cudaStream_t);                          \
-    template void launch_moe_dispatch<T>(const T*, const i64*, i64, i64, i64, T*, cudaStream_t);                     \
-    template void launch_moe_combine<T>(const T*, const float*, const i64*, const T*, i64, i64, i64, T*, cudaStream_t); \
-    template void launch_moe_combine_bwd<T>(const T*, const T*, const float*, const i64*, i64, i64, i64, T*, float*, \
-                                            cudaStream_t);                                                           \
+    template void launch_moe_dispatch<T>(const T*, const i64*, i64, i64, i64, MoeSlots, T*, cudaStream_t);           \
+    template void launch_moe_combine<T>(const T*, const float*, const i64*, const T*, i64, i64, i64, MoeSlots, T*,   \
+                                        cudaStream_t);                                                               \
+    template void launch_moe_combine_bwd<T>(const T*, const T*, const float*, const i64*, i64, i64, i64, MoeSlots, T*, \
+                                            float*, cudaStream_t);                                                   \
     template void launch_moe_route_bwd<T>(const float*, const float*, const i64*, i64, i64, i64, T*, cudaStream_t);  \
-    template void launch_moe_dispatch_bwd<T>(const T*, const i64*, i64, i64, i64, T*, bool, cudaStream_t);
+    template void launch_moe_dispatch_bwd<T>(const T*, const i64*, i64, i64, i64, MoeSlots, T*, bool, cudaStream_t);
 PF_MOE_INSTANTIATE(float)
 PF_MOE_INSTANTIATE(bf16)
 #undef PF_MOE_INSTANTIATE

@@ -254,7 +254,7 @@ void HostRunner::init() {
                                std::to_string(P.param_elements));
     auto shard_of = [&](Vec& out) {
         for (const ShardUnit& u : P.layout.units)
-            std::copy_n(params.begin() + u.begin + P.dp_rank * u.chunk, u.chunk, out.begin() + u.shard_begin);
+            std::copy_n(params.begin() + u.begin + P.unit_rank(u) * u.chunk, u.chunk, out.begin() + u.shard_begin);
     };
     Vec& weights = buf_.at(P.weights);
     if (P.plan.zero == zero_weights)
@@ -398,14 +398,19 @@ void HostRunner::run_compute(const Op& op) {
 
 namespace preflight::runtime {
 
-void assemble_parameters(const Program& P, const std::vector<double>& v, std::vector<double>& full) {
-    if (!P.layout.sharded()) {
+void assemble_parameters(const Program& P, const std::vector<double>& v, std::vector<double>& full, bool dense_only) {
+    if (!P.layout.sharded() && !dense_only) {
         full = v;
         return;
     }
-    const bool shard = static_cast<std::int64_t>(v.size()) == P.layout.shard_elements;
+    const bool shard = P.layout.sharded() && static_cast<std::int64_t>(v.size()) == P.layout.shard_elements;
     for (const ShardUnit& u : P.layout.units) {
-        const std::int64_t dst = u.begin + P.dp_rank * u.chunk, src = shard ? u.shard_begin : dst;
+        if (dense_only && u.kind == UnitKind::experts) continue;
+        if (!P.layout.sharded()) {
+            std::copy_n(v.begin() + u.begin, u.elements, full.begin() + u.begin);
+            continue;
+        }
+        const std::int64_t dst = u.begin + P.unit_rank(u) * u.chunk, src = shard ? u.shard_begin : dst;
         std::copy_n(v.begin() + src, u.chunk, full.begin() + dst);
     }
 }
@@ -476,9 +481,11 @@ private:
 };
 
 // One rank's steps; its state buffer (the master copy, else the weights) assembled into `full`.
+// `fulls`: the layouts its data-parallel group assembles, one per ep rank (the rank's own at its
+// ep rank; the others take its units but its experts').
 void run_one_rank(const Program& P, const Program& whole, const std::vector<double>& whole_params, std::uint64_t seed,
-                  int steps, std::array<HostCollectives*, kCommGroups> comms, RankResult& out, std::vector<double>& full,
-                  std::mutex& assembly) {
+                  int steps, std::array<HostCollectives*, kCommGroups> comms, RankResult& out,
+                  const std::vector<std::vector<double>*>& fulls, std::mutex& assembly) {
     DryBackend backend;
     TrackingAllocator alloc(backend);
     BufferTable table;
@@ -492,7 +499,9 @@ void run_one_rank(const Program& P, const Program& whole, const std::vector<doub
     }
     {
         std::lock_guard<std::mutex> lock(assembly);  // ranks write disjoint chunks; the lock orders the copies
-        assemble_parameters(P, run.buffer(P.master_weights != kNoBuffer ? P.master_weights : P.weights), full);
+        const std::vector<double>& mine = run.buffer(P.master_weights != kNoBuffer ? P.master_weights : P.weights);
+        for (std::size_t e = 0; e < fulls.size(); ++e)
+            assemble_parameters(P, mine, *fulls[e], static_cast<std::int64_t>(e) != P.group_rank(CommGroup::ep));
     }
     walk(P, P.teardown, alloc, table, &run, "teardown");
 }
@@ -516,15 +525,21 @@ std::vector<RankResult> run_host_ranks(const Program& whole, const std::vector<P
     HostRankGroups groups(ranks);
     std::vector<RankResult> out(n);
     std::exception_ptr first_error;  // the failure that made the others abort
-    // Per data-parallel group (a tensor-parallel rank of a stage), its full layout from its ranks' shards.
-    std::map<std::int64_t, std::vector<double>> per_group;
-    for (const Program& P : ranks) per_group[P.group_key(CommGroup::dp)].assign(static_cast<std::size_t>(P.param_elements), 0.0);
+    // Per data-parallel group (a tensor-parallel rank of a stage) and ep rank (the experts it holds),
+    // its full layout from its ranks' shards.
+    std::map<std::pair<std::int64_t, std::int64_t>, std::vector<double>> per_group;
+    for (const Program& P : ranks)
+        per_group[{P.group_key(CommGroup::dp), P.group_rank(CommGroup::ep)}].assign(static_cast<std::size_t>(P.param_elements), 0.0);
+    auto fulls_of = [&](const Program& P) {
+        std::vector<std::vector<double>*> v;
+        for (std::int64_t e = 0; e < P.group_size(CommGroup::ep); ++e) v.push_back(&per_group.at({P.group_key(CommGroup::dp), e}));
+        return v;
+    };
     std::mutex assembly;
     auto body = [&](std::size_t r) {
         try {
             const Program& P = ranks[r];
-            run_one_rank(P, whole, whole_params, seed, steps, groups.of(P), out[r], per_group.at(P.group_key(CommGroup::dp)),
-                         assembly);
+            run_one_rank(P, whole, whole_params, seed, steps, groups.of(P), out[r], fulls_of(P), assembly);
         } catch (...) {
             {
                 std::lock_guard<std::mutex> lock(assembly);
@@ -539,8 +554,9 @@ std::vector<RankResult> run_host_ranks(const Program& whole, const std::vector<P
     for (auto& t : threads) t.join();
     if (first_error) std::rethrow_exception(first_error);
     std::vector<double> full(static_cast<std::size_t>(whole.param_elements), 0.0);
-    for (const Program& P : ranks)
-        if (P.dp_rank == 0) unshard_parameters(whole, P, per_group.at(P.group_key(CommGroup::dp)), full);
+    for (const Program& P : ranks)  // one rank per set of experts: the first of each ep block's ranks
+        if (P.group_rank(CommGroup::edp) == 0)
+            unshard_parameters(whole, P, per_group.at({P.group_key(CommGroup::dp), P.group_rank(CommGroup::ep)}), full);
     for (auto& r : out) r.updated = full;
     return out;
 }

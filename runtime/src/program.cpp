@@ -2,6 +2,7 @@
 #include "preflight/runtime/program.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include "preflight/planner/error.hpp"
@@ -49,6 +50,13 @@ Dims program_dims(const ModelConfig& model, const Plan& plan, const RankCoords& 
     d.up_width = model.mlp == MlpKind::swiglu ? 2 * d.ffn : d.ffn;
     d.experts = model.experts;
     d.topk = model.is_moe() ? model.experts_per_token : 1;
+    // Expert parallelism: ep consecutive data-parallel ranks split the experts; each expert takes
+    // at most ceil(capacity factor x the block's balanced load) of its ep x rows tokens' pairs.
+    d.ep = model.is_moe() ? std::max<std::int64_t>(plan.ep, 1) : 1;
+    d.ep_rank = at.dp % d.ep;
+    d.local_experts = d.experts / d.ep;
+    d.expert0 = d.ep_rank * d.local_experts;
+    d.capacity = runtime_moe_rows(model, plan, d.rows).capacity;  // 0 at ep 1 (dropless)
     d.vocab = model.vocab;
     // Same padding as the planner's runtime profile (vocab_pad_multiple, times tp).
     const std::int64_t unit = kRuntimeVocabPadMultiple * d.tp;
@@ -115,15 +123,21 @@ LayerParams add_layer_parameters(Builder& B, const ModelConfig& model, std::int6
     if (ln) lp.norm2_b = B.param(n + "mlp_norm.bias", d.h, 1, l, false);
     if (d.moe()) {  // check_runtime_model: SwiGLU experts without biases
         // The router replicated; each expert's gate|up column-parallel and down row-parallel, as
-        // the dense MLP's (Megatron-LM's expert tensor parallelism at its default, tp).
+        // the dense MLP's (Megatron-LM's expert tensor parallelism at its default, tp). Under expert
+        // parallelism the rank holds experts expert0 .., in a unit of their own.
         std::vector<RowBlock> up;
-        for (std::int64_t e = 0; e < d.experts; ++e)
-            for (const RowBlock& b : sl.up) up.push_back({e * d.up_width + b.local_begin, e * sl.up_rows + b.global_begin, b.rows});
+        for (std::int64_t e = 0; e < d.local_experts; ++e)
+            for (const RowBlock& b : sl.up)
+                up.push_back({e * d.up_width + b.local_begin, (d.expert0 + e) * sl.up_rows + b.global_begin, b.rows});
         lp.router_w = B.param(n + "router.weight", d.experts, d.h, l, true);
-        lp.up_w = B.param(n + "experts.gate_up_proj.weight", d.experts * d.up_width, d.h, l, true,
+        if (d.ep > 1) {
+            B.end_unit();
+            B.begin_unit(layer_unit(B.p_, l) + 1);
+        }
+        lp.up_w = B.param(n + "experts.gate_up_proj.weight", d.local_experts * d.up_width, d.h, l, true,
                           {up, d.experts * sl.up_rows, d.h, 0});
-        lp.down_w = B.param(n + "experts.down_proj.weight", d.experts * d.h, d.ffn, l, true,
-                            {{}, d.experts * d.h, sl.f_cols, sl.f_col_begin});
+        lp.down_w = B.param(n + "experts.down_proj.weight", d.local_experts * d.h, d.ffn, l, true,
+                            {{{0, d.expert0 * d.h, d.local_experts * d.h}}, d.experts * d.h, sl.f_cols, sl.f_col_begin});
         return lp;
     }
     lp.up_w = B.param(n + (swiglu ? "gate_up_proj.weight" : "fc1.weight"), d.up_width, d.h, l, true, column_up);

@@ -245,6 +245,7 @@ void emit_gemm_bwd(Builder& B, std::vector<Op>& out, const std::string& name, co
 bool data_parallel(const Program& P);
 // The shard unit of layer l, of the embedding, of the head.
 std::size_t layer_unit(const Program& P, std::int64_t l);
+std::size_t last_layer_unit(const Program& P, std::int64_t l);  // its experts' under expert parallelism
 std::size_t embedding_unit();
 std::size_t head_unit(const Program& P);
 // Per unit: ZeRO-3's gathered parameters and ZeRO-2/3's unreduced gradients (not allocated at set-up).

@@ -54,6 +54,7 @@ void emit_reduction(Builder& B, std::vector<Op>& out, std::size_t u, const Phase
     if (grads_sharded(P)) {  // reduce_scatter: v0 = the unit's gradient buffer, v1 = this rank's shard chunk (+=)
         Op& o = B.emit_collective(out, OpKind::reduce_scatter, unit_label(P, u) + " gradients reduce-scatter", ph,
                                   static_cast<std::int64_t>(u));
+        o.group = P.unit_group(unit_of(P, u));
         o.v[0] = whole(P, P.unit_grads[u]);
         o.v[1] = shard_chunk(P, P.grad_shard, u);
         B.reducing.emplace_back(u, B.last_collective);
@@ -63,12 +64,14 @@ void emit_reduction(Builder& B, std::vector<Op>& out, std::size_t u, const Phase
     if (P.plan.zero == zero_none) {  // all_reduce: v0 = the unit's gradients, in place
         Op& o = B.emit_collective(out, OpKind::all_reduce, unit_label(P, u) + " gradients all-reduce", ph,
                                   static_cast<std::int64_t>(u));
+        o.group = P.unit_group(unit_of(P, u));
         o.v[0] = unit_region(P, g, u);
         return;
     }
     // reduce_scatter (ZeRO-1): v0 = the unit in the full buffer; this rank's chunk reduced in place
     Op& o = B.emit_collective(out, OpKind::reduce_scatter, unit_label(P, u) + " gradients reduce-scatter", ph,
                               static_cast<std::int64_t>(u));
+    o.group = P.unit_group(unit_of(P, u));
     o.v[0] = unit_region(P, g, u);
 }
 
@@ -109,10 +112,23 @@ bool holds_tied_unit(const Program& P, std::size_t u) { return grads_sharded(P) 
 }  // namespace
 
 bool data_parallel(const Program& P) { return P.plan.dp > 1 || P.plan.zero != zero_none; }
-// The stage's units: the embedding (first stage only), its layers, the head (last stage only).
+// The stage's units: the embedding (first stage only), its layers (each followed by its experts'
+// unit under expert parallelism), the head (last stage only).
+namespace {
+bool experts_apart(const Program& P) { return P.dims.moe() && P.dims.ep > 1; }
+}  // namespace
 std::size_t layer_unit(const Program& P, std::int64_t l) {
-    return static_cast<std::size_t>(l - (P.dims.first_stage ? 0 : 1));
+    return static_cast<std::size_t>((P.dims.first_stage ? 1 : 0) + (l - 1) * (experts_apart(P) ? 2 : 1));
 }
+std::size_t last_layer_unit(const Program& P, std::int64_t l) { return layer_unit(P, l) + (experts_apart(P) ? 1 : 0); }
+namespace {
+// Layer l's units: its own, and its experts' under expert parallelism (gathered, reduced together).
+std::vector<std::size_t> layer_units(const Program& P, std::int64_t l) {
+    std::vector<std::size_t> v{layer_unit(P, l)};
+    if (experts_apart(P)) v.push_back(layer_unit(P, l) + 1);
+    return v;
+}
+}  // namespace
 std::size_t embedding_unit() { return 0; }
 std::size_t head_unit(const Program& P) { return P.layout.units.size() - 1; }
 
@@ -134,6 +150,7 @@ void gather_unit(Builder& B, std::vector<Op>& out, std::size_t u, const Phase& p
     // all_gather (ZeRO-3): v0 = the unit's gathered buffer (allocated here), v1 = this rank's shard chunk
     Op& o = B.emit_collective(out, OpKind::all_gather, unit_label(P, u) + " parameters all-gather", ph,
                               static_cast<std::int64_t>(u));
+    o.group = P.unit_group(unit_of(P, u));
     o.alloc = {P.unit_weights[u]};
     o.v[0] = whole(P, P.unit_weights[u]);
     o.v[1] = shard_chunk(P, P.weights, u);
@@ -159,9 +176,11 @@ void layer_forward_gathers(Builder& B, std::vector<Op>& out, std::int64_t l, con
     if (!zero3(P)) return;
     // Within the layer's model chunk: the next chunk's forward is another pass, later.
     const Dims::LayerChunk& c = P.dims.chunks[P.dims.chunk_of(l)];
-    if (l == c.first) gather_unit(B, out, layer_unit(P, l), ph);  // later layers were prefetched
-    if (l < c.first + c.layers - 1) gather_unit(B, out, layer_unit(P, l + 1), ph);
-    wait_gathered(B, out, layer_unit(P, l), ph);
+    if (l == c.first)  // later layers were prefetched
+        for (std::size_t u : layer_units(P, l)) gather_unit(B, out, u, ph);
+    if (l < c.first + c.layers - 1)
+        for (std::size_t u : layer_units(P, l + 1)) gather_unit(B, out, u, ph);
+    for (std::size_t u : layer_units(P, l)) wait_gathered(B, out, u, ph);
     cast_unit_fp8(B, out, layer_unit(P, l), ph);
 }
 
@@ -169,25 +188,29 @@ void layer_backward_begin(Builder& B, std::vector<Op>& out, std::int64_t l, cons
     Program& P = B.p_;
     if (zero3(P)) {
         const Dims::LayerChunk& c = P.dims.chunks[P.dims.chunk_of(l)];
-        if (l == c.first + c.layers - 1) gather_unit(B, out, layer_unit(P, l), ph);  // earlier layers were prefetched
-        if (l > c.first) gather_unit(B, out, layer_unit(P, l - 1), ph);
-        wait_gathered(B, out, layer_unit(P, l), ph);
+        if (l == c.first + c.layers - 1)  // earlier layers were prefetched
+            for (std::size_t u : layer_units(P, l)) gather_unit(B, out, u, ph);
+        if (l > c.first)
+            for (std::size_t u : layer_units(P, l - 1)) gather_unit(B, out, u, ph);
+        for (std::size_t u : layer_units(P, l)) wait_gathered(B, out, u, ph);
         cast_unit_fp8(B, out, layer_unit(P, l), ph);
     }
-    if (grads_sharded(P)) begin_unit_grads(B, out, layer_unit(P, l), ph);
+    if (grads_sharded(P))
+        for (std::size_t u : layer_units(P, l)) begin_unit_grads(B, out, u, ph);
 }
 
 void layer_backward_end(Builder& B, std::vector<Op>& out, std::int64_t l, const Phase& ph, bool reduce) {
     Program& P = B.p_;
-    release_gathered(B, out.back(), layer_unit(P, l));
+    for (std::size_t u : layer_units(P, l)) release_gathered(B, out.back(), u);
     // ZeRO-2/3 on a chunk that does not begin the model: its first layer's reduce-scatter waits
     // until the input gradient is sent (stage_backward_end), so that the send, on the same
     // communication stream, does not queue behind it on the pipeline's critical path.
     const std::size_t chunk = P.dims.chunk_of(l);
     const bool after_send = grads_sharded(P) && l == P.dims.chunks[chunk].first && !P.dims.model_first(chunk);
+    const std::vector<std::size_t> units = layer_units(P, l);
     if (!after_send && (grads_sharded(P) || (reduce && !reduces_after_accumulation(P))))
-        emit_reduction(B, out, layer_unit(P, l), ph);
-    if (grads_sharded(P)) finish_reductions(B, out, ph, after_send ? 0 : 1);  // the one before layer l's: overlapped with layer l
+        for (std::size_t u : units) emit_reduction(B, out, u, ph);
+    if (grads_sharded(P)) finish_reductions(B, out, ph, after_send ? 0 : units.size());  // those before layer l's: overlapped with it
 }
 
 void output_gathers(Builder& B, std::vector<Op>& out, const Phase& ph) {
@@ -240,7 +263,7 @@ void embedding_backward_end(Builder& B, std::vector<Op>& out, const Phase& ph, b
 
 void stage_backward_end(Builder& B, std::vector<Op>& out, std::int64_t first_layer, const Phase& ph) {
     if (!grads_sharded(B.p_)) return;
-    emit_reduction(B, out, layer_unit(B.p_, first_layer), ph);
+    for (std::size_t u : layer_units(B.p_, first_layer)) emit_reduction(B, out, u, ph);
     finish_reductions(B, out, ph, 0);
 }
 
@@ -290,7 +313,7 @@ void reduce_sequence_parallel_grads(Builder& B, std::vector<Op>& out) {
         std::int64_t at = ps.offset, count = ps.numel();
         if (P.layout.sharded()) {
             const ShardUnit& u = P.layout.units[static_cast<std::size_t>(ps.unit)];
-            const std::int64_t first = u.begin + P.dp_rank * u.chunk;
+            const std::int64_t first = u.begin + P.unit_rank(u) * u.chunk;
             const std::int64_t lo = std::max(first, ps.offset), hi = std::min(first + u.chunk, ps.offset + ps.numel());
             if (hi <= lo) continue;
             count = hi - lo;
@@ -312,6 +335,7 @@ void gather_updated(Builder& B, std::vector<Op>& out) {
         // all_gather (ZeRO-1/2): v0 = the unit in the full weights, each rank's chunk in place
         Op& o = B.emit_collective(out, OpKind::all_gather, unit_label(P, u) + " parameters all-gather", ph,
                                   static_cast<std::int64_t>(u));
+        o.group = P.unit_group(unit_of(P, u));
         o.v[0] = unit_region(P, P.weights, u);
     }
     wait_all(B, out, ph);

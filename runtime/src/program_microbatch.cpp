@@ -187,7 +187,7 @@ ForwardState emit_forward_pass(Builder& B, std::size_t chunk, std::int64_t mb, b
             for (BufferId b : layer_kept(P, f)) P.step.back().free.push_back(b);
             P.step.back().free.push_back(f.core);
         }
-        release_gathered(B, P.step.back(), layer_unit(P, l));
+        for (std::size_t u = layer_unit(P, l); u <= last_layer_unit(P, l); ++u) release_gathered(B, P.step.back(), u);
         s.saved.push_back(f);
         x = f.out;
     }
@@ -248,7 +248,7 @@ void emit_backward_pass(Builder& B, std::size_t chunk, std::int64_t mb, const Fo
                                         : c.layers > 0     ? layer_unit(P, c.first)
                                                            : head_unit(P);
             const std::size_t hi_unit = d.model_last(chunk) ? head_unit(P)
-                                        : c.layers > 0    ? layer_unit(P, last_layer)
+                                        : c.layers > 0    ? last_layer_unit(P, last_layer)
                                                           : embedding_unit();
             const ShardUnit& lo = P.layout.units[lo_unit];
             const ShardUnit& hi = P.layout.units[hi_unit];

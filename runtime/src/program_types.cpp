@@ -137,6 +137,8 @@ std::int64_t Program::group_size(CommGroup g) const {
         case CommGroup::pp: return plan.pp;
         case CommGroup::embedding: return 2;
         case CommGroup::cp: return dims.cp;
+        case CommGroup::ep: return dims.ep;
+        case CommGroup::edp: return plan.dp / dims.ep;
     }
     return 1;
 }
@@ -148,6 +150,8 @@ std::int64_t Program::group_rank(CommGroup g) const {
         case CommGroup::pp: return pp_rank;
         case CommGroup::embedding: return dims.first_stage ? 0 : 1;
         case CommGroup::cp: return dims.cp_rank;
+        case CommGroup::ep: return dp_rank % dims.ep;
+        case CommGroup::edp: return dp_rank / dims.ep;
     }
     return 0;
 }
@@ -159,6 +163,8 @@ std::int64_t Program::group_key(CommGroup g) const {
         case CommGroup::pp:
         case CommGroup::embedding: return tp_rank + plan.tp * dp_rank;
         case CommGroup::cp: return tp_rank + plan.tp * (dp_rank / dims.cp + plan.dp / dims.cp * pp_rank);
+        case CommGroup::ep: return tp_rank + plan.tp * (dp_rank / dims.ep + plan.dp / dims.ep * pp_rank);
+        case CommGroup::edp: return tp_rank + plan.tp * (dp_rank % dims.ep + dims.ep * pp_rank);
     }
     return 0;
 }
@@ -175,7 +181,8 @@ std::string rank_grid_text(const Plan& plan) {
 
 Plan single_gpu_plan(Plan plan) {
     plan.grad_acc *= plan.dp;  // the cp ranks of a data-parallel rank share its sequences
-    plan.dp = plan.tp = plan.pp = plan.vpp = plan.cp = 1;
+    plan.dp = plan.tp = plan.pp = plan.vpp = plan.cp = plan.ep = 1;
+    plan.moe_capacity_factor = 1.0;  // one GPU holds every expert: dropless
     plan.cp_full_seq = 0;
     plan.pp_schedule = PpSchedule::one_f_one_b;
     plan.zero = zero_none;
@@ -239,7 +246,7 @@ std::vector<OptimizerRegion> optimizer_regions(const Program& P) {
         return out;
     }
     for (const ShardUnit& u : P.layout.units) {
-        const std::int64_t first = u.begin + P.dp_rank * u.chunk;  // the rank's chunk in the full layout
+        const std::int64_t first = u.begin + P.unit_rank(u) * u.chunk;  // the rank's chunk in the full layout
         const bool grad_shard = P.plan.zero >= zero_gradients, weight_shard = P.plan.zero == zero_weights;
         OptimizerRegion r{{grads, grad_shard ? u.shard_begin : first}, {P.weights, weight_shard ? u.shard_begin : first},
                           u.shard_begin, u.chunk, {}};

@@ -40,17 +40,41 @@ void moe_route(const double* logits, i64 rows, i64 experts, i64 k, double* gates
     }
 }
 
-void moe_dispatch(const double* x, const i64* routing, i64 rows, i64 k, i64 experts, i64 h, double* xd) {
+namespace {
+// The rows [lo, hi) of the rank's expert buffers local expert i runs on, its routing slots starting
+// at `slot0` (dropless: every expert's own slots; capacity layout: C rows, its pairs first).
+struct Segment {
+    i64 lo, hi, filled, slot0;
+};
+Segment segment(const Routing& r, i64 i, const ExpertSlots& es) {
+    const i64 e = es.first + i, n = r.end(e) - r.begin(e);
+    if (es.capacity == 0) return {r.begin(e), r.end(e), n, r.begin(e)};
+    return {i * es.capacity, (i + 1) * es.capacity, std::min(n, es.capacity), r.begin(e)};
+}
+}  // namespace
+
+void moe_dispatch(const double* x, const i64* routing, i64 rows, i64 k, i64 experts, i64 h, const ExpertSlots& es,
+                  double* xd) {
     const Routing r{routing, rows * k, experts};
-    for (i64 s = 0; s < rows * k; ++s) std::copy_n(x + r.pair(s) / k * h, h, xd + s * h);
+    for (i64 i = 0; i < es.count; ++i) {
+        const Segment g = segment(r, i, es);
+        for (i64 j = 0; j < g.hi - g.lo; ++j) {
+            double* out = xd + (g.lo + j) * h;
+            if (j < g.filled)
+                std::copy_n(x + r.pair(g.slot0 + j) / k * h, h, out);
+            else
+                std::fill_n(out, h, 0.0);
+        }
+    }
 }
 
 void moe_linear_fwd(const double* x, const double* w, const i64* routing, i64 pairs, i64 experts, i64 N, i64 K,
-                    double* y) {
+                    const ExpertSlots& es, double* y) {
     const Routing r{routing, pairs, experts};
-    for (i64 e = 0; e < experts; ++e) {
-        const double* W = w + e * N * K;
-        for (i64 s = r.begin(e); s < r.end(e); ++s)
+    for (i64 i = 0; i < es.count; ++i) {
+        const double* W = w + i * N * K;
+        const Segment g = segment(r, i, es);
+        for (i64 s = g.lo; s < g.hi; ++s)
             for (i64 n = 0; n < N; ++n) {
                 double acc = 0;
                 for (i64 c = 0; c < K; ++c) acc += x[s * K + c] * W[n * K + c];
@@ -60,11 +84,12 @@ void moe_linear_fwd(const double* x, const double* w, const i64* routing, i64 pa
 }
 
 void moe_linear_bwd_data(const double* dy, const double* w, const i64* routing, i64 pairs, i64 experts, i64 N, i64 K,
-                         double* dx) {
+                         const ExpertSlots& es, double* dx) {
     const Routing r{routing, pairs, experts};
-    for (i64 e = 0; e < experts; ++e) {
-        const double* W = w + e * N * K;
-        for (i64 s = r.begin(e); s < r.end(e); ++s)
+    for (i64 i = 0; i < es.count; ++i) {
+        const double* W = w + i * N * K;
+        const Segment g = segment(r, i, es);
+        for (i64 s = g.lo; s < g.hi; ++s)
             for (i64 c = 0; c < K; ++c) {
                 double acc = 0;
                 for (i64 n = 0; n < N; ++n) acc += dy[s * N + n] * W[n * K + c];
@@ -74,38 +99,44 @@ void moe_linear_bwd_data(const double* dy, const double* w, const i64* routing, 
 }
 
 void moe_linear_bwd_weight(const double* dy, const double* x, const i64* routing, i64 pairs, i64 experts, i64 N, i64 K,
-                           double* dw) {
+                           const ExpertSlots& es, double* dw, double alpha) {
     const Routing r{routing, pairs, experts};
-    for (i64 e = 0; e < experts; ++e) {
-        double* dW = dw + e * N * K;
-        for (i64 s = r.begin(e); s < r.end(e); ++s)
+    for (i64 i = 0; i < es.count; ++i) {
+        double* dW = dw + i * N * K;
+        const Segment g = segment(r, i, es);
+        for (i64 s = g.lo; s < g.hi; ++s)
             for (i64 n = 0; n < N; ++n)
-                for (i64 c = 0; c < K; ++c) dW[n * K + c] += dy[s * N + n] * x[s * K + c];
+                for (i64 c = 0; c < K; ++c) dW[n * K + c] += alpha * dy[s * N + n] * x[s * K + c];
     }
 }
 
 void moe_combine(const double* y, const double* gates, const i64* routing, const double* res, i64 rows, i64 k,
-                 i64 experts, i64 h, double* out) {
+                 i64 experts, i64 h, const ExpertSlots& es, double* out) {
     const Routing r{routing, rows * k, experts};
     for (i64 t = 0; t < rows; ++t)
         for (i64 c = 0; c < h; ++c) {
             double acc = res ? res[t * h + c] : 0.0;
-            for (i64 j = 0; j < k; ++j) acc += gates[t * k + j] * y[r.slot(t * k + j) * h + c];
+            for (i64 j = 0; j < k; ++j) {
+                const i64 row = local_row(r, t * k + j, es);
+                if (row >= 0) acc += gates[t * k + j] * y[row * h + c];
+            }
             out[t * h + c] = acc;
         }
 }
 
 void moe_combine_bwd(const double* dout, const double* y, const double* gates, const i64* routing, i64 rows, i64 k,
-                     i64 experts, i64 h, double* dy, double* dgates) {
+                     i64 experts, i64 h, const ExpertSlots& es, double* dy, double* dgates) {
     const Routing r{routing, rows * k, experts};
+    if (es.capacity > 0) std::fill_n(dy, es.rows() * h, 0.0);
     for (i64 t = 0; t < rows; ++t)
         for (i64 j = 0; j < k; ++j) {
-            const i64 s = r.slot(t * k + j);
+            const i64 row = local_row(r, t * k + j, es);
             double dot = 0;
-            for (i64 c = 0; c < h; ++c) {
-                dy[s * h + c] = gates[t * k + j] * dout[t * h + c];
-                dot += dout[t * h + c] * y[s * h + c];
-            }
+            if (row >= 0)
+                for (i64 c = 0; c < h; ++c) {
+                    dy[row * h + c] = gates[t * k + j] * dout[t * h + c];
+                    dot += dout[t * h + c] * y[row * h + c];
+                }
             dgates[t * k + j] = dot;
         }
 }
@@ -123,13 +154,16 @@ void moe_route_bwd(const double* dgates, const double* gates, const i64* routing
     }
 }
 
-void moe_dispatch_bwd(const double* dxd, const i64* routing, i64 rows, i64 k, i64 experts, i64 h, double* dx,
-                      bool accumulate) {
+void moe_dispatch_bwd(const double* dxd, const i64* routing, i64 rows, i64 k, i64 experts, i64 h, const ExpertSlots& es,
+                      double* dx, bool accumulate) {
     const Routing r{routing, rows * k, experts};
     for (i64 t = 0; t < rows; ++t)
         for (i64 c = 0; c < h; ++c) {
             double acc = accumulate ? dx[t * h + c] : 0.0;
-            for (i64 j = 0; j < k; ++j) acc += dxd[r.slot(t * k + j) * h + c];
+            for (i64 j = 0; j < k; ++j) {
+                const i64 row = local_row(r, t * k + j, es);
+                if (row >= 0) acc += dxd[row * h + c];
+            }
             dx[t * h + c] = acc;
         }
 }

@@ -54,7 +54,7 @@ TEST(Moe, RoutingByHand) {
     // Combine: out[t] = res + sum_j gate y[slot]; y rows 10, 20, 30, 40 (h = 1).
     const Vec y = {10, 20, 30, 40}, res = {1, 2};
     Vec out(2);
-    ref::moe_combine(y.data(), gates.data(), r.data(), res.data(), 2, 2, 4, 1, out.data());
+    ref::moe_combine(y.data(), gates.data(), r.data(), res.data(), 2, 2, 4, 1, ref::ExpertSlots{0, 4, 0}, out.data());
     EXPECT_DOUBLE_EQ(out[0], 1 + 0.5 * 20 + 0.5 * 40);
     EXPECT_DOUBLE_EQ(out[1], 2 + 0.75 * 30 + 0.25 * 10);
     // Routing backward: dl_j = g_j (dg_j - sum_m g_m dg_m); token 0, dg (2, 4): 1/2 (2 - 3), 1/2 (4 - 3).
@@ -209,9 +209,101 @@ TEST(Moe, Fp8RanksMatchOneGpu) {
     EXPECT_EQ(cached, 2 * 2);
 }
 
-// What the runtime does not run with experts is refused naming the flag: expert parallelism, a
-// capacity factor (its experts are dropless), more experts than its routing kernel sorts. fp8-mixed
-// runs (the attention's GEMMs in fp8, the experts in bf16), whatever intermediate_size is.
+// Expert parallelism (program_moe.cpp): the ep ranks of a block all-gather their tokens, each runs
+// its E / ep experts on the pairs they take and the partial combine is reduce-scattered back; an
+// expert's weights, gradients and states are a unit of their own over the dp / ep ranks holding it,
+// its weight gradient scaled by 1 / ep. With a capacity factor of E / k no pair is dropped (each
+// expert may take every token of the block), so the ranks match one GPU: dp 2 and 4 under every
+// ZeRO stage, with tp 2 (with and without sp), pp 2 and the interleaved schedule, every recompute
+// mode, top-1 and top-2, fp32 and bf16-mixed.
+TEST(Moe, ExpertParallelRanksMatchOneGpu) {
+    struct Case {
+        std::int64_t dp, ep, tp, pp;
+        bool sp;
+        int zero;
+        Recompute rc;
+        std::int64_t k;
+    };
+    const Case cases[] = {
+        {2, 2, 1, 1, false, 0, Recompute::none, 2},      {2, 2, 1, 1, false, 1, Recompute::full, 2},
+        {4, 2, 1, 1, false, 2, Recompute::selective, 1}, {4, 2, 1, 1, false, 3, Recompute::none, 2},
+        {4, 4, 1, 1, false, 1, Recompute::none, 2},      {2, 2, 2, 1, false, 0, Recompute::selective, 2},
+        {2, 2, 2, 1, true, 3, Recompute::full, 2},       {2, 2, 1, 2, false, 1, Recompute::none, 2},
+    };
+    test_support::Worst worst;
+    int n = 0;
+    for (const Case& c : cases)
+        for (Precision pr : {Precision::fp32, Precision::bf16_mixed}) {
+            Plan p;
+            p.seq = 8;
+            p.mbs = 2;
+            p.grad_acc = 2;
+            p.dp = c.dp;
+            p.ep = c.ep;
+            p.tp = c.tp;
+            p.sp = c.sp;
+            p.pp = c.pp;
+            p.zero = static_cast<ZeroStage>(c.zero);
+            p.recompute = c.rc;
+            p.precision = pr;
+            p.moe_capacity_factor = 4.0 / static_cast<double>(c.k);  // E / k: nothing dropped
+            const test_support::Worst w = test_support::compare(micro_mixtral(2, 4, c.k), p, 2);
+            EXPECT_LE(w.loss, 1e-9) << to_flags(p) << " top-" << c.k;
+            EXPECT_LE(w.param, 1e-9) << to_flags(p) << " top-" << c.k;
+            worst.loss = std::max(worst.loss, w.loss);
+            worst.param = std::max(worst.param, w.param);
+            ++n;
+        }
+    std::printf("expert-parallel ranks vs one GPU, 2 steps, %d cases: worst loss %.2e, worst parameter %.2e (relative)\n",
+                n, worst.loss, worst.param);
+    EXPECT_EQ(n, 16);
+}
+
+// Each expert-parallel rank's walk equals the preflight-runtime profile (runtime_moe_rows: the ep
+// block's routed tokens, each local expert's capacity rows; the layer's experts a unit of their own
+// over the dp / ep ranks; the block's gathered tokens and partial sums in backward): ep 2 to 8 of
+// Mixtral-8x7B and a 16-expert top-2 model, every ZeRO stage, tp 2 with sp, pp 2 and 4, capacity
+// factors 1 and 1.25, every recompute mode, bf16-mixed and fp8-mixed, first and last rank.
+TEST(Moe, ExpertParallelDryRunsEqualThePlanner) {
+    nlohmann::json cfg = {{"model_type", "mixtral"}, {"hidden_size", 512},  {"num_hidden_layers", 4},
+                          {"num_attention_heads", 8},  {"num_key_value_heads", 2}, {"intermediate_size", 1024},
+                          {"vocab_size", 1000},        {"max_position_embeddings", 8192},
+                          {"num_local_experts", 16},   {"num_experts_per_tok", 2}};
+    const ModelConfig small = model_from_hf_config(cfg, "small-moe");
+    int plans = 0;
+    for (const ModelConfig& m : {test::catalog_model("mixtral-8x7b"), small})
+        for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full})
+            for (Precision pr : {Precision::bf16_mixed, Precision::fp8_mixed})
+                for (auto [dp, ep, tp, pp, zero, cf] :
+                     {std::tuple{2, 2, 1, 1, 0, 1.0}, std::tuple{8, 8, 1, 4, 1, 1.0}, std::tuple{4, 2, 2, 1, 2, 1.25},
+                      std::tuple{4, 4, 1, 2, 3, 1.25}}) {
+                    Plan p;
+                    p.seq = 4096;
+                    p.grad_acc = 4;
+                    p.dp = dp;
+                    p.ep = ep;
+                    p.tp = tp;
+                    p.sp = tp > 1;
+                    p.pp = pp;
+                    p.zero = static_cast<ZeroStage>(zero);
+                    p.moe_capacity_factor = cf;
+                    p.recompute = rc;
+                    p.precision = pr;
+                    for (std::int64_t rank : {std::int64_t{0}, p.gpus() - 1}) {
+                        const test_support::Compared c = test_support::compare_with_planner(m, p, rank);
+                        const std::string what = m.name + " " + to_flags(p) + " rank " + std::to_string(rank);
+                        EXPECT_EQ(c.dry, c.planned) << what << ": dry run peak at " << c.where;
+                        EXPECT_EQ(c.dry_phase, c.planned_phase) << what << ": dry run peak at " << c.where;
+                        ++plans;
+                    }
+                }
+    EXPECT_EQ(plans, 2 * 3 * 2 * 4 * 2);
+}
+
+// What the runtime does not run with experts is refused naming the flag: expert parallelism beside
+// context parallelism, a capacity factor without expert parallelism (its experts are dropless), more
+// experts than its routing kernel sorts. fp8-mixed runs (the attention's GEMMs in fp8, the experts in
+// bf16), whatever intermediate_size is.
 TEST(Moe, RefusalsNameTheFlag) {
     const ModelConfig m = test::catalog_model("mixtral-8x7b");
     auto refused = [&](Plan p, const std::string& flag) {
@@ -232,13 +324,19 @@ TEST(Moe, RefusalsNameTheFlag) {
     Plan odd_fp8 = fp8;
     odd_fp8.seq = 64;
     EXPECT_NO_THROW(check_supported(model_from_hf_config(odd, "odd"), resolve_defaults(odd_fp8, model_from_hf_config(odd, "odd"))));
-    Plan ep;
-    ep.dp = 8;
-    ep.ep = 8;
-    refused(ep, "--ep");
-    Plan cf;
+    Plan ep_cp;  // expert parallelism beside context parallelism
+    ep_cp.dp = 4;
+    ep_cp.ep = 2;
+    ep_cp.cp = 2;
+    ep_cp.seq = 4096;
+    refused(ep_cp, "--cp");
+    Plan cf;  // a capacity factor without expert parallelism (dropless)
     cf.moe_capacity_factor = 1.25;
     refused(cf, "--moe-capacity-factor");
+    Plan ep = cf;  // ... which expert parallelism takes
+    ep.dp = 8;
+    ep.ep = 8;
+    EXPECT_NO_THROW(check_supported(m, resolve_defaults(ep, m)));
     // The routing kernel's bound: 257 experts a layer are refused naming the model.
     nlohmann::json wide = {{"model_type", "mixtral"},      {"hidden_size", 64},         {"num_hidden_layers", 2},
                            {"num_attention_heads", 4},     {"num_key_value_heads", 4},  {"intermediate_size", 64},

@@ -403,13 +403,13 @@ for c in json.load(open(sys.argv[1]))["configs"]:
     if sel == "all" or c["id"] in sel.split(","):
         print(c["id"], c["model"], c["seq"], c["mbs"], c["grad_acc"], c["dp"], c.get("tp", 1), c.get("pp", 1),
               "--sp" if c.get("sp") else "-", c["zero"], c["rank"], c["recompute"], c["precision"], c["attention"],
-              c.get("pp_schedule", "1f1b"), c.get("vpp", 1), c.get("cp", 1))
+              c.get("pp_schedule", "1f1b"), c.get("vpp", 1), c.get("cp", 1), c.get("ep", 1))
 EOF
 )
     [[ -n $lines ]] || { note "$stage: no configuration matches '$sel'"; return 1; }
     note "$stage '$sel': $(echo "$lines" | wc -l) emulated ranks on $gpu"
-    local id model seq mbs ga dp tp pp sp zero rank rc prec attn sched vpp cp
-    while read -r id model seq mbs ga dp tp pp sp zero rank rc prec attn sched vpp cp; do
+    local id model seq mbs ga dp tp pp sp zero rank rc prec attn sched vpp cp ep
+    while read -r id model seq mbs ga dp tp pp sp zero rank rc prec attn sched vpp cp ep; do
         if [[ ${PREFLIGHT_REMEASURE:-0} != 1 ]] && python3 -c "import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if r.get('mode') == 'device' and r.get('status') == 'ok' else 1)" "$ddir/$id.json" 2>/dev/null; then
             note "$id: already recorded (set PREFLIGHT_REMEASURE=1 to measure again)"; continue
         fi
@@ -418,6 +418,7 @@ EOF
         [[ $sp == --sp ]] && plan+=(--sp)
         [[ $sched == 1f1b ]] || plan+=(--pp-schedule "$sched" --vpp "$vpp")
         [[ $cp == 1 ]] || plan+=(--cp "$cp")
+        [[ $ep == 1 ]] || plan+=(--ep "$ep")
         local pred need
         pred=$("$pre" run "${plan[@]}" --dry-run --format json 2>/dev/null |
                python3 -c "import json,sys; print(json.load(sys.stdin)['predicted'].get('step_time_s') or 0.5)" 2>/dev/null || echo 0.5)

@@ -131,8 +131,8 @@ $OUT/preflight-gpu-<stamp>.tar.gz + $OUT/summary.txt). See README.md, "GPU sessi
   now has a Mixtral-shaped model against the whole-model reference):
        run(command="PREFLIGHT_BUDGET_S=B bash validation/gpu_session/gpu_session.sh check test", carry=[".deps"], timeout_s=B+60)
   and give_back. The two context-parallel ranks at the end of the measure-mp set (about 90 s and
-  140 s) and the three Mixtral-8x7B ranks after them (tp 2 x pp 8 --sp, first and last stage, and the
-  first in fp8-mixed) wait
+  140 s) and the four Mixtral-8x7B ranks after them (tp 2 x pp 8 --sp, first and last stage, and the
+  first in fp8-mixed; rank 0 of dp 8 x ep 8 x pp 4) wait
   for a later session.
 
   1) libraries, build, every gpu-labelled test, the headline plan (ours vs PyTorch eager and

@@ -134,52 +134,61 @@ TYPED_TEST(MoeKernels, DispatchCombineAndTheirBackward) {
     const HostRouting r = host_routing(rows, E, k, 41);
     DeviceTable dt(r.table);
     DeviceBuffer<float> dgates(r.gates);
-    for (std::int64_t h : {64, 66}) {  // the 16-byte dispatch path, the scalar one
-        const std::string hs = " h " + std::to_string(h);
-        const auto x = rounded<T>(randn(static_cast<std::size_t>(rows * h), 42));
-        DeviceBuffer<T> dx(x), dxd(static_cast<std::size_t>(P * h));
-        cuda::launch_moe_dispatch<T>(dx.get(), dt.get(), rows, k, h, dxd.get(), nullptr);
-        Vec xd(static_cast<std::size_t>(P * h));
-        ref::moe_dispatch(x.data(), r.table.data(), rows, k, E, h, xd.data());
-        expect_close(dxd.download(), xd, 0.0, ("dispatch" + hs).c_str(), 0.0);
+    // Dropless (every expert local, the routing's slots), and the capacity layout of expert
+    // parallelism: experts 1 and 2 of 4, 12 rows each (some of their pairs dropped, some rows zero).
+    for (const ref::ExpertSlots es : {ref::ExpertSlots{0, E, 0}, ref::ExpertSlots{1, 2, 12}})
+        for (std::int64_t h : {64, 66}) {  // the 16-byte dispatch path, the scalar one
+            const cuda::MoeSlots ms{E, es.first, es.count, es.capacity};
+            const std::int64_t S = es.capacity > 0 ? es.rows() : P;
+            const std::string hs = " h " + std::to_string(h) + (es.capacity > 0 ? " capacity" : " dropless");
+            const auto x = rounded<T>(randn(static_cast<std::size_t>(rows * h), 42));
+            DeviceBuffer<T> dx(x), dxd(static_cast<std::size_t>(S * h));
+            dxd.poison();
+            cuda::launch_moe_dispatch<T>(dx.get(), dt.get(), rows, k, h, ms, dxd.get(), nullptr);
+            Vec xd(static_cast<std::size_t>(S * h));
+            ref::moe_dispatch(x.data(), r.table.data(), rows, k, E, h, es, xd.data());
+            expect_close(dxd.download(), xd, 0.0, ("dispatch" + hs).c_str(), 0.0);
 
-        // Combine, with and without the residual.
-        const auto y = rounded<T>(randn(static_cast<std::size_t>(P * h), 43)),
-                   res = rounded<T>(randn(static_cast<std::size_t>(rows * h), 44));
-        DeviceBuffer<T> dy_(y), dres(res), dout(static_cast<std::size_t>(rows * h));
-        for (bool with_res : {true, false}) {
-            dout.poison();
-            cuda::launch_moe_combine<T>(dy_.get(), dgates.get(), dt.get(), with_res ? dres.get() : nullptr, rows, k, h,
-                                        dout.get(), nullptr);
-            Vec out(static_cast<std::size_t>(rows * h));
-            ref::moe_combine(y.data(), r.gates.data(), r.table.data(), with_res ? res.data() : nullptr, rows, k, E, h,
-                             out.data());
-            expect_close(dout.download(), out, rtol<T>(), ("combine" + hs + (with_res ? " + residual" : "")).c_str());
+            // Combine, with and without the residual.
+            const auto y = rounded<T>(randn(static_cast<std::size_t>(S * h), 43)),
+                       res = rounded<T>(randn(static_cast<std::size_t>(rows * h), 44));
+            DeviceBuffer<T> dy_(y), dres(res), dout(static_cast<std::size_t>(rows * h));
+            for (bool with_res : {true, false}) {
+                dout.poison();
+                cuda::launch_moe_combine<T>(dy_.get(), dgates.get(), dt.get(), with_res ? dres.get() : nullptr, rows, k,
+                                            h, ms, dout.get(), nullptr);
+                Vec out(static_cast<std::size_t>(rows * h));
+                ref::moe_combine(y.data(), r.gates.data(), r.table.data(), with_res ? res.data() : nullptr, rows, k, E, h,
+                                 es, out.data());
+                expect_close(dout.download(), out, rtol<T>(), ("combine" + hs + (with_res ? " + residual" : "")).c_str());
+            }
+
+            // The combine's backward: the expert outputs' and gate weights' gradients.
+            const auto dO = rounded<T>(randn(static_cast<std::size_t>(rows * h), 45));
+            DeviceBuffer<T> ddO(dO), ddy(static_cast<std::size_t>(S * h));
+            DeviceBuffer<float> ddg(static_cast<std::size_t>(P));
+            ddy.poison();
+            cuda::launch_moe_combine_bwd<T>(ddO.get(), dy_.get(), dgates.get(), dt.get(), rows, k, h, ms, ddy.get(),
+                                            ddg.get(), nullptr);
+            Vec dyr(static_cast<std::size_t>(S * h)), dgr(static_cast<std::size_t>(P));
+            ref::moe_combine_bwd(dO.data(), y.data(), r.gates.data(), r.table.data(), rows, k, E, h, es, dyr.data(),
+                                 dgr.data());
+            // (capacity layout: the rows no pair fills are zeroed too, as the reference's)
+            expect_close(ddy.download(), dyr, rtol<T>(), ("combine bwd dy" + hs).c_str());
+            expect_close(ddg.download(), dgr, 1e-4, ("combine bwd d gates" + hs).c_str());
+
+            // The dispatch's backward, overwriting and accumulating.
+            const auto dxdv = rounded<T>(randn(static_cast<std::size_t>(S * h), 46)),
+                       dx0 = rounded<T>(randn(static_cast<std::size_t>(rows * h), 47));
+            DeviceBuffer<T> ddxd(dxdv), ddx(static_cast<std::size_t>(rows * h));
+            for (bool acc : {false, true}) {
+                if (acc) ddx.upload(dx0); else ddx.poison();
+                cuda::launch_moe_dispatch_bwd<T>(ddxd.get(), dt.get(), rows, k, h, ms, ddx.get(), acc, nullptr);
+                Vec dxr = dx0;
+                ref::moe_dispatch_bwd(dxdv.data(), r.table.data(), rows, k, E, h, es, dxr.data(), acc);
+                expect_close(ddx.download(), dxr, rtol<T>(), ("dispatch bwd" + hs + (acc ? " +=" : "")).c_str());
+            }
         }
-
-        // The combine's backward: the expert outputs' and gate weights' gradients.
-        const auto dO = rounded<T>(randn(static_cast<std::size_t>(rows * h), 45));
-        DeviceBuffer<T> ddO(dO), ddy(static_cast<std::size_t>(P * h));
-        DeviceBuffer<float> ddg(static_cast<std::size_t>(P));
-        cuda::launch_moe_combine_bwd<T>(ddO.get(), dy_.get(), dgates.get(), dt.get(), rows, k, h, ddy.get(), ddg.get(),
-                                        nullptr);
-        Vec dyr(static_cast<std::size_t>(P * h)), dgr(static_cast<std::size_t>(P));
-        ref::moe_combine_bwd(dO.data(), y.data(), r.gates.data(), r.table.data(), rows, k, E, h, dyr.data(), dgr.data());
-        expect_close(ddy.download(), dyr, rtol<T>(), ("combine bwd dy" + hs).c_str());
-        expect_close(ddg.download(), dgr, 1e-4, ("combine bwd d gates" + hs).c_str());
-
-        // The dispatch's backward, overwriting and accumulating.
-        const auto dxdv = rounded<T>(randn(static_cast<std::size_t>(P * h), 46)),
-                   dx0 = rounded<T>(randn(static_cast<std::size_t>(rows * h), 47));
-        DeviceBuffer<T> ddxd(dxdv), ddx(static_cast<std::size_t>(rows * h));
-        for (bool acc : {false, true}) {
-            if (acc) ddx.upload(dx0); else ddx.poison();
-            cuda::launch_moe_dispatch_bwd<T>(ddxd.get(), dt.get(), rows, k, h, ddx.get(), acc, nullptr);
-            Vec dxr = dx0;
-            ref::moe_dispatch_bwd(dxdv.data(), r.table.data(), rows, k, E, h, dxr.data(), acc);
-            expect_close(ddx.download(), dxr, rtol<T>(), ("dispatch bwd" + hs + (acc ? " +=" : "")).c_str());
-        }
-    }
 
     // The routing's backward: the softmax over the chosen logits, 0 on the others.
     const Vec dg = rounded<float>(randn(static_cast<std::size_t>(P), 48));
@@ -219,14 +228,14 @@ TYPED_TEST(MoeKernels, GroupedLinearsMatchTheReference) {
     DeviceBuffer<T> dxv(x), dwv(w), ddy(dy), dyv(static_cast<std::size_t>(P * N)), dgw(dw0);
     run_all(OpKind::moe_linear_fwd, dxv.get(), K, dyv.get(), N, dwv.get());
     Vec yr(static_cast<std::size_t>(P * N));
-    ref::moe_linear_fwd(x.data(), w.data(), r.table.data(), P, E, N, K, yr.data());
+    ref::moe_linear_fwd(x.data(), w.data(), r.table.data(), P, E, N, K, ref::ExpertSlots{0, E, 0}, yr.data());
     expect_close(dyv.download(), yr, rtol<T>(), "grouped linear fwd");
 
     const Vec fill(static_cast<std::size_t>(P * ldx), 7.0);  // the window's neighbours keep 7
     DeviceBuffer<T> ddx(fill);
     run_all(OpKind::moe_linear_bwd_data, ddx.get(), ldx, ddy.get(), N, dwv.get());
     Vec dxr(static_cast<std::size_t>(P * K));
-    ref::moe_linear_bwd_data(dy.data(), w.data(), r.table.data(), P, E, N, K, dxr.data());
+    ref::moe_linear_bwd_data(dy.data(), w.data(), r.table.data(), P, E, N, K, ref::ExpertSlots{0, E, 0}, dxr.data());
     Vec want = fill;
     for (std::int64_t s = 0; s < P; ++s)
         for (std::int64_t c = 0; c < K; ++c)
@@ -235,7 +244,7 @@ TYPED_TEST(MoeKernels, GroupedLinearsMatchTheReference) {
 
     run_all(OpKind::moe_linear_bwd_weight, dxv.get(), K, ddy.get(), N, dgw.get());
     Vec dwr = dw0;
-    ref::moe_linear_bwd_weight(dy.data(), x.data(), r.table.data(), P, E, N, K, dwr.data());
+    ref::moe_linear_bwd_weight(dy.data(), x.data(), r.table.data(), P, E, N, K, ref::ExpertSlots{0, E, 0}, dwr.data());
     expect_close(dgw.download(), dwr, rtol<T>(), "grouped linear bwd weight (+=)");
 }
 

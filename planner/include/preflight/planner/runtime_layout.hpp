@@ -26,8 +26,10 @@ constexpr std::int64_t runtime_align(std::int64_t x) {
 // A shard unit: parameters that are sharded, gathered and reduced as one piece, as PyTorch
 // FSDP shards each wrapped module's FlatParameter (torch/distributed/fsdp/_flat_param.py) and
 // Megatron-Core's DDP reduces one bucket: the embeddings, each decoder layer, and the final
-// norm with the LM head (an untied one).
-enum class UnitKind { embedding, layer, head };
+// norm with the LM head (an untied one). Under expert parallelism a mixture of experts' layer is
+// two units: its dense part with the router, and this rank's experts, sharded and reduced over the
+// ranks that hold the same experts (Megatron-Core's expert-data-parallel group, dp / ep of them).
+enum class UnitKind { embedding, layer, experts, head };
 
 struct ShardUnit {
     UnitKind kind = UnitKind::layer;
@@ -37,6 +39,7 @@ struct ShardUnit {
     std::int64_t padded = 0;       // the unit in the full flat buffers: dp * chunk, or `elements`
     std::int64_t begin = 0;        // offset of the unit in the full flat buffers
     std::int64_t shard_begin = 0;  // offset of a rank's chunk of it in that rank's shard buffers
+    std::int64_t ranks = 1;        // the ranks sharing it: dp, or dp / ep for a layer's experts
 
     // Elements of rank `rank`'s chunk that hold parameters (the rest is padding): the chunk
     // covers [rank * chunk, (rank + 1) * chunk) of the unit. 0 for a rank whose chunk lies
@@ -44,7 +47,7 @@ struct ShardUnit {
     std::int64_t owned(std::int64_t rank) const;
 };
 
-std::string unit_name(const ShardUnit& u);  // "embedding", "layer 3", "head"
+std::string unit_name(const ShardUnit& u);  // "embedding", "layer 3", "layer 3 experts", "head"
 
 // The layout of one rank's flat buffers for a plan. ZeRO >= 1 pads each unit to dp equal
 // chunks (chunk = ceil(elements / dp) rounded up to kRuntimeParamAlign) so that NCCL's
@@ -70,14 +73,27 @@ struct RuntimeLayout {
 // norm and an untied LM head), before sharding.
 struct RuntimeUnitElements {
     std::int64_t embedding = 0, layer = 0, head = 0;
+    std::int64_t experts = 0;  // expert parallelism: a layer's unit of this rank's E / ep experts (0: in the layer)
 };
 // Under tensor parallelism each rank holds its slice (Shoeybi et al. 2019, sec. 3): the
 // column-parallel q|k|v and gate|up (fc1) rows and biases / tp, the row-parallel output and
 // down (fc2) columns / tp, `vocab_rows` of the vocabulary-parallel embedding and head; norms and
 // row-parallel biases whole. `head_copies_embedding`: the head unit holds a copy of a tied word
 // embedding (the last of several pipeline stages, as Megatron-LM keeps one for its output layer).
+// `ep` > 1 (a mixture of experts): the layer unit holds the norms, attention and router, the
+// experts unit this rank's E / ep experts.
 RuntimeUnitElements runtime_unit_elements(const ModelConfig& model, std::int64_t vocab_rows, std::int64_t tp = 1,
-                                          bool head_copies_embedding = false);
+                                          bool head_copies_embedding = false, std::int64_t ep = 1);
+
+// The runtime's mixture-of-experts rows for a micro-batch of `tokens` (runtime/src/program_moe.cpp):
+// the tokens its router sees (its own, or its ep block's ep x tokens under expert parallelism) and
+// the rows of its expert buffers: every (token, choice) pair's (dropless, ep 1), or `capacity` per
+// local expert, ceil(capacity factor x the block's balanced load per expert), at most the block's
+// tokens (a token picks an expert once).
+struct RuntimeMoeRows {
+    std::int64_t routed_tokens = 0, slots = 0, capacity = 0;
+};
+RuntimeMoeRows runtime_moe_rows(const ModelConfig& model, const Plan& plan, std::int64_t tokens);
 
 // The part of the model one pipeline stage holds: all of it at pp 1.
 struct RuntimeStageSpan {

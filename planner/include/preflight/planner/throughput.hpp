@@ -132,6 +132,10 @@ struct ThroughputOptions {
     // runtime's: runtime/src/program_fp8.cpp), at the dense bf16 rate, with no casts. Set by the
     // runtime profile.
     bool moe_experts_16bit = false;
+    // Expert parallelism all-gather based (the Preflight runtime's, runtime/src/program_moe.cpp): the
+    // ep block's tokens gathered and the partial combine reduce-scattered, in place of all-to-alls.
+    // Set by the runtime profile.
+    bool ep_all_gather_tokens = false;
 };
 
 // Rows the Preflight runtime's column-sum kernels walk in one micro-batch's backward

@@ -156,7 +156,10 @@ void unshard_parameters(const Program& whole, const Program& rank, const std::ve
 // Data-parallel rank `P.dp_rank`'s part of its state buffer after its steps (`rank_buffer`: the
 // master copy where the recipe has one, else the weights) written into `full`, the rank's own
 // full layout: all of it without ZeRO sharding, else the rank's chunk of every unit.
-void assemble_parameters(const Program& P, const std::vector<double>& rank_buffer, std::vector<double>& full);
+// `dense_only`: the units but a layer's experts' (expert parallelism: another ep rank's copy of the
+// layout holds other experts there).
+void assemble_parameters(const Program& P, const std::vector<double>& rank_buffer, std::vector<double>& full,
+                         bool dense_only = false);
 
 // Runs `steps` steps of every rank of one plan (dp x tp x pp x cp ranks, global rank order), each
 // in its own thread with loopback groups for its data-, tensor-, context-parallel, pipeline and

@@ -158,8 +158,11 @@ constexpr int ring_rank(std::int64_t rank, int peer, std::int64_t world) {
 // last stage, which both hold a tied word embedding) or the context-parallel group (the cp ranks
 // sharing its sequences: data-parallel ranks of one block of cp under context parallelism), and
 // reduce by mean, sum or max.
-enum class CommGroup : std::uint8_t { dp, tp, pp, embedding, cp };
-inline constexpr int kCommGroups = 5;
+// Under expert parallelism the ep consecutive data-parallel ranks of a block exchange their tokens
+// (CommGroup::ep), and the dp / ep ranks that hold the same experts reduce their gradients
+// (CommGroup::edp; Megatron-Core's expert-data-parallel group).
+enum class CommGroup : std::uint8_t { dp, tp, pp, embedding, cp, ep, edp };
+inline constexpr int kCommGroups = 7;
 enum class ReduceOp : std::uint8_t { mean, sum, max };
 std::string_view to_string(OpKind k);
 
@@ -170,6 +173,9 @@ struct Op {
     std::array<View, 8> v{};
     ParamId p0 = kNoParam, p1 = kNoParam;
     bool accumulate = false;  // add into the output (beta = 1) instead of overwriting
+    // moe_linear_bwd_weight: dW += scale dY^T X (1 / ep under expert parallelism: an expert's
+    // gradient sums its ep block's tokens, then is averaged over the dp / ep ranks holding it).
+    float scale = 1.0f;
     // fp8: the kept transposed input X^T carries its own amax and dequantization factor (2 x f32)
     // after its elements: an fp8_cast writes them there (v2), the weight gradient's
     // linear_bwd_weight reads them (v1) instead of scale slot scale_b, which a later micro-batch's
@@ -228,8 +234,16 @@ struct Dims {
     // ffn and up_width above are one expert's.
     std::int64_t experts = 1, topk = 1;
     bool moe() const { return experts > 1; }
+    // Expert parallelism: the rank holds experts expert0 .. expert0 + local_experts - 1 and routes
+    // the tokens of its ep block (ep x rows, gathered); each of its experts takes at most `capacity`
+    // of the block's (token, choice) pairs (the plan's capacity factor: the rest are dropped).
+    // Without it (ep 1) every expert is local and dropless (capacity 0: the routing's own slots).
+    std::int64_t ep = 1, ep_rank = 0, local_experts = 1, expert0 = 0, capacity = 0;
+    std::int64_t route_rows() const { return ep * rows; }
+    // Rows of the experts' buffers: every pair's (ep 1), or capacity per local expert.
+    std::int64_t slots() const { return ep > 1 ? local_experts * capacity : rows * topk; }
     // The routing buffer's i64 elements: slot per pair, pair per slot, expert offsets, expert per pair.
-    std::int64_t routing_elements() const { return 3 * rows * topk + experts + 1; }
+    std::int64_t routing_elements() const { return 3 * route_rows() * topk + experts + 1; }
     bool first_stage = true, last_stage = true;
     std::vector<LayerChunk> chunks;
     // The chunk holding stage layer l (1-based), and the model's index of that layer.
@@ -246,7 +260,7 @@ struct LayerParams {
     ParamId norm1_w = kNoParam, norm1_b = kNoParam, qkv_w = kNoParam, qkv_b = kNoParam, out_w = kNoParam,
             out_b = kNoParam, norm2_w = kNoParam, norm2_b = kNoParam, up_w = kNoParam, up_b = kNoParam,
             down_w = kNoParam, down_b = kNoParam;
-    ParamId router_w = kNoParam;  // MoE: [E, h]; up_w / down_w then stack the experts' [E up_width, h] / [E h, ffn]
+    ParamId router_w = kNoParam;  // MoE: [E, h]; up_w / down_w stack the rank's experts' [E up_width, h] / [E h, ffn]
 };
 
 // Training hyper-parameters and initialisation (not part of the plan).
@@ -334,6 +348,10 @@ struct Program {
     // Which group of its kind the rank is in (the same for every member of a group; the
     // embedding group is keyed like the pipeline's), for backends that build the groups.
     std::int64_t group_key(CommGroup g) const;
+    // A shard unit's group (CommGroup::dp, or edp for a layer's experts under expert parallelism)
+    // and this rank's place in it: its chunk is [rank * chunk, (rank + 1) * chunk) of the unit.
+    CommGroup unit_group(const ShardUnit& u) const { return u.kind == UnitKind::experts ? CommGroup::edp : CommGroup::dp; }
+    std::int64_t unit_rank(const ShardUnit& u) const { return group_rank(unit_group(u)); }
 
     std::vector<Op> setup;     // allocate and initialise persistent state
     std::vector<Op> step;      // one optimizer step (grad_acc micro-batches)
