@@ -554,7 +554,7 @@ std::vector<RankResult> run_host_ranks(const Program& whole, const std::vector<P
     for (auto& t : threads) t.join();
     if (first_error) std::rethrow_exception(first_error);
     std::vector<double> full(static_cast<std::size_t>(whole.param_elements), 0.0);
-    for (const Program& P : ranks)  // one rank per set of experts: the first of each ep block's ranks
+    for (const Program& P : ranks)  // one rank per set of experts: those of the first ep block (edp rank 0)
         if (P.group_rank(CommGroup::edp) == 0)
             unshard_parameters(whole, P, per_group.at({P.group_key(CommGroup::dp), P.group_rank(CommGroup::ep)}), full);
     for (auto& r : out) r.updated = full;
