@@ -6,7 +6,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <span>
 #include <tuple>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -113,37 +115,29 @@ TEST(Moe, GradientsEqualFiniteDifferencesOfTheLoss) {
     EXPECT_EQ(checked, 3 * 2 * 7 * 3);  // modes x layers x tensors (2 norms, q|k|v, out, router, 2 experts) x 3
 }
 
-// The ranks of MoE plans match one GPU running the same global batch: data parallelism under every
-// ZeRO stage (the experts' weights, gradients and states sharded with the layer's unit), tensor
-// parallelism with and without sp (each rank a slice of every expert, the gate weights' gradient
-// summed over the ranks), pipeline stages (plain and interleaved), context parallelism (a rank routes
-// its own tokens: routing is per token), every recompute mode, fp32 and bf16-mixed, top-1 and top-2.
-TEST(Moe, RanksMatchOneGpu) {
-    struct Case {
-        std::int64_t dp, tp, pp, cp;
-        bool sp;
-        int zero;
-        Recompute rc;
-        std::int64_t k;
-    };
-    const Case cases[] = {
-        {2, 1, 1, 1, false, 0, Recompute::none, 2},      {2, 1, 1, 1, false, 1, Recompute::full, 2},
-        {2, 1, 1, 1, false, 2, Recompute::selective, 1}, {2, 1, 1, 1, false, 3, Recompute::none, 2},
-        {1, 1, 2, 1, false, 0, Recompute::full, 2},      {1, 1, 1, 2, false, 0, Recompute::none, 2},
-        {2, 1, 2, 1, false, 1, Recompute::selective, 2}, {2, 1, 1, 2, false, 3, Recompute::full, 1},
-        {1, 2, 1, 1, false, 0, Recompute::none, 2},      {1, 2, 1, 1, true, 0, Recompute::selective, 2},
-        {2, 2, 1, 1, true, 3, Recompute::full, 2},       {1, 2, 2, 1, true, 1, Recompute::none, 1},
-        {1, 2, 1, 2, false, 2, Recompute::full, 2},
-    };
+// One case of the MoE parity tests: the plan's layout, ZeRO stage, recompute mode and the model's top-k.
+struct RankCase {
+    std::int64_t dp, ep, tp, pp, cp;
+    bool sp;
+    int zero;
+    Recompute rc;
+    std::int64_t k;
+};
+
+// Each case in fp32 and bf16-mixed (seq 8, mbs 2, grad_acc 2; 2 layers, 4 experts) against one GPU
+// over 2 steps, each run within 1e-9; under ep a capacity factor of E / k, so no pair is dropped.
+// Returns the worst deviations and the number of runs.
+std::pair<test_support::Worst, int> compare_cases(std::span<const RankCase> cases) {
     test_support::Worst worst;
     int n = 0;
-    for (const Case& c : cases)
+    for (const RankCase& c : cases)
         for (Precision pr : {Precision::fp32, Precision::bf16_mixed}) {
             Plan p;
             p.seq = 8;
             p.mbs = 2;
             p.grad_acc = 2;
             p.dp = c.dp;
+            p.ep = c.ep;
             p.tp = c.tp;
             p.sp = c.sp;
             p.pp = c.pp;
@@ -151,6 +145,7 @@ TEST(Moe, RanksMatchOneGpu) {
             p.zero = static_cast<ZeroStage>(c.zero);
             p.recompute = c.rc;
             p.precision = pr;
+            if (c.ep > 1) p.moe_capacity_factor = 4.0 / static_cast<double>(c.k);  // E / k: nothing dropped
             const test_support::Worst w = test_support::compare(micro_mixtral(2, 4, c.k), p, 2);
             EXPECT_LE(w.loss, 1e-9) << to_flags(p) << " top-" << c.k;
             EXPECT_LE(w.param, 1e-9) << to_flags(p) << " top-" << c.k;
@@ -158,6 +153,25 @@ TEST(Moe, RanksMatchOneGpu) {
             worst.param = std::max(worst.param, w.param);
             ++n;
         }
+    return {worst, n};
+}
+
+// The ranks of MoE plans match one GPU running the same global batch: data parallelism under every
+// ZeRO stage (the experts' weights, gradients and states sharded with the layer's unit), tensor
+// parallelism with and without sp (each rank a slice of every expert, the gate weights' gradient
+// summed over the ranks), pipeline stages (plain and interleaved), context parallelism (a rank routes
+// its own tokens: routing is per token), every recompute mode, fp32 and bf16-mixed, top-1 and top-2.
+TEST(Moe, RanksMatchOneGpu) {
+    const RankCase cases[] = {
+        {2, 1, 1, 1, 1, false, 0, Recompute::none, 2},      {2, 1, 1, 1, 1, false, 1, Recompute::full, 2},
+        {2, 1, 1, 1, 1, false, 2, Recompute::selective, 1}, {2, 1, 1, 1, 1, false, 3, Recompute::none, 2},
+        {1, 1, 1, 2, 1, false, 0, Recompute::full, 2},      {1, 1, 1, 1, 2, false, 0, Recompute::none, 2},
+        {2, 1, 1, 2, 1, false, 1, Recompute::selective, 2}, {2, 1, 1, 1, 2, false, 3, Recompute::full, 1},
+        {1, 1, 2, 1, 1, false, 0, Recompute::none, 2},      {1, 1, 2, 1, 1, true, 0, Recompute::selective, 2},
+        {2, 1, 2, 1, 1, true, 3, Recompute::full, 2},       {1, 1, 2, 2, 1, true, 1, Recompute::none, 1},
+        {1, 1, 2, 1, 2, false, 2, Recompute::full, 2},
+    };
+    const auto [worst, n] = compare_cases(cases);
     Plan inter;  // 4 layers, pp 2 x 2 chunks of one layer
     inter.seq = 8;
     inter.grad_acc = 2;
@@ -217,43 +231,13 @@ TEST(Moe, Fp8RanksMatchOneGpu) {
 // ZeRO stage, with tp 2 (with and without sp), pp 2 and the interleaved schedule, every recompute
 // mode, top-1 and top-2, fp32 and bf16-mixed.
 TEST(Moe, ExpertParallelRanksMatchOneGpu) {
-    struct Case {
-        std::int64_t dp, ep, tp, pp;
-        bool sp;
-        int zero;
-        Recompute rc;
-        std::int64_t k;
+    const RankCase cases[] = {
+        {2, 2, 1, 1, 1, false, 0, Recompute::none, 2},      {2, 2, 1, 1, 1, false, 1, Recompute::full, 2},
+        {4, 2, 1, 1, 1, false, 2, Recompute::selective, 1}, {4, 2, 1, 1, 1, false, 3, Recompute::none, 2},
+        {4, 4, 1, 1, 1, false, 1, Recompute::none, 2},      {2, 2, 2, 1, 1, false, 0, Recompute::selective, 2},
+        {2, 2, 2, 1, 1, true, 3, Recompute::full, 2},       {2, 2, 1, 2, 1, false, 1, Recompute::none, 2},
     };
-    const Case cases[] = {
-        {2, 2, 1, 1, false, 0, Recompute::none, 2},      {2, 2, 1, 1, false, 1, Recompute::full, 2},
-        {4, 2, 1, 1, false, 2, Recompute::selective, 1}, {4, 2, 1, 1, false, 3, Recompute::none, 2},
-        {4, 4, 1, 1, false, 1, Recompute::none, 2},      {2, 2, 2, 1, false, 0, Recompute::selective, 2},
-        {2, 2, 2, 1, true, 3, Recompute::full, 2},       {2, 2, 1, 2, false, 1, Recompute::none, 2},
-    };
-    test_support::Worst worst;
-    int n = 0;
-    for (const Case& c : cases)
-        for (Precision pr : {Precision::fp32, Precision::bf16_mixed}) {
-            Plan p;
-            p.seq = 8;
-            p.mbs = 2;
-            p.grad_acc = 2;
-            p.dp = c.dp;
-            p.ep = c.ep;
-            p.tp = c.tp;
-            p.sp = c.sp;
-            p.pp = c.pp;
-            p.zero = static_cast<ZeroStage>(c.zero);
-            p.recompute = c.rc;
-            p.precision = pr;
-            p.moe_capacity_factor = 4.0 / static_cast<double>(c.k);  // E / k: nothing dropped
-            const test_support::Worst w = test_support::compare(micro_mixtral(2, 4, c.k), p, 2);
-            EXPECT_LE(w.loss, 1e-9) << to_flags(p) << " top-" << c.k;
-            EXPECT_LE(w.param, 1e-9) << to_flags(p) << " top-" << c.k;
-            worst.loss = std::max(worst.loss, w.loss);
-            worst.param = std::max(worst.param, w.param);
-            ++n;
-        }
+    const auto [worst, n] = compare_cases(cases);
     std::printf("expert-parallel ranks vs one GPU, 2 steps, %d cases: worst loss %.2e, worst parameter %.2e (relative)\n",
                 n, worst.loss, worst.param);
     EXPECT_EQ(n, 16);
