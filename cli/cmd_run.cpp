@@ -268,12 +268,12 @@ void print_table(const runtime::RunReport& r) {
                                                            : r.measured.driver.nvml.c_str());
     }
     if (r.parallel.collectives_per_step > 0 && r.parallel.backend == "dry-run")
-        std::printf("collectives: %d a step over %s of buffers (walked, not run: what a device run issues%s)\n",
-                    r.parallel.collectives_per_step, format_bytes(r.parallel.collective_bytes_per_step).c_str(),
+        std::printf("collectives: %lld a step over %s of buffers (walked, not run: what a device run issues%s)\n",
+                    static_cast<long long>(r.parallel.collectives_per_step), format_bytes(r.parallel.collective_bytes_per_step).c_str(),
                     r.plan.pp > 1 ? "; pipeline sends and receives apart" : "");
     else if (r.parallel.collectives_per_step > 0)
-        std::printf("collectives: %d a step (%s), all-reduce %s, reduce-scatter %s, all-gather %s%s\n",
-                    r.parallel.collectives_per_step, format_bytes(r.parallel.collective_bytes_per_step).c_str(),
+        std::printf("collectives: %lld a step (%s), all-reduce %s, reduce-scatter %s, all-gather %s%s\n",
+                    static_cast<long long>(r.parallel.collectives_per_step), format_bytes(r.parallel.collective_bytes_per_step).c_str(),
                     opt_seconds(r.parallel.all_reduce_s).c_str(), opt_seconds(r.parallel.reduce_scatter_s).c_str(),
                     opt_seconds(r.parallel.all_gather_s).c_str(),
                     r.parallel.backend == "nccl" ? "" : " (local ops, no bytes crossed GPUs)");

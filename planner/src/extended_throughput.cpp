@@ -70,6 +70,7 @@ struct Shape {
 struct Deltas {
     double d_compute = 0;   // change of the GPU compute time per step
     double extra_comm = 0;  // exposed cp / ep communication per step
+    double ep_comm = 0;     // its expert-parallel part
     double adapters_s = 0, dequant_s = 0;
 };
 
@@ -151,21 +152,28 @@ void add_context_parallel(const ModelConfig& model, const GpuSpec& gpu, const Pl
 void add_expert_parallel(const ModelConfig& model, const GpuSpec& gpu, const Plan& p, const Shape& sh,
                          const ThroughputOptions& opt, Deltas& d) {
     const double ep = static_cast<double>(p.ep);
+    // An ep group's ranks lie tp apart, ep of them: Megatron-Core's expert grid orders its ranks
+    // etp-ep-edp-pp with cp folded into ep x edp (parallel_state.py initialize_model_parallel,
+    // expert_decoder_rank_generator, at d98e8a6; etp = tp by default), and the runtime's blocks are
+    // ep consecutive ranks of its dp x cp view (program_types.cpp group_key): the span is tp x ep.
+    const double bus = bus_for(p.tp * p.ep, gpu);
     if (opt.ep_all_gather_tokens) {
         // The runtime's (program_moe.cpp): per MoE layer the block's tokens all-gathered and the
         // partial combine reduce-scattered in forward (the gather again under full recompute), the
         // output gradient all-gathered and the input gradient reduce-scattered in backward; each
         // moves (ep - 1) x the rank's tokens x h, waited for at once.
-        const double per = (ep - 1.0) * sh.M * sh.h * sh.ab / bus_for(p.tp * p.cp * p.ep, gpu);
-        d.extra_comm += sh.m * sh.L * per * (4.0 + (sh.full_rc ? 1.0 : 0.0));
+        const double per = (ep - 1.0) * sh.M * sh.h * sh.ab / bus;
+        d.ep_comm = sh.m * sh.L * per * (4.0 + (sh.full_rc ? 1.0 : 0.0));
+        d.extra_comm += d.ep_comm;
         return;
     }
     // Expert parallelism: dispatch and combine all-to-all per MoE layer forward, the same
     // backward (and again under full recompute); (ep-1)/ep of the routed tokens leave the rank.
     const double bytes = sh.M * static_cast<double>(model.experts_per_token) * sh.h * sh.ab * p.moe_capacity_factor *
                          (ep - 1.0) / ep;
-    const double per = 2.0 * bytes / bus_for(p.tp * p.cp * p.ep, gpu);
-    d.extra_comm += sh.m * sh.L * per * (2.0 + (sh.full_rc ? 1.0 : 0.0));
+    const double per = 2.0 * bytes / bus;
+    d.ep_comm = sh.m * sh.L * per * (2.0 + (sh.full_rc ? 1.0 : 0.0));
+    d.extra_comm += d.ep_comm;
 }
 
 // LoRA / QLoRA: no weight-gradient GEMMs for frozen weights, adapter GEMMs, dequantisation.
@@ -359,6 +367,7 @@ Throughput estimate_extended_throughput(const ModelConfig& model, const GpuSpec&
     t.compute_s += d.d_compute - d.adapters_s - d.dequant_s;
     t.pipeline_bubble_s = p.pp > 1 ? pipeline_bubble_fraction(p) * m * new_per_mb : 0.0;
     t.cp_ep_communication_s = d.extra_comm;
+    t.ep_communication_s = d.ep_comm;
 
     if (p.offload != Offload::none) apply_offload(model, gpu, p, oa, shard, m, d.d_compute, t);
     finish_step_time(p, d, t);

@@ -104,11 +104,6 @@ void check_runtime_plan(const ModelConfig& m, const Plan& p) {
                                "bf16-mixed-fp32-grads, bf16 or fp8-mixed");
     check_runtime_fp8(m, p);
     if (p.dropout != 0.0) not_run("--dropout", "must be 0 (dropout is not implemented by the runtime)");
-    // Expert parallelism (program_moe.cpp): the ep consecutive data-parallel ranks of a block exchange
-    // their tokens; with cp the blocks would mix sequences' chunks.
-    if (m.is_moe() && p.ep > 1 && p.cp > 1)
-        not_run("--cp", "context parallelism beside expert parallelism is not implemented by the runtime; use --cp 1 "
-                        "or --ep 1");
     if (m.is_moe() && p.ep <= 1 && p.moe_capacity_factor != 1.0)
         not_run("--moe-capacity-factor", "without expert parallelism the runtime's experts are dropless (each token's k "
                                          "choices get a slot: rows x k slots whatever the load), so a capacity factor "
@@ -147,7 +142,9 @@ void check_runtime_plan(const ModelConfig& m, const Plan& p) {
                                        " holds the same per-GPU peak (later micro-batches reuse the buffers of those in "
                                        "flight) and runs"
                                  : "";
-    if (p.grad_acc > limits::kMaxRuntimeGradAcc)
+    // Without a pipeline the step's ops do not grow with the micro-batches (the runtime's
+    // Program::repeat): only the layer-steps walked bound it.
+    if (p.pp > 1 && p.grad_acc > limits::kMaxRuntimeGradAcc)
         throw InputError("--grad-acc", std::to_string(p.grad_acc) + " exceeds the limit kMaxRuntimeGradAcc = " +
                                            std::to_string(limits::kMaxRuntimeGradAcc) + " of `preflight run`" + hint);
     if (p.grad_acc * layers > max_layer_steps)

@@ -88,6 +88,7 @@ public:
     void set_step(std::int64_t step) {
         step_ = step;
         issued_ = 0;
+        folded_ = {};
     }
     // Data, tensor and pipeline parallelism (device_runner_comm.cpp): the rank's communicators
     // by group (CommGroup; null where the plan has none), whose collectives run on a
@@ -100,7 +101,7 @@ public:
     // events around each on the communication stream, the ZeRO-2/3 shard accumulation included).
     struct CommTimes {
         double all_reduce_s = 0, reduce_scatter_s = 0, all_gather_s = 0;
-        int count = 0;
+        std::int64_t count = 0;
         double bytes = 0;  // the buffers' bytes, as each rank passes them to the library
     };
     CommTimes comm_times() const;
@@ -162,9 +163,15 @@ private:
     std::array<DeviceComm*, kCommGroups> comm_{};  // by CommGroup
     cudaStream_t comm_stream_ = nullptr;
     cudaEvent_t ready_ = nullptr;                    // the compute stream's point a collective starts after
-    std::vector<cudaEvent_t> started_, done_;        // per collective of a step (timing)
-    std::vector<std::pair<OpKind, double>> issued_kinds_;  // kind and bytes of each collective issued this step
+    // A ring of start / done events over the step's latest collectives (timing, and the compute
+    // stream's waits): collective k takes slot k mod the ring's size; before a slot is taken again
+    // its collective's time is folded into folded_ (waiting for it to finish, so the host runs at
+    // most a ring ahead of the communication stream).
+    std::vector<cudaEvent_t> started_, done_;
+    std::vector<std::pair<OpKind, double>> issued_kinds_;  // kind and bytes of each slot's collective
     std::int64_t issued_ = 0;                        // collectives issued this step
+    CommTimes folded_;                               // the step's collectives whose slots were taken again
+    void fold(std::size_t slot, CommTimes& into) const;
 
     template <class T>
     static T* base(const BufferTable& t, BufferId b) {
@@ -433,7 +440,7 @@ private:
     void synthetic_tokens(const Op& op, const BufferTable& t) {
         const TokenWindow w = token_window(P);
         launch_synthetic_tokens(at<std::int64_t>(t, op.v[0]), d.b, d.s, w.vocab, seed_, step_,
-                                P.data_micro_batch(op.phase.micro_batch), op.kind == OpKind::labels, stream, w.first,
+                                P.data_micro_batch(micro_batch_of(op)), op.kind == OpKind::labels, stream, w.first,
                                 d.cp, d.cp_rank);
     }
 

@@ -19,11 +19,11 @@ void DeviceRunner::set_comm(const std::array<DeviceComm*, kCommGroups>& comms) {
         PF_CUDA_CHECK(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));
         PF_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
     }
-    // One start / done pair per collective of a step (the program's count; the step's ops are
-    // the same every step).
-    const auto n = static_cast<std::size_t>(std::count_if(P.step.begin(), P.step.end(), [](const Op& o) {
-        return is_collective(o.kind);
-    }));
+    // One start / done pair per collective of a step (the program's count, its repeated
+    // micro-batch's each time it runs; the step's ops are the same every step), at most
+    // kCommEventRing of them (a ring: device_runner.hpp).
+    constexpr std::int64_t kCommEventRing = 4096;
+    const auto n = static_cast<std::size_t>(std::min(step_collectives(P).count, kCommEventRing));
     while (done_.size() < n) {
         cudaEvent_t a = nullptr, b = nullptr;
         PF_CUDA_CHECK(cudaEventCreate(&a));
@@ -42,16 +42,19 @@ void DeviceRunner::run_data_parallel(const Op& op, const BufferTable& t) {
         PF_CUDA_CHECK(cudaMemsetAsync(v0, 0, static_cast<std::size_t>(count) * dtype_bytes(spec.dtype), stream));
         return;
     }
+    const auto ring = static_cast<std::int64_t>(done_.size());
     if (op.kind == OpKind::comm_wait) {
         const std::int64_t target = issued_ - 1 - op.comm_back;
         if (target < 0 || target >= issued_) throw std::logic_error(describe(P, op) + ": waits for a collective not issued");
-        PF_CUDA_CHECK(cudaStreamWaitEvent(stream, done_[static_cast<std::size_t>(target)], 0));
+        if (issued_ - target > ring) throw std::logic_error(describe(P, op) + ": waits for a collective past the event ring");
+        PF_CUDA_CHECK(cudaStreamWaitEvent(stream, done_[static_cast<std::size_t>(target % ring)], 0));
         return;
     }
     DeviceComm* comm = comm_[static_cast<int>(op.group)];
     if (comm == nullptr) throw std::logic_error(describe(P, op) + ": a collective without its group's communicator");
-    if (issued_ >= static_cast<std::int64_t>(done_.size())) throw std::logic_error("more collectives than the step holds");
-    const auto i = static_cast<std::size_t>(issued_);
+    if (ring == 0) throw std::logic_error("a collective in a step the program counts none in");
+    const auto i = static_cast<std::size_t>(issued_ % ring);
+    if (issued_ >= ring) fold(i, folded_);  // the slot's earlier collective: its time, before the slot is reused
     PF_CUDA_CHECK(cudaEventRecord(ready_, stream));
     PF_CUDA_CHECK(cudaStreamWaitEvent(comm_stream_, ready_, 0));
     PF_CUDA_CHECK(cudaEventRecord(started_[i], comm_stream_));
@@ -89,6 +92,20 @@ void DeviceRunner::run_data_parallel(const Op& op, const BufferTable& t) {
     ++issued_;
 }
 
+void DeviceRunner::fold(std::size_t slot, CommTimes& into) const {
+    float ms = 0;
+    PF_CUDA_CHECK(cudaEventSynchronize(done_[slot]));
+    PF_CUDA_CHECK(cudaEventElapsedTime(&ms, started_[slot], done_[slot]));
+    const double s = ms / 1e3;
+    switch (issued_kinds_[slot].first) {
+        case OpKind::all_reduce: into.all_reduce_s += s; break;
+        case OpKind::reduce_scatter: into.reduce_scatter_s += s; break;
+        default: into.all_gather_s += s; break;
+    }
+    into.bytes += issued_kinds_[slot].second;
+    ++into.count;
+}
+
 // The compute stream's work so far, then the sends and receives on the communication stream (one
 // NCCL group), then the compute stream waits for them: the received buffer is ready for the next
 // op and the sent one may be freed after this op.
@@ -110,20 +127,10 @@ void DeviceRunner::run_p2p(const Op& op, const BufferTable& t) {
 }
 
 DeviceRunner::CommTimes DeviceRunner::comm_times() const {
-    CommTimes c;
-    for (std::int64_t k = 0; k < issued_; ++k) {
-        const auto i = static_cast<std::size_t>(k);
-        float ms = 0;
-        PF_CUDA_CHECK(cudaEventElapsedTime(&ms, started_[i], done_[i]));
-        const double s = ms / 1e3;
-        switch (issued_kinds_[i].first) {
-            case OpKind::all_reduce: c.all_reduce_s += s; break;
-            case OpKind::reduce_scatter: c.reduce_scatter_s += s; break;
-            default: c.all_gather_s += s; break;
-        }
-        c.bytes += issued_kinds_[i].second;
-        ++c.count;
-    }
+    CommTimes c = folded_;
+    const auto ring = static_cast<std::int64_t>(done_.size());
+    for (std::int64_t k = std::max<std::int64_t>(0, issued_ - ring); k < issued_; ++k)
+        fold(static_cast<std::size_t>(k % ring), c);
     return c;
 }
 

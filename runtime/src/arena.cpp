@@ -35,7 +35,7 @@ public:
     std::vector<std::pair<Section, std::size_t>> place;  // section, index inside it
     std::array<std::size_t, 3> per_section{};
 
-    bool other_is_step = false;  // a shortened copy of the step program is walked as the step
+    bool other_is_step = false;  // a copy of the step program (its repeated micro-batch unrolled) is walked as the step
     void begin_section(Section s) override {
         if (s == Section::other && other_is_step) s = Section::step;
         if (s == Section::other) throw std::logic_error("an arena plan covers set-up, step and teardown only");
@@ -139,7 +139,8 @@ std::vector<std::int64_t> place_greedy_by_size(const std::vector<Lifetime>& v, s
 
 namespace {
 
-// The plan of the program with `step` walked as its step (the program's own, or a shortened copy).
+// The plan of the program with `step` walked as its step (the program's own, or a copy with its
+// repeated micro-batch written out: unrolled_step).
 ArenaPlan plan_walk(const Program& program, const std::vector<Op>& step) {
     TraceBackend trace;
     trace.other_is_step = &step != &program.step;
@@ -173,83 +174,57 @@ ArenaPlan plan_walk(const Program& program, const std::vector<Op>& step) {
     return plan;
 }
 
-// The step's micro-batches as op ranges [begin, end) of program.step, 1-based (index 0 unused),
-// when they follow one another (ops of micro-batch 0 only before the first and after the last);
-// empty otherwise.
-std::vector<std::pair<std::size_t, std::size_t>> micro_batch_blocks(const Program& program) {
-    const std::vector<Op>& step = program.step;
-    std::vector<std::pair<std::size_t, std::size_t>> blocks(1);
-    for (std::size_t i = 0; i < step.size(); ++i) {
-        const std::int64_t mb = step[i].phase.micro_batch;
-        if (mb == 0) continue;  // before the first block or after the last (else the next block fails below)
-        if (mb == static_cast<std::int64_t>(blocks.size()) - 1 && blocks.back().second == i) {
-            ++blocks.back().second;  // the current block goes on
-        } else if (mb == static_cast<std::int64_t>(blocks.size()) && (blocks.size() == 1 || blocks.back().second == i)) {
-            blocks.emplace_back(i, i + 1);  // the next block starts right after the current one
-        } else {
-            return {};
-        }
-    }
-    return blocks;
-}
-
-// Whether two op ranges allocate and free the same buffers in the same order.
-bool same_pattern(const std::vector<Op>& ops, std::pair<std::size_t, std::size_t> a, std::pair<std::size_t, std::size_t> b) {
-    if (a.second - a.first != b.second - b.first) return false;
-    for (std::size_t k = 0; k < a.second - a.first; ++k)
-        if (ops[a.first + k].alloc != ops[b.first + k].alloc || ops[a.first + k].free != ops[b.first + k].free) return false;
-    return true;
-}
-
-std::size_t allocations_in(const std::vector<Op>& ops, std::pair<std::size_t, std::size_t> r) {
+std::size_t allocations_in(const std::vector<Op>& ops, std::size_t begin, std::size_t end) {
     std::size_t n = 0;
-    for (std::size_t k = r.first; k < r.second; ++k) n += ops[k].alloc.size();
+    for (std::size_t k = begin; k < end; ++k) n += ops[k].alloc.size();
     return n;
+}
+
+// The step with its repeated micro-batch (Program::repeat) written out `copies` times.
+std::vector<Op> unrolled_step(const Program& program, std::int64_t copies) {
+    const Program::Repeat& r = program.repeat;
+    std::vector<Op> ops(program.step.begin(), program.step.begin() + static_cast<std::ptrdiff_t>(r.end));
+    for (std::int64_t c = 1; c < copies; ++c)
+        ops.insert(ops.end(), program.step.begin() + static_cast<std::ptrdiff_t>(r.begin),
+                   program.step.begin() + static_cast<std::ptrdiff_t>(r.end));
+    ops.insert(ops.end(), program.step.begin() + static_cast<std::ptrdiff_t>(r.end), program.step.end());
+    return ops;
 }
 
 }  // namespace
 
 // A long gradient accumulation without a pipeline repeats one micro-batch's ops on the same
-// buffers (program_microbatch.cpp emit_micro_batches). Placing every allocation costs about
-// allocations x buffers alive at once (1e6 x 2e3 on Llama-3-70B at 488 micro-batches: 16 s), so
-// the plan is made on a copy of the step without micro-batches 4 .. K-2 and extended: where
-// micro-batches 2 .. K-2 allocate alike and micro-batches 2 and 3 got the same offsets, every
-// micro-batch in between takes micro-batch 3's. Valid because walk() refuses to allocate a live
-// buffer: a buffer micro-batch j allocates is freed before micro-batch j + 1 allocates it again,
-// so it lives at most into the next micro-batch; each boundary between two of the repeated ones
-// is then the one between 2 and 3, which the shortened plan placed, and the last of them meets
-// K-1 as 3 did; a buffer from before micro-batch 2 that none of them allocates either dies within
-// micro-batch 2 or outlives them all, as in the shortened walk.
-// Otherwise, and with a pipeline (whose micro-batches in flight overlap), every allocation is placed.
+// buffers (Program::repeat, emit_micro_batches), so the step is planned with that micro-batch
+// written out once after the copy before it (the same ops) and, where the two got the same
+// offsets, every later run of it takes them again (ArenaPlan::step_repeat). Valid because walk()
+// refuses to allocate a live buffer: a buffer a micro-batch allocates is freed before the next
+// one allocates it again, so it lives at most into the next micro-batch; each boundary between
+// two runs of the repeated one is then the one between the copy before it and it, which the
+// plan placed, and its last run meets what follows as its one run did. Where the two differ, a
+// copy more is written out (up to kMaxUnrolled), until the last two agree.
 ArenaPlan plan_arena(const Program& program) {
-    constexpr std::size_t kShortenFrom = 8;  // micro-batches
-    const auto blocks = program.dims.pp == 1 ? micro_batch_blocks(program) : std::vector<std::pair<std::size_t, std::size_t>>{};
-    const std::size_t K = blocks.empty() ? 0 : blocks.size() - 1;
-    bool periodic = K >= kShortenFrom;
-    for (std::size_t j = 3; periodic && j + 2 <= K; ++j) periodic = same_pattern(program.step, blocks[2], blocks[j]);
-    if (!periodic) return plan_walk(program, program.step);
-
-    std::vector<Op> shortened(program.step.begin(), program.step.begin() + static_cast<std::ptrdiff_t>(blocks[3].second));
-    shortened.insert(shortened.end(), program.step.begin() + static_cast<std::ptrdiff_t>(blocks[K - 1].first),
-                     program.step.end());
-    ArenaPlan plan = plan_walk(program, shortened);
-    std::vector<ArenaSlot>& step = plan.slots[static_cast<std::size_t>(Section::step)];
-    const std::size_t before = allocations_in(program.step, {0, blocks[2].first});
-    const std::size_t per = allocations_in(program.step, blocks[2]);
-    const auto slot_of = [&](std::size_t at) { return step.begin() + static_cast<std::ptrdiff_t>(at); };
-    if (!std::equal(slot_of(before), slot_of(before + per), slot_of(before + per),
-                    [](const ArenaSlot& a, const ArenaSlot& b) { return a.offset_bytes == b.offset_bytes && a.bytes == b.bytes; }))
-        return plan_walk(program, program.step);
-    const std::vector<ArenaSlot> third(slot_of(before + per), slot_of(before + 2 * per));
-    std::vector<ArenaSlot> full;
-    full.reserve(step.size() + (K - 5) * per);
-    full.insert(full.end(), step.begin(), slot_of(before + 2 * per));
-    for (std::size_t j = 4; j + 2 <= K; ++j) full.insert(full.end(), third.begin(), third.end());
-    full.insert(full.end(), slot_of(before + 2 * per), step.end());
-    step = std::move(full);
-    plan.allocations += static_cast<std::int64_t>((K - 5) * per);
-    plan.extended_micro_batches = static_cast<std::int64_t>(K - 5);
-    return plan;
+    const Program::Repeat& r = program.repeat;
+    if (r.times <= 1) return plan_walk(program, program.step);
+    constexpr std::int64_t kMaxUnrolled = 8;
+    const std::size_t block_ops = r.end - r.begin;
+    for (std::int64_t copies = 1; copies <= std::min(kMaxUnrolled, r.times); ++copies) {
+        const std::vector<Op> step = unrolled_step(program, copies);  // a copy: walk() runs it once
+        ArenaPlan plan = plan_walk(program, step);
+        const std::size_t last = r.begin + static_cast<std::size_t>(copies - 1) * block_ops;  // the last copy's first op
+        const std::size_t before = allocations_in(step, 0, last), per = allocations_in(step, last, last + block_ops);
+        const std::vector<ArenaSlot>& slots = plan.slots[static_cast<std::size_t>(Section::step)];
+        const auto at = [&](std::size_t k) { return slots.begin() + static_cast<std::ptrdiff_t>(k); };
+        const bool settled = copies == r.times || std::equal(at(before - per), at(before), at(before), [](const ArenaSlot& a, const ArenaSlot& b) {
+                                 return a.offset_bytes == b.offset_bytes && a.bytes == b.bytes;
+                             });
+        if (!settled) continue;
+        plan.step_repeat = {before, per, r.times - copies + 1};
+        plan.allocations += static_cast<std::int64_t>(per) * (r.times - copies);
+        plan.extended_micro_batches = r.times - copies;
+        return plan;
+    }
+    throw std::logic_error("arena plan: the repeated micro-batch's offsets did not settle within " +
+                           std::to_string(kMaxUnrolled) + " copies");
 }
 
 ArenaBackend::ArenaBackend(const ArenaPlan& plan, void* base, std::int64_t capacity_bytes)
@@ -267,8 +242,9 @@ void* ArenaBackend::allocate(std::int64_t bytes) {
         return std::logic_error(std::string("arena plan, ") + section_name(section_) + " allocation " +
                                 std::to_string(next_ + 1) + ": " + why);
     };
-    if (next_ >= slots.size()) throw fail("the plan has only " + std::to_string(slots.size()) + " allocations there");
-    const ArenaSlot& slot = slots[next_];
+    const std::size_t index = section_ == Section::step ? plan_.step_repeat.slot(next_) : next_;
+    if (index >= slots.size()) throw fail("the plan has only " + std::to_string(slots.size()) + " allocations there");
+    const ArenaSlot& slot = slots[index];
     if (round_to_slot(bytes) != slot.bytes)
         throw fail("the run asks for " + std::to_string(bytes) + " bytes, the plan holds " + std::to_string(slot.bytes));
     if (slot.offset_bytes + slot.bytes > capacity_) {  // past what the device gave: out of memory

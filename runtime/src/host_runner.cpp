@@ -340,7 +340,7 @@ void HostRunner::run_compute(const Op& op) {
         case OpKind::labels: {
             double* p = at(op.v[0]);
             const int shift = op.kind == OpKind::labels ? 1 : 0;
-            const std::int64_t mb = P.data_micro_batch(op.phase.micro_batch);
+            const std::int64_t mb = P.data_micro_batch(micro_batch_of(op));
             const TokenWindow w = token_window(P);
             for (std::int64_t i = 0; i < d.b * s; ++i)
                 p[i] = static_cast<double>(

@@ -299,6 +299,10 @@ std::int64_t Dims::model_layer(std::int64_t l) const {
     return c.first_model + l - c.first;
 }
 
-std::string describe(const Program&, const Op& op) { return preflight::describe(op.phase) + ": " + op.name; }
+std::string describe(const Program&, const Op& op, std::int64_t repeat_iteration) {
+    Phase phase = op.phase;
+    phase.micro_batch += repeat_iteration;  // a run of the repeated micro-batch: its own index
+    return preflight::describe(phase) + ": " + op.name;
+}
 
 }  // namespace preflight::runtime

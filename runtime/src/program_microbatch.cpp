@@ -369,7 +369,9 @@ void emit_pipeline(Builder& B) {
 // Micro-batches 2.. run the same ops on the same buffers as a template micro-batch (each
 // buffer is freed within its micro-batch): copies with their index, so the program's buffer
 // table does not grow with gradient accumulation. ZeRO-0/1 reduce only in the last
-// micro-batch, which then has a template of its own. Across pipeline stages: emit_pipeline.
+// micro-batch, which then has a template of its own. Two copies are written out; the third
+// stands for every later one (Program::repeat), so the ops do not grow with it either.
+// Across pipeline stages: emit_pipeline.
 void emit_micro_batches(Builder& B) {
     Program& P = B.p_;
     if (P.dims.pp > 1) {
@@ -385,12 +387,18 @@ void emit_micro_batches(Builder& B) {
     emit_micro_batch(B, 1, data_parallel(P) && (every || K == 1));
     const std::size_t per_micro_batch = P.step.size() - first;
     const std::int64_t copies = every ? K - 1 : std::max<std::int64_t>(K - 2, 0);
-    P.step.reserve(P.step.size() + static_cast<std::size_t>(copies + 1) * per_micro_batch + 16);
-    for (std::int64_t mb = 2; mb <= copies + 1; ++mb)
+    const std::int64_t written = std::min<std::int64_t>(copies, 3);
+    P.step.reserve(P.step.size() + static_cast<std::size_t>(written + 1) * per_micro_batch + 16);
+    for (std::int64_t mb = 2; mb <= written + 1; ++mb)
         for (std::size_t i = first; i < first + per_micro_batch; ++i) {
             P.step.push_back(P.step[i]);  // no reallocation: reserved above
             P.step.back().phase.micro_batch = mb;
         }
+    if (copies > written) {  // the last copy written (micro-batch 4) runs as micro-batches 4 .. copies + 1
+        P.repeat.end = P.step.size();
+        P.repeat.begin = P.repeat.end - per_micro_batch;
+        P.repeat.times = copies - written + 1;
+    }
     if (!every && K > 1) emit_micro_batch(B, K, true);
 }
 

@@ -196,11 +196,13 @@ bool is_collective(OpKind k) {
 
 CollectiveVolume step_collectives(const Program& p) {
     CollectiveVolume v;
-    for (const Op& op : p.step) {
+    for (std::size_t i = 0; i < p.step.size(); ++i) {
+        const Op& op = p.step[i];
         if (!is_collective(op.kind)) continue;
         const BufferSpec& spec = p.buffers[static_cast<std::size_t>(op.v[0].buffer)];
-        ++v.count;
-        v.bytes += op.v[0].rows * op.v[0].cols * dtype_bytes(spec.dtype);
+        const std::int64_t runs = i >= p.repeat.begin && i < p.repeat.end ? p.repeat.times : 1;
+        v.count += runs;
+        v.bytes += runs * op.v[0].rows * op.v[0].cols * dtype_bytes(spec.dtype);
     }
     return v;
 }

@@ -137,6 +137,7 @@ json predicted_json(const Predicted& p) {
     pj["pp_communication_s"] = opt(p.pp_communication_s);
     pj["pipeline_bubble_s"] = opt(p.pipeline_bubble_s);
     pj["cp_communication_s"] = opt(p.cp_communication_s);
+    pj["ep_communication_s"] = opt(p.ep_communication_s);
     pj["emulated_step_time_s"] = opt(p.emulated_step_time_s);
     pj["most_loaded_stage"] = p.most_loaded_stage ? json{{"stage", p.most_loaded_stage->stage},
                                                          {"peak_bytes", p.most_loaded_stage->peak_bytes},

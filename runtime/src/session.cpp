@@ -17,7 +17,8 @@ void set_step_terms(Predicted& p, const Throughput& t) {
     p.tp_communication_s = t.tp_communication_s;
     p.pp_communication_s = t.pp_communication_s;
     p.pipeline_bubble_s = t.pipeline_bubble_s;
-    p.cp_communication_s = t.cp_ep_communication_s;  // the runtime runs no expert parallelism
+    p.cp_communication_s = t.cp_ep_communication_s - t.ep_communication_s;
+    p.ep_communication_s = t.ep_communication_s;
     p.tokens_per_s = t.tokens_per_s;
     p.mfu = t.mfu;
     p.hfu = t.hfu;

@@ -5,7 +5,7 @@
 namespace preflight::runtime {
 
 OpLocation locate(const Program& program, const std::vector<Op>& ops, std::size_t index, const char* section,
-                  std::int64_t step, bool synchronised) {
+                  std::int64_t step, bool synchronised, std::int64_t repeat_iteration) {
     OpLocation at;
     at.section = section;
     at.step = step;
@@ -15,13 +15,13 @@ OpLocation locate(const Program& program, const std::vector<Op>& ops, std::size_
     at.index = static_cast<std::int64_t>(index);
     at.kind = std::string(to_string(op.kind));
     at.layer = op.phase.layer;
-    at.micro_batch = op.phase.micro_batch;
-    at.label = describe(program, op);
+    at.micro_batch = op.phase.micro_batch + repeat_iteration;
+    at.label = describe(program, op, repeat_iteration);
     return at;
 }
 
-bool timeline_keeps(const Program& program, const Op& op) {
-    const std::int64_t mb = op.phase.micro_batch;
+bool timeline_keeps(const Program& program, const Op& op, std::int64_t repeat_iteration) {
+    const std::int64_t mb = op.phase.micro_batch + repeat_iteration;
     return mb <= 1 || mb == program.dims.grad_acc;
 }
 
@@ -32,18 +32,25 @@ void walk(const Program& program, const std::vector<Op>& ops, TrackingAllocator&
                             : &ops == &program.step     ? Section::step
                             : &ops == &program.teardown ? Section::teardown
                                                         : Section::other);
+    // The repeated micro-batch: after its last op, back to its first until it has run `times` times.
+    const Program::Repeat& rep = program.repeat;
+    const bool repeats = &ops == &program.step && rep.times > 1;
+    std::int64_t iteration = 0;
+    const auto in_block = [&](std::size_t i) { return repeats && i >= rep.begin && i < rep.end; };
     for (std::size_t i = 0; i < ops.size(); ++i) {
+        if (repeats && i == rep.begin && runner != nullptr) runner->repeat_iteration = iteration;
         const Op& op = ops[i];
+        const std::int64_t run = in_block(i) ? iteration : 0;
         try {
             allocator.set_phase(op.phase.kind);
             for (BufferId b : op.alloc) {
                 void*& slot = buffers[static_cast<std::size_t>(b)];
                 const BufferSpec& spec = program.buffers[static_cast<std::size_t>(b)];
                 if (slot != nullptr) throw std::logic_error("buffer " + spec.name + " is allocated while still live");
-                slot = allocator.allocate_at(spec, [&] { return describe(program, op); });
+                slot = allocator.allocate_at(spec, [&] { return describe(program, op, run); });
             }
-            if (allocator.recording() && timeline_keeps(program, op))
-                allocator.sample(describe(program, op), op.phase.kind);
+            if (allocator.recording() && timeline_keeps(program, op, run))
+                allocator.sample(describe(program, op, run), op.phase.kind);
             if (runner != nullptr) runner->run(op, buffers);
             for (BufferId b : op.free) {
                 allocator.release(buffers[static_cast<std::size_t>(b)]);
@@ -55,10 +62,20 @@ void walk(const Program& program, const std::vector<Op>& ops, TrackingAllocator&
             throw;
         } catch (const DeviceError& e) {
             const bool sync = runner != nullptr && runner->checks_each_op();
-            throw OpError(locate(program, ops, i, section, step, sync), e.kind, e.code, e.what());
+            throw OpError(locate(program, ops, i, section, step, sync, run), e.kind, e.code,
+                          e.what());
         } catch (const std::exception& e) {
             const bool sync = runner != nullptr && runner->checks_each_op();
-            throw OpError(locate(program, ops, i, section, step, sync), FailureKind::other, -1, e.what());
+            throw OpError(locate(program, ops, i, section, step, sync, run), FailureKind::other,
+                          -1, e.what());
+        }
+        if (repeats && i + 1 == rep.end) {
+            if (++iteration < rep.times) {
+                i = rep.begin - 1;  // the loop's ++i lands on the block's first op
+            } else {
+                iteration = 0;
+                if (runner != nullptr) runner->repeat_iteration = 0;
+            }
         }
     }
 }

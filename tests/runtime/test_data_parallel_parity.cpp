@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <map>
+#include <tuple>
 
 #include "catalog_fixture.hpp"
 #include "preflight/runtime/host_runner.hpp"
@@ -102,6 +103,31 @@ TEST(DataParallelParity, SgdAndRecomputeAndEagerAttentionToo) {
                 EXPECT_LE(w.loss, 1e-9) << to_flags(p);
                 EXPECT_LE(w.param, 1e-9) << to_flags(p);
             }
+}
+
+// A long accumulation without a pipeline holds four micro-batches' ops and runs the fourth again
+// for the later ones (Program::repeat), each run on its own micro-batch's tokens: one GPU at 12
+// micro-batches (micro-batch 4's ops run 9 times) equals dp 4 x 3 under ZeRO-0 (nothing repeated:
+// the last micro-batch reduces) and dp 2 x 6 under ZeRO-2 (every micro-batch reduce-scatters, the
+// fourth's ops run 3 times), over 2 steps. With each run's tokens those of micro-batch 4, the
+// loss would differ by the data.
+TEST(DataParallelParity, ARepeatedMicroBatchRunsOnEachMicroBatchsOwnTokens) {
+    Plan one;
+    one.seq = 6;
+    one.mbs = 1;
+    one.grad_acc = 12;
+    EXPECT_EQ(build_program(micro_llama(), one).repeat.times, 9);
+    for (auto [dp, ga, zero, times] : {std::tuple{4, 3, 0, 1}, std::tuple{2, 6, 2, 3}}) {
+        Plan p = one;
+        p.dp = dp;
+        p.grad_acc = ga;
+        p.zero = static_cast<ZeroStage>(zero);
+        p.recompute = Recompute::selective;
+        EXPECT_EQ(build_program(micro_llama(), p).repeat.times, times) << to_flags(p);
+        const Worst w = compare(micro_llama(), p, 2);
+        EXPECT_LE(w.loss, 1e-9) << to_flags(p);
+        EXPECT_LE(w.param, 1e-9) << to_flags(p);
+    }
 }
 
 // An emulated rank runs alone: its collectives are local (a mean over identical ranks is the

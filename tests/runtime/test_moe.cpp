@@ -236,18 +236,25 @@ TEST(Moe, ExpertParallelRanksMatchOneGpu) {
         {4, 2, 1, 1, 1, false, 2, Recompute::selective, 1}, {4, 2, 1, 1, 1, false, 3, Recompute::none, 2},
         {4, 4, 1, 1, 1, false, 1, Recompute::none, 2},      {2, 2, 2, 1, 1, false, 0, Recompute::selective, 2},
         {2, 2, 2, 1, 1, true, 3, Recompute::full, 2},       {2, 2, 1, 2, 1, false, 1, Recompute::none, 2},
+        // Beside context parallelism the blocks are formed over dp x cp (Megatron-Core's expert
+        // groups): the cp ranks of one sequence exchange their chunks' tokens, which routing treats
+        // alike (it is per token).
+        {1, 2, 1, 1, 2, false, 0, Recompute::none, 2},      {2, 2, 1, 1, 2, false, 3, Recompute::full, 2},
+        {2, 4, 1, 1, 2, false, 1, Recompute::selective, 1}, {1, 2, 2, 1, 2, true, 2, Recompute::none, 2},
+        {1, 2, 1, 2, 2, false, 1, Recompute::full, 2},
     };
     const auto [worst, n] = compare_cases(cases);
     std::printf("expert-parallel ranks vs one GPU, 2 steps, %d cases: worst loss %.2e, worst parameter %.2e (relative)\n",
                 n, worst.loss, worst.param);
-    EXPECT_EQ(n, 16);
+    EXPECT_EQ(n, 26);
 }
 
 // Each expert-parallel rank's walk equals the preflight-runtime profile (runtime_moe_rows: the ep
 // block's routed tokens, each local expert's capacity rows; the layer's experts a unit of their own
 // over the dp / ep ranks; the block's gathered tokens and partial sums in backward): ep 2 to 8 of
-// Mixtral-8x7B and a 16-expert top-2 model, every ZeRO stage, tp 2 with sp, pp 2 and 4, capacity
-// factors 1 and 1.25, every recompute mode, bf16-mixed and fp8-mixed, first and last rank.
+// Mixtral-8x7B and a 16-expert top-2 model, every ZeRO stage, tp 2 with sp, pp 2 and 4, cp 2 (the
+// blocks over dp x cp), capacity factors 1 and 1.25, every recompute mode, bf16-mixed and fp8-mixed,
+// first and last rank.
 TEST(Moe, ExpertParallelDryRunsEqualThePlanner) {
     nlohmann::json cfg = {{"model_type", "mixtral"}, {"hidden_size", 512},  {"num_hidden_layers", 4},
                           {"num_attention_heads", 8},  {"num_key_value_heads", 2}, {"intermediate_size", 1024},
@@ -258,14 +265,16 @@ TEST(Moe, ExpertParallelDryRunsEqualThePlanner) {
     for (const ModelConfig& m : {test::catalog_model("mixtral-8x7b"), small})
         for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full})
             for (Precision pr : {Precision::bf16_mixed, Precision::fp8_mixed})
-                for (auto [dp, ep, tp, pp, zero, cf] :
-                     {std::tuple{2, 2, 1, 1, 0, 1.0}, std::tuple{8, 8, 1, 4, 1, 1.0}, std::tuple{4, 2, 2, 1, 2, 1.25},
-                      std::tuple{4, 4, 1, 2, 3, 1.25}}) {
+                for (auto [dp, ep, tp, pp, cp, zero, cf] :
+                     {std::tuple{2, 2, 1, 1, 1, 0, 1.0}, std::tuple{8, 8, 1, 4, 1, 1, 1.0},
+                      std::tuple{4, 2, 2, 1, 1, 2, 1.25}, std::tuple{4, 4, 1, 2, 1, 3, 1.25},
+                      std::tuple{2, 4, 1, 1, 2, 1, 1.0}, std::tuple{1, 2, 2, 2, 2, 3, 1.25}}) {
                     Plan p;
                     p.seq = 4096;
                     p.grad_acc = 4;
                     p.dp = dp;
                     p.ep = ep;
+                    p.cp = cp;
                     p.tp = tp;
                     p.sp = tp > 1;
                     p.pp = pp;
@@ -281,13 +290,37 @@ TEST(Moe, ExpertParallelDryRunsEqualThePlanner) {
                         ++plans;
                     }
                 }
-    EXPECT_EQ(plans, 2 * 3 * 2 * 4 * 2);
+    EXPECT_EQ(plans, 2 * 3 * 2 * 6 * 2);
 }
 
-// What the runtime does not run with experts is refused naming the flag: expert parallelism beside
-// context parallelism, a capacity factor without expert parallelism (its experts are dropless), more
-// experts than its routing kernel sorts. fp8-mixed runs (the attention's GEMMs in fp8, the experts in
-// bf16), whatever intermediate_size is.
+// Beside cp the ep exchange is reported apart (predicted.ep_communication_s) and timed over its
+// group's span, tp x ep ranks (Megatron-Core's expert grid; the runtime's blocks of its dp x cp
+// ranks). Mixtral-8x7B (32 layers, hidden 4,096, K|V 8 x 128) at seq 8192, cp 2, dp 4, ep 8,
+// selective recompute, 2 micro-batches, on an H100 (8 to a node: the group is inside one):
+// ep: 2 x 32 x 4 exchanges of (ep - 1) x 4,096 tokens x 4,096 x 2 B = 234,881,024 B;
+// cp: 2 x 32 x 4 exchanges of (cp - 1) x 2 x 4,096 x 1,024 x 2 B = 16,777,216 B.
+TEST(Moe, ExpertParallelExchangeBesideCpIsReportedApart) {
+    Plan p;
+    p.seq = 8192;
+    p.cp = 2;
+    p.dp = 4;
+    p.ep = 8;
+    p.grad_acc = 2;
+    p.recompute = Recompute::selective;
+    const GpuSpec gpu = test::catalog_gpu("h100-sxm-80gb");
+    ASSERT_TRUE(gpu.runtime.has_value());
+    const double bus = gpu.intra_node_bandwidth_bytes_per_s * gpu.runtime->efficiency.collective_bus_efficiency;
+    const Predicted pr = predict(test::catalog_model("mixtral-8x7b"), gpu, p, RunOptions{});
+    ASSERT_TRUE(pr.ep_communication_s.has_value());
+    ASSERT_TRUE(pr.cp_communication_s.has_value());
+    EXPECT_NEAR(*pr.ep_communication_s, 2 * 32 * 4 * 234881024.0 / bus, 1e-9);
+    EXPECT_NEAR(*pr.cp_communication_s, 2 * 32 * 4 * 16777216.0 / bus, 1e-9);
+}
+
+// What the runtime does not run with experts is refused naming the flag: a capacity factor without
+// expert parallelism (its experts are dropless), more experts than its routing kernel sorts. fp8-mixed
+// runs (the attention's GEMMs in fp8, the experts in bf16), whatever intermediate_size is, and so does
+// expert parallelism beside context parallelism.
 TEST(Moe, RefusalsNameTheFlag) {
     const ModelConfig m = test::catalog_model("mixtral-8x7b");
     auto refused = [&](Plan p, const std::string& flag) {
@@ -308,12 +341,12 @@ TEST(Moe, RefusalsNameTheFlag) {
     Plan odd_fp8 = fp8;
     odd_fp8.seq = 64;
     EXPECT_NO_THROW(check_supported(model_from_hf_config(odd, "odd"), resolve_defaults(odd_fp8, model_from_hf_config(odd, "odd"))));
-    Plan ep_cp;  // expert parallelism beside context parallelism
+    Plan ep_cp;  // expert parallelism beside context parallelism runs: its blocks span dp x cp
     ep_cp.dp = 4;
     ep_cp.ep = 2;
     ep_cp.cp = 2;
     ep_cp.seq = 4096;
-    refused(ep_cp, "--cp");
+    EXPECT_NO_THROW(check_supported(m, resolve_defaults(ep_cp, m)));
     Plan cf;  // a capacity factor without expert parallelism (dropless)
     cf.moe_capacity_factor = 1.25;
     refused(cf, "--moe-capacity-factor");

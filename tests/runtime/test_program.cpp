@@ -171,15 +171,23 @@ TEST(Program, RefusesPlansTheRuntimeCannotRunNamingTheFlag) {
 
 TEST(Program, MicroBatchesShareTheFirstOnesBuffersSoTheTableDoesNotGrow) {
     // Was: every micro-batch added its own ~500 buffers and ~1,000 ops with fresh strings
-    // (Llama-3-8B, 635 micro-batches: 1.1 GB and 12.5 s for a dry run).
+    // (Llama-3-8B, 635 micro-batches: 1.1 GB and 12.5 s for a dry run); until 2026-11-30 the
+    // ops still grew with the micro-batches. Now micro-batches 4.. are micro-batch 4's ops run
+    // again (Program::repeat).
     const ModelConfig m = test::catalog_model("gpt2");
     const Program one = build_program(m, plan_of(128, 1, 1, Recompute::full, Precision::bf16_mixed, AttentionKind::eager));
     const Program eight = build_program(m, plan_of(128, 1, 8, Recompute::full, Precision::bf16_mixed, AttentionKind::eager));
     EXPECT_EQ(eight.buffers.size(), one.buffers.size());
-    // zero_grads, the micro-batches, the optimizer step: 2 + 8 x (ops of one micro-batch).
+    // zero_grads, micro-batches 1 to 4, the optimizer step: 2 + 4 x (ops of one micro-batch),
+    // micro-batch 4's ops run 5 times (micro-batches 4 to 8): 2 + 8 x per micro-batch run.
     const std::size_t per_mb = one.step.size() - 2;
-    ASSERT_EQ(eight.step.size(), 2 + 8 * per_mb);
-    for (std::size_t k = 0; k < 8; ++k)
+    ASSERT_EQ(eight.step.size(), 2 + 4 * per_mb);
+    EXPECT_EQ(eight.repeat.begin, 1 + 3 * per_mb);
+    EXPECT_EQ(eight.repeat.end, 1 + 4 * per_mb);
+    EXPECT_EQ(eight.repeat.times, 5);
+    EXPECT_EQ(eight.step_ops_run(), static_cast<std::int64_t>(2 + 8 * per_mb));
+    EXPECT_EQ(one.repeat.times, 1);
+    for (std::size_t k = 0; k < 4; ++k)
         for (std::size_t i = 0; i < per_mb; ++i) {
             const Op& a = one.step[1 + i];
             const Op& b = eight.step[1 + k * per_mb + i];

@@ -179,6 +179,7 @@ struct Throughput {
     double overhead_s = 0;            // fixed per-step overhead
     // Extensions (extensions.hpp); 0 for plans without them.
     double cp_ep_communication_s = 0;  // exposed ring-attention K/V exchange + expert all-to-all
+    double ep_communication_s = 0;     // its expert-parallel part (the token exchange)
     double offload_s = 0;              // CPU optimizer step + exposed PCIe transfers
     double pcie_bytes_per_step = 0;    // host<->device bytes per GPU per step (offload)
     std::vector<TimeSlice> breakdown;

@@ -38,9 +38,22 @@ struct ArenaPlan {
     std::int64_t arena_bytes = 0;      // end of the highest slot
     std::int64_t live_peak_bytes = 0;  // most rounded bytes alive at once: no arena can be smaller
     std::int64_t allocations = 0;
-    // Micro-batches whose slots repeat micro-batch 3's (a long accumulation without a pipeline,
-    // planned on five of its micro-batches: plan_arena); 0 when every allocation was placed.
+    // Runs of the step's repeated micro-batch (Program::repeat) that take the slots of its one
+    // planned run (plan_arena); 0 when every allocation was placed.
     std::int64_t extended_micro_batches = 0;
+    // The step's slots [first, first + per) serve each of the repeated micro-batch's `times` runs;
+    // the step's later allocations take the slots after them.
+    struct Repeat {
+        std::size_t first = 0, per = 0;
+        std::int64_t times = 1;
+        // The slot of the step's allocation k (0-based, in the order a step makes them).
+        std::size_t slot(std::size_t k) const {
+            if (times <= 1 || k < first) return k;
+            const std::size_t runs = static_cast<std::size_t>(times);
+            if (k < first + per * runs) return first + (k - first) % per;
+            return k - per * (runs - 1);
+        }
+    } step_repeat;
     // Over the live peak, as a fraction of it (0 when the plan reached the bound).
     double fragmentation() const {
         return live_peak_bytes > 0 ? static_cast<double>(arena_bytes - live_peak_bytes) / static_cast<double>(live_peak_bytes)

@@ -200,9 +200,10 @@ bool is_collective(OpKind k);
 // collective_bytes_per_step, known from the program before anything runs.
 struct Program;
 struct CollectiveVolume {
-    int count = 0;
+    std::int64_t count = 0;
     std::int64_t bytes = 0;
 };
+// The collectives one step issues (the repeated micro-batch's `times` times) and their bytes.
 CollectiveVolume step_collectives(const Program& p);
 
 // Dimensions of the program (one micro-batch).
@@ -356,6 +357,19 @@ struct Program {
     std::vector<Op> setup;     // allocate and initialise persistent state
     std::vector<Op> step;      // one optimizer step (grad_acc micro-batches)
     std::vector<Op> teardown;  // free persistent state
+    // Without a pipeline the micro-batches between the first two and the last repeat one
+    // micro-batch's ops on the same buffers, so the step holds them once: step ops [begin, end)
+    // run `times` times in a row, iteration r as micro-batch (each op's micro_batch) + r
+    // (emit_micro_batches; walk() runs them, plan_arena places them once). times 1: no repeat.
+    struct Repeat {
+        std::size_t begin = 0, end = 0;
+        std::int64_t times = 1;
+    } repeat;
+    // Ops one step runs: step.size() with the repeated block counted `times` times.
+    std::int64_t step_ops_run() const {
+        return static_cast<std::int64_t>(step.size()) +
+               static_cast<std::int64_t>(repeat.end - repeat.begin) * (repeat.times - 1);
+    }
 };
 
 // The optimizer step of a rank as contiguous regions: in each, the gradients, the compute-copy
@@ -424,6 +438,6 @@ inline TokenWindow token_window(const Program& P) {
 bool has_collectives(const Program& program);
 
 // Op label for reports: "backward layer 3 (micro-batch 1): L3 mlp down dgrad".
-std::string describe(const Program& program, const Op& op);
+std::string describe(const Program& program, const Op& op, std::int64_t repeat_iteration = 0);
 
 }  // namespace preflight::runtime

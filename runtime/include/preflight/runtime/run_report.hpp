@@ -91,11 +91,12 @@ struct Predicted {
     std::optional<double> pp_communication_s;  // its pipeline sends and receives
     std::optional<double> pipeline_bubble_s;   // its pipeline bubble, (pp - 1) / m of the ideal step (/ v interleaved)
     std::optional<double> cp_communication_s;  // its context-parallel K/V all-gathers and dK/dV reduce-scatters
+    std::optional<double> ep_communication_s;  // its expert-parallel token all-gathers and reduce-scatters
     // What an emulated rank's measured step lacks: its collectives are local ops and its pipeline
     // receives wait for no neighbour, so it has neither their time nor the bubble.
     double emulated_communication_s() const {
         return dp_communication_s.value_or(0.0) + tp_communication_s.value_or(0.0) + pp_communication_s.value_or(0.0) +
-               pipeline_bubble_s.value_or(0.0) + cp_communication_s.value_or(0.0);
+               pipeline_bubble_s.value_or(0.0) + cp_communication_s.value_or(0.0) + ep_communication_s.value_or(0.0);
     }
     // The step an emulated rank runs alone: its own pipeline stage's work (ThroughputOptions::
     // own_stage; at pp 1 the job's step) less that stage's exposed communication and bubble. A real
@@ -127,7 +128,7 @@ struct ParallelInfo {
     // Collectives per step as measured (median over the measured steps): NCCL's real exchange, or
     // an emulated / loopback rank's local ops (no bytes cross GPUs then).
     std::optional<double> all_reduce_s, reduce_scatter_s, all_gather_s;
-    int collectives_per_step = 0;
+    std::int64_t collectives_per_step = 0;
     std::int64_t collective_bytes_per_step = 0;
     // Emulated ranks: the measured step (compute and local ops) plus the planner's predicted
     // exposed communication, labelled as such: the step time rank `rank` of the real job would see.
