@@ -35,7 +35,7 @@ public:
     std::vector<std::pair<Section, std::size_t>> place;  // section, index inside it
     std::array<std::size_t, 3> per_section{};
 
-    bool other_is_step = false;  // a copy of the step program (its repeated micro-batch unrolled) is walked as the step
+    bool other_is_step = false;  // a copy of the step program (its repeated block unrolled) is walked as the step
     void begin_section(Section s) override {
         if (s == Section::other && other_is_step) s = Section::step;
         if (s == Section::other) throw std::logic_error("an arena plan covers set-up, step and teardown only");
@@ -140,7 +140,7 @@ std::vector<std::int64_t> place_greedy_by_size(const std::vector<Lifetime>& v, s
 namespace {
 
 // The plan of the program with `step` walked as its step (the program's own, or a copy with its
-// repeated micro-batch written out: unrolled_step).
+// repeated block written out: step_as_run).
 ArenaPlan plan_walk(const Program& program, const std::vector<Op>& step) {
     TraceBackend trace;
     trace.other_is_step = &step != &program.step;
@@ -180,35 +180,24 @@ std::size_t allocations_in(const std::vector<Op>& ops, std::size_t begin, std::s
     return n;
 }
 
-// The step with its repeated micro-batch (Program::repeat) written out `copies` times.
-std::vector<Op> unrolled_step(const Program& program, std::int64_t copies) {
-    const Program::Repeat& r = program.repeat;
-    std::vector<Op> ops(program.step.begin(), program.step.begin() + static_cast<std::ptrdiff_t>(r.end));
-    for (std::int64_t c = 1; c < copies; ++c)
-        ops.insert(ops.end(), program.step.begin() + static_cast<std::ptrdiff_t>(r.begin),
-                   program.step.begin() + static_cast<std::ptrdiff_t>(r.end));
-    ops.insert(ops.end(), program.step.begin() + static_cast<std::ptrdiff_t>(r.end), program.step.end());
-    return ops;
-}
-
 }  // namespace
 
-// A long gradient accumulation without a pipeline repeats one micro-batch's ops on the same
-// buffers (Program::repeat, emit_micro_batches), so the step is planned with that micro-batch
-// written out once after the copy before it (the same ops) and, where the two got the same
-// offsets, every later run of it takes them again (ArenaPlan::step_repeat). Valid because walk()
-// refuses to allocate a live buffer: a buffer a micro-batch allocates is freed before the next
-// one allocates it again, so it lives at most into the next micro-batch; each boundary between
-// two runs of the repeated one is then the one between the copy before it and it, which the
-// plan placed, and its last run meets what follows as its one run did. Where the two differ, a
-// copy more is written out (up to kMaxUnrolled), until the last two agree.
+// A long gradient accumulation repeats a block of ops on the same buffers (Program::repeat: without
+// a pipeline one micro-batch, with one a period of the steady state), so the step is planned with
+// that block written out twice and, where the two copies got the same offsets, every later run of
+// it takes the second copy's again (ArenaPlan::step_repeat). Valid because walk() refuses to
+// allocate a live buffer: a buffer a run allocates is freed before the next run allocates it
+// again, so it lives at most into the next run; each boundary between two runs is then the one
+// between the two copies, which the plan placed, and the last run meets what follows as the
+// second copy did. Where the two differ, a copy more is written out (up to kMaxUnrolled), until
+// the last two agree.
 ArenaPlan plan_arena(const Program& program) {
     const Program::Repeat& r = program.repeat;
     if (r.times <= 1) return plan_walk(program, program.step);
     constexpr std::int64_t kMaxUnrolled = 8;
     const std::size_t block_ops = r.end - r.begin;
-    for (std::int64_t copies = 1; copies <= std::min(kMaxUnrolled, r.times); ++copies) {
-        const std::vector<Op> step = unrolled_step(program, copies);  // a copy: walk() runs it once
+    for (std::int64_t copies = 2; copies <= std::min(kMaxUnrolled, r.times); ++copies) {
+        const std::vector<Op> step = step_as_run(program, copies);  // a copy: walk() runs it once
         ArenaPlan plan = plan_walk(program, step);
         const std::size_t last = r.begin + static_cast<std::size_t>(copies - 1) * block_ops;  // the last copy's first op
         const std::size_t before = allocations_in(step, 0, last), per = allocations_in(step, last, last + block_ops);
@@ -223,7 +212,7 @@ ArenaPlan plan_arena(const Program& program) {
         plan.extended_micro_batches = r.times - copies;
         return plan;
     }
-    throw std::logic_error("arena plan: the repeated micro-batch's offsets did not settle within " +
+    throw std::logic_error("arena plan: the repeated block's offsets did not settle within " +
                            std::to_string(kMaxUnrolled) + " copies");
 }
 

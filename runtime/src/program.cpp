@@ -299,9 +299,9 @@ std::int64_t Dims::model_layer(std::int64_t l) const {
     return c.first_model + l - c.first;
 }
 
-std::string describe(const Program&, const Op& op, std::int64_t repeat_iteration) {
+std::string describe(const Program&, const Op& op, std::int64_t micro_batch_offset) {
     Phase phase = op.phase;
-    phase.micro_batch += repeat_iteration;  // a run of the repeated micro-batch: its own index
+    phase.micro_batch += micro_batch_offset;  // a later run of the step's repeated block: its own index
     return preflight::describe(phase) + ": " + op.name;
 }
 

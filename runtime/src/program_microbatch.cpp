@@ -276,6 +276,12 @@ void emit_micro_batch(Builder& B, std::int64_t mb, bool reduce) {
 }
 
 
+// A pass of a pipeline stage: its template's ops and its micro-batch.
+struct PassItem {
+    const std::vector<Op>* t = nullptr;
+    std::int64_t mb = 0;
+};
+
 // Appends a template's ops as micro-batch mb's. A send to the next stage followed by a receive
 // from it (or to and from the previous one) become one p2p op, as Megatron-LM's
 // send_forward_recv_backward and send_backward_recv_forward pair them, so that neighbouring
@@ -299,6 +305,62 @@ void append_as(Program& P, const std::vector<Op>& t, std::int64_t mb) {
         }
         P.step.push_back(std::move(o));
     }
+}
+
+// The passes' periodic stretch (a pipeline's steady state): from item `start`, `periods` runs of
+// `period` items, each the same templates as the first run on micro-batches `stride` later.
+struct PassPeriod {
+    std::size_t start = 0, period = 0;
+    std::int64_t periods = 0, stride = 0;
+};
+
+PassPeriod find_period(const std::vector<PassItem>& items, std::size_t max_period) {
+    PassPeriod best;
+    const std::size_t n = items.size();
+    for (std::size_t p = 1; p <= max_period && 3 * p <= n; ++p) {
+        std::size_t run = 0;  // items k - run .. k - 1 each match the item p later
+        std::int64_t stride = 0;
+        for (std::size_t k = 0; k + p <= n; ++k) {
+            const bool match = k + p < n && items[k].t == items[k + p].t &&
+                               (run == 0 || items[k + p].mb - items[k].mb == stride);
+            if (match) {
+                if (run == 0) stride = items[k + p].mb - items[k].mb;
+                ++run;
+                continue;
+            }
+            // items[k - run .. k + p) repeat: (run + p) / p whole periods
+            const auto periods = static_cast<std::int64_t>((run + p) / p);
+            if (run > 0 && periods >= 4 && (periods - 3) * static_cast<std::int64_t>(p) >
+                                               (best.periods - 3) * static_cast<std::int64_t>(best.period))
+                best = {k - run, p, periods, stride};
+            run = 0;
+        }
+    }
+    return best;
+}
+
+// Appends the passes; a periodic stretch of four or more periods as its first period, its second
+// (the step's repeated block, Program::repeat: run periods - 2 times, each `stride` micro-batches
+// on), then its last period and what follows written out. The block starts after the second
+// period's first op, which append_as may have merged into the first period's last (a send and the
+// receive that follows it from the same peer), and ends with the op its next period's first merges
+// into, so every run of it, the last included, is followed by the same ops.
+void append_repeating(Program& P, const std::vector<PassItem>& items) {
+    const PassPeriod r = find_period(items, 4 * static_cast<std::size_t>(P.plan.pp * std::max<std::int64_t>(1, P.plan.vpp)));
+    const auto append = [&](std::size_t from, std::size_t to) {
+        for (std::size_t k = from; k < to; ++k) append_as(P, *items[k].t, items[k].mb);
+    };
+    if (r.periods < 4) {
+        append(0, items.size());
+        return;
+    }
+    append(0, r.start + r.period);
+    P.repeat.begin = P.step.size();
+    append(r.start + r.period, r.start + 2 * r.period);
+    P.repeat.end = P.step.size();
+    P.repeat.times = r.periods - 2;
+    P.repeat.stride = r.stride;
+    append(r.start + static_cast<std::size_t>(r.periods - 1) * r.period, items.size());
 }
 
 // A pipeline stage's passes (planner pipeline_stage_order: 1F1B, or interleaved over its model
@@ -355,13 +417,14 @@ void emit_pipeline(Builder& B) {
         emit_backward_pass(B, c, m, last, reduce);
         bwd_last[c] = take_from(P, from);
     }
+    std::vector<PassItem> items(order.size());
     for (std::size_t k = 0; k < order.size(); ++k) {
         const PipelinePass& ps = order[k];
         const std::size_t c = static_cast<std::size_t>(ps.chunk), slot = static_cast<std::size_t>(slot_of[k]);
-        const std::vector<Op>& t = ps.micro_batch == m ? (ps.forward ? fwd_last[c] : bwd_last[c])
-                                                       : (ps.forward ? fwd[c][slot] : bwd[c][slot]);
-        append_as(P, t, ps.micro_batch);
+        items[k] = {ps.micro_batch == m ? (ps.forward ? &fwd_last[c] : &bwd_last[c]) : (ps.forward ? &fwd[c][slot] : &bwd[c][slot]),
+                    ps.micro_batch};
     }
+    append_repeating(P, items);
 }
 
 }  // namespace
@@ -369,8 +432,8 @@ void emit_pipeline(Builder& B) {
 // Micro-batches 2.. run the same ops on the same buffers as a template micro-batch (each
 // buffer is freed within its micro-batch): copies with their index, so the program's buffer
 // table does not grow with gradient accumulation. ZeRO-0/1 reduce only in the last
-// micro-batch, which then has a template of its own. Two copies are written out; the third
-// stands for every later one (Program::repeat), so the ops do not grow with it either.
+// micro-batch, which then has a template of its own. Three copies are written out (micro-batches
+// 2 to 4); the last stands for every later one (Program::repeat), so the ops do not grow either.
 // Across pipeline stages: emit_pipeline.
 void emit_micro_batches(Builder& B) {
     Program& P = B.p_;

@@ -207,6 +207,23 @@ CollectiveVolume step_collectives(const Program& p) {
     return v;
 }
 
+std::vector<Op> step_as_run(const Program& p, std::int64_t runs) {
+    const Program::Repeat& r = p.repeat;
+    if (r.times <= 1) return p.step;
+    const auto at = [&](std::size_t i) { return p.step.begin() + static_cast<std::ptrdiff_t>(i); };
+    std::vector<Op> ops(p.step.begin(), at(r.end));
+    ops.reserve(p.step.size() + static_cast<std::size_t>(runs - 1) * (r.end - r.begin));
+    for (std::int64_t run = 1; run < runs; ++run)
+        for (std::size_t i = r.begin; i < r.end; ++i) {
+            ops.push_back(p.step[i]);
+            ops.back().phase.micro_batch += run * r.stride;
+        }
+    ops.insert(ops.end(), at(r.end), p.step.end());
+    return ops;
+}
+
+std::vector<Op> step_as_run(const Program& p) { return step_as_run(p, p.repeat.times); }
+
 BufferId Program::optimizer_grads() const {
     return grad_shard != kNoBuffer ? grad_shard : grads_fp32 != kNoBuffer ? grads_fp32 : grads;
 }

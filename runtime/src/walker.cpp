@@ -5,7 +5,7 @@
 namespace preflight::runtime {
 
 OpLocation locate(const Program& program, const std::vector<Op>& ops, std::size_t index, const char* section,
-                  std::int64_t step, bool synchronised, std::int64_t repeat_iteration) {
+                  std::int64_t step, bool synchronised, std::int64_t micro_batch_offset) {
     OpLocation at;
     at.section = section;
     at.step = step;
@@ -15,13 +15,13 @@ OpLocation locate(const Program& program, const std::vector<Op>& ops, std::size_
     at.index = static_cast<std::int64_t>(index);
     at.kind = std::string(to_string(op.kind));
     at.layer = op.phase.layer;
-    at.micro_batch = op.phase.micro_batch + repeat_iteration;
-    at.label = describe(program, op, repeat_iteration);
+    at.micro_batch = op.phase.micro_batch + micro_batch_offset;
+    at.label = describe(program, op, micro_batch_offset);
     return at;
 }
 
-bool timeline_keeps(const Program& program, const Op& op, std::int64_t repeat_iteration) {
-    const std::int64_t mb = op.phase.micro_batch + repeat_iteration;
+bool timeline_keeps(const Program& program, const Op& op, std::int64_t micro_batch_offset) {
+    const std::int64_t mb = op.phase.micro_batch + micro_batch_offset;
     return mb <= 1 || mb == program.dims.grad_acc;
 }
 
@@ -38,9 +38,9 @@ void walk(const Program& program, const std::vector<Op>& ops, TrackingAllocator&
     std::int64_t iteration = 0;
     const auto in_block = [&](std::size_t i) { return repeats && i >= rep.begin && i < rep.end; };
     for (std::size_t i = 0; i < ops.size(); ++i) {
-        if (repeats && i == rep.begin && runner != nullptr) runner->repeat_iteration = iteration;
+        if (repeats && i == rep.begin && runner != nullptr) runner->micro_batch_offset = iteration * rep.stride;
         const Op& op = ops[i];
-        const std::int64_t run = in_block(i) ? iteration : 0;
+        const std::int64_t run = in_block(i) ? iteration * rep.stride : 0;  // micro-batches on
         try {
             allocator.set_phase(op.phase.kind);
             for (BufferId b : op.alloc) {
@@ -74,7 +74,7 @@ void walk(const Program& program, const std::vector<Op>& ops, TrackingAllocator&
                 i = rep.begin - 1;  // the loop's ++i lands on the block's first op
             } else {
                 iteration = 0;
-                if (runner != nullptr) runner->repeat_iteration = 0;
+                if (runner != nullptr) runner->micro_batch_offset = 0;
             }
         }
     }

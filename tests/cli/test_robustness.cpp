@@ -143,24 +143,27 @@ TEST(Robustness, MillionsOfLayersAreRefused) {
 }
 
 TEST(Robustness, DryRunGradAccIsBounded) {
-    // Was: 10 GB for --grad-acc 65536. With a pipeline every micro-batch's ops are written out and
-    // 1,024 is the limit; without one the step runs its fourth micro-batch again for the later ones
-    // (Program::repeat), so only the layer-steps bound it.
-    expect_refused("run --dry-run --model gpt2 --seq 128 --grad-acc 1025 --pp 2", {"--grad-acc", "kMaxRuntimeGradAcc"});
-    expect_refused("run --dry-run --model gpt2 --seq 128 --grad-acc 65536",
-                   {"--grad-acc", "kMaxRuntimeLayerStepsWithoutPipeline"});
+    // Was: 10 GB for --grad-acc 65536. Under the interleaved schedule every pass's ops are written
+    // out and 1,024 micro-batches is the limit; without a pipeline and under 1F1B the step runs a
+    // block of its ops again (Program::repeat), so only the layer-steps bound it.
+    expect_refused("run --dry-run --model gpt2 --seq 128 --grad-acc 1026 --pp 2 --pp-schedule interleaved --vpp 2",
+                   {"--grad-acc", "kMaxRuntimeGradAcc"});
+    expect_refused("run --dry-run --model gpt2 --seq 128 --grad-acc 65536", {"--grad-acc", "kMaxRuntimeRepeatedLayerSteps"});
     // Was: 12.5 s and 1.1 GB (39 s under ASan; a fuzz timeout) for 635 micro-batches x 32
-    // layers = 20,320 layer-steps. With a pipeline 4,096 is the limit: at pp 2 (16 layers a stage)
-    // 256 micro-batches run, 257 are refused. Without one 65,536 is (16,384 until the step's ops
-    // stopped growing with its micro-batches, 2026-11-30): 2,048 x 32 runs, 2,049 x 32 is refused.
-    // The refusal names the micro-batch count that holds the same peak and runs (2 without a
-    // pipeline, pp with one).
-    expect_refused("run --dry-run --seq 64 --grad-acc 257 --pp 2 --recompute full",
-                   {"--grad-acc", "kMaxRuntimeLayerSteps", "--grad-acc 2 holds the same per-GPU peak"});
+    // layers = 20,320 layer-steps. Interleaved, 4,096 is the limit: at pp 2 (16 layers a stage)
+    // 256 micro-batches run, 258 are refused. Otherwise 65,536 is (until 2026-11-30 16,384 without
+    // a pipeline and 4,096 with one): 2,048 x 32 runs without one, 2,049 x 32 is refused, and at
+    // pp 2 4,096 x 16 runs, 4,098 x 16 is refused. The refusal names the micro-batch count that
+    // holds the same peak and runs (2 without a pipeline, pp with one, 2 pp interleaved).
+    expect_refused("run --dry-run --seq 64 --grad-acc 258 --pp 2 --pp-schedule interleaved --vpp 2 --recompute full",
+                   {"--grad-acc", "kMaxRuntimeLayerSteps", "--grad-acc 4 holds the same per-GPU peak"});
     expect_refused("run --dry-run --seq 64 --grad-acc 2049 --recompute full",
-                   {"--grad-acc", "kMaxRuntimeLayerStepsWithoutPipeline", "--grad-acc 2 holds the same per-GPU peak"});
-    for (const char* ok_plan : {"run --dry-run --seq 64 --grad-acc 256 --pp 2 --recompute full",
-                                "run --dry-run --seq 64 --grad-acc 2048 --recompute full"}) {
+                   {"--grad-acc", "kMaxRuntimeRepeatedLayerSteps", "--grad-acc 2 holds the same per-GPU peak"});
+    expect_refused("run --dry-run --seq 64 --grad-acc 4098 --pp 2 --recompute full",
+                   {"--grad-acc", "kMaxRuntimeRepeatedLayerSteps", "--grad-acc 2 holds the same per-GPU peak"});
+    for (const char* ok_plan : {"run --dry-run --seq 64 --grad-acc 256 --pp 2 --pp-schedule interleaved --vpp 2 --recompute full",
+                                "run --dry-run --seq 64 --grad-acc 2048 --recompute full",
+                                "run --dry-run --seq 64 --grad-acc 4096 --pp 2 --recompute full"}) {
         const auto ok = run_preflight(ok_plan);
         EXPECT_EQ(ok.exit_code, 0) << ok_plan << ": " << ok.err;
     }

@@ -57,7 +57,7 @@ std::string passes_of(const Program& P) {
     PhaseKind last = PhaseKind::step_start;
     std::int64_t last_mb = 0;
     std::size_t last_chunk = 99;
-    for (const Op& op : P.step) {
+    for (const Op& op : step_as_run(P)) {
         const PhaseKind k = op.phase.kind == PhaseKind::output_loss ? PhaseKind::forward : op.phase.kind;
         if (k != PhaseKind::forward && k != PhaseKind::backward) continue;
         if (op.kind == OpKind::p2p && op.recv_peer != 0 && op.send_peer != 0) continue;  // a pair closes a pass
@@ -91,7 +91,7 @@ struct P2p {
 };
 std::vector<P2p> p2p_ops(const Program& P) {
     std::vector<P2p> out;
-    for (const Op& op : P.step) {
+    for (const Op& op : step_as_run(P)) {
         if (op.kind != OpKind::p2p) continue;
         P2p g;
         for (auto [v, peer] : {std::pair{std::size_t{0}, op.send_peer}, std::pair{std::size_t{2}, op.send2_peer}})

@@ -79,7 +79,7 @@ Order order_of(const Program& P) {
     std::int64_t open = 0;
     PhaseKind last = PhaseKind::step_start;
     std::int64_t last_mb = 0;
-    for (const Op& op : P.step) {
+    for (const Op& op : step_as_run(P)) {
         const PhaseKind k = op.phase.kind == PhaseKind::output_loss ? PhaseKind::forward : op.phase.kind;
         if (k != PhaseKind::forward && k != PhaseKind::backward) continue;
         if (k == last && op.phase.micro_batch == last_mb) continue;
@@ -117,7 +117,7 @@ TEST(PipelineSchedule, SendsAndReceivesPairAsMegatronDoes) {
     for (std::int64_t s = 0; s < 4; ++s) {
         const Program P = build_program(m, pp_plan(4, 6), s);
         int sends = 0, recvs = 0, paired = 0;
-        for (const Op& op : P.step) {
+        for (const Op& op : step_as_run(P)) {
             if (op.kind != OpKind::p2p) continue;
             sends += op.send_peer != 0;
             recvs += op.recv_peer != 0;
@@ -141,14 +141,15 @@ TEST(PipelineSchedule, ZeroTwoSendsTheInputGradientBeforeTheFirstLayersReduction
         for (std::int64_t s = 1; s < 4; ++s) {
             const Program P = build_program(m, pp_plan(4, 6, 2, zero), 2 * s);
             int sends = 0;
-            for (std::size_t i = 0; i + 2 < P.step.size(); ++i) {
-                const Op& op = P.step[i];
+            const std::vector<Op> step = step_as_run(P);
+            for (std::size_t i = 0; i + 2 < step.size(); ++i) {
+                const Op& op = step[i];
                 if (op.kind != OpKind::p2p || op.send_peer != -1) continue;
                 ++sends;
-                const Op& next = P.step[i + 1];
+                const Op& next = step[i + 1];
                 EXPECT_EQ(next.kind, OpKind::reduce_scatter) << describe(P, next);
                 EXPECT_EQ(next.unit, 0) << describe(P, next);  // a later stage's unit 0 is its first layer
-                EXPECT_EQ(P.step[i + 2].kind, OpKind::comm_wait) << describe(P, P.step[i + 2]);
+                EXPECT_EQ(step[i + 2].kind, OpKind::comm_wait) << describe(P, step[i + 2]);
             }
             EXPECT_EQ(sends, 6) << "zero " << zero << " stage " << s;
         }
@@ -181,6 +182,30 @@ TEST(PipelineDryRun, EveryStageEqualsThePlannerToTheByte) {
     EXPECT_EQ(ranks, 2 * (2 + 4) * 3 * 3 * 3 * 3);
     EXPECT_GT(phases[PhaseKind::backward], 0);
     EXPECT_GT(phases[PhaseKind::output_loss], 0);
+}
+
+// A long 1F1B accumulation holds two periods of each stage's steady state and runs the second
+// again (Program::repeat): every stage of pp 2 and 4 at 64 micro-batches, alone and beside dp 2
+// under ZeRO-1 and ZeRO-3, every recompute mode, walks the planner's peak to the byte.
+TEST(PipelineDryRun, ARepeatedSteadyStateEqualsThePlannerToTheByte) {
+    int ranks = 0;
+    for (const char* name : {"gpt2", "llama-3.2-1b"})
+        for (std::int64_t pp : {2, 4})
+            for (Recompute rc : all_recomputes())
+                for (auto [dp, zero] : {std::pair{1, 0}, std::pair{2, 1}, std::pair{2, 3}}) {
+                    Plan p = pp_plan(pp, 64, dp, zero);
+                    p.recompute = rc;
+                    for (std::int64_t s = 0; s < pp; ++s) {
+                        const std::int64_t rank = s * dp;
+                        EXPECT_GT(build_program(test::catalog_model(name), p, rank).repeat.times, 1)
+                            << name << " " << to_flags(p) << " stage " << s;
+                        const test_support::Compared c = test_support::compare_with_planner(test::catalog_model(name), p, rank);
+                        EXPECT_EQ(c.dry, c.planned) << name << " " << to_flags(p) << " stage " << s << ": " << c.where;
+                        EXPECT_EQ(c.dry_phase, c.planned_phase) << name << " " << to_flags(p) << " stage " << s;
+                        ++ranks;
+                    }
+                }
+    EXPECT_EQ(ranks, 2 * (2 + 4) * 3 * 3);
 }
 
 // The emulated ranks: the first and last stage of Llama-3-8B at pp 4 (seq 4096, 16
@@ -318,6 +343,27 @@ TEST(PipelineParity, ZeroTwoAndThreeMatchOneGpu) {
                 "worst parameter %.2e\n",
                 cases, worst.loss, worst.param);
     EXPECT_EQ(cases, (3 + 2) * 3 * 4);
+}
+
+// A long 1F1B accumulation runs a period of each stage's steady state again (Program::repeat),
+// each run on its own micro-batches (a period of k forward-backward pairs is k micro-batches on;
+// its ends are the sends merged with the next period's receives): pp 2 and 4 at 24 micro-batches,
+// alone and beside dp 2 under ZeRO-2 and dp 2 x tp 2 with sp under ZeRO-1, untied and tied, match
+// one GPU, every stage repeating.
+TEST(PipelineParity, ARepeatedSteadyStateMatchesOneGpu) {
+    int cases = 0;
+    Worst worst;
+    for (const ModelConfig& m : {micro_llama(), micro_gpt()})
+        for (auto [pp, dp, tp, zero] : {std::tuple{2, 1, 1, 0}, std::tuple{4, 1, 1, 0}, std::tuple{2, 2, 1, 2}, std::tuple{4, 2, 2, 1}}) {
+            const Plan p = parity_plan(pp, 24, dp, tp, zero, Precision::bf16_mixed);
+            for (std::int64_t r = 0; r < p.gpus(); ++r) EXPECT_GT(build_program(m, p, r).repeat.times, 1) << to_flags(p) << " rank " << r;
+            expect_parity(m, p, worst);
+            ++cases;
+        }
+    std::printf("1F1B with a repeated steady state (pp 2 / 4, 24 micro-batches) vs one GPU, 3 steps, %d cases: worst loss "
+                "%.2e, worst parameter %.2e\n",
+                cases, worst.loss, worst.param);
+    EXPECT_EQ(cases, 2 * 4);
 }
 
 TEST(PipelineParity, RecomputeAndEagerAttentionToo) {

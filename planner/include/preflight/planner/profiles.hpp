@@ -92,9 +92,10 @@ void check_runtime_pipeline(const ModelConfig& model, const Plan& plan);
 // InputError naming the flag or config key otherwise (planner/src/runtime_support.cpp).
 void check_runtime_model(const ModelConfig& model);
 // The plans the runtime executes: its pipeline and fp8 rules above, no fp16-mixed, no dropout,
-// full pre-training only (no LoRA/QLoRA, offload or ep; cp for RoPE models), and its bounds on one step's work
-// (limits::kMaxRuntimeGradAcc micro-batches, kMaxRuntimeLayerSteps micro-batches x layers of a
-// stage, kMaxRuntimeLayerStepsWithoutPipeline without a pipeline). The runtime's check_supported
+// full pre-training only (no LoRA/QLoRA, offload; ep for mixtures of experts; cp for RoPE models), and its
+// bounds on one step's work (under the interleaved schedule limits::kMaxRuntimeGradAcc micro-batches and
+// kMaxRuntimeLayerSteps micro-batches x layers of a stage; otherwise, where the step repeats a block
+// of ops, kMaxRuntimeRepeatedLayerSteps). The runtime's check_supported
 // and the preflight-runtime profile's check_plan.
 void check_runtime_plan(const ModelConfig& model, const Plan& plan);
 

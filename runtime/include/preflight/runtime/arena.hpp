@@ -38,10 +38,11 @@ struct ArenaPlan {
     std::int64_t arena_bytes = 0;      // end of the highest slot
     std::int64_t live_peak_bytes = 0;  // most rounded bytes alive at once: no arena can be smaller
     std::int64_t allocations = 0;
-    // Runs of the step's repeated micro-batch (Program::repeat) that take the slots of its one
-    // planned run (plan_arena); 0 when every allocation was placed.
+    // Runs of the step's repeated block (Program::repeat) that take the slots of its last copy
+    // planned (plan_arena writes it out twice, or more until two copies agree); 0 when every
+    // allocation was placed.
     std::int64_t extended_micro_batches = 0;
-    // The step's slots [first, first + per) serve each of the repeated micro-batch's `times` runs;
+    // The step's slots [first, first + per) serve each of the repeated block's last `times` runs;
     // the step's later allocations take the slots after them.
     struct Repeat {
         std::size_t first = 0, per = 0;

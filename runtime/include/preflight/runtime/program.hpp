@@ -203,8 +203,12 @@ struct CollectiveVolume {
     std::int64_t count = 0;
     std::int64_t bytes = 0;
 };
-// The collectives one step issues (the repeated micro-batch's `times` times) and their bytes.
+// The collectives one step issues (the repeated block's `times` times) and their bytes.
 CollectiveVolume step_collectives(const Program& p);
+// The step's ops as `runs` runs of its repeated block (Program::repeat) run them: the block written
+// out `runs` times, run r's micro-batches r x stride on (runs = repeat.times: the whole step).
+std::vector<Op> step_as_run(const Program& p, std::int64_t runs);
+std::vector<Op> step_as_run(const Program& p);
 
 // Dimensions of the program (one micro-batch).
 struct Dims {
@@ -357,13 +361,14 @@ struct Program {
     std::vector<Op> setup;     // allocate and initialise persistent state
     std::vector<Op> step;      // one optimizer step (grad_acc micro-batches)
     std::vector<Op> teardown;  // free persistent state
-    // Without a pipeline the micro-batches between the first two and the last repeat one
-    // micro-batch's ops on the same buffers, so the step holds them once: step ops [begin, end)
-    // run `times` times in a row, iteration r as micro-batch (each op's micro_batch) + r
-    // (emit_micro_batches; walk() runs them, plan_arena places them once). times 1: no repeat.
+    // Without a pipeline the micro-batches between the first three and the last repeat one
+    // micro-batch's ops on the same buffers, and a pipeline's steady state repeats a period of
+    // passes, so the step holds them once: step ops [begin, end) run `times` times in a row, run r
+    // on micro-batches (each op's micro_batch) + r x stride (emit_micro_batches, append_repeating;
+    // walk() runs them, plan_arena places them once). times 1: no repeat.
     struct Repeat {
         std::size_t begin = 0, end = 0;
-        std::int64_t times = 1;
+        std::int64_t times = 1, stride = 1;
     } repeat;
     // Ops one step runs: step.size() with the repeated block counted `times` times.
     std::int64_t step_ops_run() const {
@@ -438,6 +443,6 @@ inline TokenWindow token_window(const Program& P) {
 bool has_collectives(const Program& program);
 
 // Op label for reports: "backward layer 3 (micro-batch 1): L3 mlp down dgrad".
-std::string describe(const Program& program, const Op& op, std::int64_t repeat_iteration = 0);
+std::string describe(const Program& program, const Op& op, std::int64_t micro_batch_offset = 0);
 
 }  // namespace preflight::runtime

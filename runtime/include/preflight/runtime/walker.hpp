@@ -21,16 +21,16 @@ public:
     // True when run() synchronises and checks the device after every op (debug-sync
     // mode), so a failure it reports belongs to that op.
     virtual bool checks_each_op() const { return false; }
-    // The iteration of the step's repeated micro-batch (Program::repeat) that walk() is in, 0
-    // outside it: an op's micro-batch is micro_batch_of(op).
-    std::int64_t repeat_iteration = 0;
-    std::int64_t micro_batch_of(const Op& op) const { return op.phase.micro_batch + repeat_iteration; }
+    // Within a later run of the step's repeated block (Program::repeat) walk() sets how many
+    // micro-batches on it is (0 outside it): an op's micro-batch is micro_batch_of(op).
+    std::int64_t micro_batch_offset = 0;
+    std::int64_t micro_batch_of(const Op& op) const { return op.phase.micro_batch + micro_batch_offset; }
 };
 
 // Whether the timeline samples `op`: the step's own ops and those of its first and last
 // micro-batch. The micro-batches between run the same ops on the same sizes as the first,
 // so a long gradient accumulation keeps a bounded timeline (and a bounded report).
-bool timeline_keeps(const Program& program, const Op& op, std::int64_t repeat_iteration = 0);
+bool timeline_keeps(const Program& program, const Op& op, std::int64_t micro_batch_offset = 0);
 // How many micro-batches of a step with `grad_acc` that rule leaves out of the timeline.
 inline std::int64_t timeline_omitted_micro_batches(std::int64_t grad_acc) { return grad_acc > 2 ? grad_acc - 2 : 0; }
 
@@ -47,7 +47,7 @@ void walk(const Program& program, const std::vector<Op>& ops, TrackingAllocator&
 // the end-of-step synchronisation: the step's last op, not synchronised); an op of the repeated
 // micro-batch names its iteration's micro-batch.
 OpLocation locate(const Program& program, const std::vector<Op>& ops, std::size_t index, const char* section,
-                  std::int64_t step, bool synchronised, std::int64_t repeat_iteration = 0);
+                  std::int64_t step, bool synchronised, std::int64_t micro_batch_offset = 0);
 
 struct DryRunResult {
     std::int64_t peak_bytes = 0;  // tracked allocations at the peak (no context overhead)
