@@ -37,6 +37,11 @@ void walk(const Program& program, const std::vector<Op>& ops, TrackingAllocator&
     const bool repeats = &ops == &program.step && rep.times > 1;
     std::int64_t iteration = 0;
     const auto in_block = [&](std::size_t i) { return repeats && i >= rep.begin && i < rep.end; };
+    // A dry walk (no runner) walks the block's first two runs and its last: each run starts from
+    // the same buffers alive and makes the same allocations and frees, so the runs between would
+    // repeat the second's bytes exactly (no new peak, no timeline sample: they are neither the
+    // first nor the last micro-batch); their allocations are counted.
+    const bool skips = repeats && runner == nullptr && rep.times > 3;
     for (std::size_t i = 0; i < ops.size(); ++i) {
         if (repeats && i == rep.begin && runner != nullptr) runner->micro_batch_offset = iteration * rep.stride;
         const Op& op = ops[i];
@@ -70,7 +75,13 @@ void walk(const Program& program, const std::vector<Op>& ops, TrackingAllocator&
                           -1, e.what());
         }
         if (repeats && i + 1 == rep.end) {
-            if (++iteration < rep.times) {
+            if (++iteration == 2 && skips) {
+                std::int64_t per_run = 0;
+                for (std::size_t k = rep.begin; k < rep.end; ++k) per_run += static_cast<std::int64_t>(ops[k].alloc.size());
+                allocator.count_allocations(per_run * (rep.times - 3));
+                iteration = rep.times - 1;
+            }
+            if (iteration < rep.times) {
                 i = rep.begin - 1;  // the loop's ++i lands on the block's first op
             } else {
                 iteration = 0;

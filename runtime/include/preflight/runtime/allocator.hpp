@@ -111,6 +111,9 @@ public:
     PhaseKind peak_phase() const { return peak_phase_; }
     const std::vector<TimelineSample>& timeline() const { return timeline_; }
     std::int64_t allocations() const { return allocations_; }
+    // Counts allocations a dry walk passed over (walk(): runs of a repeated block that repeat one
+    // it walked, from the same buffers alive).
+    void count_allocations(std::int64_t n) { allocations_ += n; }
     std::int64_t live_allocations() const { return static_cast<std::int64_t>(live_.size()); }
     AllocBackend& backend() { return backend_; }
     void set_phase(PhaseKind k) { phase_ = k; }

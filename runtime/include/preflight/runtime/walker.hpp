@@ -35,7 +35,8 @@ bool timeline_keeps(const Program& program, const Op& op, std::int64_t micro_bat
 inline std::int64_t timeline_omitted_micro_batches(std::int64_t grad_acc) { return grad_acc > 2 ? grad_acc - 2 : 0; }
 
 // Runs `ops` in order; the program's own step with its repeated block (Program::repeat) run
-// `times` times (a copy of the step runs it once). `runner` may be null (dry run). Samples the timeline after
+// `times` times (a copy of the step runs it once; a dry walk, without a runner, its first two runs
+// and its last, counting the allocations of those between). `runner` may be null (dry run). Samples the timeline after
 // each op's allocations when the allocator is recording (the ops timeline_keeps). An
 // out-of-memory allocation propagates as AllocationError; any other failure inside an op (its allocations, its
 // run, its frees) is rethrown as OpError naming the op: `section` ("set-up", "step",
