@@ -43,9 +43,9 @@ void walk(const Program& program, const std::vector<Op>& ops, TrackingAllocator&
     // first nor the last micro-batch); their allocations are counted.
     const bool skips = repeats && runner == nullptr && rep.times > 3;
     for (std::size_t i = 0; i < ops.size(); ++i) {
-        if (repeats && i == rep.begin && runner != nullptr) runner->micro_batch_offset = iteration * rep.stride;
         const Op& op = ops[i];
         const std::int64_t run = in_block(i) ? iteration * rep.stride : 0;  // micro-batches on
+        if (runner != nullptr) runner->micro_batch_offset = run;
         try {
             allocator.set_phase(op.phase.kind);
             for (BufferId b : op.alloc) {
@@ -81,12 +81,7 @@ void walk(const Program& program, const std::vector<Op>& ops, TrackingAllocator&
                 allocator.count_allocations(per_run * (rep.times - 3));
                 iteration = rep.times - 1;
             }
-            if (iteration < rep.times) {
-                i = rep.begin - 1;  // the loop's ++i lands on the block's first op
-            } else {
-                iteration = 0;
-                if (runner != nullptr) runner->micro_batch_offset = 0;
-            }
+            if (iteration < rep.times) i = rep.begin - 1;  // the loop's ++i lands on the block's first op
         }
     }
 }
