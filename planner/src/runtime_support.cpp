@@ -134,24 +134,18 @@ void check_runtime_plan(const ModelConfig& m, const Plan& p) {
     // schedule's first stage warms up with pp v + pp - 2 chunk micro-batches: 2 pp fill it.
     const std::int64_t same_peak =
         p.pp_schedule == PpSchedule::interleaved ? 2 * p.pp : std::max<std::int64_t>(2, p.pp);
-    // Without a pipeline and under 1F1B the step's ops do not grow with the micro-batches (the
-    // runtime's Program::repeat runs one micro-batch, or a period of the steady state, again): only
-    // the layer-steps walked bound it. The interleaved schedule writes every pass out.
-    const bool repeats = p.pp == 1 || p.pp_schedule != PpSchedule::interleaved;
-    const std::int64_t max_layer_steps = repeats ? limits::kMaxRuntimeRepeatedLayerSteps : limits::kMaxRuntimeLayerSteps;
-    const std::string max_name = repeats ? "kMaxRuntimeRepeatedLayerSteps" : "kMaxRuntimeLayerSteps";
+    // The step's ops do not grow with the micro-batches (the runtime's Program::repeat runs one
+    // micro-batch, or a period of a pipeline's steady state, again): only the layer-steps walked bound it.
+    const std::int64_t max_layer_steps = limits::kMaxRuntimeRepeatedLayerSteps;
     const std::string hint = same_peak < p.grad_acc && same_peak * layers <= max_layer_steps
                                  ? "; --grad-acc " + std::to_string(same_peak) +
                                        " holds the same per-GPU peak (later micro-batches reuse the buffers of those in "
                                        "flight) and runs"
                                  : "";
-    if (!repeats && p.grad_acc > limits::kMaxRuntimeGradAcc)
-        throw InputError("--grad-acc", std::to_string(p.grad_acc) + " exceeds the limit kMaxRuntimeGradAcc = " +
-                                           std::to_string(limits::kMaxRuntimeGradAcc) + " of `preflight run`" + hint);
     if (p.grad_acc * layers > max_layer_steps)
         throw InputError("--grad-acc", std::to_string(p.grad_acc) + (p.grad_acc == 1 ? " micro-batch x " : " micro-batches x ") +
-                                           std::to_string(layers) + " layers a stage exceed the limit " + max_name +
-                                           " = " + std::to_string(max_layer_steps) + " of `preflight run`" + hint);
+                                           std::to_string(layers) + " layers a stage exceed the limit kMaxRuntimeRepeatedLayerSteps = " +
+                                           std::to_string(max_layer_steps) + " of `preflight run`" + hint);
 }
 
 }  // namespace preflight

@@ -299,10 +299,25 @@ std::int64_t Dims::model_layer(std::int64_t l) const {
     return c.first_model + l - c.first;
 }
 
+std::string exchange_name(const std::vector<Carried>& carries, std::int64_t micro_batch_offset) {
+    std::string s = "exchange:";
+    for (const Carried& c : carries) {
+        s += c.send ? " send" : " receive";
+        s += c.forward ? " activation of micro-batch " : " gradient of micro-batch ";
+        s += std::to_string(c.micro_batch + micro_batch_offset);
+        s += ", chunk ";
+        s += std::to_string(c.chunk);
+        s += ';';
+    }
+    if (!carries.empty()) s.pop_back();  // the last ';'
+    return s;
+}
+
 std::string describe(const Program&, const Op& op, std::int64_t micro_batch_offset) {
     Phase phase = op.phase;
     phase.micro_batch += micro_batch_offset;  // a later run of the step's repeated block: its own index
-    return preflight::describe(phase) + ": " + op.name;
+    return preflight::describe(phase) + ": " +
+           (op.carries.empty() ? op.name : exchange_name(op.carries, micro_batch_offset));
 }
 
 }  // namespace preflight::runtime

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -322,5 +323,22 @@ void emit_backward_pass(Builder& B, std::size_t chunk, std::int64_t mb, const Fo
 std::vector<Op> take_from(Program& P, std::size_t from);
 // The interleaved schedule's step (program_interleaved.cpp).
 void emit_interleaved(Builder& B);
+
+// An item of a pipeline stage's step (a pass, or a grouped exchange), for finding its steady
+// state: items with the same key emit the same ops on the same buffers, `mb` micro-batches on.
+struct PeriodItem {
+    const void* key = nullptr;
+    std::int64_t mb = 0;
+};
+// Appends the items (append(from, to) emits items [from, to)). Their periodic stretch (a
+// pipeline's steady state: runs of at most max_period items, each the same keys as the first on
+// micro-batches `stride` later), when it has four or more periods, goes as its first period, its
+// second (the step's repeated block, Program::repeat: run periods - 2 times, each `stride`
+// micro-batches on), then its last period and what follows. The block starts after the ops the
+// first period's end holds and ends with the ops the next period's first may merge into (1F1B's
+// append_as merges a send and the receive after it), so every run of it, the last included, is
+// followed by the same ops.
+void append_repeating(Program& P, const std::vector<PeriodItem>& items, std::size_t max_period,
+                      const std::function<void(std::size_t, std::size_t)>& append);
 
 }  // namespace preflight::runtime::program_detail

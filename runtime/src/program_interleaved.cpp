@@ -4,8 +4,11 @@
 // between passes (planner interleaved_stage_steps). Each pass is a template emitted once per
 // buffer slot; its receive and send are taken out of it and issued in the exchanges instead.
 #include <algorithm>
-#include <map>
+#include <set>
 #include <stdexcept>
+#include <string>
+#include <tuple>
+#include <utility>
 
 #include "preflight/planner/extensions.hpp"
 #include "program_builder.hpp"
@@ -52,24 +55,18 @@ Takers takers_of(const Program& P, const std::vector<PipelineStep>& steps) {
 }
 
 // Buffer slots: a chunk micro-batch holds its slot from its input's receive (or its forward) to
-// the end of its backward; each takes the lowest slot of its chunk free then.
+// the end of its backward. A chunk starts and ends its micro-batches in order, so with k slots
+// micro-batch j can take slot (j - 1) % k as 1F1B's do, k at least the most it holds at once
+// (checked here). Every chunk gets the same k, a multiple of pp: the slots then cycle with the
+// schedule's groups of pp micro-batches, every k micro-batches, so the step's steady state is
+// periodic (emit_interleaved repeats it).
 struct Slots {
-    std::map<std::pair<std::int64_t, std::int64_t>, std::size_t> of;  // (chunk, micro-batch) -> slot
-    std::vector<std::size_t> per_chunk;
+    std::int64_t per_chunk = 1;
+    std::size_t of(const PipelinePass& ps) const { return static_cast<std::size_t>((ps.micro_batch - 1) % per_chunk); }
 };
-Slots assign_slots(const Program& P, const std::vector<PipelineStep>& steps, const Takers& takers) {
-    Slots s;
-    s.per_chunk.assign(P.dims.chunks.size(), 0);
-    std::vector<std::vector<bool>> busy(P.dims.chunks.size());
-    auto start = [&](const PipelinePass& ps) {
-        std::vector<bool>& b = busy[static_cast<std::size_t>(ps.chunk)];
-        const auto free = std::find(b.begin(), b.end(), false);
-        const auto slot = static_cast<std::size_t>(free - b.begin());
-        if (free == b.end()) b.push_back(true);
-        b[slot] = true;
-        s.of[{ps.chunk, ps.micro_batch}] = slot;
-        s.per_chunk[static_cast<std::size_t>(ps.chunk)] = std::max(s.per_chunk[static_cast<std::size_t>(ps.chunk)], b.size());
-    };
+// Calls start(pass) where a chunk micro-batch takes its slot and end(pass) where it gives it up.
+template <typename Start, typename End>
+void slot_events(const Program& P, const std::vector<PipelineStep>& steps, const Takers& takers, Start start, End end) {
     std::size_t received = 0;
     for (const PipelineStep& st : steps) {
         if (!st.compute) {
@@ -77,9 +74,30 @@ Slots assign_slots(const Program& P, const std::vector<PipelineStep>& steps, con
         } else if (st.pass.forward && P.dims.model_first(static_cast<std::size_t>(st.pass.chunk))) {
             start(st.pass);
         } else if (!st.pass.forward) {
-            busy[static_cast<std::size_t>(st.pass.chunk)][s.of.at({st.pass.chunk, st.pass.micro_batch})] = false;
+            end(st.pass);
         }
     }
+}
+
+Slots assign_slots(const Program& P, const std::vector<PipelineStep>& steps, const Takers& takers) {
+    std::vector<std::int64_t> held(P.dims.chunks.size(), 0);
+    std::int64_t most = 1;  // the most micro-batches a chunk holds at once
+    slot_events(
+        P, steps, takers, [&](const PipelinePass& ps) { most = std::max(most, ++held[static_cast<std::size_t>(ps.chunk)]); },
+        [&](const PipelinePass& ps) { --held[static_cast<std::size_t>(ps.chunk)]; });
+    Slots s;
+    s.per_chunk = std::min((most + P.plan.pp - 1) / P.plan.pp * P.plan.pp, P.dims.grad_acc);
+    // No micro-batch takes a slot still held (those in flight are consecutive: in-order starts
+    // and ends, at most `most` of them).
+    std::vector<std::vector<bool>> busy(P.dims.chunks.size(), std::vector<bool>(static_cast<std::size_t>(s.per_chunk)));
+    slot_events(
+        P, steps, takers,
+        [&](const PipelinePass& ps) {
+            std::vector<bool>& b = busy[static_cast<std::size_t>(ps.chunk)];
+            if (b[s.of(ps)]) throw std::logic_error("interleaved schedule: a micro-batch's buffer slot is still held");
+            b[s.of(ps)] = true;
+        },
+        [&](const PipelinePass& ps) { busy[static_cast<std::size_t>(ps.chunk)][s.of(ps)] = false; });
     return s;
 }
 
@@ -93,7 +111,7 @@ struct Templates {
     const PassTemplate& of(const PipelinePass& ps) const {
         const auto c = static_cast<std::size_t>(ps.chunk);
         if (ps.micro_batch == m) return ps.forward ? fwd_last[c] : bwd_last[c];
-        const std::size_t slot = slots->of.at({ps.chunk, ps.micro_batch});
+        const std::size_t slot = slots->of(ps);
         return ps.forward ? fwd[c][slot] : bwd[c][slot];
     }
 };
@@ -105,13 +123,13 @@ Templates make_templates(Builder& B, const Slots& slots) {
                 std::vector<PassTemplate>(chunks), std::vector<PassTemplate>(chunks), &slots, P.dims.grad_acc};
     std::vector<std::vector<ForwardState>> state(chunks);
     for (std::size_t c = 0; c < chunks; ++c)
-        for (std::size_t slot = 0; slot < slots.per_chunk[c]; ++slot) {
+        for (std::size_t slot = 0; slot < static_cast<std::size_t>(slots.per_chunk); ++slot) {
             const std::size_t from = P.step.size();
             state[c].push_back(emit_forward_pass(B, c, static_cast<std::int64_t>(slot) + 1, false));
             t.fwd[c].push_back(split_template(take_from(P, from)));
         }
     for (std::size_t c = 0; c < chunks; ++c)
-        for (std::size_t slot = 0; slot < slots.per_chunk[c]; ++slot) {
+        for (std::size_t slot = 0; slot < static_cast<std::size_t>(slots.per_chunk); ++slot) {
             const std::size_t from = P.step.size();
             emit_backward_pass(B, c, static_cast<std::int64_t>(slot) + 1, state[c][slot], false);
             t.bwd[c].push_back(split_template(take_from(P, from)));
@@ -128,61 +146,91 @@ Templates make_templates(Builder& B, const Slots& slots) {
     return t;
 }
 
+// A grouped exchange: the passes whose sends and receives it carries (for their templates' views,
+// peers and buffers). Its period key (the shape) is the templates with their micro-batches
+// relative to the pass computed before it.
+struct Exchange {
+    std::vector<PipelinePass> sends;
+    std::vector<std::pair<PipelinePass, std::size_t>> receives;  // the taker and the view it goes to: v1 or v3
+    Phase phase;                                                 // the last op computed before it
+};
+using ExchangeShape = std::vector<std::tuple<const PassTemplate*, std::size_t, std::int64_t>>;
+
+void emit_exchange(Program& P, Builder& B, const Templates& templates, const Exchange& x) {
+    // p2p: v0 a forward's output to the next stage, v2 a backward's input gradient to the
+    // previous one; v1 an activation from the previous stage, v3 a gradient from the next.
+    Op& o = B.emit(P.step, OpKind::p2p, "", x.phase);
+    for (const PipelinePass& ps : x.sends) {
+        if (!templates.of(ps).has_send) throw std::logic_error("interleaved schedule: a send from a pass that has none");
+        const Op& send = templates.of(ps).send;
+        o.carries.push_back({ps.micro_batch, ps.chunk, ps.forward, true});
+        o.v[ps.forward ? 0 : 2] = send.v[0];
+        (ps.forward ? o.send_peer : o.send2_peer) = send.send_peer;
+        o.free.insert(o.free.end(), send.free.begin(), send.free.end());
+    }
+    for (const auto& [ps, v] : x.receives) {
+        if (!templates.of(ps).has_recv) throw std::logic_error("interleaved schedule: a receive for a pass that takes none");
+        const Op& recv = templates.of(ps).recv;
+        o.carries.push_back({ps.micro_batch, ps.chunk, ps.forward, false});
+        o.v[v] = recv.v[1];
+        (v == 1 ? o.recv_peer : o.recv2_peer) = recv.recv_peer;
+        o.alloc.insert(o.alloc.end(), recv.alloc.begin(), recv.alloc.end());
+    }
+    o.name = exchange_name(o.carries, 0);
+}
+
 }  // namespace
 
+// The step's passes and exchanges in the planner's order; its steady state (once it holds four
+// periods, each k micro-batches through every chunk, forward and backward, with their exchanges;
+// k the slots a chunk cycles through) is written twice and repeated (append_repeating), so the ops
+// do not grow with the micro-batches.
 void emit_interleaved(Builder& B) {
     Program& P = B.p_;
     const std::vector<PipelineStep> steps = interleaved_stage_steps(P.plan, P.pp_rank);
     const Takers takers = takers_of(P, steps);
     const Slots slots = assign_slots(P, steps, takers);
     const Templates templates = make_templates(B, slots);
-    auto template_of = [&](const PipelinePass& ps) -> const PassTemplate& { return templates.of(ps); };
+    std::vector<PeriodItem> items;
+    std::vector<Exchange> exchanges;       // the exchanges, in order
+    std::vector<std::size_t> exchange_of;  // item -> its index in exchanges (npos for a pass)
+    std::set<ExchangeShape> shapes;        // interned: an exchange's key is its shape's address
     std::size_t received_forward = 0, received_backward = 0;
     Phase last_phase{PhaseKind::forward, P.dims.chunks.front().first, 1};
     for (const PipelineStep& st : steps) {
         if (st.compute) {
-            for (Op o : template_of(st.pass).ops) {
-                o.phase.micro_batch = st.pass.micro_batch;
-                P.step.push_back(std::move(o));
-            }
-            last_phase = P.step.back().phase;
+            const PassTemplate& t = templates.of(st.pass);
+            items.push_back({&t, st.pass.micro_batch});
+            exchange_of.push_back(std::string::npos);
+            if (!t.ops.empty()) last_phase = t.ops.back().phase, last_phase.micro_batch = st.pass.micro_batch;
             continue;
         }
-        // p2p: v0 a forward's output to the next stage, v2 a backward's input gradient to the
-        // previous one; v1 an activation from the previous stage, v3 a gradient from the next.
-        Op& o = B.emit(P.step, OpKind::p2p, "exchange:", last_phase);
-        // "activation of micro-batch 3, chunk 1": what a send or receive carries, for the op's name.
-        auto what = [](const PipelinePass& ps) {
-            std::string s = ps.forward ? " activation of micro-batch " : " gradient of micro-batch ";
-            s += std::to_string(ps.micro_batch);
-            s += ", chunk ";
-            s += std::to_string(ps.chunk);
-            return s;
-        };
-        for (const PipelinePass& ps : st.sends) {
-            if (!template_of(ps).has_send) throw std::logic_error("interleaved schedule: a send from a pass that has none");
-            const Op& send = template_of(ps).send;
-            o.name += " send";
-            o.name += what(ps);
-            o.name += ';';
-            o.v[ps.forward ? 0 : 2] = send.v[0];
-            (ps.forward ? o.send_peer : o.send2_peer) = send.send_peer;
-            o.free.insert(o.free.end(), send.free.begin(), send.free.end());
-        }
-        auto receive = [&](const PipelinePass& ps, std::size_t v, std::int8_t& peer) {
-            if (!template_of(ps).has_recv) throw std::logic_error("interleaved schedule: a receive for a pass that takes none");
-            const Op& recv = template_of(ps).recv;
-            o.name += " receive";
-            o.name += what(ps);
-            o.name += ';';
-            o.v[v] = recv.v[1];
-            peer = recv.recv_peer;
-            o.alloc.insert(o.alloc.end(), recv.alloc.begin(), recv.alloc.end());
-        };
-        if (st.recv_forward) receive(takers.forward.at(received_forward++), 1, o.recv_peer);
-        if (st.recv_backward) receive(takers.backward.at(received_backward++), 3, o.recv2_peer);
-        o.name.pop_back();  // the last ';'
+        Exchange x{st.sends, {}, last_phase};
+        if (st.recv_forward) x.receives.push_back({takers.forward.at(received_forward++), 1});
+        if (st.recv_backward) x.receives.push_back({takers.backward.at(received_backward++), 3});
+        ExchangeShape shape;
+        for (const PipelinePass& ps : x.sends) shape.emplace_back(&templates.of(ps), 0, ps.micro_batch - last_phase.micro_batch);
+        for (const auto& [ps, v] : x.receives) shape.emplace_back(&templates.of(ps), v, ps.micro_batch - last_phase.micro_batch);
+        shape.emplace_back(nullptr, static_cast<std::size_t>(last_phase.kind), last_phase.layer);
+        items.push_back({&*shapes.insert(std::move(shape)).first, last_phase.micro_batch});
+        exchange_of.push_back(exchanges.size());
+        exchanges.push_back(std::move(x));
     }
+    const auto append = [&](std::size_t from, std::size_t to) {
+        for (std::size_t k = from; k < to; ++k) {
+            if (exchange_of[k] != std::string::npos) {
+                emit_exchange(P, B, templates, exchanges[exchange_of[k]]);
+                continue;
+            }
+            for (Op o : static_cast<const PassTemplate*>(items[k].key)->ops) {
+                o.phase.micro_batch = items[k].mb;
+                P.step.push_back(std::move(o));
+            }
+        }
+    };
+    // A period: the slots' cycle of k micro-batches, each a forward and a backward through every
+    // chunk and up to v exchanges (3 v k items).
+    append_repeating(P, items, 4 * static_cast<std::size_t>(P.plan.vpp * slots.per_chunk), append);
 }
 
 }  // namespace preflight::runtime::program_detail

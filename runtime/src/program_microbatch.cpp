@@ -4,6 +4,7 @@
 // sec. 2.2), with the activations and gradients that cross stages sent point to point. A model
 // chunk's passes serve the interleaved schedule too (program_interleaved.cpp).
 #include <algorithm>
+#include <functional>
 
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/extensions.hpp"
@@ -275,13 +276,6 @@ void emit_micro_batch(Builder& B, std::int64_t mb, bool reduce) {
     emit_backward_pass(B, 0, mb, s, reduce);
 }
 
-
-// A pass of a pipeline stage: its template's ops and its micro-batch.
-struct PassItem {
-    const std::vector<Op>* t = nullptr;
-    std::int64_t mb = 0;
-};
-
 // Appends a template's ops as micro-batch mb's. A send to the next stage followed by a receive
 // from it (or to and from the previous one) become one p2p op, as Megatron-LM's
 // send_forward_recv_backward and send_backward_recv_forward pair them, so that neighbouring
@@ -307,21 +301,25 @@ void append_as(Program& P, const std::vector<Op>& t, std::int64_t mb) {
     }
 }
 
-// The passes' periodic stretch (a pipeline's steady state): from item `start`, `periods` runs of
-// `period` items, each the same templates as the first run on micro-batches `stride` later.
+// The items' periodic stretch (a pipeline's steady state): from item `start`, `periods` runs of
+// `period` items, each the same keys as the first run on micro-batches `stride` later.
 struct PassPeriod {
     std::size_t start = 0, period = 0;
     std::int64_t periods = 0, stride = 0;
 };
 
-PassPeriod find_period(const std::vector<PassItem>& items, std::size_t max_period) {
+PassPeriod find_period(const std::vector<PeriodItem>& items, std::size_t max_period) {
     PassPeriod best;
     const std::size_t n = items.size();
+    // A long steady state holds the middle item: its period is a distance from there to an item
+    // of the same key, so only those are tried (each over all items: O(n) apiece).
+    const std::size_t mid = n / 2;
     for (std::size_t p = 1; p <= max_period && 3 * p <= n; ++p) {
+        if (mid + p >= n || items[mid + p].key != items[mid].key) continue;
         std::size_t run = 0;  // items k - run .. k - 1 each match the item p later
         std::int64_t stride = 0;
         for (std::size_t k = 0; k + p <= n; ++k) {
-            const bool match = k + p < n && items[k].t == items[k + p].t &&
+            const bool match = k + p < n && items[k].key == items[k + p].key &&
                                (run == 0 || items[k + p].mb - items[k].mb == stride);
             if (match) {
                 if (run == 0) stride = items[k + p].mb - items[k].mb;
@@ -339,17 +337,11 @@ PassPeriod find_period(const std::vector<PassItem>& items, std::size_t max_perio
     return best;
 }
 
-// Appends the passes; a periodic stretch of four or more periods as its first period, its second
-// (the step's repeated block, Program::repeat: run periods - 2 times, each `stride` micro-batches
-// on), then its last period and what follows written out. The block starts after the second
-// period's first op, which append_as may have merged into the first period's last (a send and the
-// receive that follows it from the same peer), and ends with the op its next period's first merges
-// into, so every run of it, the last included, is followed by the same ops.
-void append_repeating(Program& P, const std::vector<PassItem>& items) {
-    const PassPeriod r = find_period(items, 4 * static_cast<std::size_t>(P.plan.pp * std::max<std::int64_t>(1, P.plan.vpp)));
-    const auto append = [&](std::size_t from, std::size_t to) {
-        for (std::size_t k = from; k < to; ++k) append_as(P, *items[k].t, items[k].mb);
-    };
+}  // namespace
+
+void append_repeating(Program& P, const std::vector<PeriodItem>& items, std::size_t max_period,
+                      const std::function<void(std::size_t, std::size_t)>& append) {
+    const PassPeriod r = find_period(items, max_period);
     if (r.periods < 4) {
         append(0, items.size());
         return;
@@ -362,6 +354,8 @@ void append_repeating(Program& P, const std::vector<PassItem>& items) {
     P.repeat.stride = r.stride;
     append(r.start + static_cast<std::size_t>(r.periods - 1) * r.period, items.size());
 }
+
+namespace {
 
 // A pipeline stage's passes (planner pipeline_stage_order: 1F1B, or interleaved over its model
 // chunks). Chunk c's micro-batches in flight at once take buffer slots, each a pair of forward
@@ -417,14 +411,17 @@ void emit_pipeline(Builder& B) {
         emit_backward_pass(B, c, m, last, reduce);
         bwd_last[c] = take_from(P, from);
     }
-    std::vector<PassItem> items(order.size());
+    std::vector<PeriodItem> items(order.size());
     for (std::size_t k = 0; k < order.size(); ++k) {
         const PipelinePass& ps = order[k];
         const std::size_t c = static_cast<std::size_t>(ps.chunk), slot = static_cast<std::size_t>(slot_of[k]);
         items[k] = {ps.micro_batch == m ? (ps.forward ? &fwd_last[c] : &bwd_last[c]) : (ps.forward ? &fwd[c][slot] : &bwd[c][slot]),
                     ps.micro_batch};
     }
-    append_repeating(P, items);
+    // A 1F1B stage's templates repeat every k <= pp micro-batches (slot (j - 1) % k).
+    append_repeating(P, items, 4 * static_cast<std::size_t>(P.plan.pp), [&](std::size_t from, std::size_t to) {
+        for (std::size_t k = from; k < to; ++k) append_as(P, *static_cast<const std::vector<Op>*>(items[k].key), items[k].mb);
+    });
 }
 
 }  // namespace

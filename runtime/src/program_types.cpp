@@ -215,8 +215,11 @@ std::vector<Op> step_as_run(const Program& p, std::int64_t runs) {
     ops.reserve(p.step.size() + static_cast<std::size_t>(runs - 1) * (r.end - r.begin));
     for (std::int64_t run = 1; run < runs; ++run)
         for (std::size_t i = r.begin; i < r.end; ++i) {
-            ops.push_back(p.step[i]);
-            ops.back().phase.micro_batch += run * r.stride;
+            Op& o = ops.emplace_back(p.step[i]);
+            o.phase.micro_batch += run * r.stride;
+            if (o.carries.empty()) continue;
+            for (Carried& c : o.carries) c.micro_batch += run * r.stride;
+            o.name = exchange_name(o.carries, 0);
         }
     ops.insert(ops.end(), at(r.end), p.step.end());
     return ops;

@@ -143,27 +143,25 @@ TEST(Robustness, MillionsOfLayersAreRefused) {
 }
 
 TEST(Robustness, DryRunGradAccIsBounded) {
-    // Was: 10 GB for --grad-acc 65536. Under the interleaved schedule every pass's ops are written
-    // out and 1,024 micro-batches is the limit; without a pipeline and under 1F1B the step runs a
-    // block of its ops again (Program::repeat), so only the layer-steps bound it.
-    expect_refused("run --dry-run --model gpt2 --seq 128 --grad-acc 1026 --pp 2 --pp-schedule interleaved --vpp 2",
-                   {"--grad-acc", "kMaxRuntimeGradAcc"});
-    expect_refused("run --dry-run --model gpt2 --seq 128 --grad-acc 65536", {"--grad-acc", "kMaxRuntimeRepeatedLayerSteps"});
-    // Was: 12.5 s and 1.1 GB (39 s under ASan; a fuzz timeout) for 635 micro-batches x 32
-    // layers = 20,320 layer-steps. Interleaved, 4,096 is the limit: at pp 2 (16 layers a stage)
-    // 256 micro-batches run, 258 are refused. Otherwise 65,536 is (until 2026-11-30 16,384 without
-    // a pipeline and 4,096 with one): 2,048 x 32 runs without one, 2,049 x 32 is refused, and at
-    // pp 2 4,096 x 16 runs, 4,098 x 16 is refused. The refusal names the micro-batch count that
-    // holds the same peak and runs (2 without a pipeline, pp with one, 2 pp interleaved).
-    expect_refused("run --dry-run --seq 64 --grad-acc 258 --pp 2 --pp-schedule interleaved --vpp 2 --recompute full",
-                   {"--grad-acc", "kMaxRuntimeLayerSteps", "--grad-acc 4 holds the same per-GPU peak"});
-    expect_refused("run --dry-run --seq 64 --grad-acc 2049 --recompute full",
+    // Was: 10 GB for --grad-acc 65536. The step runs a block of its ops again (Program::repeat:
+    // one micro-batch without a pipeline, a period of the steady state with one, interleaved too
+    // since 2026-12-01), so only the layer-steps bound it: 131,072 (until 2026-12-01 65,536, and
+    // 1,024 micro-batches and 4,096 layer-steps under the interleaved schedule). GPT-2's 12
+    // layers: 10,922 micro-batches run, 10,923 are refused; at pp 2 (6 layers a stage) 21,845
+    // and 21,846, and interleaved, where --grad-acc is a multiple of pp, 21,844 and 21,846. The
+    // refusal names the micro-batch count that holds the same peak and runs (2 without a
+    // pipeline, pp with one, 2 pp interleaved).
+    expect_refused("run --dry-run --model gpt2 --seq 64 --grad-acc 10923", {"--grad-acc", "kMaxRuntimeRepeatedLayerSteps"});
+    expect_refused("run --dry-run --model gpt2 --seq 64 --grad-acc 21846 --pp 2 --recompute full",
                    {"--grad-acc", "kMaxRuntimeRepeatedLayerSteps", "--grad-acc 2 holds the same per-GPU peak"});
-    expect_refused("run --dry-run --seq 64 --grad-acc 4098 --pp 2 --recompute full",
+    expect_refused("run --dry-run --model gpt2 --seq 64 --grad-acc 21846 --pp 2 --pp-schedule interleaved --vpp 2 --recompute full",
+                   {"--grad-acc", "kMaxRuntimeRepeatedLayerSteps", "--grad-acc 4 holds the same per-GPU peak"});
+    expect_refused("run --dry-run --seq 64 --grad-acc 4097 --recompute full",
                    {"--grad-acc", "kMaxRuntimeRepeatedLayerSteps", "--grad-acc 2 holds the same per-GPU peak"});
-    for (const char* ok_plan : {"run --dry-run --seq 64 --grad-acc 256 --pp 2 --pp-schedule interleaved --vpp 2 --recompute full",
-                                "run --dry-run --seq 64 --grad-acc 2048 --recompute full",
-                                "run --dry-run --seq 64 --grad-acc 4096 --pp 2 --recompute full"}) {
+    for (const char* ok_plan : {"run --dry-run --model gpt2 --seq 64 --grad-acc 10922 --recompute full",
+                                "run --dry-run --model gpt2 --seq 64 --grad-acc 21845 --pp 2 --recompute full",
+                                "run --dry-run --model gpt2 --seq 64 --grad-acc 21844 --pp 2 --pp-schedule interleaved --vpp 2 --recompute full",
+                                "run --dry-run --seq 64 --grad-acc 4096 --recompute full"}) {
         const auto ok = run_preflight(ok_plan);
         EXPECT_EQ(ok.exit_code, 0) << ok_plan << ": " << ok.err;
     }

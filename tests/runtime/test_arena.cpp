@@ -138,6 +138,7 @@ public:
         live_.erase(reinterpret_cast<std::uintptr_t>(p));
         arena_.release(p);
     }
+    void pass_over(std::int64_t n) override { arena_.pass_over(n); }
     const char* name() const override { return "overlap check"; }
     int overlaps = 0;
     std::vector<std::vector<void*>> step_addresses;
@@ -204,6 +205,18 @@ std::vector<Case> cases() {
     fp32_grads.dp = 2;
     fp32_grads.zero = ZeroStage::zero_optimizer_states;
     c.push_back({"gpt2", fp32_grads, 0});
+    // Pipelines whose steady state repeats: 1F1B, and interleaved (whose two copies the greedy
+    // placement, left to itself, never placed alike: plan_arena ties them).
+    Plan long_pp = plan_of(256, 1, 24, Recompute::selective);
+    long_pp.pp = 2;
+    c.push_back({"gpt2", long_pp, 0});
+    c.push_back({"gpt2", long_pp, 1});
+    Plan long_vpp = plan_of(256, 1, 192, Recompute::none);  // 192 x 6 layers: past kMaxLayerStepsWrittenOut
+    long_vpp.pp = 2;
+    long_vpp.vpp = 3;
+    long_vpp.pp_schedule = PpSchedule::interleaved;
+    c.push_back({"gpt2", long_vpp, 0});
+    c.push_back({"gpt2", long_vpp, 1});
     return c;
 }
 
@@ -214,30 +227,51 @@ TEST(ArenaPlan, RealProgramsReplayWithoutOverlapAtTheLivePeak) {
         const Program prog = build_program(m, resolve_defaults(k.plan, m), k.rank, true);
         const ArenaPlan plan = plan_arena(prog);
         // A long accumulation is planned with its repeated block (Program::repeat) written out
-        // twice, the later runs taking the second copy's slots: the two copies got the same
-        // offsets on these programs.
+        // twice at the same offsets, the later runs taking the second copy's slots.
         EXPECT_EQ(plan.extended_micro_batches, std::max<std::int64_t>(prog.repeat.times - 2, 0));
-        if (k.plan.pp == 1 && k.plan.grad_acc >= 6) EXPECT_GT(prog.repeat.times, 1);
+        if (k.plan.grad_acc >= (k.plan.pp == 1 ? 6 : 24)) EXPECT_GT(prog.repeat.times, 1);
         const DryRunResult dry = dry_run(prog, 1, false);
         // Each slot is its buffer rounded up to 256 bytes, so the bound sits at or just above
-        // the tracked peak; the arena reaches it on these programs.
+        // the tracked peak; the arena reaches it on these programs but an interleaved stage's.
         EXPECT_GE(plan.live_peak_bytes, dry.peak_bytes);
         EXPECT_LT(plan.live_peak_bytes, dry.peak_bytes + 256 * plan.allocations);
-        EXPECT_EQ(plan.arena_bytes, plan.live_peak_bytes);
-        EXPECT_EQ(plan.fragmentation(), 0.0);
+        if (k.plan.pp_schedule == PpSchedule::interleaved && prog.repeat.times > 2) {
+            // Its two copies tied to the same offsets cost an interleaved stage a little (1F1B
+            // and no-pipeline blocks reach the live peak).
+            EXPECT_LT(plan.fragmentation(), 0.01) << plan.arena_bytes << " for " << plan.live_peak_bytes;
+            std::printf("interleaved stage %ld, %ld runs of its steady state: arena %.3f %% over the live peak\n",
+                        static_cast<long>(k.rank), static_cast<long>(prog.repeat.times), 100 * plan.fragmentation());
+        } else {
+            EXPECT_EQ(plan.arena_bytes, plan.live_peak_bytes);
+            EXPECT_EQ(plan.fragmentation(), 0.0);
+        }
 
         // Addresses only: the base is never dereferenced.
         ArenaBackend arena(plan, reinterpret_cast<void*>(std::uintptr_t{1} << 40), plan.arena_bytes);
         OverlapCheck check(arena);
         TrackingAllocator alloc(check);
         BufferTable table;
+        // Step 1 as a device run walks it, every run of the repeated block; step 2 as a dry run
+        // does, passing over the runs between its second and last (the arena skips their slots).
+        struct Nothing final : OpRunner {
+            void run(const Op&, const BufferTable&) override {}
+        } every_run;
         walk(prog, prog.setup, alloc, table, nullptr, "set-up");
-        walk(prog, prog.step, alloc, table, nullptr, "step", 1);
+        walk(prog, prog.step, alloc, table, &every_run, "step", 1);
         walk(prog, prog.step, alloc, table, nullptr, "step", 2);
         walk(prog, prog.teardown, alloc, table, nullptr, "teardown");
         EXPECT_EQ(check.overlaps, 0);
         ASSERT_EQ(check.step_addresses.size(), 2u);
-        EXPECT_EQ(check.step_addresses[0], check.step_addresses[1]);
+        const std::vector<void*>& all = check.step_addresses[0];
+        std::vector<void*> walked = all;  // step 1's addresses less the runs a dry walk passes over
+        if (prog.repeat.times > 3) {
+            std::ptrdiff_t before = 0, per = 0;  // allocations before the repeated block, and in one run of it
+            for (std::size_t i = 0; i < prog.repeat.end; ++i)
+                (i < prog.repeat.begin ? before : per) += static_cast<std::ptrdiff_t>(prog.step[i].alloc.size());
+            const std::ptrdiff_t from = before + 2 * per;  // the third run's first
+            walked.erase(walked.begin() + from, walked.begin() + from + per * (prog.repeat.times - 3));
+        }
+        EXPECT_EQ(walked, check.step_addresses[1]);
         EXPECT_EQ(alloc.peak_bytes(), dry.peak_bytes);
         EXPECT_EQ(arena.high_water_bytes(), plan.arena_bytes);
         EXPECT_EQ(alloc.live_allocations(), 0);

@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <map>
+#include <tuple>
 
 #include "catalog_fixture.hpp"
 #include "dry_run_compare.hpp"
@@ -196,6 +197,67 @@ TEST(InterleavedSchedule, EveryStagesSendsMeetTheirReceivesWithoutDeadlock) {
     EXPECT_EQ(play({{send_to_1, recv_from_1}, {recv_from_0, send_to_0}}), "");
 }
 
+// ---- a long step: its steady state repeated ----------------------------------------------------
+
+// Each exchange's sends and receives as (send, activation, micro-batch, chunk), over the step as it runs.
+std::map<std::tuple<bool, bool, std::int64_t, std::int64_t>, int> carried(const Program& P) {
+    std::map<std::tuple<bool, bool, std::int64_t, std::int64_t>, int> n;
+    for (const Op& op : step_as_run(P))
+        for (const Carried& c : op.carries) ++n[{c.send, c.forward, c.micro_batch, c.chunk}];
+    return n;
+}
+
+// From about 16 pp micro-batches on, a stage's steady state repeats (Program::repeat: the slots of
+// its chunk micro-batches cycle every k micro-batches, k a multiple of pp), so the step's ops stop
+// growing with --grad-acc. As it runs, the step is still the planner's order, every stage's sends
+// meet their receives, each chunk micro-batch's activation and gradient are sent and received
+// once, and a later run of the block names its own micro-batches (what walk() reports).
+TEST(InterleavedSchedule, ALongStepRepeatsItsSteadyStateInThePlannersOrder) {
+    const ModelConfig m = test::llama_model(64, 24, 4, 2, 96, 1000, 256);
+    int stages = 0;
+    for (auto [pp, vpp] : {std::pair{2, 2}, std::pair{2, 3}, std::pair{3, 2}, std::pair{2, 6}, std::pair{4, 3}, std::pair{3, 4}}) {
+        std::vector<std::size_t> ops_at_32;
+        for (std::int64_t per_stage : {32, 64}) {
+            const Plan p = interleaved(pp, vpp, per_stage * pp);
+            const std::int64_t mbs = p.grad_acc;
+            EXPECT_EQ(play_plan(m, p), "") << to_flags(p);
+            for (std::int64_t s = 0; s < pp; ++s) {
+                const Program P = build_program(m, p, s);
+                const Program::Repeat& r = P.repeat;
+                ASSERT_GT(r.times, 1) << to_flags(p) << " stage " << s;
+                if (per_stage == 32) ops_at_32.push_back(P.step.size());
+                else EXPECT_EQ(P.step.size(), ops_at_32[static_cast<std::size_t>(s)]) << to_flags(p) << " stage " << s;
+                std::string want;
+                for (const PipelinePass& ps : pipeline_stage_order(p, s))
+                    want += (ps.forward ? "F" : "B") + std::to_string(ps.micro_batch) + "c" + std::to_string(ps.chunk) + " ";
+                EXPECT_EQ(passes_of(P), want) << to_flags(p) << " stage " << s;
+                // Sent: every forward's activation but the model's last chunk's, every backward's
+                // gradient but the model's first chunk's; received: the inputs of the others.
+                const auto n = carried(P);
+                const std::int64_t first = s == 0 ? 1 : 0, last = s == pp - 1 ? 1 : 0;
+                std::map<std::pair<bool, bool>, std::int64_t> kinds;
+                for (const auto& [key, count] : n) {
+                    EXPECT_EQ(count, 1) << to_flags(p) << " stage " << s;
+                    ++kinds[{std::get<0>(key), std::get<1>(key)}];
+                }
+                EXPECT_EQ((kinds[{true, true}]), mbs * (vpp - last));
+                EXPECT_EQ((kinds[{true, false}]), mbs * (vpp - first));
+                EXPECT_EQ((kinds[{false, true}]), mbs * (vpp - first));
+                EXPECT_EQ((kinds[{false, false}]), mbs * (vpp - last));
+                const std::vector<Op> as_run = step_as_run(P);
+                const std::size_t block = r.end - r.begin;
+                for (std::int64_t run : {std::int64_t{1}, r.times - 1})
+                    for (std::size_t i = r.begin; i < r.end; ++i)
+                        ASSERT_EQ(describe(P, P.step[i], run * r.stride),
+                                  describe(P, as_run[i + static_cast<std::size_t>(run) * block]))
+                            << to_flags(p) << " stage " << s;
+                ++stages;
+            }
+        }
+    }
+    EXPECT_EQ(stages, 2 * (2 + 2 + 3 + 2 + 4 + 3));
+}
+
 // ---- memory ---------------------------------------------------------------------------------
 
 TEST(InterleavedDryRun, EveryStageEqualsThePlannerToTheByte) {
@@ -283,6 +345,28 @@ TEST(InterleavedDryRun, TwicePpMicroBatchesHoldTheSamePeakAsMore) {
         }
 }
 
+// At 32 pp micro-batches every stage repeats its steady state; its dry run still equals the
+// planner's preflight-runtime prediction to the byte.
+TEST(InterleavedDryRun, ARepeatedSteadyStateEqualsThePlannerToTheByte) {
+    int ranks = 0;
+    const std::tuple<const char*, int, int> shapes[] = {{"gpt2", 2, 3}, {"gpt2", 4, 3}, {"llama-3.2-1b", 2, 4}, {"llama-3.2-1b", 4, 2}};
+    for (const auto& [name, pp, vpp] : shapes)
+        for (Recompute rc : all_recomputes())
+            for (auto [dp, zero] : {std::pair{1, 0}, std::pair{2, 1}, std::pair{2, 3}}) {
+                Plan p = interleaved(pp, vpp, 32 * pp, dp, zero);
+                p.recompute = rc;
+                for (std::int64_t s = 0; s < pp; ++s) {
+                    const std::int64_t rank = s * dp;
+                    EXPECT_GT(build_program(test::catalog_model(name), p, rank).repeat.times, 1) << name << " " << to_flags(p);
+                    const test_support::Compared c = test_support::compare_with_planner(test::catalog_model(name), p, rank);
+                    EXPECT_EQ(c.dry, c.planned) << name << " " << to_flags(p) << " stage " << s << ": " << c.where;
+                    EXPECT_EQ(c.dry_phase, c.planned_phase) << name << " " << to_flags(p) << " stage " << s;
+                    ++ranks;
+                }
+            }
+    EXPECT_EQ(ranks, (2 + 4 + 2 + 4) * 3 * 3);
+}
+
 // User audit, 2026-11-29: the arena of Llama-3-70B's interleaved stage 0 (dp 64, tp 4, pp 2, 2
 // chunks, 16 micro-batches, ZeRO-2) was planned 14.7 % over its live peak, 81.4 GiB on an 80 GB
 // H100 for tensors of 71.0 GiB: greedy by size put equal sizes longer-lived first, which the
@@ -346,6 +430,15 @@ std::pair<double, double> worst_against_one_gpu(const ModelConfig& m, const Plan
     return {w.loss, w.param};
 }
 
+// The same, within 1e-9, keeping the worst loss and parameter differences.
+void expect_matches_one_gpu(const ModelConfig& m, const Plan& p, double& worst_loss, double& worst_param) {
+    const auto [loss, param] = worst_against_one_gpu(m, p);
+    EXPECT_LE(loss, 1e-9) << m.name << " " << to_flags(p);
+    EXPECT_LE(param, 1e-9) << m.name << " " << to_flags(p);
+    worst_loss = std::max(worst_loss, loss);
+    worst_param = std::max(worst_param, param);
+}
+
 TEST(InterleavedParity, MatchesOneGpuAloneAndWithDataAndTensorParallelism) {
     int cases = 0;
     double worst_loss = 0, worst_param = 0;
@@ -358,17 +451,32 @@ TEST(InterleavedParity, MatchesOneGpuAloneAndWithDataAndTensorParallelism) {
                     p.tp = tp;
                     p.sp = tp > 1;
                     p.precision = pr;
-                    const auto [loss, param] = worst_against_one_gpu(m, p);
-                    EXPECT_LE(loss, 1e-9) << m.name << " " << to_flags(p);
-                    EXPECT_LE(param, 1e-9) << m.name << " " << to_flags(p);
-                    worst_loss = std::max(worst_loss, loss);
-                    worst_param = std::max(worst_param, param);
+                    expect_matches_one_gpu(m, p, worst_loss, worst_param);
                     ++cases;
                 }
     std::printf("interleaved pp 2 / 4 x vpp 2 / 4, alone and dp 2 x tp 2, vs one GPU, 3 steps, %d cases: worst loss "
                 "%.2e, worst parameter %.2e\n",
                 cases, worst_loss, worst_param);
     EXPECT_EQ(cases, 2 * 2 * 3 * 2);
+}
+
+// A repeated steady state (32 and 64 micro-batches: each stage's block runs 5 times) against one
+// GPU, alone and beside dp 2 under ZeRO-2: each run computes on its own micro-batches' tokens.
+TEST(InterleavedParity, ARepeatedSteadyStateMatchesOneGpu) {
+    int cases = 0;
+    double worst_loss = 0, worst_param = 0;
+    for (const ModelConfig& m : {micro_llama(), micro_gpt()})
+        for (auto [pp, vpp, dp, zero] : {std::tuple{2, 2, 1, 0}, std::tuple{2, 4, 2, 2}, std::tuple{4, 2, 1, 0}}) {
+            Plan p = interleaved(pp, vpp, 16 * pp, dp, zero);
+            p.seq = 6;
+            for (std::int64_t r = 0; r < p.gpus(); ++r) EXPECT_GT(build_program(m, p, r).repeat.times, 1) << to_flags(p) << " rank " << r;
+            expect_matches_one_gpu(m, p, worst_loss, worst_param);
+            ++cases;
+        }
+    std::printf("interleaved with a repeated steady state (pp 2 / 4 x vpp 2 / 4, 32 / 64 micro-batches) vs one GPU, 3 "
+                "steps, %d cases: worst loss %.2e, worst parameter %.2e\n",
+                cases, worst_loss, worst_param);
+    EXPECT_EQ(cases, 2 * 3);
 }
 
 TEST(InterleavedParity, ZeroTwoAndThreeMatchOneGpu) {

@@ -66,11 +66,6 @@ inline constexpr std::int64_t kMaxTopK = 100;
 // A data set's cross-validation folds ("targets": {"folds": k}): each fold is one fit over the
 // data set (seconds on the nanotron sweep), so k stays in [2, 100].
 inline constexpr std::int64_t kMaxFolds = 100;
-// The dry run and the runtime walk one step op by op. Under the interleaved schedule every pass's
-// ops are written out: at most this many micro-batches (--grad-acc) and kMaxRuntimeLayerSteps
-// layer-steps (layers of a stage x grad_acc) per step: Llama-3.2-1B up to --grad-acc 256, GPT-2 up
-// to 341. A layer-step is ~30 ops (full recompute, eager attention).
-inline constexpr std::int64_t kMaxRuntimeGradAcc = 1024;
 // The arena is planned over the allocations alive together, which grow with the layers whose
 // activations a micro-batch keeps: the placement's cost rises about as the cube of the model's
 // layers (release dry run of one micro-batch, a 64-wide GPT-2 shape, no recompute: 256 layers
@@ -82,24 +77,22 @@ inline constexpr std::int64_t kMaxRuntimeLayers = 256;
 // shared memory holds 136 B per expert (runtime/kernels/moe.cu): at most 256 experts a layer
 // (Mixtral has 8; DeepSeek-V3, among the widest public configs, 256).
 inline constexpr std::int64_t kMaxRuntimeExperts = 256;
-inline constexpr std::int64_t kMaxRuntimeLayerSteps = 4096;
-// Without a pipeline the step holds four micro-batches' ops and runs the fourth again for the
-// later ones, and under 1F1B it holds two periods of the steady state and runs the second again
-// (runtime Program::repeat, since 2026-11-30), and the arena places the block twice, so memory no
-// longer grows with the micro-batches (nor does --grad-acc meet kMaxRuntimeGradAcc) and
-// the walk's time grows linearly with the layer-steps it visits (release build, `run --dry-run`,
-// 2026-11-30: GPT-2 large at 2,048 micro-batches 0.18 s and at 8,192 0.53 s, 12 MB either;
-// Llama-3-8B selective with tp 2 --sp, ZeRO-3 and fp8 at 4,096 micro-batches, 131,072
-// layer-steps: 0.79 s, 21 MB; its first stage at pp 4 under ZeRO-1, 32,768 layer-steps: 0.40 s,
-// 19 MB). Until then every micro-batch's ops were written out and the bound
-// was 16,384 (that Llama-3-8B plan at 512 micro-batches: 0.82 s and 485 MB; 7.8 s under ASan in
-// libFuzzer's single-input run, which executes it twice, inside the fuzzer's 10 s an execution;
-// 4,096 with a pipeline): four times that keeps the heaviest plan's walk near 0.4 s in release.
-// Since a dry walk passes over the runs between a repeated block's second and last (walker.cpp),
-// a dry run barely grows with them (that Llama-3-8B plan at 2,048 micro-batches under ZeRO-3:
-// 0.20 s; its pp 4 first stage at 8,192: 0.15 s; walking every run, both took 16-17 s under ASan
-// in libFuzzer's single-input run, over the fuzzer's 10 s).
-inline constexpr std::int64_t kMaxRuntimeRepeatedLayerSteps = 65536;
+// The dry run and the runtime walk one step op by op. Without a pipeline the step holds four
+// micro-batches' ops and runs the fourth again for the later ones, and a pipeline stage (1F1B
+// since 2026-11-30, interleaved since 2026-12-01) holds two periods of its steady state and runs
+// the second again (runtime Program::repeat); the arena places the block twice at the same
+// offsets. So memory does not grow with the micro-batches, and a dry walk passes over the runs
+// between the block's second and last (walker.cpp): release dry runs, 2026-12-01, at 131,072
+// layer-steps (micro-batches x layers of a stage): Llama-3-8B selective with tp 2 --sp, ZeRO-3
+// and fp8 at 4,096 micro-batches 0.07 s and 22 MB; its first stage at pp 4 under ZeRO-1, 16,384
+// micro-batches, 0.10 s, interleaved (vpp 2) 0.65 s and 48 MB. Until 2026-11-30 every
+// micro-batch's ops were written out, and the bounds were 16,384 layer-steps without a pipeline
+// and 4,096 with one (that Llama-3-8B plan at 512 micro-batches: 0.82 s and 485 MB); until
+// 2026-12-01 65,536 here, and the interleaved schedule's 1,024 micro-batches and 4,096
+// layer-steps (its 512 micro-batches of that stage: 8.4 s). What still grows with the layer-steps
+// is a device run's work, one step of which this bounds (the catalog's recommendations reach
+// 81,920: MPT-70B's 1,024 micro-batches x 80 layers on 8 H200s without a pipeline).
+inline constexpr std::int64_t kMaxRuntimeRepeatedLayerSteps = 131072;
 
 // Model fields against the bounds above (InputError names the config.json field).
 void check_model(const ModelConfig& model);

@@ -93,9 +93,8 @@ void check_runtime_pipeline(const ModelConfig& model, const Plan& plan);
 void check_runtime_model(const ModelConfig& model);
 // The plans the runtime executes: its pipeline and fp8 rules above, no fp16-mixed, no dropout,
 // full pre-training only (no LoRA/QLoRA, offload; ep for mixtures of experts; cp for RoPE models), and its
-// bounds on one step's work (under the interleaved schedule limits::kMaxRuntimeGradAcc micro-batches and
-// kMaxRuntimeLayerSteps micro-batches x layers of a stage; otherwise, where the step repeats a block
-// of ops, kMaxRuntimeRepeatedLayerSteps). The runtime's check_supported
+// bound on one step's work (limits::kMaxRuntimeRepeatedLayerSteps micro-batches x layers of a stage).
+// The runtime's check_supported
 // and the preflight-runtime profile's check_plan.
 void check_runtime_plan(const ModelConfig& model, const Plan& plan);
 

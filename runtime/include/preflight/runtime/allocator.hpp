@@ -36,6 +36,8 @@ public:
     virtual std::int64_t reserved_bytes() { return -1; }
     // A walk over section `s` starts (a step starts over at its first allocation).
     virtual void begin_section(Section /*s*/) {}
+    // A dry walk passes over n allocations (repeated runs it does not walk: walk()).
+    virtual void pass_over(std::int64_t /*n*/) {}
     virtual const char* name() const = 0;
 };
 
@@ -112,8 +114,11 @@ public:
     const std::vector<TimelineSample>& timeline() const { return timeline_; }
     std::int64_t allocations() const { return allocations_; }
     // Counts allocations a dry walk passed over (walk(): runs of a repeated block that repeat one
-    // it walked, from the same buffers alive).
-    void count_allocations(std::int64_t n) { allocations_ += n; }
+    // it walked, from the same buffers alive), and tells the backend (an arena's plan counts them).
+    void pass_over_allocations(std::int64_t n) {
+        allocations_ += n;
+        backend_.pass_over(n);
+    }
     std::int64_t live_allocations() const { return static_cast<std::int64_t>(live_.size()); }
     AllocBackend& backend() { return backend_; }
     void set_phase(PhaseKind k) { phase_ = k; }

@@ -38,9 +38,8 @@ struct ArenaPlan {
     std::int64_t arena_bytes = 0;      // end of the highest slot
     std::int64_t live_peak_bytes = 0;  // most rounded bytes alive at once: no arena can be smaller
     std::int64_t allocations = 0;
-    // Runs of the step's repeated block (Program::repeat) that take the slots of its last copy
-    // planned (plan_arena writes it out twice, or more until two copies agree); 0 when every
-    // allocation was placed.
+    // Runs of the step's repeated block (Program::repeat) past the two copies plan_arena writes
+    // out (at the same offsets), which take the second's slots; 0 when every allocation was placed.
     std::int64_t extended_micro_batches = 0;
     // The step's slots [first, first + per) serve each of the repeated block's last `times` runs;
     // the step's later allocations take the slots after them.
@@ -78,8 +77,12 @@ struct Lifetime {
 // schedule's chunk micro-batches, whose lifetimes overlap in a staircase: longer-lived first left
 // Llama-3-70B's interleaved stage 14.7 % over its live peak, earlier first 0.2 %).
 enum class EqualSizes { longer_lived_first, earlier_first };
+// `follows` (empty, or one per lifetime): follows[i] = j != i places allocation i at j's offset
+// (one follower an allocation, of its size, alive apart from it); j is placed where neither
+// overlaps a placed allocation alive beside it. plan_arena ties a repeated block's two copies so.
 std::vector<std::int64_t> place_greedy_by_size(const std::vector<Lifetime>& lifetimes, std::int64_t* arena_bytes,
-                                               EqualSizes ties = EqualSizes::longer_lived_first);
+                                               EqualSizes ties = EqualSizes::longer_lived_first,
+                                               const std::vector<std::size_t>& follows = {});
 
 // Hands out the planned offsets inside [base, base + capacity_bytes), replaying the plan
 // section by section (walk() says which section starts). An allocation whose slot ends past the
@@ -92,6 +95,7 @@ public:
     void begin_section(Section s) override;
     void* allocate(std::int64_t bytes) override;
     void release(void* ptr) override;
+    void pass_over(std::int64_t n) override { next_ += static_cast<std::size_t>(n); }
     std::int64_t free_device_bytes() override { return capacity_ - high_; }
     std::int64_t reserved_bytes() override { return capacity_; }
     const char* name() const override { return "arena"; }

@@ -166,6 +166,18 @@ inline constexpr int kCommGroups = 7;
 enum class ReduceOp : std::uint8_t { mean, sum, max };
 std::string_view to_string(OpKind k);
 
+// What a grouped exchange of the interleaved schedule carries: a send of a pass's output (a
+// forward's activation) or input gradient (a backward's), or a receive of a later pass's input.
+struct Carried {
+    std::int64_t micro_batch = 0;
+    std::int64_t chunk = 0;
+    bool forward = true;  // an activation (else a gradient)
+    bool send = true;     // sent (else received)
+};
+// "exchange: send activation of micro-batch 3, chunk 1; receive gradient of micro-batch 2, chunk 0",
+// each micro-batch `micro_batch_offset` on.
+std::string exchange_name(const std::vector<Carried>& carries, std::int64_t micro_batch_offset);
+
 struct Op {
     OpKind kind = OpKind::init_params;
     std::string name;  // e.g. "L3 qkv"
@@ -192,6 +204,9 @@ struct Op {
     ReduceOp reduce = ReduceOp::mean;  // all_reduce / reduce_scatter: how
     std::vector<BufferId> alloc;  // allocated before the op runs
     std::vector<BufferId> free;   // freed after it ran
+    // p2p under the interleaved schedule: what the exchange carries; its name is exchange_name's,
+    // so that a later run of the step's repeated block (Program::repeat) names its own micro-batches.
+    std::vector<Carried> carries;
 };
 bool is_collective(OpKind k);
 
