@@ -213,12 +213,6 @@ ArenaPlan plan_walk(const Program& program, const std::vector<Op>& step, SameOff
     return plan;
 }
 
-std::size_t allocations_in(const std::vector<Op>& ops, std::size_t begin, std::size_t end) {
-    std::size_t n = 0;
-    for (std::size_t k = begin; k < end; ++k) n += ops[k].alloc.size();
-    return n;
-}
-
 }  // namespace
 
 // A long gradient accumulation repeats a block of ops on the same buffers (Program::repeat: without

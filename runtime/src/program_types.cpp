@@ -227,6 +227,12 @@ std::vector<Op> step_as_run(const Program& p, std::int64_t runs) {
 
 std::vector<Op> step_as_run(const Program& p) { return step_as_run(p, p.repeat.times); }
 
+std::size_t allocations_in(const std::vector<Op>& ops, std::size_t begin, std::size_t end) {
+    std::size_t n = 0;
+    for (std::size_t k = begin; k < end; ++k) n += ops[k].alloc.size();
+    return n;
+}
+
 BufferId Program::optimizer_grads() const {
     return grad_shard != kNoBuffer ? grad_shard : grads_fp32 != kNoBuffer ? grads_fp32 : grads;
 }

@@ -76,8 +76,7 @@ void walk(const Program& program, const std::vector<Op>& ops, TrackingAllocator&
         }
         if (repeats && i + 1 == rep.end) {
             if (++iteration == 2 && skips) {
-                std::int64_t per_run = 0;
-                for (std::size_t k = rep.begin; k < rep.end; ++k) per_run += static_cast<std::int64_t>(ops[k].alloc.size());
+                const auto per_run = static_cast<std::int64_t>(allocations_in(ops, rep.begin, rep.end));
                 allocator.pass_over_allocations(per_run * (rep.times - 3));
                 iteration = rep.times - 1;
             }

@@ -46,6 +46,27 @@ TEST(ArenaPlacement, EqualSizesEarlierFirstByHand) {
     EXPECT_EQ(top, 512);
 }
 
+// Tied offsets (a repeated block's two copies, plan_arena): A' follows A, so both go where neither
+// meets a placed allocation. Q (512) first at 0; P, the longer-lived 256, beside Q at 512; A alone
+// would take 0 (Q is not alive yet), but A' lives beside Q and P, so both take 768. Untied, A takes
+// 0 and A' 768. A follower alive beside its leader, or of another size, is refused.
+TEST(ArenaPlacement, AFollowerTakesItsLeadersOffsetByHand) {
+    const std::vector<Lifetime> v = {
+        {256, 0, 10},  // P
+        {256, 0, 2},   // A
+        {512, 4, 6},   // Q
+        {256, 4, 6},   // A'
+    };
+    std::int64_t top = 0;
+    EXPECT_EQ(place_greedy_by_size(v, &top), (std::vector<std::int64_t>{512, 0, 0, 768}));
+    EXPECT_EQ(place_greedy_by_size(v, &top, EqualSizes::longer_lived_first, {0, 1, 2, 1}),
+              (std::vector<std::int64_t>{512, 768, 0, 768}));
+    EXPECT_EQ(top, 1024);
+    EXPECT_THROW(place_greedy_by_size(v, &top, EqualSizes::longer_lived_first, {0, 0, 2, 3}), std::logic_error);  // alive together
+    EXPECT_THROW(place_greedy_by_size(v, &top, EqualSizes::longer_lived_first, {0, 1, 1, 3}), std::logic_error);  // 512 after 256
+    EXPECT_THROW(place_greedy_by_size(v, &top, EqualSizes::longer_lived_first, {0, 1}), std::logic_error);        // not one each
+}
+
 // Equal sizes: the longer-lived goes first and lower. A stack of 3 nested lifetimes packs into
 // 3 x 256 bytes; two that never meet share one slot.
 TEST(ArenaPlacement, EqualSizesLongerLivedFirstAndDisjointOnesShare) {
@@ -265,9 +286,8 @@ TEST(ArenaPlan, RealProgramsReplayWithoutOverlapAtTheLivePeak) {
         const std::vector<void*>& all = check.step_addresses[0];
         std::vector<void*> walked = all;  // step 1's addresses less the runs a dry walk passes over
         if (prog.repeat.times > 3) {
-            std::ptrdiff_t before = 0, per = 0;  // allocations before the repeated block, and in one run of it
-            for (std::size_t i = 0; i < prog.repeat.end; ++i)
-                (i < prog.repeat.begin ? before : per) += static_cast<std::ptrdiff_t>(prog.step[i].alloc.size());
+            const auto before = static_cast<std::ptrdiff_t>(allocations_in(prog.step, 0, prog.repeat.begin));
+            const auto per = static_cast<std::ptrdiff_t>(allocations_in(prog.step, prog.repeat.begin, prog.repeat.end));
             const std::ptrdiff_t from = before + 2 * per;  // the third run's first
             walked.erase(walked.begin() + from, walked.begin() + from + per * (prog.repeat.times - 3));
         }

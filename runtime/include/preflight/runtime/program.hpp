@@ -224,6 +224,8 @@ CollectiveVolume step_collectives(const Program& p);
 // out `runs` times, run r's micro-batches r x stride on (runs = repeat.times: the whole step).
 std::vector<Op> step_as_run(const Program& p, std::int64_t runs);
 std::vector<Op> step_as_run(const Program& p);
+// Allocations ops [begin, end) make (their alloc lists).
+std::size_t allocations_in(const std::vector<Op>& ops, std::size_t begin, std::size_t end);
 
 // Dimensions of the program (one micro-batch).
 struct Dims {
