@@ -283,8 +283,7 @@ TEST(ArenaPlan, RealProgramsReplayWithoutOverlapAtTheLivePeak) {
         walk(prog, prog.teardown, alloc, table, nullptr, "teardown");
         EXPECT_EQ(check.overlaps, 0);
         ASSERT_EQ(check.step_addresses.size(), 2u);
-        const std::vector<void*>& all = check.step_addresses[0];
-        std::vector<void*> walked = all;  // step 1's addresses less the runs a dry walk passes over
+        std::vector<void*> walked = check.step_addresses[0];  // less the runs a dry walk passes over
         if (prog.repeat.times > 3) {
             const auto before = static_cast<std::ptrdiff_t>(allocations_in(prog.step, 0, prog.repeat.begin));
             const auto per = static_cast<std::ptrdiff_t>(allocations_in(prog.step, prog.repeat.begin, prog.repeat.end));
