@@ -299,6 +299,10 @@ std::int64_t Dims::model_layer(std::int64_t l) const {
     return c.first_model + l - c.first;
 }
 
+namespace {
+
+// "exchange: send activation of micro-batch 3, chunk 1; receive gradient of micro-batch 2, chunk 0",
+// each micro-batch `micro_batch_offset` on.
 std::string exchange_name(const std::vector<Carried>& carries, std::int64_t micro_batch_offset) {
     std::string s = "exchange:";
     for (const Carried& c : carries) {
@@ -312,6 +316,8 @@ std::string exchange_name(const std::vector<Carried>& carries, std::int64_t micr
     if (!carries.empty()) s.pop_back();  // the last ';'
     return s;
 }
+
+}  // namespace
 
 std::string describe(const Program&, const Op& op, std::int64_t micro_batch_offset) {
     Phase phase = op.phase;

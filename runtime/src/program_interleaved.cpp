@@ -159,7 +159,7 @@ using ExchangeShape = std::vector<std::tuple<const PassTemplate*, std::size_t, s
 void emit_exchange(Program& P, Builder& B, const Templates& templates, const Exchange& x) {
     // p2p: v0 a forward's output to the next stage, v2 a backward's input gradient to the
     // previous one; v1 an activation from the previous stage, v3 a gradient from the next.
-    Op& o = B.emit(P.step, OpKind::p2p, "", x.phase);
+    Op& o = B.emit(P.step, OpKind::p2p, "exchange", x.phase);  // describe() names what it carries
     for (const PipelinePass& ps : x.sends) {
         if (!templates.of(ps).has_send) throw std::logic_error("interleaved schedule: a send from a pass that has none");
         const Op& send = templates.of(ps).send;
@@ -176,7 +176,6 @@ void emit_exchange(Program& P, Builder& B, const Templates& templates, const Exc
         (v == 1 ? o.recv_peer : o.recv2_peer) = recv.recv_peer;
         o.alloc.insert(o.alloc.end(), recv.alloc.begin(), recv.alloc.end());
     }
-    o.name = exchange_name(o.carries, 0);
 }
 
 }  // namespace

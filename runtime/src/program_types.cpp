@@ -217,9 +217,7 @@ std::vector<Op> step_as_run(const Program& p, std::int64_t runs) {
         for (std::size_t i = r.begin; i < r.end; ++i) {
             Op& o = ops.emplace_back(p.step[i]);
             o.phase.micro_batch += run * r.stride;
-            if (o.carries.empty()) continue;
             for (Carried& c : o.carries) c.micro_batch += run * r.stride;
-            o.name = exchange_name(o.carries, 0);
         }
     ops.insert(ops.end(), at(r.end), p.step.end());
     return ops;

@@ -174,9 +174,6 @@ struct Carried {
     bool forward = true;  // an activation (else a gradient)
     bool send = true;     // sent (else received)
 };
-// "exchange: send activation of micro-batch 3, chunk 1; receive gradient of micro-batch 2, chunk 0",
-// each micro-batch `micro_batch_offset` on.
-std::string exchange_name(const std::vector<Carried>& carries, std::int64_t micro_batch_offset);
 
 struct Op {
     OpKind kind = OpKind::init_params;
@@ -204,8 +201,9 @@ struct Op {
     ReduceOp reduce = ReduceOp::mean;  // all_reduce / reduce_scatter: how
     std::vector<BufferId> alloc;  // allocated before the op runs
     std::vector<BufferId> free;   // freed after it ran
-    // p2p under the interleaved schedule: what the exchange carries; its name is exchange_name's,
-    // so that a later run of the step's repeated block (Program::repeat) names its own micro-batches.
+    // p2p under the interleaved schedule: what the exchange carries. describe() names it from these
+    // (its `name` is "exchange"), so a later run of the step's repeated block (Program::repeat)
+    // names its own micro-batches.
     std::vector<Carried> carries;
 };
 bool is_collective(OpKind k);
