@@ -44,7 +44,31 @@ void BM_ArenaLlama3_70B_tp8_z3_ga51(benchmark::State& s) {
     plan(s, "llama-3-70b", p, 3);
 }
 
+// An interleaved stage, the heaviest arena plans a dry run makes (README, fuzzing): Llama-3-8B's
+// first stage at dp 2 x tp 2 --sp x pp 4 x vpp 2, ZeRO-3, fp8-mixed, selective recompute. At
+// 128 micro-batches (1,024 layer-steps) the step is also planned with every run written out; at
+// 256 only its repeated steady state's two tied copies are.
+void interleaved(benchmark::State& s, std::int64_t micro_batches) {
+    preflight::Plan p;
+    p.seq = 4096;
+    p.grad_acc = micro_batches;
+    p.dp = 2;
+    p.tp = 2;
+    p.sp = true;
+    p.pp = 4;
+    p.vpp = 2;
+    p.pp_schedule = preflight::PpSchedule::interleaved;
+    p.zero = preflight::zero_weights;
+    p.precision = preflight::Precision::fp8_mixed;
+    p.recompute = preflight::Recompute::selective;
+    plan(s, "llama-3-8b", p, 0);
+}
+void BM_ArenaLlama3_8B_interleaved_ga128(benchmark::State& s) { interleaved(s, 128); }
+void BM_ArenaLlama3_8B_interleaved_ga256(benchmark::State& s) { interleaved(s, 256); }
+
 }  // namespace
 
+BENCHMARK(BM_ArenaLlama3_8B_interleaved_ga128)->Unit(benchmark::kSecond)->Iterations(1);
+BENCHMARK(BM_ArenaLlama3_8B_interleaved_ga256)->Unit(benchmark::kSecond)->Iterations(1);
 BENCHMARK(BM_ArenaLlama3_8B_ga8)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ArenaLlama3_70B_tp8_z3_ga51)->Unit(benchmark::kSecond)->Iterations(1);

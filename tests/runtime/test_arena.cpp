@@ -67,6 +67,59 @@ TEST(ArenaPlacement, AFollowerTakesItsLeadersOffsetByHand) {
     EXPECT_THROW(place_greedy_by_size(v, &top, EqualSizes::longer_lived_first, {0, 1}), std::logic_error);        // not one each
 }
 
+// A ring of three equal buffers a repeated block cycles through, X [0, 3), Y [2, 5), Z [4, 7),
+// then the next run's X' [6, 9), Y' [8, 11), Z' [10, 13) (each run's copy follows its own): two
+// are ever alive together, but tied each keeps one offset and three are needed (Z meets Y, Z'
+// meets X'). In a band of two 256-byte slots the runs alternate: 512 bytes, the live peak. W
+// (512 bytes, [5, 8), not a step allocation) goes beside the band: 1,024 bytes, again the live
+// peak (Z, X' and W at tick 6).
+TEST(ArenaPlacement, ARingOfTiedBuffersTakesABandOfTheSlotsItKeepsAliveByHand) {
+    std::vector<Lifetime> v = {{256, 0, 3}, {256, 2, 5}, {256, 4, 7}, {256, 6, 9}, {256, 8, 11}, {256, 10, 13}};
+    const std::vector<std::size_t> follows = {0, 1, 2, 0, 1, 2};
+    std::int64_t top = 0;
+    EXPECT_EQ(place_greedy_by_size(v, &top, EqualSizes::longer_lived_first, follows),
+              (std::vector<std::int64_t>{0, 256, 512, 0, 256, 512}));
+    EXPECT_EQ(top, 768);
+    BandedPlacement b = place_in_bands(v, follows, std::vector<bool>(6, true));
+    ASSERT_EQ(b.bands.size(), 1u);
+    EXPECT_EQ(b.bands[0].offset_bytes, 0);
+    EXPECT_EQ(b.bands[0].slot_bytes, 256);
+    EXPECT_EQ(b.bands[0].count, 2);
+    EXPECT_EQ(b.band, (std::vector<std::int32_t>(6, 0)));
+    EXPECT_EQ(b.arena_bytes, 512);
+
+    v.push_back({512, 5, 8});  // W
+    b = place_in_bands(v, {0, 1, 2, 0, 1, 2, 6}, {true, true, true, true, true, true, false});
+    ASSERT_EQ(b.bands.size(), 1u);
+    EXPECT_EQ(b.band[6], -1);
+    EXPECT_EQ(b.offset[6], 512);  // equal sizes, the band (0-13) longer-lived: at 0
+    EXPECT_EQ(b.arena_bytes, 1024);
+    // Untied: no band.
+    EXPECT_TRUE(place_in_bands(v, {0, 1, 2, 3, 4, 5, 6}, std::vector<bool>(7, true)).bands.empty());
+    EXPECT_THROW(place_in_bands(v, {0, 1, 2, 0, 1, 2, 6}, std::vector<bool>(6, true)), std::logic_error);
+}
+
+// A band's slots go lowest free first as the run asks: the first two take slots 0 and 1 (offsets
+// 1,024 and 1,280); with slot 0 given back the third takes it again; a fourth beside two alive
+// finds both in use, which the plan said could not happen.
+TEST(ArenaPlan, ABandsSlotsGoLowestFreeFirst) {
+    ArenaPlan plan;
+    plan.bands = {{1024, 256, 2}};
+    plan.slots[1].assign(4, ArenaSlot{1024, 256, 0});
+    plan.arena_bytes = 1536;
+    ArenaBackend arena(plan, reinterpret_cast<void*>(std::uintptr_t{1} << 40), plan.arena_bytes);
+    const auto at = [](void* p) { return static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(p) - (std::uintptr_t{1} << 40)); };
+    arena.begin_section(Section::step);
+    void* a = arena.allocate(256);
+    void* b = arena.allocate(200);  // rounded to the slot's 256
+    EXPECT_EQ(at(a), 1024);
+    EXPECT_EQ(at(b), 1280);
+    arena.release(a);
+    EXPECT_EQ(at(arena.allocate(256)), 1024);
+    EXPECT_THROW(arena.allocate(256), std::logic_error);
+    EXPECT_EQ(arena.high_water_bytes(), 1536);
+}
+
 // Equal sizes: the longer-lived goes first and lower. A stack of 3 nested lifetimes packs into
 // 3 x 256 bytes; two that never meet share one slot.
 TEST(ArenaPlacement, EqualSizesLongerLivedFirstAndDisjointOnesShare) {
@@ -257,9 +310,11 @@ TEST(ArenaPlan, RealProgramsReplayWithoutOverlapAtTheLivePeak) {
         EXPECT_GE(plan.live_peak_bytes, dry.peak_bytes);
         EXPECT_LT(plan.live_peak_bytes, dry.peak_bytes + 256 * plan.allocations);
         if (k.plan.pp_schedule == PpSchedule::interleaved && prog.repeat.times > 2) {
-            // Its two copies tied to the same offsets cost an interleaved stage a little (1F1B
-            // and no-pipeline blocks reach the live peak).
-            EXPECT_LT(plan.fragmentation(), 0.01) << plan.arena_bytes << " for " << plan.live_peak_bytes;
+            // Its stashed activations would cost it slots tied to one offset per buffer (0.79 % and
+            // 0.80 % over the live peak until 2026-12-01); in bands (place_in_bands) they hold no
+            // more than they keep alive. 1F1B and no-pipeline blocks reach the live peak.
+            EXPECT_FALSE(plan.bands.empty());
+            EXPECT_LT(plan.fragmentation(), 0.002) << plan.arena_bytes << " for " << plan.live_peak_bytes;
             std::printf("interleaved stage %ld, %ld runs of its steady state: arena %.3f %% over the live peak\n",
                         static_cast<long>(k.rank), static_cast<long>(prog.repeat.times), 100 * plan.fragmentation());
         } else {
@@ -272,25 +327,33 @@ TEST(ArenaPlan, RealProgramsReplayWithoutOverlapAtTheLivePeak) {
         OverlapCheck check(arena);
         TrackingAllocator alloc(check);
         BufferTable table;
-        // Step 1 as a device run walks it, every run of the repeated block; step 2 as a dry run
-        // does, passing over the runs between its second and last (the arena skips their slots).
+        // Steps 1 and 3 as a device run walks them, every run of the repeated block; step 2 as a
+        // dry run does, passing over the runs between its second and last (the arena skips their
+        // slots; a band's slots go on from where the walk left them, so only the others match).
         struct Nothing final : OpRunner {
             void run(const Op&, const BufferTable&) override {}
         } every_run;
         walk(prog, prog.setup, alloc, table, nullptr, "set-up");
         walk(prog, prog.step, alloc, table, &every_run, "step", 1);
         walk(prog, prog.step, alloc, table, nullptr, "step", 2);
+        walk(prog, prog.step, alloc, table, &every_run, "step", 3);
         walk(prog, prog.teardown, alloc, table, nullptr, "teardown");
         EXPECT_EQ(check.overlaps, 0);
-        ASSERT_EQ(check.step_addresses.size(), 2u);
-        std::vector<void*> walked = check.step_addresses[0];  // less the runs a dry walk passes over
-        if (prog.repeat.times > 3) {
+        ASSERT_EQ(check.step_addresses.size(), 3u);
+        EXPECT_EQ(check.step_addresses[2], check.step_addresses[0]);
+        std::vector<void*> walked = check.step_addresses[0], passed = check.step_addresses[1];
+        for (std::size_t a = 0; a < walked.size(); ++a)  // a band member's address: null in both
+            if (plan.slots[1][plan.step_repeat.slot(a)].band >= 0) walked[a] = nullptr;
+        if (prog.repeat.times > 3) {  // less the runs a dry walk passes over
             const auto before = static_cast<std::ptrdiff_t>(allocations_in(prog.step, 0, prog.repeat.begin));
             const auto per = static_cast<std::ptrdiff_t>(allocations_in(prog.step, prog.repeat.begin, prog.repeat.end));
             const std::ptrdiff_t from = before + 2 * per;  // the third run's first
             walked.erase(walked.begin() + from, walked.begin() + from + per * (prog.repeat.times - 3));
         }
-        EXPECT_EQ(walked, check.step_addresses[1]);
+        ASSERT_EQ(walked.size(), passed.size());
+        for (std::size_t a = 0; a < passed.size(); ++a)
+            if (walked[a] == nullptr) passed[a] = nullptr;
+        EXPECT_EQ(walked, passed);
         EXPECT_EQ(alloc.peak_bytes(), dry.peak_bytes);
         EXPECT_EQ(arena.high_water_bytes(), plan.arena_bytes);
         EXPECT_EQ(alloc.live_allocations(), 0);

@@ -28,13 +28,27 @@ namespace preflight::runtime {
 inline constexpr std::int64_t kArenaAlignBytes = 256;
 
 struct ArenaSlot {
+    std::int64_t offset_bytes = 0;  // a band member: its band's
+    std::int64_t bytes = 0;         // rounded to kArenaAlignBytes
+    std::int32_t band = -1;         // >= 0: taken in ArenaPlan::bands[band] when the run asks (ArenaBand)
+};
+
+// `count` slots of `slot_bytes` from offset_bytes for the step's buffers of one size, each taking
+// the lowest slot free when it is made. That is first fit in order of start, which colours
+// intervals with as many colours as are ever alive together (interval graphs are perfect:
+// Golumbic 1980, ch. 8), and lets a repeated block's runs take other slots than the run before:
+// a block whose buffers of one size would need more slots tied to one offset per buffer (the
+// interleaved schedule's stashed activations: place_in_bands) holds no more than it keeps alive.
+struct ArenaBand {
     std::int64_t offset_bytes = 0;
-    std::int64_t bytes = 0;  // rounded to kArenaAlignBytes
+    std::int64_t slot_bytes = 0;
+    std::int64_t count = 0;
 };
 
 // The plan: each section's allocations in walk order (Section::setup, step, teardown).
 struct ArenaPlan {
     std::array<std::vector<ArenaSlot>, 3> slots;
+    std::vector<ArenaBand> bands;
     std::int64_t arena_bytes = 0;      // end of the highest slot
     std::int64_t live_peak_bytes = 0;  // most rounded bytes alive at once: no arena can be smaller
     std::int64_t allocations = 0;
@@ -84,10 +98,30 @@ std::vector<std::int64_t> place_greedy_by_size(const std::vector<Lifetime>& life
                                                EqualSizes ties = EqualSizes::longer_lived_first,
                                                const std::vector<std::size_t>& follows = {});
 
+// A tie costs a size whose buffers a repeated block cycles through more slots than are alive at
+// once: three buffers of one size alive in a ring, A [0, 3), B [2, 5), C [4, 7), then A' [6, 9)
+// in the next run, need three offsets when each run's A, B, C keep theirs (A' meets C), and two
+// when the runs may alternate. place_in_bands finds each size of `step` allocations (those
+// marked) with a tied pair whose tied first fit in order of start needs more slots than its
+// buffers keep alive at once (those alive for at least 1/64 of a run: the run is a follower's
+// start less its leader's), gives them a band of as many slots (ArenaBand) over the time they
+// span, and places the bands and the other allocations greedy by size (both tie-breaks, the
+// smaller kept). band[i] is i's band or -1; a band member's offset is its band's.
+struct BandedPlacement {
+    std::vector<std::int64_t> offset;
+    std::vector<std::int32_t> band;
+    std::vector<ArenaBand> bands;
+    std::int64_t arena_bytes = 0;
+};
+BandedPlacement place_in_bands(const std::vector<Lifetime>& lifetimes, const std::vector<std::size_t>& follows,
+                               const std::vector<bool>& step);
+
 // Hands out the planned offsets inside [base, base + capacity_bytes), replaying the plan
-// section by section (walk() says which section starts). An allocation whose slot ends past the
-// capacity fails as out of memory (nullptr): a device that could not give the whole arena fails
-// at the op the pool would have failed near. A request that differs from the plan's is a
+// section by section (walk() says which section starts); a band's slots go lowest free first.
+// A dry walk that passes over runs of the repeated block (pass_over) leaves the bands' slots as
+// they were: its later runs take valid slots, not always a full walk's. An allocation whose slot
+// ends past the capacity fails as out of memory (nullptr): a device that could not give the
+// whole arena fails at the op the pool would have failed near. A request that differs from the plan's is a
 // program error (std::logic_error), never a silent overlap.
 class ArenaBackend final : public AllocBackend {
 public:
@@ -102,13 +136,23 @@ public:
     std::int64_t high_water_bytes() const { return high_; }  // end of the highest slot handed out
 
 private:
+    struct Taken {
+        std::int32_t band = -1;
+        std::int64_t slot = 0;  // the band's slot
+    };
+    struct BandSlots {  // lowest free first: the freed ones (all below `fresh`), else the next fresh one
+        std::vector<std::int64_t> freed;  // a min-heap
+        std::int64_t fresh = 0;
+    };
+    void give_back(const Taken& t);
     const ArenaPlan& plan_;
     char* base_;
     std::int64_t capacity_;
     Section section_ = Section::setup;
     std::size_t next_ = 0;  // the section's next slot
     std::int64_t high_ = 0;
-    std::unordered_map<void*, std::int64_t> live_;
+    std::unordered_map<void*, Taken> live_;
+    std::vector<BandSlots> bands_;
 };
 
 }  // namespace preflight::runtime
