@@ -133,7 +133,9 @@ $OUT/preflight-gpu-<stamp>.tar.gz + $OUT/summary.txt). See README.md, "GPU sessi
   and give_back. The two context-parallel ranks at the end of the measure-mp set (about 90 s and
   140 s) and the four Mixtral-8x7B ranks after them (tp 2 x pp 8 --sp, first and last stage, and the
   first in fp8-mixed; rank 0 of dp 8 x ep 8 x pp 4) wait
-  for a later session.
+  for a later session, as does the last, an interleaved Llama-3.2-1B stage at 64 micro-batches
+  whose arena holds bands (since 2026-12-01; predicted 1.24 s a step, so about 10 s:
+  measure-mp:llama-3.2-1b_s2048_b1_pp2_vpp2_r0_selective_ga64).
 
   1) libraries, build, every gpu-labelled test, the headline plan (ours vs PyTorch eager and
      torch.compile):
