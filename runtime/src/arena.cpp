@@ -289,8 +289,9 @@ struct SameOffsets {
 
 // The plan of the program with `step` walked as its step (the program's own, or a copy with its
 // repeated block written out twice: step_as_run, whose copies are tied to the same offsets, and
-// the sizes a tie costs slots in bands: place_in_bands).
-ArenaPlan plan_walk(const Program& program, const std::vector<Op>& step, SameOffsets same = {}) {
+// the sizes a tie costs slots in bands: place_in_bands, or with `tie_alone_too` the smaller of
+// that and the tie alone).
+ArenaPlan plan_walk(const Program& program, const std::vector<Op>& step, SameOffsets same = {}, bool tie_alone_too = false) {
     TraceBackend trace;
     trace.other_is_step = &step != &program.step;
     TrackingAllocator alloc(trace);
@@ -318,7 +319,7 @@ ArenaPlan plan_walk(const Program& program, const std::vector<Op>& step, SameOff
         std::iota(follows.begin(), follows.end(), std::size_t{0});
         for (std::size_t k = same.first + same.per; k < same.first + 2 * same.per; ++k) follows[step_ids.at(k)] = step_ids[k - same.per];
         placement = place_in_bands(trace.lifetimes, follows, in_step);
-        if (!placement.bands.empty() && placement.arena_bytes > plan.live_peak_bytes) {
+        if (tie_alone_too && !placement.bands.empty() && placement.arena_bytes > plan.live_peak_bytes) {
             // Bands lose now and then to the tie alone (10 of 409 random interleaved stages, by up
             // to 0.39 % of the live peak): the smaller is kept.
             BandedPlacement tied;
@@ -364,19 +365,21 @@ ArenaPlan plan_arena(const Program& program) {
     const std::vector<Op> step = step_as_run(program, 2);  // a copy: walk() runs it once
     if (r.times == 2) return plan_walk(program, step);    // every run placed
     const std::size_t first = allocations_in(step, 0, r.begin), per = allocations_in(step, r.begin, r.end);
-    ArenaPlan plan = plan_walk(program, step, {first, per});
+    // A step of at most kMaxLayerStepsWrittenOut micro-batches x layers of the stage may also be
+    // planned written out (below), which stands in for the tie alone there.
+    constexpr std::int64_t kMaxLayerStepsWrittenOut = 1024;
+    const bool may_write_out = program.dims.grad_acc * program.dims.layers <= kMaxLayerStepsWrittenOut;
+    ArenaPlan plan = plan_walk(program, step, {first, per}, !may_write_out);
     plan.step_repeat = {first + per, per, r.times - 1};
     plan.allocations += static_cast<std::int64_t>(per) * (r.times - 2);
     plan.extended_micro_batches = r.times - 2;
     // Over the live peak (an interleaved stage's tied copies): a step of at most
-    // kMaxLayerStepsWrittenOut micro-batches x layers of the stage is also planned written out,
-    // every run placed freely, and the smaller arena kept. Llama-3-8B's first stage at dp 2 x
-    // tp 2 --sp x pp 4 x vpp 2, ZeRO-3, fp8, selective (preflight_bench's interleaved cases): at
-    // 128 micro-batches 0.458 % over its live peak written out (2.4 s), 1.13 % tied with bands
-    // (0.12 s at 256 and more; 4.44 % and 0.6 s tied without them).
-    constexpr std::int64_t kMaxLayerStepsWrittenOut = 1024;
-    if (plan.arena_bytes > plan.live_peak_bytes &&
-        program.dims.grad_acc * program.dims.layers <= kMaxLayerStepsWrittenOut) {
+    // kMaxLayerStepsWrittenOut layer-steps is also planned written out, every run placed freely,
+    // and the smaller arena kept. Llama-3-8B's first stage at dp 2 x tp 2 --sp x pp 4 x vpp 2,
+    // ZeRO-3, fp8, selective (preflight_bench's interleaved cases): at 128 micro-batches 0.458 %
+    // over its live peak written out (2.0 s in all); at 256 and more 1.13 % with bands, 4.44 %
+    // with the tie alone (0.65 s for both).
+    if (plan.arena_bytes > plan.live_peak_bytes && may_write_out) {
         ArenaPlan whole = plan_walk(program, step_as_run(program));
         if (whole.arena_bytes < plan.arena_bytes) return whole;
     }
