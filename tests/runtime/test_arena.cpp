@@ -92,11 +92,11 @@ TEST(ArenaPlacement, ARingOfTiedBuffersTakesABandOfTheSlotsItKeepsAliveByHand) {
     b = place_in_bands(v, {0, 1, 2, 0, 1, 2, 6}, {true, true, true, true, true, true, false});
     ASSERT_EQ(b.bands.size(), 1u);
     EXPECT_EQ(b.band[6], -1);
-    EXPECT_EQ(b.offset[6], 512);  // equal sizes, the band (0-13) longer-lived: at 0
+    EXPECT_EQ(b.offset[6], 512);  // the band, as large (512 bytes) and longer-lived (0-13), takes 0
     EXPECT_EQ(b.arena_bytes, 1024);
     // Untied: no band.
     EXPECT_TRUE(place_in_bands(v, {0, 1, 2, 3, 4, 5, 6}, std::vector<bool>(7, true)).bands.empty());
-    EXPECT_THROW(place_in_bands(v, {0, 1, 2, 0, 1, 2, 6}, std::vector<bool>(6, true)), std::logic_error);
+    EXPECT_THROW(place_in_bands(v, {0, 1, 2, 0, 1, 2, 6}, std::vector<bool>(6, true)), std::logic_error);  // not one each
 }
 
 // A band's slots go lowest free first as the run asks: the first two take slots 0 and 1 (offsets
