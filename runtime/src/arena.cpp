@@ -186,15 +186,12 @@ std::vector<std::int64_t> place_smaller(const std::vector<Lifetime>& v, const st
     return offset;
 }
 
-// Most of `ids` alive at once (a release and an allocation at one tick do not meet).
+// Most of `ids` alive at once: live_peak of their lifetimes, each counted as one.
 std::int64_t most_alive(const std::vector<Lifetime>& v, const std::vector<std::size_t>& ids) {
-    std::vector<std::pair<std::int64_t, int>> ticks;
-    ticks.reserve(2 * ids.size());
-    for (const std::size_t i : ids) ticks.emplace_back(v[i].start, 1), ticks.emplace_back(v[i].end, -1);
-    std::sort(ticks.begin(), ticks.end());
-    std::int64_t now = 0, most = 0;
-    for (const auto& [t, d] : ticks) most = std::max(most, now += d);
-    return most;
+    std::vector<Lifetime> ones;
+    ones.reserve(ids.size());
+    for (const std::size_t i : ids) ones.push_back({1, v[i].start, v[i].end});
+    return live_peak(ones);
 }
 
 // Slots of one size a tied first fit takes for `ids` (a leader with its follower, in order of
