@@ -5,6 +5,7 @@
 #include "commands.hpp"
 #include "format.hpp"
 #include "preflight/config_readers/config_readers.hpp"
+#include "preflight/planner/catalog.hpp"
 #include "preflight/planner/checked.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/limits.hpp"
@@ -208,6 +209,22 @@ DividedAnew divide_anew(const Plan& p, std::int64_t world, std::optional<std::in
     return d;
 }
 
+namespace {
+
+// What the flags beside --from tell the importer; the catalog's models only where --model does
+// not name the model (a Megatron shape without its vocabulary is matched against them).
+ImportContext import_context(const FromFlags& from, const CLI::App& sub, const PlanFlags& flags,
+                             std::optional<std::int64_t> gpus) {
+    const bool model_given = given_on(sub, "--model");
+    const auto dir = data_dir_of(flags.data_dir);
+    return ImportContext{gpus ? gpus : from.gpus, given_on(sub, "--dp"),
+                         given_on(sub, "--grad-acc") || given_on(sub, "--gbs-tokens"),
+                         model_given ? std::optional<std::int64_t>(load_plan_model(flags, dir).layers) : std::nullopt,
+                         model_given ? std::vector<ModelConfig>{} : load_catalog_models(dir)};
+}
+
+}  // namespace
+
 FromApplied apply_from(const FromFlags& from, const CLI::App& sub, PlanFlags& flags,
                        std::optional<std::int64_t> gpus, std::ostream& log) {
     FromApplied applied;
@@ -220,11 +237,7 @@ FromApplied apply_from(const FromFlags& from, const CLI::App& sub, PlanFlags& fl
         return applied;
     }
     applied.read = true;
-    const ImportContext context{gpus ? gpus : from.gpus, given_on(sub, "--dp"),
-                                given_on(sub, "--grad-acc") || given_on(sub, "--gbs-tokens"),
-                                given_on(sub, "--model") ? std::optional<std::int64_t>(
-                                                               load_plan_model(flags, data_dir_of(flags.data_dir)).layers)
-                                                         : std::nullopt};
+    const ImportContext context = import_context(from, sub, flags, gpus);
     const std::optional<ConfigFormat> forced =
         from.format.empty() ? std::nullopt : parse_config_format(from.format);
     ImportedConfig c;

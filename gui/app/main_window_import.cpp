@@ -16,6 +16,7 @@
 #include "item_models.hpp"
 #include "main_window.hpp"
 #include "preflight/config_readers/config_readers.hpp"
+#include "preflight/planner/catalog.hpp"
 #include "preflight/planner/error.hpp"
 
 namespace preflight::gui {
@@ -105,7 +106,10 @@ bool MainWindow::importConfig(const QString& path) {
     ImportedConfig c;
     Plan plan = planFromControls();
     try {
-        c = import_config_file(path.toStdString(), std::nullopt, ImportContext{gpu_count_->value()});
+        // A Megatron-LM shape without a known vocabulary takes the catalog model's with its layers.
+        ImportContext context{gpu_count_->value()};
+        context.catalog = load_catalog_models(explorer_->dataDir());
+        c = import_config_file(path.toStdString(), std::nullopt, context);
         plan = apply_imported_fields(c, plan);
         if (plan.pp_schedule == PpSchedule::interleaved && !c.field("vpp")) plan.vpp = 2;
     } catch (const InputError& e) {

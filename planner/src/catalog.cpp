@@ -140,4 +140,16 @@ GpuSpec load_gpu(const std::string& spec, const fs::path& data_dir) { return loa
 std::vector<std::string> catalog_models(const fs::path& data_dir) { return stems(data_dir / "models"); }
 std::vector<std::string> catalog_gpus(const fs::path& data_dir) { return stems(data_dir / "gpus"); }
 
+std::vector<ModelConfig> load_catalog_models(const fs::path& data_dir) {
+    std::vector<ModelConfig> out;
+    for (const std::string& name : catalog_models(data_dir)) {
+        try {
+            out.push_back(load_model(name, data_dir));
+        } catch (const InputError&) {
+            // a file `preflight models` names as broken: nothing to match against here
+        }
+    }
+    return out;
+}
+
 }  // namespace preflight

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <set>
+#include <span>
 
 #include "import_flag_values.hpp"
 #include "megatron_flags.hpp"
@@ -87,7 +88,10 @@ std::vector<const Flag*> Flags::unread() const {
 
 }  // namespace megatron_script
 
-void import_megatron_model(megatron_script::Flags& flags, ImportedConfig& out, std::int64_t tp);
+// catalog: the models a shape without a known vocabulary is matched against (empty when --model
+// is given beside the script: that model is planned, the shape's vocabulary is not needed).
+void import_megatron_model(megatron_script::Flags& flags, ImportedConfig& out, std::int64_t tp,
+                           std::span<const ModelConfig> catalog);
 void import_megatron_pipeline_split(megatron_script::Flags& flags, ImportedConfig& out);  // import_megatron_split.cpp
 bool megatron_flag_ignored(std::string_view name);
 
@@ -570,7 +574,8 @@ ImportedConfig import_megatron(std::string_view text, const std::string& file, c
     import_dropout(flags, out);
     import_kernels(flags, out);
     import_offload_and_overlap(flags, out);
-    import_megatron_model(flags, out, d.tp);
+    import_megatron_model(flags, out, d.tp,
+                          context.model_layers ? std::span<const ModelConfig>{} : std::span<const ModelConfig>(context.catalog));
     classify_rest(flags, out);
     warn_undecided(script, flags, out);
     for (const megatron_script::Undecided& u : script.not_read)

@@ -151,9 +151,15 @@ private:
     Status case_clause(Ctx c);
     Truth patterns(const Word& subject);
     Status while_loop(Ctx c);
+    bool loop_pass(Ctx c, int line, std::size_t head, std::size_t body, std::size_t from, int pass);
     void loop_once(Ctx c, int line, std::size_t test, std::size_t body, std::string what);
     bool compound_at() const;  // a compound command (not a subshell) or a definition starts here
     Status for_loop(Ctx c);
+    std::optional<std::vector<Value>> for_words(Ctx c);
+    void for_passes(Ctx c, int line, std::size_t head, std::size_t body, const std::string& name,
+                    const std::vector<Value>& words);
+    // A value standing for NAME where the reader cannot know it: a use of it says `why`.
+    Var not_known(const std::string& name, int line, const std::string& why);
     Status group(Ctx c, Tok close);
     Status arithmetic_command();
     Status double_bracket(Ctx c);

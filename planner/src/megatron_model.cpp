@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "import_flag_values.hpp"
 #include "megatron_flags.hpp"
@@ -58,14 +61,21 @@ std::optional<std::pair<std::int64_t, ConfigSpot>> raw_vocab(Flags& f) {
 }
 
 // Megatron pads the vocabulary to a multiple of --make-vocab-size-divisible-by (128) x tp.
+std::int64_t vocab_multiple(Flags& f, std::int64_t tp) {
+    return f.integer("--make-vocab-size-divisible-by", 1, limits::kMaxVocab, "limits::kMaxVocab").value_or(128) * tp;
+}
+
+std::int64_t pad_vocab(Flags& f, std::int64_t raw, const ConfigSpot& at, std::int64_t tp) {
+    const std::int64_t multiple = vocab_multiple(f, tp);
+    const std::int64_t padded = (raw + multiple - 1) / multiple * multiple;
+    import_values::integer_text(std::to_string(padded), at, 1, limits::kMaxVocab, "limits::kMaxVocab (padded)");
+    return padded;
+}
+
 std::optional<std::int64_t> padded_vocab(Flags& f, std::int64_t tp) {
     const auto raw = raw_vocab(f);
-    const std::int64_t by = f.integer("--make-vocab-size-divisible-by", 1, limits::kMaxVocab, "limits::kMaxVocab").value_or(128);
     if (!raw) return std::nullopt;
-    const std::int64_t multiple = by * tp;
-    const std::int64_t padded = (raw->first + multiple - 1) / multiple * multiple;
-    import_values::integer_text(std::to_string(padded), raw->second, 1, limits::kMaxVocab, "limits::kMaxVocab (padded)");
-    return padded;
+    return pad_vocab(f, raw->first, raw->second, tp);
 }
 
 struct Shape {
@@ -178,9 +188,69 @@ json hf_config(const Shape& s, const ConfigSpot& at, ImportedConfig& out) {
     return c;
 }
 
+// A vocabulary that stands in while the shape is read and matched (any positive size).
+constexpr std::int64_t kPlaceholderVocab = 128;
+
+// The layer stack the parameter, FLOP and activation counts read: every width, count and switch
+// but the vocabulary, the context and the RoPE base (model.hpp ModelConfig).
+bool same_layers(const ModelConfig& a, const ModelConfig& b) {
+    return a.hidden == b.hidden && a.layers == b.layers && a.heads == b.heads && a.kv_heads == b.kv_heads &&
+           a.head_dim == b.head_dim && a.ffn_hidden == b.ffn_hidden && a.tied_embeddings == b.tied_embeddings &&
+           a.norm == b.norm && a.mlp == b.mlp && a.position == b.position && a.qkv_bias == b.qkv_bias &&
+           a.out_bias == b.out_bias && a.mlp_bias == b.mlp_bias && a.experts == b.experts &&
+           a.experts_per_token == b.experts_per_token;
+}
+
+std::string names_with_vocab(const std::vector<const ModelConfig*>& models) {
+    std::string s;
+    for (const ModelConfig* m : models)
+        s += (s.empty() ? "" : ", ") + m->name + " (vocabulary " + std::to_string(m->vocab) + ")";
+    return s;
+}
+
+// A shape whose vocabulary the script leaves open (a --tokenizer-model it does not define, a
+// tokenizer sized by its file): the vocabulary of the catalog models with its layers
+// (same_layers), narrowed to those with its RoPE base when they differ in vocabulary (Llama 3 70B
+// and Llama 2 70B share their layers), padded (pad_vocab). nullopt, said in a warning, when none
+// or several remain.
+std::optional<std::int64_t> catalog_vocab(Flags& f, const ModelConfig& shape, std::span<const ModelConfig> catalog,
+                                          const ConfigSpot& at, std::int64_t tp, ImportedConfig& out) {
+    const std::string unknown = at.text() + ": neither --vocab-size nor a tokenizer of known size";
+    std::vector<const ModelConfig*> same;
+    for (const ModelConfig& m : catalog)
+        if (same_layers(shape, m)) same.push_back(&m);
+    const auto one_vocab = [](const std::vector<const ModelConfig*>& v) {
+        return !v.empty() && std::all_of(v.begin(), v.end(), [&](const ModelConfig* m) { return m->vocab == v[0]->vocab; });
+    };
+    if (!one_vocab(same)) {
+        std::vector<const ModelConfig*> base;
+        for (const ModelConfig* m : same)
+            if (m->rope_theta == shape.rope_theta) base.push_back(m);
+        if (one_vocab(base)) same = base;
+    }
+    if (same.empty()) {
+        out.warnings.push_back(unknown + ", and no catalog model has these layers: the model comes from --model");
+        return std::nullopt;
+    }
+    if (!one_vocab(same)) {
+        out.warnings.push_back(unknown + ": the layers are those of catalog models " + names_with_vocab(same) +
+                               ", which differ in vocabulary: give --vocab-size, or --model");
+        return std::nullopt;
+    }
+    const std::int64_t raw = same.front()->vocab;
+    const std::int64_t padded = pad_vocab(f, raw, at, tp);
+    const std::string multiple = "a multiple of --make-vocab-size-divisible-by x tp = " + std::to_string(vocab_multiple(f, tp));
+    out.warnings.push_back(unknown + ": the layers are those of catalog " + (same.size() > 1 ? "models " : "model ") +
+                           names_with_vocab(same) + ": planned with that vocabulary" +
+                           (padded == raw ? " (" + multiple + ", as Megatron pads it)"
+                                          : ", padded to " + std::to_string(padded) + " (" + multiple + ", as Megatron pads it)") +
+                           "; give --vocab-size if the tokenizer differs");
+    return padded;
+}
+
 }  // namespace
 
-void import_megatron_model(Flags& f, ImportedConfig& out, std::int64_t tp) {
+void import_megatron_model(Flags& f, ImportedConfig& out, std::int64_t tp, std::span<const ModelConfig> catalog) {
     Shape s;
     const auto layers = f.integer("--num-layers", 1, limits::kMaxLayers, "limits::kMaxLayers");
     const auto hidden = f.integer("--hidden-size", 1, limits::kMaxWidth, "limits::kMaxWidth");
@@ -198,16 +268,22 @@ void import_megatron_model(Flags& f, ImportedConfig& out, std::int64_t tp) {
     if (!positions && !f.get("--seq-length"))
         throw InputError(f.file(), "the model shape needs --max-position-embeddings (or --seq-length)");
     s.positions = positions.value_or(f.integer("--seq-length", 1, limits::kMaxSeq, "limits::kMaxSeq").value_or(1));
-    if (!vocab) {
+    if (!vocab && catalog.empty()) {
         out.warnings.push_back(at.text() + ": neither --vocab-size nor a tokenizer of known size: the model comes from --model");
         return;
     }
-    s.vocab = *vocab;
+    s.vocab = vocab.value_or(kPlaceholderVocab);
     json cfg = hf_config(s, at, out);
+    ModelConfig read;
     try {
-        (void)model_from_hf_config(cfg, f.file());
+        read = model_from_hf_config(cfg, f.file());
     } catch (const InputError& e) {
         throw InputError(at.text(), std::string("the model shape is not one the planner reads: ") + e.what());
+    }
+    if (!vocab) {
+        const auto padded = catalog_vocab(f, read, catalog, at, tp, out);
+        if (!padded) return;
+        cfg["vocab_size"] = *padded;
     }
     out.model_config = std::move(cfg);
     out.model_from = at;

@@ -166,6 +166,14 @@ void Interpreter::save_local(const std::string& name) {
     vars_.erase(it);
 }
 
+Var Interpreter::not_known(const std::string& name, int line, const std::string& why) {
+    Value v;
+    v.line = line;
+    const std::string ref = "$" + name;
+    add_piece(v, {ref, ref + kOpenWhy + why, 0, line}, line, &budget_);
+    return Var{{std::move(v)}, false};
+}
+
 void Interpreter::set_var(const std::string& name, Var v) { var_for_write(name) = std::move(v); }
 
 Var& Interpreter::var_for_write(const std::string& name, bool extend) {

@@ -5,6 +5,7 @@
 // decided test takes and finds the launch line. Our own code (no shell is run).
 #include "megatron_script.hpp"
 
+#include <algorithm>
 #include <set>
 #include <utility>
 
@@ -271,21 +272,28 @@ Status Interpreter::while_loop(Ctx c) {
                                 : "loop not evaluated after " + std::to_string(pass) + " passes: its body is read once more");
             break;
         }
-        const int launches = script_.launches;
-        begin_subshell();  // a pass with a break under an undecided test is undone, then read marked
-        list(c, {"done"});
-        const bool undecided = loops_.back().undecided;
-        end_subshell(!undecided);
-        if (pass > 0) spend(at_ - test_at, line);
-        if (undecided) {
-            loop_once(c, line, test_at, body, "loop not evaluated: a break or continue in it is not decided; its body is read once");
-            break;
-        }
-        if (std::exchange(loops_.back().stop, 0) == 1 || returned() || script_.launches != launches) break;
+        if (!loop_pass(c, line, test_at, body, test_at, pass)) break;
     }
     loops_.pop_back();
     eat_word("done");
     return {};
+}
+
+// One pass of a decided loop's body, read from `from` (a while loop's test, a for loop's body):
+// whether the loop goes on. A pass with a break or continue under an undecided test is undone
+// and the body read once, marked (loop_once); a break, a return or a launch ends the loop.
+bool Interpreter::loop_pass(Ctx c, int line, std::size_t head, std::size_t body, std::size_t from, int pass) {
+    const int launches = script_.launches;
+    begin_subshell();
+    list(c, {"done"});
+    const bool undecided = loops_.back().undecided;
+    end_subshell(!undecided);
+    if (pass > 0) spend(at_ - from, line);
+    if (undecided) {
+        loop_once(c, line, head, body, "loop not evaluated: a break or continue in it is not decided; its body is read once");
+        return false;
+    }
+    return std::exchange(loops_.back().stop, 0) != 1 && !returned() && script_.launches == launches;
 }
 
 // An undecided loop's body, read once marked with its line. A loop that shifts or sets the
@@ -306,24 +314,93 @@ void Interpreter::loop_once(Ctx c, int line, std::size_t test, std::size_t body,
     list({true, note(line, std::move(what))}, {"done"});
 }
 
-// for NAME in WORDS / for (( ... )); do BODY; done: the body is read once, marked.
+namespace {
+
+// A name bash can assign: a letter or _, then letters, digits and _.
+bool valid_name(const std::string& w) {
+    return !w.empty() && name_start(w[0]) && std::all_of(w.begin(), w.end(), [](char ch) { return name_char(ch); });
+}
+
+}  // namespace
+
+// for NAME in WORDS; do BODY; done, run as bash runs it where every word of the list is known
+// (bash "Looping Constructs": NAME takes each word in turn): `break` and `continue` followed, at
+// most kMaxLoopPasses passes, a pass that launches ends it (the later passes' launches are said,
+// not read), as while_loop runs its passes. A list with a word not known (an undefined variable,
+// a command substitution, a glob or a brace expansion), `for NAME` over "$@" and
+// `for (( ))` are read once, marked (loop_once), NAME then not known where it is used.
 Status Interpreter::for_loop(Ctx c) {
     const int line = peek()->line;
+    const std::size_t head = at_++;
+    std::optional<std::string> name;
+    std::optional<std::vector<Value>> words;
+    if (kind_at(Tok::word) && kind_at(Tok::word, 1) && peek(1)->text == "in" && !assignment(peek()->text) &&
+        valid_name(peek()->text)) {
+        name = peek()->text;
+        at_ += 2;
+        words = for_words(c);
+    }
     int parens = 0;
-    for (++at_; peek() && !(parens == 0 && (kind_at(Tok::separator) || word_at("do"))); ++at_)
+    for (; peek() && !(parens == 0 && (kind_at(Tok::separator) || word_at("do"))); ++at_)
         parens += kind_at(Tok::open) ? 1 : kind_at(Tok::close) ? -1 : 0;
     skip_separators();
     eat_word("do");
-    Ctx body = c;
-    if (c.run) body.branch = note(line, "loop not evaluated: its body is read once");
-    Loop once;
-    once.frames = frames_.size();
-    once.once = true;
-    loops_.push_back(once);
-    list(body, {"done"});
+    const std::size_t body = at_;
+    if (stopped()) c.run = false;
+    loops_.push_back({c.branch, frames_.size()});
+    if (!c.run || (words && words->empty())) {
+        list({false, c.branch}, {"done"});
+    } else if (!words) {
+        if (name)
+            set_var(*name, not_known(*name, line, "which the for loop at line " + std::to_string(line) +
+                                                      " sets from a list it cannot evaluate"));
+        loop_once(c, line, head, body, "loop not evaluated: its body is read once");
+    } else {
+        for_passes(c, line, head, body, *name, *words);
+    }
     loops_.pop_back();
     eat_word("done");
     return {};
+}
+
+// The words of a for loop's list, expanded and split as bash does; nullopt where one is not known.
+std::optional<std::vector<Value>> Interpreter::for_words(Ctx c) {
+    std::vector<Value> out;
+    bool known = true;
+    for (; kind_at(Tok::word); ++at_) {
+        if (!c.run) continue;
+        for (Value& v : expander(peek()->line, true, c.branch).run(peek()->text)) {
+            const std::string text = v.text();
+            // A glob (*, ?, [) the file system decides, a brace expansion ({1..4}, {a,b}) not expanded here.
+            if (!v.word().unresolved.empty() || text.find_first_of("*?[{") != std::string::npos) known = false;
+            out.push_back(std::move(v));
+        }
+    }
+    if (!known) return std::nullopt;
+    return out;
+}
+
+void Interpreter::for_passes(Ctx c, int line, std::size_t head, std::size_t body, const std::string& name,
+                             const std::vector<Value>& words) {
+    for (std::size_t pass = 0; pass < words.size(); ++pass) {
+        at_ = body;
+        const bool spent = call_tokens_ > kMaxCallTokens / 2;  // leave the rest to calls after the loop
+        if (pass >= static_cast<std::size_t>(kMaxLoopPasses) || spent) {
+            loop_once(c, line, head, body, "loop not evaluated after " + std::to_string(pass) + " passes: its body is read once more");
+            return;
+        }
+        set_var(name, Var{{words[pass]}, false});
+        const int launches = script_.launches;
+        const bool goes_on = loop_pass(c, line, head, body, body, static_cast<int>(pass));
+        if (script_.launches != launches && pass + 1 < words.size()) {
+            std::string later;
+            for (std::size_t i = pass + 1; i < words.size() && i < pass + 4; ++i) later += (later.empty() ? "" : ", ") + words[i].text();
+            if (words.size() > pass + 4) later += ", ...";
+            script_.not_read.push_back({line, "the for loop launches on its pass with " + name + "=" + words[pass].text() +
+                                                  ", which is read; its later passes (" + name + "=" + later + ") are not"});
+        }
+        if (!goes_on) return;
+    }
 }
 
 // { LIST } (close: the word "}") or ( LIST ) (close: the ")" token: a subshell, what it assigns

@@ -58,6 +58,24 @@ TEST(ConfigFrom, PlanAndDryRunTakeTheSamePlanAndTheBatchFromTheConfig) {
     EXPECT_EQ(run["plan"]["dp"], 64);
 }
 
+// Megatron-LM's Mixtral example names its tokenizer file by the script's second argument: the
+// vocabulary is the catalog's Mixtral 8x7B's (32,000, a multiple of 128 already), the layers the
+// script's, so the count is Mixtral's: 46,702,792,704 parameters (Mistral AI: 46.7 B).
+TEST(ConfigFrom, AMegatronShapeWithoutItsTokenizerTakesTheCatalogVocabulary) {
+    const std::string from = "--from " + config("megatron/mixtral_8x7b_tokenizer_arg.sh") + " --gpus 64";
+    const auto r = run_preflight("memory --format json " + from);
+    ASSERT_LE(r.exit_code, 1) << r.err;
+    const json j = json::parse(r.out, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << r.out.substr(0, 400);
+    EXPECT_EQ(j["model"]["params"], 46702792704LL);
+    EXPECT_EQ(j["plan"]["ep"], 8);
+    EXPECT_NE(r.err.find("the layers are those of catalog model mixtral-8x7b (vocabulary 32000)"), std::string::npos) << r.err;
+    // --model beside it decides the model: no catalog match is said.
+    const auto given = run_preflight("memory --format json " + from + " --model mixtral-8x7b");
+    ASSERT_LE(given.exit_code, 1) << given.err;
+    EXPECT_EQ(given.err.find("catalog model"), std::string::npos) << given.err;
+}
+
 // The second acceptance case: a Megatron-LM Llama-3-8B script, tp 2 + sp, the
 // distributed optimizer, a global batch of 128 on torchrun's 8 x 2 = 16 GPUs.
 TEST(ConfigFrom, MegatronScriptGivesDp8Zero1GradAcc16) {

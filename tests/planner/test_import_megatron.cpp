@@ -564,7 +564,7 @@ TEST(ImportMegatron, DecidedTestsAndCaseArmsRunTheirBranchOnly) {
 }
 
 // A test the reader cannot decide ($1, a file test, a case on a variable the script leaves open,
-// a loop): every branch is read in order, as before, and said where it reaches a value read.
+// a loop over a command's output): every branch is read in order, as before, and said where it reaches a value read.
 TEST(ImportMegatron, UndecidedTestsReadEveryBranchAndSayWhere) {
     const ImportedConfig c = import_text(
         "if [ \"$1\" = \"big\" ]; then\n"                   // 1
@@ -583,7 +583,7 @@ TEST(ImportMegatron, UndecidedTestsReadEveryBranchAndSayWhere) {
         "  small) TP=1 ;;\n"                                 // 14
         "  *) TP=2 ;;\n"                                     // 15
         "esac\n"                                             // 16
-        "ARGS=; for i in 1 2; do ARGS=\"$ARGS --sequence-parallel\"; done\n"  // 17
+        "ARGS=; for i in $(seq 1 2); do ARGS=\"$ARGS --sequence-parallel\"; done\n"  // 17: a command's output
         "if nvidia-smi -L > /dev/null; then PP=2; else PP=1; fi\n"  // 18: a command's status
         "torchrun --nproc_per_node 8 pretrain_gpt.py --micro-batch-size $MBS $EXTRA \\\n"
         "  --tensor-model-parallel-size $TP $ARGS --pipeline-model-parallel-size $PP\n");
@@ -747,4 +747,68 @@ TEST(ImportMegatron, BranchesReachThroughExpansionsAndValuesStayBounded) {
     std::string array = "A=(x)\n";
     for (int i = 0; i < 40; ++i) array += "A=(\"${A[@]}\" \"${A[@]}\")\n";
     expect_input_error([&] { import_text(array + "torchrun pretrain_gpt.py ${A[@]}\n"); }, {"bad.sh:14", "kMaxArrayElements"});
+}
+
+// A shape whose tokenizer's size the script leaves open (Megatron-LM's own Mixtral example takes
+// --tokenizer-model from $2) takes the vocabulary of the catalog model with the same layers, padded
+// as Megatron pads it; where layers match models of different vocabularies, the RoPE base decides
+// or the import asks.
+TEST(ImportMegatron, AShapeWithoutAVocabularyTakesTheCatalogModelsWithItsLayers) {
+    const auto model = [](const std::string& name, std::int64_t ffn, std::int64_t vocab, double theta) {
+        return model_from_hf_config({{"model_type", "llama"}, {"hidden_size", 256}, {"num_hidden_layers", 2},
+                                     {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"intermediate_size", ffn},
+                                     {"vocab_size", vocab}, {"max_position_embeddings", 512}, {"rope_theta", theta},
+                                     {"tie_word_embeddings", false}},
+                                    name);
+    };
+    const std::string shape =
+        "--num-layers 2 --hidden-size 256 --num-attention-heads 4 --group-query-attention --num-query-groups 2 "
+        "--ffn-hidden-size 512 --swiglu --normalization RMSNorm --position-embedding-type rope "
+        "--untie-embeddings-and-output-weights --disable-bias-linear --max-position-embeddings 512 "
+        "--tokenizer-type HuggingFaceTokenizer --tokenizer-model $TOKENIZER --micro-batch-size 1 ";
+    const auto import_with = [&](const std::vector<ModelConfig>& catalog, const std::string& more) {
+        ImportContext context;
+        context.catalog = catalog;
+        return import_megatron(shape + more + "\n", "shape.sh", context);
+    };
+    const ModelConfig a = model("model-a", 512, 1100, 10000), b = model("model-b", 512, 3000, 500000);
+    const ModelConfig wider = model("wider", 1024, 5000, 10000);
+    // One model with these layers: its 1,100 tokens padded to a multiple of 128 (1,152), of
+    // 128 x tp 4 = 512 (1,536) at tensor parallel 4.
+    const ImportedConfig one = import_with({a, wider}, "");
+    ASSERT_TRUE(one.model_config);
+    EXPECT_EQ((*one.model_config)["vocab_size"], 1152);
+    EXPECT_EQ((*one.model_config)["intermediate_size"], 512);
+    EXPECT_TRUE(contains(one.warnings, "the layers are those of catalog model model-a (vocabulary 1100): planned with "
+                                       "that vocabulary, padded to 1152"));
+    const ImportedConfig tp4 = import_with({a, wider}, "--tensor-model-parallel-size 4");
+    ASSERT_TRUE(tp4.model_config);
+    EXPECT_EQ((*tp4.model_config)["vocab_size"], 1536);
+    // Two with these layers and different vocabularies: the script's RoPE base (Megatron's default
+    // 10,000 here) picks model-a, --rotary-base 500000 model-b, another base neither.
+    const ImportedConfig by_base = import_with({b, a}, "");
+    ASSERT_TRUE(by_base.model_config);
+    EXPECT_EQ((*by_base.model_config)["vocab_size"], 1152);
+    const ImportedConfig other_base = import_with({b, a}, "--rotary-base 500000");
+    ASSERT_TRUE(other_base.model_config);
+    EXPECT_EQ((*other_base.model_config)["vocab_size"], 3072);  // 3,000 padded to a multiple of 128
+    const ImportedConfig neither = import_with({a, b}, "--rotary-base 1000000");
+    EXPECT_FALSE(neither.model_config);
+    EXPECT_TRUE(contains(neither.warnings, "catalog models model-a (vocabulary 1100), model-b (vocabulary 3000), which "
+                                           "differ in vocabulary: give --vocab-size, or --model"));
+    // No model with these layers, or no catalog (--model given beside the script): --model decides.
+    const ImportedConfig none = import_with({wider}, "");
+    EXPECT_FALSE(none.model_config);
+    EXPECT_TRUE(contains(none.warnings, "no catalog model has these layers: the model comes from --model"));
+    const ImportedConfig empty = import_with({}, "");
+    EXPECT_FALSE(empty.model_config);
+    EXPECT_TRUE(contains(empty.warnings, "neither --vocab-size nor a tokenizer of known size: the model comes from --model"));
+    ImportContext given;
+    given.catalog = {a};
+    given.model_layers = 2;
+    EXPECT_FALSE(import_megatron(shape + "\n", "shape.sh", given).model_config);
+    // A vocabulary the script names is its own, whatever the catalog holds.
+    const ImportedConfig named = import_with({a}, "--vocab-size 2000");
+    ASSERT_TRUE(named.model_config);
+    EXPECT_EQ((*named.model_config)["vocab_size"], 2048);
 }

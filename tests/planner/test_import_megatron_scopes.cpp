@@ -7,6 +7,7 @@
 #include <string>
 
 #include "megatron_script_test_helpers.hpp"
+#include "preflight/planner/error.hpp"
 
 using namespace preflight;
 using namespace preflight::test::megatron_script;
@@ -95,6 +96,56 @@ TEST(ImportMegatronScript, AnArgumentLoopIsRunOrSaidForEveryFlag) {
     const ImportedConfig endless = import_text("TP=1\nwhile true; do TP=2; done\n" + kLaunch + "--tensor-model-parallel-size $TP\n");
     EXPECT_TRUE(contains(endless.warnings, "bad.sh:2: loop not evaluated after 1000 passes: its body is read once more "
                                            "(--tensor-model-parallel-size)"));
+}
+
+// A for loop over known words was read once with its variable undefined: a sweep
+// `for TP in 2 4; do torchrun ... $TP; done` gave "$TP, which the script does not define". It runs
+// as bash runs it now: each word in turn, break and continue followed, the first launch read and
+// the passes after it said.
+TEST(ImportMegatronScript, AForLoopOverKnownWordsRunsItsPasses) {
+    const std::string line = kLaunch + "--tensor-model-parallel-size $TP\n";
+    const ImportedConfig sweep = import_text("for TP in 2 4 8; do\n  " + line + "done\n");
+    EXPECT_EQ(integer(sweep, "tp"), 2);
+    EXPECT_TRUE(contains(sweep.warnings, "bad.sh:1: the for loop launches on its pass with TP=2, which is read; its later "
+                                         "passes (TP=4, 8) are not"));
+    EXPECT_FALSE(contains(sweep.warnings, "not evaluated"));
+    // Without a launch in it, the variable keeps the last word; the words split as bash splits
+    // them ("$SIZES" unquoted: three words); break and continue are followed.
+    const ImportedConfig last = import_text("SIZES=\"1 2 4\"\nfor TP in $SIZES; do :; done\n" + line);
+    EXPECT_EQ(integer(last, "tp"), 4);
+    const ImportedConfig brk = import_text(
+        "for t in 1 2 4 8; do\n  TP=$t\n  if [ $t -ge 2 ]; then break; fi\ndone\n" + line);
+    EXPECT_EQ(integer(brk, "tp"), 2);
+    const ImportedConfig cont = import_text(
+        "A=\nfor t in 1 2 3; do\n  if [ $t = 2 ]; then continue; fi\n  A=\"$A$t\"\ndone\n" + kLaunch + "--seq-length $A\n");
+    EXPECT_EQ(integer(cont, "seq"), 13);  // passes 1 and 3
+    // A break inside a function ends no loop of its caller (bash: break is only meaningful in a
+    // loop of the function itself): every pass runs.
+    const ImportedConfig callee = import_text("stop() { break; }\nfor t in 1 2 8; do TP=$t; stop; done\n" + line);
+    EXPECT_EQ(integer(callee, "tp"), 8);
+    // An empty list runs no pass; a loop in a branch that does not run sets nothing.
+    const ImportedConfig none = import_text("TP=2\nEMPTY=\nfor TP in $EMPTY; do TP=8; done\n" + line);
+    EXPECT_EQ(integer(none, "tp"), 2);
+    const ImportedConfig off = import_text("TP=2\nif false; then for TP in 4; do :; done; fi\n" + line);
+    EXPECT_EQ(integer(off, "tp"), 2);
+    // A list the reader cannot know (a command's output, a glob, an undefined variable, a brace
+    // expansion it does not expand): read
+    // once, said, and the variable's use names the loop.
+    for (const std::string list : {"$(seq 2 4)", "configs/*.sh", "$UNDEFINED", "{2..4}"}) {
+        const std::string text = "for TP in " + list + "; do\n  " + line + "done\n";
+        try {
+            (void)import_text(text);
+            ADD_FAILURE() << list << ": read without its loop variable";
+        } catch (const InputError& e) {
+            EXPECT_NE(std::string(e.what()).find("$TP, which the for loop at line 1 sets from a list it cannot evaluate"),
+                      std::string::npos)
+                << e.what();
+        }
+    }
+    // for (( )) and `for NAME` over "$@" stay read once, marked.
+    const ImportedConfig arith = import_text("TP=1\nfor ((i = 0; i < 2; i++)); do TP=2; done\n" + line);
+    EXPECT_EQ(integer(arith, "tp"), 2);
+    EXPECT_TRUE(contains(arith.warnings, "bad.sh:2: loop not evaluated: its body is read once (--tensor-model-parallel-size)"));
 }
 
 // A2: a call past 32 nested calls was dropped silently (tp 2 where bash uses 8), and a launch

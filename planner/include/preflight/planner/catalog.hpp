@@ -25,5 +25,8 @@ GpuSpec load_gpu(const std::string& spec, const std::filesystem::path& data_dir)
 // Sorted catalog names.
 std::vector<std::string> catalog_models(const std::filesystem::path& data_dir);
 std::vector<std::string> catalog_gpus(const std::filesystem::path& data_dir);
+// Every catalog model that reads (a broken file is left out: `preflight models` names it), in
+// name order: what a config's model shape is matched against (ImportContext::catalog).
+std::vector<ModelConfig> load_catalog_models(const std::filesystem::path& data_dir);
 
 }  // namespace preflight

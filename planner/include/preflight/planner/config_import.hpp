@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "preflight/planner/memory.hpp"
+#include "preflight/planner/model.hpp"
 #include "preflight/planner/plan_schema.hpp"
 
 namespace preflight {
@@ -63,6 +64,11 @@ struct ImportContext {
     bool batch_given = false;
     // --model beside --from: its decoder layers (torchtitan's virtual stages per rank need them).
     std::optional<std::int64_t> model_layers = std::nullopt;
+    // The catalog's models (`preflight models`): a Megatron-LM shape whose tokenizer's size the
+    // script leaves open (a --tokenizer-model path it does not define) takes the vocabulary of the
+    // catalog model with the same layers, said in a warning. Empty: the vocabulary must come from
+    // --vocab-size, a tokenizer of known size or --model.
+    std::vector<ModelConfig> catalog = {};
 };
 
 struct ImportedConfig {
