@@ -76,6 +76,22 @@ TEST(ConfigFrom, AMegatronShapeWithoutItsTokenizerTakesTheCatalogVocabulary) {
     EXPECT_EQ(given.err.find("catalog model"), std::string::npos) << given.err;
 }
 
+// A sweep script launches once per pass of its for loop: the first pass's job (TP=2) is planned,
+// as bash would launch it first, and the passes after it are named.
+TEST(ConfigFrom, AMegatronSweepPlansItsFirstLaunchAndNamesTheRest) {
+    const auto r = run_preflight("memory --format json --from " + config("megatron/llama3_8b_tp_sweep.sh"));
+    ASSERT_LE(r.exit_code, 1) << r.err;
+    const json j = json::parse(r.out, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << r.out.substr(0, 400);
+    EXPECT_EQ(j["plan"]["tp"], 2);
+    EXPECT_EQ(j["plan"]["dp"], 4);          // 8 GPUs / tp 2
+    EXPECT_EQ(j["plan"]["grad_acc"], 16);   // 64 / (mbs 1 x dp 4)
+    EXPECT_NE(r.err.find("llama3_8b_tp_sweep.sh:12: the for loop launches on its pass with TP=2, which is read; its "
+                         "later passes (TP=4, 8) are not"),
+              std::string::npos)
+        << r.err;
+}
+
 // The second acceptance case: a Megatron-LM Llama-3-8B script, tp 2 + sp, the
 // distributed optimizer, a global batch of 128 on torchrun's 8 x 2 = 16 GPUs.
 TEST(ConfigFrom, MegatronScriptGivesDp8Zero1GradAcc16) {
@@ -314,6 +330,13 @@ TEST(ConfigFrom, UnreadableOrUnknownFilesAreExitTwo) {
     expect_refused("memory --from-format torchtitan", {"--from-format", "--from"});
     expect_refused("memory --model gpt2 --gpus 8", {"--gpus", "--from", "--dp"});
     expect_refused("memory --from " + text + " --from-format yaml", {"--from-format"});
+    // torchtitan's configurations in Python (config_registry.py, torchtitan_recipes): said as
+    // such, with the flags that give the plan, detected or forced.
+    const std::string py = s.write_text("config_registry.py",
+                                        "def llama3_8b() -> Trainer.Config:\n"
+                                        "    return Trainer.Config(parallelism=ParallelismConfig(tensor_parallel_degree=2))\n");
+    expect_refused("memory --from " + py, {"--from", "config_registry.py", "Trainer.Config", "--framework torchtitan"});
+    expect_refused("memory --from " + py + " --from-format torchtitan", {"config_registry.py", "Trainer.Config"});
 }
 
 }  // namespace

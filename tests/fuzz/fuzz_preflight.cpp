@@ -58,6 +58,11 @@ const ModelConfig& small_model() {
     static const ModelConfig m = load_model("gpt2", data_dir());
     return m;
 }
+// The catalog a Megatron shape without its vocabulary is matched against (ImportContext::catalog).
+const std::vector<ModelConfig>& catalog() {
+    static const std::vector<ModelConfig> c = load_catalog_models(data_dir());
+    return c;
+}
 const GpuSpec& h100() {
     static const GpuSpec g = load_gpu("h100-sxm-80gb", data_dir());
     return g;
@@ -129,7 +134,9 @@ void import_and_evaluate(const std::string& text, ConfigFormat format) {
     Plan p;
     std::optional<ModelConfig> m;
     try {
-        c = import_config_text(text, "fuzz.cfg", format, ImportContext{8});
+        ImportContext context{8};
+        context.catalog = catalog();
+        c = import_config_text(text, "fuzz.cfg", format, context);
         for (const ImportedField& v : c.fields)
             if (!plan_field(v.key)) wrong("imported an unknown plan field '" + v.key + "'");
         p = apply_imported_fields(c, p);

@@ -190,6 +190,13 @@ private slots:
         QCOMPARE(child<QComboBox>(w, "recompute")->currentData().toInt(), static_cast<int>(Recompute::selective));
         QCOMPARE(child<QComboBox>(w, "precision")->currentData().toInt(), static_cast<int>(Precision::bf16_mixed));
         QVERIFY(child<QLabel>(w, "errorBanner")->isHidden());
+        // A Megatron-LM script whose tokenizer file is its $2 takes the catalog's Mixtral 8x7B
+        // vocabulary for its shape, as `--from` does, and the notice says so.
+        QVERIFY(w.importConfig(QString(PREFLIGHT_TEST_DATA_DIR) + "/../tests/configs/megatron/mixtral_8x7b_tokenizer_arg.sh"));
+        QCOMPARE(child<QSpinBox>(w, "ep")->value(), 8);
+        QCOMPARE(child<QSpinBox>(w, "pp")->value(), 4);
+        QVERIFY(w.errorText().contains("catalog model mixtral-8x7b (vocabulary 32000)"));
+        QVERIFY(w.importConfig(QString(GUI_TEST_INPUTS) + "/import_torchtitan.toml"));
         // A file that is not a config: a notice naming it, the controls unchanged.
         QVERIFY(!w.importConfig(QString(GUI_TEST_INPUTS) + "/malformed_config.json"));
         QCOMPARE(child<QSpinBox>(w, "seq")->value(), 8192);

@@ -6,8 +6,24 @@
 
 namespace preflight {
 
+namespace {
+
+// torchtitan's configurations in Python (a function returning Trainer.Config, as its
+// config_registry.py modules and torchtitan_recipes hold them): code, which no reader here runs.
+bool torchtitan_python_config(std::string_view text) {
+    return text.find("Trainer.Config") != std::string_view::npos && text.find("def ") != std::string_view::npos;
+}
+
+}  // namespace
+
 ImportedConfig import_config_text(std::string_view text, const std::string& file, std::optional<ConfigFormat> forced,
                                   const ImportContext& context) {
+    if ((!forced || *forced == ConfigFormat::torchtitan) && torchtitan_python_config(text))
+        throw InputError(file, "a torchtitan configuration in Python (functions returning Trainer.Config) is code, "
+                               "which --from does not run: give its plan as flags with --framework torchtitan "
+                               "(--dp from data_parallel_shard_degree, --tp, --pp, --cp, --seq from "
+                               "max_context_length, --mbs from num_tokens_per_microbatch_per_dp_rank / seq), or "
+                               "a torchtitan TOML job file");
     const std::optional<ConfigFormat> format = forced ? forced : detect_config_format(text);
     if (!format)
         throw InputError(file, "cannot tell the config's format (none of a torchtitan TOML '[section]', Megatron "
