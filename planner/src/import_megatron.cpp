@@ -551,11 +551,11 @@ void warn_undecided(const Script& s, Flags& f, ImportedConfig& out) {
 ImportedConfig import_megatron(std::string_view text, const std::string& file, const ImportContext& context) {
     Script script;
     try {
-        script = megatron_script::read_script(text);
+        script = megatron_script::read_script(text, context.read_sourced);
     } catch (const InputError& e) {  // the reader names the line: FILE:LINE
         throw InputError(file + ":" + e.subject(), e.detail());
     }
-    std::string cut;  // calls the nesting bound left unread: said always (megatron_script.hpp)
+    std::string cut;  // what the reader left unread (Script::not_read): said always
     for (const megatron_script::Undecided& u : script.not_read) cut += "; " + file + ":" + std::to_string(u.line) + ": " + u.what;
     if (script.arguments.empty())
         throw InputError(file, "no Megatron arguments found (neither a pretrain_*.py launch line nor --flag lines)" + cut);
@@ -564,19 +564,24 @@ ImportedConfig import_megatron(std::string_view text, const std::string& file, c
     out.format = ConfigFormat::megatron;
     out.file = file;
     out.framework = "megatron";
-    import_megatron_pipeline_split(flags, out);  // first: validate_args refuses it beside the vpp flag
-    const Degrees d = import_parallel(flags, out);
-    import_batch(flags, out, script, context, d);
-    import_zero(flags, out);
-    import_precision(flags, out);
-    import_fp8_param_gather(flags, out);
-    import_recompute(flags, out);
-    import_dropout(flags, out);
-    import_kernels(flags, out);
-    import_offload_and_overlap(flags, out);
-    import_megatron_model(flags, out, d.tp,
-                          context.model_layers ? std::span<const ModelConfig>{} : std::span<const ModelConfig>(context.catalog));
-    classify_rest(flags, out);
+    try {
+        import_megatron_pipeline_split(flags, out);  // first: validate_args refuses it beside the vpp flag
+        const Degrees d = import_parallel(flags, out);
+        import_batch(flags, out, script, context, d);
+        import_zero(flags, out);
+        import_precision(flags, out);
+        import_fp8_param_gather(flags, out);
+        import_recompute(flags, out);
+        import_dropout(flags, out);
+        import_kernels(flags, out);
+        import_offload_and_overlap(flags, out);
+        import_megatron_model(flags, out, d.tp,
+                              context.model_layers ? std::span<const ModelConfig>{} : std::span<const ModelConfig>(context.catalog));
+        classify_rest(flags, out);
+    } catch (const InputError& e) {  // what the reader left unread may be why (a sourced file's variables)
+        if (cut.empty()) throw;
+        throw InputError(e.subject(), e.detail() + cut);
+    }
     warn_undecided(script, flags, out);
     for (const megatron_script::Undecided& u : script.not_read)
         out.warnings.push_back(file + ":" + std::to_string(u.line) + ": " + u.what);

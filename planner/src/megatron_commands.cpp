@@ -28,7 +28,7 @@ namespace {
 
 // Commands that never launch training (their words may still name a .py file).
 bool inert_command(const std::string& w) {
-    static const std::set<std::string> words{"echo", "printf", "mkdir", "cd", "exit", "set", "source", ".", "cp", "rm",
+    static const std::set<std::string> words{"echo", "printf", "mkdir", "cd", "exit", "set", "cp", "rm",
                                              "ls", "cat", "return", "shift", "trap", "wait", "sleep", "unset", "read",
                                              "break", "continue"};
     return words.count(w) > 0;
@@ -61,6 +61,7 @@ Status Interpreter::execute(Ctx c, const std::vector<Item>& items) {
         if (head == "break" || head == "continue") return loop_control(items, k, c.branch);
         if (head == "let" || head.rfind("((", 0) == 0) return arithmetic_assign(items, k, c.branch);
         if (head == "read") return {Truth::unknown, 0};  // a line or end of input: not known (`while read`)
+        if (head == "source" || head == ".") return source(c, items, k, line);
         if (inert_command(head) || head == "true" || head == ":") return expand_only(items, k + 1, c.branch), Status{};
         for (std::optional<Assignment> a; k < items.size() && (a = assignment(items[k].word->text)); ++k) {
             if (items[k].array) assign_array(*a, items[k], c.branch, local);
@@ -291,6 +292,40 @@ Status Interpreter::eval(Ctx c, std::vector<Value> args, int line) {
     for (Raw& t : toks) t.line = lines[std::min(static_cast<std::size_t>(std::max(t.line, 1)) - 1, lines.size() - 1)];
     sources_.push_back(std::move(toks));
     return read_tokens(&sources_.back(), 0, {c.run, first(c.branch, branch)}, false, line);
+}
+
+// `source FILE` / `. FILE`: bash reads FILE's commands in the current shell (bash "Bash Builtins":
+// source), so what it assigns and defines stays. The file comes from read_sourced_ (a relative
+// FILE from the script's folder, as when the script runs from there); its commands take the
+// `source` line as theirs, so a value read from it names that line. Words after FILE are not
+// made its positional parameters. A file the reader cannot name or read is said
+// (Script::not_read) and the script read on without it.
+Status Interpreter::source(Ctx c, const std::vector<Item>& items, std::size_t k, int line) {
+    std::vector<Value> words;
+    for (std::size_t i = k + 1; i < items.size() && words.empty(); ++i)
+        for (Value& v : expander(items[i].word->line, true, c.branch).run(items[i].word->text)) words.push_back(std::move(v));
+    if (words.empty()) return {};
+    const Word file = words[0].word();
+    const std::string shown = items[k].word->text + " " + items[k + 1].word->text;
+    const auto said = [&](const std::string& why) {
+        if (cut_lines_.insert(line).second) script_.not_read.push_back({line, shown + ": " + why + ": what it sets is not read"});
+        return Status{Truth::unknown, 0};
+    };
+    if (!file.unresolved.empty()) return said("its file is not known (" + open_reference(file.unresolved) + ")");
+    if (!read_sourced_) return said("the script's folder is not known (it was read from standard input)");
+    if (calls_ >= kMaxCallNesting)
+        return said("past " + std::to_string(kMaxCallNesting) + " nested calls, evals and sourced files");
+    std::string text;
+    try {
+        text = read_sourced_(file.text);
+    } catch (const InputError& e) {
+        return said(e.what());
+    }
+    std::vector<Raw> toks = lex(text);
+    spend(toks.size(), line);
+    for (Raw& t : toks) t.line = line;
+    sources_.push_back(std::move(toks));
+    return read_tokens(&sources_.back(), 0, c, false, line);
 }
 
 // Reads `source` from `start`: one command (a function's body) or to its end (an eval's text),

@@ -115,7 +115,8 @@ struct Loop {
 
 class Interpreter {
 public:
-    explicit Interpreter(std::vector<Raw> toks) : toks_(&sources_.emplace_back(std::move(toks))) {}
+    Interpreter(std::vector<Raw> toks, SourceReader read_sourced)
+        : toks_(&sources_.emplace_back(std::move(toks))), read_sourced_(std::move(read_sourced)) {}
     Script run();
 
 private:
@@ -178,6 +179,8 @@ private:
     Status call(const Function& f, std::vector<Value> args, Ctx c, int line, bool given = true);
     void restore(Frame& frame);
     Status eval(Ctx c, std::vector<Value> args, int line);
+    // `source FILE` / `. FILE`: the file's commands read here, in the script's own scope.
+    Status source(Ctx c, const std::vector<Item>& items, std::size_t k, int line);
     Status read_tokens(const std::vector<Raw>* source, std::size_t start, Ctx c, bool one_command, int line);
     void spend(std::size_t tokens, int line);  // tokens read through calls, evals and loops (kMaxCallTokens)
     void cut(int line, std::string what);      // a call or eval past kMaxCallNesting, not read
@@ -198,7 +201,7 @@ private:
     void keep_journal(Journal& j);
     bool simple_piped() const;  // the simple command here is followed by |
 
-    std::deque<std::vector<Raw>> sources_;  // the script's tokens, then each eval's (never moved: a deque)
+    std::deque<std::vector<Raw>> sources_;  // the script's tokens, then each eval's and sourced file's (never moved: a deque)
     const std::vector<Raw>* toks_;          // the tokens being read
     std::size_t at_ = 0;
     int depth_ = 0;
@@ -216,6 +219,7 @@ private:
     std::set<int> cut_lines_;        // lines where kMaxCallNesting cut a call or eval
     int calls_ = 0;                // function calls and evals nested now
     std::size_t call_tokens_ = 0;  // tokens read through calls, in all (kMaxCallTokens)
+    SourceReader read_sourced_;    // empty: sourced files are not read
 };
 
 }  // namespace preflight::megatron_script::interp

@@ -332,6 +332,7 @@ bool valid_name(const std::string& w) {
 Status Interpreter::for_loop(Ctx c) {
     const int line = peek()->line;
     const std::size_t head = at_++;
+    if (stopped()) c.run = false;
     std::optional<std::string> name;
     std::optional<std::vector<Value>> words;
     if (kind_at(Tok::word) && kind_at(Tok::word, 1) && peek(1)->text == "in" && !assignment(peek()->text) &&
@@ -346,7 +347,6 @@ Status Interpreter::for_loop(Ctx c) {
     skip_separators();
     eat_word("do");
     const std::size_t body = at_;
-    if (stopped()) c.run = false;
     loops_.push_back({c.branch, frames_.size()});
     if (!c.run || (words && words->empty())) {
         list({false, c.branch}, {"done"});
@@ -482,7 +482,9 @@ Status Interpreter::single_bracket(const std::vector<Item>& items, std::size_t k
 
 }  // namespace interp
 
-Script read_script(std::string_view text) { return interp::Interpreter(shell::lex(text)).run(); }
+Script read_script(std::string_view text, const SourceReader& read_sourced) {
+    return interp::Interpreter(shell::lex(text), read_sourced).run();
+}
 
 std::string shown_reference(const std::string& unresolved) {
     const std::string written = unresolved.substr(0, unresolved.find(kOpenWhy));

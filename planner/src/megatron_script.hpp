@@ -19,6 +19,7 @@
 // holding the launch line).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -61,9 +62,13 @@ struct Script {
     std::vector<Word> arguments;  // the training script's arguments (--num-layers 32 ...)
     int launches = 0;             // launch lines seen (the first one is read)
     std::vector<Undecided> undecided;  // in the order met; each line once
-    std::vector<Undecided> not_read;   // calls and evals past the nesting bound: always said
+    std::vector<Undecided> not_read;   // calls and evals past the nesting bound, files sourced and not read,
+                                       // loop passes after a launch: always said
 };
 
-Script read_script(std::string_view text);
+// A file the script sources: its text, or InputError saying why it cannot be read (ImportContext::read_sourced).
+using SourceReader = std::function<std::string(const std::string& path)>;
+
+Script read_script(std::string_view text, const SourceReader& read_sourced = nullptr);
 
 }  // namespace preflight::megatron_script

@@ -326,6 +326,8 @@ void emit_interleaved(Builder& B);
 
 // An item of a pipeline stage's step (a pass, or a grouped exchange), for finding its steady
 // state: items with the same key emit the same ops on the same buffers, `mb` micro-batches on.
+// The key is an identity only (the address of what the emitter emits the item from), compared,
+// never read through: each emitter keeps its items' own data beside them.
 struct PeriodItem {
     const void* key = nullptr;
     std::int64_t mb = 0;

@@ -193,6 +193,7 @@ void emit_interleaved(Builder& B) {
     std::vector<PeriodItem> items;
     std::vector<Exchange> exchanges;       // the exchanges, in order
     std::vector<std::size_t> exchange_of;  // item -> its index in exchanges (npos for a pass)
+    std::vector<const PassTemplate*> pass_of;  // item -> its pass's template (nullptr for an exchange)
     std::set<ExchangeShape> shapes;        // interned: an exchange's key is its shape's address
     std::size_t received_forward = 0, received_backward = 0;
     Phase last_phase{PhaseKind::forward, P.dims.chunks.front().first, 1};
@@ -200,6 +201,7 @@ void emit_interleaved(Builder& B) {
         if (st.compute) {
             const PassTemplate& t = templates.of(st.pass);
             items.push_back({&t, st.pass.micro_batch});
+            pass_of.push_back(&t);
             exchange_of.push_back(std::string::npos);
             if (!t.ops.empty()) last_phase = t.ops.back().phase, last_phase.micro_batch = st.pass.micro_batch;
             continue;
@@ -212,6 +214,7 @@ void emit_interleaved(Builder& B) {
         for (const auto& [ps, v] : x.receives) shape.emplace_back(&templates.of(ps), v, ps.micro_batch - last_phase.micro_batch);
         shape.emplace_back(nullptr, static_cast<std::size_t>(last_phase.kind), last_phase.layer);
         items.push_back({&*shapes.insert(std::move(shape)).first, last_phase.micro_batch});
+        pass_of.push_back(nullptr);
         exchange_of.push_back(exchanges.size());
         exchanges.push_back(std::move(x));
     }
@@ -221,7 +224,7 @@ void emit_interleaved(Builder& B) {
                 emit_exchange(P, B, templates, exchanges[exchange_of[k]]);
                 continue;
             }
-            for (Op o : static_cast<const PassTemplate*>(items[k].key)->ops) {
+            for (Op o : pass_of[k]->ops) {
                 o.phase.micro_batch = items[k].mb;
                 P.step.push_back(std::move(o));
             }

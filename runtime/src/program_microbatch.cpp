@@ -412,15 +412,16 @@ void emit_pipeline(Builder& B) {
         bwd_last[c] = take_from(P, from);
     }
     std::vector<PeriodItem> items(order.size());
+    std::vector<const std::vector<Op>*> ops_of(order.size());  // item -> its template
     for (std::size_t k = 0; k < order.size(); ++k) {
         const PipelinePass& ps = order[k];
         const std::size_t c = static_cast<std::size_t>(ps.chunk), slot = static_cast<std::size_t>(slot_of[k]);
-        items[k] = {ps.micro_batch == m ? (ps.forward ? &fwd_last[c] : &bwd_last[c]) : (ps.forward ? &fwd[c][slot] : &bwd[c][slot]),
-                    ps.micro_batch};
+        ops_of[k] = ps.micro_batch == m ? (ps.forward ? &fwd_last[c] : &bwd_last[c]) : (ps.forward ? &fwd[c][slot] : &bwd[c][slot]);
+        items[k] = {ops_of[k], ps.micro_batch};
     }
     // A 1F1B stage's templates repeat every k <= pp micro-batches (slot (j - 1) % k).
     append_repeating(P, items, 4 * static_cast<std::size_t>(P.plan.pp), [&](std::size_t from, std::size_t to) {
-        for (std::size_t k = from; k < to; ++k) append_as(P, *static_cast<const std::vector<Op>*>(items[k].key), items[k].mb);
+        for (std::size_t k = from; k < to; ++k) append_as(P, *ops_of[k], items[k].mb);
     });
 }
 

@@ -92,6 +92,26 @@ TEST(ConfigFrom, AMegatronSweepPlansItsFirstLaunchAndNamesTheRest) {
         << r.err;
 }
 
+// A launch script that sources its settings (`source ./model.sh`) is read with them: the file
+// from the script's folder, whatever the working folder; stdin has no folder and says so.
+TEST(ConfigFrom, AMegatronScriptReadsTheFilesItSources) {
+    Scratch s;
+    s.write_text("job/model.sh", "TP=2\nSHAPE=\"--num-layers 2 --hidden-size 256 --num-attention-heads 4 "
+                                 "--max-position-embeddings 512 --seq-length 512\"\n");
+    const std::string script = s.write_text("job/run.sh", "#!/bin/bash\nsource ./model.sh\n"
+                                                          "torchrun --nproc_per_node 8 pretrain_gpt.py $SHAPE \\\n"
+                                                          "  --tensor-model-parallel-size $TP --micro-batch-size 1 "
+                                                          "--global-batch-size 64\n");
+    const auto r = run_preflight("memory --format json --from " + script);
+    ASSERT_LE(r.exit_code, 1) << r.err;
+    const json j = json::parse(r.out, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << r.out.substr(0, 400);
+    EXPECT_EQ(j["plan"]["tp"], 2);
+    EXPECT_EQ(j["plan"]["dp"], 4);
+    EXPECT_EQ(j["plan"]["seq"], 512);
+    expect_refused("memory --from - < " + script, {"$TP", "source ./model.sh", "the script's folder is not known"});
+}
+
 // The issue's second acceptance case: a Megatron-LM Llama-3-8B script, tp 2 + sp, the
 // distributed optimizer, a global batch of 128 on torchrun's 8 x 2 = 16 GPUs.
 TEST(ConfigFrom, MegatronScriptGivesDp8Zero1GradAcc16) {

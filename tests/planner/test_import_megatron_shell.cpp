@@ -6,6 +6,7 @@
 #include <string>
 
 #include "megatron_script_test_helpers.hpp"
+#include "preflight/planner/error.hpp"
 
 using namespace preflight;
 using namespace preflight::test::megatron_script;
@@ -166,4 +167,53 @@ TEST(ImportMegatronScript, AnUndefinedVariableWhereArgumentsGoIsSaid) {
     // After a toggle (--sequence-parallel takes no value) the first word is not a value either.
     const ImportedConfig t = import_text(kLaunch + "--tensor-model-parallel-size 2 --sequence-parallel $MORE_ARGS\n");
     EXPECT_TRUE(contains(t.warnings, "$MORE_ARGS is not defined in the script"));
+}
+
+// `source FILE` / `. FILE` was passed over: a variable the sourced file sets was "not defined by
+// the script" (exit 2). The file's commands are read where it is sourced now, in the script's
+// scope, through ImportContext::read_sourced; one the reader cannot name or read is said.
+TEST(ImportMegatronScript, ASourcedFileIsReadWhereItIsSourced) {
+    const auto files = [](const std::string& name) -> std::string {
+        if (name == "./cfg.sh") return "TP=4\nsize() { PP=$1; }\nARGS=\"--seq-length 2048\"\n";
+        if (name == "/etc/cluster.sh") return "NODES=2\n";
+        throw InputError(name, "cannot open '" + name + "': no such file");
+    };
+    ImportContext context;
+    context.read_sourced = files;
+    const std::string line = kLaunch + "--tensor-model-parallel-size $TP --pipeline-model-parallel-size $PP $ARGS\n";
+    const ImportedConfig c = import_megatron("source ./cfg.sh\nsize 2\n" + line, "run.sh", context);
+    EXPECT_EQ(integer(c, "tp"), 4);   // assigned in the sourced file
+    EXPECT_EQ(integer(c, "pp"), 2);   // a function it defines, called by the script
+    EXPECT_EQ(integer(c, "seq"), 2048);
+    EXPECT_EQ(c.field("tp")->from.line, 3);  // the flag's line in the script
+    EXPECT_FALSE(contains(c.warnings, "source"));
+    // `. FILE` with an absolute name; the sourced assignment stands until the script's own.
+    const ImportedConfig dot = import_megatron(". /etc/cluster.sh\nTP=8\ntorchrun --nnodes $NODES --nproc_per_node 8 "
+                                               "pretrain_gpt.py --micro-batch-size 1 --global-batch-size 64 "
+                                               "--tensor-model-parallel-size $TP\n",
+                                               "run.sh", context);
+    EXPECT_EQ(dot.gpus, 16);
+    EXPECT_EQ(integer(dot, "tp"), 8);
+    // A file that cannot be read, a name the reader cannot know, no reader (standard input): the
+    // script is read on, and the error its missing variable gives says so.
+    const auto refused = [&](const std::string& text, const ImportContext& ctx, const std::string& why) {
+        try {
+            (void)import_megatron(text + line, "run.sh", ctx);
+            ADD_FAILURE() << text << ": read";
+        } catch (const InputError& e) {
+            EXPECT_NE(std::string(e.what()).find("$TP, which the script does not define; run.sh:1: " + why), std::string::npos)
+                << e.what();
+        }
+    };
+    refused("source ./missing.sh\n", context, "source ./missing.sh: ./missing.sh: cannot open './missing.sh': no such file: "
+                                              "what it sets is not read");
+    refused(". $CONFIG\n", context, ". $CONFIG: its file is not known ($CONFIG, which the script does not define)");
+    refused("source ./cfg.sh\n", ImportContext{}, "source ./cfg.sh: the script's folder is not known");
+    // A file that sources itself stops at the nesting bound, said.
+    ImportContext self;
+    self.read_sourced = [](const std::string&) { return std::string("TP=2\nsource ./again.sh\n"); };
+    const ImportedConfig loop =
+        import_megatron("source ./again.sh\n" + kLaunch + "--tensor-model-parallel-size $TP\n", "run.sh", self);
+    EXPECT_EQ(integer(loop, "tp"), 2);
+    EXPECT_TRUE(contains(loop.warnings, "run.sh:1: source ./again.sh: past 32 nested calls, evals and sourced files"));
 }

@@ -1,5 +1,8 @@
 // A config file of any of the four formats -> plan values: read, detect, parse, import.
 #include "preflight/config_readers/config_readers.hpp"
+
+#include <filesystem>
+
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/limits.hpp"
 #include "preflight/planner/user_file.hpp"
@@ -42,7 +45,17 @@ ImportedConfig import_config_file(const std::string& path, std::optional<ConfigF
                                   const ImportContext& context) {
     const std::string text =
         read_user_text_file(path, path, limits::kMaxConfigFileBytes, "a training config", "limits::kMaxConfigFileBytes");
-    return import_config_text(text, path, forced, context);
+    if (context.read_sourced) return import_config_text(text, path, forced, context);
+    // A file a launch script sources: a relative name from the script's folder (the script run
+    // from its own folder), each under the same size bound as the script.
+    ImportContext with_sources = context;
+    const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+    with_sources.read_sourced = [folder](const std::string& name) {
+        const std::filesystem::path p = std::filesystem::path(name).is_absolute() ? std::filesystem::path(name) : folder / name;
+        return read_user_text_file(p, p.string(), limits::kMaxConfigFileBytes, "a sourced script",
+                                   "limits::kMaxConfigFileBytes");
+    };
+    return import_config_text(text, path, forced, with_sources);
 }
 
 }  // namespace preflight

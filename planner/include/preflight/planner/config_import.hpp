@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -69,6 +70,10 @@ struct ImportContext {
     // catalog model with the same layers, said in a warning. Empty: the vocabulary must come from
     // --vocab-size, a tokenizer of known size or --model.
     std::vector<ModelConfig> catalog = {};
+    // Reads a file a Megatron-LM launch script sources (`source FILE`, `. FILE`), FILE as the
+    // script names it: its text, or InputError saying why it cannot be read. import_config_file
+    // sets it (a relative FILE from the script's folder); empty: sourced files are not read (said).
+    std::function<std::string(const std::string& path)> read_sourced = nullptr;
 };
 
 struct ImportedConfig {
