@@ -118,7 +118,7 @@ bool Interpreter::make_local(const std::vector<Item>& items, std::size_t from) {
     for (std::size_t i = from; i < items.size(); ++i) {
         const std::string& w = items[i].word->text;
         if (w.size() > 1 && w[0] == '-' && w.find('g') != std::string::npos) return false;
-        if (assignment(w) || w.empty() || !name_start(w[0]) || !std::all_of(w.begin(), w.end(), name_char)) continue;
+        if (assignment(w) || !valid_name(w)) continue;
         save_local(w);
     }
     return true;
@@ -308,7 +308,7 @@ Status Interpreter::source(Ctx c, const std::vector<Item>& items, std::size_t k,
     const Word file = words[0].word();
     const std::string shown = items[k].word->text + " " + items[k + 1].word->text;
     const auto said = [&](const std::string& why) {
-        if (cut_lines_.insert(line).second) script_.not_read.push_back({line, shown + ": " + why + ": what it sets is not read"});
+        cut(line, shown + ": " + why + ": what it sets is not read");
         return Status{Truth::unknown, 0};
     };
     if (!file.unresolved.empty()) return said("its file is not known (" + open_reference(file.unresolved) + ")");

@@ -314,15 +314,6 @@ void Interpreter::loop_once(Ctx c, int line, std::size_t test, std::size_t body,
     list({true, note(line, std::move(what))}, {"done"});
 }
 
-namespace {
-
-// A name bash can assign: a letter or _, then letters, digits and _.
-bool valid_name(const std::string& w) {
-    return !w.empty() && name_start(w[0]) && std::all_of(w.begin(), w.end(), [](char ch) { return name_char(ch); });
-}
-
-}  // namespace
-
 // for NAME in WORDS; do BODY; done, run as bash runs it where every word of the list is known
 // (bash "Looping Constructs": NAME takes each word in turn): `break` and `continue` followed, at
 // most kMaxLoopPasses passes, a pass that launches ends it (the later passes' launches are said,

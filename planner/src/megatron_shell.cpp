@@ -13,6 +13,7 @@ namespace preflight::megatron_script::shell {
 
 bool name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
 bool name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+bool valid_name(std::string_view w) { return !w.empty() && name_start(w[0]) && std::all_of(w.begin(), w.end(), name_char); }
 
 namespace {
 

@@ -89,6 +89,8 @@ struct Args {
 
 bool name_start(char c);
 bool name_char(char c);
+// A name bash can assign: a letter or _, then letters, digits and _.
+bool valid_name(std::string_view w);
 
 // $(( )) over 64-bit integers (megatron_arithmetic.cpp): + - * / % and parentheses, numbers as
 // bash reads them (0x hex, a leading 0 octal, BASE#DIGITS) and variable names holding one;
