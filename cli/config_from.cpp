@@ -212,7 +212,8 @@ DividedAnew divide_anew(const Plan& p, std::int64_t world, std::optional<std::in
 namespace {
 
 // What the flags beside --from tell the importer; the catalog's models only where --model does
-// not name the model (a Megatron shape without its vocabulary is matched against them).
+// not name the model (a Megatron shape without its vocabulary is matched against them, read from
+// the data folder only then).
 ImportContext import_context(const FromFlags& from, const CLI::App& sub, const PlanFlags& flags,
                              std::optional<std::int64_t> gpus) {
     const bool model_given = given_on(sub, "--model");
@@ -220,7 +221,9 @@ ImportContext import_context(const FromFlags& from, const CLI::App& sub, const P
     return ImportContext{gpus ? gpus : from.gpus, given_on(sub, "--dp"),
                          given_on(sub, "--grad-acc") || given_on(sub, "--gbs-tokens"),
                          model_given ? std::optional<std::int64_t>(load_plan_model(flags, dir).layers) : std::nullopt,
-                         model_given ? std::vector<ModelConfig>{} : load_catalog_models(dir)};
+                         model_given ? nullptr : std::function<std::vector<ModelConfig>()>([dir] {
+                             return load_catalog_models(dir);
+                         })};
 }
 
 }  // namespace

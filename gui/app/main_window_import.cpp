@@ -108,7 +108,7 @@ bool MainWindow::importConfig(const QString& path) {
     try {
         // A Megatron-LM shape without a known vocabulary takes the catalog model's with its layers.
         ImportContext context{gpu_count_->value()};
-        context.catalog = load_catalog_models(explorer_->dataDir());
+        context.catalog = [dir = explorer_->dataDir()] { return load_catalog_models(dir); };
         c = import_config_file(path.toStdString(), std::nullopt, context);
         plan = apply_imported_fields(c, plan);
         if (plan.pp_schedule == PpSchedule::interleaved && !c.field("vpp")) plan.vpp = 2;

@@ -5,6 +5,7 @@
 // shape by megatron_model.cpp.
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <span>
@@ -88,10 +89,11 @@ std::vector<const Flag*> Flags::unread() const {
 
 }  // namespace megatron_script
 
-// catalog: the models a shape without a known vocabulary is matched against (empty when --model
-// is given beside the script: that model is planned, the shape's vocabulary is not needed).
+// catalog: gives the models a shape without a known vocabulary is matched against, called only
+// for such a shape (unset when --model is given beside the script: that model is planned, the
+// shape's vocabulary is not needed).
 void import_megatron_model(megatron_script::Flags& flags, ImportedConfig& out, std::int64_t tp,
-                           std::span<const ModelConfig> catalog);
+                           const std::function<std::vector<ModelConfig>()>& catalog);
 void import_megatron_pipeline_split(megatron_script::Flags& flags, ImportedConfig& out);  // import_megatron_split.cpp
 bool megatron_flag_ignored(std::string_view name);
 
@@ -551,7 +553,8 @@ void warn_undecided(const Script& s, Flags& f, ImportedConfig& out) {
 ImportedConfig import_megatron(std::string_view text, const std::string& file, const ImportContext& context) {
     Script script;
     try {
-        script = megatron_script::read_script(text, context.read_sourced);
+        const std::string name = std::filesystem::path(file).filename().string();
+        script = megatron_script::read_script(text, context.read_sourced, {context.script_folder, name});
     } catch (const InputError& e) {  // the reader names the line: FILE:LINE
         throw InputError(file + ":" + e.subject(), e.detail());
     }
@@ -575,8 +578,7 @@ ImportedConfig import_megatron(std::string_view text, const std::string& file, c
         import_dropout(flags, out);
         import_kernels(flags, out);
         import_offload_and_overlap(flags, out);
-        import_megatron_model(flags, out, d.tp,
-                              context.model_layers ? std::span<const ModelConfig>{} : std::span<const ModelConfig>(context.catalog));
+        import_megatron_model(flags, out, d.tp, context.model_layers ? nullptr : context.catalog);
         classify_rest(flags, out);
     } catch (const InputError& e) {  // what the reader left unread may be why (a sourced file's variables)
         if (cut.empty()) throw;

@@ -62,6 +62,7 @@ Status Interpreter::execute(Ctx c, const std::vector<Item>& items) {
         if (head == "let" || head.rfind("((", 0) == 0) return arithmetic_assign(items, k, c.branch);
         if (head == "read") return {Truth::unknown, 0};  // a line or end of input: not known (`while read`)
         if (head == "source" || head == ".") return source(c, items, k, line);
+        if (head == "cd") change_directory(items, k, c.branch, line);
         if (inert_command(head) || head == "true" || head == ":") return expand_only(items, k + 1, c.branch), Status{};
         for (std::optional<Assignment> a; k < items.size() && (a = assignment(items[k].word->text)); ++k) {
             if (items[k].array) assign_array(*a, items[k], c.branch, local);
@@ -295,14 +296,16 @@ Status Interpreter::eval(Ctx c, std::vector<Value> args, int line) {
 }
 
 // `source FILE` / `. FILE`: bash reads FILE's commands in the current shell (bash "Bash Builtins":
-// source), so what it assigns and defines stays. The file comes from read_sourced_ (a relative
-// FILE from the script's folder, as when the script runs from there); its commands take the
-// `source` line as theirs, so a value read from it names that line. Words after FILE are not
-// made its positional parameters. A file the reader cannot name or read is said
-// (Script::not_read) and the script read on without it.
+// source), so what it assigns and defines stays. The file comes from read_sourced_, a relative
+// FILE from $PWD (the script's folder, as when the script runs from there, unless a `cd` moved
+// it); its commands take the `source` line as theirs, so a value read from it names that line,
+// and ${BASH_SOURCE[0]} is FILE while they are read. Words after FILE are its positional
+// parameters while it is read, the caller's again after it; without them it sees the caller's.
+// A file the reader cannot name or read is said (Script::not_read) and the script read on
+// without it.
 Status Interpreter::source(Ctx c, const std::vector<Item>& items, std::size_t k, int line) {
     std::vector<Value> words;
-    for (std::size_t i = k + 1; i < items.size() && words.empty(); ++i)
+    for (std::size_t i = k + 1; i < items.size(); ++i)
         for (Value& v : expander(items[i].word->line, true, c.branch).run(items[i].word->text)) words.push_back(std::move(v));
     if (words.empty()) return {};
     const Word file = words[0].word();
@@ -315,9 +318,15 @@ Status Interpreter::source(Ctx c, const std::vector<Item>& items, std::size_t k,
     if (!read_sourced_) return said("the script's folder is not known (it was read from standard input)");
     if (calls_ >= kMaxCallNesting)
         return said("past " + std::to_string(kMaxCallNesting) + " nested calls, evals and sourced files");
+    std::string path = file.text;
+    if (const auto pwd = vars_.find("PWD"); !path.empty() && path[0] != '/' && pwd != vars_.end() && !pwd->second.values.empty()) {
+        const Word folder = pwd->second.values[0].word();
+        if (!folder.unresolved.empty()) return said("its folder is not known (" + open_reference(folder.unresolved) + ")");
+        path = folder.text + "/" + path;  // joined, not normalized: the kernel resolves its ".." (through links)
+    }
     std::string text;
     try {
-        text = read_sourced_(file.text);
+        text = read_sourced_(path);
     } catch (const InputError& e) {
         return said(e.what());
     }
@@ -325,7 +334,55 @@ Status Interpreter::source(Ctx c, const std::vector<Item>& items, std::size_t k,
     spend(toks.size(), line);
     for (Raw& t : toks) t.line = line;
     sources_.push_back(std::move(toks));
-    return read_tokens(&sources_.back(), 0, c, false, line);
+    // ${BASH_SOURCE[0]} is the file being read; the script's own again after it.
+    const auto was = vars_.find("BASH_SOURCE");
+    const std::optional<Var> outer = was == vars_.end() ? std::nullopt : std::optional<Var>(was->second);
+    Var inner = outer.value_or(Var{{}, true});
+    inner.values.insert(inner.values.begin(), words[0]);
+    inner.array = true;
+    vars_["BASH_SOURCE"] = std::move(inner);
+    Args given;  // swapped in for the read, swapped back after (args() is the same frame again then)
+    const bool with_args = words.size() > 1;
+    if (with_args) {
+        given.values.assign(std::make_move_iterator(words.begin() + 1), std::make_move_iterator(words.end()));
+        given.sure = given.values.size();
+        for (std::size_t i = 0; i < given.values.size() && given.sure == given.values.size(); ++i)
+            if (!given.values[i].word().unresolved.empty()) given.sure = i;  // it may split into any number of words
+        std::swap(args(), given);
+    }
+    const Status st = read_tokens(&sources_.back(), 0, c, false, line);
+    if (with_args) std::swap(args(), given);
+    if (outer) vars_["BASH_SOURCE"] = *outer;
+    else vars_.erase("BASH_SOURCE");
+    return st;
+}
+
+// `cd DIR`: $PWD becomes DIR from it (by name, as bash's logical cd), where DIR and the folder are
+// known and the cd is not under an undecided test; else $PWD is not known, and what needs it (a
+// relative `source`, $(pwd)) says so. `cd` alone (to $HOME) and `cd -` are not known either.
+void Interpreter::change_directory(const std::vector<Item>& items, std::size_t k, int branch, int line) {
+    std::vector<std::string> words{"cd"};
+    std::string open;
+    for (std::size_t i = k + 1; i < items.size() && open.empty(); ++i)
+        for (const Value& v : expander(items[i].word->line, true, branch).run(items[i].word->text)) {
+            const Word w = v.word();
+            if (!w.unresolved.empty()) open = open_reference(w.unresolved);
+            words.push_back(w.text);
+        }
+    std::optional<std::string> pwd;
+    if (const auto it = vars_.find("PWD"); it != vars_.end() && !it->second.values.empty()) {
+        const Word w = it->second.values[0].word();
+        if (w.unresolved.empty()) pwd = w.text;
+        else if (open.empty()) open = open_reference(w.unresolved);
+    }
+    const std::optional<std::string> to = open.empty() ? shell::path_command_output({words, {"pwd"}}, pwd) : std::nullopt;
+    std::string why = "after the cd at line " + std::to_string(line);
+    if (to && branch == 0) {
+        set_var("PWD", Var{{Value{{shell::Piece{*to, {}, 0, line}}, line, to->size()}}, false});
+        return;
+    }
+    why += branch != 0 ? ", under an undecided test" : open.empty() ? ", to a folder not known here" : " (" + open + ")";
+    set_var("PWD", Var{{Value{{shell::Piece{"$PWD", "PWD" + std::string(1, kOpenWhy) + why, 0, line}}, line, 4}}, false});
 }
 
 // Reads `source` from `start`: one command (a function's body) or to its end (an eval's text),

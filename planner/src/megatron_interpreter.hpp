@@ -115,8 +115,7 @@ struct Loop {
 
 class Interpreter {
 public:
-    Interpreter(std::vector<Raw> toks, SourceReader read_sourced)
-        : toks_(&sources_.emplace_back(std::move(toks))), read_sourced_(std::move(read_sourced)) {}
+    Interpreter(std::vector<Raw> toks, SourceReader read_sourced, const ScriptPlace& place);
     Script run();
 
 private:
@@ -182,6 +181,7 @@ private:
     // `source FILE` / `. FILE`: the file's commands read here, in the script's own scope.
     Status source(Ctx c, const std::vector<Item>& items, std::size_t k, int line);
     Status read_tokens(const std::vector<Raw>* source, std::size_t start, Ctx c, bool one_command, int line);
+    void change_directory(const std::vector<Item>& items, std::size_t k, int branch, int line);  // cd: $PWD
     void spend(std::size_t tokens, int line);  // tokens read through calls, evals and loops (kMaxCallTokens)
     void cut(int line, std::string what);      // a call or eval past kMaxCallNesting, not read
     void call_uncalled();

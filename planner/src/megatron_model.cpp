@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -250,7 +251,8 @@ std::optional<std::int64_t> catalog_vocab(Flags& f, const ModelConfig& shape, st
 
 }  // namespace
 
-void import_megatron_model(Flags& f, ImportedConfig& out, std::int64_t tp, std::span<const ModelConfig> catalog) {
+void import_megatron_model(Flags& f, ImportedConfig& out, std::int64_t tp,
+                           const std::function<std::vector<ModelConfig>()>& load_catalog) {
     Shape s;
     const auto layers = f.integer("--num-layers", 1, limits::kMaxLayers, "limits::kMaxLayers");
     const auto hidden = f.integer("--hidden-size", 1, limits::kMaxWidth, "limits::kMaxWidth");
@@ -268,6 +270,8 @@ void import_megatron_model(Flags& f, ImportedConfig& out, std::int64_t tp, std::
     if (!positions && !f.get("--seq-length"))
         throw InputError(f.file(), "the model shape needs --max-position-embeddings (or --seq-length)");
     s.positions = positions.value_or(f.integer("--seq-length", 1, limits::kMaxSeq, "limits::kMaxSeq").value_or(1));
+    // The catalog is read only where the vocabulary is open (ImportContext::catalog).
+    const std::vector<ModelConfig> catalog = vocab || !load_catalog ? std::vector<ModelConfig>{} : load_catalog();
     if (!vocab && catalog.empty()) {
         out.warnings.push_back(at.text() + ": neither --vocab-size nor a tokenizer of known size: the model comes from --model");
         return;

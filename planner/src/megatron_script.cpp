@@ -25,6 +25,16 @@ bool closing_word(const std::string& w) {
 
 }  // namespace
 
+// A script read from a file runs from its folder (ScriptPlace): $PWD, $0 and ${BASH_SOURCE[0]}.
+Interpreter::Interpreter(std::vector<Raw> toks, SourceReader read_sourced, const ScriptPlace& place)
+    : toks_(&sources_.emplace_back(std::move(toks))), read_sourced_(std::move(read_sourced)) {
+    if (place.folder.empty()) return;
+    const auto value = [](const std::string& text) { return Value{{shell::Piece{text, {}, 0, 0}}, 0, text.size()}; };
+    vars_["PWD"] = Var{{value(place.folder)}, false};
+    vars_["0"] = Var{{value(place.name)}, false};
+    vars_["BASH_SOURCE"] = Var{{value(place.name)}, true};
+}
+
 Script Interpreter::run() {
     while (peek()) list({}, {});
     call_uncalled();
@@ -473,8 +483,8 @@ Status Interpreter::single_bracket(const std::vector<Item>& items, std::size_t k
 
 }  // namespace interp
 
-Script read_script(std::string_view text, const SourceReader& read_sourced) {
-    return interp::Interpreter(shell::lex(text), read_sourced).run();
+Script read_script(std::string_view text, const SourceReader& read_sourced, const ScriptPlace& place) {
+    return interp::Interpreter(shell::lex(text), read_sourced, place).run();
 }
 
 std::string shown_reference(const std::string& unresolved) {

@@ -69,6 +69,14 @@ struct Script {
 // A file the script sources: its text, or InputError saying why it cannot be read (ImportContext::read_sourced).
 using SourceReader = std::function<std::string(const std::string& path)>;
 
-Script read_script(std::string_view text, const SourceReader& read_sourced = nullptr);
+// Where the script runs from: its folder (absolute; empty: not known, as for standard input) and
+// its file name. The reader takes the script as run from its own folder, as `source` does: $PWD
+// is the folder, $0 and ${BASH_SOURCE[0]} the file name.
+struct ScriptPlace {
+    std::string folder;
+    std::string name;
+};
+
+Script read_script(std::string_view text, const SourceReader& read_sourced = nullptr, const ScriptPlace& place = {});
 
 }  // namespace preflight::megatron_script

@@ -358,7 +358,7 @@ std::size_t Expander::reference(std::string_view raw, std::size_t i) {
                                         " the script does not define");
             else unresolved(written, std::string(written) + kOpenWhy + "which cannot be evaluated: " + why);
         } else {
-            unresolved(written, "$(...)");
+            substitution(raw.substr(i + 2, end > i + 3 ? end - i - 3 : 0), written);
         }
         return end;
     }

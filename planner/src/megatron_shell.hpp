@@ -101,6 +101,17 @@ std::optional<std::int64_t> arithmetic(std::string_view expr, const Vars& vars, 
 // The first undecided branch among the variables an arithmetic expression names bare (N in $((N+1))).
 int arithmetic_names_branch(std::string_view expr, const Vars& vars);
 
+// (megatron_substitution.cpp) What the few commands $( ) reads print: POSIX dirname and basename,
+// a name made absolute from the working folder `pwd` with "." and ".." resolved by name (realpath,
+// readlink -f, bash's `cd DIR && pwd`; symbolic links are not followed), and `pwd`. `commands`:
+// one command's words, or `cd DIR` then `pwd`; nullopt for any other command, or where the
+// working folder is needed and not known (then `needs_pwd`, when given, is set).
+std::string dirname_of(std::string_view path);
+std::string basename_of(std::string_view path, std::string_view suffix);
+std::string absolute_of(std::string_view path, std::string_view pwd);
+std::optional<std::string> path_command_output(const std::vector<std::vector<std::string>>& commands,
+                                               const std::optional<std::string>& pwd, bool* needs_pwd = nullptr);
+
 // Expands one raw word: quotes removed, references replaced, unquoted expansions split on
 // whitespace when `split` (a command's words; an assignment's value and [[ ]] operands are not split).
 class Expander {
@@ -138,6 +149,7 @@ private:
 
     std::size_t step(std::string_view raw, std::size_t i);
     std::size_t reference(std::string_view raw, std::size_t i);
+    void substitution(std::string_view inner, std::string_view written);  // $(inner)
     void parameter(std::string_view inner, std::string_view written);
     Expander nested() const;  // for a default's word or an arithmetic's text: one deeper, not split
     void assign_default(const std::string& name, const Value& v);

@@ -110,6 +110,31 @@ TEST(ConfigFrom, AMegatronScriptReadsTheFilesItSources) {
     EXPECT_EQ(j["plan"]["dp"], 4);
     EXPECT_EQ(j["plan"]["seq"], 512);
     expect_refused("memory --from - < " + script, {"$TP", "source ./model.sh", "the script's folder is not known"});
+    // The folder found as Megatron-LM's modelopt scripts find it ($0 through readlink -f and
+    // dirname), whatever folder preflight runs from.
+    s.write_text("job/conf/args.sh", "PP=2\n");
+    const std::string finetune =
+        s.write_text("job/finetune.sh", "#!/bin/bash\nSCRIPT_DIR=\"$(dirname \"$(readlink -f \"$0\")\")\"\n"
+                                        "source \"${SCRIPT_DIR}/model.sh\"\nsource \"$SCRIPT_DIR/conf/args.sh\"\n"
+                                        "torchrun --nproc_per_node 8 pretrain_gpt.py $SHAPE --tensor-model-parallel-size $TP "
+                                        "--pipeline-model-parallel-size $PP --micro-batch-size 1 --global-batch-size 64\n");
+    const json f = json::parse(run_preflight("memory --format json --from " + finetune).out, nullptr, false);
+    ASSERT_TRUE(f.is_object());
+    EXPECT_EQ(f["plan"]["tp"], 2);
+    EXPECT_EQ(f["plan"]["pp"], 2);
+    EXPECT_EQ(f["plan"]["dp"], 2);  // 8 / (tp 2 x pp 2)
+}
+
+// A script that finds its model file through its own folder
+// ($(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd), then `source`), run from another folder.
+TEST(ConfigFrom, AMegatronScriptFindsTheFilesBesideItThroughItsFolder) {
+    const json j = memory_json("--from " + config("megatron/llama3_8b_script_dir.sh"));
+    ASSERT_TRUE(j.is_object());
+    EXPECT_EQ(j["model"]["params"], 8030261248LL);  // Llama-3-8B (Meta's model card: 8.03 B)
+    EXPECT_EQ(j["plan"]["tp"], 2);
+    EXPECT_EQ(j["plan"]["dp"], 4);        // 8 / tp 2
+    EXPECT_EQ(j["plan"]["grad_acc"], 32);  // 128 / (mbs 1 x dp 4)
+    EXPECT_EQ(j["plan"]["precision"], "bf16-mixed");
 }
 
 // The second acceptance case: a Megatron-LM Llama-3-8B script, tp 2 + sp, the

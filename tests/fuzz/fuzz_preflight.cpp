@@ -135,7 +135,8 @@ void import_and_evaluate(const std::string& text, ConfigFormat format) {
     std::optional<ModelConfig> m;
     try {
         ImportContext context{8};
-        context.catalog = catalog();
+        context.catalog = catalog;
+        context.script_folder = "/fuzz/jobs";  // $PWD, $0, $(dirname ...), cd: read, no file opened
         c = import_config_text(text, "fuzz.cfg", format, context);
         for (const ImportedField& v : c.fields)
             if (!plan_field(v.key)) wrong("imported an unknown plan field '" + v.key + "'");

@@ -768,7 +768,7 @@ TEST(ImportMegatron, AShapeWithoutAVocabularyTakesTheCatalogModelsWithItsLayers)
         "--tokenizer-type HuggingFaceTokenizer --tokenizer-model $TOKENIZER --micro-batch-size 1 ";
     const auto import_with = [&](const std::vector<ModelConfig>& catalog, const std::string& more) {
         ImportContext context;
-        context.catalog = catalog;
+        context.catalog = [catalog] { return catalog; };
         return import_megatron(shape + more + "\n", "shape.sh", context);
     };
     const ModelConfig a = model("model-a", 512, 1100, 10000), b = model("model-b", 512, 3000, 500000);
@@ -804,11 +804,22 @@ TEST(ImportMegatron, AShapeWithoutAVocabularyTakesTheCatalogModelsWithItsLayers)
     EXPECT_FALSE(empty.model_config);
     EXPECT_TRUE(contains(empty.warnings, "neither --vocab-size nor a tokenizer of known size: the model comes from --model"));
     ImportContext given;
-    given.catalog = {a};
+    given.catalog = [a] { return std::vector<ModelConfig>{a}; };
     given.model_layers = 2;
     EXPECT_FALSE(import_megatron(shape + "\n", "shape.sh", given).model_config);
     // A vocabulary the script names is its own, whatever the catalog holds.
     const ImportedConfig named = import_with({a}, "--vocab-size 2000");
     ASSERT_TRUE(named.model_config);
     EXPECT_EQ((*named.model_config)["vocab_size"], 2048);
+    // The catalog is read only for a shape whose vocabulary is open, once.
+    int reads = 0;
+    ImportContext counted;
+    counted.catalog = [&] {
+        ++reads;
+        return std::vector<ModelConfig>{a};
+    };
+    import_megatron(shape + "--vocab-size 2000\n", "shape.sh", counted);
+    EXPECT_EQ(reads, 0);
+    import_megatron(shape + "\n", "shape.sh", counted);
+    EXPECT_EQ(reads, 1);
 }

@@ -50,6 +50,11 @@ ImportedConfig import_config_file(const std::string& path, std::optional<ConfigF
     // from its own folder), each under the same size bound as the script.
     ImportContext with_sources = context;
     const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+    std::error_code no_folder;  // the working folder gone: $PWD not known
+    const std::filesystem::path absolute = std::filesystem::absolute(folder.empty() ? "." : folder, no_folder);
+    if (!no_folder) with_sources.script_folder = absolute.lexically_normal().string();
+    while (with_sources.script_folder.size() > 1 && with_sources.script_folder.back() == '/')
+        with_sources.script_folder.pop_back();
     with_sources.read_sourced = [folder](const std::string& name) {
         const std::filesystem::path p = std::filesystem::path(name).is_absolute() ? std::filesystem::path(name) : folder / name;
         return read_user_text_file(p, p.string(), limits::kMaxConfigFileBytes, "a sourced script",

@@ -65,15 +65,21 @@ struct ImportContext {
     bool batch_given = false;
     // --model beside --from: its decoder layers (torchtitan's virtual stages per rank need them).
     std::optional<std::int64_t> model_layers = std::nullopt;
-    // The catalog's models (`preflight models`): a Megatron-LM shape whose tokenizer's size the
-    // script leaves open (a --tokenizer-model path it does not define) takes the vocabulary of the
-    // catalog model with the same layers, said in a warning. Empty: the vocabulary must come from
-    // --vocab-size, a tokenizer of known size or --model.
-    std::vector<ModelConfig> catalog = {};
+    // Gives the catalog's models (`preflight models`, load_catalog_models): a Megatron-LM shape
+    // whose tokenizer's size the script leaves open (a --tokenizer-model path it does not define)
+    // takes the vocabulary of the catalog model with the same layers, said in a warning. Called
+    // only for such a shape, at most once per import, so other configs never read the catalog.
+    // Unset (or giving none): the vocabulary must come from --vocab-size, a tokenizer of known
+    // size or --model.
+    std::function<std::vector<ModelConfig>()> catalog = nullptr;
     // Reads a file a Megatron-LM launch script sources (`source FILE`, `. FILE`), FILE as the
     // script names it: its text, or InputError saying why it cannot be read. import_config_file
     // sets it (a relative FILE from the script's folder); empty: sourced files are not read (said).
     std::function<std::string(const std::string& path)> read_sourced = nullptr;
+    // The launch script's folder, absolute (import_config_file sets it beside read_sourced; empty:
+    // not known). The script is read as run from there: $PWD, and $0 its file name, for the
+    // $(dirname "$0"), $(cd ... && pwd) and relative `source` lines that find the files beside it.
+    std::string script_folder = {};
 };
 
 struct ImportedConfig {
