@@ -35,7 +35,7 @@ Split split_words(const std::vector<std::string>& words) {
     return s;
 }
 
-// Every option one of `allowed`'s letters, and (where `needed` is given) one of them among them.
+// Every option is made of `allowed`'s letters, and (where `needed` is given) one holds a letter of `needed`.
 bool options_within(const std::vector<std::string>& options, std::string_view allowed, std::string_view needed = {}) {
     bool has_needed = needed.empty();
     for (const std::string& o : options) {
