@@ -25,6 +25,14 @@ void add_from_flags(CLI::App& app, FromFlags& from, bool gpus_flag) {
                                                  "(default: detected from the text)")
         ->check(CLI::IsMember({"torchtitan", "megatron", "deepspeed", "nanotron"}))
         ->group(g);
+    app.add_option("--from-arg", from.args,
+                   "With --from a Megatron-LM launch script: a word of its command line, in order ($1, then $2 ...; "
+                   "give the flag once per word, a word that starts with - as --from-arg=WORD). Without it the "
+                   "script's $1 ... are not known")
+        ->expected(1)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+        ->allow_extra_args(false)
+        ->group(g);
     app.add_flag("--verbose", from.verbose, "With --from: list every value read (file, line, key) and every key "
                                             "ignored on purpose (logging, checkpointing, data)")
         ->group(g);
@@ -211,6 +219,23 @@ DividedAnew divide_anew(const Plan& p, std::int64_t world, std::optional<std::in
 
 namespace {
 
+// A launch script's command-line words: as many as a script's array may hold (shell::kMaxArrayElements).
+constexpr std::size_t kMaxFromArgs = 4096;
+
+// The flags that go with --from, given without it, or --from-arg past its bound: exit 2 naming the flag.
+void check_from_companions(const FromFlags& from) {
+    if (from.args.size() > kMaxFromArgs)
+        throw InputError("--from-arg", "given " + std::to_string(from.args.size()) + " times: at most " +
+                                           std::to_string(kMaxFromArgs) + " words (kMaxFromArgs)");
+    if (!from.file.empty()) return;
+    if (!from.format.empty()) throw InputError("--from-format", "needs --from FILE");
+    if (from.verbose) throw InputError("--verbose", "lists what --from read: give --from FILE");
+    if (!from.args.empty()) throw InputError("--from-arg", "gives a Megatron-LM launch script's $1 ...: give --from FILE");
+    if (from.gpus)
+        throw InputError("--gpus", "is read with --from only here; without a config give the layout with --dp, --tp "
+                                   "and --pp (dp x tp x pp GPUs)");
+}
+
 // What the flags beside --from tell the importer; the catalog's models only where --model does
 // not name the model (a Megatron shape without its vocabulary is matched against them, read from
 // the data folder only then).
@@ -218,12 +243,14 @@ ImportContext import_context(const FromFlags& from, const CLI::App& sub, const P
                              std::optional<std::int64_t> gpus) {
     const bool model_given = given_on(sub, "--model");
     const auto dir = data_dir_of(flags.data_dir);
-    return ImportContext{gpus ? gpus : from.gpus, given_on(sub, "--dp"),
-                         given_on(sub, "--grad-acc") || given_on(sub, "--gbs-tokens"),
-                         model_given ? std::optional<std::int64_t>(load_plan_model(flags, dir).layers) : std::nullopt,
-                         model_given ? nullptr : std::function<std::vector<ModelConfig>()>([dir] {
-                             return load_catalog_models(dir);
-                         })};
+    ImportContext context{gpus ? gpus : from.gpus, given_on(sub, "--dp"),
+                          given_on(sub, "--grad-acc") || given_on(sub, "--gbs-tokens"),
+                          model_given ? std::optional<std::int64_t>(load_plan_model(flags, dir).layers) : std::nullopt,
+                          model_given ? nullptr : std::function<std::vector<ModelConfig>()>([dir] {
+                              return load_catalog_models(dir);
+                          })};
+    if (!from.args.empty()) context.script_args = from.args;
+    return context;
 }
 
 }  // namespace
@@ -231,14 +258,8 @@ ImportContext import_context(const FromFlags& from, const CLI::App& sub, const P
 FromApplied apply_from(const FromFlags& from, const CLI::App& sub, PlanFlags& flags,
                        std::optional<std::int64_t> gpus, std::ostream& log) {
     FromApplied applied;
-    if (from.file.empty()) {
-        if (!from.format.empty()) throw InputError("--from-format", "needs --from FILE");
-        if (from.verbose) throw InputError("--verbose", "lists what --from read: give --from FILE");
-        if (from.gpus)
-            throw InputError("--gpus", "is read with --from only here; without a config give the layout with --dp, --tp "
-                                       "and --pp (dp x tp x pp GPUs)");
-        return applied;
-    }
+    check_from_companions(from);
+    if (from.file.empty()) return applied;
     applied.read = true;
     const ImportContext context = import_context(from, sub, flags, gpus);
     const std::optional<ConfigFormat> forced =
@@ -253,6 +274,9 @@ FromApplied apply_from(const FromFlags& from, const CLI::App& sub, PlanFlags& fl
     } catch (const InputError& e) {
         throw InputError("--from", e.what());  // the file, and the line and key where known, follow
     }
+    if (!from.args.empty() && c.format != ConfigFormat::megatron)
+        throw InputError("--from-arg", "gives a Megatron-LM launch script's $1 ...; " + c.file + " is a " +
+                                           std::string(to_string(c.format)) + " config, which takes no arguments");
     for (const std::string& w : c.warnings)
         log << "preflight: warning: " << (w.rfind(c.file, 0) == 0 ? "" : c.file + ": ") << w << "\n";
     // A ds_config holds no sequence length (the script's data decides it): said unless --seq gives it.

@@ -7,6 +7,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -20,6 +21,7 @@ struct FromFlags {
     std::string format;  // --from-format ("" = detect from the text)
     bool verbose = false;
     std::optional<std::int64_t> gpus;  // --gpus on memory and run (plan has its own)
+    std::vector<std::string> args;     // --from-arg, in order: a Megatron-LM script's $1, $2 ...
 };
 
 // Whether `flag` was given on `sub`'s command line (false for a flag `sub` does not have).

@@ -89,9 +89,8 @@ std::vector<const Flag*> Flags::unread() const {
 
 }  // namespace megatron_script
 
-// catalog: gives the models a shape without a known vocabulary is matched against, called only
-// for such a shape (unset when --model is given beside the script: that model is planned, the
-// shape's vocabulary is not needed).
+// catalog: gives the models a shape without a known vocabulary is matched against, called only for
+// such a shape (unset with --model beside the script: that model is planned, no vocabulary needed).
 void import_megatron_model(megatron_script::Flags& flags, ImportedConfig& out, std::int64_t tp,
                            const std::function<std::vector<ModelConfig>()>& catalog);
 void import_megatron_pipeline_split(megatron_script::Flags& flags, ImportedConfig& out);  // import_megatron_split.cpp
@@ -479,11 +478,13 @@ void classify_rest(Flags& f, ImportedConfig& out) {
     const auto undefined_array = [&](const Word& w, bool value_slot) {
         const bool array =
             w.text.rfind("${", 0) == 0 && (w.text.find("[@]") != std::string::npos || w.text.find("[*]") != std::string::npos);
-        const bool alone = !value_slot && !w.unresolved.empty() &&
-                           (w.text == "$" + w.unresolved || w.text == "${" + w.unresolved + "}");
+        const std::string ref = w.unresolved.substr(0, w.unresolved.find(megatron_script::kOpenWhy));
+        const bool alone = !value_slot && !ref.empty() && (w.text == "$" + ref || w.text == "${" + ref + "}" || w.text == ref);
         if (array || alone)
-            out.warnings.push_back(f.file() + ":" + std::to_string(w.line) + ": " + w.text + " is not defined in the "
-                                   "script: the arguments it holds are not read");
+            out.warnings.push_back(f.file() + ":" + std::to_string(w.line) + ": " + w.text +
+                                   (megatron_script::positional_reference(ref) ? std::string(", ") + megatron_script::kWordsNotGiven
+                                                                               : " is not defined in the script") +
+                                   ": the arguments it holds are not read");
     };
     for (const Flag& x : f.all())
         for (std::size_t i = 0; i < x.values.size(); ++i)
@@ -554,7 +555,7 @@ ImportedConfig import_megatron(std::string_view text, const std::string& file, c
     Script script;
     try {
         const std::string name = std::filesystem::path(file).filename().string();
-        script = megatron_script::read_script(text, context.read_sourced, {context.script_folder, name});
+        script = megatron_script::read_script(text, context.read_sourced, {context.script_folder, name, context.script_args});
     } catch (const InputError& e) {  // the reader names the line: FILE:LINE
         throw InputError(file + ":" + e.subject(), e.detail());
     }

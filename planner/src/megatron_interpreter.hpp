@@ -115,7 +115,7 @@ struct Loop {
 
 class Interpreter {
 public:
-    Interpreter(std::vector<Raw> toks, SourceReader read_sourced, const ScriptPlace& place);
+    Interpreter(std::vector<Raw> toks, SourceReader read_sourced, const ScriptRun& place);
     Script run();
 
 private:

@@ -25,11 +25,16 @@ bool closing_word(const std::string& w) {
 
 }  // namespace
 
-// A script read from a file runs from its folder (ScriptPlace): $PWD, $0 and ${BASH_SOURCE[0]}.
-Interpreter::Interpreter(std::vector<Raw> toks, SourceReader read_sourced, const ScriptPlace& place)
+// A script read from a file runs from its folder (ScriptRun): $PWD, $0 and ${BASH_SOURCE[0]}; and
+// with the words it was given, where they are.
+Interpreter::Interpreter(std::vector<Raw> toks, SourceReader read_sourced, const ScriptRun& place)
     : toks_(&sources_.emplace_back(std::move(toks))), read_sourced_(std::move(read_sourced)) {
-    if (place.folder.empty()) return;
     const auto value = [](const std::string& text) { return Value{{shell::Piece{text, {}, 0, 0}}, 0, text.size()}; };
+    if (place.arguments) {  // the words it was given: all known, $N past them empty (bash "Positional Parameters")
+        script_args_ = Args{{}, place.arguments->size(), false, true};
+        for (const std::string& w : *place.arguments) script_args_.values.push_back(value(w));
+    }
+    if (place.folder.empty()) return;
     vars_["PWD"] = Var{{value(place.folder)}, false};
     vars_["0"] = Var{{value(place.name)}, false};
     vars_["BASH_SOURCE"] = Var{{value(place.name)}, true};
@@ -483,8 +488,15 @@ Status Interpreter::single_bracket(const std::vector<Item>& items, std::size_t k
 
 }  // namespace interp
 
-Script read_script(std::string_view text, const SourceReader& read_sourced, const ScriptPlace& place) {
+Script read_script(std::string_view text, const SourceReader& read_sourced, const ScriptRun& place) {
     return interp::Interpreter(shell::lex(text), read_sourced, place).run();
+}
+
+bool positional_reference(std::string_view w) {
+    if (w.rfind("${", 0) == 0 && w.size() > 3 && w.back() == '}') w = w.substr(2, w.size() - 3);
+    else if (w.rfind('$', 0) == 0) w.remove_prefix(1);
+    else return false;
+    return w == "@" || w == "*" || w == "#" || (!w.empty() && w.find_first_not_of("0123456789") == std::string_view::npos);
 }
 
 std::string shown_reference(const std::string& unresolved) {

@@ -22,6 +22,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <optional>
 #include <vector>
 
 namespace preflight::megatron_script {
@@ -43,6 +44,10 @@ struct Word {
 // holds, after this mark, the clause that says why ("which cannot be evaluated: '<<' is ...");
 // without it, the name or reference is one the script does not define.
 inline constexpr char kOpenWhy = '\x1f';
+// A positional parameter the reader has no words for ($1, "$@", $#): the script's own, which the
+// user gives with --from-arg (ImportContext::script_args), or an uncalled function's.
+inline constexpr const char* kWordsNotGiven = "a command-line word the reader is not given (a script's own: --from-arg)";
+bool positional_reference(std::string_view written);  // $1 ..., ${1}, $@, $*, $#, as written
 // The reference of Word::unresolved as a message shows it: $NAME, or as written.
 std::string shown_reference(const std::string& unresolved);
 // What a word uses and why it is open: "$SEQ, which the script does not define",
@@ -69,14 +74,16 @@ struct Script {
 // A file the script sources: its text, or InputError saying why it cannot be read (ImportContext::read_sourced).
 using SourceReader = std::function<std::string(const std::string& path)>;
 
-// Where the script runs from: its folder (absolute; empty: not known, as for standard input) and
-// its file name. The reader takes the script as run from its own folder, as `source` does: $PWD
-// is the folder, $0 and ${BASH_SOURCE[0]} the file name.
-struct ScriptPlace {
+// How the script is run: from its folder (absolute; empty: not known, as for standard input),
+// by its file name, with its command-line words. The reader takes the script as run from its own
+// folder, as `source` does: $PWD is the folder, $0 and ${BASH_SOURCE[0]} the file name. Its $1 ...,
+// "$@" and $# are `arguments` where given (ImportContext::script_args), else not known.
+struct ScriptRun {
     std::string folder;
     std::string name;
+    std::optional<std::vector<std::string>> arguments = std::nullopt;
 };
 
-Script read_script(std::string_view text, const SourceReader& read_sourced = nullptr, const ScriptPlace& place = {});
+Script read_script(std::string_view text, const SourceReader& read_sourced = nullptr, const ScriptRun& place = {});
 
 }  // namespace preflight::megatron_script

@@ -427,6 +427,13 @@ std::string not_expanded(std::string_view inner) {
 
 }  // namespace
 
+namespace {
+
+// A positional parameter the reader has no words for (kWordsNotGiven).
+std::string positional_open(std::string_view written) { return std::string(written) + kOpenWhy + kWordsNotGiven; }
+
+}  // namespace
+
 // ${NAME}, ${NAME[@]}, ${NAME:-default} (also -, :=, =, :+, +); anything else stays unresolved.
 // Inside a function call "$@" and "$*" are its arguments and $# their number (bash "Special
 // Parameters"; both read as "$@").
@@ -434,7 +441,7 @@ void Expander::parameter(std::string_view inner, std::string_view written) {
     if (inner == "#") {
         if (args_ && !args_->script && args_->sure == args_->values.size())
             return add(std::to_string(args_->values.size()), true, line_);
-        return unresolved(written, std::string(written));
+        return unresolved(written, positional_open(written));
     }
     std::size_t j = 0;
     if (!inner.empty() && name_start(inner[0]))
@@ -453,7 +460,7 @@ void Expander::parameter(std::string_view inner, std::string_view written) {
         return unresolved(written, std::string(written) + kOpenWhy + not_expanded(inner));
     Ref ref;
     const Found found = find(name, arguments, ref);
-    if (found == Found::unknown) return unresolved(written, arguments ? std::string(written) : name);
+    if (found == Found::unknown) return unresolved(written, positional_open(arguments ? std::string(written) : "$" + name));
     const bool set = found == Found::set;
     const bool empty = !set || ref.begin == ref.end || (ref.end - ref.begin == 1 && ref.begin->text().empty());
     if (!rest.empty()) {
@@ -473,7 +480,7 @@ void Expander::parameter(std::string_view inner, std::string_view written) {
         return add_value(v, dq_);
     }
     if (found == Found::empty) return;
-    if (!set) return unresolved(written, name);
+    if (!set) return unresolved(written, positional_reference("$" + name) ? positional_open("$" + name) : name);
     add_var(ref, all);
 }
 

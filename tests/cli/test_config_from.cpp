@@ -137,6 +137,28 @@ TEST(ConfigFrom, AMegatronScriptFindsTheFilesBesideItThroughItsFolder) {
     EXPECT_EQ(j["plan"]["precision"], "bf16-mixed");
 }
 
+// A script's $1 ... from --from-arg, one flag per word; refused where nothing takes them.
+TEST(ConfigFrom, FromArgGivesAMegatronScriptItsWords) {
+    Scratch s;
+    const std::string script = s.write_text("run.sh", "TP=$1\nNODES=${2:-1}\n"
+                                                      "torchrun --nnodes $NODES --nproc_per_node 8 pretrain_gpt.py "
+                                                      "--tensor-model-parallel-size $TP --micro-batch-size 1 "
+                                                      "--global-batch-size 64 --num-layers 2 --hidden-size 256 "
+                                                      "--num-attention-heads 4 --max-position-embeddings 512 "
+                                                      "--seq-length 512 --vocab-size 1024\n");
+    const json one = memory_json("--from " + script + " --from-arg 2");
+    ASSERT_TRUE(one.is_object());
+    EXPECT_EQ(one["plan"]["tp"], 2);
+    EXPECT_EQ(one["plan"]["dp"], 4);  // 8 GPUs / tp 2
+    const json two = memory_json("--from " + script + " --from-arg 4 --from-arg 2");
+    ASSERT_TRUE(two.is_object());
+    EXPECT_EQ(two["plan"]["dp"], 4);  // 2 nodes x 8 / tp 4
+    expect_refused("memory --from " + script, {"$1, a command-line word the reader is not given", "--from-arg"});
+    expect_refused("memory --from-arg 2 --model gpt2", {"--from-arg", "--from FILE"});
+    expect_refused("memory --from " + config("deepspeed/cli_zero3_offload.json") + " --model llama-3.2-1b --from-arg 2",
+                   {"--from-arg", "deepspeed config, which takes no arguments"});
+}
+
 // The second acceptance case: a Megatron-LM Llama-3-8B script, tp 2 + sp, the
 // distributed optimizer, a global batch of 128 on torchrun's 8 x 2 = 16 GPUs.
 TEST(ConfigFrom, MegatronScriptGivesDp8Zero1GradAcc16) {

@@ -665,8 +665,8 @@ TEST(ImportMegatron, AnOpenGlobalBatchIsNotNeededWhenTheBatchIsGiven) {
     EXPECT_EQ(integer(c, "mbs"), 4);
     EXPECT_EQ(c.field("grad_acc"), nullptr);  // the flag gives it
     EXPECT_FALSE(c.global_batch_sequences);
-    EXPECT_TRUE(contains(c.warnings, "bad.sh:2: --global-batch-size: its value '$4' (line 1) uses $4, which the script "
-                                     "does not define: not read"));
+    EXPECT_TRUE(contains(c.warnings, "bad.sh:2: --global-batch-size: its value '$4' (line 1) uses $4, a command-line "
+                                     "word the reader is not given (a script's own: --from-arg): not read"));
     expect_input_error([&] { import_text(script); }, {"bad.sh:2", "--global-batch-size", "$4", "give --grad-acc"});
 }
 

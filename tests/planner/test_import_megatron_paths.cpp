@@ -142,3 +142,30 @@ TEST(ImportMegatronPaths, ASourcedFilesWordsAreItsPositionalParameters) {
     // After it, $1 is the script's own again: not known.
     EXPECT_NE(refusal("source ./args.sh 4\nTP=$1\n" + kLine, f.context()).find("$1"), std::string::npos);
 }
+
+// The script's own words where the user gives them (`--from-arg`): $1 ..., "$@" and $# as bash
+// gives them to `bash run.sh 4 2`; past them $N is empty. Without them $1 is not known.
+TEST(ImportMegatronPaths, TheScriptsWordsAreThoseTheUserGives) {
+    ImportContext given;
+    given.script_args = std::vector<std::string>{"4", "2"};
+    const std::string text = "TP=$1\nPP=$2\nEXTRA=\"$3\"\n[ $# -eq 2 ] && CP=1\n" + kLaunch +
+                             "--tensor-model-parallel-size $TP --pipeline-model-parallel-size $PP "
+                             "--context-parallel-size $CP $EXTRA\n";
+    const ImportedConfig c = import_megatron(text, "run.sh", given);
+    EXPECT_EQ(integer(c, "tp"), 4);
+    EXPECT_EQ(integer(c, "pp"), 2);
+    EXPECT_EQ(integer(c, "cp"), 1);  // $# decided the test
+    EXPECT_FALSE(contains(c.warnings, "EXTRA"));  // $3: empty, not unknown
+    EXPECT_NE(refusal(text, ImportContext{}).find("$1, a command-line word the reader is not given (a script's own: "
+                                                  "--from-arg)"),
+              std::string::npos);
+    // "$@" standing where arguments go, not given: said.
+    const ImportedConfig rest = import_megatron(kLaunch + "\"$@\"\n", "run.sh", ImportContext{});
+    EXPECT_TRUE(contains(rest.warnings, "run.sh:1: $@, a command-line word the reader is not given (a script's own: "
+                                        "--from-arg): the arguments it holds are not read"));
+    // "$@" passes them on; shift moves them.
+    ImportContext one;
+    one.script_args = std::vector<std::string>{"--tensor-model-parallel-size", "8"};
+    EXPECT_EQ(integer(import_megatron(kLaunch + "\"$@\"\n", "run.sh", one), "tp"), 8);
+    EXPECT_EQ(integer(import_megatron("shift\n" + kLaunch + "--tensor-model-parallel-size $1\n", "run.sh", one), "tp"), 8);
+}

@@ -80,6 +80,9 @@ struct ImportContext {
     // not known). The script is read as run from there: $PWD, and $0 its file name, for the
     // $(dirname "$0"), $(cd ... && pwd) and relative `source` lines that find the files beside it.
     std::string script_folder = {};
+    // The launch script's command-line words ($1, $2 ...: `--from-arg`), all of them; nullopt: not
+    // given, so its $1 ..., "$@" and $# are not known (a value read from them is exit 2 naming it).
+    std::optional<std::vector<std::string>> script_args = std::nullopt;
 };
 
 struct ImportedConfig {
