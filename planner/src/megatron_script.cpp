@@ -496,7 +496,9 @@ bool positional_reference(std::string_view w) {
     if (w.rfind("${", 0) == 0 && w.size() > 3 && w.back() == '}') w = w.substr(2, w.size() - 3);
     else if (w.rfind('$', 0) == 0) w.remove_prefix(1);
     else return false;
-    return w == "@" || w == "*" || w == "#" || (!w.empty() && w.find_first_not_of("0123456789") == std::string_view::npos);
+    // $0 is the script's name, no command-line word.
+    return w == "@" || w == "*" || w == "#" ||
+           (!w.empty() && w != "0" && w.find_first_not_of("0123456789") == std::string_view::npos);
 }
 
 std::string shown_reference(const std::string& unresolved) {

@@ -47,7 +47,7 @@ inline constexpr char kOpenWhy = '\x1f';
 // A positional parameter the reader has no words for ($1, "$@", $#): the script's own, which the
 // user gives with --from-arg (ImportContext::script_args), or an uncalled function's.
 inline constexpr const char* kWordsNotGiven = "a command-line word the reader is not given (a script's own: --from-arg)";
-bool positional_reference(std::string_view written);  // $1 ..., ${1}, $@, $*, $#, as written
+bool positional_reference(std::string_view written);  // $1 ..., ${1}, $@, $*, $#, as written (not $0)
 // The reference of Word::unresolved as a message shows it: $NAME, or as written.
 std::string shown_reference(const std::string& unresolved);
 // What a word uses and why it is open: "$SEQ, which the script does not define",

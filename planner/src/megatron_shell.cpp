@@ -425,10 +425,6 @@ std::string not_expanded(std::string_view inner) {
     return "which the reader does not expand (" + forms + ")";
 }
 
-}  // namespace
-
-namespace {
-
 // A positional parameter the reader has no words for (kWordsNotGiven).
 std::string positional_open(std::string_view written) { return std::string(written) + kOpenWhy + kWordsNotGiven; }
 

@@ -125,6 +125,7 @@ TEST(ImportMegatronPaths, CdMovesTheWorkingFolderAndUnknownFoldersAreSaid) {
                              "standard input)"),
               std::string::npos)
         << no_folder;
+    EXPECT_NE(refusal("TP=$0\n" + kLine, from_stdin).find("$0, which the script does not define"), std::string::npos);
 }
 
 // `source FILE WORDS`: the words are FILE's $1 ... while it is read (bash "Bash Builtins":
