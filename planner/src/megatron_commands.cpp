@@ -315,14 +315,13 @@ Status Interpreter::source(Ctx c, const std::vector<Item>& items, std::size_t k,
         return Status{Truth::unknown, 0};
     };
     if (!file.unresolved.empty()) return said("its file is not known (" + open_reference(file.unresolved) + ")");
-    if (!read_sourced_) return said("the script's folder is not known (it was read from standard input)");
+    if (!read_sourced_) return said(kNoFolder);
     if (calls_ >= kMaxCallNesting)
         return said("past " + std::to_string(kMaxCallNesting) + " nested calls, evals and sourced files");
     std::string path = file.text;
-    if (const auto pwd = vars_.find("PWD"); !path.empty() && path[0] != '/' && pwd != vars_.end() && !pwd->second.values.empty()) {
-        const Word folder = pwd->second.values[0].word();
-        if (!folder.unresolved.empty()) return said("its folder is not known (" + open_reference(folder.unresolved) + ")");
-        path = folder.text + "/" + path;  // joined, not normalized: the kernel resolves its ".." (through links)
+    if (const std::optional<Word> folder = shell::var_word(vars_, "PWD"); folder && !path.empty() && path[0] != '/') {
+        if (!folder->unresolved.empty()) return said("its folder is not known (" + open_reference(folder->unresolved) + ")");
+        path = folder->text + "/" + path;  // joined, not normalized: the kernel resolves its ".." (through links)
     }
     std::string text;
     try {
@@ -370,10 +369,9 @@ void Interpreter::change_directory(const std::vector<Item>& items, std::size_t k
             words.push_back(w.text);
         }
     std::optional<std::string> pwd;
-    if (const auto it = vars_.find("PWD"); it != vars_.end() && !it->second.values.empty()) {
-        const Word w = it->second.values[0].word();
-        if (w.unresolved.empty()) pwd = w.text;
-        else if (open.empty()) open = open_reference(w.unresolved);
+    if (const std::optional<Word> w = shell::var_word(vars_, "PWD")) {
+        if (w->unresolved.empty()) pwd = w->text;
+        else if (open.empty()) open = open_reference(w->unresolved);
     }
     const std::optional<std::string> to = open.empty() ? shell::path_command_output({words, {"pwd"}}, pwd) : std::nullopt;
     std::string why = "after the cd at line " + std::to_string(line);

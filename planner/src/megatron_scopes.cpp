@@ -146,7 +146,7 @@ Status Interpreter::arithmetic_assign(const std::vector<Item>& items, std::size_
         const std::string inside = v.word().unresolved;
         const std::string open = value            ? std::string()
                                  : inside.empty() ? text + kOpenWhy + "which cannot be evaluated: " + why
-                                                  : text + kOpenWhy + "whose " + shown_reference(inside) + " the script does not define";
+                                                  : open_through(text, inside);
         add_piece(out, {text, open, first(from, branch), out.line}, out.line, &budget_);
         set_var(a->first, Var{{std::move(out)}, false});
     }

@@ -501,6 +501,10 @@ bool positional_reference(std::string_view w) {
            (!w.empty() && w != "0" && w.find_first_not_of("0123456789") == std::string_view::npos);
 }
 
+std::string open_through(std::string_view written, const std::string& inside) {
+    return std::string(written) + kOpenWhy + "whose " + shown_reference(inside) + " the script does not define";
+}
+
 std::string shown_reference(const std::string& unresolved) {
     const std::string written = unresolved.substr(0, unresolved.find(kOpenWhy));
     const bool as_written = !written.empty() && (written[0] == '$' || written[0] == '`');

@@ -20,9 +20,9 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
-#include <optional>
 #include <vector>
 
 namespace preflight::megatron_script {
@@ -50,6 +50,11 @@ inline constexpr const char* kWordsNotGiven = "a command-line word the reader is
 bool positional_reference(std::string_view written);  // $1 ..., ${1}, $@, $*, $#, as written (not $0)
 // The reference of Word::unresolved as a message shows it: $NAME, or as written.
 std::string shown_reference(const std::string& unresolved);
+// Word::unresolved of `written` (an arithmetic, a command substitution) that needs `inside`, an
+// unresolved reference: "$((SEQ*2)), whose $SEQ the script does not define".
+std::string open_through(std::string_view written, const std::string& inside);
+// What the reader says where it needs the script's folder and was not given one.
+inline constexpr const char* kNoFolder = "the script's folder is not known (it was read from standard input)";
 // What a word uses and why it is open: "$SEQ, which the script does not define",
 // "$((SEQ<<1)), which cannot be evaluated: '<<' is an operator ...".
 std::string open_reference(const std::string& unresolved);

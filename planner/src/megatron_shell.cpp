@@ -320,6 +320,12 @@ int first_branch(const Value& v, int fallback) {
 
 }  // namespace
 
+std::optional<Word> var_word(const Vars& vars, const std::string& name) {
+    const auto it = vars.find(name);
+    if (it == vars.end() || it->second.values.empty()) return std::nullopt;
+    return it->second.values[0].word();
+}
+
 int arithmetic_names_branch(std::string_view expr, const Vars& vars) {
     for (std::size_t i = 0; i < expr.size();) {
         if (!name_start(expr[i])) {
@@ -354,8 +360,7 @@ std::size_t Expander::reference(std::string_view raw, std::size_t i) {
             // The result carries the undecided branch any of its operands came through.
             if (v) add(std::to_string(*v), true, line_, {}, first_branch(e, arithmetic_names_branch(e.text(), vars_)));
             else if (!inside.empty())
-                unresolved(written, std::string(written) + kOpenWhy + "whose " + shown_reference(inside) +
-                                        " the script does not define");
+                unresolved(written, open_through(written, inside));
             else unresolved(written, std::string(written) + kOpenWhy + "which cannot be evaluated: " + why);
         } else {
             substitution(raw.substr(i + 2, end > i + 3 ? end - i - 3 : 0), written);

@@ -87,6 +87,9 @@ struct Args {
     bool all = true;
 };
 
+// NAME's value as one word (an array's first element); nullopt where NAME is unset or holds none.
+std::optional<Word> var_word(const Vars& vars, const std::string& name);
+
 bool name_start(char c);
 bool name_char(char c);
 // A name bash can assign: a letter or _, then letters, digits and _.

@@ -111,7 +111,9 @@ std::optional<std::string> path_command_output(const std::vector<std::vector<std
         return absolute_of(p, *pwd);
     };
     const auto is_pwd = [](const std::vector<std::string>& w) {
-        return !w.empty() && w[0] == "pwd" && options_within(split_words(w).options, "LP") && split_words(w).operands.empty();
+        if (w.empty() || w[0] != "pwd") return false;
+        const Split s = split_words(w);
+        return options_within(s.options, "LP") && s.operands.empty();
     };
     if (commands.size() == 2 && !commands[0].empty() && commands[0][0] == "cd" && is_pwd(commands[1])) {
         const Split cd = split_words(commands[0]);
@@ -158,18 +160,16 @@ void Expander::substitution(std::string_view inner, std::string_view written) {
         const Value v = nested().joined(r.text);
         const Word w = v.word();
         if (!w.unresolved.empty())
-            return unresolved(written, std::string(written) + kOpenWhy + "whose " + shown_reference(w.unresolved) +
-                                           " the script does not define");
+            return unresolved(written, open_through(written, w.unresolved));
         branch = branch != 0 ? branch : w.branch;
         commands.back().push_back(w.text);
     }
     if (commands.back().empty()) commands.pop_back();
     std::optional<std::string> pwd;
-    std::string pwd_open = "the script's folder is not known (it was read from standard input)";
-    if (const auto it = vars_.find("PWD"); it != vars_.end() && !it->second.values.empty()) {
-        const Word w = it->second.values[0].word();
-        if (w.unresolved.empty()) pwd = w.text, branch = branch != 0 ? branch : w.branch;
-        else pwd_open = open_reference(w.unresolved);
+    std::string pwd_open = kNoFolder;
+    if (const std::optional<Word> w = var_word(vars_, "PWD")) {
+        if (w->unresolved.empty()) pwd = w->text, branch = branch != 0 ? branch : w->branch;
+        else pwd_open = open_reference(w->unresolved);
     }
     bool needs_pwd = false;
     std::optional<std::string> out = path_command_output(commands, pwd, &needs_pwd);
