@@ -53,11 +53,19 @@ void print_reserved(const MemoryReport& r, const FrameworkProfile& profile) {
                                               format_bytes(r.reserved_peak_tensor_bytes) + " of tensors"
                                         : std::string())
               << ")\n";
-    if (r.reserved_extra.total() > 0)
+    const ReservedExtra& x = r.reserved_extra;
+    if (x.total() > 0 && x.total() == x.gradient_fragmentation_bytes)  // the pytorch profile's one term
+        std::cout << "  beyond the tensors:  " << format_bytes(x.gradient_fragmentation_bytes)
+                  << " for the gradients the loop frees every step (fitted on our PyTorch runs), rounded up to 2 MiB "
+                     "segments\n";
+    else if (x.total() > 0)
         std::cout << "  beyond the tensors:  " << format_bytes(r.reserved_extra.activation_fragmentation_bytes)
                   << " activation fragmentation + " << format_bytes(r.reserved_extra.loss_stage_bytes)
                   << " around the loss + " << format_bytes(r.reserved_extra.pipeline_runahead_bytes)
-                  << " pipeline run-ahead + " << format_bytes(r.reserved_extra.constant_bytes)
+                  << " pipeline run-ahead + "
+                  << (x.gradient_fragmentation_bytes > 0 ? format_bytes(x.gradient_fragmentation_bytes) + " freed gradients + "
+                                                         : std::string())
+                  << format_bytes(r.reserved_extra.constant_bytes)
                   << " constant (fitted; host pace " << to_string(r.host_pace)
                   << (r.allocator_flush      ? ", the allocator's flush"
                       : r.host_pace_expected ? ", expected from the layout"

@@ -49,6 +49,7 @@ AllocatorConstants range_low_constants(const AllocatorConstants& c) {
     AllocatorConstants low = c;
     low.activation_fragmentation = low.loss_stage_fragmentation = low.pipeline_runahead_fragmentation = 0;
     low.reserved_constant_bytes = 0;
+    low.gradient_fragmentation = 0;
     return low;
 }
 
@@ -93,6 +94,13 @@ ReservedExtra reserved_extra(std::int64_t activations, std::int64_t loss_hidden,
     return x;
 }
 
+std::int64_t gradient_fragmentation_bytes(std::int64_t step_gradient_bytes, const AllocatorConstants& c) {
+    const double part = std::max(0.0, c.gradient_fragmentation) * static_cast<double>(step_gradient_bytes);
+    if (!(part <= static_cast<double>(limits::kMaxBytes)))
+        throw InputError("--mbs", "the caching-allocator model's reserved pool exceeds kMaxBytes = 2^60 B per GPU");
+    return std::llround(part);
+}
+
 std::int64_t reserved_pool_bytes(std::int64_t allocated, const ReservedExtra& extra) {
     // The pool is made of 2 MiB-rounded segments.
     return round_up(allocated + extra.total(), kTorchRoundLargeBytes);
@@ -120,13 +128,14 @@ bool pool_outgrows_device(std::int64_t high_reserved_bytes, std::int64_t non_pyt
 }
 
 void apply_allocator_model(MemoryReport& r, const AllocatorConstants& c, bool verdict_on_reserved,
-                           std::int64_t loss_hidden_bytes, HostPace pace) {
+                           std::int64_t loss_hidden_bytes, std::int64_t step_gradient_bytes, HostPace pace) {
     const MemoryBreakdown& b = r.at_peak;
     r.peak_allocated_bytes = r.peak_bytes - b.overhead;
     const bool runs_ahead = pace == HostPace::runs_ahead;
     const std::int64_t loss_hidden = runs_ahead && b.logits_and_loss > 0 ? loss_hidden_bytes : 0;
     // No pipeline run-ahead term here: only the nanotron profile's stage model has one fitted.
     r.reserved_extra = reserved_extra(b.activations, loss_hidden, 0, c);
+    r.reserved_extra.gradient_fragmentation_bytes = gradient_fragmentation_bytes(step_gradient_bytes, c);
     r.peak_reserved_bytes = reserved_pool_bytes(r.peak_allocated_bytes, r.reserved_extra);
     r.non_pytorch_bytes = c.non_pytorch_bytes >= 0 ? c.non_pytorch_bytes : b.overhead;
     r.verdict_margin_bytes = std::max<std::int64_t>(0, c.verdict_margin_bytes);

@@ -353,6 +353,7 @@ StageModel build_stage(const ModelConfig& m, const GpuSpec& gpu, const Plan& p, 
     add_layer_activations(st, m, p, opt.profile, d, inventory);
     add_embedding_and_head(st, m, p, opt, d);
     add_buffers(st, m, gpu, p, opt, tensors, params);
+    add_autograd_grads(st, m, p, opt.profile, tensors);
     return st;
 }
 
@@ -412,8 +413,8 @@ MemoryBreakdown generic_snapshot(const StageModel& st, const Phase& ph, bool fir
 }
 
 MemoryBreakdown snapshot(const StageModel& st, const Phase& ph, bool first_step) {
-    // Profile: DeepSpeed's gradient lifetimes (memory_deepspeed.cpp).
-    return with_deepspeed_phase(st, ph, generic_snapshot(st, ph, first_step));
+    // Profile: DeepSpeed's gradient lifetimes (memory_deepspeed.cpp), or autograd's (memory_autograd.cpp).
+    return with_autograd_grads(st, ph, with_deepspeed_phase(st, ph, generic_snapshot(st, ph, first_step)));
 }
 
 // Calls f(phase) for the forward, output and backward phases of one stage's micro-batch;
@@ -579,7 +580,7 @@ MemoryReport evaluate_memory(const ModelConfig& model, const GpuSpec& gpu, const
     const std::int64_t loss_hidden_bytes =
         checked_mul(checked_mul(plan.seq, plan.mbs, "--seq x --mbs"), 2 * model.hidden, "tokens x hidden x 2 B");
     apply_allocator_model(r, options.profile.allocator, options.profile.verdict_on_reserved, loss_hidden_bytes,
-                          *options.host_pace);
+                          worst.states.gradients, *options.host_pace);
     r.host_pace = *options.host_pace;
     r.host_pace_expected = !options_in.host_pace;
     r.compiled_loss = options.compiled_loss;

@@ -39,6 +39,7 @@ void mix_in_other_pace(MemoryReport& r, const MemoryReport& other, std::int64_t 
     e.loss_stage_bytes = mix(e.loss_stage_bytes, o.loss_stage_bytes);
     e.pipeline_runahead_bytes = mix(e.pipeline_runahead_bytes, o.pipeline_runahead_bytes);
     e.constant_bytes = mix(e.constant_bytes, o.constant_bytes);
+    e.gradient_fragmentation_bytes = mix(e.gradient_fragmentation_bytes, o.gradient_fragmentation_bytes);
     const std::int64_t point = r.peak_reserved_bytes + r.non_pytorch_bytes + r.verdict_margin_bytes;
     r.device_peak_bytes = std::max(point, top_need);
     r.need_at_range_top = top_need > point;

@@ -81,7 +81,8 @@ json memory_to_json(const MemoryReport& r) {
             {{"activation_fragmentation_bytes", r.reserved_extra.activation_fragmentation_bytes},
              {"loss_stage_bytes", r.reserved_extra.loss_stage_bytes},
              {"pipeline_runahead_bytes", r.reserved_extra.pipeline_runahead_bytes},
-             {"constant_bytes", r.reserved_extra.constant_bytes}}},
+             {"constant_bytes", r.reserved_extra.constant_bytes},
+             {"gradient_fragmentation_bytes", r.reserved_extra.gradient_fragmentation_bytes}}},
            // Whether the loop was taken to wait for the GPU every micro-batch (--host-pace).
            {"host_pace", to_string(r.host_pace)},
            // "expected": from the profile's host-pace model (expected_host_pace); "given": --host-pace;

@@ -114,6 +114,15 @@ struct StageModel {
     bool output_grads_freed_in_forward = false;  // a view: ZeRO-2/3 wait for the head's reduction in its forward
     std::size_t view_backward_at = 0;  // a view: its ChunkView::backward_at
     DeepSpeedStage deepspeed;
+    // Profile (grads_set_to_none): the gradients each phase holds (autograd_grads), from the
+    // padded bytes backward allocates for the LM head side (final norm, head or tied embedding)
+    // and for one layer.
+    struct AutogradGrads {
+        bool on = false;
+        std::int64_t grad_acc = 1;
+        std::int64_t head_side = 0, per_layer = 0;
+    };
+    AutogradGrads autograd;
 };
 
 // A tensor's elements on one tensor-parallel rank (vocabulary padded to pad_multiple x tp).
@@ -142,6 +151,12 @@ std::int64_t optimizer_step_temp_bytes(const Plan& p, const FrameworkProfile& pr
                                        std::int64_t stepped, int moment_bytes);
 // Profile (fsdp2_fp32_grad_shards, memory_fsdp.cpp): PyTorch FSDP2's shards beside ZeRO-2's gathered weights.
 void add_fsdp2_shards(StageModel& st, const Plan& p, const StageParamElements& params);
+
+// Profile (grads_set_to_none, memory_autograd.cpp): the gradient bytes autograd allocates in
+// backward (StageModel::autograd), and a phase's breakdown with the gradients it holds then.
+void add_autograd_grads(StageModel& st, const ModelConfig& m, const Plan& p, const FrameworkProfile& prof,
+                        const std::vector<ParamTensor>& tensors);
+MemoryBreakdown with_autograd_grads(const StageModel& st, const Phase& ph, MemoryBreakdown b);
 
 // Profile (runtime_shard_units, memory_runtime.cpp): the runtime's ZeRO buffers for the stage.
 void add_runtime_unit_buffers(StageModel& st, const ModelConfig& m, const Plan& p, const FrameworkProfile& prof);

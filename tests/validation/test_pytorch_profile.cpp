@@ -53,9 +53,48 @@ TEST(PytorchProfile, AutocastKeepsFp32ParametersAndGradientsWithoutMaster) {
     EXPECT_EQ(count_params(test::catalog_model("gpt2")).total, kGpt2Params);
     const auto& start = timeline_at(r, PhaseKind::step_start).bytes;
     EXPECT_EQ(start.weights, 4 * kGpt2Params);
-    EXPECT_EQ(start.gradients, 4 * kGpt2Params);
+    EXPECT_EQ(timeline_at(r, PhaseKind::optimizer_step).bytes.gradients, 4 * kGpt2Params);
     EXPECT_EQ(start.master_weights, 0);
     EXPECT_EQ(start.optimizer_states, 8 * kGpt2Params);
+}
+
+TEST(PytorchProfile, GradientsLiveFromTheirBackwardToTheStep) {
+    // zero_grad(set_to_none=True): no gradient at the step's start, in forward or at the loss;
+    // backward allocates the head side first (GPT-2's tied word embedding 50,257 * 768 =
+    // 38,597,376 + the final LayerNorm 2 * 768 = 38,598,912), then each layer's 12 h^2 + 13 h =
+    // 7,087,872 as its backward runs; the position embedding (1,024 * 768) after layer 1.
+    // fp32 gradients under autocast, 4 B each (every tensor a multiple of 512 B).
+    const MemoryReport r = eval("gpt2", plan(512, 1, Precision::bf16_mixed), pytorch_profile());
+    const std::int64_t head = 38'598'912, layer = 7'087'872;
+    EXPECT_EQ(head + 12 * layer + 1024 * 768, kGpt2Params);
+    EXPECT_EQ(timeline_at(r, PhaseKind::step_start).bytes.gradients, 0);
+    EXPECT_EQ(timeline_at(r, PhaseKind::forward, 12).bytes.gradients, 0);
+    EXPECT_EQ(timeline_at(r, PhaseKind::output_loss).bytes.gradients, 0);
+    EXPECT_EQ(timeline_at(r, PhaseKind::backward, 12).bytes.gradients, 4 * (head + layer));  // 182,747,136
+    EXPECT_EQ(timeline_at(r, PhaseKind::backward, 5).bytes.gradients, 4 * (head + 8 * layer));  // 381,207,552
+    EXPECT_EQ(timeline_at(r, PhaseKind::grad_reduce).bytes.gradients, 4 * kGpt2Params);
+    // Accumulating over two micro-batches, the second (the peak's) runs beside the first's gradients.
+    Plan acc = plan(512, 1, Precision::bf16_mixed);
+    acc.grad_acc = 2;
+    const MemoryReport a = eval("gpt2", acc, pytorch_profile());
+    EXPECT_EQ(timeline_at(a, PhaseKind::step_start).bytes.gradients, 0);
+    EXPECT_EQ(timeline_at(a, PhaseKind::output_loss).bytes.gradients, 4 * kGpt2Params);
+    EXPECT_EQ(timeline_at(a, PhaseKind::backward, 5).bytes.gradients, 4 * kGpt2Params);
+}
+
+TEST(PytorchProfile, PoolBeyondTheTensorsFollowsTheStepsGradients) {
+    // The fitted 0.8731 B per gradient byte: 0.8731 * 4 * 124,439,808 = 434,593,585.46 -> 434,593,585 B;
+    // the pool in whole 2 MiB segments; the device need adds the GPU spec's overhead (1 GiB) and
+    // judges the fit.
+    const MemoryReport r = eval("gpt2", plan(512, 1, Precision::bf16_mixed), pytorch_profile(), false);
+    EXPECT_EQ(r.reserved_extra.gradient_fragmentation_bytes, 434'593'585);
+    EXPECT_EQ(r.reserved_extra.total(), 434'593'585);
+    const std::int64_t segment = 2 << 20;
+    const std::int64_t pool = (r.peak_allocated_bytes + 434'593'585 + segment - 1) / segment * segment;
+    EXPECT_EQ(r.peak_reserved_bytes, pool);
+    EXPECT_EQ(r.device_peak_bytes, pool + (1LL << 30));
+    EXPECT_TRUE(r.fits);
+    EXPECT_TRUE(pytorch_profile().verdict_on_reserved);
 }
 
 TEST(PytorchProfile, AutocastWeightCopiesLiveFromForwardToBackward) {
@@ -113,7 +152,7 @@ TEST(PytorchProfile, CachingAllocatorRoundsEachStateTensorTo512Bytes) {
     const MemoryReport r = eval("smollm-360m", plan(512, 1, Precision::fp32), pytorch_profile());
     const auto& start = timeline_at(r, PhaseKind::step_start).bytes;
     EXPECT_EQ(start.weights, 4 * P + 65 * 256);
-    EXPECT_EQ(start.gradients, 4 * P + 65 * 256);
+    EXPECT_EQ(timeline_at(r, PhaseKind::optimizer_step).bytes.gradients, 4 * P + 65 * 256);
     EXPECT_EQ(start.optimizer_states, 8 * P + 2 * 65 * 256);  // two moments, each rounded
 }
 

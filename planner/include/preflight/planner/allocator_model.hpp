@@ -93,6 +93,12 @@ struct AllocatorConstants {
     // pp >= 4 hold that much more than their tensors whatever tp is, the host-waits jobs none
     // (data set README); scaled by the activations or by the in-flight count alone it fits worse.
     double pipeline_runahead_fragmentation = 0;
+    // Extra reserved bytes per byte of the step's gradients where the loop frees them after every
+    // step (FrameworkProfile::grads_set_to_none): each backward allocates them anew, and the step
+    // before it created the optimizer's moments, inside blocks the activations and logits had
+    // freed, so the next forward finds its blocks split and takes new segments. Fitted on our
+    // PyTorch runs (profiles.cpp pytorch_profile, validation/pytorch/fit_reserve.py).
+    double gradient_fragmentation = 0;
     // Reserved bytes independent of the plan (small-pool segments, cuBLAS workspaces, RNG state).
     std::int64_t reserved_constant_bytes = 0;
     // Device memory outside PyTorch's pool: CUDA context and NCCL communicator buffers.
@@ -144,12 +150,16 @@ struct ReservedExtra {
     std::int64_t loss_stage_bytes = 0;                // loss_stage_fragmentation x s*b*h*2 on the loss stage
     std::int64_t pipeline_runahead_bytes = 0;         // pipeline_runahead_fragmentation x runahead_hidden_bytes
     std::int64_t constant_bytes = 0;                  // reserved_constant_bytes
+    std::int64_t gradient_fragmentation_bytes = 0;    // gradient_fragmentation x the step's gradient bytes
     std::int64_t total() const {
-        return activation_fragmentation_bytes + loss_stage_bytes + pipeline_runahead_bytes + constant_bytes;
+        return activation_fragmentation_bytes + loss_stage_bytes + pipeline_runahead_bytes + constant_bytes +
+               gradient_fragmentation_bytes;
     }
 };
 ReservedExtra reserved_extra(std::int64_t activation_bytes, std::int64_t loss_hidden_bytes,
                              std::int64_t runahead_hidden_bytes, const AllocatorConstants& c);
+// gradient_fragmentation x `step_gradient_bytes` (0 where the constant is): refused past kMaxBytes.
+std::int64_t gradient_fragmentation_bytes(std::int64_t step_gradient_bytes, const AllocatorConstants& c);
 // The pool for `allocated_bytes` of tensors and `extra` beyond them: whole 2 MiB segments.
 std::int64_t reserved_pool_bytes(std::int64_t allocated_bytes, const ReservedExtra& extra);
 

@@ -191,6 +191,13 @@ struct FrameworkProfile {
     // Temporary moment-sized buffers the optimizer step allocates (torch.optim.AdamW's
     // foreach path: the sqrt(exp_avg_sq) denominator), counted under `buffers`.
     int optimizer_step_temp_moments = 0;
+    // param.grad lives from the backward that produces it to the step: the loop frees every
+    // gradient after the optimizer step (optimizer.zero_grad(set_to_none=True), PyTorch's default
+    // since 2.0; validation/pytorch/train.py), and autograd's AccumulateGrad allocates each anew in
+    // the next backward, the LM head's first and a layer's as its backward runs. Without
+    // accumulation the forward and the loss run with no gradients; with it, beside the earlier
+    // micro-batches' whole ones. ZeRO-0 full training only (the other cases keep the generic terms).
+    bool grads_set_to_none = false;
     // Selective recompute as torchtitan's op-level policy (selective_ac_option "op",
     // _apply_ac_to_transformer_block in torchtitan/parallelisms/parallelize_llama.py): a layer
     // keeps its input and the outputs of the odd-numbered aten.mm calls (the 1st, 3rd, ...), of
@@ -456,9 +463,9 @@ struct MemoryReport {
 // of a report whose peak_bytes and at_peak are set (allocator_model.cpp); with
 // verdict_on_reserved, fits becomes device_peak_bytes <= capacity_bytes. loss_hidden_bytes:
 // one micro-batch's hidden state (s*b*h*2), charged when the peak phase holds the loss and the
-// host runs ahead (HostPace).
+// host runs ahead (HostPace); step_gradient_bytes: the gradients of the step on this GPU.
 void apply_allocator_model(MemoryReport& r, const AllocatorConstants& c, bool verdict_on_reserved,
-                           std::int64_t loss_hidden_bytes, HostPace pace);
+                           std::int64_t loss_hidden_bytes, std::int64_t step_gradient_bytes, HostPace pace);
 
 // Throws InputError naming the flag for options no plan can use (an overhead beyond the documented
 // bound, --compiled-loss under a profile whose loss is not PyTorch's eager cross-entropy) or that

@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Fits the pytorch profile's caching-allocator term on our PyTorch runs, with held-out errors.
+
+What the term models (planner allocator_model.hpp, AllocatorConstants::gradient_fragmentation):
+train.py frees every gradient after the optimizer step (zero_grad(set_to_none=True)), so the
+pool PyTorch reserves (torch.cuda.max_memory_reserved) exceeds the tensors it allocated
+(max_memory_allocated) by a share of the step's gradient bytes. Fitted: reserved - allocated, both
+measured, against the step's gradient bytes the planner gives (`preflight memory --framework
+pytorch --timeline`, the optimizer step's gradients), least squares through the origin.
+
+Held out: leave one model out (runs of the same model are look-alikes; every run is tp 1, pp 1),
+each run's reserved pool predicted as the planner's allocated peak (user inputs only) plus the
+term fitted on the other models' runs, against its measured pool, and its device need (pool + the
+GPU spec's overhead) against the driver's figure. Runs repeated in two folders (the same numbers)
+count once; the torch.compile run is left out (compile is not modelled in memory).
+
+Usage: fit_reserve.py [--preflight build/cli/preflight] [--data data/measurements]
+"""
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+
+GIB = 2 ** 30
+
+
+def runs(data_dir):
+    seen, out = set(), []
+    for path in sorted(glob.glob(os.path.join(data_dir, "**", "*.pytorch.json"), recursive=True)):
+        with open(path) as f:
+            r = json.load(f)
+        m = r.get("measured", {})
+        if r.get("status") != "ok" or m.get("compiled") or "max_memory_reserved_bytes" not in m:
+            continue
+        key = (m["max_memory_allocated_bytes"], m["max_memory_reserved_bytes"])
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append((path, r))
+    return out
+
+
+def planner(preflight, path):
+    out = subprocess.run([preflight, "memory", "--framework", "pytorch", "--plan", path, "--format", "json",
+                          "--timeline"], check=True, capture_output=True, text=True).stdout
+    mem = json.loads(out)["memory"]
+    step = [e for e in mem["timeline"]["steady_state"] if e["kind"] == "optimizer step"][-1]
+    return {"allocated": mem["peak_allocated_bytes"], "grads": step["bytes"]["gradients"],
+            "outside": mem["non_pytorch_bytes"]}
+
+
+def fit(rows):
+    num = sum((r["reserved"] - r["allocated"]) * r["grads"] for r in rows)
+    den = sum(r["grads"] ** 2 for r in rows)
+    return max(0.0, num / den) if den > 0 else 0.0
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--preflight", default="build/cli/preflight")
+    ap.add_argument("--data", default="data/measurements")
+    a = ap.parse_args()
+    rows = []
+    for path, r in runs(a.data):
+        m = r["measured"]
+        p = planner(a.preflight, path)
+        rows.append({"file": os.path.relpath(path, a.data), "model": r["model"]["name"],
+                     "allocated": m["max_memory_allocated_bytes"], "reserved": m["max_memory_reserved_bytes"],
+                     "driver": m.get("device_used_peak_bytes"), **{"p_" + k: v for k, v in p.items()},
+                     "grads": p["grads"]})
+    if not rows:
+        sys.exit("fit_reserve.py: no PyTorch runs with a reserved peak under " + a.data)
+    k_all = fit(rows)
+    print("# fit_reserve.py: %d runs, %d models; reserved - allocated (measured) per byte of the step's gradients"
+          % (len(rows), len({r["model"] for r in rows})))
+    print("# gradient_fragmentation, all runs: %.4f" % k_all)
+    print("%-72s %-14s %9s %9s %9s %9s %8s %9s" % ("run", "model", "k(fold)", "pool", "pred.", "error", "driver",
+                                                   "error"))
+    print("%-72s %-14s %9s %9s %9s %9s %8s %9s" % ("", "", "", "[GiB]", "[GiB]", "[%]", "[GiB]", "[%]"))
+    pool_err, need_err = [], []
+    for r in rows:
+        k = fit([o for o in rows if o["model"] != r["model"]])
+        pred_pool = r["p_allocated"] + k * r["grads"]
+        e_pool = (pred_pool - r["reserved"]) / r["reserved"]
+        pool_err.append(abs(e_pool))
+        line = "%-72s %-14s %9.4f %9.2f %9.2f %+8.1f" % (r["file"][:72], r["model"], k, r["reserved"] / GIB,
+                                                          pred_pool / GIB, 100 * e_pool)
+        if r["driver"]:
+            e_need = (pred_pool + r["p_outside"] - r["driver"]) / r["driver"]
+            need_err.append(abs(e_need))
+            line += " %8.2f %+8.1f" % (r["driver"] / GIB, 100 * e_need)
+        print(line)
+    print("# held out (leave one model out), (predicted - measured) / measured:")
+    print("#   reserved pool: P50 %.1f %%, P95 %.1f %%, max %.1f %% (%d runs)"
+          % (100 * pct(pool_err, 0.5), 100 * pct(pool_err, 0.95), 100 * max(pool_err), len(pool_err)))
+    if need_err:
+        print("#   device need vs the driver's peak: P50 %.1f %%, P95 %.1f %%, max %.1f %% (%d runs)"
+              % (100 * pct(need_err, 0.5), 100 * pct(need_err, 0.95), 100 * max(need_err), len(need_err)))
+
+
+if __name__ == "__main__":
+    main()
