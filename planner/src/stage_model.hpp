@@ -114,7 +114,7 @@ struct StageModel {
     bool output_grads_freed_in_forward = false;  // a view: ZeRO-2/3 wait for the head's reduction in its forward
     std::size_t view_backward_at = 0;  // a view: its ChunkView::backward_at
     DeepSpeedStage deepspeed;
-    // Profile (grads_set_to_none): the gradients each phase holds (autograd_grads), from the
+    // Profile (grads_set_to_none): the gradients each phase holds (with_autograd_grads), from the
     // padded bytes backward allocates for the LM head side (final norm, head or tied embedding)
     // and for one layer.
     struct AutogradGrads {

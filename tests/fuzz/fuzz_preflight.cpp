@@ -89,7 +89,8 @@ void check_memory(const MemoryReport& r, const Plan& p) {
     if (r.host_bytes_per_gpu < 0 || r.host_bytes_per_node < r.host_bytes_per_gpu) wrong("host bytes per GPU / per node");
     // The reserved pool is the allocated peak plus its parts by cause, in whole 2 MiB segments.
     const ReservedExtra& x = r.reserved_extra;
-    if (x.activation_fragmentation_bytes < 0 || x.loss_stage_bytes < 0 || x.constant_bytes < 0)
+    if (x.activation_fragmentation_bytes < 0 || x.loss_stage_bytes < 0 || x.constant_bytes < 0 ||
+        x.gradient_fragmentation_bytes < 0)
         wrong("negative reserved_extra part");
     const std::int64_t seg = kTorchRoundLargeBytes;
     if (r.peak_reserved_bytes != (r.peak_allocated_bytes + x.total() + seg - 1) / seg * seg)
