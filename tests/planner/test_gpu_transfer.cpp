@@ -78,11 +78,13 @@ TEST(CalibrationTransfer, H100PcieScalesTheNamedFractionsOnly) {
     ASSERT_TRUE(pcie.runtime.has_value());
     EXPECT_NEAR(pcie.runtime->efficiency.gemm_max_fraction_of_peak,
                 sxm.runtime->efficiency.gemm_max_fraction_of_peak * 0.9286, 1e-12);
-    // fp32 fractions scale like the 16-bit ones where a block has them (the runtime's); 0 in the
-    // generic block means "the 16-bit figure" and stays 0.
+    // fp32 fractions scale like the 16-bit ones where a block has them (both blocks' fp32 GEMM
+    // figure, the SXM spec's 0.81 in each); 0 means "the 16-bit figure" and stays 0 (the generic
+    // block's fp32 attention).
     EXPECT_NEAR(pcie.runtime->efficiency.fp32_gemm_max_fraction_of_peak,
                 sxm.runtime->efficiency.fp32_gemm_max_fraction_of_peak * 0.9286, 1e-12);
-    EXPECT_DOUBLE_EQ(pcie.efficiency.fp32_gemm_max_fraction_of_peak, 0.0);
+    EXPECT_NEAR(pcie.efficiency.fp32_gemm_max_fraction_of_peak, 0.81 * 0.9286, 1e-12);
+    EXPECT_DOUBLE_EQ(pcie.efficiency.fp32_attention_fraction_of_peak, 0.0);
 }
 
 TEST(CalibrationTransfer, A100_80GbIsTheA100_40GbFit) {
@@ -177,7 +179,8 @@ TEST(GpuSpecEfficiency, WritesWhatTheLoaderReadsAndRefusesValuesOutOfRange) {
     const GpuSpec h100 = load_gpu("h100-sxm-80gb", test::data_dir());
     const json written = efficiency_to_json(h100.efficiency);
     EXPECT_DOUBLE_EQ(written.at("fused_attention_fraction_of_peak").get<double>(), 0.40);  // the spec's figure
-    EXPECT_FALSE(written.contains("fp32_gemm_max_fraction_of_peak"));  // 0 = the 16-bit figure
+    EXPECT_DOUBLE_EQ(written.at("fp32_gemm_max_fraction_of_peak").get<double>(), 0.81);  // from its runtime fit
+    EXPECT_FALSE(written.contains("fp32_attention_fraction_of_peak"));                   // 0 = the 16-bit figure
     EXPECT_FALSE(written.contains("provenance"));
     json spec = raw_spec("h100-sxm-80gb");
     spec["efficiency"] = written;
