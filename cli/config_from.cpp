@@ -219,14 +219,11 @@ DividedAnew divide_anew(const Plan& p, std::int64_t world, std::optional<std::in
 
 namespace {
 
-// A launch script's command-line words: as many as a script's array may hold (shell::kMaxArrayElements).
-constexpr std::size_t kMaxFromArgs = 4096;
-
 // The flags that go with --from, given without it, or --from-arg past its bound: exit 2 naming the flag.
 void check_from_companions(const FromFlags& from) {
-    if (from.args.size() > kMaxFromArgs)
+    if (from.args.size() > limits::kMaxScriptArgs)
         throw InputError("--from-arg", "given " + std::to_string(from.args.size()) + " times: at most " +
-                                           std::to_string(kMaxFromArgs) + " words (kMaxFromArgs)");
+                                           std::to_string(limits::kMaxScriptArgs) + " words (limits::kMaxScriptArgs)");
     if (!from.file.empty()) return;
     if (!from.format.empty()) throw InputError("--from-format", "needs --from FILE");
     if (from.verbose) throw InputError("--verbose", "lists what --from read: give --from FILE");

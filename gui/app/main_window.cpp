@@ -15,7 +15,9 @@
 #include <QGroupBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QInputDialog>
 #include <QLabel>
+#include <QLineEdit>
 #include <QMenuBar>
 #include <QPushButton>
 #include <QScrollArea>
@@ -298,6 +300,18 @@ void MainWindow::buildMenus() {
             this, QStringLiteral("Import training config"), {},
             QStringLiteral("Configs (*.toml *.sh *.txt *.json *.yaml *.yml);;All files (*)"));
         if (!p.isEmpty()) importConfig(p);
+    });
+    add(QStringLiteral("Import launch script with its arguments…"), [this] {
+        const QString p = QFileDialog::getOpenFileName(this, QStringLiteral("Import Megatron-LM launch script"), {},
+                                                       QStringLiteral("Shell scripts (*.sh);;All files (*)"));
+        if (p.isEmpty()) return;
+        bool ok = false;
+        const QString line = QInputDialog::getText(
+            this, QStringLiteral("Launch script arguments"),
+            QStringLiteral("The words after the script's name, as in `bash %1 WORDS` ($1, $2 ..., \"$@\"):")
+                .arg(QFileInfo(p).fileName()),
+            QLineEdit::Normal, {}, &ok);
+        if (ok) importScriptWithWords(p, line);
     });
     add(QStringLiteral("Open run report (measured overlay)…"), [this] {
         const QString p = QFileDialog::getOpenFileName(this, QStringLiteral("Open run report"), {},

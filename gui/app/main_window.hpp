@@ -4,7 +4,10 @@
 // planner errors show in a banner while the last valid result stays on screen.
 #pragma once
 
+#include <optional>
+
 #include <QMainWindow>
+#include <QStringList>
 
 #include "preflight/planner/plan.hpp"
 
@@ -52,7 +55,11 @@ public:
     bool openRunReport(const QString& path);
     // A torchtitan TOML, Megatron-LM script, DeepSpeed JSON or nanotron YAML into the controls
     // (model, plan; the GPU count feeds torchtitan's -1 degrees); false with a notice on bad input.
-    bool importConfig(const QString& path);  // main_window_import.cpp
+    // scriptWords: a launch script's $1 ... as `bash run.sh WORDS` gives them (the CLI's --from-arg);
+    // unset, a value read from them is refused, and the notice names the menu entry that gives them.
+    bool importConfig(const QString& path, const std::optional<QStringList>& scriptWords = std::nullopt);  // main_window_import.cpp
+    // File → Import launch script with its arguments…: the words typed as after the script's name.
+    bool importScriptWithWords(const QString& path, const QString& line);
     void clearRunReport();
 
     bool exportChartPng(const QString& path);

@@ -15,6 +15,7 @@
 #include "explorer.hpp"
 #include "item_models.hpp"
 #include "main_window.hpp"
+#include "shell_words.hpp"
 #include "preflight/config_readers/config_readers.hpp"
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/error.hpp"
@@ -102,18 +103,36 @@ QString MainWindow::loadPlan(const Plan& p0) {
     return {};
 }
 
-bool MainWindow::importConfig(const QString& path) {
+bool MainWindow::importScriptWithWords(const QString& path, const QString& line) {
+    QStringList words;
+    QString why;
+    if (!splitShellWords(line, words, why)) {
+        showNotice(QStringLiteral("cannot import %1: its arguments: %2").arg(path, why));
+        return false;
+    }
+    return importConfig(path, words);
+}
+
+bool MainWindow::importConfig(const QString& path, const std::optional<QStringList>& scriptWords) {
     ImportedConfig c;
     Plan plan = planFromControls();
     try {
         // A Megatron-LM shape without a known vocabulary takes the catalog model's with its layers.
         ImportContext context{gpu_count_->value()};
         context.catalog = [dir = explorer_->dataDir()] { return load_catalog_models(dir); };
+        if (scriptWords) {
+            context.script_args.emplace();
+            for (const QString& w : *scriptWords) context.script_args->push_back(w.toStdString());
+        }
         c = import_config_file(path.toStdString(), std::nullopt, context);
         plan = apply_imported_fields(c, plan);
         if (plan.pp_schedule == PpSchedule::interleaved && !c.field("vpp")) plan.vpp = 2;
     } catch (const InputError& e) {
-        showNotice(QStringLiteral("cannot import: ") + QString::fromUtf8(e.what()));
+        QString msg = QStringLiteral("cannot import: ") + QString::fromUtf8(e.what());
+        // The reader names the CLI's flag for a script's own words; here the menu gives them.
+        if (!scriptWords && msg.contains(QStringLiteral("--from-arg")))
+            msg += QStringLiteral("\nFile → Import launch script with its arguments… gives the script its words.");
+        showNotice(msg);
         return false;
     }
     if (c.model) {

@@ -16,6 +16,7 @@
 #include "preflight/planner/memory.hpp"
 #include "preflight/planner/profiles.hpp"
 #include "run_report.hpp"
+#include "shell_words.hpp"
 #include "units.hpp"
 
 using namespace preflight;
@@ -275,6 +276,30 @@ private slots:
             QVERIFY(r.device_peak_bytes > r.peak_bytes);
         }
         QVERIFY(explorer_->setFramework("megatron"));
+    }
+
+    // A launch script's words as bash hands them over (bash manual, "Quoting"), each case by hand.
+    void splitsShellWordsAsBash() {
+        auto split = [](const QString& line) {
+            QStringList words{QStringLiteral("unchanged")};
+            QString why;
+            return splitShellWords(line, words, why) ? words : QStringList{QStringLiteral("error: ") + why};
+        };
+        QCOMPARE(split(QStringLiteral("  4\t2 \n x ")), (QStringList{"4", "2", "x"}));
+        QCOMPARE(split(QString()), QStringList{});
+        // '...' literal; "..." drops the backslash only before $ ` " \ ; outside, a backslash keeps the next character.
+        QCOMPARE(split(QStringLiteral("'a b' \"p \\\"q\\\" \\$r \\n\" z\\ w")),
+                 (QStringList{"a b", "p \"q\" $r \\n", "z w"}));
+        QCOMPARE(split(QStringLiteral("\"\" ''")), (QStringList{"", ""}));      // empty words
+        QCOMPARE(split(QStringLiteral("a\"b\"'c'd")), QStringList{"abcd"});    // one word of three parts
+        QCOMPARE(split(QStringLiteral("a\\\nb")), QStringList{"ab"});         // backslash-newline joins
+        QCOMPARE(split(QStringLiteral("'x")), QStringList{"error: a single quote is not closed"});
+        QCOMPARE(split(QStringLiteral("\"x")), QStringList{"error: a double quote is not closed"});
+        QCOMPARE(split(QStringLiteral("x\\")),
+                 QStringList{"error: a backslash ends the line: nothing follows it to escape"});
+        // As many words as the CLI's --from-arg takes (limits::kMaxScriptArgs, 4,096), not one more.
+        QCOMPARE(split(QStringLiteral("w ").repeated(4096)).size(), 4096);
+        QVERIFY(split(QStringLiteral("w ").repeated(4097)).front().startsWith("error: 4097 words: at most 4096"));
     }
 };
 

@@ -7,6 +7,7 @@
 #include <QApplication>
 #include <QComboBox>
 #include <QElapsedTimer>
+#include <QFile>
 #include <QFileInfo>
 #include <QHeaderView>
 #include <QLabel>
@@ -200,6 +201,36 @@ private slots:
         // A file that is not a config: a notice naming it, the controls unchanged.
         QVERIFY(!w.importConfig(QString(GUI_TEST_INPUTS) + "/malformed_config.json"));
         QCOMPARE(child<QSpinBox>(w, "seq")->value(), 8192);
+        QVERIFY(no_dialogs());
+    }
+
+    // A launch script that reads its command-line words: refused without them, with the menu entry
+    // that gives them named; with them, read as `--from-arg` reads them (the CLI's
+    // ConfigFrom.FromArgGivesAMegatronScriptItsWords): tp 4 from $1, so dp 4 of the 16 GPUs.
+    void importsAScriptWithItsWords() {
+        QTemporaryDir dir;
+        QVERIFY(dir.isValid());
+        const QString script = dir.filePath("run.sh");
+        QFile f(script);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("TP=$1\nNODES=${2:-1}\n"
+                "torchrun --nnodes $NODES --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size $TP "
+                "--micro-batch-size 1 --global-batch-size 64 --num-layers 2 --hidden-size 256 --num-attention-heads 4 "
+                "--max-position-embeddings 512 --seq-length 512 --vocab-size 1024\n");
+        f.close();
+        Explorer explorer(PREFLIGHT_TEST_DATA_DIR);
+        MainWindow w(&explorer);
+        w.show();
+        child<QSpinBox>(w, "gpuCount")->setValue(16);  // the GPUs the explorer plans for
+        QVERIFY(!w.importConfig(script));
+        QVERIFY(w.errorText().contains("$1, a command-line word the reader is not given"));
+        QVERIFY(w.errorText().contains("File → Import launch script with its arguments… gives the script its words"));
+        QVERIFY2(w.importScriptWithWords(script, QStringLiteral(" 4 '2' ")), qPrintable(w.errorText()));
+        QCOMPARE(child<QSpinBox>(w, "tp")->value(), 4);
+        QCOMPARE(child<QSpinBox>(w, "dp")->value(), 4);  // 16 GPUs / tp 4
+        QVERIFY(!w.importScriptWithWords(script, QStringLiteral("4 '2")));
+        QVERIFY(w.errorText().contains("its arguments: a single quote is not closed"));
+        QCOMPARE(child<QSpinBox>(w, "tp")->value(), 4);  // unchanged
         QVERIFY(no_dialogs());
     }
 

@@ -4,6 +4,7 @@
 // Each bound is named in the error that enforces it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 
@@ -49,6 +50,9 @@ inline constexpr std::int64_t kMaxJsonFileBytes = std::int64_t{1} << 26;
 inline constexpr int kMaxJsonDepth = 64;
 // A measured data set's CSV: 64 MiB, about 200 times the nanotron sweep's 1,622 rows.
 inline constexpr std::int64_t kMaxDataSetCsvBytes = std::int64_t{1} << 26;
+// A launch script's command-line words (`--from-arg`, the explorer's import with arguments): as
+// many as a script's array may hold (megatron_shell.hpp kMaxArrayElements).
+inline constexpr std::size_t kMaxScriptArgs = 4096;
 
 // Work: the plan search enumerates micro-batch sizes up to this many sequences
 // (larger micro-batches are not searched, and the output says so).
