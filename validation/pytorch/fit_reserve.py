@@ -12,7 +12,8 @@ Held out: leave one model out (runs of the same model are look-alikes; every run
 each run's reserved pool predicted as the planner's allocated peak (user inputs only) plus the
 term fitted on the other models' runs, against its measured pool, and its device need (pool + the
 GPU spec's overhead) against the driver's figure. Runs repeated in two folders (the same numbers)
-count once; the torch.compile run is left out (compile is not modelled in memory).
+count once; the torch.compile run is left out (compile is not modelled in memory). Every run so
+far steps once per micro-batch (grad_acc 1): the term is untested with accumulation.
 
 Usage: fit_reserve.py [--preflight build/cli/preflight] [--data data/measurements]
 """
