@@ -93,11 +93,42 @@ Status Interpreter::execute(Ctx c, const std::vector<Item>& items) {
         const std::string& t = all[p].text;
         if (t.size() > 3 && t.compare(t.size() - 3, 3, ".py") == 0 && t[0] != '-' &&
             t.find_first_of(" \t") == std::string::npos) {
+            if (helper_python(all, p)) {
+                cut(line, "runs " + t.substr(t.find_last_of('/') + 1) +
+                              " with none of Megatron-LM's model, batch or parallel flags (--num-layers, "
+                              "--micro-batch-size, --tensor-model-parallel-size ...): not read as the launch");
+                break;
+            }
             launch(all, p, line);
             break;
         }
     }
     return {Truth::unknown, 0};
+}
+
+// A Python line that is no training launch (a data preprocessor, a checkpoint converter, a
+// checker): its script's name says neither train nor finetune, and none of its words is one of
+// the flags every Megatron-LM training launch is given (its model shape, batch or parallel
+// layout; arguments.py). A word the script leaves open where arguments go (not as a flag's value)
+// could hold them, so such a line stays a launch.
+bool Interpreter::helper_python(const std::vector<Word>& all, std::size_t script_at) {
+    const std::string& t = all[script_at].text;
+    const std::string name = t.substr(t.find_last_of('/') + 1);
+    if (name.find("train") != std::string::npos || name.find("finetune") != std::string::npos) return false;
+    static constexpr std::string_view kTrainingFlags[] = {
+        "--num-layers", "--hidden-size", "--num-attention-heads", "--seq-length", "--micro-batch-size",
+        "--global-batch-size", "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--train-iters",
+        "--train-samples", "--yaml-cfg"};
+    for (std::size_t i = script_at + 1; i < all.size(); ++i) {
+        const std::string& w = all[i].text;
+        const bool value_slot = all[i - 1].text.rfind("--", 0) == 0 && all[i - 1].text.find('=') == std::string::npos &&
+                                w.find("[@]") == std::string::npos && w.find("[*]") == std::string::npos;
+        if ((!all[i].unresolved.empty() && !value_slot) || w.rfind('@', 0) == 0) return false;  // open, or an argument file
+        const std::string_view flag = std::string_view(w).substr(0, w.find('='));
+        for (std::string_view f : kTrainingFlags)
+            if (flag == f) return false;
+    }
+    return true;
 }
 
 // The words of a command that runs nothing the reader follows (:, true, echo ...): expanded only

@@ -174,6 +174,7 @@ private:
     void assign(const Raw& w, const Assignment& a, int branch, bool local);
     void assign_array(const Assignment& a, const Item& item, int branch, bool local);
     void launch(const std::vector<Word>& all, std::size_t script_at, int line);
+    static bool helper_python(const std::vector<Word>& all, std::size_t script_at);  // no training launch
     // given false: an uncalled function's, its words not known ("$@" empty, $# and $1 ... not known).
     Status call(const Function& f, std::vector<Value> args, Ctx c, int line, bool given = true);
     void restore(Frame& frame);

@@ -217,3 +217,33 @@ TEST(ImportMegatronScript, ASourcedFileIsReadWhereItIsSourced) {
     EXPECT_EQ(integer(loop, "tp"), 2);
     EXPECT_TRUE(contains(loop.warnings, "run.sh:1: source ./again.sh: past 32 nested calls, evals and sourced files"));
 }
+
+// A Python line before the training launch that is no launch (a data preprocessor, a checker) was
+// read as the launch, the training line after it as a second launch "not read". It is set aside,
+// said, when its script's name says neither train nor finetune and its words, all known, hold
+// none of the flags every training launch is given.
+TEST(ImportMegatronScript, AHelperPythonLineIsNoLaunch) {
+    const ImportedConfig c = import_text(
+        "python tools/preprocess_data.py --input corpus.json --output-prefix my-gpt2 --workers 8\n"  // 1
+        "torchrun --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size 2 "
+        "--micro-batch-size 1 --global-batch-size 64\n");                                          // 2
+    EXPECT_EQ(integer(c, "tp"), 2);
+    EXPECT_EQ(integer(c, "dp"), 4);         // 8 GPUs / tp 2: the torchrun line is the launch
+    EXPECT_EQ(integer(c, "grad_acc"), 16);  // 64 / (1 x dp 4)
+    EXPECT_TRUE(contains(c.warnings, "bad.sh:1: runs preprocess_data.py with none of Megatron-LM's model, batch or "
+                                     "parallel flags"));
+    EXPECT_FALSE(contains(c.warnings, "launch lines: the first is read"));
+    // A script with nothing else launches nothing, and says which line it set aside.
+    try {
+        import_text("python check_copyright.py --from-year 2019\n");
+        FAIL() << "a checker is no launch";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("no Megatron arguments found"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("bad.sh:1: runs check_copyright.py"), std::string::npos) << e.what();
+    }
+    // A training flag, a name that says train, or a word the script leaves open: a launch, as before.
+    EXPECT_EQ(integer(import_text("python my_gpt.py --micro-batch-size 2 --global-batch-size 8\n"), "mbs"), 2);
+    EXPECT_EQ(integer(import_text("python examples/multimodal/train.py --data-path x --micro-batch-size 3\n"), "mbs"), 3);
+    EXPECT_FALSE(contains(import_text("python run.py $ARGS --micro-batch-size 1 --global-batch-size 4\n").warnings,
+                          "with none of Megatron-LM's"));
+}
