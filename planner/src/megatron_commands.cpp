@@ -280,8 +280,9 @@ void Interpreter::restore(Frame& frame) {
     }
 }
 
-// A call or eval the nesting bound cut: said at its line, whatever is read later (its effects
-// are not known), and named if the script is then found to launch nothing.
+// What the reader does not read (a call or eval the nesting bound cut, a Python line that is no
+// launch): said at its line, whatever is read later (a cut call's effects are not known), and
+// named if the script is then found to launch nothing.
 void Interpreter::cut(int line, std::string what) {
     if (cut_lines_.insert(line).second) script_.not_read.push_back({line, std::move(what)});
 }

@@ -184,7 +184,7 @@ private:
     Status read_tokens(const std::vector<Raw>* source, std::size_t start, Ctx c, bool one_command, int line);
     void change_directory(const std::vector<Item>& items, std::size_t k, int branch, int line);  // cd: $PWD
     void spend(std::size_t tokens, int line);  // tokens read through calls, evals and loops (kMaxCallTokens)
-    void cut(int line, std::string what);      // a call or eval past kMaxCallNesting, not read
+    void cut(int line, std::string what);      // not read (a call or eval past kMaxCallNesting, a Python line that is no launch)
     void call_uncalled();
 
     // megatron_scopes.cpp: positional parameters, locals, subshells, loops' break, arithmetic.
