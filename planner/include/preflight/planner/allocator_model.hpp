@@ -94,10 +94,11 @@ struct AllocatorConstants {
     // (data set README); scaled by the activations or by the in-flight count alone it fits worse.
     double pipeline_runahead_fragmentation = 0;
     // Extra reserved bytes per byte of the step's gradients where the loop frees them after every
-    // step (FrameworkProfile::grads_set_to_none): each backward allocates them anew, and the step
-    // before it created the optimizer's moments, inside blocks the activations and logits had
-    // freed, so the next forward finds its blocks split and takes new segments. Fitted on our
-    // PyTorch runs (profiles.cpp pytorch_profile, validation/pytorch/fit_reserve.py).
+    // step (FrameworkProfile::grads_set_to_none). The likely cause (not traced block by block): each
+    // backward allocates the gradients anew, and the first step created the optimizer's moments,
+    // inside blocks the activations and logits had freed, so the next forward finds its blocks
+    // split and takes new segments. Fitted on our PyTorch runs (profiles.cpp pytorch_profile,
+    // validation/pytorch/fit_reserve.py).
     double gradient_fragmentation = 0;
     // Reserved bytes independent of the plan (small-pool segments, cuBLAS workspaces, RNG state).
     std::int64_t reserved_constant_bytes = 0;
