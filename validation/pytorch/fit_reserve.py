@@ -15,7 +15,10 @@ GPU spec's overhead) against the driver's figure. Runs repeated in two folders (
 count once; the torch.compile run is left out (compile is not modelled in memory). Every run so
 far steps once per micro-batch (grad_acc 1): the term is untested with accumulation.
 
-Usage: fit_reserve.py [--preflight build/cli/preflight] [--data data/measurements]
+Usage: fit_reserve.py [--preflight build/cli/preflight] [--data data/measurements] [--check]
+--check: exit 1 unless the fit on all runs equals the profile's committed constant (read off
+`preflight memory --framework pytorch --format json`) to its four digits, so a change to the
+gradient model or to the runs cannot leave the constant stale (ctest validation.pytorch_pool_term).
 """
 import argparse
 import glob
@@ -67,12 +70,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--preflight", default="build/cli/preflight")
     ap.add_argument("--data", default="data/measurements")
+    ap.add_argument("--check", action="store_true", help="exit 1 unless the fit equals the committed constant")
     a = ap.parse_args()
     rows = []
     for path, r in runs(a.data):
         m = r["measured"]
         p = planner(a.preflight, path)
-        rows.append({"file": os.path.relpath(path, a.data), "model": r["model"]["name"],
+        rows.append({"file": os.path.relpath(path, a.data), "data": a.data, "model": r["model"]["name"],
                      "allocated": m["max_memory_allocated_bytes"], "reserved": m["max_memory_reserved_bytes"],
                      "driver": m.get("device_used_peak_bytes"), **{"p_" + k: v for k, v in p.items()},
                      "grads": p["grads"]})
@@ -107,6 +111,21 @@ def main():
     if need_err:
         print("#   device need vs the driver's peak: P50 %.1f %%, P95 %.1f %%, max %.1f %% (%d runs)"
               % (100 * pct(need_err, 0.5), 100 * pct(need_err, 0.95), 100 * max(need_err), len(need_err)))
+    if a.check:
+        committed = committed_constant(a.preflight, rows[0])
+        if abs(round(k_all, 4) - committed) > 1e-9:
+            sys.exit("fit_reserve.py: the fit gives %.4f, the pytorch profile carries %.4f: refit it "
+                     "(planner/src/profiles.cpp) and the figures that quote it" % (k_all, committed))
+        print("# the pytorch profile's gradient_fragmentation %.4f is this fit" % committed)
+
+
+def committed_constant(preflight, row):
+    """The profile's constant, as its report shows it: the gradient term over the step's gradients."""
+    path = os.path.join(row["data"], row["file"])
+    out = subprocess.run([preflight, "memory", "--framework", "pytorch", "--plan", path, "--format", "json"],
+                         check=True, capture_output=True, text=True).stdout
+    term = json.loads(out)["memory"]["reserved_extra"]["gradient_fragmentation_bytes"]
+    return round(term / row["grads"], 4)
 
 
 if __name__ == "__main__":
