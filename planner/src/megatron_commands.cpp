@@ -94,7 +94,7 @@ Status Interpreter::execute(Ctx c, const std::vector<Item>& items) {
         if (t.size() > 3 && t.compare(t.size() - 3, 3, ".py") == 0 && t[0] != '-' &&
             t.find_first_of(" \t") == std::string::npos) {
             if (helper_python(all, p)) {
-                cut(line, "runs " + t.substr(t.find_last_of('/') + 1) +
+                cut(line, "runs " + shell::basename_of(t, "") +
                               " with none of Megatron-LM's model, batch or parallel flags (--num-layers, "
                               "--micro-batch-size, --tensor-model-parallel-size ...): not read as the launch");
                 break;
@@ -112,8 +112,7 @@ Status Interpreter::execute(Ctx c, const std::vector<Item>& items) {
 // layout; arguments.py). A word the script leaves open where arguments go (not as a flag's value)
 // could hold them, so such a line stays a launch.
 bool Interpreter::helper_python(const std::vector<Word>& all, std::size_t script_at) {
-    const std::string& t = all[script_at].text;
-    const std::string name = t.substr(t.find_last_of('/') + 1);
+    const std::string name = shell::basename_of(all[script_at].text, "");
     if (name.find("train") != std::string::npos || name.find("finetune") != std::string::npos) return false;
     static constexpr std::string_view kTrainingFlags[] = {
         "--num-layers", "--hidden-size", "--num-attention-heads", "--seq-length", "--micro-batch-size",

@@ -114,8 +114,7 @@ StageParamElements stage_params(const ModelConfig& m, const Plan& p, const Frame
 // Profile: every state tensor is its own allocation, rounded up to the granularity.
 void pad_state_allocations(StageModel& st, const Plan& p, const FrameworkProfile& prof,
                            const std::vector<ParamTensor>& tensors, const PrecisionBytes& state_pb, int moment_bytes) {
-    const std::int64_t granularity = prof.allocation_granularity_bytes;
-    auto pad = [granularity](std::int64_t bytes) { return (granularity - bytes % granularity) % granularity; };
+    auto pad = [&prof](std::int64_t bytes) { return allocation_padding(bytes, prof.allocation_granularity_bytes); };
     const int moments = optimizer_bytes_per_param(p.optimizer) / 4;
     for (const auto& t : tensors) {
         const std::int64_t count = t.place == TensorPlace::layer       ? st.layers

@@ -3,8 +3,6 @@
 // reaches the parameter (torch/csrc/autograd/functions/accumulate_grad.h: a new gradient is
 // stolen or cloned into an undefined .grad) and freed by zero_grad(set_to_none=True) after the
 // optimizer step (torch/optim/optimizer.py, the default since PyTorch 2.0).
-#include <algorithm>
-
 #include "activations.hpp"
 #include "preflight/planner/extensions.hpp"
 #include "stage_model.hpp"
@@ -16,14 +14,13 @@ void add_autograd_grads(StageModel& st, const ModelConfig& m, const Plan& p, con
     if (!prof.grads_set_to_none || p.zero != zero_none || uses_extended_states(p) || prof.runtime_shard_units) return;
     // The gradients' dtype is the states': fp32 under autocast over fp32 parameters (add_model_states).
     const PrecisionBytes pb = profile_precision_bytes(activations::runs_amp(prof, p) ? Precision::fp32 : p.precision, prof);
-    const std::int64_t granularity = std::max<std::int64_t>(prof.allocation_granularity_bytes, 1);
     // One allocation per tensor (and per accumulator where the recipe keeps one), rounded up to
     // the allocator's block as pad_state_allocations rounds the states.
     auto grad_bytes = [&](const ParamTensor& t) {
         const std::int64_t numel = tp_local_numel(t, p.tp, prof.vocab_pad_multiple);
         std::int64_t bytes = 0;
         for (const int width : {pb.gradient, pb.gradient_accum})
-            if (width > 0) bytes += (numel * width + granularity - 1) / granularity * granularity;
+            if (width > 0) bytes += numel * width + allocation_padding(numel * width, prof.allocation_granularity_bytes);
         return bytes;
     };
     StageModel::AutogradGrads g;

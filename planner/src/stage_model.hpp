@@ -125,6 +125,12 @@ struct StageModel {
     AutogradGrads autograd;
 };
 
+// Bytes an allocation of `bytes` is rounded up by, to a multiple of the profile's granularity
+// (FrameworkProfile::allocation_granularity_bytes; 0 = none): each state tensor is its own allocation.
+inline std::int64_t allocation_padding(std::int64_t bytes, std::int64_t granularity) {
+    return granularity > 0 ? (granularity - bytes % granularity) % granularity : 0;
+}
+
 // A tensor's elements on one tensor-parallel rank (vocabulary padded to pad_multiple x tp).
 std::int64_t tp_local_numel(const ParamTensor& p, std::int64_t tp, std::int64_t vocab_pad);
 // Profile (deepspeed_zero_optimizer, memory_deepspeed.cpp): DeepSpeed's terms for the stage, and

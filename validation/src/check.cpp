@@ -99,7 +99,7 @@ Prediction predict(const ModelConfig& model, const GpuSpec& gpu, const Plan& pla
         mo.profile = *profile;
         p.memory = evaluate_memory(model, gpu, plan, mo);
         p.tracked_peak_bytes = p.memory.peak_bytes - p.memory.at_peak.overhead;
-        p.device_peak_bytes = profile->verdict_on_reserved ? p.memory.device_peak_bytes : p.memory.peak_bytes;
+        p.device_peak_bytes = judged_bytes(p.memory, *profile);
         p.model_flops_per_step = step_flops(model, resolve_defaults(plan, model)).model_flops_per_step;
         try {
             // The framework's own step-time settings (its attention kernels, ...).
