@@ -315,7 +315,9 @@ void add_framework_flag(CLI::App& app, PlanFlags& f) {
                    "accumulator, cost-balanced pipeline split, caching-allocator reserve fitted on measured runs; "
                    "its verdict uses the reserved pool + CUDA context/NCCL). Attention runs at the GPU spec's "
                    "fused-kernel figure under megatron (TransformerEngine), at its FlashAttention-2 figure under the "
-                   "others")
+                   "others. pytorch (one GPU, a Hugging Face model run eagerly) counts each layer's elementwise "
+                   "kernels, autocast's casts and autograd's backward ones, and the host's time to launch them "
+                   "(fitted on our PyTorch runs: a small layer waits on the host)")
         ->check(CLI::IsMember(framework_names()));
     app.add_option("--host-pace", f.host_pace,
                    "expected (default: what the profile's host-pace model predicts from the layout; nanotron on the "

@@ -27,6 +27,11 @@ nlohmann::json throughput_json(const Throughput& t) {
         j["pcie_bytes_per_step"] = std::isfinite(pcie) && pcie < 0x1p62 ? nlohmann::json(static_cast<std::int64_t>(pcie)) : nlohmann::json();
     }
     if (t.cp_ep_communication_s > 0) j["cp_ep_communication_s"] = t.cp_ep_communication_s;
+    if (t.host_dispatch)  // --framework pytorch: every kernel's launch counted
+        j["host_dispatch"] = {{"kernels_per_layer", t.host_dispatch->kernels_per_layer},
+                              {"per_kernel_s", t.host_dispatch->per_kernel_s},
+                              {"layer_device_s", t.host_dispatch->layer_device_s},
+                              {"layer_slots", t.host_dispatch->layer_slots}};
     return j;
 }
 

@@ -3,11 +3,13 @@
 // exposed data-parallel / ZeRO communication, the optimizer step and a fixed overhead.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
 #include "preflight/planner/collectives.hpp"
 #include "preflight/planner/error.hpp"
+#include "preflight/planner/eager_kernels.hpp"
 #include "preflight/planner/extensions.hpp"
 #include "preflight/planner/throughput.hpp"
 #include "activations.hpp"
@@ -68,8 +70,14 @@ struct LayerCost {
     double tp_bwd_s = 0;  // the conjugate collectives (Shoeybi et al. 2019, fig. 3), exposed part
     double column_sums_bwd = 0;  // the runtime's latency-bound column sums (Efficiency::column_sum_row_s)
     double weight_cast = 0;      // fp8 under the runtime's ZeRO-3: the gathered layer's weights cast, per pass
+    // ThroughputOptions::hf_eager_kernels: the backward's elementwise time as autograd runs it, and
+    // the host time of the forward's and of the backward's kernel launches.
+    std::optional<double> mem_bwd_s;
+    std::int64_t kernels_fwd = 0, kernels_bwd = 0;  // launches, counted (0: host time per layer from the spec)
+    double host_per_kernel_s = 0;
     double gemm_bwd() const { return 2.0 * gemm_fwd; }  // dgrad + wgrad, same shapes
-    double mem_bwd() const { return 2.0 * mem_fwd; }    // reads input + output grad, writes input grad
+    // Fused passes: reads input + output grad, writes input grad (~2x the forward's bytes).
+    double mem_bwd() const { return mem_bwd_s ? *mem_bwd_s : 2.0 * mem_fwd; }
     double tp_bwd() const { return tp_bwd_s; }
 };
 
@@ -112,7 +120,9 @@ void userbuffers_tp_exposed(LayerCost& c, const double col[2], const double row[
 }
 
 // Attention core of one layer, forward and backward (flash or eager), one micro-batch.
-void attention_core(LayerCost& c, const ModelConfig& m, const Plan& p, const Rates& r) {
+// `score_passes`: eager attention's softmax passes over the scores are charged here (false: the
+// caller charges the ops over the scores itself, ThroughputOptions::hf_eager_kernels).
+void attention_core(LayerCost& c, const ModelConfig& m, const Plan& p, const Rates& r, bool score_passes) {
     const double t = static_cast<double>(p.tp);
     const double b = static_cast<double>(p.mbs), s = static_cast<double>(p.seq);
     const double qw = static_cast<double>(m.q_width());
@@ -138,10 +148,24 @@ void attention_core(LayerCost& c, const ModelConfig& m, const Plan& p, const Rat
         const double scores = batches * s * s;
         double soft_bytes = scores * 2.0 * ab;                       // read scores, write probabilities
         if (p.dropout > 0) soft_bytes += scores * (2.0 * ab + 1.0);  // read, write, 1-byte mask
-        c.attn_fwd = bmm + memory_s(soft_bytes, r);
-        c.attn_bwd = 2.0 * bmm + memory_s(scores * 3.0 * ab + (p.dropout > 0 ? scores * (2.0 * ab + 1.0) : 0), r);
+        const double soft_bwd_bytes = scores * 3.0 * ab + (p.dropout > 0 ? scores * (2.0 * ab + 1.0) : 0);
+        c.attn_fwd = bmm + (score_passes ? memory_s(soft_bytes, r) : 0.0);
+        c.attn_bwd = 2.0 * bmm + (score_passes ? memory_s(soft_bwd_bytes, r) : 0.0);
     }
 
+}
+
+// ThroughputOptions::hf_eager_kernels: the layer's elementwise ops as Hugging Face's eager modules
+// run them, op by op (eager_kernels.hpp), and the host time of their launches.
+void eager_layer(LayerCost& c, const ModelConfig& m, const Plan& p, const Rates& r, const ThroughputOptions& opt) {
+    const eager::LayerKernels k = eager::hf_layer_kernels(m, p, opt.hf_autocast);
+    c.mem_fwd = memory_s(k.fwd_bytes, r);
+    c.mem_bwd_s = memory_s(k.bwd_bytes, r);
+    c.attn_fwd += memory_s(k.score_fwd_bytes, r);
+    c.attn_bwd += memory_s(k.score_bwd_bytes, r);
+    c.kernels_fwd = k.fwd_kernels;
+    c.kernels_bwd = k.bwd_kernels;
+    c.host_per_kernel_s = opt.eager_kernel_host_s;
 }
 
 LayerCost layer_cost(const ModelConfig& m, const Plan& p, const Rates& r, const LinkTier& tp_link,
@@ -178,7 +202,8 @@ LayerCost layer_cost(const ModelConfig& m, const Plan& p, const Rates& r, const 
             c.op_sac_gemm = gemm_s(M, kvw / t, h, r) + row[0] + gemm_s(M, f / t, h, r);
     }
 
-    attention_core(c, m, p, r);
+    const bool hf_eager = opt.hf_eager_kernels && !m.is_moe() && p.tp == 1;
+    attention_core(c, m, p, r, !hf_eager);
 
     // Memory-bound elementwise ops, forward bytes (backward ~2x).
     const double Mk = M * (m.is_moe() ? static_cast<double>(m.experts_per_token) : 1.0);
@@ -190,6 +215,7 @@ LayerCost layer_cost(const ModelConfig& m, const Plan& p, const Rates& r, const 
     if (m.is_moe()) bytes += 4.0 * Mk * h * ab;                          // token dispatch + combine permutes
     if (p.dropout > 0) bytes += 2.0 * M * h * (2.0 * ab + 1.0) / sp_div;  // two residual dropouts
     c.mem_fwd = memory_s(bytes, r);
+    if (hf_eager) eager_layer(c, m, p, r, opt);
     if (opt.runtime_column_sums)
         c.column_sums_bwd = static_cast<double>(runtime_column_sum_rows(m, p).per_layer) * r.e->column_sum_row_s;
     // amax reads the 16-bit weights, the cast reads them again and writes W and W^T (1 B each):
@@ -275,6 +301,7 @@ Links plan_links(const GpuSpec& gpu, const Plan& p) {
 // the host-dispatch gap, for one micro-batch.
 struct LayerTimes {
     double fwd = 0, bwd = 0, tp = 0, host = 0, recompute = 0, column_sums = 0;
+    std::int64_t kernels = 0;  // launches counted (ThroughputOptions::hf_eager_kernels), else 0
 };
 
 // op_sac: torchtitan's op-level selective recompute applies (the option and activations::op_sac_applies).
@@ -297,7 +324,11 @@ LayerTimes layer_times(const LayerCost& lc, const Plan& p, const Efficiency& e, 
     t.tp = lc.tp_fwd + lc.tp_bwd() + recompute_tp;
     // Host-side dispatch of one layer's forward and backward (fitted; 0 by default): the GPU
     // idles for the part its own work for the layer does not cover.
-    const double host = e.layer_launch_overhead_s + (p.tp > 1 ? e.tp_layer_launch_overhead_s : 0.0) + span_host_s;
+    // ThroughputOptions::hf_eager_kernels: every kernel's launch, the recomputed forward's again.
+    t.kernels = lc.kernels_fwd * (p.recompute == Recompute::full ? 2 : 1) + lc.kernels_bwd;
+    const double host = t.kernels > 0 ? static_cast<double>(t.kernels) * lc.host_per_kernel_s
+                                      : e.layer_launch_overhead_s + (p.tp > 1 ? e.tp_layer_launch_overhead_s : 0.0) +
+                                            span_host_s;
     t.host = std::max(0.0, host - (t.fwd + t.bwd + t.tp));
     return t;
 }
@@ -323,9 +354,18 @@ EdgeTimes edge_times(const ModelConfig& model, const Plan& p, const Rates& r, co
     // Output layer: final norm, LM-head GEMM (vocab split over TP), cross-entropy over the
     // logits (read at activation width, fp32 working copy, gradient written back).
     const double v_local = std::ceil(static_cast<double>(model.vocab) / t);
-    x.head_fwd = memory_s(2.0 * M * h * ab / sp_div, r) + gemm_s(M, v_local, h, r) + memory_s(M * v_local * (ab + 8.0), r);
+    double loss_fwd_bytes = ab + 8.0, loss_bwd_bytes = 4.0 + ab;  // per logit
+    if (opt.hf_eager_kernels) {
+        // Hugging Face's loss (ForCausalLMLoss; train.py's own the same): logits.float() (a cast
+        // unless fp32), log_softmax (fp32 in, fp32 out) and nll_loss; backward: nll_loss's
+        // zero-filled fp32 gradient, log_softmax's (reads gradient and output), the cast back.
+        const double cast = ab == 4 ? 0.0 : ab + 4.0;
+        loss_fwd_bytes = cast + 8.0;
+        loss_bwd_bytes = 4.0 + 12.0 + cast;
+    }
+    x.head_fwd = memory_s(2.0 * M * h * ab / sp_div, r) + gemm_s(M, v_local, h, r) + memory_s(M * v_local * loss_fwd_bytes, r);
     x.head_bwd = memory_s(4.0 * M * h * ab / sp_div, r) + 2.0 * gemm_s(M, v_local, h, r) +
-                 memory_s(M * v_local * (4.0 + ab), r);
+                 memory_s(M * v_local * loss_bwd_bytes, r);
     if (opt.runtime_column_sums) {
         x.head_column_sums = static_cast<double>(runtime_column_sum_rows(model, p).final_norm) * r.e->column_sum_row_s;
         x.head_bwd += x.head_column_sums;
@@ -516,6 +556,8 @@ Throughput estimate_throughput(const ModelConfig& model, const GpuSpec& gpu, con
                                           n_slot * lt.bwd);
     out.optimizer_s = optimizer_step_s(p, params, pb, r);
     out.overhead_s = e.step_overhead_s;
+    if (lt.kernels > 0)
+        out.host_dispatch = {lt.kernels, opt.eager_kernel_host_s, lt.fwd + lt.bwd + lt.tp, slot.layers * p.grad_acc};
     throughput_detail::finish_throughput(out, model, p, opt, peak, n_slot * lt.recompute * m_count);
     return out;
 }

@@ -20,30 +20,19 @@ Usage: fit_reserve.py [--preflight build/cli/preflight] [--data data/measurement
 `preflight memory --framework pytorch --format json`) to its four digits, so a change to the
 gradient model or to the runs cannot leave the constant stale (ctest validation.pytorch_pool_term).
 """
-import argparse
-import glob
 import json
 import os
 import subprocess
 import sys
 
+from recorded_runs import fit_arguments, pct, recorded_runs
+
 GIB = 2 ** 30
 
 
 def runs(data_dir):
-    seen, out = set(), []
-    for path in sorted(glob.glob(os.path.join(data_dir, "**", "*.pytorch.json"), recursive=True)):
-        with open(path) as f:
-            r = json.load(f)
-        m = r.get("measured", {})
-        if r.get("status") != "ok" or m.get("compiled") or "max_memory_reserved_bytes" not in m:
-            continue
-        key = (m["max_memory_allocated_bytes"], m["max_memory_reserved_bytes"])
-        if key in seen:
-            continue
-        seen.add(key)
-        out.append((path, r))
-    return out
+    return recorded_runs(data_dir, lambda m: "max_memory_reserved_bytes" in m,
+                         lambda r: (r["measured"]["max_memory_allocated_bytes"], r["measured"]["max_memory_reserved_bytes"]))
 
 
 def planner(preflight, path):
@@ -61,17 +50,8 @@ def fit(rows):
     return max(0.0, num / den) if den > 0 else 0.0
 
 
-def pct(xs, q):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
-
-
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--preflight", default="build/cli/preflight")
-    ap.add_argument("--data", default="data/measurements")
-    ap.add_argument("--check", action="store_true", help="exit 1 unless the fit equals the committed constant")
-    a = ap.parse_args()
+    a = fit_arguments(__doc__)
     rows = []
     for path, r in runs(a.data):
         m = r["measured"]

@@ -70,20 +70,26 @@ struct Prediction {
     std::optional<double> peak_flops_per_s;
 };
 
-// own_attention_kernel: the runtime ran its own flash attention kernel, not cuDNN's (the
-// report's measured.attention_backend "kernel": cuDNN missing, refused, or --no-cudnn).
-// pool_allocator: its buffers came from the cudaMallocAsync pool (ran_pool_allocator). `rank`:
-// the runtime report's rank (parallel.rank), whose pipeline stage the prediction is of.
+// How a report's run went beyond its plan, where the prediction depends on it.
+struct RunTraits {
+    // The runtime ran its own flash attention kernel, not cuDNN's (the report's
+    // measured.attention_backend "kernel": cuDNN missing, refused, or --no-cudnn).
+    bool own_attention_kernel = false;
+    bool pool_allocator = false;  // its buffers came from the cudaMallocAsync pool (ran_pool_allocator)
+    bool compiled = false;  // PyTorch ran the model under torch.compile (ran_compiled)
+    std::int64_t rank = 0;  // the runtime report's rank (parallel.rank), whose pipeline stage is predicted
+};
+
 Prediction predict(const ModelConfig& model, const GpuSpec& gpu, const Plan& plan, const std::string& source,
-                   bool own_attention_kernel, bool pool_allocator, std::int64_t rank) {
+                   const RunTraits& run) {
     Prediction p;
     if (source == kSourceRuntime) {
         // The runtime's own prediction function, so --check and `preflight run` agree.
         runtime::RunOptions o;
         o.timeline = false;
-        o.cudnn_attention = !own_attention_kernel;
-        o.allocator = pool_allocator ? "pool" : "arena";
-        o.rank = rank;
+        o.cudnn_attention = !run.own_attention_kernel;
+        o.allocator = run.pool_allocator ? "pool" : "arena";
+        o.rank = run.rank;
         const runtime::Predicted r = runtime::predict(model, gpu, plan, o);
         p.memory = r.memory;
         p.tracked_peak_bytes = r.tracked_peak_bytes;
@@ -103,7 +109,9 @@ Prediction predict(const ModelConfig& model, const GpuSpec& gpu, const Plan& pla
         p.model_flops_per_step = step_flops(model, resolve_defaults(plan, model)).model_flops_per_step;
         try {
             // The framework's own step-time settings (its attention kernels, ...).
-            const Throughput t = estimate_throughput(model, gpu, plan, throughput_options_for(*profile, model, plan, {}));
+            ThroughputOptions o = throughput_options_for(*profile, model, plan, {});
+            if (run.compiled) o.hf_eager_kernels = false;
+            const Throughput t = estimate_throughput(model, gpu, plan, o);
             p.step_time_s = t.step_time_s;
             p.mfu = t.mfu;
         } catch (const InputError&) {
@@ -192,6 +200,11 @@ bool ran_pool_allocator(const json& measured) {
     return a == measured.end() || a->is_null() || (a->is_string() && a->get<std::string>() == "pool");
 }
 
+bool ran_compiled(const json& measured) {
+    const auto c = measured.find("compiled");
+    return c != measured.end() && c->is_boolean() && c->get<bool>();
+}
+
 namespace {
 
 // GPU runs gate on the driver's figure: device used over the memory in use before the run's
@@ -270,7 +283,8 @@ RunCheck check_report(const json& r, const std::string& id, const Tolerances& to
     if (rank < 0 || rank >= plan.gpus())
         throw InputError(subject, "parallel.rank " + std::to_string(rank) + " is outside the plan's " +
                                       std::to_string(plan.gpus()) + " ranks");
-    const Prediction p = predict(model, gpu, plan, rc.source, ran_own_attention_kernel(m), ran_pool_allocator(m), rank);
+    const Prediction p = predict(model, gpu, plan, rc.source,
+                                 {ran_own_attention_kernel(m), ran_pool_allocator(m), ran_compiled(m), rank});
 
     if (rc.status == "allocation-failed") {
         judge_out_of_memory(rc, r, gpu, static_cast<double>(p.device_peak_bytes));

@@ -136,6 +136,14 @@ struct ThroughputOptions {
     // ep block's tokens gathered and the partial combine reduce-scattered, in place of all-to-alls.
     // Set by the runtime profile.
     bool ep_all_gather_tokens = false;
+    // Hugging Face transformers' eager modules under plain PyTorch (the pytorch profile): each
+    // layer's elementwise ops run one kernel each, with autocast's casts and autograd's backward
+    // kernels (planner/src/eager_kernels.cpp), in place of the fused passes the other frameworks
+    // run; and the host dispatches every kernel, eager_kernel_host_s each, in place of
+    // Efficiency::layer_launch_overhead_s. Dense models on one GPU (tp 1) only.
+    bool hf_eager_kernels = false;
+    bool hf_autocast = false;          // torch.autocast(bfloat16) over fp32 parameters
+    double eager_kernel_host_s = 0.0;  // host time to dispatch one kernel (FrameworkProfile, fitted)
 };
 
 // Rows the Preflight runtime's column-sum kernels walk in one micro-batch's backward
@@ -153,6 +161,15 @@ RuntimeColumnSumRows runtime_column_sum_rows(const ModelConfig& model, const Pla
 struct TimeSlice {
     std::string name;
     double seconds = 0;
+};
+
+// The host's dispatch of every kernel, where it is counted (ThroughputOptions::hf_eager_kernels):
+// each layer costs max(0, kernels_per_layer x per_kernel_s - layer_device_s), `layer_slots` times.
+struct HostDispatch {
+    std::int64_t kernels_per_layer = 0;  // forward, recomputed forward and backward launches of one layer
+    double per_kernel_s = 0;
+    double layer_device_s = 0;           // the GPU's work for one layer and micro-batch
+    std::int64_t layer_slots = 0;        // layers of the busiest stage x micro-batches
 };
 
 struct Throughput {
@@ -182,6 +199,7 @@ struct Throughput {
     double ep_communication_s = 0;     // its expert-parallel part (the token exchange)
     double offload_s = 0;              // CPU optimizer step + exposed PCIe transfers
     double pcie_bytes_per_step = 0;    // host<->device bytes per GPU per step (offload)
+    std::optional<HostDispatch> host_dispatch;  // where kernels are counted; else the spec's per-layer figure
     std::vector<TimeSlice> breakdown;
 };
 
