@@ -63,6 +63,12 @@ void check_pytorch_plan(const ModelConfig&, const Plan& p) {
     if (p.precision == Precision::fp8_mixed || p.precision == Precision::fp16_mixed)
         throw InputError("--precision", "the pytorch profile runs train.py's recipes: fp32, bf16-mixed, "
                                         "bf16-mixed-fp32-grads, bf16 (no fp16 loss scaling, no fp8)");
+    // transformers' gradient_checkpointing_enable() checkpoints whole decoder layers (train.py
+    // refuses --recompute selective with exit 2).
+    if (p.recompute == Recompute::selective)
+        throw InputError("--recompute", "Hugging Face transformers checkpoints whole layers "
+                                        "(gradient_checkpointing_enable), with no selective (attention-core) "
+                                        "recompute: use none or full");
 }
 
 // What Megatron-LM (d98e8a6) cannot run, as `--emit megatron` writes it (emit.cpp).
@@ -224,6 +230,7 @@ FrameworkProfile pytorch_profile() {
     p.adjust_throughput = &adjust_throughput_pytorch;
     // train.py's recipes (PRECISIONS): no fp16 loss scaling, no fp8.
     p.precisions = {Precision::fp32, Precision::bf16_mixed, Precision::bf16_mixed_fp32_grads, Precision::bf16};
+    p.recomputes = {Recompute::none, Recompute::full};  // check_pytorch_plan: no selective recompute
     return p;
 }
 

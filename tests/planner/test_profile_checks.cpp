@@ -80,8 +80,8 @@ TEST(ProfileChecks, MegatronSearchesOnlyPipelinesThatSplitTheLayersEvenly) {
     }
 }
 
-// The pytorch profile is validation/pytorch/train.py: one GPU, no DDP, no ZeRO, and the
-// recipes its PRECISIONS list (fp32, bf16-mixed, bf16-mixed-fp32-grads, bf16).
+// The pytorch profile is validation/pytorch/train.py: one GPU, no DDP, no ZeRO, the recipes its
+// PRECISIONS list (fp32, bf16-mixed, bf16-mixed-fp32-grads, bf16), and no selective recompute.
 TEST(ProfileChecks, PytorchModelsOneGpuAndTheRecipesTrainPyRuns) {
     const ModelConfig m = test::catalog_model("llama-3.2-1b");
     const FrameworkProfile torch = pytorch_profile();
@@ -108,6 +108,14 @@ TEST(ProfileChecks, PytorchModelsOneGpuAndTheRecipesTrainPyRuns) {
     EXPECT_FALSE(runs_precision(torch, Precision::fp8_mixed));
     EXPECT_FALSE(runs_precision(torch, Precision::fp16_mixed));
     EXPECT_TRUE(runs_precision(torch, Precision::bf16));
+    // transformers checkpoints whole layers: no selective recompute, and the search tries none and full.
+    Plan selective = p;
+    selective.recompute = Recompute::selective;
+    EXPECT_EQ(refusal(torch, m, selective), "--recompute");
+    Plan full = p;
+    full.recompute = Recompute::full;
+    EXPECT_EQ(refusal(torch, m, full), "");
+    EXPECT_EQ(torch.recomputes, (std::vector<Recompute>{Recompute::none, Recompute::full}));
 }
 
 // DeepSpeed's engine.py (_configure_optimizer) refuses bf16 parameters with fp32 gradient
