@@ -67,7 +67,7 @@ SearchRequest make_request(const PlanCommandState& st, const ModelConfig& model)
     r.memory.overhead_bytes = f.overhead_bytes;
     r.memory.profile = framework_profile(f);
     r.memory.host_pace = host_pace(f);
-    r.memory.compiled_loss = f.compiled_loss;
+    r.memory.compiled_loss = r.throughput.compiled_loss = f.compiled_loss;
     r.throughput.attention_flops = *parse_attention_flops(st.attention_flops);
     // take_from sets overlap_p2p_comm where the profile overlaps by default: no request then.
     const bool p2p_flag = st.no_overlap_p2p_comm || (st.overlap_p2p_comm && !r.memory.profile.p2p_overlap_by_default);

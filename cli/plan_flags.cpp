@@ -335,7 +335,9 @@ void add_framework_flag(CLI::App& app, PlanFlags& f) {
                  "The cross-entropy runs under torch.compile (torchtitan since April 2025 with --training.compile, "
                  "build_cross_entropy_loss in torchtitan/components/loss.py; or your own torch.compile'd loss): "
                  "the fused loss holds only the logits and their gradient instead of PyTorch's fp32 buffers (10 B "
-                 "less per logit, 14 B under torchtitan's loss_parallel with TP). --framework torchtitan or pytorch only");
+                 "less per logit, 14 B under torchtitan's loss_parallel with TP); under --framework pytorch the "
+                 "step time also charges one fused pass each way instead of Hugging Face's eager loss kernels "
+                 "(20 B less per logit). --framework torchtitan or pytorch only");
 }
 
 std::optional<HostPace> host_pace(const PlanFlags& f) {

@@ -355,7 +355,7 @@ EdgeTimes edge_times(const ModelConfig& model, const Plan& p, const Rates& r, co
     // logits (read at activation width, fp32 working copy, gradient written back).
     const double v_local = std::ceil(static_cast<double>(model.vocab) / t);
     double loss_fwd_bytes = ab + 8.0, loss_bwd_bytes = 4.0 + ab;  // per logit
-    if (opt.hf_eager_kernels) {
+    if (opt.hf_eager_kernels && !opt.compiled_loss) {
         // Hugging Face's loss (ForCausalLMLoss; train.py's own the same): logits.float() (a cast
         // unless fp32), log_softmax (fp32 in, fp32 out) and nll_loss; backward: nll_loss's
         // zero-filled fp32 gradient, log_softmax's (reads gradient and output), the cast back.

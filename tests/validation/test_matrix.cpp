@@ -55,11 +55,13 @@ TEST(Matrix, FullCoversTheIssuesGrid) {
     EXPECT_EQ(recomputes, (std::set<std::string>{"none", "selective", "full"}));
     EXPECT_EQ(precisions, (std::set<std::string>{"fp32", "bf16-mixed", "bf16-mixed-fp32-grads", "bf16"}));
     EXPECT_EQ(attentions, (std::set<std::string>{"flash", "eager"}));
-    // Every plan fits an 80 GB H100 under both the runtime and the (heavier) PyTorch profile.
+    // Every plan fits an 80 GB H100 under both the runtime and the (heavier) PyTorch profile; the
+    // pytorch profile refuses selective recompute, which the runner does not run in PyTorch.
     const GpuSpec h100 = test::catalog_gpu("h100-sxm-80gb");
     for (const auto& r : m.runs) {
         MemoryOptions o;
         for (const auto& prof : {runtime_profile(), pytorch_profile()}) {
+            if (prof.name == "pytorch" && r.plan.recompute == Recompute::selective) continue;
             o.profile = prof;
             const MemoryReport mr = evaluate_memory(test::catalog_model(r.model), h100, r.plan, o);
             EXPECT_LE(mr.peak_bytes, h100.memory_bytes) << r.id << " " << prof.name;

@@ -144,6 +144,9 @@ struct ThroughputOptions {
     bool hf_eager_kernels = false;
     bool hf_autocast = false;          // torch.autocast(bfloat16) over fp32 parameters
     double eager_kernel_host_s = 0.0;  // host time to dispatch one kernel (FrameworkProfile, fitted)
+    // The cross-entropy runs under torch.compile (MemoryOptions::compiled_loss, --compiled-loss): one
+    // fused pass over the logits each way, not Hugging Face's eager loss kernels (hf_eager_kernels).
+    bool compiled_loss = false;
 };
 
 // Rows the Preflight runtime's column-sum kernels walk in one micro-batch's backward
