@@ -83,22 +83,6 @@ SearchRequest make_request(const PlanCommandState& st, const ModelConfig& model)
     return r;
 }
 
-nlohmann::json lr_json(const LrAdvice& a) {
-    // Token counts are whole numbers (lr_advice refuses a fractional base batch; --gbs-tokens is an integer).
-    return {{"base_lr", a.base_lr},
-            {"base_batch_tokens", static_cast<std::int64_t>(a.base_batch_tokens)},
-            {"batch_tokens", static_cast<std::int64_t>(a.batch_tokens)},
-            {"ratio", a.ratio},
-            {"linear", {{"lr", a.linear.lr}, {"source", a.linear.source}}},
-            {"square_root", {{"lr", a.square_root.lr}, {"source", a.square_root.source}}},
-            {"preferred_rule", a.preferred == "linear" ? "linear" : "square_root"},  // a key of lr_advice
-            {"warmup_steps", a.warmup_steps},
-            {"warmup_tokens", static_cast<std::int64_t>(a.warmup_tokens)},
-            {"warmup_source", a.warmup_source},
-            {"caveat", a.caveat},
-            {"warnings", a.warnings}};
-}
-
 // The header lines: model, GPUs, target batch, memory limit, search size, constants' source.
 void print_header(const PlanCommandState& st, const ModelConfig& model, const GpuSpec& gpu, const SearchRequest& req,
                   const SearchResult& res, double search_s) {
@@ -128,6 +112,12 @@ void print_header(const PlanCommandState& st, const ModelConfig& model, const Gp
     const bool own = req.memory.profile.name == "preflight-runtime" && gpu.runtime;
     std::cout << "# step-time constants: " << prov.substr(0, std::min(prov.find(':'), prov.find(" (")))
               << (own ? " (see the GPU spec's \"runtime\")\n" : " (see the GPU spec's \"efficiency\")\n");
+    // --framework pytorch: Hugging Face's eager kernels counted one by one, their launches at a fitted host time.
+    if (!res.candidates.empty() && res.candidates.front().throughput.host_dispatch)
+        std::cout << "# host time per kernel: "
+                  << fixed(res.candidates.front().throughput.host_dispatch->per_kernel_s * 1e6, 1) << " us"
+                  << ", fitted on our PyTorch eager runs (validation/pytorch/fit_host.py): a layer waits for its "
+                     "kernels' launches where they outlast its GPU work\n";
     if (res.mbs_capped)
         std::cout << "# micro-batches above " << limits::kMaxSearchMbs
                   << " sequences were not searched (limit kMaxSearchMbs); pin --mbs to evaluate one\n";

@@ -35,4 +35,20 @@ nlohmann::json throughput_json(const Throughput& t) {
     return j;
 }
 
+nlohmann::json lr_json(const LrAdvice& a) {
+    // Token counts are whole numbers (lr_advice refuses a fractional base batch; --gbs-tokens is an integer).
+    return {{"base_lr", a.base_lr},
+            {"base_batch_tokens", static_cast<std::int64_t>(a.base_batch_tokens)},
+            {"batch_tokens", static_cast<std::int64_t>(a.batch_tokens)},
+            {"ratio", a.ratio},
+            {"linear", {{"lr", a.linear.lr}, {"source", a.linear.source}}},
+            {"square_root", {{"lr", a.square_root.lr}, {"source", a.square_root.source}}},
+            {"preferred_rule", a.preferred == "linear" ? "linear" : "square_root"},  // a key of lr_advice
+            {"warmup_steps", a.warmup_steps},
+            {"warmup_tokens", static_cast<std::int64_t>(a.warmup_tokens)},
+            {"warmup_source", a.warmup_source},
+            {"caveat", a.caveat},
+            {"warnings", a.warnings}};
+}
+
 }  // namespace preflight::cli

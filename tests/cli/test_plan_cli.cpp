@@ -656,3 +656,22 @@ TEST(PlanCli, TheRecommendationLinePastesIntoMemoryAsRanked) {
     ASSERT_EQ(pasted.exit_code, 0) << pasted.err;
     EXPECT_EQ(nlohmann::json::parse(pasted.out)["memory"]["peak_bytes"], ranked["memory"]["peak_bytes"]);
 }
+
+// Under --framework pytorch the header names the host time per kernel the step time charges and
+// where it was fitted, and the JSON carries the layer's kernel count (GPT-2 fp32: 18 forward + 33
+// backward, tests/planner/test_eager_kernels.cpp); other frameworks print neither.
+TEST(PlanCli, PytorchHeaderNamesTheHostTimePerKernel) {
+    const std::string req = "plan --model gpt2 --gpu h100-sxm-80gb --gpus 1 --gbs-tokens 8192 --seq 1024 --mbs 8 "
+                            "--precision fp32 --recompute none";
+    const CliRun torch = run_preflight(req + " --framework pytorch");
+    ASSERT_EQ(torch.exit_code, 0) << torch.err;
+    EXPECT_TRUE(has(torch.out, "# host time per kernel: 38.7 us, fitted on our PyTorch eager runs "
+                               "(validation/pytorch/fit_host.py)")) << torch.out;
+    const auto json = nlohmann::json::parse(run_preflight(req + " --framework pytorch --format json").out);
+    EXPECT_EQ(json["candidates"][0]["throughput"]["host_dispatch"]["kernels_per_layer"], 51);
+    const CliRun megatron = run_preflight(req);
+    ASSERT_EQ(megatron.exit_code, 0) << megatron.err;
+    EXPECT_FALSE(has(megatron.out, "host time per kernel")) << megatron.out;
+    EXPECT_FALSE(nlohmann::json::parse(run_preflight(req + " --format json").out)["candidates"][0]["throughput"].contains(
+        "host_dispatch"));
+}
