@@ -38,9 +38,10 @@ void adjust_throughput_runtime(const ModelConfig& model, const Plan& plan, Throu
 // models (check_pytorch_plan); the mixed recipes under torch.autocast over fp32 parameters (train.py
 // PRECISIONS). Plans on several GPUs reach this profile only from published runs of other PyTorch
 // codebases (data set llm-foundry: Composer FSDP over MPT's fused modules), whose kernels are not
-// Hugging Face's eager ones: they keep the fused passes and the spec's host time per layer.
+// Hugging Face's eager ones: they keep the fused passes and the spec's host time per layer, as a
+// model under torch.compile does (ThroughputOptions::model_compiled).
 void adjust_throughput_pytorch(const ModelConfig&, const Plan& plan, ThroughputOptions& o) {
-    if (plan.gpus() != 1 || plan.zero != zero_none) return;
+    if (plan.gpus() != 1 || plan.zero != zero_none || o.model_compiled) return;
     o.hf_eager_kernels = true;
     o.hf_autocast = plan.precision == Precision::bf16_mixed || plan.precision == Precision::bf16_mixed_fp32_grads;
     // Least squares (log ratio) over our 23 PyTorch eager runs' step times on H100/H200, 2026-12-02

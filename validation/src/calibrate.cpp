@@ -93,7 +93,8 @@ std::optional<CalibrationRun> calibration_run(const json& j, const fs::path& f, 
     r.step_time_s = m.at("step_time_s").get<double>();
     r.own_attention_kernel = ran_own_attention_kernel(m);
     r.runtime_kernels = src == kSourceRuntime;
-    r.pytorch_eager = src == kSourcePytorch && !ran_compiled(m);
+    r.pytorch = src == kSourcePytorch;
+    r.compiled = ran_compiled(m);
     r.pool_allocator = r.runtime_kernels && ran_pool_allocator(m);
     r.tracked_peak_bytes = measured_bytes(m, "tracked_peak_bytes");
     r.overhead_bytes = measured_bytes(m, "overhead_bytes");
@@ -203,8 +204,8 @@ double predicted_step(const CalibrationRun& r, const GpuSpec& gpu) {
     // A runtime run is predicted with the runtime profile's options, as `preflight run` predicts
     // it (runtime/src/session.cpp): its column sums, whatever else the profile sets.
     if (r.runtime_kernels) o = throughput_options_for(runtime_profile(), r.model, r.plan, o);
-    // A PyTorch eager run as `validate --check` predicts it: Hugging Face's kernels counted one by one.
-    if (r.pytorch_eager) o = throughput_options_for(pytorch_profile(), r.model, r.plan, o);
+    o.model_compiled = r.compiled;  // a PyTorch run as `validate --check` predicts it, eager or compiled
+    if (r.pytorch) o = throughput_options_for(pytorch_profile(), r.model, r.plan, o);
     return estimate_throughput(r.model, gpu, r.plan, o).step_time_s;
 }
 

@@ -109,9 +109,9 @@ Prediction predict(const ModelConfig& model, const GpuSpec& gpu, const Plan& pla
         p.model_flops_per_step = step_flops(model, resolve_defaults(plan, model)).model_flops_per_step;
         try {
             // The framework's own step-time settings (its attention kernels, ...).
-            ThroughputOptions o = throughput_options_for(*profile, model, plan, {});
-            if (run.compiled) o.hf_eager_kernels = false;
-            const Throughput t = estimate_throughput(model, gpu, plan, o);
+            ThroughputOptions base;
+            base.model_compiled = run.compiled;
+            const Throughput t = estimate_throughput(model, gpu, plan, throughput_options_for(*profile, model, plan, base));
             p.step_time_s = t.step_time_s;
             p.mfu = t.mfu;
         } catch (const InputError&) {

@@ -144,6 +144,9 @@ struct ThroughputOptions {
     bool hf_eager_kernels = false;
     bool hf_autocast = false;          // torch.autocast(bfloat16) over fp32 parameters
     double eager_kernel_host_s = 0.0;  // host time to dispatch one kernel (FrameworkProfile, fitted)
+    // The whole model runs under torch.compile (a PyTorch run's measured.compiled): Inductor fuses the
+    // elementwise ops, so the pytorch profile leaves hf_eager_kernels off and keeps the fused passes.
+    bool model_compiled = false;
     // The cross-entropy runs under torch.compile (MemoryOptions::compiled_loss, --compiled-loss): one
     // fused pass over the logits each way, not Hugging Face's eager loss kernels (hf_eager_kernels).
     bool compiled_loss = false;

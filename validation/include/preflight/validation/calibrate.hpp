@@ -39,7 +39,8 @@ struct CalibrationRun {
     std::int64_t full_layer_activation_bytes = 0;        // planner: one layer's activations, nothing recomputed
     bool own_attention_kernel = false;                   // the runtime's own flash kernel ran (ran_own_attention_kernel)
     bool runtime_kernels = false;  // a run of the Preflight runtime: predicted with the runtime profile's options
-    bool pytorch_eager = false;    // a train.py run without torch.compile: predicted with the pytorch profile's options
+    bool pytorch = false;          // a train.py run: predicted with the pytorch profile's options
+    bool compiled = false;         // under torch.compile (ran_compiled): ThroughputOptions::model_compiled
     bool pool_allocator = false;   // a runtime run with its pool allocator (ran_pool_allocator): the pool's slack applies
     std::vector<GemmSample> gemms;                       // measured.op_times.gemms, when the run has them
 };

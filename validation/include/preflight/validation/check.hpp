@@ -113,9 +113,8 @@ bool ran_own_attention_kernel(const nlohmann::json& measured);
 // Whether a runtime report's buffers came from the cudaMallocAsync pool (measured.allocator
 // "pool", or no "allocator" at all: every run recorded before the planned arena), not the arena.
 bool ran_pool_allocator(const nlohmann::json& measured);
-// Whether a PyTorch report's model ran under torch.compile (measured.compiled true): Inductor fuses
-// the elementwise ops, so the pytorch profile's eager kernels (ThroughputOptions::hf_eager_kernels)
-// do not apply to its step time.
+// Whether a PyTorch report's model ran under torch.compile (measured.compiled true): its step time is
+// predicted with ThroughputOptions::model_compiled, the fused passes, not Hugging Face's eager kernels.
 bool ran_compiled(const nlohmann::json& measured);
 // Whether a runtime report's driver peak leaves out the CUDA context (measured.driver.baseline_source
 // "cudaMemGetInfo-after-context": no NVML baseline): such a peak is not compared with the prediction.
