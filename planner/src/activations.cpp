@@ -42,6 +42,15 @@ std::vector<ActivationTensor> hf_inventory(const ModelConfig& m, const Plan& p, 
                 tokens * d.hidden * d.gemm_input_bytes);
     };
     norm_then_gemm(true);
+    if (m.qk_norm) {
+        // Qwen3RMSNorm on the q_proj / k_proj outputs (activation dtype), op by op as above: pow
+        // saves the fp32 copy, the weight product the normalized tensor cast back to that dtype.
+        tp_item("Q norm input (fp32)", tokens * d.q_width * 4);
+        tp_item("Q norm normalized", tokens * d.q_width * d.activation_bytes);
+        tp_item("K norm input (fp32)", tokens * d.kv_width * 4);
+        tp_item("K norm normalized", tokens * d.kv_width * d.activation_bytes);
+        if (prof.norm_row_stats) tp_item("Q/K norm rsqrt", tokens * (m.heads + m.kv_heads) * 4);
+    }
     const bool eager = p.attention == AttentionKind::eager;
     tp_item("Q (after RoPE)", tokens * d.q_width * d.activation_bytes);
     // Eager attention repeats K/V to every query head (repeat_kv) before the matmuls that save them.
@@ -118,6 +127,17 @@ static void add_runtime_moe_mlp(std::vector<ActivationTensor>& v, const ModelCon
     v.push_back({"expert rows: expert outputs (for the weighted combine)", S * d.hidden * a, false});
 }
 
+// Per-head q/k RMSNorms before RoPE (Megatron-Core attention.py q_layernorm / k_layernorm,
+// Transformer Engine's RMSNorm): the backward reads their inputs, the q and k projections (split
+// by TP), and with row statistics the fp32 rstd of each head and token.
+static void add_qk_norm_inputs(std::vector<ActivationTensor>& v, const ModelConfig& m, const FrameworkProfile& prof,
+                               const ActivationDims& d) {
+    const std::int64_t tokens = d.seq * d.micro_batch;
+    v.push_back({"Q norm input (q projection)", tokens * d.q_width * d.activation_bytes / d.tp, false});
+    v.push_back({"K norm input (k projection)", tokens * d.kv_width * d.activation_bytes / d.tp, false});
+    if (prof.norm_row_stats) v.push_back({"Q/K norm statistics", tokens * (m.heads + m.kv_heads) * 4 / d.tp, false});
+}
+
 // Full per-layer saved set, before recompute filtering. Item sizes follow
 // Korthikanti et al. 2022, sec. 4.1 (eq. 1), generalised to GQA, SwiGLU, MoE and
 // flash attention; `tp_div` tensors are split by TP (eq. 2), the rest only by SP (eq. 3).
@@ -140,10 +160,10 @@ std::vector<ActivationTensor> full_inventory(const ModelConfig& m, const Plan& p
     auto norm_out_item = [&](std::string_view n) {
         v.push_back({n, tokens * d.hidden * d.gemm_input_bytes / (runtime_fp8 ? 1 : sp_div), false});
     };
-
     sp_item("attention norm input", tokens * d.hidden * d.activation_bytes);
     if (prof.norm_row_stats) sp_item("attention norm statistics", tokens * norm_stats);
     norm_out_item("QKV GEMM input (norm output)");
+    if (m.qk_norm) add_qk_norm_inputs(v, m, prof, d);
     tp_item("Q (after RoPE)", tokens * d.q_width * d.activation_bytes);
     tp_item("K (after RoPE)", tokens * d.kv_width * d.activation_bytes);
     tp_item("V", tokens * d.kv_width * d.activation_bytes);

@@ -32,6 +32,7 @@ class Tape {
 public:
     LayerKernels k;
 
+    int bytes(int x) const { return t_[x].bytes; }
     int leaf(double elems, int bytes, bool grad) { return add({elems, bytes, grad, 0}); }
 
     // Ops over the attention scores charge their bytes to the score figures.
@@ -231,6 +232,19 @@ int eager_core(Tape& t, int q, int k, int v, const Shape& s, bool llama) {
     return t.kernel_of({a, v}, s.tokens * s.q, s.act, 2);  // P V
 }
 
+// Llama's RMSNorm op by op over `rows` rows of `width` (x.to(float32), pow(2).mean(-1),
+// rsqrt(var + eps), x * rsqrt, .to(input_dtype), weight * x); the weight is a parameter (the
+// residual dtype), so the product promotes to the wider of the two.
+int rms_norm(Tape& t, int x, const Shape& s, double rows, double width) {
+    const int in_bytes = t.bytes(x);
+    const int weight = t.leaf(width, s.residual, true);  // broadcast over the rows
+    const int xf = t.cast(x, 4);
+    const int var = t.row_mean(t.power(xf), rows);
+    const int rs = t.unary(t.scalar_op(var, true));
+    const int xn = t.cast(t.binary(xf, rs, 4, true), in_bytes);
+    return t.binary(weight, xn, in_bytes > s.residual ? in_bytes : s.residual, true);
+}
+
 // The attention block from its normalized input to the attention output before o_proj.
 int attention(Tape& t, int qkv_in, const Shape& s, const ModelConfig& m, int cos, int sin) {
     int q = 0, k = 0, v = 0;
@@ -238,6 +252,10 @@ int attention(Tape& t, int qkv_in, const Shape& s, const ModelConfig& m, int cos
         q = t.gemm(gemm_input(t, qkv_in, s), s.tokens * s.q, s.act, s.h * s.q, m.qkv_bias ? s.q : 0, s.autocast);
         k = t.gemm(gemm_input(t, qkv_in, s), s.tokens * s.kv, s.act, s.h * s.kv, m.qkv_bias ? s.kv : 0, s.autocast);
         v = t.gemm(gemm_input(t, qkv_in, s), s.tokens * s.kv, s.act, s.h * s.kv, m.qkv_bias ? s.kv : 0, s.autocast);
+        if (m.qk_norm) {  // Qwen3Attention: q_norm / k_norm over each head's head_dim, before RoPE
+            q = rms_norm(t, q, s, s.tokens * s.q / s.head_dim, s.head_dim);
+            k = rms_norm(t, k, s, s.tokens * s.kv / s.head_dim, s.head_dim);
+        }
         auto rope = [&](int x) {  // (x * cos) + (rotate_half(x) * sin), cos/sin at the residual dtype
             const int xc = t.binary(x, cos, s.residual, true);
             return t.binary(xc, t.binary(t.rotate_half(x), sin, s.residual, true), s.residual, false);
@@ -264,16 +282,10 @@ int attention(Tape& t, int qkv_in, const Shape& s, const ModelConfig& m, int cos
     return t.copy(a);  // transpose(1, 2).contiguous()
 }
 
-// The normalization before a block: LayerNorm, or Llama's RMSNorm op by op (x.to(float32),
-// pow(2).mean(-1), rsqrt(var + eps), x * rsqrt, .to(input_dtype), weight * x).
+// The normalization before a block: LayerNorm, or Llama's RMSNorm.
 int norm(Tape& t, int x, const Shape& s, bool rms) {
     if (!rms) return t.layer_norm(x, s.autocast ? 4 : s.residual);
-    const int weight = t.leaf(s.h, s.residual, true);  // broadcast over the tokens
-    const int xf = t.cast(x, 4);
-    const int var = t.row_mean(t.power(xf), s.tokens);
-    const int rs = t.unary(t.scalar_op(var, true));
-    const int xn = t.cast(t.binary(xf, rs, 4, true), s.residual);
-    return t.binary(weight, xn, s.residual, true);
+    return rms_norm(t, x, s, s.tokens, s.h);
 }
 
 }  // namespace

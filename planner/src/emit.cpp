@@ -78,6 +78,7 @@ void add_megatron_model_arguments(const ModelConfig& m, std::vector<std::string>
     }
     if (m.mlp == MlpKind::swiglu) arg("--swiglu");
     if (m.norm == NormKind::rmsnorm) arg("--normalization", "RMSNorm");
+    if (m.qk_norm) arg("--qk-layernorm");  // per-head q/k norms of the same kind (Qwen3)
     arg("--position-embedding-type", m.position == PositionKind::rope ? "rope" : "learned_absolute");
     if (m.position == PositionKind::rope && m.rope_theta != 10000.0)
         arg("--rotary-base", rotary_base(m.rope_theta, w));

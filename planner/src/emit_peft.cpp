@@ -27,6 +27,10 @@ json peft_config(const ModelConfig& m, const Plan& p, std::vector<std::string>* 
             warn(w, "Mixtral's experts: transformers releases with MixtralBlockSparseTop2MLP name them w1 (gate), w3 "
                     "(up) and w2 (down), as emitted; releases whose MixtralExperts hold them as fused parameter tensors "
                     "(gate_up_proj, down_proj) need PEFT's target_parameters instead");
+        if (m.family == ModelFamily::qwen3_moe && (p.lora.targets & (lora_gate | lora_up | lora_down)) != 0)
+            warn(w, "Qwen3-MoE's experts: transformers releases with a Qwen3MoeMLP per expert name them gate_proj, "
+                    "up_proj and down_proj, as emitted (the router, mlp.gate, is not adapted); releases whose experts "
+                    "hold fused parameter tensors need PEFT's target_parameters instead");
         j["lora_config"] = {{"r", p.lora.rank},
                             {"lora_alpha", p.lora.alpha},
                             {"lora_dropout", p.lora.dropout},

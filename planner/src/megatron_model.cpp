@@ -83,6 +83,7 @@ struct Shape {
     std::int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, positions = 0;
     std::int64_t experts = 1, topk = 1, vocab = 0;
     bool swiglu = false, rmsnorm = false, rope = false, tied = true, bias = true, qkv_bias = false;
+    bool qk_norm = false;  // --qk-layernorm
     double rope_theta = 10000;
     std::optional<double> rope_scaling;  // --use-rope-scaling: Llama 3.1's, this factor
 };
@@ -151,8 +152,9 @@ void read_layout(Flags& f, Shape& s, ImportedConfig& out) {
     if (s.experts > 1) s.topk = f.integer("--moe-router-topk", 1, s.experts, "--num-experts").value_or(2);
     if (s.experts > 1)
         s.ffn = f.integer("--moe-ffn-hidden-size", 1, limits::kMaxWidth, "limits::kMaxWidth").value_or(s.ffn);
+    s.qk_norm = f.has("--qk-layernorm");
     for (const char* flag : {"--squared-relu", "--quick-geglu", "--openai-gelu", "--moe-shared-expert-intermediate-size",
-                             "--moe-layer-freq", "--multi-latent-attention", "--qk-layernorm"})
+                             "--moe-layer-freq", "--multi-latent-attention"})
         if (const Flag* x = f.get(flag))
             out.warnings.push_back(f.spot(*x).text() + ": not modelled (the layer is planned without it)");
 }
@@ -169,6 +171,7 @@ json hf_config(const Shape& s, const ConfigSpot& at, ImportedConfig& out) {
         differs(s.head_dim * s.heads != s.hidden, "--kv-channels x heads != hidden", "GPT-2 (hidden / heads per head)");
         differs(!s.bias, "--disable-bias-linear", "GPT-2 (with biases)");
         differs(s.experts > 1, "--num-experts", "GPT-2 (dense)");
+        differs(s.qk_norm, "--qk-layernorm", "GPT-2 (no q/k norms)");
         return {{"model_type", "gpt2"}, {"n_embd", s.hidden}, {"n_layer", s.layers}, {"n_head", s.heads},
                 {"n_inner", s.ffn}, {"vocab_size", s.vocab}, {"n_positions", s.positions}, {"tie_word_embeddings", s.tied}};
     }
@@ -176,13 +179,21 @@ json hf_config(const Shape& s, const ConfigSpot& at, ImportedConfig& out) {
     differs(!s.rmsnorm, "LayerNorm", "Llama (RMSNorm)");
     differs(!s.rope, "learned positions", "Llama (RoPE)");
     const bool qkv_only = !s.bias && s.qkv_bias && s.experts == 1;
-    json c{{"model_type", s.experts > 1 ? "mixtral" : qkv_only ? "qwen2" : "llama"},
+    // --qk-layernorm: Qwen3's per-head q/k norms (qwen3, qwen3_moe with experts); Qwen2's q/k/v-only
+    // biases have no family with them.
+    differs(s.qk_norm && qkv_only, "--qk-layernorm beside --add-qkv-bias", "Qwen2 (no q/k norms)");
+    const bool qwen3 = s.qk_norm && !qkv_only;
+    const char* type = s.experts > 1 ? (qwen3 ? "qwen3_moe" : "mixtral") : qkv_only ? "qwen2" : qwen3 ? "qwen3" : "llama";
+    json c{{"model_type", type},
            {"hidden_size", s.hidden}, {"num_hidden_layers", s.layers}, {"num_attention_heads", s.heads},
            {"num_key_value_heads", s.kv_heads}, {"head_dim", s.head_dim}, {"intermediate_size", s.ffn},
            {"vocab_size", s.vocab}, {"max_position_embeddings", s.positions}, {"tie_word_embeddings", s.tied},
            {"rope_theta", s.rope_theta}, {"attention_bias", s.bias}, {"mlp_bias", s.bias}};
-    differs(!s.bias && s.qkv_bias && s.experts > 1, "--add-qkv-bias", "Mixtral (no biases)");
-    if (s.experts > 1) c["num_local_experts"] = s.experts, c["num_experts_per_tok"] = s.topk;
+    differs(!s.bias && s.qkv_bias && s.experts > 1, "--add-qkv-bias", qwen3 ? "Qwen3-MoE (no biases)" : "Mixtral (no biases)");
+    if (s.experts > 1 && qwen3)  // Qwen3MoeConfig's names; every layer a mixture of experts
+        c["num_experts"] = s.experts, c["num_experts_per_tok"] = s.topk, c["moe_intermediate_size"] = s.ffn;
+    else if (s.experts > 1)
+        c["num_local_experts"] = s.experts, c["num_experts_per_tok"] = s.topk;
     if (s.rope_scaling)  // megatron/core/models/common/embeddings/rope_utils.py: Llama 3.1's constants
         c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", *s.rope_scaling}, {"low_freq_factor", 1.0},
                              {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
@@ -199,7 +210,7 @@ bool same_layers(const ModelConfig& a, const ModelConfig& b) {
            a.head_dim == b.head_dim && a.ffn_hidden == b.ffn_hidden && a.tied_embeddings == b.tied_embeddings &&
            a.norm == b.norm && a.mlp == b.mlp && a.position == b.position && a.qkv_bias == b.qkv_bias &&
            a.out_bias == b.out_bias && a.mlp_bias == b.mlp_bias && a.experts == b.experts &&
-           a.experts_per_token == b.experts_per_token;
+           a.experts_per_token == b.experts_per_token && a.qk_norm == b.qk_norm;
 }
 
 std::string names_with_vocab(const std::vector<const ModelConfig*>& models) {

@@ -20,6 +20,8 @@ std::string_view to_string(ModelFamily f) {
         case ModelFamily::mistral: return "mistral";
         case ModelFamily::qwen2: return "qwen2";
         case ModelFamily::mixtral: return "mixtral";
+        case ModelFamily::qwen3: return "qwen3";
+        case ModelFamily::qwen3_moe: return "qwen3_moe";
     }
     return "?";
 }
@@ -57,18 +59,21 @@ bool boolean(const json& cfg, const char* key, bool fallback) {
     return it->get<bool>();
 }
 
+constexpr const char* kFamilies = "gpt2, llama, mistral, qwen2, qwen3, mixtral, qwen3_moe";
+
 ModelFamily family_of(const json& cfg) {
     auto it = cfg.find("model_type");
     if (it == cfg.end() || !it->is_string())
-        throw InputError("model_type", "missing from config.json (supported: gpt2, llama, mistral, qwen2, mixtral)");
+        throw InputError("model_type", std::string("missing from config.json (supported: ") + kFamilies + ")");
     const auto t = it->get<std::string>();
     if (t == "gpt2") return ModelFamily::gpt2;
     if (t == "llama") return ModelFamily::llama;
     if (t == "mistral") return ModelFamily::mistral;
     if (t == "qwen2") return ModelFamily::qwen2;
     if (t == "mixtral") return ModelFamily::mixtral;
-    throw InputError("model_type", "unsupported model family " + shown_json(*it) +
-                                       " (supported: gpt2, llama, mistral, qwen2, mixtral)");
+    if (t == "qwen3") return ModelFamily::qwen3;
+    if (t == "qwen3_moe") return ModelFamily::qwen3_moe;
+    throw InputError("model_type", "unsupported model family " + shown_json(*it) + " (supported: " + kFamilies + ")");
 }
 
 }  // namespace
@@ -85,9 +90,10 @@ void validate_model(const ModelConfig& m) {
     if (m.heads % m.kv_heads != 0)
         throw InputError("num_key_value_heads", std::to_string(m.kv_heads) + " does not divide num_attention_heads " +
                                                     std::to_string(m.heads));
-    if (m.experts < 1) throw InputError("num_local_experts", "must be positive");
+    const std::string experts_key = m.family == ModelFamily::qwen3_moe ? "num_experts" : "num_local_experts";
+    if (m.experts < 1) throw InputError(experts_key, "must be positive");
     if (m.experts_per_token < 1 || m.experts_per_token > m.experts)
-        throw InputError("num_experts_per_tok", "must be between 1 and num_local_experts (" +
+        throw InputError("num_experts_per_tok", "must be between 1 and " + experts_key + " (" +
                                                     std::to_string(m.experts) + ")");
     limits::check_model(m);
 }
@@ -171,7 +177,28 @@ void read_rope(const json& cfg, ModelConfig& m) {
     }
 }
 
-// Llama-family (llama, mistral, qwen2, mixtral) shape and layout from its config.json keys.
+// Qwen3-MoE's experts (HF Qwen3MoeConfig, Qwen3MoeDecoderLayer): num_experts SwiGLU experts of
+// moe_intermediate_size, num_experts_per_tok routed per token, no shared expert. A layer takes the
+// experts unless it is in mlp_only_layers or (index + 1) is no multiple of decoder_sparse_step; the
+// planner's layers are all alike, so a config mixing dense and sparse layers is refused.
+void read_qwen3_moe(const json& cfg, ModelConfig& m) {
+    m.experts = positive_int(cfg, "num_experts", true);
+    m.experts_per_token = positive_int(cfg, "num_experts_per_tok", true);
+    m.ffn_hidden = positive_int(cfg, "moe_intermediate_size", true);
+    const std::int64_t step = positive_int(cfg, "decoder_sparse_step", false, 1);
+    if (step != 1)
+        throw InputError("decoder_sparse_step", std::to_string(step) + " makes only every " + std::to_string(step) +
+                                                    "th layer a mixture of experts: layers of two kinds are not "
+                                                    "modelled (every layer is planned alike); 1 is supported");
+    if (const auto it = cfg.find("mlp_only_layers"); it != cfg.end() && !it->is_null()) {
+        if (!it->is_array()) throw InputError("mlp_only_layers", "must be a list of layer indices, got " + shown_json(*it));
+        if (!it->empty())
+            throw InputError("mlp_only_layers", "dense MLP layers among the experts' layers are not modelled (every "
+                                                "layer is planned alike); only an empty list is supported");
+    }
+}
+
+// Llama-family (llama, mistral, qwen2, qwen3, mixtral, qwen3_moe) shape and layout from its config.json keys.
 void read_llama_family(const json& cfg, ModelConfig& m) {
     // Llama family (Touvron et al. 2023; HF LlamaConfig): RMSNorm, RoPE, GQA, SwiGLU.
     m.hidden = positive_int(cfg, "hidden_size", true);
@@ -200,10 +227,13 @@ void read_llama_family(const json& cfg, ModelConfig& m) {
     m.out_bias = m.family != ModelFamily::qwen2 && boolean(cfg, "attention_bias", false);
     m.mlp_bias = boolean(cfg, "mlp_bias", false);
     read_rope(cfg, m);
+    // Qwen3 (HF Qwen3Attention, Qwen3MoeAttention): RMSNorm of head_dim on each head's q and k.
+    m.qk_norm = m.family == ModelFamily::qwen3 || m.family == ModelFamily::qwen3_moe;
     if (m.family == ModelFamily::mixtral) {
         m.experts = positive_int(cfg, "num_local_experts", true);
         m.experts_per_token = positive_int(cfg, "num_experts_per_tok", true);
     }
+    if (m.family == ModelFamily::qwen3_moe) read_qwen3_moe(cfg, m);
 }
 
 }  // namespace
@@ -255,6 +285,10 @@ std::vector<ParamTensor> param_tensors(const ModelConfig& m) {
         add("q_proj.bias", m.q_width(), 1, TpSplit::column, TensorPlace::layer);
         add("k_proj.bias", m.kv_width(), 1, TpSplit::column, TensorPlace::layer);
         add("v_proj.bias", m.kv_width(), 1, TpSplit::column, TensorPlace::layer);
+    }
+    if (m.qk_norm) {  // one head_dim weight each, shared by every head (so by every TP rank)
+        add("q_norm.weight", m.head_dim, 1, TpSplit::replicated, TensorPlace::layer);
+        add("k_norm.weight", m.head_dim, 1, TpSplit::replicated, TensorPlace::layer);
     }
     add("o_proj.weight", h, m.q_width(), TpSplit::row, TensorPlace::layer, true);
     if (m.out_bias) add("o_proj.bias", h, 1, TpSplit::replicated, TensorPlace::layer);

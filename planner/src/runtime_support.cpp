@@ -84,6 +84,9 @@ void check_runtime_model(const ModelConfig& m) {
     if (m.experts > limits::kMaxRuntimeExperts)
         not_run("--model", std::to_string(m.experts) + " experts a layer: the runtime routes at most " +
                                std::to_string(limits::kMaxRuntimeExperts) + " (limits::kMaxRuntimeExperts)");
+    if (m.qk_norm)
+        not_run("--model", "per-head q/k norms (" + std::string(to_string(m.family)) +
+                               "'s q_norm and k_norm) are not implemented by the runtime");
     if (m.head_dim % 2 != 0 && m.position == PositionKind::rope) not_run("--model", "RoPE needs an even head_dim");
     // The RoPE tables (runtime ref::rope_inv_freq) know no other scaling.
     if (m.position == PositionKind::rope && !m.rope_scaling.type.empty() && m.rope_scaling.factor != 0 &&

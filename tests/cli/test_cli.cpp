@@ -315,13 +315,15 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"memory --dropout 2", "--dropout"}, BadCase{"memory --sp", "--sp"},
                       BadCase{"frobnicate", "frobnicate"}));
 
-TEST(CliCatalog, ModelsJsonListsTwentySixWithExactCounts) {
+TEST(CliCatalog, ModelsJsonListsTwentyEightWithExactCounts) {
     const auto r = run_preflight("models --format json");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto j = nlohmann::json::parse(r.out);
-    ASSERT_EQ(j.at("models").size(), 26u);  // 17 + the nine MPT builds of llm-foundry's benchmarks
-    for (const auto& m : j.at("models"))
+    ASSERT_EQ(j.at("models").size(), 28u);  // 17 + two Qwen3 + the nine MPT builds of llm-foundry's benchmarks
+    for (const auto& m : j.at("models")) {
         if (m.at("name") == "gpt2") EXPECT_EQ(m.at("params"), 124'439'808);
+        if (m.at("name") == "qwen3-30b-a3b") EXPECT_EQ(m.at("family"), "qwen3_moe");
+    }
 }
 
 TEST(CliCatalog, GpusShowUnknownFp8AsNA) {

@@ -5,6 +5,7 @@
 
 #include "catalog_fixture.hpp"
 #include "preflight/planner/memory.hpp"
+#include "preflight/planner/profiles.hpp"
 
 namespace preflight {
 namespace {
@@ -119,6 +120,27 @@ TEST(Activations, Llama3GqaSwigluByHand) {
     // Selective recompute (attention core) removes only the log-sum-exp under flash.
     p.recompute = Recompute::selective;
     EXPECT_EQ(layer_activation_bytes(m, p), expected - sb * 4 * heads);
+}
+
+TEST(Activations, Qwen3QkNormsKeepTheirInputs) {
+    // qwen3-8b, s = 4096, b = 2, flash, bf16: Llama-3-8B's inventory at Qwen3's widths (q 32 x 128,
+    // kv 8 x 128, f 12288), plus the q and k projections the per-head norms save for their
+    // backward (Megatron-Core's q_layernorm / k_layernorm): 2q + 2kv.
+    const ModelConfig m = test::catalog_model("qwen3-8b");
+    Plan p;
+    p.seq = 4096;
+    p.mbs = 2;
+    const std::int64_t sb = 4096 * 2, hh = 4096, q = 32 * 128, kv = 8 * 128, f = 12288, heads = 32;
+    const std::int64_t llama = sb * (4 * 2 * hh + 2 * q + 2 * 2 * kv + 2 * q + 4 * heads + 3 * 2 * f);
+    EXPECT_EQ(layer_activation_bytes(m, p), llama + sb * (2 * q + 2 * kv));
+    // Hugging Face's Qwen3RMSNorm under autocast (the pytorch profile): pow saves the fp32 copy of
+    // each projection, the weight product its normalized bf16 cast, rsqrt one fp32 per head and token.
+    ModelConfig plain = m;
+    plain.qk_norm = false;
+    p.precision = Precision::bf16_mixed;
+    const FrameworkProfile hf = pytorch_profile();
+    EXPECT_EQ(layer_activation_bytes(m, p, hf) - layer_activation_bytes(plain, p, hf),
+              sb * (4 * q + 2 * q + 4 * kv + 2 * kv + 4 * (32 + 8)));
 }
 
 TEST(Activations, Fp32DoublesAndFp8HalvesGemmInputs) {

@@ -74,6 +74,25 @@ TEST(BadInput, MoeTopKAboveExperts) {
     EXPECT_EQ(subject_of([&] { model_from_hf_config(cfg, "x"); }), "num_experts_per_tok");
 }
 
+// Qwen3-MoE (HF Qwen3MoeDecoderLayer): dense MLP layers among the sparse ones cannot be planned
+// as identical layers; the refusal names the key.
+TEST(BadInput, Qwen3MoeWithDenseLayersIsRefused) {
+    auto cfg = llama_cfg();
+    cfg["model_type"] = "qwen3_moe";
+    cfg["num_experts"] = 4;
+    cfg["num_experts_per_tok"] = 2;
+    cfg["moe_intermediate_size"] = 128;
+    EXPECT_EQ(subject_of([&] { model_from_hf_config(cfg, "x"); }), "");
+    cfg["mlp_only_layers"] = {0};
+    EXPECT_EQ(subject_of([&] { model_from_hf_config(cfg, "x"); }), "mlp_only_layers");
+    cfg["mlp_only_layers"] = nlohmann::json::array();
+    cfg["decoder_sparse_step"] = 2;
+    EXPECT_EQ(subject_of([&] { model_from_hf_config(cfg, "x"); }), "decoder_sparse_step");
+    cfg["decoder_sparse_step"] = 1;
+    cfg.erase("moe_intermediate_size");
+    EXPECT_EQ(subject_of([&] { model_from_hf_config(cfg, "x"); }), "moe_intermediate_size");
+}
+
 struct PlanCase {
     const char* flag;
     Plan plan;

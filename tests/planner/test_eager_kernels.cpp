@@ -72,6 +72,32 @@ TEST(EagerKernels, LlamaFp32LayerCountedByHand) {
     EXPECT_EQ(k.bwd_kernels, 69);
 }
 
+// Qwen3Attention's q_norm / k_norm: Llama's RMSNorm over each head's head_dim d, on q (E = tokens x
+// q elements, r = tokens x heads rows) and on k. fp32, per norm: forward pow 8E, mean 4E + 4r,
+// + eps 8r, rsqrt 8r, x * rsqrt 8E + 4r, weight * x 8E + 4d (28E + 24r + 4d, 6 kernels);
+// backward weight * x 24E + 8d (product per operand, the weight's broadcast sum), x * rsqrt
+// 24E + 8r, rsqrt 12r, mean 4r + 4E, pow 28E, the projection's gradient sum (read by pow and the
+// product) 12E (92E + 24r + 8d, 12 kernels: 3 + 3 + 1 + 1 + 3 + 1). RoPE then reads the norm's
+// output as it read the projection. Under autocast the projection is bf16: the cast to fp32 and
+// back add a kernel each way, the weight product (fp32 weight) casts xn's gradient, and RoPE,
+// now fed fp32, no longer casts its two gradients to bf16: 8 + 13 kernels per norm.
+TEST(EagerKernels, Qwen3QkNormsCountedByHand) {
+    const ModelConfig m = test::catalog_model("qwen3-8b");
+    ModelConfig plain = m;
+    plain.qk_norm = false;
+    const Plan p = one_gpu(1024, 1, Precision::fp32);
+    const eager::LayerKernels k = eager::hf_layer_kernels(m, p, false), b = eager::hf_layer_kernels(plain, p, false);
+    const double T = 1024, E = T * (4096 + 1024), r = T * (32 + 8), d = 128;
+    EXPECT_DOUBLE_EQ(k.fwd_bytes - b.fwd_bytes, 28 * E + 24 * r + 2 * 4 * d);
+    EXPECT_DOUBLE_EQ(k.bwd_bytes - b.bwd_bytes, 92 * E + 24 * r + 2 * 8 * d);
+    EXPECT_EQ(k.fwd_kernels - b.fwd_kernels, 2 * 6);
+    EXPECT_EQ(k.bwd_kernels - b.bwd_kernels, 2 * 12);
+    const Plan amp = one_gpu(1024, 1, Precision::bf16_mixed);
+    const eager::LayerKernels ka = eager::hf_layer_kernels(m, amp, true), ba = eager::hf_layer_kernels(plain, amp, true);
+    EXPECT_EQ(ka.fwd_kernels - ba.fwd_kernels, 2 * 8);
+    EXPECT_EQ(ka.bwd_kernels - ba.bwd_kernels, 2 * 13);
+}
+
 // Under torch.autocast over fp32 parameters GPT-2 adds: forward, the casts of the LayerNorm
 // outputs (fp32) for c_attn and c_fc, of the GeLU output for c_proj, of the GeLU input for pow
 // (autocast's fp32 list), and of the 4 weights and 4 biases (12 kernels); backward, the same

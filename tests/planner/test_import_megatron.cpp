@@ -284,6 +284,8 @@ void round_trip(const std::string& model_name, const Plan& plan) {
     const ModelConfig back = model_from_hf_config(*c.model_config, "imported");
     EXPECT_EQ(count_params(back).total, count_params(m).total) << model_name << "\n" << c.model_config->dump();
     EXPECT_EQ(back.family == ModelFamily::gpt2, m.family == ModelFamily::gpt2) << model_name;
+    EXPECT_EQ(back.qk_norm, m.qk_norm) << model_name;  // --qk-layernorm
+    EXPECT_EQ(back.experts, m.experts) << model_name;
 }
 }  // namespace
 
@@ -320,6 +322,8 @@ TEST(ImportMegatron, EmitImportRoundTrip) {
     Plan e = p;
     e.ep = 2, e.moe_capacity_factor = 1.25;
     round_trip("mixtral-8x7b", e);
+    round_trip("qwen3-8b", o);  // Qwen3's q/k norms: --qk-layernorm, read back as qwen3 / qwen3_moe
+    round_trip("qwen3-30b-a3b", e);
     Plan f = v;  // Transformer Engine fp8 parameters: --fp8-param-gather beside the distributed optimizer
     f.fp8_param_gather = true;
     round_trip("llama-3-8b", f);
@@ -822,4 +826,29 @@ TEST(ImportMegatron, AShapeWithoutAVocabularyTakesTheCatalogModelsWithItsLayers)
     EXPECT_EQ(reads, 0);
     import_megatron(shape + "\n", "shape.sh", counted);
     EXPECT_EQ(reads, 1);
+}
+
+// Megatron-LM's own Qwen3-30B-A3B shape (examples/post_training/modelopt/conf/qwen/Qwen3-30B-A3B.sh:
+// --qk-layernorm, 128 experts of --moe-ffn-hidden-size 768, top 8, a HuggingFaceTokenizer whose
+// size the script leaves open, --make-vocab-size-divisible-by 1187) is Qwen3-MoE: the catalog's
+// qwen3-30b-a3b, its 151,936 tokens (1187 x 128) and its parameters; the q/k norms are counted,
+// not warned about.
+TEST(ImportMegatron, QkLayernormWithExpertsIsQwen3Moe) {
+    ImportContext context;
+    context.catalog = [] { return load_catalog_models(kData); };
+    const ImportedConfig c = import_megatron(
+        "--micro-batch-size 1 --bf16 --disable-bias-linear --untie-embeddings-and-output-weights "
+        "--position-embedding-type rope --normalization RMSNorm --swiglu --num-layers 48 --hidden-size 2048 "
+        "--ffn-hidden-size 6144 --num-attention-heads 32 --group-query-attention --num-query-groups 4 "
+        "--kv-channels 128 --qk-layernorm --num-experts 128 --moe-ffn-hidden-size 768 --moe-router-topk 8 "
+        "--seq-length 4096 --max-position-embeddings 40960 --tokenizer-type HuggingFaceTokenizer "
+        "--tokenizer-model Qwen/Qwen3-30B-A3B --make-vocab-size-divisible-by 1187 --rotary-base 1000000\n",
+        "qwen3.sh", context);
+    ASSERT_TRUE(c.model_config);
+    EXPECT_EQ((*c.model_config)["model_type"], "qwen3_moe");
+    EXPECT_EQ((*c.model_config)["vocab_size"], 151936);
+    const ModelConfig m = model_from_hf_config(*c.model_config, "imported");
+    EXPECT_TRUE(m.qk_norm);
+    EXPECT_EQ(count_params(m).total, count_params(load_model("qwen3-30b-a3b", kData)).total);
+    EXPECT_FALSE(contains(c.warnings, "--qk-layernorm"));
 }

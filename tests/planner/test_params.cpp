@@ -33,6 +33,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Published{"smollm-360m", 361'821'120}, Published{"smollm-1.7b", 1'711'376'384},
                       Published{"mistral-7b", 7'241'732'096}, Published{"qwen2.5-7b", 7'615'616'512},
                       Published{"mixtral-8x7b", 46'702'792'704},
+                      // Qwen3: the model cards give 8.2B and 30.5B (Params.Qwen3*ByHand derives the counts).
+                      Published{"qwen3-8b", 8'190'735'360}, Published{"qwen3-30b-a3b", 30'532'122'624},
                       // MPT builds of llm-foundry's benchmark tables (NumParams at seq 2048,
                       // scripts/train/benchmarking/README.md).
                       Published{"mpt-125m", 125'311'488}, Published{"mpt-350m", 355'985'408},
@@ -47,8 +49,8 @@ INSTANTIATE_TEST_SUITE_P(
         return n;
     });
 
-TEST(Params, CatalogHoldsExactlyTheTwentySixModels) {
-    EXPECT_EQ(catalog_models(test::data_dir()).size(), 26u);
+TEST(Params, CatalogHoldsExactlyTheTwentyEightModels) {
+    EXPECT_EQ(catalog_models(test::data_dir()).size(), 28u);
 }
 
 TEST(Params, DenseModelsAreFullyActive) {
@@ -70,6 +72,33 @@ TEST(Params, MixtralActiveParamsByHand) {
     const ParamCounts c = count_params(test::catalog_model("mixtral-8x7b"));
     EXPECT_EQ(c.active, outside + 32 * per_layer_active);
     EXPECT_EQ(c.active, 12'879'925'248);
+}
+
+TEST(Params, Qwen3DenseByHand) {
+    // Qwen3-8B (model card: 8.2B, 6.95B without the embeddings): q and o 4096 x (32 x 128), k and v
+    // (8 x 128) x 4096, the SwiGLU 3 x 4096 x 12288, two RMSNorms of 4096 and the q/k norms of
+    // head_dim 128; untied embedding and head of 151,936 x 4096, the final norm.
+    const std::int64_t layer = 2 * 4096LL * 4096 + 2 * 1024LL * 4096 + 3 * 4096LL * 12288 + 2 * 4096 + 2 * 128;
+    const ModelConfig m = test::catalog_model("qwen3-8b");
+    EXPECT_TRUE(m.qk_norm);
+    const ParamCounts c = count_params(m);
+    EXPECT_EQ(c.per_layer, layer);
+    EXPECT_EQ(c.total, 2 * 151936LL * 4096 + 36 * layer + 4096);
+    EXPECT_EQ(c.total - c.embedding - c.lm_head, 6'946'075'648);  // "6.95B non-embedding"
+    EXPECT_EQ(c.active, c.total);
+}
+
+TEST(Params, Qwen3MoeByHand) {
+    // Qwen3-30B-A3B (model card: 30.5B, 3.3B activated, 29.9B without the embeddings): q and o
+    // 2048 x 4096, k and v 512 x 2048, q/k norms 2 x 128, two RMSNorms of 2048, a router of
+    // 128 x 2048 and 128 SwiGLU experts of 3 x 2048 x 768, 8 of them routed per token; 48 layers.
+    const std::int64_t attn = 2 * 2048LL * 4096 + 2 * 512LL * 2048, norms = 2 * 2048 + 2 * 128;
+    const std::int64_t router = 128 * 2048, expert = 3 * 2048LL * 768;
+    const std::int64_t outside = 2 * 151936LL * 2048 + 2048;
+    const ParamCounts c = count_params(test::catalog_model("qwen3-30b-a3b"));
+    EXPECT_EQ(c.total, outside + 48 * (attn + norms + router + 128 * expert));
+    EXPECT_EQ(c.active, outside + 48 * (attn + norms + router + 8 * expert));
+    EXPECT_EQ(c.active, 3'353'032'704);
 }
 
 TEST(Params, Gpt2SmallByHand) {

@@ -25,6 +25,9 @@ std::string str(std::int64_t v) { return std::to_string(v); }
 void check_nanotron_model(const ModelConfig& m) {
     if (m.is_moe() || m.family == ModelFamily::gpt2)
         throw InputError("--model", "the nanotron profile models Llama-shaped dense models");
+    if (m.qk_norm)
+        throw InputError("--model", "the nanotron profile models Llama-shaped dense models; nanotron's models have no "
+                                    "per-head q/k norms (" + m.name + "'s q_norm and k_norm)");
 }
 
 // Plans nanotron can build. Its own asserts: CausalSelfAttention (heads and key/value heads

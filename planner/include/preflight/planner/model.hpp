@@ -10,7 +10,7 @@
 
 namespace preflight {
 
-enum class ModelFamily { gpt2, llama, mistral, qwen2, mixtral };
+enum class ModelFamily { gpt2, llama, mistral, qwen2, mixtral, qwen3, qwen3_moe };
 enum class NormKind { layernorm, rmsnorm };
 enum class MlpKind { gelu, swiglu };
 enum class PositionKind { learned, rope };
@@ -44,6 +44,9 @@ struct ModelConfig {
     bool qkv_bias = false;             // bias on q/k/v projections (GPT-2, Qwen2)
     bool out_bias = false;             // bias on attention output projection (GPT-2)
     bool mlp_bias = false;             // biases on MLP projections (GPT-2)
+    // An RMSNorm over each head's query and key before RoPE, one weight of head_dim each, shared
+    // by the heads (Qwen3: transformers' Qwen3Attention q_norm / k_norm; Megatron's --qk-layernorm).
+    bool qk_norm = false;
     std::int64_t experts = 1;          // MoE experts per layer (1 = dense)
     std::int64_t experts_per_token = 1;  // top-k routing
     double rope_theta = 10000.0;       // RoPE base (config rope_theta; Su et al. 2021)
@@ -104,7 +107,7 @@ ParamCounts count_params(const ModelConfig& m);
 ParamCounts count_params(const ModelConfig& m, const std::vector<ParamTensor>& tensors);
 
 // Builds a ModelConfig from a Hugging Face config.json object (llama, mistral,
-// qwen2, gpt2, mixtral families, chosen by "model_type"). Throws InputError
+// qwen2, qwen3, gpt2, mixtral, qwen3_moe families, chosen by "model_type"). Throws InputError
 // naming the field for anything missing, negative or inconsistent.
 ModelConfig model_from_hf_config(const nlohmann::json& config, const std::string& name);
 
