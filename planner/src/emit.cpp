@@ -82,6 +82,11 @@ void add_megatron_model_arguments(const ModelConfig& m, std::vector<std::string>
     arg("--position-embedding-type", m.position == PositionKind::rope ? "rope" : "learned_absolute");
     if (m.position == PositionKind::rope && m.rope_theta != 10000.0)
         arg("--rotary-base", rotary_base(m.rope_theta, w));
+    if (m.position == PositionKind::rope && m.rope_fraction != 1.0) {  // partial_rotary_factor
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%g", m.rope_fraction);
+        arg("--rotary-percent", buf);
+    }
     // Llama 3.1's frequency scaling (rotary_pos_embedding.py _apply_scaling: low 1, high 4,
     // original context 8192 fixed; only the factor is a flag).
     const RopeScaling& rs = m.rope_scaling;

@@ -42,6 +42,8 @@ void nanotron_model(std::ostringstream& o, const ModelConfig& m, const Plan& p, 
     if (m.family == ModelFamily::gpt2 || m.is_moe() || m.out_bias || m.mlp_bias)
         warn(w, "nanotron's Llama / Qwen2 models have no GPT-2 layout, output or MLP biases, or Mixtral experts: the "
                 "model_config below is the closest Llama shape, not " + m.name);
+    if (m.rope_fraction != 1.0)
+        warn(w, "nanotron's RoPE rotates the whole head: " + m.name + "'s partial_rotary_factor is not carried");
     if (m.qk_norm)
         warn(w, "nanotron's Llama / Qwen2 models have no per-head q/k norms: the model_config below trains " + m.name +
                     " without its q_norm and k_norm");

@@ -84,6 +84,7 @@ struct Shape {
     std::int64_t experts = 1, topk = 1, vocab = 0;
     bool swiglu = false, rmsnorm = false, rope = false, tied = true, bias = true, qkv_bias = false;
     bool qk_norm = false;  // --qk-layernorm
+    double rotary_share = 1.0;  // --rotary-percent (a fraction, default 1.0)
     double rope_theta = 10000;
     std::optional<double> rope_scaling;  // --use-rope-scaling: Llama 3.1's, this factor
 };
@@ -147,6 +148,7 @@ void read_layout(Flags& f, Shape& s, ImportedConfig& out) {
     s.bias = !f.has("--disable-bias-linear");
     s.qkv_bias = f.has("--add-qkv-bias");
     if (const auto base = f.real("--rotary-base", 1.0 + 1e-9, 1e12)) s.rope_theta = *base;
+    if (const auto share = f.real("--rotary-percent", 1e-6, 1.0)) s.rotary_share = *share;
     if (f.has("--use-rope-scaling")) s.rope_scaling = f.real("--rope-scaling-factor", 1e-6, 1e6).value_or(8.0);
     s.experts = f.integer("--num-experts", 1, limits::kMaxExperts, "limits::kMaxExperts").value_or(1);
     if (s.experts > 1) s.topk = f.integer("--moe-router-topk", 1, s.experts, "--num-experts").value_or(2);
@@ -194,6 +196,7 @@ json hf_config(const Shape& s, const ConfigSpot& at, ImportedConfig& out) {
         c["num_experts"] = s.experts, c["num_experts_per_tok"] = s.topk, c["moe_intermediate_size"] = s.ffn;
     else if (s.experts > 1)
         c["num_local_experts"] = s.experts, c["num_experts_per_tok"] = s.topk;
+    if (s.rotary_share != 1.0) c["partial_rotary_factor"] = s.rotary_share;
     if (s.rope_scaling)  // megatron/core/models/common/embeddings/rope_utils.py: Llama 3.1's constants
         c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", *s.rope_scaling}, {"low_freq_factor", 1.0},
                              {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
@@ -321,7 +324,7 @@ bool megatron_flag_ignored(std::string_view name) {
         "--no-rope-fusion", "--apply-rope-fusion", "--bias-", "--masked-softmax-fusion", "--no-gradient-accumulation-fusion",
         "--overlap-grad-reduce", "--overlap-param-gather", "--align-", "--ddp-", "--async-save",
         "--use-dist-ckpt", "--dist-ckpt-", "--use-checkpoint-", "--finetune", "--pretrained-checkpoint",
-        "--auto-detect-ckpt-format", "--no-initialization", "--use-cpu-initialization", "--rotary-percent",
+        "--auto-detect-ckpt-format", "--no-initialization", "--use-cpu-initialization",
         "--apply-layernorm-1p", "--norm-epsilon", "--layernorm-epsilon", "--attention-softmax-in-fp32",
         "--apply-query-key-layer-scaling", "--account-for-embedding-in-pipeline-split",
         "--account-for-loss-in-pipeline-split", "--dataloader-type",

@@ -1,6 +1,8 @@
 #include "preflight/planner/model.hpp"
 
 #include <cmath>
+#include <optional>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -122,28 +124,17 @@ void read_gpt2(const json& cfg, ModelConfig& m) {
     m.qkv_bias = m.out_bias = m.mlp_bias = true;
 }
 
-// rope_scaling.rope_type (Transformers >= 4.43) or its older name rope_scaling.type; "unknown" when neither.
-std::string rope_scaling_type(const json& scaling) {
-    for (const char* key : {"rope_type", "type"}) {
-        const auto it = scaling.find(key);
-        if (it == scaling.end() || it->is_null()) continue;
-        if (!it->is_string()) throw InputError(std::string("rope_scaling.") + key, "must be a string, got " + shown_json(*it));
-        require_printable_name(it->get<std::string>(), std::string("rope_scaling.") + key, "the RoPE scaling type");
-        return it->get<std::string>();
-    }
-    return "unknown";
-}
-
 // The largest RoPE base read: 1e12, as the Megatron importer bounds --rotary-base (the catalog's
 // largest is 1e6), so every emitter writes it as the whole number or decimal it is.
 constexpr double kMaxRopeTheta = 1e12;
 
-// rope_scaling.original_max_position_embeddings: a whole number of positions (1024, or 1024.0)
-// up to limits::kMaxPositions, never a fraction cut or a 1e300 cast past the int64 range.
-std::int64_t original_positions(const json& scaling) {
+// original_max_position_embeddings (of rope_scaling or rope_parameters, `prefix`): a whole number
+// of positions (1024, or 1024.0) up to limits::kMaxPositions, never a fraction cut or a 1e300 cast
+// past the int64 range.
+std::int64_t original_positions(const json& scaling, const std::string& prefix) {
     const auto f = scaling.find("original_max_position_embeddings");
     if (f == scaling.end()) return 8192;
-    const char* key = "rope_scaling.original_max_position_embeddings";
+    const std::string key = prefix + "original_max_position_embeddings";
     const double v = f->is_number() ? f->get<double>() : 0;
     if (!f->is_number() || !(v >= 1 && v <= static_cast<double>(limits::kMaxPositions)) || std::floor(v) != v)
         throw InputError(key, "must be a whole number of positions from 1 to " + std::to_string(limits::kMaxPositions) +
@@ -151,29 +142,105 @@ std::int64_t original_positions(const json& scaling) {
     return f->is_number_integer() ? f->get<std::int64_t>() : static_cast<std::int64_t>(v);
 }
 
-// RoPE base and scaling (rope_theta, rope_scaling) of a Llama-family config.
-void read_rope(const json& cfg, ModelConfig& m) {
-    if (auto it = cfg.find("rope_theta"); it != cfg.end() && !it->is_null()) {
-        if (!it->is_number() || !(it->get<double>() > 1.0 && it->get<double>() <= kMaxRopeTheta))
-            throw InputError("rope_theta", "must be a number above 1 and at most 1e12, got " + shown_json(*it));
-        m.rope_theta = it->get<double>();
+// The RoPE settings of a config.json come in two forms: transformers < 5 write rope_theta,
+// rope_scaling and partial_rotary_factor at the top level; transformers 5 write them into one
+// rope_parameters object, whose rope_type is "default" when RoPE runs unscaled (modeling_rope_utils.py
+// RopeParameters). A config may carry both: a value given in both must agree, one given in either
+// is read (a reader of the top level alone plans a transformers-5 config at the default base 10,000).
+struct RopeSource {
+    const json* obj;
+    std::string prefix;  // "" (top level), "rope_scaling." or "rope_parameters."
+};
+
+// rope_type (Transformers >= 4.43) or its older name type; `fallback` when neither.
+std::string rope_type_of(const RopeSource& src, const char* fallback) {
+    for (const char* key : {"rope_type", "type"}) {
+        const auto it = src.obj->find(key);
+        if (it == src.obj->end() || it->is_null()) continue;
+        if (!it->is_string()) throw InputError(src.prefix + key, "must be a string, got " + shown_json(*it));
+        require_printable_name(it->get<std::string>(), src.prefix + key, "the RoPE scaling type");
+        return it->get<std::string>();
     }
-    if (auto it = cfg.find("rope_scaling"); it != cfg.end() && !it->is_null()) {
-        if (!it->is_object()) throw InputError("rope_scaling", "must be an object or null, got " + shown_json(*it));
-        m.rope_scaling.type = rope_scaling_type(*it);
-        auto num = [&](const char* key, double fallback) {
-            const auto f = it->find(key);
-            if (f == it->end()) return fallback;
-            if (!f->is_number() || f->get<double>() <= 0)
-                throw InputError(std::string("rope_scaling.") + key, "must be a positive number, got " + shown_json(*f));
-            return f->get<double>();
-        };
-        m.rope_scaling.factor = num("factor", 0);
-        m.rope_scaling.low_freq_factor = num("low_freq_factor", 1);
-        m.rope_scaling.high_freq_factor = num("high_freq_factor", 4);
-        m.rope_scaling.original_max_positions = original_positions(*it);
-        if (m.rope_scaling.type == "llama3" && m.rope_scaling.high_freq_factor <= m.rope_scaling.low_freq_factor)
-            throw InputError("rope_scaling.high_freq_factor", "must exceed low_freq_factor");
+    return fallback;
+}
+
+// rope_parameters, or the one entry of a per-layer-type rope_parameters; nullopt when absent.
+std::optional<RopeSource> rope_parameters(const json& cfg) {
+    const auto it = cfg.find("rope_parameters");
+    if (it == cfg.end() || it->is_null()) return std::nullopt;
+    if (!it->is_object()) throw InputError("rope_parameters", "must be an object or null, got " + shown_json(*it));
+    std::string kinds;
+    for (const auto& [kind, value] : it->items())
+        if (value.is_object()) kinds += (kinds.empty() ? "" : ", ") + kind;
+    if (kinds.empty()) return RopeSource{&*it, "rope_parameters."};
+    // Hybrid attention keys it by layer type (full_attention, sliding_attention, ...).
+    if (it->size() != 1)
+        throw InputError("rope_parameters", "RoPE parameters per layer type (" + kinds +
+                                                ") are not modelled: every layer is planned alike");
+    return RopeSource{&it->begin().value(), "rope_parameters." + it->begin().key() + "."};
+}
+
+// A number in (lo, hi] under `key` in any of the sources, checked to agree where several give it.
+std::optional<double> rope_number(const std::vector<RopeSource>& sources, const char* key, double lo, double hi,
+                                  const char* range) {
+    std::optional<double> v;
+    std::string first;
+    for (const RopeSource& src : sources) {
+        const auto it = src.obj->find(key);
+        if (it == src.obj->end() || it->is_null()) continue;
+        const std::string name = src.prefix + key;
+        if (!it->is_number() || !(it->get<double>() > lo && it->get<double>() <= hi))
+            throw InputError(name, std::string("must be a number ") + range + ", got " + shown_json(*it));
+        if (v && *v != it->get<double>())
+            throw InputError(name, shown_json(*it) + " differs from " + first + " " + shown_json(json(*v)) +
+                                       ": which one the model trains with is unclear");
+        v = it->get<double>();
+        first = name;
+    }
+    return v;
+}
+
+// The scaling's factors (HF transformers, modeling_rope_utils.py; Llama 3's in
+// _compute_llama3_parameters).
+void read_rope_scaling(const RopeSource& src, const std::string& type, ModelConfig& m) {
+    m.rope_scaling.type = type;
+    auto num = [&](const char* key, double fallback) {
+        const auto f = src.obj->find(key);
+        if (f == src.obj->end()) return fallback;
+        if (!f->is_number() || f->get<double>() <= 0)
+            throw InputError(src.prefix + key, "must be a positive number, got " + shown_json(*f));
+        return f->get<double>();
+    };
+    m.rope_scaling.factor = num("factor", 0);
+    m.rope_scaling.low_freq_factor = num("low_freq_factor", 1);
+    m.rope_scaling.high_freq_factor = num("high_freq_factor", 4);
+    m.rope_scaling.original_max_positions = original_positions(*src.obj, src.prefix);
+    if (m.rope_scaling.type == "llama3" && m.rope_scaling.high_freq_factor <= m.rope_scaling.low_freq_factor)
+        throw InputError(src.prefix + "high_freq_factor", "must exceed low_freq_factor");
+}
+
+// RoPE base, scaling and rotated share of each head (rope_theta, rope_scaling,
+// partial_rotary_factor, or rope_parameters) of a Llama-family config.
+void read_rope(const json& cfg, ModelConfig& m) {
+    std::vector<RopeSource> sources{{&cfg, ""}};
+    const std::optional<RopeSource> params = rope_parameters(cfg);
+    if (params) sources.push_back(*params);
+    if (const auto theta = rope_number(sources, "rope_theta", 1.0, kMaxRopeTheta, "above 1 and at most 1e12"))
+        m.rope_theta = *theta;
+    if (const auto share = rope_number(sources, "partial_rotary_factor", 0.0, 1.0, "above 0 and at most 1"))
+        m.rope_fraction = *share;
+    const std::string param_type = params ? rope_type_of(*params, "default") : "default";
+    const auto legacy = cfg.find("rope_scaling");
+    if (legacy != cfg.end() && !legacy->is_null()) {
+        if (!legacy->is_object()) throw InputError("rope_scaling", "must be an object or null, got " + shown_json(*legacy));
+        const RopeSource src{&*legacy, "rope_scaling."};
+        const std::string type = rope_type_of(src, "unknown");
+        if (param_type != "default" && param_type != type)
+            throw InputError(params->prefix + "rope_type", "'" + param_type + "' differs from rope_scaling's '" + type +
+                                                               "': which one the model trains with is unclear");
+        read_rope_scaling(src, type, m);
+    } else if (param_type != "default") {
+        read_rope_scaling(*params, param_type, m);
     }
 }
 

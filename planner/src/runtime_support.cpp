@@ -92,6 +92,9 @@ void check_runtime_model(const ModelConfig& m) {
     if (m.position == PositionKind::rope && !m.rope_scaling.type.empty() && m.rope_scaling.factor != 0 &&
         m.rope_scaling.type != "llama3")
         throw InputError("rope_scaling.rope_type", "'" + m.rope_scaling.type + "' is not implemented by the runtime (llama3 is)");
+    if (m.position == PositionKind::rope && m.rope_fraction != 1.0)
+        throw InputError("partial_rotary_factor", "RoPE over part of each head is not implemented by the runtime (its "
+                                                  "RoPE rotates the whole head_dim)");
     if (m.head_dim > 128) not_run("--model", "head_dim above 128 is not supported by the attention kernels");
     if (m.layers > limits::kMaxRuntimeLayers)
         not_run("--model", std::to_string(m.layers) + " layers: the runtime plans its memory for at most " +

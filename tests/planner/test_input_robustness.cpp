@@ -20,6 +20,7 @@
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/gpu.hpp"
 #include "preflight/planner/model.hpp"
+#include "preflight/planner/profiles.hpp"
 #include "preflight/planner/shown_value.hpp"
 #include "preflight/planner/user_file.hpp"
 #include "tree_import_helpers.hpp"
@@ -129,6 +130,63 @@ TEST(InputRobustness, ModelLoaderBoundsRopeValues) {
     json ok = llama();
     ok["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8}, {"original_max_position_embeddings", 8192.0}};
     EXPECT_EQ(model_from_hf_config(ok, "m").rope_scaling.original_max_positions, 8192);
+}
+
+// transformers 5 write RoPE into one rope_parameters object (modeling_rope_utils.py): Llama-3.1's
+// base and scaling read from it equal the top-level form's; read from the top level alone, such a
+// config was planned and run at the default base 10,000.
+TEST(InputRobustness, Transformers5RopeParametersAreRead) {
+    json v5;
+    std::ifstream(kData / "models" / "llama-3.1-405b.json") >> v5;
+    const ModelConfig legacy = model_from_hf_config(v5, "legacy");
+    v5["rope_parameters"] = {{"rope_type", "llama3"}, {"rope_theta", 500000.0}, {"factor", 8.0},
+                             {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                             {"original_max_position_embeddings", 8192}};
+    v5.erase("rope_scaling");
+    v5["rope_theta"] = nullptr;  // as some exporters leave it
+    const ModelConfig m = model_from_hf_config(v5, "v5");
+    EXPECT_EQ(m.rope_theta, 500000.0);
+    EXPECT_EQ(m.rope_scaling.type, "llama3");
+    EXPECT_EQ(m.rope_scaling.factor, legacy.rope_scaling.factor);
+    EXPECT_EQ(m.rope_scaling.original_max_positions, 8192);
+    // "default": unscaled.
+    json plain = llama();
+    plain.erase("rope_theta");
+    plain["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e6}};
+    const ModelConfig d = model_from_hf_config(plain, "d");
+    EXPECT_EQ(d.rope_theta, 1e6);
+    EXPECT_TRUE(d.rope_scaling.type.empty());
+    // Given twice and different, or per layer type: refused, naming the key.
+    json twice = llama();  // rope_theta 500000 at the top level
+    twice["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000.0}};
+    expect_input_error([&] { model_from_hf_config(twice, "m"); }, {"rope_parameters.rope_theta", "differs from rope_theta"});
+    json hybrid = llama();
+    hybrid["rope_parameters"] = {{"full_attention", {{"rope_theta", 1e6}}}, {"sliding_attention", {{"rope_theta", 1e4}}}};
+    expect_input_error([&] { model_from_hf_config(hybrid, "m"); }, {"rope_parameters", "per layer type"});
+    json bad = llama();
+    bad["rope_parameters"] = {{"rope_type", "llama3"}, {"factor", 8}, {"original_max_position_embeddings", 8192.5}};
+    expect_input_error([&] { model_from_hf_config(bad, "m"); }, {"rope_parameters.original_max_position_embeddings"});
+}
+
+// partial_rotary_factor (top level or in rope_parameters): Megatron-LM's --rotary-percent both ways;
+// `preflight run`, whose RoPE rotates the whole head, refuses it by name.
+TEST(InputRobustness, PartialRotaryFactorIsCarriedOrRefused) {
+    json cfg = llama();
+    cfg["rope_parameters"] = {{"rope_type", "default"}, {"partial_rotary_factor", 0.5}};
+    const ModelConfig m = model_from_hf_config(cfg, "m");
+    EXPECT_EQ(m.rope_fraction, 0.5);
+    expect_input_error([&] { check_runtime_model(m); }, {"partial_rotary_factor", "not implemented by the runtime"});
+    Plan p;
+    p.seq = 4096, p.dp = 8;
+    const std::string args = megatron_arguments(m, p);
+    EXPECT_NE(args.find("--rotary-percent 0.5 "), std::string::npos) << args;
+    const ImportedConfig back = import_megatron(args, "emitted.args", ImportContext{8});
+    ASSERT_TRUE(back.model_config);
+    EXPECT_EQ(model_from_hf_config(*back.model_config, "back").rope_fraction, 0.5);
+    EXPECT_EQ(megatron_arguments(load_model("llama-3-8b", kData), p).find("--rotary-percent"), std::string::npos);
+    json over = llama();
+    over["partial_rotary_factor"] = 1.5;
+    expect_input_error([&] { model_from_hf_config(over, "m"); }, {"partial_rotary_factor", "at most 1"});
 }
 
 TEST(InputRobustness, MegatronRotaryBaseIsWrittenWithoutACast) {

@@ -50,7 +50,10 @@ struct ModelConfig {
     std::int64_t experts = 1;          // MoE experts per layer (1 = dense)
     std::int64_t experts_per_token = 1;  // top-k routing
     double rope_theta = 10000.0;       // RoPE base (config rope_theta; Su et al. 2021)
-    RopeScaling rope_scaling;          // config rope_scaling
+    RopeScaling rope_scaling;          // config rope_scaling (or rope_parameters, transformers 5)
+    // partial_rotary_factor: the share of each head's dimensions RoPE rotates (1: all; Megatron's
+    // --rotary-percent). Memory and FLOPs do not depend on it; `preflight run` rotates all.
+    double rope_fraction = 1.0;
     // The MLP's nonlinearity as the config names it (Llama family hidden_act, GPT-2
     // activation_function; empty: not named, the family's own, silu or gelu_new): memory and FLOPs
     // do not depend on it; `preflight run` computes only the ones its kernels implement
