@@ -148,6 +148,20 @@ void add_context_parallel(const ModelConfig& model, const GpuSpec& gpu, const Pl
     d.extra_comm += m * L * (fwd * (1.0 + (sh.full_rc ? 1.0 : 0.0)) + bwd);
 }
 
+// One all-to-all of `bytes` per rank spread evenly over the ep ranks of a group lying tp apart.
+// NCCL runs it as a group of sends to every peer at once (ncclGroupStart, ncclSend/ncclRecv per peer):
+// to the group's members in the rank's node over NVLink, to the others over its NIC, both links
+// busy together, so the larger share over its link sets the time. A group inside one node is
+// (ep - 1)/ep of the bytes over NVLink; across nodes the NIC carries (ep - members per node)/ep.
+double all_to_all_s(double bytes, std::int64_t tp, std::int64_t ep, const GpuSpec& gpu) {
+    const double eff = gpu.efficiency.collective_bus_efficiency;
+    const std::int64_t per_node = std::max<std::int64_t>(1, std::max(1, gpu.gpus_per_node) / std::max<std::int64_t>(tp, 1));
+    const double local = static_cast<double>(std::min(ep, per_node)), n = static_cast<double>(ep);
+    const auto over = [&](double peers, double bandwidth) { return peers > 0 ? bytes * peers / n / (bandwidth * eff) : 0.0; };
+    return std::max(over(local - 1.0, gpu.intra_node_bandwidth_bytes_per_s),
+                    over(n - local, gpu.inter_node_bandwidth_bytes_per_s));
+}
+
 // Expert parallelism: the exposed dispatch and combine all-to-all.
 void add_expert_parallel(const ModelConfig& model, const GpuSpec& gpu, const Plan& p, const Shape& sh,
                          const ThroughputOptions& opt, Deltas& d) {
@@ -169,9 +183,8 @@ void add_expert_parallel(const ModelConfig& model, const GpuSpec& gpu, const Pla
     }
     // Expert parallelism: dispatch and combine all-to-all per MoE layer forward, the same
     // backward (and again under full recompute); (ep-1)/ep of the routed tokens leave the rank.
-    const double bytes = sh.M * static_cast<double>(model.experts_per_token) * sh.h * sh.ab * p.moe_capacity_factor *
-                         (ep - 1.0) / ep;
-    const double per = 2.0 * bytes / bus;
+    const double routed = sh.M * static_cast<double>(model.experts_per_token) * sh.h * sh.ab * p.moe_capacity_factor;
+    const double per = 2.0 * all_to_all_s(routed, p.tp, p.ep, gpu);
     d.ep_comm = sh.m * sh.L * per * (2.0 + (sh.full_rc ? 1.0 : 0.0));
     d.extra_comm += d.ep_comm;
 }

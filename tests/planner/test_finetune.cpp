@@ -696,6 +696,26 @@ TEST(ExpertParallel, AllToAllInTheStepTime) {
     EXPECT_GT(t.step_time_s, plain);
 }
 
+// NCCL's all-to-all sends to every peer at once: to the rank's node over NVLink, beyond it over its
+// NIC. Qwen3-30B-A3B at ep 16 over two H100 nodes: each rank routes 4,096 tokens x 8 experts x 2,048 x
+// 2 B = 134,217,728 B per all-to-all, 7/16 of it to its node's peers (450 GB/s), 8/16 over its NIC
+// (50 GB/s), whose share sets the time (until 2026-12-02: 15/16 at the NIC's bandwidth). Dispatch and
+// combine, forward and backward, in 48 layers and 64 micro-batches.
+TEST(ExpertParallel, AllToAllSplitsNvlinkAndNetworkPeers) {
+    const ModelConfig m = catalog_model("qwen3-30b-a3b");
+    const GpuSpec g = catalog_gpu("h100-sxm-80gb");
+    Plan p;
+    p.seq = 4096, p.mbs = 1, p.grad_acc = 64, p.dp = 16, p.ep = 16, p.zero = ZeroStage{1};
+    p.precision = Precision::fp8_mixed;
+    const double eff = g.efficiency.collective_bus_efficiency, routed = 4096.0 * 8 * 2048 * 2;
+    const double nic_s = routed * 8 / 16 / (50e9 * eff);
+    EXPECT_NEAR(estimate_throughput(m, g, p).cp_ep_communication_s, 64 * 48 * 2 * 2 * nic_s, 1e-9);
+    // Inside one node (ep 8 of dp 8): 7/8 of the bytes over NVLink, as before.
+    p.dp = 8, p.ep = 8, p.grad_acc = 128;
+    const double nvlink_s = routed * 7 / 8 / (450e9 * eff);
+    EXPECT_NEAR(estimate_throughput(m, g, p).cp_ep_communication_s, 128 * 48 * 2 * 2 * nvlink_s, 1e-9);
+}
+
 TEST(Search, FineTuningSearchesPeftRecipeAndOffloadNeedsHostMemory) {
     const ModelConfig m = catalog_model("llama-3-8b");
     const GpuSpec g = catalog_gpu("rtx-4090");
