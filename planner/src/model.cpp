@@ -175,8 +175,9 @@ std::optional<RopeSource> rope_parameters(const json& cfg) {
     if (kinds.empty()) return RopeSource{&*it, "rope_parameters."};
     // Hybrid attention keys it by layer type (full_attention, sliding_attention, ...).
     if (it->size() != 1)
-        throw InputError("rope_parameters", "RoPE parameters per layer type (" + kinds +
+        throw InputError("rope_parameters", "RoPE parameters per layer type (" + one_line(kinds) +
                                                 ") are not modelled: every layer is planned alike");
+    require_printable_name(it->begin().key(), "rope_parameters", "the layer type");
     return RopeSource{&it->begin().value(), "rope_parameters." + it->begin().key() + "."};
 }
 
