@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "preflight/planner/model.hpp"
 #include "preflight/planner/plan.hpp"
 
 namespace preflight::emit_detail {
@@ -16,6 +17,15 @@ inline std::int64_t global_sequences(const Plan& p) { return p.mbs * p.grad_acc 
 
 inline void warn(std::vector<std::string>* w, std::string msg) {
     if (w) w->push_back(std::move(msg));
+}
+
+// A sliding window the framework's form does not carry, said where the sequence outruns it.
+inline void warn_sliding_window(const ModelConfig& m, const Plan& p, std::vector<std::string>* w,
+                                const std::string& framework) {
+    if (m.sliding_window > 0 && p.seq > m.sliding_window)
+        warn(w, m.name + " attends through a sliding window of " + std::to_string(m.sliding_window) +
+                    " keys, which this " + framework + " config does not carry: at seq " + std::to_string(p.seq) +
+                    " its attention would see the whole sequence (the plan counts the window)");
 }
 
 }  // namespace preflight::emit_detail

@@ -1,4 +1,5 @@
 // FLOP counts per op and per step.
+#include <algorithm>
 #include <cmath>
 
 #include "preflight/planner/throughput.hpp"
@@ -13,6 +14,14 @@ std::optional<AttentionFlops> parse_attention_flops(std::string_view s) {
     return std::nullopt;
 }
 
+double causal_attention_pairs(std::int64_t seq, std::int64_t window) {
+    const double s = static_cast<double>(seq);
+    // Query i attends to min(i, w) keys: the triangle s^2/2 less the one beyond the window (the
+    // kernels' s^2/2 convention, Dao et al. 2022; the diagonal's s/2 not counted).
+    const double beyond = window > 0 && window < seq ? s - static_cast<double>(window) : 0.0;
+    return 0.5 * s * s - 0.5 * beyond * beyond;
+}
+
 ForwardFlopsPerToken forward_flops_per_token(const ModelConfig& m, std::int64_t seq, AttentionFlops convention) {
     const double h = static_cast<double>(m.hidden);
     const double qw = static_cast<double>(m.q_width());
@@ -23,10 +32,12 @@ ForwardFlopsPerToken forward_flops_per_token(const ModelConfig& m, std::int64_t 
     ForwardFlopsPerToken r;
     r.qkv = 2.0 * h * (qw + 2.0 * kvw);  // q: h->a*d, k and v: h->kv*d (GQA, Ainslie et al. 2023)
     // Each query head scores s keys of width d, then mixes s values (PaLM App. B:
-    // 2*2*s*H*Q forward per token per layer, i.e. 12*L*H*Q*T over forward+backward).
-    const double causal = convention == AttentionFlops::causal ? 0.5 : 1.0;  // causal mask halves the s^2 work
-    r.attention_scores = 2.0 * s * qw * causal;
-    r.attention_values = 2.0 * s * qw * causal;
+    // 2*2*s*H*Q forward per token per layer, i.e. 12*L*H*Q*T over forward+backward); a sliding
+    // window of w keys caps them at w; the causal mask halves the s^2 work (causal_attention_pairs).
+    const double window = m.sliding_window > 0 ? std::min(s, static_cast<double>(m.sliding_window)) : s;
+    const double keys = convention == AttentionFlops::causal ? causal_attention_pairs(seq, m.sliding_window) / s : window;
+    r.attention_scores = 2.0 * keys * qw;
+    r.attention_values = 2.0 * keys * qw;
     r.attention_out = 2.0 * qw * h;
     // SwiGLU (Shazeer 2020) has three h x f matrices (gate, up, down), GeLU two;
     // a token visits top_k experts (Fedus et al. 2022 / Mixtral: active experts only).

@@ -1,5 +1,6 @@
 #include "preflight/planner/model.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <vector>
@@ -30,9 +31,9 @@ std::string_view to_string(ModelFamily f) {
 
 namespace {
 
-// Reads a positive integer field; `required` false returns `fallback` when the
-// key is absent or null.
-std::int64_t positive_int(const json& cfg, const char* key, bool required, std::int64_t fallback = 0) {
+// Reads an integer field of at least `least` (1: positive, 0: or zero); `required` false returns
+// `fallback` when the key is absent or null.
+std::int64_t int_at_least(const json& cfg, const char* key, std::int64_t least, bool required, std::int64_t fallback) {
     auto it = cfg.find(key);
     if (it == cfg.end() || it->is_null()) {
         if (required) throw InputError(key, "missing from config.json");
@@ -42,8 +43,13 @@ std::int64_t positive_int(const json& cfg, const char* key, bool required, std::
     if (it->is_number_unsigned() && it->get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
         throw InputError(key, shown_json(*it) + " is beyond the 64-bit integer range");
     const auto v = it->get<std::int64_t>();
-    if (v <= 0) throw InputError(key, "must be positive, got " + std::to_string(v));
+    if (v < least) throw InputError(key, std::string(least > 0 ? "must be positive" : "must be 0 or more") + ", got " +
+                                             std::to_string(v));
     return v;
+}
+
+std::int64_t positive_int(const json& cfg, const char* key, bool required, std::int64_t fallback = 0) {
+    return int_at_least(cfg, key, 1, required, fallback);
 }
 
 // A string key, or `fallback` when absent or null.
@@ -266,6 +272,39 @@ void read_qwen3_moe(const json& cfg, ModelConfig& m) {
     }
 }
 
+// Sliding-window attention as transformers build it: Mistral and Mixtral attend through
+// sliding_window whenever it is set; Qwen2 and Qwen3 only with use_sliding_window, and then on the
+// layers from max_window_layers on (Qwen2Config: "sliding_attention" if i >= max_window_layers,
+// default 28); a transformers-5 config may list layer_types itself. Llama has none. A model whose
+// layers mix full and sliding attention is refused (every layer is planned alike).
+void read_sliding_window(const json& cfg, ModelConfig& m) {
+    const bool mistral = m.family == ModelFamily::mistral || m.family == ModelFamily::mixtral;
+    const bool qwen = m.family == ModelFamily::qwen2 || m.family == ModelFamily::qwen3 ||
+                      m.family == ModelFamily::qwen3_moe;
+    if (!mistral && !qwen) return;
+    const std::int64_t window = positive_int(cfg, "sliding_window", false, 0);
+    const bool on = window > 0 && (mistral || boolean(cfg, "use_sliding_window", false));
+    std::int64_t sliding = 0;  // layers with the window
+    const char* key = "sliding_window";
+    if (const auto it = cfg.find("layer_types"); it != cfg.end() && !it->is_null()) {
+        if (!it->is_array() || std::any_of(it->begin(), it->end(), [](const json& t) { return !t.is_string(); }))
+            throw InputError("layer_types", "must be a list of layer kinds, got " + shown_json(*it));
+        sliding = std::count(it->begin(), it->end(), json("sliding_attention"));
+        if (sliding + std::count(it->begin(), it->end(), json("full_attention")) != static_cast<std::int64_t>(it->size()))
+            throw InputError("layer_types", "only full_attention and sliding_attention layers are modelled");
+        key = "layer_types";
+    } else if (on) {
+        sliding = qwen ? std::max<std::int64_t>(0, m.layers - int_at_least(cfg, "max_window_layers", 0, false, 28)) : m.layers;
+        if (qwen) key = "max_window_layers";
+    }
+    if (sliding > 0 && window == 0) throw InputError("sliding_window", "missing beside sliding_attention layers");
+    if (sliding != 0 && sliding != m.layers)
+        throw InputError(key, std::to_string(sliding) + " of " + std::to_string(m.layers) +
+                                  " layers attend through a sliding window and the others to the whole sequence: "
+                                  "layers of two kinds are not modelled (every layer is planned alike)");
+    m.sliding_window = sliding > 0 ? window : 0;
+}
+
 // Llama-family (llama, mistral, qwen2, qwen3, mixtral, qwen3_moe) shape and layout from its config.json keys.
 void read_llama_family(const json& cfg, ModelConfig& m) {
     // Llama family (Touvron et al. 2023; HF LlamaConfig): RMSNorm, RoPE, GQA, SwiGLU.
@@ -302,6 +341,7 @@ void read_llama_family(const json& cfg, ModelConfig& m) {
         m.experts_per_token = positive_int(cfg, "num_experts_per_tok", true);
     }
     if (m.family == ModelFamily::qwen3_moe) read_qwen3_moe(cfg, m);
+    read_sliding_window(cfg, m);
 }
 
 }  // namespace

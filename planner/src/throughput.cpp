@@ -129,9 +129,10 @@ void attention_core(LayerCost& c, const ModelConfig& m, const Plan& p, const Rat
     const double heads_local = static_cast<double>(m.heads) / t, d = static_cast<double>(m.head_dim);
     const double ab = r.act_bytes;
     if (p.attention == AttentionKind::flash) {
-        // A causal flash kernel executes half of the 4*b*s^2*q_width FLOPs (Dao et al. 2022);
+        // A causal flash kernel executes half of the 4*b*s^2*q_width FLOPs (Dao et al. 2022), fewer
+        // under a sliding window (its blocks beyond the window are skipped: causal_attention_pairs);
         // its backward runs 5 matmuls to the forward's 2 (it recomputes S = QK^T, alg. 4).
-        const double fwd = 0.5 * 4.0 * b * s * s * qw / t;
+        const double fwd = 4.0 * b * causal_attention_pairs(p.seq, m.sliding_window) * qw / t;
         const double rate = r.attn_peak * r.attn_fraction;
         c.attn_fwd = fwd / rate;
         c.attn_bwd = 2.5 * fwd / rate;

@@ -6,6 +6,7 @@
 #include "catalog_fixture.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/memory.hpp"
+#include "preflight/planner/profiles.hpp"
 
 namespace preflight {
 namespace {
@@ -91,6 +92,39 @@ TEST(BadInput, Qwen3MoeWithDenseLayersIsRefused) {
     cfg["decoder_sparse_step"] = 1;
     cfg.erase("moe_intermediate_size");
     EXPECT_EQ(subject_of([&] { model_from_hf_config(cfg, "x"); }), "moe_intermediate_size");
+}
+
+// Sliding windows as transformers apply them: Mistral's whenever set; Qwen2's and Qwen3's only with
+// use_sliding_window, on the layers from max_window_layers on; Llama has none. Layers of two kinds
+// are refused naming the key, and `preflight run` (full causal attention) refuses a sequence longer
+// than the window.
+TEST(BadInput, SlidingWindowsAsTransformersApplyThem) {
+    auto qwen = llama_cfg();  // 2 layers
+    qwen["model_type"] = "qwen2";
+    qwen["sliding_window"] = 128;
+    EXPECT_EQ(model_from_hf_config(qwen, "x").sliding_window, 0);
+    qwen["use_sliding_window"] = true;
+    qwen["max_window_layers"] = 0;
+    EXPECT_EQ(model_from_hf_config(qwen, "x").sliding_window, 128);
+    qwen["max_window_layers"] = 2;
+    EXPECT_EQ(model_from_hf_config(qwen, "x").sliding_window, 0);
+    qwen["max_window_layers"] = 1;
+    EXPECT_EQ(subject_of([&] { model_from_hf_config(qwen, "x"); }), "max_window_layers");
+    auto mistral = llama_cfg();
+    mistral["model_type"] = "mistral";
+    mistral["sliding_window"] = 64;
+    const ModelConfig m = model_from_hf_config(mistral, "x");
+    EXPECT_EQ(m.sliding_window, 64);
+    mistral["layer_types"] = {"full_attention", "sliding_attention"};
+    EXPECT_EQ(subject_of([&] { model_from_hf_config(mistral, "x"); }), "layer_types");
+    auto llama = llama_cfg();
+    llama["sliding_window"] = 64;
+    EXPECT_EQ(model_from_hf_config(llama, "x").sliding_window, 0);
+    Plan p;
+    p.seq = 64;
+    EXPECT_EQ(subject_of([&] { check_runtime_plan(m, p); }), "");
+    p.seq = 128;
+    EXPECT_EQ(subject_of([&] { check_runtime_plan(m, p); }), "--seq");
 }
 
 struct PlanCase {

@@ -241,3 +241,24 @@ TEST(LrAdvice, WarnsBeyondWhereTheRulesWereChecked) {
     EXPECT_TRUE(lr_advice(2e-3, 1 << 20, 1 << 22, Optimizer::adamw).warnings.empty());
     EXPECT_EQ(lr_advice(4e-3, 1 << 20, 1 << 24, Optimizer::adamw).warnings.size(), 1u);
 }
+
+// Mistral-7B's sliding window (4,096 keys) has no flag in the Megatron-LM, torchtitan or nanotron
+// forms written here: a plan whose sequence outruns it says so; one within it says nothing.
+TEST(Emit, SlidingWindowNotCarriedIsSaid) {
+    const ModelConfig m = load_model("mistral-7b", kData);
+    Plan p;
+    p.seq = 8192, p.dp = 8;
+    std::vector<std::string> mw, tw, nw;
+    megatron_arguments(m, p, &mw);
+    torchtitan_toml(m, p, &tw);
+    nanotron_yaml(m, p, &nw);
+    for (const auto* w : {&mw, &tw, &nw})
+        EXPECT_TRUE(std::any_of(w->begin(), w->end(), [](const std::string& s) {
+            return s.find("sliding window of 4096 keys") != std::string::npos;
+        }));
+    p.seq = 4096;
+    std::vector<std::string> within;
+    megatron_arguments(m, p, &within);
+    EXPECT_FALSE(std::any_of(within.begin(), within.end(),
+                             [](const std::string& s) { return s.find("sliding window") != std::string::npos; }));
+}

@@ -99,3 +99,28 @@ TEST(Flops, ParseConvention) {
     EXPECT_FALSE(parse_attention_flops("half"));
     EXPECT_EQ(to_string(AttentionFlops::causal), "causal");
 }
+
+// Sliding-window attention (Mistral-7B: sliding_window 4096, Jiang et al. 2023, sec. 2): each query
+// scores at most the last 4,096 keys. At seq 8192 the full convention counts 4,096 keys a query,
+// the causal one the triangle less the part beyond the window, (8192^2 - 4096^2)/2 / 8192 = 3,072;
+// at seq 4096 the window changes nothing.
+TEST(Flops, SlidingWindowCapsTheKeysAQueryScores) {
+    const ModelConfig m = test::catalog_model("mistral-7b");
+    ASSERT_EQ(m.sliding_window, 4096);
+    const double q = 32 * 128;
+    EXPECT_DOUBLE_EQ(forward_flops_per_token(m, 8192, AttentionFlops::full).attention_scores, 2 * 4096 * q);
+    EXPECT_DOUBLE_EQ(forward_flops_per_token(m, 8192, AttentionFlops::causal).attention_scores, 2 * 3072 * q);
+    EXPECT_DOUBLE_EQ(forward_flops_per_token(m, 4096, AttentionFlops::full).attention_values, 2 * 4096 * q);
+    EXPECT_DOUBLE_EQ(forward_flops_per_token(m, 4096, AttentionFlops::causal).attention_values, 2 * 2048 * q);
+    EXPECT_DOUBLE_EQ(causal_attention_pairs(8192, 4096), 25'165'824.0);
+    EXPECT_DOUBLE_EQ(causal_attention_pairs(8192, 0), 33'554'432.0);
+    // The flash kernel's time follows the pairs: the step at seq 8192 is shorter with the window.
+    ModelConfig full = m;
+    full.sliding_window = 0;
+    Plan p;
+    p.seq = 8192;
+    const GpuSpec g = test::catalog_gpu("h100-sxm-80gb");
+    EXPECT_LT(estimate_throughput(m, g, p).step_time_s, estimate_throughput(full, g, p).step_time_s);
+    p.seq = 4096;
+    EXPECT_DOUBLE_EQ(estimate_throughput(m, g, p).step_time_s, estimate_throughput(full, g, p).step_time_s);
+}

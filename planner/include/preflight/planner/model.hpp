@@ -54,6 +54,10 @@ struct ModelConfig {
     // partial_rotary_factor: the share of each head's dimensions RoPE rotates (1: all; Megatron's
     // --rotary-percent). Memory and FLOPs do not depend on it; `preflight run` rotates all.
     double rope_fraction = 1.0;
+    // Sliding-window attention: each query attends to the last `sliding_window` keys (itself
+    // included) on every layer; 0 = full causal attention (Mistral, Mixtral: sliding_window; Qwen2
+    // and Qwen3: with use_sliding_window). Attention FLOPs and flash time count the window.
+    std::int64_t sliding_window = 0;
     // The MLP's nonlinearity as the config names it (Llama family hidden_act, GPT-2
     // activation_function; empty: not named, the family's own, silu or gelu_new): memory and FLOPs
     // do not depend on it; `preflight run` computes only the ones its kernels implement

@@ -38,6 +38,10 @@ struct ForwardFlopsPerToken {
     double layer() const { return qkv + attention_scores + attention_values + attention_out + mlp + router; }
     double attention_core() const { return attention_scores + attention_values; }
 };
+// The (query, key) pairs a causal attention kernel scores in one sequence of `seq` tokens: s^2/2,
+// less the (s - w)^2/2 pairs beyond a sliding window of w keys (0: no window).
+double causal_attention_pairs(std::int64_t seq, std::int64_t window);
+
 ForwardFlopsPerToken forward_flops_per_token(const ModelConfig& model, std::int64_t seq,
                                              AttentionFlops convention = AttentionFlops::full);
 
