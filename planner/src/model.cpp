@@ -289,6 +289,9 @@ void read_sliding_window(const json& cfg, ModelConfig& m) {
     if (const auto it = cfg.find("layer_types"); it != cfg.end() && !it->is_null()) {
         if (!it->is_array() || std::any_of(it->begin(), it->end(), [](const json& t) { return !t.is_string(); }))
             throw InputError("layer_types", "must be a list of layer kinds, got " + shown_json(*it));
+        if (static_cast<std::int64_t>(it->size()) != m.layers)
+            throw InputError("layer_types", "lists " + std::to_string(it->size()) + " layers, num_hidden_layers " +
+                                                std::to_string(m.layers));
         sliding = std::count(it->begin(), it->end(), json("sliding_attention"));
         if (sliding + std::count(it->begin(), it->end(), json("full_attention")) != static_cast<std::int64_t>(it->size()))
             throw InputError("layer_types", "only full_attention and sliding_attention layers are modelled");

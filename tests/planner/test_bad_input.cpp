@@ -117,6 +117,10 @@ TEST(BadInput, SlidingWindowsAsTransformersApplyThem) {
     EXPECT_EQ(m.sliding_window, 64);
     mistral["layer_types"] = {"full_attention", "sliding_attention"};
     EXPECT_EQ(subject_of([&] { model_from_hf_config(mistral, "x"); }), "layer_types");
+    mistral["layer_types"] = {"sliding_attention"};  // one kind for 2 layers: refused, not read as all
+    EXPECT_EQ(subject_of([&] { model_from_hf_config(mistral, "x"); }), "layer_types");
+    mistral["layer_types"] = {"sliding_attention", "sliding_attention"};
+    EXPECT_EQ(model_from_hf_config(mistral, "x").sliding_window, 64);
     auto llama = llama_cfg();
     llama["sliding_window"] = 64;
     EXPECT_EQ(model_from_hf_config(llama, "x").sliding_window, 0);
