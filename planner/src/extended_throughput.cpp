@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "preflight/planner/collectives.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/extensions.hpp"
 #include "stage_params.hpp"
@@ -155,8 +156,8 @@ void add_context_parallel(const ModelConfig& model, const GpuSpec& gpu, const Pl
 // (ep - 1)/ep of the bytes over NVLink; across nodes the NIC carries (ep - members per node)/ep.
 double all_to_all_s(double bytes, std::int64_t tp, std::int64_t ep, const GpuSpec& gpu) {
     const double eff = gpu.efficiency.collective_bus_efficiency;
-    const std::int64_t per_node = std::max<std::int64_t>(1, std::max(1, gpu.gpus_per_node) / std::max<std::int64_t>(tp, 1));
-    const double local = static_cast<double>(std::min(ep, per_node)), n = static_cast<double>(ep);
+    const double local = static_cast<double>(place_group(ep, tp, gpu.gpus_per_node).ranks_per_node);
+    const double n = static_cast<double>(ep);
     const auto over = [&](double peers, double bandwidth) { return peers > 0 ? bytes * peers / n / (bandwidth * eff) : 0.0; };
     return std::max(over(local - 1.0, gpu.intra_node_bandwidth_bytes_per_s),
                     over(n - local, gpu.inter_node_bandwidth_bytes_per_s));
