@@ -55,7 +55,14 @@ std::vector<ActivationTensor> hf_inventory(const ModelConfig& m, const Plan& p, 
     tp_item("Q (after RoPE)", tokens * d.q_width * d.activation_bytes);
     // Eager attention repeats K/V to every query head (repeat_kv) before the matmuls that save them.
     tp_item("K (after RoPE)", tokens * (eager ? d.q_width : d.kv_width) * d.activation_bytes);
-    tp_item("V", tokens * (eager ? d.q_width : d.kv_width) * d.activation_bytes);
+    // Phi-3's V is a view of the qkv_proj output (Phi3Attention slices it): the attention that saves V
+    // keeps that whole tensor, unless the K/V heads are repeated into a copy first (GQA under eager
+    // attention, or under fp32 SDPA as validation/pytorch/train.py runs it).
+    const bool repeats_kv = d.q_width != d.kv_width && (eager || p.precision == Precision::fp32);
+    if (m.fused_qkv && m.position == PositionKind::rope && !repeats_kv)
+        tp_item("QKV projection output (V is a view of it)", tokens * (d.q_width + 2 * d.kv_width) * d.activation_bytes);
+    else
+        tp_item("V", tokens * (eager ? d.q_width : d.kv_width) * d.activation_bytes);
     const std::int64_t scores = d.heads * d.seq * d.seq * d.micro_batch;
     if (eager) {
         // Llama: softmax(..., dtype=float32); GPT-2: softmax under autocast (fp32) or in

@@ -1,8 +1,8 @@
 // One decoder layer's kernels as Hugging Face's eager modules run them (eager_kernels.hpp).
 //
-// The layer is written down op by op, as transformers' modeling_gpt2.py / modeling_llama.py
-// (v5) call them, on a small tape. Each op adds its forward kernels and records what its
-// backward launches, from PyTorch's derivative formulas (tools/autograd/derivatives.yaml):
+// The layer is written down op by op, as transformers' modeling_gpt2.py / modeling_llama.py /
+// modeling_phi3.py (v5) call them, on a small tape. Each op adds its forward kernels and records
+// what its backward launches, from PyTorch's derivative formulas (tools/autograd/derivatives.yaml):
 //  - a cast's backward casts the gradient back; autograd casts a gradient computed at another
 //    dtype to its input's (torch/csrc/autograd/engine.cpp, validate_outputs);
 //  - a product's backward multiplies the gradient by the other operand, per input; a sum
@@ -15,6 +15,7 @@
 // GEMM and attention kernels count as launches only; their time is the roofline's.
 #include "preflight/planner/eager_kernels.hpp"
 
+#include <array>
 #include <vector>
 
 namespace preflight::eager {
@@ -91,6 +92,13 @@ public:
         std::vector<int> parts;
         for (double e : elems) parts.push_back(add({e, in.bytes, in.grad, 0}));
         return parts;
+    }
+    // x[..., a:b], a view of `elems`. Backward (slice_backward): a zero-filled gradient of x's size,
+    // the slice's gradient copied in; autograd then sums the gradients of x's slices (finish).
+    int slice(int x, double elems) {
+        const Tensor in = t_[x];
+        if (use(x)) bwd(in.elems * in.bytes), bwd(2.0 * elems * in.bytes);
+        return add({elems, in.bytes, in.grad, 0});
     }
     // x.mean(-1, keepdim=True) to `out_elems`; the backward expands the gradient back.
     int row_mean(int x, double out_elems) {
@@ -245,13 +253,29 @@ int rms_norm(Tape& t, int x, const Shape& s, double rows, double width) {
     return t.binary(weight, xn, in_bytes > s.residual ? in_bytes : s.residual, true);
 }
 
+// q, k and v from the normalized input: GPT-2's c_attn split three ways; Phi-3's qkv_proj sliced
+// (Phi3Attention: qkv[..., :q], ...); otherwise q_proj, k_proj and v_proj.
+std::array<int, 3> projections(Tape& t, int x, const Shape& s, const ModelConfig& m) {
+    const double width = s.q + 2 * s.kv;
+    if (m.fused_qkv) {
+        const int qkv = t.gemm(gemm_input(t, x, s), s.tokens * width, s.act, s.h * width, m.qkv_bias ? width : 0,
+                               s.autocast);
+        if (m.position != PositionKind::rope) {
+            const std::vector<int> parts = t.split(qkv, {s.tokens * s.q, s.tokens * s.kv, s.tokens * s.kv});
+            return {parts[0], parts[1], parts[2]};
+        }
+        return {t.slice(qkv, s.tokens * s.q), t.slice(qkv, s.tokens * s.kv), t.slice(qkv, s.tokens * s.kv)};
+    }
+    const double bias_q = m.qkv_bias ? s.q : 0, bias_kv = m.qkv_bias ? s.kv : 0;
+    return {t.gemm(gemm_input(t, x, s), s.tokens * s.q, s.act, s.h * s.q, bias_q, s.autocast),
+            t.gemm(gemm_input(t, x, s), s.tokens * s.kv, s.act, s.h * s.kv, bias_kv, s.autocast),
+            t.gemm(gemm_input(t, x, s), s.tokens * s.kv, s.act, s.h * s.kv, bias_kv, s.autocast)};
+}
+
 // The attention block from its normalized input to the attention output before o_proj.
 int attention(Tape& t, int qkv_in, const Shape& s, const ModelConfig& m, int cos, int sin) {
-    int q = 0, k = 0, v = 0;
-    if (m.position == PositionKind::rope) {  // q_proj, k_proj, v_proj, then RoPE on q and k
-        q = t.gemm(gemm_input(t, qkv_in, s), s.tokens * s.q, s.act, s.h * s.q, m.qkv_bias ? s.q : 0, s.autocast);
-        k = t.gemm(gemm_input(t, qkv_in, s), s.tokens * s.kv, s.act, s.h * s.kv, m.qkv_bias ? s.kv : 0, s.autocast);
-        v = t.gemm(gemm_input(t, qkv_in, s), s.tokens * s.kv, s.act, s.h * s.kv, m.qkv_bias ? s.kv : 0, s.autocast);
+    auto [q, k, v] = projections(t, qkv_in, s, m);
+    if (m.position == PositionKind::rope) {
         if (m.qk_norm) {  // Qwen3Attention: q_norm / k_norm over each head's head_dim, before RoPE
             q = rms_norm(t, q, s, s.tokens * s.q / s.head_dim, s.head_dim);
             k = rms_norm(t, k, s, s.tokens * s.kv / s.head_dim, s.head_dim);
@@ -262,11 +286,6 @@ int attention(Tape& t, int qkv_in, const Shape& s, const ModelConfig& m, int cos
         };
         q = rope(q);
         k = rope(k);
-    } else {  // GPT-2's fused c_attn, split into q, k, v
-        const int qkv = t.gemm(gemm_input(t, qkv_in, s), s.tokens * (s.q + 2 * s.kv), s.act,
-                               s.h * (s.q + 2 * s.kv), m.qkv_bias ? s.q + 2 * s.kv : 0, s.autocast);
-        const std::vector<int> parts = t.split(qkv, {s.tokens * s.q, s.tokens * s.kv, s.tokens * s.kv});
-        q = parts[0], k = parts[1], v = parts[2];
     }
     const bool llama = m.norm == NormKind::rmsnorm;
     int a = 0;
@@ -316,8 +335,15 @@ LayerKernels hf_layer_kernels(const ModelConfig& m, const Plan& p, bool autocast
     int inner = 0;
     const double bias_f = m.mlp_bias ? s.f : 0, bias_h = m.mlp_bias ? s.h : 0;
     if (m.mlp == MlpKind::swiglu) {  // down(silu(gate(x)) * up(x)); silu runs at bf16 under autocast
-        const int g = t.gemm(gemm_input(t, n2, s), s.tokens * s.f, s.act, s.h * s.f, bias_f, autocast);
-        const int u = t.gemm(gemm_input(t, n2, s), s.tokens * s.f, s.act, s.h * s.f, bias_f, autocast);
+        int g = 0, u = 0;
+        if (m.fused_gate_up) {  // Phi3MLP: gate_up_proj, then chunk(2, dim=-1)
+            const int gu = t.gemm(gemm_input(t, n2, s), 2 * s.tokens * s.f, s.act, 2 * s.h * s.f, 0, autocast);
+            const std::vector<int> parts = t.split(gu, {s.tokens * s.f, s.tokens * s.f});
+            g = parts[0], u = parts[1];
+        } else {
+            g = t.gemm(gemm_input(t, n2, s), s.tokens * s.f, s.act, s.h * s.f, bias_f, autocast);
+            u = t.gemm(gemm_input(t, n2, s), s.tokens * s.f, s.act, s.h * s.f, bias_f, autocast);
+        }
         inner = t.binary(t.unary(g), u, s.act, true);
     } else {  // gelu_new: 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * pow(x, 3)))), pow in fp32
         const int u = t.gemm(gemm_input(t, n2, s), s.tokens * s.f, s.act, s.h * s.f, bias_f, autocast);

@@ -21,6 +21,7 @@ json peft_config(const ModelConfig& m, const Plan& p, std::vector<std::string>* 
         const HfModuleNames names = m.architecture == "MPTForCausalLM" ? HfModuleNames::mpt
                                     : m.family == ModelFamily::gpt2    ? HfModuleNames::gpt2
                                     : m.family == ModelFamily::mixtral ? HfModuleNames::mixtral
+                                    : m.family == ModelFamily::phi3    ? HfModuleNames::phi3
                                                                        : HfModuleNames::llama;
         json targets = json::parse(lora_target_modules_json(p.lora.targets, names));
         if (names == HfModuleNames::mixtral && (p.lora.targets & (lora_gate | lora_up | lora_down)) != 0)
@@ -38,9 +39,14 @@ json peft_config(const ModelConfig& m, const Plan& p, std::vector<std::string>* 
                             {"bias", "none"},
                             {"task_type", "CAUSAL_LM"}};
         const unsigned qkv = p.lora.targets & (lora_q | lora_k | lora_v);
-        if ((names == HfModuleNames::gpt2 || names == HfModuleNames::mpt) && qkv != 0 && qkv != (lora_q | lora_k | lora_v))
-            warn(w, std::string(names == HfModuleNames::mpt ? "MPT fuses q, k and v in Wqkv" : "GPT-2 fuses q, k and v in c_attn") +
-                        ": PEFT adapts all three together");
+        if (m.fused_qkv && qkv != 0 && qkv != (lora_q | lora_k | lora_v))
+            warn(w, std::string(names == HfModuleNames::mpt    ? "MPT fuses q, k and v in Wqkv"
+                                : names == HfModuleNames::phi3 ? "Phi-3 fuses q, k and v in qkv_proj"
+                                                               : "GPT-2 fuses q, k and v in c_attn") +
+                        ": PEFT adapts all three together, as planned");
+        const unsigned gate_up = p.lora.targets & (lora_gate | lora_up);
+        if (m.fused_gate_up && gate_up != 0 && gate_up != (lora_gate | lora_up))
+            warn(w, "Phi-3 fuses gate and up in gate_up_proj: PEFT adapts both together, as planned");
     }
     if (p.finetune == Finetune::qlora) {
         // transformers.BitsAndBytesConfig (QLoRA's recipe: NF4, double quantisation, bf16 compute).

@@ -25,6 +25,8 @@ unsigned lora_target_bit(std::string_view tensor) {
     if (tensor == "gate_proj.weight") return lora_gate;
     if (tensor == "up_proj.weight") return lora_up;
     if (tensor == "down_proj.weight") return lora_down;
+    if (tensor == "qkv_proj.weight") return lora_q | lora_k | lora_v;  // GPT-2's c_attn, Phi-3's qkv_proj
+    if (tensor == "gate_up_proj.weight") return lora_gate | lora_up;    // Phi-3's gate_up_proj
     if (tensor == "fc1.weight") return lora_gate | lora_up;  // GPT-2's c_fc
     if (tensor == "fc2.weight") return lora_down;            // GPT-2's MLP c_proj
     return 0;
@@ -58,6 +60,8 @@ AdapterNames adapter_names(unsigned bit) {
         case lora_up: return {"LoRA up: A output (rank r)", "LoRA up: dropout output", "LoRA up: dropout mask"};
         case lora_gate | lora_up:
             return {"LoRA fc1: A output (rank r)", "LoRA fc1: dropout output", "LoRA fc1: dropout mask"};
+        case lora_q | lora_k | lora_v:
+            return {"LoRA qkv: A output (rank r)", "LoRA qkv: dropout output", "LoRA qkv: dropout mask"};
         default: return {"LoRA down: A output (rank r)", "LoRA down: dropout output", "LoRA down: dropout mask"};
     }
 }

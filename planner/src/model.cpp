@@ -25,6 +25,7 @@ std::string_view to_string(ModelFamily f) {
         case ModelFamily::mixtral: return "mixtral";
         case ModelFamily::qwen3: return "qwen3";
         case ModelFamily::qwen3_moe: return "qwen3_moe";
+        case ModelFamily::phi3: return "phi3";
     }
     return "?";
 }
@@ -67,7 +68,7 @@ bool boolean(const json& cfg, const char* key, bool fallback) {
     return it->get<bool>();
 }
 
-constexpr const char* kFamilies = "gpt2, llama, mistral, qwen2, qwen3, mixtral, qwen3_moe";
+constexpr const char* kFamilies = "gpt2, llama, mistral, qwen2, qwen3, phi3, mixtral, qwen3_moe";
 
 ModelFamily family_of(const json& cfg) {
     auto it = cfg.find("model_type");
@@ -81,6 +82,7 @@ ModelFamily family_of(const json& cfg) {
     if (t == "mixtral") return ModelFamily::mixtral;
     if (t == "qwen3") return ModelFamily::qwen3;
     if (t == "qwen3_moe") return ModelFamily::qwen3_moe;
+    if (t == "phi3") return ModelFamily::phi3;
     throw InputError("model_type", "unsupported model family " + shown_json(*it) + " (supported: " + kFamilies + ")");
 }
 
@@ -128,6 +130,7 @@ void read_gpt2(const json& cfg, ModelConfig& m) {
     m.activation = text(cfg, "activation_function", "");  // GPT2Config's default: gelu_new
     m.position = PositionKind::learned;
     m.qkv_bias = m.out_bias = m.mlp_bias = true;
+    m.fused_qkv = true;  // GPT2Attention's c_attn (MPT's Wqkv)
 }
 
 // The largest RoPE base read: 1e12, as the Megatron importer bounds --rotary-base (the catalog's
@@ -272,13 +275,14 @@ void read_qwen3_moe(const json& cfg, ModelConfig& m) {
     }
 }
 
-// Sliding-window attention as transformers build it: Mistral and Mixtral attend through
-// sliding_window whenever it is set; Qwen2 and Qwen3 only with use_sliding_window, and then on the
-// layers from max_window_layers on (Qwen2Config: "sliding_attention" if i >= max_window_layers,
+// Sliding-window attention as transformers build it: Mistral, Mixtral and Phi-3 attend through
+// sliding_window whenever it is set (Phi3Model: create_sliding_window_causal_mask); Qwen2 and Qwen3
+// only with use_sliding_window, and then on the layers from max_window_layers on (Qwen2Config: "sliding_attention" if i >= max_window_layers,
 // default 28); a transformers-5 config may list layer_types itself. Llama has none. A model whose
 // layers mix full and sliding attention is refused (every layer is planned alike).
 void read_sliding_window(const json& cfg, ModelConfig& m) {
-    const bool mistral = m.family == ModelFamily::mistral || m.family == ModelFamily::mixtral;
+    const bool mistral =
+        m.family == ModelFamily::mistral || m.family == ModelFamily::mixtral || m.family == ModelFamily::phi3;
     const bool qwen = m.family == ModelFamily::qwen2 || m.family == ModelFamily::qwen3 ||
                       m.family == ModelFamily::qwen3_moe;
     if (!mistral && !qwen) return;
@@ -308,7 +312,7 @@ void read_sliding_window(const json& cfg, ModelConfig& m) {
     m.sliding_window = sliding > 0 ? window : 0;
 }
 
-// Llama-family (llama, mistral, qwen2, qwen3, mixtral, qwen3_moe) shape and layout from its config.json keys.
+// Llama-family (llama, mistral, qwen2, qwen3, phi3, mixtral, qwen3_moe) shape and layout from its config.json keys.
 void read_llama_family(const json& cfg, ModelConfig& m) {
     // Llama family (Touvron et al. 2023; HF LlamaConfig): RMSNorm, RoPE, GQA, SwiGLU.
     m.hidden = positive_int(cfg, "hidden_size", true);
@@ -339,6 +343,12 @@ void read_llama_family(const json& cfg, ModelConfig& m) {
     read_rope(cfg, m);
     // Qwen3 (HF Qwen3Attention, Qwen3MoeAttention): RMSNorm of head_dim on each head's q and k.
     m.qk_norm = m.family == ModelFamily::qwen3 || m.family == ModelFamily::qwen3_moe;
+    if (m.family == ModelFamily::phi3) {
+        // Phi-3 (HF Phi3Attention qkv_proj, Phi3MLP gate_up_proj): Llama's layer with q|k|v and
+        // gate|up each one linear, none with a bias (Phi3Config has no bias switch to read).
+        m.fused_qkv = m.fused_gate_up = true;
+        m.qkv_bias = m.out_bias = m.mlp_bias = false;
+    }
     if (m.family == ModelFamily::mixtral) {
         m.experts = positive_int(cfg, "num_local_experts", true);
         m.experts_per_token = positive_int(cfg, "num_experts_per_tok", true);
@@ -389,13 +399,19 @@ std::vector<ParamTensor> param_tensors(const ModelConfig& m) {
     // One transformer layer (pre-norm).
     add("attn_norm.weight", h, 1, TpSplit::replicated, TensorPlace::layer);
     if (ln) add("attn_norm.bias", h, 1, TpSplit::replicated, TensorPlace::layer);
-    add("q_proj.weight", m.q_width(), h, TpSplit::column, TensorPlace::layer, true);
-    add("k_proj.weight", m.kv_width(), h, TpSplit::column, TensorPlace::layer, true);
-    add("v_proj.weight", m.kv_width(), h, TpSplit::column, TensorPlace::layer, true);
-    if (m.qkv_bias) {
-        add("q_proj.bias", m.q_width(), 1, TpSplit::column, TensorPlace::layer);
-        add("k_proj.bias", m.kv_width(), 1, TpSplit::column, TensorPlace::layer);
-        add("v_proj.bias", m.kv_width(), 1, TpSplit::column, TensorPlace::layer);
+    const std::int64_t qkv_rows = m.q_width() + 2 * m.kv_width();
+    if (m.fused_qkv) {  // each tensor-parallel rank holds its heads' q, k and v rows
+        add("qkv_proj.weight", qkv_rows, h, TpSplit::column, TensorPlace::layer, true);
+        if (m.qkv_bias) add("qkv_proj.bias", qkv_rows, 1, TpSplit::column, TensorPlace::layer);
+    } else {
+        add("q_proj.weight", m.q_width(), h, TpSplit::column, TensorPlace::layer, true);
+        add("k_proj.weight", m.kv_width(), h, TpSplit::column, TensorPlace::layer, true);
+        add("v_proj.weight", m.kv_width(), h, TpSplit::column, TensorPlace::layer, true);
+        if (m.qkv_bias) {
+            add("q_proj.bias", m.q_width(), 1, TpSplit::column, TensorPlace::layer);
+            add("k_proj.bias", m.kv_width(), 1, TpSplit::column, TensorPlace::layer);
+            add("v_proj.bias", m.kv_width(), 1, TpSplit::column, TensorPlace::layer);
+        }
     }
     if (m.qk_norm) {  // one head_dim weight each, shared by every head (so by every TP rank)
         add("q_norm.weight", m.head_dim, 1, TpSplit::replicated, TensorPlace::layer);
@@ -407,7 +423,10 @@ std::vector<ParamTensor> param_tensors(const ModelConfig& m) {
     if (ln) add("mlp_norm.bias", h, 1, TpSplit::replicated, TensorPlace::layer);
     const std::int64_t e = m.experts;
     if (m.is_moe()) add("router.weight", e, h, TpSplit::replicated, TensorPlace::layer);
-    if (m.mlp == MlpKind::swiglu) {
+    if (m.mlp == MlpKind::swiglu && m.fused_gate_up) {  // Phi-3: dense, no MLP biases
+        add("gate_up_proj.weight", 2 * f, h, TpSplit::column, TensorPlace::layer, true, e);
+        add("down_proj.weight", h, f, TpSplit::row, TensorPlace::layer, true, e);
+    } else if (m.mlp == MlpKind::swiglu) {
         add("gate_proj.weight", f, h, TpSplit::column, TensorPlace::layer, true, e);
         add("up_proj.weight", f, h, TpSplit::column, TensorPlace::layer, true, e);
         if (m.mlp_bias) {

@@ -118,6 +118,12 @@ std::string lora_target_modules_json(unsigned targets, HfModuleNames names) {
             if (targets & lora_down) add("w2");
             if (targets & lora_up) add("w3");
             break;
+        case HfModuleNames::phi3:  // transformers Phi3Attention (qkv_proj, o_proj) / Phi3MLP (gate_up_proj, down_proj)
+            if (qkv) add("qkv_proj");
+            if (targets & lora_o) add("o_proj");
+            if (targets & (lora_gate | lora_up)) add("gate_up_proj");
+            if (targets & lora_down) add("down_proj");
+            break;
         case HfModuleNames::llama:
             for (const auto& [name, bit] : kTargetNames)
                 if (targets & bit) add(std::string(name) + "_proj");

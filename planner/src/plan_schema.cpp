@@ -209,7 +209,9 @@ void add_lora_fields(std::vector<PlanField>& t) {
     t.back().set = [](Plan& p, const FieldValue& v) { return p.lora.alpha = real(v), true; };
     t.push_back(field("lora_targets", "--lora-targets",
                       "Projections with adapters: comma list of q,k,v,o,gate,up,down, or attention (= q,k,v,o) or "
-                      "all-linear (QLoRA paper). Default q,v: PEFT's default target_modules for Llama/Mistral/Qwen2",
+                      "all-linear (QLoRA paper). Default q,v: PEFT's default target_modules for Llama/Mistral/Qwen2. "
+                      "A fused module (GPT-2's c_attn, Phi-3's qkv_proj and gate_up_proj) takes one adapter, whole, "
+                      "when any of its parts is named",
                       kExtensionGroup, FieldType::name));
     t.back().domain = "a comma list of q,k,v,o,gate,up,down (or attention, all-linear)";
     t.back().get = [](const Plan& p) -> FieldValue { return lora_targets_to_string(p.lora.targets); };

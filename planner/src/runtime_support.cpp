@@ -88,9 +88,10 @@ void check_runtime_model(const ModelConfig& m) {
         not_run("--model", "per-head q/k norms (" + std::string(to_string(m.family)) +
                                "'s q_norm and k_norm) are not implemented by the runtime");
     if (m.head_dim % 2 != 0 && m.position == PositionKind::rope) not_run("--model", "RoPE needs an even head_dim");
-    // The RoPE tables (runtime ref::rope_inv_freq) know no other scaling.
-    if (m.position == PositionKind::rope && !m.rope_scaling.type.empty() && m.rope_scaling.factor != 0 &&
-        m.rope_scaling.type != "llama3")
+    // The RoPE tables (runtime ref::rope_inv_freq) know no other scaling. A type scales without a
+    // factor too (Phi-3's longrope: per-frequency short_factor and an attention factor at any length).
+    const std::string& scaling = m.rope_scaling.type;
+    if (m.position == PositionKind::rope && !scaling.empty() && scaling != "default" && scaling != "llama3")
         throw InputError("rope_scaling.rope_type", "'" + m.rope_scaling.type + "' is not implemented by the runtime (llama3 is)");
     if (m.position == PositionKind::rope && m.rope_fraction != 1.0)
         throw InputError("partial_rotary_factor", "RoPE over part of each head is not implemented by the runtime (its "

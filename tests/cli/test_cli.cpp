@@ -319,7 +319,7 @@ TEST(CliCatalog, ModelsJsonListsTwentyEightWithExactCounts) {
     const auto r = run_preflight("models --format json");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto j = nlohmann::json::parse(r.out);
-    ASSERT_EQ(j.at("models").size(), 28u);  // 17 + two Qwen3 + the nine MPT builds of llm-foundry's benchmarks
+    ASSERT_EQ(j.at("models").size(), 30u);  // 17 + two Qwen3 + two Phi-3 + the nine MPT builds of llm-foundry's benchmarks
     for (const auto& m : j.at("models")) {
         if (m.at("name") == "gpt2") EXPECT_EQ(m.at("params"), 124'439'808);
         if (m.at("name") == "qwen3-30b-a3b") EXPECT_EQ(m.at("family"), "qwen3_moe");

@@ -242,6 +242,21 @@ TEST(Values, ARopeScalingTheRuntimeCannotComputeIsRefusedBeforeTheDevice) {
     EXPECT_EQ(run_preflight("memory --seq 128 --model " + file).exit_code, 0);  // memory does not depend on it
 }
 
+TEST(Values, Phi3RunsUnlessItsRopeIsScaled) {
+    // Phi-3's layer is the runtime's own (fused qkv_proj and gate_up_proj): Phi-4 runs. Phi-3.5's
+    // longrope has no "factor" yet rescales every frequency (short_factor) and cos/sin at any length;
+    // was: planned and run as plain RoPE, since only a scaling with a factor was refused.
+    Scratch s;
+    EXPECT_EQ(run_preflight("run --dry-run --seq 1024 --model phi-4").exit_code, 0);
+    json cfg = catalog("models", "phi-4");
+    cfg["rope_scaling"] = {{"type", "longrope"}, {"short_factor", json::array()}, {"long_factor", json::array()}};
+    const std::string file = s.write("longrope.json", cfg);
+    expect_refused("run --dry-run --seq 1024 --model " + file, {"--model", file, "rope_scaling.rope_type", "'longrope'"});
+    EXPECT_EQ(run_preflight("memory --seq 1024 --dp 8 --zero 3 --model " + file).exit_code, 0);  // memory does not depend on it
+    // Phi-3-mini-4k attends through 2,047 keys: the runtime's full causal attention runs up to that.
+    expect_refused("run --dry-run --seq 2048 --model phi-3-mini-4k", {"--seq", "sliding window of 2047"});
+}
+
 TEST(Values, AnActivationTheRuntimeDoesNotComputeIsRefusedByRunOnly) {
     // Was: any hidden_act accepted, and `run` computed silu in its place.
     Scratch s;

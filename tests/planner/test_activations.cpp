@@ -143,6 +143,27 @@ TEST(Activations, Qwen3QkNormsKeepTheirInputs) {
               sb * (4 * q + 2 * q + 4 * kv + 2 * kv + 4 * (32 + 8)));
 }
 
+TEST(Activations, Phi3FusedQkvKeepsTheWholeProjectionForV) {
+    // phi-4, s = 4096, b = 1, flash, bf16 (q 40 x 128 = 5120, kv 10 x 128 = 1280, f 17920): under
+    // Megatron-like profiles Llama-3-8B's inventory at Phi-4's widths, the fusion changing nothing.
+    const ModelConfig m = test::catalog_model("phi-4");
+    Plan p;
+    p.seq = 4096;
+    const std::int64_t sb = 4096, hh = 5120, q = 5120, kv = 1280, f = 17920, heads = 40;
+    EXPECT_EQ(layer_activation_bytes(m, p), sb * (4 * 2 * hh + 2 * q + 2 * 2 * kv + 2 * q + 4 * heads + 3 * 2 * f));
+    // Hugging Face's Phi3Attention slices V out of the qkv_proj output: SDPA saving V keeps all
+    // q + 2 kv of it (2 B each), q + kv more than a separate v_proj's output; gate and up are views
+    // of gate_up_proj's output, which silu and the product keep whole, as much as Llama's two.
+    ModelConfig apart = m;
+    apart.fused_qkv = apart.fused_gate_up = false;
+    p.precision = Precision::bf16_mixed;
+    const FrameworkProfile hf = pytorch_profile();
+    EXPECT_EQ(layer_activation_bytes(m, p, hf) - layer_activation_bytes(apart, p, hf), sb * 2 * (q + kv));
+    // Eager attention with GQA repeats V (repeat_kv): the saved copy is no view, the projection is freed.
+    p.attention = AttentionKind::eager;
+    EXPECT_EQ(layer_activation_bytes(m, p, hf), layer_activation_bytes(apart, p, hf));
+}
+
 TEST(Activations, Fp32DoublesAndFp8HalvesGemmInputs) {
     const ModelConfig m = test::catalog_model("gpt2");
     Plan p;

@@ -98,6 +98,27 @@ TEST(EagerKernels, Qwen3QkNormsCountedByHand) {
     EXPECT_EQ(ka.bwd_kernels - ba.bwd_kernels, 2 * 13);
 }
 
+// Phi-3 against the same layer with q/k/v and gate/up apart, fp32 (4 B), T tokens. Forward: one
+// qkv_proj and one gate_up_proj GEMM for five; slices and chunk are views: 3 kernels fewer. Backward,
+// per token: the norm outputs feed one GEMM each, not three and two, so three fewer gradient sums
+// (-3 x 12h); each of the three slices' slice_backward fills a zero gradient of the whole
+// projection and copies its part in (3 x 4(q + 2kv) + 8(q + 2kv)), and the projection's three
+// gradients take two sums (2 x 12(q + 2kv)); chunk's backward concatenates (16f). Kernels: six
+// GEMMs (three linears' dgrad and wgrad) and three sums fewer, six slice kernels, two sums and one
+// cat more: 0.
+TEST(EagerKernels, Phi3FusedProjectionsCountedByHand) {
+    const ModelConfig m = test::catalog_model("phi-4");
+    ModelConfig apart = m;
+    apart.fused_qkv = apart.fused_gate_up = false;
+    const Plan p = one_gpu(1024, 1, Precision::fp32);
+    const eager::LayerKernels k = eager::hf_layer_kernels(m, p, false), b = eager::hf_layer_kernels(apart, p, false);
+    const double T = 1024, h = 5120, qkv = 5120 + 2 * 1280, f = 17920;
+    EXPECT_DOUBLE_EQ(k.fwd_bytes, b.fwd_bytes);
+    EXPECT_DOUBLE_EQ(k.bwd_bytes - b.bwd_bytes, T * (-36 * h + 12 * qkv + 8 * qkv + 24 * qkv + 16 * f));
+    EXPECT_EQ(k.fwd_kernels - b.fwd_kernels, -3);
+    EXPECT_EQ(k.bwd_kernels, b.bwd_kernels);
+}
+
 // Under torch.autocast over fp32 parameters GPT-2 adds: forward, the casts of the LayerNorm
 // outputs (fp32) for c_attn and c_fc, of the GeLU output for c_proj, of the GeLU input for pow
 // (autocast's fp32 list), and of the 4 weights and 4 biases (12 kernels); backward, the same

@@ -169,6 +169,34 @@ TEST(Lora, PytorchProfileStepsAndSavesOnlyWhatItShould) {
     }
 }
 
+TEST(Lora, FusedModulesTakeOneAdapter) {
+    // PEFT adapts a module whole: Phi-3's qkv_proj (out q + 2 kv) and gate_up_proj (out 2f), GPT-2's
+    // c_attn (out 3h), each one adapter of r (in + out). Phi-4 (h 5120, q 5120, kv 1280, f 17920, 40
+    // layers): qkv r(5120 + 7680) = 12,800 r, o 10,240 r, gate_up r(5120 + 35840) = 40,960 r, down
+    // r(17920 + 5120) = 23,040 r. PEFT's default q,v names qkv_proj: the whole 12,800 r.
+    const ModelConfig phi4 = catalog_model("phi-4");
+    EXPECT_EQ(lora_params(phi4, lora(8, lora_q | lora_v)), 40LL * 8 * 12'800);       // 4,096,000
+    EXPECT_EQ(lora_params(phi4, lora(16, kLoraAllLinear)), 40LL * 16 * 87'040);     // 55,705,600
+    // GPT-2 small (h 768, 12 layers): c_attn r(768 + 2304) = 3,072 r, whether q, q,v or q,k,v.
+    for (unsigned t : {unsigned{lora_q}, unsigned{lora_q | lora_v}, unsigned{lora_q | lora_k | lora_v}})
+        EXPECT_EQ(lora_params(catalog_model("gpt2"), lora(8, t)), 12LL * 8 * 3'072) << t;
+    // One adapter, one rank-r intermediate saved (2 B): Phi-4 at s 2048 keeps 2048 x 8 x 2 for q,v.
+    Plan p;
+    p.seq = 2048;
+    p.finetune = Finetune::lora;
+    const std::int64_t qv = layer_activation_bytes(phi4, p);
+    p.lora = lora(8, lora_q);
+    EXPECT_EQ(layer_activation_bytes(phi4, p), qv);
+    // PEFT's target_modules name the fused modules; a part of one is said to adapt it whole.
+    p.lora = lora(8, lora_q | lora_up | lora_down);
+    std::vector<std::string> warnings;
+    EXPECT_EQ(peft_config(phi4, p, &warnings)["lora_config"]["target_modules"],
+              nlohmann::json({"qkv_proj", "gate_up_proj", "down_proj"}));
+    ASSERT_EQ(warnings.size(), 2u);
+    EXPECT_NE(warnings[0].find("qkv_proj"), std::string::npos) << warnings[0];
+    EXPECT_NE(warnings[1].find("gate_up_proj"), std::string::npos) << warnings[1];
+}
+
 TEST(Lora, ActivationsOfFrozenLayersAndAdapters) {
     // Llama-3-8B, s = 2048, b = 1, bf16, flash, no dropout; bytes per token of one layer:
     // pre-training: attention norm input 8192 + QKV input 8192 + Q 8192 + K 2048 + V 2048 +

@@ -35,6 +35,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Published{"mixtral-8x7b", 46'702'792'704},
                       // Qwen3: the model cards give 8.2B and 30.5B (Params.Qwen3*ByHand derives the counts).
                       Published{"qwen3-8b", 8'190'735'360}, Published{"qwen3-30b-a3b", 30'532'122'624},
+                      // Phi-3-mini: 3,821,079,552, as keras-hub's phi3_presets.py lists it; Phi-4: the
+                      // model card's 14B (Params.Phi3FusedProjectionsByHand derives both).
+                      Published{"phi-3-mini-4k", 3'821'079'552}, Published{"phi-4", 14'659'507'200},
                       // MPT builds of llm-foundry's benchmark tables (NumParams at seq 2048,
                       // scripts/train/benchmarking/README.md).
                       Published{"mpt-125m", 125'311'488}, Published{"mpt-350m", 355'985'408},
@@ -49,8 +52,8 @@ INSTANTIATE_TEST_SUITE_P(
         return n;
     });
 
-TEST(Params, CatalogHoldsExactlyTheTwentyEightModels) {
-    EXPECT_EQ(catalog_models(test::data_dir()).size(), 28u);
+TEST(Params, CatalogHoldsExactlyTheThirtyModels) {
+    EXPECT_EQ(catalog_models(test::data_dir()).size(), 30u);
 }
 
 TEST(Params, DenseModelsAreFullyActive) {
@@ -99,6 +102,25 @@ TEST(Params, Qwen3MoeByHand) {
     EXPECT_EQ(c.total, outside + 48 * (attn + norms + router + 128 * expert));
     EXPECT_EQ(c.active, outside + 48 * (attn + norms + router + 8 * expert));
     EXPECT_EQ(c.active, 3'353'032'704);
+}
+
+TEST(Params, Phi3FusedProjectionsByHand) {
+    // Phi-3's qkv_proj holds q, k and v in one (q + 2 kv) x h weight and gate_up_proj gate and up in
+    // one 2f x h: the counts are Llama's. Phi-4: q 40 x 128 = 5120, kv 10 x 128 = 1280, f 17920,
+    // 40 layers, untied 100,352 x 5120 embedding and head. Phi-3-mini: MHA, h 3072, f 8192, 32
+    // layers, untied 32,064 x 3072.
+    const std::int64_t phi4_layer = 5120LL * (5120 + 2 * 1280) + 5120LL * 5120 + 5120LL * 2 * 17920 + 17920LL * 5120 + 2 * 5120;
+    const ModelConfig phi4 = test::catalog_model("phi-4");
+    EXPECT_TRUE(phi4.fused_qkv && phi4.fused_gate_up);
+    EXPECT_FALSE(phi4.qkv_bias || phi4.out_bias || phi4.mlp_bias);
+    const ParamCounts c4 = count_params(phi4);
+    EXPECT_EQ(c4.per_layer, phi4_layer);
+    EXPECT_EQ(c4.total, 2 * 100352LL * 5120 + 40 * phi4_layer + 5120);
+    const std::int64_t mini_layer = 3072LL * 3 * 3072 + 3072LL * 3072 + 3072LL * 2 * 8192 + 8192LL * 3072 + 2 * 3072;
+    EXPECT_EQ(count_params(test::catalog_model("phi-3-mini-4k")).total, 2 * 32064LL * 3072 + 32 * mini_layer + 3072);
+    // Phi-3-mini-4k attends through a 2,047-key window (Phi3Model's sliding-window mask).
+    EXPECT_EQ(test::catalog_model("phi-3-mini-4k").sliding_window, 2047);
+    EXPECT_EQ(phi4.sliding_window, 0);
 }
 
 TEST(Params, Gpt2SmallByHand) {

@@ -10,7 +10,7 @@
 
 namespace preflight {
 
-enum class ModelFamily { gpt2, llama, mistral, qwen2, mixtral, qwen3, qwen3_moe };
+enum class ModelFamily { gpt2, llama, mistral, qwen2, mixtral, qwen3, qwen3_moe, phi3 };
 enum class NormKind { layernorm, rmsnorm };
 enum class MlpKind { gelu, swiglu };
 enum class PositionKind { learned, rope };
@@ -47,6 +47,12 @@ struct ModelConfig {
     // An RMSNorm over each head's query and key before RoPE, one weight of head_dim each, shared
     // by the heads (Qwen3: transformers' Qwen3Attention q_norm / k_norm; Megatron's --qk-layernorm).
     bool qk_norm = false;
+    // Fused projections: q, k and v as one linear (GPT-2's c_attn, Phi-3's qkv_proj), gate and up as
+    // one (Phi-3's gate_up_proj). Parameters and FLOPs are the same as apart; what differs is one
+    // GEMM and one LoRA adapter for the fused module (PEFT adapts a module whole) and, under the
+    // Hugging Face eager profile, the views of its output that autograd keeps.
+    bool fused_qkv = false;
+    bool fused_gate_up = false;
     std::int64_t experts = 1;          // MoE experts per layer (1 = dense)
     std::int64_t experts_per_token = 1;  // top-k routing
     double rope_theta = 10000.0;       // RoPE base (config rope_theta; Su et al. 2021)
@@ -114,7 +120,7 @@ ParamCounts count_params(const ModelConfig& m);
 ParamCounts count_params(const ModelConfig& m, const std::vector<ParamTensor>& tensors);
 
 // Builds a ModelConfig from a Hugging Face config.json object (llama, mistral,
-// qwen2, qwen3, gpt2, mixtral, qwen3_moe families, chosen by "model_type"). Throws InputError
+// qwen2, qwen3, phi3, gpt2, mixtral, qwen3_moe families, chosen by "model_type"). Throws InputError
 // naming the field for anything missing, negative or inconsistent.
 ModelConfig model_from_hf_config(const nlohmann::json& config, const std::string& name);
 

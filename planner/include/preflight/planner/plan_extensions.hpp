@@ -68,8 +68,9 @@ std::optional<unsigned> parse_lora_targets(std::string_view s);
 std::string lora_targets_to_string(unsigned targets);
 // How a Hugging Face model class names its projections, for PEFT's target_modules: Llama's
 // q_proj ... down_proj (Mistral, Qwen2), GPT-2's fused c_attn / c_proj / c_fc, MPT's Wqkv /
-// out_proj / up_proj / down_proj, Mixtral's attention as Llama's and its experts' w1 / w3 / w2.
-enum class HfModuleNames { llama, gpt2, mpt, mixtral };
+// out_proj / up_proj / down_proj, Mixtral's attention as Llama's and its experts' w1 / w3 / w2,
+// Phi-3's fused qkv_proj / o_proj / gate_up_proj / down_proj.
+enum class HfModuleNames { llama, gpt2, mpt, mixtral, phi3 };
 // Hugging Face module names (["q_proj", "v_proj"]) for PEFT's LoraConfig.
 std::string lora_target_modules_json(unsigned targets, HfModuleNames names);
 
