@@ -33,8 +33,8 @@ int run_models(const std::string& data_dir_flag, const std::string& format) {
     const auto dir = data_dir_of(data_dir_flag);
     nlohmann::json list = nlohmann::json::array();
     Table t;
-    t.header = {"name", "family", "params", "active", "layers", "hidden", "heads/kv", "ffn", "vocab", "context"};
-    t.units = {"", "", "[count]", "[count]", "", "", "", "", "[tokens]", "[tokens]"};
+    t.header = {"name", "family", "params", "active", "layers", "hidden", "heads/kv", "ffn", "vocab", "context", "window"};
+    t.units = {"", "", "[count]", "[count]", "", "", "", "", "[tokens]", "[tokens]", "[keys]"};
     const auto names = catalog_models(dir);
     if (names.empty())
         throw InputError(data_dir_flag.empty() ? "PREFLIGHT_DATA_DIR" : "--data-dir",
@@ -53,11 +53,14 @@ int run_models(const std::string& data_dir_flag, const std::string& format) {
                         {"ffn_hidden", m.ffn_hidden},
                         {"vocab", m.vocab},
                         {"max_positions", m.max_positions},
+                        // keys a query attends to under sliding-window attention; null: the whole sequence
+                        {"sliding_window", m.sliding_window > 0 ? nlohmann::json(m.sliding_window) : nlohmann::json()},
                         {"experts", m.experts}});
         t.rows.push_back({name, std::string(to_string(m.family)), group_digits(c.total), group_digits(c.active),
                           std::to_string(m.layers), std::to_string(m.hidden),
                           std::to_string(m.heads) + "/" + std::to_string(m.kv_heads), std::to_string(m.ffn_hidden),
-                          std::to_string(m.vocab), std::to_string(m.max_positions)});
+                          std::to_string(m.vocab), std::to_string(m.max_positions),
+                          m.sliding_window > 0 ? std::to_string(m.sliding_window) : "none"});
     }
     if (format == "json")
         std::cout << nlohmann::json{{"schema_version", 1}, {"models", list}}.dump(2) << "\n";

@@ -145,6 +145,24 @@ static void add_qk_norm_inputs(std::vector<ActivationTensor>& v, const ModelConf
     if (prof.norm_row_stats) v.push_back({"Q/K norm statistics", tokens * (m.heads + m.kv_heads) * 4 / d.tp, false});
 }
 
+// Gemma 3's norms on the attention output and the MLP output, before each residual add (Megatron-Core
+// and Transformer Engine RMSNorm alike): each keeps its input, the sublayer's output (h per token,
+// split by SP as the residual stream is), and with row statistics the fp32 rstd of each token.
+static void add_sandwich_norm_inputs(std::vector<ActivationTensor>& v, const FrameworkProfile& prof,
+                                     const ActivationDims& d) {
+    const std::int64_t tokens = d.seq * d.micro_batch, sp_div = d.sp ? d.tp : 1;
+    v.push_back({"post-attention norm input (o_proj output)", tokens * d.hidden * d.activation_bytes / sp_div, false});
+    v.push_back({"post-MLP norm input (down output)", tokens * d.hidden * d.activation_bytes / sp_div, false});
+    if (prof.norm_row_stats) v.push_back({"post-sublayer norm statistics", 2 * tokens * 4 / sp_div, false});
+}
+
+// The norms beyond the two pre-norms: per-head q/k norms (Qwen3, Gemma 3), post-sublayer norms (Gemma 3).
+static void add_extra_norm_inputs(std::vector<ActivationTensor>& v, const ModelConfig& m, const FrameworkProfile& prof,
+                                  const ActivationDims& d) {
+    if (m.qk_norm) add_qk_norm_inputs(v, m, prof, d);
+    if (m.sandwich_norms) add_sandwich_norm_inputs(v, prof, d);
+}
+
 // Full per-layer saved set, before recompute filtering. Item sizes follow
 // Korthikanti et al. 2022, sec. 4.1 (eq. 1), generalised to GQA, SwiGLU, MoE and
 // flash attention; `tp_div` tensors are split by TP (eq. 2), the rest only by SP (eq. 3).
@@ -170,7 +188,7 @@ std::vector<ActivationTensor> full_inventory(const ModelConfig& m, const Plan& p
     sp_item("attention norm input", tokens * d.hidden * d.activation_bytes);
     if (prof.norm_row_stats) sp_item("attention norm statistics", tokens * norm_stats);
     norm_out_item("QKV GEMM input (norm output)");
-    if (m.qk_norm) add_qk_norm_inputs(v, m, prof, d);
+    add_extra_norm_inputs(v, m, prof, d);
     tp_item("Q (after RoPE)", tokens * d.q_width * d.activation_bytes);
     tp_item("K (after RoPE)", tokens * d.kv_width * d.activation_bytes);
     tp_item("V", tokens * d.kv_width * d.activation_bytes);

@@ -212,6 +212,7 @@ std::string megatron_arguments(const ModelConfig& m, const Plan& p, std::vector<
     const auto s = [](auto v) { return std::to_string(v); };
     add_megatron_model_arguments(m, a, w);
     emit_detail::warn_sliding_window(m, p, w, "Megatron-LM");
+    emit_detail::warn_model_parts(m, w, "Megatron-LM");
     // Plan.
     arg("--seq-length", s(p.seq));
     arg("--micro-batch-size", s(p.mbs));
@@ -327,6 +328,7 @@ std::string torchtitan_toml(const ModelConfig& m, const Plan& p, std::vector<std
     o << "# torchtitan job config fragment from preflight plan: " << one_line(m.name) << " on " << p.gpus() << " GPUs, "
       << p.global_batch_tokens() << " tokens per step\n";
     emit_detail::warn_sliding_window(m, p, w, "torchtitan");
+    emit_detail::warn_model_parts(m, w, "torchtitan");
     // One table per section: a second [training] or [parallelism] header is invalid TOML.
     const char* flavor = torchtitan_flavor(m);
     if (flavor != nullptr || p.precision == Precision::fp8_mixed) {

@@ -152,6 +152,7 @@ std::string nanotron_yaml(const ModelConfig& m, const Plan& p, std::vector<std::
     o << "# nanotron config fragment from preflight plan: " << one_line(m.name) << " on " << p.gpus() << " GPUs, "
       << p.global_batch_tokens() << " tokens per step\n";
     emit_detail::warn_sliding_window(m, p, w, "nanotron");
+    emit_detail::warn_model_parts(m, w, "nanotron");
     nanotron_model(o, m, p, w);
     nanotron_parallelism(o, p, w);
     o << "tokens:\n";

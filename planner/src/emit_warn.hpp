@@ -28,4 +28,17 @@ inline void warn_sliding_window(const ModelConfig& m, const Plan& p, std::vector
                     " its attention would see the whole sequence (the plan counts the window)");
 }
 
+// Layer parts the framework's Llama-shaped model does not carry, said so: Gemma 3's norms on the
+// sublayer outputs, and a gated MLP whose gate is not silu (Gemma's gelu_pytorch_tanh).
+inline void warn_model_parts(const ModelConfig& m, std::vector<std::string>* w, const std::string& framework) {
+    if (m.sandwich_norms)
+        warn(w, m.name + "'s norms on the attention and MLP outputs (post_attention_layernorm, "
+                         "post_feedforward_layernorm) are not carried by this " + framework +
+                    " config: it would train the layer without them (the plan counts them)");
+    const std::string& a = m.activation;
+    if (m.mlp == MlpKind::swiglu && !a.empty() && a != "silu" && a != "swish")
+        warn(w, m.name + "'s gated MLP applies " + a + " to its gate, which this " + framework +
+                    " config does not carry: it would train a SwiGLU (same shapes, same plan)");
+}
+
 }  // namespace preflight::emit_detail

@@ -22,6 +22,14 @@ double causal_attention_pairs(std::int64_t seq, std::int64_t window) {
     return 0.5 * s * s - 0.5 * beyond * beyond;
 }
 
+double mean_causal_pairs(const ModelConfig& m, std::int64_t seq) {
+    // Layers of two kinds (Gemma 3): the windowed layers' pairs and the full ones', averaged.
+    const double windowed = causal_attention_pairs(seq, m.sliding_window);
+    if (m.full_attention_layers <= 0 || m.layers <= 0) return windowed;
+    const double L = static_cast<double>(m.layers), F = static_cast<double>(m.full_attention_layers);
+    return ((L - F) * windowed + F * causal_attention_pairs(seq, 0)) / L;
+}
+
 ForwardFlopsPerToken forward_flops_per_token(const ModelConfig& m, std::int64_t seq, AttentionFlops convention) {
     const double h = static_cast<double>(m.hidden);
     const double qw = static_cast<double>(m.q_width());
@@ -33,9 +41,14 @@ ForwardFlopsPerToken forward_flops_per_token(const ModelConfig& m, std::int64_t 
     r.qkv = 2.0 * h * (qw + 2.0 * kvw);  // q: h->a*d, k and v: h->kv*d (GQA, Ainslie et al. 2023)
     // Each query head scores s keys of width d, then mixes s values (PaLM App. B:
     // 2*2*s*H*Q forward per token per layer, i.e. 12*L*H*Q*T over forward+backward); a sliding
-    // window of w keys caps them at w; the causal mask halves the s^2 work (causal_attention_pairs).
+    // window of w keys caps them at w; the causal mask halves the s^2 work (causal_attention_pairs);
+    // layers of both kinds count at their mean (mean_causal_pairs).
     const double window = m.sliding_window > 0 ? std::min(s, static_cast<double>(m.sliding_window)) : s;
-    const double keys = convention == AttentionFlops::causal ? causal_attention_pairs(seq, m.sliding_window) / s : window;
+    const double full_share = m.sliding_window > 0 && m.layers > 0
+                                  ? static_cast<double>(m.full_attention_layers) / static_cast<double>(m.layers)
+                                  : 0.0;
+    const double keys = convention == AttentionFlops::causal ? mean_causal_pairs(m, seq) / s
+                                                             : (1.0 - full_share) * window + full_share * s;
     r.attention_scores = 2.0 * keys * qw;
     r.attention_values = 2.0 * keys * qw;
     r.attention_out = 2.0 * qw * h;

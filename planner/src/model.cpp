@@ -26,6 +26,7 @@ std::string_view to_string(ModelFamily f) {
         case ModelFamily::qwen3: return "qwen3";
         case ModelFamily::qwen3_moe: return "qwen3_moe";
         case ModelFamily::phi3: return "phi3";
+        case ModelFamily::gemma3_text: return "gemma3_text";
     }
     return "?";
 }
@@ -68,7 +69,7 @@ bool boolean(const json& cfg, const char* key, bool fallback) {
     return it->get<bool>();
 }
 
-constexpr const char* kFamilies = "gpt2, llama, mistral, qwen2, qwen3, phi3, mixtral, qwen3_moe";
+constexpr const char* kFamilies = "gpt2, llama, mistral, qwen2, qwen3, phi3, gemma3_text, mixtral, qwen3_moe";
 
 ModelFamily family_of(const json& cfg) {
     auto it = cfg.find("model_type");
@@ -83,6 +84,11 @@ ModelFamily family_of(const json& cfg) {
     if (t == "qwen3") return ModelFamily::qwen3;
     if (t == "qwen3_moe") return ModelFamily::qwen3_moe;
     if (t == "phi3") return ModelFamily::phi3;
+    if (t == "gemma3_text") return ModelFamily::gemma3_text;
+    if (t == "gemma3")  // Gemma3ForConditionalGeneration: text_config beside a SigLIP vision tower
+        throw InputError("model_type", "'gemma3' is Gemma 3's multimodal model, whose vision tower and projector are "
+                                       "not modelled: give its text_config, saved as a config.json of its own "
+                                       "(model_type gemma3_text), to plan the language model alone");
     throw InputError("model_type", "unsupported model family " + shown_json(*it) + " (supported: " + kFamilies + ")");
 }
 
@@ -173,8 +179,9 @@ std::string rope_type_of(const RopeSource& src, const char* fallback) {
     return fallback;
 }
 
-// rope_parameters, or the one entry of a per-layer-type rope_parameters; nullopt when absent.
-std::optional<RopeSource> rope_parameters(const json& cfg) {
+// rope_parameters, or the one entry of a per-layer-type rope_parameters (Gemma 3's: its full_attention
+// entry, the global RoPE; the windowed layers' base changes no byte or FLOP); nullopt when absent.
+std::optional<RopeSource> rope_parameters(const json& cfg, bool gemma) {
     const auto it = cfg.find("rope_parameters");
     if (it == cfg.end() || it->is_null()) return std::nullopt;
     if (!it->is_object()) throw InputError("rope_parameters", "must be an object or null, got " + shown_json(*it));
@@ -182,6 +189,8 @@ std::optional<RopeSource> rope_parameters(const json& cfg) {
     for (const auto& [kind, value] : it->items())
         if (value.is_object()) kinds += (kinds.empty() ? "" : ", ") + kind;
     if (kinds.empty()) return RopeSource{&*it, "rope_parameters."};
+    if (const auto full = it->find("full_attention"); gemma && full != it->end() && full->is_object())
+        return RopeSource{&*full, "rope_parameters.full_attention."};
     // Hybrid attention keys it by layer type (full_attention, sliding_attention, ...).
     if (it->size() != 1)
         throw InputError("rope_parameters", "RoPE parameters per layer type (" + one_line(kinds) +
@@ -233,7 +242,7 @@ void read_rope_scaling(const RopeSource& src, const std::string& type, ModelConf
 // partial_rotary_factor, or rope_parameters) of a Llama-family config.
 void read_rope(const json& cfg, ModelConfig& m) {
     std::vector<RopeSource> sources{{&cfg, ""}};
-    const std::optional<RopeSource> params = rope_parameters(cfg);
+    const std::optional<RopeSource> params = rope_parameters(cfg, m.family == ModelFamily::gemma3_text);
     if (params) sources.push_back(*params);
     if (const auto theta = rope_number(sources, "rope_theta", 1.0, kMaxRopeTheta, "above 1 and at most 1e12"))
         m.rope_theta = *theta;
@@ -277,17 +286,21 @@ void read_qwen3_moe(const json& cfg, ModelConfig& m) {
 
 // Sliding-window attention as transformers build it: Mistral, Mixtral and Phi-3 attend through
 // sliding_window whenever it is set (Phi3Model: create_sliding_window_causal_mask); Qwen2 and Qwen3
-// only with use_sliding_window, and then on the layers from max_window_layers on (Qwen2Config: "sliding_attention" if i >= max_window_layers,
-// default 28); a transformers-5 config may list layer_types itself. Llama has none. A model whose
-// layers mix full and sliding attention is refused (every layer is planned alike).
+// only with use_sliding_window, and then on the layers from max_window_layers on (Qwen2Config:
+// "sliding_attention" if i >= max_window_layers, default 28); Gemma 3 on every layer but one in
+// sliding_window_pattern (Gemma3TextConfig: sliding unless (i + 1) % pattern == 0, default 6, window
+// 4096); a transformers-5 config may list layer_types itself. Llama has none. Layers of both kinds
+// are planned at their mean attention for Gemma 3, whose kinds interleave; elsewhere (Qwen2's first
+// layers full, the rest windowed) a pipeline stage could hold one kind only: refused.
 void read_sliding_window(const json& cfg, ModelConfig& m) {
     const bool mistral =
         m.family == ModelFamily::mistral || m.family == ModelFamily::mixtral || m.family == ModelFamily::phi3;
     const bool qwen = m.family == ModelFamily::qwen2 || m.family == ModelFamily::qwen3 ||
                       m.family == ModelFamily::qwen3_moe;
-    if (!mistral && !qwen) return;
-    const std::int64_t window = positive_int(cfg, "sliding_window", false, 0);
-    const bool on = window > 0 && (mistral || boolean(cfg, "use_sliding_window", false));
+    const bool gemma = m.family == ModelFamily::gemma3_text;
+    if (!mistral && !qwen && !gemma) return;
+    const std::int64_t window = positive_int(cfg, "sliding_window", false, gemma ? 4096 : 0);
+    const bool on = window > 0 && (mistral || gemma || boolean(cfg, "use_sliding_window", false));
     std::int64_t sliding = 0;  // layers with the window
     const char* key = "sliding_window";
     if (const auto it = cfg.find("layer_types"); it != cfg.end() && !it->is_null()) {
@@ -300,27 +313,47 @@ void read_sliding_window(const json& cfg, ModelConfig& m) {
         if (sliding + std::count(it->begin(), it->end(), json("full_attention")) != static_cast<std::int64_t>(it->size()))
             throw InputError("layer_types", "only full_attention and sliding_attention layers are modelled");
         key = "layer_types";
+    } else if (on && gemma) {
+        const std::int64_t pattern = positive_int(cfg, "sliding_window_pattern", false, 6);
+        sliding = m.layers - m.layers / pattern;
     } else if (on) {
         sliding = qwen ? std::max<std::int64_t>(0, m.layers - int_at_least(cfg, "max_window_layers", 0, false, 28)) : m.layers;
         if (qwen) key = "max_window_layers";
     }
     if (sliding > 0 && window == 0) throw InputError("sliding_window", "missing beside sliding_attention layers");
-    if (sliding != 0 && sliding != m.layers)
+    if (sliding != 0 && sliding != m.layers && !gemma)
         throw InputError(key, std::to_string(sliding) + " of " + std::to_string(m.layers) +
                                   " layers attend through a sliding window and the others to the whole sequence: "
-                                  "layers of two kinds are not modelled (every layer is planned alike)");
+                                  "layers of two kinds are modelled for Gemma 3's interleaved pattern only (a "
+                                  "pipeline stage here could hold one kind alone)");
     m.sliding_window = sliding > 0 ? window : 0;
+    m.full_attention_layers = sliding > 0 ? m.layers - sliding : 0;
 }
 
-// Llama-family (llama, mistral, qwen2, qwen3, phi3, mixtral, qwen3_moe) shape and layout from its config.json keys.
+// Gemma 3's text model (transformers Gemma3TextConfig, Gemma3DecoderLayer): Llama's layer with
+// per-head q/k norms, a norm on each sublayer's output (sandwich norms), a GeLU-gated MLP
+// (hidden_activation, gelu_pytorch_tanh), head_dim 256 and a tied head by default. Logit
+// soft-capping (Gemma 2's; null in Gemma 3's configs) is refused: its tanh over the logits and the
+// eager attention it forces are not counted.
+void read_gemma3_text(const json& cfg, ModelConfig& m) {
+    for (const char* cap : {"final_logit_softcapping", "attn_logit_softcapping"})
+        if (const auto it = cfg.find(cap); it != cfg.end() && !it->is_null())
+            throw InputError(cap, "logit soft-capping is not modelled (a tanh pass over the logits or the attention "
+                                  "scores, and the eager attention it forces); Gemma 3's configs leave it null");
+    m.activation = text(cfg, "hidden_activation", "gelu_pytorch_tanh");
+    m.qk_norm = m.sandwich_norms = true;
+}
+
+// Llama-family (llama, mistral, qwen2, qwen3, phi3, gemma3_text, mixtral, qwen3_moe) shape and layout from its config.json keys.
 void read_llama_family(const json& cfg, ModelConfig& m) {
     // Llama family (Touvron et al. 2023; HF LlamaConfig): RMSNorm, RoPE, GQA, SwiGLU.
     m.hidden = positive_int(cfg, "hidden_size", true);
     m.layers = positive_int(cfg, "num_hidden_layers", true);
     m.heads = positive_int(cfg, "num_attention_heads", true);
-    m.kv_heads = positive_int(cfg, "num_key_value_heads", false, m.heads);
-    if (cfg.contains("head_dim") && !cfg["head_dim"].is_null()) {
-        m.head_dim = positive_int(cfg, "head_dim", true);
+    const bool gemma = m.family == ModelFamily::gemma3_text;  // Gemma3TextConfig's defaults: 4 kv heads of 256
+    m.kv_heads = positive_int(cfg, "num_key_value_heads", false, gemma ? 4 : m.heads);
+    if (gemma || (cfg.contains("head_dim") && !cfg["head_dim"].is_null())) {
+        m.head_dim = positive_int(cfg, "head_dim", false, 256);
     } else {
         if (m.hidden % m.heads != 0)
             throw InputError("num_attention_heads", std::to_string(m.heads) + " does not divide hidden_size " +
@@ -330,7 +363,7 @@ void read_llama_family(const json& cfg, ModelConfig& m) {
     m.ffn_hidden = positive_int(cfg, "intermediate_size", true);
     m.vocab = positive_int(cfg, "vocab_size", true);
     m.max_positions = positive_int(cfg, "max_position_embeddings", true);
-    m.tied_embeddings = boolean(cfg, "tie_word_embeddings", false);
+    m.tied_embeddings = boolean(cfg, "tie_word_embeddings", gemma);
     m.norm = NormKind::rmsnorm;
     m.mlp = MlpKind::swiglu;
     m.activation = text(cfg, "hidden_act", "");  // LlamaConfig's default: silu
@@ -354,6 +387,7 @@ void read_llama_family(const json& cfg, ModelConfig& m) {
         m.experts_per_token = positive_int(cfg, "num_experts_per_tok", true);
     }
     if (m.family == ModelFamily::qwen3_moe) read_qwen3_moe(cfg, m);
+    if (gemma) read_gemma3_text(cfg, m);
     read_sliding_window(cfg, m);
 }
 
@@ -419,6 +453,10 @@ std::vector<ParamTensor> param_tensors(const ModelConfig& m) {
     }
     add("o_proj.weight", h, m.q_width(), TpSplit::row, TensorPlace::layer, true);
     if (m.out_bias) add("o_proj.bias", h, 1, TpSplit::replicated, TensorPlace::layer);
+    if (m.sandwich_norms) {  // Gemma 3: post_attention_layernorm, post_feedforward_layernorm
+        add("attn_post_norm.weight", h, 1, TpSplit::replicated, TensorPlace::layer);
+        add("mlp_post_norm.weight", h, 1, TpSplit::replicated, TensorPlace::layer);
+    }
     add("mlp_norm.weight", h, 1, TpSplit::replicated, TensorPlace::layer);
     if (ln) add("mlp_norm.bias", h, 1, TpSplit::replicated, TensorPlace::layer);
     const std::int64_t e = m.experts;

@@ -51,7 +51,14 @@ void adjust_throughput_pytorch(const ModelConfig&, const Plan& plan, ThroughputO
 
 // Plain PyTorch on one GPU (validation/pytorch/train.py): no DistributedDataParallel, no
 // sharding, no model parallelism (its memory has no DDP buckets or collectives).
-void check_pytorch_plan(const ModelConfig&, const Plan& p) {
+void check_pytorch_plan(const ModelConfig& m, const Plan& p) {
+    // Its saved tensors and eager kernels are transformers' modules written down op by op (GPT-2,
+    // Llama, Qwen, Phi-3): Gemma3RMSNorm ((1 + weight) in fp32) and its norms on the sublayer outputs
+    // are not among them.
+    if (m.sandwich_norms)
+        throw InputError("--model", m.name + ": the pytorch profile counts Hugging Face's GPT-2, Llama, Qwen and "
+                                             "Phi-3 modules op by op, not Gemma 3's norms; use --framework deepspeed, "
+                                             "torchtitan or megatron");
     const char* flag = p.dp > 1 ? "--dp" : p.tp > 1 ? "--tp" : p.pp > 1 ? "--pp" : p.cp > 1 ? "--cp" : p.ep > 1 ? "--ep"
                                                                                                       : nullptr;
     if (flag)

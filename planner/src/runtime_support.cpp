@@ -87,6 +87,10 @@ void check_runtime_model(const ModelConfig& m) {
     if (m.qk_norm)
         not_run("--model", "per-head q/k norms (" + std::string(to_string(m.family)) +
                                "'s q_norm and k_norm) are not implemented by the runtime");
+    if (m.sandwich_norms)
+        not_run("--model", "norms on the attention and MLP outputs (" + std::string(to_string(m.family)) +
+                               "'s post_attention_layernorm and post_feedforward_layernorm) are not implemented by "
+                               "the runtime");
     if (m.head_dim % 2 != 0 && m.position == PositionKind::rope) not_run("--model", "RoPE needs an even head_dim");
     // The RoPE tables (runtime ref::rope_inv_freq) know no other scaling. A type scales without a
     // factor too (Phi-3's longrope: per-frequency short_factor and an attention factor at any length).

@@ -130,9 +130,10 @@ void attention_core(LayerCost& c, const ModelConfig& m, const Plan& p, const Rat
     const double ab = r.act_bytes;
     if (p.attention == AttentionKind::flash) {
         // A causal flash kernel executes half of the 4*b*s^2*q_width FLOPs (Dao et al. 2022), fewer
-        // under a sliding window (its blocks beyond the window are skipped: causal_attention_pairs);
-        // its backward runs 5 matmuls to the forward's 2 (it recomputes S = QK^T, alg. 4).
-        const double fwd = 4.0 * b * causal_attention_pairs(p.seq, m.sliding_window) * qw / t;
+        // under a sliding window (its blocks beyond the window are skipped: causal_attention_pairs;
+        // layers of both kinds at their mean, mean_causal_pairs); its backward runs 5 matmuls to the
+        // forward's 2 (it recomputes S = QK^T, alg. 4).
+        const double fwd = 4.0 * b * mean_causal_pairs(m, p.seq) * qw / t;
         const double rate = r.attn_peak * r.attn_fraction;
         c.attn_fwd = fwd / rate;
         c.attn_bwd = 2.5 * fwd / rate;
@@ -213,6 +214,7 @@ LayerCost layer_cost(const ModelConfig& m, const Plan& p, const Rates& r, const 
     bytes += 2.0 * (3.0 * M * h * ab) / sp_div;  // two residual adds: read 2, write 1
     if (m.position == PositionKind::rope) bytes += 2.0 * M * (qw + kvw) / t * ab;  // RoPE on q and k
     if (m.qk_norm) bytes += 2.0 * M * (qw + kvw) / t * ab;  // per-head q/k norms: read, write normalized
+    if (m.sandwich_norms) bytes += 2.0 * (2.0 * M * h * ab) / sp_div;  // two post-sublayer norms, likewise
     bytes += (m.mlp == MlpKind::swiglu ? 3.0 : 2.0) * Mk * f / t * ab;  // silu(g)*u: read 2, write 1 | GeLU
     if (m.is_moe()) bytes += 4.0 * Mk * h * ab;                          // token dispatch + combine permutes
     if (p.dropout > 0) bytes += 2.0 * M * h * (2.0 * ab + 1.0) / sp_div;  // two residual dropouts

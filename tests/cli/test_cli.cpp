@@ -315,15 +315,26 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"memory --dropout 2", "--dropout"}, BadCase{"memory --sp", "--sp"},
                       BadCase{"frobnicate", "frobnicate"}));
 
-TEST(CliCatalog, ModelsJsonListsTwentyEightWithExactCounts) {
+TEST(CliCatalog, ModelsJsonListsThirtyOneWithExactCounts) {
     const auto r = run_preflight("models --format json");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto j = nlohmann::json::parse(r.out);
-    ASSERT_EQ(j.at("models").size(), 30u);  // 17 + two Qwen3 + two Phi-3 + the nine MPT builds of llm-foundry's benchmarks
+    ASSERT_EQ(j.at("models").size(), 31u);  // 17 + two Qwen3 + two Phi-3 + Gemma 3 + the nine MPT builds of llm-foundry's benchmarks
     for (const auto& m : j.at("models")) {
         if (m.at("name") == "gpt2") EXPECT_EQ(m.at("params"), 124'439'808);
         if (m.at("name") == "qwen3-30b-a3b") EXPECT_EQ(m.at("family"), "qwen3_moe");
+        // The window a query attends through (Mistral-7B: 4,096 keys, Phi-3-mini-4k: 2,047), null for none.
+        if (m.at("name") == "mistral-7b") EXPECT_EQ(m.at("sliding_window"), 4096);
+        if (m.at("name") == "phi-3-mini-4k") EXPECT_EQ(m.at("sliding_window"), 2047);
+        if (m.at("name") == "llama-3-8b") EXPECT_TRUE(m.at("sliding_window").is_null());
     }
+    const auto table = run_preflight("models");
+    const auto row = table.out.find("mistral-7b");
+    ASSERT_NE(row, std::string::npos);
+    const auto line = table.out.substr(row, table.out.find('\n', row) - row);
+    const auto context = line.find(" 32768 ");  // context, then window
+    ASSERT_NE(context, std::string::npos) << line;
+    EXPECT_EQ(line.substr(line.find_last_of(' ') + 1), "4096") << line;
 }
 
 TEST(CliCatalog, GpusShowUnknownFp8AsNA) {

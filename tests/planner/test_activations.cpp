@@ -164,6 +164,20 @@ TEST(Activations, Phi3FusedQkvKeepsTheWholeProjectionForV) {
     EXPECT_EQ(layer_activation_bytes(m, p, hf), layer_activation_bytes(apart, p, hf));
 }
 
+TEST(Activations, Gemma3SandwichNormsKeepTheSublayerOutputs) {
+    // gemma-3-1b, s = 4096, b = 1, flash, bf16 (h 1152, q 4 x 256, kv 256, f 6912, 4 heads): Llama's
+    // inventory at these widths (norm inputs and outputs 4 x 2h, Q 2q, K and V 2 x 2kv, attention output
+    // 2q, log-sum-exp 4a, the gated MLP's gate, up and product 3 x 2f), the q and k projections the
+    // per-head norms keep (2q + 2kv), and the attention and MLP outputs the post-sublayer norms keep (2 x 2h).
+    const ModelConfig m = test::catalog_model("gemma-3-1b");
+    Plan p;
+    p.seq = 4096;
+    const std::int64_t sb = 4096, hh = 1152, q = 1024, kv = 256, f = 6912, heads = 4;
+    const std::int64_t llama = sb * (4 * 2 * hh + 2 * q + 2 * 2 * kv + 2 * q + 4 * heads + 3 * 2 * f);
+    EXPECT_EQ(layer_activation_bytes(m, p), llama + sb * (2 * q + 2 * kv) + sb * 2 * 2 * hh);
+    EXPECT_EQ(layer_activation_bytes(m, p), 4096LL * 62'992);
+}
+
 TEST(Activations, Fp32DoublesAndFp8HalvesGemmInputs) {
     const ModelConfig m = test::catalog_model("gpt2");
     Plan p;

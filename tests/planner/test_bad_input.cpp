@@ -131,6 +131,51 @@ TEST(BadInput, SlidingWindowsAsTransformersApplyThem) {
     EXPECT_EQ(subject_of([&] { check_runtime_plan(m, p); }), "--seq");
 }
 
+TEST(BadInput, AnErrorWhoseSubjectHoldsANulByteKeepsItsDetail) {
+    // Found by the fuzzer (a Megatron script with NUL bytes in a line the error quotes): detail() was
+    // cut from what(), which ends at the first NUL, and threw std::out_of_range past its end.
+    const InputError e(std::string("script.sh:3\0\0x", 14), "names no model we know");
+    EXPECT_EQ(e.detail(), "names no model we know");
+    EXPECT_EQ(e.subject().size(), 14u);
+}
+
+TEST(BadInput, Gemma3TextAsTransformersBuildIt) {
+    // Gemma3TextConfig: sliding unless (i + 1) % sliding_window_pattern == 0 (default 6, window 4096),
+    // head_dim 256 and 4 key/value heads by default, a tied head, hidden_activation for the gate.
+    auto g = llama_cfg();  // hidden 256, 8 heads
+    g["model_type"] = "gemma3_text";
+    g["num_hidden_layers"] = 12;
+    g.erase("num_key_value_heads");
+    ModelConfig m = model_from_hf_config(g, "g");
+    EXPECT_EQ(m.sliding_window, 4096);
+    EXPECT_EQ(m.full_attention_layers, 2);  // layers 5 and 11 of 0..11
+    EXPECT_EQ(m.head_dim, 256);
+    EXPECT_EQ(m.kv_heads, 4);
+    EXPECT_TRUE(m.tied_embeddings && m.qk_norm && m.sandwich_norms);
+    EXPECT_EQ(m.activation, "gelu_pytorch_tanh");
+    g["sliding_window_pattern"] = 4;
+    EXPECT_EQ(model_from_hf_config(g, "g").full_attention_layers, 3);
+    g["layer_types"] = nlohmann::json::array();
+    for (int i = 0; i < 12; ++i) g["layer_types"].push_back(i < 9 ? "sliding_attention" : "full_attention");
+    EXPECT_EQ(model_from_hf_config(g, "g").full_attention_layers, 3);
+    // transformers 5: rope_parameters keyed by layer type; the global (full_attention) entry is read.
+    g["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}, {"rope_theta", 1e6}}},
+                            {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 1e4}}}};
+    EXPECT_DOUBLE_EQ(model_from_hf_config(g, "g").rope_theta, 1e6);
+    g["final_logit_softcapping"] = 30.0;  // Gemma 2's tanh over the logits: not counted, refused
+    EXPECT_EQ(subject_of([&] { model_from_hf_config(g, "g"); }), "final_logit_softcapping");
+    g.erase("final_logit_softcapping");
+    g["model_type"] = "gemma3";  // the multimodal model: its vision tower is not modelled
+    EXPECT_EQ(subject_of([&] { model_from_hf_config(g, "g"); }), "model_type");
+    // Neither the runtime nor the pytorch profile (Hugging Face's modules op by op) has Gemma's norms.
+    g["model_type"] = "gemma3_text";
+    m = model_from_hf_config(g, "g");
+    EXPECT_EQ(subject_of([&] { check_runtime_model(m); }), "--model");
+    Plan p;
+    p.seq = 256;
+    EXPECT_EQ(subject_of([&] { pytorch_profile().check_plan(m, p); }), "--model");
+}
+
 struct PlanCase {
     const char* flag;
     Plan plan;

@@ -242,23 +242,38 @@ TEST(LrAdvice, WarnsBeyondWhereTheRulesWereChecked) {
     EXPECT_EQ(lr_advice(4e-3, 1 << 20, 1 << 24, Optimizer::adamw).warnings.size(), 1u);
 }
 
+// Whether each of the Megatron-LM, torchtitan and nanotron forms of the plan warns with `text`.
+bool every_form_warns(const ModelConfig& m, const Plan& p, const std::string& text) {
+    std::vector<std::string> mw, tw, nw;
+    megatron_arguments(m, p, &mw);
+    torchtitan_toml(m, p, &tw);
+    nanotron_yaml(m, p, &nw);
+    auto said = [&](const std::vector<std::string>& w) {
+        return std::any_of(w.begin(), w.end(), [&](const std::string& s) { return s.find(text) != std::string::npos; });
+    };
+    return said(mw) && said(tw) && said(nw);
+}
+
 // Mistral-7B's sliding window (4,096 keys) has no flag in the Megatron-LM, torchtitan or nanotron
 // forms written here: a plan whose sequence outruns it says so; one within it says nothing.
 TEST(Emit, SlidingWindowNotCarriedIsSaid) {
     const ModelConfig m = load_model("mistral-7b", kData);
     Plan p;
     p.seq = 8192, p.dp = 8;
-    std::vector<std::string> mw, tw, nw;
-    megatron_arguments(m, p, &mw);
-    torchtitan_toml(m, p, &tw);
-    nanotron_yaml(m, p, &nw);
-    for (const auto* w : {&mw, &tw, &nw})
-        EXPECT_TRUE(std::any_of(w->begin(), w->end(), [](const std::string& s) {
-            return s.find("sliding window of 4096 keys") != std::string::npos;
-        }));
+    EXPECT_TRUE(every_form_warns(m, p, "sliding window of 4096 keys"));
     p.seq = 4096;
     std::vector<std::string> within;
     megatron_arguments(m, p, &within);
     EXPECT_FALSE(std::any_of(within.begin(), within.end(),
                              [](const std::string& s) { return s.find("sliding window") != std::string::npos; }));
+}
+
+TEST(Emit, Gemma3PartsNotCarriedAreSaid) {
+    // Megatron-LM's, torchtitan's and nanotron's Llama-shaped models have no norms on the sublayer
+    // outputs and gate with silu: Gemma 3's post-sublayer norms and GeLU gate are said, not dropped.
+    const ModelConfig m = load_model("gemma-3-1b", kData);
+    Plan p;
+    p.seq = 512, p.dp = 8;
+    EXPECT_TRUE(every_form_warns(m, p, "post_feedforward_layernorm"));
+    EXPECT_TRUE(every_form_warns(m, p, "gelu_pytorch_tanh"));
 }

@@ -124,3 +124,19 @@ TEST(Flops, SlidingWindowCapsTheKeysAQueryScores) {
     p.seq = 4096;
     EXPECT_DOUBLE_EQ(estimate_throughput(m, g, p).step_time_s, estimate_throughput(full, g, p).step_time_s);
 }
+
+TEST(Flops, LayersOfTwoKindsCountAtTheirMean) {
+    // Gemma 3 1B at seq 4096: 22 layers attend through 512 keys, s^2/2 - (s - 512)^2/2 = 8,388,608 -
+    // 6,422,528 = 1,966,080 pairs; the 4 others through all 8,388,608: a layer's mean is
+    // (22 x 1,966,080 + 4 x 8,388,608) / 26 = 76,808,192 / 26.
+    const ModelConfig m = test::catalog_model("gemma-3-1b");
+    EXPECT_DOUBLE_EQ(mean_causal_pairs(m, 4096), 76'808'192.0 / 26);
+    const double q = 4 * 256;
+    EXPECT_DOUBLE_EQ(forward_flops_per_token(m, 4096, AttentionFlops::causal).attention_scores,
+                     2 * q * 76'808'192.0 / 26 / 4096);
+    // Full convention: a windowed layer's query scores 512 keys, a full one's 4096.
+    EXPECT_DOUBLE_EQ(forward_flops_per_token(m, 4096, AttentionFlops::full).attention_scores,
+                     2 * q * (22 * 512.0 + 4 * 4096.0) / 26);
+    // Within the window every layer sees the whole sequence.
+    EXPECT_DOUBLE_EQ(mean_causal_pairs(m, 512), causal_attention_pairs(512, 0));
+}

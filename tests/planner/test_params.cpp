@@ -38,6 +38,8 @@ INSTANTIATE_TEST_SUITE_P(
                       // Phi-3-mini: 3,821,079,552, as keras-hub's phi3_presets.py lists it; Phi-4: the
                       // model card's 14B (Params.Phi3FusedProjectionsByHand derives both).
                       Published{"phi-3-mini-4k", 3'821'079'552}, Published{"phi-4", 14'659'507'200},
+                      // Gemma 3 1B: the model card's 1B (Params.Gemma3TextByHand derives the count).
+                      Published{"gemma-3-1b", 999'885'952},
                       // MPT builds of llm-foundry's benchmark tables (NumParams at seq 2048,
                       // scripts/train/benchmarking/README.md).
                       Published{"mpt-125m", 125'311'488}, Published{"mpt-350m", 355'985'408},
@@ -52,8 +54,8 @@ INSTANTIATE_TEST_SUITE_P(
         return n;
     });
 
-TEST(Params, CatalogHoldsExactlyTheThirtyModels) {
-    EXPECT_EQ(catalog_models(test::data_dir()).size(), 30u);
+TEST(Params, CatalogHoldsExactlyTheThirtyOneModels) {
+    EXPECT_EQ(catalog_models(test::data_dir()).size(), 31u);
 }
 
 TEST(Params, DenseModelsAreFullyActive) {
@@ -121,6 +123,21 @@ TEST(Params, Phi3FusedProjectionsByHand) {
     // Phi-3-mini-4k attends through a 2,047-key window (Phi3Model's sliding-window mask).
     EXPECT_EQ(test::catalog_model("phi-3-mini-4k").sliding_window, 2047);
     EXPECT_EQ(phi4.sliding_window, 0);
+}
+
+TEST(Params, Gemma3TextByHand) {
+    // Gemma 3 1B (google/gemma-3-1b-pt): q 4 x 256 = 1024 and o from 1024 to 1152, k and v 1 x 256,
+    // the gated MLP 3 x 1152 x 6912, four RMSNorms of 1152 (two before, two after the sublayers) and
+    // the q/k norms of head_dim 256; 26 layers; the tied embedding 262,144 x 1152 and the final norm.
+    const std::int64_t layer = 2 * 1152LL * 1024 + 2 * 1152LL * 256 + 3 * 1152LL * 6912 + 4 * 1152 + 2 * 256;
+    const ModelConfig m = test::catalog_model("gemma-3-1b");
+    EXPECT_TRUE(m.sandwich_norms && m.qk_norm && m.tied_embeddings);
+    const ParamCounts c = count_params(m);
+    EXPECT_EQ(c.per_layer, layer);
+    EXPECT_EQ(c.total, 262144LL * 1152 + 26 * layer + 1152);
+    // Five layers in six attend through 512 keys: layers 5, 11, 17 and 23 see the whole sequence.
+    EXPECT_EQ(m.sliding_window, 512);
+    EXPECT_EQ(m.full_attention_layers, 4);
 }
 
 TEST(Params, Gpt2SmallByHand) {

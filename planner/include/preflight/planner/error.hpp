@@ -12,14 +12,16 @@ namespace preflight {
 class InputError : public std::runtime_error {
 public:
     InputError(std::string subject, const std::string& message)
-        : std::runtime_error(subject + ": " + message), subject_(std::move(subject)) {}
+        : std::runtime_error(subject + ": " + message), subject_(std::move(subject)), detail_(message) {}
     // The field, flag or file the message is about (e.g. "--tp", "hidden_size").
     const std::string& subject() const noexcept { return subject_; }
-    // The message without "subject: ": to say the same of another subject (a key, a file).
-    std::string detail() const { return std::string(what()).substr(subject_.size() + 2); }
+    // The message without "subject: ": to say the same of another subject (a key, a file). Kept
+    // apart, not cut from what(): a subject quoting input with a NUL byte ends what() early.
+    const std::string& detail() const noexcept { return detail_; }
 
 private:
     std::string subject_;
+    std::string detail_;
 };
 
 }  // namespace preflight

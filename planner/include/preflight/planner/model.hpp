@@ -10,7 +10,7 @@
 
 namespace preflight {
 
-enum class ModelFamily { gpt2, llama, mistral, qwen2, mixtral, qwen3, qwen3_moe, phi3 };
+enum class ModelFamily { gpt2, llama, mistral, qwen2, mixtral, qwen3, qwen3_moe, phi3, gemma3_text };
 enum class NormKind { layernorm, rmsnorm };
 enum class MlpKind { gelu, swiglu };
 enum class PositionKind { learned, rope };
@@ -53,6 +53,10 @@ struct ModelConfig {
     // Hugging Face eager profile, the views of its output that autograd keeps.
     bool fused_qkv = false;
     bool fused_gate_up = false;
+    // Sandwich norms: an RMSNorm on the attention output and on the MLP output before each residual
+    // add, beside the two pre-norms (Gemma 3: transformers' Gemma3DecoderLayer post_attention_layernorm
+    // and post_feedforward_layernorm), one weight of hidden_size each.
+    bool sandwich_norms = false;
     std::int64_t experts = 1;          // MoE experts per layer (1 = dense)
     std::int64_t experts_per_token = 1;  // top-k routing
     double rope_theta = 10000.0;       // RoPE base (config rope_theta; Su et al. 2021)
@@ -61,9 +65,14 @@ struct ModelConfig {
     // --rotary-percent). Memory and FLOPs do not depend on it; `preflight run` rotates all.
     double rope_fraction = 1.0;
     // Sliding-window attention: each query attends to the last `sliding_window` keys (itself
-    // included) on every layer; 0 = full causal attention (Mistral, Mixtral: sliding_window; Qwen2
-    // and Qwen3: with use_sliding_window). Attention FLOPs and flash time count the window.
+    // included) on the windowed layers; 0 = full causal attention (Mistral, Mixtral, Phi-3:
+    // sliding_window; Qwen2 and Qwen3: with use_sliding_window; Gemma 3: five layers in six).
+    // Attention FLOPs and flash time count the window.
     std::int64_t sliding_window = 0;
+    // Of the layers, those that attend to the whole sequence in spite of sliding_window (Gemma 3: one
+    // in sliding_window_pattern); 0 = every layer attends through the window. The planner's layers are
+    // alike: each takes the mean of the two kinds' attention (mean_causal_pairs).
+    std::int64_t full_attention_layers = 0;
     // The MLP's nonlinearity as the config names it (Llama family hidden_act, GPT-2
     // activation_function; empty: not named, the family's own, silu or gelu_new): memory and FLOPs
     // do not depend on it; `preflight run` computes only the ones its kernels implement
@@ -120,7 +129,7 @@ ParamCounts count_params(const ModelConfig& m);
 ParamCounts count_params(const ModelConfig& m, const std::vector<ParamTensor>& tensors);
 
 // Builds a ModelConfig from a Hugging Face config.json object (llama, mistral,
-// qwen2, qwen3, phi3, gpt2, mixtral, qwen3_moe families, chosen by "model_type"). Throws InputError
+// qwen2, qwen3, phi3, gemma3_text, gpt2, mixtral, qwen3_moe families, chosen by "model_type"). Throws InputError
 // naming the field for anything missing, negative or inconsistent.
 ModelConfig model_from_hf_config(const nlohmann::json& config, const std::string& name);
 

@@ -41,6 +41,9 @@ struct ForwardFlopsPerToken {
 // The (query, key) pairs a causal attention kernel scores in one sequence of `seq` tokens: s^2/2,
 // less the (s - w)^2/2 pairs beyond a sliding window of w keys (0: no window).
 double causal_attention_pairs(std::int64_t seq, std::int64_t window);
+// The same for one layer of the model, at the mean over its layers where some attend through the
+// window and others to the whole sequence (ModelConfig::full_attention_layers, Gemma 3).
+double mean_causal_pairs(const ModelConfig& m, std::int64_t seq);
 
 ForwardFlopsPerToken forward_flops_per_token(const ModelConfig& model, std::int64_t seq,
                                              AttentionFlops convention = AttentionFlops::full);
