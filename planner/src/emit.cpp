@@ -76,7 +76,25 @@ void add_megatron_model_arguments(const ModelConfig& m, std::vector<std::string>
         arg("--group-query-attention");
         arg("--num-query-groups", s(m.kv_heads));
     }
-    if (m.mlp == MlpKind::swiglu) arg("--swiglu");
+    if (m.mlp == MlpKind::swiglu && m.glu_clamp > 0) {
+        // gpt-oss's experts: quick_gelu(gate) * (up + 1), both clamped (arguments.py --quick-geglu,
+        // --glu-linear-offset, --activation-func-clamp-value).
+        char clamp[32];
+        std::snprintf(clamp, sizeof clamp, "%g", m.glu_clamp);
+        arg("--quick-geglu");
+        arg("--glu-linear-offset", "1.0");
+        arg("--activation-func-clamp-value", clamp);
+    } else if (m.mlp == MlpKind::swiglu) {
+        arg("--swiglu");
+    }
+    if (m.attention_sinks) arg("--softmax-type", "learnable");  // a learned sink logit per head (gpt-oss)
+    // FlashAttention's window (left, right) counts the keys before the query: transformers' window of
+    // W keys (the query's own included) is W - 1 to the left; every Nth layer full (1-based,
+    // megatron/core/transformer/utils.py is_layer_window_attention).
+    if (emit_detail::megatron_carries_window(m)) {
+        arg("--window-size", s(m.sliding_window - 1) + ",0");
+        if (m.full_attention_layers > 0) arg("--window-attn-skip-freq", s(m.full_attention_period));
+    }
     if (m.norm == NormKind::rmsnorm) arg("--normalization", "RMSNorm");
     if (m.qk_norm) arg("--qk-layernorm");  // per-head q/k norms of the same kind (Qwen3)
     arg("--position-embedding-type", m.position == PositionKind::rope ? "rope" : "learned_absolute");
@@ -99,7 +117,8 @@ void add_megatron_model_arguments(const ModelConfig& m, std::vector<std::string>
             w->push_back("RoPE scaling: Megatron fixes the llama3 low/high frequency factors at 1 and 4 and the "
                          "original context at 8192; this model's differ");
     } else if (!rs.type.empty() && w) {
-        w->push_back("RoPE scaling '" + one_line(rs.type) + "' has no Megatron-LM flag: the positions run unscaled");
+        w->push_back("RoPE scaling '" + one_line(rs.type) + "' is not written (llama3's alone is): the positions "
+                     "would run unscaled");
     }
     arg("--max-position-embeddings", s(m.max_positions));
     if (!m.tied_embeddings) arg("--untie-embeddings-and-output-weights");
@@ -211,8 +230,8 @@ std::string megatron_arguments(const ModelConfig& m, const Plan& p, std::vector<
     };
     const auto s = [](auto v) { return std::to_string(v); };
     add_megatron_model_arguments(m, a, w);
-    emit_detail::warn_sliding_window(m, p, w, "Megatron-LM");
-    emit_detail::warn_model_parts(m, w, "Megatron-LM");
+    if (!emit_detail::megatron_carries_window(m)) emit_detail::warn_sliding_window(m, p, w, "Megatron-LM");
+    emit_detail::warn_model_parts(m, w, "Megatron-LM", true);
     // Plan.
     arg("--seq-length", s(p.seq));
     arg("--micro-batch-size", s(p.mbs));

@@ -12,42 +12,58 @@ using nlohmann::json;
 
 using emit_detail::warn;
 
+namespace {
+
+// peft.LoraConfig fields, with the model class's own module names (target_modules) and, for
+// experts held as parameter tensors, PEFT's target_parameters.
+json lora_config(const ModelConfig& m, const Plan& p, std::vector<std::string>* w) {
+    const HfModuleNames names = m.architecture == "MPTForCausalLM" ? HfModuleNames::mpt
+                                : m.family == ModelFamily::gpt2    ? HfModuleNames::gpt2
+                                : m.family == ModelFamily::mixtral ? HfModuleNames::mixtral
+                                : m.family == ModelFamily::phi3    ? HfModuleNames::phi3
+                                                                   : HfModuleNames::llama;
+    const unsigned expert_bits = lora_gate | lora_up | lora_down;
+    const bool gpt_oss = m.family == ModelFamily::gpt_oss;  // its experts: parameter tensors, not nn.Linear
+    json targets = json::parse(lora_target_modules_json(gpt_oss ? p.lora.targets & ~expert_bits : p.lora.targets, names));
+    if (names == HfModuleNames::mixtral && (p.lora.targets & expert_bits) != 0)
+        warn(w, "Mixtral's experts: transformers releases with MixtralBlockSparseTop2MLP name them w1 (gate), w3 "
+                "(up) and w2 (down), as emitted; releases whose MixtralExperts hold them as fused parameter tensors "
+                "(gate_up_proj, down_proj) need PEFT's target_parameters instead");
+    if (m.family == ModelFamily::qwen3_moe && (p.lora.targets & expert_bits) != 0)
+        warn(w, "Qwen3-MoE's experts: transformers releases with a Qwen3MoeMLP per expert name them gate_proj, "
+                "up_proj and down_proj, as emitted (the router, mlp.gate, is not adapted); releases whose experts "
+                "hold fused parameter tensors need PEFT's target_parameters instead");
+    json lora = {{"r", p.lora.rank},          {"lora_alpha", p.lora.alpha}, {"lora_dropout", p.lora.dropout},
+                 {"target_modules", targets}, {"bias", "none"},             {"task_type", "CAUSAL_LM"}};
+    // PEFT's target_parameters (ParamWrapper, peft >= 0.17) adapts a 3-D expert tensor with one rank-r
+    // pair per expert, the count planned.
+    if (gpt_oss && (p.lora.targets & expert_bits) != 0) {
+        json parameters = json::array();
+        if (p.lora.targets & (lora_gate | lora_up)) parameters.push_back("mlp.experts.gate_up_proj");
+        if (p.lora.targets & lora_down) parameters.push_back("mlp.experts.down_proj");
+        lora["target_parameters"] = parameters;
+    }
+    const unsigned qkv = p.lora.targets & (lora_q | lora_k | lora_v);
+    if (m.fused_qkv && qkv != 0 && qkv != (lora_q | lora_k | lora_v))
+        warn(w, std::string(names == HfModuleNames::mpt    ? "MPT fuses q, k and v in Wqkv"
+                            : names == HfModuleNames::phi3 ? "Phi-3 fuses q, k and v in qkv_proj"
+                                                           : "GPT-2 fuses q, k and v in c_attn") +
+                    ": PEFT adapts all three together, as planned");
+    const unsigned gate_up = p.lora.targets & (lora_gate | lora_up);
+    if (m.fused_gate_up && gate_up != 0 && gate_up != (lora_gate | lora_up))
+        warn(w, std::string(gpt_oss ? "gpt-oss's experts fuse" : "Phi-3 fuses") +
+                    " gate and up in gate_up_proj: PEFT adapts both together, as planned");
+    return lora;
+}
+
+}  // namespace
+
 json peft_config(const ModelConfig& m, const Plan& p, std::vector<std::string>* w) {
     json j;
-    if (p.finetune == Finetune::full) {
+    if (p.finetune == Finetune::full)
         warn(w, "a full fine-tune has no PEFT config: only the Trainer settings are emitted");
-    } else {
-        // peft.LoraConfig fields.
-        const HfModuleNames names = m.architecture == "MPTForCausalLM" ? HfModuleNames::mpt
-                                    : m.family == ModelFamily::gpt2    ? HfModuleNames::gpt2
-                                    : m.family == ModelFamily::mixtral ? HfModuleNames::mixtral
-                                    : m.family == ModelFamily::phi3    ? HfModuleNames::phi3
-                                                                       : HfModuleNames::llama;
-        json targets = json::parse(lora_target_modules_json(p.lora.targets, names));
-        if (names == HfModuleNames::mixtral && (p.lora.targets & (lora_gate | lora_up | lora_down)) != 0)
-            warn(w, "Mixtral's experts: transformers releases with MixtralBlockSparseTop2MLP name them w1 (gate), w3 "
-                    "(up) and w2 (down), as emitted; releases whose MixtralExperts hold them as fused parameter tensors "
-                    "(gate_up_proj, down_proj) need PEFT's target_parameters instead");
-        if (m.family == ModelFamily::qwen3_moe && (p.lora.targets & (lora_gate | lora_up | lora_down)) != 0)
-            warn(w, "Qwen3-MoE's experts: transformers releases with a Qwen3MoeMLP per expert name them gate_proj, "
-                    "up_proj and down_proj, as emitted (the router, mlp.gate, is not adapted); releases whose experts "
-                    "hold fused parameter tensors need PEFT's target_parameters instead");
-        j["lora_config"] = {{"r", p.lora.rank},
-                            {"lora_alpha", p.lora.alpha},
-                            {"lora_dropout", p.lora.dropout},
-                            {"target_modules", targets},
-                            {"bias", "none"},
-                            {"task_type", "CAUSAL_LM"}};
-        const unsigned qkv = p.lora.targets & (lora_q | lora_k | lora_v);
-        if (m.fused_qkv && qkv != 0 && qkv != (lora_q | lora_k | lora_v))
-            warn(w, std::string(names == HfModuleNames::mpt    ? "MPT fuses q, k and v in Wqkv"
-                                : names == HfModuleNames::phi3 ? "Phi-3 fuses q, k and v in qkv_proj"
-                                                               : "GPT-2 fuses q, k and v in c_attn") +
-                        ": PEFT adapts all three together, as planned");
-        const unsigned gate_up = p.lora.targets & (lora_gate | lora_up);
-        if (m.fused_gate_up && gate_up != 0 && gate_up != (lora_gate | lora_up))
-            warn(w, "Phi-3 fuses gate and up in gate_up_proj: PEFT adapts both together, as planned");
-    }
+    else
+        j["lora_config"] = lora_config(m, p, w);
     if (p.finetune == Finetune::qlora) {
         // transformers.BitsAndBytesConfig (QLoRA's recipe: NF4, double quantisation, bf16 compute).
         j["bnb_config"] = {{"load_in_4bit", true},

@@ -28,16 +28,29 @@ inline void warn_sliding_window(const ModelConfig& m, const Plan& p, std::vector
                     " its attention would see the whole sequence (the plan counts the window)");
 }
 
+// Megatron-LM carries a window on every layer, or on all but every Nth (--window-size,
+// --window-attn-skip-freq N): not a layer_types list that follows no period.
+inline bool megatron_carries_window(const ModelConfig& m) {
+    return m.sliding_window > 0 && (m.full_attention_layers == 0 || m.full_attention_period > 0);
+}
+
 // Layer parts the framework's Llama-shaped model does not carry, said so: Gemma 3's norms on the
-// sublayer outputs, and a gated MLP whose gate is not silu (Gemma's gelu_pytorch_tanh).
-inline void warn_model_parts(const ModelConfig& m, std::vector<std::string>* w, const std::string& framework) {
+// sublayer outputs, a gated MLP whose gate is not silu (Gemma's gelu_pytorch_tanh), and gpt-oss's
+// attention sinks and clamped gate (`gpt_oss_parts`: the form carries those two, as Megatron-LM does).
+inline void warn_model_parts(const ModelConfig& m, std::vector<std::string>* w, const std::string& framework,
+                             bool gpt_oss_parts = false) {
     if (m.sandwich_norms)
         warn(w, m.name + "'s norms on the attention and MLP outputs (post_attention_layernorm, "
                          "post_feedforward_layernorm) are not carried by this " + framework +
                     " config: it would train the layer without them (the plan counts them)");
+    if (m.attention_sinks && !gpt_oss_parts)
+        warn(w, m.name + "'s attention sinks (a learned logit per head in every softmax) are not carried by this " +
+                    framework + " config: it would train plain softmax attention (same plan)");
     const std::string& a = m.activation;
+    if (m.glu_clamp > 0 && gpt_oss_parts) return;
     if (m.mlp == MlpKind::swiglu && !a.empty() && a != "silu" && a != "swish")
-        warn(w, m.name + "'s gated MLP applies " + a + " to its gate, which this " + framework +
+        warn(w, m.name + "'s gated MLP applies " + a + " to its gate" +
+                    (m.glu_clamp > 0 ? " (clamped, times up + 1)" : "") + ", which this " + framework +
                     " config does not carry: it would train a SwiGLU (same shapes, same plan)");
 }
 

@@ -118,8 +118,10 @@ FrozenBase frozen_base(const ModelConfig& model, const Plan& plan) {
     for (const ParamTensor& t : param_tensors(model)) {
         const std::int64_t count = t.place == TensorPlace::layer ? model.layers : 1;
         // bitsandbytes via transformers quantises the decoder layers' nn.Linear weights; the
-        // embeddings, the LM head (kept in 16 bits by get_keys_to_not_convert), norms and biases stay.
-        if (qlora && t.place == TensorPlace::layer && t.gemm_weight) {
+        // embeddings, the LM head (kept in 16 bits by get_keys_to_not_convert), norms and biases stay,
+        // and so do gpt-oss's experts, parameter tensors of GptOssExperts rather than nn.Linear modules.
+        const bool linear_module = !(model.family == ModelFamily::gpt_oss && t.copies > 1);
+        if (qlora && t.place == TensorPlace::layer && t.gemm_weight && linear_module) {
             f.quantized_params += count * t.numel();
             f.quantized_bytes += count * t.copies * nf4_bytes(t.rows * t.cols, plan.lora).total();
         } else {

@@ -23,7 +23,7 @@ double causal_attention_pairs(std::int64_t seq, std::int64_t window) {
 }
 
 double mean_causal_pairs(const ModelConfig& m, std::int64_t seq) {
-    // Layers of two kinds (Gemma 3): the windowed layers' pairs and the full ones', averaged.
+    // Layers of two kinds (Gemma 3, gpt-oss): the windowed layers' pairs and the full ones', averaged.
     const double windowed = causal_attention_pairs(seq, m.sliding_window);
     if (m.full_attention_layers <= 0 || m.layers <= 0) return windowed;
     const double L = static_cast<double>(m.layers), F = static_cast<double>(m.full_attention_layers);

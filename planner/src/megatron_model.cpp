@@ -17,6 +17,7 @@
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/limits.hpp"
 #include "preflight/planner/model.hpp"
+#include "preflight/planner/shown_value.hpp"
 
 namespace preflight {
 
@@ -84,6 +85,9 @@ struct Shape {
     std::int64_t experts = 1, topk = 1, vocab = 0;
     bool swiglu = false, rmsnorm = false, rope = false, tied = true, bias = true, qkv_bias = false;
     bool qk_norm = false;  // --qk-layernorm
+    bool quick_geglu = false, sinks = false;  // --quick-geglu; --softmax-type learnable
+    double glu_clamp = 0;                     // --activation-func-clamp-value (with --glu-linear-offset 1)
+    std::int64_t window = 0, full_every = 0;  // keys a query sees (--window-size L,0: L + 1); --window-attn-skip-freq
     double rotary_share = 1.0;  // --rotary-percent (a fraction, default 1.0)
     double rope_theta = 10000;
     std::optional<double> rope_scaling;  // --use-rope-scaling: Llama 3.1's, this factor
@@ -127,6 +131,48 @@ void read_widths(Flags& f, Shape& s, ImportedConfig& out) {
     if (s.ffn <= 0) throw InputError(f.spot(*f.get("--hidden-size")).text(), "gives no MLP width; give --ffn-hidden-size");
 }
 
+// The sliding window (--window-size "left,right", -1 unbounded; --window-attn-skip-freq N: every Nth
+// layer, 1-based, attends to the whole sequence; megatron/core/transformer/utils.py
+// is_layer_window_attention), the gated quick_gelu (--quick-geglu, with --glu-linear-offset and
+// --activation-func-clamp-value) and learned attention sinks (--softmax-type learnable): gpt-oss's
+// layer. What the planner cannot read is said and planned without.
+void read_gpt_oss_parts(Flags& f, Shape& s, ImportedConfig& out) {
+    if (const Flag* x = f.get("--window-size")) {
+        const std::string v = f.text(*x);
+        const auto comma = v.find(',');
+        const std::string where = f.spot(*x).text();
+        if (comma == std::string::npos) throw InputError(where, "must be two numbers \"left,right\", got '" + one_line(v) + "'");
+        const std::int64_t left = import_values::integer_text(v.substr(0, comma), f.spot(*x), -1, limits::kMaxSeq, "limits::kMaxSeq");
+        const std::int64_t right = import_values::integer_text(v.substr(comma + 1), f.spot(*x), -1, limits::kMaxSeq, "limits::kMaxSeq");
+        if (right != 0) out.warnings.push_back(where + ": keys after the query are not modelled (planned causal)");
+        s.window = left >= 0 ? left + 1 : 0;
+    }
+    if (const Flag* x = f.get("--window-attn-skip-freq")) {
+        const std::string v = f.text(*x);
+        if (!v.empty() && std::all_of(v.begin(), v.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+            s.full_every = import_values::integer_text(v, f.spot(*x), 1, limits::kMaxLayers, "limits::kMaxLayers");
+        else
+            out.warnings.push_back(f.spot(*x).text() + ": a per-layer pattern is not modelled (planned with the "
+                                                       "window on every layer)");
+    }
+    s.quick_geglu = f.has("--quick-geglu");
+    const auto offset = f.real("--glu-linear-offset", -1e6, 1e6);
+    const auto clamp = f.real("--activation-func-clamp-value", 1e-9, 1e6);
+    if (s.quick_geglu && offset == 1.0 && clamp) s.glu_clamp = *clamp;
+    else if (s.quick_geglu || offset || clamp)
+        out.warnings.push_back(f.spot(*f.get(s.quick_geglu ? "--quick-geglu" : offset ? "--glu-linear-offset"
+                                                                                     : "--activation-func-clamp-value"))
+                                   .text() +
+                               ": modelled as gpt-oss's gated MLP only with --quick-geglu, --glu-linear-offset 1 and "
+                               "--activation-func-clamp-value together; the MLP is planned as SwiGLU (same shapes)");
+    if (const auto type = f.text("--softmax-type"); type && *type != "vanilla") {
+        s.sinks = *type == "learnable";
+        if (!s.sinks)
+            out.warnings.push_back(f.spot(*f.get("--softmax-type")).text() + ": " + one_line(*type) +
+                                   " has no parameters: planned as plain softmax");
+    }
+}
+
 // Norm, positions, embeddings, biases, RoPE base and scaling, experts (arguments.py
 // _add_network_size_args; TransformerConfig normalization, add_bias_linear, add_qkv_bias,
 // num_moe_experts / --num-experts, moe_router_topk, moe_ffn_hidden_size).
@@ -155,7 +201,8 @@ void read_layout(Flags& f, Shape& s, ImportedConfig& out) {
     if (s.experts > 1)
         s.ffn = f.integer("--moe-ffn-hidden-size", 1, limits::kMaxWidth, "limits::kMaxWidth").value_or(s.ffn);
     s.qk_norm = f.has("--qk-layernorm");
-    for (const char* flag : {"--squared-relu", "--quick-geglu", "--openai-gelu", "--moe-shared-expert-intermediate-size",
+    read_gpt_oss_parts(f, s, out);
+    for (const char* flag : {"--squared-relu", "--openai-gelu", "--moe-shared-expert-intermediate-size",
                              "--moe-layer-freq", "--multi-latent-attention"})
         if (const Flag* x = f.get(flag))
             out.warnings.push_back(f.spot(*x).text() + ": not modelled (the layer is planned without it)");
@@ -164,7 +211,8 @@ void read_layout(Flags& f, Shape& s, ImportedConfig& out) {
 // The Hugging Face config.json of the shape: a Llama-family one (llama; qwen2 when only q/k/v
 // carry biases; mixtral with experts) for SwiGLU / RMSNorm / RoPE models, GPT-2's otherwise.
 json hf_config(const Shape& s, const ConfigSpot& at, ImportedConfig& out) {
-    const bool llama = s.swiglu || s.rmsnorm || s.rope;
+    const bool gated = s.swiglu || s.quick_geglu;
+    const bool llama = gated || s.rmsnorm || s.rope;
     const auto differs = [&](bool bad, const std::string& what, const char* family) {
         if (bad) out.warnings.push_back(at.text() + ": " + what + ": modelled as " + family + " (the count may differ)");
     };
@@ -177,7 +225,7 @@ json hf_config(const Shape& s, const ConfigSpot& at, ImportedConfig& out) {
         return {{"model_type", "gpt2"}, {"n_embd", s.hidden}, {"n_layer", s.layers}, {"n_head", s.heads},
                 {"n_inner", s.ffn}, {"vocab_size", s.vocab}, {"n_positions", s.positions}, {"tie_word_embeddings", s.tied}};
     }
-    differs(!s.swiglu, "a GeLU MLP (no --swiglu)", "Llama (SwiGLU)");
+    differs(!gated, "a GeLU MLP (no --swiglu)", "Llama (SwiGLU)");
     differs(!s.rmsnorm, "LayerNorm", "Llama (RMSNorm)");
     differs(!s.rope, "learned positions", "Llama (RoPE)");
     const bool qkv_only = !s.bias && s.qkv_bias && s.experts == 1;
@@ -185,17 +233,38 @@ json hf_config(const Shape& s, const ConfigSpot& at, ImportedConfig& out) {
     // biases have no family with them.
     differs(s.qk_norm && qkv_only, "--qk-layernorm beside --add-qkv-bias", "Qwen2 (no q/k norms)");
     const bool qwen3 = s.qk_norm && !qkv_only;
-    const char* type = s.experts > 1 ? (qwen3 ? "qwen3_moe" : "mixtral") : qkv_only ? "qwen2" : qwen3 ? "qwen3" : "llama";
+    // gpt-oss: experts with biases, learned sinks and the clamped quick_gelu gate, all three.
+    const bool gpt_oss = s.experts > 1 && s.bias && s.sinks && s.glu_clamp > 0 && !s.qk_norm;
+    differs(s.sinks && !gpt_oss, "--softmax-type learnable without gpt-oss's experts and gate", "plain softmax");
+    // A window on every layer is Mistral's (Mixtral's with experts); layers of two kinds, gpt-oss's.
+    const bool windowed = s.window > 0 && s.full_every == 0 && !gpt_oss && !qwen3 && !qkv_only;
+    differs(s.window > 0 && !gpt_oss && (s.full_every > 0 || qwen3 || qkv_only),
+            s.full_every > 0 ? "--window-attn-skip-freq" : "--window-size beside Qwen's layout", "full attention on every layer");
+    const char* type = gpt_oss          ? "gpt_oss"
+                       : s.experts > 1  ? (qwen3 ? "qwen3_moe" : "mixtral")
+                       : qkv_only       ? "qwen2"
+                       : qwen3          ? "qwen3"
+                       : windowed       ? "mistral"
+                                        : "llama";
     json c{{"model_type", type},
            {"hidden_size", s.hidden}, {"num_hidden_layers", s.layers}, {"num_attention_heads", s.heads},
            {"num_key_value_heads", s.kv_heads}, {"head_dim", s.head_dim}, {"intermediate_size", s.ffn},
            {"vocab_size", s.vocab}, {"max_position_embeddings", s.positions}, {"tie_word_embeddings", s.tied},
            {"rope_theta", s.rope_theta}, {"attention_bias", s.bias}, {"mlp_bias", s.bias}};
     differs(!s.bias && s.qkv_bias && s.experts > 1, "--add-qkv-bias", qwen3 ? "Qwen3-MoE (no biases)" : "Mixtral (no biases)");
-    if (s.experts > 1 && qwen3)  // Qwen3MoeConfig's names; every layer a mixture of experts
+    if (gpt_oss) {  // GptOssConfig's names; the window on the layers the skip frequency leaves
+        c["num_local_experts"] = s.experts, c["num_experts_per_tok"] = s.topk, c["swiglu_limit"] = s.glu_clamp;
+        json kinds = json::array();
+        for (std::int64_t i = 0; i < s.layers; ++i)
+            kinds.push_back(s.window > 0 && (s.full_every == 0 || (i + 1) % s.full_every != 0) ? "sliding_attention"
+                                                                                              : "full_attention");
+        c["layer_types"] = kinds;
+        c["sliding_window"] = s.window > 0 ? s.window : 128;
+    } else if (s.experts > 1 && qwen3)  // Qwen3MoeConfig's names; every layer a mixture of experts
         c["num_experts"] = s.experts, c["num_experts_per_tok"] = s.topk, c["moe_intermediate_size"] = s.ffn;
     else if (s.experts > 1)
         c["num_local_experts"] = s.experts, c["num_experts_per_tok"] = s.topk;
+    if (windowed) c["sliding_window"] = s.window;
     if (s.rotary_share != 1.0) c["partial_rotary_factor"] = s.rotary_share;
     if (s.rope_scaling)  // megatron/core/models/common/embeddings/rope_utils.py: Llama 3.1's constants
         c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", *s.rope_scaling}, {"low_freq_factor", 1.0},
@@ -213,7 +282,8 @@ bool same_layers(const ModelConfig& a, const ModelConfig& b) {
            a.head_dim == b.head_dim && a.ffn_hidden == b.ffn_hidden && a.tied_embeddings == b.tied_embeddings &&
            a.norm == b.norm && a.mlp == b.mlp && a.position == b.position && a.qkv_bias == b.qkv_bias &&
            a.out_bias == b.out_bias && a.mlp_bias == b.mlp_bias && a.experts == b.experts &&
-           a.experts_per_token == b.experts_per_token && a.qk_norm == b.qk_norm;
+           a.experts_per_token == b.experts_per_token && a.qk_norm == b.qk_norm &&
+           a.attention_sinks == b.attention_sinks && a.router_bias == b.router_bias;
 }
 
 std::string names_with_vocab(const std::vector<const ModelConfig*>& models) {

@@ -27,6 +27,7 @@ std::string_view to_string(ModelFamily f) {
         case ModelFamily::qwen3_moe: return "qwen3_moe";
         case ModelFamily::phi3: return "phi3";
         case ModelFamily::gemma3_text: return "gemma3_text";
+        case ModelFamily::gpt_oss: return "gpt_oss";
     }
     return "?";
 }
@@ -69,7 +70,7 @@ bool boolean(const json& cfg, const char* key, bool fallback) {
     return it->get<bool>();
 }
 
-constexpr const char* kFamilies = "gpt2, llama, mistral, qwen2, qwen3, phi3, gemma3_text, mixtral, qwen3_moe";
+constexpr const char* kFamilies = "gpt2, llama, mistral, qwen2, qwen3, phi3, gemma3_text, mixtral, qwen3_moe, gpt_oss";
 
 ModelFamily family_of(const json& cfg) {
     auto it = cfg.find("model_type");
@@ -85,6 +86,7 @@ ModelFamily family_of(const json& cfg) {
     if (t == "qwen3_moe") return ModelFamily::qwen3_moe;
     if (t == "phi3") return ModelFamily::phi3;
     if (t == "gemma3_text") return ModelFamily::gemma3_text;
+    if (t == "gpt_oss") return ModelFamily::gpt_oss;
     if (t == "gemma3")  // Gemma3ForConditionalGeneration: text_config beside a SigLIP vision tower
         throw InputError("model_type", "'gemma3' is Gemma 3's multimodal model, whose vision tower and projector are "
                                        "not modelled: give its text_config, saved as a config.json of its own "
@@ -179,9 +181,10 @@ std::string rope_type_of(const RopeSource& src, const char* fallback) {
     return fallback;
 }
 
-// rope_parameters, or the one entry of a per-layer-type rope_parameters (Gemma 3's: its full_attention
-// entry, the global RoPE; the windowed layers' base changes no byte or FLOP); nullopt when absent.
-std::optional<RopeSource> rope_parameters(const json& cfg, bool gemma) {
+// rope_parameters, or the one entry of a per-layer-type rope_parameters (Gemma 3's and gpt-oss's: the
+// full_attention entry, the global RoPE; the windowed layers' base changes no byte or FLOP); nullopt
+// when absent.
+std::optional<RopeSource> rope_parameters(const json& cfg, bool interleaved) {
     const auto it = cfg.find("rope_parameters");
     if (it == cfg.end() || it->is_null()) return std::nullopt;
     if (!it->is_object()) throw InputError("rope_parameters", "must be an object or null, got " + shown_json(*it));
@@ -189,7 +192,7 @@ std::optional<RopeSource> rope_parameters(const json& cfg, bool gemma) {
     for (const auto& [kind, value] : it->items())
         if (value.is_object()) kinds += (kinds.empty() ? "" : ", ") + kind;
     if (kinds.empty()) return RopeSource{&*it, "rope_parameters."};
-    if (const auto full = it->find("full_attention"); gemma && full != it->end() && full->is_object())
+    if (const auto full = it->find("full_attention"); interleaved && full != it->end() && full->is_object())
         return RopeSource{&*full, "rope_parameters.full_attention."};
     // Hybrid attention keys it by layer type (full_attention, sliding_attention, ...).
     if (it->size() != 1)
@@ -242,7 +245,8 @@ void read_rope_scaling(const RopeSource& src, const std::string& type, ModelConf
 // partial_rotary_factor, or rope_parameters) of a Llama-family config.
 void read_rope(const json& cfg, ModelConfig& m) {
     std::vector<RopeSource> sources{{&cfg, ""}};
-    const std::optional<RopeSource> params = rope_parameters(cfg, m.family == ModelFamily::gemma3_text);
+    const std::optional<RopeSource> params =
+        rope_parameters(cfg, m.family == ModelFamily::gemma3_text || m.family == ModelFamily::gpt_oss);
     if (params) sources.push_back(*params);
     if (const auto theta = rope_number(sources, "rope_theta", 1.0, kMaxRopeTheta, "above 1 and at most 1e12"))
         m.rope_theta = *theta;
@@ -284,24 +288,38 @@ void read_qwen3_moe(const json& cfg, ModelConfig& m) {
     }
 }
 
+// The period N when exactly the layers whose (index + 1) is a multiple of N attend to the whole
+// sequence (Megatron-LM's is_layer_window_attention with an integer window_attn_skip_freq); 0 when
+// no layer does or no period fits the list.
+std::int64_t full_layer_period(const std::vector<bool>& full) {
+    const auto first = std::find(full.begin(), full.end(), true);
+    if (first == full.end()) return 0;
+    const auto n = static_cast<std::size_t>(first - full.begin()) + 1;
+    for (std::size_t i = 0; i < full.size(); ++i)
+        if (full[i] != ((i + 1) % n == 0)) return 0;
+    return static_cast<std::int64_t>(n);
+}
+
 // Sliding-window attention as transformers build it: Mistral, Mixtral and Phi-3 attend through
 // sliding_window whenever it is set (Phi3Model: create_sliding_window_causal_mask); Qwen2 and Qwen3
 // only with use_sliding_window, and then on the layers from max_window_layers on (Qwen2Config:
 // "sliding_attention" if i >= max_window_layers, default 28); Gemma 3 on every layer but one in
 // sliding_window_pattern (Gemma3TextConfig: sliding unless (i + 1) % pattern == 0, default 6, window
-// 4096); a transformers-5 config may list layer_types itself. Llama has none. Layers of both kinds
-// are planned at their mean attention for Gemma 3, whose kinds interleave; elsewhere (Qwen2's first
+// 4096); gpt-oss on every second layer (GptOssConfig: sliding if (i + 1) % 2, window 128); a
+// transformers-5 config may list layer_types itself. Llama has none. Layers of both kinds are planned
+// at their mean attention for Gemma 3 and gpt-oss, whose kinds interleave; elsewhere (Qwen2's first
 // layers full, the rest windowed) a pipeline stage could hold one kind only: refused.
 void read_sliding_window(const json& cfg, ModelConfig& m) {
     const bool mistral =
         m.family == ModelFamily::mistral || m.family == ModelFamily::mixtral || m.family == ModelFamily::phi3;
     const bool qwen = m.family == ModelFamily::qwen2 || m.family == ModelFamily::qwen3 ||
                       m.family == ModelFamily::qwen3_moe;
-    const bool gemma = m.family == ModelFamily::gemma3_text;
-    if (!mistral && !qwen && !gemma) return;
-    const std::int64_t window = positive_int(cfg, "sliding_window", false, gemma ? 4096 : 0);
-    const bool on = window > 0 && (mistral || gemma || boolean(cfg, "use_sliding_window", false));
-    std::int64_t sliding = 0;  // layers with the window
+    const bool gemma = m.family == ModelFamily::gemma3_text, gpt_oss = m.family == ModelFamily::gpt_oss;
+    const bool interleaved = gemma || gpt_oss;
+    if (!mistral && !qwen && !interleaved) return;
+    const std::int64_t window = positive_int(cfg, "sliding_window", false, gemma ? 4096 : gpt_oss ? 128 : 0);
+    const bool on = window > 0 && (mistral || interleaved || boolean(cfg, "use_sliding_window", false));
+    std::int64_t sliding = 0, period = 0;  // layers with the window; the full layers' period
     const char* key = "sliding_window";
     if (const auto it = cfg.find("layer_types"); it != cfg.end() && !it->is_null()) {
         if (!it->is_array() || std::any_of(it->begin(), it->end(), [](const json& t) { return !t.is_string(); }))
@@ -312,22 +330,26 @@ void read_sliding_window(const json& cfg, ModelConfig& m) {
         sliding = std::count(it->begin(), it->end(), json("sliding_attention"));
         if (sliding + std::count(it->begin(), it->end(), json("full_attention")) != static_cast<std::int64_t>(it->size()))
             throw InputError("layer_types", "only full_attention and sliding_attention layers are modelled");
+        std::vector<bool> full;
+        for (const json& t : *it) full.push_back(t == "full_attention");
+        period = full_layer_period(full);
         key = "layer_types";
-    } else if (on && gemma) {
-        const std::int64_t pattern = positive_int(cfg, "sliding_window_pattern", false, 6);
-        sliding = m.layers - m.layers / pattern;
+    } else if (on && interleaved) {
+        period = gemma ? positive_int(cfg, "sliding_window_pattern", false, 6) : 2;
+        sliding = m.layers - m.layers / period;
     } else if (on) {
         sliding = qwen ? std::max<std::int64_t>(0, m.layers - int_at_least(cfg, "max_window_layers", 0, false, 28)) : m.layers;
         if (qwen) key = "max_window_layers";
     }
     if (sliding > 0 && window == 0) throw InputError("sliding_window", "missing beside sliding_attention layers");
-    if (sliding != 0 && sliding != m.layers && !gemma)
+    if (sliding != 0 && sliding != m.layers && !interleaved)
         throw InputError(key, std::to_string(sliding) + " of " + std::to_string(m.layers) +
                                   " layers attend through a sliding window and the others to the whole sequence: "
-                                  "layers of two kinds are modelled for Gemma 3's interleaved pattern only (a "
-                                  "pipeline stage here could hold one kind alone)");
+                                  "layers of two kinds are modelled for Gemma 3's and gpt-oss's interleaved patterns "
+                                  "only (a pipeline stage here could hold one kind alone)");
     m.sliding_window = sliding > 0 ? window : 0;
     m.full_attention_layers = sliding > 0 ? m.layers - sliding : 0;
+    m.full_attention_period = sliding > 0 && sliding < m.layers ? period : 0;
 }
 
 // Gemma 3's text model (transformers Gemma3TextConfig, Gemma3DecoderLayer): Llama's layer with
@@ -344,16 +366,44 @@ void read_gemma3_text(const json& cfg, ModelConfig& m) {
     m.qk_norm = m.sandwich_norms = true;
 }
 
-// Llama-family (llama, mistral, qwen2, qwen3, phi3, gemma3_text, mixtral, qwen3_moe) shape and layout from its config.json keys.
+// gpt-oss (transformers GptOssConfig, GptOssDecoderLayer): Llama's layer with biases on q, k, v and o
+// (attention_bias, default true), a learned sink logit per head, and num_local_experts experts of
+// intermediate_size routed top num_experts_per_tok by a router with a bias; each expert is one fused
+// gate|up tensor and a down tensor, both with biases (GptOssExperts gate_up_proj, down_proj), gated by
+// x * sigmoid(1.702 x) clamped at swiglu_limit times (up + 1). Every second layer attends through a
+// 128-key window (read_sliding_window). The released checkpoints store the experts in MXFP4; training
+// dequantizes them (transformers Mxfp4Config(dequantize=True)), so the plan's precision holds them.
+void read_gpt_oss(const json& cfg, ModelConfig& m) {
+    m.experts = positive_int(cfg, "num_local_experts", true);
+    m.experts_per_token = positive_int(cfg, "num_experts_per_tok", true);
+    if (const auto other = cfg.find("experts_per_token");  // the original release's name, beside it
+        other != cfg.end() && !other->is_null() && *other != json(m.experts_per_token))
+        throw InputError("experts_per_token", shown_json(*other) + " differs from num_experts_per_tok " +
+                                                  std::to_string(m.experts_per_token) +
+                                                  ": which one the model routes with is unclear");
+    m.qkv_bias = m.out_bias = boolean(cfg, "attention_bias", true);
+    m.mlp_bias = m.router_bias = m.attention_sinks = m.fused_gate_up = true;
+    m.activation = "quick_gelu";  // GptOssExperts: gate * sigmoid(alpha * gate), alpha 1.702 (Megatron's quick_gelu)
+    const auto limit = cfg.find("swiglu_limit");
+    m.glu_clamp = 7.0;  // GptOssConfig's default (the experts clamp at 7.0)
+    if (limit != cfg.end() && !limit->is_null()) {
+        if (!limit->is_number() || !(limit->get<double>() > 0 && limit->get<double>() <= 1e6))
+            throw InputError("swiglu_limit", "must be a number above 0 and at most 1e6, got " + shown_json(*limit));
+        m.glu_clamp = limit->get<double>();
+    }
+}
+
+// Llama-family (llama, mistral, qwen2, qwen3, phi3, gemma3_text, mixtral, qwen3_moe, gpt_oss) shape and layout from its config.json keys.
 void read_llama_family(const json& cfg, ModelConfig& m) {
     // Llama family (Touvron et al. 2023; HF LlamaConfig): RMSNorm, RoPE, GQA, SwiGLU.
     m.hidden = positive_int(cfg, "hidden_size", true);
     m.layers = positive_int(cfg, "num_hidden_layers", true);
     m.heads = positive_int(cfg, "num_attention_heads", true);
-    const bool gemma = m.family == ModelFamily::gemma3_text;  // Gemma3TextConfig's defaults: 4 kv heads of 256
-    m.kv_heads = positive_int(cfg, "num_key_value_heads", false, gemma ? 4 : m.heads);
-    if (gemma || (cfg.contains("head_dim") && !cfg["head_dim"].is_null())) {
-        m.head_dim = positive_int(cfg, "head_dim", false, 256);
+    // Defaults of Gemma3TextConfig (4 kv heads of 256) and GptOssConfig (8 of 64), where no hidden / heads rule holds.
+    const bool gemma = m.family == ModelFamily::gemma3_text, gpt_oss = m.family == ModelFamily::gpt_oss;
+    m.kv_heads = positive_int(cfg, "num_key_value_heads", false, gemma ? 4 : gpt_oss ? 8 : m.heads);
+    if (gemma || gpt_oss || (cfg.contains("head_dim") && !cfg["head_dim"].is_null())) {
+        m.head_dim = positive_int(cfg, "head_dim", false, gemma ? 256 : 64);
     } else {
         if (m.hidden % m.heads != 0)
             throw InputError("num_attention_heads", std::to_string(m.heads) + " does not divide hidden_size " +
@@ -371,7 +421,7 @@ void read_llama_family(const json& cfg, ModelConfig& m) {
     // Qwen2 puts biases on q/k/v only (HF Qwen2Attention); Llama's attention_bias
     // switches on biases for q/k/v/o; mlp_bias on the MLP projections.
     m.qkv_bias = m.family == ModelFamily::qwen2 || boolean(cfg, "attention_bias", false);
-    m.out_bias = m.family != ModelFamily::qwen2 && boolean(cfg, "attention_bias", false);
+    m.out_bias = m.family != ModelFamily::qwen2 && boolean(cfg, "attention_bias", false);  // gpt-oss: read_gpt_oss
     m.mlp_bias = boolean(cfg, "mlp_bias", false);
     read_rope(cfg, m);
     // Qwen3 (HF Qwen3Attention, Qwen3MoeAttention): RMSNorm of head_dim on each head's q and k.
@@ -388,6 +438,7 @@ void read_llama_family(const json& cfg, ModelConfig& m) {
     }
     if (m.family == ModelFamily::qwen3_moe) read_qwen3_moe(cfg, m);
     if (gemma) read_gemma3_text(cfg, m);
+    if (gpt_oss) read_gpt_oss(cfg, m);
     read_sliding_window(cfg, m);
 }
 
@@ -453,6 +504,7 @@ std::vector<ParamTensor> param_tensors(const ModelConfig& m) {
     }
     add("o_proj.weight", h, m.q_width(), TpSplit::row, TensorPlace::layer, true);
     if (m.out_bias) add("o_proj.bias", h, 1, TpSplit::replicated, TensorPlace::layer);
+    if (m.attention_sinks) add("sinks", m.heads, 1, TpSplit::column, TensorPlace::layer);  // one per head, with its rank
     if (m.sandwich_norms) {  // Gemma 3: post_attention_layernorm, post_feedforward_layernorm
         add("attn_post_norm.weight", h, 1, TpSplit::replicated, TensorPlace::layer);
         add("mlp_post_norm.weight", h, 1, TpSplit::replicated, TensorPlace::layer);
@@ -461,9 +513,12 @@ std::vector<ParamTensor> param_tensors(const ModelConfig& m) {
     if (ln) add("mlp_norm.bias", h, 1, TpSplit::replicated, TensorPlace::layer);
     const std::int64_t e = m.experts;
     if (m.is_moe()) add("router.weight", e, h, TpSplit::replicated, TensorPlace::layer);
-    if (m.mlp == MlpKind::swiglu && m.fused_gate_up) {  // Phi-3: dense, no MLP biases
+    if (m.is_moe() && m.router_bias) add("router.bias", e, 1, TpSplit::replicated, TensorPlace::layer);
+    if (m.mlp == MlpKind::swiglu && m.fused_gate_up) {  // Phi-3 (dense, no biases), gpt-oss's experts (biases)
         add("gate_up_proj.weight", 2 * f, h, TpSplit::column, TensorPlace::layer, true, e);
+        if (m.mlp_bias) add("gate_up_proj.bias", 2 * f, 1, TpSplit::column, TensorPlace::layer, false, e);
         add("down_proj.weight", h, f, TpSplit::row, TensorPlace::layer, true, e);
+        if (m.mlp_bias) add("down_proj.bias", h, 1, TpSplit::replicated, TensorPlace::layer, false, e);
     } else if (m.mlp == MlpKind::swiglu) {
         add("gate_proj.weight", f, h, TpSplit::column, TensorPlace::layer, true, e);
         add("up_proj.weight", f, h, TpSplit::column, TensorPlace::layer, true, e);

@@ -59,6 +59,12 @@ void check_pytorch_plan(const ModelConfig& m, const Plan& p) {
         throw InputError("--model", m.name + ": the pytorch profile counts Hugging Face's GPT-2, Llama, Qwen and "
                                              "Phi-3 modules op by op, not Gemma 3's norms; use --framework deepspeed, "
                                              "torchtitan or megatron");
+    // gpt-oss's eager attention appends the sink logits to every row of scores, and its experts run
+    // as batched matmuls over parameter tensors: neither is written down op by op.
+    if (m.attention_sinks)
+        throw InputError("--model", m.name + ": the pytorch profile counts Hugging Face's GPT-2, Llama, Qwen and "
+                                             "Phi-3 modules op by op, not gpt-oss's sink attention and experts; use "
+                                             "--framework deepspeed, torchtitan or megatron");
     const char* flag = p.dp > 1 ? "--dp" : p.tp > 1 ? "--tp" : p.pp > 1 ? "--pp" : p.cp > 1 ? "--cp" : p.ep > 1 ? "--ep"
                                                                                                       : nullptr;
     if (flag)

@@ -77,6 +77,9 @@ void check_runtime_pipeline(const ModelConfig& m, const Plan& p) {
 }
 
 void check_runtime_model(const ModelConfig& m) {
+    if (m.attention_sinks)
+        not_run("--model", "attention sinks (" + std::string(to_string(m.family)) +
+                               "'s learned logit per head in the softmax) are not implemented by the runtime");
     // Mixture of experts: Mixtral's sparse MLP (SwiGLU experts without biases, top-k routing).
     if (m.is_moe() && (m.mlp != MlpKind::swiglu || m.mlp_bias))
         not_run("--model", "mixture-of-experts models are implemented by the runtime with SwiGLU experts without "

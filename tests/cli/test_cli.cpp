@@ -315,14 +315,17 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"memory --dropout 2", "--dropout"}, BadCase{"memory --sp", "--sp"},
                       BadCase{"frobnicate", "frobnicate"}));
 
-TEST(CliCatalog, ModelsJsonListsThirtyOneWithExactCounts) {
+TEST(CliCatalog, ModelsJsonListsThirtyThreeWithExactCounts) {
     const auto r = run_preflight("models --format json");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto j = nlohmann::json::parse(r.out);
-    ASSERT_EQ(j.at("models").size(), 31u);  // 17 + two Qwen3 + two Phi-3 + Gemma 3 + the nine MPT builds of llm-foundry's benchmarks
+    // 17 + two Qwen3 + two Phi-3 + Gemma 3 + two gpt-oss + the nine MPT builds of llm-foundry's benchmarks
+    ASSERT_EQ(j.at("models").size(), 33u);
     for (const auto& m : j.at("models")) {
         if (m.at("name") == "gpt2") EXPECT_EQ(m.at("params"), 124'439'808);
         if (m.at("name") == "qwen3-30b-a3b") EXPECT_EQ(m.at("family"), "qwen3_moe");
+        if (m.at("name") == "gpt-oss-120b") EXPECT_EQ(m.at("family"), "gpt_oss");
+        if (m.at("name") == "gpt-oss-120b") EXPECT_EQ(m.at("sliding_window"), 128);  // every second layer
         // The window a query attends through (Mistral-7B: 4,096 keys, Phi-3-mini-4k: 2,047), null for none.
         if (m.at("name") == "mistral-7b") EXPECT_EQ(m.at("sliding_window"), 4096);
         if (m.at("name") == "phi-3-mini-4k") EXPECT_EQ(m.at("sliding_window"), 2047);

@@ -176,6 +176,52 @@ TEST(BadInput, Gemma3TextAsTransformersBuildIt) {
     EXPECT_EQ(subject_of([&] { pytorch_profile().check_plan(m, p); }), "--model");
 }
 
+TEST(BadInput, GptOssAsTransformersBuildIt) {
+    // GptOssConfig: every second layer (sliding first) attends through 128 keys, 8 kv heads of 64, biases
+    // on q/k/v/o (attention_bias true), the experts' gate clamped at swiglu_limit (7.0).
+    auto g = llama_cfg();  // hidden 256, 8 heads
+    g["model_type"] = "gpt_oss";
+    g["num_hidden_layers"] = 6;
+    g.erase("num_key_value_heads");
+    g["num_local_experts"] = 4;
+    g["num_experts_per_tok"] = 2;
+    ModelConfig m = model_from_hf_config(g, "g");
+    EXPECT_EQ(m.sliding_window, 128);
+    EXPECT_EQ(m.full_attention_layers, 3);  // layers 1, 3 and 5 of 0..5
+    EXPECT_EQ(m.full_attention_period, 2);
+    EXPECT_EQ(m.head_dim, 64);
+    EXPECT_EQ(m.kv_heads, 8);
+    EXPECT_TRUE(m.qkv_bias && m.out_bias && m.mlp_bias && m.router_bias && m.attention_sinks);
+    EXPECT_EQ(m.glu_clamp, 7.0);
+    EXPECT_FALSE(m.tied_embeddings);
+    // A layer_types list with no period (full layers 2 and 5 of 0..5) plans the mean, period unknown.
+    g["layer_types"] = nlohmann::json::array();
+    for (int i = 0; i < 6; ++i) g["layer_types"].push_back(i == 2 || i == 5 ? "full_attention" : "sliding_attention");
+    m = model_from_hf_config(g, "g");
+    EXPECT_EQ(m.full_attention_layers, 2);
+    EXPECT_EQ(m.full_attention_period, 3);  // layers 3 and 6 counted from 1: every 3rd after all
+    g["layer_types"][5] = "sliding_attention";
+    g["layer_types"][4] = "full_attention";
+    EXPECT_EQ(model_from_hf_config(g, "g").full_attention_period, 0);  // layers 3 and 5 counted from 1
+    g.erase("layer_types");
+    // The original release's experts_per_token must agree with num_experts_per_tok.
+    g["experts_per_token"] = 3;
+    EXPECT_EQ(subject_of([&] { model_from_hf_config(g, "g"); }), "experts_per_token");
+    g["experts_per_token"] = 2;
+    g["swiglu_limit"] = -1;
+    EXPECT_EQ(subject_of([&] { model_from_hf_config(g, "g"); }), "swiglu_limit");
+    g.erase("swiglu_limit");
+    g.erase("num_local_experts");
+    EXPECT_EQ(subject_of([&] { model_from_hf_config(g, "g"); }), "num_local_experts");
+    g["num_local_experts"] = 4;
+    // Neither the runtime nor the pytorch profile (Hugging Face's modules op by op) has sink attention.
+    m = model_from_hf_config(g, "g");
+    EXPECT_EQ(subject_of([&] { check_runtime_model(m); }), "--model");
+    Plan p;
+    p.seq = 256;
+    EXPECT_EQ(subject_of([&] { pytorch_profile().check_plan(m, p); }), "--model");
+}
+
 struct PlanCase {
     const char* flag;
     Plan plan;

@@ -242,30 +242,66 @@ TEST(LrAdvice, WarnsBeyondWhereTheRulesWereChecked) {
     EXPECT_EQ(lr_advice(4e-3, 1 << 20, 1 << 24, Optimizer::adamw).warnings.size(), 1u);
 }
 
-// Whether each of the Megatron-LM, torchtitan and nanotron forms of the plan warns with `text`.
-bool every_form_warns(const ModelConfig& m, const Plan& p, const std::string& text) {
-    std::vector<std::string> mw, tw, nw;
-    megatron_arguments(m, p, &mw);
-    torchtitan_toml(m, p, &tw);
-    nanotron_yaml(m, p, &nw);
-    auto said = [&](const std::vector<std::string>& w) {
-        return std::any_of(w.begin(), w.end(), [&](const std::string& s) { return s.find(text) != std::string::npos; });
-    };
-    return said(mw) && said(tw) && said(nw);
+bool has_text(const std::vector<std::string>& lines, const std::string& text) {
+    return std::any_of(lines.begin(), lines.end(), [&](const std::string& s) { return s.find(text) != std::string::npos; });
 }
 
-// Mistral-7B's sliding window (4,096 keys) has no flag in the Megatron-LM, torchtitan or nanotron
-// forms written here: a plan whose sequence outruns it says so; one within it says nothing.
+// The Megatron-LM arguments of the plan, and the warnings of its Megatron-LM, torchtitan and nanotron forms.
+struct Forms {
+    std::string megatron;
+    std::vector<std::string> mw, tw, nw;
+};
+Forms every_form(const ModelConfig& m, const Plan& p) {
+    Forms f;
+    f.megatron = megatron_arguments(m, p, &f.mw);
+    torchtitan_toml(m, p, &f.tw);
+    nanotron_yaml(m, p, &f.nw);
+    return f;
+}
+
+// Whether each of the Megatron-LM, torchtitan and nanotron forms of the plan warns with `text`.
+bool every_form_warns(const ModelConfig& m, const Plan& p, const std::string& text) {
+    const Forms f = every_form(m, p);
+    return has_text(f.mw, text) && has_text(f.tw, text) && has_text(f.nw, text);
+}
+
+// Mistral-7B's sliding window (4,096 keys) has no flag in the torchtitan or nanotron forms written
+// here: a plan whose sequence outruns it says so; one within it says nothing. Megatron-LM carries it
+// as FlashAttention's (left, right) window: 4,095 keys before the query, none after.
 TEST(Emit, SlidingWindowNotCarriedIsSaid) {
     const ModelConfig m = load_model("mistral-7b", kData);
     Plan p;
     p.seq = 8192, p.dp = 8;
-    EXPECT_TRUE(every_form_warns(m, p, "sliding window of 4096 keys"));
+    const Forms f = every_form(m, p);
+    EXPECT_NE(f.megatron.find("--window-size 4095,0"), std::string::npos);
+    EXPECT_EQ(f.megatron.find("--window-attn-skip-freq"), std::string::npos);
+    EXPECT_FALSE(has_text(f.mw, "sliding window"));
+    EXPECT_TRUE(has_text(f.tw, "sliding window of 4096 keys"));
+    EXPECT_TRUE(has_text(f.nw, "sliding window of 4096 keys"));
     p.seq = 4096;
-    std::vector<std::string> within;
-    megatron_arguments(m, p, &within);
-    EXPECT_FALSE(std::any_of(within.begin(), within.end(),
-                             [](const std::string& s) { return s.find("sliding window") != std::string::npos; }));
+    EXPECT_FALSE(has_text(every_form(m, p).tw, "sliding window"));
+}
+
+// gpt-oss in Megatron-LM's own terms (its gpt-oss recipes): the clamped quick_gelu gate with the up
+// offset, learned sinks, biases kept, 127 keys before the query on all but every 2nd layer. The
+// Llama-shaped torchtitan and nanotron forms say what they drop.
+TEST(Emit, GptOssPartsAreCarriedOrSaid) {
+    const ModelConfig m = load_model("gpt-oss-20b", kData);
+    Plan p;
+    p.seq = 4096, p.dp = 8;
+    const Forms f = every_form(m, p);
+    for (const char* flag : {"--quick-geglu", "--glu-linear-offset 1.0", "--activation-func-clamp-value 7",
+                             "--softmax-type learnable", "--window-size 127,0", "--window-attn-skip-freq 2",
+                             "--num-experts 32", "--moe-router-topk 4", "--kv-channels 64"})
+        EXPECT_NE(f.megatron.find(flag), std::string::npos) << flag;
+    EXPECT_EQ(f.megatron.find("--swiglu"), std::string::npos);
+    EXPECT_EQ(f.megatron.find("--disable-bias-linear"), std::string::npos);  // every bias kept, the router's too
+    EXPECT_FALSE(has_text(f.mw, "sinks") || has_text(f.mw, "quick_gelu") || has_text(f.mw, "sliding window"));
+    EXPECT_TRUE(has_text(f.mw, "RoPE scaling 'yarn' is not written"));
+    for (const auto* w : {&f.tw, &f.nw}) {
+        EXPECT_TRUE(has_text(*w, "attention sinks"));
+        EXPECT_TRUE(has_text(*w, "applies quick_gelu to its gate (clamped, times up + 1)"));
+    }
 }
 
 TEST(Emit, Gemma3PartsNotCarriedAreSaid) {
@@ -276,4 +312,10 @@ TEST(Emit, Gemma3PartsNotCarriedAreSaid) {
     p.seq = 512, p.dp = 8;
     EXPECT_TRUE(every_form_warns(m, p, "post_feedforward_layernorm"));
     EXPECT_TRUE(every_form_warns(m, p, "gelu_pytorch_tanh"));
+    // Its window (512 keys) on all but every 6th layer is Megatron-LM's to carry.
+    p.seq = 4096;
+    const Forms f = every_form(m, p);
+    EXPECT_NE(f.megatron.find("--window-size 511,0"), std::string::npos);
+    EXPECT_NE(f.megatron.find("--window-attn-skip-freq 6"), std::string::npos);
+    EXPECT_FALSE(has_text(f.mw, "sliding window"));
 }

@@ -665,6 +665,30 @@ TEST(Extensions, PeftTargetsUseTheModelClassesModuleNames) {
     EXPECT_NE(warnings[0].find("momentum"), std::string::npos) << warnings[0];
 }
 
+// gpt-oss's experts are parameter tensors of GptOssExperts, not nn.Linear modules: PEFT adapts them
+// through target_parameters (one rank-r pair per expert, PEFT's ParamWrapper) and bitsandbytes leaves
+// them in 16 bits under QLoRA, quantising q, k, v and o alone.
+TEST(Extensions, GptOssExpertsArePeftTargetParameters) {
+    const ModelConfig m = catalog_model("gpt-oss-20b");
+    Plan p;
+    p.finetune = Finetune::lora;
+    p.lora = lora(8, kLoraAllLinear);
+    const auto j = peft_config(m, p)["lora_config"];
+    EXPECT_EQ(j["target_modules"], nlohmann::json({"q_proj", "k_proj", "v_proj", "o_proj"}));
+    EXPECT_EQ(j["target_parameters"], nlohmann::json({"mlp.experts.gate_up_proj", "mlp.experts.down_proj"}));
+    // Per layer, r 8: q and o 8 x (2880 + 4096), k and v 8 x (2880 + 512), 32 experts' gate|up
+    // 8 x (2880 + 5760) and down 8 x (2880 + 2880): 3,852,288; 24 layers.
+    EXPECT_EQ(lora_params(m, p.lora), 24 * (2 * 8 * 6976 + 2 * 8 * 3392 + 32 * 8 * 8640 + 32 * 8 * 5760));
+    p.lora = lora(8, lora_q | lora_v);
+    EXPECT_FALSE(peft_config(m, p)["lora_config"].contains("target_parameters"));
+    // QLoRA: 24 x (2 x 2880 x 4096 + 2 x 2880 x 512) = 637,009,920 weights in NF4; the experts,
+    // router, norms, sinks and biases in bf16 beside the embedding and head.
+    p.finetune = Finetune::qlora;
+    const FrozenBase b = frozen_base(m, p);
+    EXPECT_EQ(b.quantized_params, 637'009'920);
+    EXPECT_EQ(b.quantized_params + b.other_params, count_params(m).total);
+}
+
 TEST(Extensions, LoraStepIsCheaperThanFullFineTune) {
     // No weight-gradient GEMMs for frozen weights: the LoRA step must be faster than the full
     // fine-tune's at the same shape, and QLoRA pays for dequantisation on top of LoRA.

@@ -163,6 +163,35 @@ TEST(ImportMegatron, ArgumentsFileMoeInterleavedFp8Offload) {
     EXPECT_FALSE(contains(c.warnings, "--global-batch-size 256: not divided"));  // 64 GPUs given: divided
 }
 
+// gpt-oss in Megatron-LM's own terms: the clamped quick_gelu gate, learned sinks, biases kept and a
+// 127-keys-back window on all but every 2nd layer read back as the catalog's gpt-oss-20b (its vocabulary
+// 201,088 = 1,571 x 128 needs no padding). YaRN positions are planned as RoPE, said.
+TEST(ImportMegatron, GptOssFlagsAreTheCatalogModel) {
+    const ImportedConfig c = import_fixture("gpt_oss_20b_args.sh");
+    ASSERT_TRUE(c.model_config);
+    EXPECT_EQ((*c.model_config)["model_type"], "gpt_oss");
+    const ModelConfig m = model_from_hf_config(*c.model_config, "m"), catalog = load_model("gpt-oss-20b", kData);
+    EXPECT_EQ(count_params(m).total, count_params(catalog).total);
+    EXPECT_EQ(m.sliding_window, 128);
+    EXPECT_EQ(m.full_attention_layers, 12);
+    EXPECT_EQ(integer(c, "ep"), 8);
+    EXPECT_TRUE(contains(c.warnings, "yarn positions are modelled as rope"));
+    // Half of gpt-oss's parts: planned as plain softmax / SwiGLU, and said.
+    const ImportedConfig half = import_text(
+        "--num-layers 2 --hidden-size 256 --num-attention-heads 8 --swiglu --softmax-type off-by-one "
+        "--window-size 63,0 --window-attn-skip-freq 2 --vocab-size 1000 --max-position-embeddings 512\n");
+    EXPECT_TRUE(contains(half.warnings, "off-by-one has no parameters"));
+    EXPECT_TRUE(contains(half.warnings, "--window-attn-skip-freq: modelled as full attention on every layer"));
+    ASSERT_TRUE(half.model_config);
+    EXPECT_EQ((*half.model_config)["model_type"], "llama");
+    const ImportedConfig window = import_text(
+        "--num-layers 2 --hidden-size 256 --num-attention-heads 8 --swiglu --window-size 63,0 --vocab-size 1000 "
+        "--max-position-embeddings 512\n");
+    ASSERT_TRUE(window.model_config);
+    EXPECT_EQ((*window.model_config)["model_type"], "mistral");
+    EXPECT_EQ(model_from_hf_config(*window.model_config, "w").sliding_window, 64);
+}
+
 // Helper audit against real Megatron-LM scripts (d98e8a6): an array extended by its own expansion
 // keeps its elements (examples/megatron_fsdp: ARGS=("${ARGS[@]}" --use-megatron-fsdp ...)); a
 // torchrun line without --nproc-per-node starts torch.distributed.run's default of 1 process; with
@@ -286,6 +315,12 @@ void round_trip(const std::string& model_name, const Plan& plan) {
     EXPECT_EQ(back.family == ModelFamily::gpt2, m.family == ModelFamily::gpt2) << model_name;
     EXPECT_EQ(back.qk_norm, m.qk_norm) << model_name;  // --qk-layernorm
     EXPECT_EQ(back.experts, m.experts) << model_name;
+    // --window-size / --window-attn-skip-freq, --softmax-type learnable, the clamped --quick-geglu
+    EXPECT_EQ(back.sliding_window, m.sliding_window) << model_name;
+    EXPECT_EQ(back.full_attention_layers, m.full_attention_layers) << model_name;
+    EXPECT_EQ(back.attention_sinks, m.attention_sinks) << model_name;
+    EXPECT_EQ(back.glu_clamp, m.glu_clamp) << model_name;
+    EXPECT_EQ(back.family == ModelFamily::gpt_oss, m.family == ModelFamily::gpt_oss) << model_name;
 }
 }  // namespace
 
@@ -324,6 +359,9 @@ TEST(ImportMegatron, EmitImportRoundTrip) {
     round_trip("mixtral-8x7b", e);
     round_trip("qwen3-8b", o);  // Qwen3's q/k norms: --qk-layernorm, read back as qwen3 / qwen3_moe
     round_trip("qwen3-30b-a3b", e);
+    round_trip("mistral-7b", p);    // its 4,096-key window: --window-size 4095,0, read back as mistral
+    round_trip("gpt-oss-20b", e);   // sinks, clamped quick_gelu gate, every 2nd layer full: read back as gpt_oss
+    round_trip("gpt-oss-120b", o);
     Plan f = v;  // Transformer Engine fp8 parameters: --fp8-param-gather beside the distributed optimizer
     f.fp8_param_gather = true;
     round_trip("llama-3-8b", f);

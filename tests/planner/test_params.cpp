@@ -40,6 +40,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Published{"phi-3-mini-4k", 3'821'079'552}, Published{"phi-4", 14'659'507'200},
                       // Gemma 3 1B: the model card's 1B (Params.Gemma3TextByHand derives the count).
                       Published{"gemma-3-1b", 999'885'952},
+                      // gpt-oss: OpenAI's model card gives 20.91B and 116.83B (Params.GptOssByHand).
+                      Published{"gpt-oss-20b", 20'914'757'184}, Published{"gpt-oss-120b", 116'829'156'672},
                       // MPT builds of llm-foundry's benchmark tables (NumParams at seq 2048,
                       // scripts/train/benchmarking/README.md).
                       Published{"mpt-125m", 125'311'488}, Published{"mpt-350m", 355'985'408},
@@ -54,8 +56,8 @@ INSTANTIATE_TEST_SUITE_P(
         return n;
     });
 
-TEST(Params, CatalogHoldsExactlyTheThirtyOneModels) {
-    EXPECT_EQ(catalog_models(test::data_dir()).size(), 31u);
+TEST(Params, CatalogHoldsExactlyTheThirtyThreeModels) {
+    EXPECT_EQ(catalog_models(test::data_dir()).size(), 33u);
 }
 
 TEST(Params, DenseModelsAreFullyActive) {
@@ -106,6 +108,36 @@ TEST(Params, Qwen3MoeByHand) {
     EXPECT_EQ(c.active, 3'353'032'704);
 }
 
+TEST(Params, GptOssByHand) {
+    // gpt-oss (OpenAI's model card, table 1: gpt-oss-20b 20.91B total, 3.61B active; gpt-oss-120b
+    // 116.83B, 5.13B). A layer: q 2880 -> 64 x 64 and o back, k and v 2880 -> 8 x 64, each with its
+    // bias; 64 sink logits; two RMSNorms of 2880; a router 2880 -> E with a bias; E experts of a
+    // gate|up 2880 -> 2 x 2880 and a down 2880 -> 2880, with their biases. Untied 201,088 x 2880
+    // embedding and head, and the final norm.
+    const std::int64_t attn = 2 * (2880LL * 4096) + 4096 + 2880 + 2 * (2880LL * 512 + 512) + 64, norms = 2 * 2880;
+    const std::int64_t expert = 2880LL * 5760 + 5760 + 2880LL * 2880 + 2880;
+    const std::int64_t embed = 201088LL * 2880;
+    const auto layer = [&](std::int64_t e, std::int64_t used) { return attn + norms + 2881 * e + used * expert; };
+    const ModelConfig small = test::catalog_model("gpt-oss-20b"), large = test::catalog_model("gpt-oss-120b");
+    EXPECT_TRUE(small.attention_sinks && small.router_bias && small.fused_gate_up && small.mlp_bias);
+    EXPECT_EQ(small.glu_clamp, 7.0);
+    const ParamCounts s = count_params(small), l = count_params(large);
+    EXPECT_EQ(s.per_layer, layer(32, 32));
+    EXPECT_EQ(s.total, 2 * embed + 24 * layer(32, 32) + 2880);
+    EXPECT_EQ(l.total, 2 * embed + 36 * layer(128, 128) + 2880);
+    EXPECT_EQ(s.active, 2 * embed + 24 * layer(32, 4) + 2880);
+    // The card's active count leaves the embedding out and keeps the head (and the final norm):
+    // 3,608,307,264 and 5,132,849,472 round to its 3.61B and 5.13B.
+    EXPECT_EQ(s.active - embed, 3'608'307'264);
+    EXPECT_EQ(l.active - embed, 5'132'849'472);
+    // Every second layer attends through 128 keys (layer_types: sliding first), 12 of 24 and 18 of
+    // 36 see the whole sequence, every 2nd in Megatron-LM's count.
+    EXPECT_EQ(small.sliding_window, 128);
+    EXPECT_EQ(small.full_attention_layers, 12);
+    EXPECT_EQ(large.full_attention_layers, 18);
+    EXPECT_EQ(small.full_attention_period, 2);
+}
+
 TEST(Params, Phi3FusedProjectionsByHand) {
     // Phi-3's qkv_proj holds q, k and v in one (q + 2 kv) x h weight and gate_up_proj gate and up in
     // one 2f x h: the counts are Llama's. Phi-4: q 40 x 128 = 5120, kv 10 x 128 = 1280, f 17920,
@@ -138,6 +170,7 @@ TEST(Params, Gemma3TextByHand) {
     // Five layers in six attend through 512 keys: layers 5, 11, 17 and 23 see the whole sequence.
     EXPECT_EQ(m.sliding_window, 512);
     EXPECT_EQ(m.full_attention_layers, 4);
+    EXPECT_EQ(m.full_attention_period, 6);
 }
 
 TEST(Params, Gpt2SmallByHand) {

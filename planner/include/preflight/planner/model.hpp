@@ -10,7 +10,7 @@
 
 namespace preflight {
 
-enum class ModelFamily { gpt2, llama, mistral, qwen2, mixtral, qwen3, qwen3_moe, phi3, gemma3_text };
+enum class ModelFamily { gpt2, llama, mistral, qwen2, mixtral, qwen3, qwen3_moe, phi3, gemma3_text, gpt_oss };
 enum class NormKind { layernorm, rmsnorm };
 enum class MlpKind { gelu, swiglu };
 enum class PositionKind { learned, rope };
@@ -57,6 +57,17 @@ struct ModelConfig {
     // add, beside the two pre-norms (Gemma 3: transformers' Gemma3DecoderLayer post_attention_layernorm
     // and post_feedforward_layernorm), one weight of hidden_size each.
     bool sandwich_norms = false;
+    // Attention sinks: one learned logit per query head that joins every query's softmax and takes
+    // part of its weight without a value (gpt-oss: transformers' GptOssAttention.sinks; Megatron's
+    // --softmax-type learnable): `heads` parameters a layer, split with the heads over TP.
+    bool attention_sinks = false;
+    // A bias on the MoE router's logits (gpt-oss: GptOssTopKRouter.bias, one per expert).
+    bool router_bias = false;
+    // A gated MLP whose gate is clamped to at most glu_clamp, its up input to [-glu_clamp, glu_clamp],
+    // and whose product is act(gate) * (up + 1) (gpt-oss: GptOssExperts, swiglu_limit; Megatron's
+    // --activation-func-clamp-value and --glu-linear-offset 1); 0 = an unclamped gated MLP.
+    // Memory and FLOPs do not depend on it.
+    double glu_clamp = 0;
     std::int64_t experts = 1;          // MoE experts per layer (1 = dense)
     std::int64_t experts_per_token = 1;  // top-k routing
     double rope_theta = 10000.0;       // RoPE base (config rope_theta; Su et al. 2021)
@@ -73,6 +84,10 @@ struct ModelConfig {
     // in sliding_window_pattern); 0 = every layer attends through the window. The planner's layers are
     // alike: each takes the mean of the two kinds' attention (mean_causal_pairs).
     std::int64_t full_attention_layers = 0;
+    // The full-attention layers' period when they recur regularly: every layer whose (index + 1) is a
+    // multiple of it (Gemma 3's sliding_window_pattern, gpt-oss's 2; Megatron's --window-attn-skip-freq);
+    // 0 when no layer is full or the layer_types list follows no such period.
+    std::int64_t full_attention_period = 0;
     // The MLP's nonlinearity as the config names it (Llama family hidden_act, GPT-2
     // activation_function; empty: not named, the family's own, silu or gelu_new): memory and FLOPs
     // do not depend on it; `preflight run` computes only the ones its kernels implement
@@ -129,7 +144,7 @@ ParamCounts count_params(const ModelConfig& m);
 ParamCounts count_params(const ModelConfig& m, const std::vector<ParamTensor>& tensors);
 
 // Builds a ModelConfig from a Hugging Face config.json object (llama, mistral,
-// qwen2, qwen3, phi3, gemma3_text, gpt2, mixtral, qwen3_moe families, chosen by "model_type"). Throws InputError
+// qwen2, qwen3, phi3, gemma3_text, gpt2, mixtral, qwen3_moe, gpt_oss families, chosen by "model_type"). Throws InputError
 // naming the field for anything missing, negative or inconsistent.
 ModelConfig model_from_hf_config(const nlohmann::json& config, const std::string& name);
 

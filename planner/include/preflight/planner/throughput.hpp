@@ -42,7 +42,7 @@ struct ForwardFlopsPerToken {
 // less the (s - w)^2/2 pairs beyond a sliding window of w keys (0: no window).
 double causal_attention_pairs(std::int64_t seq, std::int64_t window);
 // The same for one layer of the model, at the mean over its layers where some attend through the
-// window and others to the whole sequence (ModelConfig::full_attention_layers, Gemma 3).
+// window and others to the whole sequence (ModelConfig::full_attention_layers, Gemma 3, gpt-oss).
 double mean_causal_pairs(const ModelConfig& m, std::int64_t seq);
 
 ForwardFlopsPerToken forward_flops_per_token(const ModelConfig& model, std::int64_t seq,
