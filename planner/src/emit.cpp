@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 #include "emit_warn.hpp"
+#include "torchtitan_models.hpp"
 #include "preflight/planner/extensions.hpp"
 #include "preflight/planner/frameworks.hpp"
 #include "preflight/planner/profiles.hpp"
@@ -61,6 +63,33 @@ std::string rotary_base(double theta, std::vector<std::string>* w) {
     return buf;
 }
 
+// YaRN (Peng et al. 2023) as Megatron-LM's GPT model reads it (training/argument_utils.py
+// _apply_yarn_config_from_args into YarnRotaryEmbedding): the scaling factor, the original context,
+// the ramp's rotations, whether the correction range is rounded (transformers' truncate), and the
+// attention factor as the mscale pair: mscale 1 with mscale_all_dim 0 gives 0.1 ln(factor) + 1,
+// transformers' own when the config gives no pair.
+void add_megatron_yarn_arguments(const RopeScaling& rs, std::vector<std::string>& a, std::vector<std::string>* w) {
+    const auto g = [](double v) {  // the shortest text that reads back as v ("32", "0.1")
+        char buf[40];
+        for (int digits = 15; digits <= 17; ++digits) {
+            std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+            if (std::strtod(buf, nullptr) == v) break;
+        }
+        return std::string(buf);
+    };
+    const bool pair = rs.mscale > 0 && rs.mscale_all_dim > 0;
+    a.push_back("--rotary-scaling-factor " + g(rs.factor));
+    a.push_back("--yarn-original-max-position-embeddings " + std::to_string(rs.original_max_positions));
+    a.push_back("--yarn-beta-fast " + g(rs.beta_fast));
+    a.push_back("--yarn-beta-slow " + g(rs.beta_slow));
+    a.push_back("--mscale " + (pair ? g(rs.mscale) : std::string("1")));
+    a.push_back("--mscale-all-dim " + (pair ? g(rs.mscale_all_dim) : std::string("0")));
+    if (!rs.truncate) a.emplace_back("--no-yarn-correction-range-round-to-int");
+    if (w && rs.attention_factor > 0)
+        w->push_back("YaRN attention_factor " + g(rs.attention_factor) + " is not written: Megatron-LM derives the "
+                     "factor from --mscale / --mscale-all-dim (0.1 ln(factor) + 1 here)");
+}
+
 // Model shape (Megatron-LM arguments.py names).
 void add_megatron_model_arguments(const ModelConfig& m, std::vector<std::string>& a, std::vector<std::string>* w) {
     auto arg = [&](std::string flag, std::string value = {}) {
@@ -97,7 +126,9 @@ void add_megatron_model_arguments(const ModelConfig& m, std::vector<std::string>
     }
     if (m.norm == NormKind::rmsnorm) arg("--normalization", "RMSNorm");
     if (m.qk_norm) arg("--qk-layernorm");  // per-head q/k norms of the same kind (Qwen3)
-    arg("--position-embedding-type", m.position == PositionKind::rope ? "rope" : "learned_absolute");
+    const RopeScaling& rs = m.rope_scaling;
+    const bool yarn = m.position == PositionKind::rope && rs.type == "yarn" && rs.factor > 0;
+    arg("--position-embedding-type", yarn ? "yarn" : m.position == PositionKind::rope ? "rope" : "learned_absolute");
     if (m.position == PositionKind::rope && m.rope_theta != 10000.0)
         arg("--rotary-base", rotary_base(m.rope_theta, w));
     if (m.position == PositionKind::rope && m.rope_fraction != 1.0) {  // partial_rotary_factor
@@ -107,8 +138,9 @@ void add_megatron_model_arguments(const ModelConfig& m, std::vector<std::string>
     }
     // Llama 3.1's frequency scaling (rotary_pos_embedding.py _apply_scaling: low 1, high 4,
     // original context 8192 fixed; only the factor is a flag).
-    const RopeScaling& rs = m.rope_scaling;
-    if (rs.type == "llama3" && rs.factor > 0) {
+    if (yarn) {
+        add_megatron_yarn_arguments(rs, a, w);
+    } else if (rs.type == "llama3" && rs.factor > 0) {
         char buf[64];
         std::snprintf(buf, sizeof buf, "%g", rs.factor);
         arg("--use-rope-scaling");
@@ -289,14 +321,6 @@ std::string megatron_arguments(const ModelConfig& m, const Plan& p, std::vector<
 
 namespace {
 
-// torchtitan/models/llama3/__init__.py llama3_configs: the flavors of the catalog's Llama 3 models.
-const char* torchtitan_flavor(const ModelConfig& m) {
-    if (m.name == "llama-3-8b") return "8B";
-    if (m.name == "llama-3-70b") return "70B";
-    if (m.name == "llama-3.1-405b") return "405B";
-    return nullptr;
-}
-
 // [training] (torchtitan/config/job_config.py Training).
 void torchtitan_training(std::ostringstream& o, const Plan& p, std::vector<std::string>* w) {
     o << "[training]\n";
@@ -346,13 +370,14 @@ std::string torchtitan_toml(const ModelConfig& m, const Plan& p, std::vector<std
     std::ostringstream o;
     o << "# torchtitan job config fragment from preflight plan: " << one_line(m.name) << " on " << p.gpus() << " GPUs, "
       << p.global_batch_tokens() << " tokens per step\n";
-    emit_detail::warn_sliding_window(m, p, w, "torchtitan");
-    emit_detail::warn_model_parts(m, w, "torchtitan");
+    // A registry entry (torchtitan_models.hpp) builds the whole model, gpt-oss's sinks, gate and window too.
+    const torchtitan_models::Entry* entry = torchtitan_models::of_catalog(m.name);
+    if (!entry) emit_detail::warn_sliding_window(m, p, w, "torchtitan");
+    emit_detail::warn_model_parts(m, w, "torchtitan", entry != nullptr);
     // One table per section: a second [training] or [parallelism] header is invalid TOML.
-    const char* flavor = torchtitan_flavor(m);
-    if (flavor != nullptr || p.precision == Precision::fp8_mixed) {
+    if (entry != nullptr || p.precision == Precision::fp8_mixed) {
         o << "[model]\n";
-        if (flavor != nullptr) o << "name = \"llama3\"\nflavor = \"" << flavor << "\"\n";
+        if (entry != nullptr) o << "name = \"" << entry->name << "\"\nflavor = \"" << entry->flavor << "\"\n";
         // components/quantization/float8.py registers the converter as "quantize.linear.float8".
         if (p.precision == Precision::fp8_mixed) o << "converters = [\"quantize.linear.float8\"]\n";
         o << "\n";

@@ -11,6 +11,7 @@
 
 #include "import_flag_values.hpp"
 #include "import_tree_values.hpp"
+#include "torchtitan_models.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/frameworks.hpp"
 #include "preflight/planner/limits.hpp"
@@ -191,16 +192,10 @@ void classify(const Toml& t, const std::string& section, const json& table, Impo
 
 // ---- Model -------------------------------------------------------------------------------
 
-struct Flavor {
-    std::string_view flavor, catalog;
-    std::int64_t layers;  // torchtitan/models/llama3/__init__.py llama3_configs n_layers
-};
-constexpr Flavor kLlama3Flavors[] = {{"8B", "llama-3-8b", 32}, {"70B", "llama-3-70b", 80}, {"405B", "llama-3.1-405b", 126}};
-
 // The model's layer count when the config names a catalog model (0 otherwise; `given`: --model's).
 std::int64_t read_model(const Toml& t, ImportedConfig& out, bool given) {
     // job_config.py Model.name (default "llama3") and Model.flavor (default "debugmodel"): keys of
-    // torchtitan's model registry (torchtitan/models/llama3/__init__.py llama3_configs).
+    // torchtitan's model registry (torchtitan_models.hpp: the entries that are catalog models).
     const std::string name = t.text("model", "name").value_or("llama3");
     const std::string flavor = t.text("model", "flavor").value_or("debugmodel");
     // 8B_flex and 8B_varlen (models/llama3/__init__.py, v0.2.x): the 8B shape with FlexAttention or
@@ -213,15 +208,14 @@ std::int64_t read_model(const Toml& t, ImportedConfig& out, bool given) {
                                    std::string(suffix.substr(1)) + " attention over a block-causal mask, planned as "
                                    "flash attention over a causal one");
         }
-    if (name == "llama3")
-        for (const Flavor& f : kLlama3Flavors)
-            if (base == f.flavor) {
-                out.model = std::string(f.catalog);
-                out.model_from = t.spot("model", t.find("model", "flavor") ? "flavor" : "name");
-                // models/llama3/model/args.py update_from_config: max_seq_len = the training seq_len.
-                out.context_follows_seq = true;
-                return f.layers;
-            }
+    for (const torchtitan_models::Entry& e : torchtitan_models::kEntries)
+        if (name == e.name && base == e.flavor) {
+            out.model = std::string(e.catalog);
+            out.model_from = t.spot("model", t.find("model", "flavor") ? "flavor" : "name");
+            // ModelArgs.update_from_config (llama3, qwen3, gpt_oss): max_seq_len = the training seq_len.
+            out.context_follows_seq = true;
+            return e.layers;
+        }
     if (!given)
         out.warnings.push_back("[model] name \"" + name + "\", flavor \"" + flavor +
                                "\": no catalog model matches this torchtitan model; give --model");

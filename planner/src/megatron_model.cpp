@@ -5,6 +5,7 @@
 // vocabulary padding of megatron/core/tokenizers/utils/build_tokenizer.py vocab_size_with_padding.
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -91,6 +92,7 @@ struct Shape {
     double rotary_share = 1.0;  // --rotary-percent (a fraction, default 1.0)
     double rope_theta = 10000;
     std::optional<double> rope_scaling;  // --use-rope-scaling: Llama 3.1's, this factor
+    json yarn;                           // --position-embedding-type yarn: transformers' rope_scaling of it
 };
 
 // Megatron-DeepSpeed's --num-key-value-heads: grouped-query attention whenever it differs from
@@ -173,6 +175,30 @@ void read_gpt_oss_parts(Flags& f, Shape& s, ImportedConfig& out) {
     }
 }
 
+// YaRN (--position-embedding-type yarn) as Megatron-LM's GPT model takes it
+// (training/argument_utils.py _apply_yarn_config_from_args, defaults of YarnRotaryEmbedding): as
+// transformers' rope_scaling, the mscale pair's attention factor included. A factor of 1 scales nothing.
+void read_yarn(Flags& f, Shape& s) {
+    const double factor = f.real("--rotary-scaling-factor", 1e-6, 1e6).value_or(1.0);
+    const auto original = f.integer("--yarn-original-max-position-embeddings", 1, limits::kMaxPositions,
+                                    "limits::kMaxPositions");
+    const double fast = f.real("--yarn-beta-fast", 1e-6, 1e6).value_or(32.0);
+    const double slow = f.real("--yarn-beta-slow", 1e-6, 1e6).value_or(1.0);
+    const double mscale = f.real("--mscale", 0.0, 1e6).value_or(1.0);
+    const double all_dim = f.real("--mscale-all-dim", 0.0, 1e6).value_or(0.0);
+    const bool round = !f.has("--no-yarn-correction-range-round-to-int");
+    f.has("--yarn-correction-range-round-to-int");  // the default, read
+    if (factor == 1.0) return;
+    s.yarn = {{"rope_type", "yarn"}, {"factor", factor}, {"original_max_position_embeddings", original.value_or(4096)},
+              {"beta_fast", fast}, {"beta_slow", slow}, {"truncate", round}};
+    // The attention factor get(mscale) / get(mscale_all_dim), get(m) = 0.1 m ln(factor) + 1 above a factor
+    // of 1 (YarnRotaryEmbedding, _yarn_get_mscale): transformers takes the pair when both are non-zero,
+    // and 1 with 0 is its default; any other pair is its factor.
+    const auto get = [&](double m) { return factor > 1 ? 0.1 * m * std::log(factor) + 1.0 : 1.0; };
+    if (mscale > 0 && all_dim > 0) s.yarn["mscale"] = mscale, s.yarn["mscale_all_dim"] = all_dim;
+    else if (mscale != 1.0 || all_dim != 0.0) s.yarn["attention_factor"] = get(mscale) / get(all_dim);
+}
+
 // Norm, positions, embeddings, biases, RoPE base and scaling, experts (arguments.py
 // _add_network_size_args; TransformerConfig normalization, add_bias_linear, add_qkv_bias,
 // num_moe_experts / --num-experts, moe_router_topk, moe_ffn_hidden_size).
@@ -187,7 +213,8 @@ void read_layout(Flags& f, Shape& s, ImportedConfig& out) {
     const std::string pos = f.has("--use-rotary-position-embeddings") ? "rope"
                                                                       : f.text("--position-embedding-type").value_or("learned_absolute");
     s.rope = pos == "rope" || pos == "yarn" || pos == "mrope";
-    if (pos != "rope" && pos != "learned_absolute")
+    if (pos == "yarn") read_yarn(f, s);
+    if (pos != "rope" && pos != "learned_absolute" && pos != "yarn")
         out.warnings.push_back(f.spot(*f.get("--position-embedding-type")).text() + ": " + pos +
                                " positions are modelled as " + (s.rope ? "rope" : "learned_absolute"));
     s.tied = !f.has("--untie-embeddings-and-output-weights");
@@ -266,6 +293,7 @@ json hf_config(const Shape& s, const ConfigSpot& at, ImportedConfig& out) {
         c["num_local_experts"] = s.experts, c["num_experts_per_tok"] = s.topk;
     if (windowed) c["sliding_window"] = s.window;
     if (s.rotary_share != 1.0) c["partial_rotary_factor"] = s.rotary_share;
+    if (!s.yarn.is_null()) c["rope_scaling"] = s.yarn;
     if (s.rope_scaling)  // megatron/core/models/common/embeddings/rope_utils.py: Llama 3.1's constants
         c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", *s.rope_scaling}, {"low_freq_factor", 1.0},
                              {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};

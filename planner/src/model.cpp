@@ -237,6 +237,23 @@ void read_rope_scaling(const RopeSource& src, const std::string& type, ModelConf
     m.rope_scaling.low_freq_factor = num("low_freq_factor", 1);
     m.rope_scaling.high_freq_factor = num("high_freq_factor", 4);
     m.rope_scaling.original_max_positions = original_positions(*src.obj, src.prefix);
+    if (type == "yarn") {  // _compute_yarn_parameters: its defaults, the context from the config when not given
+        RopeScaling& y = m.rope_scaling;
+        if (!src.obj->contains("original_max_position_embeddings")) y.original_max_positions = m.max_positions;
+        y.beta_fast = num("beta_fast", 32), y.beta_slow = num("beta_slow", 1);
+        y.attention_factor = num("attention_factor", 0);
+        for (auto [key, field] : {std::pair{"mscale", &y.mscale}, std::pair{"mscale_all_dim", &y.mscale_all_dim}}) {
+            const auto f = src.obj->find(key);  // 0 as absent: HF takes the pair only when both are non-zero
+            if (f == src.obj->end() || f->is_null()) continue;
+            if (!f->is_number() || !(f->get<double>() >= 0 && f->get<double>() <= 1e6))
+                throw InputError(src.prefix + key, "must be a number from 0 to 1e6, got " + shown_json(*f));
+            *field = f->get<double>();
+        }
+        if (const auto t = src.obj->find("truncate"); t != src.obj->end() && !t->is_null()) {
+            if (!t->is_boolean()) throw InputError(src.prefix + "truncate", "must be true or false, got " + shown_json(*t));
+            y.truncate = t->get<bool>();
+        }
+    }
     if (m.rope_scaling.type == "llama3" && m.rope_scaling.high_freq_factor <= m.rope_scaling.low_freq_factor)
         throw InputError(src.prefix + "high_freq_factor", "must exceed low_freq_factor");
 }

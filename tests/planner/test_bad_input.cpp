@@ -204,6 +204,20 @@ TEST(BadInput, GptOssAsTransformersBuildIt) {
     g["layer_types"][4] = "full_attention";
     EXPECT_EQ(model_from_hf_config(g, "g").full_attention_period, 0);  // layers 3 and 5 counted from 1
     g.erase("layer_types");
+    // YaRN (_compute_yarn_parameters): betas 32 and 1 and rounding by default, the context from the
+    // config when rope_scaling gives none; truncate must be a boolean, the mscale pair from 0.
+    g["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 32.0}, {"beta_fast", 16.0}, {"truncate", false}};
+    m = model_from_hf_config(g, "g");
+    EXPECT_EQ(m.rope_scaling.original_max_positions, 512);  // max_position_embeddings
+    EXPECT_EQ(m.rope_scaling.beta_fast, 16.0);
+    EXPECT_EQ(m.rope_scaling.beta_slow, 1.0);
+    EXPECT_FALSE(m.rope_scaling.truncate);
+    g["rope_scaling"]["truncate"] = "no";
+    EXPECT_EQ(subject_of([&] { model_from_hf_config(g, "g"); }), "rope_scaling.truncate");
+    g["rope_scaling"]["truncate"] = true;
+    g["rope_scaling"]["mscale_all_dim"] = -1;
+    EXPECT_EQ(subject_of([&] { model_from_hf_config(g, "g"); }), "rope_scaling.mscale_all_dim");
+    g.erase("rope_scaling");
     // The original release's experts_per_token must agree with num_experts_per_tok.
     g["experts_per_token"] = 3;
     EXPECT_EQ(subject_of([&] { model_from_hf_config(g, "g"); }), "experts_per_token");

@@ -283,8 +283,9 @@ TEST(Emit, SlidingWindowNotCarriedIsSaid) {
 }
 
 // gpt-oss in Megatron-LM's own terms (its gpt-oss recipes): the clamped quick_gelu gate with the up
-// offset, learned sinks, biases kept, 127 keys before the query on all but every 2nd layer. The
-// Llama-shaped torchtitan and nanotron forms say what they drop.
+// offset, learned sinks, biases kept, 127 keys before the query on all but every 2nd layer, YaRN. The
+// torchtitan's registry builds gpt-oss whole (name gpt_oss, flavor 20b); nanotron's Llama-shaped form, and
+// torchtitan's for a gpt-oss no registry entry names, say what they drop.
 TEST(Emit, GptOssPartsAreCarriedOrSaid) {
     const ModelConfig m = load_model("gpt-oss-20b", kData);
     Plan p;
@@ -292,15 +293,25 @@ TEST(Emit, GptOssPartsAreCarriedOrSaid) {
     const Forms f = every_form(m, p);
     for (const char* flag : {"--quick-geglu", "--glu-linear-offset 1.0", "--activation-func-clamp-value 7",
                              "--softmax-type learnable", "--window-size 127,0", "--window-attn-skip-freq 2",
-                             "--num-experts 32", "--moe-router-topk 4", "--kv-channels 64"})
+                             "--num-experts 32", "--moe-router-topk 4", "--kv-channels 64",
+                             // YaRN: factor 32 over 4,096 positions, betas 32 and 1, unrounded correction range
+                             "--position-embedding-type yarn", "--rotary-scaling-factor 32",
+                             "--yarn-original-max-position-embeddings 4096", "--yarn-beta-fast 32", "--yarn-beta-slow 1",
+                             "--mscale 1", "--mscale-all-dim 0", "--no-yarn-correction-range-round-to-int"})
         EXPECT_NE(f.megatron.find(flag), std::string::npos) << flag;
     EXPECT_EQ(f.megatron.find("--swiglu"), std::string::npos);
     EXPECT_EQ(f.megatron.find("--disable-bias-linear"), std::string::npos);  // every bias kept, the router's too
     EXPECT_FALSE(has_text(f.mw, "sinks") || has_text(f.mw, "quick_gelu") || has_text(f.mw, "sliding window"));
-    EXPECT_TRUE(has_text(f.mw, "RoPE scaling 'yarn' is not written"));
-    for (const auto* w : {&f.tw, &f.nw}) {
+    EXPECT_TRUE(f.mw.empty()) << f.mw.front();
+    EXPECT_NE(torchtitan_toml(m, p).find("name = \"gpt_oss\"\nflavor = \"20b\"\n"), std::string::npos);
+    EXPECT_TRUE(f.tw.empty()) << f.tw.front();
+    ModelConfig own = m;
+    own.name = "my-gpt-oss";
+    const Forms mine = every_form(own, p);
+    for (const auto* w : {&f.nw, &mine.tw}) {
         EXPECT_TRUE(has_text(*w, "attention sinks"));
         EXPECT_TRUE(has_text(*w, "applies quick_gelu to its gate (clamped, times up + 1)"));
+        EXPECT_TRUE(has_text(*w, "sliding window of 128 keys"));
     }
 }
 

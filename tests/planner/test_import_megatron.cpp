@@ -165,7 +165,7 @@ TEST(ImportMegatron, ArgumentsFileMoeInterleavedFp8Offload) {
 
 // gpt-oss in Megatron-LM's own terms: the clamped quick_gelu gate, learned sinks, biases kept and a
 // 127-keys-back window on all but every 2nd layer read back as the catalog's gpt-oss-20b (its vocabulary
-// 201,088 = 1,571 x 128 needs no padding). YaRN positions are planned as RoPE, said.
+// 201,088 = 1,571 x 128 needs no padding), its YaRN positions too.
 TEST(ImportMegatron, GptOssFlagsAreTheCatalogModel) {
     const ImportedConfig c = import_fixture("gpt_oss_20b_args.sh");
     ASSERT_TRUE(c.model_config);
@@ -175,7 +175,12 @@ TEST(ImportMegatron, GptOssFlagsAreTheCatalogModel) {
     EXPECT_EQ(m.sliding_window, 128);
     EXPECT_EQ(m.full_attention_layers, 12);
     EXPECT_EQ(integer(c, "ep"), 8);
-    EXPECT_TRUE(contains(c.warnings, "yarn positions are modelled as rope"));
+    // YaRN read as transformers' rope_scaling: factor 32 over 4,096 positions, betas 32 and 1, truncate off.
+    EXPECT_EQ(m.rope_scaling.type, "yarn");
+    EXPECT_EQ(m.rope_scaling.factor, catalog.rope_scaling.factor);
+    EXPECT_EQ(m.rope_scaling.original_max_positions, 4096);
+    EXPECT_FALSE(m.rope_scaling.truncate);
+    EXPECT_TRUE(c.warnings.empty()) << c.warnings.front();
     // Half of gpt-oss's parts: planned as plain softmax / SwiGLU, and said.
     const ImportedConfig half = import_text(
         "--num-layers 2 --hidden-size 256 --num-attention-heads 8 --swiglu --softmax-type off-by-one "
@@ -321,6 +326,14 @@ void round_trip(const std::string& model_name, const Plan& plan) {
     EXPECT_EQ(back.attention_sinks, m.attention_sinks) << model_name;
     EXPECT_EQ(back.glu_clamp, m.glu_clamp) << model_name;
     EXPECT_EQ(back.family == ModelFamily::gpt_oss, m.family == ModelFamily::gpt_oss) << model_name;
+    // RoPE scaling: llama3's factor, YaRN's whole (--position-embedding-type yarn and its flags)
+    const RopeScaling &a = back.rope_scaling, &b = m.rope_scaling;
+    EXPECT_EQ(a.type, b.type) << model_name;
+    EXPECT_EQ(a.factor, b.factor) << model_name;
+    EXPECT_EQ(a.original_max_positions, b.original_max_positions) << model_name;
+    EXPECT_EQ(a.beta_fast, b.beta_fast) << model_name;
+    EXPECT_EQ(a.beta_slow, b.beta_slow) << model_name;
+    EXPECT_EQ(a.truncate, b.truncate) << model_name;
 }
 }  // namespace
 

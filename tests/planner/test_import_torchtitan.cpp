@@ -2,6 +2,8 @@
 // Expected numbers are worked out by hand from the fixtures in tests/configs/torchtitan/.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "tree_import_helpers.hpp"
 #include "preflight/config_readers/config_readers.hpp"
 #include "preflight/planner/catalog.hpp"
@@ -178,6 +180,22 @@ TEST(ImportTorchtitan, FlexAndVarlenFlavorsAreTheirBaseShape) {
         EXPECT_EQ(*c.model, "llama-3-8b");
         EXPECT_TRUE(any_contains(c.warnings, "block-causal")) << flavor;
     }
+}
+
+// torchtitan v0.2.2's registry beyond Llama 3 (models/qwen3 qwen3_configs, models/gpt_oss
+// gptoss_configs): the flavors whose shapes are catalog models read as those; an unknown one is said.
+TEST(ImportTorchtitan, Qwen3AndGptOssFlavorsAreCatalogModels) {
+    for (const auto& [name, flavor, catalog] : {std::tuple{"qwen3", "8B", "qwen3-8b"}, std::tuple{"qwen3", "30B-A3B", "qwen3-30b-a3b"},
+                                                std::tuple{"gpt_oss", "20b", "gpt-oss-20b"}, std::tuple{"gpt_oss", "120b", "gpt-oss-120b"}}) {
+        const ImportedConfig c = import_text("[model]\nname = \"" + std::string(name) + "\"\nflavor = \"" + flavor + "\"\n" +
+                                             job("", ""));
+        ASSERT_TRUE(c.model) << flavor;
+        EXPECT_EQ(*c.model, catalog);
+        EXPECT_TRUE(c.context_follows_seq);
+    }
+    const ImportedConfig other = import_text("[model]\nname = \"gpt_oss\"\nflavor = \"debugmodel\"\n" + job("", ""));
+    EXPECT_FALSE(other.model);
+    EXPECT_TRUE(any_contains(other.warnings, "no catalog model matches"));
 }
 
 // v0.2.2: without FSDP (shard degree 1, no cp) tp or pp turns mixed precision off

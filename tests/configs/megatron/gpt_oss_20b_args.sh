@@ -12,6 +12,11 @@ MODEL_ARGS=(
     --num-query-groups 8
     --normalization RMSNorm
     --position-embedding-type yarn
+    --rotary-scaling-factor 32.0
+    --yarn-original-max-position-embeddings 4096
+    --yarn-beta-fast 32.0
+    --yarn-beta-slow 1.0
+    --no-yarn-correction-range-round-to-int
     --rotary-base 150000
     --max-position-embeddings 131072
     --untie-embeddings-and-output-weights
@@ -37,5 +42,6 @@ TRAIN_ARGS=(
     --expert-model-parallel-size 8
     --use-distributed-optimizer
     --bf16
+    --grad-reduce-in-bf16
 )
 torchrun --nproc-per-node 8 pretrain_gpt.py "${MODEL_ARGS[@]}" "${TRAIN_ARGS[@]}"

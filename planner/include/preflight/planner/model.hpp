@@ -23,6 +23,12 @@ struct RopeScaling {
     std::string type;  // "" (none) | "llama3" | another HF rope_type (the runtime refuses it)
     double factor = 0, low_freq_factor = 1, high_freq_factor = 4;
     std::int64_t original_max_positions = 8192;
+    // YaRN (Peng et al. 2023; _compute_yarn_parameters): the ramp's bounds in rotations, whether its
+    // correction range is rounded to whole dimensions (truncate), and the attention factor's mscale
+    // pair (0 when not given: the factor is then 0.1 ln(factor) + 1) or the factor itself (0: derived).
+    double beta_fast = 32, beta_slow = 1;
+    bool truncate = true;
+    double mscale = 0, mscale_all_dim = 0, attention_factor = 0;
 };
 
 // Architecture of a decoder-only transformer, in the planner's own terms.
