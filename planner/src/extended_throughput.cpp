@@ -214,7 +214,7 @@ void add_lora_compute(const ModelConfig& model, const Plan& p, const Rates& r, c
                 if (p.lora.dropout > 0) fwd += tok * in * (2.0 * ab + 1.0);
                 adapter_bytes += fwd * (3.0 + (full_rc ? 1.0 : 0.0));
             }
-            if (p.finetune == Finetune::qlora) {
+            if (p.finetune == Finetune::qlora && qlora_quantizes(model, pt)) {
                 // dequantize_4bit: read 0.5 B + constants, write 2 B per weight, for the
                 // forward, the input-gradient GEMM and a recomputed forward.
                 dequant_bytes += E * out * in * (0.5 + 2.0 + 1.0 / 64.0) * (2.0 + (full_rc ? 1.0 : 0.0));

@@ -111,6 +111,11 @@ Nf4Bytes nf4_bytes(std::int64_t numel, const LoraSettings& lora) {
     return b;
 }
 
+bool qlora_quantizes(const ModelConfig& model, const ParamTensor& t) {
+    const bool parameter_tensor = model.family == ModelFamily::gpt_oss && t.copies > 1;  // GptOssExperts
+    return t.place == TensorPlace::layer && t.gemm_weight && !parameter_tensor;
+}
+
 FrozenBase frozen_base(const ModelConfig& model, const Plan& plan) {
     FrozenBase f;
     const bool qlora = plan.finetune == Finetune::qlora;
@@ -118,10 +123,8 @@ FrozenBase frozen_base(const ModelConfig& model, const Plan& plan) {
     for (const ParamTensor& t : param_tensors(model)) {
         const std::int64_t count = t.place == TensorPlace::layer ? model.layers : 1;
         // bitsandbytes via transformers quantises the decoder layers' nn.Linear weights; the
-        // embeddings, the LM head (kept in 16 bits by get_keys_to_not_convert), norms and biases stay,
-        // and so do gpt-oss's experts, parameter tensors of GptOssExperts rather than nn.Linear modules.
-        const bool linear_module = !(model.family == ModelFamily::gpt_oss && t.copies > 1);
-        if (qlora && t.place == TensorPlace::layer && t.gemm_weight && linear_module) {
+        // embeddings, the LM head (kept in 16 bits by get_keys_to_not_convert), norms and biases stay.
+        if (qlora && qlora_quantizes(model, t)) {
             f.quantized_params += count * t.numel();
             f.quantized_bytes += count * t.copies * nf4_bytes(t.rows * t.cols, plan.lora).total();
         } else {
@@ -138,7 +141,7 @@ std::int64_t qlora_dequant_bytes(const ModelConfig& model, const Plan& plan) {
     // compute dtype (bf16) for the forward GEMM and again for the input-gradient GEMM.
     std::int64_t largest = 0;
     for (const ParamTensor& t : param_tensors(model))
-        if (t.place == TensorPlace::layer && t.gemm_weight) largest = std::max(largest, t.rows * t.cols / plan.tp);
+        if (qlora_quantizes(model, t)) largest = std::max(largest, t.rows * t.cols / plan.tp);
     return largest * 2;
 }
 

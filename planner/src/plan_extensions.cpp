@@ -322,7 +322,7 @@ StageStates extended_stage_states(const ModelConfig& m, const Plan& p, const Fra
         // Frozen base weight: NF4 (QLoRA decoder linears) or the weight dtype; no gradient,
         // master copy or optimizer state. ZeRO-3 partitions frozen parameters too.
         std::int64_t base_bytes = 0;
-        if (qlora && t.place == TensorPlace::layer && t.gemm_weight)
+        if (qlora && qlora_quantizes(m, t))
             base_bytes = count * copies * nf4_bytes(per_copy, p.lora).total();
         else
             base_bytes = n * (qlora && p.lora.fp32_non_quantized ? 4 : pb.weight);

@@ -687,6 +687,13 @@ TEST(Extensions, GptOssExpertsArePeftTargetParameters) {
     const FrozenBase b = frozen_base(m, p);
     EXPECT_EQ(b.quantized_params, 637'009'920);
     EXPECT_EQ(b.quantized_params + b.other_params, count_params(m).total);
+    // The plan's weights are that frozen base (the others in fp32 after prepare_model_for_kbit_training:
+    // 20,277,747,264 x 4 B) beside the q, v adapters' fp32 weights.
+    p.lora = lora(8, lora_q | lora_v);
+    p.seq = 2048;
+    EXPECT_EQ(frozen_base(m, p).other_bytes, 20'277'747'264LL * 4);
+    EXPECT_EQ(evaluate_memory(m, catalog_gpu("h100-sxm-80gb"), p).at_peak.weights,
+              frozen_base(m, p).total_bytes() + lora_params(m, p.lora) * 4);
 }
 
 TEST(Extensions, LoraStepIsCheaperThanFullFineTune) {

@@ -42,6 +42,11 @@ struct Nf4Bytes {
 };
 Nf4Bytes nf4_bytes(std::int64_t numel, const LoraSettings& lora);
 
+// Whether QLoRA's 4-bit quantisation takes the tensor to NF4: the decoder layers' nn.Linear weights
+// (transformers' bitsandbytes integration replaces nn.Linear modules), not gpt-oss's experts, which
+// are parameter tensors of GptOssExperts and stay in 16 bits (fp32 after prepare_model_for_kbit_training).
+bool qlora_quantizes(const ModelConfig& model, const ParamTensor& t);
+
 // Frozen base model of a LoRA / QLoRA plan, whole model, one copy.
 struct FrozenBase {
     std::int64_t quantized_params = 0;  // QLoRA: the decoder layers' linear weights
