@@ -63,20 +63,24 @@ std::string rotary_base(double theta, std::vector<std::string>* w) {
     return buf;
 }
 
+// The shortest text that reads back as v ("32", "0.1", "7.123456789"): a model value written as a
+// flag, never rounded to %g's six digits.
+std::string exact_number(double v) {
+    char buf[40];
+    for (int digits = 15; digits <= 17; ++digits) {
+        std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+        if (std::strtod(buf, nullptr) == v) break;
+    }
+    return buf;
+}
+
 // YaRN (Peng et al. 2023) as Megatron-LM's GPT model reads it (training/argument_utils.py
 // _apply_yarn_config_from_args into YarnRotaryEmbedding): the scaling factor, the original context,
 // the ramp's rotations, whether the correction range is rounded (transformers' truncate), and the
 // attention factor as the mscale pair: mscale 1 with mscale_all_dim 0 gives 0.1 ln(factor) + 1,
 // transformers' own when the config gives no pair.
 void add_megatron_yarn_arguments(const RopeScaling& rs, std::vector<std::string>& a, std::vector<std::string>* w) {
-    const auto g = [](double v) {  // the shortest text that reads back as v ("32", "0.1")
-        char buf[40];
-        for (int digits = 15; digits <= 17; ++digits) {
-            std::snprintf(buf, sizeof buf, "%.*g", digits, v);
-            if (std::strtod(buf, nullptr) == v) break;
-        }
-        return std::string(buf);
-    };
+    const auto g = exact_number;
     const bool pair = rs.mscale > 0 && rs.mscale_all_dim > 0;
     a.push_back("--rotary-scaling-factor " + g(rs.factor));
     a.push_back("--yarn-original-max-position-embeddings " + std::to_string(rs.original_max_positions));
@@ -108,11 +112,9 @@ void add_megatron_model_arguments(const ModelConfig& m, std::vector<std::string>
     if (m.mlp == MlpKind::swiglu && m.glu_clamp > 0) {
         // gpt-oss's experts: quick_gelu(gate) * (up + 1), both clamped (arguments.py --quick-geglu,
         // --glu-linear-offset, --activation-func-clamp-value).
-        char clamp[32];
-        std::snprintf(clamp, sizeof clamp, "%g", m.glu_clamp);
         arg("--quick-geglu");
         arg("--glu-linear-offset", "1.0");
-        arg("--activation-func-clamp-value", clamp);
+        arg("--activation-func-clamp-value", exact_number(m.glu_clamp));
     } else if (m.mlp == MlpKind::swiglu) {
         arg("--swiglu");
     }
@@ -131,20 +133,15 @@ void add_megatron_model_arguments(const ModelConfig& m, std::vector<std::string>
     arg("--position-embedding-type", yarn ? "yarn" : m.position == PositionKind::rope ? "rope" : "learned_absolute");
     if (m.position == PositionKind::rope && m.rope_theta != 10000.0)
         arg("--rotary-base", rotary_base(m.rope_theta, w));
-    if (m.position == PositionKind::rope && m.rope_fraction != 1.0) {  // partial_rotary_factor
-        char buf[32];
-        std::snprintf(buf, sizeof buf, "%g", m.rope_fraction);
-        arg("--rotary-percent", buf);
-    }
+    if (m.position == PositionKind::rope && m.rope_fraction != 1.0)  // partial_rotary_factor
+        arg("--rotary-percent", exact_number(m.rope_fraction));
     // Llama 3.1's frequency scaling (rotary_pos_embedding.py _apply_scaling: low 1, high 4,
     // original context 8192 fixed; only the factor is a flag).
     if (yarn) {
         add_megatron_yarn_arguments(rs, a, w);
     } else if (rs.type == "llama3" && rs.factor > 0) {
-        char buf[64];
-        std::snprintf(buf, sizeof buf, "%g", rs.factor);
         arg("--use-rope-scaling");
-        arg("--rope-scaling-factor", buf);
+        arg("--rope-scaling-factor", exact_number(rs.factor));
         if (w && (rs.low_freq_factor != 1 || rs.high_freq_factor != 4 || rs.original_max_positions != 8192))
             w->push_back("RoPE scaling: Megatron fixes the llama3 low/high frequency factors at 1 and 4 and the "
                          "original context at 8192; this model's differ");

@@ -391,8 +391,6 @@ void read_gemma3_text(const json& cfg, ModelConfig& m) {
 // 128-key window (read_sliding_window). The released checkpoints store the experts in MXFP4; training
 // dequantizes them (transformers Mxfp4Config(dequantize=True)), so the plan's precision holds them.
 void read_gpt_oss(const json& cfg, ModelConfig& m) {
-    m.experts = positive_int(cfg, "num_local_experts", true);
-    m.experts_per_token = positive_int(cfg, "num_experts_per_tok", true);
     if (const auto other = cfg.find("experts_per_token");  // the original release's name, beside it
         other != cfg.end() && !other->is_null() && *other != json(m.experts_per_token))
         throw InputError("experts_per_token", shown_json(*other) + " differs from num_experts_per_tok " +
@@ -449,7 +447,7 @@ void read_llama_family(const json& cfg, ModelConfig& m) {
         m.fused_qkv = m.fused_gate_up = true;
         m.qkv_bias = m.out_bias = m.mlp_bias = false;
     }
-    if (m.family == ModelFamily::mixtral) {
+    if (m.family == ModelFamily::mixtral || gpt_oss) {  // MixtralConfig's and GptOssConfig's names
         m.experts = positive_int(cfg, "num_local_experts", true);
         m.experts_per_token = positive_int(cfg, "num_experts_per_tok", true);
     }

@@ -307,6 +307,8 @@ TEST(Emit, GptOssPartsAreCarriedOrSaid) {
     EXPECT_TRUE(f.tw.empty()) << f.tw.front();
     ModelConfig own = m;
     own.name = "my-gpt-oss";
+    own.glu_clamp = 7.123456789;  // written whole, not as %g's 7.12346
+    EXPECT_NE(megatron_arguments(own, p).find("--activation-func-clamp-value 7.123456789 "), std::string::npos);
     const Forms mine = every_form(own, p);
     for (const auto* w : {&f.nw, &mine.tw}) {
         EXPECT_TRUE(has_text(*w, "attention sinks"));
