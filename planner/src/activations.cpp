@@ -134,21 +134,26 @@ static void add_runtime_moe_mlp(std::vector<ActivationTensor>& v, const ModelCon
     v.push_back({"expert rows: expert outputs (for the weighted combine)", S * d.hidden * a, false});
 }
 
-// Per-head q/k RMSNorms before RoPE (Megatron-Core attention.py q_layernorm / k_layernorm,
-// Transformer Engine's RMSNorm): the backward reads their inputs, the q and k projections (split
-// by TP), and with row statistics the fp32 rstd of each head and token.
+// Q/k RMSNorms before RoPE (Megatron-Core attention.py q_layernorm / k_layernorm, Transformer Engine's
+// RMSNorm): the backward reads their inputs, the q and k projections (split by TP), and with row
+// statistics an fp32 rstd per row: of each head and token, or of each token when the norm spans the
+// whole projection (OLMo's, whose every rank keeps its tokens' two, as the sum runs over the ranks).
 static void add_qk_norm_inputs(std::vector<ActivationTensor>& v, const ModelConfig& m, const FrameworkProfile& prof,
                                const ActivationDims& d) {
     const std::int64_t tokens = d.seq * d.micro_batch;
     v.push_back({"Q norm input (q projection)", tokens * d.q_width * d.activation_bytes / d.tp, false});
     v.push_back({"K norm input (k projection)", tokens * d.kv_width * d.activation_bytes / d.tp, false});
-    if (prof.norm_row_stats) v.push_back({"Q/K norm statistics", tokens * (m.heads + m.kv_heads) * 4 / d.tp, false});
+    if (!prof.norm_row_stats) return;
+    if (m.qk_norm_whole)
+        v.push_back({"Q/K norm statistics (whole projection)", tokens * 2 * 4, false});
+    else
+        v.push_back({"Q/K norm statistics", tokens * (m.heads + m.kv_heads) * 4 / d.tp, false});
 }
 
-// Gemma 3's norms on the attention output and the MLP output, before each residual add (Megatron-Core
-// and Transformer Engine RMSNorm alike): each keeps its input, the sublayer's output (h per token,
-// split by SP as the residual stream is), and with row statistics the fp32 rstd of each token.
-static void add_sandwich_norm_inputs(std::vector<ActivationTensor>& v, const FrameworkProfile& prof,
+// Gemma 3's and OLMo's norms on the attention output and the MLP output, before each residual add
+// (Megatron-Core and Transformer Engine RMSNorm alike): each keeps its input, the sublayer's output (h
+// per token, split by SP as the residual stream is), and with row statistics the fp32 rstd of each token.
+static void add_post_norm_inputs(std::vector<ActivationTensor>& v, const FrameworkProfile& prof,
                                      const ActivationDims& d) {
     const std::int64_t tokens = d.seq * d.micro_batch, sp_div = d.sp ? d.tp : 1;
     v.push_back({"post-attention norm input (o_proj output)", tokens * d.hidden * d.activation_bytes / sp_div, false});
@@ -156,11 +161,36 @@ static void add_sandwich_norm_inputs(std::vector<ActivationTensor>& v, const Fra
     if (prof.norm_row_stats) v.push_back({"post-sublayer norm statistics", 2 * tokens * 4 / sp_div, false});
 }
 
-// The norms beyond the two pre-norms: per-head q/k norms (Qwen3, Gemma 3), post-sublayer norms (Gemma 3).
+// The norms beyond the two pre-norms: q/k norms (Qwen3, Gemma 3, OLMo), post-sublayer norms (Gemma 3, OLMo).
 static void add_extra_norm_inputs(std::vector<ActivationTensor>& v, const ModelConfig& m, const FrameworkProfile& prof,
                                   const ActivationDims& d) {
     if (m.qk_norm) add_qk_norm_inputs(v, m, prof, d);
-    if (m.sandwich_norms) add_sandwich_norm_inputs(v, prof, d);
+    if (m.post_norms) add_post_norm_inputs(v, prof, d);
+}
+
+// A sublayer's input as its norm and first GEMMs keep it. Pre-norm: the norm's input (with row
+// statistics also its fp32 rstd, or LayerNorm's mean and rstd) and its output, the GEMMs' input. Without
+// pre-norms (OLMo) the GEMMs read the residual stream itself, kept as their input alone (a residual
+// add's backward reads nothing). `gemm_input` false: the runtime's MoE MLP keeps that input itself.
+static void add_sublayer_input(std::vector<ActivationTensor>& v, const ModelConfig& m, const Plan& p,
+                               const FrameworkProfile& prof, const ActivationDims& d, bool attention, bool gemm_input) {
+    const std::int64_t tokens = d.seq * d.micro_batch, sp_div = d.sp ? d.tp : 1;
+    const std::int64_t norm_stats = m.norm == NormKind::layernorm ? 8 : 4;  // fp32 mean+rstd / rstd per row
+    if (m.pre_norms) {
+        v.push_back({attention ? "attention norm input" : "MLP norm input",
+                     tokens * d.hidden * d.activation_bytes / sp_div, false});
+        if (prof.norm_row_stats)
+            v.push_back({attention ? "attention norm statistics" : "MLP norm statistics", tokens * norm_stats / sp_div,
+                         false});
+    }
+    if (!gemm_input) return;
+    // Profile: the runtime's fp8 keeps the transposed fp8 copy of the gathered norm output (all the
+    // rows) for the column-parallel weight gradients, not the rank's rows (program_layer.cpp).
+    const bool runtime_fp8 = prof.fp8_runtime_recipe && p.precision == Precision::fp8_mixed;
+    const std::string_view name =
+        attention ? (m.pre_norms ? "QKV GEMM input (norm output)" : "QKV GEMM input (layer input)")
+                  : (m.pre_norms ? "MLP GEMM input (norm output)" : "MLP GEMM input (residual stream)");
+    v.push_back({name, tokens * d.hidden * d.gemm_input_bytes / (runtime_fp8 ? 1 : sp_div), false});
 }
 
 // Full per-layer saved set, before recompute filtering. Item sizes follow
@@ -178,16 +208,8 @@ std::vector<ActivationTensor> full_inventory(const ModelConfig& m, const Plan& p
         v.push_back({n, bytes / d.tp, core});
     };
     auto sp_item = [&](std::string_view n, std::int64_t bytes) { v.push_back({n, bytes / sp_div, false}); };
-    const std::int64_t norm_stats = m.norm == NormKind::layernorm ? 8 : 4;  // fp32 mean+rstd / rstd per row
-    // Profile: the runtime's fp8 keeps the transposed fp8 copy of the gathered norm output (all the
-    // rows) for the column-parallel weight gradients, not the rank's rows (program_layer.cpp).
     const bool runtime_fp8 = prof.fp8_runtime_recipe && p.precision == Precision::fp8_mixed;
-    auto norm_out_item = [&](std::string_view n) {
-        v.push_back({n, tokens * d.hidden * d.gemm_input_bytes / (runtime_fp8 ? 1 : sp_div), false});
-    };
-    sp_item("attention norm input", tokens * d.hidden * d.activation_bytes);
-    if (prof.norm_row_stats) sp_item("attention norm statistics", tokens * norm_stats);
-    norm_out_item("QKV GEMM input (norm output)");
+    add_sublayer_input(v, m, p, prof, d, true, true);
     add_extra_norm_inputs(v, m, prof, d);
     tp_item("Q (after RoPE)", tokens * d.q_width * d.activation_bytes);
     tp_item("K (after RoPE)", tokens * d.kv_width * d.activation_bytes);
@@ -211,11 +233,9 @@ std::vector<ActivationTensor> full_inventory(const ModelConfig& m, const Plan& p
     if ((runtime_fp8 || te_fp8) && p.attention == AttentionKind::flash)
         tp_item("attention output (bf16, flash backward input)", tokens * d.q_width * d.activation_bytes);
     if (drop) sp_item("attention residual dropout mask", tokens * d.hidden * 1);
-    sp_item("MLP norm input", tokens * d.hidden * d.activation_bytes);
-    if (prof.norm_row_stats) sp_item("MLP norm statistics", tokens * norm_stats);
     const bool runtime_moe = m.is_moe() && prof.runtime_moe;
+    add_sublayer_input(v, m, p, prof, d, false, !runtime_moe);
     if (runtime_moe) add_runtime_moe_mlp(v, m, p, d);
-    if (!runtime_moe) norm_out_item("MLP GEMM input (norm output)");
     // Tokens through each expert: a dense MLP sees every token once; top-k routing k times.
     const std::int64_t routed = tokens * (m.is_moe() ? m.experts_per_token : 1);
     if (m.is_moe() && !runtime_moe) {

@@ -127,7 +127,9 @@ void add_megatron_model_arguments(const ModelConfig& m, std::vector<std::string>
         if (m.full_attention_layers > 0) arg("--window-attn-skip-freq", s(m.full_attention_period));
     }
     if (m.norm == NormKind::rmsnorm) arg("--normalization", "RMSNorm");
-    if (m.qk_norm) arg("--qk-layernorm");  // per-head q/k norms of the same kind (Qwen3)
+    // Per-head q/k norms of the same kind (Qwen3); OLMo's over the whole projections are the nearest
+    // Megatron-LM has (warn_model_parts says so).
+    if (m.qk_norm) arg("--qk-layernorm");
     const RopeScaling& rs = m.rope_scaling;
     const bool yarn = m.position == PositionKind::rope && rs.type == "yarn" && rs.factor > 0;
     arg("--position-embedding-type", yarn ? "yarn" : m.position == PositionKind::rope ? "rope" : "learned_absolute");
@@ -139,6 +141,11 @@ void add_megatron_model_arguments(const ModelConfig& m, std::vector<std::string>
     // original context 8192 fixed; only the factor is a flag).
     if (yarn) {
         add_megatron_yarn_arguments(rs, a, w);
+        // OLMo 3 scales only its full-attention layers' RoPE (transformers 4.57 Olmo3Model: one rotary
+        // embedding per layer type); Megatron-LM's YaRN embedding serves every layer.
+        if (m.family == ModelFamily::olmo3 && m.full_attention_layers > 0 && m.full_attention_layers < m.layers)
+            warn(w, m.name + " applies its YaRN scaling to its full-attention layers only and plain RoPE to its "
+                             "windowed layers; --position-embedding-type yarn scales every layer");
     } else if (rs.type == "llama3" && rs.factor > 0) {
         arg("--use-rope-scaling");
         arg("--rope-scaling-factor", exact_number(rs.factor));

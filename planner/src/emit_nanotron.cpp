@@ -45,7 +45,7 @@ void nanotron_model(std::ostringstream& o, const ModelConfig& m, const Plan& p, 
     if (m.rope_fraction != 1.0)
         warn(w, "nanotron's RoPE rotates the whole head: " + m.name + "'s partial_rotary_factor is not carried");
     if (m.qk_norm)
-        warn(w, "nanotron's Llama / Qwen2 models have no per-head q/k norms: the model_config below trains " + m.name +
+        warn(w, "nanotron's Llama / Qwen2 models have no q/k norms: the model_config below trains " + m.name +
                     " without its q_norm and k_norm");
     if (m.head_dim * m.heads != m.hidden)
         warn(w, "nanotron derives the head size as hidden_size / num_attention_heads; " + m.name + "'s head_dim " +

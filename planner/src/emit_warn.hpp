@@ -34,15 +34,26 @@ inline bool megatron_carries_window(const ModelConfig& m) {
     return m.sliding_window > 0 && (m.full_attention_layers == 0 || m.full_attention_period > 0);
 }
 
-// Layer parts the framework's Llama-shaped model does not carry, said so: Gemma 3's norms on the
-// sublayer outputs, a gated MLP whose gate is not silu (Gemma's gelu_pytorch_tanh), and gpt-oss's
-// attention sinks and clamped gate (`gpt_oss_parts`: the form carries those two, as Megatron-LM does).
+// Layer parts the framework's Llama-shaped model does not carry, said so: Gemma 3's and OLMo's norms on
+// the sublayer outputs, OLMo's q/k norms over the whole projections, a gated MLP whose gate is not silu
+// (Gemma's gelu_pytorch_tanh), and gpt-oss's attention sinks and clamped gate (`gpt_oss_parts`: the form
+// carries those two, as Megatron-LM does).
 inline void warn_model_parts(const ModelConfig& m, std::vector<std::string>* w, const std::string& framework,
                              bool gpt_oss_parts = false) {
-    if (m.sandwich_norms)
+    if (m.post_norms && m.pre_norms)
         warn(w, m.name + "'s norms on the attention and MLP outputs (post_attention_layernorm, "
                          "post_feedforward_layernorm) are not carried by this " + framework +
                     " config: it would train the layer without them (the plan counts them)");
+    if (!m.pre_norms)
+        warn(w, m.name + "'s layer normalizes the attention and MLP outputs (post_attention_layernorm, "
+                         "post_feedforward_layernorm) in place of their inputs, which this " + framework +
+                    " config does not carry: it would train a pre-norm layer (as many norm weights; the plan "
+                    "counts " + m.name + "'s)");
+    if (m.qk_norm_whole)
+        warn(w, m.name + "'s q/k norms span each token's whole q and k projections (" + std::to_string(m.q_width()) +
+                    " and " + std::to_string(m.kv_width()) + " weights), which this " + framework +
+                    " config does not carry (Megatron-LM's --qk-layernorm normalizes each head alone, " +
+                    std::to_string(m.head_dim) + " weights each; the plan counts " + m.name + "'s)");
     if (m.attention_sinks && !gpt_oss_parts)
         warn(w, m.name + "'s attention sinks (a learned logit per head in every softmax) are not carried by this " +
                     framework + " config: it would train plain softmax attention (same plan)");

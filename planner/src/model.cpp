@@ -28,6 +28,8 @@ std::string_view to_string(ModelFamily f) {
         case ModelFamily::phi3: return "phi3";
         case ModelFamily::gemma3_text: return "gemma3_text";
         case ModelFamily::gpt_oss: return "gpt_oss";
+        case ModelFamily::olmo2: return "olmo2";
+        case ModelFamily::olmo3: return "olmo3";
     }
     return "?";
 }
@@ -70,7 +72,8 @@ bool boolean(const json& cfg, const char* key, bool fallback) {
     return it->get<bool>();
 }
 
-constexpr const char* kFamilies = "gpt2, llama, mistral, qwen2, qwen3, phi3, gemma3_text, mixtral, qwen3_moe, gpt_oss";
+constexpr const char* kFamilies =
+    "gpt2, llama, mistral, qwen2, qwen3, phi3, gemma3_text, olmo2, olmo3, mixtral, qwen3_moe, gpt_oss";
 
 ModelFamily family_of(const json& cfg) {
     auto it = cfg.find("model_type");
@@ -87,6 +90,8 @@ ModelFamily family_of(const json& cfg) {
     if (t == "phi3") return ModelFamily::phi3;
     if (t == "gemma3_text") return ModelFamily::gemma3_text;
     if (t == "gpt_oss") return ModelFamily::gpt_oss;
+    if (t == "olmo2") return ModelFamily::olmo2;
+    if (t == "olmo3") return ModelFamily::olmo3;
     if (t == "gemma3")  // Gemma3ForConditionalGeneration: text_config beside a SigLIP vision tower
         throw InputError("model_type", "'gemma3' is Gemma 3's multimodal model, whose vision tower and projector are "
                                        "not modelled: give its text_config, saved as a config.json of its own "
@@ -113,6 +118,7 @@ void validate_model(const ModelConfig& m) {
     if (m.experts_per_token < 1 || m.experts_per_token > m.experts)
         throw InputError("num_experts_per_tok", "must be between 1 and " + experts_key + " (" +
                                                     std::to_string(m.experts) + ")");
+    if (m.qk_norm_whole && !m.qk_norm) throw InputError("q_norm", "a whole-projection q/k norm needs qk_norm");
     limits::check_model(m);
 }
 
@@ -263,7 +269,8 @@ void read_rope_scaling(const RopeSource& src, const std::string& type, ModelConf
 void read_rope(const json& cfg, ModelConfig& m) {
     std::vector<RopeSource> sources{{&cfg, ""}};
     const std::optional<RopeSource> params =
-        rope_parameters(cfg, m.family == ModelFamily::gemma3_text || m.family == ModelFamily::gpt_oss);
+        rope_parameters(cfg, m.family == ModelFamily::gemma3_text || m.family == ModelFamily::gpt_oss ||
+                                 m.family == ModelFamily::olmo3);
     if (params) sources.push_back(*params);
     if (const auto theta = rope_number(sources, "rope_theta", 1.0, kMaxRopeTheta, "above 1 and at most 1e12"))
         m.rope_theta = *theta;
@@ -332,9 +339,11 @@ void read_sliding_window(const json& cfg, ModelConfig& m) {
     const bool qwen = m.family == ModelFamily::qwen2 || m.family == ModelFamily::qwen3 ||
                       m.family == ModelFamily::qwen3_moe;
     const bool gemma = m.family == ModelFamily::gemma3_text, gpt_oss = m.family == ModelFamily::gpt_oss;
-    const bool interleaved = gemma || gpt_oss;
+    const bool olmo3 = m.family == ModelFamily::olmo3;
+    const bool interleaved = gemma || gpt_oss || olmo3;
     if (!mistral && !qwen && !interleaved) return;
-    const std::int64_t window = positive_int(cfg, "sliding_window", false, gemma ? 4096 : gpt_oss ? 128 : 0);
+    // Defaults: Gemma3TextConfig's 4096, GptOssConfig's 128, Olmo3Config's 4096.
+    const std::int64_t window = positive_int(cfg, "sliding_window", false, gpt_oss ? 128 : interleaved ? 4096 : 0);
     const bool on = window > 0 && (mistral || interleaved || boolean(cfg, "use_sliding_window", false));
     std::int64_t sliding = 0, period = 0;  // layers with the window; the full layers' period
     const char* key = "sliding_window";
@@ -351,8 +360,8 @@ void read_sliding_window(const json& cfg, ModelConfig& m) {
         for (const json& t : *it) full.push_back(t == "full_attention");
         period = full_layer_period(full);
         key = "layer_types";
-    } else if (on && interleaved) {
-        period = gemma ? positive_int(cfg, "sliding_window_pattern", false, 6) : 2;
+    } else if (on && interleaved) {  // Olmo3Config without layer_types: every fourth layer full
+        period = gemma ? positive_int(cfg, "sliding_window_pattern", false, 6) : olmo3 ? 4 : 2;
         sliding = m.layers - m.layers / period;
     } else if (on) {
         sliding = qwen ? std::max<std::int64_t>(0, m.layers - int_at_least(cfg, "max_window_layers", 0, false, 28)) : m.layers;
@@ -362,8 +371,8 @@ void read_sliding_window(const json& cfg, ModelConfig& m) {
     if (sliding != 0 && sliding != m.layers && !interleaved)
         throw InputError(key, std::to_string(sliding) + " of " + std::to_string(m.layers) +
                                   " layers attend through a sliding window and the others to the whole sequence: "
-                                  "layers of two kinds are modelled for Gemma 3's and gpt-oss's interleaved patterns "
-                                  "only (a pipeline stage here could hold one kind alone)");
+                                  "layers of two kinds are modelled for Gemma 3's, gpt-oss's and OLMo 3's interleaved "
+                                  "patterns only (a pipeline stage here could hold one kind alone)");
     m.sliding_window = sliding > 0 ? window : 0;
     m.full_attention_layers = sliding > 0 ? m.layers - sliding : 0;
     m.full_attention_period = sliding > 0 && sliding < m.layers ? period : 0;
@@ -380,7 +389,7 @@ void read_gemma3_text(const json& cfg, ModelConfig& m) {
             throw InputError(cap, "logit soft-capping is not modelled (a tanh pass over the logits or the attention "
                                   "scores, and the eager attention it forces); Gemma 3's configs leave it null");
     m.activation = text(cfg, "hidden_activation", "gelu_pytorch_tanh");
-    m.qk_norm = m.sandwich_norms = true;
+    m.qk_norm = m.post_norms = true;
 }
 
 // gpt-oss (transformers GptOssConfig, GptOssDecoderLayer): Llama's layer with biases on q, k, v and o
@@ -408,7 +417,20 @@ void read_gpt_oss(const json& cfg, ModelConfig& m) {
     }
 }
 
-// Llama-family (llama, mistral, qwen2, qwen3, phi3, gemma3_text, mixtral, qwen3_moe, gpt_oss) shape and layout from its config.json keys.
+// OLMo 2 and OLMo 3 (transformers Olmo2DecoderLayer, Olmo3DecoderLayer; OLMo 2 Team 2024, "2 OLMo 2
+// Furious", sec. 3.2): Llama's layer with the norms moved from the sublayer inputs to their outputs
+// (post_attention_layernorm, post_feedforward_layernorm before each residual add, none on the input)
+// and an RMSNorm over each token's whole q and k projections before the heads are split (Olmo2Attention
+// q_norm of num_heads x head_dim, k_norm of num_key_value_heads x head_dim). OLMo 3 adds windowed
+// layers, three in four (read_sliding_window), and applies its RoPE scaling to the full layers only
+// (no byte or FLOP depends on that).
+void read_olmo(ModelConfig& m) {
+    m.pre_norms = false;
+    m.post_norms = m.qk_norm = m.qk_norm_whole = true;
+}
+
+// Llama-family (llama, mistral, qwen2, qwen3, phi3, gemma3_text, olmo2, olmo3, mixtral, qwen3_moe, gpt_oss) shape
+// and layout from its config.json keys.
 void read_llama_family(const json& cfg, ModelConfig& m) {
     // Llama family (Touvron et al. 2023; HF LlamaConfig): RMSNorm, RoPE, GQA, SwiGLU.
     m.hidden = positive_int(cfg, "hidden_size", true);
@@ -454,6 +476,7 @@ void read_llama_family(const json& cfg, ModelConfig& m) {
     if (m.family == ModelFamily::qwen3_moe) read_qwen3_moe(cfg, m);
     if (gemma) read_gemma3_text(cfg, m);
     if (gpt_oss) read_gpt_oss(cfg, m);
+    if (m.family == ModelFamily::olmo2 || m.family == ModelFamily::olmo3) read_olmo(m);
     read_sliding_window(cfg, m);
 }
 
@@ -480,114 +503,6 @@ ModelConfig model_from_hf_config(const json& cfg, const std::string& name) {
                                                     std::to_string(m.heads));
     validate_model(m);
     return m;
-}
-
-std::vector<ParamTensor> param_tensors(const ModelConfig& m) {
-    const std::int64_t h = m.hidden, f = m.ffn_hidden;
-    const bool ln = m.norm == NormKind::layernorm;
-    std::vector<ParamTensor> t;
-    t.reserve(24);
-    auto add = [&](std::string_view name, std::int64_t rows, std::int64_t cols, TpSplit split, TensorPlace place,
-                   bool gemm = false, std::int64_t copies = 1) {
-        t.push_back(ParamTensor{name, rows, cols, split, place, gemm, copies});
-    };
-    // Embedding level. The word embedding also serves as the LM head when tied.
-    add("word_embedding", m.vocab, h, TpSplit::vocab, TensorPlace::embedding, m.tied_embeddings);
-    if (m.position == PositionKind::learned)
-        add("position_embedding", m.max_positions, h, TpSplit::replicated, TensorPlace::embedding);
-
-    // One transformer layer (pre-norm).
-    add("attn_norm.weight", h, 1, TpSplit::replicated, TensorPlace::layer);
-    if (ln) add("attn_norm.bias", h, 1, TpSplit::replicated, TensorPlace::layer);
-    const std::int64_t qkv_rows = m.q_width() + 2 * m.kv_width();
-    if (m.fused_qkv) {  // each tensor-parallel rank holds its heads' q, k and v rows
-        add("qkv_proj.weight", qkv_rows, h, TpSplit::column, TensorPlace::layer, true);
-        if (m.qkv_bias) add("qkv_proj.bias", qkv_rows, 1, TpSplit::column, TensorPlace::layer);
-    } else {
-        add("q_proj.weight", m.q_width(), h, TpSplit::column, TensorPlace::layer, true);
-        add("k_proj.weight", m.kv_width(), h, TpSplit::column, TensorPlace::layer, true);
-        add("v_proj.weight", m.kv_width(), h, TpSplit::column, TensorPlace::layer, true);
-        if (m.qkv_bias) {
-            add("q_proj.bias", m.q_width(), 1, TpSplit::column, TensorPlace::layer);
-            add("k_proj.bias", m.kv_width(), 1, TpSplit::column, TensorPlace::layer);
-            add("v_proj.bias", m.kv_width(), 1, TpSplit::column, TensorPlace::layer);
-        }
-    }
-    if (m.qk_norm) {  // one head_dim weight each, shared by every head (so by every TP rank)
-        add("q_norm.weight", m.head_dim, 1, TpSplit::replicated, TensorPlace::layer);
-        add("k_norm.weight", m.head_dim, 1, TpSplit::replicated, TensorPlace::layer);
-    }
-    add("o_proj.weight", h, m.q_width(), TpSplit::row, TensorPlace::layer, true);
-    if (m.out_bias) add("o_proj.bias", h, 1, TpSplit::replicated, TensorPlace::layer);
-    if (m.attention_sinks) add("sinks", m.heads, 1, TpSplit::column, TensorPlace::layer);  // one per head, with its rank
-    if (m.sandwich_norms) {  // Gemma 3: post_attention_layernorm, post_feedforward_layernorm
-        add("attn_post_norm.weight", h, 1, TpSplit::replicated, TensorPlace::layer);
-        add("mlp_post_norm.weight", h, 1, TpSplit::replicated, TensorPlace::layer);
-    }
-    add("mlp_norm.weight", h, 1, TpSplit::replicated, TensorPlace::layer);
-    if (ln) add("mlp_norm.bias", h, 1, TpSplit::replicated, TensorPlace::layer);
-    const std::int64_t e = m.experts;
-    if (m.is_moe()) add("router.weight", e, h, TpSplit::replicated, TensorPlace::layer);
-    if (m.is_moe() && m.router_bias) add("router.bias", e, 1, TpSplit::replicated, TensorPlace::layer);
-    if (m.mlp == MlpKind::swiglu && m.fused_gate_up) {  // Phi-3 (dense, no biases), gpt-oss's experts (biases)
-        add("gate_up_proj.weight", 2 * f, h, TpSplit::column, TensorPlace::layer, true, e);
-        if (m.mlp_bias) add("gate_up_proj.bias", 2 * f, 1, TpSplit::column, TensorPlace::layer, false, e);
-        add("down_proj.weight", h, f, TpSplit::row, TensorPlace::layer, true, e);
-        if (m.mlp_bias) add("down_proj.bias", h, 1, TpSplit::replicated, TensorPlace::layer, false, e);
-    } else if (m.mlp == MlpKind::swiglu) {
-        add("gate_proj.weight", f, h, TpSplit::column, TensorPlace::layer, true, e);
-        add("up_proj.weight", f, h, TpSplit::column, TensorPlace::layer, true, e);
-        if (m.mlp_bias) {
-            add("gate_proj.bias", f, 1, TpSplit::column, TensorPlace::layer, false, e);
-            add("up_proj.bias", f, 1, TpSplit::column, TensorPlace::layer, false, e);
-        }
-        add("down_proj.weight", h, f, TpSplit::row, TensorPlace::layer, true, e);
-        if (m.mlp_bias) add("down_proj.bias", h, 1, TpSplit::replicated, TensorPlace::layer, false, e);
-    } else {
-        add("fc1.weight", f, h, TpSplit::column, TensorPlace::layer, true, e);
-        if (m.mlp_bias) add("fc1.bias", f, 1, TpSplit::column, TensorPlace::layer, false, e);
-        add("fc2.weight", h, f, TpSplit::row, TensorPlace::layer, true, e);
-        if (m.mlp_bias) add("fc2.bias", h, 1, TpSplit::replicated, TensorPlace::layer, false, e);
-    }
-    // Head.
-    add("final_norm.weight", h, 1, TpSplit::replicated, TensorPlace::final_norm);
-    if (ln) add("final_norm.bias", h, 1, TpSplit::replicated, TensorPlace::final_norm);
-    if (!m.tied_embeddings) add("lm_head.weight", m.vocab, h, TpSplit::vocab, TensorPlace::lm_head, true);
-    return t;
-}
-
-ParamCounts count_params(const ModelConfig& m) { return count_params(m, param_tensors(m)); }
-
-ParamCounts count_params(const ModelConfig& m, const std::vector<ParamTensor>& tensors) {
-    // Checked: a config beyond the documented bounds throws naming the field instead
-    // of wrapping into a negative count.
-    const std::string_view layers_field = m.family == ModelFamily::gpt2 ? "n_layer" : "num_hidden_layers";
-    ParamCounts c;
-    for (const auto& p : tensors) {
-        // Built only when a count overflows (this runs for every plan a search judges).
-        const auto subject = [&p] {
-            return std::string(p.name) + " (" + std::to_string(p.rows) + " x " + std::to_string(p.cols) + " x " +
-                   std::to_string(p.copies) + ")";
-        };
-        const std::int64_t one = checked_mul(p.rows, p.cols, subject);
-        const std::int64_t numel = checked_mul(one, p.copies, subject);
-        switch (p.place) {
-            case TensorPlace::embedding: c.embedding = checked_add(c.embedding, numel, subject); break;
-            case TensorPlace::layer:
-                c.per_layer = checked_add(c.per_layer, numel, subject);
-                // MoE: a token passes through experts_per_token of the experts.
-                c.per_layer_active = checked_add(
-                    c.per_layer_active, p.copies > 1 ? checked_mul(one, m.experts_per_token, subject) : numel, subject);
-                break;
-            case TensorPlace::final_norm: c.final_norm = checked_add(c.final_norm, numel, subject); break;
-            case TensorPlace::lm_head: c.lm_head = checked_add(c.lm_head, numel, subject); break;
-        }
-    }
-    const std::int64_t outside_layers =
-        checked_add(checked_add(c.embedding, c.final_norm, "parameters"), c.lm_head, "parameters");
-    c.total = checked_add(outside_layers, checked_mul(m.layers, c.per_layer, layers_field), layers_field);
-    c.active = checked_add(outside_layers, checked_mul(m.layers, c.per_layer_active, layers_field), layers_field);
-    return c;
 }
 
 }  // namespace preflight

@@ -53,11 +53,12 @@ void adjust_throughput_pytorch(const ModelConfig&, const Plan& plan, ThroughputO
 // sharding, no model parallelism (its memory has no DDP buckets or collectives).
 void check_pytorch_plan(const ModelConfig& m, const Plan& p) {
     // Its saved tensors and eager kernels are transformers' modules written down op by op (GPT-2,
-    // Llama, Qwen, Phi-3): Gemma3RMSNorm ((1 + weight) in fp32) and its norms on the sublayer outputs
-    // are not among them.
-    if (m.sandwich_norms)
+    // Llama, Qwen, Phi-3): norms on the sublayer outputs (Gemma3RMSNorm, (1 + weight) in fp32; OLMo's
+    // Olmo2RMSNorm, weight times the fp32 normalized tensor, and its whole-projection q/k norms) are not.
+    if (m.post_norms || !m.pre_norms)
         throw InputError("--model", m.name + ": the pytorch profile counts Hugging Face's GPT-2, Llama, Qwen and "
-                                             "Phi-3 modules op by op, not Gemma 3's norms; use --framework deepspeed, "
+                                             "Phi-3 modules op by op, not " + std::string(to_string(m.family)) +
+                                             "'s norms on the sublayer outputs; use --framework deepspeed, "
                                              "torchtitan or megatron");
     // gpt-oss's eager attention appends the sink logits to every row of scores, and its experts run
     // as batched matmuls over parameter tensors: neither is written down op by op.

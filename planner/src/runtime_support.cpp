@@ -88,9 +88,12 @@ void check_runtime_model(const ModelConfig& m) {
         not_run("--model", std::to_string(m.experts) + " experts a layer: the runtime routes at most " +
                                std::to_string(limits::kMaxRuntimeExperts) + " (limits::kMaxRuntimeExperts)");
     if (m.qk_norm)
-        not_run("--model", "per-head q/k norms (" + std::string(to_string(m.family)) +
-                               "'s q_norm and k_norm) are not implemented by the runtime");
-    if (m.sandwich_norms)
+        not_run("--model", std::string(m.qk_norm_whole ? "q/k norms" : "per-head q/k norms") + " (" +
+                               std::string(to_string(m.family)) + "'s q_norm and k_norm) are not implemented by the runtime");
+    if (!m.pre_norms)
+        not_run("--model", std::string(to_string(m.family)) + "'s layer has no norms on the attention and MLP inputs: "
+                                                              "the runtime's layer is pre-norm");
+    if (m.post_norms)
         not_run("--model", "norms on the attention and MLP outputs (" + std::string(to_string(m.family)) +
                                "'s post_attention_layernorm and post_feedforward_layernorm) are not implemented by "
                                "the runtime");

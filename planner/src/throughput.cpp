@@ -210,11 +210,11 @@ LayerCost layer_cost(const ModelConfig& m, const Plan& p, const Rates& r, const 
     // Memory-bound elementwise ops, forward bytes (backward ~2x).
     const double Mk = M * (m.is_moe() ? static_cast<double>(m.experts_per_token) : 1.0);
     double bytes = 0;
-    bytes += 2.0 * (2.0 * M * h * ab) / sp_div;  // two norms: read x, write normalized x
+    if (m.pre_norms) bytes += 2.0 * (2.0 * M * h * ab) / sp_div;  // two norms: read x, write normalized x
     bytes += 2.0 * (3.0 * M * h * ab) / sp_div;  // two residual adds: read 2, write 1
     if (m.position == PositionKind::rope) bytes += 2.0 * M * (qw + kvw) / t * ab;  // RoPE on q and k
-    if (m.qk_norm) bytes += 2.0 * M * (qw + kvw) / t * ab;  // per-head q/k norms: read, write normalized
-    if (m.sandwich_norms) bytes += 2.0 * (2.0 * M * h * ab) / sp_div;  // two post-sublayer norms, likewise
+    if (m.qk_norm) bytes += 2.0 * M * (qw + kvw) / t * ab;  // q/k norms (per head or whole): read, write normalized
+    if (m.post_norms) bytes += 2.0 * (2.0 * M * h * ab) / sp_div;  // two post-sublayer norms, likewise
     bytes += (m.mlp == MlpKind::swiglu ? 3.0 : 2.0) * Mk * f / t * ab;  // silu(g)*u: read 2, write 1 | GeLU
     if (m.is_moe()) bytes += 4.0 * Mk * h * ab;                          // token dispatch + combine permutes
     if (p.dropout > 0) bytes += 2.0 * M * h * (2.0 * ab + 1.0) / sp_div;  // two residual dropouts

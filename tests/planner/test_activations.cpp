@@ -178,6 +178,35 @@ TEST(Activations, Gemma3SandwichNormsKeepTheSublayerOutputs) {
     EXPECT_EQ(layer_activation_bytes(m, p), 4096LL * 62'992);
 }
 
+TEST(Activations, Olmo2PostNormsAndWholeQkNormsKeepTheirInputs) {
+    // olmo-2-7b, s = 4096, b = 1, flash, bf16 (h = q = kv = 4096, f 11008, 32 heads). No norm on the
+    // sublayer inputs: the QKV and MLP GEMMs keep the residual stream they read (2h each, as a pre-norm
+    // layer keeps its norms' outputs), and nothing keeps a norm input there. Q 2q, K and V 2 x 2kv,
+    // attention output 2q, log-sum-exp 4a, the gated MLP's gate, up and product 3 x 2f; the q and k norms
+    // keep the whole projections (2q + 2kv) and the output norms the attention and MLP outputs (2 x 2h).
+    const ModelConfig m = test::catalog_model("olmo-2-7b");
+    Plan p;
+    p.seq = 4096;
+    const std::int64_t sb = 4096, hh = 4096, q = 4096, kv = 4096, f = 11008, heads = 32;
+    const std::int64_t inventory =
+        sb * (2 * 2 * hh + 2 * q + 2 * 2 * kv + 2 * q + 4 * heads + 3 * 2 * f + (2 * q + 2 * kv) + 2 * 2 * hh);
+    EXPECT_EQ(layer_activation_bytes(m, p), inventory);
+    EXPECT_EQ(layer_activation_bytes(m, p), 4096LL * 148'096);
+    // A Llama layer of the same widths keeps its two norm inputs in place of the two output norms' inputs:
+    // OLMo's layer keeps exactly its q and k norms' inputs more.
+    ModelConfig llama = m;
+    llama.pre_norms = true, llama.post_norms = llama.qk_norm = llama.qk_norm_whole = false;
+    EXPECT_EQ(layer_activation_bytes(m, p), layer_activation_bytes(llama, p) + sb * (2 * q + 2 * kv));
+    // With row statistics (torchtitan's profile) the whole-projection norms keep one fp32 rstd per token
+    // each, on every tensor-parallel rank (the sum of squares runs over the ranks), where per-head
+    // norms keep one per head: 2 x 4 bytes a token against (32 + 32) x 4 / tp.
+    const FrameworkProfile tt = *profile_by_name("torchtitan");
+    p.tp = 2;
+    ModelConfig per_head = m;
+    per_head.qk_norm_whole = false;
+    EXPECT_EQ(layer_activation_bytes(per_head, p, tt) - layer_activation_bytes(m, p, tt), sb * (64 * 4 / 2 - 2 * 4));
+}
+
 TEST(Activations, Fp32DoublesAndFp8HalvesGemmInputs) {
     const ModelConfig m = test::catalog_model("gpt2");
     Plan p;

@@ -151,7 +151,7 @@ TEST(BadInput, Gemma3TextAsTransformersBuildIt) {
     EXPECT_EQ(m.full_attention_layers, 2);  // layers 5 and 11 of 0..11
     EXPECT_EQ(m.head_dim, 256);
     EXPECT_EQ(m.kv_heads, 4);
-    EXPECT_TRUE(m.tied_embeddings && m.qk_norm && m.sandwich_norms);
+    EXPECT_TRUE(m.tied_embeddings && m.qk_norm && m.post_norms);
     EXPECT_EQ(m.activation, "gelu_pytorch_tanh");
     g["sliding_window_pattern"] = 4;
     EXPECT_EQ(model_from_hf_config(g, "g").full_attention_layers, 3);
@@ -174,6 +174,43 @@ TEST(BadInput, Gemma3TextAsTransformersBuildIt) {
     Plan p;
     p.seq = 256;
     EXPECT_EQ(subject_of([&] { pytorch_profile().check_plan(m, p); }), "--model");
+}
+
+TEST(BadInput, OlmoAsTransformersBuildIt) {
+    // Olmo2Config: Llama's keys, norms on the sublayer outputs only, q/k norms over the whole projections.
+    auto g = llama_cfg();  // hidden 256, 8 heads of 32, 4 kv heads
+    g["model_type"] = "olmo2";
+    g["num_hidden_layers"] = 8;
+    ModelConfig m = model_from_hf_config(g, "o");
+    EXPECT_TRUE(m.post_norms && !m.pre_norms && m.qk_norm && m.qk_norm_whole);
+    EXPECT_EQ(m.sliding_window, 0);
+    // Olmo3Config: a window of 4096 keys, every fourth layer full when layer_types is not given.
+    g["model_type"] = "olmo3";
+    m = model_from_hf_config(g, "o");
+    EXPECT_EQ(m.sliding_window, 4096);
+    EXPECT_EQ(m.full_attention_layers, 2);  // layers 3 and 7 of 0..7
+    EXPECT_EQ(m.full_attention_period, 4);
+    EXPECT_TRUE(m.post_norms && !m.pre_norms && m.qk_norm_whole);
+    g["sliding_window"] = 64;
+    g["layer_types"] = nlohmann::json::array();
+    for (int i = 0; i < 8; ++i) g["layer_types"].push_back(i % 2 ? "full_attention" : "sliding_attention");
+    m = model_from_hf_config(g, "o");
+    EXPECT_EQ(m.sliding_window, 64);
+    EXPECT_EQ(m.full_attention_period, 2);
+    // transformers 5: rope_parameters keyed by layer type; the full layers' (YaRN) entry is read.
+    g["rope_parameters"] = {{"full_attention", {{"rope_type", "yarn"}, {"rope_theta", 5e5}, {"factor", 8.0},
+                                                {"original_max_position_embeddings", 128}}},
+                            {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 5e5}}}};
+    m = model_from_hf_config(g, "o");
+    EXPECT_EQ(m.rope_scaling.type, "yarn");
+    EXPECT_DOUBLE_EQ(m.rope_scaling.factor, 8.0);
+    // Neither the runtime, the pytorch profile (Hugging Face's modules op by op) nor nanotron's models
+    // have OLMo's norms.
+    EXPECT_EQ(subject_of([&] { check_runtime_model(m); }), "--model");
+    Plan p;
+    p.seq = 256;
+    EXPECT_EQ(subject_of([&] { pytorch_profile().check_plan(m, p); }), "--model");
+    EXPECT_EQ(subject_of([&] { profile_by_name("nanotron")->check_model(m); }), "--model");
 }
 
 TEST(BadInput, GptOssAsTransformersBuildIt) {

@@ -332,3 +332,28 @@ TEST(Emit, Gemma3PartsNotCarriedAreSaid) {
     EXPECT_NE(f.megatron.find("--window-attn-skip-freq 6"), std::string::npos);
     EXPECT_FALSE(has_text(f.mw, "sliding window"));
 }
+
+TEST(Emit, OlmoPartsNotCarriedAreSaid) {
+    // OLMo 2's layer normalizes its sublayer outputs in place of their inputs and its q/k norms span the
+    // whole projections: Megatron-LM's, torchtitan's and nanotron's Llama-shaped layers have neither, so
+    // each form says so. Megatron-LM's nearest is its per-head --qk-layernorm, written and said.
+    const ModelConfig m = load_model("olmo-2-7b", kData);
+    Plan p;
+    p.seq = 4096, p.dp = 8;
+    EXPECT_TRUE(every_form_warns(m, p, "in place of their inputs"));
+    EXPECT_TRUE(every_form_warns(m, p, "whole q and k projections (4096 and 4096 weights)"));
+    const Forms f = every_form(m, p);
+    EXPECT_NE(f.megatron.find("--qk-layernorm"), std::string::npos);
+    EXPECT_FALSE(has_text(f.mw, "are not carried by this Megatron-LM config: it would train the layer without them"));
+    // OLMo 3 scales its full layers' RoPE alone: Megatron-LM's YaRN would scale the windowed ones too.
+    ModelConfig olmo3 = m;
+    olmo3.family = ModelFamily::olmo3;
+    olmo3.sliding_window = 4096, olmo3.full_attention_layers = 8, olmo3.full_attention_period = 4;
+    olmo3.rope_scaling.type = "yarn", olmo3.rope_scaling.factor = 8, olmo3.rope_scaling.original_max_positions = 8192;
+    p.seq = 8192;
+    const Forms f3 = every_form(olmo3, p);
+    EXPECT_NE(f3.megatron.find("--position-embedding-type yarn"), std::string::npos);
+    EXPECT_NE(f3.megatron.find("--window-attn-skip-freq 4"), std::string::npos);
+    EXPECT_TRUE(has_text(f3.mw, "applies its YaRN scaling to its full-attention layers only"));
+    EXPECT_FALSE(has_text(f.mw, "YaRN"));
+}

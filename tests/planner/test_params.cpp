@@ -3,6 +3,8 @@
 // transformers' num_parameters()).
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "catalog_fixture.hpp"
 #include "preflight/planner/error.hpp"
 
@@ -40,6 +42,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Published{"phi-3-mini-4k", 3'821'079'552}, Published{"phi-4", 14'659'507'200},
                       // Gemma 3 1B: the model card's 1B (Params.Gemma3TextByHand derives the count).
                       Published{"gemma-3-1b", 999'885'952},
+                      // OLMo 2 13B: its checkpoint's model.safetensors.index.json holds 54,864,793,600 bytes of
+                      // fp32 tensors; OLMo 2 7B: the model card's 7B (Params.Olmo2ByHand derives both).
+                      Published{"olmo-2-13b", 54'864'793'600 / 4}, Published{"olmo-2-7b", 7'298'617'344},
                       // gpt-oss: OpenAI's model card gives 20.91B and 116.83B (Params.GptOssByHand).
                       Published{"gpt-oss-20b", 20'914'757'184}, Published{"gpt-oss-120b", 116'829'156'672},
                       // MPT builds of llm-foundry's benchmark tables (NumParams at seq 2048,
@@ -56,8 +61,8 @@ INSTANTIATE_TEST_SUITE_P(
         return n;
     });
 
-TEST(Params, CatalogHoldsExactlyTheThirtyThreeModels) {
-    EXPECT_EQ(catalog_models(test::data_dir()).size(), 33u);
+TEST(Params, CatalogHoldsExactlyTheThirtyFiveModels) {
+    EXPECT_EQ(catalog_models(test::data_dir()).size(), 35u);
 }
 
 TEST(Params, DenseModelsAreFullyActive) {
@@ -163,7 +168,7 @@ TEST(Params, Gemma3TextByHand) {
     // the q/k norms of head_dim 256; 26 layers; the tied embedding 262,144 x 1152 and the final norm.
     const std::int64_t layer = 2 * 1152LL * 1024 + 2 * 1152LL * 256 + 3 * 1152LL * 6912 + 4 * 1152 + 2 * 256;
     const ModelConfig m = test::catalog_model("gemma-3-1b");
-    EXPECT_TRUE(m.sandwich_norms && m.qk_norm && m.tied_embeddings);
+    EXPECT_TRUE(m.post_norms && m.qk_norm && m.tied_embeddings);
     const ParamCounts c = count_params(m);
     EXPECT_EQ(c.per_layer, layer);
     EXPECT_EQ(c.total, 262144LL * 1152 + 26 * layer + 1152);
@@ -171,6 +176,32 @@ TEST(Params, Gemma3TextByHand) {
     EXPECT_EQ(m.sliding_window, 512);
     EXPECT_EQ(m.full_attention_layers, 4);
     EXPECT_EQ(m.full_attention_period, 6);
+}
+
+TEST(Params, Olmo2ByHand) {
+    // OLMo 2 (allenai/OLMo-2-1124-13B and -7B): q, k, v and o of h x h (40 and 32 heads of 128, no
+    // grouping), the gated MLP 3 x h x f, no norm on the sublayer inputs but one of h on each output,
+    // and the q and k norms over the whole projections (h weights each); an untied 100,352-token head.
+    for (const auto& [name, hh, f, layers] : {std::tuple{"olmo-2-13b", 5120LL, 13824LL, 40LL},
+                                             std::tuple{"olmo-2-7b", 4096LL, 11008LL, 32LL}}) {
+        const ModelConfig m = test::catalog_model(name);
+        EXPECT_TRUE(m.post_norms && !m.pre_norms && m.qk_norm && m.qk_norm_whole && !m.tied_embeddings) << name;
+        const std::int64_t layer = 4 * hh * hh + 3 * hh * f + 2 * hh + 2 * hh;
+        const ParamCounts c = count_params(m);
+        EXPECT_EQ(c.per_layer, layer) << name;
+        EXPECT_EQ(c.total, 2 * 100352 * hh + layers * layer + hh) << name;
+    }
+    // The 13B's: 13,716,198,400, a quarter of its fp32 checkpoint's 54,864,793,600 bytes.
+    EXPECT_EQ(count_params(test::catalog_model("olmo-2-13b")).total, 13'716'198'400);
+    // The q/k norm weights split with the heads under tensor parallelism; no input norms at all.
+    for (const ParamTensor& t : param_tensors(test::catalog_model("olmo-2-7b"))) {
+        EXPECT_NE(t.name, "attn_norm.weight");
+        EXPECT_NE(t.name, "mlp_norm.weight");
+        if (t.name == "q_norm.weight" || t.name == "k_norm.weight") {
+            EXPECT_EQ(t.rows, 4096);
+            EXPECT_EQ(t.split, TpSplit::column);
+        }
+    }
 }
 
 TEST(Params, Gpt2SmallByHand) {

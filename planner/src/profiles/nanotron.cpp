@@ -27,7 +27,10 @@ void check_nanotron_model(const ModelConfig& m) {
         throw InputError("--model", "the nanotron profile models Llama-shaped dense models");
     if (m.qk_norm)
         throw InputError("--model", "the nanotron profile models Llama-shaped dense models; nanotron's models have no "
-                                    "per-head q/k norms (" + m.name + "'s q_norm and k_norm)");
+                                    "q/k norms (" + m.name + "'s q_norm and k_norm)");
+    if (!m.pre_norms || m.post_norms)
+        throw InputError("--model", "the nanotron profile models Llama-shaped dense models; nanotron's models have "
+                                    "pre-norms alone (" + m.name + " normalizes its sublayer outputs)");
 }
 
 // Plans nanotron can build. Its own asserts: CausalSelfAttention (heads and key/value heads

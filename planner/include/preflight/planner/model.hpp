@@ -10,7 +10,7 @@
 
 namespace preflight {
 
-enum class ModelFamily { gpt2, llama, mistral, qwen2, mixtral, qwen3, qwen3_moe, phi3, gemma3_text, gpt_oss };
+enum class ModelFamily { gpt2, llama, mistral, qwen2, mixtral, qwen3, qwen3_moe, phi3, gemma3_text, gpt_oss, olmo2, olmo3 };
 enum class NormKind { layernorm, rmsnorm };
 enum class MlpKind { gelu, swiglu };
 enum class PositionKind { learned, rope };
@@ -53,16 +53,25 @@ struct ModelConfig {
     // An RMSNorm over each head's query and key before RoPE, one weight of head_dim each, shared
     // by the heads (Qwen3: transformers' Qwen3Attention q_norm / k_norm; Megatron's --qk-layernorm).
     bool qk_norm = false;
+    // With qk_norm: the norm spans each token's whole q and k projections, one weight of q_width and
+    // one of kv_width (OLMo 2 and 3: transformers' Olmo2Attention q_norm / k_norm, applied before the
+    // heads are split), not each head alone. Under tensor parallelism each rank holds its heads' slice
+    // of both weights, and the statistics of a token sum over the ranks.
+    bool qk_norm_whole = false;
     // Fused projections: q, k and v as one linear (GPT-2's c_attn, Phi-3's qkv_proj), gate and up as
     // one (Phi-3's gate_up_proj). Parameters and FLOPs are the same as apart; what differs is one
     // GEMM and one LoRA adapter for the fused module (PEFT adapts a module whole) and, under the
     // Hugging Face eager profile, the views of its output that autograd keeps.
     bool fused_qkv = false;
     bool fused_gate_up = false;
-    // Sandwich norms: an RMSNorm on the attention output and on the MLP output before each residual
-    // add, beside the two pre-norms (Gemma 3: transformers' Gemma3DecoderLayer post_attention_layernorm
-    // and post_feedforward_layernorm), one weight of hidden_size each.
-    bool sandwich_norms = false;
+    // Pre-norms: an RMSNorm (or LayerNorm) on the input of the attention and of the MLP, one weight of
+    // hidden_size each (every family but OLMo 2 and 3, whose layer normalizes the sublayer outputs only:
+    // transformers' Olmo2DecoderLayer has no input_layernorm).
+    bool pre_norms = true;
+    // Post-norms: an RMSNorm on the attention output and on the MLP output before each residual add, one
+    // weight of hidden_size each (transformers' post_attention_layernorm and post_feedforward_layernorm):
+    // beside the pre-norms in Gemma 3 ("sandwich" norms, Gemma3DecoderLayer), in their place in OLMo 2.
+    bool post_norms = false;
     // Attention sinks: one learned logit per query head that joins every query's softmax and takes
     // part of its weight without a value (gpt-oss: transformers' GptOssAttention.sinks; Megatron's
     // --softmax-type learnable): `heads` parameters a layer, split with the heads over TP.
@@ -150,7 +159,7 @@ ParamCounts count_params(const ModelConfig& m);
 ParamCounts count_params(const ModelConfig& m, const std::vector<ParamTensor>& tensors);
 
 // Builds a ModelConfig from a Hugging Face config.json object (llama, mistral,
-// qwen2, qwen3, phi3, gemma3_text, gpt2, mixtral, qwen3_moe, gpt_oss families, chosen by "model_type"). Throws InputError
+// qwen2, qwen3, phi3, gemma3_text, olmo2, olmo3, gpt2, mixtral, qwen3_moe, gpt_oss families, chosen by "model_type"). Throws InputError
 // naming the field for anything missing, negative or inconsistent.
 ModelConfig model_from_hf_config(const nlohmann::json& config, const std::string& name);
 
