@@ -282,7 +282,7 @@ void say_searched(CLI::App& app) {
 void add_plan_flags(CLI::App& app, PlanFlags& f, bool searched) {
     app.add_option("--model", f.model,
                    "Catalog name (see `preflight models`) or path to a Hugging Face config.json (model_type gpt2, "
-                   "llama, mistral, qwen2, qwen3, phi3, gemma3_text, olmo2, olmo3, mixtral, qwen3_moe or gpt_oss)")
+                   "llama, mistral, qwen2, qwen3, phi3, gemma3_text, olmo2, olmo3, mixtral, qwen3_moe, olmoe or gpt_oss)")
         ->capture_default_str();
     app.add_option("--gpu", f.gpu, "Catalog name (see `preflight gpus`) or path to a GPU spec JSON")
         ->capture_default_str();

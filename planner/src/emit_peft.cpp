@@ -29,10 +29,12 @@ json lora_config(const ModelConfig& m, const Plan& p, std::vector<std::string>* 
         warn(w, "Mixtral's experts: transformers releases with MixtralBlockSparseTop2MLP name them w1 (gate), w3 "
                 "(up) and w2 (down), as emitted; releases whose MixtralExperts hold them as fused parameter tensors "
                 "(gate_up_proj, down_proj) need PEFT's target_parameters instead");
-    if (m.family == ModelFamily::qwen3_moe && (p.lora.targets & expert_bits) != 0)
-        warn(w, "Qwen3-MoE's experts: transformers releases with a Qwen3MoeMLP per expert name them gate_proj, "
-                "up_proj and down_proj, as emitted (the router, mlp.gate, is not adapted); releases whose experts "
-                "hold fused parameter tensors need PEFT's target_parameters instead");
+    if ((m.family == ModelFamily::qwen3_moe || m.family == ModelFamily::olmoe) && (p.lora.targets & expert_bits) != 0)
+        warn(w, std::string(m.family == ModelFamily::olmoe ? "OLMoE's experts: transformers releases with an OlmoeMLP"
+                                                           : "Qwen3-MoE's experts: transformers releases with a Qwen3MoeMLP") +
+                    " per expert name them gate_proj, up_proj and down_proj, as emitted (the router, mlp.gate, is "
+                    "not adapted); releases whose experts hold fused parameter tensors need PEFT's target_parameters "
+                    "instead");
     json lora = {{"r", p.lora.rank},          {"lora_alpha", p.lora.alpha}, {"lora_dropout", p.lora.dropout},
                  {"target_modules", targets}, {"bias", "none"},             {"task_type", "CAUSAL_LM"}};
     // PEFT's target_parameters (ParamWrapper, peft >= 0.17) adapts a 3-D expert tensor with one rank-r

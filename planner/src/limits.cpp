@@ -106,7 +106,8 @@ void check_model(const ModelConfig& m) {
     at_most(gpt2 ? "n_layer" : "num_hidden_layers", m.layers, kMaxLayers, "kMaxLayers");
     at_most("vocab_size", m.vocab, kMaxVocab, "kMaxVocab");
     at_most(gpt2 ? "n_positions" : "max_position_embeddings", m.max_positions, kMaxPositions, "kMaxPositions");
-    at_most(m.family == ModelFamily::qwen3_moe ? "num_experts" : "num_local_experts", m.experts, kMaxExperts,
+    const bool num_experts = m.family == ModelFamily::qwen3_moe || m.family == ModelFamily::olmoe;
+    at_most(num_experts ? "num_experts" : "num_local_experts", m.experts, kMaxExperts,
             "kMaxExperts");
     const ParamCounts c = count_params(m);  // checked arithmetic: throws naming the field on overflow
     if (c.total > kMaxParams)

@@ -30,6 +30,7 @@ std::string_view to_string(ModelFamily f) {
         case ModelFamily::gpt_oss: return "gpt_oss";
         case ModelFamily::olmo2: return "olmo2";
         case ModelFamily::olmo3: return "olmo3";
+        case ModelFamily::olmoe: return "olmoe";
     }
     return "?";
 }
@@ -73,7 +74,7 @@ bool boolean(const json& cfg, const char* key, bool fallback) {
 }
 
 constexpr const char* kFamilies =
-    "gpt2, llama, mistral, qwen2, qwen3, phi3, gemma3_text, olmo2, olmo3, mixtral, qwen3_moe, gpt_oss";
+    "gpt2, llama, mistral, qwen2, qwen3, phi3, gemma3_text, olmo2, olmo3, mixtral, qwen3_moe, olmoe, gpt_oss";
 
 ModelFamily family_of(const json& cfg) {
     auto it = cfg.find("model_type");
@@ -92,6 +93,7 @@ ModelFamily family_of(const json& cfg) {
     if (t == "gpt_oss") return ModelFamily::gpt_oss;
     if (t == "olmo2") return ModelFamily::olmo2;
     if (t == "olmo3") return ModelFamily::olmo3;
+    if (t == "olmoe") return ModelFamily::olmoe;
     if (t == "gemma3")  // Gemma3ForConditionalGeneration: text_config beside a SigLIP vision tower
         throw InputError("model_type", "'gemma3' is Gemma 3's multimodal model, whose vision tower and projector are "
                                        "not modelled: give its text_config, saved as a config.json of its own "
@@ -113,7 +115,8 @@ void validate_model(const ModelConfig& m) {
     if (m.heads % m.kv_heads != 0)
         throw InputError("num_key_value_heads", std::to_string(m.kv_heads) + " does not divide num_attention_heads " +
                                                     std::to_string(m.heads));
-    const std::string experts_key = m.family == ModelFamily::qwen3_moe ? "num_experts" : "num_local_experts";
+    const bool num_experts = m.family == ModelFamily::qwen3_moe || m.family == ModelFamily::olmoe;
+    const std::string experts_key = num_experts ? "num_experts" : "num_local_experts";
     if (m.experts < 1) throw InputError(experts_key, "must be positive");
     if (m.experts_per_token < 1 || m.experts_per_token > m.experts)
         throw InputError("num_experts_per_tok", "must be between 1 and " + experts_key + " (" +
@@ -429,7 +432,21 @@ void read_olmo(ModelConfig& m) {
     m.post_norms = m.qk_norm = m.qk_norm_whole = true;
 }
 
-// Llama-family (llama, mistral, qwen2, qwen3, phi3, gemma3_text, olmo2, olmo3, mixtral, qwen3_moe, gpt_oss) shape
+// OLMoE (transformers OlmoeConfig, OlmoeDecoderLayer; Muennighoff et al. 2024, "OLMoE", sec. 2): Llama's
+// pre-norm layer with OLMo's q/k norms over the whole projections (OlmoeAttention q_norm of hidden_size,
+// k_norm of num_key_value_heads x head_dim) and num_experts SwiGLU experts of intermediate_size,
+// num_experts_per_tok routed by a router without a bias, no shared expert. clip_qkv (a clamp of q, k
+// and v; null in the released configs) is refused: its saved masks and passes are not counted.
+void read_olmoe(const json& cfg, ModelConfig& m) {
+    if (const auto it = cfg.find("clip_qkv"); it != cfg.end() && !it->is_null())
+        throw InputError("clip_qkv", "a clamp of q, k and v is not modelled (its saved masks and elementwise "
+                                     "passes); OLMoE-1B-7B's configs leave it null");
+    m.experts = positive_int(cfg, "num_experts", true);
+    m.experts_per_token = positive_int(cfg, "num_experts_per_tok", true);
+    m.qk_norm = m.qk_norm_whole = true;
+}
+
+// Llama-family (llama, mistral, qwen2, qwen3, phi3, gemma3_text, olmo2, olmo3, mixtral, qwen3_moe, olmoe, gpt_oss) shape
 // and layout from its config.json keys.
 void read_llama_family(const json& cfg, ModelConfig& m) {
     // Llama family (Touvron et al. 2023; HF LlamaConfig): RMSNorm, RoPE, GQA, SwiGLU.
@@ -477,6 +494,7 @@ void read_llama_family(const json& cfg, ModelConfig& m) {
     if (gemma) read_gemma3_text(cfg, m);
     if (gpt_oss) read_gpt_oss(cfg, m);
     if (m.family == ModelFamily::olmo2 || m.family == ModelFamily::olmo3) read_olmo(m);
+    if (m.family == ModelFamily::olmoe) read_olmoe(cfg, m);
     read_sliding_window(cfg, m);
 }
 

@@ -54,12 +54,13 @@ void adjust_throughput_pytorch(const ModelConfig&, const Plan& plan, ThroughputO
 void check_pytorch_plan(const ModelConfig& m, const Plan& p) {
     // Its saved tensors and eager kernels are transformers' modules written down op by op (GPT-2,
     // Llama, Qwen, Phi-3): norms on the sublayer outputs (Gemma3RMSNorm, (1 + weight) in fp32; OLMo's
-    // Olmo2RMSNorm, weight times the fp32 normalized tensor, and its whole-projection q/k norms) are not.
-    if (m.post_norms || !m.pre_norms)
+    // Olmo2RMSNorm, weight times the fp32 normalized tensor) and q/k norms over whole projections (OLMo's,
+    // OLMoE's) are not.
+    if (m.post_norms || !m.pre_norms || m.qk_norm_whole)
         throw InputError("--model", m.name + ": the pytorch profile counts Hugging Face's GPT-2, Llama, Qwen and "
                                              "Phi-3 modules op by op, not " + std::string(to_string(m.family)) +
-                                             "'s norms on the sublayer outputs; use --framework deepspeed, "
-                                             "torchtitan or megatron");
+                                             "'s norms (on the sublayer outputs, or over the whole q and k "
+                                             "projections); use --framework deepspeed, torchtitan or megatron");
     // gpt-oss's eager attention appends the sink logits to every row of scores, and its experts run
     // as batched matmuls over parameter tensors: neither is written down op by op.
     if (m.attention_sinks)

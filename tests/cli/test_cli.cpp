@@ -315,13 +315,13 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"memory --dropout 2", "--dropout"}, BadCase{"memory --sp", "--sp"},
                       BadCase{"frobnicate", "frobnicate"}));
 
-TEST(CliCatalog, ModelsJsonListsThirtyFiveWithExactCounts) {
+TEST(CliCatalog, ModelsJsonListsThirtySixWithExactCounts) {
     const auto r = run_preflight("models --format json");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto j = nlohmann::json::parse(r.out);
-    // 17 + two Qwen3 + two Phi-3 + Gemma 3 + two gpt-oss + two OLMo 2 + the nine MPT builds of llm-foundry's
-    // benchmarks
-    ASSERT_EQ(j.at("models").size(), 35u);
+    // 17 + two Qwen3 + two Phi-3 + Gemma 3 + two gpt-oss + two OLMo 2 + OLMoE + the nine MPT builds of
+    // llm-foundry's benchmarks
+    ASSERT_EQ(j.at("models").size(), 36u);
     for (const auto& m : j.at("models")) {
         if (m.at("name") == "gpt2") EXPECT_EQ(m.at("params"), 124'439'808);
         if (m.at("name") == "qwen3-30b-a3b") EXPECT_EQ(m.at("family"), "qwen3_moe");

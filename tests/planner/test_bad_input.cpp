@@ -213,6 +213,36 @@ TEST(BadInput, OlmoAsTransformersBuildIt) {
     EXPECT_EQ(subject_of([&] { profile_by_name("nanotron")->check_model(m); }), "--model");
 }
 
+TEST(BadInput, OlmoeAsTransformersBuildIt) {
+    // OlmoeConfig: num_experts experts of intermediate_size, num_experts_per_tok routed; pre-norms kept,
+    // q/k norms over the whole projections; clip_qkv (null in the released configs) refused.
+    auto g = llama_cfg();
+    g["model_type"] = "olmoe";
+    g["num_experts"] = 8;
+    g["num_experts_per_tok"] = 2;
+    ModelConfig m = model_from_hf_config(g, "e");
+    EXPECT_EQ(m.experts, 8);
+    EXPECT_EQ(m.experts_per_token, 2);
+    EXPECT_EQ(m.ffn_hidden, 512);
+    EXPECT_TRUE(m.pre_norms && !m.post_norms && m.qk_norm && m.qk_norm_whole);
+    g["clip_qkv"] = nullptr;
+    EXPECT_NO_THROW(model_from_hf_config(g, "e"));
+    g["clip_qkv"] = 8.0;
+    EXPECT_EQ(subject_of([&] { model_from_hf_config(g, "e"); }), "clip_qkv");
+    g.erase("clip_qkv");
+    g["num_experts_per_tok"] = 9;
+    EXPECT_EQ(subject_of([&] { model_from_hf_config(g, "e"); }), "num_experts_per_tok");
+    g.erase("num_experts");
+    EXPECT_EQ(subject_of([&] { model_from_hf_config(g, "e"); }), "num_experts");
+    g["num_experts"] = 8;
+    g["num_experts_per_tok"] = 2;
+    m = model_from_hf_config(g, "e");
+    EXPECT_EQ(subject_of([&] { check_runtime_model(m); }), "--model");
+    Plan p;
+    p.seq = 256;
+    EXPECT_EQ(subject_of([&] { pytorch_profile().check_plan(m, p); }), "--model");
+}
+
 TEST(BadInput, GptOssAsTransformersBuildIt) {
     // GptOssConfig: every second layer (sliding first) attends through 128 keys, 8 kv heads of 64, biases
     // on q/k/v/o (attention_bias true), the experts' gate clamped at swiglu_limit (7.0).

@@ -356,4 +356,12 @@ TEST(Emit, OlmoPartsNotCarriedAreSaid) {
     EXPECT_NE(f3.megatron.find("--window-attn-skip-freq 4"), std::string::npos);
     EXPECT_TRUE(has_text(f3.mw, "applies its YaRN scaling to its full-attention layers only"));
     EXPECT_FALSE(has_text(f.mw, "YaRN"));
+    // OLMoE keeps Llama's pre-norms: only its whole-projection q/k norms are said, beside its 64 experts.
+    const ModelConfig olmoe = load_model("olmoe-1b-7b", kData);
+    p.seq = 4096;
+    EXPECT_TRUE(every_form_warns(olmoe, p, "whole q and k projections (2048 and 2048 weights)"));
+    const Forms fe = every_form(olmoe, p);
+    EXPECT_NE(fe.megatron.find("--num-experts 64"), std::string::npos);
+    EXPECT_NE(fe.megatron.find("--qk-layernorm"), std::string::npos);
+    EXPECT_FALSE(has_text(fe.mw, "in place of their inputs"));
 }

@@ -45,6 +45,9 @@ INSTANTIATE_TEST_SUITE_P(
                       // OLMo 2 13B: its checkpoint's model.safetensors.index.json holds 54,864,793,600 bytes of
                       // fp32 tensors; OLMo 2 7B: the model card's 7B (Params.Olmo2ByHand derives both).
                       Published{"olmo-2-13b", 54'864'793'600 / 4}, Published{"olmo-2-7b", 7'298'617'344},
+                      // OLMoE-1B-7B: 6,919,161,856, the parameter count the Hugging Face API reports for its
+                      // safetensors (F32) and llama.cpp for its GGUF (Params.OlmoeByHand derives it).
+                      Published{"olmoe-1b-7b", 6'919'161'856},
                       // gpt-oss: OpenAI's model card gives 20.91B and 116.83B (Params.GptOssByHand).
                       Published{"gpt-oss-20b", 20'914'757'184}, Published{"gpt-oss-120b", 116'829'156'672},
                       // MPT builds of llm-foundry's benchmark tables (NumParams at seq 2048,
@@ -61,8 +64,8 @@ INSTANTIATE_TEST_SUITE_P(
         return n;
     });
 
-TEST(Params, CatalogHoldsExactlyTheThirtyFiveModels) {
-    EXPECT_EQ(catalog_models(test::data_dir()).size(), 35u);
+TEST(Params, CatalogHoldsExactlyTheThirtySixModels) {
+    EXPECT_EQ(catalog_models(test::data_dir()).size(), 36u);
 }
 
 TEST(Params, DenseModelsAreFullyActive) {
@@ -202,6 +205,22 @@ TEST(Params, Olmo2ByHand) {
             EXPECT_EQ(t.split, TpSplit::column);
         }
     }
+}
+
+TEST(Params, OlmoeByHand) {
+    // OLMoE-1B-7B (allenai/OLMoE-1B-7B-0924): q, k, v and o of 2048 x 2048, q and k norms over the whole
+    // projections (2048 each), two pre-norms of 2048, a router of 64 x 2048 and 64 SwiGLU experts of
+    // 3 x 2048 x 1024, 8 routed; 16 layers, an untied 50,304-token head. Active: 8 experts a layer, the
+    // model card's 1B (1.3B with the embedding and the head, the paper's 1.3B active).
+    const std::int64_t expert = 3 * 2048LL * 1024;
+    const std::int64_t shared = 4 * 2048LL * 2048 + 2 * 2048 + 2 * 2048 + 64 * 2048;
+    const ModelConfig m = test::catalog_model("olmoe-1b-7b");
+    EXPECT_TRUE(m.qk_norm && m.qk_norm_whole && m.pre_norms && !m.post_norms);
+    const ParamCounts c = count_params(m);
+    EXPECT_EQ(c.per_layer, shared + 64 * expert);
+    EXPECT_EQ(c.total, 2 * 50304LL * 2048 + 16 * (shared + 64 * expert) + 2048);
+    EXPECT_EQ(c.active, 2 * 50304LL * 2048 + 16 * (shared + 8 * expert) + 2048);
+    EXPECT_EQ(c.active, 1'282'017'280);
 }
 
 TEST(Params, Gpt2SmallByHand) {

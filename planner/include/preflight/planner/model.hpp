@@ -10,7 +10,7 @@
 
 namespace preflight {
 
-enum class ModelFamily { gpt2, llama, mistral, qwen2, mixtral, qwen3, qwen3_moe, phi3, gemma3_text, gpt_oss, olmo2, olmo3 };
+enum class ModelFamily { gpt2, llama, mistral, qwen2, mixtral, qwen3, qwen3_moe, phi3, gemma3_text, gpt_oss, olmo2, olmo3, olmoe };
 enum class NormKind { layernorm, rmsnorm };
 enum class MlpKind { gelu, swiglu };
 enum class PositionKind { learned, rope };
@@ -54,8 +54,8 @@ struct ModelConfig {
     // by the heads (Qwen3: transformers' Qwen3Attention q_norm / k_norm; Megatron's --qk-layernorm).
     bool qk_norm = false;
     // With qk_norm: the norm spans each token's whole q and k projections, one weight of q_width and
-    // one of kv_width (OLMo 2 and 3: transformers' Olmo2Attention q_norm / k_norm, applied before the
-    // heads are split), not each head alone. Under tensor parallelism each rank holds its heads' slice
+    // one of kv_width (OLMo 2 and 3, OLMoE: transformers' Olmo2Attention and OlmoeAttention q_norm /
+    // k_norm, applied before the heads are split), not each head alone. Under tensor parallelism each rank holds its heads' slice
     // of both weights, and the statistics of a token sum over the ranks.
     bool qk_norm_whole = false;
     // Fused projections: q, k and v as one linear (GPT-2's c_attn, Phi-3's qkv_proj), gate and up as
@@ -159,7 +159,7 @@ ParamCounts count_params(const ModelConfig& m);
 ParamCounts count_params(const ModelConfig& m, const std::vector<ParamTensor>& tensors);
 
 // Builds a ModelConfig from a Hugging Face config.json object (llama, mistral,
-// qwen2, qwen3, phi3, gemma3_text, olmo2, olmo3, gpt2, mixtral, qwen3_moe, gpt_oss families, chosen by "model_type"). Throws InputError
+// qwen2, qwen3, phi3, gemma3_text, olmo2, olmo3, gpt2, mixtral, qwen3_moe, olmoe, gpt_oss families, chosen by "model_type"). Throws InputError
 // naming the field for anything missing, negative or inconsistent.
 ModelConfig model_from_hf_config(const nlohmann::json& config, const std::string& name);
 
