@@ -211,7 +211,7 @@ TEST(Params, OlmoeByHand) {
     // OLMoE-1B-7B (allenai/OLMoE-1B-7B-0924): q, k, v and o of 2048 x 2048, q and k norms over the whole
     // projections (2048 each), two pre-norms of 2048, a router of 64 x 2048 and 64 SwiGLU experts of
     // 3 x 2048 x 1024, 8 routed; 16 layers, an untied 50,304-token head. Active: 8 experts a layer, the
-    // model card's 1B (1.3B with the embedding and the head, the paper's 1.3B active).
+    // 1B of its name (1.28B with the embedding and the head).
     const std::int64_t expert = 3 * 2048LL * 1024;
     const std::int64_t shared = 4 * 2048LL * 2048 + 2 * 2048 + 2 * 2048 + 64 * 2048;
     const ModelConfig m = test::catalog_model("olmoe-1b-7b");
