@@ -106,9 +106,7 @@ void check_model(const ModelConfig& m) {
     at_most(gpt2 ? "n_layer" : "num_hidden_layers", m.layers, kMaxLayers, "kMaxLayers");
     at_most("vocab_size", m.vocab, kMaxVocab, "kMaxVocab");
     at_most(gpt2 ? "n_positions" : "max_position_embeddings", m.max_positions, kMaxPositions, "kMaxPositions");
-    const bool num_experts = m.family == ModelFamily::qwen3_moe || m.family == ModelFamily::olmoe;
-    at_most(num_experts ? "num_experts" : "num_local_experts", m.experts, kMaxExperts,
-            "kMaxExperts");
+    at_most(std::string(experts_key(m.family)).c_str(), m.experts, kMaxExperts, "kMaxExperts");
     const ParamCounts c = count_params(m);  // checked arithmetic: throws naming the field on overflow
     if (c.total > kMaxParams)
         throw InputError(gpt2 ? "n_embd" : "hidden_size",

@@ -35,7 +35,17 @@ std::string_view to_string(ModelFamily f) {
     return "?";
 }
 
+std::string_view experts_key(ModelFamily f) {
+    return f == ModelFamily::qwen3_moe || f == ModelFamily::olmoe ? "num_experts" : "num_local_experts";
+}
+
 namespace {
+
+// Families whose layers interleave windowed and full attention (Gemma 3, gpt-oss, OLMo 3): layers of
+// the two kinds are planned at their mean, and transformers 5's rope_parameters may be keyed by layer type.
+bool interleaves_windows(ModelFamily f) {
+    return f == ModelFamily::gemma3_text || f == ModelFamily::gpt_oss || f == ModelFamily::olmo3;
+}
 
 // Reads an integer field of at least `least` (1: positive, 0: or zero); `required` false returns
 // `fallback` when the key is absent or null.
@@ -115,11 +125,10 @@ void validate_model(const ModelConfig& m) {
     if (m.heads % m.kv_heads != 0)
         throw InputError("num_key_value_heads", std::to_string(m.kv_heads) + " does not divide num_attention_heads " +
                                                     std::to_string(m.heads));
-    const bool num_experts = m.family == ModelFamily::qwen3_moe || m.family == ModelFamily::olmoe;
-    const std::string experts_key = num_experts ? "num_experts" : "num_local_experts";
-    if (m.experts < 1) throw InputError(experts_key, "must be positive");
+    const std::string key(experts_key(m.family));
+    if (m.experts < 1) throw InputError(key, "must be positive");
     if (m.experts_per_token < 1 || m.experts_per_token > m.experts)
-        throw InputError("num_experts_per_tok", "must be between 1 and " + experts_key + " (" +
+        throw InputError("num_experts_per_tok", "must be between 1 and " + key + " (" +
                                                     std::to_string(m.experts) + ")");
     if (m.qk_norm_whole && !m.qk_norm) throw InputError("q_norm", "a whole-projection q/k norm needs qk_norm");
     limits::check_model(m);
@@ -272,8 +281,7 @@ void read_rope_scaling(const RopeSource& src, const std::string& type, ModelConf
 void read_rope(const json& cfg, ModelConfig& m) {
     std::vector<RopeSource> sources{{&cfg, ""}};
     const std::optional<RopeSource> params =
-        rope_parameters(cfg, m.family == ModelFamily::gemma3_text || m.family == ModelFamily::gpt_oss ||
-                                 m.family == ModelFamily::olmo3);
+        rope_parameters(cfg, interleaves_windows(m.family));
     if (params) sources.push_back(*params);
     if (const auto theta = rope_number(sources, "rope_theta", 1.0, kMaxRopeTheta, "above 1 and at most 1e12"))
         m.rope_theta = *theta;
@@ -343,7 +351,7 @@ void read_sliding_window(const json& cfg, ModelConfig& m) {
                       m.family == ModelFamily::qwen3_moe;
     const bool gemma = m.family == ModelFamily::gemma3_text, gpt_oss = m.family == ModelFamily::gpt_oss;
     const bool olmo3 = m.family == ModelFamily::olmo3;
-    const bool interleaved = gemma || gpt_oss || olmo3;
+    const bool interleaved = interleaves_windows(m.family);
     if (!mistral && !qwen && !interleaved) return;
     // Defaults: Gemma3TextConfig's 4096, GptOssConfig's 128, Olmo3Config's 4096.
     const std::int64_t window = positive_int(cfg, "sliding_window", false, gpt_oss ? 128 : interleaved ? 4096 : 0);

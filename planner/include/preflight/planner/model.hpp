@@ -16,6 +16,9 @@ enum class MlpKind { gelu, swiglu };
 enum class PositionKind { learned, rope };
 
 std::string_view to_string(ModelFamily f);
+// The config.json key that counts a family's experts: num_experts (Qwen3-MoE, OLMoE) or
+// num_local_experts (Mixtral, gpt-oss, and the name errors give for the others).
+std::string_view experts_key(ModelFamily f);
 
 // Llama-3 RoPE frequency scaling (HF transformers, modeling_rope_utils.py,
 // _compute_llama3_parameters): rope_type "llama3". factor 0 = no scaling.
