@@ -207,16 +207,30 @@ std::int64_t runtime_sp_backward_transient(const ModelConfig& m, const Plan& p, 
     return rows + widest;
 }
 
+// Profile (runtime/src/program_layer.cpp emit_head_norm_bwd): Qwen3's per-head q/k norms' backward
+// holds its fp32 scratch (runtime_head_norm_scratch_elements) beside d(q|k|v) and the residual
+// gradient's rows; 0 without those norms.
+static std::int64_t runtime_head_norm_backward_transient(const ModelConfig& m, const Plan& p,
+                                                         const activations::ActivationDims& d) {
+    if (!m.qk_norm) return 0;
+    const std::int64_t tokens = d.seq * d.micro_batch, heads = m.heads / p.tp, kv_heads = m.kv_heads / p.tp;
+    return tokens * d.hidden * d.residual_bytes / (d.sp ? d.tp : 1) +
+           tokens * (d.q_width + 2 * d.kv_width) * d.activation_bytes / d.tp +
+           runtime_head_norm_scratch_elements(tokens, heads, kv_heads, m.head_dim) * 4;
+}
+
 std::int64_t profile_backward_transient(const ModelConfig& m, const Plan& p, const FrameworkProfile& prof,
                                         const activations::ActivationDims& d, std::int64_t generic) {
     const std::int64_t moe = prof.runtime_moe && m.is_moe() ? runtime_moe_backward_transient(m, p, d) : 0;
-    std::int64_t t = std::max(generic, moe);
+    const std::int64_t head_norms = prof.runtime_shard_units ? runtime_head_norm_backward_transient(m, p, d) : 0;
+    std::int64_t t = std::max({generic, moe, head_norms});
     // The runtime gathers K and V (cp_gathered_kv_bytes) where others keep ring buffers.
     const std::int64_t cp_kv = prof.cp_gathers_kv ? cp_gathered_kv_bytes(m, p) : 0;
     if (prof.flash_bwd_workspace && p.attention == AttentionKind::flash)
         t = std::max(t, runtime_flash_backward_transient(m, p, d) + cp_kv);
     if (prof.fp8_runtime_recipe && p.precision == Precision::fp8_mixed) t = std::max(t, runtime_fp8_backward_transient(m, d));
-    if (prof.runtime_shard_units && d.sp && d.tp > 1) return std::max(runtime_sp_backward_transient(m, p, d), moe);
+    if (prof.runtime_shard_units && d.sp && d.tp > 1)
+        return std::max({runtime_sp_backward_transient(m, p, d), moe, head_norms});
     // Without sp, the q|k|v projection's input gradient [s, b, h] beside d(q|k|v) and the residual
     // gradient (program_layer.cpp emit_column_parallel_bwd): wider than flash's point when tp splits
     // q|k|v but not h (a helper-70 audit found it with a top-1 MoE of narrow experts, and a dense twin).

@@ -44,10 +44,13 @@ RuntimeUnitElements runtime_unit_elements(const ModelConfig& m, std::int64_t voc
     RuntimeUnitElements e;
     e.embedding = vocab;
     if (m.position == PositionKind::learned) e.embedding += runtime_align(checked_mul(m.max_positions, h, "positions x hidden"));
-    // Layer: attention norm, q|k|v (+ bias), output (+ bias), MLP norm, gate|up or fc1 (+ bias), down or fc2 (+ bias).
-    e.layer = (ln ? 2 : 1) * a + runtime_align(qkv * h) + (m.qkv_bias ? runtime_align(qkv) : 0) + runtime_align(h * q) +
-              (m.out_bias ? a : 0) + (ln ? 2 : 1) * a + runtime_align(up * h) + (m.mlp_bias ? runtime_align(up) : 0) +
-              runtime_align(h * f) + (m.mlp_bias ? a : 0);
+    // Layer: attention norm, q|k|v (+ bias), (Qwen3's per-head q and k norms, replicated), output (+ bias), MLP
+    // norm, gate|up or fc1 (+ bias), down or fc2 (+ bias).
+    const std::int64_t attention = (ln ? 2 : 1) * a + runtime_align(qkv * h) + (m.qkv_bias ? runtime_align(qkv) : 0) +
+                                   (m.qk_norm ? 2 * runtime_align(m.head_dim) : 0) + runtime_align(h * q) +
+                                   (m.out_bias ? a : 0) + (ln ? 2 : 1) * a;
+    e.layer = attention + runtime_align(up * h) + (m.mlp_bias ? runtime_align(up) : 0) + runtime_align(h * f) +
+              (m.mlp_bias ? a : 0);
     // Mixture of experts (runtime check_runtime_model: SwiGLU experts without biases): the MLP is
     // the router [E, h] and the experts' stacked gate|up [E 2f, h] and down [E h, f].
     // Under expert parallelism (ep > 1) the rank's E / ep experts are a unit of their own.
@@ -56,9 +59,7 @@ RuntimeUnitElements runtime_unit_elements(const ModelConfig& m, std::int64_t voc
         const std::int64_t experts =
             runtime_align(checked_mul(checked_mul(local, up, "experts x MLP width"), h, "expert weights")) +
             runtime_align(checked_mul(checked_mul(local, h, "experts x hidden"), f, "expert weights"));
-        e.layer = (ln ? 2 : 1) * a + runtime_align(qkv * h) + (m.qkv_bias ? runtime_align(qkv) : 0) +
-                  runtime_align(h * q) + (m.out_bias ? a : 0) + (ln ? 2 : 1) * a +
-                  runtime_align(checked_mul(m.experts, h, "experts x hidden")) + (ep > 1 ? 0 : experts);
+        e.layer = attention + runtime_align(checked_mul(m.experts, h, "experts x hidden")) + (ep > 1 ? 0 : experts);
         e.experts = ep > 1 ? experts : 0;
     }
     e.head = (ln ? 2 : 1) * a + (!m.tied_embeddings || head_copies_embedding ? vocab : 0);

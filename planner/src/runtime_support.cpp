@@ -87,9 +87,15 @@ void check_runtime_model(const ModelConfig& m) {
     if (m.experts > limits::kMaxRuntimeExperts)
         not_run("--model", std::to_string(m.experts) + " experts a layer: the runtime routes at most " +
                                std::to_string(limits::kMaxRuntimeExperts) + " (limits::kMaxRuntimeExperts)");
-    if (m.qk_norm)
-        not_run("--model", std::string(m.qk_norm_whole ? "q/k norms" : "per-head q/k norms") + " (" +
-                               std::string(to_string(m.family)) + "'s q_norm and k_norm) are not implemented by the runtime");
+    // Per-head q/k norms (Qwen3's) run (program_layer.cpp emit_head_norm_fwd); OLMo's span the whole projection.
+    if (m.qk_norm_whole)
+        not_run("--model", "q/k norms over the whole q and k projections (" + std::string(to_string(m.family)) +
+                               "'s q_norm and k_norm) are not implemented by the runtime (its q/k norms are per head, "
+                               "Qwen3's)");
+    if (m.qk_norm && m.is_moe())
+        not_run("--model", std::string(to_string(m.family)) + "'s router is not run by the runtime: its top-k "
+                               "renormalisation (norm_topk_prob) is not read, where the runtime's routing always "
+                               "renormalises, as Mixtral's");
     if (!m.pre_norms)
         not_run("--model", std::string(to_string(m.family)) + "'s layer has no norms on the attention and MLP inputs: "
                                                               "the runtime's layer is pre-norm");

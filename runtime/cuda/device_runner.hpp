@@ -460,15 +460,10 @@ private:
                 launch_embedding_bwd<T>(at<std::int64_t>(t, op.v[0]), at<T>(t, op.v[1]), grad<T>(t, op.p0),
                                         grad<T>(t, op.p1), d.b, d.s, d.h, stream, d.vocab_begin, d.vocab_padded);
                 break;
-            case OpKind::norm_fwd:  // the view's rows: rows / tp under sequence parallelism
-                launch_norm_fwd<T>(at<T>(t, op.v[0]), param<T>(t, op.p0), param<T>(t, op.p1), at<T>(t, op.v[1]),
-                                   op.v[0].rows, d.h, norm_eps(), layernorm(), stream);
-                break;
+            case OpKind::norm_fwd:
             case OpKind::norm_bwd:
-                launch_norm_bwd<T>(at<T>(t, op.v[0]), param<T>(t, op.p0), at<T>(t, op.v[1]), at<T>(t, op.v[2]),
-                                   at<float>(t, op.v[3]), grad<T>(t, op.p0), grad<T>(t, op.p1), op.v[0].rows, d.h,
-                                   norm_eps(), layernorm(), op.accumulate, stream);
-                break;
+            case OpKind::head_norm_fwd:
+            case OpKind::head_norm_bwd: norms<T>(op, t); break;
             case OpKind::linear_fwd: fp8_operands(op) ? fp8_linear(op, t) : linear_fwd<T>(op, t); break;
             case OpKind::linear_bwd_data: fp8_operands(op) ? fp8_linear(op, t) : linear_bwd_data<T>(op, t); break;
             case OpKind::linear_bwd_weight: fp8_operands(op) ? fp8_linear(op, t) : gemm_linear_bwd_weight<T>(op, t); break;
@@ -583,6 +578,9 @@ private:
     // SwiGLU forward or backward on the view's rows (a micro-batch's, or rows x k expert slots).
     template <class T>
     void swiglu(const Op& op, const BufferTable& t);
+    // The norms (device_runner_norms.cpp): norm_fwd / _bwd, and Qwen3's per-head q/k norms.
+    template <class T>
+    void norms(const Op& op, const BufferTable& t);
 };
 
 inline double median(std::vector<double> v) {

@@ -87,6 +87,17 @@ template <class T>
 void launch_norm_bwd(const T* x, const T* w, const T* dy, T* dx, float* stats, T* dw, T* db, i64 rows, i64 h,
                      float eps, bool layernorm, bool accumulate, cudaStream_t stream);
 
+// head_norm.cu: per-head RMSNorm of the Q and K heads of qkv [rows, (heads + 2 kv_heads) d] (Qwen3's
+// q_norm / k_norm), in place; `saved` [rows (heads + kv_heads), d] receives the input. The backward
+// reads it, writes the input gradient over dqkv's Q|K heads, its fp32 scratch (rows (heads +
+// kv_heads) rstd, then slices x 2 x d partial sums: runtime_head_norm_scratch_elements), and dwq, dwk +=.
+template <class T>
+void launch_head_norm_fwd(T* qkv, T* saved, const T* wq, const T* wk, i64 rows, i64 heads, i64 kv_heads, i64 d,
+                          float eps, cudaStream_t stream);
+template <class T>
+void launch_head_norm_bwd(const T* saved, T* dqkv, float* scratch, const T* wq, const T* wk, T* dwq, T* dwk, i64 rows,
+                          i64 heads, i64 kv_heads, i64 d, i64 slices, float eps, cudaStream_t stream);
+
 // bias_grad.cu: db[n] += sum over rows of dy[rows, n] (row stride ld).
 template <class T>
 void launch_bias_grad(const T* dy, T* db, i64 rows, i64 n, i64 ld, cudaStream_t stream);

@@ -114,6 +114,13 @@ void HostRunner::run_elementwise(const Op& op) {
     switch (op.kind) {
         case OpKind::rope_fwd: ref::rope_fwd(at(op.v[0]), a, inv_freq_); break;
         case OpKind::rope_bwd: ref::rope_bwd(at(op.v[0]), a, inv_freq_); break;
+        // v0 / v1: qkv's (dqkv's) Q|K heads at offset 0 of the buffer, whose rows qkv_width apart.
+        case OpKind::head_norm_fwd:
+            ref::head_rmsnorm_fwd(at(op.v[0]), at(op.v[1]), w(op.p0), w(op.p1), a, P.hyper.norm_eps);
+            break;
+        case OpKind::head_norm_bwd:
+            ref::head_rmsnorm_bwd(at(op.v[0]), at(op.v[1]), w(op.p0), w(op.p1), g(op.p0), g(op.p1), a, P.hyper.norm_eps);
+            break;
         // The view's rows: a micro-batch's, or a mixture of experts' rows x k slots.
         case OpKind::swiglu_fwd: ref::swiglu_fwd(at(op.v[0]), at(op.v[1]), op.v[0].rows, d.ffn); break;
         case OpKind::swiglu_bwd: {  // v0: dact in the first f of 2f columns in, dgate|dup out; v1: gate|up

@@ -117,6 +117,10 @@ LayerParams add_layer_parameters(Builder& B, const ModelConfig& model, std::int6
     if (ln) lp.norm1_b = B.param(n + "attn_norm.bias", d.h, 1, l, false);
     lp.qkv_w = B.param(n + "qkv_proj.weight", d.qkv_width, d.h, l, true, column_qkv);
     if (model.qkv_bias) lp.qkv_b = B.param(n + "qkv_proj.bias", d.qkv_width, 1, l, false, bias_qkv);
+    if (model.qk_norm) {  // check_runtime_model: per head (Qwen3's), one head_dim weight shared by the heads
+        lp.q_norm_w = B.param(n + "q_norm.weight", d.head_dim, 1, l, false);
+        lp.k_norm_w = B.param(n + "k_norm.weight", d.head_dim, 1, l, false);
+    }
     lp.out_w = B.param(n + "o_proj.weight", d.h, d.q_width, l, true, row_out);
     if (model.out_bias) lp.out_b = B.param(n + "o_proj.bias", d.h, 1, l, false);
     lp.norm2_w = B.param(n + "mlp_norm.weight", d.h, 1, l, false);

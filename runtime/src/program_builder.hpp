@@ -156,6 +156,7 @@ struct LayerFwd {
     BufferId x = kNoBuffer, xn1 = kNoBuffer, qkv = kNoBuffer, core = kNoBuffer, attn = kNoBuffer, x1 = kNoBuffer,
              xn2 = kNoBuffer, up = kNoBuffer, act = kNoBuffer, out = kNoBuffer;
     BufferId xn1_8t = kNoBuffer, attn_8t = kNoBuffer, xn2_8t = kNoBuffer, act_8t = kNoBuffer;
+    BufferId qk_in = kNoBuffer;  // per-head q/k norms: their input, the q|k projections (head_norm_fwd)
     // Mixture of experts (program_moe.cpp): gate weights, routing table, the dispatched tokens and
     // the experts' outputs (up and act above are the experts', [rows k, .]).
     BufferId gates = kNoBuffer, routing = kNoBuffer, xd = kNoBuffer, y = kNoBuffer;
@@ -302,7 +303,9 @@ void wait_all(Builder& B, std::vector<Op>& out, const Phase& ph);
 // Sequence parallelism: each rank's norm weight (and bias) gradients cover its rows only, so the
 // reduced gradients the optimizer reads are summed over the tensor-parallel ranks first
 // (Megatron-LM's all-reduce of the sequence-parallel parameters' gradients, in
-// finalize_model_grads). In place; sums commute with the data-parallel means before them.
+// finalize_model_grads). In place; sums commute with the data-parallel means before them. The
+// per-head q/k norms' gradients cover the rank's heads only: summed so with tp > 1, sp or not (as
+// Megatron-LM sums its q_layernorm and k_layernorm gradients, _allreduce_non_tensor_model_parallel_grads).
 void reduce_sequence_parallel_grads(Builder& B, std::vector<Op>& out);
 // After the optimizer: ZeRO-1/2 all-gather the updated parameters in place, unit by unit.
 void gather_updated(Builder& B, std::vector<Op>& out);

@@ -81,6 +81,43 @@ void release_gathered_input(const Program& P, Op& gemm, BufferId gathered, Buffe
     gemm.free.push_back(P.fp8 ? rows : gathered);
 }
 
+// The Q|K heads of a [rows, qkv_width] buffer (q|k|v or its gradient).
+View qk_heads(const Dims& d, BufferId qkv) { return {qkv, d.rows, d.q_width + d.kv_width, d.qkv_width, 0}; }
+
+// Per-head q/k RMSNorm forward (Qwen3Attention: q_norm(q_proj(x)) and k_norm(k_proj(x)) per head,
+// before RoPE), in place on qkv; returns its input's copy, kept for the backward as autograd keeps
+// it (the planner's "Q/K norm input" tensors, activations.cpp add_qk_norm_inputs).
+BufferId emit_head_norm_fwd(Builder& B, std::vector<Op>& out, const std::string& n, const Phase& ph, BufferId qkv,
+                            const LayerParams& lp) {
+    const Dims& d = B.d_;
+    const BufferId kept = B.act(n + "q|k norm in", d.q_width + d.kv_width);
+    Op& o = B.emit(out, OpKind::head_norm_fwd, n + "q/k norm", ph);
+    o.alloc = {kept};
+    o.v[0] = qk_heads(d, qkv);
+    o.v[1] = B.full(kept, d.q_width + d.kv_width);
+    o.p0 = lp.q_norm_w;
+    o.p1 = lp.k_norm_w;
+    return kept;
+}
+
+// Its backward in place on dqkv's Q|K heads, with the heads' rstd recomputed into a scratch beside
+// the weight gradients' partial sums (runtime_head_norm_scratch_elements).
+void emit_head_norm_bwd(Builder& B, std::vector<Op>& out, const std::string& n, const Phase& ph, BufferId kept,
+                        BufferId dqkv, const LayerParams& lp) {
+    Program& P = B.p_;
+    const Dims& d = P.dims;
+    const std::int64_t elements = runtime_head_norm_scratch_elements(d.rows, d.heads, d.kv_heads, d.head_dim);
+    const BufferId scratch = B.buffer(n + "q/k norm bwd scratch", Category::temporary, DType::f32, elements);
+    Op& o = B.emit(out, OpKind::head_norm_bwd, n + "q/k norm bwd", ph);
+    o.alloc = {scratch};
+    o.v[0] = B.full(kept, d.q_width + d.kv_width);
+    o.v[1] = qk_heads(d, dqkv);
+    o.v[2] = {scratch, 1, elements, elements, 0};
+    o.p0 = lp.q_norm_w;
+    o.p1 = lp.k_norm_w;
+    o.free = {scratch};
+}
+
 // Attention probabilities, eager: scores = Q K^T / sqrt(d) (transient, freed by the
 // softmax), P = causal softmax (kept for backward). Names start with `prefix`.
 BufferId emit_eager_probabilities(Builder& B, std::vector<Op>& out, const std::string& prefix, const Phase& ph,
@@ -199,6 +236,7 @@ LayerFwd emit_layer_forward(Builder& B, std::vector<Op>& out, std::int64_t l, st
     f.xn1_8t = emit_gemm_fwd(B, out, n + "qkv proj", ph, B.full(xg, d.h), B.full(f.qkv, d.qkv_width), lp.qkv_w,
                              lp.qkv_b, {}, P.fp8);
     release_gathered_input(P, out.back(), xg, f.xn1);
+    if (P.model.qk_norm) f.qk_in = emit_head_norm_fwd(B, out, n, ph, f.qkv, lp);
     if (P.model.position == PositionKind::rope) {  // rope_fwd: v0 = qkv (in place on Q and K)
         Op& o = B.emit(out, OpKind::rope_fwd, n + "rope", ph);
         o.v[0] = B.full(f.qkv, d.qkv_width);
@@ -282,6 +320,7 @@ std::vector<BufferId> layer_kept(const Program& P, const LayerFwd& f) {
     // output too); a mixture of experts' MLP keeps its own, 16-bit (program_moe.cpp).
     std::vector<BufferId> v;
     for (BufferId b : {P.fp8 ? f.xn1_8t : f.xn1, f.qkv, P.fp8 ? f.attn_8t : f.attn, f.x1}) v.push_back(b);
+    if (f.qk_in != kNoBuffer) v.push_back(f.qk_in);
     if (P.fp8 && P.plan.attention == AttentionKind::flash) v.push_back(f.attn);
     if (P.dims.moe()) {
         for (BufferId b : {f.xn2, f.gates, f.routing, f.xd, f.up, f.act, f.y}) v.push_back(b);
@@ -487,6 +526,7 @@ void emit_layer_backward(Builder& B, std::vector<Op>& out, std::int64_t l, std::
         Op& o = B.emit(out, OpKind::rope_bwd, n + "rope bwd", ph);
         o.v[0] = B.full(dqkv, d.qkv_width);
     }
+    if (P.model.qk_norm) emit_head_norm_bwd(B, out, n, ph, f.qk_in, dqkv, lp);
     const BufferId dn = emit_column_parallel_bwd(B, out, n + "qkv proj", n + "attn norm out", n + "d attn norm out", ph,
                                                  B.full(dqkv, d.qkv_width), f.xn1, f.xn1_8t, lp.qkv_w, lp.qkv_b, dqkv);
     // The layer's saved tensors (and any recomputed ones) go with its last op.

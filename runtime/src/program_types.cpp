@@ -96,6 +96,8 @@ std::string_view to_string(OpKind k) {
         case OpKind::loss_accumulate: return "loss_accumulate";
         case OpKind::grad_accumulate: return "grad_accumulate";
         case OpKind::optimizer: return "optimizer";
+        case OpKind::head_norm_fwd: return "head_norm_fwd";
+        case OpKind::head_norm_bwd: return "head_norm_bwd";
         case OpKind::unit_grads_begin: return "unit_grads_begin";
         case OpKind::all_reduce: return "all_reduce";
         case OpKind::reduce_scatter: return "reduce_scatter";

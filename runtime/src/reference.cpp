@@ -128,6 +128,31 @@ void rmsnorm_bwd(const double* x, const double* w, const double* dy, double* dx,
     }
 }
 
+// Each (token, head) of the Q|K columns is one RMSNorm row of width d (rmsnorm_fwd / _bwd on it).
+void head_rmsnorm_fwd(double* qkv, double* saved, const double* wq, const double* wk, const AttnShape& a, double eps) {
+    const i64 nh = a.heads + a.kv_heads, C = a.qkv_width();
+    for (i64 r = 0; r < a.b * a.s; ++r)
+        for (i64 hh = 0; hh < nh; ++hh) {
+            double* x = qkv + r * C + hh * a.d;
+            double* kept = saved + (r * nh + hh) * a.d;
+            std::copy(x, x + a.d, kept);
+            rmsnorm_fwd(kept, hh < a.heads ? wq : wk, x, 1, a.d, eps);
+        }
+}
+
+void head_rmsnorm_bwd(const double* saved, double* dqkv, const double* wq, const double* wk, double* dwq, double* dwk,
+                      const AttnShape& a, double eps) {
+    const i64 nh = a.heads + a.kv_heads, C = a.qkv_width();
+    std::vector<double> dy(static_cast<std::size_t>(a.d));
+    for (i64 r = 0; r < a.b * a.s; ++r)
+        for (i64 hh = 0; hh < nh; ++hh) {
+            double* g = dqkv + r * C + hh * a.d;
+            std::copy(g, g + a.d, dy.begin());
+            const bool q = hh < a.heads;
+            rmsnorm_bwd(saved + (r * nh + hh) * a.d, q ? wq : wk, dy.data(), g, q ? dwq : dwk, 1, a.d, eps, false);
+        }
+}
+
 std::vector<double> rope_inv_freq(i64 d, double base, const RopeScaling& sc) {
     std::vector<double> f(static_cast<std::size_t>(d / 2));
     for (i64 i = 0; i < d / 2; ++i)

@@ -33,7 +33,7 @@ Vec zeros(std::int64_t n) { return Vec(static_cast<std::size_t>(n), 0.0); }
 
 // What one layer's forward keeps for its backward (the program's saved set, in double).
 struct LayerSaved {
-    Vec x, xn1, qkv, attn, x1, xn2, up, act;
+    Vec x, xn1, qk_in, qkv, attn, x1, xn2, up, act;  // qk_in: the per-head q/k norms' input (Qwen3)
 };
 
 class ModelRef {
@@ -183,6 +183,10 @@ private:
         norm_fwd(x, lp.norm1_w, lp.norm1_b, s.xn1);
         s.qkv = zeros(R * d.qkv_width);
         linear_fwd(s.xn1.data(), w(lp.qkv_w), w(lp.qkv_b), nullptr, s.qkv.data(), R, d.qkv_width, h);
+        if (P.model.qk_norm) {  // Qwen3: q_norm / k_norm per head, before RoPE
+            s.qk_in = zeros(R * (d.q_width + d.kv_width));
+            head_rmsnorm_fwd(s.qkv.data(), s.qk_in.data(), w(lp.q_norm_w), w(lp.k_norm_w), a_, P.hyper.norm_eps);
+        }
         if (rope_) rope_fwd(s.qkv.data(), a_, inv_freq_);
         s.attn = zeros(R * d.q_width);
         attention_fwd(s.qkv.data(), s.attn.data(), nullptr, a_);
@@ -235,6 +239,9 @@ private:
         linear_bwd(dres.data(), s.attn.data(), w(lp.out_w), dattn.data(), g(lp.out_w), g(lp.out_b), R, h, d.q_width);
         attention_bwd(s.qkv.data(), dattn.data(), dqkv.data(), a_);
         if (rope_) rope_bwd(dqkv.data(), a_, inv_freq_);
+        if (P.model.qk_norm)
+            head_rmsnorm_bwd(s.qk_in.data(), dqkv.data(), w(lp.q_norm_w), w(lp.k_norm_w), g(lp.q_norm_w), g(lp.k_norm_w),
+                             a_, P.hyper.norm_eps);
         linear_bwd(dqkv.data(), s.xn1.data(), w(lp.qkv_w), dxn1.data(), g(lp.qkv_w), g(lp.qkv_b), R, d.qkv_width, h);
         norm_bwd(s.x, lp.norm1_w, lp.norm1_b, dxn1, dres, true);  // now dLoss/dx
     }

@@ -7,9 +7,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "preflight/runtime/host_runner.hpp"
 #include "preflight/runtime/reference_model.hpp"
+#include "preflight/runtime/walker.hpp"
 
 namespace preflight::runtime::test_support {
 
@@ -48,6 +51,39 @@ inline Worst compare(const ModelConfig& m, const Plan& multi, int steps) {
     EXPECT_GT(moved, 1e-4) << "the optimizer did not move the parameters";
     w.param /= scale;
     return w;
+}
+
+// One step of a single-GPU program on the host (HostRunner seed 77, parameters ref::random_params(P,
+// 5, 0.4)) against the whole-model reference from the same parameters: the mean loss within 1e-12 and
+// every gradient within 1e-12 of the largest (the same double arithmetic in another order), none NaN
+// (buffers are NaN-poisoned, so a NaN means a dead buffer was read). Returns the reference gradients.
+inline std::vector<double> expect_host_matches_reference(const Program& P, const std::string& what) {
+    HostRunner host(P, 77);
+    host.params = ref::random_params(P, 5, 0.4);
+    DryBackend backend;
+    TrackingAllocator alloc(backend);
+    BufferTable table;
+    walk(P, P.setup, alloc, table, &host, "set-up");
+    walk(P, P.step, alloc, table, &host, "step", 1);
+    const std::vector<double> got = host.buffer(P.grads_fp32 != kNoBuffer ? P.grads_fp32 : P.grads);
+    const double loss = host.loss_sum / static_cast<double>(P.dims.rows * P.dims.grad_acc);
+    std::vector<double> want;
+    const double want_loss = ref::model_loss(P, host.params, ref::synthetic_batches(P, 77, 1), &want);
+    walk(P, P.teardown, alloc, table, &host, "teardown");
+    EXPECT_EQ(got.size(), want.size()) << what;
+    if (got.size() != want.size()) return want;
+    EXPECT_NEAR(loss, want_loss, 1e-12 * want_loss) << what;
+    double worst = 0, gmax = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        if (std::isnan(got[i])) {
+            ADD_FAILURE() << what << ": NaN gradient at " << i << " (a dead buffer was read)";
+            return want;
+        }
+        worst = std::max(worst, std::abs(got[i] - want[i]));
+        gmax = std::max(gmax, std::abs(want[i]));
+    }
+    EXPECT_LE(worst, 1e-12 * gmax) << what << ": worst " << worst << " of max " << gmax;
+    return want;
 }
 
 }  // namespace preflight::runtime::test_support

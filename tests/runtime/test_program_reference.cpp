@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "catalog_fixture.hpp"
+#include "host_parity.hpp"
 #include "preflight/runtime/host_runner.hpp"
 #include "preflight/runtime/reference.hpp"
 #include "preflight/runtime/reference_model.hpp"
@@ -48,31 +49,9 @@ TEST(ProgramReference, HostExecutionOfTheProgramGivesTheReferenceGradients) {
                     p.recompute = rc;
                     p.attention = at;
                     p.precision = pr;
-                    const Program P = build_program(m, p);
-                    HostRunner host(P, 77);
-                    host.params = ref::random_params(P, 5, 0.4);
-                    DryBackend backend;
-                    TrackingAllocator alloc(backend);
-                    BufferTable table;
-                    walk(P, P.setup, alloc, table, &host, "set-up");
-                    walk(P, P.step, alloc, table, &host, "step", 1);
-                    const Vec got = host.buffer(P.grads_fp32 != kNoBuffer ? P.grads_fp32 : P.grads);
-                    const double loss = host.loss_sum / static_cast<double>(P.dims.rows * P.dims.grad_acc);
-                    Vec want;
-                    const double want_loss = ref::model_loss(P, host.params, ref::synthetic_batches(P, 77, 1), &want);
                     const std::string what = m.name + " " + std::string(to_string(rc)) + " " + std::string(to_string(at)) +
                                              " " + std::string(to_string(pr));
-                    ASSERT_EQ(got.size(), want.size()) << what;
-                    EXPECT_NEAR(loss, want_loss, 1e-12 * want_loss) << what;
-                    double worst = 0, gmax = 0;
-                    for (std::size_t i = 0; i < got.size(); ++i) {
-                        ASSERT_FALSE(std::isnan(got[i])) << what << ": NaN gradient at " << i << " (a dead buffer was read)";
-                        worst = std::max(worst, std::abs(got[i] - want[i]));
-                        gmax = std::max(gmax, std::abs(want[i]));
-                    }
-                    // Same double arithmetic in a different order: agreement to ~1e-15 relative.
-                    EXPECT_LE(worst, 1e-12 * gmax) << what << ": worst " << worst << " of max " << gmax;
-                    walk(P, P.teardown, alloc, table, &host, "teardown");
+                    test_support::expect_host_matches_reference(build_program(m, p), what);
                     ++cases;
                 }
     EXPECT_EQ(cases, 3 * 3 * 2 * 4);

@@ -170,6 +170,46 @@ TEST(Reference, AttentionAndRopeBackwardsMatchFiniteDifferences) {
     }
 }
 
+// Qwen3's q_norm / k_norm: each (token, head) of Q and K normalized over its d, V left alone.
+TEST(Reference, HeadNormsByHand) {
+    const AttnShape a{1, 1, 1, 1, 2};  // one token: q = [1, 3], k = [0, 2], v = [5, 7]
+    std::vector<double> qkv = {1, 3, 0, 2, 5, 7}, saved(4);
+    const double wq[] = {2, 2}, wk[] = {1, 3};
+    head_rmsnorm_fwd(qkv.data(), saved.data(), wq, wk, a, 0.0);
+    // q: rms sqrt(5) -> 2 [1, 3] / sqrt(5); k: rms sqrt(2) -> [0, 3 * 2 / sqrt(2)].
+    EXPECT_NEAR(qkv[0], 2 / std::sqrt(5.0), 1e-12);
+    EXPECT_NEAR(qkv[1], 6 / std::sqrt(5.0), 1e-12);
+    EXPECT_NEAR(qkv[2], 0.0, 1e-12);
+    EXPECT_NEAR(qkv[3], 6 / std::sqrt(2.0), 1e-12);
+    EXPECT_EQ(qkv[4], 5.0);
+    EXPECT_EQ(qkv[5], 7.0);
+    EXPECT_EQ(saved, (std::vector<double>{1, 3, 0, 2}));
+}
+
+TEST(Reference, HeadNormBackwardMatchesFiniteDifferences) {
+    const AttnShape a{2, 3, 4, 2, 4};  // GQA: 4 query heads, 2 key/value heads of 4
+    const std::int64_t n = a.b * a.s * a.qkv_width(), nk = a.b * a.s * (a.heads + a.kv_heads) * a.d;
+    const auto qkv = randn(static_cast<std::size_t>(n), 11), dy = randn(static_cast<std::size_t>(n), 12);
+    const auto wq = randn(static_cast<std::size_t>(a.d), 13), wk = randn(static_cast<std::size_t>(a.d), 14);
+    std::vector<double> saved(static_cast<std::size_t>(nk)), y = qkv;
+    head_rmsnorm_fwd(y.data(), saved.data(), wq.data(), wk.data(), a, 1e-6);
+    std::vector<double> dx = dy, dwq(wq.size()), dwk(wk.size());
+    head_rmsnorm_bwd(saved.data(), dx.data(), wq.data(), wk.data(), dwq.data(), dwk.data(), a, 1e-6);
+    auto run = [&](const std::vector<double>& x, const std::vector<double>& q, const std::vector<double>& k,
+                   std::vector<double>& out) {
+        std::vector<double> keep(static_cast<std::size_t>(nk));
+        out = x;
+        head_rmsnorm_fwd(out.data(), keep.data(), q.data(), k.data(), a, 1e-6);
+    };
+    // The V columns pass through: their gradient is dy's, which the backward leaves in place.
+    expect_grad([&](const std::vector<double>& x, std::vector<double>& o) { run(x, wq, wk, o); }, qkv,
+                static_cast<std::size_t>(n), dy, dx);
+    expect_grad([&](const std::vector<double>& q, std::vector<double>& o) { run(qkv, q, wk, o); }, wq,
+                static_cast<std::size_t>(n), dy, dwq);
+    expect_grad([&](const std::vector<double>& k, std::vector<double>& o) { run(qkv, wq, k, o); }, wk,
+                static_cast<std::size_t>(n), dy, dwk);
+}
+
 TEST(Reference, EagerPiecesComposeToAttention) {
     AttnShape a{1, 3, 2, 1, 2};
     const auto qkv = randn(static_cast<std::size_t>(a.b * a.s * a.qkv_width()), 8);

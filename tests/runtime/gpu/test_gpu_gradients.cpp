@@ -46,6 +46,16 @@ ModelConfig grad_mixtral() {
     return model_from_hf_config(cfg, "grad-mixtral");
 }
 
+// Qwen3's layer: the Llama shape above with per-head q/k RMSNorms (head_norm.cu) and head_dim 64, so
+// the 4 query heads span 256 columns over a hidden size of 128.
+ModelConfig grad_qwen3() {
+    nlohmann::json cfg = {{"model_type", "qwen3"},        {"hidden_size", 128},       {"num_hidden_layers", 2},
+                          {"num_attention_heads", 4},     {"num_key_value_heads", 2}, {"head_dim", 64},
+                          {"intermediate_size", 160},     {"vocab_size", 300},        {"max_position_embeddings", 64},
+                          {"tie_word_embeddings", false}};
+    return model_from_hf_config(cfg, "grad-qwen3");
+}
+
 struct Bounds {
     double elem_rtol, elem_atol, norm_rtol, loss_rtol;
 };
@@ -95,7 +105,7 @@ using test::step_plan;
 
 TEST(GpuGradients, Fp32MatchesTheCpuReferenceForEveryRecomputeAndAttention) {
     PF_REQUIRE_GPU();
-    for (const ModelConfig& m : {grad_llama(), grad_gpt(), grad_mixtral()})
+    for (const ModelConfig& m : {grad_llama(), grad_gpt(), grad_mixtral(), grad_qwen3()})
         for (auto rc : all_recomputes())
             for (auto at : {AttentionKind::flash, AttentionKind::eager})
                 expect_gradients_match(m, step_plan(Precision::fp32, rc, at, 2), kFp32);
@@ -103,7 +113,7 @@ TEST(GpuGradients, Fp32MatchesTheCpuReferenceForEveryRecomputeAndAttention) {
 
 TEST(GpuGradients, Bf16RecipesMatchTheCpuReferenceWithinBf16Bounds) {
     PF_REQUIRE_GPU();
-    for (const ModelConfig& m : {grad_llama(), grad_gpt()})
+    for (const ModelConfig& m : {grad_llama(), grad_gpt(), grad_qwen3()})
         for (auto at : {AttentionKind::flash, AttentionKind::eager}) {
             expect_gradients_match(m, step_plan(Precision::bf16_mixed, Recompute::none, at, 1), kBf16);
             expect_gradients_match(m, step_plan(Precision::bf16_mixed_fp32_grads, Recompute::selective, at, 2), kBf16);

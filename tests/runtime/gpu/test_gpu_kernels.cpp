@@ -5,6 +5,7 @@
 #include "gemm.cuh"
 #include "gpu_util.hpp"
 #include "kernels.cuh"
+#include "preflight/planner/profiles.hpp"
 #include "preflight/runtime/reference.hpp"
 
 namespace preflight::runtime {
@@ -45,6 +46,36 @@ TYPED_TEST(Kernels, Norms) {
         expect_close(ddx.download(), dx, rtol<T>(), "norm bwd dx");
         expect_close(dgw.download(), gw, rtol<T>(), "norm bwd dw");
         if (ln) expect_close(dgb.download(), gb, rtol<T>(), "norm bwd db");
+    }
+}
+
+// Qwen3's per-head q/k norms (head_norm.cu) on the Q|K heads of a fused q|k|v: head_dim 128 (four
+// elements a lane) and 40 (lanes idle in the last pass), GQA, weight gradients accumulated; the
+// third shape's 2,400 query groups take 5 slices of partial sums (runtime_head_norm_slices).
+TYPED_TEST(Kernels, HeadNorms) {
+    PF_REQUIRE_GPU();
+    using T = TypeParam;
+    for (const ref::AttnShape a :
+         {ref::AttnShape{2, 7, 4, 2, 128}, ref::AttnShape{1, 5, 3, 1, 40}, ref::AttnShape{2, 300, 4, 2, 64}}) {
+        const std::int64_t rows = a.b * a.s, n = rows * a.qkv_width(), nk = rows * (a.heads + a.kv_heads) * a.d;
+        const auto qkv = rounded<T>(randn(n, 21)), dy = rounded<T>(randn(n, 22));
+        const auto wq = rounded<T>(randn(a.d, 23)), wk = rounded<T>(randn(a.d, 24)), g0 = rounded<T>(randn(a.d, 25));
+        DeviceBuffer<T> dqkv(qkv), dsaved(nk), dwq(wq), dwk(wk), ddy(dy), dgq(g0), dgk(g0);
+        DeviceBuffer<float> stats(runtime_head_norm_scratch_elements(rows, a.heads, a.kv_heads, a.d));
+        cuda::launch_head_norm_fwd<T>(dqkv.get(), dsaved.get(), dwq.get(), dwk.get(), rows, a.heads, a.kv_heads, a.d,
+                                      1e-6f, nullptr);
+        std::vector<double> y = qkv, saved(nk);
+        ref::head_rmsnorm_fwd(y.data(), saved.data(), wq.data(), wk.data(), a, 1e-6);
+        expect_close(dqkv.download(), y, rtol<T>(), "head norm fwd");
+        expect_close(dsaved.download(), saved, 0.0, "head norm fwd: the kept input");
+        cuda::launch_head_norm_bwd<T>(dsaved.get(), ddy.get(), stats.get(), dwq.get(), dwk.get(), dgq.get(), dgk.get(),
+                                      rows, a.heads, a.kv_heads, a.d, runtime_head_norm_slices(rows, a.heads), 1e-6f,
+                                      nullptr);
+        std::vector<double> dx = dy, gq = g0, gk = g0;
+        ref::head_rmsnorm_bwd(saved.data(), dx.data(), wq.data(), wk.data(), gq.data(), gk.data(), a, 1e-6);
+        expect_close(ddy.download(), dx, rtol<T>(), "head norm bwd dx");
+        expect_close(dgq.download(), gq, rtol<T>(), "head norm bwd dwq");
+        expect_close(dgk.download(), gk, rtol<T>(), "head norm bwd dwk");
     }
 }
 

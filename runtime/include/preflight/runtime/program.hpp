@@ -94,6 +94,13 @@ enum class OpKind : std::uint8_t {
     linear_fwd, linear_bwd_data, linear_bwd_weight, rope_fwd, rope_bwd,
     flash_fwd, flash_bwd, eager_scores, eager_softmax, eager_pv, eager_dp, eager_softmax_bwd, eager_dqkv,
     swiglu_fwd, swiglu_bwd, gelu_fwd, gelu_bwd, cross_entropy, loss_accumulate, grad_accumulate, optimizer,
+    // Per-head q/k RMSNorm (Qwen3's q_norm / k_norm; program_layer.cpp emit_head_norm_fwd): head_norm_fwd
+    // copies v0 (qkv's Q|K heads) into v1 (allocated here, kept for the backward) and normalizes v0 in
+    // place, Q heads by p0 and K heads by p1. head_norm_bwd: v0 = that copy, v1 = dqkv's Q|K heads (the
+    // output gradient in, the input gradient out, in place), v2 = its f32 scratch (each head's rstd,
+    // recomputed, then the weight gradients' partial sums: runtime_head_norm_scratch_elements); p0/p1's
+    // gradients +=.
+    head_norm_fwd, head_norm_bwd,
     // Data parallelism (program_comm.cpp). Collectives run on the communication stream after
     // everything the compute stream issued before them; comm_wait makes the compute stream wait.
     unit_grads_begin,  // ZeRO-2/3: the unit's gradient buffer (allocated here) zeroed
@@ -280,6 +287,7 @@ struct LayerParams {
     ParamId norm1_w = kNoParam, norm1_b = kNoParam, qkv_w = kNoParam, qkv_b = kNoParam, out_w = kNoParam,
             out_b = kNoParam, norm2_w = kNoParam, norm2_b = kNoParam, up_w = kNoParam, up_b = kNoParam,
             down_w = kNoParam, down_b = kNoParam;
+    ParamId q_norm_w = kNoParam, k_norm_w = kNoParam;  // Qwen3's per-head q/k norms: [head_dim] each, replicated over tp
     ParamId router_w = kNoParam;  // MoE: [E, h]; up_w / down_w stack the rank's experts' [E up_width, h] / [E h, ffn]
 };
 

@@ -41,6 +41,15 @@ struct AttnShape {
     i64 kv_width() const { return kv_heads * d; }
 };
 
+// Per-head RMSNorm of Q and K (Qwen3's q_norm / k_norm: Qwen3RMSNorm over each head's d, before
+// RoPE): in place on the Q and K heads of qkv [b s, qkv_width], Q heads scaled by wq and K heads by
+// wk (d weights each); `saved` [b s, (heads + kv_heads) d] receives the input the backward reads.
+void head_rmsnorm_fwd(double* qkv, double* saved, const double* wq, const double* wk, const AttnShape& a, double eps);
+// Its backward in place on dqkv's Q and K heads (their output gradient in, input gradient out);
+// dwq and dwk +=.
+void head_rmsnorm_bwd(const double* saved, double* dqkv, const double* wq, const double* wk, double* dwq, double* dwk,
+                      const AttnShape& a, double eps);
+
 // RoPE (Su et al. 2021), rotate-half layout (HF Llama): pairs (i, i + d/2) of each Q
 // and K head rotated by t * base^(-2i/d). In place; bwd rotates by the opposite angle.
 void rope_tables(double* cos_t, double* sin_t, i64 s, i64 d, double base);  // [s, d]

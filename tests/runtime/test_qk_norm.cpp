@@ -1,0 +1,274 @@
+// Qwen3's per-head q/k norms in the runtime (program_layer.cpp emit_head_norm_fwd / _bwd):
+//  - the program, run on the host in double, gives the whole-model reference's loss and gradients
+//    (every recompute mode, both attention kinds, every recipe the host runs);
+//  - tensor-parallel ranks (each holding some heads, so part of each q/k norm weight's gradient)
+//    match one GPU once those gradients are summed over the ranks, with and without sequence
+//    parallelism, beside data parallelism under every ZeRO stage;
+//  - the dry run of Qwen3-8B's ranks equals the preflight-runtime profile's peak to the byte;
+//  - the runtime still refuses OLMo's whole-projection norms and Qwen3-MoE's router.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "dry_run_compare.hpp"
+#include "host_parity.hpp"
+#include "preflight/planner/error.hpp"
+#include "preflight/planner/profiles.hpp"
+#include "preflight/runtime/host_runner.hpp"
+#include "preflight/runtime/reference.hpp"
+#include "preflight/runtime/reference_model.hpp"
+
+namespace preflight::runtime {
+namespace {
+
+using Vec = std::vector<double>;
+
+// Qwen3-shaped: 4 query heads and 2 key/value heads of 8 (q width 32 over a hidden size of 16, as
+// Qwen3-0.6B's 2,048 over 1,024), SwiGLU of 24, vocabulary 300 (tp 2 splits it unevenly).
+ModelConfig micro_qwen3(bool tied = false) {
+    const nlohmann::json cfg = {{"model_type", "qwen3"},       {"hidden_size", 16},        {"num_hidden_layers", 2},
+                                {"num_attention_heads", 4},    {"num_key_value_heads", 2}, {"head_dim", 8},
+                                {"intermediate_size", 24},     {"vocab_size", 300},        {"max_position_embeddings", 16},
+                                {"tie_word_embeddings", tied}};
+    return model_from_hf_config(cfg, "qwen3-test");
+}
+
+TEST(QkNormProgram, ParametersFollowThePlannerLayout) {
+    const ModelConfig m = micro_qwen3();
+    ASSERT_TRUE(m.qk_norm && !m.qk_norm_whole);
+    Plan p;
+    p.seq = 6;
+    p.mbs = 2;
+    const Program P = build_program(m, p);
+    // Per layer: two norms of 16, q|k|v [64, 16], o [16, 32], gate|up [48, 16], down [16, 24] and the q/k
+    // norms' 8 + 8 = 2,736; two layers, the final norm, an untied embedding and head of 300 x 16: 15,088.
+    EXPECT_EQ(count_params(m).total, 15088);
+    EXPECT_EQ(count_params(m).per_layer, 2736);
+    // The runtime pads the embedding and the head to its vocabulary multiple (zero rows); the layout
+    // aligns each tensor apart (param_elements counts that padding too).
+    std::int64_t elements = 0, norms = 0;
+    for (const ParamSpec& ps : P.params) elements += ps.numel();
+    EXPECT_EQ(elements, 15088 + 2 * (P.dims.vocab_padded - 300) * 16);
+    for (const ParamSpec& ps : P.params)
+        if (ps.name.find("q_norm") != std::string::npos || ps.name.find("k_norm") != std::string::npos) {
+            EXPECT_EQ(ps.numel(), 8) << ps.name;
+            ++norms;
+        }
+    EXPECT_EQ(norms, 4);  // q and k, two layers
+}
+
+TEST(QkNormProgram, HostExecutionGivesTheReferenceGradients) {
+    int cases = 0;
+    for (bool tied : {false, true})
+        for (auto rc : all_recomputes())
+            for (auto at : {AttentionKind::flash, AttentionKind::eager})
+                for (auto pr : {Precision::fp32, Precision::bf16_mixed, Precision::bf16_mixed_fp32_grads}) {
+                    Plan p;
+                    p.seq = 6;
+                    p.mbs = 2;
+                    p.grad_acc = 2;
+                    p.recompute = rc;
+                    p.attention = at;
+                    p.precision = pr;
+                    const Program P = build_program(micro_qwen3(tied), p);
+                    const Vec want = test_support::expect_host_matches_reference(P, to_flags(p) + (tied ? " tied" : ""));
+                    ASSERT_EQ(want.size(), static_cast<std::size_t>(P.param_elements));
+                    double qk = 0;  // the reference's q norm gradients: not all zero, so the check above covers them
+                    for (const ParamSpec& ps : P.params)
+                        if (ps.name.find("q_norm") != std::string::npos)
+                            for (std::int64_t k = 0; k < ps.numel(); ++k)
+                                qk = std::max(qk, std::abs(want[static_cast<std::size_t>(ps.offset + k)]));
+                    EXPECT_GT(qk, 1e-6) << to_flags(p) << ": the q norm weights get no gradient";
+                    ++cases;
+                }
+    EXPECT_EQ(cases, 2 * 3 * 2 * 3);
+}
+
+Plan micro_plan(std::int64_t tp, std::int64_t dp, int zero, bool sp) {
+    Plan p;
+    p.seq = 6;
+    p.mbs = 2;
+    p.tp = tp;
+    p.dp = dp;
+    p.sp = sp;
+    p.grad_acc = 2;
+    p.zero = static_cast<ZeroStage>(zero);
+    p.precision = Precision::bf16_mixed_fp32_grads;
+    return p;
+}
+
+TEST(QkNormParity, TensorParallelRanksSumTheNormGradients) {
+    int cases = 0;
+    test_support::Worst worst;
+    auto keep = [&](const test_support::Worst& w) {
+        worst.loss = std::max(worst.loss, w.loss);
+        worst.param = std::max(worst.param, w.param);
+    };
+    for (bool sp : {false, true}) {
+        {  // tp 2: two query heads and one key/value head a rank
+            const test_support::Worst w = test_support::compare(micro_qwen3(), micro_plan(2, 1, 0, sp), 3);
+            EXPECT_LE(w.loss, 1e-9) << "tp 2" << (sp ? " sp" : "");
+            EXPECT_LE(w.param, 1e-9) << "tp 2" << (sp ? " sp" : "");
+            keep(w);
+            ++cases;
+        }
+        for (int zero : {0, 1, 2, 3}) {
+            const test_support::Worst w = test_support::compare(micro_qwen3(), micro_plan(2, 2, zero, sp), 3);
+            EXPECT_LE(w.loss, 1e-9) << "dp 2 tp 2 zero " << zero << (sp ? " sp" : "");
+            EXPECT_LE(w.param, 1e-9) << "dp 2 tp 2 zero " << zero << (sp ? " sp" : "");
+            keep(w);
+            ++cases;
+        }
+    }
+    EXPECT_EQ(cases, 2 * 5);
+    std::printf("Qwen3 tp 2 alone and beside dp 2 (ZeRO 0-3), with and without sp, vs one GPU, 3 steps, %d cases: worst "
+                "loss %.2e, worst parameter %.2e\n",
+                cases, worst.loss, worst.param);
+}
+
+TEST(QkNormParity, PipelineAndContextParallelRanksMatchOneGpu) {
+    Plan pp = micro_plan(1, 1, 0, false);
+    pp.pp = 2;
+    pp.grad_acc = 4;
+    test_support::Worst w = test_support::compare(micro_qwen3(true), pp, 2);
+    EXPECT_LE(w.loss, 1e-9) << "pp 2";
+    EXPECT_LE(w.param, 1e-9) << "pp 2";
+    Plan cp = micro_plan(2, 1, 0, true);
+    cp.cp = 2;
+    cp.seq = 8;  // each cp rank: two chunks of 2 tokens of each sequence
+    const test_support::Worst pp_worst = w;
+    w = test_support::compare(micro_qwen3(), cp, 2);
+    EXPECT_LE(w.loss, 1e-9) << "tp 2 sp cp 2";
+    EXPECT_LE(w.param, 1e-9) << "tp 2 sp cp 2";
+    std::printf("Qwen3 vs one GPU, 2 steps: pp 2 (tied) worst loss %.2e, parameter %.2e; tp 2 sp cp 2 worst loss %.2e, "
+                "parameter %.2e\n",
+                pp_worst.loss, pp_worst.param, w.loss, w.param);
+}
+
+// The catalog's Qwen3-8B (32 query heads, 8 key/value heads of 128): the q/k norms' kept input is
+// the planner's "Q norm input" and "K norm input" ([s, b, 4,096 + 1,024] / tp at 2 bytes).
+TEST(QkNormDryRun, Qwen3RanksEqualThePlanner) {
+    const ModelConfig m = test::catalog_model("qwen3-8b");
+    int plans = 0;
+    for (std::int64_t tp : {1, 2, 8})
+        for (bool sp : {false, true})
+            for (Recompute rc : all_recomputes())
+                for (Precision pr : {Precision::bf16_mixed, Precision::fp8_mixed}) {
+                    if (sp && tp == 1) continue;
+                    Plan p;
+                    p.seq = 4096;
+                    p.mbs = 1;
+                    p.tp = tp;
+                    p.sp = sp;
+                    p.dp = 8 / tp;
+                    p.zero = zero_optimizer_states;
+                    p.recompute = rc;
+                    p.precision = pr;
+                    const test_support::Compared c = test_support::compare_with_planner(m, p, p.gpus() - 1);
+                    EXPECT_EQ(c.dry, c.planned) << to_flags(p) << ": dry run peak at " << c.where;
+                    EXPECT_EQ(c.dry_phase, c.planned_phase) << to_flags(p) << ": dry run peak at " << c.where;
+                    ++plans;
+                }
+    EXPECT_EQ(plans, (1 + 2 + 2) * 3 * 2);
+}
+
+TEST(QkNormDryRun, PipelineContextAndEagerRanksEqualThePlanner) {
+    const ModelConfig m = test::catalog_model("qwen3-8b");
+    auto check = [&](const Plan& p) {
+        for (std::int64_t rank : {std::int64_t{0}, p.gpus() - 1}) {
+            const test_support::Compared c = test_support::compare_with_planner(m, p, rank);
+            EXPECT_EQ(c.dry, c.planned) << to_flags(p) << " rank " << rank << ": dry run peak at " << c.where;
+        }
+    };
+    Plan p;
+    p.seq = 4096;
+    p.mbs = 1;
+    p.tp = 2;
+    p.pp = 4;
+    p.grad_acc = 8;
+    check(p);
+    p.pp_schedule = PpSchedule::interleaved;
+    p.vpp = 3;
+    check(p);
+    Plan c;
+    c.seq = 8192;
+    c.mbs = 1;
+    c.tp = 2;
+    c.sp = true;
+    c.cp = 2;
+    check(c);
+    Plan e;
+    e.seq = 1024;
+    e.mbs = 2;
+    e.attention = AttentionKind::eager;
+    e.zero = zero_weights;
+    e.dp = 2;
+    check(e);
+}
+
+// Small layers (one or two query heads of 2 or 8 over one key/value head, a few tokens): there the q/k
+// norms' backward scratch, beside d(q|k|v), can outweigh the flash workspace and d(attn out), and sets
+// the stage's peak (memory_runtime.cpp runtime_head_norm_backward_transient; without that term 109 of
+// a wider grid's walks came out over the prediction, at "q/k norm bwd", by 4-34 bytes in those printed).
+TEST(QkNormDryRun, SmallLayersWhereTheNormBackwardSetsThePeak) {
+    int walks = 0, at_norm = 0;
+    for (int hidden : {16, 64})
+        for (int heads : {1, 2})
+            for (int d : {2, 8})
+                for (int seq : {1, 2, 4})
+                    for (int mbs : {1, 2})
+                        for (auto at : {AttentionKind::flash, AttentionKind::eager})
+                            for (auto pr : {Precision::fp32, Precision::bf16_mixed})
+                                for (auto rc : all_recomputes()) {
+                                    const nlohmann::json cfg = {
+                                        {"model_type", "qwen3"},       {"hidden_size", hidden},  {"num_hidden_layers", 1},
+                                        {"num_attention_heads", heads}, {"num_key_value_heads", 1}, {"head_dim", d},
+                                        {"intermediate_size", 8},      {"vocab_size", 2},         {"max_position_embeddings", 64}};
+                                    Plan p;
+                                    p.seq = seq;
+                                    p.mbs = mbs;
+                                    p.attention = at;
+                                    p.precision = pr;
+                                    p.recompute = rc;
+                                    const test_support::Compared c =
+                                        test_support::compare_with_planner(model_from_hf_config(cfg, "small"), p, 0);
+                                    EXPECT_EQ(c.dry, c.planned) << "hidden " << hidden << " heads " << heads << " d " << d
+                                                                << " " << to_flags(p) << ": dry run peak at " << c.where;
+                                    at_norm += c.where.find("q/k norm bwd") != std::string::npos ? 1 : 0;
+                                    ++walks;
+                                }
+    EXPECT_EQ(walks, 2 * 2 * 2 * 3 * 2 * 2 * 2 * 3);
+    EXPECT_GT(at_norm, 0) << "no walk peaks at the q/k norms' backward: the grid no longer tests its term";
+    std::printf("%d small Qwen3 layers walked, %d peaking at the q/k norms' backward, each equal to the planner\n", walks,
+                at_norm);
+}
+
+TEST(QkNormSupport, WholeProjectionNormsAndQwen3MoeRoutingStayRefused) {
+    nlohmann::json olmo = {{"model_type", "olmo2"},     {"hidden_size", 64},       {"num_hidden_layers", 2},
+                           {"num_attention_heads", 4},  {"num_key_value_heads", 4}, {"intermediate_size", 96},
+                           {"vocab_size", 300},         {"max_position_embeddings", 64}};
+    try {
+        check_runtime_model(model_from_hf_config(olmo, "olmo"));
+        ADD_FAILURE() << "OLMo 2 ran";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("whole q and k projections"), std::string::npos) << e.what();
+    }
+    nlohmann::json moe = olmo;
+    moe["model_type"] = "qwen3_moe";
+    moe["num_experts"] = 4;
+    moe["num_experts_per_tok"] = 2;
+    moe["moe_intermediate_size"] = 32;
+    try {
+        check_runtime_model(model_from_hf_config(moe, "qwen3-moe"));
+        ADD_FAILURE() << "Qwen3-MoE ran";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("norm_topk_prob"), std::string::npos) << e.what();
+    }
+    EXPECT_NO_THROW(check_runtime_model(micro_qwen3()));
+}
+
+}  // namespace
+}  // namespace preflight::runtime
