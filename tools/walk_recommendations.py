@@ -29,7 +29,7 @@ GPUS = ["h100-sxm-80gb", "h200-sxm-141gb", "b200", "a100-sxm-80gb"]
 COUNTS = [8, 16, 32, 64, 128]
 PINS = [["--pp", "4"], ["--pp", "4", "--pp-schedule", "interleaved"], ["--cp", "2"], ["--recompute", "full"],
         ["--recompute", "selective"], ["--tp", "8"], ["--attention", "eager", "--seq", "2048"]]
-SHOWN = ("seq", "dp", "tp", "pp", "cp", "sp", "zero", "recompute", "precision", "mbs", "pp_schedule", "vpp",
+SHOWN = ("seq", "dp", "tp", "pp", "cp", "ep", "sp", "zero", "recompute", "precision", "mbs", "pp_schedule", "vpp",
          "attention")
 
 

@@ -169,6 +169,8 @@ void add_megatron_model_arguments(const ModelConfig& m, std::vector<std::string>
     if (m.is_moe()) {
         arg("--num-experts", s(m.experts));
         arg("--moe-router-topk", s(m.experts_per_token));
+        // Megatron-LM renormalises unless the softmax runs before the top-k (moe_utils.py topk_routing_with_score_function).
+        if (!m.moe_renormalize) arg("--moe-router-pre-softmax");
     }
 }
 

@@ -86,6 +86,7 @@ struct Shape {
     std::int64_t experts = 1, topk = 1, vocab = 0;
     bool swiglu = false, rmsnorm = false, rope = false, tied = true, bias = true, qkv_bias = false;
     bool qk_norm = false;  // --qk-layernorm
+    bool pre_softmax = false;  // --moe-router-pre-softmax: gate weights not renormalised over the top k
     bool quick_geglu = false, sinks = false;  // --quick-geglu; --softmax-type learnable
     double glu_clamp = 0;                     // --activation-func-clamp-value (with --glu-linear-offset 1)
     std::int64_t window = 0, full_every = 0;  // keys a query sees (--window-size L,0: L + 1); --window-attn-skip-freq
@@ -228,6 +229,7 @@ void read_layout(Flags& f, Shape& s, ImportedConfig& out) {
     if (s.experts > 1)
         s.ffn = f.integer("--moe-ffn-hidden-size", 1, limits::kMaxWidth, "limits::kMaxWidth").value_or(s.ffn);
     s.qk_norm = f.has("--qk-layernorm");
+    s.pre_softmax = s.experts > 1 && f.has("--moe-router-pre-softmax");
     read_gpt_oss_parts(f, s, out);
     for (const char* flag : {"--squared-relu", "--openai-gelu", "--moe-shared-expert-intermediate-size",
                              "--moe-layer-freq", "--multi-latent-attention"})
@@ -287,10 +289,16 @@ json hf_config(const Shape& s, const ConfigSpot& at, ImportedConfig& out) {
                                                                                               : "full_attention");
         c["layer_types"] = kinds;
         c["sliding_window"] = s.window > 0 ? s.window : 128;
-    } else if (s.experts > 1 && qwen3)  // Qwen3MoeConfig's names; every layer a mixture of experts
+    } else if (s.experts > 1 && qwen3) {  // Qwen3MoeConfig's names; every layer a mixture of experts
         c["num_experts"] = s.experts, c["num_experts_per_tok"] = s.topk, c["moe_intermediate_size"] = s.ffn;
-    else if (s.experts > 1)
+        c["norm_topk_prob"] = !s.pre_softmax;  // Megatron-LM renormalises unless --moe-router-pre-softmax
+    } else if (s.experts > 1) {
         c["num_local_experts"] = s.experts, c["num_experts_per_tok"] = s.topk;
+    }
+    if (s.pre_softmax && !qwen3)  // MixtralConfig and GptOssConfig have no norm_topk_prob
+        out.warnings.push_back(at.text() + ": --moe-router-pre-softmax: the gate weights are not renormalised over the "
+                               "top k; modelled as " + std::string(type) + "'s router, which renormalises (memory and "
+                               "step time do not depend on it; `preflight run` would train the renormalised router)");
     if (windowed) c["sliding_window"] = s.window;
     if (s.rotary_share != 1.0) c["partial_rotary_factor"] = s.rotary_share;
     if (!s.yarn.is_null()) c["rope_scaling"] = s.yarn;

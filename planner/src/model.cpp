@@ -309,6 +309,7 @@ void read_rope(const json& cfg, ModelConfig& m) {
 void read_qwen3_moe(const json& cfg, ModelConfig& m) {
     m.experts = positive_int(cfg, "num_experts", true);
     m.experts_per_token = positive_int(cfg, "num_experts_per_tok", true);
+    m.moe_renormalize = boolean(cfg, "norm_topk_prob", false);  // Qwen3MoeConfig's default: false
     m.ffn_hidden = positive_int(cfg, "moe_intermediate_size", true);
     const std::int64_t step = positive_int(cfg, "decoder_sparse_step", false, 1);
     if (step != 1)
@@ -451,6 +452,7 @@ void read_olmoe(const json& cfg, ModelConfig& m) {
                                      "passes); OLMoE-1B-7B's configs leave it null");
     m.experts = positive_int(cfg, "num_experts", true);
     m.experts_per_token = positive_int(cfg, "num_experts_per_tok", true);
+    m.moe_renormalize = boolean(cfg, "norm_topk_prob", false);  // OlmoeConfig's default: false
     m.qk_norm = m.qk_norm_whole = true;
 }
 

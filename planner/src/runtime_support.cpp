@@ -17,7 +17,7 @@ namespace {
 
 [[noreturn]] void not_run(const char* flag, const std::string& why) {
     throw InputError(flag, why + " (the Preflight runtime executes full pre-training of dense models and of "
-                                 "Mixtral's mixtures of experts, data-, tensor-, pipeline-, context- and expert-parallel; "
+                                 "Mixtral-style mixtures of experts, data-, tensor-, pipeline-, context- and expert-parallel; "
                                  "`preflight memory` or `plan` under another --framework models this plan)");
 }
 
@@ -92,10 +92,12 @@ void check_runtime_model(const ModelConfig& m) {
         not_run("--model", "q/k norms over the whole q and k projections (" + std::string(to_string(m.family)) +
                                "'s q_norm and k_norm) are not implemented by the runtime (its q/k norms are per head, "
                                "Qwen3's)");
-    if (m.qk_norm && m.is_moe())
-        not_run("--model", std::string(to_string(m.family)) + "'s router is not run by the runtime: its top-k "
-                               "renormalisation (norm_topk_prob) is not read, where the runtime's routing always "
-                               "renormalises, as Mixtral's");
+    // The runtime's gate weights are a softmax over the k chosen logits (moe.cu, reference_moe.hpp).
+    if (m.is_moe() && !m.moe_renormalize)
+        not_run("--model", std::string(to_string(m.family)) + "'s gate weights are the softmax over all experts, "
+                               "not renormalised over the chosen ones (norm_topk_prob false, or Megatron-LM's "
+                               "--moe-router-pre-softmax); the runtime's routing renormalises them, as Mixtral's "
+                               "(norm_topk_prob true)");
     if (!m.pre_norms)
         not_run("--model", std::string(to_string(m.family)) + "'s layer has no norms on the attention and MLP inputs: "
                                                               "the runtime's layer is pre-norm");

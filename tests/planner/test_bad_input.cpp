@@ -94,6 +94,29 @@ TEST(BadInput, Qwen3MoeWithDenseLayersIsRefused) {
     EXPECT_EQ(subject_of([&] { model_from_hf_config(cfg, "x"); }), "moe_intermediate_size");
 }
 
+// Qwen3-MoE's and OLMoE's norm_topk_prob (false by their config classes' default): gate weights
+// renormalised over the chosen experts, or the softmax over all experts as it is. The runtime
+// renormalises, as Mixtral's router does, so it refuses the latter naming --model.
+TEST(BadInput, MoeGateRenormalisationAsConfigsSayIt) {
+    auto cfg = llama_cfg();
+    cfg["model_type"] = "qwen3_moe";
+    cfg["num_experts"] = 4;
+    cfg["num_experts_per_tok"] = 2;
+    cfg["moe_intermediate_size"] = 128;
+    ModelConfig m = model_from_hf_config(cfg, "x");
+    EXPECT_FALSE(m.moe_renormalize);
+    EXPECT_EQ(subject_of([&] { check_runtime_model(m); }), "--model");
+    cfg["norm_topk_prob"] = true;
+    m = model_from_hf_config(cfg, "x");
+    EXPECT_TRUE(m.moe_renormalize);
+    EXPECT_EQ(subject_of([&] { check_runtime_model(m); }), "");
+    cfg["norm_topk_prob"] = "yes";
+    EXPECT_EQ(subject_of([&] { model_from_hf_config(cfg, "x"); }), "norm_topk_prob");
+    EXPECT_TRUE(test::catalog_model("qwen3-30b-a3b").moe_renormalize);
+    EXPECT_FALSE(test::catalog_model("olmoe-1b-7b").moe_renormalize);
+    EXPECT_TRUE(test::catalog_model("mixtral-8x7b").moe_renormalize);
+}
+
 // Sliding windows as transformers apply them: Mistral's whenever set; Qwen2's and Qwen3's only with
 // use_sliding_window, on the layers from max_window_layers on; Llama has none. Layers of two kinds
 // are refused naming the key, and `preflight run` (full causal attention) refuses a sequence longer

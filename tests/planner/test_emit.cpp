@@ -364,4 +364,9 @@ TEST(Emit, OlmoPartsNotCarriedAreSaid) {
     EXPECT_NE(fe.megatron.find("--num-experts 64"), std::string::npos);
     EXPECT_NE(fe.megatron.find("--qk-layernorm"), std::string::npos);
     EXPECT_FALSE(has_text(fe.mw, "in place of their inputs"));
+    // Its gate weights are the softmax over all 64 experts as they are (norm_topk_prob false): Megatron-LM's
+    // softmax before the top k. Qwen3-30B-A3B's are renormalised (norm_topk_prob true), Megatron-LM's default.
+    EXPECT_NE(fe.megatron.find("--moe-router-pre-softmax"), std::string::npos);
+    EXPECT_EQ(every_form(load_model("qwen3-30b-a3b", kData), p).megatron.find("--moe-router-pre-softmax"),
+              std::string::npos);
 }

@@ -900,6 +900,25 @@ TEST(ImportMegatron, QkLayernormWithExpertsIsQwen3Moe) {
     EXPECT_EQ((*c.model_config)["vocab_size"], 151936);
     const ModelConfig m = model_from_hf_config(*c.model_config, "imported");
     EXPECT_TRUE(m.qk_norm);
+    EXPECT_TRUE(m.moe_renormalize);  // Megatron-LM's softmax after the top k: norm_topk_prob true, as the catalog's
     EXPECT_EQ(count_params(m).total, count_params(load_model("qwen3-30b-a3b", kData)).total);
     EXPECT_FALSE(contains(c.warnings, "--qk-layernorm"));
+}
+
+// --moe-router-pre-softmax (Megatron-LM's softmax over all experts before the top k, the gate weights not
+// renormalised): Qwen3-MoE's norm_topk_prob false; Mixtral's router has no such switch, so it is said.
+TEST(ImportMegatron, PreSoftmaxRoutingIsNormTopkProbFalse) {
+    const std::string moe =
+        "--micro-batch-size 1 --bf16 --disable-bias-linear --position-embedding-type rope --normalization RMSNorm "
+        "--swiglu --num-layers 4 --hidden-size 256 --ffn-hidden-size 512 --num-attention-heads 8 --seq-length 1024 "
+        "--max-position-embeddings 1024 --vocab-size 1024 --num-experts 8 --moe-router-topk 2 --moe-router-pre-softmax ";
+    const ImportedConfig q = import_text(moe + "--qk-layernorm\n", 8);
+    ASSERT_TRUE(q.model_config);
+    EXPECT_EQ((*q.model_config)["model_type"], "qwen3_moe");
+    EXPECT_EQ((*q.model_config)["norm_topk_prob"], false);
+    EXPECT_FALSE(model_from_hf_config(*q.model_config, "q").moe_renormalize);
+    const ImportedConfig x = import_text(moe + "\n", 8);
+    ASSERT_TRUE(x.model_config);
+    EXPECT_EQ((*x.model_config)["model_type"], "mixtral");
+    EXPECT_TRUE(contains(x.warnings, "--moe-router-pre-softmax: the gate weights are not renormalised"));
 }

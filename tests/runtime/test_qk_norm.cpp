@@ -1,11 +1,13 @@
-// Qwen3's per-head q/k norms in the runtime (program_layer.cpp emit_head_norm_fwd / _bwd):
+// Qwen3 and Qwen3-MoE in the runtime: per-head q/k norms (program_layer.cpp emit_head_norm_fwd / _bwd)
+// and, for Qwen3-MoE, Mixtral's router when its gate weights are renormalised (norm_topk_prob true):
 //  - the program, run on the host in double, gives the whole-model reference's loss and gradients
-//    (every recompute mode, both attention kinds, every recipe the host runs);
+//    (every recompute mode, both attention kinds, three recipes; Qwen3 tied and untied, Qwen3-MoE);
 //  - tensor-parallel ranks (each holding some heads, so part of each q/k norm weight's gradient)
 //    match one GPU once those gradients are summed over the ranks, with and without sequence
-//    parallelism, beside data parallelism under every ZeRO stage;
-//  - the dry run of Qwen3-8B's ranks equals the preflight-runtime profile's peak to the byte;
-//  - the runtime still refuses OLMo's whole-projection norms and Qwen3-MoE's router.
+//    parallelism, beside data parallelism under every ZeRO stage; Qwen3-MoE under tp and ep too;
+//  - the dry runs of Qwen3-8B's and Qwen3-30B-A3B's ranks equal the preflight-runtime profile's peak
+//    to the byte;
+//  - the runtime still refuses OLMo's whole-projection norms and gate weights left unrenormalised.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -36,6 +38,17 @@ ModelConfig micro_qwen3(bool tied = false) {
     return model_from_hf_config(cfg, "qwen3-test");
 }
 
+// Qwen3-MoE-shaped: the layer above with 4 SwiGLU experts of width 24, top 2, gate weights renormalised
+// (norm_topk_prob true, as Qwen3-30B-A3B's; the reference computes them as Mixtral's).
+ModelConfig micro_qwen3_moe() {
+    const nlohmann::json cfg = {{"model_type", "qwen3_moe"},      {"hidden_size", 16},        {"num_hidden_layers", 2},
+                                {"num_attention_heads", 4},       {"num_key_value_heads", 2}, {"head_dim", 8},
+                                {"intermediate_size", 48},        {"moe_intermediate_size", 24},
+                                {"num_experts", 4},               {"num_experts_per_tok", 2}, {"norm_topk_prob", true},
+                                {"vocab_size", 300},              {"max_position_embeddings", 16}};
+    return model_from_hf_config(cfg, "qwen3-moe-test");
+}
+
 TEST(QkNormProgram, ParametersFollowThePlannerLayout) {
     const ModelConfig m = micro_qwen3();
     ASSERT_TRUE(m.qk_norm && !m.qk_norm_whole);
@@ -62,7 +75,7 @@ TEST(QkNormProgram, ParametersFollowThePlannerLayout) {
 
 TEST(QkNormProgram, HostExecutionGivesTheReferenceGradients) {
     int cases = 0;
-    for (bool tied : {false, true})
+    for (int model = 0; model < 3; ++model)  // untied, tied, Qwen3-MoE
         for (auto rc : all_recomputes())
             for (auto at : {AttentionKind::flash, AttentionKind::eager})
                 for (auto pr : {Precision::fp32, Precision::bf16_mixed, Precision::bf16_mixed_fp32_grads}) {
@@ -73,8 +86,9 @@ TEST(QkNormProgram, HostExecutionGivesTheReferenceGradients) {
                     p.recompute = rc;
                     p.attention = at;
                     p.precision = pr;
-                    const Program P = build_program(micro_qwen3(tied), p);
-                    const Vec want = test_support::expect_host_matches_reference(P, to_flags(p) + (tied ? " tied" : ""));
+                    const ModelConfig m = model == 2 ? micro_qwen3_moe() : micro_qwen3(model == 1);
+                    const Program P = build_program(m, p);
+                    const Vec want = test_support::expect_host_matches_reference(P, m.name + " " + to_flags(p));
                     ASSERT_EQ(want.size(), static_cast<std::size_t>(P.param_elements));
                     double qk = 0;  // the reference's q norm gradients: not all zero, so the check above covers them
                     for (const ParamSpec& ps : P.params)
@@ -84,7 +98,7 @@ TEST(QkNormProgram, HostExecutionGivesTheReferenceGradients) {
                     EXPECT_GT(qk, 1e-6) << to_flags(p) << ": the q norm weights get no gradient";
                     ++cases;
                 }
-    EXPECT_EQ(cases, 2 * 3 * 2 * 3);
+    EXPECT_EQ(cases, 3 * 3 * 2 * 3);
 }
 
 Plan micro_plan(std::int64_t tp, std::int64_t dp, int zero, bool sp) {
@@ -127,6 +141,25 @@ TEST(QkNormParity, TensorParallelRanksSumTheNormGradients) {
     std::printf("Qwen3 tp 2 alone and beside dp 2 (ZeRO 0-3), with and without sp, vs one GPU, 3 steps, %d cases: worst "
                 "loss %.2e, worst parameter %.2e\n",
                 cases, worst.loss, worst.param);
+}
+
+// Qwen3-MoE's ranks: tp 2 with sp (the norms' sum beside the gate weights'), and expert parallelism
+// (ep 2 over dp 2, a capacity factor of E / k = 2 so nothing is dropped) under ZeRO-1.
+TEST(QkNormParity, Qwen3MoeRanksMatchOneGpu) {
+    Plan tp = micro_plan(2, 1, 0, true);
+    test_support::Worst w = test_support::compare(micro_qwen3_moe(), tp, 2);
+    EXPECT_LE(w.loss, 1e-9) << "tp 2 sp";
+    EXPECT_LE(w.param, 1e-9) << "tp 2 sp";
+    Plan ep = micro_plan(1, 2, 1, false);
+    ep.ep = 2;
+    ep.moe_capacity_factor = 2.0;
+    const test_support::Worst tp_worst = w;
+    w = test_support::compare(micro_qwen3_moe(), ep, 2);
+    EXPECT_LE(w.loss, 1e-9) << "dp 2 ep 2";
+    EXPECT_LE(w.param, 1e-9) << "dp 2 ep 2";
+    std::printf("Qwen3-MoE vs one GPU, 2 steps: tp 2 sp worst loss %.2e, parameter %.2e; dp 2 ep 2 worst loss %.2e, "
+                "parameter %.2e\n",
+                tp_worst.loss, tp_worst.param, w.loss, w.param);
 }
 
 TEST(QkNormParity, PipelineAndContextParallelRanksMatchOneGpu) {
@@ -246,7 +279,31 @@ TEST(QkNormDryRun, SmallLayersWhereTheNormBackwardSetsThePeak) {
                 at_norm);
 }
 
-TEST(QkNormSupport, WholeProjectionNormsAndQwen3MoeRoutingStayRefused) {
+// The catalog's Qwen3-30B-A3B (48 layers of 128 experts of 768, top 8; 32 query heads and 4 key/value heads
+// of 128): its ranks under expert, tensor, pipeline and context parallelism, bf16- and fp8-mixed.
+TEST(QkNormDryRun, Qwen3MoeRanksEqualThePlanner) {
+    const ModelConfig m = test::catalog_model("qwen3-30b-a3b");
+    int walks = 0;
+    for (Precision pr : {Precision::bf16_mixed, Precision::fp8_mixed})
+        for (auto [dp, ep, tp, pp, cp, zero] : {std::tuple{8, 8, 1, 1, 1, 1}, std::tuple{4, 4, 2, 1, 1, 3},
+                                                std::tuple{4, 4, 1, 4, 1, 1}, std::tuple{2, 2, 2, 1, 2, 2}}) {
+            Plan p;
+            p.seq = 4096;
+            p.grad_acc = 4;
+            p.dp = dp, p.ep = ep, p.tp = tp, p.sp = tp > 1, p.pp = pp, p.cp = cp;
+            p.zero = static_cast<ZeroStage>(zero);
+            p.recompute = Recompute::selective;
+            p.precision = pr;
+            for (std::int64_t rank : {std::int64_t{0}, p.gpus() - 1}) {
+                const test_support::Compared c = test_support::compare_with_planner(m, p, rank);
+                EXPECT_EQ(c.dry, c.planned) << to_flags(p) << " rank " << rank << ": dry run peak at " << c.where;
+                ++walks;
+            }
+        }
+    EXPECT_EQ(walks, 2 * 4 * 2);
+}
+
+TEST(QkNormSupport, WholeProjectionNormsAndUnrenormalisedGatesStayRefused) {
     nlohmann::json olmo = {{"model_type", "olmo2"},     {"hidden_size", 64},       {"num_hidden_layers", 2},
                            {"num_attention_heads", 4},  {"num_key_value_heads", 4}, {"intermediate_size", 96},
                            {"vocab_size", 300},         {"max_position_embeddings", 64}};
@@ -267,6 +324,8 @@ TEST(QkNormSupport, WholeProjectionNormsAndQwen3MoeRoutingStayRefused) {
     } catch (const InputError& e) {
         EXPECT_NE(std::string(e.what()).find("norm_topk_prob"), std::string::npos) << e.what();
     }
+    moe["norm_topk_prob"] = true;  // Qwen3-30B-A3B's: the runtime's renormalised gate weights
+    EXPECT_NO_THROW(check_runtime_model(model_from_hf_config(moe, "qwen3-moe")));
     EXPECT_NO_THROW(check_runtime_model(micro_qwen3()));
 }
 

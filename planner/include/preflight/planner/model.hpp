@@ -81,6 +81,12 @@ struct ModelConfig {
     bool attention_sinks = false;
     // A bias on the MoE router's logits (gpt-oss: GptOssTopKRouter.bias, one per expert).
     bool router_bias = false;
+    // MoE gate weights: the chosen experts' softmax probabilities renormalised to sum to 1, i.e. a
+    // softmax over the k chosen logits (Mixtral, gpt-oss; Qwen3-MoE's and OLMoE's norm_topk_prob true;
+    // Megatron-LM's default, softmax after top-k), or the probabilities of the softmax over all experts
+    // as they are (norm_topk_prob false, those configs' default; Megatron-LM's --moe-router-pre-softmax).
+    // Memory and FLOPs do not depend on it; `preflight run` renormalises.
+    bool moe_renormalize = true;
     // A gated MLP whose gate is clamped to at most glu_clamp, its up input to [-glu_clamp, glu_clamp],
     // and whose product is act(gate) * (up + 1) (gpt-oss: GptOssExperts, swiglu_limit; Megatron's
     // --activation-func-clamp-value and --glu-linear-offset 1); 0 = an unclamped gated MLP.
