@@ -303,6 +303,7 @@ runtime::RunOptions run_options(const RunState& st, const ModelConfig& model) {
     opt.hyper.lr = st.lr;
     opt.hyper.rope_base = model.rope_theta;
     opt.hyper.rope_scaling = model.rope_scaling;
+    opt.hyper.norm_eps = model.norm_eps;
     opt.save_init_path = st.save_init;
     opt.op_times = st.op_times;
     opt.allocator = st.allocator;

@@ -83,6 +83,29 @@ bool boolean(const json& cfg, const char* key, bool fallback) {
     return it->get<bool>();
 }
 
+// The norms' epsilon (`key`: rms_norm_eps or layer_norm_epsilon), or `fallback` (the config class's
+// default) when absent or null: a number above 0 and below 1.
+double norm_epsilon(const json& cfg, const char* key, double fallback) {
+    auto it = cfg.find(key);
+    if (it == cfg.end() || it->is_null()) return fallback;
+    if (!it->is_number() || !(it->get<double>() > 0 && it->get<double>() < 1))
+        throw InputError(key, "must be a number above 0 and below 1, got " + shown_json(*it));
+    return it->get<double>();
+}
+
+// The config classes' rms_norm_eps defaults (transformers LlamaConfig ... GptOssConfig, read at 008e574).
+double default_rms_norm_eps(ModelFamily f) {
+    switch (f) {
+        case ModelFamily::phi3:
+        case ModelFamily::mixtral:
+        case ModelFamily::olmo2:
+        case ModelFamily::olmo3:
+        case ModelFamily::olmoe:
+        case ModelFamily::gpt_oss: return 1e-5;
+        default: return 1e-6;  // llama, mistral, qwen2, qwen3, qwen3_moe, gemma3_text
+    }
+}
+
 constexpr const char* kFamilies =
     "gpt2, llama, mistral, qwen2, qwen3, phi3, gemma3_text, olmo2, olmo3, mixtral, qwen3_moe, olmoe, gpt_oss";
 
@@ -152,6 +175,7 @@ void read_gpt2(const json& cfg, ModelConfig& m) {
     m.max_positions = positive_int(cfg, "n_positions", true);
     m.tied_embeddings = boolean(cfg, "tie_word_embeddings", true);
     m.norm = NormKind::layernorm;
+    m.norm_eps = norm_epsilon(cfg, "layer_norm_epsilon", 1e-5);  // GPT2Config's default
     m.mlp = MlpKind::gelu;
     m.activation = text(cfg, "activation_function", "");  // GPT2Config's default: gelu_new
     m.position = PositionKind::learned;
@@ -479,6 +503,7 @@ void read_llama_family(const json& cfg, ModelConfig& m) {
     m.max_positions = positive_int(cfg, "max_position_embeddings", true);
     m.tied_embeddings = boolean(cfg, "tie_word_embeddings", gemma);
     m.norm = NormKind::rmsnorm;
+    m.norm_eps = norm_epsilon(cfg, "rms_norm_eps", default_rms_norm_eps(m.family));
     m.mlp = MlpKind::swiglu;
     m.activation = text(cfg, "hidden_act", "");  // LlamaConfig's default: silu
     m.position = PositionKind::rope;

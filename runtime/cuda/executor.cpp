@@ -493,7 +493,7 @@ RunReport run_on_device(const ModelConfig& model, const GpuSpec& gpu, const Plan
     RunReport r = report_for("device", model, gpu, plan_in, opt);
     Program prog = build_program(model, r.plan, opt.rank, opt.comm_backend == "emulated");
     prog.hyper = opt.hyper;
-    use_model_rope(prog);
+    use_model_constants(prog);
     r.measured.warmup_steps = opt.warmup;
     r.measured.debug_sync = opt.debug_sync;
     DriverMemory& dm = r.measured.driver;

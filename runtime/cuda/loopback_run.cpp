@@ -69,7 +69,7 @@ std::vector<RankResult> run_ranks_on_device(const ModelConfig& model, const Plan
     for (std::int64_t r = 0; r < plan.gpus(); ++r) {
         programs.push_back(build_program(model, plan, r));
         programs.back().hyper = opt.hyper;
-        use_model_rope(programs.back());
+        use_model_constants(programs.back());
     }
     const Program whole = build_program(model, single_gpu_plan(plan), 0);
     PF_CUDA_CHECK(cudaSetDevice(0));

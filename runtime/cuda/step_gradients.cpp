@@ -33,7 +33,7 @@ StepGradients capture_step_gradients(const ModelConfig& model, const Plan& plan_
     const Plan plan = resolve_defaults(plan_in, model);
     Program prog = build_program(model, plan);
     prog.hyper = opt.hyper;
-    use_model_rope(prog);
+    use_model_constants(prog);
     PF_CUDA_CHECK(cudaSetDevice(0));
     cudaStream_t stream = nullptr;
     PF_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));

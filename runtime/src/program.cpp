@@ -250,7 +250,7 @@ Program build_program(const ModelConfig& model, const Plan& plan_in, std::int64_
     P.tp_rank = at.tp;
     P.dp_rank = at.dp;
     P.pp_rank = at.pp;
-    use_model_rope(P);
+    use_model_constants(P);
     P.dims = program_dims(model, plan, at);
     P.dims.cp = whole.cp;
     P.dims.cp_rank = at.dp % whole.cp;
@@ -286,9 +286,10 @@ Program build_program(const ModelConfig& model, const Plan& plan_in, std::int64_
     return P;
 }
 
-void use_model_rope(Program& P) {
+void use_model_constants(Program& P) {
     P.hyper.rope_base = P.model.rope_theta;
     P.hyper.rope_scaling = P.model.rope_scaling;
+    P.hyper.norm_eps = P.model.norm_eps;
 }
 
 std::size_t Dims::chunk_of(std::int64_t l) const {

@@ -109,7 +109,7 @@ RunReport dry_run_report(const ModelConfig& model, const GpuSpec& gpu, const Pla
     const Plan& plan = r.plan;
     Program program = build_program(model, plan, options.rank);
     program.hyper = options.hyper;
-    use_model_rope(program);
+    use_model_constants(program);
     r.parallel.backend = has_collectives(program) ? "dry-run" : "none";
     const CollectiveVolume collectives = step_collectives(program);  // what a device run would issue
     r.parallel.collectives_per_step = collectives.count;

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
+
+#include <nlohmann/json.hpp>
 
 #include "catalog_fixture.hpp"
 #include "preflight/planner/error.hpp"
@@ -25,6 +28,36 @@ TEST(RopeScaling, CatalogLlama32ReadsThetaAndLlama3Scaling) {
     const Program prog = build_program(m, p);
     EXPECT_DOUBLE_EQ(prog.hyper.rope_base, 500000.0);
     EXPECT_EQ(prog.hyper.rope_scaling.type, "llama3");
+}
+
+// The norms' epsilon the runtime trains with is the config's: Qwen3-8B's rms_norm_eps 1e-6 (its file),
+// Llama 3.2's 1e-5, GPT-2's layer_norm_epsilon 1e-5; a Qwen3 config without the key takes Qwen3Config's
+// default, 1e-6, and a Mixtral one MixtralConfig's, 1e-5.
+TEST(RopeScaling, NormEpsilonComesFromTheConfig) {
+    Plan p;
+    p.seq = 128;
+    for (const auto& [name, eps] : {std::pair{"qwen3-8b", 1e-6}, std::pair{"llama-3.2-1b", 1e-5}, std::pair{"gpt2", 1e-5}}) {
+        const ModelConfig m = test::catalog_model(name);
+        EXPECT_DOUBLE_EQ(m.norm_eps, eps) << name;
+        EXPECT_DOUBLE_EQ(build_program(m, p).hyper.norm_eps, eps) << name;
+    }
+    nlohmann::json cfg = {{"model_type", "qwen3"},       {"hidden_size", 64},         {"num_hidden_layers", 2},
+                          {"num_attention_heads", 4},    {"num_key_value_heads", 2},  {"intermediate_size", 128},
+                          {"vocab_size", 300},           {"max_position_embeddings", 256}};
+    EXPECT_DOUBLE_EQ(model_from_hf_config(cfg, "q").norm_eps, 1e-6);
+    cfg["model_type"] = "mixtral";
+    cfg["num_local_experts"] = 4;
+    cfg["num_experts_per_tok"] = 2;
+    EXPECT_DOUBLE_EQ(model_from_hf_config(cfg, "m").norm_eps, 1e-5);
+    for (const nlohmann::json bad : {nlohmann::json(0.0), nlohmann::json(-1e-6), nlohmann::json(1.0), nlohmann::json("1e-6")}) {
+        cfg["rms_norm_eps"] = bad;
+        try {
+            model_from_hf_config(cfg, "m");
+            ADD_FAILURE() << "rms_norm_eps " << bad.dump() << " accepted";
+        } catch (const InputError& e) {
+            EXPECT_NE(std::string(e.what()).find("rms_norm_eps"), std::string::npos) << e.what();
+        }
+    }
 }
 
 TEST(RopeScaling, Llama3FrequenciesByHand) {

@@ -68,6 +68,7 @@ void expect_gradients_match(const ModelConfig& m, const Plan& plan, const Bounds
     const StepGradients dev = capture_step_gradients(m, plan, o);
     Program P = build_program(m, plan);
     P.hyper = o.hyper;
+    use_model_constants(P);  // as the device's program (step_gradients.cpp)
     ASSERT_EQ(dev.weights.size(), static_cast<std::size_t>(P.param_elements));
     ASSERT_EQ(dev.gradients.size(), static_cast<std::size_t>(P.param_elements));
     std::vector<double> g;

@@ -87,6 +87,9 @@ struct ModelConfig {
     // as they are (norm_topk_prob false, those configs' default; Megatron-LM's --moe-router-pre-softmax).
     // Memory and FLOPs do not depend on it; `preflight run` renormalises.
     bool moe_renormalize = true;
+    // The norms' epsilon under the square root (config rms_norm_eps, GPT-2's layer_norm_epsilon; each
+    // config class's default when absent). Memory and FLOPs do not depend on it; `preflight run` uses it.
+    double norm_eps = 1e-5;
     // A gated MLP whose gate is clamped to at most glu_clamp, its up input to [-glu_clamp, glu_clamp],
     // and whose product is act(gate) * (up + 1) (gpt-oss: GptOssExperts, swiglu_limit; Megatron's
     // --activation-func-clamp-value and --glu-linear-offset 1); 0 = an unclamped gated MLP.

@@ -298,7 +298,7 @@ struct TrainHyper {
     double weight_decay = 0.1;                      // on matrices only (validation/pytorch/train.py's groups)
     double momentum = 0.9;                          // SGD
     double init_std = 0.02;                         // GPT-2 initialisation
-    double norm_eps = 1e-5;
+    double norm_eps = 1e-5;                         // the norms' epsilon: the model's rms_norm_eps (layer_norm_epsilon)
     double rope_base = 10000.0;                     // RoPE theta (Su et al. 2021): the model's rope_theta
     RopeScaling rope_scaling;                       // the model's rope_scaling (Llama 3)
 };
@@ -443,9 +443,9 @@ std::string rank_grid_text(const Plan& plan);
 // sequence parallelism (the reference of the parity checks, and the whole model's layout).
 Plan single_gpu_plan(Plan plan);
 
-// Sets the RoPE base and scaling of `program.hyper` from its model (build_program does;
-// call again after replacing `hyper`).
-void use_model_rope(Program& program);
+// Sets the RoPE base and scaling and the norms' epsilon of `program.hyper` from its model
+// (build_program does; call again after replacing `hyper`).
+void use_model_constants(Program& program);
 
 // The ids the synthetic tokens and labels take: first + [0, min(vocab, kSyntheticVocab)) (synthetic.hpp).
 // Ids 0..255 lie on tensor-parallel rank 0's vocabulary rows only. In a real group the embedding's
