@@ -179,8 +179,9 @@ TEST(GpuSessionConfigs, TheModelParallelRanksRunFitAndCoverTheIssue) {
     }
     EXPECT_GE(model_parallel, 8);
     EXPECT_TRUE(families.count("gpt2") && families.count("llama"));
-    EXPECT_TRUE(families.count("mixtral"));  // the runtime's mixture of experts (since 2026-11-30)
-    EXPECT_TRUE(families.count("qwen3"));    // its per-head q/k norms (since 2026-12-03)
+    EXPECT_TRUE(families.count("mixtral"));    // the runtime's mixture of experts (since 2026-11-30)
+    EXPECT_TRUE(families.count("qwen3"));      // its per-head q/k norms (since 2026-12-03)
+    EXPECT_TRUE(families.count("qwen3_moe"));  // beside the experts, renormalised gates (since 2026-12-03)
     EXPECT_TRUE(seventy_sp);
     EXPECT_TRUE(llama8b_pp4_stages.count(0) && llama8b_pp4_stages.count(3));
 }
