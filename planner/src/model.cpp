@@ -326,14 +326,22 @@ void read_rope(const json& cfg, ModelConfig& m) {
     }
 }
 
+// A mixture of experts' count (experts_key: MixtralConfig's and GptOssConfig's num_local_experts,
+// Qwen3MoeConfig's and OlmoeConfig's num_experts), its top k, and whether the gate weights are
+// renormalised over the chosen experts: always for Mixtral and gpt-oss, whose routers take a softmax
+// over the k chosen logits; norm_topk_prob for Qwen3-MoE and OLMoE, false by their classes' default.
+void read_experts(const json& cfg, ModelConfig& m) {
+    const std::string key(experts_key(m.family));
+    m.experts = positive_int(cfg, key.c_str(), true);
+    m.experts_per_token = positive_int(cfg, "num_experts_per_tok", true);
+    if (key == "num_experts") m.moe_renormalize = boolean(cfg, "norm_topk_prob", false);
+}
+
 // Qwen3-MoE's experts (HF Qwen3MoeConfig, Qwen3MoeDecoderLayer): num_experts SwiGLU experts of
 // moe_intermediate_size, num_experts_per_tok routed per token, no shared expert. A layer takes the
 // experts unless it is in mlp_only_layers or (index + 1) is no multiple of decoder_sparse_step; the
 // planner's layers are all alike, so a config mixing dense and sparse layers is refused.
 void read_qwen3_moe(const json& cfg, ModelConfig& m) {
-    m.experts = positive_int(cfg, "num_experts", true);
-    m.experts_per_token = positive_int(cfg, "num_experts_per_tok", true);
-    m.moe_renormalize = boolean(cfg, "norm_topk_prob", false);  // Qwen3MoeConfig's default: false
     m.ffn_hidden = positive_int(cfg, "moe_intermediate_size", true);
     const std::int64_t step = positive_int(cfg, "decoder_sparse_step", false, 1);
     if (step != 1)
@@ -474,9 +482,6 @@ void read_olmoe(const json& cfg, ModelConfig& m) {
     if (const auto it = cfg.find("clip_qkv"); it != cfg.end() && !it->is_null())
         throw InputError("clip_qkv", "a clamp of q, k and v is not modelled (its saved masks and elementwise "
                                      "passes); OLMoE-1B-7B's configs leave it null");
-    m.experts = positive_int(cfg, "num_experts", true);
-    m.experts_per_token = positive_int(cfg, "num_experts_per_tok", true);
-    m.moe_renormalize = boolean(cfg, "norm_topk_prob", false);  // OlmoeConfig's default: false
     m.qk_norm = m.qk_norm_whole = true;
 }
 
@@ -521,10 +526,9 @@ void read_llama_family(const json& cfg, ModelConfig& m) {
         m.fused_qkv = m.fused_gate_up = true;
         m.qkv_bias = m.out_bias = m.mlp_bias = false;
     }
-    if (m.family == ModelFamily::mixtral || gpt_oss) {  // MixtralConfig's and GptOssConfig's names
-        m.experts = positive_int(cfg, "num_local_experts", true);
-        m.experts_per_token = positive_int(cfg, "num_experts_per_tok", true);
-    }
+    if (m.family == ModelFamily::mixtral || gpt_oss || m.family == ModelFamily::qwen3_moe ||
+        m.family == ModelFamily::olmoe)
+        read_experts(cfg, m);
     if (m.family == ModelFamily::qwen3_moe) read_qwen3_moe(cfg, m);
     if (gemma) read_gemma3_text(cfg, m);
     if (gpt_oss) read_gpt_oss(cfg, m);

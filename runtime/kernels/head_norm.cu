@@ -26,6 +26,18 @@ HeadGroups head_groups(i64 rows, i64 heads, i64 kv_heads, i64 d) {
 
 __device__ __forceinline__ i64 warp_group() { return blockIdx.x * static_cast<i64>(kWarpsPerBlock) + threadIdx.x / 32; }
 
+// 1 / sqrt(mean(x^2) + eps) over one group's d elements, the warp's lanes each summing every 32nd
+// (every lane gets the result).
+template <class T>
+__device__ __forceinline__ float group_rstd(const T* x, i64 d, float eps) {
+    float ss = 0.f;
+    for (i64 i = threadIdx.x % 32; i < d; i += 32) {
+        const float v = to_f(x[i]);
+        ss += v * v;
+    }
+    return rsqrtf(warp_sum(ss) / static_cast<float>(d) + eps);
+}
+
 // y = x rstd w in place, x copied to `saved` (row g of [groups, d]).
 template <class T>
 __global__ void head_norm_fwd_kernel(T* qkv, T* saved, const T* wq, const T* wk, HeadGroups hg, float eps) {
@@ -35,12 +47,7 @@ __global__ void head_norm_fwd_kernel(T* qkv, T* saved, const T* wq, const T* wk,
     T* x = qkv + hg.at(g);
     T* kept = saved + g * hg.d;
     const T* w = hg.head(g) < hg.heads ? wq : wk;
-    float ss = 0.f;
-    for (i64 i = lane; i < hg.d; i += 32) {
-        const float v = to_f(x[i]);
-        ss += v * v;
-    }
-    const float rstd = rsqrtf(warp_sum(ss) / static_cast<float>(hg.d) + eps);
+    const float rstd = group_rstd(x, hg.d, eps);
     for (i64 i = lane; i < hg.d; i += 32) {
         const T v = x[i];
         kept[i] = v;
@@ -52,15 +59,8 @@ template <class T>
 __global__ void head_norm_stats_kernel(const T* saved, float* rstd, HeadGroups hg, float eps) {
     const i64 g = warp_group();
     if (g >= hg.groups) return;
-    const int lane = threadIdx.x % 32;
-    const T* x = saved + g * hg.d;
-    float ss = 0.f;
-    for (i64 i = lane; i < hg.d; i += 32) {
-        const float v = to_f(x[i]);
-        ss += v * v;
-    }
-    ss = warp_sum(ss);
-    if (lane == 0) rstd[g] = rsqrtf(ss / static_cast<float>(hg.d) + eps);
+    const float r = group_rstd(saved + g * hg.d, hg.d, eps);
+    if (threadIdx.x % 32 == 0) rstd[g] = r;
 }
 
 // Partial weight gradients: partial[(slice 2 + kind) d + c] = sum over the slice's groups of the kind

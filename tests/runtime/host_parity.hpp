@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -53,23 +54,51 @@ inline Worst compare(const ModelConfig& m, const Plan& multi, int steps) {
     return w;
 }
 
-// One step of a single-GPU program on the host (HostRunner seed 77, parameters ref::random_params(P,
-// 5, 0.4)) against the whole-model reference from the same parameters: the mean loss within 1e-12 and
-// every gradient within 1e-12 of the largest (the same double arithmetic in another order), none NaN
-// (buffers are NaN-poisoned, so a NaN means a dead buffer was read). Returns the reference gradients.
-inline std::vector<double> expect_host_matches_reference(const Program& P, const std::string& what) {
-    HostRunner host(P, 77);
-    host.params = ref::random_params(P, 5, 0.4);
+// The micro plans of the host parity tests: seq 6, mbs 2, 2 micro-batches, dp x tp ranks under ZeRO `zero`.
+inline Plan micro_plan(std::int64_t tp, std::int64_t dp, int zero, Precision pr) {
+    Plan p;
+    p.seq = 6;
+    p.mbs = 2;
+    p.tp = tp;
+    p.dp = dp;
+    p.grad_acc = 2;
+    p.zero = static_cast<ZeroStage>(zero);
+    p.precision = pr;
+    return p;
+}
+
+// One step of a single-GPU program on the host (HostRunner seed `seed`: the synthetic tokens) from
+// `params`: the mean loss per token and the gradients the optimizer reads.
+struct HostLoss {
+    double loss = 0;
+    std::vector<double> grads;
+};
+inline HostLoss host_step_loss(const Program& P, const std::vector<double>& params, std::uint64_t seed = 77) {
+    HostRunner host(P, seed);
+    host.params = params;
     DryBackend backend;
     TrackingAllocator alloc(backend);
     BufferTable table;
     walk(P, P.setup, alloc, table, &host, "set-up");
     walk(P, P.step, alloc, table, &host, "step", 1);
-    const std::vector<double> got = host.buffer(P.grads_fp32 != kNoBuffer ? P.grads_fp32 : P.grads);
-    const double loss = host.loss_sum / static_cast<double>(P.dims.rows * P.dims.grad_acc);
-    std::vector<double> want;
-    const double want_loss = ref::model_loss(P, host.params, ref::synthetic_batches(P, 77, 1), &want);
+    HostLoss r;
+    r.grads = host.buffer(P.optimizer_grads());
+    r.loss = host.loss_sum / static_cast<double>(P.dims.rows * P.dims.grad_acc);
     walk(P, P.teardown, alloc, table, &host, "teardown");
+    return r;
+}
+
+// host_step_loss from ref::random_params(P, 5, 0.4) against the whole-model reference from the same
+// parameters: the mean loss within 1e-12 and every gradient within 1e-12 of the largest (the same
+// double arithmetic in another order), none NaN (buffers are NaN-poisoned, so a NaN means a dead
+// buffer was read). Returns the reference gradients.
+inline std::vector<double> expect_host_matches_reference(const Program& P, const std::string& what) {
+    const std::vector<double> params = ref::random_params(P, 5, 0.4);
+    const HostLoss host = host_step_loss(P, params);
+    const std::vector<double>& got = host.grads;
+    const double loss = host.loss;
+    std::vector<double> want;
+    const double want_loss = ref::model_loss(P, params, ref::synthetic_batches(P, 77, 1), &want);
     EXPECT_EQ(got.size(), want.size()) << what;
     if (got.size() != want.size()) return want;
     EXPECT_NEAR(loss, want_loss, 1e-12 * want_loss) << what;

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "catalog_fixture.hpp"
+#include "host_parity.hpp"
 #include "preflight/runtime/host_runner.hpp"
 #include "preflight/runtime/reference_model.hpp"
 
@@ -45,23 +46,8 @@ Plan plan_of(Precision pr, Recompute rc, AttentionKind at) {
     return p;
 }
 
-// One step's gradient (the buffer the optimizer reads) and mean loss.
-struct Step {
-    Vec grads;
-    double loss = 0;
-};
-Step one_step(const Program& P, const Vec& params) {
-    HostRunner run(P, 11);
-    run.params = params;
-    DryBackend backend;
-    TrackingAllocator alloc(backend);
-    BufferTable table;
-    walk(P, P.setup, alloc, table, &run, "set-up");
-    walk(P, P.step, alloc, table, &run, "step", 1);
-    Step s{run.buffer(P.optimizer_grads()), run.loss_sum / static_cast<double>(P.dims.rows * P.dims.grad_acc)};
-    walk(P, P.teardown, alloc, table, &run, "teardown");
-    return s;
-}
+// One step's gradient (the buffer the optimizer reads) and mean loss, on tokens of seed 11.
+test_support::HostLoss one_step(const Program& P, const Vec& params) { return test_support::host_step_loss(P, params, 11); }
 
 // fp8 against bf16-mixed from the same weights (std 0.05, near the device's 0.02 initialisation)
 // on the same tokens. The host computes in double but for the fp8 roundings of the layers' GEMM
@@ -79,7 +65,7 @@ TEST(Fp8Program, TheHostStepTracksBf16MixedWithinTheQuantizationBound) {
                 const Program f8 = build_program(m, plan_of(Precision::fp8_mixed, rc, at));
                 const Program bf = build_program(m, plan_of(Precision::bf16_mixed, rc, at));
                 const Vec init = ref::random_params(bf, 5, 0.05);
-                const Step a = one_step(f8, relayout(bf, init, f8)), b = one_step(bf, init);
+                const test_support::HostLoss a = one_step(f8, relayout(bf, init, f8)), b = one_step(bf, init);
                 const Vec ga = relayout(f8, a.grads, bf);
                 double dot = 0, na = 0, nb = 0;
                 for (std::size_t i = 0; i < ga.size(); ++i) {

@@ -67,18 +67,11 @@ TEST(Moe, RoutingByHand) {
     EXPECT_EQ(dl, want_dl);
 }
 
-// One step's loss of a program on the host from `params` (a single GPU plan).
+// One step's loss of a program on the host from `params` (a single GPU plan, fp32).
 double host_loss(const Program& P, const Vec& params, Vec* grads = nullptr) {
-    HostRunner host(P, 77);
-    host.params = params;
-    DryBackend backend;
-    TrackingAllocator alloc(backend);
-    BufferTable table;
-    walk(P, P.setup, alloc, table, &host, "set-up");
-    walk(P, P.step, alloc, table, &host, "step", 1);
-    if (grads) *grads = host.buffer(P.grads);
-    walk(P, P.teardown, alloc, table, &host, "teardown");
-    return host.loss_sum / static_cast<double>(P.dims.rows * P.dims.grad_acc);
+    test_support::HostLoss r = test_support::host_step_loss(P, params);
+    if (grads) *grads = std::move(r.grads);
+    return r.loss;
 }
 
 // The program's gradients of the router, the experts and the norm before them equal central finite

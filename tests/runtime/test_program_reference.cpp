@@ -42,13 +42,9 @@ TEST(ProgramReference, HostExecutionOfTheProgramGivesTheReferenceGradients) {
         for (auto rc : all_recomputes())
             for (auto at : {AttentionKind::flash, AttentionKind::eager})
                 for (auto pr : {Precision::fp32, Precision::bf16_mixed, Precision::bf16_mixed_fp32_grads, Precision::bf16}) {
-                    Plan p;
-                    p.seq = 6;
-                    p.mbs = 2;
-                    p.grad_acc = 2;
+                    Plan p = test_support::micro_plan(1, 1, 0, pr);
                     p.recompute = rc;
                     p.attention = at;
-                    p.precision = pr;
                     const std::string what = m.name + " " + std::string(to_string(rc)) + " " + std::string(to_string(at)) +
                                              " " + std::string(to_string(pr));
                     test_support::expect_host_matches_reference(build_program(m, p), what);

@@ -52,10 +52,8 @@ ModelConfig micro_qwen3_moe() {
 TEST(QkNormProgram, ParametersFollowThePlannerLayout) {
     const ModelConfig m = micro_qwen3();
     ASSERT_TRUE(m.qk_norm && !m.qk_norm_whole);
-    Plan p;
-    p.seq = 6;
-    p.mbs = 2;
-    const Program P = build_program(m, p);
+    // build_program throws when a unit's tensors differ from the planner's layout (runtime_unit_elements).
+    const Program P = build_program(m, test_support::micro_plan(1, 1, 0, Precision::bf16_mixed));
     // Per layer: two norms of 16, q|k|v [64, 16], o [16, 32], gate|up [48, 16], down [16, 24] and the q/k
     // norms' 8 + 8 = 2,736; two layers, the final norm, an untied embedding and head of 300 x 16: 15,088.
     EXPECT_EQ(count_params(m).total, 15088);
@@ -79,13 +77,9 @@ TEST(QkNormProgram, HostExecutionGivesTheReferenceGradients) {
         for (auto rc : all_recomputes())
             for (auto at : {AttentionKind::flash, AttentionKind::eager})
                 for (auto pr : {Precision::fp32, Precision::bf16_mixed, Precision::bf16_mixed_fp32_grads}) {
-                    Plan p;
-                    p.seq = 6;
-                    p.mbs = 2;
-                    p.grad_acc = 2;
+                    Plan p = test_support::micro_plan(1, 1, 0, pr);
                     p.recompute = rc;
                     p.attention = at;
-                    p.precision = pr;
                     const ModelConfig m = model == 2 ? micro_qwen3_moe() : micro_qwen3(model == 1);
                     const Program P = build_program(m, p);
                     const Vec want = test_support::expect_host_matches_reference(P, m.name + " " + to_flags(p));
@@ -101,16 +95,10 @@ TEST(QkNormProgram, HostExecutionGivesTheReferenceGradients) {
     EXPECT_EQ(cases, 3 * 3 * 2 * 3);
 }
 
+// test_support::micro_plan in bf16-mixed with fp32 gradients, with or without sequence parallelism.
 Plan micro_plan(std::int64_t tp, std::int64_t dp, int zero, bool sp) {
-    Plan p;
-    p.seq = 6;
-    p.mbs = 2;
-    p.tp = tp;
-    p.dp = dp;
+    Plan p = test_support::micro_plan(tp, dp, zero, Precision::bf16_mixed_fp32_grads);
     p.sp = sp;
-    p.grad_acc = 2;
-    p.zero = static_cast<ZeroStage>(zero);
-    p.precision = Precision::bf16_mixed_fp32_grads;
     return p;
 }
 
@@ -181,6 +169,15 @@ TEST(QkNormParity, PipelineAndContextParallelRanksMatchOneGpu) {
                 pp_worst.loss, pp_worst.param, w.loss, w.param);
 }
 
+// A rank's dry run against the runtime profile: the peak to the byte, and the phase that holds it.
+test_support::Compared expect_walk_equal(const ModelConfig& m, const Plan& p, std::int64_t rank) {
+    const test_support::Compared c = test_support::compare_with_planner(m, p, rank);
+    const std::string what = m.name + " " + to_flags(p) + " rank " + std::to_string(rank) + ": dry run peak at " + c.where;
+    EXPECT_EQ(c.dry, c.planned) << what;
+    EXPECT_EQ(c.dry_phase, c.planned_phase) << what;
+    return c;
+}
+
 // The catalog's Qwen3-8B (32 query heads, 8 key/value heads of 128): the q/k norms' kept input is
 // the planner's "Q norm input" and "K norm input" ([s, b, 4,096 + 1,024] / tp at 2 bytes).
 TEST(QkNormDryRun, Qwen3RanksEqualThePlanner) {
@@ -200,9 +197,7 @@ TEST(QkNormDryRun, Qwen3RanksEqualThePlanner) {
                     p.zero = zero_optimizer_states;
                     p.recompute = rc;
                     p.precision = pr;
-                    const test_support::Compared c = test_support::compare_with_planner(m, p, p.gpus() - 1);
-                    EXPECT_EQ(c.dry, c.planned) << to_flags(p) << ": dry run peak at " << c.where;
-                    EXPECT_EQ(c.dry_phase, c.planned_phase) << to_flags(p) << ": dry run peak at " << c.where;
+                    expect_walk_equal(m, p, p.gpus() - 1);
                     ++plans;
                 }
     EXPECT_EQ(plans, (1 + 2 + 2) * 3 * 2);
@@ -211,10 +206,7 @@ TEST(QkNormDryRun, Qwen3RanksEqualThePlanner) {
 TEST(QkNormDryRun, PipelineContextAndEagerRanksEqualThePlanner) {
     const ModelConfig m = test::catalog_model("qwen3-8b");
     auto check = [&](const Plan& p) {
-        for (std::int64_t rank : {std::int64_t{0}, p.gpus() - 1}) {
-            const test_support::Compared c = test_support::compare_with_planner(m, p, rank);
-            EXPECT_EQ(c.dry, c.planned) << to_flags(p) << " rank " << rank << ": dry run peak at " << c.where;
-        }
+        for (std::int64_t rank : {std::int64_t{0}, p.gpus() - 1}) expect_walk_equal(m, p, rank);
     };
     Plan p;
     p.seq = 4096;
@@ -267,9 +259,10 @@ TEST(QkNormDryRun, SmallLayersWhereTheNormBackwardSetsThePeak) {
                                     p.precision = pr;
                                     p.recompute = rc;
                                     const test_support::Compared c =
-                                        test_support::compare_with_planner(model_from_hf_config(cfg, "small"), p, 0);
-                                    EXPECT_EQ(c.dry, c.planned) << "hidden " << hidden << " heads " << heads << " d " << d
-                                                                << " " << to_flags(p) << ": dry run peak at " << c.where;
+                                        expect_walk_equal(model_from_hf_config(cfg, "small-h" + std::to_string(hidden) +
+                                                                                        "-q" + std::to_string(heads) +
+                                                                                        "-d" + std::to_string(d)),
+                                                          p, 0);
                                     at_norm += c.where.find("q/k norm bwd") != std::string::npos ? 1 : 0;
                                     ++walks;
                                 }
@@ -295,8 +288,7 @@ TEST(QkNormDryRun, Qwen3MoeRanksEqualThePlanner) {
             p.recompute = Recompute::selective;
             p.precision = pr;
             for (std::int64_t rank : {std::int64_t{0}, p.gpus() - 1}) {
-                const test_support::Compared c = test_support::compare_with_planner(m, p, rank);
-                EXPECT_EQ(c.dry, c.planned) << to_flags(p) << " rank " << rank << ": dry run peak at " << c.where;
+                expect_walk_equal(m, p, rank);
                 ++walks;
             }
         }

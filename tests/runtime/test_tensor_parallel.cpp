@@ -15,6 +15,7 @@
 
 #include "catalog_fixture.hpp"
 #include "dry_run_compare.hpp"
+#include "host_parity.hpp"
 #include "host_step.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/runtime/host_runner.hpp"
@@ -268,17 +269,7 @@ Worst compare(const ModelConfig& m, const Plan& multi, int steps) {
     return w;
 }
 
-Plan micro_plan(std::int64_t tp, std::int64_t dp, int zero, Precision pr) {
-    Plan p;
-    p.seq = 6;
-    p.mbs = 2;
-    p.tp = tp;
-    p.dp = dp;
-    p.grad_acc = 2;
-    p.zero = static_cast<ZeroStage>(zero);
-    p.precision = pr;
-    return p;
-}
+using test_support::micro_plan;
 
 TEST(TensorParallelParity, TpAloneAndWithDataParallelismMatchOneGpu) {
     int cases = 0;
