@@ -197,6 +197,11 @@ void print_table(const runtime::RunReport& r) {
     if (r.model.is_moe())  // program_moe.cpp; no run of it has been timed yet
         std::cout << "# mixture of experts: its step time is not fitted on runs of its own (one GEMM per expert with "
                      "slots, the host reading each routing's expert offsets): the dense GEMMs' rate is assumed\n";
+    // Sliding-window attention past the window (Dims::window): what the attention computes, and what
+    // the FLOPs count (forward_flops_per_token caps the keys).
+    if (r.model.sliding_window > 0 && r.plan.seq > r.model.sliding_window)
+        std::cout << "# attention: through the model's sliding window on every layer, each query sees itself and the "
+                  << r.model.sliding_window - 1 << " tokens before it (FLOPs count those keys only)\n";
     // Which peak MFU/HFU divide by, so a reader never compares an fp32 row's MFU with a bf16 row's.
     const std::optional<double> peak = compute_peak_flops_per_s(r.gpu, r.plan.precision);
     std::cout << "# MFU/HFU: of the dense " << compute_peak_name(r.plan.precision) << " peak, "

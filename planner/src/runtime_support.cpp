@@ -128,10 +128,15 @@ void check_runtime_plan(const ModelConfig& m, const Plan& p) {
         not_run("--precision", "fp16-mixed is not implemented by the runtime; use fp32, bf16-mixed, "
                                "bf16-mixed-fp32-grads, bf16 or fp8-mixed");
     check_runtime_fp8(m, p);
-    if (m.sliding_window > 0 && p.seq > m.sliding_window)
+    // A sliding window on every layer is the runtime's (Mistral's, Phi-3's: flash_attention.cu, the cuDNN
+    // graph's left bound, the eager softmax); one on some layers only, beside full ones, is not.
+    if (m.sliding_window > 0 && m.full_attention_layers > 0 && p.seq > m.sliding_window)
         not_run("--seq", std::to_string(p.seq) + " tokens outrun " + m.name + "'s sliding window of " +
-                             std::to_string(m.sliding_window) + " keys, which the runtime's attention (full causal) "
-                             "does not implement; use --seq " + std::to_string(m.sliding_window) + " or less");
+                             std::to_string(m.sliding_window) + " keys on " +
+                             std::to_string(m.layers - m.full_attention_layers) + " of its " +
+                             std::to_string(m.layers) + " layers; the runtime's attention applies one window to "
+                             "every layer, not layers of two kinds; use --seq " +
+                             std::to_string(m.sliding_window) + " or less");
     if (p.dropout != 0.0) not_run("--dropout", "must be 0 (dropout is not implemented by the runtime)");
     if (m.is_moe() && p.ep <= 1 && p.moe_capacity_factor != 1.0)
         not_run("--moe-capacity-factor", "without expert parallelism the runtime's experts are dropless (each token's k "

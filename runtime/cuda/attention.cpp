@@ -22,7 +22,7 @@ AttentionEngine::AttentionEngine(const Program& program, bool want_cudnn) : prog
         return;
     }
     std::string why;
-    sdpa_ = CudnnSdpa::create(d.b, d.s, d.heads, d.kv_heads, d.head_dim,
+    sdpa_ = CudnnSdpa::create(d.b, d.s, d.heads, d.kv_heads, d.head_dim, d.window,
                               runtime_flash_bwd_workspace_bytes(d.b, d.heads, d.kv_heads, d.s, d.head_dim, 2),
                               kRuntimeGemmWorkspaceBytes, why);
     note_ = sdpa_ ? "attention: cuDNN fused flash attention (" + why + ")"
@@ -42,7 +42,7 @@ void AttentionEngine::forward(const bf16* qkv, bf16* out, float* lse, cudaStream
         sdpa_->forward(qkv, out, lse, shared_, stream);
         return;
     }
-    launch_flash_fwd<bf16>(qkv, out, lse, d.b, d.s, d.heads, d.kv_heads, d.head_dim, stream);
+    launch_flash_fwd<bf16>(qkv, out, lse, d.b, d.s, d.heads, d.kv_heads, d.head_dim, d.window, stream);
 }
 
 void AttentionEngine::backward(const bf16* qkv, const bf16* out, const float* lse, const bf16* dout, bf16* dqkv,
@@ -53,7 +53,7 @@ void AttentionEngine::backward(const bf16* qkv, const bf16* out, const float* ls
         return;
     }
     launch_flash_bwd<bf16>(qkv, out, lse, dout, dqkv, static_cast<float*>(workspace), d.b, d.s, d.heads, d.kv_heads,
-                           d.head_dim, stream);
+                           d.head_dim, d.window, stream);
 }
 
 }  // namespace preflight::runtime::cuda

@@ -10,6 +10,7 @@
 #include <limits>
 #include <mutex>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #if defined(PREFLIGHT_HAVE_CUDNN)
@@ -222,7 +223,7 @@ void execute(cudnnHandle_t handle, const Plan& p, std::vector<std::int64_t> uids
 
 // User tensor uids.
 enum : std::int64_t {
-    kQ = 1, kK = 2, kV = 3, kO = 4, kStats = 5, kScale = 6, kNegInf = 7, kOne = 8,
+    kQ = 1, kK = 2, kV = 3, kO = 4, kStats = 5, kScale = 6, kNegInf = 7, kOne = 8, kWindow = 9,
     kdO = 10, kdQ = 11, kdK = 12, kdV = 13, kSoftmaxSum = 14, kdQAccum = 15,
 };
 
@@ -231,13 +232,19 @@ enum : std::int64_t {
 struct CudnnSdpa::Impl {
     cudnnHandle_t handle = nullptr;
     std::int64_t b = 0, s = 0, h = 0, hk = 0, d = 0;
+    std::int64_t window = 0;  // sliding window (keys a query sees); 0: none
     Plan fwd, bwd;
     // Where the backward engine's own workspace lives: 0 = the shared cuBLASLt workspace, else
     // this offset into the flash backward workspace (after the accumulator; GQA engines).
     std::int64_t bwd_engine_offset = 0;
     GraphBuilder gf, gb;
-    float scale = 1.f, neg_inf = -std::numeric_limits<float>::infinity(), one = 1.f;
+    float scale = 1.f, neg_inf = -std::numeric_limits<float>::infinity(), one = 1.f, window_f = 0.f;
     std::int64_t C() const { return (h + 2 * hk) * d; }  // qkv row width
+    // A window that spans the sequence masks nothing: the graphs are the plain causal ones.
+    void set_window(std::int64_t w) {
+        window = w > 0 && w < s ? w : 0;
+        window_f = static_cast<float>(window);
+    }
     ~Impl() {
         fwd.keep.clear();  // plans before the graphs and tensors they were built from
         bwd.keep.clear();
@@ -260,18 +267,47 @@ struct CudnnSdpa::Impl {
     std::vector<std::int64_t> row_dims() const { return {b, h, s, 1}; }  // per-row stats
     std::vector<std::int64_t> row_strides() const { return {h * s, s, 1, 1}; }
 
-    // Causal mask on scores `x` (top-left diagonal: keep column <= row), as the composite
-    // graph of cudnn-frontend's diagonal band mask: gen_index rows/cols, row >= col, select.
-    cudnnBackendDescriptor_t causal(GraphBuilder& g, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t neg_inf_t) {
+    // The row (query) and column (key) index of each of the scores `x`: gen_index over axes 2 and 3.
+    std::pair<cudnnBackendDescriptor_t, cudnnBackendDescriptor_t> indices(GraphBuilder& g, cudnnBackendDescriptor_t x) {
         auto row = g.virt(CUDNN_DATA_INT32, sc_dims(), sc_strides());
         auto col = g.virt(CUDNN_DATA_INT32, sc_dims(), sc_strides());
         g.pointwise(CUDNN_POINTWISE_GEN_INDEX, x, nullptr, nullptr, row, CUDNN_DATA_FLOAT, 2);
         g.pointwise(CUDNN_POINTWISE_GEN_INDEX, x, nullptr, nullptr, col, CUDNN_DATA_FLOAT, 3);
+        return {row, col};
+    }
+
+    // Causal mask on scores `x` (top-left diagonal: keep column <= row), as the composite
+    // graph of cudnn-frontend's diagonal band mask: gen_index rows/cols, row >= col, select;
+    // then the sliding window's left edge when there is one.
+    cudnnBackendDescriptor_t causal(GraphBuilder& g, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t neg_inf_t) {
+        const auto [row, col] = indices(g, x);
         auto keep = g.virt(CUDNN_DATA_BOOLEAN, sc_dims(), sc_strides());
         g.pointwise(CUDNN_POINTWISE_CMP_GE, row, col, nullptr, keep, CUDNN_DATA_BOOLEAN);
         auto y = g.virt(CUDNN_DATA_FLOAT, sc_dims(), sc_strides());
         g.pointwise(CUDNN_POINTWISE_BINARY_SELECT, x, neg_inf_t, keep, y);
+        return window > 0 ? left_bound(g, y, neg_inf_t) : y;
+    }
+
+    // The sliding window's left edge on the causally masked scores `x` (keep column + window >
+    // row), as cudnn-frontend's sliding_window_mask builds it for a top-left diagonal: its own
+    // gen_index pair, the window added to the column as a by-value float, compare, select.
+    cudnnBackendDescriptor_t left_bound(GraphBuilder& g, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t neg_inf_t) {
+        const auto [row, col] = indices(g, x);
+        auto reach = g.virt(CUDNN_DATA_FLOAT, sc_dims(), sc_strides());
+        g.pointwise(CUDNN_POINTWISE_ADD, col, g.scalar(kWindow, CUDNN_DATA_FLOAT), nullptr, reach, CUDNN_DATA_FLOAT, 3);
+        auto keep = g.virt(CUDNN_DATA_BOOLEAN, sc_dims(), sc_strides());
+        g.pointwise(CUDNN_POINTWISE_CMP_GT, reach, row, nullptr, keep, CUDNN_DATA_BOOLEAN);
+        auto y = g.virt(CUDNN_DATA_FLOAT, sc_dims(), sc_strides());
+        g.pointwise(CUDNN_POINTWISE_BINARY_SELECT, x, neg_inf_t, keep, y);
         return y;
+    }
+
+    // The by-value scalars a graph reads beside its tensors (the window's only when it has one).
+    void add_scalars(std::vector<std::int64_t>& uids, std::vector<void*>& ptrs, bool with_one) {
+        uids.insert(uids.end(), {kScale, kNegInf});
+        ptrs.insert(ptrs.end(), {&scale, &neg_inf});
+        if (with_one) uids.push_back(kOne), ptrs.push_back(&one);
+        if (window > 0) uids.push_back(kWindow), ptrs.push_back(&window_f);
     }
 
     // Forward (cudnn-frontend CompositeSDPANode + CompositeSoftmaxNode, training mode with stats):
@@ -391,8 +427,9 @@ CudnnSdpa::CudnnSdpa(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CudnnSdpa::~CudnnSdpa() = default;
 
 std::unique_ptr<CudnnSdpa> CudnnSdpa::create(std::int64_t b, std::int64_t s, std::int64_t heads,
-                                             std::int64_t kv_heads, std::int64_t d, std::int64_t workspace_bytes,
-                                             std::int64_t shared_workspace_bytes, std::string& why) {
+                                             std::int64_t kv_heads, std::int64_t d, std::int64_t window,
+                                             std::int64_t workspace_bytes, std::int64_t shared_workspace_bytes,
+                                             std::string& why) {
     const CudnnLibrary& lib = cudnn_library();
     if (!lib.loaded) {
         why = lib.path_or_error;
@@ -408,6 +445,7 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::create(std::int64_t b, std::int64_t s, std
     }
     auto impl = std::make_unique<Impl>();
     impl->b = b, impl->s = s, impl->h = heads, impl->hk = kv_heads, impl->d = d;
+    impl->set_window(window);
     impl->scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
     try {
         check(fns().create(&impl->handle), "cudnnCreate");
@@ -459,12 +497,13 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::create(std::int64_t b, std::int64_t s, std
 }
 
 std::string CudnnSdpa::check_graphs(std::int64_t b, std::int64_t s, std::int64_t heads, std::int64_t kv_heads,
-                                    std::int64_t d, int (&ops)[2]) {
+                                    std::int64_t d, std::int64_t window, int (&ops)[2]) {
     const CudnnLibrary& lib = cudnn_library();
     if (!lib.loaded) return lib.path_or_error;
     if (!fns().ok) return "libcudnn lacks a backend API entry point";
     Impl m;
     m.b = b, m.s = s, m.h = heads, m.hk = kv_heads, m.d = d;
+    m.set_window(window);
     try {
         m.build_forward();
         m.build_backward();
@@ -482,9 +521,11 @@ void CudnnSdpa::forward(const bf16* qkv, bf16* out, float* lse, void* shared, cu
     const bf16* q = qkv;
     const bf16* k = qkv + m.h * m.d;
     const bf16* v = qkv + (m.h + m.hk) * m.d;
-    execute(m.handle, m.fwd, {kQ, kK, kV, kO, kStats, kScale, kNegInf},
-            {const_cast<bf16*>(q), const_cast<bf16*>(k), const_cast<bf16*>(v), out, lse, &m.scale, &m.neg_inf},
-            m.fwd.workspace_bytes > 0 ? shared : nullptr, "SDPA forward");
+    std::vector<std::int64_t> uids = {kQ, kK, kV, kO, kStats};
+    std::vector<void*> ptrs = {const_cast<bf16*>(q), const_cast<bf16*>(k), const_cast<bf16*>(v), out, lse};
+    m.add_scalars(uids, ptrs, false);
+    execute(m.handle, m.fwd, std::move(uids), std::move(ptrs), m.fwd.workspace_bytes > 0 ? shared : nullptr,
+            "SDPA forward");
 }
 
 void CudnnSdpa::backward(const bf16* qkv, const bf16* out, const float* lse, const bf16* dout, bf16* dqkv,
@@ -507,11 +548,13 @@ void CudnnSdpa::backward(const bf16* qkv, const bf16* out, const float* lse, con
     bf16* dq = dqkv;
     bf16* dk = dqkv + m.h * m.d;
     bf16* dv = dqkv + (m.h + m.hk) * m.d;
-    execute(m.handle, m.bwd, {kQ, kK, kV, kO, kdO, kStats, kdQ, kdK, kdV, kSoftmaxSum, kdQAccum, kScale, kNegInf, kOne},
-            {const_cast<bf16*>(q), const_cast<bf16*>(k), const_cast<bf16*>(v), const_cast<bf16*>(out),
-             const_cast<bf16*>(dout), const_cast<float*>(lse), dq, dk, dv, softmax_sum, dq_accum, &m.scale, &m.neg_inf,
-             &m.one},
-            engine_ws, "SDPA backward");
+    std::vector<std::int64_t> uids = {kQ, kK, kV, kO, kdO, kStats, kdQ, kdK, kdV, kSoftmaxSum, kdQAccum};
+    std::vector<void*> ptrs = {const_cast<bf16*>(q),   const_cast<bf16*>(k),    const_cast<bf16*>(v),
+                               const_cast<bf16*>(out), const_cast<bf16*>(dout), const_cast<float*>(lse),
+                               dq,                     dk,                      dv,
+                               softmax_sum,            dq_accum};
+    m.add_scalars(uids, ptrs, true);
+    execute(m.handle, m.bwd, std::move(uids), std::move(ptrs), engine_ws, "SDPA backward");
 }
 
 #else  // no cuDNN headers: never available
@@ -520,11 +563,12 @@ struct CudnnSdpa::Impl {};
 CudnnSdpa::CudnnSdpa(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CudnnSdpa::~CudnnSdpa() = default;
 std::unique_ptr<CudnnSdpa> CudnnSdpa::create(std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
-                                             std::int64_t, std::int64_t, std::string& why) {
+                                             std::int64_t, std::int64_t, std::int64_t, std::string& why) {
     why = cudnn_library().path_or_error;
     return nullptr;
 }
-std::string CudnnSdpa::check_graphs(std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, int (&)[2]) {
+std::string CudnnSdpa::check_graphs(std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+                                    int (&)[2]) {
     return cudnn_library().path_or_error;
 }
 void CudnnSdpa::forward(const bf16*, bf16*, float*, void*, cudaStream_t) {

@@ -1,5 +1,5 @@
 // cuDNN fused flash attention (forward and backward; bf16 in and out, fp32 softmax
-// stats; causal; GQA) for one fixed shape, built with the cuDNN graph (backend) API of
+// stats; causal, optionally through a sliding window; GQA) for one fixed shape, built with the cuDNN graph (backend) API of
 // cuDNN 9 (cudnn_graph.h). libcudnn is loaded with dlopen at the first use.
 #pragma once
 
@@ -30,14 +30,16 @@ public:
     // backward workspace), or an engine's own workspace exceeds `shared_workspace_bytes`
     // (the cuBLASLt workspace, which the stream-ordered ops share); on success `why`
     // describes the engines.
+    // `window` > 0: a sliding window (each query sees itself and the window - 1 keys before it).
     static std::unique_ptr<CudnnSdpa> create(std::int64_t b, std::int64_t s, std::int64_t heads,
-                                             std::int64_t kv_heads, std::int64_t d, std::int64_t workspace_bytes,
-                                             std::int64_t shared_workspace_bytes, std::string& why);
+                                             std::int64_t kv_heads, std::int64_t d, std::int64_t window,
+                                             std::int64_t workspace_bytes, std::int64_t shared_workspace_bytes,
+                                             std::string& why);
     // Builds and finalises every tensor and operation descriptor of both graphs without a
     // device (no handle, no engine selection): "" when all finalise, else cuDNN's message.
     // `ops` receives the forward and backward operation counts.
     static std::string check_graphs(std::int64_t b, std::int64_t s, std::int64_t heads, std::int64_t kv_heads,
-                                    std::int64_t d, int (&ops)[2]);
+                                    std::int64_t d, std::int64_t window, int (&ops)[2]);
     ~CudnnSdpa();
     CudnnSdpa(const CudnnSdpa&) = delete;
     CudnnSdpa& operator=(const CudnnSdpa&) = delete;

@@ -21,13 +21,13 @@ void run_cp_as(const Program& P, const Op& op, const BufferTable& t, cudaStream_
         case OpKind::flash_fwd:  // v0 qkv, v1 out, v2 lse, v3 K|V in sequence order
             launch_flash_fwd_cp<T>(at<T>(t, op.v[0]), at<T>(t, op.v[3]), at<T>(t, op.v[1]),
                                    at<float>(t, op.v[2]), d.b, d.s, d.heads, d.kv_heads, d.head_dim, d.cp,
-                                   d.cp_rank, stream);
+                                   d.cp_rank, d.window, stream);
             return;
         case OpKind::flash_bwd:  // v3 dOut, v4 dqkv (Q columns), v5 workspace, v6 K|V, v7 dK|dV
             launch_flash_bwd_cp<T>(at<T>(t, op.v[0]), at<T>(t, op.v[6]), at<T>(t, op.v[1]),
                                    at<float>(t, op.v[2]), at<T>(t, op.v[3]), at<T>(t, op.v[4]),
                                    at<T>(t, op.v[7]), reinterpret_cast<float*>(at<std::uint8_t>(t, op.v[5])),
-                                   d.b, d.s, d.heads, d.kv_heads, d.head_dim, d.cp, d.cp_rank, stream);
+                                   d.b, d.s, d.heads, d.kv_heads, d.head_dim, d.cp, d.cp_rank, d.window, stream);
             return;
         default: break;
     }
@@ -44,12 +44,12 @@ void flash_as(const Program& P, const Op& op, const BufferTable& t, cudaStream_t
     const Dims& d = P.dims;
     if (op.kind == OpKind::flash_fwd)  // v0 qkv, v1 out, v2 lse
         launch_flash_fwd<T>(at<T>(t, op.v[0]), at<T>(t, op.v[1]), at<float>(t, op.v[2]), d.b, d.s,
-                            d.heads, d.kv_heads, d.head_dim, stream);
+                            d.heads, d.kv_heads, d.head_dim, d.window, stream);
     else  // v3 dOut, v4 dqkv, v5 workspace
         launch_flash_bwd<T>(at<T>(t, op.v[0]), at<T>(t, op.v[1]), at<float>(t, op.v[2]),
                             at<T>(t, op.v[3]), at<T>(t, op.v[4]),
                             reinterpret_cast<float*>(at<std::uint8_t>(t, op.v[5])), d.b, d.s, d.heads, d.kv_heads,
-                            d.head_dim, stream);
+                            d.head_dim, d.window, stream);
 }
 
 }  // namespace

@@ -123,7 +123,7 @@ void DeviceRunner::init(const BufferTable& t) {
         const std::size_t n = static_cast<std::size_t>(d.s * d.head_dim);
         std::vector<double> c(n), sn(n);
         // Under context parallelism row t is at the rank's position cp_position(t) (rope_tables_cp).
-        const ref::AttnShape a{d.b, d.s, d.heads, d.kv_heads, d.head_dim, d.cp, d.cp_rank};
+        const ref::AttnShape a = ref::attn_shape(d);
         ref::rope_tables_cp(c.data(), sn.data(), a, ref::rope_inv_freq(d.head_dim, P.hyper.rope_base, P.hyper.rope_scaling));
         std::vector<float> cf(c.begin(), c.end()), sf(sn.begin(), sn.end());
         PF_CUDA_CHECK(cudaMemcpyAsync(base<float>(t, P.rope_cos), cf.data(), n * 4, cudaMemcpyHostToDevice, stream));

@@ -1,4 +1,6 @@
-// Causal flash attention (Dao et al. 2022; FlashAttention-2 loop order, Dao 2023):
+// Causal flash attention (Dao et al. 2022; FlashAttention-2 loop order, Dao 2023), optionally
+// through a sliding window (a query at position p sees keys p - window + 1 .. p; Beltagy et al.
+// 2020, sec. 3.1; Mistral's and Phi-3's):
 // tiles of 32 queries x 32 keys, online softmax, only the per-row log-sum-exp kept.
 // Backward recomputes probabilities from the LSE in two kernels (dQ; dK and dV),
 // so nothing is accumulated with atomics. GQA: query head h reads KV head h / g.
@@ -29,6 +31,7 @@ struct Geo {
     i64 s, heads, kv, d, C, qw;
     float scale;
     i64 S, KC, koff, cp, cp_rank;
+    i64 window;  // 0: every key up to the query's position
     __device__ i64 q(i64 b, i64 t, i64 h) const { return (b * s + t) * C + h * d; }
     __device__ i64 k(i64 b, i64 u, i64 kh) const { return (b * S + u) * KC + koff + kh * d; }
     __device__ i64 v(i64 b, i64 u, i64 kh) const { return (b * S + u) * KC + koff + (kv + kh) * d; }
@@ -36,6 +39,11 @@ struct Geo {
     __device__ i64 pos(i64 t) const { return cp_position(t, s, cp, cp_rank); }
     // The last key any query of the tile starting at q0 reads (positions rise with t).
     __device__ i64 last_key(i64 q0) const { return pos(q0 + 32 - 1 < s - 1 ? q0 + 32 - 1 : s - 1); }
+    // The first key the query at position p sees, and whether it sees key u.
+    __device__ i64 first_key(i64 p) const { return window > 0 && p >= window ? p - window + 1 : 0; }
+    __device__ bool sees(i64 p, i64 u) const { return u <= p && u >= first_key(p); }
+    // The first key tile any query of the tile starting at q0 reads.
+    __device__ i64 first_tile(i64 q0) const { return first_key(pos(q0)) / 32 * 32; }
 };
 
 __device__ __forceinline__ float group4_sum(float v) {
@@ -72,12 +80,12 @@ __global__ void __launch_bounds__(128) flash_fwd_kernel(const T* qkv, const T* k
         acc[e] = 0.f;
     }
     float m = -INFINITY, l = 0.f;
-    const i64 last = g.last_key(q0);
-    for (i64 k0 = 0; k0 <= last; k0 += kTile) {
+    const i64 last = g.last_key(q0), first = g.first_key(pt);
+    for (i64 k0 = g.first_tile(q0); k0 <= last; k0 += kTile) {
         __syncthreads();
         load_kv_tile(kvp, g, b, kh, k0, Ks, Vs);
         __syncthreads();
-        if (!__any_sync(0xffffffffu, pt >= k0)) continue;
+        if (!__any_sync(0xffffffffu, pt >= k0 && first < k0 + kTile)) continue;
         float sc[kTile];
         float mt = -INFINITY;
 #pragma unroll
@@ -87,17 +95,19 @@ __global__ void __launch_bounds__(128) flash_fwd_kernel(const T* qkv, const T* k
             for (int e = 0; e < kMaxPerLane; ++e)
                 if (e < per) part += q[e] * Ks[j][c + 4 * e];
             const float full = group4_sum(part) * g.scale;
-            sc[j] = k0 + j <= pt ? full : -INFINITY;
+            sc[j] = g.sees(pt, k0 + j) ? full : -INFINITY;
             mt = fmaxf(mt, sc[j]);
         }
         const float mn = fmaxf(m, mt);
-        const float corr = __expf(m - mn);
+        // A row whose window has not begun in this tile (all its scores masked) changes nothing.
+        const float base = mn == -INFINITY ? 0.f : mn;
+        const float corr = __expf(m - base);
         l *= corr;
 #pragma unroll
         for (int e = 0; e < kMaxPerLane; ++e) acc[e] *= corr;
 #pragma unroll
         for (int j = 0; j < kTile; ++j) {
-            const float p = __expf(sc[j] - mn);
+            const float p = __expf(sc[j] - base);
             l += p;
 #pragma unroll
             for (int e = 0; e < kMaxPerLane; ++e)
@@ -146,12 +156,12 @@ __global__ void __launch_bounds__(128) flash_dq_kernel(const T* qkv, const T* kv
         dq[e] = 0.f;
     }
     const float L = lse[bh * g.s + t], D = dsum[bh * g.s + t];
-    const i64 last = g.last_key(q0);
-    for (i64 k0 = 0; k0 <= last; k0 += kTile) {
+    const i64 last = g.last_key(q0), first = g.first_key(pt);
+    for (i64 k0 = g.first_tile(q0); k0 <= last; k0 += kTile) {
         __syncthreads();
         load_kv_tile(kvp, g, b, kh, k0, Ks, Vs);
         __syncthreads();
-        if (!__any_sync(0xffffffffu, pt >= k0)) continue;
+        if (!__any_sync(0xffffffffu, pt >= k0 && first < k0 + kTile)) continue;
 #pragma unroll 4
         for (int j = 0; j < kTile; ++j) {
             float ps = 0.f, pd = 0.f;
@@ -162,7 +172,7 @@ __global__ void __launch_bounds__(128) flash_dq_kernel(const T* qkv, const T* kv
                     pd += dO[e] * Vs[j][c + 4 * e];
                 }
             const float sc = group4_sum(ps) * g.scale, dp = group4_sum(pd);
-            const float p = k0 + j <= pt ? __expf(sc - L) : 0.f;
+            const float p = g.sees(pt, k0 + j) ? __expf(sc - L) : 0.f;
             const float ds = p * (dp - D);
 #pragma unroll
             for (int e = 0; e < kMaxPerLane; ++e)
@@ -175,7 +185,7 @@ __global__ void __launch_bounds__(128) flash_dq_kernel(const T* qkv, const T* kv
             if (e < per) dqkv[g.q(b, t, h) + c + 4 * e] = from_f<T>(dq[e] * g.scale);
 }
 
-// dK_u = scale * sum_{h in group, pos(t) >= u} dS_tu Q_t; dV_u = sum P_tu dO_t. One block per
+// dK_u = scale * sum_{h in group, t sees u} dS_tu Q_t; dV_u = sum P_tu dO_t. One block per
 // 32 keys of one KV head; each warp owns 8 keys (4 lanes each), queries stream through smem.
 // K, V are read from kvp and their gradients written to dkvp (both the q|k|v rows without cp).
 template <class T>
@@ -198,9 +208,10 @@ __global__ void __launch_bounds__(128) flash_dkv_kernel(const T* qkv, const T* k
     for (i64 j = 0; j < group; ++j) {
         const i64 h = kh * group + j, bh = b * g.heads + h;
         // Without cp no query before k0 reads these keys; with it a tile is skipped (by the whole
-        // block at once) when its last position is before them.
+        // block at once) when its last position is before them, and with a window when its first
+        // query's window begins after them.
         for (i64 q0 = g.cp > 1 ? 0 : k0; q0 < g.s; q0 += kTile) {
-            if (g.last_key(q0) < k0) continue;
+            if (g.last_key(q0) < k0 || g.first_key(g.pos(q0)) >= k0 + kTile) continue;
             __syncthreads();
             for (int idx = threadIdx.x; idx < kTile * g.d; idx += blockDim.x) {
                 const int r = idx / static_cast<int>(g.d), i = idx % static_cast<int>(g.d);
@@ -225,7 +236,7 @@ __global__ void __launch_bounds__(128) flash_dkv_kernel(const T* qkv, const T* k
                         pd += dOs[r][c + 4 * e] * v[e];
                     }
                 const float sc = group4_sum(ps) * g.scale, dp = group4_sum(pd);
-                const float p = (t < g.s && u_raw <= g.pos(t) && u_raw < g.S) ? __expf(sc - Ls[r]) : 0.f;
+                const float p = (t < g.s && g.sees(g.pos(t), u_raw) && u_raw < g.S) ? __expf(sc - Ls[r]) : 0.f;
                 const float ds = p * (dp - Ds[r]);
 #pragma unroll
                 for (int e = 0; e < kMaxPerLane; ++e)
@@ -246,9 +257,10 @@ __global__ void __launch_bounds__(128) flash_dkv_kernel(const T* qkv, const T* k
 }
 
 // Without cp: K and V in the q|k|v rows (S = s). With it: kv [b, cp s, 2 kv d].
-Geo geometry(i64 s, i64 heads, i64 kv, i64 d, i64 cp = 1, i64 cp_rank = 0) {
+Geo geometry(i64 s, i64 heads, i64 kv, i64 d, i64 window, i64 cp = 1, i64 cp_rank = 0) {
     const i64 C = (heads + 2 * kv) * d;
-    Geo g{s, heads, kv, d, C, heads * d, static_cast<float>(1.0 / sqrt(static_cast<double>(d))), s, C, heads * d, 1, 0};
+    Geo g{s, heads, kv, d, C, heads * d, static_cast<float>(1.0 / sqrt(static_cast<double>(d))), s, C, heads * d, 1, 0,
+          window};
     if (cp > 1) {
         g.S = cp * s;
         g.KC = 2 * kv * d;
@@ -291,43 +303,44 @@ void flash_bwd(const T* qkv, const T* kvp, const T* out, const float* lse, const
 }  // namespace
 
 template <class T>
-void launch_flash_fwd(const T* qkv, T* out, float* lse, i64 b, i64 s, i64 heads, i64 kv_heads, i64 d,
+void launch_flash_fwd(const T* qkv, T* out, float* lse, i64 b, i64 s, i64 heads, i64 kv_heads, i64 d, i64 window,
                       cudaStream_t stream) {
-    flash_fwd(qkv, qkv, out, lse, b, geometry(s, heads, kv_heads, d), stream);
+    flash_fwd(qkv, qkv, out, lse, b, geometry(s, heads, kv_heads, d, window), stream);
 }
 
 template <class T>
 void launch_flash_bwd(const T* qkv, const T* out, const float* lse, const T* dout, T* dqkv, float* dsum, i64 b, i64 s,
-                      i64 heads, i64 kv_heads, i64 d, cudaStream_t stream) {
-    flash_bwd(qkv, qkv, out, lse, dout, dqkv, dqkv, dsum, b, geometry(s, heads, kv_heads, d), stream);
+                      i64 heads, i64 kv_heads, i64 d, i64 window, cudaStream_t stream) {
+    flash_bwd(qkv, qkv, out, lse, dout, dqkv, dqkv, dsum, b, geometry(s, heads, kv_heads, d, window), stream);
 }
 
 template <class T>
 void launch_flash_fwd_cp(const T* qkv, const T* kv, T* out, float* lse, i64 b, i64 s, i64 heads, i64 kv_heads, i64 d,
-                         i64 cp, i64 cp_rank, cudaStream_t stream) {
-    flash_fwd(qkv, kv, out, lse, b, geometry(s, heads, kv_heads, d, cp, cp_rank), stream);
+                         i64 cp, i64 cp_rank, i64 window, cudaStream_t stream) {
+    flash_fwd(qkv, kv, out, lse, b, geometry(s, heads, kv_heads, d, window, cp, cp_rank), stream);
 }
 
 template <class T>
 void launch_flash_bwd_cp(const T* qkv, const T* kv, const T* out, const float* lse, const T* dout, T* dqkv, T* dkv,
                          float* dsum, i64 b, i64 s, i64 heads, i64 kv_heads, i64 d, i64 cp, i64 cp_rank,
-                         cudaStream_t stream) {
-    flash_bwd(qkv, kv, out, lse, dout, dqkv, dkv, dsum, b, geometry(s, heads, kv_heads, d, cp, cp_rank), stream);
+                         i64 window, cudaStream_t stream) {
+    flash_bwd(qkv, kv, out, lse, dout, dqkv, dkv, dsum, b, geometry(s, heads, kv_heads, d, window, cp, cp_rank),
+              stream);
 }
 
-template void launch_flash_fwd<float>(const float*, float*, float*, i64, i64, i64, i64, i64, cudaStream_t);
-template void launch_flash_fwd<bf16>(const bf16*, bf16*, float*, i64, i64, i64, i64, i64, cudaStream_t);
+template void launch_flash_fwd<float>(const float*, float*, float*, i64, i64, i64, i64, i64, i64, cudaStream_t);
+template void launch_flash_fwd<bf16>(const bf16*, bf16*, float*, i64, i64, i64, i64, i64, i64, cudaStream_t);
 template void launch_flash_bwd<float>(const float*, const float*, const float*, const float*, float*, float*, i64, i64,
-                                      i64, i64, i64, cudaStream_t);
+                                      i64, i64, i64, i64, cudaStream_t);
 template void launch_flash_bwd<bf16>(const bf16*, const bf16*, const float*, const bf16*, bf16*, float*, i64, i64, i64,
-                                     i64, i64, cudaStream_t);
+                                     i64, i64, i64, cudaStream_t);
 template void launch_flash_fwd_cp<float>(const float*, const float*, float*, float*, i64, i64, i64, i64, i64, i64, i64,
-                                         cudaStream_t);
-template void launch_flash_fwd_cp<bf16>(const bf16*, const bf16*, bf16*, float*, i64, i64, i64, i64, i64, i64, i64,
+                                         i64, cudaStream_t);
+template void launch_flash_fwd_cp<bf16>(const bf16*, const bf16*, bf16*, float*, i64, i64, i64, i64, i64, i64, i64, i64,
                                         cudaStream_t);
 template void launch_flash_bwd_cp<float>(const float*, const float*, const float*, const float*, const float*, float*,
-                                         float*, float*, i64, i64, i64, i64, i64, i64, i64, cudaStream_t);
+                                         float*, float*, i64, i64, i64, i64, i64, i64, i64, i64, cudaStream_t);
 template void launch_flash_bwd_cp<bf16>(const bf16*, const bf16*, const bf16*, const float*, const bf16*, bf16*, bf16*,
-                                        float*, i64, i64, i64, i64, i64, i64, i64, cudaStream_t);
+                                        float*, i64, i64, i64, i64, i64, i64, i64, i64, cudaStream_t);
 
 }  // namespace preflight::runtime::cuda

@@ -156,30 +156,32 @@ template <class T>
 void launch_moe_dispatch_bwd(const T* dxd, const i64* routing, i64 rows, i64 k, i64 h, MoeSlots s, T* dx,
                              bool accumulate, cudaStream_t stream);
 
-// softmax.cu: causal row softmax for eager attention over [b*heads*s, s] (row r is query r % s).
+// softmax.cu: causal row softmax for eager attention over [b*heads*s, s] (row r is query t = r % s,
+// which sees keys t - window + 1 .. t under a sliding window, 0 .. t with window 0).
 template <class T>
-void launch_causal_softmax_fwd(const T* scores, T* probs, i64 rows, i64 s, cudaStream_t stream);
+void launch_causal_softmax_fwd(const T* scores, T* probs, i64 rows, i64 s, i64 window, cudaStream_t stream);
 template <class T>
-void launch_causal_softmax_bwd(const T* probs, const T* dp, T* ds, i64 rows, i64 s, cudaStream_t stream);
+void launch_causal_softmax_bwd(const T* probs, const T* dp, T* ds, i64 rows, i64 s, i64 window, cudaStream_t stream);
 
-// flash_attention.cu: causal, scale 1/sqrt(d), GQA; qkv [b*s, (heads + 2 kv) d], out [b*s, heads d], lse [b, heads, s].
+// flash_attention.cu: causal, scale 1/sqrt(d), GQA; qkv [b*s, (heads + 2 kv) d], out [b*s, heads d], lse [b, heads, s];
+// window > 0: the query at position p sees keys p - window + 1 .. p only (ref::AttnShape::window).
 template <class T>
-void launch_flash_fwd(const T* qkv, T* out, float* lse, i64 b, i64 s, i64 heads, i64 kv_heads, i64 d,
+void launch_flash_fwd(const T* qkv, T* out, float* lse, i64 b, i64 s, i64 heads, i64 kv_heads, i64 d, i64 window,
                       cudaStream_t stream);
 // dsum [b, heads, s] fp32 scratch; dqkv overwritten.
 template <class T>
 void launch_flash_bwd(const T* qkv, const T* out, const float* lse, const T* dout, T* dqkv, float* dsum, i64 b, i64 s,
-                      i64 heads, i64 kv_heads, i64 d, cudaStream_t stream);
+                      i64 heads, i64 kv_heads, i64 d, i64 window, cudaStream_t stream);
 // Context parallelism: the rank's s queries of each sequence (Q columns of qkv) at cp rank cp_rank's
 // positions (context_parallel.hpp) against kv [b, cp s, 2 kv d] (K | V of the whole sequence, in
 // sequence order); the backward writes dQ into dqkv's Q columns and the whole sequence's dK | dV
 // into dkv (overwritten).
 template <class T>
 void launch_flash_fwd_cp(const T* qkv, const T* kv, T* out, float* lse, i64 b, i64 s, i64 heads, i64 kv_heads, i64 d,
-                         i64 cp, i64 cp_rank, cudaStream_t stream);
+                         i64 cp, i64 cp_rank, i64 window, cudaStream_t stream);
 template <class T>
 void launch_flash_bwd_cp(const T* qkv, const T* kv, const T* out, const float* lse, const T* dout, T* dqkv, T* dkv,
-                         float* dsum, i64 b, i64 s, i64 heads, i64 kv_heads, i64 d, i64 cp, i64 cp_rank,
+                         float* dsum, i64 b, i64 s, i64 heads, i64 kv_heads, i64 d, i64 cp, i64 cp_rank, i64 window,
                          cudaStream_t stream);
 
 // cp_kv.cu: context parallelism's K|V moves (program.hpp OpKind::cp_kv_*; CPU reference ref::cp_kv_*):

@@ -12,7 +12,7 @@
 namespace preflight::runtime {
 
 void HostRunner::run_attention(const Op& op) {
-    const ref::AttnShape a{d.b, d.s, d.heads, d.kv_heads, d.head_dim, d.cp, d.cp_rank};
+    const ref::AttnShape a = ref::attn_shape(d);
     switch (op.kind) {
         case OpKind::flash_fwd:
             if (d.cp > 1)
@@ -43,11 +43,12 @@ void HostRunner::run_attention(const Op& op) {
             double* Pr = at(op.v[1]);
             const std::int64_t s = d.s;
             for (std::int64_t r = 0; r < op.v[0].rows; ++r) {
-                const std::int64_t t = r % s;
+                const std::int64_t t = r % s, first = a.first_key(t);  // the sliding window's first key
                 double mx = -INFINITY, sum = 0;
-                for (std::int64_t u = 0; u <= t; ++u) mx = std::max(mx, S[r * s + u]);
-                for (std::int64_t u = 0; u <= t; ++u) sum += std::exp(S[r * s + u] - mx);
-                for (std::int64_t u = 0; u < s; ++u) Pr[r * s + u] = u <= t ? std::exp(S[r * s + u] - mx) / sum : 0.0;
+                for (std::int64_t u = first; u <= t; ++u) mx = std::max(mx, S[r * s + u]);
+                for (std::int64_t u = first; u <= t; ++u) sum += std::exp(S[r * s + u] - mx);
+                for (std::int64_t u = 0; u < s; ++u)
+                    Pr[r * s + u] = u >= first && u <= t ? std::exp(S[r * s + u] - mx) / sum : 0.0;
             }
             break;
         }
@@ -110,7 +111,7 @@ void HostRunner::run_eager(const Op& op) {
 
 void HostRunner::run_elementwise(const Op& op) {
     const std::int64_t R = d.rows;
-    const ref::AttnShape a{d.b, d.s, d.heads, d.kv_heads, d.head_dim, d.cp, d.cp_rank};
+    const ref::AttnShape a = ref::attn_shape(d);
     switch (op.kind) {
         case OpKind::rope_fwd: ref::rope_fwd(at(op.v[0]), a, inv_freq_); break;
         case OpKind::rope_bwd: ref::rope_bwd(at(op.v[0]), a, inv_freq_); break;

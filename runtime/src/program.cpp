@@ -255,6 +255,9 @@ Program build_program(const ModelConfig& model, const Plan& plan_in, std::int64_
     P.dims.cp = whole.cp;
     P.dims.cp_rank = at.dp % whole.cp;
     P.dims.s_full = whole.seq;
+    // Sliding-window attention on every layer (check_runtime_model refuses layers of two kinds)
+    // where the window is narrower than the sequence.
+    if (model.sliding_window > 0 && model.sliding_window < whole.seq) P.dims.window = model.sliding_window;
     const Dims& d = P.dims;
     RuntimeStageSpan span{d.first_stage, d.last_stage, d.first_layer(), d.layers, {}};
     for (std::int64_t l = 1; l <= d.layers; ++l) span.model_layers.push_back(d.model_layer(l));

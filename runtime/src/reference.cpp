@@ -239,16 +239,17 @@ void attention_probs(const double* qkv, double* probs, const AttnShape& a) {
         for (i64 h = 0; h < a.heads; ++h)
             for (i64 t = 0; t < a.s; ++t) {
                 double* p = probs + ((b * a.heads + h) * a.s + t) * a.s;
+                const i64 first = a.first_key(t);
                 double mx = -std::numeric_limits<double>::infinity();
-                for (i64 u = 0; u <= t; ++u) {
+                for (i64 u = first; u <= t; ++u) {
                     double sc = 0;
                     for (i64 i = 0; i < a.d; ++i) sc += qkv[ix.q(b, t, h) + i] * qkv[ix.k(b, u, h) + i];
                     p[u] = sc * scale;
                     mx = std::max(mx, p[u]);
                 }
                 double sum = 0;
-                for (i64 u = 0; u <= t; ++u) sum += (p[u] = std::exp(p[u] - mx));
-                for (i64 u = 0; u < a.s; ++u) p[u] = u <= t ? p[u] / sum : 0.0;
+                for (i64 u = first; u <= t; ++u) sum += (p[u] = std::exp(p[u] - mx));
+                for (i64 u = 0; u < a.s; ++u) p[u] = u >= first && u <= t ? p[u] / sum : 0.0;
             }
 }
 
@@ -259,19 +260,20 @@ void attention_fwd(const double* qkv, double* out, double* lse, const AttnShape&
     for (i64 b = 0; b < a.b; ++b)
         for (i64 h = 0; h < a.heads; ++h)
             for (i64 t = 0; t < a.s; ++t) {
+                const i64 first = a.first_key(t);
                 double mx = -std::numeric_limits<double>::infinity();
-                for (i64 u = 0; u <= t; ++u) {
+                for (i64 u = first; u <= t; ++u) {
                     double sc = 0;
                     for (i64 i = 0; i < a.d; ++i) sc += qkv[ix.q(b, t, h) + i] * qkv[ix.k(b, u, h) + i];
                     p[static_cast<std::size_t>(u)] = sc * scale;
                     mx = std::max(mx, sc * scale);
                 }
                 double sum = 0;
-                for (i64 u = 0; u <= t; ++u) sum += std::exp(p[static_cast<std::size_t>(u)] - mx);
+                for (i64 u = first; u <= t; ++u) sum += std::exp(p[static_cast<std::size_t>(u)] - mx);
                 if (lse) lse[(b * a.heads + h) * a.s + t] = mx + std::log(sum);
                 for (i64 i = 0; i < a.d; ++i) {
                     double acc = 0;
-                    for (i64 u = 0; u <= t; ++u) acc += std::exp(p[static_cast<std::size_t>(u)] - mx) / sum * qkv[ix.v(b, u, h) + i];
+                    for (i64 u = first; u <= t; ++u) acc += std::exp(p[static_cast<std::size_t>(u)] - mx) / sum * qkv[ix.v(b, u, h) + i];
                     out[ix.o(b, t, h) + i] = acc;
                 }
             }
@@ -302,7 +304,7 @@ void attention_bwd(const double* qkv, const double* dout, double* dqkv, const At
                     dp[static_cast<std::size_t>(u)] = acc;
                 }
                 softmax_bwd(p, dp.data(), ds.data(), 1, a.s);
-                for (i64 u = 0; u <= t; ++u) {
+                for (i64 u = a.first_key(t); u <= t; ++u) {
                     const double dsu = ds[static_cast<std::size_t>(u)] * scale;
                     for (i64 i = 0; i < a.d; ++i) {
                         dqkv[ix.q(b, t, h) + i] += dsu * qkv[ix.k(b, u, h) + i];

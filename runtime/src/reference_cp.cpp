@@ -1,7 +1,7 @@
 // CPU reference of context-parallel attention (runtime/src/program_cp.cpp), in double: the rank's
 // queries at their positions in the sequence (context_parallel.hpp) against the whole sequence's
-// keys and values, causal, scale 1/sqrt(d), GQA; and the moves of K|V between a rank's rows, the
-// rank-major gather buffer and sequence order. Independent of reference.cpp's attention loops
+// keys and values, causal (through a.window's sliding window when set), scale 1/sqrt(d), GQA; and
+// the moves of K|V between a rank's rows, the rank-major gather buffer and sequence order. Independent of reference.cpp's attention loops
 // on purpose: the CPU test checks that cp ranks together give what one GPU does.
 #include <algorithm>
 #include <cmath>
@@ -27,20 +27,22 @@ struct CpIdx {
     i64 pos(i64 t) const { return cp_position(t, a.s, a.cp, a.cp_rank); }
 };
 
-// Softmax probabilities of query (b, t, h) over keys 0..pos(t); returns the log-sum-exp.
+// Softmax probabilities of query (b, t, h) over keys first_key(pos(t))..pos(t) (the sliding window's,
+// 0.. without one); returns the log-sum-exp.
 double probabilities(const double* qkv, const double* kv, const CpIdx& ix, i64 b, i64 t, i64 h, std::vector<double>& p) {
     const double scale = 1.0 / std::sqrt(static_cast<double>(ix.a.d));
-    const i64 last = ix.pos(t);
+    const i64 last = ix.pos(t), first = ix.a.first_key(last);
     double mx = -std::numeric_limits<double>::infinity();
-    for (i64 u = 0; u <= last; ++u) {
+    for (i64 u = first; u <= last; ++u) {
         double sc = 0;
         for (i64 i = 0; i < ix.a.d; ++i) sc += qkv[ix.q(b, t, h) + i] * kv[ix.k(b, u, h) + i];
         p[static_cast<std::size_t>(u)] = sc * scale;
         mx = std::max(mx, sc * scale);
     }
     double sum = 0;
-    for (i64 u = 0; u <= last; ++u) sum += std::exp(p[static_cast<std::size_t>(u)] - mx);
-    for (i64 u = 0; u <= last; ++u) p[static_cast<std::size_t>(u)] = std::exp(p[static_cast<std::size_t>(u)] - mx) / sum;
+    for (i64 u = first; u <= last; ++u) sum += std::exp(p[static_cast<std::size_t>(u)] - mx);
+    for (i64 u = 0; u <= last; ++u)
+        p[static_cast<std::size_t>(u)] = u < first ? 0.0 : std::exp(p[static_cast<std::size_t>(u)] - mx) / sum;
     return mx + std::log(sum);
 }
 
@@ -56,7 +58,8 @@ void attention_fwd_cp(const double* qkv, const double* kv, double* out, double* 
                 if (lse) lse[(b * a.heads + h) * a.s + t] = l;
                 for (i64 i = 0; i < a.d; ++i) {
                     double acc = 0;
-                    for (i64 u = 0; u <= ix.pos(t); ++u) acc += p[static_cast<std::size_t>(u)] * kv[ix.v(b, u, h) + i];
+                    for (i64 u = a.first_key(ix.pos(t)); u <= ix.pos(t); ++u)
+                        acc += p[static_cast<std::size_t>(u)] * kv[ix.v(b, u, h) + i];
                     out[ix.o(b, t, h) + i] = acc;
                 }
             }
@@ -75,15 +78,15 @@ void attention_bwd_cp(const double* qkv, const double* kv, const double* dout, d
         for (i64 h = 0; h < a.heads; ++h)
             for (i64 t = 0; t < a.s; ++t) {
                 probabilities(qkv, kv, ix, b, t, h, p);
-                const i64 last = ix.pos(t);
+                const i64 last = ix.pos(t), first = a.first_key(last);
                 double dot = 0;  // softmax backward: dS = P (dP - rowsum(P dP))
-                for (i64 u = 0; u <= last; ++u) {
+                for (i64 u = first; u <= last; ++u) {
                     double acc = 0;
                     for (i64 i = 0; i < a.d; ++i) acc += dout[ix.o(b, t, h) + i] * kv[ix.v(b, u, h) + i];
                     dp[static_cast<std::size_t>(u)] = acc;
                     dot += p[static_cast<std::size_t>(u)] * acc;
                 }
-                for (i64 u = 0; u <= last; ++u) {
+                for (i64 u = first; u <= last; ++u) {
                     const double pu = p[static_cast<std::size_t>(u)];
                     const double ds = pu * (dp[static_cast<std::size_t>(u)] - dot) * scale;
                     for (i64 i = 0; i < a.d; ++i) {

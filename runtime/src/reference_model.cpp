@@ -31,6 +31,10 @@ namespace {
 using Vec = std::vector<double>;
 Vec zeros(std::int64_t n) { return Vec(static_cast<std::size_t>(n), 0.0); }
 
+// The model's sliding window over a sequence of s tokens, read from the config, not the program's
+// dims (transformers: Mistral's and Phi-3's every layer; 0: none, or none that s reaches).
+i64 reference_window(const ModelConfig& m, i64 s) { return m.sliding_window > 0 && m.sliding_window < s ? m.sliding_window : 0; }
+
 // What one layer's forward keeps for its backward (the program's saved set, in double).
 struct LayerSaved {
     Vec x, xn1, qk_in, qkv, attn, x1, xn2, up, act;  // qk_in: the per-head q/k norms' input (Qwen3)
@@ -40,7 +44,7 @@ class ModelRef {
 public:
     ModelRef(const Program& p, const Vec& params, Vec* grads)
         : P(p), d(p.dims), w_(params), g_(grads),
-          a_{d.b, d.s, d.heads, d.kv_heads, d.head_dim},
+          a_{d.b, d.s, d.heads, d.kv_heads, d.head_dim, 1, 0, reference_window(p.model, d.s)},
           ln_(p.model.norm == NormKind::layernorm), swiglu_(p.model.mlp == MlpKind::swiglu),
           rope_(p.model.position == PositionKind::rope),
           inv_freq_(rope_ ? rope_inv_freq(d.head_dim, p.hyper.rope_base, p.hyper.rope_scaling) : std::vector<double>{}) {}

@@ -119,8 +119,8 @@ TEST(BadInput, MoeGateRenormalisationAsConfigsSayIt) {
 
 // Sliding windows as transformers apply them: Mistral's whenever set; Qwen2's and Qwen3's only with
 // use_sliding_window, on the layers from max_window_layers on; Llama has none. Layers of two kinds
-// are refused naming the key, and `preflight run` (full causal attention) refuses a sequence longer
-// than the window.
+// are refused naming the key. `preflight run` windows every layer alike: a window on every layer runs
+// at any length, one on some layers only (Gemma 3's) is refused past the window.
 TEST(BadInput, SlidingWindowsAsTransformersApplyThem) {
     auto qwen = llama_cfg();  // 2 layers
     qwen["model_type"] = "qwen2";
@@ -151,7 +151,13 @@ TEST(BadInput, SlidingWindowsAsTransformersApplyThem) {
     p.seq = 64;
     EXPECT_EQ(subject_of([&] { check_runtime_plan(m, p); }), "");
     p.seq = 128;
-    EXPECT_EQ(subject_of([&] { check_runtime_plan(m, p); }), "--seq");
+    EXPECT_EQ(subject_of([&] { check_runtime_plan(m, p); }), "");
+    ModelConfig two_kinds = m;  // one layer of the two full, as Gemma 3's one in six
+    two_kinds.full_attention_layers = 1;
+    two_kinds.full_attention_period = 2;
+    EXPECT_EQ(subject_of([&] { check_runtime_plan(two_kinds, p); }), "--seq");
+    p.seq = 64;
+    EXPECT_EQ(subject_of([&] { check_runtime_plan(two_kinds, p); }), "");
 }
 
 TEST(BadInput, AnErrorWhoseSubjectHoldsANulByteKeepsItsDetail) {

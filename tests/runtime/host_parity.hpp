@@ -67,6 +67,21 @@ inline Plan micro_plan(std::int64_t tp, std::int64_t dp, int zero, Precision pr)
     return p;
 }
 
+// The single-GPU matrix of the host parity tests: micro_plan(1, 1, 0) under every recompute mode,
+// both attention kinds and three recipes (fp32, bf16-mixed, bf16-mixed with fp32 gradients).
+inline std::vector<Plan> single_gpu_matrix() {
+    std::vector<Plan> out;
+    for (auto rc : all_recomputes())
+        for (auto at : {AttentionKind::flash, AttentionKind::eager})
+            for (auto pr : {Precision::fp32, Precision::bf16_mixed, Precision::bf16_mixed_fp32_grads}) {
+                Plan p = micro_plan(1, 1, 0, pr);
+                p.recompute = rc;
+                p.attention = at;
+                out.push_back(p);
+            }
+    return out;
+}
+
 // One step of a single-GPU program on the host (HostRunner seed `seed`: the synthetic tokens) from
 // `params`: the mean loss per token and the gradients the optimizer reads.
 struct HostLoss {

@@ -53,10 +53,11 @@ TEST(ContextParallel, EachRankHoldsChunksRAnd2CpMinus1MinusR) {
 
 // The cp ranks' attention, each on its own queries against the whole sequence's K and V, gives
 // whole-sequence causal attention: outputs and log-sum-exps at each rank's positions, dQ there,
-// and dK, dV summed over the ranks.
+// and dK, dV summed over the ranks; through a sliding window of 5 keys too (across the chunks).
 TEST(ContextParallel, RanksTogetherComputeWholeSequenceAttention) {
-    for (std::int64_t cp : {2, 3}) {
+    for (const auto [cp, window] : {std::pair<std::int64_t, std::int64_t>{2, 0}, {3, 0}, {2, 5}, {3, 5}}) {
         ref::AttnShape whole{2, 12, 4, 2, 4};  // b 2, s 12, 4 query heads on 2 KV heads, d 4
+        whole.window = window;
         const std::int64_t C = whole.qkv_width(), W = 2 * whole.kv_width(), S = whole.s, rows = whole.b * S;
         std::mt19937_64 gen(11);
         std::normal_distribution<double> nd(0.0, 1.0);
@@ -106,7 +107,7 @@ TEST(ContextParallel, RanksTogetherComputeWholeSequenceAttention) {
             for (std::int64_t j = 0; j < W; ++j)
                 worst = std::max(worst, std::abs(dkv_sum[static_cast<std::size_t>(r * W + j)] -
                                                  dqkv[static_cast<std::size_t>(r * C + whole.heads * whole.d + j)]));
-        EXPECT_LT(worst, 1e-12) << "cp " << cp;
+        EXPECT_LT(worst, 1e-12) << "cp " << cp << " window " << window;
     }
 }
 

@@ -116,6 +116,56 @@ TEST(Reference, AttentionByHand) {
     EXPECT_NEAR(lse[1], std::log(1 + 3.0), 1e-12);
 }
 
+// A sliding window of 2 keys (Mistral's and Phi-3's mask, transformers' kv > q - window): d = 1, one
+// head, s = 3. Position 2 sees keys 1 and 2 only: weights softmax([q2 k1, q2 k2]) = [1/3, 2/3] with
+// q2 = 1, k1 = 0, k2 = log 2; key 0 (v = 1000) would move the output by hundreds were it seen.
+TEST(Reference, SlidingWindowByHand) {
+    AttnShape a{1, 3, 1, 1, 1};
+    a.window = 2;
+    EXPECT_EQ(a.first_key(0), 0);
+    EXPECT_EQ(a.first_key(1), 0);
+    EXPECT_EQ(a.first_key(2), 1);
+    const double qkv[] = {1, 5, 1000, 1, 0, 10, 1, std::log(2.0), 40};  // per token: q, k, v
+    double out[3], lse[3];
+    attention_fwd(qkv, out, lse, a);
+    EXPECT_NEAR(out[2], 10.0 / 3 + 2 * 40.0 / 3, 1e-12);
+    EXPECT_NEAR(lse[2], std::log(1 + 2.0), 1e-12);
+    // Position 1 sees keys 0 and 1 (weights e^5 and 1), as without the window.
+    EXPECT_NEAR(out[1], (std::exp(5.0) * 1000 + 10) / (std::exp(5.0) + 1), 1e-9);
+    std::vector<double> p(9);
+    attention_probs(qkv, p.data(), a);
+    EXPECT_EQ(p[6], 0.0);  // row 2, key 0: outside the window
+    EXPECT_NEAR(p[7], 1.0 / 3, 1e-12);
+    // A window of one key: each position returns its own value.
+    a.window = 1;
+    attention_fwd(qkv, out, lse, a);
+    EXPECT_NEAR(out[0], 1000, 1e-12);
+    EXPECT_NEAR(out[1], 10, 1e-12);
+    EXPECT_NEAR(out[2], 40, 1e-12);
+}
+
+// The windowed backward against finite differences of the windowed forward, and the context-parallel
+// reference (another loop) against the whole sequence's: windows inside a chunk, across chunks.
+TEST(Reference, SlidingWindowBackwardAndContextParallel) {
+    for (const std::int64_t window : {1, 2, 3, 5}) {
+        AttnShape a{1, 6, 4, 2, 2};  // GQA
+        a.window = window;
+        const std::int64_t n = a.b * a.s * a.qkv_width(), no = a.b * a.s * a.heads * a.d;
+        const auto qkv = randn(static_cast<std::size_t>(n), 15), dout = randn(static_cast<std::size_t>(no), 16);
+        std::vector<double> dqkv(static_cast<std::size_t>(n));
+        attention_bwd(qkv.data(), dout.data(), dqkv.data(), a);
+        auto f = [&](const std::vector<double>& x, std::vector<double>& y) { attention_fwd(x.data(), y.data(), nullptr, a); };
+        expect_grad(f, qkv, static_cast<std::size_t>(no), dout, dqkv);
+        // Without the window position 5 would see 6 keys: the outputs differ (the mask is applied).
+        AttnShape whole = a;
+        whole.window = 0;
+        std::vector<double> o(static_cast<std::size_t>(no)), o_whole(o.size());
+        attention_fwd(qkv.data(), o.data(), nullptr, a);
+        attention_fwd(qkv.data(), o_whole.data(), nullptr, whole);
+        EXPECT_NE(o.back(), o_whole.back()) << "window " << window;
+    }
+}
+
 TEST(Reference, AdamWFirstStepMovesByLr) {
     // Step 1 with bias correction: mhat = g, vhat = g^2 -> update lr * sign(g) (eps -> 0).
     double p[] = {1.0, -1.0}, g[] = {0.3, -2.0}, m[] = {0, 0}, v[] = {0, 0};

@@ -28,8 +28,9 @@ TYPED_TEST_SUITE(CpKernels, Types);
 TYPED_TEST(CpKernels, FlashAttentionMatchesTheCpReference) {
     PF_REQUIRE_GPU();
     using T = TypeParam;
+    // The last: a sliding window of 50 keys over the 4 x 40 positions (ranks' chunks of 20 each).
     for (auto [a, cp] : {std::pair{ref::AttnShape{2, 40, 4, 2, 64}, 2}, std::pair{ref::AttnShape{1, 36, 8, 2, 128}, 3},
-                         std::pair{ref::AttnShape{1, 64, 2, 1, 32}, 4}})
+                         std::pair{ref::AttnShape{1, 64, 2, 1, 32}, 4}, std::pair{ref::AttnShape{1, 40, 4, 2, 64, 1, 0, 50}, 4}})
         for (std::int64_t rank = 0; rank < cp; ++rank) {
             a.cp = cp;
             a.cp_rank = rank;
@@ -39,14 +40,14 @@ TYPED_TEST(CpKernels, FlashAttentionMatchesTheCpReference) {
             DeviceBuffer<T> dq(qkv), dkv_in(kv), dout_(dout), out(no), dqkv(n), dkv(nkv);
             DeviceBuffer<float> lse(a.b * a.heads * a.s), dsum(a.b * a.heads * a.s);
             cuda::launch_flash_fwd_cp<T>(dq.get(), dkv_in.get(), out.get(), lse.get(), a.b, a.s, a.heads, a.kv_heads, a.d,
-                                         cp, rank, nullptr);
+                                         cp, rank, a.window, nullptr);
             std::vector<double> o(no), l(a.b * a.heads * a.s), g(qkv), gkv(nkv);
             ref::attention_fwd_cp(qkv.data(), kv.data(), o.data(), l.data(), a);
             expect_close(out.download(), o, rtol<T>(), "cp flash fwd out");
             expect_close(lse.download(), l, 1e-4, "cp flash fwd lse", 1e-3);
             dqkv.upload(qkv);  // the kernel writes the Q columns only: the K|V columns keep these
             cuda::launch_flash_bwd_cp<T>(dq.get(), dkv_in.get(), out.get(), lse.get(), dout_.get(), dqkv.get(), dkv.get(),
-                                         dsum.get(), a.b, a.s, a.heads, a.kv_heads, a.d, cp, rank, nullptr);
+                                         dsum.get(), a.b, a.s, a.heads, a.kv_heads, a.d, cp, rank, a.window, nullptr);
             ref::attention_bwd_cp(qkv.data(), kv.data(), dout.data(), g.data(), gkv.data(), a);
             expect_close(dqkv.download(), g, 2 * rtol<T>(), "cp flash bwd dq (K|V columns untouched)");
             expect_close(dkv.download(), gkv, 2 * rtol<T>(), "cp flash bwd dkv");

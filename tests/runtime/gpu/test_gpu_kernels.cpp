@@ -2,6 +2,9 @@
 // outputs poisoned first. Label: gpu. Skips without a device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+
 #include "gemm.cuh"
 #include "gpu_util.hpp"
 #include "kernels.cuh"
@@ -121,37 +124,44 @@ TYPED_TEST(Kernels, RopeActivationsSoftmax) {
     ref::gelu_bwd(x.data(), dy.data(), dx.data(), 500);
     expect_close(gdx.download(), dx, rtol<T>(), "gelu bwd");
 
-    // Causal softmax over [heads * s, s] rows, and its backward.
+    // Causal softmax over [heads * s, s] rows, and its backward: whole, and through a sliding
+    // window of 5 keys (row t sees t - 4 .. t).
     const std::int64_t s = 33, srows = 3 * s;
     const auto sc = rounded<T>(randn(srows * s, 11)), dp = rounded<T>(randn(srows * s, 12));
-    DeviceBuffer<T> dsc(sc), dprob(srows * s), ddp(dp), dds(srows * s);
-    cuda::launch_causal_softmax_fwd<T>(dsc.get(), dprob.get(), srows, s, nullptr);
-    std::vector<double> p(srows * s, 0.0);
-    for (std::int64_t rr = 0; rr < srows; ++rr) {
-        const std::int64_t t = rr % s;
-        double mx = -1e300, sum = 0;
-        for (std::int64_t c = 0; c <= t; ++c) mx = std::max(mx, sc[rr * s + c]);
-        for (std::int64_t c = 0; c <= t; ++c) sum += std::exp(sc[rr * s + c] - mx);
-        for (std::int64_t c = 0; c <= t; ++c) p[rr * s + c] = std::exp(sc[rr * s + c] - mx) / sum;
+    for (const std::int64_t window : {0, 5}) {
+        DeviceBuffer<T> dsc(sc), dprob(srows * s), ddp(dp), dds(srows * s);
+        cuda::launch_causal_softmax_fwd<T>(dsc.get(), dprob.get(), srows, s, window, nullptr);
+        std::vector<double> p(srows * s, 0.0);
+        for (std::int64_t rr = 0; rr < srows; ++rr) {
+            const std::int64_t t = rr % s, first = window > 0 ? std::max<std::int64_t>(0, t - window + 1) : 0;
+            double mx = -1e300, sum = 0;
+            for (std::int64_t c = first; c <= t; ++c) mx = std::max(mx, sc[rr * s + c]);
+            for (std::int64_t c = first; c <= t; ++c) sum += std::exp(sc[rr * s + c] - mx);
+            for (std::int64_t c = first; c <= t; ++c) p[rr * s + c] = std::exp(sc[rr * s + c] - mx) / sum;
+        }
+        const std::string label = window > 0 ? " (window 5)" : "";
+        expect_close(dprob.download(), p, rtol<T>(), ("causal softmax fwd" + label).c_str());
+        const auto pr = rounded<T>(p);
+        DeviceBuffer<T> dpr(pr);
+        cuda::launch_causal_softmax_bwd<T>(dpr.get(), ddp.get(), dds.get(), srows, s, window, nullptr);
+        std::vector<double> dsr(srows * s);
+        ref::softmax_bwd(pr.data(), dp.data(), dsr.data(), srows, s);
+        expect_close(dds.download(), dsr, rtol<T>(), ("causal softmax bwd" + label).c_str());
     }
-    expect_close(dprob.download(), p, rtol<T>(), "causal softmax fwd");
-    const auto pr = rounded<T>(p);
-    DeviceBuffer<T> dpr(pr);
-    cuda::launch_causal_softmax_bwd<T>(dpr.get(), ddp.get(), dds.get(), srows, s, nullptr);
-    std::vector<double> dsr(srows * s);
-    ref::softmax_bwd(pr.data(), dp.data(), dsr.data(), srows, s);
-    expect_close(dds.download(), dsr, rtol<T>(), "causal softmax bwd");
 }
 
 TYPED_TEST(Kernels, FlashAttentionMatchesReference) {
     PF_REQUIRE_GPU();
     using T = TypeParam;
-    for (ref::AttnShape a : {ref::AttnShape{2, 70, 4, 4, 64}, ref::AttnShape{1, 45, 8, 2, 128}, ref::AttnShape{1, 32, 2, 1, 32}}) {
+    // Sliding windows too (the last field): narrower than a tile, across tiles, and an odd 37 keys.
+    for (ref::AttnShape a : {ref::AttnShape{2, 70, 4, 4, 64}, ref::AttnShape{1, 45, 8, 2, 128}, ref::AttnShape{1, 32, 2, 1, 32},
+                             ref::AttnShape{2, 70, 4, 2, 64, 1, 0, 5}, ref::AttnShape{1, 130, 4, 4, 32, 1, 0, 37},
+                             ref::AttnShape{1, 96, 2, 1, 128, 1, 0, 64}}) {
         const std::int64_t n = a.b * a.s * a.qkv_width(), no = a.b * a.s * a.heads * a.d;
         const auto qkv = rounded<T>(randn(n, 13)), dout = rounded<T>(randn(no, 14));
         DeviceBuffer<T> dq(qkv), dout_(dout), out(no), dqkv(n);
         DeviceBuffer<float> lse(a.b * a.heads * a.s), dsum(a.b * a.heads * a.s);
-        cuda::launch_flash_fwd<T>(dq.get(), out.get(), lse.get(), a.b, a.s, a.heads, a.kv_heads, a.d, nullptr);
+        cuda::launch_flash_fwd<T>(dq.get(), out.get(), lse.get(), a.b, a.s, a.heads, a.kv_heads, a.d, a.window, nullptr);
         std::vector<double> o(no), l(a.b * a.heads * a.s), g(n);
         ref::attention_fwd(qkv.data(), o.data(), l.data(), a);
         expect_close(out.download(), o, rtol<T>(), "flash fwd out");
@@ -159,7 +169,7 @@ TYPED_TEST(Kernels, FlashAttentionMatchesReference) {
         // Backward from the kernel's own (rounded) output, as the runtime does.
         const auto o_dev = out.download();
         cuda::launch_flash_bwd<T>(dq.get(), out.get(), lse.get(), dout_.get(), dqkv.get(), dsum.get(), a.b, a.s, a.heads,
-                                  a.kv_heads, a.d, nullptr);
+                                  a.kv_heads, a.d, a.window, nullptr);
         ref::attention_bwd(qkv.data(), dout.data(), g.data(), a);
         expect_close(dqkv.download(), g, 2 * rtol<T>(), "flash bwd dqkv");
         (void)o_dev;

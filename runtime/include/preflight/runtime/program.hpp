@@ -257,6 +257,9 @@ struct Dims {
     // Context parallelism: the rank holds s = s_full / cp tokens of each sequence, chunks cp_rank
     // and 2 cp - 1 - cp_rank of its 2 cp equal chunks (context_parallel.hpp cp_position).
     std::int64_t cp = 1, cp_rank = 0, s_full = 0;
+    // Sliding-window attention (Mistral's, Phi-3's; ref::AttnShape::window): a query sees itself and
+    // the window - 1 keys before it; 0: every key before it, also when the window spans s_full.
+    std::int64_t window = 0;
     // Mixture of experts: `experts` per layer (1: dense), each token routed to `topk` of them;
     // ffn and up_width above are one expert's.
     std::int64_t experts = 1, topk = 1;

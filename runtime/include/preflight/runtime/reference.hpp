@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "preflight/planner/model.hpp"
+#include "preflight/runtime/program.hpp"
 
 namespace preflight::runtime::ref {
 
@@ -37,9 +38,19 @@ void rmsnorm_bwd(const double* x, const double* w, const double* dy, double* dx,
 struct AttnShape {
     i64 b = 1, s = 1, heads = 1, kv_heads = 1, d = 1;
     i64 cp = 1, cp_rank = 0;
+    // Sliding-window attention (Mistral's, Phi-3's): a query at position p sees the keys at p - window
+    // + 1 .. p, itself and window - 1 before it (transformers' sliding_window_overlay: kv > q - window;
+    // Megatron-LM's --window-size window - 1,0); 0: every key up to p.
+    i64 window = 0;
     i64 qkv_width() const { return (heads + 2 * kv_heads) * d; }
     i64 kv_width() const { return kv_heads * d; }
+    // The first key position a query at position p sees.
+    i64 first_key(i64 p) const { return window > 0 && p >= window ? p - window + 1 : 0; }
 };
+// A micro-batch's attention as the program's rank holds it.
+inline AttnShape attn_shape(const Dims& d) {
+    return {d.b, d.s, d.heads, d.kv_heads, d.head_dim, d.cp, d.cp_rank, d.window};
+}
 
 // Per-head RMSNorm of Q and K (Qwen3's q_norm / k_norm: Qwen3RMSNorm over each head's d, before
 // RoPE): in place on the Q and K heads of qkv [b s, qkv_width], Q heads scaled by wq and K heads by
@@ -67,7 +78,8 @@ void rope_bwd(double* dqkv, const AttnShape& a, const std::vector<double>& inv_f
 void rope_fwd(double* qkv, const AttnShape& a, double base);
 void rope_bwd(double* dqkv, const AttnShape& a, double base);
 
-// Causal attention, scale 1/sqrt(d), GQA (query head h uses KV head h / (heads/kv_heads)).
+// Causal attention, scale 1/sqrt(d), GQA (query head h uses KV head h / (heads/kv_heads)), through
+// the sliding window when a.window > 0.
 // out [b*s, heads*d]; lse [b, heads, s] = log-sum-exp of the scaled scores per row (may be null).
 void attention_fwd(const double* qkv, double* out, double* lse, const AttnShape& a);
 // dqkv (overwritten) from dOut.
