@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "emit_warn.hpp"
+#include "megatron_defaults.hpp"
 #include "torchtitan_models.hpp"
 #include "preflight/planner/extensions.hpp"
 #include "preflight/planner/frameworks.hpp"
@@ -38,6 +39,7 @@ std::optional<EmitFormat> parse_emit_format(std::string_view s) {
     return std::nullopt;
 }
 
+using emit_detail::exact_number;
 using emit_detail::global_sequences;
 using emit_detail::warn;
 
@@ -59,17 +61,6 @@ std::string rotary_base(double theta, std::vector<std::string>* w) {
         std::snprintf(given, sizeof given, "%.17g", theta);
         warn(w, std::string("rope_theta ") + given + ": Megatron-LM's --rotary-base takes an integer, " + buf +
                     " written");
-    }
-    return buf;
-}
-
-// The shortest text that reads back as v ("32", "0.1", "7.123456789"): a model value written as a
-// flag, never rounded to %g's six digits.
-std::string exact_number(double v) {
-    char buf[40];
-    for (int digits = 15; digits <= 17; ++digits) {
-        std::snprintf(buf, sizeof buf, "%.*g", digits, v);
-        if (std::strtod(buf, nullptr) == v) break;
     }
     return buf;
 }
@@ -127,6 +118,8 @@ void add_megatron_model_arguments(const ModelConfig& m, std::vector<std::string>
         if (m.full_attention_layers > 0) arg("--window-attn-skip-freq", s(m.full_attention_period));
     }
     if (m.norm == NormKind::rmsnorm) arg("--normalization", "RMSNorm");
+    // TransformerConfig.layernorm_epsilon (--norm-epsilon, default 1e-5): Qwen's 1e-6 written out.
+    if (m.norm_eps != megatron_defaults::kNormEpsilon) arg("--norm-epsilon", exact_number(m.norm_eps));
     // Per-head q/k norms of the same kind (Qwen3); OLMo's over the whole projections are the nearest
     // Megatron-LM has (warn_model_parts says so).
     if (m.qk_norm) arg("--qk-layernorm");

@@ -16,10 +16,13 @@ using emit_detail::warn;
 
 namespace {
 
+// x as a YAML number that loads back as the same float: the shortest round-trip digits, and a ".0"
+// before an exponent that has no point (YAML 1.1's float, PyYAML's resolver, needs the point:
+// "1e-06" would load as a string, "1.0e-06" loads as 1e-06).
 std::string number(double x) {
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "%.17g", x);
-    return buf;
+    std::string s = emit_detail::exact_number(x);
+    if (const auto e = s.find('e'); e != std::string::npos && s.find('.') == std::string::npos) s.insert(e, ".0");
+    return s;
 }
 
 // `s` as a YAML string: plain where it is a letter then letters, digits, '_' and '-' (llama3,
@@ -78,6 +81,7 @@ void nanotron_model(std::ostringstream& o, const ModelConfig& m, const Plan& p, 
     o << "    tie_word_embeddings: " << (m.tied_embeddings ? "true" : "false") << "\n";
     o << "    hidden_act: silu\n";
     o << "    rope_theta: " << number(m.rope_theta) << "\n";
+    o << "    rms_norm_eps: " << number(m.norm_eps) << "\n";  // LlamaConfig's default 1e-6 is not every model's
     if (m.rope_scaling.type.empty()) {
         o << "    rope_scaling: null\n";
     } else {

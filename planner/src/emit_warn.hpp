@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +16,17 @@ namespace preflight::emit_detail {
 
 // Sequences per optimizer step: micro batch x accumulation x data-parallel size.
 inline std::int64_t global_sequences(const Plan& p) { return p.mbs * p.grad_acc * p.dp; }
+
+// The shortest text that reads back as v ("32", "0.1", "7.123456789", "1e-06"): a model value
+// written as a flag, never rounded to %g's six digits.
+inline std::string exact_number(double v) {
+    char buf[40];
+    for (int digits = 15; digits <= 17; ++digits) {
+        std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+        if (std::strtod(buf, nullptr) == v) break;
+    }
+    return buf;
+}
 
 inline void warn(std::vector<std::string>* w, std::string msg) {
     if (w) w->push_back(std::move(msg));

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "import_flag_values.hpp"
+#include "megatron_defaults.hpp"
 #include "megatron_flags.hpp"
 #include "preflight/planner/config_import.hpp"
 #include "preflight/planner/error.hpp"
@@ -92,6 +93,7 @@ struct Shape {
     std::int64_t window = 0, full_every = 0;  // keys a query sees (--window-size L,0: L + 1); --window-attn-skip-freq
     double rotary_share = 1.0;  // --rotary-percent (a fraction, default 1.0)
     double rope_theta = 10000;
+    double norm_eps = megatron_defaults::kNormEpsilon;  // --norm-epsilon (Megatron-DeepSpeed: --layernorm-epsilon)
     std::optional<double> rope_scaling;  // --use-rope-scaling: Llama 3.1's, this factor
     json yarn;                           // --position-embedding-type yarn: transformers' rope_scaling of it
 };
@@ -223,6 +225,8 @@ void read_layout(Flags& f, Shape& s, ImportedConfig& out) {
     s.qkv_bias = f.has("--add-qkv-bias");
     if (const auto base = f.real("--rotary-base", 1.0 + 1e-9, 1e12)) s.rope_theta = *base;
     if (const auto share = f.real("--rotary-percent", 1e-6, 1.0)) s.rotary_share = *share;
+    for (const char* flag : {"--layernorm-epsilon", "--norm-epsilon"})  // Megatron-LM's name wins
+        if (const auto eps = f.real(flag, 1e-30, 0.5)) s.norm_eps = *eps;
     if (f.has("--use-rope-scaling")) s.rope_scaling = f.real("--rope-scaling-factor", 1e-6, 1e6).value_or(8.0);
     s.experts = f.integer("--num-experts", 1, limits::kMaxExperts, "limits::kMaxExperts").value_or(1);
     if (s.experts > 1) s.topk = f.integer("--moe-router-topk", 1, s.experts, "--num-experts").value_or(2);
@@ -252,7 +256,8 @@ json hf_config(const Shape& s, const ConfigSpot& at, ImportedConfig& out) {
         differs(s.experts > 1, "--num-experts", "GPT-2 (dense)");
         differs(s.qk_norm, "--qk-layernorm", "GPT-2 (no q/k norms)");
         return {{"model_type", "gpt2"}, {"n_embd", s.hidden}, {"n_layer", s.layers}, {"n_head", s.heads},
-                {"n_inner", s.ffn}, {"vocab_size", s.vocab}, {"n_positions", s.positions}, {"tie_word_embeddings", s.tied}};
+                {"n_inner", s.ffn}, {"vocab_size", s.vocab}, {"n_positions", s.positions}, {"tie_word_embeddings", s.tied},
+                {"layer_norm_epsilon", s.norm_eps}};
     }
     differs(!gated, "a GeLU MLP (no --swiglu)", "Llama (SwiGLU)");
     differs(!s.rmsnorm, "LayerNorm", "Llama (RMSNorm)");
@@ -279,7 +284,8 @@ json hf_config(const Shape& s, const ConfigSpot& at, ImportedConfig& out) {
            {"hidden_size", s.hidden}, {"num_hidden_layers", s.layers}, {"num_attention_heads", s.heads},
            {"num_key_value_heads", s.kv_heads}, {"head_dim", s.head_dim}, {"intermediate_size", s.ffn},
            {"vocab_size", s.vocab}, {"max_position_embeddings", s.positions}, {"tie_word_embeddings", s.tied},
-           {"rope_theta", s.rope_theta}, {"attention_bias", s.bias}, {"mlp_bias", s.bias}};
+           {"rope_theta", s.rope_theta}, {"attention_bias", s.bias}, {"mlp_bias", s.bias},
+           {"rms_norm_eps", s.norm_eps}};  // Megatron-LM's 1e-5 unless given: not the config classes' defaults
     differs(!s.bias && s.qkv_bias && s.experts > 1, "--add-qkv-bias", qwen3 ? "Qwen3-MoE (no biases)" : "Mixtral (no biases)");
     if (gpt_oss) {  // GptOssConfig's names; the window on the layers the skip frequency leaves
         c["num_local_experts"] = s.experts, c["num_experts_per_tok"] = s.topk, c["swiglu_limit"] = s.glu_clamp;
@@ -431,7 +437,7 @@ bool megatron_flag_ignored(std::string_view name) {
         "--overlap-grad-reduce", "--overlap-param-gather", "--align-", "--ddp-", "--async-save",
         "--use-dist-ckpt", "--dist-ckpt-", "--use-checkpoint-", "--finetune", "--pretrained-checkpoint",
         "--auto-detect-ckpt-format", "--no-initialization", "--use-cpu-initialization",
-        "--apply-layernorm-1p", "--norm-epsilon", "--layernorm-epsilon", "--attention-softmax-in-fp32",
+        "--apply-layernorm-1p", "--attention-softmax-in-fp32",
         "--apply-query-key-layer-scaling", "--account-for-embedding-in-pipeline-split",
         "--account-for-loss-in-pipeline-split", "--dataloader-type",
         "--reset-position-ids", "--reset-attention-mask", "--eod-mask-loss", "--object-storage-cache-path",

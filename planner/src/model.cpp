@@ -266,7 +266,27 @@ std::optional<double> rope_number(const std::vector<RopeSource>& sources, const 
 
 // The scaling's factors (HF transformers, modeling_rope_utils.py; Llama 3's in
 // _compute_llama3_parameters).
-void read_rope_scaling(const RopeSource& src, const std::string& type, ModelConfig& m) {
+// LongRoPE's per-frequency divisors under `key`: one positive number per rotary frequency, half the
+// rotated share of a head (HF: dim = int(head_dim * partial_rotary_factor), dim / 2 factors).
+std::vector<double> longrope_factors(const RopeSource& src, const char* key, const ModelConfig& m) {
+    const std::string name = src.prefix + key;
+    const auto f = src.obj->find(key);
+    if (f == src.obj->end() || f->is_null()) throw InputError(name, "missing (longrope needs short_factor and long_factor)");
+    const auto rotated = static_cast<std::int64_t>(static_cast<double>(m.head_dim) * m.rope_fraction);
+    if (!f->is_array() || static_cast<std::int64_t>(f->size()) != rotated / 2)
+        throw InputError(name, "must be a list of " + std::to_string(rotated / 2) +
+                                   " numbers (one per rotary frequency: head_dim x partial_rotary_factor / 2), got " +
+                                   shown_json(*f));
+    std::vector<double> out;
+    for (const json& v : *f) {
+        if (!v.is_number() || !(v.get<double>() > 0 && v.get<double>() < 1e12))
+            throw InputError(name, "must hold numbers above 0, got " + shown_json(v));
+        out.push_back(v.get<double>());
+    }
+    return out;
+}
+
+void read_rope_scaling(const RopeSource& src, const std::string& type, const json& cfg, ModelConfig& m) {
     m.rope_scaling.type = type;
     auto num = [&](const char* key, double fallback) {
         const auto f = src.obj->find(key);
@@ -296,6 +316,16 @@ void read_rope_scaling(const RopeSource& src, const std::string& type, ModelConf
             y.truncate = t->get<bool>();
         }
     }
+    if (type == "longrope") {  // _compute_longrope_parameters; Phi3Config keeps the pretrained context at the top level
+        RopeScaling& r = m.rope_scaling;
+        r.short_factor = longrope_factors(src, "short_factor", m);
+        r.long_factor = longrope_factors(src, "long_factor", m);
+        r.attention_factor = num("attention_factor", 0);
+        if (!src.obj->contains("original_max_position_embeddings"))
+            r.original_max_positions = cfg.contains("original_max_position_embeddings")
+                                           ? original_positions(cfg, "")
+                                           : m.max_positions;
+    }
     if (m.rope_scaling.type == "llama3" && m.rope_scaling.high_freq_factor <= m.rope_scaling.low_freq_factor)
         throw InputError(src.prefix + "high_freq_factor", "must exceed low_freq_factor");
 }
@@ -320,9 +350,9 @@ void read_rope(const json& cfg, ModelConfig& m) {
         if (param_type != "default" && param_type != type)
             throw InputError(params->prefix + "rope_type", "'" + param_type + "' differs from rope_scaling's '" + type +
                                                                "': which one the model trains with is unclear");
-        read_rope_scaling(src, type, m);
+        read_rope_scaling(src, type, cfg, m);
     } else if (param_type != "default") {
-        read_rope_scaling(*params, param_type, m);
+        read_rope_scaling(*params, param_type, cfg, m);
     }
 }
 

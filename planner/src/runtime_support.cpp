@@ -106,11 +106,13 @@ void check_runtime_model(const ModelConfig& m) {
                                "'s post_attention_layernorm and post_feedforward_layernorm) are not implemented by "
                                "the runtime");
     if (m.head_dim % 2 != 0 && m.position == PositionKind::rope) not_run("--model", "RoPE needs an even head_dim");
-    // The RoPE tables (runtime ref::rope_inv_freq) know no other scaling. A type scales without a
-    // factor too (Phi-3's longrope: per-frequency short_factor and an attention factor at any length).
+    // The RoPE tables (runtime ref::rope_frequencies) know Llama 3's scaling and LongRoPE (Phi-3's
+    // per-frequency factors and attention factor), no other: a type scales without a factor too.
     const std::string& scaling = m.rope_scaling.type;
-    if (m.position == PositionKind::rope && !scaling.empty() && scaling != "default" && scaling != "llama3")
-        throw InputError("rope_scaling.rope_type", "'" + m.rope_scaling.type + "' is not implemented by the runtime (llama3 is)");
+    if (m.position == PositionKind::rope && !scaling.empty() && scaling != "default" && scaling != "llama3" &&
+        scaling != "longrope")
+        throw InputError("rope_scaling.rope_type",
+                         "'" + m.rope_scaling.type + "' is not implemented by the runtime (llama3 and longrope are)");
     if (m.position == PositionKind::rope && m.rope_fraction != 1.0)
         throw InputError("partial_rotary_factor", "RoPE over part of each head is not implemented by the runtime (its "
                                                   "RoPE rotates the whole head_dim)");

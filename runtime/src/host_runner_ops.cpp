@@ -113,8 +113,8 @@ void HostRunner::run_elementwise(const Op& op) {
     const std::int64_t R = d.rows;
     const ref::AttnShape a = ref::attn_shape(d);
     switch (op.kind) {
-        case OpKind::rope_fwd: ref::rope_fwd(at(op.v[0]), a, inv_freq_); break;
-        case OpKind::rope_bwd: ref::rope_bwd(at(op.v[0]), a, inv_freq_); break;
+        case OpKind::rope_fwd: ref::rope_fwd(at(op.v[0]), a, rope_); break;
+        case OpKind::rope_bwd: ref::rope_bwd(at(op.v[0]), a, rope_); break;
         // v0 / v1: qkv's (dqkv's) Q|K heads at offset 0 of the buffer, whose rows qkv_width apart.
         case OpKind::head_norm_fwd:
             ref::head_rmsnorm_fwd(at(op.v[0]), at(op.v[1]), w(op.p0), w(op.p1), a, P.hyper.norm_eps);

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace preflight::runtime::ref {
@@ -157,9 +159,12 @@ std::vector<double> rope_inv_freq(i64 d, double base, const RopeScaling& sc) {
     std::vector<double> f(static_cast<std::size_t>(d / 2));
     for (i64 i = 0; i < d / 2; ++i)
         f[static_cast<std::size_t>(i)] = std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+    if (sc.type == "longrope")
+        throw std::logic_error("rope_inv_freq: longrope's frequencies depend on the sequence (rope_frequencies)");
     if (sc.type.empty() || sc.factor == 0) return f;
     if (sc.type != "llama3")
-        throw InputError("rope_scaling.rope_type", "'" + sc.type + "' is not implemented by the runtime (llama3 is)");
+        throw InputError("rope_scaling.rope_type",
+                         "'" + sc.type + "' is not implemented by the runtime (llama3 and longrope are)");
     const double old_len = static_cast<double>(sc.original_max_positions);
     const double low_wavelen = old_len / sc.low_freq_factor, high_wavelen = old_len / sc.high_freq_factor;
     constexpr double kPi = 3.14159265358979323846;
@@ -175,21 +180,39 @@ std::vector<double> rope_inv_freq(i64 d, double base, const RopeScaling& sc) {
     return f;
 }
 
-void rope_tables_cp(double* cos_t, double* sin_t, const AttnShape& a, const std::vector<double>& inv_freq) {
+RopeFrequencies rope_frequencies(i64 d, double base, const RopeScaling& sc, i64 seq, i64 max_positions) {
+    if (sc.type != "longrope") return {rope_inv_freq(d, base, sc)};
+    const double original = static_cast<double>(sc.original_max_positions);
+    const std::vector<double>& ext = seq > sc.original_max_positions ? sc.long_factor : sc.short_factor;
+    if (static_cast<i64>(ext.size()) != d / 2)
+        throw InputError("rope_scaling.short_factor", "longrope needs " + std::to_string(d / 2) +
+                                                          " factors (head_dim / 2), got " + std::to_string(ext.size()));
+    RopeFrequencies r{std::vector<double>(static_cast<std::size_t>(d / 2))};
+    for (i64 i = 0; i < d / 2; ++i)  // inv_freq = 1 / (ext_factors * base^(2i/d))
+        r.inv_freq[static_cast<std::size_t>(i)] =
+            1.0 / (ext[static_cast<std::size_t>(i)] * std::pow(base, 2.0 * static_cast<double>(i) / static_cast<double>(d)));
+    const double factor = sc.factor > 0 ? sc.factor : static_cast<double>(max_positions) / original;
+    r.attention_factor = sc.attention_factor > 0 ? sc.attention_factor
+                         : factor <= 1.0        ? 1.0
+                                                : std::sqrt(1.0 + std::log(factor) / std::log(original));
+    return r;
+}
+
+void rope_tables_cp(double* cos_t, double* sin_t, const AttnShape& a, const RopeFrequencies& f) {
     for (i64 t = 0; t < a.s; ++t)
         for (i64 i = 0; i < a.d; ++i) {
             const double ang = static_cast<double>(cp_position(t, a.s, a.cp, a.cp_rank)) *
-                               inv_freq[static_cast<std::size_t>(i % (a.d / 2))];
-            cos_t[t * a.d + i] = std::cos(ang);
-            sin_t[t * a.d + i] = std::sin(ang);
+                               f.inv_freq[static_cast<std::size_t>(i % (a.d / 2))];
+            cos_t[t * a.d + i] = f.attention_factor * std::cos(ang);
+            sin_t[t * a.d + i] = f.attention_factor * std::sin(ang);
         }
 }
 
-void rope_tables(double* cos_t, double* sin_t, i64 s, i64 d, const std::vector<double>& inv_freq) {
+void rope_tables(double* cos_t, double* sin_t, i64 s, i64 d, const RopeFrequencies& f) {
     AttnShape a;
     a.s = s;
     a.d = d;
-    rope_tables_cp(cos_t, sin_t, a, inv_freq);
+    rope_tables_cp(cos_t, sin_t, a, f);
 }
 
 void rope_tables(double* cos_t, double* sin_t, i64 s, i64 d, double base) {
@@ -197,7 +220,7 @@ void rope_tables(double* cos_t, double* sin_t, i64 s, i64 d, double base) {
 }
 
 namespace {
-void rope_apply(double* qkv, const AttnShape& a, const std::vector<double>& inv_freq, double sign) {
+void rope_apply(double* qkv, const AttnShape& a, const RopeFrequencies& f, double sign) {
     const i64 C = a.qkv_width(), d = a.d, half = d / 2;
     for (i64 bb = 0; bb < a.b; ++bb)
         for (i64 t = 0; t < a.s; ++t)
@@ -205,8 +228,9 @@ void rope_apply(double* qkv, const AttnShape& a, const std::vector<double>& inv_
                 double* v = qkv + (bb * a.s + t) * C + hh * d;
                 for (i64 i = 0; i < half; ++i) {
                     const double ang = static_cast<double>(cp_position(t, a.s, a.cp, a.cp_rank)) *
-                                       inv_freq[static_cast<std::size_t>(i)];
-                    const double c = std::cos(ang), sn = sign * std::sin(ang);
+                                       f.inv_freq[static_cast<std::size_t>(i)];
+                    // The attention factor scales the rotation; its transpose (bwd) by the same.
+                    const double c = f.attention_factor * std::cos(ang), sn = sign * f.attention_factor * std::sin(ang);
                     const double x0 = v[i], x1 = v[i + half];
                     v[i] = x0 * c - x1 * sn;
                     v[i + half] = x1 * c + x0 * sn;
@@ -215,8 +239,8 @@ void rope_apply(double* qkv, const AttnShape& a, const std::vector<double>& inv_
 }
 }  // namespace
 
-void rope_fwd(double* qkv, const AttnShape& a, const std::vector<double>& f) { rope_apply(qkv, a, f, 1.0); }
-void rope_bwd(double* dqkv, const AttnShape& a, const std::vector<double>& f) { rope_apply(dqkv, a, f, -1.0); }
+void rope_fwd(double* qkv, const AttnShape& a, const RopeFrequencies& f) { rope_apply(qkv, a, f, 1.0); }
+void rope_bwd(double* dqkv, const AttnShape& a, const RopeFrequencies& f) { rope_apply(dqkv, a, f, -1.0); }
 void rope_fwd(double* qkv, const AttnShape& a, double base) { rope_apply(qkv, a, rope_inv_freq(a.d, base, {}), 1.0); }
 void rope_bwd(double* dqkv, const AttnShape& a, double base) { rope_apply(dqkv, a, rope_inv_freq(a.d, base, {}), -1.0); }
 

@@ -47,7 +47,8 @@ public:
           a_{d.b, d.s, d.heads, d.kv_heads, d.head_dim, 1, 0, reference_window(p.model, d.s)},
           ln_(p.model.norm == NormKind::layernorm), swiglu_(p.model.mlp == MlpKind::swiglu),
           rope_(p.model.position == PositionKind::rope),
-          inv_freq_(rope_ ? rope_inv_freq(d.head_dim, p.hyper.rope_base, p.hyper.rope_scaling) : std::vector<double>{}) {}
+          rope_freq_(rope_ ? rope_frequencies(d.head_dim, p.hyper.rope_base, p.hyper.rope_scaling, d.s, p.model.max_positions)
+                           : RopeFrequencies{}) {}
 
     // Summed per-token loss of one micro-batch; gradients (scaled by `scale`) added to g_.
     double micro_batch(const TokenBatch& tb, double scale) {
@@ -80,7 +81,7 @@ private:
     Vec* g_;
     AttnShape a_;
     bool ln_, swiglu_, rope_;
-    std::vector<double> inv_freq_;  // RoPE inverse frequencies (scaled per the model's rope_scaling)
+    RopeFrequencies rope_freq_;  // RoPE inverse frequencies and attention factor (the model's rope_scaling)
 
     const double* w(ParamId id) const {
         return id == kNoParam ? nullptr : w_.data() + P.params[static_cast<std::size_t>(id)].offset;
@@ -191,7 +192,7 @@ private:
             s.qk_in = zeros(R * (d.q_width + d.kv_width));
             head_rmsnorm_fwd(s.qkv.data(), s.qk_in.data(), w(lp.q_norm_w), w(lp.k_norm_w), a_, P.hyper.norm_eps);
         }
-        if (rope_) rope_fwd(s.qkv.data(), a_, inv_freq_);
+        if (rope_) rope_fwd(s.qkv.data(), a_, rope_freq_);
         s.attn = zeros(R * d.q_width);
         attention_fwd(s.qkv.data(), s.attn.data(), nullptr, a_);
         s.x1 = zeros(R * h);
@@ -242,7 +243,7 @@ private:
         Vec dattn = zeros(R * d.q_width), dqkv = zeros(R * d.qkv_width), dxn1 = zeros(R * h);
         linear_bwd(dres.data(), s.attn.data(), w(lp.out_w), dattn.data(), g(lp.out_w), g(lp.out_b), R, h, d.q_width);
         attention_bwd(s.qkv.data(), dattn.data(), dqkv.data(), a_);
-        if (rope_) rope_bwd(dqkv.data(), a_, inv_freq_);
+        if (rope_) rope_bwd(dqkv.data(), a_, rope_freq_);
         if (P.model.qk_norm)
             head_rmsnorm_bwd(s.qk_in.data(), dqkv.data(), w(lp.q_norm_w), w(lp.k_norm_w), g(lp.q_norm_w), g(lp.k_norm_w),
                              a_, P.hyper.norm_eps);

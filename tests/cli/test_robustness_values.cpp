@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -242,17 +243,27 @@ TEST(Values, ARopeScalingTheRuntimeCannotComputeIsRefusedBeforeTheDevice) {
     EXPECT_EQ(run_preflight("memory --seq 128 --model " + file).exit_code, 0);  // memory does not depend on it
 }
 
-TEST(Values, Phi3RunsUnlessItsRopeIsScaled) {
+TEST(Values, Phi3RunsWithItsLongRope) {
     // Phi-3's layer is the runtime's own (fused qkv_proj and gate_up_proj): Phi-4 runs. Phi-3.5's
-    // longrope has no "factor" yet rescales every frequency (short_factor) and cos/sin at any length;
-    // was: planned and run as plain RoPE, since only a scaling with a factor was refused.
+    // longrope has no "factor" yet rescales every frequency (short_factor) and cos/sin at any length:
+    // refused by run until 2026-12-03 (before that, run as plain RoPE); now run with its factors, one
+    // per rotary frequency (Phi-4's head_dim 128: 64), which every command checks.
     Scratch s;
     EXPECT_EQ(run_preflight("run --dry-run --seq 1024 --model phi-4").exit_code, 0);
     json cfg = catalog("models", "phi-4");
-    cfg["rope_scaling"] = {{"type", "longrope"}, {"short_factor", json::array()}, {"long_factor", json::array()}};
+    cfg["rope_scaling"] = {{"type", "longrope"}, {"short_factor", json(std::vector<double>(64, 1.0))},
+                           {"long_factor", json(std::vector<double>(64, 4.0))}};
+    cfg["original_max_position_embeddings"] = 4096;
     const std::string file = s.write("longrope.json", cfg);
-    expect_refused("run --dry-run --seq 1024 --model " + file, {"--model", file, "rope_scaling.rope_type", "'longrope'"});
-    EXPECT_EQ(run_preflight("memory --seq 1024 --dp 8 --zero 3 --model " + file).exit_code, 0);  // memory does not depend on it
+    EXPECT_EQ(run_preflight("run --dry-run --seq 8192 --model " + file).exit_code, 0);
+    cfg["rope_scaling"]["short_factor"] = json::array();
+    const std::string bad = s.write("longrope-empty.json", cfg);
+    expect_refused("run --dry-run --seq 1024 --model " + bad, {"--model", bad, "rope_scaling.short_factor", "64 numbers"});
+    expect_refused("memory --seq 1024 --dp 8 --zero 3 --model " + bad, {"rope_scaling.short_factor"});
+    cfg["rope_scaling"] = {{"type", "dynamic"}, {"factor", 2.0}};
+    const std::string dynamic = s.write("dynamic.json", cfg);
+    expect_refused("run --dry-run --seq 1024 --model " + dynamic, {"--model", dynamic, "rope_scaling.rope_type", "'dynamic'"});
+    EXPECT_EQ(run_preflight("memory --seq 1024 --dp 8 --zero 3 --model " + dynamic).exit_code, 0);  // memory does not depend on it
     // Phi-3-mini-4k attends through 2,047 keys on every layer: the runtime's attention has that window
     // (was: refused past 2,047 tokens).
     const auto phi3 = run_preflight("run --dry-run --seq 4096 --model phi-3-mini-4k");

@@ -319,6 +319,7 @@ void round_trip(const std::string& model_name, const Plan& plan) {
     EXPECT_EQ(count_params(back).total, count_params(m).total) << model_name << "\n" << c.model_config->dump();
     EXPECT_EQ(back.family == ModelFamily::gpt2, m.family == ModelFamily::gpt2) << model_name;
     EXPECT_EQ(back.qk_norm, m.qk_norm) << model_name;  // --qk-layernorm
+    EXPECT_EQ(back.norm_eps, m.norm_eps) << model_name;  // --norm-epsilon where it is not Megatron-LM's 1e-5
     EXPECT_EQ(back.experts, m.experts) << model_name;
     // --window-size / --window-attn-skip-freq, --softmax-type learnable, the clamped --quick-geglu
     EXPECT_EQ(back.sliding_window, m.sliding_window) << model_name;
@@ -921,4 +922,30 @@ TEST(ImportMegatron, PreSoftmaxRoutingIsNormTopkProbFalse) {
     ASSERT_TRUE(x.model_config);
     EXPECT_EQ((*x.model_config)["model_type"], "mixtral");
     EXPECT_TRUE(contains(x.warnings, "--moe-router-pre-softmax: the gate weights are not renormalised"));
+}
+
+// The norms' epsilon: Megatron-LM's --norm-epsilon (TransformerConfig.layernorm_epsilon, default 1e-5,
+// read at d98e8a6), Megatron-DeepSpeed's --layernorm-epsilon. Absent, the model trains with 1e-5, not
+// with the 1e-6 LlamaConfig defaults to, so the config records it; --emit megatron writes Qwen's 1e-6.
+TEST(ImportMegatron, NormEpsilonIsMegatronsDefaultUnlessGiven) {
+    const std::string llama =
+        "--micro-batch-size 1 --bf16 --disable-bias-linear --position-embedding-type rope --normalization RMSNorm "
+        "--swiglu --num-layers 4 --hidden-size 256 --ffn-hidden-size 512 --num-attention-heads 8 --seq-length 1024 "
+        "--max-position-embeddings 1024 --vocab-size 1024 ";
+    const auto eps_of = [](const ImportedConfig& c) { return model_from_hf_config(*c.model_config, "x").norm_eps; };
+    EXPECT_EQ(eps_of(import_text(llama + "\n", 8)), 1e-5);
+    EXPECT_EQ(eps_of(import_text(llama + "--norm-epsilon 1e-6\n", 8)), 1e-6);
+    EXPECT_EQ(eps_of(import_text(llama + "--layernorm-epsilon 1e-6\n", 8)), 1e-6);
+    EXPECT_EQ(eps_of(import_text(llama + "--layernorm-epsilon 1e-6 --norm-epsilon 2e-6\n", 8)), 2e-6);
+    const ImportedConfig gpt2 = import_text(
+        "--micro-batch-size 1 --num-layers 4 --hidden-size 256 --num-attention-heads 8 --seq-length 1024 "
+        "--max-position-embeddings 1024 --vocab-size 1024 --norm-epsilon 1e-6\n", 8);
+    EXPECT_EQ((*gpt2.model_config)["model_type"], "gpt2");
+    EXPECT_EQ(eps_of(gpt2), 1e-6);
+    expect_input_error([&] { import_text(llama + "--norm-epsilon 0\n", 8); }, {"--norm-epsilon"});
+    expect_input_error([&] { import_text(llama + "--norm-epsilon x\n", 8); }, {"--norm-epsilon"});
+    Plan p;
+    p.seq = 4096, p.mbs = 1, p.dp = 8;
+    EXPECT_NE(megatron_arguments(load_model("qwen2.5-7b", kData), p).find("--norm-epsilon 1e-06"), std::string::npos);
+    EXPECT_EQ(megatron_arguments(load_model("llama-3-8b", kData), p).find("--norm-epsilon"), std::string::npos);
 }

@@ -247,9 +247,23 @@ TEST(ImportNanotron, EmitRoundTrip) {
         EXPECT_EQ(back.tied_embeddings, m.tied_embeddings);
         EXPECT_EQ(back.qkv_bias, m.qkv_bias);
         EXPECT_DOUBLE_EQ(back.rope_theta, m.rope_theta);
+        EXPECT_EQ(back.norm_eps, m.norm_eps);  // rms_norm_eps written: LlamaConfig's 1e-6 is not every model's
         EXPECT_EQ(back.rope_scaling.type, m.rope_scaling.type);
         EXPECT_DOUBLE_EQ(back.rope_scaling.factor, m.rope_scaling.factor);
     }
+}
+
+// A float in exponent form carries a point ("1.0e-05"): PyYAML's YAML 1.1 resolver reads "1e-05" as a
+// string, which nanotron's float field would refuse.
+TEST(ImportNanotron, EmittedEpsilonIsAYamlFloat) {
+    const GpuSpec g = load_gpu("h100-sxm-80gb", PREFLIGHT_TEST_DATA_DIR);
+    Plan p;
+    p.seq = 2048, p.mbs = 1, p.dp = 8;
+    const std::string llama = emit_plan(EmitFormat::nanotron, load_model("llama-3-8b", PREFLIGHT_TEST_DATA_DIR), g, p).text;
+    EXPECT_NE(llama.find("    rms_norm_eps: 1.0e-05\n"), std::string::npos) << llama;
+    const std::string qwen = emit_plan(EmitFormat::nanotron, load_model("qwen2.5-7b", PREFLIGHT_TEST_DATA_DIR), g, p).text;
+    EXPECT_NE(qwen.find("    rms_norm_eps: 1.0e-06\n"), std::string::npos) << qwen;
+    EXPECT_NE(qwen.find("    rope_theta: 1000000\n"), std::string::npos) << qwen;  // plain digits stay as they were
 }
 
 TEST(ImportNanotron, EmitWarnsWhatNanotronCannotRun) {

@@ -32,6 +32,10 @@ struct RopeScaling {
     double beta_fast = 32, beta_slow = 1;
     bool truncate = true;
     double mscale = 0, mscale_all_dim = 0, attention_factor = 0;
+    // LongRoPE (Phi-3's 128k and Phi-3.5's: _compute_longrope_parameters): one divisor per rotary
+    // frequency, short_factor while a sequence stays within original_max_positions (the config's
+    // original_max_position_embeddings), long_factor beyond it; attention_factor as above.
+    std::vector<double> short_factor, long_factor;
 };
 
 // Architecture of a decoder-only transformer, in the planner's own terms.

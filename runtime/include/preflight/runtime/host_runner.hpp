@@ -17,6 +17,7 @@
 #include <mutex>
 #include <vector>
 
+#include "preflight/runtime/reference.hpp"
 #include "preflight/runtime/runtime.hpp"
 #include "preflight/runtime/walker.hpp"
 
@@ -141,7 +142,7 @@ private:
     std::int64_t step_ = 1;
     std::map<BufferId, Vec> buf_;
     std::vector<std::int64_t> ids_;
-    std::vector<double> inv_freq_;  // RoPE frequencies with the model's scaling
+    ref::RopeFrequencies rope_;  // RoPE frequencies with the model's scaling, and its attention factor
 };
 
 // A whole model's parameters (`whole`: the plan's program at dp = tp = 1) cut for `rank`: its

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "preflight/planner/model.hpp"
@@ -64,17 +65,32 @@ void head_rmsnorm_bwd(const double* saved, double* dqkv, const double* wq, const
 // RoPE (Su et al. 2021), rotate-half layout (HF Llama): pairs (i, i + d/2) of each Q
 // and K head rotated by t * base^(-2i/d). In place; bwd rotates by the opposite angle.
 void rope_tables(double* cos_t, double* sin_t, i64 s, i64 d, double base);  // [s, d]
+// A model's RoPE: d/2 inverse frequencies, and the factor that multiplies cos and sin (transformers'
+// attention_scaling, applied in the rotary embedding's forward: 1 but for longrope). Frequencies alone
+// convert to it with the factor 1.
+struct RopeFrequencies {
+    std::vector<double> inv_freq;
+    double attention_factor = 1.0;
+    RopeFrequencies() = default;
+    RopeFrequencies(std::vector<double> f, double attention = 1.0) : inv_freq(std::move(f)), attention_factor(attention) {}
+};
 // Inverse frequencies base^(-2i/d), i < d/2, with Llama-3 scaling when `scaling.type` is
 // "llama3" (HF transformers modeling_rope_utils.py, _compute_llama3_parameters: wavelengths
 // above original/low_freq_factor divided by `factor`, below original/high_freq_factor kept,
-// smoothly interpolated between). Throws InputError for another rope_type.
+// smoothly interpolated between). Throws InputError for another rope_type (longrope: rope_frequencies).
 std::vector<double> rope_inv_freq(i64 d, double base, const RopeScaling& scaling);
-// Tables and rotation from explicit inverse frequencies (d/2 of them).
-void rope_tables(double* cos_t, double* sin_t, i64 s, i64 d, const std::vector<double>& inv_freq);
+// The same, and LongRoPE (_compute_longrope_parameters, and longrope_frequency_update, which
+// switches to long_factor when a sequence's last position passes original_max_positions): each
+// frequency divided by short_factor[i] for a sequence of `seq` tokens within original_max_positions,
+// by long_factor[i] beyond, and cos and sin multiplied by attention_factor, or, not given,
+// sqrt(1 + ln(factor) / ln(original)) for factor (not given: max_positions / original) above 1.
+RopeFrequencies rope_frequencies(i64 d, double base, const RopeScaling& scaling, i64 seq, i64 max_positions);
+// Tables and rotation from explicit frequencies (d/2 of them).
+void rope_tables(double* cos_t, double* sin_t, i64 s, i64 d, const RopeFrequencies& f);
 // The same for cp rank `cp_rank`'s s tokens: row t at the position cp_position(t).
-void rope_tables_cp(double* cos_t, double* sin_t, const AttnShape& a, const std::vector<double>& inv_freq);
-void rope_fwd(double* qkv, const AttnShape& a, const std::vector<double>& inv_freq);
-void rope_bwd(double* dqkv, const AttnShape& a, const std::vector<double>& inv_freq);
+void rope_tables_cp(double* cos_t, double* sin_t, const AttnShape& a, const RopeFrequencies& f);
+void rope_fwd(double* qkv, const AttnShape& a, const RopeFrequencies& f);
+void rope_bwd(double* dqkv, const AttnShape& a, const RopeFrequencies& f);
 void rope_fwd(double* qkv, const AttnShape& a, double base);
 void rope_bwd(double* dqkv, const AttnShape& a, double base);
 
