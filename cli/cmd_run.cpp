@@ -22,6 +22,7 @@
 #include "preflight/planner/catalog.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/extensions.hpp"
+#include "preflight/runtime/reference.hpp"
 #include "preflight/planner/limits.hpp"
 #include "preflight/planner/plan_schema.hpp"
 #include "preflight/planner/profiles.hpp"
@@ -202,6 +203,16 @@ void print_table(const runtime::RunReport& r) {
     if (r.model.sliding_window > 0 && r.plan.seq > r.model.sliding_window)
         std::cout << "# attention: through the model's sliding window on every layer, each query sees itself and the "
                   << r.model.sliding_window - 1 << " tokens before it (FLOPs count those keys only)\n";
+    // LongRoPE (ref::rope_frequencies): which factors this sequence takes, and what cos and sin are scaled by.
+    const RopeScaling& rs = r.model.rope_scaling;
+    if (r.model.position == PositionKind::rope && rs.type == "longrope") {
+        const runtime::ref::RopeFrequencies f = runtime::ref::rope_frequencies(r.model.head_dim, r.model.rope_theta, rs,
+                                                                               r.plan.seq, r.model.max_positions);
+        const bool beyond = r.plan.seq > rs.original_max_positions;
+        std::cout << "# RoPE: longrope with its " << (beyond ? "long" : "short") << " factors (seq " << r.plan.seq
+                  << (beyond ? " > " : " <= ") << "original_max_position_embeddings " << rs.original_max_positions
+                  << "), cos and sin x " << fixed(f.attention_factor, 4) << "\n";
+    }
     // Which peak MFU/HFU divide by, so a reader never compares an fp32 row's MFU with a bf16 row's.
     const std::optional<double> peak = compute_peak_flops_per_s(r.gpu, r.plan.precision);
     std::cout << "# MFU/HFU: of the dense " << compute_peak_name(r.plan.precision) << " peak, "

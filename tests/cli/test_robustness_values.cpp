@@ -255,7 +255,13 @@ TEST(Values, Phi3RunsWithItsLongRope) {
                            {"long_factor", json(std::vector<double>(64, 4.0))}};
     cfg["original_max_position_embeddings"] = 4096;
     const std::string file = s.write("longrope.json", cfg);
-    EXPECT_EQ(run_preflight("run --dry-run --seq 8192 --model " + file).exit_code, 0);
+    const auto longrope = run_preflight("run --dry-run --seq 8192 --model " + file);
+    EXPECT_EQ(longrope.exit_code, 0);
+    // factor = 16,384 / 4,096 = 4: sqrt(1 + ln 4 / ln 4096) = sqrt(7 / 6) = 1.0801.
+    EXPECT_NE(longrope.out.find("# RoPE: longrope with its long factors (seq 8192 > original_max_position_embeddings "
+                                "4096), cos and sin x 1.0801"),
+              std::string::npos)
+        << longrope.out;
     cfg["rope_scaling"]["short_factor"] = json::array();
     const std::string bad = s.write("longrope-empty.json", cfg);
     expect_refused("run --dry-run --seq 1024 --model " + bad, {"--model", bad, "rope_scaling.short_factor", "64 numbers"});
