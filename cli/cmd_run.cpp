@@ -206,7 +206,7 @@ void print_table(const runtime::RunReport& r) {
     // LongRoPE (ref::rope_frequencies): which factors this sequence takes, and what cos and sin are scaled by.
     const RopeScaling& rs = r.model.rope_scaling;
     if (r.model.position == PositionKind::rope && rs.type == "longrope") {
-        const runtime::ref::RopeFrequencies f = runtime::ref::rope_frequencies(r.model.head_dim, r.model.rope_theta, rs,
+        const runtime::ref::RopeFrequencies f = runtime::ref::rope_frequencies(r.model.rope_dims(), r.model.rope_theta, rs,
                                                                                r.plan.seq, r.model.max_positions);
         const bool beyond = r.plan.seq > rs.original_max_positions;
         std::cout << "# RoPE: longrope with its " << (beyond ? "long" : "short") << " factors (seq " << r.plan.seq

@@ -272,7 +272,7 @@ std::vector<double> longrope_factors(const RopeSource& src, const char* key, con
     const std::string name = src.prefix + key;
     const auto f = src.obj->find(key);
     if (f == src.obj->end() || f->is_null()) throw InputError(name, "missing (longrope needs short_factor and long_factor)");
-    const auto rotated = static_cast<std::int64_t>(static_cast<double>(m.head_dim) * m.rope_fraction);
+    const std::int64_t rotated = m.rope_dims();
     if (!f->is_array() || static_cast<std::int64_t>(f->size()) != rotated / 2)
         throw InputError(name, "must be a list of " + std::to_string(rotated / 2) +
                                    " numbers (one per rotary frequency: head_dim x partial_rotary_factor / 2), got " +

@@ -113,9 +113,12 @@ void check_runtime_model(const ModelConfig& m) {
         scaling != "longrope")
         throw InputError("rope_scaling.rope_type",
                          "'" + m.rope_scaling.type + "' is not implemented by the runtime (llama3 and longrope are)");
-    if (m.position == PositionKind::rope && m.rope_fraction != 1.0)
-        throw InputError("partial_rotary_factor", "RoPE over part of each head is not implemented by the runtime (its "
-                                                  "RoPE rotates the whole head_dim)");
+    // RoPE over the first rope_dims() of each head (partial_rotary_factor: Phi-4-mini's 0.75) rotates
+    // pairs (i, i + rope_dims / 2) there and leaves the rest, as transformers' Phi3 apply_rotary_pos_emb.
+    if (m.position == PositionKind::rope && (m.rope_dims() < 2 || m.rope_dims() % 2 != 0))
+        throw InputError("partial_rotary_factor", "rotates " + std::to_string(m.rope_dims()) + " of each head's " +
+                                                      std::to_string(m.head_dim) + " dimensions; the runtime's RoPE "
+                                                      "needs an even number, at least 2");
     if (m.head_dim > 128) not_run("--model", "head_dim above 128 is not supported by the attention kernels");
     if (m.layers > limits::kMaxRuntimeLayers)
         not_run("--model", std::to_string(m.layers) + " layers: the runtime plans its memory for at most " +

@@ -472,7 +472,7 @@ private:
             case OpKind::rope_fwd:
             case OpKind::rope_bwd:
                 launch_rope<T>(at<T>(t, op.v[0]), base<float>(t, P.rope_cos), base<float>(t, P.rope_sin), d.b, d.s, d.heads,
-                               d.kv_heads, d.head_dim, op.kind == OpKind::rope_bwd, stream);
+                               d.kv_heads, d.head_dim, d.rope_dims, op.kind == OpKind::rope_bwd, stream);
                 break;
             case OpKind::flash_fwd:
             case OpKind::flash_bwd: run_flash(op, t); break;

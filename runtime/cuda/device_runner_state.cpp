@@ -125,7 +125,7 @@ void DeviceRunner::init(const BufferTable& t) {
         // Under context parallelism row t is at the rank's position cp_position(t) (rope_tables_cp).
         const ref::AttnShape a = ref::attn_shape(d);
         ref::rope_tables_cp(c.data(), sn.data(), a,
-                            ref::rope_frequencies(d.head_dim, P.hyper.rope_base, P.hyper.rope_scaling, d.s_full,
+                            ref::rope_frequencies(d.rope_dims, P.hyper.rope_base, P.hyper.rope_scaling, d.s_full,
                                                   P.model.max_positions));
         std::vector<float> cf(c.begin(), c.end()), sf(sn.begin(), sn.end());
         PF_CUDA_CHECK(cudaMemcpyAsync(base<float>(t, P.rope_cos), cf.data(), n * 4, cudaMemcpyHostToDevice, stream));

@@ -102,10 +102,11 @@ void launch_head_norm_bwd(const T* saved, T* dqkv, float* scratch, const T* wq, 
 template <class T>
 void launch_bias_grad(const T* dy, T* db, i64 rows, i64 n, i64 ld, cudaStream_t stream);
 
-// rope.cu: in place on the Q and K parts of qkv [rows, (heads + 2 kv_heads) d]; inverse = backward.
+// rope.cu: in place on the Q and K parts of qkv [rows, (heads + 2 kv_heads) d], the first rot (even)
+// dimensions of each head; tables [s, d]; inverse = backward.
 template <class T>
 void launch_rope(T* qkv, const float* cos_t, const float* sin_t, i64 b, i64 s, i64 heads, i64 kv_heads, i64 d,
-                 bool inverse, cudaStream_t stream);
+                 i64 rot, bool inverse, cudaStream_t stream);
 
 // gelu.cu (tanh approximation) and swiglu.cu.
 template <class T>

@@ -173,7 +173,7 @@ HostCollectives& HostRunner::comm(CommGroup g) {
 HostRunner::HostRunner(const Program& p, std::uint64_t seed, std::array<HostCollectives*, kCommGroups> comms)
     : P(p), d(p.dims), seed_(seed), comm_(comms) {
     if (p.model.position == PositionKind::rope)
-        rope_ = ref::rope_frequencies(d.head_dim, p.hyper.rope_base, p.hyper.rope_scaling, d.s_full, p.model.max_positions);
+        rope_ = ref::rope_frequencies(d.rope_dims, p.hyper.rope_base, p.hyper.rope_scaling, d.s_full, p.model.max_positions);
 }
 
 double* HostRunner::w(ParamId id) {

@@ -43,6 +43,7 @@ Dims program_dims(const ModelConfig& model, const Plan& plan, const RankCoords& 
     d.heads = model.heads / d.tp;
     d.kv_heads = model.kv_heads / d.tp;
     d.head_dim = model.head_dim;
+    d.rope_dims = model.rope_dims();
     d.q_width = model.q_width() / d.tp;
     d.kv_width = model.kv_width() / d.tp;
     d.qkv_width = d.q_width + 2 * d.kv_width;

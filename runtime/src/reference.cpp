@@ -199,10 +199,16 @@ RopeFrequencies rope_frequencies(i64 d, double base, const RopeScaling& sc, i64 
 }
 
 void rope_tables_cp(double* cos_t, double* sin_t, const AttnShape& a, const RopeFrequencies& f) {
+    const i64 r = a.rotary();
     for (i64 t = 0; t < a.s; ++t)
         for (i64 i = 0; i < a.d; ++i) {
+            if (i >= r) {  // past the rotated dimensions: the identity
+                cos_t[t * a.d + i] = 1.0;
+                sin_t[t * a.d + i] = 0.0;
+                continue;
+            }
             const double ang = static_cast<double>(cp_position(t, a.s, a.cp, a.cp_rank)) *
-                               f.inv_freq[static_cast<std::size_t>(i % (a.d / 2))];
+                               f.inv_freq[static_cast<std::size_t>(i % (r / 2))];
             cos_t[t * a.d + i] = f.attention_factor * std::cos(ang);
             sin_t[t * a.d + i] = f.attention_factor * std::sin(ang);
         }
@@ -221,7 +227,7 @@ void rope_tables(double* cos_t, double* sin_t, i64 s, i64 d, double base) {
 
 namespace {
 void rope_apply(double* qkv, const AttnShape& a, const RopeFrequencies& f, double sign) {
-    const i64 C = a.qkv_width(), d = a.d, half = d / 2;
+    const i64 C = a.qkv_width(), d = a.d, half = a.rotary() / 2;  // dimensions past 2 half pass through
     for (i64 bb = 0; bb < a.b; ++bb)
         for (i64 t = 0; t < a.s; ++t)
             for (i64 hh = 0; hh < a.heads + a.kv_heads; ++hh) {  // Q heads then K heads
@@ -241,8 +247,10 @@ void rope_apply(double* qkv, const AttnShape& a, const RopeFrequencies& f, doubl
 
 void rope_fwd(double* qkv, const AttnShape& a, const RopeFrequencies& f) { rope_apply(qkv, a, f, 1.0); }
 void rope_bwd(double* dqkv, const AttnShape& a, const RopeFrequencies& f) { rope_apply(dqkv, a, f, -1.0); }
-void rope_fwd(double* qkv, const AttnShape& a, double base) { rope_apply(qkv, a, rope_inv_freq(a.d, base, {}), 1.0); }
-void rope_bwd(double* dqkv, const AttnShape& a, double base) { rope_apply(dqkv, a, rope_inv_freq(a.d, base, {}), -1.0); }
+void rope_fwd(double* qkv, const AttnShape& a, double base) { rope_apply(qkv, a, rope_inv_freq(a.rotary(), base, {}), 1.0); }
+void rope_bwd(double* dqkv, const AttnShape& a, double base) {
+    rope_apply(dqkv, a, rope_inv_freq(a.rotary(), base, {}), -1.0);
+}
 
 namespace {
 struct AttnIdx {

@@ -44,10 +44,10 @@ class ModelRef {
 public:
     ModelRef(const Program& p, const Vec& params, Vec* grads)
         : P(p), d(p.dims), w_(params), g_(grads),
-          a_{d.b, d.s, d.heads, d.kv_heads, d.head_dim, 1, 0, reference_window(p.model, d.s)},
+          a_{d.b, d.s, d.heads, d.kv_heads, d.head_dim, 1, 0, reference_window(p.model, d.s), p.model.rope_dims()},
           ln_(p.model.norm == NormKind::layernorm), swiglu_(p.model.mlp == MlpKind::swiglu),
           rope_(p.model.position == PositionKind::rope),
-          rope_freq_(rope_ ? rope_frequencies(d.head_dim, p.hyper.rope_base, p.hyper.rope_scaling, d.s, p.model.max_positions)
+          rope_freq_(rope_ ? rope_frequencies(a_.rotary(), p.hyper.rope_base, p.hyper.rope_scaling, d.s, p.model.max_positions)
                            : RopeFrequencies{}) {}
 
     // Summed per-token loss of one micro-batch; gradients (scaled by `scale`) added to g_.

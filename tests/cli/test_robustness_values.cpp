@@ -243,7 +243,7 @@ TEST(Values, ARopeScalingTheRuntimeCannotComputeIsRefusedBeforeTheDevice) {
     EXPECT_EQ(run_preflight("memory --seq 128 --model " + file).exit_code, 0);  // memory does not depend on it
 }
 
-TEST(Values, Phi3RunsWithItsLongRope) {
+TEST(Values, Phi3RunsWithItsLongRopeAndPartialRotary) {
     // Phi-3's layer is the runtime's own (fused qkv_proj and gate_up_proj): Phi-4 runs. Phi-3.5's
     // longrope has no "factor" yet rescales every frequency (short_factor) and cos/sin at any length:
     // refused by run until 2026-12-03 (before that, run as plain RoPE); now run with its factors, one
@@ -262,6 +262,12 @@ TEST(Values, Phi3RunsWithItsLongRope) {
                                 "4096), cos and sin x 1.0801"),
               std::string::npos)
         << longrope.out;
+    // Phi-4-mini's layout: 0.75 of each head rotated (96 of 128), so 48 factors each.
+    json mini = cfg;
+    mini["partial_rotary_factor"] = 0.75;
+    mini["rope_scaling"]["short_factor"] = json(std::vector<double>(48, 1.0));
+    mini["rope_scaling"]["long_factor"] = json(std::vector<double>(48, 4.0));
+    EXPECT_EQ(run_preflight("run --dry-run --seq 8192 --model " + s.write("mini.json", mini)).exit_code, 0);
     cfg["rope_scaling"]["short_factor"] = json::array();
     const std::string bad = s.write("longrope-empty.json", cfg);
     expect_refused("run --dry-run --seq 1024 --model " + bad, {"--model", bad, "rope_scaling.short_factor", "64 numbers"});

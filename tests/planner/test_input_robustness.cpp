@@ -169,13 +169,18 @@ TEST(InputRobustness, Transformers5RopeParametersAreRead) {
 }
 
 // partial_rotary_factor (top level or in rope_parameters): Megatron-LM's --rotary-percent both ways;
-// `preflight run`, whose RoPE rotates the whole head, refuses it by name.
+// `preflight run` rotates that share of each head (since 2026-12-03) and refuses, by name, a share
+// that leaves an odd number of dimensions.
 TEST(InputRobustness, PartialRotaryFactorIsCarriedOrRefused) {
     json cfg = llama();
     cfg["rope_parameters"] = {{"rope_type", "default"}, {"partial_rotary_factor", 0.5}};
     const ModelConfig m = model_from_hf_config(cfg, "m");
     EXPECT_EQ(m.rope_fraction, 0.5);
-    expect_input_error([&] { check_runtime_model(m); }, {"partial_rotary_factor", "not implemented by the runtime"});
+    EXPECT_EQ(m.rope_dims(), m.head_dim / 2);
+    EXPECT_NO_THROW(check_runtime_model(m));
+    ModelConfig odd = m;
+    odd.rope_fraction = 3.0 / static_cast<double>(m.head_dim);  // 3 dimensions rotated
+    expect_input_error([&] { check_runtime_model(odd); }, {"partial_rotary_factor", "rotates 3 of each head's"});
     Plan p;
     p.seq = 4096, p.dp = 8;
     const std::string args = megatron_arguments(m, p);

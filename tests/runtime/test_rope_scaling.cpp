@@ -216,6 +216,59 @@ TEST(RopeScaling, LongRopeProgramMatchesTheReference) {
     EXPECT_GT(std::abs(a - b), 1e-6 * b) << "longrope " << a << ", plain " << b;
 }
 
+// Partial rotary (transformers' Phi3 apply_rotary_pos_emb: q[..., :rotary_dim] rotated, the rest passed
+// through): d 4, 2 rotated. Position 1 turns (1, 0) by base^0 = 1 radian; dimensions 2 and 3 stay.
+TEST(RopeScaling, PartialRotaryByHand) {
+    ref::AttnShape a{1, 2, 1, 1, 4};
+    a.rot = 2;
+    std::vector<double> qkv(static_cast<std::size_t>(2 * a.qkv_width()), 0.0);
+    double* q1 = qkv.data() + a.qkv_width();  // position 1's query
+    q1[0] = 1, q1[2] = 5, q1[3] = 7;
+    ref::rope_fwd(qkv.data(), a, 10000.0);
+    EXPECT_NEAR(q1[0], std::cos(1.0), 1e-15);
+    EXPECT_NEAR(q1[1], std::sin(1.0), 1e-15);
+    EXPECT_EQ(q1[2], 5.0);
+    EXPECT_EQ(q1[3], 7.0);
+    std::vector<double> c(2 * 4), sn(2 * 4);
+    ref::rope_tables_cp(c.data(), sn.data(), a, ref::rope_inv_freq(2, 10000.0, {}));
+    EXPECT_EQ(c[4 + 3], 1.0);  // past the rotated dimensions: the identity
+    EXPECT_EQ(sn[4 + 3], 0.0);
+}
+
+// A partial rotary LongRoPE model (half of each head rotated, 4 factors for head_dim 16: Phi-4-mini's
+// layout) on the host against the whole-model reference; rotating the whole head gives another loss.
+TEST(RopeScaling, PartialRotaryProgramMatchesTheReference) {
+    nlohmann::json cfg = longrope_config();
+    cfg["original_max_position_embeddings"] = 4;
+    cfg["partial_rotary_factor"] = 0.5;
+    cfg["rope_scaling"]["short_factor"] = {1.0, 2.0, 1.0, 1.5};
+    cfg["rope_scaling"]["long_factor"] = {1.0, 4.0, 2.0, 8.0};
+    const ModelConfig m = model_from_hf_config(cfg, "phi4-mini-like");
+    ASSERT_EQ(m.rope_dims(), 8);
+    Plan p = test_support::micro_plan(1, 1, 0, Precision::fp32);
+    const Program P = build_program(m, p);
+    EXPECT_EQ(P.dims.rope_dims, 8);
+    test_support::expect_host_matches_reference(P, "partial rotary longrope");
+    p.attention = AttentionKind::eager;
+    test_support::expect_host_matches_reference(build_program(m, p), "partial rotary longrope, eager");
+    cfg["partial_rotary_factor"] = 1.0;
+    cfg["rope_scaling"]["short_factor"] = {1.0, 2.0, 1.0, 1.5, 1.0, 1.0, 1.0, 1.0};
+    cfg["rope_scaling"]["long_factor"] = {1.0, 4.0, 2.0, 8.0, 1.0, 1.0, 1.0, 1.0};
+    const Program whole = build_program(model_from_hf_config(cfg, "whole"), test_support::micro_plan(1, 1, 0, Precision::fp32));
+    const std::vector<double> params = ref::random_params(P, 5, 0.4);
+    const double a = test_support::host_step_loss(P, params).loss, b = test_support::host_step_loss(whole, params).loss;
+    EXPECT_GT(std::abs(a - b), 1e-6 * b) << "half rotated " << a << ", whole " << b;
+    // An odd number of rotated dimensions has no pairs to rotate: refused naming the key.
+    cfg["partial_rotary_factor"] = 0.3125;  // 5 of 16
+    cfg.erase("rope_scaling");
+    try {
+        build_program(model_from_hf_config(cfg, "odd"), test_support::micro_plan(1, 1, 0, Precision::fp32));
+        ADD_FAILURE() << "5 rotated dimensions accepted";
+    } catch (const InputError& e) {
+        EXPECT_EQ(e.subject(), "partial_rotary_factor") << e.what();
+    }
+}
+
 TEST(RopeScaling, WeightDecayDefaultsToTheReferenceScript) {
     // validation/pytorch/train.py: AdamW(lr 1e-3, betas (0.9, 0.95), weight_decay 0.1) on the matrices.
     const TrainHyper h;

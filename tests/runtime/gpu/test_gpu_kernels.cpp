@@ -92,11 +92,11 @@ TYPED_TEST(Kernels, RopeActivationsSoftmax) {
     ref::rope_tables(ct.data(), st.data(), a.s, a.d, 10000.0);
     DeviceBuffer<float> dc(ct), ds(st);
     DeviceBuffer<T> dq(qkv);
-    cuda::launch_rope<T>(dq.get(), dc.get(), ds.get(), a.b, a.s, a.heads, a.kv_heads, a.d, false, nullptr);
+    cuda::launch_rope<T>(dq.get(), dc.get(), ds.get(), a.b, a.s, a.heads, a.kv_heads, a.d, a.d, false, nullptr);
     auto r = qkv;
     ref::rope_fwd(r.data(), a, 10000.0);
     expect_close(dq.download(), r, rtol<T>(), "rope fwd");
-    cuda::launch_rope<T>(dq.get(), dc.get(), ds.get(), a.b, a.s, a.heads, a.kv_heads, a.d, true, nullptr);
+    cuda::launch_rope<T>(dq.get(), dc.get(), ds.get(), a.b, a.s, a.heads, a.kv_heads, a.d, a.d, true, nullptr);
     expect_close(dq.download(), qkv, 2 * rtol<T>(), "rope bwd undoes fwd");
 
     const std::int64_t rows = 13, f = 40;

@@ -90,21 +90,24 @@ TYPED_TEST(AdamwMulti, RopeVectorAndScalarPathsWithLlama3Scaling) {
     RopeScaling sc;
     sc.type = "llama3";
     sc.factor = 32;
-    // An attention factor of 1.3 too (LongRoPE's: the tables carry it, the backward is the transpose).
+    // An attention factor of 1.3 too (LongRoPE's: the tables carry it, the backward is the transpose),
+    // and partial rotary: 48 of 64 dimensions (Phi-4-mini's 0.75: 24 pairs, the vector path) and 20 of
+    // 64 (10 pairs, the scalar path); the dimensions past them must come back untouched.
     for (const double factor : {1.0, 1.3})
-        for (std::int64_t d : {64, 12}) {  // 64: packs of 4/8 pairs; 12: 6 pairs, scalar path
-            const ref::AttnShape a{2, 33, 4, 2, d};
-            const ref::RopeFrequencies f(ref::rope_inv_freq(d, 500000.0, sc), factor);
+        for (const auto [d, rot] : {std::pair<std::int64_t, std::int64_t>{64, 64}, {12, 12}, {64, 48}, {64, 20}}) {
+            ref::AttnShape a{2, 33, 4, 2, d};  // 64: packs of 4/8 pairs; 12: 6 pairs, scalar path
+            a.rot = rot;
+            const ref::RopeFrequencies f(ref::rope_inv_freq(rot, 500000.0, sc), factor);
             std::vector<double> ct(a.s * a.d), st(a.s * a.d);
-            ref::rope_tables(ct.data(), st.data(), a.s, a.d, f);
+            ref::rope_tables_cp(ct.data(), st.data(), a, f);
             DeviceBuffer<float> dc(ct), ds(st);
             const auto qkv = rounded<T>(randn(a.b * a.s * a.qkv_width(), 45));
             DeviceBuffer<T> dq(qkv);
-            cuda::launch_rope<T>(dq.get(), dc.get(), ds.get(), a.b, a.s, a.heads, a.kv_heads, a.d, false, nullptr);
+            cuda::launch_rope<T>(dq.get(), dc.get(), ds.get(), a.b, a.s, a.heads, a.kv_heads, a.d, rot, false, nullptr);
             auto r = qkv;
             ref::rope_fwd(r.data(), a, f);
             expect_close(dq.download(), r, rtol<T>(), "rope fwd (llama3 scaling)");
-            cuda::launch_rope<T>(dq.get(), dc.get(), ds.get(), a.b, a.s, a.heads, a.kv_heads, a.d, true, nullptr);
+            cuda::launch_rope<T>(dq.get(), dc.get(), ds.get(), a.b, a.s, a.heads, a.kv_heads, a.d, rot, true, nullptr);
             ref::rope_bwd(r.data(), a, f);  // the factor squared with 1.3; qkv itself with 1
             expect_close(dq.download(), r, 2 * rtol<T>(), "rope bwd is the transpose of fwd");
         }

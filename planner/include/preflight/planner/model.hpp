@@ -104,7 +104,7 @@ struct ModelConfig {
     double rope_theta = 10000.0;       // RoPE base (config rope_theta; Su et al. 2021)
     RopeScaling rope_scaling;          // config rope_scaling (or rope_parameters, transformers 5)
     // partial_rotary_factor: the share of each head's dimensions RoPE rotates (1: all; Megatron's
-    // --rotary-percent). Memory and FLOPs do not depend on it; `preflight run` rotates all.
+    // --rotary-percent). Memory and FLOPs do not depend on it; `preflight run` rotates rope_dims().
     double rope_fraction = 1.0;
     // Sliding-window attention: each query attends to the last `sliding_window` keys (itself
     // included) on the windowed layers; 0 = full causal attention (Mistral, Mixtral, Phi-3:
@@ -129,6 +129,8 @@ struct ModelConfig {
     std::string architecture;
 
     std::int64_t q_width() const { return heads * head_dim; }
+    // The dimensions of a head RoPE rotates (transformers: int(head_dim * partial_rotary_factor)).
+    std::int64_t rope_dims() const { return static_cast<std::int64_t>(static_cast<double>(head_dim) * rope_fraction); }
     std::int64_t kv_width() const { return kv_heads * head_dim; }
     bool is_moe() const { return experts > 1; }
 };

@@ -260,6 +260,9 @@ struct Dims {
     // Sliding-window attention (Mistral's, Phi-3's; ref::AttnShape::window): a query sees itself and
     // the window - 1 keys before it; 0: every key before it, also when the window spans s_full.
     std::int64_t window = 0;
+    // RoPE's rotated dimensions at the start of each head (ModelConfig::rope_dims(); head_dim but for
+    // a partial rotary model such as Phi-4-mini's 96 of 128).
+    std::int64_t rope_dims = 0;
     // Mixture of experts: `experts` per layer (1: dense), each token routed to `topk` of them;
     // ffn and up_width above are one expert's.
     std::int64_t experts = 1, topk = 1;

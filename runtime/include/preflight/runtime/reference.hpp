@@ -43,6 +43,9 @@ struct AttnShape {
     // + 1 .. p, itself and window - 1 before it (transformers' sliding_window_overlay: kv > q - window;
     // Megatron-LM's --window-size window - 1,0); 0: every key up to p.
     i64 window = 0;
+    // RoPE's rotated dimensions at the start of each head (partial_rotary_factor); 0: all d.
+    i64 rot = 0;
+    i64 rotary() const { return rot > 0 ? rot : d; }
     i64 qkv_width() const { return (heads + 2 * kv_heads) * d; }
     i64 kv_width() const { return kv_heads * d; }
     // The first key position a query at position p sees.
@@ -50,7 +53,7 @@ struct AttnShape {
 };
 // A micro-batch's attention as the program's rank holds it.
 inline AttnShape attn_shape(const Dims& d) {
-    return {d.b, d.s, d.heads, d.kv_heads, d.head_dim, d.cp, d.cp_rank, d.window};
+    return {d.b, d.s, d.heads, d.kv_heads, d.head_dim, d.cp, d.cp_rank, d.window, d.rope_dims};
 }
 
 // Per-head RMSNorm of Q and K (Qwen3's q_norm / k_norm: Qwen3RMSNorm over each head's d, before
@@ -62,8 +65,9 @@ void head_rmsnorm_fwd(double* qkv, double* saved, const double* wq, const double
 void head_rmsnorm_bwd(const double* saved, double* dqkv, const double* wq, const double* wk, double* dwq, double* dwk,
                       const AttnShape& a, double eps);
 
-// RoPE (Su et al. 2021), rotate-half layout (HF Llama): pairs (i, i + d/2) of each Q
-// and K head rotated by t * base^(-2i/d). In place; bwd rotates by the opposite angle.
+// RoPE (Su et al. 2021), rotate-half layout (HF Llama): pairs (i, i + r/2) of each Q and K head
+// rotated by t * base^(-2i/r), r = a.rotary() (d, or the rotated share of a partial rotary model,
+// whose other dimensions pass through). In place; bwd rotates by the opposite angle.
 void rope_tables(double* cos_t, double* sin_t, i64 s, i64 d, double base);  // [s, d]
 // A model's RoPE: d/2 inverse frequencies, and the factor that multiplies cos and sin (transformers'
 // attention_scaling, applied in the rotary embedding's forward: 1 but for longrope). Frequencies alone
@@ -85,7 +89,8 @@ std::vector<double> rope_inv_freq(i64 d, double base, const RopeScaling& scaling
 // by long_factor[i] beyond, and cos and sin multiplied by attention_factor, or, not given,
 // sqrt(1 + ln(factor) / ln(original)) for factor (not given: max_positions / original) above 1.
 RopeFrequencies rope_frequencies(i64 d, double base, const RopeScaling& scaling, i64 seq, i64 max_positions);
-// Tables and rotation from explicit frequencies (d/2 of them).
+// Tables [s, d] and rotation from explicit frequencies (rotary() / 2 of them; the tables' columns
+// past the rotated ones hold cos 1 and sin 0).
 void rope_tables(double* cos_t, double* sin_t, i64 s, i64 d, const RopeFrequencies& f);
 // The same for cp rank `cp_rank`'s s tokens: row t at the position cp_position(t).
 void rope_tables_cp(double* cos_t, double* sin_t, const AttnShape& a, const RopeFrequencies& f);
