@@ -5,11 +5,14 @@
 // mapping names the dataclass field that defines the key.
 #include <algorithm>
 #include <cctype>
+#include <string>
+#include <utility>
 
 #include "import_flag_values.hpp"
 #include "import_tree_values.hpp"
 #include "preflight/planner/error.hpp"
 #include "preflight/planner/limits.hpp"
+#include "preflight/planner/model.hpp"
 
 namespace preflight {
 
@@ -162,7 +165,13 @@ json read_model_config(const Yaml& y, ImportedConfig& out) {
     // LlamaConfig.tie_word_embeddings (default false), rms_norm_eps (1e-6), rope_theta (10000),
     // rope_scaling (None), hidden_act ("silu"); Qwen2Config.attention_bias (q/k/v biases, qwen.py).
     hf["tie_word_embeddings"] = y.flag(base + "tie_word_embeddings").value_or(false);
-    if (const json* v = y.given(base + "rms_norm_eps")) hf["rms_norm_eps"] = tv::read_number(*v, y.spot(base + "rms_norm_eps"));
+    if (const json* v = y.given(base + "rms_norm_eps")) {
+        const double eps = tv::read_number(*v, y.spot(base + "rms_norm_eps"));
+        if (!(eps > 0.0 && eps < 1.0))
+            throw InputError(y.spot(base + "rms_norm_eps").text(),
+                             "must be a number above 0 and below 1, got " + import_values::shown(*v));
+        hf["rms_norm_eps"] = eps;
+    }
     if (const json* v = y.given(base + "rope_theta")) {
         const double theta = tv::read_number(*v, y.spot(base + "rope_theta"));
         if (!(theta > 1.0 && theta < 1e300))
@@ -204,7 +213,15 @@ void read_model(const Yaml& y, ImportedConfig& out) {
             out.warnings.push_back("model.model_config.moe_config: nanotron's MoE layers are not modelled; give --model");
             return;
         }
-    out.model_config = read_model_config(y, out);
+    json hf = read_model_config(y, out);
+    // The planner's own reader: what it refuses (a rope_scaling's longrope factors, say) names this file.
+    try {
+        (void)model_from_hf_config(hf, "nanotron");
+    } catch (const InputError& e) {
+        throw InputError(y.spot("model.model_config").text(),
+                         std::string("the model is not one the planner reads: ") + e.what());
+    }
+    out.model_config = std::move(hf);
     out.model_from = y.spot("model.model_config");
 }
 

@@ -145,6 +145,26 @@ TEST(ImportNanotron, BadInputNamesFileKeyAndLine) {
                        {"run.yaml:12", "'1.0e+400' is beyond the range of a double"});
 }
 
+// Found by the fuzzer: an rms_norm_eps of 0 (cli_llama_1b.yaml's 1.0e-05 mutated to 0.0e-05) passed the
+// import and was refused by the model reader without the file's name. The epsilon is checked where it
+// is read, and whatever else the model reader refuses (here a longrope with too few factors) names the
+// file and model.model_config.
+TEST(ImportNanotron, ModelValuesTheReaderRefusesNameTheFile) {
+    const auto path = config_dir() / "nanotron" / "cli_llama_1b.yaml";
+    const std::string text = read_text(path);
+    ASSERT_NE(text.find("    rms_norm_eps: 1.0e-05\n"), std::string::npos);
+    std::string zero = text;
+    zero.replace(zero.find("rms_norm_eps: 1.0e-05"), 21, "rms_norm_eps: 0.0e-05");
+    expect_input_error([&] { import_text(zero, "eps.yaml"); },
+                       {"eps.yaml:17", "model.model_config.rms_norm_eps", "above 0 and below 1"});
+    std::string longrope = text;
+    longrope.replace(longrope.find("    rms_norm_eps: 1.0e-05\n"), 26,
+                     "    rms_norm_eps: 1.0e-05\n    rope_scaling:\n      type: longrope\n      short_factor: [1.0]\n"
+                     "      long_factor: [1.0]\n");
+    expect_input_error([&] { import_text(longrope, "rope.yaml"); },
+                       {"rope.yaml", "model.model_config", "rope_scaling.short_factor"});
+}
+
 TEST(ImportNanotron, IntegersAreRangeChecked) {
     expect_input_error([] { import_text(run("", "  batch_accumulation_per_replica: 2.5\n")); },
                        {"run.yaml:9", "tokens.batch_accumulation_per_replica", "must be a whole number"});
