@@ -200,16 +200,16 @@ void print_table(const runtime::RunReport& r) {
                      "slots, the host reading each routing's expert offsets): the dense GEMMs' rate is assumed\n";
     // Sliding-window attention past the window (Dims::window): what the attention computes, and what
     // the FLOPs count (forward_flops_per_token caps the keys).
-    if (r.model.sliding_window > 0 && r.plan.seq > r.model.sliding_window)
+    if (const std::int64_t w = r.model.attention_window(r.plan.seq); w > 0)
         std::cout << "# attention: through the model's sliding window on every layer, each query sees itself and the "
-                  << r.model.sliding_window - 1 << " tokens before it (FLOPs count those keys only)\n";
+                  << w - 1 << " tokens before it (FLOPs count those keys only)\n";
     // LongRoPE (ref::rope_frequencies): which factors this sequence takes, and what cos and sin are scaled by.
     const RopeScaling& rs = r.model.rope_scaling;
     if (r.model.position == PositionKind::rope && rs.type == "longrope") {
         const runtime::ref::RopeFrequencies f = runtime::ref::rope_frequencies(r.model.rope_dims(), r.model.rope_theta, rs,
                                                                                r.plan.seq, r.model.max_positions);
-        const bool beyond = r.plan.seq > rs.original_max_positions;
-        std::cout << "# RoPE: longrope with its " << (beyond ? "long" : "short") << " factors (seq " << r.plan.seq
+        const bool beyond = f.longrope_factors == "long";
+        std::cout << "# RoPE: longrope with its " << f.longrope_factors << " factors (seq " << r.plan.seq
                   << (beyond ? " > " : " <= ") << "original_max_position_embeddings " << rs.original_max_positions
                   << "), cos and sin x " << fixed(f.attention_factor, 4) << "\n";
     }

@@ -117,8 +117,9 @@ ActivationDims activation_dims(const ModelConfig& m, const Plan& p, const Framew
 // per pair, pair per slot, E + 1 offsets) in place of the router's probabilities, the dispatched
 // tokens and the experts' outputs of all the micro-batch's tokens (every tensor-parallel rank routes
 // them all), and its slice of the experts' gate, up and SwiGLU outputs; all 16-bit, under fp8-mixed too.
-// Under expert parallelism the routing covers the ep block's tokens and the expert rows are the
-// rank's experts' capacity (runtime_moe_rows).
+// Gate weights left unrenormalised (OLMoE's) keep the router logits too, whose softmax over all E the
+// routing's backward reads (program_moe.cpp). Under expert parallelism the routing covers the ep
+// block's tokens and the expert rows are the rank's experts' capacity (runtime_moe_rows).
 static void add_runtime_moe_mlp(std::vector<ActivationTensor>& v, const ModelConfig& m, const Plan& p,
                                 const ActivationDims& d) {
     const std::int64_t tokens = d.seq * d.micro_batch, a = d.activation_bytes;
@@ -127,6 +128,7 @@ static void add_runtime_moe_mlp(std::vector<ActivationTensor>& v, const ModelCon
     v.push_back({"MLP norm output (router and dispatch input)", tokens * d.hidden * a / (d.sp ? d.tp : 1), false});
     v.push_back({"gate weights (fp32)", pairs * 4, false});
     v.push_back({"routing table (i64)", (3 * pairs + m.experts + 1) * 8, false});
+    if (!m.moe_renormalize) v.push_back({"router logits (softmax over all experts)", r.routed_tokens * m.experts * a, false});
     v.push_back({"expert rows: dispatched tokens", S * d.hidden * a, false});
     v.push_back({"expert rows: gate projection output", S * d.ffn_hidden * a / d.tp, false});
     v.push_back({"expert rows: up projection output", S * d.ffn_hidden * a / d.tp, false});

@@ -207,16 +207,16 @@ std::int64_t runtime_sp_backward_transient(const ModelConfig& m, const Plan& p, 
     return rows + widest;
 }
 
-// Profile (runtime/src/program_layer.cpp emit_head_norm_bwd): Qwen3's per-head q/k norms' backward
-// holds its fp32 scratch (runtime_head_norm_scratch_elements) beside d(q|k|v) and the residual
-// gradient's rows; 0 without those norms.
+// Profile (runtime/src/program_layer.cpp emit_head_norm_bwd): the q/k norms' backward (Qwen3's per
+// head, OLMoE's over the whole projections) holds its fp32 scratch (runtime_head_norm_scratch_elements)
+// beside d(q|k|v) and the residual gradient's rows; 0 without those norms.
 static std::int64_t runtime_head_norm_backward_transient(const ModelConfig& m, const Plan& p,
                                                          const activations::ActivationDims& d) {
     if (!m.qk_norm) return 0;
     const std::int64_t tokens = d.seq * d.micro_batch, heads = m.heads / p.tp, kv_heads = m.kv_heads / p.tp;
     return tokens * d.hidden * d.residual_bytes / (d.sp ? d.tp : 1) +
            tokens * (d.q_width + 2 * d.kv_width) * d.activation_bytes / d.tp +
-           runtime_head_norm_scratch_elements(tokens, heads, kv_heads, m.head_dim) * 4;
+           runtime_head_norm_scratch_elements(tokens, qk_norm_groups(m.qk_norm_whole, heads, kv_heads, m.head_dim)) * 4;
 }
 
 std::int64_t profile_backward_transient(const ModelConfig& m, const Plan& p, const FrameworkProfile& prof,

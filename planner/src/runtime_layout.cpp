@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "preflight/planner/checked.hpp"
+#include "preflight/planner/qk_norm_groups.hpp"
 
 namespace preflight {
 
@@ -44,11 +45,12 @@ RuntimeUnitElements runtime_unit_elements(const ModelConfig& m, std::int64_t voc
     RuntimeUnitElements e;
     e.embedding = vocab;
     if (m.position == PositionKind::learned) e.embedding += runtime_align(checked_mul(m.max_positions, h, "positions x hidden"));
-    // Layer: attention norm, q|k|v (+ bias), (Qwen3's per-head q and k norms, replicated), output (+ bias), MLP
-    // norm, gate|up or fc1 (+ bias), down or fc2 (+ bias).
+    // Layer: attention norm, q|k|v (+ bias), (q and k norms: Qwen3's of head_dim, replicated; OLMoE's
+    // of the whole q and k widths), output (+ bias), MLP norm, gate|up or fc1 (+ bias), down or fc2 (+ bias).
+    const QkNormGroups g = qk_norm_groups(m.qk_norm_whole, m.heads / tp, m.kv_heads / tp, m.head_dim);
     const std::int64_t attention = (ln ? 2 : 1) * a + runtime_align(qkv * h) + (m.qkv_bias ? runtime_align(qkv) : 0) +
-                                   (m.qk_norm ? 2 * runtime_align(m.head_dim) : 0) + runtime_align(h * q) +
-                                   (m.out_bias ? a : 0) + (ln ? 2 : 1) * a;
+                                   (m.qk_norm ? runtime_align(g.q_width) + runtime_align(g.k_width) : 0) +
+                                   runtime_align(h * q) + (m.out_bias ? a : 0) + (ln ? 2 : 1) * a;
     e.layer = attention + runtime_align(up * h) + (m.mlp_bias ? runtime_align(up) : 0) + runtime_align(h * f) +
               (m.mlp_bias ? a : 0);
     // Mixture of experts (runtime check_runtime_model: SwiGLU experts without biases): the MLP is

@@ -87,17 +87,9 @@ void check_runtime_model(const ModelConfig& m) {
     if (m.experts > limits::kMaxRuntimeExperts)
         not_run("--model", std::to_string(m.experts) + " experts a layer: the runtime routes at most " +
                                std::to_string(limits::kMaxRuntimeExperts) + " (limits::kMaxRuntimeExperts)");
-    // Per-head q/k norms (Qwen3's) run (program_layer.cpp emit_head_norm_fwd); OLMo's span the whole projection.
-    if (m.qk_norm_whole)
-        not_run("--model", "q/k norms over the whole q and k projections (" + std::string(to_string(m.family)) +
-                               "'s q_norm and k_norm) are not implemented by the runtime (its q/k norms are per head, "
-                               "Qwen3's)");
-    // The runtime's gate weights are a softmax over the k chosen logits (moe.cu, reference_moe.hpp).
-    if (m.is_moe() && !m.moe_renormalize)
-        not_run("--model", std::string(to_string(m.family)) + "'s gate weights are the softmax over all experts, "
-                               "not renormalised over the chosen ones (norm_topk_prob false, or Megatron-LM's "
-                               "--moe-router-pre-softmax); the runtime's routing renormalises them, as Mixtral's "
-                               "(norm_topk_prob true)");
+    // q/k norms run per head (Qwen3's) and over the whole projections (OLMoE's; program_layer.cpp
+    // emit_head_norm_fwd, QkNormGroups); the gate weights renormalised over the chosen experts (Mixtral's)
+    // or not (OLMoE's; moe.cu, reference_moe.hpp).
     if (!m.pre_norms)
         not_run("--model", std::string(to_string(m.family)) + "'s layer has no norms on the attention and MLP inputs: "
                                                               "the runtime's layer is pre-norm");
@@ -135,13 +127,19 @@ void check_runtime_plan(const ModelConfig& m, const Plan& p) {
     check_runtime_fp8(m, p);
     // A sliding window on every layer is the runtime's (Mistral's, Phi-3's: flash_attention.cu, the cuDNN
     // graph's left bound, the eager softmax); one on some layers only, beside full ones, is not.
-    if (m.sliding_window > 0 && m.full_attention_layers > 0 && p.seq > m.sliding_window)
+    if (m.full_attention_layers > 0 && m.attention_window(p.seq) > 0)
         not_run("--seq", std::to_string(p.seq) + " tokens outrun " + m.name + "'s sliding window of " +
                              std::to_string(m.sliding_window) + " keys on " +
                              std::to_string(m.layers - m.full_attention_layers) + " of its " +
                              std::to_string(m.layers) + " layers; the runtime's attention applies one window to "
                              "every layer, not layers of two kinds; use --seq " +
                              std::to_string(m.sliding_window) + " or less");
+    // A norm over the whole q (k) projection needs every head's squares; a tensor-parallel rank holds
+    // some heads only, and the runtime sums no statistics across the ranks.
+    if (m.qk_norm_whole && p.tp > 1)
+        not_run("--tp", "q/k norms over the whole q and k projections (" + std::string(to_string(m.family)) +
+                            "'s q_norm and k_norm) under tensor parallelism are not implemented by the runtime (each "
+                            "rank holds some heads, and the norm's sum of squares spans them all); use --tp 1");
     if (p.dropout != 0.0) not_run("--dropout", "must be 0 (dropout is not implemented by the runtime)");
     if (m.is_moe() && p.ep <= 1 && p.moe_capacity_factor != 1.0)
         not_run("--moe-capacity-factor", "without expert parallelism the runtime's experts are dropless (each token's k "

@@ -121,7 +121,8 @@ void DeviceRunner::run_moe(const Op& op, const BufferTable& t) {
             expect_view(op, 0, rows, E);
             expect_view(op, 1, rows, k);
             moe_offsets_.erase(routing);  // a new table at this address: its offsets are read again
-            launch_moe_route<T>(at<T>(t, op.v[0]), at<float>(t, op.v[1]), routing, rows, E, k, stream);
+            launch_moe_route<T>(at<T>(t, op.v[0]), at<float>(t, op.v[1]), routing, rows, E, k, d.renormalize_gates,
+                                stream);
             break;
         case OpKind::moe_dispatch:  // v0 = x -> v1 = the slots
             expect_view(op, 0, rows, h);
@@ -171,8 +172,10 @@ void DeviceRunner::run_moe(const Op& op, const BufferTable& t) {
             expect_view(op, 0, rows, k);
             expect_view(op, 1, rows, k);
             expect_view(op, 3, rows, E);
-            launch_moe_route_bwd<T>(at<float>(t, op.v[0]), at<float>(t, op.v[1]), routing, rows, E, k,
-                                    at<T>(t, op.v[3]), stream);
+            if (!d.renormalize_gates) expect_view(op, 4, rows, E);
+            launch_moe_route_bwd<T>(at<float>(t, op.v[0]), at<float>(t, op.v[1]), routing,
+                                    d.renormalize_gates ? nullptr : at<T>(t, op.v[4]), rows, E, k, at<T>(t, op.v[3]),
+                                    stream);
             break;
         case OpKind::moe_dispatch_bwd:  // v0 = d slots -> v1 = dx (+= when accumulate)
             expect_view(op, 0, S, h);

@@ -1,9 +1,8 @@
 // The DeviceRunner's norms (device_runner.hpp; program_layer.cpp emits them, their operands in
 // program.hpp; the host runner's twin: host_runner.cpp and host_runner_ops.cpp): LayerNorm or
-// RMSNorm over the residual stream's rows (norm.cu), and Qwen3's per-head q/k RMSNorms on the Q|K
-// heads of the fused q|k|v (head_norm.cu).
+// RMSNorm over the residual stream's rows (norm.cu), and the q/k RMSNorms (Qwen3's per head, OLMoE's
+// per projection) on the Q|K columns of the fused q|k|v (head_norm.cu).
 #include "device_runner.hpp"
-#include "preflight/planner/profiles.hpp"
 
 namespace preflight::runtime::cuda {
 
@@ -19,15 +18,14 @@ void DeviceRunner::norms(const Op& op, const BufferTable& t) {
                                at<float>(t, op.v[3]), grad<T>(t, op.p0), grad<T>(t, op.p1), op.v[0].rows, d.h,
                                norm_eps(), layernorm(), op.accumulate, stream);
             break;
-        case OpKind::head_norm_fwd:  // v0: qkv's Q|K heads (from the buffer's start), v1: the kept input
+        case OpKind::head_norm_fwd:  // v0: qkv's Q|K columns (from the buffer's start), v1: the kept input
             launch_head_norm_fwd<T>(at<T>(t, op.v[0]), at<T>(t, op.v[1]), param<T>(t, op.p0), param<T>(t, op.p1),
-                                    op.v[0].rows, d.heads, d.kv_heads, d.head_dim, norm_eps(), stream);
+                                    op.v[0].rows, d.qkv_width, d.qk_norm, norm_eps(), stream);
             break;
-        case OpKind::head_norm_bwd:  // v0: the kept input, v1: dqkv's Q|K heads, v2: the scratch
+        case OpKind::head_norm_bwd:  // v0: the kept input, v1: dqkv's Q|K columns, v2: the scratch
             launch_head_norm_bwd<T>(at<T>(t, op.v[0]), at<T>(t, op.v[1]), at<float>(t, op.v[2]), param<T>(t, op.p0),
-                                    param<T>(t, op.p1), grad<T>(t, op.p0), grad<T>(t, op.p1), op.v[1].rows, d.heads,
-                                    d.kv_heads, d.head_dim, runtime_head_norm_slices(op.v[1].rows, d.heads), norm_eps(),
-                                    stream);
+                                    param<T>(t, op.p1), grad<T>(t, op.p0), grad<T>(t, op.p1), op.v[1].rows, d.qkv_width,
+                                    d.qk_norm, norm_eps(), stream);
             break;
         default: break;
     }

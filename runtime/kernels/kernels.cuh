@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "check.hpp"
+#include "preflight/planner/qk_norm_groups.hpp"
 
 namespace preflight::runtime::cuda {
 
@@ -87,16 +88,17 @@ template <class T>
 void launch_norm_bwd(const T* x, const T* w, const T* dy, T* dx, float* stats, T* dw, T* db, i64 rows, i64 h,
                      float eps, bool layernorm, bool accumulate, cudaStream_t stream);
 
-// head_norm.cu: per-head RMSNorm of the Q and K heads of qkv [rows, (heads + 2 kv_heads) d] (Qwen3's
-// q_norm / k_norm), in place; `saved` [rows (heads + kv_heads), d] receives the input. The backward
-// reads it, writes the input gradient over dqkv's Q|K heads, its fp32 scratch (rows (heads +
-// kv_heads) rstd, then slices x 2 x d partial sums: runtime_head_norm_scratch_elements), and dwq, dwk +=.
+// head_norm.cu: RMSNorm of the Q and K columns of qkv [rows, ld] over the groups `g` (Qwen3's per
+// head, OLMo's per projection: QkNormGroups), in place; `saved` [rows, g.columns()] receives the input.
+// The backward reads it, writes the input gradient over dqkv's Q|K columns, its fp32 scratch (rows x
+// g.per_row() rstd, then slices x g.weights() partial sums: runtime_head_norm_scratch_elements), and
+// dwq, dwk +=.
 template <class T>
-void launch_head_norm_fwd(T* qkv, T* saved, const T* wq, const T* wk, i64 rows, i64 heads, i64 kv_heads, i64 d,
+void launch_head_norm_fwd(T* qkv, T* saved, const T* wq, const T* wk, i64 rows, i64 ld, const QkNormGroups& g,
                           float eps, cudaStream_t stream);
 template <class T>
 void launch_head_norm_bwd(const T* saved, T* dqkv, float* scratch, const T* wq, const T* wk, T* dwq, T* dwk, i64 rows,
-                          i64 heads, i64 kv_heads, i64 d, i64 slices, float eps, cudaStream_t stream);
+                          i64 ld, const QkNormGroups& g, float eps, cudaStream_t stream);
 
 // bias_grad.cu: db[n] += sum over rows of dy[rows, n] (row stride ld).
 template <class T>
@@ -126,10 +128,12 @@ void launch_swiglu_bwd(const T* gu, T* dgu, i64 rows, i64 f, cudaStream_t stream
 // / res [rows, h], the slots xd / y / dy / dxd [rows k, h] (T). The experts' GEMMs are cuBLASLt
 // products per expert (DeviceRunner, device_runner_moe.cpp).
 inline constexpr i64 kMoeMaxExperts = 256;  // the routing sort's shared memory (one block)
-// Top-k of each row (the lower index first on a tie), gates = softmax over the chosen logits, and
-// the whole routing table (a stable counting sort by expert, deterministic). 1 <= k <= experts.
+// Top-k of each row (the lower index first on a tie), gates = softmax over the chosen logits
+// (`renormalize`) or over all E at the chosen, and the whole routing table (a stable counting sort by
+// expert, deterministic). 1 <= k <= experts.
 template <class T>
-void launch_moe_route(const T* logits, float* gates, i64* routing, i64 rows, i64 experts, i64 k, cudaStream_t stream);
+void launch_moe_route(const T* logits, float* gates, i64* routing, i64 rows, i64 experts, i64 k, bool renormalize,
+                      cudaStream_t stream);
 // Where the rank's experts' rows are (reference_moe.hpp ExpertSlots): experts first .. first +
 // count - 1 of `experts`; capacity 0: the routing's own slots (every expert local), else C rows per
 // local expert (its first C pairs, zeros after them; expert parallelism).
@@ -148,10 +152,12 @@ void launch_moe_combine(const T* y, const float* gates, const i64* routing, cons
 template <class T>
 void launch_moe_combine_bwd(const T* dout, const T* y, const float* gates, const i64* routing, i64 rows, i64 k, i64 h,
                             MoeSlots s, T* dy, float* dgates, cudaStream_t stream);
-// dlogits[t, e_j] = g_j (dg_j - sum_m g_m dg_m) for the chosen experts e_j, 0 elsewhere (overwritten).
+// logits null (renormalised gates): dlogits[t, e_j] = g_j (dg_j - sum_m g_m dg_m) for the chosen experts
+// e_j, 0 elsewhere; else, p the softmax of the row's logits: dlogits[t, e] = p_e ([e chosen] dg_e -
+// sum_m g_m dg_m). Overwritten.
 template <class T>
-void launch_moe_route_bwd(const float* dgates, const float* gates, const i64* routing, i64 rows, i64 experts, i64 k,
-                          T* dlogits, cudaStream_t stream);
+void launch_moe_route_bwd(const float* dgates, const float* gates, const i64* routing, const T* logits, i64 rows,
+                          i64 experts, i64 k, T* dlogits, cudaStream_t stream);
 // dx[t] (= or += when accumulate) sum over the rank's kept pairs of dxd[local_row(t k + j)].
 template <class T>
 void launch_moe_dispatch_bwd(const T* dxd, const i64* routing, i64 rows, i64 k, i64 h, MoeSlots s, T* dx,

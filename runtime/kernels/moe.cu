@@ -31,11 +31,13 @@ __device__ __forceinline__ i64 moe_local_row(const i64* routing, i64 pairs, cons
 // Top-k routing of each token (one thread per token row): the k largest logits, the lower expert
 // index first on a tie (ref::moe_route's order), and the gates = softmax over the chosen k
 // (Mixtral sec. 2.1: softmax(TopK(x W_g)); equal to HF's softmax over all E renormalised over the
-// top k). The j-th choice is the largest key (logit, then lower index) below the (j-1)-th's, so
+// top k), or, not `renormalize`, the softmax over all E at the chosen (OlmoeSparseMoeBlock with
+// norm_topk_prob false). The j-th choice is the largest key (logit, then lower index) below the (j-1)-th's, so
 // no per-row scratch is needed for any E. A NaN logit is never chosen; a row of NaNs only
 // (reference undefined) picks expert 0 and gets NaN gates rather than an out-of-range expert.
 template <class T>
-__global__ void moe_topk_kernel(const T* logits, i64 rows, i64 experts, i64 k, float* gates, i64* expert_of) {
+__global__ void moe_topk_kernel(const T* logits, i64 rows, i64 experts, i64 k, bool renormalize, float* gates,
+                                i64* expert_of) {
     const i64 t = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x;
     if (t >= rows) return;
     const T* l = logits + t * experts;
@@ -61,6 +63,10 @@ __global__ void moe_topk_kernel(const T* logits, i64 rows, i64 experts, i64 k, f
         expert_of[t * k + j] = best_e;
         prev_v = best_v;
         prev_e = best_e;
+    }
+    if (!renormalize) {  // the softmax's denominator over all E (`top` is the largest logit)
+        sum = 0.f;
+        for (i64 e = 0; e < experts; ++e) sum += expf(to_f(l[e]) - top);
     }
     const float inv = 1.f / sum;
     for (i64 j = 0; j < k; ++j) g[j] *= inv;
@@ -194,20 +200,33 @@ __global__ void moe_combine_bwd_kernel(const T* dout, const T* y, const float* g
     if (lane == 0) dgates[p] = dot;
 }
 
-// The backward of the softmax over the chosen logits (ref::moe_route_bwd): dlogits[t, e_j] =
-// g_j (dg_j - sum_m g_m dg_m) for each chosen expert e_j, 0 for the others (the top-k selection
-// passes no gradient). One thread per element of dlogits [rows, E].
+// The routing's backward (ref::moe_route_bwd; the top-k selection passes no gradient). Renormalised
+// gates (no `logits`), the softmax over the chosen logits: dlogits[t, e_j] = g_j (dg_j - sum_m g_m
+// dg_m) for each chosen expert e_j, 0 for the others. Gates p at the chosen, p the softmax over all E
+// of the kept `logits`: dlogits[t, e] = p_e ([e chosen] dg_e - sum_m g_m dg_m), p_e recomputed from
+// the row's logits. One thread per element of dlogits [rows, E].
 template <class T>
-__global__ void moe_route_bwd_kernel(const float* dgates, const float* gates, const i64* expert_of, i64 rows,
-                                     i64 experts, i64 k, T* dlogits) {
+__global__ void moe_route_bwd_kernel(const float* dgates, const float* gates, const i64* expert_of, const T* logits,
+                                     i64 rows, i64 experts, i64 k, T* dlogits) {
     const i64 i = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x;
     if (i >= rows * experts) return;
     const i64 t = i / experts, e = i % experts;
     float dot = 0.f;
     for (i64 j = 0; j < k; ++j) dot += gates[t * k + j] * dgates[t * k + j];
     float v = 0.f;
-    for (i64 j = 0; j < k; ++j)
-        if (expert_of[t * k + j] == e) v = gates[t * k + j] * (dgates[t * k + j] - dot);
+    if (logits) {
+        const T* l = logits + t * experts;
+        float top = -INFINITY, z = 0.f;
+        for (i64 m = 0; m < experts; ++m) top = fmaxf(top, to_f(l[m]));
+        for (i64 m = 0; m < experts; ++m) z += expf(to_f(l[m]) - top);
+        const float p = expf(to_f(l[e]) - top) / z;
+        v = -p * dot;
+        for (i64 j = 0; j < k; ++j)
+            if (expert_of[t * k + j] == e) v += p * dgates[t * k + j];
+    } else {
+        for (i64 j = 0; j < k; ++j)
+            if (expert_of[t * k + j] == e) v = gates[t * k + j] * (dgates[t * k + j] - dot);
+    }
     dlogits[i] = from_f<T>(v);
 }
 
@@ -228,13 +247,14 @@ __global__ void moe_dispatch_bwd_kernel(const T* dxd, const i64* routing, i64 ro
 }
 
 template <class T>
-void launch_moe_route(const T* logits, float* gates, i64* routing, i64 rows, i64 experts, i64 k, cudaStream_t stream) {
+void launch_moe_route(const T* logits, float* gates, i64* routing, i64 rows, i64 experts, i64 k, bool renormalize,
+                      cudaStream_t stream) {
     if (experts < 1 || experts > kMoeMaxExperts || k < 1 || k > experts || rows < 0)
         throw std::invalid_argument("launch_moe_route: needs 1 <= k <= experts <= " + std::to_string(kMoeMaxExperts) +
                                     " (experts " + std::to_string(experts) + ", k " + std::to_string(k) + ")");
     const i64 pairs = rows * k;
     if (rows > 0) {
-        moe_topk_kernel<T><<<grid_for(rows, 128), 128, 0, stream>>>(logits, rows, experts, k, gates,
+        moe_topk_kernel<T><<<grid_for(rows, 128), 128, 0, stream>>>(logits, rows, experts, k, renormalize, gates,
                                                                     routing + moe_expert_of_at(pairs, experts));
         PF_LAUNCH_CHECK();
     }
@@ -284,11 +304,11 @@ void launch_moe_combine_bwd(const T* dout, const T* y, const float* gates, const
 }
 
 template <class T>
-void launch_moe_route_bwd(const float* dgates, const float* gates, const i64* routing, i64 rows, i64 experts, i64 k,
-                          T* dlogits, cudaStream_t stream) {
+void launch_moe_route_bwd(const float* dgates, const float* gates, const i64* routing, const T* logits, i64 rows,
+                          i64 experts, i64 k, T* dlogits, cudaStream_t stream) {
     if (rows * experts == 0) return;
     moe_route_bwd_kernel<T><<<grid_for(rows * experts, 256), 256, 0, stream>>>(
-        dgates, gates, routing + moe_expert_of_at(rows * k, experts), rows, experts, k, dlogits);
+        dgates, gates, routing + moe_expert_of_at(rows * k, experts), logits, rows, experts, k, dlogits);
     PF_LAUNCH_CHECK();
 }
 
@@ -301,13 +321,14 @@ void launch_moe_dispatch_bwd(const T* dxd, const i64* routing, i64 rows, i64 k, 
 }
 
 #define PF_MOE_INSTANTIATE(T)                                                                                        \
-    template void launch_moe_route<T>(const T*, float*, i64*, i64, i64, i64, cudaStream_t);                          \
+    template void launch_moe_route<T>(const T*, float*, i64*, i64, i64, i64, bool, cudaStream_t);                    \
     template void launch_moe_dispatch<T>(const T*, const i64*, i64, i64, i64, MoeSlots, T*, cudaStream_t);           \
     template void launch_moe_combine<T>(const T*, const float*, const i64*, const T*, i64, i64, i64, MoeSlots, T*,   \
                                         cudaStream_t);                                                               \
     template void launch_moe_combine_bwd<T>(const T*, const T*, const float*, const i64*, i64, i64, i64, MoeSlots, T*, \
                                             float*, cudaStream_t);                                                   \
-    template void launch_moe_route_bwd<T>(const float*, const float*, const i64*, i64, i64, i64, T*, cudaStream_t);  \
+    template void launch_moe_route_bwd<T>(const float*, const float*, const i64*, const T*, i64, i64, i64, T*,       \
+                                          cudaStream_t);                                                             \
     template void launch_moe_dispatch_bwd<T>(const T*, const i64*, i64, i64, i64, MoeSlots, T*, bool, cudaStream_t);
 PF_MOE_INSTANTIATE(float)
 PF_MOE_INSTANTIATE(bf16)

@@ -15,7 +15,7 @@ void HostRunner::run_moe(const Op& op) {
     const ref::ExpertSlots es{d.expert0, d.local_experts, d.capacity};
     if (op.kind == OpKind::moe_route) {
         std::vector<std::int64_t> table(static_cast<std::size_t>(d.routing_elements()));
-        ref::moe_route(at(op.v[0]), rows, E, k, at(op.v[1]), table.data());
+        ref::moe_route(at(op.v[0]), rows, E, k, d.renormalize_gates, at(op.v[1]), table.data());
         double* out = at(op.v[2]);
         for (std::size_t i = 0; i < table.size(); ++i) out[i] = static_cast<double>(table[i]);
         return;
@@ -51,7 +51,10 @@ void HostRunner::run_moe(const Op& op) {
         case OpKind::moe_combine_bwd:
             ref::moe_combine_bwd(at(op.v[0]), at(op.v[1]), at(op.v[2]), r, rows, k, E, h, es, at(op.v[4]), at(op.v[5]));
             break;
-        case OpKind::moe_route_bwd: ref::moe_route_bwd(at(op.v[0]), at(op.v[1]), r, rows, E, k, at(op.v[3])); break;
+        case OpKind::moe_route_bwd:
+            ref::moe_route_bwd(at(op.v[0]), at(op.v[1]), r, op.v[4].buffer == kNoBuffer ? nullptr : at(op.v[4]), rows,
+                               E, k, at(op.v[3]));
+            break;
         case OpKind::moe_dispatch_bwd:
             ref::moe_dispatch_bwd(at(op.v[0]), r, rows, k, E, h, es, at(op.v[1]), op.accumulate);
             break;

@@ -117,10 +117,12 @@ void HostRunner::run_elementwise(const Op& op) {
         case OpKind::rope_bwd: ref::rope_bwd(at(op.v[0]), a, rope_); break;
         // v0 / v1: qkv's (dqkv's) Q|K heads at offset 0 of the buffer, whose rows qkv_width apart.
         case OpKind::head_norm_fwd:
-            ref::head_rmsnorm_fwd(at(op.v[0]), at(op.v[1]), w(op.p0), w(op.p1), a, P.hyper.norm_eps);
+            ref::head_rmsnorm_fwd(at(op.v[0]), at(op.v[1]), w(op.p0), w(op.p1), op.v[0].rows, d.qkv_width, d.qk_norm,
+                                  P.hyper.norm_eps);
             break;
         case OpKind::head_norm_bwd:
-            ref::head_rmsnorm_bwd(at(op.v[0]), at(op.v[1]), w(op.p0), w(op.p1), g(op.p0), g(op.p1), a, P.hyper.norm_eps);
+            ref::head_rmsnorm_bwd(at(op.v[0]), at(op.v[1]), w(op.p0), w(op.p1), g(op.p0), g(op.p1), op.v[1].rows,
+                                  d.qkv_width, d.qk_norm, P.hyper.norm_eps);
             break;
         // The view's rows: a micro-batch's, or a mixture of experts' rows x k slots.
         case OpKind::swiglu_fwd: ref::swiglu_fwd(at(op.v[0]), at(op.v[1]), op.v[0].rows, d.ffn); break;

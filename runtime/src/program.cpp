@@ -51,6 +51,8 @@ Dims program_dims(const ModelConfig& model, const Plan& plan, const RankCoords& 
     d.up_width = model.mlp == MlpKind::swiglu ? 2 * d.ffn : d.ffn;
     d.experts = model.experts;
     d.topk = model.is_moe() ? model.experts_per_token : 1;
+    d.renormalize_gates = !model.is_moe() || model.moe_renormalize;
+    if (model.qk_norm) d.qk_norm = qk_norm_groups(model.qk_norm_whole, d.heads, d.kv_heads, d.head_dim);
     // Expert parallelism: ep consecutive data-parallel ranks split the experts; each expert takes
     // at most ceil(capacity factor x the block's balanced load) of its ep x rows tokens' pairs.
     d.ep = model.is_moe() ? std::max<std::int64_t>(plan.ep, 1) : 1;
@@ -118,9 +120,9 @@ LayerParams add_layer_parameters(Builder& B, const ModelConfig& model, std::int6
     if (ln) lp.norm1_b = B.param(n + "attn_norm.bias", d.h, 1, l, false);
     lp.qkv_w = B.param(n + "qkv_proj.weight", d.qkv_width, d.h, l, true, column_qkv);
     if (model.qkv_bias) lp.qkv_b = B.param(n + "qkv_proj.bias", d.qkv_width, 1, l, false, bias_qkv);
-    if (model.qk_norm) {  // check_runtime_model: per head (Qwen3's), one head_dim weight shared by the heads
-        lp.q_norm_w = B.param(n + "q_norm.weight", d.head_dim, 1, l, false);
-        lp.k_norm_w = B.param(n + "k_norm.weight", d.head_dim, 1, l, false);
+    if (model.qk_norm) {  // Qwen3's one head_dim weight shared by the heads; OLMoE's a weight per column
+        lp.q_norm_w = B.param(n + "q_norm.weight", d.qk_norm.q_width, 1, l, false);
+        lp.k_norm_w = B.param(n + "k_norm.weight", d.qk_norm.k_width, 1, l, false);
     }
     lp.out_w = B.param(n + "o_proj.weight", d.h, d.q_width, l, true, row_out);
     if (model.out_bias) lp.out_b = B.param(n + "o_proj.bias", d.h, 1, l, false);
@@ -258,7 +260,7 @@ Program build_program(const ModelConfig& model, const Plan& plan_in, std::int64_
     P.dims.s_full = whole.seq;
     // Sliding-window attention on every layer (check_runtime_model refuses layers of two kinds)
     // where the window is narrower than the sequence.
-    if (model.sliding_window > 0 && model.sliding_window < whole.seq) P.dims.window = model.sliding_window;
+    P.dims.window = model.attention_window(whole.seq);
     const Dims& d = P.dims;
     RuntimeStageSpan span{d.first_stage, d.last_stage, d.first_layer(), d.layers, {}};
     for (std::int64_t l = 1; l <= d.layers; ++l) span.model_layers.push_back(d.model_layer(l));

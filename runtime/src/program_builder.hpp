@@ -160,6 +160,7 @@ struct LayerFwd {
     // Mixture of experts (program_moe.cpp): gate weights, routing table, the dispatched tokens and
     // the experts' outputs (up and act above are the experts', [rows k, .]).
     BufferId gates = kNoBuffer, routing = kNoBuffer, xd = kNoBuffer, y = kNoBuffer;
+    BufferId logits = kNoBuffer;  // the router logits, kept where the gates are not renormalised
 };
 
 // What a layer keeps for its backward, but its input x and its attention core (listed apart).

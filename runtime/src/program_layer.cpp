@@ -84,9 +84,10 @@ void release_gathered_input(const Program& P, Op& gemm, BufferId gathered, Buffe
 // The Q|K heads of a [rows, qkv_width] buffer (q|k|v or its gradient).
 View qk_heads(const Dims& d, BufferId qkv) { return {qkv, d.rows, d.q_width + d.kv_width, d.qkv_width, 0}; }
 
-// Per-head q/k RMSNorm forward (Qwen3Attention: q_norm(q_proj(x)) and k_norm(k_proj(x)) per head,
-// before RoPE), in place on qkv; returns its input's copy, kept for the backward as autograd keeps
-// it (the planner's "Q/K norm input" tensors, activations.cpp add_qk_norm_inputs).
+// q/k RMSNorm forward over Dims::qk_norm's groups (Qwen3Attention: q_norm(q_proj(x)) and k_norm(k_proj(x))
+// per head; OlmoeAttention: over the whole projections), before RoPE, in place on qkv; returns its
+// input's copy, kept for the backward as autograd keeps it (the planner's "Q/K norm input" tensors,
+// activations.cpp add_qk_norm_inputs).
 BufferId emit_head_norm_fwd(Builder& B, std::vector<Op>& out, const std::string& n, const Phase& ph, BufferId qkv,
                             const LayerParams& lp) {
     const Dims& d = B.d_;
@@ -100,13 +101,13 @@ BufferId emit_head_norm_fwd(Builder& B, std::vector<Op>& out, const std::string&
     return kept;
 }
 
-// Its backward in place on dqkv's Q|K heads, with the heads' rstd recomputed into a scratch beside
+// Its backward in place on dqkv's Q|K heads, with the groups' rstd recomputed into a scratch beside
 // the weight gradients' partial sums (runtime_head_norm_scratch_elements).
 void emit_head_norm_bwd(Builder& B, std::vector<Op>& out, const std::string& n, const Phase& ph, BufferId kept,
                         BufferId dqkv, const LayerParams& lp) {
     Program& P = B.p_;
     const Dims& d = P.dims;
-    const std::int64_t elements = runtime_head_norm_scratch_elements(d.rows, d.heads, d.kv_heads, d.head_dim);
+    const std::int64_t elements = runtime_head_norm_scratch_elements(d.rows, d.qk_norm);
     const BufferId scratch = B.buffer(n + "q/k norm bwd scratch", Category::temporary, DType::f32, elements);
     Op& o = B.emit(out, OpKind::head_norm_bwd, n + "q/k norm bwd", ph);
     o.alloc = {scratch};
@@ -324,6 +325,7 @@ std::vector<BufferId> layer_kept(const Program& P, const LayerFwd& f) {
     if (P.fp8 && P.plan.attention == AttentionKind::flash) v.push_back(f.attn);
     if (P.dims.moe()) {
         for (BufferId b : {f.xn2, f.gates, f.routing, f.xd, f.up, f.act, f.y}) v.push_back(b);
+        if (f.logits != kNoBuffer) v.push_back(f.logits);
         return v;
     }
     for (BufferId b : {P.fp8 ? f.xn2_8t : f.xn2, f.up, P.fp8 ? f.act_8t : f.act}) v.push_back(b);

@@ -55,36 +55,50 @@ BufferId reduce_scatter_ep(Builder& B, std::vector<Op>& out, const std::string& 
     o.free = {all};
     return mine;
 }
+
+// The router on the routed rows `xe` and the routing: the gate weights and the routing table (kept).
+// The routing frees the router logits, but for gates left unrenormalised (OLMoE's), whose backward is
+// the softmax's over all E logits: they are kept then (f.logits).
+void emit_router_forward(Builder& B, std::vector<Op>& out, const std::string& n, const Phase& ph, const LayerParams& lp,
+                         BufferId xe, LayerFwd& f) {
+    Program& P = B.p_;
+    const Dims& d = P.dims;
+    const std::int64_t E = d.experts, R = d.route_rows();
+    const BufferId logits =
+        B.buffer(n + "router logits", d.renormalize_gates ? Category::temporary : Category::activations, P.act, R * E);
+    emit_linear_fwd(B, out, n + "router", ph, rows_view(xe, R, d.h), rows_view(logits, R, E), lp.router_w, kNoParam);
+    f.gates = B.buffer(n + "gate weights", Category::activations, DType::f32, R * d.topk);
+    f.routing = B.buffer(n + "routing", Category::activations, DType::i64, d.routing_elements());
+    // moe_route: v0 = logits -> v1 = gate weights, v2 = routing
+    Op& o = B.emit(out, OpKind::moe_route, n + "top-" + std::to_string(d.topk) + " routing", ph);
+    o.alloc = {f.gates, f.routing};
+    o.v[0] = rows_view(logits, R, E);
+    o.v[1] = rows_view(f.gates, R, d.topk);
+    o.v[2] = rows_view(f.routing, 1, d.routing_elements());
+    if (d.renormalize_gates)
+        o.free = {logits};
+    else
+        f.logits = logits;
+}
 }  // namespace
 
 // Kept for the backward (program_layer.cpp layer_kept): the norm output (the router's weight
 // gradient), gate weights, routing, the dispatched tokens, the experts' gate|up and SwiGLU outputs
 // (their GEMMs' weight gradients and the SwiGLU backward) and their outputs (the gate weights'
-// gradient). The router logits are freed by the routing.
+// gradient), and OLMoE's router logits (emit_router_forward).
 void emit_moe_forward(Builder& B, std::vector<Op>& out, std::int64_t l, const std::string& n, const Phase& ph,
                       LayerFwd& f, bool produce_output) {
     Program& P = B.p_;
     const Dims& d = P.dims;
     const LayerParams& lp = P.layer_params[static_cast<std::size_t>(l - 1)];
-    const std::int64_t E = d.experts, R = d.route_rows(), S = d.slots();
+    const std::int64_t R = d.route_rows(), S = d.slots();
     // Sequence parallelism: the router and the dispatch read all the rows, gathered here and freed
     // once dispatched (the backward gathers them again for the router's weight gradient); expert
     // parallelism gathers the block's rows on top.
     const BufferId xg = B.gather_seq(out, n + "mlp norm out", ph, f.xn2, d.h);
     const BufferId xe = gather_ep(B, out, n + "mlp norm out", ph, xg, xg != f.xn2);
-    const BufferId logits = B.buffer(n + "router logits", Category::temporary, P.act, R * E);
-    emit_linear_fwd(B, out, n + "router", ph, rows_view(xe, R, d.h), rows_view(logits, R, E), lp.router_w, kNoParam);
-    f.gates = B.buffer(n + "gate weights", Category::activations, DType::f32, R * d.topk);
-    f.routing = B.buffer(n + "routing", Category::activations, DType::i64, d.routing_elements());
+    emit_router_forward(B, out, n, ph, lp, xe, f);
     const View routing = rows_view(f.routing, 1, d.routing_elements());
-    {  // moe_route: v0 = logits -> v1 = gate weights, v2 = routing
-        Op& o = B.emit(out, OpKind::moe_route, n + "top-" + std::to_string(d.topk) + " routing", ph);
-        o.alloc = {f.gates, f.routing};
-        o.v[0] = rows_view(logits, R, E);
-        o.v[1] = rows_view(f.gates, R, d.topk);
-        o.v[2] = routing;
-        o.free = {logits};
-    }
     f.xd = B.buffer(n + "dispatched tokens", Category::activations, P.act, S * d.h);
     {  // moe_dispatch: v0 = the routed tokens, v2 = routing -> v1 = the rank's expert rows
         Op& o = B.emit(out, OpKind::moe_dispatch, n + "dispatch", ph);
@@ -176,13 +190,15 @@ BufferId emit_gates_backward(Builder& B, std::vector<Op>& out, const std::string
         B.emit_wait(out, B.last_collective, ph);
     }
     dlogits = B.buffer(n + "d router logits", Category::temporary, P.act, R * d.experts);
-    // moe_route_bwd: v0 = d gates, v1 = gates, v2 = routing -> v3 = d logits
+    // moe_route_bwd: v0 = d gates, v1 = gates, v2 = routing, v4 = the kept router logits (gates left
+    // unrenormalised only) -> v3 = d logits
     Op& o = B.emit(out, OpKind::moe_route_bwd, n + "routing bwd", ph);
     o.alloc = {dlogits};
     o.v[0] = rows_view(dg, R, d.topk);
     o.v[1] = rows_view(f.gates, R, d.topk);
     o.v[2] = routing;
     o.v[3] = rows_view(dlogits, R, d.experts);
+    if (!d.renormalize_gates) o.v[4] = rows_view(f.logits, R, d.experts);
     o.free = {dg};
     return dy;
 }

@@ -131,28 +131,47 @@ void rmsnorm_bwd(const double* x, const double* w, const double* dy, double* dx,
 }
 
 // Each (token, head) of the Q|K columns is one RMSNorm row of width d (rmsnorm_fwd / _bwd on it).
-void head_rmsnorm_fwd(double* qkv, double* saved, const double* wq, const double* wk, const AttnShape& a, double eps) {
-    const i64 nh = a.heads + a.kv_heads, C = a.qkv_width();
-    for (i64 r = 0; r < a.b * a.s; ++r)
-        for (i64 hh = 0; hh < nh; ++hh) {
-            double* x = qkv + r * C + hh * a.d;
-            double* kept = saved + (r * nh + hh) * a.d;
-            std::copy(x, x + a.d, kept);
-            rmsnorm_fwd(kept, hh < a.heads ? wq : wk, x, 1, a.d, eps);
+namespace {
+// Where the j-th group of a row begins among the Q|K columns, and its width (Q's groups, then K's).
+i64 group_offset(const QkNormGroups& g, i64 j) {
+    return j < g.q_groups ? j * g.q_width : g.q_groups * g.q_width + (j - g.q_groups) * g.k_width;
+}
+i64 group_width(const QkNormGroups& g, i64 j) { return j < g.q_groups ? g.q_width : g.k_width; }
+}  // namespace
+
+void head_rmsnorm_fwd(double* qkv, double* saved, const double* wq, const double* wk, i64 rows, i64 ld,
+                      const QkNormGroups& g, double eps) {
+    for (i64 r = 0; r < rows; ++r)
+        for (i64 j = 0; j < g.per_row(); ++j) {
+            const i64 at = group_offset(g, j), n = group_width(g, j);
+            double* x = qkv + r * ld + at;
+            double* kept = saved + r * g.columns() + at;
+            std::copy(x, x + n, kept);
+            rmsnorm_fwd(kept, j < g.q_groups ? wq : wk, x, 1, n, eps);
         }
 }
 
 void head_rmsnorm_bwd(const double* saved, double* dqkv, const double* wq, const double* wk, double* dwq, double* dwk,
-                      const AttnShape& a, double eps) {
-    const i64 nh = a.heads + a.kv_heads, C = a.qkv_width();
-    std::vector<double> dy(static_cast<std::size_t>(a.d));
-    for (i64 r = 0; r < a.b * a.s; ++r)
-        for (i64 hh = 0; hh < nh; ++hh) {
-            double* g = dqkv + r * C + hh * a.d;
-            std::copy(g, g + a.d, dy.begin());
-            const bool q = hh < a.heads;
-            rmsnorm_bwd(saved + (r * nh + hh) * a.d, q ? wq : wk, dy.data(), g, q ? dwq : dwk, 1, a.d, eps, false);
+                      i64 rows, i64 ld, const QkNormGroups& g, double eps) {
+    std::vector<double> dy(static_cast<std::size_t>(std::max(g.q_width, g.k_width)));
+    for (i64 r = 0; r < rows; ++r)
+        for (i64 j = 0; j < g.per_row(); ++j) {
+            const i64 at = group_offset(g, j), n = group_width(g, j);
+            double* d = dqkv + r * ld + at;
+            std::copy(d, d + n, dy.begin());
+            const bool q = j < g.q_groups;
+            rmsnorm_bwd(saved + r * g.columns() + at, q ? wq : wk, dy.data(), d, q ? dwq : dwk, 1, n, eps, false);
         }
+}
+
+void head_rmsnorm_fwd(double* qkv, double* saved, const double* wq, const double* wk, const AttnShape& a, double eps) {
+    head_rmsnorm_fwd(qkv, saved, wq, wk, a.b * a.s, a.qkv_width(), qk_norm_groups(false, a.heads, a.kv_heads, a.d), eps);
+}
+
+void head_rmsnorm_bwd(const double* saved, double* dqkv, const double* wq, const double* wk, double* dwq, double* dwk,
+                      const AttnShape& a, double eps) {
+    head_rmsnorm_bwd(saved, dqkv, wq, wk, dwq, dwk, a.b * a.s, a.qkv_width(),
+                     qk_norm_groups(false, a.heads, a.kv_heads, a.d), eps);
 }
 
 std::vector<double> rope_inv_freq(i64 d, double base, const RopeScaling& sc) {
@@ -183,11 +202,14 @@ std::vector<double> rope_inv_freq(i64 d, double base, const RopeScaling& sc) {
 RopeFrequencies rope_frequencies(i64 d, double base, const RopeScaling& sc, i64 seq, i64 max_positions) {
     if (sc.type != "longrope") return {rope_inv_freq(d, base, sc)};
     const double original = static_cast<double>(sc.original_max_positions);
-    const std::vector<double>& ext = seq > sc.original_max_positions ? sc.long_factor : sc.short_factor;
+    const bool beyond = seq > sc.original_max_positions;
+    const std::vector<double>& ext = beyond ? sc.long_factor : sc.short_factor;
     if (static_cast<i64>(ext.size()) != d / 2)
-        throw InputError("rope_scaling.short_factor", "longrope needs " + std::to_string(d / 2) +
-                                                          " factors (head_dim / 2), got " + std::to_string(ext.size()));
+        throw InputError(beyond ? "rope_scaling.long_factor" : "rope_scaling.short_factor",
+                         "longrope needs " + std::to_string(d / 2) + " factors (rotated dimensions / 2), got " +
+                             std::to_string(ext.size()));
     RopeFrequencies r{std::vector<double>(static_cast<std::size_t>(d / 2))};
+    r.longrope_factors = beyond ? "long" : "short";
     for (i64 i = 0; i < d / 2; ++i)  // inv_freq = 1 / (ext_factors * base^(2i/d))
         r.inv_freq[static_cast<std::size_t>(i)] =
             1.0 / (ext[static_cast<std::size_t>(i)] * std::pow(base, 2.0 * static_cast<double>(i) / static_cast<double>(d)));

@@ -31,10 +31,6 @@ namespace {
 using Vec = std::vector<double>;
 Vec zeros(std::int64_t n) { return Vec(static_cast<std::size_t>(n), 0.0); }
 
-// The model's sliding window over a sequence of s tokens, read from the config, not the program's
-// dims (transformers: Mistral's and Phi-3's every layer; 0: none, or none that s reaches).
-i64 reference_window(const ModelConfig& m, i64 s) { return m.sliding_window > 0 && m.sliding_window < s ? m.sliding_window : 0; }
-
 // What one layer's forward keeps for its backward (the program's saved set, in double).
 struct LayerSaved {
     Vec x, xn1, qk_in, qkv, attn, x1, xn2, up, act;  // qk_in: the per-head q/k norms' input (Qwen3)
@@ -44,7 +40,7 @@ class ModelRef {
 public:
     ModelRef(const Program& p, const Vec& params, Vec* grads)
         : P(p), d(p.dims), w_(params), g_(grads),
-          a_{d.b, d.s, d.heads, d.kv_heads, d.head_dim, 1, 0, reference_window(p.model, d.s), p.model.rope_dims()},
+          a_{d.b, d.s, d.heads, d.kv_heads, d.head_dim, 1, 0, p.model.attention_window(d.s), p.model.rope_dims()},
           ln_(p.model.norm == NormKind::layernorm), swiglu_(p.model.mlp == MlpKind::swiglu),
           rope_(p.model.position == PositionKind::rope),
           rope_freq_(rope_ ? rope_frequencies(a_.rotary(), p.hyper.rope_base, p.hyper.rope_scaling, d.s, p.model.max_positions)
@@ -83,6 +79,9 @@ private:
     bool ln_, swiglu_, rope_;
     RopeFrequencies rope_freq_;  // RoPE inverse frequencies and attention factor (the model's rope_scaling)
 
+    // The q/k norms' groups, read from the config (transformers: Qwen3's per head, OLMoE's whole).
+    QkNormGroups qk_groups() const { return qk_norm_groups(P.model.qk_norm_whole, a_.heads, a_.kv_heads, a_.d); }
+
     const double* w(ParamId id) const {
         return id == kNoParam ? nullptr : w_.data() + P.params[static_cast<std::size_t>(id)].offset;
     }
@@ -106,10 +105,10 @@ private:
 
     // Mixtral's sparse MLP for one token, written as HF transformers' MixtralSparseMoeBlock computes
     // it (apart from the runtime's routing table, reference_moe.hpp): p = softmax over all E router
-    // logits, the k largest (the lower index first on a tie), gates = p / sum of the chosen p, and
-    // out += sum_j gate_j down_e(silu(gate_e x) * up_e x). With `dout`, the backward instead: the
-    // experts', the gates' (through the renormalised softmax) and the router's gradients added to g_
-    // and the input gradient written to dx.
+    // logits, the k largest (the lower index first on a tie), gates = p / sum of the chosen p (OLMoE,
+    // norm_topk_prob false: p itself), and out += sum_j gate_j down_e(silu(gate_e x) * up_e x). With
+    // `dout`, the backward instead: the experts', the gates' (through the softmax) and the router's
+    // gradients added to g_ and the input gradient written to dx.
     void sparse_moe(const LayerParams& lp, const double* x, double* out, const double* dout, double* dx) const {
         const i64 h = d.h, f = d.ffn, E = d.experts, k = d.topk;
         const double* router = w(lp.router_w);
@@ -127,7 +126,7 @@ private:
         std::vector<double> gate(static_cast<std::size_t>(k)), dgate(gate.size());
         for (i64 j = 0; j < k; ++j) {
             const i64 e = order[static_cast<std::size_t>(j)];
-            gate[static_cast<std::size_t>(j)] = p[static_cast<std::size_t>(e)] / chosen;
+            gate[static_cast<std::size_t>(j)] = p[static_cast<std::size_t>(e)] / (d.renormalize_gates ? chosen : 1.0);
             const double* Wg = w(lp.up_w) + e * 2 * f * h;  // expert e's gate rows, then its up rows
             const double* Wu = Wg + f * h;
             const double* Wd = w(lp.down_w) + e * h * f;
@@ -167,15 +166,20 @@ private:
             }
         }
         if (!dout) return;
-        // gate_j = p_ej / sum_m p_em = softmax over the chosen logits: d logit_ej = gate_j (dgate_j - sum_m gate_m dgate_m).
+        // gate_j = p_ej / sum_m p_em = softmax over the chosen logits: d logit_ej = gate_j (dgate_j - sum_m
+        // gate_m dgate_m). Not renormalised, gate_j = p_ej: d logit_e = p_e ([e chosen] dgate_e - sum_m gate_m dgate_m).
         const double dot = std::inner_product(gate.begin(), gate.end(), dgate.begin(), 0.0);
-        for (i64 j = 0; j < k; ++j) {
-            const i64 e = order[static_cast<std::size_t>(j)];
-            const double dl = gate[static_cast<std::size_t>(j)] * (dgate[static_cast<std::size_t>(j)] - dot);
+        std::vector<double> dl(static_cast<std::size_t>(E));
+        if (!d.renormalize_gates)
+            for (i64 e = 0; e < E; ++e) dl[static_cast<std::size_t>(e)] = -p[static_cast<std::size_t>(e)] * dot;
+        for (i64 j = 0; j < k; ++j)
+            dl[static_cast<std::size_t>(order[static_cast<std::size_t>(j)])] += gate[static_cast<std::size_t>(j)] *
+                (dgate[static_cast<std::size_t>(j)] - (d.renormalize_gates ? dot : 0.0));
+        for (i64 e = 0; e < E; ++e) {
             double* dR = g(lp.router_w) + e * h;
             for (i64 i = 0; i < h; ++i) {
-                dR[i] += dl * x[i];
-                dx[i] += dl * router[e * h + i];
+                dR[i] += dl[static_cast<std::size_t>(e)] * x[i];
+                dx[i] += dl[static_cast<std::size_t>(e)] * router[e * h + i];
             }
         }
     }
@@ -188,9 +192,10 @@ private:
         norm_fwd(x, lp.norm1_w, lp.norm1_b, s.xn1);
         s.qkv = zeros(R * d.qkv_width);
         linear_fwd(s.xn1.data(), w(lp.qkv_w), w(lp.qkv_b), nullptr, s.qkv.data(), R, d.qkv_width, h);
-        if (P.model.qk_norm) {  // Qwen3: q_norm / k_norm per head, before RoPE
+        if (P.model.qk_norm) {  // q_norm / k_norm before RoPE: Qwen3's per head, OLMoE's over each projection
             s.qk_in = zeros(R * (d.q_width + d.kv_width));
-            head_rmsnorm_fwd(s.qkv.data(), s.qk_in.data(), w(lp.q_norm_w), w(lp.k_norm_w), a_, P.hyper.norm_eps);
+            head_rmsnorm_fwd(s.qkv.data(), s.qk_in.data(), w(lp.q_norm_w), w(lp.k_norm_w), R, d.qkv_width, qk_groups(),
+                             P.hyper.norm_eps);
         }
         if (rope_) rope_fwd(s.qkv.data(), a_, rope_freq_);
         s.attn = zeros(R * d.q_width);
@@ -246,7 +251,7 @@ private:
         if (rope_) rope_bwd(dqkv.data(), a_, rope_freq_);
         if (P.model.qk_norm)
             head_rmsnorm_bwd(s.qk_in.data(), dqkv.data(), w(lp.q_norm_w), w(lp.k_norm_w), g(lp.q_norm_w), g(lp.k_norm_w),
-                             a_, P.hyper.norm_eps);
+                             R, d.qkv_width, qk_groups(), P.hyper.norm_eps);
         linear_bwd(dqkv.data(), s.xn1.data(), w(lp.qkv_w), dxn1.data(), g(lp.qkv_w), g(lp.qkv_b), R, d.qkv_width, h);
         norm_bwd(s.x, lp.norm1_w, lp.norm1_b, dxn1, dres, true);  // now dLoss/dx
     }

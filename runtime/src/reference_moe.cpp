@@ -8,7 +8,7 @@
 
 namespace preflight::runtime::ref {
 
-void moe_route(const double* logits, i64 rows, i64 experts, i64 k, double* gates, i64* routing) {
+void moe_route(const double* logits, i64 rows, i64 experts, i64 k, bool renormalize, double* gates, i64* routing) {
     const i64 P = rows * k;
     i64* expert_of = routing + 2 * P + experts + 1;
     std::vector<i64> order(static_cast<std::size_t>(experts));
@@ -17,10 +17,11 @@ void moe_route(const double* logits, i64 rows, i64 experts, i64 k, double* gates
         std::iota(order.begin(), order.end(), i64{0});
         // Largest first, the lower index first on a tie.
         std::stable_sort(order.begin(), order.end(), [l](i64 a, i64 b) { return l[a] > l[b]; });
-        // Softmax over the k chosen (Mixtral: softmax over all E, then renormalised over the top k).
+        // Softmax over the k chosen (Mixtral: softmax over all E, then renormalised over the top k), or
+        // over all E (OLMoE: not renormalised).
         const double top = l[order[0]];
         double sum = 0;
-        for (i64 j = 0; j < k; ++j) sum += std::exp(l[order[static_cast<std::size_t>(j)]] - top);
+        for (i64 j = 0; j < (renormalize ? k : experts); ++j) sum += std::exp(l[order[static_cast<std::size_t>(j)]] - top);
         for (i64 j = 0; j < k; ++j) {
             const i64 e = order[static_cast<std::size_t>(j)];
             gates[t * k + j] = std::exp(l[e] - top) / sum;
@@ -141,16 +142,30 @@ void moe_combine_bwd(const double* dout, const double* y, const double* gates, c
         }
 }
 
-void moe_route_bwd(const double* dgates, const double* gates, const i64* routing, i64 rows, i64 experts, i64 k,
-                   double* dlogits) {
+void moe_route_bwd(const double* dgates, const double* gates, const i64* routing, const double* logits, i64 rows,
+                   i64 experts, i64 k, double* dlogits) {
     const Routing r{routing, rows * k, experts};
+    std::vector<double> p(static_cast<std::size_t>(experts));
     for (i64 t = 0; t < rows; ++t) {
         double dot = 0;
         for (i64 j = 0; j < k; ++j) dot += gates[t * k + j] * dgates[t * k + j];
-        std::fill_n(dlogits + t * experts, experts, 0.0);
-        // d softmax: dl_j = g_j (dg_j - sum_m g_m dg_m) over the chosen experts.
-        for (i64 j = 0; j < k; ++j)
-            dlogits[t * experts + r.expert(t * k + j)] = gates[t * k + j] * (dgates[t * k + j] - dot);
+        double* dl = dlogits + t * experts;
+        if (!logits) {
+            std::fill_n(dl, experts, 0.0);
+            // d softmax: dl_j = g_j (dg_j - sum_m g_m dg_m) over the chosen experts.
+            for (i64 j = 0; j < k; ++j) dl[r.expert(t * k + j)] = gates[t * k + j] * (dgates[t * k + j] - dot);
+            continue;
+        }
+        // d softmax over all E, read at the chosen: dl_e = p_e ([e chosen] dg_e - sum_m g_m dg_m).
+        const double* l = logits + t * experts;
+        const double top = *std::max_element(l, l + experts);
+        double z = 0;
+        for (i64 e = 0; e < experts; ++e) z += p[static_cast<std::size_t>(e)] = std::exp(l[e] - top);
+        for (i64 e = 0; e < experts; ++e) dl[e] = -p[static_cast<std::size_t>(e)] / z * dot;
+        for (i64 j = 0; j < k; ++j) {
+            const i64 e = r.expert(t * k + j);
+            dl[e] += p[static_cast<std::size_t>(e)] / z * dgates[t * k + j];
+        }
     }
 }
 

@@ -95,8 +95,8 @@ TEST(BadInput, Qwen3MoeWithDenseLayersIsRefused) {
 }
 
 // Qwen3-MoE's and OLMoE's norm_topk_prob (false by their config classes' default): gate weights
-// renormalised over the chosen experts, or the softmax over all experts as it is. The runtime
-// renormalises, as Mixtral's router does, so it refuses the latter naming --model.
+// renormalised over the chosen experts, or the softmax over all experts as it is. The runtime trains
+// either (since 2026-12-03; it refused the latter before).
 TEST(BadInput, MoeGateRenormalisationAsConfigsSayIt) {
     auto cfg = llama_cfg();
     cfg["model_type"] = "qwen3_moe";
@@ -105,7 +105,7 @@ TEST(BadInput, MoeGateRenormalisationAsConfigsSayIt) {
     cfg["moe_intermediate_size"] = 128;
     ModelConfig m = model_from_hf_config(cfg, "x");
     EXPECT_FALSE(m.moe_renormalize);
-    EXPECT_EQ(subject_of([&] { check_runtime_model(m); }), "--model");
+    EXPECT_EQ(subject_of([&] { check_runtime_model(m); }), "");
     cfg["norm_topk_prob"] = true;
     m = model_from_hf_config(cfg, "x");
     EXPECT_TRUE(m.moe_renormalize);
@@ -266,9 +266,14 @@ TEST(BadInput, OlmoeAsTransformersBuildIt) {
     g["num_experts"] = 8;
     g["num_experts_per_tok"] = 2;
     m = model_from_hf_config(g, "e");
-    EXPECT_EQ(subject_of([&] { check_runtime_model(m); }), "--model");
+    // The runtime trains it (since 2026-12-03) but under tensor parallelism: its norms span every head.
+    EXPECT_EQ(subject_of([&] { check_runtime_model(m); }), "");
     Plan p;
     p.seq = 256;
+    EXPECT_EQ(subject_of([&] { check_runtime_plan(m, p); }), "");
+    p.tp = 2;
+    EXPECT_EQ(subject_of([&] { check_runtime_plan(m, p); }), "--tp");
+    p.tp = 1;
     EXPECT_EQ(subject_of([&] { pytorch_profile().check_plan(m, p); }), "--model");
 }
 

@@ -182,6 +182,7 @@ TEST(GpuSessionConfigs, TheModelParallelRanksRunFitAndCoverTheIssue) {
     EXPECT_TRUE(families.count("mixtral"));    // the runtime's mixture of experts (since 2026-11-30)
     EXPECT_TRUE(families.count("qwen3"));      // its per-head q/k norms (since 2026-12-03)
     EXPECT_TRUE(families.count("qwen3_moe"));  // beside the experts, renormalised gates (since 2026-12-03)
+    EXPECT_TRUE(families.count("olmoe"));      // whole-projection q/k norms, gates not renormalised (since 2026-12-03)
     EXPECT_TRUE(seventy_sp);
     EXPECT_TRUE(llama8b_pp4_stages.count(0) && llama8b_pp4_stages.count(3));
 }

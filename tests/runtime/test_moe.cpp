@@ -43,7 +43,7 @@ TEST(Moe, RoutingByHand) {
     const Vec logits = {1, 3, 2, 3, 0, std::log(3.0), 0, 0};
     Vec gates(4);
     I64 r(static_cast<std::size_t>(ref::routing_elements(2, 2, 4)));
-    ref::moe_route(logits.data(), 2, 4, 2, gates.data(), r.data());
+    ref::moe_route(logits.data(), 2, 4, 2, true, gates.data(), r.data());
     EXPECT_NEAR(gates[0], 0.5, 1e-15);
     EXPECT_NEAR(gates[1], 0.5, 1e-15);
     EXPECT_NEAR(gates[2], 0.75, 1e-15);
@@ -62,7 +62,7 @@ TEST(Moe, RoutingByHand) {
     // Routing backward: dl_j = g_j (dg_j - sum_m g_m dg_m); token 0, dg (2, 4): 1/2 (2 - 3), 1/2 (4 - 3).
     const Vec dg = {2, 4, 0, 0};
     Vec dl(8);
-    ref::moe_route_bwd(dg.data(), gates.data(), r.data(), 2, 4, 2, dl.data());
+    ref::moe_route_bwd(dg.data(), gates.data(), r.data(), nullptr, 2, 4, 2, dl.data());
     const Vec want_dl = {0, -0.5, 0, 0.5, 0, 0, 0, 0};
     EXPECT_EQ(dl, want_dl);
 }

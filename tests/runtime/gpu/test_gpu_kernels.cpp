@@ -52,34 +52,41 @@ TYPED_TEST(Kernels, Norms) {
     }
 }
 
-// Qwen3's per-head q/k norms (head_norm.cu) on the Q|K heads of a fused q|k|v: head_dim 128 (four
-// elements a lane) and 40 (lanes idle in the last pass), GQA, weight gradients accumulated; the
-// third shape's 2,400 query groups take 5 slices of partial sums (runtime_head_norm_slices).
+// The q/k norms (head_norm.cu) on the Q|K heads of a fused q|k|v. Qwen3's per head: head_dim 128 (four
+// elements a lane) and 40 (lanes idle in the last pass), GQA, weight gradients accumulated; the third
+// shape's 2,400 query groups take 5 slices of partial sums (runtime_head_norm_slices). OLMoE's over
+// each whole projection: the same shapes, one group of 512, 120 or 256 query columns and one of 256,
+// 40 or 128 key columns a token (the third's 600 rows: 2 slices).
 TYPED_TEST(Kernels, HeadNorms) {
     PF_REQUIRE_GPU();
     using T = TypeParam;
-    for (const ref::AttnShape a :
-         {ref::AttnShape{2, 7, 4, 2, 128}, ref::AttnShape{1, 5, 3, 1, 40}, ref::AttnShape{2, 300, 4, 2, 64}}) {
-        const std::int64_t rows = a.b * a.s, n = rows * a.qkv_width(), nk = rows * (a.heads + a.kv_heads) * a.d;
-        const auto qkv = rounded<T>(randn(n, 21)), dy = rounded<T>(randn(n, 22));
-        const auto wq = rounded<T>(randn(a.d, 23)), wk = rounded<T>(randn(a.d, 24)), g0 = rounded<T>(randn(a.d, 25));
-        DeviceBuffer<T> dqkv(qkv), dsaved(nk), dwq(wq), dwk(wk), ddy(dy), dgq(g0), dgk(g0);
-        DeviceBuffer<float> stats(runtime_head_norm_scratch_elements(rows, a.heads, a.kv_heads, a.d));
-        cuda::launch_head_norm_fwd<T>(dqkv.get(), dsaved.get(), dwq.get(), dwk.get(), rows, a.heads, a.kv_heads, a.d,
-                                      1e-6f, nullptr);
-        std::vector<double> y = qkv, saved(nk);
-        ref::head_rmsnorm_fwd(y.data(), saved.data(), wq.data(), wk.data(), a, 1e-6);
-        expect_close(dqkv.download(), y, rtol<T>(), "head norm fwd");
-        expect_close(dsaved.download(), saved, 0.0, "head norm fwd: the kept input");
-        cuda::launch_head_norm_bwd<T>(dsaved.get(), ddy.get(), stats.get(), dwq.get(), dwk.get(), dgq.get(), dgk.get(),
-                                      rows, a.heads, a.kv_heads, a.d, runtime_head_norm_slices(rows, a.heads), 1e-6f,
-                                      nullptr);
-        std::vector<double> dx = dy, gq = g0, gk = g0;
-        ref::head_rmsnorm_bwd(saved.data(), dx.data(), wq.data(), wk.data(), gq.data(), gk.data(), a, 1e-6);
-        expect_close(ddy.download(), dx, rtol<T>(), "head norm bwd dx");
-        expect_close(dgq.download(), gq, rtol<T>(), "head norm bwd dwq");
-        expect_close(dgk.download(), gk, rtol<T>(), "head norm bwd dwk");
-    }
+    for (bool whole : {false, true})
+        for (const ref::AttnShape a :
+             {ref::AttnShape{2, 7, 4, 2, 128}, ref::AttnShape{1, 5, 3, 1, 40}, ref::AttnShape{2, 300, 4, 2, 64}}) {
+            const QkNormGroups g = qk_norm_groups(whole, a.heads, a.kv_heads, a.d);
+            const std::int64_t rows = a.b * a.s, n = rows * a.qkv_width(), nk = rows * g.columns();
+            const auto qkv = rounded<T>(randn(n, 21)), dy = rounded<T>(randn(n, 22));
+            const auto wq = rounded<T>(randn(g.q_width, 23)), wk = rounded<T>(randn(g.k_width, 24));
+            const auto gq0 = rounded<T>(randn(g.q_width, 25)), gk0 = rounded<T>(randn(g.k_width, 26));
+            DeviceBuffer<T> dqkv(qkv), dsaved(nk), dwq(wq), dwk(wk), ddy(dy), dgq(gq0), dgk(gk0);
+            DeviceBuffer<float> stats(runtime_head_norm_scratch_elements(rows, g));
+            cuda::launch_head_norm_fwd<T>(dqkv.get(), dsaved.get(), dwq.get(), dwk.get(), rows, a.qkv_width(), g, 1e-6f,
+                                          nullptr);
+            std::vector<double> y = qkv, saved(nk);
+            ref::head_rmsnorm_fwd(y.data(), saved.data(), wq.data(), wk.data(), rows, a.qkv_width(), g, 1e-6);
+            const std::string what = std::string(whole ? "whole-projection" : "per-head") + " norm, d " +
+                                     std::to_string(a.d) + ", rows " + std::to_string(rows);
+            expect_close(dqkv.download(), y, rtol<T>(), (what + " fwd").c_str());
+            expect_close(dsaved.download(), saved, 0.0, (what + " fwd: the kept input").c_str());
+            cuda::launch_head_norm_bwd<T>(dsaved.get(), ddy.get(), stats.get(), dwq.get(), dwk.get(), dgq.get(),
+                                          dgk.get(), rows, a.qkv_width(), g, 1e-6f, nullptr);
+            std::vector<double> dx = dy, gq = gq0, gk = gk0;
+            ref::head_rmsnorm_bwd(saved.data(), dx.data(), wq.data(), wk.data(), gq.data(), gk.data(), rows,
+                                  a.qkv_width(), g, 1e-6);
+            expect_close(ddy.download(), dx, rtol<T>(), (what + " bwd dx").c_str());
+            expect_close(dgq.download(), gq, rtol<T>(), (what + " bwd dwq").c_str());
+            expect_close(dgk.download(), gk, rtol<T>(), (what + " bwd dwk").c_str());
+        }
 }
 
 TYPED_TEST(Kernels, RopeActivationsSoftmax) {

@@ -91,6 +91,7 @@ Vec tied_logits(std::int64_t rows, std::int64_t E, unsigned seed) {
 struct HostRouting {
     Vec gates;  // rounded to fp32, as the device holds them
     I64 table;
+    Vec logits;
 };
 HostRouting host_routing(std::int64_t rows, std::int64_t E, std::int64_t k, unsigned seed, std::int64_t unused_expert = -1) {
     Vec l = randn(static_cast<std::size_t>(rows * E), seed);
@@ -99,8 +100,9 @@ HostRouting host_routing(std::int64_t rows, std::int64_t E, std::int64_t k, unsi
     HostRouting r;
     r.gates.resize(static_cast<std::size_t>(rows * k));
     r.table.resize(static_cast<std::size_t>(ref::routing_elements(rows, k, E)));
-    ref::moe_route(l.data(), rows, E, k, r.gates.data(), r.table.data());
+    ref::moe_route(l.data(), rows, E, k, true, r.gates.data(), r.table.data());
     r.gates = rounded<float>(r.gates);
+    r.logits = std::move(l);
     return r;
 }
 
@@ -111,20 +113,22 @@ TYPED_TEST(MoeKernels, RouteMatchesTheReferenceExactly) {
         std::int64_t rows, E, k;
     };
     // Several sort chunks (2800 pairs > 1024), k = E, top-1, and the most experts the sort takes.
-    for (const Case c : {Case{37, 8, 2}, Case{700, 64, 4}, Case{50, 4, 4}, Case{300, 16, 1}, Case{9, cuda::kMoeMaxExperts, 8}}) {
-        const Vec logits = tied_logits<T>(c.rows, c.E, 31);
-        DeviceBuffer<T> dl(logits);
-        DeviceBuffer<float> dg(static_cast<std::size_t>(c.rows * c.k));
-        DeviceTable dt(static_cast<std::size_t>(ref::routing_elements(c.rows, c.E, c.k)));
-        cuda::launch_moe_route<T>(dl.get(), dg.get(), dt.get(), c.rows, c.E, c.k, nullptr);
-        Vec gates(static_cast<std::size_t>(c.rows * c.k));
-        I64 table(static_cast<std::size_t>(ref::routing_elements(c.rows, c.E, c.k)));
-        ref::moe_route(logits.data(), c.rows, c.E, c.k, gates.data(), table.data());
-        const std::string what = "route rows " + std::to_string(c.rows) + " E " + std::to_string(c.E) + " k " +
-                                 std::to_string(c.k);
-        EXPECT_EQ(dt.download(), table) << what;
-        expect_close(dg.download(), gates, 1e-5, what.c_str(), 1e-6);
-    }
+    // Gates renormalised over the chosen (Mixtral's) and not (OLMoE's: the softmax over all E).
+    for (const Case c : {Case{37, 8, 2}, Case{700, 64, 4}, Case{50, 4, 4}, Case{300, 16, 1}, Case{9, cuda::kMoeMaxExperts, 8}})
+        for (bool renormalize : {true, false}) {
+            const Vec logits = tied_logits<T>(c.rows, c.E, 31);
+            DeviceBuffer<T> dl(logits);
+            DeviceBuffer<float> dg(static_cast<std::size_t>(c.rows * c.k));
+            DeviceTable dt(static_cast<std::size_t>(ref::routing_elements(c.rows, c.E, c.k)));
+            cuda::launch_moe_route<T>(dl.get(), dg.get(), dt.get(), c.rows, c.E, c.k, renormalize, nullptr);
+            Vec gates(static_cast<std::size_t>(c.rows * c.k));
+            I64 table(static_cast<std::size_t>(ref::routing_elements(c.rows, c.E, c.k)));
+            ref::moe_route(logits.data(), c.rows, c.E, c.k, renormalize, gates.data(), table.data());
+            const std::string what = "route rows " + std::to_string(c.rows) + " E " + std::to_string(c.E) + " k " +
+                                     std::to_string(c.k) + (renormalize ? "" : " not renormalised");
+            EXPECT_EQ(dt.download(), table) << what;
+            expect_close(dg.download(), gates, 1e-5, what.c_str(), 1e-6);
+        }
 }
 
 TYPED_TEST(MoeKernels, DispatchCombineAndTheirBackward) {
@@ -194,10 +198,24 @@ TYPED_TEST(MoeKernels, DispatchCombineAndTheirBackward) {
     const Vec dg = rounded<float>(randn(static_cast<std::size_t>(P), 48));
     DeviceBuffer<float> ddg(dg);
     DeviceBuffer<T> ddl(static_cast<std::size_t>(rows * E));
-    cuda::launch_moe_route_bwd<T>(ddg.get(), dgates.get(), dt.get(), rows, E, k, ddl.get(), nullptr);
+    cuda::launch_moe_route_bwd<T>(ddg.get(), dgates.get(), dt.get(), static_cast<const T*>(nullptr), rows, E, k,
+                                  ddl.get(), nullptr);
     Vec dl(static_cast<std::size_t>(rows * E));
-    ref::moe_route_bwd(dg.data(), r.gates.data(), r.table.data(), rows, E, k, dl.data());
+    ref::moe_route_bwd(dg.data(), r.gates.data(), r.table.data(), nullptr, rows, E, k, dl.data());
     expect_close(ddl.download(), dl, rtol<T>(), "route bwd");
+    // Gates not renormalised (OLMoE's): the softmax over all E of the kept logits, every logit a gradient.
+    const Vec logits = rounded<T>(r.logits);
+    Vec gates(static_cast<std::size_t>(P));
+    I64 table(r.table.size());
+    ref::moe_route(logits.data(), rows, E, k, false, gates.data(), table.data());
+    gates = rounded<float>(gates);
+    DeviceBuffer<T> dlogits(logits);
+    DeviceBuffer<float> dgates_all(gates);
+    DeviceTable dt_all(table);
+    cuda::launch_moe_route_bwd<T>(ddg.get(), dgates_all.get(), dt_all.get(), dlogits.get(), rows, E, k, ddl.get(),
+                                  nullptr);
+    ref::moe_route_bwd(dg.data(), gates.data(), table.data(), logits.data(), rows, E, k, dl.data());
+    expect_close(ddl.download(), dl, rtol<T>(), "route bwd, not renormalised");
 }
 
 // The experts' grouped GEMMs as the DeviceRunner issues them (moe_expert_offsets, then

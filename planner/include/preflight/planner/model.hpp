@@ -132,6 +132,11 @@ struct ModelConfig {
     // The dimensions of a head RoPE rotates (transformers: int(head_dim * partial_rotary_factor)).
     std::int64_t rope_dims() const { return static_cast<std::int64_t>(static_cast<double>(head_dim) * rope_fraction); }
     std::int64_t kv_width() const { return kv_heads * head_dim; }
+    // The keys a query sees on a windowed layer of a `seq`-token sequence when the window is narrower
+    // than the sequence; 0 when the window masks nothing (none, or as wide as the sequence).
+    std::int64_t attention_window(std::int64_t seq) const {
+        return sliding_window > 0 && sliding_window < seq ? sliding_window : 0;
+    }
     bool is_moe() const { return experts > 1; }
 };
 

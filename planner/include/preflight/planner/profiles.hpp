@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "preflight/planner/memory.hpp"
+#include "preflight/planner/qk_norm_groups.hpp"
 
 namespace preflight {
 
@@ -64,19 +65,6 @@ inline std::int64_t runtime_flash_bwd_workspace_bytes(std::int64_t b, std::int64
     if (activation_bytes == 4 || own_kernel) return b * heads * s * 4;  // the kernel's D = rowsum(dO * O)
     return runtime_flash_bwd_accumulator_bytes(b, heads, s, head_dim) +
            runtime_cudnn_gqa_engine_workspace_bytes(b, heads, kv_heads, s, head_dim);
-}
-
-// The runtime's per-head q/k norm backward (runtime/kernels/head_norm.cu): the (token, head) groups'
-// weight-gradient column sums run over `slices` blocks of groups each (at least 512 groups a slice, at
-// most 256 slices: many blocks, where one block per 32 columns would walk 2^17 groups for Qwen3-8B's
-// 4,096 tokens), whose fp32 partial sums then add up in slice order (deterministic).
-inline std::int64_t runtime_head_norm_slices(std::int64_t rows, std::int64_t heads) {
-    return std::clamp<std::int64_t>((rows * heads + 511) / 512, 1, 256);
-}
-// Its scratch: each group's fp32 rstd, then the slices' partial sums of the q and k weights (fp32).
-inline std::int64_t runtime_head_norm_scratch_elements(std::int64_t rows, std::int64_t heads, std::int64_t kv_heads,
-                                                      std::int64_t head_dim) {
-    return rows * (heads + kv_heads) + 2 * runtime_head_norm_slices(rows, heads) * head_dim;
 }
 
 // Profile of the Preflight CUDA runtime ("preflight-runtime"):

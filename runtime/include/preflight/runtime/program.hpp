@@ -13,6 +13,7 @@
 #include "preflight/planner/memory.hpp"
 #include "preflight/planner/model.hpp"
 #include "preflight/planner/plan.hpp"
+#include "preflight/planner/qk_norm_groups.hpp"
 #include "preflight/planner/runtime_layout.hpp"
 
 namespace preflight::runtime {
@@ -94,12 +95,12 @@ enum class OpKind : std::uint8_t {
     linear_fwd, linear_bwd_data, linear_bwd_weight, rope_fwd, rope_bwd,
     flash_fwd, flash_bwd, eager_scores, eager_softmax, eager_pv, eager_dp, eager_softmax_bwd, eager_dqkv,
     swiglu_fwd, swiglu_bwd, gelu_fwd, gelu_bwd, cross_entropy, loss_accumulate, grad_accumulate, optimizer,
-    // Per-head q/k RMSNorm (Qwen3's q_norm / k_norm; program_layer.cpp emit_head_norm_fwd): head_norm_fwd
-    // copies v0 (qkv's Q|K heads) into v1 (allocated here, kept for the backward) and normalizes v0 in
-    // place, Q heads by p0 and K heads by p1. head_norm_bwd: v0 = that copy, v1 = dqkv's Q|K heads (the
-    // output gradient in, the input gradient out, in place), v2 = its f32 scratch (each head's rstd,
-    // recomputed, then the weight gradients' partial sums: runtime_head_norm_scratch_elements); p0/p1's
-    // gradients +=.
+    // q/k RMSNorm over Dims::qk_norm's groups (Qwen3's per head, OLMoE's per projection; program_layer.cpp
+    // emit_head_norm_fwd): head_norm_fwd copies v0 (qkv's Q|K heads) into v1 (allocated here, kept for the
+    // backward) and normalizes v0 in place, Q groups by p0 and K groups by p1. head_norm_bwd: v0 = that
+    // copy, v1 = dqkv's Q|K heads (the output gradient in, the input gradient out, in place), v2 = its f32
+    // scratch (each group's rstd, recomputed, then the weight gradients' partial sums:
+    // runtime_head_norm_scratch_elements); p0/p1's gradients +=.
     head_norm_fwd, head_norm_bwd,
     // Data parallelism (program_comm.cpp). Collectives run on the communication stream after
     // everything the compute stream issued before them; comm_wait makes the compute stream wait.
@@ -143,14 +144,15 @@ enum class OpKind : std::uint8_t {
     // numbered t k + j, the slot each goes to [0, rows k), then for each slot its pair, then the
     // E + 1 expert offsets of the slots (expert e's are [off[e], off[e+1]), pairs in order),
     // then each pair's expert. moe_route: v0 = router logits [rows, E] -> v1 = gate weights
-    // [rows, k] f32 (softmax over the k largest logits) and v2 = routing. moe_dispatch: v0 = x
+    // [rows, k] f32 (the softmax over the k largest logits, or over all E at the k largest where
+    // Dims::renormalize_gates is false) and v2 = routing. moe_dispatch: v0 = x
     // [rows, h], v2 = routing -> v1 = [rows k, h], slot s holding its pair's token. moe_linear_fwd /
     // bwd_data / bwd_weight: linear_* on each expert's slots (v2 = routing), p0 = the experts'
     // weights stacked [E N, K]. moe_combine: v3 (allocated) = v4 (residual) + sum_j v1[t, j] v0[slot(t, j)]
     // (v0 = expert outputs [rows k, h], v2 = routing). moe_combine_bwd: v0 = dOut [rows, h], v1 =
     // expert outputs, v2 = gate weights, v3 = routing -> v4 = d expert outputs [rows k, h], v5 = d gate
-    // weights [rows, k] f32. moe_route_bwd: v0 = d gate weights, v1 = gate weights, v2 = routing ->
-    // v3 = d router logits [rows, E]. moe_dispatch_bwd: v0 = d dispatched [rows k, h], v2 = routing
+    // weights [rows, k] f32. moe_route_bwd: v0 = d gate weights, v1 = gate weights, v2 = routing (v4 =
+    // the router logits, gates not renormalised) -> v3 = d router logits [rows, E]. moe_dispatch_bwd: v0 = d dispatched [rows k, h], v2 = routing
     // -> v1 = dx [rows, h] (+= when accumulate).
     moe_route, moe_dispatch, moe_linear_fwd, moe_linear_bwd_data, moe_linear_bwd_weight, moe_combine,
     moe_combine_bwd, moe_route_bwd, moe_dispatch_bwd,
@@ -263,9 +265,15 @@ struct Dims {
     // RoPE's rotated dimensions at the start of each head (ModelConfig::rope_dims(); head_dim but for
     // a partial rotary model such as Phi-4-mini's 96 of 128).
     std::int64_t rope_dims = 0;
+    // The q/k norms' groups per token (this rank's heads; all 0 without q/k norms): Qwen3's per head,
+    // OLMoE's one over each whole projection.
+    QkNormGroups qk_norm;
     // Mixture of experts: `experts` per layer (1: dense), each token routed to `topk` of them;
-    // ffn and up_width above are one expert's.
+    // ffn and up_width above are one expert's. The gate weights are the softmax over the k chosen
+    // logits (renormalised: Mixtral's, norm_topk_prob true), or else the softmax over all E at the
+    // chosen experts (OLMoE's norm_topk_prob false), whose backward reads the kept router logits.
     std::int64_t experts = 1, topk = 1;
+    bool renormalize_gates = true;
     bool moe() const { return experts > 1; }
     // Expert parallelism: the rank holds experts expert0 .. expert0 + local_experts - 1 and routes
     // the tokens of its ep block (ep x rows, gathered); each of its experts takes at most `capacity`
@@ -293,7 +301,8 @@ struct LayerParams {
     ParamId norm1_w = kNoParam, norm1_b = kNoParam, qkv_w = kNoParam, qkv_b = kNoParam, out_w = kNoParam,
             out_b = kNoParam, norm2_w = kNoParam, norm2_b = kNoParam, up_w = kNoParam, up_b = kNoParam,
             down_w = kNoParam, down_b = kNoParam;
-    ParamId q_norm_w = kNoParam, k_norm_w = kNoParam;  // Qwen3's per-head q/k norms: [head_dim] each, replicated over tp
+    // q/k norms: [Dims::qk_norm.q_width] and [k_width]; Qwen3's of head_dim, replicated over tp.
+    ParamId q_norm_w = kNoParam, k_norm_w = kNoParam;
     ParamId router_w = kNoParam;  // MoE: [E, h]; up_w / down_w stack the rank's experts' [E up_width, h] / [E h, ffn]
 };
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -56,12 +57,17 @@ inline AttnShape attn_shape(const Dims& d) {
     return {d.b, d.s, d.heads, d.kv_heads, d.head_dim, d.cp, d.cp_rank, d.window, d.rope_dims};
 }
 
-// Per-head RMSNorm of Q and K (Qwen3's q_norm / k_norm: Qwen3RMSNorm over each head's d, before
-// RoPE): in place on the Q and K heads of qkv [b s, qkv_width], Q heads scaled by wq and K heads by
-// wk (d weights each); `saved` [b s, (heads + kv_heads) d] receives the input the backward reads.
+// RMSNorm of Q and K over the groups `g` (qk_norm_groups: Qwen3's q_norm / k_norm per head, OLMo's
+// over each whole projection; before RoPE): in place on the Q|K columns of qkv [rows, ld], Q's groups
+// scaled by wq [g.q_width] and K's by wk [g.k_width]; `saved` [rows, g.columns()] receives the input
+// the backward reads.
+void head_rmsnorm_fwd(double* qkv, double* saved, const double* wq, const double* wk, i64 rows, i64 ld,
+                      const QkNormGroups& g, double eps);
+// Its backward in place on dqkv's Q|K columns (their output gradient in, input gradient out); dwq and dwk +=.
+void head_rmsnorm_bwd(const double* saved, double* dqkv, const double* wq, const double* wk, double* dwq, double* dwk,
+                      i64 rows, i64 ld, const QkNormGroups& g, double eps);
+// The same per head (Qwen3's) on a micro-batch of shape `a`: d weights each.
 void head_rmsnorm_fwd(double* qkv, double* saved, const double* wq, const double* wk, const AttnShape& a, double eps);
-// Its backward in place on dqkv's Q and K heads (their output gradient in, input gradient out);
-// dwq and dwk +=.
 void head_rmsnorm_bwd(const double* saved, double* dqkv, const double* wq, const double* wk, double* dwq, double* dwk,
                       const AttnShape& a, double eps);
 
@@ -75,6 +81,8 @@ void rope_tables(double* cos_t, double* sin_t, i64 s, i64 d, double base);  // [
 struct RopeFrequencies {
     std::vector<double> inv_freq;
     double attention_factor = 1.0;
+    // LongRoPE's factor set this sequence takes ("short" or "long"); empty for any other RoPE.
+    std::string_view longrope_factors;
     RopeFrequencies() = default;
     RopeFrequencies(std::vector<double> f, double attention = 1.0) : inv_freq(std::move(f)), attention_factor(attention) {}
 };

@@ -46,9 +46,10 @@ inline i64 local_row(const Routing& r, i64 p, const ExpertSlots& es) {
 }
 
 // logits [rows, E] -> gates [rows, k], routing. Top-k by logit, the lower index first on a tie
-// (torch.topk's order for equal values is unspecified); gates = softmax over the k chosen logits
-// (= Mixtral's softmax over all E, top-k, renormalised to sum 1).
-void moe_route(const double* logits, i64 rows, i64 experts, i64 k, double* gates, i64* routing);
+// (torch.topk's order for equal values is unspecified). `renormalize`: gates = softmax over the k
+// chosen logits (= Mixtral's softmax over all E, top-k, renormalised to sum 1; norm_topk_prob true);
+// otherwise the softmax over all E at the chosen experts (OlmoeSparseMoeBlock, norm_topk_prob false).
+void moe_route(const double* logits, i64 rows, i64 experts, i64 k, bool renormalize, double* gates, i64* routing);
 // The rank's expert rows from the routed tokens x [rows, h]: row local_row(p) = x[p / k] (capacity
 // layout: zeros where a local expert has fewer pairs than C).
 void moe_dispatch(const double* x, const i64* routing, i64 rows, i64 k, i64 experts, i64 h, const ExpertSlots& es,
@@ -69,9 +70,11 @@ void moe_combine(const double* y, const double* gates, const i64* routing, const
 // other pairs' dgates 0, and (capacity layout) the rows no pair fills 0.
 void moe_combine_bwd(const double* dout, const double* y, const double* gates, const i64* routing, i64 rows, i64 k,
                      i64 experts, i64 h, const ExpertSlots& es, double* dy, double* dgates);
-// The softmax over the chosen logits backward: dlogits[t, e_j] = g_j (dg_j - sum_m g_m dg_m), 0 elsewhere.
-void moe_route_bwd(const double* dgates, const double* gates, const i64* routing, i64 rows, i64 experts, i64 k,
-                   double* dlogits);
+// The routing's backward. Without `logits` (renormalised gates, the softmax over the chosen logits):
+// dlogits[t, e_j] = g_j (dg_j - sum_m g_m dg_m), 0 elsewhere. With them (gates = p at the chosen
+// experts, p the softmax over all E): dlogits[t, e] = p_e ([e chosen] dg_e - sum_m g_m dg_m) for every e.
+void moe_route_bwd(const double* dgates, const double* gates, const i64* routing, const double* logits, i64 rows,
+                   i64 experts, i64 k, double* dlogits);
 // dx[t] (= or += when accumulate) sum over the rank's kept pairs j of dxd[local_row(t k + j)].
 void moe_dispatch_bwd(const double* dxd, const i64* routing, i64 rows, i64 k, i64 experts, i64 h, const ExpertSlots& es,
                       double* dx, bool accumulate);
