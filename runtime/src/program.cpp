@@ -116,18 +116,20 @@ LayerParams add_layer_parameters(Builder& B, const ModelConfig& model, std::int6
     const TpSlice row_out{{}, d.h, sl.q_cols, sl.q_col_begin}, row_down{{}, d.h, sl.f_cols, sl.f_col_begin};
     LayerParams lp;
     const std::string n = "layers." + std::to_string(d.model_layer(l)) + ".";  // the model's index
-    lp.norm1_w = B.param(n + "attn_norm.weight", d.h, 1, l, false);
-    if (ln) lp.norm1_b = B.param(n + "attn_norm.bias", d.h, 1, l, false);
+    lp.norm1_w = B.norm_param(n + "attn_norm.weight", d.h, l, d.sp);  // sp: each rank its rows
+    if (ln) lp.norm1_b = B.norm_param(n + "attn_norm.bias", d.h, l, d.sp);
     lp.qkv_w = B.param(n + "qkv_proj.weight", d.qkv_width, d.h, l, true, column_qkv);
     if (model.qkv_bias) lp.qkv_b = B.param(n + "qkv_proj.bias", d.qkv_width, 1, l, false, bias_qkv);
-    if (model.qk_norm) {  // Qwen3's one head_dim weight shared by the heads; OLMoE's a weight per column
-        lp.q_norm_w = B.param(n + "q_norm.weight", d.qk_norm.q_width, 1, l, false);
-        lp.k_norm_w = B.param(n + "k_norm.weight", d.qk_norm.k_width, 1, l, false);
+    if (model.qk_norm) {  // Qwen3's one head_dim weight shared by the heads (each rank its heads); OLMoE's a
+                          // weight per column (check_runtime_plan: tp 1)
+        const bool per_head = !model.qk_norm_whole && d.tp > 1;
+        lp.q_norm_w = B.norm_param(n + "q_norm.weight", d.qk_norm.q_width, l, per_head);
+        lp.k_norm_w = B.norm_param(n + "k_norm.weight", d.qk_norm.k_width, l, per_head);
     }
     lp.out_w = B.param(n + "o_proj.weight", d.h, d.q_width, l, true, row_out);
     if (model.out_bias) lp.out_b = B.param(n + "o_proj.bias", d.h, 1, l, false);
-    lp.norm2_w = B.param(n + "mlp_norm.weight", d.h, 1, l, false);
-    if (ln) lp.norm2_b = B.param(n + "mlp_norm.bias", d.h, 1, l, false);
+    lp.norm2_w = B.norm_param(n + "mlp_norm.weight", d.h, l, d.sp);
+    if (ln) lp.norm2_b = B.norm_param(n + "mlp_norm.bias", d.h, l, d.sp);
     if (d.moe()) {  // check_runtime_model: SwiGLU experts without biases
         // The router replicated; each expert's gate|up column-parallel and down row-parallel, as
         // the dense MLP's (Megatron-LM's expert tensor parallelism at its default, tp). Under expert
@@ -178,8 +180,8 @@ void add_parameters(Builder& B) {
     }
     if (d.last_stage) {
         B.begin_unit(head_unit(P));
-        P.normf_w = B.param("final_norm.weight", d.h, 1, 0, false);
-        if (model.norm == NormKind::layernorm) P.normf_b = B.param("final_norm.bias", d.h, 1, 0, false);
+        P.normf_w = B.norm_param("final_norm.weight", d.h, 0, d.sp);
+        if (model.norm == NormKind::layernorm) P.normf_b = B.norm_param("final_norm.bias", d.h, 0, d.sp);
         if (model.tied_embeddings && d.first_stage)
             P.head = P.wte;
         else

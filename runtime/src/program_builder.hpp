@@ -81,6 +81,14 @@ public:
         return static_cast<ParamId>(p_.params.size() - 1);
     }
 
+    // A norm's weight or bias of n elements, replicated over tp; `partial_grad`: each rank's gradient
+    // covers part of it (ParamSpec::tp_partial_grad).
+    ParamId norm_param(std::string name, std::int64_t n, std::int64_t layer, bool partial_grad) {
+        const ParamId id = param(std::move(name), n, 1, layer, false);
+        p_.params.back().tp_partial_grad = partial_grad;
+        return id;
+    }
+
     // Collectives are counted as they are emitted so a wait can name one by how far back it is.
     std::int64_t collectives = 0;
     Op& emit_collective(std::vector<Op>& out, OpKind k, std::string name, Phase ph, std::int64_t unit) {
@@ -307,6 +315,7 @@ void wait_all(Builder& B, std::vector<Op>& out, const Phase& ph);
 // finalize_model_grads). In place; sums commute with the data-parallel means before them. The
 // per-head q/k norms' gradients cover the rank's heads only: summed so with tp > 1, sp or not (as
 // Megatron-LM sums its q_layernorm and k_layernorm gradients, _allreduce_non_tensor_model_parallel_grads).
+// Which tensors: those marked ParamSpec::tp_partial_grad where they are made (Builder::norm_param).
 void reduce_sequence_parallel_grads(Builder& B, std::vector<Op>& out);
 // After the optimizer: ZeRO-1/2 all-gather the updated parameters in place, unit by unit.
 void gather_updated(Builder& B, std::vector<Op>& out);

@@ -303,13 +303,11 @@ void wait_all(Builder& B, std::vector<Op>& out, const Phase& ph) {
 
 void reduce_sequence_parallel_grads(Builder& B, std::vector<Op>& out) {
     Program& P = B.p_;
-    const bool head_norms = P.dims.tp > 1 && P.model.qk_norm;
-    if (!P.dims.sp && !head_norms) return;
+    if (std::none_of(P.params.begin(), P.params.end(), [](const ParamSpec& ps) { return ps.tp_partial_grad; })) return;
     const Phase ph{PhaseKind::grad_reduce, 0, 0};
     const BufferId grads = P.optimizer_grads();
     for (const ParamSpec& ps : P.params) {
-        const bool head_norm = ps.name.find(".q_norm.") != std::string::npos || ps.name.find(".k_norm.") != std::string::npos;
-        if (P.dims.sp ? ps.name.find("norm") == std::string::npos : !head_norm) continue;
+        if (!ps.tp_partial_grad) continue;
         // Where the optimizer reads this tensor's reduced gradient: the whole of it, or (ZeRO >= 1)
         // its part in this rank's chunk of its unit (the same chunk on every tensor-parallel peer).
         std::int64_t at = ps.offset, count = ps.numel();

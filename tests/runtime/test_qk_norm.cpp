@@ -90,6 +90,31 @@ TEST(QkNormProgram, HostExecutionGivesTheReferenceGradients) {
     EXPECT_EQ(cases, 3 * 3 * 2 * 3);
 }
 
+// Which replicated tensors get their gradients summed over tp (ParamSpec::tp_partial_grad): with
+// sequence parallelism every norm's weight and bias (each rank normalises its rows), without it the
+// per-head q/k norms only (each rank its heads); none at tp 1. One all-reduce each before the optimizer.
+TEST(QkNormProgram, TensorParallelPartialGradientsAreTheSplitNorms) {
+    for (bool tied : {false, true})
+        for (auto [tp, sp] : {std::pair{1, false}, std::pair{2, false}, std::pair{2, true}}) {
+            Plan p = test_support::micro_plan(tp, 1, 0, Precision::bf16_mixed);
+            p.sp = sp;
+            const Program P = build_program(micro_qwen3(tied), p, 0);
+            int flagged = 0;
+            for (const ParamSpec& ps : P.params) {
+                const bool norm = ps.name.find("norm") != std::string::npos;
+                const bool head_norm = ps.name.find("q_norm") != std::string::npos || ps.name.find("k_norm") != std::string::npos;
+                EXPECT_EQ(ps.tp_partial_grad, tp > 1 && (sp ? norm : head_norm)) << ps.name << " tp " << tp << (sp ? " sp" : "");
+                flagged += ps.tp_partial_grad;
+            }
+            // Two layers: attn, mlp, q and k norms each, and the final norm.
+            EXPECT_EQ(flagged, tp == 1 ? 0 : sp ? 9 : 4) << "tp " << tp << (sp ? " sp" : "");
+            int reduces = 0;
+            for (const Op& op : P.step)
+                reduces += op.kind == OpKind::all_reduce && op.group == CommGroup::tp && op.phase.kind == PhaseKind::grad_reduce;
+            EXPECT_EQ(reduces, flagged) << "tp " << tp << (sp ? " sp" : "");
+        }
+}
+
 // test_support::micro_plan in bf16-mixed with fp32 gradients, with or without sequence parallelism.
 Plan micro_plan(std::int64_t tp, std::int64_t dp, int zero, bool sp) {
     Plan p = test_support::micro_plan(tp, dp, zero, Precision::bf16_mixed_fp32_grads);

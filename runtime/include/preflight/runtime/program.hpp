@@ -65,6 +65,11 @@ struct ParamSpec {
     std::int64_t offset = 0;
     std::int64_t layer = 0;  // 1-based layer, 0 outside the layers
     bool decay = false;      // AdamW weight decay (matrices only)
+    // Replicated over tensor parallelism, but each rank's gradient a partial sum, summed over tp
+    // before the optimizer (program_comm.cpp reduce_sequence_parallel_grads): a norm's weight or bias
+    // under sequence parallelism (each rank normalises its rows), a per-head q/k norm's whenever tp > 1
+    // (each rank its heads).
+    bool tp_partial_grad = false;
     std::int64_t unit = 0;   // index into Program::layout.units
     // The whole tensor and where this rank's slice sits in it (tensor parallelism).
     std::int64_t global_rows = 0, global_cols = 0, col_begin = 0;
