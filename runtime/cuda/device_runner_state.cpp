@@ -39,8 +39,7 @@ InitRule init_rule(const Program& P, std::size_t i, std::uint64_t seed) {
     InitRule r;
     r.valid_rows = ps.global_rows;
     if (ps.cols == 1) {
-        const bool norm = ps.name.find("norm") != std::string::npos && ps.name.find(".weight") != std::string::npos;
-        r.value = norm ? 1.f : 0.f;
+        r.value = ps.norm_weight ? 1.f : 0.f;
         return r;
     }
     const bool resid = ps.name.find("o_proj") != std::string::npos || ps.name.find("down_proj") != std::string::npos ||

@@ -117,7 +117,7 @@ LayerParams add_layer_parameters(Builder& B, const ModelConfig& model, std::int6
     LayerParams lp;
     const std::string n = "layers." + std::to_string(d.model_layer(l)) + ".";  // the model's index
     lp.norm1_w = B.norm_param(n + "attn_norm.weight", d.h, l, d.sp);  // sp: each rank its rows
-    if (ln) lp.norm1_b = B.norm_param(n + "attn_norm.bias", d.h, l, d.sp);
+    if (ln) lp.norm1_b = B.norm_param(n + "attn_norm.bias", d.h, l, d.sp, true);
     lp.qkv_w = B.param(n + "qkv_proj.weight", d.qkv_width, d.h, l, true, column_qkv);
     if (model.qkv_bias) lp.qkv_b = B.param(n + "qkv_proj.bias", d.qkv_width, 1, l, false, bias_qkv);
     if (model.qk_norm) {  // Qwen3's one head_dim weight shared by the heads (each rank its heads); OLMoE's a
@@ -129,7 +129,7 @@ LayerParams add_layer_parameters(Builder& B, const ModelConfig& model, std::int6
     lp.out_w = B.param(n + "o_proj.weight", d.h, d.q_width, l, true, row_out);
     if (model.out_bias) lp.out_b = B.param(n + "o_proj.bias", d.h, 1, l, false);
     lp.norm2_w = B.norm_param(n + "mlp_norm.weight", d.h, l, d.sp);
-    if (ln) lp.norm2_b = B.norm_param(n + "mlp_norm.bias", d.h, l, d.sp);
+    if (ln) lp.norm2_b = B.norm_param(n + "mlp_norm.bias", d.h, l, d.sp, true);
     if (d.moe()) {  // check_runtime_model: SwiGLU experts without biases
         // The router replicated; each expert's gate|up column-parallel and down row-parallel, as
         // the dense MLP's (Megatron-LM's expert tensor parallelism at its default, tp). Under expert
@@ -181,7 +181,7 @@ void add_parameters(Builder& B) {
     if (d.last_stage) {
         B.begin_unit(head_unit(P));
         P.normf_w = B.norm_param("final_norm.weight", d.h, 0, d.sp);
-        if (model.norm == NormKind::layernorm) P.normf_b = B.norm_param("final_norm.bias", d.h, 0, d.sp);
+        if (model.norm == NormKind::layernorm) P.normf_b = B.norm_param("final_norm.bias", d.h, 0, d.sp, true);
         if (model.tied_embeddings && d.first_stage)
             P.head = P.wte;
         else

@@ -81,11 +81,12 @@ public:
         return static_cast<ParamId>(p_.params.size() - 1);
     }
 
-    // A norm's weight or bias of n elements, replicated over tp; `partial_grad`: each rank's gradient
-    // covers part of it (ParamSpec::tp_partial_grad).
-    ParamId norm_param(std::string name, std::int64_t n, std::int64_t layer, bool partial_grad) {
+    // A norm's weight (or, `bias`, its bias) of n elements, replicated over tp; `partial_grad`: each
+    // rank's gradient covers part of it (ParamSpec::tp_partial_grad).
+    ParamId norm_param(std::string name, std::int64_t n, std::int64_t layer, bool partial_grad, bool bias = false) {
         const ParamId id = param(std::move(name), n, 1, layer, false);
         p_.params.back().tp_partial_grad = partial_grad;
+        p_.params.back().norm_weight = !bias;
         return id;
     }
 

@@ -279,10 +279,8 @@ std::vector<double> random_params(const Program& P, std::uint64_t seed, double s
         std::int64_t n = ps.numel();
         const auto id = static_cast<ParamId>(i);
         if (id == P.wte || id == P.head) n = P.dims.vocab * P.dims.h;  // padding rows stay 0, as on the device
-        const bool norm_weight = ps.cols == 1 && ps.name.find("norm") != std::string::npos &&
-                                 ps.name.find(".weight") != std::string::npos;
         for (std::int64_t k = 0; k < n; ++k)
-            p[static_cast<std::size_t>(ps.offset + k)] = (norm_weight ? 1.0 : 0.0) + nd(gen);
+            p[static_cast<std::size_t>(ps.offset + k)] = (ps.norm_weight ? 1.0 : 0.0) + nd(gen);
     }
     return p;
 }

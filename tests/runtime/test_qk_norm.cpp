@@ -93,7 +93,8 @@ TEST(QkNormProgram, HostExecutionGivesTheReferenceGradients) {
 // Which replicated tensors get their gradients summed over tp (ParamSpec::tp_partial_grad): with
 // sequence parallelism every norm's weight and bias (each rank normalises its rows), without it the
 // per-head q/k norms only (each rank its heads); none at tp 1. One all-reduce each before the optimizer.
-TEST(QkNormProgram, TensorParallelPartialGradientsAreTheSplitNorms) {
+// And which tensors are norm weights (initialised to 1).
+TEST(QkNormProgram, NormTensorsAreMarkedWhereTheyAreMade) {
     for (bool tied : {false, true})
         for (auto [tp, sp] : {std::pair{1, false}, std::pair{2, false}, std::pair{2, true}}) {
             Plan p = test_support::micro_plan(tp, 1, 0, Precision::bf16_mixed);
@@ -113,6 +114,16 @@ TEST(QkNormProgram, TensorParallelPartialGradientsAreTheSplitNorms) {
                 reduces += op.kind == OpKind::all_reduce && op.group == CommGroup::tp && op.phase.kind == PhaseKind::grad_reduce;
             EXPECT_EQ(reduces, flagged) << "tp " << tp << (sp ? " sp" : "");
         }
+    // The norms' weights (initialised to 1: ParamSpec::norm_weight), LayerNorm's biases apart (GPT-2).
+    for (const ModelConfig& m : {micro_qwen3(), test::catalog_model("gpt2")}) {
+        int weights = 0;
+        for (const ParamSpec& ps : build_program(m, test_support::micro_plan(1, 1, 0, Precision::fp32), 0).params) {
+            const bool want = ps.name.find("norm") != std::string::npos && ps.name.find(".weight") != std::string::npos;
+            EXPECT_EQ(ps.norm_weight, want) << m.name << " " << ps.name;
+            weights += ps.norm_weight;
+        }
+        EXPECT_EQ(weights, m.name == "gpt2" ? 2 * 12 + 1 : 4 * 2 + 1) << m.name;
+    }
 }
 
 // test_support::micro_plan in bf16-mixed with fp32 gradients, with or without sequence parallelism.

@@ -70,6 +70,7 @@ struct ParamSpec {
     // under sequence parallelism (each rank normalises its rows), a per-head q/k norm's whenever tp > 1
     // (each rank its heads).
     bool tp_partial_grad = false;
+    bool norm_weight = false;  // a norm's weight (LayerNorm, RMSNorm, q/k norms): initialised to 1
     std::int64_t unit = 0;   // index into Program::layout.units
     // The whole tensor and where this rank's slice sits in it (tensor parallelism).
     std::int64_t global_rows = 0, global_cols = 0, col_begin = 0;
