@@ -193,6 +193,12 @@ static void add_sublayer_input(std::vector<ActivationTensor>& v, const ModelConf
         attention ? (m.pre_norms ? "QKV GEMM input (norm output)" : "QKV GEMM input (layer input)")
                   : (m.pre_norms ? "MLP GEMM input (norm output)" : "MLP GEMM input (residual stream)");
     v.push_back({name, tokens * d.hidden * d.gemm_input_bytes / (runtime_fp8 ? 1 : sp_div), false});
+    // Profile (runtime/src/program_post_norm.cpp): under fp8 the residual stream the GEMM read stays
+    // beside its fp8 copy (the pre-norm layer keeps it too, as its norm's input).
+    if (runtime_fp8 && !m.pre_norms)
+        v.push_back({attention ? "layer input (16-bit, beside its fp8 copy)" : "residual stream after attention (16-bit, "
+                                                                              "beside its fp8 copy)",
+                     tokens * d.hidden * d.activation_bytes, false});
 }
 
 // Full per-layer saved set, before recompute filtering. Item sizes follow

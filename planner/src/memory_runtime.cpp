@@ -219,6 +219,21 @@ static std::int64_t runtime_head_norm_backward_transient(const ModelConfig& m, c
            runtime_head_norm_scratch_elements(tokens, qk_norm_groups(m.qk_norm_whole, heads, kv_heads, m.head_dim)) * 4;
 }
 
+// Profile (runtime/src/program_post_norm.cpp, tp 1): a layer with norms on its sublayer outputs (OLMo 2)
+// holds beside the residual gradient, op by op: a norm's input gradient with its row statistics, then
+// with the GEMM backward it feeds (under fp8 first cast, 2 x 1 byte an element) and that GEMM's input
+// gradient, d(gate|up) or d(attn out); d(gate|up) alone with its casts, its input gradient added into
+// the residual gradient; and d(q|k|v) with its casts. The attention core's points are flash's and
+// eager's as for pre-norms (runtime_flash_backward_transient, backward_transient).
+static std::int64_t runtime_post_norm_backward_transient(const ModelConfig& m, const Plan& p,
+                                                         const activations::ActivationDims& d) {
+    const std::int64_t tokens = d.seq * d.micro_batch, a = d.activation_bytes, casts = p.precision == Precision::fp8_mixed ? 2 : 0;
+    const std::int64_t res = tokens * d.hidden * d.residual_bytes, dnorm = tokens * d.hidden * a;
+    const std::int64_t up = (m.mlp == MlpKind::swiglu ? 2 : 1) * tokens * d.ffn_hidden, qkv = tokens * (d.q_width + 2 * d.kv_width);
+    return res + std::max({dnorm + tokens * 8, dnorm + casts * tokens * d.hidden + up * a, up * (a + casts),
+                           dnorm + casts * tokens * d.hidden + tokens * d.q_width * a, qkv * (a + casts)});
+}
+
 std::int64_t profile_backward_transient(const ModelConfig& m, const Plan& p, const FrameworkProfile& prof,
                                         const activations::ActivationDims& d, std::int64_t generic) {
     const std::int64_t moe = prof.runtime_moe && m.is_moe() ? runtime_moe_backward_transient(m, p, d) : 0;
@@ -228,6 +243,7 @@ std::int64_t profile_backward_transient(const ModelConfig& m, const Plan& p, con
     const std::int64_t cp_kv = prof.cp_gathers_kv ? cp_gathered_kv_bytes(m, p) : 0;
     if (prof.flash_bwd_workspace && p.attention == AttentionKind::flash)
         t = std::max(t, runtime_flash_backward_transient(m, p, d) + cp_kv);
+    if (prof.runtime_shard_units && m.post_norms) return std::max(t, runtime_post_norm_backward_transient(m, p, d));
     if (prof.fp8_runtime_recipe && p.precision == Precision::fp8_mixed) t = std::max(t, runtime_fp8_backward_transient(m, d));
     if (prof.runtime_shard_units && d.sp && d.tp > 1)
         return std::max({runtime_sp_backward_transient(m, p, d), moe, head_norms});

@@ -90,13 +90,16 @@ void check_runtime_model(const ModelConfig& m) {
     // q/k norms run per head (Qwen3's) and over the whole projections (OLMoE's; program_layer.cpp
     // emit_head_norm_fwd, QkNormGroups); the gate weights renormalised over the chosen experts (Mixtral's)
     // or not (OLMoE's; moe.cu, reference_moe.hpp).
-    if (!m.pre_norms)
-        not_run("--model", std::string(to_string(m.family)) + "'s layer has no norms on the attention and MLP inputs: "
-                                                              "the runtime's layer is pre-norm");
-    if (m.post_norms)
-        not_run("--model", "norms on the attention and MLP outputs (" + std::string(to_string(m.family)) +
-                               "'s post_attention_layernorm and post_feedforward_layernorm) are not implemented by "
-                               "the runtime");
+    // The layer normalises the sublayers' inputs (pre-norms: every family but OLMo) or, OLMo 2 and 3's,
+    // their outputs before each residual add (post-norms: program_post_norm.cpp); not both (Gemma 3's).
+    if (m.pre_norms && m.post_norms)
+        not_run("--model", "norms on both the inputs and the outputs of the attention and the MLP (" +
+                               std::string(to_string(m.family)) + "'s four norms a layer) are not implemented by the "
+                               "runtime (it runs either kind alone)");
+    if (!m.pre_norms && !m.post_norms)
+        not_run("--model", std::string(to_string(m.family)) + "'s layer has no norms on its sublayers");
+    if (m.post_norms && m.is_moe())
+        not_run("--model", "a mixture of experts with norms on the sublayer outputs is not implemented by the runtime");
     if (m.head_dim % 2 != 0 && m.position == PositionKind::rope) not_run("--model", "RoPE needs an even head_dim");
     // The RoPE tables (runtime ref::rope_frequencies) know Llama 3's scaling and LongRoPE (Phi-3's
     // per-frequency factors and attention factor), no other: a type scales without a factor too.
@@ -140,6 +143,12 @@ void check_runtime_plan(const ModelConfig& m, const Plan& p) {
         not_run("--tp", "q/k norms over the whole q and k projections (" + std::string(to_string(m.family)) +
                             "'s q_norm and k_norm) under tensor parallelism are not implemented by the runtime (each "
                             "rank holds some heads, and the norm's sum of squares spans them all); use --tp 1");
+    // Post-norms run on the residual stream's whole rows and replicated weights: tensor parallelism
+    // would all-reduce the sublayer output before its norm, which the runtime's layer does not emit.
+    if (m.post_norms && p.tp > 1)
+        not_run("--tp", "norms on the sublayer outputs (" + std::string(to_string(m.family)) +
+                            "'s post_attention_layernorm and post_feedforward_layernorm) under tensor parallelism are "
+                            "not implemented by the runtime; use --tp 1");
     if (p.dropout != 0.0) not_run("--dropout", "must be 0 (dropout is not implemented by the runtime)");
     if (m.is_moe() && p.ep <= 1 && p.moe_capacity_factor != 1.0)
         not_run("--moe-capacity-factor", "without expert parallelism the runtime's experts are dropless (each token's k "

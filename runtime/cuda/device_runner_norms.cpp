@@ -10,7 +10,8 @@ template <class T>
 void DeviceRunner::norms(const Op& op, const BufferTable& t) {
     switch (op.kind) {
         case OpKind::norm_fwd:  // the view's rows: rows / tp under sequence parallelism
-            launch_norm_fwd<T>(at<T>(t, op.v[0]), param<T>(t, op.p0), param<T>(t, op.p1), at<T>(t, op.v[1]),
+            launch_norm_fwd<T>(at<T>(t, op.v[0]), param<T>(t, op.p0), param<T>(t, op.p1),
+                               op.v[2].buffer == kNoBuffer ? nullptr : at<T>(t, op.v[2]), at<T>(t, op.v[1]),
                                op.v[0].rows, d.h, norm_eps(), layernorm(), stream);
             break;
         case OpKind::norm_bwd:

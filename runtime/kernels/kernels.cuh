@@ -79,10 +79,10 @@ template <class T>
 void launch_embedding_bwd(const std::int64_t* tokens, const T* dx, T* dwte, T* dwpe, i64 b, i64 s, i64 h,
                           cudaStream_t stream, i64 vocab_begin = 0, i64 vocab_rows = kAllVocabRows);
 
-// norm.cu: LayerNorm (bias may be null) or RMSNorm (layernorm = false).
+// norm.cu: LayerNorm (bias may be null) or RMSNorm (layernorm = false), plus a residual `res` (may be null).
 template <class T>
-void launch_norm_fwd(const T* x, const T* w, const T* b, T* y, i64 rows, i64 h, float eps, bool layernorm,
-                     cudaStream_t stream);
+void launch_norm_fwd(const T* x, const T* w, const T* b, const T* res, T* y, i64 rows, i64 h, float eps,
+                     bool layernorm, cudaStream_t stream);
 // dx (= or +=), stats scratch [rows, 2] fp32, dw += , db += (db may be null).
 template <class T>
 void launch_norm_bwd(const T* x, const T* w, const T* dy, T* dx, float* stats, T* dw, T* db, i64 rows, i64 h,

@@ -7,8 +7,9 @@
 namespace preflight::runtime::cuda {
 
 // One block per row.
+// `res` (may be null): a residual added to the output (a post-norm's, program_post_norm.cpp).
 template <class T>
-__global__ void norm_fwd_kernel(const T* x, const T* w, const T* b, T* y, i64 h, float eps, bool ln) {
+__global__ void norm_fwd_kernel(const T* x, const T* w, const T* b, const T* res, T* y, i64 h, float eps, bool ln) {
     const T* xr = x + blockIdx.x * h;
     float s = 0.f, ss = 0.f;
     for (i64 i = threadIdx.x; i < h; i += blockDim.x) {
@@ -24,6 +25,7 @@ __global__ void norm_fwd_kernel(const T* x, const T* w, const T* b, T* y, i64 h,
     for (i64 i = threadIdx.x; i < h; i += blockDim.x) {
         float v = (to_f(xr[i]) - mean) * rstd * to_f(w[i]);
         if (b) v += to_f(b[i]);
+        if (res) v += to_f(res[blockIdx.x * h + i]);
         y[blockIdx.x * h + i] = from_f<T>(v);
     }
 }
@@ -147,7 +149,7 @@ __global__ void norm_bwd_weights_kernel(const T* x, const T* dy, const float* st
 // 16-byte variant (h a multiple of the pack width, aligned rows): the same two passes over
 // the row, one Pack16 of x, w (and b) per thread per iteration.
 template <class T>
-__global__ void norm_fwd_vec_kernel(const T* x, const T* w, const T* b, T* y, i64 h, float eps, bool ln) {
+__global__ void norm_fwd_vec_kernel(const T* x, const T* w, const T* b, const T* res, T* y, i64 h, float eps, bool ln) {
     constexpr int N = Pack16<T>::N;
     const T* xr = x + blockIdx.x * h;
     const i64 packs = h / N;
@@ -168,12 +170,14 @@ __global__ void norm_fwd_vec_kernel(const T* x, const T* w, const T* b, T* y, i6
     const float rstd = rsqrtf(fmaxf(var, 0.f) + eps);
     for (i64 p = threadIdx.x; p < packs; p += blockDim.x) {
         const Pack16<T> xv = load16(xr + p * N), wv = load16(w + p * N);
-        Pack16<T> bv{}, o;
+        Pack16<T> bv{}, rv{}, o;
         if (b) bv = load16(b + p * N);
+        if (res) rv = load16(res + blockIdx.x * h + p * N);
 #pragma unroll
         for (int k = 0; k < N; ++k) {
             float v = (to_f(xv.v[k]) - mean) * rstd * to_f(wv.v[k]);
             if (b) v += to_f(bv.v[k]);
+            if (res) v += to_f(rv.v[k]);
             o.v[k] = from_f<T>(v);
         }
         store16(y + blockIdx.x * h + p * N, o);
@@ -181,12 +185,12 @@ __global__ void norm_fwd_vec_kernel(const T* x, const T* w, const T* b, T* y, i6
 }
 
 template <class T>
-void launch_norm_fwd(const T* x, const T* w, const T* b, T* y, i64 rows, i64 h, float eps, bool layernorm,
-                     cudaStream_t stream) {
-    if (h % Pack16<T>::N == 0 && aligned16(x, w, y) && aligned16(b))
-        norm_fwd_vec_kernel<T><<<static_cast<unsigned>(rows), 256, 0, stream>>>(x, w, b, y, h, eps, layernorm);
+void launch_norm_fwd(const T* x, const T* w, const T* b, const T* res, T* y, i64 rows, i64 h, float eps,
+                     bool layernorm, cudaStream_t stream) {
+    if (h % Pack16<T>::N == 0 && aligned16(x, w, y) && aligned16(b) && aligned16(res))
+        norm_fwd_vec_kernel<T><<<static_cast<unsigned>(rows), 256, 0, stream>>>(x, w, b, res, y, h, eps, layernorm);
     else
-        norm_fwd_kernel<T><<<static_cast<unsigned>(rows), 256, 0, stream>>>(x, w, b, y, h, eps, layernorm);
+        norm_fwd_kernel<T><<<static_cast<unsigned>(rows), 256, 0, stream>>>(x, w, b, res, y, h, eps, layernorm);
     PF_LAUNCH_CHECK();
 }
 
@@ -205,8 +209,10 @@ void launch_norm_bwd(const T* x, const T* w, const T* dy, T* dx, float* stats, T
     PF_LAUNCH_CHECK();
 }
 
-template void launch_norm_fwd<float>(const float*, const float*, const float*, float*, i64, i64, float, bool, cudaStream_t);
-template void launch_norm_fwd<bf16>(const bf16*, const bf16*, const bf16*, bf16*, i64, i64, float, bool, cudaStream_t);
+template void launch_norm_fwd<float>(const float*, const float*, const float*, const float*, float*, i64, i64, float,
+                                     bool, cudaStream_t);
+template void launch_norm_fwd<bf16>(const bf16*, const bf16*, const bf16*, const bf16*, bf16*, i64, i64, float, bool,
+                                    cudaStream_t);
 template void launch_norm_bwd<float>(const float*, const float*, const float*, float*, float*, float*, float*, i64, i64,
                                      float, bool, bool, cudaStream_t);
 template void launch_norm_bwd<bf16>(const bf16*, const bf16*, const bf16*, bf16*, float*, bf16*, bf16*, i64, i64,

@@ -354,6 +354,11 @@ void HostRunner::run_compute(const Op& op) {
                 ref::layernorm_fwd(at(op.v[0]), w(op.p0), w(op.p1), at(op.v[1]), op.v[0].rows, h, eps);
             else
                 ref::rmsnorm_fwd(at(op.v[0]), w(op.p0), at(op.v[1]), op.v[0].rows, h, eps);
+            if (op.v[2].buffer != kNoBuffer) {  // a post-norm's residual add (program_post_norm.cpp)
+                double* y = at(op.v[1]);
+                const double* r = at(op.v[2]);
+                for (std::int64_t i = 0; i < op.v[1].rows * h; ++i) y[i] += r[i];
+            }
             break;
         case OpKind::norm_bwd:
             if (ln)

@@ -116,8 +116,9 @@ LayerParams add_layer_parameters(Builder& B, const ModelConfig& model, std::int6
     const TpSlice row_out{{}, d.h, sl.q_cols, sl.q_col_begin}, row_down{{}, d.h, sl.f_cols, sl.f_col_begin};
     LayerParams lp;
     const std::string n = "layers." + std::to_string(d.model_layer(l)) + ".";  // the model's index
-    lp.norm1_w = B.norm_param(n + "attn_norm.weight", d.h, l, d.sp);  // sp: each rank its rows
-    if (ln) lp.norm1_b = B.norm_param(n + "attn_norm.bias", d.h, l, d.sp, true);
+    const bool pre = !model.post_norms;  // else OLMo's norms on the sublayer outputs, after o_proj (check_runtime_plan: tp 1)
+    if (pre) lp.norm1_w = B.norm_param(n + "attn_norm.weight", d.h, l, d.sp);  // sp: each rank its rows
+    if (pre && ln) lp.norm1_b = B.norm_param(n + "attn_norm.bias", d.h, l, d.sp, true);
     lp.qkv_w = B.param(n + "qkv_proj.weight", d.qkv_width, d.h, l, true, column_qkv);
     if (model.qkv_bias) lp.qkv_b = B.param(n + "qkv_proj.bias", d.qkv_width, 1, l, false, bias_qkv);
     if (model.qk_norm) {  // Qwen3's one head_dim weight shared by the heads (each rank its heads); OLMoE's a
@@ -128,8 +129,14 @@ LayerParams add_layer_parameters(Builder& B, const ModelConfig& model, std::int6
     }
     lp.out_w = B.param(n + "o_proj.weight", d.h, d.q_width, l, true, row_out);
     if (model.out_bias) lp.out_b = B.param(n + "o_proj.bias", d.h, 1, l, false);
-    lp.norm2_w = B.norm_param(n + "mlp_norm.weight", d.h, l, d.sp);
-    if (ln) lp.norm2_b = B.norm_param(n + "mlp_norm.bias", d.h, l, d.sp, true);
+    if (!pre) {  // model_params.cpp's order: both after o_proj
+        lp.norm1_w = B.norm_param(n + "attn_post_norm.weight", d.h, l, false);
+        lp.norm2_w = B.norm_param(n + "mlp_post_norm.weight", d.h, l, false);
+        if (ln) lp.norm1_b = B.norm_param(n + "attn_post_norm.bias", d.h, l, false, true);
+        if (ln) lp.norm2_b = B.norm_param(n + "mlp_post_norm.bias", d.h, l, false, true);
+    }
+    if (pre) lp.norm2_w = B.norm_param(n + "mlp_norm.weight", d.h, l, d.sp);
+    if (pre && ln) lp.norm2_b = B.norm_param(n + "mlp_norm.bias", d.h, l, d.sp, true);
     if (d.moe()) {  // check_runtime_model: SwiGLU experts without biases
         // The router replicated; each expert's gate|up column-parallel and down row-parallel, as
         // the dense MLP's (Megatron-LM's expert tensor parallelism at its default, tp). Under expert

@@ -158,6 +158,11 @@ inline std::string layer_label(const Dims& d, std::int64_t l) {
     return s;
 }
 
+// The name of layer l's input buffer: its attention norm's input (pre-norms), or the layer's own.
+inline std::string layer_input_label(const Program& P, std::int64_t l) {
+    return layer_label(P.dims, l) + (P.model.post_norms ? "layer in" : "attn norm in");
+}
+
 // The buffers one layer's forward creates. Under fp8-mixed the four GEMM inputs (xn1, attn, xn2,
 // act) are kept as transposed fp8 copies (the *_8t buffers) for the weight gradients, and the
 // bf16 ones go with their cast, but for the attention output under flash (its backward reads it).
@@ -170,6 +175,9 @@ struct LayerFwd {
     // the experts' outputs (up and act above are the experts', [rows k, .]).
     BufferId gates = kNoBuffer, routing = kNoBuffer, xd = kNoBuffer, y = kNoBuffer;
     BufferId logits = kNoBuffer;  // the router logits, kept where the gates are not renormalised
+    // Post-norms (program_post_norm.cpp): the inputs of the norms on the attention's and the MLP's
+    // outputs, the o_proj and down_proj outputs.
+    BufferId ya = kNoBuffer, ym = kNoBuffer;
 };
 
 // What a layer keeps for its backward, but its input x and its attention core (listed apart).
@@ -189,6 +197,35 @@ LayerFwd emit_layer_forward(Builder& B, std::vector<Op>& out, std::int64_t l, st
 void emit_layer_backward(Builder& B, std::vector<Op>& out, std::int64_t l, std::int64_t mb, const LayerFwd& saved,
                          BufferId dres);
 
+// The same for a layer whose norms sit on the sublayer outputs, before each residual add (OLMo 2 and
+// 3: program_post_norm.cpp); emit_layer_forward and emit_layer_backward hand such a layer to them.
+LayerFwd emit_post_norm_layer_forward(Builder& B, std::vector<Op>& out, std::int64_t l, std::int64_t mb, BufferId x,
+                                      bool produce_output, bool keep_core, const std::string& tag);
+void emit_post_norm_layer_backward(Builder& B, std::vector<Op>& out, std::int64_t l, std::int64_t mb,
+                                   const LayerFwd& saved, BufferId dres);
+
+// Pieces both kinds of layer share (program_layer.cpp). After the q|k|v projection into f.qkv: the
+// q/k norms, RoPE and the attention core into f.attn (`keep_core` as emit_layer_forward's).
+void emit_attention_after_qkv(Builder& B, std::vector<Op>& out, const std::string& n, const Phase& ph,
+                              const LayerParams& lp, LayerFwd& f, bool keep_core);
+// From d(attn out) (`dattn`, freed) back through the attention core, RoPE and the q/k norms:
+// returns d(q|k|v), allocated here.
+BufferId emit_attention_core_backward(Builder& B, std::vector<Op>& out, const std::string& n, const Phase& ph,
+                                      const LayerParams& lp, const LayerFwd& f, BufferId dattn);
+// The MLP activation (SwiGLU or GeLU) from f.up into f.act, allocated here.
+void emit_activation_fwd(Builder& B, std::vector<Op>& out, const std::string& n, const Phase& ph, LayerFwd& f);
+// The MLP activation's backward in place on dgu (dA in its first ffn columns in, d(gate|up) out).
+void emit_activation_bwd(Builder& B, std::vector<Op>& out, const std::string& n, const Phase& ph, const LayerFwd& f,
+                         BufferId dgu);
+// The recomputation at the start of layer l's backward (full: the layer's forward again; selective:
+// its attention core), `f` updated to the recomputed buffers, which are returned.
+std::vector<BufferId> emit_recompute(Builder& B, std::vector<Op>& out, std::int64_t l, std::int64_t mb, const Phase& ph,
+                                     LayerFwd& f);
+// What goes with the layer's last backward op: its input, its kept tensors (or the recomputed ones)
+// and its attention core.
+std::vector<BufferId> layer_release(const Program& P, const LayerFwd& saved, const LayerFwd& f,
+                                    const std::vector<BufferId>& recomputed);
+
 // Mixture of experts (program_moe.cpp): the MLP half of layer l after its norm (f.xn2), and its
 // backward down to the norm output's gradient (returned, allocated here).
 void emit_moe_forward(Builder& B, std::vector<Op>& out, std::int64_t l, const std::string& n, const Phase& ph,
@@ -200,9 +237,9 @@ BufferId emit_moe_backward(Builder& B, std::vector<Op>& out, const std::string& 
 void emit_linear_fwd(Builder& B, std::vector<Op>& out, const std::string& name, const Phase& ph, const View& in,
                      const View& y, ParamId w, ParamId b, const View& residual = {});
 
-// Forward of a norm over rows of width h: y = norm(x), y allocated by the op.
+// Forward of a norm over rows of width h: y = norm(x) (+ residual), y allocated by the op.
 void emit_norm_fwd(Builder& B, std::vector<Op>& out, const std::string& name, const Phase& ph, BufferId x, BufferId y,
-                   ParamId w, ParamId b);
+                   ParamId w, ParamId b, BufferId residual = kNoBuffer);
 
 // Backward of a linear: dX (= or +=) dY W, then dW += dY^T X and db += colsum(dY).
 void emit_linear_bwd(Builder& B, std::vector<Op>& out, const std::string& name, const Phase& ph, const View& dy,

@@ -203,14 +203,7 @@ void emit_mlp_forward(Builder& B, std::vector<Op>& out, std::int64_t l, const st
     f.xn2_8t = emit_gemm_fwd(B, out, n + "up proj", ph, B.full(xg, d.h), B.full(f.up, d.up_width), lp.up_w, lp.up_b,
                              {}, P.fp8);
     release_gathered_input(P, out.back(), xg, f.xn2);
-    f.act = B.act(n + "down in", d.ffn);
-    {  // swiglu_fwd: v0 = gate|up, v1 = silu(gate)*up. gelu_fwd: v0 = fc1 out, v1 = gelu(.)
-        Op& o = B.emit(out, P.model.mlp == MlpKind::swiglu ? OpKind::swiglu_fwd : OpKind::gelu_fwd, n + "activation",
-                       ph);
-        o.alloc = {f.act};
-        o.v[0] = B.full(f.up, d.up_width);
-        o.v[1] = B.full(f.act, d.ffn);
-    }
+    emit_activation_fwd(B, out, n, ph, f);
     // Full recompute re-creates the down projection's kept input (fp8: its transposed copy) but
     // does not re-run the projection (emit_row_parallel).
     f.act_8t = emit_row_parallel(B, out, n + "down proj", layer_label(d, l + 1) + "attn norm in", ph, B.full(f.act, d.ffn),
@@ -219,10 +212,22 @@ void emit_mlp_forward(Builder& B, std::vector<Op>& out, std::int64_t l, const st
 
 }  // namespace
 
+void emit_attention_after_qkv(Builder& B, std::vector<Op>& out, const std::string& n, const Phase& ph,
+                              const LayerParams& lp, LayerFwd& f, bool keep_core) {
+    Program& P = B.p_;
+    if (P.model.qk_norm) f.qk_in = emit_head_norm_fwd(B, out, n, ph, f.qkv, lp);
+    if (P.model.position == PositionKind::rope) {  // rope_fwd: v0 = qkv (in place on Q and K)
+        Op& o = B.emit(out, OpKind::rope_fwd, n + "rope", ph);
+        o.v[0] = B.full(f.qkv, P.dims.qkv_width);
+    }
+    emit_attention_core_forward(B, out, n, ph, f, keep_core);
+}
+
 // Saved tensors follow the planner's inventory (see program_builder.hpp).
 LayerFwd emit_layer_forward(Builder& B, std::vector<Op>& out, std::int64_t l, std::int64_t mb, BufferId x,
                             bool produce_output, bool keep_core, const std::string& tag) {
     Program& P = B.p_;
+    if (P.model.post_norms) return emit_post_norm_layer_forward(B, out, l, mb, x, produce_output, keep_core, tag);
     const Dims& d = P.dims;
     const LayerParams& lp = P.layer_params[static_cast<std::size_t>(l - 1)];
     const Phase ph{PhaseKind::forward, l, mb};
@@ -237,12 +242,7 @@ LayerFwd emit_layer_forward(Builder& B, std::vector<Op>& out, std::int64_t l, st
     f.xn1_8t = emit_gemm_fwd(B, out, n + "qkv proj", ph, B.full(xg, d.h), B.full(f.qkv, d.qkv_width), lp.qkv_w,
                              lp.qkv_b, {}, P.fp8);
     release_gathered_input(P, out.back(), xg, f.xn1);
-    if (P.model.qk_norm) f.qk_in = emit_head_norm_fwd(B, out, n, ph, f.qkv, lp);
-    if (P.model.position == PositionKind::rope) {  // rope_fwd: v0 = qkv (in place on Q and K)
-        Op& o = B.emit(out, OpKind::rope_fwd, n + "rope", ph);
-        o.v[0] = B.full(f.qkv, d.qkv_width);
-    }
-    emit_attention_core_forward(B, out, n, ph, f, keep_core);
+    emit_attention_after_qkv(B, out, n, ph, lp, f, keep_core);
     // fp8: flash attention's backward reads its bf16 output; eager's does not, so it goes with the cast.
     f.attn_8t = emit_row_parallel(B, out, n + "out proj", n + "mlp norm in", ph, B.full(f.attn, d.q_width), lp.out_w,
                                   lp.out_b, x, P.fp8 && P.plan.attention == AttentionKind::eager, true, f.x1);
@@ -263,14 +263,16 @@ void emit_linear_fwd(Builder& B, std::vector<Op>& out, const std::string& name, 
     o.p1 = b;
 }
 
-// norm_fwd: v0 = x, v1 = y (allocated here); p0 = weight, p1 = bias.
+// norm_fwd: v0 = x, v1 = y (allocated here), v2 = a residual added to the norm's output (optional);
+// p0 = weight, p1 = bias.
 void emit_norm_fwd(Builder& B, std::vector<Op>& out, const std::string& name, const Phase& ph, BufferId x, BufferId y,
-                   ParamId w, ParamId b) {
+                   ParamId w, ParamId b, BufferId residual) {
     const Dims& d = B.d_;
     Op& o = B.emit(out, OpKind::norm_fwd, name, ph);
     o.alloc = {y};
     o.v[0] = B.seq(x, d.h);
     o.v[1] = B.seq(y, d.h);
+    if (residual != kNoBuffer) o.v[2] = B.seq(residual, d.h);
     o.p0 = w;
     o.p1 = b;
 }
@@ -320,9 +322,16 @@ std::vector<BufferId> layer_kept(const Program& P, const LayerFwd& f) {
     // fp8: the attention's GEMM inputs as their kept fp8 copies (flash's backward reads its bf16
     // output too); a mixture of experts' MLP keeps its own, 16-bit (program_moe.cpp).
     std::vector<BufferId> v;
-    for (BufferId b : {P.fp8 ? f.xn1_8t : f.xn1, f.qkv, P.fp8 ? f.attn_8t : f.attn, f.x1}) v.push_back(b);
+    if (P.model.post_norms) {  // program_post_norm.cpp: the GEMMs read x (apart) and x1 themselves
+        for (BufferId b : {f.qkv, P.fp8 ? f.attn_8t : f.attn, f.ya, f.x1, f.up, P.fp8 ? f.act_8t : f.act, f.ym})
+            v.push_back(b);
+        if (P.fp8) v.insert(v.end(), {f.xn1_8t, f.xn2_8t});
+    } else {
+        for (BufferId b : {P.fp8 ? f.xn1_8t : f.xn1, f.qkv, P.fp8 ? f.attn_8t : f.attn, f.x1}) v.push_back(b);
+    }
     if (f.qk_in != kNoBuffer) v.push_back(f.qk_in);
     if (P.fp8 && P.plan.attention == AttentionKind::flash) v.push_back(f.attn);
+    if (P.model.post_norms) return v;
     if (P.dims.moe()) {
         for (BufferId b : {f.xn2, f.gates, f.routing, f.xd, f.up, f.act, f.y}) v.push_back(b);
         if (f.logits != kNoBuffer) v.push_back(f.logits);
@@ -331,8 +340,6 @@ std::vector<BufferId> layer_kept(const Program& P, const LayerFwd& f) {
     for (BufferId b : {P.fp8 ? f.xn2_8t : f.xn2, f.up, P.fp8 ? f.act_8t : f.act}) v.push_back(b);
     return v;
 }
-
-namespace {
 
 // Recomputation at the start of layer l's backward (Korthikanti et al. 2022, sec. 4): full
 // recompute re-runs the layer's forward, selective only its attention core. Updates `f` to
@@ -360,6 +367,29 @@ std::vector<BufferId> emit_recompute(Builder& B, std::vector<Op>& out, std::int6
     }
     return {};
 }
+
+void emit_activation_fwd(Builder& B, std::vector<Op>& out, const std::string& n, const Phase& ph, LayerFwd& f) {
+    const Program& P = B.p_;
+    const Dims& d = P.dims;
+    f.act = B.act(n + "down in", d.ffn);
+    // swiglu_fwd: v0 = gate|up, v1 = silu(gate)*up. gelu_fwd: v0 = fc1 out, v1 = gelu(.)
+    Op& o = B.emit(out, P.model.mlp == MlpKind::swiglu ? OpKind::swiglu_fwd : OpKind::gelu_fwd, n + "activation", ph);
+    o.alloc = {f.act};
+    o.v[0] = B.full(f.up, d.up_width);
+    o.v[1] = B.full(f.act, d.ffn);
+}
+
+void emit_activation_bwd(Builder& B, std::vector<Op>& out, const std::string& n, const Phase& ph, const LayerFwd& f,
+                         BufferId dgu) {
+    const Program& P = B.p_;
+    const Dims& d = P.dims;
+    // swiglu_bwd / gelu_bwd: v0 = dGU (in: dA in the first f columns; out: input gradient), v1 = forward input
+    Op& o = B.emit(out, P.model.mlp == MlpKind::swiglu ? OpKind::swiglu_bwd : OpKind::gelu_bwd, n + "activation bwd", ph);
+    o.v[0] = B.full(dgu, d.up_width);
+    o.v[1] = B.full(f.up, d.up_width);
+}
+
+namespace {
 
 // Backward of a column-parallel projection (q|k|v, gate|up) whose input `x` (the norm output, the
 // rank's rows under sequence parallelism, named `x_name`) was kept: returns the input gradient as
@@ -416,12 +446,7 @@ void emit_mlp_backward(Builder& B, std::vector<Op>& out, const std::string& n, c
     emit_gemm_bwd(B, out, n + "down proj", ph, B.full(dy, d.h), B.full(f.act, d.ffn), f.act_8t,
                   View{dgu, d.rows, d.ffn, d.up_width, 0}, lp.down_w, lp.down_b, {dgu});
     if (dy != dres) out.back().free.push_back(dy);
-    {  // swiglu_bwd / gelu_bwd: v0 = dGU (in: dA in the first f columns; out: input gradient), v1 = forward input
-        Op& o = B.emit(out, P.model.mlp == MlpKind::swiglu ? OpKind::swiglu_bwd : OpKind::gelu_bwd,
-                       n + "activation bwd", ph);
-        o.v[0] = B.full(dgu, d.up_width);
-        o.v[1] = B.full(f.up, d.up_width);
-    }
+    emit_activation_bwd(B, out, n, ph, f, dgu);
     const BufferId dn = emit_column_parallel_bwd(B, out, n + "up proj", n + "mlp norm out", n + "d mlp norm out", ph,
                                                  B.full(dgu, d.up_width),
                                                  f.xn2, f.xn2_8t, lp.up_w, lp.up_b, dgu);
@@ -505,6 +530,7 @@ void emit_eager_backward(Builder& B, std::vector<Op>& out, const std::string& n,
 void emit_layer_backward(Builder& B, std::vector<Op>& out, std::int64_t l, std::int64_t mb, const LayerFwd& saved,
                          BufferId dres) {
     Program& P = B.p_;
+    if (P.model.post_norms) return emit_post_norm_layer_backward(B, out, l, mb, saved, dres);
     const Dims& d = P.dims;
     const LayerParams& lp = P.layer_params[static_cast<std::size_t>(l - 1)];
     const Phase ph{PhaseKind::backward, l, mb};
@@ -519,6 +545,18 @@ void emit_layer_backward(Builder& B, std::vector<Op>& out, std::int64_t l, std::
     emit_gemm_bwd(B, out, n + "out proj", ph, B.full(dy, d.h), B.full(f.attn, d.q_width), f.attn_8t,
                   B.full(dattn, d.q_width), lp.out_w, lp.out_b, {dattn});
     if (dy != dres) out.back().free.push_back(dy);
+    const BufferId dqkv = emit_attention_core_backward(B, out, n, ph, lp, f, dattn);
+    const BufferId dn = emit_column_parallel_bwd(B, out, n + "qkv proj", n + "attn norm out", n + "d attn norm out", ph,
+                                                 B.full(dqkv, d.qkv_width), f.xn1, f.xn1_8t, lp.qkv_w, lp.qkv_b, dqkv);
+    std::vector<BufferId> release = layer_release(P, saved, f, recomputed);
+    release.insert(release.begin(), dn);
+    emit_norm_bwd(B, out, n + "attn norm bwd", ph, f.x, dn, dres, true, lp.norm1_w, lp.norm1_b, {}, release);
+}
+
+BufferId emit_attention_core_backward(Builder& B, std::vector<Op>& out, const std::string& n, const Phase& ph,
+                                      const LayerParams& lp, const LayerFwd& f, BufferId dattn) {
+    Program& P = B.p_;
+    const Dims& d = P.dims;
     const BufferId dqkv = B.act(n + "d qkv", d.qkv_width, Category::temporary);
     if (P.plan.attention == AttentionKind::flash)
         emit_flash_backward(B, out, n, ph, f, dattn, dqkv);
@@ -529,17 +567,19 @@ void emit_layer_backward(Builder& B, std::vector<Op>& out, std::int64_t l, std::
         o.v[0] = B.full(dqkv, d.qkv_width);
     }
     if (P.model.qk_norm) emit_head_norm_bwd(B, out, n, ph, f.qk_in, dqkv, lp);
-    const BufferId dn = emit_column_parallel_bwd(B, out, n + "qkv proj", n + "attn norm out", n + "d attn norm out", ph,
-                                                 B.full(dqkv, d.qkv_width), f.xn1, f.xn1_8t, lp.qkv_w, lp.qkv_b, dqkv);
-    // The layer's saved tensors (and any recomputed ones) go with its last op.
-    std::vector<BufferId> release = {dn, saved.x};
+    return dqkv;
+}
+
+std::vector<BufferId> layer_release(const Program& P, const LayerFwd& saved, const LayerFwd& f,
+                                    const std::vector<BufferId>& recomputed) {
+    std::vector<BufferId> release = {saved.x};
     if (P.plan.recompute == Recompute::full) {
         release.insert(release.end(), recomputed.begin(), recomputed.end());
     } else {
         for (BufferId b : layer_kept(P, saved)) release.push_back(b);
         release.push_back(P.plan.recompute == Recompute::selective ? f.core : saved.core);
     }
-    emit_norm_bwd(B, out, n + "attn norm bwd", ph, f.x, dn, dres, true, lp.norm1_w, lp.norm1_b, {}, release);
+    return release;
 }
 
 }  // namespace preflight::runtime::program_detail

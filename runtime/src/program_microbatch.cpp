@@ -22,7 +22,7 @@ BufferId emit_embedding_forward(Builder& B, std::int64_t mb, BufferId tokens) {
         o.v[0] = {tokens, d.b, d.s, d.s, 0};
     }
     // Sequence parallelism: the partial embeddings go to a temporary, reduce-scattered into layer 1's input.
-    const BufferId e = d.sp ? B.act("embedding partial sums", d.h, Category::temporary) : B.act(layer_label(d, 1) + "attn norm in", d.h);
+    const BufferId e = d.sp ? B.act("embedding partial sums", d.h, Category::temporary) : B.act(layer_input_label(P, 1), d.h);
     if (P.plan.zero == zero_weights) {  // ZeRO-3: the embedding gathered for its op only
         gather_unit(B, P.step, embedding_unit(), {PhaseKind::forward, 1, mb});
         B.emit_wait(P.step, B.last_collective, {PhaseKind::forward, 1, mb});
@@ -37,7 +37,7 @@ BufferId emit_embedding_forward(Builder& B, std::int64_t mb, BufferId tokens) {
     o.p0 = P.wte;
     o.p1 = P.tp_rank == 0 || P.emulated ? P.wpe : kNoParam;
     release_gathered(B, o, embedding_unit());
-    return B.reduce_seq(P.step, layer_label(d, 1) + "attn norm in", {PhaseKind::forward, 1, mb}, e, d.h, kNoBuffer,
+    return B.reduce_seq(P.step, layer_input_label(P, 1), {PhaseKind::forward, 1, mb}, e, d.h, kNoBuffer,
                         Category::activations);
 }
 
@@ -176,7 +176,7 @@ ForwardState emit_forward_pass(Builder& B, std::size_t chunk, std::int64_t mb, b
         s.tokens = B.buffer("tokens", Category::activations, DType::i64, d.rows);
         x = emit_embedding_forward(B, mb, s.tokens);
     } else {
-        x = emit_recv(B, layer_label(d, c.first) + "attn norm in", {PhaseKind::forward, c.first, mb}, -1,
+        x = emit_recv(B, layer_input_label(P, c.first), {PhaseKind::forward, c.first, mb}, -1,
                       Category::activations);
     }
     for (std::int64_t l = c.first; l <= last_layer; ++l) {

@@ -34,6 +34,7 @@ Vec zeros(std::int64_t n) { return Vec(static_cast<std::size_t>(n), 0.0); }
 // What one layer's forward keeps for its backward (the program's saved set, in double).
 struct LayerSaved {
     Vec x, xn1, qk_in, qkv, attn, x1, xn2, up, act;  // qk_in: the per-head q/k norms' input (Qwen3)
+    Vec ya, ym;  // post-norms (OLMo 2): the o_proj and down_proj outputs, the norms' inputs
 };
 
 class ModelRef {
@@ -184,15 +185,13 @@ private:
         }
     }
 
-    // program.cpp emit_layer_forward, op for op.
-    Vec layer_forward(i64 l, Vec x, LayerSaved& s) const {
-        const LayerParams& lp = P.layer_params[static_cast<std::size_t>(l - 1)];
-        const i64 R = d.rows, h = d.h;
-        s.xn1 = zeros(R * h);
-        norm_fwd(x, lp.norm1_w, lp.norm1_b, s.xn1);
+    // q|k|v from `in`, the q/k norms (before RoPE: Qwen3's per head, OLMo's over each projection),
+    // RoPE and the attention into s.attn.
+    void attention_forward(const LayerParams& lp, const Vec& in, LayerSaved& s) const {
+        const i64 R = d.rows;
         s.qkv = zeros(R * d.qkv_width);
-        linear_fwd(s.xn1.data(), w(lp.qkv_w), w(lp.qkv_b), nullptr, s.qkv.data(), R, d.qkv_width, h);
-        if (P.model.qk_norm) {  // q_norm / k_norm before RoPE: Qwen3's per head, OLMoE's over each projection
+        linear_fwd(in.data(), w(lp.qkv_w), w(lp.qkv_b), nullptr, s.qkv.data(), R, d.qkv_width, d.h);
+        if (P.model.qk_norm) {
             s.qk_in = zeros(R * (d.q_width + d.kv_width));
             head_rmsnorm_fwd(s.qkv.data(), s.qk_in.data(), w(lp.q_norm_w), w(lp.k_norm_w), R, d.qkv_width, qk_groups(),
                              P.hyper.norm_eps);
@@ -200,6 +199,83 @@ private:
         if (rope_) rope_fwd(s.qkv.data(), a_, rope_freq_);
         s.attn = zeros(R * d.q_width);
         attention_fwd(s.qkv.data(), s.attn.data(), nullptr, a_);
+    }
+    // d(attn out) back to d(q|k|v) through the attention, RoPE and the q/k norms.
+    Vec attention_backward(const LayerParams& lp, const LayerSaved& s, const Vec& dattn) const {
+        Vec dqkv = zeros(d.rows * d.qkv_width);
+        attention_bwd(s.qkv.data(), dattn.data(), dqkv.data(), a_);
+        if (rope_) rope_bwd(dqkv.data(), a_, rope_freq_);
+        if (P.model.qk_norm)
+            head_rmsnorm_bwd(s.qk_in.data(), dqkv.data(), w(lp.q_norm_w), w(lp.k_norm_w), g(lp.q_norm_w), g(lp.k_norm_w),
+                             d.rows, d.qkv_width, qk_groups(), P.hyper.norm_eps);
+        return dqkv;
+    }
+    // gate|up (fc1) from `in` and the activation into s.up and s.act.
+    void mlp_up_forward(const LayerParams& lp, const Vec& in, LayerSaved& s) const {
+        const i64 R = d.rows;
+        s.up = zeros(R * d.up_width);
+        linear_fwd(in.data(), w(lp.up_w), w(lp.up_b), nullptr, s.up.data(), R, d.up_width, d.h);
+        s.act = zeros(R * d.ffn);
+        if (swiglu_)
+            swiglu_fwd(s.up.data(), s.act.data(), R, d.ffn);
+        else
+            gelu_fwd(s.up.data(), s.act.data(), R * d.ffn);
+    }
+    // d(down out) back to d(gate|up input) through down, the activation and gate|up (fc1): returned.
+    Vec mlp_backward(const LayerParams& lp, const LayerSaved& s, const Vec& dy, const Vec& in) const {
+        const i64 R = d.rows, h = d.h;
+        Vec dact = zeros(R * d.ffn), dup = zeros(R * d.up_width), dx = zeros(R * h);
+        linear_bwd(dy.data(), s.act.data(), w(lp.down_w), dact.data(), g(lp.down_w), g(lp.down_b), R, h, d.ffn);
+        if (swiglu_)
+            swiglu_bwd(s.up.data(), dact.data(), dup.data(), R, d.ffn);
+        else
+            gelu_bwd(s.up.data(), dact.data(), dup.data(), R * d.ffn);
+        linear_bwd(dup.data(), in.data(), w(lp.up_w), dx.data(), g(lp.up_w), g(lp.up_b), R, d.up_width, h);
+        return dx;
+    }
+    static void add_into(Vec& y, const Vec& x) {
+        for (std::size_t i = 0; i < y.size(); ++i) y[i] += x[i];
+    }
+
+    // OLMo 2 (transformers' Olmo2DecoderLayer), norms on the sublayer outputs before each residual add:
+    // x1 = x + norm1(o_proj(attention(q|k|v(x)))), out = x1 + norm2(down(act(gate|up(x1)))).
+    Vec post_norm_layer_forward(const LayerParams& lp, Vec x, LayerSaved& s) const {
+        const i64 R = d.rows, h = d.h;
+        attention_forward(lp, x, s);
+        s.ya = zeros(R * h);
+        linear_fwd(s.attn.data(), w(lp.out_w), w(lp.out_b), nullptr, s.ya.data(), R, h, d.q_width);
+        s.x1 = zeros(R * h);
+        norm_fwd(s.ya, lp.norm1_w, lp.norm1_b, s.x1);
+        add_into(s.x1, x);
+        mlp_up_forward(lp, s.x1, s);
+        s.ym = zeros(R * h);
+        linear_fwd(s.act.data(), w(lp.down_w), w(lp.down_b), nullptr, s.ym.data(), R, h, d.ffn);
+        Vec out = zeros(R * h);
+        norm_fwd(s.ym, lp.norm2_w, lp.norm2_b, out);
+        add_into(out, s.x1);
+        s.x = std::move(x);
+        return out;
+    }
+    void post_norm_layer_backward(const LayerParams& lp, const LayerSaved& s, Vec& dres) const {
+        const i64 R = d.rows, h = d.h;
+        Vec dym = zeros(R * h), dya = zeros(R * h), dattn = zeros(R * d.q_width), dx = zeros(R * h);
+        norm_bwd(s.ym, lp.norm2_w, lp.norm2_b, dres, dym, false);
+        add_into(dres, mlp_backward(lp, s, dym, s.x1));  // now dLoss/dx1
+        norm_bwd(s.ya, lp.norm1_w, lp.norm1_b, dres, dya, false);
+        linear_bwd(dya.data(), s.attn.data(), w(lp.out_w), dattn.data(), g(lp.out_w), g(lp.out_b), R, h, d.q_width);
+        const Vec dqkv = attention_backward(lp, s, dattn);
+        linear_bwd(dqkv.data(), s.x.data(), w(lp.qkv_w), dx.data(), g(lp.qkv_w), g(lp.qkv_b), R, d.qkv_width, h);
+        add_into(dres, dx);  // now dLoss/dx
+    }
+
+    // program.cpp emit_layer_forward, op for op.
+    Vec layer_forward(i64 l, Vec x, LayerSaved& s) const {
+        const LayerParams& lp = P.layer_params[static_cast<std::size_t>(l - 1)];
+        const i64 R = d.rows, h = d.h;
+        if (P.model.post_norms) return post_norm_layer_forward(lp, std::move(x), s);
+        s.xn1 = zeros(R * h);
+        norm_fwd(x, lp.norm1_w, lp.norm1_b, s.xn1);
+        attention_forward(lp, s.xn1, s);
         s.x1 = zeros(R * h);
         linear_fwd(s.attn.data(), w(lp.out_w), w(lp.out_b), x.data(), s.x1.data(), R, h, d.q_width);
         s.xn2 = zeros(R * h);
@@ -210,13 +286,7 @@ private:
             s.x = std::move(x);
             return out;
         }
-        s.up = zeros(R * d.up_width);
-        linear_fwd(s.xn2.data(), w(lp.up_w), w(lp.up_b), nullptr, s.up.data(), R, d.up_width, h);
-        s.act = zeros(R * d.ffn);
-        if (swiglu_)
-            swiglu_fwd(s.up.data(), s.act.data(), R, d.ffn);
-        else
-            gelu_fwd(s.up.data(), s.act.data(), R * d.ffn);
+        mlp_up_forward(lp, s.xn2, s);
         Vec out = zeros(R * h);
         linear_fwd(s.act.data(), w(lp.down_w), w(lp.down_b), s.x1.data(), out.data(), R, h, d.ffn);
         s.x = std::move(x);
@@ -227,6 +297,7 @@ private:
     void layer_backward(i64 l, const LayerSaved& s, Vec& dres) const {
         const LayerParams& lp = P.layer_params[static_cast<std::size_t>(l - 1)];
         const i64 R = d.rows, h = d.h;
+        if (P.model.post_norms) return post_norm_layer_backward(lp, s, dres);
         // MLP: out = x1 + down(act(up(norm2(x1)))), or the experts' (sparse_moe).
         Vec dxn2 = zeros(R * h);
         if (d.moe()) {
@@ -235,23 +306,13 @@ private:
                 sparse_moe(lp, s.xn2.data() + t * h, unused.data(), dres.data() + t * h, dxn2.data() + t * h);
             }
         } else {
-            Vec dact = zeros(R * d.ffn), dup = zeros(R * d.up_width);
-            linear_bwd(dres.data(), s.act.data(), w(lp.down_w), dact.data(), g(lp.down_w), g(lp.down_b), R, h, d.ffn);
-            if (swiglu_)
-                swiglu_bwd(s.up.data(), dact.data(), dup.data(), R, d.ffn);
-            else
-                gelu_bwd(s.up.data(), dact.data(), dup.data(), R * d.ffn);
-            linear_bwd(dup.data(), s.xn2.data(), w(lp.up_w), dxn2.data(), g(lp.up_w), g(lp.up_b), R, d.up_width, h);
+            dxn2 = mlp_backward(lp, s, dres, s.xn2);
         }
         norm_bwd(s.x1, lp.norm2_w, lp.norm2_b, dxn2, dres, true);  // dres += through the norm: now dLoss/dx1
         // Attention: x1 = x + out_proj(attention(rope(qkv(norm1(x))))).
-        Vec dattn = zeros(R * d.q_width), dqkv = zeros(R * d.qkv_width), dxn1 = zeros(R * h);
+        Vec dattn = zeros(R * d.q_width), dxn1 = zeros(R * h);
         linear_bwd(dres.data(), s.attn.data(), w(lp.out_w), dattn.data(), g(lp.out_w), g(lp.out_b), R, h, d.q_width);
-        attention_bwd(s.qkv.data(), dattn.data(), dqkv.data(), a_);
-        if (rope_) rope_bwd(dqkv.data(), a_, rope_freq_);
-        if (P.model.qk_norm)
-            head_rmsnorm_bwd(s.qk_in.data(), dqkv.data(), w(lp.q_norm_w), w(lp.k_norm_w), g(lp.q_norm_w), g(lp.k_norm_w),
-                             R, d.qkv_width, qk_groups(), P.hyper.norm_eps);
+        const Vec dqkv = attention_backward(lp, s, dattn);
         linear_bwd(dqkv.data(), s.xn1.data(), w(lp.qkv_w), dxn1.data(), g(lp.qkv_w), g(lp.qkv_b), R, d.qkv_width, h);
         norm_bwd(s.x, lp.norm1_w, lp.norm1_b, dxn1, dres, true);  // now dLoss/dx
     }

@@ -213,6 +213,7 @@ TEST(BadInput, OlmoAsTransformersBuildIt) {
     ModelConfig m = model_from_hf_config(g, "o");
     EXPECT_TRUE(m.post_norms && !m.pre_norms && m.qk_norm && m.qk_norm_whole);
     EXPECT_EQ(m.sliding_window, 0);
+    EXPECT_NO_THROW(check_runtime_model(m));  // preflight run executes it (at tp 1: test_olmo2.cpp)
     // Olmo3Config: a window of 4096 keys, every fourth layer full when layer_types is not given.
     g["model_type"] = "olmo3";
     m = model_from_hf_config(g, "o");
@@ -233,9 +234,9 @@ TEST(BadInput, OlmoAsTransformersBuildIt) {
     m = model_from_hf_config(g, "o");
     EXPECT_EQ(m.rope_scaling.type, "yarn");
     EXPECT_DOUBLE_EQ(m.rope_scaling.factor, 8.0);
-    // Neither the runtime, the pytorch profile (Hugging Face's modules op by op) nor nanotron's models
-    // have OLMo's norms.
-    EXPECT_EQ(subject_of([&] { check_runtime_model(m); }), "--model");
+    // The runtime runs OLMo's norms (since 2026-12-04) but not YaRN; neither the pytorch profile
+    // (Hugging Face's modules op by op) nor nanotron's models have them.
+    EXPECT_EQ(subject_of([&] { check_runtime_model(m); }), "rope_scaling.rope_type");
     Plan p;
     p.seq = 256;
     EXPECT_EQ(subject_of([&] { pytorch_profile().check_plan(m, p); }), "--model");

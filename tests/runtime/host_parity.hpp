@@ -130,4 +130,12 @@ inline std::vector<double> expect_host_matches_reference(const Program& P, const
     return want;
 }
 
+// The whole-model reference's loss of model m under plan p, from the parameters and tokens
+// expect_host_matches_reference uses (ref::random_params(P, 5, 0.4), synthetic batch 77): to tell
+// two layer variants apart on the same weights.
+inline double reference_loss(const ModelConfig& m, const Plan& p) {
+    const Program P = build_program(m, p);
+    return ref::model_loss(P, ref::random_params(P, 5, 0.4), ref::synthetic_batches(P, 77, 1), nullptr);
+}
+
 }  // namespace preflight::runtime::test_support

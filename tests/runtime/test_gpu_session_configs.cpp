@@ -183,6 +183,7 @@ TEST(GpuSessionConfigs, TheModelParallelRanksRunFitAndCoverTheIssue) {
     EXPECT_TRUE(families.count("qwen3"));      // its per-head q/k norms (since 2026-12-03)
     EXPECT_TRUE(families.count("qwen3_moe"));  // beside the experts, renormalised gates (since 2026-12-03)
     EXPECT_TRUE(families.count("olmoe"));      // whole-projection q/k norms, gates not renormalised (since 2026-12-03)
+    EXPECT_TRUE(families.count("olmo2"));      // norms on the sublayer outputs (since 2026-12-04)
     EXPECT_TRUE(seventy_sp);
     EXPECT_TRUE(llama8b_pp4_stages.count(0) && llama8b_pp4_stages.count(3));
 }

@@ -128,12 +128,6 @@ TEST(OlmoeProgram, ParametersFollowThePlannerLayout) {
     EXPECT_EQ(k_norms, 2);
 }
 
-// The reference's loss of a model on the program's synthetic batch, from the same random parameters.
-double reference_loss(const ModelConfig& m, const Plan& p) {
-    const Program P = build_program(m, p);
-    return ref::model_loss(P, ref::random_params(P, 5, 0.4), ref::synthetic_batches(P, 77, 1), nullptr);
-}
-
 TEST(OlmoeProgram, HostExecutionGivesTheReferenceGradients) {
     const ModelConfig m = micro_olmoe();
     int cases = 0;
@@ -153,9 +147,9 @@ TEST(OlmoeProgram, HostExecutionGivesTheReferenceGradients) {
     ModelConfig per_head = m, renormalised = m;
     per_head.qk_norm_whole = false;
     renormalised.moe_renormalize = true;
-    const double loss = reference_loss(m, p);
-    EXPECT_GT(std::abs(reference_loss(per_head, p) - loss), 1e-6 * loss);
-    EXPECT_GT(std::abs(reference_loss(renormalised, p) - loss), 1e-6 * loss);
+    const double loss = test_support::reference_loss(m, p);
+    EXPECT_GT(std::abs(test_support::reference_loss(per_head, p) - loss), 1e-6 * loss);
+    EXPECT_GT(std::abs(test_support::reference_loss(renormalised, p) - loss), 1e-6 * loss);
 }
 
 // Expert parallelism (ep 2 over dp 2, a capacity factor of E / k = 2 so nothing is dropped) under

@@ -1,5 +1,5 @@
 // The whole-model CPU reference (reference_model.hpp): its gradients against central
-// finite differences on tiny Llama-style and GPT-2-style models, the hand-derived loss
+// finite differences on tiny Llama-, GPT-2-, Mixtral- and OLMo 2-style models, the hand-derived loss
 // of an all-zero model, and the synthetic batches against their definition.
 #include <gtest/gtest.h>
 
@@ -30,6 +30,10 @@ ModelConfig micro_mixtral() {
                                 {"num_local_experts", 4},   {"num_experts_per_tok", 2}};
     return model_from_hf_config(cfg, "mixtral-test");
 }
+
+// OLMo 2 style: the Llama shape above with norms on the sublayer outputs, none on their inputs, and
+// q/k norms over the whole q (8) and k (4) projections.
+ModelConfig micro_olmo2() { return preflight::test::olmo2_model(8, 2, 2, 1, 12, 11, 16); }
 
 Program micro_program(const ModelConfig& m, std::int64_t grad_acc) {
     Plan p;
@@ -95,6 +99,12 @@ TEST(ReferenceModel, LlamaGradientsMatchCentralFiniteDifferences) {
 
 TEST(ReferenceModel, Gpt2GradientsMatchCentralFiniteDifferences) {
     expect_gradients_match_finite_differences(micro_gpt());
+}
+
+// The post-norm layer's backward (program_post_norm.cpp's order: each norm's input gradient apart,
+// the first GEMMs' input gradients added into the residual's) and the whole-projection q/k norms'.
+TEST(ReferenceModel, Olmo2GradientsMatchCentralFiniteDifferences) {
+    expect_gradients_match_finite_differences(micro_olmo2());
 }
 
 // The sparse MLP's backward (the experts', the renormalised top-k softmax's and the router's): a

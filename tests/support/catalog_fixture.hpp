@@ -25,14 +25,28 @@ inline ModelConfig gpt_model(std::int64_t hidden, std::int64_t layers, std::int6
     return model_from_hf_config(cfg, "gpt-test");
 }
 
-// A Llama-style config (RMSNorm, RoPE, GQA, SwiGLU, untied head) of any shape.
-inline ModelConfig llama_model(std::int64_t hidden, std::int64_t layers, std::int64_t heads, std::int64_t kv_heads,
-                               std::int64_t ffn, std::int64_t vocab, std::int64_t positions) {
-    nlohmann::json cfg = {{"model_type", "llama"},         {"hidden_size", hidden},      {"num_hidden_layers", layers},
+// A config of Llama's keys (RMSNorm, RoPE, GQA, SwiGLU, untied head) of any shape, for `model_type`.
+inline ModelConfig llama_keyed_model(const std::string& model_type, const std::string& name, std::int64_t hidden,
+                                     std::int64_t layers, std::int64_t heads, std::int64_t kv_heads, std::int64_t ffn,
+                                     std::int64_t vocab, std::int64_t positions) {
+    nlohmann::json cfg = {{"model_type", model_type},      {"hidden_size", hidden},      {"num_hidden_layers", layers},
                           {"num_attention_heads", heads},   {"num_key_value_heads", kv_heads},
                           {"intermediate_size", ffn},       {"vocab_size", vocab},
                           {"max_position_embeddings", positions}, {"tie_word_embeddings", false}};
-    return model_from_hf_config(cfg, "llama-test");
+    return model_from_hf_config(cfg, name);
+}
+
+// A Llama-style config of any shape.
+inline ModelConfig llama_model(std::int64_t hidden, std::int64_t layers, std::int64_t heads, std::int64_t kv_heads,
+                               std::int64_t ffn, std::int64_t vocab, std::int64_t positions) {
+    return llama_keyed_model("llama", "llama-test", hidden, layers, heads, kv_heads, ffn, vocab, positions);
+}
+
+// An OLMo 2 config (Olmo2ForCausalLM: the Llama shape with RMSNorms on the attention and MLP outputs in
+// place of their inputs, and q/k RMSNorms over the whole q and k projections) of any shape.
+inline ModelConfig olmo2_model(std::int64_t hidden, std::int64_t layers, std::int64_t heads, std::int64_t kv_heads,
+                               std::int64_t ffn, std::int64_t vocab, std::int64_t positions) {
+    return llama_keyed_model("olmo2", "olmo2-test", hidden, layers, heads, kv_heads, ffn, vocab, positions);
 }
 
 // Llama-3-8B's pre-training plan on one node: seq 4096, micro-batch 1 x 16 accumulation steps,

@@ -56,6 +56,16 @@ ModelConfig grad_qwen3() {
     return model_from_hf_config(cfg, "grad-qwen3");
 }
 
+// OLMo 2's layer (program_post_norm.cpp): the Llama shape above with its two norms on the sublayer
+// outputs, each adding the residual in its forward (norm.cu's residual path), and q/k norms over
+// the whole projections.
+ModelConfig grad_olmo2() {
+    nlohmann::json cfg = {{"model_type", "olmo2"},        {"hidden_size", 128},       {"num_hidden_layers", 2},
+                          {"num_attention_heads", 4},     {"num_key_value_heads", 2}, {"intermediate_size", 160},
+                          {"vocab_size", 300},            {"max_position_embeddings", 64}, {"tie_word_embeddings", false}};
+    return model_from_hf_config(cfg, "grad-olmo2");
+}
+
 struct Bounds {
     double elem_rtol, elem_atol, norm_rtol, loss_rtol;
 };
@@ -106,7 +116,7 @@ using test::step_plan;
 
 TEST(GpuGradients, Fp32MatchesTheCpuReferenceForEveryRecomputeAndAttention) {
     PF_REQUIRE_GPU();
-    for (const ModelConfig& m : {grad_llama(), grad_gpt(), grad_mixtral(), grad_qwen3()})
+    for (const ModelConfig& m : {grad_llama(), grad_gpt(), grad_mixtral(), grad_qwen3(), grad_olmo2()})
         for (auto rc : all_recomputes())
             for (auto at : {AttentionKind::flash, AttentionKind::eager})
                 expect_gradients_match(m, step_plan(Precision::fp32, rc, at, 2), kFp32);
@@ -114,7 +124,7 @@ TEST(GpuGradients, Fp32MatchesTheCpuReferenceForEveryRecomputeAndAttention) {
 
 TEST(GpuGradients, Bf16RecipesMatchTheCpuReferenceWithinBf16Bounds) {
     PF_REQUIRE_GPU();
-    for (const ModelConfig& m : {grad_llama(), grad_gpt(), grad_qwen3()})
+    for (const ModelConfig& m : {grad_llama(), grad_gpt(), grad_qwen3(), grad_olmo2()})
         for (auto at : {AttentionKind::flash, AttentionKind::eager}) {
             expect_gradients_match(m, step_plan(Precision::bf16_mixed, Recompute::none, at, 1), kBf16);
             expect_gradients_match(m, step_plan(Precision::bf16_mixed_fp32_grads, Recompute::selective, at, 2), kBf16);

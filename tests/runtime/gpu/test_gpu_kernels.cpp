@@ -33,13 +33,22 @@ TYPED_TEST(Kernels, Norms) {
         DeviceBuffer<T> dx_(x), dw_(w), db_(b), ddy(dy), dyout(rows * h), ddx(dx0), dgw(std::vector<double>(h, 0.0)),
             dgb(std::vector<double>(h, 0.0));
         DeviceBuffer<float> stats(rows * 2);
-        cuda::launch_norm_fwd<T>(dx_.get(), dw_.get(), ln ? db_.get() : nullptr, dyout.get(), rows, h, 1e-5f, ln, nullptr);
+        cuda::launch_norm_fwd<T>(dx_.get(), dw_.get(), ln ? db_.get() : nullptr, nullptr, dyout.get(), rows, h, 1e-5f, ln,
+                                 nullptr);
         std::vector<double> y(rows * h), dx = dx0, gw(h), gb(h);
         if (ln)
             ref::layernorm_fwd(x.data(), w.data(), b.data(), y.data(), rows, h, 1e-5);
         else
             ref::rmsnorm_fwd(x.data(), w.data(), y.data(), rows, h, 1e-5);
         expect_close(dyout.download(), y, rtol<T>(), "norm fwd");
+        {  // a post-norm's: the residual (here dx0) added to the output
+            DeviceBuffer<T> with_res(rows * h);
+            cuda::launch_norm_fwd<T>(dx_.get(), dw_.get(), ln ? db_.get() : nullptr, ddx.get(), with_res.get(), rows, h,
+                                     1e-5f, ln, nullptr);
+            std::vector<double> want = y;
+            for (std::size_t i = 0; i < want.size(); ++i) want[i] += dx0[i];
+            expect_close(with_res.download(), want, rtol<T>(), "norm fwd + residual");
+        }
         cuda::launch_norm_bwd<T>(dx_.get(), dw_.get(), ddy.get(), ddx.get(), stats.get(), dgw.get(), dgb.get(), rows, h,
                                  1e-5f, ln, true, nullptr);
         if (ln)

@@ -303,6 +303,8 @@ struct Dims {
     bool model_last(std::size_t chunk) const { return last_stage && chunk + 1 == chunks.size(); }
 };
 
+// norm1 / norm2: the norms on the attention's and the MLP's inputs, or (ModelConfig::post_norms,
+// OLMo 2 and 3) on their outputs, before each residual add.
 struct LayerParams {
     ParamId norm1_w = kNoParam, norm1_b = kNoParam, qkv_w = kNoParam, qkv_b = kNoParam, out_w = kNoParam,
             out_b = kNoParam, norm2_w = kNoParam, norm2_b = kNoParam, up_w = kNoParam, up_b = kNoParam,
