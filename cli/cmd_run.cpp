@@ -198,9 +198,15 @@ void print_table(const runtime::RunReport& r) {
     if (r.model.is_moe())  // program_moe.cpp; no run of it has been timed yet
         std::cout << "# mixture of experts: its step time is not fitted on runs of its own (one GEMM per expert with "
                      "slots, the host reading each routing's expert offsets): the dense GEMMs' rate is assumed\n";
-    // Sliding-window attention past the window (Dims::window): what the attention computes, and what
-    // the FLOPs count (forward_flops_per_token caps the keys).
-    if (const std::int64_t w = r.model.attention_window(r.plan.seq); w > 0)
+    // Sliding-window attention past the window (Dims::window, window_of): what the attention computes, and
+    // what the FLOPs count (forward_flops_per_token caps the keys; layers of two kinds at their mean).
+    if (const std::int64_t w = r.model.attention_window(r.plan.seq); w > 0 && r.model.full_attention_period > 0)
+        std::cout << "# attention: one layer in " << r.model.full_attention_period << " (layers "
+                  << r.model.full_attention_period << ", " << 2 * r.model.full_attention_period
+                  << ", ...) to the whole sequence, the " << r.model.layers - r.model.full_attention_layers
+                  << " others through the model's sliding window, each query seeing itself and the " << w - 1
+                  << " tokens before it (FLOPs count the two kinds' mean)\n";
+    else if (w > 0)
         std::cout << "# attention: through the model's sliding window on every layer, each query sees itself and the "
                   << w - 1 << " tokens before it (FLOPs count those keys only)\n";
     // LongRoPE (ref::rope_frequencies): which factors this sequence takes, and what cos and sin are scaled by.

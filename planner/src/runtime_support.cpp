@@ -128,14 +128,15 @@ void check_runtime_plan(const ModelConfig& m, const Plan& p) {
         not_run("--precision", "fp16-mixed is not implemented by the runtime; use fp32, bf16-mixed, "
                                "bf16-mixed-fp32-grads, bf16 or fp8-mixed");
     check_runtime_fp8(m, p);
-    // A sliding window on every layer is the runtime's (Mistral's, Phi-3's: flash_attention.cu, the cuDNN
-    // graph's left bound, the eager softmax); one on some layers only, beside full ones, is not.
-    if (m.full_attention_layers > 0 && m.attention_window(p.seq) > 0)
+    // A sliding window on every layer, or on the layers between every full_attention_period-th
+    // (Gemma 3's, gpt-oss's, OLMo 3's), is the runtime's (Dims::window_of: flash_attention.cu, the cuDNN
+    // graphs' left bound, the eager softmax); a layer_types list that follows no period is not.
+    if (m.full_attention_layers > 0 && m.full_attention_period == 0 && m.attention_window(p.seq) > 0)
         not_run("--seq", std::to_string(p.seq) + " tokens outrun " + m.name + "'s sliding window of " +
                              std::to_string(m.sliding_window) + " keys on " +
                              std::to_string(m.layers - m.full_attention_layers) + " of its " +
-                             std::to_string(m.layers) + " layers; the runtime's attention applies one window to "
-                             "every layer, not layers of two kinds; use --seq " +
+                             std::to_string(m.layers) + " layers, and its layer_types list places its full layers "
+                             "with no period, which the runtime does not follow; use --seq " +
                              std::to_string(m.sliding_window) + " or less");
     // A norm over the whole q (k) projection needs every head's squares; a tensor-parallel rank holds
     // some heads only, and the runtime sums no statistics across the ranks.

@@ -32,15 +32,18 @@ public:
     const char* backend() const;  // "cudnn" | "kernel" | "eager"
     const std::string& note() const { return note_; }
 
-    // qkv [b*s, (H + 2 KV) d], out [b*s, H d], lse [b, H, s] fp32 (the saved softmax stats).
-    void forward(const bf16* qkv, bf16* out, float* lse, cudaStream_t stream);
+    // qkv [b*s, (H + 2 KV) d], out [b*s, H d], lse [b, H, s] fp32 (the saved softmax stats);
+    // `window` the layer's (Dims::window_of: the program's window, or 0 on a full layer).
+    void forward(const bf16* qkv, bf16* out, float* lse, std::int64_t window, cudaStream_t stream);
     // dqkv overwritten; `workspace` is the program's flash backward workspace buffer.
     void backward(const bf16* qkv, const bf16* out, const float* lse, const bf16* dout, bf16* dqkv, void* workspace,
-                  std::int64_t workspace_bytes, cudaStream_t stream);
+                  std::int64_t workspace_bytes, std::int64_t window, cudaStream_t stream);
 
 private:
+    CudnnSdpa* graph_for(std::int64_t window) const;
     const Program& prog_;
-    std::unique_ptr<CudnnSdpa> sdpa_;
+    std::unique_ptr<CudnnSdpa> sdpa_;  // the program's window (every layer's, or the windowed layers')
+    std::unique_ptr<CudnnSdpa> full_;  // layers of two kinds: the full layers' graph
     void* shared_ = nullptr;
     std::string note_;
 };

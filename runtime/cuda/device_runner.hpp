@@ -481,12 +481,12 @@ private:
             case OpKind::eager_dp:
             case OpKind::eager_dqkv: eager<T>(op, t); break;
             case OpKind::eager_softmax:
-                launch_causal_softmax_fwd<T>(at<T>(t, op.v[0]), at<T>(t, op.v[1]), op.v[0].rows, d.s, d.window,
-                                             stream);
+                launch_causal_softmax_fwd<T>(at<T>(t, op.v[0]), at<T>(t, op.v[1]), op.v[0].rows, d.s,
+                                             d.window_of(op.phase.layer), stream);
                 break;
             case OpKind::eager_softmax_bwd:
                 launch_causal_softmax_bwd<T>(at<T>(t, op.v[0]), at<T>(t, op.v[1]), at<T>(t, op.v[2]), op.v[0].rows, d.s,
-                                             d.window, stream);
+                                             d.window_of(op.phase.layer), stream);
                 break;
             case OpKind::swiglu_fwd:
             case OpKind::swiglu_bwd: swiglu<T>(op, t); break;

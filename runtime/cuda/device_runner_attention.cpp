@@ -21,13 +21,14 @@ void run_cp_as(const Program& P, const Op& op, const BufferTable& t, cudaStream_
         case OpKind::flash_fwd:  // v0 qkv, v1 out, v2 lse, v3 K|V in sequence order
             launch_flash_fwd_cp<T>(at<T>(t, op.v[0]), at<T>(t, op.v[3]), at<T>(t, op.v[1]),
                                    at<float>(t, op.v[2]), d.b, d.s, d.heads, d.kv_heads, d.head_dim, d.cp,
-                                   d.cp_rank, d.window, stream);
+                                   d.cp_rank, d.window_of(op.phase.layer), stream);
             return;
         case OpKind::flash_bwd:  // v3 dOut, v4 dqkv (Q columns), v5 workspace, v6 K|V, v7 dK|dV
             launch_flash_bwd_cp<T>(at<T>(t, op.v[0]), at<T>(t, op.v[6]), at<T>(t, op.v[1]),
                                    at<float>(t, op.v[2]), at<T>(t, op.v[3]), at<T>(t, op.v[4]),
                                    at<T>(t, op.v[7]), reinterpret_cast<float*>(at<std::uint8_t>(t, op.v[5])),
-                                   d.b, d.s, d.heads, d.kv_heads, d.head_dim, d.cp, d.cp_rank, d.window, stream);
+                                   d.b, d.s, d.heads, d.kv_heads, d.head_dim, d.cp, d.cp_rank, d.window_of(op.phase.layer),
+                                   stream);
             return;
         default: break;
     }
@@ -44,12 +45,12 @@ void flash_as(const Program& P, const Op& op, const BufferTable& t, cudaStream_t
     const Dims& d = P.dims;
     if (op.kind == OpKind::flash_fwd)  // v0 qkv, v1 out, v2 lse
         launch_flash_fwd<T>(at<T>(t, op.v[0]), at<T>(t, op.v[1]), at<float>(t, op.v[2]), d.b, d.s,
-                            d.heads, d.kv_heads, d.head_dim, d.window, stream);
+                            d.heads, d.kv_heads, d.head_dim, d.window_of(op.phase.layer), stream);
     else  // v3 dOut, v4 dqkv, v5 workspace
         launch_flash_bwd<T>(at<T>(t, op.v[0]), at<T>(t, op.v[1]), at<float>(t, op.v[2]),
                             at<T>(t, op.v[3]), at<T>(t, op.v[4]),
                             reinterpret_cast<float*>(at<std::uint8_t>(t, op.v[5])), d.b, d.s, d.heads, d.kv_heads,
-                            d.head_dim, d.window, stream);
+                            d.head_dim, d.window_of(op.phase.layer), stream);
 }
 
 }  // namespace
@@ -59,11 +60,12 @@ void DeviceRunner::run_flash(const Op& op, const BufferTable& t) {
     if (P.act == DType::f32) return flash_as<float>(P, op, t, stream);
     if (!attention_) return flash_as<bf16>(P, op, t, stream);
     if (op.kind == OpKind::flash_fwd)
-        attention_->forward(at<bf16>(t, op.v[0]), at<bf16>(t, op.v[1]), at<float>(t, op.v[2]), stream);
+        attention_->forward(at<bf16>(t, op.v[0]), at<bf16>(t, op.v[1]), at<float>(t, op.v[2]), d.window_of(op.phase.layer),
+                            stream);
     else
         attention_->backward(at<bf16>(t, op.v[0]), at<bf16>(t, op.v[1]), at<float>(t, op.v[2]),
                              at<bf16>(t, op.v[3]), at<bf16>(t, op.v[4]), at<std::uint8_t>(t, op.v[5]),
-                             op.v[5].cols, stream);
+                             op.v[5].cols, d.window_of(op.phase.layer), stream);
 }
 
 void DeviceRunner::run_cp(const Op& op, const BufferTable& t) {

@@ -12,7 +12,7 @@
 namespace preflight::runtime {
 
 void HostRunner::run_attention(const Op& op) {
-    const ref::AttnShape a = ref::attn_shape(d);
+    const ref::AttnShape a = ref::attn_shape(d, op.phase.layer);  // the layer's own window
     switch (op.kind) {
         case OpKind::flash_fwd:
             if (d.cp > 1)

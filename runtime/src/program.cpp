@@ -267,9 +267,10 @@ Program build_program(const ModelConfig& model, const Plan& plan_in, std::int64_
     P.dims.cp = whole.cp;
     P.dims.cp_rank = at.dp % whole.cp;
     P.dims.s_full = whole.seq;
-    // Sliding-window attention on every layer (check_runtime_model refuses layers of two kinds)
-    // where the window is narrower than the sequence.
+    // Sliding-window attention where the window is narrower than the sequence: on every layer, or
+    // on all but every full_attention_period-th (layers of two kinds, Dims::window_of).
     P.dims.window = model.attention_window(whole.seq);
+    P.dims.full_attention_period = P.dims.window > 0 ? model.full_attention_period : 0;
     const Dims& d = P.dims;
     RuntimeStageSpan span{d.first_stage, d.last_stage, d.first_layer(), d.layers, {}};
     for (std::int64_t l = 1; l <= d.layers; ++l) span.model_layers.push_back(d.model_layer(l));

@@ -35,6 +35,7 @@ Vec zeros(std::int64_t n) { return Vec(static_cast<std::size_t>(n), 0.0); }
 struct LayerSaved {
     Vec x, xn1, qk_in, qkv, attn, x1, xn2, up, act;  // qk_in: the per-head q/k norms' input (Qwen3)
     Vec ya, ym;  // post-norms (OLMo 2): the o_proj and down_proj outputs, the norms' inputs
+    i64 window = 0;  // the layer's attention window (0: every key before the query)
 };
 
 class ModelRef {
@@ -81,6 +82,12 @@ private:
     RopeFrequencies rope_freq_;  // RoPE inverse frequencies and attention factor (the model's rope_scaling)
 
     // The q/k norms' groups, read from the config (transformers: Qwen3's per head, OLMoE's whole).
+    // The attention's shape on the layer `s` was saved from (its own window).
+    AttnShape shape_of(const LayerSaved& s) const {
+        AttnShape a = a_;
+        a.window = s.window;
+        return a;
+    }
     QkNormGroups qk_groups() const { return qk_norm_groups(P.model.qk_norm_whole, a_.heads, a_.kv_heads, a_.d); }
 
     const double* w(ParamId id) const {
@@ -198,12 +205,12 @@ private:
         }
         if (rope_) rope_fwd(s.qkv.data(), a_, rope_freq_);
         s.attn = zeros(R * d.q_width);
-        attention_fwd(s.qkv.data(), s.attn.data(), nullptr, a_);
+        attention_fwd(s.qkv.data(), s.attn.data(), nullptr, shape_of(s));
     }
     // d(attn out) back to d(q|k|v) through the attention, RoPE and the q/k norms.
     Vec attention_backward(const LayerParams& lp, const LayerSaved& s, const Vec& dattn) const {
         Vec dqkv = zeros(d.rows * d.qkv_width);
-        attention_bwd(s.qkv.data(), dattn.data(), dqkv.data(), a_);
+        attention_bwd(s.qkv.data(), dattn.data(), dqkv.data(), shape_of(s));
         if (rope_) rope_bwd(dqkv.data(), a_, rope_freq_);
         if (P.model.qk_norm)
             head_rmsnorm_bwd(s.qk_in.data(), dqkv.data(), w(lp.q_norm_w), w(lp.k_norm_w), g(lp.q_norm_w), g(lp.k_norm_w),
@@ -272,6 +279,8 @@ private:
     Vec layer_forward(i64 l, Vec x, LayerSaved& s) const {
         const LayerParams& lp = P.layer_params[static_cast<std::size_t>(l - 1)];
         const i64 R = d.rows, h = d.h;
+        // The model's layers of two kinds (OLMo 3's, Gemma 3's), from the config's own rule.
+        s.window = P.model.layer_attention_window(d.model_layer(l), d.s);
         if (P.model.post_norms) return post_norm_layer_forward(lp, std::move(x), s);
         s.xn1 = zeros(R * h);
         norm_fwd(x, lp.norm1_w, lp.norm1_b, s.xn1);

@@ -284,6 +284,17 @@ TEST(Values, Phi3RunsWithItsLongRopeAndPartialRotary) {
                             "and the 2046 tokens before it"),
               std::string::npos)
         << phi3.out;
+    // OLMo 3 (Olmo3Config: every fourth layer full, the others through 4,096 keys) past its window
+    // (was: refused, naming --seq): the header says which layers see what.
+    const json olmo3 = {{"model_type", "olmo3"},     {"hidden_size", 256}, {"num_hidden_layers", 8},
+                        {"num_attention_heads", 4},  {"intermediate_size", 512}, {"vocab_size", 1000},
+                        {"max_position_embeddings", 16384}};
+    const auto o3 = run_preflight("run --dry-run --seq 8192 --model " + s.write("olmo3.json", olmo3));
+    EXPECT_EQ(o3.exit_code, 0) << o3.err;
+    EXPECT_NE(o3.out.find("# attention: one layer in 4 (layers 4, 8, ...) to the whole sequence, the 6 others "
+                          "through the model's sliding window, each query seeing itself and the 4095 tokens before it"),
+              std::string::npos)
+        << o3.out;
 }
 
 TEST(Values, AnActivationTheRuntimeDoesNotComputeIsRefusedByRunOnly) {

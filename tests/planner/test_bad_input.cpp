@@ -155,6 +155,8 @@ TEST(BadInput, SlidingWindowsAsTransformersApplyThem) {
     ModelConfig two_kinds = m;  // one layer of the two full, as Gemma 3's one in six
     two_kinds.full_attention_layers = 1;
     two_kinds.full_attention_period = 2;
+    EXPECT_EQ(subject_of([&] { check_runtime_plan(two_kinds, p); }), "");  // since 2026-12-04 (Dims::window_of)
+    two_kinds.full_attention_period = 0;  // a layer_types list that follows no period
     EXPECT_EQ(subject_of([&] { check_runtime_plan(two_kinds, p); }), "--seq");
     p.seq = 64;
     EXPECT_EQ(subject_of([&] { check_runtime_plan(two_kinds, p); }), "");

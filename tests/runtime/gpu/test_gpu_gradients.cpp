@@ -66,6 +66,16 @@ ModelConfig grad_olmo2() {
     return model_from_hf_config(cfg, "grad-olmo2");
 }
 
+// Layers of two kinds (Dims::window_of): OLMo 3's layer at the shape above over 4 layers, the fourth
+// attending to all 32 tokens, the others through a window of 8 (cuDNN: two graphs).
+ModelConfig grad_olmo3() {
+    nlohmann::json cfg = {{"model_type", "olmo3"},        {"hidden_size", 128},       {"num_hidden_layers", 4},
+                          {"num_attention_heads", 4},     {"num_key_value_heads", 2}, {"intermediate_size", 160},
+                          {"vocab_size", 300},            {"max_position_embeddings", 64}, {"sliding_window", 8},
+                          {"tie_word_embeddings", false}};
+    return model_from_hf_config(cfg, "grad-olmo3");
+}
+
 struct Bounds {
     double elem_rtol, elem_atol, norm_rtol, loss_rtol;
 };
@@ -116,7 +126,7 @@ using test::step_plan;
 
 TEST(GpuGradients, Fp32MatchesTheCpuReferenceForEveryRecomputeAndAttention) {
     PF_REQUIRE_GPU();
-    for (const ModelConfig& m : {grad_llama(), grad_gpt(), grad_mixtral(), grad_qwen3(), grad_olmo2()})
+    for (const ModelConfig& m : {grad_llama(), grad_gpt(), grad_mixtral(), grad_qwen3(), grad_olmo2(), grad_olmo3()})
         for (auto rc : all_recomputes())
             for (auto at : {AttentionKind::flash, AttentionKind::eager})
                 expect_gradients_match(m, step_plan(Precision::fp32, rc, at, 2), kFp32);
@@ -124,7 +134,7 @@ TEST(GpuGradients, Fp32MatchesTheCpuReferenceForEveryRecomputeAndAttention) {
 
 TEST(GpuGradients, Bf16RecipesMatchTheCpuReferenceWithinBf16Bounds) {
     PF_REQUIRE_GPU();
-    for (const ModelConfig& m : {grad_llama(), grad_gpt(), grad_qwen3(), grad_olmo2()})
+    for (const ModelConfig& m : {grad_llama(), grad_gpt(), grad_qwen3(), grad_olmo2(), grad_olmo3()})
         for (auto at : {AttentionKind::flash, AttentionKind::eager}) {
             expect_gradients_match(m, step_plan(Precision::bf16_mixed, Recompute::none, at, 1), kBf16);
             expect_gradients_match(m, step_plan(Precision::bf16_mixed_fp32_grads, Recompute::selective, at, 2), kBf16);

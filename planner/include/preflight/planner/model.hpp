@@ -137,6 +137,15 @@ struct ModelConfig {
     std::int64_t attention_window(std::int64_t seq) const {
         return sliding_window > 0 && sliding_window < seq ? sliding_window : 0;
     }
+    // Layers of two kinds: whether model layer `layer` (1-based) attends to the whole sequence
+    // (every full_attention_period-th; transformers' layer_types), and the keys it sees on a
+    // `seq`-token sequence (attention_window, or 0 on a full layer).
+    bool full_attention_layer(std::int64_t layer) const {
+        return full_attention_period > 0 && layer % full_attention_period == 0;
+    }
+    std::int64_t layer_attention_window(std::int64_t layer, std::int64_t seq) const {
+        return full_attention_layer(layer) ? 0 : attention_window(seq);
+    }
     bool is_moe() const { return experts > 1; }
 };
 

@@ -268,6 +268,9 @@ struct Dims {
     // Sliding-window attention (Mistral's, Phi-3's; ref::AttnShape::window): a query sees itself and
     // the window - 1 keys before it; 0: every key before it, also when the window spans s_full.
     std::int64_t window = 0;
+    // Layers of two kinds (Gemma 3's, gpt-oss's, OLMo 3's): every full_attention_period-th model layer
+    // attends to every key before the query, the others through `window`; 0: every layer alike.
+    std::int64_t full_attention_period = 0;
     // RoPE's rotated dimensions at the start of each head (ModelConfig::rope_dims(); head_dim but for
     // a partial rotary model such as Phi-4-mini's 96 of 128).
     std::int64_t rope_dims = 0;
@@ -296,6 +299,10 @@ struct Dims {
     // The chunk holding stage layer l (1-based), and the model's index of that layer.
     std::size_t chunk_of(std::int64_t l) const;
     std::int64_t model_layer(std::int64_t l) const;
+    // The window stage layer l attends through (ModelConfig::layer_attention_window): 0 on a full layer.
+    std::int64_t window_of(std::int64_t l) const {
+        return full_attention_period > 0 && model_layer(l) % full_attention_period == 0 ? 0 : window;
+    }
     // The model's index of the stage's first layer (chunk 0's first; 1 without chunks).
     std::int64_t first_layer() const { return chunks.empty() ? 1 : chunks.front().first_model; }
     // The chunk begins the model (the embedding's) or ends it (the head's).

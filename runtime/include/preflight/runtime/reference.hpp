@@ -56,6 +56,12 @@ struct AttnShape {
 inline AttnShape attn_shape(const Dims& d) {
     return {d.b, d.s, d.heads, d.kv_heads, d.head_dim, d.cp, d.cp_rank, d.window, d.rope_dims};
 }
+// The same for the attention of stage layer l (its own window: Dims::window_of).
+inline AttnShape attn_shape(const Dims& d, std::int64_t l) {
+    AttnShape a = attn_shape(d);
+    a.window = d.window_of(l);
+    return a;
+}
 
 // RMSNorm of Q and K over the groups `g` (qk_norm_groups: Qwen3's q_norm / k_norm per head, OLMo's
 // over each whole projection; before RoPE): in place on the Q|K columns of qkv [rows, ld], Q's groups
