@@ -81,13 +81,13 @@ private:
     bool ln_, swiglu_, rope_;
     RopeFrequencies rope_freq_;  // RoPE inverse frequencies and attention factor (the model's rope_scaling)
 
-    // The q/k norms' groups, read from the config (transformers: Qwen3's per head, OLMoE's whole).
     // The attention's shape on the layer `s` was saved from (its own window).
     AttnShape shape_of(const LayerSaved& s) const {
         AttnShape a = a_;
         a.window = s.window;
         return a;
     }
+    // The q/k norms' groups, read from the config (transformers: Qwen3's per head, OLMoE's whole).
     QkNormGroups qk_groups() const { return qk_norm_groups(P.model.qk_norm_whole, a_.heads, a_.kv_heads, a_.d); }
 
     const double* w(ParamId id) const {
