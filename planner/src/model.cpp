@@ -392,10 +392,10 @@ void read_qwen3_moe(const json& cfg, ModelConfig& m) {
 std::int64_t full_layer_period(const std::vector<bool>& full) {
     const auto first = std::find(full.begin(), full.end(), true);
     if (first == full.end()) return 0;
-    const auto n = static_cast<std::size_t>(first - full.begin()) + 1;
+    const auto n = static_cast<std::int64_t>(first - full.begin()) + 1;
     for (std::size_t i = 0; i < full.size(); ++i)
-        if (full[i] != ((i + 1) % n == 0)) return 0;
-    return static_cast<std::int64_t>(n);
+        if (full[i] != is_full_attention_layer(n, static_cast<std::int64_t>(i) + 1)) return 0;
+    return n;
 }
 
 // Sliding-window attention as transformers build it: Mistral, Mixtral and Phi-3 attend through

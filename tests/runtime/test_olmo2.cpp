@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "catalog_fixture.hpp"
@@ -194,12 +195,17 @@ TEST(Olmo2Support, RunsButNotUnderTensorParallelism) {
     const ModelConfig m = micro_olmo2();
     EXPECT_NO_THROW(check_runtime_model(m));
     EXPECT_NO_THROW(check_runtime_plan(m, test_support::micro_plan(1, 2, 1, Precision::bf16_mixed)));
-    try {
-        check_runtime_plan(m, test_support::micro_plan(2, 1, 0, Precision::bf16_mixed));
-        ADD_FAILURE() << "OLMo 2 ran under tp 2";
-    } catch (const InputError& e) {
-        EXPECT_EQ(e.subject(), "--tp");
-    }
+    // OLMo's whole-projection q/k norms are refused first; without them the post-norms' own rule fires.
+    ModelConfig no_qk_norm = m;
+    no_qk_norm.qk_norm = no_qk_norm.qk_norm_whole = false;
+    for (const auto& [model, words] : {std::pair{m, "whole q and k projections"}, std::pair{no_qk_norm, "sublayer outputs"}})
+        try {
+            check_runtime_plan(model, test_support::micro_plan(2, 1, 0, Precision::bf16_mixed));
+            ADD_FAILURE() << "OLMo 2 ran under tp 2";
+        } catch (const InputError& e) {
+            EXPECT_EQ(e.subject(), "--tp");
+            EXPECT_NE(e.detail().find(words), std::string::npos) << e.what();
+        }
     // Gemma 3: norms on both sides of each sublayer.
     try {
         check_runtime_model(test::catalog_model("gemma-3-1b"));

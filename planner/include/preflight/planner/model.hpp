@@ -38,6 +38,14 @@ struct RopeScaling {
     std::vector<double> short_factor, long_factor;
 };
 
+// Layers of two kinds (Gemma 3, gpt-oss, OLMo 3): model layer `layer` (1-based) attends to the whole
+// sequence when it is a multiple of `period` (ModelConfig::full_attention_period; 0: no full layers
+// among windowed ones). The one rule for the planner's config, the runtime's Dims::window_of and the
+// whole-model reference.
+inline bool is_full_attention_layer(std::int64_t period, std::int64_t layer) {
+    return period > 0 && layer % period == 0;
+}
+
 // Architecture of a decoder-only transformer, in the planner's own terms.
 struct ModelConfig {
     std::string name;
@@ -138,11 +146,9 @@ struct ModelConfig {
         return sliding_window > 0 && sliding_window < seq ? sliding_window : 0;
     }
     // Layers of two kinds: whether model layer `layer` (1-based) attends to the whole sequence
-    // (every full_attention_period-th; transformers' layer_types), and the keys it sees on a
-    // `seq`-token sequence (attention_window, or 0 on a full layer).
-    bool full_attention_layer(std::int64_t layer) const {
-        return full_attention_period > 0 && layer % full_attention_period == 0;
-    }
+    // (is_full_attention_layer), and the keys it sees on a `seq`-token sequence (attention_window,
+    // or 0 on a full layer).
+    bool full_attention_layer(std::int64_t layer) const { return is_full_attention_layer(full_attention_period, layer); }
     std::int64_t layer_attention_window(std::int64_t layer, std::int64_t seq) const {
         return full_attention_layer(layer) ? 0 : attention_window(seq);
     }

@@ -301,7 +301,7 @@ struct Dims {
     std::int64_t model_layer(std::int64_t l) const;
     // The window stage layer l attends through (ModelConfig::layer_attention_window): 0 on a full layer.
     std::int64_t window_of(std::int64_t l) const {
-        return full_attention_period > 0 && model_layer(l) % full_attention_period == 0 ? 0 : window;
+        return is_full_attention_layer(full_attention_period, model_layer(l)) ? 0 : window;
     }
     // The model's index of the stage's first layer (chunk 0's first; 1 without chunks).
     std::int64_t first_layer() const { return chunks.empty() ? 1 : chunks.front().first_model; }
