@@ -52,12 +52,15 @@
 #                  allowing, PyTorch bf16-mixed rounded where ours rounds (train.py --bf16-residual
 #                  --bf16-param-grads), judged against ours and against PyTorch by the same band: is the
 #                  early offset of ours from PyTorch where the two round?
+#                  Then each curve's distance from the fp32 one (distance_from_fp32.py).
 #     all          check build test headline losscurve memcheck measure
 #
 # Everything recorded lands under data/measurements/<gpu>/ (session logs in
 # data/measurements/<gpu>/session-<stamp>/) and is packed after every step into
 # $OUT/preflight-gpu-<stamp>.tar.gz (unpack with `tar xzf ... -C <repo root>`) with a short
 # $OUT/summary.txt (the device tool returns few files, shallow).
+# The tarball is also left in $PREFLIGHT_BUILD_DIR/records-of-the-last-call/, and a later call on the
+# same (warm) machine restores from it the record files its copy of the tree lacks.
 #
 # Env: PREFLIGHT_DEPS (.deps), PREFLIGHT_BUILD_DIR (build-gpu), PREFLIGHT_BUDGET_S (540: no new
 # work starts past it; running commands are cut off at it), PREFLIGHT_GPU (catalog name; default
@@ -116,6 +119,7 @@ sdir=$mdir/session-$stamp
 mkdir -p "$sdir"
 summary=$sdir/summary.txt
 tarball=$out/preflight-gpu-$stamp.tar.gz
+carry_dir=$build/records-of-the-last-call  # see restore_last_call
 
 pack() {  # everything recorded so far -> one tarball + summary.txt in $OUT
     python3 validation/gpu_session/gpu_session_summary.py "$mdir" "$configs" >"$sdir/measurements.txt" 2>&1 || true
@@ -123,13 +127,30 @@ pack() {  # everything recorded so far -> one tarball + summary.txt in $OUT
     # outlasted a call's limit on 2026-11-28 and nothing came back.
     tar czf "$tarball.tmp" --exclude='*.bin' --exclude='*.f32' "$mdir" 2>/dev/null && mv -f "$tarball.tmp" "$tarball"
     { cat "$summary"; echo; cat "$sdir/measurements.txt"; } >"$out/summary.txt" 2>/dev/null
+    [[ -f $tarball ]] && mkdir -p "$carry_dir" && cp -f "$tarball" "$carry_dir/latest.tar.gz"
 }
 trap pack EXIT
+# Records of an earlier call on this machine: the device copies the working tree afresh for each
+# call, so what an earlier call recorded is gone unless it was unpacked on the other side first,
+# which the 30 s a warm machine waits seldom allows (on 2026-12-04 a second call lacked the first's
+# fp32 curves, and its comparisons with them failed). Each pack leaves its tarball (the whole
+# records folder) in the build folder, which is git-ignored and kept between calls; at the start of
+# a call the files the tree lacks are restored from it, never over the tree's own.
+restore_last_call() {
+    [[ -f $carry_dir/latest.tar.gz ]] || return 0
+    local before after
+    before=$(find "$mdir" -type f | wc -l)
+    tar xzf "$carry_dir/latest.tar.gz" --skip-old-files 2>/dev/null
+    after=$(find "$mdir" -type f | wc -l)
+    (( after > before )) && note "restored $((after - before)) record files of the last call on this machine, missing from this tree ($carry_dir)"
+    return 0
+}
 
 {
     echo "# preflight GPU session $stamp: stages: $*"
     echo "# gpu: ${gpu_name:-none} -> catalog $gpu; budget ${budget_s}s; steps $steps + warm-up $warmup; jobs $jobs"
 } >"$summary"
+restore_last_call
 {
     echo "## nvidia-smi"; nvidia-smi 2>&1
     echo "## nvidia-smi -q"; nvidia-smi -q 2>&1
@@ -600,6 +621,14 @@ do_curves() {  # 200-step loss curves: ours (fp8-mixed, bf16-mixed) and PyTorch'
             >"$cdir/band-rounded-as-ours-vs-pytorch.txt" 2>&1
         note "curves: PyTorch rounded as ours vs PyTorch: $(grep '^# steps 1-' "$cdir/band-rounded-as-ours-vs-pytorch.txt")"
     fi
+    # Every curve's distance from the fp32 one (where the fp32 pair agrees, fp32 is known): ours in
+    # bf16 judged by PyTorch's bf16 runs' own distance, a yardstick that also sees steps 1-3.
+    local far=("ours bf16-mixed=$cdir/ours-bf16-mixed.json" "PyTorch bf16-mixed split 1=$cdir/pytorch-bf16-mixed-split1.report"
+        "PyTorch bf16-mixed split 2=$cdir/pytorch-bf16-mixed-split2.report" "ours fp8-mixed=$cdir/ours-fp8-mixed.json")
+    [[ -f $cdir/$as_ours.report ]] && far+=("PyTorch bf16-mixed rounded as ours=$cdir/$as_ours.report")
+    python3 validation/pytorch/distance_from_fp32.py "$cdir/pytorch-fp32-split1.report" "$cdir/pytorch-fp32-split2.report" \
+        "${far[@]}" --json "$cdir/distance-from-fp32.json" >"$cdir/distance-from-fp32.txt" 2>&1
+    note "curves: distance from fp32: $(sed -n 3p "$cdir/distance-from-fp32.txt")"
     python3 validation/pytorch/plot_curves.py "$cdir/curves.svg" --title "llama-3.2-1b, seq 512, mbs 4: loss per step" \
         "ours fp8-mixed=$cdir/ours-fp8-mixed.json" "ours bf16-mixed=$cdir/ours-bf16-mixed.json" \
         "PyTorch bf16-mixed=$cdir/pytorch-bf16-mixed-split1.report" "PyTorch fp32=$cdir/pytorch-fp32-split1.report" 2>>"$summary"

@@ -114,28 +114,17 @@ Device calls (the `run` tool, from the repository root; each <= 10 min, of which
 at most PREFLIGHT_BUDGET_S = 540 s: it starts no new work past it and packs everything into
 $OUT/preflight-gpu-<stamp>.tar.gz + $OUT/summary.txt). See README.md, "GPU session runbook".
 
-  What the open issues still need (2026-11-30): PyTorch's 200-step fp32 pair from our initial
-  weights (the curves stage resumes: it skips the curves recorded, writes the initial weights
-  again in a one-step run, then runs the two fp32 runs of about 110 s each; about 360 s with the
-  build), then, with the budget left (about 60 s), the early-offset diagnostic: PyTorch bf16-mixed
-  rounded where ours rounds (train.py --bf16-residual --bf16-param-grads), judged against ours and
-  against PyTorch (curves/band-*-rounded-as-ours*.txt):
-       run(command="PREFLIGHT_BUDGET_S=500 bash validation/gpu_session/gpu_session.sh check build curves", carry=[".deps"], timeout_s=560)
-  then at once, with what is left (the machine goes back after 30 s idle; B = the `status` tool's
-  budget_left_s less 60), the gpu tests on the warm build (about 100 s; since 2026-11-30 they
-  include context parallelism's first device checks: CpKernels.* (the cp flash kernels and K|V
-  moves against the CPU reference), GpuContextParallel.LoopbackParity and
-  GpuContextParallel.AnEmulatedCpRanksTrackedPeakEqualsItsDryRun, none run on a GPU yet; and the
-  mixture of experts' (MoeKernels/*: routing, dispatch, combine and grouped GEMMs against the CPU
-  reference; GpuMoe.*: a Mixtral-shaped bf16 step against the host executor; GpuGradients.Fp32*
-  now has a Mixtral-shaped model against the whole-model reference):
-       run(command="PREFLIGHT_BUDGET_S=B bash validation/gpu_session/gpu_session.sh check test", carry=[".deps"], timeout_s=B+60)
-  and give_back. The two context-parallel ranks at the end of the measure-mp set (about 90 s and
-  140 s) and the four Mixtral-8x7B ranks after them (tp 2 x pp 8 --sp, first and last stage, and the
-  first in fp8-mixed; rank 0 of dp 8 x ep 8 x pp 4) wait
-  for a later session, as does the last, an interleaved Llama-3.2-1B stage at 64 micro-batches
-  whose arena holds bands (since 2026-12-01; predicted 1.24 s a step, so about 10 s:
-  measure-mp:llama-3.2-1b_s2048_b1_pp2_vpp2_r0_selective_ga64).
+  What is still to run on a GPU (2026-12-04; the curves of issue 34 and 64 of the 66 gpu tests
+  ran that day): the gpu tests again, for MoeKernels/*.RouteMatchesTheReferenceExactly (its
+  routing table was sized with E and k swapped, mended since), then the 15 ranks of the
+  measure-mp set not yet recorded (it resumes: the interleaved Llama-3-8B stages, the cp ranks,
+  Mixtral's, Qwen3's, OLMoE's and OLMo 2's, Phi-3's windowed one; about 60-140 s each):
+       run(command="PREFLIGHT_BUDGET_S=540 bash validation/gpu_session/gpu_session.sh check build test measure-mp", carry=[".deps"], timeout_s=600)
+  then, with what is left on the warm machine (it goes back after 30 s idle; the call restores
+  the records of the last call that its copy of the tree lacks, from build-gpu/), B = the
+  `status` tool's budget_left_s less 60:
+       run(command="PREFLIGHT_BUDGET_S=B bash validation/gpu_session/gpu_session.sh measure-mp", carry=[".deps"], timeout_s=B+60)
+  and give_back.
 
   1) libraries, build, every gpu-labelled test, the headline plan (ours vs PyTorch eager and
      torch.compile):
@@ -155,8 +144,9 @@ $OUT/preflight-gpu-<stamp>.tar.gz + $OUT/summary.txt). See README.md, "GPU sessi
   Per-op times for the plans recorded before --op-times (new runs record them anyway):
        run(command="bash validation/gpu_session/gpu_session.sh optimes", carry=[".deps"], timeout_s=600)
 
-After EVERY call, unpack its records here before the next call (so the next copy of the working
-tree carries them and the resume skips them), then read the summary:
+After EVERY call, unpack its records here (a fresh machine's copy of the working tree carries
+only what is here; a warm machine's next call also restores the last call's records itself),
+then read the summary. Unpack the calls in order, each over the one before:
   tar xzf <files_at>/preflight-gpu-*.tar.gz -C <repo root>      # -> data/measurements/<gpu>/...
   cat <files_at>/summary.txt
 EOF

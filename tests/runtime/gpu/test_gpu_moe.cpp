@@ -119,10 +119,10 @@ TYPED_TEST(MoeKernels, RouteMatchesTheReferenceExactly) {
             const Vec logits = tied_logits<T>(c.rows, c.E, 31);
             DeviceBuffer<T> dl(logits);
             DeviceBuffer<float> dg(static_cast<std::size_t>(c.rows * c.k));
-            DeviceTable dt(static_cast<std::size_t>(ref::routing_elements(c.rows, c.E, c.k)));
+            DeviceTable dt(static_cast<std::size_t>(ref::routing_elements(c.rows, c.k, c.E)));
             cuda::launch_moe_route<T>(dl.get(), dg.get(), dt.get(), c.rows, c.E, c.k, renormalize, nullptr);
             Vec gates(static_cast<std::size_t>(c.rows * c.k));
-            I64 table(static_cast<std::size_t>(ref::routing_elements(c.rows, c.E, c.k)));
+            I64 table(static_cast<std::size_t>(ref::routing_elements(c.rows, c.k, c.E)));
             ref::moe_route(logits.data(), c.rows, c.E, c.k, renormalize, gates.data(), table.data());
             const std::string what = "route rows " + std::to_string(c.rows) + " E " + std::to_string(c.E) + " k " +
                                      std::to_string(c.k) + (renormalize ? "" : " not renormalised");

@@ -7,6 +7,7 @@ compare_band.py: the band is the running maximum of |A - B| in nats, ours is jud
 |ours - pytorch| over it, inside at >= 90 % of the steps; the medians of both per window of steps.
 gpu_session_summary.py --one: an emulated rank's peak is compared with NCCL's world-size-1 memory set apart, as validate --check does.
 plot_curves.py: the curves that ran are drawn and a missing one named.
+distance_from_fp32.py: per window, the median |fp32 A - fp32 B| and each run's median |run - fp32 A|.
 """
 import json
 import os
@@ -103,12 +104,39 @@ def test_plot_keeps_the_curves_that_ran(root, tmp):
     check(r.returncode == 2, "no curve at all is exit 2, got %d" % r.returncode)
 
 
+def test_distance_from_fp32(root, tmp):
+    def curve(name, losses):
+        path = os.path.join(tmp, name)
+        write(path, {"status": "ok", "measured": {"loss": losses}})
+        return path
+    script = os.path.join(root, "validation/pytorch/distance_from_fp32.py")
+    a = curve("fp32a.json", [3.0, 2.0, 1.0, 0.5])
+    b = curve("fp32b.json", [3.0, 2.002, 1.0, 0.5])
+    x = curve("x.json", [3.01, 2.0, 1.04, 0.4])
+    out = os.path.join(tmp, "far.json")
+    r = run([script, a, b, "bf16=" + x, "--windows", "2", "--json", out])
+    check(r.returncode == 0, "exit %d: %s" % (r.returncode, r.stderr))
+    far = json.load(open(out))
+    w = far["windows"]
+    check([(v["first_step"], v["last_step"]) for v in w] == [(1, 2), (3, 4)], "windows %s" % w)
+    # Steps 1-2: the pair differs by {0, 0.002} -> median 0.001; the run by {0.01, 0} -> 0.005.
+    # Steps 3-4: the pair by {0, 0} -> 0; the run by {0.04, 0.1} -> 0.07.
+    check(abs(w[0]["fp32_pair"] - 0.001) < 1e-12 and abs(w[0]["runs"]["bf16"] - 0.005) < 1e-12, "window 1 %s" % w[0])
+    check(abs(w[1]["fp32_pair"]) < 1e-12 and abs(w[1]["runs"]["bf16"] - 0.07) < 1e-12, "window 2 %s" % w[1])
+    check("3-4          0.000000   0.070000" in r.stdout, r.stdout)
+    r = run([script, a, b, x])
+    check(r.returncode == 2 and "LABEL=REPORT" in r.stderr, "a run without its label is bad input: %s" % r.stderr)
+    r = run([script, a, b, "bf16=" + x, "--windows", "0"])
+    check(r.returncode == 2 and "--windows" in r.stderr, "--windows 0 is bad input: %s" % r.stderr)
+
+
 def main():
     root = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
         test_band(root, tmp)
         test_summary_sets_nccl_apart(root, tmp)
         test_plot_keeps_the_curves_that_ran(root, tmp)
+        test_distance_from_fp32(root, tmp)
     print("ok")
 
 
