@@ -51,8 +51,9 @@
 #                  recorded there is not run again (PREFLIGHT_REMEASURE=1 runs it again). Last, budget
 #                  allowing, PyTorch bf16-mixed rounded where ours rounds (train.py --bf16-residual
 #                  --bf16-param-grads), judged against ours and against PyTorch by the same band: is the
-#                  early offset of ours from PyTorch where the two round?
-#                  Then each curve's distance from the fp32 one (distance_from_fp32.py).
+#                  early offset of ours from PyTorch where the two round? Then the same with each norm's
+#                  weight read as its bf16 copy too (--bf16-norm-weights), and each curve's distance from
+#                  the fp32 one (distance_from_fp32.py).
 #     all          check build test headline losscurve memcheck measure
 #
 # Everything recorded lands under data/measurements/<gpu>/ (session logs in
@@ -543,7 +544,8 @@ do_curves() {  # 200-step loss curves: ours (fp8-mixed, bf16-mixed) and PyTorch'
     local pre=$build/cli/preflight cdir=$mdir/curves n=${PREFLIGHT_CURVE_STEPS:-200} train=validation/pytorch/train.py
     mkdir -p "$cdir"
     local plan=(--model llama-3.2-1b --gpu "$gpu" --seq 512 --mbs 4 --lr 1e-3 --seed 1234)
-    local as_ours=pytorch-bf16-mixed-rounded-as-ours-split1  # the diagnostic run, last
+    local as_ours=pytorch-bf16-mixed-rounded-as-ours-split1  # the diagnostic runs, last
+    local as_ours_norms=pytorch-bf16-mixed-rounded-as-ours-norm-weights-split1
     local pt_args=(--config data/models/llama-3.2-1b.json --model-name llama-3.2-1b --gpu "$gpu" --seq 512 --mbs 4
         --steps "$n" --warmup 0 --lr 1e-3 --seed 1234 --init-from "$cdir/init.bin" --data preflight)
     # Resumable: a curve already recorded (status ok) is not run again unless PREFLIGHT_REMEASURE=1.
@@ -554,7 +556,7 @@ do_curves() {  # 200-step loss curves: ours (fp8-mixed, bf16-mixed) and PyTorch'
         note "curves: ours bf16-mixed already recorded"
         if ! curve_recorded "$cdir/pytorch-fp32-split1.report" || ! curve_recorded "$cdir/pytorch-fp32-split2.report" ||
             ! curve_recorded "$cdir/pytorch-bf16-mixed-split1.report" || ! curve_recorded "$cdir/pytorch-bf16-mixed-split2.report" ||
-            ! curve_recorded "$cdir/$as_ours.report"; then
+            ! curve_recorded "$cdir/$as_ours.report" || ! curve_recorded "$cdir/$as_ours_norms.report"; then
             evidence_run "$sdir/curves-init.log" "$(left)" "$pre" run "${plan[@]}" --precision bf16-mixed --steps 1 --warmup 0 \
                 --save-init "$cdir/init.bin"
             note "curves: initial weights written again (one step, seed 1234) exit $?"
@@ -595,37 +597,42 @@ do_curves() {  # 200-step loss curves: ours (fp8-mixed, bf16-mixed) and PyTorch'
     python3 validation/pytorch/compare_band.py "$cdir/pytorch-fp32-split1.report" "$cdir/pytorch-fp32-split2.report" \
         --json "$cdir/band-fp32.json" >"$cdir/band-fp32.txt" 2>&1
     note "curves: fp32 band: $(tail -1 "$cdir/band-fp32.txt")"
-    # Diagnostic (README, "Loss curves": the early offset): PyTorch rounding the residual stream,
-    # its gradient and every parameter gradient to bf16 where ours does. Ours against it, and it
-    # against PyTorch, each judged by the band and by the window medians.
-    if curve_recorded "$cdir/$as_ours.report"; then
-        note "curves: PyTorch bf16-mixed rounded as ours already recorded"
-    elif [[ ! -f $cdir/init.bin ]]; then
-        note "curves: PyTorch bf16-mixed rounded as ours SKIPPED (no init.bin)"
-    elif (( $(left) <= 75 )); then
-        note "curves: PyTorch bf16-mixed rounded as ours SKIPPED (budget: $(left)s left)"
-    else
-        evidence_run "$cdir/$as_ours.log" "$(left)" python3 "$train" "${pt_args[@]}" --precision bf16-mixed --split 1 \
-            --bf16-residual --bf16-param-grads --report "$cdir/$as_ours.report"
-        note "curves: PyTorch bf16-mixed rounded as ours exit $?"
-        pack
-    fi
-    if [[ -f $cdir/$as_ours.report ]]; then
+    # Diagnostics (README, "Loss curves": the early offset): PyTorch rounding the residual stream,
+    # its gradient and every parameter gradient to bf16 where ours does; then also reading each norm's
+    # weight as its bf16 copy, as ours does (2026-12-04's candidate for the rest of the offset).
+    # Ours against each, and each against PyTorch, judged by the band and by the window medians.
+    local diag name tag flags
+    for diag in "$as_ours|rounded-as-ours|--bf16-residual --bf16-param-grads" \
+        "$as_ours_norms|rounded-as-ours-norm-weights|--bf16-residual --bf16-param-grads --bf16-norm-weights"; do
+        IFS='|' read -r name tag flags <<<"$diag"
+        if curve_recorded "$cdir/$name.report"; then
+            note "curves: PyTorch bf16-mixed $tag already recorded"
+        elif [[ ! -f $cdir/init.bin ]]; then
+            note "curves: PyTorch bf16-mixed $tag SKIPPED (no init.bin)"
+        elif (( $(left) <= 75 )); then
+            note "curves: PyTorch bf16-mixed $tag SKIPPED (budget: $(left)s left)"
+        else
+            # shellcheck disable=SC2086  # the flags are words
+            evidence_run "$cdir/$name.log" "$(left)" python3 "$train" "${pt_args[@]}" --precision bf16-mixed --split 1 \
+                $flags --report "$cdir/$name.report"
+            note "curves: PyTorch bf16-mixed $tag exit $?"
+            pack
+        fi
+        [[ -f $cdir/$name.report ]] || continue
         local ab=("$cdir/pytorch-bf16-mixed-split1.report" "$cdir/pytorch-bf16-mixed-split2.report")
         python3 validation/pytorch/compare_band.py "${ab[@]}" --ours "$cdir/ours-bf16-mixed.json" \
-            --pytorch "$cdir/$as_ours.report" --json "$cdir/band-ours-vs-rounded-as-ours.json" \
-            >"$cdir/band-ours-vs-rounded-as-ours.txt" 2>&1
-        note "curves: ours vs PyTorch rounded as ours: $(grep '^# steps 1-' "$cdir/band-ours-vs-rounded-as-ours.txt")"
-        python3 validation/pytorch/compare_band.py "${ab[@]}" --ours "$cdir/$as_ours.report" \
-            --pytorch "${ab[0]}" --json "$cdir/band-rounded-as-ours-vs-pytorch.json" \
-            >"$cdir/band-rounded-as-ours-vs-pytorch.txt" 2>&1
-        note "curves: PyTorch rounded as ours vs PyTorch: $(grep '^# steps 1-' "$cdir/band-rounded-as-ours-vs-pytorch.txt")"
-    fi
+            --pytorch "$cdir/$name.report" --json "$cdir/band-ours-vs-$tag.json" >"$cdir/band-ours-vs-$tag.txt" 2>&1
+        note "curves: ours vs PyTorch $tag: $(grep '^# steps 1-' "$cdir/band-ours-vs-$tag.txt")"
+        python3 validation/pytorch/compare_band.py "${ab[@]}" --ours "$cdir/$name.report" \
+            --pytorch "${ab[0]}" --json "$cdir/band-$tag-vs-pytorch.json" >"$cdir/band-$tag-vs-pytorch.txt" 2>&1
+        note "curves: PyTorch $tag vs PyTorch: $(grep '^# steps 1-' "$cdir/band-$tag-vs-pytorch.txt")"
+    done
     # Every curve's distance from the fp32 one (where the fp32 pair agrees, fp32 is known): ours in
     # bf16 judged by PyTorch's bf16 runs' own distance, a yardstick that also sees steps 1-3.
     local far=("ours bf16-mixed=$cdir/ours-bf16-mixed.json" "PyTorch bf16-mixed split 1=$cdir/pytorch-bf16-mixed-split1.report"
         "PyTorch bf16-mixed split 2=$cdir/pytorch-bf16-mixed-split2.report" "ours fp8-mixed=$cdir/ours-fp8-mixed.json")
     [[ -f $cdir/$as_ours.report ]] && far+=("PyTorch bf16-mixed rounded as ours=$cdir/$as_ours.report")
+    [[ -f $cdir/$as_ours_norms.report ]] && far+=("PyTorch bf16-mixed rounded as ours, norm weights too=$cdir/$as_ours_norms.report")
     python3 validation/pytorch/distance_from_fp32.py "$cdir/pytorch-fp32-split1.report" "$cdir/pytorch-fp32-split2.report" \
         "${far[@]}" --json "$cdir/distance-from-fp32.json" >"$cdir/distance-from-fp32.txt" 2>&1
     note "curves: distance from fp32: $(sed -n 3p "$cdir/distance-from-fp32.txt")"

@@ -73,6 +73,10 @@ def parse_args(argv):
                         "accumulated, as the Preflight runtime stores them (autocast's are fp32: the norm weights', "
                         "the embedding's scatter and, tied, its sum with the head's). With --bf16-residual, "
                         "PyTorch rounds where the runtime does")
+    p.add_argument("--bf16-norm-weights", action="store_true",
+                   help="diagnostic, bf16-mixed only: every norm multiplies by its weight (and bias) rounded to "
+                        "bf16, forward and input gradient, as the Preflight runtime reads the bf16 copy; the "
+                        "weight's own gradient and update stay as they are (autocast uses the fp32 parameter)")
     a = p.parse_args(argv)
     for name in ("seq", "mbs", "grad_acc", "steps"):
         if getattr(a, name) < 1:
@@ -85,6 +89,8 @@ def parse_args(argv):
         p.error("--bf16-residual needs --precision bf16-mixed or bf16-mixed-fp32-grads")
     if a.bf16_param_grads and a.precision not in ("bf16-mixed", "bf16-mixed-fp32-grads"):
         p.error("--bf16-param-grads needs --precision bf16-mixed or bf16-mixed-fp32-grads")
+    if a.bf16_norm_weights and a.precision not in ("bf16-mixed", "bf16-mixed-fp32-grads"):
+        p.error("--bf16-norm-weights needs --precision bf16-mixed or bf16-mixed-fp32-grads")
     return a
 
 
@@ -252,11 +258,39 @@ def round_residual_stream_to_bf16(model, torch):
                 x.copy_(x.to(torch.bfloat16).to(torch.float32))
             if x.requires_grad:
                 x.register_hook(lambda g: g.to(torch.bfloat16).to(torch.float32))
-    norms = [m for n, m in model.named_modules() if n.endswith("norm") or n.endswith("layernorm")
-             or n.endswith(".ln_1") or n.endswith(".ln_2") or n.endswith(".ln_f")]
+    norms = norm_modules(model)
     for m in norms:
         m.register_forward_pre_hook(round_input)
     print("train.py: --bf16-residual: rounding at %d norm inputs" % len(norms), file=sys.stderr)
+
+
+def norm_modules(model):
+    return [m for n, m in model.named_modules() if n.endswith("norm") or n.endswith("layernorm")
+            or n.endswith(".ln_1") or n.endswith(".ln_2") or n.endswith(".ln_f")]
+
+
+def round_norm_weights_to_bf16(model, torch):
+    """Each norm's weight (and bias) as the forward reads it: rounded to bf16, the value the Preflight
+    runtime's norm kernels read from the bf16 weight copy (runtime/kernels/norm.cu, forward and input
+    gradient), while the optimizer updates the fp32 parameter. A parametrization whose value is
+    round(w) and whose derivative is 1 (straight-through), so the weight's gradient is the one the
+    fp32 weight would get, as the runtime's norm_bwd_weights_kernel computes it. Near 1.0, where RMSNorm
+    weights start, bf16's spacing is 2^-8 below and 2^-7 above: steps of lr 1e-3 move the rounded
+    value only every few steps. Autocast multiplies by the fp32 parameter."""
+    from torch.nn.utils import parametrize
+
+    class RoundToBf16(torch.nn.Module):
+        def forward(self, w):
+            return w + (w.detach().to(torch.bfloat16).to(w.dtype) - w.detach())
+
+    count = 0
+    for m in norm_modules(model):
+        for name in ("weight", "bias"):
+            if isinstance(getattr(m, name, None), torch.nn.Parameter):
+                parametrize.register_parametrization(m, name, RoundToBf16())
+                count += 1
+    print("train.py: --bf16-norm-weights: rounding %d norm parameters as the forward reads them" % count,
+          file=sys.stderr)
 
 
 def round_param_grads_to_bf16(model, torch):
@@ -362,6 +396,9 @@ def main(argv):
     if a.bf16_residual:
         round_residual_stream_to_bf16(model, torch)
         report["measured"]["bf16_residual"] = True
+    if a.bf16_norm_weights:  # before the gradient hooks: they go on the parameters it keeps
+        round_norm_weights_to_bf16(model, torch)
+        report["measured"]["bf16_norm_weights"] = True
     if a.bf16_param_grads:
         round_param_grads_to_bf16(model, torch)
         report["measured"]["bf16_param_grads"] = True
