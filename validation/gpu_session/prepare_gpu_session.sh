@@ -120,7 +120,8 @@ $OUT/preflight-gpu-<stamp>.tar.gz + $OUT/summary.txt). See README.md, "GPU sessi
   and runs only the early offset's next diagnostic, PyTorch with --bf16-norm-weights beside the
   two other flags (the initial weights again, 19 s, and one run of about 60 s); then the 15 ranks
   of the measure-mp set not yet recorded (it resumes: the interleaved Llama-3-8B stages, the cp
-  ranks, Mixtral's, Qwen3's, OLMoE's and OLMo 2's, Phi-3's windowed one; about 60-140 s each):
+  ranks, Mixtral's, Qwen3's, OLMoE's and OLMo 2's, Phi-3's windowed one, the interleaved
+  Llama-3.2-1B stage at 64 micro-batches; about 10-140 s each):
        run(command="PREFLIGHT_BUDGET_S=540 bash validation/gpu_session/gpu_session.sh check build test curves measure-mp", carry=[".deps"], timeout_s=600)
   then, with what is left on the warm machine (it goes back after 30 s idle; the call restores
   the records of the last call that its copy of the tree lacks, from build-gpu/), B = the
