@@ -601,7 +601,7 @@ do_curves() {  # 200-step loss curves: ours (fp8-mixed, bf16-mixed) and PyTorch'
     # its gradient and every parameter gradient to bf16 where ours does; then also reading each norm's
     # weight as its bf16 copy, as ours does (2026-12-04's candidate for the rest of the offset).
     # Ours against each, and each against PyTorch, judged by the band and by the window medians.
-    local diag name tag flags
+    local diag name tag flags ab=("$cdir/pytorch-bf16-mixed-split1.report" "$cdir/pytorch-bf16-mixed-split2.report")
     for diag in "$as_ours|rounded-as-ours|--bf16-residual --bf16-param-grads" \
         "$as_ours_norms|rounded-as-ours-norm-weights|--bf16-residual --bf16-param-grads --bf16-norm-weights"; do
         IFS='|' read -r name tag flags <<<"$diag"
@@ -619,7 +619,6 @@ do_curves() {  # 200-step loss curves: ours (fp8-mixed, bf16-mixed) and PyTorch'
             pack
         fi
         [[ -f $cdir/$name.report ]] || continue
-        local ab=("$cdir/pytorch-bf16-mixed-split1.report" "$cdir/pytorch-bf16-mixed-split2.report")
         python3 validation/pytorch/compare_band.py "${ab[@]}" --ours "$cdir/ours-bf16-mixed.json" \
             --pytorch "$cdir/$name.report" --json "$cdir/band-ours-vs-$tag.json" >"$cdir/band-ours-vs-$tag.txt" 2>&1
         note "curves: ours vs PyTorch $tag: $(grep '^# steps 1-' "$cdir/band-ours-vs-$tag.txt")"

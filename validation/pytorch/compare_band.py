@@ -39,6 +39,14 @@ def median(xs):
     return None if n == 0 else (s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2]))
 
 
+def window_ends(text):
+    """--windows "50,100" -> [50, 100]; ValueError unless every item is a positive step number."""
+    ends = [int(x) for x in text.split(",") if x.strip()]
+    if any(e < 1 for e in ends):
+        raise ValueError(text)
+    return ends
+
+
 def windows_of(ends, n):
     """[(first, last)] 1-based and inclusive: 1..ends[0], ends[0]+1..ends[1], ..., up to n."""
     out, first = [], 1
@@ -62,9 +70,7 @@ def main(argv):
                         "51-100 and 101 to the end)")
     a = p.parse_args(argv)
     try:
-        ends = [int(x) for x in a.windows.split(",") if x.strip()]
-        if any(e < 1 for e in ends):
-            raise ValueError
+        ends = window_ends(a.windows)
     except ValueError:
         print("compare_band.py: --windows takes positive step numbers separated by commas, got %r" % a.windows,
               file=sys.stderr)

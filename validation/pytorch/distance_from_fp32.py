@@ -22,7 +22,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_band import losses, median, windows_of  # noqa: E402  (this folder's helpers)
+from compare_band import losses, median, window_ends, windows_of  # noqa: E402  (this folder's helpers)
 
 
 def main(argv):
@@ -35,8 +35,8 @@ def main(argv):
     p.add_argument("--json", help="write the medians here")
     a = p.parse_args(argv)
     try:
-        ends = [int(x) for x in a.windows.split(",") if x.strip()]
-        if not ends or any(e < 1 for e in ends):
+        ends = window_ends(a.windows)
+        if not ends:
             raise ValueError
     except ValueError:
         print("distance_from_fp32.py: --windows takes positive step numbers separated by commas, got %r" % a.windows,
